@@ -1,0 +1,123 @@
+import { z } from 'zod';
+
+/**
+ * The item model: OpenAI Responses item shapes (API.md "Items"), shared by every layer.
+ *
+ * - `Item`: what a client sends (input) and what a model returns (output).
+ * - `StoredItem`: an item in the session log, with its dense 1-based `seq` and `created_at`.
+ * - `PromptItem`: an item in a prompt view. It may be compacted, synthetic (inserted by the
+ *   service, no `seq`), pending (a notice shown by the preview), or carry an `output_ref`
+ *   when its output lives out of line (see below).
+ */
+
+export const idSchema = z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$');
+
+export const messageItemSchema = z
+  .object({
+    type: z.literal('message'),
+    role: z.enum(['system', 'user', 'assistant']),
+    content: z.string(),
+  })
+  .strict();
+
+export const functionCallItemSchema = z
+  .object({
+    type: z.literal('function_call'),
+    call_id: z.string().min(1).max(256),
+    name: z.string().min(1).max(256),
+    arguments: z.string(),
+  })
+  .strict();
+
+export const functionCallOutputItemSchema = z
+  .object({
+    type: z.literal('function_call_output'),
+    call_id: z.string().min(1).max(256),
+    output: z.string(),
+  })
+  .strict();
+
+export const itemSchema = z.discriminatedUnion('type', [
+  messageItemSchema,
+  functionCallItemSchema,
+  functionCallOutputItemSchema,
+]);
+
+export type MessageItem = z.infer<typeof messageItemSchema>;
+export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
+export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;
+export type Item = z.infer<typeof itemSchema>;
+export type Role = MessageItem['role'];
+
+const storedFields = {
+  seq: z.number().int().positive(),
+  created_at: z.string(),
+};
+
+export const storedItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend(storedFields),
+  functionCallItemSchema.extend(storedFields),
+  functionCallOutputItemSchema.extend(storedFields),
+]);
+export type StoredItem = z.infer<typeof storedItemSchema>;
+
+/**
+ * What a stored record keeps of a payload that lives out of line (under `blob/<sha256>`):
+ * enough to compact it (length, MD5, head and tail) without fetching it.
+ * `head` and `tail` hold at least `PREVIEW_CHARS` characters each (all of it when shorter).
+ */
+export const payloadRefSchema = z
+  .object({
+    sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    md5: z.string().regex(/^[0-9a-f]{32}$/),
+    length: z.number().int().nonnegative(),
+    head: z.string(),
+    tail: z.string(),
+  })
+  .strict();
+export type PayloadRef = z.infer<typeof payloadRefSchema>;
+
+/** Characters of head and tail a payload preview keeps: enough for any compacted form. */
+export const PREVIEW_CHARS = 256;
+
+export type Synthetic = 'context_notice' | 'inbox';
+
+interface PromptFields {
+  seq?: number;
+  created_at?: string;
+  /** The content was shortened by a strategy. */
+  compacted?: true;
+  /** Inserted by the service; such items have no seq. */
+  synthetic?: Synthetic;
+  /** A notice shown by the prompt preview that a real turn would deliver. */
+  pending?: true;
+}
+
+export type PromptMessageItem = MessageItem & PromptFields;
+export type PromptFunctionCallItem = FunctionCallItem & PromptFields;
+/**
+ * When `output_ref` is set, the output lives out of line: `output` is '' until the turn
+ * fetches it for an item the strategies kept whole. Strategies compact from the ref alone.
+ */
+export type PromptFunctionCallOutputItem = FunctionCallOutputItem & PromptFields & { output_ref?: PayloadRef };
+export type PromptItem = PromptMessageItem | PromptFunctionCallItem | PromptFunctionCallOutputItem;
+
+export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | PromptFunctionCallOutputItem {
+  return item.type === 'function_call' || item.type === 'function_call_output';
+}
+
+/** The length in characters of an output, whether inline or out of line. */
+export function outputLength(item: PromptFunctionCallOutputItem): number {
+  return item.output_ref ? item.output_ref.length : item.output.length;
+}
+
+/** A client-side tool offered to the model (API.md "Sessions"). */
+export const toolSchema = z
+  .object({
+    type: z.literal('function'),
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+    description: z.string().max(4096).optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  })
+  .strict();
+export type Tool = z.infer<typeof toolSchema>;

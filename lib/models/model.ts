@@ -1,0 +1,69 @@
+import type { FunctionCallItem, MessageItem, PromptItem, Tool } from '../items.ts';
+import { TailgateError } from '../errors.ts';
+
+/**
+ * The one interface every provider adapter implements. Adapters translate `PromptItem[]`
+ * into the provider's wire format and the provider's answer back into items.
+ */
+export interface ModelRequest {
+  /** The prepared prompt: system/user/assistant messages and tool traffic, in order. */
+  prompt: PromptItem[];
+  tools: Tool[];
+  maxOutputTokens?: number;
+  temperature?: number;
+  /**
+   * Index into `prompt` of the last item of the stable (cache-friendly) prefix, if any.
+   * Adapters with explicit prompt caching (Anthropic) place their breakpoint there.
+   */
+  cacheBreakpoint?: number;
+  signal?: AbortSignal;
+}
+
+export interface ModelUsage {
+  input_tokens: number;
+  output_tokens: number;
+}
+
+export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCallItem;
+
+export interface ModelResult {
+  output: ModelOutputItem[];
+  usage: ModelUsage;
+}
+
+export type ModelStreamEvent =
+  | { type: 'text_delta'; delta: string }
+  | { type: 'item_done'; item: ModelOutputItem }
+  | { type: 'done'; result: ModelResult };
+
+export interface Model {
+  /** The `provider:name` id (or `echo`). */
+  readonly id: string;
+  generate(request: ModelRequest): Promise<ModelResult>;
+  /** Yields deltas and finished items, and ends with exactly one `done` event. */
+  stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;
+}
+
+/** The provider failed or answered something invalid (502). */
+export class ModelError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('model_error', message, details);
+    this.name = 'ModelError';
+  }
+}
+
+/** The provider did not answer in time (504). */
+export class ModelTimeoutError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('model_timeout', message, details);
+    this.name = 'ModelTimeoutError';
+  }
+}
+
+/** A `model` id that names no known provider (400). */
+export class UnknownModelError extends TailgateError {
+  constructor(id: string, known: string[]) {
+    super('invalid_request', `unknown model "${id}"; known providers: ${known.join(', ')}`, { field: 'model', known });
+    this.name = 'UnknownModelError';
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The storage port. Everything above lib/store/ talks to this interface and never knows
+ * which backend (R2 binding, S3, memory) is underneath.
+ *
+ * Semantics every adapter must keep (checked by test/store/object-store-conformance.ts):
+ * - `put` with `onlyIfAbsent` is create-only: exactly one of N racing puts to one key wins;
+ *   the others get `null`. With `ifMatch`, the put succeeds only when the current etag
+ *   matches, else `null`. A plain put overwrites.
+ * - `get` with a range returns those bytes only; `{ suffix: n }` is the last n bytes.
+ *   A missing key gives `null` (never throws for absence).
+ * - `list` returns keys under `prefix` in ascending byte order, at most `limit` (default
+ *   1000), with a `cursor` to continue while `truncated`. `startAfter` skips keys <= it.
+ * - `delete` of a missing key is not an error.
+ * - etags are opaque strings, compared only for equality.
+ */
+export interface ObjectInfo {
+  key: string;
+  size: number;
+  etag: string;
+  uploaded: Date;
+  metadata: Record<string, string>;
+}
+
+export interface StoredObject extends ObjectInfo {
+  body: Uint8Array;
+}
+
+export type ByteRange = { offset: number; length?: number } | { suffix: number };
+
+export interface GetOptions {
+  range?: ByteRange;
+}
+
+export interface PutOptions {
+  /** Create-only: fail (return null) when the key exists. */
+  onlyIfAbsent?: boolean;
+  /** Conditional overwrite: fail (return null) unless the current etag is this one. */
+  ifMatch?: string;
+  metadata?: Record<string, string>;
+  contentType?: string;
+}
+
+export interface ListOptions {
+  limit?: number;
+  cursor?: string;
+  startAfter?: string;
+}
+
+export interface ListResult {
+  objects: ObjectInfo[];
+  truncated: boolean;
+  cursor?: string;
+}
+
+export interface ObjectStore {
+  get(key: string, options?: GetOptions): Promise<StoredObject | null>;
+  head(key: string): Promise<ObjectInfo | null>;
+  /** Returns the written object's info, or null when a precondition failed. */
+  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null>;
+  list(prefix: string, options?: ListOptions): Promise<ListResult>;
+  delete(keys: string | string[]): Promise<void>;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+export function toBytes(body: Uint8Array | string): Uint8Array {
+  return typeof body === 'string' ? encoder.encode(body) : body;
+}
+
+/** Decodes UTF-8 strictly: invalid bytes throw a TypeError instead of becoming U+FFFD. */
+export function decodeUtf8(bytes: Uint8Array): string {
+  return decoder.decode(bytes);
+}
+
+/** Resolves a ByteRange against an object size to [start, end) offsets. */
+export function resolveRange(range: ByteRange, size: number): [number, number] {
+  if ('suffix' in range) return [Math.max(0, size - range.suffix), size];
+  const start = Math.min(range.offset, size);
+  const end = range.length === undefined ? size : Math.min(size, start + range.length);
+  return [start, end];
+}

@@ -6,12 +6,22 @@
  * - `put` with `onlyIfAbsent` is create-only: exactly one of N racing puts to one key wins;
  *   the others get `null`. With `ifMatch`, the put succeeds only when the current etag
  *   matches, else `null`. A plain put overwrites.
- * - `get` with a range returns those bytes only; `{ suffix: n }` is the last n bytes.
- *   A missing key gives `null` (never throws for absence).
+ * - `get` with a range returns those bytes only; `{ suffix: n }` is the last n bytes (the
+ *   whole object when n >= size). A range starting at or past the end gives an empty body.
+ *   `size` is always the whole object's size. A missing key gives `null` (never throws for
+ *   absence).
  * - `list` returns keys under `prefix` in ascending byte order, at most `limit` (default
  *   1000), with a `cursor` to continue while `truncated`. `startAfter` skips keys <= it.
- * - `delete` of a missing key is not an error.
- * - etags are opaque strings, compared only for equality.
+ *   A page may hold fewer than `limit` keys while `truncated` (R2 does this).
+ *   Listed objects carry key, size, etag and uploaded; their `metadata` may be empty (S3's
+ *   ListObjectsV2 returns none, and a HEAD per listed object would be too costly). Callers
+ *   that need metadata call `head`.
+ * - `delete` of a missing key is not an error. Many keys are deleted in batches.
+ * - etags are opaque strings, compared only for equality; pass them back to `ifMatch`
+ *   exactly as `put`, `head`, `get` or `list` returned them.
+ * - Metadata keys should be lowercase ASCII and values ASCII: S3 sends them as headers and
+ *   lowercases the keys.
+ * - Backend failures (network, 5xx, throttling, unresolved conflicts) throw StorageError.
  */
 export interface ObjectInfo {
   key: string;

@@ -1,0 +1,100 @@
+import { StorageError } from '../errors.ts';
+import type { StoreOperation } from './counting-store.ts';
+import type { GetOptions, ListOptions, ListResult, ObjectInfo, ObjectStore, PutOptions, StoredObject } from './object-store.ts';
+
+/** One call as a fault rule sees it. */
+export interface StoreCall {
+  operation: StoreOperation;
+  /** The object key; the prefix for list; each key in turn for a delete of many. */
+  key: string;
+  /** 1-based number of this call among calls of the same operation. */
+  index: number;
+}
+
+export interface FaultOptions {
+  /**
+   * Fail after the inner store has done the work (the write landed, the caller never hears),
+   * instead of before it. This is the ambiguous outcome retries must survive.
+   */
+  after?: boolean;
+  /** Fail at most this many matching calls, then let them through. Default: unlimited. */
+  times?: number;
+  /** The error to throw. Default: a StorageError naming the operation and key. */
+  error?: (call: StoreCall) => Error;
+}
+
+interface FaultRule extends FaultOptions {
+  when: (call: StoreCall) => boolean;
+  remaining: number;
+}
+
+/**
+ * Wraps an ObjectStore and makes chosen calls fail, for fault tests: "the second put under
+ * turn/ fails", "every list fails once", "this put lands but its response is lost".
+ *
+ * @example
+ * const store = new FaultyStore(new MemoryStore())
+ *   .failWhen(({ operation, key }) => operation === 'put' && key.includes('/turn/'), { times: 1 });
+ */
+export class FaultyStore implements ObjectStore {
+  readonly inner: ObjectStore;
+  readonly #rules: FaultRule[] = [];
+  readonly #calls: Record<StoreOperation, number> = { get: 0, head: 0, put: 0, list: 0, delete: 0 };
+  /** Number of failures injected so far. */
+  injected = 0;
+
+  constructor(inner: ObjectStore) {
+    this.inner = inner;
+  }
+
+  /** Adds a rule; the first matching rule with failures left decides. Returns this. */
+  failWhen(when: (call: StoreCall) => boolean, options: FaultOptions = {}): this {
+    this.#rules.push({ ...options, when, remaining: options.times ?? Number.POSITIVE_INFINITY });
+    return this;
+  }
+
+  /** Removes every rule; calls pass through again. */
+  heal(): void {
+    this.#rules.length = 0;
+  }
+
+  get(key: string, options?: GetOptions): Promise<StoredObject | null> {
+    return this.#run('get', [key], () => this.inner.get(key, options));
+  }
+
+  head(key: string): Promise<ObjectInfo | null> {
+    return this.#run('head', [key], () => this.inner.head(key));
+  }
+
+  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+    return this.#run('put', [key], () => this.inner.put(key, body, options));
+  }
+
+  list(prefix: string, options?: ListOptions): Promise<ListResult> {
+    return this.#run('list', [prefix], () => this.inner.list(prefix, options));
+  }
+
+  delete(keys: string | string[]): Promise<void> {
+    return this.#run('delete', Array.isArray(keys) ? keys : [keys], () => this.inner.delete(keys));
+  }
+
+  async #run<T>(operation: StoreOperation, keys: string[], work: () => Promise<T>): Promise<T> {
+    this.#calls[operation] += 1;
+    const index = this.#calls[operation];
+    let fault: { rule: FaultRule; call: StoreCall } | undefined;
+    for (const key of keys) {
+      const call = { operation, key, index };
+      const rule = this.#rules.find((candidate) => candidate.remaining > 0 && candidate.when(call));
+      if (rule) {
+        fault = { rule, call };
+        break;
+      }
+    }
+    if (!fault) return work();
+    fault.rule.remaining -= 1;
+    this.injected += 1;
+    const error = fault.rule.error?.(fault.call) ?? new StorageError(`injected fault: ${operation} ${fault.call.key}`, fault.call);
+    if (fault.rule.after) await work();
+    throw error;
+  }
+}

@@ -1,0 +1,141 @@
+import { StorageError } from '../errors.ts';
+import {
+  toBytes,
+  type ByteRange,
+  type GetOptions,
+  type ListOptions,
+  type ListResult,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+  type StoredObject,
+} from './object-store.ts';
+
+/** The R2 binding accepts at most this many keys in one delete call. */
+const DELETE_BATCH_SIZE = 1000;
+const MAX_LIST_LIMIT = 1000;
+
+/**
+ * An ObjectStore over a Cloudflare R2 bucket binding (`env.BUCKET`).
+ *
+ * Etags are R2's plain `etag` (unquoted), the form `onlyIf.etagMatches` compares against, so
+ * any etag this store returns can be handed back as `ifMatch`. Metadata is R2 custom
+ * metadata; `list` asks R2 to include it, so list results carry metadata here (the port only
+ * promises it from `head`/`get`).
+ *
+ * @example
+ * const store = new R2Store(env.BUCKET);
+ * await store.put('sessions/a/session.json', json, { onlyIfAbsent: true });
+ */
+export class R2Store implements ObjectStore {
+  readonly #bucket: R2Bucket;
+
+  constructor(bucket: R2Bucket) {
+    this.#bucket = bucket;
+  }
+
+  async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
+    const { range } = options;
+    if (range && isEmptyRange(range)) return this.#emptyBody(key);
+    let object: R2ObjectBody | null;
+    try {
+      object = range ? await this.#bucket.get(key, { range }) : await this.#bucket.get(key);
+    } catch (error) {
+      // R2 rejects a range that starts at or past the end; the port answers it with no bytes.
+      if (range && isRangeNotSatisfiable(error)) return this.#emptyBody(key);
+      throw storageError('get', key, error);
+    }
+    if (!object) return null;
+    try {
+      const body = new Uint8Array(await object.arrayBuffer());
+      return { ...toInfo(object), body };
+    } catch (error) {
+      throw storageError('get', key, error);
+    }
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    try {
+      const object = await this.#bucket.head(key);
+      return object ? toInfo(object) : null;
+    } catch (error) {
+      throw storageError('head', key, error);
+    }
+  }
+
+  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    const onlyIf: R2Conditional | undefined = options.onlyIfAbsent
+      ? { etagDoesNotMatch: '*' }
+      : options.ifMatch !== undefined
+        ? { etagMatches: options.ifMatch }
+        : undefined;
+    const putOptions: R2PutOptions = { customMetadata: { ...(options.metadata ?? {}) } };
+    if (onlyIf) putOptions.onlyIf = onlyIf;
+    if (options.contentType) putOptions.httpMetadata = { contentType: options.contentType };
+    try {
+      // With `onlyIf`, R2 resolves to null when the precondition fails.
+      const object = await this.#bucket.put(key, toBytes(body), putOptions);
+      return object ? toInfo(object) : null;
+    } catch (error) {
+      throw storageError('put', key, error);
+    }
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
+    const listOptions: R2ListOptions = {
+      prefix,
+      limit: Math.max(1, Math.min(options.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT)),
+      include: ['customMetadata'],
+    };
+    if (options.cursor !== undefined) listOptions.cursor = options.cursor;
+    if (options.startAfter !== undefined) listOptions.startAfter = options.startAfter;
+    try {
+      const listed = await this.#bucket.list(listOptions);
+      const objects = listed.objects.map(toInfo);
+      return listed.truncated ? { objects, truncated: true, cursor: listed.cursor } : { objects, truncated: false };
+    } catch (error) {
+      throw storageError('list', prefix, error);
+    }
+  }
+
+  async delete(keys: string | string[]): Promise<void> {
+    const all = Array.isArray(keys) ? keys : [keys];
+    for (let start = 0; start < all.length; start += DELETE_BATCH_SIZE) {
+      const batch = all.slice(start, start + DELETE_BATCH_SIZE);
+      try {
+        await this.#bucket.delete(batch);
+      } catch (error) {
+        throw storageError('delete', batch[0] ?? '', error);
+      }
+    }
+  }
+
+  async #emptyBody(key: string): Promise<StoredObject | null> {
+    const info = await this.head(key);
+    return info ? { ...info, body: new Uint8Array(0) } : null;
+  }
+}
+
+function toInfo(object: R2Object): ObjectInfo {
+  return {
+    key: object.key,
+    size: object.size,
+    etag: object.etag,
+    uploaded: new Date(object.uploaded),
+    metadata: { ...(object.customMetadata ?? {}) },
+  };
+}
+
+function isEmptyRange(range: ByteRange): boolean {
+  return 'suffix' in range ? range.suffix === 0 : range.length === 0;
+}
+
+function isRangeNotSatisfiable(error: unknown): boolean {
+  const message = error instanceof Error ? error.message : String(error);
+  return /range/i.test(message) && /satisf|invalid/i.test(message);
+}
+
+function storageError(operation: string, key: string, error: unknown): StorageError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new StorageError(`R2 ${operation} ${key} failed: ${message}`, { operation, key });
+}

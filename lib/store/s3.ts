@@ -1,0 +1,284 @@
+import {
+  DeleteObjectCommand,
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  type GetObjectCommandOutput,
+  type PutObjectCommandInput,
+} from '@aws-sdk/client-s3';
+import { StorageError } from '../errors.ts';
+import {
+  toBytes,
+  type ByteRange,
+  type GetOptions,
+  type ListOptions,
+  type ListResult,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+  type StoredObject,
+} from './object-store.ts';
+
+/** DeleteObjects takes at most this many keys per request. */
+const DELETE_BATCH_SIZE = 1000;
+const MAX_LIST_LIMIT = 1000;
+/** Attempts for a conditional put that S3 answers with 409 ConditionalRequestConflict. */
+const CONFLICT_ATTEMPTS = 4;
+const CONFLICT_BACKOFF_MS = 20;
+
+export interface S3StoreOptions {
+  bucket: string;
+  /** A ready client. When given, endpoint/region/credentials/forcePathStyle are ignored. */
+  client?: S3Client;
+  endpoint?: string;
+  region?: string;
+  credentials?: { accessKeyId: string; secretAccessKey: string; sessionToken?: string };
+  forcePathStyle?: boolean;
+}
+
+/**
+ * Builds the S3 client the store uses when none is given. Checksums are calculated and
+ * validated only when an operation requires them: R2's S3 endpoint rejects the SDK's default
+ * flexible checksums (and aws-chunked uploads), and both are needless over TLS.
+ */
+export function createS3Client(options: Omit<S3StoreOptions, 'bucket' | 'client'> = {}): S3Client {
+  return new S3Client({
+    region: options.region ?? 'auto',
+    ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
+    ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
+    ...(options.forcePathStyle === undefined ? {} : { forcePathStyle: options.forcePathStyle }),
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+}
+
+/**
+ * An ObjectStore over any S3 wire-protocol service (AWS S3, R2's S3 endpoint, MinIO...)
+ * through @aws-sdk/client-s3. Runs on Node, Deno and Workers (no node: imports).
+ *
+ * - Create-only put is `If-None-Match: *`; 412 means the key is taken (null). A 409
+ *   ConditionalRequestConflict (a racing write) is retried with a short backoff, then
+ *   settled by looking at the key: taken means null.
+ * - If-Match put is `If-Match: <etag>`; 412 (or a missing key) means null.
+ * - Etags are the quoted `ETag` header, exactly as S3 returns it; pass them back unchanged.
+ * - `list` returns `metadata: {}`: ListObjectsV2 carries no user metadata, and a HEAD per
+ *   listed object would make listing cost grow with the page. Call `head` when needed.
+ * - `put` reports `uploaded` from the local clock (S3 does not return the time of a PUT).
+ * - S3 lowercases metadata keys and allows only ASCII in metadata values.
+ *
+ * @example
+ * const store = new S3Store({ bucket: 'tailgate', endpoint: 'https://<account>.r2.cloudflarestorage.com',
+ *   credentials: { accessKeyId, secretAccessKey } });
+ */
+export class S3Store implements ObjectStore {
+  readonly client: S3Client;
+  readonly bucket: string;
+
+  constructor(options: S3StoreOptions) {
+    this.bucket = options.bucket;
+    this.client = options.client ?? createS3Client(options);
+  }
+
+  async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
+    const { range } = options;
+    if (range && isEmptyRange(range)) return this.#emptyBody(key);
+    let response: GetObjectCommandOutput;
+    try {
+      response = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, ...(range ? { Range: rangeHeader(range) } : {}) }),
+      );
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      if (range && statusOf(error) === 416) {
+        // A suffix longer than the object means the whole object (RFC 9110), but some
+        // S3-compatible servers answer 416 instead; the whole object is the right answer.
+        if ('suffix' in range) return this.get(key);
+        // The range starts at or past the end (or the object is empty): no bytes.
+        return this.#emptyBody(key);
+      }
+      throw storageError('get', key, error);
+    }
+    let body: Uint8Array;
+    try {
+      body = response.Body ? await response.Body.transformToByteArray() : new Uint8Array(0);
+    } catch (error) {
+      throw storageError('get', key, error);
+    }
+    return {
+      key,
+      size: totalSize(response.ContentRange) ?? response.ContentLength ?? body.length,
+      etag: response.ETag ?? '',
+      uploaded: response.LastModified ?? new Date(0),
+      metadata: { ...(response.Metadata ?? {}) },
+      body,
+    };
+  }
+
+  async head(key: string): Promise<ObjectInfo | null> {
+    try {
+      const response = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
+      return {
+        key,
+        size: response.ContentLength ?? 0,
+        etag: response.ETag ?? '',
+        uploaded: response.LastModified ?? new Date(0),
+        metadata: { ...(response.Metadata ?? {}) },
+      };
+    } catch (error) {
+      if (isNotFound(error)) return null;
+      throw storageError('head', key, error);
+    }
+  }
+
+  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    const bytes = toBytes(body);
+    const metadata = { ...(options.metadata ?? {}) };
+    const input: PutObjectCommandInput = {
+      Bucket: this.bucket,
+      Key: key,
+      Body: bytes,
+      ContentLength: bytes.length,
+      Metadata: metadata,
+      ...(options.contentType ? { ContentType: options.contentType } : {}),
+      ...(options.onlyIfAbsent ? { IfNoneMatch: '*' } : {}),
+      ...(!options.onlyIfAbsent && options.ifMatch !== undefined ? { IfMatch: options.ifMatch } : {}),
+    };
+    const conditional = input.IfNoneMatch !== undefined || input.IfMatch !== undefined;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const response = await this.client.send(new PutObjectCommand(input));
+        return { key, size: bytes.length, etag: response.ETag ?? '', uploaded: new Date(), metadata };
+      } catch (error) {
+        const status = statusOf(error);
+        if (conditional && status === 412) return null;
+        // If-Match on a missing key: some services answer 404 rather than 412.
+        if (input.IfMatch !== undefined && isNotFound(error)) return null;
+        if (!conditional || status !== 409) throw storageError('put', key, error);
+        if (attempt < CONFLICT_ATTEMPTS) {
+          await sleep(CONFLICT_BACKOFF_MS * 2 ** (attempt - 1) * (0.5 + Math.random()));
+          continue;
+        }
+        // Still conflicting: a racing write is in flight. If it has landed, we lost.
+        const current = await this.head(key);
+        if (input.IfNoneMatch !== undefined && current) return null;
+        if (input.IfMatch !== undefined && current?.etag !== input.IfMatch) return null;
+        throw storageError('put', key, error);
+      }
+    }
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
+    try {
+      const response = await this.client.send(
+        new ListObjectsV2Command({
+          Bucket: this.bucket,
+          Prefix: prefix,
+          MaxKeys: Math.max(1, Math.min(options.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT)),
+          ...(options.cursor === undefined ? {} : { ContinuationToken: options.cursor }),
+          ...(options.startAfter === undefined ? {} : { StartAfter: options.startAfter }),
+        }),
+      );
+      const objects: ObjectInfo[] = (response.Contents ?? []).map((object) => ({
+        key: object.Key ?? '',
+        size: object.Size ?? 0,
+        etag: object.ETag ?? '',
+        uploaded: object.LastModified ?? new Date(0),
+        metadata: {},
+      }));
+      return response.IsTruncated && response.NextContinuationToken
+        ? { objects, truncated: true, cursor: response.NextContinuationToken }
+        : { objects, truncated: false };
+    } catch (error) {
+      throw storageError('list', prefix, error);
+    }
+  }
+
+  async delete(keys: string | string[]): Promise<void> {
+    const all = Array.isArray(keys) ? keys : [keys];
+    if (all.length === 1) return this.#deleteOne(all[0]!);
+    for (let start = 0; start < all.length; start += DELETE_BATCH_SIZE) {
+      const batch = all.slice(start, start + DELETE_BATCH_SIZE);
+      let failed: string[];
+      try {
+        const response = await this.client.send(
+          new DeleteObjectsCommand({
+            Bucket: this.bucket,
+            Delete: { Objects: batch.map((key) => ({ Key: key })), Quiet: true },
+          }),
+        );
+        failed = (response.Errors ?? []).filter((entry) => entry.Code !== 'NoSuchKey').map((entry) => entry.Key ?? '');
+      } catch (error) {
+        // Some S3-compatible services lack DeleteObjects; one DeleteObject per key still works.
+        if (statusOf(error) !== 501 && nameOf(error) !== 'NotImplemented') throw storageError('delete', batch[0]!, error);
+        failed = batch;
+      }
+      for (const key of failed) await this.#deleteOne(key);
+    }
+  }
+
+  async #deleteOne(key: string): Promise<void> {
+    try {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (isNotFound(error)) return;
+      throw storageError('delete', key, error);
+    }
+  }
+
+  async #emptyBody(key: string): Promise<StoredObject | null> {
+    const info = await this.head(key);
+    return info ? { ...info, body: new Uint8Array(0) } : null;
+  }
+}
+
+/** Same as `new S3Store(options)`, for callers that prefer a factory. */
+export function createS3Store(options: S3StoreOptions): S3Store {
+  return new S3Store(options);
+}
+
+function rangeHeader(range: ByteRange): string {
+  if ('suffix' in range) return `bytes=-${range.suffix}`;
+  return range.length === undefined ? `bytes=${range.offset}-` : `bytes=${range.offset}-${range.offset + range.length - 1}`;
+}
+
+function isEmptyRange(range: ByteRange): boolean {
+  return 'suffix' in range ? range.suffix === 0 : range.length === 0;
+}
+
+/** The object's total size from a `Content-Range: bytes a-b/total` header. */
+function totalSize(contentRange: string | undefined): number | undefined {
+  const match = contentRange?.match(/\/(\d+)\s*$/);
+  return match ? Number(match[1]) : undefined;
+}
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
+}
+
+function nameOf(error: unknown): string | undefined {
+  return error instanceof Error ? error.name : undefined;
+}
+
+/** The key is absent. A missing bucket (NoSuchBucket) is a misconfiguration, not absence. */
+function isNotFound(error: unknown): boolean {
+  const name = nameOf(error);
+  if (name === 'NoSuchKey' || name === 'NotFound') return true;
+  return statusOf(error) === 404 && name !== 'NoSuchBucket';
+}
+
+function sleep(milliseconds: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, milliseconds));
+}
+
+function storageError(operation: string, key: string, error: unknown): StorageError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new StorageError(`S3 ${operation} ${key} failed: ${message}`, {
+    operation,
+    key,
+    status: statusOf(error),
+    name: nameOf(error),
+  });
+}

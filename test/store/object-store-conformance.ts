@@ -1,0 +1,323 @@
+import fc from 'fast-check';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ByteRange, ListResult, ObjectStore } from '../../lib/store/object-store.ts';
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** Byte order of the UTF-8 encodings, computed independently of any adapter. */
+function compareBytes(a: string, b: string): number {
+  const left = encoder.encode(a);
+  const right = encoder.encode(b);
+  for (let i = 0; i < Math.min(left.length, right.length); i++) {
+    if (left[i] !== right[i]) return left[i]! - right[i]!;
+  }
+  return left.length - right.length;
+}
+
+function text(bytes: Uint8Array): string {
+  return decoder.decode(bytes);
+}
+
+async function listAll(store: ObjectStore, prefix: string, limit: number): Promise<{ keys: string[]; pages: ListResult[] }> {
+  const pages: ListResult[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await store.list(prefix, cursor === undefined ? { limit } : { limit, cursor });
+    pages.push(page);
+    if (!page.truncated) break;
+    expect(page.cursor).toEqual(expect.any(String));
+    cursor = page.cursor;
+    if (pages.length > 100) throw new Error('list did not terminate');
+  }
+  return { keys: pages.flatMap((page) => page.objects.map((object) => object.key)), pages };
+}
+
+/**
+ * One definition of the ObjectStore contract (lib/store/object-store.ts), run against every
+ * adapter. Each test writes under its own random prefix, so one bucket can be shared by
+ * tests, files and runs without cleanup between them.
+ */
+export function defineObjectStoreConformance(name: string, makeStore: () => Promise<ObjectStore> | ObjectStore): void {
+  describe(`ObjectStore conformance: ${name}`, () => {
+    let store: ObjectStore;
+    beforeAll(async () => {
+      store = await makeStore();
+    });
+    const fresh = () => `conformance/${crypto.randomUUID()}/`;
+
+    it('round-trips body, metadata, size, etag and upload time through put, get and head', async () => {
+      const key = `${fresh()}object.json`;
+      const before = Date.now();
+      const put = await store.put(key, '{"hello":"wörld"}', {
+        metadata: { kind: 'turn', seq: '42' },
+        contentType: 'application/json',
+      });
+      expect(put).not.toBeNull();
+      const size = encoder.encode('{"hello":"wörld"}').length;
+      expect(put).toMatchObject({ key, size, metadata: { kind: 'turn', seq: '42' } });
+      expect(put!.etag).toEqual(expect.any(String));
+      expect(put!.etag.length).toBeGreaterThan(0);
+      // Server clocks may be coarse (seconds) and a little apart from ours.
+      expect(Math.abs(put!.uploaded.getTime() - before)).toBeLessThan(60_000);
+
+      const got = await store.get(key);
+      expect(got).not.toBeNull();
+      expect(text(got!.body)).toBe('{"hello":"wörld"}');
+      expect(got).toMatchObject({ key, size, etag: put!.etag, metadata: { kind: 'turn', seq: '42' } });
+      expect(got!.uploaded).toBeInstanceOf(Date);
+
+      const head = await store.head(key);
+      expect(head).toMatchObject({ key, size, etag: put!.etag, metadata: { kind: 'turn', seq: '42' } });
+      expect(head).not.toHaveProperty('body');
+    });
+
+    it('gives null for missing keys on get, ranged get and head', async () => {
+      const key = `${fresh()}missing`;
+      expect(await store.get(key)).toBeNull();
+      expect(await store.get(key, { range: { suffix: 10 } })).toBeNull();
+      expect(await store.get(key, { range: { offset: 0, length: 4 } })).toBeNull();
+      expect(await store.head(key)).toBeNull();
+    });
+
+    it('overwrites on a plain put', async () => {
+      const key = `${fresh()}plain`;
+      const first = await store.put(key, 'first', { metadata: { version: '1' } });
+      const second = await store.put(key, 'second value', { metadata: { version: '2' } });
+      expect(second).not.toBeNull();
+      expect(second!.etag).not.toBe(first!.etag);
+      const got = await store.get(key);
+      expect(text(got!.body)).toBe('second value');
+      expect(got!.metadata).toEqual({ version: '2' });
+      expect(got!.etag).toBe(second!.etag);
+    });
+
+    const rangeCases: Array<[string, ByteRange, string]> = [
+      ['offset and length', { offset: 2, length: 3 }, '234'],
+      ['offset only', { offset: 7 }, '789'],
+      ['offset zero only', { offset: 0 }, '0123456789'],
+      ['length past the end', { offset: 8, length: 10 }, '89'],
+      ['single byte', { offset: 5, length: 1 }, '5'],
+      ['suffix', { suffix: 3 }, '789'],
+      ['suffix equal to the size', { suffix: 10 }, '0123456789'],
+      ['suffix larger than the object', { suffix: 1000 }, '0123456789'],
+      ['offset at the end', { offset: 10 }, ''],
+      ['offset past the end', { offset: 25, length: 4 }, ''],
+      ['zero length', { offset: 3, length: 0 }, ''],
+      ['zero suffix', { suffix: 0 }, ''],
+    ];
+    it.each(rangeCases)('reads a range: %s', async (_label, range, expected) => {
+      const key = `${fresh()}digits`;
+      const put = await store.put(key, '0123456789');
+      const got = await store.get(key, { range });
+      expect(got).not.toBeNull();
+      expect(text(got!.body)).toBe(expected);
+      // `size` is the whole object's size, whatever range was read.
+      expect(got!.size).toBe(10);
+      expect(got!.etag).toBe(put!.etag);
+    });
+
+    it('reads any range of a binary object as the matching slice (property)', async () => {
+      const key = `${fresh()}random`;
+      const body = Uint8Array.from({ length: 300 }, (_, i) => (i * 131 + 7) % 256);
+      await store.put(key, body);
+      await fc.assert(
+        fc.asyncProperty(
+          fc.oneof(
+            fc.record({ offset: fc.nat(320), length: fc.option(fc.nat(320), { nil: undefined }) }),
+            fc.record({ suffix: fc.nat(320) }),
+          ),
+          async (generated) => {
+            const range: ByteRange =
+              'suffix' in generated
+                ? { suffix: generated.suffix }
+                : generated.length === undefined
+                  ? { offset: generated.offset }
+                  : { offset: generated.offset, length: generated.length };
+            const expected =
+              'suffix' in range
+                ? body.slice(Math.max(0, body.length - range.suffix))
+                : body.slice(range.offset, range.length === undefined ? undefined : range.offset + range.length);
+            const got = await store.get(key, { range });
+            expect(got!.body).toEqual(expected);
+          },
+        ),
+        { numRuns: 60 },
+      );
+    });
+
+    it('create-only put: the second put gets null and the original stays intact', async () => {
+      const key = `${fresh()}once`;
+      const first = await store.put(key, 'original', { onlyIfAbsent: true, metadata: { owner: 'first' } });
+      expect(first).not.toBeNull();
+      const second = await store.put(key, 'intruder', { onlyIfAbsent: true, metadata: { owner: 'second' } });
+      expect(second).toBeNull();
+      const got = await store.get(key);
+      expect(text(got!.body)).toBe('original');
+      expect(got!.metadata).toEqual({ owner: 'first' });
+      expect(got!.etag).toBe(first!.etag);
+    });
+
+    it('create-only put succeeds again after the key was deleted', async () => {
+      const key = `${fresh()}recreate`;
+      expect(await store.put(key, 'one', { onlyIfAbsent: true })).not.toBeNull();
+      await store.delete(key);
+      expect(await store.put(key, 'two', { onlyIfAbsent: true })).not.toBeNull();
+      expect(text((await store.get(key))!.body)).toBe('two');
+    });
+
+    it('If-Match put succeeds on the current etag and fails on a stale one', async () => {
+      const key = `${fresh()}cas`;
+      const first = await store.put(key, 'version 1');
+      const second = await store.put(key, 'version 2', { ifMatch: first!.etag, metadata: { version: '2' } });
+      expect(second).not.toBeNull();
+      expect(second!.etag).not.toBe(first!.etag);
+
+      expect(await store.put(key, 'version 3', { ifMatch: first!.etag })).toBeNull();
+      const got = await store.get(key);
+      expect(text(got!.body)).toBe('version 2');
+      expect(got!.metadata).toEqual({ version: '2' });
+
+      // Etags from head and get are as good as the one put returned.
+      const head = await store.head(key);
+      const third = await store.put(key, 'version 3', { ifMatch: head!.etag });
+      expect(third).not.toBeNull();
+      const fourth = await store.put(key, 'version 4', { ifMatch: (await store.get(key))!.etag });
+      expect(fourth).not.toBeNull();
+      expect(text((await store.get(key))!.body)).toBe('version 4');
+    });
+
+    it('If-Match put on a missing key gets null and creates nothing', async () => {
+      const key = `${fresh()}cas-missing`;
+      const elsewhere = await store.put(`${key}-other`, 'x');
+      expect(await store.put(key, 'value', { ifMatch: elsewhere!.etag })).toBeNull();
+      expect(await store.head(key)).toBeNull();
+    });
+
+    it('lists keys under the prefix in byte order with their sizes and etags', async () => {
+      const base = fresh();
+      const prefix = `${base}list/`;
+      const names = ['10_x', '2_x', 'a_x', 'A', 'B_', 'b/c', 'b/a/z', 'b', '_', '~', 'é', 'z', 'Z/1', '0'];
+      const etags = new Map<string, string>();
+      await Promise.all(
+        names.map(async (name, index) => {
+          const info = await store.put(`${prefix}${name}`, 'x'.repeat(index), { metadata: { name: 'n' } });
+          etags.set(`${prefix}${name}`, info!.etag);
+        }),
+      );
+      await store.put(`${base}list-sibling`, 'outside the prefix');
+      await store.put(`${base}lis`, 'outside the prefix');
+
+      const listed = await store.list(prefix);
+      expect(listed.truncated).toBe(false);
+      const expected = names.map((name) => `${prefix}${name}`).sort(compareBytes);
+      expect(listed.objects.map((object) => object.key)).toEqual(expected);
+      for (const object of listed.objects) {
+        expect(object.size).toBe(names.indexOf(object.key.slice(prefix.length)));
+        expect(object.etag).toBe(etags.get(object.key));
+        expect(object.uploaded).toBeInstanceOf(Date);
+        // list() may leave metadata empty (S3); when present it must be the stored metadata.
+        expect([{}, { name: 'n' }]).toContainEqual(object.metadata);
+      }
+    });
+
+    it('pages through a listing with limit and cursor, losing and repeating nothing', async () => {
+      const prefix = `${fresh()}pages/`;
+      const keys = Array.from({ length: 11 }, (_, i) => `${prefix}${String(i).padStart(3, '0')}`);
+      await Promise.all(keys.map((key) => store.put(key, key)));
+      const { keys: listed, pages } = await listAll(store, prefix, 4);
+      expect(listed).toEqual(keys);
+      expect(pages[0]!.truncated).toBe(true);
+      for (const page of pages) expect(page.objects.length).toBeLessThanOrEqual(4);
+      expect(pages.at(-1)!.truncated).toBe(false);
+      expect(pages.at(-1)!.cursor).toBeUndefined();
+
+      const single = await listAll(store, prefix, 1);
+      expect(single.keys).toEqual(keys);
+    });
+
+    it('lists an empty prefix as an empty, untruncated page', async () => {
+      const listed = await store.list(`${fresh()}nothing/`);
+      expect(listed).toEqual({ objects: [], truncated: false });
+    });
+
+    it('skips keys up to and including startAfter', async () => {
+      const prefix = `${fresh()}after/`;
+      const keys = ['a', 'b', 'b0', 'c', 'd'].map((name) => `${prefix}${name}`);
+      await Promise.all(keys.map((key) => store.put(key, 'v')));
+      const keysOf = (result: ListResult) => result.objects.map((object) => object.key);
+      expect(keysOf(await store.list(prefix, { startAfter: `${prefix}b` }))).toEqual(keys.slice(2));
+      // startAfter need not be an existing key.
+      expect(keysOf(await store.list(prefix, { startAfter: `${prefix}b5` }))).toEqual(keys.slice(3));
+      const limited = await store.list(prefix, { startAfter: `${prefix}a`, limit: 2 });
+      expect(keysOf(limited)).toEqual(keys.slice(1, 3));
+      expect(limited.truncated).toBe(true);
+      const rest = await store.list(prefix, { startAfter: `${prefix}a`, limit: 2, cursor: limited.cursor! });
+      expect(keysOf(rest)).toEqual(keys.slice(3));
+    });
+
+    it('deletes single keys, many keys, and missing keys without error', async () => {
+      const prefix = `${fresh()}delete/`;
+      const keys = Array.from({ length: 6 }, (_, i) => `${prefix}${i}`);
+      await Promise.all(keys.map((key) => store.put(key, 'doomed')));
+
+      await store.delete(keys[0]!);
+      expect(await store.head(keys[0]!)).toBeNull();
+      expect(await store.head(keys[1]!)).not.toBeNull();
+
+      await store.delete([keys[1]!, keys[2]!, `${prefix}never-existed`, keys[3]!]);
+      for (const key of keys.slice(0, 4)) expect(await store.get(key)).toBeNull();
+
+      await store.delete(`${prefix}never-existed`);
+      await store.delete([]);
+      expect((await store.list(prefix)).objects.map((object) => object.key)).toEqual(keys.slice(4));
+      await store.delete(keys.slice(4));
+      expect((await store.list(prefix)).objects).toEqual([]);
+    });
+
+    it('stores empty bodies', async () => {
+      const key = `${fresh()}empty`;
+      const put = await store.put(key, new Uint8Array(0), { metadata: { empty: 'yes' } });
+      expect(put).toMatchObject({ size: 0 });
+      const got = await store.get(key);
+      expect(got!.body.length).toBe(0);
+      expect(got).toMatchObject({ size: 0, metadata: { empty: 'yes' } });
+      expect((await store.head(key))!.size).toBe(0);
+      expect((await store.get(key, { range: { suffix: 5 } }))!.body.length).toBe(0);
+      expect((await store.get(key, { range: { offset: 0 } }))!.body.length).toBe(0);
+      expect(await store.put(`${fresh()}empty-once`, '', { onlyIfAbsent: true })).not.toBeNull();
+    });
+
+    it('round-trips binary bodies that are not UTF-8 byte for byte', async () => {
+      const key = `${fresh()}binary`;
+      const body = new Uint8Array([0xff, 0xfe, 0x00, 0xc3, 0x28, 0x80, 0xed, 0xa0, 0x80, ...Array.from({ length: 256 }, (_, i) => i)]);
+      const put = await store.put(key, body);
+      expect(put!.size).toBe(body.length);
+      const got = await store.get(key);
+      expect(got!.body).toEqual(body);
+      expect((await store.get(key, { range: { suffix: 4 } }))!.body).toEqual(body.slice(-4));
+      expect((await store.get(key, { range: { offset: 1, length: 5 } }))!.body).toEqual(body.slice(1, 6));
+    });
+
+    it('encodes string bodies as UTF-8', async () => {
+      const key = `${fresh()}utf8`;
+      await store.put(key, 'naïve ☕ 𝄞');
+      expect((await store.get(key))!.body).toEqual(encoder.encode('naïve ☕ 𝄞'));
+    });
+
+    it('lets exactly one of 16 parallel create-only puts win, and keeps the winner’s body', async () => {
+      const key = `${fresh()}race`;
+      const bodies = Array.from({ length: 16 }, (_, i) => `contender ${i} ${'.'.repeat(i * 3)}`);
+      const results = await Promise.all(
+        bodies.map((body, i) => store.put(key, body, { onlyIfAbsent: true, metadata: { contender: String(i) } })),
+      );
+      const winners = results.flatMap((result, i) => (result ? [i] : []));
+      expect(winners).toHaveLength(1);
+      const winner = winners[0]!;
+      const got = await store.get(key);
+      expect(text(got!.body)).toBe(bodies[winner]);
+      expect(got!.metadata).toEqual({ contender: String(winner) });
+      expect(got!.etag).toBe(results[winner]!.etag);
+    });
+  });
+}

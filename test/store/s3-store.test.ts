@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { StorageError } from '../../lib/errors.ts';
+import { S3Store, createS3Client } from '../../lib/store/s3.ts';
+import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
+import { defineObjectStoreConformance } from './object-store-conformance.ts';
+
+let gateway: ConditionalGateway;
+beforeAll(async () => {
+  gateway = await startConditionalGateway(inject('s3Endpoint'));
+});
+afterAll(async () => {
+  await gateway.close();
+});
+
+defineObjectStoreConformance('s3 (fauxqs)', () => createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+
+/** Records the SDK command names the store sends. */
+function recordCommands(store: S3Store): string[] {
+  const names: string[] = [];
+  store.client.middlewareStack.add(
+    (next, context) => async (args) => {
+      names.push(String(context.commandName));
+      return next(args);
+    },
+    { step: 'initialize' },
+  );
+  return names;
+}
+
+describe('S3Store', () => {
+  const fresh = () => `s3-store/${crypto.randomUUID()}/`;
+
+  it('configures its client to compute and validate checksums only when required', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    expect(await store.client.config.requestChecksumCalculation()).toBe('WHEN_REQUIRED');
+    expect(await store.client.config.responseChecksumValidation()).toBe('WHEN_REQUIRED');
+    expect(await createS3Client().config.requestChecksumCalculation()).toBe('WHEN_REQUIRED');
+
+    const before = gateway.puts.length;
+    await store.put(`${fresh()}plain`, 'no checksum please', { onlyIfAbsent: true });
+    const sent = gateway.puts.slice(before);
+    expect(sent).toHaveLength(1);
+    const headerNames = Object.keys(sent[0]!);
+    expect(headerNames.filter((name) => name.startsWith('x-amz-checksum') || name === 'x-amz-sdk-checksum-algorithm')).toEqual([]);
+    expect(sent[0]!['content-encoding'] ?? '').not.toContain('aws-chunked');
+    expect(sent[0]!['if-none-match']).toBe('*');
+  });
+
+  it('retries a create-only put answered with 409 ConditionalRequestConflict', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const key = `${fresh()}conflicted`;
+    let conflicts = 0;
+    gateway.conflict = (path) => path.endsWith(key) && ++conflicts <= 2;
+    try {
+      const put = await store.put(key, 'third time lucky', { onlyIfAbsent: true });
+      expect(put).not.toBeNull();
+      expect(conflicts).toBe(3);
+      expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('third time lucky');
+    } finally {
+      gateway.conflict = undefined;
+    }
+  });
+
+  it('settles a create-only put that keeps conflicting by looking at the key', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const taken = `${fresh()}taken`;
+    const free = `${fresh()}free`;
+    await store.put(taken, 'the racing winner');
+    gateway.conflict = (path) => path.endsWith(taken) || path.endsWith(free);
+    try {
+      // The key now exists: the racing write won, so ours lost.
+      expect(await store.put(taken, 'loser', { onlyIfAbsent: true })).toBeNull();
+      // The key is still absent: the conflict is not resolved, which is a storage failure.
+      await expect(store.put(free, 'stuck', { onlyIfAbsent: true })).rejects.toBeInstanceOf(StorageError);
+    } finally {
+      gateway.conflict = undefined;
+    }
+    expect(new TextDecoder().decode((await store.get(taken))!.body)).toBe('the racing winner');
+  });
+
+  it('deletes in batches of at most 1000 keys', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const prefix = fresh();
+    await store.put(`${prefix}0`, 'a');
+    await store.put(`${prefix}2500`, 'b');
+    const commands = recordCommands(store);
+    await store.delete(Array.from({ length: 2501 }, (_, i) => `${prefix}${i}`));
+    expect(commands).toEqual(['DeleteObjectsCommand', 'DeleteObjectsCommand', 'DeleteObjectsCommand']);
+    expect(await store.head(`${prefix}0`)).toBeNull();
+    expect(await store.head(`${prefix}2500`)).toBeNull();
+  });
+
+  it('lists without one HEAD per object and leaves list metadata empty', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const prefix = fresh();
+    await Promise.all(['a', 'b', 'c'].map((name) => store.put(`${prefix}${name}`, name, { metadata: { name } })));
+    const commands = recordCommands(store);
+    const listed = await store.list(prefix);
+    expect(commands).toEqual(['ListObjectsV2Command']);
+    expect(listed.objects.map((object) => object.metadata)).toEqual([{}, {}, {}]);
+    expect((await store.head(`${prefix}b`))!.metadata).toEqual({ name: 'b' });
+  });
+
+  it('maps backend failures to StorageError naming the key', async () => {
+    const store = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    await expect(store.get('some/key')).rejects.toBeInstanceOf(StorageError);
+    await expect(store.put('some/key', 'x')).rejects.toThrow(/some\/key/);
+    await expect(store.list('some/')).rejects.toMatchObject({ code: 'storage_error' });
+  });
+});

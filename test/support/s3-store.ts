@@ -1,0 +1,206 @@
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { S3Store } from '../../lib/store/s3.ts';
+
+/**
+ * fauxqs (2.4.1) implements ranges, listing and batch deletes, but its PutObject ignores
+ * `If-None-Match` and `If-Match`: a create-only put silently overwrites. S3 and R2 honour
+ * both. So the S3 tests talk to fauxqs through this small loopback gateway, which evaluates
+ * the two preconditions the way S3 documents them (412 PreconditionFailed, 404 NoSuchKey for
+ * If-Match on a missing key), atomically per key.
+ *
+ * fauxqs also sorts listings with `localeCompare` ("_" and "~" before digits, "a" next to
+ * "A") while S3 lists in UTF-8 byte order, and pages by code-unit comparison, so mixed-case
+ * keys can be skipped or repeated across pages. The gateway therefore answers ListObjectsV2
+ * from fauxqs's own listing of the prefix, re-sorted in byte order and paged by key.
+ * Everything else is forwarded untouched, and the adapter speaks the real S3 wire protocol
+ * end to end.
+ *
+ * `conflict` lets a test answer chosen conditional PUTs with 409 ConditionalRequestConflict,
+ * as S3 does for writes that race each other, to exercise the adapter's retry.
+ */
+export interface ConditionalGateway {
+  endpoint: string;
+  /** Headers of every PUT seen, in order. */
+  readonly puts: IncomingHttpHeaders[];
+  conflict: ((key: string, headers: IncomingHttpHeaders) => boolean) | undefined;
+  close(): Promise<void>;
+}
+
+export async function startConditionalGateway(upstream: string): Promise<ConditionalGateway> {
+  const target = new URL(upstream);
+  const locks = new Map<string, Promise<void>>();
+  const puts: IncomingHttpHeaders[] = [];
+
+  const gateway: ConditionalGateway = { endpoint: '', puts, conflict: undefined, close: async () => {} };
+
+  const server = createServer((incoming, outgoing) => {
+    void handle(incoming, outgoing).catch((error: unknown) => {
+      outgoing.statusCode = 502;
+      outgoing.end(String(error));
+    });
+  });
+
+  async function handle(incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> {
+    const body = await readAll(incoming);
+    const url = new URL(incoming.url ?? '/', 'http://gateway');
+    const isObjectPut = incoming.method === 'PUT' && url.pathname.split('/').filter(Boolean).length >= 2 &&
+      !['uploadId', 'partNumber', 'renameObject', 'tagging', 'acl'].some((name) => url.searchParams.has(name));
+    if (incoming.method === 'PUT') puts.push({ ...incoming.headers });
+    const ifNoneMatch = header(incoming.headers, 'if-none-match');
+    const ifMatch = header(incoming.headers, 'if-match');
+    if (incoming.method === 'GET' && url.searchParams.get('list-type') === '2' && url.pathname.split('/').filter(Boolean).length === 1) {
+      return reply(outgoing, await listInByteOrder(url, incoming.headers));
+    }
+    if (!isObjectPut || (ifNoneMatch === undefined && ifMatch === undefined)) {
+      const response = await forward(incoming.method ?? 'GET', incoming.url ?? '/', incoming.headers, body);
+      return reply(outgoing, response);
+    }
+    const key = url.pathname;
+    if (gateway.conflict?.(decodeURIComponent(key), incoming.headers)) {
+      return reply(outgoing, s3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred.'));
+    }
+    await withLock(key, async () => {
+      const current = await forward('HEAD', url.pathname, withoutBody(incoming.headers), Buffer.alloc(0));
+      const exists = current.status === 200;
+      if (ifNoneMatch === '*' && exists) {
+        return reply(outgoing, s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'));
+      }
+      if (ifMatch !== undefined && !exists) {
+        return reply(outgoing, s3Error(404, 'NoSuchKey', 'The specified key does not exist.'));
+      }
+      if (ifMatch !== undefined && header(current.headers, 'etag') !== ifMatch) {
+        return reply(outgoing, s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'));
+      }
+      reply(outgoing, await forward('PUT', incoming.url ?? '/', incoming.headers, body));
+    });
+  }
+
+  async function withLock(key: string, work: () => Promise<void>): Promise<void> {
+    const previous = locks.get(key) ?? Promise.resolve();
+    const current = previous.then(work, work);
+    const settled = current.catch(() => {});
+    locks.set(key, settled);
+    try {
+      await current;
+    } finally {
+      if (locks.get(key) === settled) locks.delete(key);
+    }
+  }
+
+  async function listInByteOrder(url: URL, headers: IncomingHttpHeaders): Promise<Forwarded> {
+    const prefix = url.searchParams.get('prefix') ?? '';
+    const upstreamPath = `${url.pathname}?list-type=2&max-keys=1000&prefix=${encodeURIComponent(prefix)}`;
+    const upstreamList = await forward('GET', upstreamPath, headers, Buffer.alloc(0));
+    const xml = upstreamList.body.toString('utf8');
+    if (upstreamList.status !== 200) return upstreamList;
+    if (xml.includes('<IsTruncated>true</IsTruncated>')) throw new Error('gateway lists at most 1000 keys per prefix');
+    const entries = [...xml.matchAll(/<Contents>[\s\S]*?<\/Contents>/g)].map((match) => {
+      const key = unescapeXml(/<Key>([\s\S]*?)<\/Key>/.exec(match[0])![1]!);
+      return { key, bytes: Buffer.from(key, 'utf8'), xml: match[0] };
+    });
+    entries.sort((left, right) => Buffer.compare(left.bytes, right.bytes));
+    const token = url.searchParams.get('continuation-token');
+    const after = token === null ? url.searchParams.get('start-after') : Buffer.from(token, 'base64').toString('utf8');
+    const afterBytes = after === null ? undefined : Buffer.from(after, 'utf8');
+    const remaining = afterBytes ? entries.filter((entry) => Buffer.compare(entry.bytes, afterBytes) > 0) : entries;
+    const maxKeys = Math.min(Number(url.searchParams.get('max-keys') ?? 1000), 1000);
+    const page = remaining.slice(0, maxKeys);
+    const truncated = remaining.length > page.length;
+    const body = Buffer.from(
+      [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+        `<Name>${url.pathname.split('/').filter(Boolean)[0]}</Name><Prefix>${escapeXml(prefix)}</Prefix>`,
+        `<KeyCount>${page.length}</KeyCount><MaxKeys>${maxKeys}</MaxKeys><IsTruncated>${truncated}</IsTruncated>`,
+        truncated ? `<NextContinuationToken>${Buffer.from(page.at(-1)!.key, 'utf8').toString('base64')}</NextContinuationToken>` : '',
+        ...page.map((entry) => entry.xml),
+        '</ListBucketResult>',
+      ].join(''),
+    );
+    return { status: 200, headers: { 'content-type': 'application/xml', 'content-length': String(body.length) }, body };
+  }
+
+  function forward(method: string, path: string, headers: IncomingHttpHeaders, body: Buffer): Promise<Forwarded> {
+    return new Promise((resolve, reject) => {
+      const outgoingHeaders = { ...headers, host: target.host };
+      const upstreamRequest = httpRequest(
+        { host: target.hostname, port: target.port, method, path, headers: outgoingHeaders },
+        (response) => {
+          readAll(response).then(
+            (responseBody) => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: responseBody }),
+            reject,
+          );
+        },
+      );
+      upstreamRequest.on('error', reject);
+      upstreamRequest.end(body);
+    });
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  gateway.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  gateway.close = () => new Promise((resolve) => server.close(() => resolve()));
+  return gateway;
+}
+
+interface Forwarded {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+function reply(outgoing: ServerResponse, response: Forwarded): void {
+  outgoing.statusCode = response.status;
+  for (const [name, value] of Object.entries(response.headers)) {
+    if (value !== undefined && name !== 'connection' && name !== 'transfer-encoding') outgoing.setHeader(name, value);
+  }
+  outgoing.end(response.body);
+}
+
+function s3Error(status: number, code: string, message: string): Forwarded {
+  const body = Buffer.from(
+    `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${code}</Code><Message>${message}</Message></Error>`,
+  );
+  return { status, headers: { 'content-type': 'application/xml', 'content-length': String(body.length) }, body };
+}
+
+function escapeXml(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&apos;');
+}
+
+function unescapeXml(text: string): string {
+  return text
+    .replaceAll('&lt;', '<')
+    .replaceAll('&gt;', '>')
+    .replaceAll('&quot;', '"')
+    .replaceAll('&apos;', "'")
+    .replaceAll('&amp;', '&');
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function withoutBody(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const { 'content-length': _length, 'content-type': _type, 'if-none-match': _none, 'if-match': _match, ...rest } = headers;
+  return rest;
+}
+
+async function readAll(stream: AsyncIterable<Buffer | string>): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  return Buffer.concat(chunks);
+}
+
+/** An S3Store for tests, against the given endpoint (fauxqs, or a gateway in front of it). */
+export function createTestS3Store(endpoint: string, bucket: string): S3Store {
+  return new S3Store({
+    bucket,
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+}

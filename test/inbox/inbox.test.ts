@@ -1,0 +1,264 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
+import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { FailingStore, type StoreOperation } from './failing-store.ts';
+import { inboxSemanticsSuite } from './inbox-suite.ts';
+
+inboxSemanticsSuite('the memory store', () => {
+  const store = new MemoryStore();
+  return { store, writeDirect: async (key, body) => void (await store.put(key, body)) };
+});
+
+inboxSemanticsSuite('a memory store with random latency', () => {
+  const inner = new MemoryStore();
+  return { store: new FailingStore(inner, () => false, 3), writeDirect: async (key, body) => void (await inner.put(key, body)) };
+});
+
+async function setup(options: { now?: () => Date; maxNoticeBytes?: number } = {}) {
+  const memory = new MemoryStore();
+  const store = new FailingStore(memory);
+  const events: InboxLogEvent[] = [];
+  const keyPrefix = 'p/';
+  const inbox = new Inbox(store, {
+    keyPrefix,
+    log: (event) => events.push(event),
+    ...(options.now ? { clock: options.now } : {}),
+    ...(options.maxNoticeBytes ? { maxNoticeBytes: options.maxNoticeBytes } : {}),
+  });
+  await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+  const prefix = sessionPrefix(keyPrefix, 's1');
+  const failOn = (operation: StoreOperation, key: string) => {
+    store.shouldFail = (called, calledKey) => called === operation && calledKey === key;
+  };
+  return { memory, store, inbox, events, prefix, failOn };
+}
+
+describe('inbox on a failing store', () => {
+  it.each([
+    ['get', 'inbox/b'],
+    ['put', 'inbox_removed/b'],
+  ] as const)('a notice whose %s fails is skipped in place, logged, and delivered next time', async (operation, suffix) => {
+    const { inbox, events, prefix, failOn, store } = await setup();
+    for (const name of ['a', 'b', 'c']) await inbox.post('s1', { name, content: name.toUpperCase() });
+    failOn(operation, prefix + suffix);
+    const result = await inbox.consume('s1', { turn: 1 });
+    expect(result.delivered.map((notice) => notice.content)).toEqual(['A', 'C']);
+    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/b` }]);
+    expect(events[0]!.error).toBeInstanceOf(Error);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['b']);
+
+    store.shouldFail = () => false;
+    const next = await inbox.consume('s1', { turn: 2 });
+    expect(next.delivered).toMatchObject([{ name: 'b', stored_as: 'b', content: 'B' }]);
+  });
+
+  it('delivers a claimed notice whose original could not be deleted once, and removes the leftover later', async () => {
+    let now = new Date('2026-01-01T00:00:00Z');
+    const { inbox, events, prefix, failOn, store } = await setup({ now: () => now });
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    failOn('delete', `${prefix}inbox/a`);
+    const first = await inbox.consume('s1', { turn: 1 });
+    expect(first.delivered).toMatchObject([{ name: 'a', content: 'A' }]);
+    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/a` }]);
+    store.shouldFail = () => false;
+
+    // The leftover is recognised as claimed: not delivered again, not yet removed.
+    now = new Date('2026-01-01T00:00:10Z');
+    expect(await inbox.consume('s1', { turn: 2 })).toEqual({ delivered: [] });
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a']);
+
+    // A minute later its consumer has clearly failed: the leftover is removed, still undelivered.
+    now = new Date('2026-01-01T00:02:00Z');
+    expect(await inbox.consume('s1', { turn: 3 })).toEqual({ delivered: [] });
+    expect(await inbox.listPending('s1')).toEqual([]);
+    expect((await inbox.listDelivered('s1')).map((record) => record.stored_as)).toEqual(['a']);
+  });
+
+  it('does not throw when listing fails', async () => {
+    const { inbox, events, store } = await setup();
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    store.shouldFail = (operation) => operation === 'list';
+    expect(await inbox.consume('s1', { turn: 1 })).toEqual({ delivered: [] });
+    expect(events).toMatchObject([{ level: 'warn' }]);
+  });
+
+  it('an abort that cannot be moved stays, does not abort, and holds back the notices after it', async () => {
+    const { inbox, prefix, failOn, store } = await setup();
+    for (const name of ['a', 'abort', 'b']) await inbox.post('s1', { name, content: name });
+    failOn('put', `${prefix}inbox_removed/abort`);
+    const result = await inbox.consume('s1', { turn: 1 });
+    expect(result).toMatchObject({ delivered: [{ name: 'a' }] });
+    expect(result.abort).toBeUndefined();
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['abort', 'b']);
+    store.shouldFail = () => false;
+    expect((await inbox.consume('s1', { turn: 2 })).abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'abort' });
+  });
+
+  it('an abort whose content is not UTF-8 still aborts', async () => {
+    const { inbox, memory, prefix } = await setup();
+    await memory.put(`${prefix}inbox/abort`, new Uint8Array([0xff, 0x20]));
+    const result = await inbox.consume('s1', { turn: 1 });
+    expect(result.abort?.name).toBe('abort');
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+
+  it('leaves a notice larger than the limit in place', async () => {
+    const { inbox, memory, prefix, events } = await setup({ maxNoticeBytes: 8 });
+    await memory.put(`${prefix}inbox/big`, '123456789');
+    await memory.put(`${prefix}inbox/small`, '12345678');
+    const result = await inbox.consume('s1', { turn: 1 });
+    expect(result.delivered.map((notice) => notice.name)).toEqual(['small']);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['big']);
+    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/big` }]);
+    expect(await inbox.peek('s1')).toEqual([]);
+  });
+});
+
+describe('inbox storage operations', () => {
+  it('costs one list plus three operations per fresh notice', async () => {
+    const { inbox, store } = await setup();
+    for (let index = 0; index < 7; index++) await inbox.post('s1', { name: `n${index}`, content: 'x' });
+    store.calls.length = 0;
+    await inbox.consume('s1', { turn: 1, sessionExists: true });
+    const counts = countBy(store.calls.map((call) => call.operation));
+    expect(counts).toEqual({ list: 1, get: 7, put: 7, delete: 7 });
+  });
+
+  it('checks the session once, and only when the inbox holds something', async () => {
+    const { inbox, store } = await setup();
+    await inbox.consume('s1', { turn: 1 });
+    expect(store.calls.map((call) => call.operation)).toEqual(['list']);
+    await inbox.post('s1', { name: 'n', content: 'x' });
+    store.calls.length = 0;
+    await inbox.consume('s1', { turn: 2 });
+    expect(countBy(store.calls.map((call) => call.operation))).toEqual({ list: 1, head: 1, get: 1, put: 1, delete: 1 });
+  });
+
+  it('costs a bounded number of operations for a name delivered many times before', async () => {
+    const { inbox, store } = await setup();
+    for (let round = 0; round < 12; round++) {
+      await inbox.post('s1', { name: 'status.md', content: `${round}` });
+      await inbox.consume('s1', { turn: round, sessionExists: true });
+    }
+    await inbox.post('s1', { name: 'status.md', content: 'last' });
+    store.calls.length = 0;
+    const result = await inbox.consume('s1', { turn: 99, sessionExists: true });
+    expect(result.delivered).toMatchObject([{ stored_as: 'status.12.md', content: 'last' }]);
+    // list inbox, get, put (taken), head, list slots, put, delete. Listing carried metadata.
+    expect(store.calls.length).toBe(7);
+  });
+});
+
+describe('posting', () => {
+  it.each(['', '.hidden', 'a/b', 'a b', 'x'.repeat(201), 'caf\u00e9', '..'])('refuses the name %j', async (name) => {
+    const { inbox } = await setup();
+    await expect(inbox.post('s1', { name, content: 'x' })).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+
+  it.each(['abort', 'x'.repeat(200), 'A-b_c.9', '0', 'a.', '-'])('accepts the name %j', async (name) => {
+    const { inbox } = await setup();
+    const posted = await inbox.post('s1', { name, content: 'x' });
+    expect(posted.name).toBe(name);
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual([name]);
+  });
+
+  it('limits content by UTF-8 bytes', async () => {
+    const { inbox } = await setup({ maxNoticeBytes: 10 });
+    await inbox.post('s1', { name: 'ok', content: '\u00e9'.repeat(5) });
+    await expect(inbox.post('s1', { name: 'big', content: '\u00e9'.repeat(5) + 'x' })).rejects.toMatchObject({
+      code: 'payload_too_large',
+    });
+  });
+
+  it('records the service clock as posted_at', async () => {
+    const { inbox } = await setup({ now: () => new Date('2030-05-06T07:08:09.010Z') });
+    expect(await inbox.post('s1', { name: 'n', content: 'x' })).toEqual({ name: 'n', posted_at: '2030-05-06T07:08:09.010Z' });
+    expect(await inbox.listPending('s1')).toEqual([{ name: 'n', size: 1, posted_at: '2030-05-06T07:08:09.010Z' }]);
+    const { delivered } = await inbox.consume('s1', { turn: 1 });
+    expect(delivered[0]!.posted_at).toBe('2030-05-06T07:08:09.010Z');
+    expect(await inbox.listDelivered('s1')).toEqual([
+      { name: 'n', stored_as: 'n', posted_at: '2030-05-06T07:08:09.010Z', delivered_at: '2030-05-06T07:08:09.010Z', turn: 1 },
+    ]);
+  });
+
+  it('refuses a malformed session id', async () => {
+    const { inbox } = await setup();
+    await expect(inbox.post('../x', { content: 'x' })).rejects.toMatchObject({ code: 'invalid_request' });
+    await expect(inbox.consume('a/b', { turn: 1 })).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+});
+
+describe('consume order (properties)', () => {
+  const piece = fc.constantFrom('a', 'b', 'A', '1', '10', '2', '_', '-', '.', 'abort', '\u00e9');
+  const name = fc.array(piece, { minLength: 1, maxLength: 3 }).map((parts) => parts.join(''));
+
+  it('delivers exactly the notices before `abort`, in byte order, and leaves the rest', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(name, { minLength: 1, maxLength: 8 }), async (names) => {
+        const { inbox, memory, prefix } = await setup();
+        for (const each of names) await memory.put(`${prefix}inbox/${each}`, `content ${each}`);
+        const notices = names.filter((each) => !each.startsWith('.')).sort(compareBytes);
+        const abortAt = notices.indexOf('abort');
+        const before = abortAt < 0 ? notices : notices.slice(0, abortAt);
+        const after = abortAt < 0 ? [] : notices.slice(abortAt + 1);
+
+        expect((await inbox.peek('s1')).map((notice) => notice.name)).toEqual(before);
+        const result = await inbox.consume('s1', { turn: 1 });
+        expect(result.delivered.map((notice) => notice.name)).toEqual(before);
+        expect(result.delivered.every((notice) => notice.content === `content ${notice.name}`)).toBe(true);
+        expect(result.abort?.reason).toBe(abortAt < 0 ? undefined : 'content abort');
+        expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(after);
+        const dotted = names.filter((each) => each.startsWith('.'));
+        for (const each of dotted) expect(await memory.head(`${prefix}inbox/${each}`)).not.toBeNull();
+      }),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('notice names', () => {
+  it.each([
+    ['a_msg.md', 1, 'a_msg.1.md'],
+    ['a_msg.md', 12, 'a_msg.12.md'],
+    ['name', 1, 'name.1'],
+    ['a.b.md', 2, 'a.b.2.md'],
+    ['abort', 0, 'abort'],
+  ])('slot of %j number %i is %j', (name, slot, expected) => {
+    expect(slotName(name, slot)).toBe(expected);
+    expect(parseSlot(name, expected)).toBe(slot);
+  });
+
+  it('parses back exactly the slots it makes', () => {
+    const name = fc.stringMatching(/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,12}$/);
+    fc.assert(
+      fc.property(name, fc.nat(5000), (each, slot) => {
+        expect(parseSlot(each, slotName(each, slot))).toBe(slot);
+        const [stem, extension] = splitExtension(each);
+        expect(stem + extension).toBe(each);
+        expect(extension.slice(1)).not.toContain('.');
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('generates strictly increasing names for any clock, even one that stands still or steps back', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 4_000_000_000_000 }), { minLength: 1, maxLength: 50 }), (times) => {
+        const generate = createNameGenerator();
+        const names = times.map((time) => generate(new Date(time)));
+        for (let index = 1; index < names.length; index++) expect(compareBytes(names[index - 1]!, names[index]!)).toBeLessThan(0);
+        for (const each of names) expect(each).toMatch(/^[0-9]{15}-[0-9]{4}-[0-9a-f]{8}$/);
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
+
+function countBy(values: string[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+  return counts;
+}

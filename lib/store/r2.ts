@@ -130,9 +130,10 @@ function isEmptyRange(range: ByteRange): boolean {
   return 'suffix' in range ? range.suffix === 0 : range.length === 0;
 }
 
+/** The binding reports R2 error codes only in the message: 10039 is "range not satisfiable". */
 function isRangeNotSatisfiable(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
-  return /range/i.test(message) && /satisf|invalid/i.test(message);
+  return message.includes('(10039)') || /range is not satisfiable/i.test(message);
 }
 
 function storageError(operation: string, key: string, error: unknown): StorageError {

@@ -78,6 +78,23 @@ describe('S3Store', () => {
     expect(new TextDecoder().decode((await store.get(taken))!.body)).toBe('the racing winner');
   });
 
+  it('settles an If-Match put that keeps conflicting by comparing the current etag', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const key = `${fresh()}cas`;
+    const first = await store.put(key, 'v1');
+    const second = await store.put(key, 'v2');
+    gateway.conflict = (path) => path.endsWith(key);
+    try {
+      // The etag moved on: whatever races us, our stale write has lost.
+      expect(await store.put(key, 'v3', { ifMatch: first!.etag })).toBeNull();
+      // The etag is still ours, so the conflict is unresolved: a storage failure, not a loss.
+      await expect(store.put(key, 'v3', { ifMatch: second!.etag })).rejects.toBeInstanceOf(StorageError);
+    } finally {
+      gateway.conflict = undefined;
+    }
+    expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('v2');
+  });
+
   it('deletes in batches of at most 1000 keys', async () => {
     const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
     const prefix = fresh();

@@ -1,5 +1,72 @@
 import { env } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { StorageError } from '../../lib/errors.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineObjectStoreConformance } from '../store/object-store-conformance.ts';
 
-defineObjectStoreConformance('r2 binding', () => new R2Store((env as { BUCKET: R2Bucket }).BUCKET));
+const bucket = (env as { BUCKET: R2Bucket }).BUCKET;
+
+// The local bucket is shared by every test in this file (no per-test storage isolation),
+// which the conformance suite's per-test random prefixes allow for.
+defineObjectStoreConformance('r2 binding', () => new R2Store(bucket));
+
+describe('R2Store', () => {
+  const fresh = () => `r2-store/${crypto.randomUUID()}/`;
+
+  it('returns the plain etag, which onlyIf.etagMatches accepts, not the quoted httpEtag', async () => {
+    const store = new R2Store(bucket);
+    const key = `${fresh()}etag`;
+    const put = await store.put(key, 'v1');
+    const raw = await bucket.head(key);
+    expect(put!.etag).toBe(raw!.etag);
+    expect(put!.etag).not.toContain('"');
+    expect(await store.put(key, 'v2', { ifMatch: raw!.httpEtag.replaceAll('"', '') })).not.toBeNull();
+  });
+
+  it('stores the content type as HTTP metadata', async () => {
+    const store = new R2Store(bucket);
+    const key = `${fresh()}typed`;
+    await store.put(key, '{}', { contentType: 'application/json' });
+    expect((await bucket.head(key))!.httpMetadata?.contentType).toBe('application/json');
+  });
+
+  it('deletes many keys in batches of at most 1000', async () => {
+    const prefix = fresh();
+    const batches: number[] = [];
+    const counting = new Proxy(bucket, {
+      get(target, property) {
+        if (property === 'delete') {
+          return (keys: string | string[]) => {
+            batches.push(Array.isArray(keys) ? keys.length : 1);
+            return target.delete(keys);
+          };
+        }
+        const value = Reflect.get(target, property) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const store = new R2Store(counting);
+    await store.put(`${prefix}0`, 'a');
+    await store.put(`${prefix}2400`, 'b');
+    await store.delete(Array.from({ length: 2401 }, (_, i) => `${prefix}${i}`));
+    expect(batches).toEqual([1000, 1000, 401]);
+    expect((await store.list(prefix)).objects).toEqual([]);
+  });
+
+  it('maps binding failures to StorageError naming the key', async () => {
+    const broken = {
+      get: () => Promise.reject(new Error('network lost')),
+      head: () => Promise.reject(new Error('network lost')),
+      put: () => Promise.reject(new Error('we are being rate limited (10058)')),
+      list: () => Promise.reject(new Error('internal error')),
+      delete: () => Promise.reject(new Error('internal error')),
+    } as unknown as R2Bucket;
+    const store = new R2Store(broken);
+    await expect(store.get('sessions/a/turn/1')).rejects.toBeInstanceOf(StorageError);
+    await expect(store.get('sessions/a/turn/1', { range: { suffix: 5 } })).rejects.toThrow(/sessions\/a\/turn\/1/);
+    await expect(store.head('k')).rejects.toMatchObject({ code: 'storage_error' });
+    await expect(store.put('k', 'v', { onlyIfAbsent: true })).rejects.toThrow(/rate limited/);
+    await expect(store.list('p/')).rejects.toBeInstanceOf(StorageError);
+    await expect(store.delete(['a', 'b'])).rejects.toBeInstanceOf(StorageError);
+  });
+});

@@ -3,9 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { CountingStore, type StoreOperation } from '../../lib/store/counting-store.ts';
+import { FaultyStore, type FaultOptions } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { FailingStore, type StoreOperation } from './failing-store.ts';
 import { inboxSemanticsSuite } from './inbox-suite.ts';
+import { JitteryStore } from './jittery-store.ts';
 
 inboxSemanticsSuite('the memory store', () => {
   const store = new MemoryStore();
@@ -14,12 +16,13 @@ inboxSemanticsSuite('the memory store', () => {
 
 inboxSemanticsSuite('a memory store with random latency', () => {
   const inner = new MemoryStore();
-  return { store: new FailingStore(inner, () => false, 3), writeDirect: async (key, body) => void (await inner.put(key, body)) };
+  return { store: new JitteryStore(inner, 3), writeDirect: async (key, body) => void (await inner.put(key, body)) };
 });
 
 async function setup(options: { now?: () => Date; maxNoticeBytes?: number } = {}) {
   const memory = new MemoryStore();
-  const store = new FailingStore(memory);
+  const faulty = new FaultyStore(memory);
+  const store = new CountingStore(faulty);
   const events: InboxLogEvent[] = [];
   const keyPrefix = 'p/';
   const inbox = new Inbox(store, {
@@ -30,10 +33,11 @@ async function setup(options: { now?: () => Date; maxNoticeBytes?: number } = {}
   });
   await memory.put(sessionConfigKey(keyPrefix, 's1'), '{}');
   const prefix = sessionPrefix(keyPrefix, 's1');
-  const failOn = (operation: StoreOperation, key: string) => {
-    store.shouldFail = (called, calledKey) => called === operation && calledKey === key;
+  const failOn = (operation: StoreOperation, key: string, faultOptions: FaultOptions = {}) => {
+    faulty.failWhen((call) => call.operation === operation && call.key === key, faultOptions);
   };
-  return { memory, store, inbox, events, prefix, failOn };
+  const heal = () => faulty.heal();
+  return { memory, store, inbox, events, prefix, failOn, heal };
 }
 
 describe('inbox on a failing store', () => {
@@ -41,7 +45,7 @@ describe('inbox on a failing store', () => {
     ['get', 'inbox/b'],
     ['put', 'inbox_removed/b'],
   ] as const)('a notice whose %s fails is skipped in place, logged, and delivered next time', async (operation, suffix) => {
-    const { inbox, events, prefix, failOn, store } = await setup();
+    const { inbox, events, prefix, failOn, heal } = await setup();
     for (const name of ['a', 'b', 'c']) await inbox.post('s1', { name, content: name.toUpperCase() });
     failOn(operation, prefix + suffix);
     const result = await inbox.consume('s1', { turn: 1 });
@@ -50,20 +54,20 @@ describe('inbox on a failing store', () => {
     expect(events[0]!.error).toBeInstanceOf(Error);
     expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['b']);
 
-    store.shouldFail = () => false;
+    heal();
     const next = await inbox.consume('s1', { turn: 2 });
     expect(next.delivered).toMatchObject([{ name: 'b', stored_as: 'b', content: 'B' }]);
   });
 
   it('delivers a claimed notice whose original could not be deleted once, and removes the leftover later', async () => {
     let now = new Date('2026-01-01T00:00:00Z');
-    const { inbox, events, prefix, failOn, store } = await setup({ now: () => now });
+    const { inbox, events, prefix, failOn, heal } = await setup({ now: () => now });
     await inbox.post('s1', { name: 'a', content: 'A' });
     failOn('delete', `${prefix}inbox/a`);
     const first = await inbox.consume('s1', { turn: 1 });
     expect(first.delivered).toMatchObject([{ name: 'a', content: 'A' }]);
     expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/a` }]);
-    store.shouldFail = () => false;
+    heal();
 
     // The leftover is recognised as claimed: not delivered again, not yet removed.
     now = new Date('2026-01-01T00:00:10Z');
@@ -77,23 +81,40 @@ describe('inbox on a failing store', () => {
     expect((await inbox.listDelivered('s1')).map((record) => record.stored_as)).toEqual(['a']);
   });
 
-  it('does not throw when listing fails', async () => {
-    const { inbox, events, store } = await setup();
+  it('never delivers a notice whose claim landed but whose answer was lost', async () => {
+    let now = new Date('2026-01-01T00:00:00Z');
+    const { inbox, events, prefix, failOn, heal } = await setup({ now: () => now });
     await inbox.post('s1', { name: 'a', content: 'A' });
-    store.shouldFail = (operation) => operation === 'list';
+    await inbox.post('s1', { name: 'b', content: 'B' });
+    failOn('put', `${prefix}inbox_removed/a`, { after: true });
+    const result = await inbox.consume('s1', { turn: 1 });
+    expect(result.delivered.map((notice) => notice.name)).toEqual(['b']);
+    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/a` }]);
+    heal();
+    // The claim exists, so at-most-once forbids delivering it: it is lost, never duplicated.
+    expect(await inbox.consume('s1', { turn: 2 })).toEqual({ delivered: [] });
+    now = new Date('2026-01-01T00:05:00Z');
+    expect(await inbox.consume('s1', { turn: 3 })).toEqual({ delivered: [] });
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+
+  it('does not throw when listing fails', async () => {
+    const { inbox, events, prefix, failOn } = await setup();
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    failOn('list', `${prefix}inbox/`);
     expect(await inbox.consume('s1', { turn: 1 })).toEqual({ delivered: [] });
     expect(events).toMatchObject([{ level: 'warn' }]);
   });
 
   it('an abort that cannot be moved stays, does not abort, and holds back the notices after it', async () => {
-    const { inbox, prefix, failOn, store } = await setup();
+    const { inbox, prefix, failOn, heal } = await setup();
     for (const name of ['a', 'abort', 'b']) await inbox.post('s1', { name, content: name });
     failOn('put', `${prefix}inbox_removed/abort`);
     const result = await inbox.consume('s1', { turn: 1 });
     expect(result).toMatchObject({ delivered: [{ name: 'a' }] });
     expect(result.abort).toBeUndefined();
     expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['abort', 'b']);
-    store.shouldFail = () => false;
+    heal();
     expect((await inbox.consume('s1', { turn: 2 })).abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'abort' });
   });
 
@@ -118,23 +139,28 @@ describe('inbox on a failing store', () => {
 });
 
 describe('inbox storage operations', () => {
+  const operations = (store: CountingStore) => {
+    const { get, head, put, list, delete: deletes } = store.counts;
+    return { get, head, put, list, delete: deletes };
+  };
+
   it('costs one list plus three operations per fresh notice', async () => {
     const { inbox, store } = await setup();
     for (let index = 0; index < 7; index++) await inbox.post('s1', { name: `n${index}`, content: 'x' });
-    store.calls.length = 0;
+    store.reset();
     await inbox.consume('s1', { turn: 1, sessionExists: true });
-    const counts = countBy(store.calls.map((call) => call.operation));
-    expect(counts).toEqual({ list: 1, get: 7, put: 7, delete: 7 });
+    expect(operations(store)).toEqual({ list: 1, get: 7, put: 7, delete: 7, head: 0 });
   });
 
   it('checks the session once, and only when the inbox holds something', async () => {
     const { inbox, store } = await setup();
+    store.reset();
     await inbox.consume('s1', { turn: 1 });
-    expect(store.calls.map((call) => call.operation)).toEqual(['list']);
+    expect(operations(store)).toEqual({ list: 1, get: 0, put: 0, delete: 0, head: 0 });
     await inbox.post('s1', { name: 'n', content: 'x' });
-    store.calls.length = 0;
+    store.reset();
     await inbox.consume('s1', { turn: 2 });
-    expect(countBy(store.calls.map((call) => call.operation))).toEqual({ list: 1, head: 1, get: 1, put: 1, delete: 1 });
+    expect(operations(store)).toEqual({ list: 1, head: 1, get: 1, put: 1, delete: 1 });
   });
 
   it('costs a bounded number of operations for a name delivered many times before', async () => {
@@ -144,11 +170,11 @@ describe('inbox storage operations', () => {
       await inbox.consume('s1', { turn: round, sessionExists: true });
     }
     await inbox.post('s1', { name: 'status.md', content: 'last' });
-    store.calls.length = 0;
+    store.reset();
     const result = await inbox.consume('s1', { turn: 99, sessionExists: true });
     expect(result.delivered).toMatchObject([{ stored_as: 'status.12.md', content: 'last' }]);
-    // list inbox, get, put (taken), head, list slots, put, delete. Listing carried metadata.
-    expect(store.calls.length).toBe(7);
+    // list inbox, get, put (taken), head, list slots, put, delete. The listing carried metadata.
+    expect(operations(store)).toEqual({ list: 2, get: 1, put: 2, head: 1, delete: 1 });
   });
 });
 

@@ -1,0 +1,59 @@
+import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
+import { startConditionalGateway, createTestS3Store, type ConditionalGateway } from '../support/s3-store.ts';
+import { inboxSemanticsSuite } from './inbox-suite.ts';
+
+// fauxqs ignores conditional puts; the gateway in front of it enforces them as S3 does.
+let gateway: ConditionalGateway;
+let client: S3Client;
+beforeAll(async () => {
+  gateway = await startConditionalGateway(inject('s3Endpoint'));
+  client = new S3Client({
+    endpoint: gateway.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
+});
+afterAll(async () => {
+  client.destroy();
+  await gateway.close();
+});
+
+/** A notice written by an outside client: a plain PutObject, no metadata. */
+async function writeDirect(key: string, body: string | Uint8Array): Promise<void> {
+  await client.send(new PutObjectCommand({ Bucket: inject('s3Bucket'), Key: key, Body: body }));
+}
+
+inboxSemanticsSuite('S3 (fauxqs)', () => ({ store: createTestS3Store(gateway.endpoint, inject('s3Bucket')), writeDirect }));
+
+describe('inbox on S3', () => {
+  it('lists and records deliveries with metadata read by head, since S3 listings carry none', async () => {
+    const keyPrefix = `inbox-s3-${crypto.randomUUID()}/`;
+    const store = new CountingStore(createTestS3Store(gateway.endpoint, inject('s3Bucket')));
+    const clock = () => new Date('2031-02-03T04:05:06.007Z');
+    const inbox = new Inbox(store, { keyPrefix, clock });
+    await store.put(sessionConfigKey(keyPrefix, 's1'), '{}');
+    await inbox.post('s1', { name: 'api.md', content: 'from the API' });
+    await writeDirect(`${sessionPrefix(keyPrefix, 's1')}inbox/direct.md`, 'from a client');
+
+    expect((await inbox.listPending('s1')).map((notice) => [notice.name, notice.posted_at === '2031-02-03T04:05:06.007Z'])).toEqual([
+      ['api.md', true],
+      ['direct.md', false],
+    ]);
+    store.reset();
+    const result = await inbox.consume('s1', { turn: 4, sessionExists: true });
+    expect(result.delivered.map((notice) => notice.content)).toEqual(['from the API', 'from a client']);
+    expect(store.counts).toMatchObject({ list: 1, get: 2, put: 2, delete: 2, head: 0 });
+
+    const records = await inbox.listDelivered('s1');
+    expect(records).toMatchObject([
+      { name: 'api.md', stored_as: 'api.md', posted_at: '2031-02-03T04:05:06.007Z', delivered_at: '2031-02-03T04:05:06.007Z', turn: 4 },
+      { name: 'direct.md', stored_as: 'direct.md', delivered_at: '2031-02-03T04:05:06.007Z', turn: 4 },
+    ]);
+    expect(records[1]!.posted_at).toBe(result.delivered[1]!.posted_at);
+  });
+});

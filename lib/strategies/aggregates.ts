@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { sha256Hex } from '../hash.ts';
+import type { PromptItem } from '../items.ts';
 
 /**
  * What the strategies need to know about the part of the history they were not handed.
@@ -28,13 +29,21 @@ export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
  * Returns 24 hex characters (96 bits) of a SHA-256.
  */
 export function callKey(name: string, argumentsText: string): string {
+  return sha256Hex(canonicalCall(name, argumentsText)).slice(0, 24);
+}
+
+/**
+ * The text {@link callKey} hashes: name, a newline, canonical arguments. Two calls have the
+ * same key exactly when (barring hash collisions) they have the same canonical call.
+ */
+export function canonicalCall(name: string, argumentsText: string): string {
   let canonical: string;
   try {
     canonical = JSON.stringify(sortKeys(JSON.parse(argumentsText)));
   } catch {
     canonical = `raw:${argumentsText}`;
   }
-  return sha256Hex(`${name}\n${canonical}`).slice(0, 24);
+  return `${name}\n${canonical}`;
 }
 
 function sortKeys(value: unknown): unknown {
@@ -45,4 +54,87 @@ function sortKeys(value: unknown): unknown {
     return sorted;
   }
   return value;
+}
+
+/** An item with its seq, as the session log holds it (a StoredItem, or a prompt item read back). */
+export type SequencedItem = PromptItem & { seq: number };
+
+/** The aggregates of an empty history. */
+export function emptyAggregates(): HistoryAggregates {
+  return { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {} };
+}
+
+/**
+ * The aggregates of a whole history, in one pass. The reference for {@link extendAggregates}:
+ * extending step by step from {@link emptyAggregates} gives the same value (property-tested).
+ */
+export function computeAggregates(items: readonly SequencedItem[]): HistoryAggregates {
+  return extendAggregates(emptyAggregates(), items, () => false).aggregates;
+}
+
+/**
+ * The aggregates after appending `newItems` (in seq order) to a history whose aggregates are
+ * `previous`. The session store keeps the index of call keys already seen and answers
+ * `seenBefore(key)` from it (only for keys of earlier appends; keys repeated within
+ * `newItems` are handled here). Returns the new aggregates and `newKeys`: the call keys
+ * first seen in this batch, in order, for the store to add to its index.
+ * Pure: `previous` is not changed.
+ */
+export function extendAggregates(
+  previous: HistoryAggregates,
+  newItems: readonly SequencedItem[],
+  seenBefore: (key: string) => boolean,
+): { aggregates: HistoryAggregates; newKeys: string[] } {
+  let toolCalls = previous.tool_calls;
+  let toolOutputs = previous.tool_outputs;
+  const repeated: Record<string, number> = { ...previous.repeated };
+  const newKeys: string[] = [];
+  const batchKeys = new Set<string>();
+  const setBits: number[] = [];
+  for (const item of newItems) {
+    if (item.type === 'function_call_output') toolOutputs += 1;
+    if (item.type !== 'function_call') continue;
+    const key = callKey(item.name, item.arguments);
+    const repeat = batchKeys.has(key) || seenBefore(key);
+    if (repeat) {
+      setBits.push(toolCalls);
+      repeated[key] = item.seq;
+    } else {
+      newKeys.push(key);
+      batchKeys.add(key);
+    }
+    toolCalls += 1;
+  }
+  const flags = new Uint8Array(Math.ceil(toolCalls / 8));
+  flags.set(decodeBase64(previous.repeat_flags).subarray(0, flags.length));
+  for (const bit of setBits) flags[bit >> 3]! |= 1 << (bit & 7);
+  return {
+    aggregates: { tool_calls: toolCalls, tool_outputs: toolOutputs, repeat_flags: encodeBase64(flags), repeated },
+    newKeys,
+  };
+}
+
+/**
+ * The repeat flags of aggregates as a lookup: `isRepeat(i)` for the i-th call (0-based, in
+ * history order) has the same call key as an earlier call.
+ */
+export function repeatFlagReader(aggregates: HistoryAggregates): (index: number) => boolean {
+  const bytes = decodeBase64(aggregates.repeat_flags);
+  return (index) => index >= 0 && (index >> 3) < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
+}
+
+function encodeBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let start = 0; start < bytes.length; start += 0x8000) {
+    binary += String.fromCharCode(...bytes.subarray(start, start + 0x8000));
+  }
+  return btoa(binary);
+}
+
+function decodeBase64(text: string): Uint8Array {
+  if (text === '') return new Uint8Array(0);
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let index = 0; index < binary.length; index += 1) bytes[index] = binary.charCodeAt(index);
+  return bytes;
 }

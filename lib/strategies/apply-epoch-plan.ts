@@ -1,0 +1,66 @@
+import type { PromptItem } from '../items.ts';
+import { compactCallItem, compactOutputItem } from './compact-text.ts';
+import { insertContextNotice, isContextNotice } from './context-notice.ts';
+import type { EpochPlan } from './epoch-plan.ts';
+import { indexHistory, type HistoryIndex } from './history-index.ts';
+import type { StrategyContext } from './strategy.ts';
+
+/**
+ * The history index a strategy should use: the dispatcher's, or (when a strategy is
+ * applied on its own) one built here, with unpaired tool items dropped.
+ */
+export function historyFor(
+  items: readonly PromptItem[],
+  context: StrategyContext,
+): { history: HistoryIndex; items: readonly PromptItem[] } {
+  if (context.history) return { history: context.history, items };
+  return indexHistory(items, context.aggregates);
+}
+
+/**
+ * Applies an epoch boundary to the items. Each tool item of the history takes the fate of
+ * its call's position: 1..keepFull whole, the next `compacted` compacted, older dropped.
+ * The newest instance of a repeated call (and its output) stays whole wherever it falls.
+ * Items the history does not know (messages, synthetic items) are kept as they are.
+ *
+ * Exactly one context notice: earlier notices are removed, and one is placed when anything
+ * was compacted or dropped (or a notice was already there), right before the first item of
+ * the kept-whole region, moved back to the nearest point that splits no call/output pair.
+ * Within an epoch everything before it is byte-identical from one call count to the next
+ * (as long as the new calls repeat no older call).
+ */
+export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, history: HistoryIndex): PromptItem[] {
+  const out: PromptItem[] = [];
+  let changed = false;
+  let hadNotice = false;
+  let anchor: number | undefined;
+  const compactedEnd = plan.keepFull + plan.compacted;
+  for (const item of items) {
+    if (isContextNotice(item)) {
+      hadNotice = true;
+      continue;
+    }
+    if (item.type === 'message') {
+      out.push(item);
+      continue;
+    }
+    const info = history.infoOf(item);
+    if (info === undefined || info.protected || info.position <= plan.keepFull) {
+      if (info !== undefined && info.position <= plan.keepFull && anchor === undefined) anchor = out.length;
+      out.push(item);
+      continue;
+    }
+    if (info.position <= compactedEnd) {
+      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      if (compacted !== item) {
+        changed = true;
+        history.derive(item, compacted);
+      }
+      out.push(compacted);
+      continue;
+    }
+    changed = true;
+  }
+  if (!changed && !hadNotice) return out;
+  return insertContextNotice(out, anchor);
+}

@@ -1,0 +1,105 @@
+import type { StrategyConfig } from './strategy-config.ts';
+
+/**
+ * Where the epoch boundary stands for a given number of tool calls. Counting tool calls
+ * newest-first (newest = position 1): positions 1..keepFull stay whole, the next
+ * `compacted` are compacted, older ones are dropped.
+ */
+export interface EpochPlan {
+  /** Tool calls up to the current epoch boundary (`pinned_total` in the seed). */
+  pinned: number;
+  /** 0-based index of the current epoch. */
+  epoch: number;
+  /** Size of the current epoch (calls it may hold before the boundary advances). */
+  epochSize: number;
+  /** `new + full`: the newest calls kept whole. */
+  keepFull: number;
+  /** Calls compacted before the kept-whole ones. */
+  compacted: number;
+}
+
+/**
+ * shorten_tools_epoch's boundary (DESIGN.md): null (nothing changes) at or below
+ * `epoch_tool_call_threshold` calls or when `epoch_size` is not positive. Otherwise
+ * `overflow = total - threshold`, `epoch = (overflow - 1) div epoch_size`,
+ * `pinned = threshold + epoch * epoch_size`, `new = total - pinned`, keepFull = new + full.
+ *
+ * Example (threshold 100, full 10, compacted 40, size 10): 101 calls -> 11 whole, 40
+ * compacted, 50 dropped; 110 -> 20/40/50; 111 -> 11/40/60.
+ */
+export function epochPlan(toolCalls: number, config: StrategyConfig): EpochPlan | null {
+  const size = config.epoch_size;
+  const threshold = config.epoch_tool_call_threshold;
+  if (size <= 0 || toolCalls <= threshold) return null;
+  const epoch = Math.floor((toolCalls - threshold - 1) / size);
+  const pinned = threshold + epoch * size;
+  return {
+    pinned,
+    epoch,
+    epochSize: size,
+    keepFull: toolCalls - pinned + config.epoch_full_tool_calls,
+    compacted: config.epoch_compacted_tool_calls,
+  };
+}
+
+/**
+ * shorten_tools_epoch_increment's boundary. Epochs follow each other from the threshold.
+ * Epoch k has a nominal size
+ *   min(sizeCap, epoch_size + floor(k / epochs_per_increase) * size_increase + carried)
+ * where `carried` is repeat_increase times the number of earlier epochs whose nominal part
+ * held a repeated call. When the nominal part of epoch k (its first `nominal` calls, as far
+ * as they exist) holds a call flagged as a repeat, epoch k itself is `repeat_increase`
+ * longer (once, however many repeats; capped), and the increase carries into later
+ * epochs. sizeCap = max(max_size, epoch_size), so a maximum below the initial size never
+ * shrinks it. The compacted window of an epoch is
+ *   min(max(max_compacted, compacted), compacted + floor(ratio * (nominal - epoch_size)))
+ * computed from the nominal size, so it is fixed for the whole epoch (a repeat arriving
+ * inside the current epoch delays the boundary but does not move the compacted region).
+ *
+ * Example (defaults: threshold 50, full 20, compacted 80, size 20, growth every 3 epochs by
+ * 10, no repeats): epochs 51-70, 71-90, 91-110, then 30-call epochs 111-140, 141-170,
+ * 171-200. At 51 calls: 21 whole, 30 compacted, 0 dropped; at 200 calls: new 30, so 50
+ * whole, 100 compacted (80 + 2.0 * 10), 50 dropped.
+ */
+export function incrementEpochPlan(
+  toolCalls: number,
+  config: StrategyConfig,
+  isRepeat: (index: number) => boolean,
+): EpochPlan | null {
+  const initial = config.epoch_size;
+  const threshold = config.epoch_tool_call_threshold;
+  if (initial <= 0 || toolCalls <= threshold) return null;
+  const sizeCap = Math.max(config.epoch_increment_max_size, initial);
+  const compactedCap = Math.max(config.epoch_increment_max_compacted_tool_calls, config.epoch_compacted_tool_calls);
+  const perIncrease = config.epoch_increment_epochs_per_increase;
+  let pinned = threshold;
+  let epoch = 0;
+  let carried = 0;
+  for (;;) {
+    const periodic = perIncrease > 0 ? Math.floor(epoch / perIncrease) * config.epoch_increment_size_increase : 0;
+    const nominal = Math.min(sizeCap, initial + periodic + carried);
+    let repeat = false;
+    const nominalEnd = Math.min(toolCalls, pinned + nominal);
+    // Call number c (1-based) has index c - 1.
+    for (let index = pinned; index < nominalEnd; index += 1) {
+      if (isRepeat(index)) {
+        repeat = true;
+        break;
+      }
+    }
+    const size = repeat ? Math.min(sizeCap, nominal + config.epoch_increment_repeat_increase) : nominal;
+    if (toolCalls <= pinned + size) {
+      const growth = Math.floor(config.epoch_increment_compacted_growth_ratio * (nominal - initial));
+      return {
+        pinned,
+        epoch,
+        epochSize: size,
+        keepFull: toolCalls - pinned + config.epoch_full_tool_calls,
+        compacted: Math.min(compactedCap, config.epoch_compacted_tool_calls + growth),
+      };
+    }
+    pinned += size;
+    if (repeat) carried += config.epoch_increment_repeat_increase;
+    epoch += 1;
+  }
+}

@@ -1,0 +1,11 @@
+export * from './aggregates.ts';
+export * from './compact-text.ts';
+export * from './context-notice.ts';
+export * from './epoch-plan.ts';
+export * from './prepare-prompt.ts';
+export * from './registry.ts';
+export * from './select-tail.ts';
+export * from './strategy-config.ts';
+export * from './strategy.ts';
+export * from './unknown-strategy-error.ts';
+export type { HistoryIndex, ToolInfo } from './history-index.ts';

@@ -1,0 +1,115 @@
+import type { PromptItem } from '../items.ts';
+import { isContextNotice } from './context-notice.ts';
+import { indexHistory } from './history-index.ts';
+import { builtInRegistry } from './registry.ts';
+import type { Strategy, StrategyContext, StrategyRegistry } from './strategy.ts';
+import { defaultStrategyConfig, defaultStrategyNames, splitStrategyNames } from './strategy-config.ts';
+
+/**
+ * A strategy list: a custom function, undefined (the configured default: env
+ * PROMPT_STRATEGY, else `shorten_tools_epoch_increment,inbox`), a comma-separated string
+ * (names trimmed, empty entries ignored) or an array of names.
+ */
+export type StrategySpec = string | readonly string[] | ((items: PromptItem[]) => PromptItem[]) | undefined;
+
+/** API.md `context` counts: tool calls by what happened to their output. */
+export interface PromptStats {
+  tool_calls_total: number;
+  kept_full: number;
+  compacted: number;
+  dropped: number;
+}
+
+export interface PreparedPrompt {
+  items: PromptItem[];
+  /** The resolved strategy names (`custom` for a function). */
+  strategies: string[];
+  stats: PromptStats;
+  /**
+   * items[0..n) are the cache-stable prefix: up to and including the context notice (which
+   * an epoch strategy places right after its compacted region). 0 without a notice. An
+   * Anthropic cache_control breakpoint belongs on item n - 1.
+   */
+  stablePrefixLength: number;
+}
+
+/** The name reported for a function given as the strategy list. */
+export const CUSTOM_STRATEGY_NAME = 'custom';
+
+/**
+ * Resolves a strategy list to strategies, in order. Throws UnknownStrategyError (listing
+ * the known names) for a name the registry does not have, before anything is applied.
+ */
+export function resolveStrategies(
+  spec: Exclude<StrategySpec, (items: PromptItem[]) => PromptItem[]>,
+  registry: StrategyRegistry = builtInRegistry,
+  env: Record<string, string | undefined> = {},
+): Strategy[] {
+  const names = spec === undefined ? defaultStrategyNames(env) : typeof spec === 'string' ? splitStrategyNames(spec) : spec.map((name) => name.trim()).filter((name) => name !== '');
+  return names.map((name) => registry.get(name));
+}
+
+/**
+ * Builds the prompt a model will see from the history, without changing the history.
+ *
+ * Steps: index the history (positions of tool calls, repeats; from `context.aggregates`
+ * when `items` is only a tail view, see `selectTail`), drop tool items that have no partner
+ * (a function_call_output without its function_call or the reverse; no provider accepts
+ * them), then apply the strategies in order, each to the previous output. The input is
+ * never mutated; items kept whole are the input's own objects.
+ *
+ * `stats` counts tool calls by what happened to their output: `tool_calls_total` is every
+ * function_call of the history (from the aggregates for a tail view), `kept_full` and
+ * `compacted` count the outputs in the prompt, `dropped` the rest (so a call whose output
+ * never arrived counts as dropped, and an output without a call counts nowhere).
+ *
+ * Example: `preparePrompt(history, 'shorten_tools_epoch_increment,inbox', { config, inbox })`.
+ */
+export function preparePrompt(
+  items: readonly PromptItem[],
+  strategies: StrategySpec,
+  context: StrategyContext = {},
+): PreparedPrompt {
+  const config = context.config ?? defaultStrategyConfig();
+  let names: string[];
+  let apply: (current: PromptItem[], strategyContext: StrategyContext) => PromptItem[];
+  if (typeof strategies === 'function') {
+    names = [CUSTOM_STRATEGY_NAME];
+    apply = (current) => strategies(current);
+  } else {
+    const resolved = resolveStrategies(strategies, context.registry ?? builtInRegistry, context.env);
+    names = resolved.map((strategy) => strategy.name);
+    apply = (current, strategyContext) => {
+      let result = current;
+      for (const strategy of resolved) result = strategy.apply(result, config, strategyContext);
+      return result;
+    };
+  }
+  const { history, items: paired } = indexHistory(items, context.aggregates);
+  const output = apply(paired, { ...context, config, history });
+
+  let keptFull = 0;
+  let compacted = 0;
+  let stablePrefixLength = 0;
+  for (let index = 0; index < output.length; index += 1) {
+    const item = output[index]!;
+    if (item.type === 'function_call_output') {
+      if (item.compacted) compacted += 1;
+      else keptFull += 1;
+    } else if (isContextNotice(item)) {
+      stablePrefixLength = index + 1;
+    }
+  }
+  const total = history.toolCalls;
+  return {
+    items: output,
+    strategies: names,
+    stats: {
+      tool_calls_total: total,
+      kept_full: keptFull,
+      compacted,
+      dropped: Math.max(0, total - keptFull - compacted),
+    },
+    stablePrefixLength,
+  };
+}

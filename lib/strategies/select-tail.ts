@@ -1,0 +1,96 @@
+import type { PromptItem } from '../items.ts';
+import type { HistoryAggregates } from './aggregates.ts';
+import type { StrategySpec } from './prepare-prompt.ts';
+import { resolveStrategies } from './prepare-prompt.ts';
+import { builtInRegistry } from './registry.ts';
+import type { StrategyRegistry, TailRequirement } from './strategy.ts';
+import type { StrategyConfig } from './strategy-config.ts';
+
+/**
+ * How much of a long history a strategy list needs, from the stored aggregates alone.
+ * Strategies that only keep tool items as they are (`none`, `inbox`) need what the others
+ * need; a list of only those, a function, shorten_tools (its character budget reaches
+ * arbitrarily far back) and a custom strategy without `tailRequirement` need the whole
+ * history. Otherwise the largest `toolCalls` and the union of `seqs`.
+ *
+ * Example: defaults, 200 calls, no repeats -> `{ toolCalls: 150, seqs: [] }`.
+ */
+export function tailRequirement(
+  strategies: StrategySpec,
+  config: StrategyConfig,
+  aggregates: HistoryAggregates,
+  options: { registry?: StrategyRegistry; env?: Record<string, string | undefined> } = {},
+): TailRequirement {
+  if (typeof strategies === 'function') return { toolCalls: 'all', seqs: [] };
+  const resolved = resolveStrategies(strategies, options.registry ?? builtInRegistry, options.env);
+  let toolCalls: number | 'all' | undefined;
+  const seqs = new Set<number>();
+  for (const strategy of resolved) {
+    const needed = strategy.tailRequirement ? strategy.tailRequirement(config, aggregates) : { toolCalls: 'all' as const, seqs: [] };
+    if (needed === null) continue;
+    if (needed.toolCalls === 'all' || toolCalls === 'all') toolCalls = 'all';
+    else toolCalls = Math.max(toolCalls ?? 0, needed.toolCalls);
+    for (const seq of needed.seqs) seqs.add(seq);
+  }
+  if (toolCalls === undefined || toolCalls === 'all') return { toolCalls: 'all', seqs: [] };
+  return { toolCalls, seqs: [...seqs].sort((a, b) => a - b) };
+}
+
+/**
+ * The reference definition of a tail view: what the session store hands the strategies
+ * (with the history's aggregates) instead of the whole history. The store must reproduce
+ * exactly this selection (in seq order):
+ *
+ * - `toolCalls: 'all'`: the whole history.
+ * - Otherwise, with n = toolCalls, the cut is the latest index such that the suffix
+ *   items[cut..] holds at least n function_call items and at least n function_call_output
+ *   items (0 when the history has fewer; items.length when n is 0). The view is
+ *   1. every `message` item before the cut,
+ *   2. every function_call before the cut whose seq is in `seqs`, and the first
+ *      function_call_output after it with the same call_id when that output is before the
+ *      cut too (outputs are not in the aggregates, so the store finds them by call_id),
+ *   3. the whole suffix.
+ *
+ * Invariant (property-tested): for every strategy list and history with unique call ids,
+ * `preparePrompt(selectTail(full, tailRequirement(list, config, computeAggregates(full))),
+ * list, { config, aggregates: computeAggregates(full) })` is byte-identical to
+ * `preparePrompt(full, list, { config })`.
+ */
+export function selectTail<T extends PromptItem>(items: readonly T[], requirement: TailRequirement): T[] {
+  if (requirement.toolCalls === 'all') return [...items];
+  const needed = requirement.toolCalls;
+  let cut = items.length;
+  if (needed > 0) {
+    cut = 0;
+    let calls = 0;
+    let outputs = 0;
+    for (let index = items.length - 1; index >= 0; index -= 1) {
+      const type = items[index]!.type;
+      if (type === 'function_call') calls += 1;
+      else if (type === 'function_call_output') outputs += 1;
+      if (calls >= needed && outputs >= needed) {
+        cut = index;
+        break;
+      }
+    }
+  }
+  const wanted = new Set(requirement.seqs);
+  const awaitingOutput = new Set<string>();
+  const view: T[] = [];
+  for (let index = 0; index < cut; index += 1) {
+    const item = items[index]!;
+    if (item.type === 'message') {
+      view.push(item);
+    } else if (item.type === 'function_call') {
+      if (item.seq !== undefined && wanted.has(item.seq)) {
+        view.push(item);
+        awaitingOutput.add(item.call_id);
+      }
+    } else if (awaitingOutput.has(item.call_id)) {
+      view.push(item);
+      awaitingOutput.delete(item.call_id);
+    }
+  }
+  for (let index = cut; index < items.length; index += 1) view.push(items[index]!);
+  return view;
+}

@@ -1,0 +1,167 @@
+import { z } from 'zod';
+import { InvalidRequestError } from '../errors.ts';
+
+const count = () => z.number().int().nonnegative();
+
+/** Every key, without defaults: the shape of one layer. */
+const strategyConfigShape = {
+  // shorten_tools
+  full_tool_calls: count(),
+  full_tool_outputs: count(),
+  max_tool_calls: count(),
+  max_tool_outputs: count(),
+  max_tool_chars: count(),
+  // shorten_tools_epoch and shorten_tools_epoch_increment
+  epoch_tool_call_threshold: count(),
+  epoch_full_tool_calls: count(),
+  epoch_compacted_tool_calls: count(),
+  /** A non-positive size disables both epoch strategies. */
+  epoch_size: z.number().int(),
+  // shorten_tools_epoch_increment
+  /** A non-positive value disables the periodic growth. */
+  epoch_increment_epochs_per_increase: z.number().int(),
+  epoch_increment_size_increase: count(),
+  epoch_increment_repeat_increase: count(),
+  epoch_increment_max_size: count(),
+  epoch_increment_compacted_growth_ratio: z.number().nonnegative(),
+  epoch_increment_max_compacted_tool_calls: count(),
+};
+
+/** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
+export const strategyConfigFieldsSchema = z.object(strategyConfigShape).strict();
+
+/** The defaults (the seed's current ones, DESIGN.md "Strategies"). */
+export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
+  full_tool_calls: 0,
+  full_tool_outputs: 10,
+  max_tool_calls: 40,
+  max_tool_outputs: 40,
+  max_tool_chars: 100_000,
+  epoch_tool_call_threshold: 50,
+  epoch_full_tool_calls: 20,
+  epoch_compacted_tool_calls: 80,
+  epoch_size: 20,
+  epoch_increment_epochs_per_increase: 3,
+  epoch_increment_size_increase: 10,
+  epoch_increment_repeat_increase: 10,
+  epoch_increment_max_size: 60,
+  epoch_increment_compacted_growth_ratio: 2.0,
+  epoch_increment_max_compacted_tool_calls: 160,
+});
+
+/**
+ * The thresholds of every built-in strategy, by their snake_case keys (API.md
+ * `strategy_config`), with their defaults. Strict: an unknown key or a wrong type is an
+ * error naming the key.
+ */
+export const strategyConfigSchema = z.preprocess(
+  (raw) => (raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STRATEGY_CONFIG_DEFAULTS, ...raw } : raw),
+  strategyConfigFieldsSchema,
+);
+export type StrategyConfig = z.output<typeof strategyConfigSchema>;
+export type StrategyConfigKey = keyof StrategyConfig;
+
+/** One layer (session or request `strategy_config`): any subset of the keys, still strict. */
+export const strategyConfigLayerSchema = z.object(strategyConfigShape).partial().strict();
+export type StrategyConfigLayer = z.infer<typeof strategyConfigLayerSchema>;
+
+export const strategyConfigKeys = Object.keys(strategyConfigShape) as StrategyConfigKey[];
+
+/** The environment variable of a key: its UPPER_SNAKE form (`epoch_size` -> `EPOCH_SIZE`). */
+export function strategyConfigEnvName(key: StrategyConfigKey): string {
+  return key.toUpperCase();
+}
+
+/** The default strategy list when a request and its session name none. */
+export const DEFAULT_STRATEGIES: readonly string[] = ['shorten_tools_epoch_increment', 'inbox'];
+
+/** The environment variable that overrides {@link DEFAULT_STRATEGIES}. */
+export const PROMPT_STRATEGY_ENV = 'PROMPT_STRATEGY';
+
+/**
+ * The configured default strategy names: `PROMPT_STRATEGY` from the given environment
+ * (comma-separated, names trimmed, blanks ignored) when set and not blank, else
+ * `shorten_tools_epoch_increment,inbox`. Read per call; nothing is cached.
+ */
+export function defaultStrategyNames(env: Record<string, string | undefined> = {}): string[] {
+  const configured = env[PROMPT_STRATEGY_ENV];
+  if (configured !== undefined && configured.trim() !== '') return splitStrategyNames(configured);
+  return [...DEFAULT_STRATEGIES];
+}
+
+/** Splits a comma-separated strategy list: names trimmed, empty entries ignored. */
+export function splitStrategyNames(list: string): string[] {
+  return list
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+}
+
+/** The defaults alone, as a fresh object. */
+export function defaultStrategyConfig(): StrategyConfig {
+  return strategyConfigSchema.parse({});
+}
+
+export interface StrategyConfigLayers {
+  /** Raw environment (strings); only the keys' UPPER_SNAKE names are read. */
+  env?: Record<string, string | undefined>;
+  /** The session's stored `strategy_config`. */
+  session?: unknown;
+  /** The request's `strategy_config`. */
+  request?: unknown;
+}
+
+/**
+ * Resolves the strategy thresholds for one call: defaults, then env, then session, then
+ * request (later layers win key by key). Every layer is validated strictly; a bad layer
+ * throws InvalidRequestError with `details.field` naming the key (the env name for env)
+ * and `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived
+ * isolate sees config changes immediately.
+ */
+export function resolveStrategyConfig(layers: StrategyConfigLayers = {}): StrategyConfig {
+  const merged: Record<string, unknown> = {};
+  if (layers.env) Object.assign(merged, parseEnvLayer(layers.env));
+  if (layers.session !== undefined) Object.assign(merged, parseLayer(layers.session, 'session'));
+  if (layers.request !== undefined) Object.assign(merged, parseLayer(layers.request, 'request'));
+  return strategyConfigSchema.parse(merged);
+}
+
+/**
+ * Validates one `strategy_config` layer (session or request) and returns it, or throws
+ * InvalidRequestError naming the offending key.
+ */
+export function parseStrategyConfigLayer(raw: unknown, layer = 'request'): StrategyConfigLayer {
+  return parseLayer(raw, layer);
+}
+
+function parseLayer(raw: unknown, layer: string): StrategyConfigLayer {
+  const result = strategyConfigLayerSchema.safeParse(raw ?? {});
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const key =
+    issue.code === 'unrecognized_keys' ? String(issue.keys[0]) : issue.path.length > 0 ? String(issue.path[0]) : '';
+  const field = key === '' ? 'strategy_config' : key;
+  const reason = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+  throw new InvalidRequestError(`strategy_config ${field}: ${reason}`, { field, layer });
+}
+
+function parseEnvLayer(env: Record<string, string | undefined>): StrategyConfigLayer {
+  const layer: Record<string, unknown> = {};
+  for (const key of strategyConfigKeys) {
+    const name = strategyConfigEnvName(key);
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === '') continue;
+    const value = Number(raw.trim());
+    if (!Number.isFinite(value)) {
+      throw new InvalidRequestError(`environment ${name}: not a number`, { field: name, layer: 'env' });
+    }
+    layer[key] = value;
+  }
+  const result = strategyConfigLayerSchema.safeParse(layer);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const name = strategyConfigEnvName(String(issue.path[0]) as StrategyConfigKey);
+    throw new InvalidRequestError(`environment ${name}: ${issue.message}`, { field: name, layer: 'env' });
+  }
+  return result.data;
+}

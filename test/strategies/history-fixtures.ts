@@ -1,0 +1,176 @@
+import fc from 'fast-check';
+import type { PromptItem, StoredItem } from '../../lib/items.ts';
+import { previewOf } from '../../lib/strategies/compact-text.ts';
+import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import { strategyConfigSchema } from '../../lib/strategies/strategy-config.ts';
+
+export type SequencedPromptItem = PromptItem & { seq: number };
+
+/** Gives items dense seqs from 1, as the session log does. */
+export function sequenced(items: readonly PromptItem[]): SequencedPromptItem[] {
+  return items.map((item, index) => ({ ...item, seq: index + 1 }));
+}
+
+export function user(content: string): PromptItem {
+  return { type: 'message', role: 'user', content };
+}
+
+export function assistant(content: string): PromptItem {
+  return { type: 'message', role: 'assistant', content };
+}
+
+export function call(callId: string, name: string, argumentsText: string): PromptItem {
+  return { type: 'function_call', call_id: callId, name, arguments: argumentsText };
+}
+
+export function output(callId: string, text: string): PromptItem {
+  return { type: 'function_call_output', call_id: callId, output: text };
+}
+
+/**
+ * A history of `calls` tool calls after one user message: call i (1-based) has arguments
+ * `{"n": i}` (or those of call `repeats.get(i)`, making it a repeat) and an output of
+ * `outputChars` characters. An assistant message follows every fifth output.
+ */
+export function toolHistory(
+  calls: number,
+  options: { outputChars?: number; repeats?: ReadonlyMap<number, number>; closingUser?: boolean } = {},
+): SequencedPromptItem[] {
+  const { outputChars = 500, repeats = new Map<number, number>() } = options;
+  const items: PromptItem[] = [user('start')];
+  for (let index = 1; index <= calls; index += 1) {
+    const argumentsOf = repeats.get(index) ?? index;
+    items.push(call(`c${index}`, 'tool', JSON.stringify({ n: argumentsOf })));
+    items.push(output(`c${index}`, `${index}:`.padEnd(outputChars, 'o')));
+    if (index % 5 === 0) items.push(assistant(`after ${index}`));
+  }
+  if (options.closingUser) items.push(user('end'));
+  return sequenced(items);
+}
+
+/** Freezes a value and everything reachable from it. */
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const entry of Object.values(value)) deepFreeze(entry);
+  }
+  return value;
+}
+
+export const builtInNames = [
+  'shorten_tools',
+  'shorten_tools_epoch',
+  'shorten_tools_epoch_increment',
+  'inbox',
+  'none',
+] as const;
+
+/** Appends one delivered notice, as the turn's hook does. */
+export function inboxHook(items: PromptItem[]): PromptItem[] {
+  return [...items, { type: 'message', role: 'user', content: 'notice from the inbox', synthetic: 'inbox' }];
+}
+
+const longText = (seed: string, length: number) => `${seed}:`.padEnd(length, seed);
+
+const argumentsArbitrary = fc.oneof(
+  fc.constantFrom('{"q":"a"}', '{"q":"b"}', '{"b":1,"a":2}', '{"a":2,"b":1}', '{}'),
+  fc.integer({ min: 0, max: 1000 }).map((n) => JSON.stringify({ n })),
+  fc.constantFrom('not json {', '"a bare string"', '[1,2,3]', '42', 'null'),
+  fc.integer({ min: 0, max: 5 }).map((n) => JSON.stringify({ text: longText(`t${n}`, 260), list: [longText('l', 230), 1] })),
+  fc.integer({ min: 0, max: 3 }).map((n) => `unparseable ${longText(`u${n}`, 240)}`),
+);
+
+const outputArbitrary = fc.oneof(
+  fc.string({ maxLength: 30 }),
+  fc.integer({ min: 0, max: 50 }).map((n) => longText(`o${n}`, 450 + n)),
+  fc.integer({ min: 0, max: 50 }).map((n) => `😀${longText(`e${n}`, 420)}😀`),
+);
+
+type Block =
+  | { kind: 'message'; role: 'user' | 'assistant' | 'system'; content: string }
+  | { kind: 'pair'; name: string; arguments: string; output: string; outOfLine: boolean }
+  | { kind: 'parallel'; first: [string, string, string]; second: [string, string, string] }
+  | { kind: 'orphan_call'; name: string; arguments: string }
+  | { kind: 'orphan_output'; output: string }
+  | { kind: 'output_before_call'; name: string; arguments: string; output: string };
+
+const nameArbitrary = fc.constantFrom('read', 'write', 'search');
+
+const blockArbitrary: fc.Arbitrary<Block> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('message' as const), role: fc.constantFrom('user' as const, 'assistant' as const, 'system' as const), content: fc.string({ maxLength: 12 }) }) },
+  { weight: 8, arbitrary: fc.record({ kind: fc.constant('pair' as const), name: nameArbitrary, arguments: argumentsArbitrary, output: outputArbitrary, outOfLine: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('parallel' as const), first: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary), second: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('orphan_call' as const), name: nameArbitrary, arguments: argumentsArbitrary }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('orphan_output' as const), output: outputArbitrary }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('output_before_call' as const), name: nameArbitrary, arguments: argumentsArbitrary, output: outputArbitrary }) },
+);
+
+function outputItem(callId: string, text: string, outOfLine: boolean): PromptItem {
+  if (outOfLine && text.length > 300) {
+    return { type: 'function_call_output', call_id: callId, output: '', output_ref: previewOf(text) };
+  }
+  return output(callId, text);
+}
+
+/** Turns blocks into a history with unique call ids (malformed shapes included). */
+export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
+  const items: PromptItem[] = [];
+  let next = 0;
+  const id = () => `call_${(next += 1)}`;
+  for (const block of blocks) {
+    switch (block.kind) {
+      case 'message':
+        items.push({ type: 'message', role: block.role, content: block.content });
+        break;
+      case 'pair': {
+        const callId = id();
+        items.push(call(callId, block.name, block.arguments), outputItem(callId, block.output, block.outOfLine));
+        break;
+      }
+      case 'parallel': {
+        const first = id();
+        const second = id();
+        items.push(call(first, block.first[0], block.first[1]), call(second, block.second[0], block.second[1]));
+        items.push(output(first, block.first[2]), output(second, block.second[2]));
+        break;
+      }
+      case 'orphan_call':
+        items.push(call(id(), block.name, block.arguments));
+        break;
+      case 'orphan_output':
+        items.push(output(id(), block.output));
+        break;
+      case 'output_before_call': {
+        const callId = id();
+        items.push(output(callId, block.output), call(callId, block.name, block.arguments));
+        break;
+      }
+    }
+  }
+  return sequenced(items);
+}
+
+export const historyArbitrary = fc.array(blockArbitrary, { maxLength: 40 }).map(materialize);
+
+/** Small thresholds, so short generated histories cross them. */
+export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc
+  .record({
+    full_tool_calls: fc.integer({ min: 0, max: 4 }),
+    full_tool_outputs: fc.integer({ min: 0, max: 4 }),
+    max_tool_calls: fc.integer({ min: 0, max: 10 }),
+    max_tool_outputs: fc.integer({ min: 0, max: 10 }),
+    max_tool_chars: fc.integer({ min: 0, max: 3000 }),
+    epoch_tool_call_threshold: fc.integer({ min: 0, max: 8 }),
+    epoch_full_tool_calls: fc.integer({ min: 0, max: 4 }),
+    epoch_compacted_tool_calls: fc.integer({ min: 0, max: 6 }),
+    epoch_size: fc.integer({ min: -1, max: 5 }),
+    epoch_increment_epochs_per_increase: fc.integer({ min: 0, max: 3 }),
+    epoch_increment_size_increase: fc.integer({ min: 0, max: 3 }),
+    epoch_increment_repeat_increase: fc.integer({ min: 0, max: 3 }),
+    epoch_increment_max_size: fc.integer({ min: 0, max: 10 }),
+    epoch_increment_compacted_growth_ratio: fc.constantFrom(0, 0.5, 1, 2),
+    epoch_increment_max_compacted_tool_calls: fc.integer({ min: 0, max: 12 }),
+  })
+  .map((layer) => strategyConfigSchema.parse(layer));
+
+export const strategyListArbitrary = fc.array(fc.constantFrom(...builtInNames), { minLength: 1, maxLength: 3 });

@@ -1,0 +1,103 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidRequestError } from '../../lib/errors.ts';
+import {
+  defaultStrategyConfig,
+  defaultStrategyNames,
+  parseStrategyConfigLayer,
+  resolveStrategyConfig,
+  strategyConfigEnvName,
+  strategyConfigKeys,
+} from '../../lib/strategies/strategy-config.ts';
+
+describe('strategy config', () => {
+  it('has the seed defaults', () => {
+    expect(defaultStrategyConfig()).toEqual({
+      full_tool_calls: 0,
+      full_tool_outputs: 10,
+      max_tool_calls: 40,
+      max_tool_outputs: 40,
+      max_tool_chars: 100000,
+      epoch_tool_call_threshold: 50,
+      epoch_full_tool_calls: 20,
+      epoch_compacted_tool_calls: 80,
+      epoch_size: 20,
+      epoch_increment_epochs_per_increase: 3,
+      epoch_increment_size_increase: 10,
+      epoch_increment_repeat_increase: 10,
+      epoch_increment_max_size: 60,
+      epoch_increment_compacted_growth_ratio: 2.0,
+      epoch_increment_max_compacted_tool_calls: 160,
+    });
+  });
+
+  it.each([
+    ['full_tool_calls', 'FULL_TOOL_CALLS'],
+    ['epoch_size', 'EPOCH_SIZE'],
+    ['epoch_increment_max_size', 'EPOCH_INCREMENT_MAX_SIZE'],
+    ['epoch_tool_call_threshold', 'EPOCH_TOOL_CALL_THRESHOLD'],
+    ['epoch_increment_compacted_growth_ratio', 'EPOCH_INCREMENT_COMPACTED_GROWTH_RATIO'],
+  ] as const)('reads %s from env %s', (key, envName) => {
+    expect(strategyConfigEnvName(key)).toBe(envName);
+    expect(resolveStrategyConfig({ env: { [envName]: '7' } })[key]).toBe(7);
+  });
+
+  it('resolves defaults < env < session < request, key by key', () => {
+    const config = resolveStrategyConfig({
+      env: { EPOCH_SIZE: '30', FULL_TOOL_CALLS: '3', MAX_TOOL_CHARS: '5' },
+      session: { epoch_size: 40, max_tool_chars: 6 },
+      request: { epoch_size: 50 },
+    });
+    expect(config.epoch_size).toBe(50);
+    expect(config.max_tool_chars).toBe(6);
+    expect(config.full_tool_calls).toBe(3);
+    expect(config.epoch_full_tool_calls).toBe(20);
+  });
+
+  it('is resolved per call: nothing is memoized', () => {
+    const env: Record<string, string | undefined> = { EPOCH_SIZE: '11' };
+    expect(resolveStrategyConfig({ env }).epoch_size).toBe(11);
+    env.EPOCH_SIZE = '12';
+    expect(resolveStrategyConfig({ env }).epoch_size).toBe(12);
+    expect(resolveStrategyConfig({}).epoch_size).toBe(20);
+  });
+
+  it.each([
+    ['an unknown key', { request: { epoch_sise: 3 } }, 'epoch_sise'],
+    ['a wrong type', { session: { epoch_size: '20' } }, 'epoch_size'],
+    ['a fraction for an integer', { request: { max_tool_calls: 1.5 } }, 'max_tool_calls'],
+    ['a negative count', { request: { full_tool_outputs: -1 } }, 'full_tool_outputs'],
+    ['a non-numeric env value', { env: { EPOCH_SIZE: 'twenty' } }, 'EPOCH_SIZE'],
+    ['a fractional env value', { env: { MAX_TOOL_CALLS: '2.5' } }, 'MAX_TOOL_CALLS'],
+  ])('rejects %s, naming the key', (_label, layers, field) => {
+    try {
+      resolveStrategyConfig(layers);
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(InvalidRequestError);
+      expect((error as InvalidRequestError).code).toBe('invalid_request');
+      expect((error as InvalidRequestError).details).toMatchObject({ field });
+      expect((error as Error).message).toContain(field);
+    }
+  });
+
+  it('ignores unrelated and blank env variables', () => {
+    expect(resolveStrategyConfig({ env: { PATH: '/bin', EPOCH_SIZE: ' ' } })).toEqual(defaultStrategyConfig());
+  });
+
+  it('validates one layer on its own', () => {
+    expect(parseStrategyConfigLayer({ epoch_size: 5 })).toEqual({ epoch_size: 5 });
+    expect(() => parseStrategyConfigLayer({ nope: 1 })).toThrow(InvalidRequestError);
+  });
+
+  it('knows every key', () => {
+    expect(strategyConfigKeys).toHaveLength(15);
+  });
+
+  it.each([
+    [{}, ['shorten_tools_epoch_increment', 'inbox']],
+    [{ PROMPT_STRATEGY: '  ' }, ['shorten_tools_epoch_increment', 'inbox']],
+    [{ PROMPT_STRATEGY: ' inbox , shorten_tools ,' }, ['inbox', 'shorten_tools']],
+  ])('reads the default strategy list from PROMPT_STRATEGY (%o)', (env, names) => {
+    expect(defaultStrategyNames(env)).toEqual(names);
+  });
+});

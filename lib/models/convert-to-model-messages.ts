@@ -1,0 +1,174 @@
+import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
+import type { PromptItem } from '../items.ts';
+
+/** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
+export type ProviderOptions = NonNullable<ToolCallPart['providerOptions']>;
+
+/** Marks one prompt item with provider options, e.g. Anthropic's `cacheControl` breakpoint. */
+export interface PromptBreakpoint {
+  /** Index into the prompt of the item that carries the options. */
+  index: number;
+  providerOptions: ProviderOptions;
+}
+
+export interface ConvertToModelMessagesOptions {
+  breakpoint?: PromptBreakpoint;
+}
+
+/** The output shown to the model for a call that has no function_call_output in the prompt. */
+export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]';
+
+/**
+ * Converts a prepared prompt (`PromptItem[]`) into the AI SDK's `ModelMessage[]`, so every
+ * provider adapter shares one pure, tested translation of the item model.
+ *
+ * - system and user messages map one to one; user and assistant content becomes a text part
+ *   (so a part can carry provider options such as a cache breakpoint).
+ * - consecutive assistant text and function_call items form one assistant message (text parts
+ *   and `tool-call` parts); the function_call_output items after them form one `tool` message
+ *   whose `tool-result` parts name the tool of the matching call.
+ * - function_call `arguments` is JSON-parsed: an empty string becomes `{}`, and text that is not
+ *   a JSON object is passed as `{ "_raw": "<the text>" }` (providers require an object).
+ * - a function_call with no output after it in the prompt gets a synthetic result
+ *   (`MISSING_OUTPUT_TEXT`) right after its assistant message: OpenAI and Anthropic reject a
+ *   tool call that is not answered.
+ * - a function_call_output with no call before it in the prompt becomes a user text message
+ *   ("Output of tool call <call_id>:\n<output>"), since providers reject unmatched results.
+ * - an assistant message with empty content is dropped (providers reject empty text blocks).
+ *
+ * `options.breakpoint` attaches provider options to the part (or system message) made from the
+ * item at `breakpoint.index`.
+ *
+ * @example
+ * convertToModelMessages([
+ *   { type: 'message', role: 'user', content: 'list files' },
+ *   { type: 'function_call', call_id: 'c1', name: 'ls', arguments: '{"path":"."}' },
+ *   { type: 'function_call_output', call_id: 'c1', output: 'a.txt' },
+ * ])
+ * // [{ role: 'user', content: [{ type: 'text', text: 'list files' }] },
+ * //  { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'ls', input: { path: '.' } }] },
+ * //  { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'c1', toolName: 'ls', output: { type: 'text', value: 'a.txt' } }] }]
+ */
+export function convertToModelMessages(
+  items: PromptItem[],
+  options: ConvertToModelMessagesOptions = {},
+): ModelMessage[] {
+  // A call is answered when an output with its call_id comes after it; an output is matched
+  // when a call with its call_id came before it.
+  const answered = new Set<number>();
+  const laterOutputs = new Set<string>();
+  for (let index = items.length - 1; index >= 0; index--) {
+    const item = items[index]!;
+    if (item.type === 'function_call_output') laterOutputs.add(item.call_id);
+    if (item.type === 'function_call' && laterOutputs.has(item.call_id)) answered.add(index);
+  }
+  const toolNames = new Map<string, string>();
+
+  const messages: ModelMessage[] = [];
+  let assistant: AssistantModelMessage | undefined;
+  let tool: ToolModelMessage | undefined;
+  let unanswered: ToolCallPart[] = [];
+
+  const closeAssistant = () => {
+    if (unanswered.length > 0) {
+      messages.push({
+        role: 'tool',
+        content: unanswered.map((call) => ({
+          type: 'tool-result' as const,
+          toolCallId: call.toolCallId,
+          toolName: call.toolName,
+          output: { type: 'text' as const, value: MISSING_OUTPUT_TEXT },
+        })),
+      });
+      unanswered = [];
+    }
+    assistant = undefined;
+  };
+  const openAssistant = (): AssistantModelMessage => {
+    tool = undefined;
+    if (!assistant) {
+      assistant = { role: 'assistant', content: [] };
+      messages.push(assistant);
+    }
+    return assistant;
+  };
+
+  items.forEach((item, index) => {
+    const providerOptions = options.breakpoint?.index === index ? options.breakpoint.providerOptions : undefined;
+    const withOptions = providerOptions ? { providerOptions } : {};
+
+    if (item.type === 'message') {
+      if (item.role === 'assistant') {
+        if (item.content === '') return;
+        pushPart(openAssistant(), { type: 'text', text: item.content, ...withOptions });
+        return;
+      }
+      closeAssistant();
+      tool = undefined;
+      if (item.role === 'system') {
+        messages.push({ role: 'system', content: item.content, ...withOptions });
+      } else {
+        messages.push({ role: 'user', content: [{ type: 'text', text: item.content, ...withOptions }] });
+      }
+      return;
+    }
+
+    if (item.type === 'function_call') {
+      const part: ToolCallPart = {
+        type: 'tool-call',
+        toolCallId: item.call_id,
+        toolName: item.name,
+        input: parseArguments(item.arguments),
+        ...withOptions,
+      };
+      pushPart(openAssistant(), part);
+      toolNames.set(item.call_id, item.name);
+      if (!answered.has(index)) unanswered.push(part);
+      return;
+    }
+
+    const toolName = toolNames.get(item.call_id);
+    closeAssistant();
+    if (toolName === undefined) {
+      tool = undefined;
+      messages.push({
+        role: 'user',
+        content: [{ type: 'text', text: `Output of tool call ${item.call_id}:\n${item.output}`, ...withOptions }],
+      });
+      return;
+    }
+    const result: ToolResultPart = {
+      type: 'tool-result',
+      toolCallId: item.call_id,
+      toolName,
+      output: { type: 'text', value: item.output },
+      ...withOptions,
+    };
+    if (!tool) {
+      tool = { role: 'tool', content: [] };
+      messages.push(tool);
+    }
+    tool.content.push(result);
+  });
+  closeAssistant();
+  return messages;
+}
+
+function pushPart(message: AssistantModelMessage, part: Exclude<AssistantModelMessage['content'], string>[number]) {
+  (message.content as Exclude<AssistantModelMessage['content'], string>).push(part);
+}
+
+/**
+ * Parses function_call arguments for a provider: `{}` for an empty string, the object for JSON
+ * object text, and `{ _raw: text }` for anything else (providers require an object).
+ */
+export function parseArguments(text: string): Record<string, unknown> {
+  if (text.trim() === '') return {};
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // not JSON: passed through as _raw below
+  }
+  return { _raw: text };
+}

@@ -1,0 +1,107 @@
+import { sha256Hex } from '../hash.ts';
+import { outputLength, type PromptItem } from '../items.ts';
+import {
+  ModelTimeoutError,
+  type Model,
+  type ModelOutputItem,
+  type ModelRequest,
+  type ModelResult,
+  type ModelStreamEvent,
+} from './model.ts';
+
+export const ECHO_MODEL_ID = 'echo';
+
+const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
+
+/**
+ * The offline, deterministic model. It serves local runs (`npm start`) and tests.
+ *
+ * - Text: it replies `"echo: " + <content of the last user message>` ("echo: " when there is
+ *   none).
+ * - Tool calls: when the last user message is exactly `call <tool_name> <json-arguments>`
+ *   (arguments optional, default `{}`; they must be a JSON object), the tool is offered in
+ *   `request.tools`, and no function_call follows that user message yet, it returns one
+ *   function_call item instead of text: `{call_id: "call_" + first 12 hex of
+ *   sha256("<prompt length>:<name>:<arguments>"), name, arguments}`. Once the call is in the
+ *   prompt (the client answered it), it replies with text again, so a tool loop ends.
+ * - Usage: input_tokens = ceil(characters of the prompt / 4), counting message content, call
+ *   names and arguments, and outputs (an out-of-line output counts its full length);
+ *   output_tokens = ceil(characters of the reply / 4) (name plus arguments for a call).
+ * - stream() yields the reply word by word as text_delta events, then item_done, then done.
+ *
+ * @example
+ * await echoModel.generate({ prompt: [{ type: 'message', role: 'user', content: 'hi' }], tools: [] })
+ * // { output: [{ type: 'message', role: 'assistant', content: 'echo: hi' }],
+ * //   usage: { input_tokens: 1, output_tokens: 2 } }
+ */
+export function createEchoModel(): Model {
+  return {
+    id: ECHO_MODEL_ID,
+    async generate(request: ModelRequest): Promise<ModelResult> {
+      return echo(request).result;
+    },
+    async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
+      const { result, deltas } = echo(request);
+      for (const delta of deltas) yield { type: 'text_delta', delta };
+      for (const item of result.output) yield { type: 'item_done', item };
+      yield { type: 'done', result };
+    },
+  };
+}
+
+/** The shared echo model instance (it holds no state). */
+export const echoModel: Model = createEchoModel();
+
+function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } {
+  if (request.signal?.aborted) throw new ModelTimeoutError('the model call was aborted before it started');
+  const { prompt } = request;
+  const input_tokens = Math.ceil(promptCharacters(prompt) / 4);
+
+  const lastUserIndex = prompt.findLastIndex((item) => item.type === 'message' && item.role === 'user');
+  const lastUser = lastUserIndex >= 0 ? (prompt[lastUserIndex] as { content: string }).content : '';
+  const alreadyCalled = prompt.slice(lastUserIndex + 1).some((item) => item.type === 'function_call');
+
+  const call = alreadyCalled ? undefined : parseCall(lastUser, request);
+  if (call) {
+    const item: ModelOutputItem = {
+      type: 'function_call',
+      call_id: 'call_' + sha256Hex(`${prompt.length}:${call.name}:${call.arguments}`).slice(0, 12),
+      name: call.name,
+      arguments: call.arguments,
+    };
+    const output_tokens = Math.ceil((call.name.length + call.arguments.length) / 4);
+    return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [] };
+  }
+
+  const reply = 'echo: ' + lastUser;
+  const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
+  return {
+    result: { output: [item], usage: { input_tokens, output_tokens: Math.ceil(reply.length / 4) } },
+    deltas: reply.match(/\s*\S+\s*|\s+/g) ?? [],
+  };
+}
+
+function parseCall(text: string, request: ModelRequest): { name: string; arguments: string } | undefined {
+  const match = CALL_PATTERN.exec(text);
+  if (!match) return undefined;
+  const name = match[1]!;
+  const argumentsText = match[2]?.trim() || '{}';
+  if (!request.tools.some((tool) => tool.name === name)) return undefined;
+  try {
+    const value: unknown = JSON.parse(argumentsText);
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  } catch {
+    return undefined;
+  }
+  return { name, arguments: argumentsText };
+}
+
+function promptCharacters(prompt: PromptItem[]): number {
+  let total = 0;
+  for (const item of prompt) {
+    if (item.type === 'message') total += item.content.length;
+    else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
+    else total += outputLength(item);
+  }
+  return total;
+}

@@ -1,0 +1,144 @@
+import { z } from 'zod';
+import { createAnthropicModel } from './anthropic-model.ts';
+import { echoModel, ECHO_MODEL_ID } from './echo.ts';
+import { UnknownModelError, type Model } from './model.ts';
+import { ModelConfigurationError } from './model-configuration-error.ts';
+import { createOpenAICompatibleModel } from './openai-compatible-model.ts';
+import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.ts';
+
+/**
+ * What the model registry reads: string settings (named like the environment variables that
+ * hold them), the Workers AI binding, and a `fetch` to inject (tests, proxies). lib/ never reads
+ * `process.env`: the runtime entry point builds this object (on Workers, `c.env` fits as is).
+ */
+export interface ModelEnvironment {
+  /** Key for `openai:<name>` (required for it). */
+  OPENAI_API_KEY?: string;
+  /** Base URL for `openai:<name>`; default `https://api.openai.com/v1`. */
+  OPENAI_BASE_URL?: string;
+  /** Base URL for `openai-compatible:<name>` (required for it), e.g. `http://localhost:11434/v1`. */
+  OPENAI_COMPATIBLE_BASE_URL?: string;
+  /** Key for `openai-compatible:<name>` (optional: local servers often need none). */
+  OPENAI_COMPATIBLE_API_KEY?: string;
+  /** Key for `anthropic:<name>` (required for it). */
+  ANTHROPIC_API_KEY?: string;
+  /** Base URL for `anthropic:<name>`, including `/v1`; default `https://api.anthropic.com/v1`. */
+  ANTHROPIC_BASE_URL?: string;
+  /** Deadline of one model call, stream included, in ms; default 120000. */
+  MODEL_TIMEOUT_MS?: string | number;
+  /** Retries on retryable provider failures (5xx, 429, network); default 1. */
+  MODEL_MAX_RETRIES?: string | number;
+  /** The Workers AI binding, for `workers-ai:<name>` (the wrangler binding name `AI`). */
+  AI?: WorkersAiBinding;
+  /** Same as `AI`, for callers that pass the binding under a lower-case name. */
+  ai?: WorkersAiBinding;
+  /** The fetch used for provider HTTP calls; default the runtime's global fetch. */
+  fetch?: typeof globalThis.fetch;
+}
+
+export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
+export const DEFAULT_MODEL_MAX_RETRIES = 1;
+export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
+export const MODEL_PROVIDERS = ['echo', 'openai', 'openai-compatible', 'anthropic', 'workers-ai'] as const;
+
+const blankToUndefined = (value: unknown) => (value === '' || value === null ? undefined : value);
+const timeoutSchema = z.preprocess(blankToUndefined, z.coerce.number().int().positive().optional());
+const retriesSchema = z.preprocess(blankToUndefined, z.coerce.number().int().min(0).max(10).optional());
+const settingSchema = z.preprocess(blankToUndefined, z.string().optional());
+
+/**
+ * Resolves a model id to a `Model`: `echo`, or `provider:name` with provider one of `openai`,
+ * `openai-compatible`, `anthropic`, `workers-ai` (the name is everything after the first colon,
+ * so `workers-ai:@cf/meta/llama-3.1-8b-instruct` works). Resolution is cheap and makes no
+ * network call, so it can run per request.
+ *
+ * Throws `UnknownModelError` for an unknown provider or a malformed id, and
+ * `ModelConfigurationError` when a required setting is missing or malformed. Both carry code
+ * `invalid_request` and `details.field = "model"`.
+ *
+ * @example
+ * resolveModel('echo', {}).id // 'echo'
+ * resolveModel('anthropic:claude-sonnet-4-5', { ANTHROPIC_API_KEY: key }).generate(request)
+ */
+export function resolveModel(id: string, environment: ModelEnvironment): Model {
+  if (id === ECHO_MODEL_ID) return echoModel;
+  const colon = id.indexOf(':');
+  const provider = colon > 0 ? id.slice(0, colon) : '';
+  const name = colon > 0 ? id.slice(colon + 1) : '';
+  if (name === '' || name.length > 256 || /\s/.test(name)) throw new UnknownModelError(id, [...MODEL_PROVIDERS]);
+
+  const common = {
+    id,
+    timeoutMs: readNumber(timeoutSchema, environment.MODEL_TIMEOUT_MS, 'MODEL_TIMEOUT_MS', id) ?? DEFAULT_MODEL_TIMEOUT_MS,
+    maxRetries: readNumber(retriesSchema, environment.MODEL_MAX_RETRIES, 'MODEL_MAX_RETRIES', id) ?? DEFAULT_MODEL_MAX_RETRIES,
+  };
+  const fetch = environment.fetch ? { fetch: environment.fetch } : {};
+  const setting = (key: keyof ModelEnvironment) => {
+    const parsed = settingSchema.safeParse(environment[key]);
+    return parsed.success ? parsed.data : undefined;
+  };
+  const required = (key: keyof ModelEnvironment) => {
+    const value = setting(key);
+    if (value === undefined) {
+      throw new ModelConfigurationError(`model "${id}" needs the ${key} setting, which is not configured`, {
+        model: id,
+        setting: key,
+      });
+    }
+    return value;
+  };
+
+  switch (provider) {
+    case 'openai':
+      return createOpenAICompatibleModel({
+        ...common,
+        ...fetch,
+        providerName: 'openai',
+        modelName: name,
+        baseURL: setting('OPENAI_BASE_URL') ?? DEFAULT_OPENAI_BASE_URL,
+        apiKey: required('OPENAI_API_KEY'),
+        maxCompletionTokens: true,
+      });
+    case 'openai-compatible': {
+      const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');
+      return createOpenAICompatibleModel({
+        ...common,
+        ...fetch,
+        providerName: 'openai-compatible',
+        modelName: name,
+        baseURL: required('OPENAI_COMPATIBLE_BASE_URL'),
+        ...(apiKey !== undefined ? { apiKey } : {}),
+      });
+    }
+    case 'anthropic': {
+      const baseURL = setting('ANTHROPIC_BASE_URL');
+      return createAnthropicModel({
+        ...common,
+        ...fetch,
+        modelName: name,
+        apiKey: required('ANTHROPIC_API_KEY'),
+        ...(baseURL !== undefined ? { baseURL } : {}),
+      });
+    }
+    case 'workers-ai': {
+      const binding = environment.AI ?? environment.ai;
+      if (!binding || typeof binding.run !== 'function') {
+        throw new ModelConfigurationError(`model "${id}" needs the Workers AI binding AI, which is not configured`, {
+          model: id,
+          setting: 'AI',
+        });
+      }
+      return createWorkersAiModel({ ...common, modelName: name, binding });
+    }
+    default:
+      throw new UnknownModelError(id, [...MODEL_PROVIDERS]);
+  }
+}
+
+function readNumber(schema: z.ZodType<number | undefined>, value: unknown, key: string, id: string): number | undefined {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    throw new ModelConfigurationError(`the ${key} setting is malformed: ${JSON.stringify(value)}`, { model: id, setting: key });
+  }
+  return parsed.data;
+}

@@ -1,0 +1,232 @@
+import { APICallError, generateText, streamText, type LanguageModel, type LanguageModelUsage } from 'ai';
+import { TailgateError } from '../errors.ts';
+import { functionCallItemSchema } from '../items.ts';
+import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
+import { convertToToolSet } from './convert-to-tool-set.ts';
+import {
+  ModelError,
+  ModelTimeoutError,
+  type Model,
+  type ModelOutputItem,
+  type ModelRequest,
+  type ModelResult,
+  type ModelStreamEvent,
+  type ModelUsage,
+} from './model.ts';
+
+export interface SdkModelOptions {
+  /** The tailgate model id (`provider:name`). */
+  id: string;
+  /** The AI SDK language model built by the provider factory. */
+  languageModel: LanguageModel;
+  /** Deadline of one whole call (stream included), in milliseconds. */
+  timeoutMs: number;
+  /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
+  maxRetries: number;
+  /** Provider options put on the item at `request.cacheBreakpoint` (e.g. Anthropic cacheControl). */
+  cacheBreakpointOptions?: ProviderOptions;
+}
+
+/**
+ * Wraps an AI SDK language model (any provider) behind tailgate's `Model` interface, so every
+ * provider shares one mapping of prompts, tools, outputs and failures:
+ *
+ * - the prompt goes through `convertToModelMessages`, the tools through `convertToToolSet`
+ *   (no `execute`: the model's calls come back as function_call items);
+ * - the output is the assistant text (when non-empty) followed by the function calls; a call
+ *   the SDK could not parse keeps the model's raw argument text;
+ * - any provider failure (HTTP error after retries, a malformed body or stream, an invalid tool
+ *   call id) becomes `ModelError`; the deadline or the caller's abort signal gives
+ *   `ModelTimeoutError`.
+ */
+export function createSdkModel(options: SdkModelOptions): Model {
+  const { id, languageModel, timeoutMs, maxRetries, cacheBreakpointOptions } = options;
+
+  const callSettings = (request: ModelRequest, abortSignal: AbortSignal) => {
+    const breakpoint =
+      cacheBreakpointOptions && request.cacheBreakpoint !== undefined
+        ? { index: request.cacheBreakpoint, providerOptions: cacheBreakpointOptions }
+        : undefined;
+    return {
+      model: languageModel,
+      messages: convertToModelMessages(request.prompt, breakpoint ? { breakpoint } : {}),
+      allowSystemInMessages: true,
+      ...(request.tools.length > 0 ? { tools: convertToToolSet(request.tools) } : {}),
+      ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      maxRetries,
+      abortSignal,
+    };
+  };
+
+  return {
+    id,
+
+    async generate(request: ModelRequest): Promise<ModelResult> {
+      const deadline = startDeadline(request.signal, timeoutMs);
+      try {
+        // Raced against the deadline: a provider (or binding) that ignores the abort signal
+        // must not hold the turn forever.
+        const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
+        const calls = result.toolCalls.map((call) => toFunctionCall(call));
+        return { output: toOutput(result.text, calls), usage: toUsage(result.usage) };
+      } catch (error) {
+        throw toModelFailure(error, deadline, id, timeoutMs);
+      } finally {
+        deadline.dispose();
+      }
+    },
+
+    async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
+      const deadline = startDeadline(request.signal, timeoutMs);
+      let result: ModelResult;
+      let stopParts = () => {};
+      try {
+        const streamed = streamText({ ...callSettings(request, deadline.signal), onError: () => {} });
+        let text = '';
+        const calls: ModelOutputItem[] = [];
+        let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
+        const parts = streamed.fullStream[Symbol.asyncIterator]();
+        stopParts = () => void parts.return?.().catch(() => {});
+        while (true) {
+          const next = await untilAborted(parts.next(), deadline.signal);
+          if (next.done) break;
+          const part = next.value;
+          if (part.type === 'text-delta') {
+            if (part.text === '') continue;
+            text += part.text;
+            yield { type: 'text_delta', delta: part.text };
+          } else if (part.type === 'tool-call') {
+            calls.push(toFunctionCall(part));
+          } else if (part.type === 'error') {
+            throw part.error;
+          } else if (part.type === 'abort') {
+            throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
+          } else if (part.type === 'finish') {
+            usage = toUsage(part.totalUsage);
+          }
+        }
+        if (deadline.signal.aborted) throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
+        result = { output: toOutput(text, calls), usage };
+      } catch (error) {
+        throw toModelFailure(error, deadline, id, timeoutMs);
+      } finally {
+        // Also reached when the consumer stops early: abort the provider request.
+        deadline.dispose();
+        stopParts();
+      }
+      for (const item of result.output) yield { type: 'item_done', item };
+      yield { type: 'done', result };
+    },
+  };
+}
+
+interface SdkToolCall {
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+  invalid?: boolean;
+}
+
+function toFunctionCall(call: SdkToolCall): ModelOutputItem {
+  // An unparseable call keeps the model's raw text as its input; a valid one is the parsed object.
+  const argumentsText =
+    call.invalid && typeof call.input === 'string' ? call.input : JSON.stringify(call.input ?? {});
+  const parsed = functionCallItemSchema.safeParse({
+    type: 'function_call',
+    call_id: call.toolCallId,
+    name: call.toolName,
+    arguments: argumentsText,
+  });
+  if (!parsed.success) {
+    throw new ModelError('the provider returned an invalid tool call', { issues: parsed.error.issues });
+  }
+  return parsed.data;
+}
+
+function toOutput(text: string, calls: ModelOutputItem[]): ModelOutputItem[] {
+  const output: ModelOutputItem[] = [];
+  if (text !== '') output.push({ type: 'message', role: 'assistant', content: text });
+  output.push(...calls);
+  return output;
+}
+
+function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
+  return { input_tokens: usage?.inputTokens ?? 0, output_tokens: usage?.outputTokens ?? 0 };
+}
+
+/** Resolves like `promise`, or rejects as soon as `signal` aborts. */
+function untilAborted<T>(promise: PromiseLike<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+interface Deadline {
+  signal: AbortSignal;
+  readonly timedOut: boolean;
+  dispose(): void;
+}
+
+/** One abort signal for a call: fires at the deadline or when the caller's signal aborts. */
+function startDeadline(callerSignal: AbortSignal | undefined, timeoutMs: number): Deadline {
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new Error(`timed out after ${timeoutMs} ms`));
+  }, timeoutMs);
+  const onCallerAbort = () => controller.abort(callerSignal?.reason);
+  if (callerSignal?.aborted) onCallerAbort();
+  else callerSignal?.addEventListener('abort', onCallerAbort, { once: true });
+  return {
+    signal: controller.signal,
+    get timedOut() {
+      return timedOut;
+    },
+    dispose() {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener('abort', onCallerAbort);
+      if (!controller.signal.aborted) controller.abort(new Error('model call finished'));
+    },
+  };
+}
+
+function toModelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs: number): TailgateError {
+  if (deadline.timedOut) {
+    return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, { model: id, timeout_ms: timeoutMs });
+  }
+  if (deadline.signal.aborted) return new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
+  if (error instanceof TailgateError) return error;
+  const apiError = findApiCallError(error);
+  return new ModelError(`model ${id} failed: ${errorMessage(error)}`, {
+    model: id,
+    ...(apiError?.statusCode !== undefined ? { status: apiError.statusCode } : {}),
+  });
+}
+
+function findApiCallError(error: unknown): APICallError | undefined {
+  for (let current = error, depth = 0; current && depth < 5; depth++) {
+    if (APICallError.isInstance(current)) return current;
+    const record = current as { lastError?: unknown; cause?: unknown };
+    current = record.lastError ?? record.cause;
+  }
+  return undefined;
+}
+
+function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return typeof error === 'string' ? error : 'unknown error';
+}

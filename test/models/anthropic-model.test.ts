@@ -1,0 +1,193 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { PromptItem, Tool } from '../../lib/items.ts';
+import type { ModelRequest } from '../../lib/models/model.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
+import {
+  fixture,
+  startFakeProvider,
+  type FakeProvider,
+  type FakeReply,
+  type RecordedRequest,
+} from '../support/fake-providers/fake-provider-server.ts';
+
+const weatherTool: Tool = {
+  type: 'function',
+  name: 'get_weather',
+  description: 'Current weather for a place',
+  parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+};
+
+const toolLoopPrompt: PromptItem[] = [
+  { type: 'message', role: 'system', content: 'You are terse.' },
+  { type: 'message', role: 'user', content: 'Weather in Paris?' },
+  { type: 'message', role: 'assistant', content: 'Let me look.' },
+  { type: 'function_call', call_id: 'toolu_1', name: 'get_weather', arguments: '{"location":"Paris"}' },
+  { type: 'function_call_output', call_id: 'toolu_1', output: '18C, sunny' },
+  { type: 'message', role: 'user', content: 'And tomorrow?' },
+];
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+async function start(reply: (request: RecordedRequest) => FakeReply) {
+  provider = await startFakeProvider(reply);
+  const model = resolveModel('anthropic:claude-sonnet-4-5', {
+    ANTHROPIC_API_KEY: 'sk-ant-test',
+    ANTHROPIC_BASE_URL: provider.baseURL,
+    MODEL_MAX_RETRIES: '0',
+  });
+  return { model, requests: provider.requests };
+}
+
+const byStream = (json: string, sse: string) => (request: RecordedRequest): FakeReply =>
+  request.body.stream ? { sse: fixture(sse) } : { text: fixture(json) };
+
+const request = (prompt: PromptItem[], tools: Tool[] = [], cacheBreakpoint?: number): ModelRequest => ({
+  prompt,
+  tools,
+  maxOutputTokens: 1024,
+  ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+});
+
+/**
+ * Where cache_control appears in a request body: `<path>:<block type>` for each block that
+ * carries it. Every breakpoint must be exactly `{type: 'ephemeral'}`.
+ */
+function cacheControlPaths(body: any): string[] {
+  const paths: string[] = [];
+  const visit = (block: any, path: string) => {
+    if (block.cache_control === undefined) return;
+    expect(block.cache_control).toEqual({ type: 'ephemeral' });
+    paths.push(`${path}:${block.type ?? 'tool'}`);
+  };
+  (body.system ?? []).forEach((block: any, index: number) => visit(block, `system[${index}]`));
+  body.messages.forEach((message: any, messageIndex: number) => {
+    if (typeof message.content === 'string') return;
+    message.content.forEach((block: any, blockIndex: number) =>
+      visit(block, `messages[${messageIndex}].content[${blockIndex}]`),
+    );
+  });
+  (body.tools ?? []).forEach((tool: any, index: number) => visit(tool, `tools[${index}]`));
+  return paths;
+}
+
+describe('anthropic adapter against a fake Messages server', () => {
+  it('generates text and reports usage from a non-streaming answer', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const result = await model.generate(request([{ type: 'message', role: 'user', content: 'Hello' }]));
+    expect(result).toEqual({
+      output: [{ type: 'message', role: 'assistant', content: 'Hi! My name is Claude.' }],
+      usage: { input_tokens: 2095, output_tokens: 503 },
+    });
+    expect(requests).toHaveLength(1);
+    expect(requests[0]!.path).toBe('/v1/messages');
+    expect(requests[0]!.headers['x-api-key']).toBe('sk-ant-test');
+    expect(requests[0]!.headers['anthropic-version']).toBeDefined();
+    expect(requests[0]!.body).toMatchObject({
+      model: 'claude-sonnet-4-5',
+      max_tokens: 1024,
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'Hello' }] }],
+    });
+  });
+
+  it('streams text deltas, then the finished message, then done with usage', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const events = await collectStream(model.stream(request([{ type: 'message', role: 'user', content: 'Hello' }])));
+    expect(events.filter((event) => event.type === 'text_delta')).toEqual([
+      { type: 'text_delta', delta: 'Hello' },
+      { type: 'text_delta', delta: '!' },
+    ]);
+    const message = { type: 'message', role: 'assistant', content: 'Hello!' };
+    expect(events.slice(-2)).toEqual([
+      { type: 'item_done', item: message },
+      { type: 'done', result: { output: [message], usage: { input_tokens: 25, output_tokens: 15 } } },
+    ]);
+    expect(requests[0]!.body.stream).toBe(true);
+  });
+
+  it('returns text and a tool_use block as a message and a function_call item', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'));
+    const result = await model.generate(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]));
+    expect(result.output).toEqual([
+      { type: 'message', role: 'assistant', content: "I'll check the current weather in San Francisco for you." },
+      {
+        type: 'function_call',
+        call_id: 'toolu_01A09q90qw90lq917835lq9',
+        name: 'get_weather',
+        arguments: JSON.stringify({ location: 'San Francisco, CA', unit: 'celsius' }),
+      },
+    ]);
+    expect(requests[0]!.body.tools).toEqual([
+      { name: 'get_weather', description: 'Current weather for a place', input_schema: weatherTool.parameters },
+    ]);
+  });
+
+  it('assembles a streamed tool_use from input_json_delta events', async () => {
+    const { model } = await start(byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'));
+    const events = await collectStream(model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])));
+    const text = "Okay,  let's check the weather for San Francisco, CA:";
+    expect(streamedText(events)).toBe(text);
+    const output = [
+      { type: 'message', role: 'assistant', content: text },
+      {
+        type: 'function_call',
+        call_id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6',
+        name: 'get_weather',
+        arguments: JSON.stringify({ location: 'San Francisco, CA', unit: 'fahrenheit' }),
+      },
+    ];
+    expect(events.slice(-3)).toEqual([
+      { type: 'item_done', item: output[0] },
+      { type: 'item_done', item: output[1] },
+      { type: 'done', result: { output, usage: { input_tokens: 472, output_tokens: 89 } } },
+    ]);
+  });
+
+  it('sends a function_call and its output as tool_use and tool_result blocks', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    await model.generate(request(toolLoopPrompt, [weatherTool]));
+    expect(requests[0]!.body.system).toEqual([{ type: 'text', text: 'You are terse.' }]);
+    expect(requests[0]!.body.messages).toEqual([
+      { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
+      {
+        role: 'assistant',
+        content: [
+          { type: 'text', text: 'Let me look.' },
+          { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { location: 'Paris' } },
+        ],
+      },
+      {
+        role: 'user',
+        content: [
+          { type: 'tool_result', tool_use_id: 'toolu_1', content: '18C, sunny' },
+          { type: 'text', text: 'And tomorrow?' },
+        ],
+      },
+    ]);
+    expect(cacheControlPaths(requests[0]!.body)).toEqual([]);
+  });
+
+  it.each([
+    { cacheBreakpoint: 0, expected: 'system[0]:text' },
+    { cacheBreakpoint: 1, expected: 'messages[0].content[0]:text' },
+    { cacheBreakpoint: 2, expected: 'messages[1].content[0]:text' },
+    { cacheBreakpoint: 3, expected: 'messages[1].content[1]:tool_use' },
+    { cacheBreakpoint: 4, expected: 'messages[2].content[0]:tool_result' },
+    { cacheBreakpoint: 5, expected: 'messages[2].content[1]:text' },
+  ])('places cache_control on the block of item $cacheBreakpoint ($expected)', async ({ cacheBreakpoint, expected }) => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    await model.generate(request(toolLoopPrompt, [weatherTool], cacheBreakpoint));
+    expect(cacheControlPaths(requests[0]!.body)).toEqual([expected]);
+  });
+
+  it('places the breakpoint in streaming requests too', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    await collectStream(model.stream(request(toolLoopPrompt, [weatherTool], 4)));
+    expect(requests[0]!.body.stream).toBe(true);
+    expect(cacheControlPaths(requests[0]!.body)).toEqual(['messages[2].content[0]:tool_result']);
+  });
+});

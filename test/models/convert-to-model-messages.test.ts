@@ -1,0 +1,173 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { PromptItem } from '../../lib/items.ts';
+import {
+  convertToModelMessages,
+  MISSING_OUTPUT_TEXT,
+  parseArguments,
+} from '../../lib/models/convert-to-model-messages.ts';
+
+const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });
+const assistant = (content: string): PromptItem => ({ type: 'message', role: 'assistant', content });
+const system = (content: string): PromptItem => ({ type: 'message', role: 'system', content });
+const call = (call_id: string, name = 'ls', args = '{}'): PromptItem => ({ type: 'function_call', call_id, name, arguments: args });
+const output = (call_id: string, text = 'ok'): PromptItem => ({ type: 'function_call_output', call_id, output: text });
+
+const text = (value: string) => ({ type: 'text', text: value });
+const toolCall = (id: string, name = 'ls', input: unknown = {}) => ({ type: 'tool-call', toolCallId: id, toolName: name, input });
+const toolResult = (id: string, name = 'ls', value = 'ok') => ({
+  type: 'tool-result',
+  toolCallId: id,
+  toolName: name,
+  output: { type: 'text', value },
+});
+
+describe('convertToModelMessages', () => {
+  it.each([
+    {
+      name: 'system, user and assistant messages',
+      items: [system('rules'), user('hi'), assistant('hello')],
+      messages: [
+        { role: 'system', content: 'rules' },
+        { role: 'user', content: [text('hi')] },
+        { role: 'assistant', content: [text('hello')] },
+      ],
+    },
+    {
+      name: 'assistant text and calls grouped, outputs grouped after them',
+      items: [user('go'), assistant('on it'), call('a', 'ls', '{"path":"."}'), call('b', 'cat', '{"file":"x"}'), output('a', '1'), output('b', '2')],
+      messages: [
+        { role: 'user', content: [text('go')] },
+        { role: 'assistant', content: [text('on it'), toolCall('a', 'ls', { path: '.' }), toolCall('b', 'cat', { file: 'x' })] },
+        { role: 'tool', content: [toolResult('a', 'ls', '1'), toolResult('b', 'cat', '2')] },
+      ],
+    },
+    {
+      name: 'interleaved call/output pairs',
+      items: [call('a'), output('a'), call('b'), output('b')],
+      messages: [
+        { role: 'assistant', content: [toolCall('a')] },
+        { role: 'tool', content: [toolResult('a')] },
+        { role: 'assistant', content: [toolCall('b')] },
+        { role: 'tool', content: [toolResult('b')] },
+      ],
+    },
+    {
+      name: 'a call with no output gets a synthetic result',
+      items: [user('go'), call('a'), user('never mind')],
+      messages: [
+        { role: 'user', content: [text('go')] },
+        { role: 'assistant', content: [toolCall('a')] },
+        { role: 'tool', content: [toolResult('a', 'ls', MISSING_OUTPUT_TEXT)] },
+        { role: 'user', content: [text('never mind')] },
+      ],
+    },
+    {
+      name: 'an output whose call is not in the prompt becomes a user message',
+      items: [output('gone', 'late result'), user('next')],
+      messages: [
+        { role: 'user', content: [text('Output of tool call gone:\nlate result')] },
+        { role: 'user', content: [text('next')] },
+      ],
+    },
+    {
+      name: 'an empty assistant message is dropped',
+      items: [user('a'), assistant(''), user('b')],
+      messages: [
+        { role: 'user', content: [text('a')] },
+        { role: 'user', content: [text('b')] },
+      ],
+    },
+  ] satisfies { name: string; items: PromptItem[]; messages: unknown[] }[])('converts $name', ({ items, messages }) => {
+    expect(convertToModelMessages(items)).toEqual(messages);
+  });
+
+  it.each([
+    { text: '{"a":1}', input: { a: 1 } },
+    { text: '', input: {} },
+    { text: '  ', input: {} },
+    { text: '{"a":', input: { _raw: '{"a":' } },
+    { text: '[1,2]', input: { _raw: '[1,2]' } },
+    { text: '42', input: { _raw: '42' } },
+    { text: 'null', input: { _raw: 'null' } },
+  ])('parses arguments $text as $input', ({ text: argumentsText, input }) => {
+    expect(parseArguments(argumentsText)).toEqual(input);
+    expect(convertToModelMessages([call('a', 'ls', argumentsText), output('a')])[0]).toEqual({
+      role: 'assistant',
+      content: [toolCall('a', 'ls', input)],
+    });
+  });
+
+  const options = { anthropic: { cacheControl: { type: 'ephemeral' } } };
+  it.each([
+    { index: 0, expected: { role: 'system', content: 'rules', providerOptions: options } },
+    { index: 1, expected: { role: 'user', content: [{ ...text('hi'), providerOptions: options }] } },
+    { index: 2, expected: { role: 'assistant', content: [{ ...text('ok'), providerOptions: options }, toolCall('a')] } },
+    { index: 3, expected: { role: 'assistant', content: [text('ok'), { ...toolCall('a'), providerOptions: options }] } },
+    { index: 4, expected: { role: 'tool', content: [{ ...toolResult('a'), providerOptions: options }] } },
+  ])('puts the breakpoint options on the part made from item $index', ({ index, expected }) => {
+    const items = [system('rules'), user('hi'), assistant('ok'), call('a'), output('a')];
+    const messages = convertToModelMessages(items, { breakpoint: { index, providerOptions: options } });
+    expect(messages).toContainEqual(expected);
+    expect(JSON.stringify(messages).split('cacheControl').length - 1).toBe(1);
+  });
+
+  const itemArbitrary: fc.Arbitrary<PromptItem> = fc.oneof(
+    fc.record({
+      type: fc.constant('message' as const),
+      role: fc.constantFrom('system' as const, 'user' as const, 'assistant' as const),
+      content: fc.string({ maxLength: 8 }),
+    }),
+    fc.record({
+      type: fc.constant('function_call' as const),
+      call_id: fc.constantFrom('a', 'b', 'c', 'd'),
+      name: fc.constantFrom('ls', 'cat'),
+      arguments: fc.constantFrom('{}', '{"x":1}', 'oops', ''),
+    }),
+    fc.record({
+      type: fc.constant('function_call_output' as const),
+      call_id: fc.constantFrom('a', 'b', 'c', 'd', 'e'),
+      output: fc.string({ maxLength: 8 }),
+    }),
+  );
+
+  it('keeps every call, answers every call after it, never mutates its input (property)', () => {
+    fc.assert(
+      fc.property(fc.array(itemArbitrary, { maxLength: 14 }), (items) => {
+        const before = structuredClone(items);
+        const messages = convertToModelMessages(items);
+        expect(items).toEqual(before);
+
+        const calls = items.filter((item) => item.type === 'function_call');
+        const parts = messages.flatMap((message, messageIndex) =>
+          typeof message.content === 'string' ? [] : message.content.map((part) => ({ part, messageIndex, role: message.role })),
+        );
+        const callParts = parts.filter(({ part }) => part.type === 'tool-call');
+        expect(callParts.map(({ part }) => (part as { toolCallId: string }).toolCallId)).toEqual(calls.map((item) => item.call_id));
+        for (const { part, messageIndex } of callParts) {
+          const id = (part as { toolCallId: string }).toolCallId;
+          const answered = parts.some(
+            ({ part: other, messageIndex: otherIndex, role }) =>
+              role === 'tool' && otherIndex > messageIndex && (other as { toolCallId?: string }).toolCallId === id,
+          );
+          expect(answered).toBe(true);
+        }
+        // Tool results only ever follow an assistant message that made a call with their id.
+        for (const { part, messageIndex, role } of parts) {
+          if (role !== 'tool') continue;
+          const id = (part as { toolCallId: string }).toolCallId;
+          expect(callParts.some((other) => other.messageIndex < messageIndex && (other.part as { toolCallId: string }).toolCallId === id)).toBe(true);
+        }
+        // Nothing is lost: every non-empty message's text appears in some part.
+        const texts = parts.flatMap(({ part }) => (part.type === 'text' ? [part.text] : []));
+        const systemTexts = messages.flatMap((message) => (message.role === 'system' ? [message.content] : []));
+        for (const item of items) {
+          if (item.type === 'message' && item.content !== '') {
+            expect(item.role === 'system' ? systemTexts : texts).toContain(item.content);
+          }
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+});

@@ -1,0 +1,92 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** A request the fake provider received, with its JSON body parsed. */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: any;
+}
+
+/** What the fake provider answers: a JSON/text body, an SSE body sent event by event, or nothing. */
+export type FakeReply =
+  | { status?: number; headers?: Record<string, string>; json: unknown }
+  | { status?: number; headers?: Record<string, string>; text: string; contentType?: string }
+  /** An SSE body; with `hang`, the connection stays open after the last event. */
+  | { sse: string; hang?: true }
+  | { hang: true };
+
+export interface FakeProvider {
+  /** `http://127.0.0.1:<port>/v1` */
+  baseURL: string;
+  requests: RecordedRequest[];
+  close(): Promise<void>;
+}
+
+/** The text of a recorded provider response under fixtures/. */
+export function fixture(name: string): string {
+  return readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8');
+}
+
+/**
+ * Starts a provider on loopback (port 0) that records each request and answers with `reply`.
+ * SSE bodies are written one event per chunk, as a real provider flushes them.
+ */
+export async function startFakeProvider(reply: (request: RecordedRequest) => FakeReply): Promise<FakeProvider> {
+  const requests: RecordedRequest[] = [];
+  const server = createServer((incoming, response) => {
+    const chunks: Buffer[] = [];
+    incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
+    incoming.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let body: unknown = raw;
+      try {
+        body = raw === '' ? undefined : JSON.parse(raw);
+      } catch {
+        // keep the raw text
+      }
+      const request: RecordedRequest = {
+        method: incoming.method ?? 'GET',
+        path: incoming.url ?? '/',
+        headers: incoming.headers,
+        body,
+      };
+      requests.push(request);
+      void answer(response, reply(request));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function answer(response: ServerResponse, reply: FakeReply): Promise<void> {
+  if ('hang' in reply && !('sse' in reply)) return;
+  if ('json' in reply) {
+    response.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...reply.headers });
+    response.end(JSON.stringify(reply.json));
+    return;
+  }
+  if ('text' in reply) {
+    response.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', ...reply.headers });
+    response.end(reply.text);
+    return;
+  }
+  response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  for (const event of reply.sse.split(/(?<=\n\n)/)) {
+    if (event.trim() === '') continue;
+    response.write(event);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  if (!reply.hang) response.end();
+}

@@ -1,0 +1,58 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  callKey,
+  computeAggregates,
+  emptyAggregates,
+  extendAggregates,
+  historyAggregatesSchema,
+  repeatFlagReader,
+} from '../../lib/strategies/aggregates.ts';
+import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
+
+describe('aggregates', () => {
+  it('counts calls and outputs, flags repeats and records the newest instance of each repeated call', () => {
+    const items = sequenced([
+      user('go'),
+      call('1', 'read', '{"a":1,"b":2}'),
+      output('1', 'x'),
+      call('2', 'read', '{"b":2,"a":1}'),
+      output('2', 'y'),
+      call('3', 'write', '{}'),
+      call('4', 'read', '{"a":1,"b":2}'),
+      output('ghost', 'z'),
+    ]);
+    const aggregates = computeAggregates(items);
+    expect(historyAggregatesSchema.parse(aggregates)).toEqual(aggregates);
+    expect(aggregates).toMatchObject({ tool_calls: 4, tool_outputs: 3, repeated: { [callKey('read', '{"a":1,"b":2}')]: 7 } });
+    const isRepeat = repeatFlagReader(aggregates);
+    expect([0, 1, 2, 3, 4].map(isRepeat)).toEqual([false, true, false, true, false]);
+  });
+
+  it('extending step by step equals computing over the whole history', () => {
+    fc.assert(
+      fc.property(historyArbitrary, fc.array(fc.integer({ min: 1, max: 6 }), { maxLength: 12 }), (items, chunkSizes) => {
+        const seen = new Set<string>();
+        let aggregates = emptyAggregates();
+        let start = 0;
+        let chunk = 0;
+        while (start < items.length) {
+          const size = chunkSizes[chunk % Math.max(1, chunkSizes.length)] ?? 3;
+          const batch = items.slice(start, start + size);
+          const previous = structuredClone(aggregates);
+          const result = extendAggregates(aggregates, batch, (key) => seen.has(key));
+          expect(aggregates).toEqual(previous);
+          for (const key of result.newKeys) {
+            expect(seen.has(key)).toBe(false);
+            seen.add(key);
+          }
+          aggregates = result.aggregates;
+          start += size;
+          chunk += 1;
+        }
+        expect(aggregates).toEqual(computeAggregates(items));
+      }),
+      { numRuns: 150 },
+    );
+  });
+});

@@ -317,8 +317,11 @@ export class Inbox {
    *
    * Never throws for storage trouble: a notice that cannot be read (too large, not UTF-8) or
    * moved is skipped in place and logged, and the rest are delivered. An `abort` that cannot
-   * be moved stays in place, and consume stops before it without aborting. A missing session
-   * or empty inbox is a no-op that writes nothing.
+   * be moved stays in place, and consume stops before it without aborting (its content need
+   * not be UTF-8: it is only the reason). An `abort` already claimed by another consume (an
+   * earlier turn aborted, and its delete of the original failed) is passed over. A missing
+   * session or empty inbox is a no-op that writes nothing; a failed listing is logged and
+   * treated as an empty inbox.
    *
    * @throws InvalidRequestError for a malformed session id only.
    */
@@ -337,26 +340,30 @@ export class Inbox {
       return { delivered: [] };
     }
     const deliveredAt = this.#clock().toISOString();
-    const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
-    const ordinary = abortIndex < 0 ? notices : notices.slice(0, abortIndex);
     const context = { removedPrefix, turn: options.turn, deliveredAt };
-    const outcomes = await mapLimit(ordinary, CONCURRENCY, (notice) => this.#take(notice, context, false));
-    const delivered: DeliveredNotice[] = [];
-    outcomes.forEach((outcome, index) => {
-      if (outcome.kind !== 'claimed') return;
-      delivered.push({
-        name: ordinary[index]!.name,
-        stored_as: outcome.storedAs,
-        content: outcome.content,
-        posted_at: outcome.postedAt,
-      });
-    });
+    const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
+    const delivered = await this.#deliverAll(abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
     if (abortIndex < 0) return { delivered };
     const abortNotice = notices[abortIndex]!;
     const outcome = await this.#take(abortNotice, context, true);
-    if (outcome.kind !== 'claimed') return { delivered };
+    if (outcome.kind === 'skipped') return { delivered };
+    if (outcome.kind === 'taken') {
+      // Withdrawn, or consumed by an earlier turn (which aborted): what follows is ours.
+      delivered.push(...(await this.#deliverAll(notices.slice(abortIndex + 1), context)));
+      return { delivered };
+    }
     const reason = outcome.content.trim() || `aborted by inbox notice ${abortNotice.name}`;
     return { delivered, abort: { name: abortNotice.name, stored_as: outcome.storedAs, reason } };
+  }
+
+  async #deliverAll(notices: ListedNotice[], context: TakeContext): Promise<DeliveredNotice[]> {
+    const outcomes = await mapLimit(notices, CONCURRENCY, (notice) => this.#take(notice, context, false));
+    const delivered: DeliveredNotice[] = [];
+    outcomes.forEach((outcome, index) => {
+      if (outcome.kind !== 'claimed') return;
+      delivered.push({ name: notices[index]!.name, stored_as: outcome.storedAs, content: outcome.content, posted_at: outcome.postedAt });
+    });
+    return delivered;
   }
 
   /**
@@ -388,11 +395,7 @@ export class Inbox {
   }
 
   /** Moves one notice (claim, delete original) and returns its content, or why not. */
-  async #take(
-    notice: ListedNotice,
-    context: { removedPrefix: string; turn: number; deliveredAt: string },
-    isAbort: boolean,
-  ): Promise<ClaimOutcome> {
+  async #take(notice: ListedNotice, context: TakeContext, isAbort: boolean): Promise<ClaimOutcome> {
     const { key } = notice.info;
     const tooLarge = () => {
       this.#log({ level: 'warn', message: `notice left in place: larger than ${this.#maxNoticeBytes} bytes`, key });
@@ -547,6 +550,12 @@ export class Inbox {
   #removedPrefix(sessionId: string): string {
     return `${sessionPrefix(this.#keyPrefix, sessionId)}inbox_removed/`;
   }
+}
+
+interface TakeContext {
+  removedPrefix: string;
+  turn: number;
+  deliveredAt: string;
 }
 
 interface ListedNotice {

@@ -118,6 +118,19 @@ describe('inbox on a failing store', () => {
     expect((await inbox.consume('s1', { turn: 2 })).abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'abort' });
   });
 
+  it('an abort consumed by an earlier turn whose delete failed is passed over by the next turn', async () => {
+    const { inbox, prefix, failOn, heal, events } = await setup();
+    for (const name of ['a', 'abort', 'b']) await inbox.post('s1', { name, content: name });
+    failOn('delete', `${prefix}inbox/abort`);
+    const first = await inbox.consume('s1', { turn: 1 });
+    expect(first).toMatchObject({ delivered: [{ name: 'a' }], abort: { name: 'abort', reason: 'abort' } });
+    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/abort` }]);
+    heal();
+    const second = await inbox.consume('s1', { turn: 2 });
+    expect(second.abort).toBeUndefined();
+    expect(second.delivered.map((notice) => notice.name)).toEqual(['b']);
+  });
+
   it('an abort whose content is not UTF-8 still aborts', async () => {
     const { inbox, memory, prefix } = await setup();
     await memory.put(`${prefix}inbox/abort`, new Uint8Array([0xff, 0x20]));

@@ -19,6 +19,8 @@ interface Entry {
 /** An in-memory ObjectStore for tests and benchmarks. Same semantics as the real adapters. */
 export class MemoryStore implements ObjectStore {
   readonly #entries = new Map<string, Entry>();
+  /** Every key in byte order, so a list costs O(log n + limit), not a sort of the store. */
+  readonly #sorted = new SortedKeys();
   #version = 0;
 
   async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
@@ -46,6 +48,7 @@ export class MemoryStore implements ObjectStore {
       uploaded: new Date(),
       metadata: { ...(options.metadata ?? {}) },
     };
+    if (!existing) this.#sorted.insert(key);
     this.#entries.set(key, { body: bytes, info });
     return copyInfo(info);
   }
@@ -53,29 +56,126 @@ export class MemoryStore implements ObjectStore {
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
     const limit = Math.max(1, Math.min(options.limit ?? 1000, 1000));
     const after = options.cursor ?? options.startAfter;
-    const keys = [...this.#entries.keys()]
-      .filter((key) => key.startsWith(prefix) && (after === undefined || compareKeys(key, after) > 0))
-      .sort(compareKeys);
-    const page = keys.slice(0, limit);
-    const truncated = keys.length > limit;
+    // Keys under a prefix are contiguous in byte order, starting where the prefix would sit.
+    const keys =
+      after !== undefined && compareKeys(after, prefix) >= 0 ? this.#sorted.after(after, true) : this.#sorted.after(prefix, false);
+    const page: string[] = [];
+    let truncated = false;
+    for (const key of keys) {
+      if (!key.startsWith(prefix)) break;
+      if (page.length === limit) {
+        truncated = true;
+        break;
+      }
+      page.push(key);
+    }
     const objects = page.map((key) => copyInfo(this.#entries.get(key)!.info));
     return truncated ? { objects, truncated, cursor: page[page.length - 1]! } : { objects, truncated };
   }
 
   async delete(keys: string | string[]): Promise<void> {
-    for (const key of Array.isArray(keys) ? keys : [keys]) this.#entries.delete(key);
+    for (const key of Array.isArray(keys) ? keys : [keys]) {
+      if (this.#entries.delete(key)) this.#sorted.remove(key);
+    }
   }
 }
 
-/** Byte order of UTF-8 keys, as object stores list them. */
+/**
+ * Byte order of UTF-8 keys, as object stores list them, without encoding: UTF-8 byte order
+ * is code point order, and UTF-16 code unit order differs from it only where a surrogate
+ * (a code point above U+FFFF) meets a unit in U+E000..U+FFFF.
+ */
 function compareKeys(a: string, b: string): number {
-  const left = new TextEncoder().encode(a);
-  const right = new TextEncoder().encode(b);
-  const length = Math.min(left.length, right.length);
+  const length = Math.min(a.length, b.length);
   for (let i = 0; i < length; i++) {
-    if (left[i] !== right[i]) return left[i]! - right[i]!;
+    const left = a.charCodeAt(i);
+    const right = b.charCodeAt(i);
+    if (left === right) continue;
+    const leftSurrogate = left >= 0xd800 && left <= 0xdfff;
+    const rightSurrogate = right >= 0xd800 && right <= 0xdfff;
+    if (leftSurrogate !== rightSurrogate) return leftSurrogate ? 1 : -1;
+    return left - right;
   }
-  return left.length - right.length;
+  return a.length - b.length;
+}
+
+const CHUNK_SIZE = 512;
+
+/**
+ * Keys in byte order, held in chunks of at most 2 * CHUNK_SIZE, so inserts and deletes cost
+ * O(log n + CHUNK_SIZE) at any size and in any order (turn keys arrive in descending order,
+ * which would make a single sorted array quadratic).
+ */
+class SortedKeys {
+  readonly #chunks: string[][] = [];
+
+  insert(key: string): void {
+    if (this.#chunks.length === 0) {
+      this.#chunks.push([key]);
+      return;
+    }
+    const index = this.#chunkFor(key);
+    const chunk = this.#chunks[index]!;
+    chunk.splice(lowerBound(chunk, key), 0, key);
+    if (chunk.length > 2 * CHUNK_SIZE) this.#chunks.splice(index + 1, 0, chunk.splice(CHUNK_SIZE));
+  }
+
+  remove(key: string): void {
+    if (this.#chunks.length === 0) return;
+    const index = this.#chunkFor(key);
+    const chunk = this.#chunks[index]!;
+    const position = lowerBound(chunk, key);
+    if (chunk[position] !== key) return;
+    chunk.splice(position, 1);
+    if (chunk.length === 0) this.#chunks.splice(index, 1);
+  }
+
+  /** Keys >= `key` (> `key` when `exclusive`), ascending. */
+  *after(key: string, exclusive: boolean): Generator<string> {
+    if (this.#chunks.length === 0) return;
+    const first = this.#chunkFor(key);
+    const firstChunk = this.#chunks[first]!;
+    for (let i = exclusive ? upperBound(firstChunk, key) : lowerBound(firstChunk, key); i < firstChunk.length; i++) {
+      yield firstChunk[i]!;
+    }
+    for (let index = first + 1; index < this.#chunks.length; index++) yield* this.#chunks[index]!;
+  }
+
+  /** The last chunk whose first key is <= `key` (the first chunk when there is none). */
+  #chunkFor(key: string): number {
+    let low = 0;
+    let high = this.#chunks.length;
+    while (low < high) {
+      const middle = (low + high) >>> 1;
+      if (compareKeys(this.#chunks[middle]![0]!, key) <= 0) low = middle + 1;
+      else high = middle;
+    }
+    return Math.max(0, low - 1);
+  }
+}
+
+/** First index whose key is >= `key`. */
+function lowerBound(sorted: string[], key: string): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (compareKeys(sorted[middle]!, key) < 0) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** First index whose key is > `key`. */
+function upperBound(sorted: string[], key: string): number {
+  let low = 0;
+  let high = sorted.length;
+  while (low < high) {
+    const middle = (low + high) >>> 1;
+    if (compareKeys(sorted[middle]!, key) <= 0) low = middle + 1;
+    else high = middle;
+  }
+  return low;
 }
 
 function copyInfo(info: ObjectInfo): ObjectInfo {

@@ -197,7 +197,7 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
     it('lists keys under the prefix in byte order with their sizes and etags', async () => {
       const base = fresh();
       const prefix = `${base}list/`;
-      const names = ['10_x', '2_x', 'a_x', 'A', 'B_', 'b/c', 'b/a/z', 'b', '_', '~', 'é', 'z', 'Z/1', '0'];
+      const names = ['10_x', '2_x', 'a_x', 'A', 'B_', 'b/c', 'b/a/z', 'b', '_', '~', 'é', 'z', 'Z/1', '0', '\u{FB00}', '\u{1D11E}', '\u{FFFD}x'];
       const etags = new Map<string, string>();
       await Promise.all(
         names.map(async (name, index) => {

@@ -142,6 +142,15 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     ]);
   });
 
+  it('sends past tool traffic even when no tools are offered any more', async () => {
+    const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
+    const result = await model.generate(request(toolLoopPrompt));
+    expect(result.output).toHaveLength(1);
+    expect(requests[0]!.body.tools).toBeUndefined();
+    expect(requests[0]!.body.messages[2].tool_calls).toHaveLength(1);
+    expect(requests[0]!.body.messages[3]).toEqual({ role: 'tool', tool_call_id: 'call_1', content: '18C, sunny' });
+  });
+
   it('openai: uses OPENAI_BASE_URL and OPENAI_API_KEY and sends max_completion_tokens', async () => {
     provider = await startFakeProvider(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
     const model = resolveModel('openai:gpt-4.1-mini', {

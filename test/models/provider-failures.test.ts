@@ -131,4 +131,13 @@ describe.each(providers)('$name adapter failures', (providerCase) => {
     setTimeout(() => controller.abort(new Error('client went away')), 50);
     expect(await failure(calls[mode](model, { signal: controller.signal }))).toBeInstanceOf(ModelTimeoutError);
   });
+
+  it('a consumer that stops reading the stream closes the provider connection', async () => {
+    const model = await start(providerCase, { sse: providerCase.firstEvents, hang: true });
+    for await (const event of model.stream(request)) {
+      expect(event.type).toBe('text_delta');
+      break;
+    }
+    await provider!.requests[0]!.closed;
+  });
 });

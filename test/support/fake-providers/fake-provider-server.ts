@@ -8,6 +8,8 @@ export interface RecordedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   body: any;
+  /** Settles when the connection of this request closes (answered, or dropped by the client). */
+  closed: Promise<void>;
 }
 
 /** What the fake provider answers: a JSON/text body, an SSE body sent event by event, or nothing. */
@@ -37,6 +39,7 @@ export function fixture(name: string): string {
 export async function startFakeProvider(reply: (request: RecordedRequest) => FakeReply): Promise<FakeProvider> {
   const requests: RecordedRequest[] = [];
   const server = createServer((incoming, response) => {
+    const closed = new Promise<void>((resolve) => response.on('close', () => resolve()));
     const chunks: Buffer[] = [];
     incoming.on('data', (chunk: Buffer) => chunks.push(chunk));
     incoming.on('end', () => {
@@ -52,6 +55,7 @@ export async function startFakeProvider(reply: (request: RecordedRequest) => Fak
         path: incoming.url ?? '/',
         headers: incoming.headers,
         body,
+        closed,
       };
       requests.push(request);
       void answer(response, reply(request));

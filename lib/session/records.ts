@@ -1,0 +1,170 @@
+import { z } from 'zod';
+import { CorruptObjectError } from '../errors.ts';
+import {
+  functionCallItemSchema,
+  functionCallOutputItemSchema,
+  idSchema,
+  messageItemSchema,
+  payloadRefSchema,
+  toolSchema,
+  type PromptItem,
+} from '../items.ts';
+import { decodeUtf8 } from '../store/object-store.ts';
+import { historyAggregatesSchema } from '../strategies/aggregates.ts';
+
+/**
+ * The zod schemas of every object the session log writes. Each carries a `format` tag, so a
+ * foreign object under our prefix is told apart from a corrupt one in the error message.
+ */
+
+const storedFields = { seq: z.number().int().positive(), created_at: z.string() };
+
+/**
+ * An item as the log stores it: a stored item whose function_call_output may keep its
+ * output out of line (`output` is '' and `output_ref` previews the blob).
+ */
+export const logItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend(storedFields),
+  functionCallItemSchema.extend(storedFields),
+  functionCallOutputItemSchema.extend({ ...storedFields, output_ref: payloadRefSchema.optional() }),
+]);
+export type LogItem = z.infer<typeof logItemSchema> & PromptItem;
+
+export const countsSchema = z
+  .object({
+    items: z.number().int().nonnegative(),
+    turns: z.number().int().nonnegative(),
+    tool_calls: z.number().int().nonnegative(),
+  })
+  .strict();
+export type SessionCounts = z.infer<typeof countsSchema>;
+
+export const sessionConfigSchema = z
+  .object({
+    format: z.literal('tailgate.session.v1'),
+    id: idSchema,
+    created_at: z.string(),
+    instructions: z.string().nullable(),
+    model: z.string().nullable(),
+    strategies: z.array(z.string()).nullable(),
+    strategy_config: z.record(z.string(), z.unknown()),
+    tools: z.array(toolSchema),
+    metadata: z.record(z.string(), z.unknown()),
+  })
+  .strict();
+export type SessionConfig = z.infer<typeof sessionConfigSchema>;
+
+const errorSchema = z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict();
+export const turnStatusSchema = z.enum(['completed', 'failed', 'aborted']);
+export type TurnStatus = z.infer<typeof turnStatusSchema>;
+
+
+/** `turn/<inverted record>`: an append, or the open part of a model turn (its input). */
+export const recordSchema = z
+  .object({
+    format: z.literal('tailgate.record.v1'),
+    record: z.number().int().positive(),
+    kind: z.enum(['append', 'turn']),
+    created_at: z.string(),
+    first_seq: z.number().int().positive(),
+    items: z.array(logItemSchema),
+    /** Counts after these items. */
+    counts: countsSchema,
+    /**
+     * The aggregates of the history before these items. The aggregates after them are
+     * computed by whoever writes the next record, once these items are committed, so the
+     * call-key markers only ever describe committed items.
+     */
+    aggregates: historyAggregatesSchema,
+    /** Model turns: the ordinal of the turn (counts.turns after the claim). */
+    turn: z.number().int().positive().optional(),
+    lease_expires_at: z.string().optional(),
+    idempotency_key_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    request: z.unknown().optional(),
+  })
+  .strict();
+export type LogRecord = z.infer<typeof recordSchema>;
+
+/** `turn/<inverted record>.done`: closes a model turn, write-once. */
+export const doneSchema = z
+  .object({
+    format: z.literal('tailgate.done.v1'),
+    record: z.number().int().positive(),
+    completed_at: z.string(),
+    status: turnStatusSchema,
+    items: z.array(logItemSchema),
+    /** Counts after the outputs. */
+    counts: countsSchema,
+    receipt: z.unknown().optional(),
+    response: z.unknown().optional(),
+    error: errorSchema.optional(),
+  })
+  .strict();
+export type DoneRecord = z.infer<typeof doneSchema>;
+
+/** `idem/<sha256>`: which record owns an idempotency key. */
+export const idempotencyClaimSchema = z
+  .object({ format: z.literal('tailgate.idempotency.v1'), record: z.number().int().positive() })
+  .strict();
+
+/** `calls/<key>`: the first stored call with this key. */
+export const callMarkerSchema = z.object({ format: z.literal('tailgate.call.v1'), seq: z.number().int().positive() }).strict();
+
+/** One model turn's outcome inside a segment (what replay needs once the record is packed). */
+export const segmentTurnSchema = z
+  .object({
+    record: z.number().int().positive(),
+    turn: z.number().int().positive(),
+    status: turnStatusSchema,
+    idempotency_key_sha256: z.string().optional(),
+    response: z.unknown().optional(),
+    error: errorSchema.optional(),
+  })
+  .strict();
+export type SegmentTurn = z.infer<typeof segmentTurnSchema>;
+
+/**
+ * The index at the end of a segment. Sections hold one JSON line per entry, in seq order:
+ * `turns` (model turn outcomes, read only for replay), `tools` (function_call and
+ * function_call_output items), `messages` (message items). Tail reads fetch the index and the
+ * messages from the end with a Range request and only as much of `tools` as they need.
+ */
+export const segmentIndexSchema = z
+  .object({
+    format: z.literal('tailgate.segment.v1'),
+    first_record: z.number().int().positive(),
+    last_record: z.number().int().positive(),
+    first_seq: z.number().int().positive(),
+    last_seq: z.number().int().nonnegative(),
+    turns: z.object({ offset: z.number().int().nonnegative(), records: z.array(z.number().int()), ends: z.array(z.number().int()) }).strict(),
+    tools: z.object({ offset: z.number().int().nonnegative(), seqs: z.array(z.number().int()), ends: z.array(z.number().int()) }).strict(),
+    /** function_call seq -> seq of the first later output with its call_id, in this segment. */
+    pairs: z.record(z.string(), z.number().int().positive()),
+    /** call_id -> seq of the first output in this segment whose call is in an older one. */
+    orphans: z.record(z.string(), z.number().int().positive()),
+    messages: z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative(), count: z.number().int().nonnegative() }).strict(),
+  })
+  .strict();
+export type SegmentIndex = z.infer<typeof segmentIndexSchema>;
+
+/** Parses stored bytes as JSON of `schema`; anything else is a CorruptObjectError naming `key`. */
+export function parseStored<Schema extends z.ZodType>(key: string, bytes: Uint8Array, schema: Schema): z.infer<Schema> {
+  let value: unknown;
+  try {
+    value = JSON.parse(decodeUtf8(bytes));
+  } catch (error) {
+    throw new CorruptObjectError(key, `not UTF-8 JSON (${error instanceof Error ? error.message : String(error)})`);
+  }
+  return validateStored(key, value, schema);
+}
+
+/** Validates an already parsed value read from `key` against `schema`. */
+export function validateStored<Schema extends z.ZodType>(key: string, value: unknown, schema: Schema): z.infer<Schema> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const where = issue && issue.path.length > 0 ? ` at ${issue.path.join('.')}` : '';
+    throw new CorruptObjectError(key, `${issue?.message ?? 'does not match its schema'}${where}`);
+  }
+  return parsed.data;
+}

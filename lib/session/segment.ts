@@ -1,0 +1,293 @@
+import { z } from 'zod';
+import { CorruptObjectError } from '../errors.ts';
+import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
+import {
+  logItemSchema,
+  segmentIndexSchema,
+  segmentTurnSchema,
+  validateStored,
+  type LogItem,
+  type SegmentIndex,
+  type SegmentTurn,
+} from './records.ts';
+
+/**
+ * Segments: immutable objects packing many old records. Layout, one JSON value per line:
+ *
+ *   [turns section][tools section][messages section][index JSON][footer]
+ *
+ * The footer (33 bytes: `<index offset, 12 digits> <index length, 12 digits> TGSEG1\n`) locates
+ * the index. Messages sit last, right before the index, because every tail view needs all of
+ * them; tool traffic sits before them and is read from its end only as far as a view needs,
+ * or by single lines (through the index's offsets) for the few seqs a strategy must see.
+ */
+
+const FOOTER_LENGTH = 33;
+const FIRST_READ = 64 * 1024;
+const encoder = new TextEncoder();
+
+export interface SegmentContent {
+  firstRecord: number;
+  lastRecord: number;
+  /** Every item of the packed records, in seq order (dense). */
+  items: LogItem[];
+  /** The outcome of every model turn in the packed records, in record order. */
+  turns: SegmentTurn[];
+}
+
+/** Serializes a segment. Deterministic: the same content gives the same bytes. */
+export function buildSegment(content: SegmentContent): Uint8Array {
+  const chunks: Uint8Array[] = [];
+  let offset = 0;
+  const append = (text: string) => {
+    const bytes = encoder.encode(text);
+    chunks.push(bytes);
+    offset += bytes.length;
+    return offset;
+  };
+  const turnsOffset = offset;
+  const turnEnds = content.turns.map((turn) => append(`${JSON.stringify(turn)}\n`));
+  const toolsOffset = offset;
+  const toolSeqs: number[] = [];
+  const toolEnds: number[] = [];
+  for (const item of content.items) {
+    if (item.type === 'message') continue;
+    toolSeqs.push(item.seq);
+    toolEnds.push(append(`${JSON.stringify(item)}\n`));
+  }
+  const messagesOffset = offset;
+  let messageCount = 0;
+  for (const item of content.items) {
+    if (item.type !== 'message') continue;
+    messageCount += 1;
+    append(`${JSON.stringify(item)}\n`);
+  }
+  const pairs: Record<string, number> = {};
+  const orphans: Record<string, number> = {};
+  const awaiting = new Map<string, number>();
+  for (const item of content.items) {
+    if (item.type === 'function_call') awaiting.set(item.call_id, item.seq);
+    else if (item.type === 'function_call_output') {
+      const call = awaiting.get(item.call_id);
+      if (call !== undefined) {
+        pairs[String(call)] = item.seq;
+        awaiting.delete(item.call_id);
+      } else if (!(item.call_id in orphans)) orphans[item.call_id] = item.seq;
+    }
+  }
+  const first = content.items[0];
+  const last = content.items[content.items.length - 1];
+  const index: SegmentIndex = {
+    format: 'tailgate.segment.v1',
+    first_record: content.firstRecord,
+    last_record: content.lastRecord,
+    first_seq: first ? first.seq : 1,
+    last_seq: last ? last.seq : 0,
+    turns: { offset: turnsOffset, records: content.turns.map((turn) => turn.record), ends: turnEnds },
+    tools: { offset: toolsOffset, seqs: toolSeqs, ends: toolEnds },
+    pairs,
+    orphans,
+    messages: { offset: messagesOffset, length: offset - messagesOffset, count: messageCount },
+  };
+  const indexOffset = offset;
+  const indexLength = append(JSON.stringify(index)) - indexOffset;
+  append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1\n`);
+  const body = new Uint8Array(offset);
+  let position = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, position);
+    position += chunk.length;
+  }
+  return body;
+}
+
+/**
+ * Reads one segment from its end with Range requests: 64 KiB first, then doubling, keeping
+ * one contiguous buffer of the object's tail. Lines outside the buffer are read one range
+ * each. Everything read is validated; a mismatch is a CorruptObjectError naming the key.
+ */
+export class SegmentReader {
+  readonly key: string;
+  readonly #store: ObjectStore;
+  readonly #expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
+  #buffer: Uint8Array = new Uint8Array(0);
+  #start = 0;
+  #size = 0;
+  #index: SegmentIndex | null = null;
+  #messages: LogItem[] | null = null;
+  /** Bytes fetched so far (for measurements). */
+  bytesRead = 0;
+
+  constructor(store: ObjectStore, key: string, expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }) {
+    this.#store = store;
+    this.key = key;
+    this.#expected = expected;
+  }
+
+  /** The index; the first call reads the last 64 KiB (or more when the index is larger). */
+  async index(): Promise<SegmentIndex> {
+    if (this.#index) return this.#index;
+    const object = await this.#store.get(this.key, { range: { suffix: FIRST_READ } });
+    if (!object) throw new SegmentMissingError(this.key);
+    this.bytesRead += object.body.length;
+    const body = object.body;
+    if (body.length < FOOTER_LENGTH) throw new CorruptObjectError(this.key, 'too short for a segment');
+    const footer = this.#text(body.subarray(body.length - FOOTER_LENGTH));
+    const match = /^(\d{12}) (\d{12}) TGSEG1\n$/.exec(footer);
+    if (!match) throw new CorruptObjectError(this.key, 'no segment footer');
+    const indexOffset = Number(match[1]);
+    const indexLength = Number(match[2]);
+    this.#size = indexOffset + indexLength + FOOTER_LENGTH;
+    if (body.length > this.#size) throw new CorruptObjectError(this.key, 'segment footer does not match its size');
+    this.#buffer = body;
+    this.#start = this.#size - body.length;
+    await this.#extendTo(indexOffset);
+    const index = this.#parse(this.#slice(indexOffset, indexOffset + indexLength), segmentIndexSchema);
+    const expected = this.#expected;
+    if (
+      index.first_record !== expected.firstRecord ||
+      index.last_record !== expected.lastRecord ||
+      index.first_seq !== expected.firstSeq ||
+      index.last_seq !== expected.lastSeq ||
+      index.tools.seqs.length !== index.tools.ends.length ||
+      index.turns.records.length !== index.turns.ends.length ||
+      index.tools.seqs.length + index.messages.count !== index.last_seq - index.first_seq + 1 ||
+      index.messages.offset + index.messages.length !== indexOffset
+    ) {
+      throw new CorruptObjectError(this.key, 'segment index does not match its key');
+    }
+    this.#index = index;
+    return index;
+  }
+
+  /** Every message item of the segment, in seq order. */
+  async messages(): Promise<LogItem[]> {
+    if (this.#messages) return this.#messages;
+    const index = await this.index();
+    await this.#extendTo(index.messages.offset);
+    const items = this.#lines(this.#slice(index.messages.offset, index.messages.offset + index.messages.length), logItemSchema);
+    if (items.length !== index.messages.count || items.some((item) => item.type !== 'message' || item.seq < index.first_seq || item.seq > index.last_seq)) {
+      throw new CorruptObjectError(this.key, 'segment messages do not match its index');
+    }
+    this.#messages = items;
+    return items;
+  }
+
+  /**
+   * The tool items at positions [from, to) of the tools section. With `fromEnd`, the tail
+   * buffer grows (doubling) to cover them, as a newest-first walk wants; otherwise one
+   * range request reads just those lines.
+   */
+  async tools(from: number, to: number, fromEnd: boolean): Promise<LogItem[]> {
+    const index = await this.index();
+    if (from >= to) return [];
+    const start = from === 0 ? index.tools.offset : index.tools.ends[from - 1]!;
+    const end = index.tools.ends[to - 1]!;
+    if (fromEnd) await this.#extendTo(start);
+    let bytes: Uint8Array;
+    if (start >= this.#start) bytes = this.#slice(start, end);
+    else {
+      const object = await this.#store.get(this.key, { range: { offset: start, length: end - start } });
+      if (!object) throw new SegmentMissingError(this.key);
+      if (object.body.length !== end - start) throw new CorruptObjectError(this.key, 'short range read');
+      this.bytesRead += object.body.length;
+      bytes = object.body;
+    }
+    const items = this.#lines(bytes, logItemSchema);
+    if (items.length !== to - from || items.some((item, i) => item.type === 'message' || item.seq !== index.tools.seqs[from + i])) {
+      throw new CorruptObjectError(this.key, 'segment tool lines do not match its index');
+    }
+    return items;
+  }
+
+  /** The outcome of model turn record `record`, or null when the segment has none. */
+  async turn(record: number): Promise<SegmentTurn | null> {
+    const index = await this.index();
+    const position = index.turns.records.indexOf(record);
+    if (position < 0) return null;
+    const start = position === 0 ? index.turns.offset : index.turns.ends[position - 1]!;
+    const object = await this.#store.get(this.key, { range: { offset: start, length: index.turns.ends[position]! - start } });
+    if (!object) throw new SegmentMissingError(this.key);
+    this.bytesRead += object.body.length;
+    const [turn] = this.#lines(object.body, segmentTurnSchema);
+    if (!turn || turn.record !== record) throw new CorruptObjectError(this.key, 'segment turn line does not match its index');
+    return turn;
+  }
+
+  /** Everything in the segment (for merging into a larger one). */
+  async content(): Promise<SegmentContent> {
+    const index = await this.index();
+    await this.#extendTo(0);
+    const turns = this.#lines(this.#slice(index.turns.offset, index.tools.offset), segmentTurnSchema);
+    const tools = await this.tools(0, index.tools.seqs.length, true);
+    const items = [...tools, ...(await this.messages())].sort((a, b) => a.seq - b.seq);
+    return { firstRecord: index.first_record, lastRecord: index.last_record, items, turns };
+  }
+
+  async #extendTo(offset: number): Promise<void> {
+    if (offset >= this.#start) return;
+    const have = this.#size - this.#start;
+    const newStart = Math.max(0, Math.min(offset, this.#size - 2 * have));
+    const length = this.#start - newStart;
+    const object = await this.#store.get(this.key, { range: { offset: newStart, length } });
+    if (!object) throw new SegmentMissingError(this.key);
+    if (object.body.length !== length) throw new CorruptObjectError(this.key, 'short range read');
+    this.bytesRead += length;
+    const buffer = new Uint8Array(this.#buffer.length + length);
+    buffer.set(object.body, 0);
+    buffer.set(this.#buffer, length);
+    this.#buffer = buffer;
+    this.#start = newStart;
+  }
+
+  #slice(start: number, end: number): Uint8Array {
+    return this.#buffer.subarray(start - this.#start, end - this.#start);
+  }
+
+  #text(bytes: Uint8Array): string {
+    try {
+      return decodeUtf8(bytes);
+    } catch {
+      throw new CorruptObjectError(this.key, 'not UTF-8');
+    }
+  }
+
+  #parse<Schema extends z.ZodType>(bytes: Uint8Array, schema: Schema): z.infer<Schema> {
+    let value: unknown;
+    try {
+      value = JSON.parse(this.#text(bytes));
+    } catch (error) {
+      if (error instanceof CorruptObjectError) throw error;
+      throw new CorruptObjectError(this.key, 'segment section is not JSON');
+    }
+    return validateStored(this.key, value, schema);
+  }
+
+  #lines<Schema extends z.ZodType>(bytes: Uint8Array, schema: Schema): z.infer<Schema>[] {
+    const text = this.#text(bytes);
+    if (text === '') return [];
+    if (!text.endsWith('\n')) throw new CorruptObjectError(this.key, 'segment section does not end a line');
+    return text
+      .slice(0, -1)
+      .split('\n')
+      .map((line) => {
+        let value: unknown;
+        try {
+          value = JSON.parse(line);
+        } catch {
+          throw new CorruptObjectError(this.key, 'segment line is not JSON');
+        }
+        return validateStored(this.key, value, schema);
+      });
+  }
+}
+
+/** A segment listed a moment ago is gone (a concurrent packer merged it): list again. */
+export class SegmentMissingError extends Error {
+  readonly key: string;
+  constructor(key: string) {
+    super(`segment ${key} disappeared`);
+    this.name = 'SegmentMissingError';
+    this.key = key;
+  }
+}

@@ -1,0 +1,952 @@
+import { z } from 'zod';
+import { CorruptObjectError, InvalidRequestError, NotFoundError, StorageError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import { itemSchema, toolSchema, type Item, type PromptItem, type StoredItem, type Tool } from '../items.ts';
+import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
+import {
+  blobKey,
+  callMarkerKey,
+  doneKey,
+  idempotencyKey,
+  recordKey,
+  recordsPrefix,
+  segmentKey,
+  sessionConfigKey,
+  sessionPrefix,
+  validateId,
+} from './keys.ts';
+import { mapLimit } from './map-limit.ts';
+import { externalizePayloads, readPayload } from './payloads.ts';
+import {
+  callMarkerSchema,
+  doneSchema,
+  idempotencyClaimSchema,
+  parseStored,
+  recordSchema,
+  sessionConfigSchema,
+  type DoneRecord,
+  type LogItem,
+  type LogRecord,
+  type SessionConfig,
+  type SessionCounts,
+  type SegmentTurn,
+  type TurnStatus,
+} from './records.ts';
+import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from './segment.ts';
+import { SessionExistsError } from './session-exists-error.ts';
+import { TurnClosedError } from './turn-closed-error.ts';
+import { TurnInProgressError } from './turn-in-progress-error.ts';
+import { UnitCursor, type LogUnit } from './unit-cursor.ts';
+
+/** The fields a session is created with (API.md "Sessions"); null = the deployment default. */
+export interface NewSession {
+  id?: string;
+  instructions?: string | null;
+  model?: string | null;
+  strategies?: string | string[] | null;
+  strategy_config?: Record<string, unknown> | null;
+  tools?: Tool[] | null;
+  metadata?: Record<string, unknown> | null;
+}
+
+/** A session as the log returns it: its stored config plus counts from the newest record. */
+export interface SessionRecord {
+  id: string;
+  created_at: string;
+  instructions: string | null;
+  model: string | null;
+  strategies: string[] | null;
+  strategy_config: Record<string, unknown>;
+  tools: Tool[];
+  metadata: Record<string, unknown>;
+  counts: SessionCounts;
+}
+
+/** What a tail read needs: see `selectTail` in lib/strategies/select-tail.ts. */
+export interface TailRequirement {
+  toolCalls: number | 'all';
+  seqs: number[];
+}
+
+/** A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt`. */
+export interface OpenTurn {
+  sessionId: string;
+  session: SessionRecord;
+  /** The turn's ordinal among the session's model turns (API.md `turn`). */
+  turn: number;
+  /** The input items with their seqs, payloads whole. */
+  input: StoredItem[];
+  /** The aggregates of the history including the input. */
+  aggregates: HistoryAggregates;
+  leaseExpiresAt: string;
+  /** The record number (model turns and appends share one numbering). */
+  record: number;
+  /** Counts after the input. */
+  counts: SessionCounts;
+  /** The input as stored (large outputs as `output_ref`). */
+  inputRecords: LogItem[];
+}
+
+export interface StoredOutcome {
+  status: TurnStatus;
+  response?: unknown;
+  error?: { code: string; message: string; details?: unknown };
+}
+
+export type BeginTurnResult =
+  | { kind: 'replay'; response: unknown; status: TurnStatus; error?: { code: string; message: string; details?: unknown } }
+  | { kind: 'claimed'; turn: OpenTurn };
+
+export interface SessionLogOptions {
+  /** Prepended to every key (KEY_PREFIX). */
+  keyPrefix?: string;
+  clock?: () => Date;
+  /** How long a claimed turn stays open before a newcomer may close it as failed. */
+  leaseMs?: number;
+  /** Function outputs above this many UTF-8 bytes are stored out of line. */
+  blobThreshold?: number;
+  /** Packing starts once this many closed records older than the newest `keepRecords` exist. */
+  packMinRecords?: number;
+  /** The newest records stay unpacked (the newest always does: claims read it). */
+  keepRecords?: number;
+  /** A segment below this size absorbs the next records when packing. */
+  segmentTargetBytes?: number;
+  /** Generates ids for sessions created without one. */
+  generateId?: () => string;
+}
+
+export interface PackResult {
+  packed: boolean;
+  /** The segment written (or found already written). */
+  segment?: string;
+  records?: number;
+  /** Objects deleted: packed records, merged segments, leftovers of earlier crashes. */
+  deleted: number;
+}
+
+const PARALLEL_GETS = 6;
+const MAX_CLAIM_ATTEMPTS = 64;
+const MAX_LISTING_RETRIES = 4;
+
+const idempotencyKeySchema = z.string().min(1).max(256);
+const strategiesSchema = z.union([z.string(), z.array(z.string().min(1))]).nullable();
+const newSessionSchema = z
+  .object({
+    id: z.string().optional(),
+    instructions: z.string().nullable().optional(),
+    model: z.string().nullable().optional(),
+    strategies: strategiesSchema.optional(),
+    strategy_config: z.record(z.string(), z.unknown()).nullable().optional(),
+    tools: z.array(toolSchema).nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+  })
+  .strict();
+const itemsSchema = z.array(itemSchema).min(1);
+const outcomeSchema = z.object({
+  status: z.enum(['completed', 'failed', 'aborted']),
+  output: z.array(itemSchema),
+  receipt: z.unknown(),
+  response: z.unknown().optional(),
+  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
+});
+
+interface Head {
+  config: SessionConfig;
+  /** The newest record and its completion, or null for a log without records. */
+  newest: { record: LogRecord; done: DoneRecord | null } | null;
+}
+
+/**
+ * The session log on an ObjectStore (DESIGN.md "Storage"): a write-once log whose commit
+ * point is a create-only put of the next record number. Nothing is rewritten per turn, a turn
+ * costs a constant number of storage operations, and reads go newest first, only as far as
+ * needed. Old records are packed into immutable segments by `pack`.
+ *
+ * Concurrency: two writers of the same record number race on a create-only put; the loser
+ * reads the log again and retries (appends) or finds the open turn (turn claims). A model
+ * turn holds a lease; an expired one is closed as failed by the next writer.
+ *
+ * @example
+ *   const log = new SessionLog(new MemoryStore());
+ *   await log.create({ id: 's1' });
+ *   const begun = await log.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
+ */
+export class SessionLog {
+  readonly #store: ObjectStore;
+  readonly #keyPrefix: string;
+  readonly #clock: () => Date;
+  readonly #leaseMs: number;
+  readonly #blobThreshold: number;
+  readonly #packMinRecords: number;
+  readonly #keepRecords: number;
+  readonly #segmentTargetBytes: number;
+  readonly #generateId: () => string;
+
+  constructor(store: ObjectStore, options: SessionLogOptions = {}) {
+    this.#store = store;
+    this.#keyPrefix = options.keyPrefix ?? '';
+    this.#clock = options.clock ?? (() => new Date());
+    this.#leaseMs = options.leaseMs ?? 300_000;
+    this.#blobThreshold = options.blobThreshold ?? 8192;
+    this.#packMinRecords = Math.max(1, options.packMinRecords ?? 8);
+    this.#keepRecords = Math.max(1, options.keepRecords ?? 2);
+    this.#segmentTargetBytes = options.segmentTargetBytes ?? 1024 * 1024;
+    this.#generateId = options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`);
+  }
+
+  /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
+  async create(input: NewSession): Promise<SessionRecord> {
+    const fields = parseInput(newSessionSchema, input);
+    const id = validateId(fields.id ?? this.#generateId());
+    const config: SessionConfig = {
+      format: 'tailgate.session.v1',
+      id,
+      created_at: this.#clock().toISOString(),
+      instructions: fields.instructions ?? null,
+      model: fields.model ?? null,
+      strategies: normalizeStrategies(fields.strategies),
+      strategy_config: fields.strategy_config ?? {},
+      tools: fields.tools ?? [],
+      metadata: fields.metadata ?? {},
+    };
+    const written = await this.#store.put(sessionConfigKey(this.#keyPrefix, id), JSON.stringify(config), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    });
+    if (!written) throw new SessionExistsError(id);
+    return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
+  }
+
+  /** The session with its counts. A missing session: NotFoundError. */
+  async get(id: string): Promise<SessionRecord> {
+    const head = await this.#head(id);
+    return toSessionRecord(head.config, countsOf(head.newest));
+  }
+
+  /**
+   * Changes config fields (PATCH). A conditional put (If-Match on the etag read), retried
+   * when another update won in between, so no concurrent change is lost.
+   */
+  async update(id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
+    const fields = parseInput(newSessionSchema.omit({ id: true }), patch);
+    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+      const { config, info } = await this.#readConfig(id);
+      const next: SessionConfig = { ...config };
+      if (fields.instructions !== undefined) next.instructions = fields.instructions;
+      if (fields.model !== undefined) next.model = fields.model;
+      if (fields.strategies !== undefined) next.strategies = normalizeStrategies(fields.strategies);
+      if (fields.strategy_config !== undefined) next.strategy_config = fields.strategy_config ?? {};
+      if (fields.tools !== undefined) next.tools = fields.tools ?? [];
+      if (fields.metadata !== undefined) next.metadata = fields.metadata ?? {};
+      const written = await this.#store.put(sessionConfigKey(this.#keyPrefix, id), JSON.stringify(next), {
+        ifMatch: info.etag,
+        contentType: 'application/json',
+      });
+      if (written) return toSessionRecord(next, countsOf((await this.#newest(id)).newest));
+      await backoff(attempt);
+    }
+    throw new StorageError(`session ${id}: too many concurrent updates`);
+  }
+
+  /**
+   * Deletes every object under the session's prefix (records, segments, blobs, markers,
+   * inbox), page by page, and the config last, so an interrupted delete can be repeated.
+   */
+  async delete(id: string): Promise<void> {
+    const configKey = sessionConfigKey(this.#keyPrefix, id);
+    if (!(await this.#store.head(configKey))) throw new NotFoundError(`session ${id} not found`, { id });
+    const prefix = sessionPrefix(this.#keyPrefix, id);
+    let startAfter: string | undefined;
+    for (;;) {
+      const page = await this.#store.list(prefix, { limit: 1000, ...(startAfter ? { startAfter } : {}) });
+      const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey);
+      if (keys.length > 0) await this.#store.delete(keys);
+      if (!page.truncated || page.objects.length === 0) break;
+      startAfter = page.objects[page.objects.length - 1]!.key;
+    }
+    await this.#store.delete(configKey);
+  }
+
+  /**
+   * Appends items without a model turn (POST /items): one create-only record. Seqs are dense
+   * from 1 and never reused; racing appends retry until each one commits.
+   * An open model turn: TurnInProgressError.
+   */
+  async append(id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number }> {
+    const input = parseInput(itemsSchema, items);
+    const { record } = await this.#commit(id, input, { kind: 'append' });
+    return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1 };
+  }
+
+  /**
+   * Begins a model turn. With an idempotency key already used on this session, returns the
+   * stored outcome of that turn (replay) and does nothing else; if that turn is still open,
+   * TurnInProgressError. Otherwise claims the next record (create-only) holding the input, so
+   * the input is durable before this resolves. Another open turn with an unexpired lease:
+   * TurnInProgressError; an expired one is closed as failed first.
+   */
+  async beginTurn(id: string, options: { input: Item[]; idempotencyKey?: string; request?: unknown }): Promise<BeginTurnResult> {
+    const input = parseInput(z.array(itemSchema), options.input);
+    let keyHash: string | undefined;
+    if (options.idempotencyKey !== undefined) {
+      keyHash = sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
+      const replay = await this.#replay(id, keyHash);
+      if (replay) return replay;
+    }
+    const { record, config } = await this.#commit(id, input, {
+      kind: 'turn',
+      ...(keyHash ? { keyHash } : {}),
+      ...(options.request !== undefined ? { request: options.request } : {}),
+    });
+    if (keyHash) {
+      const claimKey = idempotencyKey(this.#keyPrefix, id, keyHash);
+      const claimed = await this.#store.put(claimKey, JSON.stringify({ format: 'tailgate.idempotency.v1', record: record.record }), {
+        onlyIfAbsent: true,
+        contentType: 'application/json',
+      });
+      if (!claimed) {
+        // A concurrent request with the same key claimed it first: close ours, answer with theirs.
+        await this.#close(id, record, { status: 'failed', error: { code: 'duplicate_request', message: 'the idempotency key was claimed by another request' } });
+        const replay = await this.#replay(id, keyHash);
+        if (replay) return replay;
+        throw new TurnInProgressError(id, record.turn ?? 0);
+      }
+    }
+    const aggregates = await this.#extend(id, record.aggregates, record.items);
+    const session = toSessionRecord(config, record.counts);
+    return {
+      kind: 'claimed',
+      turn: {
+        sessionId: id,
+        session,
+        turn: record.turn!,
+        input: await this.#hydrateItems(id, record.items),
+        aggregates,
+        leaseExpiresAt: record.lease_expires_at!,
+        record: record.record,
+        counts: record.counts,
+        inputRecords: record.items,
+      },
+    };
+  }
+
+  /**
+   * The tail view of the history for an open turn (what `selectTail(full history,
+   * requirement)` returns), read newest first and only as far as needed: the suffix holding
+   * `toolCalls` calls and outputs, and before it only messages and the required calls (with
+   * their outputs). Outputs stored out of line come as `output_ref` with an empty `output`.
+   */
+  async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
+    return this.#withFreshListing(() =>
+      this.#readTail(turn.sessionId, turn.inputRecords, new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { below: turn.record }), requirement),
+    );
+  }
+
+  /**
+   * The tail view of the whole committed history for a prompt preview (no turn, no writes):
+   * `requirement` is computed from the history's aggregates, which are returned too.
+   */
+  async previewContext(
+    id: string,
+    requirement: (aggregates: HistoryAggregates) => TailRequirement,
+  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates }> {
+    return this.#withFreshListing(async () => {
+      const { newest } = await this.#head(id);
+      if (!newest) return { items: [], aggregates: emptyAggregates() };
+      const newestItems = [...newest.record.items, ...(newest.done?.items ?? [])];
+      const aggregates = await this.#extend(id, newest.record.aggregates, newestItems, { readOnly: true });
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { below: newest.record.record });
+      const items = await this.#readTail(id, newestItems, cursor, requirement(aggregates));
+      return { items, aggregates };
+    });
+  }
+
+  /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */
+  async hydrate(sessionId: string, items: PromptItem[]): Promise<PromptItem[]> {
+    validateId(sessionId);
+    return mapLimit(items, PARALLEL_GETS, async (item) => {
+      if (item.type !== 'function_call_output' || !item.output_ref) return item;
+      const { output_ref: ref, ...rest } = item;
+      return { ...rest, output: await readPayload(this.#store, blobKey(this.#keyPrefix, sessionId, ref.sha256), ref) };
+    });
+  }
+
+  /**
+   * Closes a turn with its outcome: output items get the next seqs, large outputs go out of
+   * line, and the response is kept for idempotent replay. Write-once: a turn closed already
+   * (its lease expired and a newcomer closed it) gives TurnClosedError.
+   */
+  async completeTurn(
+    turn: OpenTurn,
+    result: { status: TurnStatus; output: Item[]; receipt: unknown; response?: unknown; error?: { code: string; message: string; details?: unknown } },
+  ): Promise<StoredItem[]> {
+    const outcome = parseInput(outcomeSchema, result);
+    const createdAt = this.#clock().toISOString();
+    const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
+    const items = await externalizePayloads(this.#store, stored as LogItem[], this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, turn.sessionId, sha));
+    const done: DoneRecord = {
+      format: 'tailgate.done.v1',
+      record: turn.record,
+      completed_at: createdAt,
+      status: outcome.status,
+      items,
+      counts: {
+        items: turn.counts.items + stored.length,
+        turns: turn.counts.turns,
+        tool_calls: turn.counts.tool_calls + stored.filter((item) => item.type === 'function_call').length,
+      },
+      receipt: outcome.receipt,
+      ...(outcome.response !== undefined ? { response: outcome.response } : {}),
+      ...(outcome.error ? { error: outcome.error } : {}),
+    };
+    const written = await this.#store.put(doneKey(this.#keyPrefix, turn.sessionId, turn.record), JSON.stringify(done), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    });
+    if (!written) throw new TurnClosedError(turn.sessionId, turn.turn);
+    return stored;
+  }
+
+  /**
+   * A page of items, newest first: those with seq < `before` (all when absent), at most
+   * `limit` (1..1000), with payloads whole. Reads from the tail, so the newest page costs the
+   * same however long the session is.
+   */
+  async listItems(id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
+    const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
+    const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
+    const items = await this.#withFreshListing(async () => {
+      await this.#readConfig(id);
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100 });
+      const upper = before === undefined ? Number.POSITIVE_INFINITY : before - 1;
+      const page: LogItem[] = [];
+      for (let unit = await cursor.next(); unit && page.length < limit; unit = await cursor.next()) {
+        const wanted = limit - page.length;
+        if (unit.kind === 'record') {
+          const { record, done } = await this.#readRecord(unit);
+          const all = [...record.items, ...(done?.items ?? [])].filter((item) => item.seq <= upper).reverse();
+          page.push(...all.slice(0, wanted));
+          continue;
+        }
+        if (unit.firstSeq > upper || unit.lastSeq < unit.firstSeq) continue;
+        const high = Math.min(upper, unit.lastSeq);
+        const low = Math.max(unit.firstSeq, high - wanted + 1);
+        page.push(...(await this.#segmentRange(unit, low, high)).reverse());
+      }
+      return page;
+    });
+    const full = (await this.hydrate(id, items)) as StoredItem[];
+    const lowest = full.length > 0 ? full[full.length - 1]!.seq : null;
+    const hasMore = lowest !== null && lowest > 1;
+    return { items: full, has_more: hasMore, next_before: hasMore ? lowest : null };
+  }
+
+  /**
+   * Packs closed records older than the newest `keepRecords` into one immutable segment once
+   * at least `packMinRecords` of them exist (merging into the newest segment while it is below
+   * the target size), then deletes what the segment replaces. Safe to run concurrently and to
+   * interrupt anywhere: readers prefer a segment over the records it covers, and the next run
+   * deletes leftovers. Call it after a turn (e.g. in the background).
+   */
+  async pack(sessionId: string): Promise<PackResult> {
+    const prefix = recordsPrefix(this.#keyPrefix, sessionId);
+    const cursor = new UnitCursor(this.#store, prefix);
+    const records: Extract<LogUnit, { kind: 'record' }>[] = [];
+    let segment: Extract<LogUnit, { kind: 'segment' }> | null = null;
+    for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+      if (unit.kind === 'segment') {
+        segment = unit;
+        break;
+      }
+      records.push(unit);
+    }
+    const leftovers = [...cursor.leftovers];
+    const candidates = records.slice(this.#keepRecords).reverse();
+    let result: PackResult = { packed: false, deleted: 0 };
+    if (candidates.length >= this.#packMinRecords) {
+      try {
+        result = await this.#packRecords(sessionId, candidates, segment);
+      } catch (error) {
+        if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
+      }
+    }
+    if (leftovers.length > 0) {
+      await this.#store.delete(leftovers);
+      result = { ...result, deleted: result.deleted + leftovers.length };
+    }
+    return result;
+  }
+
+  /** Same as `pack`; the name the integrator's port may use. */
+  async packIfNeeded(sessionId: string): Promise<PackResult> {
+    return this.pack(sessionId);
+  }
+
+  async #packRecords(
+    sessionId: string,
+    candidates: Extract<LogUnit, { kind: 'record' }>[],
+    segment: Extract<LogUnit, { kind: 'segment' }> | null,
+  ): Promise<PackResult> {
+    const read = await mapLimit(candidates, PARALLEL_GETS, (unit) => this.#readRecord(unit));
+    // Stop before the first turn that is still open: only closed records are packed.
+    const openAt = read.findIndex(({ record, done }) => record.kind === 'turn' && !done);
+    const closed = openAt < 0 ? read : read.slice(0, openAt);
+    if (closed.length < this.#packMinRecords) return { packed: false, deleted: 0 };
+    const merge = segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < this.#segmentTargetBytes ? segment : null;
+    const base: SegmentContent = merge
+      ? await new SegmentReader(this.#store, merge.key, merge).content()
+      : { firstRecord: closed[0]!.record.record, lastRecord: 0, items: [], turns: [] };
+    const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
+    for (const { record, done } of closed) {
+      content.items.push(...record.items, ...(done?.items ?? []));
+      if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
+      content.lastRecord = record.record;
+    }
+    const first = content.items[0];
+    const last = content.items[content.items.length - 1];
+    const range = {
+      firstRecord: content.firstRecord,
+      lastRecord: content.lastRecord,
+      firstSeq: first ? first.seq : closed[0]!.record.first_seq,
+      lastSeq: last ? last.seq : closed[0]!.record.first_seq - 1,
+    };
+    const key = segmentKey(this.#keyPrefix, sessionId, range);
+    await this.#store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
+    const replaced = closed.flatMap(({ record, done }) => {
+      const keys = [recordKey(this.#keyPrefix, sessionId, record.record)];
+      if (done) keys.push(doneKey(this.#keyPrefix, sessionId, record.record));
+      return keys;
+    });
+    if (merge) replaced.push(merge.key);
+    await this.#store.delete(replaced);
+    return { packed: true, segment: key, records: closed.length, deleted: replaced.length };
+  }
+
+  // --- claims ---
+
+  /**
+   * Writes the next record (create-only) holding `input`. Closes an expired open turn first;
+   * an unexpired one is TurnInProgressError. Retries when another writer took the number.
+   */
+  async #commit(
+    id: string,
+    input: Item[],
+    options: { kind: 'append' | 'turn'; keyHash?: string; request?: unknown },
+  ): Promise<{ record: LogRecord; config: SessionConfig }> {
+    const written = new Set<string>();
+    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+      const head = await this.#head(id);
+      let newest = head.newest;
+      if (newest && newest.record.kind === 'turn' && !newest.done) {
+        const open = newest.record;
+        if (Date.parse(open.lease_expires_at ?? '') > this.#clock().getTime()) {
+          throw new TurnInProgressError(id, open.turn ?? 0, open.lease_expires_at);
+        }
+        const done = await this.#close(id, open, { status: 'failed', error: { code: 'lease_expired', message: `turn ${open.turn ?? 0} did not complete before its lease expired` } });
+        if (!done) continue;
+        newest = { record: open, done };
+      }
+      const counts = countsOf(newest);
+      const aggregates = newest ? await this.#extend(id, newest.record.aggregates, [...newest.record.items, ...(newest.done?.items ?? [])]) : emptyAggregates();
+      const now = this.#clock();
+      const createdAt = now.toISOString();
+      const firstSeq = counts.items + 1;
+      const stamped = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
+      const items = await externalizePayloads(this.#store, stamped, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha), written);
+      const number = (newest?.record.record ?? 0) + 1;
+      const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
+      const record: LogRecord = {
+        format: 'tailgate.record.v1',
+        record: number,
+        kind: options.kind,
+        created_at: createdAt,
+        first_seq: firstSeq,
+        items,
+        counts: {
+          items: counts.items + items.length,
+          turns: turn ?? counts.turns,
+          tool_calls: counts.tool_calls + items.filter((item) => item.type === 'function_call').length,
+        },
+        aggregates,
+        ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + this.#leaseMs).toISOString() } : {}),
+        ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
+        ...(options.request !== undefined ? { request: options.request } : {}),
+      };
+      const put = await this.#store.put(recordKey(this.#keyPrefix, id, number), JSON.stringify(record), {
+        onlyIfAbsent: true,
+        contentType: 'application/json',
+      });
+      if (put) return { record, config: head.config };
+      await backoff(attempt);
+    }
+    throw new StorageError(`session ${id}: too many concurrent writers`);
+  }
+
+  /** Writes the completion of `record` (create-only); null when someone else closed it. */
+  async #close(id: string, record: LogRecord, outcome: StoredOutcome): Promise<DoneRecord | null> {
+    const done: DoneRecord = {
+      format: 'tailgate.done.v1',
+      record: record.record,
+      completed_at: this.#clock().toISOString(),
+      status: outcome.status,
+      items: [],
+      counts: record.counts,
+      ...(outcome.error ? { error: outcome.error } : {}),
+    };
+    const put = await this.#store.put(doneKey(this.#keyPrefix, id, record.record), JSON.stringify(done), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    });
+    return put ? done : null;
+  }
+
+  /**
+   * The aggregates after `items` (committed, in seq order) given those before them. Call keys
+   * not known as repeated are checked against the create-only markers `calls/<key>` (holding
+   * the seq of the first call with that key): a marker with a lower seq means seen before.
+   * Markers are written only for committed items, by whoever extends first (idempotent).
+   */
+  async #extend(id: string, before: HistoryAggregates, items: readonly LogItem[], options: { readOnly?: boolean } = {}): Promise<HistoryAggregates> {
+    const firstSeqs = new Map<string, number>();
+    for (const item of items) {
+      if (item.type !== 'function_call') continue;
+      const key = callKey(item.name, item.arguments);
+      if (!(key in before.repeated) && !firstSeqs.has(key)) firstSeqs.set(key, item.seq);
+    }
+    const seen = new Set<string>();
+    await mapLimit([...firstSeqs], PARALLEL_GETS, async ([key, seq]) => {
+      const markerKey = callMarkerKey(this.#keyPrefix, id, key);
+      if (!options.readOnly) {
+        const put = await this.#store.put(markerKey, JSON.stringify({ format: 'tailgate.call.v1', seq }), { onlyIfAbsent: true, contentType: 'application/json' });
+        if (put) return;
+      }
+      const marker = await this.#store.get(markerKey);
+      if (marker && parseStored(markerKey, marker.body, callMarkerSchema).seq < seq) seen.add(key);
+    });
+    return extendAggregates(before, items as (LogItem & { seq: number })[], (key) => key in before.repeated || seen.has(key)).aggregates;
+  }
+
+  // --- idempotency ---
+
+  async #replay(id: string, keyHash: string): Promise<BeginTurnResult | null> {
+    const claimKey = idempotencyKey(this.#keyPrefix, id, keyHash);
+    const claim = await this.#store.get(claimKey);
+    if (!claim) return null;
+    const { record: number } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
+    const outcome = await this.#withFreshListing(() => this.#outcome(id, number, claimKey));
+    return { kind: 'replay', response: outcome.response ?? null, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) };
+  }
+
+  /** The stored outcome of model turn `number`, from its completion or from its segment. */
+  async #outcome(id: string, number: number, claimKey: string): Promise<StoredOutcome> {
+    const [recordObject, doneObject] = await Promise.all([
+      this.#store.get(recordKey(this.#keyPrefix, id, number)),
+      this.#store.get(doneKey(this.#keyPrefix, id, number)),
+    ]);
+    if (doneObject) return parseStored(doneKey(this.#keyPrefix, id, number), doneObject.body, doneSchema);
+    if (recordObject) {
+      const record = parseStored(recordKey(this.#keyPrefix, id, number), recordObject.body, recordSchema);
+      if (Date.parse(record.lease_expires_at ?? '') > this.#clock().getTime()) throw new TurnInProgressError(id, record.turn ?? 0, record.lease_expires_at);
+      const done = await this.#close(id, record, { status: 'failed', error: { code: 'lease_expired', message: `turn ${record.turn ?? 0} did not complete before its lease expired` } });
+      if (done) return done;
+      return this.#outcome(id, number, claimKey);
+    }
+    const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100 });
+    for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+      if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
+      const turn = await new SegmentReader(this.#store, unit.key, unit).turn(number);
+      if (turn) return turn;
+      break;
+    }
+    throw new CorruptObjectError(claimKey, `names turn record ${number}, which is missing`);
+  }
+
+  // --- reading ---
+
+  async #readConfig(id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
+    const key = sessionConfigKey(this.#keyPrefix, id);
+    const object = await this.#store.get(key);
+    if (!object) throw new NotFoundError(`session ${id} not found`, { id });
+    const config = parseStored(key, object.body, sessionConfigSchema);
+    if (config.id !== id) throw new CorruptObjectError(key, `holds session ${config.id}`);
+    return { config, info: object };
+  }
+
+  /** The config and the newest record (with its completion), read in parallel. */
+  async #head(id: string): Promise<Head> {
+    const [{ config }, { newest }] = await Promise.all([this.#readConfig(id), this.#newest(id)]);
+    return { config, newest };
+  }
+
+  async #newest(id: string): Promise<Pick<Head, 'newest'>> {
+    return this.#withFreshListing(async () => {
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 3 });
+      const unit = await cursor.next();
+      if (!unit) return { newest: null };
+      if (unit.kind === 'segment') throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
+      return { newest: await this.#readRecord(unit) };
+    });
+  }
+
+  async #readRecord(unit: Extract<LogUnit, { kind: 'record' }>): Promise<{ record: LogRecord; done: DoneRecord | null }> {
+    const [recordObject, doneObject] = await Promise.all([
+      this.#store.get(unit.key),
+      unit.doneKey ? this.#store.get(unit.doneKey) : Promise.resolve(null),
+    ]);
+    if (!recordObject) throw new RecordMissingError(unit.key);
+    const record = parseStored(unit.key, recordObject.body, recordSchema);
+    if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
+    checkDense(unit.key, record.items, record.first_seq);
+    let done: DoneRecord | null = null;
+    if (unit.doneKey) {
+      if (!doneObject) throw new RecordMissingError(unit.doneKey);
+      done = parseStored(unit.doneKey, doneObject.body, doneSchema);
+      if (done.record !== unit.record) throw new CorruptObjectError(unit.doneKey, `completes record ${done.record}`);
+      checkDense(unit.doneKey, done.items, record.first_seq + record.items.length);
+    }
+    return { record, done };
+  }
+
+  /** Items of a segment with seq in [low, high], in seq order. */
+  async #segmentRange(unit: Extract<LogUnit, { kind: 'segment' }>, low: number, high: number): Promise<LogItem[]> {
+    const reader = new SegmentReader(this.#store, unit.key, unit);
+    const index = await reader.index();
+    const from = lowerBound(index.tools.seqs, low);
+    const to = lowerBound(index.tools.seqs, high + 1);
+    const [messages, tools] = await Promise.all([reader.messages(), reader.tools(from, to, high === index.last_seq)]);
+    const items = [...messages.filter((item) => item.seq >= low && item.seq <= high), ...tools].sort((a, b) => a.seq - b.seq);
+    checkDense(unit.key, items, low);
+    if (items.length !== high - low + 1) throw new CorruptObjectError(unit.key, 'segment does not hold its seq range');
+    return items;
+  }
+
+  /**
+   * The tail walk behind readContext and previewContext. `newest` are the items newer than
+   * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
+   * outputs, then only messages, required calls and candidate outputs for them.
+   */
+  async #readTail(id: string, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement): Promise<PromptItem[]> {
+    const needed = requirement.toolCalls;
+    const required = new Set(requirement.seqs);
+    const suffix: LogItem[] = [];
+    const before: LogItem[] = [];
+    let cutSeq = needed !== 'all' && needed <= 0 ? Number.POSITIVE_INFINITY : 0;
+    let calls = 0;
+    let outputs = 0;
+    const visit = (item: LogItem) => {
+      if (cutSeq > 0) {
+        if (item.type === 'message' || item.type === 'function_call_output' || required.has(item.seq)) before.push(item);
+        return;
+      }
+      suffix.push(item);
+      if (item.type === 'function_call') calls += 1;
+      else if (item.type === 'function_call_output') outputs += 1;
+      if (needed !== 'all' && calls >= needed && outputs >= needed) cutSeq = item.seq;
+    };
+    for (let index = newest.length - 1; index >= 0; index--) visit(newest[index]!);
+    // Required calls found in segments, and the segments walked (newest first) for their outputs.
+    const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
+    const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[] }[] = [];
+    for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+      if (unit.kind === 'record') {
+        const { record, done } = await this.#readRecord(unit);
+        const items = [...record.items, ...(done?.items ?? [])];
+        for (let index = items.length - 1; index >= 0; index--) visit(items[index]!);
+        continue;
+      }
+      if (unit.lastSeq < unit.firstSeq) continue;
+      const reader = new SegmentReader(this.#store, unit.key, unit);
+      const index = await reader.index();
+      const messages = await reader.messages();
+      const messageBySeq = new Map(messages.map((item) => [item.seq, item]));
+      const loaded = new Map<number, LogItem>();
+      let position = index.tools.seqs.length;
+      let block = 32;
+      let seq = index.last_seq;
+      for (; seq >= index.first_seq && cutSeq === 0; seq--) {
+        const message = messageBySeq.get(seq);
+        if (message) {
+          visit(message);
+          continue;
+        }
+        position -= 1;
+        if (position < 0 || index.tools.seqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
+        if (!loaded.has(position)) {
+          const from = Math.max(0, position + 1 - block);
+          block *= 2;
+          const tools = await reader.tools(from, position + 1, true);
+          tools.forEach((item, offset) => loaded.set(from + offset, item));
+        }
+        visit(loaded.get(position)!);
+      }
+      if (cutSeq === 0) continue;
+      // Before the cut in this segment: messages, required calls, and their outputs.
+      for (const message of messages) if (message.seq <= seq) before.push(message);
+      const wantedPositions = index.tools.seqs
+        .map((toolSeq, toolPosition) => ({ toolSeq, toolPosition }))
+        .filter(({ toolSeq, toolPosition }) => toolPosition < position && required.has(toolSeq))
+        .map(({ toolPosition }) => toolPosition);
+      const calls = await this.#readPositions(reader, wantedPositions, loaded);
+      const outputPositions: number[] = [];
+      const segmentNumber = segments.length;
+      for (const call of calls) {
+        if (call.type !== 'function_call') continue;
+        before.push(call);
+        const outputSeq = index.pairs[String(call.seq)];
+        if (outputSeq !== undefined) {
+          if (outputSeq < cutSeq) outputPositions.push(lowerBound(index.tools.seqs, outputSeq));
+        } else pendingCalls.push({ call, segment: segmentNumber });
+      }
+      before.push(...(await this.#readPositions(reader, outputPositions, loaded)));
+      segments.push({ reader, orphans: index.orphans, seqs: index.tools.seqs });
+    }
+    // Outputs of required calls stored in a newer segment than the call.
+    for (const { call, segment } of pendingCalls) {
+      for (let newer = segment - 1; newer >= 0; newer--) {
+        const candidate = segments[newer]!;
+        const outputSeq = candidate.orphans[call.call_id];
+        if (outputSeq === undefined || outputSeq <= call.seq) continue;
+        if (outputSeq < cutSeq) before.push(...(await this.#readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], new Map())));
+        break;
+      }
+    }
+    return assembleView(before, suffix, cutSeq, required);
+  }
+
+  async #readPositions(reader: SegmentReader, positions: number[], loaded: Map<number, LogItem>): Promise<LogItem[]> {
+    const sorted = [...new Set(positions)].sort((a, b) => a - b);
+    const runs: [number, number][] = [];
+    for (const position of sorted) {
+      if (loaded.has(position)) continue;
+      const last = runs[runs.length - 1];
+      if (last && last[1] === position) last[1] = position + 1;
+      else runs.push([position, position + 1]);
+    }
+    await mapLimit(runs, PARALLEL_GETS, async ([from, to]) => {
+      const items = await reader.tools(from, to, false);
+      items.forEach((item, offset) => loaded.set(from + offset, item));
+    });
+    return sorted.map((position) => loaded.get(position)!);
+  }
+
+  async #hydrateItems(id: string, items: LogItem[]): Promise<StoredItem[]> {
+    return (await this.hydrate(id, items)) as StoredItem[];
+  }
+
+  /** Runs a read again with a fresh listing when a listed object vanished (a packer ran). */
+  async #withFreshListing<Result>(read: () => Promise<Result>): Promise<Result> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await read();
+      } catch (error) {
+        if (attempt >= MAX_LISTING_RETRIES || !(error instanceof SegmentMissingError || error instanceof RecordMissingError)) {
+          if (error instanceof SegmentMissingError || error instanceof RecordMissingError) {
+            throw new CorruptObjectError(error.key, 'listed but missing on every read');
+          }
+          throw error;
+        }
+      }
+    }
+  }
+}
+
+/** A record listed a moment ago is gone (packed meanwhile): list again. */
+class RecordMissingError extends Error {
+  readonly key: string;
+  constructor(key: string) {
+    super(`record ${key} disappeared`);
+    this.name = 'RecordMissingError';
+    this.key = key;
+  }
+}
+
+/** Applies selectTail's rule for the part before the cut, then appends the suffix. */
+function assembleView(before: LogItem[], suffix: LogItem[], cutSeq: number, required: Set<number>): PromptItem[] {
+  const bySeq = new Map<number, LogItem>();
+  for (const item of before) if (item.seq < cutSeq) bySeq.set(item.seq, item);
+  const view: PromptItem[] = [];
+  const awaiting = new Set<string>();
+  for (const item of [...bySeq.values()].sort((a, b) => a.seq - b.seq)) {
+    if (item.type === 'message') view.push(item);
+    else if (item.type === 'function_call') {
+      if (required.has(item.seq)) {
+        view.push(item);
+        awaiting.add(item.call_id);
+      }
+    } else if (awaiting.has(item.call_id)) {
+      view.push(item);
+      awaiting.delete(item.call_id);
+    }
+  }
+  for (let index = suffix.length - 1; index >= 0; index--) view.push(suffix[index]!);
+  return view;
+}
+
+function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
+  return {
+    record: record.record,
+    turn: record.turn ?? 0,
+    status: done.status,
+    ...(record.idempotency_key_sha256 ? { idempotency_key_sha256: record.idempotency_key_sha256 } : {}),
+    ...(done.response !== undefined ? { response: done.response } : {}),
+    ...(done.error ? { error: done.error } : {}),
+  };
+}
+
+function countsOf(newest: Head['newest']): SessionCounts {
+  if (!newest) return { items: 0, turns: 0, tool_calls: 0 };
+  return newest.done?.counts ?? newest.record.counts;
+}
+
+function toSessionRecord(config: SessionConfig, counts: SessionCounts): SessionRecord {
+  return {
+    id: config.id,
+    created_at: config.created_at,
+    instructions: config.instructions,
+    model: config.model,
+    strategies: config.strategies,
+    strategy_config: config.strategy_config,
+    tools: config.tools,
+    metadata: config.metadata,
+    counts: { ...counts },
+  };
+}
+
+function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
+  if (value === undefined || value === null) return null;
+  const names = (Array.isArray(value) ? value : value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
+  return names;
+}
+
+function parseInput<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new InvalidRequestError(`${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, { issues: parsed.error.issues });
+  }
+  return parsed.data;
+}
+
+function checkDense(key: string, items: readonly LogItem[], firstSeq: number): void {
+  items.forEach((item, index) => {
+    if (item.seq !== firstSeq + index) throw new CorruptObjectError(key, `seq ${item.seq} where ${firstSeq + index} was expected`);
+  });
+}
+
+/** First index in ascending `values` holding a value >= `target`. */
+function lowerBound(values: readonly number[], target: number): number {
+  let low = 0;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (values[middle]! < target) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+async function backoff(attempt: number): Promise<void> {
+  const delay = Math.min(200, 2 ** Math.min(attempt, 7)) * Math.random();
+  await new Promise((resolve) => setTimeout(resolve, delay));
+}

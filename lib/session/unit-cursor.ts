@@ -1,0 +1,115 @@
+import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import { parseRecordsEntry, RECORD_BOUND } from './keys.ts';
+
+/** One readable piece of the log, as a listing resolves it: a record, or a segment. */
+export type LogUnit =
+  | { kind: 'record'; record: number; key: string; doneKey: string | null }
+  | { kind: 'segment'; key: string; size: number; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
+
+interface Group {
+  prefix: string;
+  entries: ObjectInfo[];
+}
+
+/**
+ * Walks the records prefix newest first (one list request per page) and resolves it into
+ * units that cover each record once: where a segment and the records it packs are both
+ * present (a packer crashed or has not deleted them yet), the segment wins; of overlapping
+ * segments the one reaching furthest back wins. Everything covered is collected in
+ * `leftovers` for the packer to delete. Keys this log did not write are ignored.
+ */
+export class UnitCursor {
+  readonly leftovers: string[] = [];
+  /** List requests made so far. */
+  lists = 0;
+  readonly #store: ObjectStore;
+  readonly #prefix: string;
+  readonly #pageLimit: number;
+  #low: number;
+  #cursor: string | undefined;
+  #done = false;
+  #groups: Group[] = [];
+  #carry: Group | null = null;
+
+  /** `below`: only units of records below this number (the walk starts under it). */
+  constructor(store: ObjectStore, prefix: string, options: { pageLimit?: number; below?: number } = {}) {
+    this.#store = store;
+    this.#prefix = prefix;
+    this.#pageLimit = options.pageLimit ?? 1000;
+    this.#low = options.below ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** The next older unit, or null at the start of the log. */
+  async next(): Promise<LogUnit | null> {
+    for (;;) {
+      const group = await this.#nextGroup();
+      if (!group) return null;
+      const unit = this.#resolve(group);
+      if (unit) return unit;
+    }
+  }
+
+  async #nextGroup(): Promise<Group | null> {
+    while (this.#groups.length === 0) {
+      if (this.#done) {
+        const carry = this.#carry;
+        this.#carry = null;
+        return carry;
+      }
+      await this.#page();
+    }
+    return this.#groups.shift()!;
+  }
+
+  async #page(): Promise<void> {
+    const page = await this.#store.list(this.#prefix, { limit: this.#pageLimit, ...(this.#cursor ? { cursor: this.#cursor } : {}) });
+    this.lists += 1;
+    for (const object of page.objects) {
+      const name = object.key.slice(this.#prefix.length);
+      const groupPrefix = name.slice(0, 12);
+      if (this.#carry && this.#carry.prefix === groupPrefix) {
+        this.#carry.entries.push(object);
+        continue;
+      }
+      if (this.#carry) this.#groups.push(this.#carry);
+      this.#carry = { prefix: groupPrefix, entries: [object] };
+    }
+    if (page.truncated && page.cursor) this.#cursor = page.cursor;
+    else this.#done = true;
+  }
+
+  #resolve(group: Group): LogUnit | null {
+    const record = RECORD_BOUND - Number(group.prefix);
+    let recordKey: string | null = null;
+    let doneKey: string | null = null;
+    const segments: Extract<LogUnit, { kind: 'segment' }>[] = [];
+    for (const object of group.entries) {
+      const entry = parseRecordsEntry(object.key.slice(this.#prefix.length));
+      if (!entry) continue;
+      if (entry.kind === 'record') recordKey = object.key;
+      else if (entry.kind === 'done') doneKey = object.key;
+      else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
+    }
+    const keys = [recordKey, doneKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
+    if (!Number.isFinite(record) || record >= this.#low) {
+      if (this.#low !== Number.POSITIVE_INFINITY && record >= this.#low && this.#coveredBySegment) this.leftovers.push(...keys);
+      return null;
+    }
+    if (segments.length > 0) {
+      segments.sort((a, b) => a.firstRecord - b.firstRecord);
+      const [segment, ...covered] = segments;
+      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey].filter((key): key is string => key !== null));
+      this.#low = segment!.firstRecord;
+      this.#coveredBySegment = true;
+      return segment!;
+    }
+    if (recordKey) {
+      this.#low = record;
+      this.#coveredBySegment = false;
+      return { kind: 'record', record, key: recordKey, doneKey };
+    }
+    return null;
+  }
+
+  #coveredBySegment = false;
+}

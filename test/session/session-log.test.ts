@@ -1,0 +1,259 @@
+import { describe, expect, it } from 'vitest';
+import { CorruptObjectError, InvalidRequestError, NotFoundError } from '../../lib/errors.ts';
+import type { Item } from '../../lib/items.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
+import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
+import { TurnClosedError } from '../../lib/session/turn-closed-error.ts';
+import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
+
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
+const call = (id: string, name = 'lookup', args = '{}'): Item => ({ type: 'function_call', call_id: id, name, arguments: args });
+const output = (id: string, text: string): Item => ({ type: 'function_call_output', call_id: id, output: text });
+
+function setup(options: ConstructorParameters<typeof SessionLog>[1] = {}) {
+  const store = new MemoryStore();
+  let now = new Date('2026-01-01T00:00:00Z');
+  const log = new SessionLog(store, { clock: () => now, ...options });
+  return { store, log, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+}
+
+async function claim(log: SessionLog, id: string, input: Item[], idempotencyKey?: string): Promise<OpenTurn> {
+  const begun = await log.beginTurn(id, { input, ...(idempotencyKey ? { idempotencyKey } : {}) });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  return begun.turn;
+}
+
+describe('SessionLog: sessions', () => {
+  it('creates once, stores the config at session.json, and refuses a second create', async () => {
+    const { store, log } = setup();
+    const created = await log.create({ id: 's1', instructions: 'be brief', strategies: 'shorten_tools, inbox', metadata: { a: 1 } });
+    expect(created).toMatchObject({ id: 's1', instructions: 'be brief', model: null, strategies: ['shorten_tools', 'inbox'], tools: [], counts: { items: 0, turns: 0, tool_calls: 0 } });
+    expect(await store.head(sessionConfigKey('', 's1'))).not.toBeNull();
+    await expect(log.create({ id: 's1' })).rejects.toBeInstanceOf(SessionExistsError);
+    await expect(log.create({ id: 's1' })).rejects.toMatchObject({ code: 'session_exists' });
+    expect(await log.get('s1')).toEqual(created);
+  });
+
+  it('generates an id when none is given', async () => {
+    const { log } = setup();
+    const created = await log.create({});
+    expect(created.id).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+    expect((await log.get(created.id)).id).toBe(created.id);
+  });
+
+  it.each(['../x', 'a/b', '', 'x'.repeat(65), 'sp ace'])('refuses the invalid id %j before touching storage', async (id) => {
+    const { store, log } = setup();
+    await expect(log.create({ id })).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(log.get(id)).rejects.toBeInstanceOf(InvalidRequestError);
+    expect((await store.list('')).objects).toEqual([]);
+  });
+
+  it('gives NotFoundError for a missing session on every entry point', async () => {
+    const { log } = setup();
+    await expect(log.get('nope')).rejects.toMatchObject({ code: 'not_found' });
+    await expect(log.append('nope', [user('x')])).rejects.toBeInstanceOf(NotFoundError);
+    await expect(log.beginTurn('nope', { input: [user('x')] })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(log.listItems('nope', { limit: 10 })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(log.delete('nope')).rejects.toBeInstanceOf(NotFoundError);
+    await expect(log.update('nope', { model: 'echo' })).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it('updates only the given fields, keeps counts, and loses no concurrent update', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1', instructions: 'a', metadata: { keep: true } });
+    await log.append('s1', [user('x')]);
+    const updated = await log.update('s1', { model: 'echo', strategies: ['none'] });
+    expect(updated).toMatchObject({ instructions: 'a', model: 'echo', strategies: ['none'], metadata: { keep: true }, counts: { items: 1 } });
+    await Promise.all([log.update('s1', { instructions: 'b' }), log.update('s1', { metadata: { other: 1 } })]);
+    expect(await log.get('s1')).toMatchObject({ instructions: 'b', metadata: { other: 1 }, model: 'echo' });
+  });
+
+  it('deletes every object under the session prefix, over several list pages, and nothing else', async () => {
+    const { store, log } = setup({ blobThreshold: 16 });
+    await log.create({ id: 's1' });
+    await log.create({ id: 's10' });
+    for (let i = 0; i < 5; i++) await log.append('s1', [output(`c${i}`, `a large output number ${i} `.repeat(4))]);
+    for (let i = 0; i < 1100; i++) await store.put(`${sessionPrefix('', 's1')}inbox_removed/n${i}`, 'x');
+    await log.append('s10', [user('stay')]);
+    await log.delete('s1');
+    expect((await store.list(sessionPrefix('', 's1'))).objects).toEqual([]);
+    await expect(log.get('s1')).rejects.toBeInstanceOf(NotFoundError);
+    expect((await log.listItems('s10', { limit: 10 })).items).toHaveLength(1);
+  });
+});
+
+describe('SessionLog: items', () => {
+  it('assigns dense seqs from 1 across appends and turns, and never reuses one', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2 });
+    const turn = await claim(log, 's1', [user('c')]);
+    expect(turn.input.map((item) => item.seq)).toEqual([3]);
+    expect(turn.turn).toBe(1);
+    const stored = await log.completeTurn(turn, { status: 'completed', output: [call('k1'), assistant('d')], receipt: {} });
+    expect(stored.map((item) => item.seq)).toEqual([4, 5]);
+    // A failed turn's input keeps its seqs; the next seq follows it.
+    const failed = await claim(log, 's1', [user('e')]);
+    await log.completeTurn(failed, { status: 'failed', output: [], receipt: {}, error: { code: 'model_error', message: 'x' } });
+    expect(await log.append('s1', [output('k1', 'r')])).toEqual({ first_seq: 7, last_seq: 7 });
+    const page = await log.listItems('s1', { limit: 100 });
+    expect(page.items.map((item) => item.seq)).toEqual([7, 6, 5, 4, 3, 2, 1]);
+    expect(await log.get('s1')).toMatchObject({ counts: { items: 7, turns: 2, tool_calls: 1 } });
+  });
+
+  it('refuses empty and malformed items', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    await expect(log.append('s1', [])).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(log.append('s1', [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item])).rejects.toBeInstanceOf(InvalidRequestError);
+  });
+
+  it.each([
+    { before: undefined, limit: 3, seqs: [10, 9, 8], has_more: true, next_before: 8 },
+    { before: 8, limit: 3, seqs: [7, 6, 5], has_more: true, next_before: 5 },
+    { before: 3, limit: 5, seqs: [2, 1], has_more: false, next_before: null },
+    { before: 1, limit: 5, seqs: [], has_more: false, next_before: null },
+    { before: 100, limit: 1000, seqs: [10, 9, 8, 7, 6, 5, 4, 3, 2, 1], has_more: false, next_before: null },
+  ])('pages newest first: before=$before limit=$limit', async ({ before, limit, seqs, has_more, next_before }) => {
+    for (const packed of [false, true]) {
+      const { log } = setup({ packMinRecords: 2, keepRecords: 1 });
+      await log.create({ id: 's1' });
+      for (let i = 1; i <= 10; i += 2) await log.append('s1', [user(`m${i}`), call(`c${i}`)]);
+      if (packed) expect((await log.pack('s1')).packed).toBe(true);
+      const page = await log.listItems('s1', { limit, ...(before !== undefined ? { before } : {}) });
+      expect(page.items.map((item) => item.seq)).toEqual(seqs);
+      expect(page).toMatchObject({ has_more, next_before });
+    }
+  });
+
+  it.each([0, 1001, 1.5])('refuses the page limit %s', async (limit) => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    await expect(log.listItems('s1', { limit })).rejects.toBeInstanceOf(InvalidRequestError);
+  });
+
+  it('stores large outputs once out of line and returns them whole from listItems and hydrate', async () => {
+    const { store, log } = setup({ blobThreshold: 100 });
+    await log.create({ id: 's1' });
+    const big = 'x'.repeat(50) + 'é'.repeat(60);
+    await log.append('s1', [call('c1'), output('c1', big), output('c2', big), output('c3', 'small')]);
+    const blobs = await store.list(`${sessionPrefix('', 's1')}blob/`);
+    expect(blobs.objects).toHaveLength(1);
+    const page = await log.listItems('s1', { limit: 10 });
+    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual(['small', big, big, null]);
+    const turn = await claim(log, 's1', [user('go')]);
+    const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
+    const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
+    expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
+    const hydrated = await log.hydrate('s1', view);
+    expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([big, big, 'small']);
+    expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
+  });
+});
+
+describe('SessionLog: turns', () => {
+  it('refuses a second claim and an append while a turn is open', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    await claim(log, 's1', [user('a')]);
+    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toBeInstanceOf(TurnInProgressError);
+    await expect(log.append('s1', [user('b')])).rejects.toMatchObject({ code: 'turn_in_progress' });
+  });
+
+  it('closes a turn whose lease expired as failed and lets the newcomer proceed', async () => {
+    const { log, advance } = setup({ leaseMs: 1000 });
+    await log.create({ id: 's1' });
+    const crashed = await claim(log, 's1', [user('a')], 'key-1');
+    advance(999);
+    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toBeInstanceOf(TurnInProgressError);
+    advance(2);
+    const next = await claim(log, 's1', [user('b')]);
+    expect(next.turn).toBe(2);
+    expect(next.input[0]!.seq).toBe(2);
+    await expect(log.completeTurn(crashed, { status: 'completed', output: [assistant('late')], receipt: {} })).rejects.toBeInstanceOf(TurnClosedError);
+    const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'key-1' });
+    expect(replay).toMatchObject({ kind: 'replay', status: 'failed', error: { code: 'lease_expired' } });
+  });
+
+  it('replays the stored outcome for a repeated idempotency key, also after packing', async () => {
+    const { store, log } = setup({ packMinRecords: 2, keepRecords: 1 });
+    await log.create({ id: 's1' });
+    const turn = await claim(log, 's1', [user('a')], 'retry-me');
+    await expect(log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' })).rejects.toBeInstanceOf(TurnInProgressError);
+    await log.completeTurn(turn, { status: 'completed', output: [assistant('hello')], receipt: { seqs: [1] }, response: { turn: 1, text: 'hello' } });
+    const before = (await store.list('')).objects.length;
+    const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' });
+    expect(replay).toEqual({ kind: 'replay', status: 'completed', response: { turn: 1, text: 'hello' } });
+    expect((await store.list('')).objects.length).toBe(before);
+    for (let i = 0; i < 3; i++) await log.append('s1', [user(`x${i}`)]);
+    expect((await log.pack('s1')).packed).toBe(true);
+    expect(await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' })).toEqual(replay);
+    // A different key is a new turn.
+    expect((await log.beginTurn('s1', { input: [user('b')], idempotencyKey: 'other' })).kind).toBe('claimed');
+  });
+
+  it('keeps aggregates of the history, with repeated calls found through the call markers', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    const first = await claim(log, 's1', [user('go')]);
+    expect(first.aggregates).toMatchObject({ tool_calls: 0, tool_outputs: 0 });
+    await log.completeTurn(first, { status: 'completed', output: [call('a', 'ls', '{"d":1,"e":2}'), call('b', 'cat')], receipt: {} });
+    const second = await claim(log, 's1', [output('a', '1'), output('b', '2')]);
+    expect(second.aggregates).toMatchObject({ tool_calls: 2, tool_outputs: 2, repeated: {} });
+    await log.completeTurn(second, { status: 'completed', output: [call('c', 'ls', '{"e":2,"d":1}')], receipt: {} });
+    const third = await claim(log, 's1', [output('c', '3')]);
+    expect(third.aggregates.tool_calls).toBe(3);
+    expect(Object.values(third.aggregates.repeated)).toEqual([6]);
+  });
+});
+
+describe('SessionLog: corrupt and foreign objects', () => {
+  it.each([
+    ['not JSON', '{nope'],
+    ['foreign JSON', JSON.stringify({ hello: 'world' })],
+    ['invalid UTF-8', new Uint8Array([0xff, 0xfe, 0x7b])],
+  ])('reports %s at session.json as CorruptObjectError naming the key', async (_label, body) => {
+    const { store, log } = setup();
+    await store.put(sessionConfigKey('', 's1'), body);
+    const error = await log.get('s1').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CorruptObjectError);
+    expect((error as CorruptObjectError).key).toBe(sessionConfigKey('', 's1'));
+    expect((error as Error).message).toContain(sessionConfigKey('', 's1'));
+  });
+
+  it('reports a corrupt record, segment and blob by key, never returning partial data', async () => {
+    const { store, log } = setup({ packMinRecords: 2, keepRecords: 1, blobThreshold: 10 });
+    await log.create({ id: 's1' });
+    for (let i = 0; i < 4; i++) await log.append('s1', [user(`m${i}`), output(`c${i}`, `output number ${i}`)]);
+    const keys = (await store.list(`${sessionPrefix('', 's1')}turn/`)).objects.map((object) => object.key);
+    await store.put(keys[0]!, JSON.stringify({ format: 'tailgate.record.v1' }));
+    await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: keys[0] });
+    await log.create({ id: 's2' });
+    for (let i = 0; i < 4; i++) await log.append('s2', [user(`m${i}`), output(`c${i}`, 'short')]);
+    const packed = await log.pack('s2');
+    expect(packed.packed).toBe(true);
+    const segment = packed.segment!;
+    const original = (await store.get(segment))!.body;
+    const broken = original.slice();
+    broken[5] = 0x7d;
+    await store.put(segment, broken);
+    await expect(log.listItems('s2', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: segment });
+    await store.put(segment, original.slice(0, 20));
+    await expect(log.listItems('s2', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: segment });
+  });
+
+  it('reports a tampered out-of-line payload by its key', async () => {
+    const { store, log } = setup({ blobThreshold: 10 });
+    await log.create({ id: 's1' });
+    await log.append('s1', [output('c1', 'a long enough output')]);
+    const blob = (await store.list(`${sessionPrefix('', 's1')}blob/`)).objects[0]!.key;
+    await store.put(blob, 'tampered');
+    await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: blob });
+  });
+});
+
+defineSessionLogConcurrency('memory', () => new MemoryStore());

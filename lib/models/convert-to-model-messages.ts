@@ -37,7 +37,8 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  * - an assistant message with empty content is dropped (providers reject empty text blocks).
  *
  * `options.breakpoint` attaches provider options to the part (or system message) made from the
- * item at `breakpoint.index`.
+ * item at `breakpoint.index` (or, when that item is a dropped empty assistant message, from the
+ * nearest item before it).
  *
  * @example
  * convertToModelMessages([
@@ -63,6 +64,7 @@ export function convertToModelMessages(
     if (item.type === 'function_call' && laterOutputs.has(item.call_id)) answered.add(index);
   }
   const toolNames = new Map<string, string>();
+  const breakpointIndex = effectiveBreakpoint(items, options.breakpoint?.index);
 
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
@@ -94,7 +96,7 @@ export function convertToModelMessages(
   };
 
   items.forEach((item, index) => {
-    const providerOptions = options.breakpoint?.index === index ? options.breakpoint.providerOptions : undefined;
+    const providerOptions = breakpointIndex === index ? options.breakpoint?.providerOptions : undefined;
     const withOptions = providerOptions ? { providerOptions } : {};
 
     if (item.type === 'message') {
@@ -152,6 +154,18 @@ export function convertToModelMessages(
   });
   closeAssistant();
   return messages;
+}
+
+/** The breakpoint index moved back past items that produce no part (empty assistant messages). */
+function effectiveBreakpoint(items: PromptItem[], index: number | undefined): number | undefined {
+  if (index === undefined) return undefined;
+  let current = Math.min(index, items.length - 1);
+  while (current >= 0) {
+    const item = items[current]!;
+    if (!(item.type === 'message' && item.role === 'assistant' && item.content === '')) return current;
+    current--;
+  }
+  return undefined;
 }
 
 function pushPart(message: AssistantModelMessage, part: Exclude<AssistantModelMessage['content'], string>[number]) {

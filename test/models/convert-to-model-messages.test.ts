@@ -112,6 +112,16 @@ describe('convertToModelMessages', () => {
     expect(JSON.stringify(messages).split('cacheControl').length - 1).toBe(1);
   });
 
+  it('moves a breakpoint on a dropped empty assistant message back to the item before it', () => {
+    const messages = convertToModelMessages([user('hi'), assistant(''), user('next')], {
+      breakpoint: { index: 1, providerOptions: options },
+    });
+    expect(messages).toEqual([
+      { role: 'user', content: [{ ...text('hi'), providerOptions: options }] },
+      { role: 'user', content: [text('next')] },
+    ]);
+  });
+
   const itemArbitrary: fc.Arbitrary<PromptItem> = fc.oneof(
     fc.record({
       type: fc.constant('message' as const),
@@ -130,6 +140,20 @@ describe('convertToModelMessages', () => {
       output: fc.string({ maxLength: 8 }),
     }),
   );
+
+  it('places exactly one breakpoint whenever an item at or before its index makes a part (property)', () => {
+    fc.assert(
+      fc.property(fc.array(itemArbitrary, { maxLength: 14 }), fc.nat({ max: 16 }), (items, index) => {
+        const messages = convertToModelMessages(items, { breakpoint: { index, providerOptions: options } });
+        const marks = JSON.stringify(messages).split('cacheControl').length - 1;
+        const carrier = items
+          .slice(0, index + 1)
+          .some((item) => !(item.type === 'message' && item.role === 'assistant' && item.content === ''));
+        expect(marks).toBe(carrier ? 1 : 0);
+      }),
+      { numRuns: 200 },
+    );
+  });
 
   it('keeps every call, answers every call after it, never mutates its input (property)', () => {
     fc.assert(

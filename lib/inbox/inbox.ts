@@ -423,7 +423,7 @@ export class Inbox {
       content = new TextDecoder().decode(object.body);
     }
     const identity: Identity = {
-      etag: object.etag,
+      etag: plainEtag(object.etag),
       uploaded: object.uploaded.toISOString(),
       noticeId: object.metadata[META.noticeId] ?? '',
     };
@@ -571,6 +571,11 @@ function sameIdentity(claim: ObjectInfo, identity: Identity): boolean {
     claim.metadata[META.sourceUploaded] === identity.uploaded &&
     (claim.metadata[META.noticeId] ?? '') === identity.noticeId
   );
+}
+
+/** Etags without quotes or a weak marker: a metadata value need not keep them intact. */
+function plainEtag(etag: string): string {
+  return etag.replace(/^W\//, '').replaceAll('"', '');
 }
 
 function postedAtOf(info: ObjectInfo): string {

@@ -1,0 +1,107 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Item, PromptItem, StoredItem } from '../../lib/items.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { selectTail } from '../../lib/strategies/select-tail.ts';
+
+/**
+ * The store's side of the strategies' invariant: for any history written record by record
+ * (appends and model turns, packed into segments at random points, large outputs out of line),
+ * the tail view read from storage equals `selectTail(full history, requirement)`, and the
+ * aggregates handed out equal `computeAggregates(full history)`.
+ */
+
+const BLOB_THRESHOLD = 40;
+
+type Step = { kind: 'append' | 'turn'; input: ItemSpec[]; output: ItemSpec[]; pack: boolean };
+type ItemSpec = { kind: 'message'; role: 'user' | 'assistant'; length: number } | { kind: 'call'; name: number; args: number } | { kind: 'output'; length: number };
+
+const itemSpec: fc.Arbitrary<ItemSpec> = fc.oneof(
+  fc.record({ kind: fc.constant('message' as const), role: fc.constantFrom('user' as const, 'assistant' as const), length: fc.nat(30) }),
+  fc.record({ kind: fc.constant('call' as const), name: fc.nat(2), args: fc.nat(2) }),
+  fc.record({ kind: fc.constant('output' as const), length: fc.oneof(fc.nat(20), fc.integer({ min: 41, max: 120 })) }),
+);
+const step: fc.Arbitrary<Step> = fc.record({
+  kind: fc.constantFrom('append' as const, 'turn' as const),
+  input: fc.array(itemSpec, { minLength: 1, maxLength: 4 }),
+  output: fc.array(itemSpec, { maxLength: 3 }),
+  pack: fc.boolean(),
+});
+const requirement = fc.record({
+  toolCalls: fc.oneof(fc.constant('all' as const), fc.nat(6), fc.constant(1000)),
+  seqFractions: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }),
+});
+const layout = fc.record({ packMinRecords: fc.integer({ min: 1, max: 3 }), keepRecords: fc.integer({ min: 1, max: 2 }), segmentTargetBytes: fc.constantFrom(200, 2000, 1 << 20) });
+
+/** Turns specs into items: call ids are unique; outputs answer the oldest unanswered call. */
+function materialize(specs: ItemSpec[], state: { calls: number; open: string[]; counter: number }): Item[] {
+  return specs.map((spec) => {
+    state.counter += 1;
+    if (spec.kind === 'message') return { type: 'message', role: spec.role, content: `m${state.counter}-${'é'.repeat(spec.length)}` };
+    if (spec.kind === 'call') {
+      const id = `call_${state.calls++}`;
+      state.open.push(id);
+      return { type: 'function_call', call_id: id, name: `tool${spec.name}`, arguments: JSON.stringify({ a: spec.args }) };
+    }
+    const id = state.open.shift() ?? `orphan_${state.counter}`;
+    return { type: 'function_call_output', call_id: id, output: `o${state.counter}:${'x'.repeat(spec.length)}` };
+  });
+}
+
+const strip = (items: readonly PromptItem[]) => items.map(({ created_at: _created, ...rest }) => rest);
+
+describe('SessionLog tail reads match selectTail on the full history', () => {
+  it('readContext, hydrate and the aggregates equal the reference, with and without segments', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 10 }), fc.array(itemSpec, { minLength: 1, maxLength: 3 }), requirement, layout, async (steps, finalInput, wanted, options) => {
+        const store = new MemoryStore();
+        const log = new SessionLog(store, { blobThreshold: BLOB_THRESHOLD, ...options });
+        await log.create({ id: 's' });
+        const state = { calls: 0, open: [] as string[], counter: 0 };
+        const full: StoredItem[] = [];
+        for (const { kind, input, output, pack } of steps) {
+          if (kind === 'append') {
+            const items = materialize(input, state);
+            const { first_seq } = await log.append('s', items);
+            full.push(...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem));
+          } else {
+            const begun = await log.beginTurn('s', { input: materialize(input, state) });
+            if (begun.kind !== 'claimed') throw new Error('expected a claim');
+            full.push(...begun.turn.input);
+            full.push(...(await log.completeTurn(begun.turn, { status: 'completed', output: materialize(output, state), receipt: {} })));
+          }
+          if (pack) await log.pack('s');
+        }
+        const begun = await log.beginTurn('s', { input: materialize(finalInput, state) });
+        if (begun.kind !== 'claimed') throw new Error('expected a claim');
+        const turn = begun.turn;
+        full.push(...turn.input);
+        expect(full.map((item) => item.seq)).toEqual(full.map((_, index) => index + 1));
+        expect(turn.aggregates).toEqual(computeAggregates(full));
+
+        const calls = full.filter((item) => item.type === 'function_call').map((item) => item.seq);
+        const seqs = [...new Set(wanted.seqFractions.map((fraction) => calls[Math.floor(fraction * calls.length)]).filter((seq): seq is number => seq !== undefined))];
+        const tailRequirement = { toolCalls: wanted.toolCalls, seqs };
+        const expected = selectTail(full, tailRequirement);
+        const view = await log.readContext(turn, tailRequirement);
+        for (const item of view) {
+          if (item.type !== 'function_call_output') continue;
+          const original = full[item.seq! - 1] as StoredItem & { type: 'function_call_output' };
+          if (new TextEncoder().encode(original.output).length > BLOB_THRESHOLD) {
+            expect(item.output).toBe('');
+            expect(item.output_ref).toMatchObject({ length: original.output.length });
+          } else expect(item.output_ref).toBeUndefined();
+        }
+        expect(strip(await log.hydrate('s', view))).toEqual(strip(expected));
+
+        // The preview reads the committed history the same way.
+        const preview = await log.previewContext('s', () => tailRequirement);
+        expect(preview.aggregates).toEqual(computeAggregates(full));
+        expect(strip(await log.hydrate('s', preview.items))).toEqual(strip(expected));
+      }),
+      { numRuns: 150 },
+    );
+  });
+});

@@ -1,7 +1,19 @@
+import { R2Store } from '../lib/store/r2.ts';
+import { createApp } from './app.ts';
+
+/** The Workers bindings: the R2 bucket, an optional Workers AI binding, and string vars. */
+export interface Env {
+  BUCKET: R2Bucket;
+  AI?: unknown;
+  [name: string]: unknown;
+}
+
+const app = createApp({
+  store: (environment) => new R2Store((environment as unknown as Env).BUCKET),
+});
+
+export { app };
+
 export default {
-  async fetch(request: Request): Promise<Response> {
-    const url = new URL(request.url);
-    if (url.pathname === '/healthz') return Response.json({ ok: true });
-    return Response.json({ error: { code: 'not_found', message: 'no such route' } }, { status: 404 });
-  },
-} satisfies ExportedHandler;
+  fetch: (request, environment, context) => app.fetch(request, environment, context),
+} satisfies ExportedHandler<Env>;

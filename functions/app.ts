@@ -1,0 +1,120 @@
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context, MiddlewareHandler } from 'hono';
+import { env as runtimeEnv } from 'hono/adapter';
+import { bodyLimit } from 'hono/body-limit';
+import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config.ts';
+
+export type { AppEnv, RuntimeEnvironment } from './router.ts';
+import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
+import { bearerAuth } from './auth.ts';
+import { createServices } from './services.ts';
+import { onError } from './error-handler.ts';
+import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
+import { inboxRoutes } from './routes/inbox.ts';
+import { itemRoutes } from './routes/items.ts';
+import { promptRoutes } from './routes/prompt.ts';
+import { serviceRoutes, registerOpenApi } from './routes/service.ts';
+import { sessionRoutes } from './routes/sessions.ts';
+import { turnRoutes } from './routes/turns.ts';
+
+export interface AppOptions {
+  /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
+  store: (environment: RuntimeEnvironment, config: ServiceConfig) => ObjectStore;
+  /** Reads the runtime environment; default hono's `env(c)` (c.env, process.env, Deno.env). */
+  readEnvironment?: (c: Context) => RuntimeEnvironment;
+  /** Extra model settings, e.g. a `fetch` for tests; merged over the environment. */
+  modelEnvironment?: Partial<ModelEnvironment>;
+  clock?: () => Date;
+  log?: (message: string, details?: unknown) => void;
+}
+
+/**
+ * Assembles the HTTP API: one router per resource, one error handler, auth, body limits,
+ * and the per-request services (config is parsed on every request, never memoized).
+ */
+export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
+  const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
+  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
+  const app = createRouter();
+  app.onError(onError);
+  app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
+
+  app.route('/', serviceRoutes());
+
+  const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
+    c.set('config', parseServiceConfig(readEnvironment(c)));
+    await next();
+  };
+  app.use('*', configure);
+  app.use('*', bearerAuth({ config: (c) => c.get('config') }));
+  app.use('*', async (c, next) => {
+    const limit = bodyLimit({
+      maxSize: c.get('config').maxBodyBytes,
+      onError: () => {
+        throw new TailgateError('payload_too_large', `request body is larger than ${c.get('config').maxBodyBytes} bytes`, {
+          limit: c.get('config').maxBodyBytes,
+        });
+      },
+    });
+    return limit(c, next);
+  });
+  app.use('*', requireJsonBody);
+  app.use('*', async (c, next) => {
+    const environment = readEnvironment(c);
+    const config = c.get('config');
+    const strings = stringEnv(environment);
+    const modelEnvironment: ModelEnvironment = { ...strings, ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}), ...options.modelEnvironment };
+    c.set(
+      'services',
+      createServices({
+        store: options.store(environment, config),
+        config,
+        env: strings,
+        model: (id) => resolveModel(id, modelEnvironment),
+        background: backgroundRunner(c, log),
+        log,
+        ...(options.clock ? { clock: options.clock } : {}),
+      }),
+    );
+    await next();
+  });
+
+  app.route('/', sessionRoutes());
+  app.route('/', turnRoutes());
+  app.route('/', itemRoutes());
+  app.route('/', inboxRoutes());
+  app.route('/', promptRoutes());
+  registerOpenApi(app);
+  return app;
+}
+
+/**
+ * A body with a non-JSON content type is refused up front: the validator would otherwise
+ * read it as an empty object (`curl -d` without a JSON Content-Type creates a session with
+ * defaults instead of the one asked for).
+ */
+const requireJsonBody: MiddlewareHandler = async (c, next) => {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
+  const contentType = c.req.header('content-type');
+  if (contentType !== undefined && /^application\/([\w.-]+\+)?json\s*(;|$)/i.test(contentType)) return next();
+  const length = c.req.header('content-length');
+  if (contentType === undefined && (length === undefined || length === '0') && c.req.raw.body === null) return next();
+  throw new InvalidRequestError('the request body must be JSON: send Content-Type: application/json', { field: 'content-type' });
+};
+
+/** Runs work after the response: waitUntil on Workers, a tracked promise elsewhere. */
+function backgroundRunner(c: Context, log: (message: string, details?: unknown) => void): (task: Promise<unknown>) => void {
+  let waitUntil: ((promise: Promise<unknown>) => void) | undefined;
+  try {
+    const context = c.executionCtx;
+    waitUntil = context.waitUntil.bind(context);
+  } catch {
+    waitUntil = undefined;
+  }
+  return (task) => {
+    const guarded = task.catch((error: unknown) => log('tailgate: background task failed', error));
+    waitUntil?.(guarded);
+  };
+}

@@ -1,0 +1,82 @@
+import type { Context, ErrorHandler } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { ZodError } from 'zod';
+import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
+
+/**
+ * The one map from lib/ error codes to HTTP statuses (API.md "Conventions"). lib/ knows no
+ * status; everything it throws carries a snake_case code and lands here.
+ */
+export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
+  invalid_request: 400,
+  unknown_strategy: 400,
+  unauthorized: 401,
+  not_found: 404,
+  session_exists: 409,
+  name_taken: 409,
+  turn_in_progress: 409,
+  aborted: 409,
+  payload_too_large: 413,
+  model_error: 502,
+  model_timeout: 504,
+  not_configured: 503,
+  storage_error: 503,
+  corrupt_object: 500,
+};
+
+export interface ErrorBody {
+  error: { code: string; message: string; details?: unknown };
+}
+
+/** The status and JSON body for any thrown value; unknown errors become a generic 500. */
+export function errorBody(error: unknown, log: (message: string, error: unknown) => void = logError): { status: ContentfulStatusCode; body: ErrorBody } {
+  if (error instanceof TailgateError) {
+    const status = STATUS_BY_CODE[error.code] ?? 500;
+    if (status >= 500 && error.code !== 'model_error' && error.code !== 'model_timeout' && error.code !== 'not_configured') log(`tailgate: ${error.code}`, error);
+    const body: ErrorBody = { error: { code: error.code, message: error.message } };
+    if (error.details !== undefined) body.error.details = error.details;
+    return { status, body };
+  }
+  if (error instanceof HTTPException) {
+    // Hono's own client errors: malformed JSON from the validator, oversized bodies.
+    if (error.status === 413) return { status: 413, body: { error: { code: 'payload_too_large', message: error.message || 'request body too large' } } };
+    if (error.status >= 400 && error.status < 500) {
+      return { status: 400, body: { error: { code: 'invalid_request', message: error.message || 'invalid request' } } };
+    }
+  }
+  log('tailgate: unexpected error', error);
+  return { status: 500, body: { error: { code: 'internal_error', message: 'internal error' } } };
+}
+
+function logError(message: string, error: unknown): void {
+  console.error(message, error);
+}
+
+/** Hono's onError: the single error JSON shape from API.md. */
+export const onError: ErrorHandler = (error, c) => {
+  const { status, body } = errorBody(error);
+  return c.json(body, status);
+};
+
+/**
+ * Turns a zod failure into `invalid_request` naming the failing field, e.g.
+ * `body.input: Invalid input` or `body: unknown field "colour"`.
+ */
+export function validationError(error: ZodError, target: string): InvalidRequestError {
+  const issue = error.issues[0];
+  const base = target === 'json' ? 'body' : target;
+  if (!issue) return new InvalidRequestError(`invalid ${base}`, { field: base });
+  if (issue.code === 'unrecognized_keys') {
+    const path = [...issue.path, issue.keys[0] ?? ''].join('.');
+    const field = path;
+    return new InvalidRequestError(`${base}.${field}: unknown field`, { field, issues: error.issues });
+  }
+  const field = issue.path.map(String).join('.');
+  return new InvalidRequestError(`${field ? `${base}.${field}` : base}: ${issue.message}`, { field: field || base, issues: error.issues });
+}
+
+/** The defaultHook of every OpenAPIHono router: a failed validation throws to onError. */
+export function validationHook(result: { success: true } | { success: false; error: ZodError; target: string }, _c: Context): void {
+  if (!result.success) throw validationError(result.error, result.target);
+}

@@ -1,0 +1,30 @@
+import type { z } from 'zod';
+import { errorSchema } from './schemas.ts';
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'invalid_request or unknown_strategy',
+  401: 'unauthorized',
+  404: 'not_found',
+  409: 'session_exists, name_taken, turn_in_progress or aborted',
+  413: 'payload_too_large',
+  502: 'model_error',
+  503: 'not_configured',
+  504: 'model_timeout',
+};
+
+/** A required JSON request body. */
+export function jsonBody<Schema extends z.ZodType>(schema: Schema) {
+  return { required: true, content: { 'application/json': { schema } } } as const;
+}
+
+/** A JSON response of `schema`. */
+export function jsonResponse<Schema extends z.ZodType>(schema: Schema, description: string) {
+  return { description, content: { 'application/json': { schema } } } as const;
+}
+
+/** The error responses a route documents, all with API.md's error shape. */
+export function errorResponses<const Status extends number>(...statuses: Status[]): Record<Status, { description: string; content: { 'application/json': { schema: typeof errorSchema } } }> {
+  const responses = {} as Record<Status, { description: string; content: { 'application/json': { schema: typeof errorSchema } } }>;
+  for (const status of statuses) responses[status] = jsonResponse(errorSchema, ERROR_DESCRIPTIONS[status] ?? 'error');
+  return responses;
+}

@@ -1,0 +1,25 @@
+import { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import type { ServiceConfig } from '../lib/config.ts';
+import type { AppServices } from './services.ts';
+import { validationHook } from './error-handler.ts';
+
+/** The raw runtime environment of a request: bindings, vars and secrets as one object. */
+export type RuntimeEnvironment = Record<string, unknown>;
+
+export interface AppVariables {
+  config: ServiceConfig;
+  services: AppServices;
+}
+
+export interface AppEnv {
+  Bindings: RuntimeEnvironment;
+  Variables: AppVariables;
+}
+
+export type AppContext = Context<AppEnv>;
+
+/** A router with the shared validation hook (a failed validation is a 400 naming the field). */
+export function createRouter(): OpenAPIHono<AppEnv> {
+  return new OpenAPIHono<AppEnv>({ defaultHook: validationHook });
+}

@@ -1,0 +1,63 @@
+import { createRoute } from '@hono/zod-openapi';
+import { createRouter } from '../router.ts';
+import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { deliveredListSchema, noticeCreateSchema, noticeParamsSchema, noticePostedSchema, pendingListSchema, sessionIdParamsSchema } from '../schemas.ts';
+
+const postNoticeRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/inbox',
+  tags: ['inbox'],
+  summary: 'Post a one-shot notice for the next turn (the name `abort` aborts it)',
+  request: { params: sessionIdParamsSchema, body: jsonBody(noticeCreateSchema) },
+  responses: { 201: jsonResponse(noticePostedSchema, 'The notice is pending'), ...errorResponses(400, 401, 404, 409, 413, 503) },
+});
+
+const listPendingRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/inbox',
+  tags: ['inbox'],
+  summary: 'Pending notices, sorted by name',
+  request: { params: sessionIdParamsSchema },
+  responses: { 200: jsonResponse(pendingListSchema, 'Pending notices'), ...errorResponses(400, 401, 404, 503) },
+});
+
+const listDeliveredRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/inbox/delivered',
+  tags: ['inbox'],
+  summary: 'Delivered notices',
+  request: { params: sessionIdParamsSchema },
+  responses: { 200: jsonResponse(deliveredListSchema, 'Delivered notices'), ...errorResponses(400, 401, 404, 503) },
+});
+
+const withdrawRoute = createRoute({
+  method: 'delete',
+  path: '/v1/sessions/{id}/inbox/{name}',
+  tags: ['inbox'],
+  summary: 'Withdraw a pending notice',
+  request: { params: noticeParamsSchema },
+  responses: { 204: { description: 'Withdrawn' }, ...errorResponses(400, 401, 404, 503) },
+});
+
+/** The inbox routes (API.md "Inbox"). `delivered` is registered before `{name}`. */
+export function inboxRoutes() {
+  return createRouter()
+    .openapi(postNoticeRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      return c.json(await c.var.services.inbox.post(id, body), 201);
+    })
+    .openapi(listPendingRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json({ pending: await c.var.services.inbox.listPending(id) }, 200);
+    })
+    .openapi(listDeliveredRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json({ delivered: await c.var.services.inbox.listDelivered(id) }, 200);
+    })
+    .openapi(withdrawRoute, async (c) => {
+      const { id, name } = c.req.valid('param');
+      await c.var.services.inbox.withdraw(id, name);
+      return c.body(null, 204);
+    });
+}

@@ -1,0 +1,40 @@
+import { createRoute } from '@hono/zod-openapi';
+import { createRouter } from '../router.ts';
+import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { appendItemsSchema, appendResultSchema, itemPageSchema, listItemsQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
+import { checkItemSizes } from '../item-size.ts';
+
+const appendItemsRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/items',
+  tags: ['items'],
+  summary: 'Append items without calling the model or touching the inbox',
+  request: { params: sessionIdParamsSchema, body: jsonBody(appendItemsSchema) },
+  responses: { 201: jsonResponse(appendResultSchema, 'The seqs of the appended items'), ...errorResponses(400, 401, 404, 409, 413, 503) },
+});
+
+const listItemsRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/items',
+  tags: ['items'],
+  summary: 'A page of stored items, newest first',
+  request: { params: sessionIdParamsSchema, query: listItemsQuerySchema },
+  responses: { 200: jsonResponse(itemPageSchema, 'A page of items, newest first'), ...errorResponses(400, 401, 404, 503) },
+});
+
+/** POST/GET /v1/sessions/:id/items. */
+export function itemRoutes() {
+  return createRouter()
+    .openapi(appendItemsRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { items } = c.req.valid('json');
+      checkItemSizes(items, c.var.config.maxItemBytes);
+      return c.json(await c.var.services.sessions.append(id, items), 201);
+    })
+    .openapi(listItemsRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { before, limit } = c.req.valid('query');
+      const page = await c.var.services.sessions.listItems(id, { limit: limit ?? 100, ...(before !== undefined ? { before } : {}) });
+      return c.json(page, 200);
+    });
+}

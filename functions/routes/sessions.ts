@@ -1,0 +1,66 @@
+import { createRoute } from '@hono/zod-openapi';
+import { createRouter } from '../router.ts';
+import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { sessionCreateSchema, sessionIdParamsSchema, sessionPatchSchema, sessionSchema } from '../schemas.ts';
+import { normalizeSessionFields } from '../session-fields.ts';
+
+const createSessionRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions',
+  tags: ['sessions'],
+  summary: 'Create a session',
+  request: { body: jsonBody(sessionCreateSchema) },
+  responses: { 201: jsonResponse(sessionSchema, 'The new session'), ...errorResponses(400, 401, 409, 413, 503) },
+});
+
+const getSessionRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}',
+  tags: ['sessions'],
+  summary: 'Read a session with its counts',
+  request: { params: sessionIdParamsSchema },
+  responses: { 200: jsonResponse(sessionSchema, 'The session'), ...errorResponses(400, 401, 404, 503) },
+});
+
+const patchSessionRoute = createRoute({
+  method: 'patch',
+  path: '/v1/sessions/{id}',
+  tags: ['sessions'],
+  summary: 'Change config fields of a session',
+  request: { params: sessionIdParamsSchema, body: jsonBody(sessionPatchSchema) },
+  responses: { 200: jsonResponse(sessionSchema, 'The updated session'), ...errorResponses(400, 401, 404, 413, 503) },
+});
+
+const deleteSessionRoute = createRoute({
+  method: 'delete',
+  path: '/v1/sessions/{id}',
+  tags: ['sessions'],
+  summary: 'Delete everything stored for a session',
+  request: { params: sessionIdParamsSchema },
+  responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 401, 404, 503) },
+});
+
+/** POST/GET/PATCH/DELETE /v1/sessions[/:id]. */
+export function sessionRoutes() {
+  return createRouter()
+    .openapi(createSessionRoute, async (c) => {
+      const body = c.req.valid('json');
+      const { sessions } = c.var.services;
+      const session = await sessions.create({ ...normalizeSessionFields(body, c.var.services), ...(body.id !== undefined ? { id: body.id } : {}) });
+      return c.json(session, 201);
+    })
+    .openapi(getSessionRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json(await c.var.services.sessions.get(id), 200);
+    })
+    .openapi(patchSessionRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const body = c.req.valid('json');
+      return c.json(await c.var.services.sessions.update(id, normalizeSessionFields(body, c.var.services)), 200);
+    })
+    .openapi(deleteSessionRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      await c.var.services.sessions.delete(id);
+      return c.body(null, 204);
+    });
+}

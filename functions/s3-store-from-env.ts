@@ -1,0 +1,28 @@
+import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
+import { S3Store } from '../lib/store/s3.ts';
+
+/**
+ * The S3 store of the Deno and Node entries, from S3_ENDPOINT, S3_BUCKET, S3_REGION and the
+ * AWS_* keys. One client per distinct setting, so connections are reused across requests
+ * while a changed setting still takes effect.
+ */
+export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
+  const stores = new Map<string, S3Store>();
+  return (config) => {
+    const { endpoint, bucket, region, accessKeyId, secretAccessKey } = config.s3;
+    if (bucket === undefined) throw new NotConfiguredError('S3_BUCKET is not set', { variable: 'S3_BUCKET' });
+    const key = JSON.stringify([endpoint, bucket, region, accessKeyId, secretAccessKey]);
+    let store = stores.get(key);
+    if (!store) {
+      store = new S3Store({
+        bucket,
+        region,
+        ...(endpoint !== undefined ? { endpoint, forcePathStyle: true } : {}),
+        ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
+      });
+      if (stores.size > 16) stores.clear();
+      stores.set(key, store);
+    }
+    return store;
+  };
+}

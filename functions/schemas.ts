@@ -1,0 +1,188 @@
+import { z } from 'zod';
+import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
+
+/**
+ * The request and response schemas of API.md. The same objects validate requests and
+ * generate /openapi.json, so the document cannot drift from what is enforced.
+ * Request objects are strict: an unknown field is a 400 naming it.
+ */
+
+export const errorSchema = z
+  .object({
+    error: z.object({
+      code: z.string().meta({ example: 'invalid_request' }),
+      message: z.string(),
+      details: z.unknown().optional(),
+    }),
+  })
+  .meta({ id: 'Error' });
+
+export const sessionIdParamsSchema = z.object({
+  id: idSchema.meta({ param: { name: 'id', in: 'path' }, example: 's1' }),
+});
+
+export const noticeParamsSchema = sessionIdParamsSchema.extend({
+  name: z.string().min(1).max(200).meta({ param: { name: 'name', in: 'path' }, example: '0001-budget.md' }),
+});
+
+export const storedItemOutSchema = z
+  .object({
+    type: z.enum(['message', 'function_call', 'function_call_output']),
+    role: z.enum(['system', 'user', 'assistant']).optional(),
+    content: z.string().optional(),
+    call_id: z.string().optional(),
+    name: z.string().optional(),
+    arguments: z.string().optional(),
+    output: z.string().optional(),
+    seq: z.number().int().optional(),
+    created_at: z.string().optional(),
+    compacted: z.boolean().optional(),
+    synthetic: z.enum(['context_notice', 'inbox']).optional(),
+    pending: z.boolean().optional(),
+  })
+  .meta({ id: 'Item' });
+
+const strategiesSchema = z
+  .union([z.string().max(1000), z.array(z.string().min(1).max(100)).max(50)])
+  .meta({ description: 'A comma-separated string or an array of strategy names, applied in order.', example: 'shorten_tools_epoch_increment,inbox' });
+
+const strategyConfigSchema = z
+  .record(z.string(), z.number())
+  .meta({ description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.', example: { epoch_size: 10 } });
+
+const sessionFields = {
+  instructions: z.string().max(1_000_000).nullable().optional(),
+  model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
+  strategies: strategiesSchema.nullable().optional(),
+  strategy_config: strategyConfigSchema.nullable().optional(),
+  tools: z.array(toolSchema).max(512).nullable().optional(),
+  metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+};
+
+export const sessionCreateSchema = z
+  .object({ id: idSchema.optional(), ...sessionFields })
+  .strict()
+  .meta({ id: 'SessionCreate' });
+
+export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
+
+export const sessionSchema = z
+  .object({
+    id: z.string(),
+    created_at: z.string(),
+    instructions: z.string().nullable(),
+    model: z.string().nullable(),
+    strategies: z.array(z.string()).nullable(),
+    strategy_config: z.record(z.string(), z.unknown()),
+    tools: z.array(toolSchema),
+    metadata: z.record(z.string(), z.unknown()),
+    counts: z.object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() }),
+  })
+  .meta({ id: 'Session' });
+
+export const turnRequestSchema = z
+  .object({
+    input: z.union([z.string(), z.array(itemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
+    model: z.string().min(1).max(200).optional(),
+    strategies: strategiesSchema.optional(),
+    strategy_config: strategyConfigSchema.optional(),
+    tools: z.array(toolSchema).max(512).optional(),
+    stream: z.boolean().optional(),
+    max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
+    temperature: z.number().min(0).max(2).optional(),
+  })
+  .strict()
+  .meta({ id: 'TurnRequest' });
+export type TurnRequestBody = z.infer<typeof turnRequestSchema>;
+
+export const turnContextSchema = z
+  .object({
+    strategies: z.array(z.string()),
+    items_in_prompt: z.number().int(),
+    prompt_chars: z.number().int(),
+    tool_calls_total: z.number().int(),
+    kept_full: z.number().int(),
+    compacted: z.number().int(),
+    dropped: z.number().int(),
+    notices_delivered: z.array(z.string()),
+  })
+  .meta({ id: 'TurnContext' });
+
+export const turnResponseSchema = z
+  .object({
+    session_id: z.string(),
+    turn: z.number().int(),
+    output: z.array(storedItemOutSchema),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }),
+    context: turnContextSchema,
+  })
+  .meta({ id: 'TurnResponse' });
+
+export const appendItemsSchema = z
+  .object({ items: z.array(itemSchema).min(1).max(10_000) })
+  .strict()
+  .meta({ id: 'AppendItems' });
+
+export const appendResultSchema = z.object({ first_seq: z.number().int(), last_seq: z.number().int() });
+
+const positiveIntegerText = (name: string) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,15}$/, `${name} must be a positive integer`)
+    .transform(Number);
+
+export const listItemsQuerySchema = z.object({
+  before: positiveIntegerText('before')
+    .refine((value) => value >= 1, 'before must be at least 1')
+    .optional()
+    .meta({ param: { name: 'before', in: 'query' } }),
+  limit: positiveIntegerText('limit')
+    .refine((value) => value >= 1 && value <= 1000, 'limit must be 1..1000')
+    .optional()
+    .meta({ param: { name: 'limit', in: 'query' } }),
+});
+
+export const itemPageSchema = z.object({
+  items: z.array(storedItemOutSchema),
+  has_more: z.boolean(),
+  next_before: z.number().int().nullable(),
+});
+
+export const promptQuerySchema = z.object({
+  strategies: z.string().max(1000).optional().meta({ param: { name: 'strategies', in: 'query' } }),
+  strategy_config: z
+    .string()
+    .max(10_000)
+    .optional()
+    .meta({ param: { name: 'strategy_config', in: 'query' }, description: 'JSON object of thresholds' }),
+});
+
+export const promptPreviewSchema = z.object({
+  items: z.array(storedItemOutSchema),
+  context: turnContextSchema.extend({ notices_pending: z.array(z.string()).optional() }),
+});
+
+export const noticeNameSchema = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, 'must be 1-200 characters of [A-Za-z0-9._-], not starting with "."');
+
+export const noticeCreateSchema = z
+  .object({ content: z.string(), name: noticeNameSchema.optional() })
+  .strict()
+  .meta({ id: 'NoticeCreate' });
+
+export const noticePostedSchema = z.object({ name: z.string(), posted_at: z.string() });
+
+export const pendingListSchema = z.object({
+  pending: z.array(z.object({ name: z.string(), size: z.number().int(), posted_at: z.string() })),
+});
+
+export const deliveredListSchema = z.object({
+  delivered: z.array(
+    z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string(), delivered_at: z.string(), turn: z.number().int().nullable() }),
+  ),
+});
+
+export const healthSchema = z.object({ ok: z.literal(true) });

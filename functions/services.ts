@@ -1,0 +1,44 @@
+import type { ServiceConfig } from '../lib/config.ts';
+import { Inbox } from '../lib/inbox/inbox.ts';
+import type { Model } from '../lib/models/model.ts';
+import { SessionLog } from '../lib/session/session-log.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import type { TurnServices } from '../lib/turn.ts';
+
+/** What the routes work with: the turn pipeline's services, with the full log and inbox. */
+export interface AppServices extends TurnServices {
+  sessions: SessionLog;
+  inbox: Inbox;
+}
+
+export interface ServiceInputs {
+  store: ObjectStore;
+  config: ServiceConfig;
+  env: Record<string, string | undefined>;
+  model: (id: string) => Model;
+  background: (task: Promise<unknown>) => void;
+  log: (message: string, details?: unknown) => void;
+  clock?: () => Date;
+}
+
+/** Builds one request's services from its store and its freshly parsed config. */
+export function createServices(inputs: ServiceInputs): AppServices {
+  const { store, config, log } = inputs;
+  const clock = inputs.clock ? { clock: inputs.clock } : {};
+  return {
+    sessions: new SessionLog(store, { keyPrefix: config.keyPrefix, leaseMs: config.turnLeaseMs, blobThreshold: config.blobThresholdBytes, ...clock }),
+    inbox: new Inbox(store, {
+      keyPrefix: config.keyPrefix,
+      maxNoticeBytes: config.maxNoticeBytes,
+      log: (event) => {
+        if (event.level === 'warn') log(`tailgate inbox: ${event.message}`, { key: event.key, error: event.error });
+      },
+      ...clock,
+    }),
+    config,
+    env: inputs.env,
+    model: inputs.model,
+    background: inputs.background,
+    log,
+  };
+}

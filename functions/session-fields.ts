@@ -1,0 +1,25 @@
+import type { z } from 'zod';
+import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
+import { resolveStrategyNames, type TurnServices } from '../lib/turn.ts';
+import type { sessionPatchSchema } from './schemas.ts';
+
+type SessionFields = z.infer<typeof sessionPatchSchema>;
+
+/**
+ * Session config as stored: `strategies` always an array of known names, `strategy_config`
+ * checked key by key, so a bad value is refused when the session is written rather than on
+ * its next turn. `null` stays `null` (the deployment default); absent stays absent.
+ */
+export function normalizeSessionFields(body: SessionFields, services: Pick<TurnServices, 'env' | 'model'>): SessionFields & { strategies?: string[] | null } {
+  const fields: SessionFields & { strategies?: string[] | null } = {};
+  for (const key of ['instructions', 'model', 'tools', 'metadata'] as const) {
+    if (body[key] !== undefined) (fields as Record<string, unknown>)[key] = body[key];
+  }
+  // An unknown model is refused now, not on the session's first turn.
+  if (typeof body.model === 'string') services.model(body.model);
+  if (body.strategies !== undefined) fields.strategies = body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env);
+  if (body.strategy_config !== undefined) {
+    fields.strategy_config = body.strategy_config === null ? null : (parseStrategyConfigLayer(body.strategy_config, 'session') as Record<string, number>);
+  }
+  return fields;
+}

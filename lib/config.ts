@@ -1,0 +1,145 @@
+import { z } from 'zod';
+import { TailgateError } from './errors.ts';
+
+/**
+ * The service settings: one schema, parsed from a plain env object (workerd bindings and
+ * vars, `process.env`, `Deno.env`). Runtime entries pass the env in; lib/ never reads it.
+ *
+ * Parsed on every request and never memoized, so a changed variable takes effect without a
+ * restart and a long-lived isolate never freezes thresholds. Strategy thresholds are not here:
+ * lib/strategies resolves them (defaults < env < session < request) from the same env object.
+ */
+
+/** A deployment setting is missing or invalid (the service answers 503). */
+export class NotConfiguredError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('not_configured', message, details);
+    this.name = 'NotConfiguredError';
+  }
+}
+
+const MIB = 1024 * 1024;
+
+/** Unset and blank are the same: `API_TOKEN=""` means no token. */
+function optionalText() {
+  return z.preprocess((value) => (typeof value === 'string' && value.trim() === '' ? undefined : value), z.string().optional());
+}
+
+function positiveInteger(fallback: number) {
+  return z.preprocess(
+    (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
+    z.number().int().positive().default(fallback),
+  );
+}
+
+const booleanText = z.preprocess(
+  (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
+  z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
+).transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
+
+export const serviceEnvSchema = z.object({
+  API_TOKEN: optionalText(),
+  ALLOW_ANONYMOUS: booleanText,
+  KEY_PREFIX: z.preprocess(
+    (value) => (value === undefined ? '' : value),
+    z.string().regex(/^[A-Za-z0-9._/-]*$/, 'may hold only A-Z a-z 0-9 . _ / -').max(256),
+  ),
+  DEFAULT_MODEL: z.preprocess((value) => (value === undefined || value === '' ? 'echo' : value), z.string().min(1)),
+  PROMPT_STRATEGY: optionalText(),
+  MAX_BODY_BYTES: positiveInteger(4 * MIB),
+  MAX_ITEM_BYTES: positiveInteger(MIB),
+  MAX_NOTICE_BYTES: positiveInteger(256 * 1024),
+  TURN_LEASE_MS: positiveInteger(5 * 60_000),
+  BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
+  MODEL_TIMEOUT_MS: positiveInteger(120_000),
+  OPENAI_API_KEY: optionalText(),
+  OPENAI_BASE_URL: optionalText(),
+  OPENAI_COMPATIBLE_BASE_URL: optionalText(),
+  OPENAI_COMPATIBLE_API_KEY: optionalText(),
+  ANTHROPIC_API_KEY: optionalText(),
+  ANTHROPIC_BASE_URL: optionalText(),
+  S3_ENDPOINT: optionalText(),
+  S3_BUCKET: optionalText(),
+  S3_REGION: optionalText(),
+  AWS_ACCESS_KEY_ID: optionalText(),
+  AWS_SECRET_ACCESS_KEY: optionalText(),
+});
+
+export interface ServiceConfig {
+  apiToken: string | undefined;
+  allowAnonymous: boolean;
+  keyPrefix: string;
+  defaultModel: string;
+  promptStrategy: string | undefined;
+  maxBodyBytes: number;
+  maxItemBytes: number;
+  maxNoticeBytes: number;
+  turnLeaseMs: number;
+  blobThresholdBytes: number;
+  modelTimeoutMs: number;
+  /** Provider settings, by their env names, for lib/models. */
+  providers: Record<string, string | undefined>;
+  s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
+}
+
+/** Every variable the service reads, for documentation and the README. */
+export const SERVICE_ENV_NAMES = Object.keys(serviceEnvSchema.shape);
+
+/**
+ * Parses the service settings from a plain env object (non-string values such as bindings
+ * are ignored). Throws NotConfiguredError naming the variable when one is invalid.
+ *
+ * @example parseServiceConfig({ API_TOKEN: 'secret', KEY_PREFIX: 'prod/' }).maxBodyBytes // 4194304
+ */
+export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig {
+  const plain: Record<string, unknown> = {};
+  for (const name of SERVICE_ENV_NAMES) {
+    const value = env[name];
+    if (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number') plain[name] = value;
+  }
+  const parsed = serviceEnvSchema.safeParse(plain);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = String(issue?.path[0] ?? 'environment');
+    throw new NotConfiguredError(`invalid setting ${name}: ${issue?.message ?? 'invalid'}`, { variable: name });
+  }
+  const value = parsed.data;
+  return {
+    apiToken: value.API_TOKEN,
+    allowAnonymous: value.ALLOW_ANONYMOUS,
+    keyPrefix: value.KEY_PREFIX,
+    defaultModel: value.DEFAULT_MODEL,
+    promptStrategy: value.PROMPT_STRATEGY,
+    maxBodyBytes: value.MAX_BODY_BYTES,
+    maxItemBytes: value.MAX_ITEM_BYTES,
+    maxNoticeBytes: value.MAX_NOTICE_BYTES,
+    turnLeaseMs: value.TURN_LEASE_MS,
+    blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
+    modelTimeoutMs: value.MODEL_TIMEOUT_MS,
+    providers: {
+      OPENAI_API_KEY: value.OPENAI_API_KEY,
+      OPENAI_BASE_URL: value.OPENAI_BASE_URL,
+      OPENAI_COMPATIBLE_BASE_URL: value.OPENAI_COMPATIBLE_BASE_URL,
+      OPENAI_COMPATIBLE_API_KEY: value.OPENAI_COMPATIBLE_API_KEY,
+      ANTHROPIC_API_KEY: value.ANTHROPIC_API_KEY,
+      ANTHROPIC_BASE_URL: value.ANTHROPIC_BASE_URL,
+    },
+    s3: {
+      endpoint: value.S3_ENDPOINT,
+      bucket: value.S3_BUCKET,
+      region: value.S3_REGION ?? 'auto',
+      accessKeyId: value.AWS_ACCESS_KEY_ID,
+      secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
+    },
+  };
+}
+
+/**
+ * The plain string variables of an env object (bindings dropped), as lib/strategies and
+ * lib/models take them.
+ */
+export function stringEnv(env: Record<string, unknown>): Record<string, string | undefined> {
+  const strings: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(env)) if (typeof value === 'string') strings[name] = value;
+  return strings;
+}

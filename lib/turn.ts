@@ -1,0 +1,517 @@
+import type { ServiceConfig } from './config.ts';
+import { TailgateError } from './errors.ts';
+import { outputLength, type Item, type PromptItem, type StoredItem, type Tool } from './items.ts';
+import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelUsage } from './models/model.ts';
+import type { HistoryAggregates } from './strategies/aggregates.ts';
+import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
+import type { StrategyConfig } from './strategies/strategy-config.ts';
+
+/**
+ * The turn pipeline: the one place that orders the steps of a turn (DESIGN.md "One turn").
+ *
+ *  1. read the session (404), and resolve everything a bad request could fail on (strategy
+ *     names, thresholds, the model id) before anything is written, so a 400 stores nothing;
+ *  2. claim the turn with its input (durable before anything can fail) or replay the stored
+ *     response of a repeated Idempotency-Key (no model call, no inbox consumption);
+ *  3. read the history from the tail, only as far as the strategies need;
+ *  4. consume the inbox when `inbox` is in the strategy list; an `abort` notice closes the
+ *     turn as aborted and no model is called;
+ *  5. apply the strategies, put the session instructions first, fetch out-of-line payloads
+ *     the strategies kept whole;
+ *  6. call the model (streaming or not);
+ *  7. store the output and a compact receipt of what the model saw, which closes the turn.
+ *
+ * A failure after the claim closes the turn as failed (the input stays stored) and rethrows.
+ */
+
+/** The session as the session log returns it (nulls take the deployment's defaults). */
+export interface SessionView {
+  id: string;
+  created_at: string;
+  instructions: string | null;
+  model: string | null;
+  strategies: string[] | null;
+  strategy_config: Record<string, unknown> | null;
+  tools: Tool[] | null;
+  metadata: Record<string, unknown> | null;
+  counts: { items: number; turns: number; tool_calls: number };
+}
+
+/** A claimed turn, as the session log hands it out. */
+export interface OpenTurnView {
+  sessionId: string;
+  session: SessionView;
+  turn: number;
+  input: StoredItem[];
+  aggregates: HistoryAggregates;
+}
+
+export interface StoredError {
+  code: string;
+  message: string;
+  details?: unknown;
+}
+
+export type BeginTurnResult<Turn extends OpenTurnView> =
+  | { kind: 'replay'; response?: unknown; status: 'completed' | 'failed' | 'aborted'; error?: StoredError }
+  | { kind: 'claimed'; turn: Turn };
+
+/** What the pipeline needs of the session log (lib/session/session-log.ts). */
+export interface SessionLogPort<Turn extends OpenTurnView = OpenTurnView> {
+  get(id: string): Promise<SessionView>;
+  beginTurn(id: string, options: { input: Item[]; idempotencyKey?: string; request?: unknown }): Promise<BeginTurnResult<Turn>>;
+  readContext(turn: Turn, requirement: { toolCalls: number | 'all'; seqs: number[] }): Promise<PromptItem[]>;
+  previewContext(id: string, requirement: (aggregates: HistoryAggregates) => { toolCalls: number | 'all'; seqs: number[] }): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates }>;
+  hydrate(sessionId: string, items: PromptItem[]): Promise<PromptItem[]>;
+  completeTurn(
+    turn: Turn,
+    outcome: { status: 'completed' | 'failed' | 'aborted'; output: Item[]; receipt: unknown; response?: unknown; error?: StoredError },
+  ): Promise<StoredItem[]>;
+  pack?(sessionId: string): Promise<unknown>;
+}
+
+/** A delivered notice, as the inbox hands it to the pipeline. */
+export interface DeliveredNotice {
+  name: string;
+  stored_as: string;
+  content: string;
+  posted_at: string;
+}
+
+/** What the pipeline needs of the inbox (lib/inbox/inbox.ts). */
+export interface InboxPort {
+  consume(sessionId: string, options: { turn: number }): Promise<{ delivered: DeliveredNotice[]; abort?: { name: string; stored_as: string; reason: string } }>;
+  peek(sessionId: string): Promise<{ name: string; content: string }[]>;
+}
+
+/** Everything one request's pipeline works with, built per request by the runtime entry. */
+export interface TurnServices<Turn extends OpenTurnView = OpenTurnView> {
+  sessions: SessionLogPort<Turn>;
+  inbox: InboxPort;
+  config: ServiceConfig;
+  /** The plain string environment (strategy thresholds, PROMPT_STRATEGY). */
+  env: Record<string, string | undefined>;
+  /** Resolves a model id (throws a 400-coded error for an unknown one). */
+  model: (id: string) => Model;
+  /** Runs work that must outlive the response (waitUntil on Workers). */
+  background: (task: Promise<unknown>) => void;
+  log: (message: string, details?: unknown) => void;
+}
+
+/** The body of POST /v1/sessions/:id/turns, validated. */
+export interface TurnRequest {
+  input: string | Item[];
+  model?: string;
+  strategies?: string | string[];
+  strategy_config?: Record<string, unknown>;
+  tools?: Tool[];
+  max_output_tokens?: number;
+  temperature?: number;
+}
+
+/** API.md's `context` object. */
+export interface TurnContext {
+  strategies: string[];
+  items_in_prompt: number;
+  prompt_chars: number;
+  tool_calls_total: number;
+  kept_full: number;
+  compacted: number;
+  dropped: number;
+  notices_delivered: string[];
+}
+
+export type OutputItem = ModelOutputItem & { seq: number };
+
+/** API.md's 200 body of a turn. */
+export interface TurnResponse {
+  session_id: string;
+  turn: number;
+  output: OutputItem[];
+  usage: ModelUsage;
+  context: TurnContext;
+}
+
+export type TurnEvent =
+  | { event: 'turn.started'; data: { turn: number } }
+  | { event: 'output_text.delta'; data: { delta: string } }
+  | { event: 'output_item.done'; data: { item: OutputItem } }
+  | { event: 'turn.completed'; data: TurnResponse }
+  | { event: 'error'; data: { error: StoredError }; cause: unknown };
+
+/** The turn was ended by an `abort` notice (409). */
+export class AbortedError extends TailgateError {
+  constructor(reason: string, details: { reason: string; notice: string; stored_as: string; turn: number }) {
+    super('aborted', `the turn was aborted: ${reason}`, details);
+    this.name = 'AbortedError';
+  }
+}
+
+/** A replayed turn that had failed: the stored error, rethrown with its code. */
+export class ReplayedError extends TailgateError {
+  constructor(error: StoredError) {
+    super(error.code, error.message, error.details);
+    this.name = 'ReplayedError';
+  }
+}
+
+/**
+ * Runs one turn and returns API.md's 200 body. Replays the stored response (or error) of a
+ * repeated Idempotency-Key without calling the model or consuming the inbox.
+ *
+ * @example
+ * const response = await runTurn(services, 's1', { input: 'hello' }, {});
+ * response.output[0] // { type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }
+ */
+export function runTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string } = {},
+): Promise<TurnResponse> {
+  return executeTurn(services, sessionId, request, options);
+}
+
+/**
+ * The streaming variant of {@link runTurn}. The pipeline starts at once and runs on its own:
+ * it does not wait for the consumer, so a client that disconnects mid-stream does not stop
+ * the turn from completing and being stored. `done` settles when the turn is stored (or has
+ * failed); keep it alive (waitUntil) on runtimes that end work with the response.
+ *
+ * Events: turn.started {turn} (right before the model call, so every client error and an
+ * abort come earlier, as a thrown error), output_text.delta {delta}, output_item.done {item},
+ * then turn.completed {the 200 body} or error {error}.
+ */
+export function streamTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string } = {},
+): { events: AsyncIterable<TurnEvent>; done: Promise<void> } {
+  const channel = new EventChannel<TurnEvent>();
+  const done = executeTurn(services, sessionId, request, options, (event) => channel.push(event)).then(
+    (response) => channel.push({ event: 'turn.completed', data: response }),
+    (error: unknown) => channel.push({ event: 'error', data: { error: errorRecord(error) }, cause: error }),
+  );
+  void done.finally(() => channel.close());
+  return { events: channel, done };
+}
+
+/**
+ * The strategy names a list resolves to (undefined: PROMPT_STRATEGY from env, else the
+ * default list). Throws UnknownStrategyError (400, listing the known names) for an unknown
+ * one, so a bad list is refused before anything is stored.
+ */
+export function resolveStrategyNames(spec: string | readonly string[] | undefined, env: Record<string, string | undefined>): string[] {
+  return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
+}
+
+interface TurnPlan {
+  strategies: string[];
+  strategyConfig: StrategyConfig;
+  model: Model;
+  tools: Tool[];
+}
+
+/** Everything a request can be refused for, resolved before the turn is claimed. */
+function planTurn(services: TurnServices, session: SessionView, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
+  const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
+  const strategyConfig = resolveStrategyConfig({
+    env: services.env,
+    session: session.strategy_config ?? undefined,
+    request: request.strategy_config,
+  });
+  const model = services.model(request.model ?? session.model ?? services.config.defaultModel);
+  return { strategies, strategyConfig, model, tools: request.tools ?? session.tools ?? [] };
+}
+
+async function executeTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string },
+  emit?: (event: TurnEvent) => void,
+): Promise<TurnResponse> {
+  const { sessions } = services;
+  const session = await sessions.get(sessionId);
+  const plan = planTurn(services, session, request);
+  const input: Item[] = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
+
+  const begun = await sessions.beginTurn(sessionId, {
+    input,
+    ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
+    request: requestRecord(request),
+  });
+  if (begun.kind === 'replay') return replay(begun, emit);
+  const turn = begun.turn;
+
+  let receipt: TurnReceipt | undefined;
+  try {
+    const requirement = tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
+    const history = await sessions.readContext(turn, requirement);
+
+    let delivered: DeliveredNotice[] = [];
+    if (plan.strategies.includes('inbox')) {
+      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn });
+      delivered = consumed.delivered;
+      if (consumed.abort) {
+        const { abort } = consumed;
+        const error = new AbortedError(abort.reason, { reason: abort.reason, notice: abort.name, stored_as: abort.stored_as, turn: turn.turn });
+        await sessions.completeTurn(turn, {
+          status: 'aborted',
+          output: [],
+          receipt: { strategies: plan.strategies, notices: delivered.map(noticeRecord), abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason } },
+          error: errorRecord(error),
+        });
+        throw error;
+      }
+    }
+
+    const prepared = preparePrompt(history, plan.strategies, {
+      config: plan.strategyConfig,
+      env: services.env,
+      aggregates: turn.aggregates,
+      inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
+    });
+    const { prompt, cacheBreakpoint } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
+    const hydrated = await sessions.hydrate(sessionId, prompt);
+    const context: TurnContext = {
+      strategies: prepared.strategies,
+      items_in_prompt: hydrated.length,
+      prompt_chars: promptCharacters(hydrated),
+      ...prepared.stats,
+      notices_delivered: delivered.map((notice) => notice.name),
+    };
+    receipt = buildReceipt(plan, history, prepared.items, delivered, context);
+
+    const modelRequest: ModelRequest = {
+      prompt: hydrated,
+      tools: plan.tools,
+      ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+      ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
+      ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    };
+    emit?.({ event: 'turn.started', data: { turn: turn.turn } });
+    const firstSeq = nextSeq(turn);
+    const result = emit ? await streamModel(plan.model, modelRequest, firstSeq, emit) : await plan.model.generate(modelRequest);
+
+    const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
+    const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage: result.usage, context };
+    await sessions.completeTurn(turn, {
+      status: 'completed',
+      output: result.output,
+      receipt: { ...receipt, usage: result.usage },
+      response,
+    });
+    if (sessions.pack) services.background(sessions.pack(sessionId));
+    return response;
+  } catch (error) {
+    if (error instanceof AbortedError) throw error;
+    try {
+      await sessions.completeTurn(turn, { status: 'failed', output: [], receipt: receipt ?? { strategies: plan.strategies }, error: errorRecord(error) });
+    } catch (closeError) {
+      services.log('tailgate: could not close a failed turn', closeError);
+    }
+    throw error;
+  }
+}
+
+/** The first seq after the turn's input: where the model's output goes. */
+function nextSeq(turn: OpenTurnView): number {
+  const last = turn.input[turn.input.length - 1];
+  if (!last) throw new TailgateError('storage_error', 'the claimed turn holds no input');
+  return last.seq + 1;
+}
+
+async function streamModel(model: Model, request: ModelRequest, firstSeq: number, emit: (event: TurnEvent) => void): Promise<ModelResult> {
+  let index = 0;
+  for await (const event of model.stream(request)) {
+    if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
+    else if (event.type === 'item_done') emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
+    else return event.result;
+  }
+  throw new TailgateError('model_error', 'the model stream ended without a result');
+}
+
+function replay(begun: Extract<BeginTurnResult<OpenTurnView>, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
+  if (begun.status !== 'completed' || begun.response === undefined) {
+    throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
+  }
+  const response = begun.response as TurnResponse;
+  if (emit) {
+    emit({ event: 'turn.started', data: { turn: response.turn } });
+    for (const item of response.output) {
+      if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: item.content } });
+      emit({ event: 'output_item.done', data: { item } });
+    }
+  }
+  return response;
+}
+
+/** The session instructions go first, as a system message; the cache breakpoint shifts with them. */
+function withInstructions(instructions: string | null, items: PromptItem[], stablePrefixLength: number): { prompt: PromptItem[]; cacheBreakpoint?: number } {
+  const prompt: PromptItem[] = instructions ? [{ type: 'message', role: 'system', content: instructions }, ...items] : items;
+  const stable = stablePrefixLength + (instructions ? 1 : 0);
+  return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
+}
+
+function inboxMessage(content: string): PromptItem {
+  return { type: 'message', role: 'user', content, synthetic: 'inbox' };
+}
+
+/** Characters the model is sent: message content, call names and arguments, outputs. */
+export function promptCharacters(prompt: PromptItem[]): number {
+  let total = 0;
+  for (const item of prompt) {
+    if (item.type === 'message') total += item.content.length;
+    else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
+    else total += item.output_ref && item.output === '' ? outputLength(item) : item.output.length;
+  }
+  return total;
+}
+
+/** The error JSON body's inner object, for any thrown value (unknown errors stay generic). */
+export function errorRecord(error: unknown): StoredError {
+  if (error instanceof TailgateError) {
+    return error.details === undefined ? { code: error.code, message: error.message } : { code: error.code, message: error.message, details: error.details };
+  }
+  return { code: 'internal_error', message: 'internal error' };
+}
+
+/** What the turn stores of the request (for the record; replay does not re-run it). */
+function requestRecord(request: TurnRequest): Record<string, unknown> {
+  const { input: _input, ...rest } = request;
+  return rest;
+}
+
+interface TurnReceipt {
+  model: string;
+  strategies: string[];
+  /** Seq ranges ("1-40,42") of history items sent whole, compacted, or read and dropped. */
+  whole: string;
+  compacted: string;
+  dropped: string;
+  /** Items of the history before the tail that was read: dropped without being read. */
+  unread_before: number | null;
+  notices: { name: string; stored_as: string; posted_at: string }[];
+  context: TurnContext;
+  usage?: ModelUsage;
+}
+
+/**
+ * The compact record of what the model saw: which seqs went in whole, compacted or not at
+ * all, and which notices were delivered. Ranges keep it small at any session length.
+ */
+function buildReceipt(plan: TurnPlan, history: PromptItem[], prompt: PromptItem[], delivered: DeliveredNotice[], context: TurnContext): TurnReceipt {
+  const whole: number[] = [];
+  const compacted: number[] = [];
+  const seen = new Set<number>();
+  for (const item of prompt) {
+    if (item.seq === undefined) continue;
+    seen.add(item.seq);
+    (item.compacted ? compacted : whole).push(item.seq);
+  }
+  const dropped = history.flatMap((item) => (item.seq !== undefined && !seen.has(item.seq) ? [item.seq] : []));
+  const firstRead = history.find((item) => item.seq !== undefined)?.seq;
+  return {
+    model: plan.model.id,
+    strategies: plan.strategies,
+    whole: seqRanges(whole),
+    compacted: seqRanges(compacted),
+    dropped: seqRanges(dropped),
+    unread_before: firstRead ?? null,
+    notices: delivered.map(noticeRecord),
+    context,
+  };
+}
+
+function noticeRecord(notice: DeliveredNotice): { name: string; stored_as: string; posted_at: string } {
+  return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at };
+}
+
+/** `[1,2,3,5,7,8]` -> `"1-3,5,7-8"`. */
+export function seqRanges(seqs: number[]): string {
+  const sorted = [...seqs].sort((a, b) => a - b);
+  const parts: string[] = [];
+  let start: number | undefined;
+  let previous: number | undefined;
+  for (const seq of sorted) {
+    if (start !== undefined && previous !== undefined && seq === previous + 1) {
+      previous = seq;
+      continue;
+    }
+    if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
+    start = seq;
+    previous = seq;
+  }
+  if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
+  return parts.join(',');
+}
+
+/**
+ * What the model would be sent now, with no side effects: nothing is claimed, consumed or
+ * written. Pending notices appear where the `inbox` strategy would put them, marked
+ * `pending: true`; the context counts them in `notices_pending`, not `notices_delivered`.
+ */
+export async function previewPrompt(
+  services: TurnServices,
+  sessionId: string,
+  query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
+): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
+  const session = await services.sessions.get(sessionId);
+  const plan = planTurn(services, session, query);
+  const { items: history, aggregates } = await services.sessions.previewContext(sessionId, (aggregates) =>
+    tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
+  );
+  const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
+  const prepared = preparePrompt(history, plan.strategies, {
+    config: plan.strategyConfig,
+    env: services.env,
+    aggregates,
+    inbox: (items) => [...items, ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const }))],
+  });
+  const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
+  const items = await services.sessions.hydrate(sessionId, prompt);
+  return {
+    items,
+    context: {
+      strategies: prepared.strategies,
+      items_in_prompt: items.length,
+      prompt_chars: promptCharacters(items),
+      ...prepared.stats,
+      notices_delivered: [],
+      notices_pending: pending.map((notice) => notice.name),
+    },
+  };
+}
+
+/** An unbounded single-consumer queue: the producer never waits for the consumer. */
+class EventChannel<T> implements AsyncIterable<T> {
+  #buffer: T[] = [];
+  #closed = false;
+  #wake: (() => void) | undefined;
+
+  push(value: T): void {
+    if (this.#closed) return;
+    this.#buffer.push(value);
+    this.#wake?.();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      const next = this.#buffer.shift();
+      if (next !== undefined) {
+        yield next;
+        continue;
+      }
+      if (this.#closed) return;
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+      this.#wake = undefined;
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { NotConfiguredError, parseServiceConfig } from '../../lib/config.ts';
+
+describe('parseServiceConfig', () => {
+  it('gives the documented defaults for an empty env', () => {
+    const config = parseServiceConfig({});
+    expect(config).toMatchObject({
+      apiToken: undefined,
+      allowAnonymous: false,
+      keyPrefix: '',
+      defaultModel: 'echo',
+      maxBodyBytes: 4 * 1024 * 1024,
+      maxItemBytes: 1024 * 1024,
+      maxNoticeBytes: 256 * 1024,
+      blobThresholdBytes: 8 * 1024,
+      modelTimeoutMs: 120_000,
+    });
+    expect(config.s3.region).toBe('auto');
+  });
+
+  it.each([
+    ['true', true],
+    ['TRUE', true],
+    ['1', true],
+    ['yes', true],
+    ['false', false],
+    ['0', false],
+    ['', false],
+  ])('reads ALLOW_ANONYMOUS=%j as %s', (value, expected) => {
+    expect(parseServiceConfig({ ALLOW_ANONYMOUS: value }).allowAnonymous).toBe(expected);
+  });
+
+  it('treats a blank token as no token, and ignores bindings and unknown variables', () => {
+    const config = parseServiceConfig({ API_TOKEN: '  ', BUCKET: { get() {} }, PATH: '/usr/bin' });
+    expect(config.apiToken).toBeUndefined();
+  });
+
+  it.each([
+    ['MAX_BODY_BYTES', 'lots'],
+    ['MAX_ITEM_BYTES', '0'],
+    ['TURN_LEASE_MS', '-5'],
+    ['ALLOW_ANONYMOUS', 'maybe'],
+    ['KEY_PREFIX', 'a b'],
+  ])('refuses %s=%j with not_configured naming it', (name, value) => {
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(NotConfiguredError);
+    expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
+  });
+
+  it('reads numbers back exactly, and is not memoized between calls', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 2 ** 40 }), fc.integer({ min: 1, max: 2 ** 30 }), (body, item) => {
+        const config = parseServiceConfig({ MAX_BODY_BYTES: String(body), MAX_ITEM_BYTES: String(item) });
+        expect(config.maxBodyBytes).toBe(body);
+        expect(config.maxItemBytes).toBe(item);
+      }),
+      { numRuns: 100 },
+    );
+  });
+});

@@ -1,0 +1,659 @@
+import { describe, expect, it } from 'vitest';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+
+/**
+ * The HTTP contract (API.md), as one suite that runs against any way of reaching the real
+ * app: inside workerd through the worker with a local R2 bucket (test/workers/http.test.ts),
+ * and in Node through `app.request` with an in-memory store (test/http/http.test.ts).
+ */
+export interface HttpHarness {
+  /** A request with the harness's default env (API_TOKEN=test-token, no anonymous access). */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /** The same, with env variables overridden (`undefined` removes one). */
+  fetchWithEnv(overrides: Record<string, string | undefined>, path: string, init?: RequestInit): Promise<Response>;
+  /** The bucket the app writes to, for direct writes (a notice dropped in by an S3 client). */
+  store: ObjectStore;
+  keyPrefix: string;
+}
+
+export const TOKEN = 'test-token';
+const MIB = 1024 * 1024;
+
+let counter = 0;
+/** A fresh session id per test, so tests never share state (the bucket outlives a test). */
+export function freshId(label: string): string {
+  counter += 1;
+  return `${label}-${Date.now().toString(36)}-${counter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+export interface ApiResult<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export function createClient(harness: HttpHarness) {
+  async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResult<T>> {
+    const init: RequestInit = { method, headers: { authorization: `Bearer ${TOKEN}`, ...headers } };
+    if (body !== undefined) {
+      init.body = typeof body === 'string' ? body : JSON.stringify(body);
+      (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+    }
+    const response = await harness.fetch(path, init);
+    const text = await response.text();
+    let parsed: unknown = text;
+    if ((response.headers.get('content-type') ?? '').includes('application/json')) parsed = JSON.parse(text);
+    return { status: response.status, body: parsed as T, headers: response.headers };
+  }
+  return {
+    call,
+    get: <T = any>(path: string, headers?: Record<string, string>) => call<T>('GET', path, undefined, headers),
+    post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => call<T>('POST', path, body, headers),
+    patch: <T = any>(path: string, body?: unknown) => call<T>('PATCH', path, body),
+    delete: <T = any>(path: string) => call<T>('DELETE', path),
+    async session(body: Record<string, unknown> = {}): Promise<string> {
+      const id = freshId('s');
+      const created = await call('POST', '/v1/sessions', { id, ...body });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      return id;
+    },
+  };
+}
+
+/** Parses a server-sent events body into `{event, data}` frames. */
+export function parseSse(text: string): { event: string; data: any }[] {
+  return text
+    .split('\n\n')
+    .filter((frame) => frame.trim() !== '')
+    .map((frame) => {
+      const lines = frame.split('\n');
+      const event = lines.find((line) => line.startsWith('event: '))?.slice(7) ?? 'message';
+      const data = lines
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice(6))
+        .join('\n');
+      return { event, data: JSON.parse(data) };
+    });
+}
+
+const weatherTool = {
+  type: 'function',
+  name: 'get_weather',
+  description: 'Weather for a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
+
+export function defineHttpSuite(label: string, harness: HttpHarness): void {
+  const api = createClient(harness);
+
+  describe(`${label}: service and auth`, () => {
+    it('GET /healthz answers without a token, even on an unconfigured deployment', async () => {
+      const plain = await harness.fetch('/healthz');
+      expect(plain.status).toBe(200);
+      expect(await plain.json()).toEqual({ ok: true });
+      const unconfigured = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: 'false' }, '/healthz');
+      expect(unconfigured.status).toBe(200);
+    });
+
+    it.each([
+      ['no header', {}],
+      ['a wrong token', { authorization: 'Bearer nope' }],
+      ['a token prefix', { authorization: `Bearer ${TOKEN.slice(0, -1)}` }],
+      ['another scheme', { authorization: `Basic ${TOKEN}` }],
+    ])('refuses %s with 401 unauthorized', async (_name, headers) => {
+      const response = await harness.fetch('/v1/sessions/x', { headers });
+      expect(response.status).toBe(401);
+      expect(((await response.json()) as any).error.code).toBe('unauthorized');
+    });
+
+    it('accepts the bearer token, case-insensitively for the scheme', async () => {
+      const response = await harness.fetch('/v1/sessions/does-not-exist', { headers: { authorization: `bearer ${TOKEN}` } });
+      expect(response.status).toBe(404);
+    });
+
+    it('answers 503 not_configured when no token is configured and anonymous access is off', async () => {
+      for (const allow of [undefined, 'false']) {
+        const response = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: allow }, '/v1/sessions/x');
+        expect(response.status).toBe(503);
+        expect(((await response.json()) as any).error.code).toBe('not_configured');
+      }
+    });
+
+    it('lets anonymous requests in only when ALLOW_ANONYMOUS=true and no token is set', async () => {
+      const anonymous = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' }, '/v1/sessions/nope-anon');
+      expect(anonymous.status).toBe(404);
+      const withToken = await harness.fetchWithEnv({ API_TOKEN: 'x', ALLOW_ANONYMOUS: 'true' }, '/v1/sessions/nope-anon');
+      expect(withToken.status).toBe(401);
+    });
+
+    it('serves /openapi.json generated from the route schemas, and /docs', async () => {
+      const document = await api.get('/openapi.json');
+      expect(document.status).toBe(200);
+      const paths = Object.keys(document.body.paths);
+      for (const path of [
+        '/healthz',
+        '/v1/sessions',
+        '/v1/sessions/{id}',
+        '/v1/sessions/{id}/turns',
+        '/v1/sessions/{id}/items',
+        '/v1/sessions/{id}/prompt',
+        '/v1/sessions/{id}/inbox',
+        '/v1/sessions/{id}/inbox/delivered',
+        '/v1/sessions/{id}/inbox/{name}',
+      ]) {
+        expect(paths).toContain(path);
+      }
+      expect(Object.keys(document.body.paths['/v1/sessions/{id}'])).toEqual(expect.arrayContaining(['get', 'patch', 'delete']));
+      const turnBody = document.body.paths['/v1/sessions/{id}/turns'].post.requestBody.content['application/json'].schema;
+      expect(JSON.stringify(turnBody)).toMatch(/TurnRequest|input/);
+      const docs = await api.get('/docs');
+      expect(docs.status).toBe(200);
+      expect(docs.headers.get('content-type')).toMatch(/text\/html/);
+      expect(docs.body).toContain('/v1/sessions/{id}/turns');
+    });
+
+    it('answers an unknown route with 404 not_found in the error shape', async () => {
+      const response = await api.get('/v1/nothing-here');
+      expect(response.status).toBe(404);
+      expect(response.body.error.code).toBe('not_found');
+    });
+  });
+
+  describe(`${label}: validation`, () => {
+    it.each([
+      ['unknown field', { id: freshId('v'), colour: 'red' }, 'colour'],
+      ['wrong type', { id: freshId('v'), instructions: 42 }, 'instructions'],
+      ['bad id', { id: 'has space' }, 'id'],
+      ['bad tool', { tools: [{ type: 'function', name: 'bad name' }] }, 'tools'],
+      ['wrong strategies type', { strategies: 7 }, 'strategies'],
+    ])('POST /v1/sessions with %s is 400 invalid_request naming the field', async (_name, body, field) => {
+      const response = await api.post('/v1/sessions', body);
+      expect(response.status).toBe(400);
+      expect(response.body.error.code).toBe('invalid_request');
+      expect(response.body.error.message).toContain(field);
+    });
+
+    it.each([
+      ['malformed JSON', '{"input": '],
+      ['a JSON array', '[1,2]'],
+      ['a JSON string', '"hello"'],
+      ['null', 'null'],
+    ])('a body that is %s is 400, never 500', async (_name, raw) => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/turns`, raw);
+      expect(response.status).toBe(400);
+      expect(response.body.error.code).toBe('invalid_request');
+    });
+
+    it('refuses a non-JSON content type with 400', async () => {
+      const response = await harness.fetch('/v1/sessions', {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'id=abc',
+      });
+      expect(response.status).toBe(400);
+    });
+
+    it.each([
+      ['missing input', {}, 'input'],
+      ['empty input array', { input: [] }, 'input'],
+      ['bad item', { input: [{ type: 'message', role: 'robot', content: 'x' }] }, 'input'],
+      ['unknown field', { input: 'x', foo: 1 }, 'foo'],
+      ['bad temperature', { input: 'x', temperature: 'hot' }, 'temperature'],
+      ['unknown item field', { input: [{ type: 'message', role: 'user', content: 'x', extra: 1 }] }, 'extra'],
+    ])('POST turns with %s is 400 naming the field', async (_name, body, field) => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/turns`, body);
+      expect(response.status).toBe(400);
+      expect(response.body.error.code).toBe('invalid_request');
+      expect(response.body.error.message).toContain(field);
+    });
+
+    it('a request body over 4 MiB is 413 payload_too_large', async () => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'x'.repeat(4 * MIB + 16) }],
+      });
+      expect(response.status).toBe(413);
+      expect(response.body.error.code).toBe('payload_too_large');
+    });
+
+    it('one item over 1 MiB is 413, in items and in turn input', async () => {
+      const id = await api.session();
+      const big = { type: 'message', role: 'user', content: 'y'.repeat(MIB + 1) };
+      const appended = await api.post(`/v1/sessions/${id}/items`, { items: [big] });
+      expect(appended.status).toBe(413);
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: [big] });
+      expect(turn.status).toBe(413);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+    });
+  });
+
+  describe(`${label}: sessions`, () => {
+    it('creates, reads, patches and deletes a session', async () => {
+      const id = freshId('crud');
+      const created = await api.post('/v1/sessions', {
+        id,
+        instructions: 'Be brief.',
+        strategies: 'shorten_tools_epoch,inbox',
+        strategy_config: { epoch_size: 10 },
+        tools: [weatherTool],
+        metadata: { owner: 'test' },
+      });
+      expect(created.status).toBe(201);
+      expect(created.body).toMatchObject({
+        id,
+        instructions: 'Be brief.',
+        model: null,
+        strategies: ['shorten_tools_epoch', 'inbox'],
+        strategy_config: { epoch_size: 10 },
+        metadata: { owner: 'test' },
+        counts: { items: 0, turns: 0, tool_calls: 0 },
+      });
+      expect(created.body.tools).toEqual([weatherTool]);
+      expect(Date.parse(created.body.created_at)).not.toBeNaN();
+
+      const again = await api.post('/v1/sessions', { id });
+      expect(again.status).toBe(409);
+      expect(again.body.error.code).toBe('session_exists');
+
+      const read = await api.get(`/v1/sessions/${id}`);
+      expect(read.status).toBe(200);
+      expect(read.body).toEqual(created.body);
+
+      const patched = await api.patch(`/v1/sessions/${id}`, { instructions: 'Be thorough.', model: 'echo' });
+      expect(patched.status).toBe(200);
+      expect(patched.body).toMatchObject({ instructions: 'Be thorough.', model: 'echo', strategies: ['shorten_tools_epoch', 'inbox'] });
+
+      const deleted = await api.delete(`/v1/sessions/${id}`);
+      expect(deleted.status).toBe(204);
+      expect((await api.get(`/v1/sessions/${id}`)).status).toBe(404);
+      expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(404);
+    });
+
+    it('creates a session with a generated id and the deployment defaults', async () => {
+      const created = await api.post('/v1/sessions', {});
+      expect(created.status).toBe(201);
+      expect(created.body.id).toMatch(/^[A-Za-z0-9_-]{1,64}$/);
+      expect(created.body).toMatchObject({ instructions: null, model: null, strategies: null });
+    });
+
+    it('refuses an unknown strategy with 400 unknown_strategy listing the known names', async () => {
+      const response = await api.post('/v1/sessions', { strategies: ['shorten_tools', 'bogus'] });
+      expect(response.status).toBe(400);
+      expect(response.body.error.code).toBe('unknown_strategy');
+      expect(response.body.error.details.known).toEqual(
+        expect.arrayContaining(['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'inbox', 'none']),
+      );
+    });
+
+    it('refuses an unknown strategy_config key and an unknown model with 400', async () => {
+      const config = await api.post('/v1/sessions', { strategy_config: { epoch_sise: 3 } });
+      expect(config.status).toBe(400);
+      expect(config.body.error.message).toContain('epoch_sise');
+      const model = await api.post('/v1/sessions', { model: 'nosuch:model' });
+      expect(model.status).toBe(400);
+      expect(model.body.error.code).toBe('invalid_request');
+    });
+
+    it('PATCH and GET of a missing session are 404; a bad id is 400', async () => {
+      expect((await api.patch('/v1/sessions/missing-one', { instructions: 'x' })).status).toBe(404);
+      expect((await api.get('/v1/sessions/missing-one')).status).toBe(404);
+      expect((await api.get('/v1/sessions/bad.id')).status).toBe(400);
+    });
+  });
+
+  describe(`${label}: items`, () => {
+    it('appends without the model and pages newest first', async () => {
+      const id = await api.session();
+      const items = Array.from({ length: 7 }, (_, index) => ({ type: 'message', role: 'user', content: `m${index + 1}` }));
+      const appended = await api.post(`/v1/sessions/${id}/items`, { items });
+      expect(appended.status).toBe(201);
+      expect(appended.body).toEqual({ first_seq: 1, last_seq: 7 });
+      const more = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'assistant', content: 'm8' }] });
+      expect(more.body).toEqual({ first_seq: 8, last_seq: 8 });
+
+      const first = await api.get(`/v1/sessions/${id}/items?limit=3`);
+      expect(first.status).toBe(200);
+      expect(first.body.items.map((item: any) => item.seq)).toEqual([8, 7, 6]);
+      expect(first.body.has_more).toBe(true);
+      const second = await api.get(`/v1/sessions/${id}/items?limit=3&before=${first.body.next_before}`);
+      expect(second.body.items.map((item: any) => item.content)).toEqual(['m5', 'm4', 'm3']);
+      const last = await api.get(`/v1/sessions/${id}/items?limit=3&before=${second.body.next_before}`);
+      expect(last.body.items.map((item: any) => item.seq)).toEqual([2, 1]);
+      expect(last.body.has_more).toBe(false);
+      expect(last.body.next_before).toBeNull();
+      const all = await api.get(`/v1/sessions/${id}/items`);
+      expect(all.body.items).toHaveLength(8);
+      expect(all.body.items[0]).toMatchObject({ type: 'message', role: 'assistant', content: 'm8', seq: 8 });
+      expect(typeof all.body.items[0].created_at).toBe('string');
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 8, turns: 0 });
+    });
+
+    it.each(['0', '1001', '-1', 'abc', '1.5'])('limit=%s is 400', async (limit) => {
+      const id = await api.session();
+      const response = await api.get(`/v1/sessions/${id}/items?limit=${limit}`);
+      expect(response.status).toBe(400);
+      expect(response.body.error.message).toContain('limit');
+    });
+
+    it('items of a missing session are 404', async () => {
+      expect((await api.get('/v1/sessions/nobody-here/items')).status).toBe(404);
+      expect((await api.post('/v1/sessions/nobody-here/items', { items: [{ type: 'message', role: 'user', content: 'x' }] })).status).toBe(404);
+    });
+  });
+
+  describe(`${label}: turns`, () => {
+    it('takes a turn: input stored, echo answers, context reported', async () => {
+      const id = await api.session({ instructions: 'You are a test.' });
+      const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'hello there' });
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+      expect(response.body).toMatchObject({
+        session_id: id,
+        turn: 1,
+        output: [{ type: 'message', role: 'assistant', content: 'echo: hello there', seq: 2 }],
+        context: { strategies: ['shorten_tools_epoch_increment', 'inbox'], notices_delivered: [], tool_calls_total: 0, kept_full: 0, compacted: 0, dropped: 0 },
+      });
+      // The instructions and the user message.
+      expect(response.body.context.items_in_prompt).toBe(2);
+      expect(response.body.context.prompt_chars).toBe('You are a test.'.length + 'hello there'.length);
+      expect(response.body.usage.input_tokens).toBe(Math.ceil(response.body.context.prompt_chars / 4));
+      const items = await api.get(`/v1/sessions/${id}/items`);
+      expect(items.body.items.map((item: any) => [item.seq, item.role, item.content])).toEqual([
+        [2, 'assistant', 'echo: hello there'],
+        [1, 'user', 'hello there'],
+      ]);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toEqual({ items: 2, turns: 1, tool_calls: 0 });
+    });
+
+    it('runs a tool-using loop with the echo model', async () => {
+      const id = await api.session({ tools: [weatherTool] });
+      const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Paris"}' });
+      expect(first.status).toBe(200);
+      const call = first.body.output[0];
+      expect(call).toMatchObject({ type: 'function_call', name: 'get_weather', arguments: '{"city":"Paris"}', seq: 2 });
+      const second = await api.post(`/v1/sessions/${id}/turns`, {
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: '18C, clear' }],
+      });
+      expect(second.status).toBe(200);
+      expect(second.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}', seq: 4 }]);
+      expect(second.body.context).toMatchObject({ tool_calls_total: 1, kept_full: 1, compacted: 0, dropped: 0 });
+      const session = (await api.get(`/v1/sessions/${id}`)).body;
+      expect(session.counts).toEqual({ items: 4, turns: 2, tool_calls: 1 });
+    });
+
+    it('offers request tools over session tools, and 400s an unknown model before storing anything', async () => {
+      const id = await api.session();
+      const offered = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {}', tools: [weatherTool] });
+      expect(offered.body.output[0].type).toBe('function_call');
+      const before = (await api.get(`/v1/sessions/${id}`)).body.counts;
+      const unknownModel = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', model: 'nosuch:thing' });
+      expect(unknownModel.status).toBe(400);
+      const unknownStrategy = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', strategies: 'bogus' });
+      expect(unknownStrategy.status).toBe(400);
+      expect(unknownStrategy.body.error.code).toBe('unknown_strategy');
+      const badConfig = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', strategy_config: { nope: 1 } });
+      expect(badConfig.status).toBe(400);
+      expect(badConfig.body.error.message).toContain('nope');
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toEqual(before);
+    });
+
+    it('a turn on a missing session is 404', async () => {
+      const response = await api.post('/v1/sessions/no-such-session/turns', { input: 'x' });
+      expect(response.status).toBe(404);
+      expect(response.body.error.code).toBe('not_found');
+    });
+
+    it('replays an Idempotency-Key: same response, no second model call, no inbox consumption', async () => {
+      const id = await api.session();
+      const key = { 'idempotency-key': freshId('key') };
+      const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'once' }, key);
+      expect(first.status).toBe(200);
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'later.md', content: 'not for a replay' });
+      const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'once' }, key);
+      expect(again.status).toBe(200);
+      expect(again.body).toEqual(first.body);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual(['later.md']);
+      // A different key is a new turn, and it consumes the notice.
+      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'twice' }, { 'idempotency-key': freshId('key') });
+      expect(next.body.turn).toBe(2);
+      expect(next.body.context.notices_delivered).toEqual(['later.md']);
+    });
+
+    it('answers 409 turn_in_progress while another turn is open', async () => {
+      const id = await api.session();
+      const log = new SessionLog(harness.store, { keyPrefix: harness.keyPrefix });
+      const begun = await log.beginTurn(id, { input: [{ type: 'message', role: 'user', content: 'slow' }] });
+      expect(begun.kind).toBe('claimed');
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'impatient' });
+      expect(turn.status).toBe(409);
+      expect(turn.body.error.code).toBe('turn_in_progress');
+      const append = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }] });
+      expect(append.status).toBe(409);
+      if (begun.kind === 'claimed') await log.completeTurn(begun.turn, { status: 'failed', output: [], receipt: {}, error: { code: 'model_error', message: 'test' } });
+      const after = await api.post(`/v1/sessions/${id}/turns`, { input: 'now' });
+      expect(after.status).toBe(200);
+    });
+
+    it('parallel turns on one session: every answer is 200 or 409, and seqs stay dense', async () => {
+      const id = await api.session();
+      const results = await Promise.all(Array.from({ length: 4 }, (_, index) => api.post(`/v1/sessions/${id}/turns`, { input: `p${index}` })));
+      const statuses = results.map((result) => result.status);
+      expect(statuses.every((status) => status === 200 || status === 409)).toBe(true);
+      const succeeded = statuses.filter((status) => status === 200).length;
+      expect(succeeded).toBeGreaterThanOrEqual(1);
+      const items = (await api.get(`/v1/sessions/${id}/items?limit=1000`)).body.items;
+      expect(items.map((item: any) => item.seq)).toEqual(Array.from({ length: items.length }, (_, index) => items.length - index));
+      expect(items.length).toBe(2 * succeeded);
+    });
+  });
+
+  describe(`${label}: streaming`, () => {
+    it('streams turn.started, deltas, output_item.done, turn.completed in order, and stores the turn', async () => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'stream me please', stream: true });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
+      const events = parseSse(response.body);
+      const names = events.map((event) => event.event);
+      expect(names[0]).toBe('turn.started');
+      expect(events[0]!.data).toEqual({ turn: 1 });
+      expect(names.at(-1)).toBe('turn.completed');
+      expect(names.at(-2)).toBe('output_item.done');
+      const deltas = events.filter((event) => event.event === 'output_text.delta').map((event) => event.data.delta);
+      expect(deltas.length).toBeGreaterThan(1);
+      expect(deltas.join('')).toBe('echo: stream me please');
+      const completed = events.at(-1)!.data;
+      expect(completed).toMatchObject({ session_id: id, turn: 1, output: [{ content: 'echo: stream me please', seq: 2 }] });
+      expect(events.at(-2)!.data.item).toEqual(completed.output[0]);
+      const stored = await api.get(`/v1/sessions/${id}/items`);
+      expect(stored.body.items[0]).toMatchObject({ seq: 2, content: 'echo: stream me please' });
+    });
+
+    it('streams with Accept: text/event-stream, and a tool call arrives as output_item.done', async () => {
+      const id = await api.session({ tools: [weatherTool] });
+      const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Oslo"}' }, { accept: 'text/event-stream' });
+      const events = parseSse(response.body);
+      expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+      expect(events[1]!.data.item).toMatchObject({ type: 'function_call', name: 'get_weather' });
+    });
+
+    it('a streaming request for a missing session gets a plain 404', async () => {
+      const response = await api.post('/v1/sessions/missing-stream/turns', { input: 'x', stream: true });
+      expect(response.status).toBe(404);
+      expect(response.body.error.code).toBe('not_found');
+    });
+
+    it('the turn completes and is stored when the client stops reading after the first event', async () => {
+      const id = await api.session();
+      const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'gone before the end', stream: true }),
+      });
+      const reader = response.body!.getReader();
+      await reader.read();
+      await reader.cancel();
+      let counts: any;
+      for (let attempt = 0; attempt < 50; attempt++) {
+        counts = (await api.get(`/v1/sessions/${id}`)).body.counts;
+        if (counts.turns === 1 && counts.items === 2) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(counts).toMatchObject({ items: 2, turns: 1 });
+      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next' });
+      expect(next.status).toBe(200);
+      expect(next.body.turn).toBe(2);
+    });
+  });
+
+  describe(`${label}: inbox`, () => {
+    it('posts, lists sorted, refuses a taken name, withdraws', async () => {
+      const id = await api.session();
+      const b = await api.post(`/v1/sessions/${id}/inbox`, { name: 'b.md', content: 'bee' });
+      expect(b.status).toBe(201);
+      expect(b.body.name).toBe('b.md');
+      expect(Date.parse(b.body.posted_at)).not.toBeNaN();
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'a.md', content: 'a' });
+      const taken = await api.post(`/v1/sessions/${id}/inbox`, { name: 'a.md', content: 'again' });
+      expect(taken.status).toBe(409);
+      expect(taken.body.error.code).toBe('name_taken');
+      const generated = await api.post(`/v1/sessions/${id}/inbox`, { content: 'no name' });
+      expect(generated.status).toBe(201);
+      const later = await api.post(`/v1/sessions/${id}/inbox`, { content: 'no name either' });
+      expect(later.body.name > generated.body.name).toBe(true);
+      const pending = await api.get(`/v1/sessions/${id}/inbox`);
+      const names = pending.body.pending.map((notice: any) => notice.name);
+      expect(names).toEqual([...names].sort());
+      expect(names).toEqual(expect.arrayContaining(['a.md', 'b.md', generated.body.name, later.body.name]));
+      expect(pending.body.pending.find((notice: any) => notice.name === 'b.md').size).toBe(3);
+      expect((await api.delete(`/v1/sessions/${id}/inbox/a.md`)).status).toBe(204);
+      expect((await api.delete(`/v1/sessions/${id}/inbox/a.md`)).status).toBe(404);
+    });
+
+    it.each([
+      ['a dot name', { name: '.hidden', content: 'x' }, 400],
+      ['a slash', { name: 'a/b', content: 'x' }, 400],
+      ['a long name', { name: 'n'.repeat(201), content: 'x' }, 400],
+      ['an unknown field', { content: 'x', colour: 1 }, 400],
+      ['content over 256 KiB', { name: 'big.md', content: 'z'.repeat(256 * 1024 + 1) }, 413],
+    ])('refuses %s', async (_name, body, status) => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/inbox`, body);
+      expect(response.status).toBe(status);
+    });
+
+    it('the inbox of a missing session is 404', async () => {
+      expect((await api.post('/v1/sessions/nobody-inbox/inbox', { content: 'x' })).status).toBe(404);
+    });
+
+    it('delivers a notice to the next turn as the last message, then records it', async () => {
+      const id = await api.session();
+      await api.post(`/v1/sessions/${id}/turns`, { input: 'first' });
+      const posted = await api.post(`/v1/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' });
+      expect(posted.status).toBe(201);
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+      expect(turn.status).toBe(200);
+      // Echo answers the last user message: the notice.
+      expect(turn.body.output[0].content).toBe('echo: Budget left: 2 USD');
+      expect(turn.body.context.notices_delivered).toEqual(['0001-budget.md']);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
+      const delivered = await api.get(`/v1/sessions/${id}/inbox/delivered`);
+      expect(delivered.status).toBe(200);
+      expect(delivered.body.delivered).toEqual([
+        expect.objectContaining({ name: '0001-budget.md', stored_as: '0001-budget.md', turn: 2, posted_at: posted.body.posted_at }),
+      ]);
+      // Not a history item, and not replayed into later prompts.
+      const items = await api.get(`/v1/sessions/${id}/items`);
+      expect(items.body.items.some((item: any) => item.content === 'Budget left: 2 USD')).toBe(false);
+      const third = await api.post(`/v1/sessions/${id}/turns`, { input: 'third' });
+      expect(third.body.output[0].content).toBe('echo: third');
+      expect(third.body.context.notices_delivered).toEqual([]);
+    });
+
+    it('delivers a notice written straight into the bucket', async () => {
+      const id = await api.session();
+      await harness.store.put(`${harness.keyPrefix}sessions/${id}/inbox/direct.txt`, 'from a bucket client');
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+      expect(turn.body.context.notices_delivered).toEqual(['direct.txt']);
+      expect(turn.body.output[0].content).toBe('echo: from a bucket client');
+    });
+
+    it('does not consume notices when `inbox` is not in the strategy list', async () => {
+      const id = await api.session({ strategies: ['shorten_tools_epoch_increment'] });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'n.md', content: 'wait' });
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'hi' });
+      expect(turn.body.context.notices_delivered).toEqual([]);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toHaveLength(1);
+    });
+
+    it('an abort notice ends the turn with 409 aborted: input stored, no model call', async () => {
+      const id = await api.session();
+      await api.post(`/v1/sessions/${id}/inbox`, { name: '0001-note.md', content: 'seen before abort' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: '  budget exhausted \n' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'zz-after.md', content: 'for later' });
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'do more' });
+      expect(turn.status).toBe(409);
+      expect(turn.body.error.code).toBe('aborted');
+      expect(turn.body.error.details.reason).toBe('budget exhausted');
+      const items = await api.get(`/v1/sessions/${id}/items`);
+      expect(items.body.items.map((item: any) => item.content)).toEqual(['do more']);
+      const session = (await api.get(`/v1/sessions/${id}`)).body;
+      expect(session.counts).toMatchObject({ items: 1, turns: 1 });
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual(['zz-after.md']);
+      const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered.map((notice: any) => notice.name);
+      expect(delivered).toEqual(expect.arrayContaining(['0001-note.md', 'abort']));
+      // The session goes on: the next turn gets the notice that sorted after abort.
+      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'continue' });
+      expect(next.status).toBe(200);
+      expect(next.body.context.notices_delivered).toEqual(['zz-after.md']);
+    });
+  });
+
+  describe(`${label}: prompt preview`, () => {
+    it('shows exactly what the model would get, with pending notices marked and not consumed', async () => {
+      const id = await api.session({ instructions: 'Rules.', tools: [weatherTool] });
+      await api.post(`/v1/sessions/${id}/turns`, { input: 'hello' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'heads up' });
+      const preview = await api.get(`/v1/sessions/${id}/prompt`);
+      expect(preview.status).toBe(200);
+      expect(preview.body.items).toEqual([
+        { type: 'message', role: 'system', content: 'Rules.' },
+        expect.objectContaining({ type: 'message', role: 'user', content: 'hello', seq: 1 }),
+        expect.objectContaining({ type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }),
+        { type: 'message', role: 'user', content: 'heads up', synthetic: 'inbox', pending: true },
+      ]);
+      expect(preview.body.context).toMatchObject({ strategies: ['shorten_tools_epoch_increment', 'inbox'], items_in_prompt: 4, notices_delivered: [] });
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toHaveLength(1);
+      const again = await api.get(`/v1/sessions/${id}/prompt`);
+      expect(again.body).toEqual(preview.body);
+
+      const noInbox = await api.get(`/v1/sessions/${id}/prompt?strategies=none`);
+      expect(noInbox.body.items).toHaveLength(3);
+      expect(noInbox.body.context.strategies).toEqual(['none']);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategies=bogus`)).status).toBe(400);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size":5}')}`)).status).toBe(200);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{bad')}`)).status).toBe(400);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"nope":1}')}`)).status).toBe(400);
+      expect((await api.get('/v1/sessions/missing-preview/prompt')).status).toBe(404);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+    });
+
+    it('the preview matches the prompt of the next turn (prompt_chars and items)', async () => {
+      const id = await api.session({ tools: [weatherTool] });
+      const call = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Rome"}' });
+      const callId = call.body.output[0].call_id;
+      await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'function_call_output', call_id: callId, output: 'sunny' }] });
+      const preview = await api.get(`/v1/sessions/${id}/prompt`);
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'x.md', content: 'x' });
+      const previewWithNotice = await api.get(`/v1/sessions/${id}/prompt`);
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'thanks' });
+      const expectedChars = previewWithNotice.body.context.prompt_chars + 'thanks'.length;
+      expect(turn.body.context.prompt_chars).toBe(expectedChars);
+      expect(turn.body.context.items_in_prompt).toBe(previewWithNotice.body.context.items_in_prompt + 1);
+      expect(preview.body.context).toMatchObject({ tool_calls_total: 1, kept_full: 1 });
+    });
+  });
+}

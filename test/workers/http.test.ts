@@ -1,0 +1,25 @@
+import { createExecutionContext, env, SELF } from 'cloudflare:test';
+import worker from '../../functions/worker.ts';
+import { R2Store } from '../../lib/store/r2.ts';
+import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
+
+// The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
+// the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token.
+const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
+const origin = 'https://tailgate.test';
+
+const harness: HttpHarness = {
+  fetch: (path, init) => SELF.fetch(`${origin}${path}`, init),
+  fetchWithEnv: async (overrides, path, init) => {
+    const environment: Record<string, unknown> = { ...bindings };
+    for (const [name, value] of Object.entries(overrides)) {
+      if (value === undefined) delete environment[name];
+      else environment[name] = value;
+    }
+    return worker.fetch(new Request(`${origin}${path}`, init) as never, environment as never, createExecutionContext());
+  },
+  store: new R2Store(bindings.BUCKET),
+  keyPrefix: typeof bindings.KEY_PREFIX === 'string' ? bindings.KEY_PREFIX : '',
+};
+
+defineHttpSuite('workerd (R2)', harness);

@@ -23,8 +23,10 @@ export function historyFor(
  * The newest instance of a repeated call (and its output) stays whole wherever it falls.
  * Items the history does not know (messages, synthetic items) are kept as they are.
  *
- * Exactly one context notice: earlier notices are removed, and one is placed when anything
- * was compacted or dropped (or a notice was already there), right before the first item of
+ * Exactly one context notice: earlier notices are removed, and one is placed when an item
+ * was compacted, when the plan's dropped region holds any call of the history (positions
+ * beyond keepFull + compacted; it counts even if those are all protected or unpaired, so
+ * a tail view decides the same as the full history), or when a notice was already there; right before the first item of
  * the kept-whole region, moved back to the nearest point that splits no call/output pair.
  * Within an epoch everything before it is byte-identical from one call count to the next
  * (as long as the new calls repeat no older call).
@@ -59,8 +61,10 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
       out.push(compacted);
       continue;
     }
-    changed = true;
   }
-  if (!changed && !hadNotice) return out;
+  // Dropped items of a tail view are not in `items`, so whether anything is dropped comes
+  // from the plan: some call of the history lies beyond the compacted region.
+  const dropsSome = history.toolCalls > compactedEnd;
+  if (!changed && !dropsSome && !hadNotice) return out;
   return insertContextNotice(out, anchor);
 }

@@ -74,7 +74,7 @@ const longText = (seed: string, length: number) => `${seed}:`.padEnd(length, see
 
 const argumentsArbitrary = fc.oneof(
   fc.constantFrom('{"q":"a"}', '{"q":"b"}', '{"b":1,"a":2}', '{"a":2,"b":1}', '{}'),
-  fc.integer({ min: 0, max: 1000 }).map((n) => JSON.stringify({ n })),
+  fc.integer({ min: 0, max: 30 }).map((n) => JSON.stringify({ n })),
   fc.constantFrom('not json {', '"a bare string"', '[1,2,3]', '42', 'null'),
   fc.integer({ min: 0, max: 5 }).map((n) => JSON.stringify({ text: longText(`t${n}`, 260), list: [longText('l', 230), 1] })),
   fc.integer({ min: 0, max: 3 }).map((n) => `unparseable ${longText(`u${n}`, 240)}`),
@@ -152,6 +152,9 @@ export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
 
 export const historyArbitrary = fc.array(blockArbitrary, { maxLength: 40 }).map(materialize);
 
+/** Longer histories, for properties that need thresholds crossed and tails cut. */
+export const longHistoryArbitrary = fc.array(blockArbitrary, { minLength: 10, maxLength: 60 }).map(materialize);
+
 /** Small thresholds, so short generated histories cross them. */
 export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc
   .record({
@@ -174,3 +177,20 @@ export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc
   .map((layer) => strategyConfigSchema.parse(layer));
 
 export const strategyListArbitrary = fc.array(fc.constantFrom(...builtInNames), { minLength: 1, maxLength: 3 });
+
+const epochNames = ['shorten_tools_epoch', 'shorten_tools_epoch_increment'] as const;
+
+/** Lists that mostly hold an epoch strategy (whose tail view is shorter than the history). */
+export const tailStrategyListArbitrary = fc.oneof(
+  { weight: 1, arbitrary: strategyListArbitrary },
+  {
+    weight: 3,
+    arbitrary: fc
+      .tuple(fc.constantFrom(...epochNames), fc.array(fc.constantFrom(...epochNames, 'inbox', 'none'), { maxLength: 2 }), fc.nat())
+      .map(([epoch, others, at]) => {
+        const list: string[] = [...others];
+        list.splice(at % (others.length + 1), 0, epoch);
+        return list;
+      }),
+  },
+);

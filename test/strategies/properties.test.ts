@@ -1,0 +1,179 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { PromptItem } from '../../lib/items.ts';
+import { computeAggregates, repeatFlagReader } from '../../lib/strategies/aggregates.ts';
+import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
+import { epochPlan, incrementEpochPlan } from '../../lib/strategies/epoch-plan.ts';
+import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
+import { selectTail, tailRequirement } from '../../lib/strategies/select-tail.ts';
+import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import {
+  call,
+  configArbitrary,
+  deepFreeze,
+  historyArbitrary,
+  inboxHook,
+  longHistoryArbitrary,
+  tailStrategyListArbitrary,
+  output,
+  sequenced,
+  strategyListArbitrary,
+  type SequencedPromptItem,
+} from './history-fixtures.ts';
+
+const runs = { numRuns: 200 };
+
+/**
+ * Checks that `result` is an order-preserving selection of `input`: each item is an input
+ * item itself or its compacted form, except synthetic items (at most one context notice).
+ */
+function expectOrderedSelection(input: readonly PromptItem[], result: readonly PromptItem[]): void {
+  let cursor = 0;
+  let notices = 0;
+  for (const item of result) {
+    if (item.synthetic !== undefined) {
+      if (item.synthetic === 'context_notice') notices += 1;
+      continue;
+    }
+    let matched = false;
+    while (cursor < input.length && !matched) {
+      const candidate = input[cursor]!;
+      cursor += 1;
+      if (candidate === item) matched = true;
+      else if (item.compacted && candidate.type === item.type && candidate.seq === item.seq) {
+        const compacted =
+          candidate.type === 'function_call' ? compactCallItem(candidate) : candidate.type === 'function_call_output' ? compactOutputItem(candidate) : candidate;
+        expect(item).toEqual(compacted);
+        matched = true;
+      }
+    }
+    expect(matched).toBe(true);
+  }
+  expect(notices).toBeLessThanOrEqual(1);
+}
+
+/** Every output follows its call, every call has its output, and nothing synthetic stands between. */
+function expectProviderValid(result: readonly PromptItem[]): void {
+  const open = new Map<string, number>();
+  for (const item of result) {
+    if (item.type === 'function_call') {
+      expect(open.has(item.call_id)).toBe(false);
+      open.set(item.call_id, 0);
+    } else if (item.type === 'function_call_output') {
+      expect(open.has(item.call_id)).toBe(true);
+      open.delete(item.call_id);
+    } else if (item.synthetic !== undefined) {
+      expect(open.size).toBe(0);
+    }
+  }
+  expect(open.size).toBe(0);
+}
+
+describe('strategy properties, for every strategy and combination', () => {
+  it('never mutate the input, select in order, keep providers valid, and count consistently', () => {
+    fc.assert(
+      fc.property(historyArbitrary, configArbitrary, strategyListArbitrary, (history, config, list) => {
+        const frozen = deepFreeze(structuredClone(history));
+        const before = JSON.stringify(frozen);
+        const prompt = preparePrompt(frozen, list, { config, inbox: inboxHook });
+        expect(JSON.stringify(frozen)).toBe(before);
+        expectOrderedSelection(frozen, prompt.items);
+        expectProviderValid(prompt.items);
+        const { stats } = prompt;
+        expect(stats.kept_full + stats.compacted + stats.dropped).toBe(stats.tool_calls_total);
+        expect(stats.tool_calls_total).toBe(history.filter((item) => item.type === 'function_call').length);
+        if (list.includes('inbox')) expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
+        if (prompt.stablePrefixLength > 0) expect(prompt.items[prompt.stablePrefixLength - 1]).toMatchObject({ synthetic: 'context_notice' });
+      }),
+      runs,
+    );
+  });
+
+  it('give byte-identical output on a tail view with aggregates as on the full history', () => {
+    fc.assert(
+      fc.property(longHistoryArbitrary, configArbitrary, tailStrategyListArbitrary, (history, config, list) => {
+        const aggregates = computeAggregates(history);
+        const requirement = tailRequirement(list, config, aggregates);
+        const view = selectTail(history, requirement);
+        const fromTail = preparePrompt(view, list, { config, aggregates, inbox: inboxHook });
+        const fromFull = preparePrompt(history, list, { config, inbox: inboxHook });
+        expect(JSON.stringify(fromTail)).toBe(JSON.stringify(fromFull));
+      }),
+      runs,
+    );
+  });
+
+  it('keep the prefix up to the context notice byte-identical within an epoch', () => {
+    let comparedNonEmpty = 0;
+    fc.assert(
+      fc.property(
+        longHistoryArbitrary,
+        configArbitrary,
+        fc.constantFrom('shorten_tools_epoch', 'shorten_tools_epoch_increment', 'shorten_tools_epoch_increment,inbox', 'inbox,shorten_tools_epoch'),
+        fc.integer({ min: 1, max: 12 }),
+        (base, config, list, appended) => {
+          let items: SequencedPromptItem[] = base;
+          let previous: { epoch: number; prefix: string } | undefined;
+          for (let index = 0; index < appended; index += 1) {
+            // New calls repeat no earlier call (a fresh name), so nothing older changes.
+            const callId = `fresh_${index}`;
+            items = sequenced([...items, call(callId, `fresh_${index}`, '{}'), output(callId, `${index}`.padEnd(450, 'f'))]);
+            const epoch = epochOf(list, items, config);
+            const prompt = preparePrompt(items, list, { config, inbox: inboxHook });
+            const prefix = JSON.stringify(prompt.items.slice(0, prompt.stablePrefixLength));
+            if (epoch !== null && previous !== undefined && previous.epoch === epoch) {
+              expect(prefix).toBe(previous.prefix);
+              if (prompt.stablePrefixLength > 0) comparedNonEmpty += 1;
+            }
+            previous = epoch === null ? undefined : { epoch, prefix };
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
+    expect(comparedNonEmpty).toBeGreaterThan(50);
+  });
+});
+
+function epochOf(list: string, items: readonly PromptItem[], config: StrategyConfig): number | null {
+  const aggregates = computeAggregates(items as SequencedPromptItem[]);
+  const plan = list.includes('increment')
+    ? incrementEpochPlan(aggregates.tool_calls, config, repeatFlagReader(aggregates))
+    : epochPlan(aggregates.tool_calls, config);
+  return plan === null ? null : plan.epoch;
+}
+
+describe('tail view', () => {
+  it('is much shorter than a long history for the default list, and still gives the same prompt', () => {
+    const items: PromptItem[] = [{ type: 'message', role: 'user', content: 'go' }];
+    for (let index = 1; index <= 2000; index += 1) {
+      const argumentsText = JSON.stringify({ n: index % 700 });
+      items.push(call(`c${index}`, 'tool', argumentsText), output(`c${index}`, `${index}`.padEnd(600, 'o')));
+    }
+    const history = sequenced(items);
+    const aggregates = computeAggregates(history);
+    const requirement = tailRequirement(undefined, configDefaults(), aggregates);
+    const view = selectTail(history, requirement);
+    expect(requirement.toolCalls).not.toBe('all');
+    expect(view.length).toBeLessThan(history.length / 2);
+    expect(JSON.stringify(preparePrompt(view, undefined, { aggregates }))).toBe(JSON.stringify(preparePrompt(history, undefined)));
+  });
+
+  it.each([
+    ['none', 'all'],
+    ['inbox', 'all'],
+    ['shorten_tools', 'all'],
+    // Defaults, 200 calls: plain epochs keep 30 whole and 80 compacted; increment 50 and 100.
+    ['none,shorten_tools_epoch', 110],
+    ['shorten_tools_epoch_increment,inbox', 150],
+    ['shorten_tools_epoch,shorten_tools_epoch_increment', 150],
+  ])('needs %s -> %s tool calls', (list, toolCalls) => {
+    const history = sequenced(Array.from({ length: 200 }, (_, index) => [call(`c${index}`, 't', `{"n":${index}}`), output(`c${index}`, 'x')]).flat());
+    expect(tailRequirement(list, configDefaults(), computeAggregates(history)).toolCalls).toBe(toolCalls);
+  });
+});
+
+function configDefaults(): StrategyConfig {
+  return preparePromptDefaults;
+}
+const preparePromptDefaults: StrategyConfig = (await import('../../lib/strategies/strategy-config.ts')).defaultStrategyConfig();

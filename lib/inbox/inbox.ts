@@ -176,11 +176,18 @@ type ClaimOutcome =
  * 3. Delete the original.
  * 4. Deliver the content read in step 1, now owned by the claim.
  *
- * A crash after step 2 loses the notice (never delivers it twice). When step 3 fails, the
- * notice is still delivered (it was claimed) and the leftover original is recognised as
- * claimed by every later consume; after a minute a later consume deletes it. The cost is a
- * list plus three operations per notice (get, put, delete), plus a head and a list when the
- * name was delivered before.
+ * The content is read and checked before the claim (there is no server-side copy, so the
+ * bytes are in hand anyway): an unreadable notice is never moved, and a claimed notice is
+ * always deliverable. A crash, or a claim whose answer is lost, after step 2 loses the
+ * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
+ * claimed) and the leftover original is recognised as claimed by every later consume; after
+ * a minute a later consume deletes it. Identity is etag + upload time (+ notice id): a
+ * client that rewrites the same bytes under a delivered name within the storage clock's
+ * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
+ *
+ * The cost is a list plus three operations per notice (get, put, delete). A name delivered
+ * before adds a head and a list, and on S3 (listings carry no metadata) a head per slot
+ * written in the last seconds.
  *
  * @example
  * const inbox = new Inbox(store, { keyPrefix: 'prod/' });
@@ -481,7 +488,8 @@ export class Inbox {
     // The name was delivered before: learn which slots are taken with one listing.
     const [stem] = splitExtension(name);
     const taken = new Map<number, ObjectInfo>();
-    for (const info of await listAll(this.#store, removedPrefix + stem)) {
+    // Every slot from 1 on starts with `<stem>.`, whether or not the name has an extension.
+    for (const info of await listAll(this.#store, `${removedPrefix}${stem}.`)) {
       const slot = parseSlot(name, info.key.slice(removedPrefix.length));
       if (slot !== undefined && slot > 0) taken.set(slot, info);
     }

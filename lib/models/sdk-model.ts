@@ -1,4 +1,4 @@
-import { APICallError, generateText, streamText, type LanguageModel, type LanguageModelUsage } from 'ai';
+import { APICallError, generateText, streamText, type FinishReason, type LanguageModel, type LanguageModelUsage } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
@@ -35,9 +35,9 @@ export interface SdkModelOptions {
  *   (no `execute`: the model's calls come back as function_call items);
  * - the output is the assistant text (when non-empty) followed by the function calls; a call
  *   the SDK could not parse keeps the model's raw argument text;
- * - any provider failure (HTTP error after retries, a malformed body or stream, an invalid tool
- *   call id) becomes `ModelError`; the deadline or the caller's abort signal gives
- *   `ModelTimeoutError`.
+ * - any provider failure (HTTP error after retries, a malformed body or stream, a stream cut off
+ *   before its final event, an invalid tool call id) becomes `ModelError`; the deadline or the
+ *   caller's abort signal gives `ModelTimeoutError`.
  */
 export function createSdkModel(options: SdkModelOptions): Model {
   const { id, languageModel, timeoutMs, maxRetries, cacheBreakpointOptions } = options;
@@ -68,6 +68,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         // Raced against the deadline: a provider (or binding) that ignores the abort signal
         // must not hold the turn forever.
         const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
+        checkFinish(result.finishReason, result.rawFinishReason, id);
         const calls = result.toolCalls.map((call) => toFunctionCall(call));
         return { output: toOutput(result.text, calls), usage: toUsage(result.usage) };
       } catch (error) {
@@ -103,6 +104,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
           } else if (part.type === 'abort') {
             throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
           } else if (part.type === 'finish') {
+            checkFinish(part.finishReason, part.rawFinishReason, id);
             usage = toUsage(part.totalUsage);
           }
         }
@@ -119,6 +121,19 @@ export function createSdkModel(options: SdkModelOptions): Model {
       yield { type: 'done', result };
     },
   };
+}
+
+/**
+ * An answer that ended with an error or was cut off (a stream closed before the provider's
+ * final event) is a provider failure, not a short answer.
+ */
+function checkFinish(finishReason: FinishReason, rawFinishReason: string | undefined, id: string): void {
+  if (finishReason === 'error' || finishReason === 'interrupted') {
+    throw new ModelError(`model ${id} answer ended early (${rawFinishReason ?? finishReason})`, {
+      model: id,
+      finish_reason: rawFinishReason ?? finishReason,
+    });
+  }
 }
 
 interface SdkToolCall {

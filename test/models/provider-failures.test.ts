@@ -110,6 +110,18 @@ describe.each(providers)('$name adapter failures', (providerCase) => {
     expect(await failure(calls.stream(model))).toBeInstanceOf(ModelError);
   });
 
+  it('a stream cut off before its final event becomes ModelError', async () => {
+    const model = await start(providerCase, { sse: providerCase.firstEvents });
+    const events: string[] = [];
+    const error = await failure(
+      (async () => {
+        for await (const event of model.stream(request)) events.push(event.type);
+      })(),
+    );
+    expect(error).toBeInstanceOf(ModelError);
+    expect(events).toEqual(['text_delta']);
+  });
+
   it.each(modes)('a server that never answers gives ModelTimeoutError after MODEL_TIMEOUT_MS (%s)', async (mode) => {
     const model = await start(providerCase, { hang: true }, { MODEL_TIMEOUT_MS: '150' });
     const started = Date.now();

@@ -122,6 +122,11 @@ describe('workers-ai adapter against a fake AI binding', () => {
     await expect(collectStream(workersAi.stream(request(hello)))).rejects.toBeInstanceOf(ModelError);
   });
 
+  it('a binding stream that ends without [DONE] becomes ModelError', async () => {
+    const { model: workersAi } = model(() => sseStream('data: {"response":"Hel"}\n\n'));
+    await expect(collectStream(workersAi.stream(request(hello)))).rejects.toBeInstanceOf(ModelError);
+  });
+
   it('a binding that never answers (and ignores the abort signal) gives ModelTimeoutError', async () => {
     const { model: workersAi } = model(() => new Promise(() => {}), { MODEL_TIMEOUT_MS: '100' });
     await expect(workersAi.generate(request(hello))).rejects.toBeInstanceOf(ModelTimeoutError);

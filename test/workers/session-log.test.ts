@@ -1,0 +1,34 @@
+import { env } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { R2Store } from '../../lib/store/r2.ts';
+import { defineSessionLogConcurrency } from '../session/session-log-concurrency.ts';
+
+const bucket = (env as { BUCKET: R2Bucket }).BUCKET;
+
+defineSessionLogConcurrency('r2 binding', () => new R2Store(bucket));
+
+describe('SessionLog on the R2 binding', () => {
+  it('runs turns, packs, reads the tail with ranges and deletes the session', async () => {
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const log = new SessionLog(new R2Store(bucket), { keyPrefix, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
+    await log.create({ id: 'r2' });
+    for (let i = 0; i < 5; i++) {
+      const begun = await log.beginTurn('r2', { input: [{ type: 'function_call_output', call_id: `c${i - 1}`, output: `result ${i} `.repeat(i * 4) }] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: '{}' }], receipt: {} });
+      await log.pack('r2');
+    }
+    const begun = await log.beginTurn('r2', { input: [{ type: 'message', role: 'user', content: 'last' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    expect(begun.turn.aggregates).toMatchObject({ tool_calls: 5, tool_outputs: 5 });
+    const view = await log.readContext(begun.turn, { toolCalls: 2, seqs: [] });
+    expect(view.map((item) => item.seq)).toEqual([7, 8, 9, 10, 11]);
+    const hydrated = await log.hydrate('r2', view);
+    expect(hydrated[2]).toMatchObject({ type: 'function_call_output', output: 'result 4 '.repeat(16) });
+    const page = await log.listItems('r2', { limit: 4, before: 6 });
+    expect(page.items.map((item) => item.seq)).toEqual([5, 4, 3, 2]);
+    await log.delete('r2');
+    expect((await bucket.list({ prefix: keyPrefix })).objects).toEqual([]);
+  });
+});

@@ -1,0 +1,116 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { expect } from 'vitest';
+
+/** A free loopback port (the OS picks it; closed again before the server binds it). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export interface RunningServer {
+  origin: string;
+  output: () => string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Starts a server process and waits until GET /healthz answers 200. The process runs in its
+ * own process group, so stopping it also stops anything it started.
+ */
+export async function startServer(command: string, args: string[], options: { env: Record<string, string>; port: number; cwd: string; timeoutMs?: number }): Promise<RunningServer> {
+  const child: ChildProcess = spawn(command, args, {
+    cwd: options.cwd,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  child.stdout?.on('data', (chunk) => (output += chunk));
+  child.stderr?.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const origin = `http://127.0.0.1:${options.port}`;
+  const stop = async () => {
+    if (child.exitCode === null && child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {
+        // Already gone.
+      }
+      const timer = setTimeout(() => {
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
+      }, 3000);
+      await exited;
+      clearTimeout(timer);
+    }
+  };
+  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`server exited early (${child.exitCode}):\n${output}`);
+    try {
+      const response = await fetch(`${origin}/healthz`);
+      if (response.status === 200) break;
+    } catch {
+      // Not listening yet.
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`server did not become healthy:\n${output}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+  return { origin, output: () => output, stop };
+}
+
+/**
+ * The smaller cross-runtime scenario: health, a session, one turn, one notice delivered by
+ * the next turn and listed as delivered, a notice dropped straight into the bucket, a 401.
+ */
+export async function runScenario(origin: string, token: string, dropNotice: (sessionId: string, name: string, content: string) => Promise<void>): Promise<void> {
+  const call = async (method: string, path: string, body?: unknown, auth = true) => {
+    const response = await fetch(`${origin}${path}`, {
+      method,
+      headers: { ...(auth ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text };
+  };
+  expect((await call('GET', '/healthz', undefined, false)).body).toEqual({ ok: true });
+  expect((await call('GET', '/v1/sessions/x', undefined, false)).status).toBe(401);
+
+  const id = `rt-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  const created = await call('POST', '/v1/sessions', { id, instructions: 'Be brief.' });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+
+  const first = await call('POST', `/v1/sessions/${id}/turns`, { input: 'hello' });
+  expect(first.status, JSON.stringify(first.body)).toBe(200);
+  expect(first.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }]);
+
+  const posted = await call('POST', `/v1/sessions/${id}/inbox`, { name: '0001-note.md', content: 'Budget left: 2 USD' });
+  expect(posted.status).toBe(201);
+  const second = await call('POST', `/v1/sessions/${id}/turns`, { input: 'go on' });
+  expect(second.status).toBe(200);
+  expect(second.body.output[0].content).toBe('echo: Budget left: 2 USD');
+  expect(second.body.context.notices_delivered).toEqual(['0001-note.md']);
+  const delivered = await call('GET', `/v1/sessions/${id}/inbox/delivered`);
+  expect(delivered.body.delivered.map((notice: { name: string }) => notice.name)).toEqual(['0001-note.md']);
+
+  await dropNotice(id, '0002-direct.txt', 'written by an S3 client');
+  const third = await call('POST', `/v1/sessions/${id}/turns`, { input: 'and now' });
+  expect(third.body.context.notices_delivered).toEqual(['0002-direct.txt']);
+
+  const items = await call('GET', `/v1/sessions/${id}/items?limit=2`);
+  expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual([6, 5]);
+  expect((await call('DELETE', `/v1/sessions/${id}`)).status).toBe(204);
+}

@@ -1,0 +1,132 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { decodeUtf8 } from '../../lib/store/object-store.ts';
+import { createClient, freshId, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+
+// Model failures through the real app: a fake OpenAI-compatible provider on loopback that
+// fails (500) or never answers, so the turn must end 502/504 with its input kept.
+let mode: 'fail' | 'hang' = 'fail';
+let calls = 0;
+let server: Server;
+let baseUrl = '';
+const hanging = new Set<import('node:http').ServerResponse>();
+
+beforeAll(async () => {
+  server = createServer((request, response) => {
+    calls += 1;
+    request.resume();
+    if (mode === 'hang') {
+      hanging.add(response);
+      return;
+    }
+    response.writeHead(500, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ error: { message: 'upstream exploded', type: 'server_error' } }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+});
+
+afterAll(async () => {
+  for (const response of hanging) response.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+const store = new MemoryStore();
+const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const environment = () => ({
+  API_TOKEN: TOKEN,
+  OPENAI_COMPATIBLE_BASE_URL: baseUrl,
+  MODEL_MAX_RETRIES: '0',
+  MODEL_TIMEOUT_MS: '300',
+});
+const harness: HttpHarness = {
+  fetch: async (path, init) => app.request(path, init, environment()),
+  fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+  store,
+  keyPrefix: '',
+};
+const api = createClient(harness);
+
+async function doneRecords(sessionId: string): Promise<any[]> {
+  const listed = await store.list(`sessions/${sessionId}/turn/`);
+  const done = listed.objects.filter((object) => object.key.endsWith('.done'));
+  return Promise.all(done.map(async (object) => JSON.parse(decodeUtf8((await store.get(object.key))!.body))));
+}
+
+describe('model failures', () => {
+  it('a failing provider gives 502 model_error; the input stays stored and the turn is closed as failed', async () => {
+    mode = 'fail';
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const before = calls;
+    const key = { 'idempotency-key': freshId('fail') };
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
+    expect(response.status).toBe(502);
+    expect(response.body.error.code).toBe('model_error');
+    expect(calls).toBe(before + 1);
+    const items = await api.get(`/v1/sessions/${id}/items`);
+    expect(items.body.items.map((item: any) => item.content)).toEqual(['will fail']);
+    const [done] = await doneRecords(id);
+    expect(done).toMatchObject({ status: 'failed', error: { code: 'model_error' } });
+
+    // The replay of the same key answers the stored error, without calling the provider.
+    const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
+    expect(replayed.status).toBe(502);
+    expect(calls).toBe(before + 1);
+
+    // The turn is closed: the next one (with the echo model) is not 409.
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'retry', model: 'echo' });
+    expect(next.status).toBe(200);
+    expect(next.body.turn).toBe(2);
+    expect(next.body.output[0].seq).toBe(3);
+  });
+
+  it('a provider that does not answer in time gives 504 model_timeout', async () => {
+    mode = 'hang';
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'too slow' });
+    expect(response.status).toBe(504);
+    expect(response.body.error.code).toBe('model_timeout');
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 1, turns: 1 });
+  });
+
+  it('a streaming turn whose model fails ends with an error event after turn.started', async () => {
+    mode = 'fail';
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'stream fail', stream: true });
+    expect(response.status).toBe(200);
+    const events = parseSse(response.body);
+    expect(events.map((event) => event.event)).toEqual(['turn.started', 'error']);
+    expect(events[1]!.data.error.code).toBe('model_error');
+    const [done] = await doneRecords(id);
+    expect(done.status).toBe('failed');
+  });
+});
+
+describe('receipts', () => {
+  it('each turn stores a compact receipt of what the model saw', async () => {
+    const id = await api.session({ strategies: ['shorten_tools_epoch', 'inbox'], strategy_config: { epoch_tool_call_threshold: 2, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 1, epoch_size: 1 } });
+    const items: unknown[] = [{ type: 'message', role: 'user', content: 'start' }];
+    for (let index = 1; index <= 5; index++) {
+      items.push({ type: 'function_call', call_id: `c${index}`, name: 'read', arguments: `{"n":${index}}` });
+      items.push({ type: 'function_call_output', call_id: `c${index}`, output: `result ${index} `.repeat(100) });
+    }
+    await api.post(`/v1/sessions/${id}/items`, { items });
+    await api.post(`/v1/sessions/${id}/inbox`, { name: 'n.md', content: 'note' });
+    const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'summarize', model: 'echo' });
+    expect(turn.status).toBe(200);
+    const context = turn.body.context;
+    expect(context.tool_calls_total).toBe(5);
+    expect(context.kept_full + context.compacted + context.dropped).toBe(5);
+    expect(context.compacted + context.dropped).toBeGreaterThan(0);
+    const [done] = await doneRecords(id);
+    expect(done.status).toBe('completed');
+    expect(done.receipt).toMatchObject({ model: 'echo', strategies: ['shorten_tools_epoch', 'inbox'], notices: [expect.objectContaining({ name: 'n.md', stored_as: 'n.md' })] });
+    expect(typeof done.receipt.whole).toBe('string');
+    expect(done.receipt.whole).toMatch(/^[\d,-]*$/);
+    expect(done.receipt.compacted.length + done.receipt.dropped.length).toBeGreaterThan(0);
+    expect(done.response).toEqual(turn.body);
+  });
+});

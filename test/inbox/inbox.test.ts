@@ -258,6 +258,54 @@ describe('consume order (properties)', () => {
   });
 });
 
+describe('concurrent consumers (property)', () => {
+  it('deliver every notice exactly once under any interleaving, with unique stored names', async () => {
+    const name = fc.constantFrom('a.md', 'a.1.md', 'b', 'b.1', 'c.d.md', 'z');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(name, { minLength: 1, maxLength: 5 }),
+        fc.uniqueArray(name, { minLength: 1, maxLength: 4 }),
+        fc.integer({ min: 3, max: 8 }),
+        async (names, deliveredBefore, consumers) => {
+          const memory = new MemoryStore();
+          const inbox = new Inbox(new JitteryStore(memory, 3), { keyPrefix: 'p/', log: () => {} });
+          await memory.put(sessionConfigKey('p/', 's1'), '{}');
+          for (const each of deliveredBefore) await inbox.post('s1', { name: each, content: `old ${each}` });
+          await inbox.consume('s1', { turn: 1 });
+          for (const each of names) await inbox.post('s1', { name: each, content: `new ${each}` });
+          const results = await Promise.all(Array.from({ length: consumers }, (_, index) => inbox.consume('s1', { turn: 2 + index })));
+          const contents = results.flatMap((result) => result.delivered.map((notice) => notice.content));
+          expect(contents.sort()).toEqual(names.map((each) => `new ${each}`).sort());
+          const records = await inbox.listDelivered('s1');
+          expect(records).toHaveLength(names.length + deliveredBefore.length);
+          expect(await inbox.listPending('s1')).toEqual([]);
+        },
+      ),
+      { numRuns: 30 },
+    );
+  });
+});
+
+describe('delivery records', () => {
+  it('lists an object put into inbox_removed/ by something else with its upload time and no turn', async () => {
+    const { inbox, memory, prefix } = await setup();
+    await memory.put(`${prefix}inbox_removed/manual.txt`, 'x');
+    await memory.put(`${prefix}inbox_removed/nested/ignored`, 'x');
+    const uploaded = (await memory.head(`${prefix}inbox_removed/manual.txt`))!.uploaded.toISOString();
+    expect(await inbox.listDelivered('s1')).toEqual([
+      { name: 'manual.txt', stored_as: 'manual.txt', posted_at: uploaded, delivered_at: uploaded, turn: null },
+    ]);
+  });
+
+  it('withdraws a notice written straight into the bucket under a name the API would refuse', async () => {
+    const { inbox, memory, prefix } = await setup();
+    await memory.put(`${prefix}inbox/my notice.md`, 'x');
+    await inbox.withdraw('s1', 'my notice.md');
+    expect(await inbox.listPending('s1')).toEqual([]);
+    await expect(inbox.withdraw('s1', '.hidden')).rejects.toMatchObject({ code: 'not_found' });
+  });
+});
+
 describe('notice names', () => {
   it.each([
     ['a_msg.md', 1, 'a_msg.1.md'],

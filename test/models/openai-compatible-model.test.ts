@@ -182,6 +182,14 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     expect(sent.body.max_tokens).toBeUndefined();
   });
 
+  it('sends no Authorization header when OPENAI_COMPATIBLE_API_KEY is not set (local servers)', async () => {
+    const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'), {
+      OPENAI_COMPATIBLE_API_KEY: '',
+    });
+    await model.generate(request([{ type: 'message', role: 'user', content: 'Hi' }]));
+    expect(requests[0]!.headers.authorization).toBeUndefined();
+  });
+
   it('uses the injected fetch', async () => {
     const seen: string[] = [];
     const { model } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'), {

@@ -89,6 +89,19 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       expect(await store.head(`${prefix}inbox/0001-budget.md`)).toBeNull();
     });
 
+    it('delivers a notice whose name is not ASCII and records that name', async () => {
+      const { inbox, sessionId, prefix, writeDirect } = await setup();
+      await writeDirect(`${prefix}inbox/caf\u00e9 notice.md`, 'na\u00efve content');
+      await inbox.consume(sessionId, { turn: 1 });
+      await writeDirect(`${prefix}inbox/caf\u00e9 notice.md`, 'second');
+      const result = await inbox.consume(sessionId, { turn: 2 });
+      expect(result.delivered).toMatchObject([{ name: 'caf\u00e9 notice.md', stored_as: 'caf\u00e9 notice.1.md', content: 'second' }]);
+      expect((await inbox.listDelivered(sessionId)).map((record) => [record.name, record.stored_as, record.turn])).toEqual([
+        ['caf\u00e9 notice.md', 'caf\u00e9 notice.1.md', 2],
+        ['caf\u00e9 notice.md', 'caf\u00e9 notice.md', 1],
+      ]);
+    });
+
     it('ignores dot-names and keys with a further "/" and leaves them in place', async () => {
       const { inbox, sessionId, prefix, writeDirect, store } = await setup();
       await writeDirect(`${prefix}inbox/.hidden`, 'hidden');

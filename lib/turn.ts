@@ -1,8 +1,9 @@
 import type { ServiceConfig } from './config.ts';
 import { TailgateError } from './errors.ts';
-import { outputLength, type Item, type PromptItem, type StoredItem, type Tool } from './items.ts';
-import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelUsage } from './models/model.ts';
-import type { HistoryAggregates } from './strategies/aggregates.ts';
+import { outputLength, type Item, type PromptItem, type Tool } from './items.ts';
+import { ModelError, type Model, type ModelOutputItem, type ModelRequest, type ModelResult, type ModelUsage } from './models/model.ts';
+import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
+import type { BeginTurnResult, OpenTurn, SessionLog, SessionRecord } from './session/session-log.ts';
 import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
 import type { StrategyConfig } from './strategies/strategy-config.ts';
 
@@ -24,70 +25,18 @@ import type { StrategyConfig } from './strategies/strategy-config.ts';
  * A failure after the claim closes the turn as failed (the input stays stored) and rethrows.
  */
 
-/** The session as the session log returns it (nulls take the deployment's defaults). */
-export interface SessionView {
-  id: string;
-  created_at: string;
-  instructions: string | null;
-  model: string | null;
-  strategies: string[] | null;
-  strategy_config: Record<string, unknown> | null;
-  tools: Tool[] | null;
-  metadata: Record<string, unknown> | null;
-  counts: { items: number; turns: number; tool_calls: number };
-}
+export type StoredError = { code: string; message: string; details?: unknown };
 
-/** A claimed turn, as the session log hands it out. */
-export interface OpenTurnView {
-  sessionId: string;
-  session: SessionView;
-  turn: number;
-  input: StoredItem[];
-  aggregates: HistoryAggregates;
-}
+/** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
+export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'>;
 
-export interface StoredError {
-  code: string;
-  message: string;
-  details?: unknown;
-}
-
-export type BeginTurnResult<Turn extends OpenTurnView> =
-  | { kind: 'replay'; response?: unknown; status: 'completed' | 'failed' | 'aborted'; error?: StoredError }
-  | { kind: 'claimed'; turn: Turn };
-
-/** What the pipeline needs of the session log (lib/session/session-log.ts). */
-export interface SessionLogPort<Turn extends OpenTurnView = OpenTurnView> {
-  get(id: string): Promise<SessionView>;
-  beginTurn(id: string, options: { input: Item[]; idempotencyKey?: string; request?: unknown }): Promise<BeginTurnResult<Turn>>;
-  readContext(turn: Turn, requirement: { toolCalls: number | 'all'; seqs: number[] }): Promise<PromptItem[]>;
-  previewContext(id: string, requirement: (aggregates: HistoryAggregates) => { toolCalls: number | 'all'; seqs: number[] }): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates }>;
-  hydrate(sessionId: string, items: PromptItem[]): Promise<PromptItem[]>;
-  completeTurn(
-    turn: Turn,
-    outcome: { status: 'completed' | 'failed' | 'aborted'; output: Item[]; receipt: unknown; response?: unknown; error?: StoredError },
-  ): Promise<StoredItem[]>;
-  pack?(sessionId: string): Promise<unknown>;
-}
-
-/** A delivered notice, as the inbox hands it to the pipeline. */
-export interface DeliveredNotice {
-  name: string;
-  stored_as: string;
-  content: string;
-  posted_at: string;
-}
-
-/** What the pipeline needs of the inbox (lib/inbox/inbox.ts). */
-export interface InboxPort {
-  consume(sessionId: string, options: { turn: number }): Promise<{ delivered: DeliveredNotice[]; abort?: { name: string; stored_as: string; reason: string } }>;
-  peek(sessionId: string): Promise<{ name: string; content: string }[]>;
-}
+/** The part of the inbox the pipeline uses. */
+export type TurnInbox = Pick<Inbox, 'consume' | 'peek'>;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */
-export interface TurnServices<Turn extends OpenTurnView = OpenTurnView> {
-  sessions: SessionLogPort<Turn>;
-  inbox: InboxPort;
+export interface TurnServices {
+  sessions: TurnSessionLog;
+  inbox: TurnInbox;
   config: ServiceConfig;
   /** The plain string environment (strategy thresholds, PROMPT_STRATEGY). */
   env: Record<string, string | undefined>;
@@ -214,15 +163,15 @@ interface TurnPlan {
 }
 
 /** Everything a request can be refused for, resolved before the turn is claimed. */
-function planTurn(services: TurnServices, session: SessionView, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
+function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
   const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
   const strategyConfig = resolveStrategyConfig({
     env: services.env,
-    session: session.strategy_config ?? undefined,
+    session: session.strategy_config,
     request: request.strategy_config,
   });
   const model = services.model(request.model ?? session.model ?? services.config.defaultModel);
-  return { strategies, strategyConfig, model, tools: request.tools ?? session.tools ?? [] };
+  return { strategies, strategyConfig, model, tools: request.tools ?? session.tools };
 }
 
 async function executeTurn(
@@ -252,7 +201,7 @@ async function executeTurn(
 
     let delivered: DeliveredNotice[] = [];
     if (plan.strategies.includes('inbox')) {
-      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn });
+      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true });
       delivered = consumed.delivered;
       if (consumed.abort) {
         const { abort } = consumed;
@@ -292,7 +241,8 @@ async function executeTurn(
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     };
     emit?.({ event: 'turn.started', data: { turn: turn.turn } });
-    const firstSeq = nextSeq(turn);
+    // completeTurn numbers the output right after the input; the response says so up front.
+    const firstSeq = turn.counts.items + 1;
     const result = emit ? await streamModel(plan.model, modelRequest, firstSeq, emit) : await plan.model.generate(modelRequest);
 
     const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
@@ -303,7 +253,8 @@ async function executeTurn(
       receipt: { ...receipt, usage: result.usage },
       response,
     });
-    if (sessions.pack) services.background(sessions.pack(sessionId));
+    // Pack old records into a segment after the response, so tail reads stay short.
+    services.background(sessions.pack(sessionId));
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;
@@ -316,13 +267,6 @@ async function executeTurn(
   }
 }
 
-/** The first seq after the turn's input: where the model's output goes. */
-function nextSeq(turn: OpenTurnView): number {
-  const last = turn.input[turn.input.length - 1];
-  if (!last) throw new TailgateError('storage_error', 'the claimed turn holds no input');
-  return last.seq + 1;
-}
-
 async function streamModel(model: Model, request: ModelRequest, firstSeq: number, emit: (event: TurnEvent) => void): Promise<ModelResult> {
   let index = 0;
   for await (const event of model.stream(request)) {
@@ -330,10 +274,10 @@ async function streamModel(model: Model, request: ModelRequest, firstSeq: number
     else if (event.type === 'item_done') emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
     else return event.result;
   }
-  throw new TailgateError('model_error', 'the model stream ended without a result');
+  throw new ModelError('the model stream ended without a result');
 }
 
-function replay(begun: Extract<BeginTurnResult<OpenTurnView>, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
+function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
   if (begun.status !== 'completed' || begun.response === undefined) {
     throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
   }

@@ -37,7 +37,7 @@ export function turnRoutes() {
     const { id } = c.req.valid('param');
     const { stream, ...body } = c.req.valid('json');
     const idempotencyKey = c.req.valid('header')['idempotency-key'];
-    if (Array.isArray(body.input)) checkItemSizes(body.input, c.var.config.maxItemBytes);
+    checkItemSizes(typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : body.input, c.var.config.maxItemBytes);
     const request = body as TurnRequest;
     const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
     const services = c.var.services;

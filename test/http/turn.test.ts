@@ -1,0 +1,179 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { isContextNotice } from '../../lib/strategies/context-notice.ts';
+import { previewPrompt, promptCharacters, runTurn, seqRanges, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+
+function services(model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox; pending: Promise<unknown>[]; store: MemoryStore } {
+  const store = new MemoryStore();
+  const pending: Promise<unknown>[] = [];
+  return {
+    sessions: new SessionLog(store),
+    inbox: new Inbox(store),
+    config: parseServiceConfig({}),
+    env: {},
+    model: (id) => (id === 'recording' ? model : echoModel),
+    background: (task) => void pending.push(task),
+    log: () => {},
+    pending,
+    store,
+  };
+}
+
+/** Every key, etag and body in the store. */
+async function snapshot(store: MemoryStore): Promise<string> {
+  const listed = await store.list('', { limit: 1000 });
+  const objects = await Promise.all(listed.objects.map(async (object) => [object.key, object.etag, new TextDecoder().decode((await store.get(object.key))!.body)]));
+  return JSON.stringify(objects);
+}
+
+/** A model that answers like echo and keeps every request it was sent. */
+function recordingModel(): Model & { requests: ModelRequest[] } {
+  const requests: ModelRequest[] = [];
+  return {
+    id: 'recording',
+    requests,
+    generate: (request) => {
+      requests.push(request);
+      return echoModel.generate(request);
+    },
+    stream: (request) => {
+      requests.push(request);
+      return echoModel.stream(request);
+    },
+  };
+}
+
+describe('seqRanges', () => {
+  it.each([
+    [[], ''],
+    [[3], '3'],
+    [[1, 2, 3, 5, 7, 8], '1-3,5,7-8'],
+    [[8, 7, 1], '1,7-8'],
+  ])('%j -> %j', (seqs, expected) => {
+    expect(seqRanges(seqs)).toBe(expected);
+  });
+
+  it('expands back to the sorted seqs', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.integer({ min: 1, max: 500 }), { maxLength: 80 }), (seqs) => {
+        const expanded = seqRanges(seqs)
+          .split(',')
+          .filter((part) => part !== '')
+          .flatMap((part) => {
+            const [low, high] = part.split('-').map(Number);
+            return Array.from({ length: (high ?? low!) - low! + 1 }, (_, index) => low! + index);
+          });
+        expect(expanded).toEqual([...seqs].sort((a, b) => a - b));
+      }),
+      { numRuns: 150 },
+    );
+  });
+});
+
+describe('promptCharacters', () => {
+  it('counts content, call names and arguments, and outputs (out of line by their length)', () => {
+    expect(
+      promptCharacters([
+        { type: 'message', role: 'user', content: 'abc' },
+        { type: 'function_call', call_id: 'c', name: 'fn', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c', output: 'xyz' },
+        { type: 'function_call_output', call_id: 'd', output: '', output_ref: { sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 1000, head: '', tail: '' } },
+      ]),
+    ).toBe(3 + 4 + 3 + 1000);
+  });
+});
+
+describe('runTurn', () => {
+  it('puts the instructions first and the cache breakpoint on the end of the stable prefix', async () => {
+    const model = recordingModel();
+    const turnServices = services(model);
+    await turnServices.sessions.create({
+      id: 's1',
+      instructions: 'Rules.',
+      model: 'recording',
+      strategies: ['shorten_tools_epoch'],
+      strategy_config: { epoch_tool_call_threshold: 3, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 2, epoch_size: 2 },
+    });
+    const items = [];
+    for (let index = 1; index <= 8; index++) {
+      items.push({ type: 'function_call' as const, call_id: `c${index}`, name: 'read', arguments: `{"n":${index}}` });
+      items.push({ type: 'function_call_output' as const, call_id: `c${index}`, output: `out ${index}` });
+    }
+    await turnServices.sessions.append('s1', items);
+    const response = await runTurn(turnServices, 's1', { input: 'go' });
+    const request = model.requests[0]!;
+    expect(request.prompt[0]).toEqual({ type: 'message', role: 'system', content: 'Rules.' });
+    const noticeIndex = request.prompt.findIndex((item) => isContextNotice(item));
+    expect(noticeIndex).toBeGreaterThan(0);
+    expect(request.cacheBreakpoint).toBe(noticeIndex);
+    expect(response.context.kept_full + response.context.compacted + response.context.dropped).toBe(8);
+    expect(response.context.items_in_prompt).toBe(request.prompt.length);
+    expect(response.context.prompt_chars).toBe(promptCharacters(request.prompt));
+  });
+
+  it('has no cache breakpoint without instructions or a compacted prefix', async () => {
+    const model = recordingModel();
+    const turnServices = services(model);
+    await turnServices.sessions.create({ id: 's2', model: 'recording' });
+    await runTurn(turnServices, 's2', { input: 'hi' });
+    expect(model.requests[0]!.cacheBreakpoint).toBeUndefined();
+  });
+
+  it('a bad strategy list stores nothing', async () => {
+    const turnServices = services();
+    await turnServices.sessions.create({ id: 's3' });
+    await expect(runTurn(turnServices, 's3', { input: 'x', strategies: 'nope' })).rejects.toMatchObject({ code: 'unknown_strategy' });
+    expect((await turnServices.sessions.get('s3')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
+  });
+});
+
+describe('streamTurn', () => {
+  it('completes and stores the turn even when nobody reads the events', async () => {
+    const turnServices = services();
+    await turnServices.sessions.create({ id: 's4' });
+    const { done } = streamTurn(turnServices, 's4', { input: 'unread stream' });
+    await done;
+    expect((await turnServices.sessions.get('s4')).counts).toEqual({ items: 2, turns: 1, tool_calls: 0 });
+  });
+
+  it('yields started, deltas, the item, then completed; the item equals the completed output', async () => {
+    const turnServices = services();
+    await turnServices.sessions.create({ id: 's5' });
+    const events: TurnEvent[] = [];
+    for await (const event of streamTurn(turnServices, 's5', { input: 'a b c' }).events) events.push(event);
+    expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'output_text.delta', 'output_text.delta', 'output_text.delta', 'output_item.done', 'turn.completed']);
+    const completed = events.at(-1)!;
+    const item = events.at(-2)!;
+    if (completed.event !== 'turn.completed' || item.event !== 'output_item.done') throw new Error('unexpected events');
+    expect(completed.data.output).toEqual([item.data.item]);
+  });
+
+  it('reports an error before turn.started as the only event (the route turns it into a status)', async () => {
+    const turnServices = services();
+    const events: TurnEvent[] = [];
+    for await (const event of streamTurn(turnServices, 'missing', { input: 'x' }).events) events.push(event);
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ event: 'error', data: { error: { code: 'not_found' } } });
+  });
+});
+
+describe('previewPrompt', () => {
+  it('writes nothing: the store is byte-identical before and after', async () => {
+    const turnServices = services();
+    await turnServices.sessions.create({ id: 's6', instructions: 'x' });
+    await runTurn(turnServices, 's6', { input: 'hello' });
+    await turnServices.inbox.post('s6', { name: 'a.md', content: 'note' });
+    await Promise.all(turnServices.pending);
+    const before = await snapshot(turnServices.store);
+    const preview = await previewPrompt(turnServices, 's6', {});
+    expect(preview.items.at(-1)).toEqual({ type: 'message', role: 'user', content: 'note', synthetic: 'inbox', pending: true });
+    expect(preview.context.notices_pending).toEqual(['a.md']);
+    expect(await snapshot(turnServices.store)).toBe(before);
+  });
+});

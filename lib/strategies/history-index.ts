@@ -1,5 +1,5 @@
 import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
-import { callKey, canonicalCall, repeatFlagReader, type HistoryAggregates } from './aggregates.ts';
+import { canonicalCall, repeatFlagReader, type HistoryAggregates } from './aggregates.ts';
 
 /** What the strategies know about one tool item of the history. */
 export interface ToolInfo {
@@ -43,18 +43,21 @@ export interface HistoryIndex {
  * text as the key). Tail view: `toolCalls` and repeat flags come from the aggregates,
  * positions are counted from the end of the view (exact for the suffix that selectTail
  * keeps whole; calls before the cut are only there when protected), and a call is
- * protected when its seq is the `repeated` entry of its key.
+ * protected when its seq is one of the `repeated` values (the aggregates must describe
+ * exactly the history the view was taken from).
  */
 export function indexHistory(
   items: readonly PromptItem[],
   aggregates?: HistoryAggregates,
 ): { history: HistoryIndex; items: PromptItem[] } {
-  const info = new WeakMap<PromptItem, ToolInfo>();
+  const info = new Map<PromptItem, ToolInfo>();
   const calls: PromptFunctionCallItem[] = [];
   const pending = new Map<string, PromptFunctionCallItem>();
   const paired = new Set<PromptItem>();
-  const outputCall = new Map<PromptItem, PromptFunctionCallItem>();
+  const outputCall: [PromptItem, PromptFunctionCallItem][] = [];
+  let toolItems = 0;
   for (const item of items) {
+    if (item.type !== 'message') toolItems += 1;
     if (item.type === 'function_call') {
       calls.push(item);
       pending.set(item.call_id, item);
@@ -64,7 +67,7 @@ export function indexHistory(
       pending.delete(item.call_id);
       paired.add(call);
       paired.add(item);
-      outputCall.set(item, call);
+      outputCall.push([item, call]);
     }
   }
 
@@ -76,10 +79,8 @@ export function indexHistory(
     const protectedSeqs = new Set(Object.values(aggregates.repeated));
     for (let index = 0; index < calls.length; index += 1) {
       const call = calls[index]!;
-      const isProtected =
-        call.seq !== undefined &&
-        protectedSeqs.has(call.seq) &&
-        aggregates.repeated[callKey(call.name, call.arguments)] === call.seq;
+      // A seq in `repeated` is by definition the newest instance of a repeated key.
+      const isProtected = call.seq !== undefined && protectedSeqs.has(call.seq);
       info.set(call, { position: calls.length - index, protected: isProtected });
     }
   } else {
@@ -111,6 +112,6 @@ export function indexHistory(
       if (known !== undefined) info.set(copy, known);
     },
   };
-  const sanitized = items.filter((item) => !(item.type === 'function_call' || item.type === 'function_call_output') || paired.has(item));
+  const sanitized = paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));
   return { history, items: sanitized };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PromptItem } from '../../lib/items.ts';
+import { isToolItem, type PromptItem } from '../../lib/items.ts';
 import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
 import { epochPlan, incrementEpochPlan } from '../../lib/strategies/epoch-plan.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
@@ -141,8 +141,8 @@ describe('repeated-call protection', () => {
     // 111 calls with the seed example; call 30 repeats call 5 (keys sorted, call_id ignored).
     const history = toolHistory(111, { repeats: new Map([[30, 5]]) });
     const prompt = preparePrompt(history, 'shorten_tools_epoch', { config: seedExample });
-    const kept = prompt.items.filter((item) => item.type !== 'message' && (item.call_id === 'c30' || item.call_id === 'c5'));
-    expect(kept.map((item) => item.call_id)).toEqual(['c30', 'c30']);
+    const kept = prompt.items.filter((item) => isToolItem(item) && (item.call_id === 'c30' || item.call_id === 'c5'));
+    expect(kept.map((item) => isToolItem(item) && item.call_id)).toEqual(['c30', 'c30']);
     expect(kept.every((item) => !item.compacted)).toBe(true);
     expect(prompt.stats).toMatchObject({ kept_full: 12, compacted: 40, dropped: 59 });
   });

@@ -76,6 +76,12 @@ export const recordSchema = z
      * call-key markers only ever describe committed items.
      */
     aggregates: historyAggregatesSchema,
+    /**
+     * The items of the records just before this one (whole records, oldest first, within a
+     * byte budget), so a tail read finds the recent history in the newest record instead of
+     * one get per record.
+     */
+    recent: z.array(z.object({ record: z.number().int().positive(), items: z.array(logItemSchema) }).strict()).optional(),
     /** Model turns: the ordinal of the turn (counts.turns after the claim). */
     turn: z.number().int().positive().optional(),
     lease_expires_at: z.string().optional(),

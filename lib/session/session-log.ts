@@ -86,7 +86,14 @@ export interface OpenTurn {
   counts: SessionCounts;
   /** The input as stored (large outputs as `output_ref`). */
   inputRecords: LogItem[];
+  /** The items of the records before this one that its record carries (seq order). */
+  carried: LogItem[];
+  /** The oldest record whose items are in `carried` (the turn's own record when none). */
+  carriedFromRecord: number;
 }
+
+/** The listing a claim made, handed on to the turn's tail read to save a list request. */
+const claimListings = new WeakMap<OpenTurn, UnitCursor>();
 
 export interface StoredOutcome {
   status: TurnStatus;
@@ -114,6 +121,10 @@ export interface SessionLogOptions {
   segmentTargetBytes?: number;
   /** Generates ids for sessions created without one. */
   generateId?: () => string;
+  /** A record carries the items of at most this many records before it (see `recent`). */
+  recentRecords?: number;
+  /** ...and at most about this many bytes of them. */
+  recentBytes?: number;
 }
 
 export interface PackResult {
@@ -155,6 +166,8 @@ interface Head {
   config: SessionConfig;
   /** The newest record and its completion, or null for a log without records. */
   newest: { record: LogRecord; done: DoneRecord | null } | null;
+  /** The listing the newest record was found with, positioned after it. */
+  cursor: UnitCursor;
 }
 
 /**
@@ -182,6 +195,8 @@ export class SessionLog {
   readonly #keepRecords: number;
   readonly #segmentTargetBytes: number;
   readonly #generateId: () => string;
+  readonly #recentRecords: number;
+  readonly #recentBytes: number;
 
   constructor(store: ObjectStore, options: SessionLogOptions = {}) {
     this.#store = store;
@@ -193,6 +208,8 @@ export class SessionLog {
     this.#keepRecords = Math.max(1, options.keepRecords ?? 2);
     this.#segmentTargetBytes = options.segmentTargetBytes ?? 1024 * 1024;
     this.#generateId = options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`);
+    this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + this.#packMinRecords + 2);
+    this.#recentBytes = Math.max(0, options.recentBytes ?? 64 * 1024);
   }
 
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
@@ -294,7 +311,7 @@ export class SessionLog {
       const replay = await this.#replay(id, keyHash);
       if (replay) return replay;
     }
-    const { record, config } = await this.#commit(id, input, {
+    const { record, config, cursor, previous } = await this.#commit(id, input, {
       kind: 'turn',
       ...(keyHash ? { keyHash } : {}),
       ...(options.request !== undefined ? { request: options.request } : {}),
@@ -315,20 +332,22 @@ export class SessionLog {
     }
     const aggregates = await this.#extend(id, record.aggregates, record.items);
     const session = toSessionRecord(config, record.counts);
-    return {
-      kind: 'claimed',
-      turn: {
-        sessionId: id,
-        session,
-        turn: record.turn!,
-        input: await this.#hydrateItems(id, record.items),
-        aggregates,
-        leaseExpiresAt: record.lease_expires_at!,
-        record: record.record,
-        counts: record.counts,
-        inputRecords: record.items,
-      },
+    const carried = previous.flatMap((group) => group.items);
+    const turn: OpenTurn = {
+      sessionId: id,
+      session,
+      turn: record.turn!,
+      input: await this.#hydrateItems(id, record.items),
+      aggregates,
+      leaseExpiresAt: record.lease_expires_at!,
+      record: record.record,
+      counts: record.counts,
+      inputRecords: record.items,
+      carried,
+      carriedFromRecord: previous[0]?.record ?? record.record,
     };
+    claimListings.set(turn, cursor);
+    return { kind: 'claimed', turn };
   }
 
   /**
@@ -338,9 +357,13 @@ export class SessionLog {
    * their outputs). Outputs stored out of line come as `output_ref` with an empty `output`.
    */
   async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
-    return this.#withFreshListing(() =>
-      this.#readTail(turn.sessionId, turn.inputRecords, new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { below: turn.record }), requirement),
-    );
+    return this.#withFreshListing(() => {
+      let cursor = claimListings.get(turn);
+      claimListings.delete(turn);
+      cursor ??= new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.record });
+      cursor.skipTo(turn.carriedFromRecord);
+      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement);
+    });
   }
 
   /**
@@ -352,11 +375,12 @@ export class SessionLog {
     requirement: (aggregates: HistoryAggregates) => TailRequirement,
   ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates }> {
     return this.#withFreshListing(async () => {
-      const { newest } = await this.#head(id);
+      const { newest, cursor } = await this.#head(id, 100);
       if (!newest) return { items: [], aggregates: emptyAggregates() };
-      const newestItems = [...newest.record.items, ...(newest.done?.items ?? [])];
-      const aggregates = await this.#extend(id, newest.record.aggregates, newestItems, { readOnly: true });
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { below: newest.record.record });
+      const ownItems = [...newest.record.items, ...(newest.done?.items ?? [])];
+      const aggregates = await this.#extend(id, newest.record.aggregates, ownItems, { readOnly: true });
+      cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
+      const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
       const items = await this.#readTail(id, newestItems, cursor, requirement(aggregates));
       return { items, aggregates };
     });
@@ -417,20 +441,32 @@ export class SessionLog {
     const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
     const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
     const items = await this.#withFreshListing(async () => {
-      await this.#readConfig(id);
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100 });
+      const { newest, cursor } = await this.#head(id, 100);
       const upper = before === undefined ? Number.POSITIVE_INFINITY : before - 1;
       const page: LogItem[] = [];
-      for (let unit = await cursor.next(); unit && page.length < limit; unit = await cursor.next()) {
+      let lowest = Number.POSITIVE_INFINITY;
+      const take = (items: readonly LogItem[]) => {
+        for (let index = items.length - 1; index >= 0 && page.length < limit; index--) {
+          const item = items[index]!;
+          if (item.seq <= upper && item.seq < lowest) page.push(item);
+        }
+        if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
+      };
+      if (newest) {
+        take([...(newest.record.recent ?? []).flatMap((group) => group.items), ...newest.record.items, ...(newest.done?.items ?? [])]);
+        cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
+      }
+      for (let unit = page.length < limit && newest ? await cursor.next() : null; unit && page.length < limit; unit = await cursor.next()) {
         const wanted = limit - page.length;
         if (unit.kind === 'record') {
           const { record, done } = await this.#readRecord(unit);
-          const all = [...record.items, ...(done?.items ?? [])].filter((item) => item.seq <= upper).reverse();
-          page.push(...all.slice(0, wanted));
+          take([...record.items, ...(done?.items ?? [])]);
           continue;
         }
-        if (unit.firstSeq > upper || unit.lastSeq < unit.firstSeq) continue;
-        const high = Math.min(upper, unit.lastSeq);
+        const top = Math.min(unit.lastSeq, lowest - 1);
+        if (unit.firstSeq > upper || top < unit.firstSeq) continue;
+        lowest = unit.firstSeq;
+        const high = Math.min(upper, top);
         const low = Math.max(unit.firstSeq, high - wanted + 1);
         page.push(...(await this.#segmentRange(unit, low, high)).reverse());
       }
@@ -533,10 +569,10 @@ export class SessionLog {
     id: string,
     input: Item[],
     options: { kind: 'append' | 'turn'; keyHash?: string; request?: unknown },
-  ): Promise<{ record: LogRecord; config: SessionConfig }> {
+  ): Promise<{ record: LogRecord; config: SessionConfig; cursor: UnitCursor; previous: NonNullable<LogRecord['recent']> }> {
     const written = new Set<string>();
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
-      const head = await this.#head(id);
+      const head = await this.#head(id, 100);
       let newest = head.newest;
       if (newest && newest.record.kind === 'turn' && !newest.done) {
         const open = newest.record;
@@ -555,6 +591,7 @@ export class SessionLog {
       const stamped = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
       const items = await externalizePayloads(this.#store, stamped, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha), written);
       const number = (newest?.record.record ?? 0) + 1;
+      const recent = newest ? this.#carry(newest) : [];
       const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
       const record: LogRecord = {
         format: 'tailgate.record.v1',
@@ -569,6 +606,7 @@ export class SessionLog {
           tool_calls: counts.tool_calls + items.filter((item) => item.type === 'function_call').length,
         },
         aggregates,
+        ...(recent.length > 0 ? { recent } : {}),
         ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + this.#leaseMs).toISOString() } : {}),
         ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
         ...(options.request !== undefined ? { request: options.request } : {}),
@@ -577,10 +615,28 @@ export class SessionLog {
         onlyIfAbsent: true,
         contentType: 'application/json',
       });
-      if (put) return { record, config: head.config };
+      if (put) {
+        // The records the claim has read (carried, or at least the previous one): the tail read
+        // continues below them with the claim's own listing.
+        const previous = recent.length > 0 || !newest ? recent : [{ record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+        return { record, config: head.config, cursor: head.cursor, previous };
+      }
       await backoff(attempt);
     }
     throw new StorageError(`session ${id}: too many concurrent writers`);
+  }
+
+  /** What the record after `newest` carries: whole records, newest first, within budget. */
+  #carry(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+    const kept: NonNullable<LogRecord['recent']> = [];
+    let bytes = 0;
+    for (let index = groups.length - 1; index >= 0 && kept.length < this.#recentRecords; index--) {
+      bytes += JSON.stringify(groups[index]!.items).length;
+      if (bytes > this.#recentBytes) break;
+      kept.unshift(groups[index]!);
+    }
+    return kept;
   }
 
   /** Writes the completion of `record` (create-only); null when someone else closed it. */
@@ -674,18 +730,18 @@ export class SessionLog {
   }
 
   /** The config and the newest record (with its completion), read in parallel. */
-  async #head(id: string): Promise<Head> {
-    const [{ config }, { newest }] = await Promise.all([this.#readConfig(id), this.#newest(id)]);
-    return { config, newest };
+  async #head(id: string, pageLimit = 3): Promise<Head> {
+    const [{ config }, newest] = await Promise.all([this.#readConfig(id), this.#newest(id, pageLimit)]);
+    return { config, ...newest };
   }
 
-  async #newest(id: string): Promise<Pick<Head, 'newest'>> {
+  async #newest(id: string, pageLimit = 3): Promise<Omit<Head, 'config'>> {
     return this.#withFreshListing(async () => {
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 3 });
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit });
       const unit = await cursor.next();
-      if (!unit) return { newest: null };
+      if (!unit) return { newest: null, cursor };
       if (unit.kind === 'segment') throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
-      return { newest: await this.#readRecord(unit) };
+      return { newest: await this.#readRecord(unit), cursor };
     });
   }
 
@@ -745,25 +801,30 @@ export class SessionLog {
       if (needed !== 'all' && calls >= needed && outputs >= needed) cutSeq = item.seq;
     };
     for (let index = newest.length - 1; index >= 0; index--) visit(newest[index]!);
+    let lowest = newest.length > 0 ? newest[0]!.seq : Number.POSITIVE_INFINITY;
     // Required calls found in segments, and the segments walked (newest first) for their outputs.
     const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
     const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[] }[] = [];
+    let block = 1;
     for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
       if (unit.kind === 'record') {
         const { record, done } = await this.#readRecord(unit);
         const items = [...record.items, ...(done?.items ?? [])];
-        for (let index = items.length - 1; index >= 0; index--) visit(items[index]!);
+        for (let index = items.length - 1; index >= 0; index--) if (items[index]!.seq < lowest) visit(items[index]!);
+        if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
         continue;
       }
-      if (unit.lastSeq < unit.firstSeq) continue;
+      // A segment may reach over items seen already (carried by a newer record): clip it.
+      const top = Math.min(unit.lastSeq, lowest - 1);
+      if (top < unit.firstSeq) continue;
+      lowest = unit.firstSeq;
       const reader = new SegmentReader(this.#store, unit.key, unit);
       const index = await reader.index();
-      const messages = await reader.messages();
+      const messages = (await reader.messages()).filter((item) => item.seq <= top);
       const messageBySeq = new Map(messages.map((item) => [item.seq, item]));
       const loaded = new Map<number, LogItem>();
-      let position = index.tools.seqs.length;
-      let block = 32;
-      let seq = index.last_seq;
+      let position = lowerBound(index.tools.seqs, top + 1);
+      let seq = top;
       for (; seq >= index.first_seq && cutSeq === 0; seq--) {
         const message = messageBySeq.get(seq);
         if (message) {
@@ -773,8 +834,9 @@ export class SessionLog {
         position -= 1;
         if (position < 0 || index.tools.seqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
         if (!loaded.has(position)) {
+          // At least as many tool items as calls or outputs are still missing, never fewer than before.
+          block = Math.max(block, needed === 'all' ? position + 1 : Math.max(needed - calls, needed - outputs, 1));
           const from = Math.max(0, position + 1 - block);
-          block *= 2;
           const tools = await reader.tools(from, position + 1, true);
           tools.forEach((item, offset) => loaded.set(from + offset, item));
         }
@@ -787,10 +849,10 @@ export class SessionLog {
         .map((toolSeq, toolPosition) => ({ toolSeq, toolPosition }))
         .filter(({ toolSeq, toolPosition }) => toolPosition < position && required.has(toolSeq))
         .map(({ toolPosition }) => toolPosition);
-      const calls = await this.#readPositions(reader, wantedPositions, loaded);
+      const requiredCalls = await this.#readPositions(reader, wantedPositions, loaded);
       const outputPositions: number[] = [];
       const segmentNumber = segments.length;
-      for (const call of calls) {
+      for (const call of requiredCalls) {
         if (call.type !== 'function_call') continue;
         before.push(call);
         const outputSeq = index.pairs[String(call.seq)];

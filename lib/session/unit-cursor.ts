@@ -91,12 +91,22 @@ export class UnitCursor {
       else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
     }
     const keys = [recordKey, doneKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
-    if (!Number.isFinite(record) || record >= this.#low) {
-      if (this.#low !== Number.POSITIVE_INFINITY && record >= this.#low && this.#coveredBySegment) this.leftovers.push(...keys);
-      return null;
+    segments.sort((a, b) => a.firstRecord - b.firstRecord);
+    if (!Number.isFinite(record)) return null;
+    if (record >= this.#low) {
+      if (this.#coveredBySegment) {
+        this.leftovers.push(...keys);
+        return null;
+      }
+      // Below a starting point given by the caller, a segment may reach over it: return it
+      // (the reader clips it to the seqs it has not seen yet).
+      const straddling = segments[0];
+      if (!straddling || straddling.firstRecord >= this.#low) return null;
+      this.#low = straddling.firstRecord;
+      this.#coveredBySegment = true;
+      return straddling;
     }
     if (segments.length > 0) {
-      segments.sort((a, b) => a.firstRecord - b.firstRecord);
       const [segment, ...covered] = segments;
       this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey].filter((key): key is string => key !== null));
       this.#low = segment!.firstRecord;
@@ -112,4 +122,12 @@ export class UnitCursor {
   }
 
   #coveredBySegment = false;
+
+  /** Skips every record from `below` up (their items are known already). */
+  skipTo(below: number): void {
+    if (below < this.#low) {
+      this.#low = below;
+      this.#coveredBySegment = false;
+    }
+  }
 }

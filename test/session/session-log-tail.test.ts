@@ -33,7 +33,13 @@ const requirement = fc.record({
   toolCalls: fc.oneof(fc.constant('all' as const), fc.nat(6), fc.constant(1000)),
   seqFractions: fc.array(fc.double({ min: 0, max: 1, noNaN: true }), { maxLength: 4 }),
 });
-const layout = fc.record({ packMinRecords: fc.integer({ min: 1, max: 3 }), keepRecords: fc.integer({ min: 1, max: 2 }), segmentTargetBytes: fc.constantFrom(200, 2000, 1 << 20) });
+const layout = fc.record({
+  packMinRecords: fc.integer({ min: 1, max: 3 }),
+  keepRecords: fc.integer({ min: 1, max: 2 }),
+  segmentTargetBytes: fc.constantFrom(200, 2000, 1 << 20),
+  recentRecords: fc.nat(4),
+  recentBytes: fc.constantFrom(100, 1 << 20),
+});
 
 /** Turns specs into items: call ids are unique; outputs answer the oldest unanswered call. */
 function materialize(specs: ItemSpec[], state: { calls: number; open: string[]; counter: number }): Item[] {

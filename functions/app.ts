@@ -65,7 +65,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     const environment = readEnvironment(c);
     const config = c.get('config');
     const strings = stringEnv(environment);
-    const modelEnvironment: ModelEnvironment = { ...strings, ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}), ...options.modelEnvironment };
+    const modelEnvironment: ModelEnvironment = {
+      ...strings,
+      MODEL_TIMEOUT_MS: config.modelTimeoutMs,
+      MODEL_MAX_RETRIES: config.modelMaxRetries,
+      ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
+      ...options.modelEnvironment,
+    };
     c.set(
       'services',
       createServices({

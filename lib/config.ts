@@ -52,6 +52,10 @@ export const serviceEnvSchema = z.object({
   TURN_LEASE_MS: positiveInteger(5 * 60_000),
   BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
   MODEL_TIMEOUT_MS: positiveInteger(120_000),
+  MODEL_MAX_RETRIES: z.preprocess(
+    (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
+    z.number().int().min(0).max(10).default(1),
+  ),
   OPENAI_API_KEY: optionalText(),
   OPENAI_BASE_URL: optionalText(),
   OPENAI_COMPATIBLE_BASE_URL: optionalText(),
@@ -77,6 +81,7 @@ export interface ServiceConfig {
   turnLeaseMs: number;
   blobThresholdBytes: number;
   modelTimeoutMs: number;
+  modelMaxRetries: number;
   /** Provider settings, by their env names, for lib/models. */
   providers: Record<string, string | undefined>;
   s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
@@ -116,6 +121,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
+    modelMaxRetries: value.MODEL_MAX_RETRIES,
     providers: {
       OPENAI_API_KEY: value.OPENAI_API_KEY,
       OPENAI_BASE_URL: value.OPENAI_BASE_URL,

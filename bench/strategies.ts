@@ -50,7 +50,7 @@ export function benchHistory(items = 10_000, toolCalls = 2_000): SequencedItem[]
 }
 
 function measure(run: () => unknown, iterations: number): { medianMs: number; p90Ms: number } {
-  for (let warmup = 0; warmup < 5; warmup += 1) run();
+  for (let warmup = 0; warmup < 30; warmup += 1) run();
   const samples: number[] = [];
   for (let iteration = 0; iteration < iterations; iteration += 1) {
     const start = performance.now();
@@ -70,7 +70,7 @@ function measure(run: () => unknown, iterations: number): { medianMs: number; p9
  * with aggregates (what a turn actually runs). Goal: the default list under 5 ms.
  */
 export function benchStrategies(options: { iterations?: number } = {}): StrategyBenchFigure[] {
-  const iterations = options.iterations ?? 41;
+  const iterations = options.iterations ?? 101;
   const history = benchHistory();
   const toolCalls = history.filter((item) => item.type === 'function_call').length;
   const config = defaultStrategyConfig();

@@ -37,23 +37,58 @@ export function callKey(name: string, argumentsText: string): string {
  * same key exactly when (barring hash collisions) they have the same canonical call.
  */
 export function canonicalCall(name: string, argumentsText: string): string {
-  let canonical: string;
-  try {
-    canonical = JSON.stringify(sortKeys(JSON.parse(argumentsText)));
-  } catch {
-    canonical = `raw:${argumentsText}`;
-  }
-  return `${name}\n${canonical}`;
+  return `${name}\n${canonicalArguments(argumentsText)}`;
 }
 
-function sortKeys(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(sortKeys);
-  if (value !== null && typeof value === 'object') {
-    const sorted: Record<string, unknown> = {};
-    for (const key of Object.keys(value).sort()) sorted[key] = sortKeys((value as Record<string, unknown>)[key]);
-    return sorted;
+/** The canonical arguments text of {@link canonicalCall}: sorted-key JSON, or `raw:` + text. */
+export function canonicalArguments(argumentsText: string): string {
+  try {
+    return JSON.stringify(sortKeys(JSON.parse(argumentsText)));
+  } catch {
+    return `raw:${argumentsText}`;
   }
-  return value;
+}
+
+// Returns the value itself when its keys are already in order at every level (the common
+// case), so canonical keys cost little more than a parse and a stringify. The result
+// serializes exactly as a copy built in sorted key order would.
+function sortKeys(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let index = 0; index < value.length; index += 1) {
+      const sorted = sortKeys(value[index]);
+      if (sorted !== value[index]) {
+        copy ??= value.slice();
+        copy[index] = sorted;
+      }
+    }
+    return copy ?? value;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let inOrder = true;
+  for (let index = 0; index < keys.length; index += 1) {
+    const key = keys[index]!;
+    if (key === '__proto__' || (index > 0 && keys[index - 1]! > key)) {
+      inOrder = false;
+      break;
+    }
+  }
+  if (inOrder) {
+    let copy: Record<string, unknown> | undefined;
+    for (const key of keys) {
+      const sorted = sortKeys(record[key]);
+      if (sorted !== record[key]) {
+        copy ??= { ...record };
+        copy[key] = sorted;
+      }
+    }
+    return copy ?? record;
+  }
+  const sorted: Record<string, unknown> = {};
+  for (const key of keys.sort()) sorted[key] = sortKeys(record[key]);
+  return sorted;
 }
 
 /** An item with its seq, as the session log holds it (a StoredItem, or a prompt item read back). */

@@ -1,5 +1,5 @@
 import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
-import { canonicalCall, repeatFlagReader, type HistoryAggregates } from './aggregates.ts';
+import { canonicalArguments, repeatFlagReader, type HistoryAggregates } from './aggregates.ts';
 
 /** What the strategies know about one tool item of the history. */
 export interface ToolInfo {
@@ -86,16 +86,25 @@ export function indexHistory(
   } else {
     toolCalls = calls.length;
     const flags = new Uint8Array(calls.length);
-    const newestByKey = new Map<string, number>();
+    // Keyed by name, then canonical arguments (the parts of canonicalCall), so the long
+    // texts are hashed as they come from JSON.stringify, without a concatenation to flatten.
+    const newestByName = new Map<string, Map<string, number>>();
     for (let index = 0; index < calls.length; index += 1) {
       const call = calls[index]!;
-      const key = canonicalCall(call.name, call.arguments);
-      if (newestByKey.has(key)) flags[index] = 1;
-      newestByKey.set(key, index);
+      let newestByArguments = newestByName.get(call.name);
+      if (newestByArguments === undefined) {
+        newestByArguments = new Map();
+        newestByName.set(call.name, newestByArguments);
+      }
+      const key = canonicalArguments(call.arguments);
+      if (newestByArguments.get(key) !== undefined) flags[index] = 1;
+      newestByArguments.set(key, index);
     }
     const protectedIndexes = new Set<number>();
     // The newest instance of a key is flagged exactly when the key occurred before it.
-    for (const index of newestByKey.values()) if (flags[index] === 1) protectedIndexes.add(index);
+    for (const newestByArguments of newestByName.values()) {
+      for (const index of newestByArguments.values()) if (flags[index] === 1) protectedIndexes.add(index);
+    }
     isRepeat = (index) => flags[index] === 1;
     for (let index = 0; index < calls.length; index += 1) {
       info.set(calls[index]!, { position: calls.length - index, protected: protectedIndexes.has(index) });

@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   callKey,
+  canonicalArguments,
+  canonicalCall,
   computeAggregates,
   emptyAggregates,
   extendAggregates,
@@ -54,5 +56,39 @@ describe('aggregates', () => {
       }),
       { numRuns: 150 },
     );
+  });
+
+  it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
+    const referenceSort = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(referenceSort);
+      if (value !== null && typeof value === 'object') {
+        const sorted: Record<string, unknown> = {};
+        for (const key of Object.keys(value).sort()) sorted[key] = referenceSort((value as Record<string, unknown>)[key]);
+        return sorted;
+      }
+      return value;
+    };
+    const reversed = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(reversed);
+      if (value !== null && typeof value === 'object') {
+        const copy: Record<string, unknown> = {};
+        for (const key of Object.keys(value).reverse()) {
+          Object.defineProperty(copy, key, { value: reversed((value as Record<string, unknown>)[key]), enumerable: true, writable: true, configurable: true });
+        }
+        return copy;
+      }
+      return value;
+    };
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const text = JSON.stringify(value);
+        expect(canonicalArguments(text)).toBe(JSON.stringify(referenceSort(JSON.parse(text))));
+        expect(canonicalArguments(JSON.stringify(reversed(JSON.parse(text))))).toBe(canonicalArguments(text));
+        expect(callKey('tool', text)).toBe(callKey('tool', JSON.stringify(reversed(JSON.parse(text)))));
+      }),
+      { numRuns: 200 },
+    );
+    expect(canonicalCall('read', 'not json')).toBe('read\nraw:not json');
+    expect(canonicalArguments('{"b":1, "a":[{"d":1,"c":2}]}')).toBe('{"a":[{"c":2,"d":1}],"b":1}');
   });
 });

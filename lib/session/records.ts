@@ -143,9 +143,14 @@ export const segmentIndexSchema = z
     first_seq: z.number().int().positive(),
     last_seq: z.number().int().nonnegative(),
     turns: z.object({ offset: z.number().int().nonnegative(), records: z.array(z.number().int()), ends: z.array(z.number().int()) }).strict(),
-    tools: z.object({ offset: z.number().int().nonnegative(), seqs: z.array(z.number().int()), ends: z.array(z.number().int()) }).strict(),
-    /** function_call seq -> seq of the first later output with its call_id, in this segment. */
-    pairs: z.record(z.string(), z.number().int().positive()),
+    /**
+     * The tools section: `count` lines; `marks[k]` is the end offset of line 32k+31, so any
+     * run of lines is one range request (rounded out to blocks of 32 lines). Their seqs are
+     * the seqs of the segment that are not messages.
+     */
+    tools: z.object({ offset: z.number().int().nonnegative(), count: z.number().int().nonnegative(), marks: z.array(z.number().int().nonnegative()) }).strict(),
+    /** Seqs of function_calls with no output of their call_id later in this segment. */
+    unmatched: z.array(z.number().int().positive()),
     /** call_id -> seq of the first output in this segment whose call is in an older one. */
     orphans: z.record(z.string(), z.number().int().positive()),
     messages: z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative(), count: z.number().int().nonnegative() }).strict(),

@@ -23,6 +23,8 @@ import {
  */
 
 const FOOTER_LENGTH = 33;
+/** Tool lines per index mark. */
+export const TOOL_BLOCK = 32;
 const FIRST_READ = 64 * 1024;
 const encoder = new TextEncoder();
 
@@ -48,12 +50,13 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   const turnsOffset = offset;
   const turnEnds = content.turns.map((turn) => append(`${JSON.stringify(turn)}\n`));
   const toolsOffset = offset;
-  const toolSeqs: number[] = [];
-  const toolEnds: number[] = [];
+  let toolCount = 0;
+  const marks: number[] = [];
   for (const item of content.items) {
     if (item.type === 'message') continue;
-    toolSeqs.push(item.seq);
-    toolEnds.push(append(`${JSON.stringify(item)}\n`));
+    const end = append(`${JSON.stringify(item)}\n`);
+    toolCount += 1;
+    if (toolCount % TOOL_BLOCK === 0) marks.push(end);
   }
   const messagesOffset = offset;
   let messageCount = 0;
@@ -62,19 +65,16 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     messageCount += 1;
     append(`${JSON.stringify(item)}\n`);
   }
-  const pairs: Record<string, number> = {};
   const orphans: Record<string, number> = {};
-  const awaiting = new Map<string, number>();
+  const awaiting = new Map<string, number[]>();
   for (const item of content.items) {
-    if (item.type === 'function_call') awaiting.set(item.call_id, item.seq);
+    if (item.type === 'function_call') awaiting.set(item.call_id, [...(awaiting.get(item.call_id) ?? []), item.seq]);
     else if (item.type === 'function_call_output') {
-      const call = awaiting.get(item.call_id);
-      if (call !== undefined) {
-        pairs[String(call)] = item.seq;
-        awaiting.delete(item.call_id);
-      } else if (!(item.call_id in orphans)) orphans[item.call_id] = item.seq;
+      if (awaiting.has(item.call_id)) awaiting.delete(item.call_id);
+      else if (!(item.call_id in orphans)) orphans[item.call_id] = item.seq;
     }
   }
+  const unmatched = [...awaiting.values()].flat().sort((a, b) => a - b);
   const first = content.items[0];
   const last = content.items[content.items.length - 1];
   const index: SegmentIndex = {
@@ -84,8 +84,8 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     first_seq: first ? first.seq : 1,
     last_seq: last ? last.seq : 0,
     turns: { offset: turnsOffset, records: content.turns.map((turn) => turn.record), ends: turnEnds },
-    tools: { offset: toolsOffset, seqs: toolSeqs, ends: toolEnds },
-    pairs,
+    tools: { offset: toolsOffset, count: toolCount, marks },
+    unmatched,
     orphans,
     messages: { offset: messagesOffset, length: offset - messagesOffset, count: messageCount },
   };
@@ -115,6 +115,7 @@ export class SegmentReader {
   #size = 0;
   #index: SegmentIndex | null = null;
   #messages: LogItem[] | null = null;
+  #toolSeqs: number[] | null = null;
   /** Bytes fetched so far (for measurements). */
   bytesRead = 0;
 
@@ -149,9 +150,9 @@ export class SegmentReader {
       index.last_record !== expected.lastRecord ||
       index.first_seq !== expected.firstSeq ||
       index.last_seq !== expected.lastSeq ||
-      index.tools.seqs.length !== index.tools.ends.length ||
+      index.tools.marks.length !== Math.floor(index.tools.count / TOOL_BLOCK) ||
       index.turns.records.length !== index.turns.ends.length ||
-      index.tools.seqs.length + index.messages.count !== index.last_seq - index.first_seq + 1 ||
+      index.tools.count + index.messages.count !== index.last_seq - index.first_seq + 1 ||
       index.messages.offset + index.messages.length !== indexOffset
     ) {
       throw new CorruptObjectError(this.key, 'segment index does not match its key');
@@ -170,7 +171,16 @@ export class SegmentReader {
       throw new CorruptObjectError(this.key, 'segment messages do not match its index');
     }
     this.#messages = items;
+    const messageSeqs = new Set(items.map((item) => item.seq));
+    this.#toolSeqs = [];
+    for (let seq = index.first_seq; seq <= index.last_seq; seq++) if (!messageSeqs.has(seq)) this.#toolSeqs.push(seq);
     return items;
+  }
+
+  /** The seqs of the tool lines, in order (every seq of the segment that is not a message). */
+  async toolSeqs(): Promise<number[]> {
+    await this.messages();
+    return this.#toolSeqs!;
   }
 
   /**
@@ -180,9 +190,13 @@ export class SegmentReader {
    */
   async tools(from: number, to: number, fromEnd: boolean): Promise<LogItem[]> {
     const index = await this.index();
+    const seqs = await this.toolSeqs();
     if (from >= to) return [];
-    const start = from === 0 ? index.tools.offset : index.tools.ends[from - 1]!;
-    const end = index.tools.ends[to - 1]!;
+    // Round out to whole blocks: the index marks every TOOL_BLOCK-th line end.
+    const firstBlock = Math.floor(from / TOOL_BLOCK);
+    const lastBlock = Math.floor((to - 1) / TOOL_BLOCK);
+    const start = firstBlock === 0 ? index.tools.offset : index.tools.marks[firstBlock - 1]!;
+    const end = lastBlock < index.tools.marks.length ? index.tools.marks[lastBlock]! : index.messages.offset;
     if (fromEnd) await this.#extendTo(start);
     let bytes: Uint8Array;
     if (start >= this.#start) bytes = this.#slice(start, end);
@@ -193,11 +207,13 @@ export class SegmentReader {
       this.bytesRead += object.body.length;
       bytes = object.body;
     }
+    const blockStart = firstBlock * TOOL_BLOCK;
     const items = this.#lines(bytes, logItemSchema);
-    if (items.length !== to - from || items.some((item, i) => item.type === 'message' || item.seq !== index.tools.seqs[from + i])) {
+    const blockEnd = Math.min(index.tools.count, (lastBlock + 1) * TOOL_BLOCK);
+    if (items.length !== blockEnd - blockStart || items.some((item, i) => item.type === 'message' || item.seq !== seqs[blockStart + i])) {
       throw new CorruptObjectError(this.key, 'segment tool lines do not match its index');
     }
-    return items;
+    return items.slice(from - blockStart, to - blockStart);
   }
 
   /** The outcome of model turn record `record`, or null when the segment has none. */
@@ -219,7 +235,7 @@ export class SegmentReader {
     const index = await this.index();
     await this.#extendTo(0);
     const turns = this.#lines(this.#slice(index.turns.offset, index.tools.offset), segmentTurnSchema);
-    const tools = await this.tools(0, index.tools.seqs.length, true);
+    const tools = await this.tools(0, index.tools.count, true);
     const items = [...tools, ...(await this.messages())].sort((a, b) => a.seq - b.seq);
     return { firstRecord: index.first_record, lastRecord: index.last_record, items, turns };
   }

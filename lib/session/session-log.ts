@@ -33,7 +33,7 @@ import {
   type SegmentTurn,
   type TurnStatus,
 } from './records.ts';
-import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from './segment.ts';
+import { buildSegment, SegmentMissingError, SegmentReader, TOOL_BLOCK, type SegmentContent } from './segment.ts';
 import { SessionExistsError } from './session-exists-error.ts';
 import { TurnClosedError } from './turn-closed-error.ts';
 import { TurnInProgressError } from './turn-in-progress-error.ts';
@@ -768,8 +768,9 @@ export class SessionLog {
   async #segmentRange(unit: Extract<LogUnit, { kind: 'segment' }>, low: number, high: number): Promise<LogItem[]> {
     const reader = new SegmentReader(this.#store, unit.key, unit);
     const index = await reader.index();
-    const from = lowerBound(index.tools.seqs, low);
-    const to = lowerBound(index.tools.seqs, high + 1);
+    const seqs = await reader.toolSeqs();
+    const from = lowerBound(seqs, low);
+    const to = lowerBound(seqs, high + 1);
     const [messages, tools] = await Promise.all([reader.messages(), reader.tools(from, to, high === index.last_seq)]);
     const items = [...messages.filter((item) => item.seq >= low && item.seq <= high), ...tools].sort((a, b) => a.seq - b.seq);
     checkDense(unit.key, items, low);
@@ -804,7 +805,7 @@ export class SessionLog {
     let lowest = newest.length > 0 ? newest[0]!.seq : Number.POSITIVE_INFINITY;
     // Required calls found in segments, and the segments walked (newest first) for their outputs.
     const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
-    const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[] }[] = [];
+    const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[]; loaded: Map<number, LogItem> }[] = [];
     let block = 1;
     for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
       if (unit.kind === 'record') {
@@ -822,8 +823,9 @@ export class SessionLog {
       const index = await reader.index();
       const messages = (await reader.messages()).filter((item) => item.seq <= top);
       const messageBySeq = new Map(messages.map((item) => [item.seq, item]));
+      const toolSeqs = await reader.toolSeqs();
       const loaded = new Map<number, LogItem>();
-      let position = lowerBound(index.tools.seqs, top + 1);
+      let position = lowerBound(toolSeqs, top + 1);
       let seq = top;
       for (; seq >= index.first_seq && cutSeq === 0; seq--) {
         const message = messageBySeq.get(seq);
@@ -832,7 +834,7 @@ export class SessionLog {
           continue;
         }
         position -= 1;
-        if (position < 0 || index.tools.seqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
+        if (position < 0 || toolSeqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
         if (!loaded.has(position)) {
           // At least as many tool items as calls or outputs are still missing, never fewer than before.
           block = Math.max(block, needed === 'all' ? position + 1 : Math.max(needed - calls, needed - outputs, 1));
@@ -845,23 +847,32 @@ export class SessionLog {
       if (cutSeq === 0) continue;
       // Before the cut in this segment: messages, required calls, and their outputs.
       for (const message of messages) if (message.seq <= seq) before.push(message);
-      const wantedPositions = index.tools.seqs
-        .map((toolSeq, toolPosition) => ({ toolSeq, toolPosition }))
-        .filter(({ toolSeq, toolPosition }) => toolPosition < position && required.has(toolSeq))
-        .map(({ toolPosition }) => toolPosition);
+      const wantedPositions: number[] = [];
+      for (const requiredSeq of required) {
+        const at = lowerBound(toolSeqs, requiredSeq);
+        if (at < position && toolSeqs[at] === requiredSeq) wantedPositions.push(at);
+      }
       const requiredCalls = await this.#readPositions(reader, wantedPositions, loaded);
-      const outputPositions: number[] = [];
+      const unmatched = new Set(index.unmatched);
       const segmentNumber = segments.length;
       for (const call of requiredCalls) {
         if (call.type !== 'function_call') continue;
         before.push(call);
-        const outputSeq = index.pairs[String(call.seq)];
-        if (outputSeq !== undefined) {
-          if (outputSeq < cutSeq) outputPositions.push(lowerBound(index.tools.seqs, outputSeq));
-        } else pendingCalls.push({ call, segment: segmentNumber });
+        if (unmatched.has(call.seq)) {
+          pendingCalls.push({ call, segment: segmentNumber });
+          continue;
+        }
+        // Its output is later in this segment (usually the next lines): scan forward to it.
+        for (let at = lowerBound(toolSeqs, call.seq) + 1; at < toolSeqs.length && toolSeqs[at]! < cutSeq; at++) {
+          if (!loaded.has(at)) await this.#readPositions(reader, [at], loaded);
+          const item = loaded.get(at)!;
+          if (item.type === 'function_call_output' && item.call_id === call.call_id) {
+            before.push(item);
+            break;
+          }
+        }
       }
-      before.push(...(await this.#readPositions(reader, outputPositions, loaded)));
-      segments.push({ reader, orphans: index.orphans, seqs: index.tools.seqs });
+      segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded });
     }
     // Outputs of required calls stored in a newer segment than the call.
     for (const { call, segment } of pendingCalls) {
@@ -869,24 +880,21 @@ export class SessionLog {
         const candidate = segments[newer]!;
         const outputSeq = candidate.orphans[call.call_id];
         if (outputSeq === undefined || outputSeq <= call.seq) continue;
-        if (outputSeq < cutSeq) before.push(...(await this.#readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], new Map())));
+        if (outputSeq < cutSeq) before.push(...(await this.#readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)));
         break;
       }
     }
     return assembleView(before, suffix, cutSeq, required);
   }
 
+  /** Loads the tool lines at `positions` (whole blocks, one range request per block). */
   async #readPositions(reader: SegmentReader, positions: number[], loaded: Map<number, LogItem>): Promise<LogItem[]> {
     const sorted = [...new Set(positions)].sort((a, b) => a - b);
-    const runs: [number, number][] = [];
-    for (const position of sorted) {
-      if (loaded.has(position)) continue;
-      const last = runs[runs.length - 1];
-      if (last && last[1] === position) last[1] = position + 1;
-      else runs.push([position, position + 1]);
-    }
-    await mapLimit(runs, PARALLEL_GETS, async ([from, to]) => {
-      const items = await reader.tools(from, to, false);
+    const count = (await reader.toolSeqs()).length;
+    const blocks = [...new Set(sorted.filter((position) => !loaded.has(position)).map((position) => Math.floor(position / TOOL_BLOCK)))];
+    await mapLimit(blocks, PARALLEL_GETS, async (block) => {
+      const from = block * TOOL_BLOCK;
+      const items = await reader.tools(from, Math.min(count, from + TOOL_BLOCK), false);
       items.forEach((item, offset) => loaded.set(from + offset, item));
     });
     return sorted.map((position) => loaded.get(position)!);

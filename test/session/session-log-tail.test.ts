@@ -25,7 +25,8 @@ const itemSpec: fc.Arbitrary<ItemSpec> = fc.oneof(
 );
 const step: fc.Arbitrary<Step> = fc.record({
   kind: fc.constantFrom('append' as const, 'turn' as const),
-  input: fc.array(itemSpec, { minLength: 1, maxLength: 4 }),
+  // Now and then a bulk append, so segments span several blocks of the tool index.
+  input: fc.oneof({ weight: 4, arbitrary: fc.array(itemSpec, { minLength: 1, maxLength: 4 }) }, { weight: 1, arbitrary: fc.array(itemSpec, { minLength: 30, maxLength: 90 }) }),
   output: fc.array(itemSpec, { maxLength: 3 }),
   pack: fc.boolean(),
 });

@@ -111,4 +111,31 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
       { numRuns: 150 },
     );
   });
+
+  it('finds the output of a required call packed in a newer segment than the call', async () => {
+    const log = new SessionLog(new MemoryStore(), { packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 1, recentRecords: 0 });
+    await log.create({ id: 's' });
+    const steps: Item[][] = [
+      [{ type: 'function_call', call_id: 'early', name: 'ls', arguments: '{}' }],
+      [{ type: 'message', role: 'user', content: 'between' }],
+      [{ type: 'function_call_output', call_id: 'early', output: 'late answer' }],
+      [{ type: 'message', role: 'user', content: 'after' }],
+      [{ type: 'function_call', call_id: 'c2', name: 'cat', arguments: '{}' }, { type: 'function_call_output', call_id: 'c2', output: 'x' }],
+      [{ type: 'function_call', call_id: 'c3', name: 'cat', arguments: '{"a":1}' }, { type: 'function_call_output', call_id: 'c3', output: 'y' }],
+    ];
+    const full: StoredItem[] = [];
+    for (const items of steps) {
+      const { first_seq } = await log.append('s', items);
+      full.push(...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem));
+      await log.pack('s');
+    }
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'now' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    full.push(...begun.turn.input);
+    for (const requirement of [{ toolCalls: 1, seqs: [1] }, { toolCalls: 2, seqs: [1] }, { toolCalls: 0, seqs: [1, 5] }]) {
+      const view = await log.readContext(begun.turn, requirement);
+      expect(strip(view)).toEqual(strip(selectTail(full, requirement)));
+      expect(view.some((item) => item.type === 'function_call_output' && item.call_id === 'early')).toBe(true);
+    }
+  });
 });

@@ -64,7 +64,7 @@ export const onError: ErrorHandler = (error, c) => {
  * `body.input: Invalid input` or `body: unknown field "colour"`.
  */
 export function validationError(error: ZodError, target: string): InvalidRequestError {
-  const issue = error.issues[0];
+  const issue = error.issues[0] ? innermostIssue(error.issues[0]) : undefined;
   const base = target === 'json' ? 'body' : target;
   if (!issue) return new InvalidRequestError(`invalid ${base}`, { field: base });
   if (issue.code === 'unrecognized_keys') {
@@ -74,6 +74,23 @@ export function validationError(error: ZodError, target: string): InvalidRequest
   }
   const field = issue.path.map(String).join('.');
   return new InvalidRequestError(`${field ? `${base}.${field}` : base}: ${issue.message}`, { field: field || base, issues: error.issues });
+}
+
+type Issue = ZodError['issues'][number];
+
+/**
+ * For a union (`input` is a string or items), the issue of the branch that got furthest,
+ * with its full path: `body.input.0.role` says more than `body.input: Invalid input`.
+ */
+function innermostIssue(issue: Issue): Issue {
+  if (issue.code !== 'invalid_union' || !Array.isArray(issue.errors) || issue.errors.length === 0) return issue;
+  let best: Issue | undefined;
+  for (const branch of issue.errors) {
+    const first = branch[0];
+    if (first && (!best || first.path.length > best.path.length)) best = first;
+  }
+  if (!best || best.path.length === 0) return issue;
+  return innermostIssue({ ...best, path: [...issue.path, ...best.path] } as Issue);
 }
 
 /** The defaultHook of every OpenAPIHono router: a failed validation throws to onError. */

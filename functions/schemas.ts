@@ -82,7 +82,7 @@ export const sessionSchema = z
 
 export const turnRequestSchema = z
   .object({
-    input: z.union([z.string(), z.array(itemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
+    input: z.union([z.string().min(1), z.array(itemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesSchema.optional(),
     strategy_config: strategyConfigSchema.optional(),

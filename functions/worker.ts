@@ -12,8 +12,6 @@ const app = createApp({
   store: (environment) => new R2Store((environment as unknown as Env).BUCKET),
 });
 
-export { app };
-
 export default {
   fetch: (request, environment, context) => app.fetch(request, environment, context),
 } satisfies ExportedHandler<Env>;

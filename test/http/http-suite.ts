@@ -197,6 +197,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it.each([
       ['missing input', {}, 'input'],
+      ['empty input string', { input: '' }, 'input'],
       ['empty input array', { input: [] }, 'input'],
       ['bad item', { input: [{ type: 'message', role: 'robot', content: 'x' }] }, 'input'],
       ['unknown field', { input: 'x', foo: 1 }, 'foo'],

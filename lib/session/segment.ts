@@ -25,7 +25,8 @@ import {
 const FOOTER_LENGTH = 33;
 /** Tool lines per index mark. */
 export const TOOL_BLOCK = 32;
-const FIRST_READ = 64 * 1024;
+/** The first suffix read of a segment when its tool lines are wanted (index, messages, tail). */
+export const FIRST_READ = 64 * 1024;
 const encoder = new TextEncoder();
 
 export interface SegmentContent {
@@ -102,8 +103,8 @@ export function buildSegment(content: SegmentContent): Uint8Array {
 }
 
 /**
- * Reads one segment from its end with Range requests: 64 KiB first, then doubling, keeping
- * one contiguous buffer of the object's tail. Lines outside the buffer are read one range
+ * Reads one segment from its end with Range requests: 64 KiB first, then as far back as the
+ * caller asks (callers ask for growing runs), keeping one contiguous buffer of the object's tail. Lines outside the buffer are read one range
  * each. Everything read is validated; a mismatch is a CorruptObjectError naming the key.
  */
 export class SegmentReader {
@@ -119,8 +120,12 @@ export class SegmentReader {
   /** Bytes fetched so far (for measurements). */
   bytesRead = 0;
 
-  constructor(store: ObjectStore, key: string, expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }) {
+  readonly #firstRead: number;
+
+  /** `firstRead`: bytes of the first suffix read; smaller when only the index and messages are wanted. */
+  constructor(store: ObjectStore, key: string, expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }, firstRead = FIRST_READ) {
     this.#store = store;
+    this.#firstRead = Math.max(FOOTER_LENGTH, firstRead);
     this.key = key;
     this.#expected = expected;
   }
@@ -128,7 +133,7 @@ export class SegmentReader {
   /** The index; the first call reads the last 64 KiB (or more when the index is larger). */
   async index(): Promise<SegmentIndex> {
     if (this.#index) return this.#index;
-    const object = await this.#store.get(this.key, { range: { suffix: FIRST_READ } });
+    const object = await this.#store.get(this.key, { range: { suffix: this.#firstRead } });
     if (!object) throw new SegmentMissingError(this.key);
     this.bytesRead += object.body.length;
     const body = object.body;
@@ -242,8 +247,9 @@ export class SegmentReader {
 
   async #extendTo(offset: number): Promise<void> {
     if (offset >= this.#start) return;
-    const have = this.#size - this.#start;
-    const newStart = Math.max(0, Math.min(offset, this.#size - 2 * have));
+    // Exactly what is missing: callers already ask for growing runs of lines, and every
+    // byte read beyond the view counts against read amplification.
+    const newStart = Math.max(0, offset);
     const length = this.#start - newStart;
     const object = await this.#store.get(this.key, { range: { offset: newStart, length } });
     if (!object) throw new SegmentMissingError(this.key);

@@ -819,7 +819,8 @@ export class SessionLog {
       const top = Math.min(unit.lastSeq, lowest - 1);
       if (top < unit.firstSeq) continue;
       lowest = unit.firstSeq;
-      const reader = new SegmentReader(this.#store, unit.key, unit);
+      // Past the cut only the index and the messages (at the end) are wanted: start small.
+      const reader = new SegmentReader(this.#store, unit.key, unit, cutSeq > 0 ? 8 * 1024 : undefined);
       const index = await reader.index();
       const messages = (await reader.messages()).filter((item) => item.seq <= top);
       const messageBySeq = new Map(messages.map((item) => [item.seq, item]));

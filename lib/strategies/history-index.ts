@@ -86,25 +86,43 @@ export function indexHistory(
   } else {
     toolCalls = calls.length;
     const flags = new Uint8Array(calls.length);
-    // Keyed by name, then canonical arguments (the parts of canonicalCall), so the long
-    // texts are hashed as they come from JSON.stringify, without a concatenation to flatten.
-    const newestByName = new Map<string, Map<string, number>>();
+    // Calls are grouped by a cheap fingerprint of name and parsed arguments that equal
+    // canonical calls always share (see argumentsFingerprint); canonical texts are built and
+    // compared only inside a group of two or more. Same result as comparing canonicalCall
+    // for every pair, without serializing and hashing every long argument text.
+    const groups = new Map<string, { argumentsText: string; canonical?: string; newest: number }[]>();
+    const newestIndexes: { newest: number }[] = [];
     for (let index = 0; index < calls.length; index += 1) {
       const call = calls[index]!;
-      let newestByArguments = newestByName.get(call.name);
-      if (newestByArguments === undefined) {
-        newestByArguments = new Map();
-        newestByName.set(call.name, newestByArguments);
+      const groupKey = `${argumentsFingerprint(call.arguments)}\n${call.name}`;
+      const group = groups.get(groupKey);
+      if (group === undefined) {
+        const entry = { argumentsText: call.arguments, newest: index };
+        groups.set(groupKey, [entry]);
+        newestIndexes.push(entry);
+        continue;
       }
-      const key = canonicalArguments(call.arguments);
-      if (newestByArguments.get(key) !== undefined) flags[index] = 1;
-      newestByArguments.set(key, index);
+      const canonical = canonicalArguments(call.arguments);
+      let match: { newest: number } | undefined;
+      for (const entry of group) {
+        entry.canonical ??= canonicalArguments(entry.argumentsText);
+        if (entry.canonical === canonical) {
+          match = entry;
+          break;
+        }
+      }
+      if (match === undefined) {
+        const entry = { argumentsText: call.arguments, canonical, newest: index };
+        group.push(entry);
+        newestIndexes.push(entry);
+      } else {
+        flags[index] = 1;
+        match.newest = index;
+      }
     }
     const protectedIndexes = new Set<number>();
     // The newest instance of a key is flagged exactly when the key occurred before it.
-    for (const newestByArguments of newestByName.values()) {
-      for (const index of newestByArguments.values()) if (flags[index] === 1) protectedIndexes.add(index);
-    }
+    for (const { newest } of newestIndexes) if (flags[newest] === 1) protectedIndexes.add(newest);
     isRepeat = (index) => flags[index] === 1;
     for (let index = 0; index < calls.length; index += 1) {
       info.set(calls[index]!, { position: calls.length - index, protected: protectedIndexes.has(index) });
@@ -123,4 +141,51 @@ export function indexHistory(
   };
   const sanitized = paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));
   return { history, items: sanitized };
+}
+
+/**
+ * A 32-bit fingerprint of arguments that is equal for any two texts with the same
+ * `canonicalArguments` (it is computed from the parsed value, ignoring key order, `__proto__`
+ * keys and the sign of zero, exactly what canonicalization ignores), and costs O(nodes): a
+ * string contributes its length and three of its characters, not a scan.
+ */
+export function argumentsFingerprint(argumentsText: string): string {
+  let value: unknown;
+  try {
+    value = JSON.parse(argumentsText);
+  } catch {
+    return `r${argumentsText.length}:${stringHash(argumentsText)}`;
+  }
+  return `j${valueHash(value)}`;
+}
+
+function stringHash(text: string): number {
+  const length = text.length;
+  if (length === 0) return 7;
+  let hash = Math.imul(length, 0x9e3779b1);
+  hash = Math.imul(hash ^ text.charCodeAt(0), 0x85ebca6b);
+  hash = Math.imul(hash ^ text.charCodeAt(length >> 1), 0xc2b2ae35);
+  hash = Math.imul(hash ^ text.charCodeAt(length - 1), 0x27d4eb2f);
+  return hash ^ (hash >>> 15);
+}
+
+function valueHash(value: unknown): number {
+  if (value === null) return 1;
+  if (value === true) return 2;
+  if (value === false) return 3;
+  if (typeof value === 'number') return Math.imul(stringHash(String(value === 0 ? 0 : value)), 5) + 4;
+  if (typeof value === 'string') return stringHash(value) + 5;
+  if (Array.isArray(value)) {
+    let hash = 6 + value.length;
+    for (const entry of value) hash = (Math.imul(hash, 31) + valueHash(entry)) | 0;
+    return hash;
+  }
+  const record = value as Record<string, unknown>;
+  let hash = 8;
+  for (const key of Object.keys(record)) {
+    if (key === '__proto__') continue;
+    // A sum is independent of key order.
+    hash = (hash + Math.imul(stringHash(key) ^ 0x5bd1e995, valueHash(record[key]) | 1)) | 0;
+  }
+  return hash;
 }

@@ -10,6 +10,8 @@ import {
   historyAggregatesSchema,
   repeatFlagReader,
 } from '../../lib/strategies/aggregates.ts';
+import { indexHistory } from '../../lib/strategies/history-index.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
 
 describe('aggregates', () => {
@@ -90,5 +92,42 @@ describe('aggregates', () => {
     );
     expect(canonicalCall('read', 'not json')).toBe('read\nraw:not json');
     expect(canonicalArguments('{"b":1, "a":[{"d":1,"c":2}]}')).toBe('{"a":[{"c":2,"d":1}],"b":1}');
+  });
+
+  it('finds the same repeats and protected calls on a full history as the call keys of the aggregates', () => {
+    const reordered = (value: unknown): unknown => {
+      if (Array.isArray(value)) return value.map(reordered);
+      if (value !== null && typeof value === 'object') {
+        const copy: Record<string, unknown> = {};
+        for (const key of Object.keys(value).reverse()) {
+          Object.defineProperty(copy, key, { value: reordered((value as Record<string, unknown>)[key]), enumerable: true, writable: true, configurable: true });
+        }
+        return copy;
+      }
+      return value;
+    };
+    // A few values, each written several ways (key order, whitespace, escapes), plus raw text.
+    const variants = fc.array(fc.jsonValue({ maxDepth: 3 }), { minLength: 1, maxLength: 4 }).map((values) =>
+      values.flatMap((value) => {
+        const text = JSON.stringify(value);
+        return [text, JSON.stringify(reordered(value)), JSON.stringify(value, null, 2), text.replace(/a/g, '\\u0061'), `raw ${text}`];
+      }),
+    );
+    fc.assert(
+      fc.property(variants, fc.array(fc.tuple(fc.nat(), fc.constantFrom('x', 'y')), { minLength: 1, maxLength: 25 }), (texts, picks) => {
+        const items: PromptItem[] = picks.flatMap(([pick, name], index) => [call(`c${index}`, name, texts[pick % texts.length]!), output(`c${index}`, 'ok')]);
+        const history = sequenced(items);
+        const aggregates = computeAggregates(history);
+        const fromAggregates = repeatFlagReader(aggregates);
+        const { history: index } = indexHistory(history);
+        const protectedSeqs = new Set(Object.values(aggregates.repeated));
+        const calls = history.filter((item) => item.type === 'function_call');
+        calls.forEach((item, position) => {
+          expect(index.isRepeat(position)).toBe(fromAggregates(position));
+          expect(index.infoOf(item)!.protected).toBe(protectedSeqs.has(item.seq));
+        });
+      }),
+      { numRuns: 200 },
+    );
   });
 });

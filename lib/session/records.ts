@@ -154,6 +154,11 @@ export const segmentIndexSchema = z
     /** call_id -> seq of the first output in this segment whose call is in an older one. */
     orphans: z.record(z.string(), z.number().int().positive()),
     messages: z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative(), count: z.number().int().nonnegative() }).strict(),
+    /**
+     * How many messages before `first_seq` the messages section starts with: all of them, so
+     * a tail read can stop here (null when they were too large to carry).
+     */
+    carried: z.number().int().nonnegative().nullable(),
   })
   .strict();
 export type SegmentIndex = z.infer<typeof segmentIndexSchema>;

@@ -36,6 +36,12 @@ export interface SegmentContent {
   items: LogItem[];
   /** The outcome of every model turn in the packed records, in record order. */
   turns: SegmentTurn[];
+  /**
+   * Every message of the history before `items` (seq order), when they fit a small budget:
+   * then a tail read that reaches this segment needs no older segment for messages.
+   * null when they did not fit (older segments must be read for their messages).
+   */
+  carried: LogItem[] | null;
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
@@ -61,6 +67,7 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   }
   const messagesOffset = offset;
   let messageCount = 0;
+  for (const item of content.carried ?? []) append(`${JSON.stringify(item)}\n`);
   for (const item of content.items) {
     if (item.type !== 'message') continue;
     messageCount += 1;
@@ -89,6 +96,7 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     unmatched,
     orphans,
     messages: { offset: messagesOffset, length: offset - messagesOffset, count: messageCount },
+    carried: content.carried === null ? null : content.carried.length,
   };
   const indexOffset = offset;
   const indexLength = append(JSON.stringify(index)) - indexOffset;
@@ -117,6 +125,13 @@ export class SegmentReader {
   #index: SegmentIndex | null = null;
   #messages: LogItem[] | null = null;
   #toolSeqs: number[] | null = null;
+  #carried: LogItem[] | null = null;
+
+  /** Every message before this segment (seq order), or null when the segment does not carry them. */
+  async carriedMessages(): Promise<LogItem[] | null> {
+    await this.messages();
+    return this.#carried;
+  }
   /** Bytes fetched so far (for measurements). */
   bytesRead = 0;
 
@@ -171,10 +186,18 @@ export class SegmentReader {
     if (this.#messages) return this.#messages;
     const index = await this.index();
     await this.#extendTo(index.messages.offset);
-    const items = this.#lines(this.#slice(index.messages.offset, index.messages.offset + index.messages.length), logItemSchema);
-    if (items.length !== index.messages.count || items.some((item) => item.type !== 'message' || item.seq < index.first_seq || item.seq > index.last_seq)) {
+    const all = this.#lines(this.#slice(index.messages.offset, index.messages.offset + index.messages.length), logItemSchema);
+    const carriedCount = index.carried ?? 0;
+    const carried = all.slice(0, carriedCount);
+    const items = all.slice(carriedCount);
+    if (
+      items.length !== index.messages.count ||
+      items.some((item) => item.type !== 'message' || item.seq < index.first_seq || item.seq > index.last_seq) ||
+      carried.some((item, i) => item.type !== 'message' || item.seq >= index.first_seq || (i > 0 && item.seq <= carried[i - 1]!.seq))
+    ) {
       throw new CorruptObjectError(this.key, 'segment messages do not match its index');
     }
+    this.#carried = index.carried === null ? null : carried;
     this.#messages = items;
     const messageSeqs = new Set(items.map((item) => item.seq));
     this.#toolSeqs = [];
@@ -242,7 +265,7 @@ export class SegmentReader {
     const turns = this.#lines(this.#slice(index.turns.offset, index.tools.offset), segmentTurnSchema);
     const tools = await this.tools(0, index.tools.count, true);
     const items = [...tools, ...(await this.messages())].sort((a, b) => a.seq - b.seq);
-    return { firstRecord: index.first_record, lastRecord: index.last_record, items, turns };
+    return { firstRecord: index.first_record, lastRecord: index.last_record, items, turns, carried: await this.carriedMessages() };
   }
 
   async #extendTo(offset: number): Promise<void> {

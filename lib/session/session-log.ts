@@ -139,6 +139,8 @@ export interface PackResult {
 const PARALLEL_GETS = 6;
 const MAX_CLAIM_ATTEMPTS = 64;
 const MAX_LISTING_RETRIES = 4;
+/** A segment carries the messages of the history before it up to this size (JSON). */
+const CARRY_BYTES = 64 * 1024;
 
 const idempotencyKeySchema = z.string().min(1).max(256);
 const strategiesSchema = z.union([z.string(), z.array(z.string().min(1))]).nullable();
@@ -532,7 +534,7 @@ export class SessionLog {
     const merge = segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < this.#segmentTargetBytes ? segment : null;
     const base: SegmentContent = merge
       ? await new SegmentReader(this.#store, merge.key, merge).content()
-      : { firstRecord: closed[0]!.record.record, lastRecord: 0, items: [], turns: [] };
+      : { firstRecord: closed[0]!.record.record, lastRecord: 0, items: [], turns: [], carried: await this.#carriedBefore(segment, closed[0]!.record.record) };
     const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
     for (const { record, done } of closed) {
       content.items.push(...record.items, ...(done?.items ?? []));
@@ -557,6 +559,20 @@ export class SessionLog {
     if (merge) replaced.push(merge.key);
     await this.#store.delete(replaced);
     return { packed: true, segment: key, records: closed.length, deleted: replaced.length };
+  }
+
+  /**
+   * The messages a new segment starting at `firstRecord` carries: all messages before it,
+   * taken from the previous segment (its carried ones plus its own), within CARRY_BYTES.
+   */
+  async #carriedBefore(previous: Extract<LogUnit, { kind: 'segment' }> | null, firstRecord: number): Promise<LogItem[] | null> {
+    if (!previous) return firstRecord === 1 ? [] : null;
+    if (previous.lastRecord !== firstRecord - 1) return null;
+    const reader = new SegmentReader(this.#store, previous.key, previous, 8 * 1024);
+    const carried = await reader.carriedMessages();
+    if (carried === null) return null;
+    const all = [...carried, ...(await reader.messages())];
+    return JSON.stringify(all).length <= CARRY_BYTES ? all : null;
   }
 
   // --- claims ---
@@ -874,6 +890,12 @@ export class SessionLog {
         }
       }
       segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded });
+      // A segment that carries every earlier message ends the walk unless a required call is older.
+      const carried = await reader.carriedMessages();
+      if (carried !== null) {
+        before.push(...carried);
+        if (![...required].some((requiredSeq) => requiredSeq < index.first_seq)) break;
+      }
     }
     // Outputs of required calls stored in a newer segment than the call.
     for (const { call, segment } of pendingCalls) {

@@ -451,6 +451,58 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     });
   });
 
+  describe(`${label}: a long tool-using session`, () => {
+    it('keeps every invariant over many tool calls, with compaction, drops and packing', async () => {
+      const readTool = { type: 'function', name: 'read', parameters: { type: 'object', properties: { n: { type: 'number' } } } };
+      const id = await api.session({
+        instructions: 'Read everything.',
+        tools: [readTool],
+        strategies: ['shorten_tools_epoch', 'inbox'],
+        strategy_config: { epoch_tool_call_threshold: 8, epoch_full_tool_calls: 3, epoch_compacted_tool_calls: 6, epoch_size: 4 },
+      });
+      const calls = 24;
+      let sawCompaction = false;
+      for (let index = 1; index <= calls; index++) {
+        const asked = await api.post(`/v1/sessions/${id}/turns`, { input: `call read {"n":${index}}` });
+        expect(asked.status, JSON.stringify(asked.body)).toBe(200);
+        const call = asked.body.output[0];
+        expect(call).toMatchObject({ type: 'function_call', name: 'read', seq: 4 * index - 2 });
+        const answered = await api.post(`/v1/sessions/${id}/turns`, {
+          input: [{ type: 'function_call_output', call_id: call.call_id, output: `page ${index}: ` + 'lorem ipsum '.repeat(60) }],
+        });
+        expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+        const context = answered.body.context;
+        expect(context.tool_calls_total).toBe(index);
+        expect(context.kept_full + context.compacted + context.dropped).toBe(index);
+        if (context.compacted > 0 || context.dropped > 0) sawCompaction = true;
+        expect(answered.body.output[0]).toMatchObject({ role: 'assistant', seq: 4 * index });
+      }
+      expect(sawCompaction).toBe(true);
+      const session = (await api.get(`/v1/sessions/${id}`)).body;
+      expect(session.counts).toEqual({ items: 4 * calls, turns: 2 * calls, tool_calls: calls });
+      const all = await api.get(`/v1/sessions/${id}/items?limit=1000`);
+      expect(all.body.items.map((item: any) => item.seq)).toEqual(Array.from({ length: 4 * calls }, (_, index) => 4 * calls - index));
+      expect(all.body.has_more).toBe(false);
+      const page = await api.get(`/v1/sessions/${id}/items?limit=5&before=50`);
+      expect(page.body.items.map((item: any) => item.seq)).toEqual([49, 48, 47, 46, 45]);
+      const preview = await api.get(`/v1/sessions/${id}/prompt`);
+      // DESIGN.md's epoch rule at 24 calls (threshold 8, epoch 4): overflow 16, epoch index 3,
+      // pinned 20, new 4: 4 + 3 whole, the next 6 compacted, the other 11 dropped.
+      expect(preview.body.context).toMatchObject({ tool_calls_total: 24, kept_full: 7, compacted: 6, dropped: 11 });
+      expect(preview.body.items.some((item: any) => item.synthetic === 'context_notice')).toBe(true);
+      expect(preview.body.items.filter((item: any) => item.compacted).length).toBeGreaterThan(0);
+      expect(preview.body.context.items_in_prompt).toBeLessThan(4 * calls);
+      // Old records were packed into segments after the turns (in the background).
+      let segments = 0;
+      for (let attempt = 0; attempt < 50 && segments === 0; attempt++) {
+        const listed = await harness.store.list(`${harness.keyPrefix}sessions/${id}/turn/`, { limit: 1000 });
+        segments = listed.objects.filter((object) => object.key.endsWith('.seg')).length;
+        if (segments === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(segments).toBeGreaterThan(0);
+    });
+  });
+
   describe(`${label}: streaming`, () => {
     it('streams turn.started, deltas, output_item.done, turn.completed in order, and stores the turn', async () => {
       const id = await api.session();

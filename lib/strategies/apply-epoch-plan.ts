@@ -25,9 +25,10 @@ export function historyFor(
  *
  * Exactly one context notice: earlier notices are removed, and one is placed when an item
  * was compacted, when the plan's dropped region holds any call of the history (positions
- * beyond keepFull + compacted; it counts even if those are all protected or unpaired, so
- * a tail view decides the same as the full history), or when a notice was already there; right before the first item of
- * the kept-whole region, moved back to the nearest point that splits no call/output pair.
+ * beyond keepFull + compacted; this counts even if those calls are all protected or
+ * unpaired, so a tail view decides as the full history does), or when a notice was already
+ * there. It goes right before the first item of the kept-whole region, moved back to the
+ * nearest point that splits no call/output pair.
  * Within an epoch everything before it is byte-identical from one call count to the next
  * (as long as the new calls repeat no older call).
  */

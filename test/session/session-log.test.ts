@@ -6,6 +6,7 @@ import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
 import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
 import { TurnClosedError } from '../../lib/session/turn-closed-error.ts';
 import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
 
@@ -254,6 +255,44 @@ describe('SessionLog: corrupt and foreign objects', () => {
     const blob = (await store.list(`${sessionPrefix('', 's1')}blob/`)).objects[0]!.key;
     await store.put(blob, 'tampered');
     await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: blob });
+  });
+});
+
+describe('SessionLog: packing', () => {
+  it('survives a crash at any point of packing: readers see every item once, the next pack cleans up', async () => {
+    for (const crashAt of ['segment put', 'delete']) {
+      const store = new FaultyStore(new MemoryStore());
+      const log = new SessionLog(store, { packMinRecords: 2, keepRecords: 1, recentRecords: 0 });
+      await log.create({ id: 's1' });
+      for (let i = 0; i < 6; i++) {
+        const turn = await claim(log, 's1', [user(`u${i}`)]);
+        await log.completeTurn(turn, { status: 'completed', output: [call(`c${i}`), assistant(`a${i}`)], receipt: {} });
+      }
+      const expected = (await log.listItems('s1', { limit: 100 })).items;
+      store.failWhen(({ operation, key }) => (crashAt === 'delete' ? operation === 'delete' : operation === 'put' && key.endsWith('.seg')), { after: crashAt === 'segment put' });
+      await expect(log.pack('s1')).rejects.toThrow();
+      store.heal();
+      expect((await log.listItems('s1', { limit: 100 })).items).toEqual(expected);
+      const turn = await claim(log, 's1', [user('next')]);
+      const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
+      expect(view.map((item) => item.seq)).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
+      await log.completeTurn(turn, { status: 'completed', output: [], receipt: {} });
+      const before = (await store.list('sessions/s1/turn/')).objects.length;
+      const result = await log.pack('s1');
+      expect(result.deleted).toBeGreaterThan(0);
+      expect((await store.list('sessions/s1/turn/')).objects.length).toBeLessThan(before);
+      expect((await log.listItems('s1', { limit: 100 })).items.slice(1)).toEqual(expected);
+    }
+  });
+
+  it('lets concurrent packers and readers agree on one history', async () => {
+    const { log } = setup({ packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 300, recentRecords: 1 });
+    await log.create({ id: 's1' });
+    for (let i = 0; i < 12; i++) await log.append('s1', [user(`m${i}`), call(`c${i}`), output(`c${i}`, `r${i}`)]);
+    const [, , page] = await Promise.all([log.pack('s1'), log.pack('s1'), log.listItems('s1', { limit: 1000 }), log.pack('s1')]);
+    const after = await log.listItems('s1', { limit: 1000 });
+    expect(page.items.map((item) => item.seq)).toEqual(Array.from({ length: 36 }, (_, i) => 36 - i));
+    expect(after.items).toEqual(page.items);
   });
 });
 

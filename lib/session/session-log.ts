@@ -210,7 +210,8 @@ export class SessionLog {
     this.#keepRecords = Math.max(1, options.keepRecords ?? 2);
     this.#segmentTargetBytes = options.segmentTargetBytes ?? 1024 * 1024;
     this.#generateId = options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`);
-    this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + this.#packMinRecords + 2);
+    // Enough to cover what stays unpacked when packing runs every few records.
+    this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + this.#packMinRecords + 4);
     this.#recentBytes = Math.max(0, options.recentBytes ?? 64 * 1024);
   }
 

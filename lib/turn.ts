@@ -155,6 +155,9 @@ export function resolveStrategyNames(spec: string | readonly string[] | undefine
   return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
 }
 
+/** How often (in log records) a completed turn starts packing in the background. */
+const PACK_EVERY_RECORDS = 4;
+
 interface TurnPlan {
   strategies: string[];
   strategyConfig: StrategyConfig;
@@ -162,7 +165,7 @@ interface TurnPlan {
   tools: Tool[];
 }
 
-/** Everything a request can be refused for, resolved before the turn is claimed. */
+/** The strategies, thresholds, model and tools of a turn, from the request over the session. */
 function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
   const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
   const strategyConfig = resolveStrategyConfig({
@@ -174,6 +177,18 @@ function planTurn(services: TurnServices, session: SessionRecord, request: Pick<
   return { strategies, strategyConfig, model, tools: request.tools ?? session.tools };
 }
 
+/**
+ * Everything the request itself can be refused for (its strategy list, thresholds and model,
+ * and the deployment's defaults), checked before the turn is claimed so a refused request
+ * stores nothing. The session's own settings were checked when they were written, so the
+ * turn reads the session only once, as part of its claim.
+ */
+function checkRequest(services: TurnServices, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>): void {
+  resolveStrategyNames(request.strategies, services.env);
+  resolveStrategyConfig({ env: services.env, request: request.strategy_config });
+  if (request.model !== undefined) services.model(request.model);
+}
+
 async function executeTurn(
   services: TurnServices,
   sessionId: string,
@@ -182,8 +197,7 @@ async function executeTurn(
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
   const { sessions } = services;
-  const session = await sessions.get(sessionId);
-  const plan = planTurn(services, session, request);
+  checkRequest(services, request);
   const input: Item[] = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
 
   const begun = await sessions.beginTurn(sessionId, {
@@ -193,9 +207,12 @@ async function executeTurn(
   });
   if (begun.kind === 'replay') return replay(begun, emit);
   const turn = begun.turn;
+  const session = turn.session;
 
+  let plan: TurnPlan | undefined;
   let receipt: TurnReceipt | undefined;
   try {
+    plan = planTurn(services, session, request);
     const requirement = tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
     const history = await sessions.readContext(turn, requirement);
 
@@ -253,13 +270,15 @@ async function executeTurn(
       receipt: { ...receipt, usage: result.usage },
       response,
     });
-    // Pack old records into a segment after the response, so tail reads stay short.
-    services.background(sessions.pack(sessionId));
+    // Pack old records into segments after the response, so reads stay short. Every fourth
+    // record is enough (packing waits for several closed records anyway) and keeps the
+    // background cost of deciding to a list per four turns.
+    if (turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId));
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;
     try {
-      await sessions.completeTurn(turn, { status: 'failed', output: [], receipt: receipt ?? { strategies: plan.strategies }, error: errorRecord(error) });
+      await sessions.completeTurn(turn, { status: 'failed', output: [], receipt: receipt ?? { strategies: plan?.strategies ?? [] }, error: errorRecord(error) });
     } catch (closeError) {
       services.log('tailgate: could not close a failed turn', closeError);
     }

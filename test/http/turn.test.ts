@@ -5,6 +5,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import { previewPrompt, promptCharacters, runTurn, seqRanges, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
@@ -175,5 +176,58 @@ describe('previewPrompt', () => {
     expect(preview.items.at(-1)).toEqual({ type: 'message', role: 'user', content: 'note', synthetic: 'inbox', pending: true });
     expect(preview.context.notices_pending).toEqual(['a.md']);
     expect(await snapshot(turnServices.store)).toBe(before);
+  });
+});
+
+describe('storage operations per turn', () => {
+  it('stay constant as the session grows: at most 8 (+1 call marker), plus 3 per delivered notice', async () => {
+    const store = new CountingStore(new MemoryStore());
+    const log = new SessionLog(store);
+    // Packing runs after the response: the turn asks for it, the test runs it after measuring.
+    const packRequests: string[] = [];
+    const turnServices: TurnServices = {
+      sessions: {
+        get: log.get.bind(log),
+        beginTurn: log.beginTurn.bind(log),
+        readContext: log.readContext.bind(log),
+        previewContext: log.previewContext.bind(log),
+        hydrate: log.hydrate.bind(log),
+        completeTurn: log.completeTurn.bind(log),
+        pack: async (id: string) => {
+          packRequests.push(id);
+          return { packed: false, deleted: 0 };
+        },
+      },
+      inbox: new Inbox(store),
+      config: parseServiceConfig({}),
+      env: {},
+      model: () => echoModel,
+      background: () => {},
+      log: () => {},
+    };
+    await log.create({ id: 'ops', tools: [{ type: 'function', name: 'read' }] });
+    const operations = (counts: CountingStore['counts']) => counts.get + counts.head + counts.put + counts.list + counts.delete;
+    const measured: number[] = [];
+    for (let index = 1; index <= 40; index++) {
+      const asked = await runTurn(turnServices, 'ops', { input: `call read {"n":${index}}` });
+      const call = asked.output[0]!;
+      if (call.type !== 'function_call') throw new Error('expected a call');
+      store.reset();
+      await runTurn(turnServices, 'ops', { input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }] });
+      measured.push(operations(store.counts));
+      for (const id of packRequests.splice(0)) await log.pack(id);
+    }
+    // 8, plus the create-only marker the session log writes for each new distinct call (its
+    // repeated-call index), which every measured turn here follows.
+    expect(Math.max(...measured)).toBeLessThanOrEqual(9);
+    // Constant: the newest turns cost what the turns 20 calls earlier cost.
+    expect(Math.max(...measured.slice(-10))).toBeLessThanOrEqual(Math.max(...measured.slice(10, 20)));
+    await turnServices.inbox.post('ops', { name: 'a.md', content: 'one' });
+    await turnServices.inbox.post('ops', { name: 'b.md', content: 'two' });
+    store.reset();
+    const withNotices = await runTurn(turnServices, 'ops', { input: 'and notices' });
+    expect(packRequests.length).toBeLessThanOrEqual(1);
+    expect(withNotices.context.notices_delivered).toEqual(['a.md', 'b.md']);
+    expect(operations(store.counts)).toBeLessThanOrEqual(8 + 3 * 2);
   });
 });

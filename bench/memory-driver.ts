@@ -1,0 +1,110 @@
+import { createServices } from '../functions/services.ts';
+import { parseServiceConfig, stringEnv } from '../lib/config.ts';
+import type { Item } from '../lib/items.ts';
+import type { Model } from '../lib/models/model.ts';
+import { resolveModel } from '../lib/models/resolve-model.ts';
+import { CountingStore } from '../lib/store/counting-store.ts';
+import { MemoryStore } from '../lib/store/memory.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import { runTurn, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
+import { RecordingStore } from './recording-store.ts';
+import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
+
+/**
+ * Turns through lib/turn.ts `runTurn` with the services the HTTP app builds per request
+ * (functions/services.ts), on a MemoryStore wrapped in a CountingStore. The background pack
+ * a turn starts is held back and run after the turn, so its storage operations are counted
+ * apart from the turn's own (on Workers it runs in waitUntil, after the response).
+ */
+export class MemoryTurnDriver implements TurnDriver {
+  readonly runtime = 'memory';
+  readonly counting: CountingStore;
+  readonly #services: ReturnType<typeof createServices>;
+  readonly #turnServices: TurnServices;
+  #lastPrompt = '';
+
+  readonly recording: RecordingStore;
+
+  constructor(store: ObjectStore = new MemoryStore()) {
+    this.recording = new RecordingStore(store);
+    this.counting = new CountingStore(this.recording);
+    const environment = { DEFAULT_MODEL: 'echo', API_TOKEN: 'bench' };
+    const config = parseServiceConfig(environment);
+    this.#services = createServices({
+      store: this.counting,
+      config,
+      env: stringEnv(environment),
+      model: (id) => this.#capture(resolveModel(id, {})),
+      background: () => undefined,
+      log: (message, details) => console.error(message, details),
+    });
+    const log = this.#services.sessions;
+    const sessions: TurnSessionLog = {
+        get: (id) => log.get(id),
+        beginTurn: (id, options) => log.beginTurn(id, options),
+        readContext: (turn, requirement) => log.readContext(turn, requirement),
+        previewContext: (id, requirement) => log.previewContext(id, requirement),
+        hydrate: (id, items) => log.hydrate(id, items),
+        completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
+        // Held back: run by runBackground() after the turn is measured.
+        pack: async (id) => {
+          this.#pendingPacks.push(id);
+          return { packed: false, deleted: 0 };
+        },
+    };
+    this.#turnServices = { ...this.#services, sessions };
+  }
+
+  #pendingPacks: string[] = [];
+
+  #capture(model: Model): Model {
+    return {
+      ...model,
+      generate: (request) => {
+        this.#lastPrompt = JSON.stringify(request.prompt);
+        return model.generate(request);
+      },
+    };
+  }
+
+  async createSession(id: string, instructions: string): Promise<void> {
+    await this.#services.sessions.create({ id, instructions });
+  }
+
+  /** Packs the log now (what a turn's background task does), for loading without turns. */
+  async pack(id: string): Promise<void> {
+    await this.#services.sessions.pack(id);
+  }
+
+  async append(id: string, items: Item[]): Promise<number> {
+    return (await this.#services.sessions.append(id, items)).last_seq;
+  }
+
+  async turn(id: string, request: Parameters<TurnDriver['turn']>[1]): Promise<DrivenTurn> {
+    this.counting.reset();
+    this.recording.reset();
+    const start = performance.now();
+    const response = await runTurn(this.#turnServices, id, request);
+    const ms = performance.now() - start;
+    const storage = this.counting.counts;
+    const operations = this.recording.reset();
+    const promptBytes = Buffer.byteLength(this.#lastPrompt);
+    this.counting.reset();
+    await this.runBackground();
+    this.recording.reset();
+    return { ms, response, storage, operations, background: this.counting.counts, promptBytes };
+  }
+
+  /** Runs the packs the turns started (what waitUntil runs on Workers). */
+  async runBackground(): Promise<void> {
+    const packs = this.#pendingPacks;
+    this.#pendingPacks = [];
+    for (const id of packs) await this.#services.sessions.pack(id);
+  }
+
+  async postNotice(id: string, content: string): Promise<void> {
+    await this.#services.inbox.post(id, { content });
+  }
+
+  async close(): Promise<void> {}
+}

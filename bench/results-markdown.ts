@@ -1,0 +1,417 @@
+import type { StrategyBenchFigure } from './strategies.ts';
+import type { MachineInfo } from './machine.ts';
+import type { HeapProbeResult } from './memory-probe.ts';
+import { cachedCost, CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER, type CacheRun } from './prompt-cache.ts';
+import { formatBytes } from './prompt-cache-chart.ts';
+import { median } from './stats.ts';
+import type { TurnOverheadRow } from './turn-overhead.ts';
+
+/** Everything one `npm run bench` measured, for RESULTS.md. */
+export interface BenchResults {
+  startedAt: string;
+  durationMs: number;
+  machine: MachineInfo;
+  commit: string;
+  /** The command that produced each section. */
+  commands: { overheadMemory: string; overheadWorkerd: string; strategies: string; cache: string; heap: string };
+  overheadMemory?: TurnOverheadRow[];
+  overheadWorkerd?: TurnOverheadRow[];
+  workerdError?: string;
+  strategies?: StrategyBenchFigure[];
+  cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string };
+  heap?: { result: HeapProbeResult; command: string };
+}
+
+const OPERATIONS_GOAL = 8;
+const RATIO_GOAL = 1.5;
+const STRATEGY_GOAL_MS = 5;
+const REUSABLE_GOAL = 0.9;
+const HEAP_GOAL = 64 * 2 ** 20;
+
+/** RESULTS.md: every figure next to the command that produced it, goals checked, misses explained. */
+export function resultsMarkdown(results: BenchResults): string {
+  const lines: string[] = [];
+  const { machine } = results;
+  lines.push('# tailgate benchmark results', '');
+  lines.push(
+    `Produced by \`npm run bench\` (bench/run.ts) on ${results.startedAt} at commit ${results.commit}, in ${(results.durationMs / 1000).toFixed(0)} s. ` +
+      'Each section names the command that reproduces it alone.',
+    '',
+  );
+  lines.push('## Machine', '');
+  lines.push(`- \`nproc\`: ${machine.cores} cores; CPU (\`/proc/cpuinfo\`): ${machine.cpuModel}; ${machine.memoryGiB} GiB RAM; ${machine.platform}`);
+  lines.push(`- \`node --version\`: ${machine.node}; load average at start: ${machine.loadAverage}`);
+  lines.push(
+    '- A shared, noisy machine: 2 cores used by several processes at once. Absolute times wander from run to run; ' +
+      'medians and ratios taken within the same run are the figures to read.',
+    '',
+  );
+
+  lines.push('## Goals at a glance', '');
+  lines.push('| Goal | Target | Measured | Met |', '|---|---|---|---|');
+  for (const row of goalRows(results)) lines.push(`| ${row.goal} | ${row.target} | ${row.measured} | ${row.met} |`);
+  lines.push('');
+
+  lines.push(...overheadSection(results));
+  lines.push(...strategySection(results));
+  lines.push(...cacheSection(results));
+  lines.push(...heapSection(results));
+  lines.push(...causesSection(results));
+  return `${lines.join('\n')}\n`;
+}
+
+interface GoalRow {
+  goal: string;
+  target: string;
+  measured: string;
+  met: string;
+}
+
+function yes(condition: boolean): string {
+  return condition ? 'yes' : '**no**';
+}
+
+function goalRows(results: BenchResults): GoalRow[] {
+  const rows: GoalRow[] = [];
+  for (const [runtime, overhead] of [
+    ['memory', results.overheadMemory],
+    ['workerd + local R2', results.overheadWorkerd],
+  ] as const) {
+    if (!overhead) continue;
+    const measured = overhead.filter((row) => !row.skipped);
+    const largest = measured.at(-1);
+    if (largest) {
+      rows.push({
+        goal: `Per-turn p50 at ${largest.size.toLocaleString('en-US')} items / p50 at ${measured[0]!.size} items (${runtime})`,
+        target: `<= ${RATIO_GOAL}`,
+        measured: `${largest.ratio.toFixed(2)}`,
+        met: yes(largest.ratio <= RATIO_GOAL) + (largest.size < overhead.at(-1)!.size ? ` (${overhead.at(-1)!.size.toLocaleString('en-US')} not measured)` : ''),
+      });
+    }
+  }
+  const memory = results.overheadMemory?.filter((row) => row.storage) ?? [];
+  if (memory.length > 0) {
+    const worst = memory.reduce((a, b) => (b.storage!.operationsMax > a.storage!.operationsMax ? b : a));
+    rows.push({
+      goal: 'Storage operations per turn (memory store, counted)',
+      target: `<= ${OPERATIONS_GOAL}`,
+      measured: memory.map((row) => `${row.storage!.operationsMedian} at ${row.size.toLocaleString('en-US')}`).join(', '),
+      met: yes(worst.storage!.operationsMax <= OPERATIONS_GOAL),
+    });
+    const notices = memory.filter((row) => row.notice?.operations !== undefined);
+    if (notices.length > 0) {
+      rows.push({
+        goal: 'Storage operations of a turn delivering notices',
+        target: `<= 8 + 3 per notice (${notices[0]!.notice!.operationsLimit} for ${notices[0]!.notice!.delivered})`,
+        measured: notices.map((row) => `${row.notice!.operations} at ${row.size.toLocaleString('en-US')}`).join(', '),
+        met: yes(notices.every((row) => row.notice!.operations! <= row.notice!.operationsLimit)),
+      });
+    }
+    rows.push({
+      goal: 'Bytes read per turn / (1.1 x prompt bytes + 64 KiB), worst turn',
+      target: '<= 1',
+      measured: memory.map((row) => `${row.storage!.readBudgetWorst.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', '),
+      met: yes(memory.every((row) => row.storage!.readBudgetWorst <= 1)),
+    });
+  }
+  if (results.strategies) {
+    for (const figure of results.strategies.filter((entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'))) {
+      rows.push({
+        goal: `Strategy CPU, \`${figure.strategies}\`, 10,000-item history (${figure.input === 'tail' ? 'tail view with aggregates, as a turn runs it' : 'whole history'})`,
+        target: `< ${STRATEGY_GOAL_MS} ms`,
+        measured: `${figure.medianMs.toFixed(2)} ms median`,
+        met: yes(figure.medianMs < STRATEGY_GOAL_MS),
+      });
+    }
+  }
+  if (results.cache) {
+    const runs = results.cache.runs;
+    for (const run of runs.filter((entry) => entry.name.startsWith('shorten_tools_epoch'))) {
+      rows.push({ goal: `Reusable share, ${run.name}`, target: `>= ${REUSABLE_GOAL * 100}%`, measured: percent(run.totals.reusableShare), met: yes(run.totals.reusableShare >= REUSABLE_GOAL) });
+      const others = runs.filter((entry) => entry !== run);
+      const cheapestOther = others.reduce((a, b) => (b.totals.costCached < a.totals.costCached ? b : a));
+      rows.push({
+        goal: `Estimated cost, ${run.name}, below every other row`,
+        target: `< ${formatBytes(cheapestOther.totals.costCached)} (${cheapestOther.name})`,
+        measured: `${formatBytes(run.totals.costCached)} (${signedPercent(run.totals.costCached / cheapestOther.totals.costCached - 1)} vs ${cheapestOther.name})`,
+        met: yes(run.totals.costCached < cheapestOther.totals.costCached),
+      });
+    }
+  }
+  if (results.heap) {
+    const peak = Math.max(...results.heap.result.peakGrowthBytes);
+    rows.push({ goal: `Peak heap of a turn, ${results.heap.result.items.toLocaleString('en-US')}-item session`, target: '< 64 MiB', measured: mib(peak) + ' (worst of ' + results.heap.result.peakGrowthBytes.length + ' turns)', met: yes(peak < HEAP_GOAL) });
+  }
+  return rows;
+}
+
+function overheadSection(results: BenchResults): string[] {
+  const lines: string[] = ['## 1. Per-turn overhead (echo model)', ''];
+  lines.push(
+    'The session grows from one size to the next (POST /items in batches of an agent-like mix: a user message, about 25 tool calls ' +
+      'with outputs of 200 B to 20 KB log-normal and arguments of 50 B to 2 KB, 5% repeated calls, an assistant message; the log is ' +
+      'packed every 8 appends, as turns do in the background). The measured turns alternate a user message `call read_file {...}` ' +
+      '(echo answers with a function_call) and that call\'s 2 KB output (echo answers with text), with the default strategies ' +
+      '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times are medians and 95th ' +
+      'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the same runtime, in the same run.',
+    '',
+  );
+  if (results.overheadMemory) {
+    lines.push(`### Memory store, lib/turn.ts \`runTurn\` with the app's per-request services, counted`, '');
+    lines.push(`Command: \`${results.commands.overheadMemory}\``, '');
+    lines.push(...overheadTable(results.overheadMemory, true));
+    lines.push(
+      '',
+      'Operations are the turn\'s own, from the request to the response; the background pack a turn starts is run after it and counted apart ' +
+        '("bg ops/turn"). Prompt bytes are the UTF-8 bytes of the JSON of the prompt handed to the model. "read budget" is the worst turn\'s ' +
+        'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal.',
+      '',
+    );
+    lines.push(...whereTable(results.overheadMemory));
+  }
+  lines.push(`### workerd with a local R2 bucket (functions/worker.ts under \`wrangler dev\`'s runtime, HTTP on loopback)`, '');
+  lines.push(`Command: \`${results.commands.overheadWorkerd}\``, '');
+  if (results.overheadWorkerd) {
+    lines.push(...overheadTable(results.overheadWorkerd, false));
+    lines.push('', 'Times are the client\'s, request sent to body read, through wrangler\'s local proxy. Storage is not counted here (the worker\'s R2 binding is not wrapped); see the memory store for counts.', '');
+  }
+  if (results.workerdError) lines.push(`The workerd run failed: \`${results.workerdError.replace(/`/g, "'").slice(0, 600)}\``, '');
+  return lines;
+}
+
+function overheadTable(rows: TurnOverheadRow[], counted: boolean): string[] {
+  const header = counted
+    ? '| items | turns | p50 ms | p95 ms | p50 ratio | prompt items | prompt bytes | ops/turn median (max) | get / put / list | bytes read median | read budget | bg ops/turn | notice turn: ops (limit) |'
+    : '| items | turns | p50 ms | p95 ms | p50 ratio | prompt items | prompt chars | load s | notice turn ms |';
+  const lines = [header, `|${header.split('|').slice(1, -1).map(() => '---').join('|')}|`];
+  for (const row of rows) {
+    if (row.skipped) {
+      lines.push(`| ${row.size.toLocaleString('en-US')} | ${row.skipped} |`);
+      continue;
+    }
+    const items = `${row.size.toLocaleString('en-US')} (${row.itemsAtStart.toLocaleString('en-US')})`;
+    if (counted && row.storage) {
+      const storage = row.storage;
+      lines.push(
+        `| ${items} | ${row.turns} | ${row.p50Ms.toFixed(2)} | ${row.p95Ms.toFixed(2)} | ${row.ratio.toFixed(2)} | ${row.itemsInPromptMedian} | ${formatBytes(storage.promptBytesMedian)} | ` +
+          `${storage.operationsMedian} (${storage.operationsMax}) | ${storage.breakdown.get} / ${storage.breakdown.put} / ${storage.breakdown.list} | ${formatBytes(storage.bytesReadMedian)} | ` +
+          `${storage.readBudgetWorst.toFixed(2)} | ${storage.backgroundOperationsPerTurn.toFixed(1)} | ${row.notice?.operations ?? '-'} (${row.notice?.operationsLimit ?? '-'}) |`,
+      );
+    } else {
+      lines.push(
+        `| ${items} | ${row.turns} | ${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} | ${row.ratio.toFixed(2)} | ${row.itemsInPromptMedian} | ${formatBytes(row.promptCharactersMedian)} | ${(row.loadMs / 1000).toFixed(1)} | ${row.notice ? row.notice.ms.toFixed(1) : '-'} |`,
+      );
+    }
+  }
+  lines.push('', 'items: the size measured at (stored items when the measured turns began).');
+  return lines;
+}
+
+function whereTable(rows: TurnOverheadRow[]): string[] {
+  const measured = rows.filter((row) => row.storage);
+  if (measured.length === 0) return [];
+  const labels = [...new Set(measured.flatMap((row) => row.storage!.byKind.map((entry) => entry.label)))].sort();
+  const lines = ['Where a turn\'s operations and bytes go (median per turn: count, bytes read), memory store:', ''];
+  lines.push(`| operation | ${measured.map((row) => row.size.toLocaleString('en-US')).join(' | ')} |`);
+  lines.push(`|---|${measured.map(() => '---').join('|')}|`);
+  for (const label of labels) {
+    const cells = measured.map((row) => {
+      const entry = row.storage!.byKind.find((candidate) => candidate.label === label);
+      if (!entry || entry.count === 0) return '0';
+      return entry.bytes > 0 ? `${entry.count} (${formatBytes(entry.bytes)})` : `${entry.count}`;
+    });
+    lines.push(`| ${label} | ${cells.join(' | ')} |`);
+  }
+  lines.push('');
+  return lines;
+}
+
+function strategySection(results: BenchResults): string[] {
+  const lines = ['## 2. Strategy CPU on 10,000 items', '', `Command: \`${results.commands.strategies}\` (bench/strategies.ts \`benchStrategies()\`)`, ''];
+  if (!results.strategies) return [...lines, 'Not run.', ''];
+  lines.push(
+    '`preparePrompt` per strategy list on a 10,000-item history with 2,000 tool calls (bench/strategies.ts `benchHistory`): on the whole history, ' +
+      'and on the tail view with stored aggregates, which is what a turn runs. Median and p90 of 41 runs after 5 warm-up runs.',
+    '',
+    '| strategies | input | items | median ms | p90 ms | goal < 5 ms |',
+    '|---|---|---|---|---|---|',
+  );
+  for (const figure of results.strategies) {
+    lines.push(`| \`${figure.strategies}\` | ${figure.input} | ${figure.items.toLocaleString('en-US')} | ${figure.medianMs.toFixed(2)} | ${figure.p90Ms.toFixed(2)} | ${yes(figure.medianMs < STRATEGY_GOAL_MS)} |`);
+  }
+  lines.push('');
+  return lines;
+}
+
+function cacheSection(results: BenchResults): string[] {
+  const lines = ['## 3. Prompt-cache stability', '', `Command: \`${results.commands.cache}\``, ''];
+  if (!results.cache) return [...lines, 'Not run.', ''];
+  const { runs, toolCalls, seed } = results.cache;
+  const turns = runs[0]?.totals.turns ?? 0;
+  lines.push(
+    `A simulated agent session (bench/agent-session.ts, seed ${seed}): a 4,000-character system message, then ${toolCalls.toLocaleString('en-US')} tool calls; ` +
+      'outputs 200 B to 20 KB log-normal (1st/99th percentiles), arguments 50 B to 2 KB log-normal, a user message every 15 to 35 calls (25 on average) ' +
+      `and an assistant message closing each run of calls, 5% of calls repeating an earlier call. The model is asked after every user message and every tool output: ${turns.toLocaleString('en-US')} prompts. ` +
+      'Each prompt is built by `preparePrompt` from the whole history so far and serialized as the provider would see it: JSON of the items\' wire fields only ' +
+      '(bench/prompt-cache.ts `serializePrompt`). "Reusable" is the longest common byte prefix with the previous prompt: what a provider\'s prompt cache ' +
+      'could serve, an upper bound (Anthropic matches at cache breakpoints and block boundaries, at least 1,024 tokens; tool definitions, identical every turn, are left out).',
+    '',
+    `Cost formula, per prompt, in bytes at the base input price: cost = ${CACHE_READ_MULTIPLIER} x reusable + ${CACHE_WRITE_MULTIPLIER} x (size - reusable) ` +
+      `(cache reads at ${CACHE_READ_MULTIPLIER}x, the rest written to the cache at ${CACHE_WRITE_MULTIPLIER}x, Anthropic's multipliers). "No cache" is 1.0 x size. At about 4 bytes a token ` +
+      'and $3 per million input tokens, 1 GB of base-price bytes is about $750.',
+    '',
+    '| strategy | bytes sent | bytes reusable | reusable share | max prompt | cost, no cache | cost with cache (formula) | vs cheapest | strategy CPU, all prompts |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  const cheapest = Math.min(...runs.map((run) => run.totals.costCached));
+  for (const run of runs) {
+    const totals = run.totals;
+    lines.push(
+      `| ${run.label} | ${formatBytes(totals.bytesSent)} | ${formatBytes(totals.bytesReusable)} | ${percent(totals.reusableShare)} | ${formatBytes(totals.maxPromptBytes)} | ` +
+        `${formatBytes(totals.costUncached)} | ${formatBytes(totals.costCached)} | ${signedPercent(totals.costCached / cheapest - 1)} | ${(totals.prepareMs / 1000).toFixed(1)} s |`,
+    );
+  }
+  lines.push('', `![prompt size and reusable share per model call](${results.cache.chart})`, '');
+  lines.push('Per-turn figures behind the chart (median over the prompts; p10 of the reusable share shows how often the prefix breaks):', '');
+  lines.push('| strategy | median prompt | median reusable share | p10 reusable share | prompts with < 50% reusable |', '|---|---|---|---|---|');
+  for (const run of runs) {
+    const shares = run.turns.map((turn) => (turn.size === 0 ? 0 : turn.reusable / turn.size));
+    const sorted = [...shares].sort((a, b) => a - b);
+    lines.push(
+      `| ${run.name} | ${formatBytes(median(run.turns.map((turn) => turn.size)))} | ${percent(median(shares))} | ${percent(sorted[Math.floor(sorted.length * 0.1)] ?? 0)} | ${shares.filter((share) => share < 0.5).length} |`,
+    );
+  }
+  lines.push('');
+  void cachedCost;
+  return lines;
+}
+
+function heapSection(results: BenchResults): string[] {
+  const lines = ['## 4. Memory: peak heap of a turn', ''];
+  if (!results.heap) return [...lines, 'Not run.', ''];
+  const { result, command } = results.heap;
+  lines.push(`Command: \`${command}\` (run by \`npm run bench\` as a child process)`, '');
+  lines.push(
+    `Method: a ${result.items.toLocaleString('en-US')}-item session (the same agent mix) is loaded into a MemoryStore and packed, then after two warm-up turns, ` +
+      `for each of ${result.peakGrowthBytes.length} turns: two full GCs (\`gc()\`, --expose-gc), heapUsed as the baseline, then heapUsed sampled every millisecond ` +
+      'and around every storage call during the turn; the figure is the highest sample minus the baseline. The store\'s own objects are in the baseline ' +
+      '(in a Worker they live in R2, not in the isolate). Garbage collected mid-turn is not counted, so this is the live peak as sampled, not total allocation.',
+    '',
+    '| turn | peak heap growth | heapUsed baseline | retained after GC | samples | prompt chars |',
+    '|---|---|---|---|---|---|',
+  );
+  result.peakGrowthBytes.forEach((peak, index) => {
+    lines.push(`| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ${result.promptCharacters[index]!.toLocaleString('en-US')} |`);
+  });
+  lines.push('', `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 MiB (a Worker has 128 MB).`, '');
+  return lines;
+}
+
+function causesSection(results: BenchResults): string[] {
+  const lines = ['## Goals missed: by how much, and why', ''];
+  const memory = results.overheadMemory?.filter((row) => row.storage) ?? [];
+  const smallest = memory[0];
+  const largest = memory.at(-1);
+  if (smallest && largest) {
+    const constant = smallest.storage!.byKind.filter((entry) => entry.count > 0).map((entry) => `${entry.label} x${entry.count}`);
+    const repeated = smallest.storage!.byKind.filter((entry) => entry.count >= 2 && ['get session config', 'get turn completion', 'list records listing'].includes(entry.label));
+    if (smallest.storage!.operationsMax > OPERATIONS_GOAL) {
+      lines.push(
+        `- **Storage operations.** At ${smallest.size} items a turn takes ${smallest.storage!.operationsMedian} operations, median (max ${smallest.storage!.operationsMax}; goal ${OPERATIONS_GOAL}, ` +
+          `${signedPercent(smallest.storage!.operationsMedian / OPERATIONS_GOAL - 1)}): ${constant.join(', ')}.` +
+          (repeated.length > 0
+            ? ` Read more than once per turn: ${repeated.map((entry) => `${entry.label} (${entry.count}x)`).join(', ')}.`
+            : '') +
+          ' Blob gets are outputs stored out of line (over 8 KiB) that the strategies keep whole, fetched by `hydrate`, one get each; call marker puts/gets are the repeated-call index (`calls/<key>`), one per new call key of the previous turn.',
+      );
+    }
+    const grown = largest.storage!.byKind
+      .map((entry) => ({ ...entry, base: smallest.storage!.byKind.find((candidate) => candidate.label === entry.label)?.count ?? 0 }))
+      .filter((entry) => entry.count - entry.base >= 2)
+      .sort((a, b) => b.count - b.base - (a.count - a.base));
+    if (grown.length > 0) {
+      lines.push(
+        `- **Operations grow with the history.** At ${largest.size.toLocaleString('en-US')} items a turn takes ${largest.storage!.operationsMedian} operations ` +
+          `(${(largest.storage!.operationsMedian / OPERATIONS_GOAL).toFixed(0)}x the goal). The growth: ` +
+          grown.map((entry) => `${entry.label} ${entry.base} -> ${entry.count} (${formatBytes(entry.bytes)})`).join('; ') +
+          '. The prompt itself grows with the history (median ' +
+          `${largest.itemsInPromptMedian.toLocaleString('en-US')} items, ${formatBytes(largest.storage!.promptBytesMedian)} at ${largest.size.toLocaleString('en-US')} items against ` +
+          `${smallest.itemsInPromptMedian} items, ${formatBytes(smallest.storage!.promptBytesMedian)} at ${smallest.size}): every message of the history stays in the prompt, and ` +
+          'the newest instance of every repeated call (same name and arguments) is never dropped, and is kept whole with its output ' +
+          '(lib/strategies epoch selection). With 5% repeated calls drawn from all earlier calls, the number of distinct repeated calls grows linearly, so ' +
+          'the tail read must fetch each of them by position (`SessionLog.#readPositions`: one range get per run of positions, on a segment), and ' +
+          'every kept-whole output stored out of line is one more blob get (`hydrate`).',
+      );
+    }
+    const worst = memory.reduce((a, b) => (b.storage!.readBudgetWorst > a.storage!.readBudgetWorst ? b : a));
+    if (worst.storage!.readBudgetWorst > 1) {
+      lines.push(
+        `- **Read amplification.** Worst: ${worst.storage!.readBudgetWorst.toFixed(2)}x the budget at ${worst.size.toLocaleString('en-US')} items ` +
+          `(${formatBytes(worst.storage!.bytesReadMedian)} read for a ${formatBytes(worst.storage!.promptBytesMedian)} prompt). ` +
+          'A single required tool line is read as its whole block of 32 tool lines (`SegmentReader.tools` reads from one index mark to the next, ' +
+          'lib/session/segment.ts `TOOL_BLOCK`), so a repeated call kept from far back costs about 32 lines of reading for 2 lines of prompt; and records carry ' +
+          'the aggregates (`repeated`: one entry per repeated call key, `repeat_flags`: one bit per call), which grow with the history and are read with the newest record (twice, see above).',
+      );
+    }
+    const ratioRow = memory.filter((row) => row.ratio > RATIO_GOAL);
+    if (ratioRow.length > 0) {
+      lines.push(
+        `- **Time ratio.** Memory store p50 ratios: ${memory.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')} (goal <= ${RATIO_GOAL}). ` +
+          'The time follows the prompt and the operations above: the turn parses, validates and hashes what it reads, and builds a prompt that grows with the history. ' +
+          'No constant-time tail read can meet the ratio while the prompt grows; the strategy semantics (every message, and repeated calls kept whole) would have to bound it first.',
+      );
+    }
+  }
+  const workerd = results.overheadWorkerd?.filter((row) => !row.skipped) ?? [];
+  if (workerd.length > 0 && workerd.some((row) => row.ratio > RATIO_GOAL)) {
+    lines.push(`- **workerd ratios**: ${workerd.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')}; same causes, each storage call being a local R2 request.`);
+  }
+  for (const row of results.overheadWorkerd?.filter((entry) => entry.skipped) ?? []) {
+    lines.push(`- **workerd at ${row.size.toLocaleString('en-US')} items**: ${row.skipped}.`);
+  }
+  if (results.cache) {
+    const runs = results.cache.runs;
+    for (const run of runs.filter((entry) => entry.name.startsWith('shorten_tools_epoch'))) {
+      const others = runs.filter((entry) => entry !== run);
+      const cheaper = others.filter((entry) => entry.totals.costCached <= run.totals.costCached);
+      if (cheaper.length > 0) {
+        lines.push(
+          `- **Cost of ${run.name}.** ${formatBytes(run.totals.costCached)}, above ${cheaper.map((entry) => `${entry.name} (${formatBytes(entry.totals.costCached)}, ${signedPercent(run.totals.costCached / entry.totals.costCached - 1)})`).join(', ')}. ` +
+            `Its reusable share is high (${percent(run.totals.reusableShare)}), but its prompts are larger (median ${formatBytes(median(run.turns.map((turn) => turn.size)))}, max ${formatBytes(run.totals.maxPromptBytes)}): ` +
+            'the epoch grows (up to 60 calls) and the compacted window with it (up to 160), and every call of the new part plus the 20 newest stay whole, so with outputs ' +
+            'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary the prompt is rewritten from the pinned point on, which is a cache write of most of it.',
+        );
+      }
+      if (run.totals.reusableShare < REUSABLE_GOAL) lines.push(`- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`);
+    }
+  }
+  if (results.strategies) {
+    for (const figure of results.strategies.filter((entry) => entry.medianMs >= STRATEGY_GOAL_MS)) {
+      lines.push(`- **Strategy CPU, \`${figure.strategies}\` (${figure.input})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over the goal.`);
+    }
+  }
+  if (results.heap) {
+    const peak = Math.max(...results.heap.result.peakGrowthBytes);
+    if (peak >= HEAP_GOAL) {
+      lines.push(
+        `- **Heap.** ${mib(peak)} at ${results.heap.result.items.toLocaleString('en-US')} items, ${mib(peak - HEAP_GOAL)} over the goal: the turn holds the whole tail view, the prompt ` +
+          `(${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters) and its copies (hydrated outputs, the receipt, the JSON of the completion) at once.`,
+      );
+    }
+  }
+  if (lines.length === 2) lines.push('None.');
+  lines.push('');
+  return lines;
+}
+
+function percent(share: number): string {
+  return `${(share * 100).toFixed(1)}%`;
+}
+
+function signedPercent(change: number): string {
+  return `${change >= 0 ? '+' : ''}${(change * 100).toFixed(1)}%`;
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+}

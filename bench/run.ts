@@ -1,0 +1,133 @@
+/**
+ * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
+ * bench/prompt-cache.svg. Options:
+ *   --only=memory,workerd,strategies,cache,heap   run some sections; prints the markdown and
+ *                                                 leaves RESULTS.md alone
+ *   --quick                                       small sizes, to try the harness (no files)
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { machineInfo } from './machine.ts';
+import { MemoryTurnDriver } from './memory-driver.ts';
+import { simulatePromptCache } from './prompt-cache.ts';
+import { promptCacheChart } from './prompt-cache-chart.ts';
+import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
+import { benchStrategies } from './strategies.ts';
+import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
+import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
+import { WorkerdTurnDriver } from './workerd-driver.ts';
+
+const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'workerd'] as const;
+type Section = (typeof SECTIONS)[number];
+
+const argv = process.argv.slice(2);
+const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
+const only = onlyArgument ? new Set(onlyArgument.slice('--only='.length).split(',')) : undefined;
+for (const name of only ?? []) if (!(SECTIONS as readonly string[]).includes(name)) throw new Error(`unknown section ${name}; known: ${SECTIONS.join(', ')}`);
+const quick = argv.includes('--quick');
+const full = !only && !quick;
+const runs = (section: Section) => !only || only.has(section);
+
+const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
+const sizes = quick ? [100, 1_000] : [100, 1_000, 10_000, 100_000];
+const heapItems = quick ? 2_000 : 100_000;
+const cacheToolCalls = quick ? 200 : 1_000;
+const cacheSeed = 20_261_129;
+
+const overheadCommon: Omit<TurnOverheadOptions, 'measuredTurns' | 'appendBatch' | 'turnEveryAppends'> = {
+  sizes,
+  warmupTurns: 3,
+  seed: 7,
+  notices: 2,
+  log,
+};
+
+const started = performance.now();
+const results: BenchResults = {
+  startedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+  durationMs: 0,
+  machine: machineInfo(),
+  commit: gitCommit(),
+  commands: {
+    overheadMemory: 'npm run bench -- --only=memory',
+    overheadWorkerd: 'npm run bench -- --only=workerd',
+    strategies: 'npm run bench -- --only=strategies',
+    cache: 'npm run bench -- --only=cache',
+    heap: '',
+  },
+};
+log(`machine: ${JSON.stringify(results.machine)}`);
+
+if (runs('strategies')) {
+  log('strategy CPU (bench/strategies.ts)');
+  results.strategies = benchStrategies(quick ? { iterations: 5 } : {});
+}
+
+if (runs('cache')) {
+  log(`prompt-cache simulation: ${cacheToolCalls} tool calls`);
+  const cacheRuns = simulatePromptCache({ toolCalls: cacheToolCalls, seed: cacheSeed });
+  for (const run of cacheRuns) log(`  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ${Math.round(run.totals.costCached)}`);
+  const chart = 'prompt-cache.svg';
+  if (full) writeFileSync(new URL(`./${chart}`, import.meta.url), promptCacheChart(cacheRuns, `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`));
+  results.cache = { runs: cacheRuns, toolCalls: cacheToolCalls, seed: cacheSeed, chart };
+}
+
+if (runs('memory')) {
+  log('per-turn overhead, memory store');
+  const driver = new MemoryTurnDriver();
+  results.overheadMemory = await benchTurnOverhead(driver, {
+    ...overheadCommon,
+    measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 15 : 30),
+    appendBatch: 100,
+    turnEveryAppends: 8,
+  });
+  await driver.close();
+}
+
+if (runs('heap')) {
+  const options = { items: heapItems, seed: 7, turns: quick ? 2 : 5 };
+  results.commands.heap = heapProbeCommand(options);
+  log(`peak heap of a turn, ${heapItems} items (child process)`);
+  results.heap = { result: await measureTurnHeap(options), command: results.commands.heap };
+}
+
+if (runs('workerd')) {
+  log('per-turn overhead, workerd + local R2');
+  let driver: WorkerdTurnDriver | undefined;
+  try {
+    driver = await WorkerdTurnDriver.start();
+    results.overheadWorkerd = await benchTurnOverhead(driver, {
+      ...overheadCommon,
+      measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 8 : size >= 10_000 ? 12 : 20),
+      appendBatch: 250,
+      turnEveryAppends: 8,
+      loadBudgetMs: quick ? 60_000 : 240_000,
+    });
+  } catch (error) {
+    results.workerdError = error instanceof Error ? error.message : String(error);
+    log(`workerd failed: ${results.workerdError}`);
+  } finally {
+    await driver?.close();
+  }
+}
+
+results.durationMs = performance.now() - started;
+const markdown = resultsMarkdown(results);
+if (full) {
+  writeFileSync(new URL('./RESULTS.md', import.meta.url), markdown);
+  log(`wrote bench/RESULTS.md and bench/prompt-cache.svg in ${(results.durationMs / 1000).toFixed(0)} s`);
+} else {
+  console.log(markdown);
+}
+
+function gitCommit(): string {
+  try {
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'lib', 'functions', 'wrangler.toml'], { cwd: root, encoding: 'utf8' }).trim();
+    return dirty ? `${commit} (with uncommitted changes in lib/ or functions/)` : commit;
+  } catch {
+    return 'unknown';
+  }
+}

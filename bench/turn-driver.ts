@@ -1,0 +1,42 @@
+import type { Item, Tool } from '../lib/items.ts';
+import type { StoreCounts } from '../lib/store/counting-store.ts';
+import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
+import type { RecordedOperation } from './recording-store.ts';
+
+/** What one measured turn reports. Storage figures are known only where the store is counted. */
+export interface DrivenTurn {
+  ms: number;
+  response: TurnResponse;
+  /** Storage operations from the request until the response (the turn's own work). */
+  storage?: StoreCounts;
+  /** Storage operations of the background work the turn started (packing), run after it. */
+  background?: StoreCounts;
+  /** Every storage call of the turn (until the response), by kind of key. */
+  operations?: RecordedOperation[];
+  /** UTF-8 bytes of the JSON of the prompt the model was given. */
+  promptBytes?: number;
+}
+
+/**
+ * The same turn-overhead procedure runs on every runtime through this: the memory store in
+ * this process (lib/turn.ts runTurn, counted), or the worker in workerd over HTTP.
+ */
+export interface TurnDriver {
+  readonly runtime: string;
+  createSession(id: string, instructions: string): Promise<void>;
+  /** Appends items (POST /items); returns the last seq. */
+  append(id: string, items: Item[]): Promise<number>;
+  turn(id: string, request: TurnRequest): Promise<DrivenTurn>;
+  postNotice(id: string, content: string): Promise<void>;
+  /** Packs the log directly; without it, loading runs a short turn every few appends instead. */
+  pack?(id: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The tool the measured turns offer the echo model. */
+export const READ_FILE_TOOL: Tool = {
+  type: 'function',
+  name: 'read_file',
+  description: 'Reads a file of the workspace.',
+  parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+};

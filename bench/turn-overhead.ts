@@ -1,0 +1,217 @@
+import type { Item } from '../lib/items.ts';
+import type { StoreCounts } from '../lib/store/counting-store.ts';
+import type { TurnRequest } from '../lib/turn.ts';
+import { agentItems, TextSource } from './agent-session.ts';
+import { SeededRandom } from './random.ts';
+import { summarize } from './recording-store.ts';
+import { median, percentile } from './stats.ts';
+import { READ_FILE_TOOL, type DrivenTurn, type TurnDriver } from './turn-driver.ts';
+
+export interface TurnOverheadOptions {
+  /** Stored items to measure at, ascending; the session grows from one to the next. */
+  sizes: number[];
+  /** Measured turns per size (a number, or one per size). */
+  measuredTurns: number | ((size: number) => number);
+  warmupTurns: number;
+  seed: number;
+  /** Items per POST /items while loading. */
+  appendBatch: number;
+  /** Pack after every this many appends while loading (a short turn where the driver cannot pack directly). */
+  turnEveryAppends: number;
+  /** Notices posted before the notice turn. */
+  notices: number;
+  /** Give up loading a size whose projected load time exceeds what is left of this. */
+  loadBudgetMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface StorageFigures {
+  /** Operations per turn (the turn's own, until the response). */
+  operationsMedian: number;
+  operationsMax: number;
+  /** Median per operation kind. */
+  breakdown: Omit<StoreCounts, 'bytesRead' | 'bytesWritten'>;
+  bytesReadMedian: number;
+  bytesReadMax: number;
+  promptBytesMedian: number;
+  /** Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1). */
+  readBudgetWorst: number;
+  /** Background (packing) operations per turn, averaged over the measured turns. */
+  backgroundOperationsPerTurn: number;
+  /** Where the operations and bytes go: median count and bytes per turn by operation and key kind. */
+  byKind: { label: string; count: number; bytes: number }[];
+}
+
+export interface NoticeTurnFigures {
+  ms: number;
+  delivered: number;
+  operations?: number;
+  /** 8 + 3 x delivered. */
+  operationsLimit: number;
+}
+
+export interface TurnOverheadRow {
+  runtime: string;
+  size: number;
+  /** Stored items when the measured turns began. */
+  itemsAtStart: number;
+  loadMs: number;
+  turns: number;
+  p50Ms: number;
+  p95Ms: number;
+  /** p50 / p50 at the first size of the same runtime. */
+  ratio: number;
+  promptCharactersMedian: number;
+  itemsInPromptMedian: number;
+  storage?: StorageFigures;
+  notice?: NoticeTurnFigures;
+  /** Why a size was not measured (with the projected load time). */
+  skipped?: string;
+}
+
+const READ_BUDGET_SLACK = 64 * 1024;
+
+/**
+ * Per-turn overhead with the echo model at growing history sizes on one runtime: loads an
+ * agent-like history (POST /items in batches, a short turn every few appends so the log
+ * packs as it would in use), then times turns that alternate a user message asking for a
+ * tool call and the tool's output, then one turn that delivers notices.
+ */
+export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverheadOptions): Promise<TurnOverheadRow[]> {
+  const log = options.log ?? (() => undefined);
+  const id = `bench_${driver.runtime}`;
+  const random = new SeededRandom(options.seed + 1);
+  const text = new TextSource(random, 1 << 16);
+  await driver.createSession(id, text.text(1_000));
+  const source = agentItems({ seed: options.seed });
+  let stored = 0;
+  let appendsSinceTurn = 0;
+  let loadMsTotal = 0;
+  let loadedItems = 0;
+  const rows: TurnOverheadRow[] = [];
+  const started = performance.now();
+  for (const size of options.sizes) {
+    if (options.loadBudgetMs !== undefined && loadedItems > 0) {
+      const projected = ((size - stored) / loadedItems) * loadMsTotal;
+      const left = options.loadBudgetMs - (performance.now() - started);
+      if (projected > left) {
+        const reason = `not measured: loading ${size - stored} more items would take about ${(projected / 1000).toFixed(0)} s at the rate so far (${((loadedItems / loadMsTotal) * 1000).toFixed(0)} items/s), more than the ${(left / 1000).toFixed(0)} s left of the load budget`;
+        log(`${driver.runtime} ${size}: ${reason}`);
+        rows.push(emptyRow(driver.runtime, size, stored, reason));
+        continue;
+      }
+    }
+    const loadStart = performance.now();
+    const before = stored;
+    while (stored < size) {
+      const batch: Item[] = [];
+      while (batch.length < Math.min(options.appendBatch, size - stored) || batch.at(-1)?.type === 'function_call') {
+        batch.push(source.next().value as Item);
+      }
+      stored = await driver.append(id, batch);
+      if (++appendsSinceTurn >= options.turnEveryAppends) {
+        appendsSinceTurn = 0;
+        if (driver.pack) await driver.pack(id);
+        else stored = lastSeq((await driver.turn(id, { input: 'continue' })).response, stored);
+      }
+    }
+    const loadMs = performance.now() - loadStart;
+    loadMsTotal += loadMs;
+    loadedItems += stored - before;
+    log(`${driver.runtime} ${size}: loaded ${stored - before} items in ${(loadMs / 1000).toFixed(1)} s`);
+
+    const itemsAtStart = stored;
+    const measured: DrivenTurn[] = [];
+    let pendingCall: string | undefined;
+    const measuredTurns = typeof options.measuredTurns === 'number' ? options.measuredTurns : options.measuredTurns(size);
+    for (let index = 0; index < options.warmupTurns + measuredTurns; index++) {
+      const request: TurnRequest = pendingCall
+        ? { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] }
+        : { input: `call read_file {"path":"src/bench-${index}.ts"}`, tools: [READ_FILE_TOOL] };
+      const turn = await driver.turn(id, request);
+      const call = turn.response.output.find((item) => item.type === 'function_call');
+      pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+      stored = lastSeq(turn.response, stored);
+      if (index >= options.warmupTurns) measured.push(turn);
+    }
+    if (pendingCall) {
+      const turn = await driver.turn(id, { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] });
+      stored = lastSeq(turn.response, stored);
+    }
+
+    for (let index = 0; index < options.notices; index++) await driver.postNotice(id, `notice ${index}: ${text.text(200)}`);
+    const noticeTurn = await driver.turn(id, { input: 'any news?' });
+    stored = lastSeq(noticeTurn.response, stored);
+    const delivered = noticeTurn.response.context.notices_delivered.length;
+
+    const times = measured.map((turn) => turn.ms);
+    const row: TurnOverheadRow = {
+      runtime: driver.runtime,
+      size,
+      itemsAtStart,
+      loadMs,
+      turns: measured.length,
+      p50Ms: median(times),
+      p95Ms: percentile(times, 95),
+      ratio: 1,
+      promptCharactersMedian: median(measured.map((turn) => turn.response.context.prompt_chars)),
+      itemsInPromptMedian: median(measured.map((turn) => turn.response.context.items_in_prompt)),
+      notice: {
+        ms: noticeTurn.ms,
+        delivered,
+        operationsLimit: 8 + 3 * delivered,
+        ...(noticeTurn.storage ? { operations: operationsOf(noticeTurn.storage) } : {}),
+      },
+    };
+    const storage = storageFigures(measured);
+    if (storage) row.storage = storage;
+    rows.push(row);
+    log(
+      `${driver.runtime} ${size}: p50 ${row.p50Ms.toFixed(2)} ms, p95 ${row.p95Ms.toFixed(2)} ms` +
+        (storage ? `, ${storage.operationsMedian} ops, ${storage.bytesReadMedian} B read for a ${storage.promptBytesMedian} B prompt` : ''),
+    );
+  }
+  const first = rows.find((row) => !row.skipped);
+  for (const row of rows) row.ratio = first && !row.skipped ? row.p50Ms / first.p50Ms : Number.NaN;
+  return rows;
+}
+
+export function operationsOf(counts: StoreCounts): number {
+  return counts.get + counts.head + counts.put + counts.list + counts.delete;
+}
+
+function storageFigures(turns: DrivenTurn[]): StorageFigures | undefined {
+  const counted = turns.filter((turn): turn is DrivenTurn & { storage: StoreCounts; promptBytes: number } => turn.storage !== undefined && turn.promptBytes !== undefined);
+  if (counted.length === 0) return undefined;
+  const operations = counted.map((turn) => operationsOf(turn.storage));
+  const of = (kind: keyof StoreCounts) => median(counted.map((turn) => turn.storage[kind]));
+  return {
+    operationsMedian: median(operations),
+    operationsMax: Math.max(...operations),
+    breakdown: { get: of('get'), head: of('head'), put: of('put'), list: of('list'), delete: of('delete') },
+    bytesReadMedian: median(counted.map((turn) => turn.storage.bytesRead)),
+    bytesReadMax: Math.max(...counted.map((turn) => turn.storage.bytesRead)),
+    promptBytesMedian: median(counted.map((turn) => turn.promptBytes)),
+    readBudgetWorst: Math.max(...counted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK))),
+    byKind: byKind(counted),
+    backgroundOperationsPerTurn: counted.reduce((total, turn) => total + (turn.background ? operationsOf(turn.background) : 0), 0) / counted.length,
+  };
+}
+
+function byKind(turns: DrivenTurn[]): StorageFigures['byKind'] {
+  const summaries = turns.map((turn) => summarize(turn.operations ?? []));
+  const labels = [...new Set(summaries.flatMap((summary) => [...summary.keys()]))].sort();
+  return labels.map((label) => ({
+    label,
+    count: median(summaries.map((summary) => summary.get(label)?.count ?? 0)),
+    bytes: median(summaries.map((summary) => summary.get(label)?.bytes ?? 0)),
+  }));
+}
+
+function lastSeq(response: { output: { seq: number }[] }, fallback: number): number {
+  return response.output.at(-1)?.seq ?? fallback;
+}
+
+function emptyRow(runtime: string, size: number, stored: number, skipped: string): TurnOverheadRow {
+  return { runtime, size, itemsAtStart: stored, loadMs: 0, turns: 0, p50Ms: Number.NaN, p95Ms: Number.NaN, ratio: Number.NaN, promptCharactersMedian: Number.NaN, itemsInPromptMedian: Number.NaN, skipped };
+}

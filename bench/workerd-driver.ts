@@ -1,0 +1,75 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { unstable_dev, type Unstable_DevWorker } from 'wrangler';
+import type { Item } from '../lib/items.ts';
+import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
+import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
+
+const TOKEN = 'bench';
+
+/**
+ * The worker (functions/worker.ts, bundled by wrangler) in workerd with a local R2 bucket
+ * (miniflare, persisted to a temporary directory), driven over HTTP on loopback. Times are
+ * the client's: request sent to response body read.
+ */
+export class WorkerdTurnDriver implements TurnDriver {
+  readonly runtime = 'workerd';
+  readonly #worker: Unstable_DevWorker;
+  readonly #base: string;
+  readonly #directory: string;
+
+  private constructor(worker: Unstable_DevWorker, directory: string) {
+    this.#worker = worker;
+    this.#directory = directory;
+    this.#base = `http://${worker.address}:${worker.port}`;
+  }
+
+  static async start(): Promise<WorkerdTurnDriver> {
+    const directory = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
+    const worker = await unstable_dev('functions/worker.ts', {
+      config: 'wrangler.toml',
+      vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' },
+      persistTo: directory,
+      ip: '127.0.0.1',
+      logLevel: 'error',
+      // No watching: a source edit during a run must not swap the worker under the benchmark.
+      experimental: { disableExperimentalWarning: true, watch: false },
+    });
+    return new WorkerdTurnDriver(worker, directory);
+  }
+
+  async #request<Result>(method: string, path: string, body?: unknown): Promise<Result> {
+    const response = await fetch(`${this.#base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await response.text();
+    if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
+    return JSON.parse(text) as Result;
+  }
+
+  async createSession(id: string, instructions: string): Promise<void> {
+    await this.#request('POST', '/v1/sessions', { id, instructions });
+  }
+
+  async append(id: string, items: Item[]): Promise<number> {
+    return (await this.#request<{ last_seq: number }>('POST', `/v1/sessions/${id}/items`, { items })).last_seq;
+  }
+
+  async turn(id: string, request: TurnRequest): Promise<DrivenTurn> {
+    const start = performance.now();
+    const response = await this.#request<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
+    return { ms: performance.now() - start, response };
+  }
+
+  async postNotice(id: string, content: string): Promise<void> {
+    await this.#request('POST', `/v1/sessions/${id}/inbox`, { content });
+  }
+
+  async close(): Promise<void> {
+    await this.#worker.stop();
+    rmSync(this.#directory, { recursive: true, force: true });
+  }
+}

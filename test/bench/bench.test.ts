@@ -1,0 +1,128 @@
+import { describe, expect, it } from 'vitest';
+import { agentHistory, agentHistoryWithCalls } from '../../bench/agent-session.ts';
+import { clearToolUsesBaseline } from '../../bench/clear-tool-uses.ts';
+import { machineInfo } from '../../bench/machine.ts';
+import { MemoryTurnDriver } from '../../bench/memory-driver.ts';
+import { commonPrefixLength, serializePrompt, simulatePromptCache } from '../../bench/prompt-cache.ts';
+import { promptCacheChart } from '../../bench/prompt-cache-chart.ts';
+import { SeededRandom } from '../../bench/random.ts';
+import { resultsMarkdown } from '../../bench/results-markdown.ts';
+import { percentile } from '../../bench/stats.ts';
+import { measureTurnHeap } from '../../bench/turn-heap.ts';
+import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
+import { WorkerdTurnDriver } from '../../bench/workerd-driver.ts';
+import type { PromptItem } from '../../lib/items.ts';
+
+// Smoke tests: the benchmark modules run end to end on tiny sizes, so `npm run bench` does not rot.
+describe('bench', () => {
+  it('draws the same values for the same seed, log-normal within its bounds', () => {
+    const first = new SeededRandom(42);
+    const second = new SeededRandom(42);
+    const draws = Array.from({ length: 500 }, () => first.logNormalBetween(200, 20_000));
+    expect(draws).toEqual(Array.from({ length: 500 }, () => second.logNormalBetween(200, 20_000)));
+    expect(Math.min(...draws)).toBeGreaterThanOrEqual(200);
+    expect(Math.max(...draws)).toBeLessThanOrEqual(20_000);
+    expect(percentile(draws, 50)).toBeGreaterThan(1_000);
+    expect(percentile(draws, 50)).toBeLessThan(4_000);
+  });
+
+  it('generates an agent session with paired calls, user messages and repeats', () => {
+    const items = agentHistoryWithCalls(300, { seed: 1 });
+    const calls = items.filter((item) => item.type === 'function_call');
+    const outputs = items.filter((item) => item.type === 'function_call_output');
+    expect(calls).toHaveLength(300);
+    expect(outputs.map((item) => item.call_id)).toEqual(calls.map((item) => item.call_id));
+    expect(items.filter((item) => item.type === 'message' && item.role === 'user').length).toBeGreaterThanOrEqual(300 / 35);
+    const keys = calls.map((item) => `${item.name}\n${item.arguments}`);
+    expect(new Set(keys).size).toBeLessThan(keys.length);
+    expect(agentHistory(57, { seed: 1 })).toHaveLength(57);
+    expect(agentHistory(57, { seed: 1 }).at(-1)?.type).not.toBe('function_call');
+  });
+
+  it.each([
+    ['abc', 'abd', 2],
+    ['same', 'same', 4],
+    ['', 'x', 0],
+    ['x'.repeat(40_000) + 'a', 'x'.repeat(40_000) + 'b', 40_000],
+  ])('common prefix of %#', (left, right, expected) => {
+    const encoder = new TextEncoder();
+    expect(commonPrefixLength(encoder.encode(left), encoder.encode(right))).toBe(expected);
+  });
+
+  it('clears all but the newest 3 tool results once the prompt is over the trigger', () => {
+    const items: PromptItem[] = Array.from({ length: 6 }, (_, index) => [
+      { type: 'function_call' as const, call_id: `c${index}`, name: 'read_file', arguments: '{}' },
+      { type: 'function_call_output' as const, call_id: `c${index}`, output: 'x'.repeat(100) },
+    ]).flat();
+    expect(clearToolUsesBaseline({ triggerCharacters: 10_000 })(items)).toBe(items);
+    const cleared = clearToolUsesBaseline({ triggerCharacters: 500 })(items);
+    const outputs = cleared.filter((item) => item.type === 'function_call_output').map((item) => item.output);
+    expect(outputs.slice(0, 3).every((output) => output === '[tool result cleared]')).toBe(true);
+    expect(outputs.slice(3)).toEqual(['x'.repeat(100), 'x'.repeat(100), 'x'.repeat(100)]);
+    expect(serializePrompt(cleared)).not.toContain('seq');
+  });
+
+  it('simulates the prompt cache and charts it', () => {
+    const runs = simulatePromptCache({ toolCalls: 60, seed: 3 });
+    expect(runs.map((run) => run.name)).toEqual(['none', 'shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'clear_tool_uses']);
+    for (const run of runs) {
+      expect(run.turns.length).toBe(run.totals.turns);
+      expect(run.turns[0]!.reusable).toBe(0);
+      for (const turn of run.turns) expect(turn.reusable).toBeLessThanOrEqual(turn.size);
+      expect(run.totals.costCached).toBeGreaterThan(0);
+    }
+    // Without any shortening, each prompt extends the previous one.
+    const none = runs[0]!;
+    for (let index = 1; index < none.turns.length; index++) expect(none.turns[index]!.reusable).toBe(none.turns[index - 1]!.size - 1);
+    const svg = promptCacheChart(runs, 'smoke');
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg.match(/<polyline/g)).toHaveLength(runs.length * 2);
+  });
+
+  it('measures turns on the memory store with storage counts, and renders RESULTS.md', async () => {
+    const driver = new MemoryTurnDriver();
+    const rows = await benchTurnOverhead(driver, { sizes: [40, 120], measuredTurns: 3, warmupTurns: 1, seed: 5, appendBatch: 30, turnEveryAppends: 2, notices: 2 });
+    expect(rows).toHaveLength(2);
+    for (const row of rows) {
+      expect(row.turns).toBe(3);
+      expect(row.p50Ms).toBeGreaterThan(0);
+      expect(row.storage!.operationsMedian).toBeGreaterThan(0);
+      expect(row.storage!.promptBytesMedian).toBeGreaterThan(0);
+      expect(row.notice!.delivered).toBe(2);
+      expect(row.notice!.operationsLimit).toBe(14);
+    }
+    expect(rows[0]!.ratio).toBe(1);
+    const markdown = resultsMarkdown({
+      startedAt: 'now',
+      durationMs: 1,
+      machine: machineInfo(),
+      commit: 'test',
+      commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e' },
+      overheadMemory: rows,
+      cache: { runs: simulatePromptCache({ toolCalls: 20, seed: 3 }), toolCalls: 20, seed: 3, chart: 'chart.svg' },
+    });
+    expect(markdown).toContain('## Goals at a glance');
+    expect(markdown).toContain('| 120 (');
+  });
+
+  it('drives the worker in workerd with a local R2 bucket over HTTP', async () => {
+    const driver = await WorkerdTurnDriver.start();
+    try {
+      const [row] = await benchTurnOverhead(driver, { sizes: [30], measuredTurns: 2, warmupTurns: 0, seed: 5, appendBatch: 30, turnEveryAppends: 8, notices: 1 });
+      expect(row!.turns).toBe(2);
+      expect(row!.p50Ms).toBeGreaterThan(0);
+      expect(row!.notice!.delivered).toBe(1);
+      expect(row!.storage).toBeUndefined();
+    } finally {
+      await driver.close();
+    }
+  }, 60_000);
+
+  it('measures the heap of a turn in a child process', async () => {
+    const result = await measureTurnHeap({ items: 150, seed: 2, turns: 1 });
+    expect(result.items).toBeGreaterThanOrEqual(150);
+    expect(result.peakGrowthBytes).toHaveLength(1);
+    expect(result.peakGrowthBytes[0]).toBeGreaterThan(0);
+    expect(result.samplesPerTurn[0]).toBeGreaterThan(0);
+  });
+});

@@ -1,10 +1,14 @@
-import { md5 } from '@noble/hashes/legacy.js';
+import { md5 as jsMd5 } from 'js-md5';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
 
-/** Hex MD5 of the UTF-8 bytes of `text`. Synchronous, so pure strategies can stamp truncations. */
+/**
+ * Hex MD5 of the UTF-8 bytes of `text`. Synchronous, so pure strategies can stamp
+ * truncations. js-md5 hashes strings without a separate encoding pass, several times
+ * faster than a bytes-first MD5 on the KiB-sized outputs a prompt compacts.
+ */
 export function md5Hex(text: string): string {
-  return bytesToHex(md5(utf8ToBytes(text)));
+  return jsMd5.hex(text);
 }
 
 /** Hex SHA-256 of a string (UTF-8) or bytes. Synchronous and portable across runtimes. */

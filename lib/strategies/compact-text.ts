@@ -1,5 +1,4 @@
 import { sha256Hex, md5Hex } from '../hash.ts';
-import { md5HexFast } from './md5.ts';
 import {
   PREVIEW_CHARS,
   outputLength,
@@ -48,7 +47,7 @@ export function previewOf(text: string): PayloadRef {
 export function compactText(source: string | PayloadRef, limit: number): string | null {
   const length = typeof source === 'string' ? source.length : source.length;
   if (length <= limit) return null;
-  const md5Prefix = (typeof source === 'string' ? md5HexFast(source) : source.md5).slice(0, 5);
+  const md5Prefix = (typeof source === 'string' ? md5Hex(source) : source.md5).slice(0, 5);
   const headChars = Math.min(PREVIEW_CHARS, Math.floor((limit * 3) / 8));
   const tailChars = Math.min(PREVIEW_CHARS, Math.floor(limit / 4));
   const headSource = typeof source === 'string' ? source : source.head;

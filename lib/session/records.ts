@@ -66,6 +66,8 @@ export const recordSchema = z
     record: z.number().int().positive(),
     kind: z.enum(['append', 'turn']),
     created_at: z.string(),
+    /** A random id of the write, so a writer whose put landed but whose answer was lost knows. */
+    writer: z.string().max(64).optional(),
     first_seq: z.number().int().positive(),
     items: z.array(logItemSchema),
     /** Counts after these items. */
@@ -97,6 +99,7 @@ export const doneSchema = z
     format: z.literal('tailgate.done.v1'),
     record: z.number().int().positive(),
     completed_at: z.string(),
+    writer: z.string().max(64).optional(),
     status: turnStatusSchema,
     items: z.array(logItemSchema),
     /** Counts after the outputs. */

@@ -412,10 +412,12 @@ export class SessionLog {
     const createdAt = this.#clock().toISOString();
     const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
     const items = await externalizePayloads(this.#store, stored as LogItem[], this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, turn.sessionId, sha));
+    const writer = crypto.randomUUID();
     const done: DoneRecord = {
       format: 'tailgate.done.v1',
       record: turn.record,
       completed_at: createdAt,
+      writer,
       status: outcome.status,
       items,
       counts: {
@@ -427,12 +429,18 @@ export class SessionLog {
       ...(outcome.response !== undefined ? { response: outcome.response } : {}),
       ...(outcome.error ? { error: outcome.error } : {}),
     };
-    const written = await this.#store.put(doneKey(this.#keyPrefix, turn.sessionId, turn.record), JSON.stringify(done), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
-    });
-    if (!written) throw new TurnClosedError(turn.sessionId, turn.turn);
-    return stored;
+    const key = doneKey(this.#keyPrefix, turn.sessionId, turn.record);
+    let failure: { error: unknown } | null = null;
+    try {
+      if (await this.#store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' })) return stored;
+    } catch (error) {
+      failure = { error };
+    }
+    // Refused or failed: it may be our own write whose answer was lost.
+    const existing = await this.#store.get(key);
+    if (existing && parseStored(key, existing.body, doneSchema).writer === writer) return stored;
+    if (failure) throw failure.error;
+    throw new TurnClosedError(turn.sessionId, turn.turn);
   }
 
   /**
@@ -588,9 +596,17 @@ export class SessionLog {
     options: { kind: 'append' | 'turn'; keyHash?: string; request?: unknown },
   ): Promise<{ record: LogRecord; config: SessionConfig; cursor: UnitCursor; previous: NonNullable<LogRecord['recent']> }> {
     const written = new Set<string>();
+    const writer = crypto.randomUUID();
+    let failure: { error: unknown } | null = null;
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
       const head = await this.#head(id, 100);
       let newest = head.newest;
+      // A put that failed or lost a race may still have landed (a lost answer, an adapter's
+      // retry meeting its own write): then the newest record is ours, and nothing is repeated.
+      if (newest && newest.record.writer === writer) {
+        return { record: newest.record, config: head.config, cursor: head.cursor, previous: newest.record.recent ?? [] };
+      }
+      if (failure) throw failure.error;
       if (newest && newest.record.kind === 'turn' && !newest.done) {
         const open = newest.record;
         if (Date.parse(open.lease_expires_at ?? '') > this.#clock().getTime()) {
@@ -615,6 +631,7 @@ export class SessionLog {
         record: number,
         kind: options.kind,
         created_at: createdAt,
+        writer,
         first_seq: firstSeq,
         items,
         counts: {
@@ -628,10 +645,13 @@ export class SessionLog {
         ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
         ...(options.request !== undefined ? { request: options.request } : {}),
       };
-      const put = await this.#store.put(recordKey(this.#keyPrefix, id, number), JSON.stringify(record), {
-        onlyIfAbsent: true,
-        contentType: 'application/json',
-      });
+      let put: ObjectInfo | null;
+      try {
+        put = await this.#store.put(recordKey(this.#keyPrefix, id, number), JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' });
+      } catch (error) {
+        failure = { error };
+        continue;
+      }
       if (put) {
         // The records the claim has read (carried, or at least the previous one): the tail read
         // continues below them with the claim's own listing.

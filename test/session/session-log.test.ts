@@ -258,6 +258,36 @@ describe('SessionLog: corrupt and foreign objects', () => {
   });
 });
 
+describe('SessionLog: storage faults', () => {
+  const isRecordPut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && /\/turn\/\d{12}$/.test(key);
+  const isDonePut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && key.endsWith('.done');
+
+  it('commits once when a record or completion put lands but its answer is lost', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const log = new SessionLog(store);
+    await log.create({ id: 's1' });
+    store.failWhen(isRecordPut, { after: true, times: 1 });
+    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2 });
+    store.failWhen(isRecordPut, { after: true, times: 1 });
+    const turn = await claim(log, 's1', [user('c')]);
+    store.failWhen(isDonePut, { after: true, times: 1 });
+    expect((await log.completeTurn(turn, { status: 'completed', output: [assistant('d')], receipt: {} })).map((item) => item.seq)).toEqual([4]);
+    expect(store.injected).toBe(3);
+    expect((await log.listItems('s1', { limit: 10 })).items.map((item) => item.seq)).toEqual([4, 3, 2, 1]);
+    expect(await log.get('s1')).toMatchObject({ counts: { items: 4, turns: 1 } });
+  });
+
+  it('stores nothing and reports the error when a record put fails before landing', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const log = new SessionLog(store);
+    await log.create({ id: 's1' });
+    store.failWhen(isRecordPut, { times: 1 });
+    await expect(log.append('s1', [user('a')])).rejects.toMatchObject({ code: 'storage_error' });
+    expect((await log.listItems('s1', { limit: 10 })).items).toEqual([]);
+    expect(await log.append('s1', [user('a')])).toEqual({ first_seq: 1, last_seq: 1 });
+  });
+});
+
 describe('SessionLog: packing', () => {
   it('survives a crash at any point of packing: readers see every item once, the next pack cleans up', async () => {
     for (const crashAt of ['segment put', 'delete']) {

@@ -185,6 +185,7 @@ describe('storage operations per turn', () => {
     const log = new SessionLog(store);
     // Packing runs after the response: the turn asks for it, the test runs it after measuring.
     const packRequests: string[] = [];
+    const inbox = new Inbox(store);
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
@@ -198,7 +199,7 @@ describe('storage operations per turn', () => {
           return { packed: false, deleted: 0 };
         },
       },
-      inbox: new Inbox(store),
+      inbox,
       config: parseServiceConfig({}),
       env: {},
       model: () => echoModel,
@@ -222,8 +223,8 @@ describe('storage operations per turn', () => {
     expect(Math.max(...measured)).toBeLessThanOrEqual(9);
     // Constant: the newest turns cost what the turns 20 calls earlier cost.
     expect(Math.max(...measured.slice(-10))).toBeLessThanOrEqual(Math.max(...measured.slice(10, 20)));
-    await turnServices.inbox.post('ops', { name: 'a.md', content: 'one' });
-    await turnServices.inbox.post('ops', { name: 'b.md', content: 'two' });
+    await inbox.post('ops', { name: 'a.md', content: 'one' });
+    await inbox.post('ops', { name: 'b.md', content: 'two' });
     store.reset();
     const withNotices = await runTurn(turnServices, 'ops', { input: 'and notices' });
     expect(packRequests.length).toBeLessThanOrEqual(1);

@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
+import { fixture, startFakeProvider, type FakeProvider, type RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
+import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+
+// Turns through the whole app against fake providers on loopback that answer with recorded
+// responses from the providers' docs: tools offered, calls returned as function_call items,
+// streaming, and where Anthropic's cache_control lands for a compacted prompt.
+const reply = (request: RecordedRequest, json: string, sse: string) =>
+  request.body?.stream ? { sse: fixture(sse) } : { json: JSON.parse(fixture(json)) };
+
+let openai: FakeProvider;
+let anthropic: FakeProvider;
+
+beforeAll(async () => {
+  openai = await startFakeProvider((request) => reply(request, 'openai-chat-tool-call.json', 'openai-chat-tool-call.sse'));
+  anthropic = await startFakeProvider((request) => reply(request, 'anthropic-message-text.json', 'anthropic-message-text.sse'));
+});
+
+afterAll(async () => {
+  await openai?.close();
+  await anthropic?.close();
+});
+
+const store = new MemoryStore();
+const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const environment = () => ({
+  API_TOKEN: TOKEN,
+  OPENAI_COMPATIBLE_BASE_URL: openai.baseURL,
+  ANTHROPIC_API_KEY: 'test-key',
+  ANTHROPIC_BASE_URL: anthropic.baseURL,
+  MODEL_MAX_RETRIES: '0',
+});
+const harness: HttpHarness = {
+  fetch: async (path, init) => app.request(path, init, environment()),
+  fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+  store,
+  keyPrefix: '',
+};
+const api = createClient(harness);
+
+const weatherTool = {
+  type: 'function',
+  name: 'get_current_weather',
+  description: 'Current weather',
+  parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
+};
+
+describe('openai-compatible through the app', () => {
+  it('offers the session tools and returns the call as a function_call item', async () => {
+    const id = await api.session({ model: 'openai-compatible:fake-model', instructions: 'Be brief.', tools: [weatherTool] });
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather in Boston?' });
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.body.output).toEqual([
+      { type: 'function_call', call_id: 'call_abc123', name: 'get_current_weather', arguments: expect.any(String), seq: 2 },
+    ]);
+    expect(JSON.parse(response.body.output[0].arguments)).toEqual({ location: 'Boston, MA' });
+    expect(response.body.usage).toEqual({ input_tokens: 82, output_tokens: 17 });
+    const sent = openai.requests.at(-1)!.body;
+    expect(sent.model).toBe('fake-model');
+    expect(sent.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    expect(sent.messages.at(-1)).toEqual({ role: 'user', content: 'Weather in Boston?' });
+    expect(sent.tools.map((tool: any) => tool.function.name)).toEqual(['get_current_weather']);
+    const stored = await api.get(`/v1/sessions/${id}/items`);
+    expect(stored.body.items[0]).toMatchObject({ type: 'function_call', call_id: 'call_abc123', seq: 2 });
+  });
+
+  it('streams the call as output_item.done, and request tools replace session tools', async () => {
+    const id = await api.session({ model: 'openai-compatible:fake-model' });
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?', stream: true, tools: [weatherTool] });
+    const events = parseSse(response.body);
+    expect(events[0]!.event).toBe('turn.started');
+    expect(events.at(-1)!.event).toBe('turn.completed');
+    const done = events.filter((event) => event.event === 'output_item.done');
+    expect(done.map((event) => event.data.item.type)).toEqual(['function_call']);
+    const streamedName = /"name":\s*"([^"]+)"/.exec(fixture('openai-chat-tool-call.sse'))![1];
+    expect(done[0]!.data.item).toMatchObject({ name: streamedName, seq: 2 });
+    expect(events.at(-1)!.data.output).toEqual([done[0]!.data.item]);
+    expect(openai.requests.at(-1)!.body.stream).toBe(true);
+    expect(openai.requests.at(-1)!.body.tools).toHaveLength(1);
+  });
+});
+
+describe('anthropic through the app', () => {
+  it('places cache_control at the end of the stable compacted prefix (the context notice)', async () => {
+    const id = await api.session({
+      model: 'anthropic:claude-sonnet-4-5',
+      instructions: 'You are careful.',
+      strategies: ['shorten_tools_epoch', 'inbox'],
+      strategy_config: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 2, epoch_compacted_tool_calls: 3, epoch_size: 2 },
+    });
+    const items: unknown[] = [{ type: 'message', role: 'user', content: 'Read the pages.' }];
+    for (let index = 1; index <= 10; index++) {
+      items.push({ type: 'function_call', call_id: `toolu_${index}`, name: 'read', arguments: `{"page":${index}}` });
+      items.push({ type: 'function_call_output', call_id: `toolu_${index}`, output: `page ${index} `.repeat(80) });
+    }
+    await api.post(`/v1/sessions/${id}/items`, { items });
+    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Summarize.' });
+    expect(response.status, JSON.stringify(response.body)).toBe(200);
+    expect(response.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'Hi! My name is Claude.', seq: 23 }]);
+    expect(response.body.context.compacted + response.body.context.dropped).toBeGreaterThan(0);
+
+    const sent = anthropic.requests.at(-1)!.body;
+    const marked: { message: number; block: any }[] = [];
+    sent.messages.forEach((message: any, index: number) => {
+      if (typeof message.content === 'string') return;
+      for (const block of message.content) if (block.cache_control) marked.push({ message: index, block });
+    });
+    expect(marked).toHaveLength(1);
+    expect(marked[0]!.block).toMatchObject({ type: 'text', text: CONTEXT_NOTICE_TEXT, cache_control: { type: 'ephemeral' } });
+    // Everything after the breakpoint is the part that changes from turn to turn.
+    const last = sent.messages.at(-1);
+    expect(JSON.stringify(last)).toContain('Summarize.');
+  });
+});

@@ -33,7 +33,8 @@ export interface ErrorBody {
 export function errorBody(error: unknown, log: (message: string, error: unknown) => void = logError): { status: ContentfulStatusCode; body: ErrorBody } {
   if (error instanceof TailgateError) {
     const status = STATUS_BY_CODE[error.code] ?? 500;
-    if (status >= 500 && error.code !== 'model_error' && error.code !== 'model_timeout' && error.code !== 'not_configured') log(`tailgate: ${error.code}`, error);
+    // Server-side failures are logged; a missing setting is the operator's, and says so.
+    if (status >= 500 && error.code !== 'not_configured') log(`tailgate: ${error.code}`, error);
     const body: ErrorBody = { error: { code: error.code, message: error.message } };
     if (error.details !== undefined) body.error.details = error.details;
     return { status, body };

@@ -138,9 +138,19 @@ export function streamTurn(
   options: { idempotencyKey?: string } = {},
 ): { events: AsyncIterable<TurnEvent>; done: Promise<void> } {
   const channel = new EventChannel<TurnEvent>();
-  const done = executeTurn(services, sessionId, request, options, (event) => channel.push(event)).then(
+  let started = false;
+  const emit = (event: TurnEvent) => {
+    if (event.event === 'turn.started') started = true;
+    channel.push(event);
+  };
+  const done = executeTurn(services, sessionId, request, options, emit).then(
     (response) => channel.push({ event: 'turn.completed', data: response }),
-    (error: unknown) => channel.push({ event: 'error', data: { error: errorRecord(error) }, cause: error }),
+    (error: unknown) => {
+      // Before turn.started the route answers with the error's status (and onError logs
+      // what needs logging); after it, the error only travels as an event, so log it here.
+      if (started) services.log('tailgate: streamed turn failed', error);
+      channel.push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
+    },
   );
   void done.finally(() => channel.close());
   return { events: channel, done };

@@ -112,5 +112,17 @@ export async function runScenario(origin: string, token: string, dropNotice: (se
 
   const items = await call('GET', `/v1/sessions/${id}/items?limit=2`);
   expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual([6, 5]);
+
+  // Server-sent events through the runtime's own HTTP server.
+  const streamed = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'text/event-stream' },
+    body: JSON.stringify({ input: 'stream it' }),
+  });
+  expect(streamed.headers.get('content-type')).toMatch(/text\/event-stream/);
+  const names = [...(await streamed.text()).matchAll(/^event: (.+)$/gm)].map((match) => match[1]);
+  expect(names[0]).toBe('turn.started');
+  expect(names.slice(-2)).toEqual(['output_item.done', 'turn.completed']);
+  expect(names.filter((name) => name === 'output_text.delta').length).toBeGreaterThan(1);
   expect((await call('DELETE', `/v1/sessions/${id}`)).status).toBe(204);
 }

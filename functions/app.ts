@@ -10,7 +10,7 @@ import type { ObjectStore } from '../lib/store/object-store.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import { bearerAuth } from './auth.ts';
 import { createServices } from './services.ts';
-import { onError } from './error-handler.ts';
+import { createErrorHandler } from './error-handler.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
@@ -38,7 +38,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
   const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
   const app = createRouter();
-  app.onError(onError);
+  app.onError(createErrorHandler(log));
   app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
 
   app.route('/', serviceRoutes());

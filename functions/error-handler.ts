@@ -54,11 +54,13 @@ function logError(message: string, error: unknown): void {
   console.error(message, error);
 }
 
-/** Hono's onError: the single error JSON shape from API.md. */
-export const onError: ErrorHandler = (error, c) => {
-  const { status, body } = errorBody(error);
-  return c.json(body, status);
-};
+/** Hono's onError: the single error JSON shape from API.md; server-side failures go to `log`. */
+export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
+  return (error, c) => {
+    const { status, body } = errorBody(error, log);
+    return c.json(body, status);
+  };
+}
 
 /**
  * Turns a zod failure into `invalid_request` naming the failing field, e.g.

@@ -400,6 +400,23 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toEqual(before);
     });
 
+    it('a model that cannot be reached gives 502 model_error; the input stays and the turn is closed', async () => {
+      const id = await api.session();
+      const unreachable = { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1', MODEL_MAX_RETRIES: '0' };
+      const response = await harness.fetchWithEnv(unreachable, `/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'are you there?', model: 'openai-compatible:nobody' }),
+      });
+      expect(response.status).toBe(502);
+      expect(((await response.json()) as any).error.code).toBe('model_error');
+      const items = await api.get(`/v1/sessions/${id}/items`);
+      expect(items.body.items.map((item: any) => item.content)).toEqual(['are you there?']);
+      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'echo then' });
+      expect(next.status).toBe(200);
+      expect(next.body).toMatchObject({ turn: 2, output: [{ content: 'echo: echo then', seq: 3 }] });
+    });
+
     it('a turn on a missing session is 404', async () => {
       const response = await api.post('/v1/sessions/no-such-session/turns', { input: 'x' });
       expect(response.status).toBe(404);

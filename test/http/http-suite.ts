@@ -617,6 +617,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('the inbox of a missing session is 404', async () => {
       expect((await api.post('/v1/sessions/nobody-inbox/inbox', { content: 'x' })).status).toBe(404);
+      expect((await api.get('/v1/sessions/nobody-inbox/inbox')).status).toBe(404);
+      expect((await api.get('/v1/sessions/nobody-inbox/inbox/delivered')).status).toBe(404);
+      expect((await api.delete('/v1/sessions/nobody-inbox/inbox/x.md')).status).toBe(404);
     });
 
     it('delivers a notice to the next turn as the last message, then records it', async () => {
@@ -641,6 +644,26 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const third = await api.post(`/v1/sessions/${id}/turns`, { input: 'third' });
       expect(third.body.output[0].content).toBe('echo: third');
       expect(third.body.context.notices_delivered).toEqual([]);
+    });
+
+    it('a name delivered before is stored as name.1, and the preview stops before abort', async () => {
+      const id = await api.session();
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'a_msg.md', content: 'first' });
+      await api.post(`/v1/sessions/${id}/turns`, { input: 'one' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'a_msg.md', content: 'second' });
+      const second = await api.post(`/v1/sessions/${id}/turns`, { input: 'two' });
+      expect(second.body.output[0].content).toBe('echo: second');
+      const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
+      expect(delivered.map((notice: any) => notice.stored_as).sort()).toEqual(['a_msg.1.md', 'a_msg.md']);
+      expect(delivered.find((notice: any) => notice.stored_as === 'a_msg.1.md')).toMatchObject({ name: 'a_msg.md', turn: 2 });
+
+      await api.post(`/v1/sessions/${id}/inbox`, { name: '1-before', content: 'shown' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' });
+      await api.post(`/v1/sessions/${id}/inbox`, { name: 'b-after', content: 'not yet' });
+      const preview = await api.get(`/v1/sessions/${id}/prompt`);
+      const pending = preview.body.items.filter((item: any) => item.pending);
+      expect(pending.map((item: any) => item.content)).toEqual(['shown']);
+      expect(preview.body.context.notices_pending).toEqual(['1-before']);
     });
 
     it('delivers a notice written straight into the bucket', async () => {

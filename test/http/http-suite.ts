@@ -666,6 +666,17 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(preview.body.context.notices_pending).toEqual(['1-before']);
     });
 
+    it.each([['inbox,shorten_tools_epoch_increment'], ['shorten_tools_epoch_increment,inbox'], ['inbox']])(
+      'with strategies %s the notice is the last message',
+      async (strategies) => {
+        const id = await api.session({ strategies });
+        await api.post(`/v1/sessions/${id}/inbox`, { name: 'n.md', content: 'the notice' });
+        const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'the input' });
+        expect(turn.body.output[0].content).toBe('echo: the notice');
+        expect(turn.body.context.notices_delivered).toEqual(['n.md']);
+      },
+    );
+
     it('delivers a notice written straight into the bucket', async () => {
       const id = await api.session();
       await harness.store.put(`${harness.keyPrefix}sessions/${id}/inbox/direct.txt`, 'from a bucket client');

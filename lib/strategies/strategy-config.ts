@@ -25,6 +25,15 @@ const strategyConfigShape = {
   epoch_increment_max_size: count(),
   epoch_increment_compacted_growth_ratio: z.number().nonnegative(),
   epoch_increment_max_compacted_tool_calls: count(),
+  // token budget and `compact` (lib/compaction/)
+  /** Tokens of the model's window; 0 = the model family's default (lib/tokens/model-limits.ts). */
+  context_limit: count(),
+  /** Tokens kept free for the answer; 0 = the model family's default. */
+  response_reserve: count(),
+  /** `compact` summarizes once the prompt exceeds this share of context_limit - response_reserve. */
+  compact_trigger_ratio: z.number().positive().max(1),
+  /** After compacting, the newest items kept whole take at most this share of it. */
+  compact_keep_ratio: z.number().positive().max(1),
 };
 
 /** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
@@ -47,6 +56,10 @@ export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   epoch_increment_max_size: 60,
   epoch_increment_compacted_growth_ratio: 2.0,
   epoch_increment_max_compacted_tool_calls: 160,
+  context_limit: 0,
+  response_reserve: 0,
+  compact_trigger_ratio: 0.8,
+  compact_keep_ratio: 0.3,
 });
 
 /**

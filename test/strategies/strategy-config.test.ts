@@ -27,6 +27,10 @@ describe('strategy config', () => {
       epoch_increment_max_size: 60,
       epoch_increment_compacted_growth_ratio: 2.0,
       epoch_increment_max_compacted_tool_calls: 160,
+      context_limit: 0,
+      response_reserve: 0,
+      compact_trigger_ratio: 0.8,
+      compact_keep_ratio: 0.3,
     });
   });
 
@@ -90,7 +94,7 @@ describe('strategy config', () => {
   });
 
   it('knows every key', () => {
-    expect(strategyConfigKeys).toHaveLength(15);
+    expect(strategyConfigKeys).toHaveLength(19);
   });
 
   it.each([

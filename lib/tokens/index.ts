@@ -1,0 +1,2 @@
+export * from './model-limits.ts';
+export * from './token-counter.ts';

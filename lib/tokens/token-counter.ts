@@ -1,0 +1,67 @@
+import { outputLength, type PromptItem, type Tool } from '../items.ts';
+
+/**
+ * Counts the tokens of a text for one model family. A real tokenizer where one fits the
+ * model (gpt-tokenizer's BPE ranks, injected by the runtime entry because the ranks are too
+ * large for the Workers bundle), the {@link approximateTokenCounter} elsewhere.
+ */
+export interface TokenCounter {
+  /** The encoding (`o200k_base`, `cl100k_base`) or `approximate`. */
+  readonly name: string;
+  count(text: string): number;
+}
+
+/** The BPE encodings a runtime may provide (gpt-tokenizer's module names). */
+export type TokenEncoding = 'o200k_base' | 'cl100k_base';
+
+/** Counting functions by encoding, as a runtime entry provides them. */
+export type TokenEncoders = Partial<Record<TokenEncoding, (text: string) => number>>;
+
+/** Characters per token of the approximation: about 4 for English text and code in BPE vocabularies. */
+export const APPROXIMATE_CHARACTERS_PER_TOKEN = 4;
+
+/**
+ * The approximation used where no tokenizer fits (Anthropic, Workers AI, echo, and every
+ * model on Workers): ceil(UTF-16 length / 4). It over-counts dense non-Latin text less than
+ * it under-counts it, so budgets leave the response reserve and the trigger ratio as margin.
+ *
+ * @example approximateTokenCounter.count('hello world!') // 3
+ */
+export const approximateTokenCounter: TokenCounter = {
+  name: 'approximate',
+  count: (text) => Math.ceil(text.length / APPROXIMATE_CHARACTERS_PER_TOKEN),
+};
+
+/** Tokens a chat format spends around each item (role markers, separators): a fixed 4. */
+export const ITEM_OVERHEAD_TOKENS = 4;
+
+/** The text of an item as a model is sent it. */
+export function itemText(item: PromptItem): string {
+  if (item.type === 'message') return item.content;
+  if (item.type === 'function_call') return `${item.name}(${item.arguments})`;
+  return item.output;
+}
+
+/**
+ * Tokens of one prompt item, overhead included. An out-of-line output not fetched yet is
+ * approximated from its length (its text is not at hand).
+ */
+export function countItemTokens(item: PromptItem, counter: TokenCounter): number {
+  if (item.type === 'function_call_output' && item.output_ref && item.output === '') {
+    return ITEM_OVERHEAD_TOKENS + approximateTokenCounter.count(item.output_ref.head) + Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN);
+  }
+  return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item));
+}
+
+/**
+ * Tokens of a prepared prompt: every item (text plus a fixed overhead) and the tools offered
+ * (their JSON). What the turn compares with the context limit; the same for every runtime
+ * given the same counter.
+ *
+ * @example countPromptTokens([{ type: 'message', role: 'user', content: 'hello world!' }], [], approximateTokenCounter) // 7
+ */
+export function countPromptTokens(prompt: readonly PromptItem[], tools: readonly Tool[], counter: TokenCounter): number {
+  let total = tools.length > 0 ? counter.count(JSON.stringify(tools)) : 0;
+  for (const item of prompt) total += countItemTokens(item, counter);
+  return total;
+}

@@ -1,0 +1,72 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { bpeTokenEncoders } from '../../functions/token-encoders.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import {
+  approximateTokenCounter,
+  countPromptTokens,
+  FALLBACK_CONTEXT_LIMIT,
+  ITEM_OVERHEAD_TOKENS,
+  modelFamily,
+  resolveTokenBudget,
+  tokenCounterFor,
+} from '../../lib/tokens/index.ts';
+
+const defaults = { context_limit: 0, response_reserve: 0 };
+
+describe('token counting', () => {
+  it.each([
+    ['openai:gpt-4o', 'o200k_base', 128_000],
+    ['openai:gpt-4.1-mini', 'o200k_base', 1_047_576],
+    ['openai:o3-mini', 'o200k_base', 200_000],
+    ['openai:gpt-4', 'cl100k_base', 8_192],
+    ['openai:gpt-3.5-turbo', 'cl100k_base', 16_385],
+    ['anthropic:claude-sonnet-4-5', 'approximate', 200_000],
+    ['openai-compatible:llama-3', 'approximate', FALLBACK_CONTEXT_LIMIT],
+  ])('%s counts with %s and has a window of %i tokens', (model, counter, limit) => {
+    const budget = resolveTokenBudget(model, defaults, { encoders: bpeTokenEncoders });
+    expect(budget.counter.name).toBe(counter);
+    expect(budget.contextLimit).toBe(limit);
+    expect(budget.promptLimit).toBe(limit - budget.responseReserve);
+  });
+
+  it('echo has no window unless one is configured', () => {
+    expect(resolveTokenBudget('echo', defaults).promptLimit).toBe(Number.POSITIVE_INFINITY);
+    expect(resolveTokenBudget('echo', { context_limit: 1000, response_reserve: 100 }).promptLimit).toBe(900);
+  });
+
+  it('the configured limit and reserve win over the family; max_output_tokens raises the reserve', () => {
+    const budget = resolveTokenBudget('openai:gpt-4o', { context_limit: 5000, response_reserve: 500 }, { maxOutputTokens: 800 });
+    expect(budget).toMatchObject({ contextLimit: 5000, responseReserve: 800, promptLimit: 4200 });
+  });
+
+  it('without encoders (the Workers bundle) every model is approximated', () => {
+    expect(tokenCounterFor('openai:gpt-4o').name).toBe('approximate');
+    expect(modelFamily('workers-ai:@cf/meta/llama-3.1-8b-instruct')).toBeNull();
+  });
+
+  it('the real tokenizers count known texts exactly', () => {
+    expect(bpeTokenEncoders.o200k_base!('hello world')).toBe(2);
+    expect(bpeTokenEncoders.cl100k_base!('hello world')).toBe(2);
+    expect(bpeTokenEncoders.o200k_base!('<|endoftext|>')).toBeGreaterThan(1);
+  });
+
+  it('the approximation is ceil(chars / 4) and a prompt adds a fixed overhead per item', () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ maxLength: 200 }), { maxLength: 20 }), (texts) => {
+        const prompt: PromptItem[] = texts.map((content) => ({ type: 'message', role: 'user', content }));
+        const expected = texts.reduce((sum, text) => sum + ITEM_OVERHEAD_TOKENS + Math.ceil(text.length / 4), 0);
+        expect(countPromptTokens(prompt, [], approximateTokenCounter)).toBe(expected);
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('the approximation stays within a factor of two of o200k on English prose', () => {
+    const text = 'The quick brown fox jumps over the lazy dog while the session keeps its history. '.repeat(50);
+    const real = bpeTokenEncoders.o200k_base!(text);
+    const approximate = approximateTokenCounter.count(text);
+    expect(approximate / real).toBeGreaterThan(0.5);
+    expect(approximate / real).toBeLessThan(2);
+  });
+});

@@ -349,8 +349,9 @@ function causesSection(results: BenchResults): string[] {
         `- **Read amplification.** Worst: ${worst.storage!.readBudgetWorst.toFixed(2)}x the budget at ${worst.size.toLocaleString('en-US')} items ` +
           `(${formatBytes(worst.storage!.bytesReadMedian)} read for a ${formatBytes(worst.storage!.promptBytesMedian)} prompt). ` +
           'A single required tool line is read as its whole block of 32 tool lines (`SegmentReader.tools` reads from one index mark to the next, ' +
-          'lib/session/segment.ts `TOOL_BLOCK`), so a repeated call kept from far back costs about 32 lines of reading for 2 lines of prompt; and records carry ' +
-          'the aggregates (`repeated`: one entry per repeated call key, `repeat_flags`: one bit per call), which grow with the history and are read with the newest record (twice, see above).',
+          'lib/session/segment.ts `TOOL_BLOCK`), so a repeated call kept from far back costs about 32 lines of reading for 2 lines of prompt. ' +
+          `Records also carry the aggregates (\`repeated\`: one entry per repeated call key, \`repeat_flags\`: one bit per call), which grow with the history: ` +
+          `the turn's record reads were ${formatBytes(kindBytes(smallest, 'get turn record'))} at ${smallest.size} items and ${formatBytes(kindBytes(worst, 'get turn record'))} at ${worst.size.toLocaleString('en-US')}.`,
       );
     }
     const ratioRow = memory.filter((row) => row.ratio > RATIO_GOAL);
@@ -387,21 +388,31 @@ function causesSection(results: BenchResults): string[] {
   }
   if (results.strategies) {
     for (const figure of results.strategies.filter((entry) => entry.medianMs >= STRATEGY_GOAL_MS)) {
-      lines.push(`- **Strategy CPU, \`${figure.strategies}\` (${figure.input})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over the goal.`);
+      lines.push(
+        `- **Strategy CPU, \`${figure.strategies}\` (${figure.input === 'full' ? 'whole history' : 'tail view'})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over 5 ms.` +
+          (figure.input === 'full' ? ' A turn does not run this: it prepares the tail view with stored aggregates (the "tail" row); on the whole history the dispatcher also finds repeated calls itself (fingerprinting the arguments of every call), which the stored aggregates spare a turn.' : ''),
+      );
     }
   }
   if (results.heap) {
     const peak = Math.max(...results.heap.result.peakGrowthBytes);
+    const largestRead = results.overheadMemory?.filter((row) => row.storage).at(-1);
     if (peak >= HEAP_GOAL) {
       lines.push(
-        `- **Heap.** ${mib(peak)} at ${results.heap.result.items.toLocaleString('en-US')} items, ${mib(peak - HEAP_GOAL)} over the goal: the turn holds the whole tail view, the prompt ` +
-          `(${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters) and its copies (hydrated outputs, the receipt, the JSON of the completion) at once.`,
+        `- **Heap.** ${mib(peak)} at ${results.heap.result.items.toLocaleString('en-US')} items, ${mib(peak - HEAP_GOAL)} over the goal. The turn builds a prompt of ` +
+          `${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters (see the prompt growth above), and what it reads is decoded and parsed into strings and objects ` +
+          (largestRead ? `(${formatBytes(largestRead.storage!.bytesReadMedian)} read per turn at ${largestRead.size.toLocaleString('en-US')} items on the memory store, most of it tool-line blocks not used) ` : '') +
+          'which are live together during the turn. Bounding the prompt and reading single tool lines instead of blocks would shrink both.',
       );
     }
   }
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;
+}
+
+function kindBytes(row: TurnOverheadRow, label: string): number {
+  return row.storage?.byKind.find((entry) => entry.label === label)?.bytes ?? 0;
 }
 
 function percent(share: number): string {

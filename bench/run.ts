@@ -4,6 +4,10 @@
  *   --only=memory,workerd,strategies,cache,heap   run some sections; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
+ *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
+ *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
+ *                                                 (default 240; a size that would not load in
+ *                                                 time is reported with its projected load time)
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -26,6 +30,8 @@ const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
 const only = onlyArgument ? new Set(onlyArgument.slice('--only='.length).split(',')) : undefined;
 for (const name of only ?? []) if (!(SECTIONS as readonly string[]).includes(name)) throw new Error(`unknown section ${name}; known: ${SECTIONS.join(', ')}`);
 const quick = argv.includes('--quick');
+const budgetArgument = argv.find((argument) => argument.startsWith('--workerd-load-budget='));
+const workerdLoadBudgetMs = budgetArgument ? Number(budgetArgument.slice('--workerd-load-budget='.length)) * 1000 : quick ? 60_000 : 240_000;
 const full = !only && !quick;
 const runs = (section: Section) => !only || only.has(section);
 
@@ -96,13 +102,14 @@ if (runs('workerd')) {
   log('per-turn overhead, workerd + local R2');
   let driver: WorkerdTurnDriver | undefined;
   try {
-    driver = await WorkerdTurnDriver.start();
+    const logArgument = argv.find((argument) => argument.startsWith('--workerd-log='));
+    driver = await WorkerdTurnDriver.start(logArgument ? { logLevel: logArgument.slice('--workerd-log='.length) as 'debug' } : {});
     results.overheadWorkerd = await benchTurnOverhead(driver, {
       ...overheadCommon,
       measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 8 : size >= 10_000 ? 12 : 20),
       appendBatch: 250,
       turnEveryAppends: 8,
-      loadBudgetMs: quick ? 60_000 : 240_000,
+      loadBudgetMs: workerdLoadBudgetMs,
     });
   } catch (error) {
     results.workerdError = error instanceof Error ? error.message : String(error);

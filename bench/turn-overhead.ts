@@ -101,75 +101,83 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
         continue;
       }
     }
-    const loadStart = performance.now();
-    const before = stored;
-    while (stored < size) {
-      const batch: Item[] = [];
-      while (batch.length < Math.min(options.appendBatch, size - stored) || batch.at(-1)?.type === 'function_call') {
-        batch.push(source.next().value as Item);
+    try {
+      const loadStart = performance.now();
+      const before = stored;
+      while (stored < size) {
+        const batch: Item[] = [];
+        while (batch.length < Math.min(options.appendBatch, size - stored) || batch.at(-1)?.type === 'function_call') {
+          batch.push(source.next().value as Item);
+        }
+        stored = await driver.append(id, batch);
+        if (++appendsSinceTurn >= options.turnEveryAppends) {
+          appendsSinceTurn = 0;
+          if (driver.pack) await driver.pack(id);
+          else stored = lastSeq((await driver.turn(id, { input: 'continue' })).response, stored);
+        }
       }
-      stored = await driver.append(id, batch);
-      if (++appendsSinceTurn >= options.turnEveryAppends) {
-        appendsSinceTurn = 0;
-        if (driver.pack) await driver.pack(id);
-        else stored = lastSeq((await driver.turn(id, { input: 'continue' })).response, stored);
+      const loadMs = performance.now() - loadStart;
+      loadMsTotal += loadMs;
+      loadedItems += stored - before;
+      log(`${driver.runtime} ${size}: loaded ${stored - before} items in ${(loadMs / 1000).toFixed(1)} s`);
+
+      const itemsAtStart = stored;
+      const measured: DrivenTurn[] = [];
+      let pendingCall: string | undefined;
+      const measuredTurns = typeof options.measuredTurns === 'number' ? options.measuredTurns : options.measuredTurns(size);
+      for (let index = 0; index < options.warmupTurns + measuredTurns; index++) {
+        const request: TurnRequest = pendingCall
+          ? { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] }
+          : { input: `call read_file {"path":"src/bench-${index}.ts"}`, tools: [READ_FILE_TOOL] };
+        const turn = await driver.turn(id, request);
+        const call = turn.response.output.find((item) => item.type === 'function_call');
+        pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+        stored = lastSeq(turn.response, stored);
+        if (index >= options.warmupTurns) measured.push(turn);
       }
-    }
-    const loadMs = performance.now() - loadStart;
-    loadMsTotal += loadMs;
-    loadedItems += stored - before;
-    log(`${driver.runtime} ${size}: loaded ${stored - before} items in ${(loadMs / 1000).toFixed(1)} s`);
+      if (pendingCall) {
+        const turn = await driver.turn(id, { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] });
+        stored = lastSeq(turn.response, stored);
+      }
 
-    const itemsAtStart = stored;
-    const measured: DrivenTurn[] = [];
-    let pendingCall: string | undefined;
-    const measuredTurns = typeof options.measuredTurns === 'number' ? options.measuredTurns : options.measuredTurns(size);
-    for (let index = 0; index < options.warmupTurns + measuredTurns; index++) {
-      const request: TurnRequest = pendingCall
-        ? { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] }
-        : { input: `call read_file {"path":"src/bench-${index}.ts"}`, tools: [READ_FILE_TOOL] };
-      const turn = await driver.turn(id, request);
-      const call = turn.response.output.find((item) => item.type === 'function_call');
-      pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
-      stored = lastSeq(turn.response, stored);
-      if (index >= options.warmupTurns) measured.push(turn);
-    }
-    if (pendingCall) {
-      const turn = await driver.turn(id, { input: [{ type: 'function_call_output', call_id: pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] });
-      stored = lastSeq(turn.response, stored);
-    }
+      for (let index = 0; index < options.notices; index++) await driver.postNotice(id, `notice ${index}: ${text.text(200)}`);
+      const noticeTurn = await driver.turn(id, { input: 'any news?' });
+      stored = lastSeq(noticeTurn.response, stored);
+      const delivered = noticeTurn.response.context.notices_delivered.length;
 
-    for (let index = 0; index < options.notices; index++) await driver.postNotice(id, `notice ${index}: ${text.text(200)}`);
-    const noticeTurn = await driver.turn(id, { input: 'any news?' });
-    stored = lastSeq(noticeTurn.response, stored);
-    const delivered = noticeTurn.response.context.notices_delivered.length;
-
-    const times = measured.map((turn) => turn.ms);
-    const row: TurnOverheadRow = {
-      runtime: driver.runtime,
-      size,
-      itemsAtStart,
-      loadMs,
-      turns: measured.length,
-      p50Ms: median(times),
-      p95Ms: percentile(times, 95),
-      ratio: 1,
-      promptCharactersMedian: median(measured.map((turn) => turn.response.context.prompt_chars)),
-      itemsInPromptMedian: median(measured.map((turn) => turn.response.context.items_in_prompt)),
-      notice: {
-        ms: noticeTurn.ms,
-        delivered,
-        operationsLimit: 8 + 3 * delivered,
-        ...(noticeTurn.storage ? { operations: operationsOf(noticeTurn.storage) } : {}),
-      },
-    };
-    const storage = storageFigures(measured);
-    if (storage) row.storage = storage;
-    rows.push(row);
-    log(
-      `${driver.runtime} ${size}: p50 ${row.p50Ms.toFixed(2)} ms, p95 ${row.p95Ms.toFixed(2)} ms` +
-        (storage ? `, ${storage.operationsMedian} ops, ${storage.bytesReadMedian} B read for a ${storage.promptBytesMedian} B prompt` : ''),
-    );
+      const times = measured.map((turn) => turn.ms);
+      const row: TurnOverheadRow = {
+        runtime: driver.runtime,
+        size,
+        itemsAtStart,
+        loadMs,
+        turns: measured.length,
+        p50Ms: median(times),
+        p95Ms: percentile(times, 95),
+        ratio: 1,
+        promptCharactersMedian: median(measured.map((turn) => turn.response.context.prompt_chars)),
+        itemsInPromptMedian: median(measured.map((turn) => turn.response.context.items_in_prompt)),
+        notice: {
+          ms: noticeTurn.ms,
+          delivered,
+          operationsLimit: 8 + 3 * delivered,
+          ...(noticeTurn.storage ? { operations: operationsOf(noticeTurn.storage) } : {}),
+        },
+      };
+      const storage = storageFigures(measured);
+      if (storage) row.storage = storage;
+      rows.push(row);
+      log(
+        `${driver.runtime} ${size}: p50 ${row.p50Ms.toFixed(2)} ms, p95 ${row.p95Ms.toFixed(2)} ms` +
+          (storage ? `, ${storage.operationsMedian} ops, ${storage.bytesReadMedian} B read for a ${storage.promptBytesMedian} B prompt` : ''),
+      );
+    } catch (error) {
+      // A runtime that fails at some size (e.g. out of memory) still reports the sizes before it.
+      const reason = `failed with ${stored.toLocaleString('en-US')} items stored: ${error instanceof Error ? error.message.slice(0, 400) : String(error)}`;
+      log(`${driver.runtime} ${size}: ${reason}`);
+      rows.push(emptyRow(driver.runtime, size, stored, reason));
+      break;
+    }
   }
   const first = rows.find((row) => !row.skipped);
   for (const row of rows) row.ratio = first && !row.skipped ? row.p50Ms / first.p50Ms : Number.NaN;

@@ -25,14 +25,15 @@ export class WorkerdTurnDriver implements TurnDriver {
     this.#base = `http://${worker.address}:${worker.port}`;
   }
 
-  static async start(): Promise<WorkerdTurnDriver> {
+  /** `logLevel`: wrangler's log level ('error' by default; 'debug' shows workerd's own messages). */
+  static async start(options: { logLevel?: 'none' | 'error' | 'warn' | 'info' | 'log' | 'debug' } = {}): Promise<WorkerdTurnDriver> {
     const directory = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
     const worker = await unstable_dev('functions/worker.ts', {
       config: 'wrangler.toml',
       vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' },
       persistTo: directory,
       ip: '127.0.0.1',
-      logLevel: 'error',
+      logLevel: options.logLevel ?? 'error',
       // No watching: a source edit during a run must not swap the worker under the benchmark.
       experimental: { disableExperimentalWarning: true, watch: false },
     });

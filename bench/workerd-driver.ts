@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { unstable_dev, type Unstable_DevWorker } from 'wrangler';
 import type { Item } from '../lib/items.ts';
 import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
@@ -9,7 +10,7 @@ import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 const TOKEN = 'bench';
 
 /**
- * The worker (functions/worker.ts, bundled by wrangler) in workerd with a local R2 bucket
+ * The worker (functions/worker.ts, bundled by wrangler from a snapshot of the sources taken at start) in workerd with a local R2 bucket
  * (miniflare, persisted to a temporary directory), driven over HTTP on loopback. Times are
  * the client's: request sent to response body read.
  */
@@ -17,27 +18,32 @@ export class WorkerdTurnDriver implements TurnDriver {
   readonly runtime = 'workerd';
   readonly #worker: Unstable_DevWorker;
   readonly #base: string;
-  readonly #directory: string;
+  readonly #directories: string[];
 
-  private constructor(worker: Unstable_DevWorker, directory: string) {
+  private constructor(worker: Unstable_DevWorker, directories: string[]) {
     this.#worker = worker;
-    this.#directory = directory;
+    this.#directories = directories;
     this.#base = `http://${worker.address}:${worker.port}`;
   }
 
   /** `logLevel`: wrangler's log level ('error' by default; 'debug' shows workerd's own messages). */
   static async start(options: { logLevel?: 'none' | 'error' | 'warn' | 'info' | 'log' | 'debug' } = {}): Promise<WorkerdTurnDriver> {
-    const directory = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
-    const worker = await unstable_dev('functions/worker.ts', {
-      config: 'wrangler.toml',
+    // The worker runs from a snapshot of the sources: wrangler reloads the worker when files
+    // it bundled change, which would restart it mid-request while the sources are edited.
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
+    for (const entry of ['lib', 'functions', 'wrangler.toml', 'package.json', 'tsconfig.json']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
+    symlinkSync(join(root, 'node_modules'), join(snapshot, 'node_modules'), 'dir');
+    const persist = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
+    const worker = await unstable_dev(join(snapshot, 'functions/worker.ts'), {
+      config: join(snapshot, 'wrangler.toml'),
       vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' },
-      persistTo: directory,
+      persistTo: persist,
       ip: '127.0.0.1',
       logLevel: options.logLevel ?? 'error',
-      // No watching: a source edit during a run must not swap the worker under the benchmark.
       experimental: { disableExperimentalWarning: true, watch: false },
     });
-    return new WorkerdTurnDriver(worker, directory);
+    return new WorkerdTurnDriver(worker, [snapshot, persist]);
   }
 
   async #request<Result>(method: string, path: string, body?: unknown): Promise<Result> {
@@ -71,6 +77,6 @@ export class WorkerdTurnDriver implements TurnDriver {
 
   async close(): Promise<void> {
     await this.#worker.stop();
-    rmSync(this.#directory, { recursive: true, force: true });
+    for (const directory of this.#directories) rmSync(directory, { recursive: true, force: true });
   }
 }

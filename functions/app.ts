@@ -7,11 +7,13 @@ import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
 import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import { bearerAuth } from './auth.ts';
 import { createServices } from './services.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
+import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
@@ -28,6 +30,8 @@ export interface AppOptions {
   modelEnvironment?: Partial<ModelEnvironment>;
   clock?: () => Date;
   log?: (message: string, details?: unknown) => void;
+  /** Real tokenizers (Node and Deno entries); the Workers entry leaves them out (bundle size). */
+  tokenEncoders?: TokenEncoders;
 }
 
 /**
@@ -82,6 +86,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         background: backgroundRunner(c, log),
         log,
         ...(options.clock ? { clock: options.clock } : {}),
+        ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
       }),
     );
     await next();
@@ -92,6 +97,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', itemRoutes());
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
+  app.route('/', compactRoutes());
   registerOpenApi(app);
   return app;
 }

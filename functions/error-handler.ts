@@ -18,6 +18,7 @@ export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   turn_in_progress: 409,
   aborted: 409,
   payload_too_large: 413,
+  context_too_large: 413,
   model_error: 502,
   model_timeout: 504,
   not_configured: 503,

@@ -1,6 +1,7 @@
 import { serve } from '@hono/node-server';
 import { createApp } from './app.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
+import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
  * Node entry: `node --experimental-strip-types functions/node.ts` or `tsx functions/node.ts`.
@@ -8,7 +9,7 @@ import { s3StoreFromConfig } from './s3-store-from-env.ts';
  * the port (default 8787).
  */
 const storeFor = s3StoreFromConfig();
-const app = createApp({ store: (_environment, config) => storeFor(config) });
+const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders });
 
 const port = Number(process.env.PORT ?? 8787);
 const hostname = process.env.HOST ?? '127.0.0.1';

@@ -6,7 +6,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'unauthorized',
   404: 'not_found',
   409: 'session_exists, name_taken, turn_in_progress or aborted',
-  413: 'payload_too_large',
+  413: 'payload_too_large or context_too_large',
   502: 'model_error',
   503: 'not_configured',
   504: 'model_timeout',

@@ -37,7 +37,7 @@ export const storedItemOutSchema = z
     seq: z.number().int().optional(),
     created_at: z.string().optional(),
     compacted: z.boolean().optional(),
-    synthetic: z.enum(['context_notice', 'inbox']).optional(),
+    synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),
   })
   .meta({ id: 'Item' });
@@ -105,6 +105,16 @@ export const turnContextSchema = z
     compacted: z.number().int(),
     dropped: z.number().int(),
     notices_delivered: z.array(z.string()),
+    prompt_tokens: z.number().int().optional().meta({ description: 'With `compact` in the list: the tokens of the prompt as counted for the budget.' }),
+    context_start_seq: z.number().int().optional().meta({ description: 'With a compacted context: the first seq of the current context (the summary stands for the older items).' }),
+    compaction: z
+      .object({
+        start_seq: z.number().int(),
+        summarized: z.object({ first_seq: z.number().int(), last_seq: z.number().int() }),
+        interrupted: z.array(z.string()),
+      })
+      .optional()
+      .meta({ description: 'Set when this turn compacted the context.' }),
   })
   .meta({ id: 'TurnContext' });
 
@@ -186,3 +196,29 @@ export const deliveredListSchema = z.object({
 });
 
 export const healthSchema = z.object({ ok: z.literal(true) });
+
+export const compactRequestSchema = z
+  .object({
+    model: z.string().min(1).max(200).optional().meta({ description: 'The model that writes the summary (default SUMMARY_MODEL, else the session model).' }),
+    prompt: z.string().min(1).max(100_000).optional().meta({ description: 'The summary instructions (default SUMMARY_PROMPT, else the built-in prompt).' }),
+    keep_tokens: z.number().int().nonnegative().max(100_000_000).optional().meta({ description: 'Tokens of the newest items kept whole; 0 summarizes everything.' }),
+  })
+  .strict()
+  .meta({ id: 'CompactRequest' });
+
+export const compactResultSchema = z
+  .object({
+    session_id: z.string(),
+    compacted: z.boolean(),
+    context: z
+      .object({
+        start_seq: z.number().int(),
+        summarized: z.object({ first_seq: z.number().int(), last_seq: z.number().int() }),
+        interrupted: z.array(z.string()),
+        model: z.string(),
+        created_at: z.string(),
+        summary: z.string(),
+      })
+      .nullable(),
+  })
+  .meta({ id: 'CompactResult' });

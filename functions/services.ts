@@ -3,6 +3,7 @@ import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Model } from '../lib/models/model.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { TurnServices } from '../lib/turn.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
@@ -19,6 +20,7 @@ export interface ServiceInputs {
   background: (task: Promise<unknown>) => void;
   log: (message: string, details?: unknown) => void;
   clock?: () => Date;
+  tokenEncoders?: TokenEncoders;
 }
 
 /** Builds one request's services from its store and its freshly parsed config. */
@@ -40,5 +42,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     model: inputs.model,
     background: inputs.background,
     log,
+    ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
   };
 }

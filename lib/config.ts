@@ -56,6 +56,8 @@ export const serviceEnvSchema = z.object({
     (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
     z.number().int().min(0).max(10).default(1),
   ),
+  SUMMARY_MODEL: optionalText(),
+  SUMMARY_PROMPT: optionalText(),
   OPENAI_API_KEY: optionalText(),
   OPENAI_BASE_URL: optionalText(),
   OPENAI_COMPATIBLE_BASE_URL: optionalText(),
@@ -82,6 +84,10 @@ export interface ServiceConfig {
   blobThresholdBytes: number;
   modelTimeoutMs: number;
   modelMaxRetries: number;
+  /** The model that writes compaction summaries (default: the turn's model). */
+  summaryModel: string | undefined;
+  /** The summary model's instructions (default: lib/compaction DEFAULT_SUMMARY_PROMPT). */
+  summaryPrompt: string | undefined;
   /** Provider settings, by their env names, for lib/models. */
   providers: Record<string, string | undefined>;
   s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
@@ -122,6 +128,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
     modelMaxRetries: value.MODEL_MAX_RETRIES,
+    summaryModel: value.SUMMARY_MODEL,
+    summaryPrompt: value.SUMMARY_PROMPT,
     providers: {
       OPENAI_API_KEY: value.OPENAI_API_KEY,
       OPENAI_BASE_URL: value.OPENAI_BASE_URL,

@@ -80,7 +80,8 @@ export type PayloadRef = z.infer<typeof payloadRefSchema>;
 /** Characters of head and tail a payload preview keeps: enough for any compacted form. */
 export const PREVIEW_CHARS = 256;
 
-export type Synthetic = 'context_notice' | 'inbox';
+/** `summary`: the summary that opens a compacted context (lib/compaction/). */
+export type Synthetic = 'context_notice' | 'inbox' | 'summary';
 
 interface PromptFields {
   seq?: number;

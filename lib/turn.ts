@@ -6,6 +6,12 @@ import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
 import type { BeginTurnResult, OpenTurn, SessionLog, SessionRecord } from './session/session-log.ts';
 import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
 import type { StrategyConfig } from './strategies/strategy-config.ts';
+import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage } from './compaction/index.ts';
+import type { ContextStart } from './session/records.ts';
+import type { HistoryAggregates } from './strategies/aggregates.ts';
+import { countPromptTokens } from './tokens/token-counter.ts';
+import { resolveTokenBudget } from './tokens/model-limits.ts';
+import type { TokenEncoders } from './tokens/token-counter.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (DESIGN.md "One turn").
@@ -19,6 +25,10 @@ import type { StrategyConfig } from './strategies/strategy-config.ts';
  *     turn as aborted and no model is called;
  *  5. apply the strategies, put the session instructions first, fetch out-of-line payloads
  *     the strategies kept whole;
+ *  5b. with `compact` in the list: count the prompt's tokens; above the trigger, summarize
+ *     the oldest part of the context, move the context start, and prepare again; then, for
+ *     every turn of a model with a known window, refuse a prompt that still does not fit
+ *     (context_too_large) instead of calling the provider;
  *  6. call the model (streaming or not);
  *  7. store the output and a compact receipt of what the model saw, which closes the turn.
  *
@@ -28,7 +38,8 @@ import type { StrategyConfig } from './strategies/strategy-config.ts';
 export type StoredError = { code: string; message: string; details?: unknown };
 
 /** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
-export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'>;
+export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'> &
+  Partial<Pick<SessionLog, 'commitTurnContext'>>;
 
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<Inbox, 'consume' | 'peek'>;
@@ -45,6 +56,8 @@ export interface TurnServices {
   /** Runs work that must outlive the response (waitUntil on Workers). */
   background: (task: Promise<unknown>) => void;
   log: (message: string, details?: unknown) => void;
+  /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
+  tokenEncoders?: TokenEncoders;
 }
 
 /** The body of POST /v1/sessions/:id/turns, validated. */
@@ -68,6 +81,12 @@ export interface TurnContext {
   compacted: number;
   dropped: number;
   notices_delivered: string[];
+  /** With `compact` in the list: the prompt's tokens (as counted for the budget). */
+  prompt_tokens?: number;
+  /** With a compacted context: the first seq of the current context. */
+  context_start_seq?: number;
+  /** Set when this turn compacted: the seqs its summary replaced. */
+  compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
 }
 
 export type OutputItem = ModelOutputItem & { seq: number };
@@ -223,8 +242,14 @@ async function executeTurn(
   let receipt: TurnReceipt | undefined;
   try {
     plan = planTurn(services, session, request);
-    const requirement = tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
-    const history = await sessions.readContext(turn, requirement);
+    const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
+      ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
+      ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
+    });
+    // A compacted context is read whole from its start, and is the strategies' whole history.
+    const requirement = turn.context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
+    let history = await sessions.readContext(turn, requirement);
+    let aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
 
     let delivered: DeliveredNotice[] = [];
     if (plan.strategies.includes('inbox')) {
@@ -243,20 +268,48 @@ async function executeTurn(
       }
     }
 
-    const prepared = preparePrompt(history, plan.strategies, {
-      config: plan.strategyConfig,
-      env: services.env,
-      aggregates: turn.aggregates,
-      inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
-    });
-    const { prompt, cacheBreakpoint } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
-    const hydrated = await sessions.hydrate(sessionId, prompt);
+    const activePlan = plan;
+    const build = async () => {
+      const prepared = preparePrompt(withSummary(turn.context, history), activePlan.strategies, {
+        config: activePlan.strategyConfig,
+        env: services.env,
+        ...(aggregates ? { aggregates } : {}),
+        inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
+      });
+      const { prompt, cacheBreakpoint } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
+      return { prepared, cacheBreakpoint, hydrated: await sessions.hydrate(sessionId, prompt) };
+    };
+    let built = await build();
+    const compacting = plan.strategies.includes('compact');
+    let compaction: TurnContext['compaction'];
+    if (compacting && Number.isFinite(budget.promptLimit) && sessions.commitTurnContext) {
+      const sizes = compactionSizes(budget, plan.strategyConfig);
+      if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
+        const cut = planCompaction(history, { keepTokens: sizes.keepTokens, counter: budget.counter, ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}) });
+        if (cut) {
+          const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
+          const next = await summarizeContext(summaryModel, turn.context, cut, {
+            maxSummaryTokens: sizes.maxSummaryTokens,
+            ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
+          });
+          const stored = await sessions.commitTurnContext(turn, next);
+          compaction = { start_seq: stored.start_seq, summarized: stored.summarized, interrupted: stored.interrupted };
+          history = history.filter((item) => item.seq === undefined || item.seq >= stored.start_seq);
+          aggregates = undefined;
+          built = await build();
+        }
+      }
+    }
+    // A model with a known window never gets a prompt that must fail (context_too_large).
+    const promptTokens = Number.isFinite(budget.promptLimit) ? checkPromptFits(built.hydrated, plan.tools, budget) : undefined;
+    const { prepared, cacheBreakpoint, hydrated } = built;
     const context: TurnContext = {
       strategies: prepared.strategies,
       items_in_prompt: hydrated.length,
       prompt_chars: promptCharacters(hydrated),
       ...prepared.stats,
       notices_delivered: delivered.map((notice) => notice.name),
+      ...(compacting ? compactionContext(promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter), turn.context, compaction) : {}),
     };
     receipt = buildReceipt(plan, history, prepared.items, delivered, context);
 
@@ -319,6 +372,22 @@ function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (eve
     }
   }
   return response;
+}
+
+/** What a compacted context's turn reads: everything from the context start. */
+const CONTEXT_REQUIREMENT = { toolCalls: 'all' as const, seqs: [] };
+
+/** The history the strategies see: the summary first when the context was compacted. */
+function withSummary(context: ContextStart | null, history: PromptItem[]): PromptItem[] {
+  return context ? [summaryMessage(context.summary), ...history] : history;
+}
+
+function compactionContext(promptTokens: number, context: ContextStart | null, compaction: TurnContext['compaction']): Partial<TurnContext> {
+  return {
+    prompt_tokens: promptTokens,
+    ...(context ? { context_start_seq: context.start_seq } : {}),
+    ...(compaction ? { compaction } : {}),
+  };
 }
 
 /** The session instructions go first, as a system message; the cache breakpoint shifts with them. */
@@ -433,14 +502,14 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const { items: history, aggregates } = await services.sessions.previewContext(sessionId, (aggregates) =>
-    tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
+  const { items: history, aggregates, context: contextStart } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
+    context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
   );
   const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
-  const prepared = preparePrompt(history, plan.strategies, {
+  const prepared = preparePrompt(withSummary(contextStart, history), plan.strategies, {
     config: plan.strategyConfig,
     env: services.env,
-    aggregates,
+    ...(contextStart ? {} : { aggregates }),
     inbox: (items) => [...items, ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const }))],
   });
   const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
@@ -454,6 +523,7 @@ export async function previewPrompt(
       ...prepared.stats,
       notices_delivered: [],
       notices_pending: pending.map((notice) => notice.name),
+      ...(contextStart ? { context_start_seq: contextStart.start_seq } : {}),
     },
   };
 }

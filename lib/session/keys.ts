@@ -16,6 +16,8 @@ import { idSchema } from '../items.ts';
  * - `blob/<sha256>`: payloads above the out-of-line threshold.
  * - `idem/<sha256 of the idempotency key>`: the record that owns an idempotency key.
  * - `calls/<call key>`: a marker per distinct call key (create-only; a taken key = seen).
+ * - `context/<inverted base record>`: a compaction's summary (create-only: the claim, so two
+ *   compactions from the same state store one). Records carry the latest one.
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/.
  */
 
@@ -118,4 +120,9 @@ export function idempotencyKey(keyPrefix: string, id: string, keyHash: string): 
 export function callMarkerKey(keyPrefix: string, id: string, key: string): string {
   if (!/^[0-9a-f]{24}$/.test(key)) throw new RangeError('call keys are 24 hex characters');
   return `${sessionPrefix(keyPrefix, id)}calls/${key}`;
+}
+
+/** The summary of a compaction computed at record `baseRecord` (create-only). */
+export function contextKey(keyPrefix: string, id: string, baseRecord: number): string {
+  return `${sessionPrefix(keyPrefix, id)}context/${pad(RECORD_BOUND - checkRecordNumber(baseRecord))}`;
 }

@@ -54,6 +54,32 @@ export const sessionConfigSchema = z
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;
 
+/**
+ * The start of the current context (a summarization compaction, lib/compaction/): reads stop
+ * at `start_seq`, and the prompt opens with `summary`, which stands for everything before it.
+ * Every record and completion carries the latest one, so the newest record always knows it.
+ */
+export const contextStartSchema = z
+  .object({
+    /** The record the compaction was computed at: it names `context/<inverted base_record>`. */
+    base_record: z.number().int().positive(),
+    /** The first seq of the context; older items are only in the summary (and in the history). */
+    start_seq: z.number().int().positive(),
+    summary: z.string(),
+    /** The seqs this compaction summarized (the summary before them is folded in). */
+    summarized: z.object({ first_seq: z.number().int().positive(), last_seq: z.number().int().positive() }).strict(),
+    /** call_ids of calls that had no output at the cut (noted as interrupted, never replayed). */
+    interrupted: z.array(z.string()),
+    /** The model that wrote the summary. */
+    model: z.string(),
+    created_at: z.string(),
+  })
+  .strict();
+export type ContextStart = z.infer<typeof contextStartSchema>;
+
+/** `context/<inverted base record>`: a compaction's summary, create-only (the claim). */
+export const contextObjectSchema = contextStartSchema.extend({ format: z.literal('tailgate.context.v1') }).strict();
+
 const errorSchema = z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict();
 export const turnStatusSchema = z.enum(['completed', 'failed', 'aborted']);
 export type TurnStatus = z.infer<typeof turnStatusSchema>;
@@ -64,7 +90,7 @@ export const recordSchema = z
   .object({
     format: z.literal('tailgate.record.v1'),
     record: z.number().int().positive(),
-    kind: z.enum(['append', 'turn']),
+    kind: z.enum(['append', 'turn', 'compact']),
     created_at: z.string(),
     /** A random id of the write, so a writer whose put landed but whose answer was lost knows. */
     writer: z.string().max(64).optional(),
@@ -89,6 +115,8 @@ export const recordSchema = z
     lease_expires_at: z.string().optional(),
     idempotency_key_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
     request: z.unknown().optional(),
+    /** The current context start when this record was written (a `compact` record sets it). */
+    context: contextStartSchema.optional(),
   })
   .strict();
 export type LogRecord = z.infer<typeof recordSchema>;
@@ -107,6 +135,8 @@ export const doneSchema = z
     receipt: z.unknown().optional(),
     response: z.unknown().optional(),
     error: errorSchema.optional(),
+    /** The context start after this turn (changed when the turn compacted). */
+    context: contextStartSchema.optional(),
   })
   .strict();
 export type DoneRecord = z.infer<typeof doneSchema>;

@@ -7,6 +7,7 @@ import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } fr
 import {
   blobKey,
   callMarkerKey,
+  contextKey,
   doneKey,
   idempotencyKey,
   recordKey,
@@ -20,11 +21,13 @@ import { mapLimit } from './map-limit.ts';
 import { externalizePayloads, readPayload } from './payloads.ts';
 import {
   callMarkerSchema,
+  contextObjectSchema,
   doneSchema,
   idempotencyClaimSchema,
   parseStored,
   recordSchema,
   sessionConfigSchema,
+  type ContextStart,
   type DoneRecord,
   type LogItem,
   type LogRecord,
@@ -90,7 +93,25 @@ export interface OpenTurn {
   carried: LogItem[];
   /** The oldest record whose items are in `carried` (the turn's own record when none). */
   carriedFromRecord: number;
+  /**
+   * The current context start (null: never compacted). Reads stop at its `start_seq`.
+   * `commitTurnContext` moves it; the turn's completion stores it.
+   */
+  context: ContextStart | null;
 }
+
+/** What a compaction decided: the new context start and its summary (see ContextStart). */
+export type NewContext = Omit<ContextStart, 'base_record' | 'created_at'>;
+
+/** What `compact` hands its summarizer: the current context, read back to its start. */
+export interface ContextView {
+  /** Items from the context start (seq order; out-of-line outputs as `output_ref`). */
+  items: PromptItem[];
+  context: ContextStart | null;
+}
+
+/** Turns whose context start moved (their completion stores the new one). */
+const movedContexts = new WeakSet<OpenTurn>();
 
 /** The listing a claim made, handed on to the turn's tail read to save a list request. */
 const claimListings = new WeakMap<OpenTurn, UnitCursor>();
@@ -348,6 +369,7 @@ export class SessionLog {
       inputRecords: record.items,
       carried,
       carriedFromRecord: previous[0]?.record ?? record.record,
+      context: record.context ?? null,
     };
     claimListings.set(turn, cursor);
     return { kind: 'claimed', turn };
@@ -365,8 +387,69 @@ export class SessionLog {
       claimListings.delete(turn);
       cursor ??= new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.record });
       cursor.skipTo(turn.carriedFromRecord);
-      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement);
+      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement, turn.context?.start_seq ?? 0);
     });
+  }
+
+  /**
+   * Moves the context start of an open turn (an in-turn compaction): the summary is stored
+   * first, create-only under `context/<inverted turn record>`, and the turn's completion
+   * commits it (its `context`). A crash before the completion leaves the previous context
+   * (the expired turn is closed with the context it started with). When the key is taken
+   * (the same compaction ran already), the stored one wins. Updates `turn.context`.
+   */
+  async commitTurnContext(turn: OpenTurn, next: NewContext): Promise<ContextStart> {
+    const stored = await this.#storeContext(turn.sessionId, turn.record, next);
+    turn.context = stored;
+    movedContexts.add(turn);
+    return stored;
+  }
+
+  /**
+   * A manual compaction (POST /compact): reads the current context back to its start and
+   * hands it to `summarize`, which returns the new context start (or null: nothing to do).
+   * The summary is stored create-only under `context/<inverted newest record>` (two
+   * compactions from the same state store one: the loser takes the winner's), then a
+   * `compact` record carrying it commits the move (create-only, skipped when a record with
+   * that context or a newer one is already there). An open turn: TurnInProgressError.
+   */
+  async compact(id: string, summarize: (view: ContextView) => Promise<NewContext | null>): Promise<{ compacted: boolean; context: ContextStart | null }> {
+    const { newest, cursor } = await this.#head(id, 100);
+    if (!newest) return { compacted: false, context: null };
+    if (newest.record.kind === 'turn' && !newest.done && Date.parse(newest.record.lease_expires_at ?? '') > this.#clock().getTime()) {
+      throw new TurnInProgressError(id, newest.record.turn ?? 0, newest.record.lease_expires_at);
+    }
+    const current = contextOf(newest);
+    const ownItems = [...newest.record.items, ...(newest.done?.items ?? [])];
+    cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
+    const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
+    const items = await this.#withFreshListing(() => this.#readTail(id, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
+    const next = await summarize({ items, context: current });
+    if (!next) return { compacted: false, context: current };
+    const stored = await this.#storeContext(id, newest.record.record, next);
+    await this.#commit(id, [], { kind: 'compact', context: stored });
+    return { compacted: true, context: stored };
+  }
+
+  /** The current context start of a session (null: never compacted). */
+  async currentContext(id: string): Promise<ContextStart | null> {
+    return contextOf((await this.#head(id)).newest);
+  }
+
+  async #storeContext(id: string, baseRecord: number, next: NewContext): Promise<ContextStart> {
+    const key = contextKey(this.#keyPrefix, id, baseRecord);
+    const context: ContextStart = { ...next, base_record: baseRecord, created_at: this.#clock().toISOString() };
+    let failure: { error: unknown } | null = null;
+    try {
+      if (await this.#store.put(key, JSON.stringify({ format: 'tailgate.context.v1', ...context }), { onlyIfAbsent: true, contentType: 'application/json' })) return context;
+    } catch (error) {
+      failure = { error };
+    }
+    // Taken (or a put whose answer was lost): whatever is stored there is the compaction.
+    const existing = await this.#store.get(key);
+    if (!existing) throw failure ? failure.error : new StorageError(`context ${key} was refused but is missing`);
+    const { format: _format, ...stored } = parseStored(key, existing.body, contextObjectSchema);
+    return stored;
   }
 
   /**
@@ -375,17 +458,18 @@ export class SessionLog {
    */
   async previewContext(
     id: string,
-    requirement: (aggregates: HistoryAggregates) => TailRequirement,
-  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates }> {
+    requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
+  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null }> {
     return this.#withFreshListing(async () => {
       const { newest, cursor } = await this.#head(id, 100);
-      if (!newest) return { items: [], aggregates: emptyAggregates() };
+      if (!newest) return { items: [], aggregates: emptyAggregates(), context: null };
+      const context = contextOf(newest);
       const ownItems = [...newest.record.items, ...(newest.done?.items ?? [])];
       const aggregates = await this.#extend(id, newest.record.aggregates, ownItems, { readOnly: true });
       cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
       const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
-      const items = await this.#readTail(id, newestItems, cursor, requirement(aggregates));
-      return { items, aggregates };
+      const items = await this.#readTail(id, newestItems, cursor, requirement(aggregates, context), context?.start_seq ?? 0);
+      return { items, aggregates, context };
     });
   }
 
@@ -428,6 +512,8 @@ export class SessionLog {
       receipt: outcome.receipt,
       ...(outcome.response !== undefined ? { response: outcome.response } : {}),
       ...(outcome.error ? { error: outcome.error } : {}),
+      // Only a moved context: otherwise the record's own `context` stands.
+      ...(turn.context && movedContexts.has(turn) ? { context: turn.context } : {}),
     };
     const key = doneKey(this.#keyPrefix, turn.sessionId, turn.record);
     let failure: { error: unknown } | null = null;
@@ -593,7 +679,7 @@ export class SessionLog {
   async #commit(
     id: string,
     input: Item[],
-    options: { kind: 'append' | 'turn'; keyHash?: string; request?: unknown },
+    options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; request?: unknown; context?: ContextStart },
   ): Promise<{ record: LogRecord; config: SessionConfig; cursor: UnitCursor; previous: NonNullable<LogRecord['recent']> }> {
     const written = new Set<string>();
     const writer = crypto.randomUUID();
@@ -616,6 +702,12 @@ export class SessionLog {
         if (!done) continue;
         newest = { record: open, done };
       }
+      const current = contextOf(newest);
+      // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
+      if (options.kind === 'compact' && newest && current && options.context && current.base_record >= options.context.base_record) {
+        return { record: newest.record, config: head.config, cursor: head.cursor, previous: newest.record.recent ?? [] };
+      }
+      const context = options.context ?? current;
       const counts = countsOf(newest);
       const aggregates = newest ? await this.#extend(id, newest.record.aggregates, [...newest.record.items, ...(newest.done?.items ?? [])]) : emptyAggregates();
       const now = this.#clock();
@@ -644,6 +736,7 @@ export class SessionLog {
         ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + this.#leaseMs).toISOString() } : {}),
         ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
         ...(options.request !== undefined ? { request: options.request } : {}),
+        ...(context ? { context } : {}),
       };
       let put: ObjectInfo | null;
       try {
@@ -820,7 +913,7 @@ export class SessionLog {
    * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
    * outputs, then only messages, required calls and candidate outputs for them.
    */
-  async #readTail(id: string, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement): Promise<PromptItem[]> {
+  async #readTail(id: string, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement, floor = 0): Promise<PromptItem[]> {
     const needed = requirement.toolCalls;
     const required = new Set(requirement.seqs);
     const suffix: LogItem[] = [];
@@ -829,6 +922,8 @@ export class SessionLog {
     let calls = 0;
     let outputs = 0;
     const visit = (item: LogItem) => {
+      // Nothing before the current context start is read into a prompt.
+      if (item.seq < floor) return;
       if (cutSeq > 0) {
         if (item.type === 'message' || item.type === 'function_call_output' || required.has(item.seq)) before.push(item);
         return;
@@ -844,7 +939,7 @@ export class SessionLog {
     const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
     const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[]; loaded: Map<number, LogItem> }[] = [];
     let block = 1;
-    for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+    for (let unit = lowest > floor ? await cursor.next() : null; unit && lowest > floor; unit = await cursor.next()) {
       if (unit.kind === 'record') {
         const { record, done } = await this.#readRecord(unit);
         const items = [...record.items, ...(done?.items ?? [])];
@@ -865,7 +960,7 @@ export class SessionLog {
       const loaded = new Map<number, LogItem>();
       let position = lowerBound(toolSeqs, top + 1);
       let seq = top;
-      for (; seq >= index.first_seq && cutSeq === 0; seq--) {
+      for (; seq >= Math.max(index.first_seq, floor) && cutSeq === 0; seq--) {
         const message = messageBySeq.get(seq);
         if (message) {
           visit(message);
@@ -884,7 +979,7 @@ export class SessionLog {
       }
       if (cutSeq === 0) continue;
       // Before the cut in this segment: messages, required calls, and their outputs.
-      for (const message of messages) if (message.seq <= seq) before.push(message);
+      for (const message of messages) if (message.seq <= seq && message.seq >= floor) before.push(message);
       const wantedPositions: number[] = [];
       for (const requiredSeq of required) {
         const at = lowerBound(toolSeqs, requiredSeq);
@@ -914,7 +1009,7 @@ export class SessionLog {
       // A segment that carries every earlier message ends the walk unless a required call is older.
       const carried = await reader.carriedMessages();
       if (carried !== null) {
-        before.push(...carried);
+        before.push(...carried.filter((item) => item.seq >= floor));
         if (![...required].some((requiredSeq) => requiredSeq < index.first_seq)) break;
       }
     }
@@ -928,7 +1023,7 @@ export class SessionLog {
         break;
       }
     }
-    return assembleView(before, suffix, cutSeq, required);
+    return assembleView(before.filter((item) => item.seq >= floor), suffix, cutSeq, required);
   }
 
   /** Loads the tool lines at `positions` (whole blocks, one range request per block). */
@@ -1006,6 +1101,11 @@ function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
     ...(done.response !== undefined ? { response: done.response } : {}),
     ...(done.error ? { error: done.error } : {}),
   };
+}
+
+function contextOf(newest: Head['newest']): ContextStart | null {
+  if (!newest) return null;
+  return newest.done?.context ?? newest.record.context ?? null;
 }
 
 function countsOf(newest: Head['newest']): SessionCounts {

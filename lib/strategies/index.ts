@@ -1,4 +1,5 @@
 export * from './aggregates.ts';
+export * from './compact.ts';
 export * from './compact-text.ts';
 export * from './context-notice.ts';
 export * from './epoch-plan.ts';

@@ -1,3 +1,4 @@
+import { compact } from './compact.ts';
 import { inbox } from './inbox.ts';
 import { none } from './none.ts';
 import { shortenToolsEpochIncrement } from './shorten-tools-epoch-increment.ts';
@@ -13,6 +14,7 @@ export const builtInStrategies: readonly Strategy[] = [
   shortenToolsEpochIncrement,
   inbox,
   none,
+  compact,
 ];
 
 /**

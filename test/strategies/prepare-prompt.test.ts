@@ -77,7 +77,7 @@ describe('preparePrompt dispatcher', () => {
       expect((error as UnknownStrategyError).code).toBe('unknown_strategy');
       expect((error as UnknownStrategyError).details).toEqual({
         strategy: 'shorten_everything',
-        known: ['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'inbox', 'none'],
+        known: ['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'inbox', 'none', 'compact'],
       });
       expect((error as Error).message).toContain('shorten_tools_epoch_increment');
     }

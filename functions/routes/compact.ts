@@ -1,0 +1,25 @@
+import { createRoute } from '@hono/zod-openapi';
+import { compactSession } from '../../lib/compaction/compact-session.ts';
+import { createRouter } from '../router.ts';
+import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
+import { compactRequestSchema, compactResultSchema, sessionIdParamsSchema } from '../schemas.ts';
+
+const compactRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/compact',
+  tags: ['sessions'],
+  summary: 'Summarize the older part of the current context and move the context start (the history keeps everything)',
+  request: { params: sessionIdParamsSchema, body: { required: false, content: { 'application/json': { schema: compactRequestSchema } } } },
+  responses: { 200: jsonResponse(compactResultSchema, 'The context start after the call'), ...errorResponses(400, 401, 404, 409, 502, 503, 504) },
+});
+
+/** POST /v1/sessions/:id/compact. */
+export function compactRoutes() {
+  return createRouter().openapi(compactRoute, async (c) => {
+    const { id } = c.req.valid('param');
+    const body = c.req.valid('json') ?? {};
+    const services = c.var.services;
+    if (body.model !== undefined) services.model(body.model);
+    return c.json(await compactSession(services, id, body), 200);
+  });
+}

@@ -1,0 +1,70 @@
+import type { Model } from '../models/model.ts';
+import type { ContextStart } from '../session/records.ts';
+import type { SessionLog, SessionRecord } from '../session/session-log.ts';
+import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
+import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import type { TokenEncoders } from '../tokens/token-counter.ts';
+import { planCompaction } from './plan-compaction.ts';
+import { compactionSizes } from './summary-budget.ts';
+import { summarizeContext } from './summarize-context.ts';
+
+/** The body of POST /v1/sessions/:id/compact, validated. */
+export interface CompactRequest {
+  /** The model that writes the summary (default SUMMARY_MODEL, else the session's model). */
+  model?: string;
+  /** The summary model's instructions (default SUMMARY_PROMPT, else DEFAULT_SUMMARY_PROMPT). */
+  prompt?: string;
+  /** Tokens of the newest items kept whole (default compact_keep_ratio of the budget); 0 summarizes everything. */
+  keep_tokens?: number;
+}
+
+export interface CompactServices {
+  sessions: Pick<SessionLog, 'get' | 'compact'>;
+  env: Record<string, string | undefined>;
+  config: { defaultModel: string; summaryModel: string | undefined; summaryPrompt: string | undefined };
+  model: (id: string) => Model;
+  tokenEncoders?: TokenEncoders;
+}
+
+/** The answer of POST /compact. */
+export interface CompactResult {
+  session_id: string;
+  compacted: boolean;
+  /** The current context start after the call (null: never compacted). */
+  context: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[]; model: string; created_at: string; summary: string } | null;
+}
+
+/**
+ * A manual compaction: summarizes the current context but its newest `keep_tokens` (pairs
+ * never split) and moves the context start, whatever the trigger. Nothing to summarize:
+ * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
+ * in-turn compaction (SessionLog.compact).
+ *
+ * @example await compactSession(services, 's1', { keep_tokens: 0 }) // { compacted: true, context: { start_seq: 5, ... } }
+ */
+export async function compactSession(services: CompactServices, sessionId: string, request: CompactRequest = {}): Promise<CompactResult> {
+  const session: SessionRecord = await services.sessions.get(sessionId);
+  const model = services.model(request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel);
+  const turnModel = session.model ?? services.config.defaultModel;
+  const config = resolveStrategyConfig({ env: services.env, session: session.strategy_config });
+  const budget = resolveTokenBudget(turnModel, config, services.tokenEncoders ? { encoders: services.tokenEncoders } : {});
+  const sizes = compactionSizes(budget, config);
+  const prompt = request.prompt ?? services.config.summaryPrompt;
+  const result = await services.sessions.compact(sessionId, async ({ items, context }) => {
+    const cut = planCompaction(items, { keepTokens: request.keep_tokens ?? sizes.keepTokens, counter: budget.counter });
+    if (!cut) return null;
+    return summarizeContext(model, context, cut, { maxSummaryTokens: sizes.maxSummaryTokens, ...(prompt ? { prompt } : {}) });
+  });
+  return { session_id: sessionId, compacted: result.compacted, context: result.context ? contextView(result.context) : null };
+}
+
+function contextView(context: ContextStart): NonNullable<CompactResult['context']> {
+  return {
+    start_seq: context.start_seq,
+    summarized: context.summarized,
+    interrupted: context.interrupted,
+    model: context.model,
+    created_at: context.created_at,
+    summary: context.summary,
+  };
+}

@@ -1,0 +1,7 @@
+export * from './check-prompt-fits.ts';
+export * from './context-too-large-error.ts';
+export * from './plan-compaction.ts';
+export * from './summarize-context.ts';
+export * from './summary-budget.ts';
+export * from './summary-transcript.ts';
+export * from './compact-session.ts';

@@ -1,0 +1,72 @@
+import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
+import { countItemTokens, type TokenCounter } from '../tokens/token-counter.ts';
+
+/** Where a compaction cuts the current context, and what it hands the summarizer. */
+export interface CompactionPlan {
+  /** The first seq of the new context (everything before it is summarized). */
+  startSeq: number;
+  /** The items before the cut, in order. */
+  summarized: PromptItem[];
+  /** Calls before the cut that have no output anywhere in the context: noted as interrupted. */
+  interrupted: PromptFunctionCallItem[];
+  firstSeq: number;
+  lastSeq: number;
+}
+
+export interface PlanCompactionOptions {
+  /** The newest items kept whole take at most this many tokens (the cut moves older to keep pairs whole). */
+  keepTokens: number;
+  counter: TokenCounter;
+  /** Items from this seq on are always kept (the turn's own input). */
+  keepFromSeq?: number;
+}
+
+/**
+ * Chooses the cut of a compaction over the current context (`items`: stored items in seq
+ * order, synthetic ones ignored): the newest items worth at most `keepTokens` stay, the rest
+ * is summarized. A cut never splits a call from its output: when a call before the cut has
+ * its output after it, the cut moves back to the call. A call with no output at all stays on
+ * the summarized side and is reported in `interrupted` (the summary notes it; it is never run
+ * again). Returns null when nothing would be summarized. Pure and deterministic.
+ *
+ * @example planCompaction(items, { keepTokens: 500, counter: approximateTokenCounter })?.startSeq
+ */
+export function planCompaction(items: readonly PromptItem[], options: PlanCompactionOptions): CompactionPlan | null {
+  const stored = items.filter((item) => item.seq !== undefined && item.synthetic === undefined);
+  if (stored.length === 0) return null;
+  let cut = stored.length;
+  let kept = 0;
+  while (cut > 0) {
+    const item = stored[cut - 1]!;
+    const tokens = countItemTokens(item, options.counter);
+    const protectedItem = options.keepFromSeq !== undefined && item.seq! >= options.keepFromSeq;
+    if (!protectedItem && kept + tokens > options.keepTokens) break;
+    kept += tokens;
+    cut -= 1;
+  }
+  const callIndex = new Map<string, number>();
+  const outputIndex = new Map<string, number>();
+  stored.forEach((item, index) => {
+    if (item.type === 'function_call' && !callIndex.has(item.call_id)) callIndex.set(item.call_id, index);
+    else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id)) outputIndex.set(item.call_id, index);
+  });
+  // Move the cut back until no call before it has its output at or after it.
+  for (let moved = true; moved && cut > 0; ) {
+    moved = false;
+    for (const [callId, at] of callIndex) {
+      const output = outputIndex.get(callId);
+      if (at < cut && output !== undefined && output >= cut) {
+        cut = at;
+        moved = true;
+      }
+    }
+  }
+  if (cut <= 0) return null;
+  const summarized = stored.slice(0, cut);
+  const interrupted = summarized.filter(
+    (item): item is PromptFunctionCallItem => item.type === 'function_call' && !outputIndex.has(item.call_id),
+  );
+  const next = stored[cut];
+  const lastSeq = summarized[summarized.length - 1]!.seq!;
+  return { startSeq: next ? next.seq! : lastSeq + 1, summarized, interrupted, firstSeq: summarized[0]!.seq!, lastSeq };
+}

@@ -1,0 +1,40 @@
+import type { PromptItem } from '../items.ts';
+import { ModelError, type Model } from '../models/model.ts';
+import type { ContextStart } from '../session/records.ts';
+import type { NewContext } from '../session/session-log.ts';
+import { APPROXIMATE_CHARACTERS_PER_TOKEN } from '../tokens/token-counter.ts';
+import type { CompactionPlan } from './plan-compaction.ts';
+import { clipText, DEFAULT_SUMMARY_PROMPT, renderTranscript } from './summary-transcript.ts';
+
+export interface SummarizeOptions {
+  /** The summary model's instructions; DEFAULT_SUMMARY_PROMPT when absent. */
+  prompt?: string;
+  /** The summary is cut to about this many tokens (and the model asked for no more). */
+  maxSummaryTokens: number;
+}
+
+/**
+ * Summarizes the part of the context a plan cuts off, with `model`: the summary prompt as
+ * a system message, the transcript (the previous summary first, then the summarized items)
+ * as the user message. The reply is clipped to `maxSummaryTokens` (approximated), so a
+ * summary never outgrows its budget. Tools are not offered: nothing is run or replayed.
+ */
+export async function summarizeContext(model: Model, previous: ContextStart | null, plan: CompactionPlan, options: SummarizeOptions): Promise<NewContext> {
+  const interrupted = new Set(plan.interrupted.map((call) => call.call_id));
+  const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, interrupted);
+  const prompt: PromptItem[] = [
+    { type: 'message', role: 'system', content: options.prompt ?? DEFAULT_SUMMARY_PROMPT },
+    { type: 'message', role: 'user', content: transcript },
+  ];
+  const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
+  const result = await model.generate({ prompt, tools: [], maxOutputTokens });
+  const text = result.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('\n').trim();
+  if (text === '') throw new ModelError('the summary model answered without text');
+  return {
+    start_seq: plan.startSeq,
+    summary: clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN),
+    summarized: { first_seq: previous ? Math.min(previous.summarized.first_seq, plan.firstSeq) : plan.firstSeq, last_seq: plan.lastSeq },
+    interrupted: [...interrupted],
+    model: model.id,
+  };
+}

@@ -1,0 +1,223 @@
+import { describe, expect, it } from 'vitest';
+import { compactSession } from '../../lib/compaction/index.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
+import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { previewPrompt, runTurn, type TurnServices } from '../../lib/turn.ts';
+
+/** A tiny window, so a few turns of echo overflow it: prompt limit 1000 - 200 = 800 tokens. */
+const BUDGET = { context_limit: 1000, response_reserve: 200 };
+
+function services(store: ObjectStore, options: { model?: Model; env?: Record<string, string> } = {}): TurnServices & { sessions: SessionLog } {
+  return {
+    sessions: new SessionLog(store),
+    inbox: new Inbox(store),
+    config: parseServiceConfig(options.env ?? {}),
+    env: options.env ?? {},
+    model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),
+    background: () => undefined,
+    log: () => {},
+  };
+}
+
+async function createSession(service: TurnServices & { sessions: SessionLog }, id = 's1', strategies = 'shorten_tools_epoch_increment,compact,inbox') {
+  await service.sessions.create({ id, model: 'echo', strategies, strategy_config: BUDGET });
+}
+
+/** Runs turns of ~`size` characters each until one compacts; returns that turn's response. */
+async function turnsUntilCompaction(service: TurnServices, id = 's1', size = 600) {
+  for (let index = 1; index <= 40; index++) {
+    const response = await runTurn(service, id, { input: `turn ${index} ${'w'.repeat(size)}` });
+    if (response.context.compaction) return { response, turns: index };
+  }
+  throw new Error('no compaction happened');
+}
+
+async function allItems(log: SessionLog, id: string) {
+  const items = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await log.listItems(id, { limit: 7, ...(before !== undefined ? { before } : {}) });
+    items.push(...page.items);
+    if (!page.has_more) break;
+    before = page.next_before!;
+  }
+  return items;
+}
+
+describe('compaction in a turn', () => {
+  it('summarizes the oldest part past the trigger, opens the prompt with the summary, and keeps the whole history', async () => {
+    const store = new MemoryStore();
+    const service = services(store);
+    await createSession(service);
+    const { response, turns } = await turnsUntilCompaction(service);
+    const compaction = response.context.compaction!;
+    expect(compaction.summarized.first_seq).toBe(1);
+    expect(response.context.context_start_seq).toBe(compaction.start_seq);
+    expect(response.context.prompt_tokens).toBeLessThanOrEqual(800);
+    // The newest input is kept whole, and the echo answer is to it.
+    expect(response.output[0]).toMatchObject({ content: `echo: turn ${turns} ${'w'.repeat(600)}` });
+
+    const preview = await previewPrompt(service, 's1', {});
+    expect(preview.items[0]).toMatchObject({ type: 'message', role: 'user', synthetic: 'summary' });
+    expect(preview.items[0]!.type === 'message' && preview.items[0]!.content).toContain('echo: #1 user: turn 1');
+    expect(preview.items.slice(1).every((item) => item.seq! >= compaction.start_seq)).toBe(true);
+    expect(preview.context.context_start_seq).toBe(compaction.start_seq);
+
+    // Every item is still stored and reached by paging, densely.
+    const items = await allItems(service.sessions, 's1');
+    expect(items.map((item) => item.seq)).toEqual(Array.from({ length: 2 * turns }, (_, index) => 2 * turns - index));
+
+    // The next turn reads only the current context: its prompt starts with the same summary.
+    const next = await runTurn(service, 's1', { input: 'after' });
+    expect(next.context.context_start_seq).toBe(compaction.start_seq);
+    expect(next.context.compaction).toBeUndefined();
+  });
+
+  it('keeps compacting as the session grows: each summary folds in the previous one', async () => {
+    const service = services(new MemoryStore());
+    await createSession(service);
+    const first = (await turnsUntilCompaction(service)).response.context.compaction!;
+    const second = (await turnsUntilCompaction(service)).response.context.compaction!;
+    expect(second.start_seq).toBeGreaterThan(first.start_seq);
+    expect(second.summarized.first_seq).toBe(1);
+    const preview = await previewPrompt(service, 's1', {});
+    const summary = preview.items[0]!;
+    expect(summary.type === 'message' && summary.content).toContain('Earlier summary: echo: ');
+  });
+
+  it('bytes read per turn after compaction do not depend on the length of the history', async () => {
+    const measure = async (turnsBefore: number) => {
+      const counting = new CountingStore(new MemoryStore());
+      const service = services(counting);
+      // Packing is run between phases, not concurrently with the measured turn.
+      const log = service.sessions;
+      const pack = () => SessionLog.prototype.pack.call(log, 's1');
+      log.pack = async () => ({ packed: false, deleted: 0 });
+      await createSession(service, 's1', 'compact');
+      // Long history first (no compaction: no limit for echo without a budget)...
+      await service.sessions.update('s1', { strategy_config: {} });
+      for (let index = 0; index < turnsBefore; index++) {
+        await runTurn(service, 's1', { input: `old ${index} ${'o'.repeat(300)}` });
+        if (index % 4 === 3) await pack();
+      }
+      // ...then a manual compaction that keeps nothing, and a few turns in the new context.
+      await compactSession(service, 's1', { keep_tokens: 0 });
+      for (let index = 0; index < 3; index++) await runTurn(service, 's1', { input: `new ${index}` });
+      await pack();
+      counting.reset();
+      await runTurn(service, 's1', { input: 'measured' });
+      return counting.counts.bytesRead;
+    };
+    // Both histories are long enough for the summary to reach its cap; the second is 4 times longer.
+    const short = await measure(48);
+    const long = await measure(192);
+    expect(long).toBeLessThan(short * 1.1 + 1024);
+  });
+
+  it('a call left without output at the cut becomes an interruption note; the tool is not run again', async () => {
+    const service = services(new MemoryStore());
+    await createSession(service);
+    await service.sessions.append('s1', [
+      { type: 'message', role: 'user', content: 'look it up' },
+      { type: 'function_call', call_id: 'lost', name: 'lookup', arguments: '{}' },
+    ]);
+    const { response } = await turnsUntilCompaction(service);
+    expect(response.context.compaction!.interrupted).toEqual(['lost']);
+    const preview = await previewPrompt(service, 's1', {});
+    expect(preview.items.some((item) => item.type === 'function_call')).toBe(false);
+    const summary = preview.items[0]!;
+    expect(summary.type === 'message' && summary.content).toContain('tool call lookup({}) was interrupted');
+  });
+
+  it('refuses a prompt that still does not fit with context_too_large, naming the item; the turn is closed as failed with its input', async () => {
+    const service = services(new MemoryStore());
+    await createSession(service);
+    await runTurn(service, 's1', { input: 'small' });
+    const error = await runTurn(service, 's1', { input: 'x'.repeat(5000) }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TailgateError);
+    expect(error).toMatchObject({ code: 'context_too_large', details: { item: { seq: 3 }, prompt_limit: 800 } });
+    const items = await allItems(service.sessions, 's1');
+    expect(items[0]).toMatchObject({ seq: 3, content: 'x'.repeat(5000) });
+    // The turn is closed: the next one goes ahead.
+    await expect(runTurn(service, 's1', { input: 'fine again' })).resolves.toMatchObject({ turn: 3 });
+  });
+
+  it('a model with a known window is refused before the provider is called, with or without compact', async () => {
+    let called = false;
+    const provider: Model = { id: 'openai:gpt-4', generate: async () => ((called = true), { output: [], usage: { input_tokens: 0, output_tokens: 0 } }), stream: async function* () {} };
+    const service = services(new MemoryStore(), { model: provider });
+    await service.sessions.create({ id: 's1', model: 'openai:gpt-4', strategies: 'none' });
+    await expect(runTurn(service, 's1', { input: 'y'.repeat(40_000) })).rejects.toMatchObject({ code: 'context_too_large' });
+    expect(called).toBe(false);
+  });
+});
+
+describe('compaction is durable and idempotent', () => {
+  it('a crash between the summary and the commit leaves the previous context', async () => {
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory);
+    const service = services(faulty);
+    await createSession(service);
+    // The completion of the turn that compacts fails: its summary is stored but never committed.
+    let summaryStored = false;
+    faulty.failWhen(({ operation, key }) => {
+      if (operation === 'put' && key.includes('/context/')) summaryStored = true;
+      return operation === 'put' && key.endsWith('.done') && summaryStored;
+    });
+    const error = await turnsUntilCompaction(service).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(TailgateError);
+    faulty.heal();
+    const contexts = await memory.list('sessions/s1/context/');
+    expect(contexts.objects).toHaveLength(1);
+    expect(await service.sessions.currentContext('s1')).toBeNull();
+    // After the lease, the next turn closes the crashed one with the old (no) context.
+    const later = services(memory);
+    const clock = new Date(Date.now() + 10 * 60_000);
+    later.sessions = new SessionLog(memory, { clock: () => clock });
+    const response = await runTurn(later, 's1', { input: 'after the crash' });
+    expect(response.context.context_start_seq === undefined || response.context.compaction !== undefined).toBe(true);
+  });
+
+  it('two concurrent manual compactions produce one context and one compact record', async () => {
+    const memory = new MemoryStore();
+    const service = services(memory);
+    await createSession(service, 's1', 'none');
+    for (let index = 0; index < 6; index++) await runTurn(service, 's1', { input: `turn ${index} ${'v'.repeat(100)}` });
+    const [a, b] = await Promise.all([compactSession(service, 's1', { keep_tokens: 50 }), compactSession(services(memory), 's1', { keep_tokens: 50 })]);
+    expect(a.context).toEqual(b.context);
+    expect((await memory.list('sessions/s1/context/')).objects).toHaveLength(1);
+    const records = await memory.list(recordsPrefix('', 's1'));
+    const bodies = await Promise.all(records.objects.filter((object) => !object.key.endsWith('.done')).map(async (object) => JSON.parse(new TextDecoder().decode((await memory.get(object.key))!.body))));
+    expect(bodies.filter((body) => body.kind === 'compact')).toHaveLength(1);
+    // A second call with nothing older than the kept part does nothing.
+    expect((await compactSession(service, 's1', { keep_tokens: 50 })).compacted).toBe(false);
+  });
+
+  it('a lost answer to the summary put is recovered: the stored summary is the compaction', async () => {
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory);
+    const service = services(faulty);
+    await createSession(service, 's1', 'none');
+    for (let index = 0; index < 4; index++) await runTurn(service, 's1', { input: `turn ${index}` });
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key === contextKey('', 's1', 4), { after: true, times: 1 });
+    const result = await compactSession(service, 's1', { keep_tokens: 0 });
+    expect(result).toMatchObject({ compacted: true, context: { start_seq: 9 } });
+    expect(await service.sessions.currentContext('s1')).toMatchObject({ start_seq: 9, base_record: 4 });
+  });
+
+  it('an open turn refuses a manual compaction (turn_in_progress)', async () => {
+    const service = services(new MemoryStore());
+    await createSession(service, 's1', 'none');
+    await service.sessions.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'open' }] });
+    await expect(compactSession(service, 's1', {})).rejects.toMatchObject({ code: 'turn_in_progress' });
+  });
+});

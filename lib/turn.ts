@@ -285,7 +285,13 @@ async function executeTurn(
     if (compacting && Number.isFinite(budget.promptLimit) && sessions.commitTurnContext) {
       const sizes = compactionSizes(budget, plan.strategyConfig);
       if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
-        const cut = planCompaction(history, { keepTokens: sizes.keepTokens, counter: budget.counter, ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}) });
+        const cut = planCompaction(history, {
+          keepTokens: sizes.keepTokens,
+          counter: budget.counter,
+          ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}),
+          // Start no older than what the newest records carry, so later turns read the context from them.
+          ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
+        });
         if (cut) {
           const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
           const next = await summarizeContext(summaryModel, turn.context, cut, {

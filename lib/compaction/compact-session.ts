@@ -50,8 +50,12 @@ export async function compactSession(services: CompactServices, sessionId: strin
   const budget = resolveTokenBudget(turnModel, config, services.tokenEncoders ? { encoders: services.tokenEncoders } : {});
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
-  const result = await services.sessions.compact(sessionId, async ({ items, context }) => {
-    const cut = planCompaction(items, { keepTokens: request.keep_tokens ?? sizes.keepTokens, counter: budget.counter });
+  const result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
+    const cut = planCompaction(items, {
+      keepTokens: request.keep_tokens ?? sizes.keepTokens,
+      counter: budget.counter,
+      ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
+    });
     if (!cut) return null;
     return summarizeContext(model, context, cut, { maxSummaryTokens: sizes.maxSummaryTokens, ...(prompt ? { prompt } : {}) });
   });

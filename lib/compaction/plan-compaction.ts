@@ -19,6 +19,12 @@ export interface PlanCompactionOptions {
   counter: TokenCounter;
   /** Items from this seq on are always kept (the turn's own input). */
   keepFromSeq?: number;
+  /**
+   * The new context should not start before this seq (what the newest record carries), so
+   * later records carry the whole context. Moved past a pair rather than splitting it; ignored
+   * when honouring it would summarize part of the kept input.
+   */
+  earliestStartSeq?: number;
 }
 
 /**
@@ -50,6 +56,24 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     if (item.type === 'function_call' && !callIndex.has(item.call_id)) callIndex.set(item.call_id, index);
     else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id)) outputIndex.set(item.call_id, index);
   });
+  const protectedIndex = options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
+  const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
+  const earliest = options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
+  let forward = earliest < 0 ? stored.length : earliest;
+  if (forward > cut) {
+    // Move forward past any pair the earliest start would split.
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const [callId, at] of callIndex) {
+        const output = outputIndex.get(callId);
+        if (at < forward && output !== undefined && output >= forward) {
+          forward = output + 1;
+          moved = true;
+        }
+      }
+    }
+    if (forward <= keptFrom) cut = forward;
+  }
   // Move the cut back until no call before it has its output at or after it.
   for (let moved = true; moved && cut > 0; ) {
     moved = false;

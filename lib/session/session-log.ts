@@ -108,6 +108,12 @@ export interface ContextView {
   /** Items from the context start (seq order; out-of-line outputs as `output_ref`). */
   items: PromptItem[];
   context: ContextStart | null;
+  /**
+   * The oldest seq the newest record carries (see `recent`). A new context start at or after
+   * it keeps the whole context in what later records carry, so a turn reads it from the newest
+   * record alone (within the carry's byte budget).
+   */
+  carriedFromSeq: number | null;
 }
 
 /** Turns whose context start moved (their completion stores the new one). */
@@ -424,7 +430,7 @@ export class SessionLog {
     cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
     const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
     const items = await this.#withFreshListing(() => this.#readTail(id, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
-    const next = await summarize({ items, context: current });
+    const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
     if (!next) return { compacted: false, context: current };
     const stored = await this.#storeContext(id, newest.record.record, next);
     await this.#commit(id, [], { kind: 'compact', context: stored });
@@ -716,7 +722,7 @@ export class SessionLog {
       const stamped = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
       const items = await externalizePayloads(this.#store, stamped, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha), written);
       const number = (newest?.record.record ?? 0) + 1;
-      const recent = newest ? this.#carry(newest) : [];
+      const recent = newest ? this.#carry(newest, context?.start_seq) : [];
       const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
       const record: LogRecord = {
         format: 'tailgate.record.v1',
@@ -756,12 +762,20 @@ export class SessionLog {
     throw new StorageError(`session ${id}: too many concurrent writers`);
   }
 
-  /** What the record after `newest` carries: whole records, newest first, within budget. */
-  #carry(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+  /**
+   * What the record after `newest` carries: whole records, newest first, within budget. With
+   * a compacted context (`floor`: its start), every record back to the context start within
+   * the byte budget, however many: then a turn reads its whole context from the newest record.
+   */
+  #carry(newest: { record: LogRecord; done: DoneRecord | null }, floor?: number): NonNullable<LogRecord['recent']> {
     const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
     const kept: NonNullable<LogRecord['recent']> = [];
     let bytes = 0;
-    for (let index = groups.length - 1; index >= 0 && kept.length < this.#recentRecords; index--) {
+    let reachedFloor = false;
+    const wanted = () => (floor === undefined ? kept.length < this.#recentRecords : !reachedFloor || kept.length < this.#recentRecords);
+    for (let index = groups.length - 1; index >= 0 && wanted(); index--) {
+      const first = groups[index]!.items[0];
+      if (floor !== undefined && first !== undefined && first.seq <= floor) reachedFloor = true;
       bytes += JSON.stringify(groups[index]!.items).length;
       if (bytes > this.#recentBytes) break;
       kept.unshift(groups[index]!);

@@ -55,6 +55,21 @@ describe('planCompaction', () => {
     );
   });
 
+  it('starts no earlier than earliestStartSeq, moving forward past a pair rather than splitting it', () => {
+    fc.assert(
+      fc.property(historyArbitrary, fc.nat(400), fc.nat(40), (items, keepTokens, earliest) => {
+        const plan = planCompaction(items, { keepTokens, counter, earliestStartSeq: earliest });
+        if (!plan) return;
+        const summarizedIds = new Set(plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])));
+        for (const item of items) if (item.seq! >= plan.startSeq && item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
+        expect(plan.startSeq).toBeGreaterThanOrEqual(Math.min(earliest, items.length + 1));
+      }),
+      { numRuns: 200 },
+    );
+    const items = numbered([user('a'), call('c1'), user('b'), output('c1'), user('now')]);
+    expect(planCompaction(items, { keepTokens: 1000, counter, earliestStartSeq: 3 })).toMatchObject({ startSeq: 5 });
+  });
+
   it('moves the cut back to a call whose output is on the kept side', () => {
     const items = numbered([user('a'.repeat(400)), call('c1'), assistant('b'.repeat(400)), output('c1', 'short'), user('now')]);
     // Keeping only the last two items would put output c1 after the cut and its call before it.

@@ -56,34 +56,32 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     if (item.type === 'function_call' && !callIndex.has(item.call_id)) callIndex.set(item.call_id, index);
     else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id)) outputIndex.set(item.call_id, index);
   });
+  const splits = (at: number): number | undefined => {
+    for (const [callId, callAt] of callIndex) {
+      const output = outputIndex.get(callId);
+      if (callAt < at && output !== undefined && output >= at) return callAt;
+    }
+    return undefined;
+  };
+  // Move the cut back until no call before it has its output at or after it.
+  for (let callAt = splits(cut); callAt !== undefined; callAt = splits(cut)) cut = callAt;
   const protectedIndex = options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
   const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
-  const earliest = options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
-  let forward = earliest < 0 ? stored.length : earliest;
-  if (forward > cut) {
-    // Move forward past any pair the earliest start would split.
+  const earliestIndex = options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
+  if (cut < (earliestIndex < 0 ? stored.length : earliestIndex)) {
+    // Start at the earliest allowed item instead, moved forward past any pair it would split.
+    let forward = earliestIndex < 0 ? stored.length : earliestIndex;
     for (let moved = true; moved; ) {
       moved = false;
-      for (const [callId, at] of callIndex) {
+      for (const [callId, callAt] of callIndex) {
         const output = outputIndex.get(callId);
-        if (at < forward && output !== undefined && output >= forward) {
+        if (callAt < forward && output !== undefined && output >= forward) {
           forward = output + 1;
           moved = true;
         }
       }
     }
     if (forward <= keptFrom) cut = forward;
-  }
-  // Move the cut back until no call before it has its output at or after it.
-  for (let moved = true; moved && cut > 0; ) {
-    moved = false;
-    for (const [callId, at] of callIndex) {
-      const output = outputIndex.get(callId);
-      if (at < cut && output !== undefined && output >= cut) {
-        cut = at;
-        moved = true;
-      }
-    }
   }
   if (cut <= 0) return null;
   const summarized = stored.slice(0, cut);

@@ -3,11 +3,11 @@ import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import type { Item } from '../lib/items.ts';
 import type { Model } from '../lib/models/model.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
-import { CountingStore } from '../lib/store/counting-store.ts';
+import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { runTurn, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
-import { RecordingStore } from './recording-store.ts';
+import { RecordingStore, summarize } from './recording-store.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 
 /**
@@ -76,8 +76,15 @@ export class MemoryTurnDriver implements TurnDriver {
     await this.#services.sessions.pack(id);
   }
 
+  readonly appendCounts: StoreCounts[] = [];
+  readonly appendKinds: Map<string, { count: number; bytes: number }>[] = [];
+
   async append(id: string, items: Item[]): Promise<number> {
-    return (await this.#services.sessions.append(id, items)).last_seq;
+    this.counting.reset();
+    const lastSeq = (await this.#services.sessions.append(id, items)).last_seq;
+    this.appendCounts.push(this.counting.counts);
+    this.appendKinds.push(summarize(this.recording.reset()));
+    return lastSeq;
   }
 
   async turn(id: string, request: Parameters<TurnDriver['turn']>[1]): Promise<DrivenTurn> {

@@ -28,6 +28,10 @@ export interface TurnDriver {
   append(id: string, items: Item[]): Promise<number>;
   turn(id: string, request: TurnRequest): Promise<DrivenTurn>;
   postNotice(id: string, content: string): Promise<void>;
+  /** Storage counts of every append so far, where the store is counted. */
+  readonly appendCounts?: StoreCounts[];
+  /** Operations by kind of key of every append so far (see RecordingStore), where recorded. */
+  readonly appendKinds?: Map<string, { count: number; bytes: number }>[];
   /** Packs the log directly; without it, loading runs a short turn every few appends instead. */
   pack?(id: string): Promise<void>;
   close(): Promise<void>;

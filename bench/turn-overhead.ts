@@ -64,6 +64,8 @@ export interface TurnOverheadRow {
   promptCharactersMedian: number;
   itemsInPromptMedian: number;
   storage?: StorageFigures;
+  /** Median storage operations (and puts) of one POST /items while loading this size. */
+  append?: { items: number; operations: number; puts: number; byKind: { label: string; count: number }[] };
   notice?: NoticeTurnFigures;
   /** Why a size was not measured (with the projected load time). */
   skipped?: string;
@@ -104,6 +106,7 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
     try {
       const loadStart = performance.now();
       const before = stored;
+      const appendsBefore = driver.appendCounts?.length ?? 0;
       while (stored < size) {
         const batch: Item[] = [];
         while (batch.length < Math.min(options.appendBatch, size - stored) || batch.at(-1)?.type === 'function_call') {
@@ -166,6 +169,17 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       };
       const storage = storageFigures(measured);
       if (storage) row.storage = storage;
+      const appends = driver.appendCounts?.slice(appendsBefore) ?? [];
+      if (appends.length > 0) {
+        const kinds = driver.appendKinds?.slice(appendsBefore) ?? [];
+        const labels = [...new Set(kinds.flatMap((summary) => [...summary.keys()]))].sort();
+        row.append = {
+          items: options.appendBatch,
+          operations: median(appends.map(operationsOf)),
+          puts: median(appends.map((counts) => counts.put)),
+          byKind: labels.map((label) => ({ label, count: median(kinds.map((summary) => summary.get(label)?.count ?? 0)) })).filter((entry) => entry.count > 0),
+        };
+      }
       rows.push(row);
       log(
         `${driver.runtime} ${size}: p50 ${row.p50Ms.toFixed(2)} ms, p95 ${row.p95Ms.toFixed(2)} ms` +

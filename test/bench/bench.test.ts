@@ -90,6 +90,7 @@ describe('bench', () => {
       expect(row.storage!.promptBytesMedian).toBeGreaterThan(0);
       expect(row.notice!.delivered).toBe(2);
       expect(row.notice!.operationsLimit).toBe(14);
+      expect(row.append!.byKind.find((entry) => entry.label === 'put turn record')?.count).toBe(1);
     }
     expect(rows[0]!.ratio).toBe(1);
     const markdown = resultsMarkdown({

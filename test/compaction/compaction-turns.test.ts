@@ -11,7 +11,7 @@ import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { previewPrompt, runTurn, type TurnServices } from '../../lib/turn.ts';
+import { previewPrompt, runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
 
 /** A tiny window, so a few turns of echo overflow it: prompt limit 1000 - 200 = 800 tokens. */
 const BUDGET = { context_limit: 1000, response_reserve: 200 };
@@ -121,6 +121,19 @@ describe('compaction in a turn', () => {
     const short = await measure(48);
     const long = await measure(192);
     expect(long).toBeLessThan(short * 1.1 + 1024);
+  });
+
+  it('a streamed turn compacts before turn.started, and a request-level budget overrides the session', async () => {
+    const service = services(new MemoryStore());
+    await service.sessions.create({ id: 's1', model: 'echo', strategies: 'compact' });
+    for (let index = 0; index < 6; index++) await runTurn(service, 's1', { input: `turn ${index} ${'q'.repeat(300)}` });
+    const { events, done } = streamTurn(service, 's1', { input: 'streamed', strategy_config: { context_limit: 600, response_reserve: 100 } });
+    const seen: TurnEvent[] = [];
+    for await (const event of events) seen.push(event);
+    await done;
+    expect(seen[0]!.event).toBe('turn.started');
+    const completed = seen.find((event) => event.event === 'turn.completed');
+    expect(completed && completed.event === 'turn.completed' && completed.data.context.compaction).toMatchObject({ summarized: { first_seq: 1 } });
   });
 
   it('a call left without output at the cut becomes an interruption note; the tool is not run again', async () => {

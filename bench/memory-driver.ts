@@ -81,6 +81,7 @@ export class MemoryTurnDriver implements TurnDriver {
 
   async append(id: string, items: Item[]): Promise<number> {
     this.counting.reset();
+    this.recording.reset();
     const lastSeq = (await this.#services.sessions.append(id, items)).last_seq;
     this.appendCounts.push(this.counting.counts);
     this.appendKinds.push(summarize(this.recording.reset()));

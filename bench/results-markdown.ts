@@ -336,6 +336,17 @@ function causesSection(results: BenchResults): string[] {
           ' Blob gets are outputs stored out of line (over 8 KiB) that the strategies keep whole, fetched by `hydrate`, one get each; call marker puts/gets are the repeated-call index (`calls/<key>`), one per new call key of the previous turn.',
       );
     }
+    const noticeRows = memory.filter((row) => row.notice?.operations !== undefined && row.notice.delivered > 0);
+    if (noticeRows.length > 0) {
+      lines.push(
+        `- **Notice turns.** Delivering ${noticeRows[0]!.notice!.delivered} notices added ` +
+          noticeRows.map((row) => `${row.notice!.operations! - row.storage!.operationsMedian} operations at ${row.size.toLocaleString('en-US')}`).join(', ') +
+          ` over the median turn (budget: 3 per notice)` +
+          (noticeRows.every((row) => row.notice!.operations! - row.storage!.operationsMedian <= 3 * row.notice!.delivered)
+            ? '; the miss is the base turn above, not the delivery.'
+            : '; delivery itself costs more than budgeted.'),
+      );
+    }
     const grown = largest.storage!.byKind
       .map((entry) => ({ ...entry, base: smallest.storage!.byKind.find((candidate) => candidate.label === entry.label)?.count ?? 0 }))
       .filter((entry) => entry.count - entry.base >= 2)
@@ -391,7 +402,7 @@ function causesSection(results: BenchResults): string[] {
           `- **Cost of ${run.name}.** ${formatBytes(run.totals.costCached)}, above ${cheaper.map((entry) => `${entry.name} (${formatBytes(entry.totals.costCached)}, ${signedPercent(run.totals.costCached / entry.totals.costCached - 1)})`).join(', ')}. ` +
             `Its reusable share is high (${percent(run.totals.reusableShare)}), but its prompts are larger (median ${formatBytes(median(run.turns.map((turn) => turn.size)))}, max ${formatBytes(run.totals.maxPromptBytes)}): ` +
             'the epoch grows (up to 60 calls) and the compacted window with it (up to 160), and every call of the new part plus the 20 newest stay whole, so with outputs ' +
-            'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary the prompt is rewritten from the pinned point on, which is a cache write of most of it.',
+            'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary the prompt changes from the pinned point on, and everything after it is a cache write.',
         );
       }
       if (run.totals.reusableShare < REUSABLE_GOAL) lines.push(`- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`);

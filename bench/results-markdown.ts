@@ -1,3 +1,4 @@
+import type { CompactionReadFigure } from './compaction.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { MachineInfo } from './machine.ts';
 import type { HeapProbeResult } from './memory-probe.ts';
@@ -13,13 +14,14 @@ export interface BenchResults {
   machine: MachineInfo;
   commit: string;
   /** The command that produced each section. */
-  commands: { overheadMemory: string; overheadWorkerd: string; strategies: string; cache: string; heap: string };
+  commands: { overheadMemory: string; overheadWorkerd: string; strategies: string; cache: string; heap: string; compaction: string };
   overheadMemory?: TurnOverheadRow[];
   overheadWorkerd?: TurnOverheadRow[];
   workerdError?: string;
   strategies?: StrategyBenchFigure[];
   cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string };
   heap?: { result: HeapProbeResult; command: string };
+  compaction?: CompactionReadFigure[];
 }
 
 const OPERATIONS_GOAL = 8;
@@ -56,6 +58,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...strategySection(results));
   lines.push(...cacheSection(results));
   lines.push(...heapSection(results));
+  lines.push(...compactionSection(results));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -315,6 +318,31 @@ function heapSection(results: BenchResults): string[] {
     lines.push(`| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ${result.promptCharacters[index]!.toLocaleString('en-US')} |`);
   });
   lines.push('', `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 MiB (a Worker has 128 MB).`, '');
+  return lines;
+}
+
+function compactionSection(results: BenchResults): string[] {
+  const lines = ['## 5. Reads per turn after compaction', '', `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx tsx bench/compaction.ts\`)`, ''];
+  if (!results.compaction) return [...lines, 'Not run.', ''];
+  lines.push(
+    'With `compact` in the strategy list (`shorten_tools_epoch_increment,compact,inbox`), a session of N turns with tool traffic is compacted ' +
+      '(keeping the newest 2,000 tokens), three turns run in the new context, then one turn is measured on the memory store (echo). ' +
+      'The figure counts the measured turn\'s gets and lists and the bytes they read (puts are not in it). Compare with section 1, where the default list never compacts.',
+    '',
+    '| history turns | history items | gets | lists | bytes read | prompt chars | read budget (1.1 x prompt chars + 64 KiB) |',
+    '|---|---|---|---|---|---|---|',
+  );
+  for (const figure of results.compaction) {
+    const budget = 1.1 * figure.promptChars + 64 * 1024;
+    lines.push(
+      `| ${figure.historyTurns.toLocaleString('en-US')} | ${figure.historyItems.toLocaleString('en-US')} | ${figure.getRequests} | ${figure.listRequests} | ${formatBytes(figure.bytesRead)} | ` +
+        `${figure.promptChars.toLocaleString('en-US')} | ${(figure.bytesRead / budget).toFixed(2)} |`,
+    );
+  }
+  const first = results.compaction[0];
+  const last = results.compaction.at(-1);
+  if (first && last && first !== last) lines.push('', `Bytes read, longest / shortest history: ${(last.bytesRead / first.bytesRead).toFixed(3)}.`);
+  lines.push('');
   return lines;
 }
 

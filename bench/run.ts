@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg. Options:
- *   --only=memory,workerd,strategies,cache,heap   run some sections; prints the markdown and
+ *   --only=<sections>                             run some of strategies, cache, memory, heap,
+ *                                                 compaction, workerd; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
@@ -17,12 +18,13 @@ import { MemoryTurnDriver } from './memory-driver.ts';
 import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
+import { measureCompactionReads } from './compaction.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'workerd'] as const;
+const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -61,6 +63,7 @@ const results: BenchResults = {
     strategies: 'npm run bench -- --only=strategies',
     cache: 'npm run bench -- --only=cache',
     heap: '',
+    compaction: 'npm run bench -- --only=compaction',
   },
 };
 log(`machine: ${JSON.stringify(results.machine)}`);
@@ -96,6 +99,11 @@ if (runs('heap')) {
   results.commands.heap = heapProbeCommand(options);
   log(`peak heap of a turn, ${heapItems} items (child process)`);
   results.heap = { result: await measureTurnHeap(options), command: results.commands.heap };
+}
+
+if (runs('compaction')) {
+  log('bytes read per turn after compaction (bench/compaction.ts)');
+  results.compaction = await measureCompactionReads(quick ? [50, 200] : [200, 2_000]);
 }
 
 if (runs('workerd')) {

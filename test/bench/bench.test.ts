@@ -98,7 +98,7 @@ describe('bench', () => {
       durationMs: 1,
       machine: machineInfo(),
       commit: 'test',
-      commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e' },
+      commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e', compaction: 'f' },
       overheadMemory: rows,
       cache: { runs: simulatePromptCache({ toolCalls: 20, seed: 3 }), toolCalls: 20, seed: 3, chart: 'chart.svg' },
     });

@@ -1,17 +1,18 @@
-import { md5 as jsMd5 } from 'js-md5';
-import { sha256 } from '@noble/hashes/sha2.js';
-import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
+import { createHash } from 'node:crypto';
 
 /**
- * Hex MD5 of the UTF-8 bytes of `text`. Synchronous, so pure strategies can stamp
- * truncations. js-md5 hashes strings without a separate encoding pass, several times
- * faster than a bytes-first MD5 on the KiB-sized outputs a prompt compacts.
+ * Hashes through `node:crypto`, which all three runtimes provide natively (Workers with
+ * nodejs_compat, Deno, Node): synchronous, so pure strategies can stamp truncations, and
+ * several times faster than a JavaScript MD5 on the KiB-sized outputs a prompt compacts
+ * (the strategies have a budget of a few milliseconds per prompt).
  */
+
+/** Hex MD5 of the UTF-8 bytes of `text`. */
 export function md5Hex(text: string): string {
-  return jsMd5.hex(text);
+  return createHash('md5').update(text, 'utf8').digest('hex');
 }
 
-/** Hex SHA-256 of a string (UTF-8) or bytes. Synchronous and portable across runtimes. */
+/** Hex SHA-256 of a string (UTF-8) or bytes. */
 export function sha256Hex(data: string | Uint8Array): string {
-  return bytesToHex(sha256(typeof data === 'string' ? utf8ToBytes(data) : data));
+  return createHash('sha256').update(data).digest('hex');
 }

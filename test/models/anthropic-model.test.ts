@@ -3,6 +3,7 @@ import type { PromptItem, Tool } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
+import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
 import {
   fixture,
   startFakeProvider,
@@ -11,21 +12,7 @@ import {
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
 
-const weatherTool: Tool = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Current weather for a place',
-  parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
-};
-
-const toolLoopPrompt: PromptItem[] = [
-  { type: 'message', role: 'system', content: 'You are terse.' },
-  { type: 'message', role: 'user', content: 'Weather in Paris?' },
-  { type: 'message', role: 'assistant', content: 'Let me look.' },
-  { type: 'function_call', call_id: 'toolu_1', name: 'get_weather', arguments: '{"location":"Paris"}' },
-  { type: 'function_call_output', call_id: 'toolu_1', output: '18C, sunny' },
-  { type: 'message', role: 'user', content: 'And tomorrow?' },
-];
+const toolLoop = toolLoopPrompt('toolu_1');
 
 let provider: FakeProvider | undefined;
 afterEach(async () => {
@@ -149,7 +136,7 @@ describe('anthropic adapter against a fake Messages server', () => {
 
   it('sends a function_call and its output as tool_use and tool_result blocks', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-    await model.generate(request(toolLoopPrompt, [weatherTool]));
+    await model.generate(request(toolLoop, [weatherTool]));
     expect(requests[0]!.body.system).toEqual([{ type: 'text', text: 'You are terse.' }]);
     expect(requests[0]!.body.messages).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
@@ -180,13 +167,13 @@ describe('anthropic adapter against a fake Messages server', () => {
     { cacheBreakpoint: 5, expected: 'messages[2].content[1]:text' },
   ])('places cache_control on the block of item $cacheBreakpoint ($expected)', async ({ cacheBreakpoint, expected }) => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-    await model.generate(request(toolLoopPrompt, [weatherTool], cacheBreakpoint));
+    await model.generate(request(toolLoop, [weatherTool], cacheBreakpoint));
     expect(cacheControlPaths(requests[0]!.body)).toEqual([expected]);
   });
 
   it('places the breakpoint in streaming requests too', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-    await collectStream(model.stream(request(toolLoopPrompt, [weatherTool], 4)));
+    await collectStream(model.stream(request(toolLoop, [weatherTool], 4)));
     expect(requests[0]!.body.stream).toBe(true);
     expect(cacheControlPaths(requests[0]!.body)).toEqual(['messages[2].content[0]:tool_result']);
   });

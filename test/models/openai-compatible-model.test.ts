@@ -3,6 +3,7 @@ import type { PromptItem, Tool } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel, type ModelEnvironment } from '../../lib/models/resolve-model.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
+import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
 import {
   fixture,
   startFakeProvider,
@@ -11,21 +12,7 @@ import {
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
 
-const weatherTool: Tool = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'Current weather for a place',
-  parameters: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] },
-};
-
-const toolLoopPrompt: PromptItem[] = [
-  { type: 'message', role: 'system', content: 'You are terse.' },
-  { type: 'message', role: 'user', content: 'Weather in Paris?' },
-  { type: 'message', role: 'assistant', content: 'Let me look.' },
-  { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"location":"Paris"}' },
-  { type: 'function_call_output', call_id: 'call_1', output: '18C, sunny' },
-  { type: 'message', role: 'user', content: 'And tomorrow?' },
-];
+const toolLoop = toolLoopPrompt('call_1');
 
 let provider: FakeProvider | undefined;
 afterEach(async () => {
@@ -139,7 +126,7 @@ describe('openai-compatible adapter against a fake chat completions server', () 
 
   it('sends a function_call and its output as an assistant tool_calls message and a tool message', async () => {
     const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
-    await model.generate({ ...request(toolLoopPrompt, [weatherTool]), maxOutputTokens: 50, temperature: 0.2 });
+    await model.generate({ ...request(toolLoop, [weatherTool]), maxOutputTokens: 50, temperature: 0.2 });
     expect(requests[0]!.body).toMatchObject({ max_tokens: 50, temperature: 0.2 });
     expect(requests[0]!.body.messages).toEqual([
       { role: 'system', content: 'You are terse.' },
@@ -158,7 +145,7 @@ describe('openai-compatible adapter against a fake chat completions server', () 
 
   it('sends past tool traffic even when no tools are offered any more', async () => {
     const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
-    const result = await model.generate(request(toolLoopPrompt));
+    const result = await model.generate(request(toolLoop));
     expect(result.output).toHaveLength(1);
     expect(requests[0]!.body.tools).toBeUndefined();
     expect(requests[0]!.body.messages[2].tool_calls).toHaveLength(1);

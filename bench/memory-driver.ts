@@ -6,7 +6,8 @@ import { resolveModel } from '../lib/models/resolve-model.ts';
 import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import { runTurn, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
+import type { PackOptions } from '../lib/session/session-log.ts';
+import { packOptions, runTurn, sessionStrategyPlan, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
 import { RecordingStore, summarize } from './recording-store.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 
@@ -47,15 +48,15 @@ export class MemoryTurnDriver implements TurnDriver {
         hydrate: (id, items) => log.hydrate(id, items),
         completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
         // Held back: run by runBackground() after the turn is measured.
-        pack: async (id) => {
-          this.#pendingPacks.push(id);
+        pack: async (id, options) => {
+          this.#pendingPacks.push({ id, options });
           return { packed: false, deleted: 0 };
         },
     };
     this.#turnServices = { ...this.#services, sessions };
   }
 
-  #pendingPacks: string[] = [];
+  #pendingPacks: { id: string; options: PackOptions | undefined }[] = [];
 
   #capture(model: Model): Model {
     return {
@@ -73,7 +74,7 @@ export class MemoryTurnDriver implements TurnDriver {
 
   /** Packs the log now (what a turn's background task does), for loading without turns. */
   async pack(id: string): Promise<void> {
-    await this.#services.sessions.pack(id);
+    await this.#services.sessions.pack(id, packOptions(sessionStrategyPlan(this.#services.env, { strategies: null, strategy_config: {} })));
   }
 
   readonly appendCounts: StoreCounts[] = [];
@@ -107,7 +108,7 @@ export class MemoryTurnDriver implements TurnDriver {
   async runBackground(): Promise<void> {
     const packs = this.#pendingPacks;
     this.#pendingPacks = [];
-    for (const id of packs) await this.#services.sessions.pack(id);
+    for (const { id, options } of packs) await this.#services.sessions.pack(id, options);
   }
 
   async postNotice(id: string, content: string): Promise<void> {

@@ -9,7 +9,7 @@ export interface RecordedOperation {
 
 /**
  * Records every call with the kind of key it touched (session config, record, completion,
- * segment index or range, blob, call marker, inbox...), so the benchmark can say where a
+ * view, segment index or range, blob, inbox...), so the benchmark can say where a
  * turn's operations and bytes go. Keys are the session log's and the inbox's layout.
  */
 export class RecordingStore implements ObjectStore {
@@ -64,11 +64,12 @@ function keyKind(key: string, options?: GetOptions): string {
       return 'suffix' in options.range ? 'segment tail (index, messages)' : 'segment range (tool lines)';
     }
     if (name.endsWith('.done')) return 'turn completion';
+    if (name.endsWith('.view')) return 'view';
     if (name === 'turn/') return 'records listing';
     return 'turn record';
   }
   const top = name.split('/')[0] ?? name;
-  return { blob: 'blob (out-of-line output)', calls: 'call marker', inbox: 'inbox', inbox_removed: 'inbox delivered', idem: 'idempotency claim' }[top] ?? top;
+  return { blob: 'blob (out-of-line output)', inbox: 'inbox', inbox_removed: 'inbox delivered', idem: 'idempotency claim' }[top] ?? top;
 }
 
 /** Operations and bytes by `operation kind`, summed over a list of recorded calls. */

@@ -3,7 +3,7 @@ import { TailgateError } from './errors.ts';
 import { outputLength, type Item, type PromptItem, type Tool } from './items.ts';
 import { ModelError, type Model, type ModelOutputItem, type ModelRequest, type ModelResult, type ModelUsage } from './models/model.ts';
 import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
-import type { BeginTurnResult, OpenTurn, SessionLog, SessionRecord } from './session/session-log.ts';
+import type { BeginTurnResult, OpenTurn, PackOptions, SessionLog, SessionRecord } from './session/session-log.ts';
 import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
 import type { StrategyConfig } from './strategies/strategy-config.ts';
 import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage } from './compaction/index.ts';
@@ -195,6 +195,41 @@ interface TurnPlan {
 }
 
 /** The strategies, thresholds, model and tools of a turn, from the request over the session. */
+/**
+ * Appends items without a model turn (POST /items) and, every few records, packs the log in
+ * the background as turns do, so the next turn finds a recent view.
+ */
+export async function appendItems(
+  services: Pick<TurnServices, 'env' | 'background'> & { sessions: Pick<SessionLog, 'append' | 'get' | 'pack'> },
+  sessionId: string,
+  items: Item[],
+): Promise<{ first_seq: number; last_seq: number }> {
+  const { first_seq, last_seq, record } = await services.sessions.append(sessionId, items);
+  if (record % PACK_EVERY_RECORDS === 0) {
+    services.background(services.sessions.get(sessionId).then((session) => services.sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, session)))));
+  }
+  return { first_seq, last_seq };
+}
+
+/**
+ * What `pack` needs to write a view the next turns can read instead of the log: the tail
+ * their strategies need (the plan of a turn, or a session's settings without a request).
+ */
+export function packOptions(plan: Pick<TurnPlan, 'strategies' | 'strategyConfig'>): PackOptions {
+  return { requirement: (aggregates, context) => (context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates)) };
+}
+
+/** The strategies and thresholds of a session's turns when the request sets none. */
+export function sessionStrategyPlan(
+  env: Record<string, string | undefined>,
+  session: Pick<SessionRecord, 'strategies' | 'strategy_config'>,
+): Pick<TurnPlan, 'strategies' | 'strategyConfig'> {
+  return {
+    strategies: resolveStrategyNames(session.strategies ?? undefined, env),
+    strategyConfig: resolveStrategyConfig({ env, session: session.strategy_config }),
+  };
+}
+
 function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
   const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
   const strategyConfig = resolveStrategyConfig({
@@ -342,7 +377,7 @@ async function executeTurn(
     // Pack old records into segments after the response, so reads stay short. Every fourth
     // record is enough (packing waits for several closed records anyway) and keeps the
     // background cost of deciding to a list per four turns.
-    if (turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId));
+    if (turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId, packOptions(plan)));
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;

@@ -3,6 +3,7 @@ import { createRouter } from '../router.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { appendItemsSchema, appendResultSchema, itemPageSchema, listItemsQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
+import { appendItems } from '../../lib/turn.ts';
 
 const appendItemsRoute = createRoute({
   method: 'post',
@@ -29,7 +30,7 @@ export function itemRoutes() {
       const { id } = c.req.valid('param');
       const { items } = c.req.valid('json');
       checkItemSizes(items, c.var.config.maxItemBytes);
-      return c.json(await c.var.services.sessions.append(id, items), 201);
+      return c.json(await appendItems(c.var.services, id, items), 201);
     })
     .openapi(listItemsRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -13,9 +13,10 @@ import { idSchema } from '../items.ts';
  * - `turn/<inverted record>.done`: the completion of a model turn (create-only).
  * - `turn/<inverted last>-<first>-<first seq>-<last seq>.seg`: an immutable segment packing
  *   records first..last. Kept beside the records so one list returns both, newest first.
+ * - `turn/<inverted record>.view`: the view of the history up to that record (create-only,
+ *   immutable): what a turn reads instead of walking segments (records.ts `viewSchema`).
  * - `blob/<sha256>`: payloads above the out-of-line threshold.
  * - `idem/<sha256 of the idempotency key>`: the record that owns an idempotency key.
- * - `calls/<call key>`: a marker per distinct call key (create-only; a taken key = seen).
  * - `context/<inverted base record>`: a compaction's summary (create-only: the claim, so two
  *   compactions from the same state store one). Records carry the latest one.
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/.
@@ -67,6 +68,11 @@ export function doneKey(keyPrefix: string, id: string, record: number): string {
 }
 
 /** The key of a segment packing records `firstRecord..lastRecord` (seqs `firstSeq..lastSeq`). */
+/** The view of the history up to record `record` (written by `pack`). */
+export function viewKey(keyPrefix: string, id: string, record: number): string {
+  return `${recordKey(keyPrefix, id, record)}.view`;
+}
+
 export function segmentKey(
   keyPrefix: string,
   id: string,
@@ -79,9 +85,10 @@ export function segmentKey(
 export type RecordsEntry =
   | { kind: 'record'; record: number }
   | { kind: 'done'; record: number }
+  | { kind: 'view'; record: number }
   | { kind: 'segment'; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
 
-const recordPattern = /^(\d{12})(\.done)?$/;
+const recordPattern = /^(\d{12})(\.done|\.view)?$/;
 const segmentPattern = /^(\d{12})-(\d{12})-(\d{12})-(\d{12})\.seg$/;
 
 /** Parses the part of a key after `recordsPrefix`. */
@@ -90,7 +97,7 @@ export function parseRecordsEntry(name: string): RecordsEntry | null {
   if (record) {
     const number = RECORD_BOUND - Number(record[1]);
     if (number < 1) return null;
-    return { kind: record[2] ? 'done' : 'record', record: number };
+    return { kind: record[2] === '.done' ? 'done' : record[2] === '.view' ? 'view' : 'record', record: number };
   }
   const segment = segmentPattern.exec(name);
   if (segment) {
@@ -114,12 +121,6 @@ export function blobKey(keyPrefix: string, id: string, sha256: string): string {
 export function idempotencyKey(keyPrefix: string, id: string, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('idempotency keys are stored by SHA-256 hex digest');
   return `${sessionPrefix(keyPrefix, id)}idem/${keyHash}`;
-}
-
-/** The marker of a call key (from `callKey`): present once a call with that key was stored. */
-export function callMarkerKey(keyPrefix: string, id: string, key: string): string {
-  if (!/^[0-9a-f]{24}$/.test(key)) throw new RangeError('call keys are 24 hex characters');
-  return `${sessionPrefix(keyPrefix, id)}calls/${key}`;
 }
 
 /** The summary of a compaction computed at record `baseRecord` (create-only). */

@@ -99,12 +99,6 @@ export const recordSchema = z
     /** Counts after these items. */
     counts: countsSchema,
     /**
-     * The aggregates of the history before these items. The aggregates after them are
-     * computed by whoever writes the next record, once these items are committed, so the
-     * call-key markers only ever describe committed items.
-     */
-    aggregates: historyAggregatesSchema,
-    /**
      * The items of the records just before this one (whole records, oldest first, within a
      * byte budget), so a tail read finds the recent history in the newest record instead of
      * one get per record.
@@ -146,8 +140,35 @@ export const idempotencyClaimSchema = z
   .object({ format: z.literal('tailgate.idempotency.v1'), record: z.number().int().positive() })
   .strict();
 
-/** `calls/<key>`: the first stored call with this key. */
-export const callMarkerSchema = z.object({ format: z.literal('tailgate.call.v1'), seq: z.number().int().positive() }).strict();
+/**
+ * `turn/<inverted record>.view`: the history up to `last_seq` (the end of record `record`) as
+ * the strategies need it, so a turn reads one object instead of walking segments. Written by
+ * `pack`, immutable.
+ *
+ * - `aggregates`: the aggregates of the history up to `last_seq`.
+ * - `call_keys`: every distinct call key seen up to `last_seq`, each as its first 12 hex
+ *   characters, concatenated: what tells a new call from a repeat.
+ * - `tail`: a tail view (see `selectTail`) of the history from `from_seq` (the context start
+ *   when the view was written; 1 without one) up to `last_seq`: every message, the newest
+ *   instance of every repeated call with its output, and everything from `window_start` on.
+ *   Outputs the strategies keep whole are inline; older ones may be out of line
+ *   (`output_ref`). Null when the strategies of the session need the whole history.
+ */
+export const viewSchema = z
+  .object({
+    format: z.literal('tailgate.view.v1'),
+    record: z.number().int().positive(),
+    last_seq: z.number().int().nonnegative(),
+    aggregates: historyAggregatesSchema,
+    call_keys: z.string().regex(/^(?:[0-9a-f]{12})*$/),
+    tail: z
+      .object({ from_seq: z.number().int().positive(), window_start: z.number().int().positive(), items: z.array(logItemSchema) })
+      .strict()
+      .nullable(),
+    created_at: z.string(),
+  })
+  .strict();
+export type LogView = z.infer<typeof viewSchema>;
 
 /** One model turn's outcome inside a segment (what replay needs once the record is packed). */
 export const segmentTurnSchema = z

@@ -4,9 +4,10 @@ import { sha256Hex } from '../hash.ts';
 import { itemSchema, toolSchema, type Item, type PromptItem, type StoredItem, type Tool } from '../items.ts';
 import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
 import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
+import { selectTail, tailCut } from '../strategies/select-tail.ts';
+import type { TailRequirement } from '../strategies/strategy.ts';
 import {
   blobKey,
-  callMarkerKey,
   contextKey,
   doneKey,
   idempotencyKey,
@@ -16,21 +17,23 @@ import {
   sessionConfigKey,
   sessionPrefix,
   validateId,
+  viewKey,
 } from './keys.ts';
 import { mapLimit } from './map-limit.ts';
 import { externalizePayloads, readPayload } from './payloads.ts';
 import {
-  callMarkerSchema,
   contextObjectSchema,
   doneSchema,
   idempotencyClaimSchema,
   parseStored,
   recordSchema,
   sessionConfigSchema,
+  viewSchema,
   type ContextStart,
   type DoneRecord,
   type LogItem,
   type LogRecord,
+  type LogView,
   type SessionConfig,
   type SessionCounts,
   type SegmentTurn,
@@ -66,11 +69,7 @@ export interface SessionRecord {
   counts: SessionCounts;
 }
 
-/** What a tail read needs: see `selectTail` in lib/strategies/select-tail.ts. */
-export interface TailRequirement {
-  toolCalls: number | 'all';
-  seqs: number[];
-}
+export type { TailRequirement };
 
 /** A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt`. */
 export interface OpenTurn {
@@ -93,6 +92,8 @@ export interface OpenTurn {
   carried: LogItem[];
   /** The oldest record whose items are in `carried` (the turn's own record when none). */
   carriedFromRecord: number;
+  /** The newest view the claim found (null: none yet), and every item after it before the input. */
+  base: Base;
   /**
    * The current context start (null: never compacted). Reads stop at its `start_seq`.
    * `commitTurnContext` moves it; the turn's completion stores it.
@@ -119,8 +120,11 @@ export interface ContextView {
 /** Turns whose context start moved (their completion stores the new one). */
 const movedContexts = new WeakSet<OpenTurn>();
 
-/** The listing a claim made, handed on to the turn's tail read to save a list request. */
-const claimListings = new WeakMap<OpenTurn, UnitCursor>();
+/** The newest view of a log and every item after it (seq order), up to some record. */
+interface Base {
+  view: LogView | null;
+  since: LogItem[];
+}
 
 export interface StoredOutcome {
   status: TurnStatus;
@@ -152,9 +156,22 @@ export interface SessionLogOptions {
   recentRecords?: number;
   /** ...and at most about this many bytes of them. */
   recentBytes?: number;
+  /** `pack` writes a new view once this many records follow the newest one. */
+  viewEveryRecords?: number;
+}
+
+export interface PackOptions {
+  /**
+   * What the session's strategies need from its history, given its aggregates (see
+   * `tailRequirement`): the tail a new view holds. Absent: the newest 256 calls and the
+   * repeated ones, all outputs inline.
+   */
+  requirement?: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement;
 }
 
 export interface PackResult {
+  /** The view written, when one was due. */
+  view?: string;
   packed: boolean;
   /** The segment written (or found already written). */
   segment?: string;
@@ -164,6 +181,15 @@ export interface PackResult {
 }
 
 const PARALLEL_GETS = 6;
+/** A view holds this many tool calls beyond what the strategies need when it is written. */
+const VIEW_MARGIN_CALLS = 32;
+/** ...and keeps this many outputs inline beyond the ones they show whole. */
+const VIEW_MARGIN_WHOLE = 8;
+/** The tail a view holds when `pack` is not told what the strategies need. */
+const DEFAULT_VIEW_CALLS = 256;
+/** Characters of a call key kept in a view's `call_keys`. */
+const VIEW_KEY_CHARS = 12;
+
 const MAX_CLAIM_ATTEMPTS = 64;
 const MAX_LISTING_RETRIES = 4;
 /** A segment carries the messages of the history before it up to this size (JSON). */
@@ -226,6 +252,7 @@ export class SessionLog {
   readonly #generateId: () => string;
   readonly #recentRecords: number;
   readonly #recentBytes: number;
+  readonly #viewEveryRecords: number;
 
   constructor(store: ObjectStore, options: SessionLogOptions = {}) {
     this.#store = store;
@@ -238,8 +265,10 @@ export class SessionLog {
     this.#segmentTargetBytes = options.segmentTargetBytes ?? 1024 * 1024;
     this.#generateId = options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`);
     // Enough to cover what stays unpacked when packing runs every few records.
-    this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + this.#packMinRecords + 4);
-    this.#recentBytes = Math.max(0, options.recentBytes ?? 64 * 1024);
+    this.#viewEveryRecords = Math.max(1, options.viewEveryRecords ?? this.#packMinRecords);
+    this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + Math.max(this.#packMinRecords, this.#viewEveryRecords) + 4);
+    // Records hold their items inline, so the carry must fit outputs of a few KiB each.
+    this.#recentBytes = Math.max(0, options.recentBytes ?? 1024 * 1024);
   }
 
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
@@ -320,10 +349,10 @@ export class SessionLog {
    * from 1 and never reused; racing appends retry until each one commits.
    * An open model turn: TurnInProgressError.
    */
-  async append(id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number }> {
+  async append(id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number; record: number }> {
     const input = parseInput(itemsSchema, items);
     const { record } = await this.#commit(id, input, { kind: 'append' });
-    return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1 };
+    return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1, record: record.record };
   }
 
   /**
@@ -341,7 +370,7 @@ export class SessionLog {
       const replay = await this.#replay(id, keyHash);
       if (replay) return replay;
     }
-    const { record, config, cursor, previous } = await this.#commit(id, input, {
+    const { record, config, previous, listed } = await this.#commit(id, input, {
       kind: 'turn',
       ...(keyHash ? { keyHash } : {}),
       ...(options.request !== undefined ? { request: options.request } : {}),
@@ -360,7 +389,8 @@ export class SessionLog {
         throw new TurnInProgressError(id, record.turn ?? 0);
       }
     }
-    const aggregates = await this.#extend(id, record.aggregates, record.items);
+    const base = await this.#baseBefore(id, record, listed);
+    const aggregates = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
     const session = toSessionRecord(config, record.counts);
     const carried = previous.flatMap((group) => group.items);
     const turn: OpenTurn = {
@@ -375,9 +405,9 @@ export class SessionLog {
       inputRecords: record.items,
       carried,
       carriedFromRecord: previous[0]?.record ?? record.record,
+      base,
       context: record.context ?? null,
     };
-    claimListings.set(turn, cursor);
     return { kind: 'claimed', turn };
   }
 
@@ -388,12 +418,13 @@ export class SessionLog {
    * their outputs). Outputs stored out of line come as `output_ref` with an empty `output`.
    */
   async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
+    const floor = turn.context?.start_seq ?? 0;
+    // Usually the claim has read all it takes: the newest view and what came after it.
+    const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
+    if (fromBase) return fromBase;
     return this.#withFreshListing(() => {
-      let cursor = claimListings.get(turn);
-      claimListings.delete(turn);
-      cursor ??= new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.record });
-      cursor.skipTo(turn.carriedFromRecord);
-      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement, turn.context?.start_seq ?? 0);
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.carriedFromRecord });
+      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
     });
   }
 
@@ -470,11 +501,12 @@ export class SessionLog {
       const { newest, cursor } = await this.#head(id, 100);
       if (!newest) return { items: [], aggregates: emptyAggregates(), context: null };
       const context = contextOf(newest);
-      const ownItems = [...newest.record.items, ...(newest.done?.items ?? [])];
-      const aggregates = await this.#extend(id, newest.record.aggregates, ownItems, { readOnly: true });
-      cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
-      const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
-      const items = await this.#readTail(id, newestItems, cursor, requirement(aggregates, context), context?.start_seq ?? 0);
+      const base = await this.#base(id, newest, cursor);
+      const aggregates = aggregatesOf(base);
+      const needed = requirement(aggregates, context);
+      const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
+      if (fromBase) return { items: fromBase, aggregates, context };
+      const items = await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), needed, context?.start_seq ?? 0);
       return { items, aggregates, context };
     });
   }
@@ -501,7 +533,7 @@ export class SessionLog {
     const outcome = parseInput(outcomeSchema, result);
     const createdAt = this.#clock().toISOString();
     const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
-    const items = await externalizePayloads(this.#store, stored as LogItem[], this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, turn.sessionId, sha));
+    const items = stored as LogItem[];
     const writer = crypto.randomUUID();
     const done: DoneRecord = {
       format: 'tailgate.done.v1',
@@ -556,7 +588,7 @@ export class SessionLog {
         if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
       };
       if (newest) {
-        take([...(newest.record.recent ?? []).flatMap((group) => group.items), ...newest.record.items, ...(newest.done?.items ?? [])]);
+        take(carriedItems(newest));
         cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
       }
       for (let unit = page.length < limit && newest ? await cursor.next() : null; unit && page.length < limit; unit = await cursor.next()) {
@@ -588,7 +620,7 @@ export class SessionLog {
    * interrupt anywhere: readers prefer a segment over the records it covers, and the next run
    * deletes leftovers. Call it after a turn (e.g. in the background).
    */
-  async pack(sessionId: string): Promise<PackResult> {
+  async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
     const prefix = recordsPrefix(this.#keyPrefix, sessionId);
     const cursor = new UnitCursor(this.#store, prefix);
     const records: Extract<LogUnit, { kind: 'record' }>[] = [];
@@ -614,12 +646,84 @@ export class SessionLog {
       await this.#store.delete(leftovers);
       result = { ...result, deleted: result.deleted + leftovers.length };
     }
-    return result;
+    const view = await this.#withFreshListing(() => this.#writeViewIfDue(sessionId, options.requirement));
+    return view ? { ...result, view } : result;
   }
 
   /** Same as `pack`; the name the integrator's port may use. */
-  async packIfNeeded(sessionId: string): Promise<PackResult> {
-    return this.pack(sessionId);
+  async packIfNeeded(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
+    return this.pack(sessionId, options);
+  }
+
+  /**
+   * Writes the view of the newest closed record when `viewEveryRecords` records have come
+   * since the newest view, or a compaction has (create-only; a view already there is kept). Its tail holds what
+   * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
+   * Returns the view's key, or null when none was due.
+   */
+  async #writeViewIfDue(id: string, requirement: PackOptions['requirement']): Promise<string | null> {
+    const { newest, cursor } = await this.#newest(id, 100);
+    if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
+    const listed = cursor.views[0]?.record ?? 0;
+    // A compaction since the newest view makes its tail stale (it starts at the old context start).
+    const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && newest.record.record > listed && listed > 0;
+    if (newest.record.record - listed < this.#viewEveryRecords && !compacted) return null;
+    const base = await this.#base(id, newest, cursor);
+    const aggregates = aggregatesOf(base);
+    const lastSeq = countsOf(newest).items;
+    const context = contextOf(newest);
+    // With a compacted context, the tail starts at the context start.
+    const fromSeq = context?.start_seq ?? 1;
+    let tail: LogView['tail'] = null;
+    const needed = requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] };
+    if (needed.toolCalls !== 'all' || context) {
+      const pinned = Object.values(aggregates.repeated);
+      const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
+      const wanted: TailRequirement = { toolCalls, seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b) };
+      const items = (tailFromBase(base, [], wanted, fromSeq) ??
+        (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
+      const cut = toolCalls === 'all' ? null : tailCut(items, toolCalls);
+      const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
+      tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewPayloads(id, items, needed.wholeCalls, pinned) };
+    }
+    const view: LogView = {
+      format: 'tailgate.view.v1',
+      record: newest.record.record,
+      last_seq: lastSeq,
+      aggregates,
+      call_keys: (base.view?.call_keys ?? '') + newCallKeys(base),
+      tail,
+      created_at: this.#clock().toISOString(),
+    };
+    const key = viewKey(this.#keyPrefix, id, view.record);
+    await this.#store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
+    return key;
+  }
+
+  /**
+   * The outputs of a view's tail as it stores them: inline for the newest `wholeCalls` calls
+   * (plus a margin; all when undefined) and for the calls with `pinned` seqs, since those may
+   * be shown whole; out of line above the blob threshold for the rest, which are only
+   * compacted or dropped.
+   */
+  async #viewPayloads(id: string, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
+    const whole = new Set<string>();
+    const pinnedSeqs = new Set(pinned);
+    let calls = 0;
+    for (let index = items.length - 1; index >= 0; index--) {
+      const item = items[index]!;
+      if (item.type !== 'function_call') continue;
+      calls += 1;
+      if (wholeCalls === undefined || calls <= wholeCalls + VIEW_MARGIN_WHOLE || pinnedSeqs.has(item.seq)) whole.add(item.call_id);
+    }
+    const inline = await mapLimit(items, PARALLEL_GETS, async (item) => {
+      if (item.type !== 'function_call_output' || !item.output_ref || !whole.has(item.call_id)) return item;
+      return (await this.hydrate(id, [item]))[0] as LogItem;
+    });
+    const rest = inline.filter((item) => item.type === 'function_call_output' && !whole.has(item.call_id));
+    const outOfLine = await externalizePayloads(this.#store, rest, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha));
+    const bySeq = new Map(outOfLine.map((item) => [item.seq, item]));
+    return inline.map((item) => bySeq.get(item.seq) ?? item);
   }
 
   async #packRecords(
@@ -642,6 +746,8 @@ export class SessionLog {
       if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
       content.lastRecord = record.record;
     }
+    // Records hold outputs inline; a segment keeps the large ones out of line.
+    content.items = await externalizePayloads(this.#store, content.items, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, sessionId, sha));
     const first = content.items[0];
     const last = content.items[content.items.length - 1];
     const range = {
@@ -686,8 +792,13 @@ export class SessionLog {
     id: string,
     input: Item[],
     options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; request?: unknown; context?: ContextStart },
-  ): Promise<{ record: LogRecord; config: SessionConfig; cursor: UnitCursor; previous: NonNullable<LogRecord['recent']> }> {
-    const written = new Set<string>();
+  ): Promise<{
+    record: LogRecord;
+    config: SessionConfig;
+    previous: NonNullable<LogRecord['recent']>;
+    /** The newest record when the claim listed the log (the record itself when its own put was found), and that listing. */
+    listed: { newest: Head['newest']; cursor: UnitCursor };
+  }> {
     const writer = crypto.randomUUID();
     let failure: { error: unknown } | null = null;
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
@@ -696,7 +807,7 @@ export class SessionLog {
       // A put that failed or lost a race may still have landed (a lost answer, an adapter's
       // retry meeting its own write): then the newest record is ours, and nothing is repeated.
       if (newest && newest.record.writer === writer) {
-        return { record: newest.record, config: head.config, cursor: head.cursor, previous: newest.record.recent ?? [] };
+        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], listed: { newest, cursor: head.cursor } };
       }
       if (failure) throw failure.error;
       if (newest && newest.record.kind === 'turn' && !newest.done) {
@@ -711,18 +822,17 @@ export class SessionLog {
       const current = contextOf(newest);
       // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
       if (options.kind === 'compact' && newest && current && options.context && current.base_record >= options.context.base_record) {
-        return { record: newest.record, config: head.config, cursor: head.cursor, previous: newest.record.recent ?? [] };
+        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], listed: { newest, cursor: head.cursor } };
       }
       const context = options.context ?? current;
       const counts = countsOf(newest);
-      const aggregates = newest ? await this.#extend(id, newest.record.aggregates, [...newest.record.items, ...(newest.done?.items ?? [])]) : emptyAggregates();
       const now = this.#clock();
       const createdAt = now.toISOString();
       const firstSeq = counts.items + 1;
       const stamped = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
-      const items = await externalizePayloads(this.#store, stamped, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha), written);
+      const items = stamped;
       const number = (newest?.record.record ?? 0) + 1;
-      const recent = newest ? this.#carry(newest, context?.start_seq) : [];
+      const recent = newest ? this.#carry(newest, context?.start_seq, head.cursor.views.find((view) => view.record <= newest!.record.record)?.record ?? 0) : [];
       const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
       const record: LogRecord = {
         format: 'tailgate.record.v1',
@@ -737,7 +847,6 @@ export class SessionLog {
           turns: turn ?? counts.turns,
           tool_calls: counts.tool_calls + items.filter((item) => item.type === 'function_call').length,
         },
-        aggregates,
         ...(recent.length > 0 ? { recent } : {}),
         ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + this.#leaseMs).toISOString() } : {}),
         ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
@@ -755,7 +864,7 @@ export class SessionLog {
         // The records the claim has read (carried, or at least the previous one): the tail read
         // continues below them with the claim's own listing.
         const previous = recent.length > 0 || !newest ? recent : [{ record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
-        return { record, config: head.config, cursor: head.cursor, previous };
+        return { record, config: head.config, previous, listed: { newest, cursor: head.cursor } };
       }
       await backoff(attempt);
     }
@@ -763,12 +872,15 @@ export class SessionLog {
   }
 
   /**
-   * What the record after `newest` carries: whole records, newest first, within budget. With
-   * a compacted context (`floor`: its start), every record back to the context start within
-   * the byte budget, however many: then a turn reads its whole context from the newest record.
+   * What the record after `newest` carries: whole records after the newest view listed
+   * (`viewRecord`; a turn reads the view anyway), newest first, within budget. With a
+   * compacted context (`floor`: its start), every record back to the context start within the
+   * byte budget, however many: then a turn reads its whole context from the newest record.
    */
-  #carry(newest: { record: LogRecord; done: DoneRecord | null }, floor?: number): NonNullable<LogRecord['recent']> {
-    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+  #carry(newest: { record: LogRecord; done: DoneRecord | null }, floor: number | undefined, viewRecord: number): NonNullable<LogRecord['recent']> {
+    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }].filter(
+      (group) => floor !== undefined || group.record > viewRecord,
+    );
     const kept: NonNullable<LogRecord['recent']> = [];
     let bytes = 0;
     let reachedFloor = false;
@@ -799,32 +911,6 @@ export class SessionLog {
       contentType: 'application/json',
     });
     return put ? done : null;
-  }
-
-  /**
-   * The aggregates after `items` (committed, in seq order) given those before them. Call keys
-   * not known as repeated are checked against the create-only markers `calls/<key>` (holding
-   * the seq of the first call with that key): a marker with a lower seq means seen before.
-   * Markers are written only for committed items, by whoever extends first (idempotent).
-   */
-  async #extend(id: string, before: HistoryAggregates, items: readonly LogItem[], options: { readOnly?: boolean } = {}): Promise<HistoryAggregates> {
-    const firstSeqs = new Map<string, number>();
-    for (const item of items) {
-      if (item.type !== 'function_call') continue;
-      const key = callKey(item.name, item.arguments);
-      if (!(key in before.repeated) && !firstSeqs.has(key)) firstSeqs.set(key, item.seq);
-    }
-    const seen = new Set<string>();
-    await mapLimit([...firstSeqs], PARALLEL_GETS, async ([key, seq]) => {
-      const markerKey = callMarkerKey(this.#keyPrefix, id, key);
-      if (!options.readOnly) {
-        const put = await this.#store.put(markerKey, JSON.stringify({ format: 'tailgate.call.v1', seq }), { onlyIfAbsent: true, contentType: 'application/json' });
-        if (put) return;
-      }
-      const marker = await this.#store.get(markerKey);
-      if (marker && parseStored(markerKey, marker.body, callMarkerSchema).seq < seq) seen.add(key);
-    });
-    return extendAggregates(before, items as (LogItem & { seq: number })[], (key) => key in before.repeated || seen.has(key)).aggregates;
   }
 
   // --- idempotency ---
@@ -863,6 +949,86 @@ export class SessionLog {
   }
 
   // --- reading ---
+
+  /**
+   * The newest view listed by `cursor` (at or below the newest record) and every item after
+   * it up to the newest record: from what the newest record carries, and from the log (records
+   * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
+   */
+  async #base(id: string, newest: NonNullable<Head['newest']>, cursor: UnitCursor): Promise<Base> {
+    let view: LogView | null = null;
+    for (const listed of cursor.views) {
+      if (listed.record > newest.record.record) continue;
+      view = await this.#readView(listed.key, listed.record);
+      // Deleted since the listing (a newer one replaced it): an older one still serves.
+      if (view) break;
+    }
+    const lastSeq = view?.last_seq ?? 0;
+    const viewRecord = view?.record ?? 0;
+    if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
+      throw new CorruptObjectError(viewKey(this.#keyPrefix, id, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
+    }
+    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }].filter(
+      (group) => group.record > viewRecord,
+    );
+    const carried = groups.flatMap((group) => group.items);
+    const older: LogItem[][] = [];
+    let low = carried[0]?.seq ?? countsOf(newest).items + 1;
+    if (low > lastSeq + 1 && groups.length > 0) {
+      cursor.skipTo(groups[0]!.record);
+      for (let unit = await cursor.next(); unit && low > lastSeq + 1; unit = await cursor.next()) {
+        if (unit.kind === 'record') {
+          const { record, done } = await this.#readRecord(unit);
+          const items = [...record.items, ...(done?.items ?? [])].filter((item) => item.seq > lastSeq && item.seq < low);
+          older.push(items);
+          low = Math.min(low, record.first_seq);
+          continue;
+        }
+        const top = Math.min(unit.lastSeq, low - 1);
+        const bottom = Math.max(unit.firstSeq, lastSeq + 1);
+        if (top >= bottom) older.push(await this.#segmentRange(unit, bottom, top));
+        low = Math.min(low, unit.firstSeq);
+      }
+    }
+    const since = [...older.reverse().flat(), ...carried];
+    checkDense(recordsPrefix(this.#keyPrefix, id), since, lastSeq + 1);
+    return { view, since };
+  }
+
+  /**
+   * The newest view and every item after it before `record` (just claimed), from the listing
+   * the claim made; when a record or segment it lists was packed away meanwhile, from a
+   * fresh listing.
+   */
+  async #baseBefore(id: string, record: LogRecord, listed: { newest: Head['newest']; cursor: UnitCursor }): Promise<Base> {
+    const before = (base: Base): Base => ({ view: base.view, since: base.since.filter((item) => item.seq < record.first_seq) });
+    if (!listed.newest) return { view: null, since: [] };
+    try {
+      return before(await this.#base(id, listed.newest, listed.cursor));
+    } catch (error) {
+      if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
+    }
+    return this.#withFreshListing(async () => {
+      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100, below: record.record + 1 });
+      await cursor.next();
+      return before(await this.#base(id, { record, done: null }, cursor));
+    });
+  }
+
+  /** A view, parsed and checked; null when it is gone. */
+  async #readView(key: string, record: number): Promise<LogView | null> {
+    const object = await this.#store.get(key);
+    if (!object) return null;
+    const view = parseStored(key, object.body, viewSchema);
+    if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
+    if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
+    return view;
+  }
+
+  /** A fresh listing that starts below the records `newest` carries (and below `newest`). */
+  #cursorBelow(id: string, newest: NonNullable<Head['newest']>): UnitCursor {
+    return new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100, below: newest.record.recent?.[0]?.record ?? newest.record.record });
+  }
 
   async #readConfig(id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
     const key = sessionConfigKey(this.#keyPrefix, id);
@@ -1104,6 +1270,68 @@ function assembleView(before: LogItem[], suffix: LogItem[], cutSeq: number, requ
   }
   for (let index = suffix.length - 1; index >= 0; index--) view.push(suffix[index]!);
   return view;
+}
+
+/**
+ * The tail view for `requirement` from a base and the items after it (`newer`), or null when
+ * the base's view does not hold enough of the history: its tail starts too late for the cut,
+ * or a required call before its window is not in it. Without a view the base holds the
+ * whole log. Equal to `selectTail` of the whole history from `floor` on.
+ */
+function tailFromBase(base: Base, newer: readonly LogItem[], requirement: TailRequirement, floor: number): PromptItem[] | null {
+  const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
+  // A tail written from a later context start lacks the messages before it.
+  if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
+  const items = [...tail.items, ...base.since, ...newer].filter((item) => item.seq >= floor);
+  if (tail.window_start > Math.max(floor, 1)) {
+    if (requirement.toolCalls === 'all') return null;
+    const cut = tailCut(items, requirement.toolCalls);
+    if (cut === null || (cut < items.length && items[cut]!.seq < tail.window_start)) return null;
+    const held = new Set<number>();
+    for (const item of tail.items) if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
+    if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
+  }
+  return selectTail(items, requirement);
+}
+
+/**
+ * The aggregates of the history up to the end of a base: the view's, extended over the items
+ * after it (a call is a repeat when its key is in the view's keys or earlier among them).
+ */
+function aggregatesOf(base: Base): HistoryAggregates {
+  const packed = base.view?.call_keys ?? '';
+  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) => hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS))).aggregates;
+}
+
+function hasViewKey(packed: string, short: string): boolean {
+  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1)) if (at % VIEW_KEY_CHARS === 0) return true;
+  return false;
+}
+
+/** The call keys (short form) first seen after the base's view, concatenated. */
+function newCallKeys(base: Base): string {
+  const packed = base.view?.call_keys ?? '';
+  const added = new Set<string>();
+  for (const item of base.since) {
+    if (item.type !== 'function_call') continue;
+    const short = callKey(item.name, item.arguments).slice(0, VIEW_KEY_CHARS);
+    if (!added.has(short) && !hasViewKey(packed, short)) added.add(short);
+  }
+  return [...added].join('');
+}
+
+/** The items the newest record carries and its own, in seq order. */
+function carriedItems(newest: NonNullable<Head['newest']>): LogItem[] {
+  return [...(newest.record.recent ?? []).flatMap((group) => group.items), ...newest.record.items, ...(newest.done?.items ?? [])];
+}
+
+/** A view's tail: seqs ascending, none after the view's end. */
+function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {
+  let previous = fromSeq - 1;
+  for (const item of items) {
+    if (item.seq <= previous || item.seq > lastSeq) throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
+    previous = item.seq;
+  }
 }
 
 function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {

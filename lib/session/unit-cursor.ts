@@ -3,7 +3,7 @@ import { parseRecordsEntry, RECORD_BOUND } from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
-  | { kind: 'record'; record: number; key: string; doneKey: string | null }
+  | { kind: 'record'; record: number; key: string; doneKey: string | null; viewKey: string | null }
   | { kind: 'segment'; key: string; size: number; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
 
 interface Group {
@@ -22,6 +22,8 @@ export class UnitCursor {
   readonly leftovers: string[] = [];
   /** List requests made so far. */
   lists = 0;
+  /** Every view (`.view`) in the pages listed so far, newest first. */
+  readonly views: { record: number; key: string }[] = [];
   readonly #store: ObjectStore;
   readonly #prefix: string;
   readonly #pageLimit: number;
@@ -66,6 +68,8 @@ export class UnitCursor {
     this.lists += 1;
     for (const object of page.objects) {
       const name = object.key.slice(this.#prefix.length);
+      const entry = parseRecordsEntry(name);
+      if (entry?.kind === 'view') this.views.push({ record: entry.record, key: object.key });
       const groupPrefix = name.slice(0, 12);
       if (this.#carry && this.#carry.prefix === groupPrefix) {
         this.#carry.entries.push(object);
@@ -82,15 +86,17 @@ export class UnitCursor {
     const record = RECORD_BOUND - Number(group.prefix);
     let recordKey: string | null = null;
     let doneKey: string | null = null;
+    let viewKey: string | null = null;
     const segments: Extract<LogUnit, { kind: 'segment' }>[] = [];
     for (const object of group.entries) {
       const entry = parseRecordsEntry(object.key.slice(this.#prefix.length));
       if (!entry) continue;
       if (entry.kind === 'record') recordKey = object.key;
       else if (entry.kind === 'done') doneKey = object.key;
+      else if (entry.kind === 'view') viewKey = object.key;
       else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
     }
-    const keys = [recordKey, doneKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
+    const keys = [recordKey, doneKey, viewKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
     segments.sort((a, b) => a.firstRecord - b.firstRecord);
     if (!Number.isFinite(record)) return null;
     if (record >= this.#low) {
@@ -108,7 +114,7 @@ export class UnitCursor {
     }
     if (segments.length > 0) {
       const [segment, ...covered] = segments;
-      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey].filter((key): key is string => key !== null));
+      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey, viewKey].filter((key): key is string => key !== null));
       this.#low = segment!.firstRecord;
       this.#coveredBySegment = true;
       return segment!;
@@ -116,7 +122,7 @@ export class UnitCursor {
     if (recordKey) {
       this.#low = record;
       this.#coveredBySegment = false;
-      return { kind: 'record', record, key: recordKey, doneKey };
+      return { kind: 'record', record, key: recordKey, doneKey, viewKey };
     }
     return null;
   }

@@ -10,5 +10,5 @@ import type { TailRequirement } from './strategy.ts';
 export function epochTailRequirement(plan: EpochPlan | null, aggregates: HistoryAggregates): TailRequirement {
   const toolCalls = plan === null ? aggregates.tool_calls : Math.min(aggregates.tool_calls, plan.keepFull + plan.compacted);
   const seqs = [...new Set(Object.values(aggregates.repeated))].sort((a, b) => a - b);
-  return { toolCalls, seqs };
+  return { toolCalls, seqs, wholeCalls: plan === null ? toolCalls : Math.min(toolCalls, plan.keepFull) };
 }

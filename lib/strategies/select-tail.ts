@@ -24,16 +24,36 @@ export function tailRequirement(
   if (typeof strategies === 'function') return { toolCalls: 'all', seqs: [] };
   const resolved = resolveStrategies(strategies, options.registry ?? builtInRegistry, options.env);
   let toolCalls: number | 'all' | undefined;
+  let wholeCalls: number | undefined = 0;
   const seqs = new Set<number>();
   for (const strategy of resolved) {
     const needed = strategy.tailRequirement ? strategy.tailRequirement(config, aggregates) : { toolCalls: 'all' as const, seqs: [] };
     if (needed === null) continue;
     if (needed.toolCalls === 'all' || toolCalls === 'all') toolCalls = 'all';
     else toolCalls = Math.max(toolCalls ?? 0, needed.toolCalls);
+    wholeCalls = needed.wholeCalls === undefined || wholeCalls === undefined ? undefined : Math.max(wholeCalls, needed.wholeCalls);
     for (const seq of needed.seqs) seqs.add(seq);
   }
   if (toolCalls === undefined || toolCalls === 'all') return { toolCalls: 'all', seqs: [] };
-  return { toolCalls, seqs: [...seqs].sort((a, b) => a - b) };
+  return { toolCalls, seqs: [...seqs].sort((a, b) => a - b), ...(wholeCalls === undefined ? {} : { wholeCalls: Math.min(wholeCalls, toolCalls) }) };
+}
+
+/**
+ * The cut of {@link selectTail}: the latest index such that items[cut..] holds at least
+ * `toolCalls` function_call and function_call_output items each (items.length for 0), or
+ * null when the items hold fewer.
+ */
+export function tailCut(items: readonly PromptItem[], toolCalls: number): number | null {
+  if (toolCalls <= 0) return items.length;
+  let calls = 0;
+  let outputs = 0;
+  for (let index = items.length - 1; index >= 0; index -= 1) {
+    const type = items[index]!.type;
+    if (type === 'function_call') calls += 1;
+    else if (type === 'function_call_output') outputs += 1;
+    if (calls >= toolCalls && outputs >= toolCalls) return index;
+  }
+  return null;
 }
 
 /**
@@ -58,22 +78,7 @@ export function tailRequirement(
  */
 export function selectTail<T extends PromptItem>(items: readonly T[], requirement: TailRequirement): T[] {
   if (requirement.toolCalls === 'all') return [...items];
-  const needed = requirement.toolCalls;
-  let cut = items.length;
-  if (needed > 0) {
-    cut = 0;
-    let calls = 0;
-    let outputs = 0;
-    for (let index = items.length - 1; index >= 0; index -= 1) {
-      const type = items[index]!.type;
-      if (type === 'function_call') calls += 1;
-      else if (type === 'function_call_output') outputs += 1;
-      if (calls >= needed && outputs >= needed) {
-        cut = index;
-        break;
-      }
-    }
-  }
+  const cut = tailCut(items, requirement.toolCalls) ?? 0;
   const wanted = new Set(requirement.seqs);
   const awaitingOutput = new Set<string>();
   const view: T[] = [];

@@ -12,6 +12,12 @@ import type { StrategyConfig } from './strategy-config.ts';
 export interface TailRequirement {
   toolCalls: number | 'all';
   seqs: number[];
+  /**
+   * Of the newest `toolCalls` calls, how many newest ones (with their outputs) may be shown
+   * whole; the older ones are only ever compacted or dropped. Absent: all of them. The store
+   * uses it to keep only these outputs inline in a view.
+   */
+  wholeCalls?: number;
 }
 
 /** What a strategy gets besides the items and the resolved config. */

@@ -91,7 +91,7 @@ describe('SessionLog: items', () => {
   it('assigns dense seqs from 1 across appends and turns, and never reuses one', async () => {
     const { log } = setup();
     await log.create({ id: 's1' });
-    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2 });
+    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2, record: 1 });
     const turn = await claim(log, 's1', [user('c')]);
     expect(turn.input.map((item) => item.seq)).toEqual([3]);
     expect(turn.turn).toBe(1);
@@ -100,7 +100,7 @@ describe('SessionLog: items', () => {
     // A failed turn's input keeps its seqs; the next seq follows it.
     const failed = await claim(log, 's1', [user('e')]);
     await log.completeTurn(failed, { status: 'failed', output: [], receipt: {}, error: { code: 'model_error', message: 'x' } });
-    expect(await log.append('s1', [output('k1', 'r')])).toEqual({ first_seq: 7, last_seq: 7 });
+    expect(await log.append('s1', [output('k1', 'r')])).toEqual({ first_seq: 7, last_seq: 7, record: 4 });
     const page = await log.listItems('s1', { limit: 100 });
     expect(page.items.map((item) => item.seq)).toEqual([7, 6, 5, 4, 3, 2, 1]);
     expect(await log.get('s1')).toMatchObject({ counts: { items: 7, turns: 2, tool_calls: 1 } });
@@ -137,15 +137,18 @@ describe('SessionLog: items', () => {
     await expect(log.listItems('s1', { limit })).rejects.toBeInstanceOf(InvalidRequestError);
   });
 
-  it('stores large outputs once out of line and returns them whole from listItems and hydrate', async () => {
-    const { store, log } = setup({ blobThreshold: 100 });
+  it('keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return them whole', async () => {
+    const { store, log } = setup({ blobThreshold: 100, packMinRecords: 1, keepRecords: 1 });
     await log.create({ id: 's1' });
     const big = 'x'.repeat(50) + 'é'.repeat(60);
     await log.append('s1', [call('c1'), output('c1', big), output('c2', big), output('c3', 'small')]);
-    const blobs = await store.list(`${sessionPrefix('', 's1')}blob/`);
-    expect(blobs.objects).toHaveLength(1);
+    const blobs = () => store.list(`${sessionPrefix('', 's1')}blob/`);
+    expect((await blobs()).objects).toHaveLength(0);
+    await log.append('s1', [user('later')]);
+    expect((await log.pack('s1')).packed).toBe(true);
+    expect((await blobs()).objects).toHaveLength(1);
     const page = await log.listItems('s1', { limit: 10 });
-    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual(['small', big, big, null]);
+    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([null, 'small', big, big, null]);
     const turn = await claim(log, 's1', [user('go')]);
     const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
     const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
@@ -197,7 +200,7 @@ describe('SessionLog: turns', () => {
     expect((await log.beginTurn('s1', { input: [user('b')], idempotencyKey: 'other' })).kind).toBe('claimed');
   });
 
-  it('keeps aggregates of the history, with repeated calls found through the call markers', async () => {
+  it('keeps aggregates of the history, with repeated calls found across views and records', async () => {
     const { log } = setup();
     await log.create({ id: 's1' });
     const first = await claim(log, 's1', [user('go')]);
@@ -249,9 +252,11 @@ describe('SessionLog: corrupt and foreign objects', () => {
   });
 
   it('reports a tampered out-of-line payload by its key', async () => {
-    const { store, log } = setup({ blobThreshold: 10 });
+    const { store, log } = setup({ blobThreshold: 10, packMinRecords: 1, keepRecords: 1, recentRecords: 0 });
     await log.create({ id: 's1' });
     await log.append('s1', [output('c1', 'a long enough output')]);
+    await log.append('s1', [user('later')]);
+    await log.pack('s1');
     const blob = (await store.list(`${sessionPrefix('', 's1')}blob/`)).objects[0]!.key;
     await store.put(blob, 'tampered');
     await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: blob });
@@ -267,7 +272,7 @@ describe('SessionLog: storage faults', () => {
     const log = new SessionLog(store);
     await log.create({ id: 's1' });
     store.failWhen(isRecordPut, { after: true, times: 1 });
-    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2 });
+    expect(await log.append('s1', [user('a'), user('b')])).toEqual({ first_seq: 1, last_seq: 2, record: 1 });
     store.failWhen(isRecordPut, { after: true, times: 1 });
     const turn = await claim(log, 's1', [user('c')]);
     store.failWhen(isDonePut, { after: true, times: 1 });
@@ -284,7 +289,7 @@ describe('SessionLog: storage faults', () => {
     store.failWhen(isRecordPut, { times: 1 });
     await expect(log.append('s1', [user('a')])).rejects.toMatchObject({ code: 'storage_error' });
     expect((await log.listItems('s1', { limit: 10 })).items).toEqual([]);
-    expect(await log.append('s1', [user('a')])).toEqual({ first_seq: 1, last_seq: 1 });
+    expect(await log.append('s1', [user('a')])).toEqual({ first_seq: 1, last_seq: 1, record: 1 });
   });
 });
 

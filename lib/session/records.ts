@@ -140,6 +140,13 @@ export const idempotencyClaimSchema = z
   .object({ format: z.literal('tailgate.idempotency.v1'), record: z.number().int().positive() })
   .strict();
 
+/** An item of a view's tail: a log item, or a tool item stored as the strategies compact it. */
+export const viewItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend(storedFields),
+  functionCallItemSchema.extend({ ...storedFields, compacted: z.literal(true).optional() }),
+  functionCallOutputItemSchema.extend({ ...storedFields, output_ref: payloadRefSchema.optional(), compacted: z.literal(true).optional() }),
+]);
+
 /**
  * `turn/<inverted record>.view`: the history up to `last_seq` (the end of record `record`) as
  * the strategies need it, so a turn reads one object instead of walking segments. Written by
@@ -151,8 +158,9 @@ export const idempotencyClaimSchema = z
  * - `tail`: a tail view (see `selectTail`) of the history from `from_seq` (the context start
  *   when the view was written; 1 without one) up to `last_seq`: every message, the newest
  *   instance of every repeated call with its output, and everything from `window_start` on.
- *   Outputs the strategies keep whole are inline; older ones may be out of line
- *   (`output_ref`). Null when the strategies of the session need the whole history.
+ *   Tool items the strategies may show whole are as stored; the others are stored as the
+ *   strategies compact them (`compacted`), so reading a view costs about what the prompt
+ *   holds. Null when the strategies of the session need the whole history.
  */
 export const viewSchema = z
   .object({
@@ -162,7 +170,7 @@ export const viewSchema = z
     aggregates: historyAggregatesSchema,
     call_keys: z.string().regex(/^(?:[0-9a-f]{12})*$/),
     tail: z
-      .object({ from_seq: z.number().int().positive(), window_start: z.number().int().positive(), items: z.array(logItemSchema) })
+      .object({ from_seq: z.number().int().positive(), window_start: z.number().int().positive(), items: z.array(viewItemSchema) })
       .strict()
       .nullable(),
     created_at: z.string(),

@@ -4,6 +4,7 @@ import { sha256Hex } from '../hash.ts';
 import { itemSchema, toolSchema, type Item, type PromptItem, type StoredItem, type Tool } from '../items.ts';
 import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
 import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
+import { compactCallItem, compactOutputItem } from '../strategies/compact-text.ts';
 import { selectTail, tailCut } from '../strategies/select-tail.ts';
 import type { TailRequirement } from '../strategies/strategy.ts';
 import {
@@ -181,10 +182,11 @@ export interface PackResult {
 }
 
 const PARALLEL_GETS = 6;
-/** A view holds this many tool calls beyond what the strategies need when it is written. */
-const VIEW_MARGIN_CALLS = 32;
-/** ...and keeps this many outputs inline beyond the ones they show whole. */
-const VIEW_MARGIN_WHOLE = 8;
+/**
+ * A view holds this many tool calls beyond what the strategies need when it is written (the
+ * need of the epoch strategies moves by whole epochs; a view that falls short is read past).
+ */
+const VIEW_MARGIN_CALLS = 8;
 /** The tail a view holds when `pack` is not told what the strategies need. */
 const DEFAULT_VIEW_CALLS = 256;
 /** Characters of a call key kept in a view's `call_keys`. */
@@ -370,7 +372,7 @@ export class SessionLog {
       const replay = await this.#replay(id, keyHash);
       if (replay) return replay;
     }
-    const { record, config, previous, listed } = await this.#commit(id, input, {
+    const { record, config, previous, base: claimed } = await this.#commit(id, input, {
       kind: 'turn',
       ...(keyHash ? { keyHash } : {}),
       ...(options.request !== undefined ? { request: options.request } : {}),
@@ -389,7 +391,7 @@ export class SessionLog {
         throw new TurnInProgressError(id, record.turn ?? 0);
       }
     }
-    const base = await this.#baseBefore(id, record, listed);
+    const base = claimed ?? { view: null, since: [] };
     const aggregates = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
     const session = toSessionRecord(config, record.counts);
     const carried = previous.flatMap((group) => group.items);
@@ -684,7 +686,7 @@ export class SessionLog {
         (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
       const cut = toolCalls === 'all' ? null : tailCut(items, toolCalls);
       const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
-      tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewPayloads(id, items, needed.wholeCalls, pinned) };
+      tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewItems(id, items, needed.wholeCalls, pinned) };
     }
     const view: LogView = {
       format: 'tailgate.view.v1',
@@ -701,29 +703,20 @@ export class SessionLog {
   }
 
   /**
-   * The outputs of a view's tail as it stores them: inline for the newest `wholeCalls` calls
-   * (plus a margin; all when undefined) and for the calls with `pinned` seqs, since those may
-   * be shown whole; out of line above the blob threshold for the rest, which are only
-   * compacted or dropped.
+   * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
+   * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
+   * show them whole; the others as the strategies compact them (`compactCallItem`,
+   * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
    */
-  async #viewPayloads(id: string, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
-    const whole = new Set<string>();
-    const pinnedSeqs = new Set(pinned);
-    let calls = 0;
-    for (let index = items.length - 1; index >= 0; index--) {
-      const item = items[index]!;
-      if (item.type !== 'function_call') continue;
-      calls += 1;
-      if (wholeCalls === undefined || calls <= wholeCalls + VIEW_MARGIN_WHOLE || pinnedSeqs.has(item.seq)) whole.add(item.call_id);
-    }
-    const inline = await mapLimit(items, PARALLEL_GETS, async (item) => {
-      if (item.type !== 'function_call_output' || !item.output_ref || !whole.has(item.call_id)) return item;
-      return (await this.hydrate(id, [item]))[0] as LogItem;
+  async #viewItems(id: string, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
+    const whole = wholeCallIds(items, wholeCalls, pinned);
+    return mapLimit(items, PARALLEL_GETS, async (item) => {
+      if (item.type === 'message') return item;
+      if (whole === null || whole.has(item.call_id)) {
+        return item.type === 'function_call_output' && item.output_ref ? ((await this.hydrate(id, [item]))[0] as LogItem) : item;
+      }
+      return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
     });
-    const rest = inline.filter((item) => item.type === 'function_call_output' && !whole.has(item.call_id));
-    const outOfLine = await externalizePayloads(this.#store, rest, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, id, sha));
-    const bySeq = new Map(outOfLine.map((item) => [item.seq, item]));
-    return inline.map((item) => bySeq.get(item.seq) ?? item);
   }
 
   async #packRecords(
@@ -796,8 +789,8 @@ export class SessionLog {
     record: LogRecord;
     config: SessionConfig;
     previous: NonNullable<LogRecord['recent']>;
-    /** The newest record when the claim listed the log (the record itself when its own put was found), and that listing. */
-    listed: { newest: Head['newest']; cursor: UnitCursor };
+    /** Model turns: the newest view and every item after it, before the record's items. */
+    base: Base | null;
   }> {
     const writer = crypto.randomUUID();
     let failure: { error: unknown } | null = null;
@@ -807,7 +800,9 @@ export class SessionLog {
       // A put that failed or lost a race may still have landed (a lost answer, an adapter's
       // retry meeting its own write): then the newest record is ours, and nothing is repeated.
       if (newest && newest.record.writer === writer) {
-        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], listed: { newest, cursor: head.cursor } };
+        const own = newest.record;
+        const base = options.kind === 'turn' ? before(await this.#base(id, { record: own, done: null }, head.cursor), own.first_seq) : null;
+        return { record: own, config: head.config, previous: own.recent ?? [], base };
       }
       if (failure) throw failure.error;
       if (newest && newest.record.kind === 'turn' && !newest.done) {
@@ -822,10 +817,22 @@ export class SessionLog {
       const current = contextOf(newest);
       // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
       if (options.kind === 'compact' && newest && current && options.context && current.base_record >= options.context.base_record) {
-        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], listed: { newest, cursor: head.cursor } };
+        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null };
       }
       const context = options.context ?? current;
       const counts = countsOf(newest);
+      // A model turn reads the newest view and what follows it before committing, so a
+      // corrupt one fails the claim with nothing stored.
+      let base: Base | null = null;
+      if (options.kind === 'turn') {
+        try {
+          base = newest ? await this.#base(id, newest, head.cursor) : { view: null, since: [] };
+        } catch (error) {
+          // Packed away since the listing: list again.
+          if (error instanceof SegmentMissingError || error instanceof RecordMissingError) continue;
+          throw error;
+        }
+      }
       const now = this.#clock();
       const createdAt = now.toISOString();
       const firstSeq = counts.items + 1;
@@ -864,7 +871,7 @@ export class SessionLog {
         // The records the claim has read (carried, or at least the previous one): the tail read
         // continues below them with the claim's own listing.
         const previous = recent.length > 0 || !newest ? recent : [{ record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
-        return { record, config: head.config, previous, listed: { newest, cursor: head.cursor } };
+        return { record, config: head.config, previous, base };
       }
       await backoff(attempt);
     }
@@ -993,26 +1000,6 @@ export class SessionLog {
     const since = [...older.reverse().flat(), ...carried];
     checkDense(recordsPrefix(this.#keyPrefix, id), since, lastSeq + 1);
     return { view, since };
-  }
-
-  /**
-   * The newest view and every item after it before `record` (just claimed), from the listing
-   * the claim made; when a record or segment it lists was packed away meanwhile, from a
-   * fresh listing.
-   */
-  async #baseBefore(id: string, record: LogRecord, listed: { newest: Head['newest']; cursor: UnitCursor }): Promise<Base> {
-    const before = (base: Base): Base => ({ view: base.view, since: base.since.filter((item) => item.seq < record.first_seq) });
-    if (!listed.newest) return { view: null, since: [] };
-    try {
-      return before(await this.#base(id, listed.newest, listed.cursor));
-    } catch (error) {
-      if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
-    }
-    return this.#withFreshListing(async () => {
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100, below: record.record + 1 });
-      await cursor.next();
-      return before(await this.#base(id, { record, done: null }, cursor));
-    });
   }
 
   /** A view, parsed and checked; null when it is gone. */
@@ -1276,13 +1263,21 @@ function assembleView(before: LogItem[], suffix: LogItem[], cutSeq: number, requ
  * The tail view for `requirement` from a base and the items after it (`newer`), or null when
  * the base's view does not hold enough of the history: its tail starts too late for the cut,
  * or a required call before its window is not in it. Without a view the base holds the
- * whole log. Equal to `selectTail` of the whole history from `floor` on.
+ * whole log. Equal to `selectTail` of the whole history from `floor` on, except that tool
+ * items outside `requirement.wholeCalls` (and its seqs) may come as the strategies compact
+ * them, which is what they make of them anyway.
  */
 function tailFromBase(base: Base, newer: readonly LogItem[], requirement: TailRequirement, floor: number): PromptItem[] | null {
   const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
   // A tail written from a later context start lacks the messages before it.
   if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
-  const items = [...tail.items, ...base.since, ...newer].filter((item) => item.seq >= floor);
+  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
+  // Items the view holds compacted must be ones the strategies compact or drop now.
+  if (items.some((item) => item.compacted)) {
+    if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;
+    const whole = wholeCallIds(items, requirement.wholeCalls, requirement.seqs)!;
+    if (items.some((item) => item.compacted && item.type !== 'message' && whole.has(item.call_id))) return null;
+  }
   if (tail.window_start > Math.max(floor, 1)) {
     if (requirement.toolCalls === 'all') return null;
     const cut = tailCut(items, requirement.toolCalls);
@@ -1292,6 +1287,29 @@ function tailFromBase(base: Base, newer: readonly LogItem[], requirement: TailRe
     if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
   }
   return selectTail(items, requirement);
+}
+
+/**
+ * The call ids of the newest `wholeCalls` calls of `items` and of the calls with `seqs`: the
+ * tool items the strategies may show whole. Null (all of them) when `wholeCalls` is undefined.
+ */
+function wholeCallIds(items: readonly LogItem[], wholeCalls: number | undefined, seqs: readonly number[]): Set<string> | null {
+  if (wholeCalls === undefined) return null;
+  const pinned = new Set(seqs);
+  const ids = new Set<string>();
+  let calls = 0;
+  for (let index = items.length - 1; index >= 0; index--) {
+    const item = items[index]!;
+    if (item.type !== 'function_call') continue;
+    calls += 1;
+    if (calls <= wholeCalls || pinned.has(item.seq)) ids.add(item.call_id);
+  }
+  return ids;
+}
+
+/** A base cut before `firstSeq` (the items of a record just claimed). */
+function before(base: Base, firstSeq: number): Base {
+  return { view: base.view, since: base.since.filter((item) => item.seq < firstSeq) };
 }
 
 /**

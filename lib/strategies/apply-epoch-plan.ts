@@ -55,10 +55,9 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
     }
     if (info.position <= compactedEnd) {
       const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
-      if (compacted !== item) {
-        changed = true;
-        history.derive(item, compacted);
-      }
+      if (compacted !== item) history.derive(item, compacted);
+      // An item may come compacted already (a stored view holds it so): it counts the same.
+      if (compacted.compacted) changed = true;
       out.push(compacted);
       continue;
     }

@@ -1,11 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { CorruptObjectError, InvalidRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
-import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
+import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
+import { parseStored, viewSchema } from '../../lib/session/records.ts';
+import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
 import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
 import { TurnClosedError } from '../../lib/session/turn-closed-error.ts';
 import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
@@ -138,7 +141,8 @@ describe('SessionLog: items', () => {
   });
 
   it('keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return them whole', async () => {
-    const { store, log } = setup({ blobThreshold: 100, packMinRecords: 1, keepRecords: 1 });
+    // No views and no carry: the tail read below goes to the segment.
+    const { store, log } = setup({ blobThreshold: 100, packMinRecords: 1, keepRecords: 1, viewEveryRecords: 100, recentRecords: 0 });
     await log.create({ id: 's1' });
     const big = 'x'.repeat(50) + 'é'.repeat(60);
     await log.append('s1', [call('c1'), output('c1', big), output('c2', big), output('c3', 'small')]);
@@ -156,6 +160,72 @@ describe('SessionLog: items', () => {
     const hydrated = await log.hydrate('s1', view);
     expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([big, big, 'small']);
     expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
+  });
+});
+
+describe('SessionLog: views', () => {
+  const needs = (toolCalls: number, wholeCalls: number) => ({ requirement: () => ({ toolCalls, seqs: [], wholeCalls }) });
+
+  it('writes a view every few records; a turn then reads config, listing, newest record and view only', async () => {
+    const store = new CountingStore(new MemoryStore());
+    const log = new SessionLog(store, { viewEveryRecords: 4, packMinRecords: 4, keepRecords: 1 });
+    await log.create({ id: 's1' });
+    for (let i = 0; i < 12; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
+    const packed = await log.pack('s1', needs(3, 1));
+    expect(packed.view).toBe(viewKey('', 's1', 12));
+    // Not due again until 4 more records follow.
+    expect((await log.pack('s1', needs(3, 1))).view).toBeUndefined();
+    for (let i = 12; i < 14; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
+    store.reset();
+    const turn = await claim(new SessionLog(store), 's1', [user('go')]);
+    const view = await new SessionLog(store).readContext(turn, { toolCalls: 3, seqs: [] });
+    // get config, list, get newest record, get view, put record; the tail came from the claim's reads.
+    expect(store.counts).toMatchObject({ get: 3, list: 1, put: 1 });
+    expect(view.filter((item) => item.type === 'function_call').map((item) => item.type === 'function_call' && item.call_id)).toEqual(['c11', 'c12', 'c13']);
+  });
+
+  it('holds what the strategies need: the newest calls whole, older ones as the strategies compact them', async () => {
+    const { store, log } = setup({ viewEveryRecords: 1 });
+    await log.create({ id: 's1' });
+    const long = (i: number) => `a long output number ${i} `.repeat(30);
+    for (let i = 0; i < 40; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ path: `${i}`.repeat(300) })), output(`c${i}`, long(i))]);
+    await log.pack('s1', needs(20, 2));
+    const stored = parseStored(viewKey('', 's1', 40), (await store.get(viewKey('', 's1', 40)))!.body, viewSchema);
+    const tools = stored.tail!.items.filter((item) => item.type !== 'message');
+    // 20 needed + a margin of 8 calls, with their outputs; the newest 2 calls whole.
+    expect(tools).toHaveLength(2 * 28);
+    expect(stored.tail!.window_start).toBe(tools[0]!.seq);
+    const whole = tools.filter((item) => !('compacted' in item));
+    expect(whole.map((item) => item.seq)).toEqual([77, 78, 79, 80]);
+    for (const item of tools.filter((item) => 'compacted' in item)) {
+      const i = item.call_id.slice(1);
+      const fields = { call_id: item.call_id, seq: item.seq, created_at: item.created_at };
+      const expected =
+        item.type === 'function_call'
+          ? compactCallItem({ type: 'function_call', name: 'read', arguments: JSON.stringify({ path: i.repeat(300) }), ...fields })
+          : compactOutputItem({ type: 'function_call_output', output: long(Number(i)), ...fields });
+      expect(item).toEqual(expected);
+    }
+    expect(stored.tail!.from_seq).toBe(1);
+    expect(stored.aggregates).toMatchObject({ tool_calls: 40, tool_outputs: 40 });
+    expect(stored.call_keys).toHaveLength(40 * 12);
+    // A turn whose strategies would show a compacted call whole reads past the view instead.
+    const turn = await claim(log, 's1', [user('go')]);
+    const all = await log.readContext(turn, { toolCalls: 10, seqs: [] });
+    expect(all.some((item) => item.compacted)).toBe(false);
+    const compactedAllowed = await log.readContext(turn, { toolCalls: 10, seqs: [], wholeCalls: 2 });
+    expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
+  });
+
+  it('reports a corrupt view by its key', async () => {
+    const { store, log } = setup({ viewEveryRecords: 1 });
+    await log.create({ id: 's1' });
+    await log.append('s1', [user('a')]);
+    await log.pack('s1');
+    await store.put(viewKey('', 's1', 1), JSON.stringify({ format: 'tailgate.view.v1', record: 1 }));
+    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({ code: 'corrupt_object', key: viewKey('', 's1', 1) });
+    // The claim failed before committing: no open turn is left behind.
+    expect(await store.get(recordKey('', 's1', 2))).toBeNull();
   });
 });
 

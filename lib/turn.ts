@@ -38,7 +38,7 @@ import type { TokenEncoders } from './tokens/token-counter.ts';
 export type StoredError = { code: string; message: string; details?: unknown };
 
 /** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
-export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'> &
+export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'needsView' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'> &
   Partial<Pick<SessionLog, 'commitTurnContext'>>;
 
 /** The part of the inbox the pipeline uses. */
@@ -377,7 +377,8 @@ async function executeTurn(
     // Pack old records into segments after the response, so reads stay short. Every fourth
     // record is enough (packing waits for several closed records anyway) and keeps the
     // background cost of deciding to a list per four turns.
-    if (turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId, packOptions(plan)));
+    const refresh = sessions.needsView(turn, requirement);
+    if (refresh || turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId, { ...packOptions(plan), refresh }));
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;

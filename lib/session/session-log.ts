@@ -118,6 +118,9 @@ export interface ContextView {
   carriedFromSeq: number | null;
 }
 
+/** Turns whose tail read went past their view (see `needsView`). */
+const readPastView = new WeakSet<OpenTurn>();
+
 /** Turns whose context start moved (their completion stores the new one). */
 const movedContexts = new WeakSet<OpenTurn>();
 
@@ -168,6 +171,8 @@ export interface PackOptions {
    * repeated ones, all outputs inline.
    */
   requirement?: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement;
+  /** Write a view of the newest record even if none is due (a turn found its view stale). */
+  refresh?: boolean;
 }
 
 export interface PackResult {
@@ -187,6 +192,8 @@ const PARALLEL_GETS = 6;
  * need of the epoch strategies moves by whole epochs; a view that falls short is read past).
  */
 const VIEW_MARGIN_CALLS = 8;
+/** `pack` also writes a view once the records after the newest one hold this many bytes. */
+const VIEW_EVERY_BYTES = 64 * 1024;
 /** The tail a view holds when `pack` is not told what the strategies need. */
 const DEFAULT_VIEW_CALLS = 256;
 /** Characters of a call key kept in a view's `call_keys`. */
@@ -424,10 +431,22 @@ export class SessionLog {
     // Usually the claim has read all it takes: the newest view and what came after it.
     const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
     if (fromBase) return fromBase;
+    readPastView.add(turn);
     return this.#withFreshListing(() => {
       const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.carriedFromRecord });
       return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
     });
+  }
+
+  /**
+   * Whether the turn's view no longer serves its strategies well: its read went past the
+   * view, or the view holds items they now compact or drop (a new epoch began). The caller
+   * then packs with `refresh`, so the next turn reads a fitting view.
+   */
+  needsView(turn: OpenTurn, requirement: TailRequirement): boolean {
+    if (readPastView.has(turn)) return true;
+    if (turn.context || !turn.base.view) return false;
+    return viewHoldsMore({ view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords] }, requirement, Object.values(turn.aggregates.repeated));
   }
 
   /**
@@ -616,13 +635,19 @@ export class SessionLog {
   }
 
   /**
-   * Packs closed records older than the newest `keepRecords` into one immutable segment once
-   * at least `packMinRecords` of them exist (merging into the newest segment while it is below
-   * the target size), then deletes what the segment replaces. Safe to run concurrently and to
-   * interrupt anywhere: readers prefer a segment over the records it covers, and the next run
-   * deletes leftovers. Call it after a turn (e.g. in the background).
+   * Writes a view of the newest closed record when one is due (see `#writeViewIfDue`), then
+   * packs closed records older than the newest `keepRecords` into one immutable segment once
+   * at least `packMinRecords` of them exist (any number after a new view), merging into the
+   * newest segment while it is below the target size, and deletes what the segment replaces.
+   * Safe to run concurrently and to interrupt anywhere: readers prefer a segment over the
+   * records it covers, and the next run deletes leftovers. Call it after a turn (e.g. in the
+   * background).
    */
   async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
+    const view = await this.#withFreshListing(() => this.#writeViewIfDue(sessionId, options.requirement, options.refresh));
+    // With a new view, what it covers is packed now, however little: only the records after
+    // the view are carried by the next ones, so the older ones should not stay loose.
+    const packMinRecords = view ? 1 : this.#packMinRecords;
     const prefix = recordsPrefix(this.#keyPrefix, sessionId);
     const cursor = new UnitCursor(this.#store, prefix);
     const records: Extract<LogUnit, { kind: 'record' }>[] = [];
@@ -637,9 +662,9 @@ export class SessionLog {
     const leftovers = [...cursor.leftovers];
     const candidates = records.slice(this.#keepRecords).reverse();
     let result: PackResult = { packed: false, deleted: 0 };
-    if (candidates.length >= this.#packMinRecords) {
+    if (candidates.length >= packMinRecords) {
       try {
-        result = await this.#packRecords(sessionId, candidates, segment);
+        result = await this.#packRecords(sessionId, candidates, segment, packMinRecords);
       } catch (error) {
         if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
       }
@@ -648,7 +673,6 @@ export class SessionLog {
       await this.#store.delete(leftovers);
       result = { ...result, deleted: result.deleted + leftovers.length };
     }
-    const view = await this.#withFreshListing(() => this.#writeViewIfDue(sessionId, options.requirement));
     return view ? { ...result, view } : result;
   }
 
@@ -659,17 +683,22 @@ export class SessionLog {
 
   /**
    * Writes the view of the newest closed record when `viewEveryRecords` records have come
-   * since the newest view, or a compaction has (create-only; a view already there is kept). Its tail holds what
+   * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
+   * (`refresh`: see `needsView`) (create-only; a view already there is kept). Its tail holds what
    * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
    * Returns the view's key, or null when none was due.
    */
-  async #writeViewIfDue(id: string, requirement: PackOptions['requirement']): Promise<string | null> {
+  async #writeViewIfDue(id: string, requirement: PackOptions['requirement'], refresh = false): Promise<string | null> {
     const { newest, cursor } = await this.#newest(id, 100);
     if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
     const listed = cursor.views[0]?.record ?? 0;
+    if (newest.record.record === listed) return null;
     // A compaction since the newest view makes its tail stale (it starts at the old context start).
-    const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && newest.record.record > listed && listed > 0;
-    if (newest.record.record - listed < this.#viewEveryRecords && !compacted) return null;
+    const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
+    // So does a carry grown large (a burst of big appends): every turn would read it.
+    const grown = JSON.stringify([...(newest.record.recent ?? []).filter((group) => group.record > listed), newest.record.items]).length > VIEW_EVERY_BYTES;
+    const due = newest.record.record - listed >= this.#viewEveryRecords || compacted || grown || refresh;
+    if (!due) return null;
     const base = await this.#base(id, newest, cursor);
     const aggregates = aggregatesOf(base);
     const lastSeq = countsOf(newest).items;
@@ -681,7 +710,11 @@ export class SessionLog {
     if (needed.toolCalls !== 'all' || context) {
       const pinned = Object.values(aggregates.repeated);
       const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
-      const wanted: TailRequirement = { toolCalls, seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b) };
+      const wanted: TailRequirement = {
+        toolCalls,
+        seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
+        ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
+      };
       const items = (tailFromBase(base, [], wanted, fromSeq) ??
         (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
       const cut = toolCalls === 'all' ? null : tailCut(items, toolCalls);
@@ -723,12 +756,13 @@ export class SessionLog {
     sessionId: string,
     candidates: Extract<LogUnit, { kind: 'record' }>[],
     segment: Extract<LogUnit, { kind: 'segment' }> | null,
+    packMinRecords: number,
   ): Promise<PackResult> {
     const read = await mapLimit(candidates, PARALLEL_GETS, (unit) => this.#readRecord(unit));
     // Stop before the first turn that is still open: only closed records are packed.
     const openAt = read.findIndex(({ record, done }) => record.kind === 'turn' && !done);
     const closed = openAt < 0 ? read : read.slice(0, openAt);
-    if (closed.length < this.#packMinRecords) return { packed: false, deleted: 0 };
+    if (closed.length < packMinRecords) return { packed: false, deleted: 0 };
     const merge = segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < this.#segmentTargetBytes ? segment : null;
     const base: SegmentContent = merge
       ? await new SegmentReader(this.#store, merge.key, merge).content()
@@ -1305,6 +1339,25 @@ function wholeCallIds(items: readonly LogItem[], wholeCalls: number | undefined,
     if (calls <= wholeCalls || pinned.has(item.seq)) ids.add(item.call_id);
   }
   return ids;
+}
+
+/**
+ * Whether the base's view holds more than the strategies now need: tool items before the
+ * cut of `needed` (plus the margin), or whole items they would compact. A new epoch makes a
+ * view so, and reading it would cost more than the prompt it serves.
+ */
+function viewHoldsMore(base: Base, needed: TailRequirement, pinned: readonly number[]): boolean {
+  const tail = base.view?.tail;
+  if (!tail || needed.toolCalls === 'all') return false;
+  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since];
+  const cut = tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
+  if (cut !== null && cut < items.length && items[cut]!.seq > tail.window_start) return true;
+  const whole = wholeCallIds(items, needed.wholeCalls, [...needed.seqs, ...pinned]);
+  if (whole === null) return false;
+  return (tail.items as LogItem[]).some((item) => {
+    if (item.type === 'message' || item.compacted || whole.has(item.call_id)) return false;
+    return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) !== item;
+  });
 }
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */

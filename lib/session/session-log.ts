@@ -3,7 +3,7 @@ import { CorruptObjectError, InvalidRequestError, NotFoundError, StorageError } 
 import { sha256Hex } from '../hash.ts';
 import { itemSchema, toolSchema, type Item, type PromptItem, type StoredItem, type Tool } from '../items.ts';
 import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
-import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
+import { emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../strategies/compact-text.ts';
 import { selectTail, tailCut } from '../strategies/select-tail.ts';
 import type { TailRequirement } from '../strategies/strategy.ts';
@@ -399,7 +399,7 @@ export class SessionLog {
       }
     }
     const base = claimed ?? { view: null, since: [] };
-    const aggregates = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
+    const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
     const session = toSessionRecord(config, record.counts);
     const carried = previous.flatMap((group) => group.items);
     const turn: OpenTurn = {
@@ -523,7 +523,7 @@ export class SessionLog {
       if (!newest) return { items: [], aggregates: emptyAggregates(), context: null };
       const context = contextOf(newest);
       const base = await this.#base(id, newest, cursor);
-      const aggregates = aggregatesOf(base);
+      const { aggregates } = aggregatesOf(base);
       const needed = requirement(aggregates, context);
       const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
       if (fromBase) return { items: fromBase, aggregates, context };
@@ -700,7 +700,7 @@ export class SessionLog {
     const due = newest.record.record - listed >= this.#viewEveryRecords || compacted || grown || refresh;
     if (!due) return null;
     const base = await this.#base(id, newest, cursor);
-    const aggregates = aggregatesOf(base);
+    const { aggregates, newKeys } = aggregatesOf(base);
     const lastSeq = countsOf(newest).items;
     const context = contextOf(newest);
     // With a compacted context, the tail starts at the context start.
@@ -726,7 +726,7 @@ export class SessionLog {
       record: newest.record.record,
       last_seq: lastSeq,
       aggregates,
-      call_keys: (base.view?.call_keys ?? '') + newCallKeys(base),
+      call_keys: (base.view?.call_keys ?? '') + newKeys.map((key) => key.slice(0, VIEW_KEY_CHARS)).join(''),
       tail,
       created_at: this.#clock().toISOString(),
     };
@@ -1369,26 +1369,14 @@ function before(base: Base, firstSeq: number): Base {
  * The aggregates of the history up to the end of a base: the view's, extended over the items
  * after it (a call is a repeat when its key is in the view's keys or earlier among them).
  */
-function aggregatesOf(base: Base): HistoryAggregates {
+function aggregatesOf(base: Base): { aggregates: HistoryAggregates; newKeys: string[] } {
   const packed = base.view?.call_keys ?? '';
-  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) => hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS))).aggregates;
+  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) => hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)));
 }
 
 function hasViewKey(packed: string, short: string): boolean {
   for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1)) if (at % VIEW_KEY_CHARS === 0) return true;
   return false;
-}
-
-/** The call keys (short form) first seen after the base's view, concatenated. */
-function newCallKeys(base: Base): string {
-  const packed = base.view?.call_keys ?? '';
-  const added = new Set<string>();
-  for (const item of base.since) {
-    if (item.type !== 'function_call') continue;
-    const short = callKey(item.name, item.arguments).slice(0, VIEW_KEY_CHARS);
-    if (!added.has(short) && !hasViewKey(packed, short)) added.add(short);
-  }
-  return [...added].join('');
 }
 
 /** The items the newest record carries and its own, in seq order. */

@@ -109,10 +109,10 @@ export function computeAggregates(items: readonly SequencedItem[]): HistoryAggre
 
 /**
  * The aggregates after appending `newItems` (in seq order) to a history whose aggregates are
- * `previous`. The session store keeps the index of call keys already seen and answers
- * `seenBefore(key)` from it (only for keys of earlier appends; keys repeated within
+ * `previous`. The session store keeps the call keys already seen (a view's `call_keys`) and
+ * answers `seenBefore(key)` from them (only for keys before `newItems`; keys repeated within
  * `newItems` are handled here). Returns the new aggregates and `newKeys`: the call keys
- * first seen in this batch, in order, for the store to add to its index.
+ * first seen in this batch, in order, for the store to add to its keys.
  * Pure: `previous` is not changed.
  */
 export function extendAggregates(

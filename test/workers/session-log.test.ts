@@ -1,6 +1,7 @@
 import { env } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { SessionLog } from '../../lib/session/session-log.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineSessionLogConcurrency } from '../session/session-log-concurrency.ts';
 
@@ -30,5 +31,28 @@ describe('SessionLog on the R2 binding', () => {
     expect(page.items.map((item) => item.seq)).toEqual([5, 4, 3, 2]);
     await log.delete('r2');
     expect((await bucket.list({ prefix: keyPrefix })).objects).toEqual([]);
+  });
+
+  it('costs at most 7 R2 calls a turn without an inbox, the same as the session grows', async () => {
+    const store = new CountingStore(new R2Store(bucket));
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const options = { keyPrefix, packMinRecords: 4, keepRecords: 1 };
+    await new SessionLog(store, options).create({ id: 'ops' });
+    const needs = { requirement: () => ({ toolCalls: 6, seqs: [], wholeCalls: 2 }) };
+    const costs: number[] = [];
+    for (let i = 0; i < 40; i++) {
+      // A log per turn, as the service builds one per request.
+      const log = new SessionLog(store, options);
+      store.reset();
+      const begun = await log.beginTurn('ops', { input: [{ type: 'function_call_output', call_id: `c${i - 1}`, output: `result ${i} `.repeat(50) }] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await log.readContext(begun.turn, needs.requirement());
+      await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: JSON.stringify({ i }) }], receipt: {} });
+      costs.push(store.operations);
+      await log.pack('ops', needs);
+    }
+    // get config, list, get record and completion, get view; put record and completion.
+    expect(Math.max(...costs)).toBeLessThanOrEqual(7);
+    expect(Math.max(...costs.slice(30))).toBe(Math.max(...costs.slice(10, 20)));
   });
 });

@@ -22,7 +22,8 @@ export class MemoryTurnDriver implements TurnDriver {
   readonly counting: CountingStore;
   readonly #services: ReturnType<typeof createServices>;
   readonly #turnServices: TurnServices;
-  #lastPrompt = '';
+  /** The prompt of the last model call, serialized after the turn is timed. */
+  #lastPrompt: unknown = [];
 
   readonly recording: RecordingStore;
 
@@ -63,7 +64,7 @@ export class MemoryTurnDriver implements TurnDriver {
     return {
       ...model,
       generate: (request) => {
-        this.#lastPrompt = JSON.stringify(request.prompt);
+        this.#lastPrompt = request.prompt;
         return model.generate(request);
       },
     };
@@ -98,7 +99,7 @@ export class MemoryTurnDriver implements TurnDriver {
     const ms = performance.now() - start;
     const storage = this.counting.counts;
     const operations = this.recording.reset();
-    const promptBytes = Buffer.byteLength(this.#lastPrompt);
+    const promptBytes = Buffer.byteLength(JSON.stringify(this.#lastPrompt));
     this.counting.reset();
     await this.runBackground();
     this.recording.reset();

@@ -19,7 +19,8 @@ export interface DrivenTurn {
 
 /**
  * The same turn-overhead procedure runs on every runtime through this: the memory store in
- * this process (lib/turn.ts runTurn, counted), or the worker in workerd over HTTP.
+ * this process (lib/turn.ts runTurn, counted and recorded by kind of key), or the worker in
+ * workerd over HTTP (counted in the worker, bench/counting-worker.ts).
  */
 export interface TurnDriver {
   readonly runtime: string;

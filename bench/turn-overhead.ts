@@ -33,12 +33,13 @@ export interface StorageFigures {
   breakdown: Omit<StoreCounts, 'bytesRead' | 'bytesWritten'>;
   bytesReadMedian: number;
   bytesReadMax: number;
-  promptBytesMedian: number;
-  /** Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1). */
-  readBudgetWorst: number;
-  /** Background (packing) operations per turn, averaged over the measured turns. */
-  backgroundOperationsPerTurn: number;
-  /** Where the operations and bytes go: median count and bytes per turn by operation and key kind. */
+  /** Where the driver reports the prompt (the memory store; not workerd). */
+  promptBytesMedian?: number;
+  /** Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1), where the driver reports the prompt. */
+  readBudgetWorst?: number;
+  /** Background (packing) operations per turn, averaged over the measured turns, where the driver counts them apart (the memory store). */
+  backgroundOperationsPerTurn?: number;
+  /** Where the operations and bytes go: median count and bytes per turn by operation and key kind (empty where calls are not recorded). */
   byKind: { label: string; count: number; bytes: number }[];
 }
 
@@ -185,7 +186,11 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       rows.push(row);
       log(
         `${driver.runtime} ${size}: p50 ${row.p50Ms.toFixed(2)} ms, p95 ${row.p95Ms.toFixed(2)} ms` +
-          (storage ? `, ${storage.operationsMedian} ops, ${storage.bytesReadMedian} B read for a ${storage.promptBytesMedian} B prompt` : ''),
+          (storage
+            ? `, ${storage.operationsMedian} ops (max ${storage.operationsMax}), ${storage.bytesReadMedian} B read` +
+              (storage.promptBytesMedian !== undefined ? ` for a ${storage.promptBytesMedian} B prompt` : '') +
+              (row.notice?.operations !== undefined ? `; notice turn ${row.notice.operations} ops (limit ${row.notice.operationsLimit})` : '')
+            : ''),
       );
     } catch (error) {
       // A runtime that fails at some size (e.g. out of memory) still reports the sizes before it.
@@ -205,21 +210,28 @@ export function operationsOf(counts: StoreCounts): number {
 }
 
 function storageFigures(turns: DrivenTurn[]): StorageFigures | undefined {
-  const counted = turns.filter((turn): turn is DrivenTurn & { storage: StoreCounts; promptBytes: number } => turn.storage !== undefined && turn.promptBytes !== undefined);
+  const counted = turns.filter((turn): turn is DrivenTurn & { storage: StoreCounts } => turn.storage !== undefined);
   if (counted.length === 0) return undefined;
   const operations = counted.map((turn) => operationsOf(turn.storage));
   const of = (kind: keyof StoreCounts) => median(counted.map((turn) => turn.storage[kind]));
-  return {
+  const figures: StorageFigures = {
     operationsMedian: median(operations),
     operationsMax: Math.max(...operations),
     breakdown: { get: of('get'), head: of('head'), put: of('put'), list: of('list'), delete: of('delete') },
     bytesReadMedian: median(counted.map((turn) => turn.storage.bytesRead)),
     bytesReadMax: Math.max(...counted.map((turn) => turn.storage.bytesRead)),
-    promptBytesMedian: median(counted.map((turn) => turn.promptBytes)),
-    readBudgetWorst: Math.max(...counted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK))),
     byKind: byKind(counted),
-    backgroundOperationsPerTurn: counted.reduce((total, turn) => total + (turn.background ? operationsOf(turn.background) : 0), 0) / counted.length,
   };
+  // The prompt and the background work are known only where every measured turn reports them.
+  const prompted = counted.filter((turn): turn is typeof turn & { promptBytes: number } => turn.promptBytes !== undefined);
+  if (prompted.length === counted.length) {
+    figures.promptBytesMedian = median(prompted.map((turn) => turn.promptBytes));
+    figures.readBudgetWorst = Math.max(...prompted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK)));
+  }
+  if (counted.every((turn) => turn.background !== undefined)) {
+    figures.backgroundOperationsPerTurn = counted.reduce((total, turn) => total + operationsOf(turn.background!), 0) / counted.length;
+  }
+  return figures;
 }
 
 function byKind(turns: DrivenTurn[]): StorageFigures['byKind'] {

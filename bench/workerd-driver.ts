@@ -4,15 +4,22 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { unstable_dev, type Unstable_DevWorker } from 'wrangler';
 import type { Item } from '../lib/items.ts';
+import type { StoreCounts } from '../lib/store/counting-store.ts';
 import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 
 const TOKEN = 'bench';
+/** Set by bench/counting-worker.ts on every response. */
+const STORAGE_HEADER = 'x-bench-storage';
 
 /**
- * The worker (functions/worker.ts, bundled by wrangler from a snapshot of the sources taken at start) in workerd with a local R2 bucket
- * (miniflare, persisted to a temporary directory), driven over HTTP on loopback. Times are
- * the client's: request sent to response body read.
+ * The worker in workerd with a local R2 bucket (miniflare, persisted to a temporary
+ * directory), driven over HTTP on loopback. The entry is bench/counting-worker.ts: the app of
+ * functions/worker.ts with its R2 store wrapped in a CountingStore, bundled by wrangler from a
+ * snapshot of the sources taken at start. Times are the client's: request sent to response
+ * body read. Storage counts are the worker's, from the `x-bench-storage` header: the
+ * request's own operations until the app returned the response (packing, run in waitUntil
+ * after it, is not in them).
  */
 export class WorkerdTurnDriver implements TurnDriver {
   readonly runtime = 'workerd';
@@ -32,10 +39,11 @@ export class WorkerdTurnDriver implements TurnDriver {
     // it bundled change, which would restart it mid-request while the sources are edited.
     const root = fileURLToPath(new URL('..', import.meta.url));
     const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
-    for (const entry of ['lib', 'functions', 'wrangler.toml', 'package.json', 'tsconfig.json']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
+    // bench/counting-worker.ts imports only from lib/ and functions/.
+    for (const entry of ['lib', 'functions', 'bench/counting-worker.ts', 'wrangler.toml', 'package.json', 'tsconfig.json']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
     symlinkSync(join(root, 'node_modules'), join(snapshot, 'node_modules'), 'dir');
     const persist = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
-    const worker = await unstable_dev(join(snapshot, 'functions/worker.ts'), {
+    const worker = await unstable_dev(join(snapshot, 'bench/counting-worker.ts'), {
       config: join(snapshot, 'wrangler.toml'),
       vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' },
       persistTo: persist,
@@ -47,6 +55,10 @@ export class WorkerdTurnDriver implements TurnDriver {
   }
 
   async #request<Result>(method: string, path: string, body?: unknown): Promise<Result> {
+    return (await this.#exchange<Result>(method, path, body)).result;
+  }
+
+  async #exchange<Result>(method: string, path: string, body?: unknown): Promise<{ result: Result; storage?: StoreCounts }> {
     const response = await fetch(`${this.#base}${path}`, {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -54,7 +66,8 @@ export class WorkerdTurnDriver implements TurnDriver {
     });
     const text = await response.text();
     if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
-    return JSON.parse(text) as Result;
+    const header = response.headers.get(STORAGE_HEADER);
+    return { result: JSON.parse(text) as Result, ...(header ? { storage: JSON.parse(header) as StoreCounts } : {}) };
   }
 
   async createSession(id: string, instructions: string): Promise<void> {
@@ -67,8 +80,9 @@ export class WorkerdTurnDriver implements TurnDriver {
 
   async turn(id: string, request: TurnRequest): Promise<DrivenTurn> {
     const start = performance.now();
-    const response = await this.#request<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
-    return { ms: performance.now() - start, response };
+    const { result: response, storage } = await this.#exchange<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
+    const ms = performance.now() - start;
+    return { ms, response, ...(storage ? { storage } : {}) };
   }
 
   async postNotice(id: string, content: string): Promise<void> {

@@ -1,0 +1,113 @@
+import { createApp } from '../functions/app.ts';
+import type { Env } from '../functions/worker.ts';
+import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
+import type { GetOptions, ListOptions, ListResult, ObjectInfo, PutOptions, StoredObject } from '../lib/store/object-store.ts';
+import { R2Store } from '../lib/store/r2.ts';
+
+/** The response header holding the JSON of the request's storage counts (read by bench/workerd-driver.ts). */
+const STORAGE_HEADER = 'x-bench-storage';
+
+const NO_STORAGE: StoreCounts = { get: 0, head: 0, put: 0, list: 0, delete: 0, bytesRead: 0, bytesWritten: 0 };
+
+/**
+ * A CountingStore that also knows its counts from before the calls of the current
+ * synchronous run (reset by a microtask after the run's first call).
+ */
+class RunAwareCountingStore extends CountingStore {
+  #beforeRun: StoreCounts | undefined;
+
+  /** The counts without the calls issued since the current synchronous run began. */
+  get countsBeforeRun(): StoreCounts {
+    return this.#beforeRun ?? this.counts;
+  }
+
+  #note(): void {
+    if (this.#beforeRun) return;
+    this.#beforeRun = this.counts;
+    queueMicrotask(() => {
+      this.#beforeRun = undefined;
+    });
+  }
+
+  override get(key: string, options?: GetOptions): Promise<StoredObject | null> {
+    this.#note();
+    return super.get(key, options);
+  }
+
+  override head(key: string): Promise<ObjectInfo | null> {
+    this.#note();
+    return super.head(key);
+  }
+
+  override put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+    this.#note();
+    return super.put(key, body, options);
+  }
+
+  override list(prefix: string, options?: ListOptions): Promise<ListResult> {
+    this.#note();
+    return super.list(prefix, options);
+  }
+
+  override delete(keys: string | string[]): Promise<void> {
+    this.#note();
+    return super.delete(keys);
+  }
+}
+
+// The store of the request being served. The app calls the store factory once per request,
+// and the benchmark sends its requests one at a time, so one slot is enough; concurrent
+// requests would overwrite each other's (this entry is for the benchmark only).
+let current: RunAwareCountingStore | undefined;
+
+/** The store the app built for the request being served, if any; clears the slot. */
+function takeStore(): RunAwareCountingStore | undefined {
+  const store = current;
+  current = undefined;
+  return store;
+}
+
+const app = createApp({
+  store: (environment) => {
+    current = new RunAwareCountingStore(new R2Store((environment as unknown as Env).BUCKET));
+    return current;
+  },
+});
+
+/**
+ * The worker of functions/worker.ts with its R2 store counted: every response carries the
+ * request's storage counts in `x-bench-storage`, taken when the app returns the response,
+ * without the background work it handed to waitUntil (packing), which runs later on the same
+ * store. Such work starts before it is handed over: `background(sessions.pack(...))` calls
+ * pack first, and pack issues its first storage call at once. So the counts stop before the
+ * synchronous run of the second waitUntil call, if any: POST /turns hands the turn itself to
+ * waitUntil first (to keep it alive), and what it hands over later is background work. (A
+ * route that hands over background work only once, like POST /items, keeps its first call
+ * in the counts.) A request that never built a store reports zeros. Not meaningful for
+ * streamed responses, whose turn runs on after the response.
+ */
+export default {
+  fetch: async (request, environment, context) => {
+    takeStore();
+    let handovers = 0;
+    let beforeBackground: StoreCounts | undefined;
+    const observed = new Proxy(context, {
+      get: (target, property) => {
+        if (property === 'waitUntil') {
+          return (promise: Promise<unknown>) => {
+            if (handovers++ > 0) beforeBackground ??= current?.countsBeforeRun;
+            target.waitUntil(promise);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, target);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const response = await app.fetch(request, environment, observed);
+    const store = takeStore();
+    const counts = beforeBackground ?? store?.counts ?? NO_STORAGE;
+    const counted = new Response(response.body, response);
+    counted.headers.set(STORAGE_HEADER, JSON.stringify(counts));
+    return counted;
+  },
+} satisfies ExportedHandler<Env>;

@@ -108,6 +108,8 @@ export class MemoryTurnDriver implements TurnDriver {
 
   /** Runs the packs the turns started (what waitUntil runs on Workers). */
   async runBackground(): Promise<void> {
+    // Background work starts on a timer after the response (lib/turn.ts afterResponse).
+    await new Promise((resolve) => setTimeout(resolve, 0));
     const packs = this.#pendingPacks;
     this.#pendingPacks = [];
     for (const { id, options } of packs) await this.#services.sessions.pack(id, options);

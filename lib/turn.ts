@@ -206,9 +206,20 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { first_seq, last_seq, record } = await services.sessions.append(sessionId, items);
   if (record % PACK_EVERY_RECORDS === 0) {
-    services.background(services.sessions.get(sessionId).then((session) => services.sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, session)))));
+    afterResponse(services, async () => {
+      const session = await services.sessions.get(sessionId);
+      await services.sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, session)));
+    });
   }
   return { first_seq, last_seq };
+}
+
+/**
+ * Hands `task` to `background` (waitUntil on Workers) to start on a timer, so its storage
+ * calls come after the response has been produced, not among the request's own.
+ */
+function afterResponse(services: Pick<TurnServices, 'background'>, task: () => Promise<unknown>): void {
+  services.background(new Promise((resolve) => setTimeout(resolve, 0)).then(task));
 }
 
 /**
@@ -378,7 +389,7 @@ async function executeTurn(
     // record is enough (packing waits for several closed records anyway) and keeps the
     // background cost of deciding to a list per four turns.
     const refresh = sessions.needsView(turn, requirement);
-    if (refresh || turn.record % PACK_EVERY_RECORDS === 0) services.background(sessions.pack(sessionId, { ...packOptions(plan), refresh }));
+    if (refresh || turn.record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => sessions.pack(sessionId, { ...packOptions(activePlan), refresh }));
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;

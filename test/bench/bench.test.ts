@@ -113,7 +113,11 @@ describe('bench', () => {
       expect(row!.turns).toBe(2);
       expect(row!.p50Ms).toBeGreaterThan(0);
       expect(row!.notice!.delivered).toBe(1);
-      expect(row!.storage).toBeUndefined();
+      // Counted on the R2 binding (bench/counting-worker.ts): a turn's own calls, at most 8.
+      expect(row!.storage!.operationsMedian).toBeGreaterThan(0);
+      expect(row!.storage!.operationsMax).toBeLessThanOrEqual(8);
+      expect(row!.storage!.promptBytesMedian).toBeUndefined();
+      expect(row!.notice!.operations).toBeLessThanOrEqual(row!.notice!.operationsLimit);
     } finally {
       await driver.close();
     }

@@ -217,6 +217,8 @@ describe('storage operations per turn', () => {
       store.reset();
       await runTurn(turnServices, 'ops', { input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }] });
       measured.push(operations(store.counts));
+      // Background work starts on a timer after the response (lib/turn.ts afterResponse).
+      await new Promise((resolve) => setTimeout(resolve, 0));
       for (const { id, options } of packRequests.splice(0)) await log.pack(id, options);
     }
     // Get config, list, get the newest record and completion, get the view, list the inbox;

@@ -45,7 +45,7 @@ export class MemoryTurnDriver implements TurnDriver {
         get: (id) => log.get(id),
         beginTurn: (id, options) => log.beginTurn(id, options),
         readContext: (turn, requirement) => log.readContext(turn, requirement),
-        needsView: (turn, requirement) => log.needsView(turn, requirement),
+        needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
         previewContext: (id, requirement) => log.previewContext(id, requirement),
         hydrate: (id, items) => log.hydrate(id, items),
         completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),

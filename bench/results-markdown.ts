@@ -206,8 +206,8 @@ function overheadSection(results: BenchResults): string[] {
     if (workerd.some((row) => row.storage)) {
       lines[lines.length - 1] +=
         ' Operations and bytes read are counted in the worker: bench/counting-worker.ts wraps the R2 store in a CountingStore and every response carries ' +
-        'that request\'s counts, taken when the app returns it. Packing, handed to waitUntil, is not in them (nor its first call, which a turn issues as it starts ' +
-        'packing, before the response) and is not counted here. R2Store makes one ' +
+        'that request\'s counts, taken when the app returns it. Packing, handed to waitUntil, starts after that (lib/turn.ts `afterResponse`) and is not counted ' +
+        'here. R2Store makes one ' +
         'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
         'so there are no prompt bytes and no read budget here.' +
         sameAsMemory(workerd, results.overheadMemory);

@@ -379,16 +379,16 @@ async function executeTurn(
 
     const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
     const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage: result.usage, context };
-    await sessions.completeTurn(turn, {
+    const stored = await sessions.completeTurn(turn, {
       status: 'completed',
       output: result.output,
       receipt: { ...receipt, usage: result.usage },
       response,
     });
-    // Pack old records into segments after the response, so reads stay short. Every fourth
-    // record is enough (packing waits for several closed records anyway) and keeps the
-    // background cost of deciding to a list per four turns.
-    const refresh = sessions.needsView(turn, requirement);
+    // Pack after the response: every fourth record (a view every few records, segments of
+    // several), and at once when the next turn's strategies need less than the view holds
+    // (this turn's calls began a new epoch) or this turn read past it.
+    const refresh = !turn.context && sessions.needsView(turn, (after) => tailRequirement(activePlan.strategies, activePlan.strategyConfig, after), stored);
     if (refresh || turn.record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => sessions.pack(sessionId, { ...packOptions(activePlan), refresh }));
     return response;
   } catch (error) {

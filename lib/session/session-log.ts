@@ -439,14 +439,18 @@ export class SessionLog {
   }
 
   /**
-   * Whether the turn's view no longer serves its strategies well: its read went past the
-   * view, or the view holds items they now compact or drop (a new epoch began). The caller
-   * then packs with `refresh`, so the next turn reads a fitting view.
+   * Whether the next turn would be better served by a fresh view: this turn's read went past
+   * its view, or, with this turn's `output` stored, the strategies (`requirement` of the
+   * aggregates then) compact or drop items the view holds whole, or need a tail it lacks (a
+   * new epoch began). The caller then packs with `refresh`.
    */
-  needsView(turn: OpenTurn, requirement: TailRequirement): boolean {
+  needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggregates) => TailRequirement, output: readonly StoredItem[] = []): boolean {
     if (readPastView.has(turn)) return true;
     if (turn.context || !turn.base.view) return false;
-    return viewHoldsMore({ view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords] }, requirement, Object.values(turn.aggregates.repeated));
+    const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
+    const { aggregates } = aggregatesOf(base);
+    const needed = requirement(aggregates);
+    return viewHoldsMore(base, needed, Object.values(aggregates.repeated)) || tailFromBase(base, [], needed, 0) === null;
   }
 
   /**

@@ -217,6 +217,26 @@ describe('SessionLog: views', () => {
     expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
   });
 
+  it('tells when a view no longer fits the strategies: they now compact what it holds whole, or need more', async () => {
+    const { log } = setup({ viewEveryRecords: 1 });
+    await log.create({ id: 's1' });
+    const long = (i: number) => `output ${i} `.repeat(60);
+    for (let i = 0; i < 20; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
+    await log.pack('s1', needs(8, 6));
+    const turn = await claim(log, 's1', [user('go')]);
+    const requirement = (toolCalls: number, wholeCalls: number) => () => ({ toolCalls, seqs: [], wholeCalls });
+    expect(log.needsView(turn, requirement(8, 6))).toBe(false);
+    // A new epoch: fewer calls whole.
+    expect(log.needsView(turn, requirement(8, 2))).toBe(true);
+    // More calls than the view holds (8 + a margin of 8).
+    expect(log.needsView(turn, requirement(18, 6))).toBe(true);
+    // Items it holds beyond what is needed, by more than the margin.
+    expect(log.needsView(turn, requirement(2, 2))).toBe(true);
+    // The turn's output counts: a call stored by this turn makes the next turn need one more.
+    const stored = await log.completeTurn(turn, { status: 'completed', output: [call('c20', 'read', '{"i":20}')], receipt: {} });
+    expect(log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }), stored)).toBe(true);
+  });
+
   it('reports a corrupt view by its key', async () => {
     const { store, log } = setup({ viewEveryRecords: 1 });
     await log.create({ id: 's1' });

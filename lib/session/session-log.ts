@@ -192,6 +192,8 @@ const PARALLEL_GETS = 6;
  * need of the epoch strategies moves by whole epochs; a view that falls short is read past).
  */
 const VIEW_MARGIN_CALLS = 8;
+/** A turn asks for a fresh view once its view holds this many bytes the strategies no longer need. */
+const VIEW_EXCESS_BYTES = 32 * 1024;
 /** `pack` also writes a view once the records after the newest one hold this many bytes. */
 const VIEW_EVERY_BYTES = 64 * 1024;
 /** The tail a view holds when `pack` is not told what the strategies need. */
@@ -450,7 +452,7 @@ export class SessionLog {
     const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
     const { aggregates } = aggregatesOf(base);
     const needed = requirement(aggregates);
-    return viewHoldsMore(base, needed, Object.values(aggregates.repeated)) || tailFromBase(base, [], needed, 0) === null;
+    return viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES || tailFromBase(base, [], needed, 0) === null;
   }
 
   /**
@@ -719,9 +721,12 @@ export class SessionLog {
         seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
         ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
       };
-      const items = (tailFromBase(base, [], wanted, fromSeq) ??
-        (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
-      const cut = toolCalls === 'all' ? null : tailCut(items, toolCalls);
+      // From the newest view when it holds enough (without the margin if need be), else from the log.
+      const withMargin = tailFromBase(base, [], wanted, fromSeq);
+      const withoutMargin = withMargin ? null : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+      const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
+      const items = (withMargin ?? withoutMargin ?? (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
+      const cut = held === 'all' ? null : tailCut(items, held);
       const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
       tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewItems(id, items, needed.wholeCalls, pinned) };
     }
@@ -1346,22 +1351,30 @@ function wholeCallIds(items: readonly LogItem[], wholeCalls: number | undefined,
 }
 
 /**
- * Whether the base's view holds more than the strategies now need: tool items before the
- * cut of `needed` (plus the margin), or whole items they would compact. A new epoch makes a
- * view so, and reading it would cost more than the prompt it serves.
+ * How many bytes of the base's view the strategies no longer need: tool items before the cut
+ * of `needed` (plus the margin) that are not required, and what whole items they would now
+ * compact would lose by it. A new epoch, or a repeat making an older instance unprotected,
+ * leaves a view so; reading it costs that much more than the prompt it serves.
  */
-function viewHoldsMore(base: Base, needed: TailRequirement, pinned: readonly number[]): boolean {
+function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly number[]): number {
   const tail = base.view?.tail;
-  if (!tail || needed.toolCalls === 'all') return false;
+  if (!tail || needed.toolCalls === 'all') return 0;
   const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since];
   const cut = tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
-  if (cut !== null && cut < items.length && items[cut]!.seq > tail.window_start) return true;
+  const cutSeq = cut === null ? 0 : (items[cut]?.seq ?? Number.POSITIVE_INFINITY);
+  const required = wholeCallIds(items, 0, [...needed.seqs, ...pinned])!;
   const whole = wholeCallIds(items, needed.wholeCalls, [...needed.seqs, ...pinned]);
-  if (whole === null) return false;
-  return (tail.items as LogItem[]).some((item) => {
-    if (item.type === 'message' || item.compacted || whole.has(item.call_id)) return false;
-    return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) !== item;
-  });
+  let excess = 0;
+  for (const item of tail.items as LogItem[]) {
+    if (item.type === 'message') continue;
+    if (item.seq < cutSeq) {
+      if (!required.has(item.call_id)) excess += JSON.stringify(item).length;
+    } else if (whole !== null && !item.compacted && !whole.has(item.call_id)) {
+      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      if (compacted !== item) excess += JSON.stringify(item).length - JSON.stringify(compacted).length;
+    }
+  }
+  return excess;
 }
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */

@@ -217,23 +217,24 @@ describe('SessionLog: views', () => {
     expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
   });
 
-  it('tells when a view no longer fits the strategies: they now compact what it holds whole, or need more', async () => {
+  it('tells when a view no longer fits the strategies: it lacks what they need, or holds 32 KiB they no longer need', async () => {
     const { log } = setup({ viewEveryRecords: 1 });
     await log.create({ id: 's1' });
-    const long = (i: number) => `output ${i} `.repeat(60);
+    const long = (i: number) => `output ${i} `.repeat(1000);
     for (let i = 0; i < 20; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
     await log.pack('s1', needs(8, 6));
     const turn = await claim(log, 's1', [user('go')]);
     const requirement = (toolCalls: number, wholeCalls: number) => () => ({ toolCalls, seqs: [], wholeCalls });
     expect(log.needsView(turn, requirement(8, 6))).toBe(false);
-    // A new epoch: fewer calls whole.
+    // One more output compacted (about 10 kB less): not worth a new view yet.
+    expect(log.needsView(turn, requirement(8, 5))).toBe(false);
+    // A new epoch: 4 outputs of about 10 kB compacted.
     expect(log.needsView(turn, requirement(8, 2))).toBe(true);
     // More calls than the view holds (8 + a margin of 8).
     expect(log.needsView(turn, requirement(18, 6))).toBe(true);
-    // Items it holds beyond what is needed, by more than the margin.
-    expect(log.needsView(turn, requirement(2, 2))).toBe(true);
-    // The turn's output counts: a call stored by this turn makes the next turn need one more.
+    // The turn's output counts: a call stored by this turn starts the new epoch for the next turn.
     const stored = await log.completeTurn(turn, { status: 'completed', output: [call('c20', 'read', '{"i":20}')], receipt: {} });
+    expect(log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }))).toBe(false);
     expect(log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }), stored)).toBe(true);
   });
 

@@ -37,30 +37,34 @@ export class R2Store implements ObjectStore {
   async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
     const { range } = options;
     if (range && isEmptyRange(range)) return this.#emptyBody(key);
-    let object: R2ObjectBody | null;
-    try {
-      object = range ? await this.#bucket.get(key, { range }) : await this.#bucket.get(key);
-    } catch (error) {
-      // R2 rejects a range that starts at or past the end; the port answers it with no bytes.
-      if (range && isRangeNotSatisfiable(error)) return this.#emptyBody(key);
-      throw storageError('get', key, error);
-    }
-    if (!object) return null;
-    try {
-      const body = new Uint8Array(await object.arrayBuffer());
-      return { ...toInfo(object), body };
-    } catch (error) {
-      throw storageError('get', key, error);
-    }
+    return retryRead(async () => {
+      let object: R2ObjectBody | null;
+      try {
+        object = range ? await this.#bucket.get(key, { range }) : await this.#bucket.get(key);
+      } catch (error) {
+        // R2 rejects a range that starts at or past the end; the port answers it with no bytes.
+        if (range && isRangeNotSatisfiable(error)) return this.#emptyBody(key);
+        throw storageError('get', key, error);
+      }
+      if (!object) return null;
+      try {
+        const body = new Uint8Array(await object.arrayBuffer());
+        return { ...toInfo(object), body };
+      } catch (error) {
+        throw storageError('get', key, error);
+      }
+    });
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
-    try {
-      const object = await this.#bucket.head(key);
-      return object ? toInfo(object) : null;
-    } catch (error) {
-      throw storageError('head', key, error);
-    }
+    return retryRead(async () => {
+      try {
+        const object = await this.#bucket.head(key);
+        return object ? toInfo(object) : null;
+      } catch (error) {
+        throw storageError('head', key, error);
+      }
+    });
   }
 
   async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
@@ -89,13 +93,15 @@ export class R2Store implements ObjectStore {
     };
     if (options.cursor !== undefined) listOptions.cursor = options.cursor;
     if (options.startAfter !== undefined) listOptions.startAfter = options.startAfter;
-    try {
-      const listed = await this.#bucket.list(listOptions);
-      const objects = listed.objects.map(toInfo);
-      return listed.truncated ? { objects, truncated: true, cursor: listed.cursor } : { objects, truncated: false };
-    } catch (error) {
-      throw storageError('list', prefix, error);
-    }
+    return retryRead(async () => {
+      try {
+        const listed = await this.#bucket.list(listOptions);
+        const objects = listed.objects.map(toInfo);
+        return listed.truncated ? { objects, truncated: true, cursor: listed.cursor } : { objects, truncated: false };
+      } catch (error) {
+        throw storageError('list', prefix, error);
+      }
+    });
   }
 
   async delete(keys: string | string[]): Promise<void> {
@@ -134,6 +140,25 @@ function isEmptyRange(range: ByteRange): boolean {
 function isRangeNotSatisfiable(error: unknown): boolean {
   const message = error instanceof Error ? error.message : String(error);
   return message.includes('(10039)') || /range is not satisfiable/i.test(message);
+}
+
+/** Reads are tried this many times in all: R2 answers some with a transient internal error. */
+const READ_ATTEMPTS = 3;
+
+/**
+ * Runs a read (get, head, list: they change nothing, so a repeat is safe) again after a short
+ * pause when it fails, as the S3 client does for every request. Writes are not retried here:
+ * a create-only put whose answer was lost is the session log's to resolve.
+ */
+async function retryRead<Result>(read: () => Promise<Result>): Promise<Result> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= READ_ATTEMPTS) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+    }
+  }
 }
 
 function storageError(operation: string, key: string, error: unknown): StorageError {

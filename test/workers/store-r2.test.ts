@@ -13,6 +13,43 @@ defineObjectStoreConformance('r2 binding', () => new R2Store(bucket));
 describe('R2Store', () => {
   const fresh = () => `r2-store/${crypto.randomUUID()}/`;
 
+  /** The bucket, with the next `failures` calls of `method` failing as R2's internal errors do. */
+  function flaky(method: 'get' | 'head' | 'list' | 'put', failures: number): { bucket: R2Bucket; calls: () => number } {
+    let calls = 0;
+    const wrapped = new Proxy(bucket, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target) as unknown;
+        if (typeof value !== 'function') return value;
+        if (property !== method) return value.bind(target);
+        return (...args: unknown[]) => {
+          calls += 1;
+          if (calls <= failures) return Promise.reject(new Error(`${method}: We encountered an internal error. Please try again. (10001)`));
+          return (value as (...rest: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    return { bucket: wrapped, calls: () => calls };
+  }
+
+  it('tries a read again after a transient error, up to 3 times in all; a write is not repeated', async () => {
+    const key = `${fresh()}retried`;
+    await new R2Store(bucket).put(key, 'body');
+    for (const method of ['get', 'head', 'list'] as const) {
+      const twice = flaky(method, 2);
+      const store = new R2Store(twice.bucket);
+      const read = method === 'list' ? store.list(key) : method === 'head' ? store.head(key) : store.get(key);
+      await expect(read).resolves.toBeTruthy();
+      expect(twice.calls()).toBe(3);
+      const always = flaky(method, 3);
+      const failing = new R2Store(always.bucket);
+      await expect(method === 'list' ? failing.list(key) : method === 'head' ? failing.head(key) : failing.get(key)).rejects.toBeInstanceOf(StorageError);
+      expect(always.calls()).toBe(3);
+    }
+    const once = flaky('put', 1);
+    await expect(new R2Store(once.bucket).put(`${fresh()}written`, 'x')).rejects.toBeInstanceOf(StorageError);
+    expect(once.calls()).toBe(1);
+  });
+
   it('returns the plain etag, which onlyIf.etagMatches accepts, not the quoted httpEtag', async () => {
     const store = new R2Store(bucket);
     const key = `${fresh()}etag`;

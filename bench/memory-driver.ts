@@ -79,6 +79,12 @@ export class MemoryTurnDriver implements TurnDriver {
     await this.#services.sessions.pack(id, packOptions(sessionStrategyPlan(this.#services.env, { strategies: null, strategy_config: {} })));
   }
 
+  async newestPage(id: string): Promise<StoreCounts> {
+    this.counting.reset();
+    await this.#services.sessions.listItems(id, { limit: 100 });
+    return this.counting.counts;
+  }
+
   readonly appendCounts: StoreCounts[] = [];
   readonly appendKinds: Map<string, { count: number; bytes: number }>[] = [];
 

@@ -177,7 +177,8 @@ function overheadSection(results: BenchResults): string[] {
       '',
       'Operations are the turn\'s own, from the request to the response; the background pack a turn starts is run after it and counted apart ' +
         '("bg ops/turn"). Prompt bytes are the UTF-8 bytes of the JSON of the prompt handed to the model. "read budget" is the worst turn\'s ' +
-        'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal.',
+        'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal. "newest page" is GET /items of the newest 100 items (SessionLog.listItems, ' +
+        'payloads whole) after the measured turns.',
       '',
     );
     const loads = results.overheadMemory.filter((row) => row.append);
@@ -282,6 +283,7 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           { header: 'read budget', cell: (row) => fixed(row.storage?.readBudgetWorst, 2) },
           { header: 'bg ops/turn', cell: (row) => fixed(row.storage?.backgroundOperationsPerTurn, 1) },
           NOTICE_OPERATIONS_COLUMN,
+          { header: 'newest page: ops (bytes read)', cell: (row) => (row.newestPage ? `${row.newestPage.operations} (${formatBytes(row.newestPage.bytesRead)})` : '-') },
         ]
       : [
           ITEMS_COLUMN,

@@ -33,6 +33,8 @@ export interface TurnDriver {
   readonly appendCounts?: StoreCounts[];
   /** Operations by kind of key of every append so far (see RecordingStore), where recorded. */
   readonly appendKinds?: Map<string, { count: number; bytes: number }>[];
+  /** GET /items of the newest 100 items: its storage counts, where the store is counted. */
+  newestPage?(id: string): Promise<StoreCounts>;
   /** Packs the log directly; without it, loading runs a short turn every few appends instead. */
   pack?(id: string): Promise<void>;
   close(): Promise<void>;

@@ -68,6 +68,8 @@ export interface TurnOverheadRow {
   /** Median storage operations (and puts) of one POST /items while loading this size. */
   append?: { items: number; operations: number; puts: number; byKind: { label: string; count: number }[] };
   notice?: NoticeTurnFigures;
+  /** GET /items of the newest 100 items after the measured turns: operations and bytes read. */
+  newestPage?: { operations: number; bytesRead: number };
   /** Why a size was not measured (with the projected load time). */
   skipped?: string;
 }
@@ -172,6 +174,10 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       };
       const storage = storageFigures(measured);
       if (storage) row.storage = storage;
+      if (driver.newestPage) {
+        const page = await driver.newestPage(id);
+        row.newestPage = { operations: operationsOf(page), bytesRead: page.bytesRead };
+      }
       const appends = driver.appendCounts?.slice(appendsBefore) ?? [];
       if (appends.length > 0) {
         const kinds = driver.appendKinds?.slice(appendsBefore) ?? [];

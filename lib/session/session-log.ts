@@ -240,7 +240,8 @@ interface Head {
  * The session log on an ObjectStore (DESIGN.md "Storage"): a write-once log whose commit
  * point is a create-only put of the next record number. Nothing is rewritten per turn, a turn
  * costs a constant number of storage operations, and reads go newest first, only as far as
- * needed. Old records are packed into immutable segments by `pack`.
+ * needed. `pack` writes views (what the strategies need, in one object a turn reads) and
+ * packs old records into immutable segments.
  *
  * Concurrency: two writers of the same record number race on a create-only put; the loser
  * reads the log again and retries (appends) or finds the open turn (turn claims). A model
@@ -426,7 +427,9 @@ export class SessionLog {
    * The tail view of the history for an open turn (what `selectTail(full history,
    * requirement)` returns), read newest first and only as far as needed: the suffix holding
    * `toolCalls` calls and outputs, and before it only messages and the required calls (with
-   * their outputs). Outputs stored out of line come as `output_ref` with an empty `output`.
+   * their outputs). Usually it comes from the view and the items after it that the claim
+   * read; tool items outside `requirement.wholeCalls` may then come as the strategies compact
+   * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
    */
   async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
     const floor = turn.context?.start_seq ?? 0;

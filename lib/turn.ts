@@ -385,11 +385,13 @@ async function executeTurn(
       receipt: { ...receipt, usage: result.usage },
       response,
     });
-    // Pack after the response: every fourth record (a view every few records, segments of
+    // After the response: pack every fourth record (a view every few records, segments of
     // several), and at once when the next turn's strategies need less than the view holds
     // (this turn's calls began a new epoch) or this turn read past it.
-    const refresh = !turn.context && sessions.needsView(turn, (after) => tailRequirement(activePlan.strategies, activePlan.strategyConfig, after), stored);
-    if (refresh || turn.record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => sessions.pack(sessionId, { ...packOptions(activePlan), refresh }));
+    afterResponse(services, async () => {
+      const refresh = !turn.context && sessions.needsView(turn, (after) => tailRequirement(activePlan.strategies, activePlan.strategyConfig, after), stored);
+      if (refresh || turn.record % PACK_EVERY_RECORDS === 0) await sessions.pack(sessionId, { ...packOptions(activePlan), refresh });
+    });
     return response;
   } catch (error) {
     if (error instanceof AbortedError) throw error;

@@ -338,7 +338,7 @@ export class SessionLog {
   }
 
   /**
-   * Deletes every object under the session's prefix (records, segments, blobs, markers,
+   * Deletes every object under the session's prefix (records, views, segments, blobs,
    * inbox), page by page, and the config last, so an interrupted delete can be repeated.
    */
   async delete(id: string): Promise<void> {

@@ -487,9 +487,8 @@ export class SessionLog {
       throw new TurnInProgressError(id, newest.record.turn ?? 0, newest.record.lease_expires_at);
     }
     const current = contextOf(newest);
-    const ownItems = [...newest.record.items, ...(newest.done?.items ?? [])];
     cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
-    const newestItems = [...(newest.record.recent ?? []).flatMap((group) => group.items), ...ownItems];
+    const newestItems = carriedItems(newest);
     const items = await this.#withFreshListing(() => this.#readTail(id, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
     const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
     if (!next) return { compacted: false, context: current };
@@ -705,7 +704,7 @@ export class SessionLog {
     // A compaction since the newest view makes its tail stale (it starts at the old context start).
     const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
     // So does a carry grown large (a burst of big appends): every turn would read it.
-    const grown = JSON.stringify([...(newest.record.recent ?? []).filter((group) => group.record > listed), newest.record.items]).length > VIEW_EVERY_BYTES;
+    const grown = JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
     const due = newest.record.record - listed >= this.#viewEveryRecords || compacted || grown || refresh;
     if (!due) return null;
     const base = await this.#base(id, newest, cursor);
@@ -916,7 +915,7 @@ export class SessionLog {
       if (put) {
         // The records the claim has read (carried, or at least the previous one): the tail read
         // continues below them with the claim's own listing.
-        const previous = recent.length > 0 || !newest ? recent : [{ record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+        const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
         return { record, config: head.config, previous, base };
       }
       await backoff(attempt);
@@ -931,7 +930,7 @@ export class SessionLog {
    * byte budget, however many: then a turn reads its whole context from the newest record.
    */
   #carry(newest: { record: LogRecord; done: DoneRecord | null }, floor: number | undefined, viewRecord: number): NonNullable<LogRecord['recent']> {
-    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }].filter(
+    const groups = recordGroups(newest).filter(
       (group) => floor !== undefined || group.record > viewRecord,
     );
     const kept: NonNullable<LogRecord['recent']> = [];
@@ -1021,7 +1020,7 @@ export class SessionLog {
     if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
       throw new CorruptObjectError(viewKey(this.#keyPrefix, id, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
     }
-    const groups = [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }].filter(
+    const groups = recordGroups(newest).filter(
       (group) => group.record > viewRecord,
     );
     const carried = groups.flatMap((group) => group.items);
@@ -1399,9 +1398,14 @@ function hasViewKey(packed: string, short: string): boolean {
   return false;
 }
 
+/** The records the newest record carries, then its own items (with its completion's), oldest first. */
+function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+  return [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+}
+
 /** The items the newest record carries and its own, in seq order. */
 function carriedItems(newest: NonNullable<Head['newest']>): LogItem[] {
-  return [...(newest.record.recent ?? []).flatMap((group) => group.items), ...newest.record.items, ...(newest.done?.items ?? [])];
+  return recordGroups(newest).flatMap((group) => group.items);
 }
 
 /** A view's tail: seqs ascending, none after the view's end. */

@@ -49,6 +49,8 @@ export class MemoryTurnDriver implements TurnDriver {
         previewContext: (id, requirement) => log.previewContext(id, requirement),
         hydrate: (id, items) => log.hydrate(id, items),
         completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
+        renewLease: (turn) => log.renewLease(turn),
+        exists: (scope) => log.exists(scope),
         // Held back: run by runBackground() after the turn is measured.
         pack: async (id, options) => {
           this.#pendingPacks.push({ id, options });

@@ -4,6 +4,10 @@ import { outputLength, type Item, type PromptItem, type Tool } from './items.ts'
 import { ModelError, type Model, type ModelOutputItem, type ModelRequest, type ModelResult, type ModelUsage } from './models/model.ts';
 import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
 import type { BeginTurnResult, OpenTurn, PackOptions, SessionLog, SessionRecord } from './session/session-log.ts';
+import { TurnClosedError } from './session/turn-errors.ts';
+import type { Undelivered } from './session/records.ts';
+import { sha256Hex } from './hash.ts';
+import { NotFoundError } from './errors.ts';
 import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
 import type { StrategyConfig } from './strategies/strategy-config.ts';
 import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage } from './compaction/index.ts';
@@ -38,11 +42,14 @@ import type { TokenEncoders } from './tokens/token-counter.ts';
 export type StoredError = { code: string; message: string; details?: unknown };
 
 /** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
-export type TurnSessionLog = Pick<SessionLog, 'get' | 'beginTurn' | 'readContext' | 'needsView' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack'> &
+export type TurnSessionLog = Pick<
+  SessionLog,
+  'get' | 'beginTurn' | 'readContext' | 'needsView' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack' | 'renewLease' | 'exists'
+> &
   Partial<Pick<SessionLog, 'commitTurnContext'>>;
 
 /** The part of the inbox the pipeline uses. */
-export type TurnInbox = Pick<Inbox, 'consume' | 'peek'>;
+export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier'>;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */
 export interface TurnServices {
@@ -277,15 +284,22 @@ async function executeTurn(
 
   const begun = await sessions.beginTurn(sessionId, {
     input,
-    ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {}),
+    ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) } : {}),
     request: requestRecord(request),
   });
   if (begun.kind === 'replay') return replay(begun, emit);
   const turn = begun.turn;
   const session = turn.session;
 
+  // From the claim on, the turn holds the session: renew its lease while it runs, and close
+  // it on any failure, so a session is never left locked by a turn that is not running.
+  const renewal = setInterval(() => {
+    sessions.renewLease(turn).catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
+  }, Math.max(1, Math.floor(services.config.turnLeaseMs / 3)));
   let plan: TurnPlan | undefined;
   let receipt: TurnReceipt | undefined;
+  // Notices consumed (now or by earlier turns) that no model has seen yet.
+  let undelivered: Undelivered = turn.undelivered;
   try {
     plan = planTurn(services, session, request);
     const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
@@ -298,9 +312,16 @@ async function executeTurn(
     let aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
 
     let delivered: DeliveredNotice[] = [];
+    let carried: DeliveredNotice[] = [];
     if (plan.strategies.includes('inbox')) {
+      // Earlier turns' notices first (those of turns that died are found in the inbox's
+      // delivery records), then what this turn consumes.
+      const recovered = undelivered.lost_turns.length > 0 ? await services.inbox.recover(sessionId, undelivered.lost_turns) : [];
+      carried = [...undelivered.notices, ...recovered];
+      undelivered = { notices: carried, lost_turns: [] };
       const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true });
-      delivered = consumed.delivered;
+      delivered = [...carried, ...consumed.delivered];
+      undelivered = { notices: delivered.map(undeliveredRecord), lost_turns: [] };
       if (consumed.abort) {
         const { abort } = consumed;
         const error = new AbortedError(abort.reason, { reason: abort.reason, notice: abort.name, stored_as: abort.stored_as, turn: turn.turn });
@@ -309,6 +330,7 @@ async function executeTurn(
           output: [],
           receipt: { strategies: plan.strategies, notices: delivered.map(noticeRecord), abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason } },
           error: errorRecord(error),
+          undelivered,
         });
         throw error;
       }
@@ -323,7 +345,7 @@ async function executeTurn(
         inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
       });
       const { prompt, cacheBreakpoint } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
-      return { prepared, cacheBreakpoint, hydrated: await sessions.hydrate(sessionId, prompt) };
+      return { prepared, cacheBreakpoint, hydrated: await sessions.hydrate(turn.scope, prompt) };
     };
     let built = await build();
     const compacting = plan.strategies.includes('compact');
@@ -384,7 +406,11 @@ async function executeTurn(
       output: result.output,
       receipt: { ...receipt, usage: result.usage },
       response,
+      // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
+      undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : undelivered,
     });
+    // The delivery records of notices consumed by earlier turns name the turn that carried them.
+    if (carried.length > 0) afterResponse(services, () => services.inbox.recordCarrier(sessionId, carried, turn.turn));
     // After the response: pack every fourth record (a view every few records, segments of
     // several), and at once when the next turn's strategies need less than the view holds
     // (this turn's calls began a new epoch) or this turn read past it.
@@ -394,14 +420,44 @@ async function executeTurn(
     });
     return response;
   } catch (error) {
-    if (error instanceof AbortedError) throw error;
+    // Closed by someone else (lease, cancel) or by the abort itself: nothing more to store.
+    if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
     try {
-      await sessions.completeTurn(turn, { status: 'failed', output: [], receipt: receipt ?? { strategies: plan?.strategies ?? [] }, error: errorRecord(error) });
+      await sessions.completeTurn(turn, {
+        status: 'failed',
+        output: [],
+        receipt: receipt ?? { strategies: plan?.strategies ?? [] },
+        error: errorRecord(error),
+        undelivered,
+      });
     } catch (closeError) {
+      if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
       services.log('tailgate: could not close a failed turn', closeError);
     }
+    // A storage failure while the session was being deleted is the delete's doing: 404.
+    if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
+      if (!(await sessions.exists(turn.scope).catch(() => true))) throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
+    }
     throw error;
+  } finally {
+    clearInterval(renewal);
   }
+}
+
+const NOTHING_UNDELIVERED: Undelivered = { notices: [], lost_turns: [] };
+
+/** A delivered notice as a failed turn's completion carries it. */
+function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][number] {
+  return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at, content: notice.content };
+}
+
+/**
+ * The SHA-256 of what a keyed turn was asked (input and settings, not `stream`): a retry
+ * with the same key and another request is refused.
+ */
+function requestHash(input: Item[], request: TurnRequest): string {
+  const { input: _input, ...settings } = request;
+  return sha256Hex(JSON.stringify({ input, settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))) }));
 }
 
 async function streamModel(model: Model, request: ModelRequest, firstSeq: number, emit: (event: TurnEvent) => void): Promise<ModelResult> {
@@ -557,7 +613,7 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const { items: history, aggregates, context: contextStart } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
+  const { items: history, aggregates, context: contextStart, scope } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
     context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
   );
   const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
@@ -568,7 +624,7 @@ export async function previewPrompt(
     inbox: (items) => [...items, ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const }))],
   });
   const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
-  const items = await services.sessions.hydrate(sessionId, prompt);
+  const items = await services.sessions.hydrate(scope, prompt);
   return {
     items,
     context: {

@@ -401,6 +401,53 @@ export class Inbox {
     return preview;
   }
 
+  /**
+   * The notices turns that died consumed (for each `{turn, since}`: the delivery records
+   * written for that turn after `since`, its claim time), so a later turn can deliver them
+   * instead of losing them. In name order; an `abort` among them is not returned (it ended
+   * the turn that took it). Costs one listing of `inbox_removed/` (per 1000 records), a head
+   * per recent record where listings carry no metadata (S3), and a get per notice found.
+   * Only turns that died without closing need it.
+   */
+  async recover(sessionId: string, lost: readonly { turn: number; since: string }[]): Promise<DeliveredNotice[]> {
+    const removedPrefix = this.#removedPrefix(sessionId);
+    const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
+    const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
+    const recent = (await listAll(this.#store, removedPrefix)).filter(
+      (info) => info.uploaded.getTime() >= horizon && !info.key.slice(removedPrefix.length).includes('/'),
+    );
+    const found = await mapLimit(recent, CONCURRENCY, async (listed) => {
+      const info = await this.#withMetadata(listed);
+      const turn = turnSchema.safeParse(info.metadata[META.turn]);
+      const from = turn.success ? turns.get(turn.data) : undefined;
+      if (from === undefined || info.uploaded.getTime() < from) return null;
+      const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
+      if (name === ABORT_NOTICE_NAME) return null;
+      const object = await this.#store.get(info.key);
+      if (!object) return null;
+      return { name, stored_as: info.key.slice(removedPrefix.length), content: decodeUtf8(object.body), posted_at: postedAtOf(info) };
+    });
+    return found.filter((notice): notice is DeliveredNotice => notice !== null).sort((left, right) => compareBytes(left.name, right.name));
+  }
+
+  /**
+   * Rewrites the delivery records of notices an earlier turn consumed so that they name the
+   * turn that finally carried them to a model. Two operations per notice; failures are logged.
+   */
+  async recordCarrier(sessionId: string, notices: readonly { stored_as: string }[], turn: number): Promise<void> {
+    const removedPrefix = this.#removedPrefix(sessionId);
+    await mapLimit(notices, CONCURRENCY, async ({ stored_as: storedAs }) => {
+      const key = removedPrefix + storedAs;
+      try {
+        const object = await this.#store.get(key);
+        if (!object) return;
+        await this.#store.put(key, object.body, { metadata: { ...object.metadata, [META.turn]: String(turn) } });
+      } catch (error) {
+        this.#log({ level: 'warn', message: `delivery record not updated to name turn ${turn}`, key, error });
+      }
+    });
+  }
+
   /** Moves one notice (claim, delete original) and returns its content, or why not. */
   async #take(notice: ListedNotice, context: TakeContext, isAbort: boolean): Promise<ClaimOutcome> {
     const { key } = notice.info;

@@ -3,24 +3,49 @@ import { idSchema } from '../items.ts';
 
 /**
  * Object keys of a session. Every key is built from an id validated with `idSchema` (or from
- * hex digests and numbers the log computes itself), so no caller-supplied text can escape the
- * session's prefix (no `/`, no `..`).
+ * hex digests, numbers and generations the log computes itself), so no caller-supplied text
+ * can escape the session's prefix (no `/`, no `..`). docs/STORAGE.md describes each object.
  *
  * Layout under `<keyPrefix>sessions/<id>/`:
- * - `session.json`: the config (create-only; changed only by update, with If-Match).
- * - `turn/<inverted record>`: one record per model turn or append (create-only: the commit
- *   point). Inverted numbers (10^12 - n, 12 digits) make an ascending list newest first.
- * - `turn/<inverted record>.done`: the completion of a model turn (create-only).
- * - `turn/<inverted last>-<first>-<first seq>-<last seq>.seg`: an immutable segment packing
- *   records first..last. Kept beside the records so one list returns both, newest first.
- * - `turn/<inverted record>.view`: the view of the history up to that record (create-only,
- *   immutable): what a turn reads instead of walking segments (records.ts `viewSchema`).
- * - `blob/<sha256>`: payloads above the out-of-line threshold.
- * - `idem/<sha256 of the idempotency key>`: the record that owns an idempotency key.
- * - `context/<inverted base record>`: a compaction's summary (create-only: the claim, so two
- *   compactions from the same state store one). Records carry the latest one.
- * - `inbox/`, `inbox_removed/`: owned by lib/inbox/.
+ * - `session.json`: the config (create-only; changed only by update, with If-Match). It names
+ *   the session's `generation`: every incarnation of an id gets a new one, and every other
+ *   object of the log lives under it, so late writes for a deleted incarnation never show in
+ *   a re-created one.
+ * - `turn/<generation>/<inverted record>`: one record per model turn, append or compaction
+ *   (create-only: the commit point). Inverted numbers (10^12 - n, 12 digits) make an
+ *   ascending list newest first; generations are inverted times, so the newest incarnation
+ *   lists first too.
+ * - `turn/<generation>/<inverted record>.done`: the completion of a model turn (create-only).
+ * - `turn/<generation>/<inverted record>.lease`: the renewed lease of an open model turn.
+ * - `turn/<generation>/<inverted last>-<first>-<first seq>-<last seq>.seg`: an immutable
+ *   segment packing records first..last, beside the records so one list returns both.
+ * - `turn/<generation>/<inverted record>.view`: the view of the history up to that record.
+ * - `blob/<generation>/<sha256>`: payloads above the out-of-line threshold.
+ * - `idem/<generation>/<sha256 of the idempotency key>`: the record that owns a key.
+ * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
+ * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
+ *   a notice straight into the bucket).
+ *
+ * A config without a generation (written before generations existed) keeps the older layout:
+ * the same keys without the `<generation>/` level.
  */
+
+/** Where one incarnation of a session keeps its log. */
+export interface LogScope {
+  keyPrefix: string;
+  id: string;
+  /** '' for a session written before generations existed. */
+  generation: string;
+}
+
+/** A new generation: `g` + the inverted time in ms (13 digits) + 8 random hex characters. */
+export function newGeneration(now: Date): string {
+  const inverted = String(10_000_000_000_000 - now.getTime()).padStart(13, '0');
+  const random = crypto.getRandomValues(new Uint8Array(4));
+  return `g${inverted}${[...random].map((byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}
+
+export const generationSchemaPattern = /^g\d{13}[0-9a-f]{8}$/;
 
 /** Records are numbered below this bound; their keys use `RECORD_BOUND - n`. */
 export const RECORD_BOUND = 1_000_000_000_000;
@@ -43,9 +68,18 @@ export function sessionConfigKey(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}session.json`;
 }
 
-/** The prefix under which records, completions and segments are listed newest first. */
-export function recordsPrefix(keyPrefix: string, id: string): string {
+function scoped(scope: LogScope, kind: string): string {
+  return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
+}
+
+/** Every generation's records: a listing of it shows the newest generation first. */
+export function recordsListPrefix(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}turn/`;
+}
+
+/** The prefix under which one generation's records, completions and segments list newest first. */
+export function recordsPrefix(scope: LogScope): string {
+  return scoped(scope, 'turn');
 }
 
 function pad(value: number): string {
@@ -57,28 +91,29 @@ function checkRecordNumber(record: number): number {
   return record;
 }
 
-/** The key of record `record` (a model turn or an append). */
-export function recordKey(keyPrefix: string, id: string, record: number): string {
-  return `${recordsPrefix(keyPrefix, id)}${pad(RECORD_BOUND - checkRecordNumber(record))}`;
+/** The key of record `record` (a model turn, an append or a compaction). */
+export function recordKey(scope: LogScope, record: number): string {
+  return `${recordsPrefix(scope)}${pad(RECORD_BOUND - checkRecordNumber(record))}`;
 }
 
 /** The key of the completion of model turn record `record`. */
-export function doneKey(keyPrefix: string, id: string, record: number): string {
-  return `${recordKey(keyPrefix, id, record)}.done`;
+export function doneKey(scope: LogScope, record: number): string {
+  return `${recordKey(scope, record)}.done`;
+}
+
+/** The renewed lease of open model turn record `record`. */
+export function leaseKey(scope: LogScope, record: number): string {
+  return `${recordKey(scope, record)}.lease`;
+}
+
+/** The view of the history up to record `record` (written by `pack`). */
+export function viewKey(scope: LogScope, record: number): string {
+  return `${recordKey(scope, record)}.view`;
 }
 
 /** The key of a segment packing records `firstRecord..lastRecord` (seqs `firstSeq..lastSeq`). */
-/** The view of the history up to record `record` (written by `pack`). */
-export function viewKey(keyPrefix: string, id: string, record: number): string {
-  return `${recordKey(keyPrefix, id, record)}.view`;
-}
-
-export function segmentKey(
-  keyPrefix: string,
-  id: string,
-  range: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number },
-): string {
-  return `${recordKey(keyPrefix, id, range.lastRecord)}-${pad(checkRecordNumber(range.firstRecord))}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
+export function segmentKey(scope: LogScope, range: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }): string {
+  return `${recordKey(scope, range.lastRecord)}-${pad(checkRecordNumber(range.firstRecord))}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
 }
 
 /** What a key under `recordsPrefix` names, or null for a key this log did not write. */
@@ -86,9 +121,10 @@ export type RecordsEntry =
   | { kind: 'record'; record: number }
   | { kind: 'done'; record: number }
   | { kind: 'view'; record: number }
+  | { kind: 'lease'; record: number }
   | { kind: 'segment'; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
 
-const recordPattern = /^(\d{12})(\.done|\.view)?$/;
+const recordPattern = /^(\d{12})(\.done|\.view|\.lease)?$/;
 const segmentPattern = /^(\d{12})-(\d{12})-(\d{12})-(\d{12})\.seg$/;
 
 /** Parses the part of a key after `recordsPrefix`. */
@@ -97,7 +133,8 @@ export function parseRecordsEntry(name: string): RecordsEntry | null {
   if (record) {
     const number = RECORD_BOUND - Number(record[1]);
     if (number < 1) return null;
-    return { kind: record[2] === '.done' ? 'done' : record[2] === '.view' ? 'view' : 'record', record: number };
+    const kind = record[2] === '.done' ? 'done' : record[2] === '.view' ? 'view' : record[2] === '.lease' ? 'lease' : 'record';
+    return { kind, record: number };
   }
   const segment = segmentPattern.exec(name);
   if (segment) {
@@ -112,18 +149,18 @@ export function parseRecordsEntry(name: string): RecordsEntry | null {
 }
 
 /** The key of an out-of-line payload, by the SHA-256 of its UTF-8 bytes. */
-export function blobKey(keyPrefix: string, id: string, sha256: string): string {
+export function blobKey(scope: LogScope, sha256: string): string {
   if (!/^[0-9a-f]{64}$/.test(sha256)) throw new RangeError('blob keys are SHA-256 hex digests');
-  return `${sessionPrefix(keyPrefix, id)}blob/${sha256}`;
+  return `${scoped(scope, 'blob')}${sha256}`;
 }
 
 /** The key that claims an idempotency key (by the SHA-256 of the key). */
-export function idempotencyKey(keyPrefix: string, id: string, keyHash: string): string {
+export function idempotencyKey(scope: LogScope, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('idempotency keys are stored by SHA-256 hex digest');
-  return `${sessionPrefix(keyPrefix, id)}idem/${keyHash}`;
+  return `${scoped(scope, 'idem')}${keyHash}`;
 }
 
 /** The summary of a compaction computed at record `baseRecord` (create-only). */
-export function contextKey(keyPrefix: string, id: string, baseRecord: number): string {
-  return `${sessionPrefix(keyPrefix, id)}context/${pad(RECORD_BOUND - checkRecordNumber(baseRecord))}`;
+export function contextKey(scope: LogScope, baseRecord: number): string {
+  return `${scoped(scope, 'context')}${pad(RECORD_BOUND - checkRecordNumber(baseRecord))}`;
 }

@@ -11,6 +11,7 @@ import {
 } from '../items.ts';
 import { decodeUtf8 } from '../store/object-store.ts';
 import { historyAggregatesSchema } from '../strategies/aggregates.ts';
+import { generationSchemaPattern } from './keys.ts';
 
 /**
  * The zod schemas of every object the session log writes. Each carries a `format` tag, so a
@@ -43,6 +44,8 @@ export const sessionConfigSchema = z
   .object({
     format: z.literal('tailgate.session.v1'),
     id: idSchema,
+    /** The incarnation of the id: every other object of the log is under it (keys.ts). */
+    generation: z.string().regex(generationSchemaPattern).optional(),
     created_at: z.string(),
     instructions: z.string().nullable(),
     model: z.string().nullable(),
@@ -84,6 +87,32 @@ const errorSchema = z.object({ code: z.string(), message: z.string(), details: z
 export const turnStatusSchema = z.enum(['completed', 'failed', 'aborted']);
 export type TurnStatus = z.infer<typeof turnStatusSchema>;
 
+/** A notice a turn consumed from the inbox whose model call never happened or failed. */
+export const undeliveredNoticeSchema = z
+  .object({ name: z.string(), stored_as: z.string(), posted_at: z.string(), content: z.string() })
+  .strict();
+export type UndeliveredNotice = z.infer<typeof undeliveredNoticeSchema>;
+
+/**
+ * Notices consumed but not yet seen by a model, carried by every record and completion
+ * until a turn delivers them (like `context`, the newest object says what holds now):
+ * - `notices`: consumed by turns that failed or aborted, with their content;
+ * - `lost_turns`: turns closed by someone else (lease expired, cancelled) that may have
+ *   consumed notices before they died; the next turn finds those in the inbox's delivery
+ *   records (`turn` = that turn, written after `since`).
+ */
+export const undeliveredSchema = z
+  .object({
+    notices: z.array(undeliveredNoticeSchema),
+    lost_turns: z.array(z.object({ turn: z.number().int().positive(), since: z.string() }).strict()),
+  })
+  .strict();
+export type Undelivered = z.infer<typeof undeliveredSchema>;
+
+/** The call_ids of calls without an output yet (the newest ones, at most this many are kept). */
+export const MAX_OPEN_CALLS = 1000;
+const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);
+
 
 /** `turn/<inverted record>`: an append, or the open part of a model turn (its input). */
 export const recordSchema = z
@@ -108,9 +137,14 @@ export const recordSchema = z
     turn: z.number().int().positive().optional(),
     lease_expires_at: z.string().optional(),
     idempotency_key_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    /** SHA-256 of the request a keyed turn was taken with (a reuse with another body is refused). */
+    request_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
     request: z.unknown().optional(),
     /** The current context start when this record was written (a `compact` record sets it). */
     context: contextStartSchema.optional(),
+    /** Calls without an output after these items (absent in records written before it existed). */
+    open_calls: openCallsSchema.optional(),
+    undelivered: undeliveredSchema.optional(),
   })
   .strict();
 export type LogRecord = z.infer<typeof recordSchema>;
@@ -131,13 +165,25 @@ export const doneSchema = z
     error: errorSchema.optional(),
     /** The context start after this turn (changed when the turn compacted). */
     context: contextStartSchema.optional(),
+    open_calls: openCallsSchema.optional(),
+    /** Notices still undelivered after this turn (absent: none). */
+    undelivered: undeliveredSchema.optional(),
   })
   .strict();
 export type DoneRecord = z.infer<typeof doneSchema>;
 
 /** `idem/<sha256>`: which record owns an idempotency key. */
 export const idempotencyClaimSchema = z
-  .object({ format: z.literal('tailgate.idempotency.v1'), record: z.number().int().positive() })
+  .object({
+    format: z.literal('tailgate.idempotency.v1'),
+    record: z.number().int().positive(),
+    request_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  })
+  .strict();
+
+/** `turn/<generation>/<inverted record>.lease`: an open turn's renewed lease. */
+export const leaseSchema = z
+  .object({ format: z.literal('tailgate.lease.v1'), record: z.number().int().positive(), lease_expires_at: z.string() })
   .strict();
 
 /** An item of a view's tail: a log item, or a tool item stored as the strategies compact it. */

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { CorruptObjectError, InvalidRequestError, NotFoundError, StorageError } from '../errors.ts';
+import { CorruptObjectError, InvalidRequestError, NotFoundError, StorageError, TailgateError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import { itemSchema, toolSchema, type Item, type PromptItem, type StoredItem, type Tool } from '../items.ts';
-import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.ts';
 import { emptyAggregates, extendAggregates, type HistoryAggregates } from '../strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../strategies/compact-text.ts';
 import { selectTail, tailCut } from '../strategies/select-tail.ts';
@@ -12,13 +12,17 @@ import {
   contextKey,
   doneKey,
   idempotencyKey,
+  leaseKey,
+  newGeneration,
   recordKey,
+  recordsListPrefix,
   recordsPrefix,
   segmentKey,
   sessionConfigKey,
   sessionPrefix,
   validateId,
   viewKey,
+  type LogScope,
 } from './keys.ts';
 import { mapLimit } from './map-limit.ts';
 import { externalizePayloads, readPayload } from './payloads.ts';
@@ -26,6 +30,8 @@ import {
   contextObjectSchema,
   doneSchema,
   idempotencyClaimSchema,
+  leaseSchema,
+  MAX_OPEN_CALLS,
   parseStored,
   recordSchema,
   sessionConfigSchema,
@@ -39,10 +45,11 @@ import {
   type SessionCounts,
   type SegmentTurn,
   type TurnStatus,
+  type Undelivered,
 } from './records.ts';
 import { buildSegment, SegmentMissingError, SegmentReader, TOOL_BLOCK, type SegmentContent } from './segment.ts';
 import { SessionExistsError } from './session-exists-error.ts';
-import { TurnClosedError } from './turn-closed-error.ts';
+import { IdempotencyKeyReusedError, LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError, TurnNotOpenError } from './turn-errors.ts';
 import { TurnInProgressError } from './turn-in-progress-error.ts';
 import { UnitCursor, type LogUnit } from './unit-cursor.ts';
 
@@ -72,9 +79,14 @@ export interface SessionRecord {
 
 export type { TailRequirement };
 
-/** A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt`. */
+/**
+ * A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt` (renewed
+ * by `renewLease`). The handle the pipeline passes back to every call about this turn.
+ */
 export interface OpenTurn {
   sessionId: string;
+  /** The incarnation of the session the turn was claimed in. */
+  scope: LogScope;
   session: SessionRecord;
   /** The turn's ordinal among the session's model turns (API.md `turn`). */
   turn: number;
@@ -100,6 +112,17 @@ export interface OpenTurn {
    * `commitTurnContext` moves it; the turn's completion stores it.
    */
   context: ContextStart | null;
+  /** Set by `commitTurnContext`: the completion stores the moved context start. */
+  contextMoved: boolean;
+  /** Set by `readContext` when the tail read went past the view (see `needsView`). */
+  readPastView: boolean;
+  /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
+  keyHash?: string;
+  requestHash?: string;
+  /** Calls without an output after the input (null: not tracked in this log yet). */
+  openCalls: string[] | null;
+  /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */
+  undelivered: Undelivered;
 }
 
 /** What a compaction decided: the new context start and its summary (see ContextStart). */
@@ -118,12 +141,6 @@ export interface ContextView {
   carriedFromSeq: number | null;
 }
 
-/** Turns whose tail read went past their view (see `needsView`). */
-const readPastView = new WeakSet<OpenTurn>();
-
-/** Turns whose context start moved (their completion stores the new one). */
-const movedContexts = new WeakSet<OpenTurn>();
-
 /** The newest view of a log and every item after it (seq order), up to some record. */
 interface Base {
   view: LogView | null;
@@ -140,11 +157,13 @@ export type BeginTurnResult =
   | { kind: 'replay'; response: unknown; status: TurnStatus; error?: { code: string; message: string; details?: unknown } }
   | { kind: 'claimed'; turn: OpenTurn };
 
+
+
 export interface SessionLogOptions {
   /** Prepended to every key (KEY_PREFIX). */
   keyPrefix?: string;
   clock?: () => Date;
-  /** How long a claimed turn stays open before a newcomer may close it as failed. */
+  /** How long a claimed turn stays open, unless renewed, before a newcomer may close it as failed. */
   leaseMs?: number;
   /** Function outputs above this many UTF-8 bytes are stored out of line. */
   blobThreshold?: number;
@@ -201,6 +220,9 @@ const DEFAULT_VIEW_CALLS = 256;
 /** Characters of a call key kept in a view's `call_keys`. */
 const VIEW_KEY_CHARS = 12;
 
+/** A page of items holds about this many bytes at most (at least one item). */
+const MAX_PAGE_BYTES = 4 * 1024 * 1024;
+
 const MAX_CLAIM_ATTEMPTS = 64;
 const MAX_LISTING_RETRIES = 4;
 /** A segment carries the messages of the history before it up to this size (JSON). */
@@ -228,8 +250,22 @@ const outcomeSchema = z.object({
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
 });
 
+/** What `#commit` wrote (or, for a used idempotency key, the `replay` of its turn). */
+interface Commit {
+  record: LogRecord;
+  config: SessionConfig;
+  scope: LogScope;
+  previous: NonNullable<LogRecord['recent']>;
+  /** Model turns: the newest view and every item after it, before the record's items. */
+  base: Base | null;
+  replay?: Extract<BeginTurnResult, { kind: 'replay' }>;
+}
+
+const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], lost_turns: [] }) as Undelivered;
+
 interface Head {
   config: SessionConfig;
+  scope: LogScope;
   /** The newest record and its completion, or null for a log without records. */
   newest: { record: LogRecord; done: DoneRecord | null } | null;
   /** The listing the newest record was found with, positioned after it. */
@@ -287,10 +323,12 @@ export class SessionLog {
   async create(input: NewSession): Promise<SessionRecord> {
     const fields = parseInput(newSessionSchema, input);
     const id = validateId(fields.id ?? this.#generateId());
+    const now = this.#clock();
     const config: SessionConfig = {
       format: 'tailgate.session.v1',
       id,
-      created_at: this.#clock().toISOString(),
+      generation: newGeneration(now),
+      created_at: now.toISOString(),
       instructions: fields.instructions ?? null,
       model: fields.model ?? null,
       strategies: normalizeStrategies(fields.strategies),
@@ -312,6 +350,21 @@ export class SessionLog {
     return toSessionRecord(head.config, countsOf(head.newest));
   }
 
+  /** Where the session's current incarnation keeps its objects (reads the config). */
+  async scope(id: string): Promise<LogScope> {
+    return scopeOf(this.#keyPrefix, (await this.#readConfig(id)).config);
+  }
+
+  /**
+   * Whether the incarnation a turn was claimed in still exists (the id was not deleted, nor
+   * deleted and created again). One get of the config.
+   */
+  async exists(scope: LogScope): Promise<boolean> {
+    const object = await this.#store.get(sessionConfigKey(scope.keyPrefix, scope.id));
+    if (!object) return false;
+    return scopeOf(this.#keyPrefix, parseStored(sessionConfigKey(scope.keyPrefix, scope.id), object.body, sessionConfigSchema)).generation === scope.generation;
+  }
+
   /**
    * Changes config fields (PATCH). A conditional put (If-Match on the etag read), retried
    * when another update won in between, so no concurrent change is lost.
@@ -331,29 +384,41 @@ export class SessionLog {
         ifMatch: info.etag,
         contentType: 'application/json',
       });
-      if (written) return toSessionRecord(next, countsOf((await this.#newest(id)).newest));
+      if (written) return toSessionRecord(next, countsOf((await this.#newest(scopeOf(this.#keyPrefix, next))).newest));
       await backoff(attempt);
     }
     throw new StorageError(`session ${id}: too many concurrent updates`);
   }
 
   /**
-   * Deletes every object under the session's prefix (records, views, segments, blobs,
-   * inbox), page by page, and the config last, so an interrupted delete can be repeated.
+   * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
+   * completion is refused and answered 404. The config goes next: from then on the id is
+   * free, and every object of the deleted incarnation is under a generation no config names,
+   * so a turn or a packer still running writes only where nobody reads. Then everything under the session's prefix
+   * that no current config names is deleted, page by page (the inbox too, unless the id was
+   * created again meanwhile). An interrupted sweep leaves unreachable objects, which the next
+   * delete of the same id removes.
    */
   async delete(id: string): Promise<void> {
     const configKey = sessionConfigKey(this.#keyPrefix, id);
-    if (!(await this.#store.head(configKey))) throw new NotFoundError(`session ${id} not found`, { id });
-    const prefix = sessionPrefix(this.#keyPrefix, id);
-    let startAfter: string | undefined;
-    for (;;) {
-      const page = await this.#store.list(prefix, { limit: 1000, ...(startAfter ? { startAfter } : {}) });
-      const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey);
-      if (keys.length > 0) await this.#store.delete(keys);
-      if (!page.truncated || page.objects.length === 0) break;
-      startAfter = page.objects[page.objects.length - 1]!.key;
+    const { newest, scope } = await this.#head(id);
+    if (newest && newest.record.kind === 'turn' && !newest.done) {
+      await this.#close(scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
     }
     await this.#store.delete(configKey);
+    const prefix = sessionPrefix(this.#keyPrefix, id);
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await this.#store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+      // Read after the listing: an object listed under a generation a config names now was
+      // written by that incarnation, whatever happened before.
+      const current = await this.#store.get(configKey);
+      const generation = current ? scopeOf(this.#keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation : null;
+      const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey && (generation === null || isOtherGeneration(key.slice(prefix.length), generation)));
+      if (keys.length > 0) await this.#store.delete(keys);
+      if (!page.truncated || !page.cursor) break;
+      cursor = page.cursor;
+    }
   }
 
   /**
@@ -368,59 +433,88 @@ export class SessionLog {
   }
 
   /**
-   * Begins a model turn. With an idempotency key already used on this session, returns the
-   * stored outcome of that turn (replay) and does nothing else; if that turn is still open,
-   * TurnInProgressError. Otherwise claims the next record (create-only) holding the input, so
-   * the input is durable before this resolves. Another open turn with an unexpired lease:
+   * Begins a model turn: claims the next record (create-only) holding the input, so the input
+   * is durable before this resolves. Another open turn with an unexpired lease:
    * TurnInProgressError; an expired one is closed as failed first.
+   *
+   * With an idempotency key, one key gives at most one stored input, whatever the
+   * interleaving and wherever a request crashed: a key seen before returns the stored outcome
+   * of its turn (replay) and does nothing else (its turn still open: TurnInProgressError; the
+   * same key with another request: IdempotencyKeyReusedError). A key's turn is found as the
+   * newest record or, once a later record exists, through `idem/<key hash>`, which every
+   * close of a keyed turn writes before its completion (and no record follows an open turn).
    */
-  async beginTurn(id: string, options: { input: Item[]; idempotencyKey?: string; request?: unknown }): Promise<BeginTurnResult> {
+  async beginTurn(
+    id: string,
+    options: { input: Item[]; idempotencyKey?: string; requestHash?: string; request?: unknown },
+  ): Promise<BeginTurnResult> {
     const input = parseInput(z.array(itemSchema), options.input);
-    let keyHash: string | undefined;
-    if (options.idempotencyKey !== undefined) {
-      keyHash = sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
-      const replay = await this.#replay(id, keyHash);
-      if (replay) return replay;
-    }
-    const { record, config, previous, base: claimed } = await this.#commit(id, input, {
+    const keyHash = options.idempotencyKey === undefined ? undefined : sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
+    const committed = await this.#commit(id, input, {
       kind: 'turn',
       ...(keyHash ? { keyHash } : {}),
+      ...(options.requestHash ? { requestHash: options.requestHash } : {}),
       ...(options.request !== undefined ? { request: options.request } : {}),
     });
-    if (keyHash) {
-      const claimKey = idempotencyKey(this.#keyPrefix, id, keyHash);
-      const claimed = await this.#store.put(claimKey, JSON.stringify({ format: 'tailgate.idempotency.v1', record: record.record }), {
-        onlyIfAbsent: true,
-        contentType: 'application/json',
-      });
-      if (!claimed) {
-        // A concurrent request with the same key claimed it first: close ours, answer with theirs.
-        await this.#close(id, record, { status: 'failed', error: { code: 'duplicate_request', message: 'the idempotency key was claimed by another request' } });
-        const replay = await this.#replay(id, keyHash);
-        if (replay) return replay;
-        throw new TurnInProgressError(id, record.turn ?? 0);
-      }
-    }
+    if (committed.replay) return committed.replay;
+    const { record, config, previous, base: claimed, scope } = committed;
     const base = claimed ?? { view: null, since: [] };
     const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
     const session = toSessionRecord(config, record.counts);
-    const carried = previous.flatMap((group) => group.items);
     const turn: OpenTurn = {
       sessionId: id,
+      scope,
       session,
       turn: record.turn!,
-      input: await this.#hydrateItems(id, record.items),
+      input: record.items as StoredItem[],
       aggregates,
       leaseExpiresAt: record.lease_expires_at!,
       record: record.record,
       counts: record.counts,
       inputRecords: record.items,
-      carried,
+      carried: previous.flatMap((group) => group.items),
       carriedFromRecord: previous[0]?.record ?? record.record,
       base,
       context: record.context ?? null,
+      contextMoved: false,
+      readPastView: false,
+      ...(keyHash ? { keyHash } : {}),
+      ...(options.requestHash ? { requestHash: options.requestHash } : {}),
+      openCalls: record.open_calls ?? null,
+      undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
     };
     return { kind: 'claimed', turn };
+  }
+
+  /**
+   * Writes the turn's lease again, `leaseMs` from now (`.lease` beside its record), so a
+   * newcomer does not close it while the model is still answering. Call it every third of the
+   * lease while the turn runs. A turn closed meanwhile keeps its completion: the lease object
+   * is then a leftover the packer deletes.
+   */
+  async renewLease(turn: OpenTurn): Promise<string> {
+    const expires = new Date(this.#clock().getTime() + this.#leaseMs).toISOString();
+    const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
+    await this.#store.put(leaseKey(turn.scope, turn.record), JSON.stringify(lease), { contentType: 'application/json' });
+    turn.leaseExpiresAt = expires;
+    return expires;
+  }
+
+  /**
+   * Ends an open turn as failed (`turn_cancelled`), for a turn whose server died or that is
+   * no longer wanted: its input stays, its owner's completion will be refused. A turn that is
+   * not the open one: TurnNotOpenError (NotFoundError when it never existed).
+   */
+  async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
+    const { newest, scope } = await this.#head(id);
+    const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
+    if (!open || open.turn !== turnNumber) {
+      if (turnNumber > countsOf(newest).turns) throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
+      throw new TurnNotOpenError(id, turnNumber);
+    }
+    const done = await this.#close(scope, open, { status: 'failed', error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` } });
+    if (!done) throw new TurnNotOpenError(id, turnNumber);
+    return { turn: turnNumber, status: 'failed' };
   }
 
   /**
@@ -436,10 +530,10 @@ export class SessionLog {
     // Usually the claim has read all it takes: the newest view and what came after it.
     const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
     if (fromBase) return fromBase;
-    readPastView.add(turn);
+    turn.readPastView = true;
     return this.#withFreshListing(() => {
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, turn.sessionId), { pageLimit: 100, below: turn.carriedFromRecord });
-      return this.#readTail(turn.sessionId, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
+      const cursor = new UnitCursor(this.#store, recordsPrefix(turn.scope), { pageLimit: 100, below: turn.carriedFromRecord });
+      return this.#readTail(turn.scope, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
     });
   }
 
@@ -450,7 +544,7 @@ export class SessionLog {
    * new epoch began). The caller then packs with `refresh`.
    */
   needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggregates) => TailRequirement, output: readonly StoredItem[] = []): boolean {
-    if (readPastView.has(turn)) return true;
+    if (turn.readPastView) return true;
     if (turn.context || !turn.base.view) return false;
     const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
     const { aggregates } = aggregatesOf(base);
@@ -466,9 +560,9 @@ export class SessionLog {
    * (the same compaction ran already), the stored one wins. Updates `turn.context`.
    */
   async commitTurnContext(turn: OpenTurn, next: NewContext): Promise<ContextStart> {
-    const stored = await this.#storeContext(turn.sessionId, turn.record, next);
+    const stored = await this.#storeContext(turn.scope, turn.record, next);
     turn.context = stored;
-    movedContexts.add(turn);
+    turn.contextMoved = true;
     return stored;
   }
 
@@ -481,18 +575,19 @@ export class SessionLog {
    * that context or a newer one is already there). An open turn: TurnInProgressError.
    */
   async compact(id: string, summarize: (view: ContextView) => Promise<NewContext | null>): Promise<{ compacted: boolean; context: ContextStart | null }> {
-    const { newest, cursor } = await this.#head(id, 100);
+    const { newest, cursor, scope } = await this.#head(id, 100);
     if (!newest) return { compacted: false, context: null };
-    if (newest.record.kind === 'turn' && !newest.done && Date.parse(newest.record.lease_expires_at ?? '') > this.#clock().getTime()) {
-      throw new TurnInProgressError(id, newest.record.turn ?? 0, newest.record.lease_expires_at);
+    if (newest.record.kind === 'turn' && !newest.done) {
+      const expires = await this.#leaseOf(scope, newest.record);
+      if (expires > this.#clock().getTime()) throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
     }
     const current = contextOf(newest);
     cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
     const newestItems = carriedItems(newest);
-    const items = await this.#withFreshListing(() => this.#readTail(id, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
+    const items = await this.#withFreshListing(() => this.#readTail(scope, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
     const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
     if (!next) return { compacted: false, context: current };
-    const stored = await this.#storeContext(id, newest.record.record, next);
+    const stored = await this.#storeContext(scope, newest.record.record, next);
     await this.#commit(id, [], { kind: 'compact', context: stored });
     return { compacted: true, context: stored };
   }
@@ -502,8 +597,8 @@ export class SessionLog {
     return contextOf((await this.#head(id)).newest);
   }
 
-  async #storeContext(id: string, baseRecord: number, next: NewContext): Promise<ContextStart> {
-    const key = contextKey(this.#keyPrefix, id, baseRecord);
+  async #storeContext(scope: LogScope, baseRecord: number, next: NewContext): Promise<ContextStart> {
+    const key = contextKey(scope, baseRecord);
     const context: ContextStart = { ...next, base_record: baseRecord, created_at: this.#clock().toISOString() };
     let failure: { error: unknown } | null = null;
     try {
@@ -525,45 +620,56 @@ export class SessionLog {
   async previewContext(
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null }> {
+  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null; undelivered: Undelivered; scope: LogScope }> {
     return this.#withFreshListing(async () => {
-      const { newest, cursor } = await this.#head(id, 100);
-      if (!newest) return { items: [], aggregates: emptyAggregates(), context: null };
+      const { newest, cursor, scope } = await this.#head(id, 100);
+      if (!newest) return { items: [], aggregates: emptyAggregates(), context: null, undelivered: NOTHING_UNDELIVERED, scope };
       const context = contextOf(newest);
-      const base = await this.#base(id, newest, cursor);
+      const undelivered = undeliveredOf(newest);
+      const base = await this.#base(scope, newest, cursor);
       const { aggregates } = aggregatesOf(base);
       const needed = requirement(aggregates, context);
       const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
-      if (fromBase) return { items: fromBase, aggregates, context };
-      const items = await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), needed, context?.start_seq ?? 0);
-      return { items, aggregates, context };
+      if (fromBase) return { items: fromBase, aggregates, context, undelivered, scope };
+      const items = await this.#readTail(scope, carriedItems(newest), this.#cursorBelow(scope, newest), needed, context?.start_seq ?? 0);
+      return { items, aggregates, context, undelivered, scope };
     });
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */
-  async hydrate(sessionId: string, items: PromptItem[]): Promise<PromptItem[]> {
-    validateId(sessionId);
+  async hydrate(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
     return mapLimit(items, PARALLEL_GETS, async (item) => {
       if (item.type !== 'function_call_output' || !item.output_ref) return item;
       const { output_ref: ref, ...rest } = item;
-      return { ...rest, output: await readPayload(this.#store, blobKey(this.#keyPrefix, sessionId, ref.sha256), ref) };
+      return { ...rest, output: await readPayload(this.#store, blobKey(scope, ref.sha256), ref) };
     });
   }
 
   /**
-   * Closes a turn with its outcome: output items get the next seqs, large outputs go out of
-   * line, and the response is kept for idempotent replay. Write-once: a turn closed already
-   * (its lease expired and a newcomer closed it) gives TurnClosedError.
+   * Closes a turn with its outcome: output items get the next seqs, and the response is kept
+   * for idempotent replay. A keyed turn's `idem/` object is written first. Write-once: a turn
+   * closed already by someone else (its lease expired, or it was cancelled) gives
+   * TurnClosedError with that reason, and nothing of this outcome is stored. A session deleted
+   * meanwhile closed the turn itself: NotFoundError.
    */
   async completeTurn(
     turn: OpenTurn,
-    result: { status: TurnStatus; output: Item[]; receipt: unknown; response?: unknown; error?: { code: string; message: string; details?: unknown } },
+    result: {
+      status: TurnStatus;
+      output: Item[];
+      receipt: unknown;
+      response?: unknown;
+      error?: { code: string; message: string; details?: unknown };
+      /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
+      undelivered?: Undelivered;
+    },
   ): Promise<StoredItem[]> {
     const outcome = parseInput(outcomeSchema, result);
     const createdAt = this.#clock().toISOString();
     const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
     const items = stored as LogItem[];
     const writer = crypto.randomUUID();
+    const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
     const done: DoneRecord = {
       format: 'tailgate.done.v1',
       record: turn.record,
@@ -580,9 +686,12 @@ export class SessionLog {
       ...(outcome.response !== undefined ? { response: outcome.response } : {}),
       ...(outcome.error ? { error: outcome.error } : {}),
       // Only a moved context: otherwise the record's own `context` stands.
-      ...(turn.context && movedContexts.has(turn) ? { context: turn.context } : {}),
+      ...(turn.context && turn.contextMoved ? { context: turn.context } : {}),
+      ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
+      ...(undelivered ? { undelivered } : {}),
     };
-    const key = doneKey(this.#keyPrefix, turn.sessionId, turn.record);
+    if (turn.keyHash) await this.#indexKey(turn.scope, turn.keyHash, turn.record, turn.requestHash);
+    const key = doneKey(turn.scope, turn.record);
     let failure: { error: unknown } | null = null;
     try {
       if (await this.#store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' })) return stored;
@@ -591,28 +700,42 @@ export class SessionLog {
     }
     // Refused or failed: it may be our own write whose answer was lost.
     const existing = await this.#store.get(key);
-    if (existing && parseStored(key, existing.body, doneSchema).writer === writer) return stored;
+    if (existing) {
+      const closed = parseStored(key, existing.body, doneSchema);
+      if (closed.writer === writer) return stored;
+      if (closed.error?.code === SESSION_DELETED) throw new NotFoundError(`session ${turn.sessionId} was deleted during turn ${turn.turn}`, { id: turn.sessionId });
+      throw new TurnClosedError(turn.sessionId, turn.turn, closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
+    }
     if (failure) throw failure.error;
-    throw new TurnClosedError(turn.sessionId, turn.turn);
+    throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
   }
 
   /**
    * A page of items, newest first: those with seq < `before` (all when absent), at most
-   * `limit` (1..1000), with payloads whole. Reads from the tail, so the newest page costs the
-   * same however long the session is.
+   * `limit` (1..1000) and about MAX_PAGE_BYTES of items (at least one), with payloads whole.
+   * Reads from the tail, so the newest page costs the same however long the session is.
    */
   async listItems(id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
     const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
     const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
-    const items = await this.#withFreshListing(async () => {
-      const { newest, cursor } = await this.#head(id, 100);
+    const { items, scope } = await this.#withFreshListing(async () => {
+      const { newest, cursor, scope } = await this.#head(id, 100);
       const upper = before === undefined ? Number.POSITIVE_INFINITY : before - 1;
       const page: LogItem[] = [];
+      let bytes = 0;
       let lowest = Number.POSITIVE_INFINITY;
+      const full = () => page.length >= limit || bytes >= MAX_PAGE_BYTES;
       const take = (items: readonly LogItem[]) => {
-        for (let index = items.length - 1; index >= 0 && page.length < limit; index--) {
+        for (let index = items.length - 1; index >= 0 && !full(); index--) {
           const item = items[index]!;
-          if (item.seq <= upper && item.seq < lowest) page.push(item);
+          if (item.seq > upper || item.seq >= lowest) continue;
+          const size = itemBytes(item);
+          if (page.length > 0 && bytes + size > MAX_PAGE_BYTES) {
+            bytes = MAX_PAGE_BYTES;
+            break;
+          }
+          page.push(item);
+          bytes += size;
         }
         if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
       };
@@ -620,7 +743,7 @@ export class SessionLog {
         take(carriedItems(newest));
         cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
       }
-      for (let unit = page.length < limit && newest ? await cursor.next() : null; unit && page.length < limit; unit = await cursor.next()) {
+      for (let unit = !full() && newest ? await cursor.next() : null; unit && !full(); unit = await cursor.next()) {
         const wanted = limit - page.length;
         if (unit.kind === 'record') {
           const { record, done } = await this.#readRecord(unit);
@@ -629,17 +752,18 @@ export class SessionLog {
         }
         const top = Math.min(unit.lastSeq, lowest - 1);
         if (unit.firstSeq > upper || top < unit.firstSeq) continue;
-        lowest = unit.firstSeq;
         const high = Math.min(upper, top);
         const low = Math.max(unit.firstSeq, high - wanted + 1);
-        page.push(...(await this.#segmentRange(unit, low, high)).reverse());
+        lowest = Math.min(lowest, high + 1);
+        take(await this.#segmentRange(unit, low, high));
+        lowest = low;
       }
-      return page;
+      return { items: page, scope };
     });
-    const full = (await this.hydrate(id, items)) as StoredItem[];
-    const lowest = full.length > 0 ? full[full.length - 1]!.seq : null;
+    const hydrated = (await this.hydrate(scope, items)) as StoredItem[];
+    const lowest = hydrated.length > 0 ? hydrated[hydrated.length - 1]!.seq : null;
     const hasMore = lowest !== null && lowest > 1;
-    return { items: full, has_more: hasMore, next_before: hasMore ? lowest : null };
+    return { items: hydrated, has_more: hasMore, next_before: hasMore ? lowest : null };
   }
 
   /**
@@ -652,11 +776,12 @@ export class SessionLog {
    * background).
    */
   async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-    const view = await this.#withFreshListing(() => this.#writeViewIfDue(sessionId, options.requirement, options.refresh));
+    const scope = scopeOf(this.#keyPrefix, (await this.#readConfig(sessionId)).config);
+    const view = await this.#withFreshListing(() => this.#writeViewIfDue(scope, options.requirement, options.refresh));
     // With a new view, what it covers is packed now, however little: only the records after
     // the view are carried by the next ones, so the older ones should not stay loose.
     const packMinRecords = view ? 1 : this.#packMinRecords;
-    const prefix = recordsPrefix(this.#keyPrefix, sessionId);
+    const prefix = recordsPrefix(scope);
     const cursor = new UnitCursor(this.#store, prefix);
     const records: Extract<LogUnit, { kind: 'record' }>[] = [];
     let segment: Extract<LogUnit, { kind: 'segment' }> | null = null;
@@ -672,7 +797,7 @@ export class SessionLog {
     let result: PackResult = { packed: false, deleted: 0 };
     if (candidates.length >= packMinRecords) {
       try {
-        result = await this.#packRecords(sessionId, candidates, segment, packMinRecords);
+        result = await this.#packRecords(scope, candidates, segment, packMinRecords);
       } catch (error) {
         if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
       }
@@ -684,11 +809,6 @@ export class SessionLog {
     return view ? { ...result, view } : result;
   }
 
-  /** Same as `pack`; the name the integrator's port may use. */
-  async packIfNeeded(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-    return this.pack(sessionId, options);
-  }
-
   /**
    * Writes the view of the newest closed record when `viewEveryRecords` records have come
    * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
@@ -696,8 +816,8 @@ export class SessionLog {
    * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
    * Returns the view's key, or null when none was due.
    */
-  async #writeViewIfDue(id: string, requirement: PackOptions['requirement'], refresh = false): Promise<string | null> {
-    const { newest, cursor } = await this.#newest(id, 100);
+  async #writeViewIfDue(scope: LogScope, requirement: PackOptions['requirement'], refresh = false): Promise<string | null> {
+    const { newest, cursor } = await this.#newest(scope, 100);
     if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
     const listed = cursor.views[0]?.record ?? 0;
     if (newest.record.record === listed) return null;
@@ -707,7 +827,7 @@ export class SessionLog {
     const grown = JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
     const due = newest.record.record - listed >= this.#viewEveryRecords || compacted || grown || refresh;
     if (!due) return null;
-    const base = await this.#base(id, newest, cursor);
+    const base = await this.#base(scope, newest, cursor);
     const { aggregates, newKeys } = aggregatesOf(base);
     const lastSeq = countsOf(newest).items;
     const context = contextOf(newest);
@@ -727,10 +847,10 @@ export class SessionLog {
       const withMargin = tailFromBase(base, [], wanted, fromSeq);
       const withoutMargin = withMargin ? null : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
       const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
-      const items = (withMargin ?? withoutMargin ?? (await this.#readTail(id, carriedItems(newest), this.#cursorBelow(id, newest), wanted, fromSeq))) as LogItem[];
+      const items = (withMargin ?? withoutMargin ?? (await this.#readTail(scope, carriedItems(newest), this.#cursorBelow(scope, newest), wanted, fromSeq))) as LogItem[];
       const cut = held === 'all' ? null : tailCut(items, held);
       const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
-      tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewItems(id, items, needed.wholeCalls, pinned) };
+      tail = { from_seq: fromSeq, window_start: windowStart, items: await this.#viewItems(scope, items, needed.wholeCalls, pinned) };
     }
     const view: LogView = {
       format: 'tailgate.view.v1',
@@ -741,7 +861,7 @@ export class SessionLog {
       tail,
       created_at: this.#clock().toISOString(),
     };
-    const key = viewKey(this.#keyPrefix, id, view.record);
+    const key = viewKey(scope, view.record);
     await this.#store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
     return key;
   }
@@ -752,19 +872,19 @@ export class SessionLog {
    * show them whole; the others as the strategies compact them (`compactCallItem`,
    * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
    */
-  async #viewItems(id: string, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
+  async #viewItems(scope: LogScope, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
     const whole = wholeCallIds(items, wholeCalls, pinned);
     return mapLimit(items, PARALLEL_GETS, async (item) => {
       if (item.type === 'message') return item;
       if (whole === null || whole.has(item.call_id)) {
-        return item.type === 'function_call_output' && item.output_ref ? ((await this.hydrate(id, [item]))[0] as LogItem) : item;
+        return item.type === 'function_call_output' && item.output_ref ? ((await this.hydrate(scope, [item]))[0] as LogItem) : item;
       }
       return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
     });
   }
 
   async #packRecords(
-    sessionId: string,
+    scope: LogScope,
     candidates: Extract<LogUnit, { kind: 'record' }>[],
     segment: Extract<LogUnit, { kind: 'segment' }> | null,
     packMinRecords: number,
@@ -785,7 +905,7 @@ export class SessionLog {
       content.lastRecord = record.record;
     }
     // Records hold outputs inline; a segment keeps the large ones out of line.
-    content.items = await externalizePayloads(this.#store, content.items, this.#blobThreshold, (sha) => blobKey(this.#keyPrefix, sessionId, sha));
+    content.items = await externalizePayloads(this.#store, content.items, this.#blobThreshold, (sha) => blobKey(scope, sha));
     const first = content.items[0];
     const last = content.items[content.items.length - 1];
     const range = {
@@ -794,13 +914,14 @@ export class SessionLog {
       firstSeq: first ? first.seq : closed[0]!.record.first_seq,
       lastSeq: last ? last.seq : closed[0]!.record.first_seq - 1,
     };
-    const key = segmentKey(this.#keyPrefix, sessionId, range);
+    const key = segmentKey(scope, range);
     await this.#store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
     const replaced = closed.flatMap(({ record, done }) => {
-      const keys = [recordKey(this.#keyPrefix, sessionId, record.record)];
-      if (done) keys.push(doneKey(this.#keyPrefix, sessionId, record.record));
+      const keys = [recordKey(scope, record.record)];
+      if (done) keys.push(doneKey(scope, record.record));
       return keys;
     });
+    for (const unit of candidates.slice(0, closed.length)) if (unit.leaseKey) replaced.push(unit.leaseKey);
     if (merge) replaced.push(merge.key);
     await this.#store.delete(replaced);
     return { packed: true, segment: key, records: closed.length, deleted: replaced.length };
@@ -825,53 +946,56 @@ export class SessionLog {
   /**
    * Writes the next record (create-only) holding `input`. Closes an expired open turn first;
    * an unexpired one is TurnInProgressError. Retries when another writer took the number.
+   * A keyed turn whose key was used already gets `replay` instead (see beginTurn).
    */
   async #commit(
     id: string,
     input: Item[],
-    options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; request?: unknown; context?: ContextStart },
-  ): Promise<{
-    record: LogRecord;
-    config: SessionConfig;
-    previous: NonNullable<LogRecord['recent']>;
-    /** Model turns: the newest view and every item after it, before the record's items. */
-    base: Base | null;
-  }> {
+    options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; requestHash?: string; request?: unknown; context?: ContextStart },
+  ): Promise<Commit> {
     const writer = crypto.randomUUID();
     let failure: { error: unknown } | null = null;
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
       const head = await this.#head(id, 100);
+      const { scope } = head;
       let newest = head.newest;
       // A put that failed or lost a race may still have landed (a lost answer, an adapter's
       // retry meeting its own write): then the newest record is ours, and nothing is repeated.
       if (newest && newest.record.writer === writer) {
         const own = newest.record;
-        const base = options.kind === 'turn' ? before(await this.#base(id, { record: own, done: null }, head.cursor), own.first_seq) : null;
-        return { record: own, config: head.config, previous: own.recent ?? [], base };
+        const base = options.kind === 'turn' ? before(await this.#base(scope, { record: own, done: null }, head.cursor), own.first_seq) : null;
+        return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
       }
       if (failure) throw failure.error;
+      if (options.keyHash) {
+        // The head is read before the index: a keyed turn older than the newest record was
+        // closed, so indexed, before that record was written.
+        const replay = await this.#findKey(scope, newest, options.keyHash, options.requestHash);
+        if (replay) return { replay, record: newest!.record, config: head.config, previous: [], base: null, scope };
+      }
       if (newest && newest.record.kind === 'turn' && !newest.done) {
         const open = newest.record;
-        if (Date.parse(open.lease_expires_at ?? '') > this.#clock().getTime()) {
-          throw new TurnInProgressError(id, open.turn ?? 0, open.lease_expires_at);
-        }
-        const done = await this.#close(id, open, { status: 'failed', error: { code: 'lease_expired', message: `turn ${open.turn ?? 0} did not complete before its lease expired` } });
+        const expires = await this.#leaseOf(scope, open);
+        if (expires > this.#clock().getTime()) throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
+        const done = await this.#close(scope, open, { status: 'failed', error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` } });
         if (!done) continue;
         newest = { record: open, done };
       }
       const current = contextOf(newest);
       // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
       if (options.kind === 'compact' && newest && current && options.context && current.base_record >= options.context.base_record) {
-        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null };
+        return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null, scope };
       }
       const context = options.context ?? current;
       const counts = countsOf(newest);
+      const openCalls = openCallsOf(newest);
+      const openAfter = openCalls === null ? null : checkCalls(input, openCalls);
       // A model turn reads the newest view and what follows it before committing, so a
       // corrupt one fails the claim with nothing stored.
       let base: Base | null = null;
       if (options.kind === 'turn') {
         try {
-          base = newest ? await this.#base(id, newest, head.cursor) : { view: null, since: [] };
+          base = newest ? await this.#base(scope, newest, head.cursor) : { view: null, since: [] };
         } catch (error) {
           // Packed away since the listing: list again.
           if (error instanceof SegmentMissingError || error instanceof RecordMissingError) continue;
@@ -881,11 +1005,11 @@ export class SessionLog {
       const now = this.#clock();
       const createdAt = now.toISOString();
       const firstSeq = counts.items + 1;
-      const stamped = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
-      const items = stamped;
+      const items = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
       const number = (newest?.record.record ?? 0) + 1;
       const recent = newest ? this.#carry(newest, context?.start_seq, head.cursor.views.find((view) => view.record <= newest!.record.record)?.record ?? 0) : [];
       const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
+      const undelivered = undeliveredOf(newest);
       const record: LogRecord = {
         format: 'tailgate.record.v1',
         record: number,
@@ -902,12 +1026,15 @@ export class SessionLog {
         ...(recent.length > 0 ? { recent } : {}),
         ...(turn !== undefined ? { turn, lease_expires_at: new Date(now.getTime() + this.#leaseMs).toISOString() } : {}),
         ...(options.keyHash ? { idempotency_key_sha256: options.keyHash } : {}),
+        ...(options.keyHash && options.requestHash ? { request_sha256: options.requestHash } : {}),
         ...(options.request !== undefined ? { request: options.request } : {}),
         ...(context ? { context } : {}),
+        ...(openAfter ? { open_calls: openAfter } : {}),
+        ...(isEmpty(undelivered) ? {} : { undelivered }),
       };
       let put: ObjectInfo | null;
       try {
-        put = await this.#store.put(recordKey(this.#keyPrefix, id, number), JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' });
+        put = await this.#store.put(recordKey(scope, number), JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' });
       } catch (error) {
         failure = { error };
         continue;
@@ -916,7 +1043,7 @@ export class SessionLog {
         // The records the claim has read (carried, or at least the previous one): the tail read
         // continues below them with the claim's own listing.
         const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-        return { record, config: head.config, previous, base };
+        return { record, config: head.config, previous, base, scope };
       }
       await backoff(attempt);
     }
@@ -947,8 +1074,19 @@ export class SessionLog {
     return kept;
   }
 
-  /** Writes the completion of `record` (create-only); null when someone else closed it. */
-  async #close(id: string, record: LogRecord, outcome: StoredOutcome): Promise<DoneRecord | null> {
+  /**
+   * Writes the completion of `record` for someone other than its owner (an expired lease, a
+   * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
+   * The turn may have consumed notices before it died: the completion names it in
+   * `undelivered.lost_turns`, so the next turn looks for them.
+   */
+  async #close(scope: LogScope, record: LogRecord, outcome: StoredOutcome): Promise<DoneRecord | null> {
+    if (record.idempotency_key_sha256) await this.#indexKey(scope, record.idempotency_key_sha256, record.record, record.request_sha256);
+    const carried = record.undelivered ?? NOTHING_UNDELIVERED;
+    const undelivered: Undelivered = {
+      notices: carried.notices,
+      lost_turns: record.turn !== undefined ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }] : carried.lost_turns,
+    };
     const done: DoneRecord = {
       format: 'tailgate.done.v1',
       record: record.record,
@@ -957,40 +1095,77 @@ export class SessionLog {
       items: [],
       counts: record.counts,
       ...(outcome.error ? { error: outcome.error } : {}),
+      ...(record.open_calls ? { open_calls: record.open_calls } : {}),
+      ...(isEmpty(undelivered) ? {} : { undelivered }),
     };
-    const put = await this.#store.put(doneKey(this.#keyPrefix, id, record.record), JSON.stringify(done), {
+    const put = await this.#store.put(doneKey(scope, record.record), JSON.stringify(done), {
       onlyIfAbsent: true,
       contentType: 'application/json',
     });
     return put ? done : null;
   }
 
+  /** When an open turn's lease runs out (ms): its record's, or the renewed one beside it. */
+  async #leaseOf(scope: LogScope, record: LogRecord): Promise<number> {
+    const claimed = Date.parse(record.lease_expires_at ?? '');
+    if (claimed > this.#clock().getTime()) return claimed;
+    const key = leaseKey(scope, record.record);
+    const object = await this.#store.get(key);
+    if (!object) return claimed;
+    const lease = parseStored(key, object.body, leaseSchema);
+    return Math.max(claimed, Date.parse(lease.lease_expires_at));
+  }
+
   // --- idempotency ---
 
-  async #replay(id: string, keyHash: string): Promise<BeginTurnResult | null> {
-    const claimKey = idempotencyKey(this.#keyPrefix, id, keyHash);
-    const claim = await this.#store.get(claimKey);
-    if (!claim) return null;
-    const { record: number } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
-    const outcome = await this.#withFreshListing(() => this.#outcome(id, number, claimKey));
+  /** `idem/<key hash>` -> the record of a keyed turn (create-only; a second write changes nothing). */
+  async #indexKey(scope: LogScope, keyHash: string, record: number, requestHash: string | undefined): Promise<void> {
+    const claim = { format: 'tailgate.idempotency.v1', record, ...(requestHash ? { request_sha256: requestHash } : {}) };
+    await this.#store.put(idempotencyKey(scope, keyHash), JSON.stringify(claim), { onlyIfAbsent: true, contentType: 'application/json' });
+  }
+
+  /**
+   * The outcome of the turn a key was used for, or null when it was not used: the newest
+   * record carries the key (open: TurnInProgressError while its lease runs), or `idem/` names
+   * an older record. Another request under the same key: IdempotencyKeyReusedError.
+   */
+  async #findKey(scope: LogScope, newest: Head['newest'], keyHash: string, requestHash: string | undefined): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
+    let outcome: StoredOutcome;
+    if (newest && newest.record.idempotency_key_sha256 === keyHash) {
+      checkRequest(newest.record.request_sha256, requestHash, newest.record.turn ?? 0);
+      outcome = newest.done ?? (await this.#closeIfExpired(scope, newest.record));
+    } else {
+      const claimKey = idempotencyKey(scope, keyHash);
+      const claim = await this.#store.get(claimKey);
+      if (!claim) return null;
+      const { record: number, request_sha256: stored } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
+      const found = await this.#withFreshListing(() => this.#outcome(scope, number, claimKey));
+      checkRequest(stored, requestHash, found.turn);
+      outcome = found;
+    }
     return { kind: 'replay', response: outcome.response ?? null, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) };
   }
 
-  /** The stored outcome of model turn `number`, from its completion or from its segment. */
-  async #outcome(id: string, number: number, claimKey: string): Promise<StoredOutcome> {
-    const [recordObject, doneObject] = await Promise.all([
-      this.#store.get(recordKey(this.#keyPrefix, id, number)),
-      this.#store.get(doneKey(this.#keyPrefix, id, number)),
-    ]);
-    if (doneObject) return parseStored(doneKey(this.#keyPrefix, id, number), doneObject.body, doneSchema);
-    if (recordObject) {
-      const record = parseStored(recordKey(this.#keyPrefix, id, number), recordObject.body, recordSchema);
-      if (Date.parse(record.lease_expires_at ?? '') > this.#clock().getTime()) throw new TurnInProgressError(id, record.turn ?? 0, record.lease_expires_at);
-      const done = await this.#close(id, record, { status: 'failed', error: { code: 'lease_expired', message: `turn ${record.turn ?? 0} did not complete before its lease expired` } });
-      if (done) return done;
-      return this.#outcome(id, number, claimKey);
-    }
-    const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100 });
+  /** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */
+  async #closeIfExpired(scope: LogScope, record: LogRecord): Promise<StoredOutcome> {
+    const expires = await this.#leaseOf(scope, record);
+    if (expires > this.#clock().getTime()) throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
+    const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
+    const done = await this.#close(scope, record, { status: 'failed', error: { code: LEASE_EXPIRED, message } });
+    if (done) return done;
+    const key = doneKey(scope, record.record);
+    const object = await this.#store.get(key);
+    if (!object) throw new CorruptObjectError(key, 'refused as taken but missing');
+    return parseStored(key, object.body, doneSchema);
+  }
+
+  /** The stored outcome of model turn record `number`, from its completion or from its segment. */
+  async #outcome(scope: LogScope, number: number, claimKey: string): Promise<StoredOutcome & { turn: number }> {
+    const [recordObject, doneObject] = await Promise.all([this.#store.get(recordKey(scope, number)), this.#store.get(doneKey(scope, number))]);
+    const record = recordObject ? parseStored(recordKey(scope, number), recordObject.body, recordSchema) : null;
+    if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
+    if (record) return { ...(await this.#closeIfExpired(scope, record)), turn: record.turn ?? 0 };
+    const cursor = new UnitCursor(this.#store, recordsPrefix(scope), { pageLimit: 100 });
     for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
       if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
       const turn = await new SegmentReader(this.#store, unit.key, unit).turn(number);
@@ -1007,7 +1182,7 @@ export class SessionLog {
    * it up to the newest record: from what the newest record carries, and from the log (records
    * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
    */
-  async #base(id: string, newest: NonNullable<Head['newest']>, cursor: UnitCursor): Promise<Base> {
+  async #base(scope: LogScope, newest: NonNullable<Head['newest']>, cursor: UnitCursor): Promise<Base> {
     let view: LogView | null = null;
     for (const listed of cursor.views) {
       if (listed.record > newest.record.record) continue;
@@ -1018,7 +1193,7 @@ export class SessionLog {
     const lastSeq = view?.last_seq ?? 0;
     const viewRecord = view?.record ?? 0;
     if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
-      throw new CorruptObjectError(viewKey(this.#keyPrefix, id, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
+      throw new CorruptObjectError(viewKey(scope, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
     }
     const groups = recordGroups(newest).filter(
       (group) => group.record > viewRecord,
@@ -1043,7 +1218,7 @@ export class SessionLog {
       }
     }
     const since = [...older.reverse().flat(), ...carried];
-    checkDense(recordsPrefix(this.#keyPrefix, id), since, lastSeq + 1);
+    checkDense(recordsPrefix(scope), since, lastSeq + 1);
     return { view, since };
   }
 
@@ -1058,8 +1233,8 @@ export class SessionLog {
   }
 
   /** A fresh listing that starts below the records `newest` carries (and below `newest`). */
-  #cursorBelow(id: string, newest: NonNullable<Head['newest']>): UnitCursor {
-    return new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit: 100, below: newest.record.recent?.[0]?.record ?? newest.record.record });
+  #cursorBelow(scope: LogScope, newest: NonNullable<Head['newest']>): UnitCursor {
+    return new UnitCursor(this.#store, recordsPrefix(scope), { pageLimit: 100, below: newest.record.recent?.[0]?.record ?? newest.record.record });
   }
 
   async #readConfig(id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
@@ -1071,15 +1246,27 @@ export class SessionLog {
     return { config, info: object };
   }
 
-  /** The config and the newest record (with its completion), read in parallel. */
+  /**
+   * The config and the newest record (with its completion). The first listing page is
+   * requested together with the config: it lists every generation's records, the newest
+   * generation first, and the config then says which one is the session's.
+   */
   async #head(id: string, pageLimit = 3): Promise<Head> {
-    const [{ config }, newest] = await Promise.all([this.#readConfig(id), this.#newest(id, pageLimit)]);
-    return { config, ...newest };
+    const listPrefix = recordsListPrefix(this.#keyPrefix, id);
+    const firstPage = this.#store.list(listPrefix, { limit: pageLimit });
+    // Settled either way, so a missing session does not leave the listing's failure unhandled.
+    firstPage.catch(() => undefined);
+    const { config } = await this.#readConfig(id);
+    const scope = scopeOf(this.#keyPrefix, config);
+    return { config, scope, ...(await this.#newest(scope, pageLimit, { listPrefix, firstPage })) };
   }
 
-  async #newest(id: string, pageLimit = 3): Promise<Omit<Head, 'config'>> {
+  async #newest(scope: LogScope, pageLimit = 3, prefetched?: { listPrefix: string; firstPage: Promise<ListResult> }): Promise<Omit<Head, 'config' | 'scope'>> {
+    let first = prefetched;
     return this.#withFreshListing(async () => {
-      const cursor = new UnitCursor(this.#store, recordsPrefix(this.#keyPrefix, id), { pageLimit });
+      // A retry lists again.
+      const cursor = new UnitCursor(this.#store, recordsPrefix(scope), { pageLimit, ...(first ?? {}) });
+      first = undefined;
       const unit = await cursor.next();
       if (!unit) return { newest: null, cursor };
       if (unit.kind === 'segment') throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
@@ -1125,7 +1312,7 @@ export class SessionLog {
    * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
    * outputs, then only messages, required calls and candidate outputs for them.
    */
-  async #readTail(id: string, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement, floor = 0): Promise<PromptItem[]> {
+  async #readTail(scope: LogScope, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement, floor = 0): Promise<PromptItem[]> {
     const needed = requirement.toolCalls;
     const required = new Set(requirement.seqs);
     const suffix: LogItem[] = [];
@@ -1249,10 +1436,6 @@ export class SessionLog {
       items.forEach((item, offset) => loaded.set(from + offset, item));
     });
     return sorted.map((position) => loaded.get(position)!);
-  }
-
-  async #hydrateItems(id: string, items: LogItem[]): Promise<StoredItem[]> {
-    return (await this.hydrate(id, items)) as StoredItem[];
   }
 
   /** Runs a read again with a fresh listing when a listed object vanished (a packer ran). */
@@ -1488,4 +1671,75 @@ function lowerBound(values: readonly number[], target: number): number {
 async function backoff(attempt: number): Promise<void> {
   const delay = Math.min(200, 2 ** Math.min(attempt, 7)) * Math.random();
   await new Promise((resolve) => setTimeout(resolve, delay));
+}
+
+function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
+  return { keyPrefix, id: config.id, generation: config.generation ?? '' };
+}
+
+/**
+ * Whether a key under a session's prefix (`rest`, the part after it) belongs to anything but
+ * the incarnation `generation`: id-level objects (the inbox) and other generations' objects.
+ */
+function isOtherGeneration(rest: string, generation: string): boolean {
+  const [kind, level] = rest.split('/');
+  if (kind === 'inbox' || kind === 'inbox_removed') return false;
+  return level !== generation;
+}
+
+/** The calls without an output after the newest record (null: not tracked by that record). */
+function openCallsOf(newest: Head['newest']): string[] | null {
+  if (!newest) return [];
+  return (newest.done ? newest.done.open_calls : newest.record.open_calls) ?? null;
+}
+
+/**
+ * Checks input items against the calls still open in the history and returns the calls
+ * open after them: a call must not reuse the call_id of an open call, and an output must
+ * answer an open call (so a second output for the same call is refused).
+ */
+function checkCalls(input: readonly Item[], open: readonly string[]): string[] {
+  const pending = new Set(open);
+  input.forEach((item, index) => {
+    if (item.type === 'function_call') {
+      if (pending.has(item.call_id)) throw new InvalidRequestError(`input.${index}.call_id: a call with call_id ${item.call_id} is already open`, { field: `input.${index}.call_id` });
+      pending.add(item.call_id);
+    } else if (item.type === 'function_call_output') {
+      if (!pending.delete(item.call_id)) {
+        throw new InvalidRequestError(`input.${index}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`, { field: `input.${index}.call_id` });
+      }
+    }
+  });
+  return [...pending].slice(-MAX_OPEN_CALLS);
+}
+
+/** The open calls after a model's output (a model is not refused: its items are what it said). */
+function openCallsAfter(open: readonly string[], output: readonly StoredItem[]): string[] {
+  const pending = new Set(open);
+  for (const item of output) {
+    if (item.type === 'function_call') pending.add(item.call_id);
+    else if (item.type === 'function_call_output') pending.delete(item.call_id);
+  }
+  return [...pending].slice(-MAX_OPEN_CALLS);
+}
+
+/** The notices no model has seen yet, as of the newest record (its completion decides). */
+function undeliveredOf(newest: Head['newest']): Undelivered {
+  if (!newest) return NOTHING_UNDELIVERED;
+  return (newest.done ? newest.done.undelivered : newest.record.undelivered) ?? NOTHING_UNDELIVERED;
+}
+
+function isEmpty(undelivered: Undelivered): boolean {
+  return undelivered.notices.length === 0 && undelivered.lost_turns.length === 0;
+}
+
+/** A key reused with another request (both hashes known and different). */
+function checkRequest(stored: string | undefined, requestHash: string | undefined, turn: number): void {
+  if (stored && requestHash && stored !== requestHash) throw new IdempotencyKeyReusedError(turn);
+}
+
+/** About how many bytes an item takes in a page (its JSON, with its whole output). */
+function itemBytes(item: LogItem): number {
+  const json = JSON.stringify(item).length;
+  return item.type === 'function_call_output' && item.output_ref ? json + item.output_ref.length : json;
 }

@@ -1,9 +1,9 @@
-import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.ts';
 import { parseRecordsEntry, RECORD_BOUND } from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
-  | { kind: 'record'; record: number; key: string; doneKey: string | null; viewKey: string | null }
+  | { kind: 'record'; record: number; key: string; doneKey: string | null; viewKey: string | null; leaseKey: string | null }
   | { kind: 'segment'; key: string; size: number; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
 
 interface Group {
@@ -17,6 +17,10 @@ interface Group {
  * present (a packer crashed or has not deleted them yet), the segment wins; of overlapping
  * segments the one reaching furthest back wins. Everything covered is collected in
  * `leftovers` for the packer to delete. Keys this log did not write are ignored.
+ *
+ * It may list a wider prefix than its own (`listPrefix`: every generation of a session, the
+ * newest first) and then reads only the keys under `prefix`, stopping after them; the first
+ * page may be requested before the prefix is known (`firstPage`).
  */
 export class UnitCursor {
   readonly leftovers: string[] = [];
@@ -26,6 +30,8 @@ export class UnitCursor {
   readonly views: { record: number; key: string }[] = [];
   readonly #store: ObjectStore;
   readonly #prefix: string;
+  readonly #listPrefix: string;
+  #firstPage: Promise<ListResult> | undefined;
   readonly #pageLimit: number;
   #low: number;
   #cursor: string | undefined;
@@ -34,9 +40,11 @@ export class UnitCursor {
   #carry: Group | null = null;
 
   /** `below`: only units of records below this number (the walk starts under it). */
-  constructor(store: ObjectStore, prefix: string, options: { pageLimit?: number; below?: number } = {}) {
+  constructor(store: ObjectStore, prefix: string, options: { pageLimit?: number; below?: number; listPrefix?: string; firstPage?: Promise<ListResult> } = {}) {
     this.#store = store;
     this.#prefix = prefix;
+    this.#listPrefix = options.listPrefix ?? prefix;
+    this.#firstPage = options.firstPage;
     this.#pageLimit = options.pageLimit ?? 1000;
     this.#low = options.below ?? Number.POSITIVE_INFINITY;
   }
@@ -64,9 +72,17 @@ export class UnitCursor {
   }
 
   async #page(): Promise<void> {
-    const page = await this.#store.list(this.#prefix, { limit: this.#pageLimit, ...(this.#cursor ? { cursor: this.#cursor } : {}) });
+    const first = this.#firstPage;
+    this.#firstPage = undefined;
+    const page = await (first ?? this.#store.list(this.#listPrefix, { limit: this.#pageLimit, ...(this.#cursor ? { cursor: this.#cursor } : {}) }));
     this.lists += 1;
+    let passed = false;
     for (const object of page.objects) {
+      if (!object.key.startsWith(this.#prefix)) {
+        // Other generations: newer ones list before ours, older ones after (then we are done).
+        if (object.key > this.#prefix) passed = true;
+        continue;
+      }
       const name = object.key.slice(this.#prefix.length);
       const entry = parseRecordsEntry(name);
       if (entry?.kind === 'view') this.views.push({ record: entry.record, key: object.key });
@@ -78,7 +94,7 @@ export class UnitCursor {
       if (this.#carry) this.#groups.push(this.#carry);
       this.#carry = { prefix: groupPrefix, entries: [object] };
     }
-    if (page.truncated && page.cursor) this.#cursor = page.cursor;
+    if (page.truncated && page.cursor && !passed) this.#cursor = page.cursor;
     else this.#done = true;
   }
 
@@ -87,6 +103,7 @@ export class UnitCursor {
     let recordKey: string | null = null;
     let doneKey: string | null = null;
     let viewKey: string | null = null;
+    let leaseKey: string | null = null;
     const segments: Extract<LogUnit, { kind: 'segment' }>[] = [];
     for (const object of group.entries) {
       const entry = parseRecordsEntry(object.key.slice(this.#prefix.length));
@@ -94,9 +111,10 @@ export class UnitCursor {
       if (entry.kind === 'record') recordKey = object.key;
       else if (entry.kind === 'done') doneKey = object.key;
       else if (entry.kind === 'view') viewKey = object.key;
+      else if (entry.kind === 'lease') leaseKey = object.key;
       else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
     }
-    const keys = [recordKey, doneKey, viewKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
+    const keys = [recordKey, doneKey, viewKey, leaseKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
     segments.sort((a, b) => a.firstRecord - b.firstRecord);
     if (!Number.isFinite(record)) return null;
     if (record >= this.#low) {
@@ -114,7 +132,7 @@ export class UnitCursor {
     }
     if (segments.length > 0) {
       const [segment, ...covered] = segments;
-      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey, viewKey].filter((key): key is string => key !== null));
+      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey, viewKey, leaseKey].filter((key): key is string => key !== null));
       this.#low = segment!.firstRecord;
       this.#coveredBySegment = true;
       return segment!;
@@ -122,7 +140,7 @@ export class UnitCursor {
     if (recordKey) {
       this.#low = record;
       this.#coveredBySegment = false;
-      return { kind: 'record', record, key: recordKey, doneKey, viewKey };
+      return { kind: 'record', record, key: recordKey, doneKey, viewKey, leaseKey };
     }
     return null;
   }

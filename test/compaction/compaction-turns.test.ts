@@ -208,7 +208,7 @@ describe('compaction is durable and idempotent', () => {
     const [a, b] = await Promise.all([compactSession(service, 's1', { keep_tokens: 50 }), compactSession(services(memory), 's1', { keep_tokens: 50 })]);
     expect(a.context).toEqual(b.context);
     expect((await memory.list('sessions/s1/context/')).objects).toHaveLength(1);
-    const records = await memory.list(recordsPrefix('', 's1'));
+    const records = await memory.list(recordsPrefix(await service.sessions.scope('s1')));
     const bodies = await Promise.all(records.objects.filter((object) => !object.key.endsWith('.done')).map(async (object) => JSON.parse(new TextDecoder().decode((await memory.get(object.key))!.body))));
     expect(bodies.filter((body) => body.kind === 'compact')).toHaveLength(1);
     // A second call with nothing older than the kept part does nothing.
@@ -221,7 +221,8 @@ describe('compaction is durable and idempotent', () => {
     const service = services(faulty);
     await createSession(service, 's1', 'none');
     for (let index = 0; index < 4; index++) await runTurn(service, 's1', { input: `turn ${index}` });
-    faulty.failWhen(({ operation, key }) => operation === 'put' && key === contextKey('', 's1', 4), { after: true, times: 1 });
+    const summaryKey = contextKey(await service.sessions.scope('s1'), 4);
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key === summaryKey, { after: true, times: 1 });
     const result = await compactSession(service, 's1', { keep_tokens: 0 });
     expect(result).toMatchObject({ compacted: true, context: { start_seq: 9 } });
     expect(await service.sessions.currentContext('s1')).toMatchObject({ start_seq: 9, base_record: 4 });

@@ -709,10 +709,19 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual(['zz-after.md']);
       const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered.map((notice: any) => notice.name);
       expect(delivered).toEqual(expect.arrayContaining(['0001-note.md', 'abort']));
-      // The session goes on: the next turn gets the notice that sorted after abort.
+      // The session goes on: the next turn gets the notice the aborted turn took (no model saw
+      // it) and the one that sorted after abort; the delivery record names the turn that carried it.
       const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'continue' });
       expect(next.status).toBe(200);
-      expect(next.body.context.notices_delivered).toEqual(['zz-after.md']);
+      expect(next.body.context.notices_delivered).toEqual(['0001-note.md', 'zz-after.md']);
+      // Rewritten after the response, in the background.
+      let carrier: number | null = null;
+      for (let attempt = 0; attempt < 50 && carrier !== 2; attempt++) {
+        const records = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
+        carrier = records.find((notice: any) => notice.name === '0001-note.md').turn;
+        if (carrier !== 2) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(carrier).toBe(2);
     });
   });
 

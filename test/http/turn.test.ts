@@ -195,6 +195,8 @@ describe('storage operations per turn', () => {
         previewContext: log.previewContext.bind(log),
         hydrate: log.hydrate.bind(log),
         completeTurn: log.completeTurn.bind(log),
+        renewLease: log.renewLease.bind(log),
+        exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {
           packRequests.push({ id, options });
           return { packed: false, deleted: 0 };

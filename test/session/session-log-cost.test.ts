@@ -16,7 +16,7 @@ function toolTraffic(from: number, count: number): Item[] {
   return Array.from({ length: count }, (_, index): Item => {
     const n = from + index;
     if (index === 0 && from === 0) return { type: 'message', role: 'user', content: 'the task' };
-    return n % 2 === 0
+    return n % 2 === 1
       ? { type: 'function_call', call_id: `c${n}`, name: 'read', arguments: JSON.stringify({ line: n }) }
       : { type: 'function_call_output', call_id: `c${n - 1}`, output: OUTPUT };
   });
@@ -46,7 +46,8 @@ async function measure(items: number, turns: number): Promise<{ turns: TurnCost[
     // A log per turn, as the service builds one per request: nothing is kept between turns.
     log = new SessionLog(store);
     store.reset();
-    const begun = await log.beginTurn('s', { input: [{ type: 'function_call_output', call_id: `t${turn - 1}`, output: OUTPUT }] });
+    const input: Item[] = [turn === 0 ? { type: 'message', role: 'user', content: 'go on' } : { type: 'function_call_output', call_id: `t${turn - 1}`, output: OUTPUT }];
+    const begun = await log.beginTurn('s', { input });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     const view = await log.readContext(begun.turn, needs.requirement());
     await log.completeTurn(begun.turn, {

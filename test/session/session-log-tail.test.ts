@@ -61,7 +61,9 @@ function materialize(specs: ItemSpec[], state: { calls: number; open: string[]; 
       // args 2: a string value long enough for the strategies to compact.
       return { type: 'function_call', call_id: id, name: `tool${spec.name}`, arguments: JSON.stringify({ a: spec.args, ...(spec.args === 2 ? { text: 'y'.repeat(250) } : {}) }) };
     }
-    const id = state.open.shift() ?? `orphan_${state.counter}`;
+    // An output without an open call cannot be stored: a message stands in for it.
+    const id = state.open.shift();
+    if (id === undefined) return { type: 'message', role: 'user', content: `m${state.counter}` };
     return { type: 'function_call_output', call_id: id, output: `o${state.counter}:${'x'.repeat(spec.length)}` };
   });
 }
@@ -139,12 +141,12 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
             expect(item.output_ref).toMatchObject({ length: original.output.length });
           } else expect(item.output).toBe(original.output);
         }
-        expect(strip(await log.hydrate('s', view))).toEqual(strip(asRead(expected, view, tailRequirement)));
+        expect(strip(await log.hydrate(await log.scope('s'), view))).toEqual(strip(asRead(expected, view, tailRequirement)));
 
         // The preview reads the committed history the same way.
         const preview = await log.previewContext('s', () => tailRequirement);
         expect(preview.aggregates).toEqual(computeAggregates(full));
-        expect(strip(await log.hydrate('s', preview.items))).toEqual(strip(asRead(expected, preview.items, tailRequirement)));
+        expect(strip(await log.hydrate(preview.scope, preview.items))).toEqual(strip(asRead(expected, preview.items, tailRequirement)));
       }),
       { numRuns: 150 },
     );

@@ -6,7 +6,7 @@ import { parseStored, viewSchema } from '../../lib/session/records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
 import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
-import { TurnClosedError } from '../../lib/session/turn-closed-error.ts';
+import { TurnClosedError } from '../../lib/session/turn-errors.ts';
 import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
@@ -80,7 +80,7 @@ describe('SessionLog: sessions', () => {
     const { store, log } = setup({ blobThreshold: 16 });
     await log.create({ id: 's1' });
     await log.create({ id: 's10' });
-    for (let i = 0; i < 5; i++) await log.append('s1', [output(`c${i}`, `a large output number ${i} `.repeat(4))]);
+    for (let i = 0; i < 5; i++) await log.append('s1', [call(`c${i}`), output(`c${i}`, `a large output number ${i} `.repeat(4))]);
     for (let i = 0; i < 1100; i++) await store.put(`${sessionPrefix('', 's1')}inbox_removed/n${i}`, 'x');
     await log.append('s10', [user('stay')]);
     await log.delete('s1');
@@ -145,19 +145,19 @@ describe('SessionLog: items', () => {
     const { store, log } = setup({ blobThreshold: 100, packMinRecords: 1, keepRecords: 1, viewEveryRecords: 100, recentRecords: 0 });
     await log.create({ id: 's1' });
     const big = 'x'.repeat(50) + 'é'.repeat(60);
-    await log.append('s1', [call('c1'), output('c1', big), output('c2', big), output('c3', 'small')]);
+    await log.append('s1', [call('c1'), output('c1', big), call('c2'), output('c2', big), call('c3'), output('c3', 'small')]);
     const blobs = () => store.list(`${sessionPrefix('', 's1')}blob/`);
     expect((await blobs()).objects).toHaveLength(0);
     await log.append('s1', [user('later')]);
     expect((await log.pack('s1')).packed).toBe(true);
     expect((await blobs()).objects).toHaveLength(1);
     const page = await log.listItems('s1', { limit: 10 });
-    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([null, 'small', big, big, null]);
+    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([null, 'small', null, big, null, big, null]);
     const turn = await claim(log, 's1', [user('go')]);
     const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
     const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
     expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
-    const hydrated = await log.hydrate('s1', view);
+    const hydrated = await log.hydrate(turn.scope, view);
     expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([big, big, 'small']);
     expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
   });
@@ -172,7 +172,7 @@ describe('SessionLog: views', () => {
     await log.create({ id: 's1' });
     for (let i = 0; i < 12; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
     const packed = await log.pack('s1', needs(3, 1));
-    expect(packed.view).toBe(viewKey('', 's1', 12));
+    expect(packed.view).toBe(viewKey(await log.scope('s1'), 12));
     // Not due again until 4 more records follow.
     expect((await log.pack('s1', needs(3, 1))).view).toBeUndefined();
     for (let i = 12; i < 14; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
@@ -190,7 +190,7 @@ describe('SessionLog: views', () => {
     const long = (i: number) => `a long output number ${i} `.repeat(30);
     for (let i = 0; i < 40; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ path: `${i}`.repeat(300) })), output(`c${i}`, long(i))]);
     await log.pack('s1', needs(20, 2));
-    const stored = parseStored(viewKey('', 's1', 40), (await store.get(viewKey('', 's1', 40)))!.body, viewSchema);
+    const stored = parseStored(viewKey(await log.scope('s1'), 40), (await store.get(viewKey(await log.scope('s1'), 40)))!.body, viewSchema);
     const tools = stored.tail!.items.filter((item) => item.type !== 'message');
     // 20 needed + a margin of 8 calls, with their outputs; the newest 2 calls whole.
     expect(tools).toHaveLength(2 * 28);
@@ -243,10 +243,10 @@ describe('SessionLog: views', () => {
     await log.create({ id: 's1' });
     await log.append('s1', [user('a')]);
     await log.pack('s1');
-    await store.put(viewKey('', 's1', 1), JSON.stringify({ format: 'tailgate.view.v1', record: 1 }));
-    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({ code: 'corrupt_object', key: viewKey('', 's1', 1) });
+    await store.put(viewKey(await log.scope('s1'), 1), JSON.stringify({ format: 'tailgate.view.v1', record: 1 }));
+    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({ code: 'corrupt_object', key: viewKey(await log.scope('s1'), 1) });
     // The claim failed before committing: no open turn is left behind.
-    expect(await store.get(recordKey('', 's1', 2))).toBeNull();
+    expect(await store.get(recordKey(await log.scope('s1'), 2))).toBeNull();
   });
 });
 
@@ -324,12 +324,12 @@ describe('SessionLog: corrupt and foreign objects', () => {
     // No records carried, so a page has to read the older records and the segment.
     const { store, log } = setup({ packMinRecords: 2, keepRecords: 1, blobThreshold: 10, recentRecords: 0 });
     await log.create({ id: 's1' });
-    for (let i = 0; i < 4; i++) await log.append('s1', [user(`m${i}`), output(`c${i}`, `output number ${i}`)]);
+    for (let i = 0; i < 4; i++) await log.append('s1', [user(`m${i}`), call(`c${i}`), output(`c${i}`, `output number ${i}`)]);
     const keys = (await store.list(`${sessionPrefix('', 's1')}turn/`)).objects.map((object) => object.key);
     await store.put(keys[0]!, JSON.stringify({ format: 'tailgate.record.v1' }));
     await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: keys[0] });
     await log.create({ id: 's2' });
-    for (let i = 0; i < 4; i++) await log.append('s2', [user(`m${i}`), output(`c${i}`, 'short')]);
+    for (let i = 0; i < 4; i++) await log.append('s2', [user(`m${i}`), call(`c${i}`), output(`c${i}`, 'short')]);
     const packed = await log.pack('s2');
     expect(packed.packed).toBe(true);
     const segment = packed.segment!;
@@ -345,7 +345,7 @@ describe('SessionLog: corrupt and foreign objects', () => {
   it('reports a tampered out-of-line payload by its key', async () => {
     const { store, log } = setup({ blobThreshold: 10, packMinRecords: 1, keepRecords: 1, recentRecords: 0 });
     await log.create({ id: 's1' });
-    await log.append('s1', [output('c1', 'a long enough output')]);
+    await log.append('s1', [call('c1'), output('c1', 'a long enough output')]);
     await log.append('s1', [user('later')]);
     await log.pack('s1');
     const blob = (await store.list(`${sessionPrefix('', 's1')}blob/`)).objects[0]!.key;
@@ -355,7 +355,7 @@ describe('SessionLog: corrupt and foreign objects', () => {
 });
 
 describe('SessionLog: storage faults', () => {
-  const isRecordPut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && /\/turn\/\d{12}$/.test(key);
+  const isRecordPut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && /\/turn\/(?:g\w+\/)?\d{12}$/.test(key);
   const isDonePut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && key.endsWith('.done');
 
   it('commits once when a record or completion put lands but its answer is lost', async () => {

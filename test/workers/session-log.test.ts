@@ -25,7 +25,7 @@ describe('SessionLog on the R2 binding', () => {
     expect(begun.turn.aggregates).toMatchObject({ tool_calls: 5, tool_outputs: 5 });
     const view = await log.readContext(begun.turn, { toolCalls: 2, seqs: [] });
     expect(view.map((item) => item.seq)).toEqual([7, 8, 9, 10, 11]);
-    const hydrated = await log.hydrate('r2', view);
+    const hydrated = await log.hydrate(begun.turn.scope, view);
     expect(hydrated[2]).toMatchObject({ type: 'function_call_output', output: 'result 4 '.repeat(16) });
     const page = await log.listItems('r2', { limit: 4, before: 6 });
     expect(page.items.map((item) => item.seq)).toEqual([5, 4, 3, 2]);

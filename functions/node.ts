@@ -1,4 +1,5 @@
 import { serve } from '@hono/node-server';
+import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
@@ -8,6 +9,13 @@ import { bpeTokenEncoders } from './token-encoders.ts';
  * Storage is S3 (S3_ENDPOINT, S3_BUCKET, ...), settings come from process.env, PORT picks
  * the port (default 8787).
  */
+// Settings are read per request; a bad one is also refused at startup, before any traffic.
+try {
+  parseServiceConfig(process.env);
+} catch (error) {
+  console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
+}
 const storeFor = s3StoreFromConfig();
 const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders });
 

@@ -49,7 +49,9 @@ export const serviceEnvSchema = z.object({
   MAX_BODY_BYTES: positiveInteger(4 * MIB),
   MAX_ITEM_BYTES: positiveInteger(MIB),
   MAX_NOTICE_BYTES: positiveInteger(256 * 1024),
-  TURN_LEASE_MS: positiveInteger(5 * 60_000),
+  // Renewed every third of itself while the turn runs, so it need not outlast a model call;
+  // below 3 s a renewal (one storage write) would have too little time to land.
+  TURN_LEASE_MS: positiveInteger(30_000).refine((value) => value >= 3000, 'must be at least 3000 (the lease is renewed every third of it)'),
   BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
   MODEL_TIMEOUT_MS: positiveInteger(120_000),
   MODEL_MAX_RETRIES: z.preprocess(

@@ -31,9 +31,37 @@ const takeTurnRoute = createRoute({
   },
 });
 
-/** POST /v1/sessions/:id/turns, as JSON or as server-sent events. */
+const cancelParamsSchema = sessionIdParamsSchema.extend({
+  turn: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: 3 }),
+});
+
+const cancelledSchema = z
+  .object({ session_id: z.string(), turn: z.number().int(), status: z.literal('failed') })
+  .meta({ id: 'CancelledTurn' });
+
+const cancelTurnRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/turns/{turn}/cancel',
+  tags: ['turns'],
+  summary: 'End an open turn as failed (turn_cancelled): its input stays, its output will not be stored',
+  description:
+    'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The running turn, if any, is answered 409 turn_cancelled.',
+  request: { params: cancelParamsSchema },
+  responses: {
+    200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
+    ...errorResponses(400, 401, 404, 409, 503),
+  },
+});
+
+/** POST /v1/sessions/:id/turns (JSON or server-sent events) and .../turns/:turn/cancel. */
 export function turnRoutes() {
-  return createRouter().openapi(takeTurnRoute, async (c) => {
+  return createRouter()
+    .openapi(cancelTurnRoute, async (c) => {
+      const { id, turn } = c.req.valid('param');
+      const cancelled = await c.var.services.sessions.cancelTurn(id, turn);
+      return c.json({ session_id: id, ...cancelled, status: 'failed' as const }, 200);
+    })
+    .openapi(takeTurnRoute, async (c) => {
     const { id } = c.req.valid('param');
     const { stream, ...body } = c.req.valid('json');
     const idempotencyKey = c.req.valid('header')['idempotency-key'];

@@ -8,8 +8,16 @@ export interface Env {
   [name: string]: unknown;
 }
 
+// One store per bucket binding for the isolate's life: the binding is the same object on
+// every request, and the write probe's verdict is remembered per store.
+const stores = new WeakMap<R2Bucket, R2Store>();
 const app = createApp({
-  store: (environment) => new R2Store((environment as unknown as Env).BUCKET),
+  store: (environment) => {
+    const bucket = (environment as unknown as Env).BUCKET;
+    let store = stores.get(bucket);
+    if (!store) stores.set(bucket, (store = new R2Store(bucket)));
+    return store;
+  },
 });
 
 export default {

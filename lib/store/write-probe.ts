@@ -12,7 +12,11 @@ const SEEN: Record<MissingPrecondition, string> = {
   'If-Match': 'a put with a wrong ETag overwrote the object',
 };
 
-/** The verdict per store object, for the life of the process (a Worker isolate, a server). */
+/**
+ * The verdict per store object, for the life of the process (a Worker isolate, a server),
+ * kept under the backend: wrappers that delegate every call to `inner` (CountingStore,
+ * FaultyStore) share the verdict of the store they wrap.
+ */
 const verdicts = new WeakMap<ObjectStore, Promise<void>>();
 
 export interface WriteProbeOptions {
@@ -28,17 +32,28 @@ export interface WriteProbeOptions {
  * another reason (a StorageError: network, 5xx) is forgotten, so the next call probes again.
  */
 export function requireConditionalWrites(store: ObjectStore, options: WriteProbeOptions = {}): Promise<void> {
-  let verdict = verdicts.get(store);
+  const backend = backendOf(store);
+  let verdict = verdicts.get(backend);
   if (!verdict) {
     verdict = probe(store, `${options.keyPrefix ?? ''}${PROBE_PREFIX}${crypto.randomUUID()}`).then((missing) => {
       if (missing.length > 0) throw unsupported(missing);
     });
-    verdicts.set(store, verdict);
+    verdicts.set(backend, verdict);
     verdict.catch((error: unknown) => {
-      if (!(error instanceof StorageUnsupportedError) && verdicts.get(store) === verdict) verdicts.delete(store);
+      if (!(error instanceof StorageUnsupportedError) && verdicts.get(backend) === verdict) verdicts.delete(backend);
     });
   }
   return verdict;
+}
+
+/** The store under any wrappers that expose what they wrap as `inner`. */
+function backendOf(store: ObjectStore): ObjectStore {
+  let current = store;
+  for (;;) {
+    const inner = (current as { inner?: unknown }).inner;
+    if (typeof inner !== 'object' || inner === null || typeof (inner as ObjectStore).put !== 'function') return current;
+    current = inner as ObjectStore;
+  }
 }
 
 /** What the store ignored, from writes to `key`, which is deleted again whatever happens. */

@@ -81,9 +81,19 @@ describe('requireConditionalWrites', () => {
     for (let call = 0; call < 20; call++) await requireConditionalWrites(store);
     expect(store.operations).toBe(0);
 
-    const other = new CountingStore(store.inner);
+    const other = new CountingStore(new MemoryStore());
     await requireConditionalWrites(other);
     expect(other.counts.put).toBe(3);
+  });
+
+  it('shares the verdict of a store with every wrapper of it (a counting store per request costs no probe)', async () => {
+    const backend = new MemoryStore();
+    const first = new CountingStore(backend);
+    await requireConditionalWrites(first);
+    expect(first.counts.put).toBe(3);
+    const wrappers = [new CountingStore(backend), new CountingStore(new CountingStore(backend))];
+    for (const wrapper of wrappers) await requireConditionalWrites(new FaultyStore(wrapper));
+    expect(wrappers.map((wrapper) => wrapper.operations)).toEqual([0, 0]);
   });
 
   it('remembers a refusal: later callers get the same error without touching the store', async () => {

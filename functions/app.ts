@@ -7,6 +7,7 @@ import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
 import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import { bearerAuth } from './auth.ts';
@@ -76,10 +77,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
       ...options.modelEnvironment,
     };
+    const store = options.store(environment, config);
+    // The session API needs conditional writes; the first request of the process checks them.
+    if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
     c.set(
       'services',
       createServices({
-        store: options.store(environment, config),
+        store,
         config,
         env: strings,
         model: (id) => resolveModel(id, modelEnvironment),

@@ -23,6 +23,7 @@ export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   model_timeout: 504,
   not_configured: 503,
   storage_error: 503,
+  storage_unsupported: 503,
   corrupt_object: 500,
 };
 

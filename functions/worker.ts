@@ -1,4 +1,4 @@
-import { R2Store } from '../lib/store/r2.ts';
+import { r2StoreFor } from '../lib/store/r2.ts';
 import { createApp } from './app.ts';
 
 /** The Workers bindings: the R2 bucket, an optional Workers AI binding, and string vars. */
@@ -9,7 +9,7 @@ export interface Env {
 }
 
 const app = createApp({
-  store: (environment) => new R2Store((environment as unknown as Env).BUCKET),
+  store: (environment) => r2StoreFor((environment as unknown as Env).BUCKET),
 });
 
 export default {

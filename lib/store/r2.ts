@@ -165,3 +165,16 @@ function storageError(operation: string, key: string, error: unknown): StorageEr
   const message = error instanceof Error ? error.message : String(error);
   return new StorageError(`R2 ${operation} ${key} failed: ${message}`, { operation, key });
 }
+
+const storesByBucket = new WeakMap<R2Bucket, R2Store>();
+
+/**
+ * The one R2Store of a bucket binding for the isolate's life. A binding is the same object
+ * on every request, and the write probe's verdict (./write-probe.ts) is kept per store, so
+ * a store per request would probe on every request.
+ */
+export function r2StoreFor(bucket: R2Bucket): R2Store {
+  let store = storesByBucket.get(bucket);
+  if (!store) storesByBucket.set(bucket, (store = new R2Store(bucket)));
+  return store;
+}

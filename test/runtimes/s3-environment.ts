@@ -3,12 +3,16 @@ import { S3Store } from '../../lib/store/s3.ts';
 
 export const TOKEN = 'runtime-token';
 
-/** Env for a Deno or Node server process: S3 on the fauxqs server the global setup started. */
-export function serverEnvironment(port: number, keyPrefix: string): Record<string, string> {
+/**
+ * Env for a Deno or Node server process: S3 on the fauxqs server the global setup started,
+ * through its conditional-write gateway (fauxqs alone ignores If-None-Match and If-Match,
+ * and the server refuses it), or at `endpoint`.
+ */
+export function serverEnvironment(port: number, keyPrefix: string, endpoint = inject('s3Endpoint')): Record<string, string> {
   return {
     PORT: String(port),
     API_TOKEN: TOKEN,
-    S3_ENDPOINT: inject('s3Endpoint'),
+    S3_ENDPOINT: endpoint,
     S3_BUCKET: inject('s3Bucket'),
     S3_REGION: 'us-east-1',
     AWS_ACCESS_KEY_ID: 'test',

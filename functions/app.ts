@@ -10,7 +10,7 @@ import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
-import { bearerAuth } from './auth.ts';
+import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices } from './services.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
@@ -20,6 +20,7 @@ import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
+import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
 
 export interface AppOptions {
@@ -53,7 +54,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     await next();
   };
   app.use('*', configure);
-  app.use('*', bearerAuth({ config: (c) => c.get('config') }));
+  // Filled once every route is registered: the scopes their definitions declare.
+  let scopes: ScopeTable = new Map();
+  const clock = options.clock ?? (() => new Date());
+  app.use('*', bearerAuth({ config: (c) => c.get('config'), scopes: () => scopes, clock }));
   app.use('*', async (c, next) => {
     const limit = bodyLimit({
       maxSize: c.get('config').maxBodyBytes,
@@ -91,10 +95,12 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         log,
         ...(options.clock ? { clock: options.clock } : {}),
         ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
+        checkSessionConfig: revocationCheck(c.var.principal),
       }),
     );
     await next();
   });
+  app.use('*', checkRevocation);
 
   app.route('/', sessionRoutes());
   app.route('/', turnRoutes());
@@ -102,7 +108,9 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
+  app.route('/', tokenRoutes(clock));
   registerOpenApi(app);
+  scopes = declaredScopes(app);
   return app;
 }
 

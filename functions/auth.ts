@@ -1,14 +1,43 @@
-import type { MiddlewareHandler } from 'hono';
+import type { OpenAPIHono } from '@hono/zod-openapi';
+import type { Context, MiddlewareHandler } from 'hono';
+import { matchedRoutes } from 'hono/route';
 import { TailgateError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
+import type { SessionConfig } from '../lib/session/records.ts';
+import type { AppEnv } from './router.ts';
+import { ADMIN, grants, scopeSchema, signingKey, TokenRejection, verifyToken, type Principal, type Scope } from './tokens.ts';
 
-/** A missing or wrong bearer token (401). */
-export class UnauthorizedError extends TailgateError {
-  constructor(message: string) {
-    super('unauthorized', message);
+/** A refused request: `challenge` is its WWW-Authenticate header (RFC 6750). */
+abstract class AuthError extends TailgateError {
+  constructor(
+    code: string,
+    message: string,
+    readonly challenge: string,
+    details?: unknown,
+  ) {
+    super(code, message, details);
+  }
+}
+
+/** A missing, wrong, malformed, expired or revoked bearer token (401). */
+export class UnauthorizedError extends AuthError {
+  constructor(message: string, challenge = 'Bearer') {
+    super('unauthorized', message, challenge);
     this.name = 'UnauthorizedError';
   }
+}
+
+/** A valid token without the scope, or for another session (403). */
+export class ForbiddenError extends AuthError {
+  constructor(message: string, challenge: string, details: unknown) {
+    super('forbidden', message, challenge, details);
+    this.name = 'ForbiddenError';
+  }
+}
+
+function invalidToken(description: string): UnauthorizedError {
+  return new UnauthorizedError(`invalid bearer token: ${description}`, `Bearer error="invalid_token", error_description="${description}"`);
 }
 
 /**
@@ -23,27 +52,141 @@ export function constantTimeEqual(left: string, right: string): boolean {
   return difference === 0;
 }
 
+/** What the matched route asks of a token: its declared scope, and the session in its path. */
+export interface RouteAccess {
+  /** `METHOD /path/:param`, as the route was registered. */
+  route: string;
+  scope: Scope;
+  /** The `:id` of a `/v1/sessions/:id[/...]` route (null elsewhere). */
+  sessionId: string | null;
+}
+
+/** `METHOD /path/:param` -> the scope its createRoute `security` declares. */
+export type ScopeTable = ReadonlyMap<string, Scope>;
+
+/** The scope table of every route registered with a `security` that names a scope. */
+export function declaredScopes(app: OpenAPIHono<AppEnv>): ScopeTable {
+  const table = new Map<string, Scope>();
+  for (const definition of app.openAPIRegistry.definitions) {
+    if (definition.type !== 'route') continue;
+    const scope = scopeSchema.safeParse(definition.route.security?.[0]?.bearer?.[0]);
+    if (scope.success) table.set(`${definition.route.method.toUpperCase()} ${definition.route.path.replaceAll(/\{(.+?)\}/g, ':$1')}`, scope.data);
+  }
+  return table;
+}
+
+const SESSION_ROUTE = /^\/v1\/sessions\/:id(\/|$)/;
+
+/** The matched route's access; a route without a declared scope needs `admin`. */
+function routeAccess(c: Context, table: ScopeTable): RouteAccess {
+  const matched = matchedRoutes(c).find((route) => route.method !== 'ALL');
+  const route = matched ? `${matched.method} ${matched.path}` : `${c.req.method} ${c.req.path}`;
+  let sessionId: string | null = null;
+  if (matched && SESSION_ROUTE.test(matched.path)) {
+    const segment = c.req.path.split('/')[3] ?? '';
+    try {
+      sessionId = decodeURIComponent(segment);
+    } catch {
+      sessionId = segment;
+    }
+  }
+  return { route, scope: table.get(route) ?? 'admin', sessionId };
+}
+
+/** 403 unless `principal` may use the route: the scope first, then the session binding. */
+function authorize(principal: Principal, access: RouteAccess): void {
+  if (!grants(principal.scopes, access.scope)) {
+    throw new ForbiddenError(`this token lacks the scope ${access.scope} that ${access.route} requires`, `Bearer error="insufficient_scope", scope="${access.scope}"`, {
+      required_scope: access.scope,
+    });
+  }
+  const bound = principal.sessionId;
+  if (bound !== null && access.sessionId !== bound) {
+    const message = access.sessionId === null ? `this token is bound to session ${bound} and works only on its routes` : `this token is bound to session ${bound}, not ${access.sessionId}`;
+    throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
+  }
+}
+
+async function authenticate(c: Context, config: ServiceConfig, now: Date): Promise<Principal> {
+  if (config.apiToken === undefined) {
+    if (config.allowAnonymous) return ADMIN;
+    if (config.tokenSigningKey === undefined) {
+      throw new NotConfiguredError('no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true for local development)');
+    }
+  }
+  const match = /^Bearer[ \t]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
+  if (!match) throw new UnauthorizedError('missing bearer token');
+  const token = match[1]!;
+  if (config.apiToken !== undefined && constantTimeEqual(token, config.apiToken)) return ADMIN;
+  try {
+    return await verifyToken((await signingKey(config))!, token, now);
+  } catch (error) {
+    if (error instanceof TokenRejection) throw invalidToken(error.description);
+    throw error;
+  }
+}
+
 /**
- * Bearer auth from API.md: with a token configured, a missing or wrong one gets 401. With no
- * token configured the service refuses (503 not_configured) unless ALLOW_ANONYMOUS is true.
+ * Bearer auth: API_TOKEN (the admin token) or a scoped token (functions/tokens.ts), checked
+ * against the scope the matched route declares (createRoute's `security`, the same
+ * declaration /openapi.json publishes). A missing or invalid token is 401; without API_TOKEN
+ * and TOKEN_SIGNING_KEY the service refuses (503 not_configured) unless ALLOW_ANONYMOUS is
+ * true. Refusals carry a WWW-Authenticate challenge, also when a later step refuses a revoked
+ * token. Sets `principal` and `access`.
  */
-export function bearerAuth(options: { config: (c: Parameters<MiddlewareHandler>[0]) => ServiceConfig }): MiddlewareHandler {
+export function bearerAuth(options: { config: (c: Context<AppEnv>) => ServiceConfig; scopes: () => ScopeTable; clock: () => Date }): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const config = options.config(c);
-    if (config.apiToken === undefined) {
-      if (config.allowAnonymous) return next();
-      throw new NotConfiguredError('no API_TOKEN is configured; set one (or ALLOW_ANONYMOUS=true for local development)');
+    try {
+      const principal = await authenticate(c, options.config(c), options.clock());
+      const access = routeAccess(c, options.scopes());
+      authorize(principal, access);
+      c.set('principal', principal);
+      c.set('access', access);
+    } catch (error) {
+      if (error instanceof AuthError) c.header('WWW-Authenticate', error.challenge);
+      throw error;
     }
-    const header = c.req.header('authorization') ?? '';
-    const match = /^Bearer[ \t]+(\S+)\s*$/i.exec(header);
-    if (!match) {
-      c.header('WWW-Authenticate', 'Bearer');
-      throw new UnauthorizedError('missing bearer token');
-    }
-    if (!constantTimeEqual(match[1]!, config.apiToken)) {
-      c.header('WWW-Authenticate', 'Bearer error="invalid_token"');
-      throw new UnauthorizedError('invalid bearer token');
-    }
-    return next();
+    await next();
+    if (c.error instanceof AuthError) c.header('WWW-Authenticate', c.error.challenge);
   };
 }
+
+/**
+ * The revocation check of a token bound to a session, run by the session log on every read
+ * of that session's config (lib/session SessionLogOptions.checkConfig). Unbound tokens and
+ * API_TOKEN are not revocable: none.
+ */
+export function revocationCheck(principal: Principal): ((config: SessionConfig) => void) | undefined {
+  if (principal.sessionId === null) return undefined;
+  return (config) => {
+    if (config.id === principal.sessionId && (config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
+  };
+}
+
+/**
+ * Routes whose handlers read the session's config before they change or return anything, so
+ * the revocation check costs them nothing. A turn with an Idempotency-Key may be answered
+ * from the stored turn without that read.
+ */
+const READS_SESSION_CONFIG: Record<string, (c: Context) => boolean> = {
+  'GET /v1/sessions/:id': () => true,
+  'PATCH /v1/sessions/:id': () => true,
+  'POST /v1/sessions/:id/turns': (c) => c.req.header('idempotency-key') === undefined,
+  'POST /v1/sessions/:id/items': () => true,
+  'GET /v1/sessions/:id/items': () => true,
+  'GET /v1/sessions/:id/prompt': () => true,
+  'POST /v1/sessions/:id/compact': () => true,
+  'POST /v1/sessions/:id/tokens/revoke': () => true,
+};
+
+/**
+ * For a token bound to a session, on the routes that do not read the session's config (the
+ * inbox, DELETE, any new route): one config read up front, which runs the revocation check.
+ */
+export const checkRevocation: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const access = c.var.access;
+  if (c.var.principal.sessionId !== null && access.sessionId !== null && !READS_SESSION_CONFIG[access.route]?.(c)) {
+    await c.var.services.sessions.tokenGeneration(access.sessionId);
+  }
+  return next();
+};

@@ -12,6 +12,7 @@ export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   invalid_request: 400,
   unknown_strategy: 400,
   unauthorized: 401,
+  forbidden: 403,
   not_found: 404,
   session_exists: 409,
   name_taken: 409,

@@ -1,7 +1,9 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { ServiceConfig } from '../lib/config.ts';
+import type { RouteAccess } from './auth.ts';
 import type { AppServices } from './services.ts';
+import type { Principal } from './tokens.ts';
 import { validationHook } from './error-handler.ts';
 
 /** The raw runtime environment of a request: bindings, vars and secrets as one object. */
@@ -10,6 +12,10 @@ export type RuntimeEnvironment = Record<string, unknown>;
 export interface AppVariables {
   config: ServiceConfig;
   services: AppServices;
+  /** Who the request acts as (set by auth). */
+  principal: Principal;
+  /** What the matched route asks of a token (set by auth). */
+  access: RouteAccess;
 }
 
 export interface AppEnv {

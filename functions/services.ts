@@ -1,6 +1,7 @@
 import type { ServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Model } from '../lib/models/model.ts';
+import type { SessionConfig } from '../lib/session/records.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
@@ -21,6 +22,8 @@ export interface ServiceInputs {
   log: (message: string, details?: unknown) => void;
   clock?: () => Date;
   tokenEncoders?: TokenEncoders;
+  /** Runs on every session config read (the revocation check of a session-bound token). */
+  checkSessionConfig?: (config: SessionConfig) => void;
 }
 
 /** Builds one request's services from its store and its freshly parsed config. */
@@ -28,7 +31,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
   return {
-    sessions: new SessionLog(store, { keyPrefix: config.keyPrefix, leaseMs: config.turnLeaseMs, blobThreshold: config.blobThresholdBytes, ...clock }),
+    sessions: new SessionLog(store, { keyPrefix: config.keyPrefix, leaseMs: config.turnLeaseMs, blobThreshold: config.blobThresholdBytes, ...clock, checkConfig: inputs.checkSessionConfig }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       maxNoticeBytes: config.maxNoticeBytes,

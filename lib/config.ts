@@ -39,6 +39,7 @@ const booleanText = z.preprocess(
 
 export const serviceEnvSchema = z.object({
   API_TOKEN: optionalText(),
+  TOKEN_SIGNING_KEY: optionalText(),
   ALLOW_ANONYMOUS: booleanText,
   KEY_PREFIX: z.preprocess(
     (value) => (value === undefined ? '' : value),
@@ -75,6 +76,8 @@ export const serviceEnvSchema = z.object({
 
 export interface ServiceConfig {
   apiToken: string | undefined;
+  /** The HS256 key of scoped tokens (default: derived from apiToken, functions/tokens.ts). */
+  tokenSigningKey: string | undefined;
   allowAnonymous: boolean;
   keyPrefix: string;
   defaultModel: string;
@@ -119,6 +122,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
   const value = parsed.data;
   return {
     apiToken: value.API_TOKEN,
+    tokenSigningKey: value.TOKEN_SIGNING_KEY,
     allowAnonymous: value.ALLOW_ANONYMOUS,
     keyPrefix: value.KEY_PREFIX,
     defaultModel: value.DEFAULT_MODEL,

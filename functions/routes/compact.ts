@@ -1,6 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { compactSession } from '../../lib/compaction/compact-session.ts';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { compactRequestSchema, compactResultSchema, sessionIdParamsSchema } from '../schemas.ts';
 
@@ -9,8 +10,9 @@ const compactRoute = createRoute({
   path: '/v1/sessions/{id}/compact',
   tags: ['sessions'],
   summary: 'Summarize the older part of the current context and move the context start (the history keeps everything)',
+  security: requires('session:turn'),
   request: { params: sessionIdParamsSchema, body: { required: false, content: { 'application/json': { schema: compactRequestSchema } } } },
-  responses: { 200: jsonResponse(compactResultSchema, 'The context start after the call'), ...errorResponses(400, 401, 404, 409, 502, 503, 504) },
+  responses: { 200: jsonResponse(compactResultSchema, 'The context start after the call'), ...errorResponses(400, 401, 403, 404, 409, 502, 503, 504) },
 });
 
 /** POST /v1/sessions/:id/compact. */

@@ -1,5 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { deliveredListSchema, noticeCreateSchema, noticeParamsSchema, noticePostedSchema, pendingListSchema, sessionIdParamsSchema } from '../schemas.ts';
 
@@ -8,8 +9,9 @@ const postNoticeRoute = createRoute({
   path: '/v1/sessions/{id}/inbox',
   tags: ['inbox'],
   summary: 'Post a one-shot notice for the next turn (the name `abort` aborts it)',
+  security: requires('inbox:write'),
   request: { params: sessionIdParamsSchema, body: jsonBody(noticeCreateSchema) },
-  responses: { 201: jsonResponse(noticePostedSchema, 'The notice is pending'), ...errorResponses(400, 401, 404, 409, 413, 503) },
+  responses: { 201: jsonResponse(noticePostedSchema, 'The notice is pending'), ...errorResponses(400, 401, 403, 404, 409, 413, 503) },
 });
 
 const listPendingRoute = createRoute({
@@ -17,8 +19,9 @@ const listPendingRoute = createRoute({
   path: '/v1/sessions/{id}/inbox',
   tags: ['inbox'],
   summary: 'Pending notices, sorted by name',
+  security: requires('inbox:read'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(pendingListSchema, 'Pending notices'), ...errorResponses(400, 401, 404, 503) },
+  responses: { 200: jsonResponse(pendingListSchema, 'Pending notices'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 const listDeliveredRoute = createRoute({
@@ -26,8 +29,9 @@ const listDeliveredRoute = createRoute({
   path: '/v1/sessions/{id}/inbox/delivered',
   tags: ['inbox'],
   summary: 'Delivered notices',
+  security: requires('inbox:read'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(deliveredListSchema, 'Delivered notices'), ...errorResponses(400, 401, 404, 503) },
+  responses: { 200: jsonResponse(deliveredListSchema, 'Delivered notices'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 const withdrawRoute = createRoute({
@@ -35,8 +39,9 @@ const withdrawRoute = createRoute({
   path: '/v1/sessions/{id}/inbox/{name}',
   tags: ['inbox'],
   summary: 'Withdraw a pending notice',
+  security: requires('inbox:write'),
   request: { params: noticeParamsSchema },
-  responses: { 204: { description: 'Withdrawn' }, ...errorResponses(400, 401, 404, 503) },
+  responses: { 204: { description: 'Withdrawn' }, ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 /** The inbox routes (API.md "Inbox"). `delivered` is registered before `{name}`. */

@@ -1,5 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { appendItemsSchema, appendResultSchema, itemPageSchema, listItemsQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
@@ -10,8 +11,9 @@ const appendItemsRoute = createRoute({
   path: '/v1/sessions/{id}/items',
   tags: ['items'],
   summary: 'Append items without calling the model or touching the inbox',
+  security: requires('session:turn'),
   request: { params: sessionIdParamsSchema, body: jsonBody(appendItemsSchema) },
-  responses: { 201: jsonResponse(appendResultSchema, 'The seqs of the appended items'), ...errorResponses(400, 401, 404, 409, 413, 503) },
+  responses: { 201: jsonResponse(appendResultSchema, 'The seqs of the appended items'), ...errorResponses(400, 401, 403, 404, 409, 413, 503) },
 });
 
 const listItemsRoute = createRoute({
@@ -19,8 +21,9 @@ const listItemsRoute = createRoute({
   path: '/v1/sessions/{id}/items',
   tags: ['items'],
   summary: 'A page of stored items, newest first',
+  security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: listItemsQuerySchema },
-  responses: { 200: jsonResponse(itemPageSchema, 'A page of items, newest first'), ...errorResponses(400, 401, 404, 503) },
+  responses: { 200: jsonResponse(itemPageSchema, 'A page of items, newest first'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 /** POST/GET /v1/sessions/:id/items. */

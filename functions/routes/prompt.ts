@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { previewPrompt } from '../../lib/turn.ts';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { promptPreviewSchema, promptQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
 
@@ -10,8 +11,9 @@ const previewRoute = createRoute({
   path: '/v1/sessions/{id}/prompt',
   tags: ['prompt'],
   summary: 'What the model would be sent now (no side effects; pending notices marked)',
+  security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: promptQuerySchema },
-  responses: { 200: jsonResponse(promptPreviewSchema, 'The prompt and its context'), ...errorResponses(400, 401, 404, 503) },
+  responses: { 200: jsonResponse(promptPreviewSchema, 'The prompt and its context'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 /** GET /v1/sessions/:id/prompt. */

@@ -1,5 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionCreateSchema, sessionIdParamsSchema, sessionPatchSchema, sessionSchema } from '../schemas.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
@@ -9,8 +10,9 @@ const createSessionRoute = createRoute({
   path: '/v1/sessions',
   tags: ['sessions'],
   summary: 'Create a session',
+  security: requires('admin'),
   request: { body: jsonBody(sessionCreateSchema) },
-  responses: { 201: jsonResponse(sessionSchema, 'The new session'), ...errorResponses(400, 401, 409, 413, 503) },
+  responses: { 201: jsonResponse(sessionSchema, 'The new session'), ...errorResponses(400, 401, 403, 409, 413, 503) },
 });
 
 const getSessionRoute = createRoute({
@@ -18,8 +20,9 @@ const getSessionRoute = createRoute({
   path: '/v1/sessions/{id}',
   tags: ['sessions'],
   summary: 'Read a session with its counts',
+  security: requires('session:read'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(sessionSchema, 'The session'), ...errorResponses(400, 401, 404, 503) },
+  responses: { 200: jsonResponse(sessionSchema, 'The session'), ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 const patchSessionRoute = createRoute({
@@ -27,8 +30,9 @@ const patchSessionRoute = createRoute({
   path: '/v1/sessions/{id}',
   tags: ['sessions'],
   summary: 'Change config fields of a session',
+  security: requires('admin'),
   request: { params: sessionIdParamsSchema, body: jsonBody(sessionPatchSchema) },
-  responses: { 200: jsonResponse(sessionSchema, 'The updated session'), ...errorResponses(400, 401, 404, 413, 503) },
+  responses: { 200: jsonResponse(sessionSchema, 'The updated session'), ...errorResponses(400, 401, 403, 404, 413, 503) },
 });
 
 const deleteSessionRoute = createRoute({
@@ -36,8 +40,9 @@ const deleteSessionRoute = createRoute({
   path: '/v1/sessions/{id}',
   tags: ['sessions'],
   summary: 'Delete everything stored for a session',
+  security: requires('admin'),
   request: { params: sessionIdParamsSchema },
-  responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 401, 404, 503) },
+  responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 401, 403, 404, 503) },
 });
 
 /** POST/GET/PATCH/DELETE /v1/sessions[/:id]. */

@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
 import { runTurn, streamTurn, type TurnRequest } from '../../lib/turn.ts';
 import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
@@ -21,13 +22,14 @@ const takeTurnRoute = createRoute({
   path: '/v1/sessions/{id}/turns',
   tags: ['turns'],
   summary: 'Take a turn: store the input, build the prompt, call the model, store the output',
+  security: requires('session:turn'),
   request: { params: sessionIdParamsSchema, headers: turnHeadersSchema, body: jsonBody(turnRequestSchema) },
   responses: {
     200: {
       description: 'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started, output_text.delta, output_item.done, turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
-    ...errorResponses(400, 401, 404, 409, 413, 502, 503, 504),
+    ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),
   },
 });
 
@@ -46,10 +48,11 @@ const cancelTurnRoute = createRoute({
   summary: 'End an open turn as failed (turn_cancelled): its input stays, its output will not be stored',
   description:
     'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The running turn, if any, is answered 409 turn_cancelled.',
+  security: requires('session:turn'),
   request: { params: cancelParamsSchema },
   responses: {
     200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
-    ...errorResponses(400, 401, 404, 409, 503),
+    ...errorResponses(400, 401, 403, 404, 409, 503),
   },
 });
 

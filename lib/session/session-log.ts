@@ -181,6 +181,11 @@ export interface SessionLogOptions {
   recentBytes?: number;
   /** `pack` writes a new view once this many records follow the newest one. */
   viewEveryRecords?: number;
+  /**
+   * Runs on every read of a session's config, before it is used, and may throw: the HTTP
+   * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
+   */
+  checkConfig?: (config: SessionConfig) => void;
 }
 
 export interface PackOptions {
@@ -301,6 +306,7 @@ export class SessionLog {
   readonly #recentRecords: number;
   readonly #recentBytes: number;
   readonly #viewEveryRecords: number;
+  readonly #checkConfig: ((config: SessionConfig) => void) | undefined;
 
   constructor(store: ObjectStore, options: SessionLogOptions = {}) {
     this.#store = store;
@@ -317,6 +323,7 @@ export class SessionLog {
     this.#recentRecords = Math.max(0, options.recentRecords ?? this.#keepRecords + Math.max(this.#packMinRecords, this.#viewEveryRecords) + 4);
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     this.#recentBytes = Math.max(0, options.recentBytes ?? 1024 * 1024);
+    this.#checkConfig = options.checkConfig;
   }
 
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
@@ -1243,6 +1250,7 @@ export class SessionLog {
     if (!object) throw new NotFoundError(`session ${id} not found`, { id });
     const config = parseStored(key, object.body, sessionConfigSchema);
     if (config.id !== id) throw new CorruptObjectError(key, `holds session ${config.id}`);
+    this.#checkConfig?.(config);
     return { config, info: object };
   }
 
@@ -1452,6 +1460,29 @@ export class SessionLog {
         }
       }
     }
+  }
+
+  // --- token revocation ---
+
+  /** The session's token generation (0 until tokens are first revoked); one config read. */
+  async tokenGeneration(id: string): Promise<number> {
+    return (await this.#readConfig(id)).config.token_generation ?? 0;
+  }
+
+  /**
+   * Revokes the session's scoped tokens: bumps `token_generation` in its config with a
+   * conditional put (If-Match on the etag read), retried when another update won in between.
+   * Returns the new generation; tokens minted before it are refused from then on.
+   */
+  async revokeTokens(id: string): Promise<number> {
+    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+      const { config, info } = await this.#readConfig(id);
+      const next: SessionConfig = { ...config, token_generation: (config.token_generation ?? 0) + 1 };
+      const written = await this.#store.put(sessionConfigKey(this.#keyPrefix, id), JSON.stringify(next), { ifMatch: info.etag, contentType: 'application/json' });
+      if (written) return next.token_generation!;
+      await backoff(attempt);
+    }
+    throw new StorageError(`session ${id}: too many concurrent updates`);
   }
 }
 

@@ -1,0 +1,73 @@
+import { createRoute } from '@hono/zod-openapi';
+import { z } from 'zod';
+import { NotConfiguredError } from '../../lib/config.ts';
+import { idSchema } from '../../lib/items.ts';
+import { createRouter } from '../router.ts';
+import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
+import { sessionIdParamsSchema } from '../schemas.ts';
+import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, mintToken, requires, scopeSchema, signingKey } from '../tokens.ts';
+
+const mintRequestSchema = z
+  .object({
+    scopes: z.array(scopeSchema).min(1).meta({ description: 'inbox:write, inbox:read, session:read, session:turn (includes session:read) or admin' }),
+    session_id: idSchema.optional().meta({ description: 'Bind the token to this session: it works only on /v1/sessions/{id} and below, and is revocable there.' }),
+    ttl_seconds: z
+      .number()
+      .int()
+      .positive()
+      .max(MAX_TTL_SECONDS)
+      .optional()
+      .meta({ description: `Lifetime in seconds (default ${DEFAULT_TTL_SECONDS}, at most ${MAX_TTL_SECONDS}: 30 days).` }),
+  })
+  .strict();
+
+const mintedSchema = z.object({
+  token: z.string(),
+  scopes: z.array(scopeSchema),
+  session_id: z.string().nullable(),
+  expires_at: z.string().meta({ description: 'ISO 8601' }),
+});
+
+const revokedSchema = z.object({
+  session_id: z.string(),
+  token_generation: z.number().int().meta({ description: 'Tokens bound to the session and minted before this generation get 401.' }),
+});
+
+const mintRoute = createRoute({
+  method: 'post',
+  path: '/v1/tokens',
+  tags: ['tokens'],
+  summary: 'Mint a scoped, expiring bearer token, optionally bound to one session',
+  security: requires('admin'),
+  request: { body: jsonBody(mintRequestSchema) },
+  responses: { 201: jsonResponse(mintedSchema, 'The token (shown once; the service stores nothing)'), ...errorResponses(400, 401, 403, 404, 503) },
+});
+
+const revokeRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/tokens/revoke',
+  tags: ['tokens'],
+  summary: 'Revoke every token bound to the session minted so far',
+  security: requires('admin'),
+  request: { params: sessionIdParamsSchema },
+  responses: { 200: jsonResponse(revokedSchema, 'The session token generation after the call'), ...errorResponses(400, 401, 403, 404, 503) },
+});
+
+/** POST /v1/tokens and POST /v1/sessions/:id/tokens/revoke. */
+export function tokenRoutes(clock: () => Date) {
+  return createRouter()
+    .openapi(mintRoute, async (c) => {
+      const body = c.req.valid('json');
+      const key = await signingKey(c.var.config);
+      if (!key) throw new NotConfiguredError('minting tokens needs API_TOKEN or TOKEN_SIGNING_KEY');
+      const sessionId = body.session_id ?? null;
+      // A bound token carries its session's generation, read now (404 for a missing session).
+      const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
+      const minted = await mintToken(key, { scopes: body.scopes, sessionId, generation, ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS }, clock());
+      return c.json(minted, 201);
+    })
+    .openapi(revokeRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      return c.json({ session_id: id, token_generation: await c.var.services.sessions.revokeTokens(id) }, 200);
+    });
+}

@@ -1,0 +1,348 @@
+import { sign } from 'hono/jwt';
+import { describe, expect, it } from 'vitest';
+import { freshId, TOKEN, type HttpHarness } from './http-suite.ts';
+
+/**
+ * Scoped tokens through the real app (README "Give a notice poster its own token"): minting,
+ * verification, scopes, session binding, revocation, and the route-by-scope matrix read from
+ * /openapi.json. Runs in Node (test/http/http.test.ts) and inside workerd
+ * (test/workers/http.test.ts).
+ */
+
+const SCOPES = ['inbox:write', 'inbox:read', 'session:read', 'session:turn', 'admin'] as const;
+type Scope = (typeof SCOPES)[number];
+
+/** What each scope lets a token do, written out independently of the implementation. */
+const ALLOWS: Record<Scope, Scope[]> = {
+  'inbox:write': ['inbox:write'],
+  'inbox:read': ['inbox:read'],
+  'session:read': ['session:read'],
+  'session:turn': ['session:turn', 'session:read'],
+  admin: [...SCOPES],
+};
+
+/** The issue's table: the scope each route needs. */
+const EXPECTED_SCOPES: Record<string, Scope> = {
+  'POST /v1/sessions': 'admin',
+  'GET /v1/sessions/{id}': 'session:read',
+  'PATCH /v1/sessions/{id}': 'admin',
+  'DELETE /v1/sessions/{id}': 'admin',
+  'POST /v1/sessions/{id}/turns': 'session:turn',
+  'POST /v1/sessions/{id}/items': 'session:turn',
+  'GET /v1/sessions/{id}/items': 'session:read',
+  'GET /v1/sessions/{id}/prompt': 'session:read',
+  'POST /v1/sessions/{id}/compact': 'session:turn',
+  'POST /v1/sessions/{id}/inbox': 'inbox:write',
+  'GET /v1/sessions/{id}/inbox': 'inbox:read',
+  'GET /v1/sessions/{id}/inbox/delivered': 'inbox:read',
+  'DELETE /v1/sessions/{id}/inbox/{name}': 'inbox:write',
+  'POST /v1/tokens': 'admin',
+  'POST /v1/sessions/{id}/tokens/revoke': 'admin',
+  'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
+};
+
+/** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
+const SAMPLE_BODIES: Record<string, () => unknown> = {
+  'POST /v1/sessions': () => ({ id: freshId('m') }),
+  'PATCH /v1/sessions/{id}': () => ({ instructions: 'be brief' }),
+  'POST /v1/sessions/{id}/turns': () => ({ input: 'hello' }),
+  'POST /v1/sessions/{id}/items': () => ({ items: [{ type: 'message', role: 'user', content: 'note' }] }),
+  'POST /v1/sessions/{id}/compact': () => ({}),
+  'POST /v1/sessions/{id}/inbox': () => ({ name: '0001-budget.md', content: 'Budget left: 2 USD' }),
+  'POST /v1/tokens': () => ({ scopes: ['inbox:read'] }),
+};
+
+interface Operation {
+  key: string;
+  method: string;
+  path: string;
+  security: { bearer?: string[] }[] | undefined;
+}
+
+async function readJson(response: Response): Promise<any> {
+  const text = await response.text();
+  return text === '' ? null : JSON.parse(text);
+}
+
+export function defineTokenSuite(label: string, harness: HttpHarness): void {
+  async function call(token: string | null, method: string, path: string, body?: unknown, env?: Record<string, string | undefined>) {
+    const headers: Record<string, string> = token === null ? {} : { authorization: `Bearer ${token}` };
+    const init: RequestInit = { method, headers };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      headers['content-type'] = 'application/json';
+    }
+    const response = env ? await harness.fetchWithEnv(env, path, init) : await harness.fetch(path, init);
+    return { status: response.status, headers: response.headers, body: await readJson(response) };
+  }
+
+  async function createSession(): Promise<string> {
+    const id = freshId('tok');
+    const created = await call(TOKEN, 'POST', '/v1/sessions', { id });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    return id;
+  }
+
+  async function mint(body: { scopes: Scope[]; session_id?: string; ttl_seconds?: number }, env?: Record<string, string | undefined>, admin = TOKEN): Promise<string> {
+    const minted = await call(admin, 'POST', '/v1/tokens', body, env);
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    return minted.body.token as string;
+  }
+
+  function expectInvalidToken(result: { status: number; headers: Headers; body: any }, reason: RegExp): void {
+    expect(result.status, JSON.stringify(result.body)).toBe(401);
+    expect(result.body.error.code).toBe('unauthorized');
+    expect(result.body.error.message).toMatch(reason);
+    const challenge = result.headers.get('www-authenticate') ?? '';
+    expect(challenge).toMatch(/^Bearer error="invalid_token", error_description="[^"]+"$/);
+    expect(challenge).toMatch(reason);
+  }
+
+  describe(`${label}: minting tokens`, () => {
+    it('mints a token bound to a session with its scopes and a one-hour default lifetime (201)', async () => {
+      const id = await createSession();
+      const before = Date.now();
+      const minted = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['inbox:write'], session_id: id });
+      expect(minted.status).toBe(201);
+      expect(minted.body).toEqual({ token: expect.any(String), scopes: ['inbox:write'], session_id: id, expires_at: expect.any(String) });
+      const lifetime = Date.parse(minted.body.expires_at) - before;
+      expect(lifetime).toBeGreaterThan(3590_000);
+      expect(lifetime).toBeLessThanOrEqual(3601_000);
+      const unbound = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['session:read', 'session:read'], ttl_seconds: 30 * 24 * 3600 });
+      expect(unbound.status).toBe(201);
+      expect(unbound.body.session_id).toBeNull();
+      expect(unbound.body.scopes).toEqual(['session:read']);
+      expect(Date.parse(unbound.body.expires_at) - before).toBeGreaterThan(30 * 24 * 3600_000 - 10_000);
+    });
+
+    it.each([
+      ['a lifetime above 30 days', { scopes: ['inbox:write'], ttl_seconds: 30 * 24 * 3600 + 1 }],
+      ['an unknown scope', { scopes: ['inbox:delete'] }],
+      ['no scopes', { scopes: [] }],
+      ['an unknown field', { scopes: ['admin'], owner: 'ci' }],
+    ])('refuses %s with 400', async (_name, body) => {
+      const refused = await call(TOKEN, 'POST', '/v1/tokens', body);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.code).toBe('invalid_request');
+    });
+
+    it('refuses a token for a session that does not exist (404)', async () => {
+      const refused = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['inbox:write'], session_id: freshId('missing') });
+      expect(refused.status).toBe(404);
+    });
+
+    it('cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets everything in', async () => {
+      const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
+      const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
+      expect(refused.status).toBe(503);
+      expect(refused.body.error.code).toBe('not_configured');
+      const id = freshId('anon');
+      expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
+      expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
+      expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
+    });
+
+    it('signs with a key derived from API_TOKEN, never with API_TOKEN itself', async () => {
+      const id = await createSession();
+      const token = await mint({ scopes: ['session:read'], session_id: id });
+      expect((await call(token, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      // Another API_TOKEN derives another key: the token no longer verifies.
+      expectInvalidToken(await call(token, 'GET', `/v1/sessions/${id}`, undefined, { API_TOKEN: 'rotated' }), /signature/);
+      const now = Math.floor(Date.now() / 1000);
+      const withRawToken = await sign({ scope: 'admin', iat: now, exp: now + 600 }, TOKEN, 'HS256');
+      expectInvalidToken(await call(withRawToken, 'GET', `/v1/sessions/${id}`), /signature/);
+    });
+
+    it('verifies tokens signed with TOKEN_SIGNING_KEY, also with no API_TOKEN set', async () => {
+      const id = await createSession();
+      const key = 'a-signing-key-for-tests';
+      const env = { TOKEN_SIGNING_KEY: key };
+      const token = await mint({ scopes: ['session:read'], session_id: id }, env);
+      expect((await call(token, 'GET', `/v1/sessions/${id}`, undefined, env)).status).toBe(200);
+      // Without TOKEN_SIGNING_KEY the key is derived from API_TOKEN: another key.
+      expectInvalidToken(await call(token, 'GET', `/v1/sessions/${id}`), /signature/);
+      const now = Math.floor(Date.now() / 1000);
+      const external = await sign({ scope: 'admin', iat: now, exp: now + 600 }, key, 'HS256');
+      const keyOnly = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: key };
+      expect((await call(external, 'GET', `/v1/sessions/${id}`, undefined, keyOnly)).status).toBe(200);
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${id}`, undefined, keyOnly)).status).toBe(401);
+    });
+  });
+
+  describe(`${label}: refusing tokens`, () => {
+    it('answers a tampered, malformed or expired token with 401 and a WWW-Authenticate reason', async () => {
+      const id = await createSession();
+      const key = 'expiry-key';
+      const env = { TOKEN_SIGNING_KEY: key };
+      const token = await mint({ scopes: ['inbox:read'], session_id: id }, env);
+      const [header, payload, signature] = token.split('.') as [string, string, string];
+      const claims = JSON.parse(atob(payload.replaceAll('-', '+').replaceAll('_', '/')));
+      const widened = btoa(JSON.stringify({ ...claims, scope: 'admin' })).replaceAll('=', '').replaceAll('+', '-').replaceAll('/', '_');
+      expectInvalidToken(await call(`${header}.${widened}.${signature}`, 'GET', `/v1/sessions/${id}`, undefined, env), /signature/);
+      expectInvalidToken(await call('not.a-jwt', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
+      expectInvalidToken(await call('nope', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
+      const now = Math.floor(Date.now() / 1000);
+      const expired = await sign({ scope: 'session:read', session_id: id, gen: 0, iat: now - 120, exp: now - 60 }, key, 'HS256');
+      expectInvalidToken(await call(expired, 'GET', `/v1/sessions/${id}`, undefined, env), /expired/);
+      const unknownScope = await sign({ scope: 'root', iat: now, exp: now + 60 }, key, 'HS256');
+      expectInvalidToken(await call(unknownScope, 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
+    });
+
+    it('answers a token without the route scope with 403 forbidden naming the scope', async () => {
+      const id = await createSession();
+      const token = await mint({ scopes: ['inbox:write'], session_id: id });
+      const refused = await call(token, 'GET', `/v1/sessions/${id}/inbox`);
+      expect(refused.status).toBe(403);
+      expect(refused.body.error.code).toBe('forbidden');
+      expect(refused.body.error.message).toContain('inbox:read');
+      expect(refused.body.error.details).toEqual({ required_scope: 'inbox:read' });
+      expect(refused.headers.get('www-authenticate')).toBe('Bearer error="insufficient_scope", scope="inbox:read"');
+    });
+
+    it('lets a notice poster post into its session only', async () => {
+      const id = await createSession();
+      const other = await createSession();
+      const poster = await mint({ scopes: ['inbox:write'], session_id: id });
+      const posted = await call(poster, 'POST', `/v1/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' });
+      expect(posted.status).toBe(201);
+      const pending = await call(TOKEN, 'GET', `/v1/sessions/${id}/inbox`);
+      expect(pending.body.pending.map((notice: { name: string }) => notice.name)).toEqual(['0001-budget.md']);
+      const elsewhere = await call(poster, 'POST', `/v1/sessions/${other}/inbox`, { name: 'x', content: 'y' });
+      expect(elsewhere.status).toBe(403);
+      expect(elsewhere.body.error.details).toEqual({ session_id: id });
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${other}/inbox`)).body.pending).toEqual([]);
+      expect((await call(poster, 'GET', `/v1/sessions/${id}`)).status).toBe(403);
+      expect((await call(poster, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(403);
+      expect((await call(poster, 'DELETE', `/v1/sessions/${id}/inbox/0001-budget.md`)).status).toBe(204);
+    });
+  });
+
+  describe(`${label}: revocation`, () => {
+    it('refuses the tokens of a session minted before a revoke with 401, and only those', async () => {
+      const id = await createSession();
+      const other = await createSession();
+      const poster = await mint({ scopes: ['inbox:write'], session_id: id });
+      const client = await mint({ scopes: ['session:turn'], session_id: id });
+      const bystander = await mint({ scopes: ['session:read'], session_id: other });
+      const unbound = await mint({ scopes: ['session:read'] });
+      expect((await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+
+      expect((await call(client, 'POST', `/v1/sessions/${id}/tokens/revoke`)).status).toBe(403);
+      const revoked = await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
+      expect(revoked).toMatchObject({ status: 200, body: { session_id: id, token_generation: 1 } });
+
+      expectInvalidToken(await call(poster, 'POST', `/v1/sessions/${id}/inbox`, { name: 'late', content: 'x' }), /revoked/);
+      expectInvalidToken(await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'again' }), /revoked/);
+      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}`), /revoked/);
+      // Nothing was stored by the refused requests.
+      const history = await call(TOKEN, 'GET', `/v1/sessions/${id}`);
+      expect(history.body.counts.turns).toBe(1);
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
+
+      const fresh = await mint({ scopes: ['session:turn'], session_id: id });
+      expect((await call(fresh, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      expect((await call(bystander, 'GET', `/v1/sessions/${other}`)).status).toBe(200);
+      expect((await call(unbound, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      expect((await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`)).body.token_generation).toBe(2);
+      expectInvalidToken(await call(fresh, 'GET', `/v1/sessions/${id}/items`), /revoked/);
+    });
+
+    it('refuses a replayed turn (Idempotency-Key) of a revoked token', async () => {
+      const id = await createSession();
+      const client = await mint({ scopes: ['session:turn'], session_id: id });
+      const send = () =>
+        harness.fetch(`/v1/sessions/${id}/turns`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${client}`, 'content-type': 'application/json', 'idempotency-key': 'k1' },
+          body: JSON.stringify({ input: 'hi' }),
+        });
+      expect((await send()).status).toBe(200);
+      expect((await send()).status).toBe(200);
+      await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
+      expect((await send()).status).toBe(401);
+    });
+  });
+
+  describe(`${label}: the route-by-scope matrix from /openapi.json`, () => {
+    async function operations(): Promise<Operation[]> {
+      const document = (await call(TOKEN, 'GET', '/openapi.json')).body;
+      expect(document.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer' });
+      const found: Operation[] = [];
+      for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, { security?: Operation['security'] }>>)) {
+        for (const [method, operation] of Object.entries(item)) {
+          found.push({ key: `${method.toUpperCase()} ${path}`, method: method.toUpperCase(), path, security: operation.security });
+        }
+      }
+      return found;
+    }
+
+    /** The one scope a route declares; a route without one fails the matrix here. */
+    function declaredScope(operation: Operation): Scope | null {
+      expect(operation.security, `${operation.key} declares no security`).toBeDefined();
+      if (operation.security!.length === 0) return null;
+      const scopes = operation.security!.flatMap((requirement) => requirement.bearer ?? []);
+      expect(scopes, `${operation.key} must declare one bearer scope`).toHaveLength(1);
+      expect(SCOPES, `${operation.key} declares an unknown scope`).toContain(scopes[0]);
+      return scopes[0] as Scope;
+    }
+
+    it('declares on every route the scope of the issue table', async () => {
+      const declared: Record<string, Scope | null> = {};
+      for (const operation of await operations()) declared[operation.key] = declaredScope(operation);
+      expect(declared['GET /healthz']).toBeNull();
+      for (const [key, scope] of Object.entries(declared)) {
+        if (key === 'GET /healthz') continue;
+        expect(EXPECTED_SCOPES[key], `${key} is missing from the scope table of this test`).toBeDefined();
+        expect(scope, key).toBe(EXPECTED_SCOPES[key]);
+      }
+    });
+
+    it('gives each scope, bound to the route session, to another one or to none, the right status class', async () => {
+      const failures: string[] = [];
+      for (const operation of await operations()) {
+        const required = declaredScope(operation);
+        if (required === null) {
+          if ((await call(null, operation.method, operation.path)).status !== 200) failures.push(`${operation.key} is public but refused`);
+          continue;
+        }
+        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}');
+        for (const scope of SCOPES) {
+          for (const binding of ['own', 'other', 'none'] as const) {
+            const id = await createSession();
+            const boundTo = binding === 'own' ? id : binding === 'other' ? await createSession() : undefined;
+            const token = await mint({ scopes: [scope], ...(boundTo ? { session_id: boundTo } : {}) });
+            const path = operation.path.replace('{id}', id).replace('{name}', '0001-budget.md').replace('{turn}', '1');
+            const sample = SAMPLE_BODIES[operation.key];
+            const body = sample ? sample() : operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined;
+            const result = await call(token, operation.method, path, body);
+            const allowed = ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
+            const label = `${operation.key} with ${scope} bound to ${binding}: ${result.status} ${JSON.stringify(result.body)}`;
+            if (!allowed) {
+              if (result.status !== 403 || result.body.error.code !== 'forbidden') failures.push(`${label}, expected 403`);
+            } else if (sample !== undefined || operation.method === 'GET' || operation.method === 'DELETE') {
+              if (!((result.status >= 200 && result.status < 300) || result.status === 404)) failures.push(`${label}, expected 2xx or 404`);
+            } else if (result.status === 401 || result.status === 403 || result.status >= 500) {
+              failures.push(`${label}, expected the route to run`);
+            }
+          }
+        }
+      }
+      expect(failures).toEqual([]);
+    });
+
+    it('refuses a revoked token with 401 on every session route', async () => {
+      const failures: string[] = [];
+      for (const operation of await operations()) {
+        if (!operation.path.startsWith('/v1/sessions/{id}')) continue;
+        const id = await createSession();
+        const token = await mint({ scopes: ['admin'], session_id: id });
+        await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
+        const path = operation.path.replace('{id}', id).replace('{name}', '0001-budget.md').replace('{turn}', '1');
+        const body = SAMPLE_BODIES[operation.key]?.() ?? (operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined);
+        const result = await call(token, operation.method, path, body);
+        if (result.status !== 401 || !/revoked/.test(result.headers.get('www-authenticate') ?? '')) failures.push(`${operation.key}: ${result.status} ${JSON.stringify(result.body)}`);
+      }
+      expect(failures).toEqual([]);
+    });
+  });
+}

@@ -49,7 +49,7 @@ export type TurnSessionLog = Pick<
   Partial<Pick<SessionLog, 'commitTurnContext'>>;
 
 /** The part of the inbox the pipeline uses. */
-export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier'>;
+export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */
 export interface TurnServices {
@@ -316,7 +316,7 @@ async function executeTurn(
     if (plan.strategies.includes('inbox')) {
       // Earlier turns' notices first (those of turns that died are found in the inbox's
       // delivery records), then what this turn consumes.
-      const recovered = undelivered.lost_turns.length > 0 ? await services.inbox.recover(sessionId, undelivered.lost_turns) : [];
+      const recovered = undelivered.lost_turns.length > 0 ? await services.inbox.recover(sessionId, undelivered.lost_turns, turn.turn) : [];
       carried = [...undelivered.notices, ...recovered];
       undelivered = { notices: carried, lost_turns: [] };
       const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true });
@@ -420,7 +420,13 @@ async function executeTurn(
     });
     return response;
   } catch (error) {
-    // Closed by someone else (lease, cancel) or by the abort itself: nothing more to store.
+    // Closed by someone else (lease, cancel): the notices this turn took from the inbox or
+    // took over go back (the closer's completion carries the older ones on).
+    if (error instanceof TurnClosedError) {
+      const taken = undelivered.notices.filter((notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as));
+      if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
+    }
+    // Closed by someone else, by the abort itself, or deleted: nothing more to store.
     if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
     try {
       await sessions.completeTurn(turn, {

@@ -402,14 +402,16 @@ export class Inbox {
   }
 
   /**
-   * The notices turns that died consumed (for each `{turn, since}`: the delivery records
-   * written for that turn after `since`, its claim time), so a later turn can deliver them
-   * instead of losing them. In name order; an `abort` among them is not returned (it ended
-   * the turn that took it). Costs one listing of `inbox_removed/` (per 1000 records), a head
-   * per recent record where listings carry no metadata (S3), and a get per notice found.
-   * Only turns that died without closing need it.
+   * Takes over, for turn `turn`, the notices turns closed by someone else consumed (for each
+   * `{turn, since}`: the delivery records written for that turn after `since`, its claim
+   * time), so they reach a model instead of being lost. Each record is rewritten to name
+   * `turn` with If-Match, so a notice the dead turn's owner returns meanwhile (see
+   * `giveBack`) is taken by one of them only. In name order; an `abort` among them is not
+   * returned (it ended the turn that took it). Costs one listing of `inbox_removed/` (per
+   * 1000 records), a head per recent record where listings carry no metadata (S3), and a get
+   * and a put per notice found. Only turns that did not close themselves need it.
    */
-  async recover(sessionId: string, lost: readonly { turn: number; since: string }[]): Promise<DeliveredNotice[]> {
+  async recover(sessionId: string, lost: readonly { turn: number; since: string }[], turn: number): Promise<DeliveredNotice[]> {
     const removedPrefix = this.#removedPrefix(sessionId);
     const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
     const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
@@ -424,10 +426,40 @@ export class Inbox {
       const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
       if (name === ABORT_NOTICE_NAME) return null;
       const object = await this.#store.get(info.key);
-      if (!object) return null;
+      if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
+      const taken = await this.#store.put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: String(turn) } });
+      if (!taken) return null;
       return { name, stored_as: info.key.slice(removedPrefix.length), content: decodeUtf8(object.body), posted_at: postedAtOf(info) };
     });
     return found.filter((notice): notice is DeliveredNotice => notice !== null).sort((left, right) => compareBytes(left.name, right.name));
+  }
+
+  /**
+   * Gives notices back to the inbox: turn `turn` consumed them but was closed by someone else
+   * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
+   * record still naming `turn` is rewritten with If-Match (so a later turn that took it over
+   * keeps it), the notice is posted again under its name (or a generated one when the name
+   * is taken), and the record is deleted. Failures are logged.
+   */
+  async giveBack(sessionId: string, notices: readonly { name: string; stored_as: string }[], turn: number): Promise<void> {
+    const removedPrefix = this.#removedPrefix(sessionId);
+    const inboxPrefix = this.#inboxPrefix(sessionId);
+    await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
+      const key = removedPrefix + storedAs;
+      try {
+        const object = await this.#store.get(key);
+        if (!object || object.metadata[META.turn] !== String(turn)) return;
+        const metadata = { ...object.metadata, [META.turn]: 'returned' };
+        if (!(await this.#store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
+        const posted = { [META.postedAt]: postedAtOf(object), [META.noticeId]: randomId() };
+        if (!(await this.#store.put(inboxPrefix + name, object.body, { onlyIfAbsent: true, metadata: posted }))) {
+          await this.#store.put(inboxPrefix + generateName(this.#clock()), object.body, { onlyIfAbsent: true, metadata: posted });
+        }
+        await this.#store.delete(key);
+      } catch (error) {
+        this.#log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
+      }
+    });
   }
 
   /**

@@ -20,6 +20,7 @@ import {
   segmentKey,
   sessionConfigKey,
   sessionPrefix,
+  generationSchemaPattern,
   validateId,
   viewKey,
   type LogScope,
@@ -404,15 +405,29 @@ export class SessionLog {
    * so a turn or a packer still running writes only where nobody reads. Then everything under the session's prefix
    * that no current config names is deleted, page by page (the inbox too, unless the id was
    * created again meanwhile). An interrupted sweep leaves unreachable objects, which the next
-   * delete of the same id removes.
+   * delete of the same id removes (also one answered 404).
    */
   async delete(id: string): Promise<void> {
     const configKey = sessionConfigKey(this.#keyPrefix, id);
-    const { newest, scope } = await this.#head(id);
+    let head: Head;
+    try {
+      head = await this.#head(id);
+    } catch (error) {
+      // Gone already: a delete interrupted after its first step may have left objects.
+      if (error instanceof NotFoundError) await this.#sweep(id);
+      throw error;
+    }
+    const { newest, scope } = head;
     if (newest && newest.record.kind === 'turn' && !newest.done) {
       await this.#close(scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
     }
     await this.#store.delete(configKey);
+    await this.#sweep(id);
+  }
+
+  /** Deletes every object under a session's prefix that no current config names. */
+  async #sweep(id: string): Promise<void> {
+    const configKey = sessionConfigKey(this.#keyPrefix, id);
     const prefix = sessionPrefix(this.#keyPrefix, id);
     let cursor: string | undefined;
     for (;;) {
@@ -1713,8 +1728,10 @@ function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
  * the incarnation `generation`: id-level objects (the inbox) and other generations' objects.
  */
 function isOtherGeneration(rest: string, generation: string): boolean {
-  const [kind, level] = rest.split('/');
+  const [kind, level = ''] = rest.split('/');
   if (kind === 'inbox' || kind === 'inbox_removed') return false;
+  // A config written before generations keeps its objects without the level.
+  if (generation === '') return generationSchemaPattern.test(level);
   return level !== generation;
 }
 

@@ -1,0 +1,231 @@
+import { vi } from 'vitest';
+import { errorBody } from '../../functions/error-handler.ts';
+import { compactSession } from '../../lib/compaction/compact-session.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { StorageError } from '../../lib/errors.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import { appendItems, packOptions, runTurn, sessionStrategyPlan, streamTurn, type TurnResponse, type TurnServices } from '../../lib/turn.ts';
+
+/**
+ * A deterministic simulation of several service processes ("actors") sharing one store, for
+ * the session protocol's crash and race tests:
+ *
+ * - every storage call of every actor waits at a gate, and the `Scheduler` releases one
+ *   waiting call at a time, chosen by `pick` (a seeded choice: fast-check drives it), after
+ *   letting all other work run until it waits again; timers are vitest's fake timers,
+ *   advanced only when no call is waiting, so backoffs and lease renewals cost no real time;
+ * - an actor may crash at its n-th storage call, before the call or after it landed (the
+ *   answer lost); from then on every call it makes fails, as if its process had died;
+ * - the service clock is shared and moves only when a test advances it (leases).
+ */
+
+export const LEASE_MS = 30_000;
+
+/** Thrown by a crashed actor's store: the process is gone. */
+export class CrashError extends StorageError {
+  constructor() {
+    super('simulated crash');
+    this.name = 'CrashError';
+  }
+}
+
+export class Scheduler {
+  readonly #waiting: { release: () => void }[] = [];
+  readonly #pick: (choices: number) => number;
+  /** Storage calls released so far. */
+  steps = 0;
+
+  constructor(pick: (choices: number) => number = () => 0) {
+    this.#pick = pick;
+  }
+
+  gate(): Promise<void> {
+    return new Promise((resolve) => this.#waiting.push({ release: resolve }));
+  }
+
+  /** Runs until `work` has settled and nothing is waiting, releasing one call at a time. */
+  async run<T>(work: Promise<T>): Promise<T> {
+    let settled = false;
+    const done = work.finally(() => {
+      settled = true;
+    });
+    done.catch(() => undefined);
+    for (let idle = 0; ; ) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (this.#waiting.length > 0) {
+        idle = 0;
+        const [next] = this.#waiting.splice(this.#pick(this.#waiting.length) % this.#waiting.length, 1);
+        this.steps += 1;
+        next!.release();
+      } else if (vi.getTimerCount() > 0) {
+        idle = 0;
+        vi.advanceTimersToNextTimer();
+      } else if (settled) {
+        return done;
+      } else if (++idle > 50) {
+        throw new Error('simulation stalled: work is waiting on something that is not a storage call or a timer');
+      }
+    }
+  }
+}
+
+/** One actor's view of the shared store: gated calls, and an optional crash. */
+export class ActorStore implements ObjectStore {
+  /** Storage calls made (the one that crashed included). */
+  calls = 0;
+  dead = false;
+  readonly #inner: ObjectStore;
+  readonly #scheduler: Scheduler;
+  readonly #crash: { at: number; after: boolean } | undefined;
+
+  constructor(inner: ObjectStore, scheduler: Scheduler, crash?: { at: number; after: boolean }) {
+    this.#inner = inner;
+    this.#scheduler = scheduler;
+    this.#crash = crash;
+  }
+
+  async #call<T>(work: () => Promise<T>): Promise<T> {
+    if (this.dead) throw new CrashError();
+    await this.#scheduler.gate();
+    if (this.dead) throw new CrashError();
+    this.calls += 1;
+    if (this.#crash && this.calls === this.#crash.at) {
+      if (this.#crash.after) await work().catch(() => undefined);
+      this.dead = true;
+      throw new CrashError();
+    }
+    return work();
+  }
+
+  get(key: string, options?: GetOptions) {
+    return this.#call(() => this.#inner.get(key, options));
+  }
+  head(key: string) {
+    return this.#call(() => this.#inner.head(key));
+  }
+  put(key: string, body: Uint8Array | string, options?: PutOptions) {
+    return this.#call(() => this.#inner.put(key, body, options));
+  }
+  list(prefix: string, options?: ListOptions) {
+    return this.#call(() => this.#inner.list(prefix, options));
+  }
+  delete(keys: string | string[]) {
+    return this.#call(() => this.#inner.delete(keys));
+  }
+}
+
+export interface Actor {
+  store: ActorStore;
+  services: TurnServices & { sessions: SessionLog; inbox: Inbox };
+  /** Work started after a response (packing), run by the scheduler like the rest. */
+  background: Promise<unknown>[];
+}
+
+export class World {
+  readonly memory = new MemoryStore();
+  readonly scheduler: Scheduler;
+  now = Date.parse('2026-01-01T00:00:00Z');
+
+  constructor(pick?: (choices: number) => number) {
+    this.scheduler = new Scheduler(pick);
+  }
+
+  actor(crash?: { at: number; after: boolean }): Actor {
+    const store = new ActorStore(this.memory, this.scheduler, crash);
+    const clock = () => new Date(this.now);
+    const background: Promise<unknown>[] = [];
+    const services = {
+      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
+      inbox: new Inbox(store, { clock, log: () => {} }),
+      config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+      env: {},
+      model: () => echoModel,
+      background: (task: Promise<unknown>) => {
+        background.push(task.catch(() => undefined));
+      },
+      log: () => {},
+    };
+    return { store, services, background };
+  }
+
+  /** Runs `work` to the end under the scheduler, with the actors' background work. */
+  async run<T>(work: Promise<T>, actors: Actor[] = []): Promise<T> {
+    const result = await this.scheduler.run(work.finally(() => undefined));
+    await this.scheduler.run(settleAll(actors));
+    return result;
+  }
+}
+
+async function settleAll(actors: Actor[]): Promise<void> {
+  for (let seen = -1; ; ) {
+    const all = actors.flatMap((actor) => actor.background);
+    if (all.length === seen) return;
+    seen = all.length;
+    await Promise.all(all);
+  }
+}
+
+/** What a client saw: a success with its value, or an error with its HTTP status. */
+export type Outcome<T> = { ok: true; value: T } | { ok: false; status: number; code: string };
+
+export async function attempt<T>(work: () => Promise<T>): Promise<Outcome<T>> {
+  try {
+    return { ok: true, value: await work() };
+  } catch (error) {
+    const { status, body } = errorBody(error, () => {});
+    return { ok: false, status, code: body.error.code };
+  }
+}
+
+/** Client operations, as the routes run them. */
+export const ops = {
+  turn: (actor: Actor, id: string, input: string, key?: string) =>
+    attempt(() => runTurn(actor.services, id, { input }, key === undefined ? {} : { idempotencyKey: key })),
+  streamTurn: (actor: Actor, id: string, input: string) =>
+    attempt(async () => {
+      const stream = streamTurn(actor.services, id, { input });
+      let response: TurnResponse | undefined;
+      for await (const event of stream.events) {
+        if (event.event === 'turn.completed') response = event.data;
+        if (event.event === 'error') throw event.cause;
+      }
+      if (!response) throw new Error('the stream ended without turn.completed');
+      return response;
+    }),
+  append: (actor: Actor, id: string, content: string) => attempt(() => appendItems(actor.services, id, [{ type: 'message', role: 'user', content }])),
+  post: (actor: Actor, id: string, name: string) => attempt(() => actor.services.inbox.post(id, { name, content: `notice ${name}` })),
+  pack: (actor: Actor, id: string) =>
+    attempt(async () => actor.services.sessions.pack(id, packOptions(sessionStrategyPlan(actor.services.env, await actor.services.sessions.get(id))))),
+  compact: (actor: Actor, id: string) => attempt(() => compactSession(actor.services, id, { keep_tokens: 40 })),
+  cancelNewest: (actor: Actor, id: string) =>
+    attempt(async () => actor.services.sessions.cancelTurn(id, (await actor.services.sessions.get(id)).counts.turns)),
+  delete: (actor: Actor, id: string) => attempt(() => actor.services.sessions.delete(id)),
+};
+
+/** Every stored item of a session, oldest first, read page by page (and checked dense). */
+export async function history(actor: Actor, id: string): Promise<{ seq: number; type: string; role?: string; content?: string }[]> {
+  const items: { seq: number; type: string; role?: string; content?: string }[] = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await actor.services.sessions.listItems(id, { limit: 7, ...(before === undefined ? {} : { before }) });
+    items.unshift(...[...page.items].reverse());
+    if (!page.has_more || page.next_before === null) break;
+    before = page.next_before;
+  }
+  return items;
+}
+
+/** A small deterministic random source for choices fast-check seeds. */
+export function seeded(seed: number): (choices: number) => number {
+  let state = seed >>> 0 || 1;
+  return (choices) => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) % Math.max(1, choices);
+  };
+}

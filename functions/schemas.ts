@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ERROR_CODES } from '../lib/errors.ts';
 import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
 
 /**
@@ -10,7 +11,7 @@ import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
 export const errorSchema = z
   .object({
     error: z.object({
-      code: z.string().meta({ example: 'invalid_request' }),
+      code: z.enum(ERROR_CODES).meta({ example: 'invalid_request' }),
       message: z.string(),
       details: z.unknown().optional(),
     }),

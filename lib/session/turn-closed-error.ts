@@ -6,7 +6,7 @@ import { TailgateError } from '../errors.ts';
  */
 export class TurnClosedError extends TailgateError {
   constructor(sessionId: string, turn: number) {
-    super('turn_closed', `turn ${turn} of session ${sessionId} was already closed`, { session_id: sessionId, turn });
+    super('turn_not_open', `turn ${turn} of session ${sessionId} was already closed`, { session_id: sessionId, turn });
     this.name = 'TurnClosedError';
   }
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ERROR_CODES } from '../lib/errors.ts';
-import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
+import { clientItemSchema, idSchema, textProblem, toolSchema } from '../lib/items.ts';
 
 /**
  * The request and response schemas of API.md. The same objects validate requests and
@@ -23,7 +23,15 @@ export const sessionIdParamsSchema = z.object({
 });
 
 export const noticeParamsSchema = sessionIdParamsSchema.extend({
-  name: z.string().min(1).max(200).meta({ param: { name: 'name', in: 'path' }, example: '0001-budget.md' }),
+  name: z
+    .string()
+    .min(1)
+    .max(200)
+    .superRefine((name, context) => {
+      const problem = textProblem(name);
+      if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({ param: { name: 'name', in: 'path' }, example: '0001-budget.md' }),
 });
 
 export const storedItemOutSchema = z
@@ -52,12 +60,12 @@ const strategyConfigSchema = z
   .meta({ description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.', example: { epoch_size: 10 } });
 
 const sessionFields = {
-  instructions: z.string().max(1_000_000).nullable().optional(),
+  instructions: z.string().nullable().optional().meta({ description: 'The system prompt; at most MAX_INSTRUCTIONS_BYTES (256 KiB) of UTF-8, else 413.' }),
   model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
   strategies: strategiesSchema.nullable().optional(),
   strategy_config: strategyConfigSchema.nullable().optional(),
   tools: z.array(toolSchema).max(512).nullable().optional(),
-  metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+  metadata: z.record(z.string(), z.unknown()).nullable().optional().meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
 };
 
 export const sessionCreateSchema = z
@@ -83,7 +91,7 @@ export const sessionSchema = z
 
 export const turnRequestSchema = z
   .object({
-    input: z.union([z.string().min(1), z.array(itemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
+    input: z.union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesSchema.optional(),
     strategy_config: strategyConfigSchema.optional(),
@@ -130,7 +138,7 @@ export const turnResponseSchema = z
   .meta({ id: 'TurnResponse' });
 
 export const appendItemsSchema = z
-  .object({ items: z.array(itemSchema).min(1).max(10_000) })
+  .object({ items: z.array(clientItemSchema).min(1).max(10_000) })
   .strict()
   .meta({ id: 'AppendItems' });
 

@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { previewPrompt } from '../../lib/turn.ts';
 import { createRouter } from '../router.ts';
+import { checkJsonValue } from '../request-json.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { promptPreviewSchema, promptQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
 
@@ -37,5 +38,6 @@ function parseConfigQuery(text: string): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidRequestError('query.strategy_config: must be a JSON object', { field: 'strategy_config' });
   }
+  checkJsonValue(value, 'query.strategy_config');
   return value as Record<string, unknown>;
 }

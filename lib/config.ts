@@ -49,6 +49,8 @@ export const serviceEnvSchema = z.object({
   MAX_BODY_BYTES: positiveInteger(4 * MIB),
   MAX_ITEM_BYTES: positiveInteger(MIB),
   MAX_NOTICE_BYTES: positiveInteger(256 * 1024),
+  MAX_METADATA_BYTES: positiveInteger(64 * 1024),
+  MAX_INSTRUCTIONS_BYTES: positiveInteger(256 * 1024),
   TURN_LEASE_MS: positiveInteger(5 * 60_000),
   BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
   MODEL_TIMEOUT_MS: positiveInteger(120_000),
@@ -80,6 +82,10 @@ export interface ServiceConfig {
   maxBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
+  /** Largest session `metadata`, as JSON bytes (413 above). */
+  maxMetadataBytes: number;
+  /** Largest session `instructions`, as UTF-8 bytes (413 above). */
+  maxInstructionsBytes: number;
   turnLeaseMs: number;
   blobThresholdBytes: number;
   modelTimeoutMs: number;
@@ -124,6 +130,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxBodyBytes: value.MAX_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
+    maxMetadataBytes: value.MAX_METADATA_BYTES,
+    maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,

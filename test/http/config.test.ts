@@ -13,6 +13,8 @@ describe('parseServiceConfig', () => {
       maxBodyBytes: 4 * 1024 * 1024,
       maxItemBytes: 1024 * 1024,
       maxNoticeBytes: 256 * 1024,
+      maxMetadataBytes: 64 * 1024,
+      maxInstructionsBytes: 256 * 1024,
       blobThresholdBytes: 8 * 1024,
       modelTimeoutMs: 120_000,
     });

@@ -307,6 +307,38 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(response.body.error.code).toBe('payload_too_large');
     });
 
+    it('metadata over 64 KiB of JSON and instructions over 256 KiB of UTF-8 are 413 naming the field, on create and PATCH', async () => {
+      // 65,536 bytes of JSON exactly: {"a":"..."} is 8 bytes around the text.
+      const fullMetadata = { a: 'm'.repeat(64 * 1024 - 8) };
+      const fullInstructions = '\u00e9'.repeat(128 * 1024); // 2 bytes each: 256 KiB
+      const id = await api.session({ metadata: fullMetadata, instructions: fullInstructions });
+      for (const [field, body] of [
+        ['metadata', { metadata: { a: 'm'.repeat(64 * 1024 - 7) } }],
+        ['instructions', { instructions: `${fullInstructions}x` }],
+      ] as const) {
+        const fresh = freshId('cap');
+        const created = await api.post('/v1/sessions', { id: fresh, ...body });
+        expect(created.status).toBe(413);
+        expect(created.body.error).toMatchObject({ code: 'payload_too_large', details: { field } });
+        expect(created.body.error.message).toContain(`body.${field}`);
+        expect((await api.get(`/v1/sessions/${fresh}`)).status).toBe(404);
+        const patched = await api.patch(`/v1/sessions/${id}`, body);
+        expect(patched.status).toBe(413);
+        expect(patched.body.error.details.field).toBe(field);
+      }
+      const session = (await api.get(`/v1/sessions/${id}`)).body;
+      expect(session.metadata).toEqual(fullMetadata);
+      expect(session.instructions).toBe(fullInstructions);
+    });
+
+    it('MAX_METADATA_BYTES and MAX_INSTRUCTIONS_BYTES set the caps', async () => {
+      const post = (overrides: Record<string, string>, body: unknown) =>
+        harness.fetchWithEnv(overrides, '/v1/sessions', { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect((await post({ MAX_METADATA_BYTES: '12' }, { metadata: { a: '12345' } })).status).toBe(413);
+      expect((await post({ MAX_METADATA_BYTES: '13' }, { id: freshId('cap'), metadata: { a: '12345' } })).status).toBe(201);
+      expect((await post({ MAX_INSTRUCTIONS_BYTES: '3' }, { instructions: 'abcd' })).status).toBe(413);
+    });
+
     it('one item over 1 MiB is 413, in items and in turn input', async () => {
       const id = await api.session();
       const big = { type: 'message', role: 'user', content: 'y'.repeat(MIB + 1) };

@@ -48,6 +48,13 @@ export const storedItemOutSchema = z
     compacted: z.boolean().optional(),
     synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),
+    elided: z
+      .object({ bytes: z.number().int(), sha256: z.string() })
+      .optional()
+      .meta({
+        description:
+          'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and is sent empty; `bytes` and `sha256` are those of the whole payload.',
+      }),
   })
   .meta({ id: 'Item' });
 
@@ -174,6 +181,10 @@ export const promptQuerySchema = z.object({
     .max(10_000)
     .optional()
     .meta({ param: { name: 'strategy_config', in: 'query' }, description: 'JSON object of thresholds' }),
+  full: z
+    .enum(['true', 'false'])
+    .optional()
+    .meta({ param: { name: 'full', in: 'query' }, description: 'true: every payload whole. Otherwise payloads over 4 KiB are elided (see `elided`).' }),
 });
 
 export const promptPreviewSchema = z.object({

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../lib/hash.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 
@@ -862,6 +863,49 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"nope":1}')}`)).status).toBe(400);
       expect((await api.get('/v1/sessions/missing-preview/prompt')).status).toBe(404);
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+    });
+
+    it('elides payloads over 4 KiB unless full=true, with their size and SHA-256; the context counts are unchanged', async () => {
+      const id = await api.session({ instructions: 'Rules.' });
+      const args = JSON.stringify({ text: 'a'.repeat(5000) });
+      const output = 'o'.repeat(20_000); // stored out of line, fetched for the preview
+      const exact = 'e'.repeat(4096);
+      const euros = '\u20ac'.repeat(1366); // 1,366 characters, 4,098 bytes
+      await api.post(`/v1/sessions/${id}/items`, {
+        items: [
+          { type: 'function_call', call_id: 'c1', name: 'get_weather', arguments: args },
+          { type: 'function_call_output', call_id: 'c1', output },
+          { type: 'message', role: 'user', content: exact },
+          { type: 'message', role: 'user', content: euros },
+        ],
+      });
+      const full = await api.get(`/v1/sessions/${id}/prompt?full=true&strategies=none`);
+      expect(full.status).toBe(200);
+      expect(full.body.items.map((item: any) => item.arguments ?? item.output ?? item.content)).toEqual(['Rules.', args, output, exact, euros]);
+      expect(full.body.items.some((item: any) => 'elided' in item)).toBe(false);
+
+      const preview = await api.get(`/v1/sessions/${id}/prompt?strategies=none`);
+      expect(preview.body.items).toEqual([
+        { type: 'message', role: 'system', content: 'Rules.' },
+        expect.objectContaining({ type: 'function_call', arguments: '', elided: { bytes: args.length, sha256: sha256Hex(args) }, seq: 1 }),
+        expect.objectContaining({ type: 'function_call_output', output: '', elided: { bytes: 20_000, sha256: sha256Hex(output) }, seq: 2 }),
+        expect.objectContaining({ type: 'message', content: exact, seq: 3 }),
+        expect.objectContaining({ type: 'message', content: '', elided: { bytes: 4098, sha256: sha256Hex(euros) }, seq: 4 }),
+      ]);
+      expect(preview.body.items[3]).not.toHaveProperty('elided');
+      expect(preview.body.context).toEqual(full.body.context);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategies=none&full=false`)).body).toEqual(preview.body);
+      expect((await api.get(`/v1/sessions/${id}/prompt?full=yes`)).status).toBe(400);
+    });
+
+    it('refuses a strategy_config query nested deeper than 64 levels or holding NUL', async () => {
+      const id = await api.session();
+      const deep = await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent(`{"a":${'['.repeat(4000)}${']'.repeat(4000)}}`)}`);
+      expect(deep.status).toBe(400);
+      expect(deep.body.error.message).toContain('64 levels');
+      const nul = await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size\\u0000":1}')}`);
+      expect(nul.status).toBe(400);
+      expect(nul.body.error.message).toContain('NUL');
     });
 
     it('the preview matches the prompt of the next turn (prompt_chars and items)', async () => {

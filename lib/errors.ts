@@ -57,12 +57,17 @@ export function storedErrorCode(code: string): ErrorCode {
   return RENAMED_CODES[code] ?? 'internal_error';
 }
 
-/** Codes whose message and details never reach a client: they may carry keys or backend text. */
+/**
+ * Codes whose message never reaches a client: it may carry object keys, backend or provider
+ * text. Their details are dropped too, except a model failure's (the model id and status).
+ */
 const CLIENT_MESSAGES: Partial<Record<string, string>> = {
   corrupt_object: 'a stored object is invalid',
   storage_error: 'storage failed',
   internal_error: 'internal error',
+  model_error: 'the model call failed',
 };
+const CLIENT_DETAILS_KEPT: ReadonlySet<string> = new Set(['model_error']);
 
 /**
  * The one error base of lib/. `code` is the snake_case code of API.md's error JSON.
@@ -125,14 +130,15 @@ export class StorageError extends TailgateError {
 
 /**
  * What a client may see of an error: its code, message and details, except for server-side
- * failures whose text is the log's (a corrupt object, a storage failure, an internal error),
- * which keep only their code and a generic message.
+ * failures whose text is the log's (a corrupt object, a storage failure, an internal error,
+ * the text of a model provider's failure), which get a generic message.
  *
  * @example clientError({ code: 'storage_error', message: 'S3 get sessions/a/x failed: ECONNRESET' })
  * // { code: 'storage_error', message: 'storage failed' }
  */
 export function clientError<Code extends string>(error: { code: Code; message: string; details?: unknown }): { code: Code; message: string; details?: unknown } {
   const generic = CLIENT_MESSAGES[error.code];
-  if (generic !== undefined) return { code: error.code, message: generic };
-  return error.details === undefined ? { code: error.code, message: error.message } : { code: error.code, message: error.message, details: error.details };
+  const message = generic ?? error.message;
+  const keepDetails = generic === undefined || CLIENT_DETAILS_KEPT.has(error.code);
+  return error.details === undefined || !keepDetails ? { code: error.code, message } : { code: error.code, message, details: error.details };
 }

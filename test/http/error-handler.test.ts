@@ -8,7 +8,7 @@ import { ReplayedError } from '../../lib/turn.ts';
 import { formatEvent } from '../../functions/turn-event-stream.ts';
 
 describe('errorBody', () => {
-  const generic = new Set(['corrupt_object', 'storage_error', 'internal_error']);
+  const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
   it.each(ERROR_CODES.filter((code) => !generic.has(code)).map((code) => [code, STATUS_BY_CODE[code]] as const))('maps %s to %i with the error shape', (code, status) => {
     const result = errorBody(new TailgateError(code, 'why', { a: 1 }), () => {});
     expect(result.status).toBe(status);
@@ -97,8 +97,14 @@ describe('formatEvent', () => {
     expect(frame).toBe('event: error\ndata: {"error":{"code":"storage_error","message":"storage failed"}}\n\n');
   });
 
-  it('keeps a model error as it is', () => {
-    const error = { code: 'model_error', message: 'provider answered 500', details: { status: 500 } };
+  it("sends a model error with a generic message and its details, not the provider's text", () => {
+    const error = { code: 'model_error', message: 'model openai:x failed: Incorrect API key provided: sk-****abcd', details: { model: 'openai:x', status: 401 } };
+    const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
+    expect(frame).toContain(JSON.stringify({ error: { code: 'model_error', message: 'the model call failed', details: { model: 'openai:x', status: 401 } } }));
+  });
+
+  it('keeps a client error as it is', () => {
+    const error = { code: 'aborted', message: 'the turn was aborted: budget', details: { reason: 'budget' } };
     expect(formatEvent({ event: 'error', data: { error }, cause: new Error('x') })).toContain(JSON.stringify({ error }));
   });
 });

@@ -49,6 +49,46 @@ describe('parseServiceConfig', () => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
   });
 
+  it.each([
+    ['EPOCH_SIZE', 'abc'],
+    ['EPOCH_SIZE', '2.5'],
+    ['MAX_TOOL_CHARS', '1e999'],
+    ['CONTEXT_LIMIT', 'lots'],
+    ['COMPACT_TRIGGER_RATIO', '7'],
+    ['PROMPT_STRATEGY', 'shorten_tools,bogus'],
+  ])('refuses the strategy setting %s=%j with not_configured naming it', (name, value) => {
+    const error = (() => {
+      try {
+        parseServiceConfig({ [name]: value });
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    expect(error).toMatchObject({ code: 'not_configured', details: { variable: name } });
+    expect((error as Error).message).toContain(`invalid setting ${name}: `);
+  });
+
+  it('accepts good strategy settings', () => {
+    expect(() => parseServiceConfig({ EPOCH_SIZE: ' 12 ', COMPACT_TRIGGER_RATIO: '0.5', PROMPT_STRATEGY: 'shorten_tools, inbox', MAX_TOOL_CHARS: '' })).not.toThrow();
+  });
+
+  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b'])('refuses KEY_PREFIX=%j with not_configured naming it', (prefix) => {
+    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow(NotConfiguredError);
+    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow('KEY_PREFIX');
+  });
+
+  it.each(['', 'prod/', 'a/b/', 'mysessions/', 'sessions-old/'])('accepts KEY_PREFIX=%j', (prefix) => {
+    expect(parseServiceConfig({ KEY_PREFIX: prefix }).keyPrefix).toBe(prefix);
+  });
+
+  it('trims whitespace and newlines around secrets', () => {
+    const config = parseServiceConfig({ API_TOKEN: ' secret\n', AWS_ACCESS_KEY_ID: 'id\r\n', AWS_SECRET_ACCESS_KEY: '\tkey ' });
+    expect(config.apiToken).toBe('secret');
+    expect(config.s3).toMatchObject({ accessKeyId: 'id', secretAccessKey: 'key' });
+  });
+
   it('reads numbers back exactly, and is not memoized between calls', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 2 ** 40 }), fc.integer({ min: 1, max: 2 ** 30 }), (body, item) => {

@@ -121,6 +121,36 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       }
     });
 
+    it('a bad setting is 503 not_configured naming the variable; a bad threshold in a request stays a 400', async () => {
+      const id = await api.session();
+      const turn = (overrides: Record<string, string>, body: unknown) =>
+        harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      for (const [variable, value] of [
+        ['EPOCH_SIZE', 'abc'],
+        ['MAX_BODY_BYTES', '4MB'],
+        ['ALLOW_ANONYMOUS', 'sure'],
+        ['KEY_PREFIX', 'prod'],
+        ['KEY_PREFIX', 'tenant/sessions/x/'],
+        ['PROMPT_STRATEGY', 'bogus'],
+      ] as const) {
+        const response = await turn({ [variable]: value }, { input: 'x' });
+        expect(response.status, `${variable}=${value}`).toBe(503);
+        const body = (await response.json()) as any;
+        expect(body.error).toMatchObject({ code: 'not_configured', details: { variable } });
+        expect(body.error.message).toContain(variable);
+      }
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+      const badRequest = await turn({}, { input: 'x', strategy_config: { epoch_size: 1.5 } });
+      expect(badRequest.status).toBe(400);
+      const badSession = await api.patch(`/v1/sessions/${id}`, { strategy_config: { epoch_size: 'abc' } });
+      expect(badSession.status).toBe(400);
+    });
+
+    it('trims whitespace and a newline around API_TOKEN', async () => {
+      const response = await harness.fetchWithEnv({ API_TOKEN: ` ${TOKEN}\n` }, '/v1/sessions/nope-trimmed', { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(response.status).toBe(404);
+    });
+
     it('lets anonymous requests in only when ALLOW_ANONYMOUS=true and no token is set', async () => {
       const anonymous = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' }, '/v1/sessions/nope-anon');
       expect(anonymous.status).toBe(404);

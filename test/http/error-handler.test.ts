@@ -6,6 +6,10 @@ import { constantTimeEqual } from '../../functions/auth.ts';
 import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError } from '../../lib/errors.ts';
 import { ReplayedError } from '../../lib/turn.ts';
 import { formatEvent } from '../../functions/turn-event-stream.ts';
+import { createApp } from '../../functions/app.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('errorBody', () => {
   const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
@@ -87,6 +91,29 @@ describe('errorBody', () => {
     const result = errorBody(new HTTPException(400, { message: 'Malformed JSON in request body' }), () => {});
     expect(result.status).toBe(400);
     expect(result.body.error.code).toBe('invalid_request');
+  });
+});
+
+describe('server-side failures through the app', () => {
+  const logged: unknown[] = [];
+  const store = new FaultyStore(new MemoryStore());
+  const app = createApp({ store: () => store, readEnvironment: () => ({ API_TOKEN: 'token' }), log: (_message, details) => logged.push(details) });
+  const get = (path: string) => app.request(path, { headers: { authorization: 'Bearer token' } });
+
+  it('a corrupt stored object is a 500 that names no key; the key and reason go to the log', async () => {
+    await store.put(sessionConfigKey('', 'broken'), '{not json');
+    const response = await get('/v1/sessions/broken');
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({ error: { code: 'corrupt_object', message: 'a stored object is invalid' } });
+    expect(logged.at(-1)).toMatchObject({ key: sessionConfigKey('', 'broken'), reason: expect.stringContaining('not UTF-8 JSON') });
+  });
+
+  it('a storage failure is a 503 saying only "storage failed"; the backend text goes to the log', async () => {
+    store.failWhen(({ key }) => key.includes('/flaky/'), { error: ({ key }) => new StorageError(`S3 get ${key} failed: connect ECONNREFUSED 10.0.0.7:9000`, { key }) });
+    const response = await get('/v1/sessions/flaky');
+    expect(response.status).toBe(503);
+    expect(await response.json()).toEqual({ error: { code: 'storage_error', message: 'storage failed' } });
+    expect(String((logged.at(-1) as Error).message)).toContain('ECONNREFUSED');
   });
 });
 

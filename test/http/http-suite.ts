@@ -178,6 +178,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(Object.keys(document.body.paths['/v1/sessions/{id}'])).toEqual(expect.arrayContaining(['get', 'patch', 'delete']));
       const turnBody = document.body.paths['/v1/sessions/{id}/turns'].post.requestBody.content['application/json'].schema;
       expect(JSON.stringify(turnBody)).toMatch(/TurnRequest|input/);
+      const preview = document.body.paths['/v1/sessions/{id}/prompt'].get;
+      expect(preview.parameters.map((parameter: { name: string }) => parameter.name)).toContain('full');
+      expect(document.body.components.schemas.Item.properties.elided.properties).toEqual({ bytes: expect.anything(), sha256: expect.anything() });
+      expect(document.body.components.schemas.Error.properties.error.properties.code.enum).toEqual(expect.arrayContaining(['corrupt_object', 'idempotency_key_reused']));
       const docs = await api.get('/docs');
       expect(docs.status).toBe(200);
       expect(docs.headers.get('content-type')).toMatch(/text\/html/);

@@ -13,6 +13,7 @@ import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices } from './services.ts';
 import { createErrorHandler } from './error-handler.ts';
+import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -70,6 +71,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     return limit(c, next);
   });
   app.use('*', requireJsonBody);
+  app.use('*', checkJsonBody);
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
@@ -122,7 +124,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
 const requireJsonBody: MiddlewareHandler = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
   const contentType = c.req.header('content-type');
-  if (contentType !== undefined && /^application\/([\w.-]+\+)?json\s*(;|$)/i.test(contentType)) return next();
+  if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) return next();
   const length = c.req.header('content-length');
   if (contentType === undefined && (length === undefined || length === '0') && c.req.raw.body === null) return next();
   throw new InvalidRequestError('the request body must be JSON: send Content-Type: application/json', { field: 'content-type' });

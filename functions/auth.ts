@@ -11,7 +11,7 @@ import { ADMIN, grants, scopeSchema, signingKey, TokenRejection, verifyToken, ty
 /** A refused request: `challenge` is its WWW-Authenticate header (RFC 6750). */
 abstract class AuthError extends TailgateError {
   constructor(
-    code: string,
+    code: 'unauthorized' | 'forbidden',
     message: string,
     readonly challenge: string,
     details?: unknown,

@@ -2,13 +2,14 @@ import type { Context, ErrorHandler } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { ZodError } from 'zod';
-import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
+import { clientError, InvalidRequestError, TailgateError, type ErrorCode } from '../lib/errors.ts';
 
 /**
  * The one map from lib/ error codes to HTTP statuses (API.md "Conventions"). lib/ knows no
- * status; everything it throws carries a snake_case code and lands here.
+ * status; everything it throws carries an `ErrorCode` and lands here. The table is
+ * exhaustive, so a code without a status does not compile. Only real bugs are 500s.
  */
-export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
+export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   invalid_request: 400,
   unknown_strategy: 400,
   unauthorized: 401,
@@ -18,6 +19,10 @@ export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   name_taken: 409,
   turn_in_progress: 409,
   aborted: 409,
+  lease_expired: 409,
+  turn_cancelled: 409,
+  turn_not_open: 409,
+  idempotency_key_reused: 422,
   payload_too_large: 413,
   context_too_large: 413,
   model_error: 502,
@@ -26,6 +31,7 @@ export const STATUS_BY_CODE: Record<string, ContentfulStatusCode> = {
   storage_error: 503,
   storage_unsupported: 503,
   corrupt_object: 500,
+  internal_error: 500,
 };
 
 export interface ErrorBody {
@@ -35,12 +41,11 @@ export interface ErrorBody {
 /** The status and JSON body for any thrown value; unknown errors become a generic 500. */
 export function errorBody(error: unknown, log: (message: string, error: unknown) => void = logError): { status: ContentfulStatusCode; body: ErrorBody } {
   if (error instanceof TailgateError) {
-    const status = STATUS_BY_CODE[error.code] ?? 500;
-    // Server-side failures are logged; a missing setting is the operator's, and says so.
+    const status = STATUS_BY_CODE[error.code];
+    // Server-side failures are logged (with keys and backend text the client never sees);
+    // a missing setting is the operator's, and says so.
     if (status >= 500 && error.code !== 'not_configured') log(`tailgate: ${error.code}`, error);
-    const body: ErrorBody = { error: { code: error.code, message: error.message } };
-    if (error.details !== undefined) body.error.details = error.details;
-    return { status, body };
+    return { status, body: { error: clientError(error) } };
   }
   if (error instanceof HTTPException) {
     // Hono's own client errors: malformed JSON from the validator, oversized bodies.

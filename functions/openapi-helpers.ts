@@ -6,10 +6,12 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'unauthorized',
   403: 'forbidden',
   404: 'not_found',
-  409: 'session_exists, name_taken, turn_in_progress or aborted',
+  409: 'session_exists, name_taken, turn_in_progress, aborted, lease_expired, turn_cancelled or turn_not_open',
   413: 'payload_too_large or context_too_large',
+  422: 'idempotency_key_reused',
+  500: 'corrupt_object or internal_error',
   502: 'model_error',
-  503: 'not_configured',
+  503: 'not_configured, storage_error or storage_unsupported',
   504: 'model_timeout',
 };
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
+import { ERROR_CODES } from '../lib/errors.ts';
+import { clientItemSchema, idSchema, textProblem, toolSchema } from '../lib/items.ts';
 
 /**
  * The request and response schemas of API.md. The same objects validate requests and
@@ -10,7 +11,7 @@ import { idSchema, itemSchema, toolSchema } from '../lib/items.ts';
 export const errorSchema = z
   .object({
     error: z.object({
-      code: z.string().meta({ example: 'invalid_request' }),
+      code: z.enum(ERROR_CODES).meta({ example: 'invalid_request' }),
       message: z.string(),
       details: z.unknown().optional(),
     }),
@@ -22,7 +23,15 @@ export const sessionIdParamsSchema = z.object({
 });
 
 export const noticeParamsSchema = sessionIdParamsSchema.extend({
-  name: z.string().min(1).max(200).meta({ param: { name: 'name', in: 'path' }, example: '0001-budget.md' }),
+  name: z
+    .string()
+    .min(1)
+    .max(200)
+    .superRefine((name, context) => {
+      const problem = textProblem(name);
+      if (problem !== undefined) context.addIssue({ code: 'custom', message: problem });
+    })
+    .meta({ param: { name: 'name', in: 'path' }, example: '0001-budget.md' }),
 });
 
 export const storedItemOutSchema = z
@@ -39,6 +48,13 @@ export const storedItemOutSchema = z
     compacted: z.boolean().optional(),
     synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),
+    elided: z
+      .object({ bytes: z.number().int(), sha256: z.string() })
+      .optional()
+      .meta({
+        description:
+          'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and is sent empty; `bytes` and `sha256` are those of the whole payload.',
+      }),
   })
   .meta({ id: 'Item' });
 
@@ -51,12 +67,12 @@ const strategyConfigSchema = z
   .meta({ description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.', example: { epoch_size: 10 } });
 
 const sessionFields = {
-  instructions: z.string().max(1_000_000).nullable().optional(),
+  instructions: z.string().nullable().optional().meta({ description: 'The system prompt; at most MAX_INSTRUCTIONS_BYTES (256 KiB) of UTF-8, else 413.' }),
   model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
   strategies: strategiesSchema.nullable().optional(),
   strategy_config: strategyConfigSchema.nullable().optional(),
   tools: z.array(toolSchema).max(512).nullable().optional(),
-  metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+  metadata: z.record(z.string(), z.unknown()).nullable().optional().meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
 };
 
 export const sessionCreateSchema = z
@@ -82,7 +98,7 @@ export const sessionSchema = z
 
 export const turnRequestSchema = z
   .object({
-    input: z.union([z.string().min(1), z.array(itemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
+    input: z.union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesSchema.optional(),
     strategy_config: strategyConfigSchema.optional(),
@@ -129,7 +145,7 @@ export const turnResponseSchema = z
   .meta({ id: 'TurnResponse' });
 
 export const appendItemsSchema = z
-  .object({ items: z.array(itemSchema).min(1).max(10_000) })
+  .object({ items: z.array(clientItemSchema).min(1).max(10_000) })
   .strict()
   .meta({ id: 'AppendItems' });
 
@@ -165,6 +181,10 @@ export const promptQuerySchema = z.object({
     .max(10_000)
     .optional()
     .meta({ param: { name: 'strategy_config', in: 'query' }, description: 'JSON object of thresholds' }),
+  full: z
+    .enum(['true', 'false'])
+    .optional()
+    .meta({ param: { name: 'full', in: 'query' }, description: 'true: every payload whole. Otherwise payloads over 4 KiB are elided (see `elided`).' }),
 });
 
 export const promptPreviewSchema = z.object({

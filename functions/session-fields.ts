@@ -2,6 +2,8 @@ import type { z } from 'zod';
 import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
 import { resolveStrategyNames, type TurnServices } from '../lib/turn.ts';
 import type { sessionPatchSchema } from './schemas.ts';
+import { utf8Bytes } from './item-size.ts';
+import { TailgateError } from '../lib/errors.ts';
 
 type SessionFields = z.infer<typeof sessionPatchSchema>;
 
@@ -10,7 +12,9 @@ type SessionFields = z.infer<typeof sessionPatchSchema>;
  * checked key by key, so a bad value is refused when the session is written rather than on
  * its next turn. `null` stays `null` (the deployment default); absent stays absent.
  */
-export function normalizeSessionFields(body: SessionFields, services: Pick<TurnServices, 'env' | 'model'>): SessionFields & { strategies?: string[] | null } {
+export function normalizeSessionFields(body: SessionFields, services: Pick<TurnServices, 'env' | 'model' | 'config'>): SessionFields & { strategies?: string[] | null } {
+  checkFieldSize('instructions', typeof body.instructions === 'string' ? utf8Bytes(body.instructions) : 0, services.config.maxInstructionsBytes, 'MAX_INSTRUCTIONS_BYTES');
+  checkFieldSize('metadata', body.metadata ? utf8Bytes(JSON.stringify(body.metadata)) : 0, services.config.maxMetadataBytes, 'MAX_METADATA_BYTES');
   const fields: SessionFields & { strategies?: string[] | null } = {};
   for (const key of ['instructions', 'model', 'tools', 'metadata'] as const) {
     if (body[key] !== undefined) (fields as Record<string, unknown>)[key] = body[key];
@@ -22,4 +26,10 @@ export function normalizeSessionFields(body: SessionFields, services: Pick<TurnS
     fields.strategy_config = body.strategy_config === null ? null : (parseStrategyConfigLayer(body.strategy_config, 'session') as Record<string, number>);
   }
   return fields;
+}
+
+/** `instructions` and `metadata` above their configured sizes are refused with 413 naming the field. */
+function checkFieldSize(field: string, size: number, limit: number, setting: string): void {
+  if (size <= limit) return;
+  throw new TailgateError('payload_too_large', `body.${field} is ${size} bytes; at most ${limit} are allowed (${setting})`, { field, size, limit });
 }

@@ -1,3 +1,4 @@
+import { clientError } from '../lib/errors.ts';
 import type { TurnEvent } from '../lib/turn.ts';
 
 const encoder = new TextEncoder();
@@ -30,7 +31,11 @@ export async function turnEventStream(events: AsyncIterable<TurnEvent>): Promise
   });
 }
 
-/** One SSE frame: `event: <name>` and the JSON data on one line. */
+/**
+ * One SSE frame: `event: <name>` and the JSON data on one line. An `error` event carries what
+ * a client may see of the error (no keys or backend text; those were logged).
+ */
 export function formatEvent(event: TurnEvent): string {
-  return `event: ${event.event}\ndata: ${JSON.stringify(event.data)}\n\n`;
+  const data = event.event === 'error' ? { error: clientError(event.data.error) } : event.data;
+  return `event: ${event.event}\ndata: ${JSON.stringify(data)}\n\n`;
 }

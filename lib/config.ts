@@ -1,5 +1,9 @@
 import { z } from 'zod';
-import { TailgateError } from './errors.ts';
+import { InvalidRequestError, TailgateError } from './errors.ts';
+import { resolveStrategies } from './strategies/prepare-prompt.ts';
+import { builtInRegistry } from './strategies/registry.ts';
+import { resolveStrategyConfig } from './strategies/strategy-config.ts';
+import { UnknownStrategyError } from './strategies/unknown-strategy-error.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -25,6 +29,22 @@ function optionalText() {
   return z.preprocess((value) => (typeof value === 'string' && value.trim() === '' ? undefined : value), z.string().optional());
 }
 
+/** A secret, trimmed: whitespace or a newline pasted around it is not part of it. */
+function secretText() {
+  return z.preprocess((value) => (typeof value === 'string' ? (value.trim() === '' ? undefined : value.trim()) : value), z.string().optional());
+}
+
+/**
+ * Empty, or ending in `/`, and no path segment named `sessions`: deployments `a/` and
+ * `a/sessions/x/` would share keys (the second's objects would be session x of the first).
+ */
+const keyPrefixSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9._/-]*$/, 'may hold only A-Z a-z 0-9 . _ / -')
+  .max(256)
+  .refine((prefix) => prefix === '' || prefix.endsWith('/'), 'must be empty or end in "/"')
+  .refine((prefix) => !`/${prefix}`.includes('/sessions/'), 'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)');
+
 function positiveInteger(fallback: number) {
   return z.preprocess(
     (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
@@ -38,18 +58,17 @@ const booleanText = z.preprocess(
 ).transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
 
 export const serviceEnvSchema = z.object({
-  API_TOKEN: optionalText(),
-  TOKEN_SIGNING_KEY: optionalText(),
+  API_TOKEN: secretText(),
+  TOKEN_SIGNING_KEY: secretText(),
   ALLOW_ANONYMOUS: booleanText,
-  KEY_PREFIX: z.preprocess(
-    (value) => (value === undefined ? '' : value),
-    z.string().regex(/^[A-Za-z0-9._/-]*$/, 'may hold only A-Z a-z 0-9 . _ / -').max(256),
-  ),
+  KEY_PREFIX: z.preprocess((value) => (value === undefined ? '' : value), keyPrefixSchema),
   DEFAULT_MODEL: z.preprocess((value) => (value === undefined || value === '' ? 'echo' : value), z.string().min(1)),
   PROMPT_STRATEGY: optionalText(),
   MAX_BODY_BYTES: positiveInteger(4 * MIB),
   MAX_ITEM_BYTES: positiveInteger(MIB),
   MAX_NOTICE_BYTES: positiveInteger(256 * 1024),
+  MAX_METADATA_BYTES: positiveInteger(64 * 1024),
+  MAX_INSTRUCTIONS_BYTES: positiveInteger(256 * 1024),
   // Renewed every third of itself while the turn runs, so it need not outlast a model call;
   // below 3 s a renewal (one storage write) would have too little time to land.
   TURN_LEASE_MS: positiveInteger(30_000).refine((value) => value >= 3000, 'must be at least 3000 (the lease is renewed every third of it)'),
@@ -70,8 +89,8 @@ export const serviceEnvSchema = z.object({
   S3_ENDPOINT: optionalText(),
   S3_BUCKET: optionalText(),
   S3_REGION: optionalText(),
-  AWS_ACCESS_KEY_ID: optionalText(),
-  AWS_SECRET_ACCESS_KEY: optionalText(),
+  AWS_ACCESS_KEY_ID: secretText(),
+  AWS_SECRET_ACCESS_KEY: secretText(),
 });
 
 export interface ServiceConfig {
@@ -85,6 +104,10 @@ export interface ServiceConfig {
   maxBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
+  /** Largest session `metadata`, as JSON bytes (413 above). */
+  maxMetadataBytes: number;
+  /** Largest session `instructions`, as UTF-8 bytes (413 above). */
+  maxInstructionsBytes: number;
   turnLeaseMs: number;
   blobThresholdBytes: number;
   modelTimeoutMs: number;
@@ -120,6 +143,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     throw new NotConfiguredError(`invalid setting ${name}: ${issue?.message ?? 'invalid'}`, { variable: name });
   }
   const value = parsed.data;
+  checkStrategyEnvironment(stringEnv(env));
   return {
     apiToken: value.API_TOKEN,
     tokenSigningKey: value.TOKEN_SIGNING_KEY,
@@ -130,6 +154,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxBodyBytes: value.MAX_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
+    maxMetadataBytes: value.MAX_METADATA_BYTES,
+    maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
@@ -152,6 +178,27 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
     },
   };
+}
+
+/**
+ * The strategy settings of the environment (PROMPT_STRATEGY's names, the thresholds'
+ * upper-case variables) are the operator's: a bad one is `not_configured` naming the
+ * variable, not a 400 blaming the request that happened to read it.
+ */
+function checkStrategyEnvironment(env: Record<string, string | undefined>): void {
+  try {
+    resolveStrategyConfig({ env });
+    resolveStrategies(undefined, builtInRegistry, env);
+  } catch (error) {
+    if (error instanceof UnknownStrategyError) {
+      throw new NotConfiguredError(`invalid setting PROMPT_STRATEGY: ${error.message}`, { variable: 'PROMPT_STRATEGY', known: error.known });
+    }
+    if (!(error instanceof InvalidRequestError)) throw error;
+    // "environment EPOCH_SIZE: not a number", with `details.field` the variable.
+    const variable = String((error.details as { field?: unknown } | undefined)?.field ?? 'environment');
+    const reason = error.message.slice(error.message.indexOf(': ') + 2);
+    throw new NotConfiguredError(`invalid setting ${variable}: ${reason}`, { variable });
+  }
 }
 
 /**

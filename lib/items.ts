@@ -43,6 +43,20 @@ export const itemSchema = z.discriminatedUnion('type', [
   functionCallOutputItemSchema,
 ]);
 
+/**
+ * An item a client sends (turn input, POST /items): a message is the user's or the
+ * assistant's. `system` is refused: the session's `instructions` are its system prompt, and
+ * only the service puts system messages into a prompt. Stored items keep `itemSchema`, so
+ * older data holding one still reads.
+ */
+export const clientItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend({
+    role: z.enum(['user', 'assistant'], { error: 'must be "user" or "assistant" (system instructions are the session\'s `instructions`)' }),
+  }),
+  functionCallItemSchema,
+  functionCallOutputItemSchema,
+]);
+
 export type MessageItem = z.infer<typeof messageItemSchema>;
 export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
 export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;
@@ -110,6 +124,25 @@ export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | P
 /** The length in characters of an output, whether inline or out of line. */
 export function outputLength(item: PromptFunctionCallOutputItem): number {
   return item.output_ref ? item.output_ref.length : item.output.length;
+}
+
+/**
+ * Why a string may not be stored, or undefined when it may: text holding NUL (U+0000) or a
+ * lone surrogate (not valid Unicode, so not valid UTF-8 in storage or for a provider).
+ *
+ * @example textProblem('a\u0000b') // 'contains NUL (U+0000)'
+ */
+export function textProblem(text: string): string | undefined {
+  if (text.includes('\u0000')) return 'contains NUL (U+0000)';
+  if (!isWellFormed(text)) return 'contains a lone surrogate (not valid Unicode)';
+  return undefined;
+}
+
+const nativeIsWellFormed = (String.prototype as { isWellFormed?: (this: string) => boolean }).isWellFormed;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function isWellFormed(text: string): boolean {
+  return nativeIsWellFormed ? nativeIsWellFormed.call(text) : !LONE_SURROGATE.test(text);
 }
 
 /** A client-side tool offered to the model (API.md "Sessions"). */

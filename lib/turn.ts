@@ -1,5 +1,5 @@
 import type { ServiceConfig } from './config.ts';
-import { TailgateError } from './errors.ts';
+import { storedErrorCode, TailgateError } from './errors.ts';
 import { outputLength, type Item, type PromptItem, type Tool } from './items.ts';
 import { ModelError, type Model, type ModelOutputItem, type ModelRequest, type ModelResult, type ModelUsage } from './models/model.ts';
 import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
@@ -125,7 +125,7 @@ export class AbortedError extends TailgateError {
 /** A replayed turn that had failed: the stored error, rethrown with its code. */
 export class ReplayedError extends TailgateError {
   constructor(error: StoredError) {
-    super(error.code, error.message, error.details);
+    super(storedErrorCode(error.code), error.message, error.details);
     this.name = 'ReplayedError';
   }
 }

@@ -1,8 +1,12 @@
 import { createRoute } from '@hono/zod-openapi';
 import { InvalidRequestError } from '../../lib/errors.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import { utf8Bytes } from '../item-size.ts';
 import { previewPrompt } from '../../lib/turn.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
+import { checkJsonValue } from '../request-json.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { promptPreviewSchema, promptQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
 
@@ -10,7 +14,7 @@ const previewRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/prompt',
   tags: ['prompt'],
-  summary: 'What the model would be sent now (no side effects; pending notices marked)',
+  summary: 'What the model would be sent now (no side effects; pending notices marked; payloads over 4 KiB elided unless full=true)',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: promptQuerySchema },
   responses: { 200: jsonResponse(promptPreviewSchema, 'The prompt and its context'), ...errorResponses(400, 401, 403, 404, 503) },
@@ -25,7 +29,7 @@ export function promptRoutes() {
       ...(query.strategies !== undefined ? { strategies: query.strategies } : {}),
       ...(query.strategy_config !== undefined ? { strategy_config: parseConfigQuery(query.strategy_config) } : {}),
     });
-    return c.json(preview, 200);
+    return c.json(query.full === 'true' ? preview : { ...preview, items: preview.items.map(elideLargePayload) }, 200);
   });
 }
 
@@ -39,5 +43,23 @@ function parseConfigQuery(text: string): Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidRequestError('query.strategy_config: must be a JSON object', { field: 'strategy_config' });
   }
+  checkJsonValue(value, 'query.strategy_config');
   return value as Record<string, unknown>;
+}
+
+/** Payloads above this many UTF-8 bytes are elided from a preview without `full=true`. */
+export const PREVIEW_ELIDE_BYTES = 4096;
+
+/**
+ * A preview item with its payload (a message's `content`, a call's `arguments`, an output's
+ * `output`) emptied when it is larger than PREVIEW_ELIDE_BYTES, and `elided: {bytes,
+ * sha256}` saying what was there. The model gets it whole; only the preview leaves it out.
+ */
+function elideLargePayload(item: PromptItem): PromptItem & { elided?: { bytes: number; sha256: string } } {
+  const [field, text] = item.type === 'message' ? ['content', item.content] : item.type === 'function_call' ? ['arguments', item.arguments] : ['output', item.output];
+  // UTF-8 takes at most 3 bytes per UTF-16 unit: a short text needs no counting.
+  if (text.length * 3 <= PREVIEW_ELIDE_BYTES) return item;
+  const bytes = utf8Bytes(text);
+  if (bytes <= PREVIEW_ELIDE_BYTES) return item;
+  return { ...item, [field]: '', elided: { bytes, sha256: sha256Hex(text) } };
 }

@@ -72,7 +72,7 @@ describe('client mistakes never get a 5xx', () => {
     expect(errors).toEqual([]);
   });
 
-  it.each(['limit=x', 'limit=0', 'before=-3', 'before=99999999999999999999', 'limit=1e3', 'strategy_config=%7B', 'strategies=%2C%2C'])(
+  it.each(['limit=x', 'limit=0', 'before=-3', 'before=99999999999999999999', 'limit=1e3', 'strategy_config=%7B', 'strategies=%2C%2C', `strategy_config=${encodeURIComponent(`{"a":${'['.repeat(4000)}${']'.repeat(4000)}}`)}`, 'strategy_config=%7B%22epoch_size%5Cu0000%22%3A1%7D'])(
     'GET with the query %s',
     async (query) => {
       for (const path of [`/v1/sessions/${session}/items?${query}`, `/v1/sessions/${session}/prompt?${query}`]) {
@@ -81,4 +81,80 @@ describe('client mistakes never get a 5xx', () => {
       }
     },
   );
+
+  // Where a value goes in each route's body; the checks run before any schema, so any field works.
+  const placements: [string, string, (value: unknown) => unknown, string][] = [
+    ['POST', '/v1/sessions', (value) => ({ metadata: value }), 'body.metadata'],
+    ['PATCH', `/v1/sessions/${session}`, (value) => ({ metadata: value }), 'body.metadata'],
+    ['POST', `/v1/sessions/${session}/turns`, (value) => ({ input: 'x', tools: [{ type: 'function', name: 't', parameters: value }] }), 'body.tools.0.parameters'],
+    ['POST', `/v1/sessions/${session}/items`, (value) => ({ items: value }), 'body.items'],
+    ['POST', `/v1/sessions/${session}/inbox`, (value) => ({ content: 'x', name: 'n', extra: value }), 'body.extra'],
+    ['POST', `/v1/sessions/${session}/compact`, (value) => ({ prompt: value }), 'body.prompt'],
+  ];
+
+  it('JSON nested deeper than 64 levels is a 400 naming the limit, at any depth, in any field of any route', async () => {
+    const nesting = fc.array(fc.boolean(), { minLength: 64, maxLength: 30_000 });
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...placements), nesting, async ([method, path, place], kinds) => {
+        // `kinds` picks array or object per level; the body adds one level (or two, in tools).
+        let value: unknown = 'leaf';
+        for (const asArray of kinds) value = asArray ? [value] : { k: value };
+        const response = await send(method, path, JSON.stringify(place(value)));
+        expect(response.status).toBe(400);
+        const parsed = (await response.json()) as { error: { code: string; message: string; details: { limit: number } } };
+        expect(parsed.error.code).toBe('invalid_request');
+        expect(parsed.error.details.limit).toBe(64);
+        expect(parsed.error.message).toContain('64 levels');
+      }),
+      { numRuns: 40 },
+    );
+    expect(errors).toEqual([]);
+  });
+
+  it('one NUL or lone surrogate anywhere in a body, key or value, is a 400 naming its path', async () => {
+    const bad = fc
+      .tuple(fc.string({ maxLength: 4 }), fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00', '\udfff'), fc.string({ maxLength: 4 }))
+      .map(([before, character, after]) => `${before}${character}${after}`);
+    const walk = fc.array(fc.nat(), { maxLength: 6 });
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...placements), fc.jsonValue({ maxDepth: 4 }), walk, bad, fc.boolean(), async ([method, path, place, base], clean, steps, text, asKey) => {
+        const { value, field } = inject(clean, steps, text, asKey);
+        const response = await send(method, path, JSON.stringify(place(value)));
+        expect(response.status).toBe(400);
+        const parsed = (await response.json()) as { error: { code: string; message: string; details: { field: string } } };
+        expect(parsed.error.code).toBe('invalid_request');
+        expect(parsed.error.details.field).toBe([base, ...field].join('.'));
+        expect(parsed.error.message).toMatch(/NUL|lone surrogate/);
+      }),
+      { numRuns: 150 },
+    );
+    expect(errors).toEqual([]);
+  });
 });
+
+/**
+ * Puts `text` into a copy of `value` (as a key or a value) at the place `steps` walk to, and
+ * returns the path of that key or value as the service names it.
+ */
+function inject(value: unknown, steps: number[], text: string, asKey: boolean): { value: unknown; field: string[] } {
+  const [step, ...rest] = steps;
+  const shown = JSON.stringify(text);
+  if (Array.isArray(value)) {
+    if (step !== undefined && value.length > 0) {
+      const index = step % value.length;
+      const inner = inject(value[index], rest, text, asKey);
+      return { value: value.map((item, at) => (at === index ? inner.value : item)), field: [String(index), ...inner.field] };
+    }
+    return asKey ? { value: [...value, { [text]: 1 }], field: [String(value.length), shown] } : { value: [...value, text], field: [String(value.length)] };
+  }
+  if (typeof value === 'object' && value !== null) {
+    const keys = Object.keys(value);
+    if (step !== undefined && keys.length > 0) {
+      const key = keys[step % keys.length]!;
+      const inner = inject((value as Record<string, unknown>)[key], rest, text, asKey);
+      return { value: { ...value, [key]: inner.value }, field: [key, ...inner.field] };
+    }
+    return asKey ? { value: { ...value, [text]: 1 }, field: [shown] } : { value: { ...value, bad: text }, field: ['bad'] };
+  }
+  return asKey ? { value: { [text]: value }, field: [shown] } : { value: text, field: [] };
+}

@@ -13,6 +13,8 @@ describe('parseServiceConfig', () => {
       maxBodyBytes: 4 * 1024 * 1024,
       maxItemBytes: 1024 * 1024,
       maxNoticeBytes: 256 * 1024,
+      maxMetadataBytes: 64 * 1024,
+      maxInstructionsBytes: 256 * 1024,
       blobThresholdBytes: 8 * 1024,
       modelTimeoutMs: 120_000,
     });
@@ -45,6 +47,46 @@ describe('parseServiceConfig', () => {
   ])('refuses %s=%j with not_configured naming it', (name, value) => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(NotConfiguredError);
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
+  });
+
+  it.each([
+    ['EPOCH_SIZE', 'abc'],
+    ['EPOCH_SIZE', '2.5'],
+    ['MAX_TOOL_CHARS', '1e999'],
+    ['CONTEXT_LIMIT', 'lots'],
+    ['COMPACT_TRIGGER_RATIO', '7'],
+    ['PROMPT_STRATEGY', 'shorten_tools,bogus'],
+  ])('refuses the strategy setting %s=%j with not_configured naming it', (name, value) => {
+    const error = (() => {
+      try {
+        parseServiceConfig({ [name]: value });
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    expect(error).toMatchObject({ code: 'not_configured', details: { variable: name } });
+    expect((error as Error).message).toContain(`invalid setting ${name}: `);
+  });
+
+  it('accepts good strategy settings', () => {
+    expect(() => parseServiceConfig({ EPOCH_SIZE: ' 12 ', COMPACT_TRIGGER_RATIO: '0.5', PROMPT_STRATEGY: 'shorten_tools, inbox', MAX_TOOL_CHARS: '' })).not.toThrow();
+  });
+
+  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b'])('refuses KEY_PREFIX=%j with not_configured naming it', (prefix) => {
+    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow(NotConfiguredError);
+    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow('KEY_PREFIX');
+  });
+
+  it.each(['', 'prod/', 'a/b/', 'mysessions/', 'sessions-old/'])('accepts KEY_PREFIX=%j', (prefix) => {
+    expect(parseServiceConfig({ KEY_PREFIX: prefix }).keyPrefix).toBe(prefix);
+  });
+
+  it('trims whitespace and newlines around secrets', () => {
+    const config = parseServiceConfig({ API_TOKEN: ' secret\n', AWS_ACCESS_KEY_ID: 'id\r\n', AWS_SECRET_ACCESS_KEY: '\tkey ' });
+    expect(config.apiToken).toBe('secret');
+    expect(config.s3).toMatchObject({ accessKeyId: 'id', secretAccessKey: 'key' });
   });
 
   it('reads numbers back exactly, and is not memoized between calls', () => {

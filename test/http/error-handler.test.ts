@@ -3,13 +3,26 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { errorBody, STATUS_BY_CODE, validationError } from '../../functions/error-handler.ts';
 import { constantTimeEqual } from '../../functions/auth.ts';
-import { CorruptObjectError, TailgateError } from '../../lib/errors.ts';
+import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError } from '../../lib/errors.ts';
+import { ReplayedError } from '../../lib/turn.ts';
+import { formatEvent } from '../../functions/turn-event-stream.ts';
+import { createApp } from '../../functions/app.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('errorBody', () => {
-  it.each(Object.entries(STATUS_BY_CODE))('maps %s to %i with the error shape', (code, status) => {
+  const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
+  it.each(ERROR_CODES.filter((code) => !generic.has(code)).map((code) => [code, STATUS_BY_CODE[code]] as const))('maps %s to %i with the error shape', (code, status) => {
     const result = errorBody(new TailgateError(code, 'why', { a: 1 }), () => {});
     expect(result.status).toBe(status);
     expect(result.body).toEqual({ error: { code, message: 'why', details: { a: 1 } } });
+  });
+
+  it('has a status for every code, and a 5xx only for server-side failures', () => {
+    expect(Object.keys(STATUS_BY_CODE).sort()).toEqual([...ERROR_CODES].sort());
+    const fiveHundreds = ERROR_CODES.filter((code) => STATUS_BY_CODE[code] === 500);
+    expect(fiveHundreds.sort()).toEqual(['corrupt_object', 'internal_error']);
   });
 
   it.each([
@@ -21,11 +34,21 @@ describe('errorBody', () => {
     ['name_taken', 409],
     ['turn_in_progress', 409],
     ['aborted', 409],
+    ['forbidden', 403],
+    ['lease_expired', 409],
+    ['turn_cancelled', 409],
+    ['turn_not_open', 409],
+    ['idempotency_key_reused', 422],
     ['payload_too_large', 413],
+    ['context_too_large', 413],
     ['model_error', 502],
     ['model_timeout', 504],
     ['not_configured', 503],
-  ])('API.md: %s is %i', (code, status) => {
+    ['storage_error', 503],
+    ['storage_unsupported', 503],
+    ['corrupt_object', 500],
+    ['internal_error', 500],
+  ] as const)('API.md: %s is %i', (code, status) => {
     expect(STATUS_BY_CODE[code]).toBe(status);
   });
 
@@ -36,18 +59,80 @@ describe('errorBody', () => {
     expect(logged).toHaveLength(1);
   });
 
-  it('logs a corrupt object (500) and keeps its key in the details', () => {
+  it('logs a corrupt object (500) with its key and reason, and tells the client neither', () => {
     const logged: unknown[] = [];
-    const result = errorBody(new CorruptObjectError('sessions/a/session.json', 'bad'), (_message, error) => logged.push(error));
-    expect(result.status).toBe(500);
-    expect(result.body.error.details).toEqual({ key: 'sessions/a/session.json' });
-    expect(logged).toHaveLength(1);
+    const result = errorBody(new CorruptObjectError('sessions/a/session.json', 'bad footer'), (_message, error) => logged.push(error));
+    expect(result).toEqual({ status: 500, body: { error: { code: 'corrupt_object', message: 'a stored object is invalid' } } });
+    expect(logged).toEqual([expect.objectContaining({ key: 'sessions/a/session.json', reason: 'bad footer' })]);
+  });
+
+  it('answers a storage failure with a generic 503 and logs the backend text', () => {
+    const logged: unknown[] = [];
+    const failure = new StorageError('S3 get sessions/a/turn/1 failed: socket hang up', { operation: 'get', key: 'sessions/a/turn/1' });
+    const result = errorBody(failure, (_message, error) => logged.push(error));
+    expect(result).toEqual({ status: 503, body: { error: { code: 'storage_error', message: 'storage failed' } } });
+    expect(JSON.stringify(result.body)).not.toContain('sessions/');
+    expect(logged).toEqual([failure]);
+  });
+
+  it.each([
+    ['turn_closed', 'turn_not_open', 409],
+    ['duplicate_request', 'turn_in_progress', 409],
+    ['lease_expired', 'lease_expired', 409],
+    ['model_timeout', 'model_timeout', 504],
+    ['from_the_future', 'internal_error', 500],
+  ] as const)('maps a stored %s replayed from older data to %s (%i)', (stored, code, status) => {
+    const result = errorBody(new ReplayedError({ code: stored, message: 'the original turn failed' }), () => {});
+    expect(result.status).toBe(status);
+    expect(result.body.error.code).toBe(code);
   });
 
   it('maps hono client errors (malformed JSON) to 400 invalid_request', () => {
     const result = errorBody(new HTTPException(400, { message: 'Malformed JSON in request body' }), () => {});
     expect(result.status).toBe(400);
     expect(result.body.error.code).toBe('invalid_request');
+  });
+});
+
+describe('server-side failures through the app', () => {
+  const logged: unknown[] = [];
+  const store = new FaultyStore(new MemoryStore());
+  const app = createApp({ store: () => store, readEnvironment: () => ({ API_TOKEN: 'token' }), log: (_message, details) => logged.push(details) });
+  const get = (path: string) => app.request(path, { headers: { authorization: 'Bearer token' } });
+
+  it('a corrupt stored object is a 500 that names no key; the key and reason go to the log', async () => {
+    await store.put(sessionConfigKey('', 'broken'), '{not json');
+    const response = await get('/v1/sessions/broken');
+    expect(response.status).toBe(500);
+    expect(await response.json()).toEqual({ error: { code: 'corrupt_object', message: 'a stored object is invalid' } });
+    expect(logged.at(-1)).toMatchObject({ key: sessionConfigKey('', 'broken'), reason: expect.stringContaining('not UTF-8 JSON') });
+  });
+
+  it('a storage failure is a 503 saying only "storage failed"; the backend text goes to the log', async () => {
+    store.failWhen(({ key }) => key.includes('/flaky/'), { error: ({ key }) => new StorageError(`S3 get ${key} failed: connect ECONNREFUSED 10.0.0.7:9000`, { key }) });
+    const response = await get('/v1/sessions/flaky');
+    expect(response.status).toBe(503);
+    expect(await response.json()).toEqual({ error: { code: 'storage_error', message: 'storage failed' } });
+    expect(String((logged.at(-1) as Error).message)).toContain('ECONNREFUSED');
+  });
+});
+
+describe('formatEvent', () => {
+  it('sends an error event with what a client may see of the error, not keys or backend text', () => {
+    const error = { code: 'storage_error', message: 'R2 put sessions/a/turn/1.done failed: internal', details: { key: 'sessions/a/turn/1.done' } };
+    const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
+    expect(frame).toBe('event: error\ndata: {"error":{"code":"storage_error","message":"storage failed"}}\n\n');
+  });
+
+  it("sends a model error with a generic message and its details, not the provider's text", () => {
+    const error = { code: 'model_error', message: 'model openai:x failed: Incorrect API key provided: sk-****abcd', details: { model: 'openai:x', status: 401 } };
+    const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
+    expect(frame).toContain(JSON.stringify({ error: { code: 'model_error', message: 'the model call failed', details: { model: 'openai:x', status: 401 } } }));
+  });
+
+  it('keeps a client error as it is', () => {
+    const error = { code: 'aborted', message: 'the turn was aborted: budget', details: { reason: 'budget' } };
+    expect(formatEvent({ event: 'error', data: { error }, cause: new Error('x') })).toContain(JSON.stringify({ error }));
   });
 });
 

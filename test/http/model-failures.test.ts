@@ -64,16 +64,18 @@ describe('model failures', () => {
     const key = { 'idempotency-key': freshId('fail') };
     const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
     expect(response.status).toBe(502);
-    expect(response.body.error.code).toBe('model_error');
+    expect(response.body.error).toEqual({ code: 'model_error', message: 'the model call failed', details: { model: 'openai-compatible:fake', status: 500 } });
     expect(calls).toBe(before + 1);
     const items = await api.get(`/v1/sessions/${id}/items`);
     expect(items.body.items.map((item: any) => item.content)).toEqual(['will fail']);
     const [done] = await doneRecords(id);
-    expect(done).toMatchObject({ status: 'failed', error: { code: 'model_error' } });
+    // The provider's text is kept for the operator, not sent to the client.
+    expect(done).toMatchObject({ status: 'failed', error: { code: 'model_error', message: expect.stringContaining('upstream exploded') } });
 
     // The replay of the same key answers the stored error, without calling the provider.
     const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
     expect(replayed.status).toBe(502);
+    expect(replayed.body).toEqual(response.body);
     expect(calls).toBe(before + 1);
 
     // The turn is closed: the next one (with the echo model) is not 409.
@@ -99,7 +101,8 @@ describe('model failures', () => {
     expect(response.status).toBe(200);
     const events = parseSse(response.body);
     expect(events.map((event) => event.event)).toEqual(['turn.started', 'error']);
-    expect(events[1]!.data.error.code).toBe('model_error');
+    expect(events[1]!.data.error).toMatchObject({ code: 'model_error', message: 'the model call failed' });
+    expect(JSON.stringify(events[1]!.data)).not.toContain('upstream exploded');
     const [done] = await doneRecords(id);
     expect(done.status).toBe('failed');
   });

@@ -73,8 +73,9 @@ export async function startServer(command: string, args: string[], options: { en
 }
 
 /**
- * The smaller cross-runtime scenario: health, a session, one turn, one notice delivered by
- * the next turn and listed as delivered, a notice dropped straight into the bucket, a 401.
+ * The smaller cross-runtime scenario: health, a session, deeply nested JSON refused, one
+ * turn, one notice delivered by the next turn and listed as delivered, a notice dropped
+ * straight into the bucket, a 401.
  */
 export async function runScenario(origin: string, token: string, dropNotice: (sessionId: string, name: string, content: string) => Promise<void>): Promise<void> {
   const call = async (method: string, path: string, body?: unknown, auth = true) => {
@@ -92,6 +93,15 @@ export async function runScenario(origin: string, token: string, dropNotice: (se
   const id = `rt-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   const created = await call('POST', '/v1/sessions', { id, instructions: 'Be brief.' });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
+
+  // JSON nested 20,000 levels deep is a 400 on every runtime (not a 500, not stored).
+  const deep = await fetch(`${origin}/v1/sessions/${id}/items`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: `{"items":[${'['.repeat(20_000)}${']'.repeat(20_000)}]}`,
+  });
+  expect(deep.status).toBe(400);
+  expect(((await deep.json()) as { error: { message: string } }).error.message).toContain('nested deeper than 64 levels');
 
   const first = await call('POST', `/v1/sessions/${id}/turns`, { input: 'hello' });
   expect(first.status, JSON.stringify(first.body)).toBe(200);

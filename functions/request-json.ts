@@ -1,0 +1,87 @@
+import type { MiddlewareHandler } from 'hono';
+import { InvalidRequestError } from '../lib/errors.ts';
+import { textProblem } from '../lib/items.ts';
+
+/** Deepest nesting of arrays and objects a request body may have (the body itself is level 1). */
+export const MAX_JSON_DEPTH = 64;
+
+/** `application/json` and `application/<anything>+json`, with or without parameters. */
+export const JSON_CONTENT_TYPE = /^application\/([\w.-]+\+)?json\s*(;|$)/i;
+
+interface PathSegment {
+  parent: PathSegment | undefined;
+  key: string | number;
+}
+
+/**
+ * Checks parsed JSON before any schema sees it, in one iterative walk (no recursion, so no
+ * nesting can overflow the stack): nesting at most MAX_JSON_DEPTH levels, and every string,
+ * key or value, free of NUL and lone surrogates. Throws `invalid_request` naming the field
+ * (`body.metadata.note`) and, for depth, the limit. Every runtime answers the same 400, where
+ * deep JSON would otherwise fail later (a 500 on Node) or be stored (Deno, workerd).
+ *
+ * @example checkJsonValue(JSON.parse('{"a":"x\\u0000"}'), 'body') // throws: body.a: contains NUL (U+0000)
+ */
+export function checkJsonValue(value: unknown, base: string): void {
+  const stack: { value: unknown; depth: number; path: PathSegment | undefined }[] = [{ value, depth: 1, path: undefined }];
+  for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
+    const { value: current, depth, path } = frame;
+    if (typeof current === 'string') {
+      refuseBadText(current, base, path);
+      continue;
+    }
+    if (typeof current !== 'object' || current === null) continue;
+    if (depth > MAX_JSON_DEPTH) {
+      throw new InvalidRequestError(`${fieldName(base, path)}: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {
+        field: fieldName(base, path),
+        limit: MAX_JSON_DEPTH,
+      });
+    }
+    if (Array.isArray(current)) {
+      for (let index = current.length - 1; index >= 0; index--) stack.push({ value: current[index], depth: depth + 1, path: { parent: path, key: index } });
+      continue;
+    }
+    const entries = Object.entries(current);
+    for (let index = entries.length - 1; index >= 0; index--) {
+      const [key, child] = entries[index]!;
+      const childPath = { parent: path, key };
+      refuseBadText(key, base, childPath, 'key');
+      stack.push({ value: child, depth: depth + 1, path: childPath });
+    }
+  }
+}
+
+function refuseBadText(text: string, base: string, path: PathSegment | undefined, what = 'value'): void {
+  const problem = textProblem(text);
+  if (problem === undefined) return;
+  const field = fieldName(base, path);
+  throw new InvalidRequestError(`${field}: ${what === 'key' ? 'the key ' : ''}${problem}`, { field });
+}
+
+/** `body.input.0.content`; a key that is not clean text is shown escaped. */
+function fieldName(base: string, path: PathSegment | undefined): string {
+  const keys: string[] = [];
+  for (let segment = path; segment !== undefined; segment = segment.parent) {
+    const key = segment.key;
+    keys.push(typeof key === 'number' || textProblem(key) === undefined ? String(key) : JSON.stringify(key));
+  }
+  return [base, ...keys.reverse()].join('.');
+}
+
+/**
+ * Every JSON request body passes `checkJsonValue` before its route's validator. A body that
+ * does not parse is left to the validator, which answers 400 as before.
+ */
+export const checkJsonBody: MiddlewareHandler = async (c, next) => {
+  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
+  if (!JSON_CONTENT_TYPE.test(c.req.header('content-type') ?? '')) return next();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await c.req.text());
+  } catch (error) {
+    if (error instanceof SyntaxError) return next();
+    throw error;
+  }
+  checkJsonValue(parsed, 'body');
+  return next();
+};

@@ -15,16 +15,18 @@ describe('SessionLog on the R2 binding', () => {
     const log = new SessionLog(new R2Store(bucket), { keyPrefix, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
     await log.create({ id: 'r2' });
     for (let i = 0; i < 5; i++) {
-      const begun = await log.beginTurn('r2', { input: [{ type: 'function_call_output', call_id: `c${i - 1}`, output: `result ${i} `.repeat(i * 4) }] });
+      // The first turn has no call to answer.
+      const input = i === 0 ? [] : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(i * 4) }];
+      const begun = await log.beginTurn('r2', { input });
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
       await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: '{}' }], receipt: {} });
       await log.pack('r2');
     }
     const begun = await log.beginTurn('r2', { input: [{ type: 'message', role: 'user', content: 'last' }] });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    expect(begun.turn.aggregates).toMatchObject({ tool_calls: 5, tool_outputs: 5 });
+    expect(begun.turn.aggregates).toMatchObject({ tool_calls: 5, tool_outputs: 4 });
     const view = await log.readContext(begun.turn, { toolCalls: 2, seqs: [] });
-    expect(view.map((item) => item.seq)).toEqual([7, 8, 9, 10, 11]);
+    expect(view.map((item) => item.seq)).toEqual([6, 7, 8, 9, 10]);
     const hydrated = await log.hydrate(begun.turn.scope, view);
     expect(hydrated[2]).toMatchObject({ type: 'function_call_output', output: 'result 4 '.repeat(16) });
     const page = await log.listItems('r2', { limit: 4, before: 6 });
@@ -44,7 +46,8 @@ describe('SessionLog on the R2 binding', () => {
       // A log per turn, as the service builds one per request.
       const log = new SessionLog(store, options);
       store.reset();
-      const begun = await log.beginTurn('ops', { input: [{ type: 'function_call_output', call_id: `c${i - 1}`, output: `result ${i} `.repeat(50) }] });
+      const input = i === 0 ? [] : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(50) }];
+      const begun = await log.beginTurn('ops', { input });
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
       await log.readContext(begun.turn, needs.requirement());
       await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: JSON.stringify({ i }) }], receipt: {} });

@@ -1,0 +1,60 @@
+import { StorageError } from '../../errors.ts';
+import { contextKey, type LogScope } from '../keys.ts';
+import { contextObjectSchema, parseStored, type ContextStart } from '../records.ts';
+import { TurnInProgressError } from '../turn-in-progress-error.ts';
+import { commit } from './commit.ts';
+import type { LogContext } from './context.ts';
+import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';
+import { leaseOf } from './lease.ts';
+import { readTail } from './tail-reader.ts';
+import type { ContextView, NewContext, OpenTurn } from './types.ts';
+
+/** Moving the context start: in a turn (its completion commits it) or by a manual compaction (a `compact` record). */
+
+/** See SessionLog.commitTurnContext. */
+export async function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewContext): Promise<ContextStart> {
+  const stored = await storeContext(log, turn.scope, turn.record, next);
+  turn.context = stored;
+  turn.contextMoved = true;
+  return stored;
+}
+
+/** See SessionLog.compact. */
+export async function compact(log: LogContext, id: string, summarize: (view: ContextView) => Promise<NewContext | null>): Promise<{ compacted: boolean; context: ContextStart | null }> {
+  const { newest, cursor, scope } = await readHead(log, id, 100);
+  if (!newest) return { compacted: false, context: null };
+  if (newest.record.kind === 'turn' && !newest.done) {
+    const expires = await leaseOf(log, scope, newest.record);
+    if (expires > log.clock().getTime()) throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
+  }
+  const current = contextOf(newest);
+  cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
+  const newestItems = carriedItems(newest);
+  const items = await withFreshListing(() => readTail(log, scope, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
+  const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
+  if (!next) return { compacted: false, context: current };
+  const stored = await storeContext(log, scope, newest.record.record, next);
+  await commit(log, id, [], { kind: 'compact', context: stored });
+  return { compacted: true, context: stored };
+}
+
+/** See SessionLog.currentContext. */
+export async function currentContext(log: LogContext, id: string): Promise<ContextStart | null> {
+  return contextOf((await readHead(log, id)).newest);
+}
+
+async function storeContext(log: LogContext, scope: LogScope, baseRecord: number, next: NewContext): Promise<ContextStart> {
+  const key = contextKey(scope, baseRecord);
+  const context: ContextStart = { ...next, base_record: baseRecord, created_at: log.clock().toISOString() };
+  let failure: { error: unknown } | null = null;
+  try {
+    if (await log.store.put(key, JSON.stringify({ format: 'tailgate.context.v1', ...context }), { onlyIfAbsent: true, contentType: 'application/json' })) return context;
+  } catch (error) {
+    failure = { error };
+  }
+  // Taken (or a put whose answer was lost): whatever is stored there is the compaction.
+  const existing = await log.store.get(key);
+  if (!existing) throw failure ? failure.error : new StorageError(`context ${key} was refused but is missing`);
+  const { format: _format, ...stored } = parseStored(key, existing.body, contextObjectSchema);
+  return stored;
+}

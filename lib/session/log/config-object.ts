@@ -1,0 +1,179 @@
+import { z } from 'zod';
+import { NotFoundError, StorageError } from '../../errors.ts';
+import { toolSchema } from '../../items.ts';
+import { generationSchemaPattern, newGeneration, sessionConfigKey, sessionPrefix, validateId, type LogScope } from '../keys.ts';
+import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
+import { SessionExistsError } from '../session-exists-error.ts';
+import { SESSION_DELETED } from '../turn-errors.ts';
+import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
+import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
+import { closeTurn } from './lease.ts';
+import type { NewSession, SessionRecord } from './types.ts';
+
+/** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
+
+/** The strategies of a session: a list, or names separated by commas (null: the deployment default). */
+const strategiesSchema = z.union([z.string(), z.array(z.string().min(1))]).nullable();
+/** The fields of a new session (API.md "Sessions"). */
+const newSessionSchema = z
+  .object({
+    id: z.string().optional(),
+    instructions: z.string().nullable().optional(),
+    model: z.string().nullable().optional(),
+    strategies: strategiesSchema.optional(),
+    strategy_config: z.record(z.string(), z.unknown()).nullable().optional(),
+    tools: z.array(toolSchema).nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+  })
+  .strict();
+
+/** See SessionLog.create. */
+export async function createSession(log: LogContext, input: NewSession): Promise<SessionRecord> {
+  const fields = parseInput(newSessionSchema, input);
+  const id = validateId(fields.id ?? log.generateId());
+  const now = log.clock();
+  const config: SessionConfig = {
+    format: 'tailgate.session.v1',
+    id,
+    generation: newGeneration(now),
+    created_at: now.toISOString(),
+    instructions: fields.instructions ?? null,
+    model: fields.model ?? null,
+    strategies: normalizeStrategies(fields.strategies),
+    strategy_config: fields.strategy_config ?? {},
+    tools: fields.tools ?? [],
+    metadata: fields.metadata ?? {},
+  };
+  const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(config), {
+    onlyIfAbsent: true,
+    contentType: 'application/json',
+  });
+  if (!written) throw new SessionExistsError(id);
+  return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
+}
+
+/** See SessionLog.get. */
+export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
+  const head = await readHead(log, id);
+  return toSessionRecord(head.config, countsOf(head.newest));
+}
+
+/** See SessionLog.scope. */
+export async function sessionScope(log: LogContext, id: string): Promise<LogScope> {
+  return scopeOf(log.keyPrefix, (await readConfig(log, id)).config);
+}
+
+/** See SessionLog.exists. */
+export async function sessionExists(log: LogContext, scope: LogScope): Promise<boolean> {
+  const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
+  if (!object) return false;
+  return scopeOf(log.keyPrefix, parseStored(sessionConfigKey(scope.keyPrefix, scope.id), object.body, sessionConfigSchema)).generation === scope.generation;
+}
+
+/** See SessionLog.update. */
+export async function updateSession(log: LogContext, id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
+  const fields = parseInput(newSessionSchema.omit({ id: true }), patch);
+  for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+    const { config, info } = await readConfig(log, id);
+    const next: SessionConfig = { ...config };
+    if (fields.instructions !== undefined) next.instructions = fields.instructions;
+    if (fields.model !== undefined) next.model = fields.model;
+    if (fields.strategies !== undefined) next.strategies = normalizeStrategies(fields.strategies);
+    if (fields.strategy_config !== undefined) next.strategy_config = fields.strategy_config ?? {};
+    if (fields.tools !== undefined) next.tools = fields.tools ?? [];
+    if (fields.metadata !== undefined) next.metadata = fields.metadata ?? {};
+    const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
+      ifMatch: info.etag,
+      contentType: 'application/json',
+    });
+    if (written) return toSessionRecord(next, countsOf((await readNewest(log, scopeOf(log.keyPrefix, next))).newest));
+    await backoff(attempt);
+  }
+  throw new StorageError(`session ${id}: too many concurrent updates`);
+}
+
+/** See SessionLog.delete. */
+export async function deleteSession(log: LogContext, id: string): Promise<void> {
+  const configKey = sessionConfigKey(log.keyPrefix, id);
+  let head: Awaited<ReturnType<typeof readHead>>;
+  try {
+    head = await readHead(log, id);
+  } catch (error) {
+    // Gone already: a delete interrupted after its first step may have left objects.
+    if (error instanceof NotFoundError) await sweep(log, id);
+    throw error;
+  }
+  const { newest, scope } = head;
+  if (newest && newest.record.kind === 'turn' && !newest.done) {
+    await closeTurn(log, scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
+  }
+  await log.store.delete(configKey);
+  await sweep(log, id);
+}
+
+/** Deletes every object under a session's prefix that no current config names. */
+async function sweep(log: LogContext, id: string): Promise<void> {
+  const configKey = sessionConfigKey(log.keyPrefix, id);
+  const prefix = sessionPrefix(log.keyPrefix, id);
+  let cursor: string | undefined;
+  for (;;) {
+    const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    // Read after the listing: an object listed under a generation a config names now was
+    // written by that incarnation, whatever happened before.
+    const current = await log.store.get(configKey);
+    const generation = current ? scopeOf(log.keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation : null;
+    const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey && (generation === null || isOtherGeneration(key.slice(prefix.length), generation)));
+    if (keys.length > 0) await log.store.delete(keys);
+    if (!page.truncated || !page.cursor) break;
+    cursor = page.cursor;
+  }
+}
+
+export function toSessionRecord(config: SessionConfig, counts: SessionCounts): SessionRecord {
+  return {
+    id: config.id,
+    created_at: config.created_at,
+    instructions: config.instructions,
+    model: config.model,
+    strategies: config.strategies,
+    strategy_config: config.strategy_config,
+    tools: config.tools,
+    metadata: config.metadata,
+    counts: { ...counts },
+  };
+}
+
+function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
+  if (value === undefined || value === null) return null;
+  const names = (Array.isArray(value) ? value : value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
+  return names;
+}
+
+/**
+ * Whether a key under a session's prefix (`rest`, the part after it) belongs to anything but
+ * the incarnation `generation`: id-level objects (the inbox) and other generations' objects.
+ */
+function isOtherGeneration(rest: string, generation: string): boolean {
+  const [kind, level = ''] = rest.split('/');
+  if (kind === 'inbox' || kind === 'inbox_removed') return false;
+  // A config written before generations keeps its objects without the level.
+  if (generation === '') return generationSchemaPattern.test(level);
+  return level !== generation;
+}
+
+/** See SessionLog.tokenGeneration. */
+export async function tokenGeneration(log: LogContext, id: string): Promise<number> {
+  return (await readConfig(log, id)).config.token_generation ?? 0;
+}
+
+/** See SessionLog.revokeTokens. */
+export async function revokeTokens(log: LogContext, id: string): Promise<number> {
+  for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+    const { config, info } = await readConfig(log, id);
+    const next: SessionConfig = { ...config, token_generation: (config.token_generation ?? 0) + 1 };
+    const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), { ifMatch: info.etag, contentType: 'application/json' });
+    if (written) return next.token_generation!;
+    await backoff(attempt);
+  }
+  throw new StorageError(`session ${id}: too many concurrent updates`);
+}

@@ -1,0 +1,67 @@
+import type { z } from 'zod';
+import { InvalidRequestError } from '../../errors.ts';
+import type { ObjectStore } from '../../store/object-store.ts';
+import type { SessionConfig } from '../records.ts';
+import type { SessionLogOptions } from './types.ts';
+
+/**
+ * What every part of a session log works with: the store, the key prefix, the clock and the
+ * options with their defaults applied. Built once per `SessionLog`; nothing in it changes.
+ */
+export interface LogContext {
+  readonly store: ObjectStore;
+  readonly keyPrefix: string;
+  readonly clock: () => Date;
+  readonly leaseMs: number;
+  readonly blobThreshold: number;
+  readonly packMinRecords: number;
+  readonly keepRecords: number;
+  readonly segmentTargetBytes: number;
+  readonly generateId: () => string;
+  readonly recentRecords: number;
+  readonly recentBytes: number;
+  readonly viewEveryRecords: number;
+  readonly checkConfig: ((config: SessionConfig) => void) | undefined;
+}
+
+/** Gets at most this many objects at a time. */
+export const PARALLEL_GETS = 6;
+export const MAX_CLAIM_ATTEMPTS = 64;
+
+/** The context of a log on `store`, with the defaults of `options` applied. */
+export function logContext(store: ObjectStore, options: SessionLogOptions): LogContext {
+  const packMinRecords = Math.max(1, options.packMinRecords ?? 8);
+  const keepRecords = Math.max(1, options.keepRecords ?? 2);
+  // Enough to cover what stays unpacked when packing runs every few records.
+  const viewEveryRecords = Math.max(1, options.viewEveryRecords ?? packMinRecords);
+  return {
+    store,
+    keyPrefix: options.keyPrefix ?? '',
+    clock: options.clock ?? (() => new Date()),
+    leaseMs: options.leaseMs ?? 30_000,
+    blobThreshold: options.blobThreshold ?? 8192,
+    packMinRecords,
+    keepRecords,
+    segmentTargetBytes: options.segmentTargetBytes ?? 1024 * 1024,
+    generateId: options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`),
+    viewEveryRecords,
+    recentRecords: Math.max(0, options.recentRecords ?? keepRecords + Math.max(packMinRecords, viewEveryRecords) + 4),
+    // Records hold their items inline, so the carry must fit outputs of a few KiB each.
+    recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),
+    checkConfig: options.checkConfig,
+  };
+}
+
+export function parseInput<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new InvalidRequestError(`${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, { issues: parsed.error.issues });
+  }
+  return parsed.data;
+}
+
+export async function backoff(attempt: number): Promise<void> {
+  const delay = Math.min(200, 2 ** Math.min(attempt, 7)) * Math.random();
+  await new Promise((resolve) => setTimeout(resolve, delay));
+}

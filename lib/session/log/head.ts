@@ -1,0 +1,189 @@
+import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
+import { recordsListPrefix, recordsPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
+import {
+  doneSchema,
+  parseStored,
+  recordSchema,
+  sessionConfigSchema,
+  type ContextStart,
+  type DoneRecord,
+  type LogItem,
+  type LogRecord,
+  type SessionConfig,
+  type SessionCounts,
+  type Undelivered,
+} from '../records.ts';
+import { SegmentMissingError, SegmentReader } from '../segment.ts';
+import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * The head of a session log: its config and its newest record, read with one listing, and the
+ * reads every other part shares (a record with its completion, a segment's seq range), retried
+ * with a fresh listing when a packer removed what was listed.
+ */
+
+/** A read that finds listed objects gone is tried this many times more, each with a fresh listing. */
+const MAX_LISTING_RETRIES = 4;
+
+/** No notices waiting for a model. */
+export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], lost_turns: [] }) as Undelivered;
+
+export interface Head {
+  config: SessionConfig;
+  scope: LogScope;
+  /** The newest record and its completion, or null for a log without records. */
+  newest: { record: LogRecord; done: DoneRecord | null } | null;
+  /** The listing the newest record was found with, positioned after it. */
+  cursor: UnitCursor;
+}
+
+/**
+ * The config and the newest record (with its completion). The first listing page is
+ * requested together with the config: it lists every generation's records, the newest
+ * generation first, and the config then says which one is the session's.
+ */
+export async function readHead(log: LogContext, id: string, pageLimit = 3): Promise<Head> {
+  const listPrefix = recordsListPrefix(log.keyPrefix, id);
+  const firstPage = log.store.list(listPrefix, { limit: pageLimit });
+  // Settled either way, so a missing session does not leave the listing's failure unhandled.
+  firstPage.catch(() => undefined);
+  const { config } = await readConfig(log, id);
+  const scope = scopeOf(log.keyPrefix, config);
+  return { config, scope, ...(await readNewest(log, scope, pageLimit, { listPrefix, firstPage })) };
+}
+
+export async function readNewest(log: LogContext, scope: LogScope, pageLimit = 3, prefetched?: { listPrefix: string; firstPage: Promise<ListResult> }): Promise<Omit<Head, 'config' | 'scope'>> {
+  let first = prefetched;
+  return withFreshListing(async () => {
+    // A retry lists again.
+    const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit, ...(first ?? {}) });
+    first = undefined;
+    const unit = await cursor.next();
+    if (!unit) return { newest: null, cursor };
+    if (unit.kind === 'segment') throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
+    return { newest: await readRecord(log, unit), cursor };
+  });
+}
+
+export async function readConfig(log: LogContext, id: string): Promise<{ config: SessionConfig; info: ObjectInfo }> {
+  const key = sessionConfigKey(log.keyPrefix, id);
+  const object = await log.store.get(key);
+  if (!object) throw new NotFoundError(`session ${id} not found`, { id });
+  const config = parseStored(key, object.body, sessionConfigSchema);
+  if (config.id !== id) throw new CorruptObjectError(key, `holds session ${config.id}`);
+  log.checkConfig?.(config);
+  return { config, info: object };
+}
+
+export async function readRecord(log: LogContext, unit: Extract<LogUnit, { kind: 'record' }>): Promise<{ record: LogRecord; done: DoneRecord | null }> {
+  const [recordObject, doneObject] = await Promise.all([
+    log.store.get(unit.key),
+    unit.doneKey ? log.store.get(unit.doneKey) : Promise.resolve(null),
+  ]);
+  if (!recordObject) throw new RecordMissingError(unit.key);
+  const record = parseStored(unit.key, recordObject.body, recordSchema);
+  if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
+  checkDense(unit.key, record.items, record.first_seq);
+  let done: DoneRecord | null = null;
+  if (unit.doneKey) {
+    if (!doneObject) throw new RecordMissingError(unit.doneKey);
+    done = parseStored(unit.doneKey, doneObject.body, doneSchema);
+    if (done.record !== unit.record) throw new CorruptObjectError(unit.doneKey, `completes record ${done.record}`);
+    checkDense(unit.doneKey, done.items, record.first_seq + record.items.length);
+  }
+  return { record, done };
+}
+
+/** Items of a segment with seq in [low, high], in seq order. */
+export async function segmentRange(log: LogContext, unit: Extract<LogUnit, { kind: 'segment' }>, low: number, high: number): Promise<LogItem[]> {
+  const reader = new SegmentReader(log.store, unit.key, unit);
+  const index = await reader.index();
+  const seqs = await reader.toolSeqs();
+  const from = lowerBound(seqs, low);
+  const to = lowerBound(seqs, high + 1);
+  const [messages, tools] = await Promise.all([reader.messages(), reader.tools(from, to, high === index.last_seq)]);
+  const items = [...messages.filter((item) => item.seq >= low && item.seq <= high), ...tools].sort((a, b) => a.seq - b.seq);
+  checkDense(unit.key, items, low);
+  if (items.length !== high - low + 1) throw new CorruptObjectError(unit.key, 'segment does not hold its seq range');
+  return items;
+}
+
+/** Runs a read again with a fresh listing when a listed object vanished (a packer ran). */
+export async function withFreshListing<Result>(read: () => Promise<Result>): Promise<Result> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (attempt >= MAX_LISTING_RETRIES || !(error instanceof SegmentMissingError || error instanceof RecordMissingError)) {
+        if (error instanceof SegmentMissingError || error instanceof RecordMissingError) {
+          throw new CorruptObjectError(error.key, 'listed but missing on every read');
+        }
+        throw error;
+      }
+    }
+  }
+}
+
+/** A record listed a moment ago is gone (packed meanwhile): list again. */
+export class RecordMissingError extends Error {
+  readonly key: string;
+  constructor(key: string) {
+    super(`record ${key} disappeared`);
+    this.name = 'RecordMissingError';
+    this.key = key;
+  }
+}
+
+/** The records the newest record carries, then its own items (with its completion's), oldest first. */
+export function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+  return [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+}
+
+/** The items the newest record carries and its own, in seq order. */
+export function carriedItems(newest: NonNullable<Head['newest']>): LogItem[] {
+  return recordGroups(newest).flatMap((group) => group.items);
+}
+
+export function contextOf(newest: Head['newest']): ContextStart | null {
+  if (!newest) return null;
+  return newest.done?.context ?? newest.record.context ?? null;
+}
+
+export function countsOf(newest: Head['newest']): SessionCounts {
+  if (!newest) return { items: 0, turns: 0, tool_calls: 0 };
+  return newest.done?.counts ?? newest.record.counts;
+}
+
+/** The notices no model has seen yet, as of the newest record (its completion decides). */
+export function undeliveredOf(newest: Head['newest']): Undelivered {
+  if (!newest) return NOTHING_UNDELIVERED;
+  return (newest.done ? newest.done.undelivered : newest.record.undelivered) ?? NOTHING_UNDELIVERED;
+}
+
+export function isEmpty(undelivered: Undelivered): boolean {
+  return undelivered.notices.length === 0 && undelivered.lost_turns.length === 0;
+}
+
+export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
+  return { keyPrefix, id: config.id, generation: config.generation ?? '' };
+}
+
+export function checkDense(key: string, items: readonly LogItem[], firstSeq: number): void {
+  items.forEach((item, index) => {
+    if (item.seq !== firstSeq + index) throw new CorruptObjectError(key, `seq ${item.seq} where ${firstSeq + index} was expected`);
+  });
+}
+
+/** First index in ascending `values` holding a value >= `target`. */
+export function lowerBound(values: readonly number[], target: number): number {
+  let low = 0;
+  let high = values.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (values[middle]! < target) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}

@@ -1,0 +1,61 @@
+import { CorruptObjectError } from '../../errors.ts';
+import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
+import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
+import { SegmentReader } from '../segment.ts';
+import { IdempotencyKeyReusedError } from '../turn-errors.ts';
+import { UnitCursor } from '../unit-cursor.ts';
+import type { LogContext } from './context.ts';
+import { withFreshListing, type Head } from './head.ts';
+import { closeIfExpired } from './lease.ts';
+import type { BeginTurnResult, StoredOutcome } from './types.ts';
+
+/** Idempotency keys: the `idem/` index of keyed turns, and the stored outcome a used key replays. */
+
+/** `idem/<key hash>` -> the record of a keyed turn (create-only; a second write changes nothing). */
+export async function indexKey(log: LogContext, scope: LogScope, keyHash: string, record: number, requestHash: string | undefined): Promise<void> {
+  const claim = { format: 'tailgate.idempotency.v1', record, ...(requestHash ? { request_sha256: requestHash } : {}) };
+  await log.store.put(idempotencyKey(scope, keyHash), JSON.stringify(claim), { onlyIfAbsent: true, contentType: 'application/json' });
+}
+
+/**
+ * The outcome of the turn a key was used for, or null when it was not used: the newest
+ * record carries the key (open: TurnInProgressError while its lease runs), or `idem/` names
+ * an older record. Another request under the same key: IdempotencyKeyReusedError.
+ */
+export async function findKey(log: LogContext, scope: LogScope, newest: Head['newest'], keyHash: string, requestHash: string | undefined): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
+  let outcome: StoredOutcome;
+  if (newest && newest.record.idempotency_key_sha256 === keyHash) {
+    checkRequest(newest.record.request_sha256, requestHash, newest.record.turn ?? 0);
+    outcome = newest.done ?? (await closeIfExpired(log, scope, newest.record));
+  } else {
+    const claimKey = idempotencyKey(scope, keyHash);
+    const claim = await log.store.get(claimKey);
+    if (!claim) return null;
+    const { record: number, request_sha256: stored } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
+    const found = await withFreshListing(() => readOutcome(log, scope, number, claimKey));
+    checkRequest(stored, requestHash, found.turn);
+    outcome = found;
+  }
+  return { kind: 'replay', response: outcome.response ?? null, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) };
+}
+
+/** The stored outcome of model turn record `number`, from its completion or from its segment. */
+async function readOutcome(log: LogContext, scope: LogScope, number: number, claimKey: string): Promise<StoredOutcome & { turn: number }> {
+  const [recordObject, doneObject] = await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))]);
+  const record = recordObject ? parseStored(recordKey(scope, number), recordObject.body, recordSchema) : null;
+  if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
+  if (record) return { ...(await closeIfExpired(log, scope, record)), turn: record.turn ?? 0 };
+  const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
+  for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+    if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
+    const turn = await new SegmentReader(log.store, unit.key, unit).turn(number);
+    if (turn) return turn;
+    break;
+  }
+  throw new CorruptObjectError(claimKey, `names turn record ${number}, which is missing`);
+}
+
+/** A key reused with another request (both hashes known and different). */
+function checkRequest(stored: string | undefined, requestHash: string | undefined, turn: number): void {
+  if (stored && requestHash && stored !== requestHash) throw new IdempotencyKeyReusedError(turn);
+}

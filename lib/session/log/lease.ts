@@ -1,0 +1,91 @@
+import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import { doneKey, leaseKey, type LogScope } from '../keys.ts';
+import { doneSchema, leaseSchema, parseStored, type DoneRecord, type LogRecord, type TurnStatus, type Undelivered } from '../records.ts';
+import { LEASE_EXPIRED, TURN_CANCELLED, TurnNotOpenError } from '../turn-errors.ts';
+import { TurnInProgressError } from '../turn-in-progress-error.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead } from './head.ts';
+import { indexKey } from './idempotency.ts';
+import type { OpenTurn, StoredOutcome } from './types.ts';
+
+/**
+ * A model turn's lease: when it runs out, its renewal, and the closes by someone other than
+ * the turn's owner (an expired lease, a cancel, a delete).
+ */
+
+/** See SessionLog.renewLease. */
+export async function renewLease(log: LogContext, turn: OpenTurn): Promise<string> {
+  const expires = new Date(log.clock().getTime() + log.leaseMs).toISOString();
+  const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
+  await log.store.put(leaseKey(turn.scope, turn.record), JSON.stringify(lease), { contentType: 'application/json' });
+  turn.leaseExpiresAt = expires;
+  return expires;
+}
+
+/** See SessionLog.cancelTurn. */
+export async function cancelTurn(log: LogContext, id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
+  const { newest, scope } = await readHead(log, id);
+  const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
+  if (!open || open.turn !== turnNumber) {
+    if (turnNumber > countsOf(newest).turns) throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
+    throw new TurnNotOpenError(id, turnNumber);
+  }
+  const done = await closeTurn(log, scope, open, { status: 'failed', error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` } });
+  if (!done) throw new TurnNotOpenError(id, turnNumber);
+  return { turn: turnNumber, status: 'failed' };
+}
+
+/** When an open turn's lease runs out (ms): its record's, or the renewed one beside it. */
+export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecord): Promise<number> {
+  const claimed = Date.parse(record.lease_expires_at ?? '');
+  if (claimed > log.clock().getTime()) return claimed;
+  const key = leaseKey(scope, record.record);
+  const object = await log.store.get(key);
+  if (!object) return claimed;
+  const lease = parseStored(key, object.body, leaseSchema);
+  return Math.max(claimed, Date.parse(lease.lease_expires_at));
+}
+
+/**
+ * Writes the completion of `record` for someone other than its owner (an expired lease, a
+ * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
+ * The turn may have consumed notices before it died: the completion names it in
+ * `undelivered.lost_turns`, so the next turn looks for them.
+ */
+export async function closeTurn(log: LogContext, scope: LogScope, record: LogRecord, outcome: StoredOutcome): Promise<DoneRecord | null> {
+  if (record.idempotency_key_sha256) await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
+  const carried = record.undelivered ?? NOTHING_UNDELIVERED;
+  const undelivered: Undelivered = {
+    notices: carried.notices,
+    lost_turns: record.turn !== undefined ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }] : carried.lost_turns,
+  };
+  const done: DoneRecord = {
+    format: 'tailgate.done.v1',
+    record: record.record,
+    completed_at: log.clock().toISOString(),
+    status: outcome.status,
+    items: [],
+    counts: record.counts,
+    ...(outcome.error ? { error: outcome.error } : {}),
+    ...(record.open_calls ? { open_calls: record.open_calls } : {}),
+    ...(isEmpty(undelivered) ? {} : { undelivered }),
+  };
+  const put = await log.store.put(doneKey(scope, record.record), JSON.stringify(done), {
+    onlyIfAbsent: true,
+    contentType: 'application/json',
+  });
+  return put ? done : null;
+}
+
+/** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */
+export async function closeIfExpired(log: LogContext, scope: LogScope, record: LogRecord): Promise<StoredOutcome> {
+  const expires = await leaseOf(log, scope, record);
+  if (expires > log.clock().getTime()) throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
+  const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
+  const done = await closeTurn(log, scope, record, { status: 'failed', error: { code: LEASE_EXPIRED, message } });
+  if (done) return done;
+  const key = doneKey(scope, record.record);
+  const object = await log.store.get(key);
+  if (!object) throw new CorruptObjectError(key, 'refused as taken but missing');
+  return parseStored(key, object.body, doneSchema);
+}

@@ -1,0 +1,120 @@
+import { blobKey, doneKey, recordKey, recordsPrefix, segmentKey, type LogScope } from '../keys.ts';
+import { mapLimit } from '../map-limit.ts';
+import { externalizePayloads } from '../payloads.ts';
+import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
+import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from '../segment.ts';
+import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { readConfig, readRecord, RecordMissingError, scopeOf, withFreshListing } from './head.ts';
+import type { PackOptions, PackResult } from './types.ts';
+import { writeViewIfDue } from './view-writer.ts';
+
+/** Packing: closed records older than the newest few go into immutable segments, after a view when one is due. */
+
+/** A segment carries the messages of the history before it up to this size (JSON). */
+const CARRY_BYTES = 64 * 1024;
+
+/** See SessionLog.pack. */
+export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
+  const scope = scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config);
+  const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
+  // With a new view, what it covers is packed now, however little: only the records after
+  // the view are carried by the next ones, so the older ones should not stay loose.
+  const packMinRecords = view ? 1 : log.packMinRecords;
+  const prefix = recordsPrefix(scope);
+  const cursor = new UnitCursor(log.store, prefix);
+  const records: Extract<LogUnit, { kind: 'record' }>[] = [];
+  let segment: Extract<LogUnit, { kind: 'segment' }> | null = null;
+  for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
+    if (unit.kind === 'segment') {
+      segment = unit;
+      break;
+    }
+    records.push(unit);
+  }
+  const leftovers = [...cursor.leftovers];
+  const candidates = records.slice(log.keepRecords).reverse();
+  let result: PackResult = { packed: false, deleted: 0 };
+  if (candidates.length >= packMinRecords) {
+    try {
+      result = await packRecords(log, scope, candidates, segment, packMinRecords);
+    } catch (error) {
+      if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
+    }
+  }
+  if (leftovers.length > 0) {
+    await log.store.delete(leftovers);
+    result = { ...result, deleted: result.deleted + leftovers.length };
+  }
+  return view ? { ...result, view } : result;
+}
+
+async function packRecords(
+  log: LogContext,
+  scope: LogScope,
+  candidates: Extract<LogUnit, { kind: 'record' }>[],
+  segment: Extract<LogUnit, { kind: 'segment' }> | null,
+  packMinRecords: number,
+): Promise<PackResult> {
+  const read = await mapLimit(candidates, PARALLEL_GETS, (unit) => readRecord(log, unit));
+  // Stop before the first turn that is still open: only closed records are packed.
+  const openAt = read.findIndex(({ record, done }) => record.kind === 'turn' && !done);
+  const closed = openAt < 0 ? read : read.slice(0, openAt);
+  if (closed.length < packMinRecords) return { packed: false, deleted: 0 };
+  const merge = segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < log.segmentTargetBytes ? segment : null;
+  const base: SegmentContent = merge
+    ? await new SegmentReader(log.store, merge.key, merge).content()
+    : { firstRecord: closed[0]!.record.record, lastRecord: 0, items: [], turns: [], carried: await carriedBefore(log, segment, closed[0]!.record.record) };
+  const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
+  for (const { record, done } of closed) {
+    content.items.push(...record.items, ...(done?.items ?? []));
+    if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
+    content.lastRecord = record.record;
+  }
+  // Records hold outputs inline; a segment keeps the large ones out of line.
+  content.items = await externalizePayloads(log.store, content.items, log.blobThreshold, (sha) => blobKey(scope, sha));
+  const first = content.items[0];
+  const last = content.items[content.items.length - 1];
+  const range = {
+    firstRecord: content.firstRecord,
+    lastRecord: content.lastRecord,
+    firstSeq: first ? first.seq : closed[0]!.record.first_seq,
+    lastSeq: last ? last.seq : closed[0]!.record.first_seq - 1,
+  };
+  const key = segmentKey(scope, range);
+  await log.store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
+  const replaced = closed.flatMap(({ record, done }) => {
+    const keys = [recordKey(scope, record.record)];
+    if (done) keys.push(doneKey(scope, record.record));
+    return keys;
+  });
+  for (const unit of candidates.slice(0, closed.length)) if (unit.leaseKey) replaced.push(unit.leaseKey);
+  if (merge) replaced.push(merge.key);
+  await log.store.delete(replaced);
+  return { packed: true, segment: key, records: closed.length, deleted: replaced.length };
+}
+
+/**
+ * The messages a new segment starting at `firstRecord` carries: all messages before it,
+ * taken from the previous segment (its carried ones plus its own), within CARRY_BYTES.
+ */
+async function carriedBefore(log: LogContext, previous: Extract<LogUnit, { kind: 'segment' }> | null, firstRecord: number): Promise<LogItem[] | null> {
+  if (!previous) return firstRecord === 1 ? [] : null;
+  if (previous.lastRecord !== firstRecord - 1) return null;
+  const reader = new SegmentReader(log.store, previous.key, previous, 8 * 1024);
+  const carried = await reader.carriedMessages();
+  if (carried === null) return null;
+  const all = [...carried, ...(await reader.messages())];
+  return JSON.stringify(all).length <= CARRY_BYTES ? all : null;
+}
+
+function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
+  return {
+    record: record.record,
+    turn: record.turn ?? 0,
+    status: done.status,
+    ...(record.idempotency_key_sha256 ? { idempotency_key_sha256: record.idempotency_key_sha256 } : {}),
+    ...(done.response !== undefined ? { response: done.response } : {}),
+    ...(done.error ? { error: done.error } : {}),
+  };
+}

@@ -1,0 +1,282 @@
+import { z } from 'zod';
+import type { PromptItem, StoredItem } from '../../items.ts';
+import { emptyAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
+import type { TailRequirement } from '../../strategies/strategy.ts';
+import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
+import { mapLimit } from '../map-limit.ts';
+import { readPayload } from '../payloads.ts';
+import type { ContextStart, LogItem, Undelivered } from '../records.ts';
+import { CorruptObjectError } from '../../errors.ts';
+import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
+import { UnitCursor } from '../unit-cursor.ts';
+import { PARALLEL_GETS, parseInput, type LogContext } from './context.ts';
+import { carriedItems, contextOf, lowerBound, NOTHING_UNDELIVERED, readHead, readRecord, segmentRange, undeliveredOf, withFreshListing, type Head } from './head.ts';
+import type { OpenTurn } from './types.ts';
+import { aggregatesOf, readBase, tailFromBase } from './views.ts';
+
+/**
+ * Reading the log from its tail: the tail view a prompt is built from (past the view when it
+ * falls short), pages of items newest first, and the payloads stored out of line.
+ */
+
+/** A page of items holds about this many bytes at most (at least one item). */
+const MAX_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** See SessionLog.readContext. */
+export async function readContext(log: LogContext, turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
+  const floor = turn.context?.start_seq ?? 0;
+  // Usually the claim has read all it takes: the newest view and what came after it.
+  const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
+  if (fromBase) return fromBase;
+  turn.readPastView = true;
+  return withFreshListing(() => {
+    const cursor = new UnitCursor(log.store, recordsPrefix(turn.scope), { pageLimit: 100, below: turn.carriedFromRecord });
+    return readTail(log, turn.scope, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
+  });
+}
+
+/** See SessionLog.previewContext. */
+export async function previewContext(
+  log: LogContext,
+  id: string,
+  requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
+): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null; undelivered: Undelivered; scope: LogScope }> {
+  return withFreshListing(async () => {
+    const { newest, cursor, scope } = await readHead(log, id, 100);
+    if (!newest) return { items: [], aggregates: emptyAggregates(), context: null, undelivered: NOTHING_UNDELIVERED, scope };
+    const context = contextOf(newest);
+    const undelivered = undeliveredOf(newest);
+    const base = await readBase(log, scope, newest, cursor);
+    const { aggregates } = aggregatesOf(base);
+    const needed = requirement(aggregates, context);
+    const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
+    if (fromBase) return { items: fromBase, aggregates, context, undelivered, scope };
+    const items = await readTail(log, scope, carriedItems(newest), cursorBelow(log, scope, newest), needed, context?.start_seq ?? 0);
+    return { items, aggregates, context, undelivered, scope };
+  });
+}
+
+/** See SessionLog.hydrate. */
+export async function hydrate(log: LogContext, scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
+  return mapLimit(items, PARALLEL_GETS, async (item) => {
+    if (item.type !== 'function_call_output' || !item.output_ref) return item;
+    const { output_ref: ref, ...rest } = item;
+    return { ...rest, output: await readPayload(log.store, blobKey(scope, ref.sha256), ref) };
+  });
+}
+
+/** See SessionLog.listItems. */
+export async function listItems(log: LogContext, id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
+  const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
+  const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
+  const { items, scope } = await withFreshListing(async () => {
+    const { newest, cursor, scope } = await readHead(log, id, 100);
+    const upper = before === undefined ? Number.POSITIVE_INFINITY : before - 1;
+    const page: LogItem[] = [];
+    let bytes = 0;
+    let lowest = Number.POSITIVE_INFINITY;
+    const full = () => page.length >= limit || bytes >= MAX_PAGE_BYTES;
+    const take = (items: readonly LogItem[]) => {
+      for (let index = items.length - 1; index >= 0 && !full(); index--) {
+        const item = items[index]!;
+        if (item.seq > upper || item.seq >= lowest) continue;
+        const size = itemBytes(item);
+        if (page.length > 0 && bytes + size > MAX_PAGE_BYTES) {
+          bytes = MAX_PAGE_BYTES;
+          break;
+        }
+        page.push(item);
+        bytes += size;
+      }
+      if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
+    };
+    if (newest) {
+      take(carriedItems(newest));
+      cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
+    }
+    for (let unit = !full() && newest ? await cursor.next() : null; unit && !full(); unit = await cursor.next()) {
+      const wanted = limit - page.length;
+      if (unit.kind === 'record') {
+        const { record, done } = await readRecord(log, unit);
+        take([...record.items, ...(done?.items ?? [])]);
+        continue;
+      }
+      const top = Math.min(unit.lastSeq, lowest - 1);
+      if (unit.firstSeq > upper || top < unit.firstSeq) continue;
+      const high = Math.min(upper, top);
+      const low = Math.max(unit.firstSeq, high - wanted + 1);
+      lowest = Math.min(lowest, high + 1);
+      take(await segmentRange(log, unit, low, high));
+      lowest = low;
+    }
+    return { items: page, scope };
+  });
+  const hydrated = (await hydrate(log, scope, items)) as StoredItem[];
+  const lowest = hydrated.length > 0 ? hydrated[hydrated.length - 1]!.seq : null;
+  const hasMore = lowest !== null && lowest > 1;
+  return { items: hydrated, has_more: hasMore, next_before: hasMore ? lowest : null };
+}
+
+/** A fresh listing that starts below the records `newest` carries (and below `newest`). */
+export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullable<Head['newest']>): UnitCursor {
+  return new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100, below: newest.record.recent?.[0]?.record ?? newest.record.record });
+}
+
+/**
+ * The tail walk behind readContext and previewContext. `newest` are the items newer than
+ * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
+ * outputs, then only messages, required calls and candidate outputs for them.
+ */
+export async function readTail(log: LogContext, scope: LogScope, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement, floor = 0): Promise<PromptItem[]> {
+  const needed = requirement.toolCalls;
+  const required = new Set(requirement.seqs);
+  const suffix: LogItem[] = [];
+  const before: LogItem[] = [];
+  let cutSeq = needed !== 'all' && needed <= 0 ? Number.POSITIVE_INFINITY : 0;
+  let calls = 0;
+  let outputs = 0;
+  const visit = (item: LogItem) => {
+    // Nothing before the current context start is read into a prompt.
+    if (item.seq < floor) return;
+    if (cutSeq > 0) {
+      if (item.type === 'message' || item.type === 'function_call_output' || required.has(item.seq)) before.push(item);
+      return;
+    }
+    suffix.push(item);
+    if (item.type === 'function_call') calls += 1;
+    else if (item.type === 'function_call_output') outputs += 1;
+    if (needed !== 'all' && calls >= needed && outputs >= needed) cutSeq = item.seq;
+  };
+  for (let index = newest.length - 1; index >= 0; index--) visit(newest[index]!);
+  let lowest = newest.length > 0 ? newest[0]!.seq : Number.POSITIVE_INFINITY;
+  // Required calls found in segments, and the segments walked (newest first) for their outputs.
+  const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
+  const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[]; loaded: Map<number, LogItem> }[] = [];
+  let block = 1;
+  for (let unit = lowest > floor ? await cursor.next() : null; unit && lowest > floor; unit = await cursor.next()) {
+    if (unit.kind === 'record') {
+      const { record, done } = await readRecord(log, unit);
+      const items = [...record.items, ...(done?.items ?? [])];
+      for (let index = items.length - 1; index >= 0; index--) if (items[index]!.seq < lowest) visit(items[index]!);
+      if (items.length > 0) lowest = Math.min(lowest, items[0]!.seq);
+      continue;
+    }
+    // A segment may reach over items seen already (carried by a newer record): clip it.
+    const top = Math.min(unit.lastSeq, lowest - 1);
+    if (top < unit.firstSeq) continue;
+    lowest = unit.firstSeq;
+    // Past the cut only the index and the messages (at the end) are wanted: start small.
+    const reader = new SegmentReader(log.store, unit.key, unit, cutSeq > 0 ? 8 * 1024 : undefined);
+    const index = await reader.index();
+    const messages = (await reader.messages()).filter((item) => item.seq <= top);
+    const messageBySeq = new Map(messages.map((item) => [item.seq, item]));
+    const toolSeqs = await reader.toolSeqs();
+    const loaded = new Map<number, LogItem>();
+    let position = lowerBound(toolSeqs, top + 1);
+    let seq = top;
+    for (; seq >= Math.max(index.first_seq, floor) && cutSeq === 0; seq--) {
+      const message = messageBySeq.get(seq);
+      if (message) {
+        visit(message);
+        continue;
+      }
+      position -= 1;
+      if (position < 0 || toolSeqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
+      if (!loaded.has(position)) {
+        // At least as many tool items as calls or outputs are still missing, never fewer than before.
+        block = Math.max(block, needed === 'all' ? position + 1 : Math.max(needed - calls, needed - outputs, 1));
+        const from = Math.max(0, position + 1 - block);
+        const tools = await reader.tools(from, position + 1, true);
+        tools.forEach((item, offset) => loaded.set(from + offset, item));
+      }
+      visit(loaded.get(position)!);
+    }
+    if (cutSeq === 0) continue;
+    // Before the cut in this segment: messages, required calls, and their outputs.
+    for (const message of messages) if (message.seq <= seq && message.seq >= floor) before.push(message);
+    const wantedPositions: number[] = [];
+    for (const requiredSeq of required) {
+      const at = lowerBound(toolSeqs, requiredSeq);
+      if (at < position && toolSeqs[at] === requiredSeq) wantedPositions.push(at);
+    }
+    const requiredCalls = await readPositions(reader, wantedPositions, loaded);
+    const unmatched = new Set(index.unmatched);
+    const segmentNumber = segments.length;
+    for (const call of requiredCalls) {
+      if (call.type !== 'function_call') continue;
+      before.push(call);
+      if (unmatched.has(call.seq)) {
+        pendingCalls.push({ call, segment: segmentNumber });
+        continue;
+      }
+      // Its output is later in this segment (usually the next lines): scan forward to it.
+      for (let at = lowerBound(toolSeqs, call.seq) + 1; at < toolSeqs.length && toolSeqs[at]! < cutSeq; at++) {
+        if (!loaded.has(at)) await readPositions(reader, [at], loaded);
+        const item = loaded.get(at)!;
+        if (item.type === 'function_call_output' && item.call_id === call.call_id) {
+          before.push(item);
+          break;
+        }
+      }
+    }
+    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded });
+    // A segment that carries every earlier message ends the walk unless a required call is older.
+    const carried = await reader.carriedMessages();
+    if (carried !== null) {
+      before.push(...carried.filter((item) => item.seq >= floor));
+      if (![...required].some((requiredSeq) => requiredSeq < index.first_seq)) break;
+    }
+  }
+  // Outputs of required calls stored in a newer segment than the call.
+  for (const { call, segment } of pendingCalls) {
+    for (let newer = segment - 1; newer >= 0; newer--) {
+      const candidate = segments[newer]!;
+      const outputSeq = candidate.orphans[call.call_id];
+      if (outputSeq === undefined || outputSeq <= call.seq) continue;
+      if (outputSeq < cutSeq) before.push(...(await readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)));
+      break;
+    }
+  }
+  return assembleView(before.filter((item) => item.seq >= floor), suffix, cutSeq, required);
+}
+
+/** Loads the tool lines at `positions` (whole blocks, one range request per block). */
+async function readPositions(reader: SegmentReader, positions: number[], loaded: Map<number, LogItem>): Promise<LogItem[]> {
+  const sorted = [...new Set(positions)].sort((a, b) => a - b);
+  const count = (await reader.toolSeqs()).length;
+  const blocks = [...new Set(sorted.filter((position) => !loaded.has(position)).map((position) => Math.floor(position / TOOL_BLOCK)))];
+  await mapLimit(blocks, PARALLEL_GETS, async (block) => {
+    const from = block * TOOL_BLOCK;
+    const items = await reader.tools(from, Math.min(count, from + TOOL_BLOCK), false);
+    items.forEach((item, offset) => loaded.set(from + offset, item));
+  });
+  return sorted.map((position) => loaded.get(position)!);
+}
+
+/** Applies selectTail's rule for the part before the cut, then appends the suffix. */
+function assembleView(before: LogItem[], suffix: LogItem[], cutSeq: number, required: Set<number>): PromptItem[] {
+  const bySeq = new Map<number, LogItem>();
+  for (const item of before) if (item.seq < cutSeq) bySeq.set(item.seq, item);
+  const view: PromptItem[] = [];
+  const awaiting = new Set<string>();
+  for (const item of [...bySeq.values()].sort((a, b) => a.seq - b.seq)) {
+    if (item.type === 'message') view.push(item);
+    else if (item.type === 'function_call') {
+      if (required.has(item.seq)) {
+        view.push(item);
+        awaiting.add(item.call_id);
+      }
+    } else if (awaiting.has(item.call_id)) {
+      view.push(item);
+      awaiting.delete(item.call_id);
+    }
+  }
+  for (let index = suffix.length - 1; index >= 0; index--) view.push(suffix[index]!);
+  return view;
+}
+
+/** About how many bytes an item takes in a page (its JSON, with its whole output). */
+function itemBytes(item: LogItem): number {
+  const json = JSON.stringify(item).length;
+  return item.type === 'function_call_output' && item.output_ref ? json + item.output_ref.length : json;
+}

@@ -1,0 +1,155 @@
+import type { PromptItem, StoredItem, Tool } from '../../items.ts';
+import type { HistoryAggregates } from '../../strategies/aggregates.ts';
+import type { TailRequirement } from '../../strategies/strategy.ts';
+import type { LogScope } from '../keys.ts';
+import type { ContextStart, LogItem, SessionConfig, SessionCounts, TurnStatus, Undelivered } from '../records.ts';
+import type { Base } from './views.ts';
+
+/** The fields a session is created with (API.md "Sessions"); null = the deployment default. */
+export interface NewSession {
+  id?: string;
+  instructions?: string | null;
+  model?: string | null;
+  strategies?: string | string[] | null;
+  strategy_config?: Record<string, unknown> | null;
+  tools?: Tool[] | null;
+  metadata?: Record<string, unknown> | null;
+}
+
+/** A session as the log returns it: its stored config plus counts from the newest record. */
+export interface SessionRecord {
+  id: string;
+  created_at: string;
+  instructions: string | null;
+  model: string | null;
+  strategies: string[] | null;
+  strategy_config: Record<string, unknown>;
+  tools: Tool[];
+  metadata: Record<string, unknown>;
+  counts: SessionCounts;
+}
+
+/**
+ * A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt` (renewed
+ * by `renewLease`). The handle the pipeline passes back to every call about this turn.
+ */
+export interface OpenTurn {
+  sessionId: string;
+  /** The incarnation of the session the turn was claimed in. */
+  scope: LogScope;
+  session: SessionRecord;
+  /** The turn's ordinal among the session's model turns (API.md `turn`). */
+  turn: number;
+  /** The input items with their seqs, payloads whole. */
+  input: StoredItem[];
+  /** The aggregates of the history including the input. */
+  aggregates: HistoryAggregates;
+  leaseExpiresAt: string;
+  /** The record number (model turns and appends share one numbering). */
+  record: number;
+  /** Counts after the input. */
+  counts: SessionCounts;
+  /** The input as stored (large outputs as `output_ref`). */
+  inputRecords: LogItem[];
+  /** The items of the records before this one that its record carries (seq order). */
+  carried: LogItem[];
+  /** The oldest record whose items are in `carried` (the turn's own record when none). */
+  carriedFromRecord: number;
+  /** The newest view the claim found (null: none yet), and every item after it before the input. */
+  base: Base;
+  /**
+   * The current context start (null: never compacted). Reads stop at its `start_seq`.
+   * `commitTurnContext` moves it; the turn's completion stores it.
+   */
+  context: ContextStart | null;
+  /** Set by `commitTurnContext`: the completion stores the moved context start. */
+  contextMoved: boolean;
+  /** Set by `readContext` when the tail read went past the view (see `needsView`). */
+  readPastView: boolean;
+  /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
+  keyHash?: string;
+  requestHash?: string;
+  /** Calls without an output after the input (null: not tracked in this log yet). */
+  openCalls: string[] | null;
+  /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */
+  undelivered: Undelivered;
+}
+
+/** What a compaction decided: the new context start and its summary (see ContextStart). */
+export type NewContext = Omit<ContextStart, 'base_record' | 'created_at'>;
+
+/** What `compact` hands its summarizer: the current context, read back to its start. */
+export interface ContextView {
+  /** Items from the context start (seq order; out-of-line outputs as `output_ref`). */
+  items: PromptItem[];
+  context: ContextStart | null;
+  /**
+   * The oldest seq the newest record carries (see `recent`). A new context start at or after
+   * it keeps the whole context in what later records carry, so a turn reads it from the newest
+   * record alone (within the carry's byte budget).
+   */
+  carriedFromSeq: number | null;
+}
+
+export interface StoredOutcome {
+  status: TurnStatus;
+  response?: unknown;
+  error?: { code: string; message: string; details?: unknown };
+}
+
+export type BeginTurnResult =
+  | { kind: 'replay'; response: unknown; status: TurnStatus; error?: { code: string; message: string; details?: unknown } }
+  | { kind: 'claimed'; turn: OpenTurn };
+
+
+
+export interface SessionLogOptions {
+  /** Prepended to every key (KEY_PREFIX). */
+  keyPrefix?: string;
+  clock?: () => Date;
+  /** How long a claimed turn stays open, unless renewed, before a newcomer may close it as failed. */
+  leaseMs?: number;
+  /** Function outputs above this many UTF-8 bytes are stored out of line. */
+  blobThreshold?: number;
+  /** Packing starts once this many closed records older than the newest `keepRecords` exist. */
+  packMinRecords?: number;
+  /** The newest records stay unpacked (the newest always does: claims read it). */
+  keepRecords?: number;
+  /** A segment below this size absorbs the next records when packing. */
+  segmentTargetBytes?: number;
+  /** Generates ids for sessions created without one. */
+  generateId?: () => string;
+  /** A record carries the items of at most this many records before it (see `recent`). */
+  recentRecords?: number;
+  /** ...and at most about this many bytes of them. */
+  recentBytes?: number;
+  /** `pack` writes a new view once this many records follow the newest one. */
+  viewEveryRecords?: number;
+  /**
+   * Runs on every read of a session's config, before it is used, and may throw: the HTTP
+   * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
+   */
+  checkConfig?: (config: SessionConfig) => void;
+}
+
+export interface PackOptions {
+  /**
+   * What the session's strategies need from its history, given its aggregates (see
+   * `tailRequirement`): the tail a new view holds. Absent: the newest 256 calls and the
+   * repeated ones, all outputs inline.
+   */
+  requirement?: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement;
+  /** Write a view of the newest record even if none is due (a turn found its view stale). */
+  refresh?: boolean;
+}
+
+export interface PackResult {
+  /** The view written, when one was due. */
+  view?: string;
+  packed: boolean;
+  /** The segment written (or found already written). */
+  segment?: string;
+  records?: number;
+  /** Objects deleted: packed records, merged segments, leftovers of earlier crashes. */
+  deleted: number;
+}

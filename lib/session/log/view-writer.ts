@@ -1,0 +1,92 @@
+import { tailCut } from '../../strategies/select-tail.ts';
+import type { TailRequirement } from '../../strategies/strategy.ts';
+import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
+import { viewKey, type LogScope } from '../keys.ts';
+import { mapLimit } from '../map-limit.ts';
+import type { LogItem, LogView } from '../records.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
+import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
+import type { PackOptions } from './types.ts';
+import { aggregatesOf, readBase, tailFromBase, VIEW_KEY_CHARS, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+
+/** Writing views: when one is due, and the tail it holds (whole where the strategies may show it, compacted elsewhere). */
+
+/** `pack` also writes a view once the records after the newest one hold this many bytes. */
+const VIEW_EVERY_BYTES = 64 * 1024;
+/** The tail a view holds when `pack` is not told what the strategies need. */
+const DEFAULT_VIEW_CALLS = 256;
+
+/**
+ * Writes the view of the newest closed record when `viewEveryRecords` records have come
+ * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
+ * (`refresh`: see `needsView`) (create-only; a view already there is kept). Its tail holds what
+ * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
+ * Returns the view's key, or null when none was due.
+ */
+export async function writeViewIfDue(log: LogContext, scope: LogScope, requirement: PackOptions['requirement'], refresh = false): Promise<string | null> {
+  const { newest, cursor } = await readNewest(log, scope, 100);
+  if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
+  const listed = cursor.views[0]?.record ?? 0;
+  if (newest.record.record === listed) return null;
+  // A compaction since the newest view makes its tail stale (it starts at the old context start).
+  const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
+  // So does a carry grown large (a burst of big appends): every turn would read it.
+  const grown = JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
+  const due = newest.record.record - listed >= log.viewEveryRecords || compacted || grown || refresh;
+  if (!due) return null;
+  const base = await readBase(log, scope, newest, cursor);
+  const { aggregates, newKeys } = aggregatesOf(base);
+  const lastSeq = countsOf(newest).items;
+  const context = contextOf(newest);
+  // With a compacted context, the tail starts at the context start.
+  const fromSeq = context?.start_seq ?? 1;
+  let tail: LogView['tail'] = null;
+  const needed = requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] };
+  if (needed.toolCalls !== 'all' || context) {
+    const pinned = Object.values(aggregates.repeated);
+    const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
+    const wanted: TailRequirement = {
+      toolCalls,
+      seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
+      ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
+    };
+    // From the newest view when it holds enough (without the margin if need be), else from the log.
+    const withMargin = tailFromBase(base, [], wanted, fromSeq);
+    const withoutMargin = withMargin ? null : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+    const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
+    const items = (withMargin ?? withoutMargin ?? (await readTail(log, scope, carriedItems(newest), cursorBelow(log, scope, newest), wanted, fromSeq))) as LogItem[];
+    const cut = held === 'all' ? null : tailCut(items, held);
+    const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
+    tail = { from_seq: fromSeq, window_start: windowStart, items: await viewItems(log, scope, items, needed.wholeCalls, pinned) };
+  }
+  const view: LogView = {
+    format: 'tailgate.view.v1',
+    record: newest.record.record,
+    last_seq: lastSeq,
+    aggregates,
+    call_keys: (base.view?.call_keys ?? '') + newKeys.map((key) => key.slice(0, VIEW_KEY_CHARS)).join(''),
+    tail,
+    created_at: log.clock().toISOString(),
+  };
+  const key = viewKey(scope, view.record);
+  await log.store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
+  return key;
+}
+
+/**
+ * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
+ * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
+ * show them whole; the others as the strategies compact them (`compactCallItem`,
+ * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
+ */
+async function viewItems(log: LogContext, scope: LogScope, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
+  const whole = wholeCallIds(items, wholeCalls, pinned);
+  return mapLimit(items, PARALLEL_GETS, async (item) => {
+    if (item.type === 'message') return item;
+    if (whole === null || whole.has(item.call_id)) {
+      return item.type === 'function_call_output' && item.output_ref ? ((await hydrate(log, scope, [item]))[0] as LogItem) : item;
+    }
+    return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
+  });
+}

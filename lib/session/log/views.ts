@@ -1,0 +1,198 @@
+import { CorruptObjectError } from '../../errors.ts';
+import type { StoredItem } from '../../items.ts';
+import { emptyAggregates, extendAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
+import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
+import { selectTail, tailCut } from '../../strategies/select-tail.ts';
+import type { TailRequirement } from '../../strategies/strategy.ts';
+import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
+import { parseStored, viewSchema, type LogItem, type LogView } from '../records.ts';
+import type { PromptItem } from '../../items.ts';
+import type { UnitCursor } from '../unit-cursor.ts';
+import type { LogContext } from './context.ts';
+import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
+import type { OpenTurn } from './types.ts';
+
+/**
+ * Views, as turns read them: the newest view and every item after it (a base), the tail a
+ * base serves, the aggregates it gives, and whether a turn's view is due to be written again.
+ */
+
+/**
+ * A view holds this many tool calls beyond what the strategies need when it is written (the
+ * need of the epoch strategies moves by whole epochs; a view that falls short is read past).
+ */
+export const VIEW_MARGIN_CALLS = 8;
+/** A turn asks for a fresh view once its view holds this many bytes the strategies no longer need. */
+const VIEW_EXCESS_BYTES = 32 * 1024;
+
+/** Characters of a call key kept in a view's `call_keys`. */
+export const VIEW_KEY_CHARS = 12;
+
+/** The newest view of a log and every item after it (seq order), up to some record. */
+export interface Base {
+  view: LogView | null;
+  since: LogItem[];
+}
+
+/** See SessionLog.needsView. */
+export function needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggregates) => TailRequirement, output: readonly StoredItem[] = []): boolean {
+  if (turn.readPastView) return true;
+  if (turn.context || !turn.base.view) return false;
+  const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
+  const { aggregates } = aggregatesOf(base);
+  const needed = requirement(aggregates);
+  return viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES || tailFromBase(base, [], needed, 0) === null;
+}
+
+/**
+ * The newest view listed by `cursor` (at or below the newest record) and every item after
+ * it up to the newest record: from what the newest record carries, and from the log (records
+ * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
+ */
+export async function readBase(log: LogContext, scope: LogScope, newest: NonNullable<Head['newest']>, cursor: UnitCursor): Promise<Base> {
+  let view: LogView | null = null;
+  for (const listed of cursor.views) {
+    if (listed.record > newest.record.record) continue;
+    view = await readView(log, listed.key, listed.record);
+    // Deleted since the listing (a newer one replaced it): an older one still serves.
+    if (view) break;
+  }
+  const lastSeq = view?.last_seq ?? 0;
+  const viewRecord = view?.record ?? 0;
+  if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
+    throw new CorruptObjectError(viewKey(scope, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
+  }
+  const groups = recordGroups(newest).filter(
+    (group) => group.record > viewRecord,
+  );
+  const carried = groups.flatMap((group) => group.items);
+  const older: LogItem[][] = [];
+  let low = carried[0]?.seq ?? countsOf(newest).items + 1;
+  if (low > lastSeq + 1 && groups.length > 0) {
+    cursor.skipTo(groups[0]!.record);
+    for (let unit = await cursor.next(); unit && low > lastSeq + 1; unit = await cursor.next()) {
+      if (unit.kind === 'record') {
+        const { record, done } = await readRecord(log, unit);
+        const items = [...record.items, ...(done?.items ?? [])].filter((item) => item.seq > lastSeq && item.seq < low);
+        older.push(items);
+        low = Math.min(low, record.first_seq);
+        continue;
+      }
+      const top = Math.min(unit.lastSeq, low - 1);
+      const bottom = Math.max(unit.firstSeq, lastSeq + 1);
+      if (top >= bottom) older.push(await segmentRange(log, unit, bottom, top));
+      low = Math.min(low, unit.firstSeq);
+    }
+  }
+  const since = [...older.reverse().flat(), ...carried];
+  checkDense(recordsPrefix(scope), since, lastSeq + 1);
+  return { view, since };
+}
+
+/** A view, parsed and checked; null when it is gone. */
+async function readView(log: LogContext, key: string, record: number): Promise<LogView | null> {
+  const object = await log.store.get(key);
+  if (!object) return null;
+  const view = parseStored(key, object.body, viewSchema);
+  if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
+  if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
+  return view;
+}
+
+/**
+ * The tail view for `requirement` from a base and the items after it (`newer`), or null when
+ * the base's view does not hold enough of the history: its tail starts too late for the cut,
+ * or a required call before its window is not in it. Without a view the base holds the
+ * whole log. Equal to `selectTail` of the whole history from `floor` on, except that tool
+ * items outside `requirement.wholeCalls` (and its seqs) may come as the strategies compact
+ * them, which is what they make of them anyway.
+ */
+export function tailFromBase(base: Base, newer: readonly LogItem[], requirement: TailRequirement, floor: number): PromptItem[] | null {
+  const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
+  // A tail written from a later context start lacks the messages before it.
+  if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
+  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
+  // Items the view holds compacted must be ones the strategies compact or drop now.
+  if (items.some((item) => item.compacted)) {
+    if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;
+    const whole = wholeCallIds(items, requirement.wholeCalls, requirement.seqs)!;
+    if (items.some((item) => item.compacted && item.type !== 'message' && whole.has(item.call_id))) return null;
+  }
+  if (tail.window_start > Math.max(floor, 1)) {
+    if (requirement.toolCalls === 'all') return null;
+    const cut = tailCut(items, requirement.toolCalls);
+    if (cut === null || (cut < items.length && items[cut]!.seq < tail.window_start)) return null;
+    const held = new Set<number>();
+    for (const item of tail.items) if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
+    if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
+  }
+  return selectTail(items, requirement);
+}
+
+/**
+ * The call ids of the newest `wholeCalls` calls of `items` and of the calls with `seqs`: the
+ * tool items the strategies may show whole. Null (all of them) when `wholeCalls` is undefined.
+ */
+export function wholeCallIds(items: readonly LogItem[], wholeCalls: number | undefined, seqs: readonly number[]): Set<string> | null {
+  if (wholeCalls === undefined) return null;
+  const pinned = new Set(seqs);
+  const ids = new Set<string>();
+  let calls = 0;
+  for (let index = items.length - 1; index >= 0; index--) {
+    const item = items[index]!;
+    if (item.type !== 'function_call') continue;
+    calls += 1;
+    if (calls <= wholeCalls || pinned.has(item.seq)) ids.add(item.call_id);
+  }
+  return ids;
+}
+
+/**
+ * How many bytes of the base's view the strategies no longer need: tool items before the cut
+ * of `needed` (plus the margin) that are not required, and what whole items they would now
+ * compact would lose by it. A new epoch, or a repeat making an older instance unprotected,
+ * leaves a view so; reading it costs that much more than the prompt it serves.
+ */
+function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly number[]): number {
+  const tail = base.view?.tail;
+  if (!tail || needed.toolCalls === 'all') return 0;
+  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since];
+  const cut = tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
+  const cutSeq = cut === null ? 0 : (items[cut]?.seq ?? Number.POSITIVE_INFINITY);
+  const required = wholeCallIds(items, 0, [...needed.seqs, ...pinned])!;
+  const whole = wholeCallIds(items, needed.wholeCalls, [...needed.seqs, ...pinned]);
+  let excess = 0;
+  for (const item of tail.items as LogItem[]) {
+    if (item.type === 'message') continue;
+    if (item.seq < cutSeq) {
+      if (!required.has(item.call_id)) excess += JSON.stringify(item).length;
+    } else if (whole !== null && !item.compacted && !whole.has(item.call_id)) {
+      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      if (compacted !== item) excess += JSON.stringify(item).length - JSON.stringify(compacted).length;
+    }
+  }
+  return excess;
+}
+
+/**
+ * The aggregates of the history up to the end of a base: the view's, extended over the items
+ * after it (a call is a repeat when its key is in the view's keys or earlier among them).
+ */
+export function aggregatesOf(base: Base): { aggregates: HistoryAggregates; newKeys: string[] } {
+  const packed = base.view?.call_keys ?? '';
+  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) => hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)));
+}
+
+function hasViewKey(packed: string, short: string): boolean {
+  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1)) if (at % VIEW_KEY_CHARS === 0) return true;
+  return false;
+}
+
+/** A view's tail: seqs ascending, none after the view's end. */
+function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {
+  let previous = fromSeq - 1;
+  for (const item of items) {
+    if (item.seq <= previous || item.seq > lastSeq) throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
+    previous = item.seq;
+  }
+}

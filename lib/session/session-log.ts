@@ -73,12 +73,13 @@ export class SessionLog {
 
   /**
    * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
-   * completion is refused and answered 404. The config goes next: from then on the id is
-   * free, and every object of the deleted incarnation is under a generation no config names,
-   * so a turn or a packer still running writes only where nobody reads. Then everything under the session's prefix
-   * that no current config names is deleted, page by page (the inbox too, unless the id was
-   * created again meanwhile). An interrupted sweep leaves unreachable objects, which the next
-   * delete of the same id removes.
+   * completion is refused and answered 404 (that completion stays behind as the fence). The
+   * config goes next: from then on the id is free, and every object of the deleted
+   * incarnation is under a generation no config names, so a turn or a packer still running
+   * writes only where nobody reads. Then everything under the session's prefix that no
+   * current config names is deleted, page by page (the inbox too, unless the id was created
+   * again meanwhile). An interrupted sweep leaves unreachable objects, which the next delete
+   * of the same id removes (a delete answered 404 sweeps too).
    */
   async delete(id: string): Promise<void> {
     return deleteSession(this.#log, id);

@@ -170,14 +170,14 @@ async function settleAll(actors: Actor[]): Promise<void> {
 }
 
 /** What a client saw: a success with its value, or an error with its HTTP status. */
-export type Outcome<T> = { ok: true; value: T } | { ok: false; status: number; code: string };
+export type Outcome<T> = { ok: true; value: T } | { ok: false; status: number; code: string; error: unknown };
 
 export async function attempt<T>(work: () => Promise<T>): Promise<Outcome<T>> {
   try {
     return { ok: true, value: await work() };
   } catch (error) {
     const { status, body } = errorBody(error, () => {});
-    return { ok: false, status, code: body.error.code };
+    return { ok: false, status, code: body.error.code, error };
   }
 }
 

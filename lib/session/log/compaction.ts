@@ -6,7 +6,7 @@ import { commit } from './commit.ts';
 import type { LogContext } from './context.ts';
 import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';
 import { leaseOf } from './lease.ts';
-import { readTail } from './tail-reader.ts';
+import { cursorBelow, readTail } from './tail-reader.ts';
 import type { ContextView, NewContext, OpenTurn } from './types.ts';
 
 /** Moving the context start: in a turn (its completion commits it) or by a manual compaction (a `compact` record). */
@@ -30,7 +30,13 @@ export async function compact(log: LogContext, id: string, summarize: (view: Con
   const current = contextOf(newest);
   cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
   const newestItems = carriedItems(newest);
-  const items = await withFreshListing(() => readTail(log, scope, newestItems, cursor, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0));
+  // The head's listing first; a packer that removed a listed record meanwhile means a new one.
+  let listed: typeof cursor | undefined = cursor;
+  const items = await withFreshListing(() => {
+    const walk = listed ?? cursorBelow(log, scope, newest);
+    listed = undefined;
+    return readTail(log, scope, newestItems, walk, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0);
+  });
   const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
   if (!next) return { compacted: false, context: current };
   const stored = await storeContext(log, scope, newest.record.record, next);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { NotFoundError, StorageError } from '../../errors.ts';
 import { toolSchema } from '../../items.ts';
-import { generationSchemaPattern, newGeneration, sessionConfigKey, sessionPrefix, validateId, type LogScope } from '../keys.ts';
+import { doneKey, generationSchemaPattern, newGeneration, sessionConfigKey, sessionPrefix, validateId, type LogScope } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import { SessionExistsError } from '../session-exists-error.ts';
 import { SESSION_DELETED } from '../turn-errors.ts';
@@ -104,15 +104,19 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     throw error;
   }
   const { newest, scope } = head;
+  // The completion that closes an open turn stays as its fence: the turn's own completion
+  // is refused by it (and answered 404) instead of landing where the sweep has been.
+  const keep = new Set<string>();
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     await closeTurn(log, scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
+    keep.add(doneKey(scope, newest.record.record));
   }
   await log.store.delete(configKey);
-  await sweep(log, id);
+  await sweep(log, id, keep);
 }
 
-/** Deletes every object under a session's prefix that no current config names. */
-async function sweep(log: LogContext, id: string): Promise<void> {
+/** Deletes every object under a session's prefix that no current config names (but `keep`). */
+async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   const prefix = sessionPrefix(log.keyPrefix, id);
   let cursor: string | undefined;
@@ -122,7 +126,7 @@ async function sweep(log: LogContext, id: string): Promise<void> {
     // written by that incarnation, whatever happened before.
     const current = await log.store.get(configKey);
     const generation = current ? scopeOf(log.keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation : null;
-    const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey && (generation === null || isOtherGeneration(key.slice(prefix.length), generation)));
+    const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey && !keep.has(key) && (generation === null || isOtherGeneration(key.slice(prefix.length), generation)));
     if (keys.length > 0) await log.store.delete(keys);
     if (!page.truncated || !page.cursor) break;
     cursor = page.cursor;

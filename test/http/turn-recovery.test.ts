@@ -1,0 +1,223 @@
+import { describe, expect, it } from 'vitest';
+import { errorBody } from '../../functions/error-handler.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import { ModelError, type Model, type ModelRequest, type ModelResult } from '../../lib/models/model.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { runTurn, type TurnServices } from '../../lib/turn.ts';
+
+/**
+ * What the pipeline does when a turn is interrupted from outside while its model answers
+ * (a delete, a cancel, an expired lease) or fails after its claim, with a model the test
+ * releases by hand and a clock it moves.
+ */
+
+const LEASE_MS = 30_000;
+
+/** A model that answers like echo once the test calls `release()` (or `fail()`). */
+function heldModel(): Model & { started: Promise<void>; release: () => void; fail: (error: Error) => void } {
+  let started!: () => void;
+  let settle!: (outcome: { error?: Error }) => void;
+  const startedPromise = new Promise<void>((resolve) => (started = resolve));
+  const outcome = new Promise<{ error?: Error }>((resolve) => (settle = resolve));
+  return {
+    id: 'held',
+    started: startedPromise,
+    release: () => settle({}),
+    fail: (error) => settle({ error }),
+    async generate(request: ModelRequest): Promise<ModelResult> {
+      started();
+      const { error } = await outcome;
+      if (error) throw error;
+      return echoModel.generate(request);
+    },
+    stream: (request) => echoModel.stream(request),
+  };
+}
+
+function world(store: ObjectStore = new MemoryStore()) {
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const clock = () => new Date(now);
+  const services = (model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox } => ({
+    sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
+    inbox: new Inbox(store, { clock, log: () => {} }),
+    config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+    env: {},
+    model: (id) => (id === 'held' ? model : echoModel),
+    background: () => undefined,
+    log: () => {},
+  });
+  return { store, services, advance: (ms: number) => (now += ms) };
+}
+
+/** The HTTP status and code a thrown error is answered with. */
+function answer(error: unknown): { status: number; code: string } {
+  const { status, body } = errorBody(error, () => {});
+  return { status, code: body.error.code };
+}
+
+const userContents = async (sessions: SessionLog, id: string) =>
+  (await sessions.listItems(id, { limit: 100 })).items
+    .filter((item) => item.type === 'message' && item.role === 'user')
+    .map((item) => (item.type === 'message' ? item.content : ''))
+    .reverse();
+
+describe('a turn interrupted while its model answers', () => {
+  it('is answered 404 when its session is deleted, and a re-created id starts empty', async () => {
+    const { services } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    await runTurn(owner, 's', { input: 'before', model: 'echo' });
+    const running = runTurn(owner, 's', { input: 'in flight' }).catch((error: unknown) => error);
+    await model.started;
+    await services().sessions.delete('s');
+    await services().sessions.create({ id: 's' });
+    model.release();
+    const ended = await running;
+    expect(answer(ended)).toEqual({ status: 404, code: 'not_found' });
+    // Nothing of the old incarnation shows, and the new one takes turns from seq 1.
+    const fresh = services();
+    expect(await fresh.sessions.listItems('s', { limit: 100 })).toMatchObject({ items: [], has_more: false });
+    expect((await fresh.sessions.get('s')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
+    const next = await runTurn(fresh, 's', { input: 'new life' });
+    expect(next).toMatchObject({ turn: 1, output: [{ content: 'echo: new life', seq: 2 }] });
+    expect(await userContents(fresh.sessions, 's')).toEqual(['new life']);
+  });
+
+  it('is answered 409 turn_cancelled after a cancel, and the session takes a turn at once', async () => {
+    const { services } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    const running = runTurn(owner, 's', { input: 'stuck' }).catch((error: unknown) => error);
+    await model.started;
+    const other = services();
+    await expect(runTurn(other, 's', { input: 'blocked', model: 'echo' })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await expect(other.sessions.cancelTurn('s', 1)).resolves.toEqual({ turn: 1, status: 'failed' });
+    await expect(other.sessions.cancelTurn('s', 1)).rejects.toMatchObject({ code: 'turn_not_open' });
+    await expect(other.sessions.cancelTurn('s', 9)).rejects.toMatchObject({ code: 'not_found' });
+    const next = await runTurn(other, 's', { input: 'after cancel', model: 'echo' });
+    expect(next.turn).toBe(2);
+    model.release();
+    expect(answer(await running)).toEqual({ status: 409, code: 'turn_cancelled' });
+    // The cancelled turn's input stays (failed), its output is not stored.
+    expect(await userContents(other.sessions, 's')).toEqual(['stuck', 'after cancel']);
+    expect((await other.sessions.listItems('s', { limit: 100 })).items.some((item) => item.type === 'message' && item.content === 'echo: stuck')).toBe(false);
+  });
+
+  it('is answered 409 lease_expired once a newcomer closed it, never 500', async () => {
+    const { services, advance } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    const running = runTurn(owner, 's', { input: 'slow' }).catch((error: unknown) => error);
+    await model.started;
+    advance(LEASE_MS + 1);
+    const next = await runTurn(services(), 's', { input: 'newcomer', model: 'echo' });
+    expect(next.turn).toBe(2);
+    model.release();
+    expect(answer(await running)).toEqual({ status: 409, code: 'lease_expired' });
+  });
+
+  it('keeps the session while its lease is renewed, however long the model takes', async () => {
+    const { services, advance } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    const begun = await owner.sessions.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'long' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    for (let step = 0; step < 5; step++) {
+      advance(LEASE_MS / 3);
+      await owner.sessions.renewLease(begun.turn);
+    }
+    // Past the claim's own lease, within the renewed one: still in progress.
+    await expect(runTurn(services(), 's', { input: 'waits', model: 'echo' })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    advance(LEASE_MS + 1);
+    await expect(runTurn(services(), 's', { input: 'proceeds', model: 'echo' })).resolves.toMatchObject({ turn: 2 });
+  });
+});
+
+describe('a failure after the claim', () => {
+  it('closes the turn, so the next turn is not refused', async () => {
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory);
+    const { services } = world(faulty);
+    const first = services();
+    await first.sessions.create({ id: 's' });
+    for (let index = 0; index < 3; index++) await runTurn(first, 's', { input: `t${index}` });
+    // Every read of the log after the claim fails once: hydration, the view, the inbox listing.
+    faulty.failWhen(({ operation, key }) => operation === 'list' && key.includes('/inbox/'), { times: 1 });
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 1 });
+    const failed = await runTurn(services(), 's', { input: 'fails' }).catch((error: unknown) => error);
+    expect(answer(failed).status).toBe(503);
+    faulty.heal();
+    await expect(runTurn(services(), 's', { input: 'goes on' })).resolves.toMatchObject({ turn: 5 });
+  });
+});
+
+describe('notices a failed turn consumed', () => {
+  it('are delivered by the next turn that succeeds, once, and the delivery record names it', async () => {
+    const { services } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    await owner.inbox.post('s', { name: '0001-budget.md', content: 'Budget left: 2 USD' });
+    const failing = runTurn(owner, 's', { input: 'fails' }).catch((error: unknown) => error);
+    await model.started;
+    model.fail(new ModelError('provider down'));
+    expect(answer(await failing).status).toBe(502);
+    expect(await owner.inbox.listPending('s')).toEqual([]);
+    const next = await runTurn(services(), 's', { input: 'next', model: 'echo' });
+    expect(next.context.notices_delivered).toEqual(['0001-budget.md']);
+    expect(next.output[0]).toMatchObject({ content: 'echo: Budget left: 2 USD' });
+    const after = await runTurn(services(), 's', { input: 'after', model: 'echo' });
+    expect(after.context.notices_delivered).toEqual([]);
+    await services().inbox.recordCarrier('s', [{ stored_as: '0001-budget.md' }], next.turn);
+    expect(await services().inbox.listDelivered('s')).toMatchObject([{ name: '0001-budget.md', turn: next.turn }]);
+  });
+});
+
+describe('Idempotency-Key', () => {
+  it('refuses the same key with another request (422) and replays the same one', async () => {
+    const { services } = world();
+    const client = services();
+    await client.sessions.create({ id: 's' });
+    const first = await runTurn(client, 's', { input: 'once' }, { idempotencyKey: 'k' });
+    await expect(runTurn(services(), 's', { input: 'once' }, { idempotencyKey: 'k' })).resolves.toEqual(first);
+    const reused = await runTurn(services(), 's', { input: 'another' }, { idempotencyKey: 'k' }).catch((error: unknown) => error);
+    expect(answer(reused)).toEqual({ status: 422, code: 'idempotency_key_reused' });
+    // Later records do not hide the key: it is indexed before its turn closes.
+    await runTurn(services(), 's', { input: 'later' });
+    await expect(runTurn(services(), 's', { input: 'once' }, { idempotencyKey: 'k' })).resolves.toEqual(first);
+    expect(await userContents(client.sessions, 's')).toEqual(['once', 'later']);
+  });
+});
+
+describe('input checked against the open calls', () => {
+  it('refuses an output without its call, a second output, and a reused call_id (400)', async () => {
+    const { services } = world();
+    const client = services();
+    await client.sessions.create({ id: 's', tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object' } }] });
+    const calling = await runTurn(client, 's', { input: 'call get_weather {"city":"Paris"}' });
+    expect(calling.output[0]).toMatchObject({ type: 'function_call' });
+    const callId = (calling.output[0] as { call_id: string }).call_id;
+    const refuse = async (input: Parameters<typeof runTurn>[2]['input']) => answer(await runTurn(services(), 's', { input }).catch((error: unknown) => error));
+    expect(await refuse([{ type: 'function_call_output', call_id: 'call_unknown', output: 'x' }])).toEqual({ status: 400, code: 'invalid_request' });
+    expect(await refuse([{ type: 'function_call', call_id: callId, name: 'get_weather', arguments: '{}' }])).toEqual({ status: 400, code: 'invalid_request' });
+    expect(
+      await refuse([
+        { type: 'function_call_output', call_id: callId, output: '18C' },
+        { type: 'function_call_output', call_id: callId, output: '19C' },
+      ]),
+    ).toEqual({ status: 400, code: 'invalid_request' });
+    // Nothing of the refused inputs was stored; the right answer is.
+    await runTurn(services(), 's', { input: [{ type: 'function_call_output', call_id: callId, output: '18C' }] });
+    expect(await refuse([{ type: 'function_call_output', call_id: callId, output: 'again' }])).toEqual({ status: 400, code: 'invalid_request' });
+    expect((await client.sessions.get('s')).counts.items).toBe(4);
+  });
+});

@@ -2,7 +2,7 @@
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg. Options:
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
- *                                                 compaction, workerd; prints the markdown and
+ *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
@@ -19,12 +19,13 @@ import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
 import { measureCompactionReads } from './compaction.ts';
+import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd'] as const;
+const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd', 'reliability'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -125,6 +126,11 @@ if (runs('workerd')) {
   } finally {
     await driver?.close();
   }
+}
+
+if (runs('reliability')) {
+  log('reliability: crash and race simulation, kill -9 recovery (bench/reliability.ts)');
+  results.reliability = await measureReliability({ interleavings: quick ? 100 : 2_000, log });
 }
 
 results.durationMs = performance.now() - started;

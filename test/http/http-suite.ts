@@ -966,4 +966,88 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(preview.body.context).toMatchObject({ tool_calls_total: 1, kept_full: 1 });
     });
   });
+  describe(`${label}: retries, races and stuck turns`, () => {
+    it('stores one input for 20 concurrent requests with the same Idempotency-Key', async () => {
+      const id = await api.session();
+      const key = { 'idempotency-key': freshId('key') };
+      const results = await Promise.all(Array.from({ length: 20 }, () => api.post(`/v1/sessions/${id}/turns`, { input: 'exactly once' }, key)));
+      for (const result of results) expect([200, 409], JSON.stringify(result.body)).toContain(result.status);
+      const answered = results.filter((result) => result.status === 200);
+      expect(answered.length).toBeGreaterThanOrEqual(1);
+      for (const result of answered) expect(result.body).toEqual(answered[0]!.body);
+      for (const result of results.filter((result) => result.status === 409)) expect(result.body.error.code).toBe('turn_in_progress');
+      const items = (await api.get(`/v1/sessions/${id}/items?limit=1000`)).body.items;
+      expect(items.filter((item: any) => item.content === 'exactly once')).toHaveLength(1);
+      // Once it completed, every retry replays it.
+      const late = await api.post(`/v1/sessions/${id}/turns`, { input: 'exactly once' }, key);
+      expect(late.status).toBe(200);
+      expect(late.body).toEqual(answered[0]!.body);
+    });
+
+    it('answers 422 idempotency_key_reused for the same key with another body', async () => {
+      const id = await api.session();
+      const key = { 'idempotency-key': freshId('key') };
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key)).status).toBe(200);
+      const reused = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' }, key);
+      expect(reused.status).toBe(422);
+      expect(reused.body.error.code).toBe('idempotency_key_reused');
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+    });
+
+    it('a delete racing turns: no 5xx, and the re-created id starts empty', async () => {
+      for (let round = 0; round < 3; round++) {
+        const id = await api.session();
+        await api.post(`/v1/sessions/${id}/turns`, { input: 'old life' });
+        const [turn, removed] = await Promise.all([api.post(`/v1/sessions/${id}/turns`, { input: 'racing' }), api.delete(`/v1/sessions/${id}`)]);
+        expect([200, 404, 409], JSON.stringify(turn.body)).toContain(turn.status);
+        expect(removed.status).toBe(204);
+        expect((await api.post('/v1/sessions', { id })).status).toBe(201);
+        const page = await api.get(`/v1/sessions/${id}/items`);
+        expect(page.body.items).toEqual([]);
+        const fresh = await api.post(`/v1/sessions/${id}/turns`, { input: 'new life' });
+        expect(fresh.status).toBe(200);
+        expect(fresh.body).toMatchObject({ turn: 1, output: [{ content: 'echo: new life', seq: 2 }] });
+      }
+    });
+
+    it('cancels a stuck turn: 200, then the session takes turns; 409 turn_not_open, 404 and 400 otherwise', async () => {
+      const id = await api.session();
+      const log = new SessionLog(harness.store, { keyPrefix: harness.keyPrefix });
+      // A turn whose server died: claimed, never completed, its lease still running.
+      const begun = await log.beginTurn(id, { input: [{ type: 'message', role: 'user', content: 'orphaned' }] });
+      expect(begun.kind).toBe('claimed');
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'blocked' })).status).toBe(409);
+      const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+      expect(cancelled.status).toBe(200);
+      expect(cancelled.body).toEqual({ session_id: id, turn: 1, status: 'failed' });
+      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'unblocked' });
+      expect(next.status).toBe(200);
+      expect(next.body.turn).toBe(2);
+      expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).body.error.code).toBe('turn_not_open');
+      expect((await api.post(`/v1/sessions/${id}/turns/2/cancel`)).status).toBe(409);
+      expect((await api.post(`/v1/sessions/${id}/turns/7/cancel`)).status).toBe(404);
+      expect((await api.post(`/v1/sessions/${id}/turns/zero/cancel`)).status).toBe(400);
+      // The orphaned input stays, marked failed; nothing answered it.
+      const items = (await api.get(`/v1/sessions/${id}/items`)).body.items.map((item: any) => item.content);
+      expect(items).toEqual(['echo: unblocked', 'unblocked', 'orphaned']);
+    });
+
+    it('refuses outputs that answer no open call (400), storing nothing', async () => {
+      const id = await api.session({ tools: [weatherTool] });
+      const unknown = await api.post(`/v1/sessions/${id}/turns`, { input: [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }] });
+      expect(unknown.status).toBe(400);
+      expect(unknown.body.error.message).toContain('call_none');
+      const call = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Oslo"}' });
+      const callId = call.body.output[0].call_id;
+      const twice = await api.post(`/v1/sessions/${id}/items`, {
+        items: [
+          { type: 'function_call_output', call_id: callId, output: 'cold' },
+          { type: 'function_call_output', call_id: callId, output: 'colder' },
+        ],
+      });
+      expect(twice.status).toBe(400);
+      expect((await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'function_call_output', call_id: callId, output: 'cold' }] })).status).toBe(201);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(3);
+    });
+  });
 }

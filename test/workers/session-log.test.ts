@@ -32,7 +32,12 @@ describe('SessionLog on the R2 binding', () => {
     const page = await log.listItems('r2', { limit: 4, before: 6 });
     expect(page.items.map((item) => item.seq)).toEqual([5, 4, 3, 2]);
     await log.delete('r2');
-    expect((await bucket.list({ prefix: keyPrefix })).objects).toEqual([]);
+    // Only the completion that closed the open turn stays, fencing its late owner.
+    const left = (await bucket.list({ prefix: keyPrefix })).objects.map((object) => object.key);
+    expect(left).toHaveLength(1);
+    expect(left[0]).toMatch(/\.done$/);
+    await expect(log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(log.delete('r2')).rejects.toMatchObject({ code: 'not_found' });
   });
 
   it('costs at most 7 R2 calls a turn without an inbox, the same as the session grows', async () => {

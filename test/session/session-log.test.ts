@@ -91,6 +91,28 @@ describe('SessionLog: sessions', () => {
 });
 
 describe('SessionLog: items', () => {
+  it('stops a page at about 4 MiB of items; has_more and next_before page through the rest', async () => {
+    const { log } = setup({ blobThreshold: 1024 });
+    await log.create({ id: 's1' });
+    const big = (index: number) => `${index}`.padEnd(1_500_000, 'x');
+    for (let index = 0; index < 7; index++) await log.append('s1', [user(big(index))]);
+    await log.pack('s1');
+    const seen: number[] = [];
+    let before: number | undefined;
+    for (let pages = 0; pages < 10; pages++) {
+      const page = await log.listItems('s1', { limit: 1000, ...(before === undefined ? {} : { before }) });
+      expect(page.items.length).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify(page.items).length).toBeLessThanOrEqual(4.5 * 1024 * 1024);
+      seen.push(...page.items.map((item) => item.seq));
+      if (!page.has_more) break;
+      before = page.next_before!;
+    }
+    expect(seen).toEqual([7, 6, 5, 4, 3, 2, 1]);
+    // One item larger than the cap still comes alone.
+    await log.append('s1', [user('y'.repeat(5 * 1024 * 1024))]);
+    expect((await log.listItems('s1', { limit: 1000 })).items.map((item) => item.seq)).toEqual([8]);
+  });
+
   it('assigns dense seqs from 1 across appends and turns, and never reuses one', async () => {
     const { log } = setup();
     await log.create({ id: 's1' });

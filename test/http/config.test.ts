@@ -17,8 +17,23 @@ describe('parseServiceConfig', () => {
       maxInstructionsBytes: 256 * 1024,
       blobThresholdBytes: 8 * 1024,
       modelTimeoutMs: 120_000,
+      turnLeaseMs: 30_000,
     });
     expect(config.s3.region).toBe('auto');
+  });
+
+  it('refuses a turn lease too short to be renewed (503 not_configured naming TURN_LEASE_MS)', () => {
+    expect(parseServiceConfig({ TURN_LEASE_MS: '3000' }).turnLeaseMs).toBe(3000);
+    const error = (() => {
+      try {
+        parseServiceConfig({ TURN_LEASE_MS: '2999' });
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    expect((error as NotConfiguredError).message).toContain('TURN_LEASE_MS');
+    expect((error as NotConfiguredError).details).toEqual({ variable: 'TURN_LEASE_MS' });
   });
 
   it.each([

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
@@ -20,3 +20,15 @@ afterAll(async () => {
 it('serves the API on Node with the S3 adapter', async () => {
   await runScenario(server.origin, TOKEN, directWriter(keyPrefix));
 });
+
+it('refuses to start with a bad setting, naming it', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TURN_LEASE_MS: '1000', PORT: String(await freePort()) },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(result.status).toBe(1);
+  expect(result.stderr).toContain('TURN_LEASE_MS');
+}, 40_000);

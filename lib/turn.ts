@@ -293,7 +293,11 @@ async function executeTurn(
 
   // From the claim on, the turn holds the session: renew its lease while it runs, and close
   // it on any failure, so a session is never left locked by a turn that is not running.
+  // Renewed only as long as a working turn can take (a summary and an answer, each within the
+  // model timeout): a turn hung on a call that never returns lets its session go.
+  const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
   const renewal = setInterval(() => {
+    if (Date.now() > renewUntil) return clearInterval(renewal);
     sessions.renewLease(turn).catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
   }, Math.max(1, Math.floor(services.config.turnLeaseMs / 3)));
   let plan: TurnPlan | undefined;
@@ -319,7 +323,7 @@ async function executeTurn(
       const recovered = undelivered.lost_turns.length > 0 ? await services.inbox.recover(sessionId, undelivered.lost_turns, turn.turn) : [];
       carried = [...undelivered.notices, ...recovered];
       undelivered = { notices: carried, lost_turns: [] };
-      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true });
+      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true, since: session.created_at });
       delivered = [...carried, ...consumed.delivered];
       undelivered = { notices: delivered.map(undeliveredRecord), lost_turns: [] };
       if (consumed.abort) {
@@ -420,9 +424,9 @@ async function executeTurn(
     });
     return response;
   } catch (error) {
-    // Closed by someone else (lease, cancel): the notices this turn took from the inbox or
-    // took over go back (the closer's completion carries the older ones on).
-    if (error instanceof TurnClosedError) {
+    // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
+    // inbox or took over go back (the closer's completion carries the older ones on).
+    if (error instanceof TurnClosedError || error instanceof NotFoundError) {
       const taken = undelivered.notices.filter((notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as));
       if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
     }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InvalidRequestError, NotFoundError, StorageError } from '../errors.ts';
 import { sessionConfigKey, sessionPrefix } from '../session/keys.ts';
+import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 import {
@@ -102,6 +103,12 @@ export interface ConsumeOptions {
    * holds something, and is a no-op for a missing session.
    */
   sessionExists?: boolean;
+  /**
+   * When the session was created: a notice uploaded before it (by more than the clock
+   * tolerance) was left by a delete that did not finish, for an earlier session with the same
+   * id, and is removed instead of delivered.
+   */
+  since?: string;
 }
 
 /** A notice the prompt preview shows as pending. */
@@ -119,6 +126,8 @@ const META = {
   turn: 'turn',
   sourceEtag: 'source-etag',
   sourceUploaded: 'source-uploaded',
+  /** Random per claim attempt: a claim whose put answer was lost is recognised as ours. */
+  claimId: 'claim-id',
 } as const;
 
 /** Parallel storage calls per operation: a Worker has 6 simultaneous connections. */
@@ -240,14 +249,16 @@ export class Inbox {
     const now = this.#clock();
     const postedAt = now.toISOString();
     const metadata = { [META.postedAt]: postedAt, [META.noticeId]: randomId() };
+    // The notice id is random: a notice carrying ours is our write, whatever its put answered.
+    const ours = (object: ObjectInfo) => object.metadata[META.noticeId] === metadata[META.noticeId];
     if (name !== undefined) {
-      const written = await this.#store.put(inboxPrefix + name, body, { onlyIfAbsent: true, metadata });
+      const written = await putCreateOnly(this.#store, inboxPrefix + name, body, { metadata }, ours);
       if (!written) throw new NameTakenError(name);
       return { name, posted_at: postedAt };
     }
     for (let attempt = 0; attempt < GENERATED_NAME_ATTEMPTS; attempt++) {
       const generated = generateName(now);
-      const written = await this.#store.put(inboxPrefix + generated, body, { onlyIfAbsent: true, metadata });
+      const written = await putCreateOnly(this.#store, inboxPrefix + generated, body, { metadata }, ours);
       if (written) return { name: generated, posted_at: postedAt };
     }
     throw new StorageError('could not find a free generated notice name');
@@ -338,6 +349,7 @@ export class Inbox {
     let notices: ListedNotice[];
     try {
       notices = await this.#listNotices(inboxPrefix);
+      if (options.since !== undefined) notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
       if (notices.length === 0) return { delivered: [] };
       if (!options.sessionExists && !(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
         return { delivered: [] };
@@ -420,15 +432,19 @@ export class Inbox {
     );
     const found = await mapLimit(recent, CONCURRENCY, async (listed) => {
       const info = await this.#withMetadata(listed);
-      const turn = turnSchema.safeParse(info.metadata[META.turn]);
-      const from = turn.success ? turns.get(turn.data) : undefined;
+      const owner = turnSchema.safeParse(info.metadata[META.turn]);
+      const from = owner.success ? turns.get(owner.data) : undefined;
       if (from === undefined || info.uploaded.getTime() < from) return null;
       const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
       if (name === ABORT_NOTICE_NAME) return null;
       const object = await this.#store.get(info.key);
       if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
-      const taken = await this.#store.put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: String(turn) } });
-      if (!taken) return null;
+      const ours = String(turn);
+      const taken = await this.#store
+        .put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
+        .catch(() => null);
+      // Refused, or a write whose answer was lost: the record says who holds the notice now.
+      if (!taken && (await this.#store.head(info.key))?.metadata[META.turn] !== ours) return null;
       return { name, stored_as: info.key.slice(removedPrefix.length), content: decodeUtf8(object.body), posted_at: postedAtOf(info) };
     });
     return found.filter((notice): notice is DeliveredNotice => notice !== null).sort((left, right) => compareBytes(left.name, right.name));
@@ -559,9 +575,9 @@ export class Inbox {
     identity: Identity,
     uploaded: Date,
   ): Promise<SlotClaim> {
-    const putOptions = { onlyIfAbsent: true, metadata };
-    if (await this.#store.put(removedPrefix + name, body, putOptions)) return { storedAs: name };
-    const first = await this.#store.head(removedPrefix + name);
+    const claim = { ...metadata, [META.claimId]: randomId() };
+    const first = await this.#putClaim(removedPrefix + name, body, claim);
+    if (first === 'ours') return { storedAs: name };
     if (first && sameIdentity(first, identity)) return { claimedBy: first };
 
     // The name was delivered before: learn which slots are taken with one listing.
@@ -585,13 +601,30 @@ export class Inbox {
     for (let attempt = 0; attempt < MAX_SLOT_ATTEMPTS; attempt++) {
       while (taken.has(slot)) slot += 1;
       const storedAs = slotName(name, slot);
-      if (await this.#store.put(removedPrefix + storedAs, body, putOptions)) return { storedAs };
-      const occupant = await this.#store.head(removedPrefix + storedAs);
+      const occupant = await this.#putClaim(removedPrefix + storedAs, body, claim);
+      if (occupant === 'ours') return { storedAs };
       if (occupant && sameIdentity(occupant, identity)) return { claimedBy: occupant };
       // Taken by another notice meanwhile (or deleted again: then retry the same slot).
       if (occupant) taken.set(slot, occupant);
     }
     throw new StorageError(`no free slot in inbox_removed/ for ${name} after ${MAX_SLOT_ATTEMPTS} attempts`);
+  }
+
+  /**
+   * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
+   * object there carries our claim id), else what occupies the key (null: nothing, try again).
+   */
+  async #putClaim(key: string, body: Uint8Array, metadata: Record<string, string>): Promise<'ours' | ObjectInfo | null> {
+    let failure: { error: unknown } | null = null;
+    try {
+      if (await this.#store.put(key, body, { onlyIfAbsent: true, metadata })) return 'ours';
+    } catch (error) {
+      failure = { error };
+    }
+    const occupant = await this.#store.head(key);
+    if (occupant && occupant.metadata[META.claimId] === metadata[META.claimId]) return 'ours';
+    if (failure) throw failure.error;
+    return occupant;
   }
 
   /**
@@ -608,6 +641,19 @@ export class Inbox {
     } catch (error) {
       this.#log({ level: 'warn', message: 'could not remove a notice that was already delivered', key, error });
     }
+  }
+
+  /** The notices uploaded at or after `horizon`; older ones are deleted (failures logged). */
+  async #dropStale(notices: ListedNotice[], horizon: number): Promise<ListedNotice[]> {
+    const stale = notices.filter(({ info }) => info.uploaded.getTime() < horizon);
+    if (stale.length === 0) return notices;
+    try {
+      await this.#store.delete(stale.map(({ info }) => info.key));
+      this.#log({ level: 'info', message: `removed ${stale.length} notices older than the session` });
+    } catch (error) {
+      this.#log({ level: 'warn', message: 'could not remove notices older than the session', error });
+    }
+    return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
   }
 
   /** Returns listed info with metadata, heading the object when the listing carried none. */

@@ -1,3 +1,4 @@
+import { CorruptObjectError } from '../errors.ts';
 import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
@@ -47,7 +48,7 @@ export class SessionLog {
 
   /** The session with its counts. A missing session: NotFoundError. */
   async get(id: string): Promise<SessionRecord> {
-    return getSession(this.#log, id);
+    return readAgainIfGone(() => getSession(this.#log, id));
   }
 
   /** Where the session's current incarnation keeps its objects (reads the config). */
@@ -179,7 +180,7 @@ export class SessionLog {
 
   /** The current context start of a session (null: never compacted). */
   async currentContext(id: string): Promise<ContextStart | null> {
-    return currentContext(this.#log, id);
+    return readAgainIfGone(() => currentContext(this.#log, id));
   }
 
   /**
@@ -190,7 +191,7 @@ export class SessionLog {
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
   ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null; undelivered: Undelivered; scope: LogScope }> {
-    return previewContext(this.#log, id, requirement);
+    return readAgainIfGone(() => previewContext(this.#log, id, requirement));
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */
@@ -215,7 +216,7 @@ export class SessionLog {
    * Reads from the tail, so the newest page costs the same however long the session is.
    */
   async listItems(id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
-    return listItems(this.#log, id, options);
+    return readAgainIfGone(() => listItems(this.#log, id, options));
   }
 
   /**
@@ -243,5 +244,19 @@ export class SessionLog {
    */
   async revokeTokens(id: string): Promise<number> {
     return revokeTokens(this.#log, id);
+  }
+}
+
+/**
+ * Runs a read once more when it found the log inconsistent: a delete sweeping the session
+ * meanwhile looks like that, and the second read then finds no session (404). A log that is
+ * really corrupt fails again (500).
+ */
+async function readAgainIfGone<Result>(read: () => Promise<Result>): Promise<Result> {
+  try {
+    return await read();
+  } catch (error) {
+    if (!(error instanceof CorruptObjectError)) throw error;
+    return read();
   }
 }

@@ -22,6 +22,12 @@ export class MemoryStore implements ObjectStore {
   /** Every key in byte order, so a list costs O(log n + limit), not a sort of the store. */
   readonly #sorted = new SortedKeys();
   #version = 0;
+  readonly #clock: () => Date;
+
+  /** `clock` stamps `uploaded` (the store's own time, as a real store's clock would). */
+  constructor(options: { clock?: () => Date } = {}) {
+    this.#clock = options.clock ?? (() => new Date());
+  }
 
   async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
     const entry = this.#entries.get(key);
@@ -45,7 +51,7 @@ export class MemoryStore implements ObjectStore {
       key,
       size: bytes.length,
       etag: `"${sha256Hex(bytes).slice(0, 16)}-${this.#version}"`,
-      uploaded: new Date(),
+      uploaded: this.#clock(),
       metadata: { ...(options.metadata ?? {}) },
     };
     if (!existing) this.#sorted.insert(key);

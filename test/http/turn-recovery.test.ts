@@ -8,6 +8,7 @@ import { SessionLog } from '../../lib/session/session-log.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { runTurn, type TurnServices } from '../../lib/turn.ts';
 
 /**
@@ -39,9 +40,11 @@ function heldModel(): Model & { started: Promise<void>; release: () => void; fai
   };
 }
 
-function world(store: ObjectStore = new MemoryStore()) {
+function world(given?: ObjectStore) {
   let now = Date.parse('2026-01-01T00:00:00Z');
   const clock = () => new Date(now);
+  // The store keeps the same time as the service.
+  const store = given ?? new MemoryStore({ clock });
   const services = (model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox } => ({
     sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
     inbox: new Inbox(store, { clock, log: () => {} }),
@@ -160,6 +163,43 @@ describe('a failure after the claim', () => {
   });
 });
 
+describe('a completion whose answer was lost', () => {
+  it("is the turn's own: answered as stored, not as closed by someone else", async () => {
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory);
+    const { services } = world(faulty);
+    await services().sessions.create({ id: 's' });
+    // The completion lands but times out, and the read-back right after fails too.
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { after: true, times: 1 });
+    faulty.failWhen(({ operation, key }) => operation === 'get' && key.endsWith('.done'), { times: 1 });
+    const outcome = await runTurn(services(), 's', { input: 'hi' }).catch((error: unknown) => error);
+    // The client hears of the storage failure; the turn is stored once, completed.
+    expect(answer(outcome)).toEqual({ status: 503, code: 'storage_error' });
+    const next = await runTurn(services(), 's', { input: 'again' });
+    expect(next.turn).toBe(2);
+    const contents = (await services().sessions.listItems('s', { limit: 10 })).items.map((item) => (item.type === 'message' ? item.content : ''));
+    expect(contents).toEqual(['echo: again', 'again', 'echo: hi', 'hi']);
+  });
+});
+
+describe('an id deleted and created again', () => {
+  it('does not deliver notices left by a delete that stopped after removing the config', async () => {
+    const { store, services, advance } = world();
+    const client = services();
+    await client.sessions.create({ id: 's' });
+    await client.inbox.post('s', { name: 'old', content: 'for the old session only' });
+    // The delete stopped right after removing session.json; later the id is created again.
+    await store.delete(sessionConfigKey('', 's'));
+    advance(60_000);
+    const fresh = services();
+    await fresh.sessions.create({ id: 's' });
+    await fresh.inbox.post('s', { name: 'new', content: 'for the new session' });
+    const turn = await runTurn(fresh, 's', { input: 'hi' });
+    expect(turn.context.notices_delivered).toEqual(['new']);
+    expect(await fresh.inbox.listPending('s')).toEqual([]);
+  });
+});
+
 describe('notices a failed turn consumed', () => {
   it('are delivered by the next turn that succeeds, once, and the delivery record names it', async () => {
     const { services } = world();
@@ -179,6 +219,33 @@ describe('notices a failed turn consumed', () => {
     expect(after.context.notices_delivered).toEqual([]);
     await services().inbox.recordCarrier('s', [{ stored_as: '0001-budget.md' }], next.turn);
     expect(await services().inbox.listDelivered('s')).toMatchObject([{ name: '0001-budget.md', turn: next.turn }]);
+  });
+});
+
+describe('notices of turns closed by someone else', () => {
+  it('go to the next turn that succeeds, even when the turn that took them over is cancelled too', async () => {
+    const { services } = world();
+    const first = heldModel();
+    const owner = services(first);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    await owner.inbox.post('s', { name: 'n1', content: 'budget low' });
+    const one = runTurn(owner, 's', { input: 'one' }).catch((error: unknown) => error);
+    await first.started;
+    await services().sessions.cancelTurn('s', 1);
+    const second = heldModel();
+    const two = runTurn(services(second), 's', { input: 'two' }).catch((error: unknown) => error);
+    await second.started;
+    // Turn 2 took n1 over from turn 1, and is cancelled in turn.
+    expect((await services().inbox.listDelivered('s')).map((record) => record.turn)).toEqual([2]);
+    await services().sessions.cancelTurn('s', 2);
+    first.release();
+    second.release();
+    expect(answer(await one).code).toBe('turn_cancelled');
+    expect(answer(await two).code).toBe('turn_cancelled');
+    const three = await runTurn(services(), 's', { input: 'three', model: 'echo' });
+    expect(three.context.notices_delivered).toEqual(['n1']);
+    const four = await runTurn(services(), 's', { input: 'four', model: 'echo' });
+    expect(four.context.notices_delivered).toEqual([]);
   });
 });
 

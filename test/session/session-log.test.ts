@@ -11,6 +11,7 @@ import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
@@ -394,6 +395,34 @@ describe('SessionLog: storage faults', () => {
     expect(store.injected).toBe(3);
     expect((await log.listItems('s1', { limit: 10 })).items.map((item) => item.seq)).toEqual([4, 3, 2, 1]);
     expect(await log.get('s1')).toMatchObject({ counts: { items: 4, turns: 1 } });
+  });
+
+  it('stores an append once when its put landed but was answered refused, and another append came first', async () => {
+    const memory = new MemoryStore();
+    const other = new SessionLog(memory);
+    await other.create({ id: 's1' });
+    // The first record put lands but answers null (an adapter's retry meeting its own write:
+    // 412), and meanwhile another writer appends.
+    let armed = true;
+    const store = new FaultyStore(memory);
+    const refusing: ObjectStore = {
+      get: (key, options) => store.get(key, options),
+      head: (key) => store.head(key),
+      list: (prefix, options) => store.list(prefix, options),
+      delete: (keys) => store.delete(keys),
+      put: async (key, body, options) => {
+        const result = await store.put(key, body, options);
+        if (armed && result && isRecordPut({ operation: 'put', key })) {
+          armed = false;
+          await other.append('s1', [user('B')]);
+          return null;
+        }
+        return result;
+      },
+    };
+    expect(await new SessionLog(refusing).append('s1', [user('A')])).toMatchObject({ first_seq: 1 });
+    const contents = (await other.listItems('s1', { limit: 10 })).items.map((item) => (item.type === 'message' ? item.content : ''));
+    expect(contents).toEqual(['B', 'A']);
   });
 
   it('stores nothing and reports the error when a record put fails before landing', async () => {

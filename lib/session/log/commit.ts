@@ -4,7 +4,7 @@ import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
 import type { ObjectInfo } from '../../store/object-store.ts';
 import { doneKey, recordKey, type LogScope } from '../keys.ts';
-import { doneSchema, MAX_OPEN_CALLS, parseStored, type ContextStart, type DoneRecord, type LogItem, type LogRecord, type SessionConfig, type TurnStatus, type Undelivered } from '../records.ts';
+import { doneSchema, MAX_OPEN_CALLS, parseStored, recordSchema, type ContextStart, type DoneRecord, type LogItem, type LogRecord, type SessionConfig, type TurnStatus, type Undelivered } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../turn-errors.ts';
 import { TurnInProgressError } from '../turn-in-progress-error.ts';
@@ -99,6 +99,7 @@ export async function beginTurn(
     context: record.context ?? null,
     contextMoved: false,
     readPastView: false,
+    writer: crypto.randomUUID(),
     ...(keyHash ? { keyHash } : {}),
     ...(options.requestHash ? { requestHash: options.requestHash } : {}),
     openCalls: record.open_calls ?? null,
@@ -117,7 +118,7 @@ export async function completeTurn(
   const createdAt = log.clock().toISOString();
   const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
   const items = stored as LogItem[];
-  const writer = crypto.randomUUID();
+  const writer = turn.writer;
   const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
   const done: DoneRecord = {
     format: 'tailgate.done.v1',
@@ -249,14 +250,31 @@ export async function commit(
       ...(openAfter ? { open_calls: openAfter } : {}),
       ...(isEmpty(undelivered) ? {} : { undelivered }),
     };
-    let put: ObjectInfo | null;
+    const key = recordKey(scope, number);
+    let landed: boolean;
     try {
-      put = await log.store.put(recordKey(scope, number), JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' });
+      landed = (await log.store.put(key, JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' })) !== null;
     } catch (error) {
       failure = { error };
-      continue;
+      landed = false;
     }
-    if (put) {
+    if (!landed) {
+      // Refused or failed, the put may still have landed (a lost answer, an adapter's retry
+      // meeting its own write): the key itself says whose record it is.
+      const ours = await log.store.get(key).then(
+        (object) => (object ? parseStored(key, object.body, recordSchema).writer === writer : false),
+        () => undefined,
+      );
+      if (ours) {
+        landed = true;
+        failure = null;
+      } else if (failure) {
+        // Not there: nothing was stored. Unknown: the next head read tells (above).
+        if (ours === false) throw (failure as { error: unknown }).error;
+        continue;
+      }
+    }
+    if (landed) {
       // The records the claim has read (carried, or at least the previous one): the tail read
       // continues below them with the claim's own listing.
       const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);

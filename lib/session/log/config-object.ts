@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { NotFoundError, StorageError } from '../../errors.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
+import { decodeUtf8 } from '../../store/object-store.ts';
 import { toolSchema } from '../../items.ts';
 import { doneKey, generationSchemaPattern, newGeneration, sessionConfigKey, sessionPrefix, validateId, type LogScope } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
@@ -44,10 +46,11 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     tools: fields.tools ?? [],
     metadata: fields.metadata ?? {},
   };
-  const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(config), {
-    onlyIfAbsent: true,
-    contentType: 'application/json',
-  });
+  const key = sessionConfigKey(log.keyPrefix, id);
+  // The generation is random: a config carrying ours is our write, whatever its put answered.
+  const written = await putCreateOnly(log.store, key, JSON.stringify(config), { contentType: 'application/json' }, (object) =>
+    decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+  );
   if (!written) throw new SessionExistsError(id);
   return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
 }
@@ -103,15 +106,19 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     if (error instanceof NotFoundError) await sweep(log, id);
     throw error;
   }
-  const { newest, scope } = head;
+  const { scope } = head;
   // The completion that closes an open turn stays as its fence: the turn's own completion
   // is refused by it (and answered 404) instead of landing where the sweep has been.
   const keep = new Set<string>();
-  if (newest && newest.record.kind === 'turn' && !newest.done) {
+  const fence = async (newest: Awaited<ReturnType<typeof readHead>>['newest']) => {
+    if (!newest || newest.record.kind !== 'turn' || newest.done) return;
     await closeTurn(log, scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
     keep.add(doneKey(scope, newest.record.record));
-  }
+  };
+  await fence(head.newest);
   await log.store.delete(configKey);
+  // A turn claimed between the first read and the config's deletion is fenced too.
+  await fence((await readNewest(log, scope)).newest);
   await sweep(log, id, keep);
 }
 

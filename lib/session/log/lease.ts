@@ -1,4 +1,6 @@
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
+import { decodeUtf8 } from '../../store/object-store.ts';
 import { doneKey, leaseKey, type LogScope } from '../keys.ts';
 import { doneSchema, leaseSchema, parseStored, type DoneRecord, type LogRecord, type TurnStatus, type Undelivered } from '../records.ts';
 import { LEASE_EXPIRED, TURN_CANCELLED, TurnNotOpenError } from '../turn-errors.ts';
@@ -59,10 +61,12 @@ export async function closeTurn(log: LogContext, scope: LogScope, record: LogRec
     notices: carried.notices,
     lost_turns: record.turn !== undefined ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }] : carried.lost_turns,
   };
+  const writer = crypto.randomUUID();
   const done: DoneRecord = {
     format: 'tailgate.done.v1',
     record: record.record,
     completed_at: log.clock().toISOString(),
+    writer,
     status: outcome.status,
     items: [],
     counts: record.counts,
@@ -70,11 +74,11 @@ export async function closeTurn(log: LogContext, scope: LogScope, record: LogRec
     ...(record.open_calls ? { open_calls: record.open_calls } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
-  const put = await log.store.put(doneKey(scope, record.record), JSON.stringify(done), {
-    onlyIfAbsent: true,
-    contentType: 'application/json',
-  });
-  return put ? done : null;
+  const key = doneKey(scope, record.record);
+  const written = await putCreateOnly(log.store, key, JSON.stringify(done), { contentType: 'application/json' }, (object) =>
+    decodeUtf8(object.body).includes(`"writer":"${writer}"`),
+  );
+  return written ? done : null;
 }
 
 /** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */

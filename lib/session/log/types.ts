@@ -66,6 +66,11 @@ export interface OpenTurn {
   contextMoved: boolean;
   /** Set by `readContext` when the tail read went past the view (see `needsView`). */
   readPastView: boolean;
+  /**
+   * A random id every completion this handle writes carries: a completion refused because it
+   * is already there, but carrying this id, is this turn's own (an earlier answer was lost).
+   */
+  writer: string;
   /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
   keyHash?: string;
   requestHash?: string;

@@ -23,6 +23,8 @@ import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
+import { openaiRoutes } from './routes/openai/index.ts';
+import { withOpenAIErrors } from './routes/openai/errors.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -45,7 +47,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
   const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
   const app = createRouter();
-  app.onError(createErrorHandler(log));
+  app.onError(withOpenAIErrors(createErrorHandler(log), log));
   app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
 
   app.route('/', serviceRoutes());
@@ -111,6 +113,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
   app.route('/', tokenRoutes(clock));
+  app.route('/', openaiRoutes());
   registerOpenApi(app);
   scopes = declaredScopes(app);
   return app;

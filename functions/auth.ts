@@ -5,6 +5,7 @@ import { TailgateError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
+import { parseResponseId } from '../lib/openai/ids.ts';
 import type { AppEnv } from './router.ts';
 import { ADMIN, grants, scopeSchema, signingKey, TokenRejection, verifyToken, type Principal, type Scope } from './tokens.ts';
 
@@ -57,8 +58,13 @@ export interface RouteAccess {
   /** `METHOD /path/:param`, as the route was registered. */
   route: string;
   scope: Scope;
-  /** The `:id` of a `/v1/sessions/:id[/...]` route (null elsewhere). */
+  /** The `:id` of a `/v1/sessions/:id[/...]` route, the session of a conversation or response id (null elsewhere). */
   sessionId: string | null;
+  /**
+   * The session is in the request body or a header (POST /v1/responses, chat completions,
+   * new conversations): the handler checks a bound token with `authorizeSession`.
+   */
+  deferred?: true;
 }
 
 /** `METHOD /path/:param` -> the scope its createRoute `security` declares. */
@@ -76,21 +82,41 @@ export function declaredScopes(app: OpenAPIHono<AppEnv>): ScopeTable {
 }
 
 const SESSION_ROUTE = /^\/v1\/sessions\/:id(\/|$)/;
+/** OpenAI-compatible routes whose `:id` names a session: a conversation id is a session id. */
+const CONVERSATION_ROUTE = /^\/v1\/conversations\/:id(\/|$)/;
+const RESPONSE_ROUTE = /^\/v1\/responses\/:id(\/|$)/;
+/** OpenAI-compatible routes whose session (if any) is named in the request, not the path. */
+const DEFERRED_ROUTES: ReadonlySet<string> = new Set(['POST /v1/responses', 'POST /v1/chat/completions', 'POST /v1/conversations']);
 
 /** The matched route's access; a route without a declared scope needs `admin`. */
 function routeAccess(c: Context, table: ScopeTable): RouteAccess {
   const matched = matchedRoutes(c).find((route) => route.method !== 'ALL');
   const route = matched ? `${matched.method} ${matched.path}` : `${c.req.method} ${c.req.path}`;
   let sessionId: string | null = null;
-  if (matched && SESSION_ROUTE.test(matched.path)) {
+  if (matched && (SESSION_ROUTE.test(matched.path) || CONVERSATION_ROUTE.test(matched.path) || RESPONSE_ROUTE.test(matched.path))) {
     const segment = c.req.path.split('/')[3] ?? '';
     try {
       sessionId = decodeURIComponent(segment);
     } catch {
       sessionId = segment;
     }
+    // A response id names its session; one that is not a response id names none of them.
+    if (RESPONSE_ROUTE.test(matched.path)) sessionId = parseResponseId(sessionId)?.sessionId ?? '';
   }
-  return { route, scope: table.get(route) ?? 'admin', sessionId };
+  const scope = table.get(route) ?? 'admin';
+  return DEFERRED_ROUTES.has(route) ? { route, scope, sessionId, deferred: true } : { route, scope, sessionId };
+}
+
+/**
+ * For the routes whose session is named in the request (`RouteAccess.deferred`): 403 unless
+ * the token may act on `sessionId` (null: the request starts a new session or touches none,
+ * which a token bound to a session may not do).
+ */
+export function authorizeSession(c: Context<AppEnv>, sessionId: string | null): void {
+  const bound = c.var.principal.sessionId;
+  if (bound === null || sessionId === bound) return;
+  const message = sessionId === null ? `this token is bound to session ${bound} and cannot start or use another one` : `this token is bound to session ${bound}, not ${sessionId}`;
+  throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
 }
 
 /** 403 unless `principal` may use the route: the scope first, then the session binding. */
@@ -101,7 +127,7 @@ function authorize(principal: Principal, access: RouteAccess): void {
     });
   }
   const bound = principal.sessionId;
-  if (bound !== null && access.sessionId !== bound) {
+  if (bound !== null && !access.deferred && access.sessionId !== bound) {
     const message = access.sessionId === null ? `this token is bound to session ${bound} and works only on its routes` : `this token is bound to session ${bound}, not ${access.sessionId}`;
     throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
   }

@@ -139,7 +139,7 @@ export const turnResponseSchema = z
     session_id: z.string(),
     turn: z.number().int(),
     output: z.array(storedItemOutSchema),
-    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int(), cached_input_tokens: z.number().int().optional() }),
     context: turnContextSchema,
   })
   .meta({ id: 'TurnResponse' });

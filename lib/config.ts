@@ -79,6 +79,8 @@ export const serviceEnvSchema = z.object({
     z.number().int().min(0).max(10).default(1),
   ),
   SUMMARY_MODEL: optionalText(),
+  // `name=provider:model,...`: model names the OpenAI-compatible API accepts besides tailgate ids.
+  MODEL_ALIASES: optionalText(),
   SUMMARY_PROMPT: optionalText(),
   OPENAI_API_KEY: optionalText(),
   OPENAI_BASE_URL: optionalText(),
@@ -116,6 +118,8 @@ export interface ServiceConfig {
   summaryModel: string | undefined;
   /** The summary model's instructions (default: lib/compaction DEFAULT_SUMMARY_PROMPT). */
   summaryPrompt: string | undefined;
+  /** Model names the OpenAI-compatible API maps to tailgate model ids (MODEL_ALIASES). */
+  modelAliases: Record<string, string>;
   /** Provider settings, by their env names, for lib/models. */
   providers: Record<string, string | undefined>;
   s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
@@ -162,6 +166,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     modelMaxRetries: value.MODEL_MAX_RETRIES,
     summaryModel: value.SUMMARY_MODEL,
     summaryPrompt: value.SUMMARY_PROMPT,
+    modelAliases: parseModelAliases(value.MODEL_ALIASES),
     providers: {
       OPENAI_API_KEY: value.OPENAI_API_KEY,
       OPENAI_BASE_URL: value.OPENAI_BASE_URL,
@@ -178,6 +183,28 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
     },
   };
+}
+
+/**
+ * `gpt-4.1-mini=openai:gpt-4.1-mini, claude=anthropic:claude-sonnet-4-5` -> a map. A pair
+ * without `=`, an empty side or a name given twice is `not_configured` naming MODEL_ALIASES.
+ *
+ * @example parseModelAliases('claude=anthropic:claude-sonnet-4-5') // { claude: 'anthropic:claude-sonnet-4-5' }
+ */
+export function parseModelAliases(text: string | undefined): Record<string, string> {
+  const aliases: Record<string, string> = {};
+  if (text === undefined) return aliases;
+  for (const pair of text.split(',')) {
+    if (pair.trim() === '') continue;
+    const equals = pair.indexOf('=');
+    const name = equals > 0 ? pair.slice(0, equals).trim() : '';
+    const target = equals > 0 ? pair.slice(equals + 1).trim() : '';
+    if (name === '' || target === '' || Object.hasOwn(aliases, name)) {
+      throw new NotConfiguredError(`invalid setting MODEL_ALIASES: "${pair.trim()}" is not a new name=provider:model pair`, { variable: 'MODEL_ALIASES' });
+    }
+    aliases[name] = target;
+  }
+  return aliases;
 }
 
 /**

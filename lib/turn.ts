@@ -108,7 +108,8 @@ export interface TurnResponse {
 }
 
 export type TurnEvent =
-  | { event: 'turn.started'; data: { turn: number } }
+  /** `first_seq`: the seq the turn's first output item gets. */
+  | { event: 'turn.started'; data: { turn: number; first_seq: number } }
   | { event: 'output_text.delta'; data: { delta: string } }
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }
@@ -398,9 +399,9 @@ async function executeTurn(
       ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     };
-    emit?.({ event: 'turn.started', data: { turn: turn.turn } });
     // completeTurn numbers the output right after the input; the response says so up front.
     const firstSeq = turn.counts.items + 1;
+    emit?.({ event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } });
     const result = emit ? await streamModel(plan.model, modelRequest, firstSeq, emit) : await plan.model.generate(modelRequest);
 
     const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
@@ -486,7 +487,7 @@ function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (eve
   }
   const response = begun.response as TurnResponse;
   if (emit) {
-    emit({ event: 'turn.started', data: { turn: response.turn } });
+    emit({ event: 'turn.started', data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 } });
     for (const item of response.output) {
       if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: item.content } });
       emit({ event: 'output_item.done', data: { item } });

@@ -26,7 +26,7 @@ const takeTurnRoute = createRoute({
   request: { params: sessionIdParamsSchema, headers: turnHeadersSchema, body: jsonBody(turnRequestSchema) },
   responses: {
     200: {
-      description: 'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started, output_text.delta, output_item.done, turn.completed or error',
+      description: 'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started (`{turn, first_seq}`, the seq of the first output item), output_text.delta, output_item.done, turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
     ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),

@@ -22,6 +22,8 @@ export interface ModelRequest {
 export interface ModelUsage {
   input_tokens: number;
   output_tokens: number;
+  /** Input tokens the provider read from its prompt cache, when it reports some (absent: none). */
+  cached_input_tokens?: number;
 }
 
 export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCallItem;

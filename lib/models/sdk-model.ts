@@ -167,7 +167,8 @@ function toOutput(text: string, calls: ModelOutputItem[]): ModelOutputItem[] {
 }
 
 function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
-  return { input_tokens: usage?.inputTokens ?? 0, output_tokens: usage?.outputTokens ?? 0 };
+  const cached = usage?.inputTokenDetails?.cacheReadTokens;
+  return { input_tokens: usage?.inputTokens ?? 0, output_tokens: usage?.outputTokens ?? 0, ...(cached ? { cached_input_tokens: cached } : {}) };
 }
 
 /** Resolves like `promise`, or rejects as soon as `signal` aborts. */

@@ -683,7 +683,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const events = parseSse(response.body);
       const names = events.map((event) => event.event);
       expect(names[0]).toBe('turn.started');
-      expect(events[0]!.data).toEqual({ turn: 1 });
+      expect(events[0]!.data).toEqual({ turn: 1, first_seq: 2 });
       expect(names.at(-1)).toBe('turn.completed');
       expect(names.at(-2)).toBe('output_item.done');
       const deltas = events.filter((event) => event.event === 'output_text.delta').map((event) => event.data.delta);

@@ -39,6 +39,10 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/tokens': 'admin',
   'POST /v1/sessions/{id}/tokens/revoke': 'admin',
   'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
+  'POST /v1/responses': 'session:turn',
+  'GET /v1/responses/{id}': 'session:read',
+  'GET /v1/responses/{id}/input_items': 'session:read',
+  'DELETE /v1/responses/{id}': 'admin',
 };
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
@@ -50,7 +54,17 @@ const SAMPLE_BODIES: Record<string, () => unknown> = {
   'POST /v1/sessions/{id}/compact': () => ({}),
   'POST /v1/sessions/{id}/inbox': () => ({ name: '0001-budget.md', content: 'Budget left: 2 USD' }),
   'POST /v1/tokens': () => ({ scopes: ['inbox:read'] }),
+  // Starts a new session: only a token bound to no session may.
+  'POST /v1/responses': () => ({ model: 'echo', input: 'hello' }),
 };
+
+/** The OpenAI-compatible routes whose `{id}` names the session: a response id of turn 1 of it. */
+const RESPONSE_ROUTE = /^\/v1\/responses\/\{id\}/;
+
+function concretePath(path: string, id: string): string {
+  const sessionPath = RESPONSE_ROUTE.test(path) ? path.replace('{id}', `resp_${id}_1_1_2`) : path.replace('{id}', id);
+  return sessionPath.replace('{name}', '0001-budget.md').replace('{turn}', '1');
+}
 
 interface Operation {
   key: string;
@@ -305,13 +319,13 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
           if ((await call(null, operation.method, operation.path)).status !== 200) failures.push(`${operation.key} is public but refused`);
           continue;
         }
-        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}');
+        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}') || RESPONSE_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
             const id = await createSession();
             const boundTo = binding === 'own' ? id : binding === 'other' ? await createSession() : undefined;
             const token = await mint({ scopes: [scope], ...(boundTo ? { session_id: boundTo } : {}) });
-            const path = operation.path.replace('{id}', id).replace('{name}', '0001-budget.md').replace('{turn}', '1');
+            const path = concretePath(operation.path, id);
             const sample = SAMPLE_BODIES[operation.key];
             const body = sample ? sample() : operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined;
             const result = await call(token, operation.method, path, body);

@@ -1,0 +1,91 @@
+import type { Context, ErrorHandler } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { errorBody } from '../../error-handler.ts';
+
+/**
+ * Errors of the OpenAI-compatible API in OpenAI's shape, `{error: {message, type, param,
+ * code}}`, with the statuses the rest of the API uses (functions/error-handler.ts), so the
+ * official clients raise their typed errors (BadRequestError, NotFoundError, ...).
+ */
+
+/** An error only the OpenAI-compatible API has (its own code, e.g. model_not_found). */
+export class OpenAIApiError extends Error {
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly code: string,
+    message: string,
+    readonly param: string | null = null,
+    readonly details?: unknown,
+  ) {
+    super(message);
+    this.name = 'OpenAIApiError';
+  }
+}
+
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null; details?: unknown };
+}
+
+/** The paths of the OpenAI-compatible API. */
+export const OPENAI_PATH = /^\/v1\/(responses|conversations|chat\/completions)(\/|$)/;
+
+function errorType(status: number): string {
+  if (status === 401) return 'authentication_error';
+  if (status === 403) return 'permission_error';
+  if (status === 429) return 'rate_limit_error';
+  return status >= 500 ? 'server_error' : 'invalid_request_error';
+}
+
+/** `input.0.role` -> `input[0].role` (OpenAI's way of naming a field). */
+function paramOf(details: unknown): string | null {
+  const field = (details as { field?: unknown } | undefined)?.field;
+  if (typeof field !== 'string' || field === '' || field === 'body') return null;
+  return field.replace(/^body\./, '').replaceAll(/\.(\d+)(?=\.|$)/g, '[$1]');
+}
+
+/** The status and OpenAI-shaped body of any thrown value (tailgate's codes are kept). */
+export function openaiErrorBody(error: unknown, log: (message: string, error: unknown) => void): { status: ContentfulStatusCode; body: OpenAIErrorBody } {
+  if (error instanceof OpenAIApiError) {
+    return {
+      status: error.status,
+      body: { error: { message: error.message, type: errorType(error.status), param: error.param, code: error.code, ...(error.details !== undefined ? { details: error.details } : {}) } },
+    };
+  }
+  const { status, body } = errorBody(error, log);
+  const { code, message, details } = body.error;
+  // OpenAI's answer to a prompt that does not fit the model's window.
+  if (code === 'context_too_large') {
+    return { status: 400, body: { error: { message, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded', details } } };
+  }
+  const unsupported = / unknown field$/.test(message);
+  const param = paramOf(details);
+  return {
+    status,
+    body: {
+      error: {
+        message: unsupported && param ? `${param}: this field is not supported by tailgate` : message,
+        type: errorType(status),
+        param,
+        code,
+        ...(details !== undefined && status < 500 ? { details } : {}),
+      },
+    },
+  };
+}
+
+/**
+ * The app's error handler, answering in OpenAI's shape on the OpenAI-compatible paths and
+ * with `fallback` (tailgate's shape) everywhere else.
+ */
+export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, error: unknown) => void): ErrorHandler {
+  return (error, c: Context) => {
+    if (!OPENAI_PATH.test(c.req.path)) return fallback(error, c);
+    const { status, body } = openaiErrorBody(error, log);
+    return c.json(body, status);
+  };
+}
+
+/** 404 for an unknown path under the OpenAI-compatible API, in its shape. */
+export function openaiNotFound(c: Context): Response {
+  return c.json({ error: { message: `no route for ${c.req.method} ${c.req.path}`, type: 'invalid_request_error', param: null, code: 'not_found' } }, 404);
+}

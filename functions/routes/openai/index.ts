@@ -1,0 +1,10 @@
+import { createRouter } from '../../router.ts';
+import { responseRoutes } from './responses.ts';
+
+/**
+ * The OpenAI-compatible API: the routes the official clients call, over sessions. Errors on
+ * these paths are answered in OpenAI's shape (./errors.ts, installed by functions/app.ts).
+ */
+export function openaiRoutes() {
+  return createRouter().route('/', responseRoutes());
+}

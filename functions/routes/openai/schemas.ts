@@ -1,0 +1,93 @@
+import { z } from 'zod';
+
+/**
+ * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
+ * what tailgate does. Objects are strict, so a field tailgate does not support (`reasoning`,
+ * `prompt`, `top_p`...) is a 400 whose `param` names it instead of being ignored; fields that
+ * clients send with their default value are accepted with that value only.
+ */
+
+const textPart = z.object({ type: z.enum(['input_text', 'output_text']), text: z.string(), annotations: z.array(z.unknown()).optional(), logprobs: z.array(z.unknown()).optional() }).strict();
+
+const itemFields = {
+  id: z.string().max(256).optional(),
+  status: z.enum(['in_progress', 'completed', 'incomplete']).optional(),
+};
+
+const messageInput = z
+  .object({
+    type: z.literal('message').optional(),
+    role: z.enum(['user', 'assistant', 'system', 'developer']),
+    content: z.union([z.string(), z.array(textPart).min(1)], { error: 'must be a string or text parts (input_text, output_text); only text is supported' }),
+    ...itemFields,
+  })
+  .strict();
+
+const functionCallInput = z
+  .object({ type: z.literal('function_call'), call_id: z.string().min(1).max(256), name: z.string().min(1).max(256), arguments: z.string(), ...itemFields })
+  .strict();
+
+const functionCallOutputInput = z
+  .object({
+    type: z.literal('function_call_output'),
+    call_id: z.string().min(1).max(256),
+    output: z.union([z.string(), z.array(z.object({ type: z.literal('input_text'), text: z.string() }).strict())]),
+    ...itemFields,
+  })
+  .strict();
+
+export const responseInputItemSchema = z.union([messageInput, functionCallInput, functionCallOutputInput]);
+
+export const functionToolSchema = z
+  .object({
+    type: z.literal('function', { error: 'only function tools are supported (no built-in tools)' }),
+    name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+    description: z.string().max(4096).nullable().optional(),
+    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    strict: z.boolean().nullable().optional(),
+  })
+  .strict();
+
+const modelSchema = z.string().min(1).max(200).meta({ description: 'A tailgate model id (`echo`, `openai:gpt-4.1-mini`) or a MODEL_ALIASES name.', example: 'echo' });
+
+export const responseCreateSchema = z
+  .object({
+    model: modelSchema,
+    input: z.union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)]),
+    instructions: z.string().nullable().optional(),
+    tools: z.array(functionToolSchema).max(512).optional(),
+    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
+    previous_response_id: z.string().min(1).max(200).nullable().optional(),
+    conversation: z.union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()]).nullable().optional(),
+    store: z.boolean().nullable().optional(),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z.object({ include_obfuscation: z.boolean().optional() }).strict().nullable().optional(),
+    max_output_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
+    temperature: z.number().min(0).max(2).nullable().optional(),
+    metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
+    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
+    truncation: z.literal('disabled', { error: 'only "disabled" is supported' }).nullable().optional(),
+    text: z.object({ format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional() }).strict().nullable().optional(),
+    include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
+    background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIResponseCreate' });
+export type ResponseCreateBody = z.infer<typeof responseCreateSchema>;
+
+export const responseIdParamsSchema = z.object({
+  id: z.string().min(1).max(200).meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
+});
+
+export const inputItemsQuerySchema = z.object({
+  limit: z.coerce.number().int().min(1).max(100).optional(),
+  order: z.enum(['asc', 'desc']).optional(),
+  after: z.string().max(200).optional(),
+});
+
+/** Answers of the OpenAI-compatible API are OpenAI's objects (see the `openai` package's types). */
+export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: 'OpenAIObject' });
+
+export const openaiErrorSchema = z
+  .object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }) })
+  .meta({ id: 'OpenAIError' });

@@ -1,0 +1,69 @@
+/**
+ * The ids of the OpenAI-compatible API (functions/routes/openai/). A conversation is a
+ * session and a response is one of its turns, so every id names what it points at and no
+ * index is needed to find it:
+ *
+ * - conversation: the session id itself (`[A-Za-z0-9_-]{1,64}`); sessions the facade creates
+ *   are named `conv_<24 hex>`.
+ * - response: `resp_<session>_<turn>_<first input seq>_<first output seq>`. The turn number
+ *   says whether the response is the session's newest turn; the two seqs locate its input
+ *   and output items in the history. The numbers are the last three `_` fields, so a session
+ *   id holding `_` parses back unchanged.
+ * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
+ *   `fco_<session>_<seq>` (function call outputs).
+ *
+ * Ids of responses that are not stored (`store: false`, chat completions) are random.
+ */
+
+const SESSION = /^[A-Za-z0-9_-]{1,64}$/;
+const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})$/;
+const ITEM = /^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
+
+export interface ResponseRef {
+  sessionId: string;
+  turn: number;
+  /** Seq of the first input item of the turn. */
+  inputSeq: number;
+  /** Seq of the first output item (input seq + the number of input items). */
+  outputSeq: number;
+}
+
+export type ItemKind = 'message' | 'function_call' | 'function_call_output';
+
+const ITEM_PREFIX: Record<ItemKind, string> = { message: 'msg', function_call: 'fc', function_call_output: 'fco' };
+
+export function responseId(ref: ResponseRef): string {
+  return `resp_${ref.sessionId}_${ref.turn}_${ref.inputSeq}_${ref.outputSeq}`;
+}
+
+/** The parts of a response id, or undefined when it is not one of ours. */
+export function parseResponseId(id: string): ResponseRef | undefined {
+  const match = RESPONSE.exec(id);
+  if (!match) return undefined;
+  const [turn, inputSeq, outputSeq] = [Number(match[2]), Number(match[3]), Number(match[4])];
+  if (turn < 1 || inputSeq < 1 || outputSeq <= inputSeq) return undefined;
+  return { sessionId: match[1]!, turn, inputSeq, outputSeq };
+}
+
+export function itemId(kind: ItemKind, sessionId: string, seq: number): string {
+  return `${ITEM_PREFIX[kind]}_${sessionId}_${seq}`;
+}
+
+/** The session and seq of an item id, or undefined. */
+export function parseItemId(id: string): { kind: ItemKind; sessionId: string; seq: number } | undefined {
+  const match = ITEM.exec(id);
+  if (!match) return undefined;
+  const kind = (Object.keys(ITEM_PREFIX) as ItemKind[]).find((key) => ITEM_PREFIX[key] === match[1])!;
+  const seq = Number(match[3]);
+  return seq >= 1 ? { kind, sessionId: match[2]!, seq } : undefined;
+}
+
+export function isSessionId(id: string): boolean {
+  return SESSION.test(id);
+}
+
+/** `<prefix>_<24 hex>`: the id of a new conversation, or of anything that is not stored. */
+export function randomId(prefix: string): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  return `${prefix}_${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+}

@@ -1,0 +1,224 @@
+import type {
+  Response,
+  ResponseFunctionToolCall,
+  ResponseInputItem,
+  ResponseItem,
+  ResponseOutputItem,
+  ResponseOutputMessage,
+  ResponseStreamEvent,
+  ResponseUsage,
+} from 'openai/resources/responses/responses';
+import { InvalidRequestError } from '../errors.ts';
+import type { Item, StoredItem } from '../items.ts';
+import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
+
+/**
+ * Pure mapping between OpenAI's Responses API shapes (the `openai` package's types) and
+ * tailgate items and turns. No I/O: functions/routes/openai/ does the HTTP and storage.
+ */
+
+/** An input item as the request schema (functions/routes/openai/schemas.ts) validated it. */
+export type InputItemBody =
+  | { type?: 'message'; role: 'user' | 'assistant' | 'system' | 'developer'; content: string | { type: 'input_text' | 'output_text'; text: string }[] }
+  | { type: 'function_call'; call_id: string; name: string; arguments: string }
+  | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] };
+
+/**
+ * The request input as tailgate items, with the leading system and developer messages taken
+ * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
+ * A system message after the first other item is refused.
+ */
+export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: Item[] } {
+  if (typeof input === 'string') return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
+  const instructions: string[] = [];
+  const items: Item[] = [];
+  input.forEach((entry, index) => {
+    if (entry.type === 'function_call') items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
+    else if (entry.type === 'function_call_output') items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
+    else if (entry.role === 'system' || entry.role === 'developer') {
+      if (items.length > 0) {
+        throw new InvalidRequestError(`input[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`, { field: `input.${index}.role` });
+      }
+      instructions.push(textOf(entry.content));
+    } else items.push({ type: 'message', role: entry.role, content: textOf(entry.content) });
+  });
+  return { instructions, items };
+}
+
+function textOf(content: string | { text: string }[]): string {
+  return typeof content === 'string' ? content : content.map((part) => part.text).join('\n');
+}
+
+/** A model's output item in OpenAI's shape, under the given id. */
+export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
+  if (item.type === 'function_call') return functionCall(item, id);
+  return message(item.content, id);
+}
+
+function message(text: string, id: string, status: ResponseOutputMessage['status'] = 'completed'): ResponseOutputMessage {
+  return { type: 'message', id, status, role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
+}
+
+function functionCall(item: { call_id: string; name: string; arguments: string }, id: string, status: NonNullable<ResponseFunctionToolCall['status']> = 'completed'): ResponseFunctionToolCall & { id: string; status: NonNullable<ResponseFunctionToolCall['status']> } {
+  return { type: 'function_call', id, call_id: item.call_id, name: item.name, arguments: item.arguments, status };
+}
+
+/** A stored history item as an item of `input_items` or a conversation's item list. */
+export function storedItem(item: StoredItem, id: string): ResponseItem {
+  if (item.type === 'function_call') return functionCall(item, id);
+  if (item.type === 'function_call_output') {
+    return { type: 'function_call_output', id, call_id: item.call_id, output: item.output, status: 'completed' };
+  }
+  if (item.role === 'assistant') return message(item.content, id);
+  return { type: 'message', id, role: item.role, status: 'completed', content: [{ type: 'input_text', text: item.content }] } as ResponseItem;
+}
+
+/** Tailgate's usage as OpenAI's (`cached_tokens` is what the provider reported, else 0). */
+export function usageOf(usage: ModelUsage): ResponseUsage {
+  return {
+    input_tokens: usage.input_tokens,
+    input_tokens_details: { cached_tokens: usage.cached_input_tokens ?? 0, cache_write_tokens: 0 },
+    output_tokens: usage.output_tokens,
+    output_tokens_details: { reasoning_tokens: 0 },
+    total_tokens: usage.input_tokens + usage.output_tokens,
+  };
+}
+
+/** What a response object is built from; everything else is fixed by what tailgate supports. */
+export interface ResponseFields {
+  id: string;
+  createdAt: Date;
+  status: NonNullable<Response['status']>;
+  model: string;
+  output: ResponseOutputItem[];
+  usage?: ResponseUsage;
+  instructions: string | null;
+  tools: Response['tools'];
+  toolChoice: 'auto' | 'none';
+  temperature: number | null;
+  maxOutputTokens: number | null;
+  metadata: Record<string, string> | null;
+  previousResponseId: string | null;
+  conversationId: string | null;
+  store: boolean;
+  error?: { code: string; message: string };
+  /** tailgate's own account of the turn (session, turn, notices, context counts). */
+  tailgate?: Record<string, unknown>;
+}
+
+export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };
+
+export function buildResponse(fields: ResponseFields): TailgateResponse {
+  const response: TailgateResponse = {
+    id: fields.id,
+    object: 'response',
+    created_at: Math.floor(fields.createdAt.getTime() / 1000),
+    status: fields.status,
+    access_programs: null,
+    background: false,
+    error: fields.error ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message } : null,
+    incomplete_details: null,
+    instructions: fields.instructions,
+    max_output_tokens: fields.maxOutputTokens,
+    metadata: fields.metadata,
+    model: fields.model,
+    output: fields.output,
+    output_text: outputText(fields.output),
+    parallel_tool_calls: true,
+    previous_response_id: fields.previousResponseId,
+    conversation: fields.conversationId === null ? null : { id: fields.conversationId },
+    store: fields.store,
+    temperature: fields.temperature,
+    text: { format: { type: 'text' } },
+    tool_choice: fields.toolChoice,
+    tools: fields.tools,
+    top_p: null,
+    truncation: 'disabled',
+    ...(fields.usage ? { usage: fields.usage } : {}),
+    ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
+  } as TailgateResponse;
+  return response;
+}
+
+/** The concatenated text of the output messages (the SDKs' `output_text`). */
+export function outputText(output: readonly ResponseOutputItem[]): string {
+  return output
+    .flatMap((item) => (item.type === 'message' ? item.content.flatMap((part) => (part.type === 'output_text' ? [part.text] : [])) : []))
+    .join('');
+}
+
+/** A stream event without its sequence number (the writer numbers them). */
+type UnnumberedEvent = ResponseStreamEvent extends infer Event ? (Event extends { sequence_number: number } ? Omit<Event, 'sequence_number'> : never) : never;
+
+/**
+ * Turns a turn's events into the official Responses event sequence: response.created and
+ * response.in_progress, then per output item output_item.added, content_part.added,
+ * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
+ * output_item.added, function_call_arguments.delta, function_call_arguments.done,
+ * output_item.done (a call), then response.completed or response.failed. Every event carries
+ * `sequence_number`, from 0.
+ */
+export class ResponseEventWriter {
+  #sequence = 0;
+  #index = 0;
+  #open: { id: string; text: string } | undefined;
+  readonly #itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string;
+  readonly #send: (event: ResponseStreamEvent) => void;
+
+  constructor(itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string, send: (event: ResponseStreamEvent) => void) {
+    this.#itemId = itemId;
+    this.#send = send;
+  }
+
+  #emit(event: UnnumberedEvent): void {
+    this.#send({ ...event, sequence_number: this.#sequence++ } as ResponseStreamEvent);
+  }
+
+  started(response: TailgateResponse): void {
+    this.#emit({ type: 'response.created', response });
+    this.#emit({ type: 'response.in_progress', response });
+  }
+
+  #openMessage(): { id: string; text: string } {
+    if (this.#open) return this.#open;
+    const id = this.#itemId(this.#index, { type: 'message' });
+    this.#open = { id, text: '' };
+    this.#emit({ type: 'response.output_item.added', output_index: this.#index, item: { ...message('', id, 'in_progress'), content: [] } });
+    this.#emit({ type: 'response.content_part.added', output_index: this.#index, item_id: id, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+    return this.#open;
+  }
+
+  delta(delta: string): void {
+    const open = this.#openMessage();
+    open.text += delta;
+    this.#emit({ type: 'response.output_text.delta', output_index: this.#index, item_id: open.id, content_index: 0, delta, logprobs: [] });
+  }
+
+  itemDone(item: ModelOutputItem): void {
+    if (item.type === 'message') {
+      const open = this.#openMessage();
+      const part = { type: 'output_text' as const, text: item.content, annotations: [], logprobs: [] };
+      this.#emit({ type: 'response.output_text.done', output_index: this.#index, item_id: open.id, content_index: 0, text: item.content, logprobs: [] });
+      this.#emit({ type: 'response.content_part.done', output_index: this.#index, item_id: open.id, content_index: 0, part });
+      this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: message(item.content, open.id) });
+      this.#open = undefined;
+    } else {
+      const id = this.#itemId(this.#index, item);
+      this.#emit({ type: 'response.output_item.added', output_index: this.#index, item: functionCall({ ...item, arguments: '' }, id, 'in_progress') });
+      this.#emit({ type: 'response.function_call_arguments.delta', output_index: this.#index, item_id: id, delta: item.arguments });
+      this.#emit({ type: 'response.function_call_arguments.done', output_index: this.#index, item_id: id, arguments: item.arguments });
+      this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
+    }
+    this.#index += 1;
+  }
+
+  completed(response: TailgateResponse): void {
+    this.#emit({ type: 'response.completed', response });
+  }
+
+  failed(response: TailgateResponse): void {
+    this.#emit({ type: 'response.failed', response });
+  }
+}
+
+export type { ResponseInputItem };

@@ -1,0 +1,58 @@
+import type { Item, PromptItem, Tool } from '../items.ts';
+import type { ModelOutputItem, ModelRequest, ModelResult } from '../models/model.ts';
+import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
+import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
+
+/**
+ * A model call that stores nothing (`store: false` responses): the strategies run on the
+ * items the request sent (the deployment's list, PROMPT_STRATEGY or the default), the
+ * instructions go first, and the model answers. There is no session, so `inbox` delivers
+ * nothing and `compact` has no context to move.
+ */
+export interface StatelessRequest {
+  items: Item[];
+  instructions: string | null;
+  tools: Tool[];
+  model: string;
+  strategies?: string | string[];
+  maxOutputTokens?: number;
+  temperature?: number;
+}
+
+export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
+
+export async function runStateless(
+  services: Pick<TurnServices, 'env' | 'model'>,
+  request: StatelessRequest,
+  emit?: (event: StatelessEvent) => void,
+): Promise<ModelResult & { context: TurnContext }> {
+  const model = services.model(request.model);
+  const strategies = resolveStrategyNames(request.strategies, services.env);
+  // Numbered like a history, so the strategies can tell calls and outputs apart by position.
+  const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
+  const prepared = preparePrompt(history, strategies, { config: resolveStrategyConfig({ env: services.env }), env: services.env });
+  const prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  const modelRequest: ModelRequest = {
+    prompt,
+    tools: request.tools,
+    ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+  };
+  let result: ModelResult | undefined;
+  if (emit) {
+    for await (const event of model.stream(modelRequest)) {
+      if (event.type === 'done') result = event.result;
+      else if (event.type === 'text_delta') emit({ type: 'text_delta', delta: event.delta });
+      else emit({ type: 'item_done', item: event.item });
+    }
+  } else result = await model.generate(modelRequest);
+  if (!result) throw new Error('the model stream ended without a result');
+  const context: TurnContext = {
+    strategies: prepared.strategies,
+    items_in_prompt: prompt.length,
+    prompt_chars: promptCharacters(prompt),
+    ...prepared.stats,
+    notices_delivered: [],
+  };
+  return { ...result, context };
+}

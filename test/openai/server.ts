@@ -1,0 +1,21 @@
+import { serve } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+
+export const TOKEN = 'openai-facade-token';
+
+/** The real app on a loopback port (Node server), with an in-memory store and `env`. */
+export async function startTailgate(env: Record<string, string> = {}): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
+  const store = new MemoryStore();
+  const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', ...env };
+  const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
+  await new Promise<void>((resolve) => server.once('listening', () => resolve()));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseURL: `http://127.0.0.1:${port}/v1`,
+    store,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

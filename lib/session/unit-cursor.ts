@@ -23,7 +23,14 @@ interface Group {
  * page may be requested before the prefix is known (`firstPage`).
  */
 export class UnitCursor {
+  /** Objects a segment made redundant (views, leases, replaced segments): the packer deletes them. */
   readonly leftovers: string[] = [];
+  /**
+   * Records and completions a segment covers: the packer replaces each with an empty object (a
+   * tombstone) instead of deleting it, so the key stays taken and a writer working from an old
+   * listing cannot create it again. Tombstones themselves are skipped.
+   */
+  readonly buried: string[] = [];
   /** List requests made so far. */
   lists = 0;
   /** Every view (`.view`) in the pages listed so far, newest first. */
@@ -108,18 +115,24 @@ export class UnitCursor {
     for (const object of group.entries) {
       const entry = parseRecordsEntry(object.key.slice(this.#prefix.length));
       if (!entry) continue;
+      // A tombstone: the record (or completion) is in a segment.
+      if ((entry.kind === 'record' || entry.kind === 'done') && object.size === 0) continue;
       if (entry.kind === 'record') recordKey = object.key;
       else if (entry.kind === 'done') doneKey = object.key;
       else if (entry.kind === 'view') viewKey = object.key;
       else if (entry.kind === 'lease') leaseKey = object.key;
       else segments.push({ ...entry, kind: 'segment', key: object.key, size: object.size });
     }
-    const keys = [recordKey, doneKey, viewKey, leaseKey, ...segments.map((segment) => segment.key)].filter((key): key is string => key !== null);
+    const present = (...keys: (string | null)[]) => keys.filter((key): key is string => key !== null);
+    const discard = (segmentKeys: string[]) => {
+      this.leftovers.push(...segmentKeys, ...present(viewKey, leaseKey));
+      this.buried.push(...present(recordKey, doneKey));
+    };
     segments.sort((a, b) => a.firstRecord - b.firstRecord);
     if (!Number.isFinite(record)) return null;
     if (record >= this.#low) {
       if (this.#coveredBySegment) {
-        this.leftovers.push(...keys);
+        discard(segments.map((segment) => segment.key));
         return null;
       }
       // Below a starting point given by the caller, a segment may reach over it: return it
@@ -132,7 +145,7 @@ export class UnitCursor {
     }
     if (segments.length > 0) {
       const [segment, ...covered] = segments;
-      this.leftovers.push(...covered.map((unit) => unit.key), ...[recordKey, doneKey, viewKey, leaseKey].filter((key): key is string => key !== null));
+      discard(covered.map((unit) => unit.key));
       this.#low = segment!.firstRecord;
       this.#coveredBySegment = true;
       return segment!;

@@ -77,7 +77,8 @@ async function storedDeliveries(world: World, id: string): Promise<Map<string, n
   const listed = await world.memory.list(prefix, { limit: 1000 });
   for (const object of listed.objects) {
     const entry = parseRecordsEntry(object.key.slice(prefix.length));
-    if (entry?.kind === 'done') {
+    // Packed completions are empty (tombstones): their turns are read from the segment.
+    if (entry?.kind === 'done' && object.size > 0) {
       const done = parseStored(object.key, (await world.memory.get(object.key))!.body, doneSchema);
       if (done.status === 'completed') turns.set(entry.record, done.response);
     } else if (entry?.kind === 'segment') {

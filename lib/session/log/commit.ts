@@ -150,6 +150,8 @@ export async function completeTurn(
   }
   // Refused or failed: it may be our own write whose answer was lost.
   const existing = await log.store.get(key);
+  // Buried: closed by someone else and packed since.
+  if (existing && existing.body.length === 0) throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     if (closed.writer === writer) return stored;
@@ -188,7 +190,14 @@ export async function commit(
     if (options.keyHash) {
       // The head is read before the index: a keyed turn older than the newest record was
       // closed, so indexed, before that record was written.
-      const replay = await findKey(log, scope, newest, options.keyHash, options.requestHash);
+      let replay: Awaited<ReturnType<typeof findKey>>;
+      try {
+        replay = await findKey(log, scope, newest, options.keyHash, options.requestHash);
+      } catch (error) {
+        // Packed away since the listing: list again.
+        if (error instanceof RecordMissingError) continue;
+        throw error;
+      }
       if (replay) return { replay, record: newest!.record, config: head.config, previous: [], base: null, scope };
     }
     if (newest && newest.record.kind === 'turn' && !newest.done) {
@@ -262,7 +271,7 @@ export async function commit(
       // Refused or failed, the put may still have landed (a lost answer, an adapter's retry
       // meeting its own write): the key itself says whose record it is.
       const ours = await log.store.get(key).then(
-        (object) => (object ? parseStored(key, object.body, recordSchema).writer === writer : false),
+        (object) => (object && object.body.length > 0 ? parseStored(key, object.body, recordSchema).writer === writer : false),
         () => undefined,
       );
       if (ours) {

@@ -82,13 +82,14 @@ export async function readRecord(log: LogContext, unit: Extract<LogUnit, { kind:
     log.store.get(unit.key),
     unit.doneKey ? log.store.get(unit.doneKey) : Promise.resolve(null),
   ]);
-  if (!recordObject) throw new RecordMissingError(unit.key);
+  // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
+  if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
   const record = parseStored(unit.key, recordObject.body, recordSchema);
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
   checkDense(unit.key, record.items, record.first_seq);
   let done: DoneRecord | null = null;
   if (unit.doneKey) {
-    if (!doneObject) throw new RecordMissingError(unit.doneKey);
+    if (!doneObject || doneObject.body.length === 0) throw new RecordMissingError(unit.doneKey);
     done = parseStored(unit.doneKey, doneObject.body, doneSchema);
     if (done.record !== unit.record) throw new CorruptObjectError(unit.doneKey, `completes record ${done.record}`);
     checkDense(unit.doneKey, done.items, record.first_seq + record.items.length);

@@ -41,7 +41,10 @@ export async function findKey(log: LogContext, scope: LogScope, newest: Head['ne
 
 /** The stored outcome of model turn record `number`, from its completion or from its segment. */
 async function readOutcome(log: LogContext, scope: LogScope, number: number, claimKey: string): Promise<StoredOutcome & { turn: number }> {
-  const [recordObject, doneObject] = await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))]);
+  // An empty record or completion is a tombstone: the turn is in a segment.
+  const [recordObject, doneObject] = (await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))])).map((object) =>
+    object && object.body.length > 0 ? object : null,
+  );
   const record = recordObject ? parseStored(recordKey(scope, number), recordObject.body, recordSchema) : null;
   if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
   if (record) return { ...(await closeIfExpired(log, scope, record)), turn: record.turn ?? 0 };

@@ -6,7 +6,7 @@ import { doneSchema, leaseSchema, parseStored, type DoneRecord, type LogRecord, 
 import { LEASE_EXPIRED, TURN_CANCELLED, TurnNotOpenError } from '../turn-errors.ts';
 import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import type { LogContext } from './context.ts';
-import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead } from './head.ts';
+import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency.ts';
 import type { OpenTurn, StoredOutcome } from './types.ts';
 
@@ -91,5 +91,7 @@ export async function closeIfExpired(log: LogContext, scope: LogScope, record: L
   const key = doneKey(scope, record.record);
   const object = await log.store.get(key);
   if (!object) throw new CorruptObjectError(key, 'refused as taken but missing');
+  // Buried: packed since it was read; the caller reads the log again.
+  if (object.body.length === 0) throw new RecordMissingError(key);
   return parseStored(key, object.body, doneSchema);
 }

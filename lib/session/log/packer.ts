@@ -33,6 +33,7 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
     records.push(unit);
   }
   const leftovers = [...cursor.leftovers];
+  const buried = [...cursor.buried];
   const candidates = records.slice(log.keepRecords).reverse();
   let result: PackResult = { packed: false, deleted: 0 };
   if (candidates.length >= packMinRecords) {
@@ -45,6 +46,10 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
   if (leftovers.length > 0) {
     await log.store.delete(leftovers);
     result = { ...result, deleted: result.deleted + leftovers.length };
+  }
+  if (buried.length > 0) {
+    await bury(log, buried);
+    result = { ...result, deleted: result.deleted + buried.length };
   }
   return view ? { ...result, view } : result;
 }
@@ -83,15 +88,25 @@ async function packRecords(
   };
   const key = segmentKey(scope, range);
   await log.store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
-  const replaced = closed.flatMap(({ record, done }) => {
-    const keys = [recordKey(scope, record.record)];
-    if (done) keys.push(doneKey(scope, record.record));
-    return keys;
-  });
+  // Records and completions become tombstones (their keys stay taken, see `bury`); the rest goes.
+  const packed = closed.flatMap(({ record, done }) => (done ? [recordKey(scope, record.record), doneKey(scope, record.record)] : [recordKey(scope, record.record)]));
+  const replaced: string[] = [];
   for (const unit of candidates.slice(0, closed.length)) if (unit.leaseKey) replaced.push(unit.leaseKey);
   if (merge) replaced.push(merge.key);
-  await log.store.delete(replaced);
-  return { packed: true, segment: key, records: closed.length, deleted: replaced.length };
+  await bury(log, packed);
+  if (replaced.length > 0) await log.store.delete(replaced);
+  return { packed: true, segment: key, records: closed.length, deleted: packed.length + replaced.length };
+}
+
+/**
+ * Replaces packed records and completions with empty objects instead of deleting them: a
+ * create-only put is a fence only while its key exists, so a writer that read the log before
+ * the packing (and stalled) would otherwise create a packed record number again and have its
+ * input acknowledged but never read. Readers skip empty records and completions (listings
+ * show their size), and the segment covering them is read instead.
+ */
+async function bury(log: LogContext, keys: readonly string[]): Promise<void> {
+  await mapLimit(keys, PARALLEL_GETS, (key) => log.store.put(key, ''));
 }
 
 /**

@@ -277,7 +277,7 @@ export class FileStore implements ObjectStore {
     const pid = Number(content.split(' ')[0]);
     const old = Date.now() - modified > this.#staleLockMs;
     // An empty lock is one being written; it is stale only when old.
-    const dead = content !== '' && (!Number.isInteger(pid) || pid <= 0 || (pid === process.pid ? !heldTokens.has(content) : !processAlive(pid)));
+    const dead = content !== '' && (!Number.isInteger(pid) || pid <= 0 || (pid === process.pid ? !heldTokens.has(content) : !(await processAlive(pid))));
     if (!dead && !old) return;
     // Move it aside atomically and check that what moved is the lock judged stale; if a new
     // holder took the name meanwhile, give it back.
@@ -411,13 +411,25 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
-function processAlive(pid: number): boolean {
+/**
+ * Whether a process exists. Signal 0 answers on Node; Deno without --allow-run may not send
+ * it, and then /proc answers (Linux). When neither can tell, the process counts as alive and
+ * only the lock's age breaks it.
+ */
+async function processAlive(pid: number): Promise<boolean> {
   try {
     process.kill(pid, 0);
     return true;
   } catch (error) {
-    // EPERM: it exists but belongs to someone else.
-    return codeOf(error) === 'EPERM';
+    const code = codeOf(error);
+    if (code === 'ESRCH') return false;
+    if (code === 'EPERM') return true; // It exists but belongs to someone else.
+  }
+  try {
+    await stat(`/proc/${pid}`);
+    return true;
+  } catch (error) {
+    return !(codeOf(error) === 'ENOENT' && (await exists('/proc/self')));
   }
 }
 

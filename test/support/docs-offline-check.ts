@@ -3,6 +3,8 @@
  * without a token; prints one JSON line (test/runtimes/docs-offline.test.ts runs it in a
  * network namespace with only loopback). Also reports whether the outside world answers.
  */
+export {};
+
 process.env.PORT = '18787';
 process.env.HOST = '127.0.0.1';
 process.env.API_TOKEN ??= 'docs-token';

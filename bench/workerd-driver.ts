@@ -40,7 +40,8 @@ export class WorkerdTurnDriver implements TurnDriver {
     const root = fileURLToPath(new URL('..', import.meta.url));
     const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
     // bench/counting-worker.ts imports only from lib/ and functions/.
-    for (const entry of ['lib', 'functions', 'bench/counting-worker.ts', 'wrangler.toml', 'package.json', 'tsconfig.json']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
+    // `.assets` is wrangler.toml's static assets directory (the /docs script, npm run assets).
+    for (const entry of ['lib', 'functions', 'bench/counting-worker.ts', 'wrangler.toml', 'package.json', 'tsconfig.json', '.assets']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
     symlinkSync(join(root, 'node_modules'), join(snapshot, 'node_modules'), 'dir');
     const persist = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
     const worker = await unstable_dev(join(snapshot, 'bench/counting-worker.ts'), {

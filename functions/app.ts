@@ -37,6 +37,8 @@ export interface AppOptions {
   log?: (message: string, details?: unknown) => void;
   /** Real tokenizers (Node and Deno entries); the Workers entry leaves them out (bundle size). */
   tokenEncoders?: TokenEncoders;
+  /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
+  docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
 }
 
 /**
@@ -50,7 +52,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
   app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
 
-  app.route('/', serviceRoutes());
+  app.route('/', serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }));
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));

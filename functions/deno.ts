@@ -1,23 +1,38 @@
+import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { s3StoreFromConfig } from './s3-store-from-env.ts';
+import { docsScript, localServerOptions, startupBanner, storeFromConfig } from './local-server.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
- * Deno entry, for `deno serve`: `npx deno serve --allow-net --allow-env --allow-read
- * functions/deno.ts`. Storage is S3 (S3_ENDPOINT, S3_BUCKET, ...), settings come from
- * Deno.env (hono's env(c) reads it per request).
+ * Deno entry: `npm run start:deno` (`deno run ... functions/deno.ts --allow-anonymous`).
+ * Options after the file name: `--port`, `--host` (else PORT, HOST; default 8787 on
+ * 127.0.0.1), `--allow-anonymous`.
+ * Storage is S3 when S3_ENDPOINT or S3_BUCKET is set, otherwise files under DATA_DIR (default
+ * .tailgate/data); settings come from Deno.env (hono's env(c) reads it per request).
  */
-declare const Deno: { env: { toObject(): Record<string, string> }; exit(code: number): never };
+declare const Deno: {
+  env: { toObject(): Record<string, string>; set(name: string, value: string): void; get(name: string): string | undefined };
+  args: string[];
+  exit(code: number): never;
+  serve(options: { port: number; hostname: string; onListen?: (address: { hostname: string; port: number }) => void }, handler: (request: Request) => Response | Promise<Response>): unknown;
+};
 
-// Settings are read per request; a bad one is also refused at startup, before any traffic.
+let options;
 try {
+  options = localServerOptions(Deno.args, Deno.env.toObject());
+  if (options.allowAnonymous && Deno.env.get('ALLOW_ANONYMOUS') === undefined) Deno.env.set('ALLOW_ANONYMOUS', 'true');
+  // Settings are read per request; a bad one is also refused at startup, before any traffic.
   parseServiceConfig(Deno.env.toObject());
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   Deno.exit(1);
 }
-const storeFor = s3StoreFromConfig();
-const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders });
+const storeFor = storeFromConfig();
+const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders, docsScript });
 
-export default { fetch: app.fetch };
+const onListen = ({ hostname, port }: { hostname: string; port: number }) => {
+  const host = hostname.includes(':') ? `[${hostname}]` : hostname;
+  console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), `http://${host}:${port}`, parseServiceConfig(Deno.env.toObject())));
+};
+Deno.serve({ port: options.port, hostname: options.hostname, onListen }, (request) => app.fetch(request));

@@ -1,21 +1,29 @@
+import { Scalar } from '@scalar/hono-api-reference';
+import type { MiddlewareHandler } from 'hono';
+
 /**
- * The /docs page: the OpenAPI document rendered by Scalar's API reference from a CDN. The
- * document is embedded in the page, so the page needs no second (authenticated) request.
+ * Where the service serves Scalar's API reference bundle (@scalar/api-reference, pinned in
+ * package.json): on Workers from the static assets (wrangler.toml `[assets]`, filled by
+ * `npm run assets`), on Node and Deno from node_modules (`createApp({ docsScript })`). The
+ * page loads nothing from anywhere else.
  */
-export function renderDocsPage(document: unknown): string {
-  const json = JSON.stringify(document).replace(/</g, '\\u003c');
-  return `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>tailgate API</title>
-</head>
-<body>
-<noscript>This page renders the OpenAPI document with JavaScript; the raw document is at /openapi.json.</noscript>
-<script id="api-reference" type="application/json">${json}</script>
-<script src="https://cdn.jsdelivr.net/npm/@scalar/api-reference@1"></script>
-</body>
-</html>
-`;
+export const DOCS_SCRIPT_PATH = '/docs/scalar-api-reference.js';
+
+/** The file the bundle is read from on Node and Deno, and copied from into the Workers assets. */
+export const DOCS_SCRIPT_SOURCE = 'node_modules/@scalar/api-reference/dist/browser/standalone.js';
+
+/**
+ * The /docs page: the OpenAPI document rendered by Scalar's API reference
+ * (@scalar/hono-api-reference), with the document embedded in the page so it needs no second
+ * request, the bundle from the service itself, and no web fonts, telemetry or other
+ * outside calls.
+ */
+export function docsPage(document: () => object): MiddlewareHandler {
+  return Scalar(() => ({
+    content: document() as Record<string, unknown>,
+    cdn: DOCS_SCRIPT_PATH,
+    pageTitle: 'tailgate API',
+    withDefaultFonts: false,
+    telemetry: false,
+  }));
 }

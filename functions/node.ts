@@ -1,28 +1,31 @@
 import { serve } from '@hono/node-server';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { s3StoreFromConfig } from './s3-store-from-env.ts';
+import { docsScript, localServerOptions, startupBanner, storeFromConfig } from './local-server.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
- * Node entry: `node --experimental-strip-types functions/node.ts` or `tsx functions/node.ts`.
- * Storage is S3 (S3_ENDPOINT, S3_BUCKET, ...), settings come from process.env, PORT picks
- * the port (default 8787).
+ * Node entry: `npm run start:node` (tsx functions/node.ts --allow-anonymous), or `node
+ * functions/node.ts` on Node >= 22.18. Options: `--port`, `--host` (else PORT, HOST; default
+ * 8787 on 127.0.0.1), `--allow-anonymous`. Storage is S3 when S3_ENDPOINT or S3_BUCKET is
+ * set, otherwise files under DATA_DIR (default .tailgate/data); settings come from process.env.
  */
-// Settings are read per request; a bad one is also refused at startup, before any traffic.
+let options;
 try {
+  options = localServerOptions(process.argv.slice(2), process.env);
+  if (options.allowAnonymous) process.env.ALLOW_ANONYMOUS ??= 'true';
+  // Settings are read per request; a bad one is also refused at startup, before any traffic.
   parseServiceConfig(process.env);
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 }
-const storeFor = s3StoreFromConfig();
-const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders });
+const storeFor = storeFromConfig();
+const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders, docsScript });
 
-const port = Number(process.env.PORT ?? 8787);
-const hostname = process.env.HOST ?? '127.0.0.1';
-const server = serve({ fetch: app.fetch, port, hostname }, (info) => {
-  console.log(`tailgate listening on http://${info.address}:${info.port}`);
+const server = serve({ fetch: app.fetch, port: options.port, hostname: options.hostname }, (info) => {
+  const host = info.family === 'IPv6' ? `[${info.address}]` : info.address;
+  console.log(startupBanner(`Node ${process.version}`, `http://${host}:${info.port}`, parseServiceConfig(process.env)));
 });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -24,6 +24,9 @@ export class NotConfiguredError extends TailgateError {
 
 const MIB = 1024 * 1024;
 
+/** Where the Node and Deno servers keep sessions when no S3 store is configured. */
+export const DEFAULT_DATA_DIR = '.tailgate/data';
+
 /** Unset and blank are the same: `API_TOKEN=""` means no token. */
 function optionalText() {
   return z.preprocess((value) => (typeof value === 'string' && value.trim() === '' ? undefined : value), z.string().optional());
@@ -93,6 +96,8 @@ export const serviceEnvSchema = z.object({
   S3_REGION: optionalText(),
   AWS_ACCESS_KEY_ID: secretText(),
   AWS_SECRET_ACCESS_KEY: secretText(),
+  DATA_DIR: optionalText(),
+  PUBLIC_DOCS: z.preprocess((value) => (value === undefined ? 'true' : value), booleanText),
 });
 
 export interface ServiceConfig {
@@ -123,6 +128,10 @@ export interface ServiceConfig {
   /** Provider settings, by their env names, for lib/models. */
   providers: Record<string, string | undefined>;
   s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
+  /** The file store's directory on Node and Deno when no S3 is set (relative to the working directory). */
+  dataDir: string;
+  /** /docs and /openapi.json without a token (the API routes stay authenticated). */
+  publicDocs: boolean;
 }
 
 /** Every variable the service reads, for documentation and the README. */
@@ -182,6 +191,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       accessKeyId: value.AWS_ACCESS_KEY_ID,
       secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
     },
+    dataDir: value.DATA_DIR ?? DEFAULT_DATA_DIR,
+    publicDocs: value.PUBLIC_DOCS,
   };
 }
 

@@ -1,6 +1,8 @@
 import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
-import { createRouter, type AppEnv } from '../router.ts';
-import { renderDocsPage } from '../docs-page.ts';
+import type { Context, MiddlewareHandler } from 'hono';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { createRouter, type AppEnv, type RuntimeEnvironment } from '../router.ts';
+import { docsPage, DOCS_SCRIPT_PATH } from '../docs-page.ts';
 import { healthSchema } from '../schemas.ts';
 
 const healthRoute = createRoute({
@@ -12,9 +14,43 @@ const healthRoute = createRoute({
   responses: { 200: { description: 'The service is up', content: { 'application/json': { schema: healthSchema } } } },
 });
 
-/** GET /healthz: answered before auth and config, so a probe works on any deployment. */
-export function serviceRoutes() {
-  return createRouter().openapi(healthRoute, (c) => c.json({ ok: true as const }, 200));
+export interface ServiceRouteOptions {
+  /** The app whose OpenAPI document /openapi.json and /docs publish. */
+  app: OpenAPIHono<AppEnv>;
+  readEnvironment: (c: Context) => RuntimeEnvironment;
+  /** The docs page's script (Node and Deno); on Workers the static assets serve it. */
+  docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
+}
+
+/**
+ * GET /healthz, answered before auth and config, so a probe works on any deployment; the
+ * docs page's script, public (a pinned copy of a published library); and, when PUBLIC_DOCS
+ * is on, /openapi.json and /docs without a token. With PUBLIC_DOCS off these two fall
+ * through to the authenticated routes of `registerOpenApi`.
+ */
+export function serviceRoutes(options: ServiceRouteOptions) {
+  const document = () => options.app.getOpenAPIDocument(OPENAPI_INFO);
+  const publicOnly =
+    (handler: MiddlewareHandler): MiddlewareHandler =>
+    async (c, next) => {
+      let open = false;
+      try {
+        open = parseServiceConfig(options.readEnvironment(c)).publicDocs;
+      } catch {
+        // A bad setting is reported by the authenticated route's config check.
+      }
+      return open ? handler(c, next) : next();
+    };
+  const router = createRouter().openapi(healthRoute, (c) => c.json({ ok: true as const }, 200));
+  router.get('/openapi.json', publicOnly(async (c) => c.json(document())));
+  router.get('/docs', publicOnly(docsPage(document)));
+  const script = options.docsScript;
+  if (script) {
+    router.get(DOCS_SCRIPT_PATH, async (c) =>
+      c.body(await script(), 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' }),
+    );
+  }
+  return router;
 }
 
 const OPENAPI_INFO = {
@@ -27,9 +63,9 @@ const OPENAPI_INFO = {
   security: [{ bearer: [] }],
 };
 
-/** GET /openapi.json (generated from the zod schemas of every route) and GET /docs. */
+/** GET /openapi.json (generated from the zod schemas of every route) and GET /docs, behind auth. */
 export function registerOpenApi(app: OpenAPIHono<AppEnv>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   app.doc('/openapi.json', OPENAPI_INFO);
-  app.get('/docs', (c) => c.html(renderDocsPage(app.getOpenAPIDocument(OPENAPI_INFO))));
+  app.get('/docs', docsPage(() => app.getOpenAPIDocument(OPENAPI_INFO)));
 }

@@ -10,10 +10,11 @@ let server: RunningServer;
 
 beforeAll(async () => {
   const port = await freePort();
-  // The README's command: deno from npm, `deno serve` on functions/deno.ts, S3 on fauxqs.
+  // `npm run start:deno`'s command (deno from npm, `deno run` on functions/deno.ts) with the
+  // port after the file name, on S3 (fauxqs).
   server = await startServer(
     deno,
-    ['serve', '--allow-net', '--allow-env', '--allow-read', '--allow-sys', '--host', '127.0.0.1', '--port', String(port), 'functions/deno.ts'],
+    ['run', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(port)],
     { cwd: root, port, env: { ...serverEnvironment(port, keyPrefix), DENO_NO_UPDATE_CHECK: '1' } },
   );
 }, 90_000);

@@ -6,7 +6,7 @@ const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
 /** Byte order of the UTF-8 encodings, computed independently of any adapter. */
-function compareBytes(a: string, b: string): number {
+export function compareBytes(a: string, b: string): number {
   const left = encoder.encode(a);
   const right = encoder.encode(b);
   for (let i = 0; i < Math.min(left.length, right.length); i++) {
@@ -19,7 +19,8 @@ function text(bytes: Uint8Array): string {
   return decoder.decode(bytes);
 }
 
-async function listAll(store: ObjectStore, prefix: string, limit: number): Promise<{ keys: string[]; pages: ListResult[] }> {
+/** Every key under `prefix`, paging with `limit`, and the pages. */
+export async function listAll(store: ObjectStore, prefix: string, limit: number): Promise<{ keys: string[]; pages: ListResult[] }> {
   const pages: ListResult[] = [];
   let cursor: string | undefined;
   for (;;) {

@@ -1,0 +1,99 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { FileStore } from '../../lib/store/file.ts';
+import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
+const TOKEN = 'file-store-token';
+let dataDir: string;
+let node: RunningServer;
+let denoServer: RunningServer;
+
+// A Node and a Deno server with no S3 settings, sharing one DATA_DIR, started the way
+// `npm run start:node` and `npm run start:deno` start them (port after the file name).
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-data-'));
+  const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
+  const [nodePort, denoPort] = [await freePort(), await freePort()];
+  [node, denoServer] = await Promise.all([
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], { cwd: root, port: nodePort, env: environment }),
+    startServer(deno, ['run', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(denoPort)], {
+      cwd: root,
+      port: denoPort,
+      env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
+      timeoutMs: 90_000,
+    }),
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all([node?.stop(), denoServer?.stop()]);
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+/** Drops a notice into the data directory from this process, as a third writer. */
+function fileWriter() {
+  const store = new FileStore(dataDir);
+  return async (sessionId: string, name: string, content: string) => {
+    await store.put(`sessions/${sessionId}/inbox/${name}`, content);
+  };
+}
+
+it('both servers print the banner: URL, file store, model, access', () => {
+  for (const [server, runtime] of [[node, 'Node'], [denoServer, 'Deno']] as const) {
+    const output = server.output();
+    expect(output).toContain(`tailgate (${runtime}`);
+    expect(output).toContain(`) on ${server.origin}`);
+    expect(output).toContain(`store:  files in ${dataDir}`);
+    expect(output).toContain('model:  echo');
+    expect(output).toContain('access: bearer token (API_TOKEN)');
+  }
+});
+
+it('serves the API on Node with the file store', async () => {
+  await runScenario(node.origin, TOKEN, fileWriter());
+});
+
+it('serves the API on Deno with the file store', async () => {
+  await runScenario(denoServer.origin, TOKEN, fileWriter());
+});
+
+async function call(origin: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${origin}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+it('two servers on one directory: 20 retries with one Idempotency-Key store one turn, racing turns never interleave', async () => {
+  const id = `race-${Date.now().toString(36)}`;
+  expect((await call(node.origin, 'POST', '/v1/sessions', { id })).status).toBe(201);
+  const servers = [node.origin, denoServer.origin];
+  const keyed = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: 'once' }, { 'idempotency-key': 'k1' })),
+  );
+  for (const response of keyed) expect([200, 409]).toContain(response.status);
+  const answered = keyed.filter((response) => response.status === 200);
+  expect(answered.length).toBeGreaterThan(0);
+  for (const response of answered) expect(response.body.turn).toBe(answered[0]!.body.turn);
+  for (const response of keyed.filter((response) => response.status === 409)) expect(response.body.error.code).toBe('turn_in_progress');
+
+  const racing = await Promise.all(Array.from({ length: 8 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: `turn ${i}` })));
+  const won = racing.filter((response) => response.status === 200);
+  for (const response of racing.filter((response) => response.status !== 200)) expect(response.body.error.code).toBe('turn_in_progress');
+  expect(won.length).toBeGreaterThan(0);
+
+  const items = await call(denoServer.origin, 'GET', `/v1/sessions/${id}/items?limit=1000`);
+  const contents = items.body.items.map((item: { content: string }) => item.content).reverse();
+  // One input for the key, then each winning turn's input and answer, in order, nothing else.
+  expect(contents.filter((content: string) => content === 'once')).toEqual(['once']);
+  expect(contents).toHaveLength(2 + 2 * won.length);
+  for (let index = 0; index < contents.length; index += 2) expect(contents[index + 1]).toBe(`echo: ${contents[index]}`);
+  expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual(Array.from({ length: contents.length }, (_, i) => contents.length - i));
+}, 60_000);

@@ -1,0 +1,129 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freePort, startServer, type RunningServer } from './runtime-process.ts';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const readme = await readFile(join(root, 'README.md'), 'utf8');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/** The first ```sh block after `heading`. */
+function codeBlock(heading: string): string {
+  const start = readme.indexOf(heading);
+  expect(start, `README has ${heading}`).toBeGreaterThanOrEqual(0);
+  const match = /```sh\n([\s\S]*?)```/.exec(readme.slice(start));
+  return match![1]!;
+}
+
+interface Step {
+  command: string;
+  /** The output the README shows for it (`...` stands for anything), if it shows one. */
+  expected?: string;
+}
+
+/**
+ * Each `curl` of a block with the output its README comment shows: a comment on the same line,
+ * or the comment lines right after it, when they start with `{` or a status (`409 {`).
+ */
+function curlSteps(block: string): Step[] {
+  const lines = block.split('\n');
+  const steps: Step[] = [];
+  for (let index = 0; index < lines.length; index++) {
+    if (!lines[index]!.startsWith('curl ')) continue;
+    let command = '';
+    let inline: string | undefined;
+    for (;;) {
+      let line = lines[index]!;
+      const comment = line.indexOf('  # ');
+      if (comment >= 0 && (command + line.slice(0, comment)).split("'").length % 2 === 1) {
+        inline = line.slice(comment + 4).trim();
+        line = line.slice(0, comment);
+      }
+      command += `${line}\n`;
+      if (!line.trimEnd().endsWith('\\') && command.split("'").length % 2 === 1) break;
+      index++;
+    }
+    const comments: string[] = inline === undefined ? [] : [inline];
+    while (inline === undefined && lines[index + 1]?.startsWith('#')) comments.push(lines[++index]!.replace(/^#\s*/, ''));
+    const expected = comments.join('');
+    steps.push(/^(\d{3} )?\{/.test(expected) ? { command, expected } : { command });
+  }
+  return steps;
+}
+
+function pattern(expected: string): RegExp {
+  const escaped = expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/\\\.\\\.\\\./g, '[\\s\\S]*');
+  return new RegExp(`^${escaped}$`);
+}
+
+/** Runs the walkthrough block against `origin`, one step at a time, and checks what each prints. */
+async function walkThrough(origin: string): Promise<number> {
+  const block = codeBlock('## Walkthrough');
+  const prelude = block.split('\n').filter((line) => /^[A-Z]+=/.test(line)).map((line) => line.replace(/^B=.*/, `B=${origin}`));
+  expect(prelude.length).toBeGreaterThan(1);
+  const steps = curlSteps(block);
+  expect(steps.length).toBeGreaterThan(10);
+  let checked = 0;
+  for (const step of steps) {
+    const { stdout } = await run('bash', ['-c', `set -e\n${prelude.join('\n')}\n${step.command}`], { cwd: root, timeout: 30_000 });
+    // `-w '%{http_code}'` puts the status after the body: the README writes it first.
+    const status = /(\d{3})\n?$/.exec(stdout);
+    const shown = step.command.includes('%{http_code}') && status ? `${status[1]} ${stdout.slice(0, status.index).trim()}` : stdout.trim();
+    expect(shown.length, step.command).toBeGreaterThan(0);
+    if (step.expected === undefined) continue;
+    expect(shown, step.command).toMatch(pattern(step.expected));
+    checked++;
+  }
+  return checked;
+}
+
+const servers: RunningServer[] = [];
+const directories: string[] = [];
+afterAll(async () => {
+  await Promise.all(servers.map((server) => server.stop()));
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
+});
+
+async function startScript(script: string, extra: (directory: string) => string[], timeoutMs = 90_000): Promise<RunningServer> {
+  const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
+  directories.push(directory);
+  const port = await freePort();
+  // The README's command, with a port of its own and a fresh data directory.
+  const server = await startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
+    cwd: root,
+    port,
+    env: { DATA_DIR: join(directory, 'data'), DENO_NO_UPDATE_CHECK: '1', WRANGLER_SEND_METRICS: 'false', CI: '1' },
+    timeoutMs,
+  });
+  servers.push(server);
+  return server;
+}
+
+describe('README', () => {
+  it('names the one command of each runtime in the quick start', () => {
+    const quickStart = codeBlock('## Quick start');
+    for (const command of ['npm start', 'npm run start:node', 'npm run start:deno', 'npm run reset']) expect(quickStart).toContain(command);
+  });
+
+  it('reads the expected output of every walkthrough step it shows one for', () => {
+    const steps = curlSteps(codeBlock('## Walkthrough'));
+    expect(steps.filter((step) => step.expected !== undefined).length).toBeGreaterThanOrEqual(8);
+    expect(pattern('{"a":1,...}').test('{"a":1,"b":2}')).toBe(true);
+    expect(pattern('{"a":1,...}').test('{"a":2,"b":2}')).toBe(false);
+  });
+
+  it.each([
+    ['start:node', () => []],
+    ['start:deno', () => []],
+    ['start', (directory: string) => ['--persist-to', join(directory, 'wrangler')]],
+  ] as Array<[string, (directory: string) => string[]]>)('walkthrough against `npm run %s`: every step prints what the README shows', async (script, extra) => {
+    const server = await startScript(script, extra);
+    expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
+    if (script !== 'start') expect(server.output()).toMatch(/access: anonymous/);
+  }, 180_000);
+});

@@ -1,0 +1,163 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import fc from 'fast-check';
+import { afterAll, describe, expect, it } from 'vitest';
+import { StorageError } from '../../lib/errors.ts';
+import { FileStore } from '../../lib/store/file.ts';
+import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
+import { compareBytes, defineObjectStoreConformance, listAll } from './object-store-conformance.ts';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const contender = fileURLToPath(new URL('../support/file-store-contender.ts', import.meta.url));
+const directories: string[] = [];
+
+async function freshDirectory(): Promise<string> {
+  const directory = await mkdtemp(join(tmpdir(), 'tailgate-file-store-'));
+  directories.push(directory);
+  return directory;
+}
+
+afterAll(async () => {
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
+});
+
+defineObjectStoreConformance('file system', async () => new FileStore(await freshDirectory()));
+
+async function filesUnder(directory: string): Promise<string[]> {
+  return (await readdir(directory, { recursive: true })).map(String);
+}
+
+describe('FileStore', () => {
+  it('lists any set of keys (empty segments, case, non-ASCII) in UTF-8 byte order, paged, after puts and deletes (property)', async () => {
+    const key = fc.string({ unit: fc.constantFrom('a', 'B', 'b', '/', '0', '.', '_', '~', '%', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'), maxLength: 4 });
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(key, { maxLength: 20 }),
+        fc.array(fc.nat(19), { maxLength: 8 }),
+        fc.constantFrom('', 'a', '/', 'é', 'B/'),
+        fc.integer({ min: 1, max: 7 }),
+        async (keys, deletions, prefix, limit) => {
+          const store = new FileStore(await freshDirectory());
+          for (const name of keys) expect(await store.put(name, name)).not.toBeNull();
+          const deleted = new Set(deletions.flatMap((index) => (index < keys.length ? [keys[index]!] : [])));
+          await store.delete([...deleted]);
+          const expected = keys.filter((name) => name.startsWith(prefix) && !deleted.has(name)).sort(compareBytes);
+          const { keys: listed, pages } = await listAll(store, prefix, limit);
+          for (const page of pages) expect(page.objects.length).toBeLessThanOrEqual(limit);
+          expect(listed).toEqual(expected);
+          for (const name of expected) expect(new TextDecoder().decode((await store.get(name))!.body)).toBe(name);
+        },
+      ),
+      { numRuns: 40 },
+    );
+  }, 60_000);
+
+  it('keeps "Demo" and "demo" apart (upper case is escaped for case-insensitive file systems)', async () => {
+    const store = new FileStore(await freshDirectory());
+    await store.put('sessions/Demo/session.json', 'upper');
+    expect(await store.put('sessions/demo/session.json', 'lower', { onlyIfAbsent: true })).not.toBeNull();
+    expect(new TextDecoder().decode((await store.get('sessions/Demo/session.json'))!.body)).toBe('upper');
+    expect((await store.list('sessions/')).objects.map((object) => object.key)).toEqual(['sessions/Demo/session.json', 'sessions/demo/session.json']);
+  });
+
+  it('passes the write probe', async () => {
+    await expect(requireConditionalWrites(new FileStore(await freshDirectory()), { keyPrefix: '' })).resolves.toBeUndefined();
+  });
+
+  it('removes emptied directories on delete and leaves no lock or temp files behind', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('a/b/c/one', '1');
+    await store.put('a/b/two', '2', { onlyIfAbsent: true });
+    const etag = (await store.head('a/b/two'))!.etag;
+    await store.put('a/b/two', '3', { ifMatch: etag });
+    expect((await filesUnder(directory)).filter((name) => /~[lt]/.test(name))).toEqual([]);
+    await store.delete(['a/b/c/one', 'a/b/missing', 'x/y/missing']);
+    expect(await filesUnder(directory)).toEqual(['a~d', join('a~d', 'b~d'), join('a~d', 'b~d', 'two~o')]);
+    await store.delete('a/b/two');
+    expect(await filesUnder(directory)).toEqual([]);
+  });
+
+  it('breaks a lock left by a process that is gone, and waits for a live one', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory, { lockTimeoutMs: 400 });
+    await mkdir(join(directory, 'k~d'), { recursive: true });
+    // A dead process (pid 2^22 + 1 is above Linux's pid_max limit) held the lock of k/dead.
+    await writeFile(join(directory, 'k~d', 'dead~l'), `${2 ** 22 + 1} 0123456789abcdef`);
+    expect(await store.put('k/dead', 'taken over', { onlyIfAbsent: true })).not.toBeNull();
+    // This test's own parent holds the lock of k/live: a live process, so the write waits, then fails.
+    await writeFile(join(directory, 'k~d', 'live~l'), `${process.ppid} 0123456789abcdef`);
+    await expect(store.put('k/live', 'blocked')).rejects.toBeInstanceOf(StorageError);
+    // Old enough, even a live pid's lock is taken over (a reused pid cannot wedge a key).
+    const impatient = new FileStore(directory, { staleLockMs: 0, lockTimeoutMs: 400 });
+    expect(await impatient.put('k/live', 'taken over')).not.toBeNull();
+  });
+
+  it('never shows a torn object to readers while a key is overwritten', async () => {
+    const store = new FileStore(await freshDirectory());
+    const big = (fill: number) => new Uint8Array(256 * 1024).fill(fill);
+    await store.put('big', big(1));
+    let stop = false;
+    const writer = (async () => {
+      for (let i = 2; i < 30; i++) await store.put('big', big(i));
+      stop = true;
+    })();
+    let reads = 0;
+    while (!stop) {
+      const got = await store.get('big');
+      expect(new Set(got!.body).size).toBe(1);
+      reads++;
+    }
+    await writer;
+    expect(reads).toBeGreaterThan(0);
+  });
+});
+
+describe('FileStore across processes', () => {
+  it('four processes on one directory: one winner per create-only key, no lost If-Match increment', async () => {
+    const directory = await freshDirectory();
+    const rounds = 25;
+    const names = ['p1', 'p2', 'p3', 'p4'];
+    const results = await Promise.all(
+      names.map(async (name) => {
+        const { stdout } = await run(process.execPath, ['--import', 'tsx', contender, directory, name, String(rounds)], { cwd: root, timeout: 60_000 });
+        return JSON.parse(stdout.trim()) as { name: string; won: number[]; increments: number };
+      }),
+    );
+    const winners = results.flatMap((result) => result.won.map((round) => ({ round, name: result.name })));
+    expect(winners.map((winner) => winner.round).sort((a, b) => a - b)).toEqual(Array.from({ length: rounds }, (_, i) => i));
+    const store = new FileStore(directory);
+    for (const { round, name } of winners) {
+      const got = await store.get(`race/${String(round).padStart(4, '0')}`);
+      expect(new TextDecoder().decode(got!.body)).toBe(`${name} ${round}`);
+      expect(got!.metadata).toEqual({ owner: name });
+    }
+    const counter = await store.get('counter');
+    expect(Number(new TextDecoder().decode(counter!.body))).toBe(rounds * names.length);
+    expect((await filesUnder(directory)).filter((name) => /~[lt]/.test(name))).toEqual([]);
+  }, 90_000);
+
+  it('a process killed with SIGKILL while writing leaves no key wedged', async () => {
+    const directory = await freshDirectory();
+    const child = spawn(process.execPath, ['--import', 'tsx', contender, directory, 'victim', '100000'], { cwd: root, stdio: 'ignore' });
+    const store = new FileStore(directory);
+    // Wait until it is writing, then kill it mid-loop.
+    const deadline = Date.now() + 30_000;
+    while (!(await store.head('counter')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.once('exit', resolve));
+    // Whatever it held (the counter's lock, a temp file), the next writer gets through at once.
+    const started = Date.now();
+    for (let i = 0; i < 5; i++) {
+      const current = await store.get('counter');
+      expect(await store.put('counter', 'next', { ifMatch: current!.etag })).not.toBeNull();
+    }
+    expect(Date.now() - started).toBeLessThan(5000);
+  }, 60_000);
+});

@@ -185,7 +185,9 @@ export function bearerAuth(options: { config: (c: Context<AppEnv>) => ServiceCon
 export function revocationCheck(principal: Principal): ((config: SessionConfig) => void) | undefined {
   if (principal.sessionId === null) return undefined;
   return (config) => {
-    if (config.id === principal.sessionId && (config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
+    if (config.id !== principal.sessionId) return;
+    if ((config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
+    if (principal.incarnation !== undefined && (config.generation ?? '') !== principal.incarnation) throw invalidToken('the token was minted for a deleted session with this id');
   };
 }
 

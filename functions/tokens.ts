@@ -35,6 +35,12 @@ export interface Principal {
   sessionId: string | null;
   /** For a bound token, the session's token generation it was minted at. */
   generation: number;
+  /**
+   * For a bound token, the incarnation of the session it was minted for (its storage
+   * generation): a session deleted and created again with the same id is another one.
+   * Undefined in tokens minted before incarnations were recorded.
+   */
+  incarnation?: string;
 }
 
 export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0 };
@@ -76,6 +82,7 @@ const claimsSchema = z.object({
   }),
   session_id: idSchema.optional(),
   gen: z.number().int().nonnegative().optional(),
+  inc: z.string().max(64).optional(),
   exp: z.number().int(),
 });
 
@@ -89,7 +96,7 @@ export interface MintedToken {
 /** Signs a token; `generation` is the bound session's token generation (ignored unbound). */
 export async function mintToken(
   key: CryptoKey,
-  request: { scopes: Scope[]; sessionId: string | null; generation: number; ttlSeconds: number },
+  request: { scopes: Scope[]; sessionId: string | null; generation: number; incarnation?: string; ttlSeconds: number },
   now: Date,
 ): Promise<MintedToken> {
   const scopes = [...new Set(request.scopes)];
@@ -97,7 +104,7 @@ export async function mintToken(
   const exp = issuedAt + request.ttlSeconds;
   const payload = {
     scope: scopes.join(' '),
-    ...(request.sessionId !== null ? { session_id: request.sessionId, gen: request.generation } : {}),
+    ...(request.sessionId !== null ? { session_id: request.sessionId, gen: request.generation, ...(request.incarnation ? { inc: request.incarnation } : {}) } : {}),
     iat: issuedAt,
     exp,
   };
@@ -123,5 +130,5 @@ export async function verifyToken(key: CryptoKey, token: string, now: Date): Pro
   if (claims.data.exp * 1000 <= now.getTime()) throw new TokenRejection(`the token expired at ${new Date(claims.data.exp * 1000).toISOString()}`);
   const sessionId = claims.data.session_id ?? null;
   if (sessionId !== null && claims.data.gen === undefined) throw new TokenRejection('the token is malformed');
-  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen ?? 0 };
+  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen ?? 0, ...(claims.data.inc !== undefined ? { incarnation: claims.data.inc } : {}) };
 }

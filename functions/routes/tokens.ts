@@ -63,7 +63,13 @@ export function tokenRoutes(clock: () => Date) {
       const sessionId = body.session_id ?? null;
       // A bound token carries its session's generation, read now (404 for a missing session).
       const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
-      const minted = await mintToken(key, { scopes: body.scopes, sessionId, generation, ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS }, clock());
+      // ...and its incarnation: a token for a deleted session never opens one re-created with its id.
+      const incarnation = sessionId === null ? undefined : (await c.var.services.sessions.scope(sessionId)).generation || undefined;
+      const minted = await mintToken(
+        key,
+        { scopes: body.scopes, sessionId, generation, ...(incarnation ? { incarnation } : {}), ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS },
+        clock(),
+      );
       return c.json(minted, 201);
     })
     .openapi(revokeRoute, async (c) => {

@@ -261,6 +261,19 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expectInvalidToken(await call(fresh, 'GET', `/v1/sessions/${id}/items`), /revoked/);
     });
 
+    it('refuses a token of a deleted session on a session created again with its id (401)', async () => {
+      const id = await createSession();
+      const client = await mint({ scopes: ['session:turn', 'inbox:read'], session_id: id });
+      expect((await call(client, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      expect((await call(TOKEN, 'DELETE', `/v1/sessions/${id}`)).status).toBe(204);
+      expect((await call(TOKEN, 'POST', '/v1/sessions', { id })).status).toBe(201);
+      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}`), /deleted session/);
+      expectInvalidToken(await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' }), /deleted session/);
+      expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}/inbox`), /deleted session/);
+      const fresh = await mint({ scopes: ['session:turn'], session_id: id });
+      expect((await call(fresh, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
+    });
+
     it('refuses a replayed turn (Idempotency-Key) of a revoked token', async () => {
       const id = await createSession();
       const client = await mint({ scopes: ['session:turn'], session_id: id });

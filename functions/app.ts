@@ -19,6 +19,7 @@ import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
+import { receiptRoutes } from './routes/receipts.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -110,6 +111,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
+  app.route('/', receiptRoutes());
   app.route('/', tokenRoutes(clock));
   registerOpenApi(app);
   scopes = declaredScopes(app);

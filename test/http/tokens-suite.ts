@@ -39,6 +39,10 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/tokens': 'admin',
   'POST /v1/sessions/{id}/tokens/revoke': 'admin',
   'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
+  'GET /v1/sessions': 'admin',
+  'GET /v1/sessions/{id}/turns': 'session:read',
+  'GET /v1/sessions/{id}/turns/{turn}': 'session:read',
+  'GET /v1/sessions/{id}/turns/{turn}/items': 'session:read',
 };
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */

@@ -24,6 +24,7 @@ import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
+import { inspectorRoutes } from './ui/routes.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -50,6 +51,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
 
   app.route('/', serviceRoutes());
+  // The inspector's page and assets are public (no data in them); what they fetch needs a token.
+  app.route('/', inspectorRoutes());
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));

@@ -98,47 +98,55 @@ export function inspectorClient(): void {
     $('token-input').focus();
   }
 
-  // ---- sessions list ----
-  function listSessions(): void {
-    show('list-view');
-    const body = $('session-table').querySelector('tbody')!;
-    body.replaceChildren();
-    let after: string | null = null;
-    let finished = false;
-    const more = $('list-more');
-    more.textContent = 'Loading…';
+  /**
+   * Loads pages into `list` while `sentinel` scrolls into view: `fetchPage(cursor)` gives a
+   * page's rows and the next cursor (null at the end).
+   */
+  function paged(list: HTMLElement, sentinel: HTMLElement, noun: string, fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>): void {
+    list.replaceChildren();
+    let cursor: string | null = null;
+    sentinel.textContent = 'Loading…';
     stopLoading.push(
-      onScrollEnd(more, async () => {
-        if (finished) return false;
-        const page = await api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
-        for (const session of page.sessions) {
-          const counts = session.counts ?? { items: '', turns: '', tool_calls: '' };
-          add(body, 
-            el(
-              'tr',
-              { 'data-id': session.id },
-              el('td', {}, el('a', { href: `#/s/${encodeURIComponent(session.id)}` }, session.id)),
-              el('td', {}, String(counts.items)),
-              el('td', {}, String(counts.turns)),
-              el('td', {}, String(counts.tool_calls)),
-              el('td', {}, session.last_activity_at ? new Date(session.last_activity_at).toLocaleString() : ''),
-            ),
-          );
-        }
-        filterRows();
-        after = page.next_after;
-        finished = !page.has_more;
-        more.textContent = finished ? `${body.children.length} sessions` : 'Scroll for more…';
-        return !finished;
+      onScrollEnd(sentinel, async () => {
+        const page = await fetchPage(cursor);
+        add(list, ...page.rows);
+        cursor = page.next;
+        sentinel.textContent = cursor === null ? `${list.children.length} ${noun}` : `Scroll for more ${noun}…`;
+        return cursor !== null;
       }),
     );
   }
 
+  // ---- sessions list ----
+  function listSessions(): void {
+    show('list-view');
+    paged($('session-table').querySelector('tbody')!, $('list-more'), 'sessions', async (after) => {
+      const page = await api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
+      const rows = page.sessions.map((session: any) => {
+        const counts = session.counts ?? { items: '', turns: '', tool_calls: '' };
+        const row = el(
+          'tr',
+          { 'data-id': session.id },
+          el('td', {}, el('a', { href: `#/s/${encodeURIComponent(session.id)}` }, session.id)),
+          el('td', {}, String(counts.items)),
+          el('td', {}, String(counts.turns)),
+          el('td', {}, String(counts.tool_calls)),
+          el('td', {}, session.last_activity_at ? new Date(session.last_activity_at).toLocaleString() : ''),
+        );
+        row.hidden = !matchesSearch(session.id);
+        return row;
+      });
+      return { rows, next: page.has_more ? page.next_after : null };
+    });
+  }
+
+  function matchesSearch(id: string): boolean {
+    const query = $<HTMLInputElement>('search-input').value.trim();
+    return query === '' || id.includes(query);
+  }
+
   function filterRows(): void {
-    const query = ($<HTMLInputElement>('search-input').value ?? '').trim();
-    for (const row of $('session-table').querySelectorAll('tbody tr')) {
-      (row as HTMLElement).hidden = query !== '' && !(row.getAttribute('data-id') ?? '').includes(query);
-    }
+    for (const row of $('session-table').querySelectorAll('tbody tr')) (row as HTMLElement).hidden = !matchesSearch(row.getAttribute('data-id') ?? '');
   }
 
   // ---- session view ----
@@ -158,27 +166,14 @@ export function inspectorClient(): void {
 
   const chartTurns: any[] = [];
   function loadTimeline(id: string): void {
-    const list = $('timeline');
-    list.replaceChildren();
     chartTurns.length = 0;
     renderChart();
-    let before: number | null = null;
-    let finished = false;
-    const more = $('timeline-more');
-    more.textContent = 'Loading…';
-    stopLoading.push(
-      onScrollEnd(more, async () => {
-        if (finished) return false;
-        const page = await api(`/v1/sessions/${encodeURIComponent(id)}/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`);
-        for (const turn of page.turns) add(list, el('li', {}, turnEntry(id, turn)));
-        chartTurns.push(...page.turns);
-        renderChart();
-        before = page.next_before;
-        finished = !page.has_more;
-        more.textContent = finished ? `${list.children.length} turns` : 'Scroll for older turns…';
-        return !finished;
-      }),
-    );
+    paged($('timeline'), $('timeline-more'), 'turns', async (before) => {
+      const page = await api(`/v1/sessions/${encodeURIComponent(id)}/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`);
+      chartTurns.push(...page.turns);
+      renderChart();
+      return { rows: page.turns.map((turn: any) => el('li', {}, turnEntry(id, turn))), next: page.has_more ? String(page.next_before) : null };
+    });
   }
 
   function renderChart(): void {

@@ -138,9 +138,11 @@ describe('the inspector at /ui in Chromium', () => {
     await compacted.getByRole('button', { name: 'Show stored original' }).click();
     expect(await compacted.locator('pre').textContent()).toMatch(/^output call_\w+: page \d+: (lorem ipsum )+$/);
     expect(await turn.locator('.turn-seen li.treatment-dropped').count()).toBeGreaterThan(0);
-    // docs/inspector.png (README): the session view from the top, this turn expanded.
+    // The README's docs/inspector.png: the session view from the top, this turn expanded.
+    // Rewritten only with UPDATE_SCREENSHOTS=1, so a test run leaves the tree unchanged.
     await page.evaluate(() => window.scrollTo(0, 0));
-    await page.screenshot({ path: 'docs/inspector.png', fullPage: false });
+    const shot = await page.screenshot({ fullPage: false, ...(process.env.UPDATE_SCREENSHOTS === '1' ? { path: 'docs/inspector.png' } : {}) });
+    expect(shot.length).toBeGreaterThan(10_000);
     expect(await axeViolations()).toEqual([]);
   });
 
@@ -170,17 +172,13 @@ describe('the inspector at /ui in Chromium', () => {
   });
 
   it('editing a threshold updates the prompt preview counts, and saving patches the session', { timeout: 60_000 }, async () => {
-    const compacted = page.locator('dd[data-count="Compacted"]');
-    await compacted.waitFor();
-    const before = Number(await compacted.textContent());
+    await page.locator('dd[data-count="Kept whole"]').waitFor();
     const kept = Number(await page.locator('dd[data-count="Kept whole"]').textContent());
     await page.getByLabel('epoch_full_tool_calls').fill('40');
     await expect.poll(async () => Number(await page.locator('dd[data-count="Kept whole"]').textContent())).toBeGreaterThan(kept);
-    expect(Number(await compacted.textContent())).not.toBe(Number.NaN);
     await page.getByRole('button', { name: 'Save (PATCH)' }).click();
     await expect.poll(() => page.locator('#config-status').textContent()).toBe('Saved.');
     expect((await call('GET', `/v1/sessions/${sessionId}`)).strategy_config.epoch_full_tool_calls).toBe(40);
-    expect(before).toBeGreaterThanOrEqual(0);
     expect(await axeViolations()).toEqual([]);
     // Chromium logs every 4xx fetch as a console error; the 401 that shows the token form and
     // the 409 of the aborted turn are the ones these tests cause on purpose.

@@ -9,7 +9,8 @@ import { freePort, startServer, type RunningServer } from '../support/server-pro
 /**
  * The /ui inspector in a real browser (Debian's Chromium through playwright-core) against
  * `npm start` (wrangler dev: the worker in workerd with a local R2 bucket), with an API
- * token set so the page has to ask for it.
+ * token set so the page has to ask for it. The tests are one scenario in one tab, in order:
+ * each starts where the previous one left the page.
  */
 const TOKEN = 'ui-test-token';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';

@@ -19,12 +19,14 @@ import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
+import { receiptRoutes } from './routes/receipts.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
 import { withOpenAIErrors } from './routes/openai/errors.ts';
+import { inspectorRoutes } from './ui/routes.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -53,6 +55,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
 
   app.route('/', serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }));
+  // The inspector's page and assets are public (no data in them); what they fetch needs a token.
+  app.route('/', inspectorRoutes());
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));
@@ -114,6 +118,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
+  app.route('/', receiptRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
   registerOpenApi(app);

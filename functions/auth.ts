@@ -203,6 +203,9 @@ const READS_SESSION_CONFIG: Record<string, (c: Context) => boolean> = {
   'POST /v1/sessions/:id/items': () => true,
   'GET /v1/sessions/:id/items': () => true,
   'GET /v1/sessions/:id/prompt': () => true,
+  'GET /v1/sessions/:id/turns': () => true,
+  'GET /v1/sessions/:id/turns/:turn': () => true,
+  'GET /v1/sessions/:id/turns/:turn/items': () => true,
   'POST /v1/sessions/:id/compact': () => true,
   'POST /v1/sessions/:id/tokens/revoke': () => true,
 };

@@ -16,6 +16,7 @@ import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
 import { resolveTokenBudget } from './tokens/model-limits.ts';
 import type { TokenEncoders } from './tokens/token-counter.ts';
+import { promptShape, type PromptShape } from './prompt-shape.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (DESIGN.md "One turn").
@@ -390,7 +391,7 @@ async function executeTurn(
       notices_delivered: delivered.map((notice) => notice.name),
       ...(compacting ? compactionContext(promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter), turn.context, compaction) : {}),
     };
-    receipt = buildReceipt(plan, history, prepared.items, delivered, context);
+    receipt = { ...buildReceipt(plan, history, prepared.items, delivered, context), prompt: promptShape(hydrated, plan.tools, delivered.map((notice) => notice.name)) };
 
     const modelRequest: ModelRequest = {
       prompt: hydrated,
@@ -560,6 +561,8 @@ interface TurnReceipt {
   notices: { name: string; stored_as: string; posted_at: string }[];
   context: TurnContext;
   usage?: ModelUsage;
+  /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
+  prompt?: PromptShape;
 }
 
 /**

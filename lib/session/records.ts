@@ -235,6 +235,13 @@ export const segmentTurnSchema = z
     idempotency_key_sha256: z.string().optional(),
     response: z.unknown().optional(),
     error: errorSchema.optional(),
+    /** What turn listings need once the record is packed (absent in older segments). */
+    started_at: z.string().optional(),
+    completed_at: z.string().optional(),
+    first_seq: z.number().int().positive().optional(),
+    input_count: z.number().int().nonnegative().optional(),
+    output_count: z.number().int().nonnegative().optional(),
+    receipt: z.unknown().optional(),
   })
   .strict();
 export type SegmentTurn = z.infer<typeof segmentTurnSchema>;

@@ -244,6 +244,25 @@ export class SegmentReader {
     return items.slice(from - blockStart, to - blockStart);
   }
 
+  /** The model turns at positions [from, to) of the turns section (record order), one range read. */
+  async turns(from: number, to: number): Promise<SegmentTurn[]> {
+    const index = await this.index();
+    const count = index.turns.records.length;
+    const low = Math.max(0, from);
+    const high = Math.min(count, to);
+    if (low >= high) return [];
+    const start = low === 0 ? index.turns.offset : index.turns.ends[low - 1]!;
+    const end = index.turns.ends[high - 1]!;
+    const object = await this.#store.get(this.key, { range: { offset: start, length: end - start } });
+    if (!object) throw new SegmentMissingError(this.key);
+    this.bytesRead += object.body.length;
+    const turns = this.#lines(object.body, segmentTurnSchema);
+    if (turns.length !== high - low || turns.some((turn, offset) => turn.record !== index.turns.records[low + offset])) {
+      throw new CorruptObjectError(this.key, 'segment turn lines do not match its index');
+    }
+    return turns;
+  }
+
   /** The outcome of model turn record `record`, or null when the segment has none. */
   async turn(record: number): Promise<SegmentTurn | null> {
     const index = await this.index();

@@ -13,9 +13,12 @@ import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
 import type { BeginTurnResult, ContextView, NewContext, NewSession, OpenTurn, PackOptions, PackResult, SessionLogOptions, SessionRecord } from './log/types.ts';
 import { needsView } from './log/views.ts';
+import { listSessions, type SessionRow } from './log/listing.ts';
+import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
 export type * from './log/types.ts';
+export type { SeenItem, SessionRow, TurnSight, TurnSummary };
 export type { TailRequirement };
 
 /**
@@ -230,6 +233,29 @@ export class SessionLog {
    */
   async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
     return pack(this.#log, sessionId, options);
+  }
+
+  /**
+   * Model turns newest first (numbered below `before`, at most `limit`), each with its
+   * outcome, times, settings, `context` counts, notices, usage and seq ranges (log/turns.ts).
+   */
+  async listTurns(id: string, options: { before?: number; limit: number }): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
+    return listTurns(this.#log, id, options);
+  }
+
+  /** One turn with what its model saw, rebuilt from its receipt. A missing turn: NotFoundError. */
+  async getTurn(id: string, turn: number): Promise<TurnSummary & { receipt: TurnSight | null }> {
+    return getTurn(this.#log, id, turn);
+  }
+
+  /** A page of the items up to a turn's input, newest first, each with its treatment in that turn. */
+  async turnItems(id: string, turn: number, options: { before?: number; limit: number }): Promise<{ items: SeenItem[]; has_more: boolean; next_before: number | null }> {
+    return turnItems(this.#log, id, turn, options);
+  }
+
+  /** A page of sessions by id (one delimited listing; see log/listing.ts for what each row costs). */
+  async listSessions(options: { after?: string; limit: number; counts?: boolean }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
+    return listSessions(this.#log, options);
   }
 
   /** The session's token generation (0 until tokens are first revoked); one config read. */

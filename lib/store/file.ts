@@ -160,19 +160,33 @@ export class FileStore implements ObjectStore {
     const base = prefix.slice(0, slash + 1);
     const directory = this.#directoryOf(base);
     const objects: ObjectInfo[] = [];
+    const prefixes: string[] = [];
     let truncated = false;
+    let last = '';
     try {
       for await (const entry of this.#walk(directory, base, prefix, after)) {
-        if (objects.length === limit) {
+        // With a delimiter, the keys of a group come after its first one: skip them.
+        if (prefixes.length > 0 && entry.key.startsWith(prefixes[prefixes.length - 1]!)) continue;
+        if (objects.length + prefixes.length === limit) {
           truncated = true;
           break;
         }
-        objects.push(entry);
+        const at = options.delimiter ? entry.key.indexOf(options.delimiter, prefix.length) : -1;
+        if (at < 0) {
+          objects.push(entry);
+          last = entry.key;
+          continue;
+        }
+        const group = entry.key.slice(0, at + options.delimiter!.length);
+        prefixes.push(group);
+        // Past every key of the group, in byte order.
+        last = `${group}\u{10FFFF}`;
       }
     } catch (error) {
       throw asStorageError('list', prefix, error);
     }
-    return truncated ? { objects, truncated, cursor: objects[objects.length - 1]!.key } : { objects, truncated };
+    const grouped = options.delimiter !== undefined ? { prefixes } : {};
+    return truncated ? { objects, truncated, cursor: last, ...grouped } : { objects, truncated, ...grouped };
   }
 
   async delete(keys: string | string[]): Promise<void> {

@@ -66,17 +66,31 @@ export class MemoryStore implements ObjectStore {
     const keys =
       after !== undefined && compareKeys(after, prefix) >= 0 ? this.#sorted.after(after, true) : this.#sorted.after(prefix, false);
     const page: string[] = [];
+    const prefixes: string[] = [];
     let truncated = false;
-    for (const key of keys) {
+    let last = '';
+    for (let iterator = keys[Symbol.iterator](), next = iterator.next(); !next.done; next = iterator.next()) {
+      const key = next.value;
       if (!key.startsWith(prefix)) break;
-      if (page.length === limit) {
+      if (page.length + prefixes.length === limit) {
         truncated = true;
         break;
       }
-      page.push(key);
+      const at = options.delimiter ? key.indexOf(options.delimiter, prefix.length) : -1;
+      if (at < 0) {
+        page.push(key);
+        last = key;
+        continue;
+      }
+      // A group: listed once, then the walk jumps past every key that starts with it.
+      const group = key.slice(0, at + options.delimiter!.length);
+      prefixes.push(group);
+      last = `${group}\u{10FFFF}`;
+      iterator = this.#sorted.after(last, true)[Symbol.iterator]();
     }
     const objects = page.map((key) => copyInfo(this.#entries.get(key)!.info));
-    return truncated ? { objects, truncated, cursor: page[page.length - 1]! } : { objects, truncated };
+    const grouped = options.delimiter !== undefined ? { prefixes } : {};
+    return truncated ? { objects, truncated, cursor: last, ...grouped } : { objects, truncated, ...grouped };
   }
 
   async delete(keys: string | string[]): Promise<void> {

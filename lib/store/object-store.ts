@@ -12,7 +12,8 @@
  *   absence).
  * - `list` returns keys under `prefix` in ascending byte order, at most `limit` (default
  *   1000), with a `cursor` to continue while `truncated`. `startAfter` skips keys <= it.
- *   A page may hold fewer than `limit` keys while `truncated` (R2 does this).
+ *   A page may hold fewer than `limit` keys while `truncated` (R2 does this). With a
+ *   `delimiter`, keys sharing a prefix up to it come back once, in `prefixes`.
  *   Listed objects carry key, size, etag and uploaded; their `metadata` may be empty (S3's
  *   ListObjectsV2 returns none, and a HEAD per listed object would be too costly). Callers
  *   that need metadata call `head`.
@@ -54,12 +55,20 @@ export interface ListOptions {
   limit?: number;
   cursor?: string;
   startAfter?: string;
+  /**
+   * Group keys that hold `delimiter` after `prefix`: each group is returned once in
+   * `prefixes` (up to and including the delimiter) instead of its objects, and counts once
+   * against `limit`.
+   */
+  delimiter?: string;
 }
 
 export interface ListResult {
   objects: ObjectInfo[];
   truncated: boolean;
   cursor?: string;
+  /** With `delimiter`: the common prefixes of this page, ascending. */
+  prefixes?: string[];
 }
 
 export interface ObjectStore {

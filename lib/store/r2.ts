@@ -93,11 +93,13 @@ export class R2Store implements ObjectStore {
     };
     if (options.cursor !== undefined) listOptions.cursor = options.cursor;
     if (options.startAfter !== undefined) listOptions.startAfter = options.startAfter;
+    if (options.delimiter !== undefined) listOptions.delimiter = options.delimiter;
     return retryRead(async () => {
       try {
         const listed = await this.#bucket.list(listOptions);
         const objects = listed.objects.map(toInfo);
-        return listed.truncated ? { objects, truncated: true, cursor: listed.cursor } : { objects, truncated: false };
+        const prefixes = options.delimiter !== undefined ? { prefixes: listed.delimitedPrefixes } : {};
+        return listed.truncated ? { objects, truncated: true, cursor: listed.cursor, ...prefixes } : { objects, truncated: false, ...prefixes };
       } catch (error) {
         throw storageError('list', prefix, error);
       }

@@ -179,6 +179,7 @@ export class S3Store implements ObjectStore {
           MaxKeys: Math.max(1, Math.min(options.limit ?? MAX_LIST_LIMIT, MAX_LIST_LIMIT)),
           ...(options.cursor === undefined ? {} : { ContinuationToken: options.cursor }),
           ...(options.startAfter === undefined ? {} : { StartAfter: options.startAfter }),
+          ...(options.delimiter === undefined ? {} : { Delimiter: options.delimiter }),
         }),
       );
       const objects: ObjectInfo[] = (response.Contents ?? []).map((object) => ({
@@ -188,9 +189,10 @@ export class S3Store implements ObjectStore {
         uploaded: object.LastModified ?? new Date(0),
         metadata: {},
       }));
+      const prefixes = options.delimiter === undefined ? {} : { prefixes: (response.CommonPrefixes ?? []).flatMap((entry) => (entry.Prefix ? [entry.Prefix] : [])) };
       return response.IsTruncated && response.NextContinuationToken
-        ? { objects, truncated: true, cursor: response.NextContinuationToken }
-        : { objects, truncated: false };
+        ? { objects, truncated: true, cursor: response.NextContinuationToken, ...prefixes }
+        : { objects, truncated: false, ...prefixes };
     } catch (error) {
       throw storageError('list', prefix, error);
     }

@@ -2,6 +2,7 @@ import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineHttpSuite, TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineTokenSuite } from './tokens-suite.ts';
+import { defineReceiptSuite } from './receipts-suite.ts';
 
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
 // suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
@@ -24,3 +25,4 @@ const harness: HttpHarness = {
 
 defineHttpSuite('node (memory store)', harness);
 defineTokenSuite('node (memory store)', harness);
+defineReceiptSuite('node (memory store)', harness);

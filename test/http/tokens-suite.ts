@@ -43,6 +43,10 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'GET /v1/responses/{id}': 'session:read',
   'GET /v1/responses/{id}/input_items': 'session:read',
   'DELETE /v1/responses/{id}': 'admin',
+  'GET /v1/sessions': 'admin',
+  'GET /v1/sessions/{id}/turns': 'session:read',
+  'GET /v1/sessions/{id}/turns/{turn}': 'session:read',
+  'GET /v1/sessions/{id}/turns/{turn}/items': 'session:read',
 };
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */

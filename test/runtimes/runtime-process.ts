@@ -19,6 +19,13 @@ export async function runScenario(origin: string, token: string, dropNotice: (se
   };
   expect((await call('GET', '/healthz', undefined, false)).body).toEqual({ ok: true });
   expect((await call('GET', '/v1/sessions/x', undefined, false)).status).toBe(401);
+  // The inspector is served without a token, and its script is valid JavaScript on this runtime too.
+  const page = await call('GET', '/ui', undefined, false);
+  expect(page.status).toBe(200);
+  expect(page.body).toContain('<title>tailgate inspector</title>');
+  const script = await call('GET', '/ui/app.js', undefined, false);
+  expect(script.status).toBe(200);
+  expect(() => new Function(script.body)).not.toThrow();
 
   const id = `rt-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   const created = await call('POST', '/v1/sessions', { id, instructions: 'Be brief.' });

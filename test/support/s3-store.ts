@@ -105,15 +105,27 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
     const afterBytes = after === null ? undefined : Buffer.from(after, 'utf8');
     const remaining = afterBytes ? entries.filter((entry) => Buffer.compare(entry.bytes, afterBytes) > 0) : entries;
     const maxKeys = Math.min(Number(url.searchParams.get('max-keys') ?? 1000), 1000);
-    const page = remaining.slice(0, maxKeys);
-    const truncated = remaining.length > page.length;
+    // With a delimiter (as S3 does): keys holding it after the prefix are rolled up into one
+    // CommonPrefixes entry each, which counts once against max-keys.
+    const delimiter = url.searchParams.get('delimiter');
+    const rows: { key: string; xml: string }[] = [];
+    for (const entry of remaining) {
+      const at = delimiter ? entry.key.indexOf(delimiter, prefix.length) : -1;
+      if (at < 0) rows.push(entry);
+      else {
+        const group = entry.key.slice(0, at + delimiter!.length);
+        if (rows.at(-1)?.key !== group) rows.push({ key: group, xml: `<CommonPrefixes><Prefix>${escapeXml(group)}</Prefix></CommonPrefixes>` });
+      }
+    }
+    const page = rows.slice(0, maxKeys);
+    const truncated = rows.length > page.length;
     const body = Buffer.from(
       [
         '<?xml version="1.0" encoding="UTF-8"?>',
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
         `<Name>${url.pathname.split('/').filter(Boolean)[0]}</Name><Prefix>${escapeXml(prefix)}</Prefix>`,
         `<KeyCount>${page.length}</KeyCount><MaxKeys>${maxKeys}</MaxKeys><IsTruncated>${truncated}</IsTruncated>`,
-        truncated ? `<NextContinuationToken>${Buffer.from(page.at(-1)!.key, 'utf8').toString('base64')}</NextContinuationToken>` : '',
+        truncated ? `<NextContinuationToken>${Buffer.from(nextAfter(page.at(-1)!.key, delimiter), 'utf8').toString('base64')}</NextContinuationToken>` : '',
         ...page.map((entry) => entry.xml),
         '</ListBucketResult>',
       ].join(''),
@@ -142,6 +154,11 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
   gateway.endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   gateway.close = () => new Promise((resolve) => server.close(() => resolve()));
   return gateway;
+}
+
+/** Where the next page starts: after the last key, or after every key under the last group. */
+function nextAfter(last: string, delimiter: string | null): string {
+  return delimiter !== null && last.endsWith(delimiter) ? `${last}\u{10FFFF}` : last;
 }
 
 interface Forwarded {

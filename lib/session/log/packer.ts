@@ -131,5 +131,11 @@ function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {
     ...(record.idempotency_key_sha256 ? { idempotency_key_sha256: record.idempotency_key_sha256 } : {}),
     ...(done.response !== undefined ? { response: done.response } : {}),
     ...(done.error ? { error: done.error } : {}),
+    started_at: record.created_at,
+    completed_at: done.completed_at,
+    first_seq: record.first_seq,
+    input_count: record.items.length,
+    output_count: done.items.length,
+    ...(done.receipt !== undefined ? { receipt: done.receipt } : {}),
   };
 }

@@ -1,0 +1,179 @@
+import { createRoute } from '@hono/zod-openapi';
+import { z } from 'zod';
+import { idSchema } from '../../lib/items.ts';
+import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
+import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
+import { sessionIdParamsSchema, storedItemOutSchema } from '../schemas.ts';
+
+/**
+ * Reading back what happened: the session listing, turn receipts (each turn's outcome,
+ * settings, counts and what its model saw), and the items of a turn with their treatment.
+ * The data behind the /ui inspector, useful on its own.
+ */
+
+const integerText = (name: string, max: number) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,15}$/, `${name} must be a positive integer`)
+    .transform(Number)
+    .refine((value) => value >= 1 && value <= max, `${name} must be 1..${max}`);
+
+const turnParamsSchema = sessionIdParamsSchema.extend({
+  turn: integerText('turn', Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: '3' }),
+});
+
+const seqRangeSchema = z.object({ first_seq: z.number().int(), last_seq: z.number().int() });
+
+const turnSummarySchema = z
+  .object({
+    turn: z.number().int(),
+    status: z.enum(['completed', 'failed', 'aborted', 'running']),
+    started_at: z.string().nullable(),
+    completed_at: z.string().nullable(),
+    model: z.string().nullable(),
+    strategies: z.array(z.string()),
+    context: z.record(z.string(), z.unknown()).nullable().meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
+    notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
+    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).nullable(),
+    error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
+    input: seqRangeSchema.nullable(),
+    output: seqRangeSchema.nullable(),
+    prefix_reused_chars: z.number().int().nullable().meta({
+      description:
+        "Characters of this turn's provider prompt (tools, instructions, items) that repeat the previous turn's prompt from its start, in whole items; null when either prompt is unknown (a turn refused before its prompt was built, or stored before receipts kept prompt shapes).",
+    }),
+  })
+  .meta({ id: 'TurnSummary' });
+
+const turnDetailSchema = turnSummarySchema
+  .extend({
+    receipt: z
+      .object({
+        seen: z.array(seqRangeSchema.extend({ treatment: z.enum(['whole', 'compacted', 'dropped']) })).meta({
+          description: 'Every seq up to the turn input, in runs: sent whole, compacted (hash-stamped), or not sent (dropped).',
+        }),
+        synthetic: z.array(
+          z.object({ index: z.number().int(), synthetic: z.string(), chars: z.number().int(), content: z.string().optional(), name: z.string().optional() }),
+        ),
+        context_start_seq: z.number().int().nullable(),
+        abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).nullable(),
+      })
+      .nullable(),
+  })
+  .meta({ id: 'TurnDetail' });
+
+const pageQuerySchema = (max: number) =>
+  z.object({
+    before: integerText('before', Number.MAX_SAFE_INTEGER).optional().meta({ param: { name: 'before', in: 'query' } }),
+    limit: integerText('limit', max).optional().meta({ param: { name: 'limit', in: 'query' } }),
+  });
+
+const listTurnsRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/turns',
+  tags: ['turns'],
+  summary: 'Model turns, newest first (turns numbered below `before`; `limit` 1..100, default 20)',
+  security: requires('session:read'),
+  request: { params: sessionIdParamsSchema, query: pageQuerySchema(100) },
+  responses: {
+    200: jsonResponse(z.object({ turns: z.array(turnSummarySchema), has_more: z.boolean(), next_before: z.number().int().nullable() }), 'A page of turns'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
+const getTurnRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/turns/{turn}',
+  tags: ['turns'],
+  summary: 'One turn with its receipt: what the model saw, rebuilt from the receipt and the stored items',
+  security: requires('session:read'),
+  request: { params: turnParamsSchema },
+  responses: { 200: jsonResponse(turnDetailSchema, 'The turn'), ...errorResponses(400, 401, 403, 404, 503) },
+});
+
+const turnItemsRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/turns/{turn}/items',
+  tags: ['turns'],
+  summary: "A page of the items up to the turn's input, newest first, each with its treatment in that turn (and the compacted text the model got)",
+  security: requires('session:read'),
+  request: { params: turnParamsSchema, query: pageQuerySchema(1000) },
+  responses: {
+    200: jsonResponse(
+      z.object({
+        items: z.array(
+          storedItemOutSchema.extend({
+            treatment: z.enum(['whole', 'compacted', 'dropped']),
+            compacted_as: z.object({ output: z.string().optional(), arguments: z.string().optional() }).optional(),
+          }),
+        ),
+        has_more: z.boolean(),
+        next_before: z.number().int().nullable(),
+      }),
+      'A page of items',
+    ),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
+const listSessionsQuerySchema = z.object({
+  after: idSchema.optional().meta({ param: { name: 'after', in: 'query' }, description: 'The last id of the previous page' }),
+  limit: integerText('limit', 100).optional().meta({ param: { name: 'limit', in: 'query' } }),
+  counts: z
+    .enum(['true', 'false'])
+    .optional()
+    .meta({ param: { name: 'counts', in: 'query' }, description: 'false: skip reading each session’s newest record (counts and last activity are null).' }),
+});
+
+const listSessionsRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions',
+  tags: ['sessions'],
+  summary: 'Sessions by id (one delimited listing per page; about 1 MiB a page at most; `limit` 1..100, default 20)',
+  security: requires('admin'),
+  request: { query: listSessionsQuerySchema },
+  responses: {
+    200: jsonResponse(
+      z.object({
+        sessions: z.array(
+          z.object({
+            id: z.string(),
+            created_at: z.string(),
+            metadata: z.record(z.string(), z.unknown()),
+            counts: z.object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() }).nullable(),
+            last_activity_at: z.string().nullable(),
+          }),
+        ),
+        has_more: z.boolean(),
+        next_after: z.string().nullable(),
+      }),
+      'A page of sessions',
+    ),
+    ...errorResponses(400, 401, 403, 503),
+  },
+});
+
+/** GET /v1/sessions, GET /v1/sessions/:id/turns[/:turn[/items]]. */
+export function receiptRoutes() {
+  return createRouter()
+    .openapi(listSessionsRoute, async (c) => {
+      const { after, limit, counts } = c.req.valid('query');
+      const page = await c.var.services.sessions.listSessions({ limit: limit ?? 20, counts: counts !== 'false', ...(after !== undefined ? { after } : {}) });
+      return c.json(page, 200);
+    })
+    .openapi(listTurnsRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { before, limit } = c.req.valid('query');
+      return c.json(await c.var.services.sessions.listTurns(id, { limit: limit ?? 20, ...(before !== undefined ? { before } : {}) }), 200);
+    })
+    .openapi(getTurnRoute, async (c) => {
+      const { id, turn } = c.req.valid('param');
+      return c.json(await c.var.services.sessions.getTurn(id, turn), 200);
+    })
+    .openapi(turnItemsRoute, async (c) => {
+      const { id, turn } = c.req.valid('param');
+      const { before, limit } = c.req.valid('query');
+      return c.json(await c.var.services.sessions.turnItems(id, turn, { limit: limit ?? 100, ...(before !== undefined ? { before } : {}) }), 200);
+    });
+}

@@ -1,0 +1,285 @@
+import { z } from 'zod';
+import { NotFoundError } from '../../errors.ts';
+import type { StoredItem } from '../../items.ts';
+import { reusedPrefixChars } from '../../prompt-shape.ts';
+import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
+import type { DoneRecord, LogRecord, SegmentTurn, TurnStatus } from '../records.ts';
+import { SegmentReader } from '../segment.ts';
+import { parseInput, type LogContext } from './context.ts';
+import { readHead, readRecord, withFreshListing } from './head.ts';
+import { listItems } from './tail-reader.ts';
+
+/**
+ * Reading model turns back (the turn receipts API): their outcome, timing, settings, the
+ * `context` counts and what the model saw, from the records and completions, or from the
+ * turns section of the segments that packed them. Nothing here writes.
+ *
+ * Turns are found newest first: one listing of the records, the unpacked records (2 gets
+ * each, the newest few), then for each segment its index and one range read of just the
+ * turn lines wanted. Turn numbers in a segment are consecutive, so a page that starts at
+ * `before` skips a segment after reading its first turn line.
+ */
+
+export type TurnState = TurnStatus | 'running';
+
+/** One model turn as the receipts API returns it. */
+export interface TurnSummary {
+  turn: number;
+  status: TurnState;
+  started_at: string | null;
+  completed_at: string | null;
+  model: string | null;
+  strategies: string[];
+  context: Record<string, unknown> | null;
+  notices: { name: string; stored_as: string; posted_at: string }[];
+  usage: { input_tokens: number; output_tokens: number } | null;
+  error: { code: string; message: string; details?: unknown } | null;
+  input: { first_seq: number; last_seq: number } | null;
+  output: { first_seq: number; last_seq: number } | null;
+  /** Characters of this turn's provider prompt that repeat the previous turn's from its start (null: unknown). */
+  prefix_reused_chars: number | null;
+}
+
+/** What the model saw, in seq runs, and the items no stored item stands for. */
+export interface TurnSight {
+  /** Every seq up to the turn's input, in runs: sent whole, compacted, or not at all. */
+  seen: { first_seq: number; last_seq: number; treatment: Treatment }[];
+  synthetic: { index: number; synthetic: string; chars: number; content?: string; name?: string }[];
+  /** With a compacted context: items before this seq reached the model only through the summary. */
+  context_start_seq: number | null;
+  abort: { name: string; stored_as: string; reason: string } | null;
+}
+
+export type Treatment = 'whole' | 'compacted' | 'dropped';
+
+/** A stored item of a turn's window with what the model got of it. */
+export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: string; arguments?: string } };
+
+interface RawTurn {
+  summary: Omit<TurnSummary, 'prefix_reused_chars'>;
+  receipt: Receipt;
+}
+
+const rangesSchema = z.string().regex(/^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)?$/);
+/** The receipt lib/turn.ts stores, read leniently: older turns lack fields, failed ones most of them. */
+const receiptSchema = z
+  .object({
+    model: z.string().optional(),
+    strategies: z.array(z.string()).optional(),
+    whole: rangesSchema.optional(),
+    compacted: rangesSchema.optional(),
+    dropped: rangesSchema.optional(),
+    notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })).optional(),
+    context: z.record(z.string(), z.unknown()).optional(),
+    usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).optional(),
+    abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
+    prompt: z
+      .object({
+        hashes: z.string().regex(/^[0-9a-f]*$/),
+        chars: z.array(z.number().int().nonnegative()),
+        synthetic: z.array(
+          z.object({ index: z.number().int(), synthetic: z.string(), chars: z.number().int(), content: z.string().optional(), name: z.string().optional() }),
+        ),
+      })
+      .optional(),
+  })
+  .catch({});
+type Receipt = z.infer<typeof receiptSchema>;
+
+const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
+
+/** A page of turns newest first: turns numbered below `before` (all when absent), at most `limit` (1..100). */
+export async function listTurns(log: LogContext, id: string, options: { before?: number; limit: number }): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
+  const limit = parseInput(z.number().int().min(1).max(100), options.limit);
+  const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
+  // One more than the page: its prompt is what the oldest turn of the page is compared with.
+  const raw = await walkTurns(log, id, before, limit + 1);
+  const turns = withReuse(raw).slice(0, limit);
+  const oldest = turns.at(-1)?.turn;
+  const hasMore = oldest !== undefined && oldest > 1;
+  return { turns, has_more: hasMore, next_before: hasMore ? oldest! : null };
+}
+
+/** One turn with what its model saw. A turn that does not exist: NotFoundError. */
+export async function getTurn(log: LogContext, id: string, turn: number): Promise<TurnSummary & { receipt: TurnSight | null }> {
+  const number = parseInput(z.number().int().positive(), turn);
+  const raw = await walkTurns(log, id, number + 1, 2);
+  if (raw[0]?.summary.turn !== number) throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
+  const [summary] = withReuse(raw);
+  return { ...summary!, receipt: sightOf(raw[0]) };
+}
+
+/**
+ * A page of the stored items up to a turn's input (newest first, as GET /items pages), each
+ * with the treatment the model gave it and, when compacted, the compacted text it got.
+ */
+export async function turnItems(
+  log: LogContext,
+  id: string,
+  turn: number,
+  options: { before?: number; limit: number },
+): Promise<{ items: SeenItem[]; has_more: boolean; next_before: number | null }> {
+  const found = await getTurn(log, id, turn);
+  const end = found.input?.last_seq ?? found.output?.first_seq ?? 0;
+  if (end < 1) return { items: [], has_more: false, next_before: null };
+  const before = Math.min(options.before ?? end + 1, end + 1);
+  if (before <= 1) return { items: [], has_more: false, next_before: null };
+  const page = await listItems(log, id, { before, limit: options.limit });
+  const runs = found.receipt?.seen ?? [];
+  const items = page.items.map((item) => {
+    const treatment = treatmentOf(runs, item.seq);
+    if (treatment !== 'compacted') return { ...item, treatment };
+    if (item.type === 'function_call_output') return { ...item, treatment, compacted_as: { output: compactOutputItem(item).output } };
+    if (item.type === 'function_call') return { ...item, treatment, compacted_as: { arguments: compactCallItem(item).arguments } };
+    return { ...item, treatment };
+  });
+  return { items, has_more: page.has_more, next_before: page.next_before };
+}
+
+/** Turns below `before`, newest first, at most `wanted`. */
+async function walkTurns(log: LogContext, id: string, before: number | undefined, wanted: number): Promise<RawTurn[]> {
+  return withFreshListing(async () => {
+    const below = (turn: number) => before === undefined || turn < before;
+    const found: RawTurn[] = [];
+    const { newest, cursor } = await readHead(log, id, 100);
+    const consider = (record: LogRecord, done: DoneRecord | null) => {
+      if (record.kind === 'turn' && record.turn !== undefined && below(record.turn)) found.push(fromRecord(record, done));
+    };
+    if (newest) consider(newest.record, newest.done);
+    for (let unit = newest && found.length < wanted ? await cursor.next() : null; unit; unit = found.length < wanted ? await cursor.next() : null) {
+      if (unit.kind === 'record') {
+        const { record, done } = await readRecord(log, unit);
+        consider(record, done);
+        continue;
+      }
+      const reader = new SegmentReader(log.store, unit.key, unit, 8 * 1024);
+      const count = (await reader.index()).turns.records.length;
+      if (count === 0) continue;
+      let last = count - 1;
+      if (before !== undefined) {
+        const [first] = await reader.turns(0, 1);
+        last = Math.min(last, before - 1 - first!.turn);
+        if (last < 0) continue;
+      }
+      const from = Math.max(0, last + 1 - (wanted - found.length));
+      const turns = await reader.turns(from, last + 1);
+      for (const turn of turns.reverse()) if (below(turn.turn)) found.push(fromSegment(turn));
+    }
+    return found.slice(0, wanted);
+  });
+}
+
+function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
+  const receipt = receiptSchema.parse(done?.receipt ?? {});
+  const inputs = record.items.length;
+  const outputs = done?.items.length ?? 0;
+  return {
+    receipt,
+    summary: {
+      ...common(record.turn!, done?.status ?? 'running', receipt, done?.error ?? null, requestModelSchema.parse(record.request ?? {}).model),
+      started_at: record.created_at,
+      completed_at: done?.completed_at ?? null,
+      input: inputs > 0 ? { first_seq: record.first_seq, last_seq: record.first_seq + inputs - 1 } : null,
+      output: outputs > 0 ? { first_seq: record.first_seq + inputs, last_seq: record.first_seq + inputs + outputs - 1 } : null,
+    },
+  };
+}
+
+function fromSegment(turn: SegmentTurn): RawTurn {
+  const receipt = receiptSchema.parse(turn.receipt ?? {});
+  const first = turn.first_seq;
+  const inputs = turn.input_count ?? 0;
+  const outputs = turn.output_count ?? 0;
+  return {
+    receipt,
+    summary: {
+      ...common(turn.turn, turn.status, receipt, turn.error ?? null, ''),
+      started_at: turn.started_at ?? null,
+      completed_at: turn.completed_at ?? null,
+      input: first !== undefined && inputs > 0 ? { first_seq: first, last_seq: first + inputs - 1 } : null,
+      output: first !== undefined && outputs > 0 ? { first_seq: first + inputs, last_seq: first + inputs + outputs - 1 } : null,
+    },
+  };
+}
+
+function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSummary['error'], requestModel: string) {
+  return {
+    turn,
+    status,
+    model: receipt.model ?? (requestModel || null),
+    strategies: receipt.strategies ?? [],
+    context: receipt.context ?? null,
+    notices: receipt.notices ?? [],
+    usage: receipt.usage ?? null,
+    error,
+  };
+}
+
+/** Adds `prefix_reused_chars`: each turn's prompt against the next older turn's, when both are known. */
+function withReuse(raw: RawTurn[]): TurnSummary[] {
+  return raw.map((turn, index) => {
+    const previous = raw[index + 1];
+    const current = turn.receipt.prompt;
+    const reused =
+      current && previous && previous.summary.turn === turn.summary.turn - 1 && previous.receipt.prompt
+        ? reusedPrefixChars(current, previous.receipt.prompt)
+        : turn.summary.turn === 1 && current
+          ? 0
+          : null;
+    return { ...turn.summary, prefix_reused_chars: reused };
+  });
+}
+
+function sightOf(turn: RawTurn): TurnSight | null {
+  const { receipt, summary } = turn;
+  const abort = receipt.abort ?? null;
+  if (receipt.whole === undefined) return abort ? { seen: [], synthetic: [], context_start_seq: null, abort } : null;
+  const end = summary.input?.last_seq ?? (summary.output ? summary.output.first_seq - 1 : 0);
+  const marked: { first: number; last: number; treatment: Treatment }[] = [
+    ...parseRanges(receipt.whole).map(([first, last]) => ({ first, last, treatment: 'whole' as const })),
+    ...parseRanges(receipt.compacted ?? '').map(([first, last]) => ({ first, last, treatment: 'compacted' as const })),
+  ].sort((a, b) => a.first - b.first);
+  const seen: TurnSight['seen'] = [];
+  let next = 1;
+  const push = (first: number, last: number, treatment: Treatment) => {
+    if (last < first) return;
+    const previous = seen.at(-1);
+    if (previous && previous.treatment === treatment && previous.last_seq === first - 1) previous.last_seq = last;
+    else seen.push({ first_seq: first, last_seq: last, treatment });
+  };
+  for (const run of marked) {
+    push(next, Math.min(run.first - 1, end), 'dropped');
+    push(Math.max(run.first, next), Math.min(run.last, end), run.treatment);
+    next = Math.max(next, run.last + 1);
+  }
+  push(next, end, 'dropped');
+  const start = receipt.context?.context_start_seq;
+  return {
+    seen,
+    synthetic: receipt.prompt?.synthetic ?? [],
+    context_start_seq: typeof start === 'number' ? start : null,
+    abort,
+  };
+}
+
+function treatmentOf(runs: TurnSight['seen'], seq: number): Treatment {
+  let low = 0;
+  let high = runs.length - 1;
+  while (low <= high) {
+    const middle = (low + high) >> 1;
+    const run = runs[middle]!;
+    if (seq < run.first_seq) high = middle - 1;
+    else if (seq > run.last_seq) low = middle + 1;
+    else return run.treatment;
+  }
+  return 'dropped';
+}
+
+/** `"1-3,5"` -> `[[1,3],[5,5]]`. */
+function parseRanges(text: string): [number, number][] {
+  if (text === '') return [];
+  return text.split(',').map((part) => {
+    const [first, last] = part.split('-').map(Number) as [number, number | undefined];
+    return [first, last ?? first];
+  });
+}

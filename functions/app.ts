@@ -24,7 +24,7 @@ import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
-import { withOpenAIErrors } from './routes/openai/errors.ts';
+import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
 
 export interface AppOptions {
   /** The object store for a request: the R2 binding on Workers, S3 on Deno and Node. */
@@ -50,7 +50,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
   const app = createRouter();
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
-  app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
+  app.notFound((c) => (OPENAI_PATH.test(c.req.path) ? openaiNotFound(c) : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404)));
 
   app.route('/', serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }));
 

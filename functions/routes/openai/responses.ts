@@ -29,7 +29,7 @@ import { inputItemsQuerySchema, openaiErrorSchema, openaiObjectSchema, responseC
  * and stores nothing.
  */
 
-function openaiErrors(...statuses: number[]) {
+export function openaiErrors(...statuses: number[]) {
   return Object.fromEntries(statuses.map((status) => [status, { description: 'An error in OpenAI\'s shape', content: { 'application/json': { schema: openaiErrorSchema } } }]));
 }
 
@@ -368,7 +368,7 @@ function isOutput(item: StoredItem): boolean {
 }
 
 /** Items with `from <= seq < to`, oldest first (several pages when they are large). */
-async function itemsBetween(services: AppServices, sessionId: string, from: number, to: number): Promise<StoredItem[]> {
+export async function itemsBetween(services: AppServices, sessionId: string, from: number, to: number): Promise<StoredItem[]> {
   const collected: StoredItem[] = [];
   let before = to;
   while (before > from) {

@@ -91,3 +91,35 @@ export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: '
 export const openaiErrorSchema = z
   .object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }) })
   .meta({ id: 'OpenAIError' });
+
+/** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
+const metadataSchema = z
+  .record(z.string().max(64), z.string().max(512))
+  .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
+
+export const conversationCreateSchema = z
+  .object({
+    items: z.array(responseInputItemSchema).max(20).nullable().optional(),
+    metadata: metadataSchema.nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIConversationCreate' });
+export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
+
+export const conversationUpdateSchema = z.object({ metadata: metadataSchema }).strict().meta({ id: 'OpenAIConversationUpdate' });
+
+export const conversationItemsCreateSchema = z.object({ items: z.array(responseInputItemSchema).min(1).max(20) }).strict().meta({ id: 'OpenAIConversationItemsCreate' });
+
+export const conversationIdParamsSchema = z.object({
+  id: z.string().min(1).max(64).meta({ param: { name: 'id', in: 'path' }, example: 'conv_0123456789abcdef01234567' }),
+});
+
+export const conversationItemParamsSchema = conversationIdParamsSchema.extend({
+  item_id: z.string().min(1).max(200).meta({ param: { name: 'item_id', in: 'path' }, example: 'msg_conv_0123456789abcdef01234567_1' }),
+});
+
+/** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
+const noInclude = z.union([z.string(), z.array(z.string())]).optional().refine((value) => value === undefined, { error: 'no include values are supported' });
+export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);

@@ -6,8 +6,8 @@ import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServ
 /**
  * A model call that stores nothing (`store: false` responses): the strategies run on the
  * items the request sent (the deployment's list, PROMPT_STRATEGY or the default), the
- * instructions go first, and the model answers. There is no session, so `inbox` delivers
- * nothing and `compact` has no context to move.
+ * instructions go first, and the model answers. There is no session to compact; `inbox`
+ * appends the notices the caller consumed (none unless a chat completion names a session).
  */
 export interface StatelessRequest {
   items: Item[];
@@ -17,6 +17,8 @@ export interface StatelessRequest {
   strategies?: string | string[];
   maxOutputTokens?: number;
   temperature?: number;
+  /** Inbox notices consumed for this call (chat completions naming a session): the `inbox` strategy appends them. */
+  notices?: { name: string; content: string }[];
 }
 
 export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
@@ -30,7 +32,12 @@ export async function runStateless(
   const strategies = resolveStrategyNames(request.strategies, services.env);
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
-  const prepared = preparePrompt(history, strategies, { config: resolveStrategyConfig({ env: services.env }), env: services.env });
+  const notices = request.notices ?? [];
+  const prepared = preparePrompt(history, strategies, {
+    config: resolveStrategyConfig({ env: services.env }),
+    env: services.env,
+    inbox: (items) => [...items, ...notices.map((notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }))],
+  });
   const prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
   const modelRequest: ModelRequest = {
     prompt,
@@ -52,7 +59,7 @@ export async function runStateless(
     items_in_prompt: prompt.length,
     prompt_chars: promptCharacters(prompt),
     ...prepared.stats,
-    notices_delivered: [],
+    notices_delivered: notices.map((notice) => notice.name),
   };
   return { ...result, context };
 }

@@ -50,6 +50,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/conversations/{id}/items': 'session:turn',
   'GET /v1/conversations/{id}/items': 'session:read',
   'GET /v1/conversations/{id}/items/{item_id}': 'session:read',
+  'POST /v1/chat/completions': 'session:turn',
 };
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
@@ -66,6 +67,8 @@ const SAMPLE_BODIES: Record<string, () => unknown> = {
   'POST /v1/conversations': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}/items': () => ({ items: [{ type: 'message', role: 'user', content: 'note' }] }),
+  // Without x-tailgate-session it touches no session: only a token bound to none may.
+  'POST /v1/chat/completions': () => ({ model: 'echo', messages: [{ role: 'user', content: 'hello' }] }),
 };
 
 /** The OpenAI-compatible routes whose `{id}` names the session: a response id of turn 1 of it. */

@@ -1,4 +1,5 @@
 import { createRouter } from '../../router.ts';
+import { chatRoutes } from './chat.ts';
 import { conversationRoutes } from './conversations.ts';
 import { responseRoutes } from './responses.ts';
 
@@ -7,5 +8,5 @@ import { responseRoutes } from './responses.ts';
  * these paths are answered in OpenAI's shape (./errors.ts, installed by functions/app.ts).
  */
 export function openaiRoutes() {
-  return createRouter().route('/', responseRoutes()).route('/', conversationRoutes());
+  return createRouter().route('/', responseRoutes()).route('/', conversationRoutes()).route('/', chatRoutes());
 }

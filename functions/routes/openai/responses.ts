@@ -146,12 +146,12 @@ function sse(events: AsyncIterable<ResponseStreamEvent>): Response {
 }
 
 /** An async queue of stream events fed by a writer. */
-function eventQueue() {
-  const buffer: ResponseStreamEvent[] = [];
+export function eventQueue<Event = ResponseStreamEvent>() {
+  const buffer: Event[] = [];
   let wake: (() => void) | undefined;
   let closed = false;
   return {
-    push(event: ResponseStreamEvent) {
+    push(event: Event) {
       buffer.push(event);
       wake?.();
     },
@@ -159,7 +159,7 @@ function eventQueue() {
       closed = true;
       wake?.();
     },
-    async *[Symbol.asyncIterator](): AsyncIterator<ResponseStreamEvent> {
+    async *[Symbol.asyncIterator](): AsyncIterator<Event> {
       for (;;) {
         const next = buffer.shift();
         if (next !== undefined) yield next;

@@ -76,6 +76,8 @@ export interface TurnRequest {
   tools?: Tool[];
   max_output_tokens?: number;
   temperature?: number;
+  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
+  prompt_cache_key?: string;
 }
 
 /** API.md's `context` object. */
@@ -398,6 +400,7 @@ async function executeTurn(
       ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
       ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
     };
     // completeTurn numbers the output right after the input; the response says so up front.
     const firstSeq = turn.counts.items + 1;

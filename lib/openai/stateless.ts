@@ -17,6 +17,7 @@ export interface StatelessRequest {
   strategies?: string | string[];
   maxOutputTokens?: number;
   temperature?: number;
+  promptCacheKey?: string;
   /** Inbox notices consumed for this call (chat completions naming a session): the `inbox` strategy appends them. */
   notices?: { name: string; content: string }[];
 }
@@ -44,6 +45,7 @@ export async function runStateless(
     tools: request.tools,
     ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(request.promptCacheKey !== undefined ? { promptCacheKey: request.promptCacheKey } : {}),
   };
   let result: ModelResult | undefined;
   if (emit) {

@@ -99,6 +99,7 @@ async function createChatCompletion(c: Context<AppEnv>, body: ChatCompletionCrea
     notices,
     ...(maxOutputTokens ? { maxOutputTokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
   };
   // Notices go back to the inbox when no model answered them.
   const giveBack = async (error: unknown): Promise<never> => {

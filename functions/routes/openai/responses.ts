@@ -236,6 +236,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
       model,
       ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
       ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+      ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
     };
     const fields = { ...common, tools: openaiTools(tools ?? []), conversationId: null, store: false };
     const ids = new Map<number, string>();
@@ -279,6 +280,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
     ...(turnTools !== undefined ? { tools: turnTools } : {}),
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
   };
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);

@@ -70,6 +70,7 @@ export const responseCreateSchema = z
     text: z.object({ format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional() }).strict().nullable().optional(),
     include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })
   .strict()
   .meta({ id: 'OpenAIResponseCreate' });
@@ -172,6 +173,7 @@ export const chatCompletionCreateSchema = z
     parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
     store: z.literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' }).nullable().optional(),
     response_format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })
   .strict()
   .meta({ id: 'OpenAIChatCompletionCreate' });

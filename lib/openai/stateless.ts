@@ -1,6 +1,8 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
 import type { ModelOutputItem, ModelRequest, ModelResult } from '../models/model.ts';
+import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
 import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
+import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
 
 /**
@@ -18,6 +20,8 @@ export interface StatelessRequest {
   maxOutputTokens?: number;
   temperature?: number;
   promptCacheKey?: string;
+  /** `auto`: drop the oldest items until the prompt fits the model's window (else context_too_large). */
+  truncation?: 'auto' | 'disabled';
   /** Inbox notices consumed for this call (chat completions naming a session): the `inbox` strategy appends them. */
   notices?: { name: string; content: string }[];
 }
@@ -25,7 +29,7 @@ export interface StatelessRequest {
 export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
 
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model'>,
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
@@ -34,12 +38,26 @@ export async function runStateless(
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
   const notices = request.notices ?? [];
+  const config = resolveStrategyConfig({ env: services.env });
   const prepared = preparePrompt(history, strategies, {
-    config: resolveStrategyConfig({ env: services.env }),
+    config,
     env: services.env,
     inbox: (items) => [...items, ...notices.map((notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }))],
   });
-  const prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  let prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  // As a stored turn: a model with a known window never gets a prompt that must fail.
+  const budget = resolveTokenBudget(model.id, config, {
+    ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
+    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
+  });
+  let truncation: TurnContext['truncation'];
+  if (Number.isFinite(budget.promptLimit)) {
+    if (request.truncation === 'auto') {
+      const cut = truncatePrompt(prompt, request.tools, budget);
+      prompt = cut.prompt;
+      truncation = cut.truncation;
+    } else checkPromptFits(prompt, request.tools, budget);
+  }
   const modelRequest: ModelRequest = {
     prompt,
     tools: request.tools,
@@ -62,6 +80,7 @@ export async function runStateless(
     prompt_chars: promptCharacters(prompt),
     ...prepared.stats,
     notices_delivered: notices.map((notice) => notice.name),
+    ...(truncation ? { truncation } : {}),
   };
   return { ...result, context };
 }

@@ -222,6 +222,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
     maxOutputTokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? null,
     previousResponseId: body.previous_response_id ?? null,
+    truncation: body.truncation ?? 'disabled',
   } as const;
 
   if (body.store === false) {
@@ -237,6 +238,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
       ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
       ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
       ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+      ...(body.truncation ? { truncation: body.truncation } : {}),
     };
     const fields = { ...common, tools: openaiTools(tools ?? []), conversationId: null, store: false };
     const ids = new Map<number, string>();
@@ -281,6 +283,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
+    ...(body.truncation ? { truncation: body.truncation } : {}),
   };
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);

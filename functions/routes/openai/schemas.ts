@@ -66,7 +66,7 @@ export const responseCreateSchema = z
     temperature: z.number().min(0).max(2).nullable().optional(),
     metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
     parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    truncation: z.literal('disabled', { error: 'only "disabled" is supported' }).nullable().optional(),
+    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
     text: z.object({ format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional() }).strict().nullable().optional(),
     include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),

@@ -25,7 +25,7 @@ import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
-import { withOpenAIErrors } from './routes/openai/errors.ts';
+import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
 import { inspectorRoutes } from './ui/routes.ts';
 
 export interface AppOptions {
@@ -52,7 +52,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
   const app = createRouter();
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
-  app.notFound((c) => c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404));
+  app.notFound((c) => (OPENAI_PATH.test(c.req.path) ? openaiNotFound(c) : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404)));
 
   app.route('/', serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }));
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.

@@ -10,7 +10,7 @@ import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
 import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
 import type { StrategyConfig } from './strategies/strategy-config.ts';
-import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage } from './compaction/index.ts';
+import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage, truncatePrompt, type Truncation } from './compaction/index.ts';
 import type { ContextStart } from './session/records.ts';
 import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
@@ -77,6 +77,14 @@ export interface TurnRequest {
   tools?: Tool[];
   max_output_tokens?: number;
   temperature?: number;
+  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
+  prompt_cache_key?: string;
+  /**
+   * `auto`: a prompt over the model's window drops its oldest tool pairs, then its oldest
+   * messages outside the newest user turn, until it fits (lib/compaction/truncate-prompt.ts);
+   * otherwise it is refused (context_too_large).
+   */
+  truncation?: 'auto' | 'disabled';
 }
 
 /** API.md's `context` object. */
@@ -95,6 +103,8 @@ export interface TurnContext {
   context_start_seq?: number;
   /** Set when this turn compacted: the seqs its summary replaced. */
   compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
+  /** Set when `truncation: "auto"` dropped items to fit the window. */
+  truncation?: Truncation;
 }
 
 export type OutputItem = ModelOutputItem & { seq: number };
@@ -380,6 +390,16 @@ async function executeTurn(
         }
       }
     }
+    // With truncation "auto", the oldest items go until the prompt fits.
+    let truncation: Truncation | undefined;
+    if (request.truncation === 'auto' && Number.isFinite(budget.promptLimit)) {
+      const cut = truncatePrompt(built.hydrated, plan.tools, budget, built.cacheBreakpoint);
+      if (cut.truncation) {
+        truncation = cut.truncation;
+        const gone = new Set(cut.truncation.dropped_seqs);
+        built = { prepared: { ...built.prepared, items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)) }, cacheBreakpoint: cut.cacheBreakpoint, hydrated: cut.prompt };
+      }
+    }
     // A model with a known window never gets a prompt that must fail (context_too_large).
     const promptTokens = Number.isFinite(budget.promptLimit) ? checkPromptFits(built.hydrated, plan.tools, budget) : undefined;
     const { prepared, cacheBreakpoint, hydrated } = built;
@@ -390,6 +410,7 @@ async function executeTurn(
       ...prepared.stats,
       notices_delivered: delivered.map((notice) => notice.name),
       ...(compacting ? compactionContext(promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter), turn.context, compaction) : {}),
+      ...(truncation ? { truncation } : {}),
     };
     receipt = { ...buildReceipt(plan, history, prepared.items, delivered, context), prompt: promptShape(hydrated, plan.tools, delivered.map((notice) => notice.name)) };
 
@@ -399,6 +420,7 @@ async function executeTurn(
       ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
       ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
     };
     // completeTurn numbers the output right after the input; the response says so up front.
     const firstSeq = turn.counts.items + 1;

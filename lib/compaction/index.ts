@@ -5,3 +5,4 @@ export * from './summarize-context.ts';
 export * from './summary-budget.ts';
 export * from './summary-transcript.ts';
 export * from './compact-session.ts';
+export * from './truncate-prompt.ts';

@@ -17,6 +17,8 @@ export interface OpenAICompatibleModelSettings {
    * its newer models, while most compatible servers only know `max_tokens`.
    */
   maxCompletionTokens?: boolean;
+  /** Send a request's `promptCacheKey` as `prompt_cache_key` (OpenAI's own API takes it). */
+  promptCacheKey?: boolean;
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -37,6 +39,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     languageModel: provider.chatModel(settings.modelName),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
+    ...(settings.promptCacheKey ? { promptCacheKeyOptions: (key: string) => ({ [settings.providerName]: { prompt_cache_key: key } }) } : {}),
   });
 }
 

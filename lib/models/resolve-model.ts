@@ -98,6 +98,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         baseURL: setting('OPENAI_BASE_URL') ?? DEFAULT_OPENAI_BASE_URL,
         apiKey: required('OPENAI_API_KEY'),
         maxCompletionTokens: true,
+        promptCacheKey: true,
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');

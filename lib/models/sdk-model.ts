@@ -25,6 +25,8 @@ export interface SdkModelOptions {
   maxRetries: number;
   /** Provider options put on the item at `request.cacheBreakpoint` (e.g. Anthropic cacheControl). */
   cacheBreakpointOptions?: ProviderOptions;
+  /** The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the body); without it the key is not sent. */
+  promptCacheKeyOptions?: (key: string) => ProviderOptions;
 }
 
 /**
@@ -40,7 +42,7 @@ export interface SdkModelOptions {
  *   caller's abort signal gives `ModelTimeoutError`.
  */
 export function createSdkModel(options: SdkModelOptions): Model {
-  const { id, languageModel, timeoutMs, maxRetries, cacheBreakpointOptions } = options;
+  const { id, languageModel, timeoutMs, maxRetries, cacheBreakpointOptions, promptCacheKeyOptions } = options;
 
   const callSettings = (request: ModelRequest, abortSignal: AbortSignal) => {
     const breakpoint =
@@ -54,6 +56,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...(request.tools.length > 0 ? { tools: convertToToolSet(request.tools) } : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+      ...(promptCacheKeyOptions && request.promptCacheKey !== undefined ? { providerOptions: promptCacheKeyOptions(request.promptCacheKey) } : {}),
       maxRetries,
       abortSignal,
     };

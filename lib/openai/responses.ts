@@ -101,6 +101,7 @@ export interface ResponseFields {
   previousResponseId: string | null;
   conversationId: string | null;
   store: boolean;
+  truncation?: 'auto' | 'disabled';
   error?: { code: string; message: string };
   /** tailgate's own account of the turn (session, turn, notices, context counts). */
   tailgate?: Record<string, unknown>;
@@ -133,7 +134,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     tool_choice: fields.toolChoice,
     tools: fields.tools,
     top_p: null,
-    truncation: 'disabled',
+    truncation: fields.truncation ?? 'disabled',
     ...(fields.usage ? { usage: fields.usage } : {}),
     ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
   } as TailgateResponse;

@@ -1,13 +1,15 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
 import type { ModelOutputItem, ModelRequest, ModelResult } from '../models/model.ts';
+import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
 import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
+import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
 
 /**
  * A model call that stores nothing (`store: false` responses): the strategies run on the
  * items the request sent (the deployment's list, PROMPT_STRATEGY or the default), the
- * instructions go first, and the model answers. There is no session, so `inbox` delivers
- * nothing and `compact` has no context to move.
+ * instructions go first, and the model answers. There is no session to compact; `inbox`
+ * appends the notices the caller consumed (none unless a chat completion names a session).
  */
 export interface StatelessRequest {
   items: Item[];
@@ -17,12 +19,17 @@ export interface StatelessRequest {
   strategies?: string | string[];
   maxOutputTokens?: number;
   temperature?: number;
+  promptCacheKey?: string;
+  /** `auto`: drop the oldest items until the prompt fits the model's window (else context_too_large). */
+  truncation?: 'auto' | 'disabled';
+  /** Inbox notices consumed for this call (chat completions naming a session): the `inbox` strategy appends them. */
+  notices?: { name: string; content: string }[];
 }
 
 export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
 
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model'>,
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
@@ -30,13 +37,33 @@ export async function runStateless(
   const strategies = resolveStrategyNames(request.strategies, services.env);
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
-  const prepared = preparePrompt(history, strategies, { config: resolveStrategyConfig({ env: services.env }), env: services.env });
-  const prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  const notices = request.notices ?? [];
+  const config = resolveStrategyConfig({ env: services.env });
+  const prepared = preparePrompt(history, strategies, {
+    config,
+    env: services.env,
+    inbox: (items) => [...items, ...notices.map((notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }))],
+  });
+  let prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  // As a stored turn: a model with a known window never gets a prompt that must fail.
+  const budget = resolveTokenBudget(model.id, config, {
+    ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
+    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
+  });
+  let truncation: TurnContext['truncation'];
+  if (Number.isFinite(budget.promptLimit)) {
+    if (request.truncation === 'auto') {
+      const cut = truncatePrompt(prompt, request.tools, budget);
+      prompt = cut.prompt;
+      truncation = cut.truncation;
+    } else checkPromptFits(prompt, request.tools, budget);
+  }
   const modelRequest: ModelRequest = {
     prompt,
     tools: request.tools,
     ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(request.promptCacheKey !== undefined ? { promptCacheKey: request.promptCacheKey } : {}),
   };
   let result: ModelResult | undefined;
   if (emit) {
@@ -52,7 +79,8 @@ export async function runStateless(
     items_in_prompt: prompt.length,
     prompt_chars: promptCharacters(prompt),
     ...prepared.stats,
-    notices_delivered: [],
+    notices_delivered: notices.map((notice) => notice.name),
+    ...(truncation ? { truncation } : {}),
   };
   return { ...result, context };
 }

@@ -47,6 +47,14 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'GET /v1/sessions/{id}/turns': 'session:read',
   'GET /v1/sessions/{id}/turns/{turn}': 'session:read',
   'GET /v1/sessions/{id}/turns/{turn}/items': 'session:read',
+  'POST /v1/conversations': 'session:turn',
+  'GET /v1/conversations/{id}': 'session:read',
+  'POST /v1/conversations/{id}': 'admin',
+  'DELETE /v1/conversations/{id}': 'admin',
+  'POST /v1/conversations/{id}/items': 'session:turn',
+  'GET /v1/conversations/{id}/items': 'session:read',
+  'GET /v1/conversations/{id}/items/{item_id}': 'session:read',
+  'POST /v1/chat/completions': 'session:turn',
 };
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
@@ -60,14 +68,21 @@ const SAMPLE_BODIES: Record<string, () => unknown> = {
   'POST /v1/tokens': () => ({ scopes: ['inbox:read'] }),
   // Starts a new session: only a token bound to no session may.
   'POST /v1/responses': () => ({ model: 'echo', input: 'hello' }),
+  'POST /v1/conversations': () => ({ metadata: { topic: 'tokens' } }),
+  'POST /v1/conversations/{id}': () => ({ metadata: { topic: 'tokens' } }),
+  'POST /v1/conversations/{id}/items': () => ({ items: [{ type: 'message', role: 'user', content: 'note' }] }),
+  // Without x-tailgate-session it touches no session: only a token bound to none may.
+  'POST /v1/chat/completions': () => ({ model: 'echo', messages: [{ role: 'user', content: 'hello' }] }),
 };
 
 /** The OpenAI-compatible routes whose `{id}` names the session: a response id of turn 1 of it. */
 const RESPONSE_ROUTE = /^\/v1\/responses\/\{id\}/;
+/** A conversation id is the session id. */
+const CONVERSATION_ROUTE = /^\/v1\/conversations\/\{id\}/;
 
 function concretePath(path: string, id: string): string {
   const sessionPath = RESPONSE_ROUTE.test(path) ? path.replace('{id}', `resp_${id}_1_1_2`) : path.replace('{id}', id);
-  return sessionPath.replace('{name}', '0001-budget.md').replace('{turn}', '1');
+  return sessionPath.replace('{name}', '0001-budget.md').replace('{turn}', '1').replace('{item_id}', `msg_${id}_1`);
 }
 
 interface Operation {
@@ -336,7 +351,7 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
           if ((await call(null, operation.method, operation.path)).status !== 200) failures.push(`${operation.key} is public but refused`);
           continue;
         }
-        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}') || RESPONSE_ROUTE.test(operation.path);
+        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}') || RESPONSE_ROUTE.test(operation.path) || CONVERSATION_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
             const id = await createSession();

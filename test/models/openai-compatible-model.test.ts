@@ -189,3 +189,19 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     expect(seen).toEqual([`${provider!.baseURL}/chat/completions`]);
   });
 });
+
+describe('prompt_cache_key', () => {
+  it('is sent to OpenAI (openai:<model>), generating and streaming, and not to other compatible servers', async () => {
+    provider = await startFakeProvider(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
+    const openai = resolveModel('openai:gpt-4.1-mini', { OPENAI_BASE_URL: provider.baseURL, OPENAI_API_KEY: 'sk-test', MODEL_MAX_RETRIES: '0' });
+    const keyed: ModelRequest = { ...request([{ type: 'message', role: 'user', content: 'Hello' }]), promptCacheKey: 'agent-7' };
+    await openai.generate(keyed);
+    await collectStream(openai.stream(keyed));
+    await openai.generate(request([{ type: 'message', role: 'user', content: 'Hello' }]));
+    expect(provider.requests.map((recorded) => recorded.body.prompt_cache_key)).toEqual(['agent-7', 'agent-7', undefined]);
+
+    const compatible = resolveModel('openai-compatible:test-model', { OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, MODEL_MAX_RETRIES: '0' });
+    await compatible.generate(keyed);
+    expect(provider.requests.at(-1)!.body.prompt_cache_key).toBeUndefined();
+  });
+});

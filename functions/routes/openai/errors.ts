@@ -27,7 +27,7 @@ export interface OpenAIErrorBody {
 }
 
 /** The paths of the OpenAI-compatible API. */
-export const OPENAI_PATH = /^\/v1\/(responses|conversations|chat\/completions)(\/|$)/;
+export const OPENAI_PATH = /^\/v1\/(responses|conversations|chat)(\/|$)/;
 
 function errorType(status: number): string {
   if (status === 401) return 'authentication_error';

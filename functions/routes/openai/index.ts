@@ -1,4 +1,6 @@
 import { createRouter } from '../../router.ts';
+import { chatRoutes } from './chat.ts';
+import { conversationRoutes } from './conversations.ts';
 import { responseRoutes } from './responses.ts';
 
 /**
@@ -6,5 +8,5 @@ import { responseRoutes } from './responses.ts';
  * these paths are answered in OpenAI's shape (./errors.ts, installed by functions/app.ts).
  */
 export function openaiRoutes() {
-  return createRouter().route('/', responseRoutes());
+  return createRouter().route('/', responseRoutes()).route('/', conversationRoutes()).route('/', chatRoutes());
 }

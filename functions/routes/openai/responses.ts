@@ -29,7 +29,7 @@ import { inputItemsQuerySchema, openaiErrorSchema, openaiObjectSchema, responseC
  * and stores nothing.
  */
 
-function openaiErrors(...statuses: number[]) {
+export function openaiErrors(...statuses: number[]) {
   return Object.fromEntries(statuses.map((status) => [status, { description: 'An error in OpenAI\'s shape', content: { 'application/json': { schema: openaiErrorSchema } } }]));
 }
 
@@ -146,12 +146,12 @@ function sse(events: AsyncIterable<ResponseStreamEvent>): Response {
 }
 
 /** An async queue of stream events fed by a writer. */
-function eventQueue() {
-  const buffer: ResponseStreamEvent[] = [];
+export function eventQueue<Event = ResponseStreamEvent>() {
+  const buffer: Event[] = [];
   let wake: (() => void) | undefined;
   let closed = false;
   return {
-    push(event: ResponseStreamEvent) {
+    push(event: Event) {
       buffer.push(event);
       wake?.();
     },
@@ -159,7 +159,7 @@ function eventQueue() {
       closed = true;
       wake?.();
     },
-    async *[Symbol.asyncIterator](): AsyncIterator<ResponseStreamEvent> {
+    async *[Symbol.asyncIterator](): AsyncIterator<Event> {
       for (;;) {
         const next = buffer.shift();
         if (next !== undefined) yield next;
@@ -222,6 +222,7 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
     maxOutputTokens: body.max_output_tokens ?? null,
     metadata: body.metadata ?? null,
     previousResponseId: body.previous_response_id ?? null,
+    truncation: body.truncation ?? 'disabled',
   } as const;
 
   if (body.store === false) {
@@ -236,6 +237,8 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
       model,
       ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
       ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+      ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+      ...(body.truncation ? { truncation: body.truncation } : {}),
     };
     const fields = { ...common, tools: openaiTools(tools ?? []), conversationId: null, store: false };
     const ids = new Map<number, string>();
@@ -279,6 +282,8 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
     ...(turnTools !== undefined ? { tools: turnTools } : {}),
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
+    ...(body.truncation ? { truncation: body.truncation } : {}),
   };
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);
@@ -368,7 +373,7 @@ function isOutput(item: StoredItem): boolean {
 }
 
 /** Items with `from <= seq < to`, oldest first (several pages when they are large). */
-async function itemsBetween(services: AppServices, sessionId: string, from: number, to: number): Promise<StoredItem[]> {
+export async function itemsBetween(services: AppServices, sessionId: string, from: number, to: number): Promise<StoredItem[]> {
   const collected: StoredItem[] = [];
   let before = to;
   while (before > from) {

@@ -66,10 +66,11 @@ export const responseCreateSchema = z
     temperature: z.number().min(0).max(2).nullable().optional(),
     metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
     parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    truncation: z.literal('disabled', { error: 'only "disabled" is supported' }).nullable().optional(),
+    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
     text: z.object({ format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional() }).strict().nullable().optional(),
     include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })
   .strict()
   .meta({ id: 'OpenAIResponseCreate' });
@@ -91,3 +92,89 @@ export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: '
 export const openaiErrorSchema = z
   .object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }) })
   .meta({ id: 'OpenAIError' });
+
+/** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
+const metadataSchema = z
+  .record(z.string().max(64), z.string().max(512))
+  .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
+
+export const conversationCreateSchema = z
+  .object({
+    items: z.array(responseInputItemSchema).max(20).nullable().optional(),
+    metadata: metadataSchema.nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIConversationCreate' });
+export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
+
+export const conversationUpdateSchema = z.object({ metadata: metadataSchema }).strict().meta({ id: 'OpenAIConversationUpdate' });
+
+export const conversationItemsCreateSchema = z.object({ items: z.array(responseInputItemSchema).min(1).max(20) }).strict().meta({ id: 'OpenAIConversationItemsCreate' });
+
+export const conversationIdParamsSchema = z.object({
+  id: z.string().min(1).max(64).meta({ param: { name: 'id', in: 'path' }, example: 'conv_0123456789abcdef01234567' }),
+});
+
+export const conversationItemParamsSchema = conversationIdParamsSchema.extend({
+  item_id: z.string().min(1).max(200).meta({ param: { name: 'item_id', in: 'path' }, example: 'msg_conv_0123456789abcdef01234567_1' }),
+});
+
+/** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
+const noInclude = z.union([z.string(), z.array(z.string())]).optional().refine((value) => value === undefined, { error: 'no include values are supported' });
+export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
+
+const chatText = z.union([z.string(), z.array(z.object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() }).strict()).min(1)]);
+
+const chatMessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.enum(['system', 'developer']), content: chatText, name: z.string().max(256).optional() }).strict(),
+  z.object({ role: z.literal('user'), content: chatText, name: z.string().max(256).optional() }).strict(),
+  z
+    .object({
+      role: z.literal('assistant'),
+      content: chatText.nullable().optional(),
+      name: z.string().max(256).optional(),
+      refusal: z.string().nullable().optional(),
+      tool_calls: z
+        .array(z.object({ id: z.string().min(1).max(256), type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256), arguments: z.string() }).strict() }).strict())
+        .optional(),
+    })
+    .strict(),
+  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: chatText }).strict(),
+]);
+
+const chatToolSchema = z
+  .object({
+    type: z.literal('function', { error: 'only function tools are supported' }),
+    function: z
+      .object({
+        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+        description: z.string().max(4096).optional(),
+        parameters: z.record(z.string(), z.unknown()).optional(),
+        strict: z.boolean().nullable().optional(),
+      })
+      .strict(),
+  })
+  .strict();
+
+export const chatCompletionCreateSchema = z
+  .object({
+    model: modelSchema,
+    messages: z.array(chatMessageSchema).min(1).max(10_000),
+    tools: z.array(chatToolSchema).max(512).optional(),
+    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z.object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).strict().nullable().optional(),
+    max_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
+    max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
+    temperature: z.number().min(0).max(2).nullable().optional(),
+    n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
+    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
+    store: z.literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' }).nullable().optional(),
+    response_format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIChatCompletionCreate' });
+export type ChatCompletionCreateBody = z.infer<typeof chatCompletionCreateSchema>;

@@ -1,0 +1,159 @@
+import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { CompletionUsage } from 'openai/resources/completions';
+import { InvalidRequestError } from '../errors.ts';
+import type { Item } from '../items.ts';
+import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
+
+/**
+ * Pure mapping between OpenAI's Chat Completions shapes (the `openai` package's types) and
+ * tailgate items. No I/O: functions/routes/openai/chat.ts does the HTTP.
+ */
+
+/** A text content part, the only kind tailgate takes (the request schema refuses the others). */
+type TextPart = { type: 'text'; text: string };
+
+/** A chat message as the request schema (functions/routes/openai/schemas.ts) validated it. */
+export type ChatMessageBody =
+  | { role: 'system' | 'developer'; content: string | TextPart[]; name?: string | undefined }
+  | { role: 'user'; content: string | TextPart[]; name?: string | undefined }
+  | {
+      role: 'assistant';
+      content?: string | TextPart[] | null | undefined;
+      tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[] | undefined;
+      name?: string | undefined;
+      refusal?: string | null | undefined;
+    }
+  | { role: 'tool'; tool_call_id: string; content: string | TextPart[] };
+
+function textOf(content: string | TextPart[] | null | undefined): string {
+  if (content === null || content === undefined) return '';
+  return typeof content === 'string' ? content : content.map((part) => part.text).join('\n');
+}
+
+/**
+ * The messages as tailgate items: leading system and developer messages are the
+ * instructions (tailgate keeps one system prompt); an assistant message becomes its text (when
+ * not empty) followed by one function_call per tool call; a tool message becomes a
+ * function_call_output. A system message after the first other message is refused.
+ */
+export function chatMessagesToItems(messages: readonly ChatMessageBody[]): { instructions: string | null; items: Item[] } {
+  const instructions: string[] = [];
+  const items: Item[] = [];
+  messages.forEach((message, index) => {
+    if (message.role === 'system' || message.role === 'developer') {
+      if (items.length > 0) {
+        throw new InvalidRequestError(`messages[${index}]: a ${message.role} message must come before every other message (it becomes the instructions)`, { field: `messages.${index}.role` });
+      }
+      instructions.push(textOf(message.content));
+    } else if (message.role === 'user') items.push({ type: 'message', role: 'user', content: textOf(message.content) });
+    else if (message.role === 'tool') items.push({ type: 'function_call_output', call_id: message.tool_call_id, output: textOf(message.content) });
+    else if (message.role === 'assistant') {
+      const text = textOf(message.content);
+      if (text !== '' || !message.tool_calls?.length) items.push({ type: 'message', role: 'assistant', content: text });
+      for (const call of message.tool_calls ?? []) items.push({ type: 'function_call', call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+    }
+  });
+  return { instructions: instructions.filter((text) => text !== '').join('\n\n') || null, items };
+}
+
+/** Tailgate items as chat messages (the inverse of {@link chatMessagesToItems}, calls folded into their assistant message). */
+export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessageParam[] {
+  const messages: ChatCompletionMessageParam[] = [];
+  for (const item of items) {
+    if (item.type === 'function_call_output') messages.push({ role: 'tool', tool_call_id: item.call_id, content: item.output });
+    else if (item.type === 'function_call') {
+      const last = messages.at(-1);
+      const call: ChatCompletionMessageFunctionToolCall = { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
+      if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
+      else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+    } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: item.content });
+    else messages.push({ role: item.role === 'system' ? 'system' : 'user', content: item.content });
+  }
+  return messages;
+}
+
+function toolCallOf(item: Extract<ModelOutputItem, { type: 'function_call' }>): ChatCompletionMessageFunctionToolCall {
+  return { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
+}
+
+/** Tailgate's usage as Chat Completions' (`cached_tokens` is what the provider reported, else 0). */
+export function chatUsageOf(usage: ModelUsage): CompletionUsage {
+  return {
+    prompt_tokens: usage.input_tokens,
+    completion_tokens: usage.output_tokens,
+    total_tokens: usage.input_tokens + usage.output_tokens,
+    prompt_tokens_details: { cached_tokens: usage.cached_input_tokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: 0 },
+  };
+}
+
+export type TailgateChatCompletion = ChatCompletion & { tailgate?: Record<string, unknown> };
+
+/** The completion object of a model's output: one choice, its text and tool calls. */
+export function buildChatCompletion(fields: { id: string; created: Date; model: string; output: readonly ModelOutputItem[]; usage: ModelUsage; tailgate?: Record<string, unknown> }): TailgateChatCompletion {
+  const text = fields.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('');
+  const calls = fields.output.flatMap((item) => (item.type === 'function_call' ? [toolCallOf(item)] : []));
+  return {
+    id: fields.id,
+    object: 'chat.completion',
+    created: Math.floor(fields.created.getTime() / 1000),
+    model: fields.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: text === '' && calls.length > 0 ? null : text, refusal: null, ...(calls.length > 0 ? { tool_calls: calls } : {}) },
+        finish_reason: calls.length > 0 ? 'tool_calls' : 'stop',
+        logprobs: null,
+      },
+    ],
+    usage: chatUsageOf(fields.usage),
+    ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
+  };
+}
+
+/**
+ * Turns a model's stream into Chat Completions chunks: the first carries `role`, text
+ * deltas carry `content`, each finished call one `tool_calls` delta (id, name and the whole
+ * arguments), the last choice chunk `finish_reason`; with `include_usage`, every chunk has
+ * `usage: null` and a final chunk with no choices carries the usage.
+ */
+export class ChatChunkWriter {
+  #started = false;
+  #calls = 0;
+  readonly #base: Pick<ChatCompletionChunk, 'id' | 'created' | 'model'>;
+  readonly #includeUsage: boolean;
+  readonly #send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void;
+
+  constructor(fields: { id: string; created: Date; model: string; includeUsage: boolean }, send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void) {
+    this.#base = { id: fields.id, created: Math.floor(fields.created.getTime() / 1000), model: fields.model };
+    this.#includeUsage = fields.includeUsage;
+    this.#send = send;
+  }
+
+  #chunk(delta: ChatCompletionChunk.Choice.Delta, finishReason: ChatCompletionChunk.Choice['finish_reason'] = null): void {
+    const first = !this.#started;
+    this.#started = true;
+    this.#send({
+      ...this.#base,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta: first ? { role: 'assistant', ...delta } : delta, finish_reason: finishReason, logprobs: null }],
+      ...(this.#includeUsage ? { usage: null } : {}),
+    });
+  }
+
+  delta(text: string): void {
+    this.#chunk({ content: text });
+  }
+
+  itemDone(item: ModelOutputItem): void {
+    if (item.type !== 'function_call') return;
+    const call = toolCallOf(item);
+    this.#chunk({ tool_calls: [{ index: this.#calls++, ...call }] });
+  }
+
+  /** The finishing chunk, then (with include_usage) the usage chunk, which also carries `tailgate`. */
+  done(usage: ModelUsage, tailgate?: Record<string, unknown>): void {
+    this.#chunk({}, this.#calls > 0 ? 'tool_calls' : 'stop');
+    if (this.#includeUsage) this.#send({ ...this.#base, object: 'chat.completion.chunk', choices: [], usage: chatUsageOf(usage), ...(tailgate ? { tailgate } : {}) });
+  }
+}

@@ -1,0 +1,73 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTailgate, TOKEN } from './server.ts';
+
+// truncation on the Responses API against the real app, with the echo model given a small
+// window (CONTEXT_LIMIT 120, RESPONSE_RESERVE 20: prompts of at most 100 tokens).
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+
+beforeAll(async () => {
+  tailgate = await startTailgate({ CONTEXT_LIMIT: '120', RESPONSE_RESERVE: '20' });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+afterAll(() => tailgate.close());
+
+const long = (letter: string) => letter.repeat(160);
+const history = [
+  { type: 'message' as const, role: 'user' as const, content: long('a') },
+  { type: 'function_call' as const, call_id: 'call_old', name: 'lookup', arguments: '{}' },
+  { type: 'function_call_output' as const, call_id: 'call_old', output: long('b') },
+  { type: 'message' as const, role: 'assistant' as const, content: long('c') },
+];
+
+type Truncated = { tailgate: { context: { truncation?: { tool_pairs: number; messages: number; dropped_seqs: number[]; prompt_tokens: number; prompt_tokens_before: number } } } };
+
+describe('truncation', () => {
+  it('"disabled" (the default) refuses a prompt over the window with 400 context_length_exceeded; "auto" drops the oldest tool pair, then the oldest messages, and says so', async () => {
+    const { id } = await client.conversations.create({ items: history });
+    const refused = await client.responses.create({ model: 'echo', conversation: id, input: 'short question' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
+
+    const response = await client.responses.create({ model: 'echo', conversation: id, input: 'short question', truncation: 'auto' });
+    expect(response.output_text).toBe('echo: short question');
+    expect(response.truncation).toBe('auto');
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    expect(truncation.tool_pairs).toBe(1);
+    expect(truncation.messages).toBeGreaterThanOrEqual(1);
+    // The pair goes first (seqs 2 and 3), then the oldest message; the refused turn's input
+    // (seq 5) is older than this one's and may go too, the newest user turn (seq 6) never.
+    expect(truncation.dropped_seqs.slice(0, 3)).toEqual([1, 2, 3]);
+    expect(truncation.dropped_seqs).not.toContain(6);
+    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+    expect(truncation.prompt_tokens_before).toBeGreaterThan(100);
+    // The history keeps everything (the refused turn's input too): truncation only shapes the prompt.
+    expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(7);
+  });
+
+  it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
+    const fits = await client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
+    expect((fits as unknown as Truncated).tailgate.context.truncation).toBeUndefined();
+    const huge = await client.responses.create({ model: 'echo', input: long('z').repeat(5), truncation: 'auto' }).catch((error: unknown) => error);
+    expect(huge).toMatchObject({ status: 400, code: 'context_length_exceeded' });
+  });
+
+  it('applies to store: false responses, where dropped_seqs are positions in the input', async () => {
+    const input = [...history, { type: 'message' as const, role: 'user' as const, content: 'short question' }];
+    const refused = await client.responses.create({ model: 'echo', store: false, input }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, code: 'context_length_exceeded' });
+    const response = await client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
+    expect(response.output_text).toBe('echo: short question');
+    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+    // Dropping the tool pair (input positions 2 and 3) is enough here.
+    expect(truncation).toMatchObject({ tool_pairs: 1, messages: 0, dropped_seqs: [2, 3] });
+    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+  });
+
+  it('refuses context_management (server-side compaction thresholds are not supported yet), naming it', async () => {
+    const refused = await client.responses.create({ model: 'echo', input: 'hi', context_management: [{ type: 'compaction', compact_threshold: 1000 }] } as never).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ param: 'context_management' });
+  });
+});

@@ -24,6 +24,15 @@ export interface BenchResults {
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   reliability?: ReliabilityFigures;
+  /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
+  loadAverages?: { section: string; start: string; end: string }[];
+  /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability) has no figures. */
+  notMeasured?: Partial<Record<string, string>>;
+}
+
+/** `not measured (why)` for a section without figures. */
+function notMeasured(results: BenchResults, section: string): string {
+  return `not measured (${results.notMeasured?.[section] ?? 'not run'})`;
 }
 
 const OPERATIONS_GOAL = 8;
@@ -50,6 +59,11 @@ export function resultsMarkdown(results: BenchResults): string {
       'medians and ratios taken within the same run are the figures to read.',
     '',
   );
+  if (results.loadAverages && results.loadAverages.length > 0) {
+    lines.push('Load average (`os.loadavg()`: 1, 5 and 15 minutes) when each section began and ended:', '', '| Section | At start | At end |', '|---|---|---|');
+    for (const entry of results.loadAverages) lines.push(`| ${entry.section} | ${entry.start} | ${entry.end || '-'} |`);
+    lines.push('');
+  }
 
   lines.push('## Goals at a glance', '');
   lines.push('| Goal | Target | Measured | Met |', '|---|---|---|---|');
@@ -76,7 +90,7 @@ interface GoalRow {
 /** Section 6: what the crash and race simulation checked, and recovery after kill -9. */
 function reliabilitySection(results: BenchResults): string[] {
   const figures = results.reliability;
-  if (!figures) return [];
+  if (!figures) return ['## 6. Reliability: crashes, races and recovery', '', `${capitalized(notMeasured(results, 'reliability'))}.`, ''];
   const { simulation, recovery, cancelled } = figures;
   const points = Object.values(simulation.crashPoints).reduce((sum, count) => sum + count, 0);
   const lines = ['## 6. Reliability: crashes, races and recovery', '', `Command: \`${figures.command}\` (bench/reliability.ts)`, ''];
@@ -104,6 +118,10 @@ function reliabilitySection(results: BenchResults): string[] {
     '',
   );
   return lines;
+}
+
+function capitalized(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 function yes(condition: boolean): string {
@@ -191,20 +209,35 @@ function goalRows(results: BenchResults): GoalRow[] {
     const peak = Math.max(...results.heap.result.peakGrowthBytes);
     rows.push({ goal: `Peak heap of a turn, ${results.heap.result.items.toLocaleString('en-US')}-item session`, target: '< 64 MiB', measured: mib(peak) + ' (worst of ' + results.heap.result.peakGrowthBytes.length + ' turns)', met: yes(peak < HEAP_GOAL) });
   }
+  // Goals whose section has no figures stay in the table, saying why.
+  const missing: [unknown, string, string, string][] = [
+    [results.overheadMemory?.some((row) => !row.skipped), 'memory', 'Per-turn p50 ratio and storage operations per turn (memory store)', `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`],
+    [results.overheadWorkerd?.some((row) => !row.skipped), 'workerd', 'Per-turn p50 ratio and storage operations per turn (workerd + local R2)', `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`],
+    [results.strategies, 'strategies', 'Strategy CPU, 10,000-item history', `< ${STRATEGY_GOAL_MS} ms`],
+    [results.cache, 'cache', 'Reusable share and estimated cost, epoch strategies', `>= ${REUSABLE_GOAL * 100}%; below every other row`],
+    [results.heap, 'heap', 'Peak heap of a turn', '< 64 MiB'],
+  ];
+  for (const [present, section, goal, target] of missing) {
+    if (present) continue;
+    const overhead = section === 'memory' ? results.overheadMemory : section === 'workerd' ? results.overheadWorkerd : undefined;
+    const why = overhead && overhead.length > 0 ? `not measured (${overhead.map((row) => `${row.size.toLocaleString('en-US')}: ${row.skipped}`).join('; ')})` : notMeasured(results, section);
+    rows.push({ goal, target, measured: why, met: '-' });
+  }
   return rows;
 }
 
 function overheadSection(results: BenchResults): string[] {
   const lines: string[] = ['## 1. Per-turn overhead (echo model)', ''];
   lines.push(
-    'The session grows from one size to the next (POST /items in batches of an agent-like mix: a user message, about 25 tool calls ' +
+    'One session per size, loaded first (POST /items in batches of an agent-like mix: a user message, about 25 tool calls ' +
       'with outputs of 200 B to 20 KB log-normal and arguments of 50 B to 2 KB, 5% repeated calls, an assistant message; the log is ' +
-      'packed every 8 appends, as turns do in the background). The measured turns alternate a user message `call read_file {...}` ' +
+      'packed every 8 appends, as turns do in the background). The measured turns, one turn of every size per round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
       '(echo answers with a function_call) and that call\'s 2 KB output (echo answers with text), with the default strategies ' +
       '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times are medians and 95th ' +
       'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the same runtime, in the same run.',
     '',
   );
+  if (!results.overheadMemory) lines.push(`### Memory store`, '', `${capitalized(notMeasured(results, 'memory'))}.`, '');
   if (results.overheadMemory) {
     lines.push(`### Memory store, lib/turn.ts \`runTurn\` with the app's per-request services, counted`, '');
     lines.push(`Command: \`${results.commands.overheadMemory}\``, '');
@@ -251,7 +284,8 @@ function overheadSection(results: BenchResults): string[] {
     }
     lines.push('');
   }
-  if (results.workerdError) lines.push(`The workerd run failed: \`${results.workerdError.replace(/\`/g, "'").slice(0, 600)}\``, '');
+  if (results.workerdError) lines.push(`Not measured: the workerd run failed: \`${results.workerdError.replace(/\`/g, "'").slice(0, 600)}\``, '');
+  else if (!results.overheadWorkerd) lines.push(`${capitalized(notMeasured(results, 'workerd'))}.`, '');
   return lines;
 }
 
@@ -360,7 +394,7 @@ function whereTable(rows: TurnOverheadRow[]): string[] {
 
 function strategySection(results: BenchResults): string[] {
   const lines = ['## 2. Strategy CPU on 10,000 items', '', `Command: \`${results.commands.strategies}\` (bench/strategies.ts \`benchStrategies()\`)`, ''];
-  if (!results.strategies) return [...lines, 'Not run.', ''];
+  if (!results.strategies) return [...lines, `${capitalized(notMeasured(results, 'strategies'))}.`, ''];
   lines.push(
     '`preparePrompt` per strategy list on a 10,000-item history with 2,000 tool calls (bench/strategies.ts `benchHistory`): on the whole history, ' +
       'and on the tail view with stored aggregates, which is what a turn runs. Median and p90 of 41 runs after 5 warm-up runs.',
@@ -377,7 +411,7 @@ function strategySection(results: BenchResults): string[] {
 
 function cacheSection(results: BenchResults): string[] {
   const lines = ['## 3. Prompt-cache stability', '', `Command: \`${results.commands.cache}\``, ''];
-  if (!results.cache) return [...lines, 'Not run.', ''];
+  if (!results.cache) return [...lines, `${capitalized(notMeasured(results, 'cache'))}.`, ''];
   const { runs, toolCalls, seed } = results.cache;
   const turns = runs[0]?.totals.turns ?? 0;
   lines.push(
@@ -420,7 +454,7 @@ function cacheSection(results: BenchResults): string[] {
 
 function heapSection(results: BenchResults): string[] {
   const lines = ['## 4. Memory: peak heap of a turn', ''];
-  if (!results.heap) return [...lines, 'Not run.', ''];
+  if (!results.heap) return [...lines, `${capitalized(notMeasured(results, 'heap'))}.`, ''];
   const { result, command } = results.heap;
   lines.push(`Command: \`${command}\` (run by \`npm run bench\` as a child process)`, '');
   lines.push(
@@ -441,7 +475,7 @@ function heapSection(results: BenchResults): string[] {
 
 function compactionSection(results: BenchResults): string[] {
   const lines = ['## 5. Reads per turn after compaction', '', `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx tsx bench/compaction.ts\`)`, ''];
-  if (!results.compaction) return [...lines, 'Not run.', ''];
+  if (!results.compaction) return [...lines, `${capitalized(notMeasured(results, 'compaction'))}.`, ''];
   lines.push(
     'With `compact` in the strategy list (`shorten_tools_epoch_increment,compact,inbox`), a session of N turns with tool traffic is compacted ' +
       '(keeping the newest 2,000 tokens), three turns run in the new context, then one turn is measured on the memory store (echo). ' +

@@ -12,6 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { machineInfo } from './machine.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
@@ -36,7 +37,19 @@ const quick = argv.includes('--quick');
 const budgetArgument = argv.find((argument) => argument.startsWith('--workerd-load-budget='));
 const workerdLoadBudgetMs = budgetArgument ? Number(budgetArgument.slice('--workerd-load-budget='.length)) * 1000 : quick ? 60_000 : 240_000;
 const full = !only && !quick;
-const runs = (section: Section) => !only || only.has(section);
+/** Whether a section runs; one that does not is reported as not measured, with why. */
+const runs = (section: Section) => {
+  const running = !only || only.has(section);
+  if (!running) results.notMeasured[section] = `not run: the run had ${onlyArgument}`;
+  else results.loadAverages.push({ section, start: loadAverage(), end: '' });
+  return running;
+};
+/** The load average when a section ends, next to the one when it began. */
+const ended = (section: Section) => {
+  const entry = results.loadAverages.find((candidate) => candidate.section === section);
+  if (entry) entry.end = loadAverage();
+};
+const loadAverage = () => loadavg().map((value) => value.toFixed(2)).join(' ');
 
 const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const sizes = quick ? [100, 1_000] : [100, 1_000, 10_000, 100_000];
@@ -53,7 +66,7 @@ const overheadCommon: Omit<TurnOverheadOptions, 'measuredTurns' | 'appendBatch' 
 };
 
 const started = performance.now();
-const results: BenchResults = {
+const results: BenchResults & Required<Pick<BenchResults, 'loadAverages' | 'notMeasured'>> = {
   startedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
   durationMs: 0,
   machine: machineInfo(),
@@ -66,12 +79,15 @@ const results: BenchResults = {
     heap: '',
     compaction: 'npm run bench -- --only=compaction',
   },
+  loadAverages: [],
+  notMeasured: {},
 };
 log(`machine: ${JSON.stringify(results.machine)}`);
 
 if (runs('strategies')) {
   log('strategy CPU (bench/strategies.ts)');
   results.strategies = benchStrategies(quick ? { iterations: 5 } : {});
+  ended('strategies');
 }
 
 if (runs('cache')) {
@@ -81,6 +97,7 @@ if (runs('cache')) {
   const chart = 'prompt-cache.svg';
   if (full) writeFileSync(new URL(`./${chart}`, import.meta.url), promptCacheChart(cacheRuns, `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`));
   results.cache = { runs: cacheRuns, toolCalls: cacheToolCalls, seed: cacheSeed, chart };
+  ended('cache');
 }
 
 if (runs('memory')) {
@@ -93,6 +110,7 @@ if (runs('memory')) {
     turnEveryAppends: 8,
   });
   await driver.close();
+  ended('memory');
 }
 
 if (runs('heap')) {
@@ -100,11 +118,13 @@ if (runs('heap')) {
   results.commands.heap = heapProbeCommand(options);
   log(`peak heap of a turn, ${heapItems} items (child process)`);
   results.heap = { result: await measureTurnHeap(options), command: results.commands.heap };
+  ended('heap');
 }
 
 if (runs('compaction')) {
   log('bytes read per turn after compaction (bench/compaction.ts)');
   results.compaction = await measureCompactionReads(quick ? [50, 200] : [200, 2_000]);
+  ended('compaction');
 }
 
 if (runs('workerd')) {
@@ -122,15 +142,18 @@ if (runs('workerd')) {
     });
   } catch (error) {
     results.workerdError = error instanceof Error ? error.message : String(error);
+    results.notMeasured.workerd = `the workerd run failed: ${results.workerdError.slice(0, 300)}`;
     log(`workerd failed: ${results.workerdError}`);
   } finally {
     await driver?.close();
   }
+  ended('workerd');
 }
 
 if (runs('reliability')) {
   log('reliability: crash and race simulation, kill -9 recovery (bench/reliability.ts)');
   results.reliability = await measureReliability({ interleavings: quick ? 100 : 2_000, log });
+  ended('reliability');
 }
 
 results.durationMs = performance.now() - started;
@@ -142,12 +165,17 @@ if (full) {
   console.log(markdown);
 }
 
+/** HEAD, and whether the code it measures (lib/, functions/, wrangler.toml, bench/) differed from it. */
 function gitCommit(): string {
   try {
     const root = fileURLToPath(new URL('..', import.meta.url));
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--', 'lib', 'functions', 'wrangler.toml'], { cwd: root, encoding: 'utf8' }).trim();
-    return dirty ? `${commit} (with uncommitted changes in lib/ or functions/)` : commit;
+    const paths = ['lib/', 'functions/', 'wrangler.toml', 'bench/'];
+    const changed = execFileSync('git', ['status', '--porcelain', '--', ...paths], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.trim() !== '' && !line.endsWith('bench/RESULTS.md') && !line.endsWith('bench/prompt-cache.svg'));
+    const where = paths.filter((path) => changed.some((line) => line.slice(3).startsWith(path)));
+    return where.length > 0 ? `${commit} (HEAD, with uncommitted changes in ${where.join(', ')})` : `${commit} (HEAD, no uncommitted changes in ${paths.join(', ')})`;
   } catch {
     return 'unknown';
   }

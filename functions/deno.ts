@@ -1,7 +1,8 @@
 import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { docsScript, localServerOptions, startupBanner, storeFromConfig } from './local-server.ts';
+import { describeStore, docsScript, localServerOptions, storeFromConfig } from './local-server.ts';
+import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
@@ -33,6 +34,7 @@ const app = createApp({ store: (_environment, config) => storeFor(config), token
 
 const onListen = ({ hostname, port }: { hostname: string; port: number }) => {
   const host = hostname.includes(':') ? `[${hostname}]` : hostname;
-  console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), `http://${host}:${port}`, parseServiceConfig(Deno.env.toObject())));
+  const config = parseServiceConfig(Deno.env.toObject());
+  console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), `http://${host}:${port}`, config, describeStore(config)));
 };
 Deno.serve({ port: options.port, hostname: options.hostname, onListen }, (request) => app.fetch(request));

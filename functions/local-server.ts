@@ -12,7 +12,8 @@ import { s3StoreFromConfig } from './s3-store-from-env.ts';
  * What the Node and Deno entries share: the store (S3 when S3_ENDPOINT or S3_BUCKET is set,
  * otherwise the file store under DATA_DIR), the listening address (`--port`/`--host`, then
  * PORT/HOST, then 8787 on 127.0.0.1), `--allow-anonymous` (what `npm run start:node` and
- * `start:deno` pass, like `npm start`), the docs page's script, and the startup banner.
+ * `start:deno` pass, like `npm start`), the docs page's script, and the store's line of the
+ * startup banner (functions/startup-banner.ts).
  */
 export interface LocalServerOptions {
   port: number;
@@ -67,23 +68,4 @@ let docsScriptBytes: Promise<Uint8Array<ArrayBuffer>> | undefined;
 export function docsScript(): Promise<Uint8Array<ArrayBuffer>> {
   docsScriptBytes ??= readFile(docsScriptPath).then((buffer) => new Uint8Array(buffer));
   return docsScriptBytes;
-}
-
-/** The few lines a server prints when it starts. */
-export function startupBanner(runtime: string, url: string, config: ServiceConfig): string {
-  const anonymous = config.allowAnonymous && config.apiToken === undefined;
-  const access = anonymous
-    ? 'anonymous (no token needed; set API_TOKEN to require one)'
-    : config.apiToken !== undefined
-      ? 'bearer token (API_TOKEN)'
-      : config.tokenSigningKey !== undefined
-        ? 'scoped tokens only (TOKEN_SIGNING_KEY)'
-        : 'none: set API_TOKEN (every request is 503 not_configured)';
-  return [
-    `tailgate (${runtime}) on ${url}`,
-    `  store:  ${describeStore(config)}`,
-    `  model:  ${config.defaultModel}`,
-    `  access: ${access}`,
-    `  docs:   ${url}/docs${config.publicDocs ? '' : ' (with a token; PUBLIC_DOCS=false)'}`,
-  ].join('\n');
 }

@@ -1,7 +1,8 @@
 import { serve } from '@hono/node-server';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { docsScript, localServerOptions, startupBanner, storeFromConfig } from './local-server.ts';
+import { describeStore, docsScript, localServerOptions, storeFromConfig } from './local-server.ts';
+import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
@@ -25,7 +26,8 @@ const app = createApp({ store: (_environment, config) => storeFor(config), token
 
 const server = serve({ fetch: app.fetch, port: options.port, hostname: options.hostname }, (info) => {
   const host = info.family === 'IPv6' ? `[${info.address}]` : info.address;
-  console.log(startupBanner(`Node ${process.version}`, `http://${host}:${info.port}`, parseServiceConfig(process.env)));
+  const config = parseServiceConfig(process.env);
+  console.log(startupBanner(`Node ${process.version}`, `http://${host}:${info.port}`, config, describeStore(config)));
 });
 
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {

@@ -94,16 +94,40 @@ describe('bench', () => {
     }
     expect(rows[0]!.ratio).toBe(1);
     const markdown = resultsMarkdown({
-      startedAt: 'now',
-      durationMs: 1,
-      machine: machineInfo(),
-      commit: 'test',
-      commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e', compaction: 'f' },
+      ...runHeader(),
       overheadMemory: rows,
       cache: { runs: simulatePromptCache({ toolCalls: 20, seed: 3 }), toolCalls: 20, seed: 3, chart: 'chart.svg' },
     });
     expect(markdown).toContain('## Goals at a glance');
     expect(markdown).toContain('| 120 (');
+  });
+
+  it('measures the sizes round by round, and keeps a size it did not measure as a row saying why', async () => {
+    const driver = new MemoryTurnDriver();
+    const order: string[] = [];
+    const turn = driver.turn.bind(driver);
+    driver.turn = async (id, request) => {
+      if (typeof request.input !== 'string' || request.input.startsWith('call ')) order.push(id);
+      return turn(id, request);
+    };
+    const rows = await benchTurnOverhead(driver, { sizes: [20, 40], measuredTurns: 2, warmupTurns: 1, seed: 5, appendBatch: 20, turnEveryAppends: 2, notices: 0 });
+    // Three rounds (one warm-up, two measured), then each session answers its open call.
+    expect(order).toEqual(['bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40']);
+    expect(rows.map((row) => row.turns)).toEqual([2, 2]);
+
+    const budgeted = await benchTurnOverhead(new MemoryTurnDriver(), { sizes: [20, 20_000], measuredTurns: 1, warmupTurns: 0, seed: 5, appendBatch: 20, turnEveryAppends: 2, notices: 0, loadBudgetMs: 1 });
+    expect(budgeted[0]!.turns).toBe(1);
+    expect(budgeted[1]!.skipped).toMatch(/^not measured \(loading 20,000 items would take about \d+ s at the rate so far/);
+    const markdown = resultsMarkdown({
+      ...runHeader(),
+      overheadMemory: budgeted,
+      loadAverages: [{ section: 'memory', start: '1.00 2.00 3.00', end: '4.00 5.00 6.00' }],
+      notMeasured: { heap: 'not run: the run had --only=memory' },
+    });
+    expect(markdown).toContain('| memory | 1.00 2.00 3.00 | 4.00 5.00 6.00 |');
+    expect(markdown).toContain('| 20,000 | not measured (loading 20,000 items');
+    expect(markdown).toContain('| Peak heap of a turn | < 64 MiB | not measured (not run: the run had --only=memory) | - |');
+    expect(markdown).toContain('(20,000 not measured)');
   });
 
   it('drives the worker in workerd with a local R2 bucket over HTTP', async () => {
@@ -131,3 +155,8 @@ describe('bench', () => {
     expect(result.samplesPerTurn[0]).toBeGreaterThan(0);
   });
 });
+
+/** The run's header fields of BenchResults, for rendering test figures. */
+function runHeader() {
+  return { startedAt: 'now', durationMs: 1, machine: machineInfo(), commit: 'test', commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e', compaction: 'f' } };
+}

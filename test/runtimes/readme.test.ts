@@ -124,6 +124,14 @@ describe('README', () => {
   ] as Array<[string, (directory: string) => string[]]>)('walkthrough against `npm run %s`: every step prints what the README shows', async (script, extra) => {
     const server = await startScript(script, extra);
     expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
-    if (script !== 'start') expect(server.output()).toMatch(/access: anonymous/);
+    if (script === 'start') {
+      // wrangler's bindings table shows the local vars plainly, then the banner follows its "Ready on" line.
+      expect(server.output()).toContain('env.ALLOW_ANONYMOUS ("true")');
+      expect(server.output()).not.toContain('(hidden)');
+      await expect.poll(() => server.output(), { timeout: 20_000 }).toMatch(/^tailgate \(Workers: wrangler dev [\d.]+\) on http:\/\/localhost:\d+$/m);
+      expect(server.output()).toContain(`  store:  local R2 bucket tailgate under ${directories.at(-1)}/wrangler\n  model:  echo\n`);
+    }
+    expect(server.output()).toMatch(/access: anonymous/);
+    expect(server.output()).toMatch(/^  docs:   http:\/\/\S+\/docs$/m);
   }, 180_000);
 });

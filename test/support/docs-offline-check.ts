@@ -36,15 +36,14 @@ try {
 }
 const openapi = await fetch(`${origin}/openapi.json`);
 const session = await fetch(`${origin}/v1/sessions/nope`);
-console.log(
-  JSON.stringify({
-    status: page.status,
-    type: page.headers.get('content-type'),
-    html,
-    assets,
-    outsideReachable,
-    openapiStatus: openapi.status,
-    sessionStatus: session.status,
-  }),
-);
-process.exit(0);
+// Exit only once the line is written: a pipe takes it in pieces, and exiting earlier cuts it.
+const line = JSON.stringify({
+  status: page.status,
+  type: page.headers.get('content-type'),
+  html,
+  assets,
+  outsideReachable,
+  openapiStatus: openapi.status,
+  sessionStatus: session.status,
+});
+process.stdout.write(`${line}\n`, () => process.exit(0));

@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/**
+ * The Worker bundle's size budget, checked by .ci/run after `wrangler deploy --dry-run --outdir
+ * dist` (`npm run build`): gzips every module in the directory (source maps aside, as wrangler
+ * measures its upload), prints the size, and exits 1 above the budget.
+ *
+ *   node scripts/check-bundle-size.mjs [directory, default dist] [--budget-kib=400]
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+
+/** Gzipped, as `wrangler deploy` reports it (`Total Upload: ... / gzip: ...`). */
+export const BUDGET_KIB = 400;
+
+const args = process.argv.slice(2);
+const budgetArgument = args.find((argument) => argument.startsWith('--budget-kib='));
+const budgetKiB = budgetArgument ? Number(budgetArgument.slice('--budget-kib='.length)) : BUDGET_KIB;
+const directory = args.find((argument) => !argument.startsWith('--')) ?? 'dist';
+
+const modules = [];
+const walk = (path) => {
+  for (const name of readdirSync(path)) {
+    const file = join(path, name);
+    if (statSync(file).isDirectory()) walk(file);
+    else if (/\.(m?js|cjs|wasm)$/.test(name)) modules.push(file);
+  }
+};
+try {
+  walk(directory);
+} catch (error) {
+  console.error(`check-bundle-size: cannot read ${directory} (${error.message}); build it first with npm run build`);
+  process.exit(2);
+}
+if (modules.length === 0) {
+  console.error(`check-bundle-size: no modules in ${directory}; build it first with npm run build`);
+  process.exit(2);
+}
+let raw = 0;
+let gzipped = 0;
+for (const file of modules) {
+  const bytes = readFileSync(file);
+  raw += bytes.length;
+  gzipped += gzipSync(bytes).length;
+}
+const kib = (bytes) => (bytes / 1024).toFixed(1);
+const verdict = gzipped <= budgetKiB * 1024 ? 'within' : 'OVER';
+console.log(`worker bundle: ${kib(raw)} KiB, ${kib(gzipped)} KiB gzipped (${modules.length} module${modules.length === 1 ? '' : 's'}); budget ${budgetKiB} KiB gzipped: ${verdict}`);
+if (verdict === 'OVER') process.exit(1);

@@ -462,6 +462,37 @@ describe('SessionLog: storage faults', () => {
     expect(contents).toEqual(['setup 0', 'setup 1', 'setup 2', 'B1', 'B2', 'B3', 'A']);
   });
 
+  it('replays a key whose turn completed between a claim reading an empty log and reading the key', async () => {
+    const memory = new MemoryStore();
+    const log = new SessionLog(memory);
+    await log.create({ id: 's1' });
+    // The slow claim lists the log while it is empty, then waits before it reads idem/.
+    let release!: () => void;
+    let listed!: () => void;
+    const hasListed = new Promise<void>((resolve) => (listed = resolve));
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const slowStore: ObjectStore = {
+      get: async (key, options) => {
+        if (key.includes('/idem/')) {
+          listed();
+          await gate;
+        }
+        return memory.get(key, options);
+      },
+      head: (key) => memory.head(key),
+      list: (prefix, options) => memory.list(prefix, options),
+      delete: (keys) => memory.delete(keys),
+      put: (key, body, options) => memory.put(key, body, options),
+    };
+    const slow = new SessionLog(slowStore).beginTurn('s1', { input: [user('once')], idempotencyKey: 'k' });
+    await hasListed;
+    const fast = await claim(log, 's1', [user('once')], 'k');
+    await log.completeTurn(fast, { status: 'completed', output: [assistant('done')], receipt: {}, response: { ok: true } });
+    release();
+    expect(await slow).toEqual({ kind: 'replay', response: { ok: true }, status: 'completed' });
+    expect((await log.listItems('s1', { limit: 10 })).items).toHaveLength(2);
+  });
+
   it('stores nothing and reports the error when a record put fails before landing', async () => {
     const store = new FaultyStore(new MemoryStore());
     const log = new SessionLog(store);

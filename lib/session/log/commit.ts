@@ -34,7 +34,7 @@ const outcomeSchema = z.object({
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
 });
 
-/** What `commit` wrote (or, for a used idempotency key, the `replay` of its turn). */
+/** What `commit` wrote. */
 interface Commit {
   record: LogRecord;
   config: SessionConfig;
@@ -42,7 +42,11 @@ interface Commit {
   previous: NonNullable<LogRecord['recent']>;
   /** Model turns: the newest view and every item after it, before the record's items. */
   base: Base | null;
-  replay?: Extract<BeginTurnResult, { kind: 'replay' }>;
+}
+
+/** For a used idempotency key: the `replay` of its turn instead of a commit. */
+interface Replay {
+  replay: Extract<BeginTurnResult, { kind: 'replay' }>;
 }
 
 /** How a turn ended, as its owner completes it (see SessionLog.completeTurn). */
@@ -59,7 +63,7 @@ export interface TurnResult {
 /** See SessionLog.append. */
 export async function appendItems(log: LogContext, id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number; record: number }> {
   const input = parseInput(itemsSchema, items);
-  const { record } = await commit(log, id, input, { kind: 'append' });
+  const { record } = written(await commit(log, id, input, { kind: 'append' }));
   return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1, record: record.record };
 }
 
@@ -77,7 +81,7 @@ export async function beginTurn(
     ...(options.requestHash ? { requestHash: options.requestHash } : {}),
     ...(options.request !== undefined ? { request: options.request } : {}),
   });
-  if (committed.replay) return committed.replay;
+  if ('replay' in committed) return committed.replay;
   const { record, config, previous, base: claimed, scope } = committed;
   const base = claimed ?? { view: null, since: [] };
   const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
@@ -172,7 +176,7 @@ export async function commit(
   id: string,
   input: Item[],
   options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; requestHash?: string; request?: unknown; context?: ContextStart },
-): Promise<Commit> {
+): Promise<Commit | Replay> {
   const writer = crypto.randomUUID();
   let failure: { error: unknown } | null = null;
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
@@ -198,7 +202,8 @@ export async function commit(
         if (error instanceof RecordMissingError) continue;
         throw error;
       }
-      if (replay) return { replay, record: newest!.record, config: head.config, previous: [], base: null, scope };
+      // The key's turn may be newer than the head read (the index is read after it).
+      if (replay) return { replay };
     }
     if (newest && newest.record.kind === 'turn' && !newest.done) {
       const open = newest.record;
@@ -357,4 +362,10 @@ function openCallsAfter(open: readonly string[], output: readonly StoredItem[]):
     else if (item.type === 'function_call_output') pending.delete(item.call_id);
   }
   return [...pending].slice(-MAX_OPEN_CALLS);
+}
+
+/** A commit without an idempotency key always writes (or throws). */
+function written(committed: Commit | Replay): Commit {
+  if ('replay' in committed) throw new Error('a commit without an idempotency key replayed');
+  return committed;
 }

@@ -6,7 +6,9 @@ import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
- * Deno entry: `npm run start:deno` (`deno run ... functions/deno.ts --allow-anonymous`).
+ * Deno entry: `npm run start:deno` (`deno run ... functions/deno.ts --allow-anonymous`). Run it
+ * with `--unstable-no-legacy-abort`: a request's signal then aborts only when its client goes
+ * away, not after every successful response (Deno's legacy behaviour, which it warns about).
  * Options after the file name: `--port`, `--host` (else PORT, HOST; default 8787 on
  * 127.0.0.1), `--allow-anonymous`.
  * Storage is S3 when S3_ENDPOINT or S3_BUCKET is set, otherwise files under DATA_DIR (default

@@ -21,7 +21,7 @@ beforeAll(async () => {
   const [nodePort, denoPort] = [await freePort(), await freePort()];
   [node, denoServer] = await Promise.all([
     startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], { cwd: root, port: nodePort, env: environment }),
-    startServer(deno, ['run', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(denoPort)], {
+    startServer(deno, ['run', '--unstable-no-legacy-abort', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(denoPort)], {
       cwd: root,
       port: denoPort,
       env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
@@ -83,6 +83,8 @@ it('two servers on one directory: 20 retries with one Idempotency-Key store one 
   expect(answered.length).toBeGreaterThan(0);
   for (const response of answered) expect(response.body.turn).toBe(answered[0]!.body.turn);
   for (const response of keyed.filter((response) => response.status === 409)) expect(response.body.error.code).toBe('turn_in_progress');
+  // Run with --unstable-no-legacy-abort, Deno does not warn about request.signal.
+  expect(denoServer.output()).not.toContain('legacy behavior');
 
   const racing = await Promise.all(Array.from({ length: 8 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: `turn ${i}` })));
   const won = racing.filter((response) => response.status === 200);

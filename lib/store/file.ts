@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { link, mkdir, open, readdir, readFile, rename, rmdir, stat, unlink, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, rmdir, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
@@ -248,12 +248,15 @@ export class FileStore implements ObjectStore {
     const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
     const deadline = Date.now() + this.#lockTimeoutMs;
     for (let attempt = 0; ; attempt++) {
+      // Written aside, then linked into place: the lock appears with its holder in it, so a
+      // process killed while taking it leaves no empty lock for others to wait out.
+      const aside = join(directory, `${name}${TEMP}lock-${randomBytes(6).toString('hex')}`);
       try {
-        const file = await open(lockPath, 'wx');
+        await writeFile(aside, token, { flag: 'wx' });
         try {
-          await file.writeFile(token);
+          await link(aside, lockPath);
         } finally {
-          await file.close();
+          await unlink(aside).catch(() => undefined);
         }
         break;
       } catch (error) {

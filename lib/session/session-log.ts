@@ -226,9 +226,10 @@ export class SessionLog {
    * Writes a view of the newest closed record when one is due (see `writeViewIfDue` in log/view-writer.ts), then
    * packs closed records older than the newest `keepRecords` into one immutable segment once
    * at least `packMinRecords` of them exist (any number after a new view), merging into the
-   * newest segment while it is below the target size, and deletes what the segment replaces.
-   * Safe to run concurrently and to interrupt anywhere: readers prefer a segment over the
-   * records it covers, and the next run deletes leftovers. Call it after a turn (e.g. in the
+   * newest segment while it is below the target size; the records and completions it covers
+   * become empty tombstones (their keys stay taken), replaced segments, views and leases are
+   * deleted. Safe to run concurrently and to interrupt anywhere: readers prefer a segment over
+   * the records it covers, and the next run cleans up leftovers. Call it after a turn (e.g. in the
    * background).
    */
   async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {

@@ -1,7 +1,7 @@
 import type { Item } from '../lib/items.ts';
 import { SeededRandom } from './random.ts';
 
-/** How a simulated agent session looks (DESIGN.md "Numbers to reach", issue "bench" point 3). */
+/** How a simulated agent session looks (the goals in bench/RESULTS.md). */
 export interface AgentSessionOptions {
   seed: number;
   /** Tool calls between two user messages, on average (drawn from [0.6x, 1.4x]). */

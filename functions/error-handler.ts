@@ -5,7 +5,7 @@ import type { ZodError } from 'zod';
 import { clientError, InvalidRequestError, TailgateError, type ErrorCode } from '../lib/errors.ts';
 
 /**
- * The one map from lib/ error codes to HTTP statuses (API.md "Conventions"). lib/ knows no
+ * The one map from lib/ error codes to HTTP statuses (the API, "Conventions"). lib/ knows no
  * status; everything it throws carries an `ErrorCode` and lands here. The table is
  * exhaustive, so a code without a status does not compile. Only real bugs are 500s.
  */
@@ -62,7 +62,7 @@ function logError(message: string, error: unknown): void {
   console.error(message, error);
 }
 
-/** Hono's onError: the single error JSON shape from API.md; server-side failures go to `log`. */
+/** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
   return (error, c) => {
     const { status, body } = errorBody(error, log);

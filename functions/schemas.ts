@@ -3,7 +3,7 @@ import { ERROR_CODES } from '../lib/errors.ts';
 import { clientItemSchema, idSchema, textProblem, toolSchema } from '../lib/items.ts';
 
 /**
- * The request and response schemas of API.md. The same objects validate requests and
+ * The request and response schemas of the HTTP API. The same objects validate requests and
  * generate /openapi.json, so the document cannot drift from what is enforced.
  * Request objects are strict: an unknown field is a 400 naming it.
  */

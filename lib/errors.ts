@@ -1,5 +1,5 @@
 /**
- * Every error code of API.md's error JSON. The union is closed: functions/error-handler.ts
+ * Every error code of the API's error JSON. The union is closed: functions/error-handler.ts
  * maps each one to an HTTP status in an exhaustive table, so a new code cannot ship without
  * a status. lib/ knows no HTTP status.
  */
@@ -70,7 +70,7 @@ const CLIENT_MESSAGES: Partial<Record<string, string>> = {
 const CLIENT_DETAILS_KEPT: ReadonlySet<string> = new Set(['model_error']);
 
 /**
- * The one error base of lib/. `code` is the snake_case code of API.md's error JSON.
+ * The one error base of lib/. `code` is the snake_case code of the API's error JSON.
  * lib/ knows no HTTP status: functions/ maps codes to statuses in one table.
  */
 export class TailgateError extends Error {

@@ -19,7 +19,7 @@ import type { TokenEncoders } from './tokens/token-counter.ts';
 import { promptShape, type PromptShape } from './prompt-shape.ts';
 
 /**
- * The turn pipeline: the one place that orders the steps of a turn (DESIGN.md "One turn").
+ * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md, "The turn pipeline").
  *
  *  1. read the session (404), and resolve everything a bad request could fail on (strategy
  *     names, thresholds, the model id) before anything is written, so a 400 stores nothing;
@@ -87,7 +87,7 @@ export interface TurnRequest {
   truncation?: 'auto' | 'disabled';
 }
 
-/** API.md's `context` object. */
+/** The API's `context` object. */
 export interface TurnContext {
   strategies: string[];
   items_in_prompt: number;
@@ -109,7 +109,7 @@ export interface TurnContext {
 
 export type OutputItem = ModelOutputItem & { seq: number };
 
-/** API.md's 200 body of a turn. */
+/** The API's 200 body of a turn. */
 export interface TurnResponse {
   session_id: string;
   turn: number;
@@ -143,7 +143,7 @@ export class ReplayedError extends TailgateError {
 }
 
 /**
- * Runs one turn and returns API.md's 200 body. Replays the stored response (or error) of a
+ * Runs one turn and returns the API's 200 body. Replays the stored response (or error) of a
  * repeated Idempotency-Key without calling the model or consuming the inbox.
  *
  * @example

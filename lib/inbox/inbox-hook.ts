@@ -2,7 +2,7 @@ import type { PromptItem, PromptMessageItem } from '../items.ts';
 
 /**
  * Turns notices into the user messages the model sees: `{type: 'message', role: 'user',
- * content, synthetic: 'inbox'}`, with `pending: true` for the prompt preview (API.md "Items"
+ * content, synthetic: 'inbox'}`, with `pending: true` for the prompt preview (the API's "Items"
  * and "Prompt preview"). The messages carry no seq: notices are never stored as history.
  */
 export function noticeMessages(notices: ReadonlyArray<{ content: string }>, options: { pending?: boolean } = {}): PromptMessageItem[] {

@@ -18,7 +18,7 @@ import {
 export { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 export { ABORT_NOTICE_NAME, noticeNameSchema } from './notice-name.ts';
 
-/** API.md's notice limit: 256 KiB of UTF-8 content. */
+/** The API's notice limit: 256 KiB of UTF-8 content. */
 export const DEFAULT_MAX_NOTICE_BYTES = 262_144;
 
 /** The body of `POST .../inbox`, for the router to validate with. */
@@ -50,7 +50,7 @@ export interface InboxOptions {
   maxNoticeBytes?: number;
 }
 
-/** What `post` answers: API.md's 201 body. */
+/** What `post` answers: the API's 201 body. */
 export interface PostedNotice {
   name: string;
   posted_at: string;
@@ -163,7 +163,7 @@ type ClaimOutcome =
   | { kind: 'taken' };
 
 /**
- * The session inbox: one-shot notices for the model (DESIGN.md "Inbox").
+ * The session inbox: one-shot notices for the model (docs/ARCHITECTURE.md, "Inbox").
  *
  * Notices live at `<keyPrefix>sessions/<id>/inbox/<name>`, posted through `post` or written
  * straight into the bucket by any R2 or S3 client. `consume` delivers them at most once, in
@@ -219,7 +219,7 @@ export class Inbox {
   }
 
   /**
-   * Posts a notice (API.md `POST .../inbox`). Without a name, one is generated that sorts
+   * Posts a notice (the API, `POST .../inbox`). Without a name, one is generated that sorts
    * after every earlier generated name. The name `abort` is allowed: it aborts the next turn.
    * The put is create-only, so a pending notice is never overwritten.
    *
@@ -265,7 +265,7 @@ export class Inbox {
   }
 
   /**
-   * Lists pending notices sorted by name (byte order), as API.md `GET .../inbox` answers.
+   * Lists pending notices sorted by name (byte order), as the API's `GET .../inbox` answers.
    * `posted_at` is the time stored by `post`, or the upload time for a notice written
    * straight into the bucket. Costs one list (per 1000 notices), plus a head per notice when
    * the store's listing carries no metadata (S3).
@@ -283,7 +283,7 @@ export class Inbox {
   }
 
   /**
-   * Withdraws a pending notice (API.md `DELETE .../inbox/:name`). A notice a concurrent
+   * Withdraws a pending notice (the API, `DELETE .../inbox/:name`). A notice a concurrent
    * consume has already fetched may still be delivered: object stores have no conditional
    * delete.
    *
@@ -299,7 +299,7 @@ export class Inbox {
   }
 
   /**
-   * Lists the record of deliveries (API.md `GET .../inbox/delivered`), in `stored_as` byte
+   * Lists the record of deliveries (the API, `GET .../inbox/delivered`), in `stored_as` byte
    * order. Costs one list (per 1000 records), plus a head per record when the listing
    * carries no metadata (S3). An object put into `inbox_removed/` by something else is
    * listed with its upload time and `turn: null`.

@@ -22,7 +22,7 @@ export type { SeenItem, SessionRow, TurnSight, TurnSummary };
 export type { TailRequirement };
 
 /**
- * The session log on an ObjectStore (DESIGN.md "Storage"): a write-once log whose commit
+ * The session log on an ObjectStore (docs/STORAGE.md): a write-once log whose commit
  * point is a create-only put of the next record number. Nothing is rewritten per turn, a turn
  * costs a constant number of storage operations, and reads go newest first, only as far as
  * needed. `pack` writes views (what the strategies need, in one object a turn reads) and

@@ -12,7 +12,7 @@ import { defaultStrategyConfig, defaultStrategyNames, splitStrategyNames } from 
  */
 export type StrategySpec = string | readonly string[] | ((items: PromptItem[]) => PromptItem[]) | undefined;
 
-/** API.md `context` counts: tool calls by what happened to their output. */
+/** The API's `context` counts: tool calls by what happened to their output. */
 export interface PromptStats {
   tool_calls_total: number;
   kept_full: number;

@@ -39,7 +39,7 @@ const strategyConfigShape = {
 /** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
 export const strategyConfigFieldsSchema = z.object(strategyConfigShape).strict();
 
-/** The defaults (the seed's current ones, DESIGN.md "Strategies"). */
+/** The defaults (the seed's current ones, README "Strategies"). */
 export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   full_tool_calls: 0,
   full_tool_outputs: 10,
@@ -63,7 +63,7 @@ export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
 });
 
 /**
- * The thresholds of every built-in strategy, by their snake_case keys (API.md
+ * The thresholds of every built-in strategy, by their snake_case keys (the HTTP API
  * `strategy_config`), with their defaults. Strict: an unknown key or a wrong type is an
  * error naming the key.
  */

@@ -48,7 +48,7 @@ describe('errorBody', () => {
     ['storage_unsupported', 503],
     ['corrupt_object', 500],
     ['internal_error', 500],
-  ] as const)('API.md: %s is %i', (code, status) => {
+  ] as const)('the API: %s is %i', (code, status) => {
     expect(STATUS_BY_CODE[code]).toBe(status);
   });
 

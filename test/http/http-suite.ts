@@ -4,7 +4,7 @@ import { SessionLog } from '../../lib/session/session-log.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 
 /**
- * The HTTP contract (API.md), as one suite that runs against any way of reaching the real
+ * The HTTP contract (README, /openapi.json), as one suite that runs against any way of reaching the real
  * app: inside workerd through the worker with a local R2 bucket (test/workers/http.test.ts),
  * and in Node through `app.request` with an in-memory store (test/http/http.test.ts).
  */
@@ -657,7 +657,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const page = await api.get(`/v1/sessions/${id}/items?limit=5&before=50`);
       expect(page.body.items.map((item: any) => item.seq)).toEqual([49, 48, 47, 46, 45]);
       const preview = await api.get(`/v1/sessions/${id}/prompt`);
-      // DESIGN.md's epoch rule at 24 calls (threshold 8, epoch 4): overflow 16, epoch index 3,
+      // The epoch rule at 24 calls (threshold 8, epoch 4): overflow 16, epoch index 3,
       // pinned 20, new 4: 4 + 3 whole, the next 6 compacted, the other 11 dropped.
       expect(preview.body.context).toMatchObject({ tool_calls_total: 24, kept_full: 7, compacted: 6, dropped: 11 });
       expect(preview.body.items.some((item: any) => item.synthetic === 'context_notice')).toBe(true);

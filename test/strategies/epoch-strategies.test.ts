@@ -19,7 +19,7 @@ function counts(strategy: string, calls: number, config = defaultStrategyConfig(
 describe.each(['shorten_tools_epoch', 'shorten_tools_epoch_increment'])('%s on the seed worked example', (strategy) => {
   it.each([
     // At or below the threshold nothing changes (the seed's own row for 100 says 10/40/50,
-    // which contradicts its rule; DESIGN.md follows the rule).
+    // which contradicts its rule; this project follows the rule).
     [99, [99, 0, 0]],
     [100, [100, 0, 0]],
     [101, [11, 40, 50]],

@@ -1,22 +1,28 @@
-import type { ServiceConfig } from './config.ts';
-import { storedErrorCode, TailgateError } from './errors.ts';
-import { outputLength, type Item, type PromptItem, type Tool } from './items.ts';
-import { ModelError, type Model, type ModelOutputItem, type ModelRequest, type ModelResult, type ModelUsage } from './models/model.ts';
-import type { DeliveredNotice, Inbox } from './inbox/inbox.ts';
-import type { BeginTurnResult, OpenTurn, PackOptions, SessionLog, SessionRecord } from './session/session-log.ts';
+import { TailgateError } from './errors.ts';
+import type { Item } from './items.ts';
+import type { ModelRequest } from './models/model.ts';
+import type { DeliveredNotice } from './inbox/inbox.ts';
+import type { BeginTurnResult, SessionLog } from './session/session-log.ts';
 import { TurnClosedError } from './session/turn-errors.ts';
 import type { Undelivered } from './session/records.ts';
 import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
-import { builtInRegistry, preparePrompt, resolveStrategies, resolveStrategyConfig, tailRequirement } from './strategies/index.ts';
-import type { StrategyConfig } from './strategies/strategy-config.ts';
-import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, summaryMessage, truncatePrompt, type Truncation } from './compaction/index.ts';
-import type { ContextStart } from './session/records.ts';
+import { preparePrompt, tailRequirement } from './strategies/index.ts';
+import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, truncatePrompt, type Truncation } from './compaction/index.ts';
 import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
 import { resolveTokenBudget } from './tokens/model-limits.ts';
-import type { TokenEncoders } from './tokens/token-counter.ts';
-import { promptShape, type PromptShape } from './prompt-shape.ts';
+import { promptShape } from './prompt-shape.ts';
+import { type TurnServices, type TurnRequest, type TurnContext, type TurnResponse, type TurnEvent, AbortedError, ReplayedError } from './turn/types.ts';
+import { type TurnPlan, packOptions, sessionStrategyPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT } from './turn/plan.ts';
+import { withSummary, compactionContext, withInstructions, inboxMessage, promptCharacters } from './turn/prompt.ts';
+import { errorRecord, requestRecord, type TurnReceipt, buildReceipt, noticeRecord } from './turn/receipt.ts';
+import { streamModel, EventChannel } from './turn/stream.ts';
+export { type StoredError, type TurnSessionLog, type TurnInbox, type TurnServices, type TurnRequest, type TurnContext, type OutputItem, type TurnResponse, type TurnEvent, AbortedError, ReplayedError } from './turn/types.ts';
+export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
+export { promptCharacters } from './turn/prompt.ts';
+export { errorRecord, seqRanges } from './turn/receipt.ts';
+export { previewPrompt } from './turn/preview.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md, "The turn pipeline").
@@ -39,108 +45,6 @@ import { promptShape, type PromptShape } from './prompt-shape.ts';
  *
  * A failure after the claim closes the turn as failed (the input stays stored) and rethrows.
  */
-
-export type StoredError = { code: string; message: string; details?: unknown };
-
-/** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
-export type TurnSessionLog = Pick<
-  SessionLog,
-  'get' | 'beginTurn' | 'readContext' | 'needsView' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack' | 'renewLease' | 'exists'
-> &
-  Partial<Pick<SessionLog, 'commitTurnContext'>>;
-
-/** The part of the inbox the pipeline uses. */
-export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
-
-/** Everything one request's pipeline works with, built per request by the runtime entry. */
-export interface TurnServices {
-  sessions: TurnSessionLog;
-  inbox: TurnInbox;
-  config: ServiceConfig;
-  /** The plain string environment (strategy thresholds, PROMPT_STRATEGY). */
-  env: Record<string, string | undefined>;
-  /** Resolves a model id (throws a 400-coded error for an unknown one). */
-  model: (id: string) => Model;
-  /** Runs work that must outlive the response (waitUntil on Workers). */
-  background: (task: Promise<unknown>) => void;
-  log: (message: string, details?: unknown) => void;
-  /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
-  tokenEncoders?: TokenEncoders;
-}
-
-/** The body of POST /v1/sessions/:id/turns, validated. */
-export interface TurnRequest {
-  input: string | Item[];
-  model?: string;
-  strategies?: string | string[];
-  strategy_config?: Record<string, unknown>;
-  tools?: Tool[];
-  max_output_tokens?: number;
-  temperature?: number;
-  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
-  prompt_cache_key?: string;
-  /**
-   * `auto`: a prompt over the model's window drops its oldest tool pairs, then its oldest
-   * messages outside the newest user turn, until it fits (lib/compaction/truncate-prompt.ts);
-   * otherwise it is refused (context_too_large).
-   */
-  truncation?: 'auto' | 'disabled';
-}
-
-/** The API's `context` object. */
-export interface TurnContext {
-  strategies: string[];
-  items_in_prompt: number;
-  prompt_chars: number;
-  tool_calls_total: number;
-  kept_full: number;
-  compacted: number;
-  dropped: number;
-  notices_delivered: string[];
-  /** With `compact` in the list: the prompt's tokens (as counted for the budget). */
-  prompt_tokens?: number;
-  /** With a compacted context: the first seq of the current context. */
-  context_start_seq?: number;
-  /** Set when this turn compacted: the seqs its summary replaced. */
-  compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
-  /** Set when `truncation: "auto"` dropped items to fit the window. */
-  truncation?: Truncation;
-}
-
-export type OutputItem = ModelOutputItem & { seq: number };
-
-/** The API's 200 body of a turn. */
-export interface TurnResponse {
-  session_id: string;
-  turn: number;
-  output: OutputItem[];
-  usage: ModelUsage;
-  context: TurnContext;
-}
-
-export type TurnEvent =
-  /** `first_seq`: the seq the turn's first output item gets. */
-  | { event: 'turn.started'; data: { turn: number; first_seq: number } }
-  | { event: 'output_text.delta'; data: { delta: string } }
-  | { event: 'output_item.done'; data: { item: OutputItem } }
-  | { event: 'turn.completed'; data: TurnResponse }
-  | { event: 'error'; data: { error: StoredError }; cause: unknown };
-
-/** The turn was ended by an `abort` notice (409). */
-export class AbortedError extends TailgateError {
-  constructor(reason: string, details: { reason: string; notice: string; stored_as: string; turn: number }) {
-    super('aborted', `the turn was aborted: ${reason}`, details);
-    this.name = 'AbortedError';
-  }
-}
-
-/** A replayed turn that had failed: the stored error, rethrown with its code. */
-export class ReplayedError extends TailgateError {
-  constructor(error: StoredError) {
-    super(storedErrorCode(error.code), error.message, error.details);
-    this.name = 'ReplayedError';
-  }
-}
 
 /**
  * Runs one turn and returns the API's 200 body. Replays the stored response (or error) of a
@@ -194,26 +98,9 @@ export function streamTurn(
   return { events: channel, done };
 }
 
-/**
- * The strategy names a list resolves to (undefined: PROMPT_STRATEGY from env, else the
- * default list). Throws UnknownStrategyError (400, listing the known names) for an unknown
- * one, so a bad list is refused before anything is stored.
- */
-export function resolveStrategyNames(spec: string | readonly string[] | undefined, env: Record<string, string | undefined>): string[] {
-  return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
-}
-
 /** How often (in log records) a completed turn starts packing in the background. */
 const PACK_EVERY_RECORDS = 4;
 
-interface TurnPlan {
-  strategies: string[];
-  strategyConfig: StrategyConfig;
-  model: Model;
-  tools: Tool[];
-}
-
-/** The strategies, thresholds, model and tools of a turn, from the request over the session. */
 /**
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
  * the background as turns do, so the next turn finds a recent view.
@@ -239,48 +126,6 @@ export async function appendItems(
  */
 function afterResponse(services: Pick<TurnServices, 'background'>, task: () => Promise<unknown>): void {
   services.background(new Promise((resolve) => setTimeout(resolve, 0)).then(task));
-}
-
-/**
- * What `pack` needs to write a view the next turns can read instead of the log: the tail
- * their strategies need (the plan of a turn, or a session's settings without a request).
- */
-export function packOptions(plan: Pick<TurnPlan, 'strategies' | 'strategyConfig'>): PackOptions {
-  return { requirement: (aggregates, context) => (context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates)) };
-}
-
-/** The strategies and thresholds of a session's turns when the request sets none. */
-export function sessionStrategyPlan(
-  env: Record<string, string | undefined>,
-  session: Pick<SessionRecord, 'strategies' | 'strategy_config'>,
-): Pick<TurnPlan, 'strategies' | 'strategyConfig'> {
-  return {
-    strategies: resolveStrategyNames(session.strategies ?? undefined, env),
-    strategyConfig: resolveStrategyConfig({ env, session: session.strategy_config }),
-  };
-}
-
-function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
-  const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
-  const strategyConfig = resolveStrategyConfig({
-    env: services.env,
-    session: session.strategy_config,
-    request: request.strategy_config,
-  });
-  const model = services.model(request.model ?? session.model ?? services.config.defaultModel);
-  return { strategies, strategyConfig, model, tools: request.tools ?? session.tools };
-}
-
-/**
- * Everything the request itself can be refused for (its strategy list, thresholds and model,
- * and the deployment's defaults), checked before the turn is claimed so a refused request
- * stores nothing. The session's own settings were checked when they were written, so the
- * turn reads the session only once, as part of its claim.
- */
-function checkRequest(services: TurnServices, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>): void {
-  resolveStrategyNames(request.strategies, services.env);
-  resolveStrategyConfig({ env: services.env, request: request.strategy_config });
-  if (request.model !== undefined) services.model(request.model);
 }
 
 async function executeTurn(
@@ -494,16 +339,6 @@ function requestHash(input: Item[], request: TurnRequest): string {
   return sha256Hex(JSON.stringify({ input, settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))) }));
 }
 
-async function streamModel(model: Model, request: ModelRequest, firstSeq: number, emit: (event: TurnEvent) => void): Promise<ModelResult> {
-  let index = 0;
-  for await (const event of model.stream(request)) {
-    if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
-    else if (event.type === 'item_done') emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
-    else return event.result;
-  }
-  throw new ModelError('the model stream ended without a result');
-}
-
 function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
   if (begun.status !== 'completed' || begun.response === undefined) {
     throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
@@ -517,191 +352,4 @@ function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (eve
     }
   }
   return response;
-}
-
-/** What a compacted context's turn reads: everything from the context start. */
-const CONTEXT_REQUIREMENT = { toolCalls: 'all' as const, seqs: [] };
-
-/** The history the strategies see: the summary first when the context was compacted. */
-function withSummary(context: ContextStart | null, history: PromptItem[]): PromptItem[] {
-  return context ? [summaryMessage(context.summary), ...history] : history;
-}
-
-function compactionContext(promptTokens: number, context: ContextStart | null, compaction: TurnContext['compaction']): Partial<TurnContext> {
-  return {
-    prompt_tokens: promptTokens,
-    ...(context ? { context_start_seq: context.start_seq } : {}),
-    ...(compaction ? { compaction } : {}),
-  };
-}
-
-/** The session instructions go first, as a system message; the cache breakpoint shifts with them. */
-function withInstructions(instructions: string | null, items: PromptItem[], stablePrefixLength: number): { prompt: PromptItem[]; cacheBreakpoint?: number } {
-  const prompt: PromptItem[] = instructions ? [{ type: 'message', role: 'system', content: instructions }, ...items] : items;
-  const stable = stablePrefixLength + (instructions ? 1 : 0);
-  return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
-}
-
-function inboxMessage(content: string): PromptItem {
-  return { type: 'message', role: 'user', content, synthetic: 'inbox' };
-}
-
-/** Characters the model is sent: message content, call names and arguments, outputs. */
-export function promptCharacters(prompt: PromptItem[]): number {
-  let total = 0;
-  for (const item of prompt) {
-    if (item.type === 'message') total += item.content.length;
-    else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
-    else total += item.output_ref && item.output === '' ? outputLength(item) : item.output.length;
-  }
-  return total;
-}
-
-/** The error JSON body's inner object, for any thrown value (unknown errors stay generic). */
-export function errorRecord(error: unknown): StoredError {
-  if (error instanceof TailgateError) {
-    return error.details === undefined ? { code: error.code, message: error.message } : { code: error.code, message: error.message, details: error.details };
-  }
-  return { code: 'internal_error', message: 'internal error' };
-}
-
-/** What the turn stores of the request (for the record; replay does not re-run it). */
-function requestRecord(request: TurnRequest): Record<string, unknown> {
-  const { input: _input, ...rest } = request;
-  return rest;
-}
-
-interface TurnReceipt {
-  model: string;
-  strategies: string[];
-  /** Seq ranges ("1-40,42") of history items sent whole, compacted, or read and dropped. */
-  whole: string;
-  compacted: string;
-  dropped: string;
-  /** Items of the history before the tail that was read: dropped without being read. */
-  unread_before: number | null;
-  notices: { name: string; stored_as: string; posted_at: string }[];
-  context: TurnContext;
-  usage?: ModelUsage;
-  /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
-  prompt?: PromptShape;
-}
-
-/**
- * The compact record of what the model saw: which seqs went in whole, compacted or not at
- * all, and which notices were delivered. Ranges keep it small at any session length.
- */
-function buildReceipt(plan: TurnPlan, history: PromptItem[], prompt: PromptItem[], delivered: DeliveredNotice[], context: TurnContext): TurnReceipt {
-  const whole: number[] = [];
-  const compacted: number[] = [];
-  const seen = new Set<number>();
-  for (const item of prompt) {
-    if (item.seq === undefined) continue;
-    seen.add(item.seq);
-    (item.compacted ? compacted : whole).push(item.seq);
-  }
-  const dropped = history.flatMap((item) => (item.seq !== undefined && !seen.has(item.seq) ? [item.seq] : []));
-  const firstRead = history.find((item) => item.seq !== undefined)?.seq;
-  return {
-    model: plan.model.id,
-    strategies: plan.strategies,
-    whole: seqRanges(whole),
-    compacted: seqRanges(compacted),
-    dropped: seqRanges(dropped),
-    unread_before: firstRead ?? null,
-    notices: delivered.map(noticeRecord),
-    context,
-  };
-}
-
-function noticeRecord(notice: DeliveredNotice): { name: string; stored_as: string; posted_at: string } {
-  return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at };
-}
-
-/** `[1,2,3,5,7,8]` -> `"1-3,5,7-8"`. */
-export function seqRanges(seqs: number[]): string {
-  const sorted = [...seqs].sort((a, b) => a - b);
-  const parts: string[] = [];
-  let start: number | undefined;
-  let previous: number | undefined;
-  for (const seq of sorted) {
-    if (start !== undefined && previous !== undefined && seq === previous + 1) {
-      previous = seq;
-      continue;
-    }
-    if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
-    start = seq;
-    previous = seq;
-  }
-  if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
-  return parts.join(',');
-}
-
-/**
- * What the model would be sent now, with no side effects: nothing is claimed, consumed or
- * written. Pending notices appear where the `inbox` strategy would put them, marked
- * `pending: true`; the context counts them in `notices_pending`, not `notices_delivered`.
- */
-export async function previewPrompt(
-  services: TurnServices,
-  sessionId: string,
-  query: { strategies?: string | string[]; strategy_config?: Record<string, unknown> },
-): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
-  const session = await services.sessions.get(sessionId);
-  const plan = planTurn(services, session, query);
-  const { items: history, aggregates, context: contextStart, scope } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
-    context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
-  );
-  const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
-  const prepared = preparePrompt(withSummary(contextStart, history), plan.strategies, {
-    config: plan.strategyConfig,
-    env: services.env,
-    ...(contextStart ? {} : { aggregates }),
-    inbox: (items) => [...items, ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const }))],
-  });
-  const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
-  const items = await services.sessions.hydrate(scope, prompt);
-  return {
-    items,
-    context: {
-      strategies: prepared.strategies,
-      items_in_prompt: items.length,
-      prompt_chars: promptCharacters(items),
-      ...prepared.stats,
-      notices_delivered: [],
-      notices_pending: pending.map((notice) => notice.name),
-      ...(contextStart ? { context_start_seq: contextStart.start_seq } : {}),
-    },
-  };
-}
-
-/** An unbounded single-consumer queue: the producer never waits for the consumer. */
-class EventChannel<T> implements AsyncIterable<T> {
-  #buffer: T[] = [];
-  #closed = false;
-  #wake: (() => void) | undefined;
-
-  push(value: T): void {
-    if (this.#closed) return;
-    this.#buffer.push(value);
-    this.#wake?.();
-  }
-
-  close(): void {
-    this.#closed = true;
-    this.#wake?.();
-  }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    for (;;) {
-      const next = this.#buffer.shift();
-      if (next !== undefined) {
-        yield next;
-        continue;
-      }
-      if (this.#closed) return;
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
-    }
-  }
 }

@@ -1,0 +1,70 @@
+import type { Tool } from '../items.ts';
+import type { Model } from '../models/model.ts';
+import type { PackOptions, SessionRecord } from '../session/session-log.ts';
+import { builtInRegistry, resolveStrategies, resolveStrategyConfig, tailRequirement } from '../strategies/index.ts';
+import type { StrategyConfig } from '../strategies/strategy-config.ts';
+import type { TurnServices, TurnRequest } from './types.ts';
+
+/** What a turn runs with: its strategies, thresholds, model and tools, and what packing needs. */
+
+/**
+ * The strategy names a list resolves to (undefined: PROMPT_STRATEGY from env, else the
+ * default list). Throws UnknownStrategyError (400, listing the known names) for an unknown
+ * one, so a bad list is refused before anything is stored.
+ */
+export function resolveStrategyNames(spec: string | readonly string[] | undefined, env: Record<string, string | undefined>): string[] {
+  return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
+}
+
+export interface TurnPlan {
+  strategies: string[];
+  strategyConfig: StrategyConfig;
+  model: Model;
+  tools: Tool[];
+}
+
+/**
+ * What `pack` needs to write a view the next turns can read instead of the log: the tail
+ * their strategies need (the plan of a turn, or a session's settings without a request).
+ */
+export function packOptions(plan: Pick<TurnPlan, 'strategies' | 'strategyConfig'>): PackOptions {
+  return { requirement: (aggregates, context) => (context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates)) };
+}
+
+/** The strategies and thresholds of a session's turns when the request sets none. */
+export function sessionStrategyPlan(
+  env: Record<string, string | undefined>,
+  session: Pick<SessionRecord, 'strategies' | 'strategy_config'>,
+): Pick<TurnPlan, 'strategies' | 'strategyConfig'> {
+  return {
+    strategies: resolveStrategyNames(session.strategies ?? undefined, env),
+    strategyConfig: resolveStrategyConfig({ env, session: session.strategy_config }),
+  };
+}
+
+/** The strategies, thresholds, model and tools of a turn, from the request over the session. */
+export function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
+  const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
+  const strategyConfig = resolveStrategyConfig({
+    env: services.env,
+    session: session.strategy_config,
+    request: request.strategy_config,
+  });
+  const model = services.model(request.model ?? session.model ?? services.config.defaultModel);
+  return { strategies, strategyConfig, model, tools: request.tools ?? session.tools };
+}
+
+/**
+ * Everything the request itself can be refused for (its strategy list, thresholds and model,
+ * and the deployment's defaults), checked before the turn is claimed so a refused request
+ * stores nothing. The session's own settings were checked when they were written, so the
+ * turn reads the session only once, as part of its claim.
+ */
+export function checkRequest(services: TurnServices, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>): void {
+  resolveStrategyNames(request.strategies, services.env);
+  resolveStrategyConfig({ env: services.env, request: request.strategy_config });
+  if (request.model !== undefined) services.model(request.model);
+}
+
+/** What a compacted context's turn reads: everything from the context start. */
+export const CONTEXT_REQUIREMENT = { toolCalls: 'all' as const, seqs: [] };

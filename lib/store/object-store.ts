@@ -99,3 +99,15 @@ export function resolveRange(range: ByteRange, size: number): [number, number] {
   const end = range.length === undefined ? size : Math.min(size, start + range.length);
   return [start, end];
 }
+
+/** Every object under `prefix`, page after page (one list call per 1,000 keys). */
+export async function listAll(store: ObjectStore, prefix: string): Promise<ObjectInfo[]> {
+  const objects: ObjectInfo[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await store.list(prefix, cursor === undefined ? {} : { cursor });
+    objects.push(...page.objects);
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return objects;
+}

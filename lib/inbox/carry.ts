@@ -1,0 +1,95 @@
+import { decodeUtf8, listAll } from '../store/object-store.ts';
+import { mapLimit } from '../session/map-limit.ts';
+import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
+import type { DeliveredNotice } from './types.ts';
+import { CLOCK_TOLERANCE_MS, CONCURRENCY, decodeName, generateName, META, postedAtOf, randomId, turnSchema, withMetadata } from './delivery-records.ts';
+import type { InboxContext } from './claim.ts';
+
+/**
+ * Notices a turn consumed but no model saw: taken over by a later turn, given back to the
+ * inbox, or finally recorded as carried by the turn that delivered them (docs/STORAGE.md, "Notices").
+ */
+
+/**
+ * Takes over, for turn `turn`, the notices turns closed by someone else consumed (for each
+ * `{turn, since}`: the delivery records written for that turn after `since`, its claim
+ * time), so they reach a model instead of being lost. Each record is rewritten to name
+ * `turn` with If-Match, so a notice the dead turn's owner returns meanwhile (see
+ * `giveBack`) is taken by one of them only. In name order; an `abort` among them is not
+ * returned (it ended the turn that took it). Costs one listing of `inbox_removed/` (per
+ * 1000 records), a head per recent record where listings carry no metadata (S3), and a get
+ * and a put per notice found. Only turns that did not close themselves need it.
+ */
+export async function recover(ctx: InboxContext, sessionId: string, lost: readonly { turn: number; since: string }[], turn: number): Promise<DeliveredNotice[]> {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
+  const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
+  const recent = (await listAll(ctx.store, removedPrefix)).filter(
+    (info) => info.uploaded.getTime() >= horizon && !info.key.slice(removedPrefix.length).includes('/'),
+  );
+  const found = await mapLimit(recent, CONCURRENCY, async (listed) => {
+    const info = await withMetadata(ctx.store, listed);
+    const owner = turnSchema.safeParse(info.metadata[META.turn]);
+    const from = owner.success ? turns.get(owner.data) : undefined;
+    if (from === undefined || info.uploaded.getTime() < from) return null;
+    const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
+    if (name === ABORT_NOTICE_NAME) return null;
+    const object = await ctx.store.get(info.key);
+    if (!object || object.metadata[META.turn] !== info.metadata[META.turn]) return null;
+    const ours = String(turn);
+    const taken = await ctx.store
+      .put(info.key, object.body, { ifMatch: object.etag, metadata: { ...object.metadata, [META.turn]: ours } })
+      .catch(() => null);
+    // Refused, or a write whose answer was lost: the record says who holds the notice now.
+    if (!taken && (await ctx.store.head(info.key))?.metadata[META.turn] !== ours) return null;
+    return { name, stored_as: info.key.slice(removedPrefix.length), content: decodeUtf8(object.body), posted_at: postedAtOf(info) };
+  });
+  return found.filter((notice): notice is DeliveredNotice => notice !== null).sort((left, right) => compareBytes(left.name, right.name));
+}
+
+/**
+ * Gives notices back to the inbox: turn `turn` consumed them but was closed by someone else
+ * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
+ * record still naming `turn` is rewritten with If-Match (so a later turn that took it over
+ * keeps it), the notice is posted again under its name (or a generated one when the name
+ * is taken), and the record is deleted. Failures are logged.
+ */
+export async function giveBack(ctx: InboxContext, sessionId: string, notices: readonly { name: string; stored_as: string }[], turn: number): Promise<void> {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  const inboxPrefix = ctx.inboxPrefix(sessionId);
+  await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
+    const key = removedPrefix + storedAs;
+    try {
+      const object = await ctx.store.get(key);
+      if (!object || object.metadata[META.turn] !== String(turn)) return;
+      const metadata = { ...object.metadata, [META.turn]: 'returned' };
+      if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
+      const posted = { [META.postedAt]: postedAtOf(object), [META.noticeId]: randomId() };
+      if (!(await ctx.store.put(inboxPrefix + name, object.body, { onlyIfAbsent: true, metadata: posted }))) {
+        await ctx.store.put(inboxPrefix + generateName(ctx.clock()), object.body, { onlyIfAbsent: true, metadata: posted });
+      }
+      await ctx.store.delete(key);
+    } catch (error) {
+      ctx.log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
+    }
+  });
+}
+
+/**
+ * Rewrites the delivery records of notices an earlier turn consumed so that they name the
+ * turn that finally carried them to a model. Two operations per notice; failures are logged.
+ */
+export async function recordCarrier(ctx: InboxContext, sessionId: string, notices: readonly { stored_as: string }[], turn: number): Promise<void> {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  await mapLimit(notices, CONCURRENCY, async ({ stored_as: storedAs }) => {
+    const key = removedPrefix + storedAs;
+    try {
+      const object = await ctx.store.get(key);
+      if (!object) return;
+      await ctx.store.put(key, object.body, { metadata: { ...object.metadata, [META.turn]: String(turn) } });
+    } catch (error) {
+      ctx.log({ level: 'warn', message: `delivery record not updated to name turn ${turn}`, key, error });
+    }
+  });
+}
+

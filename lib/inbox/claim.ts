@@ -1,0 +1,174 @@
+import { StorageError } from '../errors.ts';
+import { decodeUtf8, listAll, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { parseSlot, slotName, splitExtension } from './notice-name.ts';
+import type { InboxLogEvent } from './types.ts';
+import { CLOCK_TOLERANCE_MS, META, plainEtag, postedAtOf, randomId, sameIdentity, withMetadata, type ClaimOutcome, type Identity, type ListedNotice, type SlotClaim, type TakeContext } from './delivery-records.ts';
+
+/**
+ * Moving one notice out of the inbox: the create-only claim in `inbox_removed/` that is the
+ * commit point of a delivery, then the delete of the original (see `Inbox`).
+ */
+
+/** What the inbox's functions work with: its store, settings and where a session's notices are. */
+export interface InboxContext {
+  store: ObjectStore;
+  clock: () => Date;
+  log: (event: InboxLogEvent) => void;
+  maxNoticeBytes: number;
+  inboxPrefix: (sessionId: string) => string;
+  removedPrefix: (sessionId: string) => string;
+}
+
+/** A claim older than this whose original still exists was left by a consumer that failed. */
+const STALE_CLAIM_MS = 60_000;
+/** Bound on create-only attempts at successive slots of one name within one consume. */
+const MAX_SLOT_ATTEMPTS = 50;
+
+/** Moves one notice (claim, delete original) and returns its content, or why not. */
+export async function take(ctx: InboxContext, notice: ListedNotice, context: TakeContext, isAbort: boolean): Promise<ClaimOutcome> {
+  const { key } = notice.info;
+  const tooLarge = () => {
+    ctx.log({ level: 'warn', message: `notice left in place: larger than ${ctx.maxNoticeBytes} bytes`, key });
+    return { kind: 'skipped' } as const;
+  };
+  if (notice.info.size > ctx.maxNoticeBytes) return tooLarge();
+  let object;
+  try {
+    object = await ctx.store.get(key);
+  } catch (error) {
+    ctx.log({ level: 'warn', message: 'notice left in place: read failed', key, error });
+    return { kind: 'skipped' };
+  }
+  if (!object) return { kind: 'taken' };
+  if (object.body.length > ctx.maxNoticeBytes) return tooLarge();
+  let content: string;
+  try {
+    content = decodeUtf8(object.body);
+  } catch (error) {
+    if (!isAbort) {
+      ctx.log({ level: 'warn', message: 'notice left in place: content is not valid UTF-8', key, error });
+      return { kind: 'skipped' };
+    }
+    // An abort's content is only its reason: the intent is in the name.
+    content = new TextDecoder().decode(object.body);
+  }
+  const identity: Identity = {
+    etag: plainEtag(object.etag),
+    uploaded: object.uploaded.toISOString(),
+    noticeId: object.metadata[META.noticeId] ?? '',
+  };
+  const postedAt = postedAtOf(object);
+  const metadata: Record<string, string> = {
+    [META.name]: encodeURIComponent(notice.name),
+    [META.postedAt]: postedAt,
+    [META.deliveredAt]: context.deliveredAt,
+    [META.turn]: String(context.turn),
+    [META.sourceEtag]: identity.etag,
+    [META.sourceUploaded]: identity.uploaded,
+  };
+  if (identity.noticeId) metadata[META.noticeId] = identity.noticeId;
+  let claim: SlotClaim;
+  try {
+    claim = await claimSlot(ctx, context.removedPrefix, notice.name, object.body, metadata, identity, object.uploaded);
+  } catch (error) {
+    ctx.log({ level: 'warn', message: 'notice left in place: move failed', key, error });
+    return { kind: 'skipped' };
+  }
+  if ('claimedBy' in claim) {
+    await removeStaleOriginal(ctx, key, claim.claimedBy);
+    return { kind: 'taken' };
+  }
+  try {
+    await ctx.store.delete(key);
+  } catch (error) {
+    ctx.log({
+      level: 'warn',
+      message: `notice delivered as ${claim.storedAs}, but its original was not deleted; a later consume removes it`,
+      key,
+      error,
+    });
+  }
+  return { kind: 'claimed', storedAs: claim.storedAs, content, postedAt };
+}
+
+/**
+ * Claims a slot in `inbox_removed/` for one notice with create-only puts, or finds the
+ * claim another consumer already holds for this same original (same identity).
+ */
+export async function claimSlot(
+  ctx: InboxContext,
+  removedPrefix: string,
+  name: string,
+  body: Uint8Array,
+  metadata: Record<string, string>,
+  identity: Identity,
+  uploaded: Date,
+): Promise<SlotClaim> {
+  const claim = { ...metadata, [META.claimId]: randomId() };
+  const first = await putClaim(ctx, removedPrefix + name, body, claim);
+  if (first === 'ours') return { storedAs: name };
+  if (first && sameIdentity(first, identity)) return { claimedBy: first };
+
+  // The name was delivered before: learn which slots are taken with one listing.
+  const [stem] = splitExtension(name);
+  const taken = new Map<number, ObjectInfo>();
+  // Every slot from 1 on starts with `<stem>.`, whether or not the name has an extension.
+  for (const info of await listAll(ctx.store, `${removedPrefix}${stem}.`)) {
+    const slot = parseSlot(name, info.key.slice(removedPrefix.length));
+    if (slot !== undefined && slot > 0) taken.set(slot, info);
+  }
+  // A claim of this notice was written after the notice was: only those slots can hold one.
+  const horizon = uploaded.getTime() - CLOCK_TOLERANCE_MS;
+  const recent = [...taken.entries()]
+    .filter(([, info]) => info.uploaded.getTime() >= horizon)
+    .sort(([left], [right]) => left - right);
+  for (const [, listed] of recent) {
+    const info = await withMetadata(ctx.store, listed);
+    if (sameIdentity(info, identity)) return { claimedBy: info };
+  }
+  let slot = 1;
+  for (let attempt = 0; attempt < MAX_SLOT_ATTEMPTS; attempt++) {
+    while (taken.has(slot)) slot += 1;
+    const storedAs = slotName(name, slot);
+    const occupant = await putClaim(ctx, removedPrefix + storedAs, body, claim);
+    if (occupant === 'ours') return { storedAs };
+    if (occupant && sameIdentity(occupant, identity)) return { claimedBy: occupant };
+    // Taken by another notice meanwhile (or deleted again: then retry the same slot).
+    if (occupant) taken.set(slot, occupant);
+  }
+  throw new StorageError(`no free slot in inbox_removed/ for ${name} after ${MAX_SLOT_ATTEMPTS} attempts`);
+}
+
+/**
+ * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
+ * object there carries our claim id), else what occupies the key (null: nothing, try again).
+ */
+export async function putClaim(ctx: InboxContext, key: string, body: Uint8Array, metadata: Record<string, string>): Promise<'ours' | ObjectInfo | null> {
+  let failure: { error: unknown } | null = null;
+  try {
+    if (await ctx.store.put(key, body, { onlyIfAbsent: true, metadata })) return 'ours';
+  } catch (error) {
+    failure = { error };
+  }
+  const occupant = await ctx.store.head(key);
+  if (occupant && occupant.metadata[META.claimId] === metadata[META.claimId]) return 'ours';
+  if (failure) throw failure.error;
+  return occupant;
+}
+
+/**
+ * A claim exists for the original we just read. Normally its consumer is deleting the
+ * original right now; a claim older than a minute means that consumer failed, so the
+ * leftover original (claimed, hence never to be delivered) is removed here.
+ */
+export async function removeStaleOriginal(ctx: InboxContext, key: string, claim: ObjectInfo): Promise<void> {
+  const claimedAt = Date.parse(claim.metadata[META.deliveredAt] ?? '');
+  if (!Number.isFinite(claimedAt) || ctx.clock().getTime() - claimedAt < STALE_CLAIM_MS) return;
+  try {
+    await ctx.store.delete(key);
+    ctx.log({ level: 'info', message: `removed a notice already delivered as ${claim.key}`, key });
+  } catch (error) {
+    ctx.log({ level: 'warn', message: 'could not remove a notice that was already delivered', key, error });
+  }
+}
+

@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import { createNameGenerator } from './notice-name.ts';
+
+/**
+ * The delivery records of `inbox_removed/`: the metadata a claim carries, how a claim is told
+ * to be of a given original notice, and the values read back from it.
+ */
+
+/** Metadata keys (lowercase with hyphens: S3 lowercases user metadata, R2 keeps it). */
+export const META = {
+  name: 'notice-name',
+  postedAt: 'posted-at',
+  noticeId: 'notice-id',
+  deliveredAt: 'delivered-at',
+  turn: 'turn',
+  sourceEtag: 'source-etag',
+  sourceUploaded: 'source-uploaded',
+  /** Random per claim attempt: a claim whose put answer was lost is recognised as ours. */
+  claimId: 'claim-id',
+} as const;
+
+export const isoTimeSchema = z.iso.datetime({ offset: true });
+
+export const turnSchema = z
+  .string()
+  .regex(/^(0|[1-9][0-9]{0,15})$/)
+  .transform(Number);
+
+/** Tolerance between storage timestamps when deciding which slots could hold a claim. */
+export const CLOCK_TOLERANCE_MS = 5_000;
+
+export interface Identity {
+  etag: string;
+  uploaded: string;
+  noticeId: string;
+}
+
+export interface TakeContext {
+  removedPrefix: string;
+  turn: number;
+  deliveredAt: string;
+}
+
+export interface ListedNotice {
+  name: string;
+  info: ObjectInfo;
+}
+
+export type SlotClaim = { storedAs: string } | { claimedBy: ObjectInfo };
+
+export type ClaimOutcome =
+  | { kind: 'claimed'; storedAs: string; content: string; postedAt: string }
+  /** Left in place (unreadable, too large, or the move failed) and logged. */
+  | { kind: 'skipped' }
+  /** Gone before we could take it: withdrawn, or claimed by a concurrent consumer. */
+  | { kind: 'taken' };
+
+export function sameIdentity(claim: ObjectInfo, identity: Identity): boolean {
+  return (
+    claim.metadata[META.sourceEtag] === identity.etag &&
+    claim.metadata[META.sourceUploaded] === identity.uploaded &&
+    (claim.metadata[META.noticeId] ?? '') === identity.noticeId
+  );
+}
+
+/** Etags without quotes or a weak marker: a metadata value need not keep them intact. */
+export function plainEtag(etag: string): string {
+  return etag.replace(/^W\//, '').replaceAll('"', '');
+}
+
+export function postedAtOf(info: ObjectInfo): string {
+  return validTime(info.metadata[META.postedAt]) ?? info.uploaded.toISOString();
+}
+
+export function validTime(value: string | undefined): string | undefined {
+  return value !== undefined && isoTimeSchema.safeParse(value).success ? value : undefined;
+}
+
+export function decodeName(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return undefined;
+  }
+}
+
+export function randomId(): string {
+  const bytes = new Uint8Array(12);
+  crypto.getRandomValues(bytes);
+  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+}
+
+/** Parallel storage calls per operation: a Worker has 6 simultaneous connections. */
+export const CONCURRENCY = 6;
+
+/** Names generated in this isolate sort after every earlier one, across Inbox instances. */
+export const generateName = createNameGenerator();
+
+/** Returns listed info with metadata, heading the object when the listing carried none. */
+export async function withMetadata(store: ObjectStore, info: ObjectInfo): Promise<ObjectInfo> {
+  if (Object.keys(info.metadata).length > 0) return info;
+  return (await store.head(info.key)) ?? info;
+}

@@ -1,0 +1,87 @@
+/** The inbox's public shapes: what its methods take and answer. */
+
+/** One line of the inbox's log: a notice skipped, left in place, or cleaned up. */
+export interface InboxLogEvent {
+  level: 'warn' | 'info';
+  message: string;
+  key?: string;
+  error?: unknown;
+}
+
+export interface InboxOptions {
+  /** Prefix of every key (`KEY_PREFIX`), e.g. `prod/`. Default: none. */
+  keyPrefix?: string;
+  /** The service clock: posted_at of API posts and delivered_at of deliveries. */
+  clock?: () => Date;
+  /** Receives per-notice problems. Default: warnings to console.warn, info dropped. */
+  log?: (event: InboxLogEvent) => void;
+  /** Largest notice content in bytes, for posting and for consuming. Default 262144. */
+  maxNoticeBytes?: number;
+}
+
+/** What `post` answers: the API's 201 body. */
+export interface PostedNotice {
+  name: string;
+  posted_at: string;
+}
+
+/** A notice waiting in `inbox/`. */
+export interface PendingNotice {
+  name: string;
+  size: number;
+  posted_at: string;
+}
+
+/** A record of one delivery, read back from `inbox_removed/`. */
+export interface DeliveryRecord {
+  name: string;
+  stored_as: string;
+  posted_at: string;
+  delivered_at: string;
+  /** The turn that consumed it, or null for an object in `inbox_removed/` not written here. */
+  turn: number | null;
+}
+
+/** A notice consume delivered: the turn appends `{role: 'user', content}` to the prompt. */
+export interface DeliveredNotice {
+  name: string;
+  stored_as: string;
+  content: string;
+  posted_at: string;
+}
+
+/** The `abort` notice consume took: the turn ends as `aborted` with this reason. */
+export interface InboxAbort {
+  name: string;
+  stored_as: string;
+  reason: string;
+}
+
+export interface ConsumeResult {
+  /** Delivered notices in name order (byte order). Present also when the turn aborts. */
+  delivered: DeliveredNotice[];
+  abort?: InboxAbort;
+}
+
+export interface ConsumeOptions {
+  /** The turn number that consumes, recorded with each delivery. */
+  turn: number;
+  /**
+   * Set when the caller has just read the session config (the turn has), to save the
+   * existence check. Without it, consume checks `session.json` once, only when the inbox
+   * holds something, and is a no-op for a missing session.
+   */
+  sessionExists?: boolean;
+  /**
+   * When the session was created: a notice uploaded before it (by more than the clock
+   * tolerance) was left by a delete that did not finish, for an earlier session with the same
+   * id, and is removed instead of delivered.
+   */
+  since?: string;
+}
+
+/** A notice the prompt preview shows as pending. */
+export interface PreviewNotice {
+  name: string;
+  content: string;
+}

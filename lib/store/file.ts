@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { link, mkdir, open, readdir, readFile, rename, rmdir, stat, unlink, writeFile, type FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
@@ -15,6 +15,7 @@ import {
   type PutOptions,
   type StoredObject,
 } from './object-store.ts';
+import { type Header, OBJECT, DIRECTORY, LOCK, TEMP, NEWLINE, MAX_LIST_LIMIT, escapeSegment, unescapeSegment, openIfExists, readHeader, readHeaderAt, infoOf, exists, processAlive, codeOf, asStorageError, sleep } from './file-format.ts';
 
 export interface FileStoreOptions {
   /** A lock older than this is taken over even if its process seems alive (pid reuse). */
@@ -23,22 +24,6 @@ export interface FileStoreOptions {
   lockTimeoutMs?: number;
 }
 
-interface Header {
-  /** Per-key version, counting writes since the key was (re)created. */
-  v: number;
-  e: string;
-  m: Record<string, string>;
-  t?: string;
-  u: number;
-}
-
-const OBJECT = '~o';
-const DIRECTORY = '~d';
-const LOCK = '~l';
-const TEMP = '~t';
-const NEWLINE = 0x0a;
-const MAX_LIST_LIMIT = 1000;
-const SAFE_BYTE = /^[a-z0-9._-]$/;
 
 /** Lock tokens this process holds, to tell its own live locks from a dead predecessor's with the same pid. */
 const heldTokens = new Set<string>();
@@ -339,127 +324,4 @@ export class FileStore implements ObjectStore {
     if (base === '') return this.root;
     return join(this.root, ...base.slice(0, -1).split('/').map((segment) => escapeSegment(segment, base) + DIRECTORY));
   }
-}
-
-/** Most file systems allow 255 bytes per name; the tag and a temp suffix need the rest. */
-const MAX_ESCAPED_SEGMENT = 230;
-
-function escapeSegment(segment: string, key: string): string {
-  let escaped = '';
-  for (const byte of Buffer.from(segment)) {
-    const char = String.fromCharCode(byte);
-    escaped += SAFE_BYTE.test(char) ? char : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  if (escaped.length > MAX_ESCAPED_SEGMENT) {
-    throw new StorageError(`file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ${MAX_ESCAPED_SEGMENT})`, { key });
-  }
-  return escaped;
-}
-
-function unescapeSegment(escaped: string): string | undefined {
-  const bytes: number[] = [];
-  for (let index = 0; index < escaped.length; index++) {
-    const char = escaped[index]!;
-    if (char === '%') {
-      const byte = Number.parseInt(escaped.slice(index + 1, index + 3), 16);
-      if (Number.isNaN(byte)) return undefined;
-      bytes.push(byte);
-      index += 2;
-    } else {
-      bytes.push(char.charCodeAt(0));
-    }
-  }
-  return Buffer.from(bytes).toString('utf8');
-}
-
-async function openIfExists(path: string, operation: string, key: string): Promise<FileHandle | null> {
-  try {
-    return await open(path, 'r');
-  } catch (error) {
-    const code = codeOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    throw asStorageError(operation, key, error);
-  }
-}
-
-/** The header line of an object file, where its body starts, and the body's size. */
-async function readHeader(file: FileHandle, key: string): Promise<{ header: Header; bodyStart: number; size: number }> {
-  const { size: fileSize } = await file.stat();
-  const chunks: Buffer[] = [];
-  let position = 0;
-  for (;;) {
-    const chunk = Buffer.alloc(4096);
-    const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
-    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
-    const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
-    if (newline >= 0) {
-      chunks.push(chunk.subarray(0, newline));
-      const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
-      const bodyStart = position + newline + 1;
-      return { header, bodyStart, size: fileSize - bodyStart };
-    }
-    chunks.push(chunk.subarray(0, bytesRead));
-    position += bytesRead;
-  }
-}
-
-async function readHeaderAt(path: string, key: string): Promise<Header | null> {
-  const file = await openIfExists(path, 'put', key);
-  if (!file) return null;
-  try {
-    return (await readHeader(file, key)).header;
-  } finally {
-    await file.close();
-  }
-}
-
-function infoOf(key: string, header: Header, size: number): ObjectInfo {
-  return { key, size, etag: header.e, uploaded: new Date(header.u), metadata: { ...header.m } };
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch (error) {
-    const code = codeOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
-    throw error;
-  }
-}
-
-/**
- * Whether a process exists. Signal 0 answers on Node; Deno without --allow-run may not send
- * it, and then /proc answers (Linux). When neither can tell, the process counts as alive and
- * only the lock's age breaks it.
- */
-async function processAlive(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    const code = codeOf(error);
-    if (code === 'ESRCH') return false;
-    if (code === 'EPERM') return true; // It exists but belongs to someone else.
-  }
-  try {
-    await stat(`/proc/${pid}`);
-    return true;
-  } catch (error) {
-    return !(codeOf(error) === 'ENOENT' && (await exists('/proc/self')));
-  }
-}
-
-function codeOf(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : undefined;
-}
-
-function asStorageError(operation: string, key: string, error: unknown): StorageError {
-  if (error instanceof StorageError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  return new StorageError(`file store ${operation} ${key} failed: ${message}`, { operation, key });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

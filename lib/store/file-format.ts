@@ -1,0 +1,151 @@
+import { Buffer } from 'node:buffer';
+import { open, stat, type FileHandle } from 'node:fs/promises';
+import process from 'node:process';
+import { StorageError } from '../errors.ts';
+import type { ObjectInfo } from './object-store.ts';
+
+/**
+ * The file store's on-disk format: how key segments are escaped into names, the tags of
+ * objects, directories, locks and temp files, the header line of an object file, and the
+ * small file-system helpers the store uses.
+ */
+
+export interface Header {
+  /** Per-key version, counting writes since the key was (re)created. */
+  v: number;
+  e: string;
+  m: Record<string, string>;
+  t?: string;
+  u: number;
+}
+
+export const OBJECT = '~o';
+export const DIRECTORY = '~d';
+export const LOCK = '~l';
+export const TEMP = '~t';
+export const NEWLINE = 0x0a;
+export const MAX_LIST_LIMIT = 1000;
+export const SAFE_BYTE = /^[a-z0-9._-]$/;
+
+/** Most file systems allow 255 bytes per name; the tag and a temp suffix need the rest. */
+export const MAX_ESCAPED_SEGMENT = 230;
+
+export function escapeSegment(segment: string, key: string): string {
+  let escaped = '';
+  for (const byte of Buffer.from(segment)) {
+    const char = String.fromCharCode(byte);
+    escaped += SAFE_BYTE.test(char) ? char : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  if (escaped.length > MAX_ESCAPED_SEGMENT) {
+    throw new StorageError(`file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ${MAX_ESCAPED_SEGMENT})`, { key });
+  }
+  return escaped;
+}
+
+export function unescapeSegment(escaped: string): string | undefined {
+  const bytes: number[] = [];
+  for (let index = 0; index < escaped.length; index++) {
+    const char = escaped[index]!;
+    if (char === '%') {
+      const byte = Number.parseInt(escaped.slice(index + 1, index + 3), 16);
+      if (Number.isNaN(byte)) return undefined;
+      bytes.push(byte);
+      index += 2;
+    } else {
+      bytes.push(char.charCodeAt(0));
+    }
+  }
+  return Buffer.from(bytes).toString('utf8');
+}
+
+export async function openIfExists(path: string, operation: string, key: string): Promise<FileHandle | null> {
+  try {
+    return await open(path, 'r');
+  } catch (error) {
+    const code = codeOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw asStorageError(operation, key, error);
+  }
+}
+
+/** The header line of an object file, where its body starts, and the body's size. */
+export async function readHeader(file: FileHandle, key: string): Promise<{ header: Header; bodyStart: number; size: number }> {
+  const { size: fileSize } = await file.stat();
+  const chunks: Buffer[] = [];
+  let position = 0;
+  for (;;) {
+    const chunk = Buffer.alloc(4096);
+    const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
+    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
+    const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
+    if (newline >= 0) {
+      chunks.push(chunk.subarray(0, newline));
+      const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
+      const bodyStart = position + newline + 1;
+      return { header, bodyStart, size: fileSize - bodyStart };
+    }
+    chunks.push(chunk.subarray(0, bytesRead));
+    position += bytesRead;
+  }
+}
+
+export async function readHeaderAt(path: string, key: string): Promise<Header | null> {
+  const file = await openIfExists(path, 'put', key);
+  if (!file) return null;
+  try {
+    return (await readHeader(file, key)).header;
+  } finally {
+    await file.close();
+  }
+}
+
+export function infoOf(key: string, header: Header, size: number): ObjectInfo {
+  return { key, size, etag: header.e, uploaded: new Date(header.u), metadata: { ...header.m } };
+}
+
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (error) {
+    const code = codeOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return false;
+    throw error;
+  }
+}
+
+/**
+ * Whether a process exists. Signal 0 answers on Node; Deno without --allow-run may not send
+ * it, and then /proc answers (Linux). When neither can tell, the process counts as alive and
+ * only the lock's age breaks it.
+ */
+export async function processAlive(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    const code = codeOf(error);
+    if (code === 'ESRCH') return false;
+    if (code === 'EPERM') return true; // It exists but belongs to someone else.
+  }
+  try {
+    await stat(`/proc/${pid}`);
+    return true;
+  } catch (error) {
+    return !(codeOf(error) === 'ENOENT' && (await exists('/proc/self')));
+  }
+}
+
+export function codeOf(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : undefined;
+}
+
+export function asStorageError(operation: string, key: string, error: unknown): StorageError {
+  if (error instanceof StorageError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  return new StorageError(`file store ${operation} ${key} failed: ${message}`, { operation, key });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

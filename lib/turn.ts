@@ -4,7 +4,7 @@ import type { ModelRequest } from './models/model.ts';
 import type { DeliveredNotice } from './inbox/inbox.ts';
 import type { BeginTurnResult, SessionLog } from './session/session-log.ts';
 import { TurnClosedError } from './session/turn-errors.ts';
-import type { Undelivered } from './session/records.ts';
+import { NOTHING_UNDELIVERED, type Undelivered } from './session/records.ts';
 import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
 import { preparePrompt, tailRequirement } from './strategies/index.ts';
@@ -323,7 +323,6 @@ async function executeTurn(
   }
 }
 
-const NOTHING_UNDELIVERED: Undelivered = { notices: [], lost_turns: [] };
 
 /** A delivered notice as a failed turn's completion carries it. */
 function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][number] {

@@ -111,6 +111,9 @@ export const undeliveredSchema = z
   .strict();
 export type Undelivered = z.infer<typeof undeliveredSchema>;
 
+/** No notice waiting: what a record or completion without `undelivered` means. */
+export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], lost_turns: [] }) as Undelivered;
+
 /** The call_ids of calls without an output yet (the newest ones, at most this many are kept). */
 export const MAX_OPEN_CALLS = 1000;
 const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);

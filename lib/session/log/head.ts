@@ -3,6 +3,7 @@ import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
 import { recordsListPrefix, recordsPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
+  NOTHING_UNDELIVERED,
   parseStored,
   recordSchema,
   sessionConfigSchema,
@@ -28,7 +29,7 @@ import type { LogContext } from './context.ts';
 const MAX_LISTING_RETRIES = 4;
 
 /** No notices waiting for a model. */
-export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], lost_turns: [] }) as Undelivered;
+export { NOTHING_UNDELIVERED };
 
 export interface Head {
   config: SessionConfig;

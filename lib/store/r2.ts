@@ -158,7 +158,8 @@ async function retryRead<Result>(read: () => Promise<Result>): Promise<Result> {
       return await read();
     } catch (error) {
       if (attempt >= READ_ATTEMPTS) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
+      // Long enough for a busy local bucket (miniflare) to answer again, short for a request.
+      await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
     }
   }
 }

@@ -18,9 +18,45 @@ export interface AgentSessionOptions {
 
 const TOOL_NAMES = ['read_file', 'run_shell', 'grep', 'list_dir', 'edit_file', 'web_fetch'] as const;
 const WORDS = [
-  'error', 'warning', 'src', 'test', 'function', 'return', 'const', 'await', 'module', 'export', 'import', 'value',
-  'session', 'request', 'response', 'status', 'passed', 'failed', 'line', 'column', 'build', 'cache', 'index', 'the',
-  'of', 'and', 'to', 'in', 'is', 'for', 'with', 'at', 'node', 'deno', 'worker', 'bucket', 'object', 'key', 'stream',
+  'error',
+  'warning',
+  'src',
+  'test',
+  'function',
+  'return',
+  'const',
+  'await',
+  'module',
+  'export',
+  'import',
+  'value',
+  'session',
+  'request',
+  'response',
+  'status',
+  'passed',
+  'failed',
+  'line',
+  'column',
+  'build',
+  'cache',
+  'index',
+  'the',
+  'of',
+  'and',
+  'to',
+  'in',
+  'is',
+  'for',
+  'with',
+  'at',
+  'node',
+  'deno',
+  'worker',
+  'bucket',
+  'object',
+  'key',
+  'stream',
 ];
 
 /** ASCII text of exactly `length` characters, drawn from a seeded word pool. */
@@ -77,7 +113,11 @@ export function* agentItems(options: AgentSessionOptions): Generator<Item> {
         call = random.pick(earlier);
       } else {
         const name = random.pick(TOOL_NAMES);
-        call = { name, arguments: callArguments(name, random.logNormalBetween(argumentMin, argumentMax), text), output: text.text(random.logNormalBetween(outputMin, outputMax)) };
+        call = {
+          name,
+          arguments: callArguments(name, random.logNormalBetween(argumentMin, argumentMax), text),
+          output: text.text(random.logNormalBetween(outputMin, outputMax)),
+        };
         earlier.push(call);
       }
       yield { type: 'function_call', call_id: callId, name: call.name, arguments: call.arguments };
@@ -91,7 +131,10 @@ export function* agentItems(options: AgentSessionOptions): Generator<Item> {
 function callArguments(name: string, length: number, text: TextSource): string {
   const base = { path: `src/${text.text(12).replace(/\W/g, '_')}.ts` };
   const fixed = JSON.stringify({ ...base, [name === 'edit_file' ? 'content' : 'query']: '' }).length;
-  return JSON.stringify({ ...base, [name === 'edit_file' ? 'content' : 'query']: text.text(Math.max(0, length - fixed)).replace(/\n/g, ' ') });
+  return JSON.stringify({
+    ...base,
+    [name === 'edit_file' ? 'content' : 'query']: text.text(Math.max(0, length - fixed)).replace(/\n/g, ' '),
+  });
 }
 
 /** The first `count` items of an agent session, ending on a complete call/output pair or message. */
@@ -101,7 +144,8 @@ export function agentHistory(count: number, options: AgentSessionOptions): Item[
     if (items.length >= count) break;
     items.push(item);
   }
-  if (items.at(-1)?.type === 'function_call') items[items.length - 1] = { type: 'message', role: 'assistant', content: 'working on it' };
+  if (items.at(-1)?.type === 'function_call')
+    items[items.length - 1] = { type: 'message', role: 'assistant', content: 'working on it' };
   return items;
 }
 

@@ -11,7 +11,9 @@ import { promptCharacters } from '../lib/turn.ts';
  * newest tool uses is replaced by a short placeholder. Tool inputs (call arguments) are kept,
  * as `clear_tool_inputs` defaults to false. No `clear_at_least`.
  */
-export function clearToolUsesBaseline(options: { triggerCharacters?: number; keep?: number; placeholder?: string } = {}): (items: PromptItem[]) => PromptItem[] {
+export function clearToolUsesBaseline(
+  options: { triggerCharacters?: number; keep?: number; placeholder?: string } = {},
+): (items: PromptItem[]) => PromptItem[] {
   const triggerCharacters = options.triggerCharacters ?? 400_000;
   const keep = options.keep ?? 3;
   const placeholder = options.placeholder ?? '[tool result cleared]';
@@ -23,7 +25,9 @@ export function clearToolUsesBaseline(options: { triggerCharacters?: number; kee
       if (item.type === 'function_call') keptCallIds.add(item.call_id);
     }
     return items.map((item) =>
-      item.type === 'function_call_output' && !keptCallIds.has(item.call_id) ? { type: 'function_call_output', call_id: item.call_id, output: placeholder } : item,
+      item.type === 'function_call_output' && !keptCallIds.has(item.call_id)
+        ? { type: 'function_call_output', call_id: item.call_id, output: placeholder }
+        : item,
     );
   };
 }

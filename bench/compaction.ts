@@ -27,7 +27,9 @@ export interface CompactionReadFigure {
  *
  * @example await measureCompactionReads([200, 2000])
  */
-export async function measureCompactionReads(histories: readonly number[] = [200, 2000]): Promise<CompactionReadFigure[]> {
+export async function measureCompactionReads(
+  histories: readonly number[] = [200, 2000],
+): Promise<CompactionReadFigure[]> {
   const figures: CompactionReadFigure[] = [];
   for (const turns of histories) {
     const counting = new CountingStore(new MemoryStore());
@@ -48,7 +50,12 @@ export async function measureCompactionReads(histories: readonly number[] = [200
     for (let turn = 0; turn < turns; turn++) {
       if (turn % 3 === 2) {
         await log.append('bench', [
-          { type: 'function_call', call_id: `c${turn}`, name: 'read_file', arguments: JSON.stringify({ path: `src/file-${turn}.ts` }) },
+          {
+            type: 'function_call',
+            call_id: `c${turn}`,
+            name: 'read_file',
+            arguments: JSON.stringify({ path: `src/file-${turn}.ts` }),
+          },
           { type: 'function_call_output', call_id: `c${turn}`, output: `contents of file ${turn} `.repeat(40) },
         ]);
       }

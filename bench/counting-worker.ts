@@ -1,7 +1,14 @@
 import { createApp } from '../functions/app.ts';
 import type { Env } from '../functions/worker.ts';
 import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
-import type { GetOptions, ListOptions, ListResult, ObjectInfo, PutOptions, StoredObject } from '../lib/store/object-store.ts';
+import type {
+  GetOptions,
+  ListOptions,
+  ListResult,
+  ObjectInfo,
+  PutOptions,
+  StoredObject,
+} from '../lib/store/object-store.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
 
 /** The response header holding the JSON of the request's storage counts (read by bench/workerd-driver.ts). */

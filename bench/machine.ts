@@ -23,7 +23,9 @@ export function machineInfo(): MachineInfo {
     cpuModel,
     memoryGiB: Math.round((totalmem() / 2 ** 30) * 10) / 10,
     node: process.version,
-    loadAverage: loadavg().map((value) => value.toFixed(2)).join(' '),
+    loadAverage: loadavg()
+      .map((value) => value.toFixed(2))
+      .join(' '),
     platform: `${process.platform} ${process.arch}`,
   };
 }

@@ -42,20 +42,20 @@ export class MemoryTurnDriver implements TurnDriver {
     });
     const log = this.#services.sessions;
     const sessions: TurnSessionLog = {
-        get: (id) => log.get(id),
-        beginTurn: (id, options) => log.beginTurn(id, options),
-        readContext: (turn, requirement) => log.readContext(turn, requirement),
-        needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
-        previewContext: (id, requirement) => log.previewContext(id, requirement),
-        hydrate: (id, items) => log.hydrate(id, items),
-        completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
-        renewLease: (turn) => log.renewLease(turn),
-        exists: (scope) => log.exists(scope),
-        // Held back: run by runBackground() after the turn is measured.
-        pack: async (id, options) => {
-          this.#pendingPacks.push({ id, options });
-          return { packed: false, deleted: 0 };
-        },
+      get: (id) => log.get(id),
+      beginTurn: (id, options) => log.beginTurn(id, options),
+      readContext: (turn, requirement) => log.readContext(turn, requirement),
+      needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
+      previewContext: (id, requirement) => log.previewContext(id, requirement),
+      hydrate: (id, items) => log.hydrate(id, items),
+      completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
+      renewLease: (turn) => log.renewLease(turn),
+      exists: (scope) => log.exists(scope),
+      // Held back: run by runBackground() after the turn is measured.
+      pack: async (id, options) => {
+        this.#pendingPacks.push({ id, options });
+        return { packed: false, deleted: 0 };
+      },
     };
     this.#turnServices = { ...this.#services, sessions };
   }
@@ -78,7 +78,10 @@ export class MemoryTurnDriver implements TurnDriver {
 
   /** Packs the log now (what a turn's background task does), for loading without turns. */
   async pack(id: string): Promise<void> {
-    await this.#services.sessions.pack(id, packOptions(sessionStrategyPlan(this.#services.env, { strategies: null, strategy_config: {} })));
+    await this.#services.sessions.pack(
+      id,
+      packOptions(sessionStrategyPlan(this.#services.env, { strategies: null, strategy_config: {} })),
+    );
   }
 
   async newestPage(id: string): Promise<StoreCounts> {

@@ -79,12 +79,20 @@ export async function probeTurnHeap(options: HeapProbeOptions): Promise<HeapProb
   let appends = 0;
   while (stored < options.items) {
     const batch: Item[] = [];
-    while (batch.length < Math.min(250, options.items - stored) || batch.at(-1)?.type === 'function_call') batch.push(source.next().value as Item);
+    while (batch.length < Math.min(250, options.items - stored) || batch.at(-1)?.type === 'function_call')
+      batch.push(source.next().value as Item);
     stored = await driver.append(id, batch);
     if (++appends % 8 === 0) await driver.pack(id);
   }
   await driver.pack(id);
-  const result: HeapProbeResult = { items: stored, peakGrowthBytes: [], baselineBytes: [], retainedBytes: [], samplesPerTurn: [], promptCharacters: [] };
+  const result: HeapProbeResult = {
+    items: stored,
+    peakGrowthBytes: [],
+    baselineBytes: [],
+    retainedBytes: [],
+    samplesPerTurn: [],
+    promptCharacters: [],
+  };
   const warmup = 2;
   for (let index = 0; index < warmup + options.turns; index++) {
     gc();
@@ -94,7 +102,10 @@ export async function probeTurnHeap(options: HeapProbeOptions): Promise<HeapProb
     samples = 0;
     sampling = true;
     const timer = setInterval(sample, 1);
-    const turn = await driver.turn(id, { input: `call read_file {"path":"src/heap-${index}.ts"}`, tools: [READ_FILE_TOOL] });
+    const turn = await driver.turn(id, {
+      input: `call read_file {"path":"src/heap-${index}.ts"}`,
+      tools: [READ_FILE_TOOL],
+    });
     sample();
     clearInterval(timer);
     sampling = false;

@@ -61,13 +61,23 @@ export const PROMPT_CACHE_CANDIDATES: readonly Candidate[] = [
   { name: 'none', label: 'none', spec: 'none' },
   { name: 'shorten_tools', label: 'shorten_tools', spec: 'shorten_tools' },
   { name: 'shorten_tools_epoch', label: 'shorten_tools_epoch', spec: 'shorten_tools_epoch' },
-  { name: 'shorten_tools_epoch_increment', label: 'shorten_tools_epoch_increment (default)', spec: 'shorten_tools_epoch_increment' },
-  { name: 'clear_tool_uses', label: 'baseline: Anthropic clear_tool_uses (keep 3, trigger 400k chars)', spec: clearToolUsesBaseline() },
+  {
+    name: 'shorten_tools_epoch_increment',
+    label: 'shorten_tools_epoch_increment (default)',
+    spec: 'shorten_tools_epoch_increment',
+  },
+  {
+    name: 'clear_tool_uses',
+    label: 'baseline: Anthropic clear_tool_uses (keep 3, trigger 400k chars)',
+    spec: clearToolUsesBaseline(),
+  },
 ];
 
 /** The agent session the simulation replays: a system message, then the generated items. */
 export function simulatedSession(options: PromptCacheOptions = {}): SequencedItem[] {
-  const instructions = 'You are a coding agent. '.repeat(Math.ceil((options.instructionsCharacters ?? 4_000) / 24)).slice(0, options.instructionsCharacters ?? 4_000);
+  const instructions = 'You are a coding agent. '
+    .repeat(Math.ceil((options.instructionsCharacters ?? 4_000) / 24))
+    .slice(0, options.instructionsCharacters ?? 4_000);
   const items: Item[] = [
     { type: 'message', role: 'system', content: instructions },
     ...agentHistoryWithCalls(options.toolCalls ?? 1_000, { seed: options.seed ?? 20_261_129, ...options.session }),
@@ -83,7 +93,8 @@ export function simulatedSession(options: PromptCacheOptions = {}): SequencedIte
 export function modelCallPoints(items: readonly Item[]): number[] {
   const points: number[] = [];
   items.forEach((item, index) => {
-    if ((item.type === 'message' && item.role === 'user') || item.type === 'function_call_output') points.push(index + 1);
+    if ((item.type === 'message' && item.role === 'user') || item.type === 'function_call_output')
+      points.push(index + 1);
   });
   return points;
 }
@@ -96,7 +107,8 @@ export function serializePrompt(prompt: readonly PromptItem[]): string {
   return JSON.stringify(
     prompt.map((item) => {
       if (item.type === 'message') return { type: 'message', role: item.role, content: item.content };
-      if (item.type === 'function_call') return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments };
+      if (item.type === 'function_call')
+        return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments };
       return { type: 'function_call_output', call_id: item.call_id, output: item.output };
     }),
   );
@@ -109,7 +121,8 @@ export function commonPrefixLength(a: Uint8Array, b: Uint8Array): number {
   let offset = 0;
   const left = Buffer.from(a.buffer, a.byteOffset, a.byteLength);
   const right = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  while (offset + chunk <= length && left.compare(right, offset, offset + chunk, offset, offset + chunk) === 0) offset += chunk;
+  while (offset + chunk <= length && left.compare(right, offset, offset + chunk, offset, offset + chunk) === 0)
+    offset += chunk;
   while (offset < length && a[offset] === b[offset]) offset++;
   return offset;
 }
@@ -119,7 +132,10 @@ export function cachedCost(turn: CacheTurn): number {
   return CACHE_READ_MULTIPLIER * turn.reusable + CACHE_WRITE_MULTIPLIER * (turn.size - turn.reusable);
 }
 
-export function simulatePromptCache(options: PromptCacheOptions = {}, candidates: readonly Candidate[] = PROMPT_CACHE_CANDIDATES): CacheRun[] {
+export function simulatePromptCache(
+  options: PromptCacheOptions = {},
+  candidates: readonly Candidate[] = PROMPT_CACHE_CANDIDATES,
+): CacheRun[] {
   const session = simulatedSession(options);
   const points = modelCallPoints(session);
   const config = defaultStrategyConfig();

@@ -1,4 +1,12 @@
-import type { GetOptions, ListOptions, ListResult, ObjectInfo, ObjectStore, PutOptions, StoredObject } from '../lib/store/object-store.ts';
+import type {
+  GetOptions,
+  ListOptions,
+  ListResult,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  StoredObject,
+} from '../lib/store/object-store.ts';
 
 /** One storage call as the benchmark sees it: the operation, what kind of key, bytes read. */
 export interface RecordedOperation {
@@ -50,7 +58,11 @@ export class RecordingStore implements ObjectStore {
   }
 
   async delete(keys: string | string[]): Promise<void> {
-    this.operations.push({ operation: 'delete', kind: keyKind(Array.isArray(keys) ? (keys[0] ?? '') : keys), bytes: 0 });
+    this.operations.push({
+      operation: 'delete',
+      kind: keyKind(Array.isArray(keys) ? (keys[0] ?? '') : keys),
+      bytes: 0,
+    });
     return this.inner.delete(keys);
   }
 }
@@ -69,7 +81,11 @@ function keyKind(key: string, options?: GetOptions): string {
     return 'turn record';
   }
   const top = name.split('/')[0] ?? name;
-  return { blob: 'blob (out-of-line output)', inbox: 'inbox', inbox_removed: 'inbox delivered', idem: 'idempotency claim' }[top] ?? top;
+  return (
+    { blob: 'blob (out-of-line output)', inbox: 'inbox', inbox_removed: 'inbox delivered', idem: 'idempotency claim' }[
+      top
+    ] ?? top
+  );
 }
 
 /** Operations and bytes by `operation kind`, summed over a list of recorded calls. */

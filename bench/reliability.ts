@@ -16,7 +16,14 @@ import { startConditionalGateway } from '../test/support/s3-store.ts';
  */
 
 export interface ReliabilityFigures {
-  simulation: { crashPoints: Record<string, number>; interleavings: number; withCrash: number; actors: Record<number, number>; storageCalls: number; seconds: number };
+  simulation: {
+    crashPoints: Record<string, number>;
+    interleavings: number;
+    withCrash: number;
+    actors: Record<number, number>;
+    storageCalls: number;
+    seconds: number;
+  };
   recovery: { leaseMs: number; recoveryMs: number; restartMs: number; refused: number };
   cancelled: { recoveryMs: number; restartMs: number };
   command: string;
@@ -24,7 +31,10 @@ export interface ReliabilityFigures {
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
-export async function measureReliability(options: { interleavings: number; log: (line: string) => void }): Promise<ReliabilityFigures> {
+export async function measureReliability(options: {
+  interleavings: number;
+  log: (line: string) => void;
+}): Promise<ReliabilityFigures> {
   const report = join(mkdtempSync(join(tmpdir(), 'tailgate-sim-')), 'report.json');
   options.log(`  protocol simulation, ${options.interleavings} interleavings`);
   const started = performance.now();
@@ -56,7 +66,12 @@ export async function measureReliability(options: { interleavings: number; log: 
     const cancelled = await killMidTurnAndRecover(environment('cancel/'), 'bench', { cancel: true });
     return {
       simulation,
-      recovery: { leaseMs: 30_000, recoveryMs: waited.recoveryMs, restartMs: waited.restartMs, refused: waited.refused.length },
+      recovery: {
+        leaseMs: 30_000,
+        recoveryMs: waited.recoveryMs,
+        restartMs: waited.restartMs,
+        refused: waited.refused.length,
+      },
       cancelled: { recoveryMs: cancelled.recoveryMs, restartMs: cancelled.restartMs },
       command: 'npm run bench -- --only=reliability',
     };

@@ -15,7 +15,14 @@ export interface BenchResults {
   machine: MachineInfo;
   commit: string;
   /** The command that produced each section. */
-  commands: { overheadMemory: string; overheadWorkerd: string; strategies: string; cache: string; heap: string; compaction: string };
+  commands: {
+    overheadMemory: string;
+    overheadWorkerd: string;
+    strategies: string;
+    cache: string;
+    heap: string;
+    compaction: string;
+  };
   overheadMemory?: TurnOverheadRow[];
   overheadWorkerd?: TurnOverheadRow[];
   workerdError?: string;
@@ -52,7 +59,9 @@ export function resultsMarkdown(results: BenchResults): string {
     '',
   );
   lines.push('## Machine', '');
-  lines.push(`- \`nproc\`: ${machine.cores} cores; CPU (\`/proc/cpuinfo\`): ${machine.cpuModel}; ${machine.memoryGiB} GiB RAM; ${machine.platform}`);
+  lines.push(
+    `- \`nproc\`: ${machine.cores} cores; CPU (\`/proc/cpuinfo\`): ${machine.cpuModel}; ${machine.memoryGiB} GiB RAM; ${machine.platform}`,
+  );
   lines.push(`- \`node --version\`: ${machine.node}; load average at start: ${machine.loadAverage}`);
   lines.push(
     '- A shared, noisy machine: 2 cores used by several processes at once. Absolute times wander from run to run; ' +
@@ -60,7 +69,12 @@ export function resultsMarkdown(results: BenchResults): string {
     '',
   );
   if (results.loadAverages && results.loadAverages.length > 0) {
-    lines.push('Load average (`os.loadavg()`: 1, 5 and 15 minutes) when each section began and ended:', '', '| Section | At start | At end |', '|---|---|---|');
+    lines.push(
+      'Load average (`os.loadavg()`: 1, 5 and 15 minutes) when each section began and ended:',
+      '',
+      '| Section | At start | At end |',
+      '|---|---|---|',
+    );
     for (const entry of results.loadAverages) lines.push(`| ${entry.section} | ${entry.start} | ${entry.end || '-'} |`);
     lines.push('');
   }
@@ -90,10 +104,21 @@ interface GoalRow {
 /** Section 6: what the crash and race simulation checked, and recovery after kill -9. */
 function reliabilitySection(results: BenchResults): string[] {
   const figures = results.reliability;
-  if (!figures) return ['## 6. Reliability: crashes, races and recovery', '', `${capitalized(notMeasured(results, 'reliability'))}.`, ''];
+  if (!figures)
+    return [
+      '## 6. Reliability: crashes, races and recovery',
+      '',
+      `${capitalized(notMeasured(results, 'reliability'))}.`,
+      '',
+    ];
   const { simulation, recovery, cancelled } = figures;
   const points = Object.values(simulation.crashPoints).reduce((sum, count) => sum + count, 0);
-  const lines = ['## 6. Reliability: crashes, races and recovery', '', `Command: \`${figures.command}\` (bench/reliability.ts)`, ''];
+  const lines = [
+    '## 6. Reliability: crashes, races and recovery',
+    '',
+    `Command: \`${figures.command}\` (bench/reliability.ts)`,
+    '',
+  ];
   lines.push(
     `The protocol simulation (test/session/protocol-simulation.test.ts, ${simulation.seconds.toFixed(0)} s) crashed each operation at every storage call it makes, ` +
       `once before the call and once after it landed with its answer lost: ${points} crash scenarios, each followed by a restart, the client's retry and a new turn.`,
@@ -102,7 +127,9 @@ function reliabilitySection(results: BenchResults): string[] {
     '|---|---|',
   );
   for (const [operation, count] of Object.entries(simulation.crashPoints)) lines.push(`| ${operation} | ${count} |`);
-  const actors = Object.entries(simulation.actors).map(([count, runs]) => `${runs} with ${count} actors`).join(', ');
+  const actors = Object.entries(simulation.actors)
+    .map(([count, runs]) => `${runs} with ${count} actors`)
+    .join(', ');
   lines.push(
     '',
     `Random interleavings of concurrent actors: ${simulation.interleavings} (${actors}); ${simulation.withCrash} of them with one actor crashed at a random call; ` +
@@ -142,7 +169,11 @@ function goalRows(results: BenchResults): GoalRow[] {
         goal: `Per-turn p50 at ${largest.size.toLocaleString('en-US')} items / p50 at ${measured[0]!.size} items (${runtime})`,
         target: `<= ${RATIO_GOAL}`,
         measured: `${largest.ratio.toFixed(2)}`,
-        met: yes(largest.ratio <= RATIO_GOAL) + (largest.size < overhead.at(-1)!.size ? ` (${overhead.at(-1)!.size.toLocaleString('en-US')} not measured)` : ''),
+        met:
+          yes(largest.ratio <= RATIO_GOAL) +
+          (largest.size < overhead.at(-1)!.size
+            ? ` (${overhead.at(-1)!.size.toLocaleString('en-US')} not measured)`
+            : ''),
       });
     }
   }
@@ -157,7 +188,10 @@ function goalRows(results: BenchResults): GoalRow[] {
       goal: `Storage operations per turn (${runtime}, counted)`,
       target: `<= ${OPERATIONS_GOAL}`,
       measured: counted
-        .map((row) => `${row.storage!.operationsMedian}${row.storage!.operationsMax !== row.storage!.operationsMedian ? ` (max ${row.storage!.operationsMax})` : ''} at ${row.size.toLocaleString('en-US')}`)
+        .map(
+          (row) =>
+            `${row.storage!.operationsMedian}${row.storage!.operationsMax !== row.storage!.operationsMedian ? ` (max ${row.storage!.operationsMax})` : ''} at ${row.size.toLocaleString('en-US')}`,
+        )
         .join(', '),
       met: yes(worst.storage!.operationsMax <= OPERATIONS_GOAL),
     });
@@ -176,13 +210,17 @@ function goalRows(results: BenchResults): GoalRow[] {
       rows.push({
         goal: `Bytes read per turn / (1.1 x prompt bytes + 64 KiB), worst turn (${runtime})`,
         target: '<= 1',
-        measured: budgeted.map((row) => `${fixed(row.storage!.readBudgetWorst, 2)} at ${row.size.toLocaleString('en-US')}`).join(', '),
+        measured: budgeted
+          .map((row) => `${fixed(row.storage!.readBudgetWorst, 2)} at ${row.size.toLocaleString('en-US')}`)
+          .join(', '),
         met: yes(budgeted.every((row) => row.storage!.readBudgetWorst! <= 1)),
       });
     }
   }
   if (results.strategies) {
-    for (const figure of results.strategies.filter((entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'))) {
+    for (const figure of results.strategies.filter(
+      (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),
+    )) {
       rows.push({
         goal: `Strategy CPU, \`${figure.strategies}\`, 10,000-item history (${figure.input === 'tail' ? 'tail view with aggregates, as a turn runs it' : 'whole history'})`,
         target: `< ${STRATEGY_GOAL_MS} ms`,
@@ -194,7 +232,12 @@ function goalRows(results: BenchResults): GoalRow[] {
   if (results.cache) {
     const runs = results.cache.runs;
     for (const run of runs.filter((entry) => entry.name.startsWith('shorten_tools_epoch'))) {
-      rows.push({ goal: `Reusable share, ${run.name}`, target: `>= ${REUSABLE_GOAL * 100}%`, measured: percent(run.totals.reusableShare), met: yes(run.totals.reusableShare >= REUSABLE_GOAL) });
+      rows.push({
+        goal: `Reusable share, ${run.name}`,
+        target: `>= ${REUSABLE_GOAL * 100}%`,
+        measured: percent(run.totals.reusableShare),
+        met: yes(run.totals.reusableShare >= REUSABLE_GOAL),
+      });
       const others = runs.filter((entry) => entry !== run);
       const cheapestOther = others.reduce((a, b) => (b.totals.costCached < a.totals.costCached ? b : a));
       rows.push({
@@ -207,20 +250,44 @@ function goalRows(results: BenchResults): GoalRow[] {
   }
   if (results.heap) {
     const peak = Math.max(...results.heap.result.peakGrowthBytes);
-    rows.push({ goal: `Peak heap of a turn, ${results.heap.result.items.toLocaleString('en-US')}-item session`, target: '< 64 MiB', measured: mib(peak) + ' (worst of ' + results.heap.result.peakGrowthBytes.length + ' turns)', met: yes(peak < HEAP_GOAL) });
+    rows.push({
+      goal: `Peak heap of a turn, ${results.heap.result.items.toLocaleString('en-US')}-item session`,
+      target: '< 64 MiB',
+      measured: `${mib(peak)} (worst of ${results.heap.result.peakGrowthBytes.length} turns)`,
+      met: yes(peak < HEAP_GOAL),
+    });
   }
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
-    [results.overheadMemory?.some((row) => !row.skipped), 'memory', 'Per-turn p50 ratio and storage operations per turn (memory store)', `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`],
-    [results.overheadWorkerd?.some((row) => !row.skipped), 'workerd', 'Per-turn p50 ratio and storage operations per turn (workerd + local R2)', `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`],
+    [
+      results.overheadMemory?.some((row) => !row.skipped),
+      'memory',
+      'Per-turn p50 ratio and storage operations per turn (memory store)',
+      `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`,
+    ],
+    [
+      results.overheadWorkerd?.some((row) => !row.skipped),
+      'workerd',
+      'Per-turn p50 ratio and storage operations per turn (workerd + local R2)',
+      `<= ${RATIO_GOAL}; <= ${OPERATIONS_GOAL}`,
+    ],
     [results.strategies, 'strategies', 'Strategy CPU, 10,000-item history', `< ${STRATEGY_GOAL_MS} ms`],
-    [results.cache, 'cache', 'Reusable share and estimated cost, epoch strategies', `>= ${REUSABLE_GOAL * 100}%; below every other row`],
+    [
+      results.cache,
+      'cache',
+      'Reusable share and estimated cost, epoch strategies',
+      `>= ${REUSABLE_GOAL * 100}%; below every other row`,
+    ],
     [results.heap, 'heap', 'Peak heap of a turn', '< 64 MiB'],
   ];
   for (const [present, section, goal, target] of missing) {
     if (present) continue;
-    const overhead = section === 'memory' ? results.overheadMemory : section === 'workerd' ? results.overheadWorkerd : undefined;
-    const why = overhead && overhead.length > 0 ? `not measured (${overhead.map((row) => `${row.size.toLocaleString('en-US')}: ${row.skipped}`).join('; ')})` : notMeasured(results, section);
+    const overhead =
+      section === 'memory' ? results.overheadMemory : section === 'workerd' ? results.overheadWorkerd : undefined;
+    const why =
+      overhead && overhead.length > 0
+        ? `not measured (${overhead.map((row) => `${row.size.toLocaleString('en-US')}: ${row.skipped}`).join('; ')})`
+        : notMeasured(results, section);
     rows.push({ goal, target, measured: why, met: '-' });
   }
   return rows;
@@ -232,19 +299,20 @@ function overheadSection(results: BenchResults): string[] {
     'One session per size, loaded first (POST /items in batches of an agent-like mix: a user message, about 25 tool calls ' +
       'with outputs of 200 B to 20 KB log-normal and arguments of 50 B to 2 KB, 5% repeated calls, an assistant message; the log is ' +
       'packed every 8 appends, as turns do in the background). The measured turns, one turn of every size per round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
-      '(echo answers with a function_call) and that call\'s 2 KB output (echo answers with text), with the default strategies ' +
+      "(echo answers with a function_call) and that call's 2 KB output (echo answers with text), with the default strategies " +
       '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times are medians and 95th ' +
       'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the same runtime, in the same run.',
     '',
   );
-  if (!results.overheadMemory) lines.push(`### Memory store`, '', `${capitalized(notMeasured(results, 'memory'))}.`, '');
+  if (!results.overheadMemory)
+    lines.push(`### Memory store`, '', `${capitalized(notMeasured(results, 'memory'))}.`, '');
   if (results.overheadMemory) {
     lines.push(`### Memory store, lib/turn.ts \`runTurn\` with the app's per-request services, counted`, '');
     lines.push(`Command: \`${results.commands.overheadMemory}\``, '');
     lines.push(...overheadTable(results.overheadMemory, 'memory'));
     lines.push(
       '',
-      'Operations are the turn\'s own, from the request to the response; the background pack a turn starts is run after it and counted apart ' +
+      "Operations are the turn's own, from the request to the response; the background pack a turn starts is run after it and counted apart " +
         '("bg ops/turn"). Prompt bytes are the UTF-8 bytes of the JSON of the prompt handed to the model. "read budget" is the worst turn\'s ' +
         'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal. "newest page" is GET /items of the newest 100 items (SessionLog.listItems, ' +
         'payloads whole) after the measured turns.',
@@ -255,7 +323,12 @@ function overheadSection(results: BenchResults): string[] {
       const blobs = loads.some((row) => row.append!.byKind.some((entry) => entry.label.startsWith('put blob')));
       lines.push(
         `Loading: one POST /items of ${loads[0]!.append!.items} items (SessionLog.append) took, median per append while loading each size: ` +
-          loads.map((row) => `${row.append!.operations} operations at ${row.size.toLocaleString('en-US')} (${row.append!.byKind.map((entry) => `${entry.label} x${entry.count}`).join(', ')})`).join('; ') +
+          loads
+            .map(
+              (row) =>
+                `${row.append!.operations} operations at ${row.size.toLocaleString('en-US')} (${row.append!.byKind.map((entry) => `${entry.label} x${entry.count}`).join(', ')})`,
+            )
+            .join('; ') +
           (blobs
             ? '. Blobs are outputs over 8 KiB stored out of line.'
             : '. The record holds its outputs inline; packing (not counted here) moves large ones out of line into segments and views.'),
@@ -272,11 +345,11 @@ function overheadSection(results: BenchResults): string[] {
   if (results.overheadWorkerd) {
     const workerd = results.overheadWorkerd;
     lines.push(...overheadTable(workerd, 'workerd'));
-    lines.push('', 'Times are the client\'s, request sent to body read, through wrangler\'s local proxy.');
+    lines.push('', "Times are the client's, request sent to body read, through wrangler's local proxy.");
     if (workerd.some((row) => row.storage)) {
       lines[lines.length - 1] +=
         ' Operations and bytes read are counted in the worker: bench/counting-worker.ts wraps the R2 store in a CountingStore and every response carries ' +
-        'that request\'s counts, taken when the app returns it. Packing, handed to waitUntil, starts after that (lib/turn.ts `afterResponse`) and is not counted ' +
+        "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that (lib/turn.ts `afterResponse`) and is not counted " +
         'here. R2Store makes one ' +
         'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
         'so there are no prompt bytes and no read budget here.' +
@@ -284,7 +357,11 @@ function overheadSection(results: BenchResults): string[] {
     }
     lines.push('');
   }
-  if (results.workerdError) lines.push(`Not measured: the workerd run failed: \`${results.workerdError.replace(/\`/g, "'").slice(0, 600)}\``, '');
+  if (results.workerdError)
+    lines.push(
+      `Not measured: the workerd run failed: \`${results.workerdError.replace(/`/g, "'").slice(0, 600)}\``,
+      '',
+    );
   else if (!results.overheadWorkerd) lines.push(`${capitalized(notMeasured(results, 'workerd'))}.`, '');
   return lines;
 }
@@ -297,11 +374,11 @@ function sameAsMemory(workerd: TurnOverheadRow[], memory: TurnOverheadRow[] | un
     .filter((pair): pair is { row: TurnOverheadRow; other: TurnOverheadRow } => pair.other !== undefined);
   if (pairs.length === 0) return '';
   const differing = pairs.filter(({ row, other }) => row.storage!.operationsMedian !== other.storage!.operationsMedian);
-  if (differing.length === 0) return ' The operation medians are the memory store\'s at every size measured on both.';
+  if (differing.length === 0) return " The operation medians are the memory store's at every size measured on both.";
   return (
     ` The operation medians differ from the memory store's: ${differing.map(({ row, other }) => `${row.storage!.operationsMedian} against ${other.storage!.operationsMedian} at ${row.size.toLocaleString('en-US')}`).join(', ')}. ` +
     'Here packing runs in waitUntil and the next turn may start before it has written a fresh view, and loading packs through short turns, ' +
-    'while the memory driver packs directly and runs each turn\'s packing to completion before the next turn.'
+    "while the memory driver packs directly and runs each turn's packing to completion before the next turn."
   );
 }
 
@@ -329,7 +406,10 @@ const OPERATIONS_COLUMN: OverheadColumn = {
   header: 'ops/turn median (max)',
   cell: (row) => (row.storage ? `${row.storage.operationsMedian} (${row.storage.operationsMax})` : '-'),
 };
-const BYTES_READ_COLUMN: OverheadColumn = { header: 'bytes read median', cell: (row) => bytesOrDash(row.storage?.bytesReadMedian) };
+const BYTES_READ_COLUMN: OverheadColumn = {
+  header: 'bytes read median',
+  cell: (row) => bytesOrDash(row.storage?.bytesReadMedian),
+};
 const NOTICE_OPERATIONS_COLUMN: OverheadColumn = {
   header: 'notice turn: ops (limit)',
   cell: (row) => `${row.notice?.operations ?? '-'} (${row.notice?.operationsLimit ?? '-'})`,
@@ -348,12 +428,22 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           ...timeColumns(2),
           { header: 'prompt bytes', cell: (row) => bytesOrDash(row.storage?.promptBytesMedian) },
           OPERATIONS_COLUMN,
-          { header: 'get / put / list', cell: (row) => (row.storage ? `${row.storage.breakdown.get} / ${row.storage.breakdown.put} / ${row.storage.breakdown.list}` : '-') },
+          {
+            header: 'get / put / list',
+            cell: (row) =>
+              row.storage
+                ? `${row.storage.breakdown.get} / ${row.storage.breakdown.put} / ${row.storage.breakdown.list}`
+                : '-',
+          },
           BYTES_READ_COLUMN,
           { header: 'read budget', cell: (row) => fixed(row.storage?.readBudgetWorst, 2) },
           { header: 'bg ops/turn', cell: (row) => fixed(row.storage?.backgroundOperationsPerTurn, 1) },
           NOTICE_OPERATIONS_COLUMN,
-          { header: 'newest page: ops (bytes read)', cell: (row) => (row.newestPage ? `${row.newestPage.operations} (${formatBytes(row.newestPage.bytesRead)})` : '-') },
+          {
+            header: 'newest page: ops (bytes read)',
+            cell: (row) =>
+              row.newestPage ? `${row.newestPage.operations} (${formatBytes(row.newestPage.bytesRead)})` : '-',
+          },
         ]
       : [
           ITEMS_COLUMN,
@@ -364,7 +454,10 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           { header: 'notice turn ms', cell: (row) => (row.notice ? row.notice.ms.toFixed(1) : '-') },
           ...(rows.some((row) => row.notice?.operations !== undefined) ? [NOTICE_OPERATIONS_COLUMN] : []),
         ];
-  const lines = [`| ${columns.map((column) => column.header).join(' | ')} |`, `|${columns.map(() => '---').join('|')}|`];
+  const lines = [
+    `| ${columns.map((column) => column.header).join(' | ')} |`,
+    `|${columns.map(() => '---').join('|')}|`,
+  ];
   for (const row of rows) {
     if (row.skipped) lines.push(`| ${row.size.toLocaleString('en-US')} | ${row.skipped} |`);
     else lines.push(`| ${columns.map((column) => column.cell(row)).join(' | ')} |`);
@@ -377,7 +470,7 @@ function whereTable(rows: TurnOverheadRow[]): string[] {
   const measured = rows.filter((row) => row.storage);
   if (measured.length === 0) return [];
   const labels = [...new Set(measured.flatMap((row) => row.storage!.byKind.map((entry) => entry.label)))].sort();
-  const lines = ['Where a turn\'s operations and bytes go (median per turn: count, bytes read), memory store:', ''];
+  const lines = ["Where a turn's operations and bytes go (median per turn: count, bytes read), memory store:", ''];
   lines.push(`| operation | ${measured.map((row) => row.size.toLocaleString('en-US')).join(' | ')} |`);
   lines.push(`|---|${measured.map(() => '---').join('|')}|`);
   for (const label of labels) {
@@ -393,7 +486,12 @@ function whereTable(rows: TurnOverheadRow[]): string[] {
 }
 
 function strategySection(results: BenchResults): string[] {
-  const lines = ['## 2. Strategy CPU on 10,000 items', '', `Command: \`${results.commands.strategies}\` (bench/strategies.ts \`benchStrategies()\`)`, ''];
+  const lines = [
+    '## 2. Strategy CPU on 10,000 items',
+    '',
+    `Command: \`${results.commands.strategies}\` (bench/strategies.ts \`benchStrategies()\`)`,
+    '',
+  ];
   if (!results.strategies) return [...lines, `${capitalized(notMeasured(results, 'strategies'))}.`, ''];
   lines.push(
     '`preparePrompt` per strategy list on a 10,000-item history with 2,000 tool calls (bench/strategies.ts `benchHistory`): on the whole history, ' +
@@ -403,7 +501,9 @@ function strategySection(results: BenchResults): string[] {
     '|---|---|---|---|---|---|',
   );
   for (const figure of results.strategies) {
-    lines.push(`| \`${figure.strategies}\` | ${figure.input} | ${figure.items.toLocaleString('en-US')} | ${figure.medianMs.toFixed(2)} | ${figure.p90Ms.toFixed(2)} | ${yes(figure.medianMs < STRATEGY_GOAL_MS)} |`);
+    lines.push(
+      `| \`${figure.strategies}\` | ${figure.input} | ${figure.items.toLocaleString('en-US')} | ${figure.medianMs.toFixed(2)} | ${figure.p90Ms.toFixed(2)} | ${yes(figure.medianMs < STRATEGY_GOAL_MS)} |`,
+    );
   }
   lines.push('');
   return lines;
@@ -418,7 +518,7 @@ function cacheSection(results: BenchResults): string[] {
     `A simulated agent session (bench/agent-session.ts, seed ${seed}): a 4,000-character system message, then ${toolCalls.toLocaleString('en-US')} tool calls; ` +
       'outputs 200 B to 20 KB log-normal (1st/99th percentiles), arguments 50 B to 2 KB log-normal, a user message every 15 to 35 calls (25 on average) ' +
       `and an assistant message closing each run of calls, 5% of calls repeating an earlier call. The model is asked after every user message and every tool output: ${turns.toLocaleString('en-US')} prompts. ` +
-      'Each prompt is built by `preparePrompt` from the whole history so far and serialized as the provider would see it: JSON of the items\' wire fields only ' +
+      "Each prompt is built by `preparePrompt` from the whole history so far and serialized as the provider would see it: JSON of the items' wire fields only " +
       '(bench/prompt-cache.ts `serializePrompt`). "Reusable" is the longest common byte prefix with the previous prompt: what a provider\'s prompt cache ' +
       'could serve, an upper bound (Anthropic matches at cache breakpoints and block boundaries, at least 1,024 tokens; tool definitions, identical every turn, are left out).',
     '',
@@ -438,8 +538,14 @@ function cacheSection(results: BenchResults): string[] {
     );
   }
   lines.push('', `![prompt size and reusable share per model call](${results.cache.chart})`, '');
-  lines.push('Per-turn figures behind the chart (median over the prompts; p10 of the reusable share shows how often the prefix breaks):', '');
-  lines.push('| strategy | median prompt | median reusable share | p10 reusable share | prompts with < 50% reusable |', '|---|---|---|---|---|');
+  lines.push(
+    'Per-turn figures behind the chart (median over the prompts; p10 of the reusable share shows how often the prefix breaks):',
+    '',
+  );
+  lines.push(
+    '| strategy | median prompt | median reusable share | p10 reusable share | prompts with < 50% reusable |',
+    '|---|---|---|---|---|',
+  );
   for (const run of runs) {
     const shares = run.turns.map((turn) => (turn.size === 0 ? 0 : turn.reusable / turn.size));
     const sorted = [...shares].sort((a, b) => a - b);
@@ -460,26 +566,37 @@ function heapSection(results: BenchResults): string[] {
   lines.push(
     `Method: a ${result.items.toLocaleString('en-US')}-item session (the same agent mix) is loaded into a MemoryStore and packed, then after two warm-up turns, ` +
       `for each of ${result.peakGrowthBytes.length} turns: two full GCs (\`gc()\`, --expose-gc), heapUsed as the baseline, then heapUsed sampled every millisecond ` +
-      'and around every storage call during the turn; the figure is the highest sample minus the baseline. The store\'s own objects are in the baseline ' +
+      "and around every storage call during the turn; the figure is the highest sample minus the baseline. The store's own objects are in the baseline " +
       '(in a Worker they live in R2, not in the isolate). Garbage collected mid-turn is not counted, so this is the live peak as sampled, not total allocation.',
     '',
     '| turn | peak heap growth | heapUsed baseline | retained after GC | samples | prompt chars |',
     '|---|---|---|---|---|---|',
   );
   result.peakGrowthBytes.forEach((peak, index) => {
-    lines.push(`| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ${result.promptCharacters[index]!.toLocaleString('en-US')} |`);
+    lines.push(
+      `| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ${result.promptCharacters[index]!.toLocaleString('en-US')} |`,
+    );
   });
-  lines.push('', `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 MiB (a Worker has 128 MB).`, '');
+  lines.push(
+    '',
+    `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 MiB (a Worker has 128 MB).`,
+    '',
+  );
   return lines;
 }
 
 function compactionSection(results: BenchResults): string[] {
-  const lines = ['## 5. Reads per turn after compaction', '', `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx tsx bench/compaction.ts\`)`, ''];
+  const lines = [
+    '## 5. Reads per turn after compaction',
+    '',
+    `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx tsx bench/compaction.ts\`)`,
+    '',
+  ];
   if (!results.compaction) return [...lines, `${capitalized(notMeasured(results, 'compaction'))}.`, ''];
   lines.push(
     'With `compact` in the strategy list (`shorten_tools_epoch_increment,compact,inbox`), a session of N turns with tool traffic is compacted ' +
       '(keeping the newest 2,000 tokens), three turns run in the new context, then one turn is measured on the memory store (echo). ' +
-      'The figure counts the measured turn\'s gets and lists and the bytes they read (puts are not in it). Compare with section 1, where the default list never compacts.',
+      "The figure counts the measured turn's gets and lists and the bytes they read (puts are not in it). Compare with section 1, where the default list never compacts.",
     '',
     '| history turns | history items | gets | lists | bytes read | prompt chars | read budget (1.1 x prompt chars + 64 KiB) |',
     '|---|---|---|---|---|---|---|',
@@ -493,7 +610,8 @@ function compactionSection(results: BenchResults): string[] {
   }
   const first = results.compaction[0];
   const last = results.compaction.at(-1);
-  if (first && last && first !== last) lines.push('', `Bytes read, longest / shortest history: ${(last.bytesRead / first.bytesRead).toFixed(3)}.`);
+  if (first && last && first !== last)
+    lines.push('', `Bytes read, longest / shortest history: ${(last.bytesRead / first.bytesRead).toFixed(3)}.`);
   lines.push('');
   return lines;
 }
@@ -513,7 +631,10 @@ const TURN_OPERATIONS = [
 /** A row's median operations beyond the 8 a turn makes by design, by label. */
 function extraOperations(row: TurnOverheadRow): { label: string; count: number; bytes: number }[] {
   return row
-    .storage!.byKind.map((entry) => ({ ...entry, count: entry.count - (TURN_OPERATIONS.includes(entry.label) ? 1 : 0) }))
+    .storage!.byKind.map((entry) => ({
+      ...entry,
+      count: entry.count - (TURN_OPERATIONS.includes(entry.label) ? 1 : 0),
+    }))
     .filter((entry) => entry.count > 0);
 }
 
@@ -525,7 +646,7 @@ function kindNotes(labels: string[], given: Set<string>): string[] {
   const notes: string[] = [];
   if (labels.some((label) => label.startsWith('get segment')) || labels.includes('get turn record')) {
     notes.push(
-      'Segment gets and further record gets are reads past the view: when the view\'s window starts after the cut the strategies need, lacks a required call, ' +
+      "Segment gets and further record gets are reads past the view: when the view's window starts after the cut the strategies need, lacks a required call, " +
         'or holds compacted an item they would now show whole, the read walks the records and segments newest first, and the turn asks `pack` for a fresh view.',
     );
   }
@@ -535,7 +656,11 @@ function kindNotes(labels: string[], given: Set<string>): string[] {
         'instance of every repeated call whole, and with 5% repeated calls drawn from all earlier calls their number grows with the history.',
     );
   }
-  if (labels.some((label) => ['get session config', 'list records listing', 'get turn completion', 'get view', 'list inbox'].includes(label))) {
+  if (
+    labels.some((label) =>
+      ['get session config', 'list records listing', 'get turn completion', 'get view', 'list inbox'].includes(label),
+    )
+  ) {
     notes.push('A kind the turn makes once by design appearing here was read more than once.');
   }
   const fresh = notes.filter((note) => !given.has(note));
@@ -545,7 +670,10 @@ function kindNotes(labels: string[], given: Set<string>): string[] {
 
 /** Sentences joined with single spaces, empty ones left out. */
 function sentences(...parts: (string | string[])[]): string {
-  return parts.flat().filter((part) => part.length > 0).join(' ');
+  return parts
+    .flat()
+    .filter((part) => part.length > 0)
+    .join(' ');
 }
 
 function causesSection(results: BenchResults): string[] {
@@ -567,7 +695,10 @@ function causesSection(results: BenchResults): string[] {
           extra.length > 0
             ? `Beyond them, median: ${extra.map((entry) => `${entry.label} +${entry.count}`).join(', ')}.`
             : 'The median turn makes only these; the turns above the median are not broken down here (the table holds medians).',
-          kindNotes(extra.map((entry) => entry.label), given),
+          kindNotes(
+            extra.map((entry) => entry.label),
+            given,
+          ),
         ),
       );
     }
@@ -577,23 +708,34 @@ function causesSection(results: BenchResults): string[] {
       lines.push(
         `- **Notice turns.** Delivering ${noticeRows[0]!.notice!.delivered} notices took ` +
           noticeRows
-            .map((row) => `${row.notice!.operations} operations at ${row.size.toLocaleString('en-US')} (limit ${row.notice!.operationsLimit}; ${overMedian(row)} over the median turn)`)
+            .map(
+              (row) =>
+                `${row.notice!.operations} operations at ${row.size.toLocaleString('en-US')} (limit ${row.notice!.operationsLimit}; ${overMedian(row)} over the median turn)`,
+            )
             .join(', ') +
           ' (budget: 3 per notice: copy, delete, read)' +
-          (noticeRows.every((row) => overMedian(row) <= 3 * row.notice!.delivered) ? '; the miss is the base turn above, not the delivery.' : '; delivery itself costs more than budgeted.'),
+          (noticeRows.every((row) => overMedian(row) <= 3 * row.notice!.delivered)
+            ? '; the miss is the base turn above, not the delivery.'
+            : '; delivery itself costs more than budgeted.'),
       );
     }
-    const grown = largest.storage!.byKind
-      .map((entry) => ({ ...entry, base: smallest.storage!.byKind.find((candidate) => candidate.label === entry.label)?.count ?? 0 }))
+    const grown = largest
+      .storage!.byKind.map((entry) => ({
+        ...entry,
+        base: smallest.storage!.byKind.find((candidate) => candidate.label === entry.label)?.count ?? 0,
+      }))
       .filter((entry) => entry.count - entry.base >= 2)
       .sort((a, b) => b.count - b.base - (a.count - a.base));
     if (grown.length > 0) {
-      const prompt = (row: TurnOverheadRow) => `${row.itemsInPromptMedian.toLocaleString('en-US')} items, ${bytesOrDash(row.storage!.promptBytesMedian)}`;
+      const prompt = (row: TurnOverheadRow) =>
+        `${row.itemsInPromptMedian.toLocaleString('en-US')} items, ${bytesOrDash(row.storage!.promptBytesMedian)}`;
       lines.push(
         sentences(
           `- **Operations grow with the history.** At ${largest.size.toLocaleString('en-US')} items a turn takes ${largest.storage!.operationsMedian} operations ` +
             `(${(largest.storage!.operationsMedian / OPERATIONS_GOAL).toFixed(1)}x the goal). The growth: ` +
-            grown.map((entry) => `${entry.label} ${entry.base} -> ${entry.count} (${formatBytes(entry.bytes)})`).join('; ') +
+            grown
+              .map((entry) => `${entry.label} ${entry.base} -> ${entry.count} (${formatBytes(entry.bytes)})`)
+              .join('; ') +
             '.',
           largest.itemsInPromptMedian > smallest.itemsInPromptMedian
             ? `The prompt grows with the history too (median ${prompt(largest)} at ${largest.size.toLocaleString('en-US')} items against ${prompt(smallest)} at ${smallest.size}): ` +
@@ -602,12 +744,18 @@ function causesSection(results: BenchResults): string[] {
             : '',
           'The view stores the calls the strategies may show whole as they are, so those cost bytes of the view, not operations, unless the read goes past the view ' +
             'or their outputs are out of line.',
-          kindNotes(grown.map((entry) => entry.label), given),
+          kindNotes(
+            grown.map((entry) => entry.label),
+            given,
+          ),
         ),
       );
     }
     const budgeted = memory.filter((row) => row.storage!.readBudgetWorst !== undefined);
-    const worst = budgeted.reduce<TurnOverheadRow | undefined>((a, b) => (a === undefined || b.storage!.readBudgetWorst! > a.storage!.readBudgetWorst! ? b : a), undefined);
+    const worst = budgeted.reduce<TurnOverheadRow | undefined>(
+      (a, b) => (a === undefined || b.storage!.readBudgetWorst! > a.storage!.readBudgetWorst! ? b : a),
+      undefined,
+    );
     if (worst && worst.storage!.readBudgetWorst! > 1) {
       const reads = worst.storage!.byKind.filter((entry) => entry.bytes > 0).sort((a, b) => b.bytes - a.bytes);
       const viewBytes = kindBytes(worst, 'get view');
@@ -615,14 +763,19 @@ function causesSection(results: BenchResults): string[] {
         sentences(
           `- **Read amplification.** Worst: ${fixed(worst.storage!.readBudgetWorst, 2)}x the budget at ${worst.size.toLocaleString('en-US')} items ` +
             `(${formatBytes(worst.storage!.bytesReadMedian)} read for a ${bytesOrDash(worst.storage!.promptBytesMedian)} prompt, medians).`,
-          reads.length > 0 ? `The bytes, median per turn: ${reads.map((entry) => `${entry.label} ${formatBytes(entry.bytes)}`).join(', ')}.` : '',
+          reads.length > 0
+            ? `The bytes, median per turn: ${reads.map((entry) => `${entry.label} ${formatBytes(entry.bytes)}`).join(', ')}.`
+            : '',
           viewBytes > 0 && reads[0]?.label === 'get view'
             ? 'The view is the largest read. It holds the tail the strategies need plus a margin of 8 calls (tool items older than those the strategies may show whole ' +
                 'stored as they compact them), the aggregates (one bit per call, one entry per repeated call) and the call keys (12 hex characters per distinct call), ' +
                 'so it can be larger than the prompt: by the margin, and by the aggregates and call keys, which grow with the history. ' +
                 `View bytes / prompt bytes, medians: ${budgeted
                   .filter((row) => kindBytes(row, 'get view') > 0)
-                  .map((row) => `${(kindBytes(row, 'get view') / row.storage!.promptBytesMedian!).toFixed(2)} at ${row.size.toLocaleString('en-US')}`)
+                  .map(
+                    (row) =>
+                      `${(kindBytes(row, 'get view') / row.storage!.promptBytesMedian!).toFixed(2)} at ${row.size.toLocaleString('en-US')}`,
+                  )
                   .join(', ')}.`
             : '',
           kindNotes(
@@ -651,20 +804,29 @@ function causesSection(results: BenchResults): string[] {
   const workerd = results.overheadWorkerd?.filter((row) => !row.skipped) ?? [];
   const workerdCounted = workerd.filter((row) => row.storage);
   const workerdOver = workerdCounted.filter(
-    (row) => row.storage!.operationsMax > OPERATIONS_GOAL || (row.notice?.operations !== undefined && row.notice.operations > row.notice.operationsLimit),
+    (row) =>
+      row.storage!.operationsMax > OPERATIONS_GOAL ||
+      (row.notice?.operations !== undefined && row.notice.operations > row.notice.operationsLimit),
   );
   if (workerdOver.length > 0) {
     lines.push(
       sentences(
         `- **Storage operations, workerd + local R2.** ${workerdCounted
-          .map((row) => `${row.storage!.operationsMedian} per turn, max ${row.storage!.operationsMax}, notice turn ${row.notice?.operations ?? '-'} (limit ${row.notice?.operationsLimit ?? '-'}) at ${row.size.toLocaleString('en-US')} items`)
+          .map(
+            (row) =>
+              `${row.storage!.operationsMedian} per turn, max ${row.storage!.operationsMax}, notice turn ${row.notice?.operations ?? '-'} (limit ${row.notice?.operationsLimit ?? '-'}) at ${row.size.toLocaleString('en-US')} items`,
+          )
           .join('; ')}.`,
-        memory.length > 0 ? 'How they compare with the memory store\'s is in section 1; its breakdown by kind shows what a turn reads, and the causes above apply to both.' : '',
+        memory.length > 0
+          ? "How they compare with the memory store's is in section 1; its breakdown by kind shows what a turn reads, and the causes above apply to both."
+          : '',
       ),
     );
   }
   if (workerd.length > 0 && workerd.some((row) => row.ratio > RATIO_GOAL)) {
-    lines.push(`- **workerd ratios**: ${workerd.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')}; same causes, each storage call being a local R2 request.`);
+    lines.push(
+      `- **workerd ratios**: ${workerd.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')}; same causes, each storage call being a local R2 request.`,
+    );
   }
   for (const row of results.overheadWorkerd?.filter((entry) => entry.skipped) ?? []) {
     lines.push(`- **workerd at ${row.size.toLocaleString('en-US')} items**: ${row.skipped}.`);
@@ -682,13 +844,18 @@ function causesSection(results: BenchResults): string[] {
             'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary the prompt changes from the pinned point on, and everything after it is a cache write.',
         );
       }
-      if (run.totals.reusableShare < REUSABLE_GOAL) lines.push(`- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`);
+      if (run.totals.reusableShare < REUSABLE_GOAL)
+        lines.push(
+          `- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`,
+        );
     }
   }
   if (results.strategies) {
     const over = results.strategies.filter((entry) => entry.medianMs >= STRATEGY_GOAL_MS);
     for (const figure of over) {
-      lines.push(`- **Strategy CPU, \`${figure.strategies}\` (${figure.input === 'full' ? 'whole history' : 'tail view'})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over 5 ms.`);
+      lines.push(
+        `- **Strategy CPU, \`${figure.strategies}\` (${figure.input === 'full' ? 'whole history' : 'tail view'})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over 5 ms.`,
+      );
     }
     if (over.some((entry) => entry.input === 'full')) {
       lines.push(
@@ -706,7 +873,9 @@ function causesSection(results: BenchResults): string[] {
           `${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters (see the prompt growth above), and what it reads is decoded and parsed into strings and objects ` +
           (largestRead
             ? `(${formatBytes(largestRead.storage!.bytesReadMedian)} read per turn at ${largestRead.size.toLocaleString('en-US')} items on the memory store` +
-              (kindBytes(largestRead, 'get view') > 0 ? `, ${formatBytes(kindBytes(largestRead, 'get view'))} of it the view` : '') +
+              (kindBytes(largestRead, 'get view') > 0
+                ? `, ${formatBytes(kindBytes(largestRead, 'get view'))} of it the view`
+                : '') +
               ') '
             : '') +
           'which are live together during the turn. Bounding the prompt would shrink both.',

@@ -32,10 +32,16 @@ type Section = (typeof SECTIONS)[number];
 const argv = process.argv.slice(2);
 const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
 const only = onlyArgument ? new Set(onlyArgument.slice('--only='.length).split(',')) : undefined;
-for (const name of only ?? []) if (!(SECTIONS as readonly string[]).includes(name)) throw new Error(`unknown section ${name}; known: ${SECTIONS.join(', ')}`);
+for (const name of only ?? [])
+  if (!(SECTIONS as readonly string[]).includes(name))
+    throw new Error(`unknown section ${name}; known: ${SECTIONS.join(', ')}`);
 const quick = argv.includes('--quick');
 const budgetArgument = argv.find((argument) => argument.startsWith('--workerd-load-budget='));
-const workerdLoadBudgetMs = budgetArgument ? Number(budgetArgument.slice('--workerd-load-budget='.length)) * 1000 : quick ? 60_000 : 240_000;
+const workerdLoadBudgetMs = budgetArgument
+  ? Number(budgetArgument.slice('--workerd-load-budget='.length)) * 1000
+  : quick
+    ? 60_000
+    : 240_000;
 const full = !only && !quick;
 /** Whether a section runs; one that does not is reported as not measured, with why. */
 const runs = (section: Section) => {
@@ -49,7 +55,10 @@ const ended = (section: Section) => {
   const entry = results.loadAverages.find((candidate) => candidate.section === section);
   if (entry) entry.end = loadAverage();
 };
-const loadAverage = () => loadavg().map((value) => value.toFixed(2)).join(' ');
+const loadAverage = () =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ');
 
 const log = (line: string) => console.log(`[bench ${new Date().toISOString().slice(11, 19)}] ${line}`);
 const sizes = quick ? [100, 1_000] : [100, 1_000, 10_000, 100_000];
@@ -93,9 +102,19 @@ if (runs('strategies')) {
 if (runs('cache')) {
   log(`prompt-cache simulation: ${cacheToolCalls} tool calls`);
   const cacheRuns = simulatePromptCache({ toolCalls: cacheToolCalls, seed: cacheSeed });
-  for (const run of cacheRuns) log(`  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ${Math.round(run.totals.costCached)}`);
+  for (const run of cacheRuns)
+    log(
+      `  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ${Math.round(run.totals.costCached)}`,
+    );
   const chart = 'prompt-cache.svg';
-  if (full) writeFileSync(new URL(`./${chart}`, import.meta.url), promptCacheChart(cacheRuns, `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`));
+  if (full)
+    writeFileSync(
+      new URL(`./${chart}`, import.meta.url),
+      promptCacheChart(
+        cacheRuns,
+        `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`,
+      ),
+    );
   results.cache = { runs: cacheRuns, toolCalls: cacheToolCalls, seed: cacheSeed, chart };
   ended('cache');
 }
@@ -132,7 +151,9 @@ if (runs('workerd')) {
   let driver: WorkerdTurnDriver | undefined;
   try {
     const logArgument = argv.find((argument) => argument.startsWith('--workerd-log='));
-    driver = await WorkerdTurnDriver.start(logArgument ? { logLevel: logArgument.slice('--workerd-log='.length) as 'debug' } : {});
+    driver = await WorkerdTurnDriver.start(
+      logArgument ? { logLevel: logArgument.slice('--workerd-log='.length) as 'debug' } : {},
+    );
     results.overheadWorkerd = await benchTurnOverhead(driver, {
       ...overheadCommon,
       measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 8 : size >= 10_000 ? 12 : 20),
@@ -173,9 +194,13 @@ function gitCommit(): string {
     const paths = ['lib/', 'functions/', 'wrangler.toml', 'bench/'];
     const changed = execFileSync('git', ['status', '--porcelain', '--', ...paths], { cwd: root, encoding: 'utf8' })
       .split('\n')
-      .filter((line) => line.trim() !== '' && !line.endsWith('bench/RESULTS.md') && !line.endsWith('bench/prompt-cache.svg'));
+      .filter(
+        (line) => line.trim() !== '' && !line.endsWith('bench/RESULTS.md') && !line.endsWith('bench/prompt-cache.svg'),
+      );
     const where = paths.filter((path) => changed.some((line) => line.slice(3).startsWith(path)));
-    return where.length > 0 ? `${commit} (HEAD, with uncommitted changes in ${where.join(', ')})` : `${commit} (HEAD, no uncommitted changes in ${paths.join(', ')})`;
+    return where.length > 0
+      ? `${commit} (HEAD, with uncommitted changes in ${where.join(', ')})`
+      : `${commit} (HEAD, no uncommitted changes in ${paths.join(', ')})`;
   } catch {
     return 'unknown';
   }

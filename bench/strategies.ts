@@ -37,15 +37,28 @@ export function benchHistory(items = 10_000, toolCalls = 2_000): SequencedItem[]
     while (messageBudget >= 1) {
       messageBudget -= 1;
       const role = next() < 0.5 ? 'user' : 'assistant';
-      history.push({ type: 'message', role, content: `message ${history.length}: ${'lorem ipsum '.repeat(Math.floor(next() * 20))}` });
+      history.push({
+        type: 'message',
+        role,
+        content: `message ${history.length}: ${'lorem ipsum '.repeat(Math.floor(next() * 20))}`,
+      });
     }
     const repeat = index % 7 === 0 ? Math.floor(next() * index) : index;
     const argumentsText =
       next() < 0.2
         ? JSON.stringify({ path: `src/file-${repeat}.ts`, content: 'x'.repeat(300 + Math.floor(next() * 2000)) })
         : JSON.stringify({ path: `src/file-${repeat}.ts`, line: repeat % 100 });
-    history.push({ type: 'function_call', call_id: `call_${index}`, name: index % 3 === 0 ? 'write_file' : 'read_file', arguments: argumentsText });
-    history.push({ type: 'function_call_output', call_id: `call_${index}`, output: `result ${index} `.padEnd(20 + Math.floor(next() * 4000), 'r') });
+    history.push({
+      type: 'function_call',
+      call_id: `call_${index}`,
+      name: index % 3 === 0 ? 'write_file' : 'read_file',
+      arguments: argumentsText,
+    });
+    history.push({
+      type: 'function_call_output',
+      call_id: `call_${index}`,
+      output: `result ${index} `.padEnd(20 + Math.floor(next() * 4000), 'r'),
+    });
   }
   while (history.length < items) history.push({ type: 'message', role: 'assistant', content: 'done' });
   return history.map((item, index) => ({ ...item, seq: index + 1 }));
@@ -91,7 +104,10 @@ export function benchStrategies(options: { iterations?: number } = {}): Strategy
   return figures;
 }
 
-const invokedDirectly = typeof process !== 'undefined' && process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/'));
+const invokedDirectly =
+  typeof process !== 'undefined' &&
+  process.argv[1] !== undefined &&
+  import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/'));
 if (invokedDirectly) {
   console.log('strategy CPU per prompt (10,000 items, 2,000 tool calls; goal: default list median < 5 ms)');
   for (const figure of benchStrategies()) {

@@ -115,7 +115,18 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
 
   for (const size of options.sizes) {
     const id = `bench_${driver.runtime}_${size}`;
-    const run: SizeRun = { size, id, stored: 0, itemsAtStart: 0, loadMs: 0, appendsBefore: 0, appendsAfter: 0, turnsWanted: 0, turnsTaken: 0, measured: [] };
+    const run: SizeRun = {
+      size,
+      id,
+      stored: 0,
+      itemsAtStart: 0,
+      loadMs: 0,
+      appendsBefore: 0,
+      appendsAfter: 0,
+      turnsWanted: 0,
+      turnsTaken: 0,
+      measured: [],
+    };
     runs.push(run);
     if (failure) {
       run.notMeasured = `not measured (${failure}, at a smaller size)`;
@@ -139,7 +150,10 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       let appendsSinceTurn = 0;
       while (run.stored < size) {
         const batch: Item[] = [];
-        while (batch.length < Math.min(options.appendBatch, size - run.stored) || batch.at(-1)?.type === 'function_call') {
+        while (
+          batch.length < Math.min(options.appendBatch, size - run.stored) ||
+          batch.at(-1)?.type === 'function_call'
+        ) {
           batch.push(source.next().value as Item);
         }
         run.stored = await driver.append(id, batch);
@@ -154,7 +168,9 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       run.appendsAfter = driver.appendCounts?.length ?? 0;
       run.loadMs = performance.now() - loadStart;
       run.itemsAtStart = run.stored;
-      run.turnsWanted = options.warmupTurns + (typeof options.measuredTurns === 'number' ? options.measuredTurns : options.measuredTurns(size));
+      run.turnsWanted =
+        options.warmupTurns +
+        (typeof options.measuredTurns === 'number' ? options.measuredTurns : options.measuredTurns(size));
       loadMsTotal += run.loadMs;
       loadedItems += run.stored;
       log(`${driver.runtime} ${size}: loaded ${run.stored} items in ${(run.loadMs / 1000).toFixed(1)} s`);
@@ -173,7 +189,10 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
     for (const run of due) {
       try {
         const request: TurnRequest = run.pendingCall
-          ? { input: [{ type: 'function_call_output', call_id: run.pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] }
+          ? {
+              input: [{ type: 'function_call_output', call_id: run.pendingCall, output: text.text(2_000) }],
+              tools: [READ_FILE_TOOL],
+            }
           : { input: `call read_file {"path":"src/bench-${round}.ts"}`, tools: [READ_FILE_TOOL] };
         const turn = await driver.turn(run.id, request);
         const call = turn.response.output.find((item) => item.type === 'function_call');
@@ -208,13 +227,23 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
 }
 
 /** After the measured turns: the open call answered, the notice turn, the newest page, the figures. */
-async function finishRow(driver: TurnDriver, run: SizeRun, options: TurnOverheadOptions, text: TextSource, log: (line: string) => void): Promise<TurnOverheadRow> {
+async function finishRow(
+  driver: TurnDriver,
+  run: SizeRun,
+  options: TurnOverheadOptions,
+  text: TextSource,
+  log: (line: string) => void,
+): Promise<TurnOverheadRow> {
   const { id, measured } = run;
   if (run.pendingCall) {
-    const turn = await driver.turn(id, { input: [{ type: 'function_call_output', call_id: run.pendingCall, output: text.text(2_000) }], tools: [READ_FILE_TOOL] });
+    const turn = await driver.turn(id, {
+      input: [{ type: 'function_call_output', call_id: run.pendingCall, output: text.text(2_000) }],
+      tools: [READ_FILE_TOOL],
+    });
     run.stored = lastSeq(turn.response, run.stored);
   }
-  for (let index = 0; index < options.notices; index++) await driver.postNotice(id, `notice ${index}: ${text.text(200)}`);
+  for (let index = 0; index < options.notices; index++)
+    await driver.postNotice(id, `notice ${index}: ${text.text(200)}`);
   const noticeTurn = await driver.turn(id, { input: 'any news?' });
   run.stored = lastSeq(noticeTurn.response, run.stored);
   const delivered = noticeTurn.response.context.notices_delivered.length;
@@ -252,7 +281,9 @@ async function finishRow(driver: TurnDriver, run: SizeRun, options: TurnOverhead
       items: options.appendBatch,
       operations: median(appends.map(operationsOf)),
       puts: median(appends.map((counts) => counts.put)),
-      byKind: labels.map((label) => ({ label, count: median(kinds.map((summary) => summary.get(label)?.count ?? 0)) })).filter((entry) => entry.count > 0),
+      byKind: labels
+        .map((label) => ({ label, count: median(kinds.map((summary) => summary.get(label)?.count ?? 0)) }))
+        .filter((entry) => entry.count > 0),
     };
   }
   log(
@@ -260,7 +291,9 @@ async function finishRow(driver: TurnDriver, run: SizeRun, options: TurnOverhead
       (storage
         ? `, ${storage.operationsMedian} ops (max ${storage.operationsMax}), ${storage.bytesReadMedian} B read` +
           (storage.promptBytesMedian !== undefined ? ` for a ${storage.promptBytesMedian} B prompt` : '') +
-          (row.notice?.operations !== undefined ? `; notice turn ${row.notice.operations} ops (limit ${row.notice.operationsLimit})` : '')
+          (row.notice?.operations !== undefined
+            ? `; notice turn ${row.notice.operations} ops (limit ${row.notice.operationsLimit})`
+            : '')
         : ''),
   );
   return row;
@@ -288,13 +321,18 @@ function storageFigures(turns: DrivenTurn[]): StorageFigures | undefined {
     byKind: byKind(counted),
   };
   // The prompt and the background work are known only where every measured turn reports them.
-  const prompted = counted.filter((turn): turn is typeof turn & { promptBytes: number } => turn.promptBytes !== undefined);
+  const prompted = counted.filter(
+    (turn): turn is typeof turn & { promptBytes: number } => turn.promptBytes !== undefined,
+  );
   if (prompted.length === counted.length) {
     figures.promptBytesMedian = median(prompted.map((turn) => turn.promptBytes));
-    figures.readBudgetWorst = Math.max(...prompted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK)));
+    figures.readBudgetWorst = Math.max(
+      ...prompted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK)),
+    );
   }
   if (counted.every((turn) => turn.background !== undefined)) {
-    figures.backgroundOperationsPerTurn = counted.reduce((total, turn) => total + operationsOf(turn.background!), 0) / counted.length;
+    figures.backgroundOperationsPerTurn =
+      counted.reduce((total, turn) => total + operationsOf(turn.background!), 0) / counted.length;
   }
   return figures;
 }
@@ -314,5 +352,17 @@ function lastSeq(response: { output: { seq: number }[] }, fallback: number): num
 }
 
 function emptyRow(runtime: string, size: number, stored: number, skipped: string): TurnOverheadRow {
-  return { runtime, size, itemsAtStart: stored, loadMs: 0, turns: 0, p50Ms: Number.NaN, p95Ms: Number.NaN, ratio: Number.NaN, promptCharactersMedian: Number.NaN, itemsInPromptMedian: Number.NaN, skipped };
+  return {
+    runtime,
+    size,
+    itemsAtStart: stored,
+    loadMs: 0,
+    turns: 0,
+    p50Ms: Number.NaN,
+    p95Ms: Number.NaN,
+    ratio: Number.NaN,
+    promptCharactersMedian: Number.NaN,
+    itemsInPromptMedian: Number.NaN,
+    skipped,
+  };
 }

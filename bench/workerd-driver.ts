@@ -34,14 +34,25 @@ export class WorkerdTurnDriver implements TurnDriver {
   }
 
   /** `logLevel`: wrangler's log level ('error' by default; 'debug' shows workerd's own messages). */
-  static async start(options: { logLevel?: 'none' | 'error' | 'warn' | 'info' | 'log' | 'debug' } = {}): Promise<WorkerdTurnDriver> {
+  static async start(
+    options: { logLevel?: 'none' | 'error' | 'warn' | 'info' | 'log' | 'debug' } = {},
+  ): Promise<WorkerdTurnDriver> {
     // The worker runs from a snapshot of the sources: wrangler reloads the worker when files
     // it bundled change, which would restart it mid-request while the sources are edited.
     const root = fileURLToPath(new URL('..', import.meta.url));
     const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
     // bench/counting-worker.ts imports only from lib/ and functions/.
     // `.assets` is wrangler.toml's static assets directory (the /docs script, npm run assets).
-    for (const entry of ['lib', 'functions', 'bench/counting-worker.ts', 'wrangler.toml', 'package.json', 'tsconfig.json', '.assets']) cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
+    for (const entry of [
+      'lib',
+      'functions',
+      'bench/counting-worker.ts',
+      'wrangler.toml',
+      'package.json',
+      'tsconfig.json',
+      '.assets',
+    ])
+      cpSync(join(root, entry), join(snapshot, entry), { recursive: true });
     symlinkSync(join(root, 'node_modules'), join(snapshot, 'node_modules'), 'dir');
     const persist = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
     const worker = await unstable_dev(join(snapshot, 'bench/counting-worker.ts'), {
@@ -59,7 +70,11 @@ export class WorkerdTurnDriver implements TurnDriver {
     return (await this.#exchange<Result>(method, path, body)).result;
   }
 
-  async #exchange<Result>(method: string, path: string, body?: unknown): Promise<{ result: Result; storage?: StoreCounts }> {
+  async #exchange<Result>(
+    method: string,
+    path: string,
+    body?: unknown,
+  ): Promise<{ result: Result; storage?: StoreCounts }> {
     const response = await fetch(`${this.#base}${path}`, {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -81,7 +96,11 @@ export class WorkerdTurnDriver implements TurnDriver {
 
   async turn(id: string, request: TurnRequest): Promise<DrivenTurn> {
     const start = performance.now();
-    const { result: response, storage } = await this.#exchange<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
+    const { result: response, storage } = await this.#exchange<TurnResponse>(
+      'POST',
+      `/v1/sessions/${id}/turns`,
+      request,
+    );
     const ms = performance.now() - start;
     return { ms, response, ...(storage ? { storage } : {}) };
   }

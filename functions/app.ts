@@ -52,9 +52,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
   const app = createRouter();
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
-  app.notFound((c) => (OPENAI_PATH.test(c.req.path) ? openaiNotFound(c) : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404)));
+  app.notFound((c) =>
+    OPENAI_PATH.test(c.req.path)
+      ? openaiNotFound(c)
+      : c.json({ error: { code: 'not_found', message: `no route for ${c.req.method} ${c.req.path}` } }, 404),
+  );
 
-  app.route('/', serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }));
+  app.route(
+    '/',
+    serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }),
+  );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
   app.route('/', inspectorRoutes());
 
@@ -71,9 +78,13 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     const limit = bodyLimit({
       maxSize: c.get('config').maxBodyBytes,
       onError: () => {
-        throw new TailgateError('payload_too_large', `request body is larger than ${c.get('config').maxBodyBytes} bytes`, {
-          limit: c.get('config').maxBodyBytes,
-        });
+        throw new TailgateError(
+          'payload_too_large',
+          `request body is larger than ${c.get('config').maxBodyBytes} bytes`,
+          {
+            limit: c.get('config').maxBodyBytes,
+          },
+        );
       },
     });
     return limit(c, next);
@@ -137,11 +148,16 @@ const requireJsonBody: MiddlewareHandler = async (c, next) => {
   if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) return next();
   const length = c.req.header('content-length');
   if (contentType === undefined && (length === undefined || length === '0') && c.req.raw.body === null) return next();
-  throw new InvalidRequestError('the request body must be JSON: send Content-Type: application/json', { field: 'content-type' });
+  throw new InvalidRequestError('the request body must be JSON: send Content-Type: application/json', {
+    field: 'content-type',
+  });
 };
 
 /** Runs work after the response: waitUntil on Workers, a tracked promise elsewhere. */
-function backgroundRunner(c: Context, log: (message: string, details?: unknown) => void): (task: Promise<unknown>) => void {
+function backgroundRunner(
+  c: Context,
+  log: (message: string, details?: unknown) => void,
+): (task: Promise<unknown>) => void {
   let waitUntil: ((promise: Promise<unknown>) => void) | undefined;
   try {
     const context = c.executionCtx;

@@ -7,7 +7,16 @@ import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import type { AppEnv } from './router.ts';
-import { ADMIN, grants, scopeSchema, signingKey, TokenRejection, verifyToken, type Principal, type Scope } from './tokens.ts';
+import {
+  ADMIN,
+  grants,
+  scopeSchema,
+  signingKey,
+  TokenRejection,
+  verifyToken,
+  type Principal,
+  type Scope,
+} from './tokens.ts';
 
 /** A refused request: `challenge` is its WWW-Authenticate header (RFC 6750). */
 abstract class AuthError extends TailgateError {
@@ -38,7 +47,10 @@ export class ForbiddenError extends AuthError {
 }
 
 function invalidToken(description: string): UnauthorizedError {
-  return new UnauthorizedError(`invalid bearer token: ${description}`, `Bearer error="invalid_token", error_description="${description}"`);
+  return new UnauthorizedError(
+    `invalid bearer token: ${description}`,
+    `Bearer error="invalid_token", error_description="${description}"`,
+  );
 }
 
 /**
@@ -76,7 +88,11 @@ export function declaredScopes(app: OpenAPIHono<AppEnv>): ScopeTable {
   for (const definition of app.openAPIRegistry.definitions) {
     if (definition.type !== 'route') continue;
     const scope = scopeSchema.safeParse(definition.route.security?.[0]?.bearer?.[0]);
-    if (scope.success) table.set(`${definition.route.method.toUpperCase()} ${definition.route.path.replaceAll(/\{(.+?)\}/g, ':$1')}`, scope.data);
+    if (scope.success)
+      table.set(
+        `${definition.route.method.toUpperCase()} ${definition.route.path.replaceAll(/\{(.+?)\}/g, ':$1')}`,
+        scope.data,
+      );
   }
   return table;
 }
@@ -86,14 +102,21 @@ const SESSION_ROUTE = /^\/v1\/sessions\/:id(\/|$)/;
 const CONVERSATION_ROUTE = /^\/v1\/conversations\/:id(\/|$)/;
 const RESPONSE_ROUTE = /^\/v1\/responses\/:id(\/|$)/;
 /** OpenAI-compatible routes whose session (if any) is named in the request, not the path. */
-const DEFERRED_ROUTES: ReadonlySet<string> = new Set(['POST /v1/responses', 'POST /v1/chat/completions', 'POST /v1/conversations']);
+const DEFERRED_ROUTES: ReadonlySet<string> = new Set([
+  'POST /v1/responses',
+  'POST /v1/chat/completions',
+  'POST /v1/conversations',
+]);
 
 /** The matched route's access; a route without a declared scope needs `admin`. */
 function routeAccess(c: Context, table: ScopeTable): RouteAccess {
   const matched = matchedRoutes(c).find((route) => route.method !== 'ALL');
   const route = matched ? `${matched.method} ${matched.path}` : `${c.req.method} ${c.req.path}`;
   let sessionId: string | null = null;
-  if (matched && (SESSION_ROUTE.test(matched.path) || CONVERSATION_ROUTE.test(matched.path) || RESPONSE_ROUTE.test(matched.path))) {
+  if (
+    matched &&
+    (SESSION_ROUTE.test(matched.path) || CONVERSATION_ROUTE.test(matched.path) || RESPONSE_ROUTE.test(matched.path))
+  ) {
     const segment = c.req.path.split('/')[3] ?? '';
     try {
       sessionId = decodeURIComponent(segment);
@@ -115,20 +138,30 @@ function routeAccess(c: Context, table: ScopeTable): RouteAccess {
 export function authorizeSession(c: Context<AppEnv>, sessionId: string | null): void {
   const bound = c.var.principal.sessionId;
   if (bound === null || sessionId === bound) return;
-  const message = sessionId === null ? `this token is bound to session ${bound} and cannot start or use another one` : `this token is bound to session ${bound}, not ${sessionId}`;
+  const message =
+    sessionId === null
+      ? `this token is bound to session ${bound} and cannot start or use another one`
+      : `this token is bound to session ${bound}, not ${sessionId}`;
   throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
 }
 
 /** 403 unless `principal` may use the route: the scope first, then the session binding. */
 function authorize(principal: Principal, access: RouteAccess): void {
   if (!grants(principal.scopes, access.scope)) {
-    throw new ForbiddenError(`this token lacks the scope ${access.scope} that ${access.route} requires`, `Bearer error="insufficient_scope", scope="${access.scope}"`, {
-      required_scope: access.scope,
-    });
+    throw new ForbiddenError(
+      `this token lacks the scope ${access.scope} that ${access.route} requires`,
+      `Bearer error="insufficient_scope", scope="${access.scope}"`,
+      {
+        required_scope: access.scope,
+      },
+    );
   }
   const bound = principal.sessionId;
   if (bound !== null && !access.deferred && access.sessionId !== bound) {
-    const message = access.sessionId === null ? `this token is bound to session ${bound} and works only on its routes` : `this token is bound to session ${bound}, not ${access.sessionId}`;
+    const message =
+      access.sessionId === null
+        ? `this token is bound to session ${bound} and works only on its routes`
+        : `this token is bound to session ${bound}, not ${access.sessionId}`;
     throw new ForbiddenError(message, 'Bearer error="insufficient_scope"', { session_id: bound });
   }
 }
@@ -137,7 +170,9 @@ async function authenticate(c: Context, config: ServiceConfig, now: Date): Promi
   if (config.apiToken === undefined) {
     if (config.allowAnonymous) return ADMIN;
     if (config.tokenSigningKey === undefined) {
-      throw new NotConfiguredError('no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true for local development)');
+      throw new NotConfiguredError(
+        'no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true for local development)',
+      );
     }
   }
   const match = /^Bearer[ \t]+(\S+)\s*$/i.exec(c.req.header('authorization') ?? '');
@@ -160,7 +195,11 @@ async function authenticate(c: Context, config: ServiceConfig, now: Date): Promi
  * true. Refusals carry a WWW-Authenticate challenge, also when a later step refuses a revoked
  * token. Sets `principal` and `access`.
  */
-export function bearerAuth(options: { config: (c: Context<AppEnv>) => ServiceConfig; scopes: () => ScopeTable; clock: () => Date }): MiddlewareHandler<AppEnv> {
+export function bearerAuth(options: {
+  config: (c: Context<AppEnv>) => ServiceConfig;
+  scopes: () => ScopeTable;
+  clock: () => Date;
+}): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     try {
       const principal = await authenticate(c, options.config(c), options.clock());
@@ -187,7 +226,8 @@ export function revocationCheck(principal: Principal): ((config: SessionConfig) 
   return (config) => {
     if (config.id !== principal.sessionId) return;
     if ((config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
-    if (principal.incarnation !== undefined && (config.generation ?? '') !== principal.incarnation) throw invalidToken('the token was minted for a deleted session with this id');
+    if (principal.incarnation !== undefined && (config.generation ?? '') !== principal.incarnation)
+      throw invalidToken('the token was minted for a deleted session with this id');
   };
 }
 

@@ -15,13 +15,20 @@ import { bpeTokenEncoders } from './token-encoders.ts';
  * .tailgate/data); settings come from Deno.env (hono's env(c) reads it per request).
  */
 declare const Deno: {
-  env: { toObject(): Record<string, string>; set(name: string, value: string): void; get(name: string): string | undefined };
+  env: {
+    toObject(): Record<string, string>;
+    set(name: string, value: string): void;
+    get(name: string): string | undefined;
+  };
   args: string[];
   exit(code: number): never;
-  serve(options: { port: number; hostname: string; onListen?: (address: { hostname: string; port: number }) => void }, handler: (request: Request) => Response | Promise<Response>): unknown;
+  serve(
+    options: { port: number; hostname: string; onListen?: (address: { hostname: string; port: number }) => void },
+    handler: (request: Request) => Response | Promise<Response>,
+  ): unknown;
 };
 
-let options;
+let options: ReturnType<typeof localServerOptions>;
 try {
   options = localServerOptions(Deno.args, Deno.env.toObject());
   if (options.allowAnonymous && Deno.env.get('ALLOW_ANONYMOUS') === undefined) Deno.env.set('ALLOW_ANONYMOUS', 'true');
@@ -32,11 +39,22 @@ try {
   Deno.exit(1);
 }
 const storeFor = storeFromConfig();
-const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders, docsScript });
+const app = createApp({
+  store: (_environment, config) => storeFor(config),
+  tokenEncoders: bpeTokenEncoders,
+  docsScript,
+});
 
 const onListen = ({ hostname, port }: { hostname: string; port: number }) => {
   const host = hostname.includes(':') ? `[${hostname}]` : hostname;
   const config = parseServiceConfig(Deno.env.toObject());
-  console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), `http://${host}:${port}`, config, describeStore(config)));
+  console.log(
+    startupBanner(
+      `Deno ${process.versions.deno ?? ''}`.trim(),
+      `http://${host}:${port}`,
+      config,
+      describeStore(config),
+    ),
+  );
 };
 Deno.serve({ port: options.port, hostname: options.hostname, onListen }, (request) => app.fetch(request));

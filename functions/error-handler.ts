@@ -39,7 +39,10 @@ export interface ErrorBody {
 }
 
 /** The status and JSON body for any thrown value; unknown errors become a generic 500. */
-export function errorBody(error: unknown, log: (message: string, error: unknown) => void = logError): { status: ContentfulStatusCode; body: ErrorBody } {
+export function errorBody(
+  error: unknown,
+  log: (message: string, error: unknown) => void = logError,
+): { status: ContentfulStatusCode; body: ErrorBody } {
   if (error instanceof TailgateError) {
     const status = STATUS_BY_CODE[error.code];
     // Server-side failures are logged (with keys and backend text the client never sees);
@@ -49,7 +52,11 @@ export function errorBody(error: unknown, log: (message: string, error: unknown)
   }
   if (error instanceof HTTPException) {
     // Hono's own client errors: malformed JSON from the validator, oversized bodies.
-    if (error.status === 413) return { status: 413, body: { error: { code: 'payload_too_large', message: error.message || 'request body too large' } } };
+    if (error.status === 413)
+      return {
+        status: 413,
+        body: { error: { code: 'payload_too_large', message: error.message || 'request body too large' } },
+      };
     if (error.status >= 400 && error.status < 500) {
       return { status: 400, body: { error: { code: 'invalid_request', message: error.message || 'invalid request' } } };
     }
@@ -84,7 +91,10 @@ export function validationError(error: ZodError, target: string): InvalidRequest
     return new InvalidRequestError(`${base}.${field}: unknown field`, { field, issues: error.issues });
   }
   const field = issue.path.map(String).join('.');
-  return new InvalidRequestError(`${field ? `${base}.${field}` : base}: ${issue.message}`, { field: field || base, issues: error.issues });
+  return new InvalidRequestError(`${field ? `${base}.${field}` : base}: ${issue.message}`, {
+    field: field || base,
+    issues: error.issues,
+  });
 }
 
 type Issue = ZodError['issues'][number];
@@ -105,6 +115,9 @@ function innermostIssue(issue: Issue): Issue {
 }
 
 /** The defaultHook of every OpenAPIHono router: a failed validation throws to onError. */
-export function validationHook(result: { success: true } | { success: false; error: ZodError; target: string }, _c: Context): void {
+export function validationHook(
+  result: { success: true } | { success: false; error: ZodError; target: string },
+  _c: Context,
+): void {
   if (!result.success) throw validationError(result.error, result.target);
 }

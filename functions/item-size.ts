@@ -13,11 +13,15 @@ export function checkItemSizes(items: readonly Item[], maxItemBytes: number): vo
   items.forEach((item, index) => {
     const size = utf8Bytes(JSON.stringify(item));
     if (size > maxItemBytes) {
-      throw new TailgateError('payload_too_large', `item ${index} is ${size} bytes; one item may hold at most ${maxItemBytes}`, {
-        index,
-        size,
-        limit: maxItemBytes,
-      });
+      throw new TailgateError(
+        'payload_too_large',
+        `item ${index} is ${size} bytes; one item may hold at most ${maxItemBytes}`,
+        {
+          index,
+          size,
+          limit: maxItemBytes,
+        },
+      );
     }
   });
 }

@@ -31,7 +31,8 @@ export function localServerOptions(args: string[], env: Record<string, string | 
   });
   const portText = values.port ?? env.PORT ?? '8787';
   const port = Number(portText);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port ${JSON.stringify(portText)} (--port or PORT)`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`invalid port ${JSON.stringify(portText)} (--port or PORT)`);
   return { port, hostname: values.host ?? env.HOST ?? '127.0.0.1', allowAnonymous: values['allow-anonymous'] ?? false };
 }
 

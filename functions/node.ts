@@ -11,7 +11,7 @@ import { bpeTokenEncoders } from './token-encoders.ts';
  * 8787 on 127.0.0.1), `--allow-anonymous`. Storage is S3 when S3_ENDPOINT or S3_BUCKET is
  * set, otherwise files under DATA_DIR (default .tailgate/data); settings come from process.env.
  */
-let options;
+let options: ReturnType<typeof localServerOptions>;
 try {
   options = localServerOptions(process.argv.slice(2), process.env);
   if (options.allowAnonymous) process.env.ALLOW_ANONYMOUS ??= 'true';
@@ -22,7 +22,11 @@ try {
   process.exit(1);
 }
 const storeFor = storeFromConfig();
-const app = createApp({ store: (_environment, config) => storeFor(config), tokenEncoders: bpeTokenEncoders, docsScript });
+const app = createApp({
+  store: (_environment, config) => storeFor(config),
+  tokenEncoders: bpeTokenEncoders,
+  docsScript,
+});
 
 const server = serve({ fetch: app.fetch, port: options.port, hostname: options.hostname }, (info) => {
   const host = info.family === 'IPv6' ? `[${info.address}]` : info.address;

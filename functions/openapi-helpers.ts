@@ -26,8 +26,13 @@ export function jsonResponse<Schema extends z.ZodType>(schema: Schema, descripti
 }
 
 /** The error responses a route documents, all with the API's error shape. */
-export function errorResponses<const Status extends number>(...statuses: Status[]): Record<Status, { description: string; content: { 'application/json': { schema: typeof errorSchema } } }> {
-  const responses = {} as Record<Status, { description: string; content: { 'application/json': { schema: typeof errorSchema } } }>;
+export function errorResponses<const Status extends number>(
+  ...statuses: Status[]
+): Record<Status, { description: string; content: { 'application/json': { schema: typeof errorSchema } } }> {
+  const responses = {} as Record<
+    Status,
+    { description: string; content: { 'application/json': { schema: typeof errorSchema } } }
+  >;
   for (const status of statuses) responses[status] = jsonResponse(errorSchema, ERROR_DESCRIPTIONS[status] ?? 'error');
   return responses;
 }

@@ -23,7 +23,9 @@ interface PathSegment {
  * @example checkJsonValue(JSON.parse('{"a":"x\\u0000"}'), 'body') // throws: body.a: contains NUL (U+0000)
  */
 export function checkJsonValue(value: unknown, base: string): void {
-  const stack: { value: unknown; depth: number; path: PathSegment | undefined }[] = [{ value, depth: 1, path: undefined }];
+  const stack: { value: unknown; depth: number; path: PathSegment | undefined }[] = [
+    { value, depth: 1, path: undefined },
+  ];
   for (let frame = stack.pop(); frame !== undefined; frame = stack.pop()) {
     const { value: current, depth, path } = frame;
     if (typeof current === 'string') {
@@ -38,7 +40,8 @@ export function checkJsonValue(value: unknown, base: string): void {
       });
     }
     if (Array.isArray(current)) {
-      for (let index = current.length - 1; index >= 0; index--) stack.push({ value: current[index], depth: depth + 1, path: { parent: path, key: index } });
+      for (let index = current.length - 1; index >= 0; index--)
+        stack.push({ value: current[index], depth: depth + 1, path: { parent: path, key: index } });
       continue;
     }
     const entries = Object.entries(current);

@@ -18,7 +18,9 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         bucket,
         region,
         ...(endpoint !== undefined ? { endpoint, forcePathStyle: true } : {}),
-        ...(accessKeyId !== undefined && secretAccessKey !== undefined ? { credentials: { accessKeyId, secretAccessKey } } : {}),
+        ...(accessKeyId !== undefined && secretAccessKey !== undefined
+          ? { credentials: { accessKeyId, secretAccessKey } }
+          : {}),
       });
       if (stores.size > 16) stores.clear();
       stores.set(key, store);

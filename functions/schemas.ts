@@ -48,31 +48,38 @@ export const storedItemOutSchema = z
     compacted: z.boolean().optional(),
     synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),
-    elided: z
-      .object({ bytes: z.number().int(), sha256: z.string() })
-      .optional()
-      .meta({
-        description:
-          'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and is sent empty; `bytes` and `sha256` are those of the whole payload.',
-      }),
+    elided: z.object({ bytes: z.number().int(), sha256: z.string() }).optional().meta({
+      description:
+        'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and is sent empty; `bytes` and `sha256` are those of the whole payload.',
+    }),
   })
   .meta({ id: 'Item' });
 
-const strategiesSchema = z
-  .union([z.string().max(1000), z.array(z.string().min(1).max(100)).max(50)])
-  .meta({ description: 'A comma-separated string or an array of strategy names, applied in order.', example: 'shorten_tools_epoch_increment,inbox' });
+const strategiesSchema = z.union([z.string().max(1000), z.array(z.string().min(1).max(100)).max(50)]).meta({
+  description: 'A comma-separated string or an array of strategy names, applied in order.',
+  example: 'shorten_tools_epoch_increment,inbox',
+});
 
-const strategyConfigSchema = z
-  .record(z.string(), z.number())
-  .meta({ description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.', example: { epoch_size: 10 } });
+const strategyConfigSchema = z.record(z.string(), z.number()).meta({
+  description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.',
+  example: { epoch_size: 10 },
+});
 
 const sessionFields = {
-  instructions: z.string().nullable().optional().meta({ description: 'The system prompt; at most MAX_INSTRUCTIONS_BYTES (256 KiB) of UTF-8, else 413.' }),
+  instructions: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'The system prompt; at most MAX_INSTRUCTIONS_BYTES (256 KiB) of UTF-8, else 413.' }),
   model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
   strategies: strategiesSchema.nullable().optional(),
   strategy_config: strategyConfigSchema.nullable().optional(),
   tools: z.array(toolSchema).max(512).nullable().optional(),
-  metadata: z.record(z.string(), z.unknown()).nullable().optional().meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .optional()
+    .meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
 };
 
 export const sessionCreateSchema = z
@@ -98,7 +105,9 @@ export const sessionSchema = z
 
 export const turnRequestSchema = z
   .object({
-    input: z.union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)]).meta({ description: 'One user message, or an array of items.' }),
+    input: z
+      .union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)])
+      .meta({ description: 'One user message, or an array of items.' }),
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesSchema.optional(),
     strategy_config: strategyConfigSchema.optional(),
@@ -121,8 +130,15 @@ export const turnContextSchema = z
     compacted: z.number().int(),
     dropped: z.number().int(),
     notices_delivered: z.array(z.string()),
-    prompt_tokens: z.number().int().optional().meta({ description: 'With `compact` in the list: the tokens of the prompt as counted for the budget.' }),
-    context_start_seq: z.number().int().optional().meta({ description: 'With a compacted context: the first seq of the current context (the summary stands for the older items).' }),
+    prompt_tokens: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'With `compact` in the list: the tokens of the prompt as counted for the budget.' }),
+    context_start_seq: z.number().int().optional().meta({
+      description:
+        'With a compacted context: the first seq of the current context (the summary stands for the older items).',
+    }),
     compaction: z
       .object({
         start_seq: z.number().int(),
@@ -139,7 +155,11 @@ export const turnResponseSchema = z
     session_id: z.string(),
     turn: z.number().int(),
     output: z.array(storedItemOutSchema),
-    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int(), cached_input_tokens: z.number().int().optional() }),
+    usage: z.object({
+      input_tokens: z.number().int(),
+      output_tokens: z.number().int(),
+      cached_input_tokens: z.number().int().optional(),
+    }),
     context: turnContextSchema,
   })
   .meta({ id: 'TurnResponse' });
@@ -175,7 +195,11 @@ export const itemPageSchema = z.object({
 });
 
 export const promptQuerySchema = z.object({
-  strategies: z.string().max(1000).optional().meta({ param: { name: 'strategies', in: 'query' } }),
+  strategies: z
+    .string()
+    .max(1000)
+    .optional()
+    .meta({ param: { name: 'strategies', in: 'query' } }),
   strategy_config: z
     .string()
     .max(10_000)
@@ -184,7 +208,10 @@ export const promptQuerySchema = z.object({
   full: z
     .enum(['true', 'false'])
     .optional()
-    .meta({ param: { name: 'full', in: 'query' }, description: 'true: every payload whole. Otherwise payloads over 4 KiB are elided (see `elided`).' }),
+    .meta({
+      param: { name: 'full', in: 'query' },
+      description: 'true: every payload whole. Otherwise payloads over 4 KiB are elided (see `elided`).',
+    }),
 });
 
 export const promptPreviewSchema = z.object({
@@ -211,7 +238,13 @@ export const pendingListSchema = z.object({
 
 export const deliveredListSchema = z.object({
   delivered: z.array(
-    z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string(), delivered_at: z.string(), turn: z.number().int().nullable() }),
+    z.object({
+      name: z.string(),
+      stored_as: z.string(),
+      posted_at: z.string(),
+      delivered_at: z.string(),
+      turn: z.number().int().nullable(),
+    }),
   ),
 });
 
@@ -219,9 +252,25 @@ export const healthSchema = z.object({ ok: z.literal(true) });
 
 export const compactRequestSchema = z
   .object({
-    model: z.string().min(1).max(200).optional().meta({ description: 'The model that writes the summary (default SUMMARY_MODEL, else the session model).' }),
-    prompt: z.string().min(1).max(100_000).optional().meta({ description: 'The summary instructions (default SUMMARY_PROMPT, else the built-in prompt).' }),
-    keep_tokens: z.number().int().nonnegative().max(100_000_000).optional().meta({ description: 'Tokens of the newest items kept whole; 0 summarizes everything.' }),
+    model: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .meta({ description: 'The model that writes the summary (default SUMMARY_MODEL, else the session model).' }),
+    prompt: z
+      .string()
+      .min(1)
+      .max(100_000)
+      .optional()
+      .meta({ description: 'The summary instructions (default SUMMARY_PROMPT, else the built-in prompt).' }),
+    keep_tokens: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(100_000_000)
+      .optional()
+      .meta({ description: 'Tokens of the newest items kept whole; 0 summarizes everything.' }),
   })
   .strict()
   .meta({ id: 'CompactRequest' });

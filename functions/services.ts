@@ -31,7 +31,13 @@ export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
   return {
-    sessions: new SessionLog(store, { keyPrefix: config.keyPrefix, leaseMs: config.turnLeaseMs, blobThreshold: config.blobThresholdBytes, ...clock, checkConfig: inputs.checkSessionConfig }),
+    sessions: new SessionLog(store, {
+      keyPrefix: config.keyPrefix,
+      leaseMs: config.turnLeaseMs,
+      blobThreshold: config.blobThresholdBytes,
+      ...clock,
+      checkConfig: inputs.checkSessionConfig,
+    }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       maxNoticeBytes: config.maxNoticeBytes,

@@ -12,18 +12,35 @@ type SessionFields = z.infer<typeof sessionPatchSchema>;
  * checked key by key, so a bad value is refused when the session is written rather than on
  * its next turn. `null` stays `null` (the deployment default); absent stays absent.
  */
-export function normalizeSessionFields(body: SessionFields, services: Pick<TurnServices, 'env' | 'model' | 'config'>): SessionFields & { strategies?: string[] | null } {
-  checkFieldSize('instructions', typeof body.instructions === 'string' ? utf8Bytes(body.instructions) : 0, services.config.maxInstructionsBytes, 'MAX_INSTRUCTIONS_BYTES');
-  checkFieldSize('metadata', body.metadata ? utf8Bytes(JSON.stringify(body.metadata)) : 0, services.config.maxMetadataBytes, 'MAX_METADATA_BYTES');
+export function normalizeSessionFields(
+  body: SessionFields,
+  services: Pick<TurnServices, 'env' | 'model' | 'config'>,
+): SessionFields & { strategies?: string[] | null } {
+  checkFieldSize(
+    'instructions',
+    typeof body.instructions === 'string' ? utf8Bytes(body.instructions) : 0,
+    services.config.maxInstructionsBytes,
+    'MAX_INSTRUCTIONS_BYTES',
+  );
+  checkFieldSize(
+    'metadata',
+    body.metadata ? utf8Bytes(JSON.stringify(body.metadata)) : 0,
+    services.config.maxMetadataBytes,
+    'MAX_METADATA_BYTES',
+  );
   const fields: SessionFields & { strategies?: string[] | null } = {};
   for (const key of ['instructions', 'model', 'tools', 'metadata'] as const) {
     if (body[key] !== undefined) (fields as Record<string, unknown>)[key] = body[key];
   }
   // An unknown model is refused now, not on the session's first turn.
   if (typeof body.model === 'string') services.model(body.model);
-  if (body.strategies !== undefined) fields.strategies = body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env);
+  if (body.strategies !== undefined)
+    fields.strategies = body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env);
   if (body.strategy_config !== undefined) {
-    fields.strategy_config = body.strategy_config === null ? null : (parseStrategyConfigLayer(body.strategy_config, 'session') as Record<string, number>);
+    fields.strategy_config =
+      body.strategy_config === null
+        ? null
+        : (parseStrategyConfigLayer(body.strategy_config, 'session') as Record<string, number>);
   }
   return fields;
 }
@@ -31,5 +48,9 @@ export function normalizeSessionFields(body: SessionFields, services: Pick<TurnS
 /** `instructions` and `metadata` above their configured sizes are refused with 413 naming the field. */
 function checkFieldSize(field: string, size: number, limit: number, setting: string): void {
   if (size <= limit) return;
-  throw new TailgateError('payload_too_large', `body.${field} is ${size} bytes; at most ${limit} are allowed (${setting})`, { field, size, limit });
+  throw new TailgateError(
+    'payload_too_large',
+    `body.${field} is ${size} bytes; at most ${limit} are allowed (${setting})`,
+    { field, size, limit },
+  );
 }

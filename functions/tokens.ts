@@ -61,7 +61,9 @@ const HMAC = { name: 'HMAC', hash: 'SHA-256' } as const;
  * The HS256 key: TOKEN_SIGNING_KEY's bytes, or else HMAC-SHA256(API_TOKEN, a fixed label),
  * so the raw API_TOKEN never signs anything. Null when neither is set.
  */
-export async function signingKey(config: Pick<ServiceConfig, 'apiToken' | 'tokenSigningKey'>): Promise<CryptoKey | null> {
+export async function signingKey(
+  config: Pick<ServiceConfig, 'apiToken' | 'tokenSigningKey'>,
+): Promise<CryptoKey | null> {
   let material: Uint8Array<ArrayBuffer>;
   if (config.tokenSigningKey !== undefined) material = encoder.encode(config.tokenSigningKey);
   else if (config.apiToken !== undefined) {
@@ -104,7 +106,13 @@ export async function mintToken(
   const exp = issuedAt + request.ttlSeconds;
   const payload = {
     scope: scopes.join(' '),
-    ...(request.sessionId !== null ? { session_id: request.sessionId, gen: request.generation, ...(request.incarnation ? { inc: request.incarnation } : {}) } : {}),
+    ...(request.sessionId !== null
+      ? {
+          session_id: request.sessionId,
+          gen: request.generation,
+          ...(request.incarnation ? { inc: request.incarnation } : {}),
+        }
+      : {}),
     iat: issuedAt,
     exp,
   };
@@ -127,8 +135,14 @@ export async function verifyToken(key: CryptoKey, token: string, now: Date): Pro
   }
   const claims = claimsSchema.safeParse(payload);
   if (!claims.success) throw new TokenRejection('the token is malformed');
-  if (claims.data.exp * 1000 <= now.getTime()) throw new TokenRejection(`the token expired at ${new Date(claims.data.exp * 1000).toISOString()}`);
+  if (claims.data.exp * 1000 <= now.getTime())
+    throw new TokenRejection(`the token expired at ${new Date(claims.data.exp * 1000).toISOString()}`);
   const sessionId = claims.data.session_id ?? null;
   if (sessionId !== null && claims.data.gen === undefined) throw new TokenRejection('the token is malformed');
-  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen ?? 0, ...(claims.data.inc !== undefined ? { incarnation: claims.data.inc } : {}) };
+  return {
+    scopes: claims.data.scope,
+    sessionId,
+    generation: claims.data.gen ?? 0,
+    ...(claims.data.inc !== undefined ? { incarnation: claims.data.inc } : {}),
+  };
 }

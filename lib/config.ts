@@ -29,12 +29,18 @@ export const DEFAULT_DATA_DIR = '.tailgate/data';
 
 /** Unset and blank are the same: `API_TOKEN=""` means no token. */
 function optionalText() {
-  return z.preprocess((value) => (typeof value === 'string' && value.trim() === '' ? undefined : value), z.string().optional());
+  return z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
+    z.string().optional(),
+  );
 }
 
 /** A secret, trimmed: whitespace or a newline pasted around it is not part of it. */
 function secretText() {
-  return z.preprocess((value) => (typeof value === 'string' ? (value.trim() === '' ? undefined : value.trim()) : value), z.string().optional());
+  return z.preprocess(
+    (value) => (typeof value === 'string' ? (value.trim() === '' ? undefined : value.trim()) : value),
+    z.string().optional(),
+  );
 }
 
 /**
@@ -46,7 +52,10 @@ const keyPrefixSchema = z
   .regex(/^[A-Za-z0-9._/-]*$/, 'may hold only A-Z a-z 0-9 . _ / -')
   .max(256)
   .refine((prefix) => prefix === '' || prefix.endsWith('/'), 'must be empty or end in "/"')
-  .refine((prefix) => !`/${prefix}`.includes('/sessions/'), 'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)');
+  .refine(
+    (prefix) => !`/${prefix}`.includes('/sessions/'),
+    'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)',
+  );
 
 function positiveInteger(fallback: number) {
   return z.preprocess(
@@ -55,10 +64,12 @@ function positiveInteger(fallback: number) {
   );
 }
 
-const booleanText = z.preprocess(
-  (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
-  z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
-).transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
+const booleanText = z
+  .preprocess(
+    (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
+    z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
+  )
+  .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
 
 export const serviceEnvSchema = z.object({
   API_TOKEN: secretText(),
@@ -74,7 +85,10 @@ export const serviceEnvSchema = z.object({
   MAX_INSTRUCTIONS_BYTES: positiveInteger(256 * 1024),
   // Renewed every third of itself while the turn runs, so it need not outlast a model call;
   // below 3 s a renewal (one storage write) would have too little time to land.
-  TURN_LEASE_MS: positiveInteger(30_000).refine((value) => value >= 3000, 'must be at least 3000 (the lease is renewed every third of it)'),
+  TURN_LEASE_MS: positiveInteger(30_000).refine(
+    (value) => value >= 3000,
+    'must be at least 3000 (the lease is renewed every third of it)',
+  ),
   BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
   MODEL_TIMEOUT_MS: positiveInteger(120_000),
   MODEL_MAX_RETRIES: z.preprocess(
@@ -211,7 +225,10 @@ export function parseModelAliases(text: string | undefined): Record<string, stri
     const name = equals > 0 ? pair.slice(0, equals).trim() : '';
     const target = equals > 0 ? pair.slice(equals + 1).trim() : '';
     if (name === '' || target === '' || Object.hasOwn(aliases, name)) {
-      throw new NotConfiguredError(`invalid setting MODEL_ALIASES: "${pair.trim()}" is not a new name=provider:model pair`, { variable: 'MODEL_ALIASES' });
+      throw new NotConfiguredError(
+        `invalid setting MODEL_ALIASES: "${pair.trim()}" is not a new name=provider:model pair`,
+        { variable: 'MODEL_ALIASES' },
+      );
     }
     aliases[name] = target;
   }
@@ -229,7 +246,10 @@ function checkStrategyEnvironment(env: Record<string, string | undefined>): void
     resolveStrategies(undefined, builtInRegistry, env);
   } catch (error) {
     if (error instanceof UnknownStrategyError) {
-      throw new NotConfiguredError(`invalid setting PROMPT_STRATEGY: ${error.message}`, { variable: 'PROMPT_STRATEGY', known: error.known });
+      throw new NotConfiguredError(`invalid setting PROMPT_STRATEGY: ${error.message}`, {
+        variable: 'PROMPT_STRATEGY',
+        known: error.known,
+      });
     }
     if (!(error instanceof InvalidRequestError)) throw error;
     // "environment EPOCH_SIZE: not a number", with `details.field` the variable.

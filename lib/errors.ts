@@ -136,9 +136,15 @@ export class StorageError extends TailgateError {
  * @example clientError({ code: 'storage_error', message: 'S3 get sessions/a/x failed: ECONNRESET' })
  * // { code: 'storage_error', message: 'storage failed' }
  */
-export function clientError<Code extends string>(error: { code: Code; message: string; details?: unknown }): { code: Code; message: string; details?: unknown } {
+export function clientError<Code extends string>(error: {
+  code: Code;
+  message: string;
+  details?: unknown;
+}): { code: Code; message: string; details?: unknown } {
   const generic = CLIENT_MESSAGES[error.code];
   const message = generic ?? error.message;
   const keepDetails = generic === undefined || CLIENT_DETAILS_KEPT.has(error.code);
-  return error.details === undefined || !keepDetails ? { code: error.code, message } : { code: error.code, message, details: error.details };
+  return error.details === undefined || !keepDetails
+    ? { code: error.code, message }
+    : { code: error.code, message, details: error.details };
 }

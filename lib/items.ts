@@ -51,7 +51,9 @@ export const itemSchema = z.discriminatedUnion('type', [
  */
 export const clientItemSchema = z.discriminatedUnion('type', [
   messageItemSchema.extend({
-    role: z.enum(['user', 'assistant'], { error: 'must be "user" or "assistant" (system instructions are the session\'s `instructions`)' }),
+    role: z.enum(['user', 'assistant'], {
+      error: 'must be "user" or "assistant" (system instructions are the session\'s `instructions`)',
+    }),
   }),
   functionCallItemSchema,
   functionCallOutputItemSchema,

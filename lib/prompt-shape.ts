@@ -35,7 +35,11 @@ export interface SyntheticEntry {
 const HASH_CHARS = 12;
 
 /** The shape of `prompt` (instructions first, payloads whole) as sent with `tools`. */
-export function promptShape(prompt: readonly PromptItem[], tools: readonly Tool[], noticeNames: readonly string[]): PromptShape {
+export function promptShape(
+  prompt: readonly PromptItem[],
+  tools: readonly Tool[],
+  noticeNames: readonly string[],
+): PromptShape {
   let previous = sha256Hex(JSON.stringify(tools)).slice(0, HASH_CHARS);
   let hashes = '';
   const chars: number[] = [];
@@ -62,11 +66,18 @@ export function promptShape(prompt: readonly PromptItem[], tools: readonly Tool[
  * Characters of `current` that repeat the start of `previous` exactly, in whole items (and 0
  * when the tools differ): the common prefix of the two provider prompts.
  */
-export function reusedPrefixChars(current: Pick<PromptShape, 'hashes' | 'chars'>, previous: Pick<PromptShape, 'hashes'>): number {
+export function reusedPrefixChars(
+  current: Pick<PromptShape, 'hashes' | 'chars'>,
+  previous: Pick<PromptShape, 'hashes'>,
+): number {
   let total = 0;
   for (let index = 0; index < current.chars.length; index++) {
     const at = index * HASH_CHARS;
-    if (at + HASH_CHARS > previous.hashes.length || current.hashes.slice(at, at + HASH_CHARS) !== previous.hashes.slice(at, at + HASH_CHARS)) break;
+    if (
+      at + HASH_CHARS > previous.hashes.length ||
+      current.hashes.slice(at, at + HASH_CHARS) !== previous.hashes.slice(at, at + HASH_CHARS)
+    )
+      break;
     total += current.chars[index]!;
   }
   return total;

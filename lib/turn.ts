@@ -8,17 +8,51 @@ import { NOTHING_UNDELIVERED, type Undelivered } from './session/records.ts';
 import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
 import { preparePrompt, tailRequirement } from './strategies/index.ts';
-import { checkPromptFits, compactionSizes, planCompaction, summarizeContext, truncatePrompt, type Truncation } from './compaction/index.ts';
+import {
+  checkPromptFits,
+  compactionSizes,
+  planCompaction,
+  summarizeContext,
+  truncatePrompt,
+  type Truncation,
+} from './compaction/index.ts';
 import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
 import { resolveTokenBudget } from './tokens/model-limits.ts';
 import { promptShape } from './prompt-shape.ts';
-import { type TurnServices, type TurnRequest, type TurnContext, type TurnResponse, type TurnEvent, AbortedError, ReplayedError } from './turn/types.ts';
-import { type TurnPlan, packOptions, sessionStrategyPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT } from './turn/plan.ts';
+import {
+  type TurnServices,
+  type TurnRequest,
+  type TurnContext,
+  type TurnResponse,
+  type TurnEvent,
+  AbortedError,
+  ReplayedError,
+} from './turn/types.ts';
+import {
+  type TurnPlan,
+  packOptions,
+  sessionStrategyPlan,
+  planTurn,
+  checkRequest,
+  CONTEXT_REQUIREMENT,
+} from './turn/plan.ts';
 import { withSummary, compactionContext, withInstructions, inboxMessage, promptCharacters } from './turn/prompt.ts';
 import { errorRecord, requestRecord, type TurnReceipt, buildReceipt, noticeRecord } from './turn/receipt.ts';
 import { streamModel, EventChannel } from './turn/stream.ts';
-export { type StoredError, type TurnSessionLog, type TurnInbox, type TurnServices, type TurnRequest, type TurnContext, type OutputItem, type TurnResponse, type TurnEvent, AbortedError, ReplayedError } from './turn/types.ts';
+export {
+  type StoredError,
+  type TurnSessionLog,
+  type TurnInbox,
+  type TurnServices,
+  type TurnRequest,
+  type TurnContext,
+  type OutputItem,
+  type TurnResponse,
+  type TurnEvent,
+  AbortedError,
+  ReplayedError,
+} from './turn/types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';
 export { errorRecord, seqRanges } from './turn/receipt.ts';
@@ -137,11 +171,14 @@ async function executeTurn(
 ): Promise<TurnResponse> {
   const { sessions } = services;
   checkRequest(services, request);
-  const input: Item[] = typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
+  const input: Item[] =
+    typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input;
 
   const begun = await sessions.beginTurn(sessionId, {
     input,
-    ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) } : {}),
+    ...(options.idempotencyKey !== undefined
+      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+      : {}),
     request: requestRecord(request),
   });
   if (begun.kind === 'replay') return replay(begun, emit);
@@ -153,10 +190,15 @@ async function executeTurn(
   // Renewed only as long as a working turn can take (a summary and an answer, each within the
   // model timeout): a turn hung on a call that never returns lets its session go.
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
-  const renewal = setInterval(() => {
-    if (Date.now() > renewUntil) return clearInterval(renewal);
-    sessions.renewLease(turn).catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
-  }, Math.max(1, Math.floor(services.config.turnLeaseMs / 3)));
+  const renewal = setInterval(
+    () => {
+      if (Date.now() > renewUntil) return clearInterval(renewal);
+      sessions
+        .renewLease(turn)
+        .catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
+    },
+    Math.max(1, Math.floor(services.config.turnLeaseMs / 3)),
+  );
   let plan: TurnPlan | undefined;
   let receipt: TurnReceipt | undefined;
   // Notices consumed (now or by earlier turns) that no model has seen yet.
@@ -168,7 +210,9 @@ async function executeTurn(
       ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
     });
     // A compacted context is read whole from its start, and is the strategies' whole history.
-    const requirement = turn.context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
+    const requirement = turn.context
+      ? CONTEXT_REQUIREMENT
+      : tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
     let history = await sessions.readContext(turn, requirement);
     let aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
 
@@ -177,19 +221,35 @@ async function executeTurn(
     if (plan.strategies.includes('inbox')) {
       // Earlier turns' notices first (those of turns that died are found in the inbox's
       // delivery records), then what this turn consumes.
-      const recovered = undelivered.lost_turns.length > 0 ? await services.inbox.recover(sessionId, undelivered.lost_turns, turn.turn) : [];
+      const recovered =
+        undelivered.lost_turns.length > 0
+          ? await services.inbox.recover(sessionId, undelivered.lost_turns, turn.turn)
+          : [];
       carried = [...undelivered.notices, ...recovered];
       undelivered = { notices: carried, lost_turns: [] };
-      const consumed = await services.inbox.consume(sessionId, { turn: turn.turn, sessionExists: true, since: session.created_at });
+      const consumed = await services.inbox.consume(sessionId, {
+        turn: turn.turn,
+        sessionExists: true,
+        since: session.created_at,
+      });
       delivered = [...carried, ...consumed.delivered];
       undelivered = { notices: delivered.map(undeliveredRecord), lost_turns: [] };
       if (consumed.abort) {
         const { abort } = consumed;
-        const error = new AbortedError(abort.reason, { reason: abort.reason, notice: abort.name, stored_as: abort.stored_as, turn: turn.turn });
+        const error = new AbortedError(abort.reason, {
+          reason: abort.reason,
+          notice: abort.name,
+          stored_as: abort.stored_as,
+          turn: turn.turn,
+        });
         await sessions.completeTurn(turn, {
           status: 'aborted',
           output: [],
-          receipt: { strategies: plan.strategies, notices: delivered.map(noticeRecord), abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason } },
+          receipt: {
+            strategies: plan.strategies,
+            notices: delivered.map(noticeRecord),
+            abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason },
+          },
           error: errorRecord(error),
           undelivered,
         });
@@ -205,7 +265,11 @@ async function executeTurn(
         ...(aggregates ? { aggregates } : {}),
         inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
       });
-      const { prompt, cacheBreakpoint } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
+      const { prompt, cacheBreakpoint } = withInstructions(
+        session.instructions,
+        prepared.items,
+        prepared.stablePrefixLength,
+      );
       return { prepared, cacheBreakpoint, hydrated: await sessions.hydrate(turn.scope, prompt) };
     };
     let built = await build();
@@ -242,11 +306,20 @@ async function executeTurn(
       if (cut.truncation) {
         truncation = cut.truncation;
         const gone = new Set(cut.truncation.dropped_seqs);
-        built = { prepared: { ...built.prepared, items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)) }, cacheBreakpoint: cut.cacheBreakpoint, hydrated: cut.prompt };
+        built = {
+          prepared: {
+            ...built.prepared,
+            items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)),
+          },
+          cacheBreakpoint: cut.cacheBreakpoint,
+          hydrated: cut.prompt,
+        };
       }
     }
     // A model with a known window never gets a prompt that must fail (context_too_large).
-    const promptTokens = Number.isFinite(budget.promptLimit) ? checkPromptFits(built.hydrated, plan.tools, budget) : undefined;
+    const promptTokens = Number.isFinite(budget.promptLimit)
+      ? checkPromptFits(built.hydrated, plan.tools, budget)
+      : undefined;
     const { prepared, cacheBreakpoint, hydrated } = built;
     const context: TurnContext = {
       strategies: prepared.strategies,
@@ -254,10 +327,23 @@ async function executeTurn(
       prompt_chars: promptCharacters(hydrated),
       ...prepared.stats,
       notices_delivered: delivered.map((notice) => notice.name),
-      ...(compacting ? compactionContext(promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter), turn.context, compaction) : {}),
+      ...(compacting
+        ? compactionContext(
+            promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
+            turn.context,
+            compaction,
+          )
+        : {}),
       ...(truncation ? { truncation } : {}),
     };
-    receipt = { ...buildReceipt(plan, history, prepared.items, delivered, context), prompt: promptShape(hydrated, plan.tools, delivered.map((notice) => notice.name)) };
+    receipt = {
+      ...buildReceipt(plan, history, prepared.items, delivered, context),
+      prompt: promptShape(
+        hydrated,
+        plan.tools,
+        delivered.map((notice) => notice.name),
+      ),
+    };
 
     const modelRequest: ModelRequest = {
       prompt: hydrated,
@@ -270,7 +356,9 @@ async function executeTurn(
     // completeTurn numbers the output right after the input; the response says so up front.
     const firstSeq = turn.counts.items + 1;
     emit?.({ event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } });
-    const result = emit ? await streamModel(plan.model, modelRequest, firstSeq, emit) : await plan.model.generate(modelRequest);
+    const result = emit
+      ? await streamModel(plan.model, modelRequest, firstSeq, emit)
+      : await plan.model.generate(modelRequest);
 
     const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
     const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage: result.usage, context };
@@ -288,19 +376,29 @@ async function executeTurn(
     // several), and at once when the next turn's strategies need less than the view holds
     // (this turn's calls began a new epoch) or this turn read past it.
     afterResponse(services, async () => {
-      const refresh = !turn.context && sessions.needsView(turn, (after) => tailRequirement(activePlan.strategies, activePlan.strategyConfig, after), stored);
-      if (refresh || turn.record % PACK_EVERY_RECORDS === 0) await sessions.pack(sessionId, { ...packOptions(activePlan), refresh });
+      const refresh =
+        !turn.context &&
+        sessions.needsView(
+          turn,
+          (after) => tailRequirement(activePlan.strategies, activePlan.strategyConfig, after),
+          stored,
+        );
+      if (refresh || turn.record % PACK_EVERY_RECORDS === 0)
+        await sessions.pack(sessionId, { ...packOptions(activePlan), refresh });
     });
     return response;
   } catch (error) {
     // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
     // inbox or took over go back (the closer's completion carries the older ones on).
     if (error instanceof TurnClosedError || error instanceof NotFoundError) {
-      const taken = undelivered.notices.filter((notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as));
+      const taken = undelivered.notices.filter(
+        (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
+      );
       if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
     }
     // Closed by someone else, by the abort itself, or deleted: nothing more to store.
-    if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
+    if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError)
+      throw error;
     try {
       await sessions.completeTurn(turn, {
         status: 'failed',
@@ -315,14 +413,14 @@ async function executeTurn(
     }
     // A storage failure while the session was being deleted is the delete's doing: 404.
     if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
-      if (!(await sessions.exists(turn.scope).catch(() => true))) throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
+      if (!(await sessions.exists(turn.scope).catch(() => true)))
+        throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
     }
     throw error;
   } finally {
     clearInterval(renewal);
   }
 }
-
 
 /** A delivered notice as a failed turn's completion carries it. */
 function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][number] {
@@ -335,7 +433,12 @@ function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][numb
  */
 function requestHash(input: Item[], request: TurnRequest): string {
   const { input: _input, ...settings } = request;
-  return sha256Hex(JSON.stringify({ input, settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))) }));
+  return sha256Hex(
+    JSON.stringify({
+      input,
+      settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))),
+    }),
+  );
 }
 
 function replay(begun: Extract<BeginTurnResult, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {

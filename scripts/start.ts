@@ -20,17 +20,26 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const wranglerPackage = resolve(root, 'node_modules/wrangler');
 const args = process.argv.slice(2);
 
-const child = spawn(process.execPath, [resolve(wranglerPackage, 'bin/wrangler.js'), 'dev', '--local', '--env', ENVIRONMENT, ...args], {
-  cwd: root,
-  stdio: ['inherit', 'pipe', 'pipe'],
-  // wrangler writes to a pipe here; keep its colours when this process writes to a terminal.
-  env: process.stdout.isTTY && process.env.FORCE_COLOR === undefined ? { ...process.env, FORCE_COLOR: '1' } : process.env,
-});
+const child = spawn(
+  process.execPath,
+  [resolve(wranglerPackage, 'bin/wrangler.js'), 'dev', '--local', '--env', ENVIRONMENT, ...args],
+  {
+    cwd: root,
+    stdio: ['inherit', 'pipe', 'pipe'],
+    // wrangler writes to a pipe here; keep its colours when this process writes to a terminal.
+    env:
+      process.stdout.isTTY && process.env.FORCE_COLOR === undefined
+        ? { ...process.env, FORCE_COLOR: '1' }
+        : process.env,
+  },
+);
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
 
 // The vars the worker gets, read the way wrangler dev reads them, while wrangler starts.
-const banner = describeWorker().catch((error: unknown) => () => `tailgate: no banner (${error instanceof Error ? error.message : String(error)})`);
+const banner = describeWorker().catch(
+  (error: unknown) => () => `tailgate: no banner (${error instanceof Error ? error.message : String(error)})`,
+);
 let shown = false;
 let pending = '';
 child.stderr.pipe(process.stderr);
@@ -38,7 +47,7 @@ child.stdout.on('data', (chunk: Buffer) => {
   process.stdout.write(chunk);
   if (shown) return;
   pending = (pending + chunk.toString('utf8')).slice(-4096);
-  // eslint-disable-next-line no-control-regex
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips the terminal's colour codes
   const ready = /Ready on (\S+)/.exec(pending.replace(/\u001b\[[0-9;]*m/g, ''));
   if (!ready) return;
   shown = true;
@@ -48,18 +57,31 @@ child.stdout.on('data', (chunk: Buffer) => {
 /** The banner for the URL wrangler reports. */
 async function describeWorker(): Promise<(url: string) => string> {
   const wrangler = await import('wrangler');
-  const config = wrangler.unstable_readConfig({ config: resolve(root, 'wrangler.toml'), env: ENVIRONMENT }, { hideWarnings: true });
-  const bindings = wrangler.unstable_getVarsForDev(config.configPath, optionValues('--env-file'), config.vars, ENVIRONMENT, true);
+  const config = wrangler.unstable_readConfig(
+    { config: resolve(root, 'wrangler.toml'), env: ENVIRONMENT },
+    { hideWarnings: true },
+  );
+  const bindings = wrangler.unstable_getVarsForDev(
+    config.configPath,
+    optionValues('--env-file'),
+    config.vars,
+    ENVIRONMENT,
+    true,
+  );
   const vars: Record<string, string> = {};
-  for (const [name, binding] of Object.entries(bindings)) vars[name] = typeof binding.value === 'string' ? binding.value : JSON.stringify(binding.value);
+  for (const [name, binding] of Object.entries(bindings))
+    vars[name] = typeof binding.value === 'string' ? binding.value : JSON.stringify(binding.value);
   for (const pair of optionValues('--var') ?? []) {
     const colon = pair.indexOf(':');
     if (colon > 0) vars[pair.slice(0, colon)] = pair.slice(colon + 1);
   }
-  const bucket = config.r2_buckets.find((entry: { binding: string; bucket_name?: string }) => entry.binding === 'BUCKET');
+  const bucket = config.r2_buckets.find(
+    (entry: { binding: string; bucket_name?: string }) => entry.binding === 'BUCKET',
+  );
   const state = resolve(root, optionValues('--persist-to')?.at(-1) ?? '.wrangler/state');
   const store = `local R2 bucket ${bucket?.bucket_name ?? '(none bound as BUCKET)'} under ${state}`;
-  const version = (JSON.parse(readFileSync(resolve(wranglerPackage, 'package.json'), 'utf8')) as { version: string }).version;
+  const version = (JSON.parse(readFileSync(resolve(wranglerPackage, 'package.json'), 'utf8')) as { version: string })
+    .version;
   try {
     const service = parseServiceConfig(vars);
     return (url) => startupBanner(`Workers: wrangler dev ${version}`, url, service, store);
@@ -75,7 +97,8 @@ function optionValues(option: string): string[] | undefined {
   for (let index = 0; index < args.length; index++) {
     const argument = args[index]!;
     if (argument.startsWith(`${option}=`)) values.push(argument.slice(option.length + 1));
-    else if (argument === option) while (index + 1 < args.length && !args[index + 1]!.startsWith('-')) values.push(args[++index]!);
+    else if (argument === option)
+      while (index + 1 < args.length && !args[index + 1]!.startsWith('-')) values.push(args[++index]!);
   }
   return values.length > 0 ? values : undefined;
 }

@@ -10,15 +10,22 @@ describe('md5Hex', () => {
     ['a', '0cc175b9c0f1b6a831c399e269772661'],
     ['abc', '900150983cd24fb0d6963f7d28e17f72'],
     ['message digest', 'f96b697d7cb7938d525a2f31aaf161d0'],
-    ['12345678901234567890123456789012345678901234567890123456789012345678901234567890', '57edf4a22be3c955ac49da2e2107b67a'],
+    [
+      '12345678901234567890123456789012345678901234567890123456789012345678901234567890',
+      '57edf4a22be3c955ac49da2e2107b67a',
+    ],
   ])('gives the RFC 1321 digest of %j', (text, digest) => {
     expect(md5Hex(text)).toBe(digest);
   });
 
   it("hashes the UTF-8 bytes of any text, across block boundaries (checked against @noble/hashes' MD5)", () => {
     const reference = (text: string) => bytesToHex(md5(utf8ToBytes(text)));
-    fc.assert(fc.property(fc.string({ maxLength: 300, unit: 'binary' }), (text) => md5Hex(text) === reference(text)), { numRuns: 200 });
-    for (let length = 50; length <= 130; length += 1) expect(md5Hex('é'.repeat(length))).toBe(reference('é'.repeat(length)));
+    fc.assert(
+      fc.property(fc.string({ maxLength: 300, unit: 'binary' }), (text) => md5Hex(text) === reference(text)),
+      { numRuns: 200 },
+    );
+    for (let length = 50; length <= 130; length += 1)
+      expect(md5Hex('é'.repeat(length))).toBe(reference('é'.repeat(length)));
   });
 });
 

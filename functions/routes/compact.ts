@@ -11,8 +11,14 @@ const compactRoute = createRoute({
   tags: ['sessions'],
   summary: 'Summarize the older part of the current context and move the context start (the history keeps everything)',
   security: requires('session:turn'),
-  request: { params: sessionIdParamsSchema, body: { required: false, content: { 'application/json': { schema: compactRequestSchema } } } },
-  responses: { 200: jsonResponse(compactResultSchema, 'The context start after the call'), ...errorResponses(400, 401, 403, 404, 409, 502, 503, 504) },
+  request: {
+    params: sessionIdParamsSchema,
+    body: { required: false, content: { 'application/json': { schema: compactRequestSchema } } },
+  },
+  responses: {
+    200: jsonResponse(compactResultSchema, 'The context start after the call'),
+    ...errorResponses(400, 401, 403, 404, 409, 502, 503, 504),
+  },
 });
 
 /** POST /v1/sessions/:id/compact. */

@@ -2,7 +2,14 @@ import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
-import { deliveredListSchema, noticeCreateSchema, noticeParamsSchema, noticePostedSchema, pendingListSchema, sessionIdParamsSchema } from '../schemas.ts';
+import {
+  deliveredListSchema,
+  noticeCreateSchema,
+  noticeParamsSchema,
+  noticePostedSchema,
+  pendingListSchema,
+  sessionIdParamsSchema,
+} from '../schemas.ts';
 
 const postNoticeRoute = createRoute({
   method: 'post',
@@ -11,7 +18,10 @@ const postNoticeRoute = createRoute({
   summary: 'Post a one-shot notice for the next turn (the name `abort` aborts it)',
   security: requires('inbox:write'),
   request: { params: sessionIdParamsSchema, body: jsonBody(noticeCreateSchema) },
-  responses: { 201: jsonResponse(noticePostedSchema, 'The notice is pending'), ...errorResponses(400, 401, 403, 404, 409, 413, 503) },
+  responses: {
+    201: jsonResponse(noticePostedSchema, 'The notice is pending'),
+    ...errorResponses(400, 401, 403, 404, 409, 413, 503),
+  },
 });
 
 const listPendingRoute = createRoute({
@@ -31,7 +41,10 @@ const listDeliveredRoute = createRoute({
   summary: 'Delivered notices',
   security: requires('inbox:read'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(deliveredListSchema, 'Delivered notices'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    200: jsonResponse(deliveredListSchema, 'Delivered notices'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 const withdrawRoute = createRoute({

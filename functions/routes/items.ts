@@ -2,7 +2,13 @@ import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
-import { appendItemsSchema, appendResultSchema, itemPageSchema, listItemsQuerySchema, sessionIdParamsSchema } from '../schemas.ts';
+import {
+  appendItemsSchema,
+  appendResultSchema,
+  itemPageSchema,
+  listItemsQuerySchema,
+  sessionIdParamsSchema,
+} from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
 import { appendItems } from '../../lib/turn.ts';
 
@@ -13,7 +19,10 @@ const appendItemsRoute = createRoute({
   summary: 'Append items without calling the model or touching the inbox',
   security: requires('session:turn'),
   request: { params: sessionIdParamsSchema, body: jsonBody(appendItemsSchema) },
-  responses: { 201: jsonResponse(appendResultSchema, 'The seqs of the appended items'), ...errorResponses(400, 401, 403, 404, 409, 413, 503) },
+  responses: {
+    201: jsonResponse(appendResultSchema, 'The seqs of the appended items'),
+    ...errorResponses(400, 401, 403, 404, 409, 413, 503),
+  },
 });
 
 const listItemsRoute = createRoute({
@@ -23,7 +32,10 @@ const listItemsRoute = createRoute({
   summary: 'A page of stored items, newest first',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: listItemsQuerySchema },
-  responses: { 200: jsonResponse(itemPageSchema, 'A page of items, newest first'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    200: jsonResponse(itemPageSchema, 'A page of items, newest first'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 /** POST/GET /v1/sessions/:id/items. */
@@ -38,7 +50,10 @@ export function itemRoutes() {
     .openapi(listItemsRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { before, limit } = c.req.valid('query');
-      const page = await c.var.services.sessions.listItems(id, { limit: limit ?? 100, ...(before !== undefined ? { before } : {}) });
+      const page = await c.var.services.sessions.listItems(id, {
+        limit: limit ?? 100,
+        ...(before !== undefined ? { before } : {}),
+      });
       return c.json(page, 200);
     });
 }

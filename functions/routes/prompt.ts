@@ -14,10 +14,14 @@ const previewRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/prompt',
   tags: ['prompt'],
-  summary: 'What the model would be sent now (no side effects; pending notices marked; payloads over 4 KiB elided unless full=true)',
+  summary:
+    'What the model would be sent now (no side effects; pending notices marked; payloads over 4 KiB elided unless full=true)',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: promptQuerySchema },
-  responses: { 200: jsonResponse(promptPreviewSchema, 'The prompt and its context'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    200: jsonResponse(promptPreviewSchema, 'The prompt and its context'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 /** GET /v1/sessions/:id/prompt. */
@@ -56,7 +60,12 @@ export const PREVIEW_ELIDE_BYTES = 4096;
  * sha256}` saying what was there. The model gets it whole; only the preview leaves it out.
  */
 function elideLargePayload(item: PromptItem): PromptItem & { elided?: { bytes: number; sha256: string } } {
-  const [field, text] = item.type === 'message' ? ['content', item.content] : item.type === 'function_call' ? ['arguments', item.arguments] : ['output', item.output];
+  const [field, text] =
+    item.type === 'message'
+      ? ['content', item.content]
+      : item.type === 'function_call'
+        ? ['arguments', item.arguments]
+        : ['output', item.output];
   // UTF-8 takes at most 3 bytes per UTF-16 unit: a short text needs no counting.
   if (text.length * 3 <= PREVIEW_ELIDE_BYTES) return item;
   const bytes = utf8Bytes(text);

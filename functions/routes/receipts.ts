@@ -33,7 +33,10 @@ const turnSummarySchema = z
     completed_at: z.string().nullable(),
     model: z.string().nullable(),
     strategies: z.array(z.string()),
-    context: z.record(z.string(), z.unknown()).nullable().meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
+    context: z
+      .record(z.string(), z.unknown())
+      .nullable()
+      .meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
     usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).nullable(),
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
@@ -51,10 +54,17 @@ const turnDetailSchema = turnSummarySchema
     receipt: z
       .object({
         seen: z.array(seqRangeSchema.extend({ treatment: z.enum(['whole', 'compacted', 'dropped']) })).meta({
-          description: 'Every seq up to the turn input, in runs: sent whole, compacted (hash-stamped), or not sent (dropped).',
+          description:
+            'Every seq up to the turn input, in runs: sent whole, compacted (hash-stamped), or not sent (dropped).',
         }),
         synthetic: z.array(
-          z.object({ index: z.number().int(), synthetic: z.string(), chars: z.number().int(), content: z.string().optional(), name: z.string().optional() }),
+          z.object({
+            index: z.number().int(),
+            synthetic: z.string(),
+            chars: z.number().int(),
+            content: z.string().optional(),
+            name: z.string().optional(),
+          }),
         ),
         context_start_seq: z.number().int().nullable(),
         abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).nullable(),
@@ -65,8 +75,12 @@ const turnDetailSchema = turnSummarySchema
 
 const pageQuerySchema = (max: number) =>
   z.object({
-    before: integerText('before', Number.MAX_SAFE_INTEGER).optional().meta({ param: { name: 'before', in: 'query' } }),
-    limit: integerText('limit', max).optional().meta({ param: { name: 'limit', in: 'query' } }),
+    before: integerText('before', Number.MAX_SAFE_INTEGER)
+      .optional()
+      .meta({ param: { name: 'before', in: 'query' } }),
+    limit: integerText('limit', max)
+      .optional()
+      .meta({ param: { name: 'limit', in: 'query' } }),
   });
 
 const listTurnsRoute = createRoute({
@@ -77,7 +91,10 @@ const listTurnsRoute = createRoute({
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: pageQuerySchema(100) },
   responses: {
-    200: jsonResponse(z.object({ turns: z.array(turnSummarySchema), has_more: z.boolean(), next_before: z.number().int().nullable() }), 'A page of turns'),
+    200: jsonResponse(
+      z.object({ turns: z.array(turnSummarySchema), has_more: z.boolean(), next_before: z.number().int().nullable() }),
+      'A page of turns',
+    ),
     ...errorResponses(400, 401, 403, 404, 503),
   },
 });
@@ -96,7 +113,8 @@ const turnItemsRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/turns/{turn}/items',
   tags: ['turns'],
-  summary: "A page of the items up to the turn's input, newest first, each with its treatment in that turn (and the compacted text the model got)",
+  summary:
+    "A page of the items up to the turn's input, newest first, each with its treatment in that turn (and the compacted text the model got)",
   security: requires('session:read'),
   request: { params: turnParamsSchema, query: pageQuerySchema(1000) },
   responses: {
@@ -118,12 +136,19 @@ const turnItemsRoute = createRoute({
 });
 
 const listSessionsQuerySchema = z.object({
-  after: idSchema.optional().meta({ param: { name: 'after', in: 'query' }, description: 'The last id of the previous page' }),
-  limit: integerText('limit', 100).optional().meta({ param: { name: 'limit', in: 'query' } }),
+  after: idSchema
+    .optional()
+    .meta({ param: { name: 'after', in: 'query' }, description: 'The last id of the previous page' }),
+  limit: integerText('limit', 100)
+    .optional()
+    .meta({ param: { name: 'limit', in: 'query' } }),
   counts: z
     .enum(['true', 'false'])
     .optional()
-    .meta({ param: { name: 'counts', in: 'query' }, description: 'false: skip reading each session’s newest record (counts and last activity are null).' }),
+    .meta({
+      param: { name: 'counts', in: 'query' },
+      description: 'false: skip reading each session’s newest record (counts and last activity are null).',
+    }),
 });
 
 const listSessionsRoute = createRoute({
@@ -141,7 +166,9 @@ const listSessionsRoute = createRoute({
             id: z.string(),
             created_at: z.string(),
             metadata: z.record(z.string(), z.unknown()),
-            counts: z.object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() }).nullable(),
+            counts: z
+              .object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() })
+              .nullable(),
             last_activity_at: z.string().nullable(),
           }),
         ),
@@ -159,13 +186,23 @@ export function receiptRoutes() {
   return createRouter()
     .openapi(listSessionsRoute, async (c) => {
       const { after, limit, counts } = c.req.valid('query');
-      const page = await c.var.services.sessions.listSessions({ limit: limit ?? 20, counts: counts !== 'false', ...(after !== undefined ? { after } : {}) });
+      const page = await c.var.services.sessions.listSessions({
+        limit: limit ?? 20,
+        counts: counts !== 'false',
+        ...(after !== undefined ? { after } : {}),
+      });
       return c.json(page, 200);
     })
     .openapi(listTurnsRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { before, limit } = c.req.valid('query');
-      return c.json(await c.var.services.sessions.listTurns(id, { limit: limit ?? 20, ...(before !== undefined ? { before } : {}) }), 200);
+      return c.json(
+        await c.var.services.sessions.listTurns(id, {
+          limit: limit ?? 20,
+          ...(before !== undefined ? { before } : {}),
+        }),
+        200,
+      );
     })
     .openapi(getTurnRoute, async (c) => {
       const { id, turn } = c.req.valid('param');
@@ -174,6 +211,12 @@ export function receiptRoutes() {
     .openapi(turnItemsRoute, async (c) => {
       const { id, turn } = c.req.valid('param');
       const { before, limit } = c.req.valid('query');
-      return c.json(await c.var.services.sessions.turnItems(id, turn, { limit: limit ?? 100, ...(before !== undefined ? { before } : {}) }), 200);
+      return c.json(
+        await c.var.services.sessions.turnItems(id, turn, {
+          limit: limit ?? 100,
+          ...(before !== undefined ? { before } : {}),
+        }),
+        200,
+      );
     });
 }

@@ -42,12 +42,18 @@ export function serviceRoutes(options: ServiceRouteOptions) {
       return open ? handler(c, next) : next();
     };
   const router = createRouter().openapi(healthRoute, (c) => c.json({ ok: true as const }, 200));
-  router.get('/openapi.json', publicOnly(async (c) => c.json(document())));
+  router.get(
+    '/openapi.json',
+    publicOnly(async (c) => c.json(document())),
+  );
   router.get('/docs', publicOnly(docsPage(document)));
   const script = options.docsScript;
   if (script) {
     router.get(DOCS_SCRIPT_PATH, async (c) =>
-      c.body(await script(), 200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=3600' }),
+      c.body(await script(), 200, {
+        'content-type': 'text/javascript; charset=utf-8',
+        'cache-control': 'public, max-age=3600',
+      }),
     );
   }
   return router;
@@ -67,5 +73,8 @@ const OPENAPI_INFO = {
 export function registerOpenApi(app: OpenAPIHono<AppEnv>): void {
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer' });
   app.doc('/openapi.json', OPENAPI_INFO);
-  app.get('/docs', docsPage(() => app.getOpenAPIDocument(OPENAPI_INFO)));
+  app.get(
+    '/docs',
+    docsPage(() => app.getOpenAPIDocument(OPENAPI_INFO)),
+  );
 }

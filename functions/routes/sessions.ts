@@ -32,7 +32,10 @@ const patchSessionRoute = createRoute({
   summary: 'Change config fields of a session',
   security: requires('admin'),
   request: { params: sessionIdParamsSchema, body: jsonBody(sessionPatchSchema) },
-  responses: { 200: jsonResponse(sessionSchema, 'The updated session'), ...errorResponses(400, 401, 403, 404, 413, 503) },
+  responses: {
+    200: jsonResponse(sessionSchema, 'The updated session'),
+    ...errorResponses(400, 401, 403, 404, 413, 503),
+  },
 });
 
 const deleteSessionRoute = createRoute({
@@ -51,7 +54,10 @@ export function sessionRoutes() {
     .openapi(createSessionRoute, async (c) => {
       const body = c.req.valid('json');
       const { sessions } = c.var.services;
-      const session = await sessions.create({ ...normalizeSessionFields(body, c.var.services), ...(body.id !== undefined ? { id: body.id } : {}) });
+      const session = await sessions.create({
+        ...normalizeSessionFields(body, c.var.services),
+        ...(body.id !== undefined ? { id: body.id } : {}),
+      });
       return c.json(session, 201);
     })
     .openapi(getSessionRoute, async (c) => {

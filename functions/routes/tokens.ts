@@ -9,15 +9,23 @@ import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, mintToken, requires, scopeSchema,
 
 const mintRequestSchema = z
   .object({
-    scopes: z.array(scopeSchema).min(1).meta({ description: 'inbox:write, inbox:read, session:read, session:turn (includes session:read) or admin' }),
-    session_id: idSchema.optional().meta({ description: 'Bind the token to this session: it works only on /v1/sessions/{id} and below, and is revocable there.' }),
+    scopes: z
+      .array(scopeSchema)
+      .min(1)
+      .meta({ description: 'inbox:write, inbox:read, session:read, session:turn (includes session:read) or admin' }),
+    session_id: idSchema.optional().meta({
+      description:
+        'Bind the token to this session: it works only on /v1/sessions/{id} and below, and is revocable there.',
+    }),
     ttl_seconds: z
       .number()
       .int()
       .positive()
       .max(MAX_TTL_SECONDS)
       .optional()
-      .meta({ description: `Lifetime in seconds (default ${DEFAULT_TTL_SECONDS}, at most ${MAX_TTL_SECONDS}: 30 days).` }),
+      .meta({
+        description: `Lifetime in seconds (default ${DEFAULT_TTL_SECONDS}, at most ${MAX_TTL_SECONDS}: 30 days).`,
+      }),
   })
   .strict();
 
@@ -30,7 +38,10 @@ const mintedSchema = z.object({
 
 const revokedSchema = z.object({
   session_id: z.string(),
-  token_generation: z.number().int().meta({ description: 'Tokens bound to the session and minted before this generation get 401.' }),
+  token_generation: z
+    .number()
+    .int()
+    .meta({ description: 'Tokens bound to the session and minted before this generation get 401.' }),
 });
 
 const mintRoute = createRoute({
@@ -40,7 +51,10 @@ const mintRoute = createRoute({
   summary: 'Mint a scoped, expiring bearer token, optionally bound to one session',
   security: requires('admin'),
   request: { body: jsonBody(mintRequestSchema) },
-  responses: { 201: jsonResponse(mintedSchema, 'The token (shown once; the service stores nothing)'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    201: jsonResponse(mintedSchema, 'The token (shown once; the service stores nothing)'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 const revokeRoute = createRoute({
@@ -50,7 +64,10 @@ const revokeRoute = createRoute({
   summary: 'Revoke every token bound to the session minted so far',
   security: requires('admin'),
   request: { params: sessionIdParamsSchema },
-  responses: { 200: jsonResponse(revokedSchema, 'The session token generation after the call'), ...errorResponses(400, 401, 403, 404, 503) },
+  responses: {
+    200: jsonResponse(revokedSchema, 'The session token generation after the call'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
 });
 
 /** POST /v1/tokens and POST /v1/sessions/:id/tokens/revoke. */
@@ -64,10 +81,17 @@ export function tokenRoutes(clock: () => Date) {
       // A bound token carries its session's generation, read now (404 for a missing session).
       const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
       // ...and its incarnation: a token for a deleted session never opens one re-created with its id.
-      const incarnation = sessionId === null ? undefined : (await c.var.services.sessions.scope(sessionId)).generation || undefined;
+      const incarnation =
+        sessionId === null ? undefined : (await c.var.services.sessions.scope(sessionId)).generation || undefined;
       const minted = await mintToken(
         key,
-        { scopes: body.scopes, sessionId, generation, ...(incarnation ? { incarnation } : {}), ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS },
+        {
+          scopes: body.scopes,
+          sessionId,
+          generation,
+          ...(incarnation ? { incarnation } : {}),
+          ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS,
+        },
         clock(),
       );
       return c.json(minted, 201);

@@ -26,7 +26,8 @@ const takeTurnRoute = createRoute({
   request: { params: sessionIdParamsSchema, headers: turnHeadersSchema, body: jsonBody(turnRequestSchema) },
   responses: {
     200: {
-      description: 'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started (`{turn, first_seq}`, the seq of the first output item), output_text.delta, output_item.done, turn.completed or error',
+      description:
+        'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started (`{turn, first_seq}`, the seq of the first output item), output_text.delta, output_item.done, turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
     ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),
@@ -34,7 +35,12 @@ const takeTurnRoute = createRoute({
 });
 
 const cancelParamsSchema = sessionIdParamsSchema.extend({
-  turn: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: 3 }),
+  turn: z.coerce
+    .number()
+    .int()
+    .positive()
+    .max(Number.MAX_SAFE_INTEGER)
+    .meta({ param: { name: 'turn', in: 'path' }, example: 3 }),
 });
 
 const cancelledSchema = z
@@ -65,22 +71,30 @@ export function turnRoutes() {
       return c.json({ session_id: id, ...cancelled, status: 'failed' as const }, 200);
     })
     .openapi(takeTurnRoute, async (c) => {
-    const { id } = c.req.valid('param');
-    const { stream, ...body } = c.req.valid('json');
-    const idempotencyKey = c.req.valid('header')['idempotency-key'];
-    checkItemSizes(typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : body.input, c.var.config.maxItemBytes);
-    const request = body as TurnRequest;
-    const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
-    const services = c.var.services;
-    const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
-    if (wantsStream) {
-      const turn = streamTurn(services, id, request, options);
-      services.background(turn.done);
-      return turnEventStream(turn.events);
-    }
-    // The turn must complete even if the client goes away: keep it alive past the response.
-    const pending = runTurn(services, id, request, options);
-    services.background(pending.then(() => undefined, () => undefined));
-    return c.json(await pending, 200);
-  });
+      const { id } = c.req.valid('param');
+      const { stream, ...body } = c.req.valid('json');
+      const idempotencyKey = c.req.valid('header')['idempotency-key'];
+      checkItemSizes(
+        typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : body.input,
+        c.var.config.maxItemBytes,
+      );
+      const request = body as TurnRequest;
+      const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
+      const services = c.var.services;
+      const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
+      if (wantsStream) {
+        const turn = streamTurn(services, id, request, options);
+        services.background(turn.done);
+        return turnEventStream(turn.events);
+      }
+      // The turn must complete even if the client goes away: keep it alive past the response.
+      const pending = runTurn(services, id, request, options);
+      services.background(
+        pending.then(
+          () => undefined,
+          () => undefined,
+        ),
+      );
+      return c.json(await pending, 200);
+    });
 }

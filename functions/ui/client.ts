@@ -33,10 +33,15 @@ export function inspectorClient(): void {
 
   /** Appends nodes and text (Node.appendChild: the Workers types redefine Element.append). */
   function add(parent: Node, ...children: (Node | string | null)[]): void {
-    for (const child of children) if (child !== null) parent.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
+    for (const child of children)
+      if (child !== null) parent.appendChild(typeof child === 'string' ? document.createTextNode(child) : child);
   }
 
-  function el(tag: string, attributes: Record<string, string> = {}, ...children: (Node | string | null)[]): HTMLElement {
+  function el(
+    tag: string,
+    attributes: Record<string, string> = {},
+    ...children: (Node | string | null)[]
+  ): HTMLElement {
     const node = document.createElement(tag);
     for (const [name, value] of Object.entries(attributes)) {
       if (name === 'class') node.className = value;
@@ -102,7 +107,12 @@ export function inspectorClient(): void {
    * Loads pages into `list` while `sentinel` scrolls into view: `fetchPage(cursor)` gives a
    * page's rows and the next cursor (null at the end).
    */
-  function paged(list: HTMLElement, sentinel: HTMLElement, noun: string, fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>): void {
+  function paged(
+    list: HTMLElement,
+    sentinel: HTMLElement,
+    noun: string,
+    fetchPage: (cursor: string | null) => Promise<{ rows: Node[]; next: string | null }>,
+  ): void {
     list.replaceChildren();
     let cursor: string | null = null;
     sentinel.textContent = 'Loading…';
@@ -146,7 +156,8 @@ export function inspectorClient(): void {
   }
 
   function filterRows(): void {
-    for (const row of $('session-table').querySelectorAll('tbody tr')) (row as HTMLElement).hidden = !matchesSearch(row.getAttribute('data-id') ?? '');
+    for (const row of $('session-table').querySelectorAll('tbody tr'))
+      (row as HTMLElement).hidden = !matchesSearch(row.getAttribute('data-id') ?? '');
   }
 
   // ---- session view ----
@@ -161,7 +172,8 @@ export function inspectorClient(): void {
   }
 
   function renderCounts(session: any): void {
-    $('session-counts').textContent = `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · model ${session.model ?? 'default'}`;
+    $('session-counts').textContent =
+      `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · model ${session.model ?? 'default'}`;
   }
 
   const chartTurns: any[] = [];
@@ -169,10 +181,15 @@ export function inspectorClient(): void {
     chartTurns.length = 0;
     renderChart();
     paged($('timeline'), $('timeline-more'), 'turns', async (before) => {
-      const page = await api(`/v1/sessions/${encodeURIComponent(id)}/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`);
+      const page = await api(
+        `/v1/sessions/${encodeURIComponent(id)}/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`,
+      );
       chartTurns.push(...page.turns);
       renderChart();
-      return { rows: page.turns.map((turn: any) => el('li', {}, turnEntry(id, turn))), next: page.has_more ? String(page.next_before) : null };
+      return {
+        rows: page.turns.map((turn: any) => el('li', {}, turnEntry(id, turn))),
+        next: page.has_more ? String(page.next_before) : null,
+      };
     });
   }
 
@@ -191,8 +208,16 @@ export function inspectorClient(): void {
     svg.setAttribute('viewBox', `0 0 ${turns.length * width} ${height}`);
     svg.setAttribute('preserveAspectRatio', 'none');
     svg.setAttribute('role', 'img');
-    const epochs = turns.filter((turn, index) => index > 0 && turn.prefix_reused_chars !== null && turn.prefix_reused_chars < (turns[index - 1].context?.prompt_chars ?? 0)).length;
-    svg.setAttribute('aria-label', `Prompt size of ${turns.length} turns (grey) and the part reused from the previous turn (blue); ${epochs} turns reused less than the previous prompt.`);
+    const epochs = turns.filter(
+      (turn, index) =>
+        index > 0 &&
+        turn.prefix_reused_chars !== null &&
+        turn.prefix_reused_chars < (turns[index - 1].context?.prompt_chars ?? 0),
+    ).length;
+    svg.setAttribute(
+      'aria-label',
+      `Prompt size of ${turns.length} turns (grey) and the part reused from the previous turn (blue); ${epochs} turns reused less than the previous prompt.`,
+    );
     turns.forEach((turn, index) => {
       const size = turn.context?.prompt_chars ?? 0;
       const reused = Math.min(size, turn.prefix_reused_chars ?? 0);
@@ -249,7 +274,14 @@ export function inspectorClient(): void {
     const body = el('div', { class: 'turn-body' });
     add(details, body);
     const times = `${turn.started_at ?? '?'} → ${turn.completed_at ?? 'running'}`;
-    add(body, el('p', { class: 'muted' }, `${times} · strategies ${turn.strategies.join(', ')}${turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''}`));
+    add(
+      body,
+      el(
+        'p',
+        { class: 'muted' },
+        `${times} · strategies ${turn.strategies.join(', ')}${turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''}`,
+      ),
+    );
     if (turn.error) add(body, el('p', { class: 'error' }, `${turn.error.code}: ${turn.error.message}`));
     // Input and output: stored items by seq range.
     for (const [label, range] of [
@@ -258,7 +290,9 @@ export function inspectorClient(): void {
     ] as const) {
       const section = el('section', { class: `turn-${label.toLowerCase()}` }, el('h4', {}, label));
       if (range) {
-        const page = await api(`${base}/items?before=${range.last_seq + 1}&limit=${Math.min(100, range.last_seq - range.first_seq + 1)}`);
+        const page = await api(
+          `${base}/items?before=${range.last_seq + 1}&limit=${Math.min(100, range.last_seq - range.first_seq + 1)}`,
+        );
         const items = el('ol', { class: 'items' });
         for (const item of [...page.items].reverse()) add(items, itemEntry(item));
         add(section, items);
@@ -273,14 +307,26 @@ export function inspectorClient(): void {
       add(seen, el('p', { class: 'muted' }, 'No receipt: the turn ended before its prompt was built.'));
       return;
     }
-    if (receipt.abort) add(seen, el('p', { class: 'mark error-mark' }, `Aborted by notice ${receipt.abort.name}: ${receipt.abort.reason}`));
+    if (receipt.abort)
+      add(
+        seen,
+        el('p', { class: 'mark error-mark' }, `Aborted by notice ${receipt.abort.name}: ${receipt.abort.reason}`),
+      );
     const synthetic = el('ul', { class: 'synthetic' });
     for (const entry of receipt.synthetic) {
-      const text = entry.synthetic === 'context_notice' ? `Context notice (position ${entry.index}): ${entry.content ?? ''}` : entry.synthetic === 'inbox' ? `Inbox notice ${entry.name ?? ''} (position ${entry.index}, ${entry.chars} chars)` : `Summary (position ${entry.index}, ${entry.chars} chars)`;
+      const text =
+        entry.synthetic === 'context_notice'
+          ? `Context notice (position ${entry.index}): ${entry.content ?? ''}`
+          : entry.synthetic === 'inbox'
+            ? `Inbox notice ${entry.name ?? ''} (position ${entry.index}, ${entry.chars} chars)`
+            : `Summary (position ${entry.index}, ${entry.chars} chars)`;
       add(synthetic, el('li', { class: `mark synthetic-${entry.synthetic}` }, text));
     }
     if (receipt.synthetic.length > 0) add(seen, synthetic);
-    const runs = receipt.seen.map((run: any) => `${run.first_seq === run.last_seq ? run.first_seq : `${run.first_seq}-${run.last_seq}`} ${run.treatment}`);
+    const runs = receipt.seen.map(
+      (run: any) =>
+        `${run.first_seq === run.last_seq ? run.first_seq : `${run.first_seq}-${run.last_seq}`} ${run.treatment}`,
+    );
     add(seen, el('p', { class: 'muted runs' }, `Seqs: ${runs.join(', ')}`));
     const items = el('ol', { class: 'items' });
     const sentinel = el('p', { class: 'muted' }, 'Loading…');
@@ -305,15 +351,26 @@ export function inspectorClient(): void {
 
   function itemEntry(item: any): HTMLElement {
     const treatment = item.treatment ?? 'stored';
-    const entry = el('li', { class: `item treatment-${treatment}`, 'data-seq': String(item.seq) }, el('span', { class: 'seq' }, `#${item.seq} ${treatment === 'stored' ? '' : treatment}`));
+    const entry = el(
+      'li',
+      { class: `item treatment-${treatment}`, 'data-seq': String(item.seq) },
+      el('span', { class: 'seq' }, `#${item.seq} ${treatment === 'stored' ? '' : treatment}`),
+    );
     if (treatment !== 'compacted' || !item.compacted_as) {
       add(entry, el('pre', {}, itemText(item)));
       return entry;
     }
-    const compactedText = item.type === 'function_call' ? `call ${item.name}(${item.compacted_as.arguments})` : `output ${item.call_id}: ${item.compacted_as.output}`;
+    const compactedText =
+      item.type === 'function_call'
+        ? `call ${item.name}(${item.compacted_as.arguments})`
+        : `output ${item.call_id}: ${item.compacted_as.output}`;
     const stamp = /md5 ([0-9a-f]{5})/.exec(compactedText)?.[1];
     const shown = el('pre', { class: 'compacted-text' }, compactedText);
-    const toggle = el('button', { type: 'button', 'aria-pressed': 'false', class: 'toggle-original' }, 'Show stored original');
+    const toggle = el(
+      'button',
+      { type: 'button', 'aria-pressed': 'false', class: 'toggle-original' },
+      'Show stored original',
+    );
     add(entry, el('span', { class: 'mark stamp' }, `stamp md5 ${stamp ?? '?'}`), toggle, shown);
     toggle.addEventListener('click', () => {
       const original = toggle.getAttribute('aria-pressed') !== 'true';
@@ -329,14 +386,31 @@ export function inspectorClient(): void {
   async function refreshInbox(id: string): Promise<void> {
     const base = `/v1/sessions/${encodeURIComponent(id)}/inbox`;
     const [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
-    $('inbox-pending').replaceChildren(...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)));
+    $('inbox-pending').replaceChildren(
+      ...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)),
+    );
     $('inbox-delivered').replaceChildren(
-      ...delivered.delivered.map((notice: any) => el('li', {}, `${notice.name} → turn ${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`)),
+      ...delivered.delivered.map((notice: any) =>
+        el(
+          'li',
+          {},
+          `${notice.name} → turn ${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
+        ),
+      ),
     );
   }
 
   // ---- config and live preview ----
-  const THRESHOLDS = ['epoch_tool_call_threshold', 'epoch_full_tool_calls', 'epoch_compacted_tool_calls', 'epoch_size', 'full_tool_calls', 'full_tool_outputs', 'max_tool_calls', 'max_tool_outputs'];
+  const THRESHOLDS = [
+    'epoch_tool_call_threshold',
+    'epoch_full_tool_calls',
+    'epoch_compacted_tool_calls',
+    'epoch_size',
+    'full_tool_calls',
+    'full_tool_outputs',
+    'max_tool_calls',
+    'max_tool_outputs',
+  ];
   let previewTimer: ReturnType<typeof setTimeout> | undefined;
   function renderConfig(id: string, session: any): void {
     $<HTMLInputElement>('config-strategies').value = (session.strategies ?? []).join(',');
@@ -347,7 +421,15 @@ export function inspectorClient(): void {
           'div',
           { class: 'field' },
           el('label', { for: `threshold-${key}` }, key),
-          el('input', { id: `threshold-${key}`, 'data-key': key, type: 'number', min: '0', step: '1', value: session.strategy_config?.[key] === undefined ? '' : String(session.strategy_config[key]), placeholder: 'default' }),
+          el('input', {
+            id: `threshold-${key}`,
+            'data-key': key,
+            type: 'number',
+            min: '0',
+            step: '1',
+            value: session.strategy_config?.[key] === undefined ? '' : String(session.strategy_config[key]),
+            placeholder: 'default',
+          }),
         ),
       ),
     );
@@ -360,7 +442,10 @@ export function inspectorClient(): void {
       event.preventDefault();
       try {
         const { strategies, strategy_config } = configValues();
-        const saved = await api(`/v1/sessions/${encodeURIComponent(id)}`, { method: 'PATCH', body: JSON.stringify({ strategies: strategies || null, strategy_config }) });
+        const saved = await api(`/v1/sessions/${encodeURIComponent(id)}`, {
+          method: 'PATCH',
+          body: JSON.stringify({ strategies: strategies || null, strategy_config }),
+        });
         renderCounts(saved);
         $('config-status').textContent = 'Saved.';
       } catch (error) {
@@ -396,7 +481,9 @@ export function inspectorClient(): void {
         ['Compacted', context.compacted],
         ['Dropped', context.dropped],
       ];
-      counts.replaceChildren(...rows.flatMap(([name, value]) => [el('dt', {}, name), el('dd', { 'data-count': name }, String(value))]));
+      counts.replaceChildren(
+        ...rows.flatMap(([name, value]) => [el('dt', {}, name), el('dd', { 'data-count': name }, String(value))]),
+      );
       $('config-status').textContent = '';
     } catch (error) {
       if (error instanceof Unauthorized) return;
@@ -411,7 +498,11 @@ export function inspectorClient(): void {
     const token = sessionStorage.getItem(TOKEN_KEY);
     const response = await fetch(`/v1/sessions/${encodeURIComponent(id)}/turns`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
       body: JSON.stringify({ input, stream: true }),
     });
     if (response.status === 401) return showToken();
@@ -426,14 +517,14 @@ export function inspectorClient(): void {
       const { value, done } = await reader.read();
       if (done) break;
       buffer += value;
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
+      for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
         const frame = buffer.slice(0, end);
         buffer = buffer.slice(end + 2);
         const event = /^event: (.*)$/m.exec(frame)?.[1];
         const data = JSON.parse(/^data: (.*)$/m.exec(frame)?.[1] ?? 'null');
         if (event === 'output_text.delta') out.textContent += data.delta;
-        else if (event === 'output_item.done' && data.item.type === 'function_call') out.textContent += `\ncall ${data.item.name}(${data.item.arguments})`;
+        else if (event === 'output_item.done' && data.item.type === 'function_call')
+          out.textContent += `\ncall ${data.item.name}(${data.item.arguments})`;
         else if (event === 'turn.completed') out.textContent += `\n[turn ${data.turn} completed]`;
         else if (event === 'error') out.textContent += `\n[error ${data.error.code}: ${data.error.message}]`;
       }
@@ -498,7 +589,10 @@ export function inspectorClient(): void {
     if (!id) return;
     const name = $<HTMLInputElement>('notice-name').value.trim();
     try {
-      await api(`/v1/sessions/${encodeURIComponent(id)}/inbox`, { method: 'POST', body: JSON.stringify({ content: $<HTMLTextAreaElement>('notice-content').value, ...(name ? { name } : {}) }) });
+      await api(`/v1/sessions/${encodeURIComponent(id)}/inbox`, {
+        method: 'POST',
+        body: JSON.stringify({ content: $<HTMLTextAreaElement>('notice-content').value, ...(name ? { name } : {}) }),
+      });
       $<HTMLTextAreaElement>('notice-content').value = '';
       $<HTMLInputElement>('notice-name').value = '';
       await refreshInbox(id);
@@ -512,7 +606,10 @@ export function inspectorClient(): void {
     const id = currentSession();
     if (!id) return;
     try {
-      await api(`/v1/sessions/${encodeURIComponent(id)}/inbox`, { method: 'POST', body: JSON.stringify({ name: 'abort', content: $<HTMLInputElement>('abort-reason').value || 'aborted' }) });
+      await api(`/v1/sessions/${encodeURIComponent(id)}/inbox`, {
+        method: 'POST',
+        body: JSON.stringify({ name: 'abort', content: $<HTMLInputElement>('abort-reason').value || 'aborted' }),
+      });
       await refreshInbox(id);
       status('Abort posted: the next turn stops before calling the model.');
     } catch (error) {

@@ -26,7 +26,10 @@ export const InspectorPage: FC = () => (
       <main id="main">
         <section id="token-view" hidden aria-labelledby="token-title">
           <h2 id="token-title">Sign in</h2>
-          <p>The API answered 401: enter a bearer token (API_TOKEN or a scoped token). It is kept in this tab's session storage only.</p>
+          <p>
+            The API answered 401: enter a bearer token (API_TOKEN or a scoped token). It is kept in this tab's session
+            storage only.
+          </p>
           <form id="token-form">
             <label for="token-input">Bearer token</label>
             <input id="token-input" name="token" type="password" autocomplete="off" required />
@@ -39,7 +42,9 @@ export const InspectorPage: FC = () => (
             <label for="search-input">Search by id</label>
             <input id="search-input" type="search" autocomplete="off" />
             <button type="submit">Open</button>
-            <button type="button" id="new-session">New session</button>
+            <button type="button" id="new-session">
+              New session
+            </button>
           </form>
           <table id="session-table">
             <caption class="visually-hidden">Sessions by id</caption>

@@ -16,7 +16,12 @@ export function inspectorRoutes(): Hono {
   const script = `var __name = (target, value) => Object.defineProperty(target, 'name', { value, configurable: true });\n(${inspectorClient.toString()})();\n`;
   const headers = { 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };
   return new Hono()
-    .get('/ui', (c) => c.html(page, 200, { ...headers, 'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:" }))
+    .get('/ui', (c) =>
+      c.html(page, 200, {
+        ...headers,
+        'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:",
+      }),
+    )
     .get('/ui/app.js', (c) => c.body(script, 200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }))
     .get('/ui/app.css', (c) => c.body(INSPECTOR_CSS, 200, { ...headers, 'content-type': 'text/css; charset=utf-8' }));
 }

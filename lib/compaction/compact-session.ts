@@ -31,7 +31,14 @@ export interface CompactResult {
   session_id: string;
   compacted: boolean;
   /** The current context start after the call (null: never compacted). */
-  context: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[]; model: string; created_at: string; summary: string } | null;
+  context: {
+    start_seq: number;
+    summarized: { first_seq: number; last_seq: number };
+    interrupted: string[];
+    model: string;
+    created_at: string;
+    summary: string;
+  } | null;
 }
 
 /**
@@ -42,12 +49,22 @@ export interface CompactResult {
  *
  * @example await compactSession(services, 's1', { keep_tokens: 0 }) // { compacted: true, context: { start_seq: 5, ... } }
  */
-export async function compactSession(services: CompactServices, sessionId: string, request: CompactRequest = {}): Promise<CompactResult> {
+export async function compactSession(
+  services: CompactServices,
+  sessionId: string,
+  request: CompactRequest = {},
+): Promise<CompactResult> {
   const session: SessionRecord = await services.sessions.get(sessionId);
-  const model = services.model(request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel);
+  const model = services.model(
+    request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel,
+  );
   const turnModel = session.model ?? services.config.defaultModel;
   const config = resolveStrategyConfig({ env: services.env, session: session.strategy_config });
-  const budget = resolveTokenBudget(turnModel, config, services.tokenEncoders ? { encoders: services.tokenEncoders } : {});
+  const budget = resolveTokenBudget(
+    turnModel,
+    config,
+    services.tokenEncoders ? { encoders: services.tokenEncoders } : {},
+  );
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
   const result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
@@ -57,9 +74,16 @@ export async function compactSession(services: CompactServices, sessionId: strin
       ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
     });
     if (!cut) return null;
-    return summarizeContext(model, context, cut, { maxSummaryTokens: sizes.maxSummaryTokens, ...(prompt ? { prompt } : {}) });
+    return summarizeContext(model, context, cut, {
+      maxSummaryTokens: sizes.maxSummaryTokens,
+      ...(prompt ? { prompt } : {}),
+    });
   });
-  return { session_id: sessionId, compacted: result.compacted, context: result.context ? contextView(result.context) : null };
+  return {
+    session_id: sessionId,
+    compacted: result.compacted,
+    context: result.context ? contextView(result.context) : null,
+  };
 }
 
 function contextView(context: ContextStart): NonNullable<CompactResult['context']> {

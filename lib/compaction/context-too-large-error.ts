@@ -6,7 +6,13 @@ import { TailgateError } from '../errors.ts';
  * `details` names the largest item (its seq, or its index in the prompt when synthetic).
  */
 export class ContextTooLargeError extends TailgateError {
-  constructor(details: { prompt_tokens: number; prompt_limit: number; context_limit: number; response_reserve: number; item: { index: number; seq: number | null; tokens: number } }) {
+  constructor(details: {
+    prompt_tokens: number;
+    prompt_limit: number;
+    context_limit: number;
+    response_reserve: number;
+    item: { index: number; seq: number | null; tokens: number };
+  }) {
     const which = details.item.seq !== null ? `item seq ${details.item.seq}` : `prompt item ${details.item.index}`;
     super(
       'context_too_large',

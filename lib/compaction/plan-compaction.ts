@@ -54,7 +54,8 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
   const outputIndex = new Map<string, number>();
   stored.forEach((item, index) => {
     if (item.type === 'function_call' && !callIndex.has(item.call_id)) callIndex.set(item.call_id, index);
-    else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id)) outputIndex.set(item.call_id, index);
+    else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id))
+      outputIndex.set(item.call_id, index);
   });
   const splits = (at: number): number | undefined => {
     for (const [callId, callAt] of callIndex) {
@@ -65,9 +66,11 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
   };
   // Move the cut back until no call before it has its output at or after it.
   for (let callAt = splits(cut); callAt !== undefined; callAt = splits(cut)) cut = callAt;
-  const protectedIndex = options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
+  const protectedIndex =
+    options.keepFromSeq === undefined ? stored.length : stored.findIndex((item) => item.seq! >= options.keepFromSeq!);
   const keptFrom = protectedIndex < 0 ? stored.length : protectedIndex;
-  const earliestIndex = options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
+  const earliestIndex =
+    options.earliestStartSeq === undefined ? 0 : stored.findIndex((item) => item.seq! >= options.earliestStartSeq!);
   if (cut < (earliestIndex < 0 ? stored.length : earliestIndex)) {
     // Start at the earliest allowed item instead, moved forward past any pair it would split.
     let forward = earliestIndex < 0 ? stored.length : earliestIndex;

@@ -19,7 +19,12 @@ export interface SummarizeOptions {
  * as the user message. The reply is clipped to `maxSummaryTokens` (approximated), so a
  * summary never outgrows its budget. Tools are not offered: nothing is run or replayed.
  */
-export async function summarizeContext(model: Model, previous: ContextStart | null, plan: CompactionPlan, options: SummarizeOptions): Promise<NewContext> {
+export async function summarizeContext(
+  model: Model,
+  previous: ContextStart | null,
+  plan: CompactionPlan,
+  options: SummarizeOptions,
+): Promise<NewContext> {
   const interrupted = new Set(plan.interrupted.map((call) => call.call_id));
   const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, interrupted);
   const prompt: PromptItem[] = [
@@ -28,12 +33,18 @@ export async function summarizeContext(model: Model, previous: ContextStart | nu
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
   const result = await model.generate({ prompt, tools: [], maxOutputTokens });
-  const text = result.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('\n').trim();
+  const text = result.output
+    .flatMap((item) => (item.type === 'message' ? [item.content] : []))
+    .join('\n')
+    .trim();
   if (text === '') throw new ModelError('the summary model answered without text');
   return {
     start_seq: plan.startSeq,
     summary: clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN),
-    summarized: { first_seq: previous ? Math.min(previous.summarized.first_seq, plan.firstSeq) : plan.firstSeq, last_seq: plan.lastSeq },
+    summarized: {
+      first_seq: previous ? Math.min(previous.summarized.first_seq, plan.firstSeq) : plan.firstSeq,
+      last_seq: plan.lastSeq,
+    },
     interrupted: [...interrupted],
     model: model.id,
   };

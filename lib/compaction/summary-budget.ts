@@ -8,8 +8,13 @@ export const SUMMARY_SHARE = 0.15;
  * the trigger, what the newest kept items may take, and the summary's cap. A model without
  * a window (echo) is treated as the fallback window for manual compaction.
  */
-export function compactionSizes(budget: TokenBudget, config: { compact_trigger_ratio: number; compact_keep_ratio: number }): { trigger: number; keepTokens: number; maxSummaryTokens: number } {
-  const limit = Number.isFinite(budget.promptLimit) ? budget.promptLimit : FALLBACK_CONTEXT_LIMIT - FALLBACK_RESPONSE_RESERVE;
+export function compactionSizes(
+  budget: TokenBudget,
+  config: { compact_trigger_ratio: number; compact_keep_ratio: number },
+): { trigger: number; keepTokens: number; maxSummaryTokens: number } {
+  const limit = Number.isFinite(budget.promptLimit)
+    ? budget.promptLimit
+    : FALLBACK_CONTEXT_LIMIT - FALLBACK_RESPONSE_RESERVE;
   return {
     trigger: Math.floor(limit * config.compact_trigger_ratio),
     keepTokens: Math.floor(limit * config.compact_keep_ratio),

@@ -29,7 +29,11 @@ export function clipText(text: string, limit: number): string {
  *
  * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set()) // '#1 user: hi'
  */
-export function renderTranscript(previousSummary: string | null, items: readonly PromptItem[], interrupted: ReadonlySet<string>): string {
+export function renderTranscript(
+  previousSummary: string | null,
+  items: readonly PromptItem[],
+  interrupted: ReadonlySet<string>,
+): string {
   const lines: string[] = [];
   if (previousSummary) lines.push(`Earlier summary: ${previousSummary}`);
   const names = new Map<string, string>();
@@ -40,10 +44,16 @@ export function renderTranscript(previousSummary: string | null, items: readonly
     } else if (item.type === 'function_call') {
       names.set(item.call_id, item.name);
       const call = `${item.name}(${clipText(item.arguments, TRANSCRIPT_ITEM_CHARS)})`;
-      lines.push(interrupted.has(item.call_id) ? `${at}tool call ${call} was interrupted: no result was recorded, and it was not run again` : `${at}tool call ${call}`);
+      lines.push(
+        interrupted.has(item.call_id)
+          ? `${at}tool call ${call} was interrupted: no result was recorded, and it was not run again`
+          : `${at}tool call ${call}`,
+      );
     } else {
       const text = item.output === '' && item.output_ref ? item.output_ref.head : item.output;
-      lines.push(`${at}tool result of ${names.get(item.call_id) ?? item.call_id}: ${clipText(text, TRANSCRIPT_ITEM_CHARS)}`);
+      lines.push(
+        `${at}tool result of ${names.get(item.call_id) ?? item.call_id}: ${clipText(text, TRANSCRIPT_ITEM_CHARS)}`,
+      );
     }
   }
   return lines.join('\n');

@@ -31,12 +31,22 @@ export function truncatePrompt(
   cacheBreakpoint?: number,
 ): { prompt: PromptItem[]; cacheBreakpoint?: number; truncation?: Truncation } {
   const before = countPromptTokens(prompt, tools, budget.counter);
-  const kept = (): { prompt: PromptItem[]; cacheBreakpoint?: number } => ({ prompt: [...prompt], ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}) });
+  const kept = (): { prompt: PromptItem[]; cacheBreakpoint?: number } => ({
+    prompt: [...prompt],
+    ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+  });
   if (before <= budget.promptLimit) return kept();
   let first = 0;
-  while (first < prompt.length && prompt[first]!.type === 'message' && (prompt[first] as { role: string }).role === 'system') first += 1;
-  const lastUser = prompt.findLastIndex((item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined);
-  const end = lastUser > first ? lastUser : first;
+  while (
+    first < prompt.length &&
+    prompt[first]!.type === 'message' &&
+    (prompt[first] as { role: string }).role === 'system'
+  )
+    first += 1;
+  const lastUser = prompt.findLastIndex(
+    (item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined,
+  );
+  const end = Math.max(lastUser, first);
   const dropped = new Set<number>();
   let tokens = before;
   const drop = (indexes: number[]) => {
@@ -49,7 +59,9 @@ export function truncatePrompt(
   for (let index = first; index < end && tokens > budget.promptLimit; index += 1) {
     const item = prompt[index]!;
     if (item.type !== 'function_call') continue;
-    const outputs = prompt.flatMap((other, at) => (other.type === 'function_call_output' && other.call_id === item.call_id ? [at] : []));
+    const outputs = prompt.flatMap((other, at) =>
+      other.type === 'function_call_output' && other.call_id === item.call_id ? [at] : [],
+    );
     // A call whose output is in the newest turn stays with it.
     if (outputs.some((at) => at >= end)) continue;
     drop([index, ...outputs]);
@@ -63,14 +75,19 @@ export function truncatePrompt(
   }
   const result = prompt.filter((_, index) => !dropped.has(index));
   const promptTokens = checkPromptFits(result, tools, budget);
-  const shifted = cacheBreakpoint === undefined ? undefined : cacheBreakpoint - [...dropped].filter((index) => index <= cacheBreakpoint).length;
+  const shifted =
+    cacheBreakpoint === undefined
+      ? undefined
+      : cacheBreakpoint - [...dropped].filter((index) => index <= cacheBreakpoint).length;
   return {
     prompt: result,
     ...(shifted !== undefined && shifted >= 0 ? { cacheBreakpoint: shifted } : {}),
     truncation: {
       tool_pairs: pairs,
       messages,
-      dropped_seqs: [...dropped].sort((a, b) => a - b).flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
+      dropped_seqs: [...dropped]
+        .sort((a, b) => a - b)
+        .flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
       prompt_tokens_before: before,
       prompt_tokens: promptTokens,
     },

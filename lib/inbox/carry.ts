@@ -2,7 +2,17 @@ import { decodeUtf8, listAll } from '../store/object-store.ts';
 import { mapLimit } from '../session/map-limit.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
 import type { DeliveredNotice } from './types.ts';
-import { CLOCK_TOLERANCE_MS, CONCURRENCY, decodeName, generateName, META, postedAtOf, randomId, turnSchema, withMetadata } from './delivery-records.ts';
+import {
+  CLOCK_TOLERANCE_MS,
+  CONCURRENCY,
+  decodeName,
+  generateName,
+  META,
+  postedAtOf,
+  randomId,
+  turnSchema,
+  withMetadata,
+} from './delivery-records.ts';
 import type { InboxContext } from './claim.ts';
 
 /**
@@ -20,7 +30,12 @@ import type { InboxContext } from './claim.ts';
  * 1000 records), a head per recent record where listings carry no metadata (S3), and a get
  * and a put per notice found. Only turns that did not close themselves need it.
  */
-export async function recover(ctx: InboxContext, sessionId: string, lost: readonly { turn: number; since: string }[], turn: number): Promise<DeliveredNotice[]> {
+export async function recover(
+  ctx: InboxContext,
+  sessionId: string,
+  lost: readonly { turn: number; since: string }[],
+  turn: number,
+): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
   const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
@@ -42,9 +57,16 @@ export async function recover(ctx: InboxContext, sessionId: string, lost: readon
       .catch(() => null);
     // Refused, or a write whose answer was lost: the record says who holds the notice now.
     if (!taken && (await ctx.store.head(info.key))?.metadata[META.turn] !== ours) return null;
-    return { name, stored_as: info.key.slice(removedPrefix.length), content: decodeUtf8(object.body), posted_at: postedAtOf(info) };
+    return {
+      name,
+      stored_as: info.key.slice(removedPrefix.length),
+      content: decodeUtf8(object.body),
+      posted_at: postedAtOf(info),
+    };
   });
-  return found.filter((notice): notice is DeliveredNotice => notice !== null).sort((left, right) => compareBytes(left.name, right.name));
+  return found
+    .filter((notice): notice is DeliveredNotice => notice !== null)
+    .sort((left, right) => compareBytes(left.name, right.name));
 }
 
 /**
@@ -54,7 +76,12 @@ export async function recover(ctx: InboxContext, sessionId: string, lost: readon
  * keeps it), the notice is posted again under its name (or a generated one when the name
  * is taken), and the record is deleted. Failures are logged.
  */
-export async function giveBack(ctx: InboxContext, sessionId: string, notices: readonly { name: string; stored_as: string }[], turn: number): Promise<void> {
+export async function giveBack(
+  ctx: InboxContext,
+  sessionId: string,
+  notices: readonly { name: string; stored_as: string }[],
+  turn: number,
+): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const inboxPrefix = ctx.inboxPrefix(sessionId);
   await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
@@ -66,7 +93,10 @@ export async function giveBack(ctx: InboxContext, sessionId: string, notices: re
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
       const posted = { [META.postedAt]: postedAtOf(object), [META.noticeId]: randomId() };
       if (!(await ctx.store.put(inboxPrefix + name, object.body, { onlyIfAbsent: true, metadata: posted }))) {
-        await ctx.store.put(inboxPrefix + generateName(ctx.clock()), object.body, { onlyIfAbsent: true, metadata: posted });
+        await ctx.store.put(inboxPrefix + generateName(ctx.clock()), object.body, {
+          onlyIfAbsent: true,
+          metadata: posted,
+        });
       }
       await ctx.store.delete(key);
     } catch (error) {
@@ -79,7 +109,12 @@ export async function giveBack(ctx: InboxContext, sessionId: string, notices: re
  * Rewrites the delivery records of notices an earlier turn consumed so that they name the
  * turn that finally carried them to a model. Two operations per notice; failures are logged.
  */
-export async function recordCarrier(ctx: InboxContext, sessionId: string, notices: readonly { stored_as: string }[], turn: number): Promise<void> {
+export async function recordCarrier(
+  ctx: InboxContext,
+  sessionId: string,
+  notices: readonly { stored_as: string }[],
+  turn: number,
+): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   await mapLimit(notices, CONCURRENCY, async ({ stored_as: storedAs }) => {
     const key = removedPrefix + storedAs;
@@ -92,4 +127,3 @@ export async function recordCarrier(ctx: InboxContext, sessionId: string, notice
     }
   });
 }
-

@@ -2,7 +2,20 @@ import { StorageError } from '../errors.ts';
 import { decodeUtf8, listAll, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { parseSlot, slotName, splitExtension } from './notice-name.ts';
 import type { InboxLogEvent } from './types.ts';
-import { CLOCK_TOLERANCE_MS, META, plainEtag, postedAtOf, randomId, sameIdentity, withMetadata, type ClaimOutcome, type Identity, type ListedNotice, type SlotClaim, type TakeContext } from './delivery-records.ts';
+import {
+  CLOCK_TOLERANCE_MS,
+  META,
+  plainEtag,
+  postedAtOf,
+  randomId,
+  sameIdentity,
+  withMetadata,
+  type ClaimOutcome,
+  type Identity,
+  type ListedNotice,
+  type SlotClaim,
+  type TakeContext,
+} from './delivery-records.ts';
 
 /**
  * Moving one notice out of the inbox: the create-only claim in `inbox_removed/` that is the
@@ -25,14 +38,19 @@ const STALE_CLAIM_MS = 60_000;
 const MAX_SLOT_ATTEMPTS = 50;
 
 /** Moves one notice (claim, delete original) and returns its content, or why not. */
-export async function take(ctx: InboxContext, notice: ListedNotice, context: TakeContext, isAbort: boolean): Promise<ClaimOutcome> {
+export async function take(
+  ctx: InboxContext,
+  notice: ListedNotice,
+  context: TakeContext,
+  isAbort: boolean,
+): Promise<ClaimOutcome> {
   const { key } = notice.info;
   const tooLarge = () => {
     ctx.log({ level: 'warn', message: `notice left in place: larger than ${ctx.maxNoticeBytes} bytes`, key });
     return { kind: 'skipped' } as const;
   };
   if (notice.info.size > ctx.maxNoticeBytes) return tooLarge();
-  let object;
+  let object: Awaited<ReturnType<typeof ctx.store.get>>;
   try {
     object = await ctx.store.get(key);
   } catch (error) {
@@ -143,7 +161,12 @@ export async function claimSlot(
  * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
  * object there carries our claim id), else what occupies the key (null: nothing, try again).
  */
-export async function putClaim(ctx: InboxContext, key: string, body: Uint8Array, metadata: Record<string, string>): Promise<'ours' | ObjectInfo | null> {
+export async function putClaim(
+  ctx: InboxContext,
+  key: string,
+  body: Uint8Array,
+  metadata: Record<string, string>,
+): Promise<'ours' | ObjectInfo | null> {
   let failure: { error: unknown } | null = null;
   try {
     if (await ctx.store.put(key, body, { onlyIfAbsent: true, metadata })) return 'ours';
@@ -171,4 +194,3 @@ export async function removeStaleOriginal(ctx: InboxContext, key: string, claim:
     ctx.log({ level: 'warn', message: 'could not remove a notice that was already delivered', key, error });
   }
 }
-

@@ -5,7 +5,10 @@ import type { PromptItem, PromptMessageItem } from '../items.ts';
  * content, synthetic: 'inbox'}`, with `pending: true` for the prompt preview (the API's "Items"
  * and "Prompt preview"). The messages carry no seq: notices are never stored as history.
  */
-export function noticeMessages(notices: ReadonlyArray<{ content: string }>, options: { pending?: boolean } = {}): PromptMessageItem[] {
+export function noticeMessages(
+  notices: ReadonlyArray<{ content: string }>,
+  options: { pending?: boolean } = {},
+): PromptMessageItem[] {
   return notices.map((notice) => {
     const message: PromptMessageItem = { type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' };
     if (options.pending) message.pending = true;

@@ -8,14 +8,45 @@ import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from 
 
 export { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 export { ABORT_NOTICE_NAME, noticeNameSchema } from './notice-name.ts';
-import type { ConsumeOptions, ConsumeResult, DeliveredNotice, DeliveryRecord, InboxLogEvent, InboxOptions, PendingNotice, PostedNotice, PreviewNotice } from './types.ts';
-import { CLOCK_TOLERANCE_MS, decodeName, META, postedAtOf, randomId, turnSchema, validTime, type ListedNotice, type TakeContext } from './delivery-records.ts';
+import type {
+  ConsumeOptions,
+  ConsumeResult,
+  DeliveredNotice,
+  DeliveryRecord,
+  InboxLogEvent,
+  InboxOptions,
+  PendingNotice,
+  PostedNotice,
+  PreviewNotice,
+} from './types.ts';
+import {
+  CLOCK_TOLERANCE_MS,
+  decodeName,
+  META,
+  postedAtOf,
+  randomId,
+  turnSchema,
+  validTime,
+  type ListedNotice,
+  type TakeContext,
+} from './delivery-records.ts';
 import { mapLimit } from '../session/map-limit.ts';
 import { listAll } from '../store/object-store.ts';
 import { take, type InboxContext } from './claim.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 import { CONCURRENCY, generateName, withMetadata } from './delivery-records.ts';
-export type { ConsumeOptions, ConsumeResult, DeliveredNotice, DeliveryRecord, InboxAbort, InboxLogEvent, InboxOptions, PendingNotice, PostedNotice, PreviewNotice } from './types.ts';
+export type {
+  ConsumeOptions,
+  ConsumeResult,
+  DeliveredNotice,
+  DeliveryRecord,
+  InboxAbort,
+  InboxLogEvent,
+  InboxOptions,
+  PendingNotice,
+  PostedNotice,
+  PreviewNotice,
+} from './types.ts';
 
 /** The API's notice limit: 256 KiB of UTF-8 content. */
 export const DEFAULT_MAX_NOTICE_BYTES = 262_144;
@@ -30,11 +61,7 @@ export const postNoticeSchema = z
 
 export type PostNotice = z.infer<typeof postNoticeSchema>;
 
-
-
-
 const GENERATED_NAME_ATTEMPTS = 5;
-
 
 /**
  * The session inbox: one-shot notices for the model (docs/ARCHITECTURE.md, "Inbox").
@@ -114,9 +141,12 @@ export class Inbox {
     if (typeof notice?.content !== 'string') throw new InvalidRequestError('content must be a string');
     const body = toBytes(notice.content);
     if (body.length > this.#maxNoticeBytes) {
-      throw new PayloadTooLargeError(`notice content has ${body.length} bytes, more than the limit of ${this.#maxNoticeBytes}`, {
-        limit: this.#maxNoticeBytes,
-      });
+      throw new PayloadTooLargeError(
+        `notice content has ${body.length} bytes, more than the limit of ${this.#maxNoticeBytes}`,
+        {
+          limit: this.#maxNoticeBytes,
+        },
+      );
     }
     let name: string | undefined;
     if (notice.name !== undefined) {
@@ -232,7 +262,8 @@ export class Inbox {
     let notices: ListedNotice[];
     try {
       notices = await this.#listNotices(inboxPrefix);
-      if (options.since !== undefined) notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
+      if (options.since !== undefined)
+        notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
       if (notices.length === 0) return { delivered: [] };
       if (!options.sessionExists && !(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
         return { delivered: [] };
@@ -263,7 +294,12 @@ export class Inbox {
     const delivered: DeliveredNotice[] = [];
     outcomes.forEach((outcome, index) => {
       if (outcome.kind !== 'claimed') return;
-      delivered.push({ name: notices[index]!.name, stored_as: outcome.storedAs, content: outcome.content, posted_at: outcome.postedAt });
+      delivered.push({
+        name: notices[index]!.name,
+        stored_as: outcome.storedAs,
+        content: outcome.content,
+        posted_at: outcome.postedAt,
+      });
     });
     return delivered;
   }
@@ -300,12 +336,20 @@ export class Inbox {
    * Takes over, for turn `turn`, the notices that turns closed by someone else consumed
    * (lib/inbox/carry.ts `recover`).
    */
-  async recover(sessionId: string, lost: readonly { turn: number; since: string }[], turn: number): Promise<DeliveredNotice[]> {
+  async recover(
+    sessionId: string,
+    lost: readonly { turn: number; since: string }[],
+    turn: number,
+  ): Promise<DeliveredNotice[]> {
     return recover(this.#context, sessionId, lost, turn);
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(sessionId: string, notices: readonly { name: string; stored_as: string }[], turn: number): Promise<void> {
+  async giveBack(
+    sessionId: string,
+    notices: readonly { name: string; stored_as: string }[],
+    turn: number,
+  ): Promise<void> {
     return giveBack(this.#context, sessionId, notices, turn);
   }
 

@@ -65,7 +65,7 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   if (call) {
     const item: ModelOutputItem = {
       type: 'function_call',
-      call_id: 'call_' + sha256Hex(`${prompt.length}:${call.name}:${call.arguments}`).slice(0, 12),
+      call_id: `call_${sha256Hex(`${prompt.length}:${call.name}:${call.arguments}`).slice(0, 12)}`,
       name: call.name,
       arguments: call.arguments,
     };
@@ -73,7 +73,7 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
     return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [] };
   }
 
-  const reply = 'echo: ' + lastUser;
+  const reply = `echo: ${lastUser}`;
   const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
   return {
     result: { output: [item], usage: { input_tokens, output_tokens: Math.ceil(reply.length / 4) } },

@@ -39,7 +39,9 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     languageModel: provider.chatModel(settings.modelName),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
-    ...(settings.promptCacheKey ? { promptCacheKeyOptions: (key: string) => ({ [settings.providerName]: { prompt_cache_key: key } }) } : {}),
+    ...(settings.promptCacheKey
+      ? { promptCacheKeyOptions: (key: string) => ({ [settings.providerName]: { prompt_cache_key: key } }) }
+      : {}),
   });
 }
 

@@ -69,8 +69,10 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
 
   const common = {
     id,
-    timeoutMs: readNumber(timeoutSchema, environment.MODEL_TIMEOUT_MS, 'MODEL_TIMEOUT_MS', id) ?? DEFAULT_MODEL_TIMEOUT_MS,
-    maxRetries: readNumber(retriesSchema, environment.MODEL_MAX_RETRIES, 'MODEL_MAX_RETRIES', id) ?? DEFAULT_MODEL_MAX_RETRIES,
+    timeoutMs:
+      readNumber(timeoutSchema, environment.MODEL_TIMEOUT_MS, 'MODEL_TIMEOUT_MS', id) ?? DEFAULT_MODEL_TIMEOUT_MS,
+    maxRetries:
+      readNumber(retriesSchema, environment.MODEL_MAX_RETRIES, 'MODEL_MAX_RETRIES', id) ?? DEFAULT_MODEL_MAX_RETRIES,
   };
   const fetch = environment.fetch ? { fetch: environment.fetch } : {};
   const setting = (key: keyof ModelEnvironment) => {
@@ -136,10 +138,18 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
   }
 }
 
-function readNumber(schema: z.ZodType<number | undefined>, value: unknown, key: string, id: string): number | undefined {
+function readNumber(
+  schema: z.ZodType<number | undefined>,
+  value: unknown,
+  key: string,
+  id: string,
+): number | undefined {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    throw new ModelConfigurationError(`the ${key} setting is malformed: ${JSON.stringify(value)}`, { model: id, setting: key });
+    throw new ModelConfigurationError(`the ${key} setting is malformed: ${JSON.stringify(value)}`, {
+      model: id,
+      setting: key,
+    });
   }
   return parsed.data;
 }

@@ -1,4 +1,11 @@
-import { APICallError, generateText, streamText, type FinishReason, type LanguageModel, type LanguageModelUsage } from 'ai';
+import {
+  APICallError,
+  generateText,
+  streamText,
+  type FinishReason,
+  type LanguageModel,
+  type LanguageModelUsage,
+} from 'ai';
 import { TailgateError } from '../errors.ts';
 import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
@@ -56,7 +63,9 @@ export function createSdkModel(options: SdkModelOptions): Model {
       ...(request.tools.length > 0 ? { tools: convertToToolSet(request.tools) } : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      ...(promptCacheKeyOptions && request.promptCacheKey !== undefined ? { providerOptions: promptCacheKeyOptions(request.promptCacheKey) } : {}),
+      ...(promptCacheKeyOptions && request.promptCacheKey !== undefined
+        ? { providerOptions: promptCacheKeyOptions(request.promptCacheKey) }
+        : {}),
       maxRetries,
       abortSignal,
     };
@@ -148,8 +157,7 @@ interface SdkToolCall {
 
 function toFunctionCall(call: SdkToolCall): ModelOutputItem {
   // An unparseable call keeps the model's raw text as its input; a valid one is the parsed object.
-  const argumentsText =
-    call.invalid && typeof call.input === 'string' ? call.input : JSON.stringify(call.input ?? {});
+  const argumentsText = call.invalid && typeof call.input === 'string' ? call.input : JSON.stringify(call.input ?? {});
   const parsed = functionCallItemSchema.safeParse({
     type: 'function_call',
     call_id: call.toolCallId,
@@ -171,7 +179,11 @@ function toOutput(text: string, calls: ModelOutputItem[]): ModelOutputItem[] {
 
 function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
   const cached = usage?.inputTokenDetails?.cacheReadTokens;
-  return { input_tokens: usage?.inputTokens ?? 0, output_tokens: usage?.outputTokens ?? 0, ...(cached ? { cached_input_tokens: cached } : {}) };
+  return {
+    input_tokens: usage?.inputTokens ?? 0,
+    output_tokens: usage?.outputTokens ?? 0,
+    ...(cached ? { cached_input_tokens: cached } : {}),
+  };
 }
 
 /** Resolves like `promise`, or rejects as soon as `signal` aborts. */
@@ -225,7 +237,10 @@ function startDeadline(callerSignal: AbortSignal | undefined, timeoutMs: number)
 
 function toModelFailure(error: unknown, deadline: Deadline, id: string, timeoutMs: number): TailgateError {
   if (deadline.timedOut) {
-    return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, { model: id, timeout_ms: timeoutMs });
+    return new ModelTimeoutError(`model ${id} did not answer within ${timeoutMs} ms`, {
+      model: id,
+      timeout_ms: timeoutMs,
+    });
   }
   if (deadline.signal.aborted) return new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
   if (error instanceof TailgateError) return error;

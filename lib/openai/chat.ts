@@ -1,4 +1,9 @@
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionMessageFunctionToolCall,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
 import type { CompletionUsage } from 'openai/resources/completions';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
@@ -36,21 +41,34 @@ function textOf(content: string | TextPart[] | null | undefined): string {
  * not empty) followed by one function_call per tool call; a tool message becomes a
  * function_call_output. A system message after the first other message is refused.
  */
-export function chatMessagesToItems(messages: readonly ChatMessageBody[]): { instructions: string | null; items: Item[] } {
+export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
+  instructions: string | null;
+  items: Item[];
+} {
   const instructions: string[] = [];
   const items: Item[] = [];
   messages.forEach((message, index) => {
     if (message.role === 'system' || message.role === 'developer') {
       if (items.length > 0) {
-        throw new InvalidRequestError(`messages[${index}]: a ${message.role} message must come before every other message (it becomes the instructions)`, { field: `messages.${index}.role` });
+        throw new InvalidRequestError(
+          `messages[${index}]: a ${message.role} message must come before every other message (it becomes the instructions)`,
+          { field: `messages.${index}.role` },
+        );
       }
       instructions.push(textOf(message.content));
     } else if (message.role === 'user') items.push({ type: 'message', role: 'user', content: textOf(message.content) });
-    else if (message.role === 'tool') items.push({ type: 'function_call_output', call_id: message.tool_call_id, output: textOf(message.content) });
+    else if (message.role === 'tool')
+      items.push({ type: 'function_call_output', call_id: message.tool_call_id, output: textOf(message.content) });
     else if (message.role === 'assistant') {
       const text = textOf(message.content);
       if (text !== '' || !message.tool_calls?.length) items.push({ type: 'message', role: 'assistant', content: text });
-      for (const call of message.tool_calls ?? []) items.push({ type: 'function_call', call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+      for (const call of message.tool_calls ?? [])
+        items.push({
+          type: 'function_call',
+          call_id: call.id,
+          name: call.function.name,
+          arguments: call.function.arguments,
+        });
     }
   });
   return { instructions: instructions.filter((text) => text !== '').join('\n\n') || null, items };
@@ -60,10 +78,15 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): { ins
 export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessageParam[] {
   const messages: ChatCompletionMessageParam[] = [];
   for (const item of items) {
-    if (item.type === 'function_call_output') messages.push({ role: 'tool', tool_call_id: item.call_id, content: item.output });
+    if (item.type === 'function_call_output')
+      messages.push({ role: 'tool', tool_call_id: item.call_id, content: item.output });
     else if (item.type === 'function_call') {
       const last = messages.at(-1);
-      const call: ChatCompletionMessageFunctionToolCall = { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
+      const call: ChatCompletionMessageFunctionToolCall = {
+        id: item.call_id,
+        type: 'function',
+        function: { name: item.name, arguments: item.arguments },
+      };
       if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
     } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: item.content });
@@ -90,7 +113,14 @@ export function chatUsageOf(usage: ModelUsage): CompletionUsage {
 export type TailgateChatCompletion = ChatCompletion & { tailgate?: Record<string, unknown> };
 
 /** The completion object of a model's output: one choice, its text and tool calls. */
-export function buildChatCompletion(fields: { id: string; created: Date; model: string; output: readonly ModelOutputItem[]; usage: ModelUsage; tailgate?: Record<string, unknown> }): TailgateChatCompletion {
+export function buildChatCompletion(fields: {
+  id: string;
+  created: Date;
+  model: string;
+  output: readonly ModelOutputItem[];
+  usage: ModelUsage;
+  tailgate?: Record<string, unknown>;
+}): TailgateChatCompletion {
   const text = fields.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('');
   const calls = fields.output.flatMap((item) => (item.type === 'function_call' ? [toolCallOf(item)] : []));
   return {
@@ -101,7 +131,12 @@ export function buildChatCompletion(fields: { id: string; created: Date; model: 
     choices: [
       {
         index: 0,
-        message: { role: 'assistant', content: text === '' && calls.length > 0 ? null : text, refusal: null, ...(calls.length > 0 ? { tool_calls: calls } : {}) },
+        message: {
+          role: 'assistant',
+          content: text === '' && calls.length > 0 ? null : text,
+          refusal: null,
+          ...(calls.length > 0 ? { tool_calls: calls } : {}),
+        },
         finish_reason: calls.length > 0 ? 'tool_calls' : 'stop',
         logprobs: null,
       },
@@ -124,19 +159,32 @@ export class ChatChunkWriter {
   readonly #includeUsage: boolean;
   readonly #send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void;
 
-  constructor(fields: { id: string; created: Date; model: string; includeUsage: boolean }, send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void) {
+  constructor(
+    fields: { id: string; created: Date; model: string; includeUsage: boolean },
+    send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void,
+  ) {
     this.#base = { id: fields.id, created: Math.floor(fields.created.getTime() / 1000), model: fields.model };
     this.#includeUsage = fields.includeUsage;
     this.#send = send;
   }
 
-  #chunk(delta: ChatCompletionChunk.Choice.Delta, finishReason: ChatCompletionChunk.Choice['finish_reason'] = null): void {
+  #chunk(
+    delta: ChatCompletionChunk.Choice.Delta,
+    finishReason: ChatCompletionChunk.Choice['finish_reason'] = null,
+  ): void {
     const first = !this.#started;
     this.#started = true;
     this.#send({
       ...this.#base,
       object: 'chat.completion.chunk',
-      choices: [{ index: 0, delta: first ? { role: 'assistant', ...delta } : delta, finish_reason: finishReason, logprobs: null }],
+      choices: [
+        {
+          index: 0,
+          delta: first ? { role: 'assistant', ...delta } : delta,
+          finish_reason: finishReason,
+          logprobs: null,
+        },
+      ],
       ...(this.#includeUsage ? { usage: null } : {}),
     });
   }
@@ -154,6 +202,13 @@ export class ChatChunkWriter {
   /** The finishing chunk, then (with include_usage) the usage chunk, which also carries `tailgate`. */
   done(usage: ModelUsage, tailgate?: Record<string, unknown>): void {
     this.#chunk({}, this.#calls > 0 ? 'tool_calls' : 'stop');
-    if (this.#includeUsage) this.#send({ ...this.#base, object: 'chat.completion.chunk', choices: [], usage: chatUsageOf(usage), ...(tailgate ? { tailgate } : {}) });
+    if (this.#includeUsage)
+      this.#send({
+        ...this.#base,
+        object: 'chat.completion.chunk',
+        choices: [],
+        usage: chatUsageOf(usage),
+        ...(tailgate ? { tailgate } : {}),
+      });
   }
 }

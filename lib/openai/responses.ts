@@ -19,7 +19,11 @@ import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
 
 /** An input item as the request schema (functions/routes/openai/schemas.ts) validated it. */
 export type InputItemBody =
-  | { type?: 'message'; role: 'user' | 'assistant' | 'system' | 'developer'; content: string | { type: 'input_text' | 'output_text'; text: string }[] }
+  | {
+      type?: 'message';
+      role: 'user' | 'assistant' | 'system' | 'developer';
+      content: string | { type: 'input_text' | 'output_text'; text: string }[];
+    }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
   | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] };
 
@@ -29,15 +33,21 @@ export type InputItemBody =
  * A system message after the first other item is refused.
  */
 export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: Item[] } {
-  if (typeof input === 'string') return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
+  if (typeof input === 'string')
+    return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
   const instructions: string[] = [];
   const items: Item[] = [];
   input.forEach((entry, index) => {
-    if (entry.type === 'function_call') items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
-    else if (entry.type === 'function_call_output') items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
+    if (entry.type === 'function_call')
+      items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
+    else if (entry.type === 'function_call_output')
+      items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
-        throw new InvalidRequestError(`input[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`, { field: `input.${index}.role` });
+        throw new InvalidRequestError(
+          `input[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`,
+          { field: `input.${index}.role` },
+        );
       }
       instructions.push(textOf(entry.content));
     } else items.push({ type: 'message', role: entry.role, content: textOf(entry.content) });
@@ -55,11 +65,25 @@ export function outputItem(item: ModelOutputItem, id: string): ResponseOutputIte
   return message(item.content, id);
 }
 
-function message(text: string, id: string, status: ResponseOutputMessage['status'] = 'completed'): ResponseOutputMessage {
-  return { type: 'message', id, status, role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
+function message(
+  text: string,
+  id: string,
+  status: ResponseOutputMessage['status'] = 'completed',
+): ResponseOutputMessage {
+  return {
+    type: 'message',
+    id,
+    status,
+    role: 'assistant',
+    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  };
 }
 
-function functionCall(item: { call_id: string; name: string; arguments: string }, id: string, status: NonNullable<ResponseFunctionToolCall['status']> = 'completed'): ResponseFunctionToolCall & { id: string; status: NonNullable<ResponseFunctionToolCall['status']> } {
+function functionCall(
+  item: { call_id: string; name: string; arguments: string },
+  id: string,
+  status: NonNullable<ResponseFunctionToolCall['status']> = 'completed',
+): ResponseFunctionToolCall & { id: string; status: NonNullable<ResponseFunctionToolCall['status']> } {
   return { type: 'function_call', id, call_id: item.call_id, name: item.name, arguments: item.arguments, status };
 }
 
@@ -70,7 +94,13 @@ export function storedItem(item: StoredItem, id: string): ResponseItem {
     return { type: 'function_call_output', id, call_id: item.call_id, output: item.output, status: 'completed' };
   }
   if (item.role === 'assistant') return message(item.content, id);
-  return { type: 'message', id, role: item.role, status: 'completed', content: [{ type: 'input_text', text: item.content }] } as ResponseItem;
+  return {
+    type: 'message',
+    id,
+    role: item.role,
+    status: 'completed',
+    content: [{ type: 'input_text', text: item.content }],
+  } as ResponseItem;
 }
 
 /** Tailgate's usage as OpenAI's (`cached_tokens` is what the provider reported, else 0). */
@@ -117,7 +147,9 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     status: fields.status,
     access_programs: null,
     background: false,
-    error: fields.error ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message } : null,
+    error: fields.error
+      ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message }
+      : null,
     incomplete_details: null,
     instructions: fields.instructions,
     max_output_tokens: fields.maxOutputTokens,
@@ -144,12 +176,18 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
 /** The concatenated text of the output messages (the SDKs' `output_text`). */
 export function outputText(output: readonly ResponseOutputItem[]): string {
   return output
-    .flatMap((item) => (item.type === 'message' ? item.content.flatMap((part) => (part.type === 'output_text' ? [part.text] : [])) : []))
+    .flatMap((item) =>
+      item.type === 'message' ? item.content.flatMap((part) => (part.type === 'output_text' ? [part.text] : [])) : [],
+    )
     .join('');
 }
 
 /** A stream event without its sequence number (the writer numbers them). */
-type UnnumberedEvent = ResponseStreamEvent extends infer Event ? (Event extends { sequence_number: number } ? Omit<Event, 'sequence_number'> : never) : never;
+type UnnumberedEvent = ResponseStreamEvent extends infer Event
+  ? Event extends { sequence_number: number }
+    ? Omit<Event, 'sequence_number'>
+    : never
+  : never;
 
 /**
  * Turns a turn's events into the official Responses event sequence: response.created and
@@ -166,7 +204,10 @@ export class ResponseEventWriter {
   readonly #itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string;
   readonly #send: (event: ResponseStreamEvent) => void;
 
-  constructor(itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string, send: (event: ResponseStreamEvent) => void) {
+  constructor(
+    itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string,
+    send: (event: ResponseStreamEvent) => void,
+  ) {
     this.#itemId = itemId;
     this.#send = send;
   }
@@ -184,30 +225,78 @@ export class ResponseEventWriter {
     if (this.#open) return this.#open;
     const id = this.#itemId(this.#index, { type: 'message' });
     this.#open = { id, text: '' };
-    this.#emit({ type: 'response.output_item.added', output_index: this.#index, item: { ...message('', id, 'in_progress'), content: [] } });
-    this.#emit({ type: 'response.content_part.added', output_index: this.#index, item_id: id, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+    this.#emit({
+      type: 'response.output_item.added',
+      output_index: this.#index,
+      item: { ...message('', id, 'in_progress'), content: [] },
+    });
+    this.#emit({
+      type: 'response.content_part.added',
+      output_index: this.#index,
+      item_id: id,
+      content_index: 0,
+      part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+    });
     return this.#open;
   }
 
   delta(delta: string): void {
     const open = this.#openMessage();
     open.text += delta;
-    this.#emit({ type: 'response.output_text.delta', output_index: this.#index, item_id: open.id, content_index: 0, delta, logprobs: [] });
+    this.#emit({
+      type: 'response.output_text.delta',
+      output_index: this.#index,
+      item_id: open.id,
+      content_index: 0,
+      delta,
+      logprobs: [],
+    });
   }
 
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
       const open = this.#openMessage();
       const part = { type: 'output_text' as const, text: item.content, annotations: [], logprobs: [] };
-      this.#emit({ type: 'response.output_text.done', output_index: this.#index, item_id: open.id, content_index: 0, text: item.content, logprobs: [] });
-      this.#emit({ type: 'response.content_part.done', output_index: this.#index, item_id: open.id, content_index: 0, part });
-      this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: message(item.content, open.id) });
+      this.#emit({
+        type: 'response.output_text.done',
+        output_index: this.#index,
+        item_id: open.id,
+        content_index: 0,
+        text: item.content,
+        logprobs: [],
+      });
+      this.#emit({
+        type: 'response.content_part.done',
+        output_index: this.#index,
+        item_id: open.id,
+        content_index: 0,
+        part,
+      });
+      this.#emit({
+        type: 'response.output_item.done',
+        output_index: this.#index,
+        item: message(item.content, open.id),
+      });
       this.#open = undefined;
     } else {
       const id = this.#itemId(this.#index, item);
-      this.#emit({ type: 'response.output_item.added', output_index: this.#index, item: functionCall({ ...item, arguments: '' }, id, 'in_progress') });
-      this.#emit({ type: 'response.function_call_arguments.delta', output_index: this.#index, item_id: id, delta: item.arguments });
-      this.#emit({ type: 'response.function_call_arguments.done', output_index: this.#index, item_id: id, arguments: item.arguments });
+      this.#emit({
+        type: 'response.output_item.added',
+        output_index: this.#index,
+        item: functionCall({ ...item, arguments: '' }, id, 'in_progress'),
+      });
+      this.#emit({
+        type: 'response.function_call_arguments.delta',
+        output_index: this.#index,
+        item_id: id,
+        delta: item.arguments,
+      });
+      this.#emit({
+        type: 'response.function_call_arguments.done',
+        output_index: this.#index,
+        item_id: id,
+        arguments: item.arguments,
+      });
       this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
     }
     this.#index += 1;

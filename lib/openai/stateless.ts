@@ -42,9 +42,16 @@ export async function runStateless(
   const prepared = preparePrompt(history, strategies, {
     config,
     env: services.env,
-    inbox: (items) => [...items, ...notices.map((notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }))],
+    inbox: (items) => [
+      ...items,
+      ...notices.map(
+        (notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }),
+      ),
+    ],
   });
-  let prompt: PromptItem[] = request.instructions ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items] : prepared.items;
+  let prompt: PromptItem[] = request.instructions
+    ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items]
+    : prepared.items;
   // As a stored turn: a model with a known window never gets a prompt that must fail.
   const budget = resolveTokenBudget(model.id, config, {
     ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),

@@ -54,7 +54,8 @@ const WIDTH = 12;
 /** Validates an id and returns it; throws InvalidRequestError for anything else. */
 export function validateId(id: string): string {
   const parsed = idSchema.safeParse(id);
-  if (!parsed.success) throw new InvalidRequestError(`invalid session id: ${parsed.error.issues[0]?.message ?? 'bad id'}`);
+  if (!parsed.success)
+    throw new InvalidRequestError(`invalid session id: ${parsed.error.issues[0]?.message ?? 'bad id'}`);
   return parsed.data;
 }
 
@@ -87,7 +88,8 @@ function pad(value: number): string {
 }
 
 function checkRecordNumber(record: number): number {
-  if (!Number.isSafeInteger(record) || record < 1 || record >= RECORD_BOUND) throw new RangeError(`record number out of range: ${record}`);
+  if (!Number.isSafeInteger(record) || record < 1 || record >= RECORD_BOUND)
+    throw new RangeError(`record number out of range: ${record}`);
   return record;
 }
 
@@ -112,7 +114,10 @@ export function viewKey(scope: LogScope, record: number): string {
 }
 
 /** The key of a segment packing records `firstRecord..lastRecord` (seqs `firstSeq..lastSeq`). */
-export function segmentKey(scope: LogScope, range: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }): string {
+export function segmentKey(
+  scope: LogScope,
+  range: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number },
+): string {
   return `${recordKey(scope, range.lastRecord)}-${pad(checkRecordNumber(range.firstRecord))}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
 }
 
@@ -133,7 +138,8 @@ export function parseRecordsEntry(name: string): RecordsEntry | null {
   if (record) {
     const number = RECORD_BOUND - Number(record[1]);
     if (number < 1) return null;
-    const kind = record[2] === '.done' ? 'done' : record[2] === '.view' ? 'view' : record[2] === '.lease' ? 'lease' : 'record';
+    const kind =
+      record[2] === '.done' ? 'done' : record[2] === '.view' ? 'view' : record[2] === '.lease' ? 'lease' : 'record';
     return { kind, record: number };
   }
   const segment = segmentPattern.exec(name);

@@ -118,7 +118,6 @@ export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], los
 export const MAX_OPEN_CALLS = 1000;
 const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);
 
-
 /** `turn/<inverted record>`: an append, or the open part of a model turn (its input). */
 export const recordSchema = z
   .object({
@@ -137,13 +136,21 @@ export const recordSchema = z
      * byte budget), so a tail read finds the recent history in the newest record instead of
      * one get per record.
      */
-    recent: z.array(z.object({ record: z.number().int().positive(), items: z.array(logItemSchema) }).strict()).optional(),
+    recent: z
+      .array(z.object({ record: z.number().int().positive(), items: z.array(logItemSchema) }).strict())
+      .optional(),
     /** Model turns: the ordinal of the turn (counts.turns after the claim). */
     turn: z.number().int().positive().optional(),
     lease_expires_at: z.string().optional(),
-    idempotency_key_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    idempotency_key_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
     /** SHA-256 of the request a keyed turn was taken with (a reuse with another body is refused). */
-    request_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    request_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
     request: z.unknown().optional(),
     /** The current context start when this record was written (a `compact` record sets it). */
     context: contextStartSchema.optional(),
@@ -182,7 +189,10 @@ export const idempotencyClaimSchema = z
   .object({
     format: z.literal('tailgate.idempotency.v1'),
     record: z.number().int().positive(),
-    request_sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+    request_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
   })
   .strict();
 
@@ -195,7 +205,11 @@ export const leaseSchema = z
 export const viewItemSchema = z.discriminatedUnion('type', [
   messageItemSchema.extend(storedFields),
   functionCallItemSchema.extend({ ...storedFields, compacted: z.literal(true).optional() }),
-  functionCallOutputItemSchema.extend({ ...storedFields, output_ref: payloadRefSchema.optional(), compacted: z.literal(true).optional() }),
+  functionCallOutputItemSchema.extend({
+    ...storedFields,
+    output_ref: payloadRefSchema.optional(),
+    compacted: z.literal(true).optional(),
+  }),
 ]);
 
 /**
@@ -221,7 +235,11 @@ export const viewSchema = z
     aggregates: historyAggregatesSchema,
     call_keys: z.string().regex(/^(?:[0-9a-f]{12})*$/),
     tail: z
-      .object({ from_seq: z.number().int().positive(), window_start: z.number().int().positive(), items: z.array(viewItemSchema) })
+      .object({
+        from_seq: z.number().int().positive(),
+        window_start: z.number().int().positive(),
+        items: z.array(viewItemSchema),
+      })
       .strict()
       .nullable(),
     created_at: z.string(),
@@ -262,18 +280,36 @@ export const segmentIndexSchema = z
     last_record: z.number().int().positive(),
     first_seq: z.number().int().positive(),
     last_seq: z.number().int().nonnegative(),
-    turns: z.object({ offset: z.number().int().nonnegative(), records: z.array(z.number().int()), ends: z.array(z.number().int()) }).strict(),
+    turns: z
+      .object({
+        offset: z.number().int().nonnegative(),
+        records: z.array(z.number().int()),
+        ends: z.array(z.number().int()),
+      })
+      .strict(),
     /**
      * The tools section: `count` lines; `marks[k]` is the end offset of line 32k+31, so any
      * run of lines is one range request (rounded out to blocks of 32 lines). Their seqs are
      * the seqs of the segment that are not messages.
      */
-    tools: z.object({ offset: z.number().int().nonnegative(), count: z.number().int().nonnegative(), marks: z.array(z.number().int().nonnegative()) }).strict(),
+    tools: z
+      .object({
+        offset: z.number().int().nonnegative(),
+        count: z.number().int().nonnegative(),
+        marks: z.array(z.number().int().nonnegative()),
+      })
+      .strict(),
     /** Seqs of function_calls with no output of their call_id later in this segment. */
     unmatched: z.array(z.number().int().positive()),
     /** call_id -> seq of the first output in this segment whose call is in an older one. */
     orphans: z.record(z.string(), z.number().int().positive()),
-    messages: z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative(), count: z.number().int().nonnegative() }).strict(),
+    messages: z
+      .object({
+        offset: z.number().int().nonnegative(),
+        length: z.number().int().nonnegative(),
+        count: z.number().int().nonnegative(),
+      })
+      .strict(),
     /**
      * How many messages before `first_seq` the messages section starts with: all of them, so
      * a tail read can stop here (null when they were too large to carry).

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { CorruptObjectError } from '../errors.ts';
 import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
 import {
@@ -138,7 +138,12 @@ export class SegmentReader {
   readonly #firstRead: number;
 
   /** `firstRead`: bytes of the first suffix read; smaller when only the index and messages are wanted. */
-  constructor(store: ObjectStore, key: string, expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number }, firstRead = FIRST_READ) {
+  constructor(
+    store: ObjectStore,
+    key: string,
+    expected: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number },
+    firstRead = FIRST_READ,
+  ) {
     this.#store = store;
     this.#firstRead = Math.max(FOOTER_LENGTH, firstRead);
     this.key = key;
@@ -186,14 +191,20 @@ export class SegmentReader {
     if (this.#messages) return this.#messages;
     const index = await this.index();
     await this.#extendTo(index.messages.offset);
-    const all = this.#lines(this.#slice(index.messages.offset, index.messages.offset + index.messages.length), logItemSchema);
+    const all = this.#lines(
+      this.#slice(index.messages.offset, index.messages.offset + index.messages.length),
+      logItemSchema,
+    );
     const carriedCount = index.carried ?? 0;
     const carried = all.slice(0, carriedCount);
     const items = all.slice(carriedCount);
     if (
       items.length !== index.messages.count ||
       items.some((item) => item.type !== 'message' || item.seq < index.first_seq || item.seq > index.last_seq) ||
-      carried.some((item, i) => item.type !== 'message' || item.seq >= index.first_seq || (i > 0 && item.seq <= carried[i - 1]!.seq))
+      carried.some(
+        (item, i) =>
+          item.type !== 'message' || item.seq >= index.first_seq || (i > 0 && item.seq <= carried[i - 1]!.seq),
+      )
     ) {
       throw new CorruptObjectError(this.key, 'segment messages do not match its index');
     }
@@ -238,7 +249,10 @@ export class SegmentReader {
     const blockStart = firstBlock * TOOL_BLOCK;
     const items = this.#lines(bytes, logItemSchema);
     const blockEnd = Math.min(index.tools.count, (lastBlock + 1) * TOOL_BLOCK);
-    if (items.length !== blockEnd - blockStart || items.some((item, i) => item.type === 'message' || item.seq !== seqs[blockStart + i])) {
+    if (
+      items.length !== blockEnd - blockStart ||
+      items.some((item, i) => item.type === 'message' || item.seq !== seqs[blockStart + i])
+    ) {
       throw new CorruptObjectError(this.key, 'segment tool lines do not match its index');
     }
     return items.slice(from - blockStart, to - blockStart);
@@ -257,7 +271,10 @@ export class SegmentReader {
     if (!object) throw new SegmentMissingError(this.key);
     this.bytesRead += object.body.length;
     const turns = this.#lines(object.body, segmentTurnSchema);
-    if (turns.length !== high - low || turns.some((turn, offset) => turn.record !== index.turns.records[low + offset])) {
+    if (
+      turns.length !== high - low ||
+      turns.some((turn, offset) => turn.record !== index.turns.records[low + offset])
+    ) {
       throw new CorruptObjectError(this.key, 'segment turn lines do not match its index');
     }
     return turns;
@@ -269,11 +286,14 @@ export class SegmentReader {
     const position = index.turns.records.indexOf(record);
     if (position < 0) return null;
     const start = position === 0 ? index.turns.offset : index.turns.ends[position - 1]!;
-    const object = await this.#store.get(this.key, { range: { offset: start, length: index.turns.ends[position]! - start } });
+    const object = await this.#store.get(this.key, {
+      range: { offset: start, length: index.turns.ends[position]! - start },
+    });
     if (!object) throw new SegmentMissingError(this.key);
     this.bytesRead += object.body.length;
     const [turn] = this.#lines(object.body, segmentTurnSchema);
-    if (!turn || turn.record !== record) throw new CorruptObjectError(this.key, 'segment turn line does not match its index');
+    if (!turn || turn.record !== record)
+      throw new CorruptObjectError(this.key, 'segment turn line does not match its index');
     return turn;
   }
 
@@ -284,7 +304,13 @@ export class SegmentReader {
     const turns = this.#lines(this.#slice(index.turns.offset, index.tools.offset), segmentTurnSchema);
     const tools = await this.tools(0, index.tools.count, true);
     const items = [...tools, ...(await this.messages())].sort((a, b) => a.seq - b.seq);
-    return { firstRecord: index.first_record, lastRecord: index.last_record, items, turns, carried: await this.carriedMessages() };
+    return {
+      firstRecord: index.first_record,
+      lastRecord: index.last_record,
+      items,
+      turns,
+      carried: await this.carriedMessages(),
+    };
   }
 
   async #extendTo(offset: number): Promise<void> {

@@ -6,12 +6,31 @@ import type { TailRequirement } from '../strategies/strategy.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems, beginTurn, completeTurn, type TurnResult } from './log/commit.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
-import { createSession, deleteSession, getSession, revokeTokens, sessionExists, sessionScope, tokenGeneration, updateSession } from './log/config-object.ts';
+import {
+  createSession,
+  deleteSession,
+  getSession,
+  revokeTokens,
+  sessionExists,
+  sessionScope,
+  tokenGeneration,
+  updateSession,
+} from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
 import { cancelTurn, renewLease } from './log/lease.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
-import type { BeginTurnResult, ContextView, NewContext, NewSession, OpenTurn, PackOptions, PackResult, SessionLogOptions, SessionRecord } from './log/types.ts';
+import type {
+  BeginTurnResult,
+  ContextView,
+  NewContext,
+  NewSession,
+  OpenTurn,
+  PackOptions,
+  PackResult,
+  SessionLogOptions,
+  SessionRecord,
+} from './log/types.ts';
 import { needsView } from './log/views.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
@@ -154,7 +173,11 @@ export class SessionLog {
    * aggregates then) compact or drop items the view holds whole, or need a tail it lacks (a
    * new epoch began). The caller then packs with `refresh`.
    */
-  needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggregates) => TailRequirement, output: readonly StoredItem[] = []): boolean {
+  needsView(
+    turn: OpenTurn,
+    requirement: (aggregates: HistoryAggregates) => TailRequirement,
+    output: readonly StoredItem[] = [],
+  ): boolean {
     return needsView(turn, requirement, output);
   }
 
@@ -177,7 +200,10 @@ export class SessionLog {
    * `compact` record carrying it commits the move (create-only, skipped when a record with
    * that context or a newer one is already there). An open turn: TurnInProgressError.
    */
-  async compact(id: string, summarize: (view: ContextView) => Promise<NewContext | null>): Promise<{ compacted: boolean; context: ContextStart | null }> {
+  async compact(
+    id: string,
+    summarize: (view: ContextView) => Promise<NewContext | null>,
+  ): Promise<{ compacted: boolean; context: ContextStart | null }> {
     return compact(this.#log, id, summarize);
   }
 
@@ -193,7 +219,13 @@ export class SessionLog {
   async previewContext(
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-  ): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null; undelivered: Undelivered; scope: LogScope }> {
+  ): Promise<{
+    items: PromptItem[];
+    aggregates: HistoryAggregates;
+    context: ContextStart | null;
+    undelivered: Undelivered;
+    scope: LogScope;
+  }> {
     return readAgainIfGone(() => previewContext(this.#log, id, requirement));
   }
 
@@ -218,7 +250,10 @@ export class SessionLog {
    * `limit` (1..1000) and about MAX_PAGE_BYTES of items (at least one), with payloads whole.
    * Reads from the tail, so the newest page costs the same however long the session is.
    */
-  async listItems(id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
+  async listItems(
+    id: string,
+    options: { before?: number; limit: number },
+  ): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
     return readAgainIfGone(() => listItems(this.#log, id, options));
   }
 
@@ -240,7 +275,10 @@ export class SessionLog {
    * Model turns newest first (numbered below `before`, at most `limit`), each with its
    * outcome, times, settings, `context` counts, notices, usage and seq ranges (log/turns.ts).
    */
-  async listTurns(id: string, options: { before?: number; limit: number }): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
+  async listTurns(
+    id: string,
+    options: { before?: number; limit: number },
+  ): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
     return listTurns(this.#log, id, options);
   }
 
@@ -250,12 +288,20 @@ export class SessionLog {
   }
 
   /** A page of the items up to a turn's input, newest first, each with its treatment in that turn. */
-  async turnItems(id: string, turn: number, options: { before?: number; limit: number }): Promise<{ items: SeenItem[]; has_more: boolean; next_before: number | null }> {
+  async turnItems(
+    id: string,
+    turn: number,
+    options: { before?: number; limit: number },
+  ): Promise<{ items: SeenItem[]; has_more: boolean; next_before: number | null }> {
     return turnItems(this.#log, id, turn, options);
   }
 
   /** A page of sessions by id (one delimited listing; see log/listing.ts for what each row costs). */
-  async listSessions(options: { after?: string; limit: number; counts?: boolean }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
+  async listSessions(options: {
+    after?: string;
+    limit: number;
+    counts?: boolean;
+  }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
     return listSessions(this.#log, options);
   }
 

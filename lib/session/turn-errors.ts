@@ -13,7 +13,9 @@ export class TurnClosedError extends TailgateError {
   constructor(sessionId: string, turn: number, code: 'lease_expired' | 'turn_cancelled') {
     super(
       code,
-      code === 'turn_cancelled' ? `turn ${turn} was cancelled; its output was not stored` : `turn ${turn} outlived its lease and was closed as failed; its output was not stored`,
+      code === 'turn_cancelled'
+        ? `turn ${turn} was cancelled; its output was not stored`
+        : `turn ${turn} outlived its lease and was closed as failed; its output was not stored`,
       { session_id: sessionId, turn },
     );
     this.name = 'TurnClosedError';

@@ -3,8 +3,23 @@ import { parseRecordsEntry, RECORD_BOUND } from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
-  | { kind: 'record'; record: number; key: string; doneKey: string | null; viewKey: string | null; leaseKey: string | null }
-  | { kind: 'segment'; key: string; size: number; firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number };
+  | {
+      kind: 'record';
+      record: number;
+      key: string;
+      doneKey: string | null;
+      viewKey: string | null;
+      leaseKey: string | null;
+    }
+  | {
+      kind: 'segment';
+      key: string;
+      size: number;
+      firstRecord: number;
+      lastRecord: number;
+      firstSeq: number;
+      lastSeq: number;
+    };
 
 interface Group {
   prefix: string;
@@ -47,7 +62,11 @@ export class UnitCursor {
   #carry: Group | null = null;
 
   /** `below`: only units of records below this number (the walk starts under it). */
-  constructor(store: ObjectStore, prefix: string, options: { pageLimit?: number; below?: number; listPrefix?: string; firstPage?: Promise<ListResult> } = {}) {
+  constructor(
+    store: ObjectStore,
+    prefix: string,
+    options: { pageLimit?: number; below?: number; listPrefix?: string; firstPage?: Promise<ListResult> } = {},
+  ) {
     this.#store = store;
     this.#prefix = prefix;
     this.#listPrefix = options.listPrefix ?? prefix;
@@ -81,7 +100,11 @@ export class UnitCursor {
   async #page(): Promise<void> {
     const first = this.#firstPage;
     this.#firstPage = undefined;
-    const page = await (first ?? this.#store.list(this.#listPrefix, { limit: this.#pageLimit, ...(this.#cursor ? { cursor: this.#cursor } : {}) }));
+    const page = await (first ??
+      this.#store.list(this.#listPrefix, {
+        limit: this.#pageLimit,
+        ...(this.#cursor ? { cursor: this.#cursor } : {}),
+      }));
     this.lists += 1;
     let passed = false;
     for (const object of page.objects) {

@@ -1,4 +1,12 @@
-import type { GetOptions, ListOptions, ListResult, ObjectInfo, ObjectStore, PutOptions, StoredObject } from './object-store.ts';
+import type {
+  GetOptions,
+  ListOptions,
+  ListResult,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  StoredObject,
+} from './object-store.ts';
 import { toBytes } from './object-store.ts';
 
 /** The five ObjectStore operations, as counted and as matched by fault rules. */

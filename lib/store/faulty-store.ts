@@ -1,6 +1,14 @@
 import { StorageError } from '../errors.ts';
 import type { StoreOperation } from './counting-store.ts';
-import type { GetOptions, ListOptions, ListResult, ObjectInfo, ObjectStore, PutOptions, StoredObject } from './object-store.ts';
+import type {
+  GetOptions,
+  ListOptions,
+  ListResult,
+  ObjectInfo,
+  ObjectStore,
+  PutOptions,
+  StoredObject,
+} from './object-store.ts';
 
 /** One call as a fault rule sees it. */
 export interface StoreCall {
@@ -93,7 +101,8 @@ export class FaultyStore implements ObjectStore {
     if (!fault) return work();
     fault.rule.remaining -= 1;
     this.injected += 1;
-    const error = fault.rule.error?.(fault.call) ?? new StorageError(`injected fault: ${operation} ${fault.call.key}`, fault.call);
+    const error =
+      fault.rule.error?.(fault.call) ?? new StorageError(`injected fault: ${operation} ${fault.call.key}`, fault.call);
     if (fault.rule.after) await work();
     throw error;
   }

@@ -37,7 +37,10 @@ export function escapeSegment(segment: string, key: string): string {
     escaped += SAFE_BYTE.test(char) ? char : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
   }
   if (escaped.length > MAX_ESCAPED_SEGMENT) {
-    throw new StorageError(`file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ${MAX_ESCAPED_SEGMENT})`, { key });
+    throw new StorageError(
+      `file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ${MAX_ESCAPED_SEGMENT})`,
+      { key },
+    );
   }
   return escaped;
 }
@@ -69,7 +72,10 @@ export async function openIfExists(path: string, operation: string, key: string)
 }
 
 /** The header line of an object file, where its body starts, and the body's size. */
-export async function readHeader(file: FileHandle, key: string): Promise<{ header: Header; bodyStart: number; size: number }> {
+export async function readHeader(
+  file: FileHandle,
+  key: string,
+): Promise<{ header: Header; bodyStart: number; size: number }> {
   const { size: fileSize } = await file.stat();
   const chunks: Buffer[] = [];
   let position = 0;
@@ -137,7 +143,9 @@ export async function processAlive(pid: number): Promise<boolean> {
 }
 
 export function codeOf(error: unknown): string | undefined {
-  return typeof error === 'object' && error !== null && 'code' in error ? String((error as { code: unknown }).code) : undefined;
+  return typeof error === 'object' && error !== null && 'code' in error
+    ? String((error as { code: unknown }).code)
+    : undefined;
 }
 
 export function asStorageError(operation: string, key: string, error: unknown): StorageError {

@@ -15,7 +15,26 @@ import {
   type PutOptions,
   type StoredObject,
 } from './object-store.ts';
-import { type Header, OBJECT, DIRECTORY, LOCK, TEMP, NEWLINE, MAX_LIST_LIMIT, escapeSegment, unescapeSegment, openIfExists, readHeader, readHeaderAt, infoOf, exists, processAlive, codeOf, asStorageError, sleep } from './file-format.ts';
+import {
+  type Header,
+  OBJECT,
+  DIRECTORY,
+  LOCK,
+  TEMP,
+  NEWLINE,
+  MAX_LIST_LIMIT,
+  escapeSegment,
+  unescapeSegment,
+  openIfExists,
+  readHeader,
+  readHeaderAt,
+  infoOf,
+  exists,
+  processAlive,
+  codeOf,
+  asStorageError,
+  sleep,
+} from './file-format.ts';
 
 export interface FileStoreOptions {
   /** A lock older than this is taken over even if its process seems alive (pid reuse). */
@@ -23,7 +42,6 @@ export interface FileStoreOptions {
   /** How long a write waits for a key's lock before failing with StorageError. */
   lockTimeoutMs?: number;
 }
-
 
 /** Lock tokens this process holds, to tell its own live locks from a dead predecessor's with the same pid. */
 const heldTokens = new Set<string>();
@@ -71,7 +89,8 @@ export class FileStore implements ObjectStore {
       let done = 0;
       while (done < body.length) {
         const { bytesRead } = await file.read(body, done, body.length - done, bodyStart + start + done);
-        if (bytesRead === 0) throw new StorageError(`file store get ${key} failed: object file is truncated`, { operation: 'get', key });
+        if (bytesRead === 0)
+          throw new StorageError(`file store get ${key} failed: object file is truncated`, { operation: 'get', key });
         done += bytesRead;
       }
       return { ...infoOf(key, header, size), body };
@@ -253,7 +272,8 @@ export class FileStore implements ObjectStore {
         }
         if (code !== 'EEXIST') throw error;
         await this.#breakIfStale(lockPath);
-        if (Date.now() > deadline) throw new StorageError(`file store: timed out waiting for the lock of ${key}`, { key });
+        if (Date.now() > deadline)
+          throw new StorageError(`file store: timed out waiting for the lock of ${key}`, { key });
         await sleep(Math.min(50, 1 + attempt) * (0.5 + Math.random()));
       }
     }
@@ -279,7 +299,11 @@ export class FileStore implements ObjectStore {
     const pid = Number(content.split(' ')[0]);
     const old = Date.now() - modified > this.#staleLockMs;
     // An empty lock is one being written; it is stale only when old.
-    const dead = content !== '' && (!Number.isInteger(pid) || pid <= 0 || (pid === process.pid ? !heldTokens.has(content) : !(await processAlive(pid))));
+    const dead =
+      content !== '' &&
+      (!Number.isInteger(pid) ||
+        pid <= 0 ||
+        (pid === process.pid ? !heldTokens.has(content) : !(await processAlive(pid))));
     if (!dead && !old) return;
     // Move it aside atomically and check that what moved is the lock judged stale; if a new
     // holder took the name meanwhile, give it back.
@@ -322,6 +346,12 @@ export class FileStore implements ObjectStore {
   /** The directory of keys starting with `base` (empty, or ending in `/`). */
   #directoryOf(base: string): string {
     if (base === '') return this.root;
-    return join(this.root, ...base.slice(0, -1).split('/').map((segment) => escapeSegment(segment, base) + DIRECTORY));
+    return join(
+      this.root,
+      ...base
+        .slice(0, -1)
+        .split('/')
+        .map((segment) => escapeSegment(segment, base) + DIRECTORY),
+    );
   }
 }

@@ -64,7 +64,9 @@ export class MemoryStore implements ObjectStore {
     const after = options.cursor ?? options.startAfter;
     // Keys under a prefix are contiguous in byte order, starting where the prefix would sit.
     const keys =
-      after !== undefined && compareKeys(after, prefix) >= 0 ? this.#sorted.after(after, true) : this.#sorted.after(prefix, false);
+      after !== undefined && compareKeys(after, prefix) >= 0
+        ? this.#sorted.after(after, true)
+        : this.#sorted.after(prefix, false);
     const page: string[] = [];
     const prefixes: string[] = [];
     let truncated = false;

@@ -99,7 +99,9 @@ export class R2Store implements ObjectStore {
         const listed = await this.#bucket.list(listOptions);
         const objects = listed.objects.map(toInfo);
         const prefixes = options.delimiter !== undefined ? { prefixes: listed.delimitedPrefixes } : {};
-        return listed.truncated ? { objects, truncated: true, cursor: listed.cursor, ...prefixes } : { objects, truncated: false, ...prefixes };
+        return listed.truncated
+          ? { objects, truncated: true, cursor: listed.cursor, ...prefixes }
+          : { objects, truncated: false, ...prefixes };
       } catch (error) {
         throw storageError('list', prefix, error);
       }
@@ -178,6 +180,9 @@ const storesByBucket = new WeakMap<R2Bucket, R2Store>();
  */
 export function r2StoreFor(bucket: R2Bucket): R2Store {
   let store = storesByBucket.get(bucket);
-  if (!store) storesByBucket.set(bucket, (store = new R2Store(bucket)));
+  if (!store) {
+    store = new R2Store(bucket);
+    storesByBucket.set(bucket, store);
+  }
   return store;
 }

@@ -189,7 +189,10 @@ export class S3Store implements ObjectStore {
         uploaded: object.LastModified ?? new Date(0),
         metadata: {},
       }));
-      const prefixes = options.delimiter === undefined ? {} : { prefixes: (response.CommonPrefixes ?? []).flatMap((entry) => (entry.Prefix ? [entry.Prefix] : [])) };
+      const prefixes =
+        options.delimiter === undefined
+          ? {}
+          : { prefixes: (response.CommonPrefixes ?? []).flatMap((entry) => (entry.Prefix ? [entry.Prefix] : [])) };
       return response.IsTruncated && response.NextContinuationToken
         ? { objects, truncated: true, cursor: response.NextContinuationToken, ...prefixes }
         : { objects, truncated: false, ...prefixes };
@@ -214,7 +217,8 @@ export class S3Store implements ObjectStore {
         failed = (response.Errors ?? []).filter((entry) => entry.Code !== 'NoSuchKey').map((entry) => entry.Key ?? '');
       } catch (error) {
         // Some S3-compatible services lack DeleteObjects; one DeleteObject per key still works.
-        if (statusOf(error) !== 501 && nameOf(error) !== 'NotImplemented') throw storageError('delete', batch[0]!, error);
+        if (statusOf(error) !== 501 && nameOf(error) !== 'NotImplemented')
+          throw storageError('delete', batch[0]!, error);
         failed = batch;
       }
       for (const key of failed) await this.#deleteOne(key);
@@ -243,7 +247,9 @@ export function createS3Store(options: S3StoreOptions): S3Store {
 
 function rangeHeader(range: ByteRange): string {
   if ('suffix' in range) return `bytes=-${range.suffix}`;
-  return range.length === undefined ? `bytes=${range.offset}-` : `bytes=${range.offset}-${range.offset + range.length - 1}`;
+  return range.length === undefined
+    ? `bytes=${range.offset}-`
+    : `bytes=${range.offset}-${range.offset + range.length - 1}`;
 }
 
 function isEmptyRange(range: ByteRange): boolean {

@@ -155,7 +155,7 @@ export function extendAggregates(
  */
 export function repeatFlagReader(aggregates: HistoryAggregates): (index: number) => boolean {
   const bytes = decodeBase64(aggregates.repeat_flags);
-  return (index) => index >= 0 && (index >> 3) < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
+  return (index) => index >= 0 && index >> 3 < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
 }
 
 function encodeBase64(bytes: Uint8Array): string {

@@ -59,7 +59,6 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
       // An item may come compacted already (a stored view holds it so): it counts the same.
       if (compacted.compacted) changed = true;
       out.push(compacted);
-      continue;
     }
   }
   // Dropped items of a tail view are not in `items`, so whether anything is dropped comes

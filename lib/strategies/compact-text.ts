@@ -129,7 +129,12 @@ function compactValue(value: unknown, state: { changed: boolean }): unknown {
     const copy: Record<string, unknown> = {};
     for (const [key, entry] of Object.entries(value)) {
       // defineProperty, so a `__proto__` key stays a plain key as JSON.parse made it.
-      Object.defineProperty(copy, key, { value: compactValue(entry, state), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(copy, key, {
+        value: compactValue(entry, state),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
     return copy;
   }

@@ -8,7 +8,8 @@ import type { TailRequirement } from './strategy.ts';
  * keeps whole wherever they are.
  */
 export function epochTailRequirement(plan: EpochPlan | null, aggregates: HistoryAggregates): TailRequirement {
-  const toolCalls = plan === null ? aggregates.tool_calls : Math.min(aggregates.tool_calls, plan.keepFull + plan.compacted);
+  const toolCalls =
+    plan === null ? aggregates.tool_calls : Math.min(aggregates.tool_calls, plan.keepFull + plan.compacted);
   const seqs = [...new Set(Object.values(aggregates.repeated))].sort((a, b) => a - b);
   return { toolCalls, seqs, wholeCalls: plan === null ? toolCalls : Math.min(toolCalls, plan.keepFull) };
 }

@@ -139,7 +139,8 @@ export function indexHistory(
       if (known !== undefined) info.set(copy, known);
     },
   };
-  const sanitized = paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));
+  const sanitized =
+    paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));
   return { history, items: sanitized };
 }
 

@@ -45,7 +45,12 @@ export function resolveStrategies(
   registry: StrategyRegistry = builtInRegistry,
   env: Record<string, string | undefined> = {},
 ): Strategy[] {
-  const names = spec === undefined ? defaultStrategyNames(env) : typeof spec === 'string' ? splitStrategyNames(spec) : spec.map((name) => name.trim()).filter((name) => name !== '');
+  const names =
+    spec === undefined
+      ? defaultStrategyNames(env)
+      : typeof spec === 'string'
+        ? splitStrategyNames(spec)
+        : spec.map((name) => name.trim()).filter((name) => name !== '');
   return names.map((name) => registry.get(name));
 }
 

@@ -27,15 +27,22 @@ export function tailRequirement(
   let wholeCalls: number | undefined = 0;
   const seqs = new Set<number>();
   for (const strategy of resolved) {
-    const needed = strategy.tailRequirement ? strategy.tailRequirement(config, aggregates) : { toolCalls: 'all' as const, seqs: [] };
+    const needed = strategy.tailRequirement
+      ? strategy.tailRequirement(config, aggregates)
+      : { toolCalls: 'all' as const, seqs: [] };
     if (needed === null) continue;
     if (needed.toolCalls === 'all' || toolCalls === 'all') toolCalls = 'all';
     else toolCalls = Math.max(toolCalls ?? 0, needed.toolCalls);
-    wholeCalls = needed.wholeCalls === undefined || wholeCalls === undefined ? undefined : Math.max(wholeCalls, needed.wholeCalls);
+    wholeCalls =
+      needed.wholeCalls === undefined || wholeCalls === undefined ? undefined : Math.max(wholeCalls, needed.wholeCalls);
     for (const seq of needed.seqs) seqs.add(seq);
   }
   if (toolCalls === undefined || toolCalls === 'all') return { toolCalls: 'all', seqs: [] };
-  return { toolCalls, seqs: [...seqs].sort((a, b) => a - b), ...(wholeCalls === undefined ? {} : { wholeCalls: Math.min(wholeCalls, toolCalls) }) };
+  return {
+    toolCalls,
+    seqs: [...seqs].sort((a, b) => a - b),
+    ...(wholeCalls === undefined ? {} : { wholeCalls: Math.min(wholeCalls, toolCalls) }),
+  };
 }
 
 /**

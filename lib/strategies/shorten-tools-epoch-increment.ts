@@ -34,6 +34,9 @@ export const shortenToolsEpochIncrement: Strategy = {
     return applyEpochPlan(input, plan, history);
   },
   tailRequirement(config, aggregates) {
-    return epochTailRequirement(incrementEpochPlan(aggregates.tool_calls, config, repeatFlagReader(aggregates)), aggregates);
+    return epochTailRequirement(
+      incrementEpochPlan(aggregates.tool_calls, config, repeatFlagReader(aggregates)),
+      aggregates,
+    );
   },
 };

@@ -68,7 +68,8 @@ export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
  * error naming the key.
  */
 export const strategyConfigSchema = z.preprocess(
-  (raw) => (raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STRATEGY_CONFIG_DEFAULTS, ...raw } : raw),
+  (raw) =>
+    raw !== null && typeof raw === 'object' && !Array.isArray(raw) ? { ...STRATEGY_CONFIG_DEFAULTS, ...raw } : raw,
   strategyConfigFieldsSchema,
 );
 export type StrategyConfig = z.output<typeof strategyConfigSchema>;

@@ -62,10 +62,29 @@ export function resolveTokenBudget(
 ): TokenBudget {
   const family = modelFamily(modelId);
   const echo = modelId === 'echo' || modelId.startsWith('echo:');
-  const contextLimit = config.context_limit > 0 ? config.context_limit : family ? family.contextLimit : echo ? Number.POSITIVE_INFINITY : FALLBACK_CONTEXT_LIMIT;
-  const baseReserve = config.response_reserve > 0 ? config.response_reserve : family ? family.responseReserve : Number.isFinite(contextLimit) ? Math.min(FALLBACK_RESPONSE_RESERVE, Math.floor(contextLimit / 4)) : 0;
+  const contextLimit =
+    config.context_limit > 0
+      ? config.context_limit
+      : family
+        ? family.contextLimit
+        : echo
+          ? Number.POSITIVE_INFINITY
+          : FALLBACK_CONTEXT_LIMIT;
+  const baseReserve =
+    config.response_reserve > 0
+      ? config.response_reserve
+      : family
+        ? family.responseReserve
+        : Number.isFinite(contextLimit)
+          ? Math.min(FALLBACK_RESPONSE_RESERVE, Math.floor(contextLimit / 4))
+          : 0;
   const responseReserve = Math.max(baseReserve, options.maxOutputTokens ?? 0);
-  return { contextLimit, responseReserve, promptLimit: contextLimit - responseReserve, counter: tokenCounterFor(modelId, options.encoders) };
+  return {
+    contextLimit,
+    responseReserve,
+    promptLimit: contextLimit - responseReserve,
+    counter: tokenCounterFor(modelId, options.encoders),
+  };
 }
 
 /**

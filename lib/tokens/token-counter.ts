@@ -48,7 +48,11 @@ export function itemText(item: PromptItem): string {
  */
 export function countItemTokens(item: PromptItem, counter: TokenCounter): number {
   if (item.type === 'function_call_output' && item.output_ref && item.output === '') {
-    return ITEM_OVERHEAD_TOKENS + approximateTokenCounter.count(item.output_ref.head) + Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN);
+    return (
+      ITEM_OVERHEAD_TOKENS +
+      approximateTokenCounter.count(item.output_ref.head) +
+      Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
+    );
   }
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item));
 }
@@ -60,7 +64,11 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
  *
  * @example countPromptTokens([{ type: 'message', role: 'user', content: 'hello world!' }], [], approximateTokenCounter) // 7
  */
-export function countPromptTokens(prompt: readonly PromptItem[], tools: readonly Tool[], counter: TokenCounter): number {
+export function countPromptTokens(
+  prompt: readonly PromptItem[],
+  tools: readonly Tool[],
+  counter: TokenCounter,
+): number {
   let total = tools.length > 0 ? counter.count(JSON.stringify(tools)) : 0;
   for (const item of prompt) total += countItemTokens(item, counter);
   return total;

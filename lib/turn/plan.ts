@@ -12,7 +12,10 @@ import type { TurnServices, TurnRequest } from './types.ts';
  * default list). Throws UnknownStrategyError (400, listing the known names) for an unknown
  * one, so a bad list is refused before anything is stored.
  */
-export function resolveStrategyNames(spec: string | readonly string[] | undefined, env: Record<string, string | undefined>): string[] {
+export function resolveStrategyNames(
+  spec: string | readonly string[] | undefined,
+  env: Record<string, string | undefined>,
+): string[] {
   return resolveStrategies(spec, builtInRegistry, env).map((strategy) => strategy.name);
 }
 
@@ -28,7 +31,10 @@ export interface TurnPlan {
  * their strategies need (the plan of a turn, or a session's settings without a request).
  */
 export function packOptions(plan: Pick<TurnPlan, 'strategies' | 'strategyConfig'>): PackOptions {
-  return { requirement: (aggregates, context) => (context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates)) };
+  return {
+    requirement: (aggregates, context) =>
+      context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
+  };
 }
 
 /** The strategies and thresholds of a session's turns when the request sets none. */
@@ -43,7 +49,11 @@ export function sessionStrategyPlan(
 }
 
 /** The strategies, thresholds, model and tools of a turn, from the request over the session. */
-export function planTurn(services: TurnServices, session: SessionRecord, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>): TurnPlan {
+export function planTurn(
+  services: TurnServices,
+  session: SessionRecord,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>,
+): TurnPlan {
   const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
   const strategyConfig = resolveStrategyConfig({
     env: services.env,
@@ -60,7 +70,10 @@ export function planTurn(services: TurnServices, session: SessionRecord, request
  * stores nothing. The session's own settings were checked when they were written, so the
  * turn reads the session only once, as part of its claim.
  */
-export function checkRequest(services: TurnServices, request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>): void {
+export function checkRequest(
+  services: TurnServices,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config'>,
+): void {
   resolveStrategyNames(request.strategies, services.env);
   resolveStrategyConfig({ env: services.env, request: request.strategy_config });
   if (request.model !== undefined) services.model(request.model);

@@ -16,7 +16,12 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const { items: history, aggregates, context: contextStart, scope } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
+  const {
+    items: history,
+    aggregates,
+    context: contextStart,
+    scope,
+  } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
     context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
   );
   const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
@@ -24,7 +29,10 @@ export async function previewPrompt(
     config: plan.strategyConfig,
     env: services.env,
     ...(contextStart ? {} : { aggregates }),
-    inbox: (items) => [...items, ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const }))],
+    inbox: (items) => [
+      ...items,
+      ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const })),
+    ],
   });
   const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
   const items = await services.sessions.hydrate(scope, prompt);

@@ -10,7 +10,11 @@ export function withSummary(context: ContextStart | null, history: PromptItem[])
   return context ? [summaryMessage(context.summary), ...history] : history;
 }
 
-export function compactionContext(promptTokens: number, context: ContextStart | null, compaction: TurnContext['compaction']): Partial<TurnContext> {
+export function compactionContext(
+  promptTokens: number,
+  context: ContextStart | null,
+  compaction: TurnContext['compaction'],
+): Partial<TurnContext> {
   return {
     prompt_tokens: promptTokens,
     ...(context ? { context_start_seq: context.start_seq } : {}),
@@ -19,8 +23,14 @@ export function compactionContext(promptTokens: number, context: ContextStart | 
 }
 
 /** The session instructions go first, as a system message; the cache breakpoint shifts with them. */
-export function withInstructions(instructions: string | null, items: PromptItem[], stablePrefixLength: number): { prompt: PromptItem[]; cacheBreakpoint?: number } {
-  const prompt: PromptItem[] = instructions ? [{ type: 'message', role: 'system', content: instructions }, ...items] : items;
+export function withInstructions(
+  instructions: string | null,
+  items: PromptItem[],
+  stablePrefixLength: number,
+): { prompt: PromptItem[]; cacheBreakpoint?: number } {
+  const prompt: PromptItem[] = instructions
+    ? [{ type: 'message', role: 'system', content: instructions }, ...items]
+    : items;
   const stable = stablePrefixLength + (instructions ? 1 : 0);
   return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
 }

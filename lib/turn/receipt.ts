@@ -11,7 +11,9 @@ import type { TurnPlan } from './plan.ts';
 /** The error JSON body's inner object, for any thrown value (unknown errors stay generic). */
 export function errorRecord(error: unknown): StoredError {
   if (error instanceof TailgateError) {
-    return error.details === undefined ? { code: error.code, message: error.message } : { code: error.code, message: error.message, details: error.details };
+    return error.details === undefined
+      ? { code: error.code, message: error.message }
+      : { code: error.code, message: error.message, details: error.details };
   }
   return { code: 'internal_error', message: 'internal error' };
 }
@@ -42,7 +44,13 @@ export interface TurnReceipt {
  * The compact record of what the model saw: which seqs went in whole, compacted or not at
  * all, and which notices were delivered. Ranges keep it small at any session length.
  */
-export function buildReceipt(plan: TurnPlan, history: PromptItem[], prompt: PromptItem[], delivered: DeliveredNotice[], context: TurnContext): TurnReceipt {
+export function buildReceipt(
+  plan: TurnPlan,
+  history: PromptItem[],
+  prompt: PromptItem[],
+  delivered: DeliveredNotice[],
+  context: TurnContext,
+): TurnReceipt {
   const whole: number[] = [];
   const compacted: number[] = [];
   const seen = new Set<number>();

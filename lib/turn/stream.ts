@@ -3,11 +3,17 @@ import type { TurnEvent } from './types.ts';
 
 /** Streaming a turn: model events to turn events, and the queue between the pipeline and the response. */
 
-export async function streamModel(model: Model, request: ModelRequest, firstSeq: number, emit: (event: TurnEvent) => void): Promise<ModelResult> {
+export async function streamModel(
+  model: Model,
+  request: ModelRequest,
+  firstSeq: number,
+  emit: (event: TurnEvent) => void,
+): Promise<ModelResult> {
   let index = 0;
   for await (const event of model.stream(request)) {
     if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
-    else if (event.type === 'item_done') emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
+    else if (event.type === 'item_done')
+      emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
     else return event.result;
   }
   throw new ModelError('the model stream ended without a result');

@@ -14,7 +14,16 @@ export type StoredError = { code: string; message: string; details?: unknown };
 /** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
 export type TurnSessionLog = Pick<
   SessionLog,
-  'get' | 'beginTurn' | 'readContext' | 'needsView' | 'previewContext' | 'hydrate' | 'completeTurn' | 'pack' | 'renewLease' | 'exists'
+  | 'get'
+  | 'beginTurn'
+  | 'readContext'
+  | 'needsView'
+  | 'previewContext'
+  | 'hydrate'
+  | 'completeTurn'
+  | 'pack'
+  | 'renewLease'
+  | 'exists'
 > &
   Partial<Pick<SessionLog, 'commitTurnContext'>>;
 

@@ -32,7 +32,9 @@ describe('bench', () => {
     const outputs = items.filter((item) => item.type === 'function_call_output');
     expect(calls).toHaveLength(300);
     expect(outputs.map((item) => item.call_id)).toEqual(calls.map((item) => item.call_id));
-    expect(items.filter((item) => item.type === 'message' && item.role === 'user').length).toBeGreaterThanOrEqual(300 / 35);
+    expect(items.filter((item) => item.type === 'message' && item.role === 'user').length).toBeGreaterThanOrEqual(
+      300 / 35,
+    );
     const keys = calls.map((item) => `${item.name}\n${item.arguments}`);
     expect(new Set(keys).size).toBeLessThan(keys.length);
     expect(agentHistory(57, { seed: 1 })).toHaveLength(57);
@@ -43,7 +45,7 @@ describe('bench', () => {
     ['abc', 'abd', 2],
     ['same', 'same', 4],
     ['', 'x', 0],
-    ['x'.repeat(40_000) + 'a', 'x'.repeat(40_000) + 'b', 40_000],
+    [`${'x'.repeat(40_000)}a`, `${'x'.repeat(40_000)}b`, 40_000],
   ])('common prefix of %#', (left, right, expected) => {
     const encoder = new TextEncoder();
     expect(commonPrefixLength(encoder.encode(left), encoder.encode(right))).toBe(expected);
@@ -64,7 +66,13 @@ describe('bench', () => {
 
   it('simulates the prompt cache and charts it', () => {
     const runs = simulatePromptCache({ toolCalls: 60, seed: 3 });
-    expect(runs.map((run) => run.name)).toEqual(['none', 'shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'clear_tool_uses']);
+    expect(runs.map((run) => run.name)).toEqual([
+      'none',
+      'shorten_tools',
+      'shorten_tools_epoch',
+      'shorten_tools_epoch_increment',
+      'clear_tool_uses',
+    ]);
     for (const run of runs) {
       expect(run.turns.length).toBe(run.totals.turns);
       expect(run.turns[0]!.reusable).toBe(0);
@@ -73,7 +81,8 @@ describe('bench', () => {
     }
     // Without any shortening, each prompt extends the previous one.
     const none = runs[0]!;
-    for (let index = 1; index < none.turns.length; index++) expect(none.turns[index]!.reusable).toBe(none.turns[index - 1]!.size - 1);
+    for (let index = 1; index < none.turns.length; index++)
+      expect(none.turns[index]!.reusable).toBe(none.turns[index - 1]!.size - 1);
     const svg = promptCacheChart(runs, 'smoke');
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.match(/<polyline/g)).toHaveLength(runs.length * 2);
@@ -81,7 +90,15 @@ describe('bench', () => {
 
   it('measures turns on the memory store with storage counts, and renders RESULTS.md', async () => {
     const driver = new MemoryTurnDriver();
-    const rows = await benchTurnOverhead(driver, { sizes: [40, 120], measuredTurns: 3, warmupTurns: 1, seed: 5, appendBatch: 30, turnEveryAppends: 2, notices: 2 });
+    const rows = await benchTurnOverhead(driver, {
+      sizes: [40, 120],
+      measuredTurns: 3,
+      warmupTurns: 1,
+      seed: 5,
+      appendBatch: 30,
+      turnEveryAppends: 2,
+      notices: 2,
+    });
     expect(rows).toHaveLength(2);
     for (const row of rows) {
       expect(row.turns).toBe(3);
@@ -110,14 +127,42 @@ describe('bench', () => {
       if (typeof request.input !== 'string' || request.input.startsWith('call ')) order.push(id);
       return turn(id, request);
     };
-    const rows = await benchTurnOverhead(driver, { sizes: [20, 40], measuredTurns: 2, warmupTurns: 1, seed: 5, appendBatch: 20, turnEveryAppends: 2, notices: 0 });
+    const rows = await benchTurnOverhead(driver, {
+      sizes: [20, 40],
+      measuredTurns: 2,
+      warmupTurns: 1,
+      seed: 5,
+      appendBatch: 20,
+      turnEveryAppends: 2,
+      notices: 0,
+    });
     // Three rounds (one warm-up, two measured), then each session answers its open call.
-    expect(order).toEqual(['bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40', 'bench_memory_20', 'bench_memory_40']);
+    expect(order).toEqual([
+      'bench_memory_20',
+      'bench_memory_40',
+      'bench_memory_20',
+      'bench_memory_40',
+      'bench_memory_20',
+      'bench_memory_40',
+      'bench_memory_20',
+      'bench_memory_40',
+    ]);
     expect(rows.map((row) => row.turns)).toEqual([2, 2]);
 
-    const budgeted = await benchTurnOverhead(new MemoryTurnDriver(), { sizes: [20, 20_000], measuredTurns: 1, warmupTurns: 0, seed: 5, appendBatch: 20, turnEveryAppends: 2, notices: 0, loadBudgetMs: 1 });
+    const budgeted = await benchTurnOverhead(new MemoryTurnDriver(), {
+      sizes: [20, 20_000],
+      measuredTurns: 1,
+      warmupTurns: 0,
+      seed: 5,
+      appendBatch: 20,
+      turnEveryAppends: 2,
+      notices: 0,
+      loadBudgetMs: 1,
+    });
     expect(budgeted[0]!.turns).toBe(1);
-    expect(budgeted[1]!.skipped).toMatch(/^not measured \(loading 20,000 items would take about \d+ s at the rate so far/);
+    expect(budgeted[1]!.skipped).toMatch(
+      /^not measured \(loading 20,000 items would take about \d+ s at the rate so far/,
+    );
     const markdown = resultsMarkdown({
       ...runHeader(),
       overheadMemory: budgeted,
@@ -126,14 +171,24 @@ describe('bench', () => {
     });
     expect(markdown).toContain('| memory | 1.00 2.00 3.00 | 4.00 5.00 6.00 |');
     expect(markdown).toContain('| 20,000 | not measured (loading 20,000 items');
-    expect(markdown).toContain('| Peak heap of a turn | < 64 MiB | not measured (not run: the run had --only=memory) | - |');
+    expect(markdown).toContain(
+      '| Peak heap of a turn | < 64 MiB | not measured (not run: the run had --only=memory) | - |',
+    );
     expect(markdown).toContain('(20,000 not measured)');
   });
 
   it('drives the worker in workerd with a local R2 bucket over HTTP', async () => {
     const driver = await WorkerdTurnDriver.start();
     try {
-      const [row] = await benchTurnOverhead(driver, { sizes: [30], measuredTurns: 2, warmupTurns: 0, seed: 5, appendBatch: 30, turnEveryAppends: 8, notices: 1 });
+      const [row] = await benchTurnOverhead(driver, {
+        sizes: [30],
+        measuredTurns: 2,
+        warmupTurns: 0,
+        seed: 5,
+        appendBatch: 30,
+        turnEveryAppends: 8,
+        notices: 1,
+      });
       expect(row!.turns).toBe(2);
       expect(row!.p50Ms).toBeGreaterThan(0);
       expect(row!.notice!.delivered).toBe(1);
@@ -158,5 +213,11 @@ describe('bench', () => {
 
 /** The run's header fields of BenchResults, for rendering test figures. */
 function runHeader() {
-  return { startedAt: 'now', durationMs: 1, machine: machineInfo(), commit: 'test', commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e', compaction: 'f' } };
+  return {
+    startedAt: 'now',
+    durationMs: 1,
+    machine: machineInfo(),
+    commit: 'test',
+    commands: { overheadMemory: 'a', overheadWorkerd: 'b', strategies: 'c', cache: 'd', heap: 'e', compaction: 'f' },
+  };
 }

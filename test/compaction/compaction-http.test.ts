@@ -31,14 +31,28 @@ const budget = { context_limit: 1000, response_reserve: 200 };
 describe('POST /v1/sessions/:id/compact', () => {
   it('summarizes with echo, moves the context start, and paging still reaches every item', async () => {
     const id = await api.session({ model: 'echo', strategies: 'compact,inbox', strategy_config: budget });
-    for (let index = 0; index < 4; index++) expect((await api.post(`/v1/sessions/${id}/turns`, { input: `turn ${index}` })).status).toBe(200);
+    for (let index = 0; index < 4; index++)
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: `turn ${index}` })).status).toBe(200);
     const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
     expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
-    expect(compacted.body).toMatchObject({ session_id: id, compacted: true, context: { start_seq: 9, summarized: { first_seq: 1, last_seq: 8 }, interrupted: [], model: 'echo' } });
-    expect(compacted.body.context.summary).toBe('echo: #1 user: turn 0\n#2 assistant: echo: turn 0\n#3 user: turn 1\n#4 assistant: echo: turn 1\n#5 user: turn 2\n#6 assistant: echo: turn 2\n#7 user: turn 3\n#8 assistant: echo: turn 3');
+    expect(compacted.body).toMatchObject({
+      session_id: id,
+      compacted: true,
+      context: { start_seq: 9, summarized: { first_seq: 1, last_seq: 8 }, interrupted: [], model: 'echo' },
+    });
+    expect(compacted.body.context.summary).toBe(
+      'echo: #1 user: turn 0\n#2 assistant: echo: turn 0\n#3 user: turn 1\n#4 assistant: echo: turn 1\n#5 user: turn 2\n#6 assistant: echo: turn 2\n#7 user: turn 3\n#8 assistant: echo: turn 3',
+    );
 
     const preview = await api.get(`/v1/sessions/${id}/prompt`);
-    expect(preview.body.items).toEqual([{ type: 'message', role: 'user', content: expect.stringContaining('echo: #1 user: turn 0'), synthetic: 'summary' }]);
+    expect(preview.body.items).toEqual([
+      {
+        type: 'message',
+        role: 'user',
+        content: expect.stringContaining('echo: #1 user: turn 0'),
+        synthetic: 'summary',
+      },
+    ]);
     expect(preview.body.context.context_start_seq).toBe(9);
 
     const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'after' });
@@ -52,16 +66,15 @@ describe('POST /v1/sessions/:id/compact', () => {
     expect(again.body).toMatchObject({ compacted: false, context: { start_seq: 9 } });
   });
 
-  it.each([
-    [{ keep_tokens: -1 }],
-    [{ unknown: true }],
-    [{ model: 'nope:model' }],
-  ])('refuses %o with 400', async (body) => {
-    const id = await api.session({ model: 'echo' });
-    const response = await api.post(`/v1/sessions/${id}/compact`, body);
-    expect(response.status).toBe(400);
-    expect(response.body.error.code).toBe('invalid_request');
-  });
+  it.each([[{ keep_tokens: -1 }], [{ unknown: true }], [{ model: 'nope:model' }]])(
+    'refuses %o with 400',
+    async (body) => {
+      const id = await api.session({ model: 'echo' });
+      const response = await api.post(`/v1/sessions/${id}/compact`, body);
+      expect(response.status).toBe(400);
+      expect(response.body.error.code).toBe('invalid_request');
+    },
+  );
 
   it('answers 404 for a missing session', async () => {
     expect((await api.post('/v1/sessions/missing-session/compact', {})).status).toBe(404);
@@ -71,9 +84,16 @@ describe('POST /v1/sessions/:id/compact', () => {
     const id = await api.session({ model: 'echo', strategies: 'none' });
     await api.post(`/v1/sessions/${id}/turns`, { input: 'hello' });
     const before = provider.requests.length;
-    const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0, model: 'openai-compatible:fake-model', prompt: 'Summarize tersely.' });
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, {
+      keep_tokens: 0,
+      model: 'openai-compatible:fake-model',
+      prompt: 'Summarize tersely.',
+    });
     expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
-    expect(compacted.body.context).toMatchObject({ summary: 'Hello! How can I assist you today?', model: 'openai-compatible:fake-model' });
+    expect(compacted.body.context).toMatchObject({
+      summary: 'Hello! How can I assist you today?',
+      model: 'openai-compatible:fake-model',
+    });
     const sent = provider.requests[before]!.body;
     expect(sent.messages[0]).toMatchObject({ role: 'system', content: 'Summarize tersely.' });
     expect(sent.messages[1].content).toContain('#1 user: hello');
@@ -92,7 +112,10 @@ describe('context_too_large', () => {
     const id = await api.session({ model: 'echo', strategies: 'compact', strategy_config: budget });
     const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'z'.repeat(4000) });
     expect(refused.status).toBe(413);
-    expect(refused.body.error).toMatchObject({ code: 'context_too_large', details: { item: { seq: 1, index: 0 }, prompt_limit: 800 } });
+    expect(refused.body.error).toMatchObject({
+      code: 'context_too_large',
+      details: { item: { seq: 1, index: 0 }, prompt_limit: 800 },
+    });
     const page = await api.get(`/v1/sessions/${id}/items`);
     expect(page.body.items).toHaveLength(1);
     // The turn was closed (no turn_in_progress). Now the big message is older than the input,

@@ -16,7 +16,10 @@ import { previewPrompt, runTurn, streamTurn, type TurnEvent, type TurnServices }
 /** A tiny window, so a few turns of echo overflow it: prompt limit 1000 - 200 = 800 tokens. */
 const BUDGET = { context_limit: 1000, response_reserve: 200 };
 
-function services(store: ObjectStore, options: { model?: Model; env?: Record<string, string> } = {}): TurnServices & { sessions: SessionLog } {
+function services(
+  store: ObjectStore,
+  options: { model?: Model; env?: Record<string, string> } = {},
+): TurnServices & { sessions: SessionLog } {
   return {
     sessions: new SessionLog(store),
     inbox: new Inbox(store),
@@ -28,7 +31,11 @@ function services(store: ObjectStore, options: { model?: Model; env?: Record<str
   };
 }
 
-async function createSession(service: TurnServices & { sessions: SessionLog }, id = 's1', strategies = 'shorten_tools_epoch_increment,compact,inbox') {
+async function createSession(
+  service: TurnServices & { sessions: SessionLog },
+  id = 's1',
+  strategies = 'shorten_tools_epoch_increment,compact,inbox',
+) {
   await service.sessions.create({ id, model: 'echo', strategies, strategy_config: BUDGET });
 }
 
@@ -127,13 +134,18 @@ describe('compaction in a turn', () => {
     const service = services(new MemoryStore());
     await service.sessions.create({ id: 's1', model: 'echo', strategies: 'compact' });
     for (let index = 0; index < 6; index++) await runTurn(service, 's1', { input: `turn ${index} ${'q'.repeat(300)}` });
-    const { events, done } = streamTurn(service, 's1', { input: 'streamed', strategy_config: { context_limit: 600, response_reserve: 100 } });
+    const { events, done } = streamTurn(service, 's1', {
+      input: 'streamed',
+      strategy_config: { context_limit: 600, response_reserve: 100 },
+    });
     const seen: TurnEvent[] = [];
     for await (const event of events) seen.push(event);
     await done;
     expect(seen[0]!.event).toBe('turn.started');
     const completed = seen.find((event) => event.event === 'turn.completed');
-    expect(completed && completed.event === 'turn.completed' && completed.data.context.compaction).toMatchObject({ summarized: { first_seq: 1 } });
+    expect(completed && completed.event === 'turn.completed' && completed.data.context.compaction).toMatchObject({
+      summarized: { first_seq: 1 },
+    });
   });
 
   it('a call left without output at the cut becomes an interruption note; the tool is not run again', async () => {
@@ -166,10 +178,19 @@ describe('compaction in a turn', () => {
 
   it('a model with a known window is refused before the provider is called, with or without compact', async () => {
     let called = false;
-    const provider: Model = { id: 'openai:gpt-4', generate: async () => ((called = true), { output: [], usage: { input_tokens: 0, output_tokens: 0 } }), stream: async function* () {} };
+    const provider: Model = {
+      id: 'openai:gpt-4',
+      generate: async () => {
+        called = true;
+        return { output: [], usage: { input_tokens: 0, output_tokens: 0 } };
+      },
+      stream: async function* () {},
+    };
     const service = services(new MemoryStore(), { model: provider });
     await service.sessions.create({ id: 's1', model: 'openai:gpt-4', strategies: 'none' });
-    await expect(runTurn(service, 's1', { input: 'y'.repeat(40_000) })).rejects.toMatchObject({ code: 'context_too_large' });
+    await expect(runTurn(service, 's1', { input: 'y'.repeat(40_000) })).rejects.toMatchObject({
+      code: 'context_too_large',
+    });
     expect(called).toBe(false);
   });
 });
@@ -205,11 +226,18 @@ describe('compaction is durable and idempotent', () => {
     const service = services(memory);
     await createSession(service, 's1', 'none');
     for (let index = 0; index < 6; index++) await runTurn(service, 's1', { input: `turn ${index} ${'v'.repeat(100)}` });
-    const [a, b] = await Promise.all([compactSession(service, 's1', { keep_tokens: 50 }), compactSession(services(memory), 's1', { keep_tokens: 50 })]);
+    const [a, b] = await Promise.all([
+      compactSession(service, 's1', { keep_tokens: 50 }),
+      compactSession(services(memory), 's1', { keep_tokens: 50 }),
+    ]);
     expect(a.context).toEqual(b.context);
     expect((await memory.list('sessions/s1/context/')).objects).toHaveLength(1);
     const records = await memory.list(recordsPrefix(await service.sessions.scope('s1')));
-    const bodies = await Promise.all(records.objects.filter((object) => !object.key.endsWith('.done')).map(async (object) => JSON.parse(new TextDecoder().decode((await memory.get(object.key))!.body))));
+    const bodies = await Promise.all(
+      records.objects
+        .filter((object) => !object.key.endsWith('.done'))
+        .map(async (object) => JSON.parse(new TextDecoder().decode((await memory.get(object.key))!.body))),
+    );
     expect(bodies.filter((body) => body.kind === 'compact')).toHaveLength(1);
     // A second call with nothing older than the kept part does nothing.
     expect((await compactSession(service, 's1', { keep_tokens: 50 })).compacted).toBe(false);

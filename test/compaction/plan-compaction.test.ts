@@ -13,8 +13,17 @@ function numbered(items: PromptItem[]): PromptItem[] {
 
 const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): PromptItem => ({ type: 'message', role: 'assistant', content });
-const call = (id: string): PromptItem => ({ type: 'function_call', call_id: id, name: 'lookup', arguments: `{"id":"${id}"}` });
-const output = (id: string, text = 'x'.repeat(200)): PromptItem => ({ type: 'function_call_output', call_id: id, output: text });
+const call = (id: string): PromptItem => ({
+  type: 'function_call',
+  call_id: id,
+  name: 'lookup',
+  arguments: `{"id":"${id}"}`,
+});
+const output = (id: string, text = 'x'.repeat(200)): PromptItem => ({
+  type: 'function_call_output',
+  call_id: id,
+  output: text,
+});
 
 /** A generated history: messages and call/output pairs, some outputs late, some missing. */
 const historyArbitrary = fc
@@ -33,7 +42,15 @@ const historyArbitrary = fc
   .map((groups) => {
     // Distinct call ids, so a pair is identified by its id.
     let next = 0;
-    return numbered(groups.flat().map((item) => (item.type === 'message' ? item : { ...item, call_id: `${item.call_id}-${item.type === 'function_call' ? ++next : next}` })));
+    return numbered(
+      groups
+        .flat()
+        .map((item) =>
+          item.type === 'message'
+            ? item
+            : { ...item, call_id: `${item.call_id}-${item.type === 'function_call' ? ++next : next}` },
+        ),
+    );
   });
 
 describe('planCompaction', () => {
@@ -41,15 +58,24 @@ describe('planCompaction', () => {
     fc.assert(
       fc.property(historyArbitrary, fc.nat(400), (items, keepTokens) => {
         const keepFromSeq = items.length > 0 ? items[items.length - 1]!.seq! : undefined;
-        const plan = planCompaction(items, { keepTokens, counter, ...(keepFromSeq !== undefined ? { keepFromSeq } : {}) });
+        const plan = planCompaction(items, {
+          keepTokens,
+          counter,
+          ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
+        });
         if (!plan) return;
-        const summarizedIds = new Set(plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])));
+        const summarizedIds = new Set(
+          plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])),
+        );
         const kept = items.filter((item) => item.seq! >= plan.startSeq);
-        for (const item of kept) if (item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
+        for (const item of kept)
+          if (item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
         expect(plan.summarized.length + kept.length).toBe(items.length);
         if (keepFromSeq !== undefined) expect(plan.startSeq).toBeLessThanOrEqual(keepFromSeq);
         const answered = new Set(items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])));
-        expect(plan.interrupted.map((item) => item.call_id)).toEqual([...summarizedIds].filter((id) => !answered.has(id)));
+        expect(plan.interrupted.map((item) => item.call_id)).toEqual(
+          [...summarizedIds].filter((id) => !answered.has(id)),
+        );
       }),
       { numRuns: 200 },
     );
@@ -60,8 +86,12 @@ describe('planCompaction', () => {
       fc.property(historyArbitrary, fc.nat(400), fc.nat(40), (items, keepTokens, earliest) => {
         const plan = planCompaction(items, { keepTokens, counter, earliestStartSeq: earliest });
         if (!plan) return;
-        const summarizedIds = new Set(plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])));
-        for (const item of items) if (item.seq! >= plan.startSeq && item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
+        const summarizedIds = new Set(
+          plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])),
+        );
+        for (const item of items)
+          if (item.seq! >= plan.startSeq && item.type === 'function_call_output')
+            expect(summarizedIds.has(item.call_id)).toBe(false);
         expect(plan.startSeq).toBeGreaterThanOrEqual(Math.min(earliest, items.length + 1));
       }),
       { numRuns: 200 },
@@ -71,7 +101,13 @@ describe('planCompaction', () => {
   });
 
   it('moves the cut back to a call whose output is on the kept side', () => {
-    const items = numbered([user('a'.repeat(400)), call('c1'), assistant('b'.repeat(400)), output('c1', 'short'), user('now')]);
+    const items = numbered([
+      user('a'.repeat(400)),
+      call('c1'),
+      assistant('b'.repeat(400)),
+      output('c1', 'short'),
+      user('now'),
+    ]);
     // Keeping only the last two items would put output c1 after the cut and its call before it.
     const plan = planCompaction(items, { keepTokens: 15, counter })!;
     expect(plan.startSeq).toBe(2);
@@ -94,7 +130,12 @@ describe('the summary', () => {
     const transcript = renderTranscript(null, plan.summarized, new Set(['c2']));
     expect(next.summary).toBe(`echo: ${transcript}`);
     expect(next.summary).toContain('#4 tool call lookup({"id":"c2"}) was interrupted');
-    expect(next).toMatchObject({ start_seq: 5, summarized: { first_seq: 1, last_seq: 4 }, interrupted: ['c2'], model: 'echo' });
+    expect(next).toMatchObject({
+      start_seq: 5,
+      summarized: { first_seq: 1, last_seq: 4 },
+      interrupted: ['c2'],
+      model: 'echo',
+    });
     // Same input, same summary.
     expect((await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 })).summary).toBe(next.summary);
   });
@@ -102,7 +143,15 @@ describe('the summary', () => {
   it('folds the previous summary in and stays within its token cap', async () => {
     const items = numbered([user('y'.repeat(5000)), user('z'.repeat(5000)), user('now')]);
     const plan = planCompaction(items, { keepTokens: 0, counter, keepFromSeq: 3 })!;
-    const previous = { base_record: 1, start_seq: 1, summary: 'earlier facts', summarized: { first_seq: 1, last_seq: 1 }, interrupted: [], model: 'echo', created_at: '' };
+    const previous = {
+      base_record: 1,
+      start_seq: 1,
+      summary: 'earlier facts',
+      summarized: { first_seq: 1, last_seq: 1 },
+      interrupted: [],
+      model: 'echo',
+      created_at: '',
+    };
     const next = await summarizeContext(echoModel, previous, plan, { maxSummaryTokens: 50 });
     expect(next.summary).toContain('earlier facts');
     expect(next.summary.length).toBeLessThanOrEqual(200);

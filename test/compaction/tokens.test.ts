@@ -36,7 +36,11 @@ describe('token counting', () => {
   });
 
   it('the configured limit and reserve win over the family; max_output_tokens raises the reserve', () => {
-    const budget = resolveTokenBudget('openai:gpt-4o', { context_limit: 5000, response_reserve: 500 }, { maxOutputTokens: 800 });
+    const budget = resolveTokenBudget(
+      'openai:gpt-4o',
+      { context_limit: 5000, response_reserve: 500 },
+      { maxOutputTokens: 800 },
+    );
     expect(budget).toMatchObject({ contextLimit: 5000, responseReserve: 800, promptLimit: 4200 });
   });
 

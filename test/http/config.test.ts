@@ -86,20 +86,34 @@ describe('parseServiceConfig', () => {
   });
 
   it('accepts good strategy settings', () => {
-    expect(() => parseServiceConfig({ EPOCH_SIZE: ' 12 ', COMPACT_TRIGGER_RATIO: '0.5', PROMPT_STRATEGY: 'shorten_tools, inbox', MAX_TOOL_CHARS: '' })).not.toThrow();
+    expect(() =>
+      parseServiceConfig({
+        EPOCH_SIZE: ' 12 ',
+        COMPACT_TRIGGER_RATIO: '0.5',
+        PROMPT_STRATEGY: 'shorten_tools, inbox',
+        MAX_TOOL_CHARS: '',
+      }),
+    ).not.toThrow();
   });
 
-  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b'])('refuses KEY_PREFIX=%j with not_configured naming it', (prefix) => {
-    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow(NotConfiguredError);
-    expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow('KEY_PREFIX');
-  });
+  it.each(['prod', 'sessions/', 'a/sessions/', 'a/sessions/x/', 'a/b'])(
+    'refuses KEY_PREFIX=%j with not_configured naming it',
+    (prefix) => {
+      expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow(NotConfiguredError);
+      expect(() => parseServiceConfig({ KEY_PREFIX: prefix })).toThrow('KEY_PREFIX');
+    },
+  );
 
   it.each(['', 'prod/', 'a/b/', 'mysessions/', 'sessions-old/'])('accepts KEY_PREFIX=%j', (prefix) => {
     expect(parseServiceConfig({ KEY_PREFIX: prefix }).keyPrefix).toBe(prefix);
   });
 
   it('trims whitespace and newlines around secrets', () => {
-    const config = parseServiceConfig({ API_TOKEN: ' secret\n', AWS_ACCESS_KEY_ID: 'id\r\n', AWS_SECRET_ACCESS_KEY: '\tkey ' });
+    const config = parseServiceConfig({
+      API_TOKEN: ' secret\n',
+      AWS_ACCESS_KEY_ID: 'id\r\n',
+      AWS_SECRET_ACCESS_KEY: '\tkey ',
+    });
     expect(config.apiToken).toBe('secret');
     expect(config.s3).toMatchObject({ accessKeyId: 'id', secretAccessKey: 'key' });
   });

@@ -13,11 +13,14 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('errorBody', () => {
   const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
-  it.each(ERROR_CODES.filter((code) => !generic.has(code)).map((code) => [code, STATUS_BY_CODE[code]] as const))('maps %s to %i with the error shape', (code, status) => {
-    const result = errorBody(new TailgateError(code, 'why', { a: 1 }), () => {});
-    expect(result.status).toBe(status);
-    expect(result.body).toEqual({ error: { code, message: 'why', details: { a: 1 } } });
-  });
+  it.each(ERROR_CODES.filter((code) => !generic.has(code)).map((code) => [code, STATUS_BY_CODE[code]] as const))(
+    'maps %s to %i with the error shape',
+    (code, status) => {
+      const result = errorBody(new TailgateError(code, 'why', { a: 1 }), () => {});
+      expect(result.status).toBe(status);
+      expect(result.body).toEqual({ error: { code, message: 'why', details: { a: 1 } } });
+    },
+  );
 
   it('has a status for every code, and a 5xx only for server-side failures', () => {
     expect(Object.keys(STATUS_BY_CODE).sort()).toEqual([...ERROR_CODES].sort());
@@ -61,14 +64,22 @@ describe('errorBody', () => {
 
   it('logs a corrupt object (500) with its key and reason, and tells the client neither', () => {
     const logged: unknown[] = [];
-    const result = errorBody(new CorruptObjectError('sessions/a/session.json', 'bad footer'), (_message, error) => logged.push(error));
-    expect(result).toEqual({ status: 500, body: { error: { code: 'corrupt_object', message: 'a stored object is invalid' } } });
+    const result = errorBody(new CorruptObjectError('sessions/a/session.json', 'bad footer'), (_message, error) =>
+      logged.push(error),
+    );
+    expect(result).toEqual({
+      status: 500,
+      body: { error: { code: 'corrupt_object', message: 'a stored object is invalid' } },
+    });
     expect(logged).toEqual([expect.objectContaining({ key: 'sessions/a/session.json', reason: 'bad footer' })]);
   });
 
   it('answers a storage failure with a generic 503 and logs the backend text', () => {
     const logged: unknown[] = [];
-    const failure = new StorageError('S3 get sessions/a/turn/1 failed: socket hang up', { operation: 'get', key: 'sessions/a/turn/1' });
+    const failure = new StorageError('S3 get sessions/a/turn/1 failed: socket hang up', {
+      operation: 'get',
+      key: 'sessions/a/turn/1',
+    });
     const result = errorBody(failure, (_message, error) => logged.push(error));
     expect(result).toEqual({ status: 503, body: { error: { code: 'storage_error', message: 'storage failed' } } });
     expect(JSON.stringify(result.body)).not.toContain('sessions/');
@@ -97,7 +108,11 @@ describe('errorBody', () => {
 describe('server-side failures through the app', () => {
   const logged: unknown[] = [];
   const store = new FaultyStore(new MemoryStore());
-  const app = createApp({ store: () => store, readEnvironment: () => ({ API_TOKEN: 'token' }), log: (_message, details) => logged.push(details) });
+  const app = createApp({
+    store: () => store,
+    readEnvironment: () => ({ API_TOKEN: 'token' }),
+    log: (_message, details) => logged.push(details),
+  });
   const get = (path: string) => app.request(path, { headers: { authorization: 'Bearer token' } });
 
   it('a corrupt stored object is a 500 that names no key; the key and reason go to the log', async () => {
@@ -105,11 +120,16 @@ describe('server-side failures through the app', () => {
     const response = await get('/v1/sessions/broken');
     expect(response.status).toBe(500);
     expect(await response.json()).toEqual({ error: { code: 'corrupt_object', message: 'a stored object is invalid' } });
-    expect(logged.at(-1)).toMatchObject({ key: sessionConfigKey('', 'broken'), reason: expect.stringContaining('not UTF-8 JSON') });
+    expect(logged.at(-1)).toMatchObject({
+      key: sessionConfigKey('', 'broken'),
+      reason: expect.stringContaining('not UTF-8 JSON'),
+    });
   });
 
   it('a storage failure is a 503 saying only "storage failed"; the backend text goes to the log', async () => {
-    store.failWhen(({ key }) => key.includes('/flaky/'), { error: ({ key }) => new StorageError(`S3 get ${key} failed: connect ECONNREFUSED 10.0.0.7:9000`, { key }) });
+    store.failWhen(({ key }) => key.includes('/flaky/'), {
+      error: ({ key }) => new StorageError(`S3 get ${key} failed: connect ECONNREFUSED 10.0.0.7:9000`, { key }),
+    });
     const response = await get('/v1/sessions/flaky');
     expect(response.status).toBe(503);
     expect(await response.json()).toEqual({ error: { code: 'storage_error', message: 'storage failed' } });
@@ -119,20 +139,34 @@ describe('server-side failures through the app', () => {
 
 describe('formatEvent', () => {
   it('sends an error event with what a client may see of the error, not keys or backend text', () => {
-    const error = { code: 'storage_error', message: 'R2 put sessions/a/turn/1.done failed: internal', details: { key: 'sessions/a/turn/1.done' } };
+    const error = {
+      code: 'storage_error',
+      message: 'R2 put sessions/a/turn/1.done failed: internal',
+      details: { key: 'sessions/a/turn/1.done' },
+    };
     const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
     expect(frame).toBe('event: error\ndata: {"error":{"code":"storage_error","message":"storage failed"}}\n\n');
   });
 
   it("sends a model error with a generic message and its details, not the provider's text", () => {
-    const error = { code: 'model_error', message: 'model openai:x failed: Incorrect API key provided: sk-****abcd', details: { model: 'openai:x', status: 401 } };
+    const error = {
+      code: 'model_error',
+      message: 'model openai:x failed: Incorrect API key provided: sk-****abcd',
+      details: { model: 'openai:x', status: 401 },
+    };
     const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
-    expect(frame).toContain(JSON.stringify({ error: { code: 'model_error', message: 'the model call failed', details: { model: 'openai:x', status: 401 } } }));
+    expect(frame).toContain(
+      JSON.stringify({
+        error: { code: 'model_error', message: 'the model call failed', details: { model: 'openai:x', status: 401 } },
+      }),
+    );
   });
 
   it('keeps a client error as it is', () => {
     const error = { code: 'aborted', message: 'the turn was aborted: budget', details: { reason: 'budget' } };
-    expect(formatEvent({ event: 'error', data: { error }, cause: new Error('x') })).toContain(JSON.stringify({ error }));
+    expect(formatEvent({ event: 'error', data: { error }, cause: new Error('x') })).toContain(
+      JSON.stringify({ error }),
+    );
   });
 });
 

@@ -35,7 +35,12 @@ export interface ApiResult<T = any> {
 }
 
 export function createClient(harness: HttpHarness) {
-  async function call<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResult<T>> {
+  async function call<T = any>(
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ): Promise<ApiResult<T>> {
     const init: RequestInit = { method, headers: { authorization: `Bearer ${TOKEN}`, ...headers } };
     if (body !== undefined) {
       init.body = typeof body === 'string' ? body : JSON.stringify(body);
@@ -50,7 +55,8 @@ export function createClient(harness: HttpHarness) {
   return {
     call,
     get: <T = any>(path: string, headers?: Record<string, string>) => call<T>('GET', path, undefined, headers),
-    post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) => call<T>('POST', path, body, headers),
+    post: <T = any>(path: string, body?: unknown, headers?: Record<string, string>) =>
+      call<T>('POST', path, body, headers),
     patch: <T = any>(path: string, body?: unknown) => call<T>('PATCH', path, body),
     delete: <T = any>(path: string) => call<T>('DELETE', path),
     async session(body: Record<string, unknown> = {}): Promise<string> {
@@ -109,7 +115,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     });
 
     it('accepts the bearer token, case-insensitively for the scheme', async () => {
-      const response = await harness.fetch('/v1/sessions/does-not-exist', { headers: { authorization: `bearer ${TOKEN}` } });
+      const response = await harness.fetch('/v1/sessions/does-not-exist', {
+        headers: { authorization: `bearer ${TOKEN}` },
+      });
       expect(response.status).toBe(404);
     });
 
@@ -124,7 +132,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     it('a bad setting is 503 not_configured naming the variable; a bad threshold in a request stays a 400', async () => {
       const id = await api.session();
       const turn = (overrides: Record<string, string>, body: unknown) =>
-        harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
       for (const [variable, value] of [
         ['EPOCH_SIZE', 'abc'],
         ['MAX_BODY_BYTES', '4MB'],
@@ -147,14 +159,22 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     });
 
     it('trims whitespace and a newline around API_TOKEN', async () => {
-      const response = await harness.fetchWithEnv({ API_TOKEN: ` ${TOKEN}\n` }, '/v1/sessions/nope-trimmed', { headers: { authorization: `Bearer ${TOKEN}` } });
+      const response = await harness.fetchWithEnv({ API_TOKEN: ` ${TOKEN}\n` }, '/v1/sessions/nope-trimmed', {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
       expect(response.status).toBe(404);
     });
 
     it('lets anonymous requests in only when ALLOW_ANONYMOUS=true and no token is set', async () => {
-      const anonymous = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' }, '/v1/sessions/nope-anon');
+      const anonymous = await harness.fetchWithEnv(
+        { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' },
+        '/v1/sessions/nope-anon',
+      );
       expect(anonymous.status).toBe(404);
-      const withToken = await harness.fetchWithEnv({ API_TOKEN: 'x', ALLOW_ANONYMOUS: 'true' }, '/v1/sessions/nope-anon');
+      const withToken = await harness.fetchWithEnv(
+        { API_TOKEN: 'x', ALLOW_ANONYMOUS: 'true' },
+        '/v1/sessions/nope-anon',
+      );
       expect(withToken.status).toBe(401);
     });
 
@@ -175,13 +195,21 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       ]) {
         expect(paths).toContain(path);
       }
-      expect(Object.keys(document.body.paths['/v1/sessions/{id}'])).toEqual(expect.arrayContaining(['get', 'patch', 'delete']));
-      const turnBody = document.body.paths['/v1/sessions/{id}/turns'].post.requestBody.content['application/json'].schema;
+      expect(Object.keys(document.body.paths['/v1/sessions/{id}'])).toEqual(
+        expect.arrayContaining(['get', 'patch', 'delete']),
+      );
+      const turnBody =
+        document.body.paths['/v1/sessions/{id}/turns'].post.requestBody.content['application/json'].schema;
       expect(JSON.stringify(turnBody)).toMatch(/TurnRequest|input/);
       const preview = document.body.paths['/v1/sessions/{id}/prompt'].get;
       expect(preview.parameters.map((parameter: { name: string }) => parameter.name)).toContain('full');
-      expect(document.body.components.schemas.Item.properties.elided.properties).toEqual({ bytes: expect.anything(), sha256: expect.anything() });
-      expect(document.body.components.schemas.Error.properties.error.properties.code.enum).toEqual(expect.arrayContaining(['corrupt_object', 'idempotency_key_reused']));
+      expect(document.body.components.schemas.Item.properties.elided.properties).toEqual({
+        bytes: expect.anything(),
+        sha256: expect.anything(),
+      });
+      expect(document.body.components.schemas.Error.properties.error.properties.code.enum).toEqual(
+        expect.arrayContaining(['corrupt_object', 'idempotency_key_reused']),
+      );
       const docs = await api.get('/docs');
       expect(docs.status).toBe(200);
       expect(docs.headers.get('content-type')).toMatch(/text\/html/);
@@ -287,10 +315,30 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       ['NUL in metadata', 'sessions', { metadata: { note: 'a\u0000b' } }, 'body.metadata.note'],
       ['a lone surrogate in instructions', 'sessions', { instructions: 'x\ud800' }, 'body.instructions'],
       ['NUL in a metadata key', 'sessions', { metadata: { 'k\u0000': 1 } }, 'body.metadata."k\\u0000"'],
-      ['a lone low surrogate in a tool description', 'sessions', { tools: [{ ...weatherTool, description: '\udc00' }] }, 'body.tools.0.description'],
+      [
+        'a lone low surrogate in a tool description',
+        'sessions',
+        { tools: [{ ...weatherTool, description: '\udc00' }] },
+        'body.tools.0.description',
+      ],
       ['NUL in turn input', 'turns', { input: 'hi\u0000' }, 'body.input'],
-      ['a lone surrogate in an item', 'items', { items: [{ type: 'message', role: 'user', content: 'ok' }, { type: 'message', role: 'user', content: 'end\ud83d' }] }, 'body.items.1.content'],
-      ['NUL in a call id', 'items', { items: [{ type: 'function_call_output', call_id: 'c\u0000', output: 'x' }] }, 'body.items.0.call_id'],
+      [
+        'a lone surrogate in an item',
+        'items',
+        {
+          items: [
+            { type: 'message', role: 'user', content: 'ok' },
+            { type: 'message', role: 'user', content: 'end\ud83d' },
+          ],
+        },
+        'body.items.1.content',
+      ],
+      [
+        'NUL in a call id',
+        'items',
+        { items: [{ type: 'function_call_output', call_id: 'c\u0000', output: 'x' }] },
+        'body.items.0.call_id',
+      ],
       ['NUL in notice content', 'inbox', { name: 'n1', content: 'x\u0000' }, 'body.content'],
     ])('%s is 400 naming the field, and is not stored', async (_name, route, body, field) => {
       const id = await api.session();
@@ -314,7 +362,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(withdraw.status).toBe(400);
       expect(withdraw.body.error.message).toContain('name');
       expect((await api.get(`/v1/sessions/a%00b`)).status).toBe(400);
-      const emoji = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'ok \u{1F600}' }] });
+      const emoji = await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'ok \u{1F600}' }],
+      });
       expect(emoji.status).toBe(201);
       expect((await api.get(`/v1/sessions/${id}/items`)).body.items[0].content).toBe('ok \u{1F600}');
     });
@@ -325,7 +375,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: [system] });
       expect(turn.status).toBe(400);
       expect(turn.body.error.message).toContain('body.input.0.role');
-      const appended = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }, system] });
+      const appended = await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'x' }, system],
+      });
       expect(appended.status).toBe(400);
       expect(appended.body.error.message).toContain('body.items.1.role');
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
@@ -368,9 +420,15 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('MAX_METADATA_BYTES and MAX_INSTRUCTIONS_BYTES set the caps', async () => {
       const post = (overrides: Record<string, string>, body: unknown) =>
-        harness.fetchWithEnv(overrides, '/v1/sessions', { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        harness.fetchWithEnv(overrides, '/v1/sessions', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
       expect((await post({ MAX_METADATA_BYTES: '12' }, { metadata: { a: '12345' } })).status).toBe(413);
-      expect((await post({ MAX_METADATA_BYTES: '13' }, { id: freshId('cap'), metadata: { a: '12345' } })).status).toBe(201);
+      expect((await post({ MAX_METADATA_BYTES: '13' }, { id: freshId('cap'), metadata: { a: '12345' } })).status).toBe(
+        201,
+      );
       expect((await post({ MAX_INSTRUCTIONS_BYTES: '3' }, { instructions: 'abcd' })).status).toBe(413);
     });
 
@@ -419,7 +477,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
       const patched = await api.patch(`/v1/sessions/${id}`, { instructions: 'Be thorough.', model: 'echo' });
       expect(patched.status).toBe(200);
-      expect(patched.body).toMatchObject({ instructions: 'Be thorough.', model: 'echo', strategies: ['shorten_tools_epoch', 'inbox'] });
+      expect(patched.body).toMatchObject({
+        instructions: 'Be thorough.',
+        model: 'echo',
+        strategies: ['shorten_tools_epoch', 'inbox'],
+      });
 
       const deleted = await api.delete(`/v1/sessions/${id}`);
       expect(deleted.status).toBe(204);
@@ -439,7 +501,13 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(response.status).toBe(400);
       expect(response.body.error.code).toBe('unknown_strategy');
       expect(response.body.error.details.known).toEqual(
-        expect.arrayContaining(['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'inbox', 'none']),
+        expect.arrayContaining([
+          'shorten_tools',
+          'shorten_tools_epoch',
+          'shorten_tools_epoch_increment',
+          'inbox',
+          'none',
+        ]),
       );
     });
 
@@ -462,11 +530,17 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
   describe(`${label}: items`, () => {
     it('appends without the model and pages newest first', async () => {
       const id = await api.session();
-      const items = Array.from({ length: 7 }, (_, index) => ({ type: 'message', role: 'user', content: `m${index + 1}` }));
+      const items = Array.from({ length: 7 }, (_, index) => ({
+        type: 'message',
+        role: 'user',
+        content: `m${index + 1}`,
+      }));
       const appended = await api.post(`/v1/sessions/${id}/items`, { items });
       expect(appended.status).toBe(201);
       expect(appended.body).toEqual({ first_seq: 1, last_seq: 7 });
-      const more = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'assistant', content: 'm8' }] });
+      const more = await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'assistant', content: 'm8' }],
+      });
       expect(more.body).toEqual({ first_seq: 8, last_seq: 8 });
 
       const first = await api.get(`/v1/sessions/${id}/items?limit=3`);
@@ -495,7 +569,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('items of a missing session are 404', async () => {
       expect((await api.get('/v1/sessions/nobody-here/items')).status).toBe(404);
-      expect((await api.post('/v1/sessions/nobody-here/items', { items: [{ type: 'message', role: 'user', content: 'x' }] })).status).toBe(404);
+      expect(
+        (await api.post('/v1/sessions/nobody-here/items', { items: [{ type: 'message', role: 'user', content: 'x' }] }))
+          .status,
+      ).toBe(404);
     });
   });
 
@@ -508,7 +585,14 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         session_id: id,
         turn: 1,
         output: [{ type: 'message', role: 'assistant', content: 'echo: hello there', seq: 2 }],
-        context: { strategies: ['shorten_tools_epoch_increment', 'inbox'], notices_delivered: [], tool_calls_total: 0, kept_full: 0, compacted: 0, dropped: 0 },
+        context: {
+          strategies: ['shorten_tools_epoch_increment', 'inbox'],
+          notices_delivered: [],
+          tool_calls_total: 0,
+          kept_full: 0,
+          compacted: 0,
+          dropped: 0,
+        },
       });
       // The instructions and the user message.
       expect(response.body.context.items_in_prompt).toBe(2);
@@ -532,7 +616,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         input: [{ type: 'function_call_output', call_id: call.call_id, output: '18C, clear' }],
       });
       expect(second.status).toBe(200);
-      expect(second.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}', seq: 4 }]);
+      expect(second.body.output).toEqual([
+        { type: 'message', role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}', seq: 4 },
+      ]);
       expect(second.body.context).toMatchObject({ tool_calls_total: 1, kept_full: 1, compacted: 0, dropped: 0 });
       const session = (await api.get(`/v1/sessions/${id}`)).body;
       expect(session.counts).toEqual({ items: 4, turns: 2, tool_calls: 1 });
@@ -540,7 +626,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('offers request tools over session tools, and 400s an unknown model before storing anything', async () => {
       const id = await api.session();
-      const offered = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {}', tools: [weatherTool] });
+      const offered = await api.post(`/v1/sessions/${id}/turns`, {
+        input: 'call get_weather {}',
+        tools: [weatherTool],
+      });
       expect(offered.body.output[0].type).toBe('function_call');
       const before = (await api.get(`/v1/sessions/${id}`)).body.counts;
       const unknownModel = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', model: 'nosuch:thing' });
@@ -587,9 +676,15 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(again.status).toBe(200);
       expect(again.body).toEqual(first.body);
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
-      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual(['later.md']);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual([
+        'later.md',
+      ]);
       // A different key is a new turn, and it consumes the notice.
-      const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'twice' }, { 'idempotency-key': freshId('key') });
+      const next = await api.post(
+        `/v1/sessions/${id}/turns`,
+        { input: 'twice' },
+        { 'idempotency-key': freshId('key') },
+      );
       expect(next.body.turn).toBe(2);
       expect(next.body.context.notices_delivered).toEqual(['later.md']);
     });
@@ -602,34 +697,55 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'impatient' });
       expect(turn.status).toBe(409);
       expect(turn.body.error.code).toBe('turn_in_progress');
-      const append = await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'x' }] });
+      const append = await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'x' }],
+      });
       expect(append.status).toBe(409);
-      if (begun.kind === 'claimed') await log.completeTurn(begun.turn, { status: 'failed', output: [], receipt: {}, error: { code: 'model_error', message: 'test' } });
+      if (begun.kind === 'claimed')
+        await log.completeTurn(begun.turn, {
+          status: 'failed',
+          output: [],
+          receipt: {},
+          error: { code: 'model_error', message: 'test' },
+        });
       const after = await api.post(`/v1/sessions/${id}/turns`, { input: 'now' });
       expect(after.status).toBe(200);
     });
 
     it('parallel turns on one session: every answer is 200 or 409, and seqs stay dense', async () => {
       const id = await api.session();
-      const results = await Promise.all(Array.from({ length: 4 }, (_, index) => api.post(`/v1/sessions/${id}/turns`, { input: `p${index}` })));
+      const results = await Promise.all(
+        Array.from({ length: 4 }, (_, index) => api.post(`/v1/sessions/${id}/turns`, { input: `p${index}` })),
+      );
       const statuses = results.map((result) => result.status);
       expect(statuses.every((status) => status === 200 || status === 409)).toBe(true);
       const succeeded = statuses.filter((status) => status === 200).length;
       expect(succeeded).toBeGreaterThanOrEqual(1);
       const items = (await api.get(`/v1/sessions/${id}/items?limit=1000`)).body.items;
-      expect(items.map((item: any) => item.seq)).toEqual(Array.from({ length: items.length }, (_, index) => items.length - index));
+      expect(items.map((item: any) => item.seq)).toEqual(
+        Array.from({ length: items.length }, (_, index) => items.length - index),
+      );
       expect(items.length).toBe(2 * succeeded);
     });
   });
 
   describe(`${label}: a long tool-using session`, () => {
     it('keeps every invariant over many tool calls, with compaction, drops and packing', async () => {
-      const readTool = { type: 'function', name: 'read', parameters: { type: 'object', properties: { n: { type: 'number' } } } };
+      const readTool = {
+        type: 'function',
+        name: 'read',
+        parameters: { type: 'object', properties: { n: { type: 'number' } } },
+      };
       const id = await api.session({
         instructions: 'Read everything.',
         tools: [readTool],
         strategies: ['shorten_tools_epoch', 'inbox'],
-        strategy_config: { epoch_tool_call_threshold: 8, epoch_full_tool_calls: 3, epoch_compacted_tool_calls: 6, epoch_size: 4 },
+        strategy_config: {
+          epoch_tool_call_threshold: 8,
+          epoch_full_tool_calls: 3,
+          epoch_compacted_tool_calls: 6,
+          epoch_size: 4,
+        },
       });
       const calls = 24;
       let sawCompaction = false;
@@ -639,7 +755,13 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         const call = asked.body.output[0];
         expect(call).toMatchObject({ type: 'function_call', name: 'read', seq: 4 * index - 2 });
         const answered = await api.post(`/v1/sessions/${id}/turns`, {
-          input: [{ type: 'function_call_output', call_id: call.call_id, output: `page ${index}: ` + 'lorem ipsum '.repeat(60) }],
+          input: [
+            {
+              type: 'function_call_output',
+              call_id: call.call_id,
+              output: `page ${index}: ${'lorem ipsum '.repeat(60)}`,
+            },
+          ],
         });
         expect(answered.status, JSON.stringify(answered.body)).toBe(200);
         const context = answered.body.context;
@@ -652,7 +774,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const session = (await api.get(`/v1/sessions/${id}`)).body;
       expect(session.counts).toEqual({ items: 4 * calls, turns: 2 * calls, tool_calls: calls });
       const all = await api.get(`/v1/sessions/${id}/items?limit=1000`);
-      expect(all.body.items.map((item: any) => item.seq)).toEqual(Array.from({ length: 4 * calls }, (_, index) => 4 * calls - index));
+      expect(all.body.items.map((item: any) => item.seq)).toEqual(
+        Array.from({ length: 4 * calls }, (_, index) => 4 * calls - index),
+      );
       expect(all.body.has_more).toBe(false);
       const page = await api.get(`/v1/sessions/${id}/items?limit=5&before=50`);
       expect(page.body.items.map((item: any) => item.seq)).toEqual([49, 48, 47, 46, 45]);
@@ -690,7 +814,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(deltas.length).toBeGreaterThan(1);
       expect(deltas.join('')).toBe('echo: stream me please');
       const completed = events.at(-1)!.data;
-      expect(completed).toMatchObject({ session_id: id, turn: 1, output: [{ content: 'echo: stream me please', seq: 2 }] });
+      expect(completed).toMatchObject({
+        session_id: id,
+        turn: 1,
+        output: [{ content: 'echo: stream me please', seq: 2 }],
+      });
       expect(events.at(-2)!.data.item).toEqual(completed.output[0]);
       const stored = await api.get(`/v1/sessions/${id}/items`);
       expect(stored.body.items[0]).toMatchObject({ seq: 2, content: 'echo: stream me please' });
@@ -698,7 +826,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('streams with Accept: text/event-stream, and a tool call arrives as output_item.done', async () => {
       const id = await api.session({ tools: [weatherTool] });
-      const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Oslo"}' }, { accept: 'text/event-stream' });
+      const response = await api.post(
+        `/v1/sessions/${id}/turns`,
+        { input: 'call get_weather {"city":"Oslo"}' },
+        { accept: 'text/event-stream' },
+      );
       const events = parseSse(response.body);
       expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
       expect(events[1]!.data.item).toMatchObject({ type: 'function_call', name: 'get_weather' });
@@ -779,7 +911,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     it('delivers a notice to the next turn as the last message, then records it', async () => {
       const id = await api.session();
       await api.post(`/v1/sessions/${id}/turns`, { input: 'first' });
-      const posted = await api.post(`/v1/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' });
+      const posted = await api.post(`/v1/sessions/${id}/inbox`, {
+        name: '0001-budget.md',
+        content: 'Budget left: 2 USD',
+      });
       expect(posted.status).toBe(201);
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
       expect(turn.status).toBe(200);
@@ -790,7 +925,12 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const delivered = await api.get(`/v1/sessions/${id}/inbox/delivered`);
       expect(delivered.status).toBe(200);
       expect(delivered.body.delivered).toEqual([
-        expect.objectContaining({ name: '0001-budget.md', stored_as: '0001-budget.md', turn: 2, posted_at: posted.body.posted_at }),
+        expect.objectContaining({
+          name: '0001-budget.md',
+          stored_as: '0001-budget.md',
+          turn: 2,
+          posted_at: posted.body.posted_at,
+        }),
       ]);
       // Not a history item, and not replayed into later prompts.
       const items = await api.get(`/v1/sessions/${id}/items`);
@@ -809,7 +949,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(second.body.output[0].content).toBe('echo: second');
       const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
       expect(delivered.map((notice: any) => notice.stored_as).sort()).toEqual(['a_msg.1.md', 'a_msg.md']);
-      expect(delivered.find((notice: any) => notice.stored_as === 'a_msg.1.md')).toMatchObject({ name: 'a_msg.md', turn: 2 });
+      expect(delivered.find((notice: any) => notice.stored_as === 'a_msg.1.md')).toMatchObject({
+        name: 'a_msg.md',
+        turn: 2,
+      });
 
       await api.post(`/v1/sessions/${id}/inbox`, { name: '1-before', content: 'shown' });
       await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' });
@@ -860,8 +1003,12 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(items.body.items.map((item: any) => item.content)).toEqual(['do more']);
       const session = (await api.get(`/v1/sessions/${id}`)).body;
       expect(session.counts).toMatchObject({ items: 1, turns: 1 });
-      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual(['zz-after.md']);
-      const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered.map((notice: any) => notice.name);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending.map((notice: any) => notice.name)).toEqual([
+        'zz-after.md',
+      ]);
+      const delivered = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered.map(
+        (notice: any) => notice.name,
+      );
       expect(delivered).toEqual(expect.arrayContaining(['0001-note.md', 'abort']));
       // The session goes on: the next turn gets the notice the aborted turn took (no model saw
       // it) and the one that sorted after abort; the delivery record names the turn that carried it.
@@ -892,7 +1039,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         expect.objectContaining({ type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }),
         { type: 'message', role: 'user', content: 'heads up', synthetic: 'inbox', pending: true },
       ]);
-      expect(preview.body.context).toMatchObject({ strategies: ['shorten_tools_epoch_increment', 'inbox'], items_in_prompt: 4, notices_delivered: [] });
+      expect(preview.body.context).toMatchObject({
+        strategies: ['shorten_tools_epoch_increment', 'inbox'],
+        items_in_prompt: 4,
+        notices_delivered: [],
+      });
       expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toHaveLength(1);
       const again = await api.get(`/v1/sessions/${id}/prompt`);
       expect(again.body).toEqual(preview.body);
@@ -901,9 +1052,15 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect(noInbox.body.items).toHaveLength(3);
       expect(noInbox.body.context.strategies).toEqual(['none']);
       expect((await api.get(`/v1/sessions/${id}/prompt?strategies=bogus`)).status).toBe(400);
-      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size":5}')}`)).status).toBe(200);
-      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{bad')}`)).status).toBe(400);
-      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"nope":1}')}`)).status).toBe(400);
+      expect(
+        (await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size":5}')}`)).status,
+      ).toBe(200);
+      expect((await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{bad')}`)).status).toBe(
+        400,
+      );
+      expect(
+        (await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"nope":1}')}`)).status,
+      ).toBe(400);
       expect((await api.get('/v1/sessions/missing-preview/prompt')).status).toBe(404);
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
     });
@@ -924,16 +1081,37 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       });
       const full = await api.get(`/v1/sessions/${id}/prompt?full=true&strategies=none`);
       expect(full.status).toBe(200);
-      expect(full.body.items.map((item: any) => item.arguments ?? item.output ?? item.content)).toEqual(['Rules.', args, output, exact, euros]);
+      expect(full.body.items.map((item: any) => item.arguments ?? item.output ?? item.content)).toEqual([
+        'Rules.',
+        args,
+        output,
+        exact,
+        euros,
+      ]);
       expect(full.body.items.some((item: any) => 'elided' in item)).toBe(false);
 
       const preview = await api.get(`/v1/sessions/${id}/prompt?strategies=none`);
       expect(preview.body.items).toEqual([
         { type: 'message', role: 'system', content: 'Rules.' },
-        expect.objectContaining({ type: 'function_call', arguments: '', elided: { bytes: args.length, sha256: sha256Hex(args) }, seq: 1 }),
-        expect.objectContaining({ type: 'function_call_output', output: '', elided: { bytes: 20_000, sha256: sha256Hex(output) }, seq: 2 }),
+        expect.objectContaining({
+          type: 'function_call',
+          arguments: '',
+          elided: { bytes: args.length, sha256: sha256Hex(args) },
+          seq: 1,
+        }),
+        expect.objectContaining({
+          type: 'function_call_output',
+          output: '',
+          elided: { bytes: 20_000, sha256: sha256Hex(output) },
+          seq: 2,
+        }),
         expect.objectContaining({ type: 'message', content: exact, seq: 3 }),
-        expect.objectContaining({ type: 'message', content: '', elided: { bytes: 4098, sha256: sha256Hex(euros) }, seq: 4 }),
+        expect.objectContaining({
+          type: 'message',
+          content: '',
+          elided: { bytes: 4098, sha256: sha256Hex(euros) },
+          seq: 4,
+        }),
       ]);
       expect(preview.body.items[3]).not.toHaveProperty('elided');
       expect(preview.body.context).toEqual(full.body.context);
@@ -943,10 +1121,14 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('refuses a strategy_config query nested deeper than 64 levels or holding NUL', async () => {
       const id = await api.session();
-      const deep = await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent(`{"a":${'['.repeat(4000)}${']'.repeat(4000)}}`)}`);
+      const deep = await api.get(
+        `/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent(`{"a":${'['.repeat(4000)}${']'.repeat(4000)}}`)}`,
+      );
       expect(deep.status).toBe(400);
       expect(deep.body.error.message).toContain('64 levels');
-      const nul = await api.get(`/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size\\u0000":1}')}`);
+      const nul = await api.get(
+        `/v1/sessions/${id}/prompt?strategy_config=${encodeURIComponent('{"epoch_size\\u0000":1}')}`,
+      );
       expect(nul.status).toBe(400);
       expect(nul.body.error.message).toContain('NUL');
     });
@@ -955,7 +1137,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       const id = await api.session({ tools: [weatherTool] });
       const call = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Rome"}' });
       const callId = call.body.output[0].call_id;
-      await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'function_call_output', call_id: callId, output: 'sunny' }] });
+      await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'function_call_output', call_id: callId, output: 'sunny' }],
+      });
       const preview = await api.get(`/v1/sessions/${id}/prompt`);
       await api.post(`/v1/sessions/${id}/inbox`, { name: 'x.md', content: 'x' });
       const previewWithNotice = await api.get(`/v1/sessions/${id}/prompt`);
@@ -970,12 +1154,15 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     it('stores one input for 20 concurrent requests with the same Idempotency-Key', async () => {
       const id = await api.session();
       const key = { 'idempotency-key': freshId('key') };
-      const results = await Promise.all(Array.from({ length: 20 }, () => api.post(`/v1/sessions/${id}/turns`, { input: 'exactly once' }, key)));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => api.post(`/v1/sessions/${id}/turns`, { input: 'exactly once' }, key)),
+      );
       for (const result of results) expect([200, 409], JSON.stringify(result.body)).toContain(result.status);
       const answered = results.filter((result) => result.status === 200);
       expect(answered.length).toBeGreaterThanOrEqual(1);
       for (const result of answered) expect(result.body).toEqual(answered[0]!.body);
-      for (const result of results.filter((result) => result.status === 409)) expect(result.body.error.code).toBe('turn_in_progress');
+      for (const result of results.filter((result) => result.status === 409))
+        expect(result.body.error.code).toBe('turn_in_progress');
       const items = (await api.get(`/v1/sessions/${id}/items?limit=1000`)).body.items;
       expect(items.filter((item: any) => item.content === 'exactly once')).toHaveLength(1);
       // Once it completed, every retry replays it.
@@ -998,7 +1185,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       for (let round = 0; round < 3; round++) {
         const id = await api.session();
         await api.post(`/v1/sessions/${id}/turns`, { input: 'old life' });
-        const [turn, removed] = await Promise.all([api.post(`/v1/sessions/${id}/turns`, { input: 'racing' }), api.delete(`/v1/sessions/${id}`)]);
+        const [turn, removed] = await Promise.all([
+          api.post(`/v1/sessions/${id}/turns`, { input: 'racing' }),
+          api.delete(`/v1/sessions/${id}`),
+        ]);
         expect([200, 404, 409], JSON.stringify(turn.body)).toContain(turn.status);
         expect(removed.status).toBe(204);
         expect((await api.post('/v1/sessions', { id })).status).toBe(201);
@@ -1034,7 +1224,9 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
 
     it('refuses outputs that answer no open call (400), storing nothing', async () => {
       const id = await api.session({ tools: [weatherTool] });
-      const unknown = await api.post(`/v1/sessions/${id}/turns`, { input: [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }] });
+      const unknown = await api.post(`/v1/sessions/${id}/turns`, {
+        input: [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }],
+      });
       expect(unknown.status).toBe(400);
       expect(unknown.body.error.message).toContain('call_none');
       const call = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Oslo"}' });
@@ -1046,7 +1238,13 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         ],
       });
       expect(twice.status).toBe(400);
-      expect((await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'function_call_output', call_id: callId, output: 'cold' }] })).status).toBe(201);
+      expect(
+        (
+          await api.post(`/v1/sessions/${id}/items`, {
+            items: [{ type: 'function_call_output', call_id: callId, output: 'cold' }],
+          })
+        ).status,
+      ).toBe(201);
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(3);
     });
   });

@@ -7,12 +7,17 @@ import { defineReceiptSuite } from './receipts-suite.ts';
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
 // suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
 const store = new MemoryStore();
-const baseEnvironment: Record<string, string | undefined> = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' };
+const baseEnvironment: Record<string, string | undefined> = {
+  API_TOKEN: TOKEN,
+  ALLOW_ANONYMOUS: 'false',
+  DEFAULT_MODEL: 'echo',
+};
 const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
 
 function merged(overrides: Record<string, string | undefined>): Record<string, string> {
   const environment: Record<string, string> = {};
-  for (const [name, value] of Object.entries({ ...baseEnvironment, ...overrides })) if (value !== undefined) environment[name] = value;
+  for (const [name, value] of Object.entries({ ...baseEnvironment, ...overrides }))
+    if (value !== undefined) environment[name] = value;
   return environment;
 }
 

@@ -64,13 +64,20 @@ describe('model failures', () => {
     const key = { 'idempotency-key': freshId('fail') };
     const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
     expect(response.status).toBe(502);
-    expect(response.body.error).toEqual({ code: 'model_error', message: 'the model call failed', details: { model: 'openai-compatible:fake', status: 500 } });
+    expect(response.body.error).toEqual({
+      code: 'model_error',
+      message: 'the model call failed',
+      details: { model: 'openai-compatible:fake', status: 500 },
+    });
     expect(calls).toBe(before + 1);
     const items = await api.get(`/v1/sessions/${id}/items`);
     expect(items.body.items.map((item: any) => item.content)).toEqual(['will fail']);
     const [done] = await doneRecords(id);
     // The provider's text is kept for the operator, not sent to the client.
-    expect(done).toMatchObject({ status: 'failed', error: { code: 'model_error', message: expect.stringContaining('upstream exploded') } });
+    expect(done).toMatchObject({
+      status: 'failed',
+      error: { code: 'model_error', message: expect.stringContaining('upstream exploded') },
+    });
 
     // The replay of the same key answers the stored error, without calling the provider.
     const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
@@ -110,7 +117,15 @@ describe('model failures', () => {
 
 describe('receipts', () => {
   it('each turn stores a compact receipt of what the model saw', async () => {
-    const id = await api.session({ strategies: ['shorten_tools_epoch', 'inbox'], strategy_config: { epoch_tool_call_threshold: 2, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 1, epoch_size: 1 } });
+    const id = await api.session({
+      strategies: ['shorten_tools_epoch', 'inbox'],
+      strategy_config: {
+        epoch_tool_call_threshold: 2,
+        epoch_full_tool_calls: 1,
+        epoch_compacted_tool_calls: 1,
+        epoch_size: 1,
+      },
+    });
     const items: unknown[] = [{ type: 'message', role: 'user', content: 'start' }];
     for (let index = 1; index <= 5; index++) {
       items.push({ type: 'function_call', call_id: `c${index}`, name: 'read', arguments: `{"n":${index}}` });
@@ -126,7 +141,11 @@ describe('receipts', () => {
     expect(context.compacted + context.dropped).toBeGreaterThan(0);
     const [done] = await doneRecords(id);
     expect(done.status).toBe('completed');
-    expect(done.receipt).toMatchObject({ model: 'echo', strategies: ['shorten_tools_epoch', 'inbox'], notices: [expect.objectContaining({ name: 'n.md', stored_as: 'n.md' })] });
+    expect(done.receipt).toMatchObject({
+      model: 'echo',
+      strategies: ['shorten_tools_epoch', 'inbox'],
+      notices: [expect.objectContaining({ name: 'n.md', stored_as: 'n.md' })],
+    });
     expect(typeof done.receipt.whole).toBe('string');
     expect(done.receipt.whole).toMatch(/^[\d,-]*$/);
     expect(done.receipt.compacted.length + done.receipt.dropped.length).toBeGreaterThan(0);

@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
-import { fixture, startFakeProvider, type FakeProvider, type RecordedRequest } from '../support/fake-providers/fake-provider-server.ts';
+import {
+  fixture,
+  startFakeProvider,
+  type FakeProvider,
+  type RecordedRequest,
+} from '../support/fake-providers/fake-provider-server.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
 // Turns through the whole app against fake providers on loopback that answer with recorded
@@ -15,8 +20,12 @@ let openai: FakeProvider;
 let anthropic: FakeProvider;
 
 beforeAll(async () => {
-  openai = await startFakeProvider((request) => reply(request, 'openai-chat-tool-call.json', 'openai-chat-tool-call.sse'));
-  anthropic = await startFakeProvider((request) => reply(request, 'anthropic-message-text.json', 'anthropic-message-text.sse'));
+  openai = await startFakeProvider((request) =>
+    reply(request, 'openai-chat-tool-call.json', 'openai-chat-tool-call.sse'),
+  );
+  anthropic = await startFakeProvider((request) =>
+    reply(request, 'anthropic-message-text.json', 'anthropic-message-text.sse'),
+  );
 });
 
 afterAll(async () => {
@@ -50,11 +59,21 @@ const weatherTool = {
 
 describe('openai-compatible through the app', () => {
   it('offers the session tools and returns the call as a function_call item', async () => {
-    const id = await api.session({ model: 'openai-compatible:fake-model', instructions: 'Be brief.', tools: [weatherTool] });
+    const id = await api.session({
+      model: 'openai-compatible:fake-model',
+      instructions: 'Be brief.',
+      tools: [weatherTool],
+    });
     const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather in Boston?' });
     expect(response.status, JSON.stringify(response.body)).toBe(200);
     expect(response.body.output).toEqual([
-      { type: 'function_call', call_id: 'call_abc123', name: 'get_current_weather', arguments: expect.any(String), seq: 2 },
+      {
+        type: 'function_call',
+        call_id: 'call_abc123',
+        name: 'get_current_weather',
+        arguments: expect.any(String),
+        seq: 2,
+      },
     ]);
     expect(JSON.parse(response.body.output[0].arguments)).toEqual({ location: 'Boston, MA' });
     expect(response.body.usage).toEqual({ input_tokens: 82, output_tokens: 17 });
@@ -69,7 +88,11 @@ describe('openai-compatible through the app', () => {
 
   it('streams the call as output_item.done, and request tools replace session tools', async () => {
     const id = await api.session({ model: 'openai-compatible:fake-model' });
-    const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather?', stream: true, tools: [weatherTool] });
+    const response = await api.post(`/v1/sessions/${id}/turns`, {
+      input: 'Weather?',
+      stream: true,
+      tools: [weatherTool],
+    });
     const events = parseSse(response.body);
     expect(events[0]!.event).toBe('turn.started');
     expect(events.at(-1)!.event).toBe('turn.completed');
@@ -89,7 +112,12 @@ describe('anthropic through the app', () => {
       model: 'anthropic:claude-sonnet-4-5',
       instructions: 'You are careful.',
       strategies: ['shorten_tools_epoch', 'inbox'],
-      strategy_config: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 2, epoch_compacted_tool_calls: 3, epoch_size: 2 },
+      strategy_config: {
+        epoch_tool_call_threshold: 4,
+        epoch_full_tool_calls: 2,
+        epoch_compacted_tool_calls: 3,
+        epoch_size: 2,
+      },
     });
     const items: unknown[] = [{ type: 'message', role: 'user', content: 'Read the pages.' }];
     for (let index = 1; index <= 10; index++) {
@@ -99,7 +127,9 @@ describe('anthropic through the app', () => {
     await api.post(`/v1/sessions/${id}/items`, { items });
     const response = await api.post(`/v1/sessions/${id}/turns`, { input: 'Summarize.' });
     expect(response.status, JSON.stringify(response.body)).toBe(200);
-    expect(response.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'Hi! My name is Claude.', seq: 23 }]);
+    expect(response.body.output).toEqual([
+      { type: 'message', role: 'assistant', content: 'Hi! My name is Claude.', seq: 23 },
+    ]);
     expect(response.body.context.compacted + response.body.context.dropped).toBeGreaterThan(0);
 
     const sent = anthropic.requests.at(-1)!.body;
@@ -109,7 +139,11 @@ describe('anthropic through the app', () => {
       for (const block of message.content) if (block.cache_control) marked.push({ message: index, block });
     });
     expect(marked).toHaveLength(1);
-    expect(marked[0]!.block).toMatchObject({ type: 'text', text: CONTEXT_NOTICE_TEXT, cache_control: { type: 'ephemeral' } });
+    expect(marked[0]!.block).toMatchObject({
+      type: 'text',
+      text: CONTEXT_NOTICE_TEXT,
+      cache_control: { type: 'ephemeral' },
+    });
     // Everything after the breakpoint is the part that changes from turn to turn.
     const last = sent.messages.at(-1);
     expect(JSON.stringify(last)).toContain('Summarize.');

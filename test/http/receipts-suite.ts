@@ -11,7 +11,11 @@ import { createClient, freshId, TOKEN, type HttpHarness } from './http-suite.ts'
  */
 export function defineReceiptSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);
-  const readTool = { type: 'function', name: 'read', parameters: { type: 'object', properties: { n: { type: 'number' } } } };
+  const readTool = {
+    type: 'function',
+    name: 'read',
+    parameters: { type: 'object', properties: { n: { type: 'number' } } },
+  };
 
   /** A tool-using session: `calls` rounds of call + output; old outputs get compacted. */
   async function toolSession(calls: number) {
@@ -19,7 +23,12 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       instructions: 'Read everything.',
       tools: [readTool],
       strategies: ['shorten_tools_epoch', 'inbox'],
-      strategy_config: { epoch_tool_call_threshold: 3, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 1, epoch_size: 1 },
+      strategy_config: {
+        epoch_tool_call_threshold: 3,
+        epoch_full_tool_calls: 1,
+        epoch_compacted_tool_calls: 1,
+        epoch_size: 1,
+      },
     });
     const responses: any[] = [];
     for (let index = 1; index <= calls; index++) {
@@ -27,7 +36,13 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       expect(asked.status, JSON.stringify(asked.body)).toBe(200);
       responses.push(asked.body);
       const answered = await api.post(`/v1/sessions/${id}/turns`, {
-        input: [{ type: 'function_call_output', call_id: asked.body.output[0].call_id, output: `page ${index}: ` + 'lorem ipsum '.repeat(60) }],
+        input: [
+          {
+            type: 'function_call_output',
+            call_id: asked.body.output[0].call_id,
+            output: `page ${index}: ${'lorem ipsum '.repeat(60)}`,
+          },
+        ],
       });
       expect(answered.status, JSON.stringify(answered.body)).toBe(200);
       responses.push(answered.body);
@@ -60,7 +75,13 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       expect(turns.map((turn) => turn.turn)).toEqual([12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
       for (const turn of turns) {
         const response = responses[turn.turn - 1];
-        expect(turn).toMatchObject({ status: 'completed', model: 'echo', strategies: ['shorten_tools_epoch', 'inbox'], error: null, notices: [] });
+        expect(turn).toMatchObject({
+          status: 'completed',
+          model: 'echo',
+          strategies: ['shorten_tools_epoch', 'inbox'],
+          error: null,
+          notices: [],
+        });
         expect(turn.context).toEqual(response.context);
         expect(turn.usage).toEqual(response.usage);
         expect(turn.output).toEqual({ first_seq: response.output[0].seq, last_seq: response.output.at(-1).seq });
@@ -76,7 +97,9 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       // Turn 2 only appends to turn 1's prompt: everything of turn 1 is reused.
       expect(turns.at(-2).prefix_reused_chars).toBe(turns.at(-1).context.prompt_chars);
       // A new epoch compacts older outputs: that turn's prompt diverges early, so it reuses less than its predecessor's whole prompt.
-      const diverged = turns.filter((turn, index) => index < turns.length - 1 && turn.prefix_reused_chars < turns[index + 1].context.prompt_chars);
+      const diverged = turns.filter(
+        (turn, index) => index < turns.length - 1 && turn.prefix_reused_chars < turns[index + 1].context.prompt_chars,
+      );
       expect(diverged.length).toBeGreaterThan(0);
     });
 
@@ -95,11 +118,15 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       }
       expect(next - 1).toBe(detail.body.input.last_seq);
       const count = (treatment: string) =>
-        receipt.seen.filter((run: any) => run.treatment === treatment).reduce((sum: number, run: any) => sum + run.last_seq - run.first_seq + 1, 0);
+        receipt.seen
+          .filter((run: any) => run.treatment === treatment)
+          .reduce((sum: number, run: any) => sum + run.last_seq - run.first_seq + 1, 0);
       expect(count('compacted')).toBeGreaterThan(0);
       expect(count('dropped')).toBeGreaterThan(0);
       expect(count('compacted')).toBeGreaterThanOrEqual(detail.body.context.compacted);
-      expect(receipt.synthetic).toEqual([expect.objectContaining({ synthetic: 'context_notice', content: expect.stringMatching(/./) })]);
+      expect(receipt.synthetic).toEqual([
+        expect.objectContaining({ synthetic: 'context_notice', content: expect.stringMatching(/./) }),
+      ]);
 
       const items = await api.get(`/v1/sessions/${id}/turns/12/items?limit=1000`);
       expect(items.status).toBe(200);
@@ -109,7 +136,11 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       const output = compacted.find((item: any) => item.type === 'function_call_output');
       expect(output.compacted_as.output).toMatch(/^\[compacted: \d+ chars, md5 [0-9a-f]{5}\./);
       expect(output.output).toMatch(/^page \d+: (lorem ipsum )+$/);
-      expect(items.body.items.filter((item: any) => item.treatment === 'whole').every((item: any) => item.compacted_as === undefined)).toBe(true);
+      expect(
+        items.body.items
+          .filter((item: any) => item.treatment === 'whole')
+          .every((item: any) => item.compacted_as === undefined),
+      ).toBe(true);
       // Paging the window: below `before`, newest first.
       const page = await api.get(`/v1/sessions/${id}/turns/12/items?limit=3&before=10`);
       expect(page.body.items.map((item: any) => item.seq)).toEqual([9, 8, 7]);
@@ -128,12 +159,18 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       expect(turns.map((turn: any) => turn.turn)).toEqual(Array.from({ length: stored }, (_, index) => stored - index));
       expect(turns[0]).toMatchObject({ status: 'aborted', error: { code: 'aborted' }, output: null, usage: null });
       const first = turns.at(-1);
-      expect(first).toMatchObject({ turn: 1, status: 'completed', notices: [expect.objectContaining({ name: '0001-note.md' })] });
+      expect(first).toMatchObject({
+        turn: 1,
+        status: 'completed',
+        notices: [expect.objectContaining({ name: '0001-note.md' })],
+      });
       expect(first.context.notices_delivered).toEqual(['0001-note.md']);
       const aborted = await api.get(`/v1/sessions/${id}/turns/${turns[0].turn}`);
       expect(aborted.body.receipt).toMatchObject({ abort: { name: 'abort', reason: 'stop now' } });
       const detail = await api.get(`/v1/sessions/${id}/turns/1`);
-      expect(detail.body.receipt.synthetic).toEqual([expect.objectContaining({ synthetic: 'inbox', name: '0001-note.md', chars: 'Budget left: 2 USD'.length })]);
+      expect(detail.body.receipt.synthetic).toEqual([
+        expect.objectContaining({ synthetic: 'inbox', name: '0001-note.md', chars: 'Budget left: 2 USD'.length }),
+      ]);
     });
 
     it('answers the same once the records are packed into segments', async () => {
@@ -148,7 +185,9 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       expect(await allTurns(id, 4)).toEqual(before);
       expect(await allTurns(id, 100)).toEqual(before);
       expect((await api.get(`/v1/sessions/${id}/turns/7`)).body).toEqual(detailBefore);
-      expect((await api.get(`/v1/sessions/${id}/turns?before=4&limit=2`)).body.turns.map((turn: any) => turn.turn)).toEqual([3, 2]);
+      expect(
+        (await api.get(`/v1/sessions/${id}/turns?before=4&limit=2`)).body.turns.map((turn: any) => turn.turn),
+      ).toEqual([3, 2]);
     });
 
     it('refuses a turn that does not exist (404) and bad numbers (400)', async () => {
@@ -158,7 +197,11 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       expect((await api.get(`/v1/sessions/${id}/turns/0`)).status).toBe(400);
       expect((await api.get(`/v1/sessions/${id}/turns?limit=101`)).status).toBe(400);
       expect((await api.get(`/v1/sessions/${freshId('missing')}/turns`)).status).toBe(404);
-      expect((await api.get(`/v1/sessions/${id}/turns`)).body).toMatchObject({ has_more: false, next_before: null, turns: [{ turn: 1 }] });
+      expect((await api.get(`/v1/sessions/${id}/turns`)).body).toMatchObject({
+        has_more: false,
+        next_before: null,
+        turns: [{ turn: 1 }],
+      });
     });
   });
 
@@ -176,7 +219,8 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
         return { status: response.status, body: text === '' ? null : JSON.parse(text) };
       };
       const ids = ['b-2', 'a_1', 'c', 'a-1', 'a'];
-      for (const id of ids) expect((await call('POST', '/v1/sessions', { id, metadata: { name: `session ${id}` } })).status).toBe(201);
+      for (const id of ids)
+        expect((await call('POST', '/v1/sessions', { id, metadata: { name: `session ${id}` } })).status).toBe(201);
       expect((await call('POST', '/v1/sessions/c/turns', { input: 'hello' })).status).toBe(200);
       // By the byte order of the keys `<id>/` ('-' < '/' < '_' < letters).
       const expected = ['a-1', 'a', 'a_1', 'b-2', 'c'];
@@ -197,12 +241,21 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       const a = seen.find((session) => session.id === 'a');
       expect(a).toMatchObject({ counts: { items: 0, turns: 0, tool_calls: 0 }, last_activity_at: a.created_at });
       const light = await call('GET', '/v1/sessions?counts=false&limit=100');
-      expect(light.body.sessions.map((session: any) => [session.id, session.counts])).toEqual(expected.map((id) => [id, null]));
+      expect(light.body.sessions.map((session: any) => [session.id, session.counts])).toEqual(
+        expected.map((id) => [id, null]),
+      );
       expect(light.body).toMatchObject({ has_more: false, next_after: null });
       // A deleted session leaves the listing.
       expect((await call('DELETE', '/v1/sessions/a-1')).status).toBe(204);
-      expect((await call('GET', '/v1/sessions?limit=100')).body.sessions.map((session: any) => session.id)).toEqual(['a', 'a_1', 'b-2', 'c']);
-      expect((await call('GET', '/v1/sessions?after=a&limit=100')).body.sessions.map((session: any) => session.id)).toEqual(['a_1', 'b-2', 'c']);
+      expect((await call('GET', '/v1/sessions?limit=100')).body.sessions.map((session: any) => session.id)).toEqual([
+        'a',
+        'a_1',
+        'b-2',
+        'c',
+      ]);
+      expect(
+        (await call('GET', '/v1/sessions?after=a&limit=100')).body.sessions.map((session: any) => session.id),
+      ).toEqual(['a_1', 'b-2', 'c']);
       expect((await call('GET', '/v1/sessions?after=a%2F')).status).toBe(400);
     });
   });

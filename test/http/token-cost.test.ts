@@ -13,12 +13,25 @@ function setup() {
   const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, clock: () => now, log: () => {} });
   // Work after the response (packing) is awaited before the next measurement.
   const background: Promise<unknown>[] = [];
-  const executionContext = { waitUntil: (task: Promise<unknown>) => void background.push(task), passThroughOnException: () => {}, props: {} };
+  const executionContext = {
+    waitUntil: (task: Promise<unknown>) => void background.push(task),
+    passThroughOnException: () => {},
+    props: {},
+  };
   const call = async (token: string, method: string, path: string, body?: unknown) => {
     const headers: Record<string, string> = { authorization: `Bearer ${token}` };
     if (body !== undefined) headers['content-type'] = 'application/json';
-    const response = await app.request(path, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }, environment, executionContext);
-    return { status: response.status, body: (await response.json().catch(() => null)) as any, headers: response.headers };
+    const response = await app.request(
+      path,
+      { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) },
+      environment,
+      executionContext,
+    );
+    return {
+      status: response.status,
+      body: (await response.json().catch(() => null)) as any,
+      headers: response.headers,
+    };
   };
   const operations = async (token: string, method: string, path: string, body?: unknown) => {
     await Promise.all(background.splice(0));
@@ -40,7 +53,10 @@ describe('scoped tokens in storage operations', () => {
     for (const kind of ['api', 'unbound', 'bound']) {
       await call(TOKEN, 'POST', '/v1/sessions', { id: kind });
       await call(TOKEN, 'POST', `/v1/sessions/${kind}/turns`, { input: 'hi' });
-      const minted = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], ...(kind === 'bound' ? { session_id: kind } : {}) });
+      const minted = await call(TOKEN, 'POST', '/v1/tokens', {
+        scopes: ['admin'],
+        ...(kind === 'bound' ? { session_id: kind } : {}),
+      });
       tokens[kind] = kind === 'api' ? TOKEN : (minted.body.token as string);
     }
     const measured: Record<string, number[]> = {};
@@ -54,7 +70,8 @@ describe('scoped tokens in storage operations', () => {
       ['POST', '/inbox', { name: 'n1', content: 'x' }],
     ] as const) {
       const row = [];
-      for (const kind of ['api', 'unbound', 'bound']) row.push(await operations(tokens[kind]!, method, `/v1/sessions/${kind}${route}`, body));
+      for (const kind of ['api', 'unbound', 'bound'])
+        row.push(await operations(tokens[kind]!, method, `/v1/sessions/${kind}${route}`, body));
       measured[`${method} ${route || '/'}`] = row;
     }
     // [API_TOKEN, unbound token, bound token]: the same, but one config read on inbox routes.
@@ -72,13 +89,17 @@ describe('scoped tokens in storage operations', () => {
   it('refuses a token once the service clock passes its expiry', async () => {
     const { call, advance } = setup();
     await call(TOKEN, 'POST', '/v1/sessions', { id: 'expiry' });
-    const minted = (await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'expiry', ttl_seconds: 60 })).body;
+    const minted = (
+      await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'expiry', ttl_seconds: 60 })
+    ).body;
     expect(minted.expires_at).toBe('2030-01-01T00:01:00.000Z');
     advance(59_000);
     expect((await call(minted.token, 'GET', '/v1/sessions/expiry')).status).toBe(200);
     advance(1_000);
     const expired = await call(minted.token, 'GET', '/v1/sessions/expiry');
     expect(expired.status).toBe(401);
-    expect(expired.headers.get('www-authenticate')).toBe('Bearer error="invalid_token", error_description="the token expired at 2030-01-01T00:01:00.000Z"');
+    expect(expired.headers.get('www-authenticate')).toBe(
+      'Bearer error="invalid_token", error_description="the token expired at 2030-01-01T00:01:00.000Z"',
+    );
   });
 });

@@ -98,7 +98,13 @@ async function readJson(response: Response): Promise<any> {
 }
 
 export function defineTokenSuite(label: string, harness: HttpHarness): void {
-  async function call(token: string | null, method: string, path: string, body?: unknown, env?: Record<string, string | undefined>) {
+  async function call(
+    token: string | null,
+    method: string,
+    path: string,
+    body?: unknown,
+    env?: Record<string, string | undefined>,
+  ) {
     const headers: Record<string, string> = token === null ? {} : { authorization: `Bearer ${token}` };
     const init: RequestInit = { method, headers };
     if (body !== undefined) {
@@ -116,7 +122,11 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
     return id;
   }
 
-  async function mint(body: { scopes: Scope[]; session_id?: string; ttl_seconds?: number }, env?: Record<string, string | undefined>, admin = TOKEN): Promise<string> {
+  async function mint(
+    body: { scopes: Scope[]; session_id?: string; ttl_seconds?: number },
+    env?: Record<string, string | undefined>,
+    admin = TOKEN,
+  ): Promise<string> {
     const minted = await call(admin, 'POST', '/v1/tokens', body, env);
     expect(minted.status, JSON.stringify(minted.body)).toBe(201);
     return minted.body.token as string;
@@ -137,11 +147,19 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const before = Date.now();
       const minted = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['inbox:write'], session_id: id });
       expect(minted.status).toBe(201);
-      expect(minted.body).toEqual({ token: expect.any(String), scopes: ['inbox:write'], session_id: id, expires_at: expect.any(String) });
+      expect(minted.body).toEqual({
+        token: expect.any(String),
+        scopes: ['inbox:write'],
+        session_id: id,
+        expires_at: expect.any(String),
+      });
       const lifetime = Date.parse(minted.body.expires_at) - before;
       expect(lifetime).toBeGreaterThan(3590_000);
       expect(lifetime).toBeLessThanOrEqual(3601_000);
-      const unbound = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['session:read', 'session:read'], ttl_seconds: 30 * 24 * 3600 });
+      const unbound = await call(TOKEN, 'POST', '/v1/tokens', {
+        scopes: ['session:read', 'session:read'],
+        ttl_seconds: 30 * 24 * 3600,
+      });
       expect(unbound.status).toBe(201);
       expect(unbound.body.session_id).toBeNull();
       expect(unbound.body.scopes).toEqual(['session:read']);
@@ -160,7 +178,10 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
     });
 
     it('refuses a token for a session that does not exist (404)', async () => {
-      const refused = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['inbox:write'], session_id: freshId('missing') });
+      const refused = await call(TOKEN, 'POST', '/v1/tokens', {
+        scopes: ['inbox:write'],
+        session_id: freshId('missing'),
+      });
       expect(refused.status).toBe(404);
     });
 
@@ -180,7 +201,10 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const token = await mint({ scopes: ['session:read'], session_id: id });
       expect((await call(token, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
       // Another API_TOKEN derives another key: the token no longer verifies.
-      expectInvalidToken(await call(token, 'GET', `/v1/sessions/${id}`, undefined, { API_TOKEN: 'rotated' }), /signature/);
+      expectInvalidToken(
+        await call(token, 'GET', `/v1/sessions/${id}`, undefined, { API_TOKEN: 'rotated' }),
+        /signature/,
+      );
       const now = Math.floor(Date.now() / 1000);
       const withRawToken = await sign({ scope: 'admin', iat: now, exp: now + 600 }, TOKEN, 'HS256');
       expectInvalidToken(await call(withRawToken, 'GET', `/v1/sessions/${id}`), /signature/);
@@ -210,12 +234,22 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const token = await mint({ scopes: ['inbox:read'], session_id: id }, env);
       const [header, payload, signature] = token.split('.') as [string, string, string];
       const claims = JSON.parse(atob(payload.replaceAll('-', '+').replaceAll('_', '/')));
-      const widened = btoa(JSON.stringify({ ...claims, scope: 'admin' })).replaceAll('=', '').replaceAll('+', '-').replaceAll('/', '_');
-      expectInvalidToken(await call(`${header}.${widened}.${signature}`, 'GET', `/v1/sessions/${id}`, undefined, env), /signature/);
+      const widened = btoa(JSON.stringify({ ...claims, scope: 'admin' }))
+        .replaceAll('=', '')
+        .replaceAll('+', '-')
+        .replaceAll('/', '_');
+      expectInvalidToken(
+        await call(`${header}.${widened}.${signature}`, 'GET', `/v1/sessions/${id}`, undefined, env),
+        /signature/,
+      );
       expectInvalidToken(await call('not.a-jwt', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
       expectInvalidToken(await call('nope', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
       const now = Math.floor(Date.now() / 1000);
-      const expired = await sign({ scope: 'session:read', session_id: id, gen: 0, iat: now - 120, exp: now - 60 }, key, 'HS256');
+      const expired = await sign(
+        { scope: 'session:read', session_id: id, gen: 0, iat: now - 120, exp: now - 60 },
+        key,
+        'HS256',
+      );
       expectInvalidToken(await call(expired, 'GET', `/v1/sessions/${id}`, undefined, env), /expired/);
       const unknownScope = await sign({ scope: 'root', iat: now, exp: now + 60 }, key, 'HS256');
       expectInvalidToken(await call(unknownScope, 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
@@ -236,7 +270,10 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const id = await createSession();
       const other = await createSession();
       const poster = await mint({ scopes: ['inbox:write'], session_id: id });
-      const posted = await call(poster, 'POST', `/v1/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' });
+      const posted = await call(poster, 'POST', `/v1/sessions/${id}/inbox`, {
+        name: '0001-budget.md',
+        content: 'Budget left: 2 USD',
+      });
       expect(posted.status).toBe(201);
       const pending = await call(TOKEN, 'GET', `/v1/sessions/${id}/inbox`);
       expect(pending.body.pending.map((notice: { name: string }) => notice.name)).toEqual(['0001-budget.md']);
@@ -264,7 +301,10 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const revoked = await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
       expect(revoked).toMatchObject({ status: 200, body: { session_id: id, token_generation: 1 } });
 
-      expectInvalidToken(await call(poster, 'POST', `/v1/sessions/${id}/inbox`, { name: 'late', content: 'x' }), /revoked/);
+      expectInvalidToken(
+        await call(poster, 'POST', `/v1/sessions/${id}/inbox`, { name: 'late', content: 'x' }),
+        /revoked/,
+      );
       expectInvalidToken(await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'again' }), /revoked/);
       expectInvalidToken(await call(client, 'GET', `/v1/sessions/${id}`), /revoked/);
       // Nothing was stored by the refused requests.
@@ -314,9 +354,16 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const document = (await call(TOKEN, 'GET', '/openapi.json')).body;
       expect(document.components.securitySchemes.bearer).toEqual({ type: 'http', scheme: 'bearer' });
       const found: Operation[] = [];
-      for (const [path, item] of Object.entries(document.paths as Record<string, Record<string, { security?: Operation['security'] }>>)) {
+      for (const [path, item] of Object.entries(
+        document.paths as Record<string, Record<string, { security?: Operation['security'] }>>,
+      )) {
         for (const [method, operation] of Object.entries(item)) {
-          found.push({ key: `${method.toUpperCase()} ${path}`, method: method.toUpperCase(), path, security: operation.security });
+          found.push({
+            key: `${method.toUpperCase()} ${path}`,
+            method: method.toUpperCase(),
+            path,
+            security: operation.security,
+          });
         }
       }
       return found;
@@ -348,10 +395,14 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       for (const operation of await operations()) {
         const required = declaredScope(operation);
         if (required === null) {
-          if ((await call(null, operation.method, operation.path)).status !== 200) failures.push(`${operation.key} is public but refused`);
+          if ((await call(null, operation.method, operation.path)).status !== 200)
+            failures.push(`${operation.key} is public but refused`);
           continue;
         }
-        const sessionRoute = operation.path.startsWith('/v1/sessions/{id}') || RESPONSE_ROUTE.test(operation.path) || CONVERSATION_ROUTE.test(operation.path);
+        const sessionRoute =
+          operation.path.startsWith('/v1/sessions/{id}') ||
+          RESPONSE_ROUTE.test(operation.path) ||
+          CONVERSATION_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
             const id = await createSession();
@@ -359,14 +410,21 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
             const token = await mint({ scopes: [scope], ...(boundTo ? { session_id: boundTo } : {}) });
             const path = concretePath(operation.path, id);
             const sample = SAMPLE_BODIES[operation.key];
-            const body = sample ? sample() : operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined;
+            const body = sample
+              ? sample()
+              : operation.method === 'POST' || operation.method === 'PATCH'
+                ? {}
+                : undefined;
             const result = await call(token, operation.method, path, body);
-            const allowed = ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
+            const allowed =
+              ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
             const label = `${operation.key} with ${scope} bound to ${binding}: ${result.status} ${JSON.stringify(result.body)}`;
             if (!allowed) {
-              if (result.status !== 403 || result.body.error.code !== 'forbidden') failures.push(`${label}, expected 403`);
+              if (result.status !== 403 || result.body.error.code !== 'forbidden')
+                failures.push(`${label}, expected 403`);
             } else if (sample !== undefined || operation.method === 'GET' || operation.method === 'DELETE') {
-              if (!((result.status >= 200 && result.status < 300) || result.status === 404)) failures.push(`${label}, expected 2xx or 404`);
+              if (!((result.status >= 200 && result.status < 300) || result.status === 404))
+                failures.push(`${label}, expected 2xx or 404`);
             } else if (result.status === 401 || result.status === 403 || result.status >= 500) {
               failures.push(`${label}, expected the route to run`);
             }
@@ -384,9 +442,12 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
         const token = await mint({ scopes: ['admin'], session_id: id });
         await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
         const path = operation.path.replace('{id}', id).replace('{name}', '0001-budget.md').replace('{turn}', '1');
-        const body = SAMPLE_BODIES[operation.key]?.() ?? (operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined);
+        const body =
+          SAMPLE_BODIES[operation.key]?.() ??
+          (operation.method === 'POST' || operation.method === 'PATCH' ? {} : undefined);
         const result = await call(token, operation.method, path, body);
-        if (result.status !== 401 || !/revoked/.test(result.headers.get('www-authenticate') ?? '')) failures.push(`${operation.key}: ${result.status} ${JSON.stringify(result.body)}`);
+        if (result.status !== 401 || !/revoked/.test(result.headers.get('www-authenticate') ?? ''))
+          failures.push(`${operation.key}: ${result.status} ${JSON.stringify(result.body)}`);
       }
       expect(failures).toEqual([]);
     });

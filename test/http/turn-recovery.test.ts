@@ -100,7 +100,9 @@ describe('a turn interrupted while its model answers', () => {
     const running = runTurn(owner, 's', { input: 'stuck' }).catch((error: unknown) => error);
     await model.started;
     const other = services();
-    await expect(runTurn(other, 's', { input: 'blocked', model: 'echo' })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await expect(runTurn(other, 's', { input: 'blocked', model: 'echo' })).rejects.toMatchObject({
+      code: 'turn_in_progress',
+    });
     await expect(other.sessions.cancelTurn('s', 1)).resolves.toEqual({ turn: 1, status: 'failed' });
     await expect(other.sessions.cancelTurn('s', 1)).rejects.toMatchObject({ code: 'turn_not_open' });
     await expect(other.sessions.cancelTurn('s', 9)).rejects.toMatchObject({ code: 'not_found' });
@@ -110,7 +112,11 @@ describe('a turn interrupted while its model answers', () => {
     expect(answer(await running)).toEqual({ status: 409, code: 'turn_cancelled' });
     // The cancelled turn's input stays (failed), its output is not stored.
     expect(await userContents(other.sessions, 's')).toEqual(['stuck', 'after cancel']);
-    expect((await other.sessions.listItems('s', { limit: 100 })).items.some((item) => item.type === 'message' && item.content === 'echo: stuck')).toBe(false);
+    expect(
+      (await other.sessions.listItems('s', { limit: 100 })).items.some(
+        (item) => item.type === 'message' && item.content === 'echo: stuck',
+      ),
+    ).toBe(false);
   });
 
   it('is answered 409 lease_expired once a newcomer closed it, never 500', async () => {
@@ -139,7 +145,9 @@ describe('a turn interrupted while its model answers', () => {
       await owner.sessions.renewLease(begun.turn);
     }
     // Past the claim's own lease, within the renewed one: still in progress.
-    await expect(runTurn(services(), 's', { input: 'waits', model: 'echo' })).rejects.toMatchObject({ code: 'turn_in_progress' });
+    await expect(runTurn(services(), 's', { input: 'waits', model: 'echo' })).rejects.toMatchObject({
+      code: 'turn_in_progress',
+    });
     advance(LEASE_MS + 1);
     await expect(runTurn(services(), 's', { input: 'proceeds', model: 'echo' })).resolves.toMatchObject({ turn: 2 });
   });
@@ -177,7 +185,9 @@ describe('a completion whose answer was lost', () => {
     expect(answer(outcome)).toEqual({ status: 503, code: 'storage_error' });
     const next = await runTurn(services(), 's', { input: 'again' });
     expect(next.turn).toBe(2);
-    const contents = (await services().sessions.listItems('s', { limit: 10 })).items.map((item) => (item.type === 'message' ? item.content : ''));
+    const contents = (await services().sessions.listItems('s', { limit: 10 })).items.map((item) =>
+      item.type === 'message' ? item.content : '',
+    );
     expect(contents).toEqual(['echo: again', 'again', 'echo: hi', 'hi']);
   });
 });
@@ -256,7 +266,9 @@ describe('Idempotency-Key', () => {
     await client.sessions.create({ id: 's' });
     const first = await runTurn(client, 's', { input: 'once' }, { idempotencyKey: 'k' });
     await expect(runTurn(services(), 's', { input: 'once' }, { idempotencyKey: 'k' })).resolves.toEqual(first);
-    const reused = await runTurn(services(), 's', { input: 'another' }, { idempotencyKey: 'k' }).catch((error: unknown) => error);
+    const reused = await runTurn(services(), 's', { input: 'another' }, { idempotencyKey: 'k' }).catch(
+      (error: unknown) => error,
+    );
     expect(answer(reused)).toEqual({ status: 422, code: 'idempotency_key_reused' });
     // Later records do not hide the key: it is indexed before its turn closes.
     await runTurn(services(), 's', { input: 'later' });
@@ -269,13 +281,23 @@ describe('input checked against the open calls', () => {
   it('refuses an output without its call, a second output, and a reused call_id (400)', async () => {
     const { services } = world();
     const client = services();
-    await client.sessions.create({ id: 's', tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object' } }] });
+    await client.sessions.create({
+      id: 's',
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object' } }],
+    });
     const calling = await runTurn(client, 's', { input: 'call get_weather {"city":"Paris"}' });
     expect(calling.output[0]).toMatchObject({ type: 'function_call' });
     const callId = (calling.output[0] as { call_id: string }).call_id;
-    const refuse = async (input: Parameters<typeof runTurn>[2]['input']) => answer(await runTurn(services(), 's', { input }).catch((error: unknown) => error));
-    expect(await refuse([{ type: 'function_call_output', call_id: 'call_unknown', output: 'x' }])).toEqual({ status: 400, code: 'invalid_request' });
-    expect(await refuse([{ type: 'function_call', call_id: callId, name: 'get_weather', arguments: '{}' }])).toEqual({ status: 400, code: 'invalid_request' });
+    const refuse = async (input: Parameters<typeof runTurn>[2]['input']) =>
+      answer(await runTurn(services(), 's', { input }).catch((error: unknown) => error));
+    expect(await refuse([{ type: 'function_call_output', call_id: 'call_unknown', output: 'x' }])).toEqual({
+      status: 400,
+      code: 'invalid_request',
+    });
+    expect(await refuse([{ type: 'function_call', call_id: callId, name: 'get_weather', arguments: '{}' }])).toEqual({
+      status: 400,
+      code: 'invalid_request',
+    });
     expect(
       await refuse([
         { type: 'function_call_output', call_id: callId, output: '18C' },
@@ -284,7 +306,10 @@ describe('input checked against the open calls', () => {
     ).toEqual({ status: 400, code: 'invalid_request' });
     // Nothing of the refused inputs was stored; the right answer is.
     await runTurn(services(), 's', { input: [{ type: 'function_call_output', call_id: callId, output: '18C' }] });
-    expect(await refuse([{ type: 'function_call_output', call_id: callId, output: 'again' }])).toEqual({ status: 400, code: 'invalid_request' });
+    expect(await refuse([{ type: 'function_call_output', call_id: callId, output: 'again' }])).toEqual({
+      status: 400,
+      code: 'invalid_request',
+    });
     expect((await client.sessions.get('s')).counts.items).toBe(4);
   });
 });

@@ -8,9 +8,19 @@ import { SessionLog, type PackOptions } from '../../lib/session/session-log.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
-import { previewPrompt, promptCharacters, runTurn, seqRanges, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+import {
+  previewPrompt,
+  promptCharacters,
+  runTurn,
+  seqRanges,
+  streamTurn,
+  type TurnEvent,
+  type TurnServices,
+} from '../../lib/turn.ts';
 
-function services(model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox; pending: Promise<unknown>[]; store: MemoryStore } {
+function services(
+  model: Model = echoModel,
+): TurnServices & { sessions: SessionLog; inbox: Inbox; pending: Promise<unknown>[]; store: MemoryStore } {
   const store = new MemoryStore();
   const pending: Promise<unknown>[] = [];
   return {
@@ -29,7 +39,13 @@ function services(model: Model = echoModel): TurnServices & { sessions: SessionL
 /** Every key, etag and body in the store. */
 async function snapshot(store: MemoryStore): Promise<string> {
   const listed = await store.list('', { limit: 1000 });
-  const objects = await Promise.all(listed.objects.map(async (object) => [object.key, object.etag, new TextDecoder().decode((await store.get(object.key))!.body)]));
+  const objects = await Promise.all(
+    listed.objects.map(async (object) => [
+      object.key,
+      object.etag,
+      new TextDecoder().decode((await store.get(object.key))!.body),
+    ]),
+  );
   return JSON.stringify(objects);
 }
 
@@ -84,7 +100,12 @@ describe('promptCharacters', () => {
         { type: 'message', role: 'user', content: 'abc' },
         { type: 'function_call', call_id: 'c', name: 'fn', arguments: '{}' },
         { type: 'function_call_output', call_id: 'c', output: 'xyz' },
-        { type: 'function_call_output', call_id: 'd', output: '', output_ref: { sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 1000, head: '', tail: '' } },
+        {
+          type: 'function_call_output',
+          call_id: 'd',
+          output: '',
+          output_ref: { sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 1000, head: '', tail: '' },
+        },
       ]),
     ).toBe(3 + 4 + 3 + 1000);
   });
@@ -99,7 +120,12 @@ describe('runTurn', () => {
       instructions: 'Rules.',
       model: 'recording',
       strategies: ['shorten_tools_epoch'],
-      strategy_config: { epoch_tool_call_threshold: 3, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 2, epoch_size: 2 },
+      strategy_config: {
+        epoch_tool_call_threshold: 3,
+        epoch_full_tool_calls: 1,
+        epoch_compacted_tool_calls: 2,
+        epoch_size: 2,
+      },
     });
     const items = [];
     for (let index = 1; index <= 8; index++) {
@@ -129,7 +155,9 @@ describe('runTurn', () => {
   it('a bad strategy list stores nothing', async () => {
     const turnServices = services();
     await turnServices.sessions.create({ id: 's3' });
-    await expect(runTurn(turnServices, 's3', { input: 'x', strategies: 'nope' })).rejects.toMatchObject({ code: 'unknown_strategy' });
+    await expect(runTurn(turnServices, 's3', { input: 'x', strategies: 'nope' })).rejects.toMatchObject({
+      code: 'unknown_strategy',
+    });
     expect((await turnServices.sessions.get('s3')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
   });
 });
@@ -148,7 +176,15 @@ describe('streamTurn', () => {
     await turnServices.sessions.create({ id: 's5' });
     const events: TurnEvent[] = [];
     for await (const event of streamTurn(turnServices, 's5', { input: 'a b c' }).events) events.push(event);
-    expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'output_text.delta', 'output_text.delta', 'output_text.delta', 'output_item.done', 'turn.completed']);
+    expect(events.map((event) => event.event)).toEqual([
+      'turn.started',
+      'output_text.delta',
+      'output_text.delta',
+      'output_text.delta',
+      'output_text.delta',
+      'output_item.done',
+      'turn.completed',
+    ]);
     const completed = events.at(-1)!;
     const item = events.at(-2)!;
     if (completed.event !== 'turn.completed' || item.event !== 'output_item.done') throw new Error('unexpected events');
@@ -173,7 +209,13 @@ describe('previewPrompt', () => {
     await Promise.all(turnServices.pending);
     const before = await snapshot(turnServices.store);
     const preview = await previewPrompt(turnServices, 's6', {});
-    expect(preview.items.at(-1)).toEqual({ type: 'message', role: 'user', content: 'note', synthetic: 'inbox', pending: true });
+    expect(preview.items.at(-1)).toEqual({
+      type: 'message',
+      role: 'user',
+      content: 'note',
+      synthetic: 'inbox',
+      pending: true,
+    });
     expect(preview.context.notices_pending).toEqual(['a.md']);
     expect(await snapshot(turnServices.store)).toBe(before);
   });
@@ -210,14 +252,17 @@ describe('storage operations per turn', () => {
       log: () => {},
     };
     await log.create({ id: 'ops', tools: [{ type: 'function', name: 'read' }] });
-    const operations = (counts: CountingStore['counts']) => counts.get + counts.head + counts.put + counts.list + counts.delete;
+    const operations = (counts: CountingStore['counts']) =>
+      counts.get + counts.head + counts.put + counts.list + counts.delete;
     const measured: number[] = [];
     for (let index = 1; index <= 40; index++) {
       const asked = await runTurn(turnServices, 'ops', { input: `call read {"n":${index}}` });
       const call = asked.output[0]!;
       if (call.type !== 'function_call') throw new Error('expected a call');
       store.reset();
-      await runTurn(turnServices, 'ops', { input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }] });
+      await runTurn(turnServices, 'ops', {
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }],
+      });
       measured.push(operations(store.counts));
       // Background work starts on a timer after the response (lib/turn.ts afterResponse).
       await new Promise((resolve) => setTimeout(resolve, 0));

@@ -16,14 +16,20 @@ describe('inboxHook', () => {
   });
 
   it('keeps the input untouched and its order, adding the notices last', () => {
-    const item = fc.record({ type: fc.constant('message' as const), role: fc.constantFrom('user' as const, 'assistant' as const), content: fc.string() });
+    const item = fc.record({
+      type: fc.constant('message' as const),
+      role: fc.constantFrom('user' as const, 'assistant' as const),
+      content: fc.string(),
+    });
     fc.assert(
       fc.property(fc.array(item, { maxLength: 6 }), fc.array(fc.string(), { maxLength: 4 }), (items, contents) => {
         const before = structuredClone(items);
         const result = inboxHook(contents.map((content) => ({ content })))(items);
         expect(items).toEqual(before);
         expect(result.slice(0, items.length)).toEqual(items);
-        expect(result.slice(items.length).map((message) => (message.type === 'message' ? message.content : null))).toEqual(contents);
+        expect(
+          result.slice(items.length).map((message) => (message.type === 'message' ? message.content : null)),
+        ).toEqual(contents);
       }),
       { numRuns: 100 },
     );

@@ -28,7 +28,10 @@ async function writeDirect(key: string, body: string | Uint8Array): Promise<void
   await client.send(new PutObjectCommand({ Bucket: inject('s3Bucket'), Key: key, Body: body }));
 }
 
-inboxSemanticsSuite('S3 (fauxqs)', () => ({ store: createTestS3Store(gateway.endpoint, inject('s3Bucket')), writeDirect }));
+inboxSemanticsSuite('S3 (fauxqs)', () => ({
+  store: createTestS3Store(gateway.endpoint, inject('s3Bucket')),
+  writeDirect,
+}));
 
 describe('inbox on S3', () => {
   it('lists and records deliveries with metadata read by head, since S3 listings carry none', async () => {
@@ -40,7 +43,9 @@ describe('inbox on S3', () => {
     await inbox.post('s1', { name: 'api.md', content: 'from the API' });
     await writeDirect(`${sessionPrefix(keyPrefix, 's1')}inbox/direct.md`, 'from a client');
 
-    expect((await inbox.listPending('s1')).map((notice) => [notice.name, notice.posted_at === '2031-02-03T04:05:06.007Z'])).toEqual([
+    expect(
+      (await inbox.listPending('s1')).map((notice) => [notice.name, notice.posted_at === '2031-02-03T04:05:06.007Z']),
+    ).toEqual([
       ['api.md', true],
       ['direct.md', false],
     ]);
@@ -51,7 +56,13 @@ describe('inbox on S3', () => {
 
     const records = await inbox.listDelivered('s1');
     expect(records).toMatchObject([
-      { name: 'api.md', stored_as: 'api.md', posted_at: '2031-02-03T04:05:06.007Z', delivered_at: '2031-02-03T04:05:06.007Z', turn: 4 },
+      {
+        name: 'api.md',
+        stored_as: 'api.md',
+        posted_at: '2031-02-03T04:05:06.007Z',
+        delivered_at: '2031-02-03T04:05:06.007Z',
+        turn: 4,
+      },
       { name: 'direct.md', stored_as: 'direct.md', delivered_at: '2031-02-03T04:05:06.007Z', turn: 4 },
     ]);
     expect(records[1]!.posted_at).toBe(result.delivered[1]!.posted_at);

@@ -26,7 +26,8 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       const sessionId = 's1';
       const events: InboxLogEvent[] = [];
       const inbox = new Inbox(store, { keyPrefix, log: (event) => events.push(event) });
-      if (options.createSession !== false) await store.put(sessionConfigKey(keyPrefix, sessionId), '{}', { onlyIfAbsent: true });
+      if (options.createSession !== false)
+        await store.put(sessionConfigKey(keyPrefix, sessionId), '{}', { onlyIfAbsent: true });
       const prefix = sessionPrefix(keyPrefix, sessionId);
       const allKeys = async () => {
         const keys: string[] = [];
@@ -85,7 +86,12 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
         { name: '0001-budget.md', stored_as: '0001-budget.md', content: 'Budget left: 2 USD', posted_at: uploaded },
       ]);
       const [record] = await inbox.listDelivered(sessionId);
-      expect(record).toMatchObject({ name: '0001-budget.md', stored_as: '0001-budget.md', posted_at: uploaded, turn: 1 });
+      expect(record).toMatchObject({
+        name: '0001-budget.md',
+        stored_as: '0001-budget.md',
+        posted_at: uploaded,
+        turn: 1,
+      });
       expect(await store.head(`${prefix}inbox/0001-budget.md`)).toBeNull();
     });
 
@@ -95,8 +101,12 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       await inbox.consume(sessionId, { turn: 1 });
       await writeDirect(`${prefix}inbox/caf\u00e9 notice.md`, 'second');
       const result = await inbox.consume(sessionId, { turn: 2 });
-      expect(result.delivered).toMatchObject([{ name: 'caf\u00e9 notice.md', stored_as: 'caf\u00e9 notice.1.md', content: 'second' }]);
-      expect((await inbox.listDelivered(sessionId)).map((record) => [record.name, record.stored_as, record.turn])).toEqual([
+      expect(result.delivered).toMatchObject([
+        { name: 'caf\u00e9 notice.md', stored_as: 'caf\u00e9 notice.1.md', content: 'second' },
+      ]);
+      expect(
+        (await inbox.listDelivered(sessionId)).map((record) => [record.name, record.stored_as, record.turn]),
+      ).toEqual([
         ['caf\u00e9 notice.md', 'caf\u00e9 notice.1.md', 2],
         ['caf\u00e9 notice.md', 'caf\u00e9 notice.md', 1],
       ]);
@@ -154,7 +164,11 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       expect(result.delivered.map((notice) => notice.name)).toEqual(['Abort', 'a_first']);
       expect(result.abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'budget exhausted' });
       expect(result.delivered.some((notice) => notice.content.includes('budget'))).toBe(false);
-      expect((await inbox.listPending(sessionId)).map((notice) => notice.name)).toEqual(['abort-now', 'abort.txt', 'b_later']);
+      expect((await inbox.listPending(sessionId)).map((notice) => notice.name)).toEqual([
+        'abort-now',
+        'abort.txt',
+        'b_later',
+      ]);
       expect(await store.head(`${prefix}inbox_removed/abort`)).not.toBeNull();
 
       const next = await inbox.consume(sessionId, { turn: 6 });
@@ -186,11 +200,15 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       await inbox.consume(sessionId, { turn: 1 });
       await Promise.all(names.map((name) => inbox.post(sessionId, { name, content: `new ${name}` })));
 
-      const results = await Promise.all(Array.from({ length: 8 }, (_, index) => inbox.consume(sessionId, { turn: 10 + index })));
+      const results = await Promise.all(
+        Array.from({ length: 8 }, (_, index) => inbox.consume(sessionId, { turn: 10 + index })),
+      );
       const delivered = results.flatMap((result) => result.delivered);
       expect(delivered.map((notice) => notice.content).sort()).toEqual(names.map((name) => `new ${name}`));
       for (const notice of delivered) {
-        expect(notice.stored_as).toBe(names.indexOf(notice.name) < 10 ? notice.name.replace('.md', '.1.md') : notice.name);
+        expect(notice.stored_as).toBe(
+          names.indexOf(notice.name) < 10 ? notice.name.replace('.md', '.1.md') : notice.name,
+        );
       }
       expect(await inbox.listPending(sessionId)).toEqual([]);
       const records = await inbox.listDelivered(sessionId);
@@ -220,7 +238,9 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       const result = await inbox.consume(sessionId, { turn: 1 });
       expect(result.delivered.map((notice) => notice.name)).toEqual(['a_ok', 'c_ok']);
       expect(await store.head(`${prefix}inbox/b_bad`)).not.toBeNull();
-      expect(events.filter((event) => event.level === 'warn').map((event) => event.key)).toEqual([`${prefix}inbox/b_bad`]);
+      expect(events.filter((event) => event.level === 'warn').map((event) => event.key)).toEqual([
+        `${prefix}inbox/b_bad`,
+      ]);
       expect(await inbox.peek(sessionId)).toEqual([]);
     });
 
@@ -250,7 +270,9 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
     it('refuses a taken pending name, withdraws, and lets a delivered name be posted again', async () => {
       const { inbox, sessionId } = await setup();
       await inbox.post(sessionId, { name: 'note', content: 'one' });
-      await expect(inbox.post(sessionId, { name: 'note', content: 'two' })).rejects.toMatchObject({ code: 'name_taken' });
+      await expect(inbox.post(sessionId, { name: 'note', content: 'two' })).rejects.toMatchObject({
+        code: 'name_taken',
+      });
       await inbox.withdraw(sessionId, 'note');
       await expect(inbox.withdraw(sessionId, 'note')).rejects.toMatchObject({ code: 'not_found' });
       expect(await inbox.consume(sessionId, { turn: 1 })).toEqual({ delivered: [] });

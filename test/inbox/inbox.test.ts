@@ -44,20 +44,23 @@ describe('inbox on a failing store', () => {
   it.each([
     ['get', 'inbox/b'],
     ['put', 'inbox_removed/b'],
-  ] as const)('a notice whose %s fails is skipped in place, logged, and delivered next time', async (operation, suffix) => {
-    const { inbox, events, prefix, failOn, heal } = await setup();
-    for (const name of ['a', 'b', 'c']) await inbox.post('s1', { name, content: name.toUpperCase() });
-    failOn(operation, prefix + suffix);
-    const result = await inbox.consume('s1', { turn: 1 });
-    expect(result.delivered.map((notice) => notice.content)).toEqual(['A', 'C']);
-    expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/b` }]);
-    expect(events[0]!.error).toBeInstanceOf(Error);
-    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['b']);
+  ] as const)(
+    'a notice whose %s fails is skipped in place, logged, and delivered next time',
+    async (operation, suffix) => {
+      const { inbox, events, prefix, failOn, heal } = await setup();
+      for (const name of ['a', 'b', 'c']) await inbox.post('s1', { name, content: name.toUpperCase() });
+      failOn(operation, prefix + suffix);
+      const result = await inbox.consume('s1', { turn: 1 });
+      expect(result.delivered.map((notice) => notice.content)).toEqual(['A', 'C']);
+      expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/b` }]);
+      expect(events[0]!.error).toBeInstanceOf(Error);
+      expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['b']);
 
-    heal();
-    const next = await inbox.consume('s1', { turn: 2 });
-    expect(next.delivered).toMatchObject([{ name: 'b', stored_as: 'b', content: 'B' }]);
-  });
+      heal();
+      const next = await inbox.consume('s1', { turn: 2 });
+      expect(next.delivered).toMatchObject([{ name: 'b', stored_as: 'b', content: 'B' }]);
+    },
+  );
 
   it('delivers a claimed notice whose original could not be deleted once, and removes the leftover later', async () => {
     let now = new Date('2026-01-01T00:00:00Z');
@@ -119,7 +122,11 @@ describe('inbox on a failing store', () => {
     expect(result.abort).toBeUndefined();
     expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['abort', 'b']);
     heal();
-    expect((await inbox.consume('s1', { turn: 2 })).abort).toEqual({ name: 'abort', stored_as: 'abort', reason: 'abort' });
+    expect((await inbox.consume('s1', { turn: 2 })).abort).toEqual({
+      name: 'abort',
+      stored_as: 'abort',
+      reason: 'abort',
+    });
   });
 
   it('an abort consumed by an earlier turn whose delete failed is passed over by the next turn', async () => {
@@ -211,19 +218,28 @@ describe('posting', () => {
   it('limits content by UTF-8 bytes', async () => {
     const { inbox } = await setup({ maxNoticeBytes: 10 });
     await inbox.post('s1', { name: 'ok', content: '\u00e9'.repeat(5) });
-    await expect(inbox.post('s1', { name: 'big', content: '\u00e9'.repeat(5) + 'x' })).rejects.toMatchObject({
+    await expect(inbox.post('s1', { name: 'big', content: `${'\u00e9'.repeat(5)}x` })).rejects.toMatchObject({
       code: 'payload_too_large',
     });
   });
 
   it('records the service clock as posted_at', async () => {
     const { inbox } = await setup({ now: () => new Date('2030-05-06T07:08:09.010Z') });
-    expect(await inbox.post('s1', { name: 'n', content: 'x' })).toEqual({ name: 'n', posted_at: '2030-05-06T07:08:09.010Z' });
+    expect(await inbox.post('s1', { name: 'n', content: 'x' })).toEqual({
+      name: 'n',
+      posted_at: '2030-05-06T07:08:09.010Z',
+    });
     expect(await inbox.listPending('s1')).toEqual([{ name: 'n', size: 1, posted_at: '2030-05-06T07:08:09.010Z' }]);
     const { delivered } = await inbox.consume('s1', { turn: 1 });
     expect(delivered[0]!.posted_at).toBe('2030-05-06T07:08:09.010Z');
     expect(await inbox.listDelivered('s1')).toEqual([
-      { name: 'n', stored_as: 'n', posted_at: '2030-05-06T07:08:09.010Z', delivered_at: '2030-05-06T07:08:09.010Z', turn: 1 },
+      {
+        name: 'n',
+        stored_as: 'n',
+        posted_at: '2030-05-06T07:08:09.010Z',
+        delivered_at: '2030-05-06T07:08:09.010Z',
+        turn: 1,
+      },
     ]);
   });
 
@@ -277,7 +293,9 @@ describe('concurrent consumers (property)', () => {
           for (const each of deliveredBefore) await inbox.post('s1', { name: each, content: `old ${each}` });
           await inbox.consume('s1', { turn: 1 });
           for (const each of names) await inbox.post('s1', { name: each, content: `new ${each}` });
-          const results = await Promise.all(Array.from({ length: consumers }, (_, index) => inbox.consume('s1', { turn: 2 + index })));
+          const results = await Promise.all(
+            Array.from({ length: consumers }, (_, index) => inbox.consume('s1', { turn: 2 + index })),
+          );
           const contents = results.flatMap((result) => result.delivered.map((notice) => notice.content));
           expect(contents.sort()).toEqual(names.map((each) => `new ${each}`).sort());
           const records = await inbox.listDelivered('s1');
@@ -337,18 +355,22 @@ describe('notice names', () => {
 
   it('generates strictly increasing names for any clock, even one that stands still or steps back', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 4_000_000_000_000 }), { minLength: 1, maxLength: 50 }), (times) => {
-        const generate = createNameGenerator();
-        const names = times.map((time) => generate(new Date(time)));
-        for (let index = 1; index < names.length; index++) expect(compareBytes(names[index - 1]!, names[index]!)).toBeLessThan(0);
-        for (const each of names) expect(each).toMatch(/^[0-9]{15}-[0-9]{4}-[0-9a-f]{8}$/);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 4_000_000_000_000 }), { minLength: 1, maxLength: 50 }),
+        (times) => {
+          const generate = createNameGenerator();
+          const names = times.map((time) => generate(new Date(time)));
+          for (let index = 1; index < names.length; index++)
+            expect(compareBytes(names[index - 1]!, names[index]!)).toBeLessThan(0);
+          for (const each of names) expect(each).toMatch(/^[0-9]{15}-[0-9]{4}-[0-9a-f]{8}$/);
+        },
+      ),
       { numRuns: 200 },
     );
   });
 });
 
-function countBy(values: string[]): Record<string, number> {
+function _countBy(values: string[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
   return counts;

@@ -30,8 +30,10 @@ async function start(reply: (request: RecordedRequest) => FakeReply) {
   return { model, requests: provider.requests };
 }
 
-const byStream = (json: string, sse: string) => (request: RecordedRequest): FakeReply =>
-  request.body.stream ? { sse: fixture(sse) } : { text: fixture(json) };
+const byStream =
+  (json: string, sse: string) =>
+  (request: RecordedRequest): FakeReply =>
+    request.body.stream ? { sse: fixture(sse) } : { text: fixture(json) };
 
 const request = (prompt: PromptItem[], tools: Tool[] = [], cacheBreakpoint?: number): ModelRequest => ({
   prompt,
@@ -51,14 +53,14 @@ function cacheControlPaths(body: any): string[] {
     expect(block.cache_control).toEqual({ type: 'ephemeral' });
     paths.push(`${path}:${block.type ?? 'tool'}`);
   };
-  (body.system ?? []).forEach((block: any, index: number) => visit(block, `system[${index}]`));
-  body.messages.forEach((message: any, messageIndex: number) => {
-    if (typeof message.content === 'string') return;
-    message.content.forEach((block: any, blockIndex: number) =>
-      visit(block, `messages[${messageIndex}].content[${blockIndex}]`),
-    );
-  });
-  (body.tools ?? []).forEach((tool: any, index: number) => visit(tool, `tools[${index}]`));
+  for (const [index, block] of (body.system ?? []).entries()) visit(block, `system[${index}]`);
+  for (const [messageIndex, message] of body.messages.entries()) {
+    if (typeof message.content === 'string') continue;
+    for (const [blockIndex, block] of message.content.entries()) {
+      visit(block, `messages[${messageIndex}].content[${blockIndex}]`);
+    }
+  }
+  for (const [index, tool] of (body.tools ?? []).entries()) visit(tool, `tools[${index}]`);
   return paths;
 }
 
@@ -97,8 +99,12 @@ describe('anthropic adapter against a fake Messages server', () => {
   });
 
   it('returns text and a tool_use block as a message and a function_call item', async () => {
-    const { model, requests } = await start(byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'));
-    const result = await model.generate(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]));
+    const { model, requests } = await start(
+      byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'),
+    );
+    const result = await model.generate(
+      request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]),
+    );
     expect(result.output).toEqual([
       { type: 'message', role: 'assistant', content: "I'll check the current weather in San Francisco for you." },
       {
@@ -115,7 +121,9 @@ describe('anthropic adapter against a fake Messages server', () => {
 
   it('assembles a streamed tool_use from input_json_delta events', async () => {
     const { model } = await start(byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'));
-    const events = await collectStream(model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])));
+    const events = await collectStream(
+      model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])),
+    );
     const text = "Okay,  let's check the weather for San Francisco, CA:";
     expect(streamedText(events)).toBe(text);
     const output = [
@@ -165,11 +173,14 @@ describe('anthropic adapter against a fake Messages server', () => {
     { cacheBreakpoint: 3, expected: 'messages[1].content[1]:tool_use' },
     { cacheBreakpoint: 4, expected: 'messages[2].content[0]:tool_result' },
     { cacheBreakpoint: 5, expected: 'messages[2].content[1]:text' },
-  ])('places cache_control on the block of item $cacheBreakpoint ($expected)', async ({ cacheBreakpoint, expected }) => {
-    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-    await model.generate(request(toolLoop, [weatherTool], cacheBreakpoint));
-    expect(cacheControlPaths(requests[0]!.body)).toEqual([expected]);
-  });
+  ])(
+    'places cache_control on the block of item $cacheBreakpoint ($expected)',
+    async ({ cacheBreakpoint, expected }) => {
+      const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+      await model.generate(request(toolLoop, [weatherTool], cacheBreakpoint));
+      expect(cacheControlPaths(requests[0]!.body)).toEqual([expected]);
+    },
+  );
 
   it('places the breakpoint in streaming requests too', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));

@@ -10,11 +10,21 @@ import {
 const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): PromptItem => ({ type: 'message', role: 'assistant', content });
 const system = (content: string): PromptItem => ({ type: 'message', role: 'system', content });
-const call = (call_id: string, name = 'ls', args = '{}'): PromptItem => ({ type: 'function_call', call_id, name, arguments: args });
+const call = (call_id: string, name = 'ls', args = '{}'): PromptItem => ({
+  type: 'function_call',
+  call_id,
+  name,
+  arguments: args,
+});
 const output = (call_id: string, text = 'ok'): PromptItem => ({ type: 'function_call_output', call_id, output: text });
 
 const text = (value: string) => ({ type: 'text', text: value });
-const toolCall = (id: string, name = 'ls', input: unknown = {}) => ({ type: 'tool-call', toolCallId: id, toolName: name, input });
+const toolCall = (id: string, name = 'ls', input: unknown = {}) => ({
+  type: 'tool-call',
+  toolCallId: id,
+  toolName: name,
+  input,
+});
 const toolResult = (id: string, name = 'ls', value = 'ok') => ({
   type: 'tool-result',
   toolCallId: id,
@@ -35,10 +45,20 @@ describe('convertToModelMessages', () => {
     },
     {
       name: 'assistant text and calls grouped, outputs grouped after them',
-      items: [user('go'), assistant('on it'), call('a', 'ls', '{"path":"."}'), call('b', 'cat', '{"file":"x"}'), output('a', '1'), output('b', '2')],
+      items: [
+        user('go'),
+        assistant('on it'),
+        call('a', 'ls', '{"path":"."}'),
+        call('b', 'cat', '{"file":"x"}'),
+        output('a', '1'),
+        output('b', '2'),
+      ],
       messages: [
         { role: 'user', content: [text('go')] },
-        { role: 'assistant', content: [text('on it'), toolCall('a', 'ls', { path: '.' }), toolCall('b', 'cat', { file: 'x' })] },
+        {
+          role: 'assistant',
+          content: [text('on it'), toolCall('a', 'ls', { path: '.' }), toolCall('b', 'cat', { file: 'x' })],
+        },
         { role: 'tool', content: [toolResult('a', 'ls', '1'), toolResult('b', 'cat', '2')] },
       ],
     },
@@ -102,8 +122,14 @@ describe('convertToModelMessages', () => {
   it.each([
     { index: 0, expected: { role: 'system', content: 'rules', providerOptions: options } },
     { index: 1, expected: { role: 'user', content: [{ ...text('hi'), providerOptions: options }] } },
-    { index: 2, expected: { role: 'assistant', content: [{ ...text('ok'), providerOptions: options }, toolCall('a')] } },
-    { index: 3, expected: { role: 'assistant', content: [text('ok'), { ...toolCall('a'), providerOptions: options }] } },
+    {
+      index: 2,
+      expected: { role: 'assistant', content: [{ ...text('ok'), providerOptions: options }, toolCall('a')] },
+    },
+    {
+      index: 3,
+      expected: { role: 'assistant', content: [text('ok'), { ...toolCall('a'), providerOptions: options }] },
+    },
     { index: 4, expected: { role: 'tool', content: [{ ...toolResult('a'), providerOptions: options }] } },
   ])('puts the breakpoint options on the part made from item $index', ({ index, expected }) => {
     const items = [system('rules'), user('hi'), assistant('ok'), call('a'), output('a')];
@@ -164,10 +190,14 @@ describe('convertToModelMessages', () => {
 
         const calls = items.filter((item) => item.type === 'function_call');
         const parts = messages.flatMap((message, messageIndex) =>
-          typeof message.content === 'string' ? [] : message.content.map((part) => ({ part, messageIndex, role: message.role })),
+          typeof message.content === 'string'
+            ? []
+            : message.content.map((part) => ({ part, messageIndex, role: message.role })),
         );
         const callParts = parts.filter(({ part }) => part.type === 'tool-call');
-        expect(callParts.map(({ part }) => (part as { toolCallId: string }).toolCallId)).toEqual(calls.map((item) => item.call_id));
+        expect(callParts.map(({ part }) => (part as { toolCallId: string }).toolCallId)).toEqual(
+          calls.map((item) => item.call_id),
+        );
         for (const { part, messageIndex } of callParts) {
           const id = (part as { toolCallId: string }).toolCallId;
           const answered = parts.some(
@@ -180,7 +210,11 @@ describe('convertToModelMessages', () => {
         for (const { part, messageIndex, role } of parts) {
           if (role !== 'tool') continue;
           const id = (part as { toolCallId: string }).toolCallId;
-          expect(callParts.some((other) => other.messageIndex < messageIndex && (other.part as { toolCallId: string }).toolCallId === id)).toBe(true);
+          expect(
+            callParts.some(
+              (other) => other.messageIndex < messageIndex && (other.part as { toolCallId: string }).toolCallId === id,
+            ),
+          ).toBe(true);
         }
         // Nothing is lost: every non-empty message's text appears in some part.
         const texts = parts.flatMap(({ part }) => (part.type === 'text' ? [part.text] : []));

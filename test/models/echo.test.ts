@@ -9,7 +9,11 @@ import { collectStream, streamedText } from '../support/fake-providers/collect-s
 const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): PromptItem => ({ type: 'message', role: 'assistant', content });
 const system = (content: string): PromptItem => ({ type: 'message', role: 'system', content });
-const lsTool: Tool = { type: 'function', name: 'ls', parameters: { type: 'object', properties: { path: { type: 'string' } } } };
+const lsTool: Tool = {
+  type: 'function',
+  name: 'ls',
+  parameters: { type: 'object', properties: { path: { type: 'string' } } },
+};
 
 describe('echo model', () => {
   it.each([
@@ -73,7 +77,7 @@ describe('echo model', () => {
   it('calls an offered tool when the last user message is `call <tool> <json>`', async () => {
     const prompt = [system('s'), user('call ls {"path": "src"}')];
     const result = await echoModel.generate({ prompt, tools: [lsTool] });
-    const callId = 'call_' + sha256Hex(`2:ls:{"path": "src"}`).slice(0, 12);
+    const callId = `call_${sha256Hex(`2:ls:{"path": "src"}`).slice(0, 12)}`;
     expect(result).toEqual({
       output: [{ type: 'function_call', call_id: callId, name: 'ls', arguments: '{"path": "src"}' }],
       usage: { input_tokens: Math.ceil(24 / 4), output_tokens: Math.ceil(17 / 4) },
@@ -97,7 +101,7 @@ describe('echo model', () => {
     { name: 'the form is not exact', content: 'please call ls {}' },
   ])('replies with text when $name', async ({ content }) => {
     const result = await echoModel.generate({ prompt: [user(content)], tools: [lsTool] });
-    expect(result.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: ' + content }]);
+    expect(result.output).toEqual([{ type: 'message', role: 'assistant', content: `echo: ${content}` }]);
   });
 
   it('replies with text once the call is in the prompt, so a tool loop ends', async () => {
@@ -105,7 +109,11 @@ describe('echo model', () => {
     const call = first.output[0]!;
     expect(call.type).toBe('function_call');
     const second = await echoModel.generate({
-      prompt: [user('call ls {}'), call, { type: 'function_call_output', call_id: (call as { call_id: string }).call_id, output: 'a.txt' }],
+      prompt: [
+        user('call ls {}'),
+        call,
+        { type: 'function_call_output', call_id: (call as { call_id: string }).call_id, output: 'a.txt' },
+      ],
       tools: [lsTool],
     });
     expect(second.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: call ls {}' }]);
@@ -114,9 +122,9 @@ describe('echo model', () => {
   it('refuses an already aborted call', async () => {
     const controller = new AbortController();
     controller.abort();
-    await expect(echoModel.generate({ prompt: [user('x')], tools: [], signal: controller.signal })).rejects.toBeInstanceOf(
-      ModelTimeoutError,
-    );
+    await expect(
+      echoModel.generate({ prompt: [user('x')], tools: [], signal: controller.signal }),
+    ).rejects.toBeInstanceOf(ModelTimeoutError);
   });
 
   const itemArbitrary: fc.Arbitrary<PromptItem> = fc.oneof(
@@ -131,7 +139,11 @@ describe('echo model', () => {
       name: fc.constantFrom('ls', 'cat'),
       arguments: fc.string({ maxLength: 20 }),
     }),
-    fc.record({ type: fc.constant('function_call_output' as const), call_id: fc.constantFrom('a', 'b'), output: fc.string({ maxLength: 40 }) }),
+    fc.record({
+      type: fc.constant('function_call_output' as const),
+      call_id: fc.constantFrom('a', 'b'),
+      output: fc.string({ maxLength: 40 }),
+    }),
   );
 
   it('is deterministic, streams what it generates, and reports characters / 4 (property)', async () => {
@@ -142,13 +154,17 @@ describe('echo model', () => {
         expect(await echoModel.generate(request)).toEqual(result);
         const events = await collectStream(echoModel.stream(request));
         expect(events.at(-1)).toEqual({ type: 'done', result });
-        expect(events.filter((event) => event.type === 'item_done').map((event) => event.type === 'item_done' && event.item)).toEqual(
-          result.output,
-        );
+        expect(
+          events.filter((event) => event.type === 'item_done').map((event) => event.type === 'item_done' && event.item),
+        ).toEqual(result.output);
         const characters = prompt.reduce(
           (total, item) =>
             total +
-            (item.type === 'message' ? item.content.length : item.type === 'function_call' ? item.name.length + item.arguments.length : item.output.length),
+            (item.type === 'message'
+              ? item.content.length
+              : item.type === 'function_call'
+                ? item.name.length + item.arguments.length
+                : item.output.length),
           0,
         );
         expect(result.usage.input_tokens).toBe(Math.ceil(characters / 4));

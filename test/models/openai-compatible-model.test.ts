@@ -31,8 +31,10 @@ async function start(reply: (request: RecordedRequest) => FakeReply, settings: M
   return { model, requests: provider.requests };
 }
 
-const byStream = (json: string, sse: string) => (request: RecordedRequest): FakeReply =>
-  request.body.stream ? { sse: fixture(sse) } : { text: fixture(json) };
+const byStream =
+  (json: string, sse: string) =>
+  (request: RecordedRequest): FakeReply =>
+    request.body.stream ? { sse: fixture(sse) } : { text: fixture(json) };
 
 const request = (prompt: PromptItem[], tools: Tool[] = []): ModelRequest => ({ prompt, tools });
 
@@ -69,7 +71,9 @@ describe('openai-compatible adapter against a fake chat completions server', () 
 
   it('returns a tool call as a function_call item and offers the tools in the request body', async () => {
     const { model, requests } = await start(byStream('openai-chat-tool-call.json', 'openai-chat-tool-call.sse'));
-    const result = await model.generate(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]));
+    const result = await model.generate(
+      request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]),
+    );
     expect(result.output).toEqual([
       {
         type: 'function_call',
@@ -82,14 +86,20 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     expect(requests[0]!.body.tools).toEqual([
       {
         type: 'function',
-        function: { name: 'get_weather', description: 'Current weather for a place', parameters: weatherTool.parameters },
+        function: {
+          name: 'get_weather',
+          description: 'Current weather for a place',
+          parameters: weatherTool.parameters,
+        },
       },
     ]);
   });
 
   it('assembles a streamed tool call from its argument deltas', async () => {
     const { model } = await start(byStream('openai-chat-tool-call.json', 'openai-chat-tool-call.sse'));
-    const events = await collectStream(model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])));
+    const events = await collectStream(
+      model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])),
+    );
     const call = {
       type: 'function_call',
       call_id: 'call_DdmO9pD3xa9XTPNJ32zg2hcA',
@@ -109,7 +119,9 @@ describe('openai-compatible adapter against a fake chat completions server', () 
       { id: 'call_unknown', type: 'function', function: { name: 'delete_everything', arguments: '{"really":true}' } },
     ];
     const { model } = await start(() => ({ json: answer }));
-    const result = await model.generate(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]));
+    const result = await model.generate(
+      request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]),
+    );
     expect(result.output).toEqual([
       { type: 'function_call', call_id: 'call_bad_json', name: 'get_weather', arguments: '{"location": "Par' },
       { type: 'function_call', call_id: 'call_unknown', name: 'delete_everything', arguments: '{"really":true}' },
@@ -118,7 +130,9 @@ describe('openai-compatible adapter against a fake chat completions server', () 
 
   it('offers a tool without parameters with an empty object schema', async () => {
     const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
-    await model.generate(request([{ type: 'message', role: 'user', content: 'x' }], [{ type: 'function', name: 'now' }]));
+    await model.generate(
+      request([{ type: 'message', role: 'user', content: 'x' }], [{ type: 'function', name: 'now' }]),
+    );
     expect(requests[0]!.body.tools).toEqual([
       { type: 'function', function: { name: 'now', parameters: { type: 'object', properties: {} } } },
     ]);
@@ -159,8 +173,13 @@ describe('openai-compatible adapter against a fake chat completions server', () 
       OPENAI_API_KEY: 'sk-openai',
       MODEL_MAX_RETRIES: 0,
     });
-    const result = await model.generate({ ...request([{ type: 'message', role: 'user', content: 'Hi' }]), maxOutputTokens: 64 });
-    expect(result.output).toEqual([{ type: 'message', role: 'assistant', content: 'Hello! How can I assist you today?' }]);
+    const result = await model.generate({
+      ...request([{ type: 'message', role: 'user', content: 'Hi' }]),
+      maxOutputTokens: 64,
+    });
+    expect(result.output).toEqual([
+      { type: 'message', role: 'assistant', content: 'Hello! How can I assist you today?' },
+    ]);
     expect(model.id).toBe('openai:gpt-4.1-mini');
     const sent = provider.requests[0]!;
     expect(sent.headers.authorization).toBe('Bearer sk-openai');
@@ -193,14 +212,28 @@ describe('openai-compatible adapter against a fake chat completions server', () 
 describe('prompt_cache_key', () => {
   it('is sent to OpenAI (openai:<model>), generating and streaming, and not to other compatible servers', async () => {
     provider = await startFakeProvider(byStream('openai-chat-text.json', 'openai-chat-text.sse'));
-    const openai = resolveModel('openai:gpt-4.1-mini', { OPENAI_BASE_URL: provider.baseURL, OPENAI_API_KEY: 'sk-test', MODEL_MAX_RETRIES: '0' });
-    const keyed: ModelRequest = { ...request([{ type: 'message', role: 'user', content: 'Hello' }]), promptCacheKey: 'agent-7' };
+    const openai = resolveModel('openai:gpt-4.1-mini', {
+      OPENAI_BASE_URL: provider.baseURL,
+      OPENAI_API_KEY: 'sk-test',
+      MODEL_MAX_RETRIES: '0',
+    });
+    const keyed: ModelRequest = {
+      ...request([{ type: 'message', role: 'user', content: 'Hello' }]),
+      promptCacheKey: 'agent-7',
+    };
     await openai.generate(keyed);
     await collectStream(openai.stream(keyed));
     await openai.generate(request([{ type: 'message', role: 'user', content: 'Hello' }]));
-    expect(provider.requests.map((recorded) => recorded.body.prompt_cache_key)).toEqual(['agent-7', 'agent-7', undefined]);
+    expect(provider.requests.map((recorded) => recorded.body.prompt_cache_key)).toEqual([
+      'agent-7',
+      'agent-7',
+      undefined,
+    ]);
 
-    const compatible = resolveModel('openai-compatible:test-model', { OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, MODEL_MAX_RETRIES: '0' });
+    const compatible = resolveModel('openai-compatible:test-model', {
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      MODEL_MAX_RETRIES: '0',
+    });
     await compatible.generate(keyed);
     expect(provider.requests.at(-1)!.body.prompt_cache_key).toBeUndefined();
   });

@@ -28,24 +28,34 @@ const providers: ProviderCase[] = [
     model: (baseURL, settings) =>
       resolveModel('openai-compatible:test-model', { OPENAI_COMPATIBLE_BASE_URL: baseURL, ...settings }),
     wrongShape: { id: 'chatcmpl-1', choices: 'not a list' },
-    brokenStream: fixture('openai-chat-text.sse').split('\n\n').slice(0, 2).join('\n\n') + '\n\ndata: {"choices": [{"delta": \n\ndata: [DONE]\n\n',
-    firstEvents: fixture('openai-chat-text.sse').split('\n\n').slice(0, 2).join('\n\n') + '\n\n',
+    brokenStream:
+      fixture('openai-chat-text.sse').split('\n\n').slice(0, 2).join('\n\n') +
+      '\n\ndata: {"choices": [{"delta": \n\ndata: [DONE]\n\n',
+    firstEvents: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 2).join('\n\n')}\n\n`,
     errorBody: { error: { message: 'The server had an error while processing your request.', type: 'server_error' } },
   },
   {
     name: 'anthropic',
     model: (baseURL, settings) =>
-      resolveModel('anthropic:claude-sonnet-4-5', { ANTHROPIC_API_KEY: 'sk-ant', ANTHROPIC_BASE_URL: baseURL, ...settings }),
+      resolveModel('anthropic:claude-sonnet-4-5', {
+        ANTHROPIC_API_KEY: 'sk-ant',
+        ANTHROPIC_BASE_URL: baseURL,
+        ...settings,
+      }),
     wrongShape: { type: 'message', content: 'not a list of blocks' },
     brokenStream:
       fixture('anthropic-message-text.sse').split('\n\n').slice(0, 2).join('\n\n') +
       '\n\nevent: content_block_delta\ndata: {"type": "content_block_delta", "index": \n\n',
-    firstEvents: fixture('anthropic-message-text.sse').split('\n\n').slice(0, 4).join('\n\n') + '\n\n',
+    firstEvents: `${fixture('anthropic-message-text.sse').split('\n\n').slice(0, 4).join('\n\n')}\n\n`,
     errorBody: { type: 'error', error: { type: 'api_error', message: 'Internal server error' } },
   },
 ];
 
-const request: ModelRequest = { prompt: [{ type: 'message', role: 'user', content: 'Hello' }], tools: [], maxOutputTokens: 256 };
+const request: ModelRequest = {
+  prompt: [{ type: 'message', role: 'user', content: 'Hello' }],
+  tools: [],
+  maxOutputTokens: 256,
+};
 
 let provider: FakeProvider | undefined;
 afterEach(async () => {
@@ -69,7 +79,8 @@ async function failure(promise: Promise<unknown>): Promise<TailgateError> {
 
 const calls = {
   generate: (model: Model, options: Partial<ModelRequest> = {}) => model.generate({ ...request, ...options }),
-  stream: (model: Model, options: Partial<ModelRequest> = {}) => collectStream(model.stream({ ...request, ...options })),
+  stream: (model: Model, options: Partial<ModelRequest> = {}) =>
+    collectStream(model.stream({ ...request, ...options })),
 };
 const modes = ['generate', 'stream'] as const;
 

@@ -29,12 +29,15 @@ describe('resolveModel', () => {
     { id: 'anthropic:claude-sonnet-4-5', environment: { ANTHROPIC_API_KEY: 'k' } },
     { id: 'workers-ai:@cf/meta/llama-3.1-8b-instruct', environment: { AI: binding } },
     { id: 'workers-ai:@cf/meta/llama-3.1-8b-instruct', environment: { ai: binding } },
-  ] satisfies { id: string; environment: ModelEnvironment }[])('resolves $id without a network call', ({ id, environment }) => {
-    const model = resolveModel(id, environment);
-    expect(model.id).toBe(id);
-    expect(typeof model.generate).toBe('function');
-    expect(typeof model.stream).toBe('function');
-  });
+  ] satisfies { id: string; environment: ModelEnvironment }[])(
+    'resolves $id without a network call',
+    ({ id, environment }) => {
+      const model = resolveModel(id, environment);
+      expect(model.id).toBe(id);
+      expect(typeof model.generate).toBe('function');
+      expect(typeof model.stream).toBe('function');
+    },
+  );
 
   it.each(['gpt-4', 'mystery:model', 'openai:', ':x', 'echo:x', 'openai:two words', ''])(
     'rejects the unknown or malformed id %j with invalid_request on field model',
@@ -49,12 +52,24 @@ describe('resolveModel', () => {
   it.each([
     { id: 'openai:gpt-4.1', environment: {}, setting: 'OPENAI_API_KEY' },
     { id: 'openai:gpt-4.1', environment: { OPENAI_API_KEY: '' }, setting: 'OPENAI_API_KEY' },
-    { id: 'openai-compatible:m', environment: { OPENAI_COMPATIBLE_API_KEY: 'k' }, setting: 'OPENAI_COMPATIBLE_BASE_URL' },
+    {
+      id: 'openai-compatible:m',
+      environment: { OPENAI_COMPATIBLE_API_KEY: 'k' },
+      setting: 'OPENAI_COMPATIBLE_BASE_URL',
+    },
     { id: 'anthropic:claude-sonnet-4-5', environment: { OPENAI_API_KEY: 'k' }, setting: 'ANTHROPIC_API_KEY' },
     { id: 'workers-ai:@cf/x', environment: {}, setting: 'AI' },
-    { id: 'anthropic:c', environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: 'soon' }, setting: 'MODEL_TIMEOUT_MS' },
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: 'soon' },
+      setting: 'MODEL_TIMEOUT_MS',
+    },
     { id: 'anthropic:c', environment: { ANTHROPIC_API_KEY: 'k', MODEL_TIMEOUT_MS: '-5' }, setting: 'MODEL_TIMEOUT_MS' },
-    { id: 'anthropic:c', environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '1.5' }, setting: 'MODEL_MAX_RETRIES' },
+    {
+      id: 'anthropic:c',
+      environment: { ANTHROPIC_API_KEY: 'k', MODEL_MAX_RETRIES: '1.5' },
+      setting: 'MODEL_MAX_RETRIES',
+    },
   ] satisfies { id: string; environment: ModelEnvironment; setting: string }[])(
     'names the missing or malformed setting $setting for $id',
     ({ id, environment, setting }) => {

@@ -20,7 +20,10 @@ const recorded = (json: string, sse: string) => (run: RecordedRun) =>
 
 function model(answer: (run: RecordedRun) => unknown, settings: Record<string, string> = {}) {
   const binding = fakeAiBinding(answer);
-  return { model: resolveModel(`workers-ai:${MODEL}`, { AI: binding, MODEL_MAX_RETRIES: '0', ...settings }), runs: binding.runs };
+  return {
+    model: resolveModel(`workers-ai:${MODEL}`, { AI: binding, MODEL_MAX_RETRIES: '0', ...settings }),
+    runs: binding.runs,
+  };
 }
 
 const request = (prompt: PromptItem[], tools: Tool[] = []): ModelRequest => ({ prompt, tools });
@@ -69,7 +72,11 @@ describe('workers-ai adapter against a fake AI binding', () => {
     expect(runs[0]!.inputs.tools).toEqual([
       {
         type: 'function',
-        function: { name: 'getWeather', description: 'Current weather for a place', parameters: weatherTool.parameters },
+        function: {
+          name: 'getWeather',
+          description: 'Current weather for a place',
+          parameters: weatherTool.parameters,
+        },
       },
     ]);
   });
@@ -109,7 +116,9 @@ describe('workers-ai adapter against a fake AI binding', () => {
     expect(messages[1]).toEqual({ role: 'user', content: 'Weather in Austin?' });
     expect(messages[2]).toMatchObject({
       role: 'assistant',
-      tool_calls: [{ id: 'call_7', type: 'function', function: { name: 'getWeather', arguments: '{"location":"Austin"}' } }],
+      tool_calls: [
+        { id: 'call_7', type: 'function', function: { name: 'getWeather', arguments: '{"location":"Austin"}' } },
+      ],
     });
     expect(messages[3]).toMatchObject({ role: 'tool', tool_call_id: 'call_7', content: 'hot' });
   });

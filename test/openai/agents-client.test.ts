@@ -26,7 +26,10 @@ describe('@openai/agents against tailgate', () => {
       },
     });
     const agent = new Agent({ name: 'weather', instructions: 'Be brief.', model: 'echo', tools: [getWeather] });
-    const provider = new OpenAIProvider({ openAIClient: new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 }), useResponses: true });
+    const provider = new OpenAIProvider({
+      openAIClient: new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 }),
+      useResponses: true,
+    });
     const runner = new Runner({ modelProvider: provider, tracingDisabled: true });
     const result = await runner.run(agent, 'call get_weather {"city":"Paris"}');
     expect(calls).toEqual([{ city: 'Paris' }]);

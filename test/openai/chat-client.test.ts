@@ -18,14 +18,23 @@ beforeAll(async () => {
 });
 afterAll(() => tailgate.close());
 
-const weather = { type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
+const weather = {
+  type: 'function' as const,
+  function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } },
+};
 
 async function storedKeys(): Promise<string[]> {
-  return (await tailgate.store.list('', { limit: 1000 })).objects.map((object) => object.key).filter((key) => !key.includes('write-probe'));
+  return (await tailgate.store.list('', { limit: 1000 })).objects
+    .map((object) => object.key)
+    .filter((key) => !key.includes('write-probe'));
 }
 
 async function post(path: string, body: unknown): Promise<Response> {
-  return fetch(`${tailgate.baseURL}${path}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return fetch(`${tailgate.baseURL}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
 }
 
 describe('the official openai client: chat completions', () => {
@@ -35,34 +44,69 @@ describe('the official openai client: chat completions', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'call get_weather {"city":"Paris"}' },
     ];
-    const first = await client.chat.completions.create({ model: 'gpt-4o-mini', messages, tools: [weather], temperature: 0, max_completion_tokens: 100 });
+    const first = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages,
+      tools: [weather],
+      temperature: 0,
+      max_completion_tokens: 100,
+    });
     expect(first).toMatchObject({ object: 'chat.completion', model: 'gpt-4o-mini' });
     expect(first.id).toMatch(/^chatcmpl_[0-9a-f]{24}$/);
     const choice = first.choices[0]!;
     expect(choice.finish_reason).toBe('tool_calls');
     expect(choice.message.content).toBeNull();
-    expect(choice.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }]);
-    expect(first.usage).toMatchObject({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), prompt_tokens_details: { cached_tokens: 0 } });
+    expect(choice.message.tool_calls).toEqual([
+      {
+        id: expect.stringMatching(/^call_/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Paris"}' },
+      },
+    ]);
+    expect(first.usage).toMatchObject({
+      prompt_tokens: expect.any(Number),
+      completion_tokens: expect.any(Number),
+      prompt_tokens_details: { cached_tokens: 0 },
+    });
     expect(first.usage!.total_tokens).toBe(first.usage!.prompt_tokens + first.usage!.completion_tokens);
 
-    messages.push(choice.message as ChatCompletionMessageParam, { role: 'tool', tool_call_id: choice.message.tool_calls![0]!.id, content: '18C, clear' });
+    messages.push(choice.message as ChatCompletionMessageParam, {
+      role: 'tool',
+      tool_call_id: choice.message.tool_calls![0]!.id,
+      content: '18C, clear',
+    });
     const second = await client.chat.completions.create({ model: 'echo', messages, tools: [weather], max_tokens: 50 });
-    expect(second.choices[0]).toMatchObject({ finish_reason: 'stop', message: { role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}' } });
+    expect(second.choices[0]).toMatchObject({
+      finish_reason: 'stop',
+      message: { role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}' },
+    });
     // Nothing is stored.
     expect(await storedKeys()).toEqual(before);
 
-    const none = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'call get_weather {}' }], tools: [weather], tool_choice: 'none' });
+    const none = await client.chat.completions.create({
+      model: 'echo',
+      messages: [{ role: 'user', content: 'call get_weather {}' }],
+      tools: [weather],
+      tool_choice: 'none',
+    });
     expect(none.choices[0]!.message.content).toBe('echo: call get_weather {}');
   });
 
   it('streams chunks in the official format, ending with the usage chunk and [DONE]', async () => {
-    const stream = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'stream these words please' }], stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: 'echo',
+      messages: [{ role: 'user', content: 'stream these words please' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     const chunks: ChatCompletionChunk[] = [];
     for await (const chunk of stream) chunks.push(chunk);
     expect(chunks.length).toBeGreaterThan(3);
     expect(new Set(chunks.map((chunk) => chunk.id)).size).toBe(1);
     expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
-    expect(chunks.flatMap((chunk) => chunk.choices.map((choice) => choice.delta.content ?? '')).join('')).toBe('echo: stream these words please');
+    expect(chunks.flatMap((chunk) => chunk.choices.map((choice) => choice.delta.content ?? '')).join('')).toBe(
+      'echo: stream these words please',
+    );
     const finishing = chunks.at(-2)!;
     expect(finishing.choices[0]!.finish_reason).toBe('stop');
     expect(finishing.usage).toBeNull();
@@ -70,11 +114,21 @@ describe('the official openai client: chat completions', () => {
     expect(usage.choices).toEqual([]);
     expect(usage.usage).toMatchObject({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number) });
 
-    const calls = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'call get_weather {"city":"Oslo"}' }], tools: [weather], stream: true });
+    const calls = await client.chat.completions.create({
+      model: 'echo',
+      messages: [{ role: 'user', content: 'call get_weather {"city":"Oslo"}' }],
+      tools: [weather],
+      stream: true,
+    });
     const callChunks: ChatCompletionChunk[] = [];
     for await (const chunk of calls) callChunks.push(chunk);
     expect(callChunks.flatMap((chunk) => chunk.choices[0]?.delta.tool_calls ?? [])).toEqual([
-      { index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      {
+        index: 0,
+        id: expect.stringMatching(/^call_/),
+        type: 'function',
+        function: { name: 'get_weather', arguments: '{"city":"Oslo"}' },
+      },
     ]);
     expect(callChunks.at(-1)!.choices[0]!.finish_reason).toBe('tool_calls');
     expect(callChunks.every((chunk) => chunk.usage === undefined)).toBe(true);
@@ -82,9 +136,16 @@ describe('the official openai client: chat completions', () => {
 
   it('applies the strategies of x-tailgate-strategies to the messages sent (unknown names are a 400)', async () => {
     const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: 'hello' }];
-    const chosen = await client.chat.completions.create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'none' } });
-    expect((chosen as unknown as { tailgate: { context: { strategies: string[] } } }).tailgate.context.strategies).toEqual(['none']);
-    const unknown = await client.chat.completions.create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'no_such_strategy' } }).catch((error: unknown) => error);
+    const chosen = await client.chat.completions.create(
+      { model: 'echo', messages },
+      { headers: { 'x-tailgate-strategies': 'none' } },
+    );
+    expect(
+      (chosen as unknown as { tailgate: { context: { strategies: string[] } } }).tailgate.context.strategies,
+    ).toEqual(['none']);
+    const unknown = await client.chat.completions
+      .create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'no_such_strategy' } })
+      .catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
     expect(unknown).toMatchObject({ code: 'unknown_strategy' });
   });
@@ -92,36 +153,72 @@ describe('the official openai client: chat completions', () => {
   it('delivers the inbox of x-tailgate-session and answers its abort notice with 409', async () => {
     const id = `chat-inbox-${Date.now()}`;
     expect((await post('/sessions', { id })).status).toBe(201);
-    expect((await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status).toBe(201);
-    const delivered = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'What next?' }] }, { headers: { 'x-tailgate-session': id } });
+    expect(
+      (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
+    ).toBe(201);
+    const delivered = await client.chat.completions.create(
+      { model: 'echo', messages: [{ role: 'user', content: 'What next?' }] },
+      { headers: { 'x-tailgate-session': id } },
+    );
     expect(delivered.choices[0]!.message.content).toBe('echo: Budget left: 2 USD');
-    expect((delivered as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context.notices_delivered).toEqual(['0001-budget.md']);
+    expect(
+      (delivered as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
+        .notices_delivered,
+    ).toEqual(['0001-budget.md']);
     // Consumed: the next call does not see it.
-    const again = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'What next?' }] }, { headers: { 'x-tailgate-session': id } });
+    const again = await client.chat.completions.create(
+      { model: 'echo', messages: [{ role: 'user', content: 'What next?' }] },
+      { headers: { 'x-tailgate-session': id } },
+    );
     expect(again.choices[0]!.message.content).toBe('echo: What next?');
 
     expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
-    const aborted = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'go on' }] }, { headers: { 'x-tailgate-session': id } }).catch((error: unknown) => error);
+    const aborted = await client.chat.completions
+      .create(
+        { model: 'echo', messages: [{ role: 'user', content: 'go on' }] },
+        { headers: { 'x-tailgate-session': id } },
+      )
+      .catch((error: unknown) => error);
     expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
     expect(aborted).toMatchObject({ code: 'aborted', type: 'invalid_request_error' });
-    const missing = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }] }, { headers: { 'x-tailgate-session': 'no-such-session' } }).catch((error: unknown) => error);
+    const missing = await client.chat.completions
+      .create(
+        { model: 'echo', messages: [{ role: 'user', content: 'x' }] },
+        { headers: { 'x-tailgate-session': 'no-such-session' } },
+      )
+      .catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('refuses what it does not support, naming the field', async () => {
     const image = await client.chat.completions
-      .create({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x' } }] }] })
+      .create({
+        model: 'echo',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x' } }] }],
+      })
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
-    const n = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 }).catch((error: unknown) => error);
+    const n = await client.chat.completions
+      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
+      .catch((error: unknown) => error);
     expect(n).toMatchObject({ status: 400, param: 'n' });
-    const required = await client.chat.completions.create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' }).catch((error: unknown) => error);
+    const required = await client.chat.completions
+      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' })
+      .catch((error: unknown) => error);
     expect(required).toMatchObject({ status: 400, param: 'tool_choice' });
     const late = await client.chat.completions
-      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }, { role: 'system', content: 'late' }] })
+      .create({
+        model: 'echo',
+        messages: [
+          { role: 'user', content: 'x' },
+          { role: 'system', content: 'late' },
+        ],
+      })
       .catch((error: unknown) => error);
     expect(late).toMatchObject({ status: 400, param: 'messages[1].role' });
-    const model = await client.chat.completions.create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] }).catch((error: unknown) => error);
+    const model = await client.chat.completions
+      .create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] })
+      .catch((error: unknown) => error);
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
   });
 });
@@ -130,8 +227,18 @@ describe('chat messages and tailgate items', () => {
   it('maps messages to items and back, folding calls into their assistant message', () => {
     const messages: ChatCompletionMessageParam[] = [
       { role: 'developer', content: 'Be brief.' },
-      { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
-      { role: 'assistant', content: 'checking', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ],
+      },
+      {
+        role: 'assistant',
+        content: 'checking',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+      },
       { role: 'tool', tool_call_id: 'c1', content: 'done' },
       { role: 'assistant', content: 'ok' },
     ];
@@ -146,7 +253,11 @@ describe('chat messages and tailgate items', () => {
     ]);
     expect(itemsToChatMessages(items)).toEqual([
       { role: 'user', content: 'a\nb' },
-      { role: 'assistant', content: 'checking', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+      {
+        role: 'assistant',
+        content: 'checking',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+      },
       { role: 'tool', tool_call_id: 'c1', content: 'done' },
       { role: 'assistant', content: 'ok' },
     ]);
@@ -160,7 +271,15 @@ describe('@ai-sdk/openai in chat mode against tailgate', () => {
     const result = await generateText({
       model: openai.chat('gpt-4o-mini'),
       prompt: 'call get_weather {"city":"Paris"}',
-      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async (input) => (calls.push(input), '18C, clear') }) },
+      tools: {
+        get_weather: tool({
+          inputSchema: z.object({ city: z.string() }),
+          execute: async (input) => {
+            calls.push(input);
+            return '18C, clear';
+          },
+        }),
+      },
       stopWhen: stepCountIs(3),
     });
     expect(calls).toEqual([{ city: 'Paris' }]);

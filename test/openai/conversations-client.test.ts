@@ -31,7 +31,12 @@ describe('the official openai client: conversations', () => {
     const id = conversation.id;
     // The conversation is a session: the system message became its instructions.
     const session = await tailgateGet(`/sessions/${id}`);
-    expect(session).toMatchObject({ id, instructions: 'Be brief.', metadata: { topic: 'weather' }, counts: { items: 1, turns: 0 } });
+    expect(session).toMatchObject({
+      id,
+      instructions: 'Be brief.',
+      metadata: { topic: 'weather' },
+      counts: { items: 1, turns: 0 },
+    });
 
     const added = await client.conversations.items.create(id, {
       items: [
@@ -48,9 +53,23 @@ describe('the official openai client: conversations', () => {
     expect(response.id).toBe(`resp_${id}_1_4_5`);
 
     const newest = await client.conversations.items.list(id);
-    expect(newest.data.map((item) => item.id)).toEqual([`msg_${id}_5`, `msg_${id}_4`, `fco_${id}_3`, `fc_${id}_2`, `msg_${id}_1`]);
-    expect(newest.data[0]).toMatchObject({ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'echo: And tomorrow?' }] });
-    expect(newest.data[4]).toMatchObject({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Hello there' }] });
+    expect(newest.data.map((item) => item.id)).toEqual([
+      `msg_${id}_5`,
+      `msg_${id}_4`,
+      `fco_${id}_3`,
+      `fc_${id}_2`,
+      `msg_${id}_1`,
+    ]);
+    expect(newest.data[0]).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'echo: And tomorrow?' }],
+    });
+    expect(newest.data[4]).toMatchObject({
+      type: 'message',
+      role: 'user',
+      content: [{ type: 'input_text', text: 'Hello there' }],
+    });
 
     const ascending = await client.conversations.items.list(id, { order: 'asc', limit: 2 });
     expect(ascending.data.map((item) => item.id)).toEqual([`msg_${id}_1`, `fc_${id}_2`]);
@@ -64,9 +83,15 @@ describe('the official openai client: conversations', () => {
 
     const one = await client.conversations.items.retrieve(`fco_${id}_3`, { conversation_id: id });
     expect(one).toMatchObject({ type: 'function_call_output', id: `fco_${id}_3`, output: '18C, clear' });
-    await expect(client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    await expect(client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id })).rejects.toBeInstanceOf(OpenAI.NotFoundError);
-    const foreignAfter = await client.conversations.items.list(id, { after: 'msg_other_1' }).catch((error: unknown) => error);
+    await expect(client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id })).rejects.toBeInstanceOf(
+      OpenAI.NotFoundError,
+    );
+    await expect(client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id })).rejects.toBeInstanceOf(
+      OpenAI.NotFoundError,
+    );
+    const foreignAfter = await client.conversations.items
+      .list(id, { after: 'msg_other_1' })
+      .catch((error: unknown) => error);
     expect(foreignAfter).toBeInstanceOf(OpenAI.BadRequestError);
     expect(foreignAfter).toMatchObject({ param: 'after' });
   });
@@ -77,7 +102,11 @@ describe('the official openai client: conversations', () => {
     const updated = await client.conversations.update(conversation.id, { metadata: { owner: 'ci' } });
     expect(updated).toMatchObject({ id: conversation.id, metadata: { owner: 'ci' } });
     expect((await client.conversations.retrieve(conversation.id)).metadata).toEqual({ owner: 'ci' });
-    expect(await client.conversations.delete(conversation.id)).toEqual({ id: conversation.id, object: 'conversation.deleted', deleted: true });
+    expect(await client.conversations.delete(conversation.id)).toEqual({
+      id: conversation.id,
+      object: 'conversation.deleted',
+      deleted: true,
+    });
     const gone = await client.conversations.retrieve(conversation.id).catch((error: unknown) => error);
     expect(gone).toBeInstanceOf(OpenAI.NotFoundError);
     expect(gone).toMatchObject({ type: 'invalid_request_error', param: 'conversation_id' });
@@ -88,7 +117,11 @@ describe('the official openai client: conversations', () => {
     const create = async () => {
       const response = await fetch(`${tailgate.baseURL}/conversations`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', 'idempotency-key': 'conversation-retry-1' },
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          'content-type': 'application/json',
+          'idempotency-key': 'conversation-retry-1',
+        },
         body: JSON.stringify({ items: [{ type: 'message', role: 'user', content: 'once' }] }),
       });
       expect(response.status).toBe(200);
@@ -102,23 +135,39 @@ describe('the official openai client: conversations', () => {
 
   it('refuses system messages among appended items, unknown fields and include values, naming them', async () => {
     const { id } = await client.conversations.create();
-    const system = await client.conversations.items.create(id, { items: [{ type: 'message', role: 'system', content: 'x' }] }).catch((error: unknown) => error);
+    const system = await client.conversations.items
+      .create(id, { items: [{ type: 'message', role: 'system', content: 'x' }] })
+      .catch((error: unknown) => error);
     expect(system).toBeInstanceOf(OpenAI.BadRequestError);
     expect(system).toMatchObject({ param: 'items[0].role' });
-    const include = await client.conversations.items.list(id, { include: ['message.output_text.logprobs'] }).catch((error: unknown) => error);
+    const include = await client.conversations.items
+      .list(id, { include: ['message.output_text.logprobs'] })
+      .catch((error: unknown) => error);
     expect(include).toMatchObject({ status: 400, param: 'include[]' });
-    const unknown = await client.conversations.create({ items: [], extra: 1 } as never).catch((error: unknown) => error);
+    const unknown = await client.conversations
+      .create({ items: [], extra: 1 } as never)
+      .catch((error: unknown) => error);
     expect(unknown).toMatchObject({ status: 400, param: 'extra' });
   });
 
-  it('answers an unknown path under the OpenAI-compatible API in OpenAI\'s error shape', async () => {
+  it("answers an unknown path under the OpenAI-compatible API in OpenAI's error shape", async () => {
     for (const path of ['/conversations/x/items/y/z', '/responses/a/b/c', '/chat/nothing']) {
       const response = await fetch(`${tailgate.baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
       expect(response.status).toBe(404);
-      expect(await response.json()).toEqual({ error: { message: expect.stringContaining(path), type: 'invalid_request_error', param: null, code: 'not_found' } });
+      expect(await response.json()).toEqual({
+        error: {
+          message: expect.stringContaining(path),
+          type: 'invalid_request_error',
+          param: null,
+          code: 'not_found',
+        },
+      });
     }
     const unauthenticated = await fetch(`${tailgate.baseURL}/chat/nothing`);
     expect(unauthenticated.status).toBe(401);
-    expect(((await unauthenticated.json()) as { error: unknown }).error).toMatchObject({ type: 'authentication_error', code: 'unauthorized' });
+    expect(((await unauthenticated.json()) as { error: unknown }).error).toMatchObject({
+      type: 'authentication_error',
+      code: 'unauthorized',
+    });
   });
 });

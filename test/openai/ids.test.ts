@@ -7,11 +7,16 @@ describe('OpenAI-compatible ids', () => {
     const ref = { sessionId: 'a_1_2', turn: 12, inputSeq: 30, outputSeq: 33 };
     expect(responseId(ref)).toBe('resp_a_1_2_12_30_33');
     expect(parseResponseId(responseId(ref))).toEqual(ref);
-    expect(parseItemId(itemId('function_call_output', 'x_9', 7))).toEqual({ kind: 'function_call_output', sessionId: 'x_9', seq: 7 });
+    expect(parseItemId(itemId('function_call_output', 'x_9', 7))).toEqual({
+      kind: 'function_call_output',
+      sessionId: 'x_9',
+      seq: 7,
+    });
   });
 
   it('refuses ids that name no turn or no items', () => {
-    for (const id of ['resp_s_0_1_2', 'resp_s_1_2_2', 'resp_s_1_2', 'resp__1_1_2', 'resp_s/x_1_1_2', 'msg_s_1']) expect(parseResponseId(id), id).toBeUndefined();
+    for (const id of ['resp_s_0_1_2', 'resp_s_1_2_2', 'resp_s_1_2', 'resp__1_1_2', 'resp_s/x_1_1_2', 'msg_s_1'])
+      expect(parseResponseId(id), id).toBeUndefined();
     expect(parseItemId('msg_s_0')).toBeUndefined();
     expect(parseItemId('resp_s_1')).toBeUndefined();
   });
@@ -23,6 +28,7 @@ describe('MODEL_ALIASES', () => {
       'gpt-4.1-mini': 'openai:gpt-4.1-mini',
       claude: 'anthropic:claude-sonnet-4-5',
     });
-    for (const text of ['claude', '=echo', 'a=', 'a=echo,a=echo']) expect(() => parseModelAliases(text), text).toThrow(NotConfiguredError);
+    for (const text of ['claude', '=echo', 'a=', 'a=echo,a=echo'])
+      expect(() => parseModelAliases(text), text).toThrow(NotConfiguredError);
   });
 });

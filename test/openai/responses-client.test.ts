@@ -12,7 +12,12 @@ beforeAll(async () => {
 });
 afterAll(() => tailgate.close());
 
-const weather = { type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } } } };
+const weather = {
+  type: 'function' as const,
+  name: 'get_weather',
+  strict: false,
+  parameters: { type: 'object', properties: { city: { type: 'string' } } },
+};
 
 async function tailgateGet(path: string): Promise<any> {
   const response = await fetch(`${tailgate.baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -21,13 +26,33 @@ async function tailgateGet(path: string): Promise<any> {
 
 describe('the official openai client: responses', () => {
   it('chains three turns with previous_response_id, answering a tool call with function_call_output', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call get_weather {"city":"Paris"}', tools: [weather], instructions: 'Be brief.' });
-    expect(first).toMatchObject({ object: 'response', status: 'completed', model: 'echo', instructions: 'Be brief.', previous_response_id: null });
+    const first = await client.responses.create({
+      model: 'echo',
+      input: 'call get_weather {"city":"Paris"}',
+      tools: [weather],
+      instructions: 'Be brief.',
+    });
+    expect(first).toMatchObject({
+      object: 'response',
+      status: 'completed',
+      model: 'echo',
+      instructions: 'Be brief.',
+      previous_response_id: null,
+    });
     expect(first.id).toMatch(/^resp_conv_[0-9a-f]{24}_1_1_2$/);
     const call = first.output[0]!;
-    expect(call).toMatchObject({ type: 'function_call', name: 'get_weather', arguments: '{"city":"Paris"}', status: 'completed' });
+    expect(call).toMatchObject({
+      type: 'function_call',
+      name: 'get_weather',
+      arguments: '{"city":"Paris"}',
+      status: 'completed',
+    });
     expect(call.id).toMatch(/^fc_conv_[0-9a-f]{24}_2$/);
-    expect(first.usage).toMatchObject({ input_tokens: expect.any(Number), input_tokens_details: { cached_tokens: 0 }, output_tokens: expect.any(Number) });
+    expect(first.usage).toMatchObject({
+      input_tokens: expect.any(Number),
+      input_tokens_details: { cached_tokens: 0 },
+      output_tokens: expect.any(Number),
+    });
     const sessionId = first.conversation!.id;
 
     const second = await client.responses.create({
@@ -41,9 +66,16 @@ describe('the official openai client: responses', () => {
     expect(second.output_text).toBe('echo: call get_weather {"city":"Paris"}');
     expect(second.output[0]).toMatchObject({ type: 'message', role: 'assistant', id: `msg_${sessionId}_4` });
 
-    const third = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'and tomorrow?' });
+    const third = await client.responses.create({
+      model: 'echo',
+      previous_response_id: second.id,
+      input: 'and tomorrow?',
+    });
     expect(third.output_text).toBe('echo: and tomorrow?');
-    expect((third as unknown as { tailgate: { turn: number; session_id: string } }).tailgate).toMatchObject({ turn: 3, session_id: sessionId });
+    expect((third as unknown as { tailgate: { turn: number; session_id: string } }).tailgate).toMatchObject({
+      turn: 3,
+      session_id: sessionId,
+    });
 
     // The whole conversation is one session.
     const session = await tailgateGet(`/sessions/${sessionId}`);
@@ -52,16 +84,33 @@ describe('the official openai client: responses', () => {
 
     // Read back: the response and its input items.
     const read = await client.responses.retrieve(second.id);
-    expect(read).toMatchObject({ id: second.id, status: 'completed', output_text: 'echo: call get_weather {"city":"Paris"}' });
+    expect(read).toMatchObject({
+      id: second.id,
+      status: 'completed',
+      output_text: 'echo: call get_weather {"city":"Paris"}',
+    });
     expect(read.output).toEqual(second.output);
     const items = await client.responses.inputItems.list(second.id);
-    expect(items.data).toEqual([{ type: 'function_call_output', id: `fco_${sessionId}_3`, call_id: (call as { call_id: string }).call_id, output: '18C, clear', status: 'completed' }]);
+    expect(items.data).toEqual([
+      {
+        type: 'function_call_output',
+        id: `fco_${sessionId}_3`,
+        call_id: (call as { call_id: string }).call_id,
+        output: '18C, clear',
+        status: 'completed',
+      },
+    ]);
 
     // Continuing from an older response would branch the conversation: 409.
-    const branching = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'again' }).catch((error: unknown) => error);
+    const branching = await client.responses
+      .create({ model: 'echo', previous_response_id: first.id, input: 'again' })
+      .catch((error: unknown) => error);
     expect(branching).toBeInstanceOf(OpenAI.ConflictError);
     expect((branching as InstanceType<typeof OpenAI.ConflictError>).code).toBe('conversation_branching_unsupported');
-    expect((branching as { error: { details: unknown } }).error.details).toEqual({ newest_response_id: third.id, newest_turn: 3 });
+    expect((branching as { error: { details: unknown } }).error.details).toEqual({
+      newest_response_id: third.id,
+      newest_turn: 3,
+    });
     expect((await tailgateGet(`/sessions/${sessionId}`)).counts.turns).toBe(3);
   });
 
@@ -88,7 +137,13 @@ describe('the official openai client: responses', () => {
       'response.completed',
     ]);
 
-    const raw = await client.responses.create({ model: 'echo', previous_response_id: final.id, input: 'call get_weather {"city":"Oslo"}', tools: [weather], stream: true });
+    const raw = await client.responses.create({
+      model: 'echo',
+      previous_response_id: final.id,
+      input: 'call get_weather {"city":"Oslo"}',
+      tools: [weather],
+      stream: true,
+    });
     const events: any[] = [];
     for await (const event of raw) events.push(event);
     expect(events.map((event) => event.sequence_number)).toEqual(events.map((_, index) => index));
@@ -108,7 +163,8 @@ describe('the official openai client: responses', () => {
   });
 
   it('with store: false runs on the input alone and stores nothing', async () => {
-    const keys = async () => (await tailgate.store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
+    const keys = async () =>
+      (await tailgate.store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
     const before = await keys();
     const response = await client.responses.create({
       model: 'echo',
@@ -118,7 +174,12 @@ describe('the official openai client: responses', () => {
         { role: 'user', content: [{ type: 'input_text', text: 'nothing kept' }] },
       ],
     });
-    expect(response).toMatchObject({ store: false, conversation: null, output_text: 'echo: nothing kept', instructions: 'Be brief.' });
+    expect(response).toMatchObject({
+      store: false,
+      conversation: null,
+      output_text: 'echo: nothing kept',
+      instructions: 'Be brief.',
+    });
     expect(response.id).toMatch(/^resp_[0-9a-f]{24}$/);
     expect(await keys()).toEqual(before);
     const missing = await client.responses.retrieve(response.id).catch((error: unknown) => error);
@@ -126,48 +187,83 @@ describe('the official openai client: responses', () => {
   });
 
   it('raises the typed errors: unknown model (404 model_not_found), unsupported fields (400 naming them), unknown ids', async () => {
-    const unknown = await client.responses.create({ model: 'gpt-unknown', input: 'hi' }).catch((error: unknown) => error);
+    const unknown = await client.responses
+      .create({ model: 'gpt-unknown', input: 'hi' })
+      .catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(unknown).toMatchObject({ status: 404, code: 'model_not_found', param: 'model', type: 'invalid_request_error' });
+    expect(unknown).toMatchObject({
+      status: 404,
+      code: 'model_not_found',
+      param: 'model',
+      type: 'invalid_request_error',
+    });
 
-    const reasoning = await client.responses.create({ model: 'echo', input: 'hi', reasoning: { effort: 'low' } }).catch((error: unknown) => error);
+    const reasoning = await client.responses
+      .create({ model: 'echo', input: 'hi', reasoning: { effort: 'low' } })
+      .catch((error: unknown) => error);
     expect(reasoning).toBeInstanceOf(OpenAI.BadRequestError);
     expect(reasoning).toMatchObject({ status: 400, param: 'reasoning' });
 
-    const builtIn = await client.responses.create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] }).catch((error: unknown) => error);
+    const builtIn = await client.responses
+      .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
+      .catch((error: unknown) => error);
     expect(builtIn).toBeInstanceOf(OpenAI.BadRequestError);
     expect(builtIn).toMatchObject({ param: 'tools[0].type' });
 
-    const choice = await client.responses.create({ model: 'echo', input: 'hi', tool_choice: 'required' }).catch((error: unknown) => error);
+    const choice = await client.responses
+      .create({ model: 'echo', input: 'hi', tool_choice: 'required' })
+      .catch((error: unknown) => error);
     expect(choice).toMatchObject({ status: 400, param: 'tool_choice' });
 
-    const badInput = await client.responses.create({ model: 'echo', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x' }] }] as never }).catch((error: unknown) => error);
+    const badInput = await client.responses
+      .create({
+        model: 'echo',
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x' }] }] as never,
+      })
+      .catch((error: unknown) => error);
     expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
 
-    const previous = await client.responses.create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' }).catch((error: unknown) => error);
+    const previous = await client.responses
+      .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })
+      .catch((error: unknown) => error);
     expect(previous).toBeInstanceOf(OpenAI.NotFoundError);
     expect(previous).toMatchObject({ param: 'previous_response_id' });
 
-    const conversation = await client.responses.create({ model: 'echo', input: 'hi', conversation: 'no-such-session' }).catch((error: unknown) => error);
+    const conversation = await client.responses
+      .create({ model: 'echo', input: 'hi', conversation: 'no-such-session' })
+      .catch((error: unknown) => error);
     expect(conversation).toBeInstanceOf(OpenAI.NotFoundError);
 
-    const auth = await new OpenAI({ apiKey: 'wrong', baseURL: tailgate.baseURL, maxRetries: 0 }).responses.create({ model: 'echo', input: 'hi' }).catch((error: unknown) => error);
+    const auth = await new OpenAI({ apiKey: 'wrong', baseURL: tailgate.baseURL, maxRetries: 0 }).responses
+      .create({ model: 'echo', input: 'hi' })
+      .catch((error: unknown) => error);
     expect(auth).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
   it('continues a session created on /v1/sessions as a conversation, delivering its inbox notices and refusing after an abort', async () => {
     const id = `conv-inbox-${Date.now()}`;
     const post = (path: string, body: unknown) =>
-      fetch(`${tailgate.baseURL}${path}`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      fetch(`${tailgate.baseURL}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
     expect((await post('/sessions', { id })).status).toBe(201);
-    expect((await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status).toBe(201);
+    expect(
+      (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
+    ).toBe(201);
     const response = await client.responses.create({ model: 'echo', conversation: { id }, input: 'What next?' });
     expect(response.output_text).toBe('echo: Budget left: 2 USD');
-    expect((response as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context.notices_delivered).toEqual(['0001-budget.md']);
+    expect(
+      (response as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
+        .notices_delivered,
+    ).toEqual(['0001-budget.md']);
     expect(response.conversation).toEqual({ id });
 
     expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
-    const aborted = await client.responses.create({ model: 'echo', previous_response_id: response.id, input: 'go on' }).catch((error: unknown) => error);
+    const aborted = await client.responses
+      .create({ model: 'echo', previous_response_id: response.id, input: 'go on' })
+      .catch((error: unknown) => error);
     expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
     expect(aborted).toMatchObject({ code: 'aborted' });
   });
@@ -182,7 +278,11 @@ describe('the official openai client: responses', () => {
 
 describe('scoped tokens on the Responses API', () => {
   async function mint(body: unknown): Promise<string> {
-    const response = await fetch(`${tailgate.baseURL}/tokens`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const response = await fetch(`${tailgate.baseURL}/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     expect(response.status).toBe(201);
     return ((await response.json()) as { token: string }).token;
   }
@@ -190,19 +290,37 @@ describe('scoped tokens on the Responses API', () => {
   it('a session:turn token bound to a conversation continues it, and may neither start another nor touch one it is not bound to', async () => {
     const admin = await client.responses.create({ model: 'echo', input: 'hello' });
     const other = await client.responses.create({ model: 'echo', input: 'elsewhere' });
-    const bound = new OpenAI({ apiKey: await mint({ scopes: ['session:turn'], session_id: admin.conversation!.id }), baseURL: tailgate.baseURL, maxRetries: 0 });
+    const bound = new OpenAI({
+      apiKey: await mint({ scopes: ['session:turn'], session_id: admin.conversation!.id }),
+      baseURL: tailgate.baseURL,
+      maxRetries: 0,
+    });
     const next = await bound.responses.create({ model: 'echo', previous_response_id: admin.id, input: 'more' });
     expect(next.output_text).toBe('echo: more');
     expect((await bound.responses.retrieve(next.id)).id).toBe(next.id);
-    await expect(bound.responses.create({ model: 'echo', input: 'a new conversation' })).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
-    await expect(bound.responses.create({ model: 'echo', previous_response_id: other.id, input: 'x' })).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+    await expect(bound.responses.create({ model: 'echo', input: 'a new conversation' })).rejects.toBeInstanceOf(
+      OpenAI.PermissionDeniedError,
+    );
+    await expect(
+      bound.responses.create({ model: 'echo', previous_response_id: other.id, input: 'x' }),
+    ).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
     await expect(bound.responses.retrieve(other.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
     await expect(bound.responses.delete(next.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
 
     // A session:turn token bound to no session may start conversations.
-    const unbound = new OpenAI({ apiKey: await mint({ scopes: ['session:turn'] }), baseURL: tailgate.baseURL, maxRetries: 0 });
+    const unbound = new OpenAI({
+      apiKey: await mint({ scopes: ['session:turn'] }),
+      baseURL: tailgate.baseURL,
+      maxRetries: 0,
+    });
     expect((await unbound.responses.create({ model: 'echo', input: 'fresh' })).output_text).toBe('echo: fresh');
-    const reader = new OpenAI({ apiKey: await mint({ scopes: ['session:read'] }), baseURL: tailgate.baseURL, maxRetries: 0 });
-    await expect(reader.responses.create({ model: 'echo', input: 'no' })).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+    const reader = new OpenAI({
+      apiKey: await mint({ scopes: ['session:read'] }),
+      baseURL: tailgate.baseURL,
+      maxRetries: 0,
+    });
+    await expect(reader.responses.create({ model: 'echo', input: 'no' })).rejects.toBeInstanceOf(
+      OpenAI.PermissionDeniedError,
+    );
   });
 });

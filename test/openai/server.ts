@@ -6,7 +6,9 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 export const TOKEN = 'openai-facade-token';
 
 /** The real app on a loopback port (Node server), with an in-memory store and `env`. */
-export async function startTailgate(env: Record<string, string> = {}): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
+export async function startTailgate(
+  env: Record<string, string> = {},
+): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
   const store = new MemoryStore();
   const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', ...env };
   const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });

@@ -21,16 +21,35 @@ const history = [
   { type: 'message' as const, role: 'assistant' as const, content: long('c') },
 ];
 
-type Truncated = { tailgate: { context: { truncation?: { tool_pairs: number; messages: number; dropped_seqs: number[]; prompt_tokens: number; prompt_tokens_before: number } } } };
+type Truncated = {
+  tailgate: {
+    context: {
+      truncation?: {
+        tool_pairs: number;
+        messages: number;
+        dropped_seqs: number[];
+        prompt_tokens: number;
+        prompt_tokens_before: number;
+      };
+    };
+  };
+};
 
 describe('truncation', () => {
   it('"disabled" (the default) refuses a prompt over the window with 400 context_length_exceeded; "auto" drops the oldest tool pair, then the oldest messages, and says so', async () => {
     const { id } = await client.conversations.create({ items: history });
-    const refused = await client.responses.create({ model: 'echo', conversation: id, input: 'short question' }).catch((error: unknown) => error);
+    const refused = await client.responses
+      .create({ model: 'echo', conversation: id, input: 'short question' })
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
     expect(refused).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
 
-    const response = await client.responses.create({ model: 'echo', conversation: id, input: 'short question', truncation: 'auto' });
+    const response = await client.responses.create({
+      model: 'echo',
+      conversation: id,
+      input: 'short question',
+      truncation: 'auto',
+    });
     expect(response.output_text).toBe('echo: short question');
     expect(response.truncation).toBe('auto');
     const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
@@ -49,13 +68,17 @@ describe('truncation', () => {
   it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
     const fits = await client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
     expect((fits as unknown as Truncated).tailgate.context.truncation).toBeUndefined();
-    const huge = await client.responses.create({ model: 'echo', input: long('z').repeat(5), truncation: 'auto' }).catch((error: unknown) => error);
+    const huge = await client.responses
+      .create({ model: 'echo', input: long('z').repeat(5), truncation: 'auto' })
+      .catch((error: unknown) => error);
     expect(huge).toMatchObject({ status: 400, code: 'context_length_exceeded' });
   });
 
   it('applies to store: false responses, where dropped_seqs are positions in the input', async () => {
     const input = [...history, { type: 'message' as const, role: 'user' as const, content: 'short question' }];
-    const refused = await client.responses.create({ model: 'echo', store: false, input }).catch((error: unknown) => error);
+    const refused = await client.responses
+      .create({ model: 'echo', store: false, input })
+      .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 400, code: 'context_length_exceeded' });
     const response = await client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
     expect(response.output_text).toBe('echo: short question');
@@ -66,7 +89,13 @@ describe('truncation', () => {
   });
 
   it('refuses context_management (server-side compaction thresholds are not supported yet), naming it', async () => {
-    const refused = await client.responses.create({ model: 'echo', input: 'hi', context_management: [{ type: 'compaction', compact_threshold: 1000 }] } as never).catch((error: unknown) => error);
+    const refused = await client.responses
+      .create({
+        model: 'echo',
+        input: 'hi',
+        context_management: [{ type: 'compaction', compact_threshold: 1000 }],
+      } as never)
+      .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
     expect(refused).toMatchObject({ param: 'context_management' });
   });

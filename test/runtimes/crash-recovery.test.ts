@@ -7,7 +7,10 @@ const LEASE_MS = 6000;
 
 it('after kill -9 mid-stream, the session takes turns again within the lease, the input kept and marked failed', async () => {
   const keyPrefix = `crash-${Date.now().toString(36)}/`;
-  const result = await killMidTurnAndRecover((port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(LEASE_MS) }), TOKEN);
+  const result = await killMidTurnAndRecover(
+    (port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(LEASE_MS) }),
+    TOKEN,
+  );
   expect(result.streamed).toEqual(expect.arrayContaining(['turn.started', 'output_text.delta']));
   // Refused while the dead turn's lease ran (unless the restart outlasted it), then free.
   for (const status of result.refused) expect(status).toBe(409);
@@ -19,7 +22,11 @@ it('after kill -9 mid-stream, the session takes turns again within the lease, th
 
 it('after kill -9, cancelling the dead turn frees the session at once', async () => {
   const keyPrefix = `cancel-${Date.now().toString(36)}/`;
-  const result = await killMidTurnAndRecover((port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(10 * 60_000) }), TOKEN, { cancel: true });
+  const result = await killMidTurnAndRecover(
+    (port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(10 * 60_000) }),
+    TOKEN,
+    { cancel: true },
+  );
   expect(result.refused).toEqual([]);
   expect(result.contents).toEqual(['before', 'echo: before', 'interrupted', 'after', 'echo: after']);
 }, 90_000);

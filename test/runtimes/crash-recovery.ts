@@ -23,8 +23,15 @@ export interface CrashRecovery {
   streamed: string[];
 }
 
-export async function killMidTurnAndRecover(environment: (port: number) => Record<string, string>, token: string, options: { cancel?: boolean } = {}): Promise<CrashRecovery> {
-  const provider = await startFakeProvider(() => ({ sse: fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n') + '\n\n', hang: true }));
+export async function killMidTurnAndRecover(
+  environment: (port: number) => Record<string, string>,
+  token: string,
+  options: { cancel?: boolean } = {},
+): Promise<CrashRecovery> {
+  const provider = await startFakeProvider(() => ({
+    sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+    hang: true,
+  }));
   const port = await freePort();
   const env = { ...environment(port), OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, OPENAI_COMPATIBLE_API_KEY: 'test' };
   const start = () => startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], { cwd: root, port, env });
@@ -33,12 +40,24 @@ export async function killMidTurnAndRecover(environment: (port: number) => Recor
   try {
     const origin = server.origin;
     const id = `crash-${Date.now().toString(36)}`;
-    const created = await fetch(`${origin}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ id, model: 'openai-compatible:fake' }) });
+    const created = await fetch(`${origin}/v1/sessions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ id, model: 'openai-compatible:fake' }),
+    });
     if (created.status !== 201) throw new Error(`create answered ${created.status}`);
-    await fetch(`${origin}/v1/sessions/${id}/turns`, { method: 'POST', headers, body: JSON.stringify({ input: 'before', model: 'echo' }) });
+    await fetch(`${origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'before', model: 'echo' }),
+    });
 
     // A streamed turn: read until the first words arrive, then kill the server.
-    const response = await fetch(`${origin}/v1/sessions/${id}/turns`, { method: 'POST', headers, body: JSON.stringify({ input: 'interrupted', stream: true }) });
+    const response = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'interrupted', stream: true }),
+    });
     const reader = response.body!.getReader();
     let text = '';
     while (!text.includes('output_text.delta')) {
@@ -59,14 +78,21 @@ export async function killMidTurnAndRecover(environment: (port: number) => Recor
       if (cancelled.status !== 200) throw new Error(`cancel answered ${cancelled.status}`);
     }
     for (;;) {
-      const turn = await fetch(`${origin}/v1/sessions/${id}/turns`, { method: 'POST', headers, body: JSON.stringify({ input: 'after', model: 'echo' }) });
+      const turn = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ input: 'after', model: 'echo' }),
+      });
       if (turn.status === 200) break;
       refused.push(turn.status);
-      if (turn.status !== 409 || refused.length > 400) throw new Error(`turn answered ${turn.status}: ${await turn.text()}`);
+      if (turn.status !== 409 || refused.length > 400)
+        throw new Error(`turn answered ${turn.status}: ${await turn.text()}`);
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const recoveryMs = Date.now() - killedAt;
-    const page = (await (await fetch(`${origin}/v1/sessions/${id}/items`, { headers })).json()) as { items: { content?: string }[] };
+    const page = (await (await fetch(`${origin}/v1/sessions/${id}/items`, { headers })).json()) as {
+      items: { content?: string }[];
+    };
     const contents = page.items.map((item) => item.content ?? '').reverse();
     return { recoveryMs, restartMs, refused, contents, streamed };
   } finally {

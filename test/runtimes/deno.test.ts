@@ -14,7 +14,18 @@ beforeAll(async () => {
   // port after the file name, on S3 (fauxqs).
   server = await startServer(
     deno,
-    ['run', '--unstable-no-legacy-abort', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(port)],
+    [
+      'run',
+      '--unstable-no-legacy-abort',
+      '--allow-net',
+      '--allow-env',
+      '--allow-read',
+      '--allow-write',
+      '--allow-sys',
+      'functions/deno.ts',
+      '--port',
+      String(port),
+    ],
     { cwd: root, port, env: { ...serverEnvironment(port, keyPrefix), DENO_NO_UPDATE_CHECK: '1' } },
   );
 }, 90_000);

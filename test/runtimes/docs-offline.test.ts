@@ -10,8 +10,12 @@ import { DOCS_SCRIPT_PATH } from '../../functions/docs-page.ts';
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const check = fileURLToPath(new URL('../support/docs-offline-check.ts', import.meta.url));
-const scalarVersion = (await import('../../node_modules/@scalar/api-reference/package.json', { with: { type: 'json' } })).default.version;
-const pinned = (await import('../../package.json', { with: { type: 'json' } })).default.dependencies['@scalar/api-reference'];
+const scalarVersion = (
+  await import('../../node_modules/@scalar/api-reference/package.json', { with: { type: 'json' } })
+).default.version;
+const pinned = (await import('../../package.json', { with: { type: 'json' } })).default.dependencies[
+  '@scalar/api-reference'
+];
 
 it('pins the docs bundle to one exact version', () => {
   expect(pinned).toMatch(/^\d+\.\d+\.\d+$/);
@@ -23,7 +27,12 @@ it('serves /docs with the network unavailable: no token, every asset 200 from th
   try {
     // A new network namespace holds only loopback: nothing outside the machine answers.
     const command = `ip link set lo up && exec "${process.execPath}" --import tsx "${check}"`;
-    const { stdout } = await run('unshare', ['-rn', 'sh', '-c', command], { cwd: root, env: { ...process.env, DATA_DIR: dataDir, API_TOKEN: 'docs-token' }, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
+    const { stdout } = await run('unshare', ['-rn', 'sh', '-c', command], {
+      cwd: root,
+      env: { ...process.env, DATA_DIR: dataDir, API_TOKEN: 'docs-token' },
+      timeout: 60_000,
+      maxBuffer: 64 * 1024 * 1024,
+    });
     const result = JSON.parse(stdout.trim().split('\n').at(-1)!);
     expect(result.outsideReachable).toBe(false);
     expect(result.status).toBe(200);

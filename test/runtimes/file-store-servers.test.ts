@@ -20,13 +20,32 @@ beforeAll(async () => {
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
   const [nodePort, denoPort] = [await freePort(), await freePort()];
   [node, denoServer] = await Promise.all([
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], { cwd: root, port: nodePort, env: environment }),
-    startServer(deno, ['run', '--unstable-no-legacy-abort', '--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys', 'functions/deno.ts', '--port', String(denoPort)], {
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], {
       cwd: root,
-      port: denoPort,
-      env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
-      timeoutMs: 90_000,
+      port: nodePort,
+      env: environment,
     }),
+    startServer(
+      deno,
+      [
+        'run',
+        '--unstable-no-legacy-abort',
+        '--allow-net',
+        '--allow-env',
+        '--allow-read',
+        '--allow-write',
+        '--allow-sys',
+        'functions/deno.ts',
+        '--port',
+        String(denoPort),
+      ],
+      {
+        cwd: root,
+        port: denoPort,
+        env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
+        timeoutMs: 90_000,
+      },
+    ),
   ]);
 }, 120_000);
 
@@ -44,7 +63,10 @@ function fileWriter() {
 }
 
 it('both servers print the banner: URL, file store, model, access', () => {
-  for (const [server, runtime] of [[node, 'Node'], [denoServer, 'Deno']] as const) {
+  for (const [server, runtime] of [
+    [node, 'Node'],
+    [denoServer, 'Deno'],
+  ] as const) {
     const output = server.output();
     expect(output).toContain(`tailgate (${runtime}`);
     expect(output).toContain(`) on ${server.origin}`);
@@ -62,10 +84,20 @@ it('serves the API on Deno with the file store', async () => {
   await runScenario(denoServer.origin, TOKEN, fileWriter());
 });
 
-async function call(origin: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+async function call(
+  origin: string,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
   const response = await fetch(`${origin}${path}`, {
     method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: response.status, body: (await response.json()) as any };
@@ -76,19 +108,27 @@ it('two servers on one directory: 20 retries with one Idempotency-Key store one 
   expect((await call(node.origin, 'POST', '/v1/sessions', { id })).status).toBe(201);
   const servers = [node.origin, denoServer.origin];
   const keyed = await Promise.all(
-    Array.from({ length: 20 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: 'once' }, { 'idempotency-key': 'k1' })),
+    Array.from({ length: 20 }, (_, i) =>
+      call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: 'once' }, { 'idempotency-key': 'k1' }),
+    ),
   );
   for (const response of keyed) expect([200, 409], JSON.stringify(response.body)).toContain(response.status);
   const answered = keyed.filter((response) => response.status === 200);
   expect(answered.length).toBeGreaterThan(0);
   for (const response of answered) expect(response.body.turn).toBe(answered[0]!.body.turn);
-  for (const response of keyed.filter((response) => response.status === 409)) expect(response.body.error.code).toBe('turn_in_progress');
+  for (const response of keyed.filter((response) => response.status === 409))
+    expect(response.body.error.code).toBe('turn_in_progress');
   // Run with --unstable-no-legacy-abort, Deno does not warn about request.signal.
   expect(denoServer.output()).not.toContain('legacy behavior');
 
-  const racing = await Promise.all(Array.from({ length: 8 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: `turn ${i}` })));
+  const racing = await Promise.all(
+    Array.from({ length: 8 }, (_, i) =>
+      call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/turns`, { input: `turn ${i}` }),
+    ),
+  );
   const won = racing.filter((response) => response.status === 200);
-  for (const response of racing.filter((response) => response.status !== 200)) expect(response.body.error.code).toBe('turn_in_progress');
+  for (const response of racing.filter((response) => response.status !== 200))
+    expect(response.body.error.code).toBe('turn_in_progress');
   expect(won.length).toBeGreaterThan(0);
 
   const items = await call(denoServer.origin, 'GET', `/v1/sessions/${id}/items?limit=1000`);
@@ -97,5 +137,7 @@ it('two servers on one directory: 20 retries with one Idempotency-Key store one 
   expect(contents.filter((content: string) => content === 'once')).toEqual(['once']);
   expect(contents).toHaveLength(2 + 2 * won.length);
   for (let index = 0; index < contents.length; index += 2) expect(contents[index + 1]).toBe(`echo: ${contents[index]}`);
-  expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual(Array.from({ length: contents.length }, (_, i) => contents.length - i));
+  expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual(
+    Array.from({ length: contents.length }, (_, i) => contents.length - i),
+  );
 }, 60_000);

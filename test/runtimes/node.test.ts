@@ -10,7 +10,11 @@ let server: RunningServer;
 beforeAll(async () => {
   const port = await freePort();
   // functions/node.ts as a real process (@hono/node-server) on S3 (fauxqs).
-  server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], { cwd: root, port, env: serverEnvironment(port, keyPrefix) });
+  server = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+    cwd: root,
+    port,
+    env: serverEnvironment(port, keyPrefix),
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -25,7 +29,12 @@ it('refuses to start with a bad setting, naming it', async () => {
   const { spawnSync } = await import('node:child_process');
   const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
     cwd: root,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TURN_LEASE_MS: '1000', PORT: String(await freePort()) },
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      TURN_LEASE_MS: '1000',
+      PORT: String(await freePort()),
+    },
     encoding: 'utf8',
     timeout: 30_000,
   });

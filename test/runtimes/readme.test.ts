@@ -49,7 +49,8 @@ function curlSteps(block: string): Step[] {
       index++;
     }
     const comments: string[] = inline === undefined ? [] : [inline];
-    while (inline === undefined && lines[index + 1]?.startsWith('#')) comments.push(lines[++index]!.replace(/^#\s*/, ''));
+    while (inline === undefined && lines[index + 1]?.startsWith('#'))
+      comments.push(lines[++index]!.replace(/^#\s*/, ''));
     const expected = comments.join('');
     steps.push(/^(\d{3} )?\{/.test(expected) ? { command, expected } : { command });
   }
@@ -64,16 +65,25 @@ function pattern(expected: string): RegExp {
 /** Runs the walkthrough block against `origin`, one step at a time, and checks what each prints. */
 async function walkThrough(origin: string): Promise<number> {
   const block = codeBlock('## Walkthrough');
-  const prelude = block.split('\n').filter((line) => /^[A-Z]+=/.test(line)).map((line) => line.replace(/^B=.*/, `B=${origin}`));
+  const prelude = block
+    .split('\n')
+    .filter((line) => /^[A-Z]+=/.test(line))
+    .map((line) => line.replace(/^B=.*/, `B=${origin}`));
   expect(prelude.length).toBeGreaterThan(1);
   const steps = curlSteps(block);
   expect(steps.length).toBeGreaterThan(10);
   let checked = 0;
   for (const step of steps) {
-    const { stdout } = await run('bash', ['-c', `set -e\n${prelude.join('\n')}\n${step.command}`], { cwd: root, timeout: 30_000 });
+    const { stdout } = await run('bash', ['-c', `set -e\n${prelude.join('\n')}\n${step.command}`], {
+      cwd: root,
+      timeout: 30_000,
+    });
     // `-w '%{http_code}'` puts the status after the body: the README writes it first.
     const status = /(\d{3})\n?$/.exec(stdout);
-    const shown = step.command.includes('%{http_code}') && status ? `${status[1]} ${stdout.slice(0, status.index).trim()}` : stdout.trim();
+    const shown =
+      step.command.includes('%{http_code}') && status
+        ? `${status[1]} ${stdout.slice(0, status.index).trim()}`
+        : stdout.trim();
     expect(shown.length, step.command).toBeGreaterThan(0);
     if (step.expected === undefined) continue;
     expect(shown, step.command).toMatch(pattern(step.expected));
@@ -89,7 +99,11 @@ afterAll(async () => {
   await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
 });
 
-async function startScript(script: string, extra: (directory: string) => string[], timeoutMs = 90_000): Promise<RunningServer> {
+async function startScript(
+  script: string,
+  extra: (directory: string) => string[],
+  timeoutMs = 90_000,
+): Promise<RunningServer> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
   const port = await freePort();
@@ -107,7 +121,8 @@ async function startScript(script: string, extra: (directory: string) => string[
 describe('README', () => {
   it('names the one command of each runtime in the quick start', () => {
     const quickStart = codeBlock('## Quick start');
-    for (const command of ['npm start', 'npm run start:node', 'npm run start:deno', 'npm run reset']) expect(quickStart).toContain(command);
+    for (const command of ['npm start', 'npm run start:node', 'npm run start:deno', 'npm run reset'])
+      expect(quickStart).toContain(command);
   });
 
   it('reads the expected output of every walkthrough step it shows one for', () => {
@@ -121,17 +136,25 @@ describe('README', () => {
     ['start:node', () => []],
     ['start:deno', () => []],
     ['start', (directory: string) => ['--persist-to', join(directory, 'wrangler')]],
-  ] as Array<[string, (directory: string) => string[]]>)('walkthrough against `npm run %s`: every step prints what the README shows', async (script, extra) => {
-    const server = await startScript(script, extra);
-    expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
-    if (script === 'start') {
-      // wrangler's bindings table shows the local vars plainly, then the banner follows its "Ready on" line.
-      expect(server.output()).toContain('env.ALLOW_ANONYMOUS ("true")');
-      expect(server.output()).not.toContain('(hidden)');
-      await expect.poll(() => server.output(), { timeout: 20_000 }).toMatch(/^tailgate \(Workers: wrangler dev [\d.]+\) on http:\/\/localhost:\d+$/m);
-      expect(server.output()).toContain(`  store:  local R2 bucket tailgate under ${directories.at(-1)}/wrangler\n  model:  echo\n`);
-    }
-    expect(server.output()).toMatch(/access: anonymous/);
-    expect(server.output()).toMatch(/^  docs:   http:\/\/\S+\/docs$/m);
-  }, 180_000);
+  ] as Array<[string, (directory: string) => string[]]>)(
+    'walkthrough against `npm run %s`: every step prints what the README shows',
+    async (script, extra) => {
+      const server = await startScript(script, extra);
+      expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
+      if (script === 'start') {
+        // wrangler's bindings table shows the local vars plainly, then the banner follows its "Ready on" line.
+        expect(server.output()).toContain('env.ALLOW_ANONYMOUS ("true")');
+        expect(server.output()).not.toContain('(hidden)');
+        await expect
+          .poll(() => server.output(), { timeout: 20_000 })
+          .toMatch(/^tailgate \(Workers: wrangler dev [\d.]+\) on http:\/\/localhost:\d+$/m);
+        expect(server.output()).toContain(
+          `  store:  local R2 bucket tailgate under ${directories.at(-1)}/wrangler\n  model:  echo\n`,
+        );
+      }
+      expect(server.output()).toMatch(/access: anonymous/);
+      expect(server.output()).toMatch(/^ {2}docs: {3}http:\/\/\S+\/docs$/m);
+    },
+    180_000,
+  );
 });

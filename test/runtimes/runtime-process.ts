@@ -7,15 +7,25 @@ export { freePort, startServer, type RunningServer } from '../support/server-pro
  * turn, one notice delivered by the next turn and listed as delivered, a notice dropped
  * straight into the bucket, a 401.
  */
-export async function runScenario(origin: string, token: string, dropNotice: (sessionId: string, name: string, content: string) => Promise<void>): Promise<void> {
+export async function runScenario(
+  origin: string,
+  token: string,
+  dropNotice: (sessionId: string, name: string, content: string) => Promise<void>,
+): Promise<void> {
   const call = async (method: string, path: string, body?: unknown, auth = true) => {
     const response = await fetch(`${origin}${path}`, {
       method,
-      headers: { ...(auth ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      headers: {
+        ...(auth ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     const text = await response.text();
-    return { status: response.status, body: text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text };
+    return {
+      status: response.status,
+      body: text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text,
+    };
   };
   expect((await call('GET', '/healthz', undefined, false)).body).toEqual({ ok: true });
   expect((await call('GET', '/v1/sessions/x', undefined, false)).status).toBe(401);
@@ -38,13 +48,18 @@ export async function runScenario(origin: string, token: string, dropNotice: (se
     body: `{"items":[${'['.repeat(20_000)}${']'.repeat(20_000)}]}`,
   });
   expect(deep.status).toBe(400);
-  expect(((await deep.json()) as { error: { message: string } }).error.message).toContain('nested deeper than 64 levels');
+  expect(((await deep.json()) as { error: { message: string } }).error.message).toContain(
+    'nested deeper than 64 levels',
+  );
 
   const first = await call('POST', `/v1/sessions/${id}/turns`, { input: 'hello' });
   expect(first.status, JSON.stringify(first.body)).toBe(200);
   expect(first.body.output).toEqual([{ type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }]);
 
-  const posted = await call('POST', `/v1/sessions/${id}/inbox`, { name: '0001-note.md', content: 'Budget left: 2 USD' });
+  const posted = await call('POST', `/v1/sessions/${id}/inbox`, {
+    name: '0001-note.md',
+    content: 'Budget left: 2 USD',
+  });
   expect(posted.status).toBe(201);
   const second = await call('POST', `/v1/sessions/${id}/turns`, { input: 'go on' });
   expect(second.status).toBe(200);

@@ -8,7 +8,11 @@ export const TOKEN = 'runtime-token';
  * through its conditional-write gateway (fauxqs alone ignores If-None-Match and If-Match,
  * and the server refuses it), or at `endpoint`.
  */
-export function serverEnvironment(port: number, keyPrefix: string, endpoint = inject('s3Endpoint')): Record<string, string> {
+export function serverEnvironment(
+  port: number,
+  keyPrefix: string,
+  endpoint = inject('s3Endpoint'),
+): Record<string, string> {
   return {
     PORT: String(port),
     API_TOKEN: TOKEN,

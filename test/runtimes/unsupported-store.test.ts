@@ -32,7 +32,9 @@ it('a Node server on a store that ignores conditional writes answers 503 storage
     expect(response.status).toBe(503);
     const { error } = (await response.json()) as { error: { code: string; message: string } };
     expect(error.code).toBe('storage_unsupported');
-    expect(error.message).toMatch(/^the store ignores If-None-Match: a create-only put overwrote an existing object; .*tailgate needs conditional writes \(R2, AWS S3, MinIO, Ceph RGW\)$/);
+    expect(error.message).toMatch(
+      /^the store ignores If-None-Match: a create-only put overwrote an existing object; .*tailgate needs conditional writes \(R2, AWS S3, MinIO, Ceph RGW\)$/,
+    );
   }
   const health = await fetch(`${server.origin}/healthz`);
   expect(health.status).toBe(200);

@@ -31,14 +31,23 @@ async function check(directory: string, ...extra: string[]): Promise<{ code: num
 
 it('prints the gzipped size of the modules, source maps aside, and passes within the budget', async () => {
   // 40 KiB of random bytes (incompressible) in the module, a map that would be over budget.
-  const directory = await bundle({ 'worker.js': randomBytes(40 * 1024).toString('base64'), 'worker.js.map': randomBytes(200 * 1024), 'README.md': 'x' });
+  const directory = await bundle({
+    'worker.js': randomBytes(40 * 1024).toString('base64'),
+    'worker.js.map': randomBytes(200 * 1024),
+    'README.md': 'x',
+  });
   const { code, output } = await check(directory, '--budget-kib=60');
-  expect(output).toMatch(/^worker bundle: 53\.3 KiB, (4\d\.\d) KiB gzipped \(1 module\); budget 60 KiB gzipped: within$/m);
+  expect(output).toMatch(
+    /^worker bundle: 53\.3 KiB, (4\d\.\d) KiB gzipped \(1 module\); budget 60 KiB gzipped: within$/m,
+  );
   expect(code).toBe(0);
 });
 
 it('fails above the budget', async () => {
-  const directory = await bundle({ 'worker.js': randomBytes(40 * 1024).toString('base64'), 'chunk.mjs': randomBytes(10 * 1024).toString('base64') });
+  const directory = await bundle({
+    'worker.js': randomBytes(40 * 1024).toString('base64'),
+    'chunk.mjs': randomBytes(10 * 1024).toString('base64'),
+  });
   const { code, output } = await check(directory, '--budget-kib=40');
   expect(output).toMatch(/\(2 modules\); budget 40 KiB gzipped: OVER$/m);
   expect(code).toBe(1);

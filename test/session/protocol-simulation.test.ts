@@ -24,7 +24,13 @@ const S = 's';
 const RUNS = Number(process.env.SIMULATION_RUNS ?? 300);
 
 /** What was checked, written to SIMULATION_REPORT (JSON) for bench/RESULTS.md. */
-const report = { crashPoints: {} as Record<string, number>, interleavings: 0, withCrash: 0, actors: {} as Record<number, number>, storageCalls: 0 };
+const report = {
+  crashPoints: {} as Record<string, number>,
+  interleavings: 0,
+  withCrash: 0,
+  actors: {} as Record<number, number>,
+  storageCalls: 0,
+};
 afterAll(() => {
   if (process.env.SIMULATION_REPORT) writeFileSync(process.env.SIMULATION_REPORT, JSON.stringify(report));
 });
@@ -60,7 +66,9 @@ async function setup(world: World): Promise<void> {
 /** How many times each user message content is stored. */
 function contents(items: { type: string; role?: string; content?: string }[]): Map<string, number> {
   const counts = new Map<string, number>();
-  for (const item of items) if (item.type === 'message' && item.role === 'user') counts.set(item.content!, (counts.get(item.content!) ?? 0) + 1);
+  for (const item of items)
+    if (item.type === 'message' && item.role === 'user')
+      counts.set(item.content!, (counts.get(item.content!) ?? 0) + 1);
   return counts;
 }
 
@@ -88,7 +96,8 @@ async function storedDeliveries(world: World, id: string): Promise<Map<string, n
   }
   const counts = new Map<string, number>();
   for (const response of turns.values()) {
-    for (const name of (response as TurnResponse | undefined)?.context.notices_delivered ?? []) counts.set(name, (counts.get(name) ?? 0) + 1);
+    for (const name of (response as TurnResponse | undefined)?.context.notices_delivered ?? [])
+      counts.set(name, (counts.get(name) ?? 0) + 1);
   }
   return counts;
 }
@@ -98,12 +107,21 @@ function expectDense(items: { seq: number }[]): void {
   expect(items.map((item) => item.seq)).toEqual(items.map((_, index) => index + 1));
 }
 
-type Operation = { run: (actor: Actor) => Promise<Outcome<unknown>>; retry: (actor: Actor) => Promise<Outcome<unknown>> };
+type Operation = {
+  run: (actor: Actor) => Promise<Outcome<unknown>>;
+  retry: (actor: Actor) => Promise<Outcome<unknown>>;
+};
 
 const OPERATIONS: Record<string, Operation> = {
   turn: { run: (actor) => ops.turn(actor, S, 'T crashed'), retry: (actor) => ops.turn(actor, S, 'T retried') },
-  'keyed turn': { run: (actor) => ops.turn(actor, S, 'K', 'key-1'), retry: (actor) => ops.turn(actor, S, 'K', 'key-1') },
-  'streamed turn': { run: (actor) => ops.streamTurn(actor, S, 'T crashed'), retry: (actor) => ops.streamTurn(actor, S, 'T retried') },
+  'keyed turn': {
+    run: (actor) => ops.turn(actor, S, 'K', 'key-1'),
+    retry: (actor) => ops.turn(actor, S, 'K', 'key-1'),
+  },
+  'streamed turn': {
+    run: (actor) => ops.streamTurn(actor, S, 'T crashed'),
+    retry: (actor) => ops.streamTurn(actor, S, 'T retried'),
+  },
   append: { run: (actor) => ops.append(actor, S, 'A crashed'), retry: (actor) => ops.append(actor, S, 'A retried') },
   'inbox post': { run: (actor) => ops.post(actor, S, 'n3'), retry: (actor) => ops.post(actor, S, 'n3') },
   pack: { run: (actor) => ops.pack(actor, S), retry: (actor) => ops.pack(actor, S) },
@@ -140,9 +158,17 @@ describe('the session protocol survives a crash at every storage call', () => {
           const survivor = world.actor();
           const retried = await world.run(operation.retry(survivor), [survivor]);
           if (!retried.ok) expect(retried.status, `${name} at ${at}/${after}: ${retried.code}`).toBeLessThan(500);
-          if (name === 'delete') must(await world.run(survivor.services.sessions.create({ id: S }).then((value) => ({ ok: true as const, value }))));
+          if (name === 'delete')
+            must(
+              await world.run(
+                survivor.services.sessions.create({ id: S }).then((value) => ({ ok: true as const, value })),
+              ),
+            );
           const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
-          expect(final.ok, `${name} crashed at call ${at} (${after ? 'after' : 'before'} it): ${final.ok ? '' : final.code}`).toBe(true);
+          expect(
+            final.ok,
+            `${name} crashed at call ${at} (${after ? 'after' : 'before'} it): ${final.ok ? '' : final.code}`,
+          ).toBe(true);
 
           const items = await world.run(history(survivor, S));
           expectDense(items);
@@ -163,7 +189,8 @@ describe('the session protocol survives a crash at every storage call', () => {
           if (name === 'turn' || name === 'streamed turn') expect(stored.get('T retried'), where).toBe(1);
           if (name === 'append') expect(stored.get('A retried'), where).toBe(1);
           // One key, one stored input, whether the retry replayed or ran it.
-          if (name === 'keyed turn') expect(stored.get('K'), where).toBe(retried.ok ? 1 : (stored.get('K') ?? 0) <= 1 ? stored.get('K') : -1);
+          if (name === 'keyed turn')
+            expect(stored.get('K'), where).toBe(retried.ok ? 1 : (stored.get('K') ?? 0) <= 1 ? stored.get('K') : -1);
           // Every acknowledged notice reached exactly one stored turn; n3 too, once it exists.
           expect(deliveries.get('n1'), where).toBe(1);
           expect(deliveries.get('n2'), where).toBe(1);
@@ -180,13 +207,24 @@ type Step =
   | { kind: 'post' };
 
 const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
-  fc.constantFrom<Step>({ kind: 'turn' }, { kind: 'stream' }, { kind: 'append' }, { kind: 'pack' }, { kind: 'compact' }, { kind: 'cancel' }, { kind: 'post' }),
+  fc.constantFrom<Step>(
+    { kind: 'turn' },
+    { kind: 'stream' },
+    { kind: 'append' },
+    { kind: 'pack' },
+    { kind: 'compact' },
+    { kind: 'cancel' },
+    { kind: 'post' },
+  ),
   fc.record({ kind: fc.constant('keyed' as const), key: fc.nat(1) }),
 );
 
 const scenarioArbitrary = fc.record({
   actors: fc.array(fc.array(stepArbitrary, { minLength: 1, maxLength: 3 }), { minLength: 2, maxLength: 4 }),
-  crash: fc.option(fc.record({ actor: fc.nat(3), at: fc.integer({ min: 1, max: 40 }), after: fc.boolean() }), { nil: undefined, freq: 2 }),
+  crash: fc.option(fc.record({ actor: fc.nat(3), at: fc.integer({ min: 1, max: 40 }), after: fc.boolean() }), {
+    nil: undefined,
+    freq: 2,
+  }),
   seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
 });
 
@@ -201,7 +239,9 @@ describe('the session protocol under concurrent actors', () => {
         // protocol does not cover: runs with a crash have no cancel.
         const plans = crash ? programs.map((steps) => steps.filter((step) => step.kind !== 'cancel')) : programs;
         const crashedActor = crash ? crash.actor % plans.length : -1;
-        const actors = plans.map((_, index) => world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined));
+        const actors = plans.map((_, index) =>
+          world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined),
+        );
         const requests: { actor: number; step: Step; label: string; outcome: Outcome<unknown> }[] = [];
         let unique = 0;
         const program = async (index: number) => {
@@ -209,14 +249,21 @@ describe('the session protocol under concurrent actors', () => {
             const actor = actors[index]!;
             const label = step.kind === 'keyed' ? `keyed ${step.key}` : `${step.kind} ${index}.${unique++}`;
             const outcome =
-              step.kind === 'turn' ? await ops.turn(actor, S, label)
-              : step.kind === 'stream' ? await ops.streamTurn(actor, S, label)
-              : step.kind === 'keyed' ? await ops.turn(actor, S, label, `key-${step.key}`)
-              : step.kind === 'append' ? await ops.append(actor, S, label)
-              : step.kind === 'post' ? await ops.post(actor, S, label.replace(' ', '-'))
-              : step.kind === 'pack' ? await ops.pack(actor, S)
-              : step.kind === 'compact' ? await ops.compact(actor, S)
-              : await ops.cancelNewest(actor, S);
+              step.kind === 'turn'
+                ? await ops.turn(actor, S, label)
+                : step.kind === 'stream'
+                  ? await ops.streamTurn(actor, S, label)
+                  : step.kind === 'keyed'
+                    ? await ops.turn(actor, S, label, `key-${step.key}`)
+                    : step.kind === 'append'
+                      ? await ops.append(actor, S, label)
+                      : step.kind === 'post'
+                        ? await ops.post(actor, S, label.replace(' ', '-'))
+                        : step.kind === 'pack'
+                          ? await ops.pack(actor, S)
+                          : step.kind === 'compact'
+                            ? await ops.compact(actor, S)
+                            : await ops.cancelNewest(actor, S);
             requests.push({ actor: index, step, label, outcome });
           }
         };
@@ -232,7 +279,11 @@ describe('the session protocol under concurrent actors', () => {
         const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
         expect(final.ok, final.ok ? '' : final.code).toBe(true);
         for (const request of requests) {
-          if (request.actor !== crashedActor && !request.outcome.ok) expect(request.outcome.status, `${request.label}: ${request.outcome.code} ${String(request.outcome.error)} ${(request.outcome.error as any)?.key} ${(request.outcome.error as any)?.reason}`).toBeLessThan(500);
+          if (request.actor !== crashedActor && !request.outcome.ok)
+            expect(
+              request.outcome.status,
+              `${request.label}: ${request.outcome.code} ${String(request.outcome.error)} ${(request.outcome.error as any)?.key} ${(request.outcome.error as any)?.reason}`,
+            ).toBeLessThan(500);
         }
         const items = await world.run(history(survivor, S));
         expectDense(items);
@@ -247,10 +298,21 @@ describe('the session protocol under concurrent actors', () => {
         }
         const deliveries = await storedDeliveries(world, S);
         for (const [name, times] of deliveries) expect(times, name).toBe(1);
-        const posted = ['n1', 'n2', ...requests.filter((request) => request.step.kind === 'post' && request.outcome.ok).map((request) => request.label.replace(' ', '-'))];
+        const posted = [
+          'n1',
+          'n2',
+          ...requests
+            .filter((request) => request.step.kind === 'post' && request.outcome.ok)
+            .map((request) => request.label.replace(' ', '-')),
+        ];
         for (const name of posted) expect(deliveries.get(name), `notice ${name}`).toBe(1);
       }),
-      { numRuns: RUNS, ...(process.env.SIMULATION_SEED ? { seed: Number(process.env.SIMULATION_SEED), path: process.env.SIMULATION_PATH } : {}) },
+      {
+        numRuns: RUNS,
+        ...(process.env.SIMULATION_SEED
+          ? { seed: Number(process.env.SIMULATION_SEED), path: process.env.SIMULATION_PATH }
+          : {}),
+      },
     );
     if (!process.env.SIMULATION_PATH) expect(interleavings).toBeGreaterThanOrEqual(RUNS);
   }, 600_000);

@@ -7,7 +7,12 @@ describe('SessionLog token generation', () => {
     const log = new SessionLog(new MemoryStore());
     await log.create({ id: 's1', instructions: 'first' });
     expect(await log.tokenGeneration('s1')).toBe(0);
-    const results = await Promise.all([log.revokeTokens('s1'), log.revokeTokens('s1'), log.update('s1', { instructions: 'second' }), log.revokeTokens('s1')]);
+    const results = await Promise.all([
+      log.revokeTokens('s1'),
+      log.revokeTokens('s1'),
+      log.update('s1', { instructions: 'second' }),
+      log.revokeTokens('s1'),
+    ]);
     expect(results.filter((result) => typeof result === 'number').sort()).toEqual([1, 2, 3]);
     expect(await log.tokenGeneration('s1')).toBe(3);
     expect((await log.get('s1')).instructions).toBe('second');

@@ -9,7 +9,11 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
  * fauxqs in the node project, the R2 binding in workerd): racing claims leave exactly one
  * open turn, racing appends lose and duplicate nothing and keep seq dense.
  */
-export function defineSessionLogConcurrency(name: string, makeStore: () => ObjectStore, options: { writers?: number } = {}): void {
+export function defineSessionLogConcurrency(
+  name: string,
+  makeStore: () => ObjectStore,
+  options: { writers?: number } = {},
+): void {
   const writers = options.writers ?? 8;
   const fresh = () => `c${crypto.randomUUID().replaceAll('-', '').slice(0, 20)}`;
 
@@ -20,12 +24,15 @@ export function defineSessionLogConcurrency(name: string, makeStore: () => Objec
       const id = fresh();
       await log.create({ id });
       const results = await Promise.allSettled(
-        Array.from({ length: writers }, (_, i) => log.beginTurn(id, { input: [{ type: 'message', role: 'user', content: `claim ${i}` }] })),
+        Array.from({ length: writers }, (_, i) =>
+          log.beginTurn(id, { input: [{ type: 'message', role: 'user', content: `claim ${i}` }] }),
+        ),
       );
       const claimed = results.filter((result) => result.status === 'fulfilled');
       const refused = results.filter((result) => result.status === 'rejected');
       expect(claimed).toHaveLength(1);
-      for (const result of refused) expect((result as PromiseRejectedResult).reason).toBeInstanceOf(TurnInProgressError);
+      for (const result of refused)
+        expect((result as PromiseRejectedResult).reason).toBeInstanceOf(TurnInProgressError);
       const page = await log.listItems(id, { limit: 100 });
       expect(page.items).toHaveLength(1);
       expect((await log.get(id)).counts).toMatchObject({ items: 1, turns: 1 });
@@ -37,21 +44,35 @@ export function defineSessionLogConcurrency(name: string, makeStore: () => Objec
       const id = fresh();
       await log.create({ id });
       const batches: Item[][] = Array.from({ length: writers }, (_, writer) =>
-        Array.from({ length: 1 + (writer % 3) }, (_, index) => ({ type: 'message', role: 'user', content: `w${writer}-${index}` }) as Item),
+        Array.from(
+          { length: 1 + (writer % 3) },
+          (_, index) => ({ type: 'message', role: 'user', content: `w${writer}-${index}` }) as Item,
+        ),
       );
       const ranges = await Promise.all(batches.map((batch) => log.append(id, batch)));
       const total = batches.reduce((sum, batch) => sum + batch.length, 0);
-      const seqs = ranges.flatMap(({ first_seq, last_seq }) => Array.from({ length: last_seq - first_seq + 1 }, (_, i) => first_seq + i)).sort((a, b) => a - b);
+      const seqs = ranges
+        .flatMap(({ first_seq, last_seq }) => Array.from({ length: last_seq - first_seq + 1 }, (_, i) => first_seq + i))
+        .sort((a, b) => a - b);
       expect(seqs).toEqual(Array.from({ length: total }, (_, i) => i + 1));
       const page = await log.listItems(id, { limit: 1000 });
       expect(page.items.map((item) => item.seq)).toEqual(Array.from({ length: total }, (_, i) => total - i));
       const contents = page.items.map((item) => (item.type === 'message' ? item.content : '')).sort();
-      expect(contents).toEqual(batches.flat().map((item) => (item.type === 'message' ? item.content : '')).sort());
+      expect(contents).toEqual(
+        batches
+          .flat()
+          .map((item) => (item.type === 'message' ? item.content : ''))
+          .sort(),
+      );
       // Each append's items are contiguous and in order.
       batches.forEach((batch, writer) => {
         const { first_seq } = ranges[writer]!;
-        const stored = page.items.filter((item) => item.seq >= first_seq && item.seq < first_seq + batch.length).sort((a, b) => a.seq - b.seq);
-        expect(stored.map((item) => (item.type === 'message' ? item.content : ''))).toEqual(batch.map((item) => (item.type === 'message' ? item.content : '')));
+        const stored = page.items
+          .filter((item) => item.seq >= first_seq && item.seq < first_seq + batch.length)
+          .sort((a, b) => a.seq - b.seq);
+        expect(stored.map((item) => (item.type === 'message' ? item.content : ''))).toEqual(
+          batch.map((item) => (item.type === 'message' ? item.content : '')),
+        );
       });
     });
 
@@ -60,16 +81,30 @@ export function defineSessionLogConcurrency(name: string, makeStore: () => Objec
       const log = new SessionLog(store, { keyPrefix: `${fresh()}/` });
       const id = fresh();
       await log.create({ id });
-      const claim = () => log.beginTurn(id, { input: [{ type: 'message', role: 'user', content: 'once' }], idempotencyKey: 'k', requestHash: 'a'.repeat(64) });
+      const claim = () =>
+        log.beginTurn(id, {
+          input: [{ type: 'message', role: 'user', content: 'once' }],
+          idempotencyKey: 'k',
+          requestHash: 'a'.repeat(64),
+        });
       const results = await Promise.allSettled(Array.from({ length: writers * 2 }, claim));
-      const claimed = results.flatMap((result) => (result.status === 'fulfilled' && result.value.kind === 'claimed' ? [result.value.turn] : []));
+      const claimed = results.flatMap((result) =>
+        result.status === 'fulfilled' && result.value.kind === 'claimed' ? [result.value.turn] : [],
+      );
       expect(claimed).toHaveLength(1);
-      for (const result of results) if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'turn_in_progress' });
-      await log.completeTurn(claimed[0]!, { status: 'completed', output: [{ type: 'message', role: 'assistant', content: 'done' }], receipt: {}, response: { answer: 'done' } });
+      for (const result of results)
+        if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'turn_in_progress' });
+      await log.completeTurn(claimed[0]!, {
+        status: 'completed',
+        output: [{ type: 'message', role: 'assistant', content: 'done' }],
+        receipt: {},
+        response: { answer: 'done' },
+      });
       // Later records do not hide the key: a retry still replays.
       await log.append(id, [{ type: 'message', role: 'user', content: 'later' }]);
       const replays = await Promise.all(Array.from({ length: writers }, claim));
-      for (const replay of replays) expect(replay).toEqual({ kind: 'replay', response: { answer: 'done' }, status: 'completed' });
+      for (const replay of replays)
+        expect(replay).toEqual({ kind: 'replay', response: { answer: 'done' }, status: 'completed' });
       const page = await log.listItems(id, { limit: 100 });
       expect(page.items.filter((item) => item.type === 'message' && item.content === 'once')).toHaveLength(1);
     });

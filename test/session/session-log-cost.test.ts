@@ -32,7 +32,10 @@ interface TurnCost {
 const needs = { requirement: () => ({ toolCalls: 60, seqs: [], wholeCalls: 20 }) };
 
 /** A session of `items` items, then `turns` model turns (packing after each); the cost of each. */
-async function measure(items: number, turns: number): Promise<{ turns: TurnCost[]; page: { operations: number; bytesRead: number }; calls: number }> {
+async function measure(
+  items: number,
+  turns: number,
+): Promise<{ turns: TurnCost[]; page: { operations: number; bytesRead: number }; calls: number }> {
   const store = new CountingStore(new MemoryStore());
   const loader = new SessionLog(store);
   await loader.create({ id: 's' });
@@ -46,7 +49,11 @@ async function measure(items: number, turns: number): Promise<{ turns: TurnCost[
     // A log per turn, as the service builds one per request: nothing is kept between turns.
     log = new SessionLog(store);
     store.reset();
-    const input: Item[] = [turn === 0 ? { type: 'message', role: 'user', content: 'go on' } : { type: 'function_call_output', call_id: `t${turn - 1}`, output: OUTPUT }];
+    const input: Item[] = [
+      turn === 0
+        ? { type: 'message', role: 'user', content: 'go on' }
+        : { type: 'function_call_output', call_id: `t${turn - 1}`, output: OUTPUT },
+    ];
     const begun = await log.beginTurn('s', { input });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     const view = await log.readContext(begun.turn, needs.requirement());
@@ -60,7 +67,11 @@ async function measure(items: number, turns: number): Promise<{ turns: TurnCost[
   }
   store.reset();
   await new SessionLog(store).listItems('s', { limit: 100 });
-  return { turns: costs, page: { operations: store.operations, bytesRead: store.counts.bytesRead }, calls: Math.ceil(items / 2) + turns };
+  return {
+    turns: costs,
+    page: { operations: store.operations, bytesRead: store.counts.bytesRead },
+    calls: Math.ceil(items / 2) + turns,
+  };
 }
 
 describe('SessionLog cost does not grow with the session', () => {
@@ -71,10 +82,14 @@ describe('SessionLog cost does not grow with the session', () => {
     // record, put the completion. (With the inbox in the list, one list more: 8.)
     for (const cost of [...small.turns, ...large.turns]) expect(cost.operations).toBeLessThanOrEqual(7);
     const steady = (costs: TurnCost[]) => costs.slice(-4);
-    expect(steady(large.turns).map((cost) => cost.operations)).toEqual(steady(small.turns).map((cost) => cost.operations));
+    expect(steady(large.turns).map((cost) => cost.operations)).toEqual(
+      steady(small.turns).map((cost) => cost.operations),
+    );
     for (const cost of [...small.turns, ...large.turns]) expect(cost.viewItems).toBeGreaterThanOrEqual(120);
     // Bytes grow only by the view's call keys (12 bytes per distinct call) and repeat flags.
-    const grown = Math.max(...steady(large.turns).map((cost) => cost.bytesRead)) - Math.min(...steady(small.turns).map((cost) => cost.bytesRead));
+    const grown =
+      Math.max(...steady(large.turns).map((cost) => cost.bytesRead)) -
+      Math.min(...steady(small.turns).map((cost) => cost.bytesRead));
     expect(grown).toBeLessThan(12 * (large.calls - small.calls) + 8 * 1024);
   });
 
@@ -85,7 +100,10 @@ describe('SessionLog cost does not grow with the session', () => {
     const worst = async (items: number) => {
       const pages = [];
       for (let turns = 24; turns < 32; turns++) pages.push((await measure(items, turns)).page);
-      return { operations: Math.max(...pages.map((page) => page.operations)), bytesRead: Math.max(...pages.map((page) => page.bytesRead)) };
+      return {
+        operations: Math.max(...pages.map((page) => page.operations)),
+        bytesRead: Math.max(...pages.map((page) => page.bytesRead)),
+      };
     };
     const small = await worst(1000);
     const large = await worst(10_000);

@@ -19,18 +19,31 @@ import type { TailRequirement } from '../../lib/strategies/strategy.ts';
 const BLOB_THRESHOLD = 40;
 
 type Step = { kind: 'append' | 'turn'; input: ItemSpec[]; output: ItemSpec[]; pack: boolean };
-type ItemSpec = { kind: 'message'; role: 'user' | 'assistant'; length: number } | { kind: 'call'; name: number; args: number } | { kind: 'output'; length: number };
+type ItemSpec =
+  | { kind: 'message'; role: 'user' | 'assistant'; length: number }
+  | { kind: 'call'; name: number; args: number }
+  | { kind: 'output'; length: number };
 
 const itemSpec: fc.Arbitrary<ItemSpec> = fc.oneof(
-  fc.record({ kind: fc.constant('message' as const), role: fc.constantFrom('user' as const, 'assistant' as const), length: fc.nat(30) }),
+  fc.record({
+    kind: fc.constant('message' as const),
+    role: fc.constantFrom('user' as const, 'assistant' as const),
+    length: fc.nat(30),
+  }),
   fc.record({ kind: fc.constant('call' as const), name: fc.nat(2), args: fc.nat(2) }),
   // Short, above the blob threshold, and above what the strategies compact outputs to.
-  fc.record({ kind: fc.constant('output' as const), length: fc.oneof(fc.nat(20), fc.integer({ min: 41, max: 120 }), fc.integer({ min: 500, max: 900 })) }),
+  fc.record({
+    kind: fc.constant('output' as const),
+    length: fc.oneof(fc.nat(20), fc.integer({ min: 41, max: 120 }), fc.integer({ min: 500, max: 900 })),
+  }),
 );
 const step: fc.Arbitrary<Step> = fc.record({
   kind: fc.constantFrom('append' as const, 'turn' as const),
   // Now and then a bulk append, so segments span several blocks of the tool index.
-  input: fc.oneof({ weight: 4, arbitrary: fc.array(itemSpec, { minLength: 1, maxLength: 4 }) }, { weight: 1, arbitrary: fc.array(itemSpec, { minLength: 30, maxLength: 90 }) }),
+  input: fc.oneof(
+    { weight: 4, arbitrary: fc.array(itemSpec, { minLength: 1, maxLength: 4 }) },
+    { weight: 1, arbitrary: fc.array(itemSpec, { minLength: 30, maxLength: 90 }) },
+  ),
   output: fc.array(itemSpec, { maxLength: 3 }),
   pack: fc.boolean(),
 });
@@ -48,18 +61,27 @@ const layout = fc.record({
   viewEveryRecords: fc.integer({ min: 1, max: 4 }),
 });
 /** What `pack` is told the strategies need: the tail its views hold (null: its default). */
-const viewNeeds = fc.option(fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), seqs: fc.constant([] as number[]) }), { nil: undefined });
+const viewNeeds = fc.option(
+  fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), seqs: fc.constant([] as number[]) }),
+  { nil: undefined },
+);
 
 /** Turns specs into items: call ids are unique; outputs answer the oldest unanswered call. */
 function materialize(specs: ItemSpec[], state: { calls: number; open: string[]; counter: number }): Item[] {
   return specs.map((spec) => {
     state.counter += 1;
-    if (spec.kind === 'message') return { type: 'message', role: spec.role, content: `m${state.counter}-${'é'.repeat(spec.length)}` };
+    if (spec.kind === 'message')
+      return { type: 'message', role: spec.role, content: `m${state.counter}-${'é'.repeat(spec.length)}` };
     if (spec.kind === 'call') {
       const id = `call_${state.calls++}`;
       state.open.push(id);
       // args 2: a string value long enough for the strategies to compact.
-      return { type: 'function_call', call_id: id, name: `tool${spec.name}`, arguments: JSON.stringify({ a: spec.args, ...(spec.args === 2 ? { text: 'y'.repeat(250) } : {}) }) };
+      return {
+        type: 'function_call',
+        call_id: id,
+        name: `tool${spec.name}`,
+        arguments: JSON.stringify({ a: spec.args, ...(spec.args === 2 ? { text: 'y'.repeat(250) } : {}) }),
+      };
     }
     // An output without an open call cannot be stored: a message stands in for it.
     const id = state.open.shift();
@@ -75,14 +97,19 @@ const strip = (items: readonly PromptItem[]) => items.map(({ created_at: _create
  * newest `wholeCalls` calls and the required seqs) may come as the strategies compact it,
  * from a view. Checks that only such items come compacted.
  */
-function asRead(expected: readonly PromptItem[], read: readonly PromptItem[], requirement: TailRequirement): PromptItem[] {
+function asRead(
+  expected: readonly PromptItem[],
+  read: readonly PromptItem[],
+  requirement: TailRequirement,
+): PromptItem[] {
   const whole = new Set<string>();
   let calls = 0;
   for (let index = expected.length - 1; index >= 0; index--) {
     const item = expected[index]!;
     if (item.type !== 'function_call') continue;
     calls += 1;
-    if (calls <= (requirement.wholeCalls ?? Number.POSITIVE_INFINITY) || requirement.seqs.includes(item.seq!)) whole.add(item.call_id);
+    if (calls <= (requirement.wholeCalls ?? Number.POSITIVE_INFINITY) || requirement.seqs.includes(item.seq!))
+      whole.add(item.call_id);
   }
   return expected.map((item, index) => {
     if (!read[index]?.compacted || item.type === 'message') return item;
@@ -95,59 +122,86 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
   it('readContext, hydrate and the aggregates equal the reference, with and without segments', async () => {
     let compactedReads = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 10 }), fc.array(itemSpec, { minLength: 1, maxLength: 3 }), requirement, layout, viewNeeds, async (steps, finalInput, wanted, options, needs) => {
-        const store = new MemoryStore();
-        const log = new SessionLog(store, { blobThreshold: BLOB_THRESHOLD, ...options });
-        await log.create({ id: 's' });
-        const state = { calls: 0, open: [] as string[], counter: 0 };
-        const full: StoredItem[] = [];
-        for (const { kind, input, output, pack } of steps) {
-          if (kind === 'append') {
-            const items = materialize(input, state);
-            const { first_seq } = await log.append('s', items);
-            full.push(...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem));
-          } else {
-            const begun = await log.beginTurn('s', { input: materialize(input, state) });
-            if (begun.kind !== 'claimed') throw new Error('expected a claim');
-            full.push(...begun.turn.input);
-            full.push(...(await log.completeTurn(begun.turn, { status: 'completed', output: materialize(output, state), receipt: {} })));
+      fc.asyncProperty(
+        fc.array(step, { minLength: 1, maxLength: 10 }),
+        fc.array(itemSpec, { minLength: 1, maxLength: 3 }),
+        requirement,
+        layout,
+        viewNeeds,
+        async (steps, finalInput, wanted, options, needs) => {
+          const store = new MemoryStore();
+          const log = new SessionLog(store, { blobThreshold: BLOB_THRESHOLD, ...options });
+          await log.create({ id: 's' });
+          const state = { calls: 0, open: [] as string[], counter: 0 };
+          const full: StoredItem[] = [];
+          for (const { kind, input, output, pack } of steps) {
+            if (kind === 'append') {
+              const items = materialize(input, state);
+              const { first_seq } = await log.append('s', items);
+              full.push(
+                ...items.map((item, index) => ({ ...item, seq: first_seq + index, created_at: '' }) as StoredItem),
+              );
+            } else {
+              const begun = await log.beginTurn('s', { input: materialize(input, state) });
+              if (begun.kind !== 'claimed') throw new Error('expected a claim');
+              full.push(...begun.turn.input);
+              full.push(
+                ...(await log.completeTurn(begun.turn, {
+                  status: 'completed',
+                  output: materialize(output, state),
+                  receipt: {},
+                })),
+              );
+            }
+            if (pack) await log.pack('s', needs ? { requirement: () => needs } : {});
           }
-          if (pack) await log.pack('s', needs ? { requirement: () => needs } : {});
-        }
-        const begun = await log.beginTurn('s', { input: materialize(finalInput, state) });
-        if (begun.kind !== 'claimed') throw new Error('expected a claim');
-        const turn = begun.turn;
-        full.push(...turn.input);
-        expect(full.map((item) => item.seq)).toEqual(full.map((_, index) => index + 1));
-        expect(turn.aggregates).toEqual(computeAggregates(full));
+          const begun = await log.beginTurn('s', { input: materialize(finalInput, state) });
+          if (begun.kind !== 'claimed') throw new Error('expected a claim');
+          const turn = begun.turn;
+          full.push(...turn.input);
+          expect(full.map((item) => item.seq)).toEqual(full.map((_, index) => index + 1));
+          expect(turn.aggregates).toEqual(computeAggregates(full));
 
-        const calls = full.filter((item) => item.type === 'function_call').map((item) => item.seq);
-        const seqs = [...new Set(wanted.seqFractions.map((fraction) => calls[Math.floor(fraction * calls.length)]).filter((seq): seq is number => seq !== undefined))];
-        const tailRequirement: TailRequirement = {
-          toolCalls: wanted.toolCalls,
-          seqs,
-          ...(wanted.wholeCalls !== undefined && wanted.toolCalls !== 'all' ? { wholeCalls: Math.min(wanted.wholeCalls, wanted.toolCalls) } : {}),
-        };
-        const expected = selectTail(full, tailRequirement);
-        const view = await log.readContext(turn, tailRequirement);
-        if (view.some((item) => item.compacted)) compactedReads += 1;
-        for (const item of view) {
-          if (item.type !== 'function_call_output' || item.compacted) continue;
-          const original = full[item.seq! - 1] as StoredItem & { type: 'function_call_output' };
-          // Large outputs may come out of line (from a segment or a view), with their preview.
-          if (item.output_ref) {
-            expect(new TextEncoder().encode(original.output).length).toBeGreaterThan(BLOB_THRESHOLD);
-            expect(item.output).toBe('');
-            expect(item.output_ref).toMatchObject({ length: original.output.length });
-          } else expect(item.output).toBe(original.output);
-        }
-        expect(strip(await log.hydrate(await log.scope('s'), view))).toEqual(strip(asRead(expected, view, tailRequirement)));
+          const calls = full.filter((item) => item.type === 'function_call').map((item) => item.seq);
+          const seqs = [
+            ...new Set(
+              wanted.seqFractions
+                .map((fraction) => calls[Math.floor(fraction * calls.length)])
+                .filter((seq): seq is number => seq !== undefined),
+            ),
+          ];
+          const tailRequirement: TailRequirement = {
+            toolCalls: wanted.toolCalls,
+            seqs,
+            ...(wanted.wholeCalls !== undefined && wanted.toolCalls !== 'all'
+              ? { wholeCalls: Math.min(wanted.wholeCalls, wanted.toolCalls) }
+              : {}),
+          };
+          const expected = selectTail(full, tailRequirement);
+          const view = await log.readContext(turn, tailRequirement);
+          if (view.some((item) => item.compacted)) compactedReads += 1;
+          for (const item of view) {
+            if (item.type !== 'function_call_output' || item.compacted) continue;
+            const original = full[item.seq! - 1] as StoredItem & { type: 'function_call_output' };
+            // Large outputs may come out of line (from a segment or a view), with their preview.
+            if (item.output_ref) {
+              expect(new TextEncoder().encode(original.output).length).toBeGreaterThan(BLOB_THRESHOLD);
+              expect(item.output).toBe('');
+              expect(item.output_ref).toMatchObject({ length: original.output.length });
+            } else expect(item.output).toBe(original.output);
+          }
+          expect(strip(await log.hydrate(await log.scope('s'), view))).toEqual(
+            strip(asRead(expected, view, tailRequirement)),
+          );
 
-        // The preview reads the committed history the same way.
-        const preview = await log.previewContext('s', () => tailRequirement);
-        expect(preview.aggregates).toEqual(computeAggregates(full));
-        expect(strip(await log.hydrate(preview.scope, preview.items))).toEqual(strip(asRead(expected, preview.items, tailRequirement)));
-      }),
+          // The preview reads the committed history the same way.
+          const preview = await log.previewContext('s', () => tailRequirement);
+          expect(preview.aggregates).toEqual(computeAggregates(full));
+          expect(strip(await log.hydrate(preview.scope, preview.items))).toEqual(
+            strip(asRead(expected, preview.items, tailRequirement)),
+          );
+        },
+      ),
       { numRuns: 150 },
     );
     // Some runs read a view holding compacted items (the generators make it common).
@@ -155,15 +209,26 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
   });
 
   it('finds the output of a required call packed in a newer segment than the call', async () => {
-    const log = new SessionLog(new MemoryStore(), { packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 1, recentRecords: 0 });
+    const log = new SessionLog(new MemoryStore(), {
+      packMinRecords: 1,
+      keepRecords: 1,
+      segmentTargetBytes: 1,
+      recentRecords: 0,
+    });
     await log.create({ id: 's' });
     const steps: Item[][] = [
       [{ type: 'function_call', call_id: 'early', name: 'ls', arguments: '{}' }],
       [{ type: 'message', role: 'user', content: 'between' }],
       [{ type: 'function_call_output', call_id: 'early', output: 'late answer' }],
       [{ type: 'message', role: 'user', content: 'after' }],
-      [{ type: 'function_call', call_id: 'c2', name: 'cat', arguments: '{}' }, { type: 'function_call_output', call_id: 'c2', output: 'x' }],
-      [{ type: 'function_call', call_id: 'c3', name: 'cat', arguments: '{"a":1}' }, { type: 'function_call_output', call_id: 'c3', output: 'y' }],
+      [
+        { type: 'function_call', call_id: 'c2', name: 'cat', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c2', output: 'x' },
+      ],
+      [
+        { type: 'function_call', call_id: 'c3', name: 'cat', arguments: '{"a":1}' },
+        { type: 'function_call_output', call_id: 'c3', output: 'y' },
+      ],
     ];
     const full: StoredItem[] = [];
     for (const items of steps) {
@@ -174,7 +239,11 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
     const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'now' }] });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     full.push(...begun.turn.input);
-    for (const requirement of [{ toolCalls: 1, seqs: [1] }, { toolCalls: 2, seqs: [1] }, { toolCalls: 0, seqs: [1, 5] }]) {
+    for (const requirement of [
+      { toolCalls: 1, seqs: [1] },
+      { toolCalls: 2, seqs: [1] },
+      { toolCalls: 0, seqs: [1, 5] },
+    ]) {
       const view = await log.readContext(begun.turn, requirement);
       expect(strip(view)).toEqual(strip(selectTail(full, requirement)));
       expect(view.some((item) => item.type === 'function_call_output' && item.call_id === 'early')).toBe(true);

@@ -16,7 +16,12 @@ import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
-const call = (id: string, name = 'lookup', args = '{}'): Item => ({ type: 'function_call', call_id: id, name, arguments: args });
+const call = (id: string, name = 'lookup', args = '{}'): Item => ({
+  type: 'function_call',
+  call_id: id,
+  name,
+  arguments: args,
+});
 const output = (id: string, text: string): Item => ({ type: 'function_call_output', call_id: id, output: text });
 
 function setup(options: ConstructorParameters<typeof SessionLog>[1] = {}) {
@@ -35,8 +40,20 @@ async function claim(log: SessionLog, id: string, input: Item[], idempotencyKey?
 describe('SessionLog: sessions', () => {
   it('creates once, stores the config at session.json, and refuses a second create', async () => {
     const { store, log } = setup();
-    const created = await log.create({ id: 's1', instructions: 'be brief', strategies: 'shorten_tools, inbox', metadata: { a: 1 } });
-    expect(created).toMatchObject({ id: 's1', instructions: 'be brief', model: null, strategies: ['shorten_tools', 'inbox'], tools: [], counts: { items: 0, turns: 0, tool_calls: 0 } });
+    const created = await log.create({
+      id: 's1',
+      instructions: 'be brief',
+      strategies: 'shorten_tools, inbox',
+      metadata: { a: 1 },
+    });
+    expect(created).toMatchObject({
+      id: 's1',
+      instructions: 'be brief',
+      model: null,
+      strategies: ['shorten_tools', 'inbox'],
+      tools: [],
+      counts: { items: 0, turns: 0, tool_calls: 0 },
+    });
     expect(await store.head(sessionConfigKey('', 's1'))).not.toBeNull();
     await expect(log.create({ id: 's1' })).rejects.toBeInstanceOf(SessionExistsError);
     await expect(log.create({ id: 's1' })).rejects.toMatchObject({ code: 'session_exists' });
@@ -50,12 +67,15 @@ describe('SessionLog: sessions', () => {
     expect((await log.get(created.id)).id).toBe(created.id);
   });
 
-  it.each(['../x', 'a/b', '', 'x'.repeat(65), 'sp ace'])('refuses the invalid id %j before touching storage', async (id) => {
-    const { store, log } = setup();
-    await expect(log.create({ id })).rejects.toBeInstanceOf(InvalidRequestError);
-    await expect(log.get(id)).rejects.toBeInstanceOf(InvalidRequestError);
-    expect((await store.list('')).objects).toEqual([]);
-  });
+  it.each(['../x', 'a/b', '', 'x'.repeat(65), 'sp ace'])(
+    'refuses the invalid id %j before touching storage',
+    async (id) => {
+      const { store, log } = setup();
+      await expect(log.create({ id })).rejects.toBeInstanceOf(InvalidRequestError);
+      await expect(log.get(id)).rejects.toBeInstanceOf(InvalidRequestError);
+      expect((await store.list('')).objects).toEqual([]);
+    },
+  );
 
   it('gives NotFoundError for a missing session on every entry point', async () => {
     const { log } = setup();
@@ -72,7 +92,13 @@ describe('SessionLog: sessions', () => {
     await log.create({ id: 's1', instructions: 'a', metadata: { keep: true } });
     await log.append('s1', [user('x')]);
     const updated = await log.update('s1', { model: 'echo', strategies: ['none'] });
-    expect(updated).toMatchObject({ instructions: 'a', model: 'echo', strategies: ['none'], metadata: { keep: true }, counts: { items: 1 } });
+    expect(updated).toMatchObject({
+      instructions: 'a',
+      model: 'echo',
+      strategies: ['none'],
+      metadata: { keep: true },
+      counts: { items: 1 },
+    });
     await Promise.all([log.update('s1', { instructions: 'b' }), log.update('s1', { metadata: { other: 1 } })]);
     expect(await log.get('s1')).toMatchObject({ instructions: 'b', metadata: { other: 1 }, model: 'echo' });
   });
@@ -81,7 +107,8 @@ describe('SessionLog: sessions', () => {
     const { store, log } = setup({ blobThreshold: 16 });
     await log.create({ id: 's1' });
     await log.create({ id: 's10' });
-    for (let i = 0; i < 5; i++) await log.append('s1', [call(`c${i}`), output(`c${i}`, `a large output number ${i} `.repeat(4))]);
+    for (let i = 0; i < 5; i++)
+      await log.append('s1', [call(`c${i}`), output(`c${i}`, `a large output number ${i} `.repeat(4))]);
     for (let i = 0; i < 1100; i++) await store.put(`${sessionPrefix('', 's1')}inbox_removed/n${i}`, 'x');
     await log.append('s10', [user('stay')]);
     await log.delete('s1');
@@ -121,11 +148,20 @@ describe('SessionLog: items', () => {
     const turn = await claim(log, 's1', [user('c')]);
     expect(turn.input.map((item) => item.seq)).toEqual([3]);
     expect(turn.turn).toBe(1);
-    const stored = await log.completeTurn(turn, { status: 'completed', output: [call('k1'), assistant('d')], receipt: {} });
+    const stored = await log.completeTurn(turn, {
+      status: 'completed',
+      output: [call('k1'), assistant('d')],
+      receipt: {},
+    });
     expect(stored.map((item) => item.seq)).toEqual([4, 5]);
     // A failed turn's input keeps its seqs; the next seq follows it.
     const failed = await claim(log, 's1', [user('e')]);
-    await log.completeTurn(failed, { status: 'failed', output: [], receipt: {}, error: { code: 'model_error', message: 'x' } });
+    await log.completeTurn(failed, {
+      status: 'failed',
+      output: [],
+      receipt: {},
+      error: { code: 'model_error', message: 'x' },
+    });
     expect(await log.append('s1', [output('k1', 'r')])).toEqual({ first_seq: 7, last_seq: 7, record: 4 });
     const page = await log.listItems('s1', { limit: 100 });
     expect(page.items.map((item) => item.seq)).toEqual([7, 6, 5, 4, 3, 2, 1]);
@@ -136,7 +172,9 @@ describe('SessionLog: items', () => {
     const { log } = setup();
     await log.create({ id: 's1' });
     await expect(log.append('s1', [])).rejects.toBeInstanceOf(InvalidRequestError);
-    await expect(log.append('s1', [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item])).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(
+      log.append('s1', [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item]),
+    ).rejects.toBeInstanceOf(InvalidRequestError);
   });
 
   it.each([
@@ -165,55 +203,94 @@ describe('SessionLog: items', () => {
 
   it('keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return them whole', async () => {
     // No views and no carry: the tail read below goes to the segment.
-    const { store, log } = setup({ blobThreshold: 100, packMinRecords: 1, keepRecords: 1, viewEveryRecords: 100, recentRecords: 0 });
+    const { store, log } = setup({
+      blobThreshold: 100,
+      packMinRecords: 1,
+      keepRecords: 1,
+      viewEveryRecords: 100,
+      recentRecords: 0,
+    });
     await log.create({ id: 's1' });
     const big = 'x'.repeat(50) + 'é'.repeat(60);
-    await log.append('s1', [call('c1'), output('c1', big), call('c2'), output('c2', big), call('c3'), output('c3', 'small')]);
+    await log.append('s1', [
+      call('c1'),
+      output('c1', big),
+      call('c2'),
+      output('c2', big),
+      call('c3'),
+      output('c3', 'small'),
+    ]);
     const blobs = () => store.list(`${sessionPrefix('', 's1')}blob/`);
     expect((await blobs()).objects).toHaveLength(0);
     await log.append('s1', [user('later')]);
     expect((await log.pack('s1')).packed).toBe(true);
     expect((await blobs()).objects).toHaveLength(1);
     const page = await log.listItems('s1', { limit: 10 });
-    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([null, 'small', null, big, null, big, null]);
+    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([
+      null,
+      'small',
+      null,
+      big,
+      null,
+      big,
+      null,
+    ]);
     const turn = await claim(log, 's1', [user('go')]);
     const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
     const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
     expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
     const hydrated = await log.hydrate(turn.scope, view);
-    expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([big, big, 'small']);
+    expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([
+      big,
+      big,
+      'small',
+    ]);
     expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
   });
 });
 
 describe('SessionLog: views', () => {
-  const needs = (toolCalls: number, wholeCalls: number) => ({ requirement: () => ({ toolCalls, seqs: [], wholeCalls }) });
+  const needs = (toolCalls: number, wholeCalls: number) => ({
+    requirement: () => ({ toolCalls, seqs: [], wholeCalls }),
+  });
 
   it('writes a view every few records; a turn then reads config, listing, newest record and view only', async () => {
     const store = new CountingStore(new MemoryStore());
     const log = new SessionLog(store, { viewEveryRecords: 4, packMinRecords: 4, keepRecords: 1 });
     await log.create({ id: 's1' });
-    for (let i = 0; i < 12; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
+    for (let i = 0; i < 12; i++)
+      await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
     const packed = await log.pack('s1', needs(3, 1));
     expect(packed.view).toBe(viewKey(await log.scope('s1'), 12));
     // Not due again until 4 more records follow.
     expect((await log.pack('s1', needs(3, 1))).view).toBeUndefined();
-    for (let i = 12; i < 14; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
+    for (let i = 12; i < 14; i++)
+      await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
     store.reset();
     const turn = await claim(new SessionLog(store), 's1', [user('go')]);
     const view = await new SessionLog(store).readContext(turn, { toolCalls: 3, seqs: [] });
     // get config, list, get newest record, get view, put record; the tail came from the claim's reads.
     expect(store.counts).toMatchObject({ get: 3, list: 1, put: 1 });
-    expect(view.filter((item) => item.type === 'function_call').map((item) => item.type === 'function_call' && item.call_id)).toEqual(['c11', 'c12', 'c13']);
+    expect(
+      view.filter((item) => item.type === 'function_call').map((item) => item.type === 'function_call' && item.call_id),
+    ).toEqual(['c11', 'c12', 'c13']);
   });
 
   it('holds what the strategies need: the newest calls whole, older ones as the strategies compact them', async () => {
     const { store, log } = setup({ viewEveryRecords: 1 });
     await log.create({ id: 's1' });
     const long = (i: number) => `a long output number ${i} `.repeat(30);
-    for (let i = 0; i < 40; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ path: `${i}`.repeat(300) })), output(`c${i}`, long(i))]);
+    for (let i = 0; i < 40; i++)
+      await log.append('s1', [
+        call(`c${i}`, 'read', JSON.stringify({ path: `${i}`.repeat(300) })),
+        output(`c${i}`, long(i)),
+      ]);
     await log.pack('s1', needs(20, 2));
-    const stored = parseStored(viewKey(await log.scope('s1'), 40), (await store.get(viewKey(await log.scope('s1'), 40)))!.body, viewSchema);
+    const stored = parseStored(
+      viewKey(await log.scope('s1'), 40),
+      (await store.get(viewKey(await log.scope('s1'), 40)))!.body,
+      viewSchema,
+    );
     const tools = stored.tail!.items.filter((item) => item.type !== 'message');
     // 20 needed + a margin of 8 calls, with their outputs; the newest 2 calls whole.
     expect(tools).toHaveLength(2 * 28);
@@ -225,7 +302,12 @@ describe('SessionLog: views', () => {
       const fields = { call_id: item.call_id, seq: item.seq, created_at: item.created_at };
       const expected =
         item.type === 'function_call'
-          ? compactCallItem({ type: 'function_call', name: 'read', arguments: JSON.stringify({ path: i.repeat(300) }), ...fields })
+          ? compactCallItem({
+              type: 'function_call',
+              name: 'read',
+              arguments: JSON.stringify({ path: i.repeat(300) }),
+              ...fields,
+            })
           : compactOutputItem({ type: 'function_call_output', output: long(Number(i)), ...fields });
       expect(item).toEqual(expected);
     }
@@ -244,7 +326,8 @@ describe('SessionLog: views', () => {
     const { log } = setup({ viewEveryRecords: 1 });
     await log.create({ id: 's1' });
     const long = (i: number) => `output ${i} `.repeat(1000);
-    for (let i = 0; i < 20; i++) await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
+    for (let i = 0; i < 20; i++)
+      await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
     await log.pack('s1', needs(8, 6));
     const turn = await claim(log, 's1', [user('go')]);
     const requirement = (toolCalls: number, wholeCalls: number) => () => ({ toolCalls, seqs: [], wholeCalls });
@@ -256,9 +339,21 @@ describe('SessionLog: views', () => {
     // More calls than the view holds (8 + a margin of 8).
     expect(log.needsView(turn, requirement(18, 6))).toBe(true);
     // The turn's output counts: a call stored by this turn starts the new epoch for the next turn.
-    const stored = await log.completeTurn(turn, { status: 'completed', output: [call('c20', 'read', '{"i":20}')], receipt: {} });
-    expect(log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }))).toBe(false);
-    expect(log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }), stored)).toBe(true);
+    const stored = await log.completeTurn(turn, {
+      status: 'completed',
+      output: [call('c20', 'read', '{"i":20}')],
+      receipt: {},
+    });
+    expect(
+      log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 })),
+    ).toBe(false);
+    expect(
+      log.needsView(
+        turn,
+        (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }),
+        stored,
+      ),
+    ).toBe(true);
   });
 
   it('reports a corrupt view by its key', async () => {
@@ -267,7 +362,10 @@ describe('SessionLog: views', () => {
     await log.append('s1', [user('a')]);
     await log.pack('s1');
     await store.put(viewKey(await log.scope('s1'), 1), JSON.stringify({ format: 'tailgate.view.v1', record: 1 }));
-    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({ code: 'corrupt_object', key: viewKey(await log.scope('s1'), 1) });
+    await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({
+      code: 'corrupt_object',
+      key: viewKey(await log.scope('s1'), 1),
+    });
     // The claim failed before committing: no open turn is left behind.
     expect(await store.get(recordKey(await log.scope('s1'), 2))).toBeNull();
   });
@@ -292,7 +390,9 @@ describe('SessionLog: turns', () => {
     const next = await claim(log, 's1', [user('b')]);
     expect(next.turn).toBe(2);
     expect(next.input[0]!.seq).toBe(2);
-    await expect(log.completeTurn(crashed, { status: 'completed', output: [assistant('late')], receipt: {} })).rejects.toBeInstanceOf(TurnClosedError);
+    await expect(
+      log.completeTurn(crashed, { status: 'completed', output: [assistant('late')], receipt: {} }),
+    ).rejects.toBeInstanceOf(TurnClosedError);
     const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'key-1' });
     expect(replay).toMatchObject({ kind: 'replay', status: 'failed', error: { code: 'lease_expired' } });
   });
@@ -301,8 +401,15 @@ describe('SessionLog: turns', () => {
     const { store, log } = setup({ packMinRecords: 2, keepRecords: 1 });
     await log.create({ id: 's1' });
     const turn = await claim(log, 's1', [user('a')], 'retry-me');
-    await expect(log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' })).rejects.toBeInstanceOf(TurnInProgressError);
-    await log.completeTurn(turn, { status: 'completed', output: [assistant('hello')], receipt: { seqs: [1] }, response: { turn: 1, text: 'hello' } });
+    await expect(log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' })).rejects.toBeInstanceOf(
+      TurnInProgressError,
+    );
+    await log.completeTurn(turn, {
+      status: 'completed',
+      output: [assistant('hello')],
+      receipt: { seqs: [1] },
+      response: { turn: 1, text: 'hello' },
+    });
     const before = (await store.list('')).objects.length;
     const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' });
     expect(replay).toEqual({ kind: 'replay', status: 'completed', response: { turn: 1, text: 'hello' } });
@@ -319,7 +426,11 @@ describe('SessionLog: turns', () => {
     await log.create({ id: 's1' });
     const first = await claim(log, 's1', [user('go')]);
     expect(first.aggregates).toMatchObject({ tool_calls: 0, tool_outputs: 0 });
-    await log.completeTurn(first, { status: 'completed', output: [call('a', 'ls', '{"d":1,"e":2}'), call('b', 'cat')], receipt: {} });
+    await log.completeTurn(first, {
+      status: 'completed',
+      output: [call('a', 'ls', '{"d":1,"e":2}'), call('b', 'cat')],
+      receipt: {},
+    });
     const second = await claim(log, 's1', [output('a', '1'), output('b', '2')]);
     expect(second.aggregates).toMatchObject({ tool_calls: 2, tool_outputs: 2, repeated: {} });
     await log.completeTurn(second, { status: 'completed', output: [call('c', 'ls', '{"e":2,"d":1}')], receipt: {} });
@@ -348,7 +459,8 @@ describe('SessionLog: corrupt and foreign objects', () => {
     // No records carried, so a page has to read the older records and the segment.
     const { store, log } = setup({ packMinRecords: 2, keepRecords: 1, blobThreshold: 10, recentRecords: 0 });
     await log.create({ id: 's1' });
-    for (let i = 0; i < 4; i++) await log.append('s1', [user(`m${i}`), call(`c${i}`), output(`c${i}`, `output number ${i}`)]);
+    for (let i = 0; i < 4; i++)
+      await log.append('s1', [user(`m${i}`), call(`c${i}`), output(`c${i}`, `output number ${i}`)]);
     const keys = (await store.list(`${sessionPrefix('', 's1')}turn/`)).objects.map((object) => object.key);
     await store.put(keys[0]!, JSON.stringify({ format: 'tailgate.record.v1' }));
     await expect(log.listItems('s1', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: keys[0] });
@@ -379,8 +491,10 @@ describe('SessionLog: corrupt and foreign objects', () => {
 });
 
 describe('SessionLog: storage faults', () => {
-  const isRecordPut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && /\/turn\/(?:g\w+\/)?\d{12}$/.test(key);
-  const isDonePut = ({ operation, key }: { operation: string; key: string }) => operation === 'put' && key.endsWith('.done');
+  const isRecordPut = ({ operation, key }: { operation: string; key: string }) =>
+    operation === 'put' && /\/turn\/(?:g\w+\/)?\d{12}$/.test(key);
+  const isDonePut = ({ operation, key }: { operation: string; key: string }) =>
+    operation === 'put' && key.endsWith('.done');
 
   it('commits once when a record or completion put lands but its answer is lost', async () => {
     const store = new FaultyStore(new MemoryStore());
@@ -391,7 +505,11 @@ describe('SessionLog: storage faults', () => {
     store.failWhen(isRecordPut, { after: true, times: 1 });
     const turn = await claim(log, 's1', [user('c')]);
     store.failWhen(isDonePut, { after: true, times: 1 });
-    expect((await log.completeTurn(turn, { status: 'completed', output: [assistant('d')], receipt: {} })).map((item) => item.seq)).toEqual([4]);
+    expect(
+      (await log.completeTurn(turn, { status: 'completed', output: [assistant('d')], receipt: {} })).map(
+        (item) => item.seq,
+      ),
+    ).toEqual([4]);
     expect(store.injected).toBe(3);
     expect((await log.listItems('s1', { limit: 10 })).items.map((item) => item.seq)).toEqual([4, 3, 2, 1]);
     expect(await log.get('s1')).toMatchObject({ counts: { items: 4, turns: 1 } });
@@ -421,7 +539,9 @@ describe('SessionLog: storage faults', () => {
       },
     };
     expect(await new SessionLog(refusing).append('s1', [user('A')])).toMatchObject({ first_seq: 1 });
-    const contents = (await other.listItems('s1', { limit: 10 })).items.map((item) => (item.type === 'message' ? item.content : ''));
+    const contents = (await other.listItems('s1', { limit: 10 })).items.map((item) =>
+      item.type === 'message' ? item.content : '',
+    );
     expect(contents).toEqual(['B', 'A']);
   });
 
@@ -458,7 +578,9 @@ describe('SessionLog: storage faults', () => {
     release();
     // Record 4 is buried, not deleted: the stalled put is refused, and the writer commits after it.
     expect(await slow).toMatchObject({ record: 7, first_seq: 7 });
-    const contents = (await fast.listItems('s1', { limit: 100 })).items.map((item) => (item.type === 'message' ? item.content : '')).reverse();
+    const contents = (await fast.listItems('s1', { limit: 100 })).items
+      .map((item) => (item.type === 'message' ? item.content : ''))
+      .reverse();
     expect(contents).toEqual(['setup 0', 'setup 1', 'setup 2', 'B1', 'B2', 'B3', 'A']);
   });
 
@@ -487,7 +609,12 @@ describe('SessionLog: storage faults', () => {
     const slow = new SessionLog(slowStore).beginTurn('s1', { input: [user('once')], idempotencyKey: 'k' });
     await hasListed;
     const fast = await claim(log, 's1', [user('once')], 'k');
-    await log.completeTurn(fast, { status: 'completed', output: [assistant('done')], receipt: {}, response: { ok: true } });
+    await log.completeTurn(fast, {
+      status: 'completed',
+      output: [assistant('done')],
+      receipt: {},
+      response: { ok: true },
+    });
     release();
     expect(await slow).toEqual({ kind: 'replay', response: { ok: true }, status: 'completed' });
     expect((await log.listItems('s1', { limit: 10 })).items).toHaveLength(2);
@@ -516,7 +643,11 @@ describe('SessionLog: packing', () => {
         await log.completeTurn(turn, { status: 'completed', output: [call(`c${i}`), assistant(`a${i}`)], receipt: {} });
       }
       const expected = (await log.listItems('s1', { limit: 100 })).items;
-      store.failWhen(({ operation, key }) => operation === 'put' && (crashAt === 'bury' ? /\/\d{12}(\.done)?$/.test(key) : key.endsWith('.seg')), { after: crashAt === 'segment put' });
+      store.failWhen(
+        ({ operation, key }) =>
+          operation === 'put' && (crashAt === 'bury' ? /\/\d{12}(\.done)?$/.test(key) : key.endsWith('.seg')),
+        { after: crashAt === 'segment put' },
+      );
       await expect(log.pack('s1')).rejects.toThrow();
       store.heal();
       expect((await log.listItems('s1', { limit: 100 })).items).toEqual(expected);
@@ -524,7 +655,8 @@ describe('SessionLog: packing', () => {
       const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
       expect(view.map((item) => item.seq)).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
       await log.completeTurn(turn, { status: 'completed', output: [], receipt: {} });
-      const live = async () => (await store.list('sessions/s1/turn/')).objects.filter((object) => object.size > 0).length;
+      const live = async () =>
+        (await store.list('sessions/s1/turn/')).objects.filter((object) => object.size > 0).length;
       const before = await live();
       const result = await log.pack('s1');
       expect(result.deleted).toBeGreaterThan(0);
@@ -537,7 +669,12 @@ describe('SessionLog: packing', () => {
     const { log } = setup({ packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 300, recentRecords: 1 });
     await log.create({ id: 's1' });
     for (let i = 0; i < 12; i++) await log.append('s1', [user(`m${i}`), call(`c${i}`), output(`c${i}`, `r${i}`)]);
-    const [, , page] = await Promise.all([log.pack('s1'), log.pack('s1'), log.listItems('s1', { limit: 1000 }), log.pack('s1')]);
+    const [, , page] = await Promise.all([
+      log.pack('s1'),
+      log.pack('s1'),
+      log.listItems('s1', { limit: 1000 }),
+      log.pack('s1'),
+    ]);
     const after = await log.listItems('s1', { limit: 1000 });
     expect(page.items.map((item) => item.seq)).toEqual(Array.from({ length: 36 }, (_, i) => 36 - i));
     expect(after.items).toEqual(page.items);

@@ -9,9 +9,14 @@ defineObjectStoreConformance('faulty wrapper without rules over memory', () => n
 describe('FaultyStore', () => {
   it('fails matching calls before they reach the store, with a StorageError by default', async () => {
     const inner = new MemoryStore();
-    const store = new FaultyStore(inner).failWhen(({ operation, key }) => operation === 'put' && key.startsWith('turn/'));
+    const store = new FaultyStore(inner).failWhen(
+      ({ operation, key }) => operation === 'put' && key.startsWith('turn/'),
+    );
     await expect(store.put('turn/1', 'x')).rejects.toBeInstanceOf(StorageError);
-    await expect(store.put('turn/1', 'x')).rejects.toMatchObject({ code: 'storage_error', message: expect.stringContaining('turn/1') });
+    await expect(store.put('turn/1', 'x')).rejects.toMatchObject({
+      code: 'storage_error',
+      message: expect.stringContaining('turn/1'),
+    });
     expect(await inner.head('turn/1')).toBeNull();
     // Other operations and keys pass through.
     expect(await store.put('session.json', 'x')).not.toBeNull();
@@ -35,15 +40,29 @@ describe('FaultyStore', () => {
   ] as const)('limits failures by times: %s', async (_label, options, expected) => {
     const store = new FaultyStore(new MemoryStore()).failWhen(({ operation }) => operation === 'list', options);
     const outcomes: boolean[] = [];
-    for (let i = 0; i < 4; i++) outcomes.push(await store.list('').then(() => true, () => false));
+    for (let i = 0; i < 4; i++)
+      outcomes.push(
+        await store.list('').then(
+          () => true,
+          () => false,
+        ),
+      );
     expect(outcomes).toEqual(expected);
   });
 
   it('numbers calls per operation, so "the third get" can fail', async () => {
-    const store = new FaultyStore(new MemoryStore()).failWhen(({ operation, index }) => operation === 'get' && index === 3);
+    const store = new FaultyStore(new MemoryStore()).failWhen(
+      ({ operation, index }) => operation === 'get' && index === 3,
+    );
     await store.head('x');
     const outcomes: boolean[] = [];
-    for (let i = 0; i < 4; i++) outcomes.push(await store.get('x').then(() => true, () => false));
+    for (let i = 0; i < 4; i++)
+      outcomes.push(
+        await store.get('x').then(
+          () => true,
+          () => false,
+        ),
+      );
     expect(outcomes).toEqual([true, true, false, true]);
   });
 
@@ -59,7 +78,9 @@ describe('FaultyStore', () => {
   });
 
   it('uses a custom error and heals', async () => {
-    const store = new FaultyStore(new MemoryStore()).failWhen(() => true, { error: (call) => new Error(`boom ${call.operation}`) });
+    const store = new FaultyStore(new MemoryStore()).failWhen(() => true, {
+      error: (call) => new Error(`boom ${call.operation}`),
+    });
     await expect(store.head('k')).rejects.toThrow('boom head');
     store.heal();
     expect(await store.head('k')).toBeNull();

@@ -34,7 +34,10 @@ async function filesUnder(directory: string): Promise<string[]> {
 
 describe('FileStore', () => {
   it('lists any set of keys (empty segments, case, non-ASCII) in UTF-8 byte order, paged, after puts and deletes (property)', async () => {
-    const key = fc.string({ unit: fc.constantFrom('a', 'B', 'b', '/', '0', '.', '_', '~', '%', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'), maxLength: 4 });
+    const key = fc.string({
+      unit: fc.constantFrom('a', 'B', 'b', '/', '0', '.', '_', '~', '%', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'),
+      maxLength: 4,
+    });
     await fc.assert(
       fc.asyncProperty(
         fc.uniqueArray(key, { maxLength: 20 }),
@@ -62,11 +65,16 @@ describe('FileStore', () => {
     await store.put('sessions/Demo/session.json', 'upper');
     expect(await store.put('sessions/demo/session.json', 'lower', { onlyIfAbsent: true })).not.toBeNull();
     expect(new TextDecoder().decode((await store.get('sessions/Demo/session.json'))!.body)).toBe('upper');
-    expect((await store.list('sessions/')).objects.map((object) => object.key)).toEqual(['sessions/Demo/session.json', 'sessions/demo/session.json']);
+    expect((await store.list('sessions/')).objects.map((object) => object.key)).toEqual([
+      'sessions/Demo/session.json',
+      'sessions/demo/session.json',
+    ]);
   });
 
   it('passes the write probe', async () => {
-    await expect(requireConditionalWrites(new FileStore(await freshDirectory()), { keyPrefix: '' })).resolves.toBeUndefined();
+    await expect(
+      requireConditionalWrites(new FileStore(await freshDirectory()), { keyPrefix: '' }),
+    ).resolves.toBeUndefined();
   });
 
   it('removes emptied directories on delete and leaves no lock or temp files behind', async () => {
@@ -125,12 +133,18 @@ describe('FileStore across processes', () => {
     const names = ['p1', 'p2', 'p3', 'p4'];
     const results = await Promise.all(
       names.map(async (name) => {
-        const { stdout } = await run(process.execPath, ['--import', 'tsx', contender, directory, name, String(rounds)], { cwd: root, timeout: 60_000 });
+        const { stdout } = await run(
+          process.execPath,
+          ['--import', 'tsx', contender, directory, name, String(rounds)],
+          { cwd: root, timeout: 60_000 },
+        );
         return JSON.parse(stdout.trim()) as { name: string; won: number[]; increments: number };
       }),
     );
     const winners = results.flatMap((result) => result.won.map((round) => ({ round, name: result.name })));
-    expect(winners.map((winner) => winner.round).sort((a, b) => a - b)).toEqual(Array.from({ length: rounds }, (_, i) => i));
+    expect(winners.map((winner) => winner.round).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: rounds }, (_, i) => i),
+    );
     const store = new FileStore(directory);
     for (const { round, name } of winners) {
       const got = await store.get(`race/${String(round).padStart(4, '0')}`);
@@ -144,11 +158,15 @@ describe('FileStore across processes', () => {
 
   it('a process killed with SIGKILL while writing leaves no key wedged', async () => {
     const directory = await freshDirectory();
-    const child = spawn(process.execPath, ['--import', 'tsx', contender, directory, 'victim', '100000'], { cwd: root, stdio: 'ignore' });
+    const child = spawn(process.execPath, ['--import', 'tsx', contender, directory, 'victim', '100000'], {
+      cwd: root,
+      stdio: 'ignore',
+    });
     const store = new FileStore(directory);
     // Wait until it is writing, then kill it mid-loop.
     const deadline = Date.now() + 30_000;
-    while (!(await store.head('counter')) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    while (!(await store.head('counter')) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     await new Promise((resolve) => setTimeout(resolve, 200));
     child.kill('SIGKILL');
     await new Promise((resolve) => child.once('exit', resolve));

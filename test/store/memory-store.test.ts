@@ -17,7 +17,10 @@ function byBytes(a: string, b: string): number {
 
 describe('MemoryStore', () => {
   it('lists any set of keys in UTF-8 byte order, paged, after puts and deletes (property)', async () => {
-    const key = fc.string({ unit: fc.constantFrom('a', 'B', '/', '0', '9', '_', '~', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'), maxLength: 4 });
+    const key = fc.string({
+      unit: fc.constantFrom('a', 'B', '/', '0', '9', '_', '~', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'),
+      maxLength: 4,
+    });
     await fc.assert(
       fc.asyncProperty(
         fc.uniqueArray(key, { maxLength: 30 }),
@@ -69,6 +72,8 @@ describe('MemoryStore', () => {
     expect(listed).toEqual(expected);
     const middle = await store.list('k/', { startAfter: name(1500), limit: 3 });
     expect(middle.objects.map((object) => object.key)).toEqual(expected.filter((key) => key > name(1500)).slice(0, 3));
-    expect((await store.list('k/02')).objects.map((object) => object.key)).toEqual(expected.filter((key) => key.startsWith('k/02')));
+    expect((await store.list('k/02')).objects.map((object) => object.key)).toEqual(
+      expected.filter((key) => key.startsWith('k/02')),
+    );
   });
 });

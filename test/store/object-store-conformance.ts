@@ -20,7 +20,11 @@ function text(bytes: Uint8Array): string {
 }
 
 /** Every key under `prefix`, paging with `limit`, and the pages. */
-export async function listAll(store: ObjectStore, prefix: string, limit: number): Promise<{ keys: string[]; pages: ListResult[] }> {
+export async function listAll(
+  store: ObjectStore,
+  prefix: string,
+  limit: number,
+): Promise<{ keys: string[]; pages: ListResult[] }> {
   const pages: ListResult[] = [];
   let cursor: string | undefined;
   for (;;) {
@@ -198,7 +202,25 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
     it('lists keys under the prefix in byte order with their sizes and etags', async () => {
       const base = fresh();
       const prefix = `${base}list/`;
-      const names = ['10_x', '2_x', 'a_x', 'A', 'B_', 'b/c', 'b/a/z', 'b', '_', '~', 'é', 'z', 'Z/1', '0', '\u{FB00}', '\u{1D11E}', '\u{FFFD}x'];
+      const names = [
+        '10_x',
+        '2_x',
+        'a_x',
+        'A',
+        'B_',
+        'b/c',
+        'b/a/z',
+        'b',
+        '_',
+        '~',
+        'é',
+        'z',
+        'Z/1',
+        '0',
+        '\u{FB00}',
+        '\u{1D11E}',
+        '\u{FFFD}x',
+      ];
       const etags = new Map<string, string>();
       await Promise.all(
         names.map(async (name, index) => {
@@ -310,7 +332,18 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
 
     it('round-trips binary bodies that are not UTF-8 byte for byte', async () => {
       const key = `${fresh()}binary`;
-      const body = new Uint8Array([0xff, 0xfe, 0x00, 0xc3, 0x28, 0x80, 0xed, 0xa0, 0x80, ...Array.from({ length: 256 }, (_, i) => i)]);
+      const body = new Uint8Array([
+        0xff,
+        0xfe,
+        0x00,
+        0xc3,
+        0x28,
+        0x80,
+        0xed,
+        0xa0,
+        0x80,
+        ...Array.from({ length: 256 }, (_, i) => i),
+      ]);
       const put = await store.put(key, body);
       expect(put!.size).toBe(body.length);
       const got = await store.get(key);

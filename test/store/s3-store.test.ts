@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
-import { S3Store, createS3Client } from '../../lib/store/s3.ts';
+import { type S3Store, createS3Client } from '../../lib/store/s3.ts';
 import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 
@@ -41,7 +41,9 @@ describe('S3Store', () => {
     const sent = gateway.puts.slice(before);
     expect(sent).toHaveLength(1);
     const headerNames = Object.keys(sent[0]!);
-    expect(headerNames.filter((name) => name.startsWith('x-amz-checksum') || name === 'x-amz-sdk-checksum-algorithm')).toEqual([]);
+    expect(
+      headerNames.filter((name) => name.startsWith('x-amz-checksum') || name === 'x-amz-sdk-checksum-algorithm'),
+    ).toEqual([]);
     expect(sent[0]!['content-encoding'] ?? '').not.toContain('aws-chunked');
     expect(sent[0]!['if-none-match']).toBe('*');
   });

@@ -18,7 +18,10 @@ function appOn(store: ObjectStore, prefix = '') {
       path,
       {
         method,
-        headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          authorization: `Bearer ${TOKEN}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       },
       environment,
@@ -35,7 +38,9 @@ describe('the app refuses a store without conditional writes', () => {
     const call = appOn(store, prefix);
     const expected = {
       code: 'storage_unsupported',
-      message: expect.stringContaining('the store ignores If-None-Match: a create-only put overwrote an existing object'),
+      message: expect.stringContaining(
+        'the store ignores If-None-Match: a create-only put overwrote an existing object',
+      ),
       details: { missing: ['If-None-Match', 'If-Match'] },
     };
     for (const [method, path, body] of [
@@ -55,9 +60,14 @@ describe('the app refuses a store without conditional writes', () => {
   });
 
   it('serves S3 behind the conditional gateway', async () => {
-    const call = appOn(createTestS3Store(inject('s3Endpoint'), inject('s3Bucket')), `probe-http/${crypto.randomUUID()}/`);
+    const call = appOn(
+      createTestS3Store(inject('s3Endpoint'), inject('s3Bucket')),
+      `probe-http/${crypto.randomUUID()}/`,
+    );
     expect((await call('POST', '/v1/sessions', { id: 'kept' })).status).toBe(201);
-    expect((await call('POST', '/v1/sessions/kept/turns', { input: 'hello' })).body.output[0].content).toBe('echo: hello');
+    expect((await call('POST', '/v1/sessions/kept/turns', { input: 'hello' })).body.output[0].content).toBe(
+      'echo: hello',
+    );
   });
 });
 
@@ -70,7 +80,9 @@ describe('the probe in the request path', () => {
       return false;
     });
     const call = appOn(store, 'dep/');
-    const created = await Promise.all(Array.from({ length: 20 }, (_, index) => call('POST', '/v1/sessions', { id: `s${index}` })));
+    const created = await Promise.all(
+      Array.from({ length: 20 }, (_, index) => call('POST', '/v1/sessions', { id: `s${index}` })),
+    );
     expect(created.map((response) => response.status)).toEqual(Array(20).fill(201));
     const probeKeys = keys.filter((key) => key.startsWith(`dep/${PROBE_PREFIX}`));
     expect(probeKeys).toHaveLength(4);
@@ -92,7 +104,10 @@ describe('the probe in the request path', () => {
 
   it('answers 503 storage_error when the probe fails on the network, and probes again on the next request', async () => {
     const memory = new MemoryStore();
-    const store = new FaultyStore(memory).failWhen(({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX), { times: 1 });
+    const store = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX),
+      { times: 1 },
+    );
     const call = appOn(store);
     const failed = await call('POST', '/v1/sessions', { id: 'retry' });
     expect(failed.status).toBe(503);

@@ -39,7 +39,12 @@ describe('requireConditionalWrites', () => {
     await expect(requireConditionalWrites(store, { keyPrefix: 'prod/' })).resolves.toBeUndefined();
     const key = calls[0]!.key;
     expect(key).toMatch(/^prod\/\.tailgate\/probe\/[0-9a-f-]{36}$/);
-    expect(calls.map((call) => [call.operation, call.key])).toEqual([['put', key], ['put', key], ['put', key], ['delete', key]]);
+    expect(calls.map((call) => [call.operation, call.key])).toEqual([
+      ['put', key],
+      ['put', key],
+      ['put', key],
+      ['delete', key],
+    ]);
     expect((await memory.list('')).objects).toEqual([]);
   });
 
@@ -55,7 +60,11 @@ describe('requireConditionalWrites', () => {
     const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
     const refused = await requireConditionalWrites(store, { keyPrefix: prefix }).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(StorageUnsupportedError);
-    expect(refused).toMatchObject({ code: 'storage_unsupported', missing: ['If-None-Match', 'If-Match'], details: { missing: ['If-None-Match', 'If-Match'] } });
+    expect(refused).toMatchObject({
+      code: 'storage_unsupported',
+      missing: ['If-None-Match', 'If-Match'],
+      details: { missing: ['If-None-Match', 'If-Match'] },
+    });
     expect((refused as Error).message).toBe(
       'the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
         'the store ignores If-Match: a put with a wrong ETag overwrote the object; ' +
@@ -65,11 +74,22 @@ describe('requireConditionalWrites', () => {
   });
 
   it.each([
-    ['onlyIfAbsent', ['If-None-Match'], /^the store ignores If-None-Match: a create-only put overwrote an existing object; tailgate needs/],
-    ['ifMatch', ['If-Match'], /^the store ignores If-Match: a put with a wrong ETag overwrote the object; tailgate needs/],
+    [
+      'onlyIfAbsent',
+      ['If-None-Match'],
+      /^the store ignores If-None-Match: a create-only put overwrote an existing object; tailgate needs/,
+    ],
+    [
+      'ifMatch',
+      ['If-Match'],
+      /^the store ignores If-Match: a put with a wrong ETag overwrote the object; tailgate needs/,
+    ],
   ] as const)('names only what is missing when a store ignores %s', async (ignored, missing, message) => {
     const store = new Ignoring(ignored);
-    await expect(requireConditionalWrites(store)).rejects.toMatchObject({ missing, message: expect.stringMatching(message) });
+    await expect(requireConditionalWrites(store)).rejects.toMatchObject({
+      missing,
+      message: expect.stringMatching(message),
+    });
     expect((await store.list('')).objects).toEqual([]);
   });
 
@@ -107,9 +127,14 @@ describe('requireConditionalWrites', () => {
 
   it('forgets a probe that failed with a storage error and probes again on the next call', async () => {
     const memory = new MemoryStore();
-    const store = new FaultyStore(memory).failWhen(({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX), { times: 1, after: true });
+    const store = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX),
+      { times: 1, after: true },
+    );
     const counting = new CountingStore(store);
-    await expect(Promise.all([requireConditionalWrites(counting), requireConditionalWrites(counting)])).rejects.toBeInstanceOf(StorageError);
+    await expect(
+      Promise.all([requireConditionalWrites(counting), requireConditionalWrites(counting)]),
+    ).rejects.toBeInstanceOf(StorageError);
     // The failed put landed before its answer was lost; the scratch key is deleted anyway.
     expect(counting.counts).toMatchObject({ put: 1, delete: 1 });
     expect((await memory.list('')).objects).toEqual([]);
@@ -122,7 +147,9 @@ describe('requireConditionalWrites', () => {
   });
 
   it('forgets a probe whose clean-up failed with a storage error: the next call probes again', async () => {
-    const store = new CountingStore(new FaultyStore(new MemoryStore()).failWhen(({ operation }) => operation === 'delete', { times: 1 }));
+    const store = new CountingStore(
+      new FaultyStore(new MemoryStore()).failWhen(({ operation }) => operation === 'delete', { times: 1 }),
+    );
     await expect(requireConditionalWrites(store)).rejects.toBeInstanceOf(StorageError);
     await expect(requireConditionalWrites(store)).resolves.toBeUndefined();
     expect(store.counts).toMatchObject({ put: 6, delete: 2 });

@@ -28,34 +28,42 @@ describe('aggregates', () => {
     ]);
     const aggregates = computeAggregates(items);
     expect(historyAggregatesSchema.parse(aggregates)).toEqual(aggregates);
-    expect(aggregates).toMatchObject({ tool_calls: 4, tool_outputs: 3, repeated: { [callKey('read', '{"a":1,"b":2}')]: 7 } });
+    expect(aggregates).toMatchObject({
+      tool_calls: 4,
+      tool_outputs: 3,
+      repeated: { [callKey('read', '{"a":1,"b":2}')]: 7 },
+    });
     const isRepeat = repeatFlagReader(aggregates);
     expect([0, 1, 2, 3, 4].map(isRepeat)).toEqual([false, true, false, true, false]);
   });
 
   it('extending step by step equals computing over the whole history', () => {
     fc.assert(
-      fc.property(historyArbitrary, fc.array(fc.integer({ min: 1, max: 6 }), { maxLength: 12 }), (items, chunkSizes) => {
-        const seen = new Set<string>();
-        let aggregates = emptyAggregates();
-        let start = 0;
-        let chunk = 0;
-        while (start < items.length) {
-          const size = chunkSizes[chunk % Math.max(1, chunkSizes.length)] ?? 3;
-          const batch = items.slice(start, start + size);
-          const previous = structuredClone(aggregates);
-          const result = extendAggregates(aggregates, batch, (key) => seen.has(key));
-          expect(aggregates).toEqual(previous);
-          for (const key of result.newKeys) {
-            expect(seen.has(key)).toBe(false);
-            seen.add(key);
+      fc.property(
+        historyArbitrary,
+        fc.array(fc.integer({ min: 1, max: 6 }), { maxLength: 12 }),
+        (items, chunkSizes) => {
+          const seen = new Set<string>();
+          let aggregates = emptyAggregates();
+          let start = 0;
+          let chunk = 0;
+          while (start < items.length) {
+            const size = chunkSizes[chunk % Math.max(1, chunkSizes.length)] ?? 3;
+            const batch = items.slice(start, start + size);
+            const previous = structuredClone(aggregates);
+            const result = extendAggregates(aggregates, batch, (key) => seen.has(key));
+            expect(aggregates).toEqual(previous);
+            for (const key of result.newKeys) {
+              expect(seen.has(key)).toBe(false);
+              seen.add(key);
+            }
+            aggregates = result.aggregates;
+            start += size;
+            chunk += 1;
           }
-          aggregates = result.aggregates;
-          start += size;
-          chunk += 1;
-        }
-        expect(aggregates).toEqual(computeAggregates(items));
-      }),
+          expect(aggregates).toEqual(computeAggregates(items));
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -65,7 +73,8 @@ describe('aggregates', () => {
       if (Array.isArray(value)) return value.map(referenceSort);
       if (value !== null && typeof value === 'object') {
         const sorted: Record<string, unknown> = {};
-        for (const key of Object.keys(value).sort()) sorted[key] = referenceSort((value as Record<string, unknown>)[key]);
+        for (const key of Object.keys(value).sort())
+          sorted[key] = referenceSort((value as Record<string, unknown>)[key]);
         return sorted;
       }
       return value;
@@ -75,7 +84,12 @@ describe('aggregates', () => {
       if (value !== null && typeof value === 'object') {
         const copy: Record<string, unknown> = {};
         for (const key of Object.keys(value).reverse()) {
-          Object.defineProperty(copy, key, { value: reversed((value as Record<string, unknown>)[key]), enumerable: true, writable: true, configurable: true });
+          Object.defineProperty(copy, key, {
+            value: reversed((value as Record<string, unknown>)[key]),
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
         }
         return copy;
       }
@@ -100,7 +114,12 @@ describe('aggregates', () => {
       if (value !== null && typeof value === 'object') {
         const copy: Record<string, unknown> = {};
         for (const key of Object.keys(value).reverse()) {
-          Object.defineProperty(copy, key, { value: reordered((value as Record<string, unknown>)[key]), enumerable: true, writable: true, configurable: true });
+          Object.defineProperty(copy, key, {
+            value: reordered((value as Record<string, unknown>)[key]),
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
         }
         return copy;
       }
@@ -110,23 +129,36 @@ describe('aggregates', () => {
     const variants = fc.array(fc.jsonValue({ maxDepth: 3 }), { minLength: 1, maxLength: 4 }).map((values) =>
       values.flatMap((value) => {
         const text = JSON.stringify(value);
-        return [text, JSON.stringify(reordered(value)), JSON.stringify(value, null, 2), text.replace(/a/g, '\\u0061'), `raw ${text}`];
+        return [
+          text,
+          JSON.stringify(reordered(value)),
+          JSON.stringify(value, null, 2),
+          text.replace(/a/g, '\\u0061'),
+          `raw ${text}`,
+        ];
       }),
     );
     fc.assert(
-      fc.property(variants, fc.array(fc.tuple(fc.nat(), fc.constantFrom('x', 'y')), { minLength: 1, maxLength: 25 }), (texts, picks) => {
-        const items: PromptItem[] = picks.flatMap(([pick, name], index) => [call(`c${index}`, name, texts[pick % texts.length]!), output(`c${index}`, 'ok')]);
-        const history = sequenced(items);
-        const aggregates = computeAggregates(history);
-        const fromAggregates = repeatFlagReader(aggregates);
-        const { history: index } = indexHistory(history);
-        const protectedSeqs = new Set(Object.values(aggregates.repeated));
-        const calls = history.filter((item) => item.type === 'function_call');
-        calls.forEach((item, position) => {
-          expect(index.isRepeat(position)).toBe(fromAggregates(position));
-          expect(index.infoOf(item)!.protected).toBe(protectedSeqs.has(item.seq));
-        });
-      }),
+      fc.property(
+        variants,
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('x', 'y')), { minLength: 1, maxLength: 25 }),
+        (texts, picks) => {
+          const items: PromptItem[] = picks.flatMap(([pick, name], index) => [
+            call(`c${index}`, name, texts[pick % texts.length]!),
+            output(`c${index}`, 'ok'),
+          ]);
+          const history = sequenced(items);
+          const aggregates = computeAggregates(history);
+          const fromAggregates = repeatFlagReader(aggregates);
+          const { history: index } = indexHistory(history);
+          const protectedSeqs = new Set(Object.values(aggregates.repeated));
+          const calls = history.filter((item) => item.type === 'function_call');
+          calls.forEach((item, position) => {
+            expect(index.isRepeat(position)).toBe(fromAggregates(position));
+            expect(index.infoOf(item)!.protected).toBe(protectedSeqs.has(item.seq));
+          });
+        },
+      ),
       { numRuns: 200 },
     );
   });

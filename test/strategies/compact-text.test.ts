@@ -36,20 +36,28 @@ describe('compactText', () => {
 
   it('stays within the limit plus the fixed overhead, for any over-limit text and limit', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 1, maxLength: 1200, unit: 'binary' }), fc.integer({ min: 0, max: 600 }), (text, limit) => {
-        const compacted = compactText(text, limit);
-        if (text.length <= limit) return compacted === null;
-        return compacted !== null && compacted.length <= limit + COMPACTED_OVERHEAD;
-      }),
+      fc.property(
+        fc.string({ minLength: 1, maxLength: 1200, unit: 'binary' }),
+        fc.integer({ min: 0, max: 600 }),
+        (text, limit) => {
+          const compacted = compactText(text, limit);
+          if (text.length <= limit) return compacted === null;
+          return compacted !== null && compacted.length <= limit + COMPACTED_OVERHEAD;
+        },
+      ),
       { numRuns: 200 },
     );
   });
 
   it('gives the same bytes from the full text and from its preview ref', () => {
     fc.assert(
-      fc.property(fc.string({ minLength: 0, maxLength: 3000, unit: 'binary' }), fc.constantFrom(ARGUMENT_LIMIT, OUTPUT_LIMIT), (text, limit) => {
-        expect(compactText(previewOf(text), limit)).toBe(compactText(text, limit));
-      }),
+      fc.property(
+        fc.string({ minLength: 0, maxLength: 3000, unit: 'binary' }),
+        fc.constantFrom(ARGUMENT_LIMIT, OUTPUT_LIMIT),
+        (text, limit) => {
+          expect(compactText(previewOf(text), limit)).toBe(compactText(text, limit));
+        },
+      ),
       { numRuns: 200 },
     );
   });
@@ -65,32 +73,59 @@ describe('compactOutputItem', () => {
   const long = 'r'.repeat(OUTPUT_LIMIT + 1);
 
   it('keeps an output at or under 400 characters byte-identical (same object)', () => {
-    const item: PromptFunctionCallOutputItem = deepFreeze({ type: 'function_call_output', call_id: 'c', output: 'r'.repeat(OUTPUT_LIMIT) });
+    const item: PromptFunctionCallOutputItem = deepFreeze({
+      type: 'function_call_output',
+      call_id: 'c',
+      output: 'r'.repeat(OUTPUT_LIMIT),
+    });
     expect(compactOutputItem(item)).toBe(item);
   });
 
   it('compacts a longer one into a new item marked compacted', () => {
-    const item: PromptFunctionCallOutputItem = deepFreeze({ type: 'function_call_output', call_id: 'c', output: long, seq: 4 });
+    const item: PromptFunctionCallOutputItem = deepFreeze({
+      type: 'function_call_output',
+      call_id: 'c',
+      output: long,
+      seq: 4,
+    });
     const compacted = compactOutputItem(item);
-    expect(compacted).toEqual({ type: 'function_call_output', call_id: 'c', seq: 4, output: compactText(long, OUTPUT_LIMIT), compacted: true });
+    expect(compacted).toEqual({
+      type: 'function_call_output',
+      call_id: 'c',
+      seq: 4,
+      output: compactText(long, OUTPUT_LIMIT),
+      compacted: true,
+    });
     expect(item.output).toBe(long);
   });
 
   it('gives identical JSON for an inline output and an out-of-line one, dropping output_ref', () => {
     const inline: PromptFunctionCallOutputItem = { type: 'function_call_output', call_id: 'c', output: long, seq: 2 };
-    const outOfLine: PromptFunctionCallOutputItem = { type: 'function_call_output', call_id: 'c', output: '', output_ref: previewOf(long), seq: 2 };
+    const outOfLine: PromptFunctionCallOutputItem = {
+      type: 'function_call_output',
+      call_id: 'c',
+      output: '',
+      output_ref: previewOf(long),
+      seq: 2,
+    };
     expect(JSON.stringify(compactOutputItem(outOfLine))).toBe(JSON.stringify(compactOutputItem(inline)));
     expect('output_ref' in compactOutputItem(outOfLine)).toBe(false);
   });
 
   it('keeps a short out-of-line output whole, with its ref', () => {
-    const item: PromptFunctionCallOutputItem = { type: 'function_call_output', call_id: 'c', output: '', output_ref: previewOf('short') };
+    const item: PromptFunctionCallOutputItem = {
+      type: 'function_call_output',
+      call_id: 'c',
+      output: '',
+      output_ref: previewOf('short'),
+    };
     expect(compactOutputItem(item)).toBe(item);
   });
 });
 
 describe('compactCallItem', () => {
-  const call = (argumentsText: string): PromptFunctionCallItem => deepFreeze({ type: 'function_call', call_id: 'c', name: 'tool', arguments: argumentsText });
+  const call = (argumentsText: string): PromptFunctionCallItem =>
+    deepFreeze({ type: 'function_call', call_id: 'c', name: 'tool', arguments: argumentsText });
   const long = 'a'.repeat(ARGUMENT_LIMIT + 50);
 
   it.each([
@@ -120,7 +155,9 @@ describe('compactCallItem', () => {
   ])('handles %s as one string value', (_label, argumentsText) => {
     const compacted = compactCallItem(call(argumentsText));
     expect(compacted.compacted).toBe(true);
-    const expected = argumentsText.startsWith('"') ? JSON.stringify(compactText(long, ARGUMENT_LIMIT)) : compactText(argumentsText, ARGUMENT_LIMIT);
+    const expected = argumentsText.startsWith('"')
+      ? JSON.stringify(compactText(long, ARGUMENT_LIMIT))
+      : compactText(argumentsText, ARGUMENT_LIMIT);
     expect(compacted.arguments).toBe(expected);
   });
 

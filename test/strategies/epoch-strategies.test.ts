@@ -7,7 +7,12 @@ import { defaultStrategyConfig, resolveStrategyConfig } from '../../lib/strategi
 import { call, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
 
 const seedExample = resolveStrategyConfig({
-  request: { epoch_tool_call_threshold: 100, epoch_full_tool_calls: 10, epoch_compacted_tool_calls: 40, epoch_size: 10 },
+  request: {
+    epoch_tool_call_threshold: 100,
+    epoch_full_tool_calls: 10,
+    epoch_compacted_tool_calls: 40,
+    epoch_size: 10,
+  },
 });
 
 function counts(strategy: string, calls: number, config = defaultStrategyConfig(), repeats?: Map<number, number>) {
@@ -122,7 +127,14 @@ describe('shorten_tools_epoch_increment repeat-driven growth', () => {
   });
 
   it('caps the epoch size, and a maximum below the initial size never shrinks it', () => {
-    const capped = resolveStrategyConfig({ request: { epoch_tool_call_threshold: 0, epoch_size: 20, epoch_increment_max_size: 5, epoch_increment_max_compacted_tool_calls: 1 } });
+    const capped = resolveStrategyConfig({
+      request: {
+        epoch_tool_call_threshold: 0,
+        epoch_size: 20,
+        epoch_increment_max_size: 5,
+        epoch_increment_max_compacted_tool_calls: 1,
+      },
+    });
     const plan = incrementEpochPlan(1000, capped, () => true)!;
     expect(plan.epochSize).toBe(20);
     expect(plan.compacted).toBe(80);
@@ -157,12 +169,23 @@ describe('repeated-call protection', () => {
       call('c', 'other', '{}'),
       output('c', 'z'.repeat(500)),
     ]);
-    const config = resolveStrategyConfig({ request: { epoch_tool_call_threshold: 0, epoch_full_tool_calls: 0, epoch_compacted_tool_calls: 0, epoch_size: 10 } });
+    const config = resolveStrategyConfig({
+      request: {
+        epoch_tool_call_threshold: 0,
+        epoch_full_tool_calls: 0,
+        epoch_compacted_tool_calls: 0,
+        epoch_size: 10,
+      },
+    });
     // 3 calls, pinned 0, new 3 -> all whole anyway; use full history with epoch size 1.
     const tight = { ...config, epoch_size: 1 };
     const prompt = preparePrompt(items, 'shorten_tools_epoch', { config: tight });
     // pinned 2, new 1: call c whole; call b is the newest instance of a repeated call.
-    expect(prompt.items.filter((item) => item.type === 'function_call').map((item) => item.type === 'function_call' && item.call_id)).toEqual(['b', 'c']);
+    expect(
+      prompt.items
+        .filter((item) => item.type === 'function_call')
+        .map((item) => item.type === 'function_call' && item.call_id),
+    ).toEqual(['b', 'c']);
   });
 });
 
@@ -171,10 +194,20 @@ describe('context notice', () => {
     const prompt = preparePrompt(toolHistory(111), 'shorten_tools_epoch', { config: seedExample });
     const notices = prompt.items.filter((item) => item.synthetic === 'context_notice');
     expect(notices).toHaveLength(1);
-    expect(notices[0]).toEqual({ type: 'message', role: 'user', content: CONTEXT_NOTICE_TEXT, synthetic: 'context_notice' });
+    expect(notices[0]).toEqual({
+      type: 'message',
+      role: 'user',
+      content: CONTEXT_NOTICE_TEXT,
+      synthetic: 'context_notice',
+    });
     const index = prompt.items.indexOf(notices[0]!);
     expect(prompt.stablePrefixLength).toBe(index + 1);
-    expect(prompt.items.slice(0, index).filter((item) => item.type === 'function_call_output').every((item) => item.compacted)).toBe(true);
+    expect(
+      prompt.items
+        .slice(0, index)
+        .filter((item) => item.type === 'function_call_output')
+        .every((item) => item.compacted),
+    ).toBe(true);
     const next = prompt.items.slice(index + 1).find((item) => item.type !== 'message');
     expect(next).toMatchObject({ type: 'function_call', call_id: 'c101' });
     expect(CONTEXT_NOTICE_TEXT).toMatch(/shortened/);
@@ -192,22 +225,35 @@ describe('context notice', () => {
     // Calls 1..3 single, then a parallel pair (4 and 5) whose outputs follow both calls.
     const items: PromptItem[] = [user('go')];
     for (const id of ['1', '2', '3']) items.push(call(id, 't', `{"n":${id}}`), output(id, 'o'.repeat(500)));
-    items.push(call('4', 't', '{"n":4}'), call('5', 't', '{"n":5}'), output('4', 'o'.repeat(500)), output('5', 'o'.repeat(500)));
-    const config = resolveStrategyConfig({ request: { epoch_tool_call_threshold: 0, epoch_full_tool_calls: 0, epoch_compacted_tool_calls: 10, epoch_size: 1 } });
+    items.push(
+      call('4', 't', '{"n":4}'),
+      call('5', 't', '{"n":5}'),
+      output('4', 'o'.repeat(500)),
+      output('5', 'o'.repeat(500)),
+    );
+    const config = resolveStrategyConfig({
+      request: {
+        epoch_tool_call_threshold: 0,
+        epoch_full_tool_calls: 0,
+        epoch_compacted_tool_calls: 10,
+        epoch_size: 1,
+      },
+    });
     const prompt = preparePrompt(sequenced(items), 'shorten_tools_epoch', { config });
     // Call 5 alone is kept whole; the notice cannot go between call 4 and 5, so it goes before call 4.
     const index = prompt.items.findIndex((item) => item.synthetic === 'context_notice');
     expect(prompt.items[index + 1]).toMatchObject({ type: 'function_call', call_id: '4' });
   });
 
-  it.each(['inbox,shorten_tools_epoch_increment', 'shorten_tools_epoch_increment,inbox', 'inbox,shorten_tools_epoch,shorten_tools_epoch_increment'])(
-    'stays before delivered inbox notices with %s (the notice is last)',
-    (list) => {
-      const config = { ...seedExample };
-      const prompt = preparePrompt(toolHistory(111), list, { config, inbox: inboxHook });
-      expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
-      expect(prompt.items.filter((item) => item.synthetic === 'context_notice')).toHaveLength(1);
-      expect(prompt.items.findIndex((item) => item.synthetic === 'context_notice')).toBeLessThan(prompt.items.length - 1);
-    },
-  );
+  it.each([
+    'inbox,shorten_tools_epoch_increment',
+    'shorten_tools_epoch_increment,inbox',
+    'inbox,shorten_tools_epoch,shorten_tools_epoch_increment',
+  ])('stays before delivered inbox notices with %s (the notice is last)', (list) => {
+    const config = { ...seedExample };
+    const prompt = preparePrompt(toolHistory(111), list, { config, inbox: inboxHook });
+    expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
+    expect(prompt.items.filter((item) => item.synthetic === 'context_notice')).toHaveLength(1);
+    expect(prompt.items.findIndex((item) => item.synthetic === 'context_notice')).toBeLessThan(prompt.items.length - 1);
+  });
 });

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import type { PromptItem, StoredItem } from '../../lib/items.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import { previewOf } from '../../lib/strategies/compact-text.ts';
 import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { strategyConfigSchema } from '../../lib/strategies/strategy-config.ts';
@@ -76,7 +76,9 @@ const argumentsArbitrary = fc.oneof(
   fc.constantFrom('{"q":"a"}', '{"q":"b"}', '{"b":1,"a":2}', '{"a":2,"b":1}', '{}'),
   fc.integer({ min: 0, max: 30 }).map((n) => JSON.stringify({ n })),
   fc.constantFrom('not json {', '"a bare string"', '[1,2,3]', '42', 'null'),
-  fc.integer({ min: 0, max: 5 }).map((n) => JSON.stringify({ text: longText(`t${n}`, 260), list: [longText('l', 230), 1] })),
+  fc
+    .integer({ min: 0, max: 5 })
+    .map((n) => JSON.stringify({ text: longText(`t${n}`, 260), list: [longText('l', 230), 1] })),
   fc.integer({ min: 0, max: 3 }).map((n) => `unparseable ${longText(`u${n}`, 240)}`),
 );
 
@@ -97,12 +99,50 @@ type Block =
 const nameArbitrary = fc.constantFrom('read', 'write', 'search');
 
 const blockArbitrary: fc.Arbitrary<Block> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('message' as const), role: fc.constantFrom('user' as const, 'assistant' as const, 'system' as const), content: fc.string({ maxLength: 12 }) }) },
-  { weight: 8, arbitrary: fc.record({ kind: fc.constant('pair' as const), name: nameArbitrary, arguments: argumentsArbitrary, output: outputArbitrary, outOfLine: fc.boolean() }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('parallel' as const), first: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary), second: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('orphan_call' as const), name: nameArbitrary, arguments: argumentsArbitrary }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      kind: fc.constant('message' as const),
+      role: fc.constantFrom('user' as const, 'assistant' as const, 'system' as const),
+      content: fc.string({ maxLength: 12 }),
+    }),
+  },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant('pair' as const),
+      name: nameArbitrary,
+      arguments: argumentsArbitrary,
+      output: outputArbitrary,
+      outOfLine: fc.boolean(),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('parallel' as const),
+      first: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary),
+      second: fc.tuple(nameArbitrary, argumentsArbitrary, outputArbitrary),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('orphan_call' as const),
+      name: nameArbitrary,
+      arguments: argumentsArbitrary,
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('orphan_output' as const), output: outputArbitrary }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('output_before_call' as const), name: nameArbitrary, arguments: argumentsArbitrary, output: outputArbitrary }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('output_before_call' as const),
+      name: nameArbitrary,
+      arguments: argumentsArbitrary,
+      output: outputArbitrary,
+    }),
+  },
 );
 
 function outputItem(callId: string, text: string, outOfLine: boolean): PromptItem {
@@ -116,7 +156,10 @@ function outputItem(callId: string, text: string, outOfLine: boolean): PromptIte
 export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
   const items: PromptItem[] = [];
   let next = 0;
-  const id = () => `call_${(next += 1)}`;
+  const id = () => {
+    next += 1;
+    return `call_${next}`;
+  };
   for (const block of blocks) {
     switch (block.kind) {
       case 'message':
@@ -186,7 +229,11 @@ export const tailStrategyListArbitrary = fc.oneof(
   {
     weight: 3,
     arbitrary: fc
-      .tuple(fc.constantFrom(...epochNames), fc.array(fc.constantFrom(...epochNames, 'inbox', 'none'), { maxLength: 2 }), fc.nat())
+      .tuple(
+        fc.constantFrom(...epochNames),
+        fc.array(fc.constantFrom(...epochNames, 'inbox', 'none'), { maxLength: 2 }),
+        fc.nat(),
+      )
       .map(([epoch, others, at]) => {
         const list: string[] = [...others];
         list.splice(at % (others.length + 1), 0, epoch);

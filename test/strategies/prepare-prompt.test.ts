@@ -8,12 +8,15 @@ import { UnknownStrategyError } from '../../lib/strategies/unknown-strategy-erro
 import { assistant, call, deepFreeze, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
 import { z } from 'zod';
 
-const small = resolveStrategyConfig({ request: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 2, epoch_size: 2 } });
+const small = resolveStrategyConfig({
+  request: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 1, epoch_compacted_tool_calls: 2, epoch_size: 2 },
+});
 
 const upper: Strategy = {
   name: 'upper',
   configSchema: z.object({}),
-  apply: (items) => items.map((item) => (item.type === 'message' ? { ...item, content: item.content.toUpperCase() } : item)),
+  apply: (items) =>
+    items.map((item) => (item.type === 'message' ? { ...item, content: item.content.toUpperCase() } : item)),
 };
 
 describe('preparePrompt dispatcher', () => {
@@ -31,7 +34,10 @@ describe('preparePrompt dispatcher', () => {
   });
 
   it('uses PROMPT_STRATEGY from the context env when the list is undefined', () => {
-    expect(preparePrompt([], undefined, { env: { PROMPT_STRATEGY: 'none, shorten_tools' } }).strategies).toEqual(['none', 'shorten_tools']);
+    expect(preparePrompt([], undefined, { env: { PROMPT_STRATEGY: 'none, shorten_tools' } }).strategies).toEqual([
+      'none',
+      'shorten_tools',
+    ]);
   });
 
   it('calls a function as a custom hook', () => {
@@ -86,7 +92,9 @@ describe('preparePrompt dispatcher', () => {
 
   it('resolves registered custom strategies by name, without changing the built-in registry', () => {
     const registry = createRegistry([upper]);
-    expect(preparePrompt([user('hi')], 'upper', { registry }).items).toEqual([{ type: 'message', role: 'user', content: 'HI' }]);
+    expect(preparePrompt([user('hi')], 'upper', { registry }).items).toEqual([
+      { type: 'message', role: 'user', content: 'HI' },
+    ]);
     expect(registry.names()).toContain('upper');
     expect(builtInRegistry.has('upper')).toBe(false);
     expect(() => preparePrompt([user('hi')], 'upper')).toThrow(UnknownStrategyError);
@@ -103,7 +111,12 @@ describe('preparePrompt dispatcher', () => {
   it('never mutates a deep-frozen input, and keeps the stored items at full fidelity', () => {
     const history = deepFreeze(toolHistory(150, { closingUser: true }));
     const before = JSON.stringify(history);
-    for (const list of ['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment,inbox', 'inbox,shorten_tools']) {
+    for (const list of [
+      'shorten_tools',
+      'shorten_tools_epoch',
+      'shorten_tools_epoch_increment,inbox',
+      'inbox,shorten_tools',
+    ]) {
       const prompt = preparePrompt(history, list, { inbox: inboxHook, config: { ...small, max_tool_chars: 0 } });
       expect(prompt.items.some((item) => item.compacted)).toBe(true);
     }

@@ -42,7 +42,11 @@ function expectOrderedSelection(input: readonly PromptItem[], result: readonly P
       if (candidate === item) matched = true;
       else if (item.compacted && candidate.type === item.type && candidate.seq === item.seq) {
         const compacted =
-          candidate.type === 'function_call' ? compactCallItem(candidate) : candidate.type === 'function_call_output' ? compactOutputItem(candidate) : candidate;
+          candidate.type === 'function_call'
+            ? compactCallItem(candidate)
+            : candidate.type === 'function_call_output'
+              ? compactOutputItem(candidate)
+              : candidate;
         expect(item).toEqual(compacted);
         matched = true;
       }
@@ -83,7 +87,8 @@ describe('strategy properties, for every strategy and combination', () => {
         expect(stats.kept_full + stats.compacted + stats.dropped).toBe(stats.tool_calls_total);
         expect(stats.tool_calls_total).toBe(history.filter((item) => item.type === 'function_call').length);
         if (list.includes('inbox')) expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
-        if (prompt.stablePrefixLength > 0) expect(prompt.items[prompt.stablePrefixLength - 1]).toMatchObject({ synthetic: 'context_notice' });
+        if (prompt.stablePrefixLength > 0)
+          expect(prompt.items[prompt.stablePrefixLength - 1]).toMatchObject({ synthetic: 'context_notice' });
       }),
       runs,
     );
@@ -109,7 +114,12 @@ describe('strategy properties, for every strategy and combination', () => {
       fc.property(
         longHistoryArbitrary,
         configArbitrary,
-        fc.constantFrom('shorten_tools_epoch', 'shorten_tools_epoch_increment', 'shorten_tools_epoch_increment,inbox', 'inbox,shorten_tools_epoch'),
+        fc.constantFrom(
+          'shorten_tools_epoch',
+          'shorten_tools_epoch_increment',
+          'shorten_tools_epoch_increment,inbox',
+          'inbox,shorten_tools_epoch',
+        ),
         fc.integer({ min: 1, max: 12 }),
         (base, config, list, appended) => {
           let items: SequencedPromptItem[] = base;
@@ -117,7 +127,11 @@ describe('strategy properties, for every strategy and combination', () => {
           for (let index = 0; index < appended; index += 1) {
             // New calls repeat no earlier call (a fresh name), so nothing older changes.
             const callId = `fresh_${index}`;
-            items = sequenced([...items, call(callId, `fresh_${index}`, '{}'), output(callId, `${index}`.padEnd(450, 'f'))]);
+            items = sequenced([
+              ...items,
+              call(callId, `fresh_${index}`, '{}'),
+              output(callId, `${index}`.padEnd(450, 'f')),
+            ]);
             const epoch = epochOf(list, items, config);
             const prompt = preparePrompt(items, list, { config, inbox: inboxHook });
             const prefix = JSON.stringify(prompt.items.slice(0, prompt.stablePrefixLength));
@@ -156,7 +170,9 @@ describe('tail view', () => {
     const view = selectTail(history, requirement);
     expect(requirement.toolCalls).not.toBe('all');
     expect(view.length).toBeLessThan(history.length / 2);
-    expect(JSON.stringify(preparePrompt(view, undefined, { aggregates }))).toBe(JSON.stringify(preparePrompt(history, undefined)));
+    expect(JSON.stringify(preparePrompt(view, undefined, { aggregates }))).toBe(
+      JSON.stringify(preparePrompt(history, undefined)),
+    );
   });
 
   it.each([
@@ -168,7 +184,12 @@ describe('tail view', () => {
     ['shorten_tools_epoch_increment,inbox', 150],
     ['shorten_tools_epoch,shorten_tools_epoch_increment', 150],
   ])('needs %s -> %s tool calls', (list, toolCalls) => {
-    const history = sequenced(Array.from({ length: 200 }, (_, index) => [call(`c${index}`, 't', `{"n":${index}}`), output(`c${index}`, 'x')]).flat());
+    const history = sequenced(
+      Array.from({ length: 200 }, (_, index) => [
+        call(`c${index}`, 't', `{"n":${index}}`),
+        output(`c${index}`, 'x'),
+      ]).flat(),
+    );
     expect(tailRequirement(list, configDefaults(), computeAggregates(history)).toolCalls).toBe(toolCalls);
   });
 });
@@ -176,4 +197,6 @@ describe('tail view', () => {
 function configDefaults(): StrategyConfig {
   return preparePromptDefaults;
 }
-const preparePromptDefaults: StrategyConfig = (await import('../../lib/strategies/strategy-config.ts')).defaultStrategyConfig();
+const preparePromptDefaults: StrategyConfig = (
+  await import('../../lib/strategies/strategy-config.ts')
+).defaultStrategyConfig();

@@ -32,10 +32,24 @@ describe('shorten_tools', () => {
   it('keeps, compacts and drops by position, newest first (calls share their output position)', () => {
     const prompt = preparePrompt(sixPairs(true), 'shorten_tools', { config: tight });
     // Positions: c6 = 1 ... c1 = 6.
-    expect(fates(prompt.items, 'function_call_output')).toEqual(['dropped', 'dropped', 'compacted', 'compacted', 'whole', 'whole']);
+    expect(fates(prompt.items, 'function_call_output')).toEqual([
+      'dropped',
+      'dropped',
+      'compacted',
+      'compacted',
+      'whole',
+      'whole',
+    ]);
     // Call rule: position 1 whole, 2..3 compacted, 4 would be dropped but its output is kept,
     // so it is compacted; 5..6 dropped with their outputs.
-    expect(fates(prompt.items, 'function_call')).toEqual(['dropped', 'dropped', 'compacted', 'compacted', 'compacted', 'whole']);
+    expect(fates(prompt.items, 'function_call')).toEqual([
+      'dropped',
+      'dropped',
+      'compacted',
+      'compacted',
+      'compacted',
+      'whole',
+    ]);
     expect(prompt.stats).toEqual({ tool_calls_total: 6, kept_full: 2, compacted: 2, dropped: 2 });
     expect(prompt.items.some((item) => item.synthetic === 'context_notice')).toBe(false);
     expect(prompt.stablePrefixLength).toBe(0);
@@ -47,7 +61,10 @@ describe('shorten_tools', () => {
   });
 
   it('ignores synthetic user messages when looking for the newest user message', () => {
-    const inbox = (items: PromptItem[]): PromptItem[] => [...items, { type: 'message', role: 'user', content: 'n', synthetic: 'inbox' }];
+    const inbox = (items: PromptItem[]): PromptItem[] => [
+      ...items,
+      { type: 'message', role: 'user', content: 'n', synthetic: 'inbox' },
+    ];
     const prompt = preparePrompt(sixPairs(false), 'inbox,shorten_tools', { config: tight, inbox });
     expect(fates(prompt.items, 'function_call_output')).toEqual(['whole', 'whole', 'whole', 'whole', 'whole', 'whole']);
   });
@@ -74,7 +91,8 @@ describe('shorten_tools', () => {
 
   it('uses the defaults 0/10/40/40/100000', () => {
     const items: PromptItem[] = [user('go')];
-    for (let index = 1; index <= 300; index += 1) items.push(call(`c${index}`, 't', `{"n":${index}}`), output(`c${index}`, 'o'.repeat(1000)));
+    for (let index = 1; index <= 300; index += 1)
+      items.push(call(`c${index}`, 't', `{"n":${index}}`), output(`c${index}`, 'o'.repeat(1000)));
     items.push(user('more'));
     // Walking newest-first, each pair retains 1000 + 9 characters (`{"n":300}` ... `{"n":100}`).
     // Output at position p is decided with (p - 1) * 1009 retained: below 100000 up to p = 100,

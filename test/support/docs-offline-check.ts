@@ -25,7 +25,13 @@ for (const reference of references) {
   const url = new URL(reference, `${origin}/docs`);
   const response = await fetch(url);
   const body = new Uint8Array(await response.arrayBuffer());
-  assets.push({ reference, origin: url.origin, status: response.status, type: response.headers.get('content-type'), bytes: body.length });
+  assets.push({
+    reference,
+    origin: url.origin,
+    status: response.status,
+    type: response.headers.get('content-type'),
+    bytes: body.length,
+  });
 }
 let outsideReachable: boolean;
 try {

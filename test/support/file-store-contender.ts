@@ -11,7 +11,13 @@ const store = new FileStore(root!);
 const won: number[] = [];
 let increments = 0;
 for (let round = 0; round < Number(roundsText); round++) {
-  if (await store.put(`race/${String(round).padStart(4, '0')}`, `${name} ${round}`, { onlyIfAbsent: true, metadata: { owner: name! } })) won.push(round);
+  if (
+    await store.put(`race/${String(round).padStart(4, '0')}`, `${name} ${round}`, {
+      onlyIfAbsent: true,
+      metadata: { owner: name! },
+    })
+  )
+    won.push(round);
   for (;;) {
     const current = await store.get('counter');
     const value = current ? Number(new TextDecoder().decode(current.body)) : 0;

@@ -1,4 +1,10 @@
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { S3Store } from '../../lib/store/s3.ts';
 
@@ -44,12 +50,18 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
   async function handle(incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> {
     const body = await readAll(incoming);
     const url = new URL(incoming.url ?? '/', 'http://gateway');
-    const isObjectPut = incoming.method === 'PUT' && url.pathname.split('/').filter(Boolean).length >= 2 &&
+    const isObjectPut =
+      incoming.method === 'PUT' &&
+      url.pathname.split('/').filter(Boolean).length >= 2 &&
       !['uploadId', 'partNumber', 'renameObject', 'tagging', 'acl'].some((name) => url.searchParams.has(name));
     if (incoming.method === 'PUT') puts.push({ ...incoming.headers });
     const ifNoneMatch = header(incoming.headers, 'if-none-match');
     const ifMatch = header(incoming.headers, 'if-match');
-    if (incoming.method === 'GET' && url.searchParams.get('list-type') === '2' && url.pathname.split('/').filter(Boolean).length === 1) {
+    if (
+      incoming.method === 'GET' &&
+      url.searchParams.get('list-type') === '2' &&
+      url.pathname.split('/').filter(Boolean).length === 1
+    ) {
       return reply(outgoing, await listInByteOrder(url, incoming.headers));
     }
     if (!isObjectPut || (ifNoneMatch === undefined && ifMatch === undefined)) {
@@ -64,13 +76,19 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
       const current = await forward('HEAD', url.pathname, withoutBody(incoming.headers), Buffer.alloc(0));
       const exists = current.status === 200;
       if (ifNoneMatch === '*' && exists) {
-        return reply(outgoing, s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'));
+        return reply(
+          outgoing,
+          s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'),
+        );
       }
       if (ifMatch !== undefined && !exists) {
         return reply(outgoing, s3Error(404, 'NoSuchKey', 'The specified key does not exist.'));
       }
       if (ifMatch !== undefined && header(current.headers, 'etag') !== ifMatch) {
-        return reply(outgoing, s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'));
+        return reply(
+          outgoing,
+          s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'),
+        );
       }
       reply(outgoing, await forward('PUT', incoming.url ?? '/', incoming.headers, body));
     });
@@ -114,7 +132,8 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
       if (at < 0) rows.push(entry);
       else {
         const group = entry.key.slice(0, at + delimiter!.length);
-        if (rows.at(-1)?.key !== group) rows.push({ key: group, xml: `<CommonPrefixes><Prefix>${escapeXml(group)}</Prefix></CommonPrefixes>` });
+        if (rows.at(-1)?.key !== group)
+          rows.push({ key: group, xml: `<CommonPrefixes><Prefix>${escapeXml(group)}</Prefix></CommonPrefixes>` });
       }
     }
     const page = rows.slice(0, maxKeys);
@@ -125,7 +144,9 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
         `<Name>${url.pathname.split('/').filter(Boolean)[0]}</Name><Prefix>${escapeXml(prefix)}</Prefix>`,
         `<KeyCount>${page.length}</KeyCount><MaxKeys>${maxKeys}</MaxKeys><IsTruncated>${truncated}</IsTruncated>`,
-        truncated ? `<NextContinuationToken>${Buffer.from(nextAfter(page.at(-1)!.key, delimiter), 'utf8').toString('base64')}</NextContinuationToken>` : '',
+        truncated
+          ? `<NextContinuationToken>${Buffer.from(nextAfter(page.at(-1)!.key, delimiter), 'utf8').toString('base64')}</NextContinuationToken>`
+          : '',
         ...page.map((entry) => entry.xml),
         '</ListBucketResult>',
       ].join(''),
@@ -140,7 +161,8 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
         { host: target.hostname, port: target.port, method, path, headers: outgoingHeaders },
         (response) => {
           readAll(response).then(
-            (responseBody) => resolve({ status: response.statusCode ?? 502, headers: response.headers, body: responseBody }),
+            (responseBody) =>
+              resolve({ status: response.statusCode ?? 502, headers: response.headers, body: responseBody }),
             reject,
           );
         },
@@ -183,7 +205,12 @@ function s3Error(status: number, code: string, message: string): Forwarded {
 }
 
 function escapeXml(text: string): string {
-  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;').replaceAll('"', '&quot;').replaceAll("'", '&apos;');
+  return text
+    .replaceAll('&', '&amp;')
+    .replaceAll('<', '&lt;')
+    .replaceAll('>', '&gt;')
+    .replaceAll('"', '&quot;')
+    .replaceAll("'", '&apos;');
 }
 
 function unescapeXml(text: string): string {
@@ -201,7 +228,13 @@ function header(headers: IncomingHttpHeaders, name: string): string | undefined 
 }
 
 function withoutBody(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const { 'content-length': _length, 'content-type': _type, 'if-none-match': _none, 'if-match': _match, ...rest } = headers;
+  const {
+    'content-length': _length,
+    'content-type': _type,
+    'if-none-match': _none,
+    'if-match': _match,
+    ...rest
+  } = headers;
   return rest;
 }
 

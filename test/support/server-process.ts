@@ -8,7 +8,9 @@ export async function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -25,7 +27,11 @@ export interface RunningServer {
  * Starts a server process and waits until GET /healthz answers 200. The process runs in its
  * own process group, so stopping it also stops anything it started.
  */
-export async function startServer(command: string, args: string[], options: { env: Record<string, string>; port: number; cwd: string; timeoutMs?: number }): Promise<RunningServer> {
+export async function startServer(
+  command: string,
+  args: string[],
+  options: { env: Record<string, string>; port: number; cwd: string; timeoutMs?: number },
+): Promise<RunningServer> {
   const child: ChildProcess = spawn(command, args, {
     cwd: options.cwd,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...options.env },

@@ -8,7 +8,15 @@ import { echoModel } from '../../lib/models/echo.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
-import { appendItems, packOptions, runTurn, sessionStrategyPlan, streamTurn, type TurnResponse, type TurnServices } from '../../lib/turn.ts';
+import {
+  appendItems,
+  packOptions,
+  runTurn,
+  sessionStrategyPlan,
+  streamTurn,
+  type TurnResponse,
+  type TurnServices,
+} from '../../lib/turn.ts';
 
 /**
  * A deterministic simulation of several service processes ("actors") sharing one store, for
@@ -196,10 +204,17 @@ export const ops = {
       if (!response) throw new Error('the stream ended without turn.completed');
       return response;
     }),
-  append: (actor: Actor, id: string, content: string) => attempt(() => appendItems(actor.services, id, [{ type: 'message', role: 'user', content }])),
-  post: (actor: Actor, id: string, name: string) => attempt(() => actor.services.inbox.post(id, { name, content: `notice ${name}` })),
+  append: (actor: Actor, id: string, content: string) =>
+    attempt(() => appendItems(actor.services, id, [{ type: 'message', role: 'user', content }])),
+  post: (actor: Actor, id: string, name: string) =>
+    attempt(() => actor.services.inbox.post(id, { name, content: `notice ${name}` })),
   pack: (actor: Actor, id: string) =>
-    attempt(async () => actor.services.sessions.pack(id, packOptions(sessionStrategyPlan(actor.services.env, await actor.services.sessions.get(id))))),
+    attempt(async () =>
+      actor.services.sessions.pack(
+        id,
+        packOptions(sessionStrategyPlan(actor.services.env, await actor.services.sessions.get(id))),
+      ),
+    ),
   compact: (actor: Actor, id: string) => attempt(() => compactSession(actor.services, id, { keep_tokens: 40 })),
   cancelNewest: (actor: Actor, id: string) =>
     attempt(async () => actor.services.sessions.cancelTurn(id, (await actor.services.sessions.get(id)).counts.turns)),
@@ -207,7 +222,10 @@ export const ops = {
 };
 
 /** Every stored item of a session, oldest first, read page by page (and checked dense). */
-export async function history(actor: Actor, id: string): Promise<{ seq: number; type: string; role?: string; content?: string }[]> {
+export async function history(
+  actor: Actor,
+  id: string,
+): Promise<{ seq: number; type: string; role?: string; content?: string }[]> {
   const items: { seq: number; type: string; role?: string; content?: string }[] = [];
   let before: number | undefined;
   for (;;) {

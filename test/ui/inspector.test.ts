@@ -28,7 +28,10 @@ const TURNS = 300;
 async function call(method: string, path: string, body?: unknown): Promise<any> {
   const response = await fetch(`${server.origin}${path}`, {
     method,
-    headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const text = await response.text();
@@ -43,13 +46,24 @@ async function seed(): Promise<void> {
     instructions: 'Read everything.',
     tools: [{ type: 'function', name: 'read', parameters: { type: 'object', properties: { n: { type: 'number' } } } }],
     strategies: ['shorten_tools_epoch', 'inbox'],
-    strategy_config: { epoch_tool_call_threshold: 8, epoch_full_tool_calls: 3, epoch_compacted_tool_calls: 6, epoch_size: 4 },
+    strategy_config: {
+      epoch_tool_call_threshold: 8,
+      epoch_full_tool_calls: 3,
+      epoch_compacted_tool_calls: 6,
+      epoch_size: 4,
+    },
     metadata: { purpose: 'inspector test' },
   });
   for (let index = 1; index <= TURNS / 2; index++) {
     const asked = await call('POST', `/v1/sessions/${sessionId}/turns`, { input: `call read {"n":${index}}` });
     await call('POST', `/v1/sessions/${sessionId}/turns`, {
-      input: [{ type: 'function_call_output', call_id: asked.output[0].call_id, output: `page ${index}: ${'lorem ipsum '.repeat(60)}` }],
+      input: [
+        {
+          type: 'function_call_output',
+          call_id: asked.output[0].call_id,
+          output: `page ${index}: ${'lorem ipsum '.repeat(60)}`,
+        },
+      ],
     });
   }
 }
@@ -58,8 +72,13 @@ async function axeViolations(): Promise<unknown[]> {
   const source = await readFile(require.resolve('axe-core/axe.min.js'), 'utf8');
   await page.addScriptTag({ content: source });
   return page.evaluate(async () => {
-    const result = await (window as any).axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } });
-    return result.violations.map((violation: any) => ({ id: violation.id, nodes: violation.nodes.map((node: any) => node.target) }));
+    const result = await (window as any).axe.run(document, {
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+    });
+    return result.violations.map((violation: any) => ({
+      id: violation.id,
+      nodes: violation.nodes.map((node: any) => node.target),
+    }));
   });
 }
 
@@ -67,12 +86,27 @@ describe('the inspector at /ui in Chromium', () => {
   beforeAll(async () => {
     state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
     const port = await freePort();
-    server = await startServer('npm', ['start', '--', '--port', String(port), '--ip', '127.0.0.1', '--var', `API_TOKEN:${TOKEN}`, '--persist-to', state], {
-      env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
-      port,
-      cwd: process.cwd(),
-      timeoutMs: 90_000,
-    });
+    server = await startServer(
+      'npm',
+      [
+        'start',
+        '--',
+        '--port',
+        String(port),
+        '--ip',
+        '127.0.0.1',
+        '--var',
+        `API_TOKEN:${TOKEN}`,
+        '--persist-to',
+        state,
+      ],
+      {
+        env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
+        port,
+        cwd: process.cwd(),
+        timeoutMs: 90_000,
+      },
+    );
     await seed();
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
     // The page's CSP allows only its own scripts; the test injects axe-core.
@@ -90,7 +124,9 @@ describe('the inspector at /ui in Chromium', () => {
     if (state) await rm(state, { recursive: true, force: true });
   });
 
-  it('asks for a token when the API answers 401, keeps it in sessionStorage, and lists sessions', { timeout: 60_000 }, async () => {
+  it('asks for a token when the API answers 401, keeps it in sessionStorage, and lists sessions', {
+    timeout: 60_000,
+  }, async () => {
     await page.goto(`${server.origin}/ui`);
     await page.getByLabel('Bearer token').waitFor();
     expect(await page.locator('#list-view').isHidden()).toBe(true);
@@ -118,10 +154,14 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await page.locator('#timeline details.turn').first().getAttribute('data-turn')).toBe(String(TURNS));
     await page.locator('#timeline-more').scrollIntoViewIfNeeded();
     await expect.poll(() => page.locator('#timeline details.turn').count()).toBeGreaterThan(first);
-    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(await page.locator('#timeline details.turn').count());
+    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(
+      await page.locator('#timeline details.turn').count(),
+    );
   });
 
-  it('expands a turn: input, output, and a compacted item with its hash stamp and its stored original', { timeout: 60_000 }, async () => {
+  it('expands a turn: input, output, and a compacted item with its hash stamp and its stored original', {
+    timeout: 60_000,
+  }, async () => {
     const turn = page.locator(`#timeline details.turn[data-turn="${TURNS}"]`);
     await turn.locator('summary').click();
     await turn.locator('.turn-input li').first().waitFor();
@@ -142,7 +182,10 @@ describe('the inspector at /ui in Chromium', () => {
     // The README's docs/inspector.png: the session view from the top, this turn expanded.
     // Rewritten only with UPDATE_SCREENSHOTS=1, so a test run leaves the tree unchanged.
     await page.evaluate(() => window.scrollTo(0, 0));
-    const shot = await page.screenshot({ fullPage: false, ...(process.env.UPDATE_SCREENSHOTS === '1' ? { path: 'docs/inspector.png' } : {}) });
+    const shot = await page.screenshot({
+      fullPage: false,
+      ...(process.env.UPDATE_SCREENSHOTS === '1' ? { path: 'docs/inspector.png' } : {}),
+    });
     expect(shot.length).toBeGreaterThan(10_000);
     expect(await axeViolations()).toEqual([]);
   });
@@ -156,7 +199,9 @@ describe('the inspector at /ui in Chromium', () => {
     await page.getByRole('button', { name: 'Send (streamed)' }).click();
     await expect.poll(() => page.locator('#chat-output').textContent()).toContain(`[turn ${TURNS + 1} completed]`);
     expect(await page.locator('#chat-output').textContent()).toContain('echo: Budget left: 2 USD');
-    await expect.poll(() => page.locator('#inbox-delivered').textContent()).toContain(`0001-budget.md → turn ${TURNS + 1}`);
+    await expect
+      .poll(() => page.locator('#inbox-delivered').textContent())
+      .toContain(`0001-budget.md → turn ${TURNS + 1}`);
     expect(await page.locator('#inbox-pending li').count()).toBe(0);
     await page.locator(`#timeline details.turn[data-turn="${TURNS + 1}"]`).waitFor();
   });
@@ -172,17 +217,25 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await aborted.getAttribute('class')).toContain('status-aborted');
   });
 
-  it('editing a threshold updates the prompt preview counts, and saving patches the session', { timeout: 60_000 }, async () => {
+  it('editing a threshold updates the prompt preview counts, and saving patches the session', {
+    timeout: 60_000,
+  }, async () => {
     await page.locator('dd[data-count="Kept whole"]').waitFor();
     const kept = Number(await page.locator('dd[data-count="Kept whole"]').textContent());
     await page.getByLabel('epoch_full_tool_calls').fill('40');
-    await expect.poll(async () => Number(await page.locator('dd[data-count="Kept whole"]').textContent())).toBeGreaterThan(kept);
+    await expect
+      .poll(async () => Number(await page.locator('dd[data-count="Kept whole"]').textContent()))
+      .toBeGreaterThan(kept);
     await page.getByRole('button', { name: 'Save (PATCH)' }).click();
     await expect.poll(() => page.locator('#config-status').textContent()).toBe('Saved.');
     expect((await call('GET', `/v1/sessions/${sessionId}`)).strategy_config.epoch_full_tool_calls).toBe(40);
     expect(await axeViolations()).toEqual([]);
     // Chromium logs every 4xx fetch as a console error; the 401 that shows the token form and
     // the 409 of the aborted turn are the ones these tests cause on purpose.
-    expect(consoleErrors.filter((text) => !/Failed to load resource: the server responded with a status of (401|409)/.test(text))).toEqual([]);
+    expect(
+      consoleErrors.filter(
+        (text) => !/Failed to load resource: the server responded with a status of (401|409)/.test(text),
+      ),
+    ).toEqual([]);
   });
 });

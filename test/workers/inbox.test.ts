@@ -35,8 +35,20 @@ describe('inbox on R2', () => {
 
     store.reset();
     expect(await inbox.listDelivered('s1')).toEqual([
-      { name: 'api.md', stored_as: 'api.md', posted_at: '2031-02-03T04:05:06.007Z', delivered_at: '2031-02-03T04:05:06.007Z', turn: 2 },
-      { name: 'direct.md', stored_as: 'direct.md', posted_at: uploaded, delivered_at: '2031-02-03T04:05:06.007Z', turn: 2 },
+      {
+        name: 'api.md',
+        stored_as: 'api.md',
+        posted_at: '2031-02-03T04:05:06.007Z',
+        delivered_at: '2031-02-03T04:05:06.007Z',
+        turn: 2,
+      },
+      {
+        name: 'direct.md',
+        stored_as: 'direct.md',
+        posted_at: uploaded,
+        delivered_at: '2031-02-03T04:05:06.007Z',
+        turn: 2,
+      },
     ]);
     expect(store.counts).toMatchObject({ list: 1, head: 1, get: 0 });
   });

@@ -12,14 +12,26 @@ defineSessionLogConcurrency('r2 binding', () => new R2Store(bucket));
 describe('SessionLog on the R2 binding', () => {
   it('runs turns, packs, reads the tail with ranges and deletes the session', async () => {
     const keyPrefix = `${crypto.randomUUID()}/`;
-    const log = new SessionLog(new R2Store(bucket), { keyPrefix, packMinRecords: 2, keepRecords: 1, blobThreshold: 64 });
+    const log = new SessionLog(new R2Store(bucket), {
+      keyPrefix,
+      packMinRecords: 2,
+      keepRecords: 1,
+      blobThreshold: 64,
+    });
     await log.create({ id: 'r2' });
     for (let i = 0; i < 5; i++) {
       // The first turn has no call to answer.
-      const input = i === 0 ? [] : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(i * 4) }];
+      const input =
+        i === 0
+          ? []
+          : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(i * 4) }];
       const begun = await log.beginTurn('r2', { input });
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: '{}' }], receipt: {} });
+      await log.completeTurn(begun.turn, {
+        status: 'completed',
+        output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: '{}' }],
+        receipt: {},
+      });
       await log.pack('r2');
     }
     const begun = await log.beginTurn('r2', { input: [{ type: 'message', role: 'user', content: 'last' }] });
@@ -36,7 +48,9 @@ describe('SessionLog on the R2 binding', () => {
     const left = (await bucket.list({ prefix: keyPrefix })).objects.map((object) => object.key);
     expect(left).toHaveLength(1);
     expect(left[0]).toMatch(/\.done$/);
-    await expect(log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} })).rejects.toMatchObject({ code: 'not_found' });
+    await expect(log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} })).rejects.toMatchObject({
+      code: 'not_found',
+    });
     await expect(log.delete('r2')).rejects.toMatchObject({ code: 'not_found' });
   });
 
@@ -51,11 +65,18 @@ describe('SessionLog on the R2 binding', () => {
       // A log per turn, as the service builds one per request.
       const log = new SessionLog(store, options);
       store.reset();
-      const input = i === 0 ? [] : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(50) }];
+      const input =
+        i === 0
+          ? []
+          : [{ type: 'function_call_output' as const, call_id: `c${i - 1}`, output: `result ${i} `.repeat(50) }];
       const begun = await log.beginTurn('ops', { input });
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
       await log.readContext(begun.turn, needs.requirement());
-      await log.completeTurn(begun.turn, { status: 'completed', output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: JSON.stringify({ i }) }], receipt: {} });
+      await log.completeTurn(begun.turn, {
+        status: 'completed',
+        output: [{ type: 'function_call', call_id: `c${i}`, name: 'ls', arguments: JSON.stringify({ i }) }],
+        receipt: {},
+      });
       costs.push(store.operations);
       await log.pack('ops', needs);
     }

@@ -23,7 +23,8 @@ describe('R2Store', () => {
         if (property !== method) return value.bind(target);
         return (...args: unknown[]) => {
           calls += 1;
-          if (calls <= failures) return Promise.reject(new Error(`${method}: We encountered an internal error. Please try again. (10001)`));
+          if (calls <= failures)
+            return Promise.reject(new Error(`${method}: We encountered an internal error. Please try again. (10001)`));
           return (value as (...rest: unknown[]) => unknown).apply(target, args);
         };
       },
@@ -42,7 +43,9 @@ describe('R2Store', () => {
       expect(twice.calls()).toBe(3);
       const always = flaky(method, 3);
       const failing = new R2Store(always.bucket);
-      await expect(method === 'list' ? failing.list(key) : method === 'head' ? failing.head(key) : failing.get(key)).rejects.toBeInstanceOf(StorageError);
+      await expect(
+        method === 'list' ? failing.list(key) : method === 'head' ? failing.head(key) : failing.get(key),
+      ).rejects.toBeInstanceOf(StorageError);
       expect(always.calls()).toBe(3);
     }
     const once = flaky('put', 1);

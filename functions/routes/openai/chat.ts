@@ -4,7 +4,12 @@ import { z } from 'zod';
 import { NotFoundError } from '../../../lib/errors.ts';
 import type { DeliveredNotice } from '../../../lib/inbox/inbox.ts';
 import type { Tool } from '../../../lib/items.ts';
-import { buildChatCompletion, ChatChunkWriter, chatMessagesToItems, type ChatMessageBody } from '../../../lib/openai/chat.ts';
+import {
+  buildChatCompletion,
+  ChatChunkWriter,
+  chatMessagesToItems,
+  type ChatMessageBody,
+} from '../../../lib/openai/chat.ts';
 import { randomId } from '../../../lib/openai/ids.ts';
 import { runStateless, type StatelessRequest } from '../../../lib/openai/stateless.ts';
 import { AbortedError, resolveStrategyNames } from '../../../lib/turn.ts';
@@ -29,20 +34,29 @@ const chatRoute = createRoute({
   method: 'post',
   path: '/v1/chat/completions',
   tags: ['openai'],
-  summary: 'Create a chat completion (OpenAI Chat Completions): the strategies run on the messages sent, nothing is stored',
+  summary:
+    'Create a chat completion (OpenAI Chat Completions): the strategies run on the messages sent, nothing is stored',
   description:
     'Needs session:turn. Without x-tailgate-session it touches no session, which a token bound to a session may not do; with it, the token must be bound to that session or to none.',
   security: requires('session:turn'),
   request: {
     body: jsonBody(chatCompletionCreateSchema),
     headers: z.object({
-      'x-tailgate-strategies': z.string().min(1).max(1000).optional().meta({ description: 'Comma-separated strategy names (default: PROMPT_STRATEGY, else the default list).' }),
-      'x-tailgate-session': z.string().min(1).max(64).optional().meta({ description: 'A session whose inbox notices this call delivers (and whose abort notice it answers with 409).' }),
+      'x-tailgate-strategies': z
+        .string()
+        .min(1)
+        .max(1000)
+        .optional()
+        .meta({ description: 'Comma-separated strategy names (default: PROMPT_STRATEGY, else the default list).' }),
+      'x-tailgate-session': z.string().min(1).max(64).optional().meta({
+        description: 'A session whose inbox notices this call delivers (and whose abort notice it answers with 409).',
+      }),
     }),
   },
   responses: {
     200: {
-      description: 'The chat completion, or with `stream: true` chat.completion.chunk server-sent events ending with [DONE]',
+      description:
+        'The chat completion, or with `stream: true` chat.completion.chunk server-sent events ending with [DONE]',
       content: { 'application/json': { schema: openaiObjectSchema }, 'text/event-stream': { schema: z.string() } },
     },
     ...openaiErrors(400, 401, 403, 404, 409, 413, 502, 503, 504),
@@ -65,28 +79,45 @@ function toTools(tools: ChatCompletionCreateBody['tools']): Tool[] {
 async function consumeNotices(c: Context<AppEnv>, sessionId: string, strategies: string[]): Promise<DeliveredNotice[]> {
   const { sessions, inbox } = c.var.services;
   const session = await sessions.get(sessionId).catch((error: unknown) => {
-    throw error instanceof NotFoundError ? new OpenAIApiError(404, 'not_found', `Session '${sessionId}' (x-tailgate-session) not found.`, 'x-tailgate-session') : error;
+    throw error instanceof NotFoundError
+      ? new OpenAIApiError(
+          404,
+          'not_found',
+          `Session '${sessionId}' (x-tailgate-session) not found.`,
+          'x-tailgate-session',
+        )
+      : error;
   });
   if (!strategies.includes('inbox')) return [];
   const consumed = await inbox.consume(sessionId, { turn: 0, sessionExists: true, since: session.created_at });
   if (consumed.abort) {
     const { abort } = consumed;
     if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);
-    throw new AbortedError(abort.reason, { reason: abort.reason, notice: abort.name, stored_as: abort.stored_as, turn: 0 });
+    throw new AbortedError(abort.reason, {
+      reason: abort.reason,
+      notice: abort.name,
+      stored_as: abort.stored_as,
+      turn: 0,
+    });
   }
   return consumed.delivered;
 }
 
 const encoder = new TextEncoder();
 
-async function createChatCompletion(c: Context<AppEnv>, body: ChatCompletionCreateBody, headers: { 'x-tailgate-strategies'?: string | undefined; 'x-tailgate-session'?: string | undefined }): Promise<Response> {
+async function createChatCompletion(
+  c: Context<AppEnv>,
+  body: ChatCompletionCreateBody,
+  headers: { 'x-tailgate-strategies'?: string | undefined; 'x-tailgate-session'?: string | undefined },
+): Promise<Response> {
   const services = c.var.services;
   const sessionId = headers['x-tailgate-session'] ?? null;
   authorizeSession(c, sessionId);
   const model = resolveFacadeModel(c, body.model);
   const { instructions, items } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   checkItemSizes(items, c.var.config.maxItemBytes);
-  if (items.length === 0) throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
+  if (items.length === 0)
+    throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
   const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
   const notices = sessionId !== null ? await consumeNotices(c, sessionId, strategies) : [];
@@ -112,11 +143,26 @@ async function createChatCompletion(c: Context<AppEnv>, body: ChatCompletionCrea
 
   if (!body.stream) {
     const result = await runStateless(services, request).catch(giveBack);
-    return c.json(buildChatCompletion({ id, created, model: body.model, output: result.output, usage: result.usage, tailgate: tailgate(result.context) }), 200);
+    return c.json(
+      buildChatCompletion({
+        id,
+        created,
+        model: body.model,
+        output: result.output,
+        usage: result.usage,
+        tailgate: tailgate(result.context),
+      }),
+      200,
+    );
   }
   const queue = eventQueue<string>();
-  const writer = new ChatChunkWriter({ id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true }, (chunk) => queue.push(JSON.stringify(chunk)));
-  void runStateless(services, request, (event) => (event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item)))
+  const writer = new ChatChunkWriter(
+    { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
+    (chunk) => queue.push(JSON.stringify(chunk)),
+  );
+  void runStateless(services, request, (event) =>
+    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
+  )
     .catch(giveBack)
     .then(
       (result) => {
@@ -134,10 +180,15 @@ async function createChatCompletion(c: Context<AppEnv>, body: ChatCompletionCrea
       else controller.enqueue(encoder.encode(`data: ${next.value}\n\n`));
     },
   });
-  return new Response(stream, { status: 200, headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' } });
+  return new Response(stream, {
+    status: 200,
+    headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
+  });
 }
 
 /** POST /v1/chat/completions. */
 export function chatRoutes() {
-  return createRouter().openapi(chatRoute, async (c) => createChatCompletion(c, c.req.valid('json'), c.req.valid('header')));
+  return createRouter().openapi(chatRoute, async (c) =>
+    createChatCompletion(c, c.req.valid('json'), c.req.valid('header')),
+  );
 }

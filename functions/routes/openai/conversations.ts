@@ -36,7 +36,9 @@ import {
  * and `POST /v1/responses` with `conversation` continues it.
  */
 
-const objectResponse = (description: string) => ({ 200: { description, content: { 'application/json': { schema: openaiObjectSchema } } } });
+const objectResponse = (description: string) => ({
+  200: { description, content: { 'application/json': { schema: openaiObjectSchema } } },
+});
 
 const createConversationRoute = createRoute({
   method: 'post',
@@ -45,7 +47,10 @@ const createConversationRoute = createRoute({
   summary: 'Create a conversation (a new session), optionally with items',
   description: 'Needs session:turn and a token bound to no session.',
   security: requires('session:turn'),
-  request: { body: { required: false, content: { 'application/json': { schema: conversationCreateSchema } } }, headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }) },
+  request: {
+    body: { required: false, content: { 'application/json': { schema: conversationCreateSchema } } },
+    headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }),
+  },
   responses: { ...objectResponse('The conversation'), ...openaiErrors(400, 401, 403, 413, 503) },
 });
 
@@ -63,7 +68,7 @@ const updateConversationRoute = createRoute({
   method: 'post',
   path: '/v1/conversations/{id}',
   tags: ['openai'],
-  summary: 'Replace a conversation\'s metadata (the session\'s)',
+  summary: "Replace a conversation's metadata (the session's)",
   security: requires('admin'),
   request: { params: conversationIdParamsSchema, body: jsonBody(conversationUpdateSchema) },
   responses: { ...objectResponse('The conversation'), ...openaiErrors(400, 401, 403, 404) },
@@ -85,7 +90,11 @@ const createItemsRoute = createRoute({
   tags: ['openai'],
   summary: 'Append items to a conversation without calling the model',
   security: requires('session:turn'),
-  request: { params: conversationIdParamsSchema, query: includeQuerySchema, body: jsonBody(conversationItemsCreateSchema) },
+  request: {
+    params: conversationIdParamsSchema,
+    query: includeQuerySchema,
+    body: jsonBody(conversationItemsCreateSchema),
+  },
   responses: { ...objectResponse('The appended items'), ...openaiErrors(400, 401, 403, 404, 409, 413) },
 });
 
@@ -93,7 +102,7 @@ const listItemsRoute = createRoute({
   method: 'get',
   path: '/v1/conversations/{id}/items',
   tags: ['openai'],
-  summary: 'List a conversation\'s items (`after` an item id, `limit` 1..100, `order` asc or desc, default desc)',
+  summary: "List a conversation's items (`after` an item id, `limit` 1..100, `order` asc or desc, default desc)",
   security: requires('session:read'),
   request: { params: conversationIdParamsSchema, query: conversationItemsQuerySchema },
   responses: { ...objectResponse('A list of items'), ...openaiErrors(400, 401, 403, 404) },
@@ -110,13 +119,20 @@ const getItemRoute = createRoute({
 });
 
 function conversationObject(session: Pick<SessionRecord, 'id' | 'created_at' | 'metadata'>): Conversation {
-  return { id: session.id, object: 'conversation', created_at: Math.floor(Date.parse(session.created_at) / 1000), metadata: session.metadata };
+  return {
+    id: session.id,
+    object: 'conversation',
+    created_at: Math.floor(Date.parse(session.created_at) / 1000),
+    metadata: session.metadata,
+  };
 }
 
 /** The session of a conversation; a missing one is OpenAI's 404. */
 async function readConversation(c: Context<AppEnv>, id: string): Promise<SessionRecord> {
   return c.var.services.sessions.get(id).catch((error: unknown) => {
-    throw error instanceof NotFoundError ? new OpenAIApiError(404, 'not_found', `Conversation with id '${id}' not found.`, 'conversation_id') : error;
+    throw error instanceof NotFoundError
+      ? new OpenAIApiError(404, 'not_found', `Conversation with id '${id}' not found.`, 'conversation_id')
+      : error;
   });
 }
 
@@ -125,16 +141,30 @@ async function readConversation(c: Context<AppEnv>, id: string): Promise<Session
  * message has no place in the history (tailgate keeps one system prompt, the session's
  * instructions), except leading ones when the conversation is created.
  */
-function conversationItems(input: InputItemBody[], allowInstructions: boolean): { instructions: string | null; items: Item[] } {
+function conversationItems(
+  input: InputItemBody[],
+  allowInstructions: boolean,
+): { instructions: string | null; items: Item[] } {
   const { instructions, items } = inputToItems(input);
   if (instructions.length > 0 && !allowInstructions) {
-    throw new OpenAIApiError(400, 'invalid_request', 'a system or developer message cannot be added to a conversation: its instructions are the session\'s, set with `instructions` on a response', 'items[0].role');
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      "a system or developer message cannot be added to a conversation: its instructions are the session's, set with `instructions` on a response",
+      'items[0].role',
+    );
   }
   return { instructions: instructions.join('\n\n') || null, items };
 }
 
 function listOf(data: ResponseItem[], hasMore: boolean): ConversationItemList {
-  return { object: 'list', data: data as ConversationItemList['data'], first_id: data[0]?.id ?? '', last_id: data.at(-1)?.id ?? '', has_more: hasMore };
+  return {
+    object: 'list',
+    data: data as ConversationItemList['data'],
+    first_id: data[0]?.id ?? '',
+    last_id: data.at(-1)?.id ?? '',
+    has_more: hasMore,
+  };
 }
 
 /** POST/GET/DELETE /v1/conversations[/:id[/items[/:item_id]]]. */
@@ -151,7 +181,11 @@ export function conversationRoutes() {
       const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
       let session: SessionRecord;
       try {
-        session = await sessions.create({ id, ...(instructions !== null ? { instructions } : {}), ...(body.metadata ? { metadata: body.metadata } : {}) });
+        session = await sessions.create({
+          id,
+          ...(instructions !== null ? { instructions } : {}),
+          ...(body.metadata ? { metadata: body.metadata } : {}),
+        });
       } catch (error) {
         if (!(error instanceof SessionExistsError && key !== undefined)) throw error;
         session = await sessions.get(id);
@@ -159,7 +193,9 @@ export function conversationRoutes() {
       if (items.length > 0 && session.counts.items === 0) await appendItems(c.var.services, id, items);
       return c.json(conversationObject(session), 200);
     })
-    .openapi(getConversationRoute, async (c) => c.json(conversationObject(await readConversation(c, c.req.valid('param').id)), 200))
+    .openapi(getConversationRoute, async (c) =>
+      c.json(conversationObject(await readConversation(c, c.req.valid('param').id)), 200),
+    )
     .openapi(updateConversationRoute, async (c) => {
       const { id } = c.req.valid('param');
       await readConversation(c, id);
@@ -179,7 +215,9 @@ export function conversationRoutes() {
       checkItemSizes(items, c.var.config.maxItemBytes);
       await readConversation(c, id);
       const { first_seq } = await appendItems(c.var.services, id, items);
-      const data = items.map((item, index) => storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)));
+      const data = items.map((item, index) =>
+        storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)),
+      );
       return c.json(listOf(data, false), 200);
     })
     .openapi(listItemsRoute, async (c) => {
@@ -191,11 +229,19 @@ export function conversationRoutes() {
       let after: number | undefined;
       if (query.after !== undefined) {
         const ref = parseItemId(query.after);
-        if (!ref || ref.sessionId !== id) throw new OpenAIApiError(400, 'invalid_request', `'${query.after}' is not an item of conversation '${id}'`, 'after');
+        if (!ref || ref.sessionId !== id)
+          throw new OpenAIApiError(
+            400,
+            'invalid_request',
+            `'${query.after}' is not an item of conversation '${id}'`,
+            'after',
+          );
         after = ref.seq;
       }
       const ascending = query.order === 'asc';
-      const [from, to] = ascending ? [(after ?? 0) + 1, Math.min(total, (after ?? 0) + limit)] : [Math.max(1, (after ?? total + 1) - limit), Math.min(total, (after ?? total + 1) - 1)];
+      const [from, to] = ascending
+        ? [(after ?? 0) + 1, Math.min(total, (after ?? 0) + limit)]
+        : [Math.max(1, (after ?? total + 1) - limit), Math.min(total, (after ?? total + 1) - 1)];
       const stored = from <= to ? await itemsBetween(c.var.services, id, from, to + 1) : [];
       if (!ascending) stored.reverse();
       const data = stored.map((item) => storedItem(item, itemId(item.type, id, item.seq)));
@@ -203,7 +249,13 @@ export function conversationRoutes() {
     })
     .openapi(getItemRoute, async (c) => {
       const { id, item_id: requested } = c.req.valid('param');
-      const missing = () => new OpenAIApiError(404, 'not_found', `Item with id '${requested}' not found in conversation '${id}'.`, 'item_id');
+      const missing = () =>
+        new OpenAIApiError(
+          404,
+          'not_found',
+          `Item with id '${requested}' not found in conversation '${id}'.`,
+          'item_id',
+        );
       const ref = parseItemId(requested);
       if (!ref || ref.sessionId !== id) throw missing();
       const session = await readConversation(c, id);

@@ -44,18 +44,34 @@ function paramOf(details: unknown): string | null {
 }
 
 /** The status and OpenAI-shaped body of any thrown value (tailgate's codes are kept). */
-export function openaiErrorBody(error: unknown, log: (message: string, error: unknown) => void): { status: ContentfulStatusCode; body: OpenAIErrorBody } {
+export function openaiErrorBody(
+  error: unknown,
+  log: (message: string, error: unknown) => void,
+): { status: ContentfulStatusCode; body: OpenAIErrorBody } {
   if (error instanceof OpenAIApiError) {
     return {
       status: error.status,
-      body: { error: { message: error.message, type: errorType(error.status), param: error.param, code: error.code, ...(error.details !== undefined ? { details: error.details } : {}) } },
+      body: {
+        error: {
+          message: error.message,
+          type: errorType(error.status),
+          param: error.param,
+          code: error.code,
+          ...(error.details !== undefined ? { details: error.details } : {}),
+        },
+      },
     };
   }
   const { status, body } = errorBody(error, log);
   const { code, message, details } = body.error;
   // OpenAI's answer to a prompt that does not fit the model's window.
   if (code === 'context_too_large') {
-    return { status: 400, body: { error: { message, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded', details } } };
+    return {
+      status: 400,
+      body: {
+        error: { message, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded', details },
+      },
+    };
   }
   const unsupported = / unknown field$/.test(message);
   const param = paramOf(details);
@@ -87,5 +103,15 @@ export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, 
 
 /** 404 for an unknown path under the OpenAI-compatible API, in its shape. */
 export function openaiNotFound(c: Context): Response {
-  return c.json({ error: { message: `no route for ${c.req.method} ${c.req.path}`, type: 'invalid_request_error', param: null, code: 'not_found' } }, 404);
+  return c.json(
+    {
+      error: {
+        message: `no route for ${c.req.method} ${c.req.path}`,
+        type: 'invalid_request_error',
+        param: null,
+        code: 'not_found',
+      },
+    },
+    404,
+  );
 }

@@ -1,13 +1,27 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { Context } from 'hono';
-import type { ResponseItem, ResponseOutputItem, ResponseStreamEvent, Tool as OpenAITool } from 'openai/resources/responses/responses';
+import type {
+  ResponseItem,
+  ResponseOutputItem,
+  ResponseStreamEvent,
+  Tool as OpenAITool,
+} from 'openai/resources/responses/responses';
 import { z } from 'zod';
 import { clientError, NotFoundError } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem, Tool } from '../../../lib/items.ts';
 import { UnknownModelError } from '../../../lib/models/model.ts';
 import { itemId, parseResponseId, randomId, responseId, type ResponseRef } from '../../../lib/openai/ids.ts';
-import { buildResponse, inputToItems, outputItem, ResponseEventWriter, storedItem, usageOf, type ResponseFields, type TailgateResponse } from '../../../lib/openai/responses.ts';
+import {
+  buildResponse,
+  inputToItems,
+  outputItem,
+  ResponseEventWriter,
+  storedItem,
+  usageOf,
+  type ResponseFields,
+  type TailgateResponse,
+} from '../../../lib/openai/responses.ts';
 import { runStateless } from '../../../lib/openai/stateless.ts';
 import { SessionExistsError } from '../../../lib/session/session-exists-error.ts';
 import { errorRecord, runTurn, streamTurn, type TurnRequest, type TurnResponse } from '../../../lib/turn.ts';
@@ -18,7 +32,14 @@ import { createRouter, type AppEnv } from '../../router.ts';
 import type { AppServices } from '../../services.ts';
 import { requires } from '../../tokens.ts';
 import { OpenAIApiError } from './errors.ts';
-import { inputItemsQuerySchema, openaiErrorSchema, openaiObjectSchema, responseCreateSchema, responseIdParamsSchema, type ResponseCreateBody } from './schemas.ts';
+import {
+  inputItemsQuerySchema,
+  openaiErrorSchema,
+  openaiObjectSchema,
+  responseCreateSchema,
+  responseIdParamsSchema,
+  type ResponseCreateBody,
+} from './schemas.ts';
 
 /**
  * The Responses API (POST/GET/DELETE /v1/responses...) over sessions: a conversation is a
@@ -30,18 +51,26 @@ import { inputItemsQuerySchema, openaiErrorSchema, openaiObjectSchema, responseC
  */
 
 export function openaiErrors(...statuses: number[]) {
-  return Object.fromEntries(statuses.map((status) => [status, { description: 'An error in OpenAI\'s shape', content: { 'application/json': { schema: openaiErrorSchema } } }]));
+  return Object.fromEntries(
+    statuses.map((status) => [
+      status,
+      { description: "An error in OpenAI's shape", content: { 'application/json': { schema: openaiErrorSchema } } },
+    ]),
+  );
 }
 
 const createResponseRoute = createRoute({
   method: 'post',
   path: '/v1/responses',
   tags: ['openai'],
-  summary: 'Create a model response (OpenAI Responses API): a turn of the conversation\'s session',
+  summary: "Create a model response (OpenAI Responses API): a turn of the conversation's session",
   description:
     'Needs session:turn. A token bound to a session may continue that session only; starting a new one (no previous_response_id or conversation, store true) needs a token bound to no session.',
   security: requires('session:turn'),
-  request: { body: jsonBody(responseCreateSchema), headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }) },
+  request: {
+    body: jsonBody(responseCreateSchema),
+    headers: z.object({ 'idempotency-key': z.string().min(1).max(256).optional() }),
+  },
   responses: {
     200: {
       description: 'The response object, or with `stream: true` the Responses server-sent events',
@@ -55,10 +84,13 @@ const getResponseRoute = createRoute({
   method: 'get',
   path: '/v1/responses/{id}',
   tags: ['openai'],
-  summary: 'Read a stored response (its turn\'s output, read back from the session)',
+  summary: "Read a stored response (its turn's output, read back from the session)",
   security: requires('session:read'),
   request: { params: responseIdParamsSchema },
-  responses: { 200: { description: 'The response object', content: { 'application/json': { schema: openaiObjectSchema } } }, ...openaiErrors(400, 401, 403, 404) },
+  responses: {
+    200: { description: 'The response object', content: { 'application/json': { schema: openaiObjectSchema } } },
+    ...openaiErrors(400, 401, 403, 404),
+  },
 });
 
 const inputItemsRoute = createRoute({
@@ -68,7 +100,10 @@ const inputItemsRoute = createRoute({
   summary: 'The input items of a stored response',
   security: requires('session:read'),
   request: { params: responseIdParamsSchema, query: inputItemsQuerySchema },
-  responses: { 200: { description: 'A list of items', content: { 'application/json': { schema: openaiObjectSchema } } }, ...openaiErrors(400, 401, 403, 404) },
+  responses: {
+    200: { description: 'A list of items', content: { 'application/json': { schema: openaiObjectSchema } } },
+    ...openaiErrors(400, 401, 403, 404),
+  },
 });
 
 const deleteResponseRoute = createRoute({
@@ -78,7 +113,10 @@ const deleteResponseRoute = createRoute({
   summary: 'Delete a response: a turn cannot be taken out of a session, so its whole conversation (session) is deleted',
   security: requires('admin'),
   request: { params: responseIdParamsSchema },
-  responses: { 200: { description: 'Deleted', content: { 'application/json': { schema: openaiObjectSchema } } }, ...openaiErrors(400, 401, 403, 404) },
+  responses: {
+    200: { description: 'Deleted', content: { 'application/json': { schema: openaiObjectSchema } } },
+    ...openaiErrors(400, 401, 403, 404),
+  },
 });
 
 /** The tailgate model id a request names: itself, or what MODEL_ALIASES maps it to. 404 model_not_found when no model has that name. */
@@ -87,7 +125,13 @@ export function resolveFacadeModel(c: Context<AppEnv>, name: string): string {
   try {
     c.var.services.model(id);
   } catch (error) {
-    if (error instanceof UnknownModelError) throw new OpenAIApiError(404, 'model_not_found', `The model \`${name}\` does not exist (use a tailgate model id such as echo or openai:gpt-4.1-mini, or a MODEL_ALIASES name)`, 'model');
+    if (error instanceof UnknownModelError)
+      throw new OpenAIApiError(
+        404,
+        'model_not_found',
+        `The model \`${name}\` does not exist (use a tailgate model id such as echo or openai:gpt-4.1-mini, or a MODEL_ALIASES name)`,
+        'model',
+      );
     throw error;
   }
   return id;
@@ -103,7 +147,13 @@ function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
 }
 
 function openaiTools(tools: readonly Tool[]): OpenAITool[] {
-  return tools.map((tool) => ({ type: 'function', name: tool.name, description: tool.description ?? null, parameters: tool.parameters ?? null, strict: false }));
+  return tools.map((tool) => ({
+    type: 'function',
+    name: tool.name,
+    description: tool.description ?? null,
+    parameters: tool.parameters ?? null,
+    strict: false,
+  }));
 }
 
 /** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
@@ -142,7 +192,10 @@ function sse(events: AsyncIterable<ResponseStreamEvent>): Response {
       else controller.enqueue(encoder.encode(`event: ${next.value.type}\ndata: ${JSON.stringify(next.value)}\n\n`));
     },
   });
-  return new Response(body, { status: 200, headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' } });
+  return new Response(body, {
+    status: 200,
+    headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
+  });
 }
 
 /** An async queue of stream events fed by a writer. */
@@ -175,7 +228,12 @@ export function eventQueue<Event = ResponseStreamEvent>() {
  * abort) is thrown, so it is answered with its status; after that it ends the stream as
  * response.failed.
  */
-async function streamStoredTurn(services: AppServices, context: StoredContext, request: TurnRequest, options: { idempotencyKey?: string }): Promise<Response> {
+async function streamStoredTurn(
+  services: AppServices,
+  context: StoredContext,
+  request: TurnRequest,
+  options: { idempotencyKey?: string },
+): Promise<Response> {
   const turn = streamTurn(services, context.sessionId, request, options);
   services.background(turn.done);
   const iterator = turn.events[Symbol.asyncIterator]();
@@ -187,7 +245,10 @@ async function streamStoredTurn(services: AppServices, context: StoredContext, r
   const id = responseId(refOf(context, number, firstSeq));
   const base = { ...context.fields, id, createdAt: context.clock(), output: [] as ResponseOutputItem[] };
   const queue = eventQueue();
-  const writer = new ResponseEventWriter((index, item) => itemId(item.type, context.sessionId, firstSeq + index), (event) => queue.push(event));
+  const writer = new ResponseEventWriter(
+    (index, item) => itemId(item.type, context.sessionId, firstSeq + index),
+    (event) => queue.push(event),
+  );
   writer.started(buildResponse({ ...base, status: 'in_progress' }));
   void (async () => {
     for (;;) {
@@ -197,20 +258,27 @@ async function streamStoredTurn(services: AppServices, context: StoredContext, r
       if (event.event === 'output_text.delta') writer.delta(event.data.delta);
       else if (event.event === 'output_item.done') writer.itemDone(event.data.item);
       else if (event.event === 'turn.completed') writer.completed(storedResponse(context, event.data, firstSeq));
-      else if (event.event === 'error') writer.failed(buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) }));
+      else if (event.event === 'error')
+        writer.failed(buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) }));
     }
     queue.close();
   })();
   return sse(queue);
 }
 
-async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idempotencyKey: string | undefined): Promise<Response> {
+async function createResponse(
+  c: Context<AppEnv>,
+  body: ResponseCreateBody,
+  idempotencyKey: string | undefined,
+): Promise<Response> {
   const services = c.var.services;
   const model = resolveFacadeModel(c, body.model);
   const { instructions: inputInstructions, items } = inputToItems(body.input);
-  const instructions = [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
+  const instructions =
+    [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
   checkItemSizes(items, c.var.config.maxItemBytes);
-  if (items.length === 0) throw new OpenAIApiError(400, 'invalid_request', 'input holds no user, assistant or tool items', 'input');
+  if (items.length === 0)
+    throw new OpenAIApiError(400, 'invalid_request', 'input holds no user, assistant or tool items', 'input');
   const tools = toTools(body.tools);
   const turnTools = body.tool_choice === 'none' ? [] : tools;
   const clock = () => new Date();
@@ -227,7 +295,12 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
 
   if (body.store === false) {
     if (body.previous_response_id || body.conversation) {
-      throw new OpenAIApiError(400, 'invalid_request', 'store: false runs on the input alone; it cannot continue a stored response or conversation', 'store');
+      throw new OpenAIApiError(
+        400,
+        'invalid_request',
+        'store: false runs on the input alone; it cannot continue a stored response or conversation',
+        'store',
+      );
     }
     authorizeSession(c, null);
     const request = {
@@ -247,18 +320,37 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
       return ids.get(index)!;
     };
     const finish = (result: Awaited<ReturnType<typeof runStateless>>, id: string) =>
-      buildResponse({ ...fields, id, createdAt: clock(), status: 'completed', output: result.output.map((item, index) => outputItem(item, idAt(index, item))), usage: usageOf(result.usage), tailgate: { context: result.context } });
+      buildResponse({
+        ...fields,
+        id,
+        createdAt: clock(),
+        status: 'completed',
+        output: result.output.map((item, index) => outputItem(item, idAt(index, item))),
+        usage: usageOf(result.usage),
+        tailgate: { context: result.context },
+      });
     const id = randomId('resp');
     if (!body.stream) return c.json(finish(await runStateless(services, request), id), 200);
     const queue = eventQueue();
     const writer = new ResponseEventWriter(idAt, (event) => queue.push(event));
     writer.started(buildResponse({ ...fields, id, createdAt: clock(), status: 'in_progress', output: [] }));
-    void runStateless(services, request, (event) => (event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item)))
+    void runStateless(services, request, (event) =>
+      event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
+    )
       .then(
         (result) => writer.completed(finish(result, id)),
         (error: unknown) => {
           services.log('tailgate: streamed response failed', error);
-          writer.failed(buildResponse({ ...fields, id, createdAt: clock(), status: 'failed', output: [], error: clientError(errorRecord(error)) }));
+          writer.failed(
+            buildResponse({
+              ...fields,
+              id,
+              createdAt: clock(),
+              status: 'failed',
+              output: [],
+              error: clientError(errorRecord(error)),
+            }),
+          );
         },
       )
       .finally(() => queue.close());
@@ -268,12 +360,19 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
   const sessionId = await sessionOf(c, body, { instructions, model, idempotencyKey });
   const session = await services.sessions.get(sessionId);
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt).
-  if (instructions !== null && instructions !== session.instructions) await services.sessions.update(sessionId, { instructions });
+  if (instructions !== null && instructions !== session.instructions)
+    await services.sessions.update(sessionId, { instructions });
   const context: StoredContext = {
     sessionId,
     inputCount: items.length,
     body,
-    fields: { ...common, instructions: instructions ?? session.instructions, tools: openaiTools(tools ?? session.tools), conversationId: sessionId, store: true },
+    fields: {
+      ...common,
+      instructions: instructions ?? session.instructions,
+      tools: openaiTools(tools ?? session.tools),
+      conversationId: sessionId,
+      store: true,
+    },
     clock,
   };
   const request: TurnRequest = {
@@ -288,7 +387,12 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);
   const pending = runTurn(services, sessionId, request, options);
-  services.background(pending.then(() => undefined, () => undefined));
+  services.background(
+    pending.then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
   const response = await pending;
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
   return c.json(storedResponse(context, response, firstSeq), 200);
@@ -300,14 +404,29 @@ async function createResponse(c: Context<AppEnv>, body: ResponseCreateBody, idem
  * from the Idempotency-Key when there is one, so a retried request finds the session its
  * first attempt created and its turn is replayed, not taken twice.
  */
-async function sessionOf(c: Context<AppEnv>, body: ResponseCreateBody, fresh: { instructions: string | null; model: string; idempotencyKey: string | undefined }): Promise<string> {
+async function sessionOf(
+  c: Context<AppEnv>,
+  body: ResponseCreateBody,
+  fresh: { instructions: string | null; model: string; idempotencyKey: string | undefined },
+): Promise<string> {
   const { sessions } = c.var.services;
   if (body.previous_response_id && body.conversation) {
-    throw new OpenAIApiError(400, 'invalid_request', 'previous_response_id and conversation cannot both be set', 'previous_response_id');
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'previous_response_id and conversation cannot both be set',
+      'previous_response_id',
+    );
   }
   if (body.previous_response_id) {
     const ref = parseResponseId(body.previous_response_id);
-    const missing = () => new OpenAIApiError(404, 'previous_response_not_found', `Previous response with id '${body.previous_response_id}' not found.`, 'previous_response_id');
+    const missing = () =>
+      new OpenAIApiError(
+        404,
+        'previous_response_not_found',
+        `Previous response with id '${body.previous_response_id}' not found.`,
+        'previous_response_id',
+      );
     if (!ref) throw missing();
     authorizeSession(c, ref.sessionId);
     const session = await sessions.get(ref.sessionId).catch((error: unknown) => {
@@ -332,17 +451,35 @@ async function sessionOf(c: Context<AppEnv>, body: ResponseCreateBody, fresh: { 
     const exists = await sessions.get(id).then(
       () => true,
       (error: unknown) => {
-        if (error instanceof NotFoundError || (error instanceof Error && 'code' in error && error.code === 'invalid_request')) return false;
+        if (
+          error instanceof NotFoundError ||
+          (error instanceof Error && 'code' in error && error.code === 'invalid_request')
+        )
+          return false;
         throw error;
       },
     );
-    if (!exists) throw new OpenAIApiError(404, 'conversation_not_found', `Conversation with id '${id}' not found.`, 'conversation');
+    if (!exists)
+      throw new OpenAIApiError(
+        404,
+        'conversation_not_found',
+        `Conversation with id '${id}' not found.`,
+        'conversation',
+      );
     return id;
   }
   authorizeSession(c, null);
-  const id = fresh.idempotencyKey !== undefined ? `conv_${sha256Hex(`openai-response:${fresh.idempotencyKey}`).slice(0, 24)}` : randomId('conv');
+  const id =
+    fresh.idempotencyKey !== undefined
+      ? `conv_${sha256Hex(`openai-response:${fresh.idempotencyKey}`).slice(0, 24)}`
+      : randomId('conv');
   try {
-    await sessions.create({ id, model: fresh.model, ...(fresh.instructions !== null ? { instructions: fresh.instructions } : {}), ...(body.metadata ? { metadata: body.metadata } : {}) });
+    await sessions.create({
+      id,
+      model: fresh.model,
+      ...(fresh.instructions !== null ? { instructions: fresh.instructions } : {}),
+      ...(body.metadata ? { metadata: body.metadata } : {}),
+    });
   } catch (error) {
     if (!(error instanceof SessionExistsError && fresh.idempotencyKey !== undefined)) throw error;
   }
@@ -360,11 +497,17 @@ async function newestResponseId(services: AppServices, sessionId: string, turn: 
   const outputAt = items.findIndex(isOutput);
   if (outputAt < 0) return undefined;
   let first = outputAt;
-  while (first + 1 < items.length && isOutput(items[first + 1]!) && items[first + 1]!.created_at === items[outputAt]!.created_at) first += 1;
+  while (
+    first + 1 < items.length &&
+    isOutput(items[first + 1]!) &&
+    items[first + 1]!.created_at === items[outputAt]!.created_at
+  )
+    first += 1;
   const outputSeq = items[first]!.seq;
   let inputSeq = outputSeq;
   const claimedAt = items[first + 1]?.created_at;
-  for (let index = first + 1; index < items.length && items[index]!.created_at === claimedAt; index += 1) inputSeq = items[index]!.seq;
+  for (let index = first + 1; index < items.length && items[index]!.created_at === claimedAt; index += 1)
+    inputSeq = items[index]!.seq;
   return inputSeq < outputSeq ? responseId({ sessionId, turn, inputSeq, outputSeq }) : undefined;
 }
 
@@ -373,7 +516,12 @@ function isOutput(item: StoredItem): boolean {
 }
 
 /** Items with `from <= seq < to`, oldest first (several pages when they are large). */
-export async function itemsBetween(services: AppServices, sessionId: string, from: number, to: number): Promise<StoredItem[]> {
+export async function itemsBetween(
+  services: AppServices,
+  sessionId: string,
+  from: number,
+  to: number,
+): Promise<StoredItem[]> {
   const collected: StoredItem[] = [];
   let before = to;
   while (before > from) {
@@ -398,12 +546,22 @@ async function readResponse(c: Context<AppEnv>, id: string) {
     throw error instanceof NotFoundError ? missing() : error;
   });
   if (ref.turn > session.counts.turns || ref.outputSeq > session.counts.items + 1) throw missing();
-  const items = await itemsBetween(services, ref.sessionId, ref.inputSeq, Math.min(ref.outputSeq + OUTPUT_WINDOW, session.counts.items + 1));
+  const items = await itemsBetween(
+    services,
+    ref.sessionId,
+    ref.inputSeq,
+    Math.min(ref.outputSeq + OUTPUT_WINDOW, session.counts.items + 1),
+  );
   const input = items.filter((item) => item.seq < ref.outputSeq);
   const output: StoredItem[] = [];
   for (const item of items) {
     if (item.seq < ref.outputSeq) continue;
-    if (!isOutput(item) || (output[0] && item.created_at !== output[0].created_at) || item.seq !== ref.outputSeq + output.length) break;
+    if (
+      !isOutput(item) ||
+      (output[0] && item.created_at !== output[0].created_at) ||
+      item.seq !== ref.outputSeq + output.length
+    )
+      break;
     output.push(item);
   }
   if (input.length !== ref.outputSeq - ref.inputSeq) throw missing();
@@ -417,7 +575,9 @@ function itemKindId(sessionId: string, item: StoredItem): string {
 /** POST /v1/responses, GET /v1/responses/:id[/input_items], DELETE /v1/responses/:id. */
 export function responseRoutes() {
   return createRouter()
-    .openapi(createResponseRoute, async (c) => createResponse(c, c.req.valid('json'), c.req.valid('header')['idempotency-key']))
+    .openapi(createResponseRoute, async (c) =>
+      createResponse(c, c.req.valid('json'), c.req.valid('header')['idempotency-key']),
+    )
     .openapi(getResponseRoute, async (c) => {
       const { ref, session, input, output } = await readResponse(c, c.req.valid('param').id);
       const createdAt = new Date((output[0] ?? input[0])!.created_at);
@@ -426,7 +586,9 @@ export function responseRoutes() {
         createdAt,
         status: output.length > 0 ? 'completed' : 'failed',
         model: session.model ?? c.var.config.defaultModel,
-        output: output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref.sessionId, item))),
+        output: output.map((item) =>
+          outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref.sessionId, item)),
+        ),
         instructions: session.instructions,
         tools: openaiTools(session.tools),
         toolChoice: 'auto',
@@ -447,7 +609,16 @@ export function responseRoutes() {
       if ((query.order ?? 'desc') === 'desc') ordered.reverse();
       const start = query.after ? ordered.findIndex((item) => item.id === query.after) + 1 : 0;
       const data = ordered.slice(start, start + (query.limit ?? 20));
-      return c.json({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: start + data.length < ordered.length }, 200);
+      return c.json(
+        {
+          object: 'list',
+          data,
+          first_id: data[0]?.id ?? null,
+          last_id: data.at(-1)?.id ?? null,
+          has_more: start + data.length < ordered.length,
+        },
+        200,
+      );
     })
     .openapi(deleteResponseRoute, async (c) => {
       const id = c.req.valid('param').id;

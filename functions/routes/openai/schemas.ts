@@ -7,7 +7,14 @@ import { z } from 'zod';
  * clients send with their default value are accepted with that value only.
  */
 
-const textPart = z.object({ type: z.enum(['input_text', 'output_text']), text: z.string(), annotations: z.array(z.unknown()).optional(), logprobs: z.array(z.unknown()).optional() }).strict();
+const textPart = z
+  .object({
+    type: z.enum(['input_text', 'output_text']),
+    text: z.string(),
+    annotations: z.array(z.unknown()).optional(),
+    logprobs: z.array(z.unknown()).optional(),
+  })
+  .strict();
 
 const itemFields = {
   id: z.string().max(256).optional(),
@@ -18,13 +25,21 @@ const messageInput = z
   .object({
     type: z.literal('message').optional(),
     role: z.enum(['user', 'assistant', 'system', 'developer']),
-    content: z.union([z.string(), z.array(textPart).min(1)], { error: 'must be a string or text parts (input_text, output_text); only text is supported' }),
+    content: z.union([z.string(), z.array(textPart).min(1)], {
+      error: 'must be a string or text parts (input_text, output_text); only text is supported',
+    }),
     ...itemFields,
   })
   .strict();
 
 const functionCallInput = z
-  .object({ type: z.literal('function_call'), call_id: z.string().min(1).max(256), name: z.string().min(1).max(256), arguments: z.string(), ...itemFields })
+  .object({
+    type: z.literal('function_call'),
+    call_id: z.string().min(1).max(256),
+    name: z.string().min(1).max(256),
+    arguments: z.string(),
+    ...itemFields,
+  })
   .strict();
 
 const functionCallOutputInput = z
@@ -48,7 +63,10 @@ export const functionToolSchema = z
   })
   .strict();
 
-const modelSchema = z.string().min(1).max(200).meta({ description: 'A tailgate model id (`echo`, `openai:gpt-4.1-mini`) or a MODEL_ALIASES name.', example: 'echo' });
+const modelSchema = z.string().min(1).max(200).meta({
+  description: 'A tailgate model id (`echo`, `openai:gpt-4.1-mini`) or a MODEL_ALIASES name.',
+  example: 'echo',
+});
 
 export const responseCreateSchema = z
   .object({
@@ -58,7 +76,10 @@ export const responseCreateSchema = z
     tools: z.array(functionToolSchema).max(512).optional(),
     tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
-    conversation: z.union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()]).nullable().optional(),
+    conversation: z
+      .union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()])
+      .nullable()
+      .optional(),
     store: z.boolean().nullable().optional(),
     stream: z.boolean().nullable().optional(),
     stream_options: z.object({ include_obfuscation: z.boolean().optional() }).strict().nullable().optional(),
@@ -67,7 +88,16 @@ export const responseCreateSchema = z
     metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
     parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
     truncation: z.enum(['auto', 'disabled']).nullable().optional(),
-    text: z.object({ format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional() }).strict().nullable().optional(),
+    text: z
+      .object({
+        format: z
+          .object({ type: z.literal('text', { error: 'only text output is supported' }) })
+          .strict()
+          .optional(),
+      })
+      .strict()
+      .nullable()
+      .optional(),
     include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
@@ -77,7 +107,11 @@ export const responseCreateSchema = z
 export type ResponseCreateBody = z.infer<typeof responseCreateSchema>;
 
 export const responseIdParamsSchema = z.object({
-  id: z.string().min(1).max(200).meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
+  id: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
 });
 
 export const inputItemsQuerySchema = z.object({
@@ -90,7 +124,14 @@ export const inputItemsQuerySchema = z.object({
 export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: 'OpenAIObject' });
 
 export const openaiErrorSchema = z
-  .object({ error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() }) })
+  .object({
+    error: z.object({
+      message: z.string(),
+      type: z.string(),
+      param: z.string().nullable(),
+      code: z.string().nullable(),
+    }),
+  })
   .meta({ id: 'OpenAIError' });
 
 /** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
@@ -107,25 +148,51 @@ export const conversationCreateSchema = z
   .meta({ id: 'OpenAIConversationCreate' });
 export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
 
-export const conversationUpdateSchema = z.object({ metadata: metadataSchema }).strict().meta({ id: 'OpenAIConversationUpdate' });
+export const conversationUpdateSchema = z
+  .object({ metadata: metadataSchema })
+  .strict()
+  .meta({ id: 'OpenAIConversationUpdate' });
 
-export const conversationItemsCreateSchema = z.object({ items: z.array(responseInputItemSchema).min(1).max(20) }).strict().meta({ id: 'OpenAIConversationItemsCreate' });
+export const conversationItemsCreateSchema = z
+  .object({ items: z.array(responseInputItemSchema).min(1).max(20) })
+  .strict()
+  .meta({ id: 'OpenAIConversationItemsCreate' });
 
 export const conversationIdParamsSchema = z.object({
-  id: z.string().min(1).max(64).meta({ param: { name: 'id', in: 'path' }, example: 'conv_0123456789abcdef01234567' }),
+  id: z
+    .string()
+    .min(1)
+    .max(64)
+    .meta({ param: { name: 'id', in: 'path' }, example: 'conv_0123456789abcdef01234567' }),
 });
 
 export const conversationItemParamsSchema = conversationIdParamsSchema.extend({
-  item_id: z.string().min(1).max(200).meta({ param: { name: 'item_id', in: 'path' }, example: 'msg_conv_0123456789abcdef01234567_1' }),
+  item_id: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({ param: { name: 'item_id', in: 'path' }, example: 'msg_conv_0123456789abcdef01234567_1' }),
 });
 
 /** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
-const noInclude = z.union([z.string(), z.array(z.string())]).optional().refine((value) => value === undefined, { error: 'no include values are supported' });
+const noInclude = z
+  .union([z.string(), z.array(z.string())])
+  .optional()
+  .refine((value) => value === undefined, { error: 'no include values are supported' });
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
 
 export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
 
-const chatText = z.union([z.string(), z.array(z.object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() }).strict()).min(1)]);
+const chatText = z.union([
+  z.string(),
+  z
+    .array(
+      z
+        .object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() })
+        .strict(),
+    )
+    .min(1),
+]);
 
 const chatMessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.enum(['system', 'developer']), content: chatText, name: z.string().max(256).optional() }).strict(),
@@ -137,7 +204,15 @@ const chatMessageSchema = z.discriminatedUnion('role', [
       name: z.string().max(256).optional(),
       refusal: z.string().nullable().optional(),
       tool_calls: z
-        .array(z.object({ id: z.string().min(1).max(256), type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256), arguments: z.string() }).strict() }).strict())
+        .array(
+          z
+            .object({
+              id: z.string().min(1).max(256),
+              type: z.literal('function'),
+              function: z.object({ name: z.string().min(1).max(256), arguments: z.string() }).strict(),
+            })
+            .strict(),
+        )
         .optional(),
     })
     .strict(),
@@ -165,14 +240,24 @@ export const chatCompletionCreateSchema = z
     tools: z.array(chatToolSchema).max(512).optional(),
     tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
     stream: z.boolean().nullable().optional(),
-    stream_options: z.object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() }).strict().nullable().optional(),
+    stream_options: z
+      .object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
+      .strict()
+      .nullable()
+      .optional(),
     max_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
     n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
     parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    store: z.literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' }).nullable().optional(),
-    response_format: z.object({ type: z.literal('text', { error: 'only text output is supported' }) }).strict().optional(),
+    store: z
+      .literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' })
+      .nullable()
+      .optional(),
+    response_format: z
+      .object({ type: z.literal('text', { error: 'only text output is supported' }) })
+      .strict()
+      .optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })
   .strict()

@@ -2,15 +2,36 @@ import { z } from 'zod';
 import { NotFoundError, InvalidRequestError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
-import type { ObjectInfo } from '../../store/object-store.ts';
 import { doneKey, recordKey, type LogScope } from '../keys.ts';
-import { doneSchema, MAX_OPEN_CALLS, parseStored, recordSchema, type ContextStart, type DoneRecord, type LogItem, type LogRecord, type SessionConfig, type TurnStatus, type Undelivered } from '../records.ts';
+import {
+  doneSchema,
+  MAX_OPEN_CALLS,
+  parseStored,
+  recordSchema,
+  type ContextStart,
+  type DoneRecord,
+  type LogItem,
+  type LogRecord,
+  type SessionConfig,
+  type TurnStatus,
+  type Undelivered,
+} from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../turn-errors.ts';
 import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import { toSessionRecord } from './config-object.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
-import { contextOf, countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError, recordGroups, undeliveredOf, type Head } from './head.ts';
+import {
+  contextOf,
+  countsOf,
+  isEmpty,
+  NOTHING_UNDELIVERED,
+  readHead,
+  RecordMissingError,
+  recordGroups,
+  undeliveredOf,
+  type Head,
+} from './head.ts';
 import { findKey, indexKey } from './idempotency.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
@@ -61,7 +82,11 @@ export interface TurnResult {
 }
 
 /** See SessionLog.append. */
-export async function appendItems(log: LogContext, id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number; record: number }> {
+export async function appendItems(
+  log: LogContext,
+  id: string,
+  items: Item[],
+): Promise<{ first_seq: number; last_seq: number; record: number }> {
   const input = parseInput(itemsSchema, items);
   const { record } = written(await commit(log, id, input, { kind: 'append' }));
   return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1, record: record.record };
@@ -74,7 +99,10 @@ export async function beginTurn(
   options: { input: Item[]; idempotencyKey?: string; requestHash?: string; request?: unknown },
 ): Promise<BeginTurnResult> {
   const input = parseInput(z.array(itemSchema), options.input);
-  const keyHash = options.idempotencyKey === undefined ? undefined : sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
+  const keyHash =
+    options.idempotencyKey === undefined
+      ? undefined
+      : sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
   const committed = await commit(log, id, input, {
     kind: 'turn',
     ...(keyHash ? { keyHash } : {}),
@@ -113,14 +141,12 @@ export async function beginTurn(
 }
 
 /** See SessionLog.completeTurn. */
-export async function completeTurn(
-  log: LogContext,
-  turn: OpenTurn,
-  result: TurnResult,
-): Promise<StoredItem[]> {
+export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
   const outcome = parseInput(outcomeSchema, result);
   const createdAt = log.clock().toISOString();
-  const stored = outcome.output.map((item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem);
+  const stored = outcome.output.map(
+    (item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem,
+  );
   const items = stored as LogItem[];
   const writer = turn.writer;
   const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
@@ -148,7 +174,8 @@ export async function completeTurn(
   const key = doneKey(turn.scope, turn.record);
   let failure: { error: unknown } | null = null;
   try {
-    if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' })) return stored;
+    if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' }))
+      return stored;
   } catch (error) {
     failure = { error };
   }
@@ -159,8 +186,13 @@ export async function completeTurn(
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     if (closed.writer === writer) return stored;
-    if (closed.error?.code === SESSION_DELETED) throw new NotFoundError(`session ${turn.sessionId} was deleted during turn ${turn.turn}`, { id: turn.sessionId });
-    throw new TurnClosedError(turn.sessionId, turn.turn, closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
+    if (closed.error?.code === SESSION_DELETED)
+      throw new NotFoundError(`session ${turn.sessionId} was deleted during turn ${turn.turn}`, { id: turn.sessionId });
+    throw new TurnClosedError(
+      turn.sessionId,
+      turn.turn,
+      closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED,
+    );
   }
   if (failure) throw failure.error;
   throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
@@ -175,7 +207,13 @@ export async function commit(
   log: LogContext,
   id: string,
   input: Item[],
-  options: { kind: 'append' | 'turn' | 'compact'; keyHash?: string; requestHash?: string; request?: unknown; context?: ContextStart },
+  options: {
+    kind: 'append' | 'turn' | 'compact';
+    keyHash?: string;
+    requestHash?: string;
+    request?: unknown;
+    context?: ContextStart;
+  },
 ): Promise<Commit | Replay> {
   const writer = crypto.randomUUID();
   let failure: { error: unknown } | null = null;
@@ -187,7 +225,10 @@ export async function commit(
     // retry meeting its own write): then the newest record is ours, and nothing is repeated.
     if (newest && newest.record.writer === writer) {
       const own = newest.record;
-      const base = options.kind === 'turn' ? before(await readBase(log, scope, { record: own, done: null }, head.cursor), own.first_seq) : null;
+      const base =
+        options.kind === 'turn'
+          ? before(await readBase(log, scope, { record: own, done: null }, head.cursor), own.first_seq)
+          : null;
       return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
     }
     if (failure) throw failure.error;
@@ -208,14 +249,24 @@ export async function commit(
     if (newest && newest.record.kind === 'turn' && !newest.done) {
       const open = newest.record;
       const expires = await leaseOf(log, scope, open);
-      if (expires > log.clock().getTime()) throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
-      const done = await closeTurn(log, scope, open, { status: 'failed', error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` } });
+      if (expires > log.clock().getTime())
+        throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
+      const done = await closeTurn(log, scope, open, {
+        status: 'failed',
+        error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` },
+      });
       if (!done) continue;
       newest = { record: open, done };
     }
     const current = contextOf(newest);
     // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
-    if (options.kind === 'compact' && newest && current && options.context && current.base_record >= options.context.base_record) {
+    if (
+      options.kind === 'compact' &&
+      newest &&
+      current &&
+      options.context &&
+      current.base_record >= options.context.base_record
+    ) {
       return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null, scope };
     }
     const context = options.context ?? current;
@@ -239,7 +290,14 @@ export async function commit(
     const firstSeq = counts.items + 1;
     const items = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
     const number = (newest?.record.record ?? 0) + 1;
-    const recent = newest ? carry(log, newest, context?.start_seq, head.cursor.views.find((view) => view.record <= newest!.record.record)?.record ?? 0) : [];
+    const recent = newest
+      ? carry(
+          log,
+          newest,
+          context?.start_seq,
+          head.cursor.views.find((view) => view.record <= newest!.record.record)?.record ?? 0,
+        )
+      : [];
     const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
     const undelivered = undeliveredOf(newest);
     const record: LogRecord = {
@@ -267,7 +325,9 @@ export async function commit(
     const key = recordKey(scope, number);
     let landed: boolean;
     try {
-      landed = (await log.store.put(key, JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' })) !== null;
+      landed =
+        (await log.store.put(key, JSON.stringify(record), { onlyIfAbsent: true, contentType: 'application/json' })) !==
+        null;
     } catch (error) {
       failure = { error };
       landed = false;
@@ -276,7 +336,8 @@ export async function commit(
       // Refused or failed, the put may still have landed (a lost answer, an adapter's retry
       // meeting its own write): the key itself says whose record it is.
       const ours = await log.store.get(key).then(
-        (object) => (object && object.body.length > 0 ? parseStored(key, object.body, recordSchema).writer === writer : false),
+        (object) =>
+          object && object.body.length > 0 ? parseStored(key, object.body, recordSchema).writer === writer : false,
         () => undefined,
       );
       if (ours) {
@@ -305,14 +366,18 @@ export async function commit(
  * compacted context (`floor`: its start), every record back to the context start within the
  * byte budget, however many: then a turn reads its whole context from the newest record.
  */
-function carry(log: LogContext, newest: { record: LogRecord; done: DoneRecord | null }, floor: number | undefined, viewRecord: number): NonNullable<LogRecord['recent']> {
-  const groups = recordGroups(newest).filter(
-    (group) => floor !== undefined || group.record > viewRecord,
-  );
+function carry(
+  log: LogContext,
+  newest: { record: LogRecord; done: DoneRecord | null },
+  floor: number | undefined,
+  viewRecord: number,
+): NonNullable<LogRecord['recent']> {
+  const groups = recordGroups(newest).filter((group) => floor !== undefined || group.record > viewRecord);
   const kept: NonNullable<LogRecord['recent']> = [];
   let bytes = 0;
   let reachedFloor = false;
-  const wanted = () => (floor === undefined ? kept.length < log.recentRecords : !reachedFloor || kept.length < log.recentRecords);
+  const wanted = () =>
+    floor === undefined ? kept.length < log.recentRecords : !reachedFloor || kept.length < log.recentRecords;
   for (let index = groups.length - 1; index >= 0 && wanted(); index--) {
     const first = groups[index]!.items[0];
     if (floor !== undefined && first !== undefined && first.seq <= floor) reachedFloor = true;
@@ -343,11 +408,17 @@ function checkCalls(input: readonly Item[], open: readonly string[]): string[] {
   const pending = new Set(open);
   input.forEach((item, index) => {
     if (item.type === 'function_call') {
-      if (pending.has(item.call_id)) throw new InvalidRequestError(`input.${index}.call_id: a call with call_id ${item.call_id} is already open`, { field: `input.${index}.call_id` });
+      if (pending.has(item.call_id))
+        throw new InvalidRequestError(`input.${index}.call_id: a call with call_id ${item.call_id} is already open`, {
+          field: `input.${index}.call_id`,
+        });
       pending.add(item.call_id);
     } else if (item.type === 'function_call_output') {
       if (!pending.delete(item.call_id)) {
-        throw new InvalidRequestError(`input.${index}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`, { field: `input.${index}.call_id` });
+        throw new InvalidRequestError(
+          `input.${index}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
+          { field: `input.${index}.call_id` },
+        );
       }
     }
   });

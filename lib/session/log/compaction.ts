@@ -20,12 +20,17 @@ export async function commitTurnContext(log: LogContext, turn: OpenTurn, next: N
 }
 
 /** See SessionLog.compact. */
-export async function compact(log: LogContext, id: string, summarize: (view: ContextView) => Promise<NewContext | null>): Promise<{ compacted: boolean; context: ContextStart | null }> {
+export async function compact(
+  log: LogContext,
+  id: string,
+  summarize: (view: ContextView) => Promise<NewContext | null>,
+): Promise<{ compacted: boolean; context: ContextStart | null }> {
   const { newest, cursor, scope } = await readHead(log, id, 100);
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
     const expires = await leaseOf(log, scope, newest.record);
-    if (expires > log.clock().getTime()) throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
+    if (expires > log.clock().getTime())
+      throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
   }
   const current = contextOf(newest);
   cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
@@ -49,12 +54,23 @@ export async function currentContext(log: LogContext, id: string): Promise<Conte
   return contextOf((await readHead(log, id)).newest);
 }
 
-async function storeContext(log: LogContext, scope: LogScope, baseRecord: number, next: NewContext): Promise<ContextStart> {
+async function storeContext(
+  log: LogContext,
+  scope: LogScope,
+  baseRecord: number,
+  next: NewContext,
+): Promise<ContextStart> {
   const key = contextKey(scope, baseRecord);
   const context: ContextStart = { ...next, base_record: baseRecord, created_at: log.clock().toISOString() };
   let failure: { error: unknown } | null = null;
   try {
-    if (await log.store.put(key, JSON.stringify({ format: 'tailgate.context.v1', ...context }), { onlyIfAbsent: true, contentType: 'application/json' })) return context;
+    if (
+      await log.store.put(key, JSON.stringify({ format: 'tailgate.context.v1', ...context }), {
+        onlyIfAbsent: true,
+        contentType: 'application/json',
+      })
+    )
+      return context;
   } catch (error) {
     failure = { error };
   }

@@ -3,7 +3,15 @@ import { NotFoundError, StorageError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { toolSchema } from '../../items.ts';
-import { doneKey, generationSchemaPattern, newGeneration, sessionConfigKey, sessionPrefix, validateId, type LogScope } from '../keys.ts';
+import {
+  doneKey,
+  generationSchemaPattern,
+  newGeneration,
+  sessionConfigKey,
+  sessionPrefix,
+  validateId,
+  type LogScope,
+} from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import { SessionExistsError } from '../session-exists-error.ts';
 import { SESSION_DELETED } from '../turn-errors.ts';
@@ -48,8 +56,12 @@ export async function createSession(log: LogContext, input: NewSession): Promise
   };
   const key = sessionConfigKey(log.keyPrefix, id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
-  const written = await putCreateOnly(log.store, key, JSON.stringify(config), { contentType: 'application/json' }, (object) =>
-    decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+  const written = await putCreateOnly(
+    log.store,
+    key,
+    JSON.stringify(config),
+    { contentType: 'application/json' },
+    (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
   );
   if (!written) throw new SessionExistsError(id);
   return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
@@ -70,11 +82,18 @@ export async function sessionScope(log: LogContext, id: string): Promise<LogScop
 export async function sessionExists(log: LogContext, scope: LogScope): Promise<boolean> {
   const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
   if (!object) return false;
-  return scopeOf(log.keyPrefix, parseStored(sessionConfigKey(scope.keyPrefix, scope.id), object.body, sessionConfigSchema)).generation === scope.generation;
+  return (
+    scopeOf(log.keyPrefix, parseStored(sessionConfigKey(scope.keyPrefix, scope.id), object.body, sessionConfigSchema))
+      .generation === scope.generation
+  );
 }
 
 /** See SessionLog.update. */
-export async function updateSession(log: LogContext, id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
+export async function updateSession(
+  log: LogContext,
+  id: string,
+  patch: Omit<NewSession, 'id'>,
+): Promise<SessionRecord> {
   const fields = parseInput(newSessionSchema.omit({ id: true }), patch);
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const { config, info } = await readConfig(log, id);
@@ -111,8 +130,11 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   // is refused by it (and answered 404) instead of landing where the sweep has been.
   const keep = new Set<string>();
   const fence = async (newest: Awaited<ReturnType<typeof readHead>>['newest']) => {
-    if (!newest || newest.record.kind !== 'turn' || newest.done) return;
-    await closeTurn(log, scope, newest.record, { status: 'failed', error: { code: SESSION_DELETED, message: 'the session was deleted' } });
+    if (newest?.record.kind !== 'turn' || newest.done) return;
+    await closeTurn(log, scope, newest.record, {
+      status: 'failed',
+      error: { code: SESSION_DELETED, message: 'the session was deleted' },
+    });
     keep.add(doneKey(scope, newest.record.record));
   };
   await fence(head.newest);
@@ -132,8 +154,17 @@ async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = ne
     // Read after the listing: an object listed under a generation a config names now was
     // written by that incarnation, whatever happened before.
     const current = await log.store.get(configKey);
-    const generation = current ? scopeOf(log.keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation : null;
-    const keys = page.objects.map((object) => object.key).filter((key) => key !== configKey && !keep.has(key) && (generation === null || isOtherGeneration(key.slice(prefix.length), generation)));
+    const generation = current
+      ? scopeOf(log.keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation
+      : null;
+    const keys = page.objects
+      .map((object) => object.key)
+      .filter(
+        (key) =>
+          key !== configKey &&
+          !keep.has(key) &&
+          (generation === null || isOtherGeneration(key.slice(prefix.length), generation)),
+      );
     if (keys.length > 0) await log.store.delete(keys);
     if (!page.truncated || !page.cursor) break;
     cursor = page.cursor;
@@ -156,7 +187,9 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts): S
 
 function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
   if (value === undefined || value === null) return null;
-  const names = (Array.isArray(value) ? value : value.split(',')).map((name) => name.trim()).filter((name) => name !== '');
+  const names = (Array.isArray(value) ? value : value.split(','))
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
   return names;
 }
 
@@ -182,7 +215,10 @@ export async function revokeTokens(log: LogContext, id: string): Promise<number>
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const { config, info } = await readConfig(log, id);
     const next: SessionConfig = { ...config, token_generation: (config.token_generation ?? 0) + 1 };
-    const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), { ifMatch: info.etag, contentType: 'application/json' });
+    const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
+      ifMatch: info.etag,
+      contentType: 'application/json',
+    });
     if (written) return next.token_generation!;
     await backoff(attempt);
   }

@@ -56,7 +56,9 @@ export function parseInput<Schema extends z.ZodType>(schema: Schema, value: unkn
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new InvalidRequestError(`${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, { issues: parsed.error.issues });
+    throw new InvalidRequestError(`${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, {
+      issues: parsed.error.issues,
+    });
   }
   return parsed.data;
 }

@@ -55,7 +55,12 @@ export async function readHead(log: LogContext, id: string, pageLimit = 3): Prom
   return { config, scope, ...(await readNewest(log, scope, pageLimit, { listPrefix, firstPage })) };
 }
 
-export async function readNewest(log: LogContext, scope: LogScope, pageLimit = 3, prefetched?: { listPrefix: string; firstPage: Promise<ListResult> }): Promise<Omit<Head, 'config' | 'scope'>> {
+export async function readNewest(
+  log: LogContext,
+  scope: LogScope,
+  pageLimit = 3,
+  prefetched?: { listPrefix: string; firstPage: Promise<ListResult> },
+): Promise<Omit<Head, 'config' | 'scope'>> {
   let first = prefetched;
   return withFreshListing(async () => {
     // A retry lists again.
@@ -63,7 +68,8 @@ export async function readNewest(log: LogContext, scope: LogScope, pageLimit = 3
     first = undefined;
     const unit = await cursor.next();
     if (!unit) return { newest: null, cursor };
-    if (unit.kind === 'segment') throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
+    if (unit.kind === 'segment')
+      throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
     return { newest: await readRecord(log, unit), cursor };
   });
 }
@@ -78,7 +84,10 @@ export async function readConfig(log: LogContext, id: string): Promise<{ config:
   return { config, info: object };
 }
 
-export async function readRecord(log: LogContext, unit: Extract<LogUnit, { kind: 'record' }>): Promise<{ record: LogRecord; done: DoneRecord | null }> {
+export async function readRecord(
+  log: LogContext,
+  unit: Extract<LogUnit, { kind: 'record' }>,
+): Promise<{ record: LogRecord; done: DoneRecord | null }> {
   const [recordObject, doneObject] = await Promise.all([
     log.store.get(unit.key),
     unit.doneKey ? log.store.get(unit.doneKey) : Promise.resolve(null),
@@ -99,14 +108,21 @@ export async function readRecord(log: LogContext, unit: Extract<LogUnit, { kind:
 }
 
 /** Items of a segment with seq in [low, high], in seq order. */
-export async function segmentRange(log: LogContext, unit: Extract<LogUnit, { kind: 'segment' }>, low: number, high: number): Promise<LogItem[]> {
+export async function segmentRange(
+  log: LogContext,
+  unit: Extract<LogUnit, { kind: 'segment' }>,
+  low: number,
+  high: number,
+): Promise<LogItem[]> {
   const reader = new SegmentReader(log.store, unit.key, unit);
   const index = await reader.index();
   const seqs = await reader.toolSeqs();
   const from = lowerBound(seqs, low);
   const to = lowerBound(seqs, high + 1);
   const [messages, tools] = await Promise.all([reader.messages(), reader.tools(from, to, high === index.last_seq)]);
-  const items = [...messages.filter((item) => item.seq >= low && item.seq <= high), ...tools].sort((a, b) => a.seq - b.seq);
+  const items = [...messages.filter((item) => item.seq >= low && item.seq <= high), ...tools].sort(
+    (a, b) => a.seq - b.seq,
+  );
   checkDense(unit.key, items, low);
   if (items.length !== high - low + 1) throw new CorruptObjectError(unit.key, 'segment does not hold its seq range');
   return items;
@@ -118,7 +134,10 @@ export async function withFreshListing<Result>(read: () => Promise<Result>): Pro
     try {
       return await read();
     } catch (error) {
-      if (attempt >= MAX_LISTING_RETRIES || !(error instanceof SegmentMissingError || error instanceof RecordMissingError)) {
+      if (
+        attempt >= MAX_LISTING_RETRIES ||
+        !(error instanceof SegmentMissingError || error instanceof RecordMissingError)
+      ) {
         if (error instanceof SegmentMissingError || error instanceof RecordMissingError) {
           throw new CorruptObjectError(error.key, 'listed but missing on every read');
         }
@@ -140,7 +159,10 @@ export class RecordMissingError extends Error {
 
 /** The records the newest record carries, then its own items (with its completion's), oldest first. */
 export function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
-  return [...(newest.record.recent ?? []), { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] }];
+  return [
+    ...(newest.record.recent ?? []),
+    { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] },
+  ];
 }
 
 /** The items the newest record carries and its own, in seq order. */
@@ -174,7 +196,8 @@ export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
 
 export function checkDense(key: string, items: readonly LogItem[], firstSeq: number): void {
   items.forEach((item, index) => {
-    if (item.seq !== firstSeq + index) throw new CorruptObjectError(key, `seq ${item.seq} where ${firstSeq + index} was expected`);
+    if (item.seq !== firstSeq + index)
+      throw new CorruptObjectError(key, `seq ${item.seq} where ${firstSeq + index} was expected`);
   });
 }
 

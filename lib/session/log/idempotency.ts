@@ -12,9 +12,18 @@ import type { BeginTurnResult, StoredOutcome } from './types.ts';
 /** Idempotency keys: the `idem/` index of keyed turns, and the stored outcome a used key replays. */
 
 /** `idem/<key hash>` -> the record of a keyed turn (create-only; a second write changes nothing). */
-export async function indexKey(log: LogContext, scope: LogScope, keyHash: string, record: number, requestHash: string | undefined): Promise<void> {
+export async function indexKey(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+  record: number,
+  requestHash: string | undefined,
+): Promise<void> {
   const claim = { format: 'tailgate.idempotency.v1', record, ...(requestHash ? { request_sha256: requestHash } : {}) };
-  await log.store.put(idempotencyKey(scope, keyHash), JSON.stringify(claim), { onlyIfAbsent: true, contentType: 'application/json' });
+  await log.store.put(idempotencyKey(scope, keyHash), JSON.stringify(claim), {
+    onlyIfAbsent: true,
+    contentType: 'application/json',
+  });
 }
 
 /**
@@ -22,7 +31,13 @@ export async function indexKey(log: LogContext, scope: LogScope, keyHash: string
  * record carries the key (open: TurnInProgressError while its lease runs), or `idem/` names
  * an older record. Another request under the same key: IdempotencyKeyReusedError.
  */
-export async function findKey(log: LogContext, scope: LogScope, newest: Head['newest'], keyHash: string, requestHash: string | undefined): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
+export async function findKey(
+  log: LogContext,
+  scope: LogScope,
+  newest: Head['newest'],
+  keyHash: string,
+  requestHash: string | undefined,
+): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
   let outcome: StoredOutcome;
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
     checkRequest(newest.record.request_sha256, requestHash, newest.record.turn ?? 0);
@@ -36,17 +51,28 @@ export async function findKey(log: LogContext, scope: LogScope, newest: Head['ne
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
   }
-  return { kind: 'replay', response: outcome.response ?? null, status: outcome.status, ...(outcome.error ? { error: outcome.error } : {}) };
+  return {
+    kind: 'replay',
+    response: outcome.response ?? null,
+    status: outcome.status,
+    ...(outcome.error ? { error: outcome.error } : {}),
+  };
 }
 
 /** The stored outcome of model turn record `number`, from its completion or from its segment. */
-async function readOutcome(log: LogContext, scope: LogScope, number: number, claimKey: string): Promise<StoredOutcome & { turn: number }> {
+async function readOutcome(
+  log: LogContext,
+  scope: LogScope,
+  number: number,
+  claimKey: string,
+): Promise<StoredOutcome & { turn: number }> {
   // An empty record or completion is a tombstone: the turn is in a segment.
-  const [recordObject, doneObject] = (await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))])).map((object) =>
-    object && object.body.length > 0 ? object : null,
-  );
+  const [recordObject, doneObject] = (
+    await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))])
+  ).map((object) => (object && object.body.length > 0 ? object : null));
   const record = recordObject ? parseStored(recordKey(scope, number), recordObject.body, recordSchema) : null;
-  if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
+  if (doneObject)
+    return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
   if (record) return { ...(await closeIfExpired(log, scope, record)), turn: record.turn ?? 0 };
   const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {

@@ -2,7 +2,15 @@ import { CorruptObjectError, NotFoundError } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { doneKey, leaseKey, type LogScope } from '../keys.ts';
-import { doneSchema, leaseSchema, parseStored, type DoneRecord, type LogRecord, type TurnStatus, type Undelivered } from '../records.ts';
+import {
+  doneSchema,
+  leaseSchema,
+  parseStored,
+  type DoneRecord,
+  type LogRecord,
+  type TurnStatus,
+  type Undelivered,
+} from '../records.ts';
 import { LEASE_EXPIRED, TURN_CANCELLED, TurnNotOpenError } from '../turn-errors.ts';
 import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import type { LogContext } from './context.ts';
@@ -25,14 +33,22 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
 }
 
 /** See SessionLog.cancelTurn. */
-export async function cancelTurn(log: LogContext, id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
+export async function cancelTurn(
+  log: LogContext,
+  id: string,
+  turnNumber: number,
+): Promise<{ turn: number; status: TurnStatus }> {
   const { newest, scope } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
   if (!open || open.turn !== turnNumber) {
-    if (turnNumber > countsOf(newest).turns) throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
+    if (turnNumber > countsOf(newest).turns)
+      throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
     throw new TurnNotOpenError(id, turnNumber);
   }
-  const done = await closeTurn(log, scope, open, { status: 'failed', error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` } });
+  const done = await closeTurn(log, scope, open, {
+    status: 'failed',
+    error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
+  });
   if (!done) throw new TurnNotOpenError(id, turnNumber);
   return { turn: turnNumber, status: 'failed' };
 }
@@ -54,12 +70,21 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
  * The turn may have consumed notices before it died: the completion names it in
  * `undelivered.lost_turns`, so the next turn looks for them.
  */
-export async function closeTurn(log: LogContext, scope: LogScope, record: LogRecord, outcome: StoredOutcome): Promise<DoneRecord | null> {
-  if (record.idempotency_key_sha256) await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
+export async function closeTurn(
+  log: LogContext,
+  scope: LogScope,
+  record: LogRecord,
+  outcome: StoredOutcome,
+): Promise<DoneRecord | null> {
+  if (record.idempotency_key_sha256)
+    await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
   const carried = record.undelivered ?? NOTHING_UNDELIVERED;
   const undelivered: Undelivered = {
     notices: carried.notices,
-    lost_turns: record.turn !== undefined ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }] : carried.lost_turns,
+    lost_turns:
+      record.turn !== undefined
+        ? [...carried.lost_turns, { turn: record.turn, since: record.created_at }]
+        : carried.lost_turns,
   };
   const writer = crypto.randomUUID();
   const done: DoneRecord = {
@@ -75,8 +100,12 @@ export async function closeTurn(log: LogContext, scope: LogScope, record: LogRec
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
   const key = doneKey(scope, record.record);
-  const written = await putCreateOnly(log.store, key, JSON.stringify(done), { contentType: 'application/json' }, (object) =>
-    decodeUtf8(object.body).includes(`"writer":"${writer}"`),
+  const written = await putCreateOnly(
+    log.store,
+    key,
+    JSON.stringify(done),
+    { contentType: 'application/json' },
+    (object) => decodeUtf8(object.body).includes(`"writer":"${writer}"`),
   );
   return written ? done : null;
 }
@@ -84,7 +113,8 @@ export async function closeTurn(log: LogContext, scope: LogScope, record: LogRec
 /** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */
 export async function closeIfExpired(log: LogContext, scope: LogScope, record: LogRecord): Promise<StoredOutcome> {
   const expires = await leaseOf(log, scope, record);
-  if (expires > log.clock().getTime()) throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
+  if (expires > log.clock().getTime())
+    throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
   const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
   const done = await closeTurn(log, scope, record, { status: 'failed', error: { code: LEASE_EXPIRED, message } });
   if (done) return done;

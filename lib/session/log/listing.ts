@@ -39,8 +39,14 @@ export async function listSessions(
   const after = options.after === undefined ? undefined : parseInput(idSchema, options.after);
   const prefix = `${log.keyPrefix}sessions/`;
   // '0' sorts right after '/', and no id holds '/': every key of `after` is below it, every later id above.
-  const page = await log.store.list(prefix, { delimiter: '/', limit, ...(after !== undefined ? { startAfter: `${prefix}${after}0` } : {}) });
-  const ids = (page.prefixes ?? []).map((group) => group.slice(prefix.length, -1)).filter((id) => idSchema.safeParse(id).success);
+  const page = await log.store.list(prefix, {
+    delimiter: '/',
+    limit,
+    ...(after !== undefined ? { startAfter: `${prefix}${after}0` } : {}),
+  });
+  const ids = (page.prefixes ?? [])
+    .map((group) => group.slice(prefix.length, -1))
+    .filter((id) => idSchema.safeParse(id).success);
   const rows = await mapLimit(ids, PARALLEL_GETS, async (id) => {
     try {
       return await row(log, id, options.counts ?? true);

@@ -66,10 +66,19 @@ async function packRecords(
   const openAt = read.findIndex(({ record, done }) => record.kind === 'turn' && !done);
   const closed = openAt < 0 ? read : read.slice(0, openAt);
   if (closed.length < packMinRecords) return { packed: false, deleted: 0 };
-  const merge = segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < log.segmentTargetBytes ? segment : null;
+  const merge =
+    segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < log.segmentTargetBytes
+      ? segment
+      : null;
   const base: SegmentContent = merge
     ? await new SegmentReader(log.store, merge.key, merge).content()
-    : { firstRecord: closed[0]!.record.record, lastRecord: 0, items: [], turns: [], carried: await carriedBefore(log, segment, closed[0]!.record.record) };
+    : {
+        firstRecord: closed[0]!.record.record,
+        lastRecord: 0,
+        items: [],
+        turns: [],
+        carried: await carriedBefore(log, segment, closed[0]!.record.record),
+      };
   const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
   for (const { record, done } of closed) {
     content.items.push(...record.items, ...(done?.items ?? []));
@@ -89,7 +98,9 @@ async function packRecords(
   const key = segmentKey(scope, range);
   await log.store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
   // Records and completions become tombstones (their keys stay taken, see `bury`); the rest goes.
-  const packed = closed.flatMap(({ record, done }) => (done ? [recordKey(scope, record.record), doneKey(scope, record.record)] : [recordKey(scope, record.record)]));
+  const packed = closed.flatMap(({ record, done }) =>
+    done ? [recordKey(scope, record.record), doneKey(scope, record.record)] : [recordKey(scope, record.record)],
+  );
   const replaced: string[] = [];
   for (const unit of candidates.slice(0, closed.length)) if (unit.leaseKey) replaced.push(unit.leaseKey);
   if (merge) replaced.push(merge.key);
@@ -113,7 +124,11 @@ async function bury(log: LogContext, keys: readonly string[]): Promise<void> {
  * The messages a new segment starting at `firstRecord` carries: all messages before it,
  * taken from the previous segment (its carried ones plus its own), within CARRY_BYTES.
  */
-async function carriedBefore(log: LogContext, previous: Extract<LogUnit, { kind: 'segment' }> | null, firstRecord: number): Promise<LogItem[] | null> {
+async function carriedBefore(
+  log: LogContext,
+  previous: Extract<LogUnit, { kind: 'segment' }> | null,
+  firstRecord: number,
+): Promise<LogItem[] | null> {
   if (!previous) return firstRecord === 1 ? [] : null;
   if (previous.lastRecord !== firstRecord - 1) return null;
   const reader = new SegmentReader(log.store, previous.key, previous, 8 * 1024);

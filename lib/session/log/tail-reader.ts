@@ -10,7 +10,18 @@ import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import { PARALLEL_GETS, parseInput, type LogContext } from './context.ts';
-import { carriedItems, contextOf, lowerBound, NOTHING_UNDELIVERED, readHead, readRecord, segmentRange, undeliveredOf, withFreshListing, type Head } from './head.ts';
+import {
+  carriedItems,
+  contextOf,
+  lowerBound,
+  NOTHING_UNDELIVERED,
+  readHead,
+  readRecord,
+  segmentRange,
+  undeliveredOf,
+  withFreshListing,
+  type Head,
+} from './head.ts';
 import type { OpenTurn } from './types.ts';
 import { aggregatesOf, readBase, tailFromBase } from './views.ts';
 
@@ -23,14 +34,21 @@ import { aggregatesOf, readBase, tailFromBase } from './views.ts';
 const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** See SessionLog.readContext. */
-export async function readContext(log: LogContext, turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
+export async function readContext(
+  log: LogContext,
+  turn: OpenTurn,
+  requirement: TailRequirement,
+): Promise<PromptItem[]> {
   const floor = turn.context?.start_seq ?? 0;
   // Usually the claim has read all it takes: the newest view and what came after it.
   const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
   if (fromBase) return fromBase;
   turn.readPastView = true;
   return withFreshListing(() => {
-    const cursor = new UnitCursor(log.store, recordsPrefix(turn.scope), { pageLimit: 100, below: turn.carriedFromRecord });
+    const cursor = new UnitCursor(log.store, recordsPrefix(turn.scope), {
+      pageLimit: 100,
+      below: turn.carriedFromRecord,
+    });
     return readTail(log, turn.scope, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
   });
 }
@@ -40,10 +58,17 @@ export async function previewContext(
   log: LogContext,
   id: string,
   requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-): Promise<{ items: PromptItem[]; aggregates: HistoryAggregates; context: ContextStart | null; undelivered: Undelivered; scope: LogScope }> {
+): Promise<{
+  items: PromptItem[];
+  aggregates: HistoryAggregates;
+  context: ContextStart | null;
+  undelivered: Undelivered;
+  scope: LogScope;
+}> {
   return withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
-    if (!newest) return { items: [], aggregates: emptyAggregates(), context: null, undelivered: NOTHING_UNDELIVERED, scope };
+    if (!newest)
+      return { items: [], aggregates: emptyAggregates(), context: null, undelivered: NOTHING_UNDELIVERED, scope };
     const context = contextOf(newest);
     const undelivered = undeliveredOf(newest);
     const base = await readBase(log, scope, newest, cursor);
@@ -51,7 +76,14 @@ export async function previewContext(
     const needed = requirement(aggregates, context);
     const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
     if (fromBase) return { items: fromBase, aggregates, context, undelivered, scope };
-    const items = await readTail(log, scope, carriedItems(newest), cursorBelow(log, scope, newest), needed, context?.start_seq ?? 0);
+    const items = await readTail(
+      log,
+      scope,
+      carriedItems(newest),
+      cursorBelow(log, scope, newest),
+      needed,
+      context?.start_seq ?? 0,
+    );
     return { items, aggregates, context, undelivered, scope };
   });
 }
@@ -66,7 +98,11 @@ export async function hydrate(log: LogContext, scope: LogScope, items: PromptIte
 }
 
 /** See SessionLog.listItems. */
-export async function listItems(log: LogContext, id: string, options: { before?: number; limit: number }): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
+export async function listItems(
+  log: LogContext,
+  id: string,
+  options: { before?: number; limit: number },
+): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
   const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
   const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
   const { items, scope } = await withFreshListing(async () => {
@@ -119,7 +155,10 @@ export async function listItems(log: LogContext, id: string, options: { before?:
 
 /** A fresh listing that starts below the records `newest` carries (and below `newest`). */
 export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullable<Head['newest']>): UnitCursor {
-  return new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100, below: newest.record.recent?.[0]?.record ?? newest.record.record });
+  return new UnitCursor(log.store, recordsPrefix(scope), {
+    pageLimit: 100,
+    below: newest.record.recent?.[0]?.record ?? newest.record.record,
+  });
 }
 
 /**
@@ -127,7 +166,14 @@ export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullabl
  * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
  * outputs, then only messages, required calls and candidate outputs for them.
  */
-export async function readTail(log: LogContext, scope: LogScope, newest: readonly LogItem[], cursor: UnitCursor, requirement: TailRequirement, floor = 0): Promise<PromptItem[]> {
+export async function readTail(
+  log: LogContext,
+  _scope: LogScope,
+  newest: readonly LogItem[],
+  cursor: UnitCursor,
+  requirement: TailRequirement,
+  floor = 0,
+): Promise<PromptItem[]> {
   const needed = requirement.toolCalls;
   const required = new Set(requirement.seqs);
   const suffix: LogItem[] = [];
@@ -151,7 +197,12 @@ export async function readTail(log: LogContext, scope: LogScope, newest: readonl
   let lowest = newest.length > 0 ? newest[0]!.seq : Number.POSITIVE_INFINITY;
   // Required calls found in segments, and the segments walked (newest first) for their outputs.
   const pendingCalls: { call: LogItem & { type: 'function_call' }; segment: number }[] = [];
-  const segments: { reader: SegmentReader; orphans: Record<string, number>; seqs: number[]; loaded: Map<number, LogItem> }[] = [];
+  const segments: {
+    reader: SegmentReader;
+    orphans: Record<string, number>;
+    seqs: number[];
+    loaded: Map<number, LogItem>;
+  }[] = [];
   let block = 1;
   for (let unit = lowest > floor ? await cursor.next() : null; unit && lowest > floor; unit = await cursor.next()) {
     if (unit.kind === 'record') {
@@ -181,13 +232,14 @@ export async function readTail(log: LogContext, scope: LogScope, newest: readonl
         continue;
       }
       position -= 1;
-      if (position < 0 || toolSeqs[position] !== seq) throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
+      if (position < 0 || toolSeqs[position] !== seq)
+        throw new CorruptObjectError(unit.key, `segment does not hold seq ${seq}`);
       if (!loaded.has(position)) {
         // At least as many tool items as calls or outputs are still missing, never fewer than before.
         block = Math.max(block, needed === 'all' ? position + 1 : Math.max(needed - calls, needed - outputs, 1));
         const from = Math.max(0, position + 1 - block);
         const tools = await reader.tools(from, position + 1, true);
-        tools.forEach((item, offset) => loaded.set(from + offset, item));
+        for (const [offset, item] of tools.entries()) loaded.set(from + offset, item);
       }
       visit(loaded.get(position)!);
     }
@@ -233,22 +285,36 @@ export async function readTail(log: LogContext, scope: LogScope, newest: readonl
       const candidate = segments[newer]!;
       const outputSeq = candidate.orphans[call.call_id];
       if (outputSeq === undefined || outputSeq <= call.seq) continue;
-      if (outputSeq < cutSeq) before.push(...(await readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)));
+      if (outputSeq < cutSeq)
+        before.push(
+          ...(await readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)),
+        );
       break;
     }
   }
-  return assembleView(before.filter((item) => item.seq >= floor), suffix, cutSeq, required);
+  return assembleView(
+    before.filter((item) => item.seq >= floor),
+    suffix,
+    cutSeq,
+    required,
+  );
 }
 
 /** Loads the tool lines at `positions` (whole blocks, one range request per block). */
-async function readPositions(reader: SegmentReader, positions: number[], loaded: Map<number, LogItem>): Promise<LogItem[]> {
+async function readPositions(
+  reader: SegmentReader,
+  positions: number[],
+  loaded: Map<number, LogItem>,
+): Promise<LogItem[]> {
   const sorted = [...new Set(positions)].sort((a, b) => a - b);
   const count = (await reader.toolSeqs()).length;
-  const blocks = [...new Set(sorted.filter((position) => !loaded.has(position)).map((position) => Math.floor(position / TOOL_BLOCK)))];
+  const blocks = [
+    ...new Set(sorted.filter((position) => !loaded.has(position)).map((position) => Math.floor(position / TOOL_BLOCK))),
+  ];
   await mapLimit(blocks, PARALLEL_GETS, async (block) => {
     const from = block * TOOL_BLOCK;
     const items = await reader.tools(from, Math.min(count, from + TOOL_BLOCK), false);
-    items.forEach((item, offset) => loaded.set(from + offset, item));
+    for (const [offset, item] of items.entries()) loaded.set(from + offset, item);
   });
   return sorted.map((position) => loaded.get(position)!);
 }

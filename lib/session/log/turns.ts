@@ -78,7 +78,13 @@ const receiptSchema = z
         hashes: z.string().regex(/^[0-9a-f]*$/),
         chars: z.array(z.number().int().nonnegative()),
         synthetic: z.array(
-          z.object({ index: z.number().int(), synthetic: z.string(), chars: z.number().int(), content: z.string().optional(), name: z.string().optional() }),
+          z.object({
+            index: z.number().int(),
+            synthetic: z.string(),
+            chars: z.number().int(),
+            content: z.string().optional(),
+            name: z.string().optional(),
+          }),
         ),
       })
       .optional(),
@@ -89,7 +95,11 @@ type Receipt = z.infer<typeof receiptSchema>;
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
 
 /** A page of turns newest first: turns numbered below `before` (all when absent), at most `limit` (1..100). */
-export async function listTurns(log: LogContext, id: string, options: { before?: number; limit: number }): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
+export async function listTurns(
+  log: LogContext,
+  id: string,
+  options: { before?: number; limit: number },
+): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
   const limit = parseInput(z.number().int().min(1).max(100), options.limit);
   const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
   // One more than the page: its prompt is what the oldest turn of the page is compared with.
@@ -101,10 +111,15 @@ export async function listTurns(log: LogContext, id: string, options: { before?:
 }
 
 /** One turn with what its model saw. A turn that does not exist: NotFoundError. */
-export async function getTurn(log: LogContext, id: string, turn: number): Promise<TurnSummary & { receipt: TurnSight | null }> {
+export async function getTurn(
+  log: LogContext,
+  id: string,
+  turn: number,
+): Promise<TurnSummary & { receipt: TurnSight | null }> {
   const number = parseInput(z.number().int().positive(), turn);
   const raw = await walkTurns(log, id, number + 1, 2);
-  if (raw[0]?.summary.turn !== number) throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
+  if (raw[0]?.summary.turn !== number)
+    throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
   const [summary] = withReuse(raw);
   return { ...summary!, receipt: sightOf(raw[0]) };
 }
@@ -129,8 +144,10 @@ export async function turnItems(
   const items = page.items.map((item) => {
     const treatment = treatmentOf(runs, item.seq);
     if (treatment !== 'compacted') return { ...item, treatment };
-    if (item.type === 'function_call_output') return { ...item, treatment, compacted_as: { output: compactOutputItem(item).output } };
-    if (item.type === 'function_call') return { ...item, treatment, compacted_as: { arguments: compactCallItem(item).arguments } };
+    if (item.type === 'function_call_output')
+      return { ...item, treatment, compacted_as: { output: compactOutputItem(item).output } };
+    if (item.type === 'function_call')
+      return { ...item, treatment, compacted_as: { arguments: compactCallItem(item).arguments } };
     return { ...item, treatment };
   });
   return { items, has_more: page.has_more, next_before: page.next_before };
@@ -143,10 +160,15 @@ async function walkTurns(log: LogContext, id: string, before: number | undefined
     const found: RawTurn[] = [];
     const { newest, cursor } = await readHead(log, id, 100);
     const consider = (record: LogRecord, done: DoneRecord | null) => {
-      if (record.kind === 'turn' && record.turn !== undefined && below(record.turn)) found.push(fromRecord(record, done));
+      if (record.kind === 'turn' && record.turn !== undefined && below(record.turn))
+        found.push(fromRecord(record, done));
     };
     if (newest) consider(newest.record, newest.done);
-    for (let unit = newest && found.length < wanted ? await cursor.next() : null; unit; unit = found.length < wanted ? await cursor.next() : null) {
+    for (
+      let unit = newest && found.length < wanted ? await cursor.next() : null;
+      unit;
+      unit = found.length < wanted ? await cursor.next() : null
+    ) {
       if (unit.kind === 'record') {
         const { record, done } = await readRecord(log, unit);
         consider(record, done);
@@ -176,11 +198,20 @@ function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
   return {
     receipt,
     summary: {
-      ...common(record.turn!, done?.status ?? 'running', receipt, done?.error ?? null, requestModelSchema.parse(record.request ?? {}).model),
+      ...common(
+        record.turn!,
+        done?.status ?? 'running',
+        receipt,
+        done?.error ?? null,
+        requestModelSchema.parse(record.request ?? {}).model,
+      ),
       started_at: record.created_at,
       completed_at: done?.completed_at ?? null,
       input: inputs > 0 ? { first_seq: record.first_seq, last_seq: record.first_seq + inputs - 1 } : null,
-      output: outputs > 0 ? { first_seq: record.first_seq + inputs, last_seq: record.first_seq + inputs + outputs - 1 } : null,
+      output:
+        outputs > 0
+          ? { first_seq: record.first_seq + inputs, last_seq: record.first_seq + inputs + outputs - 1 }
+          : null,
     },
   };
 }
@@ -197,7 +228,10 @@ function fromSegment(turn: SegmentTurn): RawTurn {
       started_at: turn.started_at ?? null,
       completed_at: turn.completed_at ?? null,
       input: first !== undefined && inputs > 0 ? { first_seq: first, last_seq: first + inputs - 1 } : null,
-      output: first !== undefined && outputs > 0 ? { first_seq: first + inputs, last_seq: first + inputs + outputs - 1 } : null,
+      output:
+        first !== undefined && outputs > 0
+          ? { first_seq: first + inputs, last_seq: first + inputs + outputs - 1 }
+          : null,
     },
   };
 }

@@ -103,10 +103,13 @@ export interface StoredOutcome {
 }
 
 export type BeginTurnResult =
-  | { kind: 'replay'; response: unknown; status: TurnStatus; error?: { code: string; message: string; details?: unknown } }
+  | {
+      kind: 'replay';
+      response: unknown;
+      status: TurnStatus;
+      error?: { code: string; message: string; details?: unknown };
+    }
   | { kind: 'claimed'; turn: OpenTurn };
-
-
 
 export interface SessionLogOptions {
   /** Prepended to every key (KEY_PREFIX). */

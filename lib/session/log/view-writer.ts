@@ -24,7 +24,12 @@ const DEFAULT_VIEW_CALLS = 256;
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
  * Returns the view's key, or null when none was due.
  */
-export async function writeViewIfDue(log: LogContext, scope: LogScope, requirement: PackOptions['requirement'], refresh = false): Promise<string | null> {
+export async function writeViewIfDue(
+  log: LogContext,
+  scope: LogScope,
+  requirement: PackOptions['requirement'],
+  refresh = false,
+): Promise<string | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
   const listed = cursor.views[0]?.record ?? 0;
@@ -53,12 +58,27 @@ export async function writeViewIfDue(log: LogContext, scope: LogScope, requireme
     };
     // From the newest view when it holds enough (without the margin if need be), else from the log.
     const withMargin = tailFromBase(base, [], wanted, fromSeq);
-    const withoutMargin = withMargin ? null : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+    const withoutMargin = withMargin
+      ? null
+      : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
-    const items = (withMargin ?? withoutMargin ?? (await readTail(log, scope, carriedItems(newest), cursorBelow(log, scope, newest), wanted, fromSeq))) as LogItem[];
+    const items = (withMargin ??
+      withoutMargin ??
+      (await readTail(
+        log,
+        scope,
+        carriedItems(newest),
+        cursorBelow(log, scope, newest),
+        wanted,
+        fromSeq,
+      ))) as LogItem[];
     const cut = held === 'all' ? null : tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
-    tail = { from_seq: fromSeq, window_start: windowStart, items: await viewItems(log, scope, items, needed.wholeCalls, pinned) };
+    tail = {
+      from_seq: fromSeq,
+      window_start: windowStart,
+      items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
+    };
   }
   const view: LogView = {
     format: 'tailgate.view.v1',
@@ -80,12 +100,20 @@ export async function writeViewIfDue(log: LogContext, scope: LogScope, requireme
  * show them whole; the others as the strategies compact them (`compactCallItem`,
  * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
  */
-async function viewItems(log: LogContext, scope: LogScope, items: LogItem[], wholeCalls: number | undefined, pinned: number[]): Promise<LogItem[]> {
+async function viewItems(
+  log: LogContext,
+  scope: LogScope,
+  items: LogItem[],
+  wholeCalls: number | undefined,
+  pinned: number[],
+): Promise<LogItem[]> {
   const whole = wholeCallIds(items, wholeCalls, pinned);
   return mapLimit(items, PARALLEL_GETS, async (item) => {
     if (item.type === 'message') return item;
     if (whole === null || whole.has(item.call_id)) {
-      return item.type === 'function_call_output' && item.output_ref ? ((await hydrate(log, scope, [item]))[0] as LogItem) : item;
+      return item.type === 'function_call_output' && item.output_ref
+        ? ((await hydrate(log, scope, [item]))[0] as LogItem)
+        : item;
     }
     return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
   });

@@ -35,13 +35,20 @@ export interface Base {
 }
 
 /** See SessionLog.needsView. */
-export function needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggregates) => TailRequirement, output: readonly StoredItem[] = []): boolean {
+export function needsView(
+  turn: OpenTurn,
+  requirement: (aggregates: HistoryAggregates) => TailRequirement,
+  output: readonly StoredItem[] = [],
+): boolean {
   if (turn.readPastView) return true;
   if (turn.context || !turn.base.view) return false;
   const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
   const { aggregates } = aggregatesOf(base);
   const needed = requirement(aggregates);
-  return viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES || tailFromBase(base, [], needed, 0) === null;
+  return (
+    viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
+    tailFromBase(base, [], needed, 0) === null
+  );
 }
 
 /**
@@ -49,7 +56,12 @@ export function needsView(turn: OpenTurn, requirement: (aggregates: HistoryAggre
  * it up to the newest record: from what the newest record carries, and from the log (records
  * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
  */
-export async function readBase(log: LogContext, scope: LogScope, newest: NonNullable<Head['newest']>, cursor: UnitCursor): Promise<Base> {
+export async function readBase(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  cursor: UnitCursor,
+): Promise<Base> {
   let view: LogView | null = null;
   for (const listed of cursor.views) {
     if (listed.record > newest.record.record) continue;
@@ -60,11 +72,12 @@ export async function readBase(log: LogContext, scope: LogScope, newest: NonNull
   const lastSeq = view?.last_seq ?? 0;
   const viewRecord = view?.record ?? 0;
   if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
-    throw new CorruptObjectError(viewKey(scope, viewRecord), `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`);
+    throw new CorruptObjectError(
+      viewKey(scope, viewRecord),
+      `ends at seq ${lastSeq}, its record at ${countsOf(newest).items}`,
+    );
   }
-  const groups = recordGroups(newest).filter(
-    (group) => group.record > viewRecord,
-  );
+  const groups = recordGroups(newest).filter((group) => group.record > viewRecord);
   const carried = groups.flatMap((group) => group.items);
   const older: LogItem[][] = [];
   let low = carried[0]?.seq ?? countsOf(newest).items + 1;
@@ -107,7 +120,12 @@ async function readView(log: LogContext, key: string, record: number): Promise<L
  * items outside `requirement.wholeCalls` (and its seqs) may come as the strategies compact
  * them, which is what they make of them anyway.
  */
-export function tailFromBase(base: Base, newer: readonly LogItem[], requirement: TailRequirement, floor: number): PromptItem[] | null {
+export function tailFromBase(
+  base: Base,
+  newer: readonly LogItem[],
+  requirement: TailRequirement,
+  floor: number,
+): PromptItem[] | null {
   const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
   // A tail written from a later context start lacks the messages before it.
   if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
@@ -123,7 +141,8 @@ export function tailFromBase(base: Base, newer: readonly LogItem[], requirement:
     const cut = tailCut(items, requirement.toolCalls);
     if (cut === null || (cut < items.length && items[cut]!.seq < tail.window_start)) return null;
     const held = new Set<number>();
-    for (const item of tail.items) if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
+    for (const item of tail.items)
+      if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
     if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
   }
   return selectTail(items, requirement);
@@ -133,7 +152,11 @@ export function tailFromBase(base: Base, newer: readonly LogItem[], requirement:
  * The call ids of the newest `wholeCalls` calls of `items` and of the calls with `seqs`: the
  * tool items the strategies may show whole. Null (all of them) when `wholeCalls` is undefined.
  */
-export function wholeCallIds(items: readonly LogItem[], wholeCalls: number | undefined, seqs: readonly number[]): Set<string> | null {
+export function wholeCallIds(
+  items: readonly LogItem[],
+  wholeCalls: number | undefined,
+  seqs: readonly number[],
+): Set<string> | null {
   if (wholeCalls === undefined) return null;
   const pinned = new Set(seqs);
   const ids = new Set<string>();
@@ -180,11 +203,14 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
  */
 export function aggregatesOf(base: Base): { aggregates: HistoryAggregates; newKeys: string[] } {
   const packed = base.view?.call_keys ?? '';
-  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) => hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)));
+  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) =>
+    hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)),
+  );
 }
 
 function hasViewKey(packed: string, short: string): boolean {
-  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1)) if (at % VIEW_KEY_CHARS === 0) return true;
+  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1))
+    if (at % VIEW_KEY_CHARS === 0) return true;
   return false;
 }
 
@@ -192,7 +218,8 @@ function hasViewKey(packed: string, short: string): boolean {
 function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {
   let previous = fromSeq - 1;
   for (const item of items) {
-    if (item.seq <= previous || item.seq > lastSeq) throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
+    if (item.seq <= previous || item.seq > lastSeq)
+      throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
     previous = item.seq;
   }
 }

@@ -11,7 +11,9 @@ export interface RecordedRun {
  * plain object (`{response, tool_calls, usage}`) without `stream`, and a ReadableStream of SSE
  * bytes (`data: {...}` lines, then `data: [DONE]`) with `inputs.stream: true`.
  */
-export function fakeAiBinding(answer: (run: RecordedRun) => unknown | Promise<unknown>): WorkersAiBinding & { runs: RecordedRun[] } {
+export function fakeAiBinding(
+  answer: (run: RecordedRun) => unknown | Promise<unknown>,
+): WorkersAiBinding & { runs: RecordedRun[] } {
   const runs: RecordedRun[] = [];
   return {
     runs,

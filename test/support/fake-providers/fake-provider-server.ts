@@ -82,7 +82,10 @@ async function answer(response: ServerResponse, reply: FakeReply): Promise<void>
     return;
   }
   if ('text' in reply) {
-    response.writeHead(reply.status ?? 200, { 'content-type': reply.contentType ?? 'application/json', ...reply.headers });
+    response.writeHead(reply.status ?? 200, {
+      'content-type': reply.contentType ?? 'application/json',
+      ...reply.headers,
+    });
     response.end(reply.text);
     return;
   }

@@ -85,6 +85,24 @@ export type ContextStart = z.infer<typeof contextStartSchema>;
 /** `context/<inverted base record>`: a compaction's summary, create-only (the claim). */
 export const contextObjectSchema = contextStartSchema.extend({ format: z.literal('tailgate.context.v1') }).strict();
 
+/**
+ * Where the prompt starts after the overflow safety net (lib/compaction/fit-prompt.ts) dropped
+ * the oldest items of a session whose strategies do not compact: tool pairs whose call is older
+ * than `tool_start_seq` and messages older than `message_start_seq` stay stored but out of the
+ * prompt. `turn` is the turn that last moved it. Carried like `context`.
+ */
+export const overflowBoundarySchema = z
+  .object({
+    tool_start_seq: z.number().int().positive(),
+    message_start_seq: z.number().int().positive(),
+    turn: z.number().int().positive(),
+  })
+  .strict()
+  .refine((boundary) => boundary.message_start_seq <= boundary.tool_start_seq, {
+    message: 'message_start_seq is after tool_start_seq',
+  });
+export type OverflowBoundary = z.infer<typeof overflowBoundarySchema>;
+
 const errorSchema = z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict();
 export const turnStatusSchema = z.enum(['completed', 'failed', 'aborted']);
 export type TurnStatus = z.infer<typeof turnStatusSchema>;
@@ -154,6 +172,8 @@ export const recordSchema = z
     request: z.unknown().optional(),
     /** The current context start when this record was written (a `compact` record sets it). */
     context: contextStartSchema.optional(),
+    /** The overflow boundary when this record was written (absent: none). */
+    overflow: overflowBoundarySchema.optional(),
     /** Calls without an output after these items (absent in records written before it existed). */
     open_calls: openCallsSchema.optional(),
     undelivered: undeliveredSchema.optional(),
@@ -177,6 +197,8 @@ export const doneSchema = z
     error: errorSchema.optional(),
     /** The context start after this turn (changed when the turn compacted). */
     context: contextStartSchema.optional(),
+    /** The overflow boundary after this turn (when the turn moved it). */
+    overflow: overflowBoundarySchema.optional(),
     open_calls: openCallsSchema.optional(),
     /** Notices still undelivered after this turn (absent: none). */
     undelivered: undeliveredSchema.optional(),

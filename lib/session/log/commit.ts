@@ -29,6 +29,7 @@ import {
   readHead,
   RecordMissingError,
   recordGroups,
+  overflowOf,
   undeliveredOf,
   type Head,
 } from './head.ts';
@@ -130,6 +131,8 @@ export async function beginTurn(
     base,
     context: record.context ?? null,
     contextMoved: false,
+    overflow: record.overflow ?? null,
+    overflowMoved: false,
     readPastView: false,
     writer: crypto.randomUUID(),
     ...(keyHash ? { keyHash } : {}),
@@ -167,6 +170,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(outcome.error ? { error: outcome.error } : {}),
     // Only a moved context: otherwise the record's own `context` stands.
     ...(turn.context && turn.contextMoved ? { context: turn.context } : {}),
+    ...(turn.overflow && turn.overflowMoved ? { overflow: turn.overflow } : {}),
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
   };
@@ -300,6 +304,7 @@ export async function commit(
       : [];
     const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
     const undelivered = undeliveredOf(newest);
+    const overflow = overflowOf(newest);
     const record: LogRecord = {
       format: 'tailgate.record.v1',
       record: number,
@@ -319,6 +324,7 @@ export async function commit(
       ...(options.keyHash && options.requestHash ? { request_sha256: options.requestHash } : {}),
       ...(options.request !== undefined ? { request: options.request } : {}),
       ...(context ? { context } : {}),
+      ...(overflow ? { overflow } : {}),
       ...(openAfter ? { open_calls: openAfter } : {}),
       ...(isEmpty(undelivered) ? {} : { undelivered }),
     };

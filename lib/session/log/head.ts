@@ -11,6 +11,7 @@ import {
   type DoneRecord,
   type LogItem,
   type LogRecord,
+  type OverflowBoundary,
   type SessionConfig,
   type SessionCounts,
   type Undelivered,
@@ -173,6 +174,12 @@ export function carriedItems(newest: NonNullable<Head['newest']>): LogItem[] {
 export function contextOf(newest: Head['newest']): ContextStart | null {
   if (!newest) return null;
   return newest.done?.context ?? newest.record.context ?? null;
+}
+
+/** The overflow boundary as of the newest record (a completion that moved it decides). */
+export function overflowOf(newest: Head['newest']): OverflowBoundary | null {
+  if (!newest) return null;
+  return newest.done?.overflow ?? newest.record.overflow ?? null;
 }
 
 export function countsOf(newest: Head['newest']): SessionCounts {

@@ -2,7 +2,15 @@ import type { PromptItem, StoredItem, Tool } from '../../items.ts';
 import type { HistoryAggregates } from '../../strategies/aggregates.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import type { LogScope } from '../keys.ts';
-import type { ContextStart, LogItem, SessionConfig, SessionCounts, TurnStatus, Undelivered } from '../records.ts';
+import type {
+  ContextStart,
+  LogItem,
+  OverflowBoundary,
+  SessionConfig,
+  SessionCounts,
+  TurnStatus,
+  Undelivered,
+} from '../records.ts';
 import type { Base } from './views.ts';
 
 /** The fields a session is created with (the API, "Sessions"); null = the deployment default. */
@@ -64,6 +72,12 @@ export interface OpenTurn {
   context: ContextStart | null;
   /** Set by `commitTurnContext`: the completion stores the moved context start. */
   contextMoved: boolean;
+  /**
+   * The overflow boundary (null: none). The turn sets it, with `overflowMoved`, when its
+   * prompt had to drop more; the completion stores the moved one.
+   */
+  overflow: OverflowBoundary | null;
+  overflowMoved: boolean;
   /** Set by `readContext` when the tail read went past the view (see `needsView`). */
   readPastView: boolean;
   /**

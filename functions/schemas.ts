@@ -115,10 +115,22 @@ export const turnRequestSchema = z
     stream: z.boolean().optional(),
     max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
     temperature: z.number().min(0).max(2).optional(),
+    truncation: z.enum(['auto', 'disabled']).optional().meta({
+      description:
+        "A prompt over the model's window: absent, the overflow safety net drops its oldest items behind a stored boundary (without `compact` in the strategies); `auto` drops just enough for this turn; `disabled` refuses it (413 context_too_large).",
+    }),
   })
   .strict()
   .meta({ id: 'TurnRequest' });
 export type TurnRequestBody = z.infer<typeof turnRequestSchema>;
+
+const droppedSchema = z.object({
+  tool_pairs: z.number().int(),
+  messages: z.number().int(),
+  dropped_seqs: z.array(z.number().int()),
+  prompt_tokens_before: z.number().int(),
+  prompt_tokens: z.number().int(),
+});
 
 export const turnContextSchema = z
   .object({
@@ -147,6 +159,16 @@ export const turnContextSchema = z
       })
       .optional()
       .meta({ description: 'Set when this turn compacted the context.' }),
+    truncation: droppedSchema
+      .optional()
+      .meta({ description: 'Set when `truncation: "auto"` dropped items to fit the window.' }),
+    overflow_dropped: droppedSchema
+      .extend({ tool_start_seq: z.number().int(), message_start_seq: z.number().int(), moved: z.boolean() })
+      .optional()
+      .meta({
+        description:
+          'Set when the overflow safety net left items out: tool pairs whose call is older than `tool_start_seq` and messages older than `message_start_seq` (stored, not in the prompt); `moved` when this turn moved that boundary.',
+      }),
   })
   .meta({ id: 'TurnContext' });
 

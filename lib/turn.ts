@@ -8,14 +8,7 @@ import { NOTHING_UNDELIVERED, type Undelivered } from './session/records.ts';
 import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
 import { preparePrompt, tailRequirement } from './strategies/index.ts';
-import {
-  checkPromptFits,
-  compactionSizes,
-  planCompaction,
-  summarizeContext,
-  truncatePrompt,
-  type Truncation,
-} from './compaction/index.ts';
+import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from './compaction/index.ts';
 import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
 import { resolveTokenBudget } from './tokens/model-limits.ts';
@@ -72,8 +65,9 @@ export { previewPrompt } from './turn/preview.ts';
  *     the strategies kept whole;
  *  5b. with `compact` in the list: count the prompt's tokens; above the trigger, summarize
  *     the oldest part of the context, move the context start, and prepare again; then, for
- *     every turn of a model with a known window, refuse a prompt that still does not fit
- *     (context_too_large) instead of calling the provider;
+ *     every turn of a model with a known window, fit the prompt (lib/compaction/fit-prompt.ts:
+ *     `truncation: "auto"`, or without `compact` the overflow safety net) and refuse one that
+ *     still does not fit (context_too_large) instead of calling the provider;
  *  6. call the model (streaming or not);
  *  7. store the output and a compact receipt of what the model saw, which closes the turn.
  *
@@ -299,27 +293,17 @@ async function executeTurn(
         }
       }
     }
-    // With truncation "auto", the oldest items go until the prompt fits.
-    let truncation: Truncation | undefined;
-    if (request.truncation === 'auto' && Number.isFinite(budget.promptLimit)) {
-      const cut = truncatePrompt(built.hydrated, plan.tools, budget, built.cacheBreakpoint);
-      if (cut.truncation) {
-        truncation = cut.truncation;
-        const gone = new Set(cut.truncation.dropped_seqs);
-        built = {
-          prepared: {
-            ...built.prepared,
-            items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)),
-          },
-          cacheBreakpoint: cut.cacheBreakpoint,
-          hydrated: cut.prompt,
-        };
-      }
-    }
-    // A model with a known window never gets a prompt that must fail (context_too_large).
-    const promptTokens = Number.isFinite(budget.promptLimit)
-      ? checkPromptFits(built.hydrated, plan.tools, budget)
-      : undefined;
+    // Fit the window: `truncation: "auto"`, or the overflow safety net, whose moved boundary the completion stores.
+    const fit = fitPrompt(built, plan.tools, budget, {
+      truncation: request.truncation,
+      compacting,
+      boundary: turn.overflow,
+      turn: turn.turn,
+      keepFromSeq: turn.input[0]?.seq,
+    });
+    built = fit.built;
+    if (fit.moved) Object.assign(turn, { overflow: fit.moved, overflowMoved: true });
+    const promptTokens = fit.promptTokens;
     const { prepared, cacheBreakpoint, hydrated } = built;
     const context: TurnContext = {
       strategies: prepared.strategies,
@@ -334,7 +318,7 @@ async function executeTurn(
             compaction,
           )
         : {}),
-      ...(truncation ? { truncation } : {}),
+      ...fit.context,
     };
     receipt = {
       ...buildReceipt(plan, history, prepared.items, delivered, context),

@@ -6,3 +6,4 @@ export * from './summary-budget.ts';
 export * from './summary-transcript.ts';
 export * from './compact-session.ts';
 export * from './truncate-prompt.ts';
+export * from './fit-prompt.ts';

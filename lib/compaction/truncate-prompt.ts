@@ -3,7 +3,7 @@ import type { TokenBudget } from '../tokens/model-limits.ts';
 import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
 
-/** What `truncation: "auto"` dropped from a prompt to make it fit. */
+/** What `truncation: "auto"` (or the overflow safety net) dropped from a prompt to make it fit. */
 export interface Truncation {
   /** Tool calls dropped with their outputs. */
   tool_pairs: number;
@@ -17,25 +17,53 @@ export interface Truncation {
 }
 
 /**
+ * Where a session's prompt starts after the overflow safety net dropped its oldest items:
+ * tool pairs whose call is older than `tool_start_seq`, and messages older than
+ * `message_start_seq`, stay out of the prompt (docs/STORAGE.md, `overflow`).
+ */
+export interface PromptBoundary {
+  tool_start_seq: number;
+  message_start_seq: number;
+}
+
+export interface TruncateOptions {
+  /** Once over the limit, drop until the prompt needs at most this many tokens (default: the limit). */
+  target?: number;
+  /** The first seq of the newest turn: never dropped, even when its last user message is older. */
+  keepFromSeq?: number;
+  /**
+   * Given (null: none yet), the drop is expressed as a boundary: what `boundary` names goes
+   * first, whether or not the prompt fits; only stored items (with a seq) are dropped; and
+   * the result's `boundary` is where later prompts start.
+   */
+  boundary?: PromptBoundary | null;
+}
+
+/**
  * OpenAI's `truncation: "auto"` on a prepared prompt: when it needs more than the budget's
  * prompt limit, drop the oldest tool pairs (a call with its outputs), then the oldest
  * messages, until it fits. The leading system messages (the instructions) and the newest
- * user turn (from the last user message on) are never dropped; when the prompt still does
- * not fit, ContextTooLargeError as without truncation. `cacheBreakpoint` moves with the
- * items before it.
+ * user turn (from the last user message on, and from `keepFromSeq` on) are never dropped;
+ * when the prompt still does not fit, ContextTooLargeError as without truncation.
+ * `cacheBreakpoint` moves with the items before it. With `options.boundary`, this is the
+ * overflow safety net of a stored session (see TruncateOptions).
  */
 export function truncatePrompt(
   prompt: readonly PromptItem[],
   tools: readonly Tool[],
   budget: TokenBudget,
   cacheBreakpoint?: number,
-): { prompt: PromptItem[]; cacheBreakpoint?: number; truncation?: Truncation } {
+  options: TruncateOptions = {},
+): { prompt: PromptItem[]; cacheBreakpoint?: number; truncation?: Truncation; boundary?: PromptBoundary | null } {
   const before = countPromptTokens(prompt, tools, budget.counter);
-  const kept = (): { prompt: PromptItem[]; cacheBreakpoint?: number } => ({
+  const persistent = options.boundary !== undefined;
+  const stored = options.boundary ?? null;
+  const kept = () => ({
     prompt: [...prompt],
     ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+    ...(persistent ? { boundary: stored } : {}),
   });
-  if (before <= budget.promptLimit) return kept();
+  if (before <= budget.promptLimit && !stored) return kept();
   let first = 0;
   while (
     first < prompt.length &&
@@ -46,32 +74,63 @@ export function truncatePrompt(
   const lastUser = prompt.findLastIndex(
     (item) => item.type === 'message' && item.role === 'user' && item.synthetic === undefined,
   );
-  const end = Math.max(lastUser, first);
+  const inputStart =
+    options.keepFromSeq === undefined
+      ? -1
+      : prompt.findIndex((item) => item.seq !== undefined && item.seq >= options.keepFromSeq!);
+  const end = Math.max(lastUser, inputStart, first);
+  const outputsOf = new Map<string, number[]>();
+  prompt.forEach((item, at) => {
+    if (item.type === 'function_call_output') outputsOf.set(item.call_id, [...(outputsOf.get(item.call_id) ?? []), at]);
+  });
   const dropped = new Set<number>();
   let tokens = before;
-  const drop = (indexes: number[]) => {
-    for (const index of indexes) {
-      dropped.add(index);
-      tokens -= countItemTokens(prompt[index]!, budget.counter);
-    }
-  };
   let pairs = 0;
-  for (let index = first; index < end && tokens > budget.promptLimit; index += 1) {
-    const item = prompt[index]!;
-    if (item.type !== 'function_call') continue;
-    const outputs = prompt.flatMap((other, at) =>
-      other.type === 'function_call_output' && other.call_id === item.call_id ? [at] : [],
-    );
-    // A call whose output is in the newest turn stays with it.
-    if (outputs.some((at) => at >= end)) continue;
-    drop([index, ...outputs]);
-    pairs += 1;
-  }
   let messages = 0;
-  for (let index = first; index < end && tokens > budget.promptLimit; index += 1) {
-    if (dropped.has(index) || prompt[index]!.type !== 'message') continue;
-    drop([index]);
-    messages += 1;
+  let lastCall = 0;
+  let lastMessage = 0;
+  /** Drops the item at `index` (a call with its outputs); false when it must stay. */
+  const drop = (index: number): boolean => {
+    const item = prompt[index]!;
+    if (dropped.has(index) || (persistent && item.seq === undefined)) return false;
+    if (item.type === 'function_call_output') return false;
+    const outputs = item.type === 'function_call' ? (outputsOf.get(item.call_id) ?? []) : [];
+    // A call whose output is in the newest turn stays with it.
+    if (outputs.some((at) => at >= end)) return false;
+    for (const at of [index, ...outputs]) {
+      dropped.add(at);
+      tokens -= countItemTokens(prompt[at]!, budget.counter);
+    }
+    if (item.type === 'function_call') {
+      pairs += 1;
+      lastCall = Math.max(lastCall, item.seq ?? 0);
+    } else {
+      messages += 1;
+      lastMessage = Math.max(lastMessage, item.seq ?? 0);
+    }
+    return true;
+  };
+  // What an earlier turn's boundary names goes first, so the prompt keeps its start.
+  if (stored) {
+    for (let index = first; index < end; index += 1) {
+      const { type, seq } = prompt[index]!;
+      if (seq === undefined) continue;
+      if (type === 'function_call' ? seq < stored.tool_start_seq : type === 'message' && seq < stored.message_start_seq)
+        drop(index);
+    }
+  }
+  // Still over the limit: the oldest pairs, then the oldest messages, down to the target.
+  const moved = tokens > budget.promptLimit;
+  const goal = moved ? Math.min(options.target ?? budget.promptLimit, budget.promptLimit) : tokens;
+  for (let index = first; index < end && tokens > goal; index += 1) {
+    if (prompt[index]!.type === 'function_call') drop(index);
+  }
+  for (let index = first; index < end && tokens > goal; index += 1) {
+    if (prompt[index]!.type === 'message') drop(index);
+  }
+  if (dropped.size === 0) {
+    if (before > budget.promptLimit) checkPromptFits(prompt, tools, budget);
+    return kept();
   }
   const result = prompt.filter((_, index) => !dropped.has(index));
   const promptTokens = checkPromptFits(result, tools, budget);
@@ -79,6 +138,9 @@ export function truncatePrompt(
     cacheBreakpoint === undefined
       ? undefined
       : cacheBreakpoint - [...dropped].filter((index) => index <= cacheBreakpoint).length;
+  const messageStart = Math.max(stored?.message_start_seq ?? 1, lastMessage + 1);
+  // Once messages go, every older pair went before them.
+  const toolStart = Math.max(stored?.tool_start_seq ?? 1, lastCall + 1, messages > 0 ? messageStart : 1);
   return {
     prompt: result,
     ...(shifted !== undefined && shifted >= 0 ? { cacheBreakpoint: shifted } : {}),
@@ -91,5 +153,8 @@ export function truncatePrompt(
       prompt_tokens_before: before,
       prompt_tokens: promptTokens,
     },
+    ...(persistent
+      ? { boundary: moved ? { tool_start_seq: toolStart, message_start_seq: messageStart } : stored }
+      : {}),
   };
 }

@@ -4,7 +4,7 @@ import type { Item, Tool } from '../items.ts';
 import type { Model, ModelOutputItem, ModelUsage } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
-import type { Truncation } from '../compaction/index.ts';
+import type { OverflowDropped, Truncation } from '../compaction/index.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 
 /** The wire and service types of a turn, and the errors the pipeline throws. */
@@ -60,7 +60,8 @@ export interface TurnRequest {
   /**
    * `auto`: a prompt over the model's window drops its oldest tool pairs, then its oldest
    * messages outside the newest user turn, until it fits (lib/compaction/truncate-prompt.ts);
-   * otherwise it is refused (context_too_large).
+   * `disabled`: it is refused (context_too_large). Absent: the overflow safety net when
+   * `compact` is not in the list (lib/compaction/fit-prompt.ts), else refused.
    */
   truncation?: 'auto' | 'disabled';
 }
@@ -83,6 +84,8 @@ export interface TurnContext {
   compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
   /** Set when `truncation: "auto"` dropped items to fit the window. */
   truncation?: Truncation;
+  /** Set when the overflow safety net left items out of the prompt (lib/compaction/fit-prompt.ts). */
+  overflow_dropped?: OverflowDropped;
 }
 
 export type OutputItem = ModelOutputItem & { seq: number };

@@ -382,7 +382,8 @@ async function createResponse(
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
-    ...(body.truncation ? { truncation: body.truncation } : {}),
+    // OpenAI's default is "disabled": no overflow safety net behind a Responses client's back.
+    truncation: body.truncation ?? 'disabled',
   };
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);

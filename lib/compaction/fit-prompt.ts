@@ -1,0 +1,114 @@
+import type { PromptItem, Tool } from '../items.ts';
+import type { OverflowBoundary } from '../session/records.ts';
+import type { TokenBudget } from '../tokens/model-limits.ts';
+import { checkPromptFits } from './check-prompt-fits.ts';
+import { truncatePrompt, type PromptBoundary, type Truncation } from './truncate-prompt.ts';
+
+/**
+ * The share of the prompt limit the overflow safety net drops down to when a prompt no longer
+ * fits. Each move of the boundary costs one uncached prompt (about this share of the limit);
+ * the room it leaves lasts (1 - ratio) of the limit of growth. 0.6 keeps most of the context
+ * while a 32k window with 2 KB tool outputs moves it every few dozen turns (README, "When the
+ * window is full").
+ */
+export const OVERFLOW_TARGET_RATIO = 0.6;
+
+/** `context.overflow_dropped`: what the safety net left out of this prompt, and its boundary. */
+export type OverflowDropped = Truncation & PromptBoundary & { moved: boolean };
+
+export interface FitOptions {
+  /** The request's option: `auto` drops just enough (OpenAI's semantics), `disabled` never drops. */
+  truncation: 'auto' | 'disabled' | undefined;
+  /** `compact` is in the list: compaction keeps the window, so no safety net by default. */
+  compacting: boolean;
+  /** The session's stored boundary (null: none). */
+  boundary: PromptBoundary | null;
+  /** The turn: its number (stored with a moved boundary) and its first input seq. */
+  turn: number;
+  keepFromSeq: number | undefined;
+}
+
+interface Built {
+  prepared: { items: PromptItem[] };
+  hydrated: PromptItem[];
+  cacheBreakpoint?: number;
+}
+
+/**
+ * The prompt-fitting step of a stored turn, for a model with a known window:
+ * - `truncation: "auto"`: the oldest items go until the prompt fits, this turn only;
+ * - no `truncation` and no `compact` in the list: the overflow safety net. The items behind
+ *   the session's boundary stay out; when the prompt still does not fit, the oldest tool
+ *   pairs, then the oldest messages outside the newest turn go, down to
+ *   OVERFLOW_TARGET_RATIO of the limit, and the boundary moves there (`moved`: store it), so
+ *   later prompts start at the same place and their prefix stays cache-stable;
+ * - otherwise nothing is dropped.
+ * A prompt that still does not fit is ContextTooLargeError (with the safety net: when the
+ * newest turn alone, with the instructions and tools, does not fit).
+ */
+export function fitPrompt<Prompt extends Built>(
+  built: Prompt,
+  tools: readonly Tool[],
+  budget: TokenBudget,
+  options: FitOptions,
+): {
+  built: Prompt;
+  promptTokens: number | undefined;
+  context: { truncation?: Truncation; overflow_dropped?: OverflowDropped };
+  moved?: OverflowBoundary;
+} {
+  if (!Number.isFinite(budget.promptLimit)) return { built, promptTokens: undefined, context: {} };
+  const safetyNet = options.truncation === undefined && !options.compacting;
+  if (options.truncation !== 'auto' && !safetyNet)
+    return { built, promptTokens: checkPromptFits(built.hydrated, tools, budget), context: {} };
+  const cut = truncatePrompt(
+    built.hydrated,
+    tools,
+    budget,
+    built.cacheBreakpoint,
+    safetyNet
+      ? {
+          target: Math.floor(budget.promptLimit * OVERFLOW_TARGET_RATIO),
+          boundary: options.boundary,
+          ...(options.keepFromSeq !== undefined ? { keepFromSeq: options.keepFromSeq } : {}),
+        }
+      : {},
+  );
+  const boundary = cut.boundary ?? null;
+  const moved =
+    boundary &&
+    (boundary.tool_start_seq !== options.boundary?.tool_start_seq ||
+      boundary.message_start_seq !== options.boundary?.message_start_seq)
+      ? { ...boundary, turn: options.turn }
+      : undefined;
+  if (!cut.truncation)
+    return {
+      built,
+      promptTokens: checkPromptFits(built.hydrated, tools, budget),
+      context: {},
+      ...(moved ? { moved } : {}),
+    };
+  const gone = new Set(cut.truncation.dropped_seqs);
+  const { cacheBreakpoint: _previous, ...rest } = built;
+  const fitted = {
+    ...rest,
+    prepared: {
+      ...built.prepared,
+      items: built.prepared.items.filter((item) => item.seq === undefined || !gone.has(item.seq)),
+    },
+    hydrated: cut.prompt,
+    ...(cut.cacheBreakpoint !== undefined ? { cacheBreakpoint: cut.cacheBreakpoint } : {}),
+  } as Prompt;
+  const context =
+    safetyNet && boundary
+      ? {
+          overflow_dropped: {
+            ...cut.truncation,
+            tool_start_seq: boundary.tool_start_seq,
+            message_start_seq: boundary.message_start_seq,
+            moved: moved !== undefined,
+          },
+        }
+      : { truncation: cut.truncation };
+  return { built: fitted, promptTokens: cut.truncation.prompt_tokens, context, ...(moved ? { moved } : {}) };
+}

@@ -1,0 +1,273 @@
+import { describe, expect, it } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
+import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
+import { recordSchema } from '../../lib/session/records.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { runTurn, type TurnResponse, type TurnServices } from '../../lib/turn.ts';
+
+/**
+ * The overflow safety net (lib/compaction/fit-prompt.ts) in a long tool loop: a model no
+ * family matches gets the fallback window (32,768 tokens, 4,096 kept for the answer), every
+ * turn answers a call with a 2 KB output, the default strategies run.
+ */
+
+/** An agent that calls a tool on every turn, each call new; it records every prompt it gets. */
+function toolLoopModel(prompts: ModelRequest[]): Model {
+  let calls = 0;
+  const result = (): ModelResult => {
+    calls += 1;
+    return {
+      output: [
+        {
+          type: 'function_call',
+          call_id: `call_${calls}`,
+          name: 'read_file',
+          arguments: `{"path":"src/f${calls}.ts"}`,
+        },
+      ],
+      usage: { input_tokens: 0, output_tokens: 0 },
+    };
+  };
+  return {
+    id: 'openai-compatible:local-agent',
+    async generate(request) {
+      prompts.push(request);
+      return result();
+    },
+    async *stream(request) {
+      prompts.push(request);
+      const done = result();
+      for (const item of done.output) yield { type: 'item_done', item };
+      yield { type: 'done', result: done };
+    },
+  };
+}
+
+function services(
+  store: ObjectStore,
+  model: Model,
+): TurnServices & { sessions: SessionLog; settle: () => Promise<void> } {
+  let pending: Promise<unknown>[] = [];
+  return {
+    sessions: new SessionLog(store),
+    inbox: new Inbox(store),
+    config: parseServiceConfig({}),
+    env: {},
+    model: () => model,
+    background: (task) => pending.push(task),
+    log: () => {},
+    // Packing runs after each turn, as waitUntil would.
+    settle: async () => {
+      const tasks = pending;
+      pending = [];
+      await Promise.all(tasks);
+    },
+  };
+}
+
+/** ~2 KB of tool output, different for each call. */
+function output(call: number): string {
+  return Array.from({ length: 64 }, (_, line) => `f${call}.ts:${line} const v${line} = ${call * line};`)
+    .join('\n')
+    .padEnd(2048, '.')
+    .slice(0, 2048);
+}
+
+function promptText(items: readonly PromptItem[]): string[] {
+  return items.map((item) => JSON.stringify(item));
+}
+
+interface LoopResult {
+  responses: TurnResponse[];
+  refused: { turn: number; code: string }[];
+  prompts: ModelRequest[];
+}
+
+/** Drives `turns` turns of the tool loop; a refused turn's call is answered again by the next. */
+async function toolLoop(
+  turns: number,
+  options: {
+    store?: ObjectStore;
+    truncation?: 'auto' | 'disabled';
+    stopAtRefusal?: boolean;
+    /** Continue the session: the call to answer first (else a new session starts). */
+    answer?: string;
+  } = {},
+): Promise<LoopResult> {
+  const prompts: ModelRequest[] = [];
+  const service = services(options.store ?? new MemoryStore(), toolLoopModel(prompts));
+  const id = 's1';
+  if (!options.answer) await service.sessions.create({ id, instructions: 'You are a coding agent. Fix the build.' });
+  const responses: TurnResponse[] = [];
+  const refused: LoopResult['refused'] = [];
+  let input: Item[] = options.answer
+    ? [{ type: 'function_call_output', call_id: options.answer, output: output(0) }]
+    : [{ type: 'message', role: 'user', content: 'The build fails; find out why and fix it.' }];
+  for (let turn = 1; turn <= turns; turn++) {
+    try {
+      const response = await runTurn(service, id, {
+        input,
+        ...(options.truncation ? { truncation: options.truncation } : {}),
+      });
+      responses.push(response);
+      const call = response.output[0]!;
+      if (call.type !== 'function_call') throw new Error('the agent stopped calling tools');
+      input = [{ type: 'function_call_output', call_id: call.call_id, output: output(responses.length) }];
+    } catch (error) {
+      if (!(error instanceof TailgateError)) throw error;
+      refused.push({ turn, code: error.code });
+      if (options.stopAtRefusal) break;
+      // The refused input is stored; the agent goes on with a plain message.
+      input = [{ type: 'message', role: 'user', content: `continue (${turn})` }];
+    }
+    await service.settle();
+  }
+  return { responses, refused, prompts };
+}
+
+/** The share of a prompt's characters that repeat the previous prompt from its start, in whole items. */
+function reusedShare(previous: readonly PromptItem[], next: readonly PromptItem[]): number {
+  const before = promptText(previous);
+  const after = promptText(next);
+  let reused = 0;
+  for (let index = 0; index < Math.min(before.length, after.length) && before[index] === after[index]; index++)
+    reused += after[index]!.length;
+  return reused / after.join('').length;
+}
+
+describe('the overflow safety net', () => {
+  it('runs a 1,000-turn tool loop at a 32k window with no 413, moving its boundary rarely and keeping the prefix between moves', async () => {
+    const { responses, refused, prompts } = await toolLoop(1000);
+    expect(refused).toEqual([]);
+    expect(responses).toHaveLength(1000);
+
+    const reports = responses.map((response) => response.context.overflow_dropped);
+    const moves = reports.filter((report) => report?.moved).length;
+    const firstDrop = reports.findIndex((report) => report !== undefined);
+    // Nothing is dropped while the prompt fits; once it does not, every turn reports what it left out.
+    expect(firstDrop).toBeGreaterThan(50);
+    expect(reports.slice(0, firstDrop).every((report) => report === undefined)).toBe(true);
+    expect(reports[firstDrop]).toMatchObject({ moved: true, messages: 0 });
+    expect(reports[firstDrop]!.tool_pairs).toBeGreaterThan(0);
+    expect(reports[firstDrop]!.prompt_tokens_before).toBeGreaterThan(28_672);
+    expect(reports.slice(firstDrop).every((report) => report !== undefined && report.tool_pairs > 0)).toBe(true);
+    for (const response of responses) expect(response.context.truncation).toBeUndefined();
+
+    // Every prompt fits the window; the boundary only moves forward.
+    const sizes = responses.map((response) => response.context.overflow_dropped?.prompt_tokens ?? 0);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(28_672);
+    const starts = reports.flatMap((report) => (report ? [report.tool_start_seq] : []));
+    expect(starts).toEqual([...starts].sort((a, b) => a - b));
+
+    // Between moves of either boundary (ours, or the epoch strategy's, seen as a change in
+    // what it compacts or drops), each prompt starts with the whole previous one, byte for byte.
+    let reused = 0;
+    let unmoved = 0;
+    for (let turn = firstDrop + 1; turn < responses.length; turn++) {
+      const share = reusedShare(prompts[turn - 1]!.prompt, prompts[turn]!.prompt);
+      reused += share;
+      const [previous, current] = [responses[turn - 1]!.context, responses[turn]!.context];
+      if (reports[turn]!.moved || previous.compacted !== current.compacted || previous.dropped !== current.dropped)
+        continue;
+      unmoved += 1;
+      const before = promptText(prompts[turn - 1]!.prompt);
+      expect(promptText(prompts[turn]!.prompt).slice(0, before.length)).toEqual(before);
+    }
+    const share = reused / (responses.length - firstDrop - 1);
+    console.log(
+      `overflow: ${responses.length} turns, ${refused.length} refused, first drop at turn ${firstDrop + 1}, ` +
+        `${moves} boundary moves, ${unmoved} turns without a move, prefix reused ${(share * 100).toFixed(1)}%, ` +
+        `mean prompt ${Math.round(sizes.slice(firstDrop).reduce((sum, size) => sum + size, 0) / (sizes.length - firstDrop))} tokens`,
+    );
+    expect(moves).toBeLessThan(responses.length / 10);
+    expect(share).toBeGreaterThan(0.8);
+  }, 120_000);
+
+  it('leaves the refusal to truncation "disabled": the same loop is stuck at 413 context_too_large from the turn the window fills', async () => {
+    const { responses, refused } = await toolLoop(115, { truncation: 'disabled' });
+    // The first refused turn, then every later one: the window never empties by itself.
+    expect(refused.length).toBeGreaterThan(0);
+    expect(refused[0]!.turn).toBeGreaterThan(100);
+    expect(refused.every((refusal) => refusal.code === 'context_too_large')).toBe(true);
+    expect(refused.map((refusal) => refusal.turn)).toEqual(
+      Array.from({ length: 116 - refused[0]!.turn }, (_, index) => refused[0]!.turn + index),
+    );
+    expect(responses.every((response) => response.context.overflow_dropped === undefined)).toBe(true);
+  }, 60_000);
+
+  it('stores the boundary with the turn that moves it; after a restart the next turn reads it back and keeps the prompt start', async () => {
+    const store = new MemoryStore();
+    const first = await toolLoop(130, { store });
+    const last = first.responses.at(-1)!;
+    const boundary = first.responses.findLast((response) => response.context.overflow_dropped?.moved)!;
+    expect(boundary).toBeDefined();
+    const { tool_start_seq, message_start_seq } = boundary.context.overflow_dropped!;
+
+    // The newest record carries it, validated as it is read back.
+    const keys = (await store.list('sessions/s1/turn/')).objects.map((object) => object.key);
+    const newestRecord = keys.find((key) => /\/\d{12}$/.test(key))!;
+    const record = recordSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(newestRecord))!.body)));
+    expect(record.overflow).toEqual({ tool_start_seq, message_start_seq, turn: boundary.turn });
+
+    // A new process on the same store: the same boundary, not moved, the same prompt start.
+    const call = last.output[0]!;
+    const next = await toolLoop(1, { store, answer: call.type === 'function_call' ? call.call_id : '' });
+    const report = next.responses[0]!.context.overflow_dropped!;
+    expect(report).toMatchObject({ tool_start_seq, message_start_seq, moved: false });
+    const before = promptText(first.prompts.at(-1)!.prompt);
+    const after = promptText(next.prompts[0]!.prompt);
+    const stable = first.prompts.at(-1)!.cacheBreakpoint ?? 0;
+    expect(after.slice(0, stable + 1)).toEqual(before.slice(0, stable + 1));
+
+    // The inspector shows what the boundary left out as dropped; it stays stored.
+    const sessions = new SessionLog(store);
+    const seen = (await sessions.getTurn('s1', next.responses[0]!.turn)).receipt!.seen;
+    const droppedSeq = report.dropped_seqs[0]!;
+    expect(droppedSeq).toBeLessThan(tool_start_seq);
+    const run = seen.find((candidate) => candidate.first_seq <= droppedSeq && droppedSeq <= candidate.last_seq);
+    expect(run?.treatment).toBe('dropped');
+    const items = await sessions.listItems('s1', { before: droppedSeq + 1, limit: 1 });
+    expect(items.items[0]!.seq).toBe(droppedSeq);
+  }, 60_000);
+
+  it('answers corrupt_object for a stored boundary that fails its schema', async () => {
+    const store = new MemoryStore();
+    await toolLoop(3, { store });
+    const keys = (await store.list('sessions/s1/turn/')).objects.map((object) => object.key);
+    const newest = keys.find((key) => /\/\d{12}$/.test(key))!;
+    const record = JSON.parse(new TextDecoder().decode((await store.get(newest))!.body));
+    // The message boundary past the tool boundary cannot have been written.
+    await store.put(
+      newest,
+      JSON.stringify({ ...record, overflow: { tool_start_seq: 2, message_start_seq: 5, turn: 1 } }),
+    );
+    const service = services(store, toolLoopModel([]));
+    const refused = await runTurn(service, 's1', { input: 'go on' }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(TailgateError);
+    expect((refused as TailgateError).code).toBe('corrupt_object');
+  });
+
+  it('still refuses with 413 a newest user turn that does not fit alone, whatever it could drop', async () => {
+    const store = new MemoryStore();
+    const { responses } = await toolLoop(20, { store });
+    const service = services(store, toolLoopModel([]));
+    const call = responses.at(-1)!.output[0]!;
+    const huge = await runTurn(service, 's1', {
+      input: [
+        { type: 'function_call_output', call_id: call.type === 'function_call' ? call.call_id : '', output: 'done' },
+        { type: 'message', role: 'user', content: 'x'.repeat(4 * 30_000) },
+      ],
+    }).catch((error: unknown) => error);
+    expect(huge).toBeInstanceOf(TailgateError);
+    expect(huge).toMatchObject({ code: 'context_too_large' });
+    // A turn that fits goes on, the refused input stored but now outside the newest turn... and dropped.
+    const next = await runTurn(service, 's1', { input: 'smaller, then' });
+    expect(next.context.overflow_dropped).toMatchObject({ moved: true });
+    expect(next.context.overflow_dropped!.messages).toBeGreaterThan(0);
+  });
+});

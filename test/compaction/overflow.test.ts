@@ -255,7 +255,8 @@ describe('the overflow safety net', () => {
   it('still refuses with 413 a newest user turn that does not fit alone, whatever it could drop', async () => {
     const store = new MemoryStore();
     const { responses } = await toolLoop(20, { store });
-    const service = services(store, toolLoopModel([]));
+    const prompts: ModelRequest[] = [];
+    const service = services(store, toolLoopModel(prompts));
     const call = responses.at(-1)!.output[0]!;
     const huge = await runTurn(service, 's1', {
       input: [
@@ -265,9 +266,12 @@ describe('the overflow safety net', () => {
     }).catch((error: unknown) => error);
     expect(huge).toBeInstanceOf(TailgateError);
     expect(huge).toMatchObject({ code: 'context_too_large' });
-    // A turn that fits goes on, the refused input stored but now outside the newest turn... and dropped.
+    // The next turn goes on: the refused input, stored but no longer the newest turn, is dropped.
     const next = await runTurn(service, 's1', { input: 'smaller, then' });
     expect(next.context.overflow_dropped).toMatchObject({ moved: true });
     expect(next.context.overflow_dropped!.messages).toBeGreaterThan(0);
+    // The instructions stay first; the newest turn is whole.
+    expect(prompts[0]!.prompt[0]).toMatchObject({ role: 'system', content: 'You are a coding agent. Fix the build.' });
+    expect(prompts[0]!.prompt.at(-1)).toMatchObject({ role: 'user', content: 'smaller, then' });
   });
 });

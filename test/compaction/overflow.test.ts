@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
+import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
@@ -8,6 +9,7 @@ import { recordSchema } from '../../lib/session/records.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
 import { runTurn, type TurnResponse, type TurnServices } from '../../lib/turn.ts';
 
 /**
@@ -273,5 +275,64 @@ describe('the overflow safety net', () => {
     // The instructions stay first; the newest turn is whole.
     expect(prompts[0]!.prompt[0]).toMatchObject({ role: 'system', content: 'You are a coding agent. Fix the build.' });
     expect(prompts[0]!.prompt.at(-1)).toMatchObject({ role: 'user', content: 'smaller, then' });
+  });
+
+  describe('truncatePrompt with a boundary', () => {
+    const text = (letter: string) => letter.repeat(400);
+    const prompt: PromptItem[] = [
+      { type: 'message', role: 'system', content: 'instructions' },
+      { type: 'message', role: 'user', content: text('a'), seq: 1 },
+      { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}', seq: 2 },
+      { type: 'function_call_output', call_id: 'c1', output: text('b'), seq: 3 },
+      { type: 'message', role: 'assistant', content: text('c'), seq: 4 },
+      { type: 'function_call', call_id: 'c2', name: 'f', arguments: '{}', seq: 5 },
+      { type: 'function_call_output', call_id: 'c2', output: text('d'), seq: 6 },
+      { type: 'message', role: 'user', content: 'next', seq: 7 },
+    ];
+    const tokens = countPromptTokens(prompt, [], approximateTokenCounter);
+    const budget = (promptLimit: number) => ({
+      contextLimit: promptLimit,
+      responseReserve: 0,
+      promptLimit,
+      counter: approximateTokenCounter,
+    });
+    const seqs = (items: PromptItem[]) => items.map((item) => item.seq ?? 0);
+
+    it('drops past the limit down to the target, pairs first, and says where the prompt now starts', () => {
+      const pairs = truncatePrompt(prompt, [], budget(tokens - 50), undefined, {
+        target: tokens - 150,
+        boundary: null,
+      });
+      expect(seqs(pairs.prompt)).toEqual([0, 1, 4, 7]);
+      expect(pairs.boundary).toEqual({ tool_start_seq: 6, message_start_seq: 1 });
+      const messages = truncatePrompt(prompt, [], budget(tokens - 50), undefined, { target: 50, boundary: null });
+      // The instructions and the newest user turn stay; the message boundary never passes the tool boundary.
+      expect(seqs(messages.prompt)).toEqual([0, 7]);
+      expect(messages.boundary).toEqual({ tool_start_seq: 6, message_start_seq: 5 });
+      expect(messages.truncation).toMatchObject({ tool_pairs: 2, messages: 2, dropped_seqs: [1, 2, 3, 4, 5, 6] });
+    });
+
+    it('applies a stored boundary to a prompt that fits, and leaves it where it is', () => {
+      const kept = truncatePrompt(prompt, [], budget(tokens), undefined, {
+        target: 1,
+        boundary: { tool_start_seq: 3, message_start_seq: 1 },
+      });
+      expect(seqs(kept.prompt)).toEqual([0, 1, 4, 5, 6, 7]);
+      expect(kept.boundary).toEqual({ tool_start_seq: 3, message_start_seq: 1 });
+      expect(kept.truncation).toMatchObject({ tool_pairs: 1, messages: 0, prompt_tokens_before: tokens });
+    });
+
+    it('keeps the newest turn from keepFromSeq on, even when its last user message is older', () => {
+      const loop = prompt.slice(0, 7);
+      const loopTokens = countPromptTokens(loop, [], approximateTokenCounter);
+      // Without it, everything after the only user message is the newest turn: nothing can go.
+      expect(() => truncatePrompt(loop, [], budget(loopTokens - 50), undefined, { boundary: null })).toThrow(
+        expect.objectContaining({ code: 'context_too_large' }),
+      );
+      const cut = truncatePrompt(loop, [], budget(loopTokens - 50), undefined, { boundary: null, keepFromSeq: 6 });
+      // The call answered by the newest turn stays with its output.
+      expect(seqs(cut.prompt)).toEqual([0, 1, 4, 5, 6]);
+      expect(cut.boundary).toEqual({ tool_start_seq: 3, message_start_seq: 1 });
+    });
   });
 });

@@ -83,9 +83,11 @@ function drawPanel(
     if (point.isDefault)
       parts.push(`<circle cx="${cx}" cy="${cy}" r="8" fill="none" stroke="${COLORS[point.strategy]}"/>`);
   }
-  for (const point of front) {
+  // Labels alternate above and below their point, so neighbours on the front do not overlap.
+  for (const [index, point] of front.entries()) {
+    const dy = index % 2 === 0 ? -7 : 15;
     parts.push(
-      `<text x="${(x(point.meanPromptTokens) + 7).toFixed(1)}" y="${(y(panel.cost(point)) - 6).toFixed(1)}">${pointName(point)}</text>`,
+      `<text x="${(x(point.meanPromptTokens) + 6).toFixed(1)}" y="${(y(panel.cost(point)) + dy).toFixed(1)}">${pointName(point)}</text>`,
     );
   }
   return parts;

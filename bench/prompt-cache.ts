@@ -1,8 +1,16 @@
 import type { Item, PromptItem } from '../lib/items.ts';
 import type { SequencedItem } from '../lib/strategies/aggregates.ts';
 import { preparePrompt, type StrategySpec } from '../lib/strategies/prepare-prompt.ts';
-import { defaultStrategyConfig } from '../lib/strategies/strategy-config.ts';
+import { defaultStrategyConfig, type StrategyConfig } from '../lib/strategies/strategy-config.ts';
 import { agentHistoryWithCalls, type AgentSessionOptions } from './agent-session.ts';
+import {
+  AnthropicBilling,
+  billingTotals,
+  estimateTokens,
+  OpenAiBilling,
+  wireItem,
+  type BillingTotals,
+} from './cache-billing.ts';
 import { clearToolUsesBaseline } from './clear-tool-uses.ts';
 
 /**
@@ -36,11 +44,23 @@ export interface CacheTotals {
   prepareMs: number;
 }
 
+/** The same prompts billed by each provider's matching rule (bench/cache-billing.ts). */
+export interface CacheBilling {
+  /** Anthropic, breakpoints as the adapter places them. */
+  anthropic: BillingTotals;
+  /** Anthropic, one breakpoint at the end of the stable prefix (the placement before the sliding anchors). */
+  anthropicStableEnd: BillingTotals;
+  openai: BillingTotals;
+  meanPromptTokens: number;
+  maxPromptTokens: number;
+}
+
 export interface CacheRun {
   name: string;
   label: string;
   turns: CacheTurn[];
   totals: CacheTotals;
+  billing: CacheBilling;
 }
 
 export interface PromptCacheOptions {
@@ -49,9 +69,18 @@ export interface PromptCacheOptions {
   session?: Omit<AgentSessionOptions, 'seed'>;
   /** Characters of the system instructions that open every prompt. */
   instructionsCharacters?: number;
+  /** Characters of the tool definitions sent before the prompt (billing models only); default `TOOLS_CHARACTERS`. */
+  toolsCharacters?: number;
+  /** Only the first this many model calls of the session. */
+  maxCalls?: number;
+  /** The strategy configuration; default `defaultStrategyConfig()`. */
+  config?: StrategyConfig;
 }
 
-interface Candidate {
+/** Tool definitions of the simulated agent, about 1,000 tokens (a handful of tools with JSON schemas). */
+export const TOOLS_CHARACTERS = 4_000;
+
+export interface Candidate {
   name: string;
   label: string;
   spec: StrategySpec;
@@ -104,14 +133,7 @@ export function modelCallPoints(items: readonly Item[]): number[] {
  * order (no seq, timestamps or tailgate markers).
  */
 export function serializePrompt(prompt: readonly PromptItem[]): string {
-  return JSON.stringify(
-    prompt.map((item) => {
-      if (item.type === 'message') return { type: 'message', role: item.role, content: item.content };
-      if (item.type === 'function_call')
-        return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments };
-      return { type: 'function_call_output', call_id: item.call_id, output: item.output };
-    }),
-  );
+  return JSON.stringify(prompt.map(wireItem));
 }
 
 /** Length of the longest common prefix of two byte arrays (native compares per chunk). */
@@ -137,20 +159,31 @@ export function simulatePromptCache(
   candidates: readonly Candidate[] = PROMPT_CACHE_CANDIDATES,
 ): CacheRun[] {
   const session = simulatedSession(options);
-  const points = modelCallPoints(session);
-  const config = defaultStrategyConfig();
+  const points = modelCallPoints(session).slice(0, options.maxCalls);
+  const config = options.config ?? defaultStrategyConfig();
   const encoder = new TextEncoder();
+  const toolsCharacters = options.toolsCharacters ?? TOOLS_CHARACTERS;
   return candidates.map((candidate) => {
     const turns: CacheTurn[] = [];
     let previous = new Uint8Array(0);
     let prepareMs = 0;
+    const anthropic = new AnthropicBilling('adapter', estimateTokens(toolsCharacters));
+    const anthropicStableEnd = new AnthropicBilling('stable_end', estimateTokens(toolsCharacters));
+    const openai = new OpenAiBilling();
     for (const point of points) {
       const start = performance.now();
-      const prompt = preparePrompt(session.slice(0, point), candidate.spec, { config }).items;
+      const prepared = preparePrompt(session.slice(0, point), candidate.spec, { config });
       prepareMs += performance.now() - start;
+      const prompt = prepared.items;
       const bytes = encoder.encode(serializePrompt(prompt));
-      turns.push({ size: bytes.length, reusable: commonPrefixLength(previous, bytes) });
+      const reusable = commonPrefixLength(previous, bytes);
+      turns.push({ size: bytes.length, reusable });
       previous = bytes;
+      const stableEnd = prepared.stablePrefixLength > 0 ? prepared.stablePrefixLength - 1 : undefined;
+      anthropic.bill(prompt, stableEnd);
+      anthropicStableEnd.bill(prompt, stableEnd);
+      // The tool definitions open every prompt, so they add to both the size and the common prefix.
+      openai.bill(toolsCharacters + bytes.length, turns.length === 1 ? 0 : toolsCharacters + reusable);
     }
     const bytesSent = turns.reduce((total, turn) => total + turn.size, 0);
     const bytesReusable = turns.reduce((total, turn) => total + turn.reusable, 0);
@@ -167,6 +200,13 @@ export function simulatePromptCache(
         costUncached: bytesSent,
         costCached: turns.reduce((total, turn) => total + cachedCost(turn), 0),
         prepareMs,
+      },
+      billing: {
+        anthropic: billingTotals(anthropic.calls),
+        anthropicStableEnd: billingTotals(anthropicStableEnd.calls),
+        openai: billingTotals(openai.calls),
+        meanPromptTokens: anthropic.calls.reduce((total, call) => total + call.tokens, 0) / Math.max(1, turns.length),
+        maxPromptTokens: Math.max(...anthropic.calls.map((call) => call.tokens)),
       },
     };
   });

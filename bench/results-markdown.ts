@@ -3,6 +3,7 @@ import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
 import type { HeapProbeResult } from './memory-probe.ts';
+import { anthropicReadGoal, cacheCostsMarkdown, type CacheCosts } from './cache-costs.ts';
 import { cachedCost, CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER, type CacheRun } from './prompt-cache.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
@@ -27,7 +28,7 @@ export interface BenchResults {
   overheadWorkerd?: TurnOverheadRow[];
   workerdError?: string;
   strategies?: StrategyBenchFigure[];
-  cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string };
+  cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string; costs?: CacheCosts };
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   reliability?: ReliabilityFigures;
@@ -231,6 +232,10 @@ function goalRows(results: BenchResults): GoalRow[] {
   }
   if (results.cache) {
     const runs = results.cache.runs;
+    if (results.cache.costs) {
+      const row = anthropicReadGoal(results.cache.costs);
+      rows.push({ ...row, met: yes(row.met) });
+    }
     for (const run of runs.filter((entry) => entry.name.startsWith('shorten_tools_epoch'))) {
       rows.push({
         goal: `Reusable share, ${run.name}`,
@@ -554,6 +559,7 @@ function cacheSection(results: BenchResults): string[] {
     );
   }
   lines.push('');
+  if (results.cache.costs) lines.push(...cacheCostsMarkdown(runs, results.cache.costs));
   void cachedCost;
   return lines;
 }

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
- * bench/prompt-cache.svg. Options:
+ * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
  *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
@@ -16,6 +16,8 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { machineInfo } from './machine.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
+import { measureCacheCosts } from './cache-costs.ts';
+import { epochSweepChart } from './epoch-sweep-chart.ts';
 import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
@@ -115,7 +117,28 @@ if (runs('cache')) {
         `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`,
       ),
     );
-  results.cache = { runs: cacheRuns, toolCalls: cacheToolCalls, seed: cacheSeed, chart };
+  const costs = measureCacheCosts({
+    toolCalls: cacheToolCalls,
+    sweepToolCalls: quick ? 150 : 500,
+    seed: cacheSeed,
+    log,
+  });
+  const sweepChart = 'epoch-sweep.svg';
+  if (!quick)
+    writeFileSync(
+      new URL(`./${sweepChart}`, import.meta.url),
+      epochSweepChart(
+        costs.sweep,
+        `Epoch settings: input cost against prompt size, ${costs.sweep.toolCalls} tool calls`,
+      ),
+    );
+  results.cache = {
+    runs: cacheRuns,
+    toolCalls: cacheToolCalls,
+    seed: cacheSeed,
+    chart,
+    costs: { ...costs, sweepChart },
+  };
   ended('cache');
 }
 
@@ -195,7 +218,11 @@ function gitCommit(): string {
     const changed = execFileSync('git', ['status', '--porcelain', '--', ...paths], { cwd: root, encoding: 'utf8' })
       .split('\n')
       .filter(
-        (line) => line.trim() !== '' && !line.endsWith('bench/RESULTS.md') && !line.endsWith('bench/prompt-cache.svg'),
+        (line) =>
+          line.trim() !== '' &&
+          !line.endsWith('bench/RESULTS.md') &&
+          !line.endsWith('bench/prompt-cache.svg') &&
+          !line.endsWith('bench/epoch-sweep.svg'),
       );
     const where = paths.filter((path) => changed.some((line) => line.slice(3).startsWith(path)));
     return where.length > 0

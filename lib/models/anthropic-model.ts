@@ -1,4 +1,5 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
+import { anthropicCacheBreakpoints } from './cache-breakpoints.ts';
 import type { Model } from './model.ts';
 import { createSdkModel } from './sdk-model.ts';
 
@@ -14,14 +15,15 @@ export interface AnthropicModelSettings {
   maxRetries: number;
 }
 
-/** Anthropic's prompt-cache hint, placed on the last item of the stable prefix. */
+/** Anthropic's prompt-cache hint, placed on each breakpoint. */
 export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;
 
 /**
  * A model speaking the Anthropic Messages API (`POST {baseURL}/messages`), streaming included.
- * It places one `cache_control: {type: "ephemeral"}` breakpoint on the block made from the item
- * at `request.cacheBreakpoint`, the end of the stable compacted prefix, so Anthropic caches the
- * prefix across turns.
+ * It places up to four `cache_control: {type: "ephemeral"}` breakpoints (`anthropicCacheBreakpoints`):
+ * the last tool, the instructions, the last two blocks of the prompt and, with a slot left, the end of the
+ * stable compacted prefix (`request.cacheBreakpoint`), so each turn reads the previous turn's prompt
+ * from Anthropic's cache.
  */
 export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   const provider = createAnthropic({
@@ -34,6 +36,9 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     languageModel: provider.messages(settings.modelName),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
-    cacheBreakpointOptions: ANTHROPIC_CACHE_BREAKPOINT,
+    cacheControl: {
+      providerOptions: ANTHROPIC_CACHE_BREAKPOINT,
+      place: (request) => anthropicCacheBreakpoints(request.prompt, request.tools.length > 0, request.cacheBreakpoint),
+    },
   });
 }

@@ -12,7 +12,7 @@ export interface PromptBreakpoint {
 }
 
 export interface ConvertToModelMessagesOptions {
-  breakpoint?: PromptBreakpoint;
+  breakpoints?: PromptBreakpoint[];
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -36,8 +36,8 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   ("Output of tool call <call_id>:\n<output>"), since providers reject unmatched results.
  * - an assistant message with empty content is dropped (providers reject empty text blocks).
  *
- * `options.breakpoint` attaches provider options to the part (or system message) made from the
- * item at `breakpoint.index` (or, when that item is a dropped empty assistant message, from the
+ * Each of `options.breakpoints` attaches provider options to the part (or system message) made
+ * from the item at its `index` (or, when that item is a dropped empty assistant message, from the
  * nearest item before it).
  *
  * @example
@@ -64,7 +64,11 @@ export function convertToModelMessages(
     if (item.type === 'function_call' && laterOutputs.has(item.call_id)) answered.add(index);
   }
   const toolNames = new Map<string, string>();
-  const breakpointIndex = effectiveBreakpoint(items, options.breakpoint?.index);
+  const marked = new Map<number, ProviderOptions>();
+  for (const breakpoint of options.breakpoints ?? []) {
+    const index = effectiveBreakpoint(items, breakpoint.index);
+    if (index !== undefined) marked.set(index, breakpoint.providerOptions);
+  }
 
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
@@ -96,7 +100,7 @@ export function convertToModelMessages(
   };
 
   items.forEach((item, index) => {
-    const providerOptions = breakpointIndex === index ? options.breakpoint?.providerOptions : undefined;
+    const providerOptions = marked.get(index);
     const withOptions = providerOptions ? { providerOptions } : {};
 
     if (item.type === 'message') {
@@ -157,8 +161,7 @@ export function convertToModelMessages(
 }
 
 /** The breakpoint index moved back past items that produce no part (empty assistant messages). */
-function effectiveBreakpoint(items: PromptItem[], index: number | undefined): number | undefined {
-  if (index === undefined) return undefined;
+function effectiveBreakpoint(items: PromptItem[], index: number): number | undefined {
   let current = Math.min(index, items.length - 1);
   while (current >= 0) {
     const item = items[current]!;

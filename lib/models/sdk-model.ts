@@ -10,6 +10,7 @@ import { TailgateError } from '../errors.ts';
 import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
+import type { CacheBreakpoints } from './cache-breakpoints.ts';
 import {
   ModelError,
   ModelTimeoutError,
@@ -30,8 +31,8 @@ export interface SdkModelOptions {
   timeoutMs: number;
   /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
   maxRetries: number;
-  /** Provider options put on the item at `request.cacheBreakpoint` (e.g. Anthropic cacheControl). */
-  cacheBreakpointOptions?: ProviderOptions;
+  /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
+  cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /** The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the body); without it the key is not sent. */
   promptCacheKeyOptions?: (key: string) => ProviderOptions;
 }
@@ -49,18 +50,19 @@ export interface SdkModelOptions {
  *   caller's abort signal gives `ModelTimeoutError`.
  */
 export function createSdkModel(options: SdkModelOptions): Model {
-  const { id, languageModel, timeoutMs, maxRetries, cacheBreakpointOptions, promptCacheKeyOptions } = options;
+  const { id, languageModel, timeoutMs, maxRetries, cacheControl, promptCacheKeyOptions } = options;
 
   const callSettings = (request: ModelRequest, abortSignal: AbortSignal) => {
-    const breakpoint =
-      cacheBreakpointOptions && request.cacheBreakpoint !== undefined
-        ? { index: request.cacheBreakpoint, providerOptions: cacheBreakpointOptions }
-        : undefined;
+    const placed = cacheControl?.place(request) ?? { tools: false, items: [] };
+    const providerOptions = cacheControl?.providerOptions ?? {};
+    const breakpoints = placed.items.map((index) => ({ index, providerOptions }));
     return {
       model: languageModel,
-      messages: convertToModelMessages(request.prompt, breakpoint ? { breakpoint } : {}),
+      messages: convertToModelMessages(request.prompt, { breakpoints }),
       allowSystemInMessages: true,
-      ...(request.tools.length > 0 ? { tools: convertToToolSet(request.tools) } : {}),
+      ...(request.tools.length > 0
+        ? { tools: convertToToolSet(request.tools, placed.tools ? providerOptions : undefined) }
+        : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
       ...(promptCacheKeyOptions && request.promptCacheKey !== undefined

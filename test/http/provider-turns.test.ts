@@ -107,7 +107,7 @@ describe('openai-compatible through the app', () => {
 });
 
 describe('anthropic through the app', () => {
-  it('places cache_control at the end of the stable compacted prefix (the context notice)', async () => {
+  it('places cache_control on the instructions, the last two blocks and the context notice', async () => {
     const id = await api.session({
       model: 'anthropic:claude-sonnet-4-5',
       instructions: 'You are careful.',
@@ -138,12 +138,16 @@ describe('anthropic through the app', () => {
       if (typeof message.content === 'string') return;
       for (const block of message.content) if (block.cache_control) marked.push({ message: index, block });
     });
-    expect(marked).toHaveLength(1);
+    expect(sent.system.at(-1).cache_control).toEqual({ type: 'ephemeral' });
+    expect(marked).toHaveLength(3);
     expect(marked[0]!.block).toMatchObject({
       type: 'text',
       text: CONTEXT_NOTICE_TEXT,
       cache_control: { type: 'ephemeral' },
     });
+    // The sliding anchors: the last two blocks of the prompt.
+    const blocks = sent.messages.flatMap((message: any) => message.content);
+    expect(marked.slice(1).map(({ block }) => block)).toEqual(blocks.slice(-2));
     // Everything after the breakpoint is the part that changes from turn to turn.
     const last = sent.messages.at(-1);
     expect(JSON.stringify(last)).toContain('Summarize.');

@@ -2,6 +2,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { PromptItem, Tool } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
+import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import { withInstructions } from '../../lib/turn/prompt.ts';
+import { replayAnthropicCache } from '../support/fake-providers/anthropic-cache.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
 import {
@@ -115,7 +119,12 @@ describe('anthropic adapter against a fake Messages server', () => {
       },
     ]);
     expect(requests[0]!.body.tools).toEqual([
-      { name: 'get_weather', description: 'Current weather for a place', input_schema: weatherTool.parameters },
+      {
+        name: 'get_weather',
+        description: 'Current weather for a place',
+        input_schema: weatherTool.parameters,
+        cache_control: { type: 'ephemeral' },
+      },
     ]);
   });
 
@@ -145,7 +154,8 @@ describe('anthropic adapter against a fake Messages server', () => {
   it('sends a function_call and its output as tool_use and tool_result blocks', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
     await model.generate(request(toolLoop, [weatherTool]));
-    expect(requests[0]!.body.system).toEqual([{ type: 'text', text: 'You are terse.' }]);
+    const cache_control = { type: 'ephemeral' };
+    expect(requests[0]!.body.system).toEqual([{ type: 'text', text: 'You are terse.', cache_control }]);
     expect(requests[0]!.body.messages).toEqual([
       { role: 'user', content: [{ type: 'text', text: 'Weather in Paris?' }] },
       {
@@ -158,34 +168,102 @@ describe('anthropic adapter against a fake Messages server', () => {
       {
         role: 'user',
         content: [
-          { type: 'tool_result', tool_use_id: 'toolu_1', content: '18C, sunny' },
-          { type: 'text', text: 'And tomorrow?' },
+          { type: 'tool_result', tool_use_id: 'toolu_1', content: '18C, sunny', cache_control },
+          { type: 'text', text: 'And tomorrow?', cache_control },
         ],
       },
     ]);
-    expect(cacheControlPaths(requests[0]!.body)).toEqual([]);
+    expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools);
   });
 
+  const withTools = [
+    'system[0]:text',
+    'messages[2].content[0]:tool_result',
+    'messages[2].content[1]:text',
+    'tools[0]:tool',
+  ];
   it.each([
-    { cacheBreakpoint: 0, expected: 'system[0]:text' },
-    { cacheBreakpoint: 1, expected: 'messages[0].content[0]:text' },
-    { cacheBreakpoint: 2, expected: 'messages[1].content[0]:text' },
-    { cacheBreakpoint: 3, expected: 'messages[1].content[1]:tool_use' },
-    { cacheBreakpoint: 4, expected: 'messages[2].content[0]:tool_result' },
-    { cacheBreakpoint: 5, expected: 'messages[2].content[1]:text' },
+    { tools: [weatherTool], cacheBreakpoint: undefined, expected: withTools },
+    // Four are taken already: the end of the stable prefix gets none.
+    { tools: [weatherTool], cacheBreakpoint: 1, expected: withTools },
+    { tools: [], cacheBreakpoint: undefined, expected: withTools.slice(0, 3) },
+    {
+      tools: [],
+      cacheBreakpoint: 1,
+      expected: ['system[0]:text', 'messages[0].content[0]:text', ...withTools.slice(1, 3)],
+    },
+    { tools: [], cacheBreakpoint: 4, expected: withTools.slice(0, 3) },
   ])(
-    'places cache_control on the block of item $cacheBreakpoint ($expected)',
-    async ({ cacheBreakpoint, expected }) => {
+    'marks the last tool, the instructions, the last two blocks, then the stable end (tools $tools.length, stable end $cacheBreakpoint)',
+    async ({ tools, cacheBreakpoint, expected }) => {
       const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-      await model.generate(request(toolLoop, [weatherTool], cacheBreakpoint));
-      expect(cacheControlPaths(requests[0]!.body)).toEqual([expected]);
+      await model.generate(request(toolLoop, tools, cacheBreakpoint));
+      expect(cacheControlPaths(requests[0]!.body)).toEqual(expected);
     },
   );
 
-  it('places the breakpoint in streaming requests too', async () => {
+  it('marks the last of several tools and skips an empty assistant message for the anchors', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const tools = [weatherTool, { ...weatherTool, name: 'get_forecast' }];
+    const prompt: PromptItem[] = [...toolLoop, { type: 'message', role: 'assistant', content: '' }];
+    await model.generate(request(prompt, tools));
+    expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools.slice(0, 3).concat('tools[1]:tool'));
+  });
+
+  it('reads tools and instructions from the cache across an epoch boundary move, the whole previous prompt within an epoch', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const config = resolveStrategyConfig({
+      request: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 2, epoch_compacted_tool_calls: 3, epoch_size: 2 },
+    });
+    const history: PromptItem[] = [{ type: 'message', role: 'user', content: 'Read the pages.' }];
+    const prompts: PromptItem[][] = [];
+    for (let index = 1; index <= 12; index++) {
+      history.push({
+        type: 'function_call',
+        call_id: `toolu_${index}`,
+        name: 'get_weather',
+        arguments: `{"n":${index}}`,
+      });
+      history.push({ type: 'function_call_output', call_id: `toolu_${index}`, output: `page ${index} `.repeat(80) });
+      const prepared = preparePrompt(history, 'shorten_tools_epoch', { config });
+      const { prompt, cacheBreakpoint } = withInstructions(
+        'You are careful.',
+        prepared.items,
+        prepared.stablePrefixLength,
+      );
+      prompts.push(prompt);
+      await model.generate({
+        prompt,
+        tools: [weatherTool],
+        ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+      });
+    }
+    const replay = replayAnthropicCache(requests.map((recorded) => recorded.body));
+    let moves = 0;
+    for (let turn = 0; turn < prompts.length; turn++) {
+      expect(cacheControlPaths(requests[turn]!.body)).toEqual(
+        expect.arrayContaining(['system[0]:text', 'tools[0]:tool']),
+      );
+      expect(replay.breakpoints[turn]).toHaveLength(4);
+      if (turn === 0) continue;
+      const previous = prompts[turn - 1]!;
+      const extends_ = JSON.stringify(prompts[turn]!.slice(0, previous.length)) === JSON.stringify(previous);
+      if (extends_) {
+        // The previous turn's whole prompt is read back.
+        expect(replay.readBlocks[turn]).toBe(replay.blocks[turn - 1]);
+      } else {
+        moves++;
+        // Tools (1 block) and instructions (1 block) at least.
+        expect(replay.readBlocks[turn]).toBeGreaterThanOrEqual(2);
+      }
+    }
+    expect(moves).toBeGreaterThanOrEqual(2);
+  });
+
+  it('places the breakpoints in streaming requests too', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
     await collectStream(model.stream(request(toolLoop, [weatherTool], 4)));
     expect(requests[0]!.body.stream).toBe(true);
-    expect(cacheControlPaths(requests[0]!.body)).toEqual(['messages[2].content[0]:tool_result']);
+    expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools);
   });
 });

@@ -133,18 +133,31 @@ describe('convertToModelMessages', () => {
     { index: 4, expected: { role: 'tool', content: [{ ...toolResult('a'), providerOptions: options }] } },
   ])('puts the breakpoint options on the part made from item $index', ({ index, expected }) => {
     const items = [system('rules'), user('hi'), assistant('ok'), call('a'), output('a')];
-    const messages = convertToModelMessages(items, { breakpoint: { index, providerOptions: options } });
+    const messages = convertToModelMessages(items, { breakpoints: [{ index, providerOptions: options }] });
     expect(messages).toContainEqual(expected);
     expect(JSON.stringify(messages).split('cacheControl').length - 1).toBe(1);
   });
 
   it('moves a breakpoint on a dropped empty assistant message back to the item before it', () => {
     const messages = convertToModelMessages([user('hi'), assistant(''), user('next')], {
-      breakpoint: { index: 1, providerOptions: options },
+      breakpoints: [{ index: 1, providerOptions: options }],
     });
     expect(messages).toEqual([
       { role: 'user', content: [{ ...text('hi'), providerOptions: options }] },
       { role: 'user', content: [text('next')] },
+    ]);
+  });
+
+  it('puts options on every breakpoint, one mark per part', () => {
+    const items = [system('rules'), user('hi'), assistant('ok'), call('a'), output('a')];
+    const messages = convertToModelMessages(items, {
+      breakpoints: [0, 3, 4, 4].map((index) => ({ index, providerOptions: options })),
+    });
+    expect(messages).toEqual([
+      { role: 'system', content: 'rules', providerOptions: options },
+      { role: 'user', content: [text('hi')] },
+      { role: 'assistant', content: [text('ok'), { ...toolCall('a'), providerOptions: options }] },
+      { role: 'tool', content: [{ ...toolResult('a'), providerOptions: options }] },
     ]);
   });
 
@@ -170,7 +183,7 @@ describe('convertToModelMessages', () => {
   it('places exactly one breakpoint whenever an item at or before its index makes a part (property)', () => {
     fc.assert(
       fc.property(fc.array(itemArbitrary, { maxLength: 14 }), fc.nat({ max: 16 }), (items, index) => {
-        const messages = convertToModelMessages(items, { breakpoint: { index, providerOptions: options } });
+        const messages = convertToModelMessages(items, { breakpoints: [{ index, providerOptions: options }] });
         const marks = JSON.stringify(messages).split('cacheControl').length - 1;
         const carrier = items
           .slice(0, index + 1)

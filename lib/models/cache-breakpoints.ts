@@ -1,0 +1,61 @@
+import type { PromptItem } from '../items.ts';
+
+/** Anthropic accepts at most four `cache_control` breakpoints in one request. */
+export const MAX_CACHE_BREAKPOINTS = 4;
+
+/** Where the breakpoints of one request go. */
+export interface CacheBreakpoints {
+  /** Whether the last tool definition carries one (it caches all of the tools). */
+  tools: boolean;
+  /** Indices into the prompt of the items whose blocks carry one, ascending. */
+  items: number[];
+}
+
+/**
+ * Places Anthropic's prompt-cache breakpoints for a request, at most `MAX_CACHE_BREAKPOINTS`:
+ *
+ * 1. the last tool definition (when there are tools): the tools stay cached even when the rest changes;
+ * 2. the last system message of the leading run of system messages (the instructions);
+ * 3. the last two items that make a content block (sliding anchors): each turn writes its whole
+ *    prompt to the cache, and the next turn, which appends a few blocks to it, reads it back
+ *    within Anthropic's 20-block lookback. The second-to-last anchor still matches when the last
+ *    item is one the next prompt does not repeat (a delivered inbox notice);
+ * 4. with a slot left, `stableEnd` (the end of the strategies' stable prefix, `ModelRequest.cacheBreakpoint`),
+ *    which the next prompt may share after the sliding anchors no longer match.
+ *
+ * An empty assistant message makes no block (the converter drops it), so it never carries one.
+ * The bench's Anthropic cost model (bench/cache-billing.ts) places its breakpoints with this function.
+ */
+export function anthropicCacheBreakpoints(
+  prompt: PromptItem[],
+  hasTools: boolean,
+  stableEnd?: number,
+): CacheBreakpoints {
+  const items = new Set<number>();
+  const system = leadingSystemEnd(prompt);
+  if (system !== undefined) items.add(system);
+  const anchors: number[] = [];
+  for (let index = prompt.length - 1; index >= 0 && anchors.length < 2; index--) {
+    if (makesBlock(prompt[index]!)) anchors.push(index);
+  }
+  for (const anchor of anchors) items.add(anchor);
+  const slots = MAX_CACHE_BREAKPOINTS - (hasTools ? 1 : 0);
+  if (stableEnd !== undefined && items.size < slots && stableEnd < prompt.length && makesBlock(prompt[stableEnd]!))
+    items.add(stableEnd);
+  return { tools: hasTools, items: [...items].sort((a, b) => a - b) };
+}
+
+/** The index of the last system message of the prompt's leading system messages, if it opens with one. */
+function leadingSystemEnd(prompt: PromptItem[]): number | undefined {
+  let end: number | undefined;
+  for (const [index, item] of prompt.entries()) {
+    if (item.type !== 'message' || item.role !== 'system') break;
+    end = index;
+  }
+  return end;
+}
+
+/** Whether the converter makes a content block from the item (it drops empty assistant messages). */
+export function makesBlock(item: PromptItem): boolean {
+  return !(item.type === 'message' && item.role === 'assistant' && item.content === '');
+}

@@ -90,7 +90,7 @@ describe('the probe in the request path', () => {
     expect(keys.filter((key) => key.startsWith('dep/sessions/'))).toHaveLength(20);
 
     // After the first request, a turn costs what the pipeline costs (8 at most, tested in
-    // test/http/turn.test.ts): no probe, and no other extra operation from the hook.
+    // test/turn/turn.test.ts): no probe, and no other extra operation from the hook.
     keys.length = 0;
     for (let turn = 0; turn < 3; turn++) {
       counting.reset();

@@ -1,4 +1,4 @@
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore, type StoreCall } from '../../lib/store/faulty-store.ts';
@@ -6,7 +6,6 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import { StorageUnsupportedError } from '../../lib/store/storage-unsupported.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';
-import { createTestS3Store } from '../support/s3-store.ts';
 
 /** Every call that reaches `inner`, in order, with its key. */
 function recording(inner: ObjectStore): { store: FaultyStore; calls: StoreCall[] } {
@@ -30,8 +29,6 @@ class Ignoring extends MemoryStore {
   }
 }
 
-const fresh = () => `write-probe/${crypto.randomUUID()}/`;
-
 describe('requireConditionalWrites', () => {
   it('passes a memory store with two create-only puts and a wrong If-Match on one scratch key under the prefix, then deletes it', async () => {
     const memory = new MemoryStore();
@@ -46,31 +43,6 @@ describe('requireConditionalWrites', () => {
       ['delete', key],
     ]);
     expect((await memory.list('')).objects).toEqual([]);
-  });
-
-  it('passes S3 behind the conditional gateway and leaves nothing under the prefix', async () => {
-    const prefix = fresh();
-    const store = createTestS3Store(inject('s3Endpoint'), inject('s3Bucket'));
-    await expect(requireConditionalWrites(store, { keyPrefix: prefix })).resolves.toBeUndefined();
-    expect((await store.list(prefix)).objects).toEqual([]);
-  });
-
-  it('refuses plain fauxqs, naming both preconditions it ignores, and cleans up', async () => {
-    const prefix = fresh();
-    const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
-    const refused = await requireConditionalWrites(store, { keyPrefix: prefix }).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(StorageUnsupportedError);
-    expect(refused).toMatchObject({
-      code: 'storage_unsupported',
-      missing: ['If-None-Match', 'If-Match'],
-      details: { missing: ['If-None-Match', 'If-Match'] },
-    });
-    expect((refused as Error).message).toBe(
-      'the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
-        'the store ignores If-Match: a put with a wrong ETag overwrote the object; ' +
-        'tailgate needs conditional writes (R2, AWS S3, MinIO, Ceph RGW)',
-    );
-    expect((await store.list(prefix)).objects).toEqual([]);
   });
 
   it.each([

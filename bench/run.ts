@@ -4,7 +4,9 @@
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
  *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
- *   --quick                                       small sizes, to try the harness (no files)
+ *   --quick                                       small sizes, to try the harness (no files); exits 1
+ *                                                 when a section that ran has no sound figures
+ *                                                 (bench/quick-check.ts; CI runs it)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -18,6 +20,7 @@ import { machineInfo } from './machine.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
+import { quickCheckFailures } from './quick-check.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
 import { measureCompactionReads } from './compaction.ts';
 import { measureReliability } from './reliability.ts';
@@ -184,6 +187,12 @@ if (full) {
   log(`wrote bench/RESULTS.md and bench/prompt-cache.svg in ${(results.durationMs / 1000).toFixed(0)} s`);
 } else {
   console.log(markdown);
+}
+if (quick) {
+  const failures = quickCheckFailures(results);
+  for (const failure of failures) console.error(`bench --quick FAILED: ${failure}`);
+  if (failures.length > 0) process.exitCode = 1;
+  else log('bench --quick: every section that ran has sound figures');
 }
 
 /** HEAD, and whether the code it measures (lib/, functions/, wrangler.toml, bench/) differed from it. */

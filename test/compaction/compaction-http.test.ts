@@ -17,13 +17,19 @@ afterAll(async () => {
 });
 
 const store = new MemoryStore();
-const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const logged: string[] = [];
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: (message) => logged.push(message),
+});
 const environment = () => ({ API_TOKEN: TOKEN, OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, MODEL_MAX_RETRIES: '0' });
 const harness: HttpHarness = {
   fetch: async (path, init) => app.request(path, init, environment()),
   fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
   store,
   keyPrefix: '',
+  logged,
 };
 const api = createClient(harness);
 const budget = { context_limit: 1000, response_reserve: 200 };

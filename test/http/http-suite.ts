@@ -16,6 +16,8 @@ export interface HttpHarness {
   /** The bucket the app writes to, for direct writes (a notice dropped in by an S3 client). */
   store: ObjectStore;
   keyPrefix: string;
+  /** The messages the app logged (server-side failures), oldest first: a test that expects one asserts on it. */
+  logged: string[];
 }
 
 export const TOKEN = 'test-token';
@@ -646,6 +648,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
     it('a model that cannot be reached gives 502 model_error; the input stays and the turn is closed', async () => {
       const id = await api.session();
       const unreachable = { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1', MODEL_MAX_RETRIES: '0' };
+      const logs = harness.logged.length;
       const response = await harness.fetchWithEnv(unreachable, `/v1/sessions/${id}/turns`, {
         method: 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -653,6 +656,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       });
       expect(response.status).toBe(502);
       expect(((await response.json()) as any).error.code).toBe('model_error');
+      expect(harness.logged.slice(logs)).toContain('tailgate: model_error');
       const items = await api.get(`/v1/sessions/${id}/items`);
       expect(items.body.items.map((item: any) => item.content)).toEqual(['are you there?']);
       const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'echo then' });

@@ -87,7 +87,7 @@ interface SizeRun {
   appendsAfter: number;
   turnsWanted: number;
   turnsTaken: number;
-  pendingCall?: string;
+  pendingCall?: string | undefined;
   measured: DrivenTurn[];
   /** Why the size has no row of figures (loading or a turn failed, or the load budget). */
   notMeasured?: string;

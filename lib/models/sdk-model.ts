@@ -152,7 +152,7 @@ interface SdkToolCall {
   toolCallId: string;
   toolName: string;
   input: unknown;
-  invalid?: boolean;
+  invalid?: boolean | undefined;
 }
 
 function toFunctionCall(call: SdkToolCall): ModelOutputItem {

@@ -309,9 +309,8 @@ describe('the session protocol under concurrent actors', () => {
       }),
       {
         numRuns: RUNS,
-        ...(process.env.SIMULATION_SEED
-          ? { seed: Number(process.env.SIMULATION_SEED), path: process.env.SIMULATION_PATH }
-          : {}),
+        ...(process.env.SIMULATION_SEED ? { seed: Number(process.env.SIMULATION_SEED) } : {}),
+        ...(process.env.SIMULATION_PATH ? { path: process.env.SIMULATION_PATH } : {}),
       },
     );
     if (!process.env.SIMULATION_PATH) expect(interleavings).toBeGreaterThanOrEqual(RUNS);

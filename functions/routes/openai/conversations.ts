@@ -28,6 +28,7 @@ import {
   conversationUpdateSchema,
   includeQuerySchema,
   openaiObjectSchema,
+  openaiObject,
 } from './schemas.ts';
 
 /**
@@ -262,6 +263,6 @@ export function conversationRoutes() {
       if (ref.seq > session.counts.items) throw missing();
       const [item] = await itemsBetween(c.var.services, id, ref.seq, ref.seq + 1);
       if (!item || item.type !== ref.kind) throw missing();
-      return c.json(storedItem(item, requested), 200);
+      return c.json(openaiObject(storedItem(item, requested)), 200);
     });
 }

@@ -36,6 +36,7 @@ import {
   inputItemsQuerySchema,
   openaiErrorSchema,
   openaiObjectSchema,
+  openaiObject,
   responseCreateSchema,
   responseIdParamsSchema,
   type ResponseCreateBody,
@@ -600,7 +601,7 @@ export function responseRoutes() {
         store: true,
         tailgate: { session_id: ref.sessionId, turn: ref.turn },
       });
-      return c.json(response, 200);
+      return c.json(openaiObject(response), 200);
     })
     .openapi(inputItemsRoute, async (c) => {
       const { ref, input } = await readResponse(c, c.req.valid('param').id);

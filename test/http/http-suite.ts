@@ -751,7 +751,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
           epoch_size: 4,
         },
       });
-      const calls = 24;
+      const calls = 16;
       let sawCompaction = false;
       for (let index = 1; index <= calls; index++) {
         const asked = await api.post(`/v1/sessions/${id}/turns`, { input: `call read {"n":${index}}` });
@@ -782,12 +782,12 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
         Array.from({ length: 4 * calls }, (_, index) => 4 * calls - index),
       );
       expect(all.body.has_more).toBe(false);
-      const page = await api.get(`/v1/sessions/${id}/items?limit=5&before=50`);
-      expect(page.body.items.map((item: any) => item.seq)).toEqual([49, 48, 47, 46, 45]);
+      const page = await api.get(`/v1/sessions/${id}/items?limit=5&before=40`);
+      expect(page.body.items.map((item: any) => item.seq)).toEqual([39, 38, 37, 36, 35]);
       const preview = await api.get(`/v1/sessions/${id}/prompt`);
-      // The epoch rule at 24 calls (threshold 8, epoch 4): overflow 16, epoch index 3,
-      // pinned 20, new 4: 4 + 3 whole, the next 6 compacted, the other 11 dropped.
-      expect(preview.body.context).toMatchObject({ tool_calls_total: 24, kept_full: 7, compacted: 6, dropped: 11 });
+      // The epoch rule at 16 calls (threshold 8, epoch 4): overflow 8, epoch index 1,
+      // pinned 12, new 4: 4 + 3 whole, the next 6 compacted, the other 3 dropped.
+      expect(preview.body.context).toMatchObject({ tool_calls_total: 16, kept_full: 7, compacted: 6, dropped: 3 });
       expect(preview.body.items.some((item: any) => item.synthetic === 'context_notice')).toBe(true);
       expect(preview.body.items.filter((item: any) => item.compacted).length).toBeGreaterThan(0);
       expect(preview.body.context.items_in_prompt).toBeLessThan(4 * calls);

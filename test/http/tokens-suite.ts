@@ -392,6 +392,17 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
 
     it('gives each scope, bound to the route session, to another one or to none, the right status class', async () => {
       const failures: string[] = [];
+      // A token bound to another session is refused before the route runs, so those requests
+      // share one route session and one bound-to session; tokens bound to none are minted once
+      // per scope. A request the token allows gets a fresh session, so that the route runs on
+      // a session no earlier request has changed (or deleted).
+      const routeSession = await createSession();
+      const otherSession = await createSession();
+      const tokens = new Map<string, string>();
+      for (const scope of SCOPES) {
+        tokens.set(`${scope} other`, await mint({ scopes: [scope], session_id: otherSession }));
+        tokens.set(`${scope} none`, await mint({ scopes: [scope] }));
+      }
       for (const operation of await operations()) {
         const required = declaredScope(operation);
         if (required === null) {
@@ -405,9 +416,9 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
           CONVERSATION_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
-            const id = await createSession();
-            const boundTo = binding === 'own' ? id : binding === 'other' ? await createSession() : undefined;
-            const token = await mint({ scopes: [scope], ...(boundTo ? { session_id: boundTo } : {}) });
+            const id = binding === 'other' ? routeSession : await createSession();
+            const token =
+              binding === 'own' ? await mint({ scopes: [scope], session_id: id }) : tokens.get(`${scope} ${binding}`)!;
             const path = concretePath(operation.path, id);
             const sample = SAMPLE_BODIES[operation.key];
             const body = sample

@@ -107,7 +107,8 @@ if (runs('cache')) {
   const cacheRuns = simulatePromptCache({ toolCalls: cacheToolCalls, seed: cacheSeed });
   for (const run of cacheRuns)
     log(
-      `  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ${Math.round(run.totals.costCached)}`,
+      `  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ` +
+        `${Math.round(run.totals.costCached)}`,
     );
   const chart = 'prompt-cache.svg';
   if (full)
@@ -115,7 +116,8 @@ if (runs('cache')) {
       new URL(`./${chart}`, import.meta.url),
       promptCacheChart(
         cacheRuns,
-        `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`,
+        `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session ` +
+          `(seed ${cacheSeed})`,
       ),
     );
   results.cache = { runs: cacheRuns, toolCalls: cacheToolCalls, seed: cacheSeed, chart };

@@ -47,7 +47,8 @@ export interface CompactResult {
  * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
  * in-turn compaction (SessionLog.compact).
  *
- * @example await compactSession(services, 's1', { keep_tokens: 0 }) // { compacted: true, context: { start_seq: 5, ... } }
+ * @example await compactSession(services, 's1', { keep_tokens: 0 })
+ * // { compacted: true, context: { start_seq: 5, ... } }
  */
 export async function compactSession(
   services: CompactServices,

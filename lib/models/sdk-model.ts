@@ -32,7 +32,10 @@ export interface SdkModelOptions {
   maxRetries: number;
   /** Provider options put on the item at `request.cacheBreakpoint` (e.g. Anthropic cacheControl). */
   cacheBreakpointOptions?: ProviderOptions;
-  /** The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the body); without it the key is not sent. */
+  /**
+   * The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the
+   * body); without it the key is not sent.
+   */
   promptCacheKeyOptions?: (key: string) => ProviderOptions;
 }
 

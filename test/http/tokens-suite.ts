@@ -185,16 +185,20 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect(refused.status).toBe(404);
     });
 
-    it('cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets everything in', async () => {
-      const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
-      const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
-      expect(refused.status).toBe(503);
-      expect(refused.body.error.code).toBe('not_configured');
-      const id = freshId('anon');
-      expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
-      expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
-      expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
-    });
+    it(
+      'cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets ' +
+        'everything in',
+      async () => {
+        const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
+        const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
+        expect(refused.status).toBe(503);
+        expect(refused.body.error.code).toBe('not_configured');
+        const id = freshId('anon');
+        expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
+        expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
+        expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
+      },
+    );
 
     it('signs with a key derived from API_TOKEN, never with API_TOKEN itself', async () => {
       const id = await createSession();
@@ -429,7 +433,9 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
             const result = await call(token, operation.method, path, body);
             const allowed =
               ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
-            const label = `${operation.key} with ${scope} bound to ${binding}: ${result.status} ${JSON.stringify(result.body)}`;
+            const label =
+              `${operation.key} with ${scope} bound to ${binding}: ${result.status} ` +
+              `${JSON.stringify(result.body)}`;
             if (!allowed) {
               if (result.status !== 403 || result.body.error.code !== 'forbidden')
                 failures.push(`${label}, expected 403`);

@@ -93,23 +93,26 @@ const session = (items: number) => {
 };
 
 describe('SessionLog cost does not grow with the session', () => {
-  it('costs at most 7 storage operations per turn from the first turn on, the same at 1,000 and at 10,000 items', async () => {
-    const small = await session(1000);
-    const large = await session(10_000);
-    // Get config, list, get the newest record and its completion, get the view; put the
-    // record, put the completion. (With the inbox in the list, one list more: 8.)
-    for (const cost of [...small.turns, ...large.turns]) expect(cost.operations).toBeLessThanOrEqual(7);
-    const steady = (costs: TurnCost[]) => costs.slice(-4);
-    expect(steady(large.turns).map((cost) => cost.operations)).toEqual(
-      steady(small.turns).map((cost) => cost.operations),
-    );
-    for (const cost of [...small.turns, ...large.turns]) expect(cost.viewItems).toBeGreaterThanOrEqual(120);
-    // Bytes grow only by the view's call keys (12 bytes per distinct call) and repeat flags.
-    const grown =
-      Math.max(...steady(large.turns).map((cost) => cost.bytesRead)) -
-      Math.min(...steady(small.turns).map((cost) => cost.bytesRead));
-    expect(grown).toBeLessThan(12 * (large.calls - small.calls) + 8 * 1024);
-  });
+  it(
+    'costs at most 7 storage operations per turn from the first turn on, the same at 1,000 and at 10,000 ' + 'items',
+    async () => {
+      const small = await session(1000);
+      const large = await session(10_000);
+      // Get config, list, get the newest record and its completion, get the view; put the
+      // record, put the completion. (With the inbox in the list, one list more: 8.)
+      for (const cost of [...small.turns, ...large.turns]) expect(cost.operations).toBeLessThanOrEqual(7);
+      const steady = (costs: TurnCost[]) => costs.slice(-4);
+      expect(steady(large.turns).map((cost) => cost.operations)).toEqual(
+        steady(small.turns).map((cost) => cost.operations),
+      );
+      for (const cost of [...small.turns, ...large.turns]) expect(cost.viewItems).toBeGreaterThanOrEqual(120);
+      // Bytes grow only by the view's call keys (12 bytes per distinct call) and repeat flags.
+      const grown =
+        Math.max(...steady(large.turns).map((cost) => cost.bytesRead)) -
+        Math.min(...steady(small.turns).map((cost) => cost.bytesRead));
+      expect(grown).toBeLessThan(12 * (large.calls - small.calls) + 8 * 1024);
+    },
+  );
 
   it('reads the newest page with the same operations and bytes at 1,000 and at 10,000 items', async () => {
     // The page's cost depends on where packing stands (the records after the newest segment

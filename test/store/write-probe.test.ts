@@ -30,20 +30,24 @@ class Ignoring extends MemoryStore {
 }
 
 describe('requireConditionalWrites', () => {
-  it('passes a memory store with two create-only puts and a wrong If-Match on one scratch key under the prefix, then deletes it', async () => {
-    const memory = new MemoryStore();
-    const { store, calls } = recording(memory);
-    await expect(requireConditionalWrites(store, { keyPrefix: 'prod/' })).resolves.toBeUndefined();
-    const key = calls[0]!.key;
-    expect(key).toMatch(/^prod\/\.tailgate\/probe\/[0-9a-f-]{36}$/);
-    expect(calls.map((call) => [call.operation, call.key])).toEqual([
-      ['put', key],
-      ['put', key],
-      ['put', key],
-      ['delete', key],
-    ]);
-    expect((await memory.list('')).objects).toEqual([]);
-  });
+  it(
+    'passes a memory store with two create-only puts and a wrong If-Match on one scratch key under the prefix, ' +
+      'then deletes it',
+    async () => {
+      const memory = new MemoryStore();
+      const { store, calls } = recording(memory);
+      await expect(requireConditionalWrites(store, { keyPrefix: 'prod/' })).resolves.toBeUndefined();
+      const key = calls[0]!.key;
+      expect(key).toMatch(/^prod\/\.tailgate\/probe\/[0-9a-f-]{36}$/);
+      expect(calls.map((call) => [call.operation, call.key])).toEqual([
+        ['put', key],
+        ['put', key],
+        ['put', key],
+        ['delete', key],
+      ]);
+      expect((await memory.list('')).objects).toEqual([]);
+    },
+  );
 
   it.each([
     [
@@ -65,28 +69,35 @@ describe('requireConditionalWrites', () => {
     expect((await store.list('')).objects).toEqual([]);
   });
 
-  it('probes once per store for many concurrent callers, and not again afterwards; another store is probed on its own', async () => {
-    const store = new CountingStore(new MemoryStore());
-    await Promise.all(Array.from({ length: 50 }, () => requireConditionalWrites(store)));
-    expect(store.counts).toMatchObject({ get: 0, head: 0, list: 0, put: 3, delete: 1 });
-    store.reset();
-    for (let call = 0; call < 20; call++) await requireConditionalWrites(store);
-    expect(store.operations).toBe(0);
+  it(
+    'probes once per store for many concurrent callers, and not again afterwards; another store is probed on ' +
+      'its own',
+    async () => {
+      const store = new CountingStore(new MemoryStore());
+      await Promise.all(Array.from({ length: 50 }, () => requireConditionalWrites(store)));
+      expect(store.counts).toMatchObject({ get: 0, head: 0, list: 0, put: 3, delete: 1 });
+      store.reset();
+      for (let call = 0; call < 20; call++) await requireConditionalWrites(store);
+      expect(store.operations).toBe(0);
 
-    const other = new CountingStore(new MemoryStore());
-    await requireConditionalWrites(other);
-    expect(other.counts.put).toBe(3);
-  });
+      const other = new CountingStore(new MemoryStore());
+      await requireConditionalWrites(other);
+      expect(other.counts.put).toBe(3);
+    },
+  );
 
-  it('shares the verdict of a store with every wrapper of it (a counting store per request costs no probe)', async () => {
-    const backend = new MemoryStore();
-    const first = new CountingStore(backend);
-    await requireConditionalWrites(first);
-    expect(first.counts.put).toBe(3);
-    const wrappers = [new CountingStore(backend), new CountingStore(new CountingStore(backend))];
-    for (const wrapper of wrappers) await requireConditionalWrites(new FaultyStore(wrapper));
-    expect(wrappers.map((wrapper) => wrapper.operations)).toEqual([0, 0]);
-  });
+  it(
+    'shares the verdict of a store with every wrapper of it (a counting store per request costs no ' + 'probe)',
+    async () => {
+      const backend = new MemoryStore();
+      const first = new CountingStore(backend);
+      await requireConditionalWrites(first);
+      expect(first.counts.put).toBe(3);
+      const wrappers = [new CountingStore(backend), new CountingStore(new CountingStore(backend))];
+      for (const wrapper of wrappers) await requireConditionalWrites(new FaultyStore(wrapper));
+      expect(wrappers.map((wrapper) => wrapper.operations)).toEqual([0, 0]);
+    },
+  );
 
   it('remembers a refusal: later callers get the same error without touching the store', async () => {
     const store = new CountingStore(new Ignoring('onlyIfAbsent'));

@@ -1,16 +1,44 @@
+import { readdirSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
 
-// Two projects: `node` runs lib/ tests and the Node/Deno/S3 tests (fauxqs is started by the
-// global setup); `workers` runs inside workerd with a local R2 bucket from wrangler.toml.
+// Three projects:
+// - `unit` (`npm run test:unit`): lib/ on the memory store, models against in-process fake
+//   servers on loopback; no global setup, no S3, no workerd, no child processes.
+// - `node`: everything else outside test/workers (the HTTP app, S3 on fauxqs, the file store
+//   across processes, Node/Deno servers, /ui in Chromium); its global setup starts fauxqs.
+// - `workers`: inside workerd with a local R2 bucket from wrangler.toml.
+// A test that needs fauxqs has `s3` as a word in its name (`s3-store`, `inbox-s3`) or lives in a
+// node-only folder; one that goes through functions/app.ts is named `*-http.test.ts` or lives in test/http.
+const UNIT_FOLDERS = ['compaction', 'config', 'inbox', 'models', 'session', 'store', 'strategies', 'tokens', 'turn'];
+const NOT_UNIT = /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$/;
+const unitFiles = [
+  'test/hash.test.ts',
+  ...UNIT_FOLDERS.flatMap((folder) =>
+    readdirSync(`test/${folder}`, { recursive: true, encoding: 'utf8' }).map((name) => `test/${folder}/${name}`),
+  ),
+].filter((file) => file.endsWith('.test.ts') && !NOT_UNIT.test(file));
+
+// wrangler/miniflare and Node's SQLite print an ExperimentalWarning in every process that
+// loads them; child processes inherit NODE_OPTIONS from here.
+if (!process.env.NODE_OPTIONS?.includes('--disable-warning=ExperimentalWarning'))
+  process.env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --disable-warning=ExperimentalWarning`.trim();
+
 export default defineConfig({
   test: {
     projects: [
       {
         test: {
+          name: 'unit',
+          include: unitFiles,
+          testTimeout: 30_000,
+        },
+      },
+      {
+        test: {
           name: 'node',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/workers/**'],
+          exclude: ['test/workers/**', ...unitFiles],
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 30_000,
           hookTimeout: 60_000,

@@ -107,7 +107,8 @@ export function* agentItems(options: AgentSessionOptions): Generator<Item> {
     const calls = random.integer(Math.round(callsPerUserMessage * 0.6), Math.round(callsPerUserMessage * 1.4));
     for (let index = 0; index < calls; index++) {
       callNumber += 1;
-      const callId = `call_${callNumber.toString(36).padStart(6, '0')}${random.integer(0, 0xffffff).toString(16).padStart(6, '0')}`;
+      const suffix = random.integer(0, 0xffffff).toString(16).padStart(6, '0');
+      const callId = `call_${callNumber.toString(36).padStart(6, '0')}${suffix}`;
       let call: { name: string; arguments: string; output: string };
       if (earlier.length > 0 && random.next() < repeatShare) {
         call = random.pick(earlier);

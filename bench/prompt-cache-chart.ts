@@ -36,7 +36,8 @@ export function promptCacheChart(runs: readonly CacheRun[], title: string): stri
   const parts: string[] = [];
   const height = PANEL_HEIGHT * 2 + LEGEND_HEIGHT;
   parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" ` +
+      `font-family="sans-serif" font-size="12">`,
   );
   parts.push(`<rect width="100%" height="100%" fill="#ffffff"/>`);
   parts.push(
@@ -45,12 +46,14 @@ export function promptCacheChart(runs: readonly CacheRun[], title: string): stri
 
   // Panel 1: prompt size, log scale.
   parts.push(
-    `<text x="${MARGIN.left}" y="${MARGIN.top - 8}" font-weight="bold">Prompt size per model call (bytes, log scale)</text>`,
+    `<text x="${MARGIN.left}" y="${MARGIN.top - 8}" font-weight="bold">Prompt size per model call (bytes, log ` +
+      `scale)</text>`,
   );
   for (let decade = low; decade <= high; decade *= 10) {
     const y = sizeY(decade);
     parts.push(
-      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#dddddd"/>`,
+      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" ` +
+        `stroke="#dddddd"/>`,
     );
     parts.push(
       `<text x="${MARGIN.left - 6}" y="${(y + 4).toFixed(1)}" text-anchor="end">${formatBytes(decade)}</text>`,
@@ -58,12 +61,14 @@ export function promptCacheChart(runs: readonly CacheRun[], title: string): stri
   }
   // Panel 2: reusable share.
   parts.push(
-    `<text x="${MARGIN.left}" y="${shareTop + MARGIN.top - 8}" font-weight="bold">Reusable share per model call (common byte prefix with the previous prompt / prompt size)</text>`,
+    `<text x="${MARGIN.left}" y="${shareTop + MARGIN.top - 8}" font-weight="bold">Reusable share per model call ` +
+      `(common byte prefix with the previous prompt / prompt size)</text>`,
   );
   for (const share of [0, 0.25, 0.5, 0.75, 1]) {
     const y = shareY(share);
     parts.push(
-      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" stroke="#dddddd"/>`,
+      `<line x1="${MARGIN.left}" x2="${WIDTH - MARGIN.right}" y1="${y.toFixed(1)}" y2="${y.toFixed(1)}" ` +
+        `stroke="#dddddd"/>`,
     );
     parts.push(
       `<text x="${MARGIN.left - 6}" y="${(y + 4).toFixed(1)}" text-anchor="end">${Math.round(share * 100)}%</text>`,
@@ -80,7 +85,8 @@ export function promptCacheChart(runs: readonly CacheRun[], title: string): stri
       parts.push(`<text x="${x(tick).toFixed(1)}" y="${axisY + 16}" text-anchor="middle">${tick}</text>`);
     }
     parts.push(
-      `<text x="${WIDTH - MARGIN.right}" y="${axisY + 32}" text-anchor="end">model call (turn) of the simulated session</text>`,
+      `<text x="${WIDTH - MARGIN.right}" y="${axisY + 32}" text-anchor="end">model call (turn) of the simulated ` +
+        `session</text>`,
     );
   }
   for (const run of runs) {
@@ -103,11 +109,14 @@ export function promptCacheChart(runs: readonly CacheRun[], title: string): stri
     const y = legendTop + index * 24;
     const color = COLORS[run.name] ?? '#000000';
     parts.push(
-      `<line x1="${MARGIN.left}" x2="${MARGIN.left + 30}" y1="${y + 8}" y2="${y + 8}" stroke="${color}" stroke-width="3"/>`,
+      `<line x1="${MARGIN.left}" x2="${MARGIN.left + 30}" y1="${y + 8}" y2="${y + 8}" stroke="${color}" ` +
+        `stroke-width="3"/>`,
     );
     const totals = run.totals;
     parts.push(
-      `<text x="${MARGIN.left + 40}" y="${y + 12}">${escapeXml(run.label)}: ${formatBytes(totals.bytesSent)} sent, ${(totals.reusableShare * 100).toFixed(1)}% reusable, max prompt ${formatBytes(totals.maxPromptBytes)}</text>`,
+      `<text x="${MARGIN.left + 40}" y="${y + 12}">${escapeXml(run.label)}: ${formatBytes(totals.bytesSent)} ` +
+        `sent, ${(totals.reusableShare * 100).toFixed(1)}% reusable, max prompt ` +
+        `${formatBytes(totals.maxPromptBytes)}</text>`,
     );
   });
   parts.push('</svg>');

@@ -38,11 +38,18 @@ export async function measureReliability(options: {
   const report = join(mkdtempSync(join(tmpdir(), 'tailgate-sim-')), 'report.json');
   options.log(`  protocol simulation, ${options.interleavings} interleavings`);
   const started = performance.now();
-  execFileSync('npx', ['vitest', 'run', '--project', 'node', 'test/session/protocol-simulation.test.ts'], {
-    cwd: root,
-    env: { ...process.env, SIMULATION_RUNS: String(options.interleavings), SIMULATION_REPORT: report },
-    stdio: 'ignore',
-  });
+  try {
+    execFileSync('npx', ['vitest', 'run', '--project', 'unit', 'test/session/protocol-simulation.test.ts'], {
+      cwd: root,
+      env: { ...process.env, SIMULATION_RUNS: String(options.interleavings), SIMULATION_REPORT: report },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      encoding: 'utf8',
+    });
+  } catch (error) {
+    // vitest's own report says what failed: show it rather than only the exit status.
+    const failed = error as { stdout?: string; stderr?: string };
+    throw new Error(`the protocol simulation failed:\n${failed.stdout ?? ''}${failed.stderr ?? ''}`);
+  }
   const simulation = { ...JSON.parse(readFileSync(report, 'utf8')), seconds: (performance.now() - started) / 1000 };
 
   const fauxqs = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);

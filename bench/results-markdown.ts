@@ -55,13 +55,15 @@ export function resultsMarkdown(results: BenchResults): string {
   const { machine } = results;
   lines.push('# tailgate benchmark results', '');
   lines.push(
-    `Produced by \`npm run bench\` (bench/run.ts) on ${results.startedAt} at commit ${results.commit}, in ${(results.durationMs / 1000).toFixed(0)} s. ` +
+    `Produced by \`npm run bench\` (bench/run.ts) on ${results.startedAt} at commit ${results.commit}, in ` +
+      `${(results.durationMs / 1000).toFixed(0)} s. ` +
       'Each section names the command that reproduces it alone.',
     '',
   );
   lines.push('## Machine', '');
   lines.push(
-    `- \`nproc\`: ${machine.cores} cores; CPU (\`/proc/cpuinfo\`): ${machine.cpuModel}; ${machine.memoryGiB} GiB RAM; ${machine.platform}`,
+    `- \`nproc\`: ${machine.cores} cores; CPU (\`/proc/cpuinfo\`): ${machine.cpuModel}; ${machine.memoryGiB} GiB ` +
+      `RAM; ${machine.platform}`,
   );
   lines.push(`- \`node --version\`: ${machine.node}; load average at start: ${machine.loadAverage}`);
   lines.push(
@@ -121,8 +123,10 @@ function reliabilitySection(results: BenchResults): string[] {
     '',
   ];
   lines.push(
-    `The protocol simulation (test/session/protocol-simulation.test.ts, ${simulation.seconds.toFixed(0)} s) crashed each operation at every storage call it makes, ` +
-      `once before the call and once after it landed with its answer lost: ${points} crash scenarios, each followed by a restart, the client's retry and a new turn.`,
+    `The protocol simulation (test/session/protocol-simulation.test.ts, ${simulation.seconds.toFixed(0)} s) ` +
+      `crashed each operation at every storage call it makes, ` +
+      `once before the call and once after it landed with its answer lost: ${points} crash scenarios, each ` +
+      `followed by a restart, the client's retry and a new turn.`,
     '',
     '| Operation | Crash scenarios |',
     '|---|---|',
@@ -133,14 +137,21 @@ function reliabilitySection(results: BenchResults): string[] {
     .join(', ');
   lines.push(
     '',
-    `Random interleavings of concurrent actors: ${simulation.interleavings} (${actors}); ${simulation.withCrash} of them with one actor crashed at a random call; ` +
-      `${simulation.storageCalls.toLocaleString('en-US')} storage calls released one at a time in a seeded order. Every run checked: seqs dense, every acknowledged input stored exactly once, ` +
-      'one Idempotency-Key one input, every acknowledged notice delivered by exactly one stored turn, no 5xx, a turn taken after the lease.',
+    `Random interleavings of concurrent actors: ${simulation.interleavings} (${actors}); ${simulation.withCrash} ` +
+      `of them with one actor crashed at a random call; ` +
+      `${simulation.storageCalls.toLocaleString('en-US')} storage calls released one at a time in a seeded order. ` +
+      `Every run checked: seqs dense, every acknowledged input stored exactly once, ` +
+      'one Idempotency-Key one input, every acknowledged notice delivered by exactly one stored turn, no 5xx, a ' +
+      'turn taken after the lease.',
     '',
-    '| kill -9 of a Node server mid-stream (S3 on loopback) | Time until a new turn is answered 200 | Server restart | Turns refused (409) meanwhile |',
+    '| kill -9 of a Node server mid-stream (S3 on loopback) | Time until a new turn is answered 200 | Server ' +
+      'restart | Turns refused (409) meanwhile |',
     '|---|---|---|---|',
-    `| default settings: wait for the lease (TURN_LEASE_MS ${recovery.leaseMs / 1000} s, renewed every ${recovery.leaseMs / 3000} s while the turn ran) | ${(recovery.recoveryMs / 1000).toFixed(1)} s | ${(recovery.restartMs / 1000).toFixed(1)} s | ${recovery.refused} |`,
-    `| \`POST /v1/sessions/:id/turns/:turn/cancel\` right after the restart | ${(cancelled.recoveryMs / 1000).toFixed(1)} s | ${(cancelled.restartMs / 1000).toFixed(1)} s | 0 |`,
+    `| default settings: wait for the lease (TURN_LEASE_MS ${recovery.leaseMs / 1000} s, renewed every ` +
+      `${recovery.leaseMs / 3000} s while the turn ran) | ${(recovery.recoveryMs / 1000).toFixed(1)} s | ` +
+      `${(recovery.restartMs / 1000).toFixed(1)} s | ${recovery.refused} |`,
+    `| \`POST /v1/sessions/:id/turns/:turn/cancel\` right after the restart | ` +
+      `${(cancelled.recoveryMs / 1000).toFixed(1)} s | ${(cancelled.restartMs / 1000).toFixed(1)} s | 0 |`,
     '',
     'The killed turn leaves its input stored and closed as failed; the words it had streamed are not stored.',
     '',
@@ -167,7 +178,9 @@ function goalRows(results: BenchResults): GoalRow[] {
     const largest = measured.at(-1);
     if (largest) {
       rows.push({
-        goal: `Per-turn p50 at ${largest.size.toLocaleString('en-US')} items / p50 at ${measured[0]!.size} items (${runtime})`,
+        goal:
+          `Per-turn p50 at ${largest.size.toLocaleString('en-US')} items / p50 at ${measured[0]!.size} items ` +
+          `(${runtime})`,
         target: `<= ${RATIO_GOAL}`,
         measured: `${largest.ratio.toFixed(2)}`,
         met:
@@ -189,10 +202,11 @@ function goalRows(results: BenchResults): GoalRow[] {
       goal: `Storage operations per turn (${runtime}, counted)`,
       target: `<= ${OPERATIONS_GOAL}`,
       measured: counted
-        .map(
-          (row) =>
-            `${row.storage!.operationsMedian}${row.storage!.operationsMax !== row.storage!.operationsMedian ? ` (max ${row.storage!.operationsMax})` : ''} at ${row.size.toLocaleString('en-US')}`,
-        )
+        .map((row) => {
+          const { operationsMedian, operationsMax } = row.storage!;
+          const max = operationsMax !== operationsMedian ? ` (max ${operationsMax})` : '';
+          return `${operationsMedian}${max} at ${row.size.toLocaleString('en-US')}`;
+        })
         .join(', '),
       met: yes(worst.storage!.operationsMax <= OPERATIONS_GOAL),
     });
@@ -223,7 +237,9 @@ function goalRows(results: BenchResults): GoalRow[] {
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),
     )) {
       rows.push({
-        goal: `Strategy CPU, \`${figure.strategies}\`, 10,000-item history (${figure.input === 'tail' ? 'tail view with aggregates, as a turn runs it' : 'whole history'})`,
+        goal:
+          `Strategy CPU, \`${figure.strategies}\`, 10,000-item history ` +
+          `(${figure.input === 'tail' ? 'tail view with aggregates, as a turn runs it' : 'whole history'})`,
         target: `< ${STRATEGY_GOAL_MS} ms`,
         measured: `${figure.medianMs.toFixed(2)} ms median`,
         met: yes(figure.medianMs < STRATEGY_GOAL_MS),
@@ -248,7 +264,9 @@ function goalRows(results: BenchResults): GoalRow[] {
       rows.push({
         goal: `Estimated cost, ${run.name}, below every other row`,
         target: `< ${formatBytes(cheapestOther.totals.costCached)} (${cheapestOther.name})`,
-        measured: `${formatBytes(run.totals.costCached)} (${signedPercent(run.totals.costCached / cheapestOther.totals.costCached - 1)} vs ${cheapestOther.name})`,
+        measured:
+          `${formatBytes(run.totals.costCached)} ` +
+          `(${signedPercent(run.totals.costCached / cheapestOther.totals.costCached - 1)} vs ${cheapestOther.name})`,
         met: yes(run.totals.costCached < cheapestOther.totals.costCached),
       });
     }
@@ -301,12 +319,18 @@ function goalRows(results: BenchResults): GoalRow[] {
 function overheadSection(results: BenchResults): string[] {
   const lines: string[] = ['## 1. Per-turn overhead (echo model)', ''];
   lines.push(
-    'One session per size, loaded first (POST /items in batches of an agent-like mix: a user message, about 25 tool calls ' +
-      'with outputs of 200 B to 20 KB log-normal and arguments of 50 B to 2 KB, 5% repeated calls, an assistant message; the log is ' +
-      'packed every 8 appends, as turns do in the background). The measured turns, one turn of every size per round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
-      "(echo answers with a function_call) and that call's 2 KB output (echo answers with text), with the default strategies " +
-      '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times are medians and 95th ' +
-      'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the same runtime, in the same run.',
+    'One session per size, loaded first (POST /items in batches of an agent-like mix: a user message, about 25 ' +
+      'tool calls ' +
+      'with outputs of 200 B to 20 KB log-normal and arguments of 50 B to 2 KB, 5% repeated calls, an assistant ' +
+      'message; the log is ' +
+      'packed every 8 appends, as turns do in the background). The measured turns, one turn of every size per ' +
+      'round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
+      "(echo answers with a function_call) and that call's 2 KB output (echo answers with text), with the default " +
+      'strategies ' +
+      '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times ' +
+      'are medians and 95th ' +
+      'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the ' +
+      'same runtime, in the same run.',
     '',
   );
   if (!results.overheadMemory)
@@ -317,9 +341,12 @@ function overheadSection(results: BenchResults): string[] {
     lines.push(...overheadTable(results.overheadMemory, 'memory'));
     lines.push(
       '',
-      "Operations are the turn's own, from the request to the response; the background pack a turn starts is run after it and counted apart " +
-        '("bg ops/turn"). Prompt bytes are the UTF-8 bytes of the JSON of the prompt handed to the model. "read budget" is the worst turn\'s ' +
-        'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal. "newest page" is GET /items of the newest 100 items (SessionLog.listItems, ' +
+      "Operations are the turn's own, from the request to the response; the background pack a turn starts is run " +
+        'after it and counted apart ' +
+        '("bg ops/turn"). Prompt bytes are the UTF-8 bytes of the JSON of the prompt handed to the model. "read ' +
+        'budget" is the worst turn\'s ' +
+        'bytes read / (1.1 x prompt bytes + 64 KiB): above 1 misses the goal. "newest page" is GET /items of the ' +
+        'newest 100 items (SessionLog.listItems, ' +
         'payloads whole) after the measured turns.',
       '',
     );
@@ -327,23 +354,27 @@ function overheadSection(results: BenchResults): string[] {
     if (loads.length > 0) {
       const blobs = loads.some((row) => row.append!.byKind.some((entry) => entry.label.startsWith('put blob')));
       lines.push(
-        `Loading: one POST /items of ${loads[0]!.append!.items} items (SessionLog.append) took, median per append while loading each size: ` +
+        `Loading: one POST /items of ${loads[0]!.append!.items} items (SessionLog.append) took, median per append ` +
+          `while loading each size: ` +
           loads
             .map(
               (row) =>
-                `${row.append!.operations} operations at ${row.size.toLocaleString('en-US')} (${row.append!.byKind.map((entry) => `${entry.label} x${entry.count}`).join(', ')})`,
+                `${row.append!.operations} operations at ${row.size.toLocaleString('en-US')} ` +
+                `(${row.append!.byKind.map((entry) => `${entry.label} x${entry.count}`).join(', ')})`,
             )
             .join('; ') +
           (blobs
             ? '. Blobs are outputs over 8 KiB stored out of line.'
-            : '. The record holds its outputs inline; packing (not counted here) moves large ones out of line into segments and views.'),
+            : '. The record holds its outputs inline; packing (not counted here) moves large ones out of line ' +
+              'into segments and views.'),
         '',
       );
     }
     lines.push(...whereTable(results.overheadMemory));
   }
   lines.push(
-    `### workerd with a local R2 bucket (bench/counting-worker.ts: the app of functions/worker.ts with its R2 store counted, under \`wrangler dev\`'s runtime, HTTP on loopback)`,
+    `### workerd with a local R2 bucket (bench/counting-worker.ts: the app of functions/worker.ts with its R2 ` +
+      `store counted, under \`wrangler dev\`'s runtime, HTTP on loopback)`,
     '',
   );
   lines.push(`Command: \`${results.commands.overheadWorkerd}\``, '');
@@ -353,10 +384,13 @@ function overheadSection(results: BenchResults): string[] {
     lines.push('', "Times are the client's, request sent to body read, through wrangler's local proxy.");
     if (workerd.some((row) => row.storage)) {
       lines[lines.length - 1] +=
-        ' Operations and bytes read are counted in the worker: bench/counting-worker.ts wraps the R2 store in a CountingStore and every response carries ' +
-        "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that (lib/turn.ts `afterResponse`) and is not counted " +
+        ' Operations and bytes read are counted in the worker: bench/counting-worker.ts wraps the R2 store in a ' +
+        'CountingStore and every response carries ' +
+        "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that " +
+        '(lib/turn.ts `afterResponse`) and is not counted ' +
         'here. R2Store makes one ' +
-        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
+        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 ' +
+        'bucket. The worker does not expose the prompt, ' +
         'so there are no prompt bytes and no read budget here.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
@@ -371,7 +405,8 @@ function overheadSection(results: BenchResults): string[] {
   return lines;
 }
 
-/** How workerd's operation medians compare with the memory store's at the sizes both measured (empty when nothing to compare). */
+/** How workerd's operation medians compare with the memory ' +
+  'store's at the sizes both measured (empty when nothing to compare). */
 function sameAsMemory(workerd: TurnOverheadRow[], memory: TurnOverheadRow[] | undefined): string {
   const pairs = workerd
     .filter((row) => row.storage)
@@ -381,8 +416,17 @@ function sameAsMemory(workerd: TurnOverheadRow[], memory: TurnOverheadRow[] | un
   const differing = pairs.filter(({ row, other }) => row.storage!.operationsMedian !== other.storage!.operationsMedian);
   if (differing.length === 0) return " The operation medians are the memory store's at every size measured on both.";
   return (
-    ` The operation medians differ from the memory store's: ${differing.map(({ row, other }) => `${row.storage!.operationsMedian} against ${other.storage!.operationsMedian} at ${row.size.toLocaleString('en-US')}`).join(', ')}. ` +
-    'Here packing runs in waitUntil and the next turn may start before it has written a fresh view, and loading packs through short turns, ' +
+    ` The operation medians differ from the memory store's: ` +
+    differing
+      .map(
+        ({ row, other }) =>
+          `${row.storage!.operationsMedian} against ${other.storage!.operationsMedian} at ` +
+          row.size.toLocaleString('en-US'),
+      )
+      .join(', ') +
+    '. ' +
+    'Here packing runs in waitUntil and the next turn may start before it has written a fresh view, and loading ' +
+    'packs through short turns, ' +
     "while the memory driver packs directly and runs each turn's packing to completion before the next turn."
   );
 }
@@ -499,15 +543,18 @@ function strategySection(results: BenchResults): string[] {
   ];
   if (!results.strategies) return [...lines, `${capitalized(notMeasured(results, 'strategies'))}.`, ''];
   lines.push(
-    '`preparePrompt` per strategy list on a 10,000-item history with 2,000 tool calls (bench/strategies.ts `benchHistory`): on the whole history, ' +
-      'and on the tail view with stored aggregates, which is what a turn runs. Median and p90 of 41 runs after 5 warm-up runs.',
+    '`preparePrompt` per strategy list on a 10,000-item history with 2,000 tool calls (bench/strategies.ts ' +
+      '`benchHistory`): on the whole history, ' +
+      'and on the tail view with stored aggregates, which is what a turn runs. Median and p90 of 41 runs after 5 ' +
+      'warm-up runs.',
     '',
     '| strategies | input | items | median ms | p90 ms | goal < 5 ms |',
     '|---|---|---|---|---|---|',
   );
   for (const figure of results.strategies) {
     lines.push(
-      `| \`${figure.strategies}\` | ${figure.input} | ${figure.items.toLocaleString('en-US')} | ${figure.medianMs.toFixed(2)} | ${figure.p90Ms.toFixed(2)} | ${yes(figure.medianMs < STRATEGY_GOAL_MS)} |`,
+      `| \`${figure.strategies}\` | ${figure.input} | ${figure.items.toLocaleString('en-US')} | ` +
+        `${figure.medianMs.toFixed(2)} | ${figure.p90Ms.toFixed(2)} | ${yes(figure.medianMs < STRATEGY_GOAL_MS)} |`,
     );
   }
   lines.push('');
@@ -520,31 +567,43 @@ function cacheSection(results: BenchResults): string[] {
   const { runs, toolCalls, seed } = results.cache;
   const turns = runs[0]?.totals.turns ?? 0;
   lines.push(
-    `A simulated agent session (bench/agent-session.ts, seed ${seed}): a 4,000-character system message, then ${toolCalls.toLocaleString('en-US')} tool calls; ` +
-      'outputs 200 B to 20 KB log-normal (1st/99th percentiles), arguments 50 B to 2 KB log-normal, a user message every 15 to 35 calls (25 on average) ' +
-      `and an assistant message closing each run of calls, 5% of calls repeating an earlier call. The model is asked after every user message and every tool output: ${turns.toLocaleString('en-US')} prompts. ` +
-      "Each prompt is built by `preparePrompt` from the whole history so far and serialized as the provider would see it: JSON of the items' wire fields only " +
-      '(bench/prompt-cache.ts `serializePrompt`). "Reusable" is the longest common byte prefix with the previous prompt: what a provider\'s prompt cache ' +
-      'could serve, an upper bound (Anthropic matches at cache breakpoints and block boundaries, at least 1,024 tokens; tool definitions, identical every turn, are left out).',
+    `A simulated agent session (bench/agent-session.ts, seed ${seed}): a 4,000-character system message, then ` +
+      `${toolCalls.toLocaleString('en-US')} tool calls; ` +
+      'outputs 200 B to 20 KB log-normal (1st/99th percentiles), arguments 50 B to 2 KB log-normal, a user ' +
+      'message every 15 to 35 calls (25 on average) ' +
+      `and an assistant message closing each run of calls, 5% of calls repeating an earlier call. The model is ` +
+      `asked after every user message and every tool output: ${turns.toLocaleString('en-US')} prompts. ` +
+      'Each prompt is built by `preparePrompt` from the whole history so far and serialized as the provider would ' +
+      "see it: JSON of the items' wire fields only " +
+      '(bench/prompt-cache.ts `serializePrompt`). "Reusable" is the longest common byte prefix with the previous ' +
+      "prompt: what a provider's prompt cache " +
+      'could serve, an upper bound (Anthropic matches at cache breakpoints and block boundaries, at least 1,024 ' +
+      'tokens; tool definitions, identical every turn, are left out).',
     '',
-    `Cost formula, per prompt, in bytes at the base input price: cost = ${CACHE_READ_MULTIPLIER} x reusable + ${CACHE_WRITE_MULTIPLIER} x (size - reusable) ` +
-      `(cache reads at ${CACHE_READ_MULTIPLIER}x, the rest written to the cache at ${CACHE_WRITE_MULTIPLIER}x, Anthropic's multipliers). "No cache" is 1.0 x size. At about 4 bytes a token ` +
+    `Cost formula, per prompt, in bytes at the base input price: cost = ${CACHE_READ_MULTIPLIER} x reusable + ` +
+      `${CACHE_WRITE_MULTIPLIER} x (size - reusable) ` +
+      `(cache reads at ${CACHE_READ_MULTIPLIER}x, the rest written to the cache at ${CACHE_WRITE_MULTIPLIER}x, ` +
+      `Anthropic's multipliers). "No cache" is 1.0 x size. At about 4 bytes a token ` +
       'and $3 per million input tokens, 1 GB of base-price bytes is about $750.',
     '',
-    '| strategy | bytes sent | bytes reusable | reusable share | max prompt | cost, no cache | cost with cache (formula) | vs cheapest | strategy CPU, all prompts |',
+    '| strategy | bytes sent | bytes reusable | reusable share | max prompt | cost, no cache | cost with cache ' +
+      '(formula) | vs cheapest | strategy CPU, all prompts |',
     '|---|---|---|---|---|---|---|---|---|',
   );
   const cheapest = Math.min(...runs.map((run) => run.totals.costCached));
   for (const run of runs) {
     const totals = run.totals;
     lines.push(
-      `| ${run.label} | ${formatBytes(totals.bytesSent)} | ${formatBytes(totals.bytesReusable)} | ${percent(totals.reusableShare)} | ${formatBytes(totals.maxPromptBytes)} | ` +
-        `${formatBytes(totals.costUncached)} | ${formatBytes(totals.costCached)} | ${signedPercent(totals.costCached / cheapest - 1)} | ${(totals.prepareMs / 1000).toFixed(1)} s |`,
+      `| ${run.label} | ${formatBytes(totals.bytesSent)} | ${formatBytes(totals.bytesReusable)} | ` +
+        `${percent(totals.reusableShare)} | ${formatBytes(totals.maxPromptBytes)} | ` +
+        `${formatBytes(totals.costUncached)} | ${formatBytes(totals.costCached)} | ` +
+        `${signedPercent(totals.costCached / cheapest - 1)} | ${(totals.prepareMs / 1000).toFixed(1)} s |`,
     );
   }
   lines.push('', `![prompt size and reusable share per model call](${results.cache.chart})`, '');
   lines.push(
-    'Per-turn figures behind the chart (median over the prompts; p10 of the reusable share shows how often the prefix breaks):',
+    'Per-turn figures behind the chart (median over the prompts; p10 of the reusable share shows how often the ' +
+      'prefix breaks):',
     '',
   );
   lines.push(
@@ -555,7 +614,8 @@ function cacheSection(results: BenchResults): string[] {
     const shares = run.turns.map((turn) => (turn.size === 0 ? 0 : turn.reusable / turn.size));
     const sorted = [...shares].sort((a, b) => a - b);
     lines.push(
-      `| ${run.name} | ${formatBytes(median(run.turns.map((turn) => turn.size)))} | ${percent(median(shares))} | ${percent(sorted[Math.floor(sorted.length * 0.1)] ?? 0)} | ${shares.filter((share) => share < 0.5).length} |`,
+      `| ${run.name} | ${formatBytes(median(run.turns.map((turn) => turn.size)))} | ${percent(median(shares))} | ` +
+        `${percent(sorted[Math.floor(sorted.length * 0.1)] ?? 0)} | ${shares.filter((share) => share < 0.5).length} |`,
     );
   }
   lines.push('');
@@ -570,22 +630,29 @@ function heapSection(results: BenchResults): string[] {
   const { result, command } = results.heap;
   lines.push(`Command: \`${command}\` (run by \`npm run bench\` as a child process)`, '');
   lines.push(
-    `Method: a ${result.items.toLocaleString('en-US')}-item session (the same agent mix) is loaded into a MemoryStore and packed, then after two warm-up turns, ` +
-      `for each of ${result.peakGrowthBytes.length} turns: two full GCs (\`gc()\`, --expose-gc), heapUsed as the baseline, then heapUsed sampled every millisecond ` +
-      "and around every storage call during the turn; the figure is the highest sample minus the baseline. The store's own objects are in the baseline " +
-      '(in a Worker they live in R2, not in the isolate). Garbage collected mid-turn is not counted, so this is the live peak as sampled, not total allocation.',
+    `Method: a ${result.items.toLocaleString('en-US')}-item session (the same agent mix) is loaded into a ` +
+      `MemoryStore and packed, then after two warm-up turns, ` +
+      `for each of ${result.peakGrowthBytes.length} turns: two full GCs (\`gc()\`, --expose-gc), heapUsed as the ` +
+      `baseline, then heapUsed sampled every millisecond ` +
+      'and around every storage call during the turn; the figure is the highest sample minus the baseline. The ' +
+      "store's own objects are in the baseline " +
+      '(in a Worker they live in R2, not in the isolate). Garbage collected mid-turn is not counted, so this is ' +
+      'the live peak as sampled, not total allocation.',
     '',
     '| turn | peak heap growth | heapUsed baseline | retained after GC | samples | prompt chars |',
     '|---|---|---|---|---|---|',
   );
   result.peakGrowthBytes.forEach((peak, index) => {
     lines.push(
-      `| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ${result.promptCharacters[index]!.toLocaleString('en-US')} |`,
+      `| ${index + 1} | ${mib(peak)} | ${mib(result.baselineBytes[index]!)} | ` +
+        `${mib(result.retainedBytes[index]!)} | ${result.samplesPerTurn[index]} | ` +
+        `${result.promptCharacters[index]!.toLocaleString('en-US')} |`,
     );
   });
   lines.push(
     '',
-    `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 MiB (a Worker has 128 MB).`,
+    `Worst: ${mib(Math.max(...result.peakGrowthBytes))}, median ${mib(median(result.peakGrowthBytes))}; goal < 64 ` +
+      `MiB (a Worker has 128 MB).`,
     '',
   );
   return lines;
@@ -595,22 +662,28 @@ function compactionSection(results: BenchResults): string[] {
   const lines = [
     '## 5. Reads per turn after compaction',
     '',
-    `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx tsx bench/compaction.ts\`)`,
+    `Command: \`${results.commands.compaction}\` (bench/compaction.ts \`measureCompactionReads()\`, also \`npx ` +
+      `tsx bench/compaction.ts\`)`,
     '',
   ];
   if (!results.compaction) return [...lines, `${capitalized(notMeasured(results, 'compaction'))}.`, ''];
   lines.push(
-    'With `compact` in the strategy list (`shorten_tools_epoch_increment,compact,inbox`), a session of N turns with tool traffic is compacted ' +
-      '(keeping the newest 2,000 tokens), three turns run in the new context, then one turn is measured on the memory store (echo). ' +
-      "The figure counts the measured turn's gets and lists and the bytes they read (puts are not in it). Compare with section 1, where the default list never compacts.",
+    'With `compact` in the strategy list (`shorten_tools_epoch_increment,compact,inbox`), a session of N turns ' +
+      'with tool traffic is compacted ' +
+      '(keeping the newest 2,000 tokens), three turns run in the new context, then one turn is measured on the ' +
+      'memory store (echo). ' +
+      "The figure counts the measured turn's gets and lists and the bytes they read (puts are not in it). Compare " +
+      'with section 1, where the default list never compacts.',
     '',
-    '| history turns | history items | gets | lists | bytes read | prompt chars | read budget (1.1 x prompt chars + 64 KiB) |',
+    '| history turns | history items | gets | lists | bytes read | prompt chars | read budget (1.1 x prompt chars ' +
+      '+ 64 KiB) |',
     '|---|---|---|---|---|---|---|',
   );
   for (const figure of results.compaction) {
     const budget = 1.1 * figure.promptChars + 64 * 1024;
     lines.push(
-      `| ${figure.historyTurns.toLocaleString('en-US')} | ${figure.historyItems.toLocaleString('en-US')} | ${figure.getRequests} | ${figure.listRequests} | ${formatBytes(figure.bytesRead)} | ` +
+      `| ${figure.historyTurns.toLocaleString('en-US')} | ${figure.historyItems.toLocaleString('en-US')} | ` +
+        `${figure.getRequests} | ${figure.listRequests} | ${formatBytes(figure.bytesRead)} | ` +
         `${figure.promptChars.toLocaleString('en-US')} | ${(figure.bytesRead / budget).toFixed(2)} |`,
     );
   }
@@ -652,14 +725,18 @@ function kindNotes(labels: string[], given: Set<string>): string[] {
   const notes: string[] = [];
   if (labels.some((label) => label.startsWith('get segment')) || labels.includes('get turn record')) {
     notes.push(
-      "Segment gets and further record gets are reads past the view: when the view's window starts after the cut the strategies need, lacks a required call, " +
-        'or holds compacted an item they would now show whole, the read walks the records and segments newest first, and the turn asks `pack` for a fresh view.',
+      "Segment gets and further record gets are reads past the view: when the view's window starts after the cut " +
+        'the strategies need, lacks a required call, ' +
+        'or holds compacted an item they would now show whole, the read walks the records and segments newest ' +
+        'first, and the turn asks `pack` for a fresh view.',
     );
   }
   if (labels.some((label) => label.startsWith('get blob'))) {
     notes.push(
-      'Blob gets are outputs stored out of line (over 8 KiB) that the strategies show whole, fetched by `hydrate`, one get each; the strategies keep the newest ' +
-        'instance of every repeated call whole, and with 5% repeated calls drawn from all earlier calls their number grows with the history.',
+      'Blob gets are outputs stored out of line (over 8 KiB) that the strategies show whole, fetched by ' +
+        '`hydrate`, one get each; the strategies keep the newest ' +
+        'instance of every repeated call whole, and with 5% repeated calls drawn from all earlier calls their ' +
+        'number grows with the history.',
     );
   }
   if (
@@ -694,13 +771,16 @@ function causesSection(results: BenchResults): string[] {
       const extra = extraOperations(over);
       lines.push(
         sentences(
-          `- **Storage operations.** At ${over.size.toLocaleString('en-US')} items a turn takes ${over.storage!.operationsMedian} operations, median (max ${over.storage!.operationsMax}; ` +
+          `- **Storage operations.** At ${over.size.toLocaleString('en-US')} items a turn takes ` +
+            `${over.storage!.operationsMedian} operations, median (max ${over.storage!.operationsMax}; ` +
             `goal ${OPERATIONS_GOAL}, ${signedPercent(over.storage!.operationsMedian / OPERATIONS_GOAL - 1)}).`,
-          'By design a turn gets the session config, lists the records, gets the newest record, its completion and the view, puts the new record, lists the inbox ' +
+          'By design a turn gets the session config, lists the records, gets the newest record, its completion ' +
+            'and the view, puts the new record, lists the inbox ' +
             'and puts the completion: 8.',
           extra.length > 0
             ? `Beyond them, median: ${extra.map((entry) => `${entry.label} +${entry.count}`).join(', ')}.`
-            : 'The median turn makes only these; the turns above the median are not broken down here (the table holds medians).',
+            : 'The median turn makes only these; the turns above the median are not broken down here (the table ' +
+                'holds medians).',
           kindNotes(
             extra.map((entry) => entry.label),
             given,
@@ -716,7 +796,8 @@ function causesSection(results: BenchResults): string[] {
           noticeRows
             .map(
               (row) =>
-                `${row.notice!.operations} operations at ${row.size.toLocaleString('en-US')} (limit ${row.notice!.operationsLimit}; ${overMedian(row)} over the median turn)`,
+                `${row.notice!.operations} operations at ${row.size.toLocaleString('en-US')} (limit ` +
+                `${row.notice!.operationsLimit}; ${overMedian(row)} over the median turn)`,
             )
             .join(', ') +
           ' (budget: 3 per notice: copy, delete, read)' +
@@ -737,18 +818,22 @@ function causesSection(results: BenchResults): string[] {
         `${row.itemsInPromptMedian.toLocaleString('en-US')} items, ${bytesOrDash(row.storage!.promptBytesMedian)}`;
       lines.push(
         sentences(
-          `- **Operations grow with the history.** At ${largest.size.toLocaleString('en-US')} items a turn takes ${largest.storage!.operationsMedian} operations ` +
+          `- **Operations grow with the history.** At ${largest.size.toLocaleString('en-US')} items a turn takes ` +
+            `${largest.storage!.operationsMedian} operations ` +
             `(${(largest.storage!.operationsMedian / OPERATIONS_GOAL).toFixed(1)}x the goal). The growth: ` +
             grown
               .map((entry) => `${entry.label} ${entry.base} -> ${entry.count} (${formatBytes(entry.bytes)})`)
               .join('; ') +
             '.',
           largest.itemsInPromptMedian > smallest.itemsInPromptMedian
-            ? `The prompt grows with the history too (median ${prompt(largest)} at ${largest.size.toLocaleString('en-US')} items against ${prompt(smallest)} at ${smallest.size}): ` +
-                'every message of the history stays in the prompt, and the newest instance of every repeated call (same name and arguments) is never dropped and is ' +
+            ? `The prompt grows with the history too (median ${prompt(largest)} at ` +
+                `${largest.size.toLocaleString('en-US')} items against ${prompt(smallest)} at ${smallest.size}): ` +
+                'every message of the history stays in the prompt, and the newest instance of every repeated call ' +
+                '(same name and arguments) is never dropped and is ' +
                 'kept whole with its output (lib/strategies epoch selection).'
             : '',
-          'The view stores the calls the strategies may show whole as they are, so those cost bytes of the view, not operations, unless the read goes past the view ' +
+          'The view stores the calls the strategies may show whole as they are, so those cost bytes of the view, ' +
+            'not operations, unless the read goes past the view ' +
             'or their outputs are out of line.',
           kindNotes(
             grown.map((entry) => entry.label),
@@ -767,20 +852,27 @@ function causesSection(results: BenchResults): string[] {
       const viewBytes = kindBytes(worst, 'get view');
       lines.push(
         sentences(
-          `- **Read amplification.** Worst: ${fixed(worst.storage!.readBudgetWorst, 2)}x the budget at ${worst.size.toLocaleString('en-US')} items ` +
-            `(${formatBytes(worst.storage!.bytesReadMedian)} read for a ${bytesOrDash(worst.storage!.promptBytesMedian)} prompt, medians).`,
+          `- **Read amplification.** Worst: ${fixed(worst.storage!.readBudgetWorst, 2)}x the budget at ` +
+            `${worst.size.toLocaleString('en-US')} items ` +
+            `(${formatBytes(worst.storage!.bytesReadMedian)} read for a ` +
+            `${bytesOrDash(worst.storage!.promptBytesMedian)} prompt, medians).`,
           reads.length > 0
-            ? `The bytes, median per turn: ${reads.map((entry) => `${entry.label} ${formatBytes(entry.bytes)}`).join(', ')}.`
+            ? `The bytes, median per turn: ` +
+                `${reads.map((entry) => `${entry.label} ${formatBytes(entry.bytes)}`).join(', ')}.`
             : '',
           viewBytes > 0 && reads[0]?.label === 'get view'
-            ? 'The view is the largest read. It holds the tail the strategies need plus a margin of 8 calls (tool items older than those the strategies may show whole ' +
-                'stored as they compact them), the aggregates (one bit per call, one entry per repeated call) and the call keys (12 hex characters per distinct call), ' +
-                'so it can be larger than the prompt: by the margin, and by the aggregates and call keys, which grow with the history. ' +
+            ? 'The view is the largest read. It holds the tail the strategies need plus a margin of 8 calls (tool ' +
+                'items older than those the strategies may show whole ' +
+                'stored as they compact them), the aggregates (one bit per call, one entry per repeated call) and ' +
+                'the call keys (12 hex characters per distinct call), ' +
+                'so it can be larger than the prompt: by the margin, and by the aggregates and call keys, which ' +
+                'grow with the history. ' +
                 `View bytes / prompt bytes, medians: ${budgeted
                   .filter((row) => kindBytes(row, 'get view') > 0)
                   .map(
                     (row) =>
-                      `${(kindBytes(row, 'get view') / row.storage!.promptBytesMedian!).toFixed(2)} at ${row.size.toLocaleString('en-US')}`,
+                      `${(kindBytes(row, 'get view') / row.storage!.promptBytesMedian!).toFixed(2)} at ` +
+                      `${row.size.toLocaleString('en-US')}`,
                   )
                   .join(', ')}.`
             : '',
@@ -796,13 +888,19 @@ function causesSection(results: BenchResults): string[] {
       const constant = memory.every((row) => row.storage!.operationsMax <= OPERATIONS_GOAL);
       lines.push(
         sentences(
-          `- **Time ratio.** Memory store p50 ratios: ${memory.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')} (goal <= ${RATIO_GOAL}).`,
+          `- **Time ratio.** Memory store p50 ratios: ` +
+            `${memory.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')} ` +
+            `(goal <= ${RATIO_GOAL}).`,
           constant
-            ? `The operations do not grow (at most ${OPERATIONS_GOAL} per turn at every size); the time follows the bytes read (median ${formatBytes(smallest.storage!.bytesReadMedian)} at ` +
-                `${smallest.size} items, ${formatBytes(largest.storage!.bytesReadMedian)} at ${largest.size.toLocaleString('en-US')}) and the prompt: the turn parses, validates and ` +
+            ? `The operations do not grow (at most ${OPERATIONS_GOAL} per turn at every size); the time follows ` +
+                `the bytes read (median ${formatBytes(smallest.storage!.bytesReadMedian)} at ` +
+                `${smallest.size} items, ${formatBytes(largest.storage!.bytesReadMedian)} at ` +
+                `${largest.size.toLocaleString('en-US')}) and the prompt: the turn parses, validates and ` +
                 'hashes what it reads, and builds a prompt that grows with the history.'
-            : 'The time follows the prompt and the operations above: the turn parses, validates and hashes what it reads, and builds a prompt that grows with the history.',
-          'No constant-time tail read can meet the ratio while the prompt grows; the strategy semantics (every message, and repeated calls kept whole) would have to bound it first.',
+            : 'The time follows the prompt and the operations above: the turn parses, validates and hashes what ' +
+                'it reads, and builds a prompt that grows with the history.',
+          'No constant-time tail read can meet the ratio while the prompt grows; the strategy semantics (every ' +
+            'message, and repeated calls kept whole) would have to bound it first.',
         ),
       );
     }
@@ -820,18 +918,23 @@ function causesSection(results: BenchResults): string[] {
         `- **Storage operations, workerd + local R2.** ${workerdCounted
           .map(
             (row) =>
-              `${row.storage!.operationsMedian} per turn, max ${row.storage!.operationsMax}, notice turn ${row.notice?.operations ?? '-'} (limit ${row.notice?.operationsLimit ?? '-'}) at ${row.size.toLocaleString('en-US')} items`,
+              `${row.storage!.operationsMedian} per turn, max ${row.storage!.operationsMax}, notice turn ` +
+              `${row.notice?.operations ?? '-'} (limit ${row.notice?.operationsLimit ?? '-'}) at ` +
+              `${row.size.toLocaleString('en-US')} items`,
           )
           .join('; ')}.`,
         memory.length > 0
-          ? "How they compare with the memory store's is in section 1; its breakdown by kind shows what a turn reads, and the causes above apply to both."
+          ? "How they compare with the memory store's is in section 1; its breakdown by kind shows what a turn " +
+              'reads, and the causes above apply to both.'
           : '',
       ),
     );
   }
   if (workerd.length > 0 && workerd.some((row) => row.ratio > RATIO_GOAL)) {
     lines.push(
-      `- **workerd ratios**: ${workerd.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')}; same causes, each storage call being a local R2 request.`,
+      `- **workerd ratios**: ` +
+        `${workerd.map((row) => `${row.ratio.toFixed(2)} at ${row.size.toLocaleString('en-US')}`).join(', ')}; ` +
+        `same causes, each storage call being a local R2 request.`,
     );
   }
   for (const row of results.overheadWorkerd?.filter((entry) => entry.skipped) ?? []) {
@@ -844,15 +947,27 @@ function causesSection(results: BenchResults): string[] {
       const cheaper = others.filter((entry) => entry.totals.costCached <= run.totals.costCached);
       if (cheaper.length > 0) {
         lines.push(
-          `- **Cost of ${run.name}.** ${formatBytes(run.totals.costCached)}, above ${cheaper.map((entry) => `${entry.name} (${formatBytes(entry.totals.costCached)}, ${signedPercent(run.totals.costCached / entry.totals.costCached - 1)})`).join(', ')}. ` +
-            `Its reusable share is high (${percent(run.totals.reusableShare)}), but its prompts are larger (median ${formatBytes(median(run.turns.map((turn) => turn.size)))}, max ${formatBytes(run.totals.maxPromptBytes)}): ` +
-            'the epoch grows (up to 60 calls) and the compacted window with it (up to 160), and every call of the new part plus the 20 newest stay whole, so with outputs ' +
-            'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary the prompt changes from the pinned point on, and everything after it is a cache write.',
+          `- **Cost of ${run.name}.** ${formatBytes(run.totals.costCached)}, above ` +
+            cheaper
+              .map((entry) => {
+                const more = signedPercent(run.totals.costCached / entry.totals.costCached - 1);
+                return `${entry.name} (${formatBytes(entry.totals.costCached)}, ${more})`;
+              })
+              .join(', ') +
+            '. ' +
+            `Its reusable share is high (${percent(run.totals.reusableShare)}), but its prompts are larger ` +
+            `(median ${formatBytes(median(run.turns.map((turn) => turn.size)))}, max ` +
+            `${formatBytes(run.totals.maxPromptBytes)}): ` +
+            'the epoch grows (up to 60 calls) and the compacted window with it (up to 160), and every call of the ' +
+            'new part plus the 20 newest stay whole, so with outputs ' +
+            'of about 3 KB on average the whole part alone reaches several hundred kB. At every epoch boundary ' +
+            'the prompt changes from the pinned point on, and everything after it is a cache write.',
         );
       }
       if (run.totals.reusableShare < REUSABLE_GOAL)
         lines.push(
-          `- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`,
+          `- **Reusable share of ${run.name}**: ${percent(run.totals.reusableShare)}, ` +
+            `${((REUSABLE_GOAL - run.totals.reusableShare) * 100).toFixed(1)} points under the goal.`,
         );
     }
   }
@@ -860,13 +975,17 @@ function causesSection(results: BenchResults): string[] {
     const over = results.strategies.filter((entry) => entry.medianMs >= STRATEGY_GOAL_MS);
     for (const figure of over) {
       lines.push(
-        `- **Strategy CPU, \`${figure.strategies}\` (${figure.input === 'full' ? 'whole history' : 'tail view'})**: ${figure.medianMs.toFixed(2)} ms median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over 5 ms.`,
+        `- **Strategy CPU, \`${figure.strategies}\` ` +
+          `(${figure.input === 'full' ? 'whole history' : 'tail view'})**: ${figure.medianMs.toFixed(2)} ms ` +
+          `median, ${(figure.medianMs - STRATEGY_GOAL_MS).toFixed(2)} ms over 5 ms.`,
       );
     }
     if (over.some((entry) => entry.input === 'full')) {
       lines.push(
-        '- The whole-history rows are not what a turn runs: a turn prepares the tail view with stored aggregates (the "tail" rows). On the whole history the dispatcher ' +
-          'also finds repeated calls itself (fingerprinting the arguments of every call), which the stored aggregates spare a turn.',
+        '- The whole-history rows are not what a turn runs: a turn prepares the tail view with stored aggregates ' +
+          '(the "tail" rows). On the whole history the dispatcher ' +
+          'also finds repeated calls itself (fingerprinting the arguments of every call), which the stored ' +
+          'aggregates spare a turn.',
       );
     }
   }
@@ -875,10 +994,13 @@ function causesSection(results: BenchResults): string[] {
     const largestRead = results.overheadMemory?.filter((row) => row.storage).at(-1);
     if (peak >= HEAP_GOAL) {
       lines.push(
-        `- **Heap.** ${mib(peak)} at ${results.heap.result.items.toLocaleString('en-US')} items, ${mib(peak - HEAP_GOAL)} over the goal. The turn builds a prompt of ` +
-          `${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters (see the prompt growth above), and what it reads is decoded and parsed into strings and objects ` +
+        `- **Heap.** ${mib(peak)} at ${results.heap.result.items.toLocaleString('en-US')} items, ` +
+          `${mib(peak - HEAP_GOAL)} over the goal. The turn builds a prompt of ` +
+          `${results.heap.result.promptCharacters[0]!.toLocaleString('en-US')} characters (see the prompt growth ` +
+          `above), and what it reads is decoded and parsed into strings and objects ` +
           (largestRead
-            ? `(${formatBytes(largestRead.storage!.bytesReadMedian)} read per turn at ${largestRead.size.toLocaleString('en-US')} items on the memory store` +
+            ? `(${formatBytes(largestRead.storage!.bytesReadMedian)} read per turn at ` +
+              `${largestRead.size.toLocaleString('en-US')} items on the memory store` +
               (kindBytes(largestRead, 'get view') > 0
                 ? `, ${formatBytes(kindBytes(largestRead, 'get view'))} of it the view`
                 : '') +

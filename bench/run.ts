@@ -4,7 +4,9 @@
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
  *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
- *   --quick                                       small sizes, to try the harness (no files)
+ *   --quick                                       small sizes, to try the harness (no files); exits 1
+ *                                                 when a section that ran has no sound figures
+ *                                                 (bench/quick-check.ts; CI runs it)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -20,6 +22,7 @@ import { measureCacheCosts } from './cache-costs.ts';
 import { epochSweepChart } from './epoch-sweep-chart.ts';
 import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
+import { quickCheckFailures } from './quick-check.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
 import { measureCompactionReads } from './compaction.ts';
 import { measureReliability } from './reliability.ts';
@@ -106,7 +109,8 @@ if (runs('cache')) {
   const cacheRuns = simulatePromptCache({ toolCalls: cacheToolCalls, seed: cacheSeed });
   for (const run of cacheRuns)
     log(
-      `  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ${Math.round(run.totals.costCached)}`,
+      `  ${run.name}: ${(run.totals.reusableShare * 100).toFixed(1)}% reusable, cost ` +
+        `${Math.round(run.totals.costCached)}`,
     );
   const chart = 'prompt-cache.svg';
   if (full)
@@ -114,7 +118,8 @@ if (runs('cache')) {
       new URL(`./${chart}`, import.meta.url),
       promptCacheChart(
         cacheRuns,
-        `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session (seed ${cacheSeed})`,
+        `Prompt-cache stability: ${cacheToolCalls.toLocaleString('en-US')}-tool-call simulated agent session ` +
+          `(seed ${cacheSeed})`,
       ),
     );
   const costs = measureCacheCosts({
@@ -207,6 +212,12 @@ if (full) {
   log(`wrote bench/RESULTS.md and bench/prompt-cache.svg in ${(results.durationMs / 1000).toFixed(0)} s`);
 } else {
   console.log(markdown);
+}
+if (quick) {
+  const failures = quickCheckFailures(results);
+  for (const failure of failures) console.error(`bench --quick FAILED: ${failure}`);
+  if (failures.length > 0) process.exitCode = 1;
+  else log('bench --quick: every section that ran has sound figures');
 }
 
 /** HEAD, and whether the code it measures (lib/, functions/, wrangler.toml, bench/) differed from it. */

@@ -112,7 +112,8 @@ if (invokedDirectly) {
   console.log('strategy CPU per prompt (10,000 items, 2,000 tool calls; goal: default list median < 5 ms)');
   for (const figure of benchStrategies()) {
     console.log(
-      `${figure.strategies.padEnd(38)} ${figure.input.padEnd(4)} ${String(figure.items).padStart(6)} items  median ${figure.medianMs.toFixed(2)} ms  p90 ${figure.p90Ms.toFixed(2)} ms  min ${figure.minMs.toFixed(2)} ms`,
+      `${figure.strategies.padEnd(38)} ${figure.input.padEnd(4)} ${String(figure.items).padStart(6)} items  ` +
+        `median ${figure.medianMs.toFixed(2)} ms  p90 ${figure.p90Ms.toFixed(2)} ms  min ${figure.minMs.toFixed(2)} ms`,
     );
   }
 }

@@ -35,11 +35,20 @@ export interface StorageFigures {
   bytesReadMax: number;
   /** Where the driver reports the prompt (the memory store; not workerd). */
   promptBytesMedian?: number;
-  /** Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1), where the driver reports the prompt. */
+  /**
+   * Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1), where the
+   * driver reports the prompt.
+   */
   readBudgetWorst?: number;
-  /** Background (packing) operations per turn, averaged over the measured turns, where the driver counts them apart (the memory store). */
+  /**
+   * Background (packing) operations per turn, averaged over the measured turns, where the driver
+   * counts them apart (the memory store).
+   */
   backgroundOperationsPerTurn?: number;
-  /** Where the operations and bytes go: median count and bytes per turn by operation and key kind (empty where calls are not recorded). */
+  /**
+   * Where the operations and bytes go: median count and bytes per turn by operation and key kind
+   * (empty where calls are not recorded).
+   */
   byKind: { label: string; count: number; bytes: number }[];
 }
 
@@ -87,7 +96,7 @@ interface SizeRun {
   appendsAfter: number;
   turnsWanted: number;
   turnsTaken: number;
-  pendingCall?: string;
+  pendingCall?: string | undefined;
   measured: DrivenTurn[];
   /** Why the size has no row of figures (loading or a turn failed, or the load budget). */
   notMeasured?: string;
@@ -137,8 +146,10 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       const left = options.loadBudgetMs - (performance.now() - started);
       if (projected > left) {
         run.notMeasured =
-          `not measured (loading ${size.toLocaleString('en-US')} items would take about ${(projected / 1000).toFixed(0)} s at the rate so far ` +
-          `(${((loadedItems / loadMsTotal) * 1000).toFixed(0)} items/s), more than the ${(Math.max(0, left) / 1000).toFixed(0)} s left of the load budget)`;
+          `not measured (loading ${size.toLocaleString('en-US')} items would take about ` +
+          `${(projected / 1000).toFixed(0)} s at the rate so far ` +
+          `(${((loadedItems / loadMsTotal) * 1000).toFixed(0)} items/s), more than the ` +
+          `${(Math.max(0, left) / 1000).toFixed(0)} s left of the load budget)`;
         log(`${driver.runtime} ${size}: ${run.notMeasured}`);
         continue;
       }

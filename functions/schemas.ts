@@ -48,10 +48,14 @@ export const storedItemOutSchema = z
     compacted: z.boolean().optional(),
     synthetic: z.enum(['context_notice', 'inbox', 'summary']).optional(),
     pending: z.boolean().optional(),
-    elided: z.object({ bytes: z.number().int(), sha256: z.string() }).optional().meta({
-      description:
-        'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and is sent empty; `bytes` and `sha256` are those of the whole payload.',
-    }),
+    elided: z
+      .object({ bytes: z.number().int(), sha256: z.string() })
+      .optional()
+      .meta({
+        description:
+          'GET /prompt without full=true: the payload (content, arguments or output) was over 4096 UTF-8 bytes and ' +
+          'is sent empty; `bytes` and `sha256` are those of the whole payload.',
+      }),
   })
   .meta({ id: 'Item' });
 

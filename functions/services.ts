@@ -23,7 +23,7 @@ export interface ServiceInputs {
   clock?: () => Date;
   tokenEncoders?: TokenEncoders;
   /** Runs on every session config read (the revocation check of a session-bound token). */
-  checkSessionConfig?: (config: SessionConfig) => void;
+  checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
 
 /** Builds one request's services from its store and its freshly parsed config. */

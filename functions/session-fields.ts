@@ -15,7 +15,7 @@ type SessionFields = z.infer<typeof sessionPatchSchema>;
 export function normalizeSessionFields(
   body: SessionFields,
   services: Pick<TurnServices, 'env' | 'model' | 'config'>,
-): SessionFields & { strategies?: string[] | null } {
+): SessionFields & { strategies?: string[] | null | undefined } {
   checkFieldSize(
     'instructions',
     typeof body.instructions === 'string' ? utf8Bytes(body.instructions) : 0,

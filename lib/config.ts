@@ -141,7 +141,13 @@ export interface ServiceConfig {
   modelAliases: Record<string, string>;
   /** Provider settings, by their env names, for lib/models. */
   providers: Record<string, string | undefined>;
-  s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
+  s3: {
+    endpoint?: string | undefined;
+    bucket?: string | undefined;
+    region: string;
+    accessKeyId?: string | undefined;
+    secretAccessKey?: string | undefined;
+  };
   /** The file store's directory on Node and Deno when no S3 is set (relative to the working directory). */
   dataDir: string;
   /** /docs and /openapi.json without a token (the API routes stay authenticated). */

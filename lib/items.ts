@@ -100,14 +100,14 @@ export const PREVIEW_CHARS = 256;
 export type Synthetic = 'context_notice' | 'inbox' | 'summary';
 
 interface PromptFields {
-  seq?: number;
-  created_at?: string;
+  seq?: number | undefined;
+  created_at?: string | undefined;
   /** The content was shortened by a strategy. */
-  compacted?: true;
+  compacted?: true | undefined;
   /** Inserted by the service; such items have no seq. */
-  synthetic?: Synthetic;
+  synthetic?: Synthetic | undefined;
   /** A notice shown by the prompt preview that a real turn would deliver. */
-  pending?: true;
+  pending?: true | undefined;
 }
 
 export type PromptMessageItem = MessageItem & PromptFields;
@@ -116,7 +116,10 @@ export type PromptFunctionCallItem = FunctionCallItem & PromptFields;
  * When `output_ref` is set, the output lives out of line: `output` is '' until the turn
  * fetches it for an item the strategies kept whole. Strategies compact from the ref alone.
  */
-export type PromptFunctionCallOutputItem = FunctionCallOutputItem & PromptFields & { output_ref?: PayloadRef };
+export type PromptFunctionCallOutputItem = FunctionCallOutputItem &
+  PromptFields & {
+    output_ref?: PayloadRef | undefined;
+  };
 export type PromptItem = PromptMessageItem | PromptFunctionCallItem | PromptFunctionCallOutputItem;
 
 export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | PromptFunctionCallOutputItem {

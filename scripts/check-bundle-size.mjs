@@ -46,6 +46,7 @@ for (const file of modules) {
 const kib = (bytes) => (bytes / 1024).toFixed(1);
 const verdict = gzipped <= budgetKiB * 1024 ? 'within' : 'OVER';
 console.log(
-  `worker bundle: ${kib(raw)} KiB, ${kib(gzipped)} KiB gzipped (${modules.length} module${modules.length === 1 ? '' : 's'}); budget ${budgetKiB} KiB gzipped: ${verdict}`,
+  `worker bundle: ${kib(raw)} KiB, ${kib(gzipped)} KiB gzipped (${modules.length} ` +
+    `module${modules.length === 1 ? '' : 's'}); budget ${budgetKiB} KiB gzipped: ${verdict}`,
 );
 if (verdict === 'OVER') process.exit(1);

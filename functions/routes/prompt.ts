@@ -15,7 +15,8 @@ const previewRoute = createRoute({
   path: '/v1/sessions/{id}/prompt',
   tags: ['prompt'],
   summary:
-    'What the model would be sent now (no side effects; pending notices marked; payloads over 4 KiB elided unless full=true)',
+    'What the model would be sent now (no side effects; pending notices marked; payloads over 4 KiB elided unless ' +
+    'full=true)',
   security: requires('session:read'),
   request: { params: sessionIdParamsSchema, query: promptQuerySchema },
   responses: {

@@ -42,10 +42,16 @@ const turnSummarySchema = z
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
     input: seqRangeSchema.nullable(),
     output: seqRangeSchema.nullable(),
-    prefix_reused_chars: z.number().int().nullable().meta({
-      description:
-        "Characters of this turn's provider prompt (tools, instructions, items) that repeat the previous turn's prompt from its start, in whole items; null when either prompt is unknown (a turn refused before its prompt was built, or stored before receipts kept prompt shapes).",
-    }),
+    prefix_reused_chars: z
+      .number()
+      .int()
+      .nullable()
+      .meta({
+        description:
+          "Characters of this turn's provider prompt (tools, instructions, items) that repeat the previous turn's " +
+          'prompt from its start, in whole items; null when either prompt is unknown (a turn refused before its ' +
+          'prompt was built, or stored before receipts kept prompt shapes).',
+      }),
   })
   .meta({ id: 'TurnSummary' });
 
@@ -114,7 +120,8 @@ const turnItemsRoute = createRoute({
   path: '/v1/sessions/{id}/turns/{turn}/items',
   tags: ['turns'],
   summary:
-    "A page of the items up to the turn's input, newest first, each with its treatment in that turn (and the compacted text the model got)",
+    "A page of the items up to the turn's input, newest first, each with its treatment in that turn (and the " +
+    'compacted text the model got)',
   security: requires('session:read'),
   request: { params: turnParamsSchema, query: pageQuerySchema(1000) },
   responses: {

@@ -27,7 +27,9 @@ const takeTurnRoute = createRoute({
   responses: {
     200: {
       description:
-        'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started (`{turn, first_seq}`, the seq of the first output item), output_text.delta, output_item.done, turn.completed or error',
+        'The turn, or (with `stream: true` or `Accept: text/event-stream`) server-sent events: turn.started ' +
+        '(`{turn, first_seq}`, the seq of the first output item), output_text.delta, output_item.done, ' +
+        'turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
     ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),
@@ -53,7 +55,8 @@ const cancelTurnRoute = createRoute({
   tags: ['turns'],
   summary: 'End an open turn as failed (turn_cancelled): its input stays, its output will not be stored',
   description:
-    'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The running turn, if any, is answered 409 turn_cancelled.',
+    'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The ' +
+    'running turn, if any, is answered 409 turn_cancelled.',
   security: requires('session:turn'),
   request: { params: cancelParamsSchema },
   responses: {

@@ -173,7 +173,8 @@ export function inspectorClient(): void {
 
   function renderCounts(session: any): void {
     $('session-counts').textContent =
-      `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · model ${session.model ?? 'default'}`;
+      `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
+      `model ${session.model ?? 'default'}`;
   }
 
   const chartTurns: any[] = [];
@@ -216,7 +217,8 @@ export function inspectorClient(): void {
     ).length;
     svg.setAttribute(
       'aria-label',
-      `Prompt size of ${turns.length} turns (grey) and the part reused from the previous turn (blue); ${epochs} turns reused less than the previous prompt.`,
+      `Prompt size of ${turns.length} turns (grey) and the part reused from the previous turn (blue); ${epochs} ` +
+        `turns reused less than the previous prompt.`,
     );
     turns.forEach((turn, index) => {
       const size = turn.context?.prompt_chars ?? 0;
@@ -254,7 +256,8 @@ export function inspectorClient(): void {
     const summary = el(
       'summary',
       {},
-      `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} chars${share(turn)}`,
+      `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} ` +
+        `chars${share(turn)}`,
       turn.notices.length > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${turn.notices.length} notice(s)`) : null,
       turn.error ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     );
@@ -279,7 +282,8 @@ export function inspectorClient(): void {
       el(
         'p',
         { class: 'muted' },
-        `${times} · strategies ${turn.strategies.join(', ')}${turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''}`,
+        `${times} · strategies ${turn.strategies.join(', ')}` +
+          (turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''),
       ),
     );
     if (turn.error) add(body, el('p', { class: 'error' }, `${turn.error.code}: ${turn.error.message}`));
@@ -394,7 +398,8 @@ export function inspectorClient(): void {
         el(
           'li',
           {},
-          `${notice.name} → turn ${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
+          `${notice.name} → turn ` +
+            `${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
         ),
       ),
     );

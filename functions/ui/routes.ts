@@ -13,7 +13,9 @@ export function inspectorRoutes(): Hono {
   const page = renderInspectorPage();
   // The bundler of `wrangler dev`/`deploy` keeps function names with a `__name(fn, name)`
   // helper that lives outside the function; the served text brings its own.
-  const script = `var __name = (target, value) => Object.defineProperty(target, 'name', { value, configurable: true });\n(${inspectorClient.toString()})();\n`;
+  const script =
+    `var __name = (target, value) => Object.defineProperty(target, 'name', { value, configurable: ` +
+    `true });\n(${inspectorClient.toString()})();\n`;
   const headers = { 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };
   return new Hono()
     .get('/ui', (c) =>

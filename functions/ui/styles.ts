@@ -7,10 +7,25 @@ body { margin: 0; }
 .top a { color: #ffffff; text-decoration: none; }
 .top button { background: #ffffff; color: #12355b; }
 main { padding: 1rem; }
-button { font: inherit; padding: 0.3rem 0.7rem; border: 1px solid #12355b; background: #12355b; color: #ffffff; border-radius: 4px; cursor: pointer; }
+button {
+  font: inherit;
+  padding: 0.3rem 0.7rem;
+  border: 1px solid #12355b;
+  background: #12355b;
+  color: #ffffff;
+  border-radius: 4px;
+  cursor: pointer;
+}
 button.danger { background: #a4161a; border-color: #a4161a; }
 button.toggle-original { background: #ffffff; color: #12355b; margin: 0 0.5rem; }
-input, textarea { font: inherit; padding: 0.3rem; border: 1px solid #595959; border-radius: 4px; max-width: 100%; box-sizing: border-box; }
+input, textarea {
+  font: inherit;
+  padding: 0.3rem;
+  border: 1px solid #595959;
+  border-radius: 4px;
+  max-width: 100%;
+  box-sizing: border-box;
+}
 textarea { width: 100%; }
 label { display: block; font-weight: 600; margin-top: 0.4rem; }
 .row { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: center; }
@@ -19,7 +34,14 @@ table { border-collapse: collapse; width: 100%; margin-top: 0.5rem; }
 th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d0d0; }
 .muted { color: #555555; }
 .error { color: #a4161a; }
-.visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
+.visually-hidden {
+  position: absolute;
+  width: 1px;
+  height: 1px;
+  overflow: hidden;
+  clip: rect(0 0 0 0);
+  white-space: nowrap;
+}
 .columns { display: grid; grid-template-columns: minmax(0, 2fr) minmax(16rem, 1fr); gap: 1.5rem; }
 .timeline { list-style: none; padding: 0; margin: 0; }
 .turn { border: 1px solid #d0d0d0; border-radius: 4px; margin: 0.3rem 0; padding: 0.3rem 0.6rem; }

@@ -11,11 +11,11 @@ import { summarizeContext } from './summarize-context.ts';
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {
   /** The model that writes the summary (default SUMMARY_MODEL, else the session's model). */
-  model?: string;
+  model?: string | undefined;
   /** The summary model's instructions (default SUMMARY_PROMPT, else DEFAULT_SUMMARY_PROMPT). */
-  prompt?: string;
+  prompt?: string | undefined;
   /** Tokens of the newest items kept whole (default compact_keep_ratio of the budget); 0 summarizes everything. */
-  keep_tokens?: number;
+  keep_tokens?: number | undefined;
 }
 
 export interface CompactServices {
@@ -47,7 +47,8 @@ export interface CompactResult {
  * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
  * in-turn compaction (SessionLog.compact).
  *
- * @example await compactSession(services, 's1', { keep_tokens: 0 }) // { compacted: true, context: { start_seq: 5, ... } }
+ * @example await compactSession(services, 's1', { keep_tokens: 0 })
+ * // { compacted: true, context: { start_seq: 5, ... } }
  */
 export async function compactSession(
   services: CompactServices,

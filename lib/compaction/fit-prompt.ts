@@ -31,7 +31,7 @@ export interface FitOptions {
 interface Built {
   prepared: { items: PromptItem[] };
   hydrated: PromptItem[];
-  cacheBreakpoint?: number;
+  cacheBreakpoint?: number | undefined;
 }
 
 /**

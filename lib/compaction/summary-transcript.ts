@@ -27,7 +27,8 @@ export function clipText(text: string, limit: number): string {
  * {@link TRANSCRIPT_ITEM_CHARS}; the previous summary first; a call without an output is
  * written as interrupted (a note, never a replay).
  *
- * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set()) // '#1 user: hi'
+ * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set())
+ * // '#1 user: hi'
  */
 export function renderTranscript(
   previousSummary: string | null,

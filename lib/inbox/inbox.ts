@@ -136,7 +136,7 @@ export class Inbox {
    * @throws InvalidRequestError for a bad session id or name, PayloadTooLargeError above the
    *   limit, NotFoundError for a missing session, NameTakenError when the name is pending.
    */
-  async post(sessionId: string, notice: { content: string; name?: string }): Promise<PostedNotice> {
+  async post(sessionId: string, notice: { content: string; name?: string | undefined }): Promise<PostedNotice> {
     const inboxPrefix = this.#inboxPrefix(sessionId);
     if (typeof notice?.content !== 'string') throw new InvalidRequestError('content must be a string');
     const body = toBytes(notice.content);

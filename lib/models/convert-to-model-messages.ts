@@ -48,7 +48,8 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  * ])
  * // [{ role: 'user', content: [{ type: 'text', text: 'list files' }] },
  * //  { role: 'assistant', content: [{ type: 'tool-call', toolCallId: 'c1', toolName: 'ls', input: { path: '.' } }] },
- * //  { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'c1', toolName: 'ls', output: { type: 'text', value: 'a.txt' } }] }]
+ * //  { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'c1', toolName: 'ls',
+ * //    output: { type: 'text', value: 'a.txt' } }] }]
  */
 export function convertToModelMessages(
   items: PromptItem[],

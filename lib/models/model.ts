@@ -16,7 +16,10 @@ export interface ModelRequest {
    * Adapters with explicit prompt caching (Anthropic) place their breakpoint there.
    */
   cacheBreakpoint?: number;
-  /** A key grouping requests that share a prompt prefix, for providers that route caching by it (OpenAI's `prompt_cache_key`); others ignore it. */
+  /**
+   * A key grouping requests that share a prompt prefix, for providers that route caching by it
+   * (OpenAI's `prompt_cache_key`); others ignore it.
+   */
   promptCacheKey?: string;
   signal?: AbortSignal;
 }

@@ -13,27 +13,27 @@ import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.
  */
 export interface ModelEnvironment {
   /** Key for `openai:<name>` (required for it). */
-  OPENAI_API_KEY?: string;
+  OPENAI_API_KEY?: string | undefined;
   /** Base URL for `openai:<name>`; default `https://api.openai.com/v1`. */
-  OPENAI_BASE_URL?: string;
+  OPENAI_BASE_URL?: string | undefined;
   /** Base URL for `openai-compatible:<name>` (required for it), e.g. `http://localhost:11434/v1`. */
-  OPENAI_COMPATIBLE_BASE_URL?: string;
+  OPENAI_COMPATIBLE_BASE_URL?: string | undefined;
   /** Key for `openai-compatible:<name>` (optional: local servers often need none). */
-  OPENAI_COMPATIBLE_API_KEY?: string;
+  OPENAI_COMPATIBLE_API_KEY?: string | undefined;
   /** Key for `anthropic:<name>` (required for it). */
-  ANTHROPIC_API_KEY?: string;
+  ANTHROPIC_API_KEY?: string | undefined;
   /** Base URL for `anthropic:<name>`, including `/v1`; default `https://api.anthropic.com/v1`. */
-  ANTHROPIC_BASE_URL?: string;
+  ANTHROPIC_BASE_URL?: string | undefined;
   /** Deadline of one model call, stream included, in ms; default 120000. */
-  MODEL_TIMEOUT_MS?: string | number;
+  MODEL_TIMEOUT_MS?: string | number | undefined;
   /** Retries on retryable provider failures (5xx, 429, network); default 1. */
-  MODEL_MAX_RETRIES?: string | number;
+  MODEL_MAX_RETRIES?: string | number | undefined;
   /** The Workers AI binding, for `workers-ai:<name>` (the wrangler binding name `AI`). */
-  AI?: WorkersAiBinding;
+  AI?: WorkersAiBinding | undefined;
   /** Same as `AI`, for callers that pass the binding under a lower-case name. */
-  ai?: WorkersAiBinding;
+  ai?: WorkersAiBinding | undefined;
   /** The fetch used for provider HTTP calls; default the runtime's global fetch. */
-  fetch?: typeof globalThis.fetch;
+  fetch?: typeof globalThis.fetch | undefined;
 }
 
 export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;

@@ -33,7 +33,10 @@ export interface SdkModelOptions {
   maxRetries: number;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
-  /** The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the body); without it the key is not sent. */
+  /**
+   * The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the
+   * body); without it the key is not sent.
+   */
   promptCacheKeyOptions?: (key: string) => ProviderOptions;
 }
 
@@ -154,7 +157,7 @@ interface SdkToolCall {
   toolCallId: string;
   toolName: string;
   input: unknown;
-  invalid?: boolean;
+  invalid?: boolean | undefined;
 }
 
 function toFunctionCall(call: SdkToolCall): ModelOutputItem {

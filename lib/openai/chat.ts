@@ -51,7 +51,8 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
     if (message.role === 'system' || message.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
-          `messages[${index}]: a ${message.role} message must come before every other message (it becomes the instructions)`,
+          `messages[${index}]: a ${message.role} message must come before every other message (it becomes the ` +
+            `instructions)`,
           { field: `messages.${index}.role` },
         );
       }
@@ -74,7 +75,10 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
   return { instructions: instructions.filter((text) => text !== '').join('\n\n') || null, items };
 }
 
-/** Tailgate items as chat messages (the inverse of {@link chatMessagesToItems}, calls folded into their assistant message). */
+/**
+ * Tailgate items as chat messages (the inverse of {@link chatMessagesToItems}, calls folded into
+ * their assistant message).
+ */
 export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessageParam[] {
   const messages: ChatCompletionMessageParam[] = [];
   for (const item of items) {

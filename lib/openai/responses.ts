@@ -20,7 +20,7 @@ import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
 /** An input item as the request schema (functions/routes/openai/schemas.ts) validated it. */
 export type InputItemBody =
   | {
-      type?: 'message';
+      type?: 'message' | undefined;
       role: 'user' | 'assistant' | 'system' | 'developer';
       content: string | { type: 'input_text' | 'output_text'; text: string }[];
     }

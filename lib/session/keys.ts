@@ -118,7 +118,8 @@ export function segmentKey(
   scope: LogScope,
   range: { firstRecord: number; lastRecord: number; firstSeq: number; lastSeq: number },
 ): string {
-  return `${recordKey(scope, range.lastRecord)}-${pad(checkRecordNumber(range.firstRecord))}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
+  const first = pad(checkRecordNumber(range.firstRecord));
+  return `${recordKey(scope, range.lastRecord)}-${first}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
 }
 
 /** What a key under `recordsPrefix` names, or null for a key this log did not write. */

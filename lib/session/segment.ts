@@ -112,7 +112,8 @@ export function buildSegment(content: SegmentContent): Uint8Array {
 
 /**
  * Reads one segment from its end with Range requests: 64 KiB first, then as far back as the
- * caller asks (callers ask for growing runs), keeping one contiguous buffer of the object's tail. Lines outside the buffer are read one range
+ * caller asks (callers ask for growing runs), keeping one contiguous buffer of the object's tail. Lines outside the
+ * buffer are read one range
  * each. Everything read is validated; a mismatch is a CorruptObjectError naming the key.
  */
 export class SegmentReader {

@@ -38,7 +38,8 @@ export function escapeSegment(segment: string, key: string): string {
   }
   if (escaped.length > MAX_ESCAPED_SEGMENT) {
     throw new StorageError(
-      `file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ${MAX_ESCAPED_SEGMENT})`,
+      `file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ` +
+        `${MAX_ESCAPED_SEGMENT})`,
       { key },
     );
   }

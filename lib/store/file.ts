@@ -212,7 +212,10 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  /** Keys under `directory` (holding keys starting with `base`) that start with `prefix` and sort after `after`, in byte order. */
+  /**
+   * Keys under `directory` (holding keys starting with `base`) that start with `prefix` and sort
+   * after `after`, in byte order.
+   */
   async *#walk(directory: string, base: string, prefix: string, after: string | undefined): AsyncGenerator<ObjectInfo> {
     let names: string[];
     try {

@@ -81,7 +81,8 @@ export interface ObjectStore {
 }
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: false is the default; the Workers types ask for it to be spelled out.
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 export function toBytes(body: Uint8Array | string): Uint8Array {
   return typeof body === 'string' ? encoder.encode(body) : body;

@@ -61,7 +61,10 @@ export function compactText(source: string | PayloadRef, limit: number): string 
 }
 
 function marker(length: number, md5Prefix: string): string {
-  return `[compacted: ${length} chars, md5 ${md5Prefix}. A shortened account of the original, not the real content; do not reuse it as-is.]\n`;
+  return (
+    `[compacted: ${length} chars, md5 ${md5Prefix}. A shortened account of the original, not the real ` +
+    `content; do not reuse it as-is.]\n`
+  );
 }
 
 function omission(omitted: number): string {

@@ -62,7 +62,8 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
  * (their JSON). What the turn compares with the context limit; the same for every runtime
  * given the same counter.
  *
- * @example countPromptTokens([{ type: 'message', role: 'user', content: 'hello world!' }], [], approximateTokenCounter) // 7
+ * @example countPromptTokens([{ type: 'message', role: 'user', content: 'hello world!' }], [], approximateTokenCounter)
+ * // 7
  */
 export function countPromptTokens(
   prompt: readonly PromptItem[],

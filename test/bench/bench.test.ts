@@ -7,13 +7,14 @@ import { commonPrefixLength, serializePrompt, simulatePromptCache } from '../../
 import { promptCacheChart } from '../../bench/prompt-cache-chart.ts';
 import { SeededRandom } from '../../bench/random.ts';
 import { resultsMarkdown } from '../../bench/results-markdown.ts';
+import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
-import { measureTurnHeap } from '../../bench/turn-heap.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
-import { WorkerdTurnDriver } from '../../bench/workerd-driver.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
-// Smoke tests: the benchmark modules run end to end on tiny sizes, so `npm run bench` does not rot.
+// The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
+// probe's child process, kill -9 recovery) is CI's `npm run bench -- --quick`, which fails on
+// unsound figures (bench/quick-check.ts, tested below).
 describe('bench', () => {
   it('draws the same values for the same seed, log-normal within its bounds', () => {
     const first = new SeededRandom(42);
@@ -177,37 +178,54 @@ describe('bench', () => {
     expect(markdown).toContain('(20,000 not measured)');
   });
 
-  it('drives the worker in workerd with a local R2 bucket over HTTP', async () => {
-    const driver = await WorkerdTurnDriver.start();
-    try {
-      const [row] = await benchTurnOverhead(driver, {
-        sizes: [30],
-        measuredTurns: 2,
-        warmupTurns: 0,
-        seed: 5,
-        appendBatch: 30,
-        turnEveryAppends: 8,
-        notices: 1,
-      });
-      expect(row!.turns).toBe(2);
-      expect(row!.p50Ms).toBeGreaterThan(0);
-      expect(row!.notice!.delivered).toBe(1);
-      // Counted on the R2 binding (bench/counting-worker.ts): a turn's own calls, at most 8.
-      expect(row!.storage!.operationsMedian).toBeGreaterThan(0);
-      expect(row!.storage!.operationsMax).toBeLessThanOrEqual(8);
-      expect(row!.storage!.promptBytesMedian).toBeUndefined();
-      expect(row!.notice!.operations).toBeLessThanOrEqual(row!.notice!.operationsLimit);
-    } finally {
-      await driver.close();
-    }
-  }, 60_000);
+  it('passes a sound quick run and names each unsound figure', async () => {
+    const rows = await benchTurnOverhead(new MemoryTurnDriver(), {
+      sizes: [20],
+      measuredTurns: 1,
+      warmupTurns: 0,
+      seed: 5,
+      appendBatch: 20,
+      turnEveryAppends: 2,
+      notices: 1,
+    });
+    const notRun = Object.fromEntries(
+      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability'].map((section) => [
+        section,
+        'not run: the run had --only=memory',
+      ]),
+    );
+    const sound = { ...runHeader(), overheadMemory: rows, notMeasured: notRun };
+    expect(quickCheckFailures(sound)).toEqual([]);
 
-  it('measures the heap of a turn in a child process', async () => {
-    const result = await measureTurnHeap({ items: 150, seed: 2, turns: 1 });
-    expect(result.items).toBeGreaterThanOrEqual(150);
-    expect(result.peakGrowthBytes).toHaveLength(1);
-    expect(result.peakGrowthBytes[0]).toBeGreaterThan(0);
-    expect(result.samplesPerTurn[0]).toBeGreaterThan(0);
+    const row = rows[0]!;
+    const costly = { ...row, storage: { ...row.storage!, operationsMax: 9 } };
+    expect(quickCheckFailures({ ...sound, overheadMemory: [costly] })).toEqual(['memory 20: a turn took 9 operations']);
+    const silent = { ...row };
+    delete silent.notice;
+    expect(quickCheckFailures({ ...sound, overheadMemory: [silent] })).toEqual(['memory 20: no notice delivered']);
+    expect(quickCheckFailures({ ...sound, overheadMemory: [{ ...row, skipped: 'not measured (too slow)' }] })).toEqual([
+      'memory 20: not measured (too slow)',
+    ]);
+    const workerdFailed = {
+      ...sound,
+      workerdError: 'wrangler exited',
+      notMeasured: { ...notRun, workerd: 'the workerd run failed: wrangler exited' },
+    };
+    expect(quickCheckFailures(workerdFailed)).toEqual([
+      'workerd: the workerd run failed: wrangler exited',
+      'workerd: wrangler exited',
+      'workerd: no rows',
+    ]);
+    expect(quickCheckFailures({ ...runHeader(), overheadMemory: rows, notMeasured: {} })).toEqual([
+      'workerd: no rows',
+      'strategies: no figures',
+      'cache: no simulated runs',
+      'heap: no peak measured',
+      'heap: no samples during a turn',
+      'compaction: no reads measured',
+      'reliability: no interleavings simulated',
+      'reliability: no recovery after kill -9 measured',
+    ]);
   });
 });
 

@@ -17,13 +17,19 @@ afterAll(async () => {
 });
 
 const store = new MemoryStore();
-const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const logged: string[] = [];
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: (message) => logged.push(message),
+});
 const environment = () => ({ API_TOKEN: TOKEN, OPENAI_COMPATIBLE_BASE_URL: provider.baseURL, MODEL_MAX_RETRIES: '0' });
 const harness: HttpHarness = {
   fetch: async (path, init) => app.request(path, init, environment()),
   fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
   store,
   keyPrefix: '',
+  logged,
 };
 const api = createClient(harness);
 const budget = { context_limit: 1000, response_reserve: 200 };
@@ -41,7 +47,8 @@ describe('POST /v1/sessions/:id/compact', () => {
       context: { start_seq: 9, summarized: { first_seq: 1, last_seq: 8 }, interrupted: [], model: 'echo' },
     });
     expect(compacted.body.context.summary).toBe(
-      'echo: #1 user: turn 0\n#2 assistant: echo: turn 0\n#3 user: turn 1\n#4 assistant: echo: turn 1\n#5 user: turn 2\n#6 assistant: echo: turn 2\n#7 user: turn 3\n#8 assistant: echo: turn 3',
+      'echo: #1 user: turn 0\n#2 assistant: echo: turn 0\n#3 user: turn 1\n#4 assistant: echo: turn 1\n#5 user: ' +
+        'turn 2\n#6 assistant: echo: turn 2\n#7 user: turn 3\n#8 assistant: echo: turn 3',
     );
 
     const preview = await api.get(`/v1/sessions/${id}/prompt`);

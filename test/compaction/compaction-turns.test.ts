@@ -61,33 +61,36 @@ async function allItems(log: SessionLog, id: string) {
 }
 
 describe('compaction in a turn', () => {
-  it('summarizes the oldest part past the trigger, opens the prompt with the summary, and keeps the whole history', async () => {
-    const store = new MemoryStore();
-    const service = services(store);
-    await createSession(service);
-    const { response, turns } = await turnsUntilCompaction(service);
-    const compaction = response.context.compaction!;
-    expect(compaction.summarized.first_seq).toBe(1);
-    expect(response.context.context_start_seq).toBe(compaction.start_seq);
-    expect(response.context.prompt_tokens).toBeLessThanOrEqual(800);
-    // The newest input is kept whole, and the echo answer is to it.
-    expect(response.output[0]).toMatchObject({ content: `echo: turn ${turns} ${'w'.repeat(600)}` });
+  it(
+    'summarizes the oldest part past the trigger, opens the prompt with the summary, and keeps the whole ' + 'history',
+    async () => {
+      const store = new MemoryStore();
+      const service = services(store);
+      await createSession(service);
+      const { response, turns } = await turnsUntilCompaction(service);
+      const compaction = response.context.compaction!;
+      expect(compaction.summarized.first_seq).toBe(1);
+      expect(response.context.context_start_seq).toBe(compaction.start_seq);
+      expect(response.context.prompt_tokens).toBeLessThanOrEqual(800);
+      // The newest input is kept whole, and the echo answer is to it.
+      expect(response.output[0]).toMatchObject({ content: `echo: turn ${turns} ${'w'.repeat(600)}` });
 
-    const preview = await previewPrompt(service, 's1', {});
-    expect(preview.items[0]).toMatchObject({ type: 'message', role: 'user', synthetic: 'summary' });
-    expect(preview.items[0]!.type === 'message' && preview.items[0]!.content).toContain('echo: #1 user: turn 1');
-    expect(preview.items.slice(1).every((item) => item.seq! >= compaction.start_seq)).toBe(true);
-    expect(preview.context.context_start_seq).toBe(compaction.start_seq);
+      const preview = await previewPrompt(service, 's1', {});
+      expect(preview.items[0]).toMatchObject({ type: 'message', role: 'user', synthetic: 'summary' });
+      expect(preview.items[0]!.type === 'message' && preview.items[0]!.content).toContain('echo: #1 user: turn 1');
+      expect(preview.items.slice(1).every((item) => item.seq! >= compaction.start_seq)).toBe(true);
+      expect(preview.context.context_start_seq).toBe(compaction.start_seq);
 
-    // Every item is still stored and reached by paging, densely.
-    const items = await allItems(service.sessions, 's1');
-    expect(items.map((item) => item.seq)).toEqual(Array.from({ length: 2 * turns }, (_, index) => 2 * turns - index));
+      // Every item is still stored and reached by paging, densely.
+      const items = await allItems(service.sessions, 's1');
+      expect(items.map((item) => item.seq)).toEqual(Array.from({ length: 2 * turns }, (_, index) => 2 * turns - index));
 
-    // The next turn reads only the current context: its prompt starts with the same summary.
-    const next = await runTurn(service, 's1', { input: 'after' });
-    expect(next.context.context_start_seq).toBe(compaction.start_seq);
-    expect(next.context.compaction).toBeUndefined();
-  });
+      // The next turn reads only the current context: its prompt starts with the same summary.
+      const next = await runTurn(service, 's1', { input: 'after' });
+      expect(next.context.context_start_seq).toBe(compaction.start_seq);
+      expect(next.context.compaction).toBeUndefined();
+    },
+  );
 
   it('keeps compacting as the session grows: each summary folds in the previous one', async () => {
     const service = services(new MemoryStore());
@@ -163,18 +166,22 @@ describe('compaction in a turn', () => {
     expect(summary.type === 'message' && summary.content).toContain('tool call lookup({}) was interrupted');
   });
 
-  it('refuses a prompt that still does not fit with context_too_large, naming the item; the turn is closed as failed with its input', async () => {
-    const service = services(new MemoryStore());
-    await createSession(service);
-    await runTurn(service, 's1', { input: 'small' });
-    const error = await runTurn(service, 's1', { input: 'x'.repeat(5000) }).catch((caught: unknown) => caught);
-    expect(error).toBeInstanceOf(TailgateError);
-    expect(error).toMatchObject({ code: 'context_too_large', details: { item: { seq: 3 }, prompt_limit: 800 } });
-    const items = await allItems(service.sessions, 's1');
-    expect(items[0]).toMatchObject({ seq: 3, content: 'x'.repeat(5000) });
-    // The turn is closed: the next one goes ahead.
-    await expect(runTurn(service, 's1', { input: 'fine again' })).resolves.toMatchObject({ turn: 3 });
-  });
+  it(
+    'refuses a prompt that still does not fit with context_too_large, naming the item; the turn is closed as ' +
+      'failed with its input',
+    async () => {
+      const service = services(new MemoryStore());
+      await createSession(service);
+      await runTurn(service, 's1', { input: 'small' });
+      const error = await runTurn(service, 's1', { input: 'x'.repeat(5000) }).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(TailgateError);
+      expect(error).toMatchObject({ code: 'context_too_large', details: { item: { seq: 3 }, prompt_limit: 800 } });
+      const items = await allItems(service.sessions, 's1');
+      expect(items[0]).toMatchObject({ seq: 3, content: 'x'.repeat(5000) });
+      // The turn is closed: the next one goes ahead.
+      await expect(runTurn(service, 's1', { input: 'fine again' })).resolves.toMatchObject({ turn: 3 });
+    },
+  );
 
   it('a model with a known window is refused before the provider is called, with or without compact', async () => {
     let called = false;

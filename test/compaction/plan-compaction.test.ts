@@ -54,32 +54,38 @@ const historyArbitrary = fc
   });
 
 describe('planCompaction', () => {
-  it('never splits a call from its output, keeps the protected input, and lists calls without output as interrupted', () => {
-    fc.assert(
-      fc.property(historyArbitrary, fc.nat(400), (items, keepTokens) => {
-        const keepFromSeq = items.length > 0 ? items[items.length - 1]!.seq! : undefined;
-        const plan = planCompaction(items, {
-          keepTokens,
-          counter,
-          ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
-        });
-        if (!plan) return;
-        const summarizedIds = new Set(
-          plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])),
-        );
-        const kept = items.filter((item) => item.seq! >= plan.startSeq);
-        for (const item of kept)
-          if (item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
-        expect(plan.summarized.length + kept.length).toBe(items.length);
-        if (keepFromSeq !== undefined) expect(plan.startSeq).toBeLessThanOrEqual(keepFromSeq);
-        const answered = new Set(items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])));
-        expect(plan.interrupted.map((item) => item.call_id)).toEqual(
-          [...summarizedIds].filter((id) => !answered.has(id)),
-        );
-      }),
-      { numRuns: 200 },
-    );
-  });
+  it(
+    'never splits a call from its output, keeps the protected input, and lists calls without output as ' +
+      'interrupted',
+    () => {
+      fc.assert(
+        fc.property(historyArbitrary, fc.nat(400), (items, keepTokens) => {
+          const keepFromSeq = items.length > 0 ? items[items.length - 1]!.seq! : undefined;
+          const plan = planCompaction(items, {
+            keepTokens,
+            counter,
+            ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
+          });
+          if (!plan) return;
+          const summarizedIds = new Set(
+            plan.summarized.flatMap((item) => (item.type === 'function_call' ? [item.call_id] : [])),
+          );
+          const kept = items.filter((item) => item.seq! >= plan.startSeq);
+          for (const item of kept)
+            if (item.type === 'function_call_output') expect(summarizedIds.has(item.call_id)).toBe(false);
+          expect(plan.summarized.length + kept.length).toBe(items.length);
+          if (keepFromSeq !== undefined) expect(plan.startSeq).toBeLessThanOrEqual(keepFromSeq);
+          const answered = new Set(
+            items.flatMap((item) => (item.type === 'function_call_output' ? [item.call_id] : [])),
+          );
+          expect(plan.interrupted.map((item) => item.call_id)).toEqual(
+            [...summarizedIds].filter((id) => !answered.has(id)),
+          );
+        }),
+        { numRuns: 200 },
+      );
+    },
+  );
 
   it('starts no earlier than earliestStartSeq, moving forward past a pair rather than splitting it', () => {
     fc.assert(

@@ -151,26 +151,29 @@ describe('client mistakes never get a 5xx', () => {
     ['POST', `/v1/sessions/${session}/compact`, (value) => ({ prompt: value }), 'body.prompt'],
   ];
 
-  it('JSON nested deeper than 64 levels is a 400 naming the limit, at any depth, in any field of any route', async () => {
-    const nesting = fc.array(fc.boolean(), { minLength: 64, maxLength: 30_000 });
-    await fc.assert(
-      fc.asyncProperty(fc.constantFrom(...placements), nesting, async ([method, path, place], kinds) => {
-        // `kinds` picks array or object per level; the body adds one level (or two, in tools).
-        let value: unknown = 'leaf';
-        for (const asArray of kinds) value = asArray ? [value] : { k: value };
-        const response = await send(method, path, JSON.stringify(place(value)));
-        expect(response.status).toBe(400);
-        const parsed = (await response.json()) as {
-          error: { code: string; message: string; details: { limit: number } };
-        };
-        expect(parsed.error.code).toBe('invalid_request');
-        expect(parsed.error.details.limit).toBe(64);
-        expect(parsed.error.message).toContain('64 levels');
-      }),
-      { numRuns: 40 },
-    );
-    expect(errors).toEqual([]);
-  });
+  it(
+    'JSON nested deeper than 64 levels is a 400 naming the limit, at any depth, in any field of any ' + 'route',
+    async () => {
+      const nesting = fc.array(fc.boolean(), { minLength: 64, maxLength: 30_000 });
+      await fc.assert(
+        fc.asyncProperty(fc.constantFrom(...placements), nesting, async ([method, path, place], kinds) => {
+          // `kinds` picks array or object per level; the body adds one level (or two, in tools).
+          let value: unknown = 'leaf';
+          for (const asArray of kinds) value = asArray ? [value] : { k: value };
+          const response = await send(method, path, JSON.stringify(place(value)));
+          expect(response.status).toBe(400);
+          const parsed = (await response.json()) as {
+            error: { code: string; message: string; details: { limit: number } };
+          };
+          expect(parsed.error.code).toBe('invalid_request');
+          expect(parsed.error.details.limit).toBe(64);
+          expect(parsed.error.message).toContain('64 levels');
+        }),
+        { numRuns: 40 },
+      );
+      expect(errors).toEqual([]);
+    },
+  );
 
   it('one NUL or lone surrogate anywhere in a body, key or value, is a 400 naming its path', async () => {
     const bad = fc

@@ -12,7 +12,12 @@ const baseEnvironment: Record<string, string | undefined> = {
   ALLOW_ANONYMOUS: 'false',
   DEFAULT_MODEL: 'echo',
 };
-const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const logged: string[] = [];
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: (message) => logged.push(message),
+});
 
 function merged(overrides: Record<string, string | undefined>): Record<string, string> {
   const environment: Record<string, string> = {};
@@ -26,6 +31,7 @@ const harness: HttpHarness = {
   fetchWithEnv: async (overrides, path, init) => app.request(path, init, merged(overrides)),
   store,
   keyPrefix: '',
+  logged,
 };
 
 defineHttpSuite('node (memory store)', harness);

@@ -34,7 +34,12 @@ afterAll(async () => {
 });
 
 const store = new MemoryStore();
-const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const logged: string[] = [];
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: (message) => logged.push(message),
+});
 const environment = () => ({
   API_TOKEN: TOKEN,
   OPENAI_COMPATIBLE_BASE_URL: openai.baseURL,
@@ -47,6 +52,7 @@ const harness: HttpHarness = {
   fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
   store,
   keyPrefix: '',
+  logged,
 };
 const api = createClient(harness);
 

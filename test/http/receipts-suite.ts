@@ -96,55 +96,60 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       }
       // Turn 2 only appends to turn 1's prompt: everything of turn 1 is reused.
       expect(turns.at(-2).prefix_reused_chars).toBe(turns.at(-1).context.prompt_chars);
-      // A new epoch compacts older outputs: that turn's prompt diverges early, so it reuses less than its predecessor's whole prompt.
+      // A new epoch compacts older outputs: that turn's prompt diverges early, so it reuses less than its
+      // predecessor's whole prompt.
       const diverged = turns.filter(
         (turn, index) => index < turns.length - 1 && turn.prefix_reused_chars < turns[index + 1].context.prompt_chars,
       );
       expect(diverged.length).toBeGreaterThan(0);
     });
 
-    it('rebuilds what the model saw: seq runs by treatment, the compacted text with its hash stamp, and the stored original', async () => {
-      const { id } = await toolSession(6);
-      const detail = await api.get(`/v1/sessions/${id}/turns/12`);
-      expect(detail.status, JSON.stringify(detail.body)).toBe(200);
-      const { receipt } = detail.body;
-      expect(detail.body.turn).toBe(12);
-      // The runs cover every seq up to the input, in order, without gaps.
-      let next = 1;
-      for (const run of receipt.seen) {
-        expect(run.first_seq).toBe(next);
-        expect(run.last_seq).toBeGreaterThanOrEqual(run.first_seq);
-        next = run.last_seq + 1;
-      }
-      expect(next - 1).toBe(detail.body.input.last_seq);
-      const count = (treatment: string) =>
-        receipt.seen
-          .filter((run: any) => run.treatment === treatment)
-          .reduce((sum: number, run: any) => sum + run.last_seq - run.first_seq + 1, 0);
-      expect(count('compacted')).toBeGreaterThan(0);
-      expect(count('dropped')).toBeGreaterThan(0);
-      expect(count('compacted')).toBeGreaterThanOrEqual(detail.body.context.compacted);
-      expect(receipt.synthetic).toEqual([
-        expect.objectContaining({ synthetic: 'context_notice', content: expect.stringMatching(/./) }),
-      ]);
+    it(
+      'rebuilds what the model saw: seq runs by treatment, the compacted text with its hash stamp, and the ' +
+        'stored original',
+      async () => {
+        const { id } = await toolSession(6);
+        const detail = await api.get(`/v1/sessions/${id}/turns/12`);
+        expect(detail.status, JSON.stringify(detail.body)).toBe(200);
+        const { receipt } = detail.body;
+        expect(detail.body.turn).toBe(12);
+        // The runs cover every seq up to the input, in order, without gaps.
+        let next = 1;
+        for (const run of receipt.seen) {
+          expect(run.first_seq).toBe(next);
+          expect(run.last_seq).toBeGreaterThanOrEqual(run.first_seq);
+          next = run.last_seq + 1;
+        }
+        expect(next - 1).toBe(detail.body.input.last_seq);
+        const count = (treatment: string) =>
+          receipt.seen
+            .filter((run: any) => run.treatment === treatment)
+            .reduce((sum: number, run: any) => sum + run.last_seq - run.first_seq + 1, 0);
+        expect(count('compacted')).toBeGreaterThan(0);
+        expect(count('dropped')).toBeGreaterThan(0);
+        expect(count('compacted')).toBeGreaterThanOrEqual(detail.body.context.compacted);
+        expect(receipt.synthetic).toEqual([
+          expect.objectContaining({ synthetic: 'context_notice', content: expect.stringMatching(/./) }),
+        ]);
 
-      const items = await api.get(`/v1/sessions/${id}/turns/12/items?limit=1000`);
-      expect(items.status).toBe(200);
-      expect(items.body.items[0].seq).toBe(detail.body.input.last_seq);
-      const compacted = items.body.items.filter((item: any) => item.treatment === 'compacted');
-      expect(compacted.length).toBe(count('compacted'));
-      const output = compacted.find((item: any) => item.type === 'function_call_output');
-      expect(output.compacted_as.output).toMatch(/^\[compacted: \d+ chars, md5 [0-9a-f]{5}\./);
-      expect(output.output).toMatch(/^page \d+: (lorem ipsum )+$/);
-      expect(
-        items.body.items
-          .filter((item: any) => item.treatment === 'whole')
-          .every((item: any) => item.compacted_as === undefined),
-      ).toBe(true);
-      // Paging the window: below `before`, newest first.
-      const page = await api.get(`/v1/sessions/${id}/turns/12/items?limit=3&before=10`);
-      expect(page.body.items.map((item: any) => item.seq)).toEqual([9, 8, 7]);
-    });
+        const items = await api.get(`/v1/sessions/${id}/turns/12/items?limit=1000`);
+        expect(items.status).toBe(200);
+        expect(items.body.items[0].seq).toBe(detail.body.input.last_seq);
+        const compacted = items.body.items.filter((item: any) => item.treatment === 'compacted');
+        expect(compacted.length).toBe(count('compacted'));
+        const output = compacted.find((item: any) => item.type === 'function_call_output');
+        expect(output.compacted_as.output).toMatch(/^\[compacted: \d+ chars, md5 [0-9a-f]{5}\./);
+        expect(output.output).toMatch(/^page \d+: (lorem ipsum )+$/);
+        expect(
+          items.body.items
+            .filter((item: any) => item.treatment === 'whole')
+            .every((item: any) => item.compacted_as === undefined),
+        ).toBe(true);
+        // Paging the window: below `before`, newest first.
+        const page = await api.get(`/v1/sessions/${id}/turns/12/items?limit=3&before=10`);
+        expect(page.body.items.map((item: any) => item.seq)).toEqual([9, 8, 7]);
+      },
+    );
 
     it('reports failed and aborted turns and the notices a turn delivered', async () => {
       const id = await api.session();

@@ -185,16 +185,20 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect(refused.status).toBe(404);
     });
 
-    it('cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets everything in', async () => {
-      const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
-      const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
-      expect(refused.status).toBe(503);
-      expect(refused.body.error.code).toBe('not_configured');
-      const id = freshId('anon');
-      expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
-      expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
-      expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
-    });
+    it(
+      'cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets ' +
+        'everything in',
+      async () => {
+        const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
+        const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
+        expect(refused.status).toBe(503);
+        expect(refused.body.error.code).toBe('not_configured');
+        const id = freshId('anon');
+        expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
+        expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
+        expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
+      },
+    );
 
     it('signs with a key derived from API_TOKEN, never with API_TOKEN itself', async () => {
       const id = await createSession();
@@ -392,6 +396,17 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
 
     it('gives each scope, bound to the route session, to another one or to none, the right status class', async () => {
       const failures: string[] = [];
+      // A token bound to another session is refused before the route runs, so those requests
+      // share one route session and one bound-to session; tokens bound to none are minted once
+      // per scope. A request the token allows gets a fresh session, so that the route runs on
+      // a session no earlier request has changed (or deleted).
+      const routeSession = await createSession();
+      const otherSession = await createSession();
+      const tokens = new Map<string, string>();
+      for (const scope of SCOPES) {
+        tokens.set(`${scope} other`, await mint({ scopes: [scope], session_id: otherSession }));
+        tokens.set(`${scope} none`, await mint({ scopes: [scope] }));
+      }
       for (const operation of await operations()) {
         const required = declaredScope(operation);
         if (required === null) {
@@ -405,9 +420,9 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
           CONVERSATION_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
-            const id = await createSession();
-            const boundTo = binding === 'own' ? id : binding === 'other' ? await createSession() : undefined;
-            const token = await mint({ scopes: [scope], ...(boundTo ? { session_id: boundTo } : {}) });
+            const id = binding === 'other' ? routeSession : await createSession();
+            const token =
+              binding === 'own' ? await mint({ scopes: [scope], session_id: id }) : tokens.get(`${scope} ${binding}`)!;
             const path = concretePath(operation.path, id);
             const sample = SAMPLE_BODIES[operation.key];
             const body = sample
@@ -418,7 +433,9 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
             const result = await call(token, operation.method, path, body);
             const allowed =
               ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
-            const label = `${operation.key} with ${scope} bound to ${binding}: ${result.status} ${JSON.stringify(result.body)}`;
+            const label =
+              `${operation.key} with ${scope} bound to ${binding}: ${result.status} ` +
+              `${JSON.stringify(result.body)}`;
             if (!allowed) {
               if (result.status !== 403 || result.body.error.code !== 'forbidden')
                 failures.push(`${label}, expected 403`);

@@ -112,21 +112,24 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     ]);
   });
 
-  it('returns calls the SDK cannot validate (unparseable arguments, a tool not offered) as the model sent them', async () => {
-    const answer = JSON.parse(fixture('openai-chat-tool-call.json'));
-    answer.choices[0].message.tool_calls = [
-      { id: 'call_bad_json', type: 'function', function: { name: 'get_weather', arguments: '{"location": "Par' } },
-      { id: 'call_unknown', type: 'function', function: { name: 'delete_everything', arguments: '{"really":true}' } },
-    ];
-    const { model } = await start(() => ({ json: answer }));
-    const result = await model.generate(
-      request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]),
-    );
-    expect(result.output).toEqual([
-      { type: 'function_call', call_id: 'call_bad_json', name: 'get_weather', arguments: '{"location": "Par' },
-      { type: 'function_call', call_id: 'call_unknown', name: 'delete_everything', arguments: '{"really":true}' },
-    ]);
-  });
+  it(
+    'returns calls the SDK cannot validate (unparseable arguments, a tool not offered) as the model ' + 'sent them',
+    async () => {
+      const answer = JSON.parse(fixture('openai-chat-tool-call.json'));
+      answer.choices[0].message.tool_calls = [
+        { id: 'call_bad_json', type: 'function', function: { name: 'get_weather', arguments: '{"location": "Par' } },
+        { id: 'call_unknown', type: 'function', function: { name: 'delete_everything', arguments: '{"really":true}' } },
+      ];
+      const { model } = await start(() => ({ json: answer }));
+      const result = await model.generate(
+        request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool]),
+      );
+      expect(result.output).toEqual([
+        { type: 'function_call', call_id: 'call_bad_json', name: 'get_weather', arguments: '{"location": "Par' },
+        { type: 'function_call', call_id: 'call_unknown', name: 'delete_everything', arguments: '{"really":true}' },
+      ]);
+    },
+  );
 
   it('offers a tool without parameters with an empty object schema', async () => {
     const { model, requests } = await start(byStream('openai-chat-text.json', 'openai-chat-text.sse'));

@@ -18,83 +18,87 @@ async function tailgateGet(path: string): Promise<any> {
 }
 
 describe('the official openai client: conversations', () => {
-  it('creates a conversation with items, appends, lists in both orders and pages, and continues it with responses.create', async () => {
-    const conversation = await client.conversations.create({
-      metadata: { topic: 'weather' },
-      items: [
-        { type: 'message', role: 'system', content: 'Be brief.' },
-        { type: 'message', role: 'user', content: 'Hello there' },
-      ],
-    });
-    expect(conversation).toMatchObject({ object: 'conversation', metadata: { topic: 'weather' } });
-    expect(conversation.id).toMatch(/^conv_[0-9a-f]{24}$/);
-    const id = conversation.id;
-    // The conversation is a session: the system message became its instructions.
-    const session = await tailgateGet(`/sessions/${id}`);
-    expect(session).toMatchObject({
-      id,
-      instructions: 'Be brief.',
-      metadata: { topic: 'weather' },
-      counts: { items: 1, turns: 0 },
-    });
+  it(
+    'creates a conversation with items, appends, lists in both orders and pages, and continues it with ' +
+      'responses.create',
+    async () => {
+      const conversation = await client.conversations.create({
+        metadata: { topic: 'weather' },
+        items: [
+          { type: 'message', role: 'system', content: 'Be brief.' },
+          { type: 'message', role: 'user', content: 'Hello there' },
+        ],
+      });
+      expect(conversation).toMatchObject({ object: 'conversation', metadata: { topic: 'weather' } });
+      expect(conversation.id).toMatch(/^conv_[0-9a-f]{24}$/);
+      const id = conversation.id;
+      // The conversation is a session: the system message became its instructions.
+      const session = await tailgateGet(`/sessions/${id}`);
+      expect(session).toMatchObject({
+        id,
+        instructions: 'Be brief.',
+        metadata: { topic: 'weather' },
+        counts: { items: 1, turns: 0 },
+      });
 
-    const added = await client.conversations.items.create(id, {
-      items: [
-        { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
-        { type: 'function_call_output', call_id: 'call_1', output: '18C, clear' },
-      ],
-    });
-    expect(added.data.map((item) => item.id)).toEqual([`fc_${id}_2`, `fco_${id}_3`]);
-    expect(added.data[1]).toMatchObject({ type: 'function_call_output', call_id: 'call_1', output: '18C, clear' });
+      const added = await client.conversations.items.create(id, {
+        items: [
+          { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
+          { type: 'function_call_output', call_id: 'call_1', output: '18C, clear' },
+        ],
+      });
+      expect(added.data.map((item) => item.id)).toEqual([`fc_${id}_2`, `fco_${id}_3`]);
+      expect(added.data[1]).toMatchObject({ type: 'function_call_output', call_id: 'call_1', output: '18C, clear' });
 
-    const response = await client.responses.create({ model: 'echo', conversation: id, input: 'And tomorrow?' });
-    expect(response.output_text).toBe('echo: And tomorrow?');
-    expect(response.conversation).toEqual({ id });
-    expect(response.id).toBe(`resp_${id}_1_4_5`);
+      const response = await client.responses.create({ model: 'echo', conversation: id, input: 'And tomorrow?' });
+      expect(response.output_text).toBe('echo: And tomorrow?');
+      expect(response.conversation).toEqual({ id });
+      expect(response.id).toBe(`resp_${id}_1_4_5`);
 
-    const newest = await client.conversations.items.list(id);
-    expect(newest.data.map((item) => item.id)).toEqual([
-      `msg_${id}_5`,
-      `msg_${id}_4`,
-      `fco_${id}_3`,
-      `fc_${id}_2`,
-      `msg_${id}_1`,
-    ]);
-    expect(newest.data[0]).toMatchObject({
-      type: 'message',
-      role: 'assistant',
-      content: [{ type: 'output_text', text: 'echo: And tomorrow?' }],
-    });
-    expect(newest.data[4]).toMatchObject({
-      type: 'message',
-      role: 'user',
-      content: [{ type: 'input_text', text: 'Hello there' }],
-    });
+      const newest = await client.conversations.items.list(id);
+      expect(newest.data.map((item) => item.id)).toEqual([
+        `msg_${id}_5`,
+        `msg_${id}_4`,
+        `fco_${id}_3`,
+        `fc_${id}_2`,
+        `msg_${id}_1`,
+      ]);
+      expect(newest.data[0]).toMatchObject({
+        type: 'message',
+        role: 'assistant',
+        content: [{ type: 'output_text', text: 'echo: And tomorrow?' }],
+      });
+      expect(newest.data[4]).toMatchObject({
+        type: 'message',
+        role: 'user',
+        content: [{ type: 'input_text', text: 'Hello there' }],
+      });
 
-    const ascending = await client.conversations.items.list(id, { order: 'asc', limit: 2 });
-    expect(ascending.data.map((item) => item.id)).toEqual([`msg_${id}_1`, `fc_${id}_2`]);
-    expect(ascending.has_more).toBe(true);
-    const next = await client.conversations.items.list(id, { order: 'asc', limit: 2, after: `fc_${id}_2` });
-    expect(next.data.map((item) => item.id)).toEqual([`fco_${id}_3`, `msg_${id}_4`]);
-    // The client's auto-pagination follows last_id with `after` to the end.
-    const all: string[] = [];
-    for await (const item of client.conversations.items.list(id, { order: 'desc', limit: 2 })) all.push(item.id!);
-    expect(all).toEqual(newest.data.map((item) => item.id));
+      const ascending = await client.conversations.items.list(id, { order: 'asc', limit: 2 });
+      expect(ascending.data.map((item) => item.id)).toEqual([`msg_${id}_1`, `fc_${id}_2`]);
+      expect(ascending.has_more).toBe(true);
+      const next = await client.conversations.items.list(id, { order: 'asc', limit: 2, after: `fc_${id}_2` });
+      expect(next.data.map((item) => item.id)).toEqual([`fco_${id}_3`, `msg_${id}_4`]);
+      // The client's auto-pagination follows last_id with `after` to the end.
+      const all: string[] = [];
+      for await (const item of client.conversations.items.list(id, { order: 'desc', limit: 2 })) all.push(item.id!);
+      expect(all).toEqual(newest.data.map((item) => item.id));
 
-    const one = await client.conversations.items.retrieve(`fco_${id}_3`, { conversation_id: id });
-    expect(one).toMatchObject({ type: 'function_call_output', id: `fco_${id}_3`, output: '18C, clear' });
-    await expect(client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id })).rejects.toBeInstanceOf(
-      OpenAI.NotFoundError,
-    );
-    await expect(client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id })).rejects.toBeInstanceOf(
-      OpenAI.NotFoundError,
-    );
-    const foreignAfter = await client.conversations.items
-      .list(id, { after: 'msg_other_1' })
-      .catch((error: unknown) => error);
-    expect(foreignAfter).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(foreignAfter).toMatchObject({ param: 'after' });
-  });
+      const one = await client.conversations.items.retrieve(`fco_${id}_3`, { conversation_id: id });
+      expect(one).toMatchObject({ type: 'function_call_output', id: `fco_${id}_3`, output: '18C, clear' });
+      await expect(client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id })).rejects.toBeInstanceOf(
+        OpenAI.NotFoundError,
+      );
+      await expect(client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id })).rejects.toBeInstanceOf(
+        OpenAI.NotFoundError,
+      );
+      const foreignAfter = await client.conversations.items
+        .list(id, { after: 'msg_other_1' })
+        .catch((error: unknown) => error);
+      expect(foreignAfter).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(foreignAfter).toMatchObject({ param: 'after' });
+    },
+  );
 
   it('retrieves, updates metadata and deletes a conversation', async () => {
     const conversation = await client.conversations.create();

@@ -186,87 +186,95 @@ describe('the official openai client: responses', () => {
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
-  it('raises the typed errors: unknown model (404 model_not_found), unsupported fields (400 naming them), unknown ids', async () => {
-    const unknown = await client.responses
-      .create({ model: 'gpt-unknown', input: 'hi' })
-      .catch((error: unknown) => error);
-    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(unknown).toMatchObject({
-      status: 404,
-      code: 'model_not_found',
-      param: 'model',
-      type: 'invalid_request_error',
-    });
-
-    const reasoning = await client.responses
-      .create({ model: 'echo', input: 'hi', reasoning: { effort: 'low' } })
-      .catch((error: unknown) => error);
-    expect(reasoning).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(reasoning).toMatchObject({ status: 400, param: 'reasoning' });
-
-    const builtIn = await client.responses
-      .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
-      .catch((error: unknown) => error);
-    expect(builtIn).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(builtIn).toMatchObject({ param: 'tools[0].type' });
-
-    const choice = await client.responses
-      .create({ model: 'echo', input: 'hi', tool_choice: 'required' })
-      .catch((error: unknown) => error);
-    expect(choice).toMatchObject({ status: 400, param: 'tool_choice' });
-
-    const badInput = await client.responses
-      .create({
-        model: 'echo',
-        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x' }] }] as never,
-      })
-      .catch((error: unknown) => error);
-    expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
-
-    const previous = await client.responses
-      .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })
-      .catch((error: unknown) => error);
-    expect(previous).toBeInstanceOf(OpenAI.NotFoundError);
-    expect(previous).toMatchObject({ param: 'previous_response_id' });
-
-    const conversation = await client.responses
-      .create({ model: 'echo', input: 'hi', conversation: 'no-such-session' })
-      .catch((error: unknown) => error);
-    expect(conversation).toBeInstanceOf(OpenAI.NotFoundError);
-
-    const auth = await new OpenAI({ apiKey: 'wrong', baseURL: tailgate.baseURL, maxRetries: 0 }).responses
-      .create({ model: 'echo', input: 'hi' })
-      .catch((error: unknown) => error);
-    expect(auth).toBeInstanceOf(OpenAI.AuthenticationError);
-  });
-
-  it('continues a session created on /v1/sessions as a conversation, delivering its inbox notices and refusing after an abort', async () => {
-    const id = `conv-inbox-${Date.now()}`;
-    const post = (path: string, body: unknown) =>
-      fetch(`${tailgate.baseURL}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
+  it(
+    'raises the typed errors: unknown model (404 model_not_found), unsupported fields (400 naming them), ' +
+      'unknown ids',
+    async () => {
+      const unknown = await client.responses
+        .create({ model: 'gpt-unknown', input: 'hi' })
+        .catch((error: unknown) => error);
+      expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
+      expect(unknown).toMatchObject({
+        status: 404,
+        code: 'model_not_found',
+        param: 'model',
+        type: 'invalid_request_error',
       });
-    expect((await post('/sessions', { id })).status).toBe(201);
-    expect(
-      (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
-    ).toBe(201);
-    const response = await client.responses.create({ model: 'echo', conversation: { id }, input: 'What next?' });
-    expect(response.output_text).toBe('echo: Budget left: 2 USD');
-    expect(
-      (response as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
-        .notices_delivered,
-    ).toEqual(['0001-budget.md']);
-    expect(response.conversation).toEqual({ id });
 
-    expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
-    const aborted = await client.responses
-      .create({ model: 'echo', previous_response_id: response.id, input: 'go on' })
-      .catch((error: unknown) => error);
-    expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
-    expect(aborted).toMatchObject({ code: 'aborted' });
-  });
+      const reasoning = await client.responses
+        .create({ model: 'echo', input: 'hi', reasoning: { effort: 'low' } })
+        .catch((error: unknown) => error);
+      expect(reasoning).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(reasoning).toMatchObject({ status: 400, param: 'reasoning' });
+
+      const builtIn = await client.responses
+        .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
+        .catch((error: unknown) => error);
+      expect(builtIn).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(builtIn).toMatchObject({ param: 'tools[0].type' });
+
+      const choice = await client.responses
+        .create({ model: 'echo', input: 'hi', tool_choice: 'required' })
+        .catch((error: unknown) => error);
+      expect(choice).toMatchObject({ status: 400, param: 'tool_choice' });
+
+      const badInput = await client.responses
+        .create({
+          model: 'echo',
+          input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x' }] }] as never,
+        })
+        .catch((error: unknown) => error);
+      expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
+
+      const previous = await client.responses
+        .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })
+        .catch((error: unknown) => error);
+      expect(previous).toBeInstanceOf(OpenAI.NotFoundError);
+      expect(previous).toMatchObject({ param: 'previous_response_id' });
+
+      const conversation = await client.responses
+        .create({ model: 'echo', input: 'hi', conversation: 'no-such-session' })
+        .catch((error: unknown) => error);
+      expect(conversation).toBeInstanceOf(OpenAI.NotFoundError);
+
+      const auth = await new OpenAI({ apiKey: 'wrong', baseURL: tailgate.baseURL, maxRetries: 0 }).responses
+        .create({ model: 'echo', input: 'hi' })
+        .catch((error: unknown) => error);
+      expect(auth).toBeInstanceOf(OpenAI.AuthenticationError);
+    },
+  );
+
+  it(
+    'continues a session created on /v1/sessions as a conversation, delivering its inbox notices and refusing ' +
+      'after an abort',
+    async () => {
+      const id = `conv-inbox-${Date.now()}`;
+      const post = (path: string, body: unknown) =>
+        fetch(`${tailgate.baseURL}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      expect((await post('/sessions', { id })).status).toBe(201);
+      expect(
+        (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
+      ).toBe(201);
+      const response = await client.responses.create({ model: 'echo', conversation: { id }, input: 'What next?' });
+      expect(response.output_text).toBe('echo: Budget left: 2 USD');
+      expect(
+        (response as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
+          .notices_delivered,
+      ).toEqual(['0001-budget.md']);
+      expect(response.conversation).toEqual({ id });
+
+      expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
+      const aborted = await client.responses
+        .create({ model: 'echo', previous_response_id: response.id, input: 'go on' })
+        .catch((error: unknown) => error);
+      expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
+      expect(aborted).toMatchObject({ code: 'aborted' });
+    },
+  );
 
   it('deletes a response with its conversation', async () => {
     const response = await client.responses.create({ model: 'echo', input: 'to be deleted' });
@@ -287,40 +295,44 @@ describe('scoped tokens on the Responses API', () => {
     return ((await response.json()) as { token: string }).token;
   }
 
-  it('a session:turn token bound to a conversation continues it, and may neither start another nor touch one it is not bound to', async () => {
-    const admin = await client.responses.create({ model: 'echo', input: 'hello' });
-    const other = await client.responses.create({ model: 'echo', input: 'elsewhere' });
-    const bound = new OpenAI({
-      apiKey: await mint({ scopes: ['session:turn'], session_id: admin.conversation!.id }),
-      baseURL: tailgate.baseURL,
-      maxRetries: 0,
-    });
-    const next = await bound.responses.create({ model: 'echo', previous_response_id: admin.id, input: 'more' });
-    expect(next.output_text).toBe('echo: more');
-    expect((await bound.responses.retrieve(next.id)).id).toBe(next.id);
-    await expect(bound.responses.create({ model: 'echo', input: 'a new conversation' })).rejects.toBeInstanceOf(
-      OpenAI.PermissionDeniedError,
-    );
-    await expect(
-      bound.responses.create({ model: 'echo', previous_response_id: other.id, input: 'x' }),
-    ).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
-    await expect(bound.responses.retrieve(other.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
-    await expect(bound.responses.delete(next.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+  it(
+    'a session:turn token bound to a conversation continues it, and may neither start another nor touch one it ' +
+      'is not bound to',
+    async () => {
+      const admin = await client.responses.create({ model: 'echo', input: 'hello' });
+      const other = await client.responses.create({ model: 'echo', input: 'elsewhere' });
+      const bound = new OpenAI({
+        apiKey: await mint({ scopes: ['session:turn'], session_id: admin.conversation!.id }),
+        baseURL: tailgate.baseURL,
+        maxRetries: 0,
+      });
+      const next = await bound.responses.create({ model: 'echo', previous_response_id: admin.id, input: 'more' });
+      expect(next.output_text).toBe('echo: more');
+      expect((await bound.responses.retrieve(next.id)).id).toBe(next.id);
+      await expect(bound.responses.create({ model: 'echo', input: 'a new conversation' })).rejects.toBeInstanceOf(
+        OpenAI.PermissionDeniedError,
+      );
+      await expect(
+        bound.responses.create({ model: 'echo', previous_response_id: other.id, input: 'x' }),
+      ).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+      await expect(bound.responses.retrieve(other.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
+      await expect(bound.responses.delete(next.id)).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
 
-    // A session:turn token bound to no session may start conversations.
-    const unbound = new OpenAI({
-      apiKey: await mint({ scopes: ['session:turn'] }),
-      baseURL: tailgate.baseURL,
-      maxRetries: 0,
-    });
-    expect((await unbound.responses.create({ model: 'echo', input: 'fresh' })).output_text).toBe('echo: fresh');
-    const reader = new OpenAI({
-      apiKey: await mint({ scopes: ['session:read'] }),
-      baseURL: tailgate.baseURL,
-      maxRetries: 0,
-    });
-    await expect(reader.responses.create({ model: 'echo', input: 'no' })).rejects.toBeInstanceOf(
-      OpenAI.PermissionDeniedError,
-    );
-  });
+      // A session:turn token bound to no session may start conversations.
+      const unbound = new OpenAI({
+        apiKey: await mint({ scopes: ['session:turn'] }),
+        baseURL: tailgate.baseURL,
+        maxRetries: 0,
+      });
+      expect((await unbound.responses.create({ model: 'echo', input: 'fresh' })).output_text).toBe('echo: fresh');
+      const reader = new OpenAI({
+        apiKey: await mint({ scopes: ['session:read'] }),
+        baseURL: tailgate.baseURL,
+        maxRetries: 0,
+      });
+      await expect(reader.responses.create({ model: 'echo', input: 'no' })).rejects.toBeInstanceOf(
+        OpenAI.PermissionDeniedError,
+      );
+    },
+  );
 });

@@ -36,34 +36,38 @@ type Truncated = {
 };
 
 describe('truncation', () => {
-  it('"disabled" (the default) refuses a prompt over the window with 400 context_length_exceeded; "auto" drops the oldest tool pair, then the oldest messages, and says so', async () => {
-    const { id } = await client.conversations.create({ items: history });
-    const refused = await client.responses
-      .create({ model: 'echo', conversation: id, input: 'short question' })
-      .catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(refused).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
+  it(
+    '"disabled" (the default) refuses a prompt over the window with 400 context_length_exceeded; "auto" drops ' +
+      'the oldest tool pair, then the oldest messages, and says so',
+    async () => {
+      const { id } = await client.conversations.create({ items: history });
+      const refused = await client.responses
+        .create({ model: 'echo', conversation: id, input: 'short question' })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(refused).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
 
-    const response = await client.responses.create({
-      model: 'echo',
-      conversation: id,
-      input: 'short question',
-      truncation: 'auto',
-    });
-    expect(response.output_text).toBe('echo: short question');
-    expect(response.truncation).toBe('auto');
-    const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
-    expect(truncation.tool_pairs).toBe(1);
-    expect(truncation.messages).toBeGreaterThanOrEqual(1);
-    // The pair goes first (seqs 2 and 3), then the oldest message; the refused turn's input
-    // (seq 5) is older than this one's and may go too, the newest user turn (seq 6) never.
-    expect(truncation.dropped_seqs.slice(0, 3)).toEqual([1, 2, 3]);
-    expect(truncation.dropped_seqs).not.toContain(6);
-    expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
-    expect(truncation.prompt_tokens_before).toBeGreaterThan(100);
-    // The history keeps everything (the refused turn's input too): truncation only shapes the prompt.
-    expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(7);
-  });
+      const response = await client.responses.create({
+        model: 'echo',
+        conversation: id,
+        input: 'short question',
+        truncation: 'auto',
+      });
+      expect(response.output_text).toBe('echo: short question');
+      expect(response.truncation).toBe('auto');
+      const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
+      expect(truncation.tool_pairs).toBe(1);
+      expect(truncation.messages).toBeGreaterThanOrEqual(1);
+      // The pair goes first (seqs 2 and 3), then the oldest message; the refused turn's input
+      // (seq 5) is older than this one's and may go too, the newest user turn (seq 6) never.
+      expect(truncation.dropped_seqs.slice(0, 3)).toEqual([1, 2, 3]);
+      expect(truncation.dropped_seqs).not.toContain(6);
+      expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
+      expect(truncation.prompt_tokens_before).toBeGreaterThan(100);
+      // The history keeps everything (the refused turn's input too): truncation only shapes the prompt.
+      expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(7);
+    },
+  );
 
   it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
     const fits = await client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });

@@ -5,7 +5,8 @@ import { serverEnvironment, TOKEN } from './s3-environment.ts';
 // A short lease keeps the test quick; bench/crash-recovery.ts measures the default (30 s).
 const LEASE_MS = 6000;
 
-it('after kill -9 mid-stream, the session takes turns again within the lease, the input kept and marked failed', async () => {
+it('after kill -9 mid-stream, the session takes turns again within the lease, the input kept and marked ' +
+  'failed', async () => {
   const keyPrefix = `crash-${Date.now().toString(36)}/`;
   const result = await killMidTurnAndRecover(
     (port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(LEASE_MS) }),

@@ -103,7 +103,8 @@ async function call(
   return { status: response.status, body: (await response.json()) as any };
 }
 
-it('two servers on one directory: 20 retries with one Idempotency-Key store one turn, racing turns never interleave', async () => {
+it('two servers on one directory: 20 retries with one Idempotency-Key store one turn, racing turns never ' +
+  'interleave', async () => {
   const id = `race-${Date.now().toString(36)}`;
   expect((await call(node.origin, 'POST', '/v1/sessions', { id })).status).toBe(201);
   const servers = [node.origin, denoServer.origin];

@@ -22,23 +22,30 @@ afterAll(async () => {
   await server?.stop();
 });
 
-it('a Node server on a store that ignores conditional writes answers 503 storage_unsupported, stores nothing, and stays healthy', async () => {
-  for (let attempt = 0; attempt < 2; attempt++) {
-    const response = await fetch(`${server.origin}/v1/sessions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id: 'never-stored' }),
-    });
-    expect(response.status).toBe(503);
-    const { error } = (await response.json()) as { error: { code: string; message: string } };
-    expect(error.code).toBe('storage_unsupported');
-    expect(error.message).toMatch(
-      /^the store ignores If-None-Match: a create-only put overwrote an existing object; .*tailgate needs conditional writes \(R2, AWS S3, MinIO, Ceph RGW\)$/,
-    );
-  }
-  const health = await fetch(`${server.origin}/healthz`);
-  expect(health.status).toBe(200);
-  expect(await health.json()).toEqual({ ok: true });
-  const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
-  expect((await store.list(keyPrefix)).objects).toEqual([]);
-});
+it(
+  'a Node server on a store that ignores conditional writes answers 503 storage_unsupported, stores nothing, and ' +
+    'stays healthy',
+  async () => {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await fetch(`${server.origin}/v1/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ id: 'never-stored' }),
+      });
+      expect(response.status).toBe(503);
+      const { error } = (await response.json()) as { error: { code: string; message: string } };
+      expect(error.code).toBe('storage_unsupported');
+      expect(error.message).toMatch(
+        new RegExp(
+          '^the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
+            '.*tailgate needs conditional writes \\(R2, AWS S3, MinIO, Ceph RGW\\)$',
+        ),
+      );
+    }
+    const health = await fetch(`${server.origin}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ ok: true });
+    const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
+    expect((await store.list(keyPrefix)).objects).toEqual([]);
+  },
+);

@@ -20,7 +20,10 @@ import { history, LEASE_MS, ops, seeded, World, type Actor, type Outcome } from 
  */
 
 const S = 's';
-/** Interleavings checked; CI sets SIMULATION_RUNS (at least 2,000). A failure prints its seed and path: SIMULATION_SEED and SIMULATION_PATH replay it. */
+/**
+ * Interleavings checked; CI sets SIMULATION_RUNS (at least 2,000). A failure prints its seed and
+ * path: SIMULATION_SEED and SIMULATION_PATH replay it.
+ */
 const RUNS = Number(process.env.SIMULATION_RUNS ?? 300);
 
 /** What was checked, written to SIMULATION_REPORT (JSON) for bench/RESULTS.md. */
@@ -282,7 +285,8 @@ describe('the session protocol under concurrent actors', () => {
           if (request.actor !== crashedActor && !request.outcome.ok)
             expect(
               request.outcome.status,
-              `${request.label}: ${request.outcome.code} ${String(request.outcome.error)} ${(request.outcome.error as any)?.key} ${(request.outcome.error as any)?.reason}`,
+              `${request.label}: ${request.outcome.code} ${String(request.outcome.error)} ` +
+                `${(request.outcome.error as any)?.key} ${(request.outcome.error as any)?.reason}`,
             ).toBeLessThan(500);
         }
         const items = await world.run(history(survivor, S));
@@ -309,9 +313,8 @@ describe('the session protocol under concurrent actors', () => {
       }),
       {
         numRuns: RUNS,
-        ...(process.env.SIMULATION_SEED
-          ? { seed: Number(process.env.SIMULATION_SEED), path: process.env.SIMULATION_PATH }
-          : {}),
+        ...(process.env.SIMULATION_SEED ? { seed: Number(process.env.SIMULATION_SEED) } : {}),
+        ...(process.env.SIMULATION_PATH ? { path: process.env.SIMULATION_PATH } : {}),
       },
     );
     if (!process.env.SIMULATION_PATH) expect(interleavings).toBeGreaterThanOrEqual(RUNS);

@@ -76,38 +76,42 @@ export function defineSessionLogConcurrency(
       });
     });
 
-    it(`stores one input when ${writers * 2} claims race with one Idempotency-Key, and after the turn closes they replay it`, async () => {
-      const store = makeStore();
-      const log = new SessionLog(store, { keyPrefix: `${fresh()}/` });
-      const id = fresh();
-      await log.create({ id });
-      const claim = () =>
-        log.beginTurn(id, {
-          input: [{ type: 'message', role: 'user', content: 'once' }],
-          idempotencyKey: 'k',
-          requestHash: 'a'.repeat(64),
+    it(
+      `stores one input when ${writers * 2} claims race with one Idempotency-Key, and after the turn closes they ` +
+        `replay it`,
+      async () => {
+        const store = makeStore();
+        const log = new SessionLog(store, { keyPrefix: `${fresh()}/` });
+        const id = fresh();
+        await log.create({ id });
+        const claim = () =>
+          log.beginTurn(id, {
+            input: [{ type: 'message', role: 'user', content: 'once' }],
+            idempotencyKey: 'k',
+            requestHash: 'a'.repeat(64),
+          });
+        const results = await Promise.allSettled(Array.from({ length: writers * 2 }, claim));
+        const claimed = results.flatMap((result) =>
+          result.status === 'fulfilled' && result.value.kind === 'claimed' ? [result.value.turn] : [],
+        );
+        expect(claimed).toHaveLength(1);
+        for (const result of results)
+          if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'turn_in_progress' });
+        await log.completeTurn(claimed[0]!, {
+          status: 'completed',
+          output: [{ type: 'message', role: 'assistant', content: 'done' }],
+          receipt: {},
+          response: { answer: 'done' },
         });
-      const results = await Promise.allSettled(Array.from({ length: writers * 2 }, claim));
-      const claimed = results.flatMap((result) =>
-        result.status === 'fulfilled' && result.value.kind === 'claimed' ? [result.value.turn] : [],
-      );
-      expect(claimed).toHaveLength(1);
-      for (const result of results)
-        if (result.status === 'rejected') expect(result.reason).toMatchObject({ code: 'turn_in_progress' });
-      await log.completeTurn(claimed[0]!, {
-        status: 'completed',
-        output: [{ type: 'message', role: 'assistant', content: 'done' }],
-        receipt: {},
-        response: { answer: 'done' },
-      });
-      // Later records do not hide the key: a retry still replays.
-      await log.append(id, [{ type: 'message', role: 'user', content: 'later' }]);
-      const replays = await Promise.all(Array.from({ length: writers }, claim));
-      for (const replay of replays)
-        expect(replay).toEqual({ kind: 'replay', response: { answer: 'done' }, status: 'completed' });
-      const page = await log.listItems(id, { limit: 100 });
-      expect(page.items.filter((item) => item.type === 'message' && item.content === 'once')).toHaveLength(1);
-    });
+        // Later records do not hide the key: a retry still replays.
+        await log.append(id, [{ type: 'message', role: 'user', content: 'later' }]);
+        const replays = await Promise.all(Array.from({ length: writers }, claim));
+        for (const replay of replays)
+          expect(replay).toEqual({ kind: 'replay', response: { answer: 'done' }, status: 'completed' });
+        const page = await log.listItems(id, { limit: 100 });
+        expect(page.items.filter((item) => item.type === 'message' && item.content === 'once')).toHaveLength(1);
+      },
+    );
 
     it('loses nothing when appends race with packing', async () => {
       const store = makeStore();

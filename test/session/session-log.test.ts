@@ -201,52 +201,56 @@ describe('SessionLog: items', () => {
     await expect(log.listItems('s1', { limit })).rejects.toBeInstanceOf(InvalidRequestError);
   });
 
-  it('keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return them whole', async () => {
-    // No views and no carry: the tail read below goes to the segment.
-    const { store, log } = setup({
-      blobThreshold: 100,
-      packMinRecords: 1,
-      keepRecords: 1,
-      viewEveryRecords: 100,
-      recentRecords: 0,
-    });
-    await log.create({ id: 's1' });
-    const big = 'x'.repeat(50) + 'é'.repeat(60);
-    await log.append('s1', [
-      call('c1'),
-      output('c1', big),
-      call('c2'),
-      output('c2', big),
-      call('c3'),
-      output('c3', 'small'),
-    ]);
-    const blobs = () => store.list(`${sessionPrefix('', 's1')}blob/`);
-    expect((await blobs()).objects).toHaveLength(0);
-    await log.append('s1', [user('later')]);
-    expect((await log.pack('s1')).packed).toBe(true);
-    expect((await blobs()).objects).toHaveLength(1);
-    const page = await log.listItems('s1', { limit: 10 });
-    expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([
-      null,
-      'small',
-      null,
-      big,
-      null,
-      big,
-      null,
-    ]);
-    const turn = await claim(log, 's1', [user('go')]);
-    const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
-    const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
-    expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
-    const hydrated = await log.hydrate(turn.scope, view);
-    expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([
-      big,
-      big,
-      'small',
-    ]);
-    expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
-  });
+  it(
+    'keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return ' +
+      'them whole',
+    async () => {
+      // No views and no carry: the tail read below goes to the segment.
+      const { store, log } = setup({
+        blobThreshold: 100,
+        packMinRecords: 1,
+        keepRecords: 1,
+        viewEveryRecords: 100,
+        recentRecords: 0,
+      });
+      await log.create({ id: 's1' });
+      const big = 'x'.repeat(50) + 'é'.repeat(60);
+      await log.append('s1', [
+        call('c1'),
+        output('c1', big),
+        call('c2'),
+        output('c2', big),
+        call('c3'),
+        output('c3', 'small'),
+      ]);
+      const blobs = () => store.list(`${sessionPrefix('', 's1')}blob/`);
+      expect((await blobs()).objects).toHaveLength(0);
+      await log.append('s1', [user('later')]);
+      expect((await log.pack('s1')).packed).toBe(true);
+      expect((await blobs()).objects).toHaveLength(1);
+      const page = await log.listItems('s1', { limit: 10 });
+      expect(page.items.map((item) => (item.type === 'function_call_output' ? item.output : null))).toEqual([
+        null,
+        'small',
+        null,
+        big,
+        null,
+        big,
+        null,
+      ]);
+      const turn = await claim(log, 's1', [user('go')]);
+      const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
+      const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
+      expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
+      const hydrated = await log.hydrate(turn.scope, view);
+      expect(hydrated.filter((item) => item.type === 'function_call_output').map((item) => item.output)).toEqual([
+        big,
+        big,
+        'small',
+      ]);
+      expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
+    },
+  );
 });
 
 describe('SessionLog: views', () => {
@@ -322,39 +326,47 @@ describe('SessionLog: views', () => {
     expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
   });
 
-  it('tells when a view no longer fits the strategies: it lacks what they need, or holds 32 KiB they no longer need', async () => {
-    const { log } = setup({ viewEveryRecords: 1 });
-    await log.create({ id: 's1' });
-    const long = (i: number) => `output ${i} `.repeat(1000);
-    for (let i = 0; i < 20; i++)
-      await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
-    await log.pack('s1', needs(8, 6));
-    const turn = await claim(log, 's1', [user('go')]);
-    const requirement = (toolCalls: number, wholeCalls: number) => () => ({ toolCalls, seqs: [], wholeCalls });
-    expect(log.needsView(turn, requirement(8, 6))).toBe(false);
-    // One more output compacted (about 10 kB less): not worth a new view yet.
-    expect(log.needsView(turn, requirement(8, 5))).toBe(false);
-    // A new epoch: 4 outputs of about 10 kB compacted.
-    expect(log.needsView(turn, requirement(8, 2))).toBe(true);
-    // More calls than the view holds (8 + a margin of 8).
-    expect(log.needsView(turn, requirement(18, 6))).toBe(true);
-    // The turn's output counts: a call stored by this turn starts the new epoch for the next turn.
-    const stored = await log.completeTurn(turn, {
-      status: 'completed',
-      output: [call('c20', 'read', '{"i":20}')],
-      receipt: {},
-    });
-    expect(
-      log.needsView(turn, (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 })),
-    ).toBe(false);
-    expect(
-      log.needsView(
-        turn,
-        (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }),
-        stored,
-      ),
-    ).toBe(true);
-  });
+  it(
+    'tells when a view no longer fits the strategies: it lacks what they need, or holds 32 KiB they no ' +
+      'longer need',
+    async () => {
+      const { log } = setup({ viewEveryRecords: 1 });
+      await log.create({ id: 's1' });
+      const long = (i: number) => `output ${i} `.repeat(1000);
+      for (let i = 0; i < 20; i++)
+        await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, long(i))]);
+      await log.pack('s1', needs(8, 6));
+      const turn = await claim(log, 's1', [user('go')]);
+      const requirement = (toolCalls: number, wholeCalls: number) => () => ({ toolCalls, seqs: [], wholeCalls });
+      expect(log.needsView(turn, requirement(8, 6))).toBe(false);
+      // One more output compacted (about 10 kB less): not worth a new view yet.
+      expect(log.needsView(turn, requirement(8, 5))).toBe(false);
+      // A new epoch: 4 outputs of about 10 kB compacted.
+      expect(log.needsView(turn, requirement(8, 2))).toBe(true);
+      // More calls than the view holds (8 + a margin of 8).
+      expect(log.needsView(turn, requirement(18, 6))).toBe(true);
+      // The turn's output counts: a call stored by this turn starts the new epoch for the next turn.
+      const stored = await log.completeTurn(turn, {
+        status: 'completed',
+        output: [call('c20', 'read', '{"i":20}')],
+        receipt: {},
+      });
+      expect(
+        log.needsView(turn, (aggregates) => ({
+          toolCalls: 8,
+          seqs: [],
+          wholeCalls: aggregates.tool_calls > 20 ? 2 : 6,
+        })),
+      ).toBe(false);
+      expect(
+        log.needsView(
+          turn,
+          (aggregates) => ({ toolCalls: 8, seqs: [], wholeCalls: aggregates.tool_calls > 20 ? 2 : 6 }),
+          stored,
+        ),
+      ).toBe(true);
+    },
+  );
 
   it('reports a corrupt view by its key', async () => {
     const { store, log } = setup({ viewEveryRecords: 1 });

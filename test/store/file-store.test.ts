@@ -33,7 +33,8 @@ async function filesUnder(directory: string): Promise<string[]> {
 }
 
 describe('FileStore', () => {
-  it('lists any set of keys (empty segments, case, non-ASCII) in UTF-8 byte order, paged, after puts and deletes (property)', async () => {
+  it('lists any set of keys (empty segments, case, non-ASCII) in UTF-8 byte order, paged, after puts and deletes ' +
+    '(property)', async () => {
     const key = fc.string({
       unit: fc.constantFrom('a', 'B', 'b', '/', '0', '.', '_', '~', '%', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'),
       maxLength: 4,

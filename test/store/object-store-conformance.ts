@@ -264,24 +264,27 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
       expect(listed).toEqual({ objects: [], truncated: false });
     });
 
-    it('groups keys by a delimiter: each group once, counted once against the limit, pages continue after it', async () => {
-      const prefix = `${fresh()}groups/`;
-      const keys = ['a-b/x', 'a/1', 'a/2/deep', 'a0/1', 'b/1', 'loose', 'z/1'].map((name) => `${prefix}${name}`);
-      await Promise.all(keys.map((key) => store.put(key, 'v')));
-      const all = await store.list(prefix, { delimiter: '/' });
-      expect(all.prefixes).toEqual(['a-b/', 'a/', 'a0/', 'b/', 'z/'].map((name) => `${prefix}${name}`));
-      expect(all.objects.map((object) => object.key)).toEqual([`${prefix}loose`]);
-      expect(all.truncated).toBe(false);
-      const first = await store.list(prefix, { delimiter: '/', limit: 2 });
-      expect(first.prefixes).toEqual([`${prefix}a-b/`, `${prefix}a/`]);
-      expect(first.objects).toEqual([]);
-      expect(first.truncated).toBe(true);
-      // Past a group: startAfter just above every key that starts with it.
-      const next = await store.list(prefix, { delimiter: '/', limit: 2, startAfter: `${prefix}a0` });
-      expect(next.prefixes).toEqual([`${prefix}a0/`, `${prefix}b/`]);
-      const continued = await store.list(prefix, { delimiter: '/', limit: 2, cursor: first.cursor! });
-      expect(continued.prefixes).toEqual([`${prefix}a0/`, `${prefix}b/`]);
-    });
+    it(
+      'groups keys by a delimiter: each group once, counted once against the limit, pages continue ' + 'after it',
+      async () => {
+        const prefix = `${fresh()}groups/`;
+        const keys = ['a-b/x', 'a/1', 'a/2/deep', 'a0/1', 'b/1', 'loose', 'z/1'].map((name) => `${prefix}${name}`);
+        await Promise.all(keys.map((key) => store.put(key, 'v')));
+        const all = await store.list(prefix, { delimiter: '/' });
+        expect(all.prefixes).toEqual(['a-b/', 'a/', 'a0/', 'b/', 'z/'].map((name) => `${prefix}${name}`));
+        expect(all.objects.map((object) => object.key)).toEqual([`${prefix}loose`]);
+        expect(all.truncated).toBe(false);
+        const first = await store.list(prefix, { delimiter: '/', limit: 2 });
+        expect(first.prefixes).toEqual([`${prefix}a-b/`, `${prefix}a/`]);
+        expect(first.objects).toEqual([]);
+        expect(first.truncated).toBe(true);
+        // Past a group: startAfter just above every key that starts with it.
+        const next = await store.list(prefix, { delimiter: '/', limit: 2, startAfter: `${prefix}a0` });
+        expect(next.prefixes).toEqual([`${prefix}a0/`, `${prefix}b/`]);
+        const continued = await store.list(prefix, { delimiter: '/', limit: 2, cursor: first.cursor! });
+        expect(continued.prefixes).toEqual([`${prefix}a0/`, `${prefix}b/`]);
+      },
+    );
 
     it('skips keys up to and including startAfter', async () => {
       const prefix = `${fresh()}after/`;

@@ -32,32 +32,37 @@ function appOn(store: ObjectStore, prefix = '') {
 }
 
 describe('the app refuses a store without conditional writes', () => {
-  it('answers 503 storage_unsupported on plain fauxqs for every session route, stores nothing, and stays healthy', async () => {
-    const prefix = `probe-http/${crypto.randomUUID()}/`;
-    const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
-    const call = appOn(store, prefix);
-    const expected = {
-      code: 'storage_unsupported',
-      message: expect.stringContaining(
-        'the store ignores If-None-Match: a create-only put overwrote an existing object',
-      ),
-      details: { missing: ['If-None-Match', 'If-Match'] },
-    };
-    for (const [method, path, body] of [
-      ['POST', '/v1/sessions', { id: 'lost' }],
-      ['GET', '/v1/sessions/lost'],
-      ['POST', '/v1/sessions/lost/turns', { input: 'hello' }],
-      ['GET', '/v1/sessions/lost/inbox'],
-    ] as const) {
-      const response = await call(method, path, body);
-      expect(response.status, `${method} ${path}`).toBe(503);
-      expect(response.body.error).toEqual(expected);
-      expect(response.body.error.message).toMatch(/tailgate needs conditional writes \(R2, AWS S3, MinIO, Ceph RGW\)$/);
-    }
-    expect((await store.list(prefix)).objects).toEqual([]);
-    expect(await call('GET', '/healthz')).toEqual({ status: 200, body: { ok: true } });
-    expect((await call('GET', '/openapi.json')).status).toBe(200);
-  });
+  it(
+    'answers 503 storage_unsupported on plain fauxqs for every session route, stores nothing, and stays ' + 'healthy',
+    async () => {
+      const prefix = `probe-http/${crypto.randomUUID()}/`;
+      const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
+      const call = appOn(store, prefix);
+      const expected = {
+        code: 'storage_unsupported',
+        message: expect.stringContaining(
+          'the store ignores If-None-Match: a create-only put overwrote an existing object',
+        ),
+        details: { missing: ['If-None-Match', 'If-Match'] },
+      };
+      for (const [method, path, body] of [
+        ['POST', '/v1/sessions', { id: 'lost' }],
+        ['GET', '/v1/sessions/lost'],
+        ['POST', '/v1/sessions/lost/turns', { input: 'hello' }],
+        ['GET', '/v1/sessions/lost/inbox'],
+      ] as const) {
+        const response = await call(method, path, body);
+        expect(response.status, `${method} ${path}`).toBe(503);
+        expect(response.body.error).toEqual(expected);
+        expect(response.body.error.message).toMatch(
+          /tailgate needs conditional writes \(R2, AWS S3, MinIO, Ceph RGW\)$/,
+        );
+      }
+      expect((await store.list(prefix)).objects).toEqual([]);
+      expect(await call('GET', '/healthz')).toEqual({ status: 200, body: { ok: true } });
+      expect((await call('GET', '/openapi.json')).status).toBe(200);
+    },
+  );
 
   it('serves S3 behind the conditional gateway', async () => {
     const call = appOn(
@@ -90,7 +95,7 @@ describe('the probe in the request path', () => {
     expect(keys.filter((key) => key.startsWith('dep/sessions/'))).toHaveLength(20);
 
     // After the first request, a turn costs what the pipeline costs (8 at most, tested in
-    // test/http/turn.test.ts): no probe, and no other extra operation from the hook.
+    // test/turn/turn.test.ts): no probe, and no other extra operation from the hook.
     keys.length = 0;
     for (let turn = 0; turn < 3; turn++) {
       counting.reset();
@@ -102,18 +107,21 @@ describe('the probe in the request path', () => {
     expect(keys.filter((key) => key.includes(PROBE_PREFIX))).toEqual([]);
   });
 
-  it('answers 503 storage_error when the probe fails on the network, and probes again on the next request', async () => {
-    const memory = new MemoryStore();
-    const store = new FaultyStore(memory).failWhen(
-      ({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX),
-      { times: 1 },
-    );
-    const call = appOn(store);
-    const failed = await call('POST', '/v1/sessions', { id: 'retry' });
-    expect(failed.status).toBe(503);
-    expect(failed.body.error.code).toBe('storage_error');
-    expect((await memory.list('')).objects).toEqual([]);
-    expect((await call('POST', '/v1/sessions', { id: 'retry' })).status).toBe(201);
-    expect(store.injected).toBe(1);
-  });
+  it(
+    'answers 503 storage_error when the probe fails on the network, and probes again on the next ' + 'request',
+    async () => {
+      const memory = new MemoryStore();
+      const store = new FaultyStore(memory).failWhen(
+        ({ operation, key }) => operation === 'put' && key.includes(PROBE_PREFIX),
+        { times: 1 },
+      );
+      const call = appOn(store);
+      const failed = await call('POST', '/v1/sessions', { id: 'retry' });
+      expect(failed.status).toBe(503);
+      expect(failed.body.error.code).toBe('storage_error');
+      expect((await memory.list('')).objects).toEqual([]);
+      expect((await call('POST', '/v1/sessions', { id: 'retry' })).status).toBe(201);
+      expect(store.injected).toBe(1);
+    },
+  );
 });

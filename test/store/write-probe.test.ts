@@ -1,4 +1,4 @@
-import { describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore, type StoreCall } from '../../lib/store/faulty-store.ts';
@@ -6,7 +6,6 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import { StorageUnsupportedError } from '../../lib/store/storage-unsupported.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';
-import { createTestS3Store } from '../support/s3-store.ts';
 
 /** Every call that reaches `inner`, in order, with its key. */
 function recording(inner: ObjectStore): { store: FaultyStore; calls: StoreCall[] } {
@@ -30,48 +29,25 @@ class Ignoring extends MemoryStore {
   }
 }
 
-const fresh = () => `write-probe/${crypto.randomUUID()}/`;
-
 describe('requireConditionalWrites', () => {
-  it('passes a memory store with two create-only puts and a wrong If-Match on one scratch key under the prefix, then deletes it', async () => {
-    const memory = new MemoryStore();
-    const { store, calls } = recording(memory);
-    await expect(requireConditionalWrites(store, { keyPrefix: 'prod/' })).resolves.toBeUndefined();
-    const key = calls[0]!.key;
-    expect(key).toMatch(/^prod\/\.tailgate\/probe\/[0-9a-f-]{36}$/);
-    expect(calls.map((call) => [call.operation, call.key])).toEqual([
-      ['put', key],
-      ['put', key],
-      ['put', key],
-      ['delete', key],
-    ]);
-    expect((await memory.list('')).objects).toEqual([]);
-  });
-
-  it('passes S3 behind the conditional gateway and leaves nothing under the prefix', async () => {
-    const prefix = fresh();
-    const store = createTestS3Store(inject('s3Endpoint'), inject('s3Bucket'));
-    await expect(requireConditionalWrites(store, { keyPrefix: prefix })).resolves.toBeUndefined();
-    expect((await store.list(prefix)).objects).toEqual([]);
-  });
-
-  it('refuses plain fauxqs, naming both preconditions it ignores, and cleans up', async () => {
-    const prefix = fresh();
-    const store = createTestS3Store(inject('fauxqsEndpoint'), inject('s3Bucket'));
-    const refused = await requireConditionalWrites(store, { keyPrefix: prefix }).catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(StorageUnsupportedError);
-    expect(refused).toMatchObject({
-      code: 'storage_unsupported',
-      missing: ['If-None-Match', 'If-Match'],
-      details: { missing: ['If-None-Match', 'If-Match'] },
-    });
-    expect((refused as Error).message).toBe(
-      'the store ignores If-None-Match: a create-only put overwrote an existing object; ' +
-        'the store ignores If-Match: a put with a wrong ETag overwrote the object; ' +
-        'tailgate needs conditional writes (R2, AWS S3, MinIO, Ceph RGW)',
-    );
-    expect((await store.list(prefix)).objects).toEqual([]);
-  });
+  it(
+    'passes a memory store with two create-only puts and a wrong If-Match on one scratch key under the prefix, ' +
+      'then deletes it',
+    async () => {
+      const memory = new MemoryStore();
+      const { store, calls } = recording(memory);
+      await expect(requireConditionalWrites(store, { keyPrefix: 'prod/' })).resolves.toBeUndefined();
+      const key = calls[0]!.key;
+      expect(key).toMatch(/^prod\/\.tailgate\/probe\/[0-9a-f-]{36}$/);
+      expect(calls.map((call) => [call.operation, call.key])).toEqual([
+        ['put', key],
+        ['put', key],
+        ['put', key],
+        ['delete', key],
+      ]);
+      expect((await memory.list('')).objects).toEqual([]);
+    },
+  );
 
   it.each([
     [
@@ -93,28 +69,35 @@ describe('requireConditionalWrites', () => {
     expect((await store.list('')).objects).toEqual([]);
   });
 
-  it('probes once per store for many concurrent callers, and not again afterwards; another store is probed on its own', async () => {
-    const store = new CountingStore(new MemoryStore());
-    await Promise.all(Array.from({ length: 50 }, () => requireConditionalWrites(store)));
-    expect(store.counts).toMatchObject({ get: 0, head: 0, list: 0, put: 3, delete: 1 });
-    store.reset();
-    for (let call = 0; call < 20; call++) await requireConditionalWrites(store);
-    expect(store.operations).toBe(0);
+  it(
+    'probes once per store for many concurrent callers, and not again afterwards; another store is probed on ' +
+      'its own',
+    async () => {
+      const store = new CountingStore(new MemoryStore());
+      await Promise.all(Array.from({ length: 50 }, () => requireConditionalWrites(store)));
+      expect(store.counts).toMatchObject({ get: 0, head: 0, list: 0, put: 3, delete: 1 });
+      store.reset();
+      for (let call = 0; call < 20; call++) await requireConditionalWrites(store);
+      expect(store.operations).toBe(0);
 
-    const other = new CountingStore(new MemoryStore());
-    await requireConditionalWrites(other);
-    expect(other.counts.put).toBe(3);
-  });
+      const other = new CountingStore(new MemoryStore());
+      await requireConditionalWrites(other);
+      expect(other.counts.put).toBe(3);
+    },
+  );
 
-  it('shares the verdict of a store with every wrapper of it (a counting store per request costs no probe)', async () => {
-    const backend = new MemoryStore();
-    const first = new CountingStore(backend);
-    await requireConditionalWrites(first);
-    expect(first.counts.put).toBe(3);
-    const wrappers = [new CountingStore(backend), new CountingStore(new CountingStore(backend))];
-    for (const wrapper of wrappers) await requireConditionalWrites(new FaultyStore(wrapper));
-    expect(wrappers.map((wrapper) => wrapper.operations)).toEqual([0, 0]);
-  });
+  it(
+    'shares the verdict of a store with every wrapper of it (a counting store per request costs no ' + 'probe)',
+    async () => {
+      const backend = new MemoryStore();
+      const first = new CountingStore(backend);
+      await requireConditionalWrites(first);
+      expect(first.counts.put).toBe(3);
+      const wrappers = [new CountingStore(backend), new CountingStore(new CountingStore(backend))];
+      for (const wrapper of wrappers) await requireConditionalWrites(new FaultyStore(wrapper));
+      expect(wrappers.map((wrapper) => wrapper.operations)).toEqual([0, 0]);
+    },
+  );
 
   it('remembers a refusal: later callers get the same error without touching the store', async () => {
     const store = new CountingStore(new Ignoring('onlyIfAbsent'));

@@ -145,7 +145,8 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
         `<Name>${url.pathname.split('/').filter(Boolean)[0]}</Name><Prefix>${escapeXml(prefix)}</Prefix>`,
         `<KeyCount>${page.length}</KeyCount><MaxKeys>${maxKeys}</MaxKeys><IsTruncated>${truncated}</IsTruncated>`,
         truncated
-          ? `<NextContinuationToken>${Buffer.from(nextAfter(page.at(-1)!.key, delimiter), 'utf8').toString('base64')}</NextContinuationToken>`
+          ? `<NextContinuationToken>${Buffer.from(nextAfter(page.at(-1)!.key, delimiter), 'utf8').toString('base64')}` +
+            '</NextContinuationToken>'
           : '',
         ...page.map((entry) => entry.xml),
         '</ListBucketResult>',

@@ -10,6 +10,7 @@ import { defineReceiptSuite } from '../http/receipts-suite.ts';
 const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
 const origin = 'https://tailgate.test';
 
+const logged: string[] = [];
 const harness: HttpHarness = {
   fetch: (path, init) => SELF.fetch(`${origin}${path}`, init),
   fetchWithEnv: async (overrides, path, init) => {
@@ -18,10 +19,23 @@ const harness: HttpHarness = {
       if (value === undefined) delete environment[name];
       else environment[name] = value;
     }
-    return worker.fetch(new Request(`${origin}${path}`, init) as never, environment as never, createExecutionContext());
+    // The worker logs server-side failures with console.error: collect them for the tests that
+    // expect one, instead of printing them.
+    const error = console.error;
+    console.error = (message?: unknown) => logged.push(String(message));
+    try {
+      return await worker.fetch(
+        new Request(`${origin}${path}`, init) as never,
+        environment as never,
+        createExecutionContext(),
+      );
+    } finally {
+      console.error = error;
+    }
   },
   store: new R2Store(bindings.BUCKET),
   keyPrefix: typeof bindings.KEY_PREFIX === 'string' ? bindings.KEY_PREFIX : '',
+  logged,
 };
 
 defineHttpSuite('workerd (R2)', harness);

@@ -37,7 +37,8 @@ const chatRoute = createRoute({
   summary:
     'Create a chat completion (OpenAI Chat Completions): the strategies run on the messages sent, nothing is stored',
   description:
-    'Needs session:turn. Without x-tailgate-session it touches no session, which a token bound to a session may not do; with it, the token must be bound to that session or to none.',
+    'Needs session:turn. Without x-tailgate-session it touches no session, which a token bound to a session may ' +
+    'not do; with it, the token must be bound to that session or to none.',
   security: requires('session:turn'),
   request: {
     body: jsonBody(chatCompletionCreateSchema),

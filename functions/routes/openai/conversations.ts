@@ -28,6 +28,7 @@ import {
   conversationUpdateSchema,
   includeQuerySchema,
   openaiObjectSchema,
+  openaiObject,
 } from './schemas.ts';
 
 /**
@@ -150,7 +151,8 @@ function conversationItems(
     throw new OpenAIApiError(
       400,
       'invalid_request',
-      "a system or developer message cannot be added to a conversation: its instructions are the session's, set with `instructions` on a response",
+      "a system or developer message cannot be added to a conversation: its instructions are the session's, set " +
+        'with `instructions` on a response',
       'items[0].role',
     );
   }
@@ -262,6 +264,6 @@ export function conversationRoutes() {
       if (ref.seq > session.counts.items) throw missing();
       const [item] = await itemsBetween(c.var.services, id, ref.seq, ref.seq + 1);
       if (!item || item.type !== ref.kind) throw missing();
-      return c.json(storedItem(item, requested), 200);
+      return c.json(openaiObject(storedItem(item, requested)), 200);
     });
 }

@@ -36,6 +36,7 @@ import {
   inputItemsQuerySchema,
   openaiErrorSchema,
   openaiObjectSchema,
+  openaiObject,
   responseCreateSchema,
   responseIdParamsSchema,
   type ResponseCreateBody,
@@ -65,7 +66,8 @@ const createResponseRoute = createRoute({
   tags: ['openai'],
   summary: "Create a model response (OpenAI Responses API): a turn of the conversation's session",
   description:
-    'Needs session:turn. A token bound to a session may continue that session only; starting a new one (no previous_response_id or conversation, store true) needs a token bound to no session.',
+    'Needs session:turn. A token bound to a session may continue that session only; starting a new one (no ' +
+    'previous_response_id or conversation, store true) needs a token bound to no session.',
   security: requires('session:turn'),
   request: {
     body: jsonBody(responseCreateSchema),
@@ -119,7 +121,10 @@ const deleteResponseRoute = createRoute({
   },
 });
 
-/** The tailgate model id a request names: itself, or what MODEL_ALIASES maps it to. 404 model_not_found when no model has that name. */
+/**
+ * The tailgate model id a request names: itself, or what MODEL_ALIASES maps it to. 404
+ * model_not_found when no model has that name.
+ */
 export function resolveFacadeModel(c: Context<AppEnv>, name: string): string {
   const id = c.var.config.modelAliases[name] ?? name;
   try {
@@ -129,7 +134,8 @@ export function resolveFacadeModel(c: Context<AppEnv>, name: string): string {
       throw new OpenAIApiError(
         404,
         'model_not_found',
-        `The model \`${name}\` does not exist (use a tailgate model id such as echo or openai:gpt-4.1-mini, or a MODEL_ALIASES name)`,
+        `The model \`${name}\` does not exist (use a tailgate model id such as echo or openai:gpt-4.1-mini, or a ` +
+          `MODEL_ALIASES name)`,
         'model',
       );
     throw error;
@@ -439,7 +445,8 @@ async function sessionOf(
       throw new OpenAIApiError(
         409,
         'conversation_branching_unsupported',
-        `Response '${body.previous_response_id}' is not the newest turn of its conversation; continue from ${newest ?? `turn ${session.counts.turns}`} (a conversation does not branch).`,
+        `Response '${body.previous_response_id}' is not the newest turn of its conversation; continue from ` +
+          `${newest ?? `turn ${session.counts.turns}`} (a conversation does not branch).`,
         'previous_response_id',
         { newest_response_id: newest, newest_turn: session.counts.turns },
       );
@@ -601,7 +608,7 @@ export function responseRoutes() {
         store: true,
         tailgate: { session_id: ref.sessionId, turn: ref.turn },
       });
-      return c.json(response, 200);
+      return c.json(openaiObject(response), 200);
     })
     .openapi(inputItemsRoute, async (c) => {
       const { ref, input } = await readResponse(c, c.req.valid('param').id);

@@ -122,6 +122,14 @@ export const inputItemsQuerySchema = z.object({
 
 /** Answers of the OpenAI-compatible API are OpenAI's objects (see the `openai` package's types). */
 export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: 'OpenAIObject' });
+/**
+ * An `openai` package object as a route's JSON body (`openaiObjectSchema`). Their optional
+ * fields read `x?: T`, which Hono's JSON typing turns into `T | undefined` (not JSON) under
+ * exactOptionalPropertyTypes; the objects the routes build leave such fields out.
+ */
+export function openaiObject(value: object): z.infer<typeof openaiObjectSchema> {
+  return value as z.infer<typeof openaiObjectSchema>;
+}
 
 export const openaiErrorSchema = z
   .object({

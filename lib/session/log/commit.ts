@@ -77,7 +77,7 @@ export interface TurnResult {
   output: Item[];
   receipt: unknown;
   response?: unknown;
-  error?: { code: string; message: string; details?: unknown };
+  error?: { code: string; message: string; details?: unknown } | undefined;
   /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
   undelivered?: Undelivered;
 }

@@ -44,7 +44,13 @@ export interface TurnSummary {
 export interface TurnSight {
   /** Every seq up to the turn's input, in runs: sent whole, compacted, or not at all. */
   seen: { first_seq: number; last_seq: number; treatment: Treatment }[];
-  synthetic: { index: number; synthetic: string; chars: number; content?: string; name?: string }[];
+  synthetic: {
+    index: number;
+    synthetic: string;
+    chars: number;
+    content?: string | undefined;
+    name?: string | undefined;
+  }[];
   /** With a compacted context: items before this seq reached the model only through the summary. */
   context_start_seq: number | null;
   abort: { name: string; stored_as: string; reason: string } | null;

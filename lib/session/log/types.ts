@@ -15,13 +15,13 @@ import type { Base } from './views.ts';
 
 /** The fields a session is created with (the API, "Sessions"); null = the deployment default. */
 export interface NewSession {
-  id?: string;
-  instructions?: string | null;
-  model?: string | null;
-  strategies?: string | string[] | null;
-  strategy_config?: Record<string, unknown> | null;
-  tools?: Tool[] | null;
-  metadata?: Record<string, unknown> | null;
+  id?: string | undefined;
+  instructions?: string | null | undefined;
+  model?: string | null | undefined;
+  strategies?: string | string[] | null | undefined;
+  strategy_config?: Record<string, unknown> | null | undefined;
+  tools?: Tool[] | null | undefined;
+  metadata?: Record<string, unknown> | null | undefined;
 }
 
 /** A session as the log returns it: its stored config plus counts from the newest record. */
@@ -113,7 +113,7 @@ export interface ContextView {
 export interface StoredOutcome {
   status: TurnStatus;
   response?: unknown;
-  error?: { code: string; message: string; details?: unknown };
+  error?: { code: string; message: string; details?: unknown } | undefined;
 }
 
 export type BeginTurnResult =
@@ -121,7 +121,7 @@ export type BeginTurnResult =
       kind: 'replay';
       response: unknown;
       status: TurnStatus;
-      error?: { code: string; message: string; details?: unknown };
+      error?: { code: string; message: string; details?: unknown } | undefined;
     }
   | { kind: 'claimed'; turn: OpenTurn };
 
@@ -151,7 +151,7 @@ export interface SessionLogOptions {
    * Runs on every read of a session's config, before it is used, and may throw: the HTTP
    * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
    */
-  checkConfig?: (config: SessionConfig) => void;
+  checkConfig?: ((config: SessionConfig) => void) | undefined;
 }
 
 export interface PackOptions {

@@ -10,7 +10,10 @@ import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { PackOptions } from './types.ts';
 import { aggregatesOf, readBase, tailFromBase, VIEW_KEY_CHARS, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
 
-/** Writing views: when one is due, and the tail it holds (whole where the strategies may show it, compacted elsewhere). */
+/**
+ * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
+ * compacted elsewhere).
+ */
 
 /** `pack` also writes a view once the records after the newest one hold this many bytes. */
 const VIEW_EVERY_BYTES = 64 * 1024;

@@ -1,0 +1,81 @@
+import type { BenchResults } from './results-markdown.ts';
+import type { TurnOverheadRow } from './turn-overhead.ts';
+
+/**
+ * What `npm run bench -- --quick` (run by CI) requires of its figures, so that a broken
+ * harness fails the run instead of printing a table with holes: every section that ran has
+ * figures, every size was measured, turns cost at most 8 storage operations (plus 3 per
+ * delivered notice), and each figure is one a working measurement gives. Returns the
+ * failures, empty when the run is sound.
+ */
+export function quickCheckFailures(results: BenchResults): string[] {
+  const failures: string[] = [];
+  const check = (ok: boolean, failure: string) => {
+    if (!ok) failures.push(failure);
+  };
+  for (const [section, why] of Object.entries(results.notMeasured ?? {}))
+    if (why && !why.startsWith('not run:')) failures.push(`${section}: ${why}`);
+  if (results.workerdError) failures.push(`workerd: ${results.workerdError}`);
+
+  const ran = (section: string) => !results.notMeasured?.[section]?.startsWith('not run:');
+  const overhead = (runtime: string, rows: TurnOverheadRow[] | undefined, countsPrompt: boolean) => {
+    check((rows?.length ?? 0) > 0, `${runtime}: no rows`);
+    for (const row of rows ?? []) {
+      const name = `${runtime} ${row.size}`;
+      if (row.skipped) {
+        failures.push(`${name}: ${row.skipped}`);
+        continue;
+      }
+      check(row.turns > 0 && row.p50Ms > 0, `${name}: no measured turns`);
+      check((row.storage?.operationsMedian ?? 0) > 0, `${name}: no storage operations counted`);
+      check(
+        (row.storage?.operationsMax ?? Infinity) <= 8,
+        `${name}: a turn took ${row.storage?.operationsMax} operations`,
+      );
+      check(!countsPrompt || (row.storage?.promptBytesMedian ?? 0) > 0, `${name}: no prompt bytes`);
+      const notice = row.notice;
+      check(notice !== undefined && notice.delivered > 0, `${name}: no notice delivered`);
+      if (notice?.operations !== undefined)
+        check(
+          notice.operations <= notice.operationsLimit,
+          `${name}: a notice turn took ${notice.operations} operations`,
+        );
+      if (countsPrompt)
+        check(
+          row.append?.byKind.find((entry) => entry.label === 'put turn record')?.count === 1,
+          `${name}: an append did not put one turn record`,
+        );
+    }
+  };
+  if (ran('memory')) overhead('memory', results.overheadMemory, true);
+  if (ran('workerd')) overhead('workerd', results.overheadWorkerd, false);
+  if (ran('strategies'))
+    check(
+      (results.strategies?.length ?? 0) > 0 && results.strategies!.every((figure) => figure.minMs >= 0),
+      'strategies: no figures',
+    );
+  if (ran('cache'))
+    check(
+      (results.cache?.runs.length ?? 0) > 0 && results.cache!.runs.every((run) => run.totals.costCached > 0),
+      'cache: no simulated runs',
+    );
+  if (ran('heap')) {
+    const heap = results.heap?.result;
+    check(
+      heap !== undefined && heap.peakGrowthBytes.length > 0 && heap.peakGrowthBytes.every((bytes) => bytes > 0),
+      'heap: no peak measured',
+    );
+    check(heap?.samplesPerTurn.every((samples) => samples > 0) ?? false, 'heap: no samples during a turn');
+  }
+  if (ran('compaction'))
+    check(
+      (results.compaction?.length ?? 0) > 0 && results.compaction!.every((figure) => figure.bytesRead > 0),
+      'compaction: no reads measured',
+    );
+  if (ran('reliability')) {
+    const reliability = results.reliability;
+    check((reliability?.simulation.interleavings ?? 0) > 0, 'reliability: no interleavings simulated');
+    check((reliability?.recovery.recoveryMs ?? 0) > 0, 'reliability: no recovery after kill -9 measured');
+  }
+  return failures;
+}

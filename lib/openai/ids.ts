@@ -11,6 +11,7 @@
  *   id holding `_` parses back unchanged.
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
  *   `fco_<session>_<seq>` (function call outputs).
+ * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
@@ -47,6 +48,10 @@ export function parseResponseId(id: string): ResponseRef | undefined {
 
 export function itemId(kind: ItemKind, sessionId: string, seq: number): string {
   return `${ITEM_PREFIX[kind]}_${sessionId}_${seq}`;
+}
+
+export function compactionId(sessionId: string, startSeq: number): string {
+  return `cmp_${sessionId}_${startSeq}`;
 }
 
 /** The session and seq of an item id, or undefined. */

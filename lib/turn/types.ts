@@ -63,6 +63,11 @@ export interface TurnRequest {
    * otherwise it is refused (context_too_large).
    */
   truncation?: 'auto' | 'disabled';
+  /**
+   * Compact in this turn even without `compact` among the strategies (OpenAI's
+   * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
+   */
+  compaction?: { threshold?: number };
 }
 
 /** The API's `context` object. */

@@ -87,16 +87,4 @@ describe('truncation', () => {
     expect(truncation).toMatchObject({ tool_pairs: 1, messages: 0, dropped_seqs: [2, 3] });
     expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
   });
-
-  it('refuses context_management (server-side compaction thresholds are not supported yet), naming it', async () => {
-    const refused = await client.responses
-      .create({
-        model: 'echo',
-        input: 'hi',
-        context_management: [{ type: 'compaction', compact_threshold: 1000 }],
-      } as never)
-      .catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(refused).toMatchObject({ param: 'context_management' });
-  });
 });

@@ -1,0 +1,69 @@
+import type { CompactedResponse, ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { compactionSizes, planCompaction, summarizeContext } from '../compaction/index.ts';
+import type { Item, PromptItem } from '../items.ts';
+import type { Model } from '../models/model.ts';
+import { resolveStrategyConfig } from '../strategies/index.ts';
+import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import type { TokenEncoders } from '../tokens/token-counter.ts';
+
+/**
+ * OpenAI's compaction items over tailgate's compaction (lib/compaction). OpenAI returns the
+ * summary encrypted; tailgate's is the summary text itself, readable, in `encrypted_content`,
+ * so a client can show it and send the item back as input unchanged.
+ */
+
+/** A compaction item carrying `summary` as plain text. */
+export function compactionItem(id: string, summary: string): ResponseCompactionItem {
+  return { type: 'compaction', id, encrypted_content: summary, created_by: 'tailgate' };
+}
+
+/** A compacted response (`client.responses.compact`): its output and zero usage (the summary call is not metered). */
+export function compactedResponse(id: string, createdAt: Date, output: ResponseCompactionItem[]): CompactedResponse {
+  return {
+    id,
+    object: 'response.compaction',
+    created_at: Math.floor(createdAt.getTime() / 1000),
+    output,
+    usage: {
+      input_tokens: 0,
+      input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+      output_tokens: 0,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 0,
+    },
+  };
+}
+
+export interface StatelessCompaction {
+  /** The items sent (a compaction item among them is already a summary message). */
+  items: Item[];
+  /** The model whose window sizes the summary (the request's). */
+  modelId: string;
+  /** The model that writes the summary. */
+  summaryModel: Model;
+  summaryPrompt?: string;
+  env: Record<string, string | undefined>;
+  tokenEncoders?: TokenEncoders;
+}
+
+/**
+ * Summarizes every item sent, storing nothing (`POST /v1/responses/compact` without a stored
+ * conversation). Null when there is nothing to summarize.
+ */
+export async function compactItems(request: StatelessCompaction): Promise<string | null> {
+  const config = resolveStrategyConfig({ env: request.env });
+  const budget = resolveTokenBudget(
+    request.modelId,
+    config,
+    request.tokenEncoders ? { encoders: request.tokenEncoders } : {},
+  );
+  const sizes = compactionSizes(budget, config);
+  const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
+  const cut = planCompaction(history, { keepTokens: 0, counter: budget.counter });
+  if (!cut) return null;
+  const next = await summarizeContext(request.summaryModel, null, cut, {
+    maxSummaryTokens: sizes.maxSummaryTokens,
+    ...(request.summaryPrompt ? { prompt: request.summaryPrompt } : {}),
+  });
+  return next.summary;
+}

@@ -67,3 +67,42 @@ export async function compactItems(request: StatelessCompaction): Promise<string
   });
   return next.summary;
 }
+
+/**
+ * One page of a conversation's item list with the current compaction item in it: seq n sits
+ * at position n and the compaction item at `compactionAt` (its start seq - 0.5, between the
+ * summarized items and the first one kept), so both page by the same cursor. `after` is the
+ * cursor's position (none: from the start, or from the end in descending order). Returns
+ * the positions of the page in order (a non-integer one is the compaction item).
+ */
+export function itemPage(options: {
+  total: number;
+  limit: number;
+  ascending: boolean;
+  after?: number;
+  compactionAt?: number;
+}): { positions: number[]; hasMore: boolean } {
+  const { total, limit, ascending, compactionAt } = options;
+  const seqs: number[] = [];
+  let candidates: number[];
+  if (ascending) {
+    const after = options.after ?? 0;
+    for (let seq = Math.floor(after) + 1; seq <= total && seqs.length < limit; seq += 1) seqs.push(seq);
+    const bound = (seqs.at(-1) ?? after) + 1;
+    const compaction = compactionAt !== undefined && compactionAt > after && compactionAt < bound;
+    candidates = (compaction ? [...seqs, compactionAt] : seqs).sort((a, b) => a - b).slice(0, limit);
+    const last = candidates.at(-1);
+    const hasMore =
+      last !== undefined &&
+      (last < total || (compactionAt !== undefined && compactionAt > last && compactionAt <= total + 0.5));
+    return { positions: candidates, hasMore };
+  }
+  const before = options.after ?? total + 1;
+  for (let seq = Math.min(total, Math.ceil(before) - 1); seq >= 1 && seqs.length < limit; seq -= 1) seqs.push(seq);
+  const bound = (seqs.at(-1) ?? before) - 1;
+  const compaction = compactionAt !== undefined && compactionAt < before && compactionAt > bound;
+  candidates = (compaction ? [...seqs, compactionAt] : seqs).sort((a, b) => b - a).slice(0, limit);
+  const last = candidates.at(-1);
+  const hasMore = last !== undefined && (last > 1 || (compactionAt !== undefined && compactionAt < last));
+  return { positions: candidates, hasMore };
+}

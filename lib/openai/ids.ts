@@ -54,6 +54,15 @@ export function compactionId(sessionId: string, startSeq: number): string {
   return `cmp_${sessionId}_${startSeq}`;
 }
 
+const COMPACTION = /^cmp_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
+
+/** The session and start seq of a compaction item id, or undefined. */
+export function parseCompactionId(id: string): { sessionId: string; startSeq: number } | undefined {
+  const match = COMPACTION.exec(id);
+  const startSeq = Number(match?.[2]);
+  return match && startSeq >= 2 ? { sessionId: match[1]!, startSeq } : undefined;
+}
+
 /** The session and seq of an item id, or undefined. */
 export function parseItemId(id: string): { kind: ItemKind; sessionId: string; seq: number } | undefined {
   const match = ITEM.exec(id);

@@ -81,8 +81,26 @@ describe('the official openai client: context_management compaction', () => {
       'short',
       'echo: short',
     ]);
-    const items = await client.conversations.items.list(sessionId, { order: 'asc' });
-    expect(items.data).toHaveLength(6);
+    // The conversation's items hold the compaction item before the first item it kept, and page through it.
+    const ids = (items: { id?: string }[]) => items.map((item) => item.id!.replace(`${sessionId}_`, ''));
+    const expected = ['msg_1', 'msg_2', 'cmp_3', 'msg_3', 'msg_4', 'msg_5', 'msg_6'];
+    expect(ids((await client.conversations.items.list(sessionId, { order: 'asc' })).data)).toEqual(expected);
+    for (const limit of [1, 2, 3]) {
+      const ascending: { id?: string }[] = [];
+      for await (const item of client.conversations.items.list(sessionId, { order: 'asc', limit }))
+        ascending.push(item);
+      expect(ids(ascending), `limit ${limit}`).toEqual(expected);
+      const descending: { id?: string }[] = [];
+      for await (const item of client.conversations.items.list(sessionId, { limit })) descending.push(item);
+      expect(ids(descending), `limit ${limit}`).toEqual([...expected].reverse());
+    }
+    expect(await client.conversations.items.retrieve(compaction.id, { conversation_id: sessionId })).toEqual(
+      compaction,
+    );
+    const stale = await client.conversations.items
+      .retrieve(`cmp_${sessionId}_2`, { conversation_id: sessionId })
+      .catch((error: unknown) => error);
+    expect(stale).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('streams the compaction item as an output item before response.completed', async () => {
@@ -145,6 +163,12 @@ describe('the official openai client: context_management compaction', () => {
           'echo: #1 user: call me Ishmael\n#2 assistant: echo: call me Ishmael\n#3 user: remember the whale',
       },
     ]);
+    // Everything was summarized: the compaction item comes last in the item list.
+    const listed: { id?: string }[] = [];
+    for await (const item of client.conversations.items.list(sessionId, { limit: 1 })) listed.push(item);
+    expect(listed.map((item) => item.id)).toEqual(
+      [4, 3, 2, 1].map((n) => `${n === 4 ? 'cmp' : 'msg'}_${sessionId}_${n}`),
+    );
     const prompt = await nextPrompt(sessionId);
     expect(prompt).toEqual([
       expect.objectContaining({ synthetic: 'summary', content: expect.stringContaining('whale') }),

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUMMARY_HEADER } from '../../lib/compaction/summary-transcript.ts';
+import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // Compaction through the official `openai` client against the real app (echo model: its
@@ -270,5 +271,40 @@ describe('the official openai client: context_management compaction', () => {
   it('publishes POST /v1/responses/compact in /openapi.json with the session:turn scope', async () => {
     const document = await tailgateGet('/../openapi.json');
     expect(document.paths['/v1/responses/compact'].post.security).toEqual([{ bearer: ['session:turn'] }]);
+  });
+});
+
+describe('the official openai client: compaction with a provider model', () => {
+  it("writes the summary with the conversation's model, and the provider's next prompt opens with it", async () => {
+    const provider = await startFakeProvider(() => ({ json: JSON.parse(fixture('openai-chat-text.json')) }));
+    const server = await startTailgate({
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      MODEL_ALIASES: 'gpt-4.1-mini=openai-compatible:fake-model',
+      MODEL_MAX_RETRIES: '0',
+    });
+    try {
+      const openai = new OpenAI({ apiKey: TOKEN, baseURL: server.baseURL, maxRetries: 0 });
+      const first = await openai.responses.create({ model: 'gpt-4.1-mini', input: long('alpha') });
+      const second = await openai.responses.create({
+        model: 'gpt-4.1-mini',
+        previous_response_id: first.id,
+        input: 'next',
+        context_management: [{ type: 'compaction', compact_threshold: 40 }],
+      });
+      const summary = 'Hello! How can I assist you today?';
+      expect(compactionOf(second.output)).toMatchObject({ type: 'compaction', encrypted_content: summary });
+      // Three provider calls: turn 1, the summary of turn 1, then turn 2 from the summary.
+      expect(provider.requests).toHaveLength(3);
+      const [, summarize, turn] = provider.requests.map((request) => request.body);
+      expect(summarize.messages[1].content).toContain('#1 user: alpha alpha');
+      expect(summarize.messages[1].content).toContain(`#2 assistant: ${summary}`);
+      expect(turn.messages.map((message: { content: string }) => message.content)).toEqual([
+        SUMMARY_HEADER + summary,
+        'next',
+      ]);
+    } finally {
+      await server.close();
+      await provider.close();
+    }
   });
 });

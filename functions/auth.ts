@@ -104,6 +104,7 @@ const RESPONSE_ROUTE = /^\/v1\/responses\/:id(\/|$)/;
 /** OpenAI-compatible routes whose session (if any) is named in the request, not the path. */
 const DEFERRED_ROUTES: ReadonlySet<string> = new Set([
   'POST /v1/responses',
+  'POST /v1/responses/compact',
   'POST /v1/chat/completions',
   'POST /v1/conversations',
 ]);

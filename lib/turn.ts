@@ -267,10 +267,11 @@ async function executeTurn(
       return { prepared, cacheBreakpoint, hydrated: await sessions.hydrate(turn.scope, prompt) };
     };
     let built = await build();
-    const compacting = plan.strategies.includes('compact');
+    const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
+    const threshold = request.compaction?.threshold;
     let compaction: TurnContext['compaction'];
-    if (compacting && Number.isFinite(budget.promptLimit) && sessions.commitTurnContext) {
-      const sizes = compactionSizes(budget, plan.strategyConfig);
+    if (compacting && (threshold !== undefined || Number.isFinite(budget.promptLimit)) && sessions.commitTurnContext) {
+      const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
       if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
         const cut = planCompaction(history, {
           keepTokens: sizes.keepTokens,

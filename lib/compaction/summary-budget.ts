@@ -6,17 +6,20 @@ export const SUMMARY_SHARE = 0.15;
 /**
  * The token sizes a compaction works with, from the turn's budget and the resolved ratios:
  * the trigger, what the newest kept items may take, and the summary's cap. A model without
- * a window (echo) is treated as the fallback window for manual compaction.
+ * a window (echo) is treated as the fallback window for manual compaction. With `threshold`
+ * (tokens, a request's own trigger) the sizes are shares of it and a prompt of `threshold`
+ * tokens or more triggers, whatever the model's window.
  */
 export function compactionSizes(
   budget: TokenBudget,
   config: { compact_trigger_ratio: number; compact_keep_ratio: number },
+  threshold?: number,
 ): { trigger: number; keepTokens: number; maxSummaryTokens: number } {
-  const limit = Number.isFinite(budget.promptLimit)
-    ? budget.promptLimit
-    : FALLBACK_CONTEXT_LIMIT - FALLBACK_RESPONSE_RESERVE;
+  const limit =
+    threshold ??
+    (Number.isFinite(budget.promptLimit) ? budget.promptLimit : FALLBACK_CONTEXT_LIMIT - FALLBACK_RESPONSE_RESERVE);
   return {
-    trigger: Math.floor(limit * config.compact_trigger_ratio),
+    trigger: threshold !== undefined ? threshold - 1 : Math.floor(limit * config.compact_trigger_ratio),
     keepTokens: Math.floor(limit * config.compact_keep_ratio),
     maxSummaryTokens: Math.max(32, Math.floor(limit * SUMMARY_SHARE)),
   };

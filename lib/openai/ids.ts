@@ -11,6 +11,7 @@
  *   id holding `_` parses back unchanged.
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
  *   `fco_<session>_<seq>` (function call outputs).
+ * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
  *
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
@@ -47,6 +48,19 @@ export function parseResponseId(id: string): ResponseRef | undefined {
 
 export function itemId(kind: ItemKind, sessionId: string, seq: number): string {
   return `${ITEM_PREFIX[kind]}_${sessionId}_${seq}`;
+}
+
+export function compactionId(sessionId: string, startSeq: number): string {
+  return `cmp_${sessionId}_${startSeq}`;
+}
+
+const COMPACTION = /^cmp_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
+
+/** The session and start seq of a compaction item id, or undefined. */
+export function parseCompactionId(id: string): { sessionId: string; startSeq: number } | undefined {
+  const match = COMPACTION.exec(id);
+  const startSeq = Number(match?.[2]);
+  return match && startSeq >= 2 ? { sessionId: match[1]!, startSeq } : undefined;
 }
 
 /** The session and seq of an item id, or undefined. */

@@ -8,6 +8,7 @@ import type {
   ResponseStreamEvent,
   ResponseUsage,
 } from 'openai/resources/responses/responses';
+import { SUMMARY_HEADER } from '../compaction/summary-transcript.ts';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item, StoredItem } from '../items.ts';
 import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
@@ -25,20 +26,25 @@ export type InputItemBody =
       content: string | { type: 'input_text' | 'output_text'; text: string }[];
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
-  | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] };
+  | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] }
+  | { type: 'compaction'; encrypted_content: string };
 
 /**
  * The request input as tailgate items, with the leading system and developer messages taken
  * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
- * A system message after the first other item is refused.
+ * A system message after the first other item is refused. A compaction item replaces every
+ * item before it: the items start with its summary as a user message (as a compacted
+ * context's prompt does).
  */
 export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: Item[] } {
   if (typeof input === 'string')
     return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
   const instructions: string[] = [];
-  const items: Item[] = [];
+  let items: Item[] = [];
   input.forEach((entry, index) => {
-    if (entry.type === 'function_call')
+    if (entry.type === 'compaction')
+      items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
+    else if (entry.type === 'function_call')
       items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
     else if (entry.type === 'function_call_output')
       items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
@@ -299,6 +305,13 @@ export class ResponseEventWriter {
       });
       this.#emit({ type: 'response.output_item.done', output_index: this.#index, item: functionCall(item, id) });
     }
+    this.#index += 1;
+  }
+
+  /** An output item that arrives whole (a compaction item): output_item.added, then output_item.done. */
+  wholeItem(item: ResponseOutputItem): void {
+    this.#emit({ type: 'response.output_item.added', output_index: this.#index, item });
+    this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
     this.#index += 1;
   }
 

@@ -64,6 +64,11 @@ export interface TurnRequest {
    * `compact` is not in the list (lib/compaction/fit-prompt.ts), else refused.
    */
   truncation?: 'auto' | 'disabled';
+  /**
+   * Compact in this turn even without `compact` among the strategies (OpenAI's
+   * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
+   */
+  compaction?: { threshold?: number };
 }
 
 /** The API's `context` object. */

@@ -40,6 +40,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/sessions/{id}/tokens/revoke': 'admin',
   'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
   'POST /v1/responses': 'session:turn',
+  'POST /v1/responses/compact': 'session:turn',
   'GET /v1/responses/{id}': 'session:read',
   'GET /v1/responses/{id}/input_items': 'session:read',
   'DELETE /v1/responses/{id}': 'admin',
@@ -68,6 +69,8 @@ const SAMPLE_BODIES: Record<string, () => unknown> = {
   'POST /v1/tokens': () => ({ scopes: ['inbox:read'] }),
   // Starts a new session: only a token bound to no session may.
   'POST /v1/responses': () => ({ model: 'echo', input: 'hello' }),
+  // Inline input alone: compacted statelessly, so only a token bound to no session may.
+  'POST /v1/responses/compact': () => ({ model: 'echo', input: 'hello' }),
   'POST /v1/conversations': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}': () => ({ metadata: { topic: 'tokens' } }),
   'POST /v1/conversations/{id}/items': () => ({ items: [{ type: 'message', role: 'user', content: 'note' }] }),

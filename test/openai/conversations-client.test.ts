@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // The official `openai` client's Conversations API against the real app (echo model).
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
@@ -12,9 +12,8 @@ beforeAll(async () => {
 });
 afterAll(() => tailgate.close());
 
-async function tailgateGet(path: string): Promise<any> {
-  const response = await fetch(`${tailgate.baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  return response.json();
+function tailgateGet(path: string): Promise<any> {
+  return getJson(tailgate.baseURL, path);
 }
 
 describe('the official openai client: conversations', () => {

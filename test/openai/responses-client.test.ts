@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // The official `openai` client against the real app on a loopback Node server (echo model).
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
@@ -19,9 +19,8 @@ const weather = {
   parameters: { type: 'object', properties: { city: { type: 'string' } } },
 };
 
-async function tailgateGet(path: string): Promise<any> {
-  const response = await fetch(`${tailgate.baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  return response.json();
+function tailgateGet(path: string): Promise<any> {
+  return getJson(tailgate.baseURL, path);
 }
 
 describe('the official openai client: responses', () => {
@@ -163,8 +162,7 @@ describe('the official openai client: responses', () => {
   });
 
   it('with store: false runs on the input alone and stores nothing', async () => {
-    const keys = async () =>
-      (await tailgate.store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
+    const keys = () => sessionKeys(tailgate.store);
     const before = await keys();
     const response = await client.responses.create({
       model: 'echo',

@@ -21,3 +21,14 @@ export async function startTailgate(
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
+
+/** GET `path` under the app's `/v1` with the admin token, as JSON (tailgate's own routes beside the facade). */
+export async function tailgateGet(baseURL: string, path: string): Promise<any> {
+  const response = await fetch(`${baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  return response.json();
+}
+
+/** Every key stored under `sessions/`, to show that a call stored nothing. */
+export async function sessionKeys(store: MemoryStore): Promise<string[]> {
+  return (await store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
+}

@@ -92,18 +92,6 @@ describe('truncation', () => {
     expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
   });
 
-  it('refuses context_management (server-side compaction thresholds are not supported yet), naming it', async () => {
-    const refused = await client.responses
-      .create({
-        model: 'echo',
-        input: 'hi',
-        context_management: [{ type: 'compaction', compact_threshold: 1000 }],
-      } as never)
-      .catch((error: unknown) => error);
-    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(refused).toMatchObject({ param: 'context_management' });
-  });
-
   it('on the native API the safety net is the default: the oldest items go behind a boundary the next turn keeps; "disabled" refuses with 413', async () => {
     const api = (path: string, body: unknown) =>
       fetch(`${tailgate.baseURL}${path}`, {

@@ -7,7 +7,8 @@ import { z } from 'zod';
 import { NotFoundError } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem } from '../../../lib/items.ts';
-import { itemId, parseItemId, randomId } from '../../../lib/openai/ids.ts';
+import { compactionItem, itemPage } from '../../../lib/openai/compaction.ts';
+import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from '../../../lib/openai/ids.ts';
 import { inputToItems, storedItem, type InputItemBody } from '../../../lib/openai/responses.ts';
 import type { SessionRecord } from '../../../lib/session/session-log.ts';
 import { SessionExistsError } from '../../../lib/session/session-exists-error.ts';
@@ -227,27 +228,40 @@ export function conversationRoutes() {
       const query = c.req.valid('query');
       const session = await readConversation(c, id);
       const total = session.counts.items;
-      const limit = query.limit ?? 20;
       let after: number | undefined;
       if (query.after !== undefined) {
+        const compaction = parseCompactionId(query.after);
         const ref = parseItemId(query.after);
-        if (!ref || ref.sessionId !== id)
+        if (compaction?.sessionId === id) after = compaction.startSeq - 0.5;
+        else if (ref?.sessionId === id) after = ref.seq;
+        else
           throw new OpenAIApiError(
             400,
             'invalid_request',
             `'${query.after}' is not an item of conversation '${id}'`,
             'after',
           );
-        after = ref.seq;
       }
-      const ascending = query.order === 'asc';
-      const [from, to] = ascending
-        ? [(after ?? 0) + 1, Math.min(total, (after ?? 0) + limit)]
-        : [Math.max(1, (after ?? total + 1) - limit), Math.min(total, (after ?? total + 1) - 1)];
-      const stored = from <= to ? await itemsBetween(c.var.services, id, from, to + 1) : [];
-      if (!ascending) stored.reverse();
-      const data = stored.map((item) => storedItem(item, itemId(item.type, id, item.seq)));
-      return c.json(listOf(data, ascending ? to < total : from > 1), 200);
+      // The current compaction item sits before the first item its summary did not replace.
+      const context = await c.var.services.sessions.currentContext(id);
+      const { positions, hasMore } = itemPage({
+        total,
+        limit: query.limit ?? 20,
+        ascending: query.order === 'asc',
+        ...(after !== undefined ? { after } : {}),
+        ...(context ? { compactionAt: context.start_seq - 0.5 } : {}),
+      });
+      const seqs = positions.filter(Number.isInteger);
+      const stored =
+        seqs.length > 0 ? await itemsBetween(c.var.services, id, Math.min(...seqs), Math.max(...seqs) + 1) : [];
+      const bySeq = new Map(stored.map((item) => [item.seq, item]));
+      const data = positions.flatMap((position): ResponseItem[] => {
+        if (!Number.isInteger(position))
+          return context ? [compactionItem(compactionId(id, context.start_seq), context.summary)] : [];
+        const item = bySeq.get(position);
+        return item ? [storedItem(item, itemId(item.type, id, item.seq))] : [];
+      });
+      return c.json(listOf(data, hasMore), 200);
     })
     .openapi(getItemRoute, async (c) => {
       const { id, item_id: requested } = c.req.valid('param');
@@ -258,6 +272,13 @@ export function conversationRoutes() {
           `Item with id '${requested}' not found in conversation '${id}'.`,
           'item_id',
         );
+      const compaction = parseCompactionId(requested);
+      if (compaction?.sessionId === id) {
+        await readConversation(c, id);
+        const context = await c.var.services.sessions.currentContext(id);
+        if (context?.start_seq !== compaction.startSeq) throw missing();
+        return c.json(openaiObject(compactionItem(requested, context.summary)), 200);
+      }
       const ref = parseItemId(requested);
       if (!ref || ref.sessionId !== id) throw missing();
       const session = await readConversation(c, id);

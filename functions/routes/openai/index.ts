@@ -1,5 +1,6 @@
 import { createRouter } from '../../router.ts';
 import { chatRoutes } from './chat.ts';
+import { compactResponseRoutes } from './compact.ts';
 import { conversationRoutes } from './conversations.ts';
 import { responseRoutes } from './responses.ts';
 
@@ -8,5 +9,9 @@ import { responseRoutes } from './responses.ts';
  * these paths are answered in OpenAI's shape (./errors.ts, installed by functions/app.ts).
  */
 export function openaiRoutes() {
-  return createRouter().route('/', responseRoutes()).route('/', conversationRoutes()).route('/', chatRoutes());
+  return createRouter()
+    .route('/', compactResponseRoutes())
+    .route('/', responseRoutes())
+    .route('/', conversationRoutes())
+    .route('/', chatRoutes());
 }

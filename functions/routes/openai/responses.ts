@@ -11,7 +11,15 @@ import { clientError, NotFoundError } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem, Tool } from '../../../lib/items.ts';
 import { UnknownModelError } from '../../../lib/models/model.ts';
-import { itemId, parseResponseId, randomId, responseId, type ResponseRef } from '../../../lib/openai/ids.ts';
+import { compactionItem } from '../../../lib/openai/compaction.ts';
+import {
+  compactionId,
+  itemId,
+  parseResponseId,
+  randomId,
+  responseId,
+  type ResponseRef,
+} from '../../../lib/openai/ids.ts';
 import {
   buildResponse,
   inputToItems,
@@ -175,16 +183,36 @@ function refOf(context: StoredContext, turn: number, firstSeq: number): Response
   return { sessionId: context.sessionId, turn, inputSeq: firstSeq - context.inputCount, outputSeq: firstSeq };
 }
 
-function storedResponse(context: StoredContext, response: TurnResponse, firstSeq: number): TailgateResponse {
+function storedResponse(
+  context: StoredContext,
+  response: TurnResponse,
+  firstSeq: number,
+  compacted: ResponseOutputItem[] = [],
+): TailgateResponse {
   return buildResponse({
     ...context.fields,
     id: responseId(refOf(context, response.turn, firstSeq)),
     createdAt: context.clock(),
     status: 'completed',
-    output: response.output.map((item) => outputItem(item, itemId(item.type, context.sessionId, item.seq))),
+    output: [
+      ...response.output.map((item) => outputItem(item, itemId(item.type, context.sessionId, item.seq))),
+      ...compacted,
+    ],
     usage: usageOf(response.usage),
     tailgate: { session_id: response.session_id, turn: response.turn, context: response.context },
   });
+}
+
+/**
+ * The compaction item of a turn that compacted (its summary is read back from the session,
+ * one get); none for other turns, or when a later compaction has moved the context since.
+ */
+async function compactionOutput(services: AppServices, response: TurnResponse): Promise<ResponseOutputItem[]> {
+  const moved = response.context.compaction;
+  if (!moved) return [];
+  const current = await services.sessions.currentContext(response.session_id);
+  if (current?.start_seq !== moved.start_seq) return [];
+  return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
 }
 
 const encoder = new TextEncoder();
@@ -263,8 +291,14 @@ async function streamStoredTurn(
       const event = next.value;
       if (event.event === 'output_text.delta') writer.delta(event.data.delta);
       else if (event.event === 'output_item.done') writer.itemDone(event.data.item);
-      else if (event.event === 'turn.completed') writer.completed(storedResponse(context, event.data, firstSeq));
-      else if (event.event === 'error')
+      else if (event.event === 'turn.completed') {
+        const compacted = await compactionOutput(services, event.data).catch((error: unknown) => {
+          services.log('tailgate: could not read the summary of a compacted response', error);
+          return [];
+        });
+        for (const item of compacted) writer.wholeItem(item);
+        writer.completed(storedResponse(context, event.data, firstSeq, compacted));
+      } else if (event.event === 'error')
         writer.failed(buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) }));
     }
     queue.close();
@@ -299,7 +333,16 @@ async function createResponse(
     truncation: body.truncation ?? 'disabled',
   } as const;
 
+  const compaction = body.context_management?.[0];
   if (body.store === false) {
+    if (compaction) {
+      throw new OpenAIApiError(
+        400,
+        'invalid_request',
+        'context_management compacts a stored conversation; with store: false, call POST /v1/responses/compact and send its output as input',
+        'context_management',
+      );
+    }
     if (body.previous_response_id || body.conversation) {
       throw new OpenAIApiError(
         400,
@@ -390,6 +433,9 @@ async function createResponse(
     ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
     // OpenAI's default is "disabled": no overflow safety net behind a Responses client's back.
     truncation: body.truncation ?? 'disabled',
+    ...(compaction
+      ? { compaction: compaction.compact_threshold ? { threshold: compaction.compact_threshold } : {} }
+      : {}),
   };
   const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
   if (body.stream) return streamStoredTurn(services, context, request, options);
@@ -402,7 +448,7 @@ async function createResponse(
   );
   const response = await pending;
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
-  return c.json(storedResponse(context, response, firstSeq), 200);
+  return c.json(storedResponse(context, response, firstSeq, await compactionOutput(services, response)), 200);
 }
 
 /**
@@ -425,34 +471,7 @@ async function sessionOf(
       'previous_response_id',
     );
   }
-  if (body.previous_response_id) {
-    const ref = parseResponseId(body.previous_response_id);
-    const missing = () =>
-      new OpenAIApiError(
-        404,
-        'previous_response_not_found',
-        `Previous response with id '${body.previous_response_id}' not found.`,
-        'previous_response_id',
-      );
-    if (!ref) throw missing();
-    authorizeSession(c, ref.sessionId);
-    const session = await sessions.get(ref.sessionId).catch((error: unknown) => {
-      throw error instanceof NotFoundError ? missing() : error;
-    });
-    if (ref.turn > session.counts.turns) throw missing();
-    if (ref.turn < session.counts.turns) {
-      const newest = await newestResponseId(c.var.services, ref.sessionId, session.counts.turns);
-      throw new OpenAIApiError(
-        409,
-        'conversation_branching_unsupported',
-        `Response '${body.previous_response_id}' is not the newest turn of its conversation; continue from ` +
-          `${newest ?? `turn ${session.counts.turns}`} (a conversation does not branch).`,
-        'previous_response_id',
-        { newest_response_id: newest, newest_turn: session.counts.turns },
-      );
-    }
-    return ref.sessionId;
-  }
+  if (body.previous_response_id) return continuedSession(c, body.previous_response_id);
   if (body.conversation) {
     const id = typeof body.conversation === 'string' ? body.conversation : body.conversation.id;
     authorizeSession(c, id);
@@ -492,6 +511,40 @@ async function sessionOf(
     if (!(error instanceof SessionExistsError && fresh.idempotencyKey !== undefined)) throw error;
   }
   return id;
+}
+
+/**
+ * The session `previousResponseId` continues: 404 previous_response_not_found when it is not
+ * a stored response, 409 conversation_branching_unsupported when it is not the session's
+ * newest turn (a conversation does not branch).
+ */
+export async function continuedSession(c: Context<AppEnv>, previousResponseId: string): Promise<string> {
+  const { sessions } = c.var.services;
+  const ref = parseResponseId(previousResponseId);
+  const missing = () =>
+    new OpenAIApiError(
+      404,
+      'previous_response_not_found',
+      `Previous response with id '${previousResponseId}' not found.`,
+      'previous_response_id',
+    );
+  if (!ref) throw missing();
+  authorizeSession(c, ref.sessionId);
+  const session = await sessions.get(ref.sessionId).catch((error: unknown) => {
+    throw error instanceof NotFoundError ? missing() : error;
+  });
+  if (ref.turn > session.counts.turns) throw missing();
+  if (ref.turn < session.counts.turns) {
+    const newest = await newestResponseId(c.var.services, ref.sessionId, session.counts.turns);
+    throw new OpenAIApiError(
+      409,
+      'conversation_branching_unsupported',
+      `Response '${previousResponseId}' is not the newest turn of its conversation; continue from ${newest ?? `turn ${session.counts.turns}`} (a conversation does not branch).`,
+      'previous_response_id',
+      { newest_response_id: newest, newest_turn: session.counts.turns },
+    );
+  }
+  return ref.sessionId;
 }
 
 /**

@@ -51,7 +51,22 @@ const functionCallOutputInput = z
   })
   .strict();
 
-export const responseInputItemSchema = z.union([messageInput, functionCallInput, functionCallOutputInput]);
+/** A compaction item sent back (tailgate's carry the summary as plain text in `encrypted_content`). */
+const compactionInput = z
+  .object({
+    type: z.literal('compaction'),
+    encrypted_content: z.string().min(1).max(1_000_000),
+    id: z.string().max(256).nullable().optional(),
+    created_by: z.string().max(256).optional(),
+  })
+  .strict();
+
+export const responseInputItemSchema = z.union([
+  messageInput,
+  functionCallInput,
+  functionCallOutputInput,
+  compactionInput,
+]);
 
 export const functionToolSchema = z
   .object({
@@ -101,10 +116,47 @@ export const responseCreateSchema = z
     include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+    context_management: z
+      .array(
+        z
+          .object({
+            type: z.literal('compaction', { error: 'only "compaction" is supported' }),
+            compact_threshold: z.number().int().min(1).max(100_000_000).nullable().optional().meta({
+              description:
+                "Prompt tokens at which the conversation is compacted (default: the model window's trigger).",
+            }),
+          })
+          .strict(),
+      )
+      .max(1, { error: 'at most one compaction entry' })
+      .nullable()
+      .optional(),
   })
   .strict()
   .meta({ id: 'OpenAIResponseCreate' });
 export type ResponseCreateBody = z.infer<typeof responseCreateSchema>;
+
+/** `client.responses.compact(...)`'s body (ResponseCompactParams), restricted to what tailgate does. */
+export const responseCompactSchema = z
+  .object({
+    model: modelSchema
+      .nullable()
+      .meta({ description: "The model that writes the summary (null: SUMMARY_MODEL, else the conversation's)." }),
+    input: z
+      .union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)])
+      .nullable()
+      .optional(),
+    instructions: z.string().nullable().optional(),
+    previous_response_id: z.string().min(1).max(200).nullable().optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+    service_tier: z
+      .enum(['auto', 'default'], { error: 'only "auto" and "default" are supported' })
+      .nullable()
+      .optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIResponseCompact' });
+export type ResponseCompactBody = z.infer<typeof responseCompactSchema>;
 
 export const responseIdParamsSchema = z.object({
   id: z

@@ -1,0 +1,77 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort, type RunningServer, startServer } from '../support/server-process.ts';
+
+// The Worker as `npm run build` bundles it (wrangler.toml's [alias] applied), served unbundled
+// again by wrangler dev in workerd.
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../..', import.meta.url));
+let directory: string;
+/** wrangler dev's local state: outside the served directory, which wrangler dev watches. */
+let state: string;
+let worker: RunningServer;
+
+beforeAll(async () => {
+  directory = await mkdtemp(join(tmpdir(), 'tailgate-worker-'));
+  state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
+  await run(
+    join(root, 'node_modules/.bin/wrangler'),
+    ['deploy', '--dry-run', '--env=', '--outdir', directory, '--metafile', join(directory, 'meta.json')],
+    { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } },
+  );
+  const port = await freePort();
+  const wrangler = join(root, 'node_modules/.bin/wrangler');
+  worker = await startServer(
+    wrangler,
+    ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
+      .concat(['--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', state])
+      .concat(['--var', 'API_TOKEN:bundle-token']),
+    { cwd: root, port, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
+  );
+}, 180_000);
+afterAll(async () => {
+  await worker?.stop();
+  await rm(directory, { recursive: true, force: true });
+  await rm(state, { recursive: true, force: true });
+});
+
+describe('the built Worker', () => {
+  it("bundles zod's English messages and no other language", async () => {
+    const meta = JSON.parse(await readFile(join(directory, 'meta.json'), 'utf8')) as {
+      inputs: Record<string, unknown>;
+    };
+    const locales = Object.keys(meta.inputs).filter((path) => /zod\/v4\/locales\//.test(path));
+    expect(locales.map((path) => path.replace(/.*zod\/v4\/locales\//, ''))).toEqual(['en.js']);
+  });
+
+  it('answers a bad body with a 400 whose message is readable English', async () => {
+    const response = await fetch(`${worker.origin}/v1/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer bundle-token' },
+      body: JSON.stringify({ scopes: ['admin'], ttl_seconds: 'long' }),
+    });
+    expect(response.status, worker.output()).toBe(400);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('invalid_request');
+    expect(body.error.message).toMatch(/ttl_seconds.*Invalid input: expected number, received string/);
+
+    const openai = await fetch(`${worker.origin}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: 'Bearer bundle-token' },
+      body: JSON.stringify({
+        model: 'echo',
+        input: 'hi',
+        context_management: [{ type: 'compaction', compact_threshold: 0 }],
+      }),
+    });
+    expect(openai.status).toBe(400);
+    const refused = (await openai.json()) as { error: { param: string; message: string } };
+    expect(refused.error.param).toBe('context_management[0].compact_threshold');
+    expect(refused.error.message).toMatch(/Too small: expected number to be >=1/);
+  });
+});

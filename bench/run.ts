@@ -2,7 +2,7 @@
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg. Options:
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
- *                                                 compaction, workerd, reliability; prints the markdown and
+ *                                                 compaction, workerd, reliability, inspector; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
@@ -20,13 +20,23 @@ import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
 import { measureCompactionReads } from './compaction.ts';
+import { measureInspector } from './inspector.ts';
 import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd', 'reliability'] as const;
+const SECTIONS = [
+  'strategies',
+  'cache',
+  'memory',
+  'heap',
+  'compaction',
+  'workerd',
+  'reliability',
+  'inspector',
+] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -175,6 +185,17 @@ if (runs('reliability')) {
   log('reliability: crash and race simulation, kill -9 recovery (bench/reliability.ts)');
   results.reliability = await measureReliability({ interleavings: quick ? 100 : 2_000, log });
   ended('reliability');
+}
+
+if (runs('inspector')) {
+  log('inspector reads against the length of the history (bench/inspector.ts)');
+  results.inspector = await measureInspector({
+    sizes: quick ? [100, 2_000] : [100, 100_000],
+    sessions: quick ? 100 : 1_000,
+    repetitions: quick ? 5 : 21,
+    log,
+  });
+  ended('inspector');
 }
 
 results.durationMs = performance.now() - started;

@@ -5,10 +5,11 @@ import type { Item } from '../lib/items.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
 import { CountingStore } from '../lib/store/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { runTurn } from '../lib/turn.ts';
+import { packOptions, runTurn, sessionStrategyPlan } from '../lib/turn.ts';
 import { agentItems } from './agent-session.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
+import { READ_FILE_TOOL } from './turn-driver.ts';
 
 /**
  * What the /ui inspector's reads cost as a session grows: each request through the real app
@@ -16,9 +17,10 @@ import { median } from './stats.ts';
  * and one of `large`, with `sessions` sessions in the store. The goal: storage calls, bytes
  * read and latency do not grow with the history (the ratio large / small stays near 1).
  *
- * Sessions are loaded through the session log and the turn pipeline directly (no HTTP): appends
- * of 100 items, a model turn (the echo model) every 4 appends, and the background work they
- * start (packing, the index).
+ * Sessions are loaded directly (no HTTP): the bulk as appends of 250 items, packed every 8
+ * appends, then the same tail on every session: 12 rounds of two model turns (the echo model
+ * calls a tool, then gets its output) through the turn pipeline with their background work, so
+ * the first page of turns and the newest turn look alike at every size.
  */
 
 export interface InspectorOptions {
@@ -48,9 +50,12 @@ export interface InspectorFigures {
 }
 
 const TOKEN = 'bench';
-/** Items per append, and appends per model turn, while loading. */
-const APPEND_BATCH = 100;
-const APPENDS_PER_TURN = 4;
+/** Items per append, and appends between packs, while loading the bulk of a session. */
+const APPEND_BATCH = 250;
+const PACK_EVERY_APPENDS = 8;
+/** Every session ends with this many rounds of two turns (a call, then its output): 4 items a round. */
+const TAIL_ROUNDS = 12;
+const TAIL_ITEMS = 4 * TAIL_ROUNDS;
 
 export async function measureInspector(options: InspectorOptions): Promise<InspectorFigures> {
   const log = options.log ?? (() => undefined);
@@ -70,6 +75,7 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
   const settle = async () => {
     while (tasks.length > 0) await tasks.shift();
   };
+  const defaultPack = packOptions(sessionStrategyPlan(services.env, { strategies: null, strategy_config: {} }));
   for (let index = 0; index < options.sessions - options.sizes.length; index++)
     await services.sessions.create({ id: `other_${index}`, metadata: { name: `session ${index}` } });
 
@@ -82,15 +88,30 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
     await services.sessions.create({ id, metadata: { name: `${size} items` } });
     const source = agentItems({ seed: 11, outputBytes: [100, 2_000], argumentBytes: [30, 300] });
     let stored = 0;
-    for (let appends = 1; stored < size; appends++) {
+    // The bulk: appends, packed as a turn's background work would.
+    for (let appends = 1; stored < size - TAIL_ITEMS; appends++) {
       const batch: Item[] = [];
-      while (batch.length < Math.min(APPEND_BATCH, size - stored - 2) || batch.at(-1)?.type === 'function_call')
+      while (
+        batch.length < Math.min(APPEND_BATCH, size - TAIL_ITEMS - stored) ||
+        batch.at(-1)?.type === 'function_call'
+      )
         batch.push(source.next().value as Item);
       stored = (await services.sessions.append(id, batch)).last_seq;
-      if (appends % APPENDS_PER_TURN === 0 || stored >= size - 2) {
-        const response = await runTurn(services, id, { input: 'continue' });
-        stored = response.output.at(-1)?.seq ?? stored;
-      }
+      if (appends % PACK_EVERY_APPENDS === 0) await services.sessions.pack(id, defaultPack);
+    }
+    // The same tail on every session: model turns, each round a call and its output.
+    for (let round = 0; round < TAIL_ROUNDS; round++) {
+      const asked = await runTurn(services, id, {
+        input: `call read_file {"path":"src/${round}.ts"}`,
+        tools: [READ_FILE_TOOL],
+      });
+      const call = asked.output.find((item) => item.type === 'function_call');
+      if (call?.type !== 'function_call') throw new Error('the echo model did not call the tool');
+      const answered = await runTurn(services, id, {
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: `line\n`.repeat(100) }],
+        tools: [READ_FILE_TOOL],
+      });
+      stored = answered.output.at(-1)?.seq ?? stored;
       await settle();
     }
     loadMs.push(performance.now() - started);
@@ -167,7 +188,7 @@ export function inspectorSection(figures: InspectorFigures | undefined, notMeasu
     title,
     '',
     `Command: \`${figures.command}\` (bench/inspector.ts). Each request through the app on the memory store, ` +
-      `${figures.repetitions} times; sessions of ${small} and ${large} items (appends of 100 items, a turn every 4 appends), ` +
+      `${figures.repetitions} times; sessions of ${small} and ${large} items (appends, then the same 24 model turns), ` +
       `${figures.sessions} sessions in the store. Storage calls and bytes read are per request; the ratio is ${large} / ${small}.`,
     '',
     `| Request | Calls (lists + gets) ${small} | Calls ${large} | Bytes read ${small} | Bytes read ${large} | Median ms ${small} | Median ms ${large} | Time ratio |`,

@@ -141,6 +141,18 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(2);
     });
 
+    it('racing writers (two refreshes and a PATCH) leave one entry, with the newest counts and metadata', async () => {
+      const { log, list, entries } = setup();
+      await log.create({ id: 'r', metadata: { v: 1 } });
+      await turn(log, 'r');
+      await log.append('r', [user('late')]);
+      await Promise.all([log.refreshIndex('r'), log.update('r', { metadata: { v: 2 } }), log.refreshIndex('r')]);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([
+        { id: 'r', metadata: { v: 2 }, counts: { items: 2, turns: 1, tool_calls: 0 } },
+      ]);
+    });
+
     it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
       const { log, list } = setup();
       const large = { notes: 'n'.repeat(2000) };

@@ -8,6 +8,7 @@ import { MemoryStore } from '../lib/store/memory.ts';
 import { packOptions, runTurn, sessionStrategyPlan } from '../lib/turn.ts';
 import { agentItems } from './agent-session.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
+import { RecordingStore, summarize } from './recording-store.ts';
 import { median } from './stats.ts';
 import { READ_FILE_TOOL } from './turn-driver.ts';
 
@@ -38,6 +39,8 @@ export interface InspectorRow {
   gets: number[];
   bytesRead: number[];
   medianMs: number[];
+  /** Per size: the reads by kind of key (bench/recording-store.ts), most bytes first. */
+  reads: { label: string; count: number; bytes: number }[][];
 }
 
 export interface InspectorFigures {
@@ -118,7 +121,8 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
     log(`inspector: ${id} loaded, ${stored} items in ${((performance.now() - started) / 1000).toFixed(1)} s`);
   }
 
-  const counting = new CountingStore(memory);
+  const recording = new RecordingStore(memory);
+  const counting = new CountingStore(recording);
   const app = createApp({ store: () => counting, readEnvironment: () => environment, log: () => undefined });
   const get = async (path: string) => {
     const response = await app.request(path, { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -148,11 +152,12 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
   ];
   const rows: InspectorRow[] = [];
   for (const { request, path } of requests) {
-    const row: InspectorRow = { request, calls: [], lists: [], gets: [], bytesRead: [], medianMs: [] };
+    const row: InspectorRow = { request, calls: [], lists: [], gets: [], bytesRead: [], medianMs: [], reads: [] };
     for (let index = 0; index < ids.length; index++) {
       const times: number[] = [];
       for (let repetition = 0; repetition < options.repetitions; repetition++) {
         counting.reset();
+        recording.reset();
         const started = performance.now();
         await get(path(index));
         times.push(performance.now() - started);
@@ -163,6 +168,11 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
       row.gets.push(counts.get + counts.head);
       row.bytesRead.push(counts.bytesRead);
       row.medianMs.push(median(times));
+      row.reads.push(
+        [...summarize(recording.reset())]
+          .map(([label, figures]) => ({ label, ...figures }))
+          .sort((a, b) => b.bytes - a.bytes || b.count - a.count),
+      );
     }
     rows.push(row);
     log(
@@ -199,6 +209,17 @@ export function inspectorSection(figures: InspectorFigures | undefined, notMeasu
     lines.push(
       `| ${row.request} | ${calls(0)} | ${calls(1)} | ${formatBytes(row.bytesRead[0]!)} | ${formatBytes(row.bytesRead[1]!)} | ` +
         `${row.medianMs[0]!.toFixed(2)} | ${row.medianMs[1]!.toFixed(2)} | ${(row.medianMs[1]! / row.medianMs[0]!).toFixed(2)} |`,
+    );
+  }
+  lines.push(
+    '',
+    `Where the calls and bytes go at ${large} items (bench/recording-store.ts kinds, most bytes first):`,
+    '',
+  );
+  for (const row of figures.rows) {
+    const reads = row.reads[1] ?? [];
+    lines.push(
+      `- ${row.request}: ${reads.map((entry) => `${entry.label} x${entry.count} ${formatBytes(entry.bytes)}`).join(', ') || 'nothing'}`,
     );
   }
   lines.push('');

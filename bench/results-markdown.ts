@@ -1,4 +1,5 @@
 import type { CompactionReadFigure } from './compaction.ts';
+import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -32,9 +33,10 @@ export interface BenchResults {
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   reliability?: ReliabilityFigures;
+  inspector?: InspectorFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
-  /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability) has no figures. */
+  /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
   notMeasured?: Partial<Record<string, string>>;
 }
 
@@ -93,6 +95,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...heapSection(results));
   lines.push(...compactionSection(results));
   lines.push(...reliabilitySection(results));
+  lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }

@@ -2,7 +2,7 @@
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, memory, heap,
- *                                                 compaction, workerd, reliability; prints the markdown and
+ *                                                 compaction, workerd, reliability, inspector; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -25,13 +25,23 @@ import { promptCacheChart } from './prompt-cache-chart.ts';
 import { quickCheckFailures } from './quick-check.ts';
 import { resultsMarkdown, type BenchResults } from './results-markdown.ts';
 import { measureCompactionReads } from './compaction.ts';
+import { measureInspector } from './inspector.ts';
 import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd', 'reliability'] as const;
+const SECTIONS = [
+  'strategies',
+  'cache',
+  'memory',
+  'heap',
+  'compaction',
+  'workerd',
+  'reliability',
+  'inspector',
+] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -203,6 +213,17 @@ if (runs('reliability')) {
   log('reliability: crash and race simulation, kill -9 recovery (bench/reliability.ts)');
   results.reliability = await measureReliability({ interleavings: quick ? 100 : 2_000, log });
   ended('reliability');
+}
+
+if (runs('inspector')) {
+  log('inspector reads against the length of the history (bench/inspector.ts)');
+  results.inspector = await measureInspector({
+    sizes: quick ? [100, 2_000] : [100, 100_000],
+    sessions: quick ? 100 : 1_000,
+    repetitions: quick ? 5 : 21,
+    log,
+  });
+  ended('inspector');
 }
 
 results.durationMs = performance.now() - started;

@@ -134,11 +134,14 @@ const PACK_EVERY_RECORDS = 4;
  * the background as turns do, so the next turn finds a recent view.
  */
 export async function appendItems(
-  services: Pick<TurnServices, 'env' | 'background'> & { sessions: Pick<SessionLog, 'append' | 'get' | 'pack'> },
+  services: Pick<TurnServices, 'env' | 'background'> & {
+    sessions: Pick<SessionLog, 'append' | 'get' | 'pack'> & Partial<Pick<SessionLog, 'refreshIndex'>>;
+  },
   sessionId: string,
   items: Item[],
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { first_seq, last_seq, record } = await services.sessions.append(sessionId, items);
+  afterResponse(services, async () => services.sessions.refreshIndex?.(sessionId));
   if (record % PACK_EVERY_RECORDS === 0) {
     afterResponse(services, async () => {
       const session = await services.sessions.get(sessionId);
@@ -404,6 +407,8 @@ async function executeTurn(
     throw error;
   } finally {
     clearInterval(renewal);
+    // The session's listing row, after whatever the turn stored.
+    afterResponse(services, async () => sessions.refreshIndex?.(sessionId));
   }
 }
 

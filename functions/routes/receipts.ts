@@ -1,6 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { idSchema } from '../../lib/items.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -143,9 +142,16 @@ const turnItemsRoute = createRoute({
 });
 
 const listSessionsQuerySchema = z.object({
-  after: idSchema
+  after: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,80}$/, 'after must be the next_after of a previous page (or a session id)')
     .optional()
-    .meta({ param: { name: 'after', in: 'query' }, description: 'The last id of the previous page' }),
+    .meta({
+      param: { name: 'after', in: 'query' },
+      description:
+        'The `next_after` of the previous page (opaque). A session id, as earlier versions returned, ' +
+        'continues after that session.',
+    }),
   limit: integerText('limit', 100)
     .optional()
     .meta({ param: { name: 'limit', in: 'query' } }),
@@ -154,7 +160,7 @@ const listSessionsQuerySchema = z.object({
     .optional()
     .meta({
       param: { name: 'counts', in: 'query' },
-      description: 'false: skip reading each session’s newest record (counts and last activity are null).',
+      description: 'false: counts and last activity are null (the page costs the same either way).',
     }),
 });
 
@@ -162,7 +168,9 @@ const listSessionsRoute = createRoute({
   method: 'get',
   path: '/v1/sessions',
   tags: ['sessions'],
-  summary: 'Sessions by id (one delimited listing per page; about 1 MiB a page at most; `limit` 1..100, default 20)',
+  summary:
+    'Sessions, newest created first (one listing of the session index per page; ' +
+    'about 1 MiB a page at most; `limit` 1..100, default 20)',
   security: requires('admin'),
   request: { query: listSessionsQuerySchema },
   responses: {
@@ -173,6 +181,11 @@ const listSessionsRoute = createRoute({
             id: z.string(),
             created_at: z.string(),
             metadata: z.record(z.string(), z.unknown()),
+            metadata_complete: z.boolean().meta({
+              description:
+                'false when the metadata is too large for the listing (`metadata` is then {}): ' +
+                'GET /v1/sessions/{id} has it.',
+            }),
             counts: z
               .object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() })
               .nullable(),
@@ -196,6 +209,7 @@ export function receiptRoutes() {
       const page = await c.var.services.sessions.listSessions({
         limit: limit ?? 20,
         counts: counts !== 'false',
+        background: c.var.services.background,
         ...(after !== undefined ? { after } : {}),
       });
       return c.json(page, 200);

@@ -33,6 +33,7 @@ import type {
 } from './log/types.ts';
 import { needsView } from './log/views.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
+import { refreshIndex } from './log/session-index.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
@@ -296,13 +297,25 @@ export class SessionLog {
     return turnItems(this.#log, id, turn, options);
   }
 
-  /** A page of sessions by id (one delimited listing; see log/listing.ts for what each row costs). */
+  /**
+   * A page of sessions, newest created first: one listing of the session index (log/listing.ts).
+   * Duplicate entries it meets are removed through `background`.
+   */
   async listSessions(options: {
     after?: string;
     limit: number;
     counts?: boolean;
+    background?: (task: Promise<unknown>) => void;
   }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
     return listSessions(this.#log, options);
+  }
+
+  /**
+   * Writes the session's index entry (its listing row) from its config and newest record, and
+   * removes the entry it replaces. Call it after a turn or an append, in the background.
+   */
+  async refreshIndex(id: string): Promise<void> {
+    return refreshIndex(this.#log, id);
   }
 
   /** The session's token generation (0 until tokens are first revoked); one config read. */

@@ -25,7 +25,7 @@ export type TurnSessionLog = Pick<
   | 'renewLease'
   | 'exists'
 > &
-  Partial<Pick<SessionLog, 'commitTurnContext'>>;
+  Partial<Pick<SessionLog, 'commitTurnContext' | 'refreshIndex'>>;
 
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;

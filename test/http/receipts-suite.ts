@@ -6,7 +6,7 @@ import { createClient, freshId, TOKEN, type HttpHarness } from './http-suite.ts'
  * Turn receipts and the session listing through the real app (the data behind /ui): turns
  * newest first with their outcome and seq ranges, what the model saw (whole, compacted,
  * dropped) rebuilt from the receipt and the stored items, the reused prompt prefix, the same
- * answers once the records are packed into segments, and the session listing by id. Runs in
+ * answers once the records are packed into segments, and the session listing. Runs in
  * Node (test/http/http.test.ts) and inside workerd (test/workers/http.test.ts).
  */
 export function defineReceiptSuite(label: string, harness: HttpHarness): void {
@@ -211,7 +211,7 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
   });
 
   describe(`${label}: session listing`, () => {
-    it('lists sessions by id in pages, with creation time, metadata, counts and last activity', async () => {
+    it('lists sessions newest first in pages, with creation time, metadata, counts and last activity', async () => {
       // A deployment prefix of its own: the listing sees only this test's sessions.
       const env = { KEY_PREFIX: `${freshId('listing')}/` };
       const call = async (method: string, path: string, body?: unknown) => {
@@ -227,40 +227,56 @@ export function defineReceiptSuite(label: string, harness: HttpHarness): void {
       for (const id of ids)
         expect((await call('POST', '/v1/sessions', { id, metadata: { name: `session ${id}` } })).status).toBe(201);
       expect((await call('POST', '/v1/sessions/c/turns', { input: 'hello' })).status).toBe(200);
-      // By the byte order of the keys `<id>/` ('-' < '/' < '_' < letters).
-      const expected = ['a-1', 'a', 'a_1', 'b-2', 'c'];
-      const seen: any[] = [];
-      let after: string | null = null;
-      for (let pages = 0; pages < 10; pages++) {
-        const page = await call('GET', `/v1/sessions?limit=2${after ? `&after=${after}` : ''}`);
-        expect(page.status, JSON.stringify(page.body)).toBe(200);
-        expect(page.body.sessions.length).toBeLessThanOrEqual(2);
-        seen.push(...page.body.sessions);
-        if (!page.body.has_more) break;
-        after = page.body.next_after;
+      const listAll = async (query: string) => {
+        const seen: any[] = [];
+        let after: string | null = null;
+        for (let pages = 0; pages < 10; pages++) {
+          const page = await call('GET', `/v1/sessions?limit=2${query}${after ? `&after=${after}` : ''}`);
+          expect(page.status, JSON.stringify(page.body)).toBe(200);
+          expect(page.body.sessions.length).toBeLessThanOrEqual(2);
+          seen.push(...page.body.sessions);
+          if (!page.body.has_more) break;
+          after = page.body.next_after;
+        }
+        return seen;
+      };
+      // The turn's row is written after its response, in the background.
+      let seen = await listAll('');
+      for (let attempt = 0; attempt < 50 && seen.find((session) => session.id === 'c')?.counts.turns !== 1; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        seen = await listAll('');
       }
-      expect(seen.map((session) => session.id)).toEqual(expected);
+      // Newest created first (sessions created within one millisecond: by the byte order of `<id>/`).
+      expect(seen.map((session) => session.id).sort()).toEqual([...ids].sort());
+      const times = seen.map((session) => Date.parse(session.created_at));
+      expect(times).toEqual([...times].sort((a, b) => b - a));
+      expect(seen.at(-1).id).toBe('b-2');
       const c = seen.find((session) => session.id === 'c');
-      expect(c).toMatchObject({ metadata: { name: 'session c' }, counts: { items: 2, turns: 1, tool_calls: 0 } });
+      expect(c).toMatchObject({
+        metadata: { name: 'session c' },
+        metadata_complete: true,
+        counts: { items: 2, turns: 1, tool_calls: 0 },
+      });
       expect(Date.parse(c.last_activity_at)).toBeGreaterThanOrEqual(Date.parse(c.created_at));
       const a = seen.find((session) => session.id === 'a');
       expect(a).toMatchObject({ counts: { items: 0, turns: 0, tool_calls: 0 }, last_activity_at: a.created_at });
       const light = await call('GET', '/v1/sessions?counts=false&limit=100');
       expect(light.body.sessions.map((session: any) => [session.id, session.counts])).toEqual(
-        expected.map((id) => [id, null]),
+        seen.map((session) => [session.id, null]),
       );
       expect(light.body).toMatchObject({ has_more: false, next_after: null });
       // A deleted session leaves the listing.
       expect((await call('DELETE', '/v1/sessions/a-1')).status).toBe(204);
-      expect((await call('GET', '/v1/sessions?limit=100')).body.sessions.map((session: any) => session.id)).toEqual([
-        'a',
-        'a_1',
-        'b-2',
-        'c',
-      ]);
+      const remaining = seen.map((session) => session.id).filter((id) => id !== 'a-1');
+      expect((await call('GET', '/v1/sessions?limit=100')).body.sessions.map((session: any) => session.id)).toEqual(
+        remaining,
+      );
+      // A session id as the cursor (as pages before the index returned) continues after that session.
       expect(
-        (await call('GET', '/v1/sessions?after=a&limit=100')).body.sessions.map((session: any) => session.id),
-      ).toEqual(['a_1', 'b-2', 'c']);
+        (await call('GET', `/v1/sessions?after=${remaining[0]}&limit=100`)).body.sessions.map(
+          (session: any) => session.id,
+        ),
+      ).toEqual(remaining.slice(1));
       expect((await call('GET', '/v1/sessions?after=a%2F')).status).toBe(400);
     });
   });

@@ -18,6 +18,7 @@ import { SESSION_DELETED } from '../turn-errors.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { closeTurn } from './lease.ts';
+import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import type { NewSession, SessionRecord } from './types.ts';
 
 /** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
@@ -64,6 +65,11 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
   );
   if (!written) throw new SessionExistsError(id);
+  try {
+    await indexCreated(log, config);
+  } catch {
+    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
+  }
   return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
 }
 
@@ -108,7 +114,11 @@ export async function updateSession(
       ifMatch: info.etag,
       contentType: 'application/json',
     });
-    if (written) return toSessionRecord(next, countsOf((await readNewest(log, scopeOf(log.keyPrefix, next))).newest));
+    if (written) {
+      const { newest } = await readNewest(log, scopeOf(log.keyPrefix, next));
+      await writeIndexEntry(log, next, newest);
+      return toSessionRecord(next, countsOf(newest));
+    }
     await backoff(attempt);
   }
   throw new StorageError(`session ${id}: too many concurrent updates`);
@@ -138,9 +148,13 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     keep.add(doneKey(scope, newest.record.record));
   };
   await fence(head.newest);
+  // The index entries go before the config (so a delete stopped right after deleting it
+  // leaves none) and after it (an entry a background writer put meanwhile).
+  await removeIndexEntries(log, head.config);
   await log.store.delete(configKey);
   // A turn claimed between the first read and the config's deletion is fenced too.
   await fence((await readNewest(log, scope)).newest);
+  await removeIndexEntries(log, head.config);
   await sweep(log, id, keep);
 }
 

@@ -1,22 +1,26 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
-import { idSchema } from '../../items.ts';
-import { mapLimit } from '../map-limit.ts';
+import type { ObjectInfo } from '../../store/object-store.ts';
 import type { SessionCounts } from '../records.ts';
-import { PARALLEL_GETS, parseInput, type LogContext } from './context.ts';
-import { countsOf, readConfig, readHead } from './head.ts';
+import { parseInput, type LogContext } from './context.ts';
+import { readConfig } from './head.ts';
+import {
+  compareEntries,
+  indexPosition,
+  indexPrefix,
+  isIndexPosition,
+  parseIndexKey,
+  type IndexEntry,
+} from './session-index.ts';
 
 /**
- * The session listing. Sessions are found with one delimited listing of `sessions/` per
- * page (each session is one common prefix, whatever it holds), so a page costs one list
- * call however many objects the sessions have. Object stores list by key only, so the order
- * is by id (UTF-8 byte order), not by time.
+ * The session listing: one listing of the session index (log/session-index.ts) per page, so
+ * a page costs one list call and no get, however many sessions and records there are. The
+ * index lists the newest created session first; the cursor (`after`) is a position in it.
  *
- * What a session's row holds is in two objects: its config (id, creation time, metadata)
- * and its newest record (the counts). Finding the newest record takes a small listing of the
- * session's records, so with `counts` (the default) a page also costs per session one get of
- * the config, one list of at most 3 keys and the newest record with its completion (2 gets),
- * 6 sessions at a time; without it, only the config get.
+ * A session created before the index existed has no entry until its next turn, append or
+ * PATCH. A cursor that is a session id (as cursors were before the index) continues after that
+ * session's position, for one config read (from the start when the session is gone).
  */
 
 /** A page holds about this many bytes of rows at most (at least one row). */
@@ -26,41 +30,52 @@ export interface SessionRow {
   id: string;
   created_at: string;
   metadata: Record<string, unknown>;
+  /** false when the metadata did not fit in the index: read the session for it (`metadata` is then {}). */
+  metadata_complete: boolean;
   counts: SessionCounts | null;
   /** When the newest record or completion was written (the creation time without one); null without counts. */
   last_activity_at: string | null;
 }
 
+const cursorSchema = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/, 'must be a next_after value or a session id');
+
 export async function listSessions(
   log: LogContext,
-  options: { after?: string; limit: number; counts?: boolean },
+  options: { after?: string; limit: number; counts?: boolean; background?: (task: Promise<unknown>) => void },
 ): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
   const limit = parseInput(z.number().int().min(1).max(100), options.limit);
-  const after = options.after === undefined ? undefined : parseInput(idSchema, options.after);
-  const prefix = `${log.keyPrefix}sessions/`;
-  // '0' sorts right after '/', and no id holds '/': every key of `after` is below it, every later id above.
+  const after =
+    options.after === undefined ? undefined : await positionOf(log, parseInput(cursorSchema, options.after));
+  const prefix = indexPrefix(log.keyPrefix);
+  // '0' sorts right after '/', and no id holds '/': every entry of `after` is below it, every later one above.
   const page = await log.store.list(prefix, {
-    delimiter: '/',
     limit,
     ...(after !== undefined ? { startAfter: `${prefix}${after}0` } : {}),
   });
-  const ids = (page.prefixes ?? [])
-    .map((group) => group.slice(prefix.length, -1))
-    .filter((id) => idSchema.safeParse(id).success);
-  const rows = await mapLimit(ids, PARALLEL_GETS, async (id) => {
-    try {
-      return await row(log, id, options.counts ?? true);
-    } catch (error) {
-      // Deleted since the listing, or a prefix left behind by an interrupted delete.
-      if (error instanceof NotFoundError) return null;
-      throw error;
-    }
+  const groups = new Map<string, { entry: IndexEntry; info: ObjectInfo }[]>();
+  let lastPosition: string | undefined;
+  for (const info of page.objects) {
+    const entry = parseIndexKey(log.keyPrefix, info.key);
+    if (!entry) continue;
+    lastPosition = entry.position;
+    const group = groups.get(entry.position) ?? [];
+    group.push({ entry, info });
+    groups.set(entry.position, group);
+  }
+  // Two entries of one session (a writer stopped between its put and its delete, or writes
+  // reordered): the one with the most turns shows; those it outranks go after the response.
+  const stale: string[] = [];
+  const best = [...groups.values()].map((group) => {
+    const top = group.reduce((a, b) => (compareEntries(b, a) > 0 ? b : a));
+    for (const other of group) if (compareEntries(top, other) > 0) stale.push(other.info.key);
+    return top.entry;
   });
+  if (stale.length > 0 && options.background) options.background(log.store.delete(stale));
   const sessions: SessionRow[] = [];
   let bytes = 0;
   let cut = false;
-  for (const found of rows) {
-    if (!found) continue;
+  for (const entry of best) {
+    const found = row(entry, options.counts ?? true);
     const size = JSON.stringify(found).length;
     if (sessions.length > 0 && bytes + size > MAX_LISTING_BYTES) {
       cut = true;
@@ -69,23 +84,30 @@ export async function listSessions(
     sessions.push(found);
     bytes += size;
   }
-  const lastId = cut ? sessions.at(-1)!.id : ids.at(-1);
-  const hasMore = cut || (page.truncated && lastId !== undefined);
-  return { sessions, has_more: hasMore, next_after: hasMore ? lastId! : null };
+  const last = cut ? best[sessions.length - 1]!.position : lastPosition;
+  const hasMore = cut || (page.truncated && last !== undefined);
+  return { sessions, has_more: hasMore, next_after: hasMore ? last! : null };
 }
 
-async function row(log: LogContext, id: string, withCounts: boolean): Promise<SessionRow> {
-  if (!withCounts) {
-    const { config } = await readConfig(log, id);
-    return { id, created_at: config.created_at, metadata: config.metadata, counts: null, last_activity_at: null };
-  }
-  const head = await readHead(log, id, 3);
-  const newest = head.newest;
+function row(entry: IndexEntry, withCounts: boolean): SessionRow {
   return {
-    id,
-    created_at: head.config.created_at,
-    metadata: head.config.metadata,
-    counts: countsOf(newest),
-    last_activity_at: newest ? (newest.done?.completed_at ?? newest.record.created_at) : head.config.created_at,
+    id: entry.id,
+    created_at: new Date(entry.createdMs).toISOString(),
+    metadata: entry.metadata ?? {},
+    metadata_complete: entry.metadata !== null,
+    counts: withCounts ? entry.counts : null,
+    last_activity_at: withCounts ? new Date(entry.lastActivityMs).toISOString() : null,
   };
+}
+
+/** The index position a cursor names: itself, or the position of the session a legacy id cursor names. */
+async function positionOf(log: LogContext, cursor: string): Promise<string | undefined> {
+  if (isIndexPosition(cursor)) return cursor;
+  try {
+    const { config } = await readConfig(log, cursor);
+    return indexPosition(config.id, Date.parse(config.created_at));
+  } catch (error) {
+    if (error instanceof NotFoundError) return undefined;
+    throw error;
+  }
 }

@@ -1,0 +1,206 @@
+import { NotFoundError } from '../../errors.ts';
+import type { ObjectInfo } from '../../store/object-store.ts';
+import { sessionConfigKey, validateId } from '../keys.ts';
+import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, readHead, type Head } from './head.ts';
+
+/**
+ * The session index: one empty object per session whose key carries its listing row, so a
+ * page of the listing is one list call (docs/STORAGE.md, "The session index").
+ *
+ *   `<keyPrefix>index/<inverted creation ms>-<id>/<inverted turns>.<inverted items>.<tool calls>.<last ms>.<metadata>`
+ *
+ * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms).
+ *
+ * The inverted creation time lists the newest session first; the inverted counts list the
+ * entry with the most turns (then items) first among entries of one session. `<metadata>` is
+ * the base64url of the metadata's JSON, or `~` when it would make the key longer than the
+ * 1,024 bytes S3 and R2 allow (the row then says `metadata_complete: false`).
+ *
+ * A writer puts its entry, reads the config again (a session deleted or changed meanwhile
+ * keeps no stale entry of this writer) and lists the session's entries to delete those it
+ * outranks; it deletes its own when it is outranked. Entries rank by turns, then items, then
+ * upload time.
+ */
+
+const INVERT_TIME = 10_000_000_000_000;
+const INVERT_COUNT = 999_999_999_999;
+const MAX_KEY_BYTES = 1024;
+const NO_METADATA = '~';
+const positionPattern = /^(\d{13})-([A-Za-z0-9_-]{1,64})$/;
+const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.([A-Za-z0-9_-]*|~)$/;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
+
+/** What a session's index entry says. */
+export interface IndexEntry {
+  id: string;
+  /** `<inverted creation ms>-<id>`: the listing's cursor. */
+  position: string;
+  createdMs: number;
+  counts: SessionCounts;
+  lastActivityMs: number;
+  /** null when the metadata did not fit in the key. */
+  metadata: Record<string, unknown> | null;
+}
+
+/** `<keyPrefix>index/`: a listing of it gives every session's row, newest created first. */
+export function indexPrefix(keyPrefix: string): string {
+  return `${keyPrefix}index/`;
+}
+
+/** Where an incarnation created at `createdMs` lists: `<inverted creation ms>-<id>`. */
+export function indexPosition(id: string, createdMs: number): string {
+  return `${String(INVERT_TIME - createdMs).padStart(13, '0')}-${validateId(id)}`;
+}
+
+/** A cursor that is an index position (not a session id, as cursors were before the index). */
+export function isIndexPosition(cursor: string): boolean {
+  return positionPattern.test(cursor);
+}
+
+/** The key of a session's entry for this state. */
+export function indexEntryKey(
+  keyPrefix: string,
+  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'metadata'>,
+): string {
+  const { counts } = entry;
+  const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
+  const state = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}.${entry.lastActivityMs}.`;
+  const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
+  const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
+  return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;
+}
+
+/** Parses a key listed under `indexPrefix`; null for a key the index did not write. */
+export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null {
+  const rest = key.slice(indexPrefix(keyPrefix).length);
+  const slash = rest.indexOf('/');
+  const position = positionPattern.exec(rest.slice(0, slash));
+  const state = statePattern.exec(rest.slice(slash + 1));
+  if (!key.startsWith(indexPrefix(keyPrefix)) || !position || !state) return null;
+  let metadata: Record<string, unknown> | null = null;
+  if (state[5] !== NO_METADATA) {
+    try {
+      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[5]!)));
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
+      metadata = parsed as Record<string, unknown>;
+    } catch {
+      return null;
+    }
+  }
+  return {
+    id: position[2]!,
+    position: rest.slice(0, slash),
+    createdMs: INVERT_TIME - Number(position[1]),
+    counts: {
+      turns: INVERT_COUNT - Number(state[1]),
+      items: INVERT_COUNT - Number(state[2]),
+      tool_calls: Number(state[3]),
+    },
+    lastActivityMs: Number(state[4]),
+    metadata,
+  };
+}
+
+/** Positive when `a` outranks `b` (more turns, then more items, then uploaded later). */
+export function compareEntries(a: { entry: IndexEntry; info: ObjectInfo }, b: { entry: IndexEntry; info: ObjectInfo }) {
+  return (
+    a.entry.counts.turns - b.entry.counts.turns ||
+    a.entry.counts.items - b.entry.counts.items ||
+    a.info.uploaded.getTime() - b.info.uploaded.getTime()
+  );
+}
+
+/** The entry of a session just created: no records yet. */
+export async function indexCreated(log: LogContext, config: SessionConfig): Promise<void> {
+  const createdMs = Date.parse(config.created_at);
+  await log.store.put(
+    indexEntryKey(log.keyPrefix, {
+      id: config.id,
+      createdMs,
+      counts: { items: 0, turns: 0, tool_calls: 0 },
+      lastActivityMs: createdMs,
+      metadata: config.metadata,
+    }),
+    '',
+  );
+}
+
+/**
+ * Writes the session's entry from its config and newest record, as they are now (after a
+ * turn or an append, in the background; a session gone meanwhile is left alone).
+ */
+export async function refreshIndex(log: LogContext, id: string): Promise<void> {
+  let head: Head;
+  try {
+    head = await readHead(log, id);
+  } catch (error) {
+    if (error instanceof NotFoundError) return;
+    throw error;
+  }
+  await writeIndexEntry(log, head.config, head.newest);
+}
+
+/** Puts the entry for `config` and `newest`, then removes the entries it outranks (see above). */
+export async function writeIndexEntry(log: LogContext, config: SessionConfig, newest: Head['newest']): Promise<void> {
+  const createdMs = Date.parse(config.created_at);
+  const key = indexEntryKey(log.keyPrefix, {
+    id: config.id,
+    createdMs,
+    counts: countsOf(newest),
+    lastActivityMs: newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : createdMs,
+    metadata: config.metadata,
+  });
+  await log.store.put(key, '');
+  // Deleted, created again or given other metadata meanwhile: that writer's entry stands.
+  const configKey = sessionConfigKey(log.keyPrefix, config.id);
+  const current = await log.store.get(configKey);
+  const now = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
+  if (
+    !now ||
+    now.created_at !== config.created_at ||
+    (now.generation ?? '') !== (config.generation ?? '') ||
+    JSON.stringify(now.metadata) !== JSON.stringify(config.metadata)
+  ) {
+    await log.store.delete(key);
+    return;
+  }
+  const listed = await sessionEntries(log, config.id, createdMs);
+  const mine = listed.find((candidate) => candidate.info.key === key);
+  if (!mine) return;
+  const stale = listed.filter((other) => other !== mine && compareEntries(mine, other) > 0);
+  const outranked = listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
+  const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
+  if (doomed.length > 0) await log.store.delete(doomed);
+}
+
+/** Deletes every entry of one incarnation (a delete of the session). */
+export async function removeIndexEntries(log: LogContext, config: SessionConfig): Promise<void> {
+  const entries = await sessionEntries(log, config.id, Date.parse(config.created_at));
+  if (entries.length > 0) await log.store.delete(entries.map((entry) => entry.info.key));
+}
+
+async function sessionEntries(
+  log: LogContext,
+  id: string,
+  createdMs: number,
+): Promise<{ entry: IndexEntry; info: ObjectInfo }[]> {
+  const page = await log.store.list(`${indexPrefix(log.keyPrefix)}${indexPosition(id, createdMs)}/`, { limit: 1000 });
+  return page.objects.flatMap((info) => {
+    const entry = parseIndexKey(log.keyPrefix, info.key);
+    return entry ? [{ entry, info }] : [];
+  });
+}
+
+function base64url(text: string): string {
+  let binary = '';
+  for (const byte of encoder.encode(text)) binary += String.fromCharCode(byte);
+  return btoa(binary).replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '');
+}
+
+function fromBase64url(text: string): Uint8Array {
+  const binary = atob(text.replaceAll('-', '+').replaceAll('_', '/'));
+  return Uint8Array.from(binary, (character) => character.charCodeAt(0));
+}

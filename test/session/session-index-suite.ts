@@ -1,0 +1,199 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { indexEntryKey, indexPrefix } from '../../lib/session/log/session-index.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { CountingStore } from '../../lib/store/counting-store.ts';
+import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { appendItems } from '../../lib/turn.ts';
+
+/**
+ * The session listing through the session index (lib/session/log/session-index.ts): one list
+ * call a page, rows right after every kind of write, duplicates from a stopped writer shown
+ * once, newest first across pages. Runs on the memory store and on S3 (fauxqs).
+ */
+export function defineSessionIndexSuite(label: string, makeStore: () => ObjectStore): void {
+  let prefixes = 0;
+  /** A log of its own (its own key prefix), with a clock one second apart per reading. */
+  function setup(wrap: (store: ObjectStore) => ObjectStore = (store) => store) {
+    const keyPrefix = `index-${Date.now()}-${prefixes++}-${Math.random().toString(36).slice(2)}/`;
+    const store = wrap(makeStore());
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => {
+      now += 1000;
+      return new Date(now);
+    };
+    const log = new SessionLog(store, { keyPrefix, clock });
+    const tasks: Promise<unknown>[] = [];
+    const background = (task: Promise<unknown>) => {
+      tasks.push(task);
+    };
+    const settle = async () => {
+      while (tasks.length > 0) await tasks.shift();
+    };
+    const list = (options: { after?: string; limit?: number } = {}) =>
+      log.listSessions({ limit: options.limit ?? 100, background, ...(options.after ? { after: options.after } : {}) });
+    const entries = async () => (await store.list(indexPrefix(keyPrefix), { limit: 1000 })).objects.map((o) => o.key);
+    return { store, log, keyPrefix, list, background, settle, entries };
+  }
+
+  const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+
+  async function turn(log: SessionLog, id: string, calls = 0) {
+    const begun = await log.beginTurn(id, { input: [user('go')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+    const output = Array.from({ length: calls }, (_, index) => ({
+      type: 'function_call' as const,
+      call_id: `c${begun.turn.turn}-${index}`,
+      name: 'read',
+      arguments: '{}',
+    }));
+    await log.completeTurn(begun.turn, { status: 'completed', output, receipt: {} });
+    await log.refreshIndex(id);
+  }
+
+  describe(`${label}: session index`, () => {
+    it('a page of 50 sessions is one list call and no get, newest created first', async () => {
+      const counting = { store: undefined as CountingStore | undefined };
+      const { log, list } = setup((store) => (counting.store = new CountingStore(store)));
+      const ids = Array.from({ length: 50 }, (_, index) => `s${String(index).padStart(2, '0')}`);
+      for (const id of ids) await log.create({ id, metadata: { name: id } });
+      await turn(log, 's07', 1);
+      counting.store!.reset();
+      const page = await list({ limit: 50 });
+      const { list: lists, get, head } = counting.store!.counts;
+      expect({ lists, get, head }).toEqual({ lists: 1, get: 0, head: 0 });
+      expect(page.sessions.map((row) => row.id)).toEqual([...ids].reverse());
+      expect(page.sessions.find((row) => row.id === 's07')).toMatchObject({
+        counts: { items: 2, turns: 1, tool_calls: 1 },
+        metadata: { name: 's07' },
+      });
+    });
+
+    it('rows follow create, turns, appends, PATCH, delete and a re-created id', async () => {
+      const { log, list, background, settle, entries } = setup();
+      const created = await log.create({ id: 'x', metadata: { team: 'red' } });
+      const row = async () => (await list()).sessions.find((session) => session.id === 'x');
+      expect(await row()).toEqual({
+        id: 'x',
+        created_at: created.created_at,
+        metadata: { team: 'red' },
+        metadata_complete: true,
+        counts: { items: 0, turns: 0, tool_calls: 0 },
+        last_activity_at: created.created_at,
+      });
+      await turn(log, 'x', 2);
+      const afterTurn = await row();
+      expect(afterTurn?.counts).toEqual({ items: 3, turns: 1, tool_calls: 2 });
+      expect(Date.parse(afterTurn!.last_activity_at!)).toBeGreaterThan(Date.parse(created.created_at));
+      // An append through the pipeline writes the row after its response.
+      await appendItems({ env: {}, background, sessions: log }, 'x', [user('more'), user('again')]);
+      await settle();
+      expect((await row())?.counts).toEqual({ items: 5, turns: 1, tool_calls: 2 });
+      await log.update('x', { metadata: { team: 'blue', note: 'ü ✓' } });
+      expect(await row()).toMatchObject({ metadata: { team: 'blue', note: 'ü ✓' }, counts: { items: 5, turns: 1 } });
+      expect(await entries()).toHaveLength(1);
+      await log.delete('x');
+      expect(await row()).toBeUndefined();
+      expect(await entries()).toEqual([]);
+      const again = await log.create({ id: 'x', metadata: { team: 'green' } });
+      expect(await row()).toMatchObject({
+        created_at: again.created_at,
+        metadata: { team: 'green' },
+        counts: { items: 0, turns: 0, tool_calls: 0 },
+      });
+      expect(await entries()).toHaveLength(1);
+    });
+
+    it('a writer stopped between its put and its delete, or a late stale write, still lists the session once', async () => {
+      const faults = { store: undefined as FaultyStore | undefined };
+      const { log, list, settle, entries, keyPrefix } = setup((store) => (faults.store = new FaultyStore(store)));
+      await log.create({ id: 'y' });
+      await log.create({ id: 'z' });
+      faults.store!.failWhen(({ operation, key }) => operation === 'delete' && key.startsWith(indexPrefix(keyPrefix)), {
+        times: 1,
+      });
+      await log.append('y', [user('one')]);
+      await expect(log.refreshIndex('y')).rejects.toThrow();
+      expect(await entries()).toHaveLength(3);
+      expect((await list()).sessions.map((row) => [row.id, row.counts?.items])).toEqual([
+        ['z', 0],
+        ['y', 1],
+      ]);
+      await settle();
+      expect(await entries()).toHaveLength(2);
+      await turn(log, 'y');
+      // The entry of an older state, written late (reordered background writes).
+      const stale = indexEntryKey(keyPrefix, {
+        id: 'y',
+        createdMs: Date.parse((await log.get('y')).created_at),
+        counts: { items: 1, turns: 0, tool_calls: 0 },
+        lastActivityMs: 0,
+        metadata: {},
+      });
+      await faults.store!.put(stale, '');
+      const page = await list();
+      expect(page.sessions.map((row) => [row.id, row.counts])).toEqual([
+        ['z', { items: 0, turns: 0, tool_calls: 0 }],
+        ['y', { items: 2, turns: 1, tool_calls: 0 }],
+      ]);
+      await settle();
+      expect(await entries()).toHaveLength(2);
+    });
+
+    it('racing writers (two refreshes and a PATCH) leave one entry, with the newest counts and metadata', async () => {
+      const { log, list, entries } = setup();
+      await log.create({ id: 'r', metadata: { v: 1 } });
+      await turn(log, 'r');
+      await log.append('r', [user('late')]);
+      await Promise.all([log.refreshIndex('r'), log.update('r', { metadata: { v: 2 } }), log.refreshIndex('r')]);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([
+        { id: 'r', metadata: { v: 2 }, counts: { items: 2, turns: 1, tool_calls: 0 } },
+      ]);
+    });
+
+    it('metadata too large for a key is left to GET /v1/sessions/:id, and says so', async () => {
+      const { log, list } = setup();
+      const large = { notes: 'n'.repeat(2000) };
+      const fits = { name: 'ü'.repeat(100), tags: ['a', 'b'], nested: { deep: [1, 2, 3] } };
+      await log.create({ id: 'big', metadata: large });
+      await log.create({ id: 'small', metadata: fits });
+      const rows = (await list()).sessions;
+      expect(rows.find((row) => row.id === 'big')).toMatchObject({ metadata: {}, metadata_complete: false });
+      expect(rows.find((row) => row.id === 'small')).toMatchObject({ metadata: fits, metadata_complete: true });
+      expect((await log.get('big')).metadata).toEqual(large);
+      // A PATCH that makes it fit lists it whole again.
+      await log.update('big', { metadata: { notes: 'short' } });
+      expect((await list()).sessions.find((row) => row.id === 'big')).toMatchObject({
+        metadata: { notes: 'short' },
+        metadata_complete: true,
+      });
+    });
+
+    it('pages go newest first with no duplicates or gaps; an old id cursor continues after that session', async () => {
+      const { log, list } = setup();
+      const ids = ['m', 'a', 'z-9', 'b_2', 'q', 'c', 'k'];
+      for (const id of ids) await log.create({ id });
+      // Activity does not move a session: the order is by creation.
+      await turn(log, 'a');
+      const seen: string[] = [];
+      let after: string | undefined;
+      for (let pages = 0; pages < 10; pages++) {
+        const page = await list({ limit: 3, ...(after ? { after } : {}) });
+        expect(page.sessions.length).toBeLessThanOrEqual(3);
+        seen.push(...page.sessions.map((row) => row.id));
+        if (!page.has_more) {
+          expect(page.next_after).toBeNull();
+          break;
+        }
+        after = page.next_after!;
+        expect(after).not.toBe(page.sessions.at(-1)!.id);
+      }
+      expect(seen).toEqual([...ids].reverse());
+      expect((await list({ after: 'q' })).sessions.map((row) => row.id)).toEqual(['b_2', 'z-9', 'a', 'm']);
+      expect((await list({ after: 'gone' })).sessions.map((row) => row.id)).toEqual([...ids].reverse());
+      await expect(list({ after: 'a/b' })).rejects.toMatchObject({ code: 'invalid_request' });
+    });
+  });
+}

@@ -1,9 +1,5 @@
-import { inject } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { createTestS3Store } from '../support/s3-store.ts';
 import { defineSessionIndexSuite } from './session-index-suite.ts';
 
-// The same suite on memory and on S3 (fauxqs behind the conditional-write gateway the global
-// setup starts; test/support/s3-store.ts). Each test writes under a key prefix of its own.
+// The suite on memory; session-index-s3.test.ts runs it on S3.
 defineSessionIndexSuite('memory', () => new MemoryStore());
-defineSessionIndexSuite('s3 on fauxqs', () => createTestS3Store(inject('s3Endpoint'), inject('s3Bucket')));

@@ -231,7 +231,7 @@ describe('storage operations per turn', () => {
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
-        beginTurn: log.beginTurn.bind(log),
+        claimTurn: log.claimTurn.bind(log),
         readContext: log.readContext.bind(log),
         needsView: log.needsView.bind(log),
         previewContext: log.previewContext.bind(log),

@@ -92,6 +92,12 @@ export async function take(
   const read = await ('read' in notice ? notice.read : readNotice(ctx, notice, isAbort));
   if (read.kind !== 'read') return read;
   const { object, content } = read;
+  // Read a while ago: the original must still be the one read, or it may have been taken
+  // and given back (posted again) since, and its old claim deleted.
+  if ('read' in notice) {
+    const current = await ctx.store.head(key);
+    if (!current || plainEtag(current.etag) !== plainEtag(object.etag)) return { kind: 'taken' };
+  }
   const identity: Identity = {
     etag: plainEtag(object.etag),
     uploaded: object.uploaded.toISOString(),

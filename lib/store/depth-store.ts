@@ -37,6 +37,7 @@ export class DepthStore implements ObjectStore {
   readonly delayMs: number;
   #calls: DepthCall[] = [];
   #completed: DepthCall[] = [];
+  #inFlight = 0;
 
   constructor(inner: ObjectStore, options: { delayMs?: number } = {}) {
     this.inner = inner;
@@ -59,15 +60,23 @@ export class DepthStore implements ObjectStore {
     return Math.max(0, ...this.#calls.filter(filter).map((call) => call.depth));
   }
 
+  /** Resolves once no call has been in flight for a timer tick (what a slow caller would find). */
+  async idle(): Promise<void> {
+    do await new Promise((resolve) => setTimeout(resolve, 1));
+    while (this.#inFlight > 0);
+  }
+
   async #track<Result>(op: DepthCall['op'], key: string, run: () => Promise<Result>): Promise<Result> {
     const depth = 1 + Math.max(0, ...this.#completed.map((call) => call.depth));
     const call: DepthCall = { op, key, depth, completedBefore: this.#completed.length, startedAt: performance.now() };
     this.#calls.push(call);
     const calls = this.#calls;
+    this.#inFlight += 1;
     try {
       if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
       return await run();
     } finally {
+      this.#inFlight -= 1;
       call.endedAt = performance.now();
       // A call started before the last mark does not count after it.
       if (calls === this.#calls) this.#completed.push(call);

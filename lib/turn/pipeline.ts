@@ -72,8 +72,9 @@ export async function runTurn(
       : {}),
     request: requestRecord(request),
   });
-  const fetched = fetchInbox(services, sessionId, request);
   for (;;) {
+    // Read again for every attempt: what an attempt read is as old as its claim's reads.
+    const fetched = fetchInbox(services, sessionId, request);
     const attempt = await claim.next();
     if (attempt.kind === 'replay') return replay(attempt, emit);
     const response = await attemptTurn(services, sessionId, request, attempt, fetched, emit);

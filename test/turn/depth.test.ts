@@ -9,17 +9,15 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
 
 /**
- * Round trips on a turn's critical path, counted deterministically: a DepthStore gives each
- * storage call its depth (one more than the deepest call completed before it started). The
- * model notes the deepest call completed when it is called and when it ends, and holds its
- * answer for a few ms, so whatever overlaps it has landed by then.
+ * Round trips on a turn's critical path: a DepthStore gives each storage call its depth (one
+ * more than the deepest call completed before it started), every call taking a timer tick.
+ * The model notes the deepest call completed when it is called, and answers only once no
+ * storage call is in flight, as a model slower than the writes it overlaps would; the calls
+ * that start after its answer are counted after it.
  */
 
-const MODEL_MS = 20;
-
 function world() {
-  // Every call takes a timer tick, so a call completes only after the microtasks around it.
-  const store = new DepthStore(new MemoryStore(), { delayMs: 1 });
+  const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
   const seen = { before: 0, endedAt: 0, calls: 0 };
   const deepestCompleted = () => store.depth((call) => call.endedAt !== undefined);
   const model: Model = {
@@ -27,7 +25,7 @@ function world() {
     async generate(request: ModelRequest) {
       seen.calls += 1;
       seen.before = deepestCompleted();
-      await new Promise((resolve) => setTimeout(resolve, MODEL_MS));
+      await store.idle();
       const result = await echoModel.generate(request);
       seen.endedAt = performance.now();
       return result;
@@ -35,7 +33,7 @@ function world() {
     async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
       seen.calls += 1;
       seen.before = deepestCompleted();
-      await new Promise((resolve) => setTimeout(resolve, MODEL_MS));
+      await store.idle();
       for await (const event of echoModel.stream(request)) {
         if (event.type === 'done') seen.endedAt = performance.now();
         yield event;
@@ -65,6 +63,8 @@ function world() {
 async function history(w: ReturnType<typeof world>, turns: number) {
   await w.sessions.create({ id: 's' });
   for (let index = 0; index < turns; index++) await runTurn(w.services, 's', { input: `turn ${index}` });
+  // A view of the newest record, as the background packing writes one.
+  await w.sessions.pack('s', { refresh: true });
 }
 
 describe('round trips of a turn', () => {
@@ -74,6 +74,9 @@ describe('round trips of a turn', () => {
     w.store.mark();
     const response = await runTurn(w.services, 's', { input: 'measured' });
     expect(response.output[0]).toMatchObject({ content: 'echo: measured' });
+    // The view is read in the round of the newest record.
+    const view = w.store.calls.find((call) => call.key.endsWith('.view'));
+    expect(view?.depth).toBe(2);
     expect(w.seen.before).toBeLessThanOrEqual(2);
     expect(w.after()).toBe(1);
   });

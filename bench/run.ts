@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg. Options:
- *   --only=<sections>                             run some of strategies, cache, memory, heap,
+ *   --only=<sections>                             run some of strategies, cache, memory, latency, heap,
  *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
@@ -24,9 +24,10 @@ import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
+import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd', 'reliability'] as const;
+const SECTIONS = ['strategies', 'cache', 'memory', 'latency', 'heap', 'compaction', 'workerd', 'reliability'] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -130,6 +131,20 @@ if (runs('memory')) {
   });
   await driver.close();
   ended('memory');
+}
+
+if (runs('latency')) {
+  const options = { delayMs: 25, modelMs: 200 };
+  log(`round trips: every storage call ${options.delayMs} ms slower (bench/latency.ts)`);
+  const rows = await measureLatency({
+    ...options,
+    sizes: quick ? [100, 1_000] : [100, 10_000, 100_000],
+    turns: quick ? 4 : 10,
+    seed: 11,
+    log,
+  });
+  results.latency = { rows, ...options };
+  ended('latency');
 }
 
 if (runs('heap')) {

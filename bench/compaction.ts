@@ -1,4 +1,4 @@
-import { compactSession } from '../lib/compaction/compact-session.ts';
+import { compactSession } from '../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import { echoModel } from '../lib/models/echo.ts';

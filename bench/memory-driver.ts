@@ -43,7 +43,7 @@ export class MemoryTurnDriver implements TurnDriver {
     const log = this.#services.sessions;
     const sessions: TurnSessionLog = {
       get: (id) => log.get(id),
-      beginTurn: (id, options) => log.beginTurn(id, options),
+      claimTurn: (id, options) => log.claimTurn(id, options),
       readContext: (turn, requirement) => log.readContext(turn, requirement),
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),

@@ -9,6 +9,7 @@ import { cachedCost, CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER, type CacheRu
 import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
+import type { LatencyRow } from './latency.ts';
 
 /** Everything one `npm run bench` measured, for RESULTS.md. */
 export interface BenchResults {
@@ -32,6 +33,7 @@ export interface BenchResults {
   cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string; costs?: CacheCosts };
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
+  latency?: { rows: LatencyRow[]; delayMs: number; modelMs: number };
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
@@ -90,6 +92,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push('');
 
   lines.push(...overheadSection(results));
+  lines.push(...latencySection(results));
   lines.push(...strategySection(results));
   lines.push(...cacheSection(results));
   lines.push(...heapSection(results));
@@ -105,6 +108,39 @@ interface GoalRow {
   target: string;
   measured: string;
   met: string;
+}
+
+/** Round trips on a turn's critical path, with every storage call made slower. */
+function latencySection(results: BenchResults): string[] {
+  const lines = [
+    '## Storage round trips on the critical path',
+    '',
+    'Command: `npm run bench -- --only=latency` (bench/latency.ts)',
+    '',
+  ];
+  const figures = results.latency;
+  if (!figures) return [...lines, `${capitalized(notMeasured(results, 'latency'))}.`, ''];
+  const { delayMs } = figures;
+  lines.push(
+    `Every storage call takes ${delayMs} ms more (a DepthStore over the memory store), the echo model answers after ${figures.modelMs} ms. ` +
+      'Medians over the turns (every other one streamed); then one turn delivering 3 notices. ' +
+      `Depth in time is ms / ${delayMs}; counted is the deepest storage call done when the model was called, and the rounds started after its last token. ` +
+      'Goals: at most 2 before the model, 1 after.',
+    '',
+    '| items | turns | before model ms (depth) | counted | after last token ms (depth) | counted | to turn.started ms | notice turn: before ms / counted | after ms / counted |',
+    '|---|---|---|---|---|---|---|---|---|',
+  );
+  const depth = (ms: number) => (ms / delayMs).toFixed(1);
+  for (const row of figures.rows) {
+    const n = row.notices;
+    lines.push(
+      `| ${row.size.toLocaleString('en-US')} | ${row.turns} | ${row.beforeModelMs.toFixed(0)} (${depth(row.beforeModelMs)}) | ${row.depthBeforeModel} | ` +
+        `${row.afterModelMs.toFixed(0)} (${depth(row.afterModelMs)}) | ${row.depthAfterModel} | ${row.startedMs.toFixed(0)} | ` +
+        `${n.beforeModelMs.toFixed(0)} / ${n.depthBeforeModel} | ${n.afterModelMs.toFixed(0)} / ${n.depthAfterModel} |`,
+    );
+  }
+  lines.push('');
+  return lines;
 }
 
 /** Section 6: what the crash and race simulation checked, and recovery after kill -9. */
@@ -217,7 +253,7 @@ function goalRows(results: BenchResults): GoalRow[] {
     if (notices.length > 0) {
       rows.push({
         goal: `Storage operations of a turn delivering notices (${runtime})`,
-        target: `<= 8 + 3 per notice (${notices[0]!.notice!.operationsLimit} for ${notices[0]!.notice!.delivered})`,
+        target: `<= 8 + 4 per notice (${notices[0]!.notice!.operationsLimit} for ${notices[0]!.notice!.delivered})`,
         measured: notices.map((row) => `${row.notice!.operations} at ${row.size.toLocaleString('en-US')}`).join(', '),
         met: yes(notices.every((row) => row.notice!.operations! <= row.notice!.operationsLimit)),
       });
@@ -803,8 +839,8 @@ function causesSection(results: BenchResults): string[] {
                 `${row.notice!.operationsLimit}; ${overMedian(row)} over the median turn)`,
             )
             .join(', ') +
-          ' (budget: 3 per notice: copy, delete, read)' +
-          (noticeRows.every((row) => overMedian(row) <= 3 * row.notice!.delivered)
+          ' (budget: 4 per notice: read, check, copy, delete)' +
+          (noticeRows.every((row) => overMedian(row) <= 4 * row.notice!.delivered)
             ? '; the miss is the base turn above, not the delivery.'
             : '; delivery itself costs more than budgeted.'),
       );

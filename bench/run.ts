@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
- *   --only=<sections>                             run some of strategies, cache, memory, heap,
+ *   --only=<sections>                             run some of strategies, cache, memory, latency, heap,
  *                                                 compaction, workerd, reliability, inspector; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
@@ -30,12 +30,14 @@ import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
+import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
 const SECTIONS = [
   'strategies',
   'cache',
   'memory',
+  'latency',
   'heap',
   'compaction',
   'workerd',
@@ -168,6 +170,20 @@ if (runs('memory')) {
   });
   await driver.close();
   ended('memory');
+}
+
+if (runs('latency')) {
+  const options = { delayMs: 25, modelMs: 200 };
+  log(`round trips: every storage call ${options.delayMs} ms slower (bench/latency.ts)`);
+  const rows = await measureLatency({
+    ...options,
+    sizes: quick ? [100, 1_000] : [100, 10_000, 100_000],
+    turns: quick ? 4 : 10,
+    seed: 11,
+    log,
+  });
+  results.latency = { rows, ...options };
+  ended('latency');
 }
 
 if (runs('heap')) {

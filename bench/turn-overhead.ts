@@ -56,7 +56,7 @@ export interface NoticeTurnFigures {
   ms: number;
   delivered: number;
   operations?: number;
-  /** 8 + 3 x delivered. */
+  /** 8 + 4 x delivered. */
   operationsLimit: number;
 }
 
@@ -158,24 +158,7 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
       await driver.createSession(id, text.text(1_000));
       const loadStart = performance.now();
       run.appendsBefore = driver.appendCounts?.length ?? 0;
-      let appendsSinceTurn = 0;
-      while (run.stored < size) {
-        const batch: Item[] = [];
-        while (
-          batch.length < Math.min(options.appendBatch, size - run.stored) ||
-          batch.at(-1)?.type === 'function_call'
-        ) {
-          batch.push(source.next().value as Item);
-        }
-        run.stored = await driver.append(id, batch);
-        if (++appendsSinceTurn >= options.turnEveryAppends) {
-          appendsSinceTurn = 0;
-          if (driver.pack) await driver.pack(id);
-          else run.stored = lastSeq((await driver.turn(id, { input: 'continue' })).response, run.stored);
-        }
-      }
-      // The background work of the last appends catches up before the turns are measured.
-      if (driver.pack) await driver.pack(id);
+      await loadHistory(driver, id, size, source, options, (stored) => (run.stored = stored));
       run.appendsAfter = driver.appendCounts?.length ?? 0;
       run.loadMs = performance.now() - loadStart;
       run.itemsAtStart = run.stored;
@@ -237,6 +220,40 @@ export async function benchTurnOverhead(driver: TurnDriver, options: TurnOverhea
   return rows;
 }
 
+/**
+ * Loads `size` agent-like items into session `id`: POST /items in batches of `appendBatch`,
+ * packing (or, where the driver cannot pack, a short turn) every `turnEveryAppends` appends,
+ * and once more at the end so the background work catches up. `progress` hears the last seq
+ * after every write.
+ */
+export async function loadHistory(
+  driver: TurnDriver,
+  id: string,
+  size: number,
+  source: Iterator<unknown>,
+  options: Pick<TurnOverheadOptions, 'appendBatch' | 'turnEveryAppends'>,
+  progress: (stored: number) => void = () => undefined,
+): Promise<number> {
+  let stored = 0;
+  let appendsSinceTurn = 0;
+  while (stored < size) {
+    const batch: Item[] = [];
+    while (batch.length < Math.min(options.appendBatch, size - stored) || batch.at(-1)?.type === 'function_call') {
+      batch.push(source.next().value as Item);
+    }
+    stored = await driver.append(id, batch);
+    progress(stored);
+    if (++appendsSinceTurn >= options.turnEveryAppends) {
+      appendsSinceTurn = 0;
+      if (driver.pack) await driver.pack(id);
+      else stored = lastSeq((await driver.turn(id, { input: 'continue' })).response, stored);
+      progress(stored);
+    }
+  }
+  if (driver.pack) await driver.pack(id);
+  return stored;
+}
+
 /** After the measured turns: the open call answered, the notice turn, the newest page, the figures. */
 async function finishRow(
   driver: TurnDriver,
@@ -274,7 +291,7 @@ async function finishRow(
     notice: {
       ms: noticeTurn.ms,
       delivered,
-      operationsLimit: 8 + 3 * delivered,
+      operationsLimit: 8 + 4 * delivered,
       ...(noticeTurn.storage ? { operations: operationsOf(noticeTurn.storage) } : {}),
     },
   };

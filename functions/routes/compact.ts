@@ -1,5 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
-import { compactSession } from '../../lib/compaction/compact-session.ts';
+import { compactSession } from '../../lib/turn/compact-session.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';

@@ -88,7 +88,7 @@ export function turnRoutes() {
       if (wantsStream) {
         const turn = streamTurn(services, id, request, options);
         services.background(turn.done);
-        return turnEventStream(turn.events);
+        return turnEventStream(c, turn.events);
       }
       // The turn must complete even if the client goes away: keep it alive past the response.
       const pending = runTurn(services, id, request, options);

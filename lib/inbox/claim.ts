@@ -1,9 +1,11 @@
 import { StorageError } from '../errors.ts';
-import { decodeUtf8, listAll, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { decodeUtf8, listAll, type ObjectInfo, type ObjectStore, type StoredObject } from '../store/object-store.ts';
 import { parseSlot, slotName, splitExtension } from './notice-name.ts';
-import type { InboxLogEvent } from './types.ts';
+import { mapLimit } from '../session/map-limit.ts';
+import type { DeliveredNotice, InboxLogEvent } from './types.ts';
 import {
   CLOCK_TOLERANCE_MS,
+  CONCURRENCY,
   META,
   plainEtag,
   postedAtOf,
@@ -37,13 +39,18 @@ const STALE_CLAIM_MS = 60_000;
 /** Bound on create-only attempts at successive slots of one name within one consume. */
 const MAX_SLOT_ATTEMPTS = 50;
 
-/** Moves one notice (claim, delete original) and returns its content, or why not. */
-export async function take(
-  ctx: InboxContext,
-  notice: ListedNotice,
-  context: TakeContext,
-  isAbort: boolean,
-): Promise<ClaimOutcome> {
+/** A notice read before its move: its content, or why it is not delivered. */
+export type NoticeRead =
+  | { kind: 'read'; object: StoredObject; content: string }
+  | Extract<ClaimOutcome, { kind: 'skipped' | 'taken' }>;
+
+/** A listed notice whose read has started (see `Inbox.fetch`). */
+export interface FetchedNotice extends ListedNotice {
+  read: Promise<NoticeRead>;
+}
+
+/** Reads one notice for its move: too large, unreadable or not UTF-8 (but an abort's) is skipped. */
+export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbort: boolean): Promise<NoticeRead> {
   const { key } = notice.info;
   const tooLarge = () => {
     ctx.log({ level: 'warn', message: `notice left in place: larger than ${ctx.maxNoticeBytes} bytes`, key });
@@ -59,16 +66,37 @@ export async function take(
   }
   if (!object) return { kind: 'taken' };
   if (object.body.length > ctx.maxNoticeBytes) return tooLarge();
-  let content: string;
   try {
-    content = decodeUtf8(object.body);
+    return { kind: 'read', object, content: decodeUtf8(object.body) };
   } catch (error) {
     if (!isAbort) {
       ctx.log({ level: 'warn', message: 'notice left in place: content is not valid UTF-8', key, error });
       return { kind: 'skipped' };
     }
     // An abort's content is only its reason: the intent is in the name.
-    content = new TextDecoder().decode(object.body);
+    return { kind: 'read', object, content: new TextDecoder().decode(object.body) };
+  }
+}
+
+/**
+ * Moves one notice (claim, delete original) and returns its content, or why not. A notice
+ * fetched earlier is moved as it was read then.
+ */
+export async function take(
+  ctx: InboxContext,
+  notice: ListedNotice | FetchedNotice,
+  context: TakeContext,
+  isAbort: boolean,
+): Promise<ClaimOutcome> {
+  const { key } = notice.info;
+  const read = await ('read' in notice ? notice.read : readNotice(ctx, notice, isAbort));
+  if (read.kind !== 'read') return read;
+  const { object, content } = read;
+  // Read a while ago: the original must still be the one read, or it may have been taken
+  // and given back (posted again) since, and its old claim deleted.
+  if ('read' in notice) {
+    const current = await ctx.store.head(key);
+    if (!current || plainEtag(current.etag) !== plainEtag(object.etag)) return { kind: 'taken' };
   }
   const identity: Identity = {
     etag: plainEtag(object.etag),
@@ -193,4 +221,24 @@ export async function removeStaleOriginal(ctx: InboxContext, key: string, claim:
   } catch (error) {
     ctx.log({ level: 'warn', message: 'could not remove a notice that was already delivered', key, error });
   }
+}
+
+/** Moves notices (a few at a time) and returns those delivered, in the order given. */
+export async function deliverAll(
+  ctx: InboxContext,
+  notices: (ListedNotice | FetchedNotice)[],
+  context: TakeContext,
+): Promise<DeliveredNotice[]> {
+  const outcomes = await mapLimit(notices, CONCURRENCY, (notice) => take(ctx, notice, context, false));
+  const delivered: DeliveredNotice[] = [];
+  outcomes.forEach((outcome, index) => {
+    if (outcome.kind !== 'claimed') return;
+    delivered.push({
+      name: notices[index]!.name,
+      stored_as: outcome.storedAs,
+      content: outcome.content,
+      posted_at: outcome.postedAt,
+    });
+  });
+  return delivered;
 }

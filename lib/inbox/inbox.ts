@@ -28,11 +28,10 @@ import {
   turnSchema,
   validTime,
   type ListedNotice,
-  type TakeContext,
 } from './delivery-records.ts';
 import { mapLimit } from '../session/map-limit.ts';
 import { listAll } from '../store/object-store.ts';
-import { take, type InboxContext } from './claim.ts';
+import { deliverAll, readNotice, take, type FetchedNotice, type InboxContext } from './claim.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 import { CONCURRENCY, generateName, withMetadata } from './delivery-records.ts';
 export type {
@@ -259,9 +258,9 @@ export class Inbox {
   async consume(sessionId: string, options: ConsumeOptions): Promise<ConsumeResult> {
     const inboxPrefix = this.#inboxPrefix(sessionId);
     const removedPrefix = this.#removedPrefix(sessionId);
-    let notices: ListedNotice[];
+    let notices: (ListedNotice | FetchedNotice)[];
     try {
-      notices = await this.#listNotices(inboxPrefix);
+      notices = await (options.fetched ?? this.#listNotices(inboxPrefix));
       if (options.since !== undefined)
         notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
       if (notices.length === 0) return { delivered: [] };
@@ -275,33 +274,30 @@ export class Inbox {
     const deliveredAt = this.#clock().toISOString();
     const context = { removedPrefix, turn: options.turn, deliveredAt };
     const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
-    const delivered = await this.#deliverAll(abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
+    const delivered = await deliverAll(this.#context, abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
     if (abortIndex < 0) return { delivered };
     const abortNotice = notices[abortIndex]!;
     const outcome = await take(this.#context, abortNotice, context, true);
     if (outcome.kind === 'skipped') return { delivered };
     if (outcome.kind === 'taken') {
       // Withdrawn, or consumed by an earlier turn (which aborted): what follows is ours.
-      delivered.push(...(await this.#deliverAll(notices.slice(abortIndex + 1), context)));
+      delivered.push(...(await deliverAll(this.#context, notices.slice(abortIndex + 1), context)));
       return { delivered };
     }
     const reason = outcome.content.trim() || `aborted by inbox notice ${abortNotice.name}`;
     return { delivered, abort: { name: abortNotice.name, stored_as: outcome.storedAs, reason } };
   }
 
-  async #deliverAll(notices: ListedNotice[], context: TakeContext): Promise<DeliveredNotice[]> {
-    const outcomes = await mapLimit(notices, CONCURRENCY, (notice) => take(this.#context, notice, context, false));
-    const delivered: DeliveredNotice[] = [];
-    outcomes.forEach((outcome, index) => {
-      if (outcome.kind !== 'claimed') return;
-      delivered.push({
-        name: notices[index]!.name,
-        stored_as: outcome.storedAs,
-        content: outcome.content,
-        posted_at: outcome.postedAt,
-      });
+  /**
+   * Lists the inbox and starts reading every notice, without side effects: what `consume`
+   * takes as `fetched`, so a turn reads its notices before it knows its number.
+   */
+  async fetch(sessionId: string): Promise<FetchedNotice[]> {
+    const notices = await this.#listNotices(this.#inboxPrefix(sessionId));
+    return notices.map((notice) => {
+      const read = readNotice(this.#context, notice, notice.name === ABORT_NOTICE_NAME);
+      return { ...notice, read };
     });
-    return delivered;
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { FetchedNotice } from './claim.ts';
 /** The inbox's public shapes: what its methods take and answer. */
 
 /** One line of the inbox's log: a notice skipped, left in place, or cleaned up. */
@@ -78,6 +79,8 @@ export interface ConsumeOptions {
    * id, and is removed instead of delivered.
    */
   since?: string;
+  /** The inbox as `Inbox.fetch` read it: moved as read then, without listing again. */
+  fetched?: Promise<FetchedNotice[]>;
 }
 
 /** A notice the prompt preview shows as pending. */

@@ -4,7 +4,8 @@ import type { ObjectStore } from '../store/object-store.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import type { TailRequirement } from '../strategies/strategy.ts';
 import type { LogScope } from './keys.ts';
-import { appendItems, beginTurn, completeTurn, type TurnResult } from './log/commit.ts';
+import { appendItems } from './log/commit.ts';
+import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
 import {
   createSession,
@@ -130,11 +131,19 @@ export class SessionLog {
    * newest record or, once a later record exists, through `idem/<key hash>`, which every
    * close of a keyed turn writes before its completion (and no record follows an open turn).
    */
-  async beginTurn(
-    id: string,
-    options: { input: Item[]; idempotencyKey?: string; requestHash?: string; request?: unknown },
-  ): Promise<BeginTurnResult> {
+  async beginTurn(id: string, options: ClaimOptions): Promise<BeginTurnResult> {
     return beginTurn(this.#log, id, options);
+  }
+
+  /**
+   * The same claim, attempt by attempt, so a caller can start work on the turn while its
+   * record is being put: each `next()` reads the head and returns the turn as it will be,
+   * with `landed`, its create-only put already started (false: another writer took the
+   * number; nothing of this attempt may be kept, call `next()` again). Keyed turns write
+   * `idem/` once their record landed, before `landed` resolves.
+   */
+  claimTurn(id: string, options: ClaimOptions): TurnClaim {
+    return new TurnClaim(this.#log, id, options);
   }
 
   /**

@@ -1,7 +1,7 @@
 import { ModelError, type Model, type ModelRequest, type ModelResult } from '../models/model.ts';
 import type { TurnEvent } from './types.ts';
 
-/** Streaming a turn: model events to turn events, and the queue between the pipeline and the response. */
+/** Model events to turn events, and the model call a turn starts before its claim has landed. */
 
 export async function streamModel(
   model: Model,
@@ -19,33 +19,47 @@ export async function streamModel(
   throw new ModelError('the model stream ended without a result');
 }
 
-/** An unbounded single-consumer queue: the producer never waits for the consumer. */
-export class EventChannel<T> implements AsyncIterable<T> {
-  #buffer: T[] = [];
-  #closed = false;
-  #wake: (() => void) | undefined;
+/** What a turn's writes before its output say about a model call started ahead of them. */
+export type GateOutcome = 'pass' | 'changed';
 
-  push(value: T): void {
-    if (this.#closed) return;
-    this.#buffer.push(value);
-    this.#wake?.();
+/**
+ * Calls the model while `gate` (the turn's claim, then its notice moves) settles, so the call
+ * does not wait for those writes. Until the gate passes nothing of the call is emitted:
+ * `turn.started` goes first, then what the model streamed meanwhile. When the gate says the
+ * prompt no longer holds ('changed': a notice it shows was not moved) or fails (the claim was
+ * lost), the call is aborted and its output dropped: null, or the gate's error.
+ */
+export async function gatedModelCall(
+  model: Model,
+  request: ModelRequest,
+  gate: Promise<GateOutcome>,
+  started: TurnEvent & { event: 'turn.started' },
+  emit: ((event: TurnEvent) => void) | undefined,
+): Promise<ModelResult | null> {
+  const controller = new AbortController();
+  const held: TurnEvent[] = [];
+  let open = false;
+  const forward = (event: TurnEvent) => (open ? emit!(event) : held.push(event));
+  const call = emit
+    ? streamModel(model, { ...request, signal: controller.signal }, started.data.first_seq, forward)
+    : model.generate({ ...request, signal: controller.signal });
+  // Settled either way: an aborted call's failure is nobody's.
+  call.catch(() => undefined);
+  let outcome: GateOutcome;
+  try {
+    outcome = await gate;
+  } catch (error) {
+    controller.abort();
+    throw error;
   }
-
-  close(): void {
-    this.#closed = true;
-    this.#wake?.();
+  if (outcome === 'changed') {
+    controller.abort();
+    return null;
   }
-
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    for (;;) {
-      const next = this.#buffer.shift();
-      if (next !== undefined) {
-        yield next;
-        continue;
-      }
-      if (this.#closed) return;
-      await new Promise<void>((resolve) => (this.#wake = resolve));
-      this.#wake = undefined;
-    }
+  if (emit) {
+    emit(started);
+    for (const event of held) emit(event);
+    open = true;
   }
+  return call;
 }

@@ -15,7 +15,7 @@ export type StoredError = { code: string; message: string; details?: unknown };
 export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
-  | 'beginTurn'
+  | 'claimTurn'
   | 'readContext'
   | 'needsView'
   | 'previewContext'
@@ -28,7 +28,7 @@ export type TurnSessionLog = Pick<
   Partial<Pick<SessionLog, 'commitTurnContext' | 'refreshIndex'>>;
 
 /** The part of the inbox the pipeline uses. */
-export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
+export type TurnInbox = Pick<Inbox, 'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */
 export interface TurnServices {

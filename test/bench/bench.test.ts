@@ -10,6 +10,7 @@ import { resultsMarkdown } from '../../bench/results-markdown.ts';
 import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
+import { measureLatency } from '../../bench/latency.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -107,7 +108,7 @@ describe('bench', () => {
       expect(row.storage!.operationsMedian).toBeGreaterThan(0);
       expect(row.storage!.promptBytesMedian).toBeGreaterThan(0);
       expect(row.notice!.delivered).toBe(2);
-      expect(row.notice!.operationsLimit).toBe(14);
+      expect(row.notice!.operationsLimit).toBe(16);
       expect(row.append!.byKind.find((entry) => entry.label === 'put turn record')?.count).toBe(1);
     }
     expect(rows[0]!.ratio).toBe(1);
@@ -118,6 +119,21 @@ describe('bench', () => {
     });
     expect(markdown).toContain('## Goals at a glance');
     expect(markdown).toContain('| 120 (');
+  });
+
+  it('times the round trips of a turn with a slower store, and renders them', async () => {
+    const rows = await measureLatency({ sizes: [60], turns: 2, delayMs: 5, modelMs: 40, seed: 3 });
+    expect(rows).toHaveLength(1);
+    const [row] = rows;
+    expect(row!.depthBeforeModel).toBeLessThanOrEqual(2);
+    expect(row!.depthAfterModel).toBe(1);
+    expect(row!.notices.depthBeforeModel).toBeLessThanOrEqual(2);
+    // Two rounds of 5 ms at least before the model; turn.started after the claim landed.
+    expect(row!.beforeModelMs).toBeGreaterThanOrEqual(10);
+    expect(row!.startedMs).toBeGreaterThan(row!.beforeModelMs);
+    const markdown = resultsMarkdown({ ...runHeader(), latency: { rows, delayMs: 5, modelMs: 40 } });
+    expect(markdown).toContain('## Storage round trips on the critical path');
+    expect(markdown).toContain('| 60 | 2 |');
   });
 
   it('measures the sizes round by round, and keeps a size it did not measure as a row saying why', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compactSession } from '../../lib/compaction/index.ts';
+import { compactSession } from '../../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';

@@ -5,7 +5,7 @@ import { errorBody, STATUS_BY_CODE, validationError } from '../../functions/erro
 import { constantTimeEqual } from '../../functions/auth.ts';
 import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError } from '../../lib/errors.ts';
 import { ReplayedError } from '../../lib/turn.ts';
-import { formatEvent } from '../../functions/turn-event-stream.ts';
+import { eventMessage } from '../../functions/turn-event-stream.ts';
 import { createApp } from '../../functions/app.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
@@ -137,15 +137,15 @@ describe('server-side failures through the app', () => {
   });
 });
 
-describe('formatEvent', () => {
+describe('eventMessage', () => {
   it('sends an error event with what a client may see of the error, not keys or backend text', () => {
     const error = {
       code: 'storage_error',
       message: 'R2 put sessions/a/turn/1.done failed: internal',
       details: { key: 'sessions/a/turn/1.done' },
     };
-    const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
-    expect(frame).toBe('event: error\ndata: {"error":{"code":"storage_error","message":"storage failed"}}\n\n');
+    const message = eventMessage({ event: 'error', data: { error }, cause: new Error('x') });
+    expect(message).toEqual({ event: 'error', data: '{"error":{"code":"storage_error","message":"storage failed"}}' });
   });
 
   it("sends a model error with a generic message and its details, not the provider's text", () => {
@@ -154,8 +154,8 @@ describe('formatEvent', () => {
       message: 'model openai:x failed: Incorrect API key provided: sk-****abcd',
       details: { model: 'openai:x', status: 401 },
     };
-    const frame = formatEvent({ event: 'error', data: { error }, cause: new Error('x') });
-    expect(frame).toContain(
+    const { data } = eventMessage({ event: 'error', data: { error }, cause: new Error('x') });
+    expect(data).toBe(
       JSON.stringify({
         error: { code: 'model_error', message: 'the model call failed', details: { model: 'openai:x', status: 401 } },
       }),
@@ -164,7 +164,7 @@ describe('formatEvent', () => {
 
   it('keeps a client error as it is', () => {
     const error = { code: 'aborted', message: 'the turn was aborted: budget', details: { reason: 'budget' } };
-    expect(formatEvent({ event: 'error', data: { error }, cause: new Error('x') })).toContain(
+    expect(eventMessage({ event: 'error', data: { error }, cause: new Error('x') }).data).toBe(
       JSON.stringify({ error }),
     );
   });

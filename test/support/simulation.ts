@@ -1,6 +1,6 @@
 import { vi } from 'vitest';
 import { errorBody } from '../../functions/error-handler.ts';
-import { compactSession } from '../../lib/compaction/compact-session.ts';
+import { compactSession } from '../../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';

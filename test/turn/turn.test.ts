@@ -222,7 +222,7 @@ describe('previewPrompt', () => {
 });
 
 describe('storage operations per turn', () => {
-  it('stay constant as the session grows: at most 8, plus 3 per delivered notice', async () => {
+  it('stay constant as the session grows: at most 8, plus 4 per delivered notice', async () => {
     const store = new CountingStore(new MemoryStore());
     const log = new SessionLog(store);
     // Packing runs after the response: the turn asks for it, the test runs it after measuring.
@@ -231,7 +231,7 @@ describe('storage operations per turn', () => {
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
-        beginTurn: log.beginTurn.bind(log),
+        claimTurn: log.claimTurn.bind(log),
         readContext: log.readContext.bind(log),
         needsView: log.needsView.bind(log),
         previewContext: log.previewContext.bind(log),
@@ -279,6 +279,6 @@ describe('storage operations per turn', () => {
     const withNotices = await runTurn(turnServices, 'ops', { input: 'and notices' });
     expect(packRequests.length).toBeLessThanOrEqual(1);
     expect(withNotices.context.notices_delivered).toEqual(['a.md', 'b.md']);
-    expect(operations(store.counts)).toBeLessThanOrEqual(8 + 3 * 2);
+    expect(operations(store.counts)).toBeLessThanOrEqual(8 + 4 * 2);
   });
 });

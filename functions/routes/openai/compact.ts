@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
-import { compactSession } from '../../../lib/compaction/compact-session.ts';
+import { compactSession } from '../../../lib/turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from '../../../lib/openai/compaction.ts';
 import { compactionId, randomId } from '../../../lib/openai/ids.ts';
 import { inputToItems } from '../../../lib/openai/responses.ts';

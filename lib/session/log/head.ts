@@ -46,21 +46,28 @@ export interface Head {
  * requested together with the config: it lists every generation's records, the newest
  * generation first, and the config then says which one is the session's.
  */
-export async function readHead(log: LogContext, id: string, pageLimit = 3): Promise<Head> {
+export async function readHead(log: LogContext, id: string, pageLimit = 3, alongside?: Alongside): Promise<Head> {
   const listPrefix = recordsListPrefix(log.keyPrefix, id);
   const firstPage = log.store.list(listPrefix, { limit: pageLimit });
   // Settled either way, so a missing session does not leave the listing's failure unhandled.
   firstPage.catch(() => undefined);
   const { config } = await readConfig(log, id);
   const scope = scopeOf(log.keyPrefix, config);
-  return { config, scope, ...(await readNewest(log, scope, pageLimit, { listPrefix, firstPage })) };
+  return { config, scope, ...(await readNewest(log, scope, pageLimit, { listPrefix, firstPage }, alongside)) };
 }
+
+/**
+ * Started once the listing has named the newest record (`newest`: its number, 0 for none),
+ * in the same round trip as the read of that record: reads that depend only on the listing.
+ */
+export type Alongside = (scope: LogScope, cursor: UnitCursor, newest: number) => void;
 
 export async function readNewest(
   log: LogContext,
   scope: LogScope,
   pageLimit = 3,
   prefetched?: { listPrefix: string; firstPage: Promise<ListResult> },
+  alongside?: Alongside,
 ): Promise<Omit<Head, 'config' | 'scope'>> {
   let first = prefetched;
   return withFreshListing(async () => {
@@ -68,6 +75,7 @@ export async function readNewest(
     const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit, ...(first ?? {}) });
     first = undefined;
     const unit = await cursor.next();
+    alongside?.(scope, cursor, unit?.kind === 'record' ? unit.record : 0);
     if (!unit) return { newest: null, cursor };
     if (unit.kind === 'segment')
       throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');

@@ -1,4 +1,5 @@
 import { CorruptObjectError } from '../../errors.ts';
+import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
@@ -37,6 +38,8 @@ export async function findKey(
   newest: Head['newest'],
   keyHash: string,
   requestHash: string | undefined,
+  /** The read of `idem/<key hash>`, started once the head's listing had answered. */
+  prefetched?: Promise<StoredObject | null>,
 ): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
   let outcome: StoredOutcome;
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
@@ -44,7 +47,7 @@ export async function findKey(
     outcome = newest.done ?? (await closeIfExpired(log, scope, newest.record));
   } else {
     const claimKey = idempotencyKey(scope, keyHash);
-    const claim = await log.store.get(claimKey);
+    const claim = await (prefetched ?? log.store.get(claimKey));
     if (!claim) return null;
     const { record: number, request_sha256: stored } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
     const found = await withFreshListing(() => readOutcome(log, scope, number, claimKey));

@@ -88,6 +88,8 @@ export interface OpenTurn {
   /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
   keyHash?: string;
   requestHash?: string;
+  /** Set once `idem/` names this turn (written when the claim landed). */
+  keyIndexed?: boolean;
   /** Calls without an output after the input (null: not tracked in this log yet). */
   openCalls: string[] | null;
   /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */

@@ -8,6 +8,7 @@ import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, viewSchema, type LogItem, type LogView } from '../records.ts';
 import type { PromptItem } from '../../items.ts';
 import type { UnitCursor } from '../unit-cursor.ts';
+import type { StoredObject } from '../../store/object-store.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
 import type { OpenTurn } from './types.ts';
@@ -61,11 +62,13 @@ export async function readBase(
   scope: LogScope,
   newest: NonNullable<Head['newest']>,
   cursor: UnitCursor,
+  prefetched?: PrefetchedView,
 ): Promise<Base> {
   let view: LogView | null = null;
   for (const listed of cursor.views) {
     if (listed.record > newest.record.record) continue;
-    view = await readView(log, listed.key, listed.record);
+    const object = prefetched?.key === listed.key ? prefetched.object : undefined;
+    view = await readView(log, listed.key, listed.record, object);
     // Deleted since the listing (a newer one replaced it): an older one still serves.
     if (view) break;
   }
@@ -102,9 +105,29 @@ export async function readBase(
   return { view, since };
 }
 
+/** The newest view a listing shows at or below record `newest`, its read started now (see readBase). */
+export interface PrefetchedView {
+  key: string;
+  object: Promise<StoredObject | null>;
+}
+
+export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number): PrefetchedView | undefined {
+  const listed = cursor.views.find((view) => view.record <= newest);
+  if (!listed) return undefined;
+  const object = log.store.get(listed.key);
+  // Settled either way: a claim that stops early (a 409) never reads it.
+  object.catch(() => undefined);
+  return { key: listed.key, object };
+}
+
 /** A view, parsed and checked; null when it is gone. */
-async function readView(log: LogContext, key: string, record: number): Promise<LogView | null> {
-  const object = await log.store.get(key);
+async function readView(
+  log: LogContext,
+  key: string,
+  record: number,
+  prefetched?: Promise<StoredObject | null>,
+): Promise<LogView | null> {
+  const object = await (prefetched ?? log.store.get(key));
   if (!object) return null;
   const view = parseStored(key, object.body, viewSchema);
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);

@@ -4,9 +4,9 @@ import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
-import { planCompaction } from './plan-compaction.ts';
-import { compactionSizes } from './summary-budget.ts';
-import { summarizeContext } from './summarize-context.ts';
+import { planCompaction } from '../compaction/plan-compaction.ts';
+import { compactionSizes } from '../compaction/summary-budget.ts';
+import { summarizeContext } from '../compaction/summarize-context.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {

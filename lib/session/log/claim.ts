@@ -1,0 +1,228 @@
+import { z } from 'zod';
+import { NotFoundError, StorageError } from '../../errors.ts';
+import { sha256Hex } from '../../hash.ts';
+import { itemSchema, type Item, type StoredItem } from '../../items.ts';
+import { doneKey } from '../keys.ts';
+import {
+  doneSchema,
+  MAX_OPEN_CALLS,
+  parseStored,
+  type DoneRecord,
+  type LogItem,
+  type TurnStatus,
+  type Undelivered,
+} from '../records.ts';
+import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../turn-errors.ts';
+import { commitState, landCommit, prepareCommit, type Commit, type CommitState } from './commit.ts';
+import { toSessionRecord } from './config-object.ts';
+import { MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
+import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
+import { indexKey } from './idempotency.ts';
+import type { BeginTurnResult, OpenTurn } from './types.ts';
+import { aggregatesOf } from './views.ts';
+
+/**
+ * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
+ * landed) and its owner's completion.
+ */
+
+/** An idempotency key as a request gives it. */
+const idempotencyKeySchema = z.string().min(1).max(256);
+
+const outcomeSchema = z.object({
+  status: z.enum(['completed', 'failed', 'aborted']),
+  output: z.array(itemSchema),
+  receipt: z.unknown(),
+  response: z.unknown().optional(),
+  error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
+});
+
+/** How a turn ended, as its owner completes it (see SessionLog.completeTurn). */
+export interface TurnResult {
+  status: TurnStatus;
+  output: Item[];
+  receipt: unknown;
+  response?: unknown;
+  error?: { code: string; message: string; details?: unknown } | undefined;
+  /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
+  undelivered?: Undelivered;
+}
+
+export interface ClaimOptions {
+  input: Item[];
+  idempotencyKey?: string;
+  requestHash?: string;
+  request?: unknown;
+}
+
+/**
+ * One attempt of a claim: the turn as it will be once its record lands, and that put, already
+ * started. `landed` is false when another writer took the number (read again: `next`).
+ */
+export type ClaimAttempt =
+  | Extract<BeginTurnResult, { kind: 'replay' }>
+  | { kind: 'claimed'; turn: OpenTurn; landed: Promise<boolean> };
+
+/** See SessionLog.claimTurn. */
+export class TurnClaim {
+  readonly #log: LogContext;
+  readonly #id: string;
+  readonly #input: Item[];
+  readonly #options: ClaimOptions;
+  readonly #keyHash: string | undefined;
+  readonly #state: CommitState = commitState();
+
+  constructor(log: LogContext, id: string, options: ClaimOptions) {
+    this.#log = log;
+    this.#id = id;
+    this.#options = options;
+    this.#input = parseInput(z.array(itemSchema), options.input);
+    this.#keyHash =
+      options.idempotencyKey === undefined
+        ? undefined
+        : sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
+  }
+
+  /** Reads the head and starts the put of the next record (see ClaimAttempt). */
+  async next(): Promise<ClaimAttempt> {
+    const { requestHash, request } = this.#options;
+    const options = {
+      kind: 'turn' as const,
+      ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
+      ...(requestHash ? { requestHash } : {}),
+      ...(request !== undefined ? { request } : {}),
+    };
+    for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
+      const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);
+      if (!prepared) continue;
+      if ('replay' in prepared) return prepared.replay;
+      const turn = this.#openTurn(prepared);
+      const put = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
+      this.#state.attempt++;
+      // Once the record is there the key is indexed, so the completion does not wait for it
+      // (it writes `idem/` itself when this failed).
+      const landed = put.then(async (ok) => {
+        if (ok && turn.keyHash) {
+          await indexKey(this.#log, turn.scope, turn.keyHash, turn.record, turn.requestHash).then(
+            () => (turn.keyIndexed = true),
+            () => undefined,
+          );
+        }
+        return ok;
+      });
+      return { kind: 'claimed', turn, landed };
+    }
+    throw new StorageError(`session ${this.#id}: too many concurrent writers`);
+  }
+
+  #openTurn(committed: Commit): OpenTurn {
+    const { record, config, previous, base: claimed, scope } = committed;
+    const base = claimed ?? { view: null, since: [] };
+    const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
+    return {
+      sessionId: this.#id,
+      scope,
+      session: toSessionRecord(config, record.counts),
+      turn: record.turn!,
+      input: record.items as StoredItem[],
+      aggregates,
+      leaseExpiresAt: record.lease_expires_at!,
+      record: record.record,
+      counts: record.counts,
+      inputRecords: record.items,
+      carried: previous.flatMap((group) => group.items),
+      carriedFromRecord: previous[0]?.record ?? record.record,
+      base,
+      context: record.context ?? null,
+      contextMoved: false,
+      overflow: record.overflow ?? null,
+      overflowMoved: false,
+      readPastView: false,
+      writer: crypto.randomUUID(),
+      ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
+      ...(this.#options.requestHash ? { requestHash: this.#options.requestHash } : {}),
+      openCalls: record.open_calls ?? null,
+      undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
+    };
+  }
+}
+
+/** See SessionLog.beginTurn: a claim whose record has landed before this resolves. */
+export async function beginTurn(log: LogContext, id: string, options: ClaimOptions): Promise<BeginTurnResult> {
+  const claim = new TurnClaim(log, id, options);
+  for (;;) {
+    const attempt = await claim.next();
+    if (attempt.kind === 'replay') return attempt;
+    if (await attempt.landed) return { kind: 'claimed', turn: attempt.turn };
+  }
+}
+
+/** See SessionLog.completeTurn. */
+export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
+  const outcome = parseInput(outcomeSchema, result);
+  const createdAt = log.clock().toISOString();
+  const stored = outcome.output.map(
+    (item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem,
+  );
+  const items = stored as LogItem[];
+  const writer = turn.writer;
+  const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
+  const done: DoneRecord = {
+    format: 'tailgate.done.v1',
+    record: turn.record,
+    completed_at: createdAt,
+    writer,
+    status: outcome.status,
+    items,
+    counts: {
+      items: turn.counts.items + stored.length,
+      turns: turn.counts.turns,
+      tool_calls: turn.counts.tool_calls + stored.filter((item) => item.type === 'function_call').length,
+    },
+    receipt: outcome.receipt,
+    ...(outcome.response !== undefined ? { response: outcome.response } : {}),
+    ...(outcome.error ? { error: outcome.error } : {}),
+    // Only a moved context: otherwise the record's own `context` stands.
+    ...(turn.context && turn.contextMoved ? { context: turn.context } : {}),
+    ...(turn.overflow && turn.overflowMoved ? { overflow: turn.overflow } : {}),
+    ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
+    ...(undelivered ? { undelivered } : {}),
+  };
+  // Indexed at the claim, unless that write failed: then here, still before the completion.
+  if (turn.keyHash && !turn.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);
+  const key = doneKey(turn.scope, turn.record);
+  let failure: { error: unknown } | null = null;
+  try {
+    if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' }))
+      return stored;
+  } catch (error) {
+    failure = { error };
+  }
+  // Refused or failed: it may be our own write whose answer was lost.
+  const existing = await log.store.get(key);
+  // Buried: closed by someone else and packed since.
+  if (existing && existing.body.length === 0) throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
+  if (existing) {
+    const closed = parseStored(key, existing.body, doneSchema);
+    if (closed.writer === writer) return stored;
+    if (closed.error?.code === SESSION_DELETED)
+      throw new NotFoundError(`session ${turn.sessionId} was deleted during turn ${turn.turn}`, { id: turn.sessionId });
+    throw new TurnClosedError(
+      turn.sessionId,
+      turn.turn,
+      closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED,
+    );
+  }
+  if (failure) throw failure.error;
+  throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
+}
+
+/** The open calls after a model's output (a model is not refused: its items are what it said). */
+function openCallsAfter(open: readonly string[], output: readonly StoredItem[]): string[] {
+  const pending = new Set(open);
+  for (const item of output) {
+    if (item.type === 'function_call') pending.add(item.call_id);
+    else if (item.type === 'function_call_output') pending.delete(item.call_id);
+  }
+  return [...pending].slice(-MAX_OPEN_CALLS);
+}

@@ -1,0 +1,164 @@
+import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { FetchedNotice } from '../inbox/claim.ts';
+import { CLOCK_TOLERANCE_MS } from '../inbox/delivery-records.ts';
+import { ABORT_NOTICE_NAME } from '../inbox/notice-name.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import type { Undelivered } from '../session/records.ts';
+import type { TurnPlan } from './plan.ts';
+import { errorRecord, noticeRecord } from './receipt.ts';
+import type { GateOutcome } from './stream.ts';
+import { AbortedError, type TurnServices } from './types.ts';
+
+/**
+ * The notices of one turn: those earlier turns left undelivered, and those it moves out of
+ * the inbox. The inbox was read alongside the claim; the moves (which name the turn) start
+ * once the claim landed, while the model already runs on the notices as read. A notice's
+ * content reaches a stored turn only if its move succeeded: `settle` says whether the prompt
+ * showed exactly the notices that moved.
+ */
+
+/** The claim's record did not land (another writer took its number): start the turn again. */
+export class ClaimLost extends Error {
+  constructor() {
+    super('the claim lost its record number to another writer');
+    this.name = 'ClaimLost';
+  }
+}
+
+export class TurnNotices {
+  /** Notices consumed by earlier turns that no model has seen yet (delivered first). */
+  carried: DeliveredNotice[] = [];
+  /** What the prompt shows: the carried ones, then this turn's (as read, until `settle`). */
+  delivered: DeliveredNotice[] = [];
+  /** What a failed or aborted completion carries on. */
+  undelivered: Undelivered;
+  readonly #landed: Promise<boolean>;
+  #move: (() => Promise<DeliveredNotice[]>) | undefined;
+  #settling: Promise<void> | undefined;
+  #shown: string[] = [];
+
+  private constructor(turn: OpenTurn, landed: Promise<boolean>) {
+    this.undelivered = turn.undelivered;
+    this.#landed = landed;
+  }
+
+  /**
+   * Plans the notices of a turn. The moves wait for the claim in `settle`, except where the
+   * turn's number is needed first (an `abort` notice, notices of turns closed by others, an
+   * inbox that could not be read ahead): those wait for the claim here and move now.
+   */
+  static async plan(
+    services: TurnServices,
+    sessionId: string,
+    turn: OpenTurn,
+    plan: TurnPlan,
+    landed: Promise<boolean>,
+    fetched: Promise<FetchedNotice[]> | undefined,
+  ): Promise<TurnNotices> {
+    const notices = new TurnNotices(turn, landed);
+    if (!plan.strategies.includes('inbox')) return notices;
+    const listed = fetched ? await fetched.catch(() => undefined) : undefined;
+    const consume = () =>
+      services.inbox.consume(sessionId, {
+        turn: turn.turn,
+        sessionExists: true,
+        since: turn.session.created_at,
+        ...(fetched ? { fetched } : {}),
+      });
+    if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
+      await notices.claimed();
+      await notices.#consumeNow(services, sessionId, turn, plan, consume);
+      return notices;
+    }
+    notices.carried = [...turn.undelivered.notices];
+    // Uploaded before the session was created: left by an unfinished delete, never delivered.
+    const horizon = Date.parse(turn.session.created_at) - CLOCK_TOLERANCE_MS;
+    const current = listed.filter((notice) => notice.info.uploaded.getTime() >= horizon);
+    const reads = await Promise.all(current.map((notice) => notice.read));
+    const asRead = current.flatMap((notice, index) => {
+      const read = reads[index]!;
+      return read.kind === 'read'
+        ? [{ name: notice.name, stored_as: notice.name, content: read.content, posted_at: '' }]
+        : [];
+    });
+    notices.delivered = [...notices.carried, ...asRead];
+    if (listed.length > 0) notices.#move = async () => (await consume()).delivered;
+    return notices;
+  }
+
+  /** Resolves once the claim landed; ClaimLost when it did not. */
+  async claimed(): Promise<void> {
+    if (!(await this.#landed)) throw new ClaimLost();
+  }
+
+  /** The notices for the prompt being built (remembered for `settle`). */
+  forPrompt(): DeliveredNotice[] {
+    this.#shown = this.delivered.map((notice) => notice.name);
+    return this.delivered;
+  }
+
+  /**
+   * Waits for the claim, then moves this turn's notices: 'pass' when the last prompt showed
+   * exactly the notices delivered, 'changed' when it must be built again. ClaimLost when the
+   * claim did not land (nothing was moved).
+   */
+  async settle(): Promise<GateOutcome> {
+    this.#settling ??= (async () => {
+      await this.claimed();
+      if (!this.#move) return;
+      const consumed = await this.#move();
+      this.delivered = [...this.carried, ...consumed];
+      this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
+    })();
+    await this.#settling;
+    const names = this.delivered.map((notice) => notice.name);
+    return names.length === this.#shown.length && names.every((name, index) => name === this.#shown[index])
+      ? 'pass'
+      : 'changed';
+  }
+
+  /** Moves notices once the claim has landed; an `abort` notice closes the turn as aborted. */
+  async #consumeNow(
+    services: TurnServices,
+    sessionId: string,
+    turn: OpenTurn,
+    plan: TurnPlan,
+    consume: () => ReturnType<TurnServices['inbox']['consume']>,
+  ): Promise<void> {
+    // Earlier turns' notices first (those of turns that died are found in the inbox's
+    // delivery records), then what this turn consumes.
+    const { lost_turns: lost } = turn.undelivered;
+    const recovered = lost.length > 0 ? await services.inbox.recover(sessionId, lost, turn.turn) : [];
+    this.carried = [...turn.undelivered.notices, ...recovered];
+    this.undelivered = { notices: this.carried, lost_turns: [] };
+    const consumed = await consume();
+    this.delivered = [...this.carried, ...consumed.delivered];
+    this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
+    this.#settling = Promise.resolve();
+    if (!consumed.abort) return;
+    const { abort } = consumed;
+    const error = new AbortedError(abort.reason, {
+      reason: abort.reason,
+      notice: abort.name,
+      stored_as: abort.stored_as,
+      turn: turn.turn,
+    });
+    await services.sessions.completeTurn(turn, {
+      status: 'aborted',
+      output: [],
+      receipt: {
+        strategies: plan.strategies,
+        notices: this.delivered.map(noticeRecord),
+        abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason },
+      },
+      error: errorRecord(error),
+      undelivered: this.undelivered,
+    });
+    throw error;
+  }
+}
+
+/** A delivered notice as a failed turn's completion carries it. */
+function undeliveredRecord(notice: DeliveredNotice): Undelivered['notices'][number] {
+  return { name: notice.name, stored_as: notice.stored_as, posted_at: notice.posted_at, content: notice.content };
+}

@@ -1,0 +1,314 @@
+import { NotFoundError, TailgateError } from '../errors.ts';
+import type { Item } from '../items.ts';
+import type { ModelResult } from '../models/model.ts';
+import type { ClaimAttempt } from '../session/log/claim.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import { TurnClosedError } from '../session/turn-errors.ts';
+import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
+import { sha256Hex } from '../hash.ts';
+import { tailRequirement } from '../strategies/index.ts';
+import type { HistoryAggregates } from '../strategies/aggregates.ts';
+import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import type { FetchedNotice } from '../inbox/claim.ts';
+import {
+  type TurnServices,
+  type TurnRequest,
+  type TurnResponse,
+  type TurnEvent,
+  AbortedError,
+  ReplayedError,
+} from './types.ts';
+import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
+import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
+import { gatedModelCall } from './stream.ts';
+import { ClaimLost, TurnNotices } from './notices.ts';
+import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './prompt-step.ts';
+import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
+
+/**
+ * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
+ * "The turn pipeline"; the storage order in docs/STORAGE.md, "Turn").
+ *
+ *  1. resolve everything a bad request could fail on (strategy names, thresholds, the model
+ *     id) before anything is written, so a 400 stores nothing;
+ *  2. read the head for the claim (config, listing, newest record, view, `idem/`) while the
+ *     inbox is listed and its notices read: two round trips; or replay the stored response
+ *     of a repeated Idempotency-Key (no model call, no inbox consumption);
+ *  3. start the claim's create-only put, and without waiting for it: read the history from
+ *     the view, plan the notices, build the prompt, call the model;
+ *  4. the claim landed, then the notices moved: only then is anything of the call emitted
+ *     (`turn.started` first); a lost claim aborts the call and the turn starts again from 2,
+ *     a notice that did not move aborts it and the prompt is built again without it. What
+ *     needs the turn's number first waits for the claim: an `abort` notice, notices of turns
+ *     closed by others, an in-turn compaction;
+ *  5. store the output and a compact receipt of what the model saw, which closes the turn.
+ *
+ * A failure after the claim landed closes the turn as failed (the input stays stored) and
+ * rethrows.
+ */
+
+/**
+ * Runs one turn and returns the API's 200 body; with `emit`, streams its events as they come
+ * (lib/turn/stream-turn.ts). Replays the stored response (or error) of a repeated
+ * Idempotency-Key without calling the model or consuming the inbox.
+ *
+ * @example
+ * const response = await runTurn(services, 's1', { input: 'hello' });
+ * response.output[0] // { type: 'message', role: 'assistant', content: 'echo: hello', seq: 2 }
+ */
+export async function runTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string } = {},
+  emit?: (event: TurnEvent) => void,
+): Promise<TurnResponse> {
+  checkRequest(services, request);
+  const input = inputItems(request);
+  const claim = services.sessions.claimTurn(sessionId, {
+    input,
+    ...(options.idempotencyKey !== undefined
+      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+      : {}),
+    request: requestRecord(request),
+  });
+  for (;;) {
+    // Read again for every attempt: what an attempt read is as old as its claim's reads.
+    const fetched = fetchInbox(services, sessionId, request);
+    const attempt = await claim.next();
+    if (attempt.kind === 'replay') return replay(attempt, emit);
+    const response = await attemptTurn(services, sessionId, request, attempt, fetched, emit);
+    if (response) return response;
+  }
+}
+
+/** What one attempt has decided so far, for closing it when it fails. */
+interface Attempt {
+  turn: OpenTurn;
+  plan?: TurnPlan;
+  receipt?: () => TurnReceipt;
+  notices?: TurnNotices;
+}
+
+/** One claim attempt; null when another writer took its record number (start again). */
+async function attemptTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  claimed: Extract<ClaimAttempt, { kind: 'claimed' }>,
+  fetched: Promise<FetchedNotice[]> | undefined,
+  emit: ((event: TurnEvent) => void) | undefined,
+): Promise<TurnResponse | null> {
+  const attempt: Attempt = { turn: claimed.turn };
+  let renewal: ReturnType<typeof setInterval> | undefined;
+  const landed = claimed.landed.then((ok) => {
+    if (ok) renewal = renewLease(services, claimed.turn);
+    return ok;
+  });
+  landed.catch(() => undefined);
+  try {
+    return await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+  } catch (error) {
+    // Nothing of an attempt whose record did not land was stored: start again (a failed
+    // put throws its own error).
+    if (error instanceof ClaimLost || !(await landed)) return null;
+    return await closeFailed(services, sessionId, attempt, error);
+  } finally {
+    clearInterval(renewal);
+    // The session's listing row, after whatever the turn stored.
+    afterResponse(services, async () => services.sessions.refreshIndex?.(sessionId));
+  }
+}
+
+async function turnSteps(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  attempt: Attempt,
+  landed: Promise<boolean>,
+  fetched: Promise<FetchedNotice[]> | undefined,
+  emit: ((event: TurnEvent) => void) | undefined,
+): Promise<TurnResponse> {
+  const { sessions } = services;
+  const { turn } = attempt;
+  const plan = planTurn(services, turn.session, request);
+  attempt.plan = plan;
+  const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
+    ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
+    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
+  });
+  const history = await sessions.readContext(turn, historyRequirement(turn, plan));
+  const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
+  const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
+  attempt.notices = notices;
+  // completeTurn numbers the output right after the input; the response says so up front.
+  const firstSeq = turn.counts.items + 1;
+  const started = { event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } } as const;
+  const inputs: PromptInputs = { turn, plan, budget, request, history, aggregates, notices };
+  let result: ModelResult | null = null;
+  let prompt: TurnPrompt;
+  // Built again when a notice the prompt showed did not move.
+  do {
+    const built = await buildTurnPrompt(services, inputs);
+    prompt = built;
+    attempt.receipt = () => built.receipt(notices.delivered);
+    result = await gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit);
+  } while (!result);
+  const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
+  const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
+  const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage: result.usage, context };
+  const stored = await sessions.completeTurn(turn, {
+    status: 'completed',
+    output: result.output,
+    receipt: { ...prompt.receipt(notices.delivered), usage: result.usage },
+    response,
+    // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
+    undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
+  });
+  // The delivery records of notices consumed by earlier turns name the turn that carried them.
+  const { carried } = notices;
+  if (carried.length > 0) afterResponse(services, () => services.inbox.recordCarrier(sessionId, carried, turn.turn));
+  schedulePacking(services, sessionId, turn, plan, stored);
+  return response;
+}
+
+/** What the strategies need of the history; a compacted context is read whole from its start. */
+function historyRequirement(turn: OpenTurn, plan: TurnPlan) {
+  return turn.context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
+}
+
+/**
+ * Lists the inbox and reads its notices alongside the claim's reads, unless the request's
+ * strategies leave `inbox` out (the session's may too: then the read is unused).
+ */
+function fetchInbox(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+): Promise<FetchedNotice[]> | undefined {
+  if (request.strategies !== undefined && !request.strategies.includes('inbox')) return undefined;
+  const fetched = services.inbox.fetch(sessionId);
+  fetched.catch(() => undefined);
+  return fetched;
+}
+
+/**
+ * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
+ * as a working turn can take (a summary and an answer, each within the model timeout): a turn
+ * hung on a call that never returns lets its session go.
+ */
+function renewLease(services: TurnServices, turn: OpenTurn): ReturnType<typeof setInterval> {
+  const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
+  const renewal = setInterval(
+    () => {
+      if (Date.now() > renewUntil) return clearInterval(renewal);
+      services.sessions
+        .renewLease(turn)
+        .catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
+    },
+    Math.max(1, Math.floor(services.config.turnLeaseMs / 3)),
+  );
+  return renewal;
+}
+
+/**
+ * After the response: pack every fourth record (a view every few records, segments of
+ * several), and at once when the next turn's strategies need less than the view holds (this
+ * turn's calls began a new epoch) or this turn read past it.
+ */
+function schedulePacking(
+  services: TurnServices,
+  sessionId: string,
+  turn: OpenTurn,
+  plan: TurnPlan,
+  stored: Awaited<ReturnType<TurnServices['sessions']['completeTurn']>>,
+): void {
+  afterResponse(services, async () => {
+    const refresh =
+      !turn.context &&
+      services.sessions.needsView(
+        turn,
+        (after) => tailRequirement(plan.strategies, plan.strategyConfig, after),
+        stored,
+      );
+    if (refresh || turn.record % PACK_EVERY_RECORDS === 0)
+      await services.sessions.pack(sessionId, { ...packOptions(plan), refresh });
+  });
+}
+
+/** Closes a claimed turn that failed (unless someone else closed it) and rethrows. */
+async function closeFailed(
+  services: TurnServices,
+  sessionId: string,
+  attempt: Attempt,
+  error: unknown,
+): Promise<never> {
+  const { sessions } = services;
+  const { turn } = attempt;
+  // Moves in flight finish first, so the completion carries every notice taken.
+  await attempt.notices?.settle().catch(() => undefined);
+  const undelivered: Undelivered = attempt.notices?.undelivered ?? turn.undelivered;
+  // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
+  // inbox or took over go back (the closer's completion carries the older ones on).
+  if (error instanceof TurnClosedError || error instanceof NotFoundError) {
+    const taken = undelivered.notices.filter(
+      (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
+    );
+    if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
+  }
+  // Closed by someone else, by the abort itself, or deleted: nothing more to store.
+  if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
+  try {
+    await sessions.completeTurn(turn, {
+      status: 'failed',
+      output: [],
+      receipt: attempt.receipt?.() ?? { strategies: attempt.plan?.strategies ?? [] },
+      error: errorRecord(error),
+      undelivered,
+    });
+  } catch (closeError) {
+    if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
+    services.log('tailgate: could not close a failed turn', closeError);
+  }
+  // A storage failure while the session was being deleted is the delete's doing: 404.
+  if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
+    if (!(await sessions.exists(turn.scope).catch(() => true)))
+      throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
+  }
+  throw error;
+}
+
+function inputItems(request: TurnRequest): Item[] {
+  return typeof request.input === 'string'
+    ? [{ type: 'message', role: 'user', content: request.input }]
+    : request.input;
+}
+
+/**
+ * The SHA-256 of what a keyed turn was asked (input and settings, not `stream`): a retry
+ * with the same key and another request is refused.
+ */
+function requestHash(input: Item[], request: TurnRequest): string {
+  const { input: _input, ...settings } = request;
+  return sha256Hex(
+    JSON.stringify({
+      input,
+      settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))),
+    }),
+  );
+}
+
+function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {
+  if (begun.status !== 'completed' || begun.response === undefined) {
+    throw new ReplayedError(begun.error ?? { code: 'model_error', message: `the original turn ${begun.status}` });
+  }
+  const response = begun.response as TurnResponse;
+  if (emit) {
+    emit({ event: 'turn.started', data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 } });
+    for (const item of response.output) {
+      if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: item.content } });
+      emit({ event: 'output_item.done', data: { item } });
+    }
+  }
+  return response;
+}

@@ -1,0 +1,147 @@
+import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '../compaction/index.ts';
+import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { PromptItem } from '../items.ts';
+import type { ModelRequest } from '../models/model.ts';
+import { promptShape } from '../prompt-shape.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import { preparePrompt } from '../strategies/index.ts';
+import type { HistoryAggregates } from '../strategies/aggregates.ts';
+import { countPromptTokens } from '../tokens/token-counter.ts';
+import type { resolveTokenBudget } from '../tokens/model-limits.ts';
+import type { TurnNotices } from './notices.ts';
+import type { TurnPlan } from './plan.ts';
+import { compactionContext, inboxMessage, promptCharacters, withInstructions, withSummary } from './prompt.ts';
+import { buildReceipt, type TurnReceipt } from './receipt.ts';
+import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
+
+/**
+ * The prompt step of a turn: the strategies over the history, the session instructions first,
+ * out-of-line payloads fetched; with `compact` in the list, a compaction when the prompt is
+ * over its trigger (or the request's `compaction` threshold); then, for a model with a known
+ * window, the prompt is fitted (lib/compaction/fit-prompt.ts: `truncation: "auto"`, or without
+ * `compact` the overflow safety net, whose moved boundary the completion stores) and one that
+ * still does not fit is refused (context_too_large) instead of sent.
+ */
+
+export interface PromptInputs {
+  turn: OpenTurn;
+  plan: TurnPlan;
+  budget: ReturnType<typeof resolveTokenBudget>;
+  request: TurnRequest;
+  /** The history read for the turn; a compaction here cuts it (and drops the aggregates). */
+  history: PromptItem[];
+  aggregates: HistoryAggregates | undefined;
+  notices: TurnNotices;
+  /** Set by the compaction this turn did, so a second build does not compact again. */
+  compaction?: TurnContext['compaction'];
+}
+
+export interface TurnPrompt {
+  modelRequest: ModelRequest;
+  /** The response's `context`, but for `notices_delivered` (known once the notices moved). */
+  context: Omit<TurnContext, 'notices_delivered'>;
+  /** The receipt of what the model saw, given the notices finally delivered. */
+  receipt: (delivered: DeliveredNotice[]) => TurnReceipt;
+}
+
+export async function buildTurnPrompt(services: TurnServices, inputs: PromptInputs): Promise<TurnPrompt> {
+  const { turn, plan, budget, request, notices } = inputs;
+  let built = await build(services, inputs, notices.forPrompt());
+  const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
+  const threshold = request.compaction?.threshold;
+  const { sessions } = services;
+  if (
+    compacting &&
+    !inputs.compaction &&
+    (threshold !== undefined || Number.isFinite(budget.promptLimit)) &&
+    sessions.commitTurnContext
+  ) {
+    const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
+    if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
+      const cut = planCompaction(inputs.history, {
+        keepTokens: sizes.keepTokens,
+        counter: budget.counter,
+        ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}),
+        // Start no older than what the newest records carry, so later turns read the context from them.
+        ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
+      });
+      if (cut) {
+        // The summary is stored under the turn's record: the claim must have landed.
+        await notices.claimed();
+        const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
+        const next = await summarizeContext(summaryModel, turn.context, cut, {
+          maxSummaryTokens: sizes.maxSummaryTokens,
+          ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
+        });
+        const stored = await sessions.commitTurnContext(turn, next);
+        inputs.compaction = {
+          start_seq: stored.start_seq,
+          summarized: stored.summarized,
+          interrupted: stored.interrupted,
+        };
+        inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= stored.start_seq);
+        inputs.aggregates = undefined;
+        built = await build(services, inputs, notices.forPrompt());
+      }
+    }
+  }
+  const fit = fitPrompt(built, plan.tools, budget, {
+    truncation: request.truncation,
+    compacting,
+    boundary: turn.overflow,
+    turn: turn.turn,
+    keepFromSeq: turn.input[0]?.seq,
+  });
+  built = fit.built;
+  if (fit.moved) Object.assign(turn, { overflow: fit.moved, overflowMoved: true });
+  const promptTokens = fit.promptTokens;
+  const { prepared, cacheBreakpoint, hydrated } = built;
+  const context: Omit<TurnContext, 'notices_delivered'> = {
+    strategies: prepared.strategies,
+    items_in_prompt: hydrated.length,
+    prompt_chars: promptCharacters(hydrated),
+    ...prepared.stats,
+    ...(compacting
+      ? compactionContext(
+          promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
+          turn.context,
+          inputs.compaction,
+        )
+      : {}),
+    ...fit.context,
+  };
+  const { history } = inputs;
+  const receipt = (delivered: DeliveredNotice[]): TurnReceipt => {
+    const names = delivered.map((notice) => notice.name);
+    return {
+      ...buildReceipt(plan, history, prepared.items, delivered, { ...context, notices_delivered: names }),
+      prompt: promptShape(hydrated, plan.tools, names),
+    };
+  };
+  const modelRequest: ModelRequest = {
+    prompt: hydrated,
+    tools: plan.tools,
+    ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+    ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
+  };
+  return { modelRequest, context, receipt };
+}
+
+/** The strategies applied, the instructions first, payloads fetched. */
+async function build(services: TurnServices, inputs: PromptInputs, delivered: DeliveredNotice[]) {
+  const { turn, plan, aggregates } = inputs;
+  const prepared = preparePrompt(withSummary(turn.context, inputs.history), plan.strategies, {
+    config: plan.strategyConfig,
+    env: services.env,
+    ...(aggregates ? { aggregates } : {}),
+    inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
+  });
+  const { prompt, cacheBreakpoint } = withInstructions(
+    turn.session.instructions,
+    prepared.items,
+    prepared.stablePrefixLength,
+  );
+  return { prepared, cacheBreakpoint, hydrated: await services.sessions.hydrate(turn.scope, prompt) };
+}

@@ -1,0 +1,52 @@
+import { runTurn } from './pipeline.ts';
+import { errorRecord } from './receipt.ts';
+import type { TurnEvent, TurnRequest, TurnServices } from './types.ts';
+
+/**
+ * The streaming variant of {@link runTurn}. The pipeline starts at once and runs on its own:
+ * `events` queues what it emits without waiting for the consumer, so a client that
+ * disconnects mid-stream does not stop the turn from completing and being stored. `done`
+ * settles when the turn is stored (or has failed); keep it alive (waitUntil) on runtimes
+ * that end work with the response.
+ *
+ * Events: turn.started {turn} (once the turn's claim has landed, right before the first of the
+ * model's output, so every client error and an abort come earlier, as an `error` first
+ * event), output_text.delta {delta}, output_item.done {item}, then turn.completed {the 200
+ * body} or error {error}.
+ */
+export function streamTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string } = {},
+): { events: ReadableStream<TurnEvent>; done: Promise<void> } {
+  let queue!: ReadableStreamDefaultController<TurnEvent>;
+  let open = true;
+  const events = new ReadableStream<TurnEvent>({
+    start: (controller) => {
+      queue = controller;
+    },
+    cancel: () => {
+      open = false;
+    },
+  });
+  let started = false;
+  const push = (event: TurnEvent) => {
+    if (event.event === 'turn.started') started = true;
+    if (open) queue.enqueue(event);
+  };
+  const done = runTurn(services, sessionId, request, options, push).then(
+    (response) => push({ event: 'turn.completed', data: response }),
+    (error: unknown) => {
+      // Before turn.started the route answers with the error's status (and onError logs
+      // what needs logging); after it, the error only travels as an event, so log it here.
+      if (started) services.log('tailgate: streamed turn failed', error);
+      push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
+    },
+  );
+  void done.finally(() => {
+    if (open) queue.close();
+    open = false;
+  });
+  return { events, done };
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { DepthStore } from '../../lib/store/depth-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+
+/**
+ * Round trips on a turn's critical path: a DepthStore gives each storage call its depth (one
+ * more than the deepest call completed before it started), every call taking a timer tick.
+ * The model notes the deepest call completed when it is called, and answers only once no
+ * storage call is in flight, as a model slower than the writes it overlaps would; the calls
+ * that start after its answer are counted after it.
+ */
+
+function world() {
+  const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
+  const seen = { before: 0, endedAt: 0, calls: 0 };
+  const deepestCompleted = () => store.depth((call) => call.endedAt !== undefined);
+  const model: Model = {
+    id: 'timed',
+    async generate(request: ModelRequest) {
+      seen.calls += 1;
+      seen.before = deepestCompleted();
+      await store.idle();
+      const result = await echoModel.generate(request);
+      seen.endedAt = performance.now();
+      return result;
+    },
+    async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
+      seen.calls += 1;
+      seen.before = deepestCompleted();
+      await store.idle();
+      for await (const event of echoModel.stream(request)) {
+        if (event.type === 'done') seen.endedAt = performance.now();
+        yield event;
+      }
+    },
+  };
+  const sessions = new SessionLog(store);
+  const inbox = new Inbox(store, { log: () => {} });
+  const services: TurnServices = {
+    sessions,
+    inbox,
+    config: parseServiceConfig({}),
+    env: { DEFAULT_MODEL: 'timed' },
+    model: () => model,
+    background: () => undefined,
+    log: () => {},
+  };
+  /** Sequential rounds among the calls that started after the model's last token. */
+  const after = () => {
+    const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
+    const floor = Math.min(...late.map((call) => call.depth));
+    return late.length === 0 ? 0 : Math.max(...late.map((call) => call.depth)) - floor + 1;
+  };
+  return { store, sessions, inbox, services, seen, after };
+}
+
+async function history(w: ReturnType<typeof world>, turns: number) {
+  await w.sessions.create({ id: 's' });
+  for (let index = 0; index < turns; index++) await runTurn(w.services, 's', { input: `turn ${index}` });
+  // A view of the newest record, as the background packing writes one.
+  await w.sessions.pack('s', { refresh: true });
+}
+
+describe('round trips of a turn', () => {
+  it('a plain turn: at most 2 rounds before the model, 1 after its last token', async () => {
+    const w = world();
+    await history(w, 6);
+    w.store.mark();
+    const response = await runTurn(w.services, 's', { input: 'measured' });
+    expect(response.output[0]).toMatchObject({ content: 'echo: measured' });
+    // The view is read in the round of the newest record.
+    const view = w.store.calls.find((call) => call.key.endsWith('.view'));
+    expect(view?.depth).toBe(2);
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+  });
+
+  it('a keyed turn: the same', async () => {
+    const w = world();
+    await history(w, 6);
+    w.store.mark();
+    await runTurn(w.services, 's', { input: 'keyed' }, { idempotencyKey: 'k1' });
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+    // The replay reads the key's outcome and calls no model.
+    const calls = w.seen.calls;
+    const replay = await runTurn(w.services, 's', { input: 'keyed' }, { idempotencyKey: 'k1' });
+    expect(replay.output[0]).toMatchObject({ content: 'echo: keyed' });
+    expect(w.seen.calls).toBe(calls);
+  });
+
+  it('a turn with notices: at most 2 rounds before the model, and the notice is delivered', async () => {
+    const w = world();
+    await history(w, 3);
+    await w.inbox.post('s', { name: '0001-a.md', content: 'first notice' });
+    await w.inbox.post('s', { name: '0002-b.md', content: 'second notice' });
+    w.store.mark();
+    const response = await runTurn(w.services, 's', { input: 'with notices' });
+    expect(response.context.notices_delivered).toEqual(['0001-a.md', '0002-b.md']);
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+    expect(await w.inbox.listPending('s')).toEqual([]);
+  });
+
+  it('a streamed turn: at most 2 rounds before the model, 1 after, turn.started first', async () => {
+    const w = world();
+    await history(w, 6);
+    w.store.mark();
+    const { events, done } = streamTurn(w.services, 's', { input: 'streamed' });
+    const seen: TurnEvent[] = [];
+    for await (const event of events) seen.push(event);
+    await done;
+    expect(seen[0]).toMatchObject({ event: 'turn.started', data: { turn: 7 } });
+    expect(seen.at(-1)).toMatchObject({ event: 'turn.completed' });
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+  });
+});

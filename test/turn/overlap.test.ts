@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
+import { SessionLog } from '../../lib/session/session-log.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
+import { streamTurn, runTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+
+/**
+ * The model call a turn starts before its claim and its notice moves have landed: when one
+ * of them fails, the call is aborted and nothing of it is emitted or stored.
+ */
+
+/** A memory store that runs `hook` once, right before the first call it matches. */
+class HookedStore extends MemoryStore {
+  hook: { op: 'put' | 'head'; match: (key: string) => boolean; run: () => Promise<void> } | undefined;
+
+  async #before(op: 'put' | 'head', key: string): Promise<void> {
+    const hook = this.hook;
+    if (hook && hook.op === op && hook.match(key)) {
+      this.hook = undefined;
+      await hook.run();
+    }
+  }
+
+  override async put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+    await this.#before('put', key);
+    return super.put(key, body, options);
+  }
+
+  override async head(key: string): Promise<ObjectInfo | null> {
+    await this.#before('head', key);
+    return super.head(key);
+  }
+}
+
+function world() {
+  const store = new HookedStore();
+  const prompts: { prompt: ModelRequest['prompt']; signal: AbortSignal | undefined }[] = [];
+  const model: Model = {
+    id: 'seen',
+    async generate(request) {
+      prompts.push({ prompt: request.prompt, signal: request.signal });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return echoModel.generate(request);
+    },
+    async *stream(request): AsyncIterable<ModelStreamEvent> {
+      prompts.push({ prompt: request.prompt, signal: request.signal });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      yield* echoModel.stream(request);
+    },
+  };
+  const sessions = new SessionLog(store);
+  const inbox = new Inbox(store, { log: () => {} });
+  const services: TurnServices = {
+    sessions,
+    inbox,
+    config: parseServiceConfig({}),
+    env: { DEFAULT_MODEL: 'seen' },
+    model: () => model,
+    background: () => undefined,
+    log: () => {},
+  };
+  return { store, sessions, inbox, services, prompts };
+}
+
+/** The key of a turn's record (not its completion, lease or view). */
+const isRecord = (key: string) => /\/turn\/g[^/]+\/\d{12}$/.test(key);
+
+describe('a model call started before the claim landed', () => {
+  it('is aborted when another writer took the record number, emits nothing, and the turn starts again', async () => {
+    const w = world();
+    await w.sessions.create({ id: 's' });
+    await runTurn(w.services, 's', { input: 'first' });
+    // Right before this turn's claim lands, another writer appends: the claim is refused.
+    w.store.hook = {
+      op: 'put',
+      match: isRecord,
+      run: async () => void (await w.sessions.append('s', [{ type: 'message', role: 'user', content: 'meanwhile' }])),
+    };
+    w.prompts.length = 0;
+    const { events, done } = streamTurn(w.services, 's', { input: 'second' });
+    const seen: TurnEvent[] = [];
+    for await (const event of events) seen.push(event);
+    await done;
+    // Called twice: the first call, on a history without "meanwhile", was aborted.
+    expect(w.prompts).toHaveLength(2);
+    expect(w.prompts[0]!.signal?.aborted).toBe(true);
+    expect(w.prompts[0]!.prompt.some((item) => 'content' in item && item.content === 'meanwhile')).toBe(false);
+    expect(w.prompts[1]!.prompt.some((item) => 'content' in item && item.content === 'meanwhile')).toBe(true);
+    // One turn.started, one answer: nothing of the aborted call reached the stream.
+    expect(seen.filter((event) => event.event === 'turn.started')).toEqual([
+      { event: 'turn.started', data: { turn: 2, first_seq: 5 } },
+    ]);
+    expect(seen.filter((event) => event.event === 'output_item.done')).toHaveLength(1);
+    expect(seen.at(-1)).toMatchObject({ event: 'turn.completed', data: { turn: 2 } });
+    const items = await w.sessions.listItems('s', { limit: 10 });
+    expect(items.items.map((item) => ('content' in item ? item.content : item.type)).reverse()).toEqual([
+      'first',
+      'echo: first',
+      'meanwhile',
+      'second',
+      'echo: second',
+    ]);
+  });
+
+  it('is aborted when a notice it shows did not move, and the model is called again without it', async () => {
+    const w = world();
+    await w.sessions.create({ id: 's' });
+    await w.inbox.post('s', { name: '0001-gone.md', content: 'withdrawn meanwhile' });
+    await w.inbox.post('s', { name: '0002-kept.md', content: 'still here' });
+    // The notice is read with the claim's reads, then withdrawn before its move.
+    w.store.hook = {
+      op: 'head',
+      match: (key) => key.endsWith('inbox/0001-gone.md'),
+      run: () => w.inbox.withdraw('s', '0001-gone.md'),
+    };
+    const response = await runTurn(w.services, 's', { input: 'hello' });
+    expect(w.prompts).toHaveLength(2);
+    expect(w.prompts[0]!.signal?.aborted).toBe(true);
+    const shown = (index: number) =>
+      w.prompts[index]!.prompt.flatMap((item) => ('content' in item && item.role === 'user' ? [item.content] : []));
+    expect(shown(0)).toEqual(['hello', 'withdrawn meanwhile', 'still here']);
+    expect(shown(1)).toEqual(['hello', 'still here']);
+    expect(response.context.notices_delivered).toEqual(['0002-kept.md']);
+    expect(response.output[0]).toMatchObject({ content: 'echo: still here' });
+    expect((await w.inbox.listDelivered('s')).map((record) => record.name)).toEqual(['0002-kept.md']);
+  });
+});

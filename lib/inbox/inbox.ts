@@ -129,7 +129,7 @@ export class Inbox {
   }
 
   /**
-   * Posts a notice (the API, `POST .../inbox`). Without a name, one is generated that sorts
+   * Posts a notice (docs/API.md, `POST .../inbox`). Without a name, one is generated that sorts
    * after every earlier generated name. The name `abort` is allowed: it aborts the next turn.
    * The put is create-only, so a pending notice is never overwritten.
    *
@@ -196,7 +196,7 @@ export class Inbox {
   }
 
   /**
-   * Withdraws a pending notice (the API, `DELETE .../inbox/:name`). A notice a concurrent
+   * Withdraws a pending notice (docs/API.md, `DELETE .../inbox/:name`). A notice a concurrent
    * consume has already fetched may still be delivered: object stores have no conditional
    * delete.
    *
@@ -212,7 +212,7 @@ export class Inbox {
   }
 
   /**
-   * Lists the record of deliveries (the API, `GET .../inbox/delivered`), in `stored_as` byte
+   * Lists the record of deliveries (docs/API.md, `GET .../inbox/delivered`), in `stored_as` byte
    * order. Costs one list (per 1000 records), plus a head per record when the listing
    * carries no metadata (S3). An object put into `inbox_removed/` by something else is
    * listed with its upload time and `turn: null`.

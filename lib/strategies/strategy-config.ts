@@ -39,7 +39,7 @@ const strategyConfigShape = {
 /** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
 export const strategyConfigFieldsSchema = z.object(strategyConfigShape).strict();
 
-/** The defaults (the seed's current ones, README "Strategies"). */
+/** The defaults (README, "Strategies"). */
 export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   full_tool_calls: 0,
   full_tool_outputs: 10,

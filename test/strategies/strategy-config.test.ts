@@ -10,7 +10,7 @@ import {
 } from '../../lib/strategies/strategy-config.ts';
 
 describe('strategy config', () => {
-  it('has the seed defaults', () => {
+  it('has the documented defaults (README, "Strategies")', () => {
     expect(defaultStrategyConfig()).toEqual({
       full_tool_calls: 0,
       full_tool_outputs: 10,

@@ -24,7 +24,7 @@ import type { NewSession, SessionRecord } from './types.ts';
 
 /** The strategies of a session: a list, or names separated by commas (null: the deployment default). */
 const strategiesSchema = z.union([z.string(), z.array(z.string().min(1))]).nullable();
-/** The fields of a new session (the API, "Sessions"). */
+/** The fields of a new session (docs/API.md, "Sessions"). */
 const newSessionSchema = z
   .object({
     id: z.string().optional(),

@@ -5,7 +5,7 @@ import type { LogScope } from '../keys.ts';
 import type { ContextStart, LogItem, SessionConfig, SessionCounts, TurnStatus, Undelivered } from '../records.ts';
 import type { Base } from './views.ts';
 
-/** The fields a session is created with (the API, "Sessions"); null = the deployment default. */
+/** The fields a session is created with (docs/API.md, "Sessions"); null = the deployment default. */
 export interface NewSession {
   id?: string;
   instructions?: string | null;
@@ -38,7 +38,7 @@ export interface OpenTurn {
   /** The incarnation of the session the turn was claimed in. */
   scope: LogScope;
   session: SessionRecord;
-  /** The turn's ordinal among the session's model turns (the API, `turn`). */
+  /** The turn's ordinal among the session's model turns (docs/API.md, `turn`). */
   turn: number;
   /** The input items with their seqs, payloads whole. */
   input: StoredItem[];

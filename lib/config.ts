@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { InvalidRequestError, TailgateError } from './errors.ts';
+import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
-import { UnknownStrategyError } from './strategies/unknown-strategy-error.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -13,14 +12,6 @@ import { UnknownStrategyError } from './strategies/unknown-strategy-error.ts';
  * restart and a long-lived isolate never freezes thresholds. Strategy thresholds are not here:
  * lib/strategies resolves them (defaults < env < session < request) from the same env object.
  */
-
-/** A deployment setting is missing or invalid (the service answers 503). */
-export class NotConfiguredError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('not_configured', message, details);
-    this.name = 'NotConfiguredError';
-  }
-}
 
 const MIB = 1024 * 1024;
 

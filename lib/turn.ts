@@ -1,9 +1,8 @@
-import { TailgateError } from './errors.ts';
+import { TailgateError, TurnClosedError, AbortedError, ReplayedError } from './errors.ts';
 import type { Item } from './items.ts';
 import type { ModelRequest } from './models/model.ts';
 import type { DeliveredNotice } from './inbox/inbox.ts';
 import type { BeginTurnResult, SessionLog } from './session/session-log.ts';
-import { TurnClosedError } from './session/turn-errors.ts';
 import { NOTHING_UNDELIVERED, type Undelivered } from './session/records.ts';
 import { sha256Hex } from './hash.ts';
 import { NotFoundError } from './errors.ts';
@@ -20,15 +19,7 @@ import type { HistoryAggregates } from './strategies/aggregates.ts';
 import { countPromptTokens } from './tokens/token-counter.ts';
 import { resolveTokenBudget } from './tokens/model-limits.ts';
 import { promptShape } from './prompt-shape.ts';
-import {
-  type TurnServices,
-  type TurnRequest,
-  type TurnContext,
-  type TurnResponse,
-  type TurnEvent,
-  AbortedError,
-  ReplayedError,
-} from './turn/types.ts';
+import type { TurnServices, TurnRequest, TurnContext, TurnResponse, TurnEvent } from './turn/types.ts';
 import {
   type TurnPlan,
   packOptions,
@@ -40,18 +31,16 @@ import {
 import { withSummary, compactionContext, withInstructions, inboxMessage, promptCharacters } from './turn/prompt.ts';
 import { errorRecord, requestRecord, type TurnReceipt, buildReceipt, noticeRecord } from './turn/receipt.ts';
 import { streamModel, EventChannel } from './turn/stream.ts';
-export {
-  type StoredError,
-  type TurnSessionLog,
-  type TurnInbox,
-  type TurnServices,
-  type TurnRequest,
-  type TurnContext,
-  type OutputItem,
-  type TurnResponse,
-  type TurnEvent,
-  AbortedError,
-  ReplayedError,
+export type {
+  StoredError,
+  TurnSessionLog,
+  TurnInbox,
+  TurnServices,
+  TurnRequest,
+  TurnContext,
+  OutputItem,
+  TurnResponse,
+  TurnEvent,
 } from './turn/types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';

@@ -1,12 +1,10 @@
 import { z } from 'zod';
-import { InvalidRequestError, NotFoundError, StorageError } from '../errors.ts';
+import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { sessionConfigKey, sessionPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
 
-export { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 export { ABORT_NOTICE_NAME, noticeNameSchema } from './notice-name.ts';
 import type {
   ConsumeOptions,

@@ -1,8 +1,8 @@
 import { z } from 'zod';
+import { UnknownModelError, ModelConfigurationError } from '../errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
-import { UnknownModelError, type Model } from './model.ts';
-import { ModelConfigurationError } from './model-configuration-error.ts';
+import type { Model } from './model.ts';
 import { createOpenAICompatibleModel } from './openai-compatible-model.ts';
 import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.ts';
 

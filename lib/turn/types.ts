@@ -1,5 +1,4 @@
 import type { ServiceConfig } from '../config.ts';
-import { storedErrorCode, TailgateError } from '../errors.ts';
 import type { Item, Tool } from '../items.ts';
 import type { Model, ModelOutputItem, ModelUsage } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
@@ -103,19 +102,3 @@ export type TurnEvent =
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }
   | { event: 'error'; data: { error: StoredError }; cause: unknown };
-
-/** The turn was ended by an `abort` notice (409). */
-export class AbortedError extends TailgateError {
-  constructor(reason: string, details: { reason: string; notice: string; stored_as: string; turn: number }) {
-    super('aborted', `the turn was aborted: ${reason}`, details);
-    this.name = 'AbortedError';
-  }
-}
-
-/** A replayed turn that had failed: the stored error, rethrown with its code. */
-export class ReplayedError extends TailgateError {
-  constructor(error: StoredError) {
-    super(storedErrorCode(error.code), error.message, error.details);
-    this.name = 'ReplayedError';
-  }
-}

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { ModelError } from '../../lib/errors.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import { ModelError, type Model, type ModelRequest, type ModelResult } from '../../lib/models/model.ts';
+import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';

@@ -1,13 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { CorruptObjectError, InvalidRequestError, NotFoundError } from '../../lib/errors.ts';
+import {
+  CorruptObjectError,
+  InvalidRequestError,
+  NotFoundError,
+  SessionExistsError,
+  TurnClosedError,
+  TurnInProgressError,
+} from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
 import { parseStored, viewSchema } from '../../lib/session/records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
-import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
 import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
-import { TurnClosedError } from '../../lib/session/turn-errors.ts';
-import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';

@@ -1,10 +1,9 @@
 import { describe, expect, inject, it } from 'vitest';
-import { StorageError } from '../../lib/errors.ts';
+import { StorageError, StorageUnsupportedError } from '../../lib/errors.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore, type StoreCall } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
-import { StorageUnsupportedError } from '../../lib/store/storage-unsupported.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { createTestS3Store } from '../support/s3-store.ts';
 

@@ -1,5 +1,14 @@
 import { z } from 'zod';
-import { NotFoundError, InvalidRequestError, StorageError } from '../../errors.ts';
+import {
+  NotFoundError,
+  InvalidRequestError,
+  StorageError,
+  LEASE_EXPIRED,
+  SESSION_DELETED,
+  TURN_CANCELLED,
+  TurnClosedError,
+  TurnInProgressError,
+} from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
 import { doneKey, recordKey, type LogScope } from '../keys.ts';
@@ -17,8 +26,6 @@ import {
   type Undelivered,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
-import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../turn-errors.ts';
-import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import { toSessionRecord } from './config-object.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
 import {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { NotFoundError, StorageError } from '../../errors.ts';
+import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { toolSchema } from '../../items.ts';
@@ -13,8 +13,6 @@ import {
   type LogScope,
 } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
-import { SessionExistsError } from '../session-exists-error.ts';
-import { SESSION_DELETED } from '../turn-errors.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { closeTurn } from './lease.ts';

@@ -1,8 +1,7 @@
-import { CorruptObjectError } from '../../errors.ts';
+import { CorruptObjectError, IdempotencyKeyReusedError } from '../../errors.ts';
 import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
-import { IdempotencyKeyReusedError } from '../turn-errors.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing, type Head } from './head.ts';

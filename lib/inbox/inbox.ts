@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULTS } from '../config.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { sessionConfigKey, sessionPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
@@ -28,8 +29,7 @@ import {
   type ListedNotice,
   type TakeContext,
 } from './delivery-records.ts';
-import { mapLimit } from '../session/map-limit.ts';
-import { listAll } from '../store/object-store.ts';
+import { listAll, mapLimit } from '../store/object-store.ts';
 import { take, type InboxContext } from './claim.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 import { CONCURRENCY, generateName, withMetadata } from './delivery-records.ts';
@@ -45,9 +45,6 @@ export type {
   PostedNotice,
   PreviewNotice,
 } from './types.ts';
-
-/** The API's notice limit: 256 KiB of UTF-8 content. */
-export const DEFAULT_MAX_NOTICE_BYTES = 262_144;
 
 /** The body of `POST .../inbox`, for the router to validate with. */
 export const postNoticeSchema = z
@@ -115,7 +112,7 @@ export class Inbox {
     this.#keyPrefix = options.keyPrefix ?? '';
     this.#clock = options.clock ?? (() => new Date());
     this.#log = options.log ?? defaultLog;
-    this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULT_MAX_NOTICE_BYTES;
+    this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULTS.maxNoticeBytes;
     this.#context = {
       store,
       clock: this.#clock,

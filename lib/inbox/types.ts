@@ -15,7 +15,7 @@ export interface InboxOptions {
   clock?: () => Date;
   /** Receives per-notice problems. Default: warnings to console.warn, info dropped. */
   log?: (event: InboxLogEvent) => void;
-  /** Largest notice content in bytes, for posting and for consuming. Default 262144. */
+  /** Largest notice content in bytes, for posting and for consuming. Default `DEFAULTS.maxNoticeBytes` (lib/config.ts). */
   maxNoticeBytes?: number;
 }
 

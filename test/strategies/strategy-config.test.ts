@@ -5,9 +5,18 @@ import {
   defaultStrategyNames,
   parseStrategyConfigLayer,
   resolveStrategyConfig,
+  splitStrategyNames,
   strategyConfigEnvName,
   strategyConfigKeys,
 } from '../../lib/strategies/strategy-config.ts';
+
+describe('splitStrategyNames', () => {
+  it('splits a comma-separated list and an array the same way: trimmed, empty entries ignored', () => {
+    expect(splitStrategyNames(' shorten_tools, ,inbox ,')).toEqual(['shorten_tools', 'inbox']);
+    expect(splitStrategyNames([' shorten_tools', '', ' inbox '])).toEqual(['shorten_tools', 'inbox']);
+    expect(splitStrategyNames('')).toEqual([]);
+  });
+});
 
 describe('strategy config', () => {
   it('has the documented defaults (README, "Strategies")', () => {

@@ -3,6 +3,7 @@ import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { toolSchema } from '../../items.ts';
+import { splitStrategyNames } from '../../strategies/strategy-config.ts';
 import {
   doneKey,
   generationSchemaPattern,
@@ -185,10 +186,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts): S
 
 function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
   if (value === undefined || value === null) return null;
-  const names = (Array.isArray(value) ? value : value.split(','))
-    .map((name) => name.trim())
-    .filter((name) => name !== '');
-  return names;
+  return splitStrategyNames(value);
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { DEFAULTS } from '../../config.ts';
 import { InvalidRequestError } from '../../errors.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
@@ -38,8 +39,8 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     store,
     keyPrefix: options.keyPrefix ?? '',
     clock: options.clock ?? (() => new Date()),
-    leaseMs: options.leaseMs ?? 30_000,
-    blobThreshold: options.blobThreshold ?? 8192,
+    leaseMs: options.leaseMs ?? DEFAULTS.turnLeaseMs,
+    blobThreshold: options.blobThreshold ?? DEFAULTS.blobThresholdBytes,
     packMinRecords,
     keepRecords,
     segmentTargetBytes: options.segmentTargetBytes ?? 1024 * 1024,

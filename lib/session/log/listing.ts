@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
 import { idSchema } from '../../items.ts';
-import { mapLimit } from '../map-limit.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import type { SessionCounts } from '../records.ts';
 import { PARALLEL_GETS, parseInput, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead } from './head.ts';

@@ -3,7 +3,7 @@ import type { PromptItem, StoredItem } from '../../items.ts';
 import { emptyAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
-import { mapLimit } from '../map-limit.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
 import type { ContextStart, LogItem, Undelivered } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';

@@ -63,6 +63,8 @@ export type MessageItem = z.infer<typeof messageItemSchema>;
 export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
 export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;
 export type Item = z.infer<typeof itemSchema>;
+/** An item a client may send (no system message). */
+export type ClientItem = z.infer<typeof clientItemSchema>;
 export type Role = MessageItem['role'];
 
 const storedFields = {

@@ -9,7 +9,7 @@ import type {
   ResponseUsage,
 } from 'openai/resources/responses/responses';
 import { InvalidRequestError } from '../errors.ts';
-import type { Item, StoredItem } from '../items.ts';
+import type { ClientItem, StoredItem } from '../items.ts';
 import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
 
 /**
@@ -32,11 +32,11 @@ export type InputItemBody =
  * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
  * A system message after the first other item is refused.
  */
-export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: Item[] } {
+export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: ClientItem[] } {
   if (typeof input === 'string')
     return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
   const instructions: string[] = [];
-  const items: Item[] = [];
+  const items: ClientItem[] = [];
   input.forEach((entry, index) => {
     if (entry.type === 'function_call')
       items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });

@@ -1,12 +1,13 @@
 import type { ServiceConfig } from '../config.ts';
-import type { Item, Tool } from '../items.ts';
-import type { Model, ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
-import type { Truncation } from '../compaction/index.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
+import type { OutputItem, TurnResponse } from './wire.ts';
 
-/** The wire and service types of a turn, and the errors the pipeline throws. */
+export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
+
+/** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
 
 export type StoredError = { code: string; message: string; details?: unknown };
 
@@ -43,56 +44,6 @@ export interface TurnServices {
   log: (message: string, details?: unknown) => void;
   /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
   tokenEncoders?: TokenEncoders;
-}
-
-/** The body of POST /v1/sessions/:id/turns, validated. */
-export interface TurnRequest {
-  input: string | Item[];
-  model?: string;
-  strategies?: string | string[];
-  strategy_config?: Record<string, unknown>;
-  tools?: Tool[];
-  max_output_tokens?: number;
-  temperature?: number;
-  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
-  prompt_cache_key?: string;
-  /**
-   * `auto`: a prompt over the model's window drops its oldest tool pairs, then its oldest
-   * messages outside the newest user turn, until it fits (lib/compaction/truncate-prompt.ts);
-   * otherwise it is refused (context_too_large).
-   */
-  truncation?: 'auto' | 'disabled';
-}
-
-/** The API's `context` object. */
-export interface TurnContext {
-  strategies: string[];
-  items_in_prompt: number;
-  prompt_chars: number;
-  tool_calls_total: number;
-  kept_full: number;
-  compacted: number;
-  dropped: number;
-  notices_delivered: string[];
-  /** With `compact` in the list: the prompt's tokens (as counted for the budget). */
-  prompt_tokens?: number;
-  /** With a compacted context: the first seq of the current context. */
-  context_start_seq?: number;
-  /** Set when this turn compacted: the seqs its summary replaced. */
-  compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
-  /** Set when `truncation: "auto"` dropped items to fit the window. */
-  truncation?: Truncation;
-}
-
-export type OutputItem = ModelOutputItem & { seq: number };
-
-/** The API's 200 body of a turn. */
-export interface TurnResponse {
-  session_id: string;
-  turn: number;
-  output: OutputItem[];
-  usage: ModelUsage;
-  context: TurnContext;
 }
 
 export type TurnEvent =

@@ -4,6 +4,8 @@ import { createApp } from '../../functions/app.ts';
 import { STATUS_BY_CODE } from '../../functions/error-handler.ts';
 import { ERROR_CODES } from '../../lib/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { sessionSchema } from '../../lib/session/fields.ts';
+import { turnResponseSchema } from '../../lib/turn/wire.ts';
 
 /**
  * docs/API.md against the running app: every route of /openapi.json is documented there,
@@ -12,7 +14,8 @@ import { MemoryStore } from '../../lib/store/memory.ts';
  */
 
 const TOKEN = 'api-doc-token';
-const app = createApp({ store: () => new MemoryStore(), readEnvironment: (c) => c.env ?? {}, log: () => {} });
+const store = new MemoryStore();
+const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 const doc = await readFile(new URL('../../docs/API.md', import.meta.url), 'utf8');
 
@@ -76,5 +79,36 @@ describe('docs/API.md', () => {
     const document = await openApi();
     const codes = document.components.schemas.Error.properties.error.properties.code.enum as string[];
     expect([...codes].sort()).toEqual([...ERROR_CODES].sort());
+  });
+});
+
+describe('the wire schemas lib derives its types from', () => {
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  const post = (path: string, body: unknown) =>
+    app.request(path, { method: 'POST', headers, body: JSON.stringify(body) }, environment);
+
+  it('describe what the routes answer: a session, and a turn with a tool call and with text', async () => {
+    const created = await post('/v1/sessions', { id: 'wire', tools: [{ type: 'function', name: 'get_weather' }] });
+    expect(created.status).toBe(201);
+    expect(sessionSchema.strict().parse(await created.json()).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
+
+    const call = await post('/v1/sessions/wire/turns', { input: 'call get_weather {"city":"Paris"}' });
+    expect(call.status).toBe(200);
+    const called = turnResponseSchema.strict().parse(await call.json());
+    expect(called.output).toEqual([expect.objectContaining({ type: 'function_call', name: 'get_weather', seq: 2 })]);
+
+    const answer = await post('/v1/sessions/wire/turns', {
+      input: [
+        {
+          type: 'function_call_output',
+          call_id: called.output[0]!.type === 'function_call' ? called.output[0]!.call_id : '',
+          output: '18C',
+        },
+      ],
+    });
+    expect(answer.status).toBe(200);
+    const answered = turnResponseSchema.strict().parse(await answer.json());
+    expect(answered.output[0]).toMatchObject({ type: 'message', role: 'assistant', seq: 4 });
+    expect(answered.context.tool_calls_total).toBe(1);
   });
 });

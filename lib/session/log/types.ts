@@ -1,33 +1,13 @@
-import type { PromptItem, StoredItem, Tool } from '../../items.ts';
+import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates } from '../../strategies/aggregates.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import type { LogScope } from '../keys.ts';
 import type { ContextStart, LogItem, SessionConfig, SessionCounts, TurnStatus, Undelivered } from '../records.ts';
 import type { Base } from './views.ts';
 
-/** The fields a session is created with (docs/API.md, "Sessions"); null = the deployment default. */
-export interface NewSession {
-  id?: string;
-  instructions?: string | null;
-  model?: string | null;
-  strategies?: string | string[] | null;
-  strategy_config?: Record<string, unknown> | null;
-  tools?: Tool[] | null;
-  metadata?: Record<string, unknown> | null;
-}
+import type { SessionRecord } from '../fields.ts';
 
-/** A session as the log returns it: its stored config plus counts from the newest record. */
-export interface SessionRecord {
-  id: string;
-  created_at: string;
-  instructions: string | null;
-  model: string | null;
-  strategies: string[] | null;
-  strategy_config: Record<string, unknown>;
-  tools: Tool[];
-  metadata: Record<string, unknown>;
-  counts: SessionCounts;
-}
+export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';
 
 /**
  * A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt` (renewed

@@ -1,4 +1,5 @@
 import { compactSession } from '../lib/compaction/compact-session.ts';
+import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { parseServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import { echoModel } from '../lib/models/echo.ts';
@@ -39,7 +40,7 @@ export async function measureCompactionReads(
     log.pack = async () => ({ packed: false, deleted: 0 });
     const services: TurnServices & { sessions: SessionLog } = {
       sessions: log,
-      inbox: new Inbox(counting),
+      inbox: new Inbox(counting, { sessionExists: sessionExistsIn(counting, '') }),
       config: parseServiceConfig({}),
       env: {},
       model: () => echoModel,

@@ -49,6 +49,7 @@ export class MemoryTurnDriver implements TurnDriver {
       previewContext: (id, requirement) => log.previewContext(id, requirement),
       hydrate: (id, items) => log.hydrate(id, items),
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
+      commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.

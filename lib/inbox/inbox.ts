@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { DEFAULTS } from '../config.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
-import { sessionConfigKey, sessionPrefix } from '../session/keys.ts';
+import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
@@ -95,7 +95,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * written in the last seconds.
  *
  * @example
- * const inbox = new Inbox(store, { keyPrefix: 'prod/' });
+ * const inbox = new Inbox(store, { keyPrefix: 'prod/', sessionExists: sessionExistsIn(store, 'prod/') });
  * await inbox.post('s1', { name: '0001-budget.md', content: 'Budget left: 2 USD' });
  * const { delivered, abort } = await inbox.consume('s1', { turn: 7 });
  */
@@ -105,14 +105,16 @@ export class Inbox {
   readonly #clock: () => Date;
   readonly #log: (event: InboxLogEvent) => void;
   readonly #maxNoticeBytes: number;
+  readonly #sessionExists: (sessionId: string) => Promise<boolean>;
   readonly #context: InboxContext;
 
-  constructor(store: ObjectStore, options: InboxOptions = {}) {
+  constructor(store: ObjectStore, options: InboxOptions) {
     this.#store = store;
     this.#keyPrefix = options.keyPrefix ?? '';
     this.#clock = options.clock ?? (() => new Date());
     this.#log = options.log ?? defaultLog;
     this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULTS.maxNoticeBytes;
+    this.#sessionExists = options.sessionExists;
     this.#context = {
       store,
       clock: this.#clock,
@@ -260,7 +262,7 @@ export class Inbox {
       if (options.since !== undefined)
         notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
       if (notices.length === 0) return { delivered: [] };
-      if (!options.sessionExists && !(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
+      if (!options.sessionExists && !(await this.#sessionExists(sessionId))) {
         return { delivered: [] };
       }
     } catch (error) {
@@ -375,17 +377,17 @@ export class Inbox {
   }
 
   async #requireSession(sessionId: string): Promise<void> {
-    if (!(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
+    if (!(await this.#sessionExists(sessionId))) {
       throw new NotFoundError(`session ${sessionId} does not exist`, { session_id: sessionId });
     }
   }
 
   #inboxPrefix(sessionId: string): string {
-    return `${sessionPrefix(this.#keyPrefix, sessionId)}inbox/`;
+    return inboxPrefix(this.#keyPrefix, sessionId);
   }
 
   #removedPrefix(sessionId: string): string {
-    return `${sessionPrefix(this.#keyPrefix, sessionId)}inbox_removed/`;
+    return inboxRemovedPrefix(this.#keyPrefix, sessionId);
   }
 }
 

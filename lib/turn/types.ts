@@ -11,7 +11,10 @@ export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.
 
 export type StoredError = { code: string; message: string; details?: unknown };
 
-/** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
+/**
+ * The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper).
+ * Every method is required: a wrapper that left one out would silently skip its step.
+ */
 export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
@@ -21,11 +24,11 @@ export type TurnSessionLog = Pick<
   | 'previewContext'
   | 'hydrate'
   | 'completeTurn'
+  | 'commitTurnContext'
   | 'pack'
   | 'renewLease'
   | 'exists'
-> &
-  Partial<Pick<SessionLog, 'commitTurnContext'>>;
+>;
 
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<Inbox, 'consume' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { compactSession } from '../../lib/compaction/index.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { TailgateError } from '../../lib/errors.ts';
@@ -22,7 +23,7 @@ function services(
 ): TurnServices & { sessions: SessionLog } {
   return {
     sessions: new SessionLog(store),
-    inbox: new Inbox(store),
+    inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig(options.env ?? {}),
     env: options.env ?? {},
     model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),

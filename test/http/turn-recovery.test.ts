@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { ModelError } from '../../lib/errors.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
@@ -48,7 +49,7 @@ function world(given?: ObjectStore) {
   const store = given ?? new MemoryStore({ clock });
   const services = (model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox } => ({
     sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
-    inbox: new Inbox(store, { clock, log: () => {} }),
+    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
     env: {},
     model: (id) => (id === 'held' ? model : echoModel),

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
@@ -27,6 +28,7 @@ async function setup(options: { now?: () => Date; maxNoticeBytes?: number } = {}
   const keyPrefix = 'p/';
   const inbox = new Inbox(store, {
     keyPrefix,
+    sessionExists: sessionExistsIn(store, keyPrefix),
     log: (event) => events.push(event),
     ...(options.now ? { clock: options.now } : {}),
     ...(options.maxNoticeBytes ? { maxNoticeBytes: options.maxNoticeBytes } : {}),
@@ -288,7 +290,11 @@ describe('concurrent consumers (property)', () => {
         fc.integer({ min: 3, max: 8 }),
         async (names, deliveredBefore, consumers) => {
           const memory = new MemoryStore();
-          const inbox = new Inbox(new JitteryStore(memory, 3), { keyPrefix: 'p/', log: () => {} });
+          const inbox = new Inbox(new JitteryStore(memory, 3), {
+            keyPrefix: 'p/',
+            log: () => {},
+            sessionExists: sessionExistsIn(memory, 'p/'),
+          });
           await memory.put(sessionConfigKey('p/', 's1'), '{}');
           for (const each of deliveredBefore) await inbox.post('s1', { name: each, content: `old ${each}` });
           await inbox.consume('s1', { turn: 1 });

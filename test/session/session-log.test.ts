@@ -4,6 +4,7 @@ import {
   InvalidRequestError,
   NotFoundError,
   SessionExistsError,
+  TailgateError,
   TurnClosedError,
   TurnInProgressError,
 } from '../../lib/errors.ts';
@@ -172,13 +173,16 @@ describe('SessionLog: items', () => {
     expect(await log.get('s1')).toMatchObject({ counts: { items: 7, turns: 2, tool_calls: 1 } });
   });
 
-  it('refuses empty and malformed items', async () => {
-    const { log } = setup();
+  it('takes empty or malformed items for a bug of its caller (the edge validates input): a plain Error, nothing stored', async () => {
+    const { store, log } = setup();
     await log.create({ id: 's1' });
-    await expect(log.append('s1', [])).rejects.toBeInstanceOf(InvalidRequestError);
-    await expect(
-      log.append('s1', [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item]),
-    ).rejects.toBeInstanceOf(InvalidRequestError);
+    const before = (await store.list('')).objects.length;
+    for (const items of [[], [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item]]) {
+      const error = await log.append('s1', items).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(TailgateError);
+    }
+    expect((await store.list('')).objects.length).toBe(before);
   });
 
   it.each([
@@ -197,12 +201,6 @@ describe('SessionLog: items', () => {
       expect(page.items.map((item) => item.seq)).toEqual(seqs);
       expect(page).toMatchObject({ has_more, next_before });
     }
-  });
-
-  it.each([0, 1001, 1.5])('refuses the page limit %s', async (limit) => {
-    const { log } = setup();
-    await log.create({ id: 's1' });
-    await expect(log.listItems('s1', { limit })).rejects.toBeInstanceOf(InvalidRequestError);
   });
 
   it('keeps large outputs inline in records and out of line, once each, in segments; listItems and hydrate return them whole', async () => {

@@ -4,7 +4,7 @@ import { parseServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import { echoModel } from '../lib/models/echo.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
-import { CountingStore } from '../lib/store/counting-store.ts';
+import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { runTurn, type TurnServices } from '../lib/turn.ts';
 

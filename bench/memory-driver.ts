@@ -3,7 +3,7 @@ import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import type { Item } from '../lib/items.ts';
 import type { Model } from '../lib/models/model.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
-import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
+import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { PackOptions } from '../lib/session/session-log.ts';

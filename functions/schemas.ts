@@ -5,7 +5,7 @@ import { clientItemSchema, idSchema, textProblem } from '../lib/items.ts';
 import { turnContextSchema } from '../lib/turn/wire.ts';
 
 export { sessionCreateSchema, sessionPatchSchema, sessionSchema } from '../lib/session/fields.ts';
-export { turnContextSchema, turnRequestSchema, turnResponseSchema } from '../lib/turn/wire.ts';
+export { turnRequestSchema, turnResponseSchema } from '../lib/turn/wire.ts';
 
 /**
  * The request and response schemas of the HTTP API. The same objects validate requests and

@@ -134,7 +134,6 @@ export interface ServiceConfig {
   allowAnonymous: boolean;
   keyPrefix: string;
   defaultModel: string;
-  promptStrategy: string | undefined;
   maxBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
@@ -152,8 +151,6 @@ export interface ServiceConfig {
   summaryPrompt: string | undefined;
   /** Model names the OpenAI-compatible API maps to tailgate model ids (MODEL_ALIASES). */
   modelAliases: Record<string, string>;
-  /** Provider settings, by their env names, for lib/models. */
-  providers: Record<string, string | undefined>;
   s3: { endpoint?: string; bucket?: string; region: string; accessKeyId?: string; secretAccessKey?: string };
   /** The file store's directory on Node and Deno when no S3 is set (relative to the working directory). */
   dataDir: string;
@@ -190,7 +187,6 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     allowAnonymous: value.ALLOW_ANONYMOUS,
     keyPrefix: value.KEY_PREFIX,
     defaultModel: value.DEFAULT_MODEL,
-    promptStrategy: value.PROMPT_STRATEGY,
     maxBodyBytes: value.MAX_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
@@ -203,14 +199,6 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     summaryModel: value.SUMMARY_MODEL,
     summaryPrompt: value.SUMMARY_PROMPT,
     modelAliases: parseModelAliases(value.MODEL_ALIASES),
-    providers: {
-      OPENAI_API_KEY: value.OPENAI_API_KEY,
-      OPENAI_BASE_URL: value.OPENAI_BASE_URL,
-      OPENAI_COMPATIBLE_BASE_URL: value.OPENAI_COMPATIBLE_BASE_URL,
-      OPENAI_COMPATIBLE_API_KEY: value.OPENAI_COMPATIBLE_API_KEY,
-      ANTHROPIC_API_KEY: value.ANTHROPIC_API_KEY,
-      ANTHROPIC_BASE_URL: value.ANTHROPIC_BASE_URL,
-    },
     s3: {
       endpoint: value.S3_ENDPOINT,
       bucket: value.S3_BUCKET,

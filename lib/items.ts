@@ -65,7 +65,6 @@ export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema
 export type Item = z.infer<typeof itemSchema>;
 /** An item a client may send (no system message). */
 export type ClientItem = z.infer<typeof clientItemSchema>;
-export type Role = MessageItem['role'];
 
 const storedFields = {
   seq: z.number().int().positive(),

@@ -32,13 +32,10 @@ import { withSummary, compactionContext, withInstructions, inboxMessage, promptC
 import { errorRecord, requestRecord, type TurnReceipt, buildReceipt, noticeRecord } from './turn/receipt.ts';
 import { streamModel, EventChannel } from './turn/stream.ts';
 export type {
-  StoredError,
   TurnSessionLog,
-  TurnInbox,
   TurnServices,
   TurnRequest,
   TurnContext,
-  OutputItem,
   TurnResponse,
   TurnEvent,
 } from './turn/types.ts';

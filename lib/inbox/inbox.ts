@@ -1,4 +1,3 @@
-import { z } from 'zod';
 import { DEFAULTS } from '../config.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
@@ -6,7 +5,6 @@ import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
 
-export { ABORT_NOTICE_NAME, noticeNameSchema } from './notice-name.ts';
 import type {
   ConsumeOptions,
   ConsumeResult,
@@ -38,23 +36,12 @@ export type {
   ConsumeResult,
   DeliveredNotice,
   DeliveryRecord,
-  InboxAbort,
   InboxLogEvent,
   InboxOptions,
   PendingNotice,
   PostedNotice,
   PreviewNotice,
 } from './types.ts';
-
-/** The body of `POST .../inbox`, for the router to validate with. */
-export const postNoticeSchema = z
-  .object({
-    content: z.string(),
-    name: noticeNameSchema.optional(),
-  })
-  .strict();
-
-export type PostNotice = z.infer<typeof postNoticeSchema>;
 
 const GENERATED_NAME_ATTEMPTS = 5;
 

@@ -1,7 +1,6 @@
 import type {
   Response,
   ResponseFunctionToolCall,
-  ResponseInputItem,
   ResponseItem,
   ResponseOutputItem,
   ResponseOutputMessage,
@@ -310,5 +309,3 @@ export class ResponseEventWriter {
     this.#emit({ type: 'response.failed', response });
   }
 }
-
-export type { ResponseInputItem };

@@ -7,7 +7,7 @@ import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError, ReplayedE
 import { formatEvent } from '../../functions/turn-event-stream.ts';
 import { createApp } from '../../functions/app.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('errorBody', () => {

@@ -7,7 +7,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';

@@ -6,7 +6,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { SessionLog, type PackOptions } from '../../lib/session/session-log.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import {

@@ -3,7 +3,7 @@ import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { startConditionalGateway, createTestS3Store, type ConditionalGateway } from '../support/s3-store.ts';
 import { inboxSemanticsSuite } from './inbox-suite.ts';
 

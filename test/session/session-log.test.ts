@@ -13,8 +13,8 @@ import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/s
 import { parseStored, viewSchema } from '../../lib/session/records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { defineSessionLogConcurrency } from './session-log-concurrency.ts';

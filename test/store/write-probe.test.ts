@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from 'vitest';
 import { StorageError, StorageUnsupportedError } from '../../lib/errors.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
-import { FaultyStore, type StoreCall } from '../../lib/store/faulty-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';

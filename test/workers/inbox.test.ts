@@ -3,7 +3,7 @@ import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { inboxSemanticsSuite } from '../inbox/inbox-suite.ts';
 

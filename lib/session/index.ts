@@ -1,2 +1,0 @@
-export * from './keys.ts';
-export * from './session-log.ts';

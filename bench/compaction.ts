@@ -1,9 +1,10 @@
 import { compactSession } from '../lib/turn/compact-session.ts';
+import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { parseServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import { echoModel } from '../lib/models/echo.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
-import { CountingStore } from '../lib/store/counting-store.ts';
+import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { runTurn, type TurnServices } from '../lib/turn.ts';
 
@@ -39,7 +40,7 @@ export async function measureCompactionReads(
     log.pack = async () => ({ packed: false, deleted: 0 });
     const services: TurnServices & { sessions: SessionLog } = {
       sessions: log,
-      inbox: new Inbox(counting),
+      inbox: new Inbox(counting, { sessionExists: sessionExistsIn(counting, '') }),
       config: parseServiceConfig({}),
       env: {},
       model: () => echoModel,

@@ -1,6 +1,6 @@
 import { createApp } from '../functions/app.ts';
 import type { Env } from '../functions/worker.ts';
-import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
+import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import type {
   GetOptions,
   ListOptions,

@@ -3,7 +3,7 @@ import { createServices } from '../functions/services.ts';
 import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import type { Item } from '../lib/items.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
-import { CountingStore } from '../lib/store/counting-store.ts';
+import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { packOptions, runTurn, sessionStrategyPlan } from '../lib/turn.ts';
 import { agentItems } from './agent-session.ts';

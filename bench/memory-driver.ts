@@ -3,7 +3,7 @@ import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import type { Item } from '../lib/items.ts';
 import type { Model } from '../lib/models/model.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
-import { CountingStore, type StoreCounts } from '../lib/store/counting-store.ts';
+import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { PackOptions } from '../lib/session/session-log.ts';
@@ -48,7 +48,9 @@ export class MemoryTurnDriver implements TurnDriver {
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),
       hydrate: (id, items) => log.hydrate(id, items),
+      refreshIndex: (id) => log.refreshIndex(id),
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
+      commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.

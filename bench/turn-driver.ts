@@ -1,5 +1,5 @@
 import type { Item, Tool } from '../lib/items.ts';
-import type { StoreCounts } from '../lib/store/counting-store.ts';
+import type { StoreCounts } from '../test/support/counting-store.ts';
 import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
 import type { RecordedOperation } from './recording-store.ts';
 

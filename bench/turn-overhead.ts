@@ -1,5 +1,5 @@
 import type { Item } from '../lib/items.ts';
-import type { StoreCounts } from '../lib/store/counting-store.ts';
+import type { StoreCounts } from '../test/support/counting-store.ts';
 import type { TurnRequest } from '../lib/turn.ts';
 import { agentItems, TextSource } from './agent-session.ts';
 import { SeededRandom } from './random.ts';

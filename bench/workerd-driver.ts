@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { unstable_dev, type Unstable_DevWorker } from 'wrangler';
 import type { Item } from '../lib/items.ts';
-import type { StoreCounts } from '../lib/store/counting-store.ts';
+import type { StoreCounts } from '../test/support/counting-store.ts';
 import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 

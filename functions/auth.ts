@@ -1,9 +1,9 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { matchedRoutes } from 'hono/route';
-import { TailgateError } from '../lib/errors.ts';
+import { TailgateError, NotConfiguredError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
-import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
+import type { ServiceConfig } from '../lib/config.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import type { AppEnv } from './router.ts';

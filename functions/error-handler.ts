@@ -5,7 +5,7 @@ import type { ZodError } from 'zod';
 import { clientError, InvalidRequestError, TailgateError, type ErrorCode } from '../lib/errors.ts';
 
 /**
- * The one map from lib/ error codes to HTTP statuses (the API, "Conventions"). lib/ knows no
+ * The one map from lib/ error codes to HTTP statuses (docs/API.md, "Conventions"). lib/ knows no
  * status; everything it throws carries an `ErrorCode` and lands here. The table is
  * exhaustive, so a code without a status does not compile. Only real bugs are 500s.
  */

@@ -1,5 +1,4 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
-import type { Context } from 'hono';
 import type { ServiceConfig } from '../lib/config.ts';
 import type { RouteAccess } from './auth.ts';
 import type { AppServices } from './services.ts';
@@ -22,8 +21,6 @@ export interface AppEnv {
   Bindings: RuntimeEnvironment;
   Variables: AppVariables;
 }
-
-export type AppContext = Context<AppEnv>;
 
 /** A router with the shared validation hook (a failed validation is a 400 naming the field). */
 export function createRouter(): OpenAPIHono<AppEnv> {

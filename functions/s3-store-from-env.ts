@@ -1,4 +1,5 @@
-import { NotConfiguredError, type ServiceConfig } from '../lib/config.ts';
+import type { ServiceConfig } from '../lib/config.ts';
+import { NotConfiguredError } from '../lib/errors.ts';
 import { S3Store } from '../lib/store/s3.ts';
 
 /**

@@ -2,6 +2,7 @@ import type { ServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
+import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
@@ -40,6 +41,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
+      sessionExists: sessionExistsIn(store, config.keyPrefix),
       maxNoticeBytes: config.maxNoticeBytes,
       log: (event) => {
         if (event.level === 'warn') log(`tailgate inbox: ${event.message}`, { key: event.key, error: event.error });

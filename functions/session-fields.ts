@@ -1,11 +1,8 @@
-import type { z } from 'zod';
 import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
 import { resolveStrategyNames, type TurnServices } from '../lib/turn.ts';
-import type { sessionPatchSchema } from './schemas.ts';
+import type { SessionPatch } from '../lib/session/fields.ts';
 import { utf8Bytes } from './item-size.ts';
 import { TailgateError } from '../lib/errors.ts';
-
-type SessionFields = z.infer<typeof sessionPatchSchema>;
 
 /**
  * Session config as stored: `strategies` always an array of known names, `strategy_config`
@@ -13,9 +10,9 @@ type SessionFields = z.infer<typeof sessionPatchSchema>;
  * its next turn. `null` stays `null` (the deployment default); absent stays absent.
  */
 export function normalizeSessionFields(
-  body: SessionFields,
+  body: SessionPatch,
   services: Pick<TurnServices, 'env' | 'model' | 'config'>,
-): SessionFields & { strategies?: string[] | null | undefined } {
+): SessionPatch & { strategies?: string[] | null | undefined } {
   checkFieldSize(
     'instructions',
     typeof body.instructions === 'string' ? utf8Bytes(body.instructions) : 0,
@@ -28,10 +25,9 @@ export function normalizeSessionFields(
     services.config.maxMetadataBytes,
     'MAX_METADATA_BYTES',
   );
-  const fields: SessionFields & { strategies?: string[] | null } = {};
-  for (const key of ['instructions', 'model', 'tools', 'metadata'] as const) {
-    if (body[key] !== undefined) (fields as Record<string, unknown>)[key] = body[key];
-  }
+  // Every field passes as sent but the two normalized below, so a new field needs no line here.
+  const { strategies: _strategies, strategy_config: _strategyConfig, ...rest } = body;
+  const fields: SessionPatch & { strategies?: string[] | null } = rest;
   // An unknown model is refused now, not on the session's first turn.
   if (typeof body.model === 'string') services.model(body.model);
   if (body.strategies !== undefined)

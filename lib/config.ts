@@ -1,9 +1,8 @@
 import { z } from 'zod';
-import { InvalidRequestError, TailgateError } from './errors.ts';
+import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
-import { UnknownStrategyError } from './strategies/unknown-strategy-error.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -14,18 +13,29 @@ import { UnknownStrategyError } from './strategies/unknown-strategy-error.ts';
  * lib/strategies resolves them (defaults < env < session < request) from the same env object.
  */
 
-/** A deployment setting is missing or invalid (the service answers 503). */
-export class NotConfiguredError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('not_configured', message, details);
-    this.name = 'NotConfiguredError';
-  }
-}
-
 const MIB = 1024 * 1024;
 
-/** Where the Node and Deno servers keep sessions when no S3 store is configured. */
-export const DEFAULT_DATA_DIR = '.tailgate/data';
+/**
+ * The default of every setting that has one, and the only place each is written: the env
+ * schema below falls back to these, and lib/ modules built without a config (the session
+ * log, the inbox, the model registry) take theirs from here.
+ */
+export const DEFAULTS = {
+  defaultModel: 'echo',
+  maxBodyBytes: 4 * MIB,
+  maxItemBytes: MIB,
+  maxNoticeBytes: 256 * 1024,
+  maxMetadataBytes: 64 * 1024,
+  maxInstructionsBytes: 256 * 1024,
+  turnLeaseMs: 30_000,
+  blobThresholdBytes: 8 * 1024,
+  modelTimeoutMs: 120_000,
+  modelMaxRetries: 1,
+  openaiBaseUrl: 'https://api.openai.com/v1',
+  s3Region: 'auto',
+  /** Where the Node and Deno servers keep sessions when no S3 store is configured. */
+  dataDir: '.tailgate/data',
+} as const;
 
 /** Unset and blank are the same: `API_TOKEN=""` means no token. */
 function optionalText() {
@@ -76,24 +86,27 @@ export const serviceEnvSchema = z.object({
   TOKEN_SIGNING_KEY: secretText(),
   ALLOW_ANONYMOUS: booleanText,
   KEY_PREFIX: z.preprocess((value) => (value === undefined ? '' : value), keyPrefixSchema),
-  DEFAULT_MODEL: z.preprocess((value) => (value === undefined || value === '' ? 'echo' : value), z.string().min(1)),
+  DEFAULT_MODEL: z.preprocess(
+    (value) => (value === undefined || value === '' ? DEFAULTS.defaultModel : value),
+    z.string().min(1),
+  ),
   PROMPT_STRATEGY: optionalText(),
-  MAX_BODY_BYTES: positiveInteger(4 * MIB),
-  MAX_ITEM_BYTES: positiveInteger(MIB),
-  MAX_NOTICE_BYTES: positiveInteger(256 * 1024),
-  MAX_METADATA_BYTES: positiveInteger(64 * 1024),
-  MAX_INSTRUCTIONS_BYTES: positiveInteger(256 * 1024),
+  MAX_BODY_BYTES: positiveInteger(DEFAULTS.maxBodyBytes),
+  MAX_ITEM_BYTES: positiveInteger(DEFAULTS.maxItemBytes),
+  MAX_NOTICE_BYTES: positiveInteger(DEFAULTS.maxNoticeBytes),
+  MAX_METADATA_BYTES: positiveInteger(DEFAULTS.maxMetadataBytes),
+  MAX_INSTRUCTIONS_BYTES: positiveInteger(DEFAULTS.maxInstructionsBytes),
   // Renewed every third of itself while the turn runs, so it need not outlast a model call;
   // below 3 s a renewal (one storage write) would have too little time to land.
-  TURN_LEASE_MS: positiveInteger(30_000).refine(
+  TURN_LEASE_MS: positiveInteger(DEFAULTS.turnLeaseMs).refine(
     (value) => value >= 3000,
     'must be at least 3000 (the lease is renewed every third of it)',
   ),
-  BLOB_THRESHOLD_BYTES: positiveInteger(8 * 1024),
-  MODEL_TIMEOUT_MS: positiveInteger(120_000),
+  BLOB_THRESHOLD_BYTES: positiveInteger(DEFAULTS.blobThresholdBytes),
+  MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
   MODEL_MAX_RETRIES: z.preprocess(
     (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
-    z.number().int().min(0).max(10).default(1),
+    z.number().int().min(0).max(10).default(DEFAULTS.modelMaxRetries),
   ),
   SUMMARY_MODEL: optionalText(),
   // `name=provider:model,...`: model names the OpenAI-compatible API accepts besides tailgate ids.
@@ -121,7 +134,6 @@ export interface ServiceConfig {
   allowAnonymous: boolean;
   keyPrefix: string;
   defaultModel: string;
-  promptStrategy: string | undefined;
   maxBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
@@ -139,8 +151,6 @@ export interface ServiceConfig {
   summaryPrompt: string | undefined;
   /** Model names the OpenAI-compatible API maps to tailgate model ids (MODEL_ALIASES). */
   modelAliases: Record<string, string>;
-  /** Provider settings, by their env names, for lib/models. */
-  providers: Record<string, string | undefined>;
   s3: {
     endpoint?: string | undefined;
     bucket?: string | undefined;
@@ -183,7 +193,6 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     allowAnonymous: value.ALLOW_ANONYMOUS,
     keyPrefix: value.KEY_PREFIX,
     defaultModel: value.DEFAULT_MODEL,
-    promptStrategy: value.PROMPT_STRATEGY,
     maxBodyBytes: value.MAX_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
@@ -196,22 +205,14 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     summaryModel: value.SUMMARY_MODEL,
     summaryPrompt: value.SUMMARY_PROMPT,
     modelAliases: parseModelAliases(value.MODEL_ALIASES),
-    providers: {
-      OPENAI_API_KEY: value.OPENAI_API_KEY,
-      OPENAI_BASE_URL: value.OPENAI_BASE_URL,
-      OPENAI_COMPATIBLE_BASE_URL: value.OPENAI_COMPATIBLE_BASE_URL,
-      OPENAI_COMPATIBLE_API_KEY: value.OPENAI_COMPATIBLE_API_KEY,
-      ANTHROPIC_API_KEY: value.ANTHROPIC_API_KEY,
-      ANTHROPIC_BASE_URL: value.ANTHROPIC_BASE_URL,
-    },
     s3: {
       endpoint: value.S3_ENDPOINT,
       bucket: value.S3_BUCKET,
-      region: value.S3_REGION ?? 'auto',
+      region: value.S3_REGION ?? DEFAULTS.s3Region,
       accessKeyId: value.AWS_ACCESS_KEY_ID,
       secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
     },
-    dataDir: value.DATA_DIR ?? DEFAULT_DATA_DIR,
+    dataDir: value.DATA_DIR ?? DEFAULTS.dataDir,
     publicDocs: value.PUBLIC_DOCS,
   };
 }

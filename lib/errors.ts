@@ -1,4 +1,7 @@
 /**
+ * Every error of lib/, in one module: the codes of the API's error JSON (docs/API.md,
+ * "Conventions"), the base class and each error class thrown with one of them.
+ *
  * Every error code of the API's error JSON. The union is closed: functions/error-handler.ts
  * maps each one to an HTTP status in an exhaustive table, so a new code cannot ship without
  * a status. lib/ knows no HTTP status.
@@ -125,6 +128,194 @@ export class StorageError extends TailgateError {
   constructor(message: string, details?: unknown) {
     super('storage_error', message, details);
     this.name = 'StorageError';
+  }
+}
+
+/** A deployment setting is missing or invalid (the service answers 503). */
+export class NotConfiguredError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('not_configured', message, details);
+    this.name = 'NotConfiguredError';
+  }
+}
+
+/** A conditional-write precondition the store was seen to ignore. */
+export type MissingPrecondition = 'If-None-Match' | 'If-Match';
+
+/**
+ * The store does not honour the conditional writes the session log commits with, so using
+ * it would silently lose acknowledged writes. `missing` names what it ignored; the message
+ * says what was seen and which stores conform.
+ */
+export class StorageUnsupportedError extends TailgateError {
+  readonly missing: MissingPrecondition[];
+
+  constructor(message: string, missing: MissingPrecondition[]) {
+    super('storage_unsupported', message, { missing });
+    this.name = 'StorageUnsupportedError';
+    this.missing = missing;
+  }
+}
+
+/** A body, item, notice or field is larger than its configured limit (413). */
+export class PayloadTooLargeError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('payload_too_large', message, details);
+    this.name = 'PayloadTooLargeError';
+  }
+}
+
+/** A strategy list named a strategy that is not registered. `details.known` lists the names. */
+export class UnknownStrategyError extends TailgateError {
+  readonly strategy: string;
+  readonly known: string[];
+
+  constructor(strategy: string, known: string[]) {
+    super('unknown_strategy', `unknown strategy "${strategy}"; known strategies: ${known.join(', ')}`, {
+      strategy,
+      known,
+    });
+    this.name = 'UnknownStrategyError';
+    this.strategy = strategy;
+    this.known = known;
+  }
+}
+
+/** A session with this id already exists (create is create-only). */
+export class SessionExistsError extends TailgateError {
+  constructor(id: string) {
+    super('session_exists', `session ${id} already exists`, { id });
+    this.name = 'SessionExistsError';
+  }
+}
+
+/** A pending notice already has this name (409 `name_taken`). */
+export class NameTakenError extends TailgateError {
+  constructor(name: string) {
+    super('name_taken', `a pending notice is already named ${name}`, { name });
+    this.name = 'NameTakenError';
+  }
+}
+
+/** Another model turn on this session is open and its lease has not expired. */
+export class TurnInProgressError extends TailgateError {
+  constructor(sessionId: string, turn: number, leaseExpiresAt?: string) {
+    super('turn_in_progress', `turn ${turn} of session ${sessionId} is in progress`, {
+      session_id: sessionId,
+      turn,
+      ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}),
+    });
+    this.name = 'TurnInProgressError';
+  }
+}
+
+/** The stored errors of turns closed by someone other than their owner. */
+export const LEASE_EXPIRED = 'lease_expired';
+export const TURN_CANCELLED = 'turn_cancelled';
+export const SESSION_DELETED = 'session_deleted';
+
+/** The turn was closed by someone else (its lease expired, or it was cancelled): nothing was stored. */
+export class TurnClosedError extends TailgateError {
+  constructor(sessionId: string, turn: number, code: 'lease_expired' | 'turn_cancelled') {
+    super(
+      code,
+      code === 'turn_cancelled'
+        ? `turn ${turn} was cancelled; its output was not stored`
+        : `turn ${turn} outlived its lease and was closed as failed; its output was not stored`,
+      { session_id: sessionId, turn },
+    );
+    this.name = 'TurnClosedError';
+  }
+}
+
+/** A cancel named a turn that is not open (404 when it never existed). */
+export class TurnNotOpenError extends TailgateError {
+  constructor(sessionId: string, turn: number) {
+    super('turn_not_open', `turn ${turn} of session ${sessionId} is not open`, { session_id: sessionId, turn });
+    this.name = 'TurnNotOpenError';
+  }
+}
+
+/** The same Idempotency-Key was used before with a different request (422). */
+export class IdempotencyKeyReusedError extends TailgateError {
+  constructor(turn: number) {
+    super('idempotency_key_reused', `the Idempotency-Key was used for turn ${turn} with a different request`, { turn });
+    this.name = 'IdempotencyKeyReusedError';
+  }
+}
+
+/** The turn was ended by an `abort` notice (409). */
+export class AbortedError extends TailgateError {
+  constructor(reason: string, details: { reason: string; notice: string; stored_as: string; turn: number }) {
+    super('aborted', `the turn was aborted: ${reason}`, details);
+    this.name = 'AbortedError';
+  }
+}
+
+/** A replayed turn that had failed: the stored error, rethrown with its code. */
+export class ReplayedError extends TailgateError {
+  constructor(error: { code: string; message: string; details?: unknown }) {
+    super(storedErrorCode(error.code), error.message, error.details);
+    this.name = 'ReplayedError';
+  }
+}
+
+/**
+ * The prompt exceeds the model's window even after every strategy and compaction (one
+ * enormous item, say): the turn is refused instead of sending a request that must fail.
+ * `details` names the largest item (its seq, or its index in the prompt when synthetic).
+ */
+export class ContextTooLargeError extends TailgateError {
+  constructor(details: {
+    prompt_tokens: number;
+    prompt_limit: number;
+    context_limit: number;
+    response_reserve: number;
+    item: { index: number; seq: number | null; tokens: number };
+  }) {
+    const which = details.item.seq !== null ? `item seq ${details.item.seq}` : `prompt item ${details.item.index}`;
+    super(
+      'context_too_large',
+      `the prompt needs ${details.prompt_tokens} tokens, more than the ${details.prompt_limit} the model can take (context_limit ${details.context_limit} - response_reserve ${details.response_reserve}); the largest is ${which} (${details.item.tokens} tokens)`,
+      details,
+    );
+    this.name = 'ContextTooLargeError';
+  }
+}
+
+/** The provider failed or answered something invalid (502). */
+export class ModelError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('model_error', message, details);
+    this.name = 'ModelError';
+  }
+}
+
+/** The provider did not answer in time (504). */
+export class ModelTimeoutError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('model_timeout', message, details);
+    this.name = 'ModelTimeoutError';
+  }
+}
+
+/** A `model` id that names no known provider (400). */
+export class UnknownModelError extends TailgateError {
+  constructor(id: string, known: string[]) {
+    super('invalid_request', `unknown model "${id}"; known providers: ${known.join(', ')}`, { field: 'model', known });
+    this.name = 'UnknownModelError';
+  }
+}
+
+/**
+ * A known provider that cannot be used as configured: a required setting (an API key, a base
+ * URL, the Workers AI binding) is missing or a model setting is malformed. It answers the
+ * request that named the model (400, `details.field = "model"`), never a crash.
+ */
+export class ModelConfigurationError extends TailgateError {
+  constructor(message: string, details: { model: string; setting: string }) {
+    super('invalid_request', message, { field: 'model', ...details });
+    this.name = 'ModelConfigurationError';
   }
 }
 

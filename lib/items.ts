@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * The item model: OpenAI Responses item shapes (the API, "Items"), shared by every layer.
+ * The item model: OpenAI Responses item shapes (docs/API.md, "Items"), shared by every layer.
  *
  * - `Item`: what a client sends (input) and what a model returns (output).
  * - `StoredItem`: an item in the session log, with its dense 1-based `seq` and `created_at`.
@@ -63,7 +63,8 @@ export type MessageItem = z.infer<typeof messageItemSchema>;
 export type FunctionCallItem = z.infer<typeof functionCallItemSchema>;
 export type FunctionCallOutputItem = z.infer<typeof functionCallOutputItemSchema>;
 export type Item = z.infer<typeof itemSchema>;
-export type Role = MessageItem['role'];
+/** An item a client may send (no system message). */
+export type ClientItem = z.infer<typeof clientItemSchema>;
 
 const storedFields = {
   seq: z.number().int().positive(),
@@ -150,7 +151,7 @@ function isWellFormed(text: string): boolean {
   return nativeIsWellFormed ? nativeIsWellFormed.call(text) : !LONE_SURROGATE.test(text);
 }
 
-/** A client-side tool offered to the model (the API, "Sessions"). */
+/** A client-side tool offered to the model (docs/API.md, "Sessions"). */
 export const toolSchema = z
   .object({
     type: z.literal('function'),

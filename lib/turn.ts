@@ -5,19 +5,18 @@
 export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
-export {
-  type StoredError,
-  type TurnSessionLog,
-  type TurnInbox,
-  type TurnServices,
-  type TurnRequest,
-  type TurnContext,
-  type OutputItem,
-  type TurnResponse,
-  type TurnEvent,
-  AbortedError,
-  ReplayedError,
+export type {
+  StoredError,
+  TurnSessionLog,
+  TurnInbox,
+  TurnServices,
+  TurnRequest,
+  TurnContext,
+  OutputItem,
+  TurnResponse,
+  TurnEvent,
 } from './turn/types.ts';
+export { AbortedError, ReplayedError } from './errors.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';
 export { errorRecord, seqRanges } from './turn/receipt.ts';

@@ -57,7 +57,7 @@ const withdrawRoute = createRoute({
   responses: { 204: { description: 'Withdrawn' }, ...errorResponses(400, 401, 403, 404, 503) },
 });
 
-/** The inbox routes (the API, "Inbox"). `delivered` is registered before `{name}`. */
+/** The inbox routes (docs/API.md, "Inbox"). `delivered` is registered before `{name}`. */
 export function inboxRoutes() {
   return createRouter()
     .openapi(postNoticeRoute, async (c) => {

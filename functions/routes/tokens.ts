@@ -1,6 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
+import { NotConfiguredError } from '../../lib/errors.ts';
 import { z } from 'zod';
-import { NotConfiguredError } from '../../lib/config.ts';
 import { idSchema } from '../../lib/items.ts';
 import { createRouter } from '../router.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';

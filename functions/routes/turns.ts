@@ -1,6 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { runTurn, streamTurn, type TurnRequest } from '../../lib/turn.ts';
+import { runTurn, streamTurn } from '../../lib/turn.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -75,13 +75,12 @@ export function turnRoutes() {
     })
     .openapi(takeTurnRoute, async (c) => {
       const { id } = c.req.valid('param');
-      const { stream, ...body } = c.req.valid('json');
+      const { stream, ...request } = c.req.valid('json');
       const idempotencyKey = c.req.valid('header')['idempotency-key'];
       checkItemSizes(
-        typeof body.input === 'string' ? [{ type: 'message', role: 'user', content: body.input }] : body.input,
+        typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input,
         c.var.config.maxItemBytes,
       );
-      const request = body as TurnRequest;
       const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
       const services = c.var.services;
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');

@@ -1,7 +1,7 @@
 import type { PromptItem, Tool } from '../items.ts';
+import { ContextTooLargeError } from '../errors.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
 import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
-import { ContextTooLargeError } from './context-too-large-error.ts';
 
 /**
  * Throws ContextTooLargeError (naming the largest item) when the prompt needs more than the

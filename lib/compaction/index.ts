@@ -1,5 +1,4 @@
 export * from './check-prompt-fits.ts';
-export * from './context-too-large-error.ts';
 export * from './plan-compaction.ts';
 export * from './summarize-context.ts';
 export * from './summary-budget.ts';

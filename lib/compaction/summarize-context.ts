@@ -1,5 +1,6 @@
 import type { PromptItem } from '../items.ts';
-import { ModelError, type Model } from '../models/model.ts';
+import { ModelError } from '../errors.ts';
+import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
 import { APPROXIMATE_CHARACTERS_PER_TOKEN } from '../tokens/token-counter.ts';

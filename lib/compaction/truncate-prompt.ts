@@ -1,20 +1,22 @@
+import { z } from 'zod';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
 import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
 
 /** What `truncation: "auto"` (or the overflow safety net) dropped from a prompt to make it fit. */
-export interface Truncation {
+export const truncationSchema = z.object({
   /** Tool calls dropped with their outputs. */
-  tool_pairs: number;
+  tool_pairs: z.number().int(),
   /** Messages dropped (oldest first, never the newest user turn). */
-  messages: number;
+  messages: z.number().int(),
   /** Seqs of the dropped stored items (absent for a prompt that is not stored). */
-  dropped_seqs: number[];
+  dropped_seqs: z.array(z.number().int()),
   /** The prompt's tokens before and after. */
-  prompt_tokens_before: number;
-  prompt_tokens: number;
-}
+  prompt_tokens_before: z.number().int(),
+  prompt_tokens: z.number().int(),
+});
+export type Truncation = z.infer<typeof truncationSchema>;
 
 /**
  * Where a session's prompt starts after the overflow safety net dropped its oldest items:

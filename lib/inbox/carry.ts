@@ -1,5 +1,4 @@
-import { decodeUtf8, listAll } from '../store/object-store.ts';
-import { mapLimit } from '../session/map-limit.ts';
+import { decodeUtf8, listAll, mapLimit } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes } from './notice-name.ts';
 import type { DeliveredNotice } from './types.ts';
 import {

@@ -1,7 +1,13 @@
 import { StorageError } from '../errors.ts';
-import { decodeUtf8, listAll, type ObjectInfo, type ObjectStore, type StoredObject } from '../store/object-store.ts';
+import {
+  decodeUtf8,
+  listAll,
+  mapLimit,
+  type ObjectInfo,
+  type ObjectStore,
+  type StoredObject,
+} from '../store/object-store.ts';
 import { parseSlot, slotName, splitExtension } from './notice-name.ts';
-import { mapLimit } from '../session/map-limit.ts';
 import type { DeliveredNotice, InboxLogEvent } from './types.ts';
 import {
   CLOCK_TOLERANCE_MS,

@@ -1,13 +1,10 @@
-import { z } from 'zod';
-import { InvalidRequestError, NotFoundError, StorageError } from '../errors.ts';
-import { sessionConfigKey, sessionPrefix } from '../session/keys.ts';
+import { DEFAULTS } from '../config.ts';
+import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
+import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
-import { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
 
-export { NameTakenError, PayloadTooLargeError } from './inbox-errors.ts';
-export { ABORT_NOTICE_NAME, noticeNameSchema } from './notice-name.ts';
 import type {
   ConsumeOptions,
   ConsumeResult,
@@ -29,8 +26,7 @@ import {
   validTime,
   type ListedNotice,
 } from './delivery-records.ts';
-import { mapLimit } from '../session/map-limit.ts';
-import { listAll } from '../store/object-store.ts';
+import { listAll, mapLimit } from '../store/object-store.ts';
 import { deliverAll, readNotice, take, type FetchedNotice, type InboxContext } from './claim.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 import { CONCURRENCY, generateName, withMetadata } from './delivery-records.ts';
@@ -39,26 +35,12 @@ export type {
   ConsumeResult,
   DeliveredNotice,
   DeliveryRecord,
-  InboxAbort,
   InboxLogEvent,
   InboxOptions,
   PendingNotice,
   PostedNotice,
   PreviewNotice,
 } from './types.ts';
-
-/** The API's notice limit: 256 KiB of UTF-8 content. */
-export const DEFAULT_MAX_NOTICE_BYTES = 262_144;
-
-/** The body of `POST .../inbox`, for the router to validate with. */
-export const postNoticeSchema = z
-  .object({
-    content: z.string(),
-    name: noticeNameSchema.optional(),
-  })
-  .strict();
-
-export type PostNotice = z.infer<typeof postNoticeSchema>;
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -99,7 +81,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * written in the last seconds.
  *
  * @example
- * const inbox = new Inbox(store, { keyPrefix: 'prod/' });
+ * const inbox = new Inbox(store, { keyPrefix: 'prod/', sessionExists: sessionExistsIn(store, 'prod/') });
  * await inbox.post('s1', { name: '0001-budget.md', content: 'Budget left: 2 USD' });
  * const { delivered, abort } = await inbox.consume('s1', { turn: 7 });
  */
@@ -109,14 +91,16 @@ export class Inbox {
   readonly #clock: () => Date;
   readonly #log: (event: InboxLogEvent) => void;
   readonly #maxNoticeBytes: number;
+  readonly #sessionExists: (sessionId: string) => Promise<boolean>;
   readonly #context: InboxContext;
 
-  constructor(store: ObjectStore, options: InboxOptions = {}) {
+  constructor(store: ObjectStore, options: InboxOptions) {
     this.#store = store;
     this.#keyPrefix = options.keyPrefix ?? '';
     this.#clock = options.clock ?? (() => new Date());
     this.#log = options.log ?? defaultLog;
-    this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULT_MAX_NOTICE_BYTES;
+    this.#maxNoticeBytes = options.maxNoticeBytes ?? DEFAULTS.maxNoticeBytes;
+    this.#sessionExists = options.sessionExists;
     this.#context = {
       store,
       clock: this.#clock,
@@ -128,7 +112,7 @@ export class Inbox {
   }
 
   /**
-   * Posts a notice (the API, `POST .../inbox`). Without a name, one is generated that sorts
+   * Posts a notice (docs/API.md, `POST .../inbox`). Without a name, one is generated that sorts
    * after every earlier generated name. The name `abort` is allowed: it aborts the next turn.
    * The put is create-only, so a pending notice is never overwritten.
    *
@@ -195,7 +179,7 @@ export class Inbox {
   }
 
   /**
-   * Withdraws a pending notice (the API, `DELETE .../inbox/:name`). A notice a concurrent
+   * Withdraws a pending notice (docs/API.md, `DELETE .../inbox/:name`). A notice a concurrent
    * consume has already fetched may still be delivered: object stores have no conditional
    * delete.
    *
@@ -211,7 +195,7 @@ export class Inbox {
   }
 
   /**
-   * Lists the record of deliveries (the API, `GET .../inbox/delivered`), in `stored_as` byte
+   * Lists the record of deliveries (docs/API.md, `GET .../inbox/delivered`), in `stored_as` byte
    * order. Costs one list (per 1000 records), plus a head per record when the listing
    * carries no metadata (S3). An object put into `inbox_removed/` by something else is
    * listed with its upload time and `turn: null`.
@@ -264,7 +248,7 @@ export class Inbox {
       if (options.since !== undefined)
         notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
       if (notices.length === 0) return { delivered: [] };
-      if (!options.sessionExists && !(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
+      if (!options.sessionExists && !(await this.#sessionExists(sessionId))) {
         return { delivered: [] };
       }
     } catch (error) {
@@ -376,17 +360,17 @@ export class Inbox {
   }
 
   async #requireSession(sessionId: string): Promise<void> {
-    if (!(await this.#store.head(sessionConfigKey(this.#keyPrefix, sessionId)))) {
+    if (!(await this.#sessionExists(sessionId))) {
       throw new NotFoundError(`session ${sessionId} does not exist`, { session_id: sessionId });
     }
   }
 
   #inboxPrefix(sessionId: string): string {
-    return `${sessionPrefix(this.#keyPrefix, sessionId)}inbox/`;
+    return inboxPrefix(this.#keyPrefix, sessionId);
   }
 
   #removedPrefix(sessionId: string): string {
-    return `${sessionPrefix(this.#keyPrefix, sessionId)}inbox_removed/`;
+    return inboxRemovedPrefix(this.#keyPrefix, sessionId);
   }
 }
 

@@ -10,13 +10,19 @@ export interface InboxLogEvent {
 }
 
 export interface InboxOptions {
+  /**
+   * Whether a session with this id exists: the inbox's one question to the session log
+   * (`sessionExistsIn` in lib/session/log/config-object.ts), asked before posting and listing,
+   * and by consume when the caller has not just read the session.
+   */
+  sessionExists: (sessionId: string) => Promise<boolean>;
   /** Prefix of every key (`KEY_PREFIX`), e.g. `prod/`. Default: none. */
   keyPrefix?: string;
   /** The service clock: posted_at of API posts and delivered_at of deliveries. */
   clock?: () => Date;
   /** Receives per-notice problems. Default: warnings to console.warn, info dropped. */
   log?: (event: InboxLogEvent) => void;
-  /** Largest notice content in bytes, for posting and for consuming. Default 262144. */
+  /** Largest notice content in bytes, for posting and for consuming. Default `DEFAULTS.maxNoticeBytes` (lib/config.ts). */
   maxNoticeBytes?: number;
 }
 

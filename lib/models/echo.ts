@@ -1,13 +1,7 @@
 import { sha256Hex } from '../hash.ts';
+import { ModelTimeoutError } from '../errors.ts';
 import { outputLength, type PromptItem } from '../items.ts';
-import {
-  ModelTimeoutError,
-  type Model,
-  type ModelOutputItem,
-  type ModelRequest,
-  type ModelResult,
-  type ModelStreamEvent,
-} from './model.ts';
+import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent } from './model.ts';
 
 export const ECHO_MODEL_ID = 'echo';
 

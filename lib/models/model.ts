@@ -1,5 +1,4 @@
 import type { FunctionCallItem, MessageItem, PromptItem, Tool } from '../items.ts';
-import { TailgateError } from '../errors.ts';
 
 /**
  * The one interface every provider adapter implements. Adapters translate `PromptItem[]`
@@ -28,7 +27,7 @@ export interface ModelUsage {
   input_tokens: number;
   output_tokens: number;
   /** Input tokens the provider read from its prompt cache, when it reports some (absent: none). */
-  cached_input_tokens?: number;
+  cached_input_tokens?: number | undefined;
 }
 
 export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCallItem;
@@ -49,28 +48,4 @@ export interface Model {
   generate(request: ModelRequest): Promise<ModelResult>;
   /** Yields deltas and finished items, and ends with exactly one `done` event. */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;
-}
-
-/** The provider failed or answered something invalid (502). */
-export class ModelError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('model_error', message, details);
-    this.name = 'ModelError';
-  }
-}
-
-/** The provider did not answer in time (504). */
-export class ModelTimeoutError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('model_timeout', message, details);
-    this.name = 'ModelTimeoutError';
-  }
-}
-
-/** A `model` id that names no known provider (400). */
-export class UnknownModelError extends TailgateError {
-  constructor(id: string, known: string[]) {
-    super('invalid_request', `unknown model "${id}"; known providers: ${known.join(', ')}`, { field: 'model', known });
-    this.name = 'UnknownModelError';
-  }
 }

@@ -1,8 +1,9 @@
 import { z } from 'zod';
+import { DEFAULTS } from '../config.ts';
+import { UnknownModelError, ModelConfigurationError } from '../errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
-import { UnknownModelError, type Model } from './model.ts';
-import { ModelConfigurationError } from './model-configuration-error.ts';
+import type { Model } from './model.ts';
 import { createOpenAICompatibleModel } from './openai-compatible-model.ts';
 import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.ts';
 
@@ -14,7 +15,7 @@ import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.
 export interface ModelEnvironment {
   /** Key for `openai:<name>` (required for it). */
   OPENAI_API_KEY?: string | undefined;
-  /** Base URL for `openai:<name>`; default `https://api.openai.com/v1`. */
+  /** Base URL for `openai:<name>`; default `DEFAULTS.openaiBaseUrl` (lib/config.ts). */
   OPENAI_BASE_URL?: string | undefined;
   /** Base URL for `openai-compatible:<name>` (required for it), e.g. `http://localhost:11434/v1`. */
   OPENAI_COMPATIBLE_BASE_URL?: string | undefined;
@@ -24,9 +25,9 @@ export interface ModelEnvironment {
   ANTHROPIC_API_KEY?: string | undefined;
   /** Base URL for `anthropic:<name>`, including `/v1`; default `https://api.anthropic.com/v1`. */
   ANTHROPIC_BASE_URL?: string | undefined;
-  /** Deadline of one model call, stream included, in ms; default 120000. */
+  /** Deadline of one model call, stream included, in ms; default `DEFAULTS.modelTimeoutMs` (lib/config.ts). */
   MODEL_TIMEOUT_MS?: string | number | undefined;
-  /** Retries on retryable provider failures (5xx, 429, network); default 1. */
+  /** Retries on retryable provider failures (5xx, 429, network); default `DEFAULTS.modelMaxRetries`. */
   MODEL_MAX_RETRIES?: string | number | undefined;
   /** The Workers AI binding, for `workers-ai:<name>` (the wrangler binding name `AI`). */
   AI?: WorkersAiBinding | undefined;
@@ -36,9 +37,6 @@ export interface ModelEnvironment {
   fetch?: typeof globalThis.fetch | undefined;
 }
 
-export const DEFAULT_MODEL_TIMEOUT_MS = 120_000;
-export const DEFAULT_MODEL_MAX_RETRIES = 1;
-export const DEFAULT_OPENAI_BASE_URL = 'https://api.openai.com/v1';
 export const MODEL_PROVIDERS = ['echo', 'openai', 'openai-compatible', 'anthropic', 'workers-ai'] as const;
 
 const blankToUndefined = (value: unknown) => (value === '' || value === null ? undefined : value);
@@ -70,9 +68,9 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
   const common = {
     id,
     timeoutMs:
-      readNumber(timeoutSchema, environment.MODEL_TIMEOUT_MS, 'MODEL_TIMEOUT_MS', id) ?? DEFAULT_MODEL_TIMEOUT_MS,
+      readNumber(timeoutSchema, environment.MODEL_TIMEOUT_MS, 'MODEL_TIMEOUT_MS', id) ?? DEFAULTS.modelTimeoutMs,
     maxRetries:
-      readNumber(retriesSchema, environment.MODEL_MAX_RETRIES, 'MODEL_MAX_RETRIES', id) ?? DEFAULT_MODEL_MAX_RETRIES,
+      readNumber(retriesSchema, environment.MODEL_MAX_RETRIES, 'MODEL_MAX_RETRIES', id) ?? DEFAULTS.modelMaxRetries,
   };
   const fetch = environment.fetch ? { fetch: environment.fetch } : {};
   const setting = (key: keyof ModelEnvironment) => {
@@ -97,7 +95,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         ...fetch,
         providerName: 'openai',
         modelName: name,
-        baseURL: setting('OPENAI_BASE_URL') ?? DEFAULT_OPENAI_BASE_URL,
+        baseURL: setting('OPENAI_BASE_URL') ?? DEFAULTS.openaiBaseUrl,
         apiKey: required('OPENAI_API_KEY'),
         maxCompletionTokens: true,
         promptCacheKey: true,

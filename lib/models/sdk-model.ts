@@ -6,21 +6,12 @@ import {
   type LanguageModel,
   type LanguageModelUsage,
 } from 'ai';
-import { TailgateError } from '../errors.ts';
+import { TailgateError, ModelError, ModelTimeoutError } from '../errors.ts';
 import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
-import {
-  ModelError,
-  ModelTimeoutError,
-  type Model,
-  type ModelOutputItem,
-  type ModelRequest,
-  type ModelResult,
-  type ModelStreamEvent,
-  type ModelUsage,
-} from './model.ts';
+import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent, ModelUsage } from './model.ts';
 
 export interface SdkModelOptions {
   /** The tailgate model id (`provider:name`). */

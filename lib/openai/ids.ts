@@ -16,7 +16,6 @@
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
 
-const SESSION = /^[A-Za-z0-9_-]{1,64}$/;
 const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})$/;
 const ITEM = /^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
 
@@ -70,10 +69,6 @@ export function parseItemId(id: string): { kind: ItemKind; sessionId: string; se
   const kind = (Object.keys(ITEM_PREFIX) as ItemKind[]).find((key) => ITEM_PREFIX[key] === match[1])!;
   const seq = Number(match[3]);
   return seq >= 1 ? { kind, sessionId: match[2]!, seq } : undefined;
-}
-
-export function isSessionId(id: string): boolean {
-  return SESSION.test(id);
 }
 
 /** `<prefix>_<24 hex>`: the id of a new conversation, or of anything that is not stored. */

@@ -1,7 +1,6 @@
 import type {
   Response,
   ResponseFunctionToolCall,
-  ResponseInputItem,
   ResponseItem,
   ResponseOutputItem,
   ResponseOutputMessage,
@@ -10,7 +9,7 @@ import type {
 } from 'openai/resources/responses/responses';
 import { SUMMARY_HEADER } from '../compaction/summary-transcript.ts';
 import { InvalidRequestError } from '../errors.ts';
-import type { Item, StoredItem } from '../items.ts';
+import type { ClientItem, StoredItem } from '../items.ts';
 import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
 
 /**
@@ -36,11 +35,11 @@ export type InputItemBody =
  * item before it: the items start with its summary as a user message (as a compacted
  * context's prompt does).
  */
-export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: Item[] } {
+export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: ClientItem[] } {
   if (typeof input === 'string')
     return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
   const instructions: string[] = [];
-  let items: Item[] = [];
+  let items: ClientItem[] = [];
   input.forEach((entry, index) => {
     if (entry.type === 'compaction')
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
@@ -323,5 +322,3 @@ export class ResponseEventWriter {
     this.#emit({ type: 'response.failed', response });
   }
 }
-
-export type { ResponseInputItem };

@@ -64,6 +64,16 @@ export function sessionPrefix(keyPrefix: string, id: string): string {
   return `${keyPrefix}sessions/${validateId(id)}/`;
 }
 
+/** `<keyPrefix>sessions/<id>/inbox/`: the pending notices (lib/inbox/), addressed by id. */
+export function inboxPrefix(keyPrefix: string, id: string): string {
+  return `${sessionPrefix(keyPrefix, id)}inbox/`;
+}
+
+/** `<keyPrefix>sessions/<id>/inbox_removed/`: delivered and withdrawn notices (lib/inbox/). */
+export function inboxRemovedPrefix(keyPrefix: string, id: string): string {
+  return `${sessionPrefix(keyPrefix, id)}inbox_removed/`;
+}
+
 /** `<keyPrefix>sessions/<id>/session.json`: its presence means the session exists. */
 export function sessionConfigKey(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}session.json`;

@@ -111,7 +111,6 @@ export type TurnStatus = z.infer<typeof turnStatusSchema>;
 export const undeliveredNoticeSchema = z
   .object({ name: z.string(), stored_as: z.string(), posted_at: z.string(), content: z.string() })
   .strict();
-export type UndeliveredNotice = z.infer<typeof undeliveredNoticeSchema>;
 
 /**
  * Notices consumed but not yet seen by a model, carried by every record and completion

@@ -112,3 +112,27 @@ export async function listAll(store: ObjectStore, prefix: string): Promise<Objec
   } while (cursor !== undefined);
   return objects;
 }
+
+/**
+ * Maps `values` through `task` with at most `limit` tasks in flight (a Worker has six
+ * simultaneous connections), keeping the order of `values` in the result. The one
+ * concurrency limiter of the storage callers (the session log, the inbox).
+ *
+ * @example await mapLimit(keys, 6, (key) => store.get(key))
+ */
+export async function mapLimit<Value, Result>(
+  values: readonly Value[],
+  limit: number,
+  task: (value: Value, index: number) => Promise<Result>,
+): Promise<Result[]> {
+  const results = new Array<Result>(values.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < values.length) {
+      const index = next++;
+      results[index] = await task(values[index]!, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, values.length) }, worker));
+  return results;
+}

@@ -1,6 +1,5 @@
-import { StorageError } from '../errors.ts';
+import { StorageError, StorageUnsupportedError, type MissingPrecondition } from '../errors.ts';
 import type { ObjectInfo, ObjectStore } from './object-store.ts';
-import { StorageUnsupportedError, type MissingPrecondition } from './storage-unsupported.ts';
 
 /** Where probes write, under the deployment's key prefix and never under `sessions/`. */
 export const PROBE_PREFIX = '.tailgate/probe/';

@@ -6,7 +6,7 @@ import type { StrategyConfig } from './strategy-config.ts';
  * `compacted` are compacted, older ones are dropped.
  */
 export interface EpochPlan {
-  /** Tool calls up to the current epoch boundary (`pinned_total` in the seed). */
+  /** Tool calls up to the current epoch boundary. */
   pinned: number;
   /** 0-based index of the current epoch. */
   epoch: number;

@@ -8,5 +8,3 @@ export * from './registry.ts';
 export * from './select-tail.ts';
 export * from './strategy-config.ts';
 export * from './strategy.ts';
-export * from './unknown-strategy-error.ts';
-export type { HistoryIndex, ToolInfo } from './history-index.ts';

@@ -45,12 +45,7 @@ export function resolveStrategies(
   registry: StrategyRegistry = builtInRegistry,
   env: Record<string, string | undefined> = {},
 ): Strategy[] {
-  const names =
-    spec === undefined
-      ? defaultStrategyNames(env)
-      : typeof spec === 'string'
-        ? splitStrategyNames(spec)
-        : spec.map((name) => name.trim()).filter((name) => name !== '');
+  const names = spec === undefined ? defaultStrategyNames(env) : splitStrategyNames(spec);
   return names.map((name) => registry.get(name));
 }
 

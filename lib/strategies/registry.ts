@@ -1,11 +1,11 @@
 import { compact } from './compact.ts';
+import { UnknownStrategyError } from '../errors.ts';
 import { inbox } from './inbox.ts';
 import { none } from './none.ts';
 import { shortenToolsEpochIncrement } from './shorten-tools-epoch-increment.ts';
 import { shortenToolsEpoch } from './shorten-tools-epoch.ts';
 import { shortenTools } from './shorten-tools.ts';
 import type { Strategy, StrategyRegistry } from './strategy.ts';
-import { UnknownStrategyError } from './unknown-strategy-error.ts';
 
 /** The built-in strategies, in the order their names are listed. */
 export const builtInStrategies: readonly Strategy[] = [

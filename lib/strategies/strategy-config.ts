@@ -39,7 +39,7 @@ const strategyConfigShape = {
 /** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
 export const strategyConfigFieldsSchema = z.object(strategyConfigShape).strict();
 
-/** The defaults (the seed's current ones, README "Strategies"). */
+/** The defaults (README, "Strategies"). */
 export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   full_tool_calls: 0,
   full_tool_outputs: 10,
@@ -103,12 +103,14 @@ export function defaultStrategyNames(env: Record<string, string | undefined> = {
   return [...DEFAULT_STRATEGIES];
 }
 
-/** Splits a comma-separated strategy list: names trimmed, empty entries ignored. */
-export function splitStrategyNames(list: string): string[] {
-  return list
-    .split(',')
-    .map((name) => name.trim())
-    .filter((name) => name !== '');
+/**
+ * The names of a strategy list, comma-separated or an array: names trimmed, empty entries
+ * ignored. The one way a list is split (the environment, sessions, requests).
+ *
+ * @example splitStrategyNames(' shorten_tools, ,inbox') // ['shorten_tools', 'inbox']
+ */
+export function splitStrategyNames(list: string | readonly string[]): string[] {
+  return (typeof list === 'string' ? list.split(',') : list).map((name) => name.trim()).filter((name) => name !== '');
 }
 
 /** The defaults alone, as a fresh object. */

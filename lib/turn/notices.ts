@@ -7,7 +7,8 @@ import type { Undelivered } from '../session/records.ts';
 import type { TurnPlan } from './plan.ts';
 import { errorRecord, noticeRecord } from './receipt.ts';
 import type { GateOutcome } from './stream.ts';
-import { AbortedError, type TurnServices } from './types.ts';
+import { AbortedError } from '../errors.ts';
+import type { TurnServices } from './types.ts';
 
 /**
  * The notices of one turn: those earlier turns left undelivered, and those it moves out of

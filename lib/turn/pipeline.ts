@@ -1,23 +1,15 @@
-import { NotFoundError, TailgateError } from '../errors.ts';
+import { AbortedError, NotFoundError, ReplayedError, TailgateError, TurnClosedError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn } from '../session/log/types.ts';
-import { TurnClosedError } from '../session/turn-errors.ts';
 import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
 import { sha256Hex } from '../hash.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
-import {
-  type TurnServices,
-  type TurnRequest,
-  type TurnResponse,
-  type TurnEvent,
-  AbortedError,
-  ReplayedError,
-} from './types.ts';
+import type { TurnServices, TurnRequest, TurnResponse, TurnEvent } from './types.ts';
 import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
 import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
 import { gatedModelCall } from './stream.ts';

@@ -52,7 +52,9 @@ export function sessionStrategyPlan(
 export function planTurn(
   services: TurnServices,
   session: SessionRecord,
-  request: Pick<TurnRequest, 'model' | 'strategies' | 'strategy_config' | 'tools'>,
+  request: Pick<TurnRequest, 'model' | 'strategies' | 'tools'> & {
+    strategy_config?: Record<string, unknown> | undefined;
+  },
 ): TurnPlan {
   const strategies = resolveStrategyNames(request.strategies ?? session.strategies ?? undefined, services.env);
   const strategyConfig = resolveStrategyConfig({

@@ -1,4 +1,5 @@
-import { ModelError, type Model, type ModelRequest, type ModelResult } from '../models/model.ts';
+import type { Model, ModelRequest, ModelResult } from '../models/model.ts';
+import { ModelError } from '../errors.ts';
 import type { TurnEvent } from './types.ts';
 
 /** Model events to turn events, and the model call a turn starts before its claim has landed. */

@@ -1,17 +1,20 @@
 import type { ServiceConfig } from '../config.ts';
-import { storedErrorCode, TailgateError } from '../errors.ts';
-import type { Item, Tool } from '../items.ts';
-import type { Model, ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
-import type { OverflowDropped, Truncation } from '../compaction/index.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
+import type { OutputItem, TurnResponse } from './wire.ts';
 
-/** The wire and service types of a turn, and the errors the pipeline throws. */
+export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
+
+/** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
 
 export type StoredError = { code: string; message: string; details?: unknown };
 
-/** The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper). */
+/**
+ * The part of the session log the pipeline uses (a Pick, so tests can hand in a wrapper).
+ * Every method is required: a wrapper that left one out would silently skip its step.
+ */
 export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
@@ -21,11 +24,12 @@ export type TurnSessionLog = Pick<
   | 'previewContext'
   | 'hydrate'
   | 'completeTurn'
+  | 'commitTurnContext'
   | 'pack'
   | 'renewLease'
   | 'exists'
-> &
-  Partial<Pick<SessionLog, 'commitTurnContext' | 'refreshIndex'>>;
+  | 'refreshIndex'
+>;
 
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<Inbox, 'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
@@ -46,64 +50,6 @@ export interface TurnServices {
   tokenEncoders?: TokenEncoders;
 }
 
-/** The body of POST /v1/sessions/:id/turns, validated. */
-export interface TurnRequest {
-  input: string | Item[];
-  model?: string;
-  strategies?: string | string[];
-  strategy_config?: Record<string, unknown>;
-  tools?: Tool[];
-  max_output_tokens?: number;
-  temperature?: number;
-  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
-  prompt_cache_key?: string;
-  /**
-   * `auto`: a prompt over the model's window drops its oldest tool pairs, then its oldest
-   * messages outside the newest user turn, until it fits (lib/compaction/truncate-prompt.ts);
-   * `disabled`: it is refused (context_too_large). Absent: the overflow safety net when
-   * `compact` is not in the list (lib/compaction/fit-prompt.ts), else refused.
-   */
-  truncation?: 'auto' | 'disabled';
-  /**
-   * Compact in this turn even without `compact` among the strategies (OpenAI's
-   * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
-   */
-  compaction?: { threshold?: number };
-}
-
-/** The API's `context` object. */
-export interface TurnContext {
-  strategies: string[];
-  items_in_prompt: number;
-  prompt_chars: number;
-  tool_calls_total: number;
-  kept_full: number;
-  compacted: number;
-  dropped: number;
-  notices_delivered: string[];
-  /** With `compact` in the list: the prompt's tokens (as counted for the budget). */
-  prompt_tokens?: number;
-  /** With a compacted context: the first seq of the current context. */
-  context_start_seq?: number;
-  /** Set when this turn compacted: the seqs its summary replaced. */
-  compaction?: { start_seq: number; summarized: { first_seq: number; last_seq: number }; interrupted: string[] };
-  /** Set when `truncation: "auto"` dropped items to fit the window. */
-  truncation?: Truncation;
-  /** Set when the overflow safety net left items out of the prompt (lib/compaction/fit-prompt.ts). */
-  overflow_dropped?: OverflowDropped;
-}
-
-export type OutputItem = ModelOutputItem & { seq: number };
-
-/** The API's 200 body of a turn. */
-export interface TurnResponse {
-  session_id: string;
-  turn: number;
-  output: OutputItem[];
-  usage: ModelUsage;
-  context: TurnContext;
-}
-
 export type TurnEvent =
   /** `first_seq`: the seq the turn's first output item gets. */
   | { event: 'turn.started'; data: { turn: number; first_seq: number } }
@@ -111,19 +57,3 @@ export type TurnEvent =
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }
   | { event: 'error'; data: { error: StoredError }; cause: unknown };
-
-/** The turn was ended by an `abort` notice (409). */
-export class AbortedError extends TailgateError {
-  constructor(reason: string, details: { reason: string; notice: string; stored_as: string; turn: number }) {
-    super('aborted', `the turn was aborted: ${reason}`, details);
-    this.name = 'AbortedError';
-  }
-}
-
-/** A replayed turn that had failed: the stored error, rethrown with its code. */
-export class ReplayedError extends TailgateError {
-  constructor(error: StoredError) {
-    super(storedErrorCode(error.code), error.message, error.details);
-    this.name = 'ReplayedError';
-  }
-}

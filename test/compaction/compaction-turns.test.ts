@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { compactSession } from '../../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { TailgateError } from '../../lib/errors.ts';
@@ -7,8 +8,8 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { previewPrompt, runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
@@ -22,7 +23,7 @@ function services(
 ): TurnServices & { sessions: SessionLog } {
   return {
     sessions: new SessionLog(store),
-    inbox: new Inbox(store),
+    inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig(options.env ?? {}),
     env: options.env ?? {},
     model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),

@@ -1,9 +1,10 @@
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
-import type { Item, PromptItem } from '../../lib/items.ts';
+import type { ClientItem, Item, PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { recordSchema } from '../../lib/session/records.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
@@ -57,7 +58,7 @@ function services(
   let pending: Promise<unknown>[] = [];
   return {
     sessions: new SessionLog(store),
-    inbox: new Inbox(store),
+    inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({}),
     env: {},
     model: () => model,
@@ -107,7 +108,7 @@ async function toolLoop(
   if (!options.answer) await service.sessions.create({ id, instructions: 'You are a coding agent. Fix the build.' });
   const responses: TurnResponse[] = [];
   const refused: LoopResult['refused'] = [];
-  let input: Item[] = options.answer
+  let input: ClientItem[] = options.answer
     ? [{ type: 'function_call_output', call_id: options.answer, output: output(0) }]
     : [{ type: 'message', role: 'user', content: 'The build fails; find out why and fix it.' }];
   for (let turn = 1; turn <= turns; turn++) {

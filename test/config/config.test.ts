@@ -1,6 +1,7 @@
 import fc from 'fast-check';
+import { NotConfiguredError } from '../../lib/errors.ts';
 import { describe, expect, it } from 'vitest';
-import { NotConfiguredError, parseServiceConfig } from '../../lib/config.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
 
 describe('parseServiceConfig', () => {
   it('gives the documented defaults for an empty env', () => {

@@ -120,6 +120,25 @@ describe('client mistakes never get a 5xx', () => {
   });
 
   it.each([
+    ['items?limit=0', 'query.limit'],
+    ['items?limit=1001', 'query.limit'],
+    ['items?limit=1.5', 'query.limit'],
+    ['items?before=0', 'query.before'],
+    ['turns?limit=101', 'query.limit'],
+    ['turns/0', 'param.turn'],
+  ])('refuses %s at the edge with 400 naming %s (the session log does not validate it again)', async (path, field) => {
+    const response = await app.request(
+      `/v1/sessions/${session}/${path}`,
+      { headers: { authorization: `Bearer ${TOKEN}` } },
+      environment,
+    );
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe('invalid_request');
+    expect(body.error.message.startsWith(field)).toBe(true);
+  });
+
+  it.each([
     'limit=x',
     'limit=0',
     'before=-3',

@@ -3,12 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { errorBody, STATUS_BY_CODE, validationError } from '../../functions/error-handler.ts';
 import { constantTimeEqual } from '../../functions/auth.ts';
-import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError } from '../../lib/errors.ts';
-import { ReplayedError } from '../../lib/turn.ts';
+import { CorruptObjectError, ERROR_CODES, StorageError, TailgateError, ReplayedError } from '../../lib/errors.ts';
 import { eventMessage } from '../../functions/turn-event-stream.ts';
 import { createApp } from '../../functions/app.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('errorBody', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 
 // What a scoped token costs in storage operations, and expiry against the service clock.

@@ -21,7 +21,7 @@ const ALLOWS: Record<Scope, Scope[]> = {
   admin: [...SCOPES],
 };
 
-/** The issue's table: the scope each route needs. */
+/** The scope each route needs (docs/API.md), written out independently of the routes. */
 const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/sessions': 'admin',
   'GET /v1/sessions/{id}': 'session:read',
@@ -386,7 +386,7 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       return scopes[0] as Scope;
     }
 
-    it('declares on every route the scope of the issue table', async () => {
+    it('declares on every route the scope of the table above', async () => {
       const declared: Record<string, Scope | null> = {};
       for (const operation of await operations()) declared[operation.key] = declaredScope(operation);
       expect(declared['GET /healthz']).toBeNull();

@@ -1,8 +1,9 @@
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { startConditionalGateway, createTestS3Store, type ConditionalGateway } from '../support/s3-store.ts';
 import { inboxSemanticsSuite } from './inbox-suite.ts';
 
@@ -38,7 +39,7 @@ describe('inbox on S3', () => {
     const keyPrefix = `inbox-s3-${crypto.randomUUID()}/`;
     const store = new CountingStore(createTestS3Store(gateway.endpoint, inject('s3Bucket')));
     const clock = () => new Date('2031-02-03T04:05:06.007Z');
-    const inbox = new Inbox(store, { keyPrefix, clock });
+    const inbox = new Inbox(store, { keyPrefix, clock, sessionExists: sessionExistsIn(store, keyPrefix) });
     await store.put(sessionConfigKey(keyPrefix, 's1'), '{}');
     await inbox.post('s1', { name: 'api.md', content: 'from the API' });
     await writeDirect(`${sessionPrefix(keyPrefix, 's1')}inbox/direct.md`, 'from a client');

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -25,7 +26,11 @@ export function inboxSemanticsSuite(label: string, target: () => InboxSuiteTarge
       const keyPrefix = `inbox-${runId}-${counter}/`;
       const sessionId = 's1';
       const events: InboxLogEvent[] = [];
-      const inbox = new Inbox(store, { keyPrefix, log: (event) => events.push(event) });
+      const inbox = new Inbox(store, {
+        keyPrefix,
+        sessionExists: sessionExistsIn(store, keyPrefix),
+        log: (event) => events.push(event),
+      });
       if (options.createSession !== false)
         await store.put(sessionConfigKey(keyPrefix, sessionId), '{}', { onlyIfAbsent: true });
       const prefix = sessionPrefix(keyPrefix, sessionId);

@@ -1,10 +1,11 @@
 import fc from 'fast-check';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { CountingStore, type StoreOperation } from '../../lib/store/counting-store.ts';
-import { FaultyStore, type FaultOptions } from '../../lib/store/faulty-store.ts';
+import { CountingStore, type StoreOperation } from '../support/counting-store.ts';
+import { FaultyStore, type FaultOptions } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { inboxSemanticsSuite } from './inbox-suite.ts';
 import { JitteryStore } from './jittery-store.ts';
@@ -27,6 +28,7 @@ async function setup(options: { now?: () => Date; maxNoticeBytes?: number } = {}
   const keyPrefix = 'p/';
   const inbox = new Inbox(store, {
     keyPrefix,
+    sessionExists: sessionExistsIn(store, keyPrefix),
     log: (event) => events.push(event),
     ...(options.now ? { clock: options.now } : {}),
     ...(options.maxNoticeBytes ? { maxNoticeBytes: options.maxNoticeBytes } : {}),
@@ -288,7 +290,11 @@ describe('concurrent consumers (property)', () => {
         fc.integer({ min: 3, max: 8 }),
         async (names, deliveredBefore, consumers) => {
           const memory = new MemoryStore();
-          const inbox = new Inbox(new JitteryStore(memory, 3), { keyPrefix: 'p/', log: () => {} });
+          const inbox = new Inbox(new JitteryStore(memory, 3), {
+            keyPrefix: 'p/',
+            log: () => {},
+            sessionExists: sessionExistsIn(memory, 'p/'),
+          });
           await memory.put(sessionConfigKey('p/', 's1'), '{}');
           for (const each of deliveredBefore) await inbox.post('s1', { name: each, content: `old ${each}` });
           await inbox.consume('s1', { turn: 1 });

@@ -1,9 +1,10 @@
 import fc from 'fast-check';
+import { ModelTimeoutError } from '../../lib/errors.ts';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem, Tool } from '../../lib/items.ts';
 import { createEchoModel, echoModel } from '../../lib/models/echo.ts';
-import { ModelTimeoutError, type ModelRequest } from '../../lib/models/model.ts';
+import type { ModelRequest } from '../../lib/models/model.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 
 const user = (content: string): PromptItem => ({ type: 'message', role: 'user', content });

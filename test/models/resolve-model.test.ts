@@ -1,8 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TailgateError } from '../../lib/errors.ts';
+import { TailgateError, UnknownModelError, ModelConfigurationError } from '../../lib/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import { UnknownModelError } from '../../lib/models/model.ts';
-import { ModelConfigurationError } from '../../lib/models/model-configuration-error.ts';
 import { resolveModel, type ModelEnvironment } from '../../lib/models/resolve-model.ts';
 import { fakeAiBinding } from '../support/fake-providers/fake-ai-binding.ts';
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { ModelError, ModelTimeoutError } from '../../lib/errors.ts';
 import type { PromptItem, Tool } from '../../lib/items.ts';
-import { ModelError, ModelTimeoutError, type ModelRequest } from '../../lib/models/model.ts';
+import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 import { fakeAiBinding, sseStream, type RecordedRun } from '../support/fake-providers/fake-ai-binding.ts';

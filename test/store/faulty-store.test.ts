@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
 

@@ -1,7 +1,7 @@
 import { describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { PROBE_PREFIX } from '../../lib/store/write-probe.ts';

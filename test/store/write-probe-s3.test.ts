@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { StorageUnsupportedError } from '../../lib/store/storage-unsupported.ts';
+import { StorageUnsupportedError } from '../../lib/errors.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { createTestS3Store } from '../support/s3-store.ts';
 

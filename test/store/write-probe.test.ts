@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { StorageError } from '../../lib/errors.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
-import { FaultyStore, type StoreCall } from '../../lib/store/faulty-store.ts';
+import { StorageError, StorageUnsupportedError } from '../../lib/errors.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
-import { StorageUnsupportedError } from '../../lib/store/storage-unsupported.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';
 
 /** Every call that reaches `inner`, in order, with its key. */

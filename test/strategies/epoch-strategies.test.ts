@@ -6,7 +6,7 @@ import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { defaultStrategyConfig, resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { call, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
 
-const seedExample = resolveStrategyConfig({
+const workedExample = resolveStrategyConfig({
   request: {
     epoch_tool_call_threshold: 100,
     epoch_full_tool_calls: 10,
@@ -21,25 +21,28 @@ function counts(strategy: string, calls: number, config = defaultStrategyConfig(
   return [stats.kept_full, stats.compacted, stats.dropped];
 }
 
-describe.each(['shorten_tools_epoch', 'shorten_tools_epoch_increment'])('%s on the seed worked example', (strategy) => {
-  it.each([
-    // At or below the threshold nothing changes (the seed's own row for 100 says 10/40/50,
-    // which contradicts its rule; this project follows the rule).
-    [99, [99, 0, 0]],
-    [100, [100, 0, 0]],
-    [101, [11, 40, 50]],
-    [105, [15, 40, 50]],
-    [110, [20, 40, 50]],
-    [111, [11, 40, 60]],
-  ])('%i calls -> whole/compacted/dropped %j', (calls, expected) => {
-    expect(counts(strategy, calls, seedExample)).toEqual(expected);
-  });
+describe.each(['shorten_tools_epoch', 'shorten_tools_epoch_increment'])(
+  '%s on a worked example (threshold 100, 10 whole, 40 compacted, epochs of 10)',
+  (strategy) => {
+    it.each([
+      // At or below the threshold nothing changes (at 100 exactly, not 10/40/50: the rule is
+      // "above the threshold").
+      [99, [99, 0, 0]],
+      [100, [100, 0, 0]],
+      [101, [11, 40, 50]],
+      [105, [15, 40, 50]],
+      [110, [20, 40, 50]],
+      [111, [11, 40, 60]],
+    ])('%i calls -> whole/compacted/dropped %j', (calls, expected) => {
+      expect(counts(strategy, calls, workedExample)).toEqual(expected);
+    });
 
-  it('changes nothing at exactly the threshold: the prompt is the history', () => {
-    const history = toolHistory(100);
-    expect(preparePrompt(history, strategy, { config: seedExample }).items).toEqual(history);
-  });
-});
+    it('changes nothing at exactly the threshold: the prompt is the history', () => {
+      const history = toolHistory(100);
+      expect(preparePrompt(history, strategy, { config: workedExample }).items).toEqual(history);
+    });
+  },
+);
 
 describe('defaults', () => {
   it.each([
@@ -150,9 +153,9 @@ describe('shorten_tools_epoch_increment repeat-driven growth', () => {
 
 describe('repeated-call protection', () => {
   it('keeps the newest instance of a repeated call whole in the dropped region, with its output', () => {
-    // 111 calls with the seed example; call 30 repeats call 5 (keys sorted, call_id ignored).
+    // 111 calls with the worked example; call 30 repeats call 5 (keys sorted, call_id ignored).
     const history = toolHistory(111, { repeats: new Map([[30, 5]]) });
-    const prompt = preparePrompt(history, 'shorten_tools_epoch', { config: seedExample });
+    const prompt = preparePrompt(history, 'shorten_tools_epoch', { config: workedExample });
     const kept = prompt.items.filter((item) => isToolItem(item) && (item.call_id === 'c30' || item.call_id === 'c5'));
     expect(kept.map((item) => isToolItem(item) && item.call_id)).toEqual(['c30', 'c30']);
     expect(kept.every((item) => !item.compacted)).toBe(true);
@@ -191,7 +194,7 @@ describe('repeated-call protection', () => {
 
 describe('context notice', () => {
   it('is one synthetic user message, after the compacted region, counted in the stable prefix', () => {
-    const prompt = preparePrompt(toolHistory(111), 'shorten_tools_epoch', { config: seedExample });
+    const prompt = preparePrompt(toolHistory(111), 'shorten_tools_epoch', { config: workedExample });
     const notices = prompt.items.filter((item) => item.synthetic === 'context_notice');
     expect(notices).toHaveLength(1);
     expect(notices[0]).toEqual({
@@ -216,7 +219,7 @@ describe('context notice', () => {
   });
 
   it('is absent when nothing was compacted or dropped', () => {
-    const prompt = preparePrompt(toolHistory(100), 'shorten_tools_epoch_increment', { config: seedExample });
+    const prompt = preparePrompt(toolHistory(100), 'shorten_tools_epoch_increment', { config: workedExample });
     expect(prompt.items.some((item) => item.synthetic === 'context_notice')).toBe(false);
     expect(prompt.stablePrefixLength).toBe(0);
   });
@@ -250,7 +253,7 @@ describe('context notice', () => {
     'shorten_tools_epoch_increment,inbox',
     'inbox,shorten_tools_epoch,shorten_tools_epoch_increment',
   ])('stays before delivered inbox notices with %s (the notice is last)', (list) => {
-    const config = { ...seedExample };
+    const config = { ...workedExample };
     const prompt = preparePrompt(toolHistory(111), list, { config, inbox: inboxHook });
     expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
     expect(prompt.items.filter((item) => item.synthetic === 'context_notice')).toHaveLength(1);

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { UnknownStrategyError } from '../../lib/errors.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { builtInRegistry, createRegistry } from '../../lib/strategies/registry.ts';
 import type { Strategy } from '../../lib/strategies/strategy.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
-import { UnknownStrategyError } from '../../lib/strategies/unknown-strategy-error.ts';
 import { assistant, call, deepFreeze, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
 import { z } from 'zod';
 

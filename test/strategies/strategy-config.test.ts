@@ -5,12 +5,21 @@ import {
   defaultStrategyNames,
   parseStrategyConfigLayer,
   resolveStrategyConfig,
+  splitStrategyNames,
   strategyConfigEnvName,
   strategyConfigKeys,
 } from '../../lib/strategies/strategy-config.ts';
 
+describe('splitStrategyNames', () => {
+  it('splits a comma-separated list and an array the same way: trimmed, empty entries ignored', () => {
+    expect(splitStrategyNames(' shorten_tools, ,inbox ,')).toEqual(['shorten_tools', 'inbox']);
+    expect(splitStrategyNames([' shorten_tools', '', ' inbox '])).toEqual(['shorten_tools', 'inbox']);
+    expect(splitStrategyNames('')).toEqual([]);
+  });
+});
+
 describe('strategy config', () => {
-  it('has the seed defaults', () => {
+  it('has the documented defaults (README, "Strategies")', () => {
     expect(defaultStrategyConfig()).toEqual({
       full_tool_calls: 0,
       full_tool_outputs: 10,

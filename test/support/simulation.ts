@@ -1,4 +1,5 @@
 import { vi } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { compactSession } from '../../lib/turn/compact-session.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
@@ -148,7 +149,7 @@ export class World {
     const background: Promise<unknown>[] = [];
     const services = {
       sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
-      inbox: new Inbox(store, { clock, log: () => {} }),
+      inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
       env: {},
       model: () => echoModel,

@@ -1,3 +1,4 @@
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
@@ -41,7 +42,7 @@ function world() {
     },
   };
   const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { log: () => {} });
+  const inbox = new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') });
   const services: TurnServices = {
     sessions,
     inbox,

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { ModelError } from '../../lib/errors.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import { ModelError, type Model, type ModelRequest, type ModelResult } from '../../lib/models/model.ts';
+import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';
-import { FaultyStore } from '../../lib/store/faulty-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
@@ -47,7 +49,7 @@ function world(given?: ObjectStore) {
   const store = given ?? new MemoryStore({ clock });
   const services = (model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox } => ({
     sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
-    inbox: new Inbox(store, { clock, log: () => {} }),
+    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
     env: {},
     model: (id) => (id === 'held' ? model : echoModel),

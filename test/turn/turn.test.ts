@@ -1,11 +1,12 @@
 import fc from 'fast-check';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { SessionLog, type PackOptions } from '../../lib/session/session-log.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import {
@@ -25,7 +26,7 @@ function services(
   const pending: Promise<unknown>[] = [];
   return {
     sessions: new SessionLog(store),
-    inbox: new Inbox(store),
+    inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig({}),
     env: {},
     model: (id) => (id === 'recording' ? model : echoModel),
@@ -227,7 +228,7 @@ describe('storage operations per turn', () => {
     const log = new SessionLog(store);
     // Packing runs after the response: the turn asks for it, the test runs it after measuring.
     const packRequests: { id: string; options: PackOptions | undefined }[] = [];
-    const inbox = new Inbox(store);
+    const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
@@ -237,6 +238,8 @@ describe('storage operations per turn', () => {
         previewContext: log.previewContext.bind(log),
         hydrate: log.hydrate.bind(log),
         completeTurn: log.completeTurn.bind(log),
+        refreshIndex: log.refreshIndex.bind(log),
+        commitTurnContext: log.commitTurnContext.bind(log),
         renewLease: log.renewLease.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {

@@ -1,8 +1,9 @@
 import { env } from 'cloudflare:test';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { CountingStore } from '../../lib/store/counting-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { inboxSemanticsSuite } from '../inbox/inbox-suite.ts';
 
@@ -19,7 +20,11 @@ describe('inbox on R2', () => {
   it('reads delivery records from the listing alone, since R2 lists custom metadata', async () => {
     const keyPrefix = `inbox-r2-${crypto.randomUUID()}/`;
     const store = new CountingStore(new R2Store(bucket));
-    const inbox = new Inbox(store, { keyPrefix, clock: () => new Date('2031-02-03T04:05:06.007Z') });
+    const inbox = new Inbox(store, {
+      keyPrefix,
+      sessionExists: sessionExistsIn(store, keyPrefix),
+      clock: () => new Date('2031-02-03T04:05:06.007Z'),
+    });
     await store.put(sessionConfigKey(keyPrefix, 's1'), '{}');
     await inbox.post('s1', { name: 'api.md', content: 'from the API' });
     await writeDirect(`${sessionPrefix(keyPrefix, 's1')}inbox/direct.md`, 'from a client');

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { UnknownModelError } from '../../lib/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import { UnknownModelError, type ModelStreamEvent } from '../../lib/models/model.ts';
+import type { ModelStreamEvent } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
 import { fakeAiBinding, sseStream } from '../support/fake-providers/fake-ai-binding.ts';
 

@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { z } from 'zod';
-import { NotFoundError } from '../../../lib/errors.ts';
+import { NotFoundError, AbortedError } from '../../../lib/errors.ts';
 import type { DeliveredNotice } from '../../../lib/inbox/inbox.ts';
 import type { Tool } from '../../../lib/items.ts';
 import {
@@ -12,7 +12,7 @@ import {
 } from '../../../lib/openai/chat.ts';
 import { randomId } from '../../../lib/openai/ids.ts';
 import { runStateless, type StatelessRequest } from '../../../lib/openai/stateless.ts';
-import { AbortedError, resolveStrategyNames } from '../../../lib/turn.ts';
+import { resolveStrategyNames } from '../../../lib/turn.ts';
 import { authorizeSession } from '../../auth.ts';
 import { checkItemSizes } from '../../item-size.ts';
 import { jsonBody } from '../../openapi-helpers.ts';

@@ -4,14 +4,13 @@ import type { Conversation, ConversationDeletedResource } from 'openai/resources
 import type { ConversationItemList } from 'openai/resources/conversations/items';
 import type { ResponseItem } from 'openai/resources/responses/responses';
 import { z } from 'zod';
-import { NotFoundError } from '../../../lib/errors.ts';
+import { NotFoundError, SessionExistsError } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem } from '../../../lib/items.ts';
 import { compactionItem, itemPage } from '../../../lib/openai/compaction.ts';
 import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from '../../../lib/openai/ids.ts';
 import { inputToItems, storedItem, type InputItemBody } from '../../../lib/openai/responses.ts';
 import type { SessionRecord } from '../../../lib/session/session-log.ts';
-import { SessionExistsError } from '../../../lib/session/session-exists-error.ts';
 import { appendItems } from '../../../lib/turn.ts';
 import { authorizeSession } from '../../auth.ts';
 import { checkItemSizes } from '../../item-size.ts';

@@ -7,10 +7,9 @@ import type {
   Tool as OpenAITool,
 } from 'openai/resources/responses/responses';
 import { z } from 'zod';
-import { clientError, NotFoundError } from '../../../lib/errors.ts';
+import { clientError, NotFoundError, UnknownModelError, SessionExistsError } from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem, Tool } from '../../../lib/items.ts';
-import { UnknownModelError } from '../../../lib/models/model.ts';
 import { compactionItem } from '../../../lib/openai/compaction.ts';
 import {
   compactionId,
@@ -31,7 +30,6 @@ import {
   type TailgateResponse,
 } from '../../../lib/openai/responses.ts';
 import { runStateless } from '../../../lib/openai/stateless.ts';
-import { SessionExistsError } from '../../../lib/session/session-exists-error.ts';
 import { errorRecord, runTurn, streamTurn, type TurnRequest, type TurnResponse } from '../../../lib/turn.ts';
 import { authorizeSession } from '../../auth.ts';
 import { checkItemSizes } from '../../item-size.ts';

@@ -206,7 +206,6 @@ export const conversationCreateSchema = z
   })
   .strict()
   .meta({ id: 'OpenAIConversationCreate' });
-export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
 
 export const conversationUpdateSchema = z
   .object({ metadata: metadataSchema })

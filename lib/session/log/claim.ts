@@ -12,7 +12,7 @@ import {
   type TurnStatus,
   type Undelivered,
 } from '../records.ts';
-import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../turn-errors.ts';
+import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitState } from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';

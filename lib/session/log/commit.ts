@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidRequestError, StorageError } from '../../errors.ts';
+import { InvalidRequestError, LEASE_EXPIRED, StorageError, TurnInProgressError } from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
@@ -13,8 +13,6 @@ import {
   type SessionConfig,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
-import { LEASE_EXPIRED } from '../turn-errors.ts';
-import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
 import {
   contextOf,

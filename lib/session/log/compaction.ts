@@ -1,7 +1,6 @@
-import { StorageError } from '../../errors.ts';
+import { StorageError, TurnInProgressError } from '../../errors.ts';
 import { contextKey, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart } from '../records.ts';
-import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import { commit } from './commit.ts';
 import type { LogContext } from './context.ts';
 import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';

@@ -1,8 +1,7 @@
-import { z } from 'zod';
-import { NotFoundError, StorageError } from '../../errors.ts';
+import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
-import { decodeUtf8 } from '../../store/object-store.ts';
-import { toolSchema } from '../../items.ts';
+import { decodeUtf8, type ObjectStore } from '../../store/object-store.ts';
+import { splitStrategyNames } from '../../strategies/strategy-config.ts';
 import {
   doneKey,
   generationSchemaPattern,
@@ -13,34 +12,17 @@ import {
   type LogScope,
 } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
-import { SessionExistsError } from '../session-exists-error.ts';
-import { SESSION_DELETED } from '../turn-errors.ts';
-import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
+import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { closeTurn } from './lease.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
-import type { NewSession, SessionRecord } from './types.ts';
+import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 
 /** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
 
-/** The strategies of a session: a list, or names separated by commas (null: the deployment default). */
-const strategiesSchema = z.union([z.string(), z.array(z.string().min(1))]).nullable();
-/** The fields of a new session (the API, "Sessions"). */
-const newSessionSchema = z
-  .object({
-    id: z.string().optional(),
-    instructions: z.string().nullable().optional(),
-    model: z.string().nullable().optional(),
-    strategies: strategiesSchema.optional(),
-    strategy_config: z.record(z.string(), z.unknown()).nullable().optional(),
-    tools: z.array(toolSchema).nullable().optional(),
-    metadata: z.record(z.string(), z.unknown()).nullable().optional(),
-  })
-  .strict();
-
 /** See SessionLog.create. */
 export async function createSession(log: LogContext, input: NewSession): Promise<SessionRecord> {
-  const fields = parseInput(newSessionSchema, input);
+  const fields = input;
   const id = validateId(fields.id ?? log.generateId());
   const now = log.clock();
   const config: SessionConfig = {
@@ -84,6 +66,14 @@ export async function sessionScope(log: LogContext, id: string): Promise<LogScop
   return scopeOf(log.keyPrefix, (await readConfig(log, id)).config);
 }
 
+/**
+ * Whether a session with an id exists (its config object is there): one head, no parse. The
+ * inbox's `sessionExists` port, built where the inbox is (functions/services.ts).
+ */
+export function sessionExistsIn(store: ObjectStore, keyPrefix: string): (id: string) => Promise<boolean> {
+  return async (id) => (await store.head(sessionConfigKey(keyPrefix, id))) !== null;
+}
+
 /** See SessionLog.exists. */
 export async function sessionExists(log: LogContext, scope: LogScope): Promise<boolean> {
   const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));
@@ -95,12 +85,7 @@ export async function sessionExists(log: LogContext, scope: LogScope): Promise<b
 }
 
 /** See SessionLog.update. */
-export async function updateSession(
-  log: LogContext,
-  id: string,
-  patch: Omit<NewSession, 'id'>,
-): Promise<SessionRecord> {
-  const fields = parseInput(newSessionSchema.omit({ id: true }), patch);
+export async function updateSession(log: LogContext, id: string, fields: SessionPatch): Promise<SessionRecord> {
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const { config, info } = await readConfig(log, id);
     const next: SessionConfig = { ...config };
@@ -201,10 +186,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts): S
 
 function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {
   if (value === undefined || value === null) return null;
-  const names = (Array.isArray(value) ? value : value.split(','))
-    .map((name) => name.trim())
-    .filter((name) => name !== '');
-  return names;
+  return splitStrategyNames(value);
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidRequestError } from '../../errors.ts';
+import { DEFAULTS } from '../../config.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
 import type { SessionLogOptions } from './types.ts';
@@ -38,8 +38,8 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     store,
     keyPrefix: options.keyPrefix ?? '',
     clock: options.clock ?? (() => new Date()),
-    leaseMs: options.leaseMs ?? 30_000,
-    blobThreshold: options.blobThreshold ?? 8192,
+    leaseMs: options.leaseMs ?? DEFAULTS.turnLeaseMs,
+    blobThreshold: options.blobThreshold ?? DEFAULTS.blobThresholdBytes,
     packMinRecords,
     keepRecords,
     segmentTargetBytes: options.segmentTargetBytes ?? 1024 * 1024,
@@ -52,13 +52,16 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
   };
 }
 
+/**
+ * Checks an internal invariant: a value lib/ was handed by its own caller (a model's outcome,
+ * items the pipeline built). A client's input is validated once, at the edge (the routes' zod
+ * schemas), so a failure here is a bug and a plain Error (500), never a client's 400.
+ */
 export function parseInput<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new InvalidRequestError(`${issue?.path.join('.') || 'input'}: ${issue?.message ?? 'invalid'}`, {
-      issues: parsed.error.issues,
-    });
+    throw new Error(`session log invariant: ${issue?.path.join('.') || 'value'}: ${issue?.message ?? 'invalid'}`);
   }
   return parsed.data;
 }

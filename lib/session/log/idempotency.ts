@@ -1,9 +1,8 @@
-import { CorruptObjectError } from '../../errors.ts';
+import { CorruptObjectError, IdempotencyKeyReusedError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
-import { IdempotencyKeyReusedError } from '../turn-errors.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing, type Head } from './head.ts';

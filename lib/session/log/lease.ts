@@ -1,4 +1,11 @@
-import { CorruptObjectError, NotFoundError } from '../../errors.ts';
+import {
+  CorruptObjectError,
+  NotFoundError,
+  LEASE_EXPIRED,
+  TURN_CANCELLED,
+  TurnNotOpenError,
+  TurnInProgressError,
+} from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8 } from '../../store/object-store.ts';
 import { doneKey, leaseKey, type LogScope } from '../keys.ts';
@@ -11,8 +18,6 @@ import {
   type TurnStatus,
   type Undelivered,
 } from '../records.ts';
-import { LEASE_EXPIRED, TURN_CANCELLED, TurnNotOpenError } from '../turn-errors.ts';
-import { TurnInProgressError } from '../turn-in-progress-error.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency.ts';

@@ -1,5 +1,5 @@
 import { blobKey, doneKey, recordKey, recordsPrefix, segmentKey, type LogScope } from '../keys.ts';
-import { mapLimit } from '../map-limit.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
 import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from '../segment.ts';

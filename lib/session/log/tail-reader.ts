@@ -1,15 +1,14 @@
-import { z } from 'zod';
 import type { PromptItem, StoredItem } from '../../items.ts';
 import { emptyAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
-import { mapLimit } from '../map-limit.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
 import type { ContextStart, LogItem, Undelivered } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { UnitCursor } from '../unit-cursor.ts';
-import { PARALLEL_GETS, parseInput, type LogContext } from './context.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
 import {
   carriedItems,
   contextOf,
@@ -103,8 +102,7 @@ export async function listItems(
   id: string,
   options: { before?: number; limit: number },
 ): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
-  const limit = parseInput(z.number().int().min(1).max(1000), options.limit);
-  const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
+  const { limit, before } = options;
   const { items, scope } = await withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
     const upper = before === undefined ? Number.POSITIVE_INFINITY : before - 1;

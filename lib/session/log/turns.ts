@@ -5,7 +5,7 @@ import { reusedPrefixChars } from '../../prompt-shape.ts';
 import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
 import type { DoneRecord, LogRecord, SegmentTurn, TurnStatus } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
-import { parseInput, type LogContext } from './context.ts';
+import type { LogContext } from './context.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
 import { listItems } from './tail-reader.ts';
 
@@ -106,8 +106,7 @@ export async function listTurns(
   id: string,
   options: { before?: number; limit: number },
 ): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
-  const limit = parseInput(z.number().int().min(1).max(100), options.limit);
-  const before = options.before === undefined ? undefined : parseInput(z.number().int().positive(), options.before);
+  const { limit, before } = options;
   // One more than the page: its prompt is what the oldest turn of the page is compared with.
   const raw = await walkTurns(log, id, before, limit + 1);
   const turns = withReuse(raw).slice(0, limit);
@@ -122,7 +121,7 @@ export async function getTurn(
   id: string,
   turn: number,
 ): Promise<TurnSummary & { receipt: TurnSight | null }> {
-  const number = parseInput(z.number().int().positive(), turn);
+  const number = turn;
   const raw = await walkTurns(log, id, number + 1, 2);
   if (raw[0]?.summary.turn !== number)
     throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });

@@ -1,4 +1,4 @@
-import type { PromptItem, StoredItem, Tool } from '../../items.ts';
+import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates } from '../../strategies/aggregates.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import type { LogScope } from '../keys.ts';
@@ -13,29 +13,9 @@ import type {
 } from '../records.ts';
 import type { Base } from './views.ts';
 
-/** The fields a session is created with (the API, "Sessions"); null = the deployment default. */
-export interface NewSession {
-  id?: string | undefined;
-  instructions?: string | null | undefined;
-  model?: string | null | undefined;
-  strategies?: string | string[] | null | undefined;
-  strategy_config?: Record<string, unknown> | null | undefined;
-  tools?: Tool[] | null | undefined;
-  metadata?: Record<string, unknown> | null | undefined;
-}
+import type { SessionRecord } from '../fields.ts';
 
-/** A session as the log returns it: its stored config plus counts from the newest record. */
-export interface SessionRecord {
-  id: string;
-  created_at: string;
-  instructions: string | null;
-  model: string | null;
-  strategies: string[] | null;
-  strategy_config: Record<string, unknown>;
-  tools: Tool[];
-  metadata: Record<string, unknown>;
-  counts: SessionCounts;
-}
+export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';
 
 /**
  * A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt` (renewed
@@ -46,7 +26,7 @@ export interface OpenTurn {
   /** The incarnation of the session the turn was claimed in. */
   scope: LogScope;
   session: SessionRecord;
-  /** The turn's ordinal among the session's model turns (the API, `turn`). */
+  /** The turn's ordinal among the session's model turns (docs/API.md, `turn`). */
   turn: number;
   /** The input items with their seqs, payloads whole. */
   input: StoredItem[];

@@ -2,7 +2,7 @@ import { tailCut } from '../../strategies/select-tail.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
 import { viewKey, type LogScope } from '../keys.ts';
-import { mapLimit } from '../map-limit.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import type { LogItem, LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';

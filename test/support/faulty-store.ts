@@ -1,4 +1,4 @@
-import { StorageError } from '../errors.ts';
+import { StorageError } from '../../lib/errors.ts';
 import type { StoreOperation } from './counting-store.ts';
 import type {
   GetOptions,
@@ -8,7 +8,7 @@ import type {
   ObjectStore,
   PutOptions,
   StoredObject,
-} from './object-store.ts';
+} from '../../lib/store/object-store.ts';
 
 /** One call as a fault rule sees it. */
 export interface StoreCall {

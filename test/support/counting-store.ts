@@ -6,8 +6,8 @@ import type {
   ObjectStore,
   PutOptions,
   StoredObject,
-} from './object-store.ts';
-import { toBytes } from './object-store.ts';
+} from '../../lib/store/object-store.ts';
+import { toBytes } from '../../lib/store/object-store.ts';
 
 /** The five ObjectStore operations, as counted and as matched by fault rules. */
 export type StoreOperation = 'get' | 'head' | 'put' | 'list' | 'delete';

@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import { idSchema, toolSchema } from '../items.ts';
+
+/**
+ * The wire schemas of a session (docs/API.md, "Sessions"): what a client sends to create or
+ * change one and what it gets back. The routes validate bodies with them (and publish them in
+ * /openapi.json); lib/ derives its types from them. A new session field is added here, in
+ * `sessionFields` and `sessionSchema`, and in the stored config (lib/session/records.ts).
+ */
+
+/** A strategy list: comma-separated, or an array of names, applied in order. */
+export const strategiesFieldSchema = z.union([z.string().max(1000), z.array(z.string().min(1).max(100)).max(50)]).meta({
+  description: 'A comma-separated string or an array of strategy names, applied in order.',
+  example: 'shorten_tools_epoch_increment,inbox',
+});
+
+/** Strategy thresholds by key, checked against the strategies' config schema where they are used. */
+export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({
+  description: 'Strategy thresholds by snake_case key, e.g. epoch_size. An unknown key is a 400.',
+  example: { epoch_size: 10 },
+});
+
+/** The config fields of a session; null or absent takes the deployment default. */
+const sessionFields = {
+  instructions: z
+    .string()
+    .nullable()
+    .optional()
+    .meta({ description: 'The system prompt; at most MAX_INSTRUCTIONS_BYTES (256 KiB) of UTF-8, else 413.' }),
+  model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
+  strategies: strategiesFieldSchema.nullable().optional(),
+  strategy_config: strategyConfigFieldSchema.nullable().optional(),
+  tools: z.array(toolSchema).max(512).nullable().optional(),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .optional()
+    .meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
+};
+
+export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
+
+export const sessionCreateSchema = sessionPatchSchema
+  .extend({ id: idSchema.optional() })
+  .strict()
+  .meta({ id: 'SessionCreate' });
+
+export const sessionCountsSchema = z.object({
+  items: z.number().int(),
+  turns: z.number().int(),
+  tool_calls: z.number().int(),
+});
+
+export const sessionSchema = z
+  .object({
+    id: z.string(),
+    created_at: z.string(),
+    instructions: z.string().nullable(),
+    model: z.string().nullable(),
+    strategies: z.array(z.string()).nullable(),
+    strategy_config: z.record(z.string(), z.unknown()),
+    tools: z.array(toolSchema),
+    metadata: z.record(z.string(), z.unknown()),
+    counts: sessionCountsSchema,
+  })
+  .meta({ id: 'Session' });
+
+/** The fields a session is created with; null = the deployment default. */
+export type NewSession = z.infer<typeof sessionCreateSchema>;
+/** The fields a PATCH changes; absent = unchanged, null = back to the deployment default. */
+export type SessionPatch = z.infer<typeof sessionPatchSchema>;
+/** A session as the log returns it: its stored config plus counts from the newest record. */
+export type SessionRecord = z.infer<typeof sessionSchema>;

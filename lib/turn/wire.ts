@@ -1,0 +1,120 @@
+import { z } from 'zod';
+import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
+import { truncationSchema } from '../compaction/truncate-prompt.ts';
+import { strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
+
+/**
+ * The wire schemas of a turn (docs/API.md, "Turns"): the body of `POST .../turns`, its
+ * `context` and its answer. The route validates with them and publishes them in
+ * /openapi.json; the pipeline's types are derived from them, so the two cannot drift.
+ */
+
+export const turnRequestSchema = z
+  .object({
+    input: z
+      .union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)])
+      .meta({ description: 'One user message, or an array of items.' }),
+    model: z.string().min(1).max(200).optional(),
+    strategies: strategiesFieldSchema.optional(),
+    strategy_config: strategyConfigFieldSchema.optional(),
+    tools: z.array(toolSchema).max(512).optional(),
+    stream: z.boolean().optional(),
+    max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
+    temperature: z.number().min(0).max(2).optional(),
+    truncation: z
+      .enum(['auto', 'disabled'])
+      .optional()
+      .meta({
+        description:
+          "A prompt over the model's window: absent, the overflow safety net drops its oldest items behind a " +
+          'stored boundary (without `compact` in the strategies); `auto` drops just enough for this turn; ' +
+          '`disabled` refuses it (413 context_too_large).',
+      }),
+  })
+  .strict()
+  .meta({ id: 'TurnRequest' });
+
+/**
+ * A turn as the pipeline takes it: the route's body without `stream` (how the answer is sent),
+ * plus what only the OpenAI-compatible routes set.
+ */
+export type TurnRequest = Omit<z.infer<typeof turnRequestSchema>, 'stream'> & {
+  /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
+  prompt_cache_key?: string;
+  /**
+   * Compact in this turn even without `compact` among the strategies (OpenAI's
+   * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
+   */
+  compaction?: { threshold?: number };
+};
+
+export const turnContextSchema = z
+  .object({
+    strategies: z.array(z.string()),
+    items_in_prompt: z.number().int(),
+    prompt_chars: z.number().int(),
+    tool_calls_total: z.number().int(),
+    kept_full: z.number().int(),
+    compacted: z.number().int(),
+    dropped: z.number().int(),
+    notices_delivered: z.array(z.string()),
+    prompt_tokens: z
+      .number()
+      .int()
+      .optional()
+      .meta({ description: 'With `compact` in the list: the tokens of the prompt as counted for the budget.' }),
+    context_start_seq: z.number().int().optional().meta({
+      description:
+        'With a compacted context: the first seq of the current context (the summary stands for the older items).',
+    }),
+    compaction: z
+      .object({
+        start_seq: z.number().int(),
+        summarized: z.object({ first_seq: z.number().int(), last_seq: z.number().int() }),
+        interrupted: z.array(z.string()),
+      })
+      .optional()
+      .meta({ description: 'Set when this turn compacted the context.' }),
+    truncation: truncationSchema
+      .optional()
+      .meta({ description: 'Set when `truncation: "auto"` dropped items to fit the window.' }),
+    overflow_dropped: truncationSchema
+      .extend({ tool_start_seq: z.number().int(), message_start_seq: z.number().int(), moved: z.boolean() })
+      .optional()
+      .meta({
+        description:
+          'Set when the overflow safety net left items out: tool pairs whose call is older than `tool_start_seq` ' +
+          'and messages older than `message_start_seq` (stored, not in the prompt); `moved` when this turn ' +
+          'moved that boundary.',
+      }),
+  })
+  .meta({ id: 'TurnContext' });
+
+/** The API's `context` object of a turn. */
+export type TurnContext = z.infer<typeof turnContextSchema>;
+
+/** An item a turn's model produced, with the seq it is stored at. */
+export const outputItemSchema = z.discriminatedUnion('type', [
+  messageItemSchema.extend({ role: z.literal('assistant'), seq: z.number().int() }),
+  functionCallItemSchema.extend({ seq: z.number().int() }),
+]);
+export type OutputItem = z.infer<typeof outputItemSchema>;
+
+export const usageSchema = z.object({
+  input_tokens: z.number().int(),
+  output_tokens: z.number().int(),
+  cached_input_tokens: z.number().int().optional(),
+});
+
+export const turnResponseSchema = z
+  .object({
+    session_id: z.string(),
+    turn: z.number().int(),
+    output: z.array(outputItemSchema),
+    usage: usageSchema,
+    context: turnContextSchema,
+  })
+  .meta({ id: 'TurnResponse' });
+
+/** The API's 200 body of a turn. */
+export type TurnResponse = z.infer<typeof turnResponseSchema>;

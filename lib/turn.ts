@@ -6,17 +6,13 @@ export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
 export type {
-  StoredError,
   TurnSessionLog,
-  TurnInbox,
   TurnServices,
   TurnRequest,
   TurnContext,
-  OutputItem,
   TurnResponse,
   TurnEvent,
 } from './turn/types.ts';
-export { AbortedError, ReplayedError } from './errors.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';
 export { errorRecord, seqRanges } from './turn/receipt.ts';

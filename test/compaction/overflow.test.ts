@@ -4,7 +4,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
-import type { ClientItem, Item, PromptItem } from '../../lib/items.ts';
+import type { ClientItem, PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { recordSchema } from '../../lib/session/records.ts';
 import { SessionLog } from '../../lib/session/session-log.ts';

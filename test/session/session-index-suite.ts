@@ -193,7 +193,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(seen).toEqual([...ids].reverse());
       expect((await list({ after: 'q' })).sessions.map((row) => row.id)).toEqual(['b_2', 'z-9', 'a', 'm']);
       expect((await list({ after: 'gone' })).sessions.map((row) => row.id)).toEqual([...ids].reverse());
-      await expect(list({ after: 'a/b' })).rejects.toMatchObject({ code: 'invalid_request' });
+      await expect(list({ after: 'a/b' })).rejects.toThrow(/next_after/);
     });
   });
 }

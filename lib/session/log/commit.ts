@@ -35,7 +35,7 @@ import {
 import { findKey, indexKey } from './idempotency.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
-import { aggregatesOf, readBase, type Base } from './views.ts';
+import { aggregatesOf, EMPTY_BASE, readBase, type Base } from './views.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -111,8 +111,8 @@ export async function beginTurn(
   });
   if ('replay' in committed) return committed.replay;
   const { record, config, previous, base: claimed, scope } = committed;
-  const base = claimed ?? { view: null, since: [] };
-  const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
+  const base = claimed ?? EMPTY_BASE;
+  const { aggregates } = aggregatesOf({ ...base, since: [...base.since, ...record.items] });
   const session = toSessionRecord(config, record.counts);
   const turn: OpenTurn = {
     sessionId: id,
@@ -227,7 +227,7 @@ export async function commit(
       const own = newest.record;
       const base =
         options.kind === 'turn'
-          ? before(await readBase(log, scope, { record: own, done: null }, head.cursor), own.first_seq)
+          ? before(await readBase(log, scope, { record: own, done: null }, head.cursor, own.items), own.first_seq)
           : null;
       return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
     }
@@ -278,7 +278,7 @@ export async function commit(
     let base: Base | null = null;
     if (options.kind === 'turn') {
       try {
-        base = newest ? await readBase(log, scope, newest, head.cursor) : { view: null, since: [] };
+        base = newest ? await readBase(log, scope, newest, head.cursor, input) : EMPTY_BASE;
       } catch (error) {
         // Packed away since the listing: list again.
         if (error instanceof SegmentMissingError || error instanceof RecordMissingError) continue;
@@ -390,7 +390,7 @@ function carry(
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */
 function before(base: Base, firstSeq: number): Base {
-  return { view: base.view, since: base.since.filter((item) => item.seq < firstSeq) };
+  return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };
 }
 
 /** The calls without an output after the newest record (null: not tracked by that record). */

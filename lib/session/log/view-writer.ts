@@ -3,12 +3,13 @@ import type { TailRequirement } from '../../strategies/strategy.ts';
 import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
 import { viewKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../map-limit.ts';
-import type { LogItem, LogView } from '../records.ts';
+import { VIEW_VERSION, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { PackOptions } from './types.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_KEY_CHARS, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import { writeKeyShards } from './key-shards.ts';
+import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
 
 /** Writing views: when one is due, and the tail it holds (whole where the strategies may show it, compacted elsewhere). */
 
@@ -22,6 +23,8 @@ const DEFAULT_VIEW_CALLS = 256;
  * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
  * (`refresh`: see `needsView`) (create-only; a view already there is kept). Its tail holds what
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
+ * The shards of its repeat index that changed are written first, and the shards they replace
+ * are deleted after it (a reader of an older view that meets one gone lists again).
  * Returns the view's key, or null when none was due.
  */
 export async function writeViewIfDue(
@@ -80,17 +83,21 @@ export async function writeViewIfDue(
       items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
     };
   }
+  const record = newest.record.record;
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, base.known, newKeys, record);
   const view: LogView = {
     format: 'tailgate.view.v1',
-    record: newest.record.record,
+    v: VIEW_VERSION,
+    record,
     last_seq: lastSeq,
     aggregates,
-    call_keys: (base.view?.call_keys ?? '') + newKeys.map((key) => key.slice(0, VIEW_KEY_CHARS)).join(''),
+    keys: index,
     tail,
     created_at: log.clock().toISOString(),
   };
   const key = viewKey(scope, view.record);
   await log.store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
+  if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }
 

@@ -1,13 +1,15 @@
+import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
-import { emptyAggregates, extendAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
+import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
 import { selectTail, tailCut } from '../../strategies/select-tail.ts';
 import type { TailRequirement } from '../../strategies/strategy.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { parseStored, viewSchema, type LogItem, type LogView } from '../records.ts';
+import { parseStored, validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
+import { loadKnownKeys, seenBefore, ShardMissingError, type KnownKeys } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
-import type { UnitCursor } from '../unit-cursor.ts';
+import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
 import type { OpenTurn } from './types.ts';
@@ -25,14 +27,18 @@ export const VIEW_MARGIN_CALLS = 8;
 /** A turn asks for a fresh view once its view holds this many bytes the strategies no longer need. */
 const VIEW_EXCESS_BYTES = 32 * 1024;
 
-/** Characters of a call key kept in a view's `call_keys`. */
-export const VIEW_KEY_CHARS = 12;
-
-/** The newest view of a log and every item after it (seq order), up to some record. */
+/**
+ * The newest view of a log and every item after it (seq order), up to some record, with the
+ * shards of the view's repeat index that the calls after it (and the input) fall in.
+ */
 export interface Base {
   view: LogView | null;
   since: LogItem[];
+  known: KnownKeys | null;
 }
+
+/** The base of an empty log. */
+export const EMPTY_BASE: Base = Object.freeze({ view: null, since: [], known: null }) as Base;
 
 /** See SessionLog.needsView. */
 export function needsView(
@@ -42,8 +48,12 @@ export function needsView(
 ): boolean {
   if (turn.readPastView) return true;
   if (turn.context || !turn.base.view) return false;
-  const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
-  const { aggregates } = aggregatesOf(base);
+  const base = {
+    ...turn.base,
+    since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])],
+  };
+  // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
+  const { aggregates } = aggregatesOf(base, false);
   const needed = requirement(aggregates);
   return (
     viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
@@ -55,15 +65,18 @@ export function needsView(
  * The newest view listed by `cursor` (at or below the newest record) and every item after
  * it up to the newest record: from what the newest record carries, and from the log (records
  * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
+ * The shards of the repeat index loaded are those of the calls after the view and of `input`.
  */
 export async function readBase(
   log: LogContext,
   scope: LogScope,
   newest: NonNullable<Head['newest']>,
   cursor: UnitCursor,
+  input: readonly PromptItem[] = [],
+  useViews = true,
 ): Promise<Base> {
   let view: LogView | null = null;
-  for (const listed of cursor.views) {
+  for (const listed of useViews ? cursor.views : []) {
     if (listed.record > newest.record.record) continue;
     view = await readView(log, listed.key, listed.record);
     // Deleted since the listing (a newer one replaced it): an older one still serves.
@@ -99,14 +112,40 @@ export async function readBase(
   }
   const since = [...older.reverse().flat(), ...carried];
   checkDense(recordsPrefix(scope), since, lastSeq + 1);
-  return { view, since };
+  try {
+    return { view, since, known: await loadKnownKeys(log, scope, view, callKeysOf([...since, ...input])) };
+  } catch (error) {
+    if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
+    // Its index is gone with no newer view to take (an older view outliving a newer one):
+    // the log itself, read without views, is exact.
+    return readBase(log, scope, newest, new UnitCursor(log.store, recordsPrefix(scope)), input, false);
+  }
 }
 
-/** A view, parsed and checked; null when it is gone. */
+/** Whether the newest records list a view newer than `record` (then a reader should list again). */
+async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
+  const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
+  await cursor.next();
+  return cursor.views.some((listed) => listed.record > record);
+}
+
+/** The call keys of the function_calls among `items`. */
+export function callKeysOf(items: readonly PromptItem[]): string[] {
+  const keys: string[] = [];
+  for (const item of items) if (item.type === 'function_call') keys.push(callKey(item.name, item.arguments));
+  return keys;
+}
+
+/**
+ * A view, parsed and checked; null when it is gone or of another version than VIEW_VERSION
+ * (then the log is read past it, which is always exact).
+ */
 async function readView(log: LogContext, key: string, record: number): Promise<LogView | null> {
   const object = await log.store.get(key);
   if (!object) return null;
-  const view = parseStored(key, object.body, viewSchema);
+  const value = parseStored(key, object.body, viewVersionSchema);
+  if (value.v !== VIEW_VERSION) return null;
+  const view = validateStored(key, value, viewSchema);
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
   return view;
@@ -199,20 +238,17 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
 
 /**
  * The aggregates of the history up to the end of a base: the view's, extended over the items
- * after it (a call is a repeat when its key is in the view's keys or earlier among them).
+ * after it (a call is a repeat when its key is in the view's repeat index or earlier among
+ * them). `strict`: every call's shard must have been loaded (otherwise an estimate).
  */
-export function aggregatesOf(base: Base): { aggregates: HistoryAggregates; newKeys: string[] } {
-  const packed = base.view?.call_keys ?? '';
+export function aggregatesOf(base: Base, strict = true): { aggregates: HistoryAggregates; newKeys: string[] } {
   return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) =>
-    hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)),
+    seenBefore(base.known, key, strict),
   );
 }
 
-function hasViewKey(packed: string, short: string): boolean {
-  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1))
-    if (at % VIEW_KEY_CHARS === 0) return true;
-  return false;
-}
+/** Just the version of a view, read before its schema (a view of another version may differ in anything else). */
+const viewVersionSchema = z.object({ v: z.number().optional() }).passthrough();
 
 /** A view's tail: seqs ascending, none after the view's end. */
 function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {

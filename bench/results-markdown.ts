@@ -1,3 +1,4 @@
+import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
@@ -22,6 +23,7 @@ export interface BenchResults {
     cache: string;
     heap: string;
     compaction: string;
+    smallPrompt?: string;
   };
   overheadMemory?: TurnOverheadRow[];
   overheadWorkerd?: TurnOverheadRow[];
@@ -30,6 +32,7 @@ export interface BenchResults {
   cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string };
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
+  smallPrompt?: SmallPromptRow[];
   reliability?: ReliabilityFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
@@ -89,6 +92,13 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...cacheSection(results));
   lines.push(...heapSection(results));
   lines.push(...compactionSection(results));
+  lines.push(
+    ...smallPromptMarkdown(
+      results.smallPrompt,
+      results.commands.smallPrompt ?? 'npm run bench -- --only=small-prompt',
+      notMeasured(results, 'small-prompt'),
+    ),
+  );
   lines.push(...reliabilitySection(results));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;

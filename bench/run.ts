@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg. Options:
- *   --only=<sections>                             run some of strategies, cache, memory, heap,
+ *   --only=<sections>                             run some of strategies, cache, memory, small-prompt, heap,
  *                                                 compaction, workerd, reliability; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files)
@@ -23,10 +23,20 @@ import { measureCompactionReads } from './compaction.ts';
 import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
+import { benchSmallPrompt } from './small-prompt.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 
-const SECTIONS = ['strategies', 'cache', 'memory', 'heap', 'compaction', 'workerd', 'reliability'] as const;
+const SECTIONS = [
+  'strategies',
+  'cache',
+  'memory',
+  'small-prompt',
+  'heap',
+  'compaction',
+  'workerd',
+  'reliability',
+] as const;
 type Section = (typeof SECTIONS)[number];
 
 const argv = process.argv.slice(2);
@@ -87,6 +97,7 @@ const results: BenchResults & Required<Pick<BenchResults, 'loadAverages' | 'notM
     cache: 'npm run bench -- --only=cache',
     heap: '',
     compaction: 'npm run bench -- --only=compaction',
+    smallPrompt: 'npm run bench -- --only=small-prompt',
   },
   loadAverages: [],
   notMeasured: {},
@@ -130,6 +141,21 @@ if (runs('memory')) {
   });
   await driver.close();
   ended('memory');
+}
+
+if (runs('small-prompt')) {
+  log('bytes read per turn against the prompt, small prompt and long history (bench/small-prompt.ts)');
+  const driver = new MemoryTurnDriver();
+  results.smallPrompt = await benchSmallPrompt(driver, {
+    sizes: quick ? [100, 10_000] : [100, 10_000, 100_000, 1_000_000],
+    measuredTurns: quick ? 3 : 8,
+    warmupTurns: 2,
+    seed: 11,
+    packEvery: 4,
+    log,
+  });
+  await driver.close();
+  ended('small-prompt');
 }
 
 if (runs('heap')) {

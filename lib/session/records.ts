@@ -10,7 +10,7 @@ import {
   type PromptItem,
 } from '../items.ts';
 import { decodeUtf8 } from '../store/object-store.ts';
-import { historyAggregatesSchema } from '../strategies/aggregates.ts';
+import { historyAggregatesSchema } from '../history.ts';
 import { generationSchemaPattern } from './keys.ts';
 
 /**
@@ -260,6 +260,8 @@ export const viewSchema = z
   .object({
     format: z.literal('tailgate.view.v1'),
     v: z.literal(VIEW_VERSION),
+    /** The version of the view policy that wrote it (ViewPolicy in lib/session/log/types.ts). */
+    policy: z.string(),
     record: z.number().int().positive(),
     last_seq: z.number().int().nonnegative(),
     aggregates: historyAggregatesSchema,

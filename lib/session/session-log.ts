@@ -1,8 +1,7 @@
 import { CorruptObjectError } from '../errors.ts';
 import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
-import type { HistoryAggregates } from '../strategies/aggregates.ts';
-import type { TailRequirement } from '../strategies/strategy.ts';
+import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems, beginTurn, completeTurn, type TurnResult } from './log/commit.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
@@ -59,7 +58,7 @@ export type { TailRequirement };
 export class SessionLog {
   readonly #log: LogContext;
 
-  constructor(store: ObjectStore, options: SessionLogOptions = {}) {
+  constructor(store: ObjectStore, options: SessionLogOptions) {
     this.#log = logContext(store, options);
   }
 
@@ -178,7 +177,7 @@ export class SessionLog {
     requirement: (aggregates: HistoryAggregates) => TailRequirement,
     output: readonly StoredItem[] = [],
   ): boolean {
-    return needsView(turn, requirement, output);
+    return needsView(this.#log.viewPolicy, turn, requirement, output);
   }
 
   /**

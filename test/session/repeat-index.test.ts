@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { viewKey } from '../../lib/session/keys.ts';
 import { parseStored, viewSchema, type LogView } from '../../lib/session/records.ts';
-import { SessionLog, type SessionLogOptions } from '../../lib/session/session-log.ts';
+import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -75,7 +75,7 @@ async function packedSession(): Promise<{ store: MemoryStore; log: SessionLog }>
   return { store, log };
 }
 
-const options: SessionLogOptions = { viewEveryRecords: 1, packMinRecords: 1, keepRecords: 1 };
+const options: Partial<SessionLogOptions> = { viewEveryRecords: 1, packMinRecords: 1, keepRecords: 1 };
 
 describe('repeat index', () => {
   it('tells repeats from new calls across shards and depths, exactly as the whole history does', async () => {
@@ -210,6 +210,19 @@ describe('repeat index', () => {
     const view = await newestView(store, log);
     expect(view.keys.count).toBe(4);
     expect(view.aggregates).toEqual(computeAggregates(await allItems(log)));
+  });
+
+  it('ignores a view written under another view policy and reads the log instead', async () => {
+    const { store, log } = await packedSession();
+    const view = await newestView(store, log);
+    // Tampered: were this policy's view read, q would count as seen and its repeat as new.
+    await store.put(
+      viewKey(await log.scope('s'), view.record),
+      JSON.stringify({ ...view, policy: 'another', aggregates: { ...view.aggregates, tool_calls: 99 } }),
+    );
+    const items = await allItems(log);
+    const input = [call(9, 'q'), output(9)];
+    expect(await turnAggregates(log, input)).toEqual(aggregatesAfter(items, input));
   });
 
   it('ignores a view of another version and reads the log instead', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 

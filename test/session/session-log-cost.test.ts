@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 

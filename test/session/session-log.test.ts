@@ -5,12 +5,13 @@ import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/s
 import { parseStored, viewSchema } from '../../lib/session/records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { SessionExistsError } from '../../lib/session/session-exists-error.ts';
-import { SessionLog, type OpenTurn } from '../../lib/session/session-log.ts';
+import { SessionLog, type OpenTurn } from '../support/session-log.ts';
 import { TurnClosedError } from '../../lib/session/turn-errors.ts';
 import { TurnInProgressError } from '../../lib/session/turn-in-progress-error.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { FaultyStore } from '../../lib/store/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { defineSessionLogConcurrency } from './session-log-concurrency.ts';
 
@@ -362,7 +363,10 @@ describe('SessionLog: views', () => {
     await log.create({ id: 's1' });
     await log.append('s1', [user('a')]);
     await log.pack('s1');
-    await store.put(viewKey(await log.scope('s1'), 1), JSON.stringify({ format: 'tailgate.view.v1', v: 2, record: 1 }));
+    await store.put(
+      viewKey(await log.scope('s1'), 1),
+      JSON.stringify({ format: 'tailgate.view.v1', v: 2, policy: viewPolicy.version, record: 1 }),
+    );
     await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({
       code: 'corrupt_object',
       key: viewKey(await log.scope('s1'), 1),

@@ -1,6 +1,6 @@
 import { env } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../../lib/store/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineSessionLogConcurrency } from '../session/session-log-concurrency.ts';

@@ -112,7 +112,7 @@ export async function beginTurn(
   if ('replay' in committed) return committed.replay;
   const { record, config, previous, base: claimed, scope } = committed;
   const base = claimed ?? EMPTY_BASE;
-  const { aggregates } = aggregatesOf({ ...base, since: [...base.since, ...record.items] });
+  const { aggregates } = aggregatesOf(log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
   const session = toSessionRecord(config, record.counts);
   const turn: OpenTurn = {
     sessionId: id,

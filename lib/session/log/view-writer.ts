@@ -1,6 +1,4 @@
-import { tailCut } from '../../strategies/select-tail.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
-import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
+import type { TailRequirement } from '../../history.ts';
 import { viewKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../map-limit.ts';
 import { VIEW_VERSION, type LogItem, type LogView } from '../records.ts';
@@ -44,7 +42,8 @@ export async function writeViewIfDue(
   const due = newest.record.record - listed >= log.viewEveryRecords || compacted || grown || refresh;
   if (!due) return null;
   const base = await readBase(log, scope, newest, cursor);
-  const { aggregates, newKeys } = aggregatesOf(base);
+  const policy = log.viewPolicy;
+  const { aggregates, newKeys } = aggregatesOf(policy, base);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   // With a compacted context, the tail starts at the context start.
@@ -60,10 +59,10 @@ export async function writeViewIfDue(
       ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
     };
     // From the newest view when it holds enough (without the margin if need be), else from the log.
-    const withMargin = tailFromBase(base, [], wanted, fromSeq);
+    const withMargin = tailFromBase(policy, base, [], wanted, fromSeq);
     const withoutMargin = withMargin
       ? null
-      : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
     const items = (withMargin ??
       withoutMargin ??
@@ -75,7 +74,7 @@ export async function writeViewIfDue(
         wanted,
         fromSeq,
       ))) as LogItem[];
-    const cut = held === 'all' ? null : tailCut(items, held);
+    const cut = held === 'all' ? null : policy.tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
     tail = {
       from_seq: fromSeq,
@@ -88,6 +87,7 @@ export async function writeViewIfDue(
   const view: LogView = {
     format: 'tailgate.view.v1',
     v: VIEW_VERSION,
+    policy: policy.version,
     record,
     last_seq: lastSeq,
     aggregates,
@@ -122,6 +122,6 @@ async function viewItems(
         ? ((await hydrate(log, scope, [item]))[0] as LogItem)
         : item;
     }
-    return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
+    return log.viewPolicy.compact(item);
   });
 }

@@ -1,10 +1,7 @@
 import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
-import { callKey, emptyAggregates, extendAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
-import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
-import { selectTail, tailCut } from '../../strategies/select-tail.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { loadKnownKeys, seenBefore, ShardMissingError, type KnownKeys } from './key-shards.ts';
@@ -12,7 +9,7 @@ import type { PromptItem } from '../../items.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
-import type { OpenTurn } from './types.ts';
+import type { OpenTurn, ViewPolicy } from './types.ts';
 
 /**
  * Views, as turns read them: the newest view and every item after it (a base), the tail a
@@ -42,6 +39,7 @@ export const EMPTY_BASE: Base = Object.freeze({ view: null, since: [], known: nu
 
 /** See SessionLog.needsView. */
 export function needsView(
+  policy: ViewPolicy,
   turn: OpenTurn,
   requirement: (aggregates: HistoryAggregates) => TailRequirement,
   output: readonly StoredItem[] = [],
@@ -53,11 +51,11 @@ export function needsView(
     since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])],
   };
   // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
-  const { aggregates } = aggregatesOf(base, false);
+  const { aggregates } = aggregatesOf(policy, base, false);
   const needed = requirement(aggregates);
   return (
-    viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
-    tailFromBase(base, [], needed, 0) === null
+    viewExcessBytes(policy, base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
+    tailFromBase(policy, base, [], needed, 0) === null
   );
 }
 
@@ -113,7 +111,11 @@ export async function readBase(
   const since = [...older.reverse().flat(), ...carried];
   checkDense(recordsPrefix(scope), since, lastSeq + 1);
   try {
-    return { view, since, known: await loadKnownKeys(log, scope, view, callKeysOf([...since, ...input])) };
+    return {
+      view,
+      since,
+      known: await loadKnownKeys(log, scope, view, callKeysOf(log.viewPolicy, [...since, ...input])),
+    };
   } catch (error) {
     if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
     // Its index is gone with no newer view to take (an older view outliving a newer one):
@@ -130,9 +132,9 @@ async function newerViewListed(log: LogContext, scope: LogScope, record: number)
 }
 
 /** The call keys of the function_calls among `items`. */
-export function callKeysOf(items: readonly PromptItem[]): string[] {
+export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
   const keys: string[] = [];
-  for (const item of items) if (item.type === 'function_call') keys.push(callKey(item.name, item.arguments));
+  for (const item of items) if (item.type === 'function_call') keys.push(policy.callKey(item.name, item.arguments));
   return keys;
 }
 
@@ -144,7 +146,7 @@ async function readView(log: LogContext, key: string, record: number): Promise<L
   const object = await log.store.get(key);
   if (!object) return null;
   const value = parseStored(key, object.body, viewVersionSchema);
-  if (value.v !== VIEW_VERSION) return null;
+  if (value.v !== VIEW_VERSION || value.policy !== log.viewPolicy.version) return null;
   const view = validateStored(key, value, viewSchema);
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
@@ -160,6 +162,7 @@ async function readView(log: LogContext, key: string, record: number): Promise<L
  * them, which is what they make of them anyway.
  */
 export function tailFromBase(
+  policy: ViewPolicy,
   base: Base,
   newer: readonly LogItem[],
   requirement: TailRequirement,
@@ -177,14 +180,14 @@ export function tailFromBase(
   }
   if (tail.window_start > Math.max(floor, 1)) {
     if (requirement.toolCalls === 'all') return null;
-    const cut = tailCut(items, requirement.toolCalls);
+    const cut = policy.tailCut(items, requirement.toolCalls);
     if (cut === null || (cut < items.length && items[cut]!.seq < tail.window_start)) return null;
     const held = new Set<number>();
     for (const item of tail.items)
       if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
     if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
   }
-  return selectTail(items, requirement);
+  return policy.selectTail(items, requirement);
 }
 
 /**
@@ -215,11 +218,11 @@ export function wholeCallIds(
  * compact would lose by it. A new epoch, or a repeat making an older instance unprotected,
  * leaves a view so; reading it costs that much more than the prompt it serves.
  */
-function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly number[]): number {
+function viewExcessBytes(policy: ViewPolicy, base: Base, needed: TailRequirement, pinned: readonly number[]): number {
   const tail = base.view?.tail;
   if (!tail || needed.toolCalls === 'all') return 0;
   const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since];
-  const cut = tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
+  const cut = policy.tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
   const cutSeq = cut === null ? 0 : (items[cut]?.seq ?? Number.POSITIVE_INFINITY);
   const required = wholeCallIds(items, 0, [...needed.seqs, ...pinned])!;
   const whole = wholeCallIds(items, needed.wholeCalls, [...needed.seqs, ...pinned]);
@@ -229,7 +232,7 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
     if (item.seq < cutSeq) {
       if (!required.has(item.call_id)) excess += JSON.stringify(item).length;
     } else if (whole !== null && !item.compacted && !whole.has(item.call_id)) {
-      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      const compacted = policy.compact(item);
       if (compacted !== item) excess += JSON.stringify(item).length - JSON.stringify(compacted).length;
     }
   }
@@ -241,14 +244,18 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
  * after it (a call is a repeat when its key is in the view's repeat index or earlier among
  * them). `strict`: every call's shard must have been loaded (otherwise an estimate).
  */
-export function aggregatesOf(base: Base, strict = true): { aggregates: HistoryAggregates; newKeys: string[] } {
-  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) =>
+export function aggregatesOf(
+  policy: ViewPolicy,
+  base: Base,
+  strict = true,
+): { aggregates: HistoryAggregates; newKeys: string[] } {
+  return policy.extendAggregates(base.view?.aggregates ?? policy.emptyAggregates(), base.since, (key) =>
     seenBefore(base.known, key, strict),
   );
 }
 
 /** Just the version of a view, read before its schema (a view of another version may differ in anything else). */
-const viewVersionSchema = z.object({ v: z.number().optional() }).passthrough();
+const viewVersionSchema = z.object({ v: z.number().optional(), policy: z.string().optional() }).passthrough();
 
 /** A view's tail: seqs ascending, none after the view's end. */
 function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {

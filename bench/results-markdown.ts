@@ -362,7 +362,7 @@ function overheadSection(results: BenchResults): string[] {
         "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that (lib/turn.ts `afterResponse`) and is not counted " +
         'here. R2Store makes one ' +
         'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
-        'so there are no prompt bytes and no read budget here.' +
+        'so there are no prompt bytes; the read budget is taken against the prompt characters (`context.prompt_chars`), a stricter one.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
     lines.push('');
@@ -459,7 +459,16 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           ITEMS_COLUMN,
           ...timeColumns(1),
           { header: 'prompt chars', cell: (row) => formatBytes(row.promptCharactersMedian) },
-          ...(rows.some((row) => row.storage) ? [OPERATIONS_COLUMN, BYTES_READ_COLUMN] : []),
+          ...(rows.some((row) => row.storage)
+            ? [
+                OPERATIONS_COLUMN,
+                BYTES_READ_COLUMN,
+                {
+                  header: 'read budget (chars)',
+                  cell: (row: TurnOverheadRow) => fixed(row.storage?.readBudgetWorst, 2),
+                },
+              ]
+            : []),
           { header: 'load s', cell: (row) => (row.loadMs / 1000).toFixed(1) },
           { header: 'notice turn ms', cell: (row) => (row.notice ? row.notice.ms.toFixed(1) : '-') },
           ...(rows.some((row) => row.notice?.operations !== undefined) ? [NOTICE_OPERATIONS_COLUMN] : []),

@@ -1,8 +1,10 @@
 import type { Item } from '../lib/items.ts';
+import type { TurnRequest } from '../lib/turn.ts';
 import { TextSource } from './agent-session.ts';
 import type { MemoryTurnDriver } from './memory-driver.ts';
 import { SeededRandom } from './random.ts';
 import { median, percentile } from './stats.ts';
+import { READ_FILE_TOOL } from './turn-driver.ts';
 
 /**
  * What a turn reads against what it sends, on a long agent session whose prompt stays small:
@@ -97,8 +99,16 @@ async function measureTurns(
   options: SmallPromptOptions,
 ): Promise<SmallPromptRow> {
   const measured: { ms: number; bytesRead: number; promptBytes: number; operations: number; gets: number }[] = [];
+  // Turns alternate as an agent's do: a request the echo model answers with a tool call, then
+  // the tool's output, so the calls after the newest view are looked up in the repeat index.
+  let pendingCall: string | undefined;
   for (let turn = 0; turn < options.warmupTurns + options.measuredTurns; turn++) {
-    const driven = await driver.turn(id, { input: `Go on with step ${turn}.` });
+    const input: TurnRequest['input'] = pendingCall
+      ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
+      : `call read_file {"path":"src/step-${turn}.ts"}`;
+    const driven = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
+    const call = driven.response.output.find((item) => item.type === 'function_call');
+    pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
     if (turn < options.warmupTurns) continue;
     const storage = driven.storage!;
     measured.push({
@@ -141,7 +151,8 @@ export function smallPromptMarkdown(rows: SmallPromptRow[] | undefined, command:
   if (!rows) return [...lines, `Not measured (${why}).`, ''];
   lines.push(
     `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) and an assistant message, ` +
-      'appended a block per record and packed every few records; default strategies, echo model, memory store (counted). ' +
+      'appended a block per record and packed every few records; then turns alternating a request the echo model answers with a tool call and its output; ' +
+      'default strategies, memory store (counted). ' +
       'Read budget = bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1). Storage calls until the response.',
     '',
     '| items | load s | turns | bytes read (median / max) | prompt bytes | read budget | storage calls (median / max) | gets | p50 ms | p95 ms |',

@@ -7,6 +7,7 @@ import { SessionLog } from '../lib/session/session-log.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { runTurn, type TurnServices } from '../lib/turn.ts';
+import { viewPolicy } from '../lib/turn/view-policy.ts';
 
 /** Bytes read by one turn after a compaction, for a session of `turns` earlier turns. */
 export interface CompactionReadFigure {
@@ -34,7 +35,7 @@ export async function measureCompactionReads(
   const figures: CompactionReadFigure[] = [];
   for (const turns of histories) {
     const counting = new CountingStore(new MemoryStore());
-    const log = new SessionLog(counting);
+    const log = new SessionLog(counting, { viewPolicy });
     // The background pack a turn starts is run between turns here, not during the measured one.
     const pack = () => SessionLog.prototype.pack.call(log, 'bench');
     log.pack = async () => ({ packed: false, deleted: 0 });

@@ -1,3 +1,4 @@
+import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
@@ -25,6 +26,7 @@ export interface BenchResults {
     cache: string;
     heap: string;
     compaction: string;
+    smallPrompt?: string;
   };
   overheadMemory?: TurnOverheadRow[];
   overheadWorkerd?: TurnOverheadRow[];
@@ -34,6 +36,7 @@ export interface BenchResults {
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   latency?: { rows: LatencyRow[]; delayMs: number; modelMs: number };
+  smallPrompt?: SmallPromptRow[];
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
@@ -97,6 +100,13 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...cacheSection(results));
   lines.push(...heapSection(results));
   lines.push(...compactionSection(results));
+  lines.push(
+    ...smallPromptMarkdown(
+      results.smallPrompt,
+      results.commands.smallPrompt ?? 'npm run bench -- --only=small-prompt',
+      notMeasured(results, 'small-prompt'),
+    ),
+  );
   lines.push(...reliabilitySection(results));
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
   lines.push(...causesSection(results));
@@ -428,9 +438,8 @@ function overheadSection(results: BenchResults): string[] {
         "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that " +
         '(lib/turn.ts `afterResponse`) and is not counted ' +
         'here. R2Store makes one ' +
-        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 ' +
-        'bucket. The worker does not expose the prompt, ' +
-        'so there are no prompt bytes and no read budget here.' +
+        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
+        'so there are no prompt bytes; the read budget is taken against the prompt characters (`context.prompt_chars`), a stricter one.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
     lines.push('');
@@ -537,7 +546,16 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           ITEMS_COLUMN,
           ...timeColumns(1),
           { header: 'prompt chars', cell: (row) => formatBytes(row.promptCharactersMedian) },
-          ...(rows.some((row) => row.storage) ? [OPERATIONS_COLUMN, BYTES_READ_COLUMN] : []),
+          ...(rows.some((row) => row.storage)
+            ? [
+                OPERATIONS_COLUMN,
+                BYTES_READ_COLUMN,
+                {
+                  header: 'read budget (chars)',
+                  cell: (row: TurnOverheadRow) => fixed(row.storage?.readBudgetWorst, 2),
+                },
+              ]
+            : []),
           { header: 'load s', cell: (row) => (row.loadMs / 1000).toFixed(1) },
           { header: 'notice turn ms', cell: (row) => (row.notice ? row.notice.ms.toFixed(1) : '-') },
           ...(rows.some((row) => row.notice?.operations !== undefined) ? [NOTICE_OPERATIONS_COLUMN] : []),

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
- *   --only=<sections>                             run some of strategies, cache, memory, latency, heap,
+ *   --only=<sections>                             run some of strategies, cache, memory, latency, small-prompt, heap,
  *                                                 compaction, workerd, reliability, inspector; prints the markdown and
  *                                                 leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
@@ -29,6 +29,7 @@ import { measureInspector } from './inspector.ts';
 import { measureReliability } from './reliability.ts';
 import { benchStrategies } from './strategies.ts';
 import { heapProbeCommand, measureTurnHeap } from './turn-heap.ts';
+import { benchSmallPrompt } from './small-prompt.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
@@ -38,6 +39,7 @@ const SECTIONS = [
   'cache',
   'memory',
   'latency',
+  'small-prompt',
   'heap',
   'compaction',
   'workerd',
@@ -104,6 +106,7 @@ const results: BenchResults & Required<Pick<BenchResults, 'loadAverages' | 'notM
     cache: 'npm run bench -- --only=cache',
     heap: '',
     compaction: 'npm run bench -- --only=compaction',
+    smallPrompt: 'npm run bench -- --only=small-prompt',
   },
   loadAverages: [],
   notMeasured: {},
@@ -184,6 +187,21 @@ if (runs('latency')) {
   });
   results.latency = { rows, ...options };
   ended('latency');
+}
+
+if (runs('small-prompt')) {
+  log('bytes read per turn against the prompt, small prompt and long history (bench/small-prompt.ts)');
+  const driver = new MemoryTurnDriver();
+  results.smallPrompt = await benchSmallPrompt(driver, {
+    sizes: quick ? [100, 10_000] : [100, 10_000, 100_000, 1_000_000],
+    measuredTurns: quick ? 3 : 8,
+    warmupTurns: 2,
+    seed: 11,
+    packEvery: 4,
+    log,
+  });
+  await driver.close();
+  ended('small-prompt');
 }
 
 if (runs('heap')) {

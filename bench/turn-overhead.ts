@@ -36,8 +36,8 @@ export interface StorageFigures {
   /** Where the driver reports the prompt (the memory store; not workerd). */
   promptBytesMedian?: number;
   /**
-   * Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1), where the
-   * driver reports the prompt.
+   * Worst bytesRead / (1.1 x promptBytes + 64 KiB) over the measured turns (goal <= 1); prompt
+   * characters where the driver reports no bytes.
    */
   readBudgetWorst?: number;
   /**
@@ -352,12 +352,15 @@ function storageFigures(turns: DrivenTurn[]): StorageFigures | undefined {
   const prompted = counted.filter(
     (turn): turn is typeof turn & { promptBytes: number } => turn.promptBytes !== undefined,
   );
-  if (prompted.length === counted.length) {
-    figures.promptBytesMedian = median(prompted.map((turn) => turn.promptBytes));
-    figures.readBudgetWorst = Math.max(
-      ...prompted.map((turn) => turn.storage.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK)),
-    );
-  }
+  if (prompted.length === counted.length) figures.promptBytesMedian = median(prompted.map((turn) => turn.promptBytes));
+  // Every size gets a read budget: against the prompt's bytes, or where the runtime does not
+  // report them (workerd), its characters (`context.prompt_chars`, fewer: a stricter budget).
+  figures.readBudgetWorst = Math.max(
+    ...counted.map(
+      (turn) =>
+        turn.storage.bytesRead / (1.1 * (turn.promptBytes ?? turn.response.context.prompt_chars) + READ_BUDGET_SLACK),
+    ),
+  );
   if (counted.every((turn) => turn.background !== undefined)) {
     figures.backgroundOperationsPerTurn =
       counted.reduce((total, turn) => total + operationsOf(turn.background!), 0) / counted.length;

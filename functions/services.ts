@@ -4,6 +4,7 @@ import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
+import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { TurnServices } from '../lib/turn.ts';
@@ -33,6 +34,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
   const clock = inputs.clock ? { clock: inputs.clock } : {};
   return {
     sessions: new SessionLog(store, {
+      viewPolicy,
       keyPrefix: config.keyPrefix,
       leaseMs: config.turnLeaseMs,
       blobThreshold: config.blobThresholdBytes,

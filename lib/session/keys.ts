@@ -20,6 +20,7 @@ import { idSchema } from '../items.ts';
  * - `turn/<generation>/<inverted last>-<first>-<first seq>-<last seq>.seg`: an immutable
  *   segment packing records first..last, beside the records so one list returns both.
  * - `turn/<generation>/<inverted record>.view`: the view of the history up to that record.
+ * - `keys/<generation>/<inverted record>-<prefix>`: a shard of the repeat index, named by its view.
  * - `blob/<generation>/<sha256>`: payloads above the out-of-line threshold.
  * - `idem/<generation>/<sha256 of the idempotency key>`: the record that owns a key.
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
@@ -130,6 +131,15 @@ export function segmentKey(
 ): string {
   const first = pad(checkRecordNumber(range.firstRecord));
   return `${recordKey(scope, range.lastRecord)}-${first}-${pad(range.firstSeq)}-${pad(range.lastSeq)}.seg`;
+}
+
+/**
+ * One version of a shard of the repeat index: the call keys starting with `prefix` seen up to
+ * the end of record `record`, written by the pack that wrote that record's view.
+ */
+export function keyShardKey(scope: LogScope, record: number, prefix: string): string {
+  if (!/^[0-9a-f]{0,6}$/.test(prefix)) throw new RangeError('key shard prefixes are hex');
+  return `${scoped(scope, 'keys')}${pad(RECORD_BOUND - checkRecordNumber(record))}-${prefix || 'all'}`;
 }
 
 /** What a key under `recordsPrefix` names, or null for a key this log did not write. */

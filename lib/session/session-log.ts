@@ -1,8 +1,7 @@
 import { CorruptObjectError } from '../errors.ts';
 import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
-import type { HistoryAggregates } from '../strategies/aggregates.ts';
-import type { TailRequirement } from '../strategies/strategy.ts';
+import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
@@ -61,7 +60,7 @@ export type { TailRequirement };
 export class SessionLog {
   readonly #log: LogContext;
 
-  constructor(store: ObjectStore, options: SessionLogOptions = {}) {
+  constructor(store: ObjectStore, options: SessionLogOptions) {
     this.#log = logContext(store, options);
   }
 
@@ -188,7 +187,7 @@ export class SessionLog {
     requirement: (aggregates: HistoryAggregates) => TailRequirement,
     output: readonly StoredItem[] = [],
   ): boolean {
-    return needsView(turn, requirement, output);
+    return needsView(this.#log.viewPolicy, turn, requirement, output);
   }
 
   /**

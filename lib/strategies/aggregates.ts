@@ -1,27 +1,8 @@
-import { z } from 'zod';
 import { sha256Hex } from '../hash.ts';
+import type { HistoryAggregates } from '../history.ts';
 import type { PromptItem } from '../items.ts';
 
-/**
- * What the strategies need to know about the part of the history they were not handed.
- * The session store maintains these at append time, so a turn can read only the tail.
- *
- * - `tool_calls` / `tool_outputs`: function_call and function_call_output items in the
- *   whole history.
- * - `repeat_flags`: one bit per function_call in history order (bit i set = the (i+1)-th
- *   call has the same call key as an earlier call), base64 of a little-endian bit array.
- *   Enough to recompute any epoch schedule for any configuration.
- * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
- */
-export const historyAggregatesSchema = z
-  .object({
-    tool_calls: z.number().int().nonnegative(),
-    tool_outputs: z.number().int().nonnegative(),
-    repeat_flags: z.string(),
-    repeated: z.record(z.string(), z.number().int().positive()),
-  })
-  .strict();
-export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
+export { historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
 
 /**
  * The identity of a call for repeat detection: name plus canonical arguments (object keys

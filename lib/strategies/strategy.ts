@@ -1,24 +1,11 @@
 import type { z } from 'zod';
+import type { TailRequirement } from '../history.ts';
 import type { PromptItem } from '../items.ts';
 import type { HistoryAggregates } from './aggregates.ts';
 import type { HistoryIndex } from './history-index.ts';
 import type { StrategyConfig } from './strategy-config.ts';
 
-/**
- * How much of a long history a strategy list needs (see `selectTail`): the newest
- * `toolCalls` tool calls with everything after them, plus the calls with these `seqs`
- * (and their outputs) from further back. `'all'` asks for the whole history.
- */
-export interface TailRequirement {
-  toolCalls: number | 'all';
-  seqs: number[];
-  /**
-   * Of the newest `toolCalls` calls, how many newest ones (with their outputs) may be shown
-   * whole; the older ones are only ever compacted or dropped. Absent: all of them. The store
-   * uses it to keep only these outputs inline in a view.
-   */
-  wholeCalls?: number;
-}
+export type { TailRequirement } from '../history.ts';
 
 /** What a strategy gets besides the items and the resolved config. */
 export interface StrategyContext {

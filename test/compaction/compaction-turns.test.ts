@@ -7,7 +7,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';

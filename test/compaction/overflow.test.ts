@@ -7,7 +7,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { ClientItem, PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { recordSchema } from '../../lib/session/records.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 
 /**

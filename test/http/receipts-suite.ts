@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { createClient, freshId, TOKEN, type HttpHarness } from './http-suite.ts';
 
 /**

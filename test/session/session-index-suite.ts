@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { indexEntryKey, indexPrefix } from '../../lib/session/log/session-index.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TurnInProgressError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 
 /**

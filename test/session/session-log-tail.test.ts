@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Item, PromptItem, StoredItem } from '../../lib/items.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';

@@ -6,7 +6,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from './session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 
 describe('SessionLog token generation', () => {

@@ -4,7 +4,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { DepthStore } from '../../lib/store/depth-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';

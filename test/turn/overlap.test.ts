@@ -4,7 +4,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
 import { streamTurn, runTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';

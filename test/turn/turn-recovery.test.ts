@@ -6,7 +6,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';

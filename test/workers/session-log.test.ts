@@ -1,6 +1,6 @@
 import { env } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
-import { SessionLog } from '../../lib/session/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineSessionLogConcurrency } from '../session/session-log-concurrency.ts';
@@ -54,7 +54,7 @@ describe('SessionLog on the R2 binding', () => {
     await expect(log.delete('r2')).rejects.toMatchObject({ code: 'not_found' });
   });
 
-  it('costs at most 7 R2 calls a turn without an inbox, the same as the session grows', async () => {
+  it('costs at most 8 R2 calls a turn without an inbox, the same as the session grows', async () => {
     const store = new CountingStore(new R2Store(bucket));
     const keyPrefix = `${crypto.randomUUID()}/`;
     const options = { keyPrefix, packMinRecords: 4, keepRecords: 1 };
@@ -80,8 +80,9 @@ describe('SessionLog on the R2 binding', () => {
       costs.push(store.operations);
       await log.pack('ops', needs);
     }
-    // get config, list, get record and completion, get view; put record and completion.
-    expect(Math.max(...costs)).toBeLessThanOrEqual(7);
+    // get config, list, get record and completion, get view, get the shard of the repeat index
+    // the calls after the view fall in (40 keys: a single shard); put record and completion.
+    expect(Math.max(...costs)).toBeLessThanOrEqual(8);
     expect(Math.max(...costs.slice(30))).toBe(Math.max(...costs.slice(10, 20)));
   });
 });

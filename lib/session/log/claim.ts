@@ -19,7 +19,7 @@ import { MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { indexKey } from './idempotency.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
-import { aggregatesOf } from './views.ts';
+import { aggregatesOf, EMPTY_BASE } from './views.ts';
 
 /**
  * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
@@ -117,8 +117,8 @@ export class TurnClaim {
 
   #openTurn(committed: Commit): OpenTurn {
     const { record, config, previous, base: claimed, scope } = committed;
-    const base = claimed ?? { view: null, since: [] };
-    const { aggregates } = aggregatesOf({ view: base.view, since: [...base.since, ...record.items] });
+    const base = claimed ?? EMPTY_BASE;
+    const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
     return {
       sessionId: this.#id,
       scope,

@@ -28,7 +28,7 @@ import {
 import { findKey } from './idempotency.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { BeginTurnResult } from './types.ts';
-import { prefetchView, readBase, type Base, type PrefetchedView } from './views.ts';
+import { EMPTY_BASE, prefetchView, readBase, type Base, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 
 /**
@@ -145,7 +145,7 @@ export async function prepareCommit(
     const own = newest.record;
     const base =
       options.kind === 'turn'
-        ? before(await readBase(log, scope, { record: own, done: null }, head.cursor), own.first_seq)
+        ? before(await readBase(log, scope, { record: own, done: null }, head.cursor, own.items), own.first_seq)
         : null;
     return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
   }
@@ -196,7 +196,7 @@ export async function prepareCommit(
   let base: Base | null = null;
   if (options.kind === 'turn') {
     try {
-      base = newest ? await readBase(log, scope, newest, head.cursor, view) : { view: null, since: [] };
+      base = newest ? await readBase(log, scope, newest, head.cursor, input, view) : EMPTY_BASE;
     } catch (error) {
       // Packed away since the listing: list again.
       if (error instanceof SegmentMissingError || error instanceof RecordMissingError) return null;
@@ -314,7 +314,7 @@ function carry(
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */
 function before(base: Base, firstSeq: number): Base {
-  return { view: base.view, since: base.since.filter((item) => item.seq < firstSeq) };
+  return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };
 }
 
 /** The calls without an output after the newest record (null: not tracked by that record). */

@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import { DEFAULTS } from '../../config.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
-import type { SessionLogOptions } from './types.ts';
+import type { SessionLogOptions, ViewPolicy } from './types.ts';
 
 /**
  * What every part of a session log works with: the store, the key prefix, the clock and the
@@ -22,6 +22,7 @@ export interface LogContext {
   readonly recentBytes: number;
   readonly viewEveryRecords: number;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
+  readonly viewPolicy: ViewPolicy;
 }
 
 /** Gets at most this many objects at a time. */
@@ -49,6 +50,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),
     checkConfig: options.checkConfig,
+    viewPolicy: options.viewPolicy,
   };
 }
 

@@ -32,7 +32,9 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
     }
     records.push(unit);
   }
-  const leftovers = [...cursor.leftovers];
+  // The newest view stays until a newer one is written, even once a segment covers its
+  // record: the older views left would name repeat index shards replaced since.
+  const leftovers = cursor.leftovers.filter((key) => key !== cursor.views[0]?.key);
   const buried = [...cursor.buried];
   const candidates = records.slice(log.keepRecords).reverse();
   let result: PackResult = { packed: false, deleted: 0 };

@@ -1,6 +1,5 @@
 import type { PromptItem, StoredItem } from '../../items.ts';
-import { emptyAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
@@ -40,7 +39,7 @@ export async function readContext(
 ): Promise<PromptItem[]> {
   const floor = turn.context?.start_seq ?? 0;
   // Usually the claim has read all it takes: the newest view and what came after it.
-  const fromBase = tailFromBase(turn.base, turn.inputRecords, requirement, floor);
+  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor);
   if (fromBase) return fromBase;
   turn.readPastView = true;
   return withFreshListing(() => {
@@ -67,13 +66,19 @@ export async function previewContext(
   return withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
     if (!newest)
-      return { items: [], aggregates: emptyAggregates(), context: null, undelivered: NOTHING_UNDELIVERED, scope };
+      return {
+        items: [],
+        aggregates: log.viewPolicy.emptyAggregates(),
+        context: null,
+        undelivered: NOTHING_UNDELIVERED,
+        scope,
+      };
     const context = contextOf(newest);
     const undelivered = undeliveredOf(newest);
     const base = await readBase(log, scope, newest, cursor);
-    const { aggregates } = aggregatesOf(base);
+    const { aggregates } = aggregatesOf(log.viewPolicy, base);
     const needed = requirement(aggregates, context);
-    const fromBase = tailFromBase(base, [], needed, context?.start_seq ?? 0);
+    const fromBase = tailFromBase(log.viewPolicy, base, [], needed, context?.start_seq ?? 0);
     if (fromBase) return { items: fromBase, aggregates, context, undelivered, scope };
     const items = await readTail(
       log,

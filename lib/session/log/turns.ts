@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
-import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
-import type { DoneRecord, LogRecord, SegmentTurn, TurnStatus } from '../records.ts';
+import type { DoneRecord, LogItem, LogRecord, SegmentTurn, TurnStatus } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
 import type { LogContext } from './context.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
@@ -149,10 +148,11 @@ export async function turnItems(
   const items = page.items.map((item) => {
     const treatment = treatmentOf(runs, item.seq);
     if (treatment !== 'compacted') return { ...item, treatment };
-    if (item.type === 'function_call_output')
-      return { ...item, treatment, compacted_as: { output: compactOutputItem(item).output } };
-    if (item.type === 'function_call')
-      return { ...item, treatment, compacted_as: { arguments: compactCallItem(item).arguments } };
+    const compacted = log.viewPolicy.compact(item as LogItem);
+    if (compacted.type === 'function_call_output')
+      return { ...item, treatment, compacted_as: { output: compacted.output } };
+    if (compacted.type === 'function_call')
+      return { ...item, treatment, compacted_as: { arguments: compacted.arguments } };
     return { ...item, treatment };
   });
   return { items, has_more: page.has_more, next_before: page.next_before };

@@ -1,6 +1,5 @@
-import type { PromptItem, StoredItem } from '../../items.ts';
-import type { HistoryAggregates } from '../../strategies/aggregates.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
+import type { PromptItem, StoredItem, Tool } from '../../items.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { LogScope } from '../keys.ts';
 import type {
   ContextStart,
@@ -107,7 +106,36 @@ export type BeginTurnResult =
     }
   | { kind: 'claimed'; turn: OpenTurn };
 
+/**
+ * What the log needs of the strategies to keep its views, handed in by the turn layer
+ * (lib/turn/view-policy.ts builds it from lib/strategies/), so the log imports no strategy:
+ * how to extend the aggregates, a call's repeat key, the tail a requirement selects, and how
+ * the strategies compact a tool item a view stores compacted. `version` names all of it: it
+ * is stored in every view, and a view written under another version is not read (its
+ * compacted items, aggregates or keys may differ), so bump it whenever any of these changes.
+ */
+export interface ViewPolicy {
+  readonly version: string;
+  emptyAggregates(): HistoryAggregates;
+  /** The aggregates after `items`; `seenBefore(key)` tells a call key seen before them. */
+  extendAggregates(
+    previous: HistoryAggregates,
+    items: readonly LogItem[],
+    seenBefore: (key: string) => boolean,
+  ): { aggregates: HistoryAggregates; newKeys: string[] };
+  /** The key (hex) `extendAggregates` gives `seenBefore` for a call. */
+  callKey(name: string, argumentsText: string): string;
+  /** The tail view of `items` for `requirement` (see `selectTail` in lib/strategies/). */
+  selectTail(items: readonly LogItem[], requirement: TailRequirement): PromptItem[];
+  /** The index where the newest `toolCalls` calls and outputs begin, or null. */
+  tailCut(items: readonly PromptItem[], toolCalls: number): number | null;
+  /** A tool item as the strategies compact it (the item itself when they leave it so). */
+  compact<Item extends LogItem>(item: Item): Item;
+}
+
 export interface SessionLogOptions {
+  /** The strategies' part of the views (required: every turn computes aggregates with it). */
+  viewPolicy: ViewPolicy;
   /** Prepended to every key (KEY_PREFIX). */
   keyPrefix?: string;
   clock?: () => Date;

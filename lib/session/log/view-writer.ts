@@ -1,14 +1,13 @@
-import { tailCut } from '../../strategies/select-tail.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
-import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
+import type { TailRequirement } from '../../history.ts';
 import { viewKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import type { LogItem, LogView } from '../records.ts';
+import { VIEW_VERSION, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { PackOptions } from './types.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_KEY_CHARS, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import { writeKeyShards } from './key-shards.ts';
+import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
@@ -25,6 +24,8 @@ const DEFAULT_VIEW_CALLS = 256;
  * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
  * (`refresh`: see `needsView`) (create-only; a view already there is kept). Its tail holds what
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
+ * The shards of its repeat index that changed are written first, and the shards they replace
+ * are deleted after it (a reader of an older view that meets one gone lists again).
  * Returns the view's key, or null when none was due.
  */
 export async function writeViewIfDue(
@@ -44,7 +45,8 @@ export async function writeViewIfDue(
   const due = newest.record.record - listed >= log.viewEveryRecords || compacted || grown || refresh;
   if (!due) return null;
   const base = await readBase(log, scope, newest, cursor);
-  const { aggregates, newKeys } = aggregatesOf(base);
+  const policy = log.viewPolicy;
+  const { aggregates, newKeys } = aggregatesOf(policy, base);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   // With a compacted context, the tail starts at the context start.
@@ -60,10 +62,10 @@ export async function writeViewIfDue(
       ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
     };
     // From the newest view when it holds enough (without the margin if need be), else from the log.
-    const withMargin = tailFromBase(base, [], wanted, fromSeq);
+    const withMargin = tailFromBase(policy, base, [], wanted, fromSeq);
     const withoutMargin = withMargin
       ? null
-      : tailFromBase(base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
     const items = (withMargin ??
       withoutMargin ??
@@ -75,7 +77,7 @@ export async function writeViewIfDue(
         wanted,
         fromSeq,
       ))) as LogItem[];
-    const cut = held === 'all' ? null : tailCut(items, held);
+    const cut = held === 'all' ? null : policy.tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
     tail = {
       from_seq: fromSeq,
@@ -83,17 +85,22 @@ export async function writeViewIfDue(
       items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
     };
   }
+  const record = newest.record.record;
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, base.known, newKeys, record);
   const view: LogView = {
     format: 'tailgate.view.v1',
-    record: newest.record.record,
+    v: VIEW_VERSION,
+    policy: policy.version,
+    record,
     last_seq: lastSeq,
     aggregates,
-    call_keys: (base.view?.call_keys ?? '') + newKeys.map((key) => key.slice(0, VIEW_KEY_CHARS)).join(''),
+    keys: index,
     tail,
     created_at: log.clock().toISOString(),
   };
   const key = viewKey(scope, view.record);
   await log.store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
+  if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }
 
@@ -118,6 +125,6 @@ async function viewItems(
         ? ((await hydrate(log, scope, [item]))[0] as LogItem)
         : item;
     }
-    return (item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item)) as LogItem;
+    return log.viewPolicy.compact(item);
   });
 }

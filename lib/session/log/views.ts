@@ -1,17 +1,16 @@
+import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
-import { emptyAggregates, extendAggregates, type HistoryAggregates } from '../../strategies/aggregates.ts';
-import { compactCallItem, compactOutputItem } from '../../strategies/compact-text.ts';
-import { selectTail, tailCut } from '../../strategies/select-tail.ts';
-import type { TailRequirement } from '../../strategies/strategy.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { parseStored, viewSchema, type LogItem, type LogView } from '../records.ts';
+import { parseStored, validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
+import { loadKnownKeys, seenBefore, ShardMissingError, type KnownKeys } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
-import type { UnitCursor } from '../unit-cursor.ts';
+import { UnitCursor } from '../unit-cursor.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
-import type { OpenTurn } from './types.ts';
+import type { OpenTurn, ViewPolicy } from './types.ts';
 
 /**
  * Views, as turns read them: the newest view and every item after it (a base), the tail a
@@ -26,29 +25,38 @@ export const VIEW_MARGIN_CALLS = 8;
 /** A turn asks for a fresh view once its view holds this many bytes the strategies no longer need. */
 const VIEW_EXCESS_BYTES = 32 * 1024;
 
-/** Characters of a call key kept in a view's `call_keys`. */
-export const VIEW_KEY_CHARS = 12;
-
-/** The newest view of a log and every item after it (seq order), up to some record. */
+/**
+ * The newest view of a log and every item after it (seq order), up to some record, with the
+ * shards of the view's repeat index that the calls after it (and the input) fall in.
+ */
 export interface Base {
   view: LogView | null;
   since: LogItem[];
+  known: KnownKeys | null;
 }
+
+/** The base of an empty log. */
+export const EMPTY_BASE: Base = Object.freeze({ view: null, since: [], known: null }) as Base;
 
 /** See SessionLog.needsView. */
 export function needsView(
+  policy: ViewPolicy,
   turn: OpenTurn,
   requirement: (aggregates: HistoryAggregates) => TailRequirement,
   output: readonly StoredItem[] = [],
 ): boolean {
   if (turn.readPastView) return true;
   if (turn.context || !turn.base.view) return false;
-  const base = { view: turn.base.view, since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])] };
-  const { aggregates } = aggregatesOf(base);
+  const base = {
+    ...turn.base,
+    since: [...turn.base.since, ...turn.inputRecords, ...(output as LogItem[])],
+  };
+  // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
+  const { aggregates } = aggregatesOf(policy, base, false);
   const needed = requirement(aggregates);
   return (
-    viewExcessBytes(base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
-    tailFromBase(base, [], needed, 0) === null
+    viewExcessBytes(policy, base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
+    tailFromBase(policy, base, [], needed, 0) === null
   );
 }
 
@@ -56,16 +64,19 @@ export function needsView(
  * The newest view listed by `cursor` (at or below the newest record) and every item after
  * it up to the newest record: from what the newest record carries, and from the log (records
  * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
+ * The shards of the repeat index loaded are those of the calls after the view and of `input`.
  */
 export async function readBase(
   log: LogContext,
   scope: LogScope,
   newest: NonNullable<Head['newest']>,
   cursor: UnitCursor,
+  input: readonly PromptItem[] = [],
   prefetched?: PrefetchedView,
+  useViews = true,
 ): Promise<Base> {
   let view: LogView | null = null;
-  for (const listed of cursor.views) {
+  for (const listed of useViews ? cursor.views : []) {
     if (listed.record > newest.record.record) continue;
     const object = prefetched?.key === listed.key ? prefetched.object : undefined;
     view = await readView(log, listed.key, listed.record, object);
@@ -102,7 +113,18 @@ export async function readBase(
   }
   const since = [...older.reverse().flat(), ...carried];
   checkDense(recordsPrefix(scope), since, lastSeq + 1);
-  return { view, since };
+  try {
+    return {
+      view,
+      since,
+      known: await loadKnownKeys(log, scope, view, callKeysOf(log.viewPolicy, [...since, ...input])),
+    };
+  } catch (error) {
+    if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
+    // Its index is gone with no newer view to take (an older view outliving a newer one):
+    // the log itself, read without views, is exact.
+    return readBase(log, scope, newest, new UnitCursor(log.store, recordsPrefix(scope)), input, undefined, false);
+  }
 }
 
 /** The newest view a listing shows at or below record `newest`, its read started now (see readBase). */
@@ -120,7 +142,24 @@ export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number
   return { key: listed.key, object };
 }
 
-/** A view, parsed and checked; null when it is gone. */
+/** Whether the newest records list a view newer than `record` (then a reader should list again). */
+async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
+  const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
+  await cursor.next();
+  return cursor.views.some((listed) => listed.record > record);
+}
+
+/** The call keys of the function_calls among `items`. */
+export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
+  const keys: string[] = [];
+  for (const item of items) if (item.type === 'function_call') keys.push(policy.callKey(item.name, item.arguments));
+  return keys;
+}
+
+/**
+ * A view, parsed and checked; null when it is gone or of another version than VIEW_VERSION
+ * (then the log is read past it, which is always exact).
+ */
 async function readView(
   log: LogContext,
   key: string,
@@ -129,7 +168,9 @@ async function readView(
 ): Promise<LogView | null> {
   const object = await (prefetched ?? log.store.get(key));
   if (!object) return null;
-  const view = parseStored(key, object.body, viewSchema);
+  const value = parseStored(key, object.body, viewVersionSchema);
+  if (value.v !== VIEW_VERSION || value.policy !== log.viewPolicy.version) return null;
+  const view = validateStored(key, value, viewSchema);
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
   return view;
@@ -144,6 +185,7 @@ async function readView(
  * them, which is what they make of them anyway.
  */
 export function tailFromBase(
+  policy: ViewPolicy,
   base: Base,
   newer: readonly LogItem[],
   requirement: TailRequirement,
@@ -161,14 +203,14 @@ export function tailFromBase(
   }
   if (tail.window_start > Math.max(floor, 1)) {
     if (requirement.toolCalls === 'all') return null;
-    const cut = tailCut(items, requirement.toolCalls);
+    const cut = policy.tailCut(items, requirement.toolCalls);
     if (cut === null || (cut < items.length && items[cut]!.seq < tail.window_start)) return null;
     const held = new Set<number>();
     for (const item of tail.items)
       if (item.type === 'function_call' && item.seq < tail.window_start) held.add(item.seq);
     if (requirement.seqs.some((seq) => seq >= floor && seq < tail.window_start && !held.has(seq))) return null;
   }
-  return selectTail(items, requirement);
+  return policy.selectTail(items, requirement);
 }
 
 /**
@@ -199,11 +241,11 @@ export function wholeCallIds(
  * compact would lose by it. A new epoch, or a repeat making an older instance unprotected,
  * leaves a view so; reading it costs that much more than the prompt it serves.
  */
-function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly number[]): number {
+function viewExcessBytes(policy: ViewPolicy, base: Base, needed: TailRequirement, pinned: readonly number[]): number {
   const tail = base.view?.tail;
   if (!tail || needed.toolCalls === 'all') return 0;
   const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since];
-  const cut = tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
+  const cut = policy.tailCut(items, needed.toolCalls + VIEW_MARGIN_CALLS);
   const cutSeq = cut === null ? 0 : (items[cut]?.seq ?? Number.POSITIVE_INFINITY);
   const required = wholeCallIds(items, 0, [...needed.seqs, ...pinned])!;
   const whole = wholeCallIds(items, needed.wholeCalls, [...needed.seqs, ...pinned]);
@@ -213,7 +255,7 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
     if (item.seq < cutSeq) {
       if (!required.has(item.call_id)) excess += JSON.stringify(item).length;
     } else if (whole !== null && !item.compacted && !whole.has(item.call_id)) {
-      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      const compacted = policy.compact(item);
       if (compacted !== item) excess += JSON.stringify(item).length - JSON.stringify(compacted).length;
     }
   }
@@ -222,20 +264,21 @@ function viewExcessBytes(base: Base, needed: TailRequirement, pinned: readonly n
 
 /**
  * The aggregates of the history up to the end of a base: the view's, extended over the items
- * after it (a call is a repeat when its key is in the view's keys or earlier among them).
+ * after it (a call is a repeat when its key is in the view's repeat index or earlier among
+ * them). `strict`: every call's shard must have been loaded (otherwise an estimate).
  */
-export function aggregatesOf(base: Base): { aggregates: HistoryAggregates; newKeys: string[] } {
-  const packed = base.view?.call_keys ?? '';
-  return extendAggregates(base.view?.aggregates ?? emptyAggregates(), base.since, (key) =>
-    hasViewKey(packed, key.slice(0, VIEW_KEY_CHARS)),
+export function aggregatesOf(
+  policy: ViewPolicy,
+  base: Base,
+  strict = true,
+): { aggregates: HistoryAggregates; newKeys: string[] } {
+  return policy.extendAggregates(base.view?.aggregates ?? policy.emptyAggregates(), base.since, (key) =>
+    seenBefore(base.known, key, strict),
   );
 }
 
-function hasViewKey(packed: string, short: string): boolean {
-  for (let at = packed.indexOf(short); at >= 0; at = packed.indexOf(short, at + 1))
-    if (at % VIEW_KEY_CHARS === 0) return true;
-  return false;
-}
+/** Just the version of a view, read before its schema (a view of another version may differ in anything else). */
+const viewVersionSchema = z.object({ v: z.number().optional(), policy: z.string().optional() }).passthrough();
 
 /** A view's tail: seqs ascending, none after the view's end. */
 function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {

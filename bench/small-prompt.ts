@@ -1,0 +1,173 @@
+import type { Item } from '../lib/items.ts';
+import type { TurnRequest } from '../lib/turn.ts';
+import { TextSource } from './agent-session.ts';
+import type { MemoryTurnDriver } from './memory-driver.ts';
+import { SeededRandom } from './random.ts';
+import { median, percentile } from './stats.ts';
+import { READ_FILE_TOOL } from './turn-driver.ts';
+
+/**
+ * What a turn reads against what it sends, on a long agent session whose prompt stays small:
+ * blocks of a user message, 50 tool pairs (distinct calls, outputs of 1 to 3 KB) and an
+ * assistant message, with the default strategies on the memory store (counted). The goal:
+ * bytes read per turn <= 1.1 x prompt bytes + 64 KiB (read budget <= 1), at any length.
+ */
+
+export interface SmallPromptOptions {
+  sizes: number[];
+  measuredTurns: number;
+  warmupTurns: number;
+  seed: number;
+  /** Pack after every this many appended blocks while loading (as turns would). */
+  packEvery: number;
+  log?: (line: string) => void;
+}
+
+export interface SmallPromptRow {
+  size: number;
+  /** Items stored when the measured turns began. */
+  itemsAtStart: number;
+  loadMs: number;
+  turns: number;
+  bytesReadMedian: number;
+  bytesReadMax: number;
+  promptBytesMedian: number;
+  /** Worst bytes read / (1.1 x prompt bytes + 64 KiB) over the measured turns (goal <= 1). */
+  readBudgetWorst: number;
+  /** Storage calls of a turn until its response (median and worst). */
+  operationsMedian: number;
+  operationsMax: number;
+  getsMedian: number;
+  p50Ms: number;
+  p95Ms: number;
+}
+
+export const TOOL_PAIRS_PER_BLOCK = 50;
+export const ITEMS_PER_BLOCK = 2 * TOOL_PAIRS_PER_BLOCK + 2;
+const READ_BUDGET_SLACK = 64 * 1024;
+
+/** The workload's blocks, deterministic for a seed. */
+export function* smallPromptBlocks(seed: number): Generator<Item[]> {
+  const random = new SeededRandom(seed);
+  const text = new TextSource(random, 1 << 16);
+  for (let block = 0; ; block++) {
+    const items: Item[] = [{ type: 'message', role: 'user', content: `Task ${block}: ${text.text(200)}` }];
+    for (let pair = 0; pair < TOOL_PAIRS_PER_BLOCK; pair++) {
+      const callId = `call_${block}_${pair}`;
+      const path = `src/module${block}/file${pair}.ts`;
+      items.push({ type: 'function_call', call_id: callId, name: 'read_file', arguments: JSON.stringify({ path }) });
+      items.push({ type: 'function_call_output', call_id: callId, output: text.text(random.integer(1000, 3000)) });
+    }
+    items.push({ type: 'message', role: 'assistant', content: text.text(300) });
+    yield items;
+  }
+}
+
+/** Loads one session per size (appending whole blocks, packing as turns would), then measures turns. */
+export async function benchSmallPrompt(
+  driver: MemoryTurnDriver,
+  options: SmallPromptOptions,
+): Promise<SmallPromptRow[]> {
+  const log = options.log ?? (() => undefined);
+  const rows: SmallPromptRow[] = [];
+  for (const size of options.sizes) {
+    const id = `small_prompt_${size}`;
+    await driver.createSession(id, 'You are a coding agent working through a large repository.');
+    const start = performance.now();
+    const blocks = smallPromptBlocks(options.seed);
+    let stored = 0;
+    let appended = 0;
+    while (stored < size) {
+      stored = await driver.append(id, blocks.next().value as Item[]);
+      if (++appended % options.packEvery === 0) await driver.pack(id);
+      if (appended % 1000 === 0) log(`small-prompt ${size}: ${stored} items stored`);
+    }
+    await driver.pack(id);
+    const loadMs = performance.now() - start;
+    log(`small-prompt ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
+    rows.push(await measureTurns(driver, id, size, stored, loadMs, options));
+  }
+  return rows;
+}
+
+async function measureTurns(
+  driver: MemoryTurnDriver,
+  id: string,
+  size: number,
+  itemsAtStart: number,
+  loadMs: number,
+  options: SmallPromptOptions,
+): Promise<SmallPromptRow> {
+  const measured: { ms: number; bytesRead: number; promptBytes: number; operations: number; gets: number }[] = [];
+  // Turns alternate as an agent's do: a request the echo model answers with a tool call, then
+  // the tool's output, so the calls after the newest view are looked up in the repeat index.
+  let pendingCall: string | undefined;
+  for (let turn = 0; turn < options.warmupTurns + options.measuredTurns; turn++) {
+    const input: TurnRequest['input'] = pendingCall
+      ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
+      : `call read_file {"path":"src/step-${turn}.ts"}`;
+    const driven = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
+    const call = driven.response.output.find((item) => item.type === 'function_call');
+    pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+    if (turn < options.warmupTurns) continue;
+    const storage = driven.storage!;
+    measured.push({
+      ms: driven.ms,
+      bytesRead: storage.bytesRead,
+      promptBytes: driven.promptBytes!,
+      operations: storage.get + storage.head + storage.list + storage.put + storage.delete,
+      gets: storage.get,
+    });
+  }
+  const of = (pick: (turn: (typeof measured)[number]) => number) => measured.map(pick);
+  return {
+    size,
+    itemsAtStart,
+    loadMs,
+    turns: measured.length,
+    bytesReadMedian: median(of((turn) => turn.bytesRead)),
+    bytesReadMax: Math.max(...of((turn) => turn.bytesRead)),
+    promptBytesMedian: median(of((turn) => turn.promptBytes)),
+    readBudgetWorst: Math.max(...of((turn) => turn.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK))),
+    operationsMedian: median(of((turn) => turn.operations)),
+    operationsMax: Math.max(...of((turn) => turn.operations)),
+    getsMedian: median(of((turn) => turn.gets)),
+    p50Ms: median(of((turn) => turn.ms)),
+    p95Ms: percentile(
+      of((turn) => turn.ms),
+      95,
+    ),
+  };
+}
+
+/** The section of RESULTS.md: one row per size. */
+export function smallPromptMarkdown(rows: SmallPromptRow[] | undefined, command: string, why: string): string[] {
+  const lines = [
+    '## Small prompt, long history: bytes read per turn',
+    '',
+    `Command: \`${command}\` (bench/small-prompt.ts)`,
+    '',
+  ];
+  if (!rows) return [...lines, `Not measured (${why}).`, ''];
+  lines.push(
+    `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) and an assistant message, ` +
+      'appended a block per record and packed every few records; then turns alternating a request the echo model answers with a tool call and its output; ' +
+      'default strategies, memory store (counted). ' +
+      'Read budget = bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1). Storage calls until the response.',
+    '',
+    '| items | load s | turns | bytes read (median / max) | prompt bytes | read budget | storage calls (median / max) | gets | p50 ms | p95 ms |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const row of rows)
+    lines.push(
+      `| ${row.itemsAtStart.toLocaleString('en-US')} | ${(row.loadMs / 1000).toFixed(0)} | ${row.turns} | ` +
+        `${kb(row.bytesReadMedian)} / ${kb(row.bytesReadMax)} | ${kb(row.promptBytesMedian)} | ${row.readBudgetWorst.toFixed(2)} | ` +
+        `${row.operationsMedian} / ${row.operationsMax} | ${row.getsMedian} | ${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} |`,
+    );
+  lines.push('');
+  return lines;
+}
+
+function kb(bytes: number): string {
+  return `${(bytes / 1024).toFixed(1)} KiB`;
+}

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+
+/**
+ * What the strategies and the session log share about a history, with no code of either:
+ * the aggregates the strategies need of the part they are not handed (the log persists them
+ * in its views) and the tail a strategy list asks for. lib/strategies/aggregates.ts computes
+ * the aggregates; lib/strategies/select-tail.ts defines the tail.
+ *
+ * - `tool_calls` / `tool_outputs`: function_call and function_call_output items in the
+ *   whole history.
+ * - `repeat_flags`: one bit per function_call in history order (bit i set = the (i+1)-th
+ *   call has the same call key as an earlier call), base64 of a little-endian bit array.
+ *   Enough to recompute any epoch schedule for any configuration.
+ * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
+ */
+export const historyAggregatesSchema = z
+  .object({
+    tool_calls: z.number().int().nonnegative(),
+    tool_outputs: z.number().int().nonnegative(),
+    repeat_flags: z.string(),
+    repeated: z.record(z.string(), z.number().int().positive()),
+  })
+  .strict();
+export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
+
+/**
+ * How much of a long history a strategy list needs (see `selectTail`): the newest
+ * `toolCalls` tool calls with everything after them, plus the calls with these `seqs`
+ * (and their outputs) from further back. `'all'` asks for the whole history.
+ */
+export interface TailRequirement {
+  toolCalls: number | 'all';
+  seqs: number[];
+  /**
+   * Of the newest `toolCalls` calls, how many newest ones (with their outputs) may be shown
+   * whole; the older ones are only ever compacted or dropped. Absent: all of them. The store
+   * uses it to keep only these outputs inline in a view.
+   */
+  wholeCalls?: number;
+}

@@ -43,7 +43,6 @@ export interface SmallPromptRow {
 }
 
 export const TOOL_PAIRS_PER_BLOCK = 50;
-export const ITEMS_PER_BLOCK = 2 * TOOL_PAIRS_PER_BLOCK + 2;
 const READ_BUDGET_SLACK = 64 * 1024;
 
 /** The workload's blocks, deterministic for a seed. */

@@ -38,3 +38,13 @@ export interface TailRequirement {
    */
   wholeCalls?: number;
 }
+
+/**
+ * The names of a strategy list, comma-separated or an array: names trimmed, empty entries
+ * ignored. The one way a list is split (the environment, sessions, requests).
+ *
+ * @example splitStrategyNames(' shorten_tools, ,inbox') // ['shorten_tools', 'inbox']
+ */
+export function splitStrategyNames(list: string | readonly string[]): string[] {
+  return (typeof list === 'string' ? list.split(',') : list).map((name) => name.trim()).filter((name) => name !== '');
+}

@@ -3,7 +3,8 @@ import { isContextNotice } from './context-notice.ts';
 import { indexHistory } from './history-index.ts';
 import { builtInRegistry } from './registry.ts';
 import type { Strategy, StrategyContext, StrategyRegistry } from './strategy.ts';
-import { defaultStrategyConfig, defaultStrategyNames, splitStrategyNames } from './strategy-config.ts';
+import { splitStrategyNames } from '../history.ts';
+import { defaultStrategyConfig, defaultStrategyNames } from './strategy-config.ts';
 
 /**
  * A strategy list: a custom function, undefined (the configured default: env

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
+import { splitStrategyNames } from '../history.ts';
 
 const count = () => z.number().int().nonnegative();
 
@@ -101,16 +102,6 @@ export function defaultStrategyNames(env: Record<string, string | undefined> = {
   const configured = env[PROMPT_STRATEGY_ENV];
   if (configured !== undefined && configured.trim() !== '') return splitStrategyNames(configured);
   return [...DEFAULT_STRATEGIES];
-}
-
-/**
- * The names of a strategy list, comma-separated or an array: names trimmed, empty entries
- * ignored. The one way a list is split (the environment, sessions, requests).
- *
- * @example splitStrategyNames(' shorten_tools, ,inbox') // ['shorten_tools', 'inbox']
- */
-export function splitStrategyNames(list: string | readonly string[]): string[] {
-  return (typeof list === 'string' ? list.split(',') : list).map((name) => name.trim()).filter((name) => name !== '');
 }
 
 /** The defaults alone, as a fresh object. */

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidRequestError } from '../../lib/errors.ts';
+import { splitStrategyNames } from '../../lib/history.ts';
 import {
   defaultStrategyConfig,
   defaultStrategyNames,
   parseStrategyConfigLayer,
   resolveStrategyConfig,
-  splitStrategyNames,
   strategyConfigEnvName,
   strategyConfigKeys,
 } from '../../lib/strategies/strategy-config.ts';

@@ -1,7 +1,7 @@
 import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
 import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8, type ObjectStore } from '../../store/object-store.ts';
-import { splitStrategyNames } from '../../strategies/strategy-config.ts';
+import { splitStrategyNames } from '../../history.ts';
 import {
   doneKey,
   generationSchemaPattern,

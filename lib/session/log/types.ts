@@ -1,4 +1,4 @@
-import type { PromptItem, StoredItem, Tool } from '../../items.ts';
+import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { LogScope } from '../keys.ts';
 import type {

@@ -119,10 +119,15 @@ export const turnRequestSchema = z
     stream: z.boolean().optional(),
     max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
     temperature: z.number().min(0).max(2).optional(),
-    truncation: z.enum(['auto', 'disabled']).optional().meta({
-      description:
-        "A prompt over the model's window: absent, the overflow safety net drops its oldest items behind a stored boundary (without `compact` in the strategies); `auto` drops just enough for this turn; `disabled` refuses it (413 context_too_large).",
-    }),
+    truncation: z
+      .enum(['auto', 'disabled'])
+      .optional()
+      .meta({
+        description:
+          "A prompt over the model's window: absent, the overflow safety net drops its oldest items " +
+          'behind a stored boundary (without `compact` in the strategies); ' +
+          '`auto` drops just enough for this turn; `disabled` refuses it (413 context_too_large).',
+      }),
   })
   .strict()
   .meta({ id: 'TurnRequest' });
@@ -171,7 +176,9 @@ export const turnContextSchema = z
       .optional()
       .meta({
         description:
-          'Set when the overflow safety net left items out: tool pairs whose call is older than `tool_start_seq` and messages older than `message_start_seq` (stored, not in the prompt); `moved` when this turn moved that boundary.',
+          'Set when the overflow safety net left items out: ' +
+          'tool pairs whose call is older than `tool_start_seq` and messages older than `message_start_seq` ' +
+          '(stored, not in the prompt); `moved` when this turn moved that boundary.',
       }),
   })
   .meta({ id: 'TurnContext' });

@@ -21,7 +21,8 @@ export function epochSweepChart(sweep: EpochSweep, title: string): string {
   ];
   const width = PANEL_WIDTH * panels.length;
   const parts = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${HEIGHT}" viewBox="0 0 ${width} ${HEIGHT}" font-family="sans-serif" font-size="11">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${HEIGHT}" viewBox="0 0 ${width} ${HEIGHT}" ` +
+      'font-family="sans-serif" font-size="11">',
     '<rect width="100%" height="100%" fill="#ffffff"/>',
     `<text x="${width / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">${title}</text>`,
   ];
@@ -33,7 +34,8 @@ export function epochSweepChart(sweep: EpochSweep, title: string): string {
     parts.push(`<text x="${x + 10}" y="${legendY + 4}">${strategy}</text>`);
   }
   parts.push(
-    `<text x="${MARGIN.left}" y="${legendY + 22}">ringed: defaults (t50/s20); line: Pareto front; tN/sM = threshold N, epoch size M</text>`,
+    `<text x="${MARGIN.left}" y="${legendY + 22}">` +
+      'ringed: defaults (t50/s20); line: Pareto front; tN/sM = threshold N, epoch size M</text>',
   );
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
@@ -53,12 +55,15 @@ function drawPanel(
   const x = (size: number) => left + MARGIN.left + ((size - sizeLow) / (sizeHigh - sizeLow)) * plotWidth;
   const y = (cost: number) => MARGIN.top + plotHeight - ((cost - costLow) / (costHigh - costLow)) * plotHeight;
   const bottom = MARGIN.top + plotHeight;
+  const plotLeft = left + MARGIN.left;
+  const plotRight = plotLeft + plotWidth;
   const parts = [
-    `<text x="${left + MARGIN.left}" y="${MARGIN.top - 12}" font-weight="bold">${panel.title}</text>`,
-    `<line x1="${left + MARGIN.left}" x2="${left + MARGIN.left + plotWidth}" y1="${bottom}" y2="${bottom}" stroke="#333333"/>`,
-    `<line x1="${left + MARGIN.left}" x2="${left + MARGIN.left}" y1="${MARGIN.top}" y2="${bottom}" stroke="#333333"/>`,
-    `<text x="${left + MARGIN.left + plotWidth}" y="${bottom + 32}" text-anchor="end">mean prompt per model call (thousand tokens)</text>`,
-    `<text transform="translate(${left + 14} ${MARGIN.top + plotHeight / 2}) rotate(-90)" text-anchor="middle">input cost (million base-price tokens)</text>`,
+    `<text x="${plotLeft}" y="${MARGIN.top - 12}" font-weight="bold">${panel.title}</text>`,
+    `<line x1="${plotLeft}" x2="${plotRight}" y1="${bottom}" y2="${bottom}" stroke="#333333"/>`,
+    `<line x1="${plotLeft}" x2="${plotLeft}" y1="${MARGIN.top}" y2="${bottom}" stroke="#333333"/>`,
+    `<text x="${plotRight}" y="${bottom + 32}" text-anchor="end">mean prompt per model call (thousand tokens)</text>`,
+    `<text transform="translate(${left + 14} ${MARGIN.top + plotHeight / 2}) rotate(-90)" text-anchor="middle">` +
+      'input cost (million base-price tokens)</text>',
   ];
   for (let tick = 0; tick <= 4; tick++) {
     const size = sizeLow + ((sizeHigh - sizeLow) * tick) / 4;
@@ -66,11 +71,10 @@ function drawPanel(
     parts.push(
       `<text x="${x(size).toFixed(1)}" y="${bottom + 16}" text-anchor="middle">${(size / 1e3).toFixed(0)}</text>`,
     );
+    const gridY = y(cost).toFixed(1);
+    parts.push(`<line x1="${plotLeft}" x2="${plotRight}" y1="${gridY}" y2="${gridY}" stroke="#eeeeee"/>`);
     parts.push(
-      `<line x1="${left + MARGIN.left}" x2="${left + MARGIN.left + plotWidth}" y1="${y(cost).toFixed(1)}" y2="${y(cost).toFixed(1)}" stroke="#eeeeee"/>`,
-    );
-    parts.push(
-      `<text x="${left + MARGIN.left - 6}" y="${(y(cost) + 4).toFixed(1)}" text-anchor="end">${(cost / 1e6).toFixed(1)}</text>`,
+      `<text x="${plotLeft - 6}" y="${(y(cost) + 4).toFixed(1)}" text-anchor="end">${(cost / 1e6).toFixed(1)}</text>`,
     );
   }
   const front = paretoFront(points, panel.cost);
@@ -86,9 +90,9 @@ function drawPanel(
   // Labels alternate above and below their point, so neighbours on the front do not overlap.
   for (const [index, point] of front.entries()) {
     const dy = index % 2 === 0 ? -7 : 15;
-    parts.push(
-      `<text x="${(x(point.meanPromptTokens) + 6).toFixed(1)}" y="${(y(panel.cost(point)) + dy).toFixed(1)}">${pointName(point)}</text>`,
-    );
+    const labelX = (x(point.meanPromptTokens) + 6).toFixed(1);
+    const labelY = (y(panel.cost(point)) + dy).toFixed(1);
+    parts.push(`<text x="${labelX}" y="${labelY}">${pointName(point)}</text>`);
   }
   return parts;
 }

@@ -16,28 +16,31 @@ const pairs = (from: number, count: number) => Array.from({ length: count }, (_,
 const tokensOf = (calls: { tokens: number }[]) => calls.map((call) => call.tokens);
 
 describe('cache billing models', () => {
-  it('Anthropic: writes the first prompt, reads it back next call, only tools and instructions past the lookback', () => {
-    const billing = new AnthropicBilling('adapter', 1_000);
-    const first = [system, user, ...pair(1)];
-    const one = billing.bill(first, undefined);
-    expect(one).toMatchObject({ read: 0, written: one.tokens });
-    expect(one.cost).toBeCloseTo(1.25 * one.tokens);
+  it(
+    'Anthropic: writes the first prompt, reads it back next call, ' + 'only tools and instructions past the lookback',
+    () => {
+      const billing = new AnthropicBilling('adapter', 1_000);
+      const first = [system, user, ...pair(1)];
+      const one = billing.bill(first, undefined);
+      expect(one).toMatchObject({ read: 0, written: one.tokens });
+      expect(one.cost).toBeCloseTo(1.25 * one.tokens);
 
-    const second = [...first, ...pair(2)];
-    const two = billing.bill(second, undefined);
-    expect(two.read).toBe(one.tokens);
-    expect(two.written).toBe(two.tokens - one.tokens);
+      const second = [...first, ...pair(2)];
+      const two = billing.bill(second, undefined);
+      expect(two.read).toBe(one.tokens);
+      expect(two.written).toBe(two.tokens - one.tokens);
 
-    // 24 new blocks: the sliding anchors look back 20 blocks and miss the previous prompt.
-    const third = [...second, ...pairs(3, 12)];
-    const three = billing.bill(third, undefined);
-    expect(three.read).toBe(1_000 + estimateTokens(JSON.stringify(system).length));
+      // 24 new blocks: the sliding anchors look back 20 blocks and miss the previous prompt.
+      const third = [...second, ...pairs(3, 12)];
+      const three = billing.bill(third, undefined);
+      expect(three.read).toBe(1_000 + estimateTokens(JSON.stringify(system).length));
 
-    // With one breakpoint at the end of the stable prefix, the tail is never read.
-    const stableEnd = new AnthropicBilling('stable_end', 1_000);
-    stableEnd.bill(first, 0);
-    expect(stableEnd.bill(second, 0).read).toBe(three.read);
-  });
+      // With one breakpoint at the end of the stable prefix, the tail is never read.
+      const stableEnd = new AnthropicBilling('stable_end', 1_000);
+      stableEnd.bill(first, 0);
+      expect(stableEnd.bill(second, 0).read).toBe(three.read);
+    },
+  );
 
   it('Anthropic: a prefix under 1,024 tokens is neither written nor read', () => {
     const billing = new AnthropicBilling('adapter', 0);

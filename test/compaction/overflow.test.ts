@@ -144,7 +144,8 @@ function reusedShare(previous: readonly PromptItem[], next: readonly PromptItem[
 }
 
 describe('the overflow safety net', () => {
-  it('runs a 1,000-turn tool loop at a 32k window with no 413, moving its boundary rarely and keeping the prefix between moves', async () => {
+  it('runs a 1,000-turn tool loop at a 32k window with no 413, ' +
+    'moving its boundary rarely and keeping the prefix between moves', async () => {
     const { responses, refused, prompts } = await toolLoop(1000);
     expect(refused).toEqual([]);
     expect(responses).toHaveLength(1000);
@@ -182,16 +183,18 @@ describe('the overflow safety net', () => {
       expect(promptText(prompts[turn]!.prompt).slice(0, before.length)).toEqual(before);
     }
     const share = reused / (responses.length - firstDrop - 1);
+    const meanPrompt = sizes.slice(firstDrop).reduce((sum, size) => sum + size, 0) / (sizes.length - firstDrop);
     console.log(
       `overflow: ${responses.length} turns, ${refused.length} refused, first drop at turn ${firstDrop + 1}, ` +
         `${moves} boundary moves, ${unmoved} turns without a move, prefix reused ${(share * 100).toFixed(1)}%, ` +
-        `mean prompt ${Math.round(sizes.slice(firstDrop).reduce((sum, size) => sum + size, 0) / (sizes.length - firstDrop))} tokens`,
+        `mean prompt ${Math.round(meanPrompt)} tokens`,
     );
     expect(moves).toBeLessThan(responses.length / 10);
     expect(share).toBeGreaterThan(0.8);
   }, 120_000);
 
-  it('leaves the refusal to truncation "disabled": the same loop is stuck at 413 context_too_large from the turn the window fills', async () => {
+  it('leaves the refusal to truncation "disabled": the same loop ' +
+    'is stuck at 413 context_too_large from the turn the window fills', async () => {
     const { responses, refused } = await toolLoop(115, { truncation: 'disabled' });
     // The first refused turn, then every later one: the window never empties by itself.
     expect(refused.length).toBeGreaterThan(0);
@@ -203,7 +206,8 @@ describe('the overflow safety net', () => {
     expect(responses.every((response) => response.context.overflow_dropped === undefined)).toBe(true);
   }, 60_000);
 
-  it('stores the boundary with the turn that moves it; after a restart the next turn reads it back and keeps the prompt start', async () => {
+  it('stores the boundary with the turn that moves it; after a restart ' +
+    'the next turn reads it back and keeps the prompt start', async () => {
     const store = new MemoryStore();
     const first = await toolLoop(130, { store });
     const last = first.responses.at(-1)!;

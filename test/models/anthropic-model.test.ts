@@ -194,7 +194,8 @@ describe('anthropic adapter against a fake Messages server', () => {
     },
     { tools: [], cacheBreakpoint: 4, expected: withTools.slice(0, 3) },
   ])(
-    'marks the last tool, the instructions, the last two blocks, then the stable end (tools $tools.length, stable end $cacheBreakpoint)',
+    'marks the last tool, the instructions, the last two blocks, then the stable end ' +
+      '(tools $tools.length, stable end $cacheBreakpoint)',
     async ({ tools, cacheBreakpoint, expected }) => {
       const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
       await model.generate(request(toolLoop, tools, cacheBreakpoint));
@@ -210,55 +211,64 @@ describe('anthropic adapter against a fake Messages server', () => {
     expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools.slice(0, 3).concat('tools[1]:tool'));
   });
 
-  it('reads tools and instructions from the cache across an epoch boundary move, the whole previous prompt within an epoch', async () => {
-    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
-    const config = resolveStrategyConfig({
-      request: { epoch_tool_call_threshold: 4, epoch_full_tool_calls: 2, epoch_compacted_tool_calls: 3, epoch_size: 2 },
-    });
-    const history: PromptItem[] = [{ type: 'message', role: 'user', content: 'Read the pages.' }];
-    const prompts: PromptItem[][] = [];
-    for (let index = 1; index <= 12; index++) {
-      history.push({
-        type: 'function_call',
-        call_id: `toolu_${index}`,
-        name: 'get_weather',
-        arguments: `{"n":${index}}`,
+  it(
+    'reads tools and instructions from the cache across an epoch boundary move, ' +
+      'the whole previous prompt within an epoch',
+    async () => {
+      const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+      const config = resolveStrategyConfig({
+        request: {
+          epoch_tool_call_threshold: 4,
+          epoch_full_tool_calls: 2,
+          epoch_compacted_tool_calls: 3,
+          epoch_size: 2,
+        },
       });
-      history.push({ type: 'function_call_output', call_id: `toolu_${index}`, output: `page ${index} `.repeat(80) });
-      const prepared = preparePrompt(history, 'shorten_tools_epoch', { config });
-      const { prompt, cacheBreakpoint } = withInstructions(
-        'You are careful.',
-        prepared.items,
-        prepared.stablePrefixLength,
-      );
-      prompts.push(prompt);
-      await model.generate({
-        prompt,
-        tools: [weatherTool],
-        ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
-      });
-    }
-    const replay = replayAnthropicCache(requests.map((recorded) => recorded.body));
-    let moves = 0;
-    for (let turn = 0; turn < prompts.length; turn++) {
-      expect(cacheControlPaths(requests[turn]!.body)).toEqual(
-        expect.arrayContaining(['system[0]:text', 'tools[0]:tool']),
-      );
-      expect(replay.breakpoints[turn]).toHaveLength(4);
-      if (turn === 0) continue;
-      const previous = prompts[turn - 1]!;
-      const extends_ = JSON.stringify(prompts[turn]!.slice(0, previous.length)) === JSON.stringify(previous);
-      if (extends_) {
-        // The previous turn's whole prompt is read back.
-        expect(replay.readBlocks[turn]).toBe(replay.blocks[turn - 1]);
-      } else {
-        moves++;
-        // Tools (1 block) and instructions (1 block) at least.
-        expect(replay.readBlocks[turn]).toBeGreaterThanOrEqual(2);
+      const history: PromptItem[] = [{ type: 'message', role: 'user', content: 'Read the pages.' }];
+      const prompts: PromptItem[][] = [];
+      for (let index = 1; index <= 12; index++) {
+        history.push({
+          type: 'function_call',
+          call_id: `toolu_${index}`,
+          name: 'get_weather',
+          arguments: `{"n":${index}}`,
+        });
+        history.push({ type: 'function_call_output', call_id: `toolu_${index}`, output: `page ${index} `.repeat(80) });
+        const prepared = preparePrompt(history, 'shorten_tools_epoch', { config });
+        const { prompt, cacheBreakpoint } = withInstructions(
+          'You are careful.',
+          prepared.items,
+          prepared.stablePrefixLength,
+        );
+        prompts.push(prompt);
+        await model.generate({
+          prompt,
+          tools: [weatherTool],
+          ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+        });
       }
-    }
-    expect(moves).toBeGreaterThanOrEqual(2);
-  });
+      const replay = replayAnthropicCache(requests.map((recorded) => recorded.body));
+      let moves = 0;
+      for (let turn = 0; turn < prompts.length; turn++) {
+        expect(cacheControlPaths(requests[turn]!.body)).toEqual(
+          expect.arrayContaining(['system[0]:text', 'tools[0]:tool']),
+        );
+        expect(replay.breakpoints[turn]).toHaveLength(4);
+        if (turn === 0) continue;
+        const previous = prompts[turn - 1]!;
+        const extends_ = JSON.stringify(prompts[turn]!.slice(0, previous.length)) === JSON.stringify(previous);
+        if (extends_) {
+          // The previous turn's whole prompt is read back.
+          expect(replay.readBlocks[turn]).toBe(replay.blocks[turn - 1]);
+        } else {
+          moves++;
+          // Tools (1 block) and instructions (1 block) at least.
+          expect(replay.readBlocks[turn]).toBeGreaterThanOrEqual(2);
+        }
+      }
+      expect(moves).toBeGreaterThanOrEqual(2);
+    },
+  );
 
   it('places the breakpoints in streaming requests too', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));

@@ -92,34 +92,38 @@ describe('truncation', () => {
     expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
   });
 
-  it('on the native API the safety net is the default: the oldest items go behind a boundary the next turn keeps; "disabled" refuses with 413', async () => {
-    const api = (path: string, body: unknown) =>
-      fetch(`${tailgate.baseURL}${path}`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
+  it(
+    'on the native API the safety net is the default: ' +
+      'the oldest items go behind a boundary the next turn keeps; "disabled" refuses with 413',
+    async () => {
+      const api = (path: string, body: unknown) =>
+        fetch(`${tailgate.baseURL}${path}`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      expect((await api('/sessions', { id: 'native-overflow', model: 'echo' })).status).toBe(201);
+      expect((await api('/sessions/native-overflow/items', { items: history })).status).toBe(201);
+
+      const refused = await api('/sessions/native-overflow/turns', { input: 'short question', truncation: 'disabled' });
+      expect(refused.status).toBe(413);
+      expect(await refused.json()).toMatchObject({ error: { code: 'context_too_large' } });
+
+      type Dropped = { tool_start_seq: number; message_start_seq: number; moved: boolean; tool_pairs: number };
+      const turn = async (input: string) => {
+        const response = await api('/sessions/native-overflow/turns', { input });
+        expect(response.status).toBe(200);
+        return (await response.json()) as { context: { overflow_dropped?: Dropped; truncation?: unknown } };
+      };
+      const first = await turn('short question');
+      expect(first.context.truncation).toBeUndefined();
+      expect(first.context.overflow_dropped).toMatchObject({ moved: true, tool_pairs: 1 });
+      const second = await turn('and another');
+      expect(second.context.overflow_dropped).toMatchObject({
+        moved: false,
+        tool_start_seq: first.context.overflow_dropped!.tool_start_seq,
+        message_start_seq: first.context.overflow_dropped!.message_start_seq,
       });
-    expect((await api('/sessions', { id: 'native-overflow', model: 'echo' })).status).toBe(201);
-    expect((await api('/sessions/native-overflow/items', { items: history })).status).toBe(201);
-
-    const refused = await api('/sessions/native-overflow/turns', { input: 'short question', truncation: 'disabled' });
-    expect(refused.status).toBe(413);
-    expect(await refused.json()).toMatchObject({ error: { code: 'context_too_large' } });
-
-    type Dropped = { tool_start_seq: number; message_start_seq: number; moved: boolean; tool_pairs: number };
-    const turn = async (input: string) => {
-      const response = await api('/sessions/native-overflow/turns', { input });
-      expect(response.status).toBe(200);
-      return (await response.json()) as { context: { overflow_dropped?: Dropped; truncation?: unknown } };
-    };
-    const first = await turn('short question');
-    expect(first.context.truncation).toBeUndefined();
-    expect(first.context.overflow_dropped).toMatchObject({ moved: true, tool_pairs: 1 });
-    const second = await turn('and another');
-    expect(second.context.overflow_dropped).toMatchObject({
-      moved: false,
-      tool_start_seq: first.context.overflow_dropped!.tool_start_seq,
-      message_start_seq: first.context.overflow_dropped!.message_start_seq,
-    });
-  });
+    },
+  );
 });

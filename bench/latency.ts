@@ -2,7 +2,7 @@ import { createServices } from '../functions/services.ts';
 import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import { echoModel } from '../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../lib/models/model.ts';
-import { DepthStore } from '../lib/store/depth-store.ts';
+import { DepthStore } from '../test/support/depth-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnRequest } from '../lib/turn.ts';
 import { agentItems } from './agent-session.ts';

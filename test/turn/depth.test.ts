@@ -5,7 +5,7 @@ import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { DepthStore } from '../../lib/store/depth-store.ts';
+import { DepthStore } from '../support/depth-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
 

@@ -6,7 +6,7 @@ import type {
   ObjectStore,
   PutOptions,
   StoredObject,
-} from './object-store.ts';
+} from '../../lib/store/object-store.ts';
 
 /** One storage call as a DepthStore saw it. */
 export interface DepthCall {

@@ -2,7 +2,7 @@ import { readdirSync } from 'node:fs';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
 
-// Three projects:
+// Four projects:
 // - `unit` (`npm run test:unit`): lib/ on the memory store, models against in-process fake
 //   servers on loopback; no global setup, no S3, no workerd, no child processes.
 // - `node`: everything else outside test/workers (the HTTP app, S3 on fauxqs, the file store
@@ -38,7 +38,7 @@ export default defineConfig({
         test: {
           name: 'node',
           include: ['test/**/*.test.ts'],
-          exclude: ['test/workers/**', ...unitFiles],
+          exclude: ['test/workers/**', 'test/bundle/**', ...unitFiles],
           globalSetup: ['test/support/global-setup.ts'],
           testTimeout: 30_000,
           hookTimeout: 60_000,
@@ -55,6 +55,16 @@ export default defineConfig({
           name: 'workers',
           include: ['test/workers/**/*.test.ts'],
           testTimeout: 30_000,
+        },
+      },
+      {
+        // The Worker as `npm run build` bundled it into dist/ (`npm run test:bundle`, run by
+        // .ci/run after the build; `npm test` leaves it out, as it builds nothing).
+        test: {
+          name: 'bundle',
+          include: ['test/bundle/**/*.test.ts'],
+          testTimeout: 30_000,
+          hookTimeout: 120_000,
         },
       },
     ],

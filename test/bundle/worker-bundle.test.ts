@@ -1,29 +1,24 @@
-import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, type RunningServer, startServer } from '../support/server-process.ts';
 
-// The Worker as `npm run build` bundles it (wrangler.toml's [alias] applied), served unbundled
-// again by wrangler dev in workerd.
-const run = promisify(execFile);
+// The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
+// esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
+// runs this (`npm run test:bundle`).
 const root = fileURLToPath(new URL('../..', import.meta.url));
-let directory: string;
+const directory = join(root, 'dist');
 /** wrangler dev's local state: outside the served directory, which wrangler dev watches. */
 let state: string;
 let worker: RunningServer;
 
 beforeAll(async () => {
-  directory = await mkdtemp(join(tmpdir(), 'tailgate-worker-'));
+  if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
+    throw new Error('dist/ holds no build: run npm run build first');
   state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
-  await run(
-    join(root, 'node_modules/.bin/wrangler'),
-    ['deploy', '--dry-run', '--env=', '--outdir', directory, '--metafile', join(directory, 'meta.json')],
-    { cwd: root, env: { ...process.env, WRANGLER_SEND_METRICS: 'false' } },
-  );
   const port = await freePort();
   const wrangler = join(root, 'node_modules/.bin/wrangler');
   worker = await startServer(
@@ -36,7 +31,6 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await worker?.stop();
-  await rm(directory, { recursive: true, force: true });
   await rm(state, { recursive: true, force: true });
 });
 

@@ -175,9 +175,8 @@ export async function measureInspector(options: InspectorOptions): Promise<Inspe
       );
     }
     rows.push(row);
-    log(
-      `inspector: ${request}: ${row.calls.join(' / ')} calls, ${row.medianMs.map((ms) => ms.toFixed(2)).join(' / ')} ms`,
-    );
+    const medians = row.medianMs.map((ms) => ms.toFixed(2)).join(' / ');
+    log(`inspector: ${request}: ${row.calls.join(' / ')} calls, ${medians} ms`);
   }
   return {
     sizes: options.sizes,
@@ -198,17 +197,22 @@ export function inspectorSection(figures: InspectorFigures | undefined, notMeasu
     title,
     '',
     `Command: \`${figures.command}\` (bench/inspector.ts). Each request through the app on the memory store, ` +
-      `${figures.repetitions} times; sessions of ${small} and ${large} items (appends, then the same 24 model turns), ` +
-      `${figures.sessions} sessions in the store. Storage calls and bytes read are per request; the ratio is ${large} / ${small}.`,
+      `${figures.repetitions} times; sessions of ${small} and ${large} items ` +
+      '(appends, then the same 24 model turns), ' +
+      `${figures.sessions} sessions in the store. ` +
+      `Storage calls and bytes read are per request; the ratio is ${large} / ${small}.`,
     '',
-    `| Request | Calls (lists + gets) ${small} | Calls ${large} | Bytes read ${small} | Bytes read ${large} | Median ms ${small} | Median ms ${large} | Time ratio |`,
+    `| Request | Calls (lists + gets) ${small} | Calls ${large} | Bytes read ${small} | Bytes read ${large} | ` +
+      `Median ms ${small} | Median ms ${large} | Time ratio |`,
     '|---|---|---|---|---|---|---|---|',
   ];
   for (const row of figures.rows) {
     const calls = (index: number) => `${row.calls[index]} (${row.lists[index]} + ${row.gets[index]})`;
+    const ratio = (row.medianMs[1]! / row.medianMs[0]!).toFixed(2);
     lines.push(
-      `| ${row.request} | ${calls(0)} | ${calls(1)} | ${formatBytes(row.bytesRead[0]!)} | ${formatBytes(row.bytesRead[1]!)} | ` +
-        `${row.medianMs[0]!.toFixed(2)} | ${row.medianMs[1]!.toFixed(2)} | ${(row.medianMs[1]! / row.medianMs[0]!).toFixed(2)} |`,
+      `| ${row.request} | ${calls(0)} | ${calls(1)} | ` +
+        `${formatBytes(row.bytesRead[0]!)} | ${formatBytes(row.bytesRead[1]!)} | ` +
+        `${row.medianMs[0]!.toFixed(2)} | ${row.medianMs[1]!.toFixed(2)} | ${ratio} |`,
     );
   }
   lines.push(
@@ -218,9 +222,8 @@ export function inspectorSection(figures: InspectorFigures | undefined, notMeasu
   );
   for (const row of figures.rows) {
     const reads = row.reads[1] ?? [];
-    lines.push(
-      `- ${row.request}: ${reads.map((entry) => `${entry.label} x${entry.count} ${formatBytes(entry.bytes)}`).join(', ') || 'nothing'}`,
-    );
+    const listed = reads.map((entry) => `${entry.label} x${entry.count} ${formatBytes(entry.bytes)}`).join(', ');
+    lines.push(`- ${row.request}: ${listed || 'nothing'}`);
   }
   lines.push('');
   return lines;

@@ -132,20 +132,25 @@ function latencySection(results: BenchResults): string[] {
   if (!figures) return [...lines, `${capitalized(notMeasured(results, 'latency'))}.`, ''];
   const { delayMs } = figures;
   lines.push(
-    `Every storage call takes ${delayMs} ms more (a DepthStore over the memory store), the echo model answers after ${figures.modelMs} ms. ` +
+    `Every storage call takes ${delayMs} ms more (a DepthStore over the memory store), ` +
+      `the echo model answers after ${figures.modelMs} ms. ` +
       'Medians over the turns (every other one streamed); then one turn delivering 3 notices. ' +
-      `Depth in time is ms / ${delayMs}; counted is the deepest storage call done when the model was called, and the rounds started after its last token. ` +
+      `Depth in time is ms / ${delayMs}; counted is the deepest storage call done when the model was called, ` +
+      'and the rounds started after its last token. ' +
       'Goals: at most 2 before the model, 1 after.',
     '',
-    '| items | turns | before model ms (depth) | counted | after last token ms (depth) | counted | to turn.started ms | notice turn: before ms / counted | after ms / counted |',
+    '| items | turns | before model ms (depth) | counted | after last token ms (depth) | counted | ' +
+      'to turn.started ms | notice turn: before ms / counted | after ms / counted |',
     '|---|---|---|---|---|---|---|---|---|',
   );
   const depth = (ms: number) => (ms / delayMs).toFixed(1);
   for (const row of figures.rows) {
     const n = row.notices;
     lines.push(
-      `| ${row.size.toLocaleString('en-US')} | ${row.turns} | ${row.beforeModelMs.toFixed(0)} (${depth(row.beforeModelMs)}) | ${row.depthBeforeModel} | ` +
-        `${row.afterModelMs.toFixed(0)} (${depth(row.afterModelMs)}) | ${row.depthAfterModel} | ${row.startedMs.toFixed(0)} | ` +
+      `| ${row.size.toLocaleString('en-US')} | ${row.turns} | ` +
+        `${row.beforeModelMs.toFixed(0)} (${depth(row.beforeModelMs)}) | ${row.depthBeforeModel} | ` +
+        `${row.afterModelMs.toFixed(0)} (${depth(row.afterModelMs)}) | ${row.depthAfterModel} | ` +
+        `${row.startedMs.toFixed(0)} | ` +
         `${n.beforeModelMs.toFixed(0)} / ${n.depthBeforeModel} | ${n.afterModelMs.toFixed(0)} / ${n.depthAfterModel} |`,
     );
   }
@@ -438,8 +443,11 @@ function overheadSection(results: BenchResults): string[] {
         "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that " +
         '(lib/turn.ts `afterResponse`) and is not counted ' +
         'here. R2Store makes one ' +
-        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 bucket. The worker does not expose the prompt, ' +
-        'so there are no prompt bytes; the read budget is taken against the prompt characters (`context.prompt_chars`), a stricter one.' +
+        'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 ' +
+        'bucket. ' +
+        'The worker does not expose the prompt, ' +
+        'so there are no prompt bytes; ' +
+        'the read budget is taken against the prompt characters (`context.prompt_chars`), a stricter one.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
     lines.push('');

@@ -149,19 +149,25 @@ export function smallPromptMarkdown(rows: SmallPromptRow[] | undefined, command:
   ];
   if (!rows) return [...lines, `Not measured (${why}).`, ''];
   lines.push(
-    `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) and an assistant message, ` +
-      'appended a block per record and packed every few records; then turns alternating a request the echo model answers with a tool call and its output; ' +
+    `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) ` +
+      'and an assistant message, ' +
+      'appended a block per record and packed every few records; ' +
+      'then turns alternating a request the echo model answers with a tool call and its output; ' +
       'default strategies, memory store (counted). ' +
-      'Read budget = bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1). Storage calls until the response.',
+      'Read budget = bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1). ' +
+      'Storage calls until the response.',
     '',
-    '| items | load s | turns | bytes read (median / max) | prompt bytes | read budget | storage calls (median / max) | gets | p50 ms | p95 ms |',
+    '| items | load s | turns | bytes read (median / max) | prompt bytes | read budget | ' +
+      'storage calls (median / max) | gets | p50 ms | p95 ms |',
     '|---|---|---|---|---|---|---|---|---|---|',
   );
   for (const row of rows)
     lines.push(
       `| ${row.itemsAtStart.toLocaleString('en-US')} | ${(row.loadMs / 1000).toFixed(0)} | ${row.turns} | ` +
-        `${kb(row.bytesReadMedian)} / ${kb(row.bytesReadMax)} | ${kb(row.promptBytesMedian)} | ${row.readBudgetWorst.toFixed(2)} | ` +
-        `${row.operationsMedian} / ${row.operationsMax} | ${row.getsMedian} | ${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} |`,
+        `${kb(row.bytesReadMedian)} / ${kb(row.bytesReadMax)} | ` +
+        `${kb(row.promptBytesMedian)} | ${row.readBudgetWorst.toFixed(2)} | ` +
+        `${row.operationsMedian} / ${row.operationsMax} | ${row.getsMedian} | ` +
+        `${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} |`,
     );
   lines.push('');
   return lines;

@@ -276,7 +276,9 @@ export class ContextTooLargeError extends TailgateError {
     const which = details.item.seq !== null ? `item seq ${details.item.seq}` : `prompt item ${details.item.index}`;
     super(
       'context_too_large',
-      `the prompt needs ${details.prompt_tokens} tokens, more than the ${details.prompt_limit} the model can take (context_limit ${details.context_limit} - response_reserve ${details.response_reserve}); the largest is ${which} (${details.item.tokens} tokens)`,
+      `the prompt needs ${details.prompt_tokens} tokens, more than the ${details.prompt_limit} the model can take ` +
+        `(context_limit ${details.context_limit} - response_reserve ${details.response_reserve}); ` +
+        `the largest is ${which} (${details.item.tokens} tokens)`,
       details,
     );
     this.name = 'ContextTooLargeError';

@@ -22,7 +22,10 @@ export interface InboxOptions {
   clock?: () => Date;
   /** Receives per-notice problems. Default: warnings to console.warn, info dropped. */
   log?: (event: InboxLogEvent) => void;
-  /** Largest notice content in bytes, for posting and for consuming. Default `DEFAULTS.maxNoticeBytes` (lib/config.ts). */
+  /**
+   * Largest notice content in bytes, for posting and for consuming.
+   * Default `DEFAULTS.maxNoticeBytes` (lib/config.ts).
+   */
   maxNoticeBytes?: number;
 }
 

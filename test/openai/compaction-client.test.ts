@@ -34,75 +34,80 @@ const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
 const threshold = [{ type: 'compaction', compact_threshold: 100 }];
 
 describe('the official openai client: context_management compaction', () => {
-  it('compacts once the prompt reaches compact_threshold: a readable compaction item, then prompts open with it', async () => {
-    const first = await client.responses.create({
-      model: 'echo',
-      input: long('alpha'),
-      context_management: threshold,
-    });
-    // 1 message of ~48 tokens: under the threshold.
-    expect(compactionOf(first.output)).toBeUndefined();
-    const sessionId = first.conversation!.id;
+  it(
+    'compacts once the prompt reaches compact_threshold: ' + 'a readable compaction item, then prompts open with it',
+    async () => {
+      const first = await client.responses.create({
+        model: 'echo',
+        input: long('alpha'),
+        context_management: threshold,
+      });
+      // 1 message of ~48 tokens: under the threshold.
+      expect(compactionOf(first.output)).toBeUndefined();
+      const sessionId = first.conversation!.id;
 
-    const second = await client.responses.create({
-      model: 'gpt-4.1-mini',
-      previous_response_id: first.id,
-      input: long('bravo'),
-      context_management: threshold,
-    });
-    expect(second.output_text).toBe(`echo: ${long('bravo')}`);
-    const compaction = compactionOf(second.output)!;
-    expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3`, created_by: 'tailgate' });
-    // Readable: the echo summary of turn 1's input and answer, clipped to 15% of the threshold (32 tokens at least).
-    expect(compaction.encrypted_content).toMatch(/^echo: #1 user: alpha alpha .* \[\.\.\. \d+ chars \.\.\.\] .*alpha$/);
-    expect(compaction.encrypted_content.length).toBeLessThanOrEqual(32 * 4 + 30);
-    expect(second.output.at(-1)).toEqual(compaction);
-    expect((second as any).tailgate.context).toMatchObject({
-      compaction: { start_seq: 3, summarized: { first_seq: 1, last_seq: 2 } },
-      context_start_seq: 3,
-    });
+      const second = await client.responses.create({
+        model: 'gpt-4.1-mini',
+        previous_response_id: first.id,
+        input: long('bravo'),
+        context_management: threshold,
+      });
+      expect(second.output_text).toBe(`echo: ${long('bravo')}`);
+      const compaction = compactionOf(second.output)!;
+      expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3`, created_by: 'tailgate' });
+      // Readable: the echo summary of turn 1's input and answer, clipped to 15% of the threshold (32 tokens at least).
+      expect(compaction.encrypted_content).toMatch(
+        /^echo: #1 user: alpha alpha .* \[\.\.\. \d+ chars \.\.\.\] .*alpha$/,
+      );
+      expect(compaction.encrypted_content.length).toBeLessThanOrEqual(32 * 4 + 30);
+      expect(second.output.at(-1)).toEqual(compaction);
+      expect((second as any).tailgate.context).toMatchObject({
+        compaction: { start_seq: 3, summarized: { first_seq: 1, last_seq: 2 } },
+        context_start_seq: 3,
+      });
 
-    // The next turn starts from the summary, then the kept items (turn 2's input and answer).
-    const prompt = await nextPrompt(sessionId);
-    expect(prompt[0]).toMatchObject({
-      role: 'user',
-      synthetic: 'summary',
-      content: SUMMARY_HEADER + compaction.encrypted_content,
-    });
-    expect(prompt.slice(1).map((item) => item.content)).toEqual([long('bravo'), `echo: ${long('bravo')}`]);
+      // The next turn starts from the summary, then the kept items (turn 2's input and answer).
+      const prompt = await nextPrompt(sessionId);
+      expect(prompt[0]).toMatchObject({
+        role: 'user',
+        synthetic: 'summary',
+        content: SUMMARY_HEADER + compaction.encrypted_content,
+      });
+      expect(prompt.slice(1).map((item) => item.content)).toEqual([long('bravo'), `echo: ${long('bravo')}`]);
 
-    // The history keeps everything; a turn without context_management does not compact again.
-    const third = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'short' });
-    expect(compactionOf(third.output)).toBeUndefined();
-    expect(third.output_text).toBe('echo: short');
-    expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
-      'summary',
-      long('bravo'),
-      `echo: ${long('bravo')}`,
-      'short',
-      'echo: short',
-    ]);
-    // The conversation's items hold the compaction item before the first item it kept, and page through it.
-    const ids = (items: { id?: string }[]) => items.map((item) => item.id!.replace(`${sessionId}_`, ''));
-    const expected = ['msg_1', 'msg_2', 'cmp_3', 'msg_3', 'msg_4', 'msg_5', 'msg_6'];
-    expect(ids((await client.conversations.items.list(sessionId, { order: 'asc' })).data)).toEqual(expected);
-    for (const limit of [1, 2, 3]) {
-      const ascending: { id?: string }[] = [];
-      for await (const item of client.conversations.items.list(sessionId, { order: 'asc', limit }))
-        ascending.push(item);
-      expect(ids(ascending), `limit ${limit}`).toEqual(expected);
-      const descending: { id?: string }[] = [];
-      for await (const item of client.conversations.items.list(sessionId, { limit })) descending.push(item);
-      expect(ids(descending), `limit ${limit}`).toEqual([...expected].reverse());
-    }
-    expect(await client.conversations.items.retrieve(compaction.id, { conversation_id: sessionId })).toEqual(
-      compaction,
-    );
-    const stale = await client.conversations.items
-      .retrieve(`cmp_${sessionId}_2`, { conversation_id: sessionId })
-      .catch((error: unknown) => error);
-    expect(stale).toBeInstanceOf(OpenAI.NotFoundError);
-  });
+      // The history keeps everything; a turn without context_management does not compact again.
+      const third = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'short' });
+      expect(compactionOf(third.output)).toBeUndefined();
+      expect(third.output_text).toBe('echo: short');
+      expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
+        'summary',
+        long('bravo'),
+        `echo: ${long('bravo')}`,
+        'short',
+        'echo: short',
+      ]);
+      // The conversation's items hold the compaction item before the first item it kept, and page through it.
+      const ids = (items: { id?: string }[]) => items.map((item) => item.id!.replace(`${sessionId}_`, ''));
+      const expected = ['msg_1', 'msg_2', 'cmp_3', 'msg_3', 'msg_4', 'msg_5', 'msg_6'];
+      expect(ids((await client.conversations.items.list(sessionId, { order: 'asc' })).data)).toEqual(expected);
+      for (const limit of [1, 2, 3]) {
+        const ascending: { id?: string }[] = [];
+        for await (const item of client.conversations.items.list(sessionId, { order: 'asc', limit }))
+          ascending.push(item);
+        expect(ids(ascending), `limit ${limit}`).toEqual(expected);
+        const descending: { id?: string }[] = [];
+        for await (const item of client.conversations.items.list(sessionId, { limit })) descending.push(item);
+        expect(ids(descending), `limit ${limit}`).toEqual([...expected].reverse());
+      }
+      expect(await client.conversations.items.retrieve(compaction.id, { conversation_id: sessionId })).toEqual(
+        compaction,
+      );
+      const stale = await client.conversations.items
+        .retrieve(`cmp_${sessionId}_2`, { conversation_id: sessionId })
+        .catch((error: unknown) => error);
+      expect(stale).toBeInstanceOf(OpenAI.NotFoundError);
+    },
+  );
 
   it('streams the compaction item as an output item before response.completed', async () => {
     const first = await client.responses.create({ model: 'echo', input: long('delta') });
@@ -133,90 +138,99 @@ describe('the official openai client: context_management compaction', () => {
     expect(events.at(-1).response.output[1]).toEqual(done.item);
   });
 
-  it('without compact_threshold compacts at the window trigger of the model (none for echo: no compaction)', async () => {
-    const first = await client.responses.create({ model: 'echo', input: long('alpha') });
-    const second = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input: long('bravo'),
-      context_management: [{ type: 'compaction' }],
-    });
-    expect(compactionOf(second.output)).toBeUndefined();
-    expect((second as any).tailgate.context.prompt_tokens).toBeGreaterThan(100);
-  });
+  it(
+    'without compact_threshold compacts at the window trigger of the model ' + '(none for echo: no compaction)',
+    async () => {
+      const first = await client.responses.create({ model: 'echo', input: long('alpha') });
+      const second = await client.responses.create({
+        model: 'echo',
+        previous_response_id: first.id,
+        input: long('bravo'),
+        context_management: [{ type: 'compaction' }],
+      });
+      expect(compactionOf(second.output)).toBeUndefined();
+      expect((second as any).tailgate.context.prompt_tokens).toBeGreaterThan(100);
+    },
+  );
 
-  it('responses.compact compacts a stored conversation on demand; the conversation goes on from the summary', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
-    const sessionId = first.conversation!.id;
-    const compacted = await client.responses.compact({
-      model: 'gpt-4.1-mini',
-      previous_response_id: first.id,
-      input: [{ role: 'user', content: 'remember the whale' }],
-    });
-    expect(compacted).toMatchObject({ object: 'response.compaction', usage: { total_tokens: 0 } });
-    expect(compacted.id).toMatch(/^resp_[0-9a-f]{24}$/);
-    expect(compacted.output).toEqual([
-      {
-        type: 'compaction',
-        id: `cmp_${sessionId}_4`,
-        created_by: 'tailgate',
-        encrypted_content:
-          'echo: #1 user: call me Ishmael\n#2 assistant: echo: call me Ishmael\n#3 user: remember the whale',
-      },
-    ]);
-    // Everything was summarized: the compaction item comes last in the item list.
-    const listed: { id?: string }[] = [];
-    for await (const item of client.conversations.items.list(sessionId, { limit: 1 })) listed.push(item);
-    expect(listed.map((item) => item.id)).toEqual(
-      [4, 3, 2, 1].map((n) => `${n === 4 ? 'cmp' : 'msg'}_${sessionId}_${n}`),
-    );
-    const prompt = await nextPrompt(sessionId);
-    expect(prompt).toEqual([
-      expect.objectContaining({ synthetic: 'summary', content: expect.stringContaining('whale') }),
-    ]);
+  it(
+    'responses.compact compacts a stored conversation on demand; ' + 'the conversation goes on from the summary',
+    async () => {
+      const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+      const sessionId = first.conversation!.id;
+      const compacted = await client.responses.compact({
+        model: 'gpt-4.1-mini',
+        previous_response_id: first.id,
+        input: [{ role: 'user', content: 'remember the whale' }],
+      });
+      expect(compacted).toMatchObject({ object: 'response.compaction', usage: { total_tokens: 0 } });
+      expect(compacted.id).toMatch(/^resp_[0-9a-f]{24}$/);
+      expect(compacted.output).toEqual([
+        {
+          type: 'compaction',
+          id: `cmp_${sessionId}_4`,
+          created_by: 'tailgate',
+          encrypted_content:
+            'echo: #1 user: call me Ishmael\n#2 assistant: echo: call me Ishmael\n#3 user: remember the whale',
+        },
+      ]);
+      // Everything was summarized: the compaction item comes last in the item list.
+      const listed: { id?: string }[] = [];
+      for await (const item of client.conversations.items.list(sessionId, { limit: 1 })) listed.push(item);
+      expect(listed.map((item) => item.id)).toEqual(
+        [4, 3, 2, 1].map((n) => `${n === 4 ? 'cmp' : 'msg'}_${sessionId}_${n}`),
+      );
+      const prompt = await nextPrompt(sessionId);
+      expect(prompt).toEqual([
+        expect.objectContaining({ synthetic: 'summary', content: expect.stringContaining('whale') }),
+      ]);
 
-    // The compaction is no turn: the response it named is still the newest.
-    const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
-    expect(next.output_text).toBe('echo: go on');
-    expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
-      'summary',
-      'go on',
-      'echo: go on',
-    ]);
+      // The compaction is no turn: the response it named is still the newest.
+      const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
+      expect(next.output_text).toBe('echo: go on');
+      expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
+        'summary',
+        'go on',
+        'echo: go on',
+      ]);
 
-    // Compacting again with nothing new answers the current compaction.
-    const again = await client.responses.compact({ model: null, previous_response_id: next.id });
-    expect(compactionOf(again.output)!.encrypted_content).toMatch(/^echo: Earlier summary: echo: #1 user: call me/);
-  });
+      // Compacting again with nothing new answers the current compaction.
+      const again = await client.responses.compact({ model: null, previous_response_id: next.id });
+      expect(compactionOf(again.output)!.encrypted_content).toMatch(/^echo: Earlier summary: echo: #1 user: call me/);
+    },
+  );
 
-  it('responses.compact on inline input stores nothing, and its output continues a store: false conversation', async () => {
-    const keys = () => sessionKeys(tailgate.store);
-    const before = await keys();
-    const compacted = await client.responses.compact({
-      model: 'echo',
-      input: [
-        { role: 'user', content: 'the code word is heron' },
-        { role: 'assistant', content: 'noted' },
-      ],
-    });
-    const item = compactionOf(compacted.output)!;
-    expect(item.id).toMatch(/^cmp_[0-9a-f]{24}$/);
-    expect(item.encrypted_content).toBe('echo: #1 user: the code word is heron\n#2 assistant: noted');
-    expect(await keys()).toEqual(before);
+  it(
+    'responses.compact on inline input stores nothing, ' + 'and its output continues a store: false conversation',
+    async () => {
+      const keys = () => sessionKeys(tailgate.store);
+      const before = await keys();
+      const compacted = await client.responses.compact({
+        model: 'echo',
+        input: [
+          { role: 'user', content: 'the code word is heron' },
+          { role: 'assistant', content: 'noted' },
+        ],
+      });
+      const item = compactionOf(compacted.output)!;
+      expect(item.id).toMatch(/^cmp_[0-9a-f]{24}$/);
+      expect(item.encrypted_content).toBe('echo: #1 user: the code word is heron\n#2 assistant: noted');
+      expect(await keys()).toEqual(before);
 
-    // Sent back as input, everything before the compaction item is replaced by its summary.
-    const next = await client.responses.create({
-      model: 'echo',
-      store: false,
-      input: [
-        { role: 'user', content: 'dropped' },
-        ...compacted.output,
-        { role: 'user', content: 'what was it?' },
-      ] as never,
-    });
-    expect(next.output_text).toBe('echo: what was it?');
-    expect((next as any).tailgate.context.items_in_prompt).toBe(2);
-  });
+      // Sent back as input, everything before the compaction item is replaced by its summary.
+      const next = await client.responses.create({
+        model: 'echo',
+        store: false,
+        input: [
+          { role: 'user', content: 'dropped' },
+          ...compacted.output,
+          { role: 'user', content: 'what was it?' },
+        ] as never,
+      });
+      expect(next.output_text).toBe('echo: what was it?');
+      expect((next as any).tailgate.context.items_in_prompt).toBe(2);
+    },
+  );
 
   it('refuses a bad context_management or compact request with a typed 400 naming the field', async () => {
     const refused = async (body: Record<string, unknown>, compact = false) => {

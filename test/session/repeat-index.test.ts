@@ -116,53 +116,56 @@ describe('repeat index', () => {
     expect([...depths].sort()).toEqual([0, 1, 2]);
   });
 
-  it('keeps aggregates exact when a pack crashes at any of its storage calls, before or after the call lands', async () => {
-    const setUp = async (store: ObjectStore) => {
-      const log = new SessionLog(store, options);
-      await log.create({ id: 's' });
-      await appendPairs(
-        log,
-        Array.from({ length: 300 }, (_, index) => `a-${index}`),
-        0,
-        100,
-      );
-      await log.pack('s');
-      await appendPairs(log, ['a-1', 'a-150', 'b-1', 'b-2', 'a-299'], 300, 5);
-    };
-    // How many calls a clean pack makes.
-    const probe = new FaultyStore(new MemoryStore());
-    await setUp(probe);
-    let calls = 0;
-    probe.failWhen(() => {
-      calls += 1;
-      return false;
-    });
-    await new SessionLog(probe, options).pack('s');
-    expect(calls).toBeGreaterThan(5);
-    for (let at = 1; at <= calls; at++) {
-      for (const after of [false, true]) {
-        const store = new FaultyStore(new MemoryStore());
-        await setUp(store);
-        let seen = 0;
-        store.failWhen(() => ++seen === at, { after });
+  it(
+    'keeps aggregates exact when a pack crashes at any of its storage calls, ' + 'before or after the call lands',
+    async () => {
+      const setUp = async (store: ObjectStore) => {
         const log = new SessionLog(store, options);
-        await log.pack('s').catch(() => undefined);
-        const items = await allItems(log);
-        const input = [call(999, 'a-2'), output(999), call(1000, 'b-2'), output(1000)];
-        const expected = aggregatesAfter(items, input);
-        // A turn right after the crash, and after a pack that follows it.
-        expect(await turnAggregates(log, input.slice(0, 2)), `crash at call ${at}, after: ${after}`).toEqual(
-          aggregatesAfter(items, input.slice(0, 2)),
+        await log.create({ id: 's' });
+        await appendPairs(
+          log,
+          Array.from({ length: 300 }, (_, index) => `a-${index}`),
+          0,
+          100,
         );
         await log.pack('s');
-        expect(await turnAggregates(log, input.slice(2))).toEqual(expected);
-        const view = await newestView(store, log);
-        expect(view.aggregates).toEqual(
-          computeAggregates((await allItems(log)).filter((item) => item.seq <= view.last_seq)),
-        );
+        await appendPairs(log, ['a-1', 'a-150', 'b-1', 'b-2', 'a-299'], 300, 5);
+      };
+      // How many calls a clean pack makes.
+      const probe = new FaultyStore(new MemoryStore());
+      await setUp(probe);
+      let calls = 0;
+      probe.failWhen(() => {
+        calls += 1;
+        return false;
+      });
+      await new SessionLog(probe, options).pack('s');
+      expect(calls).toBeGreaterThan(5);
+      for (let at = 1; at <= calls; at++) {
+        for (const after of [false, true]) {
+          const store = new FaultyStore(new MemoryStore());
+          await setUp(store);
+          let seen = 0;
+          store.failWhen(() => ++seen === at, { after });
+          const log = new SessionLog(store, options);
+          await log.pack('s').catch(() => undefined);
+          const items = await allItems(log);
+          const input = [call(999, 'a-2'), output(999), call(1000, 'b-2'), output(1000)];
+          const expected = aggregatesAfter(items, input);
+          // A turn right after the crash, and after a pack that follows it.
+          expect(await turnAggregates(log, input.slice(0, 2)), `crash at call ${at}, after: ${after}`).toEqual(
+            aggregatesAfter(items, input.slice(0, 2)),
+          );
+          await log.pack('s');
+          expect(await turnAggregates(log, input.slice(2))).toEqual(expected);
+          const view = await newestView(store, log);
+          expect(view.aggregates).toEqual(
+            computeAggregates((await allItems(log)).filter((item) => item.seq <= view.last_seq)),
+          );
+        }
       }
-    }
-  });
+    },
+  );
 
   it('lists again when a shard its view names is deleted under it, and reads the newer view', async () => {
     const memory = new MemoryStore();

@@ -105,41 +105,47 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
-    it('a writer stopped between its put and its delete, or a late stale write, still lists the session once', async () => {
-      const faults = { store: undefined as FaultyStore | undefined };
-      const { log, list, settle, entries, keyPrefix } = setup((store) => (faults.store = new FaultyStore(store)));
-      await log.create({ id: 'y' });
-      await log.create({ id: 'z' });
-      faults.store!.failWhen(({ operation, key }) => operation === 'delete' && key.startsWith(indexPrefix(keyPrefix)), {
-        times: 1,
-      });
-      await log.append('y', [user('one')]);
-      await expect(log.refreshIndex('y')).rejects.toThrow();
-      expect(await entries()).toHaveLength(3);
-      expect((await list()).sessions.map((row) => [row.id, row.counts?.items])).toEqual([
-        ['z', 0],
-        ['y', 1],
-      ]);
-      await settle();
-      expect(await entries()).toHaveLength(2);
-      await turn(log, 'y');
-      // The entry of an older state, written late (reordered background writes).
-      const stale = indexEntryKey(keyPrefix, {
-        id: 'y',
-        createdMs: Date.parse((await log.get('y')).created_at),
-        counts: { items: 1, turns: 0, tool_calls: 0 },
-        lastActivityMs: 0,
-        metadata: {},
-      });
-      await faults.store!.put(stale, '');
-      const page = await list();
-      expect(page.sessions.map((row) => [row.id, row.counts])).toEqual([
-        ['z', { items: 0, turns: 0, tool_calls: 0 }],
-        ['y', { items: 2, turns: 1, tool_calls: 0 }],
-      ]);
-      await settle();
-      expect(await entries()).toHaveLength(2);
-    });
+    it(
+      'a writer stopped between its put and its delete, ' + 'or a late stale write, still lists the session once',
+      async () => {
+        const faults = { store: undefined as FaultyStore | undefined };
+        const { log, list, settle, entries, keyPrefix } = setup((store) => (faults.store = new FaultyStore(store)));
+        await log.create({ id: 'y' });
+        await log.create({ id: 'z' });
+        faults.store!.failWhen(
+          ({ operation, key }) => operation === 'delete' && key.startsWith(indexPrefix(keyPrefix)),
+          {
+            times: 1,
+          },
+        );
+        await log.append('y', [user('one')]);
+        await expect(log.refreshIndex('y')).rejects.toThrow();
+        expect(await entries()).toHaveLength(3);
+        expect((await list()).sessions.map((row) => [row.id, row.counts?.items])).toEqual([
+          ['z', 0],
+          ['y', 1],
+        ]);
+        await settle();
+        expect(await entries()).toHaveLength(2);
+        await turn(log, 'y');
+        // The entry of an older state, written late (reordered background writes).
+        const stale = indexEntryKey(keyPrefix, {
+          id: 'y',
+          createdMs: Date.parse((await log.get('y')).created_at),
+          counts: { items: 1, turns: 0, tool_calls: 0 },
+          lastActivityMs: 0,
+          metadata: {},
+        });
+        await faults.store!.put(stale, '');
+        const page = await list();
+        expect(page.sessions.map((row) => [row.id, row.counts])).toEqual([
+          ['z', { items: 0, turns: 0, tool_calls: 0 }],
+          ['y', { items: 2, turns: 1, tool_calls: 0 }],
+        ]);
+        await settle();
+        expect(await entries()).toHaveLength(2);
+      },
+    );
 
     it('racing writers (two refreshes and a PATCH) leave one entry, with the newest counts and metadata', async () => {
       const { log, list, entries } = setup();

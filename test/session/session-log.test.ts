@@ -174,17 +174,21 @@ describe('SessionLog: items', () => {
     expect(await log.get('s1')).toMatchObject({ counts: { items: 7, turns: 2, tool_calls: 1 } });
   });
 
-  it('takes empty or malformed items for a bug of its caller (the edge validates input): a plain Error, nothing stored', async () => {
-    const { store, log } = setup();
-    await log.create({ id: 's1' });
-    const before = (await store.list('')).objects.length;
-    for (const items of [[], [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item]]) {
-      const error = await log.append('s1', items).catch((caught: unknown) => caught);
-      expect(error).toBeInstanceOf(Error);
-      expect(error).not.toBeInstanceOf(TailgateError);
-    }
-    expect((await store.list('')).objects.length).toBe(before);
-  });
+  it(
+    'takes empty or malformed items for a bug of its caller ' +
+      '(the edge validates input): a plain Error, nothing stored',
+    async () => {
+      const { store, log } = setup();
+      await log.create({ id: 's1' });
+      const before = (await store.list('')).objects.length;
+      for (const items of [[], [{ type: 'message', role: 'robot', content: 'x' } as unknown as Item]]) {
+        const error = await log.append('s1', items).catch((caught: unknown) => caught);
+        expect(error).toBeInstanceOf(Error);
+        expect(error).not.toBeInstanceOf(TailgateError);
+      }
+      expect((await store.list('')).objects.length).toBe(before);
+    },
+  );
 
   it.each([
     { before: undefined, limit: 3, seqs: [10, 9, 8], has_more: true, next_before: 8 },

@@ -29,7 +29,8 @@ const compactResponseRoute = createRoute({
   tags: ['openai'],
   summary: "Compact a conversation (OpenAI's responses.compact): summarize it and start its context at the summary",
   description:
-    'Needs session:turn. With previous_response_id the session is compacted (a token bound to it may); with input alone nothing is stored (a token bound to no session).',
+    'Needs session:turn. With previous_response_id the session is compacted (a token bound to it may); ' +
+    'with input alone nothing is stored (a token bound to no session).',
   security: requires('session:turn'),
   request: { body: jsonBody(responseCompactSchema) },
   responses: {

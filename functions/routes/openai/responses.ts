@@ -337,7 +337,8 @@ async function createResponse(
       throw new OpenAIApiError(
         400,
         'invalid_request',
-        'context_management compacts a stored conversation; with store: false, call POST /v1/responses/compact and send its output as input',
+        'context_management compacts a stored conversation; ' +
+          'with store: false, call POST /v1/responses/compact and send its output as input',
         'context_management',
       );
     }
@@ -534,10 +535,12 @@ export async function continuedSession(c: Context<AppEnv>, previousResponseId: s
   if (ref.turn > session.counts.turns) throw missing();
   if (ref.turn < session.counts.turns) {
     const newest = await newestResponseId(c.var.services, ref.sessionId, session.counts.turns);
+    const continueFrom = newest ?? `turn ${session.counts.turns}`;
     throw new OpenAIApiError(
       409,
       'conversation_branching_unsupported',
-      `Response '${previousResponseId}' is not the newest turn of its conversation; continue from ${newest ?? `turn ${session.counts.turns}`} (a conversation does not branch).`,
+      `Response '${previousResponseId}' is not the newest turn of its conversation; ` +
+        `continue from ${continueFrom} (a conversation does not branch).`,
       'previous_response_id',
       { newest_response_id: newest, newest_turn: session.counts.turns },
     );

@@ -183,13 +183,9 @@ describe('the overflow safety net', () => {
       expect(promptText(prompts[turn]!.prompt).slice(0, before.length)).toEqual(before);
     }
     const share = reused / (responses.length - firstDrop - 1);
-    const meanPrompt = sizes.slice(firstDrop).reduce((sum, size) => sum + size, 0) / (sizes.length - firstDrop);
-    console.log(
-      `overflow: ${responses.length} turns, ${refused.length} refused, first drop at turn ${firstDrop + 1}, ` +
-        `${moves} boundary moves, ${unmoved} turns without a move, prefix reused ${(share * 100).toFixed(1)}%, ` +
-        `mean prompt ${Math.round(meanPrompt)} tokens`,
-    );
     expect(moves).toBeLessThan(responses.length / 10);
+    // Most turns after the first drop keep the boundary, and their prompt extends the previous one.
+    expect(unmoved).toBeGreaterThan((responses.length - firstDrop) * 0.8);
     expect(share).toBeGreaterThan(0.8);
   }, 120_000);
 

@@ -41,15 +41,17 @@ export class WorkerdTurnDriver implements TurnDriver {
     // it bundled change, which would restart it mid-request while the sources are edited.
     const root = fileURLToPath(new URL('..', import.meta.url));
     const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
-    // bench/counting-worker.ts imports only from lib/ and functions/.
+    // bench/counting-worker.ts imports only from lib/, functions/ and the counting store.
     // `.assets` is wrangler.toml's static assets directory (the /docs script, npm run assets).
     for (const entry of [
       'lib',
       'functions',
       'bench/counting-worker.ts',
+      'test/support/counting-store.ts',
       'wrangler.toml',
       'package.json',
       'tsconfig.json',
+      'tsconfig.base.json',
       '.assets',
     ])
       cpSync(join(root, entry), join(snapshot, entry), { recursive: true });

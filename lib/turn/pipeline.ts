@@ -206,7 +206,9 @@ function renewLease(services: TurnServices, turn: OpenTurn): ReturnType<typeof s
 /**
  * After the response: pack every fourth record (a view every few records, segments of
  * several), and at once when the next turn's strategies need less than the view holds (this
- * turn's calls began a new epoch) or this turn read past it.
+ * turn's calls began a new epoch), when this turn read past it, or when the model made a
+ * call: the next turn then finds no call after its view, so it reads no shard of the repeat
+ * index and stays at 2 round trips before its model call (docs/STORAGE.md).
  */
 function schedulePacking(
   services: TurnServices,
@@ -218,11 +220,12 @@ function schedulePacking(
   afterResponse(services, async () => {
     const refresh =
       !turn.context &&
-      services.sessions.needsView(
-        turn,
-        (after) => tailRequirement(plan.strategies, plan.strategyConfig, after),
-        stored,
-      );
+      (stored.some((item) => item.type === 'function_call') ||
+        services.sessions.needsView(
+          turn,
+          (after) => tailRequirement(plan.strategies, plan.strategyConfig, after),
+          stored,
+        ));
     if (refresh || turn.record % PACK_EVERY_RECORDS === 0)
       await services.sessions.pack(sessionId, { ...packOptions(plan), refresh });
   });

@@ -109,6 +109,39 @@ describe('round trips of a turn', () => {
     expect(await w.inbox.listPending('s')).toEqual([]);
   });
 
+  it('a tool loop: the packing after a turn that made a call leaves the next turn no shard to read', async () => {
+    const w = world();
+    await w.sessions.create({ id: 's', tools: [{ type: 'function', name: 'read' }] });
+    // Calls before the view: the repeat index has shards.
+    const loop = async (round: number) => {
+      const call = await runTurn(w.services, 's', { input: `call read {"n":${round}}` });
+      const made = call.output.find((item) => item.type === 'function_call');
+      expect(made).toBeDefined();
+      return made!;
+    };
+    for (let round = -3; round < 0; round++) {
+      const made = await loop(round);
+      const input = [{ type: 'function_call_output' as const, call_id: made.call_id, output: 'earlier' }];
+      await runTurn(w.services, 's', { input });
+    }
+    await w.sessions.pack('s', { refresh: true });
+    for (let round = 1; round <= 3; round++) {
+      const made = await loop(round);
+      // What the client finds when it comes back from running the tool: the background work done.
+      await w.store.idle();
+      w.store.mark();
+      const answered = await runTurn(w.services, 's', {
+        input: [{ type: 'function_call_output', call_id: made!.call_id, output: `result ${round}` }],
+      });
+      expect(answered.output[0]).toMatchObject({ type: 'message' });
+      expect(w.seen.before).toBeLessThanOrEqual(2);
+      expect(w.after()).toBe(1);
+      // The call is behind the newest view: no shard of the repeat index is read for it.
+      expect(w.store.calls.filter((read) => read.key.includes('/keys/'))).toEqual([]);
+      await w.store.idle();
+    }
+  });
+
   it('a streamed turn: at most 2 rounds before the model, 1 after, turn.started first', async () => {
     const w = world();
     await history(w, 6);

@@ -2,7 +2,7 @@ import { DEFAULTS } from '../config.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
-import { decodeUtf8, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
+import { decodeUtf8, listAll, mapLimit, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
 
 import type {
@@ -18,18 +18,19 @@ import type {
 } from './types.ts';
 import {
   CLOCK_TOLERANCE_MS,
+  CONCURRENCY,
   decodeName,
+  generateName,
   META,
   postedAtOf,
   randomId,
   turnSchema,
   validTime,
+  withMetadata,
   type ListedNotice,
 } from './delivery-records.ts';
-import { listAll, mapLimit } from '../store/object-store.ts';
 import { deliverAll, readNotice, take, type FetchedNotice, type InboxContext } from './claim.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
-import { CONCURRENCY, generateName, withMetadata } from './delivery-records.ts';
 export type {
   ConsumeOptions,
   ConsumeResult,

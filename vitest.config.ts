@@ -14,6 +14,7 @@ const UNIT_FOLDERS = ['compaction', 'config', 'inbox', 'models', 'session', 'sto
 const NOT_UNIT = /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$/;
 const unitFiles = [
   'test/hash.test.ts',
+  'test/prompt-shape.test.ts',
   ...UNIT_FOLDERS.flatMap((folder) =>
     readdirSync(`test/${folder}`, { recursive: true, encoding: 'utf8' }).map((name) => `test/${folder}/${name}`),
   ),

@@ -4,22 +4,49 @@ import type { PromptItem, Synthetic, Tool } from './items.ts';
 /**
  * The shape of a prompt as a turn's receipt keeps it, so a reader can tell afterwards, from
  * the receipts alone, how much of one turn's prompt repeated the previous one (what a
- * provider's prompt cache could reuse) and where the synthetic items stood.
+ * provider's prompt cache could reuse) and where the synthetic items stood. Its size does not
+ * grow with the prompt's items, and making it costs one SHA-256 pass over the prompt:
  *
- * - `hashes`: 12 hex characters per prompt item, chained: item i's is the SHA-256 of item
- *   i-1's and of item i as the provider gets it (role, content, call, output; no seq), and the
- *   chain starts from the tools offered. Two prompts share their first k items (and tools)
- *   exactly when their first k hashes are equal.
- * - `chars`: the characters of each item, as `prompt_chars` counts them.
+ * - `tools`: 12 hex characters of the SHA-256 of the tools offered.
+ * - `blocks`: 12 hex characters per whole block of BLOCK_ITEMS items, chained: block j's is the
+ *   SHA-256 of block j-1's (the tools' for the first) and of the block's items as the provider
+ *   gets them (role, content, call, output; no seq). Two prompts share their first j blocks
+ *   (and tools) exactly when their first j block hashes are equal. `block_chars`: each
+ *   block's characters, as `prompt_chars` counts them.
+ * - `tail`: 12 hex characters per item of the last TAIL_ITEMS items (from `tail_start`), each
+ *   of that item alone, and `tail_chars` their characters: where two prompts part within a
+ *   block, the items of both tails tell how far they agree.
  * - `synthetic`: the items no stored item stands for: the context notice (with its text,
  *   a fixed sentence), delivered notices (by name; their text is in the inbox's delivery
  *   records), the compaction summary (its length; the text is the context object's).
+ *
+ * Receipts written before this format (no `v`) hold one chained hash and one size per item;
+ * reusedPrefixChars compares two of those, and answers null for one of each.
  */
-export interface PromptShape {
+export type PromptShape = PromptShapeV2 | PromptShapeV1;
+
+export interface PromptShapeV2 {
+  v: 2;
+  items: number;
+  tools: string;
+  blocks: string;
+  block_chars: number[];
+  tail_start: number;
+  tail: string;
+  tail_chars: number[];
+  synthetic: SyntheticEntry[];
+}
+
+/** The first format: a chained hash and the characters of every item. */
+export interface PromptShapeV1 {
+  v?: undefined;
   hashes: string;
   chars: number[];
   synthetic: SyntheticEntry[];
 }
+
+/** What reusedPrefixChars compares: a shape of either format. */
+type ShapeHashes = Omit<PromptShapeV2, 'synthetic'> | Omit<PromptShapeV1, 'synthetic'>;
 
 export interface SyntheticEntry {
   /** Position in the prompt (0 is the system instructions when the session has them). */
@@ -33,43 +60,75 @@ export interface SyntheticEntry {
 }
 
 const HASH_CHARS = 12;
+export const BLOCK_ITEMS = 64;
+export const TAIL_ITEMS = 256;
 
 /** The shape of `prompt` (instructions first, payloads whole) as sent with `tools`. */
 export function promptShape(
   prompt: readonly PromptItem[],
   tools: readonly Tool[],
   noticeNames: readonly string[],
-): PromptShape {
-  let previous = sha256Hex(JSON.stringify(tools)).slice(0, HASH_CHARS);
-  let hashes = '';
-  const chars: number[] = [];
-  const synthetic: SyntheticEntry[] = [];
-  let notice = 0;
-  prompt.forEach((item, index) => {
-    previous = sha256Hex(`${previous}\n${JSON.stringify(providerView(item))}`).slice(0, HASH_CHARS);
-    hashes += previous;
-    const size = itemChars(item);
-    chars.push(size);
-    if (item.type !== 'message' || !item.synthetic) return;
-    const entry: SyntheticEntry = { index, synthetic: item.synthetic, chars: size };
-    if (item.synthetic === 'context_notice') entry.content = item.content;
-    if (item.synthetic === 'inbox') {
-      const name = noticeNames[notice++];
-      if (name !== undefined) entry.name = name;
+): PromptShapeV2 {
+  const toolsHash = shortHash(JSON.stringify(tools));
+  let previous = toolsHash;
+  let blocks = '';
+  const blockChars: number[] = [];
+  const whole = prompt.length - (prompt.length % BLOCK_ITEMS);
+  for (let start = 0; start < whole; start += BLOCK_ITEMS) {
+    let text = previous;
+    let chars = 0;
+    for (let index = start; index < start + BLOCK_ITEMS; index++) {
+      text += providerText(prompt[index]!);
+      chars += itemChars(prompt[index]!);
     }
-    synthetic.push(entry);
-  });
-  return { hashes, chars, synthetic };
+    previous = shortHash(text);
+    blocks += previous;
+    blockChars.push(chars);
+  }
+  const tailStart = Math.max(0, prompt.length - TAIL_ITEMS);
+  let tail = '';
+  const tailChars: number[] = [];
+  for (let index = tailStart; index < prompt.length; index++) {
+    tail += shortHash(providerText(prompt[index]!));
+    tailChars.push(itemChars(prompt[index]!));
+  }
+  return {
+    v: 2,
+    items: prompt.length,
+    tools: toolsHash,
+    blocks,
+    block_chars: blockChars,
+    tail_start: tailStart,
+    tail,
+    tail_chars: tailChars,
+    synthetic: syntheticEntries(prompt, noticeNames),
+  };
 }
 
 /**
  * Characters of `current` that repeat the start of `previous` exactly, in whole items (and 0
- * when the tools differ): the common prefix of the two provider prompts.
+ * when the tools differ): the common prefix of the two provider prompts. Where the two part
+ * within a block that neither tail covers, the whole blocks before it are what is counted.
+ * Null when the two shapes are of different formats.
  */
-export function reusedPrefixChars(
-  current: Pick<PromptShape, 'hashes' | 'chars'>,
-  previous: Pick<PromptShape, 'hashes'>,
-): number {
+export function reusedPrefixChars(current: ShapeHashes, previous: ShapeHashes): number | null {
+  if (current.v === undefined || previous.v === undefined)
+    return current.v === undefined && previous.v === undefined ? reusedPrefixCharsV1(current, previous) : null;
+  if (current.tools !== previous.tools) return 0;
+  let total = 0;
+  let block = 0;
+  const blocks = Math.min(current.block_chars.length, previous.block_chars.length);
+  for (; block < blocks && hashAt(current.blocks, block) === hashAt(previous.blocks, block); block++)
+    total += current.block_chars[block]!;
+  for (let index = block * BLOCK_ITEMS; index < Math.min(current.items, previous.items); index++) {
+    if (index < current.tail_start || index < previous.tail_start) break;
+    if (hashAt(current.tail, index - current.tail_start) !== hashAt(previous.tail, index - previous.tail_start)) break;
+    total += current.tail_chars[index - current.tail_start]!;
+  }
+  return total;
+}
+
+function reusedPrefixCharsV1(current: Omit<PromptShapeV1, 'synthetic'>, previous: Omit<PromptShapeV1, 'synthetic'>) {
   let total = 0;
   for (let index = 0; index < current.chars.length; index++) {
     const at = index * HASH_CHARS;
@@ -83,10 +142,38 @@ export function reusedPrefixChars(
   return total;
 }
 
-function providerView(item: PromptItem): unknown {
-  if (item.type === 'message') return [item.role, item.content];
-  if (item.type === 'function_call') return ['call', item.call_id, item.name, item.arguments];
-  return ['output', item.call_id, item.output];
+function syntheticEntries(prompt: readonly PromptItem[], noticeNames: readonly string[]): SyntheticEntry[] {
+  const synthetic: SyntheticEntry[] = [];
+  let notice = 0;
+  prompt.forEach((item, index) => {
+    if (item.type !== 'message' || !item.synthetic) return;
+    const entry: SyntheticEntry = { index, synthetic: item.synthetic, chars: itemChars(item) };
+    if (item.synthetic === 'context_notice') entry.content = item.content;
+    if (item.synthetic === 'inbox') {
+      const name = noticeNames[notice++];
+      if (name !== undefined) entry.name = name;
+    }
+    synthetic.push(entry);
+  });
+  return synthetic;
+}
+
+function shortHash(text: string): string {
+  return sha256Hex(text).slice(0, HASH_CHARS);
+}
+
+function hashAt(hashes: string, index: number): string {
+  return hashes.slice(index * HASH_CHARS, (index + 1) * HASH_CHARS);
+}
+
+/** An item as the provider gets it (role, content, call, output; no seq), each part length-prefixed. */
+function providerText(item: PromptItem): string {
+  if (item.type === 'message') return `m${item.role.length}:${item.role}${item.content.length}:${item.content}`;
+  if (item.type === 'function_call') {
+    const { call_id: id, name, arguments: args } = item;
+    return `c${id.length}:${id}${name.length}:${name}${args.length}:${args}`;
+  }
+  return `o${item.call_id.length}:${item.call_id}${item.output.length}:${item.output}`;
 }
 
 function itemChars(item: PromptItem): number {

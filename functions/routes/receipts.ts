@@ -4,6 +4,7 @@ import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema, storedItemOutSchema } from '../schemas.ts';
+import { syntheticEntrySchema } from '../../lib/session/log/turns.ts';
 
 /**
  * Reading back what happened: the session listing, turn receipts (each turn's outcome,
@@ -62,15 +63,7 @@ const turnDetailSchema = turnSummarySchema
           description:
             'Every seq up to the turn input, in runs: sent whole, compacted (hash-stamped), or not sent (dropped).',
         }),
-        synthetic: z.array(
-          z.object({
-            index: z.number().int(),
-            synthetic: z.string(),
-            chars: z.number().int(),
-            content: z.string().optional(),
-            name: z.string().optional(),
-          }),
-        ),
+        synthetic: z.array(syntheticEntrySchema),
         context_start_seq: z.number().int().nullable(),
         abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).nullable(),
       })

@@ -66,6 +66,16 @@ interface RawTurn {
 }
 
 const rangesSchema = z.string().regex(/^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)?$/);
+const hashesSchema = z.string().regex(/^[0-9a-f]*$/);
+/** A synthetic item of a prompt (lib/prompt-shape.ts SyntheticEntry), as receipts store it and the API shows it. */
+export const syntheticEntrySchema = z.object({
+  index: z.number().int(),
+  synthetic: z.string(),
+  chars: z.number().int(),
+  content: z.string().optional(),
+  name: z.string().optional(),
+});
+const syntheticSchema = z.array(syntheticEntrySchema);
 /** The receipt lib/turn.ts stores, read leniently: older turns lack fields, failed ones most of them. */
 const receiptSchema = z
   .object({
@@ -79,19 +89,20 @@ const receiptSchema = z
     usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     prompt: z
-      .object({
-        hashes: z.string().regex(/^[0-9a-f]*$/),
-        chars: z.array(z.number().int().nonnegative()),
-        synthetic: z.array(
-          z.object({
-            index: z.number().int(),
-            synthetic: z.string(),
-            chars: z.number().int(),
-            content: z.string().optional(),
-            name: z.string().optional(),
-          }),
-        ),
-      })
+      .union([
+        z.object({
+          v: z.literal(2),
+          items: z.number().int().nonnegative(),
+          tools: hashesSchema,
+          blocks: hashesSchema,
+          block_chars: z.array(z.number().int().nonnegative()),
+          tail_start: z.number().int().nonnegative(),
+          tail: hashesSchema,
+          tail_chars: z.array(z.number().int().nonnegative()),
+          synthetic: syntheticSchema,
+        }),
+        z.object({ hashes: hashesSchema, chars: z.array(z.number().int().nonnegative()), synthetic: syntheticSchema }),
+      ])
       .optional(),
   })
   .catch({});

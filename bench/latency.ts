@@ -4,6 +4,7 @@ import { echoModel } from '../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../lib/models/model.ts';
 import { DepthStore } from '../test/support/depth-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
 import { runTurn, streamTurn, type TurnRequest } from '../lib/turn.ts';
 import { agentItems } from './agent-session.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
@@ -32,9 +33,13 @@ export interface LatencyOptions {
 export interface LatencyRow {
   size: number;
   turns: number;
+  delayMs: number;
+  modelMs: number;
   /** Medians, ms. */
   beforeModelMs: number;
   afterModelMs: number;
+  /** beforeModelMs + afterModelMs of each turn, median: the time a turn adds to the model's. */
+  overheadMs: number;
   startedMs: number;
   /** The deepest storage call completed when the model was called (median). */
   depthBeforeModel: number;
@@ -43,9 +48,18 @@ export interface LatencyRow {
   notices: { beforeModelMs: number; afterModelMs: number; depthBeforeModel: number; depthAfterModel: number };
 }
 
-export async function measureLatency(options: LatencyOptions): Promise<LatencyRow[]> {
-  const memory = new MemoryStore();
-  const loader = new MemoryTurnDriver(memory);
+/** Measures turns of sessions already stored in `memory`, through a DepthStore over it. */
+export interface LatencyHarness {
+  measure(id: string, size: number): Promise<LatencyRow>;
+}
+
+export function latencyHarness(
+  memory: ObjectStore,
+  options: Pick<LatencyOptions, 'delayMs' | 'modelMs' | 'turns'> & {
+    /** VIEW_CACHE_BYTES (default: the service's); 0 fetches and parses every view, as a cold process does. */
+    viewCacheBytes?: number;
+  },
+): LatencyHarness {
   const store = new DepthStore(memory, { delayMs: options.delayMs });
   const marks = { called: 0, ended: 0, depthAtCall: 0 };
   const wait = () => new Promise((resolve) => setTimeout(resolve, options.modelMs));
@@ -72,7 +86,10 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRo
     },
   };
   const background: Promise<unknown>[] = [];
-  const environment = { DEFAULT_MODEL: 'echo' };
+  const environment = {
+    DEFAULT_MODEL: 'echo',
+    ...(options.viewCacheBytes !== undefined ? { VIEW_CACHE_BYTES: String(options.viewCacheBytes) } : {}),
+  };
   const services = createServices({
     store,
     config: parseServiceConfig(environment),
@@ -89,6 +106,70 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRo
     if (late.length === 0) return 0;
     return Math.max(...late.map((call) => call.depth)) - Math.min(...late.map((call) => call.depth)) + 1;
   };
+  const turn = async (id: string, request: TurnRequest, stream: boolean, started: number[]) => {
+    store.mark();
+    const start = performance.now();
+    if (!stream) {
+      await runTurn(services, id, request);
+    } else {
+      const { events, done } = streamTurn(services, id, request);
+      for await (const event of events) if (event.event === 'turn.started') started.push(performance.now() - start);
+      await done;
+    }
+    const end = performance.now();
+    const figures = { before: marks.called - start, after: end - marks.ended, depth: marks.depthAtCall };
+    const after = depthAfter();
+    await settle();
+    return { ...figures, depthAfter: after };
+  };
+  return {
+    async measure(id, size) {
+      const plain = {
+        before: [] as number[],
+        after: [] as number[],
+        depth: [] as number[],
+        depthAfter: [] as number[],
+      };
+      const overhead: number[] = [];
+      const started: number[] = [];
+      for (let index = 0; index < options.turns; index++) {
+        const request: TurnRequest = { input: `turn ${index}`, tools: [READ_FILE_TOOL] };
+        const figures = await turn(id, request, index % 2 === 1, started);
+        plain.before.push(figures.before);
+        plain.after.push(figures.after);
+        overhead.push(figures.before + figures.after);
+        plain.depth.push(figures.depth);
+        plain.depthAfter.push(figures.depthAfter);
+      }
+      for (let index = 0; index < 3; index++) await services.inbox.post(id, { content: `notice ${index}` });
+      const noticed = await turn(id, { input: 'any news?' }, false, []);
+      return {
+        size,
+        turns: options.turns,
+        delayMs: options.delayMs,
+        modelMs: options.modelMs,
+        beforeModelMs: median(plain.before),
+        afterModelMs: median(plain.after),
+        overheadMs: median(overhead),
+        startedMs: median(started),
+        depthBeforeModel: median(plain.depth),
+        depthAfterModel: median(plain.depthAfter),
+        notices: {
+          beforeModelMs: noticed.before,
+          afterModelMs: noticed.after,
+          depthBeforeModel: noticed.depth,
+          depthAfterModel: noticed.depthAfter,
+        },
+      };
+    },
+  };
+}
+
+/** The bench's agent workload (bench/agent-session.ts) at each size, through the harness. */
+export async function measureLatency(options: LatencyOptions): Promise<LatencyRow[]> {
+  const memory = new MemoryStore();
+  const loader = new MemoryTurnDriver(memory);
+  const harness = latencyHarness(memory, options);
   const rows: LatencyRow[] = [];
   for (const size of options.sizes) {
     const id = `latency_${size}`;
@@ -96,49 +177,7 @@ export async function measureLatency(options: LatencyOptions): Promise<LatencyRo
     const source = agentItems({ seed: options.seed });
     await loadHistory(loader, id, size, source, { appendBatch: 100, turnEveryAppends: 8 });
     options.log?.(`latency ${size}: loaded`);
-    const plain = { before: [] as number[], after: [] as number[], depth: [] as number[], depthAfter: [] as number[] };
-    const started: number[] = [];
-    const turn = async (request: TurnRequest, stream: boolean) => {
-      store.mark();
-      const start = performance.now();
-      if (!stream) {
-        await runTurn(services, id, request);
-      } else {
-        const { events, done } = streamTurn(services, id, request);
-        for await (const event of events) if (event.event === 'turn.started') started.push(performance.now() - start);
-        await done;
-      }
-      const end = performance.now();
-      const figures = { before: marks.called - start, after: end - marks.ended, depth: marks.depthAtCall };
-      const after = depthAfter();
-      await settle();
-      return { ...figures, depthAfter: after };
-    };
-    for (let index = 0; index < options.turns; index++) {
-      const request: TurnRequest = { input: `turn ${index}`, tools: [READ_FILE_TOOL] };
-      const figures = await turn(request, index % 2 === 1);
-      plain.before.push(figures.before);
-      plain.after.push(figures.after);
-      plain.depth.push(figures.depth);
-      plain.depthAfter.push(figures.depthAfter);
-    }
-    for (let index = 0; index < 3; index++) await services.inbox.post(id, { content: `notice ${index}` });
-    const noticed = await turn({ input: 'any news?' }, false);
-    rows.push({
-      size,
-      turns: options.turns,
-      beforeModelMs: median(plain.before),
-      afterModelMs: median(plain.after),
-      startedMs: median(started),
-      depthBeforeModel: median(plain.depth),
-      depthAfterModel: median(plain.depthAfter),
-      notices: {
-        beforeModelMs: noticed.before,
-        afterModelMs: noticed.after,
-        depthBeforeModel: noticed.depth,
-        depthAfterModel: noticed.depthAfter,
-      },
-    });
+    rows.push(await harness.measure(id, size));
     options.log?.(`latency ${size}: ${JSON.stringify(rows.at(-1))}`);
   }
   await loader.close();

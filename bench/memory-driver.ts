@@ -27,10 +27,19 @@ export class MemoryTurnDriver implements TurnDriver {
 
   readonly recording: RecordingStore;
 
-  constructor(store: ObjectStore = new MemoryStore()) {
+  /**
+   * `viewCacheBytes` is VIEW_CACHE_BYTES (default 0 here: every turn fetches and parses its
+   * view, as in a process that has not seen the session before, so bytes read are the most a
+   * turn reads).
+   */
+  constructor(store: ObjectStore = new MemoryStore(), options: { viewCacheBytes?: number } = {}) {
     this.recording = new RecordingStore(store);
     this.counting = new CountingStore(this.recording);
-    const environment = { DEFAULT_MODEL: 'echo', API_TOKEN: 'bench' };
+    const environment = {
+      DEFAULT_MODEL: 'echo',
+      API_TOKEN: 'bench',
+      VIEW_CACHE_BYTES: String(options.viewCacheBytes ?? 0),
+    };
     const config = parseServiceConfig(environment);
     this.#services = createServices({
       store: this.counting,

@@ -286,6 +286,7 @@ function goalRows(results: BenchResults): GoalRow[] {
       });
     }
   }
+  rows.push(...smallPromptGoals(results));
   if (results.strategies) {
     for (const figure of results.strategies.filter(
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),
@@ -366,6 +367,51 @@ function goalRows(results: BenchResults): GoalRow[] {
         ? `not measured (${overhead.map((row) => `${row.size.toLocaleString('en-US')}: ${row.skipped}`).join('; ')})`
         : notMeasured(results, section);
     rows.push({ goal, target, measured: why, met: '-' });
+  }
+  return rows;
+}
+
+/** The small-prompt workload's read budget and overhead ratio, and the rounds of every latency run. */
+function smallPromptGoals(results: BenchResults): GoalRow[] {
+  const rows: GoalRow[] = [];
+  const small = results.smallPrompt ?? [];
+  const at = (size: number) => size.toLocaleString('en-US');
+  if (small.length > 0)
+    rows.push({
+      goal: 'Bytes read per turn / (1.1 x prompt bytes + 64 KiB), worst turn, small-prompt workload (no view cache)',
+      target: '<= 1',
+      measured: small.map((row) => `${row.readBudgetWorst.toFixed(2)} at ${at(row.itemsAtStart)}`).join(', '),
+      met: yes(small.every((row) => row.readBudgetWorst <= 1)),
+    });
+  const timed = small.filter((row) => row.latency);
+  const [first, last] = [timed[0]?.latency, timed.at(-1)?.latency];
+  if (first && last && timed.length > 1) {
+    const warm = last.warm.overheadMs / first.warm.overheadMs;
+    const cold = last.cold.overheadMs / first.cold.overheadMs;
+    rows.push({
+      goal:
+        `p50 turn overhead at ${at(timed.at(-1)!.itemsAtStart)} / ${at(timed[0]!.itemsAtStart)} items, ` +
+        `small-prompt workload, every storage call ${first.warm.delayMs} ms slower`,
+      target: `<= ${RATIO_GOAL}`,
+      measured:
+        `${warm.toFixed(2)} with the view cache (${last.warm.overheadMs.toFixed(0)} / ` +
+        `${first.warm.overheadMs.toFixed(0)} ms); ${cold.toFixed(2)} without (a process new to the session)`,
+      met: `${yes(warm <= RATIO_GOAL)} (cold: ${yes(cold <= RATIO_GOAL)})`,
+    });
+  }
+  const latencies = [
+    ...(results.latency?.rows ?? []),
+    ...timed.flatMap((row) => [row.latency!.warm, row.latency!.cold]),
+  ];
+  if (latencies.length > 0) {
+    const before = Math.max(...latencies.map((row) => Math.max(row.depthBeforeModel, row.notices.depthBeforeModel)));
+    const after = Math.max(...latencies.map((row) => Math.max(row.depthAfterModel, row.notices.depthAfterModel)));
+    rows.push({
+      goal: 'Sequential storage round trips before the model call / after its last token (counted, every size)',
+      target: '<= 2 / <= 1',
+      measured: `${before} / ${after}`,
+      met: yes(before <= 2 && after <= 1),
+    });
   }
   return rows;
 }

@@ -191,16 +191,15 @@ if (runs('latency')) {
 
 if (runs('small-prompt')) {
   log('bytes read per turn against the prompt, small prompt and long history (bench/small-prompt.ts)');
-  const driver = new MemoryTurnDriver();
-  results.smallPrompt = await benchSmallPrompt(driver, {
+  results.smallPrompt = await benchSmallPrompt({
     sizes: quick ? [100, 10_000] : [100, 10_000, 100_000, 1_000_000],
     measuredTurns: quick ? 3 : 8,
     warmupTurns: 2,
     seed: 11,
     packEvery: 4,
+    latency: { delayMs: 25, modelMs: 200, turns: quick ? 4 : 10 },
     log,
   });
-  await driver.close();
   ended('small-prompt');
 }
 

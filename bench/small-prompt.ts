@@ -1,7 +1,9 @@
 import type { Item } from '../lib/items.ts';
+import { MemoryStore } from '../lib/store/memory.ts';
 import type { TurnRequest } from '../lib/turn.ts';
 import { TextSource } from './agent-session.ts';
-import type { MemoryTurnDriver } from './memory-driver.ts';
+import { latencyHarness, type LatencyRow } from './latency.ts';
+import { MemoryTurnDriver } from './memory-driver.ts';
 import { SeededRandom } from './random.ts';
 import { median, percentile } from './stats.ts';
 import { READ_FILE_TOOL } from './turn-driver.ts';
@@ -20,6 +22,8 @@ export interface SmallPromptOptions {
   seed: number;
   /** Pack after every this many appended blocks while loading (as turns would). */
   packEvery: number;
+  /** Then the turns' overhead with every storage call `delayMs` slower (bench/latency.ts). */
+  latency?: { delayMs: number; modelMs: number; turns: number };
   log?: (line: string) => void;
 }
 
@@ -40,6 +44,11 @@ export interface SmallPromptRow {
   getsMedian: number;
   p50Ms: number;
   p95Ms: number;
+  /**
+   * Through the DepthStore: with the service's view cache (`warm`: the process has seen the
+   * session) and without one (`cold`: every turn fetches and parses its view).
+   */
+  latency?: { warm: LatencyRow; cold: LatencyRow };
 }
 
 export const TOOL_PAIRS_PER_BLOCK = 50;
@@ -62,12 +71,19 @@ export function* smallPromptBlocks(seed: number): Generator<Item[]> {
   }
 }
 
-/** Loads one session per size (appending whole blocks, packing as turns would), then measures turns. */
-export async function benchSmallPrompt(
-  driver: MemoryTurnDriver,
-  options: SmallPromptOptions,
-): Promise<SmallPromptRow[]> {
+/**
+ * Loads one session per size (appending whole blocks, packing as turns would), then measures
+ * turns: bytes read through a counting driver without a view cache, then, with `latency`,
+ * the overhead through a DepthStore over the same memory store, warm and cold.
+ */
+export async function benchSmallPrompt(options: SmallPromptOptions): Promise<SmallPromptRow[]> {
   const log = options.log ?? (() => undefined);
+  const memory = new MemoryStore();
+  const driver = new MemoryTurnDriver(memory);
+  const harness = options.latency && {
+    warm: latencyHarness(memory, options.latency),
+    cold: latencyHarness(memory, { ...options.latency, viewCacheBytes: 0 }),
+  };
   const rows: SmallPromptRow[] = [];
   for (const size of options.sizes) {
     const id = `small_prompt_${size}`;
@@ -84,8 +100,18 @@ export async function benchSmallPrompt(
     await driver.pack(id);
     const loadMs = performance.now() - start;
     log(`small-prompt ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
-    rows.push(await measureTurns(driver, id, size, stored, loadMs, options));
+    const row = await measureTurns(driver, id, size, stored, loadMs, options);
+    if (harness) {
+      const cold = await harness.cold.measure(id, size);
+      const warm = await harness.warm.measure(id, size);
+      row.latency = { warm, cold };
+      log(
+        `small-prompt ${size}: overhead ${warm.overheadMs.toFixed(0)} ms warm, ${cold.overheadMs.toFixed(0)} ms cold`,
+      );
+    }
+    rows.push(row);
   }
+  await driver.close();
   return rows;
 }
 
@@ -169,6 +195,34 @@ export function smallPromptMarkdown(rows: SmallPromptRow[] | undefined, command:
         `${row.operationsMedian} / ${row.operationsMax} | ${row.getsMedian} | ` +
         `${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} |`,
     );
+  lines.push('');
+  const timed = rows.filter((row) => row.latency);
+  const first = timed[0]?.latency;
+  if (!first) return lines;
+  const ratio = (row: LatencyRow, base: LatencyRow) => (row.overheadMs / base.overheadMs).toFixed(2);
+  lines.push(
+    `Then the same sessions through a store whose every call takes ${first.warm.delayMs} ms more ` +
+      `(bench/latency.ts; the echo model answers after ${first.warm.modelMs} ms): ` +
+      'overhead = time before the model call + time after its last token, median over the turns ' +
+      '(every other one streamed), and its ratio to the smallest size. ' +
+      '"warm": the service as configured (VIEW_CACHE_BYTES default), the process has seen the session, ' +
+      'so a turn takes its view parsed from the view cache; "cold": no view cache, every turn fetches and parses ' +
+      'its view, as a process new to the session does (measured first).',
+    '',
+    '| items | warm: overhead ms | ratio | before / after ms | rounds before / after | ' +
+      'cold: overhead ms | ratio | before / after ms |',
+    '|---|---|---|---|---|---|---|---|',
+  );
+  for (const row of timed) {
+    const { warm, cold } = row.latency!;
+    lines.push(
+      `| ${row.itemsAtStart.toLocaleString('en-US')} | ${warm.overheadMs.toFixed(0)} | ${ratio(warm, first.warm)} | ` +
+        `${warm.beforeModelMs.toFixed(0)} / ${warm.afterModelMs.toFixed(0)} | ` +
+        `${warm.depthBeforeModel} / ${warm.depthAfterModel} | ` +
+        `${cold.overheadMs.toFixed(0)} | ${ratio(cold, first.cold)} | ` +
+        `${cold.beforeModelMs.toFixed(0)} / ${cold.afterModelMs.toFixed(0)} |`,
+    );
+  }
   lines.push('');
   return lines;
 }

@@ -59,7 +59,8 @@ export class WorkerdTurnDriver implements TurnDriver {
     const persist = mkdtempSync(join(tmpdir(), 'tailgate-bench-r2-'));
     const worker = await unstable_dev(join(snapshot, 'bench/counting-worker.ts'), {
       config: join(snapshot, 'wrangler.toml'),
-      vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' },
+      // No view cache: every turn fetches its view, as in an isolate new to the session.
+      vars: { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', VIEW_CACHE_BYTES: '0' },
       persistTo: persist,
       ip: '127.0.0.1',
       logLevel: options.logLevel ?? 'error',

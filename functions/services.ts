@@ -38,6 +38,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       keyPrefix: config.keyPrefix,
       leaseMs: config.turnLeaseMs,
       blobThreshold: config.blobThresholdBytes,
+      viewCacheBytes: config.viewCacheBytes,
       ...clock,
       checkConfig: inputs.checkSessionConfig,
     }),

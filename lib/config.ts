@@ -29,6 +29,8 @@ export const DEFAULTS = {
   maxInstructionsBytes: 256 * 1024,
   turnLeaseMs: 30_000,
   blobThresholdBytes: 8 * 1024,
+  /** Parsed views kept per store for the process's life (lib/session/log/view-cache.ts). */
+  viewCacheBytes: 16 * MIB,
   modelTimeoutMs: 120_000,
   modelMaxRetries: 1,
   openaiBaseUrl: 'https://api.openai.com/v1',
@@ -68,10 +70,16 @@ const keyPrefixSchema = z
   );
 
 function positiveInteger(fallback: number) {
-  return z.preprocess(
-    (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
-    z.number().int().positive().default(fallback),
-  );
+  return z.preprocess(numberText, z.number().int().positive().default(fallback));
+}
+
+function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
+  return z.preprocess(numberText, z.number().int().min(0).max(max).default(fallback));
+}
+
+/** A variable's text as a number (unset and empty: the default). */
+function numberText(value: unknown): unknown {
+  return value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value;
 }
 
 const booleanText = z
@@ -103,11 +111,9 @@ export const serviceEnvSchema = z.object({
     'must be at least 3000 (the lease is renewed every third of it)',
   ),
   BLOB_THRESHOLD_BYTES: positiveInteger(DEFAULTS.blobThresholdBytes),
+  VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
   MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
-  MODEL_MAX_RETRIES: z.preprocess(
-    (value) => (value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value),
-    z.number().int().min(0).max(10).default(DEFAULTS.modelMaxRetries),
-  ),
+  MODEL_MAX_RETRIES: nonNegativeInteger(DEFAULTS.modelMaxRetries, 10),
   SUMMARY_MODEL: optionalText(),
   // `name=provider:model,...`: model names the OpenAI-compatible API accepts besides tailgate ids.
   MODEL_ALIASES: optionalText(),
@@ -143,6 +149,8 @@ export interface ServiceConfig {
   maxInstructionsBytes: number;
   turnLeaseMs: number;
   blobThresholdBytes: number;
+  /** Bytes of parsed views kept per store (0: none). */
+  viewCacheBytes: number;
   modelTimeoutMs: number;
   modelMaxRetries: number;
   /** The model that writes compaction summaries (default: the turn's model). */
@@ -200,6 +208,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
+    viewCacheBytes: value.VIEW_CACHE_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
     modelMaxRetries: value.MODEL_MAX_RETRIES,
     summaryModel: value.SUMMARY_MODEL,

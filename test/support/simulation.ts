@@ -148,7 +148,8 @@ export class World {
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
     const services = {
-      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
+      // With a view cache, as the service runs: what an actor parsed before must stay exact.
+      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20 }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
       env: {},

@@ -3,6 +3,7 @@ import { DEFAULTS } from '../../config.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
+import { viewCacheOf, type ViewCache } from './view-cache.ts';
 
 /**
  * What every part of a session log works with: the store, the key prefix, the clock and the
@@ -23,6 +24,8 @@ export interface LogContext {
   readonly viewEveryRecords: number;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
   readonly viewPolicy: ViewPolicy;
+  /** Views parsed before, by key (null: every view is fetched). */
+  readonly viewCache: ViewCache | null;
 }
 
 /** Gets at most this many objects at a time. */
@@ -51,6 +54,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),
     checkConfig: options.checkConfig,
     viewPolicy: options.viewPolicy,
+    viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
   };
 }
 

@@ -158,6 +158,11 @@ export interface SessionLogOptions {
   /** `pack` writes a new view once this many records follow the newest one. */
   viewEveryRecords?: number;
   /**
+   * Keep the views read or written, parsed, up to this many bytes of JSON per store, for the
+   * life of the process (lib/session/log/view-cache.ts). Default 0: none kept.
+   */
+  viewCacheBytes?: number;
+  /**
    * Runs on every read of a session's config, before it is used, and may throw: the HTTP
    * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
    */

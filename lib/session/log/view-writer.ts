@@ -1,7 +1,7 @@
 import type { TailRequirement } from '../../history.ts';
 import { viewKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import { VIEW_VERSION, type LogItem, type LogView } from '../records.ts';
+import { validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
@@ -99,7 +99,11 @@ export async function writeViewIfDue(
     created_at: log.clock().toISOString(),
   };
   const key = viewKey(scope, view.record);
-  await log.store.put(key, JSON.stringify(view), { onlyIfAbsent: true, contentType: 'application/json' });
+  const json = JSON.stringify(view);
+  const written = await log.store.put(key, json, { onlyIfAbsent: true, contentType: 'application/json' });
+  // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
+  // writer of the same record came first, and its view is the one stored.)
+  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), json.length);
   if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }

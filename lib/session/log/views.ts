@@ -135,7 +135,8 @@ export interface PrefetchedView {
 
 export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number): PrefetchedView | undefined {
   const listed = cursor.views.find((view) => view.record <= newest);
-  if (!listed) return undefined;
+  // A view parsed before is not fetched again (readView takes it from the cache).
+  if (!listed || log.viewCache?.get(listed.key)) return undefined;
   const object = log.store.get(listed.key);
   // Settled either way: a claim that stops early (a 409) never reads it.
   object.catch(() => undefined);
@@ -166,6 +167,8 @@ async function readView(
   record: number,
   prefetched?: Promise<StoredObject | null>,
 ): Promise<LogView | null> {
+  const cached = log.viewCache?.get(key);
+  if (cached) return cached.policy === log.viewPolicy.version ? cached : null;
   const object = await (prefetched ?? log.store.get(key));
   if (!object) return null;
   const value = parseStored(key, object.body, viewVersionSchema);
@@ -173,6 +176,7 @@ async function readView(
   const view = validateStored(key, value, viewSchema);
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
+  log.viewCache?.set(key, view, object.body.byteLength);
   return view;
 }
 

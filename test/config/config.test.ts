@@ -17,6 +17,7 @@ describe('parseServiceConfig', () => {
       maxMetadataBytes: 64 * 1024,
       maxInstructionsBytes: 256 * 1024,
       blobThresholdBytes: 8 * 1024,
+      viewCacheBytes: 16 * 1024 * 1024,
       modelTimeoutMs: 120_000,
       turnLeaseMs: 30_000,
     });
@@ -60,6 +61,8 @@ describe('parseServiceConfig', () => {
     ['TURN_LEASE_MS', '-5'],
     ['ALLOW_ANONYMOUS', 'maybe'],
     ['KEY_PREFIX', 'a b'],
+    ['VIEW_CACHE_BYTES', '-1'],
+    ['MODEL_MAX_RETRIES', '11'],
   ])('refuses %s=%j with not_configured naming it', (name, value) => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(NotConfiguredError);
     expect(() => parseServiceConfig({ [name]: value })).toThrow(name);
@@ -117,6 +120,11 @@ describe('parseServiceConfig', () => {
     });
     expect(config.apiToken).toBe('secret');
     expect(config.s3).toMatchObject({ accessKeyId: 'id', secretAccessKey: 'key' });
+  });
+
+  it('turns the view cache off with VIEW_CACHE_BYTES=0', () => {
+    expect(parseServiceConfig({ VIEW_CACHE_BYTES: '0' }).viewCacheBytes).toBe(0);
+    expect(parseServiceConfig({ VIEW_CACHE_BYTES: '1048576' }).viewCacheBytes).toBe(1024 * 1024);
   });
 
   it('reads numbers back exactly, and is not memoized between calls', () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { createServices } from '../../functions/services.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
@@ -120,6 +121,35 @@ describe('a session log with a view cache', () => {
     expect(cached.prompts.at(-1)!.filter((item) => item.compacted).length).toBeGreaterThan(10);
     expect(cached.viewGets()).toBe(0);
     expect(uncached.viewGets()).toBeGreaterThanOrEqual(18);
+  });
+
+  it('is on in the services the app builds, at VIEW_CACHE_BYTES', async () => {
+    for (const [setting, fetched] of [
+      [undefined, 0],
+      ['0', 2],
+    ] as const) {
+      const store = new DepthStore(new MemoryStore());
+      const tasks: Promise<unknown>[] = [];
+      const environment = { DEFAULT_MODEL: 'echo', ...(setting === undefined ? {} : { VIEW_CACHE_BYTES: setting }) };
+      const services = createServices({
+        store,
+        config: parseServiceConfig(environment),
+        env: environment,
+        model: () => echoModel,
+        background: (task) => void tasks.push(task),
+        log: () => {},
+      });
+      await services.sessions.create({ id: 's' });
+      await services.sessions.append('s', toolHistory(40, 'a'));
+      await services.sessions.pack('s', { refresh: true });
+      store.mark();
+      for (const input of ['one', 'two']) {
+        await runTurn(services, 's', { input });
+        await Promise.all(tasks.splice(0));
+      }
+      const views = store.calls.filter((call) => call.op === 'get' && call.key.endsWith('.view'));
+      expect(views.length).toBe(fetched);
+    }
   });
 
   it("does not serve a deleted session's view to the session created again under its id", async () => {

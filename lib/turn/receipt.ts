@@ -79,7 +79,10 @@ export function noticeRecord(notice: DeliveredNotice): { name: string; stored_as
 
 /** `[1,2,3,5,7,8]` -> `"1-3,5,7-8"`. */
 export function seqRanges(seqs: number[]): string {
-  const sorted = [...seqs].sort((a, b) => a - b);
+  // Prompts list their items in seq order: sorted already, but for a synthetic item or two.
+  const sorted = seqs.every((seq, index) => index === 0 || seqs[index - 1]! <= seq)
+    ? seqs
+    : [...seqs].sort((a, b) => a - b);
   const parts: string[] = [];
   let start: number | undefined;
   let previous: number | undefined;

@@ -60,9 +60,13 @@ const layout = fc.record({
   recentBytes: fc.constantFrom(100, 1 << 20),
   viewEveryRecords: fc.integer({ min: 1, max: 4 }),
 });
-/** What `pack` is told the strategies need: the tail its views hold (null: its default). */
+/**
+ * What `pack` is told the strategies need: the tail its views hold (null: its default). With
+ * an epoch, the need grows by 2 with each call and falls back at the epoch's end (as the epoch
+ * strategies' does), so a view's window often falls short of the next one's and is moved back.
+ */
 const viewNeeds = fc.option(
-  fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), seqs: fc.constant([] as number[]) }),
+  fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), epoch: fc.constantFrom(0, 5, 9) }),
   { nil: undefined },
 );
 
@@ -153,7 +157,19 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
                 })),
               );
             }
-            if (pack) await log.pack('s', needs ? { requirement: () => needs } : {});
+            if (!pack) continue;
+            await log.pack(
+              's',
+              needs
+                ? {
+                    requirement: (aggregates) => ({
+                      toolCalls: needs.toolCalls + (needs.epoch ? 2 * (aggregates.tool_calls % needs.epoch) : 0),
+                      wholeCalls: needs.wholeCalls,
+                      seqs: [],
+                    }),
+                  }
+                : {},
+            );
           }
           const begun = await log.beginTurn('s', { input: materialize(finalInput, state) });
           if (begun.kind !== 'claimed') throw new Error('expected a claim');

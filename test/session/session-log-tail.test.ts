@@ -62,8 +62,9 @@ const layout = fc.record({
 });
 /**
  * What `pack` is told the strategies need: the tail its views hold (null: its default). With
- * an epoch, the need grows by 2 with each call and falls back at the epoch's end (as the epoch
- * strategies' does), so a view's window often falls short of the next one's and is moved back.
+ * an epoch, the need (and the whole calls) grows by 2 with each call and falls back at the
+ * epoch's end (as the epoch strategies' does), so a view's window often falls short of the
+ * next one's, or holds compacted what must be whole now, and is read again from the log.
  */
 const viewNeeds = fc.option(
   fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), epoch: fc.constantFrom(0, 5, 9) }),
@@ -162,11 +163,11 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
               's',
               needs
                 ? {
-                    requirement: (aggregates) => ({
-                      toolCalls: needs.toolCalls + (needs.epoch ? 2 * (aggregates.tool_calls % needs.epoch) : 0),
-                      wholeCalls: needs.wholeCalls,
-                      seqs: [],
-                    }),
+                    requirement: (aggregates) => {
+                      const growth = needs.epoch ? 2 * (aggregates.tool_calls % needs.epoch) : 0;
+                      const toolCalls = needs.toolCalls + growth;
+                      return { toolCalls, wholeCalls: Math.min(toolCalls, needs.wholeCalls + growth), seqs: [] };
+                    },
                   }
                 : {},
             );

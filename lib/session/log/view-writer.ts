@@ -1,10 +1,11 @@
 import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
-import { viewKey, type LogScope } from '../keys.ts';
+import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
+import { UnitCursor } from '../unit-cursor.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { VIEW_VERSION, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { carriedItems, contextOf, countsOf, readNewest, recordGroups, type Head } from './head.ts';
+import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { PackOptions } from './types.ts';
 import { writeKeyShards } from './key-shards.ts';
@@ -65,8 +66,7 @@ export async function writeViewIfDue(
     // From the newest view when it holds enough, or with the few tool items its window lacks
     // read from the log (the margin again), or without the margin; else the log is walked.
     const withMargin =
-      tailFromBase(policy, base, [], wanted, fromSeq) ??
-      (await extendedTail(log, scope, newest, base, wanted, fromSeq));
+      tailFromBase(policy, base, [], wanted, fromSeq) ?? (await extendedTail(log, scope, base, wanted, fromSeq));
     const withoutMargin = withMargin
       ? null
       : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
@@ -112,38 +112,41 @@ export async function writeViewIfDue(
  * The tail for `wanted` from the base's view with its window moved back: the log is read from
  * the window start down to the cut of `wanted.toolCalls` (whole items, as a view written from
  * the log holds them), and the view's items before the cut (messages, the calls it pinned and
- * their outputs) are kept. Null when the window is not what falls short, or that is not
- * enough (a required call the view does not hold, an item it holds compacted that must be
- * whole now): then the log is walked. A need that grows faster than the calls come (an epoch
- * growing, calls whose outputs are still to come) uses up a view's margin within a few views;
- * this gets it back without reading every message of the history again.
+ * their outputs) are kept. When the view holds compacted an item that must be whole now, its
+ * whole window is read from the log instead. A need that grows faster than the calls come (an
+ * epoch growing, calls whose outputs are still to come) uses up a view's margin within a few
+ * views; this gets it back without reading every message of the history again. Null when the
+ * view does not hold what comes before the cut either (a required call it lacks): then the
+ * log is walked.
  */
 async function extendedTail(
   log: LogContext,
   scope: LogScope,
-  newest: NonNullable<Head['newest']>,
   base: Base,
   wanted: TailRequirement,
   fromSeq: number,
 ): Promise<PromptItem[] | null> {
   const view = base.view;
-  if (!view?.tail || wanted.toolCalls === 'all') return null;
-  const windowStart = view.tail.window_start;
+  if (!view?.tail || wanted.toolCalls === 'all' || wanted.toolCalls <= 0) return null;
   const held = view.tail.items as LogItem[];
-  const window = [...held.filter((item) => item.seq >= windowStart), ...base.since];
-  const suffix = (await readTail(
-    log,
-    scope,
-    window,
-    cursorBelow(log, scope, newest),
-    { toolCalls: wanted.toolCalls, seqs: [] },
-    fromSeq,
-    true,
-  )) as LogItem[];
-  const cut = suffix[0]?.seq ?? windowStart;
-  if (cut >= windowStart) return null;
-  const tail = { ...view.tail, window_start: cut, items: [...held.filter((item) => item.seq < cut), ...suffix] };
-  return tailFromBase(log.viewPolicy, { view: { ...view, tail }, since: [], known: null }, [], wanted, fromSeq);
+  const window = held.filter((item) => item.seq >= view.tail!.window_start);
+  for (const newer of [[...window, ...base.since], base.since]) {
+    // The units up to the view's record hold its items; `newer` (dense up to the newest) clips them.
+    const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100, below: view.record + 1 });
+    const tools = { toolCalls: wanted.toolCalls, seqs: [] };
+    const suffix = (await readTail(log, scope, newer, cursor, tools, fromSeq, true)) as LogItem[];
+    const cut = suffix[0]?.seq ?? view.last_seq + 1;
+    const tail = { ...view.tail, window_start: cut, items: [...held.filter((item) => item.seq < cut), ...suffix] };
+    const items = tailFromBase(
+      log.viewPolicy,
+      { view: { ...view, tail }, since: [], known: null },
+      [],
+      wanted,
+      fromSeq,
+    );
+    if (items) return items;
+  }
+  return null;
 }
 
 /**

@@ -277,7 +277,15 @@ export async function readTail(
         }
       }
     }
-    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded });
+    // Kept for the outputs of required calls in older segments: of the tool lines loaded, only
+    // those outputs (every block loaded, kept to the end of a long walk, took tens of MiB).
+    const kept = new Map<number, LogItem>();
+    for (const outputSeq of Object.values(index.orphans)) {
+      const at = lowerBound(toolSeqs, outputSeq);
+      const item = loaded.get(at);
+      if (item) kept.set(at, item);
+    }
+    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept });
     // A segment that carries every earlier message ends the walk unless a required call is older.
     const carried = await reader.carriedMessages();
     if (carried !== null) {

@@ -60,9 +60,14 @@ const layout = fc.record({
   recentBytes: fc.constantFrom(100, 1 << 20),
   viewEveryRecords: fc.integer({ min: 1, max: 4 }),
 });
-/** What `pack` is told the strategies need: the tail its views hold (null: its default). */
+/**
+ * What `pack` is told the strategies need: the tail its views hold (null: its default). With
+ * an epoch, the need (and the whole calls) grows by 2 with each call and falls back at the
+ * epoch's end (as the epoch strategies' does), so a view's window often falls short of the
+ * next one's, or holds compacted what must be whole now, and is read again from the log.
+ */
 const viewNeeds = fc.option(
-  fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), seqs: fc.constant([] as number[]) }),
+  fc.record({ toolCalls: fc.nat(6), wholeCalls: fc.nat(3), epoch: fc.constantFrom(0, 5, 9) }),
   { nil: undefined },
 );
 
@@ -153,7 +158,19 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
                 })),
               );
             }
-            if (pack) await log.pack('s', needs ? { requirement: () => needs } : {});
+            if (!pack) continue;
+            await log.pack(
+              's',
+              needs
+                ? {
+                    requirement: (aggregates) => {
+                      const growth = needs.epoch ? 2 * (aggregates.tool_calls % needs.epoch) : 0;
+                      const toolCalls = needs.toolCalls + growth;
+                      return { toolCalls, wholeCalls: Math.min(toolCalls, needs.wholeCalls + growth), seqs: [] };
+                    },
+                  }
+                : {},
+            );
           }
           const begun = await log.beginTurn('s', { input: materialize(finalInput, state) });
           if (begun.kind !== 'claimed') throw new Error('expected a claim');

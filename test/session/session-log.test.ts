@@ -12,6 +12,7 @@ import type { Item } from '../../lib/items.ts';
 import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
 import { parseStored, viewSchema } from '../../lib/session/records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
+import { selectTail } from '../../lib/strategies/select-tail.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -332,6 +333,58 @@ describe('SessionLog: views', () => {
     expect(all.some((item) => item.compacted)).toBe(false);
     const compactedAllowed = await log.readContext(turn, { toolCalls: 10, seqs: [], wholeCalls: 2 });
     expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
+  });
+
+  it('moves a view window back by reading only the tool items it lacks, not every message again', async () => {
+    const gets: string[] = [];
+    const store = new (class extends MemoryStore {
+      override async get(key: string, options?: Parameters<MemoryStore['get']>[1]) {
+        gets.push(key);
+        return super.get(key, options);
+      }
+    })();
+    // Small segments: the history lies in many of them, as a long session's does.
+    const log = new SessionLog(store, {
+      viewEveryRecords: 1,
+      packMinRecords: 1,
+      keepRecords: 1,
+      segmentTargetBytes: 1,
+    });
+    await log.create({ id: 's1' });
+    const full: Item[] = [];
+    const step = async (i: number) => {
+      const items = [user(`question ${i}`), call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)];
+      await log.append('s1', items);
+      full.push(...items);
+    };
+    for (let i = 0; i < 40; i++) {
+      await step(i);
+      await log.pack('s1', needs(4, 4));
+    }
+    const segments = (await store.list(sessionPrefix('', 's1'))).objects.filter((o) => o.key.endsWith('.seg')).length;
+    expect(segments).toBeGreaterThan(20);
+    // The strategies need 2 more calls after each call (a growing epoch): the margin of 8 the
+    // view holds runs out every few views, and its window must start earlier.
+    for (let i = 40; i < 56; i++) {
+      await step(i);
+      gets.length = 0;
+      const toolCalls = 4 + 2 * (i - 39);
+      expect((await log.pack('s1', needs(toolCalls, toolCalls))).view).toBeDefined();
+      // The newest record, the view, a shard, and the one or two segments holding the missing
+      // calls (a walk of the whole log would read each segment for its messages).
+      expect(gets.filter((key) => key.endsWith('.seg')).length).toBeLessThanOrEqual(4);
+      const turn = await claim(new SessionLog(store), 's1', [user('go')]);
+      const requirement = { toolCalls, seqs: [] };
+      const read = await log.readContext(turn, requirement);
+      expect(turn.readPastView).toBeFalsy();
+      const expected = selectTail(
+        [...full, user('go')].map((item, index) => ({ ...item, seq: index + 1 })),
+        requirement,
+      );
+      expect(read.map(({ created_at: _created, ...item }) => item)).toEqual(expected);
+      await log.completeTurn(turn, { status: 'completed', output: [], receipt: {} });
+      full.push(user('go'));
+    }
   });
 
   it(

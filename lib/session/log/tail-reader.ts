@@ -167,7 +167,8 @@ export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullabl
 /**
  * The tail walk behind readContext and previewContext. `newest` are the items newer than
  * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
- * outputs, then only messages, required calls and candidate outputs for them.
+ * outputs, then only messages, required calls and candidate outputs for them. `untilCut`:
+ * stops at the cut and returns just the suffix (the view writer has what comes before it).
  */
 export async function readTail(
   log: LogContext,
@@ -176,6 +177,7 @@ export async function readTail(
   cursor: UnitCursor,
   requirement: TailRequirement,
   floor = 0,
+  untilCut = false,
 ): Promise<PromptItem[]> {
   const needed = requirement.toolCalls;
   const required = new Set(requirement.seqs);
@@ -207,7 +209,8 @@ export async function readTail(
     loaded: Map<number, LogItem>;
   }[] = [];
   let block = 1;
-  for (let unit = lowest > floor ? await cursor.next() : null; unit && lowest > floor; unit = await cursor.next()) {
+  const walking = () => lowest > floor && !(untilCut && cutSeq > 0);
+  for (let unit = walking() ? await cursor.next() : null; unit && walking(); unit = await cursor.next()) {
     if (unit.kind === 'record') {
       const { record, done } = await readRecord(log, unit);
       const items = [...record.items, ...(done?.items ?? [])];
@@ -246,7 +249,7 @@ export async function readTail(
       }
       visit(loaded.get(position)!);
     }
-    if (cutSeq === 0) continue;
+    if (cutSeq === 0 || untilCut) continue;
     // Before the cut in this segment: messages, required calls, and their outputs.
     for (const message of messages) if (message.seq <= seq && message.seq >= floor) before.push(message);
     const wantedPositions: number[] = [];
@@ -274,7 +277,15 @@ export async function readTail(
         }
       }
     }
-    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded });
+    // Kept for the outputs of required calls in older segments: of the tool lines loaded, only
+    // those outputs (every block loaded, kept to the end of a long walk, took tens of MiB).
+    const kept = new Map<number, LogItem>();
+    for (const outputSeq of Object.values(index.orphans)) {
+      const at = lowerBound(toolSeqs, outputSeq);
+      const item = loaded.get(at);
+      if (item) kept.set(at, item);
+    }
+    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept });
     // A segment that carries every earlier message ends the walk unless a required call is older.
     const carried = await reader.carriedMessages();
     if (carried !== null) {
@@ -295,12 +306,7 @@ export async function readTail(
       break;
     }
   }
-  return assembleView(
-    before.filter((item) => item.seq >= floor),
-    suffix,
-    cutSeq,
-    required,
-  );
+  return assembleView(untilCut ? [] : before.filter((item) => item.seq >= floor), suffix, cutSeq, required);
 }
 
 /** Loads the tool lines at `positions` (whole blocks, one range request per block). */

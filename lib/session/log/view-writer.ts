@@ -1,5 +1,7 @@
 import type { TailRequirement } from '../../history.ts';
-import { viewKey, type LogScope } from '../keys.ts';
+import type { PromptItem } from '../../items.ts';
+import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
+import { UnitCursor } from '../unit-cursor.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -7,7 +9,7 @@ import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './h
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { PackOptions } from './types.ts';
 import { writeKeyShards } from './key-shards.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds, type Base } from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
@@ -61,8 +63,10 @@ export async function writeViewIfDue(
       seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
       ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
     };
-    // From the newest view when it holds enough (without the margin if need be), else from the log.
-    const withMargin = tailFromBase(policy, base, [], wanted, fromSeq);
+    // From the newest view when it holds enough, or with the few tool items its window lacks
+    // read from the log (the margin again), or without the margin; else the log is walked.
+    const withMargin =
+      tailFromBase(policy, base, [], wanted, fromSeq) ?? (await extendedTail(log, scope, base, wanted, fromSeq));
     const withoutMargin = withMargin
       ? null
       : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
@@ -106,6 +110,47 @@ export async function writeViewIfDue(
   if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), json.length);
   if (replaced.length > 0) await log.store.delete(replaced);
   return key;
+}
+
+/**
+ * The tail for `wanted` from the base's view with its window moved back: the log is read from
+ * the window start down to the cut of `wanted.toolCalls` (whole items, as a view written from
+ * the log holds them), and the view's items before the cut (messages, the calls it pinned and
+ * their outputs) are kept. When the view holds compacted an item that must be whole now, its
+ * whole window is read from the log instead. A need that grows faster than the calls come (an
+ * epoch growing, calls whose outputs are still to come) uses up a view's margin within a few
+ * views; this gets it back without reading every message of the history again. Null when the
+ * view does not hold what comes before the cut either (a required call it lacks): then the
+ * log is walked.
+ */
+async function extendedTail(
+  log: LogContext,
+  scope: LogScope,
+  base: Base,
+  wanted: TailRequirement,
+  fromSeq: number,
+): Promise<PromptItem[] | null> {
+  const view = base.view;
+  if (!view?.tail || wanted.toolCalls === 'all' || wanted.toolCalls <= 0) return null;
+  const held = view.tail.items as LogItem[];
+  const window = held.filter((item) => item.seq >= view.tail!.window_start);
+  for (const newer of [[...window, ...base.since], base.since]) {
+    // The units up to the view's record hold its items; `newer` (dense up to the newest) clips them.
+    const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100, below: view.record + 1 });
+    const tools = { toolCalls: wanted.toolCalls, seqs: [] };
+    const suffix = (await readTail(log, scope, newer, cursor, tools, fromSeq, true)) as LogItem[];
+    const cut = suffix[0]?.seq ?? view.last_seq + 1;
+    const tail = { ...view.tail, window_start: cut, items: [...held.filter((item) => item.seq < cut), ...suffix] };
+    const items = tailFromBase(
+      log.viewPolicy,
+      { view: { ...view, tail }, since: [], known: null },
+      [],
+      wanted,
+      fromSeq,
+    );
+    if (items) return items;
+  }
+  return null;
 }
 
 /**

@@ -741,6 +741,20 @@ describe('SessionLog: packing', () => {
     }
   });
 
+  it('keeps the newest two views, not one per pack (each is as large as the tail it holds)', async () => {
+    const store = new MemoryStore();
+    // Small segments, so that most views' records are in segments older than the newest.
+    const log = new SessionLog(store, { segmentTargetBytes: 2_000 });
+    await log.create({ id: 's1' });
+    for (let block = 0; block < 40; block++) {
+      await log.append('s1', [user(`task ${block}`), ...Array.from({ length: 20 }, (_, i) => call(`c${block}_${i}`))]);
+      if (block % 4 === 3) await log.pack('s1');
+    }
+    const views = (await store.list('sessions/s1/')).objects.filter((object) => object.key.endsWith('.view'));
+    expect(views.length).toBe(2);
+    expect((await log.listItems('s1', { limit: 100 })).items.length).toBe(100);
+  });
+
   it('lets concurrent packers and readers agree on one history', async () => {
     const { log } = setup({ packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 300, recentRecords: 1 });
     await log.create({ id: 's1' });

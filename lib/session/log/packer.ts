@@ -33,8 +33,13 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
     records.push(unit);
   }
   // The newest view stays until a newer one is written, even once a segment covers its
-  // record: the older views left would name repeat index shards replaced since.
-  const leftovers = cursor.leftovers.filter((key) => key !== cursor.views[0]?.key);
+  // record, and so does the one before it, for a reader whose listing came before the newest.
+  // Older ones serve no reader: they go, whether a segment covers their record or not (a view
+  // is as large as the prompt, so keeping each one would grow a session's storage with the
+  // square of its length).
+  const kept = new Set(cursor.views.slice(0, 2).map((listed) => listed.key));
+  const stale = cursor.views.slice(2).map((listed) => listed.key);
+  const leftovers = [...new Set([...cursor.leftovers, ...stale])].filter((key) => !kept.has(key));
   const buried = [...cursor.buried];
   const candidates = records.slice(log.keepRecords).reverse();
   let result: PackResult = { packed: false, deleted: 0 };

@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../lib/config.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
@@ -748,7 +749,9 @@ function heapSection(results: BenchResults): string[] {
       'and around every storage call during the turn; the figure is the highest sample minus the baseline. The ' +
       "store's own objects are in the baseline " +
       '(in a Worker they live in R2, not in the isolate). Garbage collected mid-turn is not counted, so this is ' +
-      'the live peak as sampled, not total allocation.',
+      'the live peak as sampled, not total allocation. The view cache is off (VIEW_CACHE_BYTES=0), so each turn ' +
+      'fetches and parses its view, the most a turn holds; with the default cache a process also keeps up to ' +
+      `${mib(DEFAULTS.viewCacheBytes)} of views as JSON (about as much heap), one per session, between turns.`,
     '',
     '| turn | peak heap growth | heapUsed baseline | retained after GC | samples | prompt chars |',
     '|---|---|---|---|---|---|',

@@ -63,12 +63,35 @@ const HASH_CHARS = 12;
 export const BLOCK_ITEMS = 64;
 export const TAIL_ITEMS = 256;
 
+/** A shape without its synthetic entries (which name the notices finally delivered). */
+export type PromptHashes = Omit<PromptShapeV2, 'synthetic'>;
+
 /** The shape of `prompt` (instructions first, payloads whole) as sent with `tools`. */
 export function promptShape(
   prompt: readonly PromptItem[],
   tools: readonly Tool[],
   noticeNames: readonly string[],
 ): PromptShapeV2 {
+  const steps = promptHashSteps(prompt, tools);
+  let step = steps.next();
+  while (!step.done) step = steps.next();
+  return withSynthetic(step.value, prompt, noticeNames);
+}
+
+/** `hashes` with the synthetic items of `prompt`, delivered notices named by `noticeNames`. */
+export function withSynthetic(
+  hashes: PromptHashes,
+  prompt: readonly PromptItem[],
+  noticeNames: readonly string[],
+): PromptShapeV2 {
+  return { ...hashes, synthetic: syntheticEntries(prompt, noticeNames) };
+}
+
+/**
+ * The hashes of a shape, one block of BLOCK_ITEMS items per step, so that a caller can hash a
+ * long prompt in slices while other work (the model call) goes on.
+ */
+export function* promptHashSteps(prompt: readonly PromptItem[], tools: readonly Tool[]): Generator<void, PromptHashes> {
   const toolsHash = shortHash(JSON.stringify(tools));
   let previous = toolsHash;
   let blocks = '';
@@ -84,6 +107,7 @@ export function promptShape(
     previous = shortHash(text);
     blocks += previous;
     blockChars.push(chars);
+    yield;
   }
   const tailStart = Math.max(0, prompt.length - TAIL_ITEMS);
   let tail = '';
@@ -101,7 +125,6 @@ export function promptShape(
     tail_start: tailStart,
     tail,
     tail_chars: tailChars,
-    synthetic: syntheticEntries(prompt, noticeNames),
   };
 }
 

@@ -78,7 +78,7 @@ export async function runTurn(
 interface Attempt {
   turn: OpenTurn;
   plan?: TurnPlan;
-  receipt?: () => TurnReceipt;
+  receipt?: () => Promise<TurnReceipt>;
   notices?: TurnNotices;
 }
 
@@ -144,7 +144,9 @@ async function turnSteps(
     const built = await buildTurnPrompt(services, inputs);
     prompt = built;
     attempt.receipt = () => built.receipt(notices.delivered);
-    result = await gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit);
+    const call = gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit);
+    built.startReceipt();
+    result = await call;
   } while (!result);
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
@@ -152,7 +154,7 @@ async function turnSteps(
   const stored = await sessions.completeTurn(turn, {
     status: 'completed',
     output: result.output,
-    receipt: { ...prompt.receipt(notices.delivered), usage: result.usage },
+    receipt: { ...(await prompt.receipt(notices.delivered)), usage: result.usage },
     response,
     // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
     undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
@@ -257,7 +259,7 @@ async function closeFailed(
     await sessions.completeTurn(turn, {
       status: 'failed',
       output: [],
-      receipt: attempt.receipt?.() ?? { strategies: attempt.plan?.strategies ?? [] },
+      receipt: (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] },
       error: errorRecord(error),
       undelivered,
     });

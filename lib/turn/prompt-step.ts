@@ -2,7 +2,6 @@ import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '..
 import type { DeliveredNotice } from '../inbox/inbox.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
-import { promptShape } from '../prompt-shape.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import { preparePrompt } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
@@ -11,7 +10,7 @@ import type { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import { compactionContext, inboxMessage, promptCharacters, withInstructions, withSummary } from './prompt.ts';
-import { buildReceipt, type TurnReceipt } from './receipt.ts';
+import { buildReceipt, receiptParts, type ReceiptParts, type TurnReceipt } from './receipt.ts';
 import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
 
 /**
@@ -40,8 +39,14 @@ export interface TurnPrompt {
   modelRequest: ModelRequest;
   /** The response's `context`, but for `notices_delivered` (known once the notices moved). */
   context: Omit<TurnContext, 'notices_delivered'>;
+  /**
+   * Starts the receipt's slow part (the prompt's hashes and seq ranges, lib/turn/receipt.ts
+   * `receiptParts`) in slices: called once the model call is under way, it is done while the
+   * model answers.
+   */
+  startReceipt: () => void;
   /** The receipt of what the model saw, given the notices finally delivered. */
-  receipt: (delivered: DeliveredNotice[]) => TurnReceipt;
+  receipt: (delivered: DeliveredNotice[]) => Promise<TurnReceipt>;
 }
 
 export async function buildTurnPrompt(services: TurnServices, inputs: PromptInputs): Promise<TurnPrompt> {
@@ -111,12 +116,15 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     ...fit.context,
   };
   const { history } = inputs;
-  const receipt = (delivered: DeliveredNotice[]): TurnReceipt => {
+  let parts: Promise<ReceiptParts> | undefined;
+  const startReceipt = () => {
+    parts ??= receiptParts(history, prepared.items, hydrated, plan.tools);
+    parts.catch(() => undefined);
+  };
+  const receipt = async (delivered: DeliveredNotice[]): Promise<TurnReceipt> => {
+    startReceipt();
     const names = delivered.map((notice) => notice.name);
-    return {
-      ...buildReceipt(plan, history, prepared.items, delivered, { ...context, notices_delivered: names }),
-      prompt: promptShape(hydrated, plan.tools, names),
-    };
+    return buildReceipt(plan, await parts!, hydrated, delivered, { ...context, notices_delivered: names });
   };
   const modelRequest: ModelRequest = {
     prompt: hydrated,
@@ -126,7 +134,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
   };
-  return { modelRequest, context, receipt };
+  return { modelRequest, context, startReceipt, receipt };
 }
 
 /** The strategies applied, the instructions first, payloads fetched. */

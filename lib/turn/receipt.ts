@@ -1,8 +1,8 @@
 import { TailgateError } from '../errors.ts';
-import type { PromptItem } from '../items.ts';
+import type { PromptItem, Tool } from '../items.ts';
 import type { ModelUsage } from '../models/model.ts';
 import type { DeliveredNotice } from '../inbox/inbox.ts';
-import type { PromptShape } from '../prompt-shape.ts';
+import { promptHashSteps, withSynthetic, type PromptHashes, type PromptShape } from '../prompt-shape.ts';
 import type { StoredError, TurnRequest, TurnContext } from './types.ts';
 import type { TurnPlan } from './plan.ts';
 
@@ -40,36 +40,93 @@ export interface TurnReceipt {
   prompt?: PromptShape;
 }
 
+/** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
+export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
+
 /**
  * The compact record of what the model saw: which seqs went in whole, compacted or not at
- * all, and which notices were delivered. Ranges keep it small at any session length.
+ * all (`ranges`), the shape of the prompt (`hashes`, lib/prompt-shape.ts), and which notices
+ * were delivered. Ranges keep it small at any session length.
  */
 export function buildReceipt(
   plan: TurnPlan,
-  history: PromptItem[],
+  parts: ReceiptParts,
   prompt: PromptItem[],
   delivered: DeliveredNotice[],
   context: TurnContext,
 ): TurnReceipt {
+  return {
+    model: plan.model.id,
+    strategies: plan.strategies,
+    ...parts.ranges,
+    notices: delivered.map(noticeRecord),
+    context,
+    prompt: withSynthetic(
+      parts.hashes,
+      prompt,
+      delivered.map((notice) => notice.name),
+    ),
+  };
+}
+
+/** What takes time in a receipt on a long prompt: its shape's hashes and its seq ranges. */
+export interface ReceiptParts {
+  hashes: PromptHashes;
+  ranges: ReceiptRanges;
+}
+
+/** A slice of receipt work runs at most about this long before it gives way. */
+const SLICE_MS = 8;
+
+/**
+ * The receipt's parts for `prompt` (as sent, with `tools`), made from `history` (the items
+ * the strategies got) and `items` (what they made of them). Started once the model call is
+ * under way, it first gives way (a timer) so the call goes out, then hashes in slices of
+ * SLICE_MS, giving way between them, so the work is done while the model answers rather than
+ * after. (On Workers, where the clock stands still while code runs, it is one slice.)
+ */
+export async function receiptParts(
+  history: readonly PromptItem[],
+  items: readonly PromptItem[],
+  prompt: readonly PromptItem[],
+  tools: readonly Tool[],
+): Promise<ReceiptParts> {
+  await giveWay();
+  const steps = promptHashSteps(prompt, tools);
+  let sliceStart = performance.now();
+  let step = steps.next();
+  while (!step.done) {
+    if (performance.now() - sliceStart > SLICE_MS) {
+      await giveWay();
+      sliceStart = performance.now();
+    }
+    step = steps.next();
+  }
+  return { hashes: step.value, ranges: receiptRanges(history, items) };
+}
+
+function giveWay(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+/** Which seqs of `history` went into `items` whole, compacted, or not at all. */
+export function receiptRanges(history: readonly PromptItem[], items: readonly PromptItem[]): ReceiptRanges {
   const whole: number[] = [];
   const compacted: number[] = [];
   const seen = new Set<number>();
-  for (const item of prompt) {
+  for (const item of items) {
     if (item.seq === undefined) continue;
     seen.add(item.seq);
     (item.compacted ? compacted : whole).push(item.seq);
   }
-  const dropped = history.flatMap((item) => (item.seq !== undefined && !seen.has(item.seq) ? [item.seq] : []));
+  const dropped: number[] = [];
+  for (const item of history) if (item.seq !== undefined && !seen.has(item.seq)) dropped.push(item.seq);
   const firstRead = history.find((item) => item.seq !== undefined)?.seq;
   return {
-    model: plan.model.id,
-    strategies: plan.strategies,
     whole: seqRanges(whole),
     compacted: seqRanges(compacted),
     dropped: seqRanges(dropped),
     unread_before: firstRead ?? null,
-    notices: delivered.map(noticeRecord),
-    context,
   };
 }
 

@@ -251,9 +251,12 @@ describe('storage operations per turn', () => {
       config: parseServiceConfig({}),
       env: {},
       model: () => echoModel,
-      background: () => {},
+      background: (task) => void background.push(task),
       log: () => {},
     };
+    // The background work a turn hands over (its listing row), settled before the next is measured.
+    const background: Promise<unknown>[] = [];
+    const settle = () => Promise.all(background.splice(0));
     await log.create({ id: 'ops', tools: [{ type: 'function', name: 'read' }] });
     const operations = (counts: CountingStore['counts']) =>
       counts.get + counts.head + counts.put + counts.list + counts.delete;
@@ -262,6 +265,7 @@ describe('storage operations per turn', () => {
       const asked = await runTurn(turnServices, 'ops', { input: `call read {"n":${index}}` });
       const call = asked.output[0]!;
       if (call.type !== 'function_call') throw new Error('expected a call');
+      await settle();
       store.reset();
       await runTurn(turnServices, 'ops', {
         input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }],

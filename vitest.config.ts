@@ -54,6 +54,7 @@ export default defineConfig({
         test: {
           name: 'workers',
           include: ['test/workers/**/*.test.ts'],
+          globalSetup: ['test/support/workers-global-setup.ts'],
           testTimeout: 30_000,
         },
       },

@@ -1,4 +1,5 @@
 import { readdirSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
 
@@ -27,6 +28,9 @@ if (!process.env.NODE_OPTIONS?.includes('--disable-warning=ExperimentalWarning')
 
 export default defineConfig({
   test: {
+    // vitest's default is one worker fewer than the cores: one worker on 2 cores, where many files
+    // mostly wait (on servers, Chromium, a lease) and leave the other core idle.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       {
         test: {
@@ -55,6 +59,7 @@ export default defineConfig({
         test: {
           name: 'workers',
           include: ['test/workers/**/*.test.ts'],
+          globalSetup: ['test/support/workers-global-setup.ts'],
           testTimeout: 30_000,
         },
       },

@@ -194,6 +194,9 @@ export async function claimSlot(
 /**
  * A create-only put of a claim: `ours` when it landed (also when its answer was lost: the
  * object there carries our claim id), else what occupies the key (null: nothing, try again).
+ * Not `putCreateOnly` (lib/store/create-only.ts), which only says whether the object is ours:
+ * a claim slot taken by someone else must name its occupant (`claimSlot` compares its identity
+ * and records the slot as taken), and a head is enough to tell, where that reads the body back.
  */
 export async function putClaim(
   ctx: InboxContext,

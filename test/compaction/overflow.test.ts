@@ -1,5 +1,5 @@
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
@@ -133,10 +133,11 @@ async function toolLoop(
   return { responses, refused, prompts };
 }
 
-/** The share of a prompt's characters that repeat the previous prompt from its start, in whole items. */
-function reusedShare(previous: readonly PromptItem[], next: readonly PromptItem[]): number {
-  const before = promptText(previous);
-  const after = promptText(next);
+/**
+ * The share of a prompt's characters that repeat the previous prompt from its start, in whole
+ * items (both as promptText serializes them).
+ */
+function reusedShare(before: readonly string[], after: readonly string[]): number {
   let reused = 0;
   for (let index = 0; index < Math.min(before.length, after.length) && before[index] === after[index]; index++)
     reused += after[index]!.length;
@@ -144,50 +145,62 @@ function reusedShare(previous: readonly PromptItem[], next: readonly PromptItem[
 }
 
 describe('the overflow safety net', () => {
-  it('runs a 1,000-turn tool loop at a 32k window with no 413, ' +
-    'moving its boundary rarely and keeping the prefix between moves', async () => {
-    const { responses, refused, prompts } = await toolLoop(1000);
-    expect(refused).toEqual([]);
-    expect(responses).toHaveLength(1000);
-
-    const reports = responses.map((response) => response.context.overflow_dropped);
-    const moves = reports.filter((report) => report?.moved).length;
-    const firstDrop = reports.findIndex((report) => report !== undefined);
-    // Nothing is dropped while the prompt fits; once it does not, every turn reports what it left out.
-    expect(firstDrop).toBeGreaterThan(50);
-    expect(reports.slice(0, firstDrop).every((report) => report === undefined)).toBe(true);
-    expect(reports[firstDrop]).toMatchObject({ moved: true, messages: 0 });
-    expect(reports[firstDrop]!.tool_pairs).toBeGreaterThan(0);
-    expect(reports[firstDrop]!.prompt_tokens_before).toBeGreaterThan(28_672);
-    expect(reports.slice(firstDrop).every((report) => report !== undefined && report.tool_pairs > 0)).toBe(true);
-    for (const response of responses) expect(response.context.truncation).toBeUndefined();
-
-    // Every prompt fits the window; the boundary only moves forward.
-    const sizes = responses.map((response) => response.context.overflow_dropped?.prompt_tokens ?? 0);
-    expect(Math.max(...sizes)).toBeLessThanOrEqual(28_672);
-    const starts = reports.flatMap((report) => (report ? [report.tool_start_seq] : []));
-    expect(starts).toEqual([...starts].sort((a, b) => a - b));
-
-    // Between moves of either boundary (ours, or the epoch strategy's, seen as a change in
-    // what it compacts or drops), each prompt starts with the whole previous one, byte for byte.
-    let reused = 0;
-    let unmoved = 0;
-    for (let turn = firstDrop + 1; turn < responses.length; turn++) {
-      const share = reusedShare(prompts[turn - 1]!.prompt, prompts[turn]!.prompt);
-      reused += share;
-      const [previous, current] = [responses[turn - 1]!.context, responses[turn]!.context];
-      if (reports[turn]!.moved || previous.compacted !== current.compacted || previous.dropped !== current.dropped)
-        continue;
-      unmoved += 1;
-      const before = promptText(prompts[turn - 1]!.prompt);
-      expect(promptText(prompts[turn]!.prompt).slice(0, before.length)).toEqual(before);
-    }
-    const share = reused / (responses.length - firstDrop - 1);
-    expect(moves).toBeLessThan(responses.length / 10);
-    // Most turns after the first drop keep the boundary, and their prompt extends the previous one.
-    expect(unmoved).toBeGreaterThan((responses.length - firstDrop) * 0.8);
-    expect(share).toBeGreaterThan(0.8);
+  // The 1,000-turn loop runs once; its store is the one the restart test continues.
+  const store = new MemoryStore();
+  let loop: LoopResult;
+  beforeAll(async () => {
+    loop = await toolLoop(1000, { store });
   }, 120_000);
+
+  it(
+    'runs a 1,000-turn tool loop at a 32k window with no 413, ' +
+      'moving its boundary rarely and keeping the prefix between moves',
+    () => {
+      const { responses, refused, prompts } = loop;
+      expect(refused).toEqual([]);
+      expect(responses).toHaveLength(1000);
+
+      const reports = responses.map((response) => response.context.overflow_dropped);
+      const moves = reports.filter((report) => report?.moved).length;
+      const firstDrop = reports.findIndex((report) => report !== undefined);
+      // Nothing is dropped while the prompt fits; once it does not, every turn reports what it left out.
+      expect(firstDrop).toBeGreaterThan(50);
+      expect(reports.slice(0, firstDrop).every((report) => report === undefined)).toBe(true);
+      expect(reports[firstDrop]).toMatchObject({ moved: true, messages: 0 });
+      expect(reports[firstDrop]!.tool_pairs).toBeGreaterThan(0);
+      expect(reports[firstDrop]!.prompt_tokens_before).toBeGreaterThan(28_672);
+      expect(reports.slice(firstDrop).every((report) => report !== undefined && report.tool_pairs > 0)).toBe(true);
+      for (const response of responses) expect(response.context.truncation).toBeUndefined();
+
+      // Every prompt fits the window; the boundary only moves forward.
+      const sizes = responses.map((response) => response.context.overflow_dropped?.prompt_tokens ?? 0);
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(28_672);
+      const starts = reports.flatMap((report) => (report ? [report.tool_start_seq] : []));
+      expect(starts).toEqual([...starts].sort((a, b) => a - b));
+
+      // Between moves of either boundary (ours, or the epoch strategy's, seen as a change in
+      // what it compacts or drops), each prompt starts with the whole previous one, byte for byte.
+      let reused = 0;
+      let unmoved = 0;
+      // Each prompt is serialized once and compared with the next.
+      let before = promptText(prompts[firstDrop]!.prompt);
+      for (let turn = firstDrop + 1; turn < responses.length; turn++) {
+        const after = promptText(prompts[turn]!.prompt);
+        reused += reusedShare(before, after);
+        const [previous, current] = [responses[turn - 1]!.context, responses[turn]!.context];
+        if (!reports[turn]!.moved && previous.compacted === current.compacted && previous.dropped === current.dropped) {
+          unmoved += 1;
+          expect(after.slice(0, before.length)).toEqual(before);
+        }
+        before = after;
+      }
+      const share = reused / (responses.length - firstDrop - 1);
+      expect(moves).toBeLessThan(responses.length / 10);
+      // Most turns after the first drop keep the boundary, and their prompt extends the previous one.
+      expect(unmoved).toBeGreaterThan((responses.length - firstDrop) * 0.8);
+      expect(share).toBeGreaterThan(0.8);
+    },
+  );
 
   it('leaves the refusal to truncation "disabled": the same loop ' +
     'is stuck at 413 context_too_large from the turn the window fills', async () => {
@@ -202,41 +215,43 @@ describe('the overflow safety net', () => {
     expect(responses.every((response) => response.context.overflow_dropped === undefined)).toBe(true);
   }, 60_000);
 
-  it('stores the boundary with the turn that moves it; after a restart ' +
-    'the next turn reads it back and keeps the prompt start', async () => {
-    const store = new MemoryStore();
-    const first = await toolLoop(130, { store });
-    const last = first.responses.at(-1)!;
-    const boundary = first.responses.findLast((response) => response.context.overflow_dropped?.moved)!;
-    expect(boundary).toBeDefined();
-    const { tool_start_seq, message_start_seq } = boundary.context.overflow_dropped!;
+  it(
+    'stores the boundary with the turn that moves it; after a restart ' +
+      'the next turn reads it back and keeps the prompt start',
+    async () => {
+      const first = loop;
+      const last = first.responses.at(-1)!;
+      const boundary = first.responses.findLast((response) => response.context.overflow_dropped?.moved)!;
+      expect(boundary).toBeDefined();
+      const { tool_start_seq, message_start_seq } = boundary.context.overflow_dropped!;
 
-    // The newest record carries it, validated as it is read back.
-    const keys = (await store.list('sessions/s1/turn/')).objects.map((object) => object.key);
-    const newestRecord = keys.find((key) => /\/\d{12}$/.test(key))!;
-    const record = recordSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(newestRecord))!.body)));
-    expect(record.overflow).toEqual({ tool_start_seq, message_start_seq, turn: boundary.turn });
+      // The newest record carries it, validated as it is read back.
+      const keys = (await store.list('sessions/s1/turn/')).objects.map((object) => object.key);
+      const newestRecord = keys.find((key) => /\/\d{12}$/.test(key))!;
+      const record = recordSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(newestRecord))!.body)));
+      expect(record.overflow).toEqual({ tool_start_seq, message_start_seq, turn: boundary.turn });
 
-    // A new process on the same store: the same boundary, not moved, the same prompt start.
-    const call = last.output[0]!;
-    const next = await toolLoop(1, { store, answer: call.type === 'function_call' ? call.call_id : '' });
-    const report = next.responses[0]!.context.overflow_dropped!;
-    expect(report).toMatchObject({ tool_start_seq, message_start_seq, moved: false });
-    const before = promptText(first.prompts.at(-1)!.prompt);
-    const after = promptText(next.prompts[0]!.prompt);
-    const stable = first.prompts.at(-1)!.cacheBreakpoint ?? 0;
-    expect(after.slice(0, stable + 1)).toEqual(before.slice(0, stable + 1));
+      // A new process on the same store: the same boundary, not moved, the same prompt start.
+      const call = last.output[0]!;
+      const next = await toolLoop(1, { store, answer: call.type === 'function_call' ? call.call_id : '' });
+      const report = next.responses[0]!.context.overflow_dropped!;
+      expect(report).toMatchObject({ tool_start_seq, message_start_seq, moved: false });
+      const before = promptText(first.prompts.at(-1)!.prompt);
+      const after = promptText(next.prompts[0]!.prompt);
+      const stable = first.prompts.at(-1)!.cacheBreakpoint ?? 0;
+      expect(after.slice(0, stable + 1)).toEqual(before.slice(0, stable + 1));
 
-    // The inspector shows what the boundary left out as dropped; it stays stored.
-    const sessions = new SessionLog(store);
-    const seen = (await sessions.getTurn('s1', next.responses[0]!.turn)).receipt!.seen;
-    const droppedSeq = report.dropped_seqs[0]!;
-    expect(droppedSeq).toBeLessThan(tool_start_seq);
-    const run = seen.find((candidate) => candidate.first_seq <= droppedSeq && droppedSeq <= candidate.last_seq);
-    expect(run?.treatment).toBe('dropped');
-    const items = await sessions.listItems('s1', { before: droppedSeq + 1, limit: 1 });
-    expect(items.items[0]!.seq).toBe(droppedSeq);
-  }, 60_000);
+      // The inspector shows what the boundary left out as dropped; it stays stored.
+      const sessions = new SessionLog(store);
+      const seen = (await sessions.getTurn('s1', next.responses[0]!.turn)).receipt!.seen;
+      const droppedSeq = report.dropped_seqs[0]!;
+      expect(droppedSeq).toBeLessThan(tool_start_seq);
+      const run = seen.find((candidate) => candidate.first_seq <= droppedSeq && droppedSeq <= candidate.last_seq);
+      expect(run?.treatment).toBe('dropped');
+      const items = await sessions.listItems('s1', { before: droppedSeq + 1, limit: 1 });
+      expect(items.items[0]!.seq).toBe(droppedSeq);
+    },
+  );
 
   it('answers corrupt_object for a stored boundary that fails its schema', async () => {
     const store = new MemoryStore();

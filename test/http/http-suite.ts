@@ -93,7 +93,12 @@ const weatherTool = {
   parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
 };
 
-export function defineHttpSuite(label: string, harness: HttpHarness): void {
+/**
+ * `failingModelBaseUrl` is an OpenAI-compatible base URL where every model call fails: a closed
+ * loopback port in Node, a fake provider answering 500 in workerd (which prints a refused
+ * connection with a native stack).
+ */
+export function defineHttpSuite(label: string, harness: HttpHarness, failingModelBaseUrl: string): void {
   const api = createClient(harness);
 
   describe(`${label}: service and auth`, () => {
@@ -655,11 +660,11 @@ export function defineHttpSuite(label: string, harness: HttpHarness): void {
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toEqual(before);
     });
 
-    it('a model that cannot be reached gives 502 model_error; the input stays and the turn is closed', async () => {
+    it('a model that fails gives 502 model_error; the input stays and the turn is closed', async () => {
       const id = await api.session();
-      const unreachable = { OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1', MODEL_MAX_RETRIES: '0' };
+      const failing = { OPENAI_COMPATIBLE_BASE_URL: failingModelBaseUrl, MODEL_MAX_RETRIES: '0' };
       const logs = harness.logged.length;
-      const response = await harness.fetchWithEnv(unreachable, `/v1/sessions/${id}/turns`, {
+      const response = await harness.fetchWithEnv(failing, `/v1/sessions/${id}/turns`, {
         method: 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify({ input: 'are you there?', model: 'openai-compatible:nobody' }),

@@ -34,6 +34,7 @@ const harness: HttpHarness = {
   logged,
 };
 
-defineHttpSuite('node (memory store)', harness);
+// Nothing listens on the discard port: the model cannot be reached at all.
+defineHttpSuite('node (memory store)', harness, 'http://127.0.0.1:9/v1');
 defineTokenSuite('node (memory store)', harness);
 defineReceiptSuite('node (memory store)', harness);

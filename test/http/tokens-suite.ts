@@ -399,14 +399,15 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
 
     it('gives each scope, bound to the route session, to another one or to none, the right status class', async () => {
       const failures: string[] = [];
-      // A token bound to another session is refused before the route runs, so those requests
-      // share one route session and one bound-to session; tokens bound to none are minted once
-      // per scope. A request the token allows gets a fresh session, so that the route runs on
-      // a session no earlier request has changed (or deleted).
+      // A request the token does not allow is refused before the route runs, so those requests
+      // share one route session, with tokens bound to it, to another session and to none, minted
+      // once per scope. A request the token allows gets a fresh session, so that the route runs
+      // on a session no earlier request has changed (or deleted).
       const routeSession = await createSession();
       const otherSession = await createSession();
       const tokens = new Map<string, string>();
       for (const scope of SCOPES) {
+        tokens.set(`${scope} own`, await mint({ scopes: [scope], session_id: routeSession }));
         tokens.set(`${scope} other`, await mint({ scopes: [scope], session_id: otherSession }));
         tokens.set(`${scope} none`, await mint({ scopes: [scope] }));
       }
@@ -423,9 +424,13 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
           CONVERSATION_ROUTE.test(operation.path);
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
-            const id = binding === 'other' ? routeSession : await createSession();
+            const allowed =
+              ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
+            const id = allowed ? await createSession() : routeSession;
             const token =
-              binding === 'own' ? await mint({ scopes: [scope], session_id: id }) : tokens.get(`${scope} ${binding}`)!;
+              allowed && binding === 'own'
+                ? await mint({ scopes: [scope], session_id: id })
+                : tokens.get(`${scope} ${binding}`)!;
             const path = concretePath(operation.path, id);
             const sample = SAMPLE_BODIES[operation.key];
             const body = sample
@@ -434,8 +439,6 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
                 ? {}
                 : undefined;
             const result = await call(token, operation.method, path, body);
-            const allowed =
-              ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
             const label =
               `${operation.key} with ${scope} bound to ${binding}: ${result.status} ` +
               `${JSON.stringify(result.body)}`;

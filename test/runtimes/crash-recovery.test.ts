@@ -3,9 +3,11 @@ import { killMidTurnAndRecover } from './crash-recovery.ts';
 import { serverEnvironment, TOKEN } from './s3-environment.ts';
 
 // A short lease keeps the test quick; bench/crash-recovery.ts measures the default (30 s).
+// The two tests run at once (own server, port, provider and key prefix each): the first one
+// mostly waits out the lease.
 const LEASE_MS = 6000;
 
-it('after kill -9 mid-stream, the session takes turns again within the lease, the input kept and marked ' +
+it.concurrent('after kill -9 mid-stream, the session takes turns again within the lease, the input kept and marked ' +
   'failed', async () => {
   const keyPrefix = `crash-${Date.now().toString(36)}/`;
   const result = await killMidTurnAndRecover(
@@ -21,7 +23,7 @@ it('after kill -9 mid-stream, the session takes turns again within the lease, th
   expect(result.contents).toEqual(['before', 'echo: before', 'interrupted', 'after', 'echo: after']);
 }, 90_000);
 
-it('after kill -9, cancelling the dead turn frees the session at once', async () => {
+it.concurrent('after kill -9, cancelling the dead turn frees the session at once', async () => {
   const keyPrefix = `cancel-${Date.now().toString(36)}/`;
   const result = await killMidTurnAndRecover(
     (port) => ({ ...serverEnvironment(port, keyPrefix), TURN_LEASE_MS: String(10 * 60_000) }),

@@ -99,15 +99,15 @@ afterAll(async () => {
   await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
 });
 
+/** The README's command, with a port of its own and a fresh data directory (returned with the server). */
 async function startScript(
   script: string,
   extra: (directory: string) => string[],
   timeoutMs = 90_000,
-): Promise<RunningServer> {
+): Promise<{ server: RunningServer; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
   const port = await freePort();
-  // The README's command, with a port of its own and a fresh data directory.
   const server = await startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
     cwd: root,
     port,
@@ -115,7 +115,7 @@ async function startScript(
     timeoutMs,
   });
   servers.push(server);
-  return server;
+  return { server, directory };
 }
 
 describe('README', () => {
@@ -132,14 +132,16 @@ describe('README', () => {
     expect(pattern('{"a":1,...}').test('{"a":2,"b":2}')).toBe(false);
   });
 
-  it.each([
+  // The three runtimes at once: each test mostly waits for its server to start and its curls.
+  it.concurrent.for([
     ['start:node', () => []],
     ['start:deno', () => []],
     ['start', (directory: string) => ['--persist-to', join(directory, 'wrangler')]],
   ] as Array<[string, (directory: string) => string[]]>)(
     'walkthrough against `npm run %s`: every step prints what the README shows',
-    async (script, extra) => {
-      const server = await startScript(script, extra);
+    { timeout: 180_000 },
+    async ([script, extra], { expect }) => {
+      const { server, directory } = await startScript(script, extra);
       expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
       if (script === 'start') {
         // wrangler's bindings table shows the local vars plainly, then the banner follows its "Ready on" line.
@@ -149,12 +151,11 @@ describe('README', () => {
           .poll(() => server.output(), { timeout: 20_000 })
           .toMatch(/^tailgate \(Workers: wrangler dev [\d.]+\) on http:\/\/localhost:\d+$/m);
         expect(server.output()).toContain(
-          `  store:  local R2 bucket tailgate under ${directories.at(-1)}/wrangler\n  model:  echo\n`,
+          `  store:  local R2 bucket tailgate under ${directory}/wrangler\n  model:  echo\n`,
         );
       }
       expect(server.output()).toMatch(/access: anonymous/);
       expect(server.output()).toMatch(/^ {2}docs: {3}http:\/\/\S+\/docs$/m);
     },
-    180_000,
   );
 });

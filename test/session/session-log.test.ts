@@ -94,6 +94,21 @@ describe('SessionLog: sessions', () => {
     await expect(log.update('nope', { model: 'echo' })).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it('treats a caller that breaks its invariants as a bug (a plain Error, a 500), not a client 400', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    // HTTP input is validated by the routes' schemas; what reaches the log unchecked is lib/'s own mistake.
+    for (const broken of [
+      log.listSessions({ limit: 0 }),
+      log.beginTurn('s1', { input: [{ type: 'message', role: 'nobody' } as never] }),
+    ]) {
+      const error = await broken.catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(Error);
+      expect(error).not.toBeInstanceOf(TailgateError);
+      expect((error as Error).message).toMatch(/^session log invariant: /);
+    }
+  });
+
   it('updates only the given fields, keeps counts, and loses no concurrent update', async () => {
     const { log } = setup();
     await log.create({ id: 's1', instructions: 'a', metadata: { keep: true } });

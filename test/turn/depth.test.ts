@@ -1,13 +1,8 @@
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
-import { parseServiceConfig } from '../../lib/config.ts';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { echoModel } from '../../lib/models/echo.ts';
-import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
-import { SessionLog } from '../support/session-log.ts';
 import { DepthStore } from '../support/depth-store.ts';
+import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn.ts';
 
 /**
  * Round trips on a turn's critical path: a DepthStore gives each storage call its depth (one
@@ -21,37 +16,18 @@ function world() {
   const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
   const seen = { before: 0, endedAt: 0, calls: 0 };
   const deepestCompleted = () => store.depth((call) => call.endedAt !== undefined);
-  const model: Model = {
-    id: 'timed',
-    async generate(request: ModelRequest) {
+  const model = hookedEcho(
+    'timed',
+    async () => {
       seen.calls += 1;
       seen.before = deepestCompleted();
       await store.idle();
-      const result = await echoModel.generate(request);
+    },
+    () => {
       seen.endedAt = performance.now();
-      return result;
     },
-    async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
-      seen.calls += 1;
-      seen.before = deepestCompleted();
-      await store.idle();
-      for await (const event of echoModel.stream(request)) {
-        if (event.type === 'done') seen.endedAt = performance.now();
-        yield event;
-      }
-    },
-  };
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') });
-  const services: TurnServices = {
-    sessions,
-    inbox,
-    config: parseServiceConfig({}),
-    env: { DEFAULT_MODEL: 'timed' },
-    model: () => model,
-    background: () => undefined,
-    log: () => {},
-  };
+  );
+  const { sessions, inbox, services } = turnWorld(store, model);
   /** Sequential rounds among the calls that started after the model's last token. */
   const after = () => {
     const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);

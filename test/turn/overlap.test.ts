@@ -1,13 +1,9 @@
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
-import { parseServiceConfig } from '../../lib/config.ts';
-import { Inbox } from '../../lib/inbox/inbox.ts';
-import { echoModel } from '../../lib/models/echo.ts';
-import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
-import { SessionLog } from '../support/session-log.ts';
+import type { ModelRequest } from '../../lib/models/model.ts';
+import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
-import { streamTurn, runTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+import { streamTurn, runTurn, type TurnEvent } from '../../lib/turn.ts';
 
 /**
  * The model call a turn starts before its claim and its notice moves have landed: when one
@@ -40,31 +36,11 @@ class HookedStore extends MemoryStore {
 function world() {
   const store = new HookedStore();
   const prompts: { prompt: ModelRequest['prompt']; signal: AbortSignal | undefined }[] = [];
-  const model: Model = {
-    id: 'seen',
-    async generate(request) {
-      prompts.push({ prompt: request.prompt, signal: request.signal });
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      return echoModel.generate(request);
-    },
-    async *stream(request): AsyncIterable<ModelStreamEvent> {
-      prompts.push({ prompt: request.prompt, signal: request.signal });
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      yield* echoModel.stream(request);
-    },
-  };
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') });
-  const services: TurnServices = {
-    sessions,
-    inbox,
-    config: parseServiceConfig({}),
-    env: { DEFAULT_MODEL: 'seen' },
-    model: () => model,
-    background: () => undefined,
-    log: () => {},
-  };
-  return { store, sessions, inbox, services, prompts };
+  const model = hookedEcho('seen', async (request) => {
+    prompts.push({ prompt: request.prompt, signal: request.signal });
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  });
+  return { store, prompts, ...turnWorld(store, model) };
 }
 
 /** The key of a turn's record (not its completion, lease or view). */

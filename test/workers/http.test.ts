@@ -1,4 +1,5 @@
 import { createExecutionContext, env, SELF } from 'cloudflare:test';
+import { inject } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
@@ -38,6 +39,7 @@ const harness: HttpHarness = {
   logged,
 };
 
-defineHttpSuite('workerd (R2)', harness);
+// A loopback provider answering 500 (test/support/workers-global-setup.ts).
+defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));
 defineTokenSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);

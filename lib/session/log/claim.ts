@@ -15,7 +15,7 @@ import {
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitState } from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
-import { MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
+import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { indexKey } from './idempotency.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
@@ -76,11 +76,11 @@ export class TurnClaim {
     this.#log = log;
     this.#id = id;
     this.#options = options;
-    this.#input = parseInput(z.array(itemSchema), options.input);
+    this.#input = checkInvariant(z.array(itemSchema), options.input);
     this.#keyHash =
       options.idempotencyKey === undefined
         ? undefined
-        : sha256Hex(parseInput(idempotencyKeySchema, options.idempotencyKey));
+        : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey));
   }
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
@@ -120,7 +120,6 @@ export class TurnClaim {
     const base = claimed ?? EMPTY_BASE;
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
     return {
-      sessionId: this.#id,
       scope,
       session: toSessionRecord(config, record.counts),
       turn: record.turn!,
@@ -159,7 +158,7 @@ export async function beginTurn(log: LogContext, id: string, options: ClaimOptio
 
 /** See SessionLog.completeTurn. */
 export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
-  const outcome = parseInput(outcomeSchema, result);
+  const outcome = checkInvariant(outcomeSchema, result);
   const createdAt = log.clock().toISOString();
   const stored = outcome.output.map(
     (item, index) => ({ ...item, seq: turn.counts.items + 1 + index, created_at: createdAt }) as StoredItem,
@@ -201,20 +200,20 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   // Refused or failed: it may be our own write whose answer was lost.
   const existing = await log.store.get(key);
   // Buried: closed by someone else and packed since.
-  if (existing && existing.body.length === 0) throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
+  if (existing && existing.body.length === 0) throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     if (closed.writer === writer) return stored;
     if (closed.error?.code === SESSION_DELETED)
-      throw new NotFoundError(`session ${turn.sessionId} was deleted during turn ${turn.turn}`, { id: turn.sessionId });
+      throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
     throw new TurnClosedError(
-      turn.sessionId,
+      turn.scope.id,
       turn.turn,
       closed.error?.code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED,
     );
   }
   if (failure) throw failure.error;
-  throw new TurnClosedError(turn.sessionId, turn.turn, LEASE_EXPIRED);
+  throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
 }
 
 /** The open calls after a model's output (a model is not refused: its items are what it said). */

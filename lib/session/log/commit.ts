@@ -13,7 +13,7 @@ import {
   type SessionConfig,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
-import { backoff, MAX_CLAIM_ATTEMPTS, parseInput, type LogContext } from './context.ts';
+import { backoff, MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import {
   contextOf,
   countsOf,
@@ -60,7 +60,7 @@ export async function appendItems(
   id: string,
   items: Item[],
 ): Promise<{ first_seq: number; last_seq: number; record: number }> {
-  const input = parseInput(itemsSchema, items);
+  const input = checkInvariant(itemsSchema, items);
   const { record } = written(await commit(log, id, input, { kind: 'append' }));
   return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1, record: record.record };
 }

@@ -63,7 +63,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
  * items the pipeline built). A client's input is validated once, at the edge (the routes' zod
  * schemas), so a failure here is a bug and a plain Error (500), never a client's 400.
  */
-export function parseInput<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> {
+export function checkInvariant<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> {
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NotFoundError } from '../../errors.ts';
 import type { ObjectInfo } from '../../store/object-store.ts';
 import type { SessionCounts } from '../records.ts';
-import { parseInput, type LogContext } from './context.ts';
+import { checkInvariant, type LogContext } from './context.ts';
 import { readConfig } from './head.ts';
 import {
   compareEntries,
@@ -43,9 +43,9 @@ export async function listSessions(
   log: LogContext,
   options: { after?: string; limit: number; counts?: boolean; background?: (task: Promise<unknown>) => void },
 ): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
-  const limit = parseInput(z.number().int().min(1).max(100), options.limit);
+  const limit = checkInvariant(z.number().int().min(1).max(100), options.limit);
   const after =
-    options.after === undefined ? undefined : await positionOf(log, parseInput(cursorSchema, options.after));
+    options.after === undefined ? undefined : await positionOf(log, checkInvariant(cursorSchema, options.after));
   const prefix = indexPrefix(log.keyPrefix);
   // '0' sorts right after '/', and no id holds '/': every entry of `after` is below it, every later one above.
   const page = await log.store.list(prefix, {

@@ -21,8 +21,7 @@ export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';
  * by `renewLease`). The handle the pipeline passes back to every call about this turn.
  */
 export interface OpenTurn {
-  sessionId: string;
-  /** The incarnation of the session the turn was claimed in. */
+  /** The incarnation of the session the turn was claimed in; `scope.id` is the session id. */
   scope: LogScope;
   session: SessionRecord;
   /** The turn's ordinal among the session's model turns (docs/API.md, `turn`). */

@@ -1,0 +1,55 @@
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import type { TurnServices } from '../../lib/turn.ts';
+import { SessionLog } from './session-log.ts';
+
+/**
+ * The echo model under another id, with hooks around each call (generate or stream alike):
+ * `before` runs ahead of the answer, `answered` once the whole answer is there (in a stream,
+ * before its `done` event is yielded).
+ */
+export function hookedEcho(
+  id: string,
+  before: (request: ModelRequest) => Promise<void>,
+  answered: () => void = () => {},
+): Model {
+  return {
+    id,
+    async generate(request) {
+      await before(request);
+      const result = await echoModel.generate(request);
+      answered();
+      return result;
+    },
+    async *stream(request): AsyncIterable<ModelStreamEvent> {
+      await before(request);
+      for await (const event of echoModel.stream(request)) {
+        if (event.type === 'done') answered();
+        yield event;
+      }
+    },
+  };
+}
+
+/**
+ * A turn's services on `store` with `model` as the default model, background work dropped
+ * (nothing packs) and logs discarded: the setup of tests that watch one turn's storage calls.
+ */
+export function turnWorld(store: ObjectStore, model: Model) {
+  const sessions = new SessionLog(store);
+  const inbox = new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') });
+  const services: TurnServices = {
+    sessions,
+    inbox,
+    config: parseServiceConfig({}),
+    env: { DEFAULT_MODEL: model.id },
+    model: () => model,
+    background: () => undefined,
+    log: () => {},
+  };
+  return { sessions, inbox, services };
+}

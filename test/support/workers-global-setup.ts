@@ -1,0 +1,23 @@
+import type { TestProject } from 'vitest/node';
+import { startFakeProvider } from './fake-providers/fake-provider-server.ts';
+
+/**
+ * The workers project's global setup: an OpenAI-compatible provider on loopback that answers
+ * every request with a 500, for the HTTP suite's failing-model test inside workerd. (Pointing
+ * workerd at a closed port fails the same way, but workerd prints the refused connection with
+ * a native stack that no test can silence; test/http/http.test.ts keeps that case in Node.)
+ */
+export default async function setup(project: TestProject) {
+  const provider = await startFakeProvider(() => ({
+    status: 500,
+    json: { error: { message: 'upstream exploded', type: 'server_error' } },
+  }));
+  project.provide('failingModelBaseUrl', provider.baseURL);
+  return () => provider.close();
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    failingModelBaseUrl: string;
+  }
+}

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, type RunningServer, startServer } from '../support/server-process.ts';
+import { onFreePort, type RunningServer, startServer } from '../support/server-process.ts';
 
 // The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
 // esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
@@ -19,14 +19,15 @@ beforeAll(async () => {
   if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
     throw new Error('dist/ holds no build: run npm run build first');
   state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
-  const port = await freePort();
   const wrangler = join(root, 'node_modules/.bin/wrangler');
-  worker = await startServer(
-    wrangler,
-    ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
-      .concat(['--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', state])
-      .concat(['--var', 'API_TOKEN:bundle-token']),
-    { cwd: root, port, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
+  worker = await onFreePort((port) =>
+    startServer(
+      wrangler,
+      ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
+        .concat(['--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', state])
+        .concat(['--var', 'API_TOKEN:bundle-token']),
+      { cwd: root, port, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
+    ),
   );
 }, 180_000);
 afterAll(async () => {

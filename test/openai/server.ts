@@ -28,7 +28,16 @@ export async function tailgateGet(baseURL: string, path: string): Promise<any> {
   return response.json();
 }
 
-/** Every key stored under `sessions/`, to show that a call stored nothing. */
+/**
+ * Every key stored under `sessions/`, to show that a call stored nothing: once no background
+ * work of earlier calls (packing, listing rows) changes them any more.
+ */
 export async function sessionKeys(store: MemoryStore): Promise<string[]> {
-  return (await store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
+  const list = async () => (await store.list('sessions/', { limit: 1000 })).objects.map((object) => object.key);
+  for (let keys = await list(); ; ) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const again = await list();
+    if (again.join('\n') === keys.join('\n')) return again;
+    keys = again;
+  }
 }

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freePort, startServer, type RunningServer } from './runtime-process.ts';
+import { onFreePort, startServer, type RunningServer } from './runtime-process.ts';
 
 const run = promisify(execFile);
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -107,13 +107,14 @@ async function startScript(
 ): Promise<{ server: RunningServer; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
-  const port = await freePort();
-  const server = await startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
-    cwd: root,
-    port,
-    env: { DATA_DIR: join(directory, 'data'), DENO_NO_UPDATE_CHECK: '1', WRANGLER_SEND_METRICS: 'false', CI: '1' },
-    timeoutMs,
-  });
+  const server = await onFreePort((port) =>
+    startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
+      cwd: root,
+      port,
+      env: { DATA_DIR: join(directory, 'data'), DENO_NO_UPDATE_CHECK: '1', WRANGLER_SEND_METRICS: 'false', CI: '1' },
+      timeoutMs,
+    }),
+  );
   servers.push(server);
   return { server, directory };
 }

@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 
-export { freePort, startServer, type RunningServer } from '../support/server-process.ts';
+export { freePort, onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
  * The smaller cross-runtime scenario: health, a session, deeply nested JSON refused, one

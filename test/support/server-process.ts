@@ -15,6 +15,22 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * Runs `start` on a port freePort picked, and again on another when the server found it taken
+ * (another process may bind a port between freePort's check and the server's bind; wrangler
+ * then exits with "Address already in use").
+ */
+export async function onFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    try {
+      return await start(port);
+    } catch (error) {
+      if (attempt >= 3 || !/address already in use|EADDRINUSE/i.test(String(error))) throw error;
+    }
+  }
+}
+
 export interface RunningServer {
   origin: string;
   output: () => string;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort, startServer, type RunningServer } from '../support/server-process.ts';
+import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
  * The /ui inspector in a real browser (Debian's Chromium through playwright-core) against
@@ -87,27 +87,28 @@ async function axeViolations(): Promise<unknown[]> {
 describe('the inspector at /ui in Chromium', () => {
   beforeAll(async () => {
     state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
-    const port = await freePort();
-    server = await startServer(
-      'npm',
-      [
-        'start',
-        '--',
-        '--port',
-        String(port),
-        '--ip',
-        '127.0.0.1',
-        '--var',
-        `API_TOKEN:${TOKEN}`,
-        '--persist-to',
-        state,
-      ],
-      {
-        env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
-        port,
-        cwd: process.cwd(),
-        timeoutMs: 90_000,
-      },
+    server = await onFreePort((port) =>
+      startServer(
+        'npm',
+        [
+          'start',
+          '--',
+          '--port',
+          String(port),
+          '--ip',
+          '127.0.0.1',
+          '--var',
+          `API_TOKEN:${TOKEN}`,
+          '--persist-to',
+          state,
+        ],
+        {
+          env: { WRANGLER_SEND_METRICS: 'false', CI: '1' },
+          port,
+          cwd: process.cwd(),
+          timeoutMs: 90_000,
+        },
+      ),
     );
     await seed();
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });

@@ -139,6 +139,18 @@ export function repeatFlagReader(aggregates: HistoryAggregates): (index: number)
   return (index) => index >= 0 && index >> 3 < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
 }
 
+/** The indices of the calls the repeat flags of aggregates mark, ascending. */
+export function repeatIndices(aggregates: HistoryAggregates): number[] {
+  const bytes = decodeBase64(aggregates.repeat_flags);
+  const indices: number[] = [];
+  for (let byte = 0; byte < bytes.length; byte += 1) {
+    const bits = bytes[byte]!;
+    if (bits === 0) continue;
+    for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
+  }
+  return indices;
+}
+
 function encodeBase64(bytes: Uint8Array): string {
   let binary = '';
   for (let start = 0; start < bytes.length; start += 0x8000) {

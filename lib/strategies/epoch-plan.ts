@@ -1,4 +1,19 @@
+import { lowerBound } from '../sorted.ts';
 import type { StrategyConfig } from './strategy-config.ts';
+
+/** Whether a call with index in [from, to) (0-based, history order) repeats an earlier call. */
+export type RepeatsIn = (from: number, to: number) => boolean;
+
+/**
+ * RepeatsIn over the indices of the repeating calls, ascending: a binary search, so a plan
+ * over hundreds of thousands of calls looks at each epoch once, not at each call.
+ */
+export function repeatsAmong(indices: ArrayLike<number>): RepeatsIn {
+  return (from, to) => {
+    const at = lowerBound(indices, from);
+    return at < indices.length && indices[at]! < to;
+  };
+}
 
 /**
  * Where the epoch boundary stands for a given number of tool calls. Counting tool calls
@@ -61,11 +76,7 @@ export function epochPlan(toolCalls: number, config: StrategyConfig): EpochPlan 
  * 171-200. At 51 calls: 21 whole, 30 compacted, 0 dropped; at 200 calls: new 30, so 50
  * whole, 100 compacted (80 + 2.0 * 10), 50 dropped.
  */
-export function incrementEpochPlan(
-  toolCalls: number,
-  config: StrategyConfig,
-  isRepeat: (index: number) => boolean,
-): EpochPlan | null {
+export function incrementEpochPlan(toolCalls: number, config: StrategyConfig, repeatsIn: RepeatsIn): EpochPlan | null {
   const initial = config.epoch_size;
   const threshold = config.epoch_tool_call_threshold;
   if (initial <= 0 || toolCalls <= threshold) return null;
@@ -78,15 +89,8 @@ export function incrementEpochPlan(
   for (;;) {
     const periodic = perIncrease > 0 ? Math.floor(epoch / perIncrease) * config.epoch_increment_size_increase : 0;
     const nominal = Math.min(sizeCap, initial + periodic + carried);
-    let repeat = false;
-    const nominalEnd = Math.min(toolCalls, pinned + nominal);
     // Call number c (1-based) has index c - 1.
-    for (let index = pinned; index < nominalEnd; index += 1) {
-      if (isRepeat(index)) {
-        repeat = true;
-        break;
-      }
-    }
+    const repeat = repeatsIn(pinned, Math.min(toolCalls, pinned + nominal));
     const size = repeat ? Math.min(sizeCap, nominal + config.epoch_increment_repeat_increase) : nominal;
     if (toolCalls <= pinned + size) {
       const growth = Math.floor(config.epoch_increment_compacted_growth_ratio * (nominal - initial));

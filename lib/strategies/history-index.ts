@@ -1,5 +1,6 @@
 import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
-import { canonicalArguments, repeatFlagReader, type HistoryAggregates } from './aggregates.ts';
+import { canonicalArguments, repeatFlagReader, repeatIndices, type HistoryAggregates } from './aggregates.ts';
+import { repeatsAmong, type RepeatsIn } from './epoch-plan.ts';
 
 /** What the strategies know about one tool item of the history. */
 export interface ToolInfo {
@@ -23,6 +24,8 @@ export interface HistoryIndex {
   toolCalls: number;
   /** The i-th call (0-based, history order) repeats an earlier call's key. */
   isRepeat(index: number): boolean;
+  /** Whether a call with index in [from, to) repeats an earlier call's key. */
+  repeatsIn: RepeatsIn;
   /** The info of a tool item of the history, or of a compacted copy of one. */
   infoOf(item: PromptItem): ToolInfo | undefined;
   /** Records that `copy` stands for `original` (a compacted copy keeps its position). */
@@ -72,10 +75,12 @@ export function indexHistory(
   }
 
   let isRepeat: (index: number) => boolean;
+  let repeatsIn: RepeatsIn;
   let toolCalls: number;
   if (aggregates) {
     toolCalls = aggregates.tool_calls;
     isRepeat = repeatFlagReader(aggregates);
+    repeatsIn = repeatsAmong(repeatIndices(aggregates));
     const protectedSeqs = new Set(Object.values(aggregates.repeated));
     for (let index = 0; index < calls.length; index += 1) {
       const call = calls[index]!;
@@ -124,6 +129,9 @@ export function indexHistory(
     // The newest instance of a key is flagged exactly when the key occurred before it.
     for (const { newest } of newestIndexes) if (flags[newest] === 1) protectedIndexes.add(newest);
     isRepeat = (index) => flags[index] === 1;
+    const repeating: number[] = [];
+    for (let index = 0; index < flags.length; index += 1) if (flags[index] === 1) repeating.push(index);
+    repeatsIn = repeatsAmong(repeating);
     for (let index = 0; index < calls.length; index += 1) {
       info.set(calls[index]!, { position: calls.length - index, protected: protectedIndexes.has(index) });
     }
@@ -133,6 +141,7 @@ export function indexHistory(
   const history: HistoryIndex = {
     toolCalls,
     isRepeat,
+    repeatsIn,
     infoOf: (item) => info.get(item),
     derive: (original, copy) => {
       const known = info.get(original);

@@ -1,6 +1,6 @@
-import { repeatFlagReader } from './aggregates.ts';
+import { repeatIndices } from './aggregates.ts';
 import { applyEpochPlan, historyFor } from './apply-epoch-plan.ts';
-import { incrementEpochPlan } from './epoch-plan.ts';
+import { incrementEpochPlan, repeatsAmong } from './epoch-plan.ts';
 import { epochTailRequirement } from './epoch-tail-requirement.ts';
 import type { Strategy } from './strategy.ts';
 import { strategyConfigFieldsSchema } from './strategy-config.ts';
@@ -29,13 +29,13 @@ export const shortenToolsEpochIncrement: Strategy = {
   }),
   apply(items, config, context) {
     const { history, items: input } = historyFor(items, context);
-    const plan = incrementEpochPlan(history.toolCalls, config, history.isRepeat);
+    const plan = incrementEpochPlan(history.toolCalls, config, history.repeatsIn);
     if (plan === null) return [...input];
     return applyEpochPlan(input, plan, history);
   },
   tailRequirement(config, aggregates) {
     return epochTailRequirement(
-      incrementEpochPlan(aggregates.tool_calls, config, repeatFlagReader(aggregates)),
+      incrementEpochPlan(aggregates.tool_calls, config, repeatsAmong(repeatIndices(aggregates))),
       aggregates,
     );
   },

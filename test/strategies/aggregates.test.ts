@@ -9,7 +9,9 @@ import {
   extendAggregates,
   historyAggregatesSchema,
   repeatFlagReader,
+  repeatIndices,
 } from '../../lib/strategies/aggregates.ts';
+import { repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
 import { indexHistory } from '../../lib/strategies/history-index.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
@@ -35,6 +37,23 @@ describe('aggregates', () => {
     });
     const isRepeat = repeatFlagReader(aggregates);
     expect([0, 1, 2, 3, 4].map(isRepeat)).toEqual([false, true, false, true, false]);
+    expect(repeatIndices(aggregates)).toEqual([1, 3]);
+  });
+
+  it('answers whether a range of calls holds a repeat as a look at every call would', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 0, max: 300 }), { maxLength: 40 }),
+        fc.integer({ min: 0, max: 320 }),
+        fc.integer({ min: 0, max: 40 }),
+        (indices, from, length) => {
+          const sorted = [...indices].sort((a, b) => a - b);
+          const expected = sorted.some((index) => index >= from && index < from + length);
+          expect(repeatsAmong(sorted)(from, from + length)).toBe(expected);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 
   it('extending step by step equals computing over the whole history', () => {
@@ -153,8 +172,11 @@ describe('aggregates', () => {
           const { history: index } = indexHistory(history);
           const protectedSeqs = new Set(Object.values(aggregates.repeated));
           const calls = history.filter((item) => item.type === 'function_call');
+          const { history: viaAggregates } = indexHistory(history, aggregates);
           calls.forEach((item, position) => {
             expect(index.isRepeat(position)).toBe(fromAggregates(position));
+            expect(index.repeatsIn(position, position + 1)).toBe(fromAggregates(position));
+            expect(viaAggregates.repeatsIn(0, position + 1)).toBe(index.repeatsIn(0, position + 1));
             expect(index.infoOf(item)!.protected).toBe(protectedSeqs.has(item.seq));
           });
         },

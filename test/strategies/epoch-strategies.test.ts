@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isToolItem, type PromptItem } from '../../lib/items.ts';
 import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
-import { epochPlan, incrementEpochPlan } from '../../lib/strategies/epoch-plan.ts';
+import { epochPlan, incrementEpochPlan, repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { defaultStrategyConfig, resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import { call, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
@@ -56,7 +56,7 @@ describe('defaults', () => {
   });
 
   it('grows the epoch every 3 completed epochs (by hand: 51-70, 71-90, 91-110, then 111-140)', () => {
-    const noRepeats = () => false;
+    const noRepeats = repeatsAmong([]);
     const plan = (calls: number) => incrementEpochPlan(calls, defaultStrategyConfig(), noRepeats)!;
     expect(plan(110)).toMatchObject({ epoch: 2, pinned: 90, epochSize: 20, compacted: 80 });
     expect(plan(111)).toMatchObject({ epoch: 3, pinned: 110, epochSize: 30, keepFull: 21, compacted: 100 });
@@ -119,13 +119,13 @@ describe('shorten_tools_epoch_increment repeat-driven growth', () => {
 
   it('counts one increase per epoch however many repeats its nominal part holds', () => {
     const flags = new Set([10, 11, 12]); // calls 11, 12, 13 repeat
-    const plan = incrementEpochPlan(19, config, (index) => flags.has(index))!;
+    const plan = incrementEpochPlan(19, config, repeatsAmong([...flags].sort((a, b) => a - b)))!;
     expect(plan).toMatchObject({ epoch: 1, pinned: 18, epochSize: 8 });
   });
 
   it('ignores a repeat beyond the nominal part of its epoch (in the repeat extension)', () => {
     // Epoch 0 nominal part is calls 11..15; call 16 is a repeat but epoch 0 did not grow.
-    const plan = incrementEpochPlan(16, config, (index) => index === 15)!;
+    const plan = incrementEpochPlan(16, config, repeatsAmong([15]))!;
     expect(plan).toMatchObject({ epoch: 1, pinned: 15 });
   });
 
@@ -138,14 +138,14 @@ describe('shorten_tools_epoch_increment repeat-driven growth', () => {
         epoch_increment_max_compacted_tool_calls: 1,
       },
     });
-    const plan = incrementEpochPlan(1000, capped, () => true)!;
+    const plan = incrementEpochPlan(1000, capped, repeatsAmong(Array.from({ length: 1000 }, (_, index) => index)))!;
     expect(plan.epochSize).toBe(20);
     expect(plan.compacted).toBe(80);
   });
 
   it('is disabled by a non-positive epoch size', () => {
     const disabled = resolveStrategyConfig({ request: { epoch_size: 0 } });
-    expect(incrementEpochPlan(500, disabled, () => false)).toBeNull();
+    expect(incrementEpochPlan(500, disabled, repeatsAmong([]))).toBeNull();
     expect(epochPlan(500, disabled)).toBeNull();
     expect(counts('shorten_tools_epoch_increment', 300, disabled)).toEqual([300, 0, 0]);
   });

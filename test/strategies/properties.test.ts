@@ -1,9 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PromptItem } from '../../lib/items.ts';
-import { computeAggregates, repeatFlagReader } from '../../lib/strategies/aggregates.ts';
+import { computeAggregates, repeatIndices } from '../../lib/strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
-import { epochPlan, incrementEpochPlan } from '../../lib/strategies/epoch-plan.ts';
+import { epochPlan, incrementEpochPlan, repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { selectTail, tailRequirement } from '../../lib/strategies/select-tail.ts';
 import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
@@ -152,7 +152,7 @@ describe('strategy properties, for every strategy and combination', () => {
 function epochOf(list: string, items: readonly PromptItem[], config: StrategyConfig): number | null {
   const aggregates = computeAggregates(items as SequencedPromptItem[]);
   const plan = list.includes('increment')
-    ? incrementEpochPlan(aggregates.tool_calls, config, repeatFlagReader(aggregates))
+    ? incrementEpochPlan(aggregates.tool_calls, config, repeatsAmong(repeatIndices(aggregates)))
     : epochPlan(aggregates.tool_calls, config);
   return plan === null ? null : plan.epoch;
 }

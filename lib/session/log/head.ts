@@ -1,3 +1,4 @@
+import { lowerBound } from '../../sorted.ts';
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
 import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
 import { recordsListPrefix, recordsPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
@@ -214,16 +215,4 @@ export function checkDense(key: string, items: readonly LogItem[], firstSeq: num
     if (item.seq !== firstSeq + index)
       throw new CorruptObjectError(key, `seq ${item.seq} where ${firstSeq + index} was expected`);
   });
-}
-
-/** First index in ascending `values` holding a value >= `target`. */
-export function lowerBound(values: readonly number[], target: number): number {
-  let low = 0;
-  let high = values.length;
-  while (low < high) {
-    const middle = (low + high) >> 1;
-    if (values[middle]! < target) low = middle + 1;
-    else high = middle;
-  }
-  return low;
 }

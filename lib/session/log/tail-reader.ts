@@ -1,3 +1,4 @@
+import { lowerBound } from '../../sorted.ts';
 import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
@@ -11,7 +12,6 @@ import { PARALLEL_GETS, type LogContext } from './context.ts';
 import {
   carriedItems,
   contextOf,
-  lowerBound,
   NOTHING_UNDELIVERED,
   readHead,
   readRecord,

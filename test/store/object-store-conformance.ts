@@ -107,7 +107,6 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
       ['suffix equal to the size', { suffix: 10 }, '0123456789'],
       ['suffix larger than the object', { suffix: 1000 }, '0123456789'],
       ['offset at the end', { offset: 10 }, ''],
-      ['offset at the end, with a length', { offset: 10, length: 1 }, ''],
       ['offset past the end', { offset: 25, length: 4 }, ''],
       ['zero length', { offset: 3, length: 0 }, ''],
       ['zero suffix', { suffix: 0 }, ''],

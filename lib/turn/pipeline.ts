@@ -33,7 +33,8 @@ import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
  *     a notice that did not move aborts it and the prompt is built again without it. What
  *     needs the turn's number first waits for the claim: an `abort` notice, notices of turns
  *     closed by others, an in-turn compaction;
- *  5. store the output and a compact receipt of what the model saw, which closes the turn.
+ *  5. store the output and a compact receipt of what the model saw (hashed while the model
+ *     answers), which closes the turn.
  *
  * A failure after the claim landed closes the turn as failed (the input stays stored) and
  * rethrows.

@@ -12,13 +12,13 @@ export const PACK_EVERY_RECORDS = 4;
  */
 export async function appendItems(
   services: Pick<TurnServices, 'env' | 'background'> & {
-    sessions: Pick<SessionLog, 'append' | 'get' | 'pack'> & Partial<Pick<SessionLog, 'refreshIndex'>>;
+    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'refreshIndex'>;
   },
   sessionId: string,
   items: Item[],
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { first_seq, last_seq, record } = await services.sessions.append(sessionId, items);
-  afterResponse(services, async () => services.sessions.refreshIndex?.(sessionId));
+  afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   if (record % PACK_EVERY_RECORDS === 0) {
     afterResponse(services, async () => {
       const session = await services.sessions.get(sessionId);

@@ -109,7 +109,7 @@ async function attemptTurn(
   } finally {
     clearInterval(renewal);
     // The session's listing row, after whatever the turn stored.
-    afterResponse(services, async () => services.sessions.refreshIndex?.(sessionId));
+    afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   }
 }
 

@@ -55,12 +55,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
   const threshold = request.compaction?.threshold;
   const { sessions } = services;
-  if (
-    compacting &&
-    !inputs.compaction &&
-    (threshold !== undefined || Number.isFinite(budget.promptLimit)) &&
-    sessions.commitTurnContext
-  ) {
+  if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
     const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
     if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
       const cut = planCompaction(inputs.history, {

@@ -45,9 +45,9 @@ export class R2Store implements ObjectStore {
         // R2 rejects a range that starts at or past the end; the port answers it with no bytes.
         // (The local bucket sometimes says only "Unspecified error (0)": the size tells.)
         if (range && isRangeNotSatisfiable(error)) return this.#emptyBody(key);
-        if (range && 'offset' in range) {
-          const info = await this.head(key);
-          if (info && range.offset >= info.size) return { ...info, body: new Uint8Array(0) };
+        if (range && 'offset' in range && /unspecified error/i.test(String(error))) {
+          const info = await this.#bucket.head(key).catch(() => null);
+          if (info && range.offset >= info.size) return { ...toInfo(info), body: new Uint8Array(0) };
         }
         throw storageError('get', key, error);
       }

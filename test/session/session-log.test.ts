@@ -770,6 +770,41 @@ describe('SessionLog: packing', () => {
     expect((await log.listItems('s1', { limit: 100 })).items.length).toBe(100);
   });
 
+  it('lists again when every view it listed was deleted since, instead of reading the whole log', async () => {
+    const memory = new MemoryStore();
+    let hiding = false;
+    let hidden = 0;
+    let segmentReads = 0;
+    // Once hiding, the first two view reads answer as deleted: both views the listing names (two
+    // packs since the listing removed them).
+    const store = new Proxy(memory, {
+      get(target, property) {
+        if (property === 'get')
+          return (key: string, options?: object) => {
+            if (key.endsWith('.seg')) segmentReads += 1;
+            return key.endsWith('.view') && hiding && hidden++ < 2 ? Promise.resolve(null) : target.get(key, options);
+          };
+        const value = Reflect.get(target, property, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const log = new SessionLog(store, { segmentTargetBytes: 2_000 });
+    await log.create({ id: 's1' });
+    for (let block = 0; block < 12; block++) {
+      await log.append('s1', [user(`task ${block}`), ...Array.from({ length: 10 }, (_, i) => call(`c${block}_${i}`))]);
+      if (block % 4 === 3) await log.pack('s1', { refresh: true });
+    }
+    const expected = (await new SessionLog(memory).previewContext('s1', () => ({ toolCalls: 'all', seqs: [] }))).items;
+    segmentReads = 0;
+    hiding = true;
+    const preview = await log.previewContext('s1', () => ({ toolCalls: 'all', seqs: [] }));
+    expect(preview.items).toEqual(expected);
+    // Both listed views answered as deleted; the list again named the view, which served.
+    expect(hidden).toBe(3);
+    // The view served: no segment was read.
+    expect(segmentReads).toBe(0);
+  });
+
   it('lets concurrent packers and readers agree on one history', async () => {
     const { log } = setup({ packMinRecords: 1, keepRecords: 1, segmentTargetBytes: 300, recentRecords: 1 });
     await log.create({ id: 's1' });

@@ -2,7 +2,7 @@ import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { UnitCursor } from '../unit-cursor.ts';
-import { mapLimit } from '../../store/object-store.ts';
+import { mapLimit, toBytes } from '../../store/object-store.ts';
 import { validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
@@ -104,10 +104,11 @@ export async function writeViewIfDue(
   };
   const key = viewKey(scope, view.record);
   const json = JSON.stringify(view);
-  const written = await log.store.put(key, json, { onlyIfAbsent: true, contentType: 'application/json' });
+  const body = toBytes(json);
+  const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
   // writer of the same record came first, and its view is the one stored.)
-  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), json.length);
+  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
   if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }

@@ -9,7 +9,7 @@ import type { PromptItem } from '../../items.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import type { LogContext } from './context.ts';
-import { checkDense, countsOf, readRecord, recordGroups, segmentRange, type Head } from './head.ts';
+import { checkDense, countsOf, readRecord, RecordMissingError, recordGroups, segmentRange, type Head } from './head.ts';
 import type { OpenTurn, ViewPolicy } from './types.ts';
 
 /**
@@ -76,13 +76,21 @@ export async function readBase(
   useViews = true,
 ): Promise<Base> {
   let view: LogView | null = null;
+  let gone: string | undefined;
   for (const listed of useViews ? cursor.views : []) {
     if (listed.record > newest.record.record) continue;
     const object = prefetched?.key === listed.key ? prefetched.object : undefined;
-    view = await readView(log, listed.key, listed.record, object);
-    // Deleted since the listing (a newer one replaced it): an older one still serves.
-    if (view) break;
+    const read = await readView(log, listed.key, listed.record, object);
+    // Deleted since the listing (a newer one replaced it): an older one may still serve.
+    if (read === 'gone') gone ??= listed.key;
+    else if (read) {
+      view = read;
+      break;
+    }
   }
+  // Every view it listed was deleted since (packs wrote newer ones): list again rather than
+  // read the whole log.
+  if (!view && gone !== undefined) throw new RecordMissingError(gone);
   const lastSeq = view?.last_seq ?? 0;
   const viewRecord = view?.record ?? 0;
   if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {
@@ -158,19 +166,19 @@ export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): st
 }
 
 /**
- * A view, parsed and checked; null when it is gone or of another version than VIEW_VERSION
- * (then the log is read past it, which is always exact).
+ * A view, parsed and checked; 'gone' when it was deleted, null when it is of another version
+ * than VIEW_VERSION (then the log is read past it, which is always exact).
  */
 async function readView(
   log: LogContext,
   key: string,
   record: number,
   prefetched?: Promise<StoredObject | null>,
-): Promise<LogView | null> {
+): Promise<LogView | 'gone' | null> {
   const cached = log.viewCache?.get(key);
   if (cached) return cached.policy === log.viewPolicy.version ? cached : null;
   const object = await (prefetched ?? log.store.get(key));
-  if (!object) return null;
+  if (!object) return 'gone';
   const value = parseStored(key, object.body, viewVersionSchema);
   if (value.v !== VIEW_VERSION || value.policy !== log.viewPolicy.version) return null;
   const view = validateStored(key, value, viewSchema);

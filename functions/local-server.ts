@@ -52,6 +52,8 @@ export function storeFromConfig(): (config: ServiceConfig) => ObjectStore {
     if (!store) {
       store = new FileStore(root);
       files.set(root, store);
+      // Temp files of processes killed while writing, from before this one started.
+      store.sweep().catch((error: unknown) => console.error(`tailgate: sweeping ${root} failed: ${String(error)}`));
     }
     return store;
   };

@@ -2,6 +2,7 @@ import { Buffer } from 'node:buffer';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
 import type { ObjectInfo } from './object-store.ts';
 
 /**
@@ -17,33 +18,64 @@ export interface Header {
   m: Record<string, string>;
   t?: string;
   u: number;
+  /** The key, in the objects whose name is mapped (`escapeName`): the name does not say it. */
+  k?: string;
 }
 
 export const OBJECT = '~o';
 export const DIRECTORY = '~d';
 export const LOCK = '~l';
 export const TEMP = '~t';
+export const BREAKER = '~b';
+/** Stands between a long segment's escaped start and the hash of the whole segment. */
+export const MAPPED = '~h';
 export const NEWLINE = 0x0a;
 export const MAX_LIST_LIMIT = 1000;
 export const SAFE_BYTE = /^[a-z0-9._-]$/;
 
-/** Most file systems allow 255 bytes per name; the tag and a temp suffix need the rest. */
+/**
+ * Most file systems allow 255 bytes per name; the tag and a temp suffix (`~t<pid>-<8 hex>`)
+ * need the rest.
+ */
 export const MAX_ESCAPED_SEGMENT = 230;
+/** How much of a long segment's escaped form a mapped name keeps, before `~h` and the hash. */
+const MAPPED_PREFIX = 160;
 
-export function escapeSegment(segment: string, key: string): string {
+function escapeBytes(segment: string): string {
   let escaped = '';
   for (const byte of Buffer.from(segment)) {
     const char = String.fromCharCode(byte);
     escaped += SAFE_BYTE.test(char) ? char : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
   }
+  return escaped;
+}
+
+/** A directory segment's name: escaped, and at most MAX_ESCAPED_SEGMENT bytes. */
+export function escapeSegment(segment: string, key: string): string {
+  const escaped = escapeBytes(segment);
   if (escaped.length > MAX_ESCAPED_SEGMENT) {
     throw new StorageError(
-      `file store: a segment of key ${key} is too long (${escaped.length} bytes escaped, at most ` +
+      `file store: a directory segment of key ${key} is too long (${escaped.length} bytes escaped, at most ` +
         `${MAX_ESCAPED_SEGMENT})`,
       { key },
     );
   }
   return escaped;
+}
+
+/**
+ * An object's name: its last segment escaped or, when that is longer than
+ * MAX_ESCAPED_SEGMENT, mapped to its first escaped bytes, `~h` and 40 hex characters of the
+ * segment's SHA-256 (its header then holds the key). Any key of up to 1,024 bytes fits.
+ */
+export function escapeName(segment: string): string {
+  const escaped = escapeBytes(segment);
+  if (escaped.length <= MAX_ESCAPED_SEGMENT) return escaped;
+  let cut = MAPPED_PREFIX;
+  // Not inside a `%XX`.
+  const percent = escaped.lastIndexOf('%', cut - 1);
+  if (percent > cut - 3) cut = percent;
+  return `${escaped.slice(0, cut)}${MAPPED}${sha256Hex(segment).slice(0, 40)}`;
 }
 
 export function unescapeSegment(escaped: string): string | undefined {

@@ -1,8 +1,7 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { link, mkdir, open, readdir, readFile, rename, rmdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { link, open, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import {
   resolveRange,
@@ -19,10 +18,10 @@ import {
   type Header,
   OBJECT,
   DIRECTORY,
-  LOCK,
-  TEMP,
+  MAPPED,
   NEWLINE,
   MAX_LIST_LIMIT,
+  escapeName,
   escapeSegment,
   unescapeSegment,
   openIfExists,
@@ -30,21 +29,19 @@ import {
   readHeaderAt,
   infoOf,
   exists,
-  processAlive,
   codeOf,
   asStorageError,
-  sleep,
 } from './file-format.ts';
+import { processQueues, sweepTemps, tempName, withKeyLock, type LockTimes, type WriterQueues } from './file-lock.ts';
 
-export interface FileStoreOptions {
-  /** A lock older than this is taken over even if its process seems alive (pid reuse). */
-  staleLockMs?: number;
-  /** How long a write waits for a key's lock before failing with StorageError. */
-  lockTimeoutMs?: number;
+export interface FileStoreOptions extends Partial<LockTimes> {
+  /**
+   * This store's writers take turns apart from the process's other FileStores and contend
+   * with them through the lock files only, as another process's writers would (the
+   * crash-and-race simulation runs several such stores on one directory).
+   */
+  separateQueue?: boolean;
 }
-
-/** Lock tokens this process holds, to tell its own live locks from a dead predecessor's with the same pid. */
-const heldTokens = new Set<string>();
 
 /**
  * An ObjectStore in a directory of the local file system, for one machine: the embedded store
@@ -53,15 +50,19 @@ const heldTokens = new Set<string>();
  *
  * Layout: a key's `/`-separated segments become directories; each segment is escaped (every
  * byte but `a-z 0-9 . _ -` as `%XX`, so upper case survives case-insensitive file systems) and
- * tagged: `<segment>~d` is a directory, `<segment>~o` an object, `<segment>~l` the object's
- * lock, `<segment>~t<random>` a write in progress. An object file is one line of JSON (version,
- * etag, metadata, content type, upload time), a newline, then the body.
+ * tagged: `<segment>~d` is a directory, `<name>~o` an object, `<name>~l` the object's lock,
+ * `<name>~b` a breaker of a stale lock, `<name>~t<pid>-<random>` a write in progress. An
+ * object's name is its last segment escaped or, past 230 bytes, mapped to a shorter one
+ * (`escapeName` in file-format.ts). An object file is one line of JSON (version, etag,
+ * metadata, content type, upload time, and the key where the name is mapped), a newline, then
+ * the body.
  *
- * - Every write of a key (put, delete) holds the key's lock file, created with O_EXCL (`wx`).
- *   A lock whose process is gone (or that is older than `staleLockMs`) is broken.
+ * - Every write of a key (put, delete) holds the key's lock (file-lock.ts: exact for any number
+ *   of writers, in one process or several on one machine).
  * - A put writes a temp file (fsynced), then a create-only put `link`s it to the object name,
  *   which fails with EEXIST when the key exists, and any other put `rename`s it over the
- *   object: readers see the old object or the new one, never a torn one.
+ *   object: readers see the old object or the new one, never a torn one. A failed write
+ *   removes its temp file; `sweep` removes those of processes that died writing.
  * - If-Match compares the etag read under the lock; etags carry a per-key version and random
  *   bytes, so a key deleted and written again never shows an earlier etag.
  * - Listing walks the directories, sorting each by the UTF-8 bytes of the keys it holds, so
@@ -69,13 +70,13 @@ const heldTokens = new Set<string>();
  */
 export class FileStore implements ObjectStore {
   readonly root: string;
-  readonly #staleLockMs: number;
-  readonly #lockTimeoutMs: number;
+  readonly #times: LockTimes;
+  readonly #queues: WriterQueues;
 
   constructor(root: string, options: FileStoreOptions = {}) {
     this.root = root;
-    this.#staleLockMs = options.staleLockMs ?? 60_000;
-    this.#lockTimeoutMs = options.lockTimeoutMs ?? 15_000;
+    this.#times = { staleLockMs: options.staleLockMs ?? 60_000, lockTimeoutMs: options.lockTimeoutMs ?? 15_000 };
+    this.#queues = options.separateQueue ? new Map() : processQueues;
   }
 
   async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
@@ -119,7 +120,7 @@ export class FileStore implements ObjectStore {
     const { directory, name } = this.#location(key);
     const objectPath = join(directory, name + OBJECT);
     try {
-      return await this.#withLock(directory, name, key, async () => {
+      return await withKeyLock(directory, name, key, this.#times, this.#queues, async () => {
         const current = await readHeaderAt(objectPath, key);
         if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
@@ -130,24 +131,22 @@ export class FileStore implements ObjectStore {
           m: { ...(options.metadata ?? {}) },
           ...(options.contentType !== undefined ? { t: options.contentType } : {}),
           u: Date.now(),
+          ...(name.includes(MAPPED) ? { k: key } : {}),
         };
-        const temp = join(directory, `${name}${TEMP}${randomBytes(6).toString('hex')}`);
-        const file = await open(temp, 'wx');
+        const temp = join(directory, tempName(name));
         try {
-          await file.writeFile(Buffer.concat([Buffer.from(JSON.stringify(header)), Buffer.from([NEWLINE]), bytes]));
-          await file.sync();
-        } finally {
-          await file.close();
-        }
-        if (current) {
-          await rename(temp, objectPath);
-        } else {
+          const file = await open(temp, 'wx');
           try {
-            // O_EXCL semantics: link fails when the name exists, whoever wrote it.
-            await link(temp, objectPath);
+            await file.writeFile(Buffer.concat([Buffer.from(JSON.stringify(header)), Buffer.from([NEWLINE]), bytes]));
+            await file.sync();
           } finally {
-            await unlink(temp).catch(() => undefined);
+            await file.close();
           }
+          // O_EXCL semantics for a new key: link fails when the name exists, whoever wrote it.
+          await (current ? rename(temp, objectPath) : link(temp, objectPath));
+        } finally {
+          // After a link, or a failed write (a full disk): no temp file is left behind.
+          await unlink(temp).catch(() => undefined);
         }
         return infoOf(key, header, bytes.length);
       });
@@ -200,7 +199,7 @@ export class FileStore implements ObjectStore {
       try {
         // Deleting a missing key needs no lock (and creates no directory for one).
         if (!(await exists(objectPath))) continue;
-        await this.#withLock(directory, name, key, async () => {
+        await withKeyLock(directory, name, key, this.#times, this.#queues, async () => {
           await unlink(objectPath).catch((error: unknown) => {
             if (codeOf(error) !== 'ENOENT') throw error;
           });
@@ -228,10 +227,15 @@ export class FileStore implements ObjectStore {
     for (const name of names) {
       const kind = name.slice(-2);
       if (kind !== OBJECT && kind !== DIRECTORY) continue;
-      const segment = unescapeSegment(name.slice(0, -2));
-      if (segment === undefined) continue;
-      const key = base + segment + (kind === DIRECTORY ? '/' : '');
-      if (!key.startsWith(prefix)) continue;
+      let key: string | undefined;
+      if (kind === OBJECT && name.includes(MAPPED)) {
+        // A mapped name keeps only the start of its segment: the header has the key.
+        key = (await readHeaderAt(join(directory, name), base))?.k;
+      } else {
+        const segment = unescapeSegment(name.slice(0, -2));
+        if (segment !== undefined) key = base + segment + (kind === DIRECTORY ? '/' : '');
+      }
+      if (key === undefined || !key.startsWith(prefix)) continue;
       entries.push({ sortKey: Buffer.from(key), key, directory: kind === DIRECTORY, name });
     }
     entries.sort((a, b) => Buffer.compare(a.sortKey, b.sortKey));
@@ -249,76 +253,19 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  /** Takes the key's lock file (O_EXCL), runs `work`, and releases it. */
-  async #withLock<T>(directory: string, name: string, key: string, work: () => Promise<T>): Promise<T> {
-    const lockPath = join(directory, name + LOCK);
-    const token = `${process.pid} ${randomBytes(8).toString('hex')}`;
-    const deadline = Date.now() + this.#lockTimeoutMs;
-    for (let attempt = 0; ; attempt++) {
-      // Written aside, then linked into place: the lock appears with its holder in it, so a
-      // process killed while taking it leaves no empty lock for others to wait out.
-      const aside = join(directory, `${name}${TEMP}lock-${randomBytes(6).toString('hex')}`);
-      try {
-        await writeFile(aside, token, { flag: 'wx' });
-        try {
-          await link(aside, lockPath);
-        } finally {
-          await unlink(aside).catch(() => undefined);
-        }
-        break;
-      } catch (error) {
-        const code = codeOf(error);
-        if (code === 'ENOENT') {
-          // The directory is missing, or was pruned by a delete in between: create it and retry.
-          await mkdir(directory, { recursive: true });
-          continue;
-        }
-        if (code !== 'EEXIST') throw error;
-        await this.#breakIfStale(lockPath);
-        if (Date.now() > deadline)
-          throw new StorageError(`file store: timed out waiting for the lock of ${key}`, { key });
-        await sleep(Math.min(50, 1 + attempt) * (0.5 + Math.random()));
-      }
-    }
-    heldTokens.add(token);
-    try {
-      return await work();
-    } finally {
-      heldTokens.delete(token);
-      await unlink(lockPath).catch(() => undefined);
-    }
-  }
-
-  /** Removes a lock left by a process that is gone (or that is too old to be a live write). */
-  async #breakIfStale(lockPath: string): Promise<void> {
-    let content: string;
-    let modified: number;
-    try {
-      content = await readFile(lockPath, 'utf8');
-      modified = (await stat(lockPath)).mtimeMs;
-    } catch {
-      return; // Released meanwhile.
-    }
-    const pid = Number(content.split(' ')[0]);
-    const old = Date.now() - modified > this.#staleLockMs;
-    // An empty lock is one being written; it is stale only when old.
-    const dead =
-      content !== '' &&
-      (!Number.isInteger(pid) ||
-        pid <= 0 ||
-        (pid === process.pid ? !heldTokens.has(content) : !(await processAlive(pid))));
-    if (!dead && !old) return;
-    // Move it aside atomically and check that what moved is the lock judged stale; if a new
-    // holder took the name meanwhile, give it back.
-    const aside = `${lockPath.slice(0, -LOCK.length)}${TEMP}stale-${randomBytes(6).toString('hex')}`;
-    try {
-      await rename(lockPath, aside);
-    } catch {
-      return;
-    }
-    const moved = await readFile(aside, 'utf8').catch(() => content);
-    if (moved !== content) await link(aside, lockPath).catch(() => undefined);
-    await unlink(aside).catch(() => undefined);
+  /**
+   * Removes the temp files that processes killed while writing left anywhere under the root
+   * (the Node and Deno servers run it at startup). Safe while other processes write.
+   */
+  async sweep(): Promise<number> {
+    let removed = 0;
+    const visit = async (directory: string): Promise<void> => {
+      removed += await sweepTemps(directory, this.#times.staleLockMs);
+      const names = await readdir(directory).catch(() => [] as string[]);
+      for (const name of names) if (name.endsWith(DIRECTORY)) await visit(join(directory, name));
+    };
+    await visit(this.root);
+    return removed;
   }
 
   /** Removes empty directories from `directory` up to the root; stops at the first that is not empty. */
@@ -338,7 +285,7 @@ export class FileStore implements ObjectStore {
     const segments = key.split('/');
     const last = segments.pop()!;
     const directory = join(this.root, ...segments.map((segment) => escapeSegment(segment, key) + DIRECTORY));
-    return { directory, name: escapeSegment(last, key) };
+    return { directory, name: escapeName(last) };
   }
 
   #objectPath(key: string): string {

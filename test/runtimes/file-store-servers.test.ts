@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -141,4 +141,35 @@ it('two servers on one directory: 20 retries with one Idempotency-Key store one 
   expect(items.body.items.map((item: { seq: number }) => item.seq)).toEqual(
     Array.from({ length: contents.length }, (_, i) => contents.length - i),
   );
+}, 60_000);
+
+it('two servers on one directory: 40 concurrent token revokes hand out 40 different generations', async () => {
+  const id = `revoke-${Date.now().toString(36)}`;
+  expect((await call(node.origin, 'POST', '/v1/sessions', { id })).status).toBe(201);
+  const servers = [node.origin, denoServer.origin];
+  const revoked = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => call(servers[i % 2]!, 'POST', `/v1/sessions/${id}/tokens/revoke`, {})),
+  );
+  for (const response of revoked) expect(response.status, JSON.stringify(response.body)).toBe(200);
+  const generations = revoked.map((response) => response.body.token_generation as number).sort((a, b) => a - b);
+  // Each revoke moved the generation on by one: no two read-modify-writes passed one etag.
+  expect(generations).toEqual(Array.from({ length: 40 }, (_, i) => generations[0]! + i));
+}, 60_000);
+
+it('a server sweeps the temp files that a process killed while writing left in DATA_DIR', async () => {
+  const leftover = `orphan~t${2 ** 22 + 1}-0badf00d`;
+  await writeFile(join(dataDir, leftover), 'partial');
+  // A fresh server on the directory: it sweeps when its store is first used.
+  const port = await freePort();
+  const fresh = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
+    cwd: root,
+    port,
+    env: { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' },
+  });
+  try {
+    expect((await call(fresh.origin, 'GET', '/v1/sessions')).status).toBe(200);
+    await expect.poll(async () => (await readdir(dataDir)).includes(leftover)).toBe(false);
+  } finally {
+    await fresh.stop();
+  }
 }, 60_000);

@@ -199,6 +199,66 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
       expect(await store.head(key)).toBeNull();
     });
 
+    it('counts exactly: 40 concurrent If-Match increments of one object, ' +
+      'each retried until it lands, end at 40', async () => {
+      const key = `${fresh()}counter`;
+      await store.put(key, '0');
+      const writers = 40;
+      const landed: string[] = [];
+      await Promise.all(
+        Array.from({ length: writers }, async () => {
+          for (;;) {
+            const current = (await store.get(key))!;
+            const next = String(Number(text(current.body)) + 1);
+            const written = await store.put(key, next, { ifMatch: current.etag });
+            if (!written) continue;
+            landed.push(next);
+            return;
+          }
+        }),
+      );
+      expect(text((await store.get(key))!.body)).toBe(String(writers));
+      // Each landed write wrote a different value: no two writers passed one etag's check.
+      expect(new Set(landed).size).toBe(writers);
+    }, 60_000);
+
+    it(
+      'stores, lists in byte order, overwrites and deletes keys of up to 1,024 bytes with long last ' + 'segments',
+      async () => {
+        const base = fresh();
+        const encoder = new TextEncoder();
+        const upTo = (start: string, fill: string) => {
+          let key = start;
+          while (encoder.encode(key + fill).length <= 1024) key += fill;
+          return key;
+        };
+        // Long segments that share their first hundreds of bytes, and differ only at the end.
+        const keys = [
+          upTo(`${base}N`, 'O'),
+          `${upTo(`${base}N`, 'O').slice(0, -1)}P`,
+          upTo(`${base}Né`, 'é'),
+          upTo(`${base}n`, 'x'),
+          `${base}short`,
+        ];
+        for (const key of keys.slice(0, 4)) expect(encoder.encode(key).length).toBeGreaterThan(1020);
+        for (const key of keys) expect(await store.put(key, key, { onlyIfAbsent: true })).not.toBeNull();
+        for (const key of keys) {
+          expect(text((await store.get(key))!.body)).toBe(key);
+          expect((await store.head(key))!.key).toBe(key);
+          expect(await store.put(key, 'again', { onlyIfAbsent: true })).toBeNull();
+        }
+        const { keys: listed } = await listAll(store, base, 2);
+        expect(listed).toEqual([...keys].sort(compareBytes));
+        const etag = (await store.head(keys[1]!))!.etag;
+        expect(await store.put(keys[1]!, 'changed', { ifMatch: etag })).not.toBeNull();
+        expect(text((await store.get(keys[1]!))!.body)).toBe('changed');
+        expect(text((await store.get(keys[0]!))!.body)).toBe(keys[0]);
+        await store.delete(keys.slice(0, 2));
+        expect(await store.get(keys[0]!)).toBeNull();
+        expect((await listAll(store, base, 10)).keys).toEqual(keys.slice(2).sort(compareBytes));
+      },
+    );
+
     it('lists keys under the prefix in byte order with their sizes and etags', async () => {
       const base = fresh();
       const prefix = `${base}list/`;

@@ -4,6 +4,7 @@ import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
+import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
@@ -42,4 +43,5 @@ const harness: HttpHarness = {
 // A loopback provider answering 500 (test/support/workers-global-setup.ts).
 defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));
 defineTokenSuite('workerd (R2)', harness);
+defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);

@@ -15,7 +15,7 @@ export function defineKeyLimitsSuite(name: string, harness: HttpHarness): void {
     it('a 64-character session id and 200-character notice names: posted, delivered twice, listed', async () => {
       const id = `${'S'.repeat(56)}${Math.random().toString(36).slice(2, 10).padEnd(8, 'X')}`;
       expect((await api.post('/v1/sessions', { id })).status).toBe(201);
-      const notice = 'N'.repeat(197) + '.MD';
+      const notice = `${'N'.repeat(197)}.MD`;
       for (const content of ['first', 'second']) {
         const posted = await api.post(`/v1/sessions/${id}/inbox`, { name: notice, content });
         expect(posted.status, JSON.stringify(posted.body)).toBe(201);

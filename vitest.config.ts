@@ -10,9 +10,11 @@ import { defineConfig } from 'vitest/config';
 //   across processes, Node/Deno servers, /ui in Chromium); its global setup starts fauxqs.
 // - `workers`: inside workerd with a local R2 bucket from wrangler.toml.
 // A test that needs fauxqs has `s3` as a word in its name (`s3-store`, `inbox-s3`) or lives in a
-// node-only folder; one that goes through functions/app.ts is named `*-http.test.ts` or lives in test/http.
+// node-only folder; one that goes through functions/app.ts is named `*-http.test.ts` or lives in test/http;
+// the file store's own tests and its protocol simulation are node-project files too.
 const UNIT_FOLDERS = ['compaction', 'config', 'inbox', 'models', 'session', 'store', 'strategies', 'tokens', 'turn'];
-const NOT_UNIT = /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$/;
+const NOT_UNIT =
+  /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$|^test\/session\/protocol-simulation-files\.test\.ts$/;
 const unitFiles = [
   'test/hash.test.ts',
   'test/prompt-shape.test.ts',

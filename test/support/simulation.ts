@@ -7,6 +7,7 @@ import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { SessionLog } from './session-log.ts';
+import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import {
@@ -42,21 +43,61 @@ export class CrashError extends StorageError {
   }
 }
 
+/** The timer functions as loaded, before a test fakes them: real time for calls in flight. */
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+
 export class Scheduler {
   readonly #waiting: { release: () => void }[] = [];
   readonly #pick: (choices: number) => number;
+  /** Released calls still running (real I/O: the file store), and who to wake when one ends. */
+  #inFlight = 0;
+  #wake: (() => void) | undefined;
   /** Storage calls released so far. */
   steps = 0;
+  /** Release a call only when none is in flight. */
+  serial = false;
 
   constructor(pick: (choices: number) => number = () => 0) {
     this.#pick = pick;
   }
 
   gate(): Promise<void> {
-    return new Promise((resolve) => this.#waiting.push({ release: resolve }));
+    return new Promise((resolve) => {
+      this.#waiting.push({ release: resolve });
+      this.#wake?.();
+    });
   }
 
-  /** Runs until `work` has settled and nothing is waiting, releasing one call at a time. */
+  /** Runs a released call, counted in flight until it settles. */
+  track<T>(call: Promise<T>): Promise<T> {
+    this.#inFlight += 1;
+    return call.finally(() => {
+      this.#inFlight -= 1;
+      this.#wake?.();
+    });
+  }
+
+  /** Until a call settles or another waits, or 5 ms of real time (a call waiting on a fake timer). */
+  #quiet(): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = realSetTimeout(() => finish(true), 5);
+      const finish = (timedOut: boolean) => {
+        realClearTimeout(timer);
+        this.#wake = undefined;
+        resolve(timedOut);
+      };
+      this.#wake = () => finish(false);
+    });
+  }
+
+  /**
+   * Runs until `work` has settled and nothing is waiting, releasing one call at a time. With
+   * a store whose calls do real I/O (the file store), a serial scheduler waits for each call
+   * to end before it releases the next (the order of calls is then the seed's alone); any
+   * other lets released calls run on while it releases more, so they overlap, and moves fake
+   * timers only when no call is waiting and those in flight have been still for a while.
+   */
   async run<T>(work: Promise<T>): Promise<T> {
     let settled = false;
     const done = work.finally(() => {
@@ -65,17 +106,24 @@ export class Scheduler {
     done.catch(() => undefined);
     for (let idle = 0; ; ) {
       await new Promise((resolve) => setImmediate(resolve));
-      if (this.#waiting.length > 0) {
+      if (this.#waiting.length > 0 && !(this.serial && this.#inFlight > 0)) {
         idle = 0;
         const [next] = this.#waiting.splice(this.#pick(this.#waiting.length) % this.#waiting.length, 1);
         this.steps += 1;
         next!.release();
-      } else if (vi.getTimerCount() > 0) {
+        continue;
+      }
+      if (this.#inFlight > 0) {
+        idle = 0;
+        // A call in flight may wait on a fake timer (a lock's backoff) only when calls overlap.
+        if (!(await this.#quiet()) || this.serial) continue;
+      }
+      if (vi.getTimerCount() > 0) {
         idle = 0;
         vi.advanceTimersToNextTimer();
-      } else if (settled) {
+      } else if (settled && this.#inFlight === 0) {
         return done;
-      } else if (++idle > 50) {
+      } else if (this.#inFlight === 0 && ++idle > 50) {
         throw new Error('simulation stalled: work is waiting on something that is not a storage call or a timer');
       }
     }
@@ -103,11 +151,11 @@ export class ActorStore implements ObjectStore {
     if (this.dead) throw new CrashError();
     this.calls += 1;
     if (this.#crash && this.calls === this.#crash.at) {
-      if (this.#crash.after) await work().catch(() => undefined);
+      if (this.#crash.after) await this.#scheduler.track(work()).catch(() => undefined);
       this.dead = true;
       throw new CrashError();
     }
-    return work();
+    return this.#scheduler.track(work());
   }
 
   get(key: string, options?: GetOptions) {
@@ -135,16 +183,26 @@ export interface Actor {
 }
 
 export class World {
-  readonly memory = new MemoryStore();
+  /** The shared store: memory, or the file store in `directory`. */
+  readonly store: ObjectStore;
   readonly scheduler: Scheduler;
+  readonly #directory: string | undefined;
   now = Date.parse('2026-01-01T00:00:00Z');
 
-  constructor(pick?: (choices: number) => number) {
+  /**
+   * With `directory`, the actors share a file store there, each through a FileStore of its own
+   * that contends with the others' through the lock files, as separate processes' would. Its
+   * calls do real I/O, so an interleaving is not replayed exactly by its seed.
+   */
+  constructor(pick?: (choices: number) => number, directory?: string) {
     this.scheduler = new Scheduler(pick);
+    this.#directory = directory;
+    this.store = directory === undefined ? new MemoryStore() : new FileStore(directory);
   }
 
   actor(crash?: { at: number; after: boolean }): Actor {
-    const store = new ActorStore(this.memory, this.scheduler, crash);
+    const inner = this.#directory === undefined ? this.store : new FileStore(this.#directory, { separateQueue: true });
+    const store = new ActorStore(inner, this.scheduler, crash);
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
     const services = {

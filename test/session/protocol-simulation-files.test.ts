@@ -1,0 +1,25 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll } from 'vitest';
+import { World } from '../support/simulation.ts';
+import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
+
+// The protocol simulation on the file store: each actor writes through a FileStore of its own on
+// one directory, so their writes contend through the lock files as several processes' would,
+// with real I/O overlapping. A tenth of the memory store's interleavings.
+const directories: string[] = [];
+afterAll(async () => {
+  await Promise.all(directories.map((directory) => rm(directory, { recursive: true, force: true })));
+});
+
+defineProtocolSimulation({
+  name: 'file store',
+  makeWorld: async (pick) => {
+    const directory = await mkdtemp(join(tmpdir(), 'tailgate-simulation-'));
+    directories.push(directory);
+    return new World(pick, directory);
+  },
+  runs: Math.ceil(Number(process.env.SIMULATION_RUNS ?? 300) / 10),
+  report: false,
+});

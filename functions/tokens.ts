@@ -55,7 +55,7 @@ export class TokenRejection extends Error {
 }
 
 /** How far ahead of the service clock a token's `iat` and `nbf` may be (another host's clock). */
-export const CLOCK_TOLERANCE_SECONDS = 60;
+const CLOCK_TOLERANCE_SECONDS = 60;
 
 const HMAC = { name: 'HMAC', hash: 'SHA-256' } as const;
 

@@ -55,7 +55,14 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: './wrangler.toml' },
-            miniflare: { bindings: { ALLOW_ANONYMOUS: 'false', API_TOKEN: 'test-token' } },
+            // TOKEN_SIGNING_KEY is test/http/http-suite.ts's SIGNING_KEY.
+            miniflare: {
+              bindings: {
+                ALLOW_ANONYMOUS: 'false',
+                API_TOKEN: 'test-token',
+                TOKEN_SIGNING_KEY: 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=',
+              },
+            },
           }),
         ],
         test: {

@@ -11,8 +11,8 @@ import {
   ADMIN,
   grants,
   scopeSchema,
-  signingKey,
   TokenRejection,
+  verifyingKeys,
   verifyToken,
   type Principal,
   type Scope,
@@ -180,8 +180,11 @@ async function authenticate(c: Context, config: ServiceConfig, now: Date): Promi
   if (!match) throw new UnauthorizedError('missing bearer token');
   const token = match[1]!;
   if (config.apiToken !== undefined && constantTimeEqual(token, config.apiToken)) return ADMIN;
+  const keys = await verifyingKeys(config);
+  if (keys.length === 0)
+    throw invalidToken('the token is not API_TOKEN, and no TOKEN_SIGNING_KEY verifies scoped tokens');
   try {
-    return await verifyToken((await signingKey(config))!, token, now);
+    return await verifyToken(keys, token, now);
   } catch (error) {
     if (error instanceof TokenRejection) throw invalidToken(error.description);
     throw error;
@@ -227,7 +230,7 @@ export function revocationCheck(principal: Principal): ((config: SessionConfig) 
   return (config) => {
     if (config.id !== principal.sessionId) return;
     if ((config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
-    if (principal.incarnation !== undefined && (config.generation ?? '') !== principal.incarnation)
+    if ((config.generation ?? '') !== principal.incarnation)
       throw invalidToken('the token was minted for a deleted session with this id');
   };
 }

@@ -7,7 +7,8 @@ import type { ServiceConfig } from '../lib/config.ts';
 /**
  * Scoped, expiring bearer tokens: HS256 JWTs (hono/jwt) verified without storage. A token
  * names its scopes, optionally the one session it is bound to, and for a bound token the
- * session's token generation at minting (revocation bumps the session's generation).
+ * session's token generation at minting (revocation bumps the session's generation) and its
+ * incarnation. The threat model and key rotation are in docs/SECURITY.md.
  */
 
 export const SCOPES = ['inbox:write', 'inbox:read', 'session:read', 'session:turn', 'admin'] as const;
@@ -37,13 +38,13 @@ export interface Principal {
   generation: number;
   /**
    * For a bound token, the incarnation of the session it was minted for (its storage
-   * generation): a session deleted and created again with the same id is another one.
-   * Undefined in tokens minted before incarnations were recorded.
+   * generation, '' for a session written before generations): a session deleted and created
+   * again with the same id is another one. '' unbound.
    */
-  incarnation?: string;
+  incarnation: string;
 }
 
-export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0 };
+export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0, incarnation: '' };
 
 /** Why a token does not verify; `description` is safe to send (it names no key material). */
 export class TokenRejection extends Error {
@@ -53,24 +54,34 @@ export class TokenRejection extends Error {
   }
 }
 
-const SIGNING_KEY_LABEL = 'tailgate token signing key v1';
-const encoder = new TextEncoder();
+/** How far ahead of the service clock a token's `iat` and `nbf` may be (another host's clock). */
+const CLOCK_TOLERANCE_SECONDS = 60;
+
 const HMAC = { name: 'HMAC', hash: 'SHA-256' } as const;
 
+function hmacKey(text: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey('raw', new TextEncoder().encode(text), HMAC, false, ['sign', 'verify']);
+}
+
 /**
- * The HS256 key: TOKEN_SIGNING_KEY's bytes, or else HMAC-SHA256(API_TOKEN, a fixed label),
- * so the raw API_TOKEN never signs anything. Null when neither is set.
+ * The HS256 key that signs: TOKEN_SIGNING_KEY's text (lib/config.ts checks it holds at least
+ * 32 random bytes). Null when it is unset: then no token is minted. API_TOKEN never signs,
+ * nor does any key derived from it, so a token's holder cannot test guesses of it offline.
  */
-export async function signingKey(
-  config: Pick<ServiceConfig, 'apiToken' | 'tokenSigningKey'>,
-): Promise<CryptoKey | null> {
-  let material: Uint8Array<ArrayBuffer>;
-  if (config.tokenSigningKey !== undefined) material = encoder.encode(config.tokenSigningKey);
-  else if (config.apiToken !== undefined) {
-    const base = await crypto.subtle.importKey('raw', encoder.encode(config.apiToken), HMAC, false, ['sign']);
-    material = new Uint8Array(await crypto.subtle.sign('HMAC', base, encoder.encode(SIGNING_KEY_LABEL)));
-  } else return null;
-  return crypto.subtle.importKey('raw', material, HMAC, false, ['sign', 'verify']);
+export async function signingKey(config: Pick<ServiceConfig, 'tokenSigningKey'>): Promise<CryptoKey | null> {
+  return config.tokenSigningKey === undefined ? null : hmacKey(config.tokenSigningKey);
+}
+
+/**
+ * The keys a token may be signed with: TOKEN_SIGNING_KEY, then TOKEN_SIGNING_KEY_PREVIOUS
+ * during a rotation (docs/SECURITY.md). None without TOKEN_SIGNING_KEY.
+ */
+export async function verifyingKeys(
+  config: Pick<ServiceConfig, 'tokenSigningKey' | 'tokenSigningKeyPrevious'>,
+): Promise<CryptoKey[]> {
+  if (config.tokenSigningKey === undefined) return [];
+  const texts = [config.tokenSigningKey, config.tokenSigningKeyPrevious].filter((text) => text !== undefined);
+  return Promise.all(texts.map(hmacKey));
 }
 
 const claimsSchema = z.object({
@@ -85,6 +96,8 @@ const claimsSchema = z.object({
   session_id: idSchema.optional(),
   gen: z.number().int().nonnegative().optional(),
   inc: z.string().max(64).optional(),
+  iat: z.number().int(),
+  nbf: z.number().int().optional(),
   exp: z.number().int(),
 });
 
@@ -95,10 +108,13 @@ export interface MintedToken {
   expires_at: string;
 }
 
-/** Signs a token; `generation` is the bound session's token generation (ignored unbound). */
+/**
+ * Signs a token; `generation` and `incarnation` are the bound session's token generation and
+ * storage generation ('' for a session written before generations), ignored unbound.
+ */
 export async function mintToken(
   key: CryptoKey,
-  request: { scopes: Scope[]; sessionId: string | null; generation: number; incarnation?: string; ttlSeconds: number },
+  request: { scopes: Scope[]; sessionId: string | null; generation: number; incarnation: string; ttlSeconds: number },
   now: Date,
 ): Promise<MintedToken> {
   const scopes = [...new Set(request.scopes)];
@@ -107,11 +123,7 @@ export async function mintToken(
   const payload = {
     scope: scopes.join(' '),
     ...(request.sessionId !== null
-      ? {
-          session_id: request.sessionId,
-          gen: request.generation,
-          ...(request.incarnation ? { inc: request.incarnation } : {}),
-        }
+      ? { session_id: request.sessionId, gen: request.generation, inc: request.incarnation }
       : {}),
     iat: issuedAt,
     exp,
@@ -121,28 +133,42 @@ export async function mintToken(
 }
 
 /**
- * Verifies a token's signature, then its expiry against `now`, then its claims. Throws a
- * TokenRejection saying which of the three failed.
+ * Verifies a token's signature under any of `keys` (the signing key first), then its time
+ * claims against `now`: `iat` and `nbf` not ahead of it by more than the clock tolerance,
+ * `exp` after it and at most 30 days after `iat`; then its other claims. A token bound to a
+ * session must name the session's token generation and incarnation. Throws a TokenRejection
+ * saying what failed.
  */
-export async function verifyToken(key: CryptoKey, token: string, now: Date): Promise<Principal> {
-  let payload: unknown;
-  try {
-    // Time claims are checked here against the service clock, after the signature.
-    payload = await verify(token, key, { alg: 'HS256', exp: false, nbf: false, iat: false });
-  } catch (error) {
-    if (error instanceof JwtTokenSignatureMismatched) throw new TokenRejection('the token signature does not verify');
-    throw new TokenRejection('the token is malformed');
-  }
+export async function verifyToken(keys: readonly CryptoKey[], token: string, now: Date): Promise<Principal> {
+  const payload = await verifiedPayload(keys, token);
   const claims = claimsSchema.safeParse(payload);
   if (!claims.success) throw new TokenRejection('the token is malformed');
-  if (claims.data.exp * 1000 <= now.getTime())
-    throw new TokenRejection(`the token expired at ${new Date(claims.data.exp * 1000).toISOString()}`);
+  const { iat, nbf, exp } = claims.data;
+  const latest = Math.floor(now.getTime() / 1000) + CLOCK_TOLERANCE_SECONDS;
+  if (iat > latest) throw new TokenRejection(`the token is issued in the future (${isoTime(iat)})`);
+  if (nbf !== undefined && nbf > latest) throw new TokenRejection(`the token is not valid before ${isoTime(nbf)}`);
+  if (exp * 1000 <= now.getTime()) throw new TokenRejection(`the token expired at ${isoTime(exp)}`);
+  if (exp - iat > MAX_TTL_SECONDS) throw new TokenRejection('the token lifetime exceeds 30 days');
   const sessionId = claims.data.session_id ?? null;
-  if (sessionId !== null && claims.data.gen === undefined) throw new TokenRejection('the token is malformed');
-  return {
-    scopes: claims.data.scope,
-    sessionId,
-    generation: claims.data.gen ?? 0,
-    ...(claims.data.inc !== undefined ? { incarnation: claims.data.inc } : {}),
-  };
+  if (sessionId === null) return { scopes: claims.data.scope, sessionId, generation: 0, incarnation: '' };
+  if (claims.data.gen === undefined || claims.data.inc === undefined)
+    throw new TokenRejection('the token is malformed');
+  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen, incarnation: claims.data.inc };
+}
+
+function isoTime(seconds: number): string {
+  return new Date(seconds * 1000).toISOString();
+}
+
+/** The payload of a token whose signature verifies under one of `keys`. */
+async function verifiedPayload(keys: readonly CryptoKey[], token: string): Promise<unknown> {
+  for (const key of keys) {
+    try {
+      // Time claims are checked by verifyToken against the service clock, after the signature.
+      return await verify(token, key, { alg: 'HS256', exp: false, nbf: false, iat: false });
+    } catch (error) {
+      if (!(error instanceof JwtTokenSignatureMismatched)) throw new TokenRejection('the token is malformed');
+    }
+  }
+  throw new TokenRejection('the token signature does not verify');
 }

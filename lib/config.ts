@@ -55,6 +55,47 @@ function secretText() {
   );
 }
 
+/** Bytes a token signing key must hold: 256 bits, HS256's own strength. */
+const MIN_SIGNING_KEY_BYTES = 32;
+
+/**
+ * A token signing key: base64 or base64url text (padding optional) of at least
+ * {@link MIN_SIGNING_KEY_BYTES} random bytes, as `openssl rand -base64 32` prints. The text
+ * itself (its UTF-8) is the HS256 key, as JWT libraries take a secret string; the rule only
+ * makes sure the text carries 256 random bits. Bytes that repeat too much (fewer than 16
+ * distinct values, which 32 random bytes all but never give) are refused as not random.
+ */
+function signingKeyText() {
+  return secretText().superRefine((text, context) => {
+    if (text === undefined) return;
+    const bytes = base64Bytes(text);
+    const problem =
+      bytes === null
+        ? 'is not base64 or base64url text'
+        : bytes.length < MIN_SIGNING_KEY_BYTES
+          ? `decodes to ${bytes.length} bytes, fewer than ${MIN_SIGNING_KEY_BYTES}`
+          : new Set(bytes).size < 16
+            ? 'repeats its bytes too much to be random'
+            : null;
+    if (problem === null) return;
+    context.addIssue({
+      code: 'custom',
+      message:
+        `must be at least ${MIN_SIGNING_KEY_BYTES} random bytes in base64 or base64url ` +
+        '(generate one with `openssl rand -base64 32`); this one ' +
+        problem,
+    });
+  });
+}
+
+/** The bytes of base64 or base64url text (padding optional), null when it is neither. */
+function base64Bytes(text: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return null;
+  const digits = text.replace(/=+$/, '').replaceAll('-', '+').replaceAll('_', '/');
+  if (digits.length % 4 === 1) return null;
+  return Uint8Array.from(atob(digits.padEnd(Math.ceil(digits.length / 4) * 4, '=')), (char) => char.charCodeAt(0));
+}
+
 /**
  * Empty, or ending in `/`, and no path segment named `sessions`: deployments `a/` and
  * `a/sessions/x/` would share keys (the second's objects would be session x of the first).
@@ -91,7 +132,9 @@ const booleanText = z
 
 export const serviceEnvSchema = z.object({
   API_TOKEN: secretText(),
-  TOKEN_SIGNING_KEY: secretText(),
+  TOKEN_SIGNING_KEY: signingKeyText(),
+  // Verifies tokens only, during a key rotation (docs/SECURITY.md).
+  TOKEN_SIGNING_KEY_PREVIOUS: signingKeyText(),
   ALLOW_ANONYMOUS: booleanText,
   KEY_PREFIX: z.preprocess((value) => (value === undefined ? '' : value), keyPrefixSchema),
   DEFAULT_MODEL: z.preprocess(
@@ -135,8 +178,13 @@ export const serviceEnvSchema = z.object({
 
 export interface ServiceConfig {
   apiToken: string | undefined;
-  /** The HS256 key of scoped tokens (default: derived from apiToken, functions/tokens.ts). */
+  /**
+   * The HS256 key that signs and verifies scoped tokens (functions/tokens.ts): at least 32
+   * random bytes in base64. Without it no token is minted or accepted but API_TOKEN.
+   */
   tokenSigningKey: string | undefined;
+  /** The key of a rotation's previous generation: verifies tokens, never signs. */
+  tokenSigningKeyPrevious: string | undefined;
   allowAnonymous: boolean;
   keyPrefix: string;
   defaultModel: string;
@@ -194,10 +242,18 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     throw new NotConfiguredError(`invalid setting ${name}: ${issue?.message ?? 'invalid'}`, { variable: name });
   }
   const value = parsed.data;
+  if (value.TOKEN_SIGNING_KEY_PREVIOUS !== undefined && value.TOKEN_SIGNING_KEY === undefined) {
+    throw new NotConfiguredError(
+      'invalid setting TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; ' +
+        'set TOKEN_SIGNING_KEY too',
+      { variable: 'TOKEN_SIGNING_KEY_PREVIOUS' },
+    );
+  }
   checkStrategyEnvironment(stringEnv(env));
   return {
     apiToken: value.API_TOKEN,
     tokenSigningKey: value.TOKEN_SIGNING_KEY,
+    tokenSigningKeyPrevious: value.TOKEN_SIGNING_KEY_PREVIOUS,
     allowAnonymous: value.ALLOW_ANONYMOUS,
     keyPrefix: value.KEY_PREFIX,
     defaultModel: value.DEFAULT_MODEL,

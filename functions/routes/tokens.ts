@@ -76,20 +76,25 @@ export function tokenRoutes(clock: () => Date) {
     .openapi(mintRoute, async (c) => {
       const body = c.req.valid('json');
       const key = await signingKey(c.var.config);
-      if (!key) throw new NotConfiguredError('minting tokens needs API_TOKEN or TOKEN_SIGNING_KEY');
+      if (!key) {
+        throw new NotConfiguredError(
+          'minting tokens needs TOKEN_SIGNING_KEY: at least 32 random bytes in base64 ' +
+            '(generate one with `openssl rand -base64 32`; see docs/SECURITY.md)',
+          { variable: 'TOKEN_SIGNING_KEY' },
+        );
+      }
       const sessionId = body.session_id ?? null;
       // A bound token carries its session's generation, read now (404 for a missing session).
       const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
       // ...and its incarnation: a token for a deleted session never opens one re-created with its id.
-      const incarnation =
-        sessionId === null ? undefined : (await c.var.services.sessions.scope(sessionId)).generation || undefined;
+      const incarnation = sessionId === null ? '' : (await c.var.services.sessions.scope(sessionId)).generation;
       const minted = await mintToken(
         key,
         {
           scopes: body.scopes,
           sessionId,
           generation,
-          ...(incarnation ? { incarnation } : {}),
+          incarnation,
           ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS,
         },
         clock(),

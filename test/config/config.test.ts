@@ -122,6 +122,45 @@ describe('parseServiceConfig', () => {
     expect(config.s3).toMatchObject({ accessKeyId: 'id', secretAccessKey: 'key' });
   });
 
+  it('accepts a TOKEN_SIGNING_KEY of 32 or more random bytes in base64 or base64url, trimmed', () => {
+    for (let round = 0; round < 200; round++) {
+      const bytes = crypto.getRandomValues(new Uint8Array(32 + (round % 33)));
+      const base64 = btoa(String.fromCharCode(...bytes));
+      const base64url = base64.replaceAll('+', '-').replaceAll('/', '_').replace(/=+$/, '');
+      for (const key of [base64, base64url, base64.replace(/=+$/, '')])
+        expect(parseServiceConfig({ TOKEN_SIGNING_KEY: key }).tokenSigningKey).toBe(key);
+    }
+    const key = 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=';
+    const config = parseServiceConfig({ TOKEN_SIGNING_KEY: ` ${key}\n`, TOKEN_SIGNING_KEY_PREVIOUS: key });
+    expect(config).toMatchObject({ tokenSigningKey: key, tokenSigningKeyPrevious: key });
+    expect(parseServiceConfig({ TOKEN_SIGNING_KEY: ' ' }).tokenSigningKey).toBeUndefined();
+  });
+
+  it.each([
+    ['x', 'is not base64 or base64url text'],
+    ['tailgate', 'decodes to 6 bytes, fewer than 32'],
+    ['aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49q', 'decodes to 30 bytes, fewer than 32'],
+    ['A'.repeat(44), 'repeats its bytes too much to be random'],
+    ['0123456789abcdef'.repeat(3), 'repeats its bytes too much to be random'],
+    ['a secret with spaces that is long enough to be 32 bytes', 'is not base64 or base64url text'],
+    ['aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE===', 'is not base64 or base64url text'],
+  ])('refuses TOKEN_SIGNING_KEY=%j (%s), naming the rule', (key, reason) => {
+    for (const variable of ['TOKEN_SIGNING_KEY', 'TOKEN_SIGNING_KEY_PREVIOUS']) {
+      const env = { TOKEN_SIGNING_KEY: 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=', [variable]: key };
+      expect(() => parseServiceConfig(env)).toThrow(NotConfiguredError);
+      expect(() => parseServiceConfig(env)).toThrow(
+        `invalid setting ${variable}: must be at least 32 random bytes in base64 or base64url ` +
+          `(generate one with \`openssl rand -base64 32\`); this one ${reason}`,
+      );
+    }
+  });
+
+  it('refuses TOKEN_SIGNING_KEY_PREVIOUS without TOKEN_SIGNING_KEY', () => {
+    expect(() =>
+      parseServiceConfig({ TOKEN_SIGNING_KEY_PREVIOUS: 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=' }),
+    ).toThrow(/TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; set TOKEN_SIGNING_KEY too/);
+  });
+
   it('turns the view cache off with VIEW_CACHE_BYTES=0', () => {
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '0' }).viewCacheBytes).toBe(0);
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '1048576' }).viewCacheBytes).toBe(1024 * 1024);

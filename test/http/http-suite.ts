@@ -9,7 +9,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
  * and in Node through `app.request` with an in-memory store (test/http/http.test.ts).
  */
 export interface HttpHarness {
-  /** A request with the harness's default env (API_TOKEN=test-token, no anonymous access). */
+  /** A request with the harness's default env (API_TOKEN=test-token, SIGNING_KEY, no anonymous access). */
   fetch(path: string, init?: RequestInit): Promise<Response>;
   /** The same, with env variables overridden (`undefined` removes one). */
   fetchWithEnv(overrides: Record<string, string | undefined>, path: string, init?: RequestInit): Promise<Response>;
@@ -21,6 +21,8 @@ export interface HttpHarness {
 }
 
 export const TOKEN = 'test-token';
+/** The harness's TOKEN_SIGNING_KEY (`openssl rand -base64 32`); vitest.config.ts binds the same in workerd. */
+export const SIGNING_KEY = 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=';
 const MIB = 1024 * 1024;
 
 let counter = 0;
@@ -130,7 +132,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
 
     it('answers 503 not_configured when no token is configured and anonymous access is off', async () => {
       for (const allow of [undefined, 'false']) {
-        const response = await harness.fetchWithEnv({ API_TOKEN: undefined, ALLOW_ANONYMOUS: allow }, '/v1/sessions/x');
+        const response = await harness.fetchWithEnv(
+          { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: allow },
+          '/v1/sessions/x',
+        );
         expect(response.status).toBe(503);
         expect(((await response.json()) as any).error.code).toBe('not_configured');
       }

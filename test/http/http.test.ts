@@ -1,6 +1,6 @@
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { defineHttpSuite, TOKEN, type HttpHarness } from './http-suite.ts';
+import { defineHttpSuite, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineTokenSuite } from './tokens-suite.ts';
 import { defineReceiptSuite } from './receipts-suite.ts';
 
@@ -9,6 +9,7 @@ import { defineReceiptSuite } from './receipts-suite.ts';
 const store = new MemoryStore();
 const baseEnvironment: Record<string, string | undefined> = {
   API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
   ALLOW_ANONYMOUS: 'false',
   DEFAULT_MODEL: 'echo',
 };

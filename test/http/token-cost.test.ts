@@ -2,10 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { SIGNING_KEY } from './http-suite.ts';
 
 // What a scoped token costs in storage operations, and expiry against the service clock.
 const TOKEN = 'cost-token';
-const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+const environment = { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, DEFAULT_MODEL: 'echo' };
 
 function setup() {
   const store = new CountingStore(new MemoryStore());

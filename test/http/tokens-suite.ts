@@ -1,6 +1,6 @@
-import { sign } from 'hono/jwt';
+import { sign, verify } from 'hono/jwt';
 import { describe, expect, it } from 'vitest';
-import { freshId, TOKEN, type HttpHarness } from './http-suite.ts';
+import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 
 /**
  * Scoped tokens through the real app (README "Give a notice poster its own token"): minting,
@@ -93,6 +93,19 @@ interface Operation {
   method: string;
   path: string;
   security: { bearer?: string[] }[] | undefined;
+}
+
+/** Another strong key (`openssl rand -base64 32`), for rotations and a second deployment. */
+const OTHER_KEY = 'BO16QfLiGKHtmKA3k61l1bFyUP2Sw4Lyt5NZyd2rmEQ=';
+const DAY = 24 * 3600;
+
+/** What an HS256 key made of API_TOKEN would be: a token holder could test guesses of API_TOKEN against it. */
+async function keyDerivedFromApiToken(): Promise<CryptoKey> {
+  const hmac = { name: 'HMAC', hash: 'SHA-256' } as const;
+  const encoder = new TextEncoder();
+  const base = await crypto.subtle.importKey('raw', encoder.encode(TOKEN), hmac, false, ['sign']);
+  const material = await crypto.subtle.sign('HMAC', base, encoder.encode('tailgate token signing key v1'));
+  return crypto.subtle.importKey('raw', material, hmac, false, ['sign', 'verify']);
 }
 
 async function readJson(response: Response): Promise<any> {
@@ -188,55 +201,138 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect(refused.status).toBe(404);
     });
 
-    it(
-      'cannot mint without API_TOKEN and TOKEN_SIGNING_KEY (503), and anonymous local mode still lets ' +
-        'everything in',
-      async () => {
-        const anonymous = { API_TOKEN: undefined, ALLOW_ANONYMOUS: 'true' };
-        const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
-        expect(refused.status).toBe(503);
-        expect(refused.body.error.code).toBe('not_configured');
-        const id = freshId('anon');
-        expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
-        expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
-        expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
-      },
-    );
-
-    it('signs with a key derived from API_TOKEN, never with API_TOKEN itself', async () => {
-      const id = await createSession();
-      const token = await mint({ scopes: ['session:read'], session_id: id });
-      expect((await call(token, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
-      // Another API_TOKEN derives another key: the token no longer verifies.
-      expectInvalidToken(
-        await call(token, 'GET', `/v1/sessions/${id}`, undefined, { API_TOKEN: 'rotated' }),
-        /signature/,
+    it('cannot mint with API_TOKEN alone: 503 not_configured naming TOKEN_SIGNING_KEY', async () => {
+      const refused = await call(
+        TOKEN,
+        'POST',
+        '/v1/tokens',
+        { scopes: ['inbox:write'] },
+        { TOKEN_SIGNING_KEY: undefined },
       );
+      expect(refused.status).toBe(503);
+      expect(refused.body.error.code).toBe('not_configured');
+      expect(refused.body.error.message).toMatch(/TOKEN_SIGNING_KEY.*openssl rand -base64 32/);
+      expect(refused.body.error.details).toEqual({ variable: 'TOKEN_SIGNING_KEY' });
+      // API_TOKEN itself still opens everything.
+      expect((await call(TOKEN, 'GET', '/v1/sessions', undefined, { TOKEN_SIGNING_KEY: undefined })).status).toBe(200);
+    });
+
+    it('anonymous local mode cannot mint without TOKEN_SIGNING_KEY (503) but lets everything else in', async () => {
+      const anonymous = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: 'true' };
+      const refused = await call(null, 'POST', '/v1/tokens', { scopes: ['admin'] }, anonymous);
+      expect(refused.status).toBe(503);
+      expect(refused.body.error.code).toBe('not_configured');
+      const id = freshId('anon');
+      expect((await call(null, 'POST', '/v1/sessions', { id }, anonymous)).status).toBe(201);
+      expect((await call(null, 'POST', `/v1/sessions/${id}/tokens/revoke`, undefined, anonymous)).status).toBe(200);
+      expect((await call(null, 'DELETE', `/v1/sessions/${id}`, undefined, anonymous)).status).toBe(204);
+    });
+
+    it('signs with TOKEN_SIGNING_KEY only: neither API_TOKEN nor a key derived from it checks a token', async () => {
+      const id = await createSession();
+      const token = await mint({ scopes: ['inbox:write'], session_id: id });
+      await expect(verify(token, SIGNING_KEY, 'HS256')).resolves.toMatchObject({ scope: 'inbox:write' });
+      await expect(verify(token, await keyDerivedFromApiToken(), 'HS256')).rejects.toThrow(/signature/i);
+      await expect(verify(token, TOKEN, 'HS256')).rejects.toThrow(/signature/i);
+      // A changed API_TOKEN leaves the token valid; the old API_TOKEN no longer opens anything.
+      const rotated = { API_TOKEN: 'another-admin-token' };
+      expect((await call(token, 'POST', `/v1/sessions/${id}/inbox`, { name: 'n', content: 'c' }, rotated)).status).toBe(
+        201,
+      );
+      expect((await call(TOKEN, 'GET', `/v1/sessions/${id}`, undefined, rotated)).status).toBe(401);
       const now = Math.floor(Date.now() / 1000);
       const withRawToken = await sign({ scope: 'admin', iat: now, exp: now + 600 }, TOKEN, 'HS256');
       expectInvalidToken(await call(withRawToken, 'GET', `/v1/sessions/${id}`), /signature/);
+      const withDerivedKey = await sign(
+        { scope: 'admin', iat: now, exp: now + 600 },
+        await keyDerivedFromApiToken(),
+        'HS256',
+      );
+      expectInvalidToken(await call(withDerivedKey, 'GET', `/v1/sessions/${id}`), /signature/);
+    });
+
+    it('accepts no scoped token without TOKEN_SIGNING_KEY, only API_TOKEN (401)', async () => {
+      const id = await createSession();
+      const token = await mint({ scopes: ['session:read'], session_id: id });
+      expectInvalidToken(
+        await call(token, 'GET', `/v1/sessions/${id}`, undefined, { TOKEN_SIGNING_KEY: undefined }),
+        /no TOKEN_SIGNING_KEY/,
+      );
     });
 
     it('verifies tokens signed with TOKEN_SIGNING_KEY, also with no API_TOKEN set', async () => {
       const id = await createSession();
-      const key = 'a-signing-key-for-tests';
-      const env = { TOKEN_SIGNING_KEY: key };
+      const env = { TOKEN_SIGNING_KEY: OTHER_KEY };
       const token = await mint({ scopes: ['session:read'], session_id: id }, env);
       expect((await call(token, 'GET', `/v1/sessions/${id}`, undefined, env)).status).toBe(200);
-      // Without TOKEN_SIGNING_KEY the key is derived from API_TOKEN: another key.
+      // Another deployment's key: the token does not verify.
       expectInvalidToken(await call(token, 'GET', `/v1/sessions/${id}`), /signature/);
       const now = Math.floor(Date.now() / 1000);
-      const external = await sign({ scope: 'admin', iat: now, exp: now + 600 }, key, 'HS256');
-      const keyOnly = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: key };
+      const external = await sign({ scope: 'admin', iat: now, exp: now + 600 }, OTHER_KEY, 'HS256');
+      const keyOnly = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: OTHER_KEY };
       expect((await call(external, 'GET', `/v1/sessions/${id}`, undefined, keyOnly)).status).toBe(200);
       expect((await call(TOKEN, 'GET', `/v1/sessions/${id}`, undefined, keyOnly)).status).toBe(401);
+    });
+  });
+
+  describe(`${label}: the signing key`, () => {
+    it.each([
+      ['a word', 'tailgate', /decodes to 6 bytes, fewer than 32/],
+      ['one letter', 'x', /is not base64 or base64url text/],
+      ['fewer than 32 bytes', 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49q', /decodes to 30 bytes/],
+      ['32 bytes that repeat', 'A'.repeat(44), /repeats its bytes/],
+      ['a passphrase', 'correct horse battery staple of the tailgate service', /not base64/],
+    ])('refuses %s as TOKEN_SIGNING_KEY on every request (503 naming it)', async (_name, key, reason) => {
+      for (const [variable, env] of [
+        ['TOKEN_SIGNING_KEY', { TOKEN_SIGNING_KEY: key }],
+        ['TOKEN_SIGNING_KEY_PREVIOUS', { TOKEN_SIGNING_KEY_PREVIOUS: key }],
+      ] as const) {
+        const refused = await call(TOKEN, 'GET', '/v1/sessions', undefined, env);
+        expect(refused.status, JSON.stringify(refused.body)).toBe(503);
+        expect(refused.body.error.code).toBe('not_configured');
+        expect(refused.body.error.details).toEqual({ variable });
+        expect(refused.body.error.message).toContain(`invalid setting ${variable}: must be at least 32 random bytes`);
+        expect(refused.body.error.message).toContain('openssl rand -base64 32');
+        expect(refused.body.error.message).toMatch(reason);
+      }
+    });
+
+    it('refuses TOKEN_SIGNING_KEY_PREVIOUS without TOKEN_SIGNING_KEY (503 naming it)', async () => {
+      const env = { TOKEN_SIGNING_KEY: undefined, TOKEN_SIGNING_KEY_PREVIOUS: OTHER_KEY };
+      const refused = await call(TOKEN, 'GET', '/v1/sessions', undefined, env);
+      expect(refused.status).toBe(503);
+      expect(refused.body.error.details).toEqual({ variable: 'TOKEN_SIGNING_KEY_PREVIOUS' });
+    });
+
+    it('rotates without downtime: the previous key verifies, only the new one signs', async () => {
+      const id = await createSession();
+      const old = { TOKEN_SIGNING_KEY: SIGNING_KEY };
+      const preparing = { TOKEN_SIGNING_KEY: SIGNING_KEY, TOKEN_SIGNING_KEY_PREVIOUS: OTHER_KEY };
+      const rotating = { TOKEN_SIGNING_KEY: OTHER_KEY, TOKEN_SIGNING_KEY_PREVIOUS: SIGNING_KEY };
+      const rotated = { TOKEN_SIGNING_KEY: OTHER_KEY };
+      const before = await mint({ scopes: ['session:read'], session_id: id }, old);
+      const after = await mint({ scopes: ['session:read'], session_id: id }, rotating);
+      // The token minted during the rotation is signed with the new key, not the previous one.
+      await expect(verify(after, OTHER_KEY, 'HS256')).resolves.toBeDefined();
+      expectInvalidToken(await call(after, 'GET', `/v1/sessions/${id}`, undefined, old), /signature/);
+      // A server still on the old key that already verifies with the new one accepts it.
+      expect((await call(after, 'GET', `/v1/sessions/${id}`, undefined, preparing)).status).toBe(200);
+      for (const token of [before, after])
+        expect((await call(token, 'GET', `/v1/sessions/${id}`, undefined, rotating)).status).toBe(200);
+      // Once the previous key is dropped, only tokens of the new key work.
+      expect((await call(after, 'GET', `/v1/sessions/${id}`, undefined, rotated)).status).toBe(200);
+      expectInvalidToken(await call(before, 'GET', `/v1/sessions/${id}`, undefined, rotated), /signature/);
+      // A forgery under neither key is refused during the rotation too.
+      const now = Math.floor(Date.now() / 1000);
+      const forged = await sign({ scope: 'admin', iat: now, exp: now + 60 }, 'guessed', 'HS256');
+      expectInvalidToken(await call(forged, 'GET', `/v1/sessions/${id}`, undefined, rotating), /signature/);
     });
   });
 
   describe(`${label}: refusing tokens`, () => {
     it('answers a tampered, malformed or expired token with 401 and a WWW-Authenticate reason', async () => {
       const id = await createSession();
-      const key = 'expiry-key';
+      const key = OTHER_KEY;
       const env = { TOKEN_SIGNING_KEY: key };
       const token = await mint({ scopes: ['inbox:read'], session_id: id }, env);
       const [header, payload, signature] = token.split('.') as [string, string, string];
@@ -260,6 +356,52 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expectInvalidToken(await call(expired, 'GET', `/v1/sessions/${id}`, undefined, env), /expired/);
       const unknownScope = await sign({ scope: 'root', iat: now, exp: now + 60 }, key, 'HS256');
       expectInvalidToken(await call(unknownScope, 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
+    });
+
+    it.each([
+      [
+        'an iat and nbf 30 s ahead (the clock tolerance is 60 s)',
+        (now: number) => ({ iat: now + 30, nbf: now + 30, exp: now + 600 }),
+        null,
+      ],
+      ['a lifetime of exactly 30 days', (now: number) => ({ iat: now - 60, exp: now - 60 + 30 * DAY }), null],
+      ['an iat an hour ahead', (now: number) => ({ iat: now + 3600, exp: now + 7200 }), /issued in the future/],
+      ['an nbf an hour ahead', (now: number) => ({ iat: now, nbf: now + 3600, exp: now + 7200 }), /not valid before/],
+      [
+        'a lifetime of 30 days and 1 s',
+        (now: number) => ({ iat: now - 60, exp: now - 59 + 30 * DAY }),
+        /lifetime exceeds 30 days/,
+      ],
+      [
+        'an exp a year ahead',
+        (now: number) => ({ iat: now - 10 * DAY, exp: now + 365 * DAY }),
+        /lifetime exceeds 30 days/,
+      ],
+      ['no iat', (now: number) => ({ exp: now + 600 }), /malformed/],
+      ['an iat that is not a number', (now: number) => ({ iat: 'now', exp: now + 600 }), /malformed/],
+    ])('checks the time claims against the clock: %s', async (_name, claims, refusal) => {
+      const id = await createSession();
+      const token = await sign(
+        { scope: 'session:read', ...claims(Math.floor(Date.now() / 1000)) },
+        SIGNING_KEY,
+        'HS256',
+      );
+      const result = await call(token, 'GET', `/v1/sessions/${id}/turns`);
+      if (refusal === null) expect(result.status, JSON.stringify(result.body)).toBe(200);
+      else expectInvalidToken(result, refusal);
+    });
+
+    it('refuses a bound token that names no incarnation of its session (401)', async () => {
+      const id = await createSession();
+      const now = Math.floor(Date.now() / 1000);
+      const claims = { scope: 'session:read', session_id: id, gen: 0, iat: now, exp: now + 600 };
+      const withoutIncarnation = await sign(claims, SIGNING_KEY, 'HS256');
+      expectInvalidToken(await call(withoutIncarnation, 'GET', `/v1/sessions/${id}`), /malformed/);
+      expect((await call(TOKEN, 'DELETE', `/v1/sessions/${id}`)).status).toBe(204);
+      expect((await call(TOKEN, 'POST', '/v1/sessions', { id })).status).toBe(201);
+      expectInvalidToken(await call(withoutIncarnation, 'GET', `/v1/sessions/${id}`), /malformed/);
+      const withoutGeneration = await sign({ ...claims, gen: undefined, inc: '' }, SIGNING_KEY, 'HS256');
+      expectInvalidToken(await call(withoutGeneration, 'GET', `/v1/sessions/${id}`), /malformed/);
     });
 
     it('answers a token without the route scope with 403 forbidden naming the scope', async () => {

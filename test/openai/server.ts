@@ -2,6 +2,7 @@ import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { SIGNING_KEY } from '../http/http-suite.ts';
 
 export const TOKEN = 'openai-facade-token';
 
@@ -10,7 +11,13 @@ export async function startTailgate(
   env: Record<string, string> = {},
 ): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
   const store = new MemoryStore();
-  const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', ...env };
+  const environment = {
+    API_TOKEN: TOKEN,
+    TOKEN_SIGNING_KEY: SIGNING_KEY,
+    ALLOW_ANONYMOUS: 'false',
+    DEFAULT_MODEL: 'echo',
+    ...env,
+  };
   const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
   const server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' });
   await new Promise<void>((resolve) => server.once('listening', () => resolve()));

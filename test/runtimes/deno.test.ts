@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
@@ -37,3 +37,26 @@ afterAll(async () => {
 it('serves the API on Deno with the S3 adapter', async () => {
   await runScenario(server.origin, TOKEN, directWriter(keyPrefix));
 });
+
+it('refuses to start with a weak TOKEN_SIGNING_KEY, naming it', async () => {
+  const { spawnSync } = await import('node:child_process');
+  // The settings are checked before the server listens: no network permission is needed.
+  const result = spawnSync(deno, ['run', '--allow-env', '--allow-read', '--allow-sys', 'functions/deno.ts'], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      DENO_NO_UPDATE_CHECK: '1',
+      API_TOKEN: 'deno-startup-token',
+      TOKEN_SIGNING_KEY: 'tailgate',
+      PORT: String(await freePort()),
+    },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  expect(result.status).toBe(1);
+  expect(result.stderr).toContain(
+    'tailgate: invalid setting TOKEN_SIGNING_KEY: must be at least 32 random bytes in base64 or base64url ' +
+      '(generate one with `openssl rand -base64 32`)',
+  );
+}, 70_000);

@@ -25,19 +25,32 @@ it('serves the API on Node with the S3 adapter', async () => {
   await runScenario(server.origin, TOKEN, directWriter(keyPrefix));
 });
 
-it('refuses to start with a bad setting, naming it', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      TURN_LEASE_MS: '1000',
-      PORT: String(await freePort()),
-    },
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  expect(result.status).toBe(1);
-  expect(result.stderr).toContain('TURN_LEASE_MS');
-}, 40_000);
+it.each([
+  ['TURN_LEASE_MS', '1000', 'invalid setting TURN_LEASE_MS'],
+  [
+    'TOKEN_SIGNING_KEY',
+    'tailgate',
+    'invalid setting TOKEN_SIGNING_KEY: must be at least 32 random bytes in base64 or base64url ' +
+      '(generate one with `openssl rand -base64 32`)',
+  ],
+])(
+  'refuses to start with a bad %s, naming it',
+  async (variable, value, line) => {
+    const { spawnSync } = await import('node:child_process');
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'functions/node.ts'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        API_TOKEN: 'node-startup-token',
+        [variable]: value,
+        PORT: String(await freePort()),
+      },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain(`tailgate: ${line}`);
+  },
+  40_000,
+);

@@ -8,7 +8,8 @@ import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
-// the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token.
+// the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
+// TOKEN_SIGNING_KEY.
 const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
 const origin = 'https://tailgate.test';
 

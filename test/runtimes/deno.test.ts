@@ -1,10 +1,7 @@
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, it } from 'vitest';
-import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { freePort, type RunningServer, runScenario, startDenoServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
 const keyPrefix = `deno-${Date.now().toString(36)}/`;
 let server: RunningServer;
 
@@ -12,22 +9,7 @@ beforeAll(async () => {
   const port = await freePort();
   // `npm run start:deno`'s command (deno from npm, `deno run` on functions/deno.ts) with the
   // port after the file name, on S3 (fauxqs).
-  server = await startServer(
-    deno,
-    [
-      'run',
-      '--unstable-no-legacy-abort',
-      '--allow-net',
-      '--allow-env',
-      '--allow-read',
-      '--allow-write',
-      '--allow-sys',
-      'functions/deno.ts',
-      '--port',
-      String(port),
-    ],
-    { cwd: root, port, env: { ...serverEnvironment(port, keyPrefix), DENO_NO_UPDATE_CHECK: '1' } },
-  );
+  server = await startDenoServer(port, serverEnvironment(port, keyPrefix));
 }, 90_000);
 
 afterAll(async () => {

@@ -1,13 +1,10 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FileStore } from '../../lib/store/file.ts';
-import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { freePort, type RunningServer, runScenario, startDenoServer, startNodeServer } from './runtime-process.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
 const TOKEN = 'file-store-token';
 let dataDir: string;
 let node: RunningServer;
@@ -20,32 +17,8 @@ beforeAll(async () => {
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
   const [nodePort, denoPort] = [await freePort(), await freePort()];
   [node, denoServer] = await Promise.all([
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], {
-      cwd: root,
-      port: nodePort,
-      env: environment,
-    }),
-    startServer(
-      deno,
-      [
-        'run',
-        '--unstable-no-legacy-abort',
-        '--allow-net',
-        '--allow-env',
-        '--allow-read',
-        '--allow-write',
-        '--allow-sys',
-        'functions/deno.ts',
-        '--port',
-        String(denoPort),
-      ],
-      {
-        cwd: root,
-        port: denoPort,
-        env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
-        timeoutMs: 90_000,
-      },
-    ),
+    startNodeServer(nodePort, environment),
+    startDenoServer(denoPort, environment),
   ]);
 }, 120_000);
 

@@ -1,6 +1,30 @@
+import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
+import { type RunningServer, startServer } from '../support/server-process.ts';
 
 export { freePort, onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
+
+/** functions/node.ts as a real process (tsx, as `npm run start:node` runs it) on `port`. */
+export function startNodeServer(port: number, env: Record<string, string>): Promise<RunningServer> {
+  return startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
+    cwd: root,
+    port,
+    env,
+  });
+}
+
+/** `npm run start:deno`'s command (deno from npm, `deno run` on functions/deno.ts) on `port`. */
+export function startDenoServer(port: number, env: Record<string, string>): Promise<RunningServer> {
+  const permissions = ['--allow-net', '--allow-env', '--allow-read', '--allow-write', '--allow-sys'];
+  return startServer(
+    deno,
+    ['run', '--unstable-no-legacy-abort', ...permissions, 'functions/deno.ts', '--port', String(port)],
+    { cwd: root, port, env: { ...env, DENO_NO_UPDATE_CHECK: '1' }, timeoutMs: 90_000 },
+  );
+}
 
 /**
  * The smaller cross-runtime scenario: health, a session, deeply nested JSON refused, one

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -5,7 +6,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { localServerOptions } from '../../functions/local-server.ts';
 import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { freePort, type RunningServer, startDenoServer, startNodeServer } from './runtime-process.ts';
+import {
+  freePort,
+  type RunningServer,
+  root,
+  serverCommand,
+  startDenoServer,
+  startNodeServer,
+} from './runtime-process.ts';
 
 /**
  * Slow clients on the Node and Deno servers: a socket that trickles its headers, one that
@@ -148,6 +156,24 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     expect(names).toContain('output_text.delta');
     expect(names.at(-1)).toBe('error');
     expect(text).toContain('"model_timeout"');
+  }, 60_000);
+
+  it('refuses to start with a bad timeout, naming it', async () => {
+    const [command, args] = serverCommand(runtime, await freePort());
+    const child = spawn(command, args, {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DENO_NO_UPDATE_CHECK: '1',
+        HEADERS_TIMEOUT_MS: '10s',
+      },
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const status = await new Promise((resolve) => child.once('close', resolve));
+    expect(status).toBe(1);
+    expect(stderr).toContain('invalid HEADERS_TIMEOUT_MS "10s"');
   }, 60_000);
 });
 

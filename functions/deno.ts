@@ -1,14 +1,15 @@
 import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { describeStore, docsScript, localServerOptions, storeFromConfig } from './local-server.ts';
+import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
 import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
- * Deno entry: `npm run start:deno` (`deno run ... functions/deno.ts --allow-anonymous`). Run it
- * with `--unstable-no-legacy-abort`: a request's signal then aborts only when its client goes
- * away, not after every successful response (Deno's legacy behaviour, which it warns about).
+ * Deno entry: `npm run start:deno` (`deno run ... functions/deno.ts --allow-anonymous`). It
+ * serves through Deno's node:http, as the Node entry does (`serveLocal` in
+ * functions/local-server.ts): Deno.serve never times out a client that trickles its headers.
+ * The npm script's `--unstable-no-legacy-abort` concerns only Deno.serve's request signal.
  * Options after the file name: `--port`, `--host` (else PORT, HOST; default 8787 on
  * 127.0.0.1), `--allow-anonymous`.
  * Storage is S3 when S3_ENDPOINT or S3_BUCKET is set, otherwise files under DATA_DIR (default
@@ -22,10 +23,6 @@ declare const Deno: {
   };
   args: string[];
   exit(code: number): never;
-  serve(
-    options: { port: number; hostname: string; onListen?: (address: { hostname: string; port: number }) => void },
-    handler: (request: Request) => Response | Promise<Response>,
-  ): unknown;
 };
 
 let options: ReturnType<typeof localServerOptions>;
@@ -45,16 +42,7 @@ const app = createApp({
   docsScript,
 });
 
-const onListen = ({ hostname, port }: { hostname: string; port: number }) => {
-  const host = hostname.includes(':') ? `[${hostname}]` : hostname;
+serveLocal(app.fetch, options, (url) => {
   const config = parseServiceConfig(Deno.env.toObject());
-  console.log(
-    startupBanner(
-      `Deno ${process.versions.deno ?? ''}`.trim(),
-      `http://${host}:${port}`,
-      config,
-      describeStore(config),
-    ),
-  );
-};
-Deno.serve({ port: options.port, hostname: options.hostname, onListen }, (request) => app.fetch(request));
+  console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), url, config, describeStore(config)));
+});

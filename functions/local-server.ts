@@ -1,7 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
+import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
 import { FileStore } from '../lib/store/file.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
@@ -12,14 +14,19 @@ import { s3StoreFromConfig } from './s3-store-from-env.ts';
  * What the Node and Deno entries share: the store (S3 when S3_ENDPOINT or S3_BUCKET is set,
  * otherwise the file store under DATA_DIR), the listening address (`--port`/`--host`, then
  * PORT/HOST, then 8787 on 127.0.0.1), `--allow-anonymous` (what `npm run start:node` and
- * `start:deno` pass, like `npm start`), the docs page's script, and the store's line of the
- * startup banner (functions/startup-banner.ts).
+ * `start:deno` pass, like `npm start`), the HTTP server with its slow-client timeouts
+ * (`serveLocal`), the docs page's script, and the store's line of the startup banner
+ * (functions/startup-banner.ts).
  */
 export interface LocalServerOptions {
   port: number;
   hostname: string;
   /** Set ALLOW_ANONYMOUS=true unless the environment sets it. */
   allowAnonymous: boolean;
+  /** HEADERS_TIMEOUT_MS: a request's headers must have arrived this long after it began (else 408). */
+  headersTimeoutMs: number;
+  /** REQUEST_TIMEOUT_MS: the whole request, body included (else 408); sending the response is not bounded. */
+  requestTimeoutMs: number;
 }
 
 export function localServerOptions(args: string[], env: Record<string, string | undefined>): LocalServerOptions {
@@ -33,7 +40,52 @@ export function localServerOptions(args: string[], env: Record<string, string | 
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`invalid port ${JSON.stringify(portText)} (--port or PORT)`);
-  return { port, hostname: values.host ?? env.HOST ?? '127.0.0.1', allowAnonymous: values['allow-anonymous'] ?? false };
+  const headersTimeoutMs = milliseconds(env, 'HEADERS_TIMEOUT_MS', 10_000);
+  const requestTimeoutMs = milliseconds(env, 'REQUEST_TIMEOUT_MS', 60_000);
+  if (headersTimeoutMs > requestTimeoutMs)
+    throw new Error(
+      `HEADERS_TIMEOUT_MS (${headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${requestTimeoutMs})`,
+    );
+  return {
+    port,
+    hostname: values.host ?? env.HOST ?? '127.0.0.1',
+    allowAnonymous: values['allow-anonymous'] ?? false,
+    headersTimeoutMs,
+    requestTimeoutMs,
+  };
+}
+
+function milliseconds(env: Record<string, string | undefined>, name: string, fallback: number): number {
+  const text = env[name]?.trim() || String(fallback);
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new Error(`invalid ${name} ${JSON.stringify(text)} (a positive number of milliseconds)`);
+  return value;
+}
+
+/**
+ * Serves `fetch` with node:http (@hono/node-server), on Node and on Deno alike: Deno.serve has
+ * no header timeout, and Deno's node:http enforces these as Node does. A client whose headers,
+ * or whole request, have not arrived in time gets `408 Request Timeout` and its connection is
+ * closed; the timeouts are checked every second at most. SIGINT and SIGTERM close the server.
+ */
+export function serveLocal(
+  fetch: (request: Request) => Response | Promise<Response>,
+  options: LocalServerOptions,
+  onListen: (url: string) => void,
+): void {
+  const serverOptions = {
+    headersTimeout: options.headersTimeoutMs,
+    requestTimeout: options.requestTimeoutMs,
+    connectionsCheckingInterval: Math.min(1000, options.headersTimeoutMs),
+  };
+  const server = serve({ fetch, port: options.port, hostname: options.hostname, serverOptions }, (info) => {
+    const host = info.address.includes(':') ? `[${info.address}]` : info.address;
+    onListen(`http://${host}:${info.port}`);
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.on(signal, () => server.close(() => process.exit(0)));
+  }
 }
 
 /** S3 is configured when its endpoint or bucket is set; otherwise the store is local files. */

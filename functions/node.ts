@@ -1,7 +1,6 @@
-import { serve } from '@hono/node-server';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
-import { describeStore, docsScript, localServerOptions, storeFromConfig } from './local-server.ts';
+import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
 import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
@@ -28,12 +27,7 @@ const app = createApp({
   docsScript,
 });
 
-const server = serve({ fetch: app.fetch, port: options.port, hostname: options.hostname }, (info) => {
-  const host = info.family === 'IPv6' ? `[${info.address}]` : info.address;
+serveLocal(app.fetch, options, (url) => {
   const config = parseServiceConfig(process.env);
-  console.log(startupBanner(`Node ${process.version}`, `http://${host}:${info.port}`, config, describeStore(config)));
+  console.log(startupBanner(`Node ${process.version}`, url, config, describeStore(config)));
 });
-
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => server.close(() => process.exit(0)));
-}

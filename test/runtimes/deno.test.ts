@@ -1,10 +1,7 @@
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { freePort, root, type RunningServer, runScenario, serverCommand, startDenoServer } from './runtime-process.ts';
 import { directWriter, serverEnvironment, TOKEN } from './s3-environment.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
 const keyPrefix = `deno-${Date.now().toString(36)}/`;
 let server: RunningServer;
 
@@ -12,22 +9,7 @@ beforeAll(async () => {
   const port = await freePort();
   // `npm run start:deno`'s command (deno from npm, `deno run` on functions/deno.ts) with the
   // port after the file name, on S3 (fauxqs).
-  server = await startServer(
-    deno,
-    [
-      'run',
-      '--unstable-no-legacy-abort',
-      '--allow-net',
-      '--allow-env',
-      '--allow-read',
-      '--allow-write',
-      '--allow-sys',
-      'functions/deno.ts',
-      '--port',
-      String(port),
-    ],
-    { cwd: root, port, env: { ...serverEnvironment(port, keyPrefix), DENO_NO_UPDATE_CHECK: '1' } },
-  );
+  server = await startDenoServer(port, serverEnvironment(port, keyPrefix));
 }, 90_000);
 
 afterAll(async () => {
@@ -41,19 +23,23 @@ it('serves the API on Deno with the S3 adapter', async () => {
 it('refuses to start with a weak TOKEN_SIGNING_KEY, naming it', async () => {
   const { spawnSync } = await import('node:child_process');
   // The settings are checked before the server listens: no network permission is needed.
-  const result = spawnSync(deno, ['run', '--allow-env', '--allow-read', '--allow-sys', 'functions/deno.ts'], {
-    cwd: root,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      DENO_NO_UPDATE_CHECK: '1',
-      API_TOKEN: 'deno-startup-token',
-      TOKEN_SIGNING_KEY: 'tailgate',
-      PORT: String(await freePort()),
+  const result = spawnSync(
+    serverCommand('Deno', 0)[0],
+    ['run', '--allow-env', '--allow-read', '--allow-sys', 'functions/deno.ts'],
+    {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DENO_NO_UPDATE_CHECK: '1',
+        API_TOKEN: 'deno-startup-token',
+        TOKEN_SIGNING_KEY: 'tailgate',
+        PORT: String(await freePort()),
+      },
+      encoding: 'utf8',
+      timeout: 60_000,
     },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
+  );
   expect(result.status).toBe(1);
   expect(result.stderr).toContain(
     'tailgate: invalid setting TOKEN_SIGNING_KEY: must be at least 32 random bytes in base64 or base64url ' +

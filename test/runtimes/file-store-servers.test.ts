@@ -1,13 +1,10 @@
 import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FileStore } from '../../lib/store/file.ts';
-import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
+import { freePort, type RunningServer, runScenario, startDenoServer, startNodeServer } from './runtime-process.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const deno = fileURLToPath(new URL('../../node_modules/.bin/deno', import.meta.url));
 const TOKEN = 'file-store-token';
 let dataDir: string;
 let node: RunningServer;
@@ -20,32 +17,8 @@ beforeAll(async () => {
   const environment = { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' };
   const [nodePort, denoPort] = [await freePort(), await freePort()];
   [node, denoServer] = await Promise.all([
-    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(nodePort)], {
-      cwd: root,
-      port: nodePort,
-      env: environment,
-    }),
-    startServer(
-      deno,
-      [
-        'run',
-        '--unstable-no-legacy-abort',
-        '--allow-net',
-        '--allow-env',
-        '--allow-read',
-        '--allow-write',
-        '--allow-sys',
-        'functions/deno.ts',
-        '--port',
-        String(denoPort),
-      ],
-      {
-        cwd: root,
-        port: denoPort,
-        env: { ...environment, DENO_NO_UPDATE_CHECK: '1' },
-        timeoutMs: 90_000,
-      },
-    ),
+    startNodeServer(nodePort, environment),
+    startDenoServer(denoPort, environment),
   ]);
 }, 120_000);
 
@@ -161,11 +134,7 @@ it('a server sweeps the temp files that a process killed while writing left in D
   await writeFile(join(dataDir, leftover), 'partial');
   // A fresh server on the directory: it sweeps when its store is first used.
   const port = await freePort();
-  const fresh = await startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
-    cwd: root,
-    port,
-    env: { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' },
-  });
+  const fresh = await startNodeServer(port, { API_TOKEN: TOKEN, DATA_DIR: dataDir, DEFAULT_MODEL: 'echo' });
   try {
     expect((await call(fresh.origin, 'GET', '/v1/sessions')).status).toBe(200);
     await expect.poll(async () => (await readdir(dataDir)).includes(leftover)).toBe(false);

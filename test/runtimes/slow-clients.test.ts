@@ -1,0 +1,196 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { localServerOptions } from '../../functions/local-server.ts';
+import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import {
+  freePort,
+  type RunningServer,
+  root,
+  serverCommand,
+  startDenoServer,
+  startNodeServer,
+} from './runtime-process.ts';
+
+/**
+ * Slow clients on the Node and Deno servers: a socket that trickles its headers, one that
+ * sends its headers and then trickles its body, and one that sends nothing are answered 408
+ * and closed once HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS (set small here) has passed, while
+ * ordinary requests are served; a streamed turn outlives REQUEST_TIMEOUT_MS, which bounds only
+ * receiving the request.
+ */
+
+const TOKEN = 'slow-clients-token';
+const HEADERS_TIMEOUT_MS = 1000;
+const REQUEST_TIMEOUT_MS = 2000;
+/** How long a slow socket may stay open: generous, for a loaded machine. */
+const BOUND_MS = 20 * HEADERS_TIMEOUT_MS;
+let dataDir: string;
+let provider: FakeProvider;
+const servers: Record<'Node' | 'Deno', RunningServer | undefined> = { Node: undefined, Deno: undefined };
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-slow-'));
+  // The provider streams the first words of an answer and then hangs, so a streamed turn stays
+  // open until MODEL_TIMEOUT_MS, well past REQUEST_TIMEOUT_MS.
+  provider = await startFakeProvider(() => ({
+    sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+    hang: true,
+  }));
+  const environment = {
+    API_TOKEN: TOKEN,
+    DATA_DIR: dataDir,
+    HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+    REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS),
+    MODEL_TIMEOUT_MS: String(4 * REQUEST_TIMEOUT_MS),
+    MODEL_MAX_RETRIES: '0',
+    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    OPENAI_COMPATIBLE_API_KEY: 'test',
+  };
+  const [nodePort, denoPort] = [await freePort(), await freePort()];
+  [servers.Node, servers.Deno] = await Promise.all([
+    startNodeServer(nodePort, environment),
+    startDenoServer(denoPort, environment),
+  ]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all([servers.Node?.stop(), servers.Deno?.stop()]);
+  await provider?.close();
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+interface SlowSocket {
+  /** Whether the server closed the socket within BOUND_MS. */
+  closed: boolean;
+  /** What the server wrote before closing it. */
+  answer: string;
+}
+
+/**
+ * Opens a socket, writes `head`, then writes `trickle()` every 200 ms (nothing when it is
+ * empty) until the server closes the socket or BOUND_MS passes.
+ */
+function slowSocket(origin: string, head: string, trickle: () => string): Promise<SlowSocket> {
+  const { hostname, port } = new URL(origin);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port), hostname);
+    let answer = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (text: string) => (answer += text));
+    socket.on('error', () => undefined);
+    const ticker = setInterval(() => {
+      const bytes = trickle();
+      if (bytes !== '' && socket.writable) socket.write(bytes);
+    }, 200);
+    const giveUp = setTimeout(() => socket.destroy(), BOUND_MS);
+    let closedByServer = false;
+    socket.on('end', () => (closedByServer = true));
+    socket.on('close', () => {
+      clearInterval(ticker);
+      clearTimeout(giveUp);
+      // A reset (no FIN) closes it too: the socket is gone before BOUND_MS either way.
+      resolve({ closed: closedByServer || socket.errored !== null, answer });
+    });
+    socket.on('connect', () => {
+      if (head !== '') socket.write(head);
+    });
+  });
+}
+
+describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
+  it('408 and closes sockets trickling headers, trickling a body or silent; serves others meanwhile', async () => {
+    const origin = servers[runtime]!.origin;
+    const host = new URL(origin).host;
+    let header = 0;
+    const slow = Promise.all([
+      slowSocket(origin, `GET /healthz HTTP/1.1\r\nHost: ${host}\r\n`, () => `X-Slow-${header++}: a\r\n`),
+      slowSocket(
+        origin,
+        `POST /v1/sessions HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${TOKEN}\r\n` +
+          'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"id":"',
+        () => 'a',
+      ),
+      slowSocket(origin, '', () => ''),
+    ]);
+    // Ordinary requests while the slow ones hold their sockets.
+    for (let round = 0; round < 3; round++) {
+      expect((await fetch(`${origin}/healthz`)).status).toBe(200);
+      const created = await fetch(`${origin}/v1/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ id: `slow-${runtime}-${round}-${Date.now().toString(36)}` }),
+      });
+      expect(created.status).toBe(201);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+    }
+    const [headers, body, silent] = await slow;
+    const closedWith408 = { closed: true, answer: expect.stringMatching(/^HTTP\/1\.1 408 /) };
+    expect({ headers, body, silent }).toEqual({ headers: closedWith408, body: closedWith408, silent: closedWith408 });
+  }, 60_000);
+
+  it('keeps streaming a turn past REQUEST_TIMEOUT_MS', async () => {
+    const origin = servers[runtime]!.origin;
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const id = `stream-${runtime}-${Date.now().toString(36)}`;
+    const created = await fetch(`${origin}/v1/sessions`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ id, model: 'openai-compatible:fake' }),
+    });
+    expect(created.status).toBe(201);
+    const streamed = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'take your time', stream: true }),
+    });
+    expect(streamed.status).toBe(200);
+    // The provider hangs after its first words: the stream ends with the model timeout's error
+    // event (MODEL_TIMEOUT_MS, four times REQUEST_TIMEOUT_MS), not cut short without one.
+    const text = await streamed.text();
+    const names = [...text.matchAll(/^event: (.+)$/gm)].map((match) => match[1]);
+    expect(names[0]).toBe('turn.started');
+    expect(names).toContain('output_text.delta');
+    expect(names.at(-1)).toBe('error');
+    expect(text).toContain('"model_timeout"');
+  }, 60_000);
+
+  it('refuses to start with a bad timeout, naming it', async () => {
+    const [command, args] = serverCommand(runtime, await freePort());
+    const child = spawn(command, args, {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DENO_NO_UPDATE_CHECK: '1',
+        HEADERS_TIMEOUT_MS: '10s',
+      },
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const status = await new Promise((resolve) => child.once('close', resolve));
+    expect(status).toBe(1);
+    expect(stderr).toContain('invalid HEADERS_TIMEOUT_MS "10s"');
+  }, 60_000);
+});
+
+it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 60 s), refusing bad ones by name', () => {
+  expect(localServerOptions([], {})).toMatchObject({ headersTimeoutMs: 10_000, requestTimeoutMs: 60_000 });
+  expect(localServerOptions([], { HEADERS_TIMEOUT_MS: '500', REQUEST_TIMEOUT_MS: ' 500 ' })).toMatchObject({
+    headersTimeoutMs: 500,
+    requestTimeoutMs: 500,
+  });
+  for (const [name, value] of [
+    ['HEADERS_TIMEOUT_MS', '10s'],
+    ['HEADERS_TIMEOUT_MS', '0'],
+    ['REQUEST_TIMEOUT_MS', '-1'],
+    ['REQUEST_TIMEOUT_MS', '1.5'],
+  ] as const)
+    expect(() => localServerOptions([], { [name]: value }), `${name}=${value}`).toThrow(`invalid ${name}`);
+  expect(() => localServerOptions([], { HEADERS_TIMEOUT_MS: '30000', REQUEST_TIMEOUT_MS: '20000' })).toThrow(
+    'HEADERS_TIMEOUT_MS (30000) must not exceed REQUEST_TIMEOUT_MS (20000)',
+  );
+});

@@ -135,12 +135,11 @@ describe.each(providers)('$name adapter failures', (providerCase) => {
 
   it.each(modes)('a server that never answers gives ModelTimeoutError after MODEL_TIMEOUT_MS (%s)', async (mode) => {
     const model = await start(providerCase, { hang: true }, { MODEL_TIMEOUT_MS: '150' });
-    const started = Date.now();
+    // The server never answers: only the timeout can end the call (else the test's own timeout would).
     const error = await failure(calls[mode](model));
     expect(error).toBeInstanceOf(ModelTimeoutError);
     expect(error.code).toBe('model_timeout');
     expect(error.details).toMatchObject({ timeout_ms: 150 });
-    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('a stream that stops in the middle gives ModelTimeoutError', async () => {

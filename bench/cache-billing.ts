@@ -127,10 +127,13 @@ export class AnthropicBilling {
   private readonly entries = new Map<number, number>();
   private now = 0;
 
-  constructor(
-    private readonly placement: AnthropicPlacement,
-    private readonly toolTokens: number,
-  ) {}
+  private readonly placement: AnthropicPlacement;
+  private readonly toolTokens: number;
+
+  constructor(placement: AnthropicPlacement, toolTokens: number) {
+    this.placement = placement;
+    this.toolTokens = toolTokens;
+  }
 
   /** Bills one model call; `stableEnd` is the request's `cacheBreakpoint`. */
   bill(prompt: readonly PromptItem[], stableEnd: number | undefined): BilledCall {

@@ -29,10 +29,13 @@ export interface HeapProbeResult {
 }
 
 class SamplingStore implements ObjectStore {
-  constructor(
-    readonly inner: ObjectStore,
-    readonly sample: () => void,
-  ) {}
+  readonly inner: ObjectStore;
+  readonly sample: () => void;
+
+  constructor(inner: ObjectStore, sample: () => void) {
+    this.inner = inner;
+    this.sample = sample;
+  }
   async get(key: string, options?: GetOptions) {
     this.sample();
     const result = await this.inner.get(key, options);

@@ -20,13 +20,11 @@ import {
 
 /** A refused request: `challenge` is its WWW-Authenticate header (RFC 6750). */
 abstract class AuthError extends TailgateError {
-  constructor(
-    code: 'unauthorized' | 'forbidden',
-    message: string,
-    readonly challenge: string,
-    details?: unknown,
-  ) {
+  readonly challenge: string;
+
+  constructor(code: 'unauthorized' | 'forbidden', message: string, challenge: string, details?: unknown) {
     super(code, message, details);
+    this.challenge = challenge;
   }
 }
 

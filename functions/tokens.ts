@@ -48,9 +48,12 @@ export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation
 
 /** Why a token does not verify; `description` is safe to send (it names no key material). */
 export class TokenRejection extends Error {
-  constructor(readonly description: string) {
+  readonly description: string;
+
+  constructor(description: string) {
     super(description);
     this.name = 'TokenRejection';
+    this.description = description;
   }
 }
 

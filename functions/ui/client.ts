@@ -1,7 +1,7 @@
 /**
  * The inspector's browser script, served as /ui/app.js (its source text, so it must not
  * reference anything outside itself). It renders into the server-rendered shell of
- * page.tsx with plain DOM calls: the API is the state, every view is a fetch away.
+ * page.ts with plain DOM calls: the API is the state, every view is a fetch away.
  *
  * - The bearer token lives in sessionStorage and goes in the Authorization header, never in
  *   a URL; a 401 shows the token form.

@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { inspectorClient } from './client.ts';
-import { renderInspectorPage } from './page.tsx';
+import { INSPECTOR_PAGE } from './page.ts';
 import { INSPECTOR_CSS } from './styles.ts';
 
 /**
@@ -10,7 +10,6 @@ import { INSPECTOR_CSS } from './styles.ts';
  * of the OpenAPI document. Nothing is fetched from another origin.
  */
 export function inspectorRoutes(): Hono {
-  const page = renderInspectorPage();
   // The bundler of `wrangler dev`/`deploy` keeps function names with a `__name(fn, name)`
   // helper that lives outside the function; the served text brings its own.
   const script =
@@ -19,7 +18,7 @@ export function inspectorRoutes(): Hono {
   const headers = { 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };
   return new Hono()
     .get('/ui', (c) =>
-      c.html(page, 200, {
+      c.html(INSPECTOR_PAGE, 200, {
         ...headers,
         'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:",
       }),

@@ -5,10 +5,13 @@ import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib
  * concurrent callers over the in-memory store interleave the way they do against a server.
  */
 export class JitteryStore implements ObjectStore {
-  constructor(
-    readonly inner: ObjectStore,
-    readonly jitterMs: number,
-  ) {}
+  readonly inner: ObjectStore;
+  readonly jitterMs: number;
+
+  constructor(inner: ObjectStore, jitterMs: number) {
+    this.inner = inner;
+    this.jitterMs = jitterMs;
+  }
 
   async #wait(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, Math.random() * this.jitterMs));

@@ -119,6 +119,37 @@ async function startScript(
   return { server, directory };
 }
 
+/**
+ * A command the README gives to run by hand, as written (`node` and `deno` the pinned ones of
+ * node_modules/.bin, first on the PATH as npm puts them), with a port of its own, a fresh data
+ * directory and anonymous access for the walkthrough.
+ */
+async function startCommand(command: string): Promise<{ server: RunningServer; directory: string }> {
+  const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
+  directories.push(directory);
+  const server = await onFreePort((port) =>
+    startServer('bash', ['-c', `exec ${command} --port ${port}`], {
+      cwd: root,
+      port,
+      env: {
+        PATH: `${join(root, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
+        DATA_DIR: join(directory, 'data'),
+        ALLOW_ANONYMOUS: 'true',
+        DENO_NO_UPDATE_CHECK: '1',
+      },
+      timeoutMs: 90_000,
+    }),
+  );
+  servers.push(server);
+  return { server, directory };
+}
+
+/** The commands the README gives for running a server without npm. */
+const directCommands = [
+  /Running `(node functions\/node\.ts)` yourself/.exec(readme)?.[1],
+  /# Deno: (deno run [^\n]*functions\/deno\.ts)\n/.exec(readme)?.[1],
+];
+
 describe('README', () => {
   it('names the one command of each runtime in the quick start', () => {
     const quickStart = codeBlock('## Quick start');
@@ -132,6 +163,17 @@ describe('README', () => {
     expect(pattern('{"a":1,...}').test('{"a":1,"b":2}')).toBe(true);
     expect(pattern('{"a":1,...}').test('{"a":2,"b":2}')).toBe(false);
   });
+
+  it.concurrent.for(directCommands.map((command, index) => [index, command] as const))(
+    'walkthrough against the README command %i run as written (%s)',
+    { timeout: 180_000 },
+    async ([, command], { expect }) => {
+      expect(command, 'the README names the command').toBeDefined();
+      const { server } = await startCommand(command!);
+      expect(await walkThrough(server.origin)).toBeGreaterThanOrEqual(8);
+      expect(server.output()).toMatch(/access: anonymous/);
+    },
+  );
 
   // The three runtimes at once: each test mostly waits for its server to start and its curls.
   it.concurrent.for([

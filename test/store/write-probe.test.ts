@@ -18,8 +18,11 @@ function recording(inner: ObjectStore): { store: FaultyStore; calls: StoreCall[]
 
 /** A memory store that drops the chosen precondition, as some S3-compatible servers do. */
 class Ignoring extends MemoryStore {
-  constructor(readonly ignored: keyof Pick<PutOptions, 'onlyIfAbsent' | 'ifMatch'>) {
+  readonly ignored: keyof Pick<PutOptions, 'onlyIfAbsent' | 'ifMatch'>;
+
+  constructor(ignored: keyof Pick<PutOptions, 'onlyIfAbsent' | 'ifMatch'>) {
     super();
+    this.ignored = ignored;
   }
 
   override put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {

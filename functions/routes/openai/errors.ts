@@ -10,15 +10,24 @@ import { errorBody } from '../../error-handler.ts';
 
 /** An error only the OpenAI-compatible API has (its own code, e.g. model_not_found). */
 export class OpenAIApiError extends Error {
+  readonly status: ContentfulStatusCode;
+  readonly code: string;
+  readonly param: string | null;
+  readonly details: unknown;
+
   constructor(
-    readonly status: ContentfulStatusCode,
-    readonly code: string,
+    status: ContentfulStatusCode,
+    code: string,
     message: string,
-    readonly param: string | null = null,
-    readonly details?: unknown,
+    param: string | null = null,
+    details?: unknown,
   ) {
     super(message);
     this.name = 'OpenAIApiError';
+    this.status = status;
+    this.code = code;
+    this.param = param;
+    this.details = details;
   }
 }
 

@@ -236,6 +236,23 @@ export class TurnNotOpenError extends TailgateError {
   }
 }
 
+/**
+ * A turn claimed to follow turn `expected` found a newer turn stored (`newest`): taking it
+ * would branch the conversation. Judged after the Idempotency-Key replay, so a retry of the
+ * turn that became the newest gets its stored answer. Only the OpenAI-compatible routes ask
+ * for it, and answer it in their own shape (409 conversation_branching_unsupported).
+ */
+export class NotNewestTurnError extends Error {
+  constructor(
+    readonly sessionId: string,
+    readonly expected: number,
+    readonly newest: number,
+  ) {
+    super(`turn ${expected} of session ${sessionId} is not its newest (turn ${newest} is)`);
+    this.name = 'NotNewestTurnError';
+  }
+}
+
 /** The same Idempotency-Key was used before with a different request (422). */
 export class IdempotencyKeyReusedError extends TailgateError {
   constructor(turn: number) {

@@ -53,6 +53,8 @@ export interface ClaimOptions {
   idempotencyKey?: string;
   requestHash?: string;
   request?: unknown;
+  /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
+  afterTurn?: number;
 }
 
 /**
@@ -85,12 +87,13 @@ export class TurnClaim {
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request } = this.#options;
+    const { requestHash, request, afterTurn } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
+      ...(afterTurn !== undefined ? { afterTurn } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);

@@ -37,6 +37,8 @@ import { refreshIndex } from './log/session-index.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
+export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
+
 export type * from './log/types.ts';
 export type { SeenItem, SessionRow, TurnSight, TurnSummary };
 export type { TailRequirement };

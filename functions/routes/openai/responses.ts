@@ -51,6 +51,7 @@ import { createRouter, type AppEnv } from '../../router.ts';
 import type { AppServices } from '../../services.ts';
 import { requires } from '../../tokens.ts';
 import { OpenAIApiError } from './errors.ts';
+import { withinPageBytes } from './item-pages.ts';
 import {
   inputItemsQuerySchema,
   openaiErrorSchema,
@@ -713,12 +714,20 @@ export function responseRoutes() {
       return c.json(openaiObject(response), 200);
     })
     .openapi(inputItemsRoute, async (c) => {
-      const { ref, input } = await readResponse(c, c.req.valid('param').id);
+      const id = c.req.valid('param').id;
+      const { ref, input } = await readResponse(c, id);
       const query = c.req.valid('query');
       const ordered: ResponseItem[] = input.map((item) => storedItem(item, itemKindId(ref.sessionId, item)));
       if ((query.order ?? 'desc') === 'desc') ordered.reverse();
-      const start = query.after ? ordered.findIndex((item) => item.id === query.after) + 1 : 0;
-      const data = ordered.slice(start, start + (query.limit ?? 20));
+      const start = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
+      if (start === 0 && query.after !== undefined)
+        throw new OpenAIApiError(
+          400,
+          'invalid_request',
+          `'${query.after}' is not an input item of response '${id}'`,
+          'after',
+        );
+      const data = withinPageBytes(ordered.slice(start, start + (query.limit ?? 20)));
       return c.json(
         {
           object: 'list',

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'turn_not_open',
   'idempotency_key_reused',
   'payload_too_large',
+  'overloaded',
   'context_too_large',
   'model_error',
   'model_timeout',
@@ -157,6 +158,17 @@ export class StorageUnsupportedError extends TailgateError {
   }
 }
 
+/**
+ * The request bodies this process holds already fill MAX_BUFFERED_BODY_BYTES: try again
+ * shortly (503 with Retry-After).
+ */
+export class OverloadedError extends TailgateError {
+  constructor(budget: number) {
+    super('overloaded', 'too many request bodies are being received; retry shortly', { limit: budget });
+    this.name = 'OverloadedError';
+  }
+}
+
 /** A body, item, notice or field is larger than its configured limit (413). */
 export class PayloadTooLargeError extends TailgateError {
   constructor(message: string, details?: unknown) {
@@ -243,13 +255,13 @@ export class TurnNotOpenError extends TailgateError {
  * for it, and answer it in their own shape (409 conversation_branching_unsupported).
  */
 export class NotNewestTurnError extends Error {
-  constructor(
-    readonly sessionId: string,
-    readonly expected: number,
-    readonly newest: number,
-  ) {
+  /** The session's newest turn. */
+  readonly newest: number;
+
+  constructor(sessionId: string, expected: number, newest: number) {
     super(`turn ${expected} of session ${sessionId} is not its newest (turn ${newest} is)`);
     this.name = 'NotNewestTurnError';
+    this.newest = newest;
   }
 }
 

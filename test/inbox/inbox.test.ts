@@ -66,7 +66,7 @@ describe('inbox on a failing store', () => {
     },
   );
 
-  it('delivers a claimed notice whose original could not be deleted once; the next turn removes the leftover', async () => {
+  it('delivers a notice whose original could not be deleted once; the next turn removes the leftover', async () => {
     let now = new Date('2026-01-01T00:00:00Z');
     const { inbox, events, prefix, failOn, heal } = await setup({ now: () => now });
     await inbox.post('s1', { name: 'a', content: 'A' });

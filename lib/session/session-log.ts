@@ -99,7 +99,8 @@ export class SessionLog {
 
   /**
    * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
-   * completion is refused and answered 404 (that completion stays behind as the fence). The
+   * completion is refused and answered 404 (that completion stays behind as the fence, until
+   * the refused owner removes it: see `liftFence` in log/claim.ts). The
    * config goes next: from then on the id is free, and every object of the deleted
    * incarnation is under a generation no config names, so a turn or a packer still running
    * writes only where nobody reads. Then everything under the session's prefix that no

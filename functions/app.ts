@@ -1,15 +1,15 @@
 import type { OpenAPIHono } from '@hono/zod-openapi';
 import type { Context, MiddlewareHandler } from 'hono';
 import { env as runtimeEnv } from 'hono/adapter';
-import { bodyLimit } from 'hono/body-limit';
 import { parseServiceConfig, stringEnv, type ServiceConfig } from '../lib/config.ts';
 
 export type { AppEnv, RuntimeEnvironment } from './router.ts';
-import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
+import { InvalidRequestError } from '../lib/errors.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
+import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices } from './services.ts';
 import { createErrorHandler } from './error-handler.ts';
@@ -74,21 +74,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());
   app.use('*', bearerAuth({ config: (c) => c.get('config'), scopes: () => scopes, clock }));
-  app.use('*', async (c, next) => {
-    const limit = bodyLimit({
-      maxSize: c.get('config').maxBodyBytes,
-      onError: () => {
-        throw new TailgateError(
-          'payload_too_large',
-          `request body is larger than ${c.get('config').maxBodyBytes} bytes`,
-          {
-            limit: c.get('config').maxBodyBytes,
-          },
-        );
-      },
-    });
-    return limit(c, next);
-  });
+  app.use('*', bodyBudget);
   app.use('*', requireJsonBody);
   app.use('*', checkJsonBody);
   app.use('*', async (c, next) => {

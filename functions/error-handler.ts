@@ -24,6 +24,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   turn_not_open: 409,
   idempotency_key_reused: 422,
   payload_too_large: 413,
+  overloaded: 503,
   context_too_large: 413,
   model_error: 502,
   model_timeout: 504,

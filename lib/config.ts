@@ -23,6 +23,8 @@ const MIB = 1024 * 1024;
 export const DEFAULTS = {
   defaultModel: 'echo',
   maxBodyBytes: 4 * MIB,
+  /** Request bodies one process (isolate) holds at once (functions/body-budget.ts). */
+  maxBufferedBodyBytes: 64 * MIB,
   maxItemBytes: MIB,
   maxNoticeBytes: 256 * 1024,
   maxMetadataBytes: 64 * 1024,
@@ -143,6 +145,7 @@ export const serviceEnvSchema = z.object({
   ),
   PROMPT_STRATEGY: optionalText(),
   MAX_BODY_BYTES: positiveInteger(DEFAULTS.maxBodyBytes),
+  MAX_BUFFERED_BODY_BYTES: positiveInteger(DEFAULTS.maxBufferedBodyBytes),
   MAX_ITEM_BYTES: positiveInteger(DEFAULTS.maxItemBytes),
   MAX_NOTICE_BYTES: positiveInteger(DEFAULTS.maxNoticeBytes),
   MAX_METADATA_BYTES: positiveInteger(DEFAULTS.maxMetadataBytes),
@@ -189,6 +192,8 @@ export interface ServiceConfig {
   keyPrefix: string;
   defaultModel: string;
   maxBodyBytes: number;
+  /** Bytes of request bodies held at once per process or isolate (503 `overloaded` above). */
+  maxBufferedBodyBytes: number;
   maxItemBytes: number;
   maxNoticeBytes: number;
   /** Largest session `metadata`, as JSON bytes (413 above). */
@@ -258,6 +263,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     keyPrefix: value.KEY_PREFIX,
     defaultModel: value.DEFAULT_MODEL,
     maxBodyBytes: value.MAX_BODY_BYTES,
+    maxBufferedBodyBytes: value.MAX_BUFFERED_BODY_BYTES,
     maxItemBytes: value.MAX_ITEM_BYTES,
     maxNoticeBytes: value.MAX_NOTICE_BYTES,
     maxMetadataBytes: value.MAX_METADATA_BYTES,

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'turn_not_open',
   'idempotency_key_reused',
   'payload_too_large',
+  'overloaded',
   'context_too_large',
   'model_error',
   'model_timeout',
@@ -157,6 +158,17 @@ export class StorageUnsupportedError extends TailgateError {
   }
 }
 
+/**
+ * The request bodies this process holds already fill MAX_BUFFERED_BODY_BYTES: try again
+ * shortly (503 with Retry-After).
+ */
+export class OverloadedError extends TailgateError {
+  constructor(budget: number) {
+    super('overloaded', 'too many request bodies are being received; retry shortly', { limit: budget });
+    this.name = 'OverloadedError';
+  }
+}
+
 /** A body, item, notice or field is larger than its configured limit (413). */
 export class PayloadTooLargeError extends TailgateError {
   constructor(message: string, details?: unknown) {
@@ -233,6 +245,23 @@ export class TurnNotOpenError extends TailgateError {
   constructor(sessionId: string, turn: number) {
     super('turn_not_open', `turn ${turn} of session ${sessionId} is not open`, { session_id: sessionId, turn });
     this.name = 'TurnNotOpenError';
+  }
+}
+
+/**
+ * A turn claimed to follow turn `expected` found a newer turn stored (`newest`): taking it
+ * would branch the conversation. Judged after the Idempotency-Key replay, so a retry of the
+ * turn that became the newest gets its stored answer. Only the OpenAI-compatible routes ask
+ * for it, and answer it in their own shape (409 conversation_branching_unsupported).
+ */
+export class NotNewestTurnError extends Error {
+  /** The session's newest turn. */
+  readonly newest: number;
+
+  constructor(sessionId: string, expected: number, newest: number) {
+    super(`turn ${expected} of session ${sessionId} is not its newest (turn ${newest} is)`);
+    this.name = 'NotNewestTurnError';
+    this.newest = newest;
   }
 }
 

@@ -12,6 +12,7 @@ export type {
   TurnContext,
   TurnResponse,
   TurnEvent,
+  TurnOptions,
 } from './turn/types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';

@@ -20,7 +20,8 @@ export function inspectorRoutes(): Hono {
     .get('/ui', (c) =>
       c.html(INSPECTOR_PAGE, 200, {
         ...headers,
-        'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:",
+        'content-security-policy':
+          "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
       }),
     )
     .get('/ui/app.js', (c) => c.body(script, 200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }))

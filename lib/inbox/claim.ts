@@ -17,6 +17,7 @@ import {
   postedAtOf,
   randomId,
   sameIdentity,
+  turnSchema,
   withMetadata,
   type ClaimOutcome,
   type Identity,
@@ -127,7 +128,7 @@ export async function take(
     return { kind: 'skipped' };
   }
   if ('claimedBy' in claim) {
-    await removeStaleOriginal(ctx, key, claim.claimedBy);
+    await removeStaleOriginal(ctx, key, claim.claimedBy, context.turn);
     return { kind: 'taken' };
   }
   try {
@@ -217,14 +218,33 @@ export async function putClaim(
 }
 
 /**
- * A claim exists for the original we just read. Normally its consumer is deleting the
- * original right now; a claim older than a minute means that consumer failed, so the
- * leftover original (claimed, hence never to be delivered) is removed here.
+ * A claim exists for the original we just read. The leftover original (claimed, hence never
+ * to be delivered, yet listed as pending and holding its name) is removed here once its
+ * consumer is done with it: the claim names an earlier turn than `turn` (a session's turns
+ * run one at a time, so that one has moved on: its delete failed), or it is older than a
+ * minute (that consumer failed). A claim of this same turn is left to its consumer, which is
+ * deleting the original right now. The original must still be the one claimed (a head just
+ * before the delete): one withdrawn and posted again meanwhile is another notice.
  */
-export async function removeStaleOriginal(ctx: InboxContext, key: string, claim: ObjectInfo): Promise<void> {
+export async function removeStaleOriginal(
+  ctx: InboxContext,
+  key: string,
+  claim: ObjectInfo,
+  turn: number,
+): Promise<void> {
   const claimedAt = Date.parse(claim.metadata[META.deliveredAt] ?? '');
-  if (!Number.isFinite(claimedAt) || ctx.clock().getTime() - claimedAt < STALE_CLAIM_MS) return;
+  const claimedIn = turnSchema.safeParse(claim.metadata[META.turn]);
+  const earlierTurn = claimedIn.success && Number(claimedIn.data) < turn;
+  const old = Number.isFinite(claimedAt) && ctx.clock().getTime() - claimedAt >= STALE_CLAIM_MS;
+  if (!earlierTurn && !old) return;
   try {
+    const current = await ctx.store.head(key);
+    if (
+      !current ||
+      plainEtag(current.etag) !== claim.metadata[META.sourceEtag] ||
+      current.uploaded.toISOString() !== claim.metadata[META.sourceUploaded]
+    )
+      return;
     await ctx.store.delete(key);
     ctx.log({ level: 'info', message: `removed a notice already delivered as ${claim.key}`, key });
   } catch (error) {

@@ -72,8 +72,9 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * bytes are in hand anyway): an unreadable notice is never moved, and a claimed notice is
  * always deliverable. A crash, or a claim whose answer is lost, after step 2 loses the
  * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
- * claimed) and the leftover original is recognised as claimed by every later consume; after
- * a minute a later consume deletes it. Identity is etag + upload time (+ notice id): a
+ * claimed) and the leftover original is recognised as claimed by every later consume; the
+ * next turn's consume deletes it (any consume, once the claim is a minute old: see
+ * `removeStaleOriginal` in claim.ts). Identity is etag + upload time (+ notice id): a
  * client that rewrites the same bytes under a delivered name within the storage clock's
  * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
  *

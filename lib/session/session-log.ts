@@ -37,6 +37,8 @@ import { refreshIndex } from './log/session-index.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
+export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
+
 export type * from './log/types.ts';
 export type { SeenItem, SessionRow, TurnSight, TurnSummary };
 export type { TailRequirement };
@@ -97,7 +99,8 @@ export class SessionLog {
 
   /**
    * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
-   * completion is refused and answered 404 (that completion stays behind as the fence). The
+   * completion is refused and answered 404 (that completion stays behind as the fence, until
+   * the refused owner removes it: see `liftFence` in log/claim.ts). The
    * config goes next: from then on the id is free, and every object of the deleted
    * incarnation is under a generation no config names, so a turn or a packer still running
    * writes only where nobody reads. Then everything under the session's prefix that no

@@ -9,7 +9,7 @@ import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
-import type { TurnServices, TurnRequest, TurnResponse, TurnEvent } from './types.ts';
+import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
 import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
 import { gatedModelCall } from './stream.ts';
@@ -53,7 +53,7 @@ export async function runTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string } = {},
+  options: TurnOptions = {},
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
   checkRequest(services, request);
@@ -64,6 +64,7 @@ export async function runTurn(
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
     request: requestRecord(request),
+    ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
   });
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.

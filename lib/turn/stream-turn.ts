@@ -1,6 +1,6 @@
 import { runTurn } from './pipeline.ts';
 import { errorRecord } from './receipt.ts';
-import type { TurnEvent, TurnRequest, TurnServices } from './types.ts';
+import type { TurnEvent, TurnOptions, TurnRequest, TurnServices } from './types.ts';
 
 /**
  * The streaming variant of {@link runTurn}. The pipeline starts at once and runs on its own:
@@ -18,7 +18,7 @@ export function streamTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string } = {},
+  options: TurnOptions = {},
 ): { events: ReadableStream<TurnEvent>; done: Promise<void> } {
   let queue!: ReadableStreamDefaultController<TurnEvent>;
   let open = true;

@@ -7,6 +7,16 @@ import type { OutputItem, TurnResponse } from './wire.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
+/**
+ * How a turn is claimed: `idempotencyKey` replays the stored outcome of a repeated key;
+ * `afterTurn` makes the turn follow that turn or fail with NotNewestTurnError (judged after
+ * the replay, so a retry is answered, not refused).
+ */
+export interface TurnOptions {
+  idempotencyKey?: string;
+  afterTurn?: number;
+}
+
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
 
 export type StoredError = { code: string; message: string; details?: unknown };

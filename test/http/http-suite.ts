@@ -112,6 +112,14 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(unconfigured.status).toBe(200);
     });
 
+    it('GET /ui forbids framing and anything from another origin (its CSP)', async () => {
+      const page = await harness.fetch('/ui');
+      expect(page.status).toBe(200);
+      const policy = (page.headers.get('content-security-policy') ?? '').split(/;\s*/);
+      expect(policy).toContain("frame-ancestors 'none'");
+      expect(policy).toContain("default-src 'self'");
+    });
+
     it.each([
       ['no header', {}],
       ['a wrong token', { authorization: 'Bearer nope' }],

@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
+import { removeStaleOriginal } from '../../lib/inbox/claim.ts';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
+import { decodeUtf8 } from '../../lib/store/object-store.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import { CountingStore, type StoreOperation } from '../support/counting-store.ts';
@@ -64,7 +66,7 @@ describe('inbox on a failing store', () => {
     },
   );
 
-  it('delivers a claimed notice whose original could not be deleted once, and removes the leftover later', async () => {
+  it('delivers a notice whose original could not be deleted once; the next turn removes the leftover', async () => {
     let now = new Date('2026-01-01T00:00:00Z');
     const { inbox, events, prefix, failOn, heal } = await setup({ now: () => now });
     await inbox.post('s1', { name: 'a', content: 'A' });
@@ -74,16 +76,59 @@ describe('inbox on a failing store', () => {
     expect(events).toMatchObject([{ level: 'warn', key: `${prefix}inbox/a` }]);
     heal();
 
-    // The leftover is recognised as claimed: not delivered again, not yet removed.
+    // Another consume of the same turn leaves the leftover to that turn's consumer.
+    now = new Date('2026-01-01T00:00:05Z');
+    expect(await inbox.consume('s1', { turn: 1 })).toEqual({ delivered: [] });
+    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a']);
+    await expect(inbox.post('s1', { name: 'a', content: 'again' })).rejects.toMatchObject({ code: 'name_taken' });
+
+    // The next turn: recognised as claimed (not delivered again), and removed.
     now = new Date('2026-01-01T00:00:10Z');
     expect(await inbox.consume('s1', { turn: 2 })).toEqual({ delivered: [] });
-    expect((await inbox.listPending('s1')).map((notice) => notice.name)).toEqual(['a']);
-
-    // A minute later its consumer has clearly failed: the leftover is removed, still undelivered.
-    now = new Date('2026-01-01T00:02:00Z');
-    expect(await inbox.consume('s1', { turn: 3 })).toEqual({ delivered: [] });
     expect(await inbox.listPending('s1')).toEqual([]);
     expect((await inbox.listDelivered('s1')).map((record) => record.stored_as)).toEqual(['a']);
+
+    // The name is free again: a new notice under it is posted and delivered.
+    await inbox.post('s1', { name: 'a', content: 'again' });
+    const third = await inbox.consume('s1', { turn: 3 });
+    expect(third.delivered).toMatchObject([{ name: 'a', stored_as: 'a.1', content: 'again' }]);
+  });
+
+  it('removes a leftover claimed by the same turn once the claim is a minute old', async () => {
+    let now = new Date('2026-01-01T00:00:00Z');
+    const { inbox, prefix, failOn, heal } = await setup({ now: () => now });
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    failOn('delete', `${prefix}inbox/a`);
+    expect((await inbox.consume('s1', { turn: 1 })).delivered).toHaveLength(1);
+    heal();
+    now = new Date('2026-01-01T00:02:00Z');
+    expect(await inbox.consume('s1', { turn: 1 })).toEqual({ delivered: [] });
+    expect(await inbox.listPending('s1')).toEqual([]);
+  });
+
+  it('leaves a notice posted again under a claimed name alone, though the claim is old', async () => {
+    let now = new Date('2026-01-01T00:00:00Z');
+    const { memory, inbox, prefix } = await setup({ now: () => now });
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    expect((await inbox.consume('s1', { turn: 1 })).delivered).toHaveLength(1);
+    // A leftover original read by a later consume, replaced before it could delete it.
+    const claim = (await memory.head(`${prefix}inbox_removed/a`))!;
+    await memory.put(`${prefix}inbox/a`, 'posted again');
+    now = new Date('2026-01-01T00:05:00Z');
+    await removeStaleOriginal(
+      {
+        store: memory,
+        clock: () => now,
+        log: () => {},
+        maxNoticeBytes: 1000,
+        inboxPrefix: () => '',
+        removedPrefix: () => '',
+      },
+      `${prefix}inbox/a`,
+      claim,
+      2,
+    );
+    expect(decodeUtf8((await memory.get(`${prefix}inbox/a`))!.body)).toBe('posted again');
   });
 
   it('delivers a notice whose claim landed but whose answer was lost, once', async () => {

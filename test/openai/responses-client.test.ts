@@ -19,6 +19,11 @@ const weather = {
   parameters: { type: 'object', properties: { city: { type: 'string' } } },
 };
 
+/** Request options sending an Idempotency-Key (the official client sends none of its own). */
+function keyed(key: string) {
+  return { headers: { 'Idempotency-Key': key } };
+}
+
 function tailgateGet(path: string): Promise<any> {
   return getJson(tailgate.baseURL, path);
 }
@@ -111,6 +116,42 @@ describe('the official openai client: responses', () => {
       newest_turn: 3,
     });
     expect((await tailgateGet(`/sessions/${sessionId}`)).counts.turns).toBe(3);
+  });
+
+  it('answers a keyed retry of a chained response with the stored one, before judging branching', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'start' });
+    const body = { model: 'echo', previous_response_id: first.id, input: 'go on', instructions: 'be brief' };
+    const second = await client.responses.create(body, keyed('chained-retry'));
+    const sessionId = first.conversation!.id;
+    // The retry continues what is now an older response: it gets the stored answer, not a 409.
+    const retried = await client.responses.create(body, keyed('chained-retry'));
+    expect(retried.id).toBe(second.id);
+    expect(retried.output_text).toBe('echo: go on');
+    // So does a streamed one.
+    const streamedBody = { ...body, previous_response_id: second.id, input: 'more', stream: true as const };
+    const completed = async () => {
+      const events = await client.responses.create(streamedBody, keyed('chained-stream'));
+      for await (const event of events) if (event.type === 'response.completed') return event.response;
+      throw new Error('no response.completed');
+    };
+    const third = await completed();
+    expect((await completed()).id).toBe(third.id);
+    // Another request under the key is 422; a new key on the older response is still a branch.
+    const reused = await client.responses
+      .create({ ...body, input: 'something else' }, keyed('chained-retry'))
+      .catch((error: unknown) => error);
+    expect(reused).toMatchObject({ status: 422, code: 'idempotency_key_reused' });
+    const branch = await client.responses
+      .create({ ...body, instructions: 'be long' }, keyed('chained-new'))
+      .catch((error: unknown) => error);
+    expect(branch).toMatchObject({ status: 409, code: 'conversation_branching_unsupported' });
+    expect((branch as { error: { details: unknown } }).error.details).toEqual({
+      newest_response_id: third.id,
+      newest_turn: 3,
+    });
+    const session = await tailgateGet(`/sessions/${sessionId}`);
+    expect(session.counts.turns).toBe(3);
+    expect(session.instructions).toBe('be brief');
   });
 
   it('streams a response with responses.stream and create({stream: true}), in the official event order', async () => {

@@ -10,7 +10,7 @@ import { SessionLog } from '../support/session-log.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import { runTurn, type TurnServices } from '../../lib/turn.ts';
 
 /**
@@ -92,6 +92,23 @@ describe('a turn interrupted while its model answers', () => {
     const next = await runTurn(fresh, 's', { input: 'new life' });
     expect(next).toMatchObject({ turn: 1, output: [{ content: 'echo: new life', seq: 2 }] });
     expect(await userContents(fresh.sessions, 's')).toEqual(['new life']);
+  });
+
+  it('leaves nothing of a session deleted while a keyed turn ran, once that turn is refused by the fence', async () => {
+    const { services, store } = world();
+    const model = heldModel();
+    const owner = services(model);
+    await owner.sessions.create({ id: 's', model: 'held' });
+    const running = runTurn(owner, 's', { input: 'in flight' }, { idempotencyKey: 'k' }).catch((error) => error);
+    await model.started;
+    await services().sessions.delete('s');
+    // The completion the delete wrote fences the turn (and the turn's lease may be renewed meanwhile).
+    expect((await store.list(sessionPrefix('', 's'))).objects.map((object) => object.key)).toEqual([
+      expect.stringMatching(/\.done$/),
+    ]);
+    model.release();
+    expect(answer(await running)).toEqual({ status: 404, code: 'not_found' });
+    expect((await store.list(sessionPrefix('', 's'))).objects).toEqual([]);
   });
 
   it('is answered 409 turn_cancelled after a cancel, and the session takes a turn at once', async () => {

@@ -6,6 +6,7 @@ import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
+import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
 // the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
@@ -46,3 +47,4 @@ defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));
 defineTokenSuite('workerd (R2)', harness);
 defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
+defineBodyBudgetSuite('workerd (R2)', harness);

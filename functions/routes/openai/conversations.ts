@@ -18,6 +18,7 @@ import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter, type AppEnv } from '../../router.ts';
 import { requires } from '../../tokens.ts';
 import { OpenAIApiError } from './errors.ts';
+import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { itemsBetween, openaiErrors } from './responses.ts';
 import {
   conversationCreateSchema,
@@ -251,16 +252,22 @@ export function conversationRoutes() {
         ...(context ? { compactionAt: context.start_seq - 0.5 } : {}),
       });
       const seqs = positions.filter(Number.isInteger);
-      const stored =
-        seqs.length > 0 ? await itemsBetween(c.var.services, id, Math.min(...seqs), Math.max(...seqs) + 1) : [];
+      const range = { from: Math.min(...seqs), to: Math.max(...seqs) + 1 };
+      const stored = seqs.length > 0 ? await itemsWithinPage(c.var.services, id, range, query.order === 'asc') : [];
       const bySeq = new Map(stored.map((item) => [item.seq, item]));
-      const data = positions.flatMap((position): ResponseItem[] => {
-        if (!Number.isInteger(position))
-          return context ? [compactionItem(compactionId(id, context.start_seq), context.summary)] : [];
+      // A page ends before the first item its byte cap left out.
+      const listed: ResponseItem[] = [];
+      for (const position of positions) {
+        if (!Number.isInteger(position)) {
+          if (context) listed.push(compactionItem(compactionId(id, context.start_seq), context.summary));
+          continue;
+        }
         const item = bySeq.get(position);
-        return item ? [storedItem(item, itemId(item.type, id, item.seq))] : [];
-      });
-      return c.json(listOf(data, hasMore), 200);
+        if (!item) break;
+        listed.push(storedItem(item, itemId(item.type, id, item.seq)));
+      }
+      const data = withinPageBytes(listed);
+      return c.json(listOf(data, hasMore || data.length < positions.length), 200);
     })
     .openapi(getItemRoute, async (c) => {
       const { id, item_id: requested } = c.req.valid('param');

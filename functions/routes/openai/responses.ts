@@ -7,7 +7,13 @@ import type {
   Tool as OpenAITool,
 } from 'openai/resources/responses/responses';
 import { z } from 'zod';
-import { clientError, NotFoundError, UnknownModelError, SessionExistsError } from '../../../lib/errors.ts';
+import {
+  clientError,
+  NotFoundError,
+  NotNewestTurnError,
+  UnknownModelError,
+  SessionExistsError,
+} from '../../../lib/errors.ts';
 import { sha256Hex } from '../../../lib/hash.ts';
 import type { Item, StoredItem, Tool } from '../../../lib/items.ts';
 import { compactionItem } from '../../../lib/openai/compaction.ts';
@@ -30,7 +36,14 @@ import {
   type TailgateResponse,
 } from '../../../lib/openai/responses.ts';
 import { runStateless } from '../../../lib/openai/stateless.ts';
-import { errorRecord, runTurn, streamTurn, type TurnRequest, type TurnResponse } from '../../../lib/turn.ts';
+import {
+  errorRecord,
+  runTurn,
+  streamTurn,
+  type TurnOptions,
+  type TurnRequest,
+  type TurnResponse,
+} from '../../../lib/turn.ts';
 import { authorizeSession } from '../../auth.ts';
 import { checkItemSizes } from '../../item-size.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
@@ -38,6 +51,7 @@ import { createRouter, type AppEnv } from '../../router.ts';
 import type { AppServices } from '../../services.ts';
 import { requires } from '../../tokens.ts';
 import { OpenAIApiError } from './errors.ts';
+import { withinPageBytes } from './item-pages.ts';
 import {
   inputItemsQuerySchema,
   openaiErrorSchema,
@@ -264,7 +278,7 @@ async function streamStoredTurn(
   services: AppServices,
   context: StoredContext,
   request: TurnRequest,
-  options: { idempotencyKey?: string },
+  options: TurnOptions,
 ): Promise<Response> {
   const turn = streamTurn(services, context.sessionId, request, options);
   services.background(turn.done);
@@ -405,10 +419,12 @@ async function createResponse(
     return sse(queue);
   }
 
-  const sessionId = await sessionOf(c, body, { instructions, model, idempotencyKey });
+  const { sessionId, afterTurn } = await sessionOf(c, body, { instructions, model, idempotencyKey });
   const session = await services.sessions.get(sessionId);
-  // The instructions of a request are the session's from then on (tailgate keeps one system prompt).
-  if (instructions !== null && instructions !== session.instructions)
+  // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
+  // not so for one continuing an older turn: a retry (they are set already) or a branch (refused).
+  const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
+  if (instructions !== null && instructions !== session.instructions && !behind)
     await services.sessions.update(sessionId, { instructions });
   const context: StoredContext = {
     sessionId,
@@ -436,8 +452,17 @@ async function createResponse(
       ? { compaction: compaction.compact_threshold ? { threshold: compaction.compact_threshold } : {} }
       : {}),
   };
-  const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
-  if (body.stream) return streamStoredTurn(services, context, request, options);
+  const options: TurnOptions = {
+    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+    ...(afterTurn !== undefined ? { afterTurn } : {}),
+  };
+  // A conversation does not branch: the claim refuses a turn that would not follow previous_response_id's.
+  const branched = async (error: unknown): Promise<never> => {
+    if (error instanceof NotNewestTurnError && body.previous_response_id)
+      throw await branchingError(services, body.previous_response_id, sessionId, error.newest);
+    throw error;
+  };
+  if (body.stream) return streamStoredTurn(services, context, request, options).catch(branched);
   const pending = runTurn(services, sessionId, request, options);
   services.background(
     pending.then(
@@ -445,22 +470,23 @@ async function createResponse(
       () => undefined,
     ),
   );
-  const response = await pending;
+  const response = await pending.catch(branched);
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
   return c.json(storedResponse(context, response, firstSeq, await compactionOutput(services, response)), 200);
 }
 
 /**
- * The session a stored response goes to: previous_response_id's (404 unknown, 409 when it is
- * not the session's newest turn), the conversation's, or a new one. A new session's id comes
- * from the Idempotency-Key when there is one, so a retried request finds the session its
- * first attempt created and its turn is replayed, not taken twice.
+ * The session a stored response goes to: previous_response_id's (404 unknown; `afterTurn`:
+ * the turn must follow it, which the claim judges after replaying a repeated Idempotency-Key),
+ * the conversation's, or a new one. A new session's id comes from the Idempotency-Key when
+ * there is one, so a retried request finds the session its first attempt created and its
+ * turn is replayed, not taken twice.
  */
 async function sessionOf(
   c: Context<AppEnv>,
   body: ResponseCreateBody,
   fresh: { instructions: string | null; model: string; idempotencyKey: string | undefined },
-): Promise<string> {
+): Promise<{ sessionId: string; afterTurn?: number }> {
   const { sessions } = c.var.services;
   if (body.previous_response_id && body.conversation) {
     throw new OpenAIApiError(
@@ -470,7 +496,10 @@ async function sessionOf(
       'previous_response_id',
     );
   }
-  if (body.previous_response_id) return continuedSession(c, body.previous_response_id);
+  if (body.previous_response_id) {
+    const { sessionId, turn } = await previousResponse(c, body.previous_response_id);
+    return { sessionId, afterTurn: turn };
+  }
   if (body.conversation) {
     const id = typeof body.conversation === 'string' ? body.conversation : body.conversation.id;
     authorizeSession(c, id);
@@ -492,7 +521,7 @@ async function sessionOf(
         `Conversation with id '${id}' not found.`,
         'conversation',
       );
-    return id;
+    return { sessionId: id };
   }
   authorizeSession(c, null);
   const id =
@@ -509,7 +538,7 @@ async function sessionOf(
   } catch (error) {
     if (!(error instanceof SessionExistsError && fresh.idempotencyKey !== undefined)) throw error;
   }
-  return id;
+  return { sessionId: id };
 }
 
 /**
@@ -518,6 +547,19 @@ async function sessionOf(
  * newest turn (a conversation does not branch).
  */
 export async function continuedSession(c: Context<AppEnv>, previousResponseId: string): Promise<string> {
+  const { sessionId, turn, newestTurn } = await previousResponse(c, previousResponseId);
+  if (turn < newestTurn) throw await branchingError(c.var.services, previousResponseId, sessionId, newestTurn);
+  return sessionId;
+}
+
+/**
+ * The stored response `previousResponseId` names, its session and that session's newest turn
+ * (404 previous_response_not_found when it is not a stored response).
+ */
+async function previousResponse(
+  c: Context<AppEnv>,
+  previousResponseId: string,
+): Promise<{ sessionId: string; turn: number; newestTurn: number }> {
   const { sessions } = c.var.services;
   const ref = parseResponseId(previousResponseId);
   const missing = () =>
@@ -533,19 +575,26 @@ export async function continuedSession(c: Context<AppEnv>, previousResponseId: s
     throw error instanceof NotFoundError ? missing() : error;
   });
   if (ref.turn > session.counts.turns) throw missing();
-  if (ref.turn < session.counts.turns) {
-    const newest = await newestResponseId(c.var.services, ref.sessionId, session.counts.turns);
-    const continueFrom = newest ?? `turn ${session.counts.turns}`;
-    throw new OpenAIApiError(
-      409,
-      'conversation_branching_unsupported',
-      `Response '${previousResponseId}' is not the newest turn of its conversation; ` +
-        `continue from ${continueFrom} (a conversation does not branch).`,
-      'previous_response_id',
-      { newest_response_id: newest, newest_turn: session.counts.turns },
-    );
-  }
-  return ref.sessionId;
+  return { sessionId: ref.sessionId, turn: ref.turn, newestTurn: session.counts.turns };
+}
+
+/** 409 conversation_branching_unsupported: `previousResponseId` is not the newest turn of its session. */
+async function branchingError(
+  services: AppServices,
+  previousResponseId: string,
+  sessionId: string,
+  newestTurn: number,
+): Promise<OpenAIApiError> {
+  const newest = await newestResponseId(services, sessionId, newestTurn);
+  const continueFrom = newest ?? `turn ${newestTurn}`;
+  return new OpenAIApiError(
+    409,
+    'conversation_branching_unsupported',
+    `Response '${previousResponseId}' is not the newest turn of its conversation; ` +
+      `continue from ${continueFrom} (a conversation does not branch).`,
+    'previous_response_id',
+    { newest_response_id: newest, newest_turn: newestTurn },
+  );
 }
 
 /**
@@ -665,12 +714,20 @@ export function responseRoutes() {
       return c.json(openaiObject(response), 200);
     })
     .openapi(inputItemsRoute, async (c) => {
-      const { ref, input } = await readResponse(c, c.req.valid('param').id);
+      const id = c.req.valid('param').id;
+      const { ref, input } = await readResponse(c, id);
       const query = c.req.valid('query');
       const ordered: ResponseItem[] = input.map((item) => storedItem(item, itemKindId(ref.sessionId, item)));
       if ((query.order ?? 'desc') === 'desc') ordered.reverse();
-      const start = query.after ? ordered.findIndex((item) => item.id === query.after) + 1 : 0;
-      const data = ordered.slice(start, start + (query.limit ?? 20));
+      const start = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
+      if (start === 0 && query.after !== undefined)
+        throw new OpenAIApiError(
+          400,
+          'invalid_request',
+          `'${query.after}' is not an input item of response '${id}'`,
+          'after',
+        );
+      const data = withinPageBytes(ordered.slice(start, start + (query.limit ?? 20)));
       return c.json(
         {
           object: 'list',

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NotFoundError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
-import { doneKey } from '../keys.ts';
+import { doneKey, idempotencyKey, leaseKey, recordKey } from '../keys.ts';
 import {
   doneSchema,
   MAX_OPEN_CALLS,
@@ -53,6 +53,8 @@ export interface ClaimOptions {
   idempotencyKey?: string;
   requestHash?: string;
   request?: unknown;
+  /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
+  afterTurn?: number;
 }
 
 /**
@@ -85,12 +87,13 @@ export class TurnClaim {
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request } = this.#options;
+    const { requestHash, request, afterTurn } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
+      ...(afterTurn !== undefined ? { afterTurn } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);
@@ -204,8 +207,10 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     if (closed.writer === writer) return stored;
-    if (closed.error?.code === SESSION_DELETED)
+    if (closed.error?.code === SESSION_DELETED) {
+      await liftFence(log, turn);
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
+    }
     throw new TurnClosedError(
       turn.scope.id,
       turn.turn,
@@ -214,6 +219,26 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   }
   if (failure) throw failure.error;
   throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+}
+
+/**
+ * A delete that met this turn open closed it with a completion (failed, session_deleted) and
+ * kept that completion as a fence: the turn's own completion, the only other writer of it,
+ * has just been refused by it, so the fence has done its job. It goes, with what the turn
+ * wrote beside it (its lease, its key's `idem/`), once the delete's sweep has removed the
+ * turn's record: before that, the delete may still read the record and fence it again.
+ * Failures leave them to the next delete of the same id, whose sweep removes every object of
+ * other incarnations.
+ */
+async function liftFence(log: LogContext, turn: OpenTurn): Promise<void> {
+  try {
+    if (await log.store.head(recordKey(turn.scope, turn.record))) return;
+    const keys = [doneKey(turn.scope, turn.record), leaseKey(turn.scope, turn.record)];
+    if (turn.keyHash) keys.push(idempotencyKey(turn.scope, turn.keyHash));
+    await log.store.delete(keys);
+  } catch {
+    // Left for the next delete of this id.
+  }
 }
 
 /** The open calls after a model's output (a model is not refused: its items are what it said). */

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { InvalidRequestError, LEASE_EXPIRED, StorageError, TurnInProgressError } from '../../errors.ts';
+import {
+  InvalidRequestError,
+  LEASE_EXPIRED,
+  NotNewestTurnError,
+  StorageError,
+  TurnInProgressError,
+} from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
@@ -84,6 +90,8 @@ export interface CommitOptions {
   requestHash?: string;
   request?: unknown;
   context?: ContextStart;
+  /** A turn that must follow this one: NotNewestTurnError otherwise (judged after a key's replay). */
+  afterTurn?: number;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -189,6 +197,8 @@ export async function prepareCommit(
   }
   const context = options.context ?? current;
   const counts = countsOf(newest);
+  if (options.afterTurn !== undefined && counts.turns !== options.afterTurn)
+    throw new NotNewestTurnError(id, options.afterTurn, counts.turns);
   const openCalls = openCallsOf(newest);
   const openAfter = openCalls === null ? null : checkCalls(input, openCalls);
   // A model turn reads the newest view and what follows it before committing, so a

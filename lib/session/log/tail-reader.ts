@@ -29,7 +29,7 @@ import { aggregatesOf, readBase, tailFromBase } from './views.ts';
  */
 
 /** A page of items holds about this many bytes at most (at least one item). */
-const MAX_PAGE_BYTES = 4 * 1024 * 1024;
+export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** See SessionLog.readContext. */
 export async function readContext(

@@ -1,0 +1,82 @@
+import type { MiddlewareHandler } from 'hono';
+import { OverloadedError, TailgateError } from '../lib/errors.ts';
+import type { AppEnv } from './router.ts';
+
+/**
+ * Request bodies are read whole before a route runs (the JSON check, the validator), so many
+ * large bodies at once can exhaust memory. Two limits apply: one body is at most
+ * `MAX_BODY_BYTES` (413), and the bodies being held by this process (this isolate on Workers)
+ * add up to at most `MAX_BUFFERED_BODY_BYTES`: a body that would go over waits for nobody and
+ * is answered 503 `overloaded` with `Retry-After`. A body declaring its Content-Length counts
+ * that up front; one without counts as it streams in. Its bytes count until its request is
+ * answered (failed and aborted ones too). A body arriving while no other is held always gets
+ * in, so a budget smaller than one body still lets bodies through one at a time.
+ */
+
+/** Seconds a client is told to wait after a 503 `overloaded`. */
+export const OVERLOADED_RETRY_SECONDS = 1;
+
+/** Bytes of request bodies this process holds now (module state: per process, per isolate). */
+let held = 0;
+
+/** The bytes of request bodies held now (for tests). */
+export function heldBodyBytes(): number {
+  return held;
+}
+
+function reserve(bytes: number, budget: number): boolean {
+  if (held > 0 && held + bytes > budget) return false;
+  held += bytes;
+  return true;
+}
+
+function tooLarge(limit: number): TailgateError {
+  return new TailgateError('payload_too_large', `request body is larger than ${limit} bytes`, { limit });
+}
+
+/** The body limits above, as one middleware (after the config is parsed). */
+export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
+  const body = c.req.raw.body;
+  if (!body) return next();
+  const { maxBodyBytes: limit, maxBufferedBodyBytes: budget } = c.get('config');
+  const overloaded = () => {
+    c.header('Retry-After', String(OVERLOADED_RETRY_SECONDS));
+    return new OverloadedError(budget);
+  };
+  let counted = 0;
+  try {
+    const declared = c.req.raw.headers.has('transfer-encoding') ? null : c.req.header('content-length');
+    if (declared !== null && declared !== undefined) {
+      const length = Number.parseInt(declared, 10) || 0;
+      if (length > limit) throw tooLarge(limit);
+      if (!reserve(length, budget)) throw overloaded();
+      counted = length;
+      return await next();
+    }
+    const chunks: Uint8Array[] = [];
+    const reader = body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const refused =
+        counted + value.length > limit ? tooLarge(limit) : reserve(value.length, budget) ? null : overloaded();
+      if (refused) {
+        void reader.cancel().catch(() => undefined);
+        throw refused;
+      }
+      counted += value.length;
+      chunks.push(value);
+    }
+    const whole = new Uint8Array(counted);
+    let offset = 0;
+    for (const chunk of chunks) {
+      whole.set(chunk, offset);
+      offset += chunk.length;
+    }
+    chunks.length = 0;
+    c.req.raw = new Request(c.req.raw, { body: whole });
+    return await next();
+  } finally {
+    held -= counted;
+  }
+};

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { heldBodyBytes } from '../../functions/body-budget.ts';
+import { freshId, TOKEN, type HttpHarness } from './http-suite.ts';
+
+/**
+ * MAX_BUFFERED_BODY_BYTES (functions/body-budget.ts): the request bodies one process or
+ * isolate holds at once. Bodies are streams the test holds open, so the budget is full for
+ * as long as the test says; run in Node (test/http/http.test.ts) and inside workerd
+ * (test/workers/http.test.ts).
+ */
+
+const KIB = 1024;
+const encoder = new TextEncoder();
+
+/** An append of one message whose JSON body is about `bytes` long, sent as a stream held open after its first half. */
+function heldAppend(bytes: number) {
+  const body = encoder.encode(
+    JSON.stringify({ items: [{ type: 'message', role: 'user', content: 'x'.repeat(bytes - 70) }] }),
+  );
+  let controller!: ReadableStreamDefaultController<Uint8Array>;
+  const stream = new ReadableStream<Uint8Array>({
+    start(start) {
+      controller = start;
+    },
+  });
+  controller.enqueue(body.slice(0, body.length >> 1));
+  return {
+    length: body.length,
+    stream,
+    finish() {
+      controller.enqueue(body.slice(body.length >> 1));
+      controller.close();
+    },
+    fail() {
+      controller.error(new Error('the client went away'));
+    },
+  };
+}
+
+/** Until the process holds at least `bytes` of bodies (a request read so far). */
+async function untilHeld(bytes: number): Promise<void> {
+  while (heldBodyBytes() < bytes) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void {
+  describe(`${label}: MAX_BUFFERED_BODY_BYTES`, () => {
+    const budget = { MAX_BUFFERED_BODY_BYTES: String(1024 * KIB) };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const create = async (id: string) =>
+      harness.fetch('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) });
+    const append = (id: string, body: ReturnType<typeof heldAppend>, declared: boolean) =>
+      harness.fetchWithEnv(budget, `/v1/sessions/${id}/items`, {
+        method: 'POST',
+        headers: declared ? { ...headers, 'content-length': String(body.length) } : headers,
+        body: body.stream,
+        duplex: 'half',
+      } as RequestInit);
+
+    for (const declared of [true, false]) {
+      const how = declared ? 'Content-Length' : 'streamed';
+      it(`answers 503 overloaded with Retry-After beyond the budget, and releases it (${how})`, async () => {
+        const id = freshId('budget');
+        expect((await create(id)).status).toBe(201);
+        const first = heldAppend(600 * KIB);
+        const firstResponse = append(id, first, declared);
+        await untilHeld(declared ? first.length : first.length >> 1);
+
+        // 600 KiB held (or its first half, streamed): 800 KiB more does not fit 1 MiB; 200 KiB does.
+        const refused = heldAppend(800 * KIB);
+        refused.finish();
+        const over = await append(id, refused, declared);
+        expect(over.status).toBe(503);
+        expect(over.headers.get('retry-after')).toBe('1');
+        expect(((await over.json()) as any).error).toMatchObject({ code: 'overloaded' });
+        const small = heldAppend(200 * KIB);
+        small.finish();
+        expect((await append(id, small, declared)).status).toBe(201);
+
+        first.finish();
+        expect((await firstResponse).status).toBe(201);
+        const again = heldAppend(600 * KIB);
+        again.finish();
+        expect((await append(id, again, declared)).status).toBe(201);
+
+        // A body that fails half-way frees its bytes as well.
+        const failing = heldAppend(600 * KIB);
+        const failed = append(id, failing, declared);
+        await untilHeld(failing.length >> 1);
+        failing.fail();
+        expect((await failed).status).not.toBe(201);
+        expect(heldBodyBytes()).toBe(0);
+        const last = heldAppend(900 * KIB);
+        last.finish();
+        expect((await append(id, last, declared)).status).toBe(201);
+        expect(heldBodyBytes()).toBe(0);
+      });
+    }
+  });
+}

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
-import { OverloadedError, TailgateError } from '../lib/errors.ts';
+import { InvalidRequestError, OverloadedError, TailgateError } from '../lib/errors.ts';
 import type { AppEnv } from './router.ts';
 
 /**
@@ -10,7 +10,8 @@ import type { AppEnv } from './router.ts';
  * is answered 503 `overloaded` with `Retry-After`. A body declaring its Content-Length counts
  * that up front; one without counts as it streams in. Its bytes count until its request is
  * answered (failed and aborted ones too). A body arriving while no other is held always gets
- * in, so a budget smaller than one body still lets bodies through one at a time.
+ * in, so a budget smaller than one body still lets bodies through one at a time. A body cut
+ * short by its client (or by the server's request timeout) is a 400 `invalid_request`.
  */
 
 /** Seconds a client is told to wait after a 503 `overloaded`. */
@@ -45,29 +46,41 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
   };
   let counted = 0;
   try {
-    const declared = c.req.raw.headers.has('transfer-encoding') ? null : c.req.header('content-length');
-    if (declared !== null && declared !== undefined) {
+    const declared = c.req.raw.headers.has('transfer-encoding') ? undefined : c.req.header('content-length');
+    if (declared !== undefined) {
       const length = Number.parseInt(declared, 10) || 0;
       if (length > limit) throw tooLarge(limit);
       if (!reserve(length, budget)) throw overloaded();
       counted = length;
-      return await next();
     }
+    // Read here, whole, so that a body cut short (the client went away, or the server's
+    // request timeout ended it) is one clear 400 rather than an error deep in a route.
     const chunks: Uint8Array[] = [];
+    let received = 0;
     const reader = body.getReader();
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await reader.read().catch((error: unknown) => {
+        throw new InvalidRequestError('the request body ended before it was received whole', {
+          reason: error instanceof Error ? error.message : String(error),
+        });
+      });
       if (done) break;
+      // A body without a declared length reserves its bytes as they come.
       const refused =
-        counted + value.length > limit ? tooLarge(limit) : reserve(value.length, budget) ? null : overloaded();
+        received + value.length > limit
+          ? tooLarge(limit)
+          : declared === undefined && !reserve(value.length, budget)
+            ? overloaded()
+            : null;
       if (refused) {
         void reader.cancel().catch(() => undefined);
         throw refused;
       }
-      counted += value.length;
+      if (declared === undefined) counted += value.length;
+      received += value.length;
       chunks.push(value);
     }
-    const whole = new Uint8Array(counted);
+    const whole = new Uint8Array(received);
     let offset = 0;
     for (const chunk of chunks) {
       whole.set(chunk, offset);

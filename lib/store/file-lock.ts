@@ -1,13 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import { link, mkdir, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { type FileHandle, link, mkdir, open, readdir, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
 import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.ts';
 
 /**
  * The file store's per-key write lock, exact for any number of writers in one process and
- * across processes of one machine (one PID namespace) sharing a directory.
+ * across processes of one machine and one PID namespace sharing a directory (processes in
+ * separate containers must not share one: their pids mean nothing to each other).
  *
  * - In a process, the writers of a key take turns in a FIFO queue before they touch the lock
  *   file, so a process never contends with itself on disk.
@@ -15,10 +17,11 @@ import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.
  *   aside and `link`ed into place (O_EXCL), so it never appears empty. Its holder's token is in
  *   `heldTokens` from before it can appear until after it is gone: a lock with this process's
  *   pid and a token not held is a dead predecessor's with the same pid (a container restarted).
- * - A lock is stale when its process is gone, or it is older than `staleLockMs` (a reused pid).
- *   Breakers of one lock take turns through the breaker file `<name>~b`, written the same way,
- *   and remove the lock only if it still holds what they judged stale. A dead holder removes
- *   nothing, so no breaker can remove a lock taken after the one it judged.
+ * - A lock is stale when its process is gone, or it is older than `staleLockMs` (a reused
+ *   pid). Breakers of one lock take turns through its guard file (`removeIfStale`), and only
+ *   the lock they judged is removed. A holder checks that the lock is still its own before it
+ *   commits and when it releases, so one stalled past `staleLockMs` fails instead of writing
+ *   over the next holder.
  * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepTemps` can tell a dead
  *   writer's leftovers from a live one's.
  */
@@ -47,17 +50,25 @@ function randomHex(bytes: number): string {
 
 /** A temp file's name in a key's directory: `<name>~t<pid>-<random>`. */
 export function tempName(name: string): string {
-  return `${name}${TEMP}${process.pid}-${randomHex(4)}`;
+  return `${name}${TEMP}${process.pid}-${randomHex(6)}`;
 }
 
-/** Takes the lock of key `name` in `directory`, runs `work`, and releases it. */
+function newToken(): string {
+  return `${process.pid} ${randomHex(8)}`;
+}
+
+/**
+ * Takes the lock of key `name` in `directory`, runs `work`, and releases it. `work` gets
+ * `stillHeld`, to check just before it commits that the lock was not taken over meanwhile
+ * (only a holder stalled past `staleLockMs` loses it).
+ */
 export async function withKeyLock<T>(
   directory: string,
   name: string,
   key: string,
   times: LockTimes,
   queues: WriterQueues,
-  work: () => Promise<T>,
+  work: (stillHeld: () => Promise<void>) => Promise<T>,
 ): Promise<T> {
   const lockPath = join(directory, name + LOCK);
   const deadline = Date.now() + times.lockTimeoutMs;
@@ -72,18 +83,27 @@ export async function withKeyLock<T>(
     if (previous) await previous;
     // The writers ahead were bounded by their own deadlines; one that waited past its own gives up here.
     if (Date.now() > deadline) throw timedOut(key);
-    const token = `${process.pid} ${randomHex(8)}`;
+    const token = newToken();
     heldTokens.add(token);
     try {
       for (let attempt = 0; !(await tryCreate(directory, name, lockPath, token)); attempt++) {
-        await breakIfStale(directory, name, lockPath, times.staleLockMs);
+        // A dead holder may have left its temp file too.
+        if (await removeIfStale(directory, name, lockPath, times.staleLockMs))
+          await sweepTemps(directory, times.staleLockMs, name);
         if (Date.now() > deadline) throw timedOut(key);
         await sleep(Math.min(50, 1 + attempt) * (0.5 + Math.random()));
       }
+      const stillHeld = async () => {
+        if ((await readLock(lockPath))?.content !== token)
+          throw new StorageError(`file store: the lock of ${key} was taken over while held (older than staleLockMs)`, {
+            key,
+          });
+      };
       try {
-        return await work();
+        return await work(stillHeld);
       } finally {
-        await unlink(lockPath).catch(ignore);
+        // Only our own: a lock taken over from a stalled holder belongs to another now.
+        if ((await readLock(lockPath))?.content === token) await unlink(lockPath).catch(ignore);
       }
     } finally {
       heldTokens.delete(token);
@@ -105,19 +125,25 @@ function timedOut(key: string): StorageError {
 async function tryCreate(directory: string, name: string, path: string, content: string): Promise<boolean> {
   for (;;) {
     const aside = join(directory, tempName(name));
+    let created = false;
     try {
-      await writeFile(aside, content, { flag: 'wx' });
+      await writeFile(aside, content, { flag: 'wx' }).catch((error: unknown) => {
+        // Created, then failed (a full disk): ours to remove. EEXIST: another's name.
+        created = codeOf(error) !== 'EEXIST' && codeOf(error) !== 'ENOENT';
+        throw error;
+      });
+      created = true;
       await link(aside, path);
       return true;
     } catch (error) {
       const code = codeOf(error);
-      if (code === 'EEXIST') return false;
+      if (code === 'EEXIST' && created) return false;
+      if (code === 'EEXIST') continue; // The aside name was taken: another one.
       if (code !== 'ENOENT') throw error;
       // The directory is missing, or was pruned by a delete in between: create it and retry.
       await mkdir(directory, { recursive: true });
     } finally {
-      // Also after a failed write (a full disk): an aside file is never left behind.
-      await unlink(aside).catch(ignore);
+      if (created) await unlink(aside).catch(ignore);
     }
   }
 }
@@ -127,16 +153,25 @@ interface LockFile {
   modified: number;
 }
 
-async function readLock(path: string): Promise<LockFile | null> {
+/** A lock or guard file's content and age, both from one open file (not two lookups of the path). */
+export async function readLock(path: string): Promise<LockFile | null> {
+  let file: FileHandle;
   try {
-    const [content, info] = await Promise.all([readFile(path, 'utf8'), stat(path)]);
-    return { content, modified: info.mtimeMs };
+    file = await open(path, 'r');
   } catch {
     return null; // Released meanwhile.
   }
+  try {
+    const info = await file.stat();
+    return { content: await file.readFile('utf8'), modified: info.mtimeMs };
+  } catch {
+    return null;
+  } finally {
+    await file.close().catch(ignore);
+  }
 }
 
-/** Whether a lock or breaker file's process is gone, or the file is too old to be a live one's. */
+/** Whether a lock or guard file's process is gone, or the file is too old to be a live one's. */
 async function isStale(file: LockFile, staleLockMs: number): Promise<boolean> {
   if (Date.now() - file.modified > staleLockMs) return true;
   if (file.content === '') return false; // Legacy: written in place and not yet filled.
@@ -145,56 +180,44 @@ async function isStale(file: LockFile, staleLockMs: number): Promise<boolean> {
   return pid === process.pid ? !heldTokens.has(file.content) : !(await processAlive(pid));
 }
 
-/** Removes the lock at `lockPath` if it is stale, taking turns with other breakers of it. */
-async function breakIfStale(directory: string, name: string, lockPath: string, staleLockMs: number): Promise<void> {
-  const judged = await readLock(lockPath);
-  if (!judged || !(await isStale(judged, staleLockMs))) return;
-  const breakerPath = join(directory, name + BREAKER);
-  const token = `${process.pid} ${randomHex(8)}`;
+/**
+ * Removes the lock (or guard) file at `path` if it is stale; true when this call removed it.
+ * Breakers of one judged file take turns through its guard, `<name>~b<hash of its content>`:
+ * tokens are unique, so each lock has its own guard, and a breaker that comes after the lock
+ * was broken finds another file at `path` (or none) and removes nothing. A guard whose
+ * breaker died is broken the same way, one level down.
+ */
+async function removeIfStale(
+  directory: string,
+  name: string,
+  path: string,
+  staleLockMs: number,
+  depth = 0,
+): Promise<boolean> {
+  const judged = await readLock(path);
+  if (!judged || !(await isStale(judged, staleLockMs))) return false;
+  const guard = join(directory, `${name}${BREAKER}${sha256Hex(judged.content).slice(0, 16)}`);
+  const token = newToken();
   heldTokens.add(token);
   try {
-    if (!(await tryCreate(directory, name, breakerPath, token))) {
-      // Another process is breaking it (or died doing so); the caller tries the lock again.
-      await breakBreakerIfStale(directory, name, breakerPath, staleLockMs);
-      return;
+    if (!(await tryCreate(directory, name, guard, token))) {
+      if (depth < MAX_GUARD_DEPTH) await removeIfStale(directory, name, guard, staleLockMs, depth + 1);
+      return false;
     }
     try {
-      const now = await readLock(lockPath);
-      if (now?.content === judged.content) {
-        await unlink(lockPath).catch(ignore);
-        // The dead holder may have left its temp file.
-        await sweepTemps(directory, staleLockMs, name);
-      }
+      if ((await readLock(path))?.content !== judged.content) return false;
+      await unlink(path).catch(ignore);
+      return true;
     } finally {
-      await unlink(breakerPath).catch(ignore);
+      await unlink(guard).catch(ignore);
     }
   } finally {
     heldTokens.delete(token);
   }
 }
 
-/**
- * Removes a breaker file whose process died while breaking. Moved aside atomically, and given
- * back when what moved is not the file judged stale (another breaker's, taken meanwhile).
- */
-async function breakBreakerIfStale(
-  directory: string,
-  name: string,
-  breakerPath: string,
-  staleLockMs: number,
-): Promise<void> {
-  const judged = await readLock(breakerPath);
-  if (!judged || !(await isStale(judged, staleLockMs))) return;
-  const aside = join(directory, tempName(name));
-  try {
-    await rename(breakerPath, aside);
-  } catch {
-    return;
-  }
-  const moved = await readFile(aside, 'utf8').catch(() => judged.content);
-  if (moved !== judged.content) await link(aside, breakerPath).catch(ignore);
-  await unlink(aside).catch(ignore);
-}
+/** Guards of guards: each level needs a breaker to die holding the one above. */
+const MAX_GUARD_DEPTH = 8;
 
 /**
  * Removes the temp files in `directory` (only those of key name `name` when given) that a dead
@@ -211,13 +234,23 @@ export async function sweepTemps(directory: string, staleLockMs: number, name?: 
   let removed = 0;
   for (const entry of names) {
     const at = entry.lastIndexOf(TEMP);
-    if (at < 0 || entry.includes('/') || (name !== undefined && entry.slice(0, at) !== name)) continue;
-    const path = join(directory, entry);
-    const pid = Number(/^(\d+)-/.exec(entry.slice(at + TEMP.length))?.[1] ?? Number.NaN);
-    const dead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !(await processAlive(pid));
-    const info = dead ? null : await stat(path).catch(() => null);
-    const old = info?.isFile() === true && Date.now() - info.mtimeMs > staleLockMs;
-    if ((dead || old) && (await unlink(path).then(() => true, ignore))) removed++;
+    const guardAt = entry.lastIndexOf(BREAKER);
+    if (at >= 0 && (name === undefined || entry.slice(0, at) === name)) {
+      const path = join(directory, entry);
+      const pid = Number(/^(\d+)-/.exec(entry.slice(at + TEMP.length))?.[1] ?? Number.NaN);
+      const dead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !(await processAlive(pid));
+      const info = dead ? null : await stat(path).catch(() => null);
+      const old = info?.isFile() === true && Date.now() - info.mtimeMs > staleLockMs;
+      if ((dead || old) && (await unlink(path).then(() => true, ignore))) removed++;
+    } else if (guardAt >= 0 && name === undefined) {
+      // A guard left by a breaker that died, long after any breaker of its lock could still need it.
+      const path = join(directory, entry);
+      const guard = await readLock(path);
+      const old = guard !== null && Date.now() - guard.modified > staleLockMs;
+      if (old && (await isStale({ ...guard, modified: Date.now() }, staleLockMs))) {
+        if (await unlink(path).then(() => true, ignore)) removed++;
+      }
+    }
   }
   return removed;
 }

@@ -120,7 +120,7 @@ export class FileStore implements ObjectStore {
     const { directory, name } = this.#location(key);
     const objectPath = join(directory, name + OBJECT);
     try {
-      return await withKeyLock(directory, name, key, this.#times, this.#queues, async () => {
+      return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
         const current = await readHeaderAt(objectPath, key);
         if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
@@ -133,15 +133,17 @@ export class FileStore implements ObjectStore {
           u: Date.now(),
           ...(name.includes(MAPPED) ? { k: key } : {}),
         };
+        // Written under the lock with this process's pid in its name: no other writer has it.
         const temp = join(directory, tempName(name));
+        const file = await open(temp, 'wx');
         try {
-          const file = await open(temp, 'wx');
           try {
             await file.writeFile(Buffer.concat([Buffer.from(JSON.stringify(header)), Buffer.from([NEWLINE]), bytes]));
             await file.sync();
           } finally {
             await file.close();
           }
+          await stillHeld();
           // O_EXCL semantics for a new key: link fails when the name exists, whoever wrote it.
           await (current ? rename(temp, objectPath) : link(temp, objectPath));
         } finally {
@@ -199,7 +201,8 @@ export class FileStore implements ObjectStore {
       try {
         // Deleting a missing key needs no lock (and creates no directory for one).
         if (!(await exists(objectPath))) continue;
-        await withKeyLock(directory, name, key, this.#times, this.#queues, async () => {
+        await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
+          await stillHeld();
           await unlink(objectPath).catch((error: unknown) => {
             if (codeOf(error) !== 'ENOENT') throw error;
           });

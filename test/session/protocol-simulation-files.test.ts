@@ -22,4 +22,5 @@ defineProtocolSimulation({
   },
   runs: Math.ceil(Number(process.env.SIMULATION_RUNS ?? 300) / 10),
   report: false,
+  crashTimeoutMs: 300_000,
 });

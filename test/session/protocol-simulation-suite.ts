@@ -41,6 +41,8 @@ export interface SimulationOptions {
   runs: number;
   /** Write what was checked to SIMULATION_REPORT. */
   report: boolean;
+  /** How long one operation's crash cases may take (the file store's real I/O takes longer). */
+  crashTimeoutMs?: number;
 }
 
 function must<T>(outcome: Outcome<T>): T {
@@ -198,65 +200,71 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
 
   describe(`the session protocol survives a crash at every storage call: ${options.name}`, () => {
     for (const [name, operation] of Object.entries(OPERATIONS)) {
-      it(`${name}: crashed at each call, before it and after it landed, then retried`, async () => {
-        const { calls, answered } = await callsOf(operation, serialWorld);
-        expect(answered).toBeGreaterThan(0);
-        for (let at = 1; at <= calls; at++) {
-          for (const after of [false, true]) {
-            const world = await serialWorld();
-            await setup(world);
-            const crashed = world.actor({ at, after });
-            const lost = await world.run(operation.run(crashed), [crashed]);
-            expect(crashed.store.dead, `crash at call ${at}`).toBe(true);
-            report.crashPoints[name] = (report.crashPoints[name] ?? 0) + 1;
-            // A crash after the answer (in the work that follows it) leaves the answer standing.
-            expect(lost.ok).toBe(at > answered);
+      it(
+        `${name}: crashed at each call, before it and after it landed, then retried`,
+        async () => {
+          const { calls, answered } = await callsOf(operation, serialWorld);
+          expect(answered).toBeGreaterThan(0);
+          for (let at = 1; at <= calls; at++) {
+            for (const after of [false, true]) {
+              const world = await serialWorld();
+              await setup(world);
+              const crashed = world.actor({ at, after });
+              const lost = await world.run(operation.run(crashed), [crashed]);
+              expect(crashed.store.dead, `crash at call ${at}`).toBe(true);
+              report.crashPoints[name] = (report.crashPoints[name] ?? 0) + 1;
+              // A crash after the answer (in the work that follows it) leaves the answer standing.
+              expect(lost.ok).toBe(at > answered);
 
-            // Restart: the dead process's lease runs out; the client retries, then takes a turn.
-            world.now += LEASE_MS + 1;
-            const survivor = world.actor();
-            const retried = await world.run(operation.retry(survivor), [survivor]);
-            if (!retried.ok) expect(retried.status, `${name} at ${at}/${after}: ${retried.code}`).toBeLessThan(500);
-            if (name === 'delete')
-              must(
-                await world.run(
-                  survivor.services.sessions.create({ id: S }).then((value) => ({ ok: true as const, value })),
-                ),
-              );
-            const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
-            expect(
-              final.ok,
-              `${name} crashed at call ${at} (${after ? 'after' : 'before'} it): ${final.ok ? '' : final.code}`,
-            ).toBe(true);
+              // Restart: the dead process's lease runs out; the client retries, then takes a turn.
+              world.now += LEASE_MS + 1;
+              const survivor = world.actor();
+              const retried = await world.run(operation.retry(survivor), [survivor]);
+              if (!retried.ok) expect(retried.status, `${name} at ${at}/${after}: ${retried.code}`).toBeLessThan(500);
+              if (name === 'delete')
+                must(
+                  await world.run(
+                    survivor.services.sessions.create({ id: S }).then((value) => ({ ok: true as const, value })),
+                  ),
+                );
+              const final = await world.run(ops.turn(survivor, S, 'F'), [survivor]);
+              expect(
+                final.ok,
+                `${name} crashed at call ${at} (${after ? 'after' : 'before'} it): ${final.ok ? '' : final.code}`,
+              ).toBe(true);
 
-            const items = await world.run(history(survivor, S));
-            expectDense(items);
-            const stored = contents(items);
-            const deliveries = await storedDeliveries(world, S);
-            const where = `${name}, crash at call ${at} ${after ? 'after' : 'before'}`;
-            if (name === 'delete') {
-              // A re-created id starts empty: only the final turn, nothing of the old session.
-              expect([...stored.keys()], where).toEqual(['F']);
-              expect(deliveries.size, where).toBe(0);
-              continue;
+              const items = await world.run(history(survivor, S));
+              expectDense(items);
+              const stored = contents(items);
+              const deliveries = await storedDeliveries(world, S);
+              const where = `${name}, crash at call ${at} ${after ? 'after' : 'before'}`;
+              if (name === 'delete') {
+                // A re-created id starts empty: only the final turn, nothing of the old session.
+                expect([...stored.keys()], where).toEqual(['F']);
+                expect(deliveries.size, where).toBe(0);
+                continue;
+              }
+              for (let index = 0; index < 5; index++) expect(stored.get(`setup ${index}`), where).toBe(1);
+              expect(stored.get('setup append'), where).toBe(1);
+              expect(stored.get('F'), where).toBe(1);
+              expect(stored.get('T crashed') ?? 0, where).toBeLessThanOrEqual(1);
+              expect(stored.get('A crashed') ?? 0, where).toBeLessThanOrEqual(1);
+              if (name === 'turn' || name === 'streamed turn') expect(stored.get('T retried'), where).toBe(1);
+              if (name === 'append') expect(stored.get('A retried'), where).toBe(1);
+              // One key, one stored input, whether the retry replayed or ran it.
+              if (name === 'keyed turn')
+                expect(stored.get('K'), where).toBe(
+                  retried.ok ? 1 : (stored.get('K') ?? 0) <= 1 ? stored.get('K') : -1,
+                );
+              // Every acknowledged notice reached exactly one stored turn; n3 too, once it exists.
+              expect(deliveries.get('n1'), where).toBe(1);
+              expect(deliveries.get('n2'), where).toBe(1);
+              if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
             }
-            for (let index = 0; index < 5; index++) expect(stored.get(`setup ${index}`), where).toBe(1);
-            expect(stored.get('setup append'), where).toBe(1);
-            expect(stored.get('F'), where).toBe(1);
-            expect(stored.get('T crashed') ?? 0, where).toBeLessThanOrEqual(1);
-            expect(stored.get('A crashed') ?? 0, where).toBeLessThanOrEqual(1);
-            if (name === 'turn' || name === 'streamed turn') expect(stored.get('T retried'), where).toBe(1);
-            if (name === 'append') expect(stored.get('A retried'), where).toBe(1);
-            // One key, one stored input, whether the retry replayed or ran it.
-            if (name === 'keyed turn')
-              expect(stored.get('K'), where).toBe(retried.ok ? 1 : (stored.get('K') ?? 0) <= 1 ? stored.get('K') : -1);
-            // Every acknowledged notice reached exactly one stored turn; n3 too, once it exists.
-            expect(deliveries.get('n1'), where).toBe(1);
-            expect(deliveries.get('n2'), where).toBe(1);
-            if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
           }
-        }
-      });
+        },
+        options.crashTimeoutMs,
+      );
     }
   });
 

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { compareBytes, defineObjectStoreConformance, listAll } from './object-store-conformance.ts';
@@ -225,6 +226,85 @@ describe('FileStore across processes', () => {
     expect(results.map((result) => result.increments)).toEqual([12, 12, 12]);
     expect(new TextDecoder().decode((await store.get('counter'))!.body)).toBe('36');
   }, 120_000);
+
+  it(
+    'writers of several stores break a dead lock and the dead guard of a breaker that died, once: no lost ' +
+      'increment, nothing left behind',
+    async () => {
+      const directory = await freshDirectory();
+      const dead = 2 ** 22 + 1;
+      const stores = Array.from({ length: 6 }, () => new FileStore(directory, { separateQueue: true }));
+      await stores[0]!.put('counter', '0');
+      for (let round = 0; round < 5; round++) {
+        // The counter's lock and its breaker's guard, both held by processes that are gone.
+        const lock = `${dead} dead-lock-${round}`;
+        await writeFile(join(directory, 'counter~l'), lock);
+        await writeFile(join(directory, `counter~b${sha256Hex(lock).slice(0, 16)}`), `${dead} dead-guard-${round}`);
+        await Promise.all(
+          stores.flatMap((store) =>
+            Array.from({ length: 4 }, async () => {
+              for (;;) {
+                const current = (await store.get('counter'))!;
+                const next = String(Number(new TextDecoder().decode(current.body)) + 1);
+                if (await store.put('counter', next, { ifMatch: current.etag })) return;
+              }
+            }),
+          ),
+        );
+      }
+      expect(new TextDecoder().decode((await stores[0]!.get('counter'))!.body)).toBe(String(5 * 6 * 4));
+      expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+    },
+  );
+
+  it('a holder stalled past staleLockMs whose lock was taken over fails its write instead of overwriting ' +
+    'the next holder', async () => {
+    const directory = await freshDirectory();
+    const script = [
+      `import { FileStore } from ${JSON.stringify(join(root, 'lib/store/file.ts'))};`,
+      `const store = new FileStore(${JSON.stringify(directory)});`,
+      'const big = new Uint8Array(16 << 20).fill(1);',
+      'for (;;) {',
+      '  const failed = await store.put("k", big).then(() => console.log("wrote"), (error) => error);',
+      '  if (failed) { console.log("lost " + failed.message); break; }',
+      '}',
+    ].join('\n');
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: root });
+    const lines: string[] = [];
+    let errors = '';
+    child.stdout.setEncoding('utf8').on('data', (text: string) => lines.push(...text.split('\n').filter(Boolean)));
+    child.stderr.setEncoding('utf8').on('data', (text: string) => (errors += text));
+    try {
+      await expect.poll(() => lines.length, { timeout: 60_000 }).toBeGreaterThan(0);
+      // Stop it while it holds the lock of k.
+      let held = false;
+      for (let attempt = 0; attempt < 200 && !held; attempt++) {
+        child.kill('SIGSTOP');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        const lock = await readFile(join(directory, 'k~l'), 'utf8').catch(() => '');
+        held = lock.startsWith(`${child.pid} `);
+        if (!held) {
+          child.kill('SIGCONT');
+          await new Promise((resolve) => setTimeout(resolve, 5 + (attempt % 7)));
+        }
+      }
+      expect(held, 'stopped while holding the lock').toBe(true);
+      // Its lock is alive but old: this store takes it over.
+      const impatient = new FileStore(directory, { staleLockMs: 300, lockTimeoutMs: 20_000 });
+      expect(await impatient.put('k', 'next holder')).not.toBeNull();
+      child.kill('SIGCONT');
+      // Its stalled put fails (and the child stops there); had it landed, the child would go on writing.
+      await expect
+        .poll(() => lines.at(-1), {
+          timeout: 60_000,
+          message: `the child printed ${JSON.stringify(lines.slice(-5))} ${errors}`,
+        })
+        .toMatch(/^lost file store: the lock of k was taken over while held/);
+      expect(new TextDecoder().decode((await impatient.get('k'))!.body)).toBe('next holder');
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 180_000);
 
   it('a process killed with SIGKILL while writing leaves no key wedged, and the sweep removes its temp ' +
     'files', async () => {

@@ -22,7 +22,7 @@ import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.
  *   the lock they judged is removed. A holder checks that the lock is still its own before it
  *   commits and when it releases, so one stalled past `staleLockMs` fails instead of writing
  *   over the next holder.
- * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepTemps` can tell a dead
+ * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepLeftovers` can tell a dead
  *   writer's leftovers from a live one's.
  */
 
@@ -89,7 +89,7 @@ export async function withKeyLock<T>(
       for (let attempt = 0; !(await tryCreate(directory, name, lockPath, token)); attempt++) {
         // A dead holder may have left its temp file too.
         if (await removeIfStale(directory, name, lockPath, times.staleLockMs))
-          await sweepTemps(directory, times.staleLockMs, name);
+          await sweepLeftovers(directory, times.staleLockMs, name);
         if (Date.now() > deadline) throw timedOut(key);
         await sleep(Math.min(50, 1 + attempt) * (0.5 + Math.random()));
       }
@@ -221,10 +221,11 @@ const MAX_GUARD_DEPTH = 8;
 
 /**
  * Removes the temp files in `directory` (only those of key name `name` when given) that a dead
- * process left: their pid is gone, or they are older than `staleLockMs`. Safe while other
- * processes write: a live writer's temp file is never removed.
+ * process left: their pid is gone, or they are older than `staleLockMs`; without `name`, also
+ * the stale locks (through `removeIfStale`) and the guards of breakers that died. Safe while
+ * other processes write: a live writer's files are never removed.
  */
-export async function sweepTemps(directory: string, staleLockMs: number, name?: string): Promise<number> {
+export async function sweepLeftovers(directory: string, staleLockMs: number, name?: string): Promise<number> {
   let names: string[];
   try {
     names = await readdir(directory);
@@ -242,6 +243,9 @@ export async function sweepTemps(directory: string, staleLockMs: number, name?: 
       const info = dead ? null : await stat(path).catch(() => null);
       const old = info?.isFile() === true && Date.now() - info.mtimeMs > staleLockMs;
       if ((dead || old) && (await unlink(path).then(() => true, ignore))) removed++;
+    } else if (entry.endsWith(LOCK) && name === undefined) {
+      // A lock whose holder died: broken as a writer would break it.
+      if (await removeIfStale(directory, entry.slice(0, -LOCK.length), join(directory, entry), staleLockMs)) removed++;
     } else if (guardAt >= 0 && name === undefined) {
       // A guard left by a breaker that died, long after any breaker of its lock could still need it.
       const path = join(directory, entry);

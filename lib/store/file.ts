@@ -32,7 +32,7 @@ import {
   codeOf,
   asStorageError,
 } from './file-format.ts';
-import { processQueues, sweepTemps, tempName, withKeyLock, type LockTimes, type WriterQueues } from './file-lock.ts';
+import { processQueues, sweepLeftovers, tempName, withKeyLock, type LockTimes, type WriterQueues } from './file-lock.ts';
 
 export interface FileStoreOptions extends Partial<LockTimes> {
   /**
@@ -257,13 +257,14 @@ export class FileStore implements ObjectStore {
   }
 
   /**
-   * Removes the temp files that processes killed while writing left anywhere under the root
-   * (the Node and Deno servers run it at startup). Safe while other processes write.
+   * Removes what processes killed while writing left anywhere under the root: temp files,
+   * stale locks, guards (the Node and Deno servers run it when they first use the directory).
+   * Safe while other processes write.
    */
   async sweep(): Promise<number> {
     let removed = 0;
     const visit = async (directory: string): Promise<void> => {
-      removed += await sweepTemps(directory, this.#times.staleLockMs);
+      removed += await sweepLeftovers(directory, this.#times.staleLockMs);
       const names = await readdir(directory).catch(() => [] as string[]);
       for (const name of names) if (name.endsWith(DIRECTORY)) await visit(join(directory, name));
     };

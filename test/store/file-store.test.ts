@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -274,6 +275,13 @@ describe('FileStore across processes', () => {
     let errors = '';
     child.stdout.setEncoding('utf8').on('data', (text: string) => lines.push(...text.split('\n').filter(Boolean)));
     child.stderr.setEncoding('utf8').on('data', (text: string) => (errors += text));
+    const state = () => {
+      try {
+        return readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(' ')[2];
+      } catch {
+        return 'gone';
+      }
+    };
     try {
       await expect.poll(() => lines.length, { timeout: 60_000 }).toBeGreaterThan(0);
       // Stop it while it holds the lock of k.

@@ -5,6 +5,7 @@ import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import { parseRecordsEntry } from '../../lib/session/keys.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
 import type { TurnResponse } from '../../lib/turn.ts';
+import { addToLedger, EMPTY_LEDGER, sessionUsage } from '../../lib/ledger/usage.ts';
 import { history, LEASE_MS, ops, seeded, type Actor, type Outcome, type World } from '../support/simulation.ts';
 
 /**
@@ -79,7 +80,29 @@ function contents(items: { type: string; role?: string; content?: string }[]): M
  * replaced leaves both, and segments that overlap).
  */
 async function storedDeliveries(world: World, id: string): Promise<Map<string, number>> {
-  const turns = new Map<number, unknown>();
+  const counts = new Map<string, number>();
+  for (const response of (await completedTurns(world, id)).values()) {
+    for (const name of response?.context.notices_delivered ?? []) counts.set(name, (counts.get(name) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/**
+ * The session's usage totals equal the sum of its completed turns' usage, added in turn
+ * order, whatever crashed or raced (the totals travel in records and completions).
+ */
+async function expectExactLedger(world: World, id: string, where: string): Promise<void> {
+  const turns = await completedTurns(world, id);
+  let sum = EMPTY_LEDGER;
+  for (const record of [...turns.keys()].sort((a, b) => a - b)) sum = addToLedger(sum, turns.get(record)!.usage);
+  const session = await world.run(world.actor().services.sessions.get(id));
+  expect(sum.turns, where).toBeGreaterThan(0);
+  expect(session.usage, where).toEqual(sessionUsage(sum));
+}
+
+/** The responses of the stored completed turns by record (from completions or segments). */
+async function completedTurns(world: World, id: string): Promise<Map<number, TurnResponse>> {
+  const turns = new Map<number, TurnResponse>();
   const admin = world.actor();
   const scope = await world.run(admin.services.sessions.scope(id));
   const prefix = `sessions/${id}/turn/${scope.generation}/`;
@@ -89,18 +112,14 @@ async function storedDeliveries(world: World, id: string): Promise<Map<string, n
     // Packed completions are empty (tombstones): their turns are read from the segment.
     if (entry?.kind === 'done' && object.size > 0) {
       const done = parseStored(object.key, (await world.store.get(object.key))!.body, doneSchema);
-      if (done.status === 'completed') turns.set(entry.record, done.response);
+      if (done.status === 'completed') turns.set(entry.record, done.response as TurnResponse);
     } else if (entry?.kind === 'segment') {
       const content = await new SegmentReader(world.store, object.key, entry).content();
-      for (const turn of content.turns) if (turn.status === 'completed') turns.set(turn.record, turn.response);
+      for (const turn of content.turns)
+        if (turn.status === 'completed') turns.set(turn.record, turn.response as TurnResponse);
     }
   }
-  const counts = new Map<string, number>();
-  for (const response of turns.values()) {
-    for (const name of (response as TurnResponse | undefined)?.context.notices_delivered ?? [])
-      counts.set(name, (counts.get(name) ?? 0) + 1);
-  }
-  return counts;
+  return turns;
 }
 
 /** Seqs 1..n in order. */
@@ -254,6 +273,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
             expect(deliveries.get('n1'), where).toBe(1);
             expect(deliveries.get('n2'), where).toBe(1);
             if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
+            await expectExactLedger(world, S, where);
           }
         }
       });
@@ -340,6 +360,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               .map((request) => request.label.replace(' ', '-')),
           ];
           for (const name of posted) expect(deliveries.get(name), `notice ${name}`).toBe(1);
+          await expectExactLedger(world, S, 'after the interleaving');
         }),
         {
           numRuns: options.runs,

@@ -3,8 +3,8 @@ import { z } from 'zod';
 /**
  * What each model costs, in USD per million tokens: `input` (uncached input), `cached_input`
  * (input read from the provider's prompt cache), `cache_write` (input written to it) and
- * `output` (reasoning included). The defaults are the providers' list prices on
- * PRICES_AS_OF for the models the README names; the `MODEL_PRICES` setting (JSON, the same
+ * `output` (reasoning included). The defaults are the providers' dated list prices
+ * for the models the README names; the `MODEL_PRICES` setting (JSON, the same
  * shape by model id) adds entries and overrides these. A model with no entry has no known
  * price: its turns cost `null`, never 0.
  */
@@ -24,9 +24,7 @@ export type ModelPrice = z.infer<typeof modelPriceSchema>;
 export const modelPricesSchema = z.record(z.string().min(1).max(300), modelPriceSchema);
 export type ModelPrices = z.infer<typeof modelPricesSchema>;
 
-/** The day the default prices were taken from the providers' price pages. */
-export const PRICES_AS_OF = '2025-10-01';
-
+/** The providers' list prices as published on 2025-10-01 (their price pages). */
 export const DEFAULT_PRICES: ModelPrices = {
   // The offline model costs nothing.
   echo: { input: 0, output: 0 },
@@ -70,7 +68,9 @@ export interface PricedTokens {
  * The cost in USD of one call's tokens at `price` (null: no known price), rounded to the
  * nano-dollar, so sums of costs stay exact (and the session index stores them as integers).
  *
- * @example costOf({ input_tokens: 1000, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 0 }, { input: 3, output: 15 }) // 0.003
+ * @example
+ * const tokens = { input_tokens: 1000, cached_input_tokens: 0, cache_write_tokens: 0, output_tokens: 0 };
+ * costOf(tokens, { input: 3, output: 15 }) // 0.003
  */
 export function costOf(tokens: PricedTokens, price: ModelPrice | undefined): number | null {
   if (!price) return null;

@@ -83,11 +83,11 @@ export function indexEntryKey(
 ): string {
   const { counts, ledger } = entry;
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
-  const usage =
-    ledger.turns > 0
-      ? `u${LEDGER_FIELDS.map((field) => Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36)).join('-')}.`
-      : '';
-  const state = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}.${entry.lastActivityMs}.${usage}`;
+  const integer = (field: (typeof LEDGER_FIELDS)[number]) =>
+    Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36);
+  const usage = ledger.turns > 0 ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
+  const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;
+  const state = `${counted}.${entry.lastActivityMs}.${usage}`;
   const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
   const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
   return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;

@@ -4,6 +4,7 @@ import { errorSchema } from './schemas.ts';
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'invalid_request or unknown_strategy',
   401: 'unauthorized',
+  402: 'budget_exhausted',
   403: 'forbidden',
   404: 'not_found',
   409: 'session_exists, name_taken, turn_in_progress, aborted, lease_expired, turn_cancelled or turn_not_open',

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
+import { priceTable, type ModelPrices } from './ledger/prices.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
 
 /**
@@ -163,6 +164,8 @@ export const serviceEnvSchema = z.object({
   SUMMARY_MODEL: optionalText(),
   // `name=provider:model,...`: model names the OpenAI-compatible API accepts besides tailgate ids.
   MODEL_ALIASES: optionalText(),
+  // JSON: USD per million tokens by model id, over the defaults of lib/ledger/prices.ts.
+  MODEL_PRICES: optionalText(),
   SUMMARY_PROMPT: optionalText(),
   OPENAI_API_KEY: optionalText(),
   OPENAI_BASE_URL: optionalText(),
@@ -212,6 +215,8 @@ export interface ServiceConfig {
   summaryPrompt: string | undefined;
   /** Model names the OpenAI-compatible API maps to tailgate model ids (MODEL_ALIASES). */
   modelAliases: Record<string, string>;
+  /** USD per million tokens by model id (lib/ledger/prices.ts defaults, MODEL_PRICES over them). */
+  modelPrices: ModelPrices;
   s3: {
     endpoint?: string | undefined;
     bucket?: string | undefined;
@@ -276,6 +281,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     summaryModel: value.SUMMARY_MODEL,
     summaryPrompt: value.SUMMARY_PROMPT,
     modelAliases: parseModelAliases(value.MODEL_ALIASES),
+    modelPrices: parseModelPrices(value.MODEL_PRICES),
     s3: {
       endpoint: value.S3_ENDPOINT,
       bucket: value.S3_BUCKET,
@@ -311,6 +317,17 @@ export function parseModelAliases(text: string | undefined): Record<string, stri
     aliases[name] = target;
   }
   return aliases;
+}
+
+/** MODEL_PRICES over the default prices; a bad one is `not_configured` naming it. */
+function parseModelPrices(text: string | undefined): ModelPrices {
+  try {
+    return priceTable(text);
+  } catch (error) {
+    throw new NotConfiguredError(`invalid setting MODEL_PRICES: ${(error as Error).message}`, {
+      variable: 'MODEL_PRICES',
+    });
+  }
 }
 
 /**

@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   'lease_expired',
   'turn_cancelled',
   'turn_not_open',
+  'budget_exhausted',
   'idempotency_key_reused',
   'payload_too_large',
   'overloaded',
@@ -218,6 +219,18 @@ export class TurnInProgressError extends TailgateError {
       ...(leaseExpiresAt ? { lease_expires_at: leaseExpiresAt } : {}),
     });
     this.name = 'TurnInProgressError';
+  }
+}
+
+/** A session's budget is spent: its turns are refused before anything is stored (lib/ledger/budget.ts). */
+export class BudgetExhaustedError extends TailgateError {
+  constructor(limit: string, spent: number, value: number) {
+    super('budget_exhausted', `the session's budget is spent: ${limit} is ${value}, spent ${spent}`, {
+      limit,
+      spent,
+      value,
+    });
+    this.name = 'BudgetExhaustedError';
   }
 }
 

@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { sessionUsageSchema, turnUsageSchema } from '../../lib/ledger/usage.ts';
 import { z } from 'zod';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
@@ -38,7 +39,7 @@ const turnSummarySchema = z
       .nullable()
       .meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
-    usage: z.object({ input_tokens: z.number().int(), output_tokens: z.number().int() }).nullable(),
+    usage: turnUsageSchema.nullable(),
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
     input: seqRangeSchema.nullable(),
     output: seqRangeSchema.nullable(),
@@ -182,6 +183,7 @@ const listSessionsRoute = createRoute({
             counts: z
               .object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() })
               .nullable(),
+            usage: sessionUsageSchema.nullable(),
             last_activity_at: z.string().nullable(),
           }),
         ),

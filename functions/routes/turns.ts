@@ -32,7 +32,7 @@ const takeTurnRoute = createRoute({
         'turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
-    ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),
+    ...errorResponses(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
   },
 });
 

@@ -174,7 +174,15 @@ export function inspectorClient(): void {
   function renderCounts(session: any): void {
     $('session-counts').textContent =
       `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
-      `model ${session.model ?? 'default'}`;
+      `model ${session.model ?? 'default'}${usageText(session.usage)}`;
+  }
+
+  /** Cost and cache-read share of a turn's or a session's usage, for a summary line. */
+  function usageText(usage: any): string {
+    if (!usage) return '';
+    const cost = usage.cost_usd === null ? 'cost unknown' : `$${usage.cost_usd.toFixed(6)}`;
+    const share = usage.input_tokens > 0 ? Math.round((100 * usage.cached_input_tokens) / usage.input_tokens) : 0;
+    return ` · ${cost} · ${share}% cache read`;
   }
 
   const chartTurns: any[] = [];
@@ -187,6 +195,7 @@ export function inspectorClient(): void {
       );
       chartTurns.push(...page.turns);
       renderChart();
+      renderCostChart();
       return {
         rows: page.turns.map((turn: any) => el('li', {}, turnEntry(id, turn))),
         next: page.has_more ? String(page.next_before) : null,
@@ -245,6 +254,38 @@ export function inspectorClient(): void {
     box.replaceChildren(svg);
   }
 
+  /** One bar per turn: its cost against the costliest (green), its input's cache-read share (blue). */
+  function renderCostChart(): void {
+    const turns = [...chartTurns].reverse();
+    const height = 60;
+    const max = Math.max(1e-12, ...turns.map((turn) => turn.usage?.cost_usd ?? 0));
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('viewBox', `0 0 ${Math.max(1, turns.length) * 6} ${height}`);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', `Cost and cache-read share of ${turns.length} turns`);
+    const bar = (index: number, fraction: number, kind: string, text: string) => {
+      const rect = document.createElementNS(ns, 'rect');
+      for (const [name, value] of Object.entries({ x: index * 6, y: height * (1 - fraction), width: 2.5 }))
+        rect.setAttribute(name, String(kind === 'bar-cache' && name === 'x' ? value + 3 : value));
+      rect.setAttribute('height', String(height * fraction));
+      rect.setAttribute('class', kind);
+      const title = document.createElementNS(ns, 'title');
+      title.textContent = text;
+      add(rect, title);
+      add(svg, rect);
+    };
+    turns.forEach((turn, index) => {
+      const usage = turn.usage;
+      if (!usage) return;
+      const text = `turn ${turn.turn}${usageText(usage)}`;
+      bar(index, usage.cost_usd === null ? 0 : usage.cost_usd / max, 'bar-cost', text);
+      bar(index, usage.input_tokens > 0 ? usage.cached_input_tokens / usage.input_tokens : 0, 'bar-cache', text);
+    });
+    $('cost-chart').replaceChildren(svg);
+  }
+
   function share(turn: any): string {
     const size = turn.context?.prompt_chars;
     if (!size || turn.prefix_reused_chars === null) return '';
@@ -257,7 +298,7 @@ export function inspectorClient(): void {
       'summary',
       {},
       `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} ` +
-        `chars${share(turn)}`,
+        `chars${share(turn)}${usageText(turn.usage)}`,
       turn.notices.length > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${turn.notices.length} notice(s)`) : null,
       turn.error ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     );

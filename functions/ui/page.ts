@@ -68,6 +68,10 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <h3 id="chart-title">Prompt size and reused prefix by turn</h3>
               <div id="strip-chart"></div>
             </section>
+            <section aria-labelledby="cost-title">
+              <h3 id="cost-title">Cost (green) and cache-read share of the input (blue) by turn</h3>
+              <div id="cost-chart"></div>
+            </section>
             <section aria-labelledby="timeline-title">
               <h3 id="timeline-title">Turns, newest first</h3>
               <ol id="timeline" class="timeline"></ol>

@@ -58,9 +58,11 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 .treatment-compacted .compacted-text { background: #fff4d6; }
 .original-text { background: #e8f1fb; }
 .runs { font-family: ui-monospace, monospace; font-size: 0.8rem; }
-#strip-chart svg { width: 100%; height: 80px; background: #fafafa; border: 1px solid #d0d0d0; }
+#strip-chart svg, #cost-chart svg { width: 100%; height: 80px; background: #fafafa; border: 1px solid #d0d0d0; }
+#cost-chart svg { height: 60px; }
 .bar-total { fill: #9a9a9a; }
-.bar-reused { fill: #1f5fa8; }
+.bar-reused, .bar-cache { fill: #1f5fa8; }
+.bar-cost { fill: #2e7d32; }
 .counts { display: grid; grid-template-columns: auto auto; gap: 0.1rem 1rem; }
 .counts dd { margin: 0; font-variant-numeric: tabular-nums; }
 .field { display: inline-block; margin-right: 0.5rem; }

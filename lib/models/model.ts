@@ -28,6 +28,10 @@ export interface ModelUsage {
   output_tokens: number;
   /** Input tokens the provider read from its prompt cache, when it reports some (absent: none). */
   cached_input_tokens?: number | undefined;
+  /** Input tokens the provider wrote to its prompt cache (Anthropic's cache_creation_input_tokens). */
+  cache_write_tokens?: number | undefined;
+  /** Output tokens spent on reasoning, part of `output_tokens` (OpenAI's reasoning_tokens). */
+  reasoning_tokens?: number | undefined;
 }
 
 export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCallItem;

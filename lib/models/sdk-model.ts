@@ -173,12 +173,21 @@ function toOutput(text: string, calls: ModelOutputItem[]): ModelOutputItem[] {
   return output;
 }
 
+/**
+ * The AI SDK's usage as tailgate's. `inputTokens` is every input token, cache reads and writes
+ * included (the SDK adds Anthropic's cache_read_input_tokens and cache_creation_input_tokens to
+ * its input_tokens); `outputTokens` includes the reasoning tokens.
+ */
 function toUsage(usage: LanguageModelUsage | undefined): ModelUsage {
   const cached = usage?.inputTokenDetails?.cacheReadTokens;
+  const written = usage?.inputTokenDetails?.cacheWriteTokens;
+  const reasoning = usage?.outputTokenDetails?.reasoningTokens;
   return {
     input_tokens: usage?.inputTokens ?? 0,
     output_tokens: usage?.outputTokens ?? 0,
     ...(cached ? { cached_input_tokens: cached } : {}),
+    ...(written ? { cache_write_tokens: written } : {}),
+    ...(reasoning ? { reasoning_tokens: reasoning } : {}),
   };
 }
 

@@ -103,14 +103,14 @@ function toolCallOf(item: Extract<ModelOutputItem, { type: 'function_call' }>): 
   return { id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } };
 }
 
-/** Tailgate's usage as Chat Completions' (`cached_tokens` is what the provider reported, else 0). */
+/** Tailgate's usage as Chat Completions' (each detail is what the provider reported, else 0). */
 export function chatUsageOf(usage: ModelUsage): CompletionUsage {
   return {
     prompt_tokens: usage.input_tokens,
     completion_tokens: usage.output_tokens,
     total_tokens: usage.input_tokens + usage.output_tokens,
     prompt_tokens_details: { cached_tokens: usage.cached_input_tokens ?? 0 },
-    completion_tokens_details: { reasoning_tokens: 0 },
+    completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
   };
 }
 

@@ -108,13 +108,16 @@ export function storedItem(item: StoredItem, id: string): ResponseItem {
   } as ResponseItem;
 }
 
-/** Tailgate's usage as OpenAI's (`cached_tokens` is what the provider reported, else 0). */
+/** Tailgate's usage as OpenAI's (each detail is what the provider reported, else 0). */
 export function usageOf(usage: ModelUsage): ResponseUsage {
   return {
     input_tokens: usage.input_tokens,
-    input_tokens_details: { cached_tokens: usage.cached_input_tokens ?? 0, cache_write_tokens: 0 },
+    input_tokens_details: {
+      cached_tokens: usage.cached_input_tokens ?? 0,
+      cache_write_tokens: usage.cache_write_tokens ?? 0,
+    },
     output_tokens: usage.output_tokens,
-    output_tokens_details: { reasoning_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
     total_tokens: usage.input_tokens + usage.output_tokens,
   };
 }

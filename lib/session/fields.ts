@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { idSchema, toolSchema } from '../items.ts';
+import { budgetSchema, sessionUsageSchema } from '../ledger/usage.ts';
 
 /**
  * The wire schemas of a session (docs/API.md, "Sessions"): what a client sends to create or
@@ -36,6 +37,10 @@ const sessionFields = {
     .nullable()
     .optional()
     .meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
+  budget: budgetSchema
+    .nullable()
+    .optional()
+    .meta({ description: 'Limits on what the turns spend; a turn past one is refused (402 budget_exhausted).' }),
 };
 
 export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
@@ -62,6 +67,8 @@ export const sessionSchema = z
     tools: z.array(toolSchema),
     metadata: z.record(z.string(), z.unknown()),
     counts: sessionCountsSchema,
+    budget: budgetSchema.nullable(),
+    usage: sessionUsageSchema,
   })
   .meta({ id: 'Session' });
 

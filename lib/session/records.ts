@@ -12,6 +12,7 @@ import {
 import { decodeUtf8 } from '../store/object-store.ts';
 import { historyAggregatesSchema } from '../history.ts';
 import { generationSchemaPattern } from './keys.ts';
+import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
 
 /**
  * The zod schemas of every object the session log writes. Each carries a `format` tag, so a
@@ -55,6 +56,7 @@ export const sessionConfigSchema = z
     metadata: z.record(z.string(), z.unknown()),
     /** Bumped to revoke the session's scoped tokens: a token minted at a lower one is refused. */
     token_generation: z.number().int().nonnegative().optional(),
+    budget: budgetSchema.optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;
@@ -176,6 +178,7 @@ export const recordSchema = z
     /** Calls without an output after these items (absent in records written before it existed). */
     open_calls: openCallsSchema.optional(),
     undelivered: undeliveredSchema.optional(),
+    ledger: ledgerSchema.optional(),
   })
   .strict();
 export type LogRecord = z.infer<typeof recordSchema>;
@@ -201,6 +204,7 @@ export const doneSchema = z
     open_calls: openCallsSchema.optional(),
     /** Notices still undelivered after this turn (absent: none). */
     undelivered: undeliveredSchema.optional(),
+    ledger: ledgerSchema.optional(),
   })
   .strict();
 export type DoneRecord = z.infer<typeof doneSchema>;

@@ -32,7 +32,14 @@ import {
   codeOf,
   asStorageError,
 } from './file-format.ts';
-import { processQueues, sweepLeftovers, tempName, withKeyLock, type LockTimes, type WriterQueues } from './file-lock.ts';
+import {
+  processQueues,
+  sweepLeftovers,
+  tempName,
+  withKeyLock,
+  type LockTimes,
+  type WriterQueues,
+} from './file-lock.ts';
 
 export interface FileStoreOptions extends Partial<LockTimes> {
   /**

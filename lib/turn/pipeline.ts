@@ -8,6 +8,7 @@ import { sha256Hex } from '../hash.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import { turnUsage } from '../ledger/usage.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
@@ -152,11 +153,13 @@ async function turnSteps(
   } while (!result);
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
-  const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage: result.usage, context };
+  const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
+  const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage, context };
   const stored = await sessions.completeTurn(turn, {
     status: 'completed',
     output: result.output,
-    receipt: { ...(await prompt.receipt(notices.delivered)), usage: result.usage },
+    usage,
+    receipt: { ...(await prompt.receipt(notices.delivered)), usage },
     response,
     // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
     undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,

@@ -1,6 +1,6 @@
 import { TailgateError } from '../errors.ts';
 import type { PromptItem, Tool } from '../items.ts';
-import type { ModelUsage } from '../models/model.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
 import type { DeliveredNotice } from '../inbox/inbox.ts';
 import { promptHashSteps, withSynthetic, type PromptHashes, type PromptShape } from '../prompt-shape.ts';
 import type { StoredError, TurnRequest, TurnContext } from './types.ts';
@@ -35,7 +35,7 @@ export interface TurnReceipt {
   unread_before: number | null;
   notices: { name: string; stored_as: string; posted_at: string }[];
   context: TurnContext;
-  usage?: ModelUsage;
+  usage?: TurnUsage;
   /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
   prompt?: PromptShape;
 }

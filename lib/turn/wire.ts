@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
 import { truncationSchema } from '../compaction/truncate-prompt.ts';
 import { strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
+import { turnUsageSchema } from '../ledger/usage.ts';
 
 /**
  * The wire schemas of a turn (docs/API.md, "Turns"): the body of `POST .../turns`, its
@@ -100,18 +101,12 @@ export const outputItemSchema = z.discriminatedUnion('type', [
 ]);
 export type OutputItem = z.infer<typeof outputItemSchema>;
 
-export const usageSchema = z.object({
-  input_tokens: z.number().int(),
-  output_tokens: z.number().int(),
-  cached_input_tokens: z.number().int().optional(),
-});
-
 export const turnResponseSchema = z
   .object({
     session_id: z.string(),
     turn: z.number().int(),
     output: z.array(outputItemSchema),
-    usage: usageSchema,
+    usage: turnUsageSchema,
     context: turnContextSchema,
   })
   .meta({ id: 'TurnResponse' });

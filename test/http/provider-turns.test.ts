@@ -82,7 +82,14 @@ describe('openai-compatible through the app', () => {
       },
     ]);
     expect(JSON.parse(response.body.output[0].arguments)).toEqual({ location: 'Boston, MA' });
-    expect(response.body.usage).toEqual({ input_tokens: 82, output_tokens: 17 });
+    expect(response.body.usage).toEqual({
+      input_tokens: 82,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+      output_tokens: 17,
+      reasoning_tokens: 0,
+      cost_usd: null,
+    });
     const sent = openai.requests.at(-1)!.body;
     expect(sent.model).toBe('fake-model');
     expect(sent.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });

@@ -5,6 +5,7 @@ import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import { parseRecordsEntry } from '../../lib/session/keys.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
 import type { TurnResponse } from '../../lib/turn.ts';
+import { addToLedger, EMPTY_LEDGER, sessionUsage, type Ledger } from '../../lib/ledger/usage.ts';
 import { history, LEASE_MS, ops, seeded, type Actor, type Outcome, type World } from '../support/simulation.ts';
 
 /**
@@ -76,12 +77,35 @@ function contents(items: { type: string; role?: string; content?: string }[]): M
 }
 
 /**
- * How many stored completed turns delivered each notice. A turn is counted once, from its
- * completion or from a segment (a packer that crashed before deleting what its segment
- * replaced leaves both, and segments that overlap).
+ * What the stored completed turns say: how many delivered each notice, and the sum of their
+ * usage in turn order. A turn is counted once, from its completion or from a segment (a packer
+ * that crashed before deleting what its segment replaced leaves both, and segments that overlap).
  */
-async function storedDeliveries(world: World, id: string): Promise<Map<string, number>> {
-  const turns = new Map<number, unknown>();
+async function storedTurns(world: World, id: string): Promise<{ deliveries: Map<string, number>; sum: Ledger }> {
+  const turns = await completedTurns(world, id);
+  const deliveries = new Map<string, number>();
+  let sum = EMPTY_LEDGER;
+  for (const record of [...turns.keys()].sort((a, b) => a - b)) {
+    const response = turns.get(record)!;
+    for (const name of response.context.notices_delivered) deliveries.set(name, (deliveries.get(name) ?? 0) + 1);
+    sum = addToLedger(sum, response.usage);
+  }
+  return { deliveries, sum };
+}
+
+/**
+ * The session's usage totals equal the sum of its completed turns' usage, whatever crashed
+ * or raced (the totals travel in records and completions).
+ */
+async function expectExactLedger(world: World, id: string, sum: Ledger, where: string): Promise<void> {
+  const session = await world.run(world.actor().services.sessions.get(id));
+  expect(sum.turns, where).toBeGreaterThan(0);
+  expect(session.usage, where).toEqual(sessionUsage(sum));
+}
+
+/** The responses of the stored completed turns by record (from completions or segments). */
+async function completedTurns(world: World, id: string): Promise<Map<number, TurnResponse>> {
+  const turns = new Map<number, TurnResponse>();
   const admin = world.actor();
   const scope = await world.run(admin.services.sessions.scope(id));
   const prefix = `sessions/${id}/turn/${scope.generation}/`;
@@ -91,18 +115,14 @@ async function storedDeliveries(world: World, id: string): Promise<Map<string, n
     // Packed completions are empty (tombstones): their turns are read from the segment.
     if (entry?.kind === 'done' && object.size > 0) {
       const done = parseStored(object.key, (await world.store.get(object.key))!.body, doneSchema);
-      if (done.status === 'completed') turns.set(entry.record, done.response);
+      if (done.status === 'completed') turns.set(entry.record, done.response as TurnResponse);
     } else if (entry?.kind === 'segment') {
       const content = await new SegmentReader(world.store, object.key, entry).content();
-      for (const turn of content.turns) if (turn.status === 'completed') turns.set(turn.record, turn.response);
+      for (const turn of content.turns)
+        if (turn.status === 'completed') turns.set(turn.record, turn.response as TurnResponse);
     }
   }
-  const counts = new Map<string, number>();
-  for (const response of turns.values()) {
-    for (const name of (response as TurnResponse | undefined)?.context.notices_delivered ?? [])
-      counts.set(name, (counts.get(name) ?? 0) + 1);
-  }
-  return counts;
+  return turns;
 }
 
 /** Seqs 1..n in order. */
@@ -236,7 +256,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               const items = await world.run(history(survivor, S));
               expectDense(items);
               const stored = contents(items);
-              const deliveries = await storedDeliveries(world, S);
+              const { deliveries, sum } = await storedTurns(world, S);
               const where = `${name}, crash at call ${at} ${after ? 'after' : 'before'}`;
               if (name === 'delete') {
                 // A re-created id starts empty: only the final turn, nothing of the old session.
@@ -260,6 +280,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               expect(deliveries.get('n1'), where).toBe(1);
               expect(deliveries.get('n2'), where).toBe(1);
               if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
+              await expectExactLedger(world, S, sum, where);
             }
           }
         },
@@ -338,7 +359,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
             if (acknowledged) expect(count, request.label).toBe(1);
             else expect(count, request.label).toBeLessThanOrEqual(1);
           }
-          const deliveries = await storedDeliveries(world, S);
+          const { deliveries, sum } = await storedTurns(world, S);
           for (const [name, times] of deliveries) expect(times, name).toBe(1);
           const posted = [
             'n1',
@@ -348,6 +369,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               .map((request) => request.label.replace(' ', '-')),
           ];
           for (const name of posted) expect(deliveries.get(name), `notice ${name}`).toBe(1);
+          await expectExactLedger(world, S, sum, 'after the interleaving');
         }),
         {
           numRuns: options.runs,

@@ -6,6 +6,7 @@ import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appendItems } from '../../lib/turn.ts';
+import { EMPTY_LEDGER, sessionUsage, turnUsage } from '../../lib/ledger/usage.ts';
 
 /**
  * The session listing through the session index (lib/session/log/session-index.ts): one list
@@ -48,7 +49,18 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       name: 'read',
       arguments: '{}',
     }));
-    await log.completeTurn(begun.turn, { status: 'completed', output, receipt: {} });
+    // 1,000 input tokens (400 read from the cache, 100 written to it), 50 out: 0.0011 USD at these prices.
+    const usage = turnUsage(
+      {
+        input_tokens: 1000,
+        cached_input_tokens: 400,
+        cache_write_tokens: 100,
+        output_tokens: 50,
+        reasoning_tokens: 20,
+      },
+      { input: 1, cached_input: 0.5, cache_write: 2, output: 4 },
+    );
+    await log.completeTurn(begun.turn, { status: 'completed', output, receipt: {}, usage });
     await log.refreshIndex(id);
   }
 
@@ -80,18 +92,34 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
         metadata: { team: 'red' },
         metadata_complete: true,
         counts: { items: 0, turns: 0, tool_calls: 0 },
+        usage: sessionUsage(EMPTY_LEDGER),
         last_activity_at: created.created_at,
       });
       await turn(log, 'x', 2);
+      await turn(log, 'x');
       const afterTurn = await row();
-      expect(afterTurn?.counts).toEqual({ items: 3, turns: 1, tool_calls: 2 });
+      expect(afterTurn?.counts).toEqual({ items: 4, turns: 2, tool_calls: 2 });
+      // The totals the row carries in its key are the session's, to the nano-dollar.
+      expect(afterTurn?.usage).toEqual((await log.get('x')).usage);
+      expect(afterTurn?.usage).toMatchObject({
+        turns: 2,
+        input_tokens: 2000,
+        cached_input_tokens: 800,
+        cache_write_tokens: 200,
+        output_tokens: 100,
+        reasoning_tokens: 40,
+        cost_usd: 0.0022,
+        cache_read_share: 0.4,
+      });
       expect(Date.parse(afterTurn!.last_activity_at!)).toBeGreaterThan(Date.parse(created.created_at));
       // An append through the pipeline writes the row after its response.
       await appendItems({ env: {}, background, sessions: log }, 'x', [user('more'), user('again')]);
       await settle();
-      expect((await row())?.counts).toEqual({ items: 5, turns: 1, tool_calls: 2 });
+      expect((await row())?.counts).toEqual({ items: 6, turns: 2, tool_calls: 2 });
+      // An append carries the totals on.
+      expect((await row())?.usage).toEqual(afterTurn?.usage);
       await log.update('x', { metadata: { team: 'blue', note: 'ü ✓' } });
-      expect(await row()).toMatchObject({ metadata: { team: 'blue', note: 'ü ✓' }, counts: { items: 5, turns: 1 } });
+      expect(await row()).toMatchObject({ metadata: { team: 'blue', note: 'ü ✓' }, counts: { items: 6, turns: 2 } });
       expect(await entries()).toHaveLength(1);
       await log.delete('x');
       expect(await row()).toBeUndefined();
@@ -134,6 +162,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
           createdMs: Date.parse((await log.get('y')).created_at),
           counts: { items: 1, turns: 0, tool_calls: 0 },
           lastActivityMs: 0,
+          ledger: EMPTY_LEDGER,
           metadata: {},
         });
         await faults.store!.put(stale, '');

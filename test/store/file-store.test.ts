@@ -305,7 +305,7 @@ describe('FileStore across processes', () => {
       await expect
         .poll(() => lines.at(-1), {
           timeout: 60_000,
-          message: `the child printed ${JSON.stringify(lines.slice(-5))} ${errors}`,
+          message: `the child printed ${JSON.stringify(lines.slice(-5))} ${errors} (child state ${state()})`,
         })
         .toMatch(/^lost file store: the lock of k was taken over while held/);
       expect(new TextDecoder().decode((await impatient.get('k'))!.body)).toBe('next holder');

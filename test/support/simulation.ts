@@ -20,6 +20,8 @@ import {
   type TurnServices,
 } from '../../lib/turn.ts';
 
+const ECHO_PRICES = JSON.stringify({ echo: { input: 1.25, cached_input: 0.125, output: 10 } });
+
 /**
  * A deterministic simulation of several service processes ("actors") sharing one store, for
  * the session protocol's crash and race tests:
@@ -209,7 +211,8 @@ export class World {
       // With a view cache, as the service runs: what an actor parsed before must stay exact.
       sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20 }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
-      config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+      // Echo with a price, so the usage totals carry a cost to check too.
+      config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),
       env: {},
       model: () => echoModel,
       background: (task: Promise<unknown>) => {

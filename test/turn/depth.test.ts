@@ -58,6 +58,25 @@ describe('round trips of a turn', () => {
     expect(w.after()).toBe(1);
   });
 
+  it('a session with a budget and usage totals: the same, the budget checked from the head read', async () => {
+    const w = world();
+    await history(w, 6);
+    await w.sessions.update('s', { budget: { max_turns: 8, max_total_tokens: 1_000_000 } });
+    w.store.mark();
+    const response = await runTurn(w.services, 's', { input: 'measured' });
+    expect(response.output[0]).toMatchObject({ content: 'echo: measured' });
+    expect(w.seen.before).toBeLessThanOrEqual(2);
+    expect(w.after()).toBe(1);
+    expect((await w.sessions.get('s')).usage.turns).toBe(7);
+    // The 8th turn reaches the limit: the next is refused with no model call and no write.
+    await runTurn(w.services, 's', { input: 'last' });
+    const calls = w.seen.calls;
+    const counts = (await w.sessions.get('s')).counts;
+    await expect(runTurn(w.services, 's', { input: 'over' })).rejects.toMatchObject({ code: 'budget_exhausted' });
+    expect(w.seen.calls).toBe(calls);
+    expect((await w.sessions.get('s')).counts).toEqual(counts);
+  });
+
   it('a keyed turn: the same', async () => {
     const w = world();
     await history(w, 6);

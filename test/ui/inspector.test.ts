@@ -99,6 +99,9 @@ describe('the inspector at /ui in Chromium', () => {
           '127.0.0.1',
           '--var',
           `API_TOKEN:${TOKEN}`,
+          '--var',
+          // Echo priced, so the cost chart has something to draw.
+          `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
           '--persist-to',
           state,
         ],
@@ -160,6 +163,20 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(
       await page.locator('#timeline details.turn').count(),
     );
+  });
+
+  it('draws cost and cache-read share per turn, and shows the session totals', { timeout: 60_000 }, async () => {
+    const turns = await page.locator('#timeline details.turn').count();
+    expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(turns);
+    expect(await page.locator('#cost-chart rect.bar-cache').count()).toBe(turns);
+    const newest = await call('GET', `/v1/sessions/${sessionId}/turns/${TURNS}`);
+    const cost = `$${newest.usage.cost_usd.toFixed(6)}`;
+    expect(await page.locator(`#timeline details.turn[data-turn="${TURNS}"] summary`).textContent()).toContain(cost);
+    expect(await page.locator('#cost-chart rect.bar-cost title').last().textContent()).toBe(
+      `turn ${TURNS} · ${cost} · 0% cache read`,
+    );
+    const session = await call('GET', `/v1/sessions/${sessionId}`);
+    expect(await page.locator('#session-counts').textContent()).toContain(`$${session.usage.cost_usd.toFixed(6)}`);
   });
 
   it('expands a turn: input, output, and a compacted item with its hash stamp and its stored original', {

@@ -41,6 +41,8 @@ export const OPENAI_PATH = /^\/v1\/(responses|conversations|chat)(\/|$)/;
 function errorType(status: number): string {
   if (status === 401) return 'authentication_error';
   if (status === 403) return 'permission_error';
+  // A spent budget, as OpenAI names an exhausted quota.
+  if (status === 402) return 'insufficient_quota';
   if (status === 429) return 'rate_limit_error';
   return status >= 500 ? 'server_error' : 'invalid_request_error';
 }

@@ -20,6 +20,7 @@ import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { indexKey } from './idempotency.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
+import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../ledger/usage.ts';
 
 /**
  * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
@@ -46,6 +47,8 @@ export interface TurnResult {
   error?: { code: string; message: string; details?: unknown } | undefined;
   /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
   undelivered?: Undelivered;
+  /** A completed turn's usage: the completion carries the session's totals with it. */
+  usage?: TurnUsage;
 }
 
 export interface ClaimOptions {
@@ -124,7 +127,7 @@ export class TurnClaim {
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
     return {
       scope,
-      session: toSessionRecord(config, record.counts),
+      session: toSessionRecord(config, record.counts, record.ledger ?? EMPTY_LEDGER),
       turn: record.turn!,
       input: record.items as StoredItem[],
       aggregates,
@@ -145,6 +148,7 @@ export class TurnClaim {
       ...(this.#options.requestHash ? { requestHash: this.#options.requestHash } : {}),
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
+      ledger: record.ledger ?? EMPTY_LEDGER,
     };
   }
 }
@@ -189,6 +193,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(turn.overflow && turn.overflowMoved ? { overflow: turn.overflow } : {}),
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
+    ...(result.usage && outcome.status === 'completed' ? { ledger: addToLedger(turn.ledger, result.usage) } : {}),
   };
   // Indexed at the claim, unless that write failed: then here, still before the completion.
   if (turn.keyHash && !turn.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);

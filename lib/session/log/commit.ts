@@ -24,6 +24,7 @@ import {
   contextOf,
   countsOf,
   isEmpty,
+  ledgerOf,
   readHead,
   RecordMissingError,
   recordGroups,
@@ -32,6 +33,7 @@ import {
   type Head,
 } from './head.ts';
 import { findKey } from './idempotency.ts';
+import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type Base, type PrefetchedView } from './views.ts';
@@ -172,6 +174,10 @@ export async function prepareCommit(
     // The key's turn may be newer than the head read (the index is read after it).
     if (replay) return { replay };
   }
+  // A spent budget refuses a turn before anything is written (an open turn's record carries
+  // the totals before it, and closing it adds nothing).
+  const ledger = ledgerOf(newest);
+  if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);
@@ -251,6 +257,7 @@ export async function prepareCommit(
     ...(overflow ? { overflow } : {}),
     ...(openAfter ? { open_calls: openAfter } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
+    ...(ledger.turns > 0 ? { ledger } : {}),
   };
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.

@@ -13,7 +13,8 @@ import {
 } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
-import { countsOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
+import { countsOf, ledgerOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
+import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { closeTurn } from './lease.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
@@ -36,6 +37,7 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     strategy_config: fields.strategy_config ?? {},
     tools: fields.tools ?? [],
     metadata: fields.metadata ?? {},
+    ...(fields.budget ? { budget: fields.budget } : {}),
   };
   const key = sessionConfigKey(log.keyPrefix, id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
@@ -52,13 +54,13 @@ export async function createSession(log: LogContext, input: NewSession): Promise
   } catch {
     // The session exists: without its index entry it is listed from its next turn, append or PATCH.
   }
-  return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 });
+  return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 }, EMPTY_LEDGER);
 }
 
 /** See SessionLog.get. */
 export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
   const head = await readHead(log, id);
-  return toSessionRecord(head.config, countsOf(head.newest));
+  return toSessionRecord(head.config, countsOf(head.newest), ledgerOf(head.newest));
 }
 
 /** See SessionLog.scope. */
@@ -95,6 +97,8 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (fields.strategy_config !== undefined) next.strategy_config = fields.strategy_config ?? {};
     if (fields.tools !== undefined) next.tools = fields.tools ?? [];
     if (fields.metadata !== undefined) next.metadata = fields.metadata ?? {};
+    if (fields.budget === null) delete next.budget;
+    else if (fields.budget !== undefined) next.budget = fields.budget;
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',
@@ -102,7 +106,7 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (written) {
       const { newest } = await readNewest(log, scopeOf(log.keyPrefix, next));
       await writeIndexEntry(log, next, newest);
-      return toSessionRecord(next, countsOf(newest));
+      return toSessionRecord(next, countsOf(newest), ledgerOf(newest));
     }
     await backoff(attempt);
   }
@@ -170,7 +174,7 @@ async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = ne
   }
 }
 
-export function toSessionRecord(config: SessionConfig, counts: SessionCounts): SessionRecord {
+export function toSessionRecord(config: SessionConfig, counts: SessionCounts, ledger: Ledger): SessionRecord {
   return {
     id: config.id,
     created_at: config.created_at,
@@ -181,6 +185,8 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts): S
     tools: config.tools,
     metadata: config.metadata,
     counts: { ...counts },
+    budget: config.budget ?? null,
+    usage: sessionUsage(ledger),
   };
 }
 

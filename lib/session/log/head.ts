@@ -20,6 +20,7 @@ import {
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
+import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /**
  * The head of a session log: its config and its newest record, read with one listing, and the
@@ -189,6 +190,12 @@ export function contextOf(newest: Head['newest']): ContextStart | null {
 export function overflowOf(newest: Head['newest']): OverflowBoundary | null {
   if (!newest) return null;
   return newest.done?.overflow ?? newest.record.overflow ?? null;
+}
+
+/** The usage totals as of the newest record (a completed turn's completion decides). */
+export function ledgerOf(newest: Head['newest']): Ledger {
+  if (!newest) return EMPTY_LEDGER;
+  return newest.done?.ledger ?? newest.record.ledger ?? EMPTY_LEDGER;
 }
 
 export function countsOf(newest: Head['newest']): SessionCounts {

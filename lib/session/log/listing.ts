@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { sessionUsage, type SessionUsage } from '../../ledger/usage.ts';
 import { NotFoundError } from '../../errors.ts';
 import type { ObjectInfo } from '../../store/object-store.ts';
 import type { SessionCounts } from '../records.ts';
@@ -33,6 +34,8 @@ export interface SessionRow {
   /** false when the metadata did not fit in the index: read the session for it (`metadata` is then {}). */
   metadata_complete: boolean;
   counts: SessionCounts | null;
+  /** The usage totals (lib/ledger/usage.ts); null without counts. */
+  usage: SessionUsage | null;
   /** When the newest record or completion was written (the creation time without one); null without counts. */
   last_activity_at: string | null;
 }
@@ -96,6 +99,7 @@ function row(entry: IndexEntry, withCounts: boolean): SessionRow {
     metadata: entry.metadata ?? {},
     metadata_complete: entry.metadata !== null,
     counts: withCounts ? entry.counts : null,
+    usage: withCounts ? sessionUsage(entry.ledger) : null,
     last_activity_at: withCounts ? new Date(entry.lastActivityMs).toISOString() : null,
   };
 }

@@ -3,7 +3,9 @@ import type { ObjectInfo } from '../../store/object-store.ts';
 import { sessionConfigKey, validateId } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import type { LogContext } from './context.ts';
-import { countsOf, readHead, type Head } from './head.ts';
+import { countsOf, ledgerOf, readHead, type Head } from './head.ts';
+import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
+import { NANO } from '../../ledger/prices.ts';
 
 /**
  * The session index: one empty object per session whose key carries its listing row, so a
@@ -12,6 +14,8 @@ import { countsOf, readHead, type Head } from './head.ts';
  *   `<keyPrefix>index/<inverted creation ms>-<id>/<inverted turns>.<inverted items>.<tool calls>.<last ms>.<metadata>`
  *
  * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms).
+ * Once a turn completed, `u<ledger>.` comes before `<metadata>`: the usage totals
+ * (lib/ledger/usage.ts) as base-36 integers joined by `-`, the cost in nano-dollars.
  *
  * The inverted creation time lists the newest session first; the inverted counts list the
  * entry with the most turns (then items) first among entries of one session. `<metadata>` is
@@ -29,7 +33,17 @@ const INVERT_COUNT = 999_999_999_999;
 const MAX_KEY_BYTES = 1024;
 const NO_METADATA = '~';
 const positionPattern = /^(\d{13})-([A-Za-z0-9_-]{1,64})$/;
-const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.([A-Za-z0-9_-]*|~)$/;
+const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:u([0-9a-z-]{1,200})\.)?([A-Za-z0-9_-]*|~)$/;
+const LEDGER_FIELDS = [
+  'turns',
+  'input_tokens',
+  'cached_input_tokens',
+  'cache_write_tokens',
+  'output_tokens',
+  'reasoning_tokens',
+  'cost_usd',
+  'unpriced_turns',
+] as const satisfies readonly (keyof Ledger)[];
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
@@ -41,6 +55,8 @@ export interface IndexEntry {
   createdMs: number;
   counts: SessionCounts;
   lastActivityMs: number;
+  /** The usage totals (EMPTY_LEDGER in entries written before them). */
+  ledger: Ledger;
   /** null when the metadata did not fit in the key. */
   metadata: Record<string, unknown> | null;
 }
@@ -63,11 +79,15 @@ export function isIndexPosition(cursor: string): boolean {
 /** The key of a session's entry for this state. */
 export function indexEntryKey(
   keyPrefix: string,
-  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'metadata'>,
+  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'ledger' | 'metadata'>,
 ): string {
-  const { counts } = entry;
+  const { counts, ledger } = entry;
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
-  const state = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}.${entry.lastActivityMs}.`;
+  const integer = (field: (typeof LEDGER_FIELDS)[number]) =>
+    Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36);
+  const usage = ledger.turns > 0 ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
+  const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;
+  const state = `${counted}.${entry.lastActivityMs}.${usage}`;
   const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
   const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
   return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;
@@ -81,9 +101,11 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
   const state = statePattern.exec(rest.slice(slash + 1));
   if (!key.startsWith(indexPrefix(keyPrefix)) || !position || !state) return null;
   let metadata: Record<string, unknown> | null = null;
-  if (state[5] !== NO_METADATA) {
+  const ledger = state[5] === undefined ? EMPTY_LEDGER : parseLedger(state[5]);
+  if (!ledger) return null;
+  if (state[6] !== NO_METADATA) {
     try {
-      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[5]!)));
+      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[6]!)));
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
       metadata = parsed as Record<string, unknown>;
     } catch {
@@ -100,8 +122,17 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
       tool_calls: Number(state[3]),
     },
     lastActivityMs: Number(state[4]),
+    ledger,
     metadata,
   };
+}
+
+/** The `u` part of a state (without the `u`) as a ledger; null when it is not one. */
+function parseLedger(text: string): Ledger | null {
+  const numbers = text.split('-').map((part) => Number.parseInt(part, 36));
+  if (numbers.length !== LEDGER_FIELDS.length || numbers.some((value) => !Number.isSafeInteger(value))) return null;
+  const ledger = Object.fromEntries(LEDGER_FIELDS.map((field, index) => [field, numbers[index]!])) as Ledger;
+  return { ...ledger, cost_usd: ledger.cost_usd / NANO };
 }
 
 /** Positive when `a` outranks `b` (more turns, then more items, then uploaded later). */
@@ -122,6 +153,7 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
       createdMs,
       counts: { items: 0, turns: 0, tool_calls: 0 },
       lastActivityMs: createdMs,
+      ledger: EMPTY_LEDGER,
       metadata: config.metadata,
     }),
     '',
@@ -150,6 +182,7 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     id: config.id,
     createdMs,
     counts: countsOf(newest),
+    ledger: ledgerOf(newest),
     lastActivityMs: newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : createdMs,
     metadata: config.metadata,
   });

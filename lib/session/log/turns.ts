@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { storedTurnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
 import { NotFoundError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
@@ -31,7 +32,7 @@ export interface TurnSummary {
   strategies: string[];
   context: Record<string, unknown> | null;
   notices: { name: string; stored_as: string; posted_at: string }[];
-  usage: { input_tokens: number; output_tokens: number } | null;
+  usage: TurnUsage | null;
   error: { code: string; message: string; details?: unknown } | null;
   input: { first_seq: number; last_seq: number } | null;
   output: { first_seq: number; last_seq: number } | null;
@@ -86,7 +87,7 @@ const receiptSchema = z
     dropped: rangesSchema.optional(),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })).optional(),
     context: z.record(z.string(), z.unknown()).optional(),
-    usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).optional(),
+    usage: storedTurnUsageSchema.optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     prompt: z
       .union([

@@ -11,6 +11,7 @@ import type {
   Undelivered,
 } from '../records.ts';
 import type { Base } from './views.ts';
+import type { Ledger } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
 
@@ -72,6 +73,8 @@ export interface OpenTurn {
   openCalls: string[] | null;
   /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */
   undelivered: Undelivered;
+  /** The session's usage totals before this turn (its completion adds the turn's usage). */
+  ledger: Ledger;
 }
 
 /** What a compaction decided: the new context start and its summary (see ContextStart). */

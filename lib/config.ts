@@ -235,7 +235,8 @@ export const SERVICE_ENV_NAMES = Object.keys(serviceEnvSchema.shape);
 
 /**
  * Parses the service settings from a plain env object (non-string values such as bindings
- * are ignored). Throws NotConfiguredError naming the variable when one is invalid.
+ * are ignored). Throws NotConfiguredError naming the variable when one is invalid, and every
+ * one of them when several are (`details.variables`).
  *
  * @example parseServiceConfig({ API_TOKEN: 'secret', KEY_PREFIX: 'prod/' }).maxBodyBytes // 4194304
  */
@@ -246,20 +247,47 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     if (typeof value === 'string' || typeof value === 'boolean' || typeof value === 'number') plain[name] = value;
   }
   const parsed = serviceEnvSchema.safeParse(plain);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const name = String(issue?.path[0] ?? 'environment');
-    throw new NotConfiguredError(`invalid setting ${name}: ${issue?.message ?? 'invalid'}`, { variable: name });
+  // Every invalid setting is named at once, not one per attempt.
+  const problems: NotConfiguredError[] = [];
+  const collect = <T>(work: () => T): T | undefined => {
+    try {
+      return work();
+    } catch (error) {
+      if (!(error instanceof NotConfiguredError)) throw error;
+      problems.push(error);
+      return undefined;
+    }
+  };
+  const seen = new Set<string>();
+  for (const issue of parsed.error?.issues ?? []) {
+    const name = String(issue.path[0] ?? 'environment');
+    if (seen.has(name)) continue;
+    seen.add(name);
+    problems.push(new NotConfiguredError(`invalid setting ${name}: ${issue.message}`, { variable: name }));
   }
-  const value = parsed.data;
-  if (value.TOKEN_SIGNING_KEY_PREVIOUS !== undefined && value.TOKEN_SIGNING_KEY === undefined) {
-    throw new NotConfiguredError(
-      'invalid setting TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; ' +
-        'set TOKEN_SIGNING_KEY too',
-      { variable: 'TOKEN_SIGNING_KEY_PREVIOUS' },
+  if (parsed.data?.TOKEN_SIGNING_KEY_PREVIOUS !== undefined && parsed.data.TOKEN_SIGNING_KEY === undefined) {
+    problems.push(
+      new NotConfiguredError(
+        'invalid setting TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; ' +
+          'set TOKEN_SIGNING_KEY too',
+        { variable: 'TOKEN_SIGNING_KEY_PREVIOUS' },
+      ),
     );
   }
-  checkStrategyEnvironment(stringEnv(env));
+  collect(() => checkStrategyEnvironment(stringEnv(env)));
+  // Read from the raw text too, so that they are checked when another setting is invalid.
+  const text = (name: string) => (typeof plain[name] === 'string' ? (plain[name] as string) : undefined);
+  const modelAliases = collect(() => parseModelAliases(parsed.data?.MODEL_ALIASES ?? text('MODEL_ALIASES')));
+  const modelPrices = collect(() => parseModelPrices(parsed.data?.MODEL_PRICES ?? text('MODEL_PRICES')));
+  if (problems.length === 1) throw problems[0]!;
+  if (problems.length > 1) {
+    const variables = problems.map((problem) => (problem.details as { variable: string }).variable);
+    throw new NotConfiguredError(problems.map((problem) => problem.message).join('; '), {
+      variable: variables[0],
+      variables,
+    });
+  }
+  const value = parsed.data!;
   return {
     apiToken: value.API_TOKEN,
     tokenSigningKey: value.TOKEN_SIGNING_KEY,
@@ -280,8 +308,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     modelMaxRetries: value.MODEL_MAX_RETRIES,
     summaryModel: value.SUMMARY_MODEL,
     summaryPrompt: value.SUMMARY_PROMPT,
-    modelAliases: parseModelAliases(value.MODEL_ALIASES),
-    modelPrices: parseModelPrices(value.MODEL_PRICES),
+    modelAliases: modelAliases!,
+    modelPrices: modelPrices!,
     s3: {
       endpoint: value.S3_ENDPOINT,
       bucket: value.S3_BUCKET,

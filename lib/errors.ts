@@ -358,7 +358,8 @@ export class UnknownModelError extends TailgateError {
  */
 export class ModelConfigurationError extends TailgateError {
   constructor(message: string, details: { model: string; setting: string }) {
-    super('invalid_request', message, { field: 'model', ...details });
+    // The deployment's setting, not the request, is wrong: 503, as for any setting.
+    super('not_configured', message, { field: 'model', ...details });
     this.name = 'ModelConfigurationError';
   }
 }

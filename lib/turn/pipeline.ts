@@ -66,6 +66,10 @@ export async function runTurn(
       : {}),
     request: requestRecord(request),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
+    // A model that cannot be run here (its provider's key is missing) stores nothing.
+    check: (config) => {
+      services.model(request.model ?? config.model ?? services.config.defaultModel);
+    },
   });
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.

@@ -89,6 +89,29 @@ describe('parseServiceConfig', () => {
     expect((error as Error).message).toContain(`invalid setting ${name}: `);
   });
 
+  it('names every invalid setting at once, not the first one only', () => {
+    const error = (() => {
+      try {
+        parseServiceConfig({
+          TURN_LEASE_MS: '10',
+          MAX_BODY_BYTES: 'lots',
+          EPOCH_SIZE: 'x',
+          MODEL_ALIASES: 'broken',
+          TOKEN_SIGNING_KEY: 'tailgate',
+        });
+      } catch (caught) {
+        return caught;
+      }
+      return undefined;
+    })();
+    expect(error).toBeInstanceOf(NotConfiguredError);
+    const variables = ['TURN_LEASE_MS', 'MAX_BODY_BYTES', 'EPOCH_SIZE', 'MODEL_ALIASES', 'TOKEN_SIGNING_KEY'];
+    expect(new Set(((error as NotConfiguredError).details as { variables: string[] }).variables)).toEqual(
+      new Set(variables),
+    );
+    for (const name of variables) expect((error as Error).message).toContain(`invalid setting ${name}: `);
+  });
+
   it('accepts good strategy settings', () => {
     expect(() =>
       parseServiceConfig({

@@ -98,6 +98,24 @@ describe('model failures', () => {
     expect(next.body.output[0].seq).toBe(3);
   });
 
+  it('a session whose model needs a key the deployment lacks gives 503 not_configured and stores nothing', async () => {
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first' })).status).toBe(200);
+    const before = await store.list(`sessions/${id}/`);
+    // The deployment changed: the session's model is now one whose provider has no key here.
+    const config = `sessions/${id}/session.json`;
+    const stored = JSON.parse(decodeUtf8((await store.get(config))!.body));
+    await store.put(config, JSON.stringify({ ...stored, model: 'anthropic:claude-sonnet-4-5' }));
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: 'not_configured', details: { setting: 'ANTHROPIC_API_KEY' } });
+    const after = await store.list(`sessions/${id}/`);
+    expect(after.objects.map((object) => object.key).filter((key) => !key.endsWith('session.json'))).toEqual(
+      before.objects.map((object) => object.key).filter((key) => !key.endsWith('session.json')),
+    );
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+  });
+
   it('a provider that does not answer in time gives 504 model_timeout', async () => {
     mode = 'hang';
     const id = await api.session({ model: 'openai-compatible:fake' });

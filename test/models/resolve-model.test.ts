@@ -73,7 +73,7 @@ describe('resolveModel', () => {
     ({ id, environment, setting }) => {
       const error = thrown(() => resolveModel(id, environment));
       expect(error).toBeInstanceOf(ModelConfigurationError);
-      expect(error.code).toBe('invalid_request');
+      expect(error.code).toBe('not_configured');
       expect(error.details).toEqual({ field: 'model', model: id, setting });
       expect(error.message).toContain(setting);
     },

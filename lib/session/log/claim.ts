@@ -13,7 +13,7 @@ import {
   type Undelivered,
 } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
-import { commitState, landCommit, prepareCommit, type Commit, type CommitState } from './commit.ts';
+import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions, type CommitState } from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
@@ -58,6 +58,8 @@ export interface ClaimOptions {
   request?: unknown;
   /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
   afterTurn?: number;
+  /** Refuses the turn, before anything is written, for what the session's config says. */
+  check?: CommitOptions['check'];
 }
 
 /**
@@ -90,13 +92,14 @@ export class TurnClaim {
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn } = this.#options;
+    const { requestHash, request, afterTurn, check } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
       ...(afterTurn !== undefined ? { afterTurn } : {}),
+      ...(check !== undefined ? { check } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);

@@ -94,6 +94,11 @@ export interface CommitOptions {
   context?: ContextStart;
   /** A turn that must follow this one: NotNewestTurnError otherwise (judged after a key's replay). */
   afterTurn?: number;
+  /**
+   * The caller's own check of the session's config (a turn: that its model can be run), after
+   * a key's replay and before anything is written: what it throws refuses the commit.
+   */
+  check?: (config: SessionConfig) => void;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -178,6 +183,7 @@ export async function prepareCommit(
   // the totals before it, and closing it adds nothing).
   const ledger = ledgerOf(newest);
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
+  options.check?.(head.config);
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);

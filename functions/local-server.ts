@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
 import { FileStore } from '../lib/store/file.ts';
@@ -27,6 +28,8 @@ export interface LocalServerOptions {
   headersTimeoutMs: number;
   /** REQUEST_TIMEOUT_MS: the whole request, body included (else 408); sending the response is not bounded. */
   requestTimeoutMs: number;
+  /** SHUTDOWN_GRACE_MS: how long running requests may finish after SIGINT or SIGTERM. */
+  shutdownGraceMs: number;
 }
 
 export function localServerOptions(args: string[], env: Record<string, string | undefined>): LocalServerOptions {
@@ -52,6 +55,7 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     allowAnonymous: values['allow-anonymous'] ?? false,
     headersTimeoutMs,
     requestTimeoutMs,
+    shutdownGraceMs: milliseconds(env, 'SHUTDOWN_GRACE_MS', 30_000),
   };
 }
 
@@ -67,7 +71,12 @@ function milliseconds(env: Record<string, string | undefined>, name: string, fal
  * Serves `fetch` with node:http (@hono/node-server), on Node and on Deno alike: Deno.serve has
  * no header timeout, and Deno's node:http enforces these as Node does. A client whose headers,
  * or whole request, have not arrived in time gets `408 Request Timeout` and its connection is
- * closed; the timeouts are checked every second at most. SIGINT and SIGTERM close the server.
+ * closed; the timeouts are checked every second at most.
+ *
+ * A port in use is one line and exit 1. The first SIGINT or SIGTERM stops accepting
+ * connections, closes the idle ones, and lets running requests (a streamed turn) finish for up
+ * to SHUTDOWN_GRACE_MS, then closes what is left; a second signal stops at once. Turns cut
+ * off are left to their lease, as after a crash.
  */
 export function serveLocal(
   fetch: (request: Request) => Response | Promise<Response>,
@@ -82,10 +91,40 @@ export function serveLocal(
   const server = serve({ fetch, port: options.port, hostname: options.hostname, serverOptions }, (info) => {
     const host = info.address.includes(':') ? `[${info.address}]` : info.address;
     onListen(`http://${host}:${info.port}`);
+  }) as Server;
+  server.on('error', (error: NodeJS.ErrnoException) => {
+    const where = `${options.hostname}:${options.port}`;
+    console.error(
+      error.code === 'EADDRINUSE'
+        ? `tailgate: ${where} is in use; choose another port with --port or PORT`
+        : `tailgate: cannot listen on ${where}: ${error.message}`,
+    );
+    process.exit(1);
   });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.on(signal, () => server.close(() => process.exit(0)));
-  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      console.error(`tailgate: ${signal} again, stopping now`);
+      process.exit(1);
+    }
+    stopping = true;
+    server.close(() => {
+      console.error('tailgate: stopped');
+      process.exit(0);
+    });
+    server.closeIdleConnections();
+    server.getConnections((_error, open) => {
+      console.error(
+        `tailgate: ${signal}: no new requests; waiting up to ${options.shutdownGraceMs / 1000} s for ${open} ` +
+          `open connection(s) to finish (${signal} again stops at once)`,
+      );
+    });
+    setTimeout(() => {
+      console.error('tailgate: grace period over, closing the connections left');
+      server.closeAllConnections();
+    }, options.shutdownGraceMs).unref();
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));
 }
 
 /** S3 is configured when its endpoint or bucket is set; otherwise the store is local files. */

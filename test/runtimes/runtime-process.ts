@@ -10,12 +10,12 @@ const denoPermissions = ['--allow-net', '--allow-env', '--allow-read', '--allow-
 
 /**
  * The command and arguments that run a server on `port`: functions/node.ts as `npm run
- * start:node` runs it (tsx), or `npm run start:deno`'s command (deno from npm, `deno run` on
+ * start:node` runs it (Node's own type stripping), or `npm run start:deno`'s command (deno from npm, `deno run` on
  * functions/deno.ts), from the repository's root.
  */
 export function serverCommand(runtime: 'Node' | 'Deno', port: number): [string, string[]] {
   return runtime === 'Node'
-    ? [process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)]]
+    ? [process.execPath, ['functions/node.ts', '--port', String(port)]]
     : [deno, ['run', '--unstable-no-legacy-abort', ...denoPermissions, 'functions/deno.ts', '--port', String(port)]];
 }
 

@@ -37,6 +37,10 @@ export interface RunningServer {
   stop: () => Promise<void>;
   /** kill -9 of the whole process group: no handler runs, nothing is flushed. */
   kill: () => Promise<void>;
+  /** Sends `signal` to the server process alone (not its group), as a supervisor would. */
+  signal: (signal: NodeJS.Signals) => void;
+  /** The process's exit code once it has exited (null when a signal ended it). */
+  exited: Promise<number | null>;
 }
 
 /**
@@ -57,7 +61,8 @@ export async function startServer(
   let output = '';
   child.stdout?.on('data', (chunk) => (output += chunk));
   child.stderr?.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exitCode = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const exited = exitCode.then(() => undefined);
   const origin = `http://127.0.0.1:${options.port}`;
   const stop = async () => {
     if (child.exitCode === null && child.pid !== undefined) {
@@ -98,5 +103,8 @@ export async function startServer(
       await exited;
     }
   };
-  return { origin, output: () => output, stop, kill };
+  const signal = (name: NodeJS.Signals) => {
+    if (child.pid !== undefined) process.kill(child.pid, name);
+  };
+  return { origin, output: () => output, stop, kill, signal, exited: exitCode };
 }

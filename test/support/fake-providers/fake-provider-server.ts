@@ -16,8 +16,8 @@ export interface RecordedRequest {
 export type FakeReply =
   | { status?: number; headers?: Record<string, string>; json: unknown }
   | { status?: number; headers?: Record<string, string>; text: string; contentType?: string }
-  /** An SSE body; with `hang`, the connection stays open after the last event. */
-  | { sse: string; hang?: true }
+  /** An SSE body; with `hang`, the connection stays open after the last event; `gapMs` between events. */
+  | { sse: string; hang?: true; gapMs?: number }
   | { hang: true };
 
 export interface FakeProvider {
@@ -93,7 +93,7 @@ async function answer(response: ServerResponse, reply: FakeReply): Promise<void>
   for (const event of reply.sse.split(/(?<=\n\n)/)) {
     if (event.trim() === '') continue;
     response.write(event);
-    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => (reply.gapMs ? setTimeout(resolve, reply.gapMs) : setImmediate(resolve)));
   }
   if (!reply.hang) response.end();
 }

@@ -1,0 +1,157 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { parseSse } from '../http/http-suite.ts';
+import { freePort, root, type RunningServer, serverCommand, startServer } from './runtime-process.ts';
+
+/**
+ * How the Node and Deno servers stop: the first SIGTERM refuses new connections and lets a
+ * running streamed turn finish, then exits 0; a second one stops at once; a port in use is one
+ * line and exit 1.
+ */
+
+const TOKEN = 'shutdown-token';
+let dataDir: string;
+let provider: FakeProvider;
+let hanging: FakeProvider;
+const events = fixture('openai-chat-text.sse');
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'tailgate-shutdown-'));
+  // Each answer streams over about 1.5 s: long enough to be running when the signal comes.
+  provider = await startFakeProvider(() => ({ sse: events, gapMs: 300 }));
+  // The first words, then nothing: a turn that runs until it is stopped.
+  hanging = await startFakeProvider(() => ({
+    sse: `${events.split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+    hang: true,
+  }));
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([provider?.close(), hanging?.close()]);
+  if (dataDir) await rm(dataDir, { recursive: true, force: true });
+});
+
+async function start(
+  runtime: 'Node' | 'Deno',
+  extra: Record<string, string> = {},
+  model: FakeProvider = provider,
+): Promise<RunningServer> {
+  const port = await freePort();
+  return startServer(...serverCommand(runtime, port), {
+    cwd: root,
+    port,
+    env: {
+      API_TOKEN: TOKEN,
+      DATA_DIR: dataDir,
+      DEFAULT_MODEL: 'openai-compatible:fake',
+      OPENAI_COMPATIBLE_BASE_URL: model.baseURL,
+      OPENAI_COMPATIBLE_API_KEY: 'test',
+      DENO_NO_UPDATE_CHECK: '1',
+      ...extra,
+    },
+    timeoutMs: 90_000,
+  });
+}
+
+async function streamTurn(origin: string, id: string) {
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  expect((await fetch(`${origin}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ id }) })).status).toBe(
+    201,
+  );
+  const response = await fetch(`${origin}/v1/sessions/${id}/turns`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ input: 'hello', stream: true }),
+  });
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = '';
+  // Until the turn has started.
+  while (!text.includes('event: turn.started')) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    text += decoder.decode(value, { stream: true });
+  }
+  const rest = (async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return parseSse(text);
+      text += decoder.decode(value, { stream: true });
+    }
+  })();
+  rest.catch(() => undefined);
+  // Wrapped: an async function returning the promise itself would wait for the whole stream.
+  return { rest };
+}
+
+describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
+  it('SIGTERM: no new connections, the running streamed turn finishes, then exit 0', async () => {
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '60000' });
+    try {
+      const { rest: finished } = await streamTurn(server.origin, `stop-${runtime}-${Date.now().toString(36)}`);
+      server.signal('SIGTERM');
+      await expect
+        .poll(
+          () =>
+            fetch(`${server.origin}/healthz`).then(
+              () => 'served',
+              () => 'refused',
+            ),
+          { timeout: 20_000 },
+        )
+        .toBe('refused');
+      const frames = await finished;
+      expect(frames.map((frame) => frame.event)).toContain('turn.completed');
+      expect(await server.exited).toBe(0);
+      expect(server.output()).toMatch(/SIGTERM: no new requests; waiting up to 60 s for \d+ open connection/);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
+  it('a second SIGTERM stops at once', async () => {
+    const server = await start(runtime, { SHUTDOWN_GRACE_MS: '600000' });
+    try {
+      const finished = streamTurn(server.origin, `twice-${runtime}-${Date.now().toString(36)}`);
+      await finished
+        .catch(() => undefined)
+        .then(
+          () => undefined,
+          () => undefined,
+        );
+      server.signal('SIGTERM');
+      await expect.poll(() => server.output(), { timeout: 20_000 }).toContain('no new requests');
+      server.signal('SIGTERM');
+      expect(await server.exited).toBe(1);
+      expect(server.output()).toContain('SIGTERM again, stopping now');
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
+  it('a port in use is one line naming it, and exit 1', async () => {
+    const first = await start(runtime);
+    try {
+      const port = new URL(first.origin).port;
+      const [command, args] = serverCommand(runtime, Number(port));
+      const second = startServer(command, args, {
+        cwd: root,
+        port: Number(port),
+        env: { API_TOKEN: TOKEN, DATA_DIR: dataDir, DENO_NO_UPDATE_CHECK: '1' },
+        timeoutMs: 90_000,
+      });
+      // startServer sees the first server's /healthz; the second process has exited meanwhile.
+      const running = await second;
+      expect(await running.exited).toBe(1);
+      expect(running.output()).toContain(
+        `tailgate: 127.0.0.1:${port} is in use; choose another port with --port or PORT`,
+      );
+      expect(running.output()).not.toMatch(/\n\s+at /);
+    } finally {
+      await first.stop();
+    }
+  }, 120_000);
+});

@@ -16,7 +16,11 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-  const scope = scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config);
+  return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options);
+}
+
+/** `pack` of one incarnation, named by its scope (an import packs before its config exists). */
+export async function packScope(log: LogContext, scope: LogScope, options: PackOptions = {}): Promise<PackResult> {
   const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose.

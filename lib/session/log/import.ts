@@ -1,0 +1,224 @@
+import { InvalidRequestError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
+import { decodeUtf8, toBytes } from '../../store/object-store.ts';
+import {
+  exportCompactionSchema,
+  exportItemSchema,
+  exportNoticeSchema,
+  parseExportLine,
+  type ExportHeader,
+  type ExportNotice,
+} from '../export-format.ts';
+import { contextKey, newGeneration, recordKey, sessionConfigKey, validateId, type LogScope } from '../keys.ts';
+import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
+import { trackCall } from './commit.ts';
+import { deleteSession, sweep, toSessionRecord } from './config-object.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, readNewest, scopeOf } from './head.ts';
+import { packScope } from './packer.ts';
+import { writeIndexEntry } from './session-index.ts';
+import type { PackOptions, SessionRecord } from './types.ts';
+
+/**
+ * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
+ * after its appends were packed: items go in append records of about a quarter segment, and
+ * every few records the packer (log/packer.ts) writes the view and packs them into segments,
+ * with large outputs out of line. Everything is written under a new generation that no config
+ * names, so nothing is visible until `session.json` is created, create-only, at the end. A
+ * refused line, a taken id or a failed write sweeps what was written and stores nothing.
+ */
+
+/** One line of the stream after the header: its number (the header is line 1) and parsed JSON. */
+export interface ImportLine {
+  line: number;
+  value: unknown;
+}
+
+export interface ImportOptions {
+  /** The session's config (checked by the caller); `id` is the id it is stored under. */
+  header: Omit<ExportHeader, 'type' | 'format'>;
+  lines: AsyncIterable<ImportLine>;
+  /** One item above this many UTF-8 bytes (as JSON, without seq and created_at) is a 413. */
+  maxItemBytes: number;
+  /** A delivered notice whose content is above this many UTF-8 bytes is a 413. */
+  maxNoticeBytes: number;
+  /** What the session's strategies need of a view (the packer's options). */
+  pack: PackOptions;
+  /** Writes the delivered-notice records once the config exists (they are not under a generation). */
+  afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
+}
+
+/** Records the packer runs after (with records of a quarter segment, about one segment a run). */
+const PACK_EVERY_RECORDS = 4;
+/** The delivered-notice records an import holds until the config exists (JSON bytes). */
+export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
+
+/** See SessionLog.importSession. */
+export async function importSession(log: LogContext, options: ImportOptions): Promise<SessionRecord> {
+  const { header } = options;
+  const id = validateId(header.id);
+  const configKey = sessionConfigKey(log.keyPrefix, id);
+  if (await log.store.head(configKey)) throw new SessionExistsError(id);
+  const config: SessionConfig = {
+    format: 'tailgate.session.v1',
+    id,
+    generation: newGeneration(log.clock()),
+    created_at: header.created_at,
+    instructions: header.instructions,
+    model: header.model,
+    strategies: header.strategies,
+    strategy_config: header.strategy_config,
+    tools: header.tools,
+    metadata: header.metadata,
+  };
+  const scope = scopeOf(log.keyPrefix, config);
+  let notices: ExportNotice[];
+  try {
+    notices = await writeLog(log, scope, options);
+    const written = await putCreateOnly(
+      log.store,
+      configKey,
+      JSON.stringify(config),
+      { contentType: 'application/json' },
+      (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+    );
+    if (!written) throw new SessionExistsError(id);
+  } catch (error) {
+    // Nothing names the generation: the sweep deletes it (a crash leaves it to the next delete of the id).
+    await sweep(log, id).catch(() => undefined);
+    throw error;
+  }
+  try {
+    await options.afterCreate(config, notices);
+  } catch (error) {
+    await deleteSession(log, id).catch(() => undefined);
+    throw error;
+  }
+  const { newest } = await readNewest(log, scope);
+  try {
+    await writeIndexEntry(log, config, newest);
+  } catch {
+    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
+  }
+  return toSessionRecord(config, countsOf(newest));
+}
+
+/** Checks every line and writes the log; returns the notices, for after the config. */
+async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<ExportNotice[]> {
+  const recordBytes = Math.max(1, Math.floor(log.segmentTargetBytes / 4));
+  const pending = new Set<string>();
+  const notices: ExportNotice[] = [];
+  let noticeBytes = 0;
+  let chunk: LogItem[] = [];
+  let chunkBytes = 0;
+  let seq = 0;
+  let toolCalls = 0;
+  let record = 0;
+  let context: ContextStart | null = null;
+  const flush = async (final: boolean) => {
+    record += 1;
+    const firstSeq = seq - chunk.length + 1;
+    if (final && context) {
+      context = { ...context, base_record: record };
+      await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
+    }
+    const body: LogRecord = {
+      format: 'tailgate.record.v1',
+      record,
+      kind: 'append',
+      created_at: log.clock().toISOString(),
+      first_seq: firstSeq,
+      items: chunk,
+      counts: { items: seq, turns: 0, tool_calls: toolCalls },
+      ...(final && context ? { context } : {}),
+      open_calls: [...pending],
+    };
+    await putNew(log, recordKey(scope, record), JSON.stringify(body));
+    chunk = [];
+    chunkBytes = 0;
+    if (final || record % PACK_EVERY_RECORDS === 0)
+      await packScope(log, scope, final ? { ...options.pack, refresh: true } : options.pack);
+  };
+  for await (const { line, value } of options.lines) {
+    const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+    if (type === 'notice') {
+      const notice = parseExportLine(line, value, exportNoticeSchema);
+      const size = toBytes(notice.content).length;
+      if (size > options.maxNoticeBytes)
+        throw new TailgateError(
+          'payload_too_large',
+          `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
+          { line, size, limit: options.maxNoticeBytes },
+        );
+      noticeBytes += toBytes(JSON.stringify(notice)).length;
+      if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
+        throw new TailgateError(
+          'payload_too_large',
+          `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
+          { line, limit: MAX_IMPORT_NOTICE_BYTES },
+        );
+      notices.push(notice);
+      continue;
+    }
+    if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
+    if (type === 'compaction') {
+      if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
+      const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
+      checkCompaction(line, compaction.start_seq, seq);
+      context = { ...compaction, base_record: 1 };
+      continue;
+    }
+    if (context) throw outOfOrder(line, 'after the compaction');
+    const item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    if (item.seq !== seq + 1)
+      throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
+        field: `line ${line}.seq`,
+      });
+    const { seq: _seq, created_at: _createdAt, ...bare } = item;
+    const size = toBytes(JSON.stringify(bare)).length;
+    if (size > options.maxItemBytes)
+      throw new TailgateError(
+        'payload_too_large',
+        `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
+        { line, size, limit: options.maxItemBytes },
+      );
+    trackCall(pending, item, `line ${line}`);
+    if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
+    if (chunkBytes >= recordBytes) await flush(false);
+    seq += 1;
+    if (item.type === 'function_call') toolCalls += 1;
+    chunk.push(item);
+    chunkBytes += size;
+  }
+  if (seq > 0) await flush(true);
+  return notices;
+}
+
+function outOfOrder(line: number, where: string): InvalidRequestError {
+  return new InvalidRequestError(
+    `line ${line}: out of order ${where}; an export is the header, the items, the compaction, then the notices`,
+    { field: `line ${line}` },
+  );
+}
+
+function checkCompaction(line: number, start: number, lastSeq: number): void {
+  const problem =
+    lastSeq === 0
+      ? 'a compaction needs items before it'
+      : start > lastSeq + 1
+        ? `start_seq ${start} is past the last item (${lastSeq})`
+        : null;
+  if (problem) throw new InvalidRequestError(`line ${line}: ${problem}`, { field: `line ${line}` });
+}
+
+/** A create-only put under the new generation: nothing else writes there, so a refusal is a fault. */
+async function putNew(log: LogContext, key: string, body: string): Promise<void> {
+  const written = await putCreateOnly(
+    log.store,
+    key,
+    body,
+    { contentType: 'application/json' },
+    (object) => decodeUtf8(object.body) === body,
+  );
+  if (!written) throw new StorageError(`import: ${key} was written by someone else`);
+}

@@ -69,7 +69,7 @@ export async function* ndjsonLines(
   maxLineBytes: number,
   checkValue?: (value: unknown, field: string) => void,
 ): AsyncGenerator<ImportLine> {
-  const decoder = new TextDecoder('utf-8', { fatal: true });
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
   let held: Uint8Array[] = [];
   let heldBytes = 0;
   let line = 0;

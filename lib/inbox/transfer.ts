@@ -11,7 +11,7 @@ import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withM
 
 /** Delivery records read (with their content) at a time. */
 const BATCH = 32;
-const decoder = new TextDecoder();
+const decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: false });
 
 /** The `notice` lines of session `id`, in `stored_as` byte order, a batch at a time. */
 export async function* exportDelivered(store: ObjectStore, keyPrefix: string, id: string): AsyncGenerator<string> {

@@ -5,6 +5,7 @@ import { R2Store } from '../../lib/store/r2.ts';
 import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
+import { defineTransferSuite } from '../http/transfer-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
@@ -46,3 +47,4 @@ defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));
 defineTokenSuite('workerd (R2)', harness);
 defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
+defineTransferSuite('workerd (R2)', harness);

@@ -2,6 +2,7 @@ import { DEFAULTS } from '../lib/config.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
+import { transferSection, type TransferFigures } from './transfer.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -40,6 +41,7 @@ export interface BenchResults {
   smallPrompt?: SmallPromptRow[];
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
+  transfer?: TransferFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -110,6 +112,7 @@ export function resultsMarkdown(results: BenchResults): string {
   );
   lines.push(...reliabilitySection(results));
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
+  lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }

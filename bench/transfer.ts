@@ -1,0 +1,218 @@
+/**
+ * Export and import of a long session (`npm run bench -- --only=transfer`): in a child process
+ * run with --expose-gc (this file, invoked directly), an export stream of the small-prompt
+ * workload is imported (POST /v1/sessions/import's code path, lib/transfer.ts) into a
+ * MemoryStore, then exported again; each is timed with its peak heap (heapUsed sampled every
+ * millisecond, minus heapUsed after a full GC before it; the store's bytes live outside the
+ * heap). Today's load path (appends of a block, packed every 4, as bench/small-prompt.ts loads)
+ * is timed on `loadItems` items for the items-per-second ratio.
+ * Prints one JSON line (TransferFigures) on stdout.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { DEFAULTS } from '../lib/config.ts';
+import { Inbox } from '../lib/inbox/inbox.ts';
+import type { Item } from '../lib/items.ts';
+import { sessionExistsIn } from '../lib/session/log/config-object.ts';
+import { SessionLog } from '../lib/session/session-log.ts';
+import { MemoryStore } from '../lib/store/memory.ts';
+import { exportLines, importLines } from '../lib/transfer.ts';
+import { viewPolicy } from '../lib/turn/view-policy.ts';
+import { MemoryTurnDriver } from './memory-driver.ts';
+import { smallPromptBlocks } from './small-prompt.ts';
+
+export interface TransferOptions {
+  items: number;
+  loadItems: number;
+  seed: number;
+}
+
+export interface TransferFigures extends TransferOptions {
+  command: string;
+  storedItems: number;
+  importMs: number;
+  importPeakBytes: number;
+  exportMs: number;
+  exportPeakBytes: number;
+  exportBytes: number;
+  /** Whether the export's bytes are the imported stream's. */
+  exact: boolean;
+  loadedItems: number;
+  loadMs: number;
+}
+
+/** The command the figures come from. */
+export function transferCommand(options: TransferOptions): string {
+  return `node --expose-gc --import tsx bench/transfer.ts '${JSON.stringify(options)}'`;
+}
+
+/** Runs the probe in a child process (its own heap) and returns its figures. */
+export function measureTransfer(options: TransferOptions): Promise<TransferFigures> {
+  const probe = fileURLToPath(import.meta.url);
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--expose-gc', '--import', 'tsx', probe, JSON.stringify(options)],
+      { cwd: root, maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60_000 },
+      (error, stdout, stderr) => {
+        if (error) return reject(new Error(`transfer probe failed: ${error.message}\n${stderr.slice(-2000)}`));
+        try {
+          resolve(JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as TransferFigures);
+        } catch {
+          reject(new Error(`transfer probe printed no result: ${stdout.slice(-500)}\n${stderr.slice(-2000)}`));
+        }
+      },
+    );
+  });
+}
+
+/** RESULTS.md's section. */
+export function transferSection(figures: TransferFigures | undefined, notMeasured: string): string[] {
+  const title = '## 8. Export and import of a long session';
+  if (!figures) return [title, '', `${notMeasured}.`, ''];
+  const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+  const rate = (items: number, ms: number) => Math.round((items * 1000) / ms).toLocaleString('en-US');
+  const importRate = (figures.storedItems * 1000) / figures.importMs;
+  const loadRate = (figures.loadedItems * 1000) / figures.loadMs;
+  return [
+    title,
+    '',
+    `Command: \`${figures.command}\` (bench/transfer.ts). The small-prompt workload's items as an export ` +
+      'stream, imported through lib/transfer.ts (what POST /v1/sessions/import runs) into a memory store, ' +
+      'then exported (GET /v1/sessions/{id}/export) to a counting sink; peak heap = highest heapUsed sampled ' +
+      'every millisecond ' +
+      'minus heapUsed after a full GC before (the store holds its bytes outside the heap). Load path: appends ' +
+      'of a block packed every 4, as section 5 loads.',
+    '',
+    '| items | import s | import items/s | import peak heap | export s | export peak heap | export bytes | ' +
+      'export = imported stream |',
+    '|---|---|---|---|---|---|---|---|',
+    `| ${figures.storedItems.toLocaleString('en-US')} | ${(figures.importMs / 1000).toFixed(1)} | ` +
+      `${rate(figures.storedItems, figures.importMs)} | ${mib(figures.importPeakBytes)} | ` +
+      `${(figures.exportMs / 1000).toFixed(1)} | ${mib(figures.exportPeakBytes)} | ${mib(figures.exportBytes)} | ` +
+      `${figures.exact ? 'yes' : '**no**'} |`,
+    '',
+    `Load path on ${figures.loadedItems.toLocaleString('en-US')} items: ${(figures.loadMs / 1000).toFixed(1)} s, ` +
+      `${rate(figures.loadedItems, figures.loadMs)} items/s. Import / load path: ` +
+      `${(importRate / loadRate).toFixed(1)}x (goal >= 10x).`,
+    '',
+  ];
+}
+
+const AT = '2026-01-01T00:00:00.000Z';
+
+/** The export stream of `items` items of the workload, in chunks of about 64 KiB, hashed as it goes. */
+async function* exportStream(
+  options: TransferOptions,
+  hash: ReturnType<typeof createHash>,
+): AsyncGenerator<Uint8Array> {
+  const encoder = new TextEncoder();
+  const header = {
+    type: 'session',
+    format: 'tailgate.export.v1',
+    id: 'transfer',
+    created_at: AT,
+    instructions: 'You are a coding agent working through a large repository.',
+    model: null,
+    strategies: null,
+    strategy_config: {},
+    tools: [],
+    metadata: {},
+  };
+  let text = `${JSON.stringify(header)}\n`;
+  let seq = 0;
+  for (const block of smallPromptBlocks(options.seed)) {
+    for (const item of block) text += `${JSON.stringify({ ...item, seq: ++seq, created_at: AT })}\n`;
+    if (text.length >= 64 * 1024 || seq >= options.items) {
+      hash.update(text);
+      yield encoder.encode(text);
+      text = '';
+    }
+    if (seq >= options.items) return;
+  }
+}
+
+async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'command'>> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run with --expose-gc');
+  let peak = 0;
+  let sampling = false;
+  const sample = () => {
+    if (!sampling) return;
+    const used = process.memoryUsage().heapUsed;
+    if (used > peak) peak = used;
+  };
+  const measure = async (task: () => Promise<void>) => {
+    gc();
+    gc();
+    const baseline = process.memoryUsage().heapUsed;
+    peak = baseline;
+    sampling = true;
+    const timer = setInterval(sample, 1);
+    const start = performance.now();
+    await task();
+    const ms = performance.now() - start;
+    clearInterval(timer);
+    sampling = false;
+    return { ms, peakBytes: peak - baseline };
+  };
+  const store = new MemoryStore();
+  const sessions = new SessionLog(store, { viewPolicy });
+  const services = { sessions, inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }), env: {} };
+  const sent = createHash('sha256');
+  let storedItems = 0;
+  const imported = await measure(async () => {
+    const session = await importLines(services, exportStream(options, sent), {
+      maxItemBytes: DEFAULTS.maxItemBytes,
+      maxNoticeBytes: DEFAULTS.maxNoticeBytes,
+      maxLineBytes: DEFAULTS.maxBodyBytes,
+    });
+    storedItems = session.counts.items;
+  });
+  const received = createHash('sha256');
+  let exportBytes = 0;
+  const exported = await measure(async () => {
+    for await (const lines of await exportLines(services, 'transfer')) {
+      exportBytes += Buffer.byteLength(lines);
+      received.update(lines);
+    }
+  });
+  const driver = new MemoryTurnDriver();
+  await driver.createSession('load', 'You are a coding agent working through a large repository.');
+  const blocks = smallPromptBlocks(options.seed);
+  let loadedItems = 0;
+  let appends = 0;
+  const start = performance.now();
+  while (loadedItems < options.loadItems) {
+    loadedItems = await driver.append('load', blocks.next().value as Item[]);
+    if (++appends % 4 === 0) await driver.pack('load');
+  }
+  await driver.pack('load');
+  const loadMs = performance.now() - start;
+  return {
+    ...options,
+    storedItems,
+    importMs: imported.ms,
+    importPeakBytes: imported.peakBytes,
+    exportMs: exported.ms,
+    exportPeakBytes: exported.peakBytes,
+    exportBytes,
+    exact: sent.digest('hex') === received.digest('hex'),
+    loadedItems,
+    loadMs,
+  };
+}
+
+const invokedDirectly = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/'));
+if (invokedDirectly) {
+  const options = JSON.parse(process.argv[2] ?? '{}') as TransferOptions;
+  probe(options).then(
+    (figures) => process.stdout.write(`${JSON.stringify({ ...figures, command: transferCommand(options) })}\n`),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}

@@ -3,9 +3,10 @@
  * run with --expose-gc (this file, invoked directly), an export stream of the small-prompt
  * workload is imported (POST /v1/sessions/import's code path, lib/transfer.ts) into a
  * MemoryStore, then exported again; each is timed with its peak heap (heapUsed sampled every
- * millisecond, minus heapUsed after a full GC before it; the store's bytes live outside the
- * heap). Today's load path (appends of a block, packed every 4, as bench/small-prompt.ts loads)
- * is timed on `loadItems` items for the items-per-second ratio.
+ * millisecond and around every storage call, minus heapUsed after a full GC before it; the
+ * store's bytes live outside the heap). Today's load path (appends of a block, packed every
+ * 4, as bench/small-prompt.ts loads) is timed on `loadItems` items for the items-per-second
+ * ratio.
  * Prints one JSON line (TransferFigures) on stdout.
  */
 import { execFile } from 'node:child_process';
@@ -20,6 +21,7 @@ import { MemoryStore } from '../lib/store/memory.ts';
 import { exportLines, importLines } from '../lib/transfer.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
+import { SamplingStore } from './memory-probe.ts';
 import { smallPromptBlocks } from './small-prompt.ts';
 
 export interface TransferOptions {
@@ -82,7 +84,7 @@ export function transferSection(figures: TransferFigures | undefined, notMeasure
     `Command: \`${figures.command}\` (bench/transfer.ts). The small-prompt workload's items as an export ` +
       'stream, imported through lib/transfer.ts (what POST /v1/sessions/import runs) into a memory store, ' +
       'then exported (GET /v1/sessions/{id}/export) to a counting sink; peak heap = highest heapUsed sampled ' +
-      'every millisecond ' +
+      'every millisecond and around every storage call ' +
       'minus heapUsed after a full GC before (the store holds its bytes outside the heap). Load path: appends ' +
       'of a block packed every 4, as section 5 loads.',
     '',
@@ -158,7 +160,7 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
     sampling = false;
     return { ms, peakBytes: peak - baseline };
   };
-  const store = new MemoryStore();
+  const store = new SamplingStore(new MemoryStore(), sample);
   const sessions = new SessionLog(store, { viewPolicy });
   const services = { sessions, inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }), env: {} };
   const sent = createHash('sha256');

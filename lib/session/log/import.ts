@@ -22,8 +22,8 @@ import type { PackOptions, SessionRecord } from './types.ts';
 /**
  * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
  * after its appends were packed: items go in append records of about a quarter segment, and
- * every few records the packer (log/packer.ts) writes the view and packs them into segments,
- * with large outputs out of line. Everything is written under a new generation that no config
+ * every few records the packer (log/packer.ts) packs them into segments, with large outputs
+ * out of line, writing a view every VIEW_EVERY_RECORDS records and at the end. Everything is written under a new generation that no config
  * names, so nothing is visible until `session.json` is created, create-only, at the end. A
  * refused line, a taken id or a failed write sweeps what was written and stores nothing.
  */
@@ -48,8 +48,14 @@ export interface ImportOptions {
   afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
 }
 
-/** Records the packer runs after (with records of a quarter segment, about one segment a run). */
+/** Records the packer runs after (records of a quarter segment: about one segment a run). */
 const PACK_EVERY_RECORDS = 4;
+/**
+ * Records between views: a view is as large as the prompt, so writing one at every pack (as
+ * turns do) would make an import's time grow with the square of its length; the items since
+ * the last view (about 8 segments) are what the next view reads.
+ */
+const VIEW_EVERY_RECORDS = 32;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -136,8 +142,9 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     chunk = [];
     chunkBytes = 0;
-    if (final || record % PACK_EVERY_RECORDS === 0)
-      await packScope(log, scope, final ? { ...options.pack, refresh: true } : options.pack);
+    if (final || record % VIEW_EVERY_RECORDS === 0)
+      await packScope(log, scope, { ...options.pack, refresh: true });
+    else if (record % PACK_EVERY_RECORDS === 0) await packScope(log, scope, { withoutView: true });
   };
   for await (const { line, value } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;

@@ -21,7 +21,9 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
 
 /** `pack` of one incarnation, named by its scope (an import packs before its config exists). */
 export async function packScope(log: LogContext, scope: LogScope, options: PackOptions = {}): Promise<PackResult> {
-  const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
+  const view = options.withoutView
+    ? null
+    : await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose.
   const packMinRecords = view ? 1 : log.packMinRecords;

@@ -142,8 +142,8 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     chunk = [];
     chunkBytes = 0;
-    if (final || record % VIEW_EVERY_RECORDS === 0)
-      await packScope(log, scope, { ...options.pack, refresh: true });
+    const view = final || record % VIEW_EVERY_RECORDS === 0;
+    if (view) await packScope(log, scope, { ...options.pack, refresh: true });
     else if (record % PACK_EVERY_RECORDS === 0) await packScope(log, scope, { withoutView: true });
   };
   for await (const { line, value } of options.lines) {

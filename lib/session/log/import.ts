@@ -23,9 +23,10 @@ import type { PackOptions, SessionRecord } from './types.ts';
  * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
  * after its appends were packed: items go in append records of about a quarter segment, and
  * every few records the packer (log/packer.ts) packs them into segments, with large outputs
- * out of line, writing a view every VIEW_EVERY_RECORDS records and at the end. Everything is written under a new generation that no config
- * names, so nothing is visible until `session.json` is created, create-only, at the end. A
- * refused line, a taken id or a failed write sweeps what was written and stores nothing.
+ * out of line, writing a view every VIEW_EVERY_RECORDS records and at the end. Everything is
+ * written under a new generation that no config names, so nothing is visible until
+ * `session.json` is created, create-only, at the end. A refused line, a taken id or a failed
+ * write sweeps what was written and stores nothing.
  */
 
 /** One line of the stream after the header: its number (the header is line 1) and parsed JSON. */

@@ -6,14 +6,16 @@ import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { exportLines, importLines, ndjsonLines, type TransferServices } from '../../lib/transfer.ts';
 import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
 /** Small segments and blobs, so a few hundred items make many segments and out-of-line outputs. */
 const LOG_OPTIONS = { blobThreshold: 64, segmentTargetBytes: 4096, packMinRecords: 2, keepRecords: 1 };
 
-function world(store = new MemoryStore()) {
+function world(store: ObjectStore = new MemoryStore()) {
   const sessions = new SessionLog(store, LOG_OPTIONS);
   const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
   const services: TransferServices = { sessions, inbox, env: {} };
@@ -239,6 +241,26 @@ describe('session export and import', () => {
       code: 'session_exists',
     });
     expect((await w.store.list('')).objects.map((object) => object.key)).toEqual(before);
+  });
+
+  it.each([
+    ['a segment', (key: string) => key.endsWith('.seg')],
+    ['the config', (key: string) => key.endsWith('/session.json')],
+    ['a delivery record', (key: string) => key.includes('/inbox_removed/')],
+  ])('a failed put of %s leaves no session and sweeps what the import wrote', async (_name, failing) => {
+    const source = world();
+    const items: Item[] = Array.from({ length: 200 }, (_, index) => ({
+      type: 'message',
+      role: 'user',
+      content: `message ${index} ${'z'.repeat(100)}`,
+    }));
+    await build(source, 's1', [{ kind: 'append', items }, { kind: 'notice', content: 'hello' }]);
+    const exported = await exportText(source.services, 's1');
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory).failWhen(({ operation, key }) => operation === 'put' && failing(key));
+    await expect(importText(world(faulty).services, exported)).rejects.toThrow();
+    await expect(world(memory).sessions.get('s1')).rejects.toMatchObject({ code: 'not_found' });
+    expect((await memory.list(sessionPrefix('', 's1'))).objects.map((object) => object.key)).toEqual([]);
   });
 
   it('refuses a header that is not a session header (line 1)', async () => {

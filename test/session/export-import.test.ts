@@ -254,13 +254,25 @@ describe('session export and import', () => {
       role: 'user',
       content: `message ${index} ${'z'.repeat(100)}`,
     }));
-    await build(source, 's1', [{ kind: 'append', items }, { kind: 'notice', content: 'hello' }]);
+    await build(source, 's1', [
+      { kind: 'append', items },
+      { kind: 'notice', content: 'hello' },
+    ]);
     const exported = await exportText(source.services, 's1');
     const memory = new MemoryStore();
     const faulty = new FaultyStore(memory).failWhen(({ operation, key }) => operation === 'put' && failing(key));
     await expect(importText(world(faulty).services, exported)).rejects.toThrow();
     await expect(world(memory).sessions.get('s1')).rejects.toMatchObject({ code: 'not_found' });
     expect((await memory.list(sessionPrefix('', 's1'))).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it('a refused import deletes only its own objects, not those of another import of the id in flight', async () => {
+    const w = world();
+    const other = `${sessionPrefix('', 'imp')}turn/g0000000000000aaaaaaaa/999999999999`;
+    await w.store.put(other, '{}');
+    const refused = importText(w.services, [header, message(1), message(3)].join('\n'));
+    await expect(refused).rejects.toMatchObject({ code: 'invalid_request' });
+    expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([other]);
   });
 
   it('refuses a header that is not a session header (line 1)', async () => {

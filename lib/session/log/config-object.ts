@@ -144,7 +144,7 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
 }
 
 /** Deletes every object under a session's prefix that no current config names (but `keep`). */
-export async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
+async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   const prefix = sessionPrefix(log.keyPrefix, id);
   let cursor: string | undefined;

@@ -9,10 +9,18 @@ import {
   type ExportHeader,
   type ExportNotice,
 } from '../export-format.ts';
-import { contextKey, newGeneration, recordKey, sessionConfigKey, validateId, type LogScope } from '../keys.ts';
+import {
+  contextKey,
+  generationPrefixes,
+  newGeneration,
+  recordKey,
+  sessionConfigKey,
+  validateId,
+  type LogScope,
+} from '../keys.ts';
 import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
 import { trackCall } from './commit.ts';
-import { deleteSession, sweep, toSessionRecord } from './config-object.ts';
+import { deleteSession, toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readNewest, scopeOf } from './head.ts';
 import { packScope } from './packer.ts';
@@ -91,8 +99,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     );
     if (!written) throw new SessionExistsError(id);
   } catch (error) {
-    // Nothing names the generation: the sweep deletes it (a crash leaves it to the next delete of the id).
-    await sweep(log, id).catch(() => undefined);
+    // Nothing names the generation: its objects go (a crash leaves them to the next delete of the id).
+    await sweepGeneration(log, scope).catch(() => undefined);
     throw error;
   }
   try {
@@ -217,6 +225,17 @@ function checkCompaction(line: number, start: number, lastSeq: number): void {
         ? `start_seq ${start} is past the last item (${lastSeq})`
         : null;
   if (problem) throw new InvalidRequestError(`line ${line}: ${problem}`, { field: `line ${line}` });
+}
+
+/** Deletes every object of an incarnation no config names (a failed import's), and nothing else. */
+async function sweepGeneration(log: LogContext, scope: LogScope): Promise<void> {
+  for (const prefix of generationPrefixes(scope)) {
+    for (;;) {
+      const page = await log.store.list(prefix, { limit: 1000 });
+      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
+      if (!page.truncated) break;
+    }
+  }
 }
 
 /** A create-only put under the new generation: nothing else writes there, so a refusal is a fault. */

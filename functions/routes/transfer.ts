@@ -1,7 +1,12 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { InvalidRequestError } from '../../lib/errors.ts';
-import { exportHeaderSchema, exportLineSchema } from '../../lib/session/export-format.ts';
+import {
+  exportCompactionSchema,
+  exportHeaderSchema,
+  exportItemSchema,
+  exportNoticeSchema,
+} from '../../lib/session/export-format.ts';
 import { exportLines, importLines } from '../../lib/transfer.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { checkJsonValue } from '../request-json.ts';
@@ -14,11 +19,13 @@ import { requires } from '../tokens.ts';
 const NDJSON = 'application/x-ndjson';
 const NDJSON_CONTENT_TYPE = /^application\/(x-ndjson|jsonl|x-jsonlines)\s*(;|$)/i;
 
-const exportLinesSchema = z.union([exportHeaderSchema, exportLineSchema]).meta({
-  description:
-    'One JSON value per line: the header (type "session"), every item oldest first, the compaction, ' +
-    'then the delivered notices.',
-});
+const exportLinesSchema = z
+  .union([exportHeaderSchema, exportItemSchema, exportCompactionSchema, exportNoticeSchema])
+  .meta({
+    description:
+      'One JSON value per line: the header (type "session"), every item oldest first, the compaction, ' +
+      'then the delivered notices.',
+  });
 
 const exportRoute = createRoute({
   method: 'get',

@@ -65,9 +65,6 @@ export const exportNoticeSchema = z
   .meta({ id: 'ExportNotice' });
 export type ExportNotice = z.infer<typeof exportNoticeSchema>;
 
-/** One line of an export after the header. */
-export const exportLineSchema = z.union([exportItemSchema, exportCompactionSchema, exportNoticeSchema]);
-
 /** Validates line `line` of an import; anything else is a 400 naming the line and the field. */
 export function parseExportLine<Schema extends z.ZodType>(
   line: number,

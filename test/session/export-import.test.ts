@@ -9,6 +9,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { exportLines, importLines, ndjsonLines, type TransferServices } from '../../lib/transfer.ts';
 import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -152,6 +153,53 @@ describe('session export and import', () => {
     // The imported session takes turns and appends like any other.
     await target.sessions.append('s1', [{ type: 'message', role: 'user', content: 'more' }]);
     expect((await target.sessions.listItems('s1', { limit: 2 })).items.map((item) => item.seq)).toEqual([181, 180]);
+  });
+
+  /** A session of 40 appends of 20 messages, packed into many segments. */
+  async function longSession(store: ObjectStore) {
+    const w = world(store);
+    await w.sessions.create({ id: 'long' });
+    for (let append = 0; append < 40; append++) {
+      const items: Item[] = Array.from({ length: 20 }, (_, index) => ({
+        type: 'message',
+        role: 'user',
+        content: `${append}/${index} ${'w'.repeat(100)}`,
+      }));
+      await w.sessions.append('long', items);
+      await w.sessions.pack('long');
+    }
+    return w;
+  }
+
+  it('reads the log as the export is consumed, not all of it up front', async () => {
+    const counting = new CountingStore(new MemoryStore());
+    const w = await longSession(counting);
+    const whole = await exportText(w.services, 'long');
+    const read = counting.counts.bytesRead;
+    counting.reset();
+    const lines = await exportLines(w.services, 'long');
+    let text = '';
+    while (text.split('\n').length < 20) text += (await lines.next()).value;
+    await lines.return(undefined);
+    // The first lines come from the oldest segment: a small part of what the whole export read.
+    expect(whole.startsWith(text)).toBe(true);
+    expect(counting.counts.bytesRead).toBeLessThan(read / 8);
+  });
+
+  it('goes on from the next seq when a segment it listed is merged away meanwhile', async () => {
+    const w = await longSession(new MemoryStore());
+    const before = await exportText(w.services, 'long');
+    const lines = await exportLines(w.services, 'long');
+    // The header, then the first items: the walk has listed every segment.
+    let text = `${(await lines.next()).value}${(await lines.next()).value}`;
+    // Appends packed into the newest segment replace it (a merge below the target size).
+    const sessions = new SessionLog(w.store, { ...LOG_OPTIONS, segmentTargetBytes: 1 << 20 });
+    for (let append = 0; append < 3; append++) {
+      await sessions.append('long', [{ type: 'message', role: 'user', content: `late ${append}` }]);
+      await sessions.pack('long');
+    }
+    for (let next = await lines.next(); !next.done; next = await lines.next()) text += next.value;
+    expect(text).toBe(before);
   });
 
   it('reads lines split anywhere across chunks, with CRLF and blank lines', async () => {

@@ -2,7 +2,7 @@ import { DEFAULTS } from '../lib/config.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
-import { transferSection, type TransferFigures } from './transfer.ts';
+import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -339,6 +339,7 @@ function goalRows(results: BenchResults): GoalRow[] {
       met: yes(peak < HEAP_GOAL),
     });
   }
+  if (results.transfer) rows.push(transferGoalRow(results.transfer));
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
     [
@@ -1127,6 +1128,7 @@ function causesSection(results: BenchResults): string[] {
       );
     }
   }
+  lines.push(...transferCauses(results.transfer));
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;

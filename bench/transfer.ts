@@ -70,14 +70,43 @@ export function measureTransfer(options: TransferOptions): Promise<TransferFigur
   });
 }
 
+/** Import items per second over the load path's: the goal. */
+const IMPORT_RATIO_GOAL = 10;
+
+function importRatio(figures: TransferFigures): number {
+  return (figures.storedItems / figures.importMs) * (figures.loadMs / figures.loadedItems);
+}
+
+/** The goal row of RESULTS.md's table. */
+export function transferGoalRow(figures: TransferFigures) {
+  return {
+    goal:
+      `Import items/s at ${figures.storedItems.toLocaleString('en-US')} items / load path items/s at ` +
+      figures.loadedItems.toLocaleString('en-US'),
+    target: `>= ${IMPORT_RATIO_GOAL}`,
+    measured: importRatio(figures).toFixed(1),
+    met: importRatio(figures) >= IMPORT_RATIO_GOAL ? 'yes' : '**no**',
+  };
+}
+
+/** Why the goal was missed, for RESULTS.md's list (empty when met). */
+export function transferCauses(figures: TransferFigures | undefined): string[] {
+  if (!figures || importRatio(figures) >= IMPORT_RATIO_GOAL) return [];
+  return [
+    `- **Import speed.** ${importRatio(figures).toFixed(1)}x the load path (goal ${IMPORT_RATIO_GOAL}x). An ` +
+      'import parses, validates (the item schemas, seqs, open calls, sizes) and serializes every item as a ' +
+      'turn does, and runs the packer: each item is written in a record, read back and written in a segment, ' +
+      'and a view every 32 records. It saves the load path its per-append round trips and its views, not ' +
+      'the per-item work; see bench/transfer.ts.',
+  ];
+}
+
 /** RESULTS.md's section. */
 export function transferSection(figures: TransferFigures | undefined, notMeasured: string): string[] {
   const title = '## 8. Export and import of a long session';
   if (!figures) return [title, '', `${notMeasured}.`, ''];
   const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
   const rate = (items: number, ms: number) => Math.round((items * 1000) / ms).toLocaleString('en-US');
-  const importRate = (figures.storedItems * 1000) / figures.importMs;
-  const loadRate = (figures.loadedItems * 1000) / figures.loadMs;
   return [
     title,
     '',
@@ -98,14 +127,21 @@ export function transferSection(figures: TransferFigures | undefined, notMeasure
     '',
     `Load path on ${figures.loadedItems.toLocaleString('en-US')} items: ${(figures.loadMs / 1000).toFixed(1)} s, ` +
       `${rate(figures.loadedItems, figures.loadMs)} items/s. Import / load path: ` +
-      `${(importRate / loadRate).toFixed(1)}x (goal >= 10x).`,
+      `${importRatio(figures).toFixed(1)}x (goal >= ${IMPORT_RATIO_GOAL}x).`,
     '',
   ];
 }
 
 const AT = '2026-01-01T00:00:00.000Z';
 
-/** The export stream of `items` items of the workload, in chunks of about 64 KiB, hashed as it goes. */
+/** Distinct blocks the stream cycles through (their calls are answered within the block, so a repeat is valid). */
+const CYCLE_BLOCKS = 16;
+
+/**
+ * The export stream of `items` items of the workload, in chunks of about 64 KiB, hashed as it
+ * goes. The items' JSON is made once for CYCLE_BLOCKS blocks and repeated with new seqs, so
+ * the stream costs the timed import little beyond string concatenation.
+ */
 async function* exportStream(
   options: TransferOptions,
   hash: ReturnType<typeof createHash>,
@@ -123,16 +159,19 @@ async function* exportStream(
     tools: [],
     metadata: {},
   };
+  const blocks = smallPromptBlocks(options.seed);
+  const cycle = Array.from({ length: CYCLE_BLOCKS }, () =>
+    (blocks.next().value as Item[]).map((item) => JSON.stringify(item).slice(0, -1)),
+  );
   let text = `${JSON.stringify(header)}\n`;
   let seq = 0;
-  for (const block of smallPromptBlocks(options.seed)) {
-    for (const item of block) text += `${JSON.stringify({ ...item, seq: ++seq, created_at: AT })}\n`;
+  for (let block = 0; seq < options.items; block++) {
+    for (const item of cycle[block % CYCLE_BLOCKS]!) text += `${item},"seq":${++seq},"created_at":"${AT}"}\n`;
     if (text.length >= 64 * 1024 || seq >= options.items) {
       hash.update(text);
       yield encoder.encode(text);
       text = '';
     }
-    if (seq >= options.items) return;
   }
 }
 

@@ -96,7 +96,7 @@ export async function* ndjsonLines(
       throw new InvalidRequestError(`line ${line}: not JSON (${(error as Error).message})`, { field: `line ${line}` });
     }
     checkValue?.(value, `line ${line}`);
-    return { line, value };
+    return { line, value, bytes: bytes.length };
   };
   for await (const chunk of chunks) {
     let start = 0;

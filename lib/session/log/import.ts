@@ -41,6 +41,8 @@ import type { PackOptions, SessionRecord } from './types.ts';
 export interface ImportLine {
   line: number;
   value: unknown;
+  /** The line's length in UTF-8 bytes. */
+  bytes: number;
 }
 
 export interface ImportOptions {
@@ -155,7 +157,7 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     if (view) await packScope(log, scope, { ...options.pack, refresh: true });
     else if (record % PACK_EVERY_RECORDS === 0) await packScope(log, scope, { withoutView: true });
   };
-  for await (const { line, value } of options.lines) {
+  for await (const { line, value, bytes } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
     if (type === 'notice') {
       const notice = parseExportLine(line, value, exportNoticeSchema);
@@ -190,8 +192,8 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
       throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
         field: `line ${line}.seq`,
       });
-    const { seq: _seq, created_at: _createdAt, ...bare } = item;
-    const size = toBytes(JSON.stringify(bare)).length;
+    // The item without seq and created_at is shorter than its line: measured only when the line is long.
+    const size = bytes > options.maxItemBytes ? bareBytes(item) : bytes;
     if (size > options.maxItemBytes)
       throw new TailgateError(
         'payload_too_large',
@@ -208,6 +210,12 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
   }
   if (seq > 0) await flush(true);
   return notices;
+}
+
+/** The UTF-8 bytes of an item's JSON without its seq and created_at (how MAX_ITEM_BYTES counts). */
+function bareBytes(item: LogItem): number {
+  const { seq: _seq, created_at: _createdAt, ...bare } = item;
+  return toBytes(JSON.stringify(bare)).length;
 }
 
 function outOfOrder(line: number, where: string): InvalidRequestError {

@@ -34,6 +34,34 @@ export function defineTransferSuite(label: string, harness: HttpHarness): void {
     return listed.objects.map((object) => object.key);
   }
 
+  describe(`${label}: retention settings`, () => {
+    it('sets, shows and resets expires_after_days, and lists expires_at', async () => {
+      const id = await api.session({ expires_after_days: 3 });
+      const session = await api.get(`/v1/sessions/${id}`);
+      expect(session.body.expires_after_days).toBe(3);
+      const row = async () => {
+        for (let after: string | undefined; ; ) {
+          const page = await api.get(`/v1/sessions?limit=100${after ? `&after=${after}` : ''}`);
+          const found = page.body.sessions.find((candidate: { id: string }) => candidate.id === id);
+          if (found || !page.body.has_more) return found;
+          after = page.body.next_after;
+        }
+      };
+      const listed = await row();
+      expect(Date.parse(listed.expires_at) - Date.parse(listed.last_activity_at)).toBe(3 * 86_400_000);
+      const reset = await api.patch(`/v1/sessions/${id}`, { expires_after_days: null });
+      expect(reset.status).toBe(200);
+      expect(reset.body).not.toHaveProperty('expires_after_days');
+      // The harness sets no SESSION_TTL_DAYS: without its own retention the session never expires.
+      expect((await row()).expires_at).toBeNull();
+      for (const bad of [0, 1.5, 40_000]) {
+        const refused = await api.patch(`/v1/sessions/${id}`, { expires_after_days: bad });
+        expect(refused.status).toBe(400);
+        expect(refused.body.error.details.field).toBe('expires_after_days');
+      }
+    });
+  });
+
   describe(`${label}: export and import`, () => {
     it('round-trips a session with segments, out-of-line outputs and a delivered notice', async () => {
       const id = await api.session({ instructions: 'Be brief.', strategies: 'inbox', metadata: { team: 'a' } });
@@ -96,6 +124,14 @@ export function defineTransferSuite(label: string, harness: HttpHarness): void {
       const notJsonLines = await importText(header, { 'content-type': 'application/json' });
       expect(notJsonLines.status).toBe(400);
       expect(notJsonLines.body.error.details).toEqual({ field: 'content-type' });
+    });
+
+    it('carries the expires_after_days of a session through the round trip', async () => {
+      const id = await api.session({ expires_after_days: 12 });
+      const exported = await exportText(id);
+      expect(JSON.parse(exported.split('\n')[0]!)).toMatchObject({ expires_after_days: 12 });
+      const copy = freshId('import');
+      expect((await importText(renamed(exported, copy))).body).toMatchObject({ expires_after_days: 12 });
     });
 
     it('export is 404 for a missing session; import needs admin', async () => {

@@ -70,7 +70,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
 );
 
 async function build(w: ReturnType<typeof world>, id: string, steps: Step[]): Promise<void> {
-  await w.sessions.create({ id, instructions: 'be brief', metadata: { team: 'a' } });
+  await w.sessions.create({ id, instructions: 'be brief', metadata: { team: 'a' }, expires_after_days: 9 });
   let turn = 0;
   for (const step of steps) {
     if (step.kind === 'append') {

@@ -81,6 +81,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
         metadata_complete: true,
         counts: { items: 0, turns: 0, tool_calls: 0 },
         last_activity_at: created.created_at,
+        expires_at: null,
       });
       await turn(log, 'x', 2);
       const afterTurn = await row();
@@ -134,6 +135,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
           createdMs: Date.parse((await log.get('y')).created_at),
           counts: { items: 1, turns: 0, tool_calls: 0 },
           lastActivityMs: 0,
+          expiresAfterDays: null,
           metadata: {},
         });
         await faults.store!.put(stale, '');

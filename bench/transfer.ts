@@ -35,8 +35,12 @@ export interface TransferFigures extends TransferOptions {
   storedItems: number;
   importMs: number;
   importPeakBytes: number;
+  /** The highest heapUsed after a full GC every LIVE_EVERY chunks of a second, untimed import, minus the baseline. */
+  importLiveBytes: number;
   exportMs: number;
   exportPeakBytes: number;
+  /** The same for a second, untimed export: what the export holds, its garbage collected. */
+  exportLiveBytes: number;
   exportBytes: number;
   /** Whether the export's bytes are the imported stream's. */
   exact: boolean;
@@ -114,16 +118,18 @@ export function transferSection(figures: TransferFigures | undefined, notMeasure
       'stream, imported through lib/transfer.ts (what POST /v1/sessions/import runs) into a memory store, ' +
       'then exported (GET /v1/sessions/{id}/export) to a counting sink; peak heap = highest heapUsed sampled ' +
       'every millisecond and around every storage call ' +
-      'minus heapUsed after a full GC before (the store holds its bytes outside the heap). Load path: appends ' +
-      'of a block packed every 4, as section 5 loads.',
+      'minus heapUsed after a full GC before (the store holds its bytes outside the heap), garbage included; ' +
+      `live heap = the highest heapUsed right after a full GC every ${LIVE_EVERY} chunks, in a second, untimed ` +
+      'pass: what the import or export holds. Load path: appends of a block packed every 4, as section 5 loads.',
     '',
-    '| items | import s | import items/s | import peak heap | export s | export peak heap | export bytes | ' +
-      'export = imported stream |',
+    '| items | import s | import items/s | import peak / live heap | export s | export peak / live heap | ' +
+      'export bytes | export = imported stream |',
     '|---|---|---|---|---|---|---|---|',
     `| ${figures.storedItems.toLocaleString('en-US')} | ${(figures.importMs / 1000).toFixed(1)} | ` +
-      `${rate(figures.storedItems, figures.importMs)} | ${mib(figures.importPeakBytes)} | ` +
-      `${(figures.exportMs / 1000).toFixed(1)} | ${mib(figures.exportPeakBytes)} | ${mib(figures.exportBytes)} | ` +
-      `${figures.exact ? 'yes' : '**no**'} |`,
+      `${rate(figures.storedItems, figures.importMs)} | ` +
+      `${mib(figures.importPeakBytes)} / ${mib(figures.importLiveBytes)} | ` +
+      `${(figures.exportMs / 1000).toFixed(1)} | ${mib(figures.exportPeakBytes)} / ${mib(figures.exportLiveBytes)} | ` +
+      `${mib(figures.exportBytes)} | ${figures.exact ? 'yes' : '**no**'} |`,
     '',
     `Load path on ${figures.loadedItems.toLocaleString('en-US')} items: ${(figures.loadMs / 1000).toFixed(1)} s, ` +
       `${rate(figures.loadedItems, figures.loadMs)} items/s. Import / load path: ` +
@@ -133,6 +139,8 @@ export function transferSection(figures: TransferFigures | undefined, notMeasure
 }
 
 const AT = '2026-01-01T00:00:00.000Z';
+/** Chunks (64 KiB of the import's stream, or export yields) between full GCs of a live-heap pass. */
+const LIVE_EVERY = 32;
 
 /** Distinct blocks the stream cycles through (their calls are answered within the block, so a repeat is valid). */
 const CYCLE_BLOCKS = 16;
@@ -145,6 +153,7 @@ const CYCLE_BLOCKS = 16;
 async function* exportStream(
   options: TransferOptions,
   hash: ReturnType<typeof createHash>,
+  onChunk: () => void = () => undefined,
 ): AsyncGenerator<Uint8Array> {
   const encoder = new TextEncoder();
   const header = {
@@ -169,6 +178,7 @@ async function* exportStream(
     for (const item of cycle[block % CYCLE_BLOCKS]!) text += `${item},"seq":${++seq},"created_at":"${AT}"}\n`;
     if (text.length >= 64 * 1024 || seq >= options.items) {
       hash.update(text);
+      onChunk();
       yield encoder.encode(text);
       text = '';
     }
@@ -220,6 +230,33 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
       received.update(lines);
     }
   });
+  // The live heap: a full GC every LIVE_EVERY chunks, in passes of their own (not timed).
+  let live = 0;
+  let chunks = 0;
+  const liveSample = (baseline: number) => () => {
+    if (++chunks % LIVE_EVERY !== 0) return;
+    gc();
+    live = Math.max(live, process.memoryUsage().heapUsed - baseline);
+  };
+  const liveHeap = async (pass: (sample: () => void) => Promise<unknown>) => {
+    gc();
+    gc();
+    live = 0;
+    chunks = 0;
+    await pass(liveSample(process.memoryUsage().heapUsed));
+    return live;
+  };
+  const exportLiveBytes = await liveHeap(async (sampleLive) => {
+    for await (const _lines of await exportLines(services, 'transfer')) sampleLive();
+  });
+  await sessions.delete('transfer');
+  const importLiveBytes = await liveHeap((sampleLive) =>
+    importLines(services, exportStream(options, createHash('sha256'), sampleLive), {
+      maxItemBytes: DEFAULTS.maxItemBytes,
+      maxNoticeBytes: DEFAULTS.maxNoticeBytes,
+      maxLineBytes: DEFAULTS.maxBodyBytes,
+    }),
+  );
   const driver = new MemoryTurnDriver();
   await driver.createSession('load', 'You are a coding agent working through a large repository.');
   const blocks = smallPromptBlocks(options.seed);
@@ -237,8 +274,10 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
     storedItems,
     importMs: imported.ms,
     importPeakBytes: imported.peakBytes,
+    importLiveBytes,
     exportMs: exported.ms,
     exportPeakBytes: exported.peakBytes,
+    exportLiveBytes,
     exportBytes,
     exact: sent.digest('hex') === received.digest('hex'),
     loadedItems,

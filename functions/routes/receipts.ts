@@ -183,6 +183,7 @@ const listSessionsRoute = createRoute({
               .object({ items: z.number().int(), turns: z.number().int(), tool_calls: z.number().int() })
               .nullable(),
             last_activity_at: z.string().nullable(),
+            expires_at: z.string().nullable(),
           }),
         ),
         has_more: z.boolean(),

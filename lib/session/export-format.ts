@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
 import { idSchema, storedItemSchema, toolSchema } from '../items.ts';
+import { MAX_TTL_DAYS } from './fields.ts';
 import { contextStartSchema } from './records.ts';
 
 /**
@@ -30,6 +31,8 @@ export const exportHeaderSchema = z
     strategy_config: z.record(z.string(), z.number()),
     tools: z.array(toolSchema).max(512),
     metadata: z.record(z.string(), z.unknown()),
+    /** Present when the session sets its own retention. */
+    expires_after_days: z.number().int().min(1).max(MAX_TTL_DAYS).optional(),
   })
   .strict()
   .meta({ id: 'ExportHeader' });

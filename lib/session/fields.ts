@@ -20,6 +20,9 @@ export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({
   example: { epoch_size: 10 },
 });
 
+/** The longest retention a deployment or a session may set, in days (100 years). */
+export const MAX_TTL_DAYS = 36_500;
+
 /** The config fields of a session; null or absent takes the deployment default. */
 const sessionFields = {
   instructions: z
@@ -36,6 +39,9 @@ const sessionFields = {
     .nullable()
     .optional()
     .meta({ description: 'Free-form JSON; at most MAX_METADATA_BYTES (64 KiB) as JSON, else 413.' }),
+  expires_after_days: z.number().int().min(1).max(MAX_TTL_DAYS).nullable().optional().meta({
+    description: 'Idle days after which the retention sweep deletes the session; null: SESSION_TTL_DAYS.',
+  }),
 };
 
 export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
@@ -61,6 +67,8 @@ export const sessionSchema = z
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
     metadata: z.record(z.string(), z.unknown()),
+    /** Present when the session sets its own retention. */
+    expires_after_days: z.number().int().optional(),
     counts: sessionCountsSchema,
   })
   .meta({ id: 'Session' });

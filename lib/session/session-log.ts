@@ -37,12 +37,13 @@ import type {
 import { needsView } from './log/views.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex } from './log/session-index.ts';
+import { sweepExpired, type SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
 export type * from './log/types.ts';
 export type { ImportLine, ImportOptions } from './log/import.ts';
-export type { SeenItem, SessionRow, TurnSight, TurnSummary };
+export type { SeenItem, SessionRow, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 
 /**
@@ -347,6 +348,15 @@ export class SessionLog {
    */
   async import(options: ImportOptions): Promise<SessionRecord> {
     return importSession(this.#log, options);
+  }
+
+  /**
+   * Deletes the sessions idle longer than their `expires_after_days` or `sessionTtlDays`
+   * (log/retention.ts): a walk of the session index, a head read per expired entry, and the
+   * ordinary delete. At most `maxDeletes` (default 100) a run.
+   */
+  async sweepExpired(options: { maxDeletes?: number } = {}): Promise<SweepResult> {
+    return sweepExpired(this.#log, options);
   }
 
   /** The session's token generation (0 until tokens are first revoked); one config read. */

@@ -36,6 +36,7 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     strategy_config: fields.strategy_config ?? {},
     tools: fields.tools ?? [],
     metadata: fields.metadata ?? {},
+    ...(fields.expires_after_days ? { expires_after_days: fields.expires_after_days } : {}),
   };
   const key = sessionConfigKey(log.keyPrefix, id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
@@ -95,6 +96,8 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (fields.strategy_config !== undefined) next.strategy_config = fields.strategy_config ?? {};
     if (fields.tools !== undefined) next.tools = fields.tools ?? [];
     if (fields.metadata !== undefined) next.metadata = fields.metadata ?? {};
+    if (fields.expires_after_days === null) delete next.expires_after_days;
+    else if (fields.expires_after_days !== undefined) next.expires_after_days = fields.expires_after_days;
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',
@@ -180,6 +183,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts): S
     strategy_config: config.strategy_config,
     tools: config.tools,
     metadata: config.metadata,
+    ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
     counts: { ...counts },
   };
 }

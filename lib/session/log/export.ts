@@ -41,6 +41,7 @@ export async function exportSession(
     strategy_config: config.strategy_config as Record<string, number>,
     tools: config.tools,
     metadata: config.metadata,
+    ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
   };
   const context = contextOf(newest);
   const compaction: ExportCompaction | null = context

@@ -87,6 +87,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     strategy_config: header.strategy_config,
     tools: header.tools,
     metadata: header.metadata,
+    ...(header.expires_after_days !== undefined ? { expires_after_days: header.expires_after_days } : {}),
   };
   const scope = scopeOf(log.keyPrefix, config);
   let notices: ExportNotice[];

@@ -9,9 +9,11 @@ import { countsOf, readHead, type Head } from './head.ts';
  * The session index: one empty object per session whose key carries its listing row, so a
  * page of the listing is one list call (docs/STORAGE.md, "The session index").
  *
- *   `<keyPrefix>index/<inverted creation ms>-<id>/<inverted turns>.<inverted items>.<tool calls>.<last ms>.<metadata>`
+ *   `<keyPrefix>index/<inverted creation ms>-<id>/<state>`, the state being
+ *   `<inverted turns>.<inverted items>.<tool calls>.<last ms>.[<days>d.]<metadata>`
  *
- * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms).
+ * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms,
+ * the session's own `expires_after_days` when it sets one).
  *
  * The inverted creation time lists the newest session first; the inverted counts list the
  * entry with the most turns (then items) first among entries of one session. `<metadata>` is
@@ -29,7 +31,7 @@ const INVERT_COUNT = 999_999_999_999;
 const MAX_KEY_BYTES = 1024;
 const NO_METADATA = '~';
 const positionPattern = /^(\d{13})-([A-Za-z0-9_-]{1,64})$/;
-const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.([A-Za-z0-9_-]*|~)$/;
+const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:(\d{1,5})d\.)?([A-Za-z0-9_-]*|~)$/;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
@@ -41,6 +43,8 @@ export interface IndexEntry {
   createdMs: number;
   counts: SessionCounts;
   lastActivityMs: number;
+  /** The session's own retention in idle days (null: the deployment's, SESSION_TTL_DAYS). */
+  expiresAfterDays: number | null;
   /** null when the metadata did not fit in the key. */
   metadata: Record<string, unknown> | null;
 }
@@ -63,11 +67,13 @@ export function isIndexPosition(cursor: string): boolean {
 /** The key of a session's entry for this state. */
 export function indexEntryKey(
   keyPrefix: string,
-  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'metadata'>,
+  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'expiresAfterDays' | 'metadata'>,
 ): string {
   const { counts } = entry;
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
-  const state = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}.${entry.lastActivityMs}.`;
+  const days = entry.expiresAfterDays === null ? '' : `${entry.expiresAfterDays}d.`;
+  const state =
+    `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}.` + `${entry.lastActivityMs}.${days}`;
   const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
   const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
   return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;
@@ -81,9 +87,9 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
   const state = statePattern.exec(rest.slice(slash + 1));
   if (!key.startsWith(indexPrefix(keyPrefix)) || !position || !state) return null;
   let metadata: Record<string, unknown> | null = null;
-  if (state[5] !== NO_METADATA) {
+  if (state[6] !== NO_METADATA) {
     try {
-      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[5]!)));
+      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[6]!)));
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
       metadata = parsed as Record<string, unknown>;
     } catch {
@@ -100,6 +106,7 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
       tool_calls: Number(state[3]),
     },
     lastActivityMs: Number(state[4]),
+    expiresAfterDays: state[5] === undefined ? null : Number(state[5]),
     metadata,
   };
 }
@@ -122,6 +129,7 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
       createdMs,
       counts: { items: 0, turns: 0, tool_calls: 0 },
       lastActivityMs: createdMs,
+      expiresAfterDays: config.expires_after_days ?? null,
       metadata: config.metadata,
     }),
     '',
@@ -150,7 +158,8 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     id: config.id,
     createdMs,
     counts: countsOf(newest),
-    lastActivityMs: newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : createdMs,
+    lastActivityMs: lastActivityOf(config, newest),
+    expiresAfterDays: config.expires_after_days ?? null,
     metadata: config.metadata,
   });
   await log.store.put(key, '');
@@ -162,6 +171,7 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     !now ||
     now.created_at !== config.created_at ||
     (now.generation ?? '') !== (config.generation ?? '') ||
+    now.expires_after_days !== config.expires_after_days ||
     JSON.stringify(now.metadata) !== JSON.stringify(config.metadata)
   ) {
     await log.store.delete(key);
@@ -174,6 +184,11 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
   const outranked = listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
+}
+
+/** When the session was last written to: its newest record or completion, else its creation. */
+export function lastActivityOf(config: SessionConfig, newest: Head['newest']): number {
+  return newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : Date.parse(config.created_at);
 }
 
 /** Deletes every entry of one incarnation (a delete of the session). */

@@ -99,9 +99,9 @@ export function transferCauses(figures: TransferFigures | undefined): string[] {
   return [
     `- **Import speed.** ${importRatio(figures).toFixed(1)}x the load path (goal ${IMPORT_RATIO_GOAL}x). An ` +
       'import parses, validates (the item schemas, seqs, open calls, sizes) and serializes every item as a ' +
-      'turn does, and runs the packer: each item is written in a record, read back and written in a segment, ' +
-      'and a view every 32 records. It saves the load path its per-append round trips and its views, not ' +
-      'the per-item work; see bench/transfer.ts.',
+      'turn does, and writes it into a segment (an eighth of them through a record the packer reads back), ' +
+      'with a view every 8 segments. It saves the load path its per-append round trips and most of its ' +
+      'views, not the per-item work; see bench/transfer.ts.',
   ];
 }
 

@@ -23,18 +23,19 @@ import { trackCall } from './commit.ts';
 import { deleteSession, toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, readNewest, scopeOf } from './head.ts';
-import { packScope } from './packer.ts';
+import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { writeIndexEntry } from './session-index.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
 
 /**
  * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
- * after its appends were packed: items go in append records of about a quarter segment, and
- * every few records the packer (log/packer.ts) packs them into segments, with large outputs
- * out of line, writing a view every VIEW_EVERY_RECORDS records and at the end. Everything is
- * written under a new generation that no config names, so nothing is visible until
+ * after its appends were packed, through the packer's code (log/packer.ts): the items go
+ * straight into segments of about `segmentTargetBytes`, one record number each, with large
+ * outputs out of line (`writeSegment`), and every VIEW_EVERY_RECORDS records and at the end
+ * into an append record the packer writes a view of (then packs it, but the last). Everything
+ * is written under a new generation that no config names, so nothing is visible until
  * `session.json` is created, create-only, at the end. A refused line, a taken id or a failed
- * write sweeps what was written and stores nothing.
+ * write deletes what was written and stores nothing.
  */
 
 /** One line of the stream after the header: its number (the header is line 1) and parsed JSON. */
@@ -59,14 +60,12 @@ export interface ImportOptions {
   afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
 }
 
-/** Records the packer runs after (records of a quarter segment: about one segment a run). */
-const PACK_EVERY_RECORDS = 4;
 /**
- * Records between views: a view is as large as the prompt, so writing one at every pack (as
- * turns do) would make an import's time grow with the square of its length; the items since
- * the last view (about 8 segments) are what the next view reads.
+ * Records between views: a view is as large as the prompt, so writing one for every segment
+ * would make an import's time grow with the square of its length; the items since the last
+ * view (8 segments) are what the next view reads.
  */
-const VIEW_EVERY_RECORDS = 32;
+const VIEW_EVERY_RECORDS = 8;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -123,7 +122,9 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
 
 /** Checks every line and writes the log; returns the notices, for after the config. */
 async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<ExportNotice[]> {
-  const recordBytes = Math.max(1, Math.floor(log.segmentTargetBytes / 4));
+  const recordBytes = Math.max(1, log.segmentTargetBytes);
+  // At a view, the packer packs that record too (the next ones are written after it).
+  const packingAll: LogContext = { ...log, keepRecords: 0 };
   const pending = new Set<string>();
   const notices: ExportNotice[] = [];
   let noticeBytes = 0;
@@ -133,9 +134,21 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
   let toolCalls = 0;
   let record = 0;
   let context: ContextStart | null = null;
+  // The messages before the next segment, as a segment carries them (log/packer.ts).
+  let carried: LogItem[] | null = [];
   const flush = async (final: boolean) => {
     record += 1;
     const firstSeq = seq - chunk.length + 1;
+    const messages = chunk.filter((item) => item.type === 'message');
+    if (!final && record % VIEW_EVERY_RECORDS !== 0) {
+      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried };
+      await writeSegment(log, scope, content, firstSeq);
+      carried = carryAfter(carried, messages);
+      chunk = [];
+      chunkBytes = 0;
+      return;
+    }
+    carried = carryAfter(carried, messages);
     if (final && context) {
       context = { ...context, base_record: record };
       await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
@@ -154,9 +167,7 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     chunk = [];
     chunkBytes = 0;
-    const view = final || record % VIEW_EVERY_RECORDS === 0;
-    if (view) await packScope(log, scope, { ...options.pack, refresh: true });
-    else if (record % PACK_EVERY_RECORDS === 0) await packScope(log, scope, { withoutView: true });
+    await packScope(final ? log : packingAll, scope, { ...options.pack, refresh: true });
   };
   for await (const { line, value, bytes } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;

@@ -179,8 +179,6 @@ export interface PackOptions {
   requirement?: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement;
   /** Write a view of the newest record even if none is due (a turn found its view stale). */
   refresh?: boolean;
-  /** Pack records only, even when a view is due (an import writes its views less often). */
-  withoutView?: boolean;
 }
 
 export interface PackResult {

@@ -202,6 +202,31 @@ describe('session export and import', () => {
     expect(text).toBe(before);
   });
 
+  it('keeps two segment writes in flight while it reads on, and no more', async () => {
+    const source = await longSession(new MemoryStore());
+    const exported = await exportText(source.services, 'long');
+    const memory = new MemoryStore();
+    let inFlight = 0;
+    let most = 0;
+    // Segment puts take 5 ms; everything else answers at once.
+    const slow: ObjectStore = {
+      get: (key, options) => memory.get(key, options),
+      head: (key) => memory.head(key),
+      list: (prefix, options) => memory.list(prefix, options),
+      delete: (keys) => memory.delete(keys),
+      put: async (key, body, options) => {
+        if (!key.endsWith('.seg')) return memory.put(key, body, options);
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight -= 1;
+        return memory.put(key, body, options);
+      },
+    };
+    await importText(world(slow).services, exported);
+    expect(most).toBe(2);
+    expect(await exportText(world(memory).services, 'long')).toBe(exported);
+  });
+
   it('reads lines split anywhere across chunks, with CRLF and blank lines', async () => {
     const read: unknown[] = [];
     for await (const { line, value } of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))

@@ -66,6 +66,8 @@ export interface ImportOptions {
  * view (8 segments) are what the next view reads.
  */
 const VIEW_EVERY_RECORDS = 8;
+/** Segment writes an import keeps in flight. */
+const MAX_WRITES_IN_FLIGHT = 2;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -122,6 +124,49 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
 
 /** Checks every line and writes the log; returns the notices, for after the config. */
 async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<ExportNotice[]> {
+  const writes = new PendingWrites();
+  try {
+    return await writeChunks(log, scope, options, writes);
+  } catch (error) {
+    // What is still in flight lands before the caller deletes the generation.
+    await writes.settle();
+    throw error;
+  }
+}
+
+/**
+ * Segment writes in flight while the next lines are read and checked: at most
+ * MAX_WRITES_IN_FLIGHT (each holds a segment's bytes), so a store's latency overlaps the work.
+ */
+class PendingWrites {
+  readonly #writes: Promise<unknown>[] = [];
+
+  /** Starts a write once fewer than MAX_WRITES_IN_FLIGHT are in flight; a failure is thrown by a later call. */
+  async add(start: () => Promise<unknown>): Promise<void> {
+    while (this.#writes.length >= MAX_WRITES_IN_FLIGHT) await this.#writes.shift();
+    const write = start();
+    // Observed now, thrown when awaited.
+    write.catch(() => undefined);
+    this.#writes.push(write);
+  }
+
+  /** Every write landed; the first failure is thrown. */
+  async drain(): Promise<void> {
+    while (this.#writes.length > 0) await this.#writes.shift();
+  }
+
+  /** Every write settled, landed or failed. */
+  async settle(): Promise<void> {
+    await Promise.allSettled(this.#writes.splice(0));
+  }
+}
+
+async function writeChunks(
+  log: LogContext,
+  scope: LogScope,
+  options: ImportOptions,
+  writes: PendingWrites,
+): Promise<ExportNotice[]> {
   const recordBytes = Math.max(1, log.segmentTargetBytes);
   // At a view, the packer packs that record too (the next ones are written after it).
   const packingAll: LogContext = { ...log, keepRecords: 0 };
@@ -142,13 +187,15 @@ async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions
     const messages = chunk.filter((item) => item.type === 'message');
     if (!final && record % VIEW_EVERY_RECORDS !== 0) {
       const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried };
-      await writeSegment(log, scope, content, firstSeq);
+      await writes.add(() => writeSegment(log, scope, content, firstSeq));
       carried = carryAfter(carried, messages);
       chunk = [];
       chunkBytes = 0;
       return;
     }
     carried = carryAfter(carried, messages);
+    // The packer reads the segments before this record.
+    await writes.drain();
     if (final && context) {
       context = { ...context, base_record: record };
       await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));

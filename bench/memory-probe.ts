@@ -28,7 +28,8 @@ export interface HeapProbeResult {
   promptCharacters: number[];
 }
 
-class SamplingStore implements ObjectStore {
+/** A store that samples the heap around every call (the probes' peak-heap method). */
+export class SamplingStore implements ObjectStore {
   readonly inner: ObjectStore;
   readonly sample: () => void;
 

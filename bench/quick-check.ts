@@ -77,5 +77,11 @@ export function quickCheckFailures(results: BenchResults): string[] {
     check((reliability?.simulation.interleavings ?? 0) > 0, 'reliability: no interleavings simulated');
     check((reliability?.recovery.recoveryMs ?? 0) > 0, 'reliability: no recovery after kill -9 measured');
   }
+  if (ran('transfer')) {
+    const transfer = results.transfer;
+    check((transfer?.storedItems ?? 0) >= (transfer?.items ?? 1), 'transfer: the import stored too few items');
+    check(transfer?.exact ?? false, 'transfer: the export differs from the imported stream');
+    check((transfer?.exportPeakBytes ?? 0) > 0 && (transfer?.loadedItems ?? 0) > 0, 'transfer: nothing measured');
+  }
   return failures;
 }

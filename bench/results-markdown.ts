@@ -2,6 +2,7 @@ import { DEFAULTS } from '../lib/config.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
+import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -40,6 +41,7 @@ export interface BenchResults {
   smallPrompt?: SmallPromptRow[];
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
+  transfer?: TransferFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -110,6 +112,7 @@ export function resultsMarkdown(results: BenchResults): string {
   );
   lines.push(...reliabilitySection(results));
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
+  lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -336,6 +339,7 @@ function goalRows(results: BenchResults): GoalRow[] {
       met: yes(peak < HEAP_GOAL),
     });
   }
+  if (results.transfer) rows.push(transferGoalRow(results.transfer));
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
     [
@@ -1124,6 +1128,7 @@ function causesSection(results: BenchResults): string[] {
       );
     }
   }
+  lines.push(...transferCauses(results.transfer));
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;

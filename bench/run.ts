@@ -2,8 +2,8 @@
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, memory, latency, small-prompt, heap,
- *                                                 compaction, workerd, reliability, inspector; prints the markdown and
- *                                                 leaves RESULTS.md alone
+ *                                                 compaction, workerd, reliability, inspector, transfer; prints
+ *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
  *                                                 (bench/quick-check.ts; CI runs it)
@@ -33,6 +33,7 @@ import { benchSmallPrompt } from './small-prompt.ts';
 import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts';
 import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
+import { measureTransfer } from './transfer.ts';
 
 const SECTIONS = [
   'strategies',
@@ -45,6 +46,7 @@ const SECTIONS = [
   'workerd',
   'reliability',
   'inspector',
+  'transfer',
 ] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -257,6 +259,14 @@ if (runs('inspector')) {
     log,
   });
   ended('inspector');
+}
+
+if (runs('transfer')) {
+  log('export and import of a long session (bench/transfer.ts, child process)');
+  results.transfer = await measureTransfer(
+    quick ? { items: 5_000, loadItems: 2_000, seed: 5 } : { items: 1_000_000, loadItems: 100_000, seed: 5 },
+  );
+  ended('transfer');
 }
 
 results.durationMs = performance.now() - started;

@@ -23,6 +23,7 @@ import { receiptRoutes } from './routes/receipts.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
+import { isStreamedImport, transferRoutes } from './routes/transfer.ts';
 import { turnRoutes } from './routes/turns.ts';
 import { openaiRoutes } from './routes/openai/index.ts';
 import { OPENAI_PATH, openaiNotFound, withOpenAIErrors } from './routes/openai/errors.ts';
@@ -74,7 +75,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   let scopes: ScopeTable = new Map();
   const clock = options.clock ?? (() => new Date());
   app.use('*', bearerAuth({ config: (c) => c.get('config'), scopes: () => scopes, clock }));
-  app.use('*', bodyBudget);
+  // An import is streamed line by line, each line limited (functions/routes/transfer.ts).
+  app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);
   app.use('*', checkJsonBody);
   app.use('*', async (c, next) => {
@@ -109,6 +111,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   });
   app.use('*', checkRevocation);
 
+  app.route('/', transferRoutes());
   app.route('/', sessionRoutes());
   app.route('/', turnRoutes());
   app.route('/', itemRoutes());
@@ -129,7 +132,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
  * defaults instead of the one asked for).
  */
 const requireJsonBody: MiddlewareHandler = async (c, next) => {
-  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
+  if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE' || isStreamedImport(c))
+    return next();
   const contentType = c.req.header('content-type');
   if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) return next();
   const length = c.req.header('content-length');

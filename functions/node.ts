@@ -1,6 +1,7 @@
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
 import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
+import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
@@ -26,6 +27,9 @@ const app = createApp({
   tokenEncoders: bpeTokenEncoders,
   docsScript,
 });
+
+// The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
+scheduleRetention(() => sweepExpiredSessions(storeFor, process.env));
 
 serveLocal(app.fetch, options, (url) => {
   const config = parseServiceConfig(process.env);

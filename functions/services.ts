@@ -3,7 +3,7 @@ import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
-import { SessionLog } from '../lib/session/session-log.ts';
+import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
@@ -28,20 +28,29 @@ export interface ServiceInputs {
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
 
+/** The session log of a deployment's settings (the routes', and the retention sweep's). */
+export function sessionLogFor(
+  store: ObjectStore,
+  config: ServiceConfig,
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig'> = {},
+): SessionLog {
+  return new SessionLog(store, {
+    viewPolicy,
+    keyPrefix: config.keyPrefix,
+    leaseMs: config.turnLeaseMs,
+    blobThreshold: config.blobThresholdBytes,
+    viewCacheBytes: config.viewCacheBytes,
+    sessionTtlDays: config.sessionTtlDays,
+    ...extra,
+  });
+}
+
 /** Builds one request's services from its store and its freshly parsed config. */
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
   return {
-    sessions: new SessionLog(store, {
-      viewPolicy,
-      keyPrefix: config.keyPrefix,
-      leaseMs: config.turnLeaseMs,
-      blobThreshold: config.blobThresholdBytes,
-      viewCacheBytes: config.viewCacheBytes,
-      ...clock,
-      checkConfig: inputs.checkSessionConfig,
-    }),
+    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionExistsIn(store, config.keyPrefix),

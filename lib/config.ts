@@ -1,3 +1,4 @@
+import { MAX_TTL_DAYS } from './session/fields.ts';
 import { z } from 'zod';
 import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
@@ -158,6 +159,8 @@ export const serviceEnvSchema = z.object({
     'must be at least 3000 (the lease is renewed every third of it)',
   ),
   BLOB_THRESHOLD_BYTES: positiveInteger(DEFAULTS.blobThresholdBytes),
+  // Days a session may stay idle before the retention sweep deletes it (unset: kept for ever).
+  SESSION_TTL_DAYS: z.preprocess(numberText, z.number().int().min(1).max(MAX_TTL_DAYS).optional()),
   VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
   MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
   MODEL_MAX_RETRIES: nonNegativeInteger(DEFAULTS.modelMaxRetries, 10),
@@ -205,6 +208,11 @@ export interface ServiceConfig {
   maxInstructionsBytes: number;
   turnLeaseMs: number;
   blobThresholdBytes: number;
+  /**
+   * SESSION_TTL_DAYS: idle days after which the retention sweep deletes a session, unless its
+   * `expires_after_days` says otherwise (null: never).
+   */
+  sessionTtlDays: number | null;
   /** Bytes of parsed views kept per store (0: none). */
   viewCacheBytes: number;
   modelTimeoutMs: number;
@@ -303,6 +311,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
+    sessionTtlDays: value.SESSION_TTL_DAYS ?? null,
     viewCacheBytes: value.VIEW_CACHE_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
     modelMaxRetries: value.MODEL_MAX_RETRIES,

@@ -185,6 +185,7 @@ const listSessionsRoute = createRoute({
               .nullable(),
             usage: sessionUsageSchema.nullable(),
             last_activity_at: z.string().nullable(),
+            expires_at: z.string().nullable(),
           }),
         ),
         has_more: z.boolean(),

@@ -4,6 +4,8 @@ import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import { decodeUtf8, listAll, mapLimit, toBytes, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { ABORT_NOTICE_NAME, compareBytes, isNoticeName, noticeNameSchema } from './notice-name.ts';
+import { exportDelivered, importDelivered } from './transfer.ts';
+import type { ExportNotice } from '../session/export-format.ts';
 
 import type {
   ConsumeOptions,
@@ -338,6 +340,16 @@ export class Inbox {
   /** Names the turn that finally carried notices in their delivery records (lib/inbox/carry.ts). */
   async recordCarrier(sessionId: string, notices: readonly { stored_as: string }[], turn: number): Promise<void> {
     return recordCarrier(this.#context, sessionId, notices, turn);
+  }
+
+  /** The delivered-notice records as lines of a session export (lib/inbox/transfer.ts). */
+  exportDelivered(sessionId: string): AsyncGenerator<string> {
+    return exportDelivered(this.#store, this.#keyPrefix, sessionId);
+  }
+
+  /** Writes the delivered-notice records of an imported session (lib/inbox/transfer.ts). */
+  async importDelivered(sessionId: string, notices: readonly ExportNotice[]): Promise<void> {
+    return importDelivered(this.#store, this.#keyPrefix, sessionId, notices);
   }
 
   /** The notices uploaded at or after `horizon`; older ones are deleted (failures logged). */

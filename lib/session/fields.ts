@@ -21,6 +21,9 @@ export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({
   example: { epoch_size: 10 },
 });
 
+/** The longest retention a deployment or a session may set, in days (100 years). */
+export const MAX_TTL_DAYS = 36_500;
+
 /** The config fields of a session; null or absent takes the deployment default. */
 const sessionFields = {
   instructions: z
@@ -41,6 +44,9 @@ const sessionFields = {
     .nullable()
     .optional()
     .meta({ description: 'Limits on what the turns spend; a turn past one is refused (402 budget_exhausted).' }),
+  expires_after_days: z.number().int().min(1).max(MAX_TTL_DAYS).nullable().optional().meta({
+    description: 'Idle days after which the retention sweep deletes the session; null: SESSION_TTL_DAYS.',
+  }),
 };
 
 export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
@@ -66,6 +72,8 @@ export const sessionSchema = z
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
     metadata: z.record(z.string(), z.unknown()),
+    /** Present when the session sets its own retention. */
+    expires_after_days: z.number().int().optional(),
     counts: sessionCountsSchema,
     budget: budgetSchema.nullable(),
     usage: sessionUsageSchema,

@@ -84,6 +84,11 @@ function scoped(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
 }
 
+/** The prefixes holding every object of one incarnation (all but the config and the inbox). */
+export function generationPrefixes(scope: LogScope): string[] {
+  return ['turn', 'keys', 'blob', 'idem', 'context'].map((kind) => scoped(scope, kind));
+}
+
 /** Every generation's records: a listing of it shows the newest generation first. */
 export function recordsListPrefix(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}turn/`;

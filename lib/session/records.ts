@@ -54,6 +54,8 @@ export const sessionConfigSchema = z
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
     metadata: z.record(z.string(), z.unknown()),
+    /** Idle days after which the retention sweep deletes the session (absent: the deployment's). */
+    expires_after_days: z.number().int().positive().optional(),
     /** Bumped to revoke the session's scoped tokens: a token minted at a lower one is refused. */
     token_generation: z.number().int().nonnegative().optional(),
     budget: budgetSchema.optional(),

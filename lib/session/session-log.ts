@@ -17,6 +17,9 @@ import {
   updateSession,
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
+import { exportSession } from './log/export.ts';
+import { importSession, type ImportOptions } from './log/import.ts';
+import type { ExportHeader } from './export-format.ts';
 import { cancelTurn, renewLease } from './log/lease.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
@@ -34,13 +37,15 @@ import type {
 import { needsView } from './log/views.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex } from './log/session-index.ts';
+import { sweepExpired, type SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
 
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
 export type * from './log/types.ts';
-export type { SeenItem, SessionRow, TurnSight, TurnSummary };
+export type { ImportLine, ImportOptions } from './log/import.ts';
+export type { SeenItem, SessionRow, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 
 /**
@@ -327,6 +332,34 @@ export class SessionLog {
    */
   async refreshIndex(id: string): Promise<void> {
     return refreshIndex(this.#log, id);
+  }
+
+  /**
+   * The export of a session as of its newest record (lib/session/export-format.ts): its header
+   * now, and the lines (header, items oldest first, compaction) read one segment at a time as
+   * they are consumed. The delivered-notice records are the inbox's (lib/inbox/transfer.ts).
+   * A missing session: NotFoundError.
+   */
+  async export(id: string): Promise<{ header: ExportHeader; lines: AsyncGenerator<string> }> {
+    return exportSession(this.#log, id);
+  }
+
+  /**
+   * Creates a session from an export, written as packed segments under a new generation and
+   * made visible by its config, created last (log/import.ts). A bad line: a 4xx naming it,
+   * with nothing stored; an id taken: SessionExistsError.
+   */
+  async import(options: ImportOptions): Promise<SessionRecord> {
+    return importSession(this.#log, options);
+  }
+
+  /**
+   * Deletes the sessions idle longer than their `expires_after_days` or `sessionTtlDays`
+   * (log/retention.ts): a walk of the session index, a head read per expired entry, and the
+   * ordinary delete. At most `maxDeletes` (default 100) a run.
+   */
+  async sweepExpired(options: { maxDeletes?: number } = {}): Promise<SweepResult> {
+    return sweepExpired(this.#log, options);
   }
 
   /** The session's token generation (0 until tokens are first revoked); one config read. */

@@ -2,6 +2,7 @@ import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { defineHttpSuite, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineTokenSuite } from './tokens-suite.ts';
+import { defineTransferSuite } from './transfer-suite.ts';
 import { defineReceiptSuite } from './receipts-suite.ts';
 import { defineBodyBudgetSuite } from './body-budget-suite.ts';
 
@@ -41,3 +42,4 @@ defineHttpSuite('node (memory store)', harness, 'http://127.0.0.1:9/v1');
 defineTokenSuite('node (memory store)', harness);
 defineReceiptSuite('node (memory store)', harness);
 defineBodyBudgetSuite('node (memory store)', harness);
+defineTransferSuite('node (memory store)', harness);

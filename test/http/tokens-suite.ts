@@ -24,6 +24,8 @@ const ALLOWS: Record<Scope, Scope[]> = {
 /** The scope each route needs (docs/API.md), written out independently of the routes. */
 const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/sessions': 'admin',
+  'POST /v1/sessions/import': 'admin',
+  'GET /v1/sessions/{id}/export': 'session:read',
   'GET /v1/sessions/{id}': 'session:read',
   'PATCH /v1/sessions/{id}': 'admin',
   'DELETE /v1/sessions/{id}': 'admin',

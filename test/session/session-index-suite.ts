@@ -94,6 +94,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
         counts: { items: 0, turns: 0, tool_calls: 0 },
         usage: sessionUsage(EMPTY_LEDGER),
         last_activity_at: created.created_at,
+        expires_at: null,
       });
       await turn(log, 'x', 2);
       await turn(log, 'x');
@@ -163,6 +164,7 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
           counts: { items: 1, turns: 0, tool_calls: 0 },
           lastActivityMs: 0,
           ledger: EMPTY_LEDGER,
+          expiresAfterDays: null,
           metadata: {},
         });
         await faults.store!.put(stale, '');

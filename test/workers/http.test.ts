@@ -5,6 +5,7 @@ import { R2Store } from '../../lib/store/r2.ts';
 import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
+import { defineTransferSuite } from '../http/transfer-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 
@@ -48,3 +49,4 @@ defineTokenSuite('workerd (R2)', harness);
 defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
 defineBodyBudgetSuite('workerd (R2)', harness);
+defineTransferSuite('workerd (R2)', harness);

@@ -348,28 +348,34 @@ function openCallsOf(newest: Head['newest']): string[] | null {
 
 /**
  * Checks input items against the calls still open in the history and returns the calls
- * open after them: a call must not reuse the call_id of an open call, and an output must
- * answer an open call (so a second output for the same call is refused).
+ * open after them (see `trackCall`).
  */
 function checkCalls(input: readonly Item[], open: readonly string[]): string[] {
   const pending = new Set(open);
   input.forEach((item, index) => {
-    if (item.type === 'function_call') {
-      if (pending.has(item.call_id))
-        throw new InvalidRequestError(`input.${index}.call_id: a call with call_id ${item.call_id} is already open`, {
-          field: `input.${index}.call_id`,
-        });
-      pending.add(item.call_id);
-    } else if (item.type === 'function_call_output') {
-      if (!pending.delete(item.call_id)) {
-        throw new InvalidRequestError(
-          `input.${index}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
-          { field: `input.${index}.call_id` },
-        );
-      }
-    }
+    trackCall(pending, item, `input.${index}`);
   });
   return [...pending].slice(-MAX_OPEN_CALLS);
+}
+
+/**
+ * Checks one item against the open calls `pending` and updates them: a call must not reuse
+ * the call_id of an open call, and an output must answer an open call (so a second output
+ * for the same call is refused). `field` names the item in the 400.
+ */
+export function trackCall(pending: Set<string>, item: Item, field: string): void {
+  if (item.type === 'function_call') {
+    if (pending.has(item.call_id))
+      throw new InvalidRequestError(`${field}.call_id: a call with call_id ${item.call_id} is already open`, {
+        field: `${field}.call_id`,
+      });
+    pending.add(item.call_id);
+  } else if (item.type === 'function_call_output' && !pending.delete(item.call_id)) {
+    throw new InvalidRequestError(
+      `${field}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
+      { field: `${field}.call_id` },
+    );
+  }
 }
 
 /** A commit without an idempotency key always writes (or throws). */

@@ -38,6 +38,7 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     tools: fields.tools ?? [],
     metadata: fields.metadata ?? {},
     ...(fields.budget ? { budget: fields.budget } : {}),
+    ...(fields.expires_after_days ? { expires_after_days: fields.expires_after_days } : {}),
   };
   const key = sessionConfigKey(log.keyPrefix, id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
@@ -99,6 +100,8 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     if (fields.metadata !== undefined) next.metadata = fields.metadata ?? {};
     if (fields.budget === null) delete next.budget;
     else if (fields.budget !== undefined) next.budget = fields.budget;
+    if (fields.expires_after_days === null) delete next.expires_after_days;
+    else if (fields.expires_after_days !== undefined) next.expires_after_days = fields.expires_after_days;
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',
@@ -184,6 +187,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     strategy_config: config.strategy_config,
     tools: config.tools,
     metadata: config.metadata,
+    ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
     counts: { ...counts },
     budget: config.budget ?? null,
     usage: sessionUsage(ledger),

@@ -26,6 +26,7 @@ export interface LogContext {
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
   readonly viewCache: ViewCache | null;
+  readonly sessionTtlDays: number | null;
 }
 
 /** Gets at most this many objects at a time. */
@@ -55,6 +56,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     checkConfig: options.checkConfig,
     viewPolicy: options.viewPolicy,
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
+    sessionTtlDays: options.sessionTtlDays ?? null,
   };
 }
 

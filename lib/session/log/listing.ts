@@ -38,6 +38,8 @@ export interface SessionRow {
   usage: SessionUsage | null;
   /** When the newest record or completion was written (the creation time without one); null without counts. */
   last_activity_at: string | null;
+  /** When the retention sweep may delete the session if it stays idle (null: never). */
+  expires_at: string | null;
 }
 
 const cursorSchema = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/, 'must be a next_after value or a session id');
@@ -78,7 +80,7 @@ export async function listSessions(
   let bytes = 0;
   let cut = false;
   for (const entry of best) {
-    const found = row(entry, options.counts ?? true);
+    const found = row(entry, options.counts ?? true, log.sessionTtlDays);
     const size = JSON.stringify(found).length;
     if (sessions.length > 0 && bytes + size > MAX_LISTING_BYTES) {
       cut = true;
@@ -92,7 +94,8 @@ export async function listSessions(
   return { sessions, has_more: hasMore, next_after: hasMore ? last! : null };
 }
 
-function row(entry: IndexEntry, withCounts: boolean): SessionRow {
+function row(entry: IndexEntry, withCounts: boolean, ttlDays: number | null): SessionRow {
+  const expiresAt = expiryOf(entry.lastActivityMs, entry.expiresAfterDays ?? ttlDays);
   return {
     id: entry.id,
     created_at: new Date(entry.createdMs).toISOString(),
@@ -101,7 +104,15 @@ function row(entry: IndexEntry, withCounts: boolean): SessionRow {
     counts: withCounts ? entry.counts : null,
     usage: withCounts ? sessionUsage(entry.ledger) : null,
     last_activity_at: withCounts ? new Date(entry.lastActivityMs).toISOString() : null,
+    expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
   };
+}
+
+const DAY_MS = 86_400_000;
+
+/** When a session last active at `lastActivityMs` expires after `days` idle days (null: never). */
+export function expiryOf(lastActivityMs: number, days: number | null): number | null {
+  return days === null ? null : lastActivityMs + days * DAY_MS;
 }
 
 /** The index position a cursor names: itself, or the position of the session a legacy id cursor names. */

@@ -16,7 +16,11 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-  const scope = scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config);
+  return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options);
+}
+
+/** `pack` of one incarnation, named by its scope (an import packs before its config exists). */
+export async function packScope(log: LogContext, scope: LogScope, options: PackOptions = {}): Promise<PackResult> {
   const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose.
@@ -92,18 +96,7 @@ async function packRecords(
     if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
     content.lastRecord = record.record;
   }
-  // Records hold outputs inline; a segment keeps the large ones out of line.
-  content.items = await externalizePayloads(log.store, content.items, log.blobThreshold, (sha) => blobKey(scope, sha));
-  const first = content.items[0];
-  const last = content.items[content.items.length - 1];
-  const range = {
-    firstRecord: content.firstRecord,
-    lastRecord: content.lastRecord,
-    firstSeq: first ? first.seq : closed[0]!.record.first_seq,
-    lastSeq: last ? last.seq : closed[0]!.record.first_seq - 1,
-  };
-  const key = segmentKey(scope, range);
-  await log.store.put(key, buildSegment(content), { onlyIfAbsent: true, contentType: 'application/x-ndjson' });
+  const key = await writeSegment(log, scope, content, closed[0]!.record.first_seq);
   // Records and completions become tombstones (their keys stay taken, see `bury`); the rest goes.
   const packed = closed.flatMap(({ record, done }) =>
     done ? [recordKey(scope, record.record), doneKey(scope, record.record)] : [recordKey(scope, record.record)],
@@ -114,6 +107,33 @@ async function packRecords(
   await bury(log, packed);
   if (replaced.length > 0) await log.store.delete(replaced);
   return { packed: true, segment: key, records: closed.length, deleted: packed.length + replaced.length };
+}
+
+/**
+ * Writes a segment (create-only) of `content`, whose records hold their outputs inline: the
+ * segment keeps the large ones out of line (`blob/`). `firstSeq` names an empty one's range.
+ * Returns its key.
+ */
+export async function writeSegment(
+  log: LogContext,
+  scope: LogScope,
+  content: SegmentContent,
+  firstSeq: number,
+): Promise<string> {
+  const items = await externalizePayloads(log.store, content.items, log.blobThreshold, (sha) => blobKey(scope, sha));
+  const first = items[0];
+  const last = items[items.length - 1];
+  const key = segmentKey(scope, {
+    firstRecord: content.firstRecord,
+    lastRecord: content.lastRecord,
+    firstSeq: first ? first.seq : firstSeq,
+    lastSeq: last ? last.seq : firstSeq - 1,
+  });
+  await log.store.put(key, buildSegment({ ...content, items }), {
+    onlyIfAbsent: true,
+    contentType: 'application/x-ndjson',
+  });
+  return key;
 }
 
 /**
@@ -139,9 +159,16 @@ async function carriedBefore(
   if (!previous) return firstRecord === 1 ? [] : null;
   if (previous.lastRecord !== firstRecord - 1) return null;
   const reader = new SegmentReader(log.store, previous.key, previous, 8 * 1024);
-  const carried = await reader.carriedMessages();
+  return carryAfter(await reader.carriedMessages(), await reader.messages());
+}
+
+/**
+ * What the segment after one that carries `carried` and holds `messages` carries: all of
+ * them, within CARRY_BYTES (null: too large, or the messages before are not all known).
+ */
+export function carryAfter(carried: readonly LogItem[] | null, messages: readonly LogItem[]): LogItem[] | null {
   if (carried === null) return null;
-  const all = [...carried, ...(await reader.messages())];
+  const all = [...carried, ...messages];
   return JSON.stringify(all).length <= CARRY_BYTES ? all : null;
 }
 

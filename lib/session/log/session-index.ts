@@ -11,11 +11,13 @@ import { NANO } from '../../ledger/prices.ts';
  * The session index: one empty object per session whose key carries its listing row, so a
  * page of the listing is one list call (docs/STORAGE.md, "The session index").
  *
- *   `<keyPrefix>index/<inverted creation ms>-<id>/<inverted turns>.<inverted items>.<tool calls>.<last ms>.<metadata>`
+ *   `<keyPrefix>index/<inverted creation ms>-<id>/<state>`, the state being
+ *   `<inverted turns>.<inverted items>.<tool calls>.<last ms>.[<days>d.][u<ledger>.]<metadata>`
  *
- * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms).
- * Once a turn completed, `u<ledger>.` comes before `<metadata>`: the usage totals
- * (lib/ledger/usage.ts) as base-36 integers joined by `-`, the cost in nano-dollars.
+ * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms,
+ * the session's own `expires_after_days` when it sets one). Once a turn completed,
+ * `u<ledger>.` comes before `<metadata>`: the usage totals (lib/ledger/usage.ts) as base-36
+ * integers joined by `-`, the cost in nano-dollars.
  *
  * The inverted creation time lists the newest session first; the inverted counts list the
  * entry with the most turns (then items) first among entries of one session. `<metadata>` is
@@ -33,7 +35,8 @@ const INVERT_COUNT = 999_999_999_999;
 const MAX_KEY_BYTES = 1024;
 const NO_METADATA = '~';
 const positionPattern = /^(\d{13})-([A-Za-z0-9_-]{1,64})$/;
-const statePattern = /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:u([0-9a-z-]{1,200})\.)?([A-Za-z0-9_-]*|~)$/;
+const statePattern =
+  /^(\d{12})\.(\d{12})\.(\d{1,15})\.(\d{1,15})\.(?:(\d{1,5})d\.)?(?:u([0-9a-z-]{1,200})\.)?([A-Za-z0-9_-]*|~)$/;
 const LEDGER_FIELDS = [
   'turns',
   'input_tokens',
@@ -57,6 +60,8 @@ export interface IndexEntry {
   lastActivityMs: number;
   /** The usage totals (EMPTY_LEDGER in entries written before them). */
   ledger: Ledger;
+  /** The session's own retention in idle days (null: the deployment's, SESSION_TTL_DAYS). */
+  expiresAfterDays: number | null;
   /** null when the metadata did not fit in the key. */
   metadata: Record<string, unknown> | null;
 }
@@ -79,15 +84,19 @@ export function isIndexPosition(cursor: string): boolean {
 /** The key of a session's entry for this state. */
 export function indexEntryKey(
   keyPrefix: string,
-  entry: Pick<IndexEntry, 'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'ledger' | 'metadata'>,
+  entry: Pick<
+    IndexEntry,
+    'id' | 'createdMs' | 'counts' | 'lastActivityMs' | 'ledger' | 'expiresAfterDays' | 'metadata'
+  >,
 ): string {
   const { counts, ledger } = entry;
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
   const integer = (field: (typeof LEDGER_FIELDS)[number]) =>
     Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36);
   const usage = ledger.turns > 0 ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
+  const days = entry.expiresAfterDays === null ? '' : `${entry.expiresAfterDays}d.`;
   const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;
-  const state = `${counted}.${entry.lastActivityMs}.${usage}`;
+  const state = `${counted}.${entry.lastActivityMs}.${days}${usage}`;
   const head = `${indexPrefix(keyPrefix)}${indexPosition(entry.id, entry.createdMs)}/${state}`;
   const metadata = entry.metadata === null ? NO_METADATA : base64url(JSON.stringify(entry.metadata));
   return encoder.encode(head).length + metadata.length <= MAX_KEY_BYTES ? head + metadata : head + NO_METADATA;
@@ -101,11 +110,11 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
   const state = statePattern.exec(rest.slice(slash + 1));
   if (!key.startsWith(indexPrefix(keyPrefix)) || !position || !state) return null;
   let metadata: Record<string, unknown> | null = null;
-  const ledger = state[5] === undefined ? EMPTY_LEDGER : parseLedger(state[5]);
+  const ledger = state[6] === undefined ? EMPTY_LEDGER : parseLedger(state[6]);
   if (!ledger) return null;
-  if (state[6] !== NO_METADATA) {
+  if (state[7] !== NO_METADATA) {
     try {
-      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[6]!)));
+      const parsed: unknown = JSON.parse(decoder.decode(fromBase64url(state[7]!)));
       if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return null;
       metadata = parsed as Record<string, unknown>;
     } catch {
@@ -123,6 +132,7 @@ export function parseIndexKey(keyPrefix: string, key: string): IndexEntry | null
     },
     lastActivityMs: Number(state[4]),
     ledger,
+    expiresAfterDays: state[5] === undefined ? null : Number(state[5]),
     metadata,
   };
 }
@@ -154,6 +164,7 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
       counts: { items: 0, turns: 0, tool_calls: 0 },
       lastActivityMs: createdMs,
       ledger: EMPTY_LEDGER,
+      expiresAfterDays: config.expires_after_days ?? null,
       metadata: config.metadata,
     }),
     '',
@@ -183,7 +194,8 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     createdMs,
     counts: countsOf(newest),
     ledger: ledgerOf(newest),
-    lastActivityMs: newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : createdMs,
+    lastActivityMs: lastActivityOf(config, newest),
+    expiresAfterDays: config.expires_after_days ?? null,
     metadata: config.metadata,
   });
   await log.store.put(key, '');
@@ -195,6 +207,7 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     !now ||
     now.created_at !== config.created_at ||
     (now.generation ?? '') !== (config.generation ?? '') ||
+    now.expires_after_days !== config.expires_after_days ||
     JSON.stringify(now.metadata) !== JSON.stringify(config.metadata)
   ) {
     await log.store.delete(key);
@@ -203,10 +216,23 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
   const listed = await sessionEntries(log, config.id, createdMs);
   const mine = listed.find((candidate) => candidate.info.key === key);
   if (!mine) return;
-  const stale = listed.filter((other) => other !== mine && compareEntries(mine, other) > 0);
+  // At equal rank (the same counts, written in the same ms), an entry that says other settings
+  // than the config read above is the older one.
+  const outdated = (other: (typeof listed)[number]) =>
+    other.entry.expiresAfterDays !== (now.expires_after_days ?? null) ||
+    JSON.stringify(other.entry.metadata) !== JSON.stringify(mine.entry.metadata);
+  const stale = listed.filter(
+    (other) =>
+      other !== mine && (compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
+  );
   const outranked = listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
+}
+
+/** When the session was last written to: its newest record or completion, else its creation. */
+export function lastActivityOf(config: SessionConfig, newest: Head['newest']): number {
+  return newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : Date.parse(config.created_at);
 }
 
 /** Deletes every entry of one incarnation (a delete of the session). */

@@ -169,6 +169,8 @@ export interface SessionLogOptions {
    * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
    */
   checkConfig?: ((config: SessionConfig) => void) | undefined;
+  /** SESSION_TTL_DAYS: idle days after which a session without its own `expires_after_days` expires (null: never). */
+  sessionTtlDays?: number | null;
 }
 
 export interface PackOptions {

@@ -1,0 +1,52 @@
+import { parseServiceConfig, type ServiceConfig } from '../lib/config.ts';
+import type { SweepResult } from '../lib/session/session-log.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import { requireConditionalWrites } from '../lib/store/write-probe.ts';
+import { sessionLogFor } from './services.ts';
+
+/**
+ * The retention sweep (lib/session/log/retention.ts) with a deployment's settings: on Workers
+ * from the Cron Trigger (`scheduled` in functions/worker.ts, `[triggers]` in wrangler.toml), on
+ * Node and Deno from `scheduleRetention`'s timer.
+ */
+
+/** How often Node and Deno sweep; the first sweep runs a minute after start. */
+export const RETENTION_SWEEP_MS = 60 * 60 * 1000;
+const FIRST_SWEEP_MS = 60 * 1000;
+
+/** One sweep of the store `storeFor` gives for the settings in `env`. */
+export async function sweepExpiredSessions(
+  storeFor: (config: ServiceConfig) => ObjectStore,
+  env: Record<string, unknown>,
+): Promise<SweepResult> {
+  const config = parseServiceConfig(env);
+  const store = storeFor(config);
+  // Deletes close open turns with create-only puts: the store must honour them, as for requests.
+  await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
+  return sessionLogFor(store, config).sweepExpired();
+}
+
+/** Logs what a sweep did; a failed sweep is logged and the next one tries again. */
+export async function reportSweep(sweep: Promise<SweepResult>): Promise<void> {
+  try {
+    const result = await sweep;
+    if (result.deleted.length > 0)
+      console.log(`tailgate: retention deleted ${result.deleted.length} idle sessions: ${result.deleted.join(', ')}`);
+  } catch (error) {
+    console.error('tailgate: retention sweep failed', error);
+  }
+}
+
+/** Node and Deno: a sweep a minute after start, then every RETENTION_SWEEP_MS. Returns a stop. */
+export function scheduleRetention(sweep: () => Promise<SweepResult>): () => void {
+  const run = () => void reportSweep(sweep());
+  const first = setTimeout(run, FIRST_SWEEP_MS);
+  const every = setInterval(run, RETENTION_SWEEP_MS);
+  // Neither keeps the process alive on its own.
+  (first as { unref?: () => void }).unref?.();
+  (every as { unref?: () => void }).unref?.();
+  return () => {
+    clearTimeout(first);
+    clearInterval(every);
+  };
+}

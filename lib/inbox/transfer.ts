@@ -1,0 +1,67 @@
+import type { ExportNotice } from '../session/export-format.ts';
+import { inboxRemovedPrefix } from '../session/keys.ts';
+import { mapLimit, type ObjectStore } from '../store/object-store.ts';
+import { CONCURRENCY, decodeName, META, postedAtOf, turnSchema, validTime, withMetadata } from './delivery-records.ts';
+
+/**
+ * The delivered-notice records of a session in its export (lib/session/export-format.ts):
+ * read from `inbox_removed/` page by page, and written back by an import once its config
+ * exists, with the metadata `GET .../inbox/delivered` reads.
+ */
+
+/** Delivery records read (with their content) at a time. */
+const BATCH = 32;
+const decoder = new TextDecoder('utf-8', { fatal: false, ignoreBOM: false });
+
+/** The `notice` lines of session `id`, in `stored_as` byte order, a batch at a time. */
+export async function* exportDelivered(store: ObjectStore, keyPrefix: string, id: string): AsyncGenerator<string> {
+  const prefix = inboxRemovedPrefix(keyPrefix, id);
+  let cursor: string | undefined;
+  do {
+    const page = await store.list(prefix, cursor === undefined ? {} : { cursor });
+    const records = page.objects.filter((info) => !info.key.slice(prefix.length).includes('/'));
+    for (let start = 0; start < records.length; start += BATCH) {
+      const lines = await mapLimit(records.slice(start, start + BATCH), CONCURRENCY, async (listed) => {
+        const info = await withMetadata(store, listed);
+        const object = await store.get(info.key);
+        // Taken back meanwhile (a turn that gave its notices back): no longer delivered.
+        if (!object) return '';
+        const storedAs = info.key.slice(prefix.length);
+        const turn = turnSchema.safeParse(info.metadata[META.turn]);
+        const notice: ExportNotice = {
+          type: 'notice',
+          stored_as: storedAs,
+          name: decodeName(info.metadata[META.name]) ?? storedAs,
+          posted_at: postedAtOf(info),
+          delivered_at: validTime(info.metadata[META.deliveredAt]) ?? info.uploaded.toISOString(),
+          turn: turn.success ? turn.data : null,
+          content: decoder.decode(object.body),
+        };
+        return `${JSON.stringify(notice)}\n`;
+      });
+      yield lines.join('');
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+}
+
+/** Writes the delivery records of an import (its config exists: they show from now on). */
+export async function importDelivered(
+  store: ObjectStore,
+  keyPrefix: string,
+  id: string,
+  notices: readonly ExportNotice[],
+): Promise<void> {
+  const prefix = inboxRemovedPrefix(keyPrefix, id);
+  await mapLimit(notices, CONCURRENCY, async (notice) => {
+    await store.put(`${prefix}${notice.stored_as}`, notice.content, {
+      contentType: 'text/plain; charset=utf-8',
+      metadata: {
+        [META.name]: encodeURIComponent(notice.name),
+        [META.postedAt]: notice.posted_at,
+        [META.deliveredAt]: notice.delivered_at,
+        ...(notice.turn === null ? {} : { [META.turn]: String(notice.turn) }),
+      },
+    });
+  });
+}

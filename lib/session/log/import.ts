@@ -1,0 +1,318 @@
+import { InvalidRequestError, SessionExistsError, StorageError, TailgateError } from '../../errors.ts';
+import { putCreateOnly } from '../../store/create-only.ts';
+import { decodeUtf8, toBytes } from '../../store/object-store.ts';
+import {
+  exportCompactionSchema,
+  exportItemSchema,
+  exportNoticeSchema,
+  parseExportLine,
+  type ExportHeader,
+  type ExportNotice,
+} from '../export-format.ts';
+import {
+  contextKey,
+  generationPrefixes,
+  newGeneration,
+  recordKey,
+  sessionConfigKey,
+  validateId,
+  type LogScope,
+} from '../keys.ts';
+import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
+import { trackCall } from './commit.ts';
+import { deleteSession, toSessionRecord } from './config-object.ts';
+import type { LogContext } from './context.ts';
+import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
+import { carryAfter, packScope, writeSegment } from './packer.ts';
+import { writeIndexEntry } from './session-index.ts';
+import type { PackOptions, SessionRecord } from './types.ts';
+
+/**
+ * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
+ * after its appends were packed, through the packer's code (log/packer.ts): the items go
+ * straight into segments of about `segmentTargetBytes`, one record number each, with large
+ * outputs out of line (`writeSegment`), and every VIEW_EVERY_RECORDS records and at the end
+ * into an append record the packer writes a view of (then packs it, but the last). Everything
+ * is written under a new generation that no config names, so nothing is visible until
+ * `session.json` is created, create-only, at the end. A refused line, a taken id or a failed
+ * write deletes what was written and stores nothing.
+ */
+
+/** One line of the stream after the header: its number (the header is line 1) and parsed JSON. */
+export interface ImportLine {
+  line: number;
+  value: unknown;
+  /** The line's length in UTF-8 bytes. */
+  bytes: number;
+}
+
+export interface ImportOptions {
+  /** The session's config (checked by the caller); `id` is the id it is stored under. */
+  header: Omit<ExportHeader, 'type' | 'format'>;
+  lines: AsyncIterable<ImportLine>;
+  /** One item above this many UTF-8 bytes (as JSON, without seq and created_at) is a 413. */
+  maxItemBytes: number;
+  /** A delivered notice whose content is above this many UTF-8 bytes is a 413. */
+  maxNoticeBytes: number;
+  /** What the session's strategies need of a view (the packer's options). */
+  pack: PackOptions;
+  /** Writes the delivered-notice records once the config exists (they are not under a generation). */
+  afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
+}
+
+/**
+ * Records between views: a view is as large as the prompt, so writing one for every segment
+ * would make an import's time grow with the square of its length; the items since the last
+ * view (8 segments) are what the next view reads.
+ */
+const VIEW_EVERY_RECORDS = 8;
+/** Segment writes an import keeps in flight. */
+const MAX_WRITES_IN_FLIGHT = 2;
+/** The delivered-notice records an import holds until the config exists (JSON bytes). */
+export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
+
+/** See SessionLog.importSession. */
+export async function importSession(log: LogContext, options: ImportOptions): Promise<SessionRecord> {
+  const { header } = options;
+  const id = validateId(header.id);
+  const configKey = sessionConfigKey(log.keyPrefix, id);
+  if (await log.store.head(configKey)) throw new SessionExistsError(id);
+  const config: SessionConfig = {
+    format: 'tailgate.session.v1',
+    id,
+    generation: newGeneration(log.clock()),
+    created_at: header.created_at,
+    instructions: header.instructions,
+    model: header.model,
+    strategies: header.strategies,
+    strategy_config: header.strategy_config,
+    tools: header.tools,
+    metadata: header.metadata,
+    ...(header.expires_after_days !== undefined ? { expires_after_days: header.expires_after_days } : {}),
+  };
+  const scope = scopeOf(log.keyPrefix, config);
+  let notices: ExportNotice[];
+  try {
+    notices = await writeLog(log, scope, options);
+    const written = await putCreateOnly(
+      log.store,
+      configKey,
+      JSON.stringify(config),
+      { contentType: 'application/json' },
+      (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
+    );
+    if (!written) throw new SessionExistsError(id);
+  } catch (error) {
+    // Nothing names the generation: its objects go (a crash leaves them to the next delete of the id).
+    await sweepGeneration(log, scope).catch(() => undefined);
+    throw error;
+  }
+  try {
+    await options.afterCreate(config, notices);
+  } catch (error) {
+    await deleteSession(log, id).catch(() => undefined);
+    throw error;
+  }
+  const { newest } = await readNewest(log, scope);
+  try {
+    await writeIndexEntry(log, config, newest);
+  } catch {
+    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
+  }
+  return toSessionRecord(config, countsOf(newest), ledgerOf(newest));
+}
+
+/** Checks every line and writes the log; returns the notices, for after the config. */
+async function writeLog(log: LogContext, scope: LogScope, options: ImportOptions): Promise<ExportNotice[]> {
+  const writes = new PendingWrites();
+  try {
+    return await writeChunks(log, scope, options, writes);
+  } catch (error) {
+    // What is still in flight lands before the caller deletes the generation.
+    await writes.settle();
+    throw error;
+  }
+}
+
+/**
+ * Segment writes in flight while the next lines are read and checked: at most
+ * MAX_WRITES_IN_FLIGHT (each holds a segment's bytes), so a store's latency overlaps the work.
+ */
+class PendingWrites {
+  readonly #writes: Promise<unknown>[] = [];
+
+  /** Starts a write once fewer than MAX_WRITES_IN_FLIGHT are in flight; a failure is thrown by a later call. */
+  async add(start: () => Promise<unknown>): Promise<void> {
+    while (this.#writes.length >= MAX_WRITES_IN_FLIGHT) await this.#writes.shift();
+    const write = start();
+    // Observed now, thrown when awaited.
+    write.catch(() => undefined);
+    this.#writes.push(write);
+  }
+
+  /** Every write landed; the first failure is thrown. */
+  async drain(): Promise<void> {
+    while (this.#writes.length > 0) await this.#writes.shift();
+  }
+
+  /** Every write settled, landed or failed. */
+  async settle(): Promise<void> {
+    await Promise.allSettled(this.#writes.splice(0));
+  }
+}
+
+async function writeChunks(
+  log: LogContext,
+  scope: LogScope,
+  options: ImportOptions,
+  writes: PendingWrites,
+): Promise<ExportNotice[]> {
+  const recordBytes = Math.max(1, log.segmentTargetBytes);
+  // At a view, the packer packs that record too (the next ones are written after it).
+  const packingAll: LogContext = { ...log, keepRecords: 0 };
+  const pending = new Set<string>();
+  const notices: ExportNotice[] = [];
+  let noticeBytes = 0;
+  let chunk: LogItem[] = [];
+  let chunkBytes = 0;
+  let seq = 0;
+  let toolCalls = 0;
+  let record = 0;
+  let context: ContextStart | null = null;
+  // The messages before the next segment, as a segment carries them (log/packer.ts).
+  let carried: LogItem[] | null = [];
+  const flush = async (final: boolean) => {
+    record += 1;
+    const firstSeq = seq - chunk.length + 1;
+    const messages = chunk.filter((item) => item.type === 'message');
+    if (!final && record % VIEW_EVERY_RECORDS !== 0) {
+      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried };
+      await writes.add(() => writeSegment(log, scope, content, firstSeq));
+      carried = carryAfter(carried, messages);
+      chunk = [];
+      chunkBytes = 0;
+      return;
+    }
+    carried = carryAfter(carried, messages);
+    // The packer reads the segments before this record.
+    await writes.drain();
+    if (final && context) {
+      context = { ...context, base_record: record };
+      await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
+    }
+    const body: LogRecord = {
+      format: 'tailgate.record.v1',
+      record,
+      kind: 'append',
+      created_at: log.clock().toISOString(),
+      first_seq: firstSeq,
+      items: chunk,
+      counts: { items: seq, turns: 0, tool_calls: toolCalls },
+      ...(final && context ? { context } : {}),
+      open_calls: [...pending],
+    };
+    await putNew(log, recordKey(scope, record), JSON.stringify(body));
+    chunk = [];
+    chunkBytes = 0;
+    await packScope(final ? log : packingAll, scope, { ...options.pack, refresh: true });
+  };
+  for await (const { line, value, bytes } of options.lines) {
+    const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+    if (type === 'notice') {
+      const notice = parseExportLine(line, value, exportNoticeSchema);
+      const size = toBytes(notice.content).length;
+      if (size > options.maxNoticeBytes)
+        throw new TailgateError(
+          'payload_too_large',
+          `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
+          { line, size, limit: options.maxNoticeBytes },
+        );
+      noticeBytes += toBytes(JSON.stringify(notice)).length;
+      if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
+        throw new TailgateError(
+          'payload_too_large',
+          `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
+          { line, limit: MAX_IMPORT_NOTICE_BYTES },
+        );
+      notices.push(notice);
+      continue;
+    }
+    if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
+    if (type === 'compaction') {
+      if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
+      const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
+      checkCompaction(line, compaction.start_seq, seq);
+      context = { ...compaction, base_record: 1 };
+      continue;
+    }
+    if (context) throw outOfOrder(line, 'after the compaction');
+    const item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    if (item.seq !== seq + 1)
+      throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
+        field: `line ${line}.seq`,
+      });
+    // The item without seq and created_at is shorter than its line: measured only when the line is long.
+    const size = bytes > options.maxItemBytes ? bareBytes(item) : bytes;
+    if (size > options.maxItemBytes)
+      throw new TailgateError(
+        'payload_too_large',
+        `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
+        { line, size, limit: options.maxItemBytes },
+      );
+    trackCall(pending, item, `line ${line}`);
+    if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
+    if (chunkBytes >= recordBytes) await flush(false);
+    seq += 1;
+    if (item.type === 'function_call') toolCalls += 1;
+    chunk.push(item);
+    chunkBytes += size;
+  }
+  if (seq > 0) await flush(true);
+  return notices;
+}
+
+/** The UTF-8 bytes of an item's JSON without its seq and created_at (how MAX_ITEM_BYTES counts). */
+function bareBytes(item: LogItem): number {
+  const { seq: _seq, created_at: _createdAt, ...bare } = item;
+  return toBytes(JSON.stringify(bare)).length;
+}
+
+function outOfOrder(line: number, where: string): InvalidRequestError {
+  return new InvalidRequestError(
+    `line ${line}: out of order ${where}; an export is the header, the items, the compaction, then the notices`,
+    { field: `line ${line}` },
+  );
+}
+
+function checkCompaction(line: number, start: number, lastSeq: number): void {
+  const problem =
+    lastSeq === 0
+      ? 'a compaction needs items before it'
+      : start > lastSeq + 1
+        ? `start_seq ${start} is past the last item (${lastSeq})`
+        : null;
+  if (problem) throw new InvalidRequestError(`line ${line}: ${problem}`, { field: `line ${line}` });
+}
+
+/** Deletes every object of an incarnation no config names (a failed import's), and nothing else. */
+async function sweepGeneration(log: LogContext, scope: LogScope): Promise<void> {
+  for (const prefix of generationPrefixes(scope)) {
+    for (;;) {
+      const page = await log.store.list(prefix, { limit: 1000 });
+      if (page.objects.length > 0) await log.store.delete(page.objects.map((object) => object.key));
+      if (!page.truncated) break;
+    }
+  }
+}
+
+/** A create-only put under the new generation: nothing else writes there, so a refusal is a fault. */
+async function putNew(log: LogContext, key: string, body: string): Promise<void> {
+  const written = await putCreateOnly(
+    log.store,
+    key,
+    body,
+    { contentType: 'application/json' },
+    (object) => decodeUtf8(object.body) === body,
+  );
+  if (!written) throw new StorageError(`import: ${key} was written by someone else`);
+}

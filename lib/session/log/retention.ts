@@ -1,0 +1,68 @@
+import { NotFoundError } from '../../errors.ts';
+import type { LogContext } from './context.ts';
+import { deleteSession } from './config-object.ts';
+import { readHead } from './head.ts';
+import { expiryOf } from './listing.ts';
+import { indexPrefix, lastActivityOf, parseIndexKey, type IndexEntry } from './session-index.ts';
+
+/**
+ * Retention: sessions idle longer than their `expires_after_days`, or SESSION_TTL_DAYS, are
+ * deleted. The sweep walks the session index (one list call per 1,000 sessions, never the
+ * bucket), reads the head of each session its index entry says has expired (the entry may lag
+ * a turn behind), and deletes those still expired through the ordinary delete protocol.
+ */
+
+export interface SweepResult {
+  /** Index entries read. */
+  checked: number;
+  /** Sessions deleted. */
+  deleted: string[];
+  /** The run stopped at `maxDeletes`: more expired sessions may be left for the next. */
+  more: boolean;
+}
+
+/** Deletes the sessions that expired by the log's clock, at most `maxDeletes` a run. */
+export async function sweepExpired(log: LogContext, options: { maxDeletes?: number } = {}): Promise<SweepResult> {
+  const maxDeletes = options.maxDeletes ?? 100;
+  const now = log.clock().getTime();
+  const prefix = indexPrefix(log.keyPrefix);
+  const seen = new Set<string>();
+  const result: SweepResult = { checked: 0, deleted: [], more: false };
+  let cursor: string | undefined;
+  do {
+    const page = await log.store.list(prefix, cursor === undefined ? {} : { cursor });
+    for (const info of page.objects) {
+      const entry = parseIndexKey(log.keyPrefix, info.key);
+      if (!entry || seen.has(entry.position)) continue;
+      result.checked += 1;
+      const expiry = expiryOf(entry.lastActivityMs, entry.expiresAfterDays ?? log.sessionTtlDays);
+      if (expiry === null || expiry > now) continue;
+      seen.add(entry.position);
+      if (result.deleted.length >= maxDeletes) return { ...result, more: true };
+      if (await expiredNow(log, entry, now)) {
+        await deleteSession(log, entry.id);
+        result.deleted.push(entry.id);
+      }
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return result;
+}
+
+/** Whether the incarnation an index entry names still exists and is still expired, by its config and newest record. */
+async function expiredNow(log: LogContext, entry: IndexEntry, now: number): Promise<boolean> {
+  let head: Awaited<ReturnType<typeof readHead>>;
+  try {
+    head = await readHead(log, entry.id);
+  } catch (error) {
+    if (error instanceof NotFoundError) return false;
+    throw error;
+  }
+  // Another incarnation of the id: its own entry decides.
+  if (Date.parse(head.config.created_at) !== entry.createdMs) return false;
+  const expiry = expiryOf(
+    lastActivityOf(head.config, head.newest),
+    head.config.expires_after_days ?? log.sessionTtlDays,
+  );
+  return expiry !== null && expiry <= now;
+}

@@ -1,0 +1,356 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { TailgateError } from '../../lib/errors.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import type { Item } from '../../lib/items.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { sessionPrefix } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { exportLines, importLines, ndjsonLines, type TransferServices } from '../../lib/transfer.ts';
+import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/** Small segments and blobs, so a few hundred items make many segments and out-of-line outputs. */
+const LOG_OPTIONS = { blobThreshold: 64, segmentTargetBytes: 4096, packMinRecords: 2, keepRecords: 1 };
+
+function world(store: ObjectStore = new MemoryStore()) {
+  const sessions = new SessionLog(store, LOG_OPTIONS);
+  const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
+  const services: TransferServices = { sessions, inbox, env: {} };
+  return { store, sessions, inbox, services };
+}
+
+async function exportText(services: TransferServices, id: string): Promise<string> {
+  let text = '';
+  for await (const lines of await exportLines(services, id)) text += lines;
+  return text;
+}
+
+/** The bytes of `text`, in chunks of `size` (lines split across chunks). */
+async function* chunks(text: string, size = 97): AsyncGenerator<Uint8Array> {
+  const bytes = new TextEncoder().encode(text);
+  for (let start = 0; start < bytes.length; start += size) yield bytes.slice(start, start + size);
+}
+
+const LIMITS = { maxItemBytes: 2048, maxNoticeBytes: 1024, maxLineBytes: 8192 };
+
+async function importText(services: TransferServices, text: string) {
+  return importLines(services, chunks(text), LIMITS);
+}
+
+/** One step of building a session: items appended, a pack, a compaction, a notice delivered. */
+type Step =
+  | { kind: 'append'; items: Item[] }
+  | { kind: 'pack' }
+  | { kind: 'compact' }
+  | { kind: 'notice'; content: string };
+
+const textArbitrary = fc.string({ maxLength: 200, unit: 'grapheme' });
+const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
+  fc
+    .array(
+      fc.oneof(
+        textArbitrary.map((content): Item[] => [{ type: 'message', role: 'user', content }]),
+        fc
+          .tuple(fc.string({ minLength: 1, maxLength: 8 }), textArbitrary, fc.nat(300))
+          .map(([name, args, size]): Item[] => [
+            { type: 'function_call', call_id: `c${name}${size}`, name: 'read', arguments: args },
+            { type: 'function_call_output', call_id: `c${name}${size}`, output: 'x'.repeat(size) + name },
+          ]),
+      ),
+      { minLength: 1, maxLength: 6 },
+    )
+    .map((groups) => ({ kind: 'append' as const, items: groups.flat() })),
+  fc.constant({ kind: 'pack' as const }),
+  fc.constant({ kind: 'compact' as const }),
+  textArbitrary.map((content) => ({ kind: 'notice' as const, content: content || 'note' })),
+);
+
+async function build(w: ReturnType<typeof world>, id: string, steps: Step[]): Promise<void> {
+  await w.sessions.create({ id, instructions: 'be brief', metadata: { team: 'a' }, expires_after_days: 9 });
+  let turn = 0;
+  for (const step of steps) {
+    if (step.kind === 'append') {
+      try {
+        await w.sessions.append(id, step.items);
+      } catch {
+        // A call_id open already: the generated batch is refused, as the API would.
+      }
+    } else if (step.kind === 'pack') await w.sessions.pack(id);
+    else if (step.kind === 'compact') {
+      await w.sessions.compact(id, async (view) => {
+        const first = view.items[0]?.seq;
+        const last = view.items[view.items.length - 1]?.seq;
+        if (first === undefined || last === undefined || last === first) return null;
+        return {
+          start_seq: last,
+          summary: `summary up to ${last - 1}`,
+          summarized: { first_seq: first, last_seq: last - 1 },
+          interrupted: [],
+          model: 'echo',
+        };
+      });
+    } else {
+      await w.inbox.post(id, { content: step.content });
+      turn += 1;
+      await w.inbox.consume(id, { turn });
+    }
+  }
+}
+
+describe('session export and import', () => {
+  it('round-trips byte for byte: export(import(export(s))) = export(s)', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(stepArbitrary, { minLength: 1, maxLength: 25 }), async (steps) => {
+        const source = world();
+        await build(source, 's1', steps);
+        const exported = await exportText(source.services, 's1');
+        const target = world();
+        const created = await importText(target.services, exported);
+        expect(created.counts).toEqual({ ...(await source.sessions.get('s1')).counts, turns: 0 });
+        expect(await exportText(target.services, 's1')).toBe(exported);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('exports out-of-line outputs whole and a compaction; imports them as segments, blobs and a view', async () => {
+    const source = world();
+    const items: Item[] = [];
+    for (let index = 0; index < 60; index++) {
+      items.push(
+        { type: 'message', role: 'user', content: `question ${index}` },
+        { type: 'function_call', call_id: `c${index}`, name: 'read', arguments: '{}' },
+        { type: 'function_call_output', call_id: `c${index}`, output: `${'y'.repeat(200)}${index}` },
+      );
+    }
+    await build(source, 's1', [{ kind: 'append', items }, { kind: 'pack' }, { kind: 'compact' }, { kind: 'pack' }]);
+    const exported = await exportText(source.services, 's1');
+    const lines = exported
+      .trimEnd()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(lines[0]).toMatchObject({ type: 'session', id: 's1', instructions: 'be brief', metadata: { team: 'a' } });
+    expect(lines.slice(1, 181).map((line) => line.seq)).toEqual(Array.from({ length: 180 }, (_, i) => i + 1));
+    expect(lines[3]).toMatchObject({ type: 'function_call_output', output: `${'y'.repeat(200)}0` });
+    expect(lines.some((line) => 'output_ref' in line)).toBe(false);
+    expect(lines[181]).toMatchObject({ type: 'compaction', start_seq: 180 });
+
+    const target = world();
+    await importText(target.services, exported);
+    const keys = (await target.store.list(sessionPrefix('', 's1'))).objects.map((object) => object.key);
+    expect(keys.filter((key) => key.endsWith('.seg')).length).toBeGreaterThan(1);
+    // Outputs in segments are out of line; the newest record, not packed yet, holds its own inline.
+    expect(keys.filter((key) => key.includes('/blob/')).length).toBeGreaterThan(40);
+    expect(keys.filter((key) => key.endsWith('.view')).length).toBeGreaterThan(0);
+    expect(keys.filter((key) => key.includes('/context/')).length).toBe(1);
+    expect(await target.sessions.currentContext('s1')).toMatchObject({ start_seq: 180 });
+    const listed = await target.sessions.listSessions({ limit: 10 });
+    expect(listed.sessions.map((row) => [row.id, row.counts?.items])).toEqual([['s1', 180]]);
+    // The imported session takes turns and appends like any other.
+    await target.sessions.append('s1', [{ type: 'message', role: 'user', content: 'more' }]);
+    expect((await target.sessions.listItems('s1', { limit: 2 })).items.map((item) => item.seq)).toEqual([181, 180]);
+  });
+
+  /** A session of 40 appends of 20 messages, packed into many segments. */
+  async function longSession(store: ObjectStore) {
+    const w = world(store);
+    await w.sessions.create({ id: 'long' });
+    for (let append = 0; append < 40; append++) {
+      const items: Item[] = Array.from({ length: 20 }, (_, index) => ({
+        type: 'message',
+        role: 'user',
+        content: `${append}/${index} ${'w'.repeat(100)}`,
+      }));
+      await w.sessions.append('long', items);
+      await w.sessions.pack('long');
+    }
+    return w;
+  }
+
+  it('reads the log as the export is consumed, not all of it up front', async () => {
+    const counting = new CountingStore(new MemoryStore());
+    const w = await longSession(counting);
+    const whole = await exportText(w.services, 'long');
+    const read = counting.counts.bytesRead;
+    counting.reset();
+    const lines = await exportLines(w.services, 'long');
+    let text = '';
+    while (text.split('\n').length < 20) text += (await lines.next()).value;
+    await lines.return(undefined);
+    // The first lines come from the oldest segment: a small part of what the whole export read.
+    expect(whole.startsWith(text)).toBe(true);
+    expect(counting.counts.bytesRead).toBeLessThan(read / 8);
+  });
+
+  it('goes on from the next seq when a segment it listed is merged away meanwhile', async () => {
+    const w = await longSession(new MemoryStore());
+    const before = await exportText(w.services, 'long');
+    const lines = await exportLines(w.services, 'long');
+    // The header, then the first items: the walk has listed every segment.
+    let text = `${(await lines.next()).value}${(await lines.next()).value}`;
+    // Appends packed into the newest segment replace it (a merge below the target size).
+    const sessions = new SessionLog(w.store, { ...LOG_OPTIONS, segmentTargetBytes: 1 << 20 });
+    for (let append = 0; append < 3; append++) {
+      await sessions.append('long', [{ type: 'message', role: 'user', content: `late ${append}` }]);
+      await sessions.pack('long');
+    }
+    for (let next = await lines.next(); !next.done; next = await lines.next()) text += next.value;
+    expect(text).toBe(before);
+  });
+
+  it('keeps two segment writes in flight while it reads on, and no more', async () => {
+    const source = await longSession(new MemoryStore());
+    const exported = await exportText(source.services, 'long');
+    const memory = new MemoryStore();
+    let inFlight = 0;
+    let most = 0;
+    // Segment puts take 5 ms; everything else answers at once.
+    const slow: ObjectStore = {
+      get: (key, options) => memory.get(key, options),
+      head: (key) => memory.head(key),
+      list: (prefix, options) => memory.list(prefix, options),
+      delete: (keys) => memory.delete(keys),
+      put: async (key, body, options) => {
+        if (!key.endsWith('.seg')) return memory.put(key, body, options);
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight -= 1;
+        return memory.put(key, body, options);
+      },
+    };
+    await importText(world(slow).services, exported);
+    expect(most).toBe(2);
+    expect(await exportText(world(memory).services, 'long')).toBe(exported);
+  });
+
+  it('reads lines split anywhere across chunks, with CRLF and blank lines', async () => {
+    const read: unknown[] = [];
+    for await (const { line, value } of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))
+      read.push([line, value]);
+    expect(read).toEqual([
+      [1, { a: 1 }],
+      [3, { b: 'é' }],
+      [4, { c: 2 }],
+    ]);
+  });
+
+  const header = headerLine('imp');
+  const item = itemLine;
+  const message = messageLine;
+
+  it.each([
+    ['an invalid item', [message(1), item(2, { type: 'message', role: 'robot', content: 'x' })], 400, 'line 3.role'],
+    [
+      'a dangling call output',
+      [message(1), item(2, { type: 'function_call_output', call_id: 'nope', output: 'x' })],
+      400,
+      'line 3.call_id',
+    ],
+    ['a seq gap', [message(1), message(3)], 400, 'line 3.seq'],
+    ['an item that is not JSON', [message(1), '{"type":'], 400, 'line 3: not JSON'],
+    [
+      'an oversize item',
+      [message(1), item(2, { type: 'message', role: 'user', content: 'z'.repeat(3000) })],
+      413,
+      'line 3: the item is',
+    ],
+    ['an oversize line', [message(1), `{"x":"${'z'.repeat(9000)}"}`], 413, 'line 3 is longer'],
+    ['an unknown line', [message(1), '{"type":"turn"}'], 400, 'line 3'],
+    [
+      'a compaction past the items',
+      [
+        message(1),
+        JSON.stringify({
+          type: 'compaction',
+          start_seq: 5,
+          summary: 's',
+          summarized: { first_seq: 1, last_seq: 1 },
+          interrupted: [],
+          model: 'm',
+          created_at: 'x',
+        }),
+      ],
+      400,
+      'line 3: start_seq 5',
+    ],
+    [
+      'an item after a notice',
+      [
+        message(1),
+        JSON.stringify({
+          type: 'notice',
+          stored_as: 'n.md',
+          name: 'n.md',
+          posted_at: '2026-01-01T00:00:00.000Z',
+          delivered_at: '2026-01-01T00:00:00.000Z',
+          turn: 1,
+          content: 'c',
+        }),
+        message(2),
+      ],
+      400,
+      'line 4: out of order',
+    ],
+  ])('refuses %s with a 4xx naming the line, and stores nothing', async (_name, body, status, message) => {
+    const w = world();
+    const refusal = await importText(w.services, [header, ...body].join('\n')).catch((error: unknown) => error);
+    expect(refusal).toBeInstanceOf(TailgateError);
+    const error = refusal as TailgateError;
+    expect(error.code === 'payload_too_large' ? 413 : 400).toBe(status);
+    expect(error.message).toContain(message);
+    expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it('refuses an id that is taken (409) and leaves the existing session as it was', async () => {
+    const w = world();
+    await w.sessions.create({ id: 'imp' });
+    await w.sessions.append('imp', [{ type: 'message', role: 'user', content: 'mine' }]);
+    const before = (await w.store.list('')).objects.map((object) => object.key);
+    await expect(importText(w.services, [header, message(1)].join('\n'))).rejects.toMatchObject({
+      code: 'session_exists',
+    });
+    expect((await w.store.list('')).objects.map((object) => object.key)).toEqual(before);
+  });
+
+  it.each([
+    ['a segment', (key: string) => key.endsWith('.seg')],
+    ['the config', (key: string) => key.endsWith('/session.json')],
+    ['a delivery record', (key: string) => key.includes('/inbox_removed/')],
+  ])('a failed put of %s leaves no session and sweeps what the import wrote', async (_name, failing) => {
+    const source = world();
+    const items: Item[] = Array.from({ length: 200 }, (_, index) => ({
+      type: 'message',
+      role: 'user',
+      content: `message ${index} ${'z'.repeat(100)}`,
+    }));
+    await build(source, 's1', [
+      { kind: 'append', items },
+      { kind: 'notice', content: 'hello' },
+    ]);
+    const exported = await exportText(source.services, 's1');
+    const memory = new MemoryStore();
+    const faulty = new FaultyStore(memory).failWhen(({ operation, key }) => operation === 'put' && failing(key));
+    await expect(importText(world(faulty).services, exported)).rejects.toThrow();
+    await expect(world(memory).sessions.get('s1')).rejects.toMatchObject({ code: 'not_found' });
+    expect((await memory.list(sessionPrefix('', 's1'))).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it('a refused import deletes only its own objects, not those of another import of the id in flight', async () => {
+    const w = world();
+    const other = `${sessionPrefix('', 'imp')}turn/g0000000000000aaaaaaaa/999999999999`;
+    await w.store.put(other, '{}');
+    const refused = importText(w.services, [header, message(1), message(3)].join('\n'));
+    await expect(refused).rejects.toMatchObject({ code: 'invalid_request' });
+    expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([other]);
+  });
+
+  it('refuses a header that is not a session header (line 1)', async () => {
+    const w = world();
+    await expect(importText(w.services, message(1))).rejects.toThrow(/line 1/);
+    await expect(importText(w.services, '')).rejects.toThrow(/line 1: the export is empty/);
+  });
+});

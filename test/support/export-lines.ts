@@ -1,0 +1,29 @@
+/** Lines of a session export (lib/session/export-format.ts) for import tests. */
+
+const AT = '2026-01-01T00:00:00.000Z';
+
+/** The header line of an empty session config with id `id`. */
+export function headerLine(id: string): string {
+  return JSON.stringify({
+    type: 'session',
+    format: 'tailgate.export.v1',
+    id,
+    created_at: AT,
+    instructions: null,
+    model: null,
+    strategies: null,
+    strategy_config: {},
+    tools: [],
+    metadata: {},
+  });
+}
+
+/** An item line: `fields` with seq `seq`. */
+export function itemLine(seq: number, fields: Record<string, unknown>): string {
+  return JSON.stringify({ ...fields, seq, created_at: AT });
+}
+
+/** A user message line with seq `seq`. */
+export function messageLine(seq: number): string {
+  return itemLine(seq, { type: 'message', role: 'user', content: `m${seq}` });
+}

@@ -1,0 +1,29 @@
+import { createScheduledController, env } from 'cloudflare:test';
+import { describe, expect, it } from 'vitest';
+import worker from '../../functions/worker.ts';
+import { R2Store } from '../../lib/store/r2.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+const DAY = 86_400_000;
+const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
+
+describe('the Cron Trigger (scheduled) on the R2 binding', () => {
+  it('deletes the sessions idle longer than their retention and keeps the others', async () => {
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const threeDaysAgo = new Date(Date.now() - 3 * DAY);
+    const old = new SessionLog(new R2Store(bindings.BUCKET), { keyPrefix, clock: () => threeDaysAgo });
+    await old.create({ id: 'idle', expires_after_days: 1 });
+    await old.create({ id: 'kept', expires_after_days: 10 });
+    await old.create({ id: 'by-default' });
+    await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), {
+      ...bindings,
+      KEY_PREFIX: keyPrefix,
+      SESSION_TTL_DAYS: '2',
+    } as never);
+    const log = new SessionLog(new R2Store(bindings.BUCKET), { keyPrefix });
+    await expect(log.get('idle')).rejects.toMatchObject({ code: 'not_found' });
+    await expect(log.get('by-default')).rejects.toMatchObject({ code: 'not_found' });
+    expect((await log.get('kept')).expires_after_days).toBe(10);
+    expect((await log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual(['kept']);
+  });
+});

@@ -61,6 +61,7 @@ export class MemoryTurnDriver implements TurnDriver {
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
+      closedBy: (turn) => log.closedBy(turn),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.
       pack: async (id, options) => {

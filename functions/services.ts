@@ -7,12 +7,14 @@ import { SessionLog } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import type { TurnServices } from '../lib/turn.ts';
+import { runBackgroundTurn, type BackgroundTurn, type TurnServices } from '../lib/turn.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
   sessions: SessionLog;
   inbox: Inbox;
+  /** Hands a claimed background turn to its runner (lib/turn/background.ts). */
+  startBackground: (run: BackgroundTurn) => Promise<void>;
 }
 
 export interface ServiceInputs {
@@ -24,6 +26,8 @@ export interface ServiceInputs {
   log: (message: string, details?: unknown) => void;
   clock?: () => Date;
   tokenEncoders?: TokenEncoders;
+  /** Sends a background turn to a queue (Workers); without it, the process runs it. */
+  startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
@@ -32,7 +36,7 @@ export interface ServiceInputs {
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
-  return {
+  const services: AppServices = {
     sessions: new SessionLog(store, {
       viewPolicy,
       keyPrefix: config.keyPrefix,
@@ -57,5 +61,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
+    startBackground: inputs.startBackground ?? (async (run) => services.background(runBackgroundTurn(services, run))),
   };
+  return services;
 }

@@ -5,6 +5,7 @@
 export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
+export { claimBackgroundTurn, runBackgroundTurn, type BackgroundTurn } from './turn/background.ts';
 export type {
   TurnSessionLog,
   TurnServices,

@@ -1,6 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { runTurn, streamTurn } from '../../lib/turn.ts';
+import { claimBackgroundTurn, runTurn, streamTurn } from '../../lib/turn.ts';
+import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -32,6 +33,18 @@ const takeTurnRoute = createRoute({
         'turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
+    202: jsonResponse(
+      z
+        .object({
+          session_id: z.string(),
+          turn: z.number().int(),
+          status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'aborted']),
+        })
+        .meta({ id: 'BackgroundTurn' }),
+      'With `background: true`: the turn is stored and queued (`status: "queued"`); GET ' +
+        '/v1/sessions/{id}/turns/{turn} follows it. A repeated Idempotency-Key whose turn has ended answers its ' +
+        'status.',
+    ),
     ...errorResponses(400, 401, 403, 404, 409, 413, 502, 503, 504),
   },
 });
@@ -75,7 +88,7 @@ export function turnRoutes() {
     })
     .openapi(takeTurnRoute, async (c) => {
       const { id } = c.req.valid('param');
-      const { stream, ...request } = c.req.valid('json');
+      const { stream, background, ...request } = c.req.valid('json');
       const idempotencyKey = c.req.valid('header')['idempotency-key'];
       checkItemSizes(
         typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input,
@@ -83,6 +96,12 @@ export function turnRoutes() {
       );
       const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
       const services = c.var.services;
+      if (background) {
+        if (stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
+        const claimed = await claimBackgroundTurn(services, id, request, options);
+        if (claimed.run) await services.startBackground(claimed.run);
+        return c.json({ session_id: id, turn: claimed.turn, status: claimed.status }, 202);
+      }
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
       if (wantsStream) {
         const turn = streamTurn(services, id, request, options);

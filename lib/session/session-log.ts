@@ -17,7 +17,7 @@ import {
   updateSession,
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
-import { cancelTurn, renewLease } from './log/lease.ts';
+import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
 import type {
@@ -156,6 +156,15 @@ export class SessionLog {
    */
   async renewLease(turn: OpenTurn): Promise<string> {
     return renewLease(this.#log, turn);
+  }
+
+  /**
+   * Whether someone else closed the turn (a cancel, an expired lease, a delete): the error
+   * code of that completion, or null while it is open (one get). A background turn asks at
+   * each renewal of its lease, and stops when it was.
+   */
+  async closedBy(turn: OpenTurn): Promise<string | null> {
+    return closedBy(this.#log, turn);
   }
 
   /**

@@ -15,6 +15,12 @@ export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.
 export interface TurnOptions {
   idempotencyKey?: string;
   afterTurn?: number;
+  /**
+   * Run a background turn claimed already (lib/turn/background.ts): its record carries
+   * `writer`, and its settings and input come from the record. The turn stops when someone
+   * else closes it (a cancel), checked at each renewal of its lease.
+   */
+  background?: { turn: number; writer: string };
 }
 
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
@@ -37,6 +43,7 @@ export type TurnSessionLog = Pick<
   | 'commitTurnContext'
   | 'pack'
   | 'renewLease'
+  | 'closedBy'
   | 'exists'
   | 'refreshIndex'
 >;

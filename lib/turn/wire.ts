@@ -19,6 +19,14 @@ export const turnRequestSchema = z
     strategy_config: strategyConfigFieldSchema.optional(),
     tools: z.array(toolSchema).max(512).optional(),
     stream: z.boolean().optional(),
+    background: z
+      .boolean()
+      .optional()
+      .meta({
+        description:
+          'Answer 202 `{turn, status: "queued"}` at once and run the turn with no client connected (a queue ' +
+          'consumer on Workers, the process on Node and Deno); its receipt tells how it ends.',
+      }),
     max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
     temperature: z.number().min(0).max(2).optional(),
     truncation: z
@@ -35,10 +43,10 @@ export const turnRequestSchema = z
   .meta({ id: 'TurnRequest' });
 
 /**
- * A turn as the pipeline takes it: the route's body without `stream` (how the answer is sent),
- * plus what only the OpenAI-compatible routes set.
+ * A turn as the pipeline takes it: the route's body without `stream` and `background` (how the
+ * answer is sent), plus what only the OpenAI-compatible routes set.
  */
-export type TurnRequest = Omit<z.infer<typeof turnRequestSchema>, 'stream'> & {
+export type TurnRequest = Omit<z.infer<typeof turnRequestSchema>, 'stream' | 'background'> & {
   /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
   prompt_cache_key?: string;
   /**

@@ -4,6 +4,7 @@ import { defineHttpSuite, SIGNING_KEY, TOKEN, type HttpHarness } from './http-su
 import { defineTokenSuite } from './tokens-suite.ts';
 import { defineReceiptSuite } from './receipts-suite.ts';
 import { defineBodyBudgetSuite } from './body-budget-suite.ts';
+import { defineBackgroundSuite } from './background-suite.ts';
 
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
 // suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
@@ -41,3 +42,4 @@ defineHttpSuite('node (memory store)', harness, 'http://127.0.0.1:9/v1');
 defineTokenSuite('node (memory store)', harness);
 defineReceiptSuite('node (memory store)', harness);
 defineBodyBudgetSuite('node (memory store)', harness);
+defineBackgroundSuite('node (memory store)', harness);

@@ -241,6 +241,7 @@ describe('storage operations per turn', () => {
         refreshIndex: log.refreshIndex.bind(log),
         commitTurnContext: log.commitTurnContext.bind(log),
         renewLease: log.renewLease.bind(log),
+        closedBy: log.closedBy.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {
           packRequests.push({ id, options });

@@ -55,6 +55,10 @@ export interface ClaimOptions {
   request?: unknown;
   /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
   afterTurn?: number;
+  /** The random id the record carries (a background turn's runner takes it over by it). */
+  writer?: string;
+  /** Take over this claimed turn instead of claiming one (see CommitOptions.adopt). */
+  adopt?: number;
 }
 
 /**
@@ -72,12 +76,13 @@ export class TurnClaim {
   readonly #input: Item[];
   readonly #options: ClaimOptions;
   readonly #keyHash: string | undefined;
-  readonly #state: CommitState = commitState();
+  readonly #state: CommitState;
 
   constructor(log: LogContext, id: string, options: ClaimOptions) {
     this.#log = log;
     this.#id = id;
     this.#options = options;
+    this.#state = commitState(options.writer);
     this.#input = checkInvariant(z.array(itemSchema), options.input);
     this.#keyHash =
       options.idempotencyKey === undefined
@@ -87,9 +92,10 @@ export class TurnClaim {
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn } = this.#options;
+    const { requestHash, request, afterTurn, adopt } = this.#options;
     const options = {
       kind: 'turn' as const,
+      ...(adopt !== undefined ? { adopt } : {}),
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
@@ -121,6 +127,9 @@ export class TurnClaim {
   #openTurn(committed: Commit): OpenTurn {
     const { record, config, previous, base: claimed, scope } = committed;
     const base = claimed ?? EMPTY_BASE;
+    // An adopted record carries its key's hash and request hash itself.
+    const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
+    const requestHash = record.request_sha256 ?? this.#options.requestHash;
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
     return {
       scope,
@@ -141,8 +150,9 @@ export class TurnClaim {
       overflowMoved: false,
       readPastView: false,
       writer: crypto.randomUUID(),
-      ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
-      ...(this.#options.requestHash ? { requestHash: this.#options.requestHash } : {}),
+      ...(keyHash ? { keyHash } : {}),
+      ...(requestHash ? { requestHash } : {}),
+      ...(record.request !== undefined ? { request: record.request } : {}),
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
     };

@@ -41,8 +41,10 @@ export async function findKey(
   prefetched?: Promise<StoredObject | null>,
 ): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
   let outcome: StoredOutcome;
+  let turn: number;
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
-    checkRequest(newest.record.request_sha256, requestHash, newest.record.turn ?? 0);
+    turn = newest.record.turn ?? 0;
+    checkRequest(newest.record.request_sha256, requestHash, turn);
     outcome = newest.done ?? (await closeIfExpired(log, scope, newest.record));
   } else {
     const claimKey = idempotencyKey(scope, keyHash);
@@ -52,9 +54,11 @@ export async function findKey(
     const found = await withFreshListing(() => readOutcome(log, scope, number, claimKey));
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
+    turn = found.turn;
   }
   return {
     kind: 'replay',
+    turn,
     response: outcome.response ?? null,
     status: outcome.status,
     ...(outcome.error ? { error: outcome.error } : {}),

@@ -37,6 +37,17 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
   return expires;
 }
 
+/** See SessionLog.closedBy. */
+export async function closedBy(log: LogContext, turn: OpenTurn): Promise<string | null> {
+  const key = doneKey(turn.scope, turn.record);
+  const object = await log.store.get(key);
+  if (!object) return null;
+  // Buried: closed and packed since.
+  if (object.body.length === 0) return LEASE_EXPIRED;
+  const done = parseStored(key, object.body, doneSchema);
+  return done.writer === turn.writer ? null : (done.error?.code ?? LEASE_EXPIRED);
+}
+
 /** See SessionLog.cancelTurn. */
 export async function cancelTurn(
   log: LogContext,

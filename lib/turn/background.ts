@@ -1,0 +1,71 @@
+import { closedState, type TurnState } from '../session/log/turns.ts';
+import { inputItems, requestHash, runTurn } from './pipeline.ts';
+import { checkRequest } from './plan.ts';
+import { errorRecord, requestRecord } from './receipt.ts';
+import type { TurnRequest, TurnServices } from './types.ts';
+
+/**
+ * Background turns (`POST .../turns` with `background: true`): the request claims the turn
+ * (its record, create-only, so the input is durable and the turn numbered) and answers at
+ * once; a runner then takes the claimed turn over by the random `writer` its record carries
+ * and runs it to completion with no client connected: a Cloudflare Queues consumer on Workers
+ * (functions/worker.ts), the process itself on Node and Deno. docs/STORAGE.md, "Background
+ * turns", says what happens when a runner dies.
+ */
+
+/** What a runner needs to take a claimed background turn over (the queue message). */
+export interface BackgroundTurn {
+  session_id: string;
+  turn: number;
+  writer: string;
+}
+
+/**
+ * Claims a background turn: everything a bad request could fail on first (a 400 stores
+ * nothing), then its record, marked `background` in its stored settings. Returns the turn to
+ * hand to a runner, or (a repeated Idempotency-Key whose turn is closed) that turn's state.
+ */
+export async function claimBackgroundTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string } = {},
+): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
+  checkRequest(services, request);
+  const input = inputItems(request);
+  const writer = crypto.randomUUID();
+  const claim = services.sessions.claimTurn(sessionId, {
+    input,
+    ...(options.idempotencyKey !== undefined
+      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+      : {}),
+    request: { ...requestRecord(request), background: true },
+    writer,
+  });
+  for (;;) {
+    const attempt = await claim.next();
+    if (attempt.kind === 'replay')
+      return { turn: attempt.turn, status: closedState(attempt.status, attempt.error?.code) };
+    if (await attempt.landed) {
+      const { turn } = attempt.turn;
+      return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
+    }
+  }
+}
+
+/**
+ * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
+ * itself or by someone else (its outcome is in its completion), and 'retry' when a storage
+ * failure left it open, so a queue delivers it again and the next runner takes it over.
+ */
+export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
+  try {
+    await runTurn(services, run.session_id, { input: [] }, { background: { turn: run.turn, writer: run.writer } });
+    return 'done';
+  } catch (error) {
+    const { code } = errorRecord(error);
+    if (code !== 'storage_error' && code !== 'internal_error') return 'done';
+    services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
+    return 'retry';
+  }
+}

@@ -1,0 +1,133 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn.ts';
+import { settled } from './background-suite.ts';
+import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
+
+// Background turns on Node beyond the shared suite (test/http/background-suite.ts): a cancel
+// stops a running one (against a loopback provider that never answers), the states a queue
+// consumer sees, a runner delivered the same turn twice, and a runner that died.
+let server: Server;
+let baseUrl = '';
+const hanging = new Set<ServerResponse>();
+const closedEarly: string[] = [];
+
+beforeAll(async () => {
+  server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    hanging.add(response);
+    // The client went away before any answer: the model call was aborted.
+    response.on('close', () => {
+      if (!response.writableEnded) closedEarly.push(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+});
+
+afterAll(async () => {
+  for (const response of hanging) response.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+const environment = () => ({
+  API_TOKEN: TOKEN,
+  DEFAULT_MODEL: 'echo',
+  OPENAI_COMPATIBLE_BASE_URL: baseUrl,
+  MODEL_MAX_RETRIES: '0',
+  // Only a cancel ends the hanging call within the test's time.
+  MODEL_TIMEOUT_MS: '600000',
+  TURN_LEASE_MS: '3000',
+});
+
+function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppOptions } {
+  const store = new MemoryStore();
+  const full: AppOptions = { store: () => store, readEnvironment: (c) => c.env ?? {}, ...options };
+  const app = createApp(full);
+  return {
+    options: full,
+    fetch: async (path, init) => app.request(path, init, environment()),
+    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+    store,
+    keyPrefix: '',
+    logged: [],
+  };
+}
+
+describe('background turns on Node', () => {
+  it('a cancel stops the running turn: its call is aborted, its notices go back, nothing of it is stored', async () => {
+    const api = createClient(harnessFor({}));
+    const id = await api.session({ model: 'openai-compatible:fake', strategies: ['inbox'] });
+    await api.post(`/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'remember this' });
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // Running: it has taken the notice and called the model.
+    for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length > 0; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    // The runner learns it at its next renewal and aborts the model call.
+    for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`hang ${id}`)); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closedEarly.some((body) => body.includes(`hang ${id}`))).toBe(true);
+    const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
+    expect(receipt).toMatchObject({ status: 'cancelled', error: { code: 'turn_cancelled' }, output: null });
+    // The notice is delivered by the next turn.
+    for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length === 0; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next', model: 'echo' });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect(next.body.context.notices_delivered).toEqual(['note.md']);
+    // The cancelled turn's input stays; the next turn's input and answer follow it at once.
+    const items = (await api.get(`/v1/sessions/${id}/items`)).body.items;
+    expect(items.map((item: any) => [item.seq, item.role])).toEqual([
+      [3, 'assistant'],
+      [2, 'user'],
+      [1, 'user'],
+    ]);
+    expect(items[2].content).toBe(`hang ${id}`);
+  });
+
+  it('is queued until a consumer takes it over; a second delivery of the same turn changes nothing', async () => {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued', background: true });
+    expect(queued.body).toMatchObject({ turn: 1, status: 'queued' });
+    expect(sent).toEqual([{ session_id: id, turn: 1, writer: expect.any(String) }]);
+    expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns[0]).toMatchObject({ turn: 1, status: 'queued' });
+    // The session is held meanwhile, as by any open turn.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'other' })).status).toBe(409);
+    const run = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    const consume = () => run(sent[0]!, environment(), (task) => void background.push(task));
+    expect(await consume()).toBe('done');
+    expect(await settled(api, id, 1)).toMatchObject({ status: 'completed' });
+    expect(await consume()).toBe('done');
+    await Promise.all(background);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+  });
+
+  it('a turn whose runner never came is failed by its lease, and the session goes on', async () => {
+    const sent: BackgroundTurn[] = [];
+    const api = createClient(harnessFor({ queueTurn: () => async (run) => void sent.push(run) }));
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'lost', background: true })).status).toBe(202);
+    let next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
+    for (let polls = 0; polls < 600 && next.status === 409; polls++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
+    }
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({
+      status: 'failed',
+      error: { code: 'lease_expired' },
+    });
+  });
+});

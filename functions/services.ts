@@ -7,14 +7,12 @@ import { SessionLog } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import { runBackgroundTurn, type BackgroundTurn, type TurnServices } from '../lib/turn.ts';
+import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
   sessions: SessionLog;
   inbox: Inbox;
-  /** Hands a claimed background turn to its runner (lib/turn/background.ts). */
-  startBackground: (run: BackgroundTurn) => Promise<void>;
 }
 
 export interface ServiceInputs {
@@ -36,7 +34,7 @@ export interface ServiceInputs {
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
-  const services: AppServices = {
+  return {
     sessions: new SessionLog(store, {
       viewPolicy,
       keyPrefix: config.keyPrefix,
@@ -61,7 +59,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
-    startBackground: inputs.startBackground ?? (async (run) => services.background(runBackgroundTurn(services, run))),
+    ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
   };
-  return services;
 }

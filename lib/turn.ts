@@ -5,7 +5,8 @@
 export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
-export { claimBackgroundTurn, runBackgroundTurn, type BackgroundTurn } from './turn/background.ts';
+export { claimBackgroundTurn, runBackgroundTurn, startRun, type BackgroundTurn } from './turn/background.ts';
+export { pickUp, takeUnderPolicy } from './turn/busy.ts';
 export type {
   TurnSessionLog,
   TurnServices,

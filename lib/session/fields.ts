@@ -20,6 +20,15 @@ export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({
   example: { epoch_size: 10 },
 });
 
+/** What a turn does when another turn holds the session (docs/API.md, "Busy sessions"). */
+export const onBusySchema = z.enum(['reject', 'enqueue', 'interrupt']).meta({
+  description:
+    'When another turn runs: reject (409 turn_in_progress), enqueue (store the input, 202 ' +
+    '{queued_turn, position}; it runs as its own turn after the current one), interrupt (cancel the ' +
+    'running turn, run this one).',
+});
+export type OnBusy = z.infer<typeof onBusySchema>;
+
 /** The config fields of a session; null or absent takes the deployment default. */
 const sessionFields = {
   instructions: z
@@ -31,6 +40,7 @@ const sessionFields = {
   strategies: strategiesFieldSchema.nullable().optional(),
   strategy_config: strategyConfigFieldSchema.nullable().optional(),
   tools: z.array(toolSchema).max(512).nullable().optional(),
+  on_busy: onBusySchema.nullable().optional(),
   metadata: z
     .record(z.string(), z.unknown())
     .nullable()
@@ -60,6 +70,7 @@ export const sessionSchema = z
     strategies: z.array(z.string()).nullable(),
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
+    on_busy: onBusySchema,
     metadata: z.record(z.string(), z.unknown()),
     counts: sessionCountsSchema,
   })

@@ -18,6 +18,14 @@ import {
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
 import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
+import {
+  enqueueInput,
+  listQueued,
+  readQueued,
+  removeQueued,
+  type NewQueuedInput,
+  type QueuedEntry,
+} from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
 import type {
@@ -35,7 +43,7 @@ import { needsView } from './log/views.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex } from './log/session-index.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
-import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
+import type { ContextStart, QueuedInput, TurnStatus, Undelivered } from './records.ts';
 
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
@@ -156,6 +164,27 @@ export class SessionLog {
    */
   async renewLease(turn: OpenTurn): Promise<string> {
     return renewLease(this.#log, turn);
+  }
+
+  /**
+   * Queues an input while a turn runs (the busy policy `enqueue`): create-only under its
+   * `key_sha256` (a repeated Idempotency-Key finds its input there; another request under it is
+   * IdempotencyKeyReusedError). Returns its name and its place among the queued (1: next; 0:
+   * taken up already).
+   */
+  async enqueue(id: string, input: NewQueuedInput): Promise<{ queued_turn: string; position: number }> {
+    return enqueueInput(this.#log, id, input);
+  }
+
+  /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
+  async queued(scope: LogScope): Promise<QueuedEntry[]> {
+    return listQueued(this.#log, scope);
+  }
+  async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
+    return readQueued(this.#log, scope, keyHash);
+  }
+  async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
+    return removeQueued(this.#log, scope, keyHash);
   }
 
   /**

@@ -1,6 +1,7 @@
+import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
-import { inputItems, requestHash, runTurn } from './pipeline.ts';
-import { checkRequest } from './plan.ts';
+import { runTurn } from './pipeline.ts';
+import { checkRequest, inputItems, requestHash } from './plan.ts';
 import { errorRecord, requestRecord } from './receipt.ts';
 import type { TurnRequest, TurnServices } from './types.ts';
 
@@ -33,13 +34,30 @@ export async function claimBackgroundTurn(
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   checkRequest(services, request);
   const input = inputItems(request);
-  const writer = crypto.randomUUID();
-  const claim = services.sessions.claimTurn(sessionId, {
+  return claimInput(services, sessionId, {
     input,
+    request: requestRecord(request),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
-    request: { ...requestRecord(request), background: true },
+  });
+}
+
+/**
+ * The claim of a background turn, unchecked (a queued input was checked when it was queued;
+ * what no longer holds fails its turn, the input stored).
+ */
+export async function claimInput(
+  services: TurnServices,
+  sessionId: string,
+  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash'> & {
+    request: Record<string, unknown>;
+  },
+): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
+  const writer = crypto.randomUUID();
+  const claim = services.sessions.claimTurn(sessionId, {
+    ...claimed,
+    request: { ...claimed.request, background: true },
     writer,
   });
   for (;;) {
@@ -51,6 +69,12 @@ export async function claimBackgroundTurn(
       return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
     }
   }
+}
+
+/** Hands a claimed background turn to its runner: the queue on Workers, else this process. */
+export async function startRun(services: TurnServices, run: BackgroundTurn): Promise<void> {
+  if (services.startBackground) return services.startBackground(run);
+  services.background(runBackgroundTurn(services, run));
 }
 
 /**

@@ -8,19 +8,26 @@ import {
   TURN_CANCELLED,
   TurnClosedError,
 } from '../errors.ts';
-import type { Item } from '../items.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
-import { sha256Hex } from '../hash.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
-import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
+import {
+  type TurnPlan,
+  planTurn,
+  checkRequest,
+  CONTEXT_REQUIREMENT,
+  inputItems,
+  packOptions,
+  requestHash,
+} from './plan.ts';
+import { pickUp } from './busy.ts';
 import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
 import { gatedModelCall } from './stream.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -124,7 +131,10 @@ async function attemptTurn(
   });
   landed.catch(() => undefined);
   try {
-    return await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+    const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+    // Closed by its own completion: the next queued input, if any, goes next.
+    afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope));
+    return response;
   } catch (error) {
     // Nothing of an attempt whose record did not land was stored: start again (a failed
     // put throws its own error).
@@ -303,6 +313,7 @@ async function closeFailed(
       error: errorRecord(error),
       undelivered,
     });
+    afterResponse(services, () => pickUp(services, sessionId, turn.scope));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     services.log('tailgate: could not close a failed turn', closeError);
@@ -313,26 +324,6 @@ async function closeFailed(
       throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
   }
   throw error;
-}
-
-export function inputItems(request: TurnRequest): Item[] {
-  return typeof request.input === 'string'
-    ? [{ type: 'message', role: 'user', content: request.input }]
-    : request.input;
-}
-
-/**
- * The SHA-256 of what a keyed turn was asked (input and settings, not `stream`): a retry
- * with the same key and another request is refused.
- */
-export function requestHash(input: Item[], request: TurnRequest): string {
-  const { input: _input, ...settings } = request;
-  return sha256Hex(
-    JSON.stringify({
-      input,
-      settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))),
-    }),
-  );
 }
 
 function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {

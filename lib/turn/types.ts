@@ -4,6 +4,7 @@ import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { OutputItem, TurnResponse } from './wire.ts';
+import type { BackgroundTurn } from './background.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
@@ -44,6 +45,12 @@ export type TurnSessionLog = Pick<
   | 'pack'
   | 'renewLease'
   | 'closedBy'
+  | 'queued'
+  | 'enqueue'
+  | 'readQueued'
+  | 'removeQueued'
+  | 'cancelTurn'
+  | 'scope'
   | 'exists'
   | 'refreshIndex'
 >;
@@ -65,6 +72,8 @@ export interface TurnServices {
   log: (message: string, details?: unknown) => void;
   /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
   tokenEncoders?: TokenEncoders;
+  /** Hands a claimed background turn to a queue (Workers); without it, the process runs it. */
+  startBackground?: (run: BackgroundTurn) => Promise<void>;
 }
 
 export type TurnEvent =

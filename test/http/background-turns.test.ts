@@ -131,3 +131,96 @@ describe('background turns on Node', () => {
     });
   });
 });
+
+describe('the busy policy', () => {
+  /** A session held by a claimed background turn whose runner has not come yet. */
+  async function heldSession(session: Record<string, unknown> = {}) {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session(session);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const runner = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    /** Runs the turns the queue got, in order, until no more come. */
+    const drain = async () => {
+      for (let index = 0; index < sent.length; index++) {
+        expect(await runner(sent[index]!, environment(), (task) => void background.push(task))).toBe('done');
+        // Its completion takes the next queued input up after the response.
+        for (let settled = -1; settled !== background.length; ) {
+          settled = background.length;
+          await Promise.all(background);
+        }
+      }
+    };
+    return { api, id, sent, drain };
+  }
+
+  const contents = async (api: ReturnType<typeof createClient>, id: string) =>
+    (await api.get(`/v1/sessions/${id}/items`)).body.items.map((item: any) => item.content).reverse();
+
+  it('reject is the default: 409 turn_in_progress, nothing stored', async () => {
+    const { api, id } = await heldSession();
+    expect((await api.get(`/v1/sessions/${id}`)).body.on_busy).toBe('reject');
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('turn_in_progress');
+  });
+
+  it('enqueue stores inputs and runs each as its own turn, in order, after the running one', async () => {
+    const { api, id, sent, drain } = await heldSession({ on_busy: 'enqueue' });
+    const second = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(second.status, JSON.stringify(second.body)).toBe(202);
+    expect(second.body).toEqual({ session_id: id, queued_turn: expect.stringMatching(/^[0-9a-f]{64}$/), position: 1 });
+    const third = await api.post(`/v1/sessions/${id}/turns`, { input: 'third', stream: true });
+    expect(third.body).toMatchObject({ position: 2 });
+    expect(sent).toHaveLength(1);
+    await drain();
+    expect(sent.map((run) => run.turn)).toEqual([1, 2, 3]);
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'second', 'echo: second', 'third', 'echo: third']);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(turns.map((turn: any) => turn.status)).toEqual(['completed', 'completed', 'completed']);
+  });
+
+  it('a request overrides the session, and PATCH changes the session', async () => {
+    const { api, id, drain } = await heldSession();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'second', on_busy: 'enqueue' });
+    expect(queued.status).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { on_busy: 'enqueue' })).body.on_busy).toBe('enqueue');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', on_busy: 'reject' })).status).toBe(409);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'third' })).status).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { on_busy: null })).body.on_busy).toBe('reject');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'y', on_busy: 'later' })).status).toBe(400);
+    await drain();
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'second', 'echo: second', 'third', 'echo: third']);
+  });
+
+  it('keeps one Idempotency-Key to one input across enqueue, replay and reject', async () => {
+    const { api, id, drain } = await heldSession({ on_busy: 'enqueue' });
+    const key = { 'idempotency-key': `q-${id}` };
+    const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed' }, key);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed' }, key);
+    expect(again.body).toEqual(first.body);
+    const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'not the same' }, key);
+    expect(other.status).toBe(422);
+    await drain();
+    const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed', on_busy: 'reject' }, key);
+    expect(replayed.status, JSON.stringify(replayed.body)).toBe(200);
+    expect(replayed.body.output[0].content).toBe('echo: keyed');
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'keyed', 'echo: keyed']);
+  });
+
+  it('interrupt cancels the running turn and runs the new input at once', async () => {
+    const api = createClient(harnessFor({}));
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id} 2`, background: true })).status).toBe(202);
+    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', model: 'echo', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled', output: null });
+    for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`hang ${id} 2`)); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closedEarly.some((body) => body.includes(`hang ${id} 2`))).toBe(true);
+    expect(await contents(api, id)).toEqual([`hang ${id} 2`, 'now', 'echo: now']);
+  });
+});

@@ -51,6 +51,8 @@ export interface TurnResult {
 export interface ClaimOptions {
   input: Item[];
   idempotencyKey?: string;
+  /** The SHA-256 of an idempotency key, given instead of the key (a queued input's). */
+  keyHash?: string;
   requestHash?: string;
   request?: unknown;
   /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
@@ -85,9 +87,10 @@ export class TurnClaim {
     this.#state = commitState(options.writer);
     this.#input = checkInvariant(z.array(itemSchema), options.input);
     this.#keyHash =
-      options.idempotencyKey === undefined
+      options.keyHash ??
+      (options.idempotencyKey === undefined
         ? undefined
-        : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey));
+        : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey)));
   }
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */

@@ -1,4 +1,4 @@
-import { CorruptObjectError, IdempotencyKeyReusedError } from '../../errors.ts';
+import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
@@ -45,7 +45,12 @@ export async function findKey(
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
     turn = newest.record.turn ?? 0;
     checkRequest(newest.record.request_sha256, requestHash, turn);
-    outcome = newest.done ?? (await closeIfExpired(log, scope, newest.record));
+    outcome =
+      newest.done ??
+      (await closeIfExpired(log, scope, newest.record).catch((error: unknown) => {
+        if (error instanceof TurnInProgressError) error.ownKey = true;
+        throw error;
+      }));
   } else {
     const claimKey = idempotencyKey(scope, keyHash);
     const claim = await (prefetched ?? log.store.get(claimKey));

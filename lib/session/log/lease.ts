@@ -6,8 +6,7 @@ import {
   TurnNotOpenError,
   TurnInProgressError,
 } from '../../errors.ts';
-import { putCreateOnly } from '../../store/create-only.ts';
-import { decodeUtf8 } from '../../store/object-store.ts';
+import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { doneKey, leaseKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
@@ -116,13 +115,7 @@ export async function closeTurn(
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
   const key = doneKey(scope, record.record);
-  const written = await putCreateOnly(
-    log.store,
-    key,
-    JSON.stringify(done),
-    { contentType: 'application/json' },
-    (object) => decodeUtf8(object.body).includes(`"writer":"${writer}"`),
-  );
+  const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
   return written ? done : null;
 }
 

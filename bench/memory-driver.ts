@@ -63,6 +63,8 @@ export class MemoryTurnDriver implements TurnDriver {
       renewLease: (turn) => log.renewLease(turn),
       closedBy: (turn) => log.closedBy(turn),
       queued: (scope) => log.queued(scope),
+      journal: () => log.journal(),
+      getTurn: (id, turn) => log.getTurn(id, turn),
       enqueue: (id, input) => log.enqueue(id, input),
       readQueued: (scope, keyHash) => log.readQueued(scope, keyHash),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),

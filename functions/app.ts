@@ -21,6 +21,7 @@ import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { receiptRoutes } from './routes/receipts.ts';
+import { eventRoutes } from './routes/events.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -107,6 +108,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
   app.route('/', receiptRoutes());
+  app.route('/', eventRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
   registerOpenApi(app);

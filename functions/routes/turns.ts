@@ -59,7 +59,8 @@ const takeTurnRoute = createRoute({
   },
 });
 
-const cancelParamsSchema = sessionIdParamsSchema.extend({
+/** A session id and a turn number in the path. */
+export const turnNumberParamsSchema = sessionIdParamsSchema.extend({
   turn: z.coerce
     .number()
     .int()
@@ -81,7 +82,7 @@ const cancelTurnRoute = createRoute({
     'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The ' +
     'running turn, if any, is answered 409 turn_cancelled.',
   security: requires('session:turn'),
-  request: { params: cancelParamsSchema },
+  request: { params: turnNumberParamsSchema },
   responses: {
     200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
     ...errorResponses(400, 401, 403, 404, 409, 503),

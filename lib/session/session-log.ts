@@ -18,6 +18,7 @@ import {
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
 import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
+import { EventJournal } from './log/journal.ts';
 import {
   enqueueInput,
   listQueued,
@@ -167,13 +168,16 @@ export class SessionLog {
   }
 
   /**
-   * Queues an input while a turn runs (the busy policy `enqueue`): create-only under its
-   * `key_sha256` (a repeated Idempotency-Key finds its input there; another request under it is
-   * IdempotencyKeyReusedError). Returns its name and its place among the queued (1: next; 0:
-   * taken up already).
+   * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
+   * name and place among the queued (1: next; 0: taken up already).
    */
   async enqueue(id: string, input: NewQueuedInput): Promise<{ queued_turn: string; position: number }> {
     return enqueueInput(this.#log, id, input);
+  }
+
+  /** The event journals of streamed and background turns (lib/session/log/journal.ts). */
+  journal(): EventJournal {
+    return new EventJournal(this.#log);
   }
 
   /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
@@ -187,11 +191,7 @@ export class SessionLog {
     return removeQueued(this.#log, scope, keyHash);
   }
 
-  /**
-   * Whether someone else closed the turn (a cancel, an expired lease, a delete): the error
-   * code of that completion, or null while it is open (one get). A background turn asks at
-   * each renewal of its lease, and stops when it was.
-   */
+  /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
   async closedBy(turn: OpenTurn): Promise<string | null> {
     return closedBy(this.#log, turn);
   }

@@ -1,6 +1,7 @@
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
 import { runTurn } from './pipeline.ts';
+import { journalTurn } from './journal.ts';
 import { checkRequest, inputItems, requestHash } from './plan.ts';
 import { errorRecord, requestRecord } from './receipt.ts';
 import type { TurnRequest, TurnServices } from './types.ts';
@@ -83,13 +84,20 @@ export async function startRun(services: TurnServices, run: BackgroundTurn): Pro
  * failure left it open, so a queue delivers it again and the next runner takes it over.
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
+  // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
+  const journal = journalTurn(services, run.session_id);
+  const background = { background: { turn: run.turn, writer: run.writer } };
   try {
-    await runTurn(services, run.session_id, { input: [] }, { background: { turn: run.turn, writer: run.writer } });
+    const response = await runTurn(services, run.session_id, { input: [] }, background, journal.emit);
+    journal.emit({ event: 'turn.completed', data: response });
     return 'done';
   } catch (error) {
-    const { code } = errorRecord(error);
-    if (code !== 'storage_error' && code !== 'internal_error') return 'done';
+    const stored = errorRecord(error);
+    journal.emit({ event: 'error', data: { error: stored }, cause: error });
+    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') return 'done';
     services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
     return 'retry';
+  } finally {
+    journal.close();
   }
 }

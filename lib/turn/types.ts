@@ -46,6 +46,8 @@ export type TurnSessionLog = Pick<
   | 'renewLease'
   | 'closedBy'
   | 'queued'
+  | 'journal'
+  | 'getTurn'
   | 'enqueue'
   | 'readQueued'
   | 'removeQueued'

@@ -5,7 +5,8 @@ import { createApp, createTurnRunner, type AppOptions } from '../../functions/ap
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn.ts';
 import { settled } from './background-suite.ts';
-import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
+import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 
 // Background turns on Node beyond the shared suite (test/http/background-suite.ts): a cancel
 // stops a running one (against a loopback provider that never answers), the states a queue
@@ -222,5 +223,52 @@ describe('the busy policy', () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect(closedEarly.some((body) => body.includes(`hang ${id} 2`))).toBe(true);
     expect(await contents(api, id)).toEqual([`hang ${id} 2`, 'now', 'echo: now']);
+  });
+});
+
+describe('following a running turn', () => {
+  it('sees the events of a background turn while it runs, then its end when it is cancelled', async () => {
+    // Streams the start of an answer, then never finishes.
+    const provider = await startFakeProvider(() => ({
+      sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+      hang: true,
+    }));
+    try {
+      const harness = harnessFor({});
+      const api = createClient(harness);
+      const id = await api.session({ model: 'openai-compatible:fake' });
+      const overrides = { OPENAI_COMPATIBLE_BASE_URL: provider.baseURL };
+      const queued = await harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'go', background: true }),
+      });
+      expect(queued.status).toBe(202);
+      const following = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(following.status).toBe(200);
+      const reader = following.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      // The partial answer arrives while the turn still runs.
+      while (!text.includes('event: output_text.delta')) {
+        const chunk = await reader.read();
+        expect(chunk.done).toBe(false);
+        text += decoder.decode(chunk.value, { stream: true });
+      }
+      expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+      expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+        text += decoder.decode(chunk.value, { stream: true });
+      const events = parseSse(text);
+      expect(events[0]).toMatchObject({ event: 'turn.started', data: { turn: 1 } });
+      expect(events.at(-1)).toEqual({
+        event: 'error',
+        data: { error: expect.objectContaining({ code: 'turn_cancelled' }) },
+      });
+    } finally {
+      await provider.close();
+    }
   });
 });

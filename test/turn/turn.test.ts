@@ -243,6 +243,8 @@ describe('storage operations per turn', () => {
         renewLease: log.renewLease.bind(log),
         closedBy: log.closedBy.bind(log),
         queued: log.queued.bind(log),
+        journal: log.journal.bind(log),
+        getTurn: log.getTurn.bind(log),
         enqueue: log.enqueue.bind(log),
         readQueued: log.readQueued.bind(log),
         removeQueued: log.removeQueued.bind(log),

@@ -61,6 +61,15 @@ export class MemoryTurnDriver implements TurnDriver {
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
+      closedBy: (turn) => log.closedBy(turn),
+      queued: (scope) => log.queued(scope),
+      journal: () => log.journal(),
+      getTurn: (id, turn) => log.getTurn(id, turn),
+      enqueue: (id, input) => log.enqueue(id, input),
+      readQueued: (scope, keyHash) => log.readQueued(scope, keyHash),
+      removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
+      cancelTurn: (id, turn) => log.cancelTurn(id, turn),
+      scope: (id) => log.scope(id),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.
       pack: async (id, options) => {

@@ -11,7 +11,8 @@ import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
-import { createServices } from './services.ts';
+import { createServices, type ServiceInputs } from './services.ts';
+import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
@@ -20,6 +21,7 @@ import { inboxRoutes } from './routes/inbox.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { receiptRoutes } from './routes/receipts.ts';
+import { eventRoutes } from './routes/events.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -42,6 +44,8 @@ export interface AppOptions {
   tokenEncoders?: TokenEncoders;
   /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
   docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
+  /** Where background turns go (the Workers queue); without it, the process runs them. */
+  queueTurn?: (environment: RuntimeEnvironment) => ((run: BackgroundTurn) => Promise<void>) | undefined;
 }
 
 /**
@@ -82,28 +86,16 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
-    const strings = stringEnv(environment);
-    const modelEnvironment: ModelEnvironment = {
-      ...strings,
-      MODEL_TIMEOUT_MS: config.modelTimeoutMs,
-      MODEL_MAX_RETRIES: config.modelMaxRetries,
-      ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
-      ...options.modelEnvironment,
-    };
     const store = options.store(environment, config);
     // The session API needs conditional writes; the first request of the process checks them.
     if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
+    const inputs = serviceInputs(options, environment, config, log);
     c.set(
       'services',
       createServices({
+        ...inputs,
         store,
-        config,
-        env: strings,
-        model: (id) => resolveModel(id, modelEnvironment),
         background: backgroundRunner(c, log),
-        log,
-        ...(options.clock ? { clock: options.clock } : {}),
-        ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
         checkSessionConfig: revocationCheck(c.var.principal),
       }),
     );
@@ -119,11 +111,62 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());
   app.route('/', receiptRoutes());
+  app.route('/', eventRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
   registerOpenApi(app);
   scopes = declaredScopes(app);
   return app;
+}
+
+/** What a request's services and a background runner's share, from the runtime environment. */
+function serviceInputs(
+  options: AppOptions,
+  environment: RuntimeEnvironment,
+  config: ServiceConfig,
+  log: (message: string, details?: unknown) => void,
+): Omit<ServiceInputs, 'background'> {
+  const strings = stringEnv(environment);
+  const modelEnvironment: ModelEnvironment = {
+    ...strings,
+    MODEL_TIMEOUT_MS: config.modelTimeoutMs,
+    MODEL_MAX_RETRIES: config.modelMaxRetries,
+    ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
+    ...options.modelEnvironment,
+  };
+  return {
+    store: options.store(environment, config),
+    config,
+    env: strings,
+    model: (id) => resolveModel(id, modelEnvironment),
+    log,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
+    startBackground: options.queueTurn?.(environment),
+  };
+}
+
+/**
+ * Runs a background turn outside a request (the Workers queue consumer): the services a
+ * request would have, from the environment, with `background` for work after the turn.
+ * 'retry' asks the queue to deliver the turn again (see runBackgroundTurn).
+ */
+export function createTurnRunner(
+  options: AppOptions,
+): (
+  run: BackgroundTurn,
+  environment: RuntimeEnvironment,
+  background: (task: Promise<unknown>) => void,
+) => Promise<'done' | 'retry'> {
+  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
+  return async (run, environment, background) => {
+    const config = parseServiceConfig(environment);
+    const services = createServices({
+      ...serviceInputs(options, environment, config, log),
+      background: (task) => background(task.catch((error: unknown) => log('tailgate: background task failed', error))),
+    });
+    return runBackgroundTurn(services, run);
+  };
 }
 
 /**

@@ -7,7 +7,7 @@ import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.t
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import type { TurnServices } from '../lib/turn.ts';
+import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -24,6 +24,8 @@ export interface ServiceInputs {
   log: (message: string, details?: unknown) => void;
   clock?: () => Date;
   tokenEncoders?: TokenEncoders;
+  /** Sends a background turn to a queue (Workers); without it, the process runs it. */
+  startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
@@ -66,5 +68,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
+    ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
   };
 }

@@ -212,6 +212,9 @@ export class NameTakenError extends TailgateError {
 
 /** Another model turn on this session is open and its lease has not expired. */
 export class TurnInProgressError extends TailgateError {
+  /** The running turn is the one this request's Idempotency-Key was used for (its retry). */
+  ownKey = false;
+
   constructor(sessionId: string, turn: number, leaseExpiresAt?: string) {
     super('turn_in_progress', `turn ${turn} of session ${sessionId} is in progress`, {
       session_id: sessionId,

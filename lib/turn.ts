@@ -5,6 +5,9 @@
 export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
+export { claimBackgroundTurn, runBackgroundTurn, startRun, type BackgroundTurn } from './turn/background.ts';
+export { pickUp, takeUnderPolicy } from './turn/busy.ts';
+export { journalEvents } from './turn/journal.ts';
 export type {
   TurnSessionLog,
   TurnServices,

@@ -29,7 +29,11 @@ const seqRangeSchema = z.object({ first_seq: z.number().int(), last_seq: z.numbe
 const turnSummarySchema = z
   .object({
     turn: z.number().int(),
-    status: z.enum(['completed', 'failed', 'aborted', 'running']),
+    status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'aborted']).meta({
+      description:
+        'queued: a background turn no runner has started; in_progress: open; cancelled: ended by ' +
+        'POST .../cancel (its error is turn_cancelled).',
+    }),
     started_at: z.string().nullable(),
     completed_at: z.string().nullable(),
     model: z.string().nullable(),

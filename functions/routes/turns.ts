@@ -1,6 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { runTurn, streamTurn } from '../../lib/turn.ts';
+import { claimBackgroundTurn, pickUp, runTurn, startRun, streamTurn, takeUnderPolicy } from '../../lib/turn.ts';
+import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
@@ -32,11 +33,34 @@ const takeTurnRoute = createRoute({
         'turn.completed or error',
       content: { 'application/json': { schema: turnResponseSchema }, 'text/event-stream': { schema: z.string() } },
     },
+    202: jsonResponse(
+      z.union([
+        z
+          .object({
+            session_id: z.string(),
+            turn: z.number().int(),
+            status: z.enum(['queued', 'in_progress', 'completed', 'failed', 'cancelled', 'aborted']),
+          })
+          .meta({ id: 'BackgroundTurn' }),
+        z
+          .object({
+            session_id: z.string(),
+            queued_turn: z.string().meta({ description: 'The queued input (the SHA-256 its turn is claimed under).' }),
+            position: z.number().int().meta({ description: 'Its place among the queued inputs: 1 is next.' }),
+          })
+          .meta({ id: 'QueuedTurn' }),
+      ]),
+      'With `background: true`: the turn is stored and queued (`status: "queued"`); GET ' +
+        '/v1/sessions/{id}/turns/{turn} follows it; a repeated Idempotency-Key whose turn has ended answers its ' +
+        'status. With the busy policy `enqueue` and another turn running: the input is queued ({queued_turn, ' +
+        'position}) and runs as its own turn after it.',
+    ),
     ...errorResponses(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
   },
 });
 
-const cancelParamsSchema = sessionIdParamsSchema.extend({
+/** A session id and a turn number in the path. */
+export const turnNumberParamsSchema = sessionIdParamsSchema.extend({
   turn: z.coerce
     .number()
     .int()
@@ -58,7 +82,7 @@ const cancelTurnRoute = createRoute({
     'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The ' +
     'running turn, if any, is answered 409 turn_cancelled.',
   security: requires('session:turn'),
-  request: { params: cancelParamsSchema },
+  request: { params: turnNumberParamsSchema },
   responses: {
     200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
     ...errorResponses(400, 401, 403, 404, 409, 503),
@@ -70,12 +94,15 @@ export function turnRoutes() {
   return createRouter()
     .openapi(cancelTurnRoute, async (c) => {
       const { id, turn } = c.req.valid('param');
-      const cancelled = await c.var.services.sessions.cancelTurn(id, turn);
+      const services = c.var.services;
+      const cancelled = await services.sessions.cancelTurn(id, turn);
+      // The session is free: its queued inputs go on.
+      services.background(pickUp(services, id));
       return c.json({ session_id: id, ...cancelled, status: 'failed' as const }, 200);
     })
     .openapi(takeTurnRoute, async (c) => {
       const { id } = c.req.valid('param');
-      const { stream, ...request } = c.req.valid('json');
+      const { stream, background, on_busy: onBusy, ...request } = c.req.valid('json');
       const idempotencyKey = c.req.valid('header')['idempotency-key'];
       checkItemSizes(
         typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input,
@@ -83,20 +110,32 @@ export function turnRoutes() {
       );
       const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
       const services = c.var.services;
+      if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
-      if (wantsStream) {
-        const turn = streamTurn(services, id, request, options);
-        services.background(turn.done);
-        return turnEventStream(c, turn.events);
-      }
-      // The turn must complete even if the client goes away: keep it alive past the response.
-      const pending = runTurn(services, id, request, options);
-      services.background(
-        pending.then(
-          () => undefined,
-          () => undefined,
-        ),
-      );
-      return c.json(await pending, 200);
+      const take = async (): Promise<Response> => {
+        if (background) {
+          const claimed = await claimBackgroundTurn(services, id, request, options);
+          if (claimed.run) await startRun(services, claimed.run);
+          return c.json({ session_id: id, turn: claimed.turn, status: claimed.status }, 202);
+        }
+        if (wantsStream) {
+          const turn = streamTurn(services, id, request, options);
+          services.background(turn.done);
+          return turnEventStream(c, turn.events);
+        }
+        // The turn must complete even if the client goes away: keep it alive past the response.
+        const pending = runTurn(services, id, request, options);
+        services.background(
+          pending.then(
+            () => undefined,
+            () => undefined,
+          ),
+        );
+        return c.json(await pending, 200);
+      };
+      const taken = await takeUnderPolicy(services, id, request, { ...options, onBusy }, take);
+      if (taken.kind === 'queued')
+        return c.json({ session_id: id, queued_turn: taken.queued_turn, position: taken.position }, 202);
+      return taken.value;
     });
 }

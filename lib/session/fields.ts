@@ -23,6 +23,14 @@ export const strategyConfigFieldSchema = z.record(z.string(), z.number()).meta({
 
 /** The longest retention a deployment or a session may set, in days (100 years). */
 export const MAX_TTL_DAYS = 36_500;
+/** What a turn does when another turn holds the session (docs/API.md, "Busy sessions"). */
+export const onBusySchema = z.enum(['reject', 'enqueue', 'interrupt']).meta({
+  description:
+    'When another turn runs: reject (409 turn_in_progress), enqueue (store the input, 202 ' +
+    '{queued_turn, position}; it runs as its own turn after the current one), interrupt (cancel the ' +
+    'running turn, run this one).',
+});
+export type OnBusy = z.infer<typeof onBusySchema>;
 
 /** The config fields of a session; null or absent takes the deployment default. */
 const sessionFields = {
@@ -35,6 +43,7 @@ const sessionFields = {
   strategies: strategiesFieldSchema.nullable().optional(),
   strategy_config: strategyConfigFieldSchema.nullable().optional(),
   tools: z.array(toolSchema).max(512).nullable().optional(),
+  on_busy: onBusySchema.nullable().optional(),
   metadata: z
     .record(z.string(), z.unknown())
     .nullable()
@@ -71,6 +80,7 @@ export const sessionSchema = z
     strategies: z.array(z.string()).nullable(),
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
+    on_busy: onBusySchema,
     metadata: z.record(z.string(), z.unknown()),
     /** Present when the session sets its own retention. */
     expires_after_days: z.number().int().optional(),

@@ -24,6 +24,8 @@ import { idSchema } from '../items.ts';
  * - `blob/<generation>/<sha256>`: payloads above the out-of-line threshold.
  * - `idem/<generation>/<sha256 of the idempotency key>`: the record that owns a key.
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
+ * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
+ * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
  *   a notice straight into the bucket).
  *
@@ -190,6 +192,27 @@ export function blobKey(scope: LogScope, sha256: string): string {
 export function idempotencyKey(scope: LogScope, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('idempotency keys are stored by SHA-256 hex digest');
   return `${scoped(scope, 'idem')}${keyHash}`;
+}
+
+/** Where the session's queued inputs are (the busy policy `enqueue`). */
+export function queuedPrefix(scope: LogScope): string {
+  return scoped(scope, 'queue');
+}
+
+/** A queued input, by the SHA-256 its turn is claimed under (its Idempotency-Key's, or a random one). */
+export function queuedKey(scope: LogScope, keyHash: string): string {
+  if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('queued inputs are stored by SHA-256 hex digest');
+  return `${queuedPrefix(scope)}${keyHash}`;
+}
+
+/** The event journal of turn `turn` (a streamed or background turn's batches, in order). */
+export function journalPrefix(scope: LogScope, turn: number): string {
+  return `${scoped(scope, 'events')}${pad(checkRecordNumber(turn))}/`;
+}
+
+/** Batch `index` (from 1) of a turn's event journal (create-only). */
+export function journalKey(scope: LogScope, turn: number, index: number): string {
+  return `${journalPrefix(scope, turn)}${pad(checkRecordNumber(index))}`;
 }
 
 /** The summary of a compaction computed at record `baseRecord` (create-only). */

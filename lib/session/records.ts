@@ -4,6 +4,7 @@ import {
   functionCallItemSchema,
   functionCallOutputItemSchema,
   idSchema,
+  itemSchema,
   messageItemSchema,
   payloadRefSchema,
   toolSchema,
@@ -53,6 +54,8 @@ export const sessionConfigSchema = z
     strategies: z.array(z.string()).nullable(),
     strategy_config: z.record(z.string(), z.unknown()),
     tools: z.array(toolSchema),
+    /** The busy policy; absent: reject. */
+    on_busy: z.enum(['reject', 'enqueue', 'interrupt']).optional(),
     metadata: z.record(z.string(), z.unknown()),
     /** Idle days after which the retention sweep deletes the session (absent: the deployment's). */
     expires_after_days: z.number().int().positive().optional(),
@@ -212,6 +215,26 @@ export const doneSchema = z
 export type DoneRecord = z.infer<typeof doneSchema>;
 
 /** `idem/<sha256>`: which record owns an idempotency key. */
+/** An input queued while a turn ran (`queue/<g>/<key_sha256>`), run later as its own turn. */
+export const queuedInputSchema = z
+  .object({
+    format: z.literal('tailgate.queued.v1'),
+    /** The SHA-256 its turn is claimed under: the request's Idempotency-Key's, or a random one. */
+    key_sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    request_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
+    enqueued_at: z.string(),
+    /** A random id: a put whose answer was lost is recognised by it. */
+    writer: z.string(),
+    input: z.array(itemSchema).min(1),
+    /** The turn's settings (everything of the request but its input). */
+    request: z.record(z.string(), z.unknown()),
+  })
+  .strict();
+export type QueuedInput = z.infer<typeof queuedInputSchema>;
+
 export const idempotencyClaimSchema = z
   .object({
     format: z.literal('tailgate.idempotency.v1'),

@@ -20,7 +20,16 @@ import { logContext, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import type { ExportHeader } from './export-format.ts';
-import { cancelTurn, renewLease } from './log/lease.ts';
+import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
+import { EventJournal } from './log/journal.ts';
+import {
+  enqueueInput,
+  listQueued,
+  readQueued,
+  removeQueued,
+  type NewQueuedInput,
+  type QueuedEntry,
+} from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
 import type {
@@ -39,7 +48,7 @@ import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex } from './log/session-index.ts';
 import { sweepExpired, type SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
-import type { ContextStart, TurnStatus, Undelivered } from './records.ts';
+import type { ContextStart, QueuedInput, TurnStatus, Undelivered } from './records.ts';
 
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
@@ -161,6 +170,35 @@ export class SessionLog {
    */
   async renewLease(turn: OpenTurn): Promise<string> {
     return renewLease(this.#log, turn);
+  }
+
+  /**
+   * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
+   * name and place among the queued (1: next; 0: taken up already).
+   */
+  async enqueue(id: string, input: NewQueuedInput): Promise<{ queued_turn: string; position: number }> {
+    return enqueueInput(this.#log, id, input);
+  }
+
+  /** The event journals of streamed and background turns (lib/session/log/journal.ts). */
+  journal(): EventJournal {
+    return new EventJournal(this.#log);
+  }
+
+  /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
+  async queued(scope: LogScope): Promise<QueuedEntry[]> {
+    return listQueued(this.#log, scope);
+  }
+  async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
+    return readQueued(this.#log, scope, keyHash);
+  }
+  async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
+    return removeQueued(this.#log, scope, keyHash);
+  }
+
+  /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
+  async closedBy(turn: OpenTurn): Promise<string | null> {
+    return closedBy(this.#log, turn);
   }
 
   /**

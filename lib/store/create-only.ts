@@ -1,4 +1,4 @@
-import type { ObjectStore, PutOptions, StoredObject } from './object-store.ts';
+import { decodeUtf8, type ObjectStore, type PutOptions, type StoredObject } from './object-store.ts';
 
 /**
  * A create-only put that counts a write whose answer was lost. A put refused, or failed, may
@@ -24,4 +24,19 @@ export async function putCreateOnly(
   if (object && ours(object)) return true;
   if (failure) throw failure.error;
   return false;
+}
+
+/**
+ * {@link putCreateOnly} of a JSON object that carries `mark` (its random `"writer":"<id>"`, say):
+ * the object found holding that text is ours.
+ */
+export async function putJsonCreateOnly(
+  store: ObjectStore,
+  key: string,
+  value: object,
+  mark: string,
+): Promise<boolean> {
+  return putCreateOnly(store, key, JSON.stringify(value), { contentType: 'application/json' }, (object) =>
+    decodeUtf8(object.body).includes(mark),
+  );
 }

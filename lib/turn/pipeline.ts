@@ -1,17 +1,34 @@
-import { AbortedError, NotFoundError, ReplayedError, TailgateError, TurnClosedError } from '../errors.ts';
-import type { Item } from '../items.ts';
+import {
+  AbortedError,
+  LEASE_EXPIRED,
+  NotFoundError,
+  ReplayedError,
+  SESSION_DELETED,
+  TailgateError,
+  TURN_CANCELLED,
+  TurnClosedError,
+} from '../errors.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn } from '../session/log/types.ts';
+import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
-import { sha256Hex } from '../hash.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { turnUsage } from '../ledger/usage.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
-import { type TurnPlan, planTurn, checkRequest, CONTEXT_REQUIREMENT, packOptions } from './plan.ts';
+import {
+  type TurnPlan,
+  planTurn,
+  checkRequest,
+  CONTEXT_REQUIREMENT,
+  inputItems,
+  packOptions,
+  requestHash,
+} from './plan.ts';
+import { pickUp } from './busy.ts';
 import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
 import { gatedModelCall } from './stream.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -58,7 +75,8 @@ export async function runTurn(
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
   checkRequest(services, request);
-  const input = inputItems(request);
+  const { background } = options;
+  const input = background ? [] : inputItems(request);
   const claim = services.sessions.claimTurn(sessionId, {
     input,
     ...(options.idempotencyKey !== undefined
@@ -70,15 +88,24 @@ export async function runTurn(
     check: (config) => {
       services.model(request.model ?? config.model ?? services.config.defaultModel);
     },
+    ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
     const attempt = await claim.next();
     if (attempt.kind === 'replay') return replay(attempt, emit);
-    const response = await attemptTurn(services, sessionId, request, attempt, fetched, emit);
+    const asked = background ? storedRequest(attempt.turn) : request;
+    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, background !== undefined);
     if (response) return response;
   }
+}
+
+/** A background turn's request, as its record stores it: the settings and the input items. */
+function storedRequest(turn: OpenTurn): TurnRequest {
+  const { background: _background, ...settings } = (turn.request ?? {}) as Record<string, unknown>;
+  const input = turn.input.map(({ seq: _seq, created_at: _created, ...item }: StoredItem) => item);
+  return { ...settings, input } as TurnRequest;
 }
 
 /** What one attempt has decided so far, for closing it when it fails. */
@@ -87,6 +114,8 @@ interface Attempt {
   plan?: TurnPlan;
   receipt?: () => Promise<TurnReceipt>;
   notices?: TurnNotices;
+  /** A background turn's: aborted (with the error to answer) once someone else closed it. */
+  stop?: AbortController;
 }
 
 /** One claim attempt; null when another writer took its record number (start again). */
@@ -97,21 +126,27 @@ async function attemptTurn(
   claimed: Extract<ClaimAttempt, { kind: 'claimed' }>,
   fetched: Promise<FetchedNotice[]> | undefined,
   emit: ((event: TurnEvent) => void) | undefined,
+  background: boolean,
 ): Promise<TurnResponse | null> {
-  const attempt: Attempt = { turn: claimed.turn };
+  const attempt: Attempt = { turn: claimed.turn, ...(background ? { stop: new AbortController() } : {}) };
   let renewal: ReturnType<typeof setInterval> | undefined;
   const landed = claimed.landed.then((ok) => {
-    if (ok) renewal = renewLease(services, claimed.turn);
+    if (ok) renewal = renewLease(services, claimed.turn, attempt.stop);
     return ok;
   });
   landed.catch(() => undefined);
   try {
-    return await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+    const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
+    // Closed by its own completion: the next queued input, if any, goes next.
+    afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope));
+    return response;
   } catch (error) {
     // Nothing of an attempt whose record did not land was stored: start again (a failed
     // put throws its own error).
     if (error instanceof ClaimLost || !(await landed)) return null;
-    return await closeFailed(services, sessionId, attempt, error);
+    // A background turn stopped because someone closed it: answered as its completion would be.
+    const cause: unknown = attempt.stop?.signal.aborted ? attempt.stop.signal.reason : error;
+    return await closeFailed(services, sessionId, attempt, cause);
   } finally {
     clearInterval(renewal);
     // The session's listing row, after whatever the turn stored.
@@ -151,7 +186,7 @@ async function turnSteps(
     const built = await buildTurnPrompt(services, inputs);
     prompt = built;
     attempt.receipt = () => built.receipt(notices.delivered);
-    const call = gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit);
+    const call = gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop?.signal);
     built.startReceipt();
     result = await call;
   } while (!result);
@@ -198,20 +233,33 @@ function fetchInbox(
 /**
  * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
  * as a working turn can take (a summary and an answer, each within the model timeout): a turn
- * hung on a call that never returns lets its session go.
+ * hung on a call that never returns lets its session go. A background turn (`stop`) renews at
+ * once too (its receipt then says in_progress), and after each renewal asks whether someone
+ * else closed it (a cancel): then it stops, as its completion would have been refused.
  */
-function renewLease(services: TurnServices, turn: OpenTurn): ReturnType<typeof setInterval> {
+function renewLease(services: TurnServices, turn: OpenTurn, stop?: AbortController): ReturnType<typeof setInterval> {
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
-  const renewal = setInterval(
-    () => {
-      if (Date.now() > renewUntil) return clearInterval(renewal);
-      services.sessions
-        .renewLease(turn)
-        .catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
-    },
-    Math.max(1, Math.floor(services.config.turnLeaseMs / 3)),
-  );
+  const renew = () => {
+    if (Date.now() > renewUntil) return clearInterval(renewal);
+    services.sessions
+      .renewLease(turn)
+      .then(async () => {
+        if (!stop || stop.signal.aborted) return;
+        const code = await services.sessions.closedBy(turn);
+        if (code !== null) stop.abort(closedError(turn, code));
+      })
+      .catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
+  };
+  const renewal = setInterval(renew, Math.max(1, Math.floor(services.config.turnLeaseMs / 3)));
+  if (stop) renew();
   return renewal;
+}
+
+/** What the owner of a turn closed by someone else answers (as lib/session/log/claim.ts's completion). */
+function closedError(turn: OpenTurn, code: string): Error {
+  if (code === SESSION_DELETED)
+    return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
+  return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
 }
 
 /**
@@ -272,6 +320,7 @@ async function closeFailed(
       error: errorRecord(error),
       undelivered,
     });
+    afterResponse(services, () => pickUp(services, sessionId, turn.scope));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     services.log('tailgate: could not close a failed turn', closeError);
@@ -282,26 +331,6 @@ async function closeFailed(
       throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
   }
   throw error;
-}
-
-function inputItems(request: TurnRequest): Item[] {
-  return typeof request.input === 'string'
-    ? [{ type: 'message', role: 'user', content: request.input }]
-    : request.input;
-}
-
-/**
- * The SHA-256 of what a keyed turn was asked (input and settings, not `stream`): a retry
- * with the same key and another request is refused.
- */
-function requestHash(input: Item[], request: TurnRequest): string {
-  const { input: _input, ...settings } = request;
-  return sha256Hex(
-    JSON.stringify({
-      input,
-      settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))),
-    }),
-  );
 }
 
 function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {

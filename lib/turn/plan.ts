@@ -1,4 +1,5 @@
-import type { Tool } from '../items.ts';
+import type { Item, Tool } from '../items.ts';
+import { sha256Hex } from '../hash.ts';
 import type { Model } from '../models/model.ts';
 import type { PackOptions, SessionRecord } from '../session/session-log.ts';
 import { builtInRegistry, resolveStrategies, resolveStrategyConfig, tailRequirement } from '../strategies/index.ts';
@@ -83,3 +84,23 @@ export function checkRequest(
 
 /** What a compacted context's turn reads: everything from the context start. */
 export const CONTEXT_REQUIREMENT = { toolCalls: 'all' as const, seqs: [] };
+
+export function inputItems(request: TurnRequest): Item[] {
+  return typeof request.input === 'string'
+    ? [{ type: 'message', role: 'user', content: request.input }]
+    : request.input;
+}
+
+/**
+ * The SHA-256 of what a keyed turn was asked (input and settings, not `stream`): a retry
+ * with the same key and another request is refused.
+ */
+export function requestHash(input: Item[], request: TurnRequest): string {
+  const { input: _input, ...settings } = request;
+  return sha256Hex(
+    JSON.stringify({
+      input,
+      settings: Object.fromEntries(Object.entries(settings).sort(([a], [b]) => a.localeCompare(b))),
+    }),
+  );
+}

@@ -1,5 +1,6 @@
 import { runTurn } from './pipeline.ts';
 import { errorRecord } from './receipt.ts';
+import { journalTurn } from './journal.ts';
 import type { TurnEvent, TurnOptions, TurnRequest, TurnServices } from './types.ts';
 
 /**
@@ -31,19 +32,24 @@ export function streamTurn(
     },
   });
   let started = false;
+  // Every streamed turn journals its events, so a client that lost the stream comes back in.
+  const journal = journalTurn(services, sessionId);
   const push = (event: TurnEvent) => {
     if (event.event === 'turn.started') started = true;
+    journal.emit(event);
     if (open) queue.enqueue(event);
   };
-  const done = runTurn(services, sessionId, request, options, push).then(
-    (response) => push({ event: 'turn.completed', data: response }),
-    (error: unknown) => {
-      // Before turn.started the route answers with the error's status (and onError logs
-      // what needs logging); after it, the error only travels as an event, so log it here.
-      if (started) services.log('tailgate: streamed turn failed', error);
-      push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
-    },
-  );
+  const done = runTurn(services, sessionId, request, options, push)
+    .then(
+      (response) => push({ event: 'turn.completed', data: response }),
+      (error: unknown) => {
+        // Before turn.started the route answers with the error's status (and onError logs
+        // what needs logging); after it, the error only travels as an event, so log it here.
+        if (started) services.log('tailgate: streamed turn failed', error);
+        push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
+      },
+    )
+    .then(() => journal.close());
   void done.finally(() => {
     if (open) queue.close();
     open = false;

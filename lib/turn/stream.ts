@@ -36,8 +36,12 @@ export async function gatedModelCall(
   gate: Promise<GateOutcome>,
   started: TurnEvent & { event: 'turn.started' },
   emit: ((event: TurnEvent) => void) | undefined,
+  /** Aborts the call from outside (a background turn closed by someone else). */
+  stop?: AbortSignal,
 ): Promise<ModelResult | null> {
   const controller = new AbortController();
+  if (stop?.aborted) controller.abort();
+  stop?.addEventListener('abort', () => controller.abort(), { once: true });
   const held: TurnEvent[] = [];
   let open = false;
   const forward = (event: TurnEvent) => (open ? emit!(event) : held.push(event));

@@ -4,6 +4,7 @@ import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { OutputItem, TurnResponse } from './wire.ts';
+import type { BackgroundTurn } from './background.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
@@ -15,6 +16,12 @@ export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.
 export interface TurnOptions {
   idempotencyKey?: string;
   afterTurn?: number;
+  /**
+   * Run a background turn claimed already (lib/turn/background.ts): its record carries
+   * `writer`, and its settings and input come from the record. The turn stops when someone
+   * else closes it (a cancel), checked at each renewal of its lease.
+   */
+  background?: { turn: number; writer: string };
 }
 
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
@@ -37,6 +44,15 @@ export type TurnSessionLog = Pick<
   | 'commitTurnContext'
   | 'pack'
   | 'renewLease'
+  | 'closedBy'
+  | 'queued'
+  | 'journal'
+  | 'getTurn'
+  | 'enqueue'
+  | 'readQueued'
+  | 'removeQueued'
+  | 'cancelTurn'
+  | 'scope'
   | 'exists'
   | 'refreshIndex'
 >;
@@ -58,6 +74,8 @@ export interface TurnServices {
   log: (message: string, details?: unknown) => void;
   /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
   tokenEncoders?: TokenEncoders;
+  /** Hands a claimed background turn to a queue (Workers); without it, the process runs it. */
+  startBackground?: (run: BackgroundTurn) => Promise<void>;
 }
 
 export type TurnEvent =

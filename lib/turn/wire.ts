@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
 import { truncationSchema } from '../compaction/truncate-prompt.ts';
-import { strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
+import { onBusySchema, strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
 import { turnUsageSchema } from '../ledger/usage.ts';
 
 /**
@@ -20,6 +20,15 @@ export const turnRequestSchema = z
     strategy_config: strategyConfigFieldSchema.optional(),
     tools: z.array(toolSchema).max(512).optional(),
     stream: z.boolean().optional(),
+    background: z
+      .boolean()
+      .optional()
+      .meta({
+        description:
+          'Answer 202 `{turn, status: "queued"}` at once and run the turn with no client connected (a queue ' +
+          'consumer on Workers, the process on Node and Deno); its receipt tells how it ends.',
+      }),
+    on_busy: onBusySchema.optional(),
     max_output_tokens: z.number().int().positive().max(1_000_000).optional(),
     temperature: z.number().min(0).max(2).optional(),
     truncation: z
@@ -35,11 +44,14 @@ export const turnRequestSchema = z
   .strict()
   .meta({ id: 'TurnRequest' });
 
+type TurnBody = z.infer<typeof turnRequestSchema>;
+
 /**
- * A turn as the pipeline takes it: the route's body without `stream` (how the answer is sent),
- * plus what only the OpenAI-compatible routes set.
+ * A turn as the pipeline takes it: the route's body without `stream`, `background` and
+ * `on_busy` (how the answer is sent, and what a busy session does with it), plus what only
+ * the OpenAI-compatible routes set.
  */
-export type TurnRequest = Omit<z.infer<typeof turnRequestSchema>, 'stream'> & {
+export type TurnRequest = Omit<TurnBody, 'stream' | 'background' | 'on_busy'> & {
   /** Passed to providers that route prompt caching by a key (OpenAI's `prompt_cache_key`). */
   prompt_cache_key?: string;
   /**

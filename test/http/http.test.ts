@@ -5,6 +5,8 @@ import { defineTokenSuite } from './tokens-suite.ts';
 import { defineTransferSuite } from './transfer-suite.ts';
 import { defineReceiptSuite } from './receipts-suite.ts';
 import { defineBodyBudgetSuite } from './body-budget-suite.ts';
+import { defineBackgroundSuite } from './background-suite.ts';
+import { defineEventsSuite } from './events-suite.ts';
 
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
 // suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
@@ -43,3 +45,5 @@ defineTokenSuite('node (memory store)', harness);
 defineReceiptSuite('node (memory store)', harness);
 defineBodyBudgetSuite('node (memory store)', harness);
 defineTransferSuite('node (memory store)', harness);
+defineBackgroundSuite('node (memory store)', harness);
+defineEventsSuite('node (memory store)', harness);

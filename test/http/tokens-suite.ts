@@ -41,6 +41,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/tokens': 'admin',
   'POST /v1/sessions/{id}/tokens/revoke': 'admin',
   'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
+  'GET /v1/sessions/{id}/turns/{turn}/events': 'session:read',
   'POST /v1/responses': 'session:turn',
   'POST /v1/responses/compact': 'session:turn',
   'GET /v1/responses/{id}': 'session:read',

@@ -116,5 +116,18 @@ export async function runScenario(
   expect(names[0]).toBe('turn.started');
   expect(names.slice(-2)).toEqual(['output_item.done', 'turn.completed']);
   expect(names.filter((name) => name === 'output_text.delta').length).toBeGreaterThan(1);
+
+  // A background turn runs in the server process with no client connected.
+  const queued = await call('POST', `/v1/sessions/${id}/turns`, { input: 'in the background', background: true });
+  expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+  expect(queued.body).toEqual({ session_id: id, turn: 5, status: 'queued' });
+  let receipt = await call('GET', `/v1/sessions/${id}/turns/5`);
+  for (let polls = 0; polls < 600 && ['queued', 'in_progress'].includes(receipt.body.status); polls++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    receipt = await call('GET', `/v1/sessions/${id}/turns/5`);
+  }
+  expect(receipt.body).toMatchObject({ turn: 5, status: 'completed', error: null });
+  const answer = await call('GET', `/v1/sessions/${id}/items?limit=1`);
+  expect(answer.body.items[0].content).toBe('echo: in the background');
   expect((await call('DELETE', `/v1/sessions/${id}`)).status).toBe(204);
 }

@@ -22,5 +22,6 @@ defineProtocolSimulation({
   },
   runs: Math.ceil(Number(process.env.SIMULATION_RUNS ?? 300) / 10),
   report: false,
-  crashTimeoutMs: 300_000,
+  // A bound, not a measure: the file store does real I/O at every one of many crash points.
+  crashTimeoutMs: 600_000,
 });

@@ -150,6 +150,11 @@ const OPERATIONS: Record<string, Operation> = {
   pack: { run: (actor) => ops.pack(actor, S), retry: (actor) => ops.pack(actor, S) },
   compact: { run: (actor) => ops.compact(actor, S), retry: (actor) => ops.compact(actor, S) },
   delete: { run: (actor) => ops.delete(actor, S), retry: (actor) => ops.delete(actor, S) },
+  'enqueue and pickup': {
+    run: (actor) => ops.enqueueBehind(actor, S, 'Q crashed'),
+    // The survivor's turns take up what the crashed process left queued.
+    retry: (actor) => ops.turn(actor, S, 'T retried'),
+  },
 };
 
 /**
@@ -173,7 +178,7 @@ async function callsOf(
 }
 
 type Step =
-  | { kind: 'turn' | 'stream' | 'append' | 'pack' | 'compact' | 'cancel' }
+  | { kind: 'turn' | 'stream' | 'append' | 'pack' | 'compact' | 'cancel' | 'enqueue' | 'interrupt' | 'behind' }
   | { kind: 'keyed'; key: number }
   | { kind: 'post' };
 
@@ -186,6 +191,9 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
     { kind: 'compact' },
     { kind: 'cancel' },
     { kind: 'post' },
+    { kind: 'enqueue' },
+    { kind: 'interrupt' },
+    { kind: 'behind' },
   ),
   fc.record({ kind: fc.constant('keyed' as const), key: fc.nat(1) }),
 );
@@ -269,8 +277,15 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               expect(stored.get('F'), where).toBe(1);
               expect(stored.get('T crashed') ?? 0, where).toBeLessThanOrEqual(1);
               expect(stored.get('A crashed') ?? 0, where).toBeLessThanOrEqual(1);
-              if (name === 'turn' || name === 'streamed turn') expect(stored.get('T retried'), where).toBe(1);
+              if (name === 'turn' || name === 'streamed turn' || name === 'enqueue and pickup')
+                expect(stored.get('T retried'), where).toBe(1);
               if (name === 'append') expect(stored.get('A retried'), where).toBe(1);
+              // A queued input acknowledged is stored once, taken up by whoever closed the turn before it.
+              if (name === 'enqueue and pickup') {
+                const queued = stored.get('Q crashed') ?? 0;
+                if (lost.ok) expect(queued, where).toBe(1);
+                else expect(queued, where).toBeLessThanOrEqual(1);
+              }
               // One key, one stored input, whether the retry replayed or ran it.
               if (name === 'keyed turn')
                 expect(stored.get('K'), where).toBe(
@@ -298,8 +313,10 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const world = await options.makeWorld(seeded(seed));
           await setup(world);
           // A turn cancelled and then crashed after taking notices is a double fault the
-          // protocol does not cover: runs with a crash have no cancel.
-          const plans = crash ? programs.map((steps) => steps.filter((step) => step.kind !== 'cancel')) : programs;
+          // protocol does not cover: runs with a crash have no cancel (nor interrupt).
+          const plans = crash
+            ? programs.map((steps) => steps.filter((step) => step.kind !== 'cancel' && step.kind !== 'interrupt'))
+            : programs;
           const crashedActor = crash ? crash.actor % plans.length : -1;
           const actors = plans.map((_, index) =>
             world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined),
@@ -325,7 +342,11 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                             ? await ops.pack(actor, S)
                             : step.kind === 'compact'
                               ? await ops.compact(actor, S)
-                              : await ops.cancelNewest(actor, S);
+                              : step.kind === 'enqueue' || step.kind === 'interrupt'
+                                ? await ops.policyTurn(actor, S, label, step.kind)
+                                : step.kind === 'behind'
+                                  ? await ops.enqueueBehind(actor, S, label)
+                                  : await ops.cancelNewest(actor, S);
               requests.push({ actor: index, step, label, outcome });
             }
           };
@@ -353,7 +374,8 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const stored = contents(items);
           expect(stored.get('F')).toBe(1);
           for (const request of requests) {
-            if (!['turn', 'stream', 'append', 'keyed'].includes(request.step.kind)) continue;
+            if (!['turn', 'stream', 'append', 'keyed', 'enqueue', 'interrupt', 'behind'].includes(request.step.kind))
+              continue;
             const acknowledged = requests.some((other) => other.label === request.label && other.outcome.ok);
             const count = stored.get(request.label) ?? 0;
             if (acknowledged) expect(count, request.label).toBe(1);

@@ -503,7 +503,7 @@ describe('SessionLog: turns', () => {
     });
     const before = (await store.list('')).objects.length;
     const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' });
-    expect(replay).toEqual({ kind: 'replay', status: 'completed', response: { turn: 1, text: 'hello' } });
+    expect(replay).toEqual({ kind: 'replay', turn: 1, status: 'completed', response: { turn: 1, text: 'hello' } });
     expect((await store.list('')).objects.length).toBe(before);
     for (let i = 0; i < 3; i++) await log.append('s1', [user(`x${i}`)]);
     expect((await log.pack('s1')).packed).toBe(true);
@@ -707,7 +707,7 @@ describe('SessionLog: storage faults', () => {
       response: { ok: true },
     });
     release();
-    expect(await slow).toEqual({ kind: 'replay', response: { ok: true }, status: 'completed' });
+    expect(await slow).toEqual({ kind: 'replay', turn: 1, response: { ok: true }, status: 'completed' });
     expect((await log.listItems('s1', { limit: 10 })).items).toHaveLength(2);
   });
 

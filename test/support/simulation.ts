@@ -13,12 +13,15 @@ import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib
 import {
   appendItems,
   packOptions,
+  runBackgroundTurn,
   runTurn,
   sessionStrategyPlan,
   streamTurn,
+  takeUnderPolicy,
   type TurnResponse,
   type TurnServices,
 } from '../../lib/turn.ts';
+import { claimInput } from '../../lib/turn/background.ts';
 
 const ECHO_PRICES = JSON.stringify({ echo: { input: 1.25, cached_input: 0.125, output: 10 } });
 
@@ -279,6 +282,34 @@ export const ops = {
       ),
     ),
   compact: (actor: Actor, id: string) => attempt(() => compactSession(actor.services, id, { keep_tokens: 40 })),
+  /** A turn under a busy policy: a busy session queues its input (enqueue) or is interrupted. */
+  policyTurn: (actor: Actor, id: string, input: string, onBusy: 'enqueue' | 'interrupt', key?: string) =>
+    attempt(() =>
+      takeUnderPolicy(
+        actor.services,
+        id,
+        { input },
+        { onBusy, ...(key === undefined ? {} : { idempotencyKey: key }) },
+        () => runTurn(actor.services, id, { input }, key === undefined ? {} : { idempotencyKey: key }),
+      ),
+    ),
+  /**
+   * Queues `input` behind a turn this actor holds: claims a background turn (`B <input>`),
+   * queues the input while it is open (acknowledged by the answer), then runs the held turn
+   * after the answer, whose completion takes the queued input up and runs it.
+   */
+  enqueueBehind: (actor: Actor, id: string, input: string) =>
+    attempt(async () => {
+      const held = await claimInput(actor.services, id, {
+        input: [{ type: 'message', role: 'user', content: `B ${input}` }],
+        request: {},
+      });
+      const queued = await takeUnderPolicy(actor.services, id, { input }, { onBusy: 'enqueue' }, () =>
+        runTurn(actor.services, id, { input }),
+      );
+      if (held.run) actor.services.background(runBackgroundTurn(actor.services, held.run));
+      return queued;
+    }),
   cancelNewest: (actor: Actor, id: string) =>
     attempt(async () => actor.services.sessions.cancelTurn(id, (await actor.services.sessions.get(id)).counts.turns)),
   delete: (actor: Actor, id: string) => attempt(() => actor.services.sessions.delete(id)),

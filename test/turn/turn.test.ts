@@ -241,6 +241,15 @@ describe('storage operations per turn', () => {
         refreshIndex: log.refreshIndex.bind(log),
         commitTurnContext: log.commitTurnContext.bind(log),
         renewLease: log.renewLease.bind(log),
+        closedBy: log.closedBy.bind(log),
+        queued: log.queued.bind(log),
+        journal: log.journal.bind(log),
+        getTurn: log.getTurn.bind(log),
+        enqueue: log.enqueue.bind(log),
+        readQueued: log.readQueued.bind(log),
+        removeQueued: log.removeQueued.bind(log),
+        cancelTurn: log.cancelTurn.bind(log),
+        scope: log.scope.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {
           packRequests.push({ id, options });

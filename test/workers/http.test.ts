@@ -1,5 +1,5 @@
 import { createExecutionContext, env, SELF } from 'cloudflare:test';
-import { inject } from 'vitest';
+import { expect, inject, it } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
 import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
@@ -8,6 +8,8 @@ import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineTransferSuite } from '../http/transfer-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
+import { defineBackgroundSuite } from '../http/background-suite.ts';
+import { defineEventsSuite } from '../http/events-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
 // the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
@@ -50,3 +52,9 @@ defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
 defineBodyBudgetSuite('workerd (R2)', harness);
 defineTransferSuite('workerd (R2)', harness);
+// Background turns go through the queue in wrangler.toml to this worker's queue handler.
+defineBackgroundSuite('workerd (R2)', harness);
+defineEventsSuite('workerd (R2)', harness);
+it('binds the queue of background turns from wrangler.toml', () => {
+  expect(typeof (bindings.TURNS as Queue | undefined)?.send).toBe('function');
+});

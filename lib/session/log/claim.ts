@@ -54,12 +54,18 @@ export interface TurnResult {
 export interface ClaimOptions {
   input: Item[];
   idempotencyKey?: string;
+  /** The SHA-256 of an idempotency key, given instead of the key (a queued input's). */
+  keyHash?: string;
   requestHash?: string;
   request?: unknown;
   /** The turn must follow this one (else NotNewestTurnError, after a replay of the key). */
   afterTurn?: number;
   /** Refuses the turn, before anything is written, for what the session's config says. */
   check?: CommitOptions['check'];
+  /** The random id the record carries (a background turn's runner takes it over by it). */
+  writer?: string;
+  /** Take over this claimed turn instead of claiming one (see CommitOptions.adopt). */
+  adopt?: number;
 }
 
 /**
@@ -77,24 +83,27 @@ export class TurnClaim {
   readonly #input: Item[];
   readonly #options: ClaimOptions;
   readonly #keyHash: string | undefined;
-  readonly #state: CommitState = commitState();
+  readonly #state: CommitState;
 
   constructor(log: LogContext, id: string, options: ClaimOptions) {
     this.#log = log;
     this.#id = id;
     this.#options = options;
+    this.#state = commitState(options.writer);
     this.#input = checkInvariant(z.array(itemSchema), options.input);
     this.#keyHash =
-      options.idempotencyKey === undefined
+      options.keyHash ??
+      (options.idempotencyKey === undefined
         ? undefined
-        : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey));
+        : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey)));
   }
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn, check } = this.#options;
+    const { requestHash, request, afterTurn, check, adopt } = this.#options;
     const options = {
       kind: 'turn' as const,
+      ...(adopt !== undefined ? { adopt } : {}),
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
@@ -127,6 +136,9 @@ export class TurnClaim {
   #openTurn(committed: Commit): OpenTurn {
     const { record, config, previous, base: claimed, scope } = committed;
     const base = claimed ?? EMPTY_BASE;
+    // An adopted record carries its key's hash and request hash itself.
+    const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
+    const requestHash = record.request_sha256 ?? this.#options.requestHash;
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
     return {
       scope,
@@ -147,8 +159,9 @@ export class TurnClaim {
       overflowMoved: false,
       readPastView: false,
       writer: crypto.randomUUID(),
-      ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
-      ...(this.#options.requestHash ? { requestHash: this.#options.requestHash } : {}),
+      ...(keyHash ? { keyHash } : {}),
+      ...(requestHash ? { requestHash } : {}),
+      ...(record.request !== undefined ? { request: record.request } : {}),
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,

@@ -5,6 +5,7 @@ import {
   NotNewestTurnError,
   StorageError,
   TurnInProgressError,
+  TurnNotOpenError,
 } from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
@@ -82,8 +83,8 @@ export interface CommitState {
   attempt: number;
 }
 
-export function commitState(): CommitState {
-  return { writer: crypto.randomUUID(), failure: null, attempt: 0 };
+export function commitState(writer: string = crypto.randomUUID()): CommitState {
+  return { writer, failure: null, attempt: 0 };
 }
 
 export interface CommitOptions {
@@ -99,6 +100,11 @@ export interface CommitOptions {
    * a key's replay and before anything is written: what it throws refuses the commit.
    */
   check?: (config: SessionConfig) => void;
+  /**
+   * Take over this turn, claimed already by a record carrying the state's `writer` (a
+   * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
+   */
+  adopt?: number;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -154,6 +160,8 @@ export async function prepareCommit(
   });
   const { scope } = head;
   let newest = head.newest;
+  if (options.adopt !== undefined && !(newest?.record.writer === writer && !newest.done))
+    throw new TurnNotOpenError(id, options.adopt);
   // A put that failed or lost a race may still have landed (a lost answer, an adapter's
   // retry meeting its own write): then the newest record is ours, and nothing is repeated.
   if (newest && newest.record.writer === writer) {

@@ -1,6 +1,6 @@
 import { NotFoundError, StorageError, SessionExistsError, SESSION_DELETED } from '../../errors.ts';
-import { putCreateOnly } from '../../store/create-only.ts';
-import { decodeUtf8, type ObjectStore } from '../../store/object-store.ts';
+import { putJsonCreateOnly } from '../../store/create-only.ts';
+import type { ObjectStore } from '../../store/object-store.ts';
 import { splitStrategyNames } from '../../history.ts';
 import {
   doneKey,
@@ -36,19 +36,14 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     strategies: normalizeStrategies(fields.strategies),
     strategy_config: fields.strategy_config ?? {},
     tools: fields.tools ?? [],
+    ...(fields.on_busy ? { on_busy: fields.on_busy } : {}),
     metadata: fields.metadata ?? {},
     ...(fields.budget ? { budget: fields.budget } : {}),
     ...(fields.expires_after_days ? { expires_after_days: fields.expires_after_days } : {}),
   };
   const key = sessionConfigKey(log.keyPrefix, id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
-  const written = await putCreateOnly(
-    log.store,
-    key,
-    JSON.stringify(config),
-    { contentType: 'application/json' },
-    (object) => decodeUtf8(object.body).includes(`"generation":"${config.generation}"`),
-  );
+  const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);
   if (!written) throw new SessionExistsError(id);
   try {
     await indexCreated(log, config);
@@ -102,6 +97,8 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     else if (fields.budget !== undefined) next.budget = fields.budget;
     if (fields.expires_after_days === null) delete next.expires_after_days;
     else if (fields.expires_after_days !== undefined) next.expires_after_days = fields.expires_after_days;
+    if (fields.on_busy === null) delete next.on_busy;
+    else if (fields.on_busy !== undefined) next.on_busy = fields.on_busy;
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
       ifMatch: info.etag,
       contentType: 'application/json',
@@ -186,6 +183,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     strategies: config.strategies,
     strategy_config: config.strategy_config,
     tools: config.tools,
+    on_busy: config.on_busy ?? 'reject',
     metadata: config.metadata,
     ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
     counts: { ...counts },

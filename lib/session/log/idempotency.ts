@@ -1,4 +1,4 @@
-import { CorruptObjectError, IdempotencyKeyReusedError } from '../../errors.ts';
+import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
@@ -41,9 +41,16 @@ export async function findKey(
   prefetched?: Promise<StoredObject | null>,
 ): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
   let outcome: StoredOutcome;
+  let turn: number;
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
-    checkRequest(newest.record.request_sha256, requestHash, newest.record.turn ?? 0);
-    outcome = newest.done ?? (await closeIfExpired(log, scope, newest.record));
+    turn = newest.record.turn ?? 0;
+    checkRequest(newest.record.request_sha256, requestHash, turn);
+    outcome =
+      newest.done ??
+      (await closeIfExpired(log, scope, newest.record).catch((error: unknown) => {
+        if (error instanceof TurnInProgressError) error.ownKey = true;
+        throw error;
+      }));
   } else {
     const claimKey = idempotencyKey(scope, keyHash);
     const claim = await (prefetched ?? log.store.get(claimKey));
@@ -52,9 +59,11 @@ export async function findKey(
     const found = await withFreshListing(() => readOutcome(log, scope, number, claimKey));
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
+    turn = found.turn;
   }
   return {
     kind: 'replay',
+    turn,
     response: outcome.response ?? null,
     status: outcome.status,
     ...(outcome.error ? { error: outcome.error } : {}),

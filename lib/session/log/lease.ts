@@ -6,8 +6,7 @@ import {
   TurnNotOpenError,
   TurnInProgressError,
 } from '../../errors.ts';
-import { putCreateOnly } from '../../store/create-only.ts';
-import { decodeUtf8 } from '../../store/object-store.ts';
+import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { doneKey, leaseKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
@@ -35,6 +34,17 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
   await log.store.put(leaseKey(turn.scope, turn.record), JSON.stringify(lease), { contentType: 'application/json' });
   turn.leaseExpiresAt = expires;
   return expires;
+}
+
+/** See SessionLog.closedBy. */
+export async function closedBy(log: LogContext, turn: OpenTurn): Promise<string | null> {
+  const key = doneKey(turn.scope, turn.record);
+  const object = await log.store.get(key);
+  if (!object) return null;
+  // Buried: closed and packed since.
+  if (object.body.length === 0) return LEASE_EXPIRED;
+  const done = parseStored(key, object.body, doneSchema);
+  return done.writer === turn.writer ? null : (done.error?.code ?? LEASE_EXPIRED);
 }
 
 /** See SessionLog.cancelTurn. */
@@ -105,13 +115,7 @@ export async function closeTurn(
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
   const key = doneKey(scope, record.record);
-  const written = await putCreateOnly(
-    log.store,
-    key,
-    JSON.stringify(done),
-    { contentType: 'application/json' },
-    (object) => decodeUtf8(object.body).includes(`"writer":"${writer}"`),
-  );
+  const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
   return written ? done : null;
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { storedTurnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
-import { NotFoundError } from '../../errors.ts';
+import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
+import { leaseKey } from '../keys.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn, TurnStatus } from '../records.ts';
@@ -20,7 +21,17 @@ import { listItems } from './tail-reader.ts';
  * `before` skips a segment after reading its first turn line.
  */
 
-export type TurnState = TurnStatus | 'running';
+/**
+ * A turn's state as receipts report it: a background turn no runner has started yet is
+ * `queued` (its record has no `.lease` beside it), an open turn `in_progress`, a turn failed
+ * by a cancel `cancelled`.
+ */
+export type TurnState = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled' | 'aborted';
+
+/** A closed turn's state: a failure by a cancel is `cancelled`. */
+export function closedState(status: TurnStatus, errorCode: string | undefined): TurnState {
+  return status === 'failed' && errorCode === TURN_CANCELLED ? 'cancelled' : status;
+}
 
 /** One model turn as the receipts API returns it. */
 export interface TurnSummary {
@@ -64,6 +75,8 @@ export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { out
 interface RawTurn {
   summary: Omit<TurnSummary, 'prefix_reused_chars'>;
   receipt: Receipt;
+  /** An open background turn's record: queued until its runner writes `.lease`. */
+  background?: number;
 }
 
 const rangesSchema = z.string().regex(/^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)?$/);
@@ -110,6 +123,7 @@ const receiptSchema = z
 type Receipt = z.infer<typeof receiptSchema>;
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
+const backgroundSchema = z.object({ background: z.boolean() }).catch({ background: false });
 
 /** A page of turns newest first: turns numbered below `before` (all when absent), at most `limit` (1..100). */
 export async function listTurns(
@@ -175,7 +189,7 @@ async function walkTurns(log: LogContext, id: string, before: number | undefined
   return withFreshListing(async () => {
     const below = (turn: number) => before === undefined || turn < before;
     const found: RawTurn[] = [];
-    const { newest, cursor } = await readHead(log, id, 100);
+    const { newest, cursor, scope } = await readHead(log, id, 100);
     const consider = (record: LogRecord, done: DoneRecord | null) => {
       if (record.kind === 'turn' && record.turn !== undefined && below(record.turn))
         found.push(fromRecord(record, done));
@@ -204,6 +218,10 @@ async function walkTurns(log: LogContext, id: string, before: number | undefined
       const turns = await reader.turns(from, last + 1);
       for (const turn of turns.reverse()) if (below(turn.turn)) found.push(fromSegment(turn));
     }
+    // Only the newest record can be open.
+    const open = found[0];
+    if (open?.background !== undefined && !(await log.store.head(leaseKey(scope, open.background))))
+      open.summary.status = 'queued';
     return found.slice(0, wanted);
   });
 }
@@ -212,12 +230,14 @@ function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
   const receipt = receiptSchema.parse(done?.receipt ?? {});
   const inputs = record.items.length;
   const outputs = done?.items.length ?? 0;
+  const background = !done && backgroundSchema.parse(record.request ?? {}).background;
   return {
     receipt,
+    ...(background ? { background: record.record } : {}),
     summary: {
       ...common(
         record.turn!,
-        done?.status ?? 'running',
+        done ? closedState(done.status, done.error?.code) : 'in_progress',
         receipt,
         done?.error ?? null,
         requestModelSchema.parse(record.request ?? {}).model,
@@ -241,7 +261,7 @@ function fromSegment(turn: SegmentTurn): RawTurn {
   return {
     receipt,
     summary: {
-      ...common(turn.turn, turn.status, receipt, turn.error ?? null, ''),
+      ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),
       started_at: turn.started_at ?? null,
       completed_at: turn.completed_at ?? null,
       input: first !== undefined && inputs > 0 ? { first_seq: first, last_seq: first + inputs - 1 } : null,

@@ -67,6 +67,8 @@ export interface OpenTurn {
   /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
   keyHash?: string;
   requestHash?: string;
+  /** The settings the record stores (everything of the request but its input). */
+  request?: unknown;
   /** Set once `idem/` names this turn (written when the claim landed). */
   keyIndexed?: boolean;
   /** Calls without an output after the input (null: not tracked in this log yet). */
@@ -102,6 +104,8 @@ export interface StoredOutcome {
 export type BeginTurnResult =
   | {
       kind: 'replay';
+      /** The key's turn. */
+      turn: number;
       response: unknown;
       status: TurnStatus;
       error?: { code: string; message: string; details?: unknown } | undefined;

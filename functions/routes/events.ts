@@ -1,0 +1,61 @@
+import { createRoute } from '@hono/zod-openapi';
+import { streamSSE } from 'hono/streaming';
+import { z } from 'zod';
+import { clientError, InvalidRequestError } from '../../lib/errors.ts';
+import { journalEvents } from '../../lib/turn.ts';
+import { errorResponses } from '../openapi-helpers.ts';
+import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
+import { turnNumberParamsSchema } from './turns.ts';
+
+/** GET /v1/sessions/:id/turns/:turn/events: a turn's journaled events, replayed, then followed live. */
+
+const afterText = z
+  .string()
+  .regex(/^[0-9]{1,15}$/, 'must be a non-negative integer')
+  .transform(Number);
+
+const turnEventsRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/turns/{turn}/events',
+  tags: ['turns'],
+  summary: "A streamed or background turn's events (SSE): replayed from its journal, then followed live to its end",
+  description:
+    'Each event carries its number as the SSE id. `?after=N` or `Last-Event-ID: N` starts after event N (a ' +
+    'reconnecting client gets every event once, in order). 404 for a turn without a journal (a plain JSON turn).',
+  security: requires('session:read'),
+  request: {
+    params: turnNumberParamsSchema,
+    query: z.object({ after: afterText.optional().meta({ param: { name: 'after', in: 'query' } }) }),
+    headers: z.object({ 'last-event-id': afterText.optional() }),
+  },
+  responses: {
+    200: {
+      description: 'Server-sent events: turn.started, output_text.delta, output_item.done, turn.completed or error',
+      content: { 'text/event-stream': { schema: z.string() } },
+    },
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
+export function eventRoutes() {
+  return createRouter().openapi(turnEventsRoute, async (c) => {
+    const { id, turn } = c.req.valid('param');
+    const fromQuery = c.req.valid('query').after;
+    const fromHeader = c.req.valid('header')['last-event-id'];
+    if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader)
+      throw new InvalidRequestError('after and Last-Event-ID name different events', { field: 'after' });
+    const stop = new AbortController();
+    const events = journalEvents(c.var.services, id, turn, fromQuery ?? fromHeader ?? 0, stop.signal);
+    // The first event is awaited before the response starts: a missing turn or journal is a 404.
+    const first = await events.next();
+    return streamSSE(c, async (stream) => {
+      stream.onAbort(() => stop.abort());
+      for (let next = first; !next.done && !stop.signal.aborted; next = await events.next()) {
+        const { n, event, data } = next.value;
+        const shown = event === 'error' ? { error: clientError((data as { error: never }).error) } : data;
+        await stream.writeSSE({ id: String(n), event, data: JSON.stringify(shown) });
+      }
+    });
+  });
+}

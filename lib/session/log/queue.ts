@@ -1,0 +1,82 @@
+import { IdempotencyKeyReusedError } from '../../errors.ts';
+import { putJsonCreateOnly } from '../../store/create-only.ts';
+import { queuedKey, queuedPrefix, type LogScope } from '../keys.ts';
+import { parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
+import { sessionScope } from './config-object.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
+ * inputs"): `queue/<g>/<key sha256>`, create-only, in the session's generation, so a delete
+ * removes them. They are taken in the order the store received them (upload time, then key),
+ * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once
+ * however many pickups race or die: a second claim under the key replays the first.
+ */
+
+/** A queued input as listed: its key hash and when the store received it. */
+export interface QueuedEntry {
+  keyHash: string;
+  uploaded: Date;
+}
+
+/** What a caller queues; the log adds the format, the time and its writer id. */
+export type NewQueuedInput = Omit<QueuedInput, 'format' | 'enqueued_at' | 'writer'>;
+
+/** See SessionLog.enqueue. */
+export async function enqueueInput(
+  log: LogContext,
+  id: string,
+  input: NewQueuedInput,
+): Promise<{ queued_turn: string; position: number }> {
+  const scope = await sessionScope(log, id);
+  const writer = crypto.randomUUID();
+  const entry: QueuedInput = {
+    format: 'tailgate.queued.v1',
+    ...input,
+    enqueued_at: log.clock().toISOString(),
+    writer,
+  };
+  const key = queuedKey(scope, input.key_sha256);
+  const written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
+  if (!written) {
+    // The same Idempotency-Key queued an input already: its own request is answered again.
+    const existing = await readQueued(log, scope, input.key_sha256);
+    if (existing?.request_sha256 && input.request_sha256 && existing.request_sha256 !== input.request_sha256)
+      throw new IdempotencyKeyReusedError(0);
+  }
+  const queued = await listQueued(log, scope);
+  return {
+    queued_turn: input.key_sha256,
+    // 0: taken up already.
+    position: queued.findIndex((other) => other.keyHash === input.key_sha256) + 1,
+  };
+}
+
+/** See SessionLog.queued: oldest first. */
+export async function listQueued(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {
+  const prefix = queuedPrefix(scope);
+  const entries: QueuedEntry[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    for (const object of page.objects)
+      entries.push({ keyHash: object.key.slice(prefix.length), uploaded: object.uploaded });
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return entries.sort(
+    (a, b) =>
+      a.uploaded.getTime() - b.uploaded.getTime() || (a.keyHash < b.keyHash ? -1 : a.keyHash > b.keyHash ? 1 : 0),
+  );
+}
+
+/** One queued input; null once it was taken up. */
+export async function readQueued(log: LogContext, scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
+  const key = queuedKey(scope, keyHash);
+  const object = await log.store.get(key);
+  return object ? parseStored(key, object.body, queuedInputSchema) : null;
+}
+
+/** Removes a queued input once its turn is stored. */
+export async function removeQueued(log: LogContext, scope: LogScope, keyHash: string): Promise<void> {
+  await log.store.delete(queuedKey(scope, keyHash));
+}

@@ -1,0 +1,109 @@
+import { IdempotencyKeyReusedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { LogScope } from '../session/keys.ts';
+import type { OnBusy } from '../session/fields.ts';
+import { claimInput, startRun } from './background.ts';
+import { inputItems, requestHash } from './plan.ts';
+import { requestRecord } from './receipt.ts';
+import type { TurnRequest, TurnServices } from './types.ts';
+
+/**
+ * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
+ * session. `reject` answers 409 turn_in_progress; `enqueue` stores the input
+ * (`queue/<g>/<key sha256>`, create-only) and answers 202, and whoever closes the running turn
+ * takes the queued inputs up, oldest first, each as a background turn of its own; `interrupt`
+ * cancels the running turn and takes this one. One Idempotency-Key stores one input whichever
+ * the policy: a queued input is claimed under the key's SHA-256, as the turn itself would be.
+ */
+
+export type Taken<T> = { kind: 'taken'; value: T } | { kind: 'queued'; queued_turn: string; position: number };
+
+/** Interrupts tried before a request gives up with 409 (each lost the session to another writer). */
+const MAX_INTERRUPTS = 3;
+
+/**
+ * Takes a turn (`take`: the route's way of running it) under the busy policy: the request's,
+ * else the session's (read only when the session is busy), else reject.
+ */
+export async function takeUnderPolicy<T>(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string; onBusy?: OnBusy | undefined },
+  take: () => Promise<T>,
+): Promise<Taken<T>> {
+  for (let interrupts = 0; ; interrupts++) {
+    try {
+      return { kind: 'taken', value: await take() };
+    } catch (error) {
+      // A retry of the request whose own turn runs is answered 409 whatever the policy.
+      if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
+      const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
+      if (policy === 'enqueue')
+        return { kind: 'queued', ...(await enqueueTurn(services, sessionId, request, options)) };
+      if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
+      const running = (error.details as { turn: number }).turn;
+      await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
+        // Closed meanwhile: take the turn again all the same.
+        if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
+      });
+    }
+  }
+}
+
+/**
+ * Queues a turn's input, then takes the queue up at once if the session is idle by now: the
+ * running turn may have closed, and looked for queued inputs, before this one was stored.
+ */
+async function enqueueTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: { idempotencyKey?: string },
+): Promise<{ queued_turn: string; position: number }> {
+  const input = inputItems(request);
+  const key = options.idempotencyKey;
+  const queued = await services.sessions.enqueue(sessionId, {
+    input,
+    request: requestRecord(request),
+    key_sha256: key === undefined ? sha256Hex(crypto.randomUUID()) : sha256Hex(key),
+    ...(key === undefined ? {} : { request_sha256: requestHash(input, request) }),
+  });
+  await pickUp(services, sessionId);
+  return queued;
+}
+
+/**
+ * Takes up the oldest queued input while the session is idle: claims it as a background turn
+ * under its key hash and hands it to a runner, whose completion takes up the next. A claim
+ * that replays (its turn was stored by an earlier pickup that died before removing it) only
+ * removes it; a busy session leaves the queue to the turn that holds it. At most one turn is
+ * started per call.
+ */
+export async function pickUp(services: TurnServices, sessionId: string, known?: LogScope): Promise<void> {
+  const { sessions } = services;
+  const scope = known ?? (await sessions.scope(sessionId));
+  for (let tries = 0; tries < 8; tries++) {
+    const [next] = await sessions.queued(scope);
+    if (!next) return;
+    const entry = await sessions.readQueued(scope, next.keyHash);
+    // Taken up by another pickup meanwhile.
+    if (!entry) continue;
+    let claimed: Awaited<ReturnType<typeof claimInput>>;
+    try {
+      claimed = await claimInput(services, sessionId, {
+        input: entry.input,
+        request: entry.request,
+        keyHash: entry.key_sha256,
+        ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
+      });
+    } catch (error) {
+      if (error instanceof TurnInProgressError) return;
+      // Its key stored another request first (as a turn): that one stands, this input goes.
+      if (!(error instanceof IdempotencyKeyReusedError)) throw error;
+      claimed = { turn: 0, status: 'failed' };
+    }
+    await sessions.removeQueued(scope, entry.key_sha256);
+    if (claimed.run) return startRun(services, claimed.run);
+  }
+}

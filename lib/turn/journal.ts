@@ -1,0 +1,114 @@
+import { NotFoundError } from '../errors.ts';
+import type { LogScope } from '../session/keys.ts';
+import type { JournalBatch, JournalEvent } from '../session/log/journal.ts';
+import { afterResponse } from './append.ts';
+import type { TurnEvent, TurnServices } from './types.ts';
+
+/**
+ * Event journals (docs/STORAGE.md, "Event journal"): a streamed or background turn writes the
+ * events it emits to object storage in batches, at most one a second (R2 takes one write a
+ * second per key; each batch is a key of its own, written once), the last one marked `end`.
+ * A reader replays them from any process and follows the turn live
+ * (`GET .../turns/{turn}/events`). Nothing is written before the turn's claim has landed
+ * (`turn.started` comes first), so the journal adds nothing before the model call.
+ */
+
+/** How long events wait before their batch is written: at most one write a second. */
+export const JOURNAL_BATCH_MS = 1000;
+/** How often a reader following a running turn lists its journal again. */
+const FOLLOW_MS = 500;
+
+/** A journaled event as the event route sends it: its number, name and JSON data. */
+export type NumberedEvent = JournalEvent;
+
+/**
+ * Journals a turn's events: `emit` takes each event as the turn emits it; `close` has what is
+ * left written after the response, marked as the end. Storage failures are logged, never the
+ * turn's.
+ */
+export function journalTurn(
+  services: TurnServices,
+  sessionId: string,
+): { emit: (event: TurnEvent) => void; close: () => void } {
+  const writer = crypto.randomUUID();
+  let turn: number | undefined;
+  let scope: Promise<LogScope> | undefined;
+  let pending: JournalEvent[] = [];
+  let count = 0;
+  let batches = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let written: Promise<void> = Promise.resolve();
+  const flush = (end: boolean) => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (turn === undefined || (pending.length === 0 && !end)) return written;
+    const events = pending;
+    pending = [];
+    const number = turn;
+    const index = ++batches;
+    scope ??= services.sessions.scope(sessionId);
+    written = written
+      .then(async () => {
+        await services.sessions.journal().write(await scope!, number, index, {
+          writer,
+          events,
+          ...(end ? { end: true } : {}),
+        });
+      })
+      .catch((error: unknown) => services.log('tailgate: could not write a turn event journal', error));
+    return written;
+  };
+  return {
+    emit: (event) => {
+      if (event.event === 'turn.started') turn = event.data.turn;
+      if (turn === undefined) return;
+      pending.push({ n: ++count, event: event.event, data: event.data });
+      timer ??= setTimeout(() => void flush(false), JOURNAL_BATCH_MS);
+    },
+    // The last batch is written after the response (work a turn hands to `background`), so it
+    // adds no round trip to the turn's own.
+    close: () => afterResponse(services, () => flush(true)),
+  };
+}
+
+/**
+ * A turn's journaled events after number `after`, then, while the turn runs, the ones it
+ * writes, until its last. A turn closed without its last batch ends with what was written once
+ * a lease has passed (its process died). A closed turn without a journal (neither streamed nor
+ * in the background): NotFoundError.
+ */
+export async function* journalEvents(
+  services: TurnServices,
+  sessionId: string,
+  turn: number,
+  after: number,
+  signal?: AbortSignal,
+): AsyncGenerator<NumberedEvent> {
+  const { sessions } = services;
+  const scope = await sessions.scope(sessionId);
+  const journal = sessions.journal();
+  let read = 0;
+  let closedAt: number | undefined;
+  for (;;) {
+    const batches: JournalBatch[] = await journal.read(scope, turn, read);
+    read += batches.length;
+    for (const batch of batches) {
+      for (const event of batch.events) if (event.n > after) yield event;
+      if (batch.end) return;
+    }
+    if (batches.length === 0) {
+      const { status } = await sessions.getTurn(sessionId, turn);
+      if (status !== 'queued' && status !== 'in_progress') {
+        // Closed. Its owner writes its last batch right after (one closed by someone else, a
+        // cancel, learns it within a third of the lease); one that died never does.
+        closedAt ??= Date.now();
+        const waited = Date.now() - closedAt;
+        if (read === 0 && waited >= JOURNAL_BATCH_MS)
+          throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
+        if (read > 0 && waited >= services.config.turnLeaseMs) return;
+      }
+    }
+    if (signal?.aborted) return;
+    await new Promise((resolve) => setTimeout(resolve, FOLLOW_MS));
+  }
+}

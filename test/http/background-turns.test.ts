@@ -1,0 +1,274 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn.ts';
+import { settled } from './background-suite.ts';
+import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+
+// Background turns on Node beyond the shared suite (test/http/background-suite.ts): a cancel
+// stops a running one (against a loopback provider that never answers), the states a queue
+// consumer sees, a runner delivered the same turn twice, and a runner that died.
+let server: Server;
+let baseUrl = '';
+const hanging = new Set<ServerResponse>();
+const closedEarly: string[] = [];
+
+beforeAll(async () => {
+  server = createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk) => (body += chunk));
+    hanging.add(response);
+    // The client went away before any answer: the model call was aborted.
+    response.on('close', () => {
+      if (!response.writableEnded) closedEarly.push(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+});
+
+afterAll(async () => {
+  for (const response of hanging) response.destroy();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+const environment = () => ({
+  API_TOKEN: TOKEN,
+  DEFAULT_MODEL: 'echo',
+  OPENAI_COMPATIBLE_BASE_URL: baseUrl,
+  MODEL_MAX_RETRIES: '0',
+  // Only a cancel ends the hanging call within the test's time.
+  MODEL_TIMEOUT_MS: '600000',
+  TURN_LEASE_MS: '3000',
+});
+
+function harnessFor(options: Partial<AppOptions>): HttpHarness & { options: AppOptions } {
+  const store = new MemoryStore();
+  const full: AppOptions = { store: () => store, readEnvironment: (c) => c.env ?? {}, ...options };
+  const app = createApp(full);
+  return {
+    options: full,
+    fetch: async (path, init) => app.request(path, init, environment()),
+    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+    store,
+    keyPrefix: '',
+    logged: [],
+  };
+}
+
+describe('background turns on Node', () => {
+  it('a cancel stops the running turn: its call is aborted, its notices go back, nothing of it is stored', async () => {
+    const api = createClient(harnessFor({}));
+    const id = await api.session({ model: 'openai-compatible:fake', strategies: ['inbox'] });
+    await api.post(`/v1/sessions/${id}/inbox`, { name: 'note.md', content: 'remember this' });
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // Running: it has taken the notice and called the model.
+    for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length > 0; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    // The runner learns it at its next renewal and aborts the model call.
+    for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`hang ${id}`)); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closedEarly.some((body) => body.includes(`hang ${id}`))).toBe(true);
+    const receipt = (await api.get(`/v1/sessions/${id}/turns/1`)).body;
+    expect(receipt).toMatchObject({ status: 'cancelled', error: { code: 'turn_cancelled' }, output: null });
+    // The notice is delivered by the next turn.
+    for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length === 0; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next', model: 'echo' });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect(next.body.context.notices_delivered).toEqual(['note.md']);
+    // The cancelled turn's input stays; the next turn's input and answer follow it at once.
+    const items = (await api.get(`/v1/sessions/${id}/items`)).body.items;
+    expect(items.map((item: any) => [item.seq, item.role])).toEqual([
+      [3, 'assistant'],
+      [2, 'user'],
+      [1, 'user'],
+    ]);
+    expect(items[2].content).toBe(`hang ${id}`);
+  });
+
+  it('is queued until a consumer takes it over; a second delivery of the same turn changes nothing', async () => {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued', background: true });
+    expect(queued.body).toMatchObject({ turn: 1, status: 'queued' });
+    expect(sent).toEqual([{ session_id: id, turn: 1, writer: expect.any(String) }]);
+    expect((await api.get(`/v1/sessions/${id}/turns`)).body.turns[0]).toMatchObject({ turn: 1, status: 'queued' });
+    // The session is held meanwhile, as by any open turn.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'other' })).status).toBe(409);
+    const run = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    const consume = () => run(sent[0]!, environment(), (task) => void background.push(task));
+    expect(await consume()).toBe('done');
+    expect(await settled(api, id, 1)).toMatchObject({ status: 'completed' });
+    expect(await consume()).toBe('done');
+    await Promise.all(background);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+  });
+
+  it('a turn whose runner never came is failed by its lease, and the session goes on', async () => {
+    const sent: BackgroundTurn[] = [];
+    const api = createClient(harnessFor({ queueTurn: () => async (run) => void sent.push(run) }));
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'lost', background: true })).status).toBe(202);
+    let next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
+    for (let polls = 0; polls < 600 && next.status === 409; polls++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      next = await api.post(`/v1/sessions/${id}/turns`, { input: 'later' });
+    }
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({
+      status: 'failed',
+      error: { code: 'lease_expired' },
+    });
+  });
+});
+
+describe('the busy policy', () => {
+  /** A session held by a claimed background turn whose runner has not come yet. */
+  async function heldSession(session: Record<string, unknown> = {}) {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session(session);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const runner = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    /** Runs the turns the queue got, in order, until no more come. */
+    const drain = async () => {
+      for (let index = 0; index < sent.length; index++) {
+        expect(await runner(sent[index]!, environment(), (task) => void background.push(task))).toBe('done');
+        // Its completion takes the next queued input up after the response.
+        for (let settled = -1; settled !== background.length; ) {
+          settled = background.length;
+          await Promise.all(background);
+        }
+      }
+    };
+    return { api, id, sent, drain };
+  }
+
+  const contents = async (api: ReturnType<typeof createClient>, id: string) =>
+    (await api.get(`/v1/sessions/${id}/items`)).body.items.map((item: any) => item.content).reverse();
+
+  it('reject is the default: 409 turn_in_progress, nothing stored', async () => {
+    const { api, id } = await heldSession();
+    expect((await api.get(`/v1/sessions/${id}`)).body.on_busy).toBe('reject');
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(refused.status).toBe(409);
+    expect(refused.body.error.code).toBe('turn_in_progress');
+  });
+
+  it('enqueue stores inputs and runs each as its own turn, in order, after the running one', async () => {
+    const { api, id, sent, drain } = await heldSession({ on_busy: 'enqueue' });
+    const second = await api.post(`/v1/sessions/${id}/turns`, { input: 'second' });
+    expect(second.status, JSON.stringify(second.body)).toBe(202);
+    expect(second.body).toEqual({ session_id: id, queued_turn: expect.stringMatching(/^[0-9a-f]{64}$/), position: 1 });
+    const third = await api.post(`/v1/sessions/${id}/turns`, { input: 'third', stream: true });
+    expect(third.body).toMatchObject({ position: 2 });
+    expect(sent).toHaveLength(1);
+    await drain();
+    expect(sent.map((run) => run.turn)).toEqual([1, 2, 3]);
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'second', 'echo: second', 'third', 'echo: third']);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(turns.map((turn: any) => turn.status)).toEqual(['completed', 'completed', 'completed']);
+  });
+
+  it('a request overrides the session, and PATCH changes the session', async () => {
+    const { api, id, drain } = await heldSession();
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'second', on_busy: 'enqueue' });
+    expect(queued.status).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { on_busy: 'enqueue' })).body.on_busy).toBe('enqueue');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', on_busy: 'reject' })).status).toBe(409);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'third' })).status).toBe(202);
+    expect((await api.patch(`/v1/sessions/${id}`, { on_busy: null })).body.on_busy).toBe('reject');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'y', on_busy: 'later' })).status).toBe(400);
+    await drain();
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'second', 'echo: second', 'third', 'echo: third']);
+  });
+
+  it('keeps one Idempotency-Key to one input across enqueue, replay and reject', async () => {
+    const { api, id, drain } = await heldSession({ on_busy: 'enqueue' });
+    const key = { 'idempotency-key': `q-${id}` };
+    const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed' }, key);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed' }, key);
+    expect(again.body).toEqual(first.body);
+    const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'not the same' }, key);
+    expect(other.status).toBe(422);
+    await drain();
+    const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'keyed', on_busy: 'reject' }, key);
+    expect(replayed.status, JSON.stringify(replayed.body)).toBe(200);
+    expect(replayed.body.output[0].content).toBe('echo: keyed');
+    expect(await contents(api, id)).toEqual(['first', 'echo: first', 'keyed', 'echo: keyed']);
+  });
+
+  it('interrupt cancels the running turn and runs the new input at once', async () => {
+    const api = createClient(harnessFor({}));
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id} 2`, background: true })).status).toBe(202);
+    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', model: 'echo', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled', output: null });
+    for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`hang ${id} 2`)); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closedEarly.some((body) => body.includes(`hang ${id} 2`))).toBe(true);
+    expect(await contents(api, id)).toEqual([`hang ${id} 2`, 'now', 'echo: now']);
+  });
+});
+
+describe('following a running turn', () => {
+  it('sees the events of a background turn while it runs, then its end when it is cancelled', async () => {
+    // Streams the start of an answer, then never finishes.
+    const provider = await startFakeProvider(() => ({
+      sse: `${fixture('openai-chat-text.sse').split('\n\n').slice(0, 3).join('\n\n')}\n\n`,
+      hang: true,
+    }));
+    try {
+      const harness = harnessFor({});
+      const api = createClient(harness);
+      const id = await api.session({ model: 'openai-compatible:fake' });
+      const overrides = { OPENAI_COMPATIBLE_BASE_URL: provider.baseURL };
+      const queued = await harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'go', background: true }),
+      });
+      expect(queued.status).toBe(202);
+      const following = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(following.status).toBe(200);
+      const reader = following.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = '';
+      // The partial answer arrives while the turn still runs.
+      while (!text.includes('event: output_text.delta')) {
+        const chunk = await reader.read();
+        expect(chunk.done).toBe(false);
+        text += decoder.decode(chunk.value, { stream: true });
+      }
+      expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+      expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
+        text += decoder.decode(chunk.value, { stream: true });
+      const events = parseSse(text);
+      expect(events[0]).toMatchObject({ event: 'turn.started', data: { turn: 1 } });
+      expect(events.at(-1)).toEqual({
+        event: 'error',
+        data: { error: expect.objectContaining({ code: 'turn_cancelled' }) },
+      });
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { settled } from './background-suite.ts';
+import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+
+/**
+ * Resumable event streams through the real app: a streamed or background turn journals its
+ * events, and `GET .../turns/{turn}/events` replays them from any point (`?after`,
+ * `Last-Event-ID`) and follows a running turn to its end. Runs on Node
+ * (test/http/http.test.ts) and inside workerd (test/workers/http.test.ts).
+ */
+export function defineEventsSuite(label: string, harness: HttpHarness): void {
+  const api = createClient(harness);
+  const auth = { authorization: `Bearer ${TOKEN}` };
+
+  /** Reads at most `limit` events of the event route (then disconnects), with their ids. */
+  async function readEvents(path: string, headers: Record<string, string> = {}, limit = Infinity) {
+    const response = await harness.fetch(path, { headers: { ...auth, ...headers } });
+    if (!response.ok) return { status: response.status, events: [], body: await response.json() };
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const events: { id: number; event: string; data: any }[] = [];
+    let text = '';
+    while (events.length < limit) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      text += decoder.decode(chunk.value, { stream: true });
+      const frames = text.split('\n\n');
+      text = frames.pop()!;
+      for (const frame of frames) {
+        const id = Number(/^id: (\d+)$/m.exec(frame)?.[1]);
+        const [parsed] = parseSse(`${frame}\n\n`);
+        if (parsed && events.length < limit) events.push({ id, ...parsed });
+      }
+    }
+    await reader.cancel().catch(() => undefined);
+    return { status: response.status, events, body: null };
+  }
+
+  const words = (count: number) => Array.from({ length: count }, (_, index) => `w${index}`).join(' ');
+
+  describe(`${label}: turn event journals`, () => {
+    it('replays a streamed turn from the start, after N, and after Last-Event-ID', async () => {
+      const id = await api.session();
+      const streamed = await harness.fetch(`/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: words(12), stream: true }),
+      });
+      const live = parseSse(await streamed.text());
+      const all = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      expect(all.status).toBe(200);
+      expect(all.events.map(({ event, data }) => ({ event, data }))).toEqual(live);
+      expect(all.events.map((event) => event.id)).toEqual(live.map((_, index) => index + 1));
+      const after = await readEvents(`/v1/sessions/${id}/turns/1/events?after=3`);
+      expect(after.events.map((event) => event.id)).toEqual(live.slice(3).map((_, index) => index + 4));
+      const resumed = await readEvents(`/v1/sessions/${id}/turns/1/events`, { 'last-event-id': '5' });
+      expect(resumed.events.map((event) => event.id)[0]).toBe(6);
+      expect(resumed.events.at(-1)?.event).toBe('turn.completed');
+    });
+
+    it('follows a background turn live and, reconnecting at random points, gets every event once', async () => {
+      const id = await api.session();
+      const input = words(40);
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input, background: true })).status).toBe(202);
+      const seen: { id: number; event: string; data: any }[] = [];
+      // Disconnects after a pseudo-random number of events, then resumes from the last id.
+      let state = 7;
+      for (let connections = 0; connections < 200 && seen.at(-1)?.event !== 'turn.completed'; connections++) {
+        state = (state * 48271) % 2147483647;
+        const part = await readEvents(
+          `/v1/sessions/${id}/turns/1/events`,
+          seen.length > 0 ? { 'last-event-id': String(seen.at(-1)!.id) } : {},
+          1 + (state % 9),
+        );
+        expect(part.status).toBe(200);
+        seen.push(...part.events);
+      }
+      expect(seen.map((event) => event.id)).toEqual(seen.map((_, index) => index + 1));
+      const text = seen
+        .filter((event) => event.event === 'output_text.delta')
+        .map((event) => event.data.delta)
+        .join('');
+      expect(text).toBe(`echo: ${input}`);
+      expect((await settled(api, id, 1)).status).toBe('completed');
+    });
+
+    it('answers 404 for a turn without a journal, and 400 for a bad after', async () => {
+      const id = await api.session();
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'plain' })).status).toBe(200);
+      const plain = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      expect(plain.status).toBe(404);
+      expect((await readEvents(`/v1/sessions/${id}/turns/9/events`)).status).toBe(404);
+      expect((await readEvents(`/v1/sessions/${id}/turns/1/events?after=-1`)).status).toBe(400);
+    });
+  });
+}

@@ -1,0 +1,85 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { PutOptions } from '../../lib/store/object-store.ts';
+import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
+import type { TurnServices } from '../../lib/turn.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/** A turn's event journal: batched by time, each key written once, replayed in order. */
+
+/** A memory store that counts the puts of each key. */
+class PutCountingStore extends MemoryStore {
+  readonly puts = new Map<string, number>();
+  override async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+    this.puts.set(key, (this.puts.get(key) ?? 0) + 1);
+    return super.put(key, body, options);
+  }
+}
+
+async function setup() {
+  const store = new PutCountingStore();
+  const sessions = new SessionLog(store);
+  await sessions.create({ id: 'j' });
+  const turn = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
+  if (turn.kind !== 'claimed') throw new Error('expected a claim');
+  const background: Promise<unknown>[] = [];
+  const services = {
+    sessions,
+    log: () => {},
+    config: parseServiceConfig({}),
+    background: (task: Promise<unknown>) => void background.push(task),
+  } as unknown as TurnServices;
+  /** Closes a journal and waits for its last batch (written after the response). */
+  const close = async (journal: ReturnType<typeof journalTurn>) => {
+    journal.close();
+    await vi.advanceTimersByTimeAsync(0);
+    await Promise.all(background);
+  };
+  return { store, sessions, services, close };
+}
+
+describe('turn event journal', () => {
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('writes at most one batch a second, each key once, the last marked as the end', async () => {
+    const { store, services, close } = await setup();
+    const journal = journalTurn(services, 'j');
+    journal.emit({ event: 'turn.started', data: { turn: 1, first_seq: 2 } });
+    // 3.5 s of streaming, a delta every 100 ms.
+    for (let index = 0; index < 35; index++) {
+      await vi.advanceTimersByTimeAsync(100);
+      journal.emit({ event: 'output_text.delta', data: { delta: `d${index} ` } });
+    }
+    await close(journal);
+    const keys = [...store.puts.keys()].filter((key) => key.includes('/events/'));
+    // One batch per second of streaming, plus the last.
+    expect(keys.length).toBeLessThanOrEqual(3 + 2);
+    expect(keys.length).toBeGreaterThanOrEqual(3);
+    for (const key of keys) expect(store.puts.get(key)).toBe(1);
+
+    vi.useRealTimers();
+    const events = [];
+    for await (const event of journalEvents(services, 'j', 1, 0)) events.push(event);
+    expect(events.map((event) => event.n)).toEqual(Array.from({ length: 36 }, (_, index) => index + 1));
+    expect(events.slice(1).map((event) => (event.data as { delta: string }).delta)).toEqual(
+      Array.from({ length: 35 }, (_, index) => `d${index} `),
+    );
+    const after = [];
+    for await (const event of journalEvents(services, 'j', 1, 30)) after.push(event.n);
+    expect(after).toEqual([31, 32, 33, 34, 35, 36]);
+  });
+
+  it('writes nothing for a turn that never started (refused before its claim)', async () => {
+    const { store, services, close } = await setup();
+    const journal = journalTurn(services, 'j');
+    journal.emit({ event: 'error', data: { error: { code: 'turn_in_progress', message: 'busy' } }, cause: null });
+    await close(journal);
+    expect([...store.puts.keys()].some((key) => key.includes('/events/'))).toBe(false);
+  });
+});

@@ -204,7 +204,7 @@ describe('bench', () => {
       notices: 1,
     });
     const notRun = Object.fromEntries(
-      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability'].map((section) => [
+      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer'].map((section) => [
         section,
         'not run: the run had --only=memory',
       ]),

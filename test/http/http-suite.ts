@@ -281,6 +281,24 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(response.status).toBe(400);
     });
 
+    // curl -X POST sends no Content-Type and no body; Node's server still hands the app a body stream.
+    it('an empty POST body needs no content type (revoke, compact); a body without one is 400', async () => {
+      const id = await api.session();
+      const empty = (path: string) =>
+        harness.fetch(path, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: new Uint8Array(0) });
+      const revoked = await empty(`/v1/sessions/${id}/tokens/revoke`);
+      expect(revoked.status).toBe(200);
+      expect(await revoked.json()).toEqual({ session_id: id, token_generation: 1 });
+      expect((await empty(`/v1/sessions/${id}/compact`)).status).toBe(200);
+      const withBody = await harness.fetch(`/v1/sessions/${id}/tokens/revoke`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}` },
+        body: new TextEncoder().encode('{}'),
+      });
+      expect(withBody.status).toBe(400);
+      expect(((await withBody.json()) as any).error.details.field).toBe('content-type');
+    });
+
     it.each([
       ['missing input', {}, 'input'],
       ['empty input string', { input: '' }, 'input'],

@@ -18,9 +18,16 @@ import { checkItemSizes } from '../../item-size.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter, type AppEnv } from '../../router.ts';
 import { requires } from '../../tokens.ts';
-import { OpenAIApiError, openaiErrorBody } from './errors.ts';
-import { eventQueue, openaiErrors, resolveFacadeModel } from './responses.ts';
-import { chatCompletionCreateSchema, openaiObjectSchema, type ChatCompletionCreateBody } from './schemas.ts';
+import { OpenAIApiError } from '../../../lib/openai/errors.ts';
+import { openaiErrorBody } from './errors.ts';
+import { modelOf } from '../../../lib/openai/facade.ts';
+import { eventQueue, sseResponse, type SseMessage } from '../../../lib/openai/sse.ts';
+import { facadeOf, openaiErrors } from './facade-context.ts';
+import {
+  chatCompletionCreateSchema,
+  openaiObjectSchema,
+  type ChatCompletionCreateBody,
+} from '../../../lib/openai/schemas.ts';
 
 /**
  * POST /v1/chat/completions: stateless. The client sends the whole conversation every time;
@@ -104,8 +111,6 @@ async function consumeNotices(c: Context<AppEnv>, sessionId: string, strategies:
   return consumed.delivered;
 }
 
-const encoder = new TextEncoder();
-
 async function createChatCompletion(
   c: Context<AppEnv>,
   body: ChatCompletionCreateBody,
@@ -114,7 +119,7 @@ async function createChatCompletion(
   const services = c.var.services;
   const sessionId = headers['x-tailgate-session'] ?? null;
   authorizeSession(c, sessionId);
-  const model = resolveFacadeModel(c, body.model);
+  const model = modelOf(facadeOf(c), body.model);
   const { instructions, items } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   checkItemSizes(items, c.var.config.maxItemBytes);
   if (items.length === 0)
@@ -156,10 +161,10 @@ async function createChatCompletion(
       200,
     );
   }
-  const queue = eventQueue<string>();
+  const queue = eventQueue<SseMessage>();
   const writer = new ChatChunkWriter(
     { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
-    (chunk) => queue.push(JSON.stringify(chunk)),
+    (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
   void runStateless(services, request, (event) =>
     event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
@@ -168,23 +173,12 @@ async function createChatCompletion(
     .then(
       (result) => {
         writer.done(result.usage, tailgate(result.context));
-        queue.push('[DONE]');
+        queue.push({ data: '[DONE]' });
       },
-      (error: unknown) => queue.push(JSON.stringify(openaiErrorBody(error, services.log).body)),
+      (error: unknown) => queue.push({ data: JSON.stringify(openaiErrorBody(error, services.log).body) }),
     )
     .finally(() => queue.close());
-  const iterator = queue[Symbol.asyncIterator]();
-  const stream = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(encoder.encode(`data: ${next.value}\n\n`));
-    },
-  });
-  return new Response(stream, {
-    status: 200,
-    headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
-  });
+  return sseResponse(queue);
 }
 
 /** POST /v1/chat/completions. */

@@ -11,9 +11,16 @@ import { checkItemSizes } from '../../item-size.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter, type AppEnv } from '../../router.ts';
 import { requires } from '../../tokens.ts';
-import { OpenAIApiError } from './errors.ts';
-import { continuedSession, openaiErrors, resolveFacadeModel } from './responses.ts';
-import { openaiObject, openaiObjectSchema, responseCompactSchema, type ResponseCompactBody } from './schemas.ts';
+import { OpenAIApiError } from '../../../lib/openai/errors.ts';
+import { modelOf } from '../../../lib/openai/facade.ts';
+import { continuedSession } from '../../../lib/openai/sessions.ts';
+import { facadeOf, openaiErrors } from './facade-context.ts';
+import {
+  openaiObject,
+  openaiObjectSchema,
+  responseCompactSchema,
+  type ResponseCompactBody,
+} from '../../../lib/openai/schemas.ts';
 
 /**
  * POST /v1/responses/compact (`client.responses.compact`): with `previous_response_id`, the
@@ -49,7 +56,7 @@ async function compactStored(
   model: string | undefined,
 ): Promise<ResponseCompactionItem[]> {
   const services = c.var.services;
-  const sessionId = await continuedSession(c, previousResponseId);
+  const sessionId = await continuedSession(facadeOf(c), previousResponseId);
   if (body.input) {
     const items = inputToItems(body.input).items;
     checkItemSizes(items, c.var.config.maxItemBytes);
@@ -88,7 +95,7 @@ async function compactInline(
 export function compactResponseRoutes() {
   return createRouter().openapi(compactResponseRoute, async (c) => {
     const body = c.req.valid('json');
-    const model = body.model ? resolveFacadeModel(c, body.model) : undefined;
+    const model = body.model ? modelOf(facadeOf(c), body.model) : undefined;
     const output = body.previous_response_id
       ? await compactStored(c, body, body.previous_response_id, model)
       : await compactInline(c, body, model);

@@ -17,9 +17,10 @@ import { checkItemSizes } from '../../item-size.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter, type AppEnv } from '../../router.ts';
 import { requires } from '../../tokens.ts';
-import { OpenAIApiError } from './errors.ts';
+import { OpenAIApiError } from '../../../lib/openai/errors.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
-import { itemsBetween, openaiErrors } from './responses.ts';
+import { itemsBetween } from '../../../lib/openai/sessions.ts';
+import { openaiErrors } from './facade-context.ts';
 import {
   conversationCreateSchema,
   conversationIdParamsSchema,
@@ -30,7 +31,7 @@ import {
   includeQuerySchema,
   openaiObjectSchema,
   openaiObject,
-} from './schemas.ts';
+} from '../../../lib/openai/schemas.ts';
 
 /**
  * The Conversations API over sessions: a conversation is a session (same id), its items are
@@ -289,7 +290,7 @@ export function conversationRoutes() {
       if (!ref || ref.sessionId !== id) throw missing();
       const session = await readConversation(c, id);
       if (ref.seq > session.counts.items) throw missing();
-      const [item] = await itemsBetween(c.var.services, id, ref.seq, ref.seq + 1);
+      const [item] = await itemsBetween(c.var, id, ref.seq, ref.seq + 1);
       if (!item || item.type !== ref.kind) throw missing();
       return c.json(openaiObject(storedItem(item, requested)), 200);
     });

@@ -105,6 +105,7 @@ async function createStoredResponse(
     ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
+    ...(Object.keys(prepared.modelSettings).length > 0 ? { model_settings: prepared.modelSettings } : {}),
     // OpenAI's default is "disabled": no overflow safety net behind a Responses client's back.
     truncation: body.truncation ?? 'disabled',
     ...(compaction

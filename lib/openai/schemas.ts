@@ -2,10 +2,26 @@ import { z } from 'zod';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
- * what tailgate does. Objects are strict, so a field tailgate does not support (`reasoning`,
- * `prompt`, `top_p`...) is a 400 whose `param` names it instead of being ignored; fields that
- * clients send with their default value are accepted with that value only.
+ * what tailgate does. Objects are strict, so a field tailgate does not support (`prompt`,
+ * built-in tools...) is a 400 whose `param` names it instead of being ignored; every field
+ * accepted either takes effect or is echoed as advisory (docs/OPENAI.md has the table).
  */
+
+const effortSchema = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']);
+const verbositySchema = z.enum(['low', 'medium', 'high']);
+const penaltySchema = z.number().min(-2).max(2).nullable().optional();
+const endUserSchema = z.string().min(1).max(256).nullable().optional();
+const serviceTierSchema = z
+  .enum(['auto', 'default', 'flex', 'scale', 'priority'])
+  .nullable()
+  .optional()
+  .meta({ description: 'Advisory: echoed, the provider picks its tier.' });
+const jsonSchemaFormat = {
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+  description: z.string().max(4096).optional(),
+  schema: z.record(z.string(), z.unknown()),
+  strict: z.boolean().nullable().optional(),
+};
 
 const textPart = z
   .object({
@@ -89,7 +105,15 @@ export const responseCreateSchema = z
     input: z.union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)]),
     instructions: z.string().nullable().optional(),
     tools: z.array(functionToolSchema).max(512).optional(),
-    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
+    tool_choice: z
+      .union(
+        [
+          z.enum(['auto', 'none', 'required']),
+          z.object({ type: z.literal('function'), name: z.string().min(1).max(256) }).strict(),
+        ],
+        { error: 'must be "auto", "none", "required" or {type: "function", name}' },
+      )
+      .optional(),
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
     conversation: z
       .union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()])
@@ -101,19 +125,61 @@ export const responseCreateSchema = z
     max_output_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
     metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
-    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
-    text: z
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    max_tool_calls: z
+      .number()
+      .int()
+      .min(1)
+      .nullable()
+      .optional()
+      .meta({ description: 'A limit on calls to built-in tools: tailgate has none, so it always holds.' }),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    presence_penalty: penaltySchema,
+    frequency_penalty: penaltySchema,
+    top_logprobs: z
+      .number()
+      .int()
+      .min(0)
+      .max(20)
+      .nullable()
+      .optional()
+      .meta({ description: 'Advisory: echoed, no log probabilities are returned.' }),
+    reasoning: z
       .object({
-        format: z
-          .object({ type: z.literal('text', { error: 'only text output is supported' }) })
-          .strict()
-          .optional(),
+        effort: effortSchema.nullable().optional(),
+        summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
+        generate_summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
       })
       .strict()
       .nullable()
       .optional(),
-    include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
+    user: endUserSchema,
+    safety_identifier: endUserSchema,
+    service_tier: serviceTierSchema,
+    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
+    text: z
+      .object({
+        format: z
+          .discriminatedUnion('type', [
+            z.object({ type: z.literal('text') }).strict(),
+            z.object({ type: z.literal('json_object') }).strict(),
+            z.object({ type: z.literal('json_schema'), ...jsonSchemaFormat }).strict(),
+          ])
+          .optional(),
+        verbosity: verbositySchema.nullable().optional(),
+      })
+      .strict()
+      .nullable()
+      .optional(),
+    include: z
+      .array(
+        z.enum(['reasoning.encrypted_content'], {
+          error:
+            'only "reasoning.encrypted_content" is supported (tailgate returns no reasoning items to include it in)',
+        }),
+      )
+      .nullable()
+      .optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
     context_management: z
@@ -297,7 +363,17 @@ export const chatCompletionCreateSchema = z
     model: modelSchema,
     messages: z.array(chatMessageSchema).min(1).max(10_000),
     tools: z.array(chatToolSchema).max(512).optional(),
-    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
+    tool_choice: z
+      .union(
+        [
+          z.enum(['auto', 'none', 'required']),
+          z
+            .object({ type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256) }).strict() })
+            .strict(),
+        ],
+        { error: 'must be "auto", "none", "required" or {type: "function", function: {name}}' },
+      )
+      .optional(),
     stream: z.boolean().nullable().optional(),
     stream_options: z
       .object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
@@ -308,14 +384,30 @@ export const chatCompletionCreateSchema = z
     max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
     n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
-    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    presence_penalty: penaltySchema,
+    frequency_penalty: penaltySchema,
+    stop: z
+      .union([z.string().min(1), z.array(z.string().min(1)).max(4)])
+      .nullable()
+      .optional(),
+    reasoning_effort: effortSchema.nullable().optional(),
+    verbosity: verbositySchema.nullable().optional(),
+    user: endUserSchema,
+    safety_identifier: endUserSchema,
+    service_tier: serviceTierSchema,
+    logprobs: z.literal(false, { error: 'log probabilities are not returned' }).nullable().optional(),
     store: z
       .literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' })
       .nullable()
       .optional(),
     response_format: z
-      .object({ type: z.literal('text', { error: 'only text output is supported' }) })
-      .strict()
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('text') }).strict(),
+        z.object({ type: z.literal('json_object') }).strict(),
+        z.object({ type: z.literal('json_schema'), json_schema: z.object(jsonSchemaFormat).strict() }).strict(),
+      ])
       .optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
   })

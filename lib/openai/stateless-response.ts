@@ -46,6 +46,7 @@ export async function createStatelessResponse(
     ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+    ...(Object.keys(prepared.modelSettings).length > 0 ? { settings: prepared.modelSettings } : {}),
     ...(body.truncation ? { truncation: body.truncation } : {}),
   };
   const fields = { ...prepared.echo, tools: openaiTools(tools ?? []), conversationId: null, store: false };

@@ -5,7 +5,7 @@ import { sessionPrefix } from '../session/keys.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
-import { buildResponse, outputItem, type TailgateResponse } from './responses.ts';
+import { buildResponse, DEFAULT_SETTINGS, outputItem, type TailgateResponse } from './responses.ts';
 import { isOutput, itemsBetween } from './sessions.ts';
 
 /**
@@ -110,10 +110,7 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
     output: output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
     instructions: session.instructions,
     tools: openaiTools(session.tools),
-    toolChoice: 'auto',
-    temperature: null,
-    maxOutputTokens: null,
-    metadata: null,
+    settings: DEFAULT_SETTINGS,
     previousResponseId: null,
     conversationId: ref.sessionId,
     store: true,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
 import { truncationSchema } from '../compaction/truncate-prompt.ts';
+import type { ModelSettings } from '../models/model.ts';
 import { strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
 
 /**
@@ -46,6 +47,12 @@ export type TurnRequest = Omit<z.infer<typeof turnRequestSchema>, 'stream'> & {
    * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
    */
   compaction?: { threshold?: number };
+  /**
+   * What the client asked of the model call besides the prompt (OpenAI's `top_p`, `reasoning`,
+   * `text.format`, `tool_choice`, `user`...): passed on to the model, and kept with the turn's
+   * record as the rest of the request is.
+   */
+  model_settings?: ModelSettings;
 };
 
 export const turnContextSchema = z

@@ -202,10 +202,10 @@ describe('the official openai client: chat completions', () => {
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);
     expect(n).toMatchObject({ status: 400, param: 'n' });
-    const required = await client.chat.completions
-      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' })
+    const logprobs = await client.chat.completions
+      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], logprobs: true })
       .catch((error: unknown) => error);
-    expect(required).toMatchObject({ status: 400, param: 'tool_choice' });
+    expect(logprobs).toMatchObject({ status: 400, param: 'logprobs' });
     const late = await client.chat.completions
       .create({
         model: 'echo',

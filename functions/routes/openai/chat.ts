@@ -8,6 +8,7 @@ import {
   buildChatCompletion,
   ChatChunkWriter,
   chatMessagesToItems,
+  chatModelSettings,
   type ChatMessageBody,
 } from '../../../lib/openai/chat.ts';
 import { randomId } from '../../../lib/openai/ids.ts';
@@ -137,6 +138,7 @@ async function createChatCompletion(
     ...(maxOutputTokens ? { maxOutputTokens } : {}),
     ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
     ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+    settings: chatModelSettings(body),
   };
   // Notices go back to the inbox when no model answered them.
   const giveBack = async (error: unknown): Promise<never> => {
@@ -156,6 +158,7 @@ async function createChatCompletion(
         model: body.model,
         output: result.output,
         usage: result.usage,
+        ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
         tailgate: tailgate(result.context),
       }),
       200,

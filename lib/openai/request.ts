@@ -110,7 +110,7 @@ function echoedSettings(body: ResponseCreateBody): ResponseSettings {
     max_tool_calls: pick('max_tool_calls', body.max_tool_calls),
     max_output_tokens: pick('max_output_tokens', body.max_output_tokens),
     text: {
-      format: (body.text?.format ?? { type: 'text' }) as NonNullable<ResponseSettings['text']['format']>,
+      format: echoedFormat(body.text?.format),
       verbosity: body.text?.verbosity ?? DEFAULT_SETTINGS.text.verbosity!,
     },
     reasoning: reasoning
@@ -123,4 +123,17 @@ function echoedSettings(body: ResponseCreateBody): ResponseSettings {
     truncation: pick('truncation', body.truncation),
     metadata: pick('metadata', body.metadata),
   };
+}
+
+/**
+ * The text format a response echoes: as sent, a `json_schema` one with `description` and
+ * `strict` (the specification requires both; OpenAI's default for `strict` is false).
+ */
+function echoedFormat(
+  format: NonNullable<ResponseCreateBody['text']>['format'],
+): NonNullable<ResponseSettings['text']['format']> {
+  if (format?.type !== 'json_schema') return format ?? { type: 'text' };
+  return { ...format, description: format.description ?? null, strict: format.strict ?? false } as NonNullable<
+    ResponseSettings['text']['format']
+  >;
 }

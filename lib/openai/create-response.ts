@@ -1,8 +1,10 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotNewestTurnError } from '../errors.ts';
+import type { ClientItem } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn.ts';
 import { compactionItem } from './compaction.ts';
 import type { Facade } from './facade.ts';
+import { findHistory, indexHistory } from './history-index.ts';
 import { compactionId, itemId, responseId, type ResponseRef } from './ids.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
@@ -34,6 +36,26 @@ interface StoredContext {
   session: { id: string; created_at: string };
   inputCount: number;
   fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
+  /**
+   * The conversation's whole history before the output, when the request held it (no
+   * `previous_response_id` or `conversation`): indexed when the turn ends (./history-index.ts),
+   * replacing the entry the request matched.
+   */
+  history?: { before: readonly ClientItem[]; replaced: string | undefined };
+}
+
+/** Keeps the response for GET, and indexes the conversation's history for the client's next step. */
+async function ended(
+  facade: Facade,
+  context: StoredContext,
+  turn: TurnResponse,
+  answer: TailgateResponse,
+): Promise<void> {
+  await saveResponse(facade, context.session, turn.turn, answer);
+  if (context.history) {
+    const history = [...context.history.before, ...(turn.output as ClientItem[])];
+    await indexHistory(facade, context.session, turn.turn, history, context.history.replaced);
+  }
 }
 
 function refOf(context: StoredContext, turn: number, firstSeq: number): ResponseRef {
@@ -78,9 +100,15 @@ async function createStoredResponse(
   idempotencyKey: string | undefined,
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
-  const { body, model, instructions, items, tools, turnTools } = prepared;
-  const { sessionId, afterTurn } = await sessionOf(facade, body, { instructions, model, idempotencyKey });
-  const session = await services.sessions.get(sessionId);
+  const { body, model, instructions, tools, turnTools } = prepared;
+  // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
+  const whole = !body.previous_response_id && !body.conversation;
+  const match = whole ? await findHistory(facade, prepared.items) : undefined;
+  const { sessionId, afterTurn } = match
+    ? { sessionId: match.session.id, afterTurn: match.turn }
+    : await sessionOf(facade, body, { instructions, model, idempotencyKey });
+  const session = match?.session ?? (await services.sessions.get(sessionId));
+  const items = prepared.items.slice(match?.known ?? 0);
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
   // not so for one continuing an older turn: a retry (they are set already) or a branch (refused).
   const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
@@ -96,6 +124,7 @@ async function createStoredResponse(
       conversationId: sessionId,
       store: true,
     },
+    ...(whole ? { history: { before: prepared.items, replaced: match?.key } } : {}),
   };
   const compaction = body.context_management?.[0];
   const request: TurnRequest = {
@@ -133,7 +162,7 @@ async function createStoredResponse(
   const response = await pending.catch(branched);
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
   const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response));
-  await saveResponse(facade, context.session, response.turn, answer);
+  await ended(facade, context, response, answer);
   return answer;
 }
 
@@ -176,7 +205,7 @@ async function streamStoredTurn(
         });
         for (const item of compacted) writer.wholeItem(item);
         const answer = storedResponse(context, event.data, firstSeq, compacted);
-        await saveResponse(facade, context.session, number, answer);
+        await ended(facade, context, event.data, answer);
         writer.completed(answer);
       } else if (event.event === 'error') {
         const failed = buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) });

@@ -272,6 +272,7 @@ export const conversationCreateSchema = z
   })
   .strict()
   .meta({ id: 'OpenAIConversationCreate' });
+export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
 
 export const conversationUpdateSchema = z
   .object({ metadata: metadataSchema })
@@ -307,6 +308,7 @@ const noInclude = z
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
 
 export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
+export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;
 
 const chatText = z.union([
   z.string(),

@@ -16,7 +16,7 @@ import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
 import { facadeOf, openaiErrors } from './facade-context.ts';
-import { withinPageBytes } from './item-pages.ts';
+import { withinPageBytes } from '../../../lib/openai/item-pages.ts';
 
 /**
  * The Responses API (POST/GET/DELETE /v1/responses...) over sessions: a conversation is a

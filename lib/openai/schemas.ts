@@ -23,9 +23,12 @@ const jsonSchemaFormat = {
   strict: z.boolean().nullable().optional(),
 };
 
+/** Images and files are refused until the images issue stores them; the refusal says so. */
+const NO_IMAGES = 'images and files (input_image, input_file) wait for the images issue (docs/OPENAI.md, "Fields")';
+
 const textPart = z
   .object({
-    type: z.enum(['input_text', 'output_text']),
+    type: z.enum(['input_text', 'output_text'], { error: `must be input_text or output_text: ${NO_IMAGES}` }),
     text: z.string(),
     annotations: z.array(z.unknown()).optional(),
     logprobs: z.array(z.unknown()).optional(),
@@ -42,7 +45,7 @@ const messageInput = z
     type: z.literal('message').optional(),
     role: z.enum(['user', 'assistant', 'system', 'developer']),
     content: z.union([z.string(), z.array(textPart).min(1)], {
-      error: 'must be a string or text parts (input_text, output_text); only text is supported',
+      error: `must be a string or text parts (input_text, output_text): ${NO_IMAGES}`,
     }),
     ...itemFields,
   })
@@ -315,7 +318,12 @@ const chatText = z.union([
   z
     .array(
       z
-        .object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() })
+        .object({
+          type: z.literal('text', {
+            error: 'only text content parts are supported: images wait for the images issue (docs/OPENAI.md)',
+          }),
+          text: z.string(),
+        })
         .strict(),
     )
     .min(1),

@@ -198,6 +198,7 @@ describe('the official openai client: chat completions', () => {
       })
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((image as Error).message).toContain('docs/OPENAI.md');
     const n = await client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);

@@ -269,6 +269,8 @@ describe('the official openai client: responses', () => {
         })
         .catch((error: unknown) => error);
       expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
+      // Until images and files are stored, the refusal says where that stands.
+      expect((badInput as Error).message).toContain('docs/OPENAI.md');
 
       const previous = await client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })

@@ -15,9 +15,10 @@ import type { Facade } from './facade.ts';
  * still there (same incarnation) and that turn is still its newest, and the caller may use
  * it. An input that edits the history hashes differently and starts a new conversation.
  *
- * The key is TOKEN_SIGNING_KEY (else API_TOKEN): whoever lists the bucket cannot tell which
- * history an entry stands for. Changing the key starts new conversations for the loops that
- * were running. Entries of a deleted session stay until overwritten; a match checks them.
+ * The key is TOKEN_SIGNING_KEY (else API_TOKEN, else a fixed one under anonymous access):
+ * whoever lists the bucket cannot tell which history an entry stands for. Changing the key
+ * starts new conversations for the loops that were running. Entries of a deleted session stay
+ * until overwritten; a match checks them.
  */
 
 interface HistoryEntry {
@@ -45,7 +46,9 @@ function canonical(item: ClientItem): unknown[] {
 }
 
 async function historyKey(facade: Facade, items: readonly ClientItem[]): Promise<string> {
-  const secret = facade.config.tokenSigningKey ?? facade.config.apiToken ?? '';
+  // Without a secret (anonymous access) there is nothing to keep from a bucket reader; Web
+  // Crypto refuses an empty HMAC key on Workers, so a fixed one stands in.
+  const secret = facade.config.tokenSigningKey ?? facade.config.apiToken ?? 'tailgate: no secret configured';
   const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
     'sign',
   ]);

@@ -246,6 +246,31 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
     });
   });
 
+  describe(`${label}: the OpenAI-compatible history index`, () => {
+    // No secret at all (anonymous access): the index is keyed all the same.
+    it('continues a resent history with no API_TOKEN or TOKEN_SIGNING_KEY configured', async () => {
+      const anonymous = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: 'true' };
+      const create = async (input: unknown) => {
+        const response = await harness.fetchWithEnv(anonymous, '/v1/responses', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'echo', input }),
+        });
+        const body = (await response.json()) as any;
+        expect(response.status, JSON.stringify(body)).toBe(200);
+        return body;
+      };
+      const word = freshId('history');
+      const first = await create(word);
+      const next = await create([
+        { role: 'user', content: word },
+        { role: 'assistant', content: `echo: ${word}` },
+        { role: 'user', content: 'again' },
+      ]);
+      expect(next.conversation.id).toBe(first.conversation.id);
+    });
+  });
+
   describe(`${label}: validation`, () => {
     it.each([
       ['unknown field', { id: freshId('v'), colour: 'red' }, 'colour'],

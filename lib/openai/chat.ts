@@ -9,7 +9,7 @@ import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
 import { withoutUnset } from './request.ts';
-import type { ChatCompletionCreateBody } from './schemas.ts';
+import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 
 /**
  * Pure mapping between OpenAI's Chat Completions shapes (the `openai` package's types) and

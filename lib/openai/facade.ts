@@ -18,6 +18,8 @@ export interface Facade {
   authorize(sessionId: string | null): void;
   /** 413 for an item over MAX_ITEM_BYTES. */
   checkItems(items: readonly Item[]): void;
+  /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */
+  errorBody(error: unknown): unknown;
 }
 
 /** The tailgate model id a request's `model` names (404 model_not_found otherwise). */

@@ -4,6 +4,7 @@ import { openaiErrorSchema } from '../../../lib/openai/schemas.ts';
 import { authorizeSession } from '../../auth.ts';
 import { checkItemSizes } from '../../item-size.ts';
 import type { AppEnv } from '../../router.ts';
+import { openaiErrorBody } from './errors.ts';
 
 /** What lib/openai/ works with for one request: its services and config, and its caller's access. */
 export function facadeOf(c: Context<AppEnv>): Facade {
@@ -12,6 +13,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
     config: c.var.config,
     authorize: (sessionId) => authorizeSession(c, sessionId),
     checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
+    errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
   };
 }
 

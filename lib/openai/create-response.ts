@@ -103,7 +103,7 @@ async function createStoredResponse(
   const { body, model, instructions, tools, turnTools } = prepared;
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
-  const match = whole ? await findHistory(facade, prepared.items) : undefined;
+  const match = whole ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
   const { sessionId, afterTurn } = match
     ? { sessionId: match.session.id, afterTurn: match.turn }
     : await sessionOf(facade, body, { instructions, model, idempotencyKey });
@@ -124,7 +124,10 @@ async function createStoredResponse(
       conversationId: sessionId,
       store: true,
     },
-    ...(whole ? { history: { before: prepared.items, replaced: match?.key } } : {}),
+    // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
+    ...(whole
+      ? { history: { before: prepared.items, replaced: idempotencyKey === undefined ? match?.key : undefined } }
+      : {}),
   };
   const compaction = body.context_management?.[0];
   const request: TurnRequest = {

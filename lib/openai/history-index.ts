@@ -66,8 +66,15 @@ function isOutput(item: ClientItem): boolean {
  * The stored conversation `items` continue, if any: the items up to the last model output
  * (with at least one item after it) are looked up (one get, and the session's config, which
  * the turn reads anyway). Undefined when nothing matches or the caller may not use the match.
+ * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
+ * must follow the matched one, which the claim judges after replaying a repeated key, so a
+ * retried step is answered with its stored response.
  */
-export async function findHistory(facade: Facade, items: readonly ClientItem[]): Promise<HistoryMatch | undefined> {
+export async function findHistory(
+  facade: Facade,
+  items: readonly ClientItem[],
+  keyed: boolean,
+): Promise<HistoryMatch | undefined> {
   const known = items.findLastIndex(isOutput) + 1;
   if (known === 0 || known === items.length) return undefined;
   const key = await historyKey(facade, items.slice(0, known));
@@ -83,14 +90,16 @@ export async function findHistory(facade: Facade, items: readonly ClientItem[]):
     if (error instanceof NotFoundError) return undefined;
     throw error;
   });
-  if (!session || session.created_at !== entry.created_at || session.counts.turns !== entry.turn) return undefined;
+  if (!session || session.created_at !== entry.created_at) return undefined;
+  if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   return { session, turn: entry.turn, known, key };
 }
 
 /**
  * Indexes a conversation's history after its turn `turn` ended (the items of every request of
- * the loop, then the output), replacing the entry the request matched. Failures are logged:
- * the client's next step then starts a new conversation.
+ * the loop, then the output), replacing the entry the request matched (`replaced`; a keyed
+ * request keeps it for its retries). Failures are logged: the client's next step then starts
+ * a new conversation.
  */
 export async function indexHistory(
   facade: Facade,

@@ -124,6 +124,27 @@ describe('a client tool loop is one conversation', () => {
     expect(again.conversation!.id).not.toBe(first.conversation!.id);
   });
 
+  it('a keyed retry of a step that continued a conversation is replayed, not taken again', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'ping' });
+    const input = [
+      { role: 'user' as const, content: 'ping' },
+      { role: 'assistant' as const, content: 'echo: ping' },
+      { role: 'user' as const, content: 'pong' },
+    ];
+    const keyed = { headers: { 'Idempotency-Key': `loop-${first.id}` } };
+    const step = await client.responses.create({ model: 'echo', input }, keyed);
+    const retried = await client.responses.create({ model: 'echo', input }, keyed);
+    expect(step.conversation!.id).toBe(first.conversation!.id);
+    expect(retried.id).toBe(step.id);
+    const items = await tailgateGet(tailgate.baseURL, `/sessions/${first.conversation!.id}/items?limit=100`);
+    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
+      'ping',
+      'echo: ping',
+      'pong',
+      'echo: pong',
+    ]);
+  });
+
   it('a scoped token only reaches the sessions it may use', async () => {
     const first = await client.responses.create({ model: 'echo', input: 'hello' });
     const sessionId = first.conversation!.id;

@@ -172,15 +172,16 @@ export function createTurnRunner(
 /**
  * A body with a non-JSON content type is refused up front: the validator would otherwise
  * read it as an empty object (`curl -d` without a JSON Content-Type creates a session with
- * defaults instead of the one asked for).
+ * defaults instead of the one asked for). An empty body needs no content type (`curl -X POST`
+ * of a revoke or a cancel): Node hands such a request a body stream, so its bytes are counted
+ * (bodyBudget has bounded them already).
  */
 const requireJsonBody: MiddlewareHandler = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE' || isStreamedImport(c))
     return next();
   const contentType = c.req.header('content-type');
   if (contentType !== undefined && JSON_CONTENT_TYPE.test(contentType)) return next();
-  const length = c.req.header('content-length');
-  if (contentType === undefined && (length === undefined || length === '0') && c.req.raw.body === null) return next();
+  if (contentType === undefined && (await c.req.arrayBuffer()).byteLength === 0) return next();
   throw new InvalidRequestError('the request body must be JSON: send Content-Type: application/json', {
     field: 'content-type',
   });

@@ -105,6 +105,9 @@ const DEFERRED_ROUTES: ReadonlySet<string> = new Set([
   'POST /v1/responses/compact',
   'POST /v1/chat/completions',
   'POST /v1/conversations',
+  // The model list names no session: any token with session:read may read it.
+  'GET /v1/models',
+  'GET /v1/models/:id',
 ]);
 
 /** The matched route's access; a route without a declared scope needs `admin`. */

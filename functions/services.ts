@@ -13,6 +13,8 @@ import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
 export interface AppServices extends TurnServices {
   sessions: SessionLog;
   inbox: Inbox;
+  /** The request's object store, for what lives beside the sessions (lib/openai/stored-responses.ts). */
+  store: ObjectStore;
 }
 
 export interface ServiceInputs {
@@ -62,6 +64,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       },
       ...clock,
     }),
+    store,
     config,
     env: inputs.env,
     model: inputs.model,

@@ -1,6 +1,7 @@
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { anthropicCacheBreakpoints } from './cache-breakpoints.ts';
-import type { Model } from './model.ts';
+import type { ProviderOptions } from './convert-to-model-messages.ts';
+import type { Model, ModelRequest } from './model.ts';
 import { createSdkModel } from './sdk-model.ts';
 
 export interface AnthropicModelSettings {
@@ -36,9 +37,24 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     languageModel: provider.messages(settings.modelName),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
+    providerOptions: anthropicOptions,
     cacheControl: {
       providerOptions: ANTHROPIC_CACHE_BREAKPOINT,
       place: (request) => anthropicCacheBreakpoints(request.prompt, request.tools.length > 0, request.cacheBreakpoint),
     },
   });
+}
+
+/**
+ * Anthropic's provider options of a request's settings: one tool call at most when parallel
+ * tool calls are off, and the end user (`safety_identifier`, else `user`) as `metadata.user_id`.
+ */
+function anthropicOptions(request: ModelRequest): ProviderOptions | undefined {
+  const asked = request.settings ?? {};
+  const userId = asked.safetyIdentifier ?? asked.user;
+  const options = {
+    ...(asked.parallelToolCalls === false ? { disableParallelToolUse: true } : {}),
+    ...(userId !== undefined ? { metadata: { userId } } : {}),
+  };
+  return Object.keys(options).length > 0 ? { anthropic: options } : undefined;
 }

@@ -1,6 +1,7 @@
 import { sha256Hex } from '../hash.ts';
 import { ModelTimeoutError } from '../errors.ts';
 import { outputLength, type PromptItem } from '../items.ts';
+import { jsonExample } from './json-example.ts';
 import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent } from './model.ts';
 
 export const ECHO_MODEL_ID = 'echo';
@@ -21,6 +22,9 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  * - Usage: input_tokens = ceil(characters of the prompt / 4), counting message content, call
  *   names and arguments, and outputs (an out-of-line output counts its full length);
  *   output_tokens = ceil(characters of the reply / 4) (name plus arguments for a call).
+ * - Settings: `toolChoice: "none"` makes no call; a `json_object` response format makes the
+ *   reply `{"echo": <the text reply>}`, a `json_schema` one a value that validates against the
+ *   schema (./json-example.ts), so structured output is testable offline.
  * - stream() yields the reply word by word as text_delta events, then item_done, then done.
  *
  * @example
@@ -55,7 +59,7 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   const lastUser = lastUserIndex >= 0 ? (prompt[lastUserIndex] as { content: string }).content : '';
   const alreadyCalled = prompt.slice(lastUserIndex + 1).some((item) => item.type === 'function_call');
 
-  const call = alreadyCalled ? undefined : parseCall(lastUser, request);
+  const call = alreadyCalled || request.settings?.toolChoice === 'none' ? undefined : parseCall(lastUser, request);
   if (call) {
     const item: ModelOutputItem = {
       type: 'function_call',
@@ -67,12 +71,18 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
     return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [] };
   }
 
-  const reply = `echo: ${lastUser}`;
+  const reply = formatted(`echo: ${lastUser}`, request.settings?.responseFormat);
   const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
   return {
     result: { output: [item], usage: { input_tokens, output_tokens: Math.ceil(reply.length / 4) } },
     deltas: reply.match(/\s*\S+\s*|\s+/g) ?? [],
   };
+}
+
+/** The reply in the asked response format: JSON for structured output, else the text. */
+function formatted(text: string, format: NonNullable<ModelRequest['settings']>['responseFormat']): string {
+  if (format === undefined) return text;
+  return JSON.stringify(format.type === 'json_object' ? { echo: text } : jsonExample(format.schema, text));
 }
 
 function parseCall(text: string, request: ModelRequest): { name: string; arguments: string } | undefined {

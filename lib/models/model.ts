@@ -20,7 +20,40 @@ export interface ModelRequest {
    * (OpenAI's `prompt_cache_key`); others ignore it.
    */
   promptCacheKey?: string;
+  /** What the client asked of this call besides the prompt (the OpenAI-compatible routes set them). */
+  settings?: ModelSettings;
   signal?: AbortSignal;
+}
+
+/** A JSON Schema object (structured output). */
+export type JsonSchema = Record<string, unknown>;
+
+/**
+ * Settings a client may ask of one call. lib/models/sdk-model.ts passes each to the AI SDK
+ * (call settings, `reasoning`, the response format) or, through the provider wrapper, as
+ * provider options; the echo model honours `toolChoice: "none"` and the response format.
+ */
+export interface ModelSettings {
+  topP?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
+  stopSequences?: string[];
+  toolChoice?: 'auto' | 'none' | 'required' | { name: string };
+  /** Reasoning effort: OpenAI's `reasoning_effort`, Anthropic's thinking budget (the AI SDK maps it). */
+  reasoningEffort?: 'none' | 'minimal' | 'low' | 'medium' | 'high' | 'xhigh';
+  verbosity?: 'low' | 'medium' | 'high';
+  parallelToolCalls?: boolean;
+  responseFormat?:
+    | { type: 'json_object' }
+    | {
+        type: 'json_schema';
+        name: string;
+        schema: JsonSchema;
+        description?: string | undefined;
+        strict?: boolean | null | undefined;
+      };
+  user?: string;
+  safetyIdentifier?: string;
 }
 
 export interface ModelUsage {

@@ -1,5 +1,6 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import type { Model } from './model.ts';
+import type { ProviderOptions } from './convert-to-model-messages.ts';
+import type { Model, ModelRequest } from './model.ts';
 import { createSdkModel } from './sdk-model.ts';
 
 export interface OpenAICompatibleModelSettings {
@@ -19,6 +20,11 @@ export interface OpenAICompatibleModelSettings {
   maxCompletionTokens?: boolean;
   /** Send a request's `promptCacheKey` as `prompt_cache_key` (OpenAI's own API takes it). */
   promptCacheKey?: boolean;
+  /**
+   * Send a `json_schema` response format as such (OpenAI's own API); without it, structured
+   * output asks for `json_object` (what most compatible servers know).
+   */
+  structuredOutputs?: boolean;
   fetch?: typeof globalThis.fetch;
   timeoutMs: number;
   maxRetries: number;
@@ -32,6 +38,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     ...(settings.apiKey !== undefined ? { apiKey: settings.apiKey } : {}),
     ...(settings.fetch ? { fetch: settings.fetch } : {}),
     includeUsage: true,
+    ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
     ...(settings.maxCompletionTokens ? { transformRequestBody: renameMaxTokens } : {}),
   });
   return createSdkModel({
@@ -39,10 +46,27 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     languageModel: provider.chatModel(settings.modelName),
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
-    ...(settings.promptCacheKey
-      ? { promptCacheKeyOptions: (key: string) => ({ [settings.providerName]: { prompt_cache_key: key } }) }
-      : {}),
+    providerOptions: (request) => openaiOptions(settings, request),
   });
+}
+
+/**
+ * The body fields of a request's settings that the AI SDK's call settings do not carry:
+ * `user`, `verbosity` (textVerbosity), `parallel_tool_calls`, `safety_identifier`, and
+ * `prompt_cache_key` where the provider takes it. None: undefined.
+ */
+function openaiOptions(settings: OpenAICompatibleModelSettings, request: ModelRequest): ProviderOptions | undefined {
+  const asked = request.settings ?? {};
+  const fields = {
+    ...(settings.promptCacheKey && request.promptCacheKey !== undefined
+      ? { prompt_cache_key: request.promptCacheKey }
+      : {}),
+    ...(asked.user !== undefined ? { user: asked.user } : {}),
+    ...(asked.verbosity !== undefined ? { textVerbosity: asked.verbosity } : {}),
+    ...(asked.parallelToolCalls !== undefined ? { parallel_tool_calls: asked.parallelToolCalls } : {}),
+    ...(asked.safetyIdentifier !== undefined ? { safety_identifier: asked.safetyIdentifier } : {}),
+  };
+  return Object.keys(fields).length > 0 ? { [settings.providerName]: fields } : undefined;
 }
 
 function renameMaxTokens(body: Record<string, unknown>): Record<string, unknown> {

@@ -99,6 +99,7 @@ export function resolveModel(id: string, environment: ModelEnvironment): Model {
         apiKey: required('OPENAI_API_KEY'),
         maxCompletionTokens: true,
         promptCacheKey: true,
+        structuredOutputs: true,
       });
     case 'openai-compatible': {
       const apiKey = setting('OPENAI_COMPATIBLE_API_KEY');

@@ -1,6 +1,8 @@
 import {
   APICallError,
   generateText,
+  Output,
+  type JSONSchema7,
   streamText,
   type FinishReason,
   type LanguageModel,
@@ -11,7 +13,15 @@ import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
-import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent, ModelUsage } from './model.ts';
+import type {
+  Model,
+  ModelOutputItem,
+  ModelRequest,
+  ModelResult,
+  ModelSettings,
+  ModelStreamEvent,
+  ModelUsage,
+} from './model.ts';
 
 export interface SdkModelOptions {
   /** The tailgate model id (`provider:name`). */
@@ -25,10 +35,12 @@ export interface SdkModelOptions {
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
-   * The provider options carrying `request.promptCacheKey` (OpenAI: `prompt_cache_key` in the
-   * body); without it the key is not sent.
+   * The provider options of a request: what the provider takes of `promptCacheKey` and of
+   * `settings` beyond the AI SDK's own call settings (OpenAI: `prompt_cache_key`, `user`,
+   * `verbosity`, `parallel_tool_calls`, `safety_identifier` in the body). Without it, those
+   * are not sent.
    */
-  promptCacheKeyOptions?: (key: string) => ProviderOptions;
+  providerOptions?: (request: ModelRequest) => ProviderOptions | undefined;
 }
 
 /**
@@ -44,7 +56,7 @@ export interface SdkModelOptions {
  *   caller's abort signal gives `ModelTimeoutError`.
  */
 export function createSdkModel(options: SdkModelOptions): Model {
-  const { id, languageModel, timeoutMs, maxRetries, cacheControl, promptCacheKeyOptions } = options;
+  const { id, languageModel, timeoutMs, maxRetries, cacheControl } = options;
 
   const callSettings = (request: ModelRequest, abortSignal: AbortSignal) => {
     const placed = cacheControl?.place(request) ?? { tools: false, items: [] };
@@ -59,9 +71,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
         : {}),
       ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
       ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-      ...(promptCacheKeyOptions && request.promptCacheKey !== undefined
-        ? { providerOptions: promptCacheKeyOptions(request.promptCacheKey) }
-        : {}),
+      ...settingsOf(request.settings),
+      ...optional('providerOptions', options.providerOptions?.(request)),
       maxRetries,
       abortSignal,
     };
@@ -128,6 +139,47 @@ export function createSdkModel(options: SdkModelOptions): Model {
       for (const item of result.output) yield { type: 'item_done', item };
       yield { type: 'done', result };
     },
+  };
+}
+
+function optional<Key extends string, Value>(key: Key, value: Value | undefined): { [K in Key]?: Value } {
+  return (value === undefined ? {} : { [key]: value }) as { [K in Key]?: Value };
+}
+
+/** The AI SDK call settings of a request's `settings` (provider options aside). */
+function settingsOf(settings: ModelSettings | undefined) {
+  if (!settings) return {};
+  const choice = settings.toolChoice;
+  return {
+    ...optional('topP', settings.topP),
+    ...optional('presencePenalty', settings.presencePenalty),
+    ...optional('frequencyPenalty', settings.frequencyPenalty),
+    ...optional('stopSequences', settings.stopSequences),
+    ...optional('reasoning', settings.reasoningEffort),
+    ...optional('toolChoice', typeof choice === 'object' ? { type: 'tool' as const, toolName: choice.name } : choice),
+    ...optional('output', settings.responseFormat ? jsonOutput(settings.responseFormat) : undefined),
+  };
+}
+
+/**
+ * Structured output as the response format only: the text comes back as the model wrote it
+ * (the client parses it), so a reply that does not parse is not turned into a failure here.
+ */
+function jsonOutput(format: NonNullable<ModelSettings['responseFormat']>): Output.Output<string, string, never> {
+  const text = Output.text();
+  return {
+    ...text,
+    name: 'json',
+    responseFormat: Promise.resolve(
+      format.type === 'json_object'
+        ? { type: 'json' as const }
+        : {
+            type: 'json' as const,
+            schema: format.schema as JSONSchema7,
+            name: format.name,
+            ...optional('description', format.description),
+          },
+    ),
   };
 }
 

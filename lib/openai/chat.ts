@@ -7,7 +7,9 @@ import type {
 import type { CompletionUsage } from 'openai/resources/completions';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
-import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
+import { withoutUnset } from './request.ts';
+import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 
 /**
  * Pure mapping between OpenAI's Chat Completions shapes (the `openai` package's types) and
@@ -123,6 +125,8 @@ export function buildChatCompletion(fields: {
   model: string;
   output: readonly ModelOutputItem[];
   usage: ModelUsage;
+  /** The request's `service_tier`, echoed (advisory). */
+  serviceTier?: ChatCompletion['service_tier'];
   tailgate?: Record<string, unknown>;
 }): TailgateChatCompletion {
   const text = fields.output.flatMap((item) => (item.type === 'message' ? [item.content] : [])).join('');
@@ -146,8 +150,34 @@ export function buildChatCompletion(fields: {
       },
     ],
     usage: chatUsageOf(fields.usage),
+    ...(fields.serviceTier ? { service_tier: fields.serviceTier } : {}),
     ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
   };
+}
+
+/** What the model call gets of a chat completion request's settings (lib/models/model.ts). */
+export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings {
+  const choice = body.tool_choice;
+  const format = body.response_format;
+  const stop = body.stop;
+  return withoutUnset({
+    topP: body.top_p,
+    presencePenalty: body.presence_penalty,
+    frequencyPenalty: body.frequency_penalty,
+    stopSequences: typeof stop === 'string' ? [stop] : stop,
+    toolChoice: typeof choice === 'object' ? { name: choice.function.name } : choice,
+    reasoningEffort: body.reasoning_effort,
+    verbosity: body.verbosity,
+    parallelToolCalls: body.parallel_tool_calls,
+    user: body.user,
+    safetyIdentifier: body.safety_identifier,
+    responseFormat:
+      format?.type === 'json_object'
+        ? { type: 'json_object' }
+        : format?.type === 'json_schema'
+          ? { type: 'json_schema', ...format.json_schema }
+          : undefined,
+  });
 }
 
 /**

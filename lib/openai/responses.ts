@@ -122,24 +122,65 @@ export function usageOf(usage: ModelUsage): ResponseUsage {
   };
 }
 
-/** What a response object is built from; everything else is fixed by what tailgate supports. */
+/**
+ * The settings a response echoes: what the request asked (lib/openai/request.ts), else these
+ * defaults, the values a model call uses when none is sent.
+ */
+export interface ResponseSettings {
+  temperature: number;
+  top_p: number;
+  presence_penalty: number;
+  frequency_penalty: number;
+  top_logprobs: number;
+  tool_choice: Response['tool_choice'];
+  parallel_tool_calls: boolean;
+  max_tool_calls: number | null;
+  max_output_tokens: number | null;
+  text: NonNullable<Response['text']>;
+  reasoning: Response['reasoning'];
+  service_tier: NonNullable<Response['service_tier']>;
+  user: string | null;
+  safety_identifier: string | null;
+  prompt_cache_key: string | null;
+  truncation: 'auto' | 'disabled';
+  metadata: Record<string, string>;
+}
+
+export const DEFAULT_SETTINGS: ResponseSettings = {
+  temperature: 1,
+  top_p: 1,
+  presence_penalty: 0,
+  frequency_penalty: 0,
+  top_logprobs: 0,
+  tool_choice: 'auto',
+  parallel_tool_calls: true,
+  max_tool_calls: null,
+  max_output_tokens: null,
+  text: { format: { type: 'text' }, verbosity: 'medium' },
+  reasoning: null,
+  service_tier: 'default',
+  user: null,
+  safety_identifier: null,
+  prompt_cache_key: null,
+  truncation: 'disabled',
+  metadata: {},
+};
+
+/** What a response object is built from. */
 export interface ResponseFields {
   id: string;
   createdAt: Date;
   status: NonNullable<Response['status']>;
   model: string;
   output: ResponseOutputItem[];
+  /** Absent while the response runs: `usage` is then null. */
   usage?: ResponseUsage;
   instructions: string | null;
   tools: Response['tools'];
-  toolChoice: 'auto' | 'none';
-  temperature: number | null;
-  maxOutputTokens: number | null;
-  metadata: Record<string, string> | null;
+  settings: ResponseSettings;
   previousResponseId: string | null;
   conversationId: string | null;
   store: boolean;
-  truncation?: 'auto' | 'disabled';
   error?: { code: string; message: string };
   /** tailgate's own account of the turn (session, turn, notices, context counts). */
   tailgate?: Record<string, unknown>;
@@ -147,38 +188,38 @@ export interface ResponseFields {
 
 export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };
 
+/**
+ * A response object with every field the Open Responses specification requires (a field the
+ * spec and OpenAI's SDK types disagree on follows the spec: docs/OPENAI.md says where).
+ * `completed_at` is set once the response has ended.
+ */
 export function buildResponse(fields: ResponseFields): TailgateResponse {
-  const response: TailgateResponse = {
+  const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
+  const ended = fields.status === 'completed' || fields.status === 'failed' || fields.status === 'incomplete';
+  const response = {
     id: fields.id,
     object: 'response',
-    created_at: Math.floor(fields.createdAt.getTime() / 1000),
+    created_at: seconds(fields.createdAt),
+    completed_at: ended ? seconds(new Date()) : null,
     status: fields.status,
-    access_programs: null,
     background: false,
     error: fields.error
       ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message }
       : null,
     incomplete_details: null,
     instructions: fields.instructions,
-    max_output_tokens: fields.maxOutputTokens,
-    metadata: fields.metadata,
     model: fields.model,
     output: fields.output,
     output_text: outputText(fields.output),
-    parallel_tool_calls: true,
     previous_response_id: fields.previousResponseId,
     conversation: fields.conversationId === null ? null : { id: fields.conversationId },
     store: fields.store,
-    temperature: fields.temperature,
-    text: { format: { type: 'text' } },
-    tool_choice: fields.toolChoice,
     tools: fields.tools,
-    top_p: null,
-    truncation: fields.truncation ?? 'disabled',
-    ...(fields.usage ? { usage: fields.usage } : {}),
+    ...fields.settings,
+    usage: fields.usage ?? null,
     ...(fields.tailgate ? { tailgate: fields.tailgate } : {}),
-  } as TailgateResponse;
-  return response;
+  };
+  return response as unknown as TailgateResponse;
 }
 
 /** The concatenated text of the output messages (the SDKs' `output_text`). */

@@ -1,5 +1,5 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
-import type { ModelOutputItem, ModelRequest, ModelResult } from '../models/model.ts';
+import type { ModelOutputItem, ModelRequest, ModelResult, ModelSettings } from '../models/model.ts';
 import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
 import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
@@ -20,6 +20,8 @@ export interface StatelessRequest {
   maxOutputTokens?: number;
   temperature?: number;
   promptCacheKey?: string;
+  /** What the client asked of the model call besides the prompt (lib/models/model.ts ModelSettings). */
+  settings?: ModelSettings;
   /** `auto`: drop the oldest items until the prompt fits the model's window (else context_too_large). */
   truncation?: 'auto' | 'disabled';
   /** Inbox notices consumed for this call (chat completions naming a session): the `inbox` strategy appends them. */
@@ -71,6 +73,7 @@ export async function runStateless(
     ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(request.promptCacheKey !== undefined ? { promptCacheKey: request.promptCacheKey } : {}),
+    ...(request.settings !== undefined ? { settings: request.settings } : {}),
   };
   let result: ModelResult | undefined;
   if (emit) {

@@ -128,6 +128,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
     ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
     ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
+    ...(request.model_settings !== undefined ? { settings: request.model_settings } : {}),
   };
   return { modelRequest, context, startReceipt, receipt };
 }

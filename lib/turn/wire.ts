@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
 import { truncationSchema } from '../compaction/truncate-prompt.ts';
+import type { ModelSettings } from '../models/model.ts';
 import { onBusySchema, strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
 import { turnUsageSchema } from '../ledger/usage.ts';
 
@@ -59,6 +60,12 @@ export type TurnRequest = Omit<TurnBody, 'stream' | 'background' | 'on_busy'> & 
    * `context_management`): at `threshold` prompt tokens when given, else as the strategy does.
    */
   compaction?: { threshold?: number };
+  /**
+   * What the client asked of the model call besides the prompt (OpenAI's `top_p`, `reasoning`,
+   * `text.format`, `tool_choice`, `user`...): passed on to the model, and kept with the turn's
+   * record as the rest of the request is.
+   */
+  model_settings?: ModelSettings;
 };
 
 export const turnContextSchema = z

@@ -246,6 +246,31 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
     });
   });
 
+  describe(`${label}: the OpenAI-compatible history index`, () => {
+    // No secret at all (anonymous access): the index is keyed all the same.
+    it('continues a resent history with no API_TOKEN or TOKEN_SIGNING_KEY configured', async () => {
+      const anonymous = { API_TOKEN: undefined, TOKEN_SIGNING_KEY: undefined, ALLOW_ANONYMOUS: 'true' };
+      const create = async (input: unknown) => {
+        const response = await harness.fetchWithEnv(anonymous, '/v1/responses', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'echo', input }),
+        });
+        const body = (await response.json()) as any;
+        expect(response.status, JSON.stringify(body)).toBe(200);
+        return body;
+      };
+      const word = freshId('history');
+      const first = await create(word);
+      const next = await create([
+        { role: 'user', content: word },
+        { role: 'assistant', content: `echo: ${word}` },
+        { role: 'user', content: 'again' },
+      ]);
+      expect(next.conversation.id).toBe(first.conversation.id);
+    });
+  });
+
   describe(`${label}: validation`, () => {
     it.each([
       ['unknown field', { id: freshId('v'), colour: 'red' }, 'colour'],
@@ -279,6 +304,24 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
         body: 'id=abc',
       });
       expect(response.status).toBe(400);
+    });
+
+    // curl -X POST sends no Content-Type and no body; Node's server still hands the app a body stream.
+    it('an empty POST body needs no content type (revoke, compact); a body without one is 400', async () => {
+      const id = await api.session();
+      const empty = (path: string) =>
+        harness.fetch(path, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: new Uint8Array(0) });
+      const revoked = await empty(`/v1/sessions/${id}/tokens/revoke`);
+      expect(revoked.status).toBe(200);
+      expect(await revoked.json()).toEqual({ session_id: id, token_generation: 1 });
+      expect((await empty(`/v1/sessions/${id}/compact`)).status).toBe(200);
+      const withBody = await harness.fetch(`/v1/sessions/${id}/tokens/revoke`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}` },
+        body: new TextEncoder().encode('{}'),
+      });
+      expect(withBody.status).toBe(400);
+      expect(((await withBody.json()) as any).error.details.field).toBe('content-type');
     });
 
     it.each([

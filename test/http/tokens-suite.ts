@@ -59,7 +59,13 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'GET /v1/conversations/{id}/items': 'session:read',
   'GET /v1/conversations/{id}/items/{item_id}': 'session:read',
   'POST /v1/chat/completions': 'session:turn',
+  'POST /v1/responses/{id}/cancel': 'session:turn',
+  'GET /v1/models': 'session:read',
+  'GET /v1/models/{id}': 'session:read',
 };
+
+/** Routes that name no session and that a token bound to any session may use. */
+const ANY_BINDING = new Set(['GET /v1/models', 'GET /v1/models/{id}']);
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
 const SAMPLE_BODIES: Record<string, () => unknown> = {
@@ -570,7 +576,8 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
         for (const scope of SCOPES) {
           for (const binding of ['own', 'other', 'none'] as const) {
             const allowed =
-              ALLOWS[scope].includes(required) && (binding === 'none' || (binding === 'own' && sessionRoute));
+              ALLOWS[scope].includes(required) &&
+              (binding === 'none' || (binding === 'own' && sessionRoute) || ANY_BINDING.has(operation.key));
             const id = allowed ? await createSession() : routeSession;
             const token =
               allowed && binding === 'own'

@@ -198,14 +198,15 @@ describe('the official openai client: chat completions', () => {
       })
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((image as Error).message).toContain('docs/OPENAI.md');
     const n = await client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);
     expect(n).toMatchObject({ status: 400, param: 'n' });
-    const required = await client.chat.completions
-      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], tool_choice: 'required' })
+    const logprobs = await client.chat.completions
+      .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], logprobs: true })
       .catch((error: unknown) => error);
-    expect(required).toMatchObject({ status: 400, param: 'tool_choice' });
+    expect(logprobs).toMatchObject({ status: 400, param: 'logprobs' });
     const late = await client.chat.completions
       .create({
         model: 'echo',

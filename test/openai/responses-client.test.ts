@@ -240,11 +240,16 @@ describe('the official openai client: responses', () => {
         type: 'invalid_request_error',
       });
 
-      const reasoning = await client.responses
-        .create({ model: 'echo', input: 'hi', reasoning: { effort: 'low' } })
+      const background = await client.responses
+        .create({ model: 'echo', input: 'hi', background: true })
         .catch((error: unknown) => error);
-      expect(reasoning).toBeInstanceOf(OpenAI.BadRequestError);
-      expect(reasoning).toMatchObject({ status: 400, param: 'reasoning' });
+      expect(background).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(background).toMatchObject({ status: 400, param: 'background' });
+
+      const include = await client.responses
+        .create({ model: 'echo', input: 'hi', include: ['message.output_text.logprobs'] })
+        .catch((error: unknown) => error);
+      expect(include).toMatchObject({ status: 400, param: 'include[0]' });
 
       const builtIn = await client.responses
         .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
@@ -253,7 +258,7 @@ describe('the official openai client: responses', () => {
       expect(builtIn).toMatchObject({ param: 'tools[0].type' });
 
       const choice = await client.responses
-        .create({ model: 'echo', input: 'hi', tool_choice: 'required' })
+        .create({ model: 'echo', input: 'hi', tools: [weather], tool_choice: { type: 'function', name: 'other' } })
         .catch((error: unknown) => error);
       expect(choice).toMatchObject({ status: 400, param: 'tool_choice' });
 
@@ -264,6 +269,8 @@ describe('the official openai client: responses', () => {
         })
         .catch((error: unknown) => error);
       expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
+      // Until images and files are stored, the refusal says where that stands.
+      expect((badInput as Error).message).toContain('docs/OPENAI.md');
 
       const previous = await client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SIGNING_KEY } from '../http/http-suite.ts';
 import { onFreePort, startServer, type RunningServer } from './runtime-process.ts';
 
 const run = promisify(execFile);
@@ -20,20 +21,32 @@ function codeBlock(heading: string): string {
   return match![1]!;
 }
 
+/** Every ```sh block of the README that runs `curl`. */
+const curlBlocks = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)]
+  .map((match) => match[1]!)
+  .filter((block) => /^curl /m.test(block));
+
 interface Step {
   command: string;
   /** The output the README shows for it (`...` stands for anything), if it shows one. */
   expected?: string;
+  /** The status the README shows for it (`# 201`, `# 403 forbidden, ...`), if it shows one. */
+  status?: string;
+  /** Variables the block sets before this command (`POSTER=eyJhbGciOiJIUzI1NiIs...`). */
+  assignments: string[];
 }
 
 /**
  * Each `curl` of a block with the output its README comment shows: a comment on the same line,
- * or the comment lines right after it, when they start with `{` or a status (`409 {`).
+ * or the comment lines right after it, when they start with `{` or a status (`409 {`), or the
+ * status alone (`# 201`, `# 403 forbidden, session:read`).
  */
 function curlSteps(block: string): Step[] {
   const lines = block.split('\n');
   const steps: Step[] = [];
+  let assignments: string[] = [];
   for (let index = 0; index < lines.length; index++) {
+    if (/^[A-Z]+=/.test(lines[index]!)) assignments.push(lines[index]!);
     if (!lines[index]!.startsWith('curl ')) continue;
     let command = '';
     let inline: string | undefined;
@@ -52,44 +65,78 @@ function curlSteps(block: string): Step[] {
     while (inline === undefined && lines[index + 1]?.startsWith('#'))
       comments.push(lines[++index]!.replace(/^#\s*/, ''));
     const expected = comments.join('');
-    steps.push(/^(\d{3} )?\{/.test(expected) ? { command, expected } : { command });
+    const step: Step = { command, assignments };
+    assignments = [];
+    if (/^(\d{3} )?\{/.test(expected)) step.expected = expected;
+    else if (/^\d{3}\b/.test(expected)) step.status = expected.slice(0, 3);
+    steps.push(step);
   }
   return steps;
 }
 
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
 function pattern(expected: string): RegExp {
-  const escaped = expected.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/\\\.\\\.\\\./g, '[\\s\\S]*');
+  const escaped = escapeRegExp(expected).replace(/\\\.\\\.\\\./g, '[\\s\\S]*');
   return new RegExp(`^${escaped}$`);
 }
 
-/** Runs the walkthrough block against `origin`, one step at a time, and checks what each prints. */
-async function walkThrough(origin: string): Promise<number> {
-  const block = codeBlock('## Walkthrough');
-  const prelude = block
-    .split('\n')
-    .filter((line) => /^[A-Z]+=/.test(line))
-    .map((line) => line.replace(/^B=.*/, `B=${origin}`));
-  expect(prelude.length).toBeGreaterThan(1);
+/**
+ * Runs a block against `origin`, one step at a time, and checks what each prints and the
+ * status it shows. A variable the block sets to a placeholder after a step
+ * (`POSTER=eyJhbGciOiJIUzI1NiIs...`) takes the value of the previous output that starts so.
+ */
+async function runBlock(
+  block: string,
+  origin: string,
+  env: Record<string, string> = {},
+): Promise<{ checked: number; prelude: string[] }> {
   const steps = curlSteps(block);
-  expect(steps.length).toBeGreaterThan(10);
+  const prelude: string[] = [];
   let checked = 0;
+  let previous = '';
   for (const step of steps) {
-    const { stdout } = await run('bash', ['-c', `set -e\n${prelude.join('\n')}\n${step.command}`], {
+    for (const assignment of step.assignments) {
+      const placeholder = /^([A-Z]+)=(\S+)\.\.\.$/.exec(assignment);
+      if (placeholder) {
+        const value = new RegExp(`${escapeRegExp(placeholder[2]!)}[\\w.-]*`).exec(previous);
+        expect(value, `${assignment} in ${previous}`).not.toBeNull();
+        prelude.push(`${placeholder[1]}=${value![0]}`);
+      } else prelude.push(assignment.replace(/^B=.*/, `B=${origin}`));
+    }
+    // Every command prints its status last; the README shows it first, when it shows one.
+    const command = step.command.includes('%{http_code}')
+      ? step.command
+      : `${step.command.trimEnd()} -w '\\n%{http_code}'`;
+    const { stdout } = await run('bash', ['-c', `set -e\n${prelude.join('\n')}\n${command}`], {
       cwd: root,
       timeout: 30_000,
+      env: { ...process.env, ...env },
     });
-    // `-w '%{http_code}'` puts the status after the body: the README writes it first.
     const status = /(\d{3})\n?$/.exec(stdout);
-    const shown =
-      step.command.includes('%{http_code}') && status
-        ? `${status[1]} ${stdout.slice(0, status.index).trim()}`
-        : stdout.trim();
-    expect(shown.length, step.command).toBeGreaterThan(0);
+    expect(status, step.command).not.toBeNull();
+    const body = stdout.slice(0, status!.index).trim();
+    previous = body;
+    expect(body.length, step.command).toBeGreaterThan(0);
+    if (step.status !== undefined) {
+      expect(status![1], step.command).toBe(step.status);
+      checked++;
+    }
     if (step.expected === undefined) continue;
+    const shown = /^\d{3} /.test(step.expected) ? `${status![1]} ${body}` : body;
     expect(shown, step.command).toMatch(pattern(step.expected));
     checked++;
   }
-  return checked;
+  return { checked, prelude };
+}
+
+/** Runs the walkthrough block against `origin` (anonymous access). */
+async function walkThrough(origin: string): Promise<number> {
+  const block = codeBlock('## Walkthrough');
+  expect(curlSteps(block).length).toBeGreaterThan(10);
+  return (await runBlock(block, origin)).checked;
 }
 
 const servers: RunningServer[] = [];
@@ -104,6 +151,7 @@ async function startScript(
   script: string,
   extra: (directory: string) => string[],
   timeoutMs = 90_000,
+  env: Record<string, string> = {},
 ): Promise<{ server: RunningServer; directory: string }> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-readme-'));
   directories.push(directory);
@@ -111,7 +159,13 @@ async function startScript(
     startServer(npm, ['run', script, '--', '--port', String(port), ...extra(directory)], {
       cwd: root,
       port,
-      env: { DATA_DIR: join(directory, 'data'), DENO_NO_UPDATE_CHECK: '1', WRANGLER_SEND_METRICS: 'false', CI: '1' },
+      env: {
+        DATA_DIR: join(directory, 'data'),
+        DENO_NO_UPDATE_CHECK: '1',
+        WRANGLER_SEND_METRICS: 'false',
+        CI: '1',
+        ...env,
+      },
       timeoutMs,
     }),
   );
@@ -150,7 +204,43 @@ const directCommands = [
   /# Deno: (deno run [^\n]*functions\/deno\.ts)\n/.exec(readme)?.[1],
 ];
 
+/** The token block's server: the admin token and a signing key, no anonymous access. */
+const TOKEN_ENV = { API_TOKEN: 'readme-admin-token', TOKEN_SIGNING_KEY: SIGNING_KEY, ALLOW_ANONYMOUS: 'false' };
+
 describe('README', () => {
+  it('runs every curl block: the walkthrough and the token block', () => {
+    expect(curlBlocks).toEqual([codeBlock('## Walkthrough'), codeBlock('## Give a notice poster its own token')]);
+  });
+
+  it.concurrent.for(['start:node', 'start:deno'])(
+    'token block against `npm run %s`: mints, posts, is refused, and the revoke revokes',
+    { timeout: 180_000 },
+    async (script, { expect }) => {
+      const { server } = await startScript(script, () => [], 90_000, TOKEN_ENV);
+      const admin = { authorization: `Bearer ${TOKEN_ENV.API_TOKEN}`, 'content-type': 'application/json' };
+      const demo = await fetch(`${server.origin}/v1/sessions`, {
+        method: 'POST',
+        headers: admin,
+        body: JSON.stringify({ id: 'demo' }),
+      });
+      expect(demo.status).toBe(201);
+      const block = codeBlock('## Give a notice poster its own token');
+      const { checked, prelude } = await runBlock(block, server.origin, TOKEN_ENV);
+      expect(checked).toBe(5);
+      // The poster the block minted is refused now: the revoke took effect.
+      const { stdout } = await run(
+        'bash',
+        [
+          '-c',
+          `${prelude.join('\n')}\ncurl -s -o /dev/null -w '%{http_code}' -X POST $B/v1/sessions/demo/inbox ` +
+            `-H "authorization: Bearer $POSTER" -H "$J" -d '{"name": "late", "content": "x"}'`,
+        ],
+        { cwd: root, timeout: 30_000, env: { ...process.env, ...TOKEN_ENV } },
+      );
+      expect(stdout).toBe('401');
+    },
+  );
+
   it('names the one command of each runtime in the quick start', () => {
     const quickStart = codeBlock('## Quick start');
     for (const command of ['npm start', 'npm run start:node', 'npm run start:deno', 'npm run reset'])

@@ -1,34 +1,14 @@
 import { createRoute } from '@hono/zod-openapi';
-import type { Context } from 'hono';
 import { z } from 'zod';
-import { NotFoundError, AbortedError } from '../../../lib/errors.ts';
-import type { DeliveredNotice } from '../../../lib/inbox/inbox.ts';
-import type { Tool } from '../../../lib/items.ts';
-import {
-  buildChatCompletion,
-  ChatChunkWriter,
-  chatMessagesToItems,
-  type ChatMessageBody,
-} from '../../../lib/openai/chat.ts';
-import { randomId } from '../../../lib/openai/ids.ts';
-import { runStateless, type StatelessRequest } from '../../../lib/openai/stateless.ts';
-import { resolveStrategyNames } from '../../../lib/turn.ts';
-import { authorizeSession } from '../../auth.ts';
-import { checkItemSizes } from '../../item-size.ts';
+import { createChatCompletion } from '../../../lib/openai/chat-completion.ts';
+import { chatCompletionCreateSchema } from '../../../lib/openai/chat-schemas.ts';
+import { openaiObject, openaiObjectSchema } from '../../../lib/openai/schemas.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
-import { createRouter, type AppEnv } from '../../router.ts';
+import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
-import { OpenAIApiError, openaiErrorBody } from './errors.ts';
-import { eventQueue, openaiErrors, resolveFacadeModel } from './responses.ts';
-import { chatCompletionCreateSchema, openaiObjectSchema, type ChatCompletionCreateBody } from './schemas.ts';
+import { facadeOf, openaiErrors } from './facade-context.ts';
 
-/**
- * POST /v1/chat/completions: stateless. The client sends the whole conversation every time;
- * the strategies (`x-tailgate-strategies`, default PROMPT_STRATEGY) prepare the prompt from
- * it, so a resending client still gets cache-stable pruning, and nothing is stored. With
- * `x-tailgate-session`, that session's inbox is consumed (when `inbox` is among the
- * strategies): its notices go into the prompt, and an `abort` notice is a 409.
- */
+/** POST /v1/chat/completions (lib/openai/chat-completion.ts does the work). */
 
 const chatRoute = createRoute({
   method: 'post',
@@ -64,132 +44,10 @@ const chatRoute = createRoute({
   },
 });
 
-function toTools(tools: ChatCompletionCreateBody['tools']): Tool[] {
-  return (tools ?? []).map(({ function: tool }) => ({
-    type: 'function' as const,
-    name: tool.name,
-    ...(tool.description ? { description: tool.description } : {}),
-    ...(tool.parameters ? { parameters: tool.parameters } : {}),
-  }));
-}
-
-/**
- * Consumes the inbox of the named session for this call (turn 0 in the delivery records: no
- * session turn). An `abort` notice gives the others back and is answered 409 `aborted`.
- */
-async function consumeNotices(c: Context<AppEnv>, sessionId: string, strategies: string[]): Promise<DeliveredNotice[]> {
-  const { sessions, inbox } = c.var.services;
-  const session = await sessions.get(sessionId).catch((error: unknown) => {
-    throw error instanceof NotFoundError
-      ? new OpenAIApiError(
-          404,
-          'not_found',
-          `Session '${sessionId}' (x-tailgate-session) not found.`,
-          'x-tailgate-session',
-        )
-      : error;
-  });
-  if (!strategies.includes('inbox')) return [];
-  const consumed = await inbox.consume(sessionId, { turn: 0, sessionExists: true, since: session.created_at });
-  if (consumed.abort) {
-    const { abort } = consumed;
-    if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);
-    throw new AbortedError(abort.reason, {
-      reason: abort.reason,
-      notice: abort.name,
-      stored_as: abort.stored_as,
-      turn: 0,
-    });
-  }
-  return consumed.delivered;
-}
-
-const encoder = new TextEncoder();
-
-async function createChatCompletion(
-  c: Context<AppEnv>,
-  body: ChatCompletionCreateBody,
-  headers: { 'x-tailgate-strategies'?: string | undefined; 'x-tailgate-session'?: string | undefined },
-): Promise<Response> {
-  const services = c.var.services;
-  const sessionId = headers['x-tailgate-session'] ?? null;
-  authorizeSession(c, sessionId);
-  const model = resolveFacadeModel(c, body.model);
-  const { instructions, items } = chatMessagesToItems(body.messages as ChatMessageBody[]);
-  checkItemSizes(items, c.var.config.maxItemBytes);
-  if (items.length === 0)
-    throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
-  const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
-  const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
-  const notices = sessionId !== null ? await consumeNotices(c, sessionId, strategies) : [];
-  const request: StatelessRequest = {
-    items,
-    instructions,
-    tools: body.tool_choice === 'none' ? [] : toTools(body.tools),
-    model,
-    strategies,
-    notices,
-    ...(maxOutputTokens ? { maxOutputTokens } : {}),
-    ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
-    ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
-  };
-  // Notices go back to the inbox when no model answered them.
-  const giveBack = async (error: unknown): Promise<never> => {
-    if (sessionId !== null && notices.length > 0) await services.inbox.giveBack(sessionId, notices, 0);
-    throw error;
-  };
-  const id = randomId('chatcmpl');
-  const created = new Date();
-  const tailgate = (context: unknown) => ({ context, ...(sessionId !== null ? { session_id: sessionId } : {}) });
-
-  if (!body.stream) {
-    const result = await runStateless(services, request).catch(giveBack);
-    return c.json(
-      buildChatCompletion({
-        id,
-        created,
-        model: body.model,
-        output: result.output,
-        usage: result.usage,
-        tailgate: tailgate(result.context),
-      }),
-      200,
-    );
-  }
-  const queue = eventQueue<string>();
-  const writer = new ChatChunkWriter(
-    { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
-    (chunk) => queue.push(JSON.stringify(chunk)),
-  );
-  void runStateless(services, request, (event) =>
-    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
-  )
-    .catch(giveBack)
-    .then(
-      (result) => {
-        writer.done(result.usage, tailgate(result.context));
-        queue.push('[DONE]');
-      },
-      (error: unknown) => queue.push(JSON.stringify(openaiErrorBody(error, services.log).body)),
-    )
-    .finally(() => queue.close());
-  const iterator = queue[Symbol.asyncIterator]();
-  const stream = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await iterator.next();
-      if (next.done) controller.close();
-      else controller.enqueue(encoder.encode(`data: ${next.value}\n\n`));
-    },
-  });
-  return new Response(stream, {
-    status: 200,
-    headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
-  });
-}
-
 /** POST /v1/chat/completions. */
 export function chatRoutes() {
-  return createRouter().openapi(chatRoute, async (c) =>
-    createChatCompletion(c, c.req.valid('json'), c.req.valid('header')),
-  );
+  return createRouter().openapi(chatRoute, async (c) => {
+    const result = await createChatCompletion(facadeOf(c), c.req.valid('json'), c.req.valid('header'));
+    return result instanceof Response ? result : c.json(openaiObject(result), 200);
+  });
 }

@@ -1,27 +1,12 @@
 import { createRoute } from '@hono/zod-openapi';
-import type { Context } from 'hono';
-import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
-import { compactSession } from '../../../lib/turn/compact-session.ts';
-import { compactedResponse, compactionItem, compactItems } from '../../../lib/openai/compaction.ts';
-import { compactionId, randomId } from '../../../lib/openai/ids.ts';
-import { inputToItems } from '../../../lib/openai/responses.ts';
-import { appendItems } from '../../../lib/turn.ts';
-import { authorizeSession } from '../../auth.ts';
-import { checkItemSizes } from '../../item-size.ts';
+import { compactResponse } from '../../../lib/openai/compact-response.ts';
+import { openaiObject, openaiObjectSchema, responseCompactSchema } from '../../../lib/openai/schemas.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
-import { createRouter, type AppEnv } from '../../router.ts';
+import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
-import { OpenAIApiError } from './errors.ts';
-import { continuedSession, openaiErrors, resolveFacadeModel } from './responses.ts';
-import { openaiObject, openaiObjectSchema, responseCompactSchema, type ResponseCompactBody } from './schemas.ts';
+import { facadeOf, openaiErrors } from './facade-context.ts';
 
-/**
- * POST /v1/responses/compact (`client.responses.compact`): with `previous_response_id`, the
- * conversation's session is compacted as POST /v1/sessions/:id/compact does (everything
- * summarized, `input` appended first), and the session's context starts at the summary from
- * then on; with only `input`, the input is summarized and nothing is stored. The output is one
- * compaction item whose `encrypted_content` is the summary as plain text.
- */
+/** POST /v1/responses/compact (lib/openai/compact-response.ts does the work). */
 
 const compactResponseRoute = createRoute({
   method: 'post',
@@ -42,56 +27,9 @@ const compactResponseRoute = createRoute({
   },
 });
 
-async function compactStored(
-  c: Context<AppEnv>,
-  body: ResponseCompactBody,
-  previousResponseId: string,
-  model: string | undefined,
-): Promise<ResponseCompactionItem[]> {
-  const services = c.var.services;
-  const sessionId = await continuedSession(c, previousResponseId);
-  if (body.input) {
-    const items = inputToItems(body.input).items;
-    checkItemSizes(items, c.var.config.maxItemBytes);
-    if (items.length > 0) await appendItems(services, sessionId, items);
-  }
-  const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) });
-  return result.context
-    ? [compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary)]
-    : [];
-}
-
-async function compactInline(
-  c: Context<AppEnv>,
-  body: ResponseCompactBody,
-  model: string | undefined,
-): Promise<ResponseCompactionItem[]> {
-  const services = c.var.services;
-  authorizeSession(c, null);
-  if (!body.input)
-    throw new OpenAIApiError(400, 'invalid_request', 'give input or previous_response_id to compact', 'input');
-  const items = inputToItems(body.input).items;
-  checkItemSizes(items, c.var.config.maxItemBytes);
-  const modelId = model ?? c.var.config.defaultModel;
-  const summary = await compactItems({
-    items,
-    modelId,
-    summaryModel: services.model(model ?? c.var.config.summaryModel ?? modelId),
-    env: services.env,
-    ...(c.var.config.summaryPrompt ? { summaryPrompt: c.var.config.summaryPrompt } : {}),
-    ...(services.tokenEncoders ? { tokenEncoders: services.tokenEncoders } : {}),
-  });
-  return summary === null ? [] : [compactionItem(randomId('cmp'), summary)];
-}
-
 /** POST /v1/responses/compact. */
 export function compactResponseRoutes() {
-  return createRouter().openapi(compactResponseRoute, async (c) => {
-    const body = c.req.valid('json');
-    const model = body.model ? resolveFacadeModel(c, body.model) : undefined;
-    const output = body.previous_response_id
-      ? await compactStored(c, body, body.previous_response_id, model)
-      : await compactInline(c, body, model);
-    return c.json(openaiObject(compactedResponse(randomId('resp'), new Date(), output)), 200);
-  });
+  return createRouter().openapi(compactResponseRoute, async (c) =>
+    c.json(openaiObject(await compactResponse(facadeOf(c), c.req.valid('json'))), 200),
+  );
 }

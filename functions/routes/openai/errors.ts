@@ -1,5 +1,6 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { OpenAIApiError } from '../../../lib/openai/errors.ts';
 import { errorBody } from '../../error-handler.ts';
 
 /**
@@ -8,35 +9,16 @@ import { errorBody } from '../../error-handler.ts';
  * official clients raise their typed errors (BadRequestError, NotFoundError, ...).
  */
 
-/** An error only the OpenAI-compatible API has (its own code, e.g. model_not_found). */
-export class OpenAIApiError extends Error {
-  readonly status: ContentfulStatusCode;
-  readonly code: string;
-  readonly param: string | null;
-  readonly details: unknown;
-
-  constructor(
-    status: ContentfulStatusCode,
-    code: string,
-    message: string,
-    param: string | null = null,
-    details?: unknown,
-  ) {
-    super(message);
-    this.name = 'OpenAIApiError';
-    this.status = status;
-    this.code = code;
-    this.param = param;
-    this.details = details;
-  }
-}
-
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null; details?: unknown };
 }
 
-/** The paths of the OpenAI-compatible API. */
-export const OPENAI_PATH = /^\/v1\/(responses|conversations|chat)(\/|$)/;
+/**
+ * The paths answered in OpenAI's error shape: everything under /v1/ but tailgate's own
+ * families (sessions, tokens), so a client of any OpenAI API (`/v1/models`, `/v1/embeddings`)
+ * gets an error its SDK reads.
+ */
+export const OPENAI_PATH = /^\/v1\/(?!(sessions|tokens)(\/|$))/;
 
 function errorType(status: number): string {
   if (status === 401) return 'authentication_error';

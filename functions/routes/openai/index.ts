@@ -2,6 +2,7 @@ import { createRouter } from '../../router.ts';
 import { chatRoutes } from './chat.ts';
 import { compactResponseRoutes } from './compact.ts';
 import { conversationRoutes } from './conversations.ts';
+import { modelRoutes } from './models.ts';
 import { responseRoutes } from './responses.ts';
 
 /**
@@ -13,5 +14,6 @@ export function openaiRoutes() {
     .route('/', compactResponseRoutes())
     .route('/', responseRoutes())
     .route('/', conversationRoutes())
-    .route('/', chatRoutes());
+    .route('/', chatRoutes())
+    .route('/', modelRoutes());
 }

@@ -2,14 +2,34 @@ import { z } from 'zod';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
- * what tailgate does. Objects are strict, so a field tailgate does not support (`reasoning`,
- * `prompt`, `top_p`...) is a 400 whose `param` names it instead of being ignored; fields that
- * clients send with their default value are accepted with that value only.
+ * what tailgate does. Objects are strict, so a field tailgate does not support (`prompt`,
+ * built-in tools...) is a 400 whose `param` names it instead of being ignored; every field
+ * accepted either takes effect or is echoed as advisory (docs/OPENAI.md has the table).
  */
+
+export const effortSchema = z.enum(['none', 'minimal', 'low', 'medium', 'high', 'xhigh']);
+export const verbositySchema = z.enum(['low', 'medium', 'high']);
+export const penaltySchema = z.number().min(-2).max(2).nullable().optional();
+export const endUserSchema = z.string().min(1).max(256).nullable().optional();
+export const serviceTierSchema = z
+  .enum(['auto', 'default', 'flex', 'scale', 'priority'])
+  .nullable()
+  .optional()
+  .meta({ description: 'Advisory: echoed, the provider picks its tier.' });
+export const jsonSchemaFormat = {
+  name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+  description: z.string().max(4096).optional(),
+  schema: z.record(z.string(), z.unknown()),
+  strict: z.boolean().nullable().optional(),
+};
+
+/** Images and files are refused until the images issue stores them; the refusal says so. */
+export const NO_IMAGES =
+  'images and files (input_image, input_file) wait for the images issue (docs/OPENAI.md, "Fields")';
 
 const textPart = z
   .object({
-    type: z.enum(['input_text', 'output_text']),
+    type: z.enum(['input_text', 'output_text'], { error: `must be input_text or output_text: ${NO_IMAGES}` }),
     text: z.string(),
     annotations: z.array(z.unknown()).optional(),
     logprobs: z.array(z.unknown()).optional(),
@@ -26,7 +46,7 @@ const messageInput = z
     type: z.literal('message').optional(),
     role: z.enum(['user', 'assistant', 'system', 'developer']),
     content: z.union([z.string(), z.array(textPart).min(1)], {
-      error: 'must be a string or text parts (input_text, output_text); only text is supported',
+      error: `must be a string or text parts (input_text, output_text): ${NO_IMAGES}`,
     }),
     ...itemFields,
   })
@@ -78,7 +98,7 @@ export const functionToolSchema = z
   })
   .strict();
 
-const modelSchema = z.string().min(1).max(200).meta({
+export const modelSchema = z.string().min(1).max(200).meta({
   description: 'A tailgate model id (`echo`, `openai:gpt-4.1-mini`) or a MODEL_ALIASES name.',
   example: 'echo',
 });
@@ -89,7 +109,15 @@ export const responseCreateSchema = z
     input: z.union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)]),
     instructions: z.string().nullable().optional(),
     tools: z.array(functionToolSchema).max(512).optional(),
-    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
+    tool_choice: z
+      .union(
+        [
+          z.enum(['auto', 'none', 'required']),
+          z.object({ type: z.literal('function'), name: z.string().min(1).max(256) }).strict(),
+        ],
+        { error: 'must be "auto", "none", "required" or {type: "function", name}' },
+      )
+      .optional(),
     previous_response_id: z.string().min(1).max(200).nullable().optional(),
     conversation: z
       .union([z.string().min(1).max(64), z.object({ id: z.string().min(1).max(64) }).strict()])
@@ -101,19 +129,61 @@ export const responseCreateSchema = z
     max_output_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
     metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
-    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
-    text: z
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    max_tool_calls: z
+      .number()
+      .int()
+      .min(1)
+      .nullable()
+      .optional()
+      .meta({ description: 'A limit on calls to built-in tools: tailgate has none, so it always holds.' }),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    presence_penalty: penaltySchema,
+    frequency_penalty: penaltySchema,
+    top_logprobs: z
+      .number()
+      .int()
+      .min(0)
+      .max(20)
+      .nullable()
+      .optional()
+      .meta({ description: 'Advisory: echoed, no log probabilities are returned.' }),
+    reasoning: z
       .object({
-        format: z
-          .object({ type: z.literal('text', { error: 'only text output is supported' }) })
-          .strict()
-          .optional(),
+        effort: effortSchema.nullable().optional(),
+        summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
+        generate_summary: z.enum(['auto', 'concise', 'detailed']).nullable().optional(),
       })
       .strict()
       .nullable()
       .optional(),
-    include: z.array(z.string()).max(0, { error: 'no include values are supported' }).nullable().optional(),
+    user: endUserSchema,
+    safety_identifier: endUserSchema,
+    service_tier: serviceTierSchema,
+    truncation: z.enum(['auto', 'disabled']).nullable().optional(),
+    text: z
+      .object({
+        format: z
+          .discriminatedUnion('type', [
+            z.object({ type: z.literal('text') }).strict(),
+            z.object({ type: z.literal('json_object') }).strict(),
+            z.object({ type: z.literal('json_schema'), ...jsonSchemaFormat }).strict(),
+          ])
+          .optional(),
+        verbosity: verbositySchema.nullable().optional(),
+      })
+      .strict()
+      .nullable()
+      .optional(),
+    include: z
+      .array(
+        z.enum(['reasoning.encrypted_content'], {
+          error:
+            'only "reasoning.encrypted_content" is supported (tailgate returns no reasoning items to include it in)',
+        }),
+      )
+      .nullable()
+      .optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
     context_management: z
@@ -206,6 +276,7 @@ export const conversationCreateSchema = z
   })
   .strict()
   .meta({ id: 'OpenAIConversationCreate' });
+export type ConversationCreateBody = z.infer<typeof conversationCreateSchema>;
 
 export const conversationUpdateSchema = z
   .object({ metadata: metadataSchema })
@@ -241,84 +312,4 @@ const noInclude = z
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
 
 export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
-
-const chatText = z.union([
-  z.string(),
-  z
-    .array(
-      z
-        .object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() })
-        .strict(),
-    )
-    .min(1),
-]);
-
-const chatMessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.enum(['system', 'developer']), content: chatText, name: z.string().max(256).optional() }).strict(),
-  z.object({ role: z.literal('user'), content: chatText, name: z.string().max(256).optional() }).strict(),
-  z
-    .object({
-      role: z.literal('assistant'),
-      content: chatText.nullable().optional(),
-      name: z.string().max(256).optional(),
-      refusal: z.string().nullable().optional(),
-      tool_calls: z
-        .array(
-          z
-            .object({
-              id: z.string().min(1).max(256),
-              type: z.literal('function'),
-              function: z.object({ name: z.string().min(1).max(256), arguments: z.string() }).strict(),
-            })
-            .strict(),
-        )
-        .optional(),
-    })
-    .strict(),
-  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: chatText }).strict(),
-]);
-
-const chatToolSchema = z
-  .object({
-    type: z.literal('function', { error: 'only function tools are supported' }),
-    function: z
-      .object({
-        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
-        description: z.string().max(4096).optional(),
-        parameters: z.record(z.string(), z.unknown()).optional(),
-        strict: z.boolean().nullable().optional(),
-      })
-      .strict(),
-  })
-  .strict();
-
-export const chatCompletionCreateSchema = z
-  .object({
-    model: modelSchema,
-    messages: z.array(chatMessageSchema).min(1).max(10_000),
-    tools: z.array(chatToolSchema).max(512).optional(),
-    tool_choice: z.enum(['auto', 'none'], { error: 'only "auto" and "none" are supported' }).optional(),
-    stream: z.boolean().nullable().optional(),
-    stream_options: z
-      .object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
-      .strict()
-      .nullable()
-      .optional(),
-    max_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
-    max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
-    temperature: z.number().min(0).max(2).nullable().optional(),
-    n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
-    parallel_tool_calls: z.literal(true, { error: 'only true is supported' }).nullable().optional(),
-    store: z
-      .literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' })
-      .nullable()
-      .optional(),
-    response_format: z
-      .object({ type: z.literal('text', { error: 'only text output is supported' }) })
-      .strict()
-      .optional(),
-    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
-  })
-  .strict()
-  .meta({ id: 'OpenAIChatCompletionCreate' });
-export type ChatCompletionCreateBody = z.infer<typeof chatCompletionCreateSchema>;
+export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

@@ -1,6 +1,6 @@
-import type { StoredItem } from '../../../lib/items.ts';
-import { MAX_PAGE_BYTES } from '../../../lib/session/session-log.ts';
-import type { AppServices } from '../../services.ts';
+import type { StoredItem } from '../items.ts';
+import { MAX_PAGE_BYTES } from '../session/session-log.ts';
+import type { Facade } from './facade.ts';
 
 /**
  * The byte cap of the OpenAI-compatible item lists (conversation items, a response's
@@ -30,7 +30,7 @@ export function withinPageBytes<Item>(items: readonly Item[]): Item[] {
  * each read is a native page, itself capped by bytes.
  */
 export async function itemsWithinPage(
-  services: AppServices,
+  services: Pick<Facade['services'], 'sessions'>,
   sessionId: string,
   range: { from: number; to: number },
   ascending: boolean,

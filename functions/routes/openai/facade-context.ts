@@ -1,0 +1,28 @@
+import type { Context } from 'hono';
+import type { Facade } from '../../../lib/openai/facade.ts';
+import { openaiErrorSchema } from '../../../lib/openai/schemas.ts';
+import { authorizeSession } from '../../auth.ts';
+import { checkItemSizes } from '../../item-size.ts';
+import type { AppEnv } from '../../router.ts';
+import { openaiErrorBody } from './errors.ts';
+
+/** What lib/openai/ works with for one request: its services and config, and its caller's access. */
+export function facadeOf(c: Context<AppEnv>): Facade {
+  return {
+    services: c.var.services,
+    config: c.var.config,
+    authorize: (sessionId) => authorizeSession(c, sessionId),
+    checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
+    errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,
+  };
+}
+
+/** The error answers of a route of the OpenAI-compatible API, for /openapi.json. */
+export function openaiErrors(...statuses: number[]) {
+  return Object.fromEntries(
+    statuses.map((status) => [
+      status,
+      { description: "An error in OpenAI's shape", content: { 'application/json': { schema: openaiErrorSchema } } },
+    ]),
+  );
+}

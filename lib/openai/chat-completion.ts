@@ -1,0 +1,138 @@
+import { AbortedError, NotFoundError } from '../errors.ts';
+import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { Tool } from '../items.ts';
+import { resolveStrategyNames } from '../turn.ts';
+import {
+  buildChatCompletion,
+  ChatChunkWriter,
+  chatMessagesToItems,
+  chatModelSettings,
+  type ChatMessageBody,
+  type TailgateChatCompletion,
+} from './chat.ts';
+import { OpenAIApiError } from './errors.ts';
+import { modelOf, type Facade } from './facade.ts';
+import { randomId } from './ids.ts';
+import type { ChatCompletionCreateBody } from './chat-schemas.ts';
+import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
+import { runStateless, type StatelessRequest } from './stateless.ts';
+
+/**
+ * POST /v1/chat/completions: stateless. The client sends the whole conversation every time;
+ * the strategies (`x-tailgate-strategies`, default PROMPT_STRATEGY) prepare the prompt from
+ * it, so a resending client still gets cache-stable pruning, and nothing is stored. With
+ * `x-tailgate-session`, that session's inbox is consumed (when `inbox` is among the
+ * strategies): its notices go into the prompt, and an `abort` notice is a 409.
+ */
+
+function toTools(tools: ChatCompletionCreateBody['tools']): Tool[] {
+  return (tools ?? []).map(({ function: tool }) => ({
+    type: 'function' as const,
+    name: tool.name,
+    ...(tool.description ? { description: tool.description } : {}),
+    ...(tool.parameters ? { parameters: tool.parameters } : {}),
+  }));
+}
+
+/**
+ * Consumes the inbox of the named session for this call (turn 0 in the delivery records: no
+ * session turn). An `abort` notice gives the others back and is answered 409 `aborted`.
+ */
+async function consumeNotices(facade: Facade, sessionId: string, strategies: string[]): Promise<DeliveredNotice[]> {
+  const { sessions, inbox } = facade.services;
+  const session = await sessions.get(sessionId).catch((error: unknown) => {
+    throw error instanceof NotFoundError
+      ? new OpenAIApiError(
+          404,
+          'not_found',
+          `Session '${sessionId}' (x-tailgate-session) not found.`,
+          'x-tailgate-session',
+        )
+      : error;
+  });
+  if (!strategies.includes('inbox')) return [];
+  const consumed = await inbox.consume(sessionId, { turn: 0, sessionExists: true, since: session.created_at });
+  if (consumed.abort) {
+    const { abort } = consumed;
+    if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);
+    throw new AbortedError(abort.reason, {
+      reason: abort.reason,
+      notice: abort.name,
+      stored_as: abort.stored_as,
+      turn: 0,
+    });
+  }
+  return consumed.delivered;
+}
+
+/**
+ * POST /v1/chat/completions: the completion object, or the chunk stream as server-sent events.
+ */
+export async function createChatCompletion(
+  facade: Facade,
+  body: ChatCompletionCreateBody,
+  headers: { 'x-tailgate-strategies'?: string | undefined; 'x-tailgate-session'?: string | undefined },
+): Promise<TailgateChatCompletion | Response> {
+  const services = facade.services;
+  const sessionId = headers['x-tailgate-session'] ?? null;
+  facade.authorize(sessionId);
+  const model = modelOf(facade, body.model);
+  const { instructions, items } = chatMessagesToItems(body.messages as ChatMessageBody[]);
+  facade.checkItems(items);
+  if (items.length === 0)
+    throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
+  const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
+  const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
+  const notices = sessionId !== null ? await consumeNotices(facade, sessionId, strategies) : [];
+  const request: StatelessRequest = {
+    items,
+    instructions,
+    tools: body.tool_choice === 'none' ? [] : toTools(body.tools),
+    model,
+    strategies,
+    notices,
+    ...(maxOutputTokens ? { maxOutputTokens } : {}),
+    ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+    settings: chatModelSettings(body),
+  };
+  // Notices go back to the inbox when no model answered them.
+  const giveBack = async (error: unknown): Promise<never> => {
+    if (sessionId !== null && notices.length > 0) await services.inbox.giveBack(sessionId, notices, 0);
+    throw error;
+  };
+  const id = randomId('chatcmpl');
+  const created = new Date();
+  const tailgate = (context: unknown) => ({ context, ...(sessionId !== null ? { session_id: sessionId } : {}) });
+
+  if (!body.stream) {
+    const result = await runStateless(services, request).catch(giveBack);
+    return buildChatCompletion({
+      id,
+      created,
+      model: body.model,
+      output: result.output,
+      usage: result.usage,
+      ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
+      tailgate: tailgate(result.context),
+    });
+  }
+  const queue = eventQueue<SseMessage>();
+  const writer = new ChatChunkWriter(
+    { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
+    (chunk) => queue.push({ data: JSON.stringify(chunk) }),
+  );
+  void runStateless(services, request, (event) =>
+    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
+  )
+    .catch(giveBack)
+    .then(
+      (result) => {
+        writer.done(result.usage, tailgate(result.context));
+        queue.push({ data: '[DONE]' });
+      },
+      (error: unknown) => queue.push({ data: JSON.stringify(facade.errorBody(error)) }),
+    )
+    .finally(() => queue.close());
+  return sseResponse(queue);
+}

@@ -1,0 +1,124 @@
+import { z } from 'zod';
+import {
+  effortSchema,
+  endUserSchema,
+  jsonSchemaFormat,
+  modelSchema,
+  penaltySchema,
+  serviceTierSchema,
+  verbositySchema,
+} from './schemas.ts';
+
+/** The request schema of Chat Completions (`POST /v1/chat/completions`), as ./schemas.ts's. */
+
+const chatText = z.union([
+  z.string(),
+  z
+    .array(
+      z
+        .object({
+          type: z.literal('text', {
+            error: 'only text content parts are supported: images wait for the images issue (docs/OPENAI.md)',
+          }),
+          text: z.string(),
+        })
+        .strict(),
+    )
+    .min(1),
+]);
+
+const chatMessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.enum(['system', 'developer']), content: chatText, name: z.string().max(256).optional() }).strict(),
+  z.object({ role: z.literal('user'), content: chatText, name: z.string().max(256).optional() }).strict(),
+  z
+    .object({
+      role: z.literal('assistant'),
+      content: chatText.nullable().optional(),
+      name: z.string().max(256).optional(),
+      refusal: z.string().nullable().optional(),
+      tool_calls: z
+        .array(
+          z
+            .object({
+              id: z.string().min(1).max(256),
+              type: z.literal('function'),
+              function: z.object({ name: z.string().min(1).max(256), arguments: z.string() }).strict(),
+            })
+            .strict(),
+        )
+        .optional(),
+    })
+    .strict(),
+  z.object({ role: z.literal('tool'), tool_call_id: z.string().min(1).max(256), content: chatText }).strict(),
+]);
+
+const chatToolSchema = z
+  .object({
+    type: z.literal('function', { error: 'only function tools are supported' }),
+    function: z
+      .object({
+        name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
+        description: z.string().max(4096).optional(),
+        parameters: z.record(z.string(), z.unknown()).optional(),
+        strict: z.boolean().nullable().optional(),
+      })
+      .strict(),
+  })
+  .strict();
+
+export const chatCompletionCreateSchema = z
+  .object({
+    model: modelSchema,
+    messages: z.array(chatMessageSchema).min(1).max(10_000),
+    tools: z.array(chatToolSchema).max(512).optional(),
+    tool_choice: z
+      .union(
+        [
+          z.enum(['auto', 'none', 'required']),
+          z
+            .object({ type: z.literal('function'), function: z.object({ name: z.string().min(1).max(256) }).strict() })
+            .strict(),
+        ],
+        { error: 'must be "auto", "none", "required" or {type: "function", function: {name}}' },
+      )
+      .optional(),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z
+      .object({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional() })
+      .strict()
+      .nullable()
+      .optional(),
+    max_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
+    max_completion_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
+    temperature: z.number().min(0).max(2).nullable().optional(),
+    n: z.literal(1, { error: 'only one choice is supported' }).nullable().optional(),
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    presence_penalty: penaltySchema,
+    frequency_penalty: penaltySchema,
+    stop: z
+      .union([z.string().min(1), z.array(z.string().min(1)).max(4)])
+      .nullable()
+      .optional(),
+    reasoning_effort: effortSchema.nullable().optional(),
+    verbosity: verbositySchema.nullable().optional(),
+    user: endUserSchema,
+    safety_identifier: endUserSchema,
+    service_tier: serviceTierSchema,
+    logprobs: z.literal(false, { error: 'log probabilities are not returned' }).nullable().optional(),
+    store: z
+      .literal(false, { error: 'chat completions are not stored; use the Responses or Conversations API for state' })
+      .nullable()
+      .optional(),
+    response_format: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('text') }).strict(),
+        z.object({ type: z.literal('json_object') }).strict(),
+        z.object({ type: z.literal('json_schema'), json_schema: z.object(jsonSchemaFormat).strict() }).strict(),
+      ])
+      .optional(),
+    prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
+  })
+  .strict()
+  .meta({ id: 'OpenAIChatCompletionCreate' });
+export type ChatCompletionCreateBody = z.infer<typeof chatCompletionCreateSchema>;

@@ -1,0 +1,67 @@
+import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { appendItems } from '../turn.ts';
+import { compactSession } from '../turn/compact-session.ts';
+import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
+import { OpenAIApiError } from './errors.ts';
+import { modelOf, type Facade } from './facade.ts';
+import { compactionId, randomId } from './ids.ts';
+import { inputToItems } from './responses.ts';
+import type { ResponseCompactBody } from './schemas.ts';
+import { continuedSession } from './sessions.ts';
+
+/**
+ * POST /v1/responses/compact (`client.responses.compact`): with `previous_response_id`, the
+ * conversation's session is compacted as POST /v1/sessions/:id/compact does (everything
+ * summarized, `input` appended first), and the session's context starts at the summary from
+ * then on; with only `input`, the input is summarized and nothing is stored. The output is one
+ * compaction item whose `encrypted_content` is the summary as plain text.
+ */
+export async function compactResponse(facade: Facade, body: ResponseCompactBody) {
+  const model = body.model ? modelOf(facade, body.model) : undefined;
+  const output = body.previous_response_id
+    ? await compactStored(facade, body, body.previous_response_id, model)
+    : await compactInline(facade, body, model);
+  return compactedResponse(randomId('resp'), new Date(), output);
+}
+
+async function compactStored(
+  facade: Facade,
+  body: ResponseCompactBody,
+  previousResponseId: string,
+  model: string | undefined,
+): Promise<ResponseCompactionItem[]> {
+  const { services } = facade;
+  const sessionId = await continuedSession(facade, previousResponseId);
+  if (body.input) {
+    const items = inputToItems(body.input).items;
+    facade.checkItems(items);
+    if (items.length > 0) await appendItems(services, sessionId, items);
+  }
+  const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) });
+  return result.context
+    ? [compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary)]
+    : [];
+}
+
+async function compactInline(
+  facade: Facade,
+  body: ResponseCompactBody,
+  model: string | undefined,
+): Promise<ResponseCompactionItem[]> {
+  const { services, config } = facade;
+  facade.authorize(null);
+  if (!body.input)
+    throw new OpenAIApiError(400, 'invalid_request', 'give input or previous_response_id to compact', 'input');
+  const items = inputToItems(body.input).items;
+  facade.checkItems(items);
+  const modelId = model ?? config.defaultModel;
+  const summary = await compactItems({
+    items,
+    modelId,
+    summaryModel: services.model(model ?? config.summaryModel ?? modelId),
+    env: services.env,
+    ...(config.summaryPrompt ? { summaryPrompt: config.summaryPrompt } : {}),
+    ...(services.tokenEncoders ? { tokenEncoders: services.tokenEncoders } : {}),
+  });
+  return summary === null ? [] : [compactionItem(randomId('cmp'), summary)];
+}

@@ -1,0 +1,186 @@
+import type { Conversation } from 'openai/resources/conversations/conversations';
+import type { ConversationItemList } from 'openai/resources/conversations/items';
+import type { ResponseItem } from 'openai/resources/responses/responses';
+import { NotFoundError, SessionExistsError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { Item, StoredItem } from '../items.ts';
+import type { SessionRecord } from '../session/session-log.ts';
+import { appendItems } from '../turn.ts';
+import { compactionItem, itemPage } from './compaction.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from './ids.ts';
+import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
+import { inputToItems, storedItem, type InputItemBody } from './responses.ts';
+import type { ConversationCreateBody, ConversationItemsQuery } from './schemas.ts';
+import { itemsBetween } from './sessions.ts';
+
+/**
+ * The Conversations API over sessions: a conversation is a session (same id), its items are
+ * the session's items under the ids lib/openai/ids.ts forms (`msg_|fc_|fco_<session>_<seq>`),
+ * and `POST /v1/responses` with `conversation` continues it (functions/routes/openai/
+ * conversations.ts has the routes).
+ */
+
+export function conversationObject(session: Pick<SessionRecord, 'id' | 'created_at' | 'metadata'>): Conversation {
+  return {
+    id: session.id,
+    object: 'conversation',
+    created_at: Math.floor(Date.parse(session.created_at) / 1000),
+    metadata: session.metadata,
+  };
+}
+
+/** The session of a conversation; a missing one is OpenAI's 404. */
+export async function readConversation(facade: Facade, id: string): Promise<SessionRecord> {
+  return facade.services.sessions.get(id).catch((error: unknown) => {
+    throw error instanceof NotFoundError
+      ? new OpenAIApiError(404, 'not_found', `Conversation with id '${id}' not found.`, 'conversation_id')
+      : error;
+  });
+}
+
+/**
+ * Items a client adds to a conversation: messages and tool traffic. A system or developer
+ * message has no place in the history (tailgate keeps one system prompt, the session's
+ * instructions), except leading ones when the conversation is created.
+ */
+function conversationItems(
+  input: InputItemBody[],
+  allowInstructions: boolean,
+): { instructions: string | null; items: Item[] } {
+  const { instructions, items } = inputToItems(input);
+  if (instructions.length > 0 && !allowInstructions) {
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      "a system or developer message cannot be added to a conversation: its instructions are the session's, set " +
+        'with `instructions` on a response',
+      'items[0].role',
+    );
+  }
+  return { instructions: instructions.join('\n\n') || null, items };
+}
+
+function listOf(data: ResponseItem[], hasMore: boolean): ConversationItemList {
+  return {
+    object: 'list',
+    data: data as ConversationItemList['data'],
+    first_id: data[0]?.id ?? '',
+    last_id: data.at(-1)?.id ?? '',
+    has_more: hasMore,
+  };
+}
+
+/** POST /v1/conversations: a new session with the items; a retried create (same key) finds the first. */
+export async function createConversation(
+  facade: Facade,
+  body: ConversationCreateBody,
+  key: string | undefined,
+): Promise<Conversation> {
+  const { sessions } = facade.services;
+  facade.authorize(null);
+  const { instructions, items } = conversationItems((body.items ?? []) as InputItemBody[], true);
+  facade.checkItems(items);
+  // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
+  const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
+  let session: SessionRecord;
+  try {
+    session = await sessions.create({
+      id,
+      ...(instructions !== null ? { instructions } : {}),
+      ...(body.metadata ? { metadata: body.metadata } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof SessionExistsError && key !== undefined)) throw error;
+    session = await sessions.get(id);
+  }
+  if (items.length > 0 && session.counts.items === 0) await appendItems(facade.services, id, items);
+  return conversationObject(session);
+}
+
+/** POST /v1/conversations/:id/items: the items appended, as listed. */
+export async function addConversationItems(
+  facade: Facade,
+  id: string,
+  input: InputItemBody[],
+): Promise<ConversationItemList> {
+  const { items } = conversationItems(input, false);
+  facade.checkItems(items);
+  await readConversation(facade, id);
+  const { first_seq } = await appendItems(facade.services, id, items);
+  const data = items.map((item, index) =>
+    storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)),
+  );
+  return listOf(data, false);
+}
+
+/** GET /v1/conversations/:id/items: a page of the items, the current compaction item among them. */
+export async function listConversationItems(
+  facade: Facade,
+  id: string,
+  query: ConversationItemsQuery,
+): Promise<ConversationItemList> {
+  const session = await readConversation(facade, id);
+  const total = session.counts.items;
+  let after: number | undefined;
+  if (query.after !== undefined) {
+    const compaction = parseCompactionId(query.after);
+    const ref = parseItemId(query.after);
+    if (compaction?.sessionId === id) after = compaction.startSeq - 0.5;
+    else if (ref?.sessionId === id) after = ref.seq;
+    else
+      throw new OpenAIApiError(
+        400,
+        'invalid_request',
+        `'${query.after}' is not an item of conversation '${id}'`,
+        'after',
+      );
+  }
+  // The current compaction item sits before the first item its summary did not replace.
+  const context = await facade.services.sessions.currentContext(id);
+  const { positions, hasMore } = itemPage({
+    total,
+    limit: query.limit ?? 20,
+    ascending: query.order === 'asc',
+    ...(after !== undefined ? { after } : {}),
+    ...(context ? { compactionAt: context.start_seq - 0.5 } : {}),
+  });
+  const seqs = positions.filter(Number.isInteger);
+  const range = { from: Math.min(...seqs), to: Math.max(...seqs) + 1 };
+  const stored = seqs.length > 0 ? await itemsWithinPage(facade.services, id, range, query.order === 'asc') : [];
+  const bySeq = new Map(stored.map((item) => [item.seq, item]));
+  // A page ends before the first item its byte cap left out.
+  const listed: ResponseItem[] = [];
+  for (const position of positions) {
+    if (!Number.isInteger(position)) {
+      if (context) listed.push(compactionItem(compactionId(id, context.start_seq), context.summary));
+      continue;
+    }
+    const item = bySeq.get(position);
+    if (!item) break;
+    listed.push(storedItem(item, itemId(item.type, id, item.seq)));
+  }
+  const data = withinPageBytes(listed);
+  return listOf(data, hasMore || data.length < positions.length);
+}
+
+/** GET /v1/conversations/:id/items/:item_id: one item, or the current compaction item. */
+export async function getConversationItem(facade: Facade, id: string, requested: string): Promise<ResponseItem> {
+  const missing = () =>
+    new OpenAIApiError(404, 'not_found', `Item with id '${requested}' not found in conversation '${id}'.`, 'item_id');
+  const compaction = parseCompactionId(requested);
+  if (compaction?.sessionId === id) {
+    await readConversation(facade, id);
+    const context = await facade.services.sessions.currentContext(id);
+    if (context?.start_seq !== compaction.startSeq) throw missing();
+    return compactionItem(requested, context.summary);
+  }
+  const ref = parseItemId(requested);
+  if (!ref || ref.sessionId !== id) throw missing();
+  const session = await readConversation(facade, id);
+  if (ref.seq > session.counts.items) throw missing();
+  const [item] = await itemsBetween(facade, id, ref.seq, ref.seq + 1);
+  if (!item || item.type !== ref.kind) throw missing();
+  return storedItem(item, requested);
+}

@@ -1,0 +1,222 @@
+import type { ResponseOutputItem } from 'openai/resources/responses/responses';
+import { clientError, NotNewestTurnError } from '../errors.ts';
+import type { ClientItem } from '../items.ts';
+import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn.ts';
+import { compactionItem } from './compaction.ts';
+import type { Facade } from './facade.ts';
+import { findHistory, indexHistory } from './history-index.ts';
+import { compactionId, itemId, responseId, type ResponseRef } from './ids.ts';
+import { prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
+import type { ResponseCreateBody } from './schemas.ts';
+import { branchingError, sessionOf } from './sessions.ts';
+import { responseEventStream } from './sse.ts';
+import { createStatelessResponse } from './stateless-response.ts';
+import { openaiTools, saveResponse } from './stored-responses.ts';
+
+/**
+ * POST /v1/responses: a turn of the conversation's session (lib/openai/sessions.ts says which),
+ * or with `store: false` a model call on the input alone (./stateless-response.ts). Answers the
+ * response object, or with `stream: true` the Responses server-sent events.
+ */
+
+/** POST /v1/responses: the response object, or a server-sent events Response. */
+export async function createResponse(
+  facade: Facade,
+  body: ResponseCreateBody,
+  idempotencyKey: string | undefined,
+): Promise<TailgateResponse | Response> {
+  const prepared = prepareResponseRequest(facade, body);
+  if (body.store === false) return createStatelessResponse(facade, prepared);
+  return createStoredResponse(facade, prepared, idempotencyKey);
+}
+
+/** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
+interface StoredContext {
+  session: { id: string; created_at: string };
+  inputCount: number;
+  fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
+  /**
+   * The conversation's whole history before the output, when the request held it (no
+   * `previous_response_id` or `conversation`): indexed when the turn ends (./history-index.ts),
+   * replacing the entry the request matched.
+   */
+  history?: { before: readonly ClientItem[]; replaced: string | undefined };
+}
+
+/** Keeps the response for GET, and indexes the conversation's history for the client's next step. */
+async function ended(
+  facade: Facade,
+  context: StoredContext,
+  turn: TurnResponse,
+  answer: TailgateResponse,
+): Promise<void> {
+  await saveResponse(facade, context.session, turn.turn, answer);
+  if (context.history) {
+    const history = [...context.history.before, ...(turn.output as ClientItem[])];
+    await indexHistory(facade, context.session, turn.turn, history, context.history.replaced);
+  }
+}
+
+function refOf(context: StoredContext, turn: number, firstSeq: number): ResponseRef {
+  return { sessionId: context.session.id, turn, inputSeq: firstSeq - context.inputCount, outputSeq: firstSeq };
+}
+
+function storedResponse(
+  context: StoredContext,
+  response: TurnResponse,
+  firstSeq: number,
+  compacted: ResponseOutputItem[],
+): TailgateResponse {
+  return buildResponse({
+    ...context.fields,
+    id: responseId(refOf(context, response.turn, firstSeq)),
+    createdAt: new Date(),
+    status: 'completed',
+    output: [
+      ...response.output.map((item) => outputItem(item, itemId(item.type, context.session.id, item.seq))),
+      ...compacted,
+    ],
+    usage: usageOf(response.usage),
+    tailgate: { session_id: response.session_id, turn: response.turn, context: response.context },
+  });
+}
+
+/**
+ * The compaction item of a turn that compacted (its summary is read back from the session,
+ * one get); none for other turns, or when a later compaction has moved the context since.
+ */
+async function compactionOutput(facade: Facade, response: TurnResponse): Promise<ResponseOutputItem[]> {
+  const moved = response.context.compaction;
+  if (!moved) return [];
+  const current = await facade.services.sessions.currentContext(response.session_id);
+  if (current?.start_seq !== moved.start_seq) return [];
+  return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
+}
+
+async function createStoredResponse(
+  facade: Facade,
+  prepared: PreparedRequest,
+  idempotencyKey: string | undefined,
+): Promise<TailgateResponse | Response> {
+  const { services } = facade;
+  const { body, model, instructions, tools, turnTools } = prepared;
+  // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
+  const whole = !body.previous_response_id && !body.conversation;
+  const match = whole ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
+  const { sessionId, afterTurn } = match
+    ? { sessionId: match.session.id, afterTurn: match.turn }
+    : await sessionOf(facade, body, { instructions, model, idempotencyKey });
+  const session = match?.session ?? (await services.sessions.get(sessionId));
+  const items = prepared.items.slice(match?.known ?? 0);
+  // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
+  // not so for one continuing an older turn: a retry (they are set already) or a branch (refused).
+  const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
+  if (instructions !== null && instructions !== session.instructions && !behind)
+    await services.sessions.update(sessionId, { instructions });
+  const context: StoredContext = {
+    session: { id: sessionId, created_at: session.created_at },
+    inputCount: items.length,
+    fields: {
+      ...prepared.echo,
+      instructions: instructions ?? session.instructions,
+      tools: openaiTools(tools ?? session.tools),
+      conversationId: sessionId,
+      store: true,
+    },
+    // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
+    ...(whole
+      ? { history: { before: prepared.items, replaced: idempotencyKey === undefined ? match?.key : undefined } }
+      : {}),
+  };
+  const compaction = body.context_management?.[0];
+  const request: TurnRequest = {
+    input: items,
+    model,
+    ...(turnTools !== undefined ? { tools: turnTools } : {}),
+    ...(body.max_output_tokens ? { max_output_tokens: body.max_output_tokens } : {}),
+    ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { prompt_cache_key: body.prompt_cache_key } : {}),
+    ...(Object.keys(prepared.modelSettings).length > 0 ? { model_settings: prepared.modelSettings } : {}),
+    // OpenAI's default is "disabled": no overflow safety net behind a Responses client's back.
+    truncation: body.truncation ?? 'disabled',
+    ...(compaction
+      ? { compaction: compaction.compact_threshold ? { threshold: compaction.compact_threshold } : {} }
+      : {}),
+  };
+  const options: TurnOptions = {
+    ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
+    ...(afterTurn !== undefined ? { afterTurn } : {}),
+  };
+  // A conversation does not branch: the claim refuses a turn that would not follow previous_response_id's.
+  const branched = async (error: unknown): Promise<never> => {
+    if (error instanceof NotNewestTurnError && body.previous_response_id)
+      throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
+    throw error;
+  };
+  if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
+  const pending = runTurn(services, sessionId, request, options);
+  services.background(
+    pending.then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
+  const response = await pending.catch(branched);
+  const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
+  const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response));
+  await ended(facade, context, response, answer);
+  return answer;
+}
+
+/**
+ * A streamed turn as Responses events. An error before the model is called (404, 409, an
+ * abort) is thrown, so it is answered with its status; after that it ends the stream as
+ * response.failed.
+ */
+async function streamStoredTurn(
+  facade: Facade,
+  context: StoredContext,
+  request: TurnRequest,
+  options: TurnOptions,
+): Promise<Response> {
+  const { services } = facade;
+  const turn = streamTurn(services, context.session.id, request, options);
+  services.background(turn.done);
+  const iterator = turn.events[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done) throw new Error('the turn ended without events');
+  if (first.value.event === 'error') throw first.value.cause;
+  if (first.value.event !== 'turn.started') throw new Error(`unexpected first turn event ${first.value.event}`);
+  const { turn: number, first_seq: firstSeq } = first.value.data;
+  const id = responseId(refOf(context, number, firstSeq));
+  const base = { ...context.fields, id, createdAt: new Date(), output: [] as ResponseOutputItem[] };
+  const stream = responseEventStream((index, item) => itemId(item.type, context.session.id, firstSeq + index));
+  const { writer } = stream;
+  writer.started(buildResponse({ ...base, status: 'in_progress' }));
+  const finished = (async () => {
+    for (;;) {
+      const next = await iterator.next();
+      if (next.done) break;
+      const event = next.value;
+      if (event.event === 'output_text.delta') writer.delta(event.data.delta);
+      else if (event.event === 'output_item.done') writer.itemDone(event.data.item);
+      else if (event.event === 'turn.completed') {
+        const compacted = await compactionOutput(facade, event.data).catch((error: unknown) => {
+          services.log('tailgate: could not read the summary of a compacted response', error);
+          return [];
+        });
+        for (const item of compacted) writer.wholeItem(item);
+        const answer = storedResponse(context, event.data, firstSeq, compacted);
+        await ended(facade, context, event.data, answer);
+        writer.completed(answer);
+      } else if (event.event === 'error') {
+        const failed = buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) });
+        await saveResponse(facade, context.session, number, failed);
+        writer.failed(failed);
+      }
+    }
+  })();
+  services.background(finished.finally(stream.close));
+  return stream.response();
+}

@@ -1,0 +1,26 @@
+/**
+ * An error only the OpenAI-compatible API has (its own code, e.g. model_not_found), answered
+ * in OpenAI's shape `{error: {message, type, param, code}}` by functions/routes/openai/errors.ts.
+ * `param` names the request field (`input[0].role`), as OpenAI's errors do.
+ */
+export class OpenAIApiError extends Error {
+  readonly status: 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500 | 502 | 503 | 504;
+  readonly code: string;
+  readonly param: string | null;
+  readonly details: unknown;
+
+  constructor(
+    status: OpenAIApiError['status'],
+    code: string,
+    message: string,
+    param: string | null = null,
+    details?: unknown,
+  ) {
+    super(message);
+    this.name = 'OpenAIApiError';
+    this.status = status;
+    this.code = code;
+    this.param = param;
+    this.details = details;
+  }
+}

@@ -1,0 +1,28 @@
+import type { ServiceConfig } from '../config.ts';
+import type { Inbox } from '../inbox/inbox.ts';
+import type { Item } from '../items.ts';
+import type { SessionLog } from '../session/session-log.ts';
+import type { ObjectStore } from '../store/object-store.ts';
+import type { TurnServices } from '../turn.ts';
+import { facadeModelId } from './models.ts';
+
+/**
+ * What the OpenAI-compatible API's handlers work with: one request's services and config, and
+ * what the HTTP layer decides about its caller (functions/routes/openai/facade-context.ts
+ * builds it from a request).
+ */
+export interface Facade {
+  services: TurnServices & { sessions: SessionLog; inbox: Inbox; store: ObjectStore };
+  config: ServiceConfig;
+  /** 403 unless the caller's token may act on `sessionId` (null: a new session, or none). */
+  authorize(sessionId: string | null): void;
+  /** 413 for an item over MAX_ITEM_BYTES. */
+  checkItems(items: readonly Item[]): void;
+  /** The OpenAI-shaped error body of a thrown value (for an error sent inside a stream). */
+  errorBody(error: unknown): unknown;
+}
+
+/** The tailgate model id a request's `model` names (404 model_not_found otherwise). */
+export function modelOf(facade: Facade, name: string): string {
+  return facadeModelId(facade.config, facade.services.model, name);
+}

@@ -1,0 +1,120 @@
+import { NotFoundError } from '../errors.ts';
+import type { ClientItem } from '../items.ts';
+import type { SessionRecord } from '../session/fields.ts';
+import type { Facade } from './facade.ts';
+
+/**
+ * A client's tool loop is one conversation. Clients that resend the whole history on every
+ * step, without `previous_response_id` (the AI SDK's `generateText` with tools,
+ * `@openai/agents`), send an input that begins with a stored conversation's whole history, up
+ * to and including its newest response's output. When a response ends, its conversation's
+ * history (what its input held, and the output) is indexed under a keyed hash of it:
+ * `<keyPrefix>openai/history/<HMAC-SHA256 hex>` holding `{session_id, created_at, turn}`. A
+ * request with neither `previous_response_id` nor `conversation` looks up the hash of its
+ * input up to its last model output (one get); a match continues that session when it is
+ * still there (same incarnation) and that turn is still its newest, and the caller may use
+ * it. An input that edits the history hashes differently and starts a new conversation.
+ *
+ * The key is TOKEN_SIGNING_KEY (else API_TOKEN, else a fixed one under anonymous access):
+ * whoever lists the bucket cannot tell which history an entry stands for. Changing the key
+ * starts new conversations for the loops that were running. Entries of a deleted session stay
+ * until overwritten; a match checks them.
+ */
+
+interface HistoryEntry {
+  session_id: string;
+  created_at: string;
+  turn: number;
+}
+
+/** A stored conversation the input continues: its session, and how many input items it already holds. */
+export interface HistoryMatch {
+  session: SessionRecord;
+  turn: number;
+  /** Input items that are the stored history; the rest are new. */
+  known: number;
+  key: string;
+}
+
+const encoder = new TextEncoder();
+
+/** The fields an item is compared by (what a client resends of it). */
+function canonical(item: ClientItem): unknown[] {
+  if (item.type === 'message') return ['message', item.role, item.content];
+  if (item.type === 'function_call') return ['function_call', item.call_id, item.name, item.arguments];
+  return ['function_call_output', item.call_id, item.output];
+}
+
+async function historyKey(facade: Facade, items: readonly ClientItem[]): Promise<string> {
+  // Without a secret (anonymous access) there is nothing to keep from a bucket reader; Web
+  // Crypto refuses an empty HMAC key on Workers, so a fixed one stands in.
+  const secret = facade.config.tokenSigningKey ?? facade.config.apiToken ?? 'tailgate: no secret configured';
+  const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
+    'sign',
+  ]);
+  const message = `tailgate openai history\n${JSON.stringify(items.map(canonical))}`;
+  const digest = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
+  const hex = Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
+  return `${facade.config.keyPrefix}openai/history/${hex}`;
+}
+
+function isOutput(item: ClientItem): boolean {
+  return item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant');
+}
+
+/**
+ * The stored conversation `items` continue, if any: the items up to the last model output
+ * (with at least one item after it) are looked up (one get, and the session's config, which
+ * the turn reads anyway). Undefined when nothing matches or the caller may not use the match.
+ * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
+ * must follow the matched one, which the claim judges after replaying a repeated key, so a
+ * retried step is answered with its stored response.
+ */
+export async function findHistory(
+  facade: Facade,
+  items: readonly ClientItem[],
+  keyed: boolean,
+): Promise<HistoryMatch | undefined> {
+  const known = items.findLastIndex(isOutput) + 1;
+  if (known === 0 || known === items.length) return undefined;
+  const key = await historyKey(facade, items.slice(0, known));
+  const stored = await facade.services.store.get(key);
+  if (!stored) return undefined;
+  const entry = JSON.parse(new TextDecoder().decode(stored.body)) as HistoryEntry;
+  try {
+    facade.authorize(entry.session_id);
+  } catch {
+    return undefined;
+  }
+  const session = await facade.services.sessions.get(entry.session_id).catch((error: unknown) => {
+    if (error instanceof NotFoundError) return undefined;
+    throw error;
+  });
+  if (!session || session.created_at !== entry.created_at) return undefined;
+  if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
+  return { session, turn: entry.turn, known, key };
+}
+
+/**
+ * Indexes a conversation's history after its turn `turn` ended (the items of every request of
+ * the loop, then the output), replacing the entry the request matched (`replaced`; a keyed
+ * request keeps it for its retries). Failures are logged: the client's next step then starts
+ * a new conversation.
+ */
+export async function indexHistory(
+  facade: Facade,
+  session: { id: string; created_at: string },
+  turn: number,
+  history: readonly ClientItem[],
+  replaced: string | undefined,
+): Promise<void> {
+  const { store, log } = facade.services;
+  try {
+    const key = await historyKey(facade, history);
+    const entry: HistoryEntry = { session_id: session.id, created_at: session.created_at, turn };
+    await store.put(key, JSON.stringify(entry), { contentType: 'application/json' });
+    if (replaced !== undefined && replaced !== key) await store.delete(replaced);
+  } catch (error) {
+    log('tailgate: could not index a conversation history', error);
+  }
+}

@@ -1,0 +1,67 @@
+import type { Model as OpenAIModel } from 'openai/resources/models';
+import type { ServiceConfig } from '../config.ts';
+import { UnknownModelError } from '../errors.ts';
+import type { Model } from '../models/model.ts';
+import { OpenAIApiError } from './errors.ts';
+
+/**
+ * The models of the OpenAI-compatible API: a request names a tailgate model id (`echo`,
+ * `anthropic:claude-sonnet-4-5`) or a MODEL_ALIASES name. `GET /v1/models` lists the ones
+ * the deployment is configured with: DEFAULT_MODEL, SUMMARY_MODEL, `echo` and every alias.
+ */
+
+type ModelConfig = Pick<ServiceConfig, 'defaultModel' | 'summaryModel' | 'modelAliases'>;
+
+/**
+ * The tailgate model id a request names: itself, or what MODEL_ALIASES maps it to. 404
+ * model_not_found (param `param`) when no model has that name.
+ */
+export function facadeModelId(
+  config: ModelConfig,
+  resolve: (id: string) => Model,
+  name: string,
+  param = 'model',
+): string {
+  const id = config.modelAliases[name] ?? name;
+  try {
+    resolve(id);
+  } catch (error) {
+    if (error instanceof UnknownModelError)
+      throw new OpenAIApiError(
+        404,
+        'model_not_found',
+        `The model \`${name}\` does not exist (use a tailgate model id such as echo or openai:gpt-4.1-mini, or a ` +
+          `MODEL_ALIASES name)`,
+        param,
+      );
+    throw error;
+  }
+  return id;
+}
+
+/** A model in OpenAI's shape; `owned_by` is the provider of the tailgate id it names. */
+function modelObject(config: ModelConfig, name: string): OpenAIModel & { tailgate: { model: string } } {
+  const id = config.modelAliases[name] ?? name;
+  const colon = id.indexOf(':');
+  return {
+    id: name,
+    object: 'model',
+    // tailgate has no creation time for a model: the epoch, as the type requires a number.
+    created: 0,
+    owned_by: colon > 0 ? id.slice(0, colon) : id,
+    tailgate: { model: id },
+  };
+}
+
+/** `GET /v1/models`: the configured models and the aliases, each once, in that order. */
+export function modelList(config: ModelConfig) {
+  const names = [config.defaultModel, config.summaryModel, 'echo', ...Object.keys(config.modelAliases)];
+  const unique = [...new Set(names.filter((name): name is string => name !== undefined))];
+  return { object: 'list' as const, data: unique.map((name) => modelObject(config, name)) };
+}
+
+/** `GET /v1/models/{id}`: any model a request may name (listed or not); 404 model_not_found else. */
+export function modelById(config: ModelConfig, resolve: (id: string) => Model, name: string) {
+  facadeModelId(config, resolve, name, 'model');
+  return modelObject(config, name);
+}

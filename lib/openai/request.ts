@@ -1,0 +1,139 @@
+import type { ClientItem, Tool } from '../items.ts';
+import type { ModelSettings } from '../models/model.ts';
+import { OpenAIApiError } from './errors.ts';
+import { modelOf, type Facade } from './facade.ts';
+import { DEFAULT_SETTINGS, inputToItems, type ResponseFields, type ResponseSettings } from './responses.ts';
+import type { ResponseCreateBody } from './schemas.ts';
+
+/**
+ * A Responses request mapped to tailgate: its model, items and tools, and the fields every
+ * answer to it echoes.
+ */
+
+/** What a request asks, mapped to tailgate: its model, items, tools and the fields every answer echoes. */
+export interface PreparedRequest {
+  body: ResponseCreateBody;
+  model: string;
+  instructions: string | null;
+  items: ClientItem[];
+  tools: Tool[] | undefined;
+  /** The tools the model gets (none with tool_choice `none`). */
+  turnTools: Tool[] | undefined;
+  /** What the model call gets of the request's settings. */
+  modelSettings: ModelSettings;
+  echo: Pick<ResponseFields, 'model' | 'instructions' | 'previousResponseId' | 'settings'>;
+}
+
+function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
+  return tools?.map((tool) => ({
+    type: 'function' as const,
+    name: tool.name,
+    ...(tool.description ? { description: tool.description } : {}),
+    ...(tool.parameters ? { parameters: tool.parameters } : {}),
+  }));
+}
+
+export function prepareResponseRequest(facade: Facade, body: ResponseCreateBody): PreparedRequest {
+  const model = modelOf(facade, body.model);
+  const { instructions: inputInstructions, items } = inputToItems(body.input);
+  const instructions =
+    [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
+  facade.checkItems(items);
+  if (items.length === 0)
+    throw new OpenAIApiError(400, 'invalid_request', 'input holds no user, assistant or tool items', 'input');
+  const tools = toTools(body.tools);
+  const choice = body.tool_choice;
+  if (typeof choice === 'object' && tools && !tools.some((tool) => tool.name === choice.name))
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      `tool_choice names ${choice.name}, which is not in tools`,
+      'tool_choice',
+    );
+  return {
+    body,
+    model,
+    instructions,
+    items,
+    tools,
+    turnTools: choice === 'none' ? [] : tools,
+    modelSettings: modelSettingsOf(body),
+    echo: {
+      model: body.model,
+      instructions,
+      previousResponseId: body.previous_response_id ?? null,
+      settings: echoedSettings(body),
+    },
+  };
+}
+
+/** What the model call gets of the request: each setting that was sent (lib/models/model.ts). */
+function modelSettingsOf(body: ResponseCreateBody): ModelSettings {
+  const format = body.text?.format;
+  const choice = body.tool_choice;
+  return withoutUnset({
+    topP: body.top_p,
+    presencePenalty: body.presence_penalty,
+    frequencyPenalty: body.frequency_penalty,
+    toolChoice: typeof choice === 'object' ? { name: choice.name } : choice,
+    reasoningEffort: body.reasoning?.effort,
+    verbosity: body.text?.verbosity,
+    parallelToolCalls: body.parallel_tool_calls,
+    user: body.user,
+    safetyIdentifier: body.safety_identifier,
+    responseFormat: format?.type === 'text' ? undefined : format,
+  });
+}
+
+type Unset<T> = { [K in keyof T]?: T[K] | null | undefined };
+
+/** `settings` without the fields that were not sent (undefined or null), as ModelSettings takes them. */
+export function withoutUnset(settings: Unset<ModelSettings>): ModelSettings {
+  return Object.fromEntries(
+    Object.entries(settings).filter(([, value]) => value !== undefined && value !== null),
+  ) as ModelSettings;
+}
+
+/** The settings a response to `body` echoes: each value received, else the default (DEFAULT_SETTINGS). */
+function echoedSettings(body: ResponseCreateBody): ResponseSettings {
+  const pick = <Key extends keyof ResponseSettings>(key: Key, value: ResponseSettings[Key] | null | undefined) =>
+    value === undefined || value === null ? DEFAULT_SETTINGS[key] : value;
+  const reasoning = body.reasoning;
+  return {
+    temperature: pick('temperature', body.temperature),
+    top_p: pick('top_p', body.top_p),
+    presence_penalty: pick('presence_penalty', body.presence_penalty),
+    frequency_penalty: pick('frequency_penalty', body.frequency_penalty),
+    top_logprobs: pick('top_logprobs', body.top_logprobs),
+    tool_choice: pick('tool_choice', body.tool_choice),
+    parallel_tool_calls: pick('parallel_tool_calls', body.parallel_tool_calls),
+    max_tool_calls: pick('max_tool_calls', body.max_tool_calls),
+    max_output_tokens: pick('max_output_tokens', body.max_output_tokens),
+    text: {
+      format: echoedFormat(body.text?.format),
+      verbosity: body.text?.verbosity ?? DEFAULT_SETTINGS.text.verbosity!,
+    },
+    reasoning: reasoning
+      ? { effort: reasoning.effort ?? null, summary: reasoning.summary ?? reasoning.generate_summary ?? null }
+      : DEFAULT_SETTINGS.reasoning,
+    service_tier: pick('service_tier', body.service_tier),
+    user: pick('user', body.user),
+    safety_identifier: pick('safety_identifier', body.safety_identifier),
+    prompt_cache_key: pick('prompt_cache_key', body.prompt_cache_key),
+    truncation: pick('truncation', body.truncation),
+    metadata: pick('metadata', body.metadata),
+  };
+}
+
+/**
+ * The text format a response echoes: as sent, a `json_schema` one with `description` and
+ * `strict` (the specification requires both; OpenAI's default for `strict` is false).
+ */
+function echoedFormat(
+  format: NonNullable<ResponseCreateBody['text']>['format'],
+): NonNullable<ResponseSettings['text']['format']> {
+  if (format?.type !== 'json_schema') return format ?? { type: 'text' };
+  return { ...format, description: format.description ?? null, strict: format.strict ?? false } as NonNullable<
+    ResponseSettings['text']['format']
+  >;
+}

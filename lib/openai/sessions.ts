@@ -1,0 +1,185 @@
+import { NotFoundError, SessionExistsError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { StoredItem } from '../items.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { parseResponseId, randomId, responseId } from './ids.ts';
+import type { ResponseCreateBody } from './schemas.ts';
+
+/**
+ * The session a request maps to: a conversation is a session and a response is one of its
+ * turns (lib/openai/ids.ts). `previous_response_id` continues that response's session,
+ * `conversation` that session, and neither starts a new one.
+ */
+
+/**
+ * The session a stored response goes to: previous_response_id's (404 unknown; `afterTurn`:
+ * the turn must follow it, which the claim judges after replaying a repeated Idempotency-Key),
+ * the conversation's, or a new one. A new session's id comes from the Idempotency-Key when
+ * there is one, so a retried request finds the session its first attempt created and its
+ * turn is replayed, not taken twice.
+ */
+export async function sessionOf(
+  facade: Facade,
+  body: Pick<ResponseCreateBody, 'previous_response_id' | 'conversation' | 'metadata'>,
+  fresh: { instructions: string | null; model: string; idempotencyKey: string | undefined },
+): Promise<{ sessionId: string; afterTurn?: number }> {
+  const { sessions } = facade.services;
+  if (body.previous_response_id && body.conversation) {
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'previous_response_id and conversation cannot both be set',
+      'previous_response_id',
+    );
+  }
+  if (body.previous_response_id) {
+    const { sessionId, turn } = await previousResponse(facade, body.previous_response_id);
+    return { sessionId, afterTurn: turn };
+  }
+  if (body.conversation) {
+    const id = typeof body.conversation === 'string' ? body.conversation : body.conversation.id;
+    facade.authorize(id);
+    const exists = await sessions.get(id).then(
+      () => true,
+      (error: unknown) => {
+        if (
+          error instanceof NotFoundError ||
+          (error instanceof Error && 'code' in error && error.code === 'invalid_request')
+        )
+          return false;
+        throw error;
+      },
+    );
+    if (!exists)
+      throw new OpenAIApiError(
+        404,
+        'conversation_not_found',
+        `Conversation with id '${id}' not found.`,
+        'conversation',
+      );
+    return { sessionId: id };
+  }
+  facade.authorize(null);
+  const id =
+    fresh.idempotencyKey !== undefined
+      ? `conv_${sha256Hex(`openai-response:${fresh.idempotencyKey}`).slice(0, 24)}`
+      : randomId('conv');
+  try {
+    await sessions.create({
+      id,
+      model: fresh.model,
+      ...(fresh.instructions !== null ? { instructions: fresh.instructions } : {}),
+      ...(body.metadata ? { metadata: body.metadata } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof SessionExistsError && fresh.idempotencyKey !== undefined)) throw error;
+  }
+  return { sessionId: id };
+}
+
+/**
+ * The session `previousResponseId` continues: 404 previous_response_not_found when it is not
+ * a stored response, 409 conversation_branching_unsupported when it is not the session's
+ * newest turn (a conversation does not branch).
+ */
+export async function continuedSession(facade: Facade, previousResponseId: string): Promise<string> {
+  const { sessionId, turn, newestTurn } = await previousResponse(facade, previousResponseId);
+  if (turn < newestTurn) throw await branchingError(facade, previousResponseId, sessionId, newestTurn);
+  return sessionId;
+}
+
+/**
+ * The stored response `previousResponseId` names, its session and that session's newest turn
+ * (404 previous_response_not_found when it is not a stored response).
+ */
+async function previousResponse(
+  facade: Facade,
+  previousResponseId: string,
+): Promise<{ sessionId: string; turn: number; newestTurn: number }> {
+  const ref = parseResponseId(previousResponseId);
+  const missing = () =>
+    new OpenAIApiError(
+      404,
+      'previous_response_not_found',
+      `Previous response with id '${previousResponseId}' not found.`,
+      'previous_response_id',
+    );
+  if (!ref) throw missing();
+  facade.authorize(ref.sessionId);
+  const session = await facade.services.sessions.get(ref.sessionId).catch((error: unknown) => {
+    throw error instanceof NotFoundError ? missing() : error;
+  });
+  if (ref.turn > session.counts.turns) throw missing();
+  return { sessionId: ref.sessionId, turn: ref.turn, newestTurn: session.counts.turns };
+}
+
+/** 409 conversation_branching_unsupported: `previousResponseId` is not the newest turn of its session. */
+export async function branchingError(
+  facade: Facade,
+  previousResponseId: string,
+  sessionId: string,
+  newestTurn: number,
+): Promise<OpenAIApiError> {
+  const newest = await newestResponseId(facade, sessionId, newestTurn);
+  const continueFrom = newest ?? `turn ${newestTurn}`;
+  return new OpenAIApiError(
+    409,
+    'conversation_branching_unsupported',
+    `Response '${previousResponseId}' is not the newest turn of its conversation; ` +
+      `continue from ${continueFrom} (a conversation does not branch).`,
+    'previous_response_id',
+    { newest_response_id: newest, newest_turn: newestTurn },
+  );
+}
+
+/**
+ * The id of the session's newest response, found in its newest items: the newest run of
+ * model output (assistant messages, calls) stored together, and the input before it back to
+ * the previous output. Undefined when the newest turn stored no output.
+ */
+async function newestResponseId(facade: Facade, sessionId: string, turn: number): Promise<string | undefined> {
+  const page = await facade.services.sessions.listItems(sessionId, { limit: 200 });
+  const items = page.items;
+  const outputAt = items.findIndex(isOutput);
+  if (outputAt < 0) return undefined;
+  let first = outputAt;
+  while (
+    first + 1 < items.length &&
+    isOutput(items[first + 1]!) &&
+    items[first + 1]!.created_at === items[outputAt]!.created_at
+  )
+    first += 1;
+  const outputSeq = items[first]!.seq;
+  let inputSeq = outputSeq;
+  const claimedAt = items[first + 1]?.created_at;
+  for (let index = first + 1; index < items.length && items[index]!.created_at === claimedAt; index += 1)
+    inputSeq = items[index]!.seq;
+  return inputSeq < outputSeq ? responseId({ sessionId, turn, inputSeq, outputSeq }) : undefined;
+}
+
+/** A model's output item: an assistant message or a function call. */
+export function isOutput(item: StoredItem): boolean {
+  return item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant');
+}
+
+/** Items with `from <= seq < to`, oldest first (several pages when they are large). */
+export async function itemsBetween(
+  facade: Pick<Facade, 'services'>,
+  sessionId: string,
+  from: number,
+  to: number,
+): Promise<StoredItem[]> {
+  const collected: StoredItem[] = [];
+  let before = to;
+  while (before > from) {
+    const page = await facade.services.sessions.listItems(sessionId, {
+      before,
+      limit: Math.min(1000, before - from),
+    });
+    collected.push(...page.items.filter((item) => item.seq >= from));
+    if (!page.has_more || page.next_before === null || page.items.length === 0) break;
+    before = page.next_before;
+  }
+  return collected.sort((a, b) => a.seq - b.seq);
+}

@@ -1,0 +1,70 @@
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { ResponseEventWriter } from './responses.ts';
+
+/**
+ * The one server-sent events writer of the OpenAI-compatible streams (stored and stateless
+ * responses, chat completions): a queue that the running call feeds, read by the response
+ * body as the client takes it. A client that goes away stops the reading only; the call
+ * runs to its end (a stored turn is still stored).
+ */
+
+/** One SSE message: `event: <name>` when named, then `data: <text>`. */
+export interface SseMessage {
+  event?: string;
+  data: string;
+}
+
+/** An async queue fed by a writer: `push` as events come, `close` when the call ends. */
+export function eventQueue<Event>() {
+  const buffer: Event[] = [];
+  let wake: (() => void) | undefined;
+  let closed = false;
+  return {
+    push(event: Event) {
+      buffer.push(event);
+      wake?.();
+    },
+    close() {
+      closed = true;
+      wake?.();
+    },
+    async *[Symbol.asyncIterator](): AsyncIterator<Event> {
+      for (;;) {
+        const next = buffer.shift();
+        if (next !== undefined) yield next;
+        else if (closed) return;
+        else await new Promise<void>((resolve) => (wake = resolve));
+      }
+    },
+  };
+}
+
+const encoder = new TextEncoder();
+
+/** A 200 `text/event-stream` response of `messages`. */
+export function sseResponse(messages: AsyncIterable<SseMessage>): Response {
+  const iterator = messages[Symbol.asyncIterator]();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await iterator.next();
+      if (next.done) controller.close();
+      else {
+        const { event, data } = next.value;
+        controller.enqueue(encoder.encode(`${event !== undefined ? `event: ${event}\n` : ''}data: ${data}\n\n`));
+      }
+    },
+  });
+  return new Response(body, {
+    status: 200,
+    headers: { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache' },
+  });
+}
+
+/** Responses events as server-sent events: a writer and the response that streams what it writes. */
+export function responseEventStream(itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0]) {
+  const queue = eventQueue<SseMessage>();
+  const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) =>
+    queue.push({ event: event.type, data: JSON.stringify(event) }),
+  );
+  return { writer, close: () => queue.close(), response: () => sseResponse(queue) };
+}

@@ -1,0 +1,94 @@
+import { clientError } from '../errors.ts';
+import type { Item } from '../items.ts';
+import { errorRecord } from '../turn.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { randomId } from './ids.ts';
+import type { PreparedRequest } from './request.ts';
+import { buildResponse, outputItem, usageOf, type TailgateResponse } from './responses.ts';
+import { responseEventStream } from './sse.ts';
+import { runStateless } from './stateless.ts';
+import { openaiTools } from './stored-responses.ts';
+
+/**
+ * A `store: false` response: the strategies and the model run on the input alone and nothing
+ * is stored (lib/openai/stateless.ts). Its ids are random.
+ */
+export async function createStatelessResponse(
+  facade: Facade,
+  prepared: PreparedRequest,
+): Promise<TailgateResponse | Response> {
+  const { services } = facade;
+  const { body, model, instructions, items, tools, turnTools } = prepared;
+  if (body.context_management?.[0]) {
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'context_management compacts a stored conversation; ' +
+        'with store: false, call POST /v1/responses/compact and send its output as input',
+      'context_management',
+    );
+  }
+  if (body.previous_response_id || body.conversation) {
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'store: false runs on the input alone; it cannot continue a stored response or conversation',
+      'store',
+    );
+  }
+  facade.authorize(null);
+  const request = {
+    items,
+    instructions,
+    tools: turnTools ?? [],
+    model,
+    ...(body.max_output_tokens ? { maxOutputTokens: body.max_output_tokens } : {}),
+    ...(body.temperature !== undefined && body.temperature !== null ? { temperature: body.temperature } : {}),
+    ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
+    ...(Object.keys(prepared.modelSettings).length > 0 ? { settings: prepared.modelSettings } : {}),
+    ...(body.truncation ? { truncation: body.truncation } : {}),
+  };
+  const fields = { ...prepared.echo, tools: openaiTools(tools ?? []), conversationId: null, store: false };
+  const ids = new Map<number, string>();
+  const idAt = (index: number, item: { type: Item['type'] }) => {
+    if (!ids.has(index)) ids.set(index, randomId(item.type === 'message' ? 'msg' : 'fc'));
+    return ids.get(index)!;
+  };
+  const id = randomId('resp');
+  const finish = (result: Awaited<ReturnType<typeof runStateless>>) =>
+    buildResponse({
+      ...fields,
+      id,
+      createdAt: new Date(),
+      status: 'completed',
+      output: result.output.map((item, index) => outputItem(item, idAt(index, item))),
+      usage: usageOf(result.usage),
+      tailgate: { context: result.context },
+    });
+  if (!body.stream) return finish(await runStateless(services, request));
+  const stream = responseEventStream(idAt);
+  const { writer } = stream;
+  writer.started(buildResponse({ ...fields, id, createdAt: new Date(), status: 'in_progress', output: [] }));
+  void runStateless(services, request, (event) =>
+    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
+  )
+    .then(
+      (result) => writer.completed(finish(result)),
+      (error: unknown) => {
+        services.log('tailgate: streamed response failed', error);
+        writer.failed(
+          buildResponse({
+            ...fields,
+            id,
+            createdAt: new Date(),
+            status: 'failed',
+            output: [],
+            error: clientError(errorRecord(error)),
+          }),
+        );
+      },
+    )
+    .finally(stream.close);
+  return stream.response();
+}

@@ -1,0 +1,124 @@
+import type { Tool as OpenAITool } from 'openai/resources/responses/responses';
+import { NotFoundError } from '../errors.ts';
+import type { StoredItem, Tool } from '../items.ts';
+import { sessionPrefix } from '../session/keys.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { buildResponse, DEFAULT_SETTINGS, outputItem, type TailgateResponse } from './responses.ts';
+import { isOutput, itemsBetween } from './sessions.ts';
+
+/**
+ * Stored responses. A response's items are its session's (read back by seq, lib/openai/ids.ts);
+ * what else its create answered (previous_response_id, temperature, a compaction item...) is
+ * kept beside the session as the response object itself, written once when the response
+ * ends: `<keyPrefix>sessions/<id>/openai/<created ms>/<turn>.json`. The session's creation
+ * time names its incarnation, so a session created again under the same id never reads the
+ * objects of the one deleted (whose sweep removes them, docs/STORAGE.md).
+ */
+
+function recordKey(keyPrefix: string, session: { id: string; created_at: string }, turn: number): string {
+  return `${sessionPrefix(keyPrefix, session.id)}openai/${Date.parse(session.created_at)}/${turn}.json`;
+}
+
+/**
+ * Keeps `response` for GET /v1/responses/{id} (create-only: a replayed turn keeps the first).
+ * A failed write is logged: GET then rebuilds the response from the session.
+ */
+export async function saveResponse(
+  facade: Facade,
+  session: { id: string; created_at: string },
+  turn: number,
+  response: TailgateResponse,
+): Promise<void> {
+  const key = recordKey(facade.config.keyPrefix, session, turn);
+  await facade.services.store
+    .put(key, JSON.stringify(response), { onlyIfAbsent: true, contentType: 'application/json' })
+    .catch((error: unknown) => facade.services.log('tailgate: could not keep a response object', error));
+}
+
+/** The function tools of a session in OpenAI's shape. */
+export function openaiTools(tools: readonly Tool[]): OpenAITool[] {
+  return tools.map((tool) => ({
+    type: 'function',
+    name: tool.name,
+    description: tool.description ?? null,
+    parameters: tool.parameters ?? null,
+    strict: false,
+  }));
+}
+
+/** Model outputs past the newest that a turn may hold, read back for GET. */
+const OUTPUT_WINDOW = 64;
+
+/** A stored response and its items, read back from its session (404 when it is not there). */
+export async function readResponse(facade: Facade, id: string) {
+  const ref = parseResponseId(id);
+  const missing = () => new OpenAIApiError(404, 'not_found', `Response with id '${id}' not found.`, 'response_id');
+  if (!ref) throw missing();
+  const { services } = facade;
+  const session = await services.sessions.get(ref.sessionId).catch((error: unknown) => {
+    throw error instanceof NotFoundError ? missing() : error;
+  });
+  if (ref.turn > session.counts.turns || ref.outputSeq > session.counts.items + 1) throw missing();
+  const items = await itemsBetween(
+    facade,
+    ref.sessionId,
+    ref.inputSeq,
+    Math.min(ref.outputSeq + OUTPUT_WINDOW, session.counts.items + 1),
+  );
+  const input = items.filter((item) => item.seq < ref.outputSeq);
+  const output: StoredItem[] = [];
+  for (const item of items) {
+    if (item.seq < ref.outputSeq) continue;
+    if (
+      !isOutput(item) ||
+      (output[0] && item.created_at !== output[0].created_at) ||
+      item.seq !== ref.outputSeq + output.length
+    )
+      break;
+    output.push(item);
+  }
+  if (input.length !== ref.outputSeq - ref.inputSeq) throw missing();
+  return { ref, session, input, output };
+}
+
+/**
+ * GET /v1/responses/{id}: the response as its create answered it (two reads: the session
+ * config and the response object), or, for a response without one, rebuilt from the session.
+ */
+export async function getResponse(facade: Facade, id: string): Promise<TailgateResponse> {
+  const ref = parseResponseId(id);
+  if (ref) {
+    const session = await facade.services.sessions.get(ref.sessionId).catch(() => undefined);
+    const kept = session && (await facade.services.store.get(recordKey(facade.config.keyPrefix, session, ref.turn)));
+    if (kept) {
+      const response = JSON.parse(new TextDecoder().decode(kept.body)) as TailgateResponse;
+      if (response.id === id) return response;
+    }
+  }
+  return rebuiltResponse(facade, id);
+}
+
+async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResponse> {
+  const { ref, session, input, output } = await readResponse(facade, id);
+  return buildResponse({
+    id: responseId(ref),
+    createdAt: new Date((output[0] ?? input[0])!.created_at),
+    status: output.length > 0 ? 'completed' : 'failed',
+    model: session.model ?? facade.config.defaultModel,
+    output: output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
+    instructions: session.instructions,
+    tools: openaiTools(session.tools),
+    settings: DEFAULT_SETTINGS,
+    previousResponseId: null,
+    conversationId: ref.sessionId,
+    store: true,
+    tailgate: { session_id: ref.sessionId, turn: ref.turn },
+  });
+}
+
+/** The id of a stored item of the response's session. */
+export function itemKindId(ref: Pick<ResponseRef, 'sessionId'>, item: StoredItem): string {
+  return itemId(item.type, ref.sessionId, item.seq);
+}

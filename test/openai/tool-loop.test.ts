@@ -1,0 +1,173 @@
+import { createOpenAI } from '@ai-sdk/openai';
+import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from '@openai/agents';
+import { generateText, stepCountIs, tool } from 'ai';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+
+// A client's tool loop that resends the whole history on each step, without
+// previous_response_id, stays one conversation (lib/openai/history-index.ts).
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+/** Reads of the history index since the last reset. */
+let indexReads = 0;
+
+beforeAll(async () => {
+  setTracingDisabled(true);
+  tailgate = await startTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+  const get = tailgate.store.get.bind(tailgate.store);
+  tailgate.store.get = (key, options) => {
+    if (key.startsWith('openai/history/')) indexReads += 1;
+    return get(key, options);
+  };
+});
+afterAll(() => tailgate.close());
+beforeEach(() => {
+  indexReads = 0;
+});
+
+/** The sessions created since `before` (ids), and the items of each. */
+async function sessionsSince(before: Set<string>): Promise<{ id: string; items: any[] }[]> {
+  const listed = await tailgateGet(tailgate.baseURL, '/sessions?limit=100');
+  const fresh = listed.sessions.map((row: { id: string }) => row.id).filter((id: string) => !before.has(id));
+  return Promise.all(
+    fresh.map(async (id: string) => ({
+      id,
+      items: (await tailgateGet(tailgate.baseURL, `/sessions/${id}/items?limit=100`)).items.reverse(),
+    })),
+  );
+}
+
+async function sessionIds(): Promise<Set<string>> {
+  const listed = await tailgateGet(tailgate.baseURL, '/sessions?limit=100');
+  return new Set(listed.sessions.map((row: { id: string }) => row.id));
+}
+
+const shapeOf = (items: any[]) =>
+  items.map((item) => [item.type, item.role ?? null, item.content ?? item.arguments ?? item.output]);
+
+describe('a client tool loop is one conversation', () => {
+  it("the AI SDK's generateText with a tool: one session, every step's items once, in order", async () => {
+    const before = await sessionIds();
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const result = await generateText({
+      model: openai('gpt-4.1-mini'),
+      system: 'Be brief.',
+      prompt: 'call get_weather {"city":"Paris"}',
+      tools: {
+        get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '18C, clear' }),
+      },
+      stopWhen: stepCountIs(4),
+    });
+    expect(result.steps).toHaveLength(2);
+    const sessions = await sessionsSince(before);
+    expect(sessions).toHaveLength(1);
+    expect(shapeOf(sessions[0]!.items)).toEqual([
+      ['message', 'user', 'call get_weather {"city":"Paris"}'],
+      ['function_call', null, '{"city":"Paris"}'],
+      ['function_call_output', null, '18C, clear'],
+      ['message', 'assistant', 'echo: call get_weather {"city":"Paris"}'],
+    ]);
+    expect(result.steps[1]!.response.id).toMatch(new RegExp(`^resp_${sessions[0]!.id}_2_`));
+    // One index read for the second step (the first has no model output to match).
+    expect(indexReads).toBe(1);
+  });
+
+  it('@openai/agents run() with a tool: one session', async () => {
+    const before = await sessionIds();
+    const runner = new Runner({
+      modelProvider: new OpenAIProvider({ openAIClient: client, useResponses: true }),
+      tracingDisabled: true,
+    });
+    const getWeather = agentTool({
+      name: 'get_weather',
+      description: 'The weather in a city',
+      parameters: z.object({ city: z.string() }),
+      execute: async () => '18C',
+    });
+    const agent = new Agent({ name: 'weather', instructions: 'Be brief.', model: 'echo', tools: [getWeather] });
+    const result = await runner.run(agent, 'call get_weather {"city":"Rome"}');
+    expect(result.finalOutput).toBe('echo: call get_weather {"city":"Rome"}');
+    const sessions = await sessionsSince(before);
+    expect(sessions).toHaveLength(1);
+    expect(shapeOf(sessions[0]!.items).map(([type]) => type)).toEqual([
+      'message',
+      'function_call',
+      'function_call_output',
+      'message',
+    ]);
+  });
+
+  it('an input that edits the history, or resends an older one, starts a new conversation', async () => {
+    const first = await client.responses.create({
+      model: 'echo',
+      input: 'call get_weather {"city":"Oslo"}',
+      tools: [{ type: 'function', name: 'get_weather', strict: false, parameters: { type: 'object' } }],
+    });
+    const call = first.output[0] as { call_id: string; name: string; arguments: string };
+    const history = [
+      { role: 'user' as const, content: 'call get_weather {"city":"Oslo"}' },
+      { type: 'function_call' as const, call_id: call.call_id, name: call.name, arguments: call.arguments },
+    ];
+    const answer = { type: 'function_call_output' as const, call_id: call.call_id, output: '-2C' };
+    const edited = await client.responses.create({
+      model: 'echo',
+      input: [{ role: 'user', content: 'call get_weather {"city":"Bergen"}' }, history[1]!, answer],
+    });
+    expect(edited.conversation!.id).not.toBe(first.conversation!.id);
+    const continued = await client.responses.create({ model: 'echo', input: [...history, answer] });
+    expect(continued.conversation!.id).toBe(first.conversation!.id);
+    // The same history again: the conversation has moved on, so it is not continued.
+    const again = await client.responses.create({ model: 'echo', input: [...history, answer] });
+    expect(again.conversation!.id).not.toBe(first.conversation!.id);
+  });
+
+  it('a keyed retry of a step that continued a conversation is replayed, not taken again', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'ping' });
+    const input = [
+      { role: 'user' as const, content: 'ping' },
+      { role: 'assistant' as const, content: 'echo: ping' },
+      { role: 'user' as const, content: 'pong' },
+    ];
+    const keyed = { headers: { 'Idempotency-Key': `loop-${first.id}` } };
+    const step = await client.responses.create({ model: 'echo', input }, keyed);
+    const retried = await client.responses.create({ model: 'echo', input }, keyed);
+    expect(step.conversation!.id).toBe(first.conversation!.id);
+    expect(retried.id).toBe(step.id);
+    const items = await tailgateGet(tailgate.baseURL, `/sessions/${first.conversation!.id}/items?limit=100`);
+    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
+      'ping',
+      'echo: ping',
+      'pong',
+      'echo: pong',
+    ]);
+  });
+
+  it('a scoped token only reaches the sessions it may use', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'hello' });
+    const sessionId = first.conversation!.id;
+    const input = [
+      { role: 'user' as const, content: 'hello' },
+      { role: 'assistant' as const, content: 'echo: hello' },
+      { role: 'user' as const, content: 'again' },
+    ];
+    const mint = async (bound: string) => {
+      const response = await fetch(`${tailgate.baseURL}/tokens`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ scopes: ['session:turn'], session_id: bound }),
+      });
+      return ((await response.json()) as { token: string }).token;
+    };
+    const other = await client.conversations.create({});
+    const stranger = new OpenAI({ apiKey: await mint(other.id), baseURL: tailgate.baseURL, maxRetries: 0 });
+    const refused = await stranger.responses.create({ model: 'echo', input }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.PermissionDeniedError);
+    const owner = new OpenAI({ apiKey: await mint(sessionId), baseURL: tailgate.baseURL, maxRetries: 0 });
+    const continued = await owner.responses.create({ model: 'echo', input });
+    expect(continued.conversation!.id).toBe(sessionId);
+    expect(continued.output_text).toBe('echo: again');
+  });
+});

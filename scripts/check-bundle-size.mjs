@@ -10,8 +10,13 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
-/** Gzipped, as `wrangler deploy` reports it (`Total Upload: ... / gzip: ...`). */
-export const BUDGET_KIB = 300;
+/**
+ * Gzipped, as `wrangler deploy` reports it (`Total Upload: ... / gzip: ...`). A guard against
+ * accidental growth (a provider SDK pulled in whole), far below Workers' own limit (3 MiB
+ * gzipped on the free plan): raised from 300 when background turns, export and import, the
+ * usage ledger and the facade's compliance brought the bundle to about 301 KiB.
+ */
+export const BUDGET_KIB = 330;
 
 const args = process.argv.slice(2);
 const budgetArgument = args.find((argument) => argument.startsWith('--budget-kib='));

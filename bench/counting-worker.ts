@@ -62,9 +62,8 @@ class RunAwareCountingStore extends CountingStore {
   }
 }
 
-// The store of the request being served. The app calls the store factory once per request,
-// and the benchmark sends its requests one at a time, so one slot is enough; concurrent
-// requests would overwrite each other's (this entry is for the benchmark only).
+// The store of the request being served. The benchmark sends its requests one at a time, so
+// one slot is enough; concurrent requests would share it (this entry is for the benchmark only).
 let current: RunAwareCountingStore | undefined;
 
 /** The store the app built for the request being served, if any; clears the slot. */
@@ -76,10 +75,11 @@ function takeStore(): RunAwareCountingStore | undefined {
 
 // A counting store per request over the binding's one R2Store (as functions/worker.ts uses):
 // the write probe's verdict is the R2Store's, shared by the wrappers, so only the first
-// request pays for the probe.
+// request pays for the probe. The app may ask for the store more than once a request (its
+// services, the facade's history index): each gets the request's one counting store.
 const app = createApp({
   store: (environment) => {
-    current = new RunAwareCountingStore(r2StoreFor((environment as unknown as Env).BUCKET));
+    current ??= new RunAwareCountingStore(r2StoreFor((environment as unknown as Env).BUCKET));
     return current;
   },
 });

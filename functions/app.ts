@@ -15,6 +15,7 @@ import { createServices, type ServiceInputs } from './services.ts';
 import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
+import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -83,6 +84,10 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);
   app.use('*', checkJsonBody);
+  app.use(
+    '*',
+    rateLimit(turnLimits(new WindowLimiter(clock), readEnvironment), () => undefined),
+  );
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');

@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused',
   'payload_too_large',
   'overloaded',
+  'rate_limited',
   'context_too_large',
   'model_error',
   'model_timeout',
@@ -167,6 +168,21 @@ export class OverloadedError extends TailgateError {
   constructor(budget: number) {
     super('overloaded', 'too many request bodies are being received; retry shortly', { limit: budget });
     this.name = 'OverloadedError';
+  }
+}
+
+/**
+ * Too many turns in the last minute for a session or a token (RATE_LIMIT_TURNS_PER_MINUTE_PER_*,
+ * functions/rate-limit.ts): 429 with Retry-After; nothing was stored.
+ */
+export class RateLimitedError extends TailgateError {
+  constructor(per: 'session' | 'token', limit: number | null, retryAfterSeconds: number) {
+    super('rate_limited', `too many turns per minute for this ${per}; retry after ${retryAfterSeconds} s`, {
+      per,
+      limit,
+      retry_after_seconds: retryAfterSeconds,
+    });
+    this.name = 'RateLimitedError';
   }
 }
 

@@ -75,7 +75,12 @@ export function turnLogLine(outcome: TurnOutcome, ops: StorageOps, logContent: b
 /** The observer a request's turns report to (lib/turn/observe.ts). */
 export function turnObserver(options: TurnLogOptions): (outcome: TurnOutcome) => void {
   return (outcome) => {
-    options.logLine(turnLogLine(outcome, options.ops, options.logContent));
+    // The turn's answer does not depend on its log line: a sink that throws loses only the line.
+    try {
+      options.logLine(turnLogLine(outcome, options.ops, options.logContent));
+    } catch {
+      // Nothing else to tell: the log is what failed.
+    }
     const metrics = options.metrics;
     if (!metrics) return;
     const model = outcome.model ?? 'unknown';

@@ -163,3 +163,26 @@ describe('GET /metrics and the turn log line (Node)', () => {
     });
   });
 });
+
+describe('a log sink that throws', () => {
+  it('loses the line, not the turn', async () => {
+    const sinkStore = new MemoryStore();
+    const failing = createApp({
+      store: () => sinkStore,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      logLine: () => {
+        throw new Error('stdout is closed');
+      },
+    });
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const id = freshId('sink');
+    await failing.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, environment);
+    const turn = await failing.request(
+      `/v1/sessions/${id}/turns`,
+      { method: 'POST', headers, body: JSON.stringify({ input: 'hi' }) },
+      environment,
+    );
+    expect(turn.status).toBe(200);
+  });
+});

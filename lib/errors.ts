@@ -171,17 +171,11 @@ export class OverloadedError extends TailgateError {
   }
 }
 
-/**
- * Too many turns in the last minute for a session or a token (RATE_LIMIT_TURNS_PER_MINUTE_PER_*,
- * functions/rate-limit.ts): 429 with Retry-After; nothing was stored.
- */
+/** Too many turns a minute for a session or a token (functions/rate-limit.ts): 429, nothing stored. */
 export class RateLimitedError extends TailgateError {
   constructor(per: 'session' | 'token', limit: number | null, retryAfterSeconds: number) {
-    super('rate_limited', `too many turns per minute for this ${per}; retry after ${retryAfterSeconds} s`, {
-      per,
-      limit,
-      retry_after_seconds: retryAfterSeconds,
-    });
+    const details = { per, limit, retry_after_seconds: retryAfterSeconds };
+    super('rate_limited', `too many turns per minute for this ${per}; retry after ${retryAfterSeconds} s`, details);
     this.name = 'RateLimitedError';
   }
 }

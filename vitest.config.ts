@@ -55,8 +55,10 @@ export default defineConfig({
         plugins: [
           cloudflareTest({
             wrangler: { configPath: './wrangler.toml' },
-            // TOKEN_SIGNING_KEY is test/http/http-suite.ts's SIGNING_KEY.
+            // TOKEN_SIGNING_KEY is test/http/http-suite.ts's SIGNING_KEY. TEST_TURN_LIMIT is a Rate
+            // Limiting binding that test/http/rate-limit-suite.ts hands the worker as its limits.
             miniflare: {
+              ratelimits: { TEST_TURN_LIMIT: { namespace_id: '1001', simple: { limit: 3, period: 60 } } },
               bindings: {
                 ALLOW_ANONYMOUS: 'false',
                 API_TOKEN: 'test-token',

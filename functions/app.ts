@@ -15,6 +15,10 @@ import { createServices, type ServiceInputs } from './services.ts';
 import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
+import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
+import type { Metrics } from './metrics.ts';
+import { metricsRoutes, metricsTokenRoute } from './routes/metrics.ts';
+import { countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -44,6 +48,10 @@ export interface AppOptions {
   tokenEncoders?: TokenEncoders;
   /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
   docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
+  /** The process's metrics, served at GET /metrics (Node and Deno); Workers keep none. */
+  metrics?: Metrics;
+  /** Where each turn's JSON log line goes (default: stdout). */
+  logLine?: (line: string) => void;
   /** Where background turns go (the Workers queue); without it, the process runs them. */
   queueTurn?: (environment: RuntimeEnvironment) => ((run: BackgroundTurn) => Promise<void>) | undefined;
 }
@@ -69,6 +77,8 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
   app.route('/', inspectorRoutes());
+  // GET /metrics with METRICS_TOKEN; with an admin token it is the authenticated route below.
+  if (options.metrics) app.route('/', metricsTokenRoute(options.metrics, readEnvironment));
 
   const configure: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.set('config', parseServiceConfig(readEnvironment(c)));
@@ -83,18 +93,22 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);
   app.use('*', checkJsonBody);
+  app.use(
+    '*',
+    rateLimit(turnLimits(new WindowLimiter(clock), readEnvironment), () =>
+      options.metrics?.count('tailgate_turn_errors_total', { code: 'rate_limited' }),
+    ),
+  );
   app.use('*', async (c, next) => {
     const environment = readEnvironment(c);
     const config = c.get('config');
-    const store = options.store(environment, config);
-    // The session API needs conditional writes; the first request of the process checks them.
-    if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
     const inputs = serviceInputs(options, environment, config, log);
+    // The session API needs conditional writes; the first request of the process checks them.
+    if (c.req.path.startsWith('/v1/')) await requireConditionalWrites(inputs.store, { keyPrefix: config.keyPrefix });
     c.set(
       'services',
       createServices({
         ...inputs,
-        store,
         background: backgroundRunner(c, log),
         checkSessionConfig: revocationCheck(c.var.principal),
       }),
@@ -114,6 +128,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', eventRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
+  if (options.metrics) app.route('/', metricsRoutes(options.metrics));
   registerOpenApi(app);
   scopes = declaredScopes(app);
   return app;
@@ -134,8 +149,12 @@ function serviceInputs(
     ...(environment.AI ? { AI: environment.AI as ModelEnvironment['AI'] } : {}),
     ...options.modelEnvironment,
   };
+  // The storage operations of this request (or background turn), for its turns' log lines.
+  const ops = noStorageOps();
+  const logLine = options.logLine ?? ((line: string) => console.log(line));
   return {
-    store: options.store(environment, config),
+    store: countedStore(options.store(environment, config), ops, options.metrics),
+    observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
     config,
     env: strings,
     model: (id) => resolveModel(id, modelEnvironment),

@@ -1,6 +1,7 @@
 import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
+import { Metrics } from './metrics.ts';
 import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
@@ -41,6 +42,8 @@ const app = createApp({
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
   docsScript,
+  // GET /metrics (functions/metrics.ts): counted by this process.
+  metrics: new Metrics(),
 });
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.

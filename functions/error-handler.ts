@@ -26,6 +26,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   idempotency_key_reused: 422,
   payload_too_large: 413,
   overloaded: 503,
+  rate_limited: 429,
   context_too_large: 413,
   model_error: 502,
   model_timeout: 504,

@@ -10,6 +10,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   409: 'session_exists, name_taken, turn_in_progress, aborted, lease_expired, turn_cancelled or turn_not_open',
   413: 'payload_too_large or context_too_large',
   422: 'idempotency_key_reused',
+  429: 'rate_limited (with Retry-After)',
   500: 'corrupt_object or internal_error',
   502: 'model_error',
   503: 'not_configured, storage_error or storage_unsupported',

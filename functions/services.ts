@@ -28,6 +28,8 @@ export interface ServiceInputs {
   tokenEncoders?: TokenEncoders;
   /** Sends a background turn to a queue (Workers); without it, the process runs it. */
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /** Told how each turn ended (functions/turn-log.ts). */
+  observeTurn?: TurnServices['observeTurn'];
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
@@ -72,5 +74,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
+    ...(inputs.observeTurn ? { observeTurn: inputs.observeTurn } : {}),
   };
 }

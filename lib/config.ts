@@ -5,6 +5,15 @@ import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
 import { priceTable, type ModelPrices } from './ledger/prices.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
+import {
+  booleanText,
+  nonNegativeInteger,
+  numberText,
+  optionalText,
+  positiveInteger,
+  secretText,
+  signingKeyText,
+} from './setting-values.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -43,63 +52,6 @@ export const DEFAULTS = {
   dataDir: '.tailgate/data',
 } as const;
 
-/** Unset and blank are the same: `API_TOKEN=""` means no token. */
-function optionalText() {
-  return z.preprocess(
-    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
-    z.string().optional(),
-  );
-}
-
-/** A secret, trimmed: whitespace or a newline pasted around it is not part of it. */
-function secretText() {
-  return z.preprocess(
-    (value) => (typeof value === 'string' ? (value.trim() === '' ? undefined : value.trim()) : value),
-    z.string().optional(),
-  );
-}
-
-/** Bytes a token signing key must hold: 256 bits, HS256's own strength. */
-const MIN_SIGNING_KEY_BYTES = 32;
-
-/**
- * A token signing key: base64 or base64url text (padding optional) of at least
- * {@link MIN_SIGNING_KEY_BYTES} random bytes, as `openssl rand -base64 32` prints. The text
- * itself (its UTF-8) is the HS256 key, as JWT libraries take a secret string; the rule only
- * makes sure the text carries 256 random bits. Bytes that repeat too much (fewer than 16
- * distinct values, which 32 random bytes all but never give) are refused as not random.
- */
-function signingKeyText() {
-  return secretText().superRefine((text, context) => {
-    if (text === undefined) return;
-    const bytes = base64Bytes(text);
-    const problem =
-      bytes === null
-        ? 'is not base64 or base64url text'
-        : bytes.length < MIN_SIGNING_KEY_BYTES
-          ? `decodes to ${bytes.length} bytes, fewer than ${MIN_SIGNING_KEY_BYTES}`
-          : new Set(bytes).size < 16
-            ? 'repeats its bytes too much to be random'
-            : null;
-    if (problem === null) return;
-    context.addIssue({
-      code: 'custom',
-      message:
-        `must be at least ${MIN_SIGNING_KEY_BYTES} random bytes in base64 or base64url ` +
-        '(generate one with `openssl rand -base64 32`); this one ' +
-        problem,
-    });
-  });
-}
-
-/** The bytes of base64 or base64url text (padding optional), null when it is neither. */
-function base64Bytes(text: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return null;
-  const digits = text.replace(/=+$/, '').replaceAll('-', '+').replaceAll('_', '/');
-  if (digits.length % 4 === 1) return null;
-  return Uint8Array.from(atob(digits.padEnd(Math.ceil(digits.length / 4) * 4, '=')), (char) => char.charCodeAt(0));
-}
-
 /**
  * Empty, or ending in `/`, and no path segment named `sessions`: deployments `a/` and
  * `a/sessions/x/` would share keys (the second's objects would be session x of the first).
@@ -113,26 +65,6 @@ const keyPrefixSchema = z
     (prefix) => !`/${prefix}`.includes('/sessions/'),
     'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)',
   );
-
-function positiveInteger(fallback: number) {
-  return z.preprocess(numberText, z.number().int().positive().default(fallback));
-}
-
-function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
-  return z.preprocess(numberText, z.number().int().min(0).max(max).default(fallback));
-}
-
-/** A variable's text as a number (unset and empty: the default). */
-function numberText(value: unknown): unknown {
-  return value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value;
-}
-
-const booleanText = z
-  .preprocess(
-    (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
-    z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
-  )
-  .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
 
 export const serviceEnvSchema = z.object({
   API_TOKEN: secretText(),
@@ -183,6 +115,13 @@ export const serviceEnvSchema = z.object({
   AWS_SECRET_ACCESS_KEY: secretText(),
   DATA_DIR: optionalText(),
   PUBLIC_DOCS: z.preprocess((value) => (value === undefined ? 'true' : value), booleanText),
+  // Turns a minute per session and per token (functions/rate-limit.ts; unset: no limit).
+  RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: z.preprocess(numberText, z.number().int().positive().optional()),
+  RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: z.preprocess(numberText, z.number().int().positive().optional()),
+  // GET /metrics with this bearer token besides an admin one (Node and Deno).
+  METRICS_TOKEN: secretText(),
+  // The per-turn log line carries the turn's input and output (off: no content is logged).
+  LOG_CONTENT: booleanText,
 });
 
 export interface ServiceConfig {
@@ -236,6 +175,10 @@ export interface ServiceConfig {
   dataDir: string;
   /** /docs and /openapi.json without a token (the API routes stay authenticated). */
   publicDocs: boolean;
+  /** Turns a minute per session and per token (null: no limit; functions/rate-limit.ts). */
+  turnsPerMinute: { session: number | null; token: number | null };
+  metricsToken: string | undefined;
+  logContent: boolean;
 }
 
 /** Every variable the service reads, for documentation and the README. */
@@ -328,6 +271,12 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     },
     dataDir: value.DATA_DIR ?? DEFAULTS.dataDir,
     publicDocs: value.PUBLIC_DOCS,
+    turnsPerMinute: {
+      session: value.RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION ?? null,
+      token: value.RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN ?? null,
+    },
+    metricsToken: value.METRICS_TOKEN,
+    logContent: value.LOG_CONTENT,
   };
 }
 

@@ -23,6 +23,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused',
   'payload_too_large',
   'overloaded',
+  'rate_limited',
   'context_too_large',
   'model_error',
   'model_timeout',
@@ -167,6 +168,15 @@ export class OverloadedError extends TailgateError {
   constructor(budget: number) {
     super('overloaded', 'too many request bodies are being received; retry shortly', { limit: budget });
     this.name = 'OverloadedError';
+  }
+}
+
+/** Too many turns a minute for a session or a token (functions/rate-limit.ts): 429, nothing stored. */
+export class RateLimitedError extends TailgateError {
+  constructor(per: 'session' | 'token', limit: number | null, retryAfterSeconds: number) {
+    const details = { per, limit, retry_after_seconds: retryAfterSeconds };
+    super('rate_limited', `too many turns per minute for this ${per}; retry after ${retryAfterSeconds} s`, details);
+    this.name = 'RateLimitedError';
   }
 }
 

@@ -16,6 +16,7 @@ export type {
   TurnResponse,
   TurnEvent,
   TurnOptions,
+  TurnOutcome,
 } from './turn/types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
 export { promptCharacters } from './turn/prompt.ts';

@@ -55,7 +55,7 @@ const takeTurnRoute = createRoute({
         'status. With the busy policy `enqueue` and another turn running: the input is queued ({queued_turn, ' +
         'position}) and runs as its own turn after it.',
     ),
-    ...errorResponses(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
+    ...errorResponses(400, 401, 402, 403, 404, 409, 413, 429, 502, 503, 504),
   },
 });
 

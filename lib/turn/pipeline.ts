@@ -19,6 +19,7 @@ import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { turnUsage } from '../ledger/usage.ts';
 import type { FetchedNotice } from '../inbox/claim.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
+import { observed, type Seen } from './observe.ts';
 import {
   type TurnPlan,
   planTurn,
@@ -74,6 +75,19 @@ export async function runTurn(
   options: TurnOptions = {},
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
+  return observed(services, sessionId, request, emit, (timed, seen) =>
+    takeTurn(services, sessionId, request, options, timed, seen),
+  );
+}
+
+async function takeTurn(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: TurnOptions,
+  emit: ((event: TurnEvent) => void) | undefined,
+  seen: Seen,
+): Promise<TurnResponse> {
   checkRequest(services, request);
   const { background } = options;
   const input = background ? [] : inputItems(request);
@@ -94,9 +108,21 @@ export async function runTurn(
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
     const attempt = await claim.next();
-    if (attempt.kind === 'replay') return replay(attempt, emit);
+    if (attempt.kind === 'replay') {
+      seen.replayed = true;
+      return replay(attempt, emit);
+    }
     const asked = background ? storedRequest(attempt.turn) : request;
-    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, background !== undefined);
+    const response = await attemptTurn(
+      services,
+      sessionId,
+      asked,
+      attempt,
+      fetched,
+      emit,
+      background !== undefined,
+      seen,
+    );
     if (response) return response;
   }
 }
@@ -127,6 +153,7 @@ async function attemptTurn(
   fetched: Promise<FetchedNotice[]> | undefined,
   emit: ((event: TurnEvent) => void) | undefined,
   background: boolean,
+  seen: Seen,
 ): Promise<TurnResponse | null> {
   const attempt: Attempt = { turn: claimed.turn, ...(background ? { stop: new AbortController() } : {}) };
   let renewal: ReturnType<typeof setInterval> | undefined;
@@ -148,6 +175,8 @@ async function attemptTurn(
     const cause: unknown = attempt.stop?.signal.aborted ? attempt.stop.signal.reason : error;
     return await closeFailed(services, sessionId, attempt, cause);
   } finally {
+    seen.turn = attempt.turn.turn;
+    if (attempt.plan) seen.model = attempt.plan.model.id;
     clearInterval(renewal);
     // The session's listing row, after whatever the turn stored.
     afterResponse(services, async () => services.sessions.refreshIndex(sessionId));

@@ -3,7 +3,8 @@ import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
-import type { OutputItem, TurnResponse } from './wire.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
+import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { BackgroundTurn } from './background.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
@@ -76,6 +77,26 @@ export interface TurnServices {
   tokenEncoders?: TokenEncoders;
   /** Hands a claimed background turn to a queue (Workers); without it, the process runs it. */
   startBackground?: (run: BackgroundTurn) => Promise<void>;
+  /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
+  observeTurn?: (outcome: TurnOutcome) => void;
+}
+
+/**
+ * How one runTurn ended: `replayed` answered a repeated Idempotency-Key from storage; `turn`
+ * and `model` are null when it failed before its claim landed. `first_output_ms` (from the
+ * start to the first streamed output) only for streamed turns.
+ */
+export interface TurnOutcome {
+  session_id: string;
+  turn: number | null;
+  status: 'completed' | 'failed' | 'replayed';
+  error_code: string | null;
+  model: string | null;
+  usage: TurnUsage | null;
+  duration_ms: number;
+  first_output_ms: number | null;
+  request: TurnRequest;
+  output: OutputItem[];
 }
 
 export type TurnEvent =

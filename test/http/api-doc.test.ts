@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { STATUS_BY_CODE } from '../../functions/error-handler.ts';
+import { Metrics } from '../../functions/metrics.ts';
 import { ERROR_CODES } from '../../lib/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { sessionSchema } from '../../lib/session/fields.ts';
@@ -15,7 +16,13 @@ import { turnResponseSchema } from '../../lib/turn/wire.ts';
 
 const TOKEN = 'api-doc-token';
 const store = new MemoryStore();
-const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => {} });
+// With metrics, as the Node and Deno entries build it (GET /metrics).
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: () => {},
+  metrics: new Metrics(),
+});
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 const doc = await readFile(new URL('../../docs/API.md', import.meta.url), 'utf8');
 

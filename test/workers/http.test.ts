@@ -10,6 +10,7 @@ import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
 import { defineEventsSuite } from '../http/events-suite.ts';
+import { defineRateLimitSuite } from '../http/rate-limit-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
 // the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
@@ -55,6 +56,11 @@ defineTransferSuite('workerd (R2)', harness);
 // Background turns go through the queue in wrangler.toml to this worker's queue handler.
 defineBackgroundSuite('workerd (R2)', harness);
 defineEventsSuite('workerd (R2)', harness);
+// The platform's Rate Limiting binding (three a minute, vitest.config.ts) as each limit in turn.
+defineRateLimitSuite('workerd (Rate Limiting binding)', harness, {
+  session: { TURN_LIMIT_PER_SESSION: bindings.TEST_TURN_LIMIT },
+  token: { TURN_LIMIT_PER_TOKEN: bindings.TEST_TURN_LIMIT },
+});
 it('binds the queue of background turns from wrangler.toml', () => {
   expect(typeof (bindings.TURNS as Queue | undefined)?.send).toBe('function');
 });

@@ -1,0 +1,111 @@
+/**
+ * The process's metrics in the Prometheus text format (version 0.0.4), counted in memory by the
+ * Node and Deno servers and served at GET /metrics (functions/routes/metrics.ts). Each process
+ * counts its own; a restart starts from zero, as Prometheus counters may.
+ */
+
+/** Seconds: a turn's duration and its time to first output. */
+const SECONDS_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+type Labels = Record<string, string>;
+
+interface Family {
+  help: string;
+  type: 'counter' | 'histogram';
+  /** By the family's label text (`{a="1",b="2"}`). */
+  series: Map<string, number | Histogram>;
+}
+
+interface Histogram {
+  buckets: number[];
+  sum: number;
+  count: number;
+}
+
+const FAMILIES: Record<string, Pick<Family, 'help' | 'type'>> = {
+  tailgate_turns_total: { help: 'Turns by how they ended and their model.', type: 'counter' },
+  tailgate_turn_errors_total: {
+    help: 'Refused and failed turns by error code (rate_limited included).',
+    type: 'counter',
+  },
+  tailgate_turn_duration_seconds: { help: 'Turns from their request to their answer.', type: 'histogram' },
+  tailgate_turn_time_to_first_token_seconds: {
+    help: 'Streamed turns from their request to their first output.',
+    type: 'histogram',
+  },
+  tailgate_storage_operations_total: { help: 'Object store operations by kind.', type: 'counter' },
+  tailgate_tokens_total: { help: 'Tokens of completed turns by kind and model.', type: 'counter' },
+  tailgate_cost_usd_total: { help: 'USD of completed turns with a known price, by model.', type: 'counter' },
+};
+
+export type MetricName = keyof typeof FAMILIES;
+
+function escapeLabel(value: string): string {
+  return value.replaceAll('\\', '\\\\').replaceAll('"', '\\"').replaceAll('\n', '\\n');
+}
+
+function labelText(labels: Labels): string {
+  const pairs = Object.entries(labels).map(([name, value]) => `${name}="${escapeLabel(value)}"`);
+  return pairs.length === 0 ? '' : `{${pairs.join(',')}}`;
+}
+
+/** Adds `le` to a label text. */
+function withBucket(text: string, bound: string): string {
+  return text === '' ? `{le="${bound}"}` : `${text.slice(0, -1)},le="${bound}"}`;
+}
+
+export class Metrics {
+  private readonly families = new Map<string, Family>();
+
+  /** Adds `by` to a counter. */
+  count(name: MetricName, labels: Labels, by = 1): void {
+    const series = this.family(name).series;
+    const key = labelText(labels);
+    series.set(key, ((series.get(key) as number | undefined) ?? 0) + by);
+  }
+
+  /** Records one value of a histogram. */
+  observe(name: MetricName, labels: Labels, value: number): void {
+    const series = this.family(name).series;
+    const key = labelText(labels);
+    let histogram = series.get(key) as Histogram | undefined;
+    if (!histogram) {
+      histogram = { buckets: SECONDS_BUCKETS.map(() => 0), sum: 0, count: 0 };
+      series.set(key, histogram);
+    }
+    SECONDS_BUCKETS.forEach((bound, index) => {
+      if (value <= bound) histogram.buckets[index]! += 1;
+    });
+    histogram.sum += value;
+    histogram.count += 1;
+  }
+
+  /** Every family counted so far, as Prometheus text. */
+  render(): string {
+    const lines: string[] = [];
+    for (const [name, family] of this.families) {
+      lines.push(`# HELP ${name} ${family.help}`, `# TYPE ${name} ${family.type}`);
+      for (const [labels, value] of family.series) {
+        if (typeof value === 'number') {
+          lines.push(`${name}${labels} ${value}`);
+          continue;
+        }
+        SECONDS_BUCKETS.forEach((bound, index) => {
+          lines.push(`${name}_bucket${withBucket(labels, String(bound))} ${value.buckets[index]}`);
+        });
+        lines.push(`${name}_bucket${withBucket(labels, '+Inf')} ${value.count}`);
+        lines.push(`${name}_sum${labels} ${value.sum}`, `${name}_count${labels} ${value.count}`);
+      }
+    }
+    return `${lines.join('\n')}\n`;
+  }
+
+  private family(name: MetricName): Family {
+    let family = this.families.get(name);
+    if (!family) {
+      family = { ...FAMILIES[name]!, series: new Map() };
+      this.families.set(name, family);
+    }
+    return family;
+  }
+}

@@ -1,0 +1,138 @@
+import type { Context, MiddlewareHandler } from 'hono';
+import { RateLimitedError } from '../lib/errors.ts';
+import { sha256Hex } from '../lib/hash.ts';
+import { parseResponseId } from '../lib/openai/ids.ts';
+import type { AppEnv, RuntimeEnvironment } from './router.ts';
+
+/**
+ * Turns per minute per session and per token (docs/API.md, "Rate limits"). The turn-taking
+ * routes (POST /v1/sessions/{id}/turns, POST /v1/responses, POST /v1/chat/completions) count
+ * one turn under the session's key and one under the token's, after auth and before anything
+ * is read or stored; over either limit the request is 429 `rate_limited` with Retry-After.
+ *
+ * On Workers the counters are the platform's Rate Limiting bindings (`TURN_LIMIT_PER_SESSION`,
+ * `TURN_LIMIT_PER_TOKEN` in wrangler.toml, period 60 s), shared by the isolates of a location.
+ * Everywhere else, and on Workers without the bindings, RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION
+ * and ..._PER_TOKEN drive an in-process sliding window: each process counts on its own.
+ */
+
+export type LimitKind = 'session' | 'token';
+
+/** Counts one turn under `key`: the seconds to wait when it is over the limit, else null. */
+export type TurnLimit = (key: string) => Promise<number | null>;
+
+/** The Workers binding's interface (its `limit()` answers `{success}`). */
+interface RateLimitBinding {
+  limit(options: { key: string }): Promise<{ success: boolean }>;
+}
+
+/** The binding name of each limit on Workers. */
+const BINDINGS: Record<LimitKind, string> = { session: 'TURN_LIMIT_PER_SESSION', token: 'TURN_LIMIT_PER_TOKEN' };
+
+/** The binding of `kind` in a Workers environment, if one is bound. */
+export function bindingLimit(environment: RuntimeEnvironment, kind: LimitKind): TurnLimit | undefined {
+  const binding = environment[BINDINGS[kind]] as RateLimitBinding | undefined;
+  if (typeof binding?.limit !== 'function') return undefined;
+  // The binding says nothing of when its window frees up: a whole period (60 s) is always enough.
+  return async (key) => ((await binding.limit({ key })).success ? null : WINDOW_MS / 1000);
+}
+
+const WINDOW_MS = 60_000;
+/** Above this many keys, keys whose turns are all older than the window are dropped. */
+const SWEEP_AT_KEYS = 10_000;
+
+/**
+ * A sliding window of one minute per key, in this process: the times of the turns counted in
+ * the last minute. Over `perMinute`, the wait is until the oldest of them leaves the window.
+ */
+export class WindowLimiter {
+  private readonly turns = new Map<string, number[]>();
+  private readonly clock: () => Date;
+
+  constructor(clock: () => Date = () => new Date()) {
+    this.clock = clock;
+  }
+
+  take(key: string, perMinute: number): number | null {
+    const now = this.clock().getTime();
+    if (this.turns.size > SWEEP_AT_KEYS) this.sweep(now);
+    const times = (this.turns.get(key) ?? []).filter((time) => time > now - WINDOW_MS);
+    if (times.length >= perMinute) {
+      this.turns.set(key, times);
+      return Math.max(1, Math.ceil((times[times.length - perMinute]! + WINDOW_MS - now) / 1000));
+    }
+    times.push(now);
+    this.turns.set(key, times);
+    return null;
+  }
+
+  /** The keys held now (for tests). */
+  size(): number {
+    return this.turns.size;
+  }
+
+  private sweep(now: number): void {
+    for (const [key, times] of this.turns) if (times.every((time) => time <= now - WINDOW_MS)) this.turns.delete(key);
+  }
+}
+
+/** Chooses each request's limits: the Workers bindings, else the settings over `limiter`. */
+export type TurnLimits = (c: Context<AppEnv>, kind: LimitKind) => TurnLimit | undefined;
+
+/** The in-process limits of the settings, with the bindings first when `environment` has them. */
+export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context) => RuntimeEnvironment): TurnLimits {
+  return (c, kind) => {
+    const bound = bindingLimit(readEnvironment(c), kind);
+    if (bound) return bound;
+    const perMinute = c.get('config').turnsPerMinute[kind];
+    return perMinute === null ? undefined : async (key) => limiter.take(key, perMinute);
+  };
+}
+
+const NATIVE_TURN = /^\/v1\/sessions\/([^/]+)\/turns$/;
+const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', '/v1/chat/completions']);
+
+/**
+ * The session a turn-taking request acts on (null: none is named, e.g. a new response or a
+ * chat completion); undefined when the request takes no turn.
+ */
+async function turnSession(c: Context<AppEnv>): Promise<string | null | undefined> {
+  if (c.req.method !== 'POST') return undefined;
+  const native = NATIVE_TURN.exec(c.req.path);
+  if (native) return decodeURIComponent(native[1]!);
+  if (!FACADE_TURNS.has(c.req.path)) return undefined;
+  const body = (await c.req.json().catch(() => null)) as Record<string, unknown> | null;
+  const conversation = body?.conversation;
+  if (typeof conversation === 'string') return conversation;
+  if (typeof (conversation as { id?: unknown } | undefined)?.id === 'string')
+    return (conversation as { id: string }).id;
+  const previous = body?.previous_response_id;
+  return typeof previous === 'string' ? (parseResponseId(previous)?.sessionId ?? null) : null;
+}
+
+/** The token's key: a hash of the bearer token (an anonymous request has none). */
+function tokenKey(c: Context): string {
+  const token = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim();
+  return token ? `token:${sha256Hex(token).slice(0, 32)}` : 'token:anonymous';
+}
+
+/** The middleware (after auth and the body checks): counts each turn under both limits. */
+export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void): MiddlewareHandler<AppEnv> {
+  return async (c, next) => {
+    const session = await turnSession(c);
+    if (session === undefined) return next();
+    const checks: [LimitKind, string | null][] = [
+      ['token', tokenKey(c)],
+      ['session', session === null ? null : `session:${session}`],
+    ];
+    for (const [kind, key] of checks) {
+      const limit = key === null ? undefined : limits(c, kind);
+      const wait = limit ? await limit(key!) : null;
+      if (wait === null) continue;
+      refused(kind);
+      c.header('Retry-After', String(wait));
+      throw new RateLimitedError(kind, c.get('config').turnsPerMinute[kind], wait);
+    }
+    return next();
+  };
+}

@@ -1,0 +1,104 @@
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import type { TurnOutcome } from '../lib/turn.ts';
+import type { Metrics } from './metrics.ts';
+
+/**
+ * What every turn leaves behind besides its answer: one JSON log line (every runtime) and,
+ * where the process keeps them (Node, Deno), its metrics (functions/metrics.ts).
+ */
+
+const OPERATIONS = ['get', 'head', 'put', 'list', 'delete'] as const;
+export type StorageOps = Record<(typeof OPERATIONS)[number], number>;
+
+/** The store with each operation counted into `ops` (the request's) and the process's metrics. */
+export function countedStore(store: ObjectStore, ops: StorageOps, metrics: Metrics | undefined): ObjectStore {
+  const counted = {} as ObjectStore;
+  for (const operation of OPERATIONS) {
+    const call = store[operation].bind(store) as (...args: unknown[]) => Promise<unknown>;
+    (counted as unknown as Record<string, unknown>)[operation] = (...args: unknown[]) => {
+      ops[operation] += 1;
+      metrics?.count('tailgate_storage_operations_total', { op: operation });
+      return call(...args);
+    };
+  }
+  return counted;
+}
+
+export function noStorageOps(): StorageOps {
+  return { get: 0, head: 0, put: 0, list: 0, delete: 0 };
+}
+
+export interface TurnLogOptions {
+  /** Writes one line (default: stdout). */
+  logLine: (line: string) => void;
+  metrics: Metrics | undefined;
+  /** The request's storage operations so far. */
+  ops: StorageOps;
+  /** LOG_CONTENT: the line carries the turn's input and output. */
+  logContent: boolean;
+}
+
+/**
+ * The log line of a turn: session, turn, status (and error code), model, tokens, cost,
+ * duration, time to first output, and the storage operations of its request until it ended
+ * (the work after the answer, such as packing, is not in them). No content unless LOG_CONTENT.
+ */
+export function turnLogLine(outcome: TurnOutcome, ops: StorageOps, logContent: boolean): string {
+  const usage = outcome.usage;
+  const total = Object.values(ops).reduce((sum, count) => sum + count, 0);
+  return JSON.stringify({
+    level: outcome.status === 'failed' ? 'warn' : 'info',
+    event: 'turn',
+    time: new Date().toISOString(),
+    session_id: outcome.session_id,
+    turn: outcome.turn,
+    status: outcome.status,
+    error_code: outcome.error_code,
+    model: outcome.model,
+    tokens: usage
+      ? {
+          input: usage.input_tokens,
+          cached_input: usage.cached_input_tokens,
+          cache_write: usage.cache_write_tokens,
+          output: usage.output_tokens,
+          reasoning: usage.reasoning_tokens,
+        }
+      : null,
+    cost_usd: usage?.cost_usd ?? null,
+    duration_ms: outcome.duration_ms,
+    first_output_ms: outcome.first_output_ms,
+    storage_ops: { ...ops, total },
+    ...(logContent ? { input: outcome.request.input, output: outcome.output } : {}),
+  });
+}
+
+/** The observer a request's turns report to (lib/turn/observe.ts). */
+export function turnObserver(options: TurnLogOptions): (outcome: TurnOutcome) => void {
+  return (outcome) => {
+    // The turn's answer does not depend on its log line: a sink that throws loses only the line.
+    try {
+      options.logLine(turnLogLine(outcome, options.ops, options.logContent));
+    } catch {
+      // Nothing else to tell: the log is what failed.
+    }
+    const metrics = options.metrics;
+    if (!metrics) return;
+    const model = outcome.model ?? 'unknown';
+    metrics.count('tailgate_turns_total', { status: outcome.status, model });
+    if (outcome.error_code !== null) metrics.count('tailgate_turn_errors_total', { code: outcome.error_code });
+    metrics.observe('tailgate_turn_duration_seconds', { status: outcome.status }, outcome.duration_ms / 1000);
+    if (outcome.first_output_ms !== null)
+      metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, outcome.first_output_ms / 1000);
+    const usage = outcome.usage;
+    if (!usage) return;
+    const kinds = {
+      input: usage.input_tokens,
+      cached_input: usage.cached_input_tokens,
+      cache_write: usage.cache_write_tokens,
+      output: usage.output_tokens,
+      reasoning: usage.reasoning_tokens,
+    };
+    for (const [kind, tokens] of Object.entries(kinds)) metrics.count('tailgate_tokens_total', { kind, model }, tokens);
+    if (usage.cost_usd !== null) metrics.count('tailgate_cost_usd_total', { model }, usage.cost_usd);
+  };
+}

@@ -1,0 +1,83 @@
+import { z } from 'zod';
+
+/**
+ * How lib/config.ts reads a variable's text: blank is unset, secrets are trimmed, numbers and
+ * booleans are parsed from text, a token signing key must be strong enough.
+ */
+
+/** Unset and blank are the same: `API_TOKEN=""` means no token. */
+export function optionalText() {
+  return z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
+    z.string().optional(),
+  );
+}
+
+/** A secret, trimmed: whitespace or a newline pasted around it is not part of it. */
+export function secretText() {
+  return z.preprocess(
+    (value) => (typeof value === 'string' ? (value.trim() === '' ? undefined : value.trim()) : value),
+    z.string().optional(),
+  );
+}
+
+/** Bytes a token signing key must hold: 256 bits, HS256's own strength. */
+const MIN_SIGNING_KEY_BYTES = 32;
+
+/**
+ * A token signing key: base64 or base64url text (padding optional) of at least
+ * {@link MIN_SIGNING_KEY_BYTES} random bytes, as `openssl rand -base64 32` prints. The text
+ * itself (its UTF-8) is the HS256 key, as JWT libraries take a secret string; the rule only
+ * makes sure the text carries 256 random bits. Bytes that repeat too much (fewer than 16
+ * distinct values, which 32 random bytes all but never give) are refused as not random.
+ */
+export function signingKeyText() {
+  return secretText().superRefine((text, context) => {
+    if (text === undefined) return;
+    const bytes = base64Bytes(text);
+    const problem =
+      bytes === null
+        ? 'is not base64 or base64url text'
+        : bytes.length < MIN_SIGNING_KEY_BYTES
+          ? `decodes to ${bytes.length} bytes, fewer than ${MIN_SIGNING_KEY_BYTES}`
+          : new Set(bytes).size < 16
+            ? 'repeats its bytes too much to be random'
+            : null;
+    if (problem === null) return;
+    context.addIssue({
+      code: 'custom',
+      message:
+        `must be at least ${MIN_SIGNING_KEY_BYTES} random bytes in base64 or base64url ` +
+        '(generate one with `openssl rand -base64 32`); this one ' +
+        problem,
+    });
+  });
+}
+
+/** The bytes of base64 or base64url text (padding optional), null when it is neither. */
+function base64Bytes(text: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return null;
+  const digits = text.replace(/=+$/, '').replaceAll('-', '+').replaceAll('_', '/');
+  if (digits.length % 4 === 1) return null;
+  return Uint8Array.from(atob(digits.padEnd(Math.ceil(digits.length / 4) * 4, '=')), (char) => char.charCodeAt(0));
+}
+
+export function positiveInteger(fallback: number) {
+  return z.preprocess(numberText, z.number().int().positive().default(fallback));
+}
+
+export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEGER) {
+  return z.preprocess(numberText, z.number().int().min(0).max(max).default(fallback));
+}
+
+/** A variable's text as a number (unset and empty: the default). */
+export function numberText(value: unknown): unknown {
+  return value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value;
+}
+
+export const booleanText = z
+  .preprocess(
+    (value) => (typeof value === 'string' ? value.trim().toLowerCase() : value),
+    z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
+  )
+  .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');

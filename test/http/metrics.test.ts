@@ -1,0 +1,188 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { Metrics } from '../../functions/metrics.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { freshId, parseSse, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// GET /metrics and the per-turn log line through the app, as the Node and Deno entries build it
+// (with a Metrics); the log line inside workerd is test/workers/turn-log.test.ts.
+const METRICS_TOKEN = 'scrape-me-please';
+const lines: string[] = [];
+const app = createApp({ store: () => new MemoryStore(), readEnvironment: (c) => c.env ?? {}, log: () => undefined });
+const store = new MemoryStore();
+const shared = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: () => undefined,
+  metrics: new Metrics(),
+  logLine: (line) => lines.push(line),
+});
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  ALLOW_ANONYMOUS: 'false',
+  DEFAULT_MODEL: 'echo',
+  METRICS_TOKEN,
+};
+
+async function call(method: string, path: string, body?: unknown, env: Record<string, string> = {}, token = TOKEN) {
+  return shared.request(
+    path,
+    {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    },
+    { ...environment, ...env },
+  );
+}
+
+/** Prometheus text -> `name{labels}` -> value, checking every sample's family is declared. */
+function parsePrometheus(text: string): Map<string, number> {
+  const types = new Map<string, string>();
+  const samples = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '') continue;
+    const type = /^# TYPE (\S+) (counter|histogram)$/.exec(line);
+    if (type) types.set(type[1]!, type[2]!);
+    if (line.startsWith('#')) continue;
+    const sample = /^([a-z_]+)(\{.*\})? (\S+)$/.exec(line);
+    expect(sample, line).not.toBeNull();
+    const family = sample![1]!.replace(/_(bucket|sum|count)$/, '');
+    expect(types.has(sample![1]!) || types.get(family) === 'histogram', line).toBe(true);
+    samples.set(`${sample![1]}${sample![2] ?? ''}`, Number(sample![3]));
+  }
+  return samples;
+}
+
+describe('GET /metrics and the turn log line (Node)', () => {
+  it('counts turns, errors by code, latency, time to first token, storage, tokens and cost', async () => {
+    const id = freshId('metrics');
+    expect((await call('POST', '/v1/sessions', { id, budget: { max_turns: 2 } })).status).toBe(201);
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'hello there' })).status).toBe(200);
+    const streamed = await call('POST', `/v1/sessions/${id}/turns`, { input: 'stream this', stream: true });
+    expect(parseSse(await streamed.text()).at(-1)?.event).toBe('turn.completed');
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'over budget' })).status).toBe(402);
+
+    const scraped = await call('GET', '/metrics');
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers.get('content-type')).toContain('text/plain; version=0.0.4');
+    const samples = parsePrometheus(await scraped.text());
+    expect(samples.get('tailgate_turns_total{status="completed",model="echo"}')).toBe(2);
+    expect(samples.get('tailgate_turns_total{status="failed",model="unknown"}')).toBe(1);
+    expect(samples.get('tailgate_turn_errors_total{code="budget_exhausted"}')).toBe(1);
+    expect(samples.get('tailgate_turn_duration_seconds_count{status="completed"}')).toBe(2);
+    expect(samples.get('tailgate_turn_duration_seconds_bucket{status="completed",le="+Inf"}')).toBe(2);
+    expect(samples.get('tailgate_turn_time_to_first_token_seconds_count')).toBe(1);
+    expect(samples.get('tailgate_storage_operations_total{op="put"}')).toBeGreaterThan(0);
+    expect(samples.get('tailgate_storage_operations_total{op="get"}')).toBeGreaterThan(0);
+    const { usage } = (await (await call('GET', `/v1/sessions/${id}`)).json()) as any;
+    expect(samples.get('tailgate_tokens_total{kind="input",model="echo"}')).toBe(usage.input_tokens);
+    expect(samples.get('tailgate_tokens_total{kind="output",model="echo"}')).toBe(usage.output_tokens);
+    expect(samples.get('tailgate_cost_usd_total{model="echo"}')).toBe(0);
+  });
+
+  it('counts rate-limited turns by their code', async () => {
+    const id = freshId('limited');
+    await call('POST', '/v1/sessions', { id });
+    const limit = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1' };
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'one' }, limit)).status).toBe(200);
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'two' }, limit)).status).toBe(429);
+    const samples = parsePrometheus(await (await call('GET', '/metrics')).text());
+    expect(samples.get('tailgate_turn_errors_total{code="rate_limited"}')).toBeGreaterThanOrEqual(1);
+  });
+
+  it('serves the admin token and METRICS_TOKEN; refuses other tokens and none', async () => {
+    expect((await call('GET', '/metrics', undefined, {}, METRICS_TOKEN)).status).toBe(200);
+    expect((await call('GET', '/metrics', undefined, {}, 'not-the-token')).status).toBe(401);
+    const reader = (await (await call('POST', '/v1/tokens', { scopes: ['session:read'] })).json()) as any;
+    const forbidden = await call('GET', '/metrics', undefined, {}, reader.token);
+    expect(forbidden.status).toBe(403);
+    expect(((await forbidden.json()) as any).error.details.required_scope).toBe('admin');
+    const anonymous = await shared.request('/metrics', {}, environment);
+    expect(anonymous.status).toBe(401);
+    // METRICS_TOKEN unset: that token is nobody's.
+    const { METRICS_TOKEN: _unset, ...without } = environment;
+    const unset = await shared.request('/metrics', { headers: { authorization: `Bearer ${METRICS_TOKEN}` } }, without);
+    expect(unset.status).toBe(401);
+  });
+
+  it('is not served by an app without metrics (the Workers entry)', async () => {
+    const response = await app.request('/metrics', { headers: { authorization: `Bearer ${TOKEN}` } }, environment);
+    expect(response.status).toBe(404);
+  });
+
+  it('logs one JSON line per turn with its numbers and no content unless LOG_CONTENT', async () => {
+    const id = freshId('logged');
+    await call('POST', '/v1/sessions', { id });
+    lines.length = 0;
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'a secret prompt' })).status).toBe(200);
+    expect(lines).toHaveLength(1);
+    const line = JSON.parse(lines[0]!);
+    const receipt = (await (await call('GET', `/v1/sessions/${id}/turns`)).json()) as any;
+    expect(line).toMatchObject({
+      event: 'turn',
+      session_id: id,
+      turn: 1,
+      status: 'completed',
+      error_code: null,
+      model: 'echo',
+      cost_usd: 0,
+      first_output_ms: null,
+    });
+    expect(line.tokens.input).toBe(receipt.turns[0].usage.input_tokens);
+    expect(line.tokens.output).toBe(receipt.turns[0].usage.output_tokens);
+    expect(line.duration_ms).toBeGreaterThanOrEqual(0);
+    expect(line.storage_ops.put).toBeGreaterThan(0);
+    expect(line.storage_ops.total).toBe(
+      line.storage_ops.get +
+        line.storage_ops.head +
+        line.storage_ops.put +
+        line.storage_ops.list +
+        line.storage_ops.delete,
+    );
+    expect(lines[0]).not.toContain('a secret prompt');
+    expect(line).not.toHaveProperty('input');
+
+    lines.length = 0;
+    await call('POST', `/v1/sessions/${id}/turns`, { input: 'a logged prompt' }, { LOG_CONTENT: 'true' });
+    const logged = JSON.parse(lines[0]!);
+    expect(logged.input).toBe('a logged prompt');
+    expect(logged.output[0].content).toBe('echo: a logged prompt');
+  });
+
+  it('logs a failed turn with its error code', async () => {
+    lines.length = 0;
+    expect((await call('POST', `/v1/sessions/${freshId('none')}/turns`, { input: 'hi' })).status).toBe(404);
+    expect(lines).toHaveLength(1);
+    expect(JSON.parse(lines[0]!)).toMatchObject({
+      status: 'failed',
+      error_code: 'not_found',
+      turn: null,
+      tokens: null,
+    });
+  });
+});
+
+describe('a log sink that throws', () => {
+  it('loses the line, not the turn', async () => {
+    const sinkStore = new MemoryStore();
+    const failing = createApp({
+      store: () => sinkStore,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      logLine: () => {
+        throw new Error('stdout is closed');
+      },
+    });
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const id = freshId('sink');
+    await failing.request('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) }, environment);
+    const turn = await failing.request(
+      `/v1/sessions/${id}/turns`,
+      { method: 'POST', headers, body: JSON.stringify({ input: 'hi' }) },
+      environment,
+    );
+    expect(turn.status).toBe(200);
+  });
+});

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { WindowLimiter } from '../../functions/rate-limit.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
+import { defineRateLimitSuite } from './rate-limit-suite.ts';
+
+// The rate limits through the app on Node: the in-process limiter the settings drive. The
+// Rate Limiting binding runs the same suite inside workerd (test/workers/http.test.ts).
+let now = Date.parse('2026-01-01T00:00:00Z');
+const store = new MemoryStore();
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: () => undefined,
+  clock: () => new Date(now),
+});
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  ALLOW_ANONYMOUS: 'false',
+  DEFAULT_MODEL: 'echo',
+};
+const harness: HttpHarness = {
+  fetch: async (path, init) => app.request(path, init, environment),
+  fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment, ...overrides }),
+  store,
+  keyPrefix: '',
+  logged: [],
+};
+
+defineRateLimitSuite('Node (in-process)', harness, {
+  session: { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '3' },
+  token: { RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '3' },
+});
+
+describe('the in-process limiter', () => {
+  const limits = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '2' };
+  const turn = (id: string) =>
+    harness.fetchWithEnv(limits, `/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'hi' }),
+    });
+
+  it('lets a session take turns again once its oldest turn leaves the minute, as Retry-After said', async () => {
+    const id = freshId('window');
+    await harness.fetch('/v1/sessions', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id }),
+    });
+    expect((await turn(id)).status).toBe(200);
+    now += 20_000;
+    expect((await turn(id)).status).toBe(200);
+    const refused = await turn(id);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('40');
+    now += 39_000;
+    expect((await turn(id)).status).toBe(429);
+    now += 1_000;
+    expect((await turn(id)).status).toBe(200);
+  });
+
+  it('a setting that is not a positive whole number is 503 not_configured naming it', async () => {
+    const response = await harness.fetchWithEnv({ RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '0' }, '/v1/sessions', {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(response.status).toBe(503);
+    expect(((await response.json()) as any).error.details.variable).toBe('RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN');
+  });
+
+  it('forgets keys whose turns all left the window once it holds many', () => {
+    let time = 0;
+    const limiter = new WindowLimiter(() => new Date(time));
+    for (let key = 0; key <= 10_001; key++) limiter.take(`k${key}`, 1);
+    time = 61_000;
+    limiter.take('fresh', 1);
+    expect(limiter.size()).toBe(1);
+  });
+});

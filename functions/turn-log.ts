@@ -12,7 +12,8 @@ export type StorageOps = Record<(typeof OPERATIONS)[number], number>;
 
 /** The store with each operation counted into `ops` (the request's) and the process's metrics. */
 export function countedStore(store: ObjectStore, ops: StorageOps, metrics: Metrics | undefined): ObjectStore {
-  const counted = {} as ObjectStore;
+  // `inner`: what the write probe and the view cache are kept for (backendOf), not this wrapper.
+  const counted = { inner: store } as unknown as ObjectStore;
   for (const operation of OPERATIONS) {
     const call = store[operation].bind(store) as (...args: unknown[]) => Promise<unknown>;
     (counted as unknown as Record<string, unknown>)[operation] = (...args: unknown[]) => {

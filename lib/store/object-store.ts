@@ -136,3 +136,17 @@ export async function mapLimit<Value, Result>(
   await Promise.all(Array.from({ length: Math.min(limit, values.length) }, worker));
   return results;
 }
+
+/**
+ * The store under any wrappers that expose what they wrap as `inner` (counting, faults): what
+ * per-store state (the write probe's verdict, the view cache) is kept for, so a wrapper made
+ * per request shares it with every other wrapper of the same store.
+ */
+export function backendOf(store: ObjectStore): ObjectStore {
+  let current = store;
+  for (;;) {
+    const inner = (current as { inner?: unknown }).inner;
+    if (typeof inner !== 'object' || inner === null || typeof (inner as ObjectStore).put !== 'function') return current;
+    current = inner as ObjectStore;
+  }
+}

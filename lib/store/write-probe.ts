@@ -1,5 +1,5 @@
 import { StorageError, StorageUnsupportedError, type MissingPrecondition } from '../errors.ts';
-import type { ObjectInfo, ObjectStore } from './object-store.ts';
+import { backendOf, type ObjectInfo, type ObjectStore } from './object-store.ts';
 
 /** Where probes write, under the deployment's key prefix and never under `sessions/`. */
 export const PROBE_PREFIX = '.tailgate/probe/';
@@ -43,16 +43,6 @@ export function requireConditionalWrites(store: ObjectStore, options: WriteProbe
     });
   }
   return verdict;
-}
-
-/** The store under any wrappers that expose what they wrap as `inner`. */
-function backendOf(store: ObjectStore): ObjectStore {
-  let current = store;
-  for (;;) {
-    const inner = (current as { inner?: unknown }).inner;
-    if (typeof inner !== 'object' || inner === null || typeof (inner as ObjectStore).put !== 'function') return current;
-    current = inner as ObjectStore;
-  }
 }
 
 /** What the store ignored, from writes to `key`, which is deleted again whatever happens. */

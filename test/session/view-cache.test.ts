@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createServices } from '../../functions/services.ts';
+import { countedStore, noStorageOps } from '../../functions/turn-log.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
@@ -59,6 +60,15 @@ describe('ViewCache', () => {
     expect(viewCacheOf(one, 1000)).toBe(viewCacheOf(one, 1000));
     expect(viewCacheOf(new MemoryStore(), 1000)).not.toBe(viewCacheOf(one, 1000));
     expect(viewCacheOf(one, 0)).toBeNull();
+  });
+
+  it('is shared by the wrappers of one store made per request (the app counts each request’s calls)', () => {
+    const one = new MemoryStore();
+    const ops = noStorageOps();
+    expect(viewCacheOf(countedStore(one, ops, undefined), 1000)).toBe(viewCacheOf(one, 1000));
+    expect(viewCacheOf(countedStore(one, ops, undefined), 1000)).toBe(
+      viewCacheOf(countedStore(one, ops, undefined), 1000),
+    );
   });
 });
 

@@ -1,4 +1,4 @@
-import type { ObjectStore } from '../../store/object-store.ts';
+import { backendOf, type ObjectStore } from '../../store/object-store.ts';
 import type { LogView } from '../records.ts';
 
 /**
@@ -65,13 +65,17 @@ export class ViewCache {
 
 const caches = new WeakMap<ObjectStore, ViewCache>();
 
-/** The cache of `store` (one per store object, so two stores never share views), or null when `maxBytes` is 0. */
+/**
+ * The cache of `store`'s backend (one per store under its wrappers, `backendOf`: two stores
+ * never share views, two wrappers of one do), or null when `maxBytes` is 0.
+ */
 export function viewCacheOf(store: ObjectStore, maxBytes: number): ViewCache | null {
   if (maxBytes <= 0) return null;
-  let cache = caches.get(store);
+  const backend = backendOf(store);
+  let cache = caches.get(backend);
   if (!cache || cache.maxBytes !== maxBytes) {
     cache = new ViewCache(maxBytes);
-    caches.set(store, cache);
+    caches.set(backend, cache);
   }
   return cache;
 }

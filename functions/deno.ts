@@ -2,7 +2,14 @@ import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
 import { Metrics } from './metrics.ts';
-import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
+import {
+  describeStore,
+  docsScript,
+  localServerOptions,
+  markRunning,
+  serveLocal,
+  storeFromConfig,
+} from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
@@ -52,4 +59,5 @@ scheduleRetention(() => sweepExpiredSessions(storeFor, Deno.env.toObject()));
 serveLocal(app.fetch, options, (url) => {
   const config = parseServiceConfig(Deno.env.toObject());
   console.log(startupBanner(`Deno ${process.versions.deno ?? ''}`.trim(), url, config, describeStore(config)));
+  markRunning(`Deno server on ${url}`);
 });

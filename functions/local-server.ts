@@ -1,5 +1,6 @@
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -125,6 +126,23 @@ export function serveLocal(
     }, options.shutdownGraceMs).unref();
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));
+}
+
+/**
+ * Marks this process as a server of the working directory (`.tailgate/servers/<pid>`, removed
+ * when it exits): `npm run reset` (scripts/reset.mjs) refuses while a live one is marked. A
+ * process killed with SIGKILL leaves its marker, which reset finds dead and removes.
+ */
+export function markRunning(description: string): void {
+  const directory = resolve('.tailgate', 'servers');
+  const marker = join(directory, String(process.pid));
+  try {
+    mkdirSync(directory, { recursive: true });
+    writeFileSync(marker, description);
+    process.on('exit', () => rmSync(marker, { force: true }));
+  } catch (error) {
+    console.error(`tailgate: cannot mark ${marker}: ${error instanceof Error ? error.message : String(error)}`);
+  }
 }
 
 /** S3 is configured when its endpoint or bucket is set; otherwise the store is local files. */

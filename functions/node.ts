@@ -1,7 +1,14 @@
 import { parseServiceConfig } from '../lib/config.ts';
 import { createApp } from './app.ts';
 import { Metrics } from './metrics.ts';
-import { describeStore, docsScript, localServerOptions, serveLocal, storeFromConfig } from './local-server.ts';
+import {
+  describeStore,
+  docsScript,
+  localServerOptions,
+  markRunning,
+  serveLocal,
+  storeFromConfig,
+} from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
@@ -37,4 +44,5 @@ scheduleRetention(() => sweepExpiredSessions(storeFor, process.env));
 serveLocal(app.fetch, options, (url) => {
   const config = parseServiceConfig(process.env);
   console.log(startupBanner(`Node ${process.version}`, url, config, describeStore(config)));
+  markRunning(`Node server on ${url}`);
 });

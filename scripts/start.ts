@@ -14,6 +14,7 @@ import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import { parseServiceConfig } from '../lib/config.ts';
 import { startupBanner } from '../functions/startup-banner.ts';
+import { markRunning } from '../functions/local-server.ts';
 
 const ENVIRONMENT = 'local';
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -35,6 +36,8 @@ const child = spawn(
 );
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
 child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+// `npm run reset` refuses while this runs (its state is .wrangler/state).
+markRunning('npm start (wrangler dev)');
 
 // The vars the worker gets, read the way wrangler dev reads them, while wrangler starts.
 const banner = describeWorker().catch(

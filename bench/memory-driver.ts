@@ -53,6 +53,7 @@ export class MemoryTurnDriver implements TurnDriver {
     const sessions: TurnSessionLog = {
       get: (id) => log.get(id),
       claimTurn: (id, options) => log.claimTurn(id, options),
+      storeAttachments: (id, items) => log.storeAttachments(id, items),
       readContext: (turn, requirement) => log.readContext(turn, requirement),
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),

@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { contentSchema } from '../../lib/content.ts';
 import { sessionUsageSchema, turnUsageSchema } from '../../lib/ledger/usage.ts';
 import { z } from 'zod';
 import { createRouter } from '../router.ts';
@@ -127,7 +128,7 @@ const turnItemsRoute = createRoute({
         items: z.array(
           storedItemOutSchema.extend({
             treatment: z.enum(['whole', 'compacted', 'dropped']),
-            compacted_as: z.object({ output: z.string().optional(), arguments: z.string().optional() }).optional(),
+            compacted_as: z.object({ output: contentSchema.optional(), arguments: z.string().optional() }).optional(),
           }),
         ),
         has_more: z.boolean(),

@@ -32,6 +32,11 @@ export interface SdkModelOptions {
   timeoutMs: number;
   /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
   maxRetries: number;
+  /**
+   * Whether the provider takes images and files inside tool results (Anthropic's tool_result
+   * image blocks). Without it they go as text placeholders (lib/models/media-parts.ts).
+   */
+  toolResultMedia?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -64,7 +69,10 @@ export function createSdkModel(options: SdkModelOptions): Model {
     const breakpoints = placed.items.map((index) => ({ index, providerOptions }));
     return {
       model: languageModel,
-      messages: convertToModelMessages(request.prompt, { breakpoints }),
+      messages: convertToModelMessages(request.prompt, {
+        breakpoints,
+        toolResultMedia: options.toolResultMedia ?? false,
+      }),
       allowSystemInMessages: true,
       ...(request.tools.length > 0
         ? { tools: convertToToolSet(request.tools, placed.tools ? providerOptions : undefined) }

@@ -1,3 +1,4 @@
+import { contentText } from '../content.ts';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -85,7 +86,7 @@ export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessa
   const messages: ChatCompletionMessageParam[] = [];
   for (const item of items) {
     if (item.type === 'function_call_output')
-      messages.push({ role: 'tool', tool_call_id: item.call_id, content: item.output });
+      messages.push({ role: 'tool', tool_call_id: item.call_id, content: contentText(item.output) });
     else if (item.type === 'function_call') {
       const last = messages.at(-1);
       const call: ChatCompletionMessageFunctionToolCall = {
@@ -95,8 +96,8 @@ export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessa
       };
       if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
-    } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: item.content });
-    else messages.push({ role: item.role === 'system' ? 'system' : 'user', content: item.content });
+    } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: contentText(item.content) });
+    else messages.push({ role: item.role === 'system' ? 'system' : 'user', content: contentText(item.content) });
   }
   return messages;
 }

@@ -1,3 +1,4 @@
+import { type Content, contentText, withoutData } from '../content.ts';
 import type {
   Response,
   ResponseFunctionToolCall,
@@ -67,7 +68,7 @@ function textOf(content: string | { text: string }[]): string {
 /** A model's output item in OpenAI's shape, under the given id. */
 export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
   if (item.type === 'function_call') return functionCall(item, id);
-  return message(item.content, id);
+  return message(contentText(item.content), id);
 }
 
 function message(
@@ -96,16 +97,31 @@ function functionCall(
 export function storedItem(item: StoredItem, id: string): ResponseItem {
   if (item.type === 'function_call') return functionCall(item, id);
   if (item.type === 'function_call_output') {
-    return { type: 'function_call_output', id, call_id: item.call_id, output: item.output, status: 'completed' };
+    return {
+      type: 'function_call_output',
+      id,
+      call_id: item.call_id,
+      output: responseContent(item.output),
+      status: 'completed',
+    };
   }
-  if (item.role === 'assistant') return message(item.content, id);
+  if (item.role === 'assistant') return message(contentText(item.content), id);
   return {
     type: 'message',
     id,
     role: item.role,
     status: 'completed',
-    content: [{ type: 'input_text', text: item.content }],
+    content:
+      typeof item.content === 'string' ? [{ type: 'input_text', text: item.content }] : responseContent(item.content),
   } as ResponseItem;
+}
+
+/**
+ * Stored content as the facade shows it: parts as stored, an image or file kept out of line
+ * with its reference (`blob`, `media_type`, `bytes`; its bytes at GET /v1/sessions/{id}/blobs/{blob}).
+ */
+function responseContent<Value extends Content>(content: Value): never {
+  return withoutData(content) as never;
 }
 
 /** Tailgate's usage as OpenAI's (each detail is what the provider reported, else 0). */
@@ -305,13 +321,14 @@ export class ResponseEventWriter {
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
       const open = this.#openMessage();
-      const part = { type: 'output_text' as const, text: item.content, annotations: [], logprobs: [] };
+      const text = contentText(item.content);
+      const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
       this.#emit({
         type: 'response.output_text.done',
         output_index: this.#index,
         item_id: open.id,
         content_index: 0,
-        text: item.content,
+        text,
         logprobs: [],
       });
       this.#emit({
@@ -324,7 +341,7 @@ export class ResponseEventWriter {
       this.#emit({
         type: 'response.output_item.done',
         output_index: this.#index,
-        item: message(item.content, open.id),
+        item: message(text, open.id),
       });
       this.#open = undefined;
     } else {

@@ -36,6 +36,7 @@ export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
   | 'claimTurn'
+  | 'storeAttachments'
   | 'readContext'
   | 'needsView'
   | 'previewContext'

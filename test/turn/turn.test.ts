@@ -233,6 +233,7 @@ describe('storage operations per turn', () => {
       sessions: {
         get: log.get.bind(log),
         claimTurn: log.claimTurn.bind(log),
+        storeAttachments: log.storeAttachments.bind(log),
         readContext: log.readContext.bind(log),
         needsView: log.needsView.bind(log),
         previewContext: log.previewContext.bind(log),

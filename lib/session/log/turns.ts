@@ -1,3 +1,4 @@
+import type { Content } from '../../content.ts';
 import { z } from 'zod';
 import { storedTurnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
 import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
@@ -70,7 +71,7 @@ export interface TurnSight {
 export type Treatment = 'whole' | 'compacted' | 'dropped';
 
 /** A stored item of a turn's window with what the model got of it. */
-export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: string; arguments?: string } };
+export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: Content; arguments?: string } };
 
 interface RawTurn {
   summary: Omit<TurnSummary, 'prefix_reused_chars'>;

@@ -1,0 +1,163 @@
+import { type Content, type ContentPart, mediaParts } from '../content.ts';
+import { CorruptObjectError, InvalidRequestError, PayloadTooLargeError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { Item, PromptItem } from '../items.ts';
+import {
+  decodeBase64,
+  FILE_MEDIA_TYPES,
+  IMAGE_MEDIA_TYPES,
+  imageSize,
+  parseDataUrl,
+  sniffMediaType as sniff,
+} from '../media.ts';
+import { mapLimit, type ObjectStore } from '../store/object-store.ts';
+
+/**
+ * Images and files in items (lib/content.ts): a `data:` URL or `file_data` is checked (size,
+ * media type read from the bytes) and stored once as a content-addressed blob, the same
+ * `blob/<generation>/<sha256>` objects that hold large outputs (lib/session/payloads.ts); the
+ * item keeps a reference. https URLs stay as given and are never fetched.
+ */
+
+export interface AttachmentLimits {
+  maxImageBytes: number;
+  maxFileBytes: number;
+}
+
+interface Decoded {
+  bytes: Uint8Array;
+  mediaType: string;
+}
+
+/** Whether any item holds a payload to store (a `data:` image or `file_data`). */
+export function hasInlineMedia(items: readonly Item[]): boolean {
+  return items.some((item) =>
+    mediaParts(contentOf(item)).some((part) =>
+      part.type === 'input_image' ? part.image_url?.startsWith('data:') : part.file_data !== undefined,
+    ),
+  );
+}
+
+/**
+ * Checks every image and file part of `items` (throws a 4xx naming the part, before anything
+ * is written), stores each payload once (create-only: a taken key holds the same bytes) and
+ * returns the items with references in place of the payloads.
+ */
+export async function storeAttachments(
+  store: ObjectStore,
+  items: readonly Item[],
+  limits: AttachmentLimits,
+  blobKeyOf: (sha256: string) => string,
+): Promise<Item[]> {
+  const blobs = new Map<string, Decoded>();
+  const result = items.map((item, index) => {
+    const content = contentOf(item);
+    if (typeof content === 'string') return item;
+    const field = item.type === 'message' ? 'content' : 'output';
+    const parts = content.map((part, at) => storedPart(part, `items[${index}].${field}[${at}]`, limits, blobs));
+    return item.type === 'message' ? { ...item, content: parts } : { ...item, output: parts };
+  }) as Item[];
+  await Promise.all(
+    [...blobs].map(([sha256, blob]) =>
+      store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
+    ),
+  );
+  return result;
+}
+
+function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, blobs: Map<string, Decoded>) {
+  if (part.type === 'input_text' || part.blob !== undefined) return part;
+  if (part.type === 'input_image') {
+    const url = part.image_url ?? '';
+    if (url.startsWith('https://')) return part;
+    if (!url.startsWith('data:'))
+      throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, { part: name });
+    const decoded = parseDataUrl(url);
+    if (!decoded) throw new InvalidRequestError(`${name}: image_url is not a base64 data: URL`, { part: name });
+    const { image_url: _url, ...rest } = part;
+    return {
+      ...rest,
+      ...blobRef(decoded.bytes, decoded.mediaType, name, IMAGE_MEDIA_TYPES, limits.maxImageBytes, blobs),
+    };
+  }
+  if (part.file_url !== undefined) {
+    if (part.file_url.startsWith('https://')) return part;
+    throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, { part: name });
+  }
+  if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, { part: name });
+  const data = part.file_data ?? '';
+  const decoded = data.startsWith('data:') ? parseDataUrl(data) : undefined;
+  const bytes = decoded?.bytes ?? decodeBase64(data);
+  if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, { part: name });
+  const { file_data: _data, ...rest } = part;
+  return { ...rest, ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs) };
+}
+
+function blobRef(
+  bytes: Uint8Array,
+  declared: string,
+  name: string,
+  accepted: readonly string[],
+  limit: number,
+  blobs: Map<string, Decoded>,
+) {
+  if (bytes.length > limit)
+    throw new PayloadTooLargeError(`${name} is ${bytes.length} bytes; at most ${limit} are accepted`, {
+      part: name,
+      size: bytes.length,
+      limit,
+    });
+  const mediaType = sniff(bytes);
+  if (!mediaType || !accepted.includes(mediaType))
+    throw new InvalidRequestError(`${name}: the bytes are not one of ${accepted.join(', ')}`, {
+      part: name,
+      accepted,
+    });
+  if (declared && declared !== mediaType)
+    throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, { part: name });
+  const sha256 = sha256Hex(bytes);
+  blobs.set(sha256, { bytes, mediaType });
+  return { blob: sha256, media_type: mediaType, bytes: bytes.length, ...imageSize(bytes) };
+}
+
+/**
+ * Reads the blob of every referenced image and file part in `items` (a prompt about to be
+ * sent) and puts its bytes in `data`, checked against its SHA-256.
+ */
+export async function hydrateMedia(
+  store: ObjectStore,
+  items: PromptItem[],
+  blobKeyOf: (sha256: string) => string,
+  parallel: number,
+): Promise<PromptItem[]> {
+  const wanted = new Set<string>();
+  for (const item of items)
+    for (const part of mediaParts(contentOf(item))) if (part.blob && !part.data) wanted.add(part.blob);
+  if (wanted.size === 0) return items;
+  const read = new Map<string, Uint8Array>();
+  await mapLimit([...wanted], parallel, async (sha256) => {
+    const key = blobKeyOf(sha256);
+    const object = await store.get(key);
+    if (!object) throw new CorruptObjectError(key, 'referenced blob is missing');
+    if (sha256Hex(object.body) !== sha256) throw new CorruptObjectError(key, 'blob does not match its SHA-256');
+    read.set(sha256, object.body);
+  });
+  const withData = (content: Content): Content =>
+    typeof content === 'string'
+      ? content
+      : content.map((part) =>
+          part.type !== 'input_text' && part.blob ? ({ ...part, data: read.get(part.blob) } as typeof part) : part,
+        );
+  return items.map((item) => {
+    if (item.type === 'message') return { ...item, content: withData(item.content) };
+    if (item.type === 'function_call_output') return { ...item, output: withData(item.output) };
+    return item;
+  });
+}
+
+/** A message's content or an output's parts ('' for a function_call). */
+export function contentOf(item: Item | PromptItem): Content {
+  if (item.type === 'message') return item.content;
+  if (item.type === 'function_call_output') return item.output;
+  return '';
+}

@@ -70,17 +70,17 @@ export type Content = string | ContentPart[];
 
 /**
  * How an image or file reads as text: `[image/png 1280x800, 142 KB]`, `[image https://…]`,
- * `[file report.pdf application/pdf, 12 KB]`. The echo model, transcripts and placeholders use it.
+ * `[application/pdf report.pdf, 12 KB]`. The echo model, transcripts and placeholders use it.
  */
 export function describePart(part: InputImagePart | InputFilePart): string {
-  const kind = part.type === 'input_image' ? 'image' : 'file';
   const name = part.type === 'input_file' && part.filename ? ` ${part.filename}` : '';
   if (part.blob === undefined) {
+    const kind = part.type === 'input_image' ? 'image' : 'file';
     const url = part.type === 'input_image' ? part.image_url : part.file_url;
     return `[${kind}${name} ${url && !url.startsWith('data:') ? url : 'inline'}]`;
   }
   const size = part.width && part.height ? ` ${part.width}x${part.height}` : '';
-  return `[${kind}${name} ${part.media_type}${size}, ${Math.max(1, Math.round((part.bytes ?? 0) / 1024))} KB]`;
+  return `[${part.media_type}${name}${size}, ${Math.max(1, Math.round((part.bytes ?? 0) / 1024))} KB]`;
 }
 
 /** The text of a content: a string as is; parts joined, each image or file described. */

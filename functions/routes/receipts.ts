@@ -72,6 +72,15 @@ const turnDetailSchema = turnSummarySchema
         synthetic: z.array(syntheticEntrySchema),
         context_start_seq: z.number().int().nullable(),
         abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).nullable(),
+        media_as_text: z
+          .number()
+          .int()
+          .optional()
+          .meta({
+            description:
+              'Images and files in tool results that went to the model as text placeholders, because its ' +
+              'provider takes none there (absent when none did).',
+          }),
       })
       .nullable(),
   })

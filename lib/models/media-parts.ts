@@ -1,5 +1,5 @@
-import type { FilePart, ImagePart, TextPart, ToolResultPart } from 'ai';
-import { type Content, type ContentPart, describePart } from '../content.ts';
+import type { FilePart, TextPart, ToolResultPart } from 'ai';
+import { type Content, type ContentPart, contentText, describePart, mediaParts } from '../content.ts';
 import { encodeBase64 } from '../media.ts';
 
 /**
@@ -10,7 +10,7 @@ import { encodeBase64 } from '../media.ts';
  * 142 KB]`), a text placeholder.
  */
 
-type UserPart = TextPart | ImagePart | FilePart;
+type UserPart = TextPart | FilePart;
 
 /** The parts of a user message made from `content`; `options` go on the last part. */
 export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>): UserPart[] {
@@ -24,20 +24,18 @@ function userPart(part: ContentPart): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
   if (!source) return { type: 'text', text: describePart(part) };
-  if (part.type === 'input_image')
-    return { type: 'image', image: source, ...(part.media_type ? { mediaType: part.media_type } : {}) };
   return {
     type: 'file',
     data: source,
-    mediaType: part.media_type ?? 'application/pdf',
-    ...(part.filename ? { filename: part.filename } : {}),
+    mediaType: part.media_type ?? (part.type === 'input_image' ? 'image' : 'application/pdf'),
+    ...(part.type === 'input_file' && part.filename ? { filename: part.filename } : {}),
   };
 }
 
 /**
- * A tool result's output: text as before; parts as `content`, media inline when `media` (the
- * provider takes images and files in tool results), else as text placeholders. `placeholders`
- * counts the images and files that became text.
+ * A tool result's output: text as before; parts as `content` with media inline when `media`
+ * (the provider takes images and files in tool results), else one text with each image and
+ * file described. `placeholders` counts the images and files that became text.
  */
 export function toolResultOutput(
   content: Content,
@@ -45,9 +43,13 @@ export function toolResultOutput(
   placeholders: { count: number },
 ): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
+  if (!media) {
+    placeholders.count += mediaParts(content).length;
+    return { type: 'text', value: contentText(content) };
+  }
   const value = content.map((part) => {
     const source = part.type === 'input_text' ? undefined : sourceOf(part);
-    if (part.type === 'input_text' || !source || !media) {
+    if (part.type === 'input_text' || !source) {
       if (part.type !== 'input_text') placeholders.count++;
       return { type: 'text' as const, text: textOf(part) };
     }

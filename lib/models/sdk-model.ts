@@ -74,6 +74,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
         toolResultMedia: options.toolResultMedia ?? false,
       }),
       allowSystemInMessages: true,
+      // https image and file URLs go to the provider as given: tailgate never fetches them.
+      experimental_download: neverDownload,
       ...(request.tools.length > 0
         ? { tools: convertToToolSet(request.tools, placed.tools ? providerOptions : undefined) }
         : {}),
@@ -88,6 +90,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
   return {
     id,
+    toolResultMedia: options.toolResultMedia ?? false,
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);
@@ -328,4 +331,9 @@ function findApiCallError(error: unknown): APICallError | undefined {
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return typeof error === 'string' ? error : 'unknown error';
+}
+
+/** Passes every URL through to the provider (null: not downloaded) instead of fetching it. */
+async function neverDownload(requests: readonly unknown[]): Promise<null[]> {
+  return requests.map(() => null);
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { describePart, mediaParts } from '../../lib/content.ts';
 import { sha256Hex } from '../../lib/hash.ts';
-import type { Item, PromptItem } from '../../lib/items.ts';
+import type { Item, PromptFunctionCallOutputItem, PromptItem } from '../../lib/items.ts';
 import { imageSize, sniffMediaType } from '../../lib/media.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
@@ -26,6 +26,10 @@ const screenshot = (call_id: string, bytes: Uint8Array): Item => ({
   ],
 });
 
+function outputOf(item: PromptItem | undefined) {
+  return (item as PromptFunctionCallOutputItem).output;
+}
+
 async function blobs(store: MemoryStore | CountingStore): Promise<string[]> {
   return (await listAll(store, '')).map((object) => object.key).filter((key) => key.includes('/blob/'));
 }
@@ -49,7 +53,7 @@ describe('media types and sizes from the bytes', () => {
 
   it('describes an image as the echo model and placeholders show it', () => {
     const part = { type: 'input_image' as const, blob: 'a'.repeat(64), media_type: 'image/png', bytes: 145_408 };
-    expect(describePart({ ...part, width: 1280, height: 800 })).toBe('[image image/png 1280x800, 142 KB]');
+    expect(describePart({ ...part, width: 1280, height: 800 })).toBe('[image/png 1280x800, 142 KB]');
     expect(describePart({ type: 'input_image', image_url: 'https://example.com/a.png' })).toBe(
       '[image https://example.com/a.png]',
     );
@@ -204,8 +208,8 @@ describe('SessionLog.hydrate', () => {
     const before = store.counts.get;
     const hydrated = await log.hydrate(scope, [a!, b!]);
     expect(store.counts.get - before).toBe(1);
-    expect(mediaParts((hydrated[0] as { output: never }).output)[0]?.data).toEqual(shown);
-    expect(mediaParts((c as { output: never }).output)[0]?.data).toBeUndefined();
+    expect(mediaParts(outputOf(hydrated[0]))[0]?.data).toEqual(shown);
+    expect(mediaParts(outputOf(c))[0]?.data).toBeUndefined();
   });
 
   it('refuses a blob whose bytes do not match its hash', async () => {

@@ -18,6 +18,7 @@ import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
+import { blobRoutes } from './routes/blobs.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { receiptRoutes } from './routes/receipts.ts';
@@ -107,6 +108,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', sessionRoutes());
   app.route('/', turnRoutes());
   app.route('/', itemRoutes());
+  app.route('/', blobRoutes());
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());

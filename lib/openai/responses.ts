@@ -1,4 +1,4 @@
-import { type Content, contentText, withoutData } from '../content.ts';
+import { type Content, type ContentPart, contentText, withoutData } from '../content.ts';
 import type {
   Response,
   ResponseFunctionToolCall,
@@ -23,10 +23,10 @@ export type InputItemBody =
   | {
       type?: 'message' | undefined;
       role: 'user' | 'assistant' | 'system' | 'developer';
-      content: string | { type: 'input_text' | 'output_text'; text: string }[];
+      content: string | InputPartBody[];
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
-  | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] }
+  | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
   | { type: 'compaction'; encrypted_content: string };
 
 /**
@@ -47,7 +47,7 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
     else if (entry.type === 'function_call')
       items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
     else if (entry.type === 'function_call_output')
-      items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
+      items.push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) });
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
@@ -55,14 +55,35 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
           { field: `input.${index}.role` },
         );
       }
-      instructions.push(textOf(entry.content));
-    } else items.push({ type: 'message', role: entry.role, content: textOf(entry.content) });
+      instructions.push(contentText(contentOf(entry.content)));
+    } else items.push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
   });
   return { instructions, items };
 }
 
-function textOf(content: string | { text: string }[]): string {
-  return typeof content === 'string' ? content : content.map((part) => part.text).join('\n');
+/** A content part of a request's input (lib/openai/schemas.ts). */
+type InputPartBody =
+  | { type: 'input_text' | 'output_text'; text: string }
+  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' | undefined }
+  | {
+      type: 'input_file';
+      file_data?: string | undefined;
+      filename?: string | undefined;
+      file_url?: string | undefined;
+    };
+
+/**
+ * Input content as tailgate's: text parts alone join into one string (as before images);
+ * with an image or file, the parts stay parts (`output_text` read as `input_text`).
+ */
+function contentOf(content: string | InputPartBody[]): Content {
+  if (typeof content === 'string') return content;
+  if (content.every((part) => part.type === 'input_text' || part.type === 'output_text'))
+    return content.map((part) => (part as { text: string }).text).join('\n');
+  return content.map((part): ContentPart => {
+    if (part.type === 'input_text' || part.type === 'output_text') return { type: 'input_text', text: part.text };
+    return Object.fromEntries(Object.entries(part).filter(([, value]) => value !== undefined)) as ContentPart;
+  });
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */

@@ -49,6 +49,39 @@ export async function storeAttachments(
   limits: AttachmentLimits,
   blobKeyOf: (sha256: string) => string,
 ): Promise<Item[]> {
+  const { result, blobs } = decodeAttachments(items, limits);
+  await Promise.all(
+    [...blobs].map(([sha256, blob]) =>
+      store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
+    ),
+  );
+  return result;
+}
+
+/**
+ * The same check for a call that stores nothing (`store: false`, chat completions): the items
+ * with references in place of payloads and the decoded bytes in `data`, as a turn's prompt
+ * has them once read.
+ */
+export function inlineAttachments(items: readonly Item[], limits: AttachmentLimits): PromptItem[] {
+  const { result, blobs } = decodeAttachments(items, limits);
+  return blobs.size === 0 ? result : withBytes(result, (sha256) => blobs.get(sha256)?.bytes);
+}
+
+/** The items with each referenced part's bytes in `data`. */
+function withBytes(items: PromptItem[], bytesOf: (sha256: string) => Uint8Array | undefined): PromptItem[] {
+  const withData = (content: Content): Content =>
+    typeof content === 'string'
+      ? content
+      : content.map((part) => (part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part));
+  return items.map((item) => {
+    if (item.type === 'message') return { ...item, content: withData(item.content) };
+    if (item.type === 'function_call_output') return { ...item, output: withData(item.output) };
+    return item;
+  });
+}
+
+function decodeAttachments(items: readonly Item[], limits: AttachmentLimits) {
   const blobs = new Map<string, Decoded>();
   const result = items.map((item, index) => {
     const content = contentOf(item);
@@ -57,12 +90,7 @@ export async function storeAttachments(
     const parts = content.map((part, at) => storedPart(part, `items[${index}].${field}[${at}]`, limits, blobs));
     return item.type === 'message' ? { ...item, content: parts } : { ...item, output: parts };
   }) as Item[];
-  await Promise.all(
-    [...blobs].map(([sha256, blob]) =>
-      store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
-    ),
-  );
-  return result;
+  return { result, blobs };
 }
 
 function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, blobs: Map<string, Decoded>) {
@@ -142,17 +170,7 @@ export async function hydrateMedia(
     if (sha256Hex(object.body) !== sha256) throw new CorruptObjectError(key, 'blob does not match its SHA-256');
     read.set(sha256, object.body);
   });
-  const withData = (content: Content): Content =>
-    typeof content === 'string'
-      ? content
-      : content.map((part) =>
-          part.type !== 'input_text' && part.blob ? ({ ...part, data: read.get(part.blob) } as typeof part) : part,
-        );
-  return items.map((item) => {
-    if (item.type === 'message') return { ...item, content: withData(item.content) };
-    if (item.type === 'function_call_output') return { ...item, output: withData(item.output) };
-    return item;
-  });
+  return withBytes(items, (sha256) => read.get(sha256));
 }
 
 /** A message's content or an output's parts ('' for a function_call). */

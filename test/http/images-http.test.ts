@@ -1,0 +1,155 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
+import { SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  MAX_IMAGE_BYTES: '2000000',
+  MAX_FILE_BYTES: '1000',
+};
+
+function setup() {
+  const store = new MemoryStore();
+  const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
+  const call = async (method: string, path: string, body?: unknown, token = TOKEN) => {
+    const response = await app.request(
+      path,
+      {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      },
+      environment,
+    );
+    return response;
+  };
+  const json = async (method: string, path: string, body?: unknown) => {
+    const response = await call(method, path, body);
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const blobKeys = async () =>
+    (await listAll(store, '')).map((object) => object.key).filter((key) => key.includes('/blob/'));
+  return { call, json, blobKeys };
+}
+
+const screenshot = pngBytes(1280, 800, 1_500_000, 9);
+
+const screenshotOutput = (callId: string) => ({
+  type: 'function_call_output',
+  call_id: callId,
+  output: [
+    { type: 'input_text', text: 'page loaded' },
+    { type: 'input_image', image_url: dataUrl('image/png', screenshot) },
+  ],
+});
+
+describe('images over HTTP', () => {
+  it('takes a screenshot over MAX_ITEM_BYTES, stores it once, lists its reference, serves its bytes', async () => {
+    const { call, json, blobKeys } = setup();
+    expect((await json('POST', '/v1/sessions', { id: 'shots' })).status).toBe(201);
+    const items = [
+      { type: 'function_call', call_id: 'c1', name: 'screenshot', arguments: '{}' },
+      screenshotOutput('c1'),
+      { type: 'function_call', call_id: 'c2', name: 'screenshot', arguments: '{}' },
+      screenshotOutput('c2'),
+    ];
+    const appended = await json('POST', '/v1/sessions/shots/items', { items });
+    expect(appended).toMatchObject({ status: 201, body: { first_seq: 1, last_seq: 4 } });
+    expect(await blobKeys()).toHaveLength(1);
+
+    const sha256 = sha256Hex(screenshot);
+    const listed = await json('GET', '/v1/sessions/shots/items');
+    expect(listed.body.items[0]).toMatchObject({
+      seq: 4,
+      output: [
+        { type: 'input_text', text: 'page loaded' },
+        {
+          type: 'input_image',
+          blob: sha256,
+          media_type: 'image/png',
+          bytes: screenshot.length,
+          width: 1280,
+          height: 800,
+        },
+      ],
+    });
+
+    const minted = await json('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'shots' });
+    const blob = await call('GET', `/v1/sessions/shots/blobs/${sha256}`, undefined, minted.body.token);
+    expect(blob.status).toBe(200);
+    expect(blob.headers.get('content-type')).toBe('image/png');
+    expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
+
+    await json('POST', '/v1/sessions', { id: 'someone-else' });
+    const other = await json('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'someone-else' });
+    const refused = await call('GET', `/v1/sessions/shots/blobs/${sha256}`, undefined, other.body.token);
+    expect(refused.status).toBe(403);
+    const missing = await json('GET', `/v1/sessions/shots/blobs/${'0'.repeat(64)}`);
+    expect(missing).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
+    const malformed = await json('GET', '/v1/sessions/shots/blobs/not-a-hash');
+    expect(malformed).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
+  });
+
+  it('refuses a part over its limit, or of the wrong type, naming it, and stores nothing', async () => {
+    const { json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'bad' });
+    const file = { type: 'input_file', filename: 'big.pdf', file_data: Buffer.alloc(2000).toString('base64') };
+    const tooLarge = await json('POST', '/v1/sessions/bad/items', {
+      items: [screenshotOutput('c1'), { type: 'message', role: 'user', content: [file] }],
+    });
+    expect(tooLarge).toMatchObject({
+      status: 413,
+      body: {
+        error: { code: 'payload_too_large', message: 'items[1].content[0] is 2000 bytes; at most 1000 are accepted' },
+      },
+    });
+    const mislabelled = await json('POST', '/v1/sessions/bad/turns', {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_image', image_url: dataUrl('image/png', jpegBytes(4, 4)) }],
+        },
+      ],
+    });
+    expect(mislabelled).toMatchObject({
+      status: 400,
+      body: {
+        error: {
+          code: 'invalid_request',
+          message: 'items[0].content[0]: declared image/png but the bytes are image/jpeg',
+        },
+      },
+    });
+    expect(await blobKeys()).toEqual([]);
+    expect((await json('GET', '/v1/sessions/bad/items')).body.items).toEqual([]);
+  });
+
+  it('sends the image to the model with the turn, and deletes the blobs with the session', async () => {
+    const { call, json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'seen' });
+    const turn = await json('POST', '/v1/sessions/seen/turns', {
+      model: 'echo',
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'what is this?' },
+            { type: 'input_image', image_url: dataUrl('image/png', screenshot) },
+          ],
+        },
+      ],
+    });
+    expect(turn.status).toBe(200);
+    expect(turn.body.output[0].content).toBe('echo: what is this? [image/png 1280x800, 1465 KB]');
+    expect(await blobKeys()).toHaveLength(1);
+    expect((await call('DELETE', '/v1/sessions/seen')).status).toBe(204);
+    expect(await blobKeys()).toEqual([]);
+  });
+});

@@ -1,19 +1,26 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SIGNING_KEY, TOKEN } from './http-suite.ts';
 
-const environment = {
+const environment: Record<string, string> = {
   API_TOKEN: TOKEN,
   TOKEN_SIGNING_KEY: SIGNING_KEY,
   MAX_IMAGE_BYTES: '2000000',
   MAX_FILE_BYTES: '1000',
 };
 
-function setup() {
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+function setup(extra: Record<string, string> = {}) {
   const store = new MemoryStore();
   const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
   const call = async (method: string, path: string, body?: unknown, token = TOKEN) => {
@@ -24,7 +31,7 @@ function setup() {
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       },
-      environment,
+      { ...environment, ...extra },
     );
     return response;
   };
@@ -152,4 +159,38 @@ describe('images over HTTP', () => {
     expect((await call('DELETE', '/v1/sessions/seen')).status).toBe(204);
     expect(await blobKeys()).toEqual([]);
   });
+
+  it.each([
+    { model: 'openai-compatible:test-model', answer: 'openai-chat-text.json', mediaAsText: 1 },
+    { model: 'anthropic:claude-sonnet-4-5', answer: 'anthropic-message-text.json', mediaAsText: undefined },
+  ])(
+    '$model: the receipt counts tool-result images sent as text ($mediaAsText)',
+    async ({ model, answer, mediaAsText }) => {
+      provider = await startFakeProvider(() => ({ text: fixture(answer) }));
+      const { json } = setup({
+        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+        OPENAI_COMPATIBLE_API_KEY: 'sk-test',
+        ANTHROPIC_BASE_URL: provider.baseURL,
+        ANTHROPIC_API_KEY: 'sk-ant-test',
+        MODEL_MAX_RETRIES: '0',
+      });
+      await json('POST', '/v1/sessions', { id: 'placeholders' });
+      const small = pngBytes(64, 48);
+      const turn = await json('POST', '/v1/sessions/placeholders/turns', {
+        model,
+        input: [
+          { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: dataUrl('image/png', small) }] },
+          { type: 'function_call', call_id: 'toolu_1', name: 'screenshot', arguments: '{}' },
+          {
+            type: 'function_call_output',
+            call_id: 'toolu_1',
+            output: [{ type: 'input_image', image_url: dataUrl('image/png', small) }],
+          },
+        ],
+      });
+      expect(turn.status).toBe(200);
+      const detail = await json('GET', '/v1/sessions/placeholders/turns/1');
+      expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
+    },
+  );
 });

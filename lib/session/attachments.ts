@@ -4,6 +4,7 @@ import { sha256Hex } from '../hash.ts';
 import type { Item, PromptItem } from '../items.ts';
 import {
   decodeBase64,
+  encodeBase64,
   FILE_MEDIA_TYPES,
   IMAGE_MEDIA_TYPES,
   imageSize,
@@ -48,8 +49,9 @@ export async function storeAttachments(
   items: readonly Item[],
   limits: AttachmentLimits,
   blobKeyOf: (sha256: string) => string,
+  where: (index: number) => string = (index) => `items[${index}]`,
 ): Promise<Item[]> {
-  const { result, blobs } = decodeAttachments(items, limits);
+  const { result, blobs } = decodeAttachments(items, limits, where);
   await Promise.all(
     [...blobs].map(([sha256, blob]) =>
       store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
@@ -64,32 +66,34 @@ export async function storeAttachments(
  * has them once read.
  */
 export function inlineAttachments(items: readonly Item[], limits: AttachmentLimits): PromptItem[] {
-  const { result, blobs } = decodeAttachments(items, limits);
+  const { result, blobs } = decodeAttachments(items, limits, (index) => `items[${index}]`);
   return blobs.size === 0 ? result : withBytes(result, (sha256) => blobs.get(sha256)?.bytes);
 }
 
 /** The items with each referenced part's bytes in `data`. */
 function withBytes(items: PromptItem[], bytesOf: (sha256: string) => Uint8Array | undefined): PromptItem[] {
-  const withData = (content: Content): Content =>
-    typeof content === 'string'
-      ? content
-      : content.map((part) => (part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part));
-  return items.map((item) => {
-    if (item.type === 'message') return { ...item, content: withData(item.content) };
-    if (item.type === 'function_call_output') return { ...item, output: withData(item.output) };
-    return item;
-  });
+  return items.map((item) =>
+    mapParts(item, (part) => (part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part)),
+  );
 }
 
-function decodeAttachments(items: readonly Item[], limits: AttachmentLimits) {
+/** The item with each part of its content (or output) mapped by `map`. */
+function mapParts<Each extends Item | PromptItem>(
+  item: Each,
+  map: (part: ContentPart, at: number) => ContentPart,
+): Each {
+  if (item.type === 'message' && typeof item.content !== 'string') return { ...item, content: item.content.map(map) };
+  if (item.type === 'function_call_output' && typeof item.output !== 'string')
+    return { ...item, output: item.output.map(map) };
+  return item;
+}
+
+function decodeAttachments(items: readonly Item[], limits: AttachmentLimits, where: (index: number) => string) {
   const blobs = new Map<string, Decoded>();
   const result = items.map((item, index) => {
-    const content = contentOf(item);
-    if (typeof content === 'string') return item;
     const field = item.type === 'message' ? 'content' : 'output';
-    const parts = content.map((part, at) => storedPart(part, `items[${index}].${field}[${at}]`, limits, blobs));
-    return item.type === 'message' ? { ...item, content: parts } : { ...item, output: parts };
-  }) as Item[];
+    return mapParts(item, (part, at) => storedPart(part, `${where(index)}.${field}[${at}]`, limits, blobs));
+  });
   return { result, blobs };
 }
 
@@ -178,4 +182,29 @@ export function contentOf(item: Item | PromptItem): Content {
   if (item.type === 'message') return item.content;
   if (item.type === 'function_call_output') return item.output;
   return '';
+}
+
+/**
+ * Items as an export writes them: each referenced image or file read back and written as the
+ * client sent it (`image_url` as a base64 data: URL, `file_data` as base64), so an import
+ * stores it again under the new session's generation.
+ */
+export async function exportMedia(
+  store: ObjectStore,
+  items: PromptItem[],
+  blobKeyOf: (sha256: string) => string,
+  parallel: number,
+): Promise<PromptItem[]> {
+  const read = await hydrateMedia(store, items, blobKeyOf, parallel);
+  return read.map((item) => mapParts(item, asSent));
+}
+
+function asSent(part: ContentPart): ContentPart {
+  if (part.type === 'input_text' || !part.data) return part;
+  const base64 = encodeBase64(part.data);
+  if (part.type === 'input_image') {
+    const detail = part.detail ? { detail: part.detail } : {};
+    return { type: 'input_image', image_url: `data:${part.media_type};base64,${base64}`, ...detail };
+  }
+  return { type: 'input_file', ...(part.filename ? { filename: part.filename } : {}), file_data: base64 };
 }

@@ -416,8 +416,8 @@ export class SessionLog {
    * made visible by its config, created last (log/import.ts). A bad line: a 4xx naming it,
    * with nothing stored; an id taken: SessionExistsError.
    */
-  async import(options: ImportOptions): Promise<SessionRecord> {
-    return importSession(this.#log, options);
+  async import(options: Omit<ImportOptions, 'attachmentLimits'>): Promise<SessionRecord> {
+    return importSession(this.#log, { ...options, attachmentLimits: this.#limits });
   }
 
   /**

@@ -23,13 +23,15 @@ afterEach(async () => {
 function setup(extra: Record<string, string> = {}) {
   const store = new MemoryStore();
   const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
-  const call = async (method: string, path: string, body?: unknown, token = TOKEN) => {
+  const call = async (method: string, path: string, body?: unknown, token = TOKEN, ndjson?: string) => {
+    const type = ndjson === undefined ? 'application/json' : 'application/x-ndjson';
     const response = await app.request(
       path,
       {
         method,
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        headers: { authorization: `Bearer ${token}`, 'content-type': type },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(ndjson === undefined ? {} : { body: ndjson }),
       },
       { ...environment, ...extra },
     );
@@ -46,14 +48,15 @@ function setup(extra: Record<string, string> = {}) {
 
 const screenshot = pngBytes(1280, 800, 1_500_000, 9);
 
-const screenshotOutput = (callId: string) => ({
+const screenshotOutputOf = (callId: string, bytes: Uint8Array) => ({
   type: 'function_call_output',
   call_id: callId,
   output: [
     { type: 'input_text', text: 'page loaded' },
-    { type: 'input_image', image_url: dataUrl('image/png', screenshot) },
+    { type: 'input_image', image_url: dataUrl('image/png', bytes) },
   ],
 });
+const screenshotOutput = (callId: string) => screenshotOutputOf(callId, screenshot);
 
 describe('images over HTTP', () => {
   it('takes a screenshot over MAX_ITEM_BYTES, stores it once, lists its reference, serves its bytes', async () => {
@@ -193,4 +196,32 @@ describe('images over HTTP', () => {
       expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
     },
   );
+
+  it('exports images as data: URLs and an import stores them again under the new session', async () => {
+    const { call, json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'original' });
+    const small = pngBytes(64, 48, 100, 4);
+    const items = [
+      { type: 'function_call', call_id: 'c1', name: 'screenshot', arguments: '{}' },
+      screenshotOutputOf('c1', small),
+    ];
+    await json('POST', '/v1/sessions/original/items', { items });
+    const exported = await (await call('GET', '/v1/sessions/original/export')).text();
+    const lines = exported
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines[2].output[1]).toEqual({ type: 'input_image', image_url: dataUrl('image/png', small) });
+
+    const copy = exported.replace('"id":"original"', '"id":"copy"');
+    const imported = await call('POST', '/v1/sessions/import', undefined, TOKEN, copy);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    const sha256 = sha256Hex(small);
+    expect((await blobKeys()).filter((key) => key.startsWith('sessions/copy/'))).toHaveLength(1);
+    const listed = await json('GET', '/v1/sessions/copy/items');
+    expect(listed.body.items[0].output[1]).toMatchObject({ blob: sha256, width: 64, height: 48 });
+    const blob = await call('GET', `/v1/sessions/copy/blobs/${sha256}`);
+    expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
+    expect(await (await call('GET', '/v1/sessions/copy/export')).text()).toBe(copy);
+  });
 });

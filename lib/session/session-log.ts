@@ -309,13 +309,18 @@ export class SessionLog {
     return readAgainIfGone(() => previewContext(this.#log, id, requirement));
   }
 
-  /**
-   * Fetches the payloads of items still carrying `output_ref`, and the blobs of their images
-   * and files (at most 6 gets at a time): call it with the prompt a turn sends, no more.
-   */
+  /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */
   async hydrate(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
-    const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
-    return hydrateMedia(this.#log.store, await hydrate(this.#log, scope, items), blobKeyOf, PARALLEL_GETS);
+    return hydrate(this.#log, scope, items);
+  }
+
+  /**
+   * Reads the blob of each image and file the items reference into its part's `data` (at most
+   * 6 gets at a time, each blob once). Call it with the prompt a turn sends, once it is final:
+   * token counts need only the references.
+   */
+  async readMedia(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
+    return hydrateMedia(this.#log.store, items, (sha256) => blobKey(scope, sha256), PARALLEL_GETS);
   }
 
   /**

@@ -41,6 +41,7 @@ export type TurnSessionLog = Pick<
   | 'needsView'
   | 'previewContext'
   | 'hydrate'
+  | 'readMedia'
   | 'completeTurn'
   | 'commitTurnContext'
   | 'pack'

@@ -193,7 +193,7 @@ describe('SessionLog.storeAttachments', () => {
   });
 });
 
-describe('SessionLog.hydrate', () => {
+describe('SessionLog.readMedia', () => {
   it('reads the blob of each image in the prompt it is given, once, and no other', async () => {
     const { store, log } = world();
     await log.create({ id: 's1' });
@@ -206,7 +206,7 @@ describe('SessionLog.hydrate', () => {
     ])) as PromptItem[];
     const scope = await log.scope('s1');
     const before = store.counts.get;
-    const hydrated = await log.hydrate(scope, [a!, b!]);
+    const hydrated = await log.readMedia(scope, [a!, b!]);
     expect(store.counts.get - before).toBe(1);
     expect(mediaParts(outputOf(hydrated[0]))[0]?.data).toEqual(shown);
     expect(mediaParts(outputOf(c))[0]?.data).toBeUndefined();
@@ -220,6 +220,6 @@ describe('SessionLog.hydrate', () => {
     const [key] = await blobs(store);
     await store.delete(key!);
     await store.put(key!, pngBytes(9, 9));
-    await expect(log.hydrate(scope, [item as PromptItem])).rejects.toMatchObject({ code: 'corrupt_object' });
+    await expect(log.readMedia(scope, [item as PromptItem])).rejects.toMatchObject({ code: 'corrupt_object' });
   });
 });

@@ -238,6 +238,7 @@ describe('storage operations per turn', () => {
         needsView: log.needsView.bind(log),
         previewContext: log.previewContext.bind(log),
         hydrate: log.hydrate.bind(log),
+        readMedia: log.readMedia.bind(log),
         completeTurn: log.completeTurn.bind(log),
         refreshIndex: log.refreshIndex.bind(log),
         commitTurnContext: log.commitTurnContext.bind(log),

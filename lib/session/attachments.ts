@@ -30,11 +30,16 @@ interface Decoded {
   mediaType: string;
 }
 
-/** Whether any item holds a payload to store (a `data:` image or `file_data`). */
+/**
+ * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`)
+ * or a blob reference, which only the service writes.
+ */
 export function hasInlineMedia(items: readonly Item[]): boolean {
   return items.some((item) =>
-    mediaParts(contentOf(item)).some((part) =>
-      part.type === 'input_image' ? part.image_url?.startsWith('data:') : part.file_data !== undefined,
+    mediaParts(contentOf(item)).some(
+      (part) =>
+        part.blob !== undefined ||
+        (part.type === 'input_image' ? part.image_url?.startsWith('data:') : part.file_data !== undefined),
     ),
   );
 }
@@ -98,7 +103,12 @@ function decodeAttachments(items: readonly Item[], limits: AttachmentLimits, whe
 }
 
 function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, blobs: Map<string, Decoded>) {
-  if (part.type === 'input_text' || part.blob !== undefined) return part;
+  if (part.type === 'input_text') return part;
+  if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined)
+    throw new InvalidRequestError(
+      `${name}: blob, media_type and bytes are written by the service; send the image or file itself`,
+      { part: name },
+    );
   if (part.type === 'input_image') {
     const url = part.image_url ?? '';
     if (url.startsWith('https://')) return part;

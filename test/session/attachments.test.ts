@@ -174,6 +174,13 @@ describe('SessionLog.storeAttachments', () => {
       message: 'items[1].content[1]: file_data is not base64',
     },
     {
+      name: 'a blob reference sent by a client',
+      part: { type: 'input_image', blob: 'a'.repeat(64), media_type: 'image/png', bytes: 10 },
+      code: 'invalid_request',
+      message:
+        'items[1].content[1]: blob, media_type and bytes are written by the service; send the image or file itself',
+    },
+    {
       name: 'a file_url that is not https',
       part: { type: 'input_file', file_url: 'ftp://example.com/a.pdf' },
       code: 'invalid_request',

@@ -1,3 +1,5 @@
+import { encodeBase64 } from '../../lib/media.ts';
+
 /**
  * Image and file bytes for tests: the headers that lib/media.ts reads (magic number, size),
  * padded with `padding` bytes so a test can choose the size.
@@ -31,5 +33,5 @@ export function pdfBytes(): Uint8Array {
 
 /** `bytes` as a `data:` URL of `mediaType`. */
 export function dataUrl(mediaType: string, bytes: Uint8Array): string {
-  return `data:${mediaType};base64,${Buffer.from(bytes).toString('base64')}`;
+  return `data:${mediaType};base64,${encodeBase64(bytes)}`;
 }

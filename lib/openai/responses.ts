@@ -1,4 +1,5 @@
-import { type Content, type ContentPart, contentText, withoutData } from '../content.ts';
+import { contentText } from '../content.ts';
+import { contentOf, type InputPartBody, responseContent } from './input-content.ts';
 import type {
   Response,
   ResponseFunctionToolCall,
@@ -61,31 +62,6 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
   return { instructions, items };
 }
 
-/** A content part of a request's input (lib/openai/schemas.ts). */
-type InputPartBody =
-  | { type: 'input_text' | 'output_text'; text: string }
-  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' | undefined }
-  | {
-      type: 'input_file';
-      file_data?: string | undefined;
-      filename?: string | undefined;
-      file_url?: string | undefined;
-    };
-
-/**
- * Input content as tailgate's: text parts alone join into one string (as before images);
- * with an image or file, the parts stay parts (`output_text` read as `input_text`).
- */
-function contentOf(content: string | InputPartBody[]): Content {
-  if (typeof content === 'string') return content;
-  if (content.every((part) => part.type === 'input_text' || part.type === 'output_text'))
-    return content.map((part) => (part as { text: string }).text).join('\n');
-  return content.map((part): ContentPart => {
-    if (part.type === 'input_text' || part.type === 'output_text') return { type: 'input_text', text: part.text };
-    return Object.fromEntries(Object.entries(part).filter(([, value]) => value !== undefined)) as ContentPart;
-  });
-}
-
 /** A model's output item in OpenAI's shape, under the given id. */
 export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
   if (item.type === 'function_call') return functionCall(item, id);
@@ -135,14 +111,6 @@ export function storedItem(item: StoredItem, id: string): ResponseItem {
     content:
       typeof item.content === 'string' ? [{ type: 'input_text', text: item.content }] : responseContent(item.content),
   } as ResponseItem;
-}
-
-/**
- * Stored content as the facade shows it: parts as stored, an image or file kept out of line
- * with its reference (`blob`, `media_type`, `bytes`; its bytes at GET /v1/sessions/{id}/blobs/{blob}).
- */
-function responseContent<Value extends Content>(content: Value): never {
-  return withoutData(content) as never;
 }
 
 /** Tailgate's usage as OpenAI's (each detail is what the provider reported, else 0). */

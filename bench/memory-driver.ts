@@ -53,10 +53,12 @@ export class MemoryTurnDriver implements TurnDriver {
     const sessions: TurnSessionLog = {
       get: (id) => log.get(id),
       claimTurn: (id, options) => log.claimTurn(id, options),
+      storeAttachments: (id, items) => log.storeAttachments(id, items),
       readContext: (turn, requirement) => log.readContext(turn, requirement),
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),
       hydrate: (id, items) => log.hydrate(id, items),
+      readMedia: (id, items) => log.readMedia(id, items),
       refreshIndex: (id) => log.refreshIndex(id),
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),

@@ -22,6 +22,7 @@ import { countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
+import { blobRoutes } from './routes/blobs.ts';
 import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { receiptRoutes } from './routes/receipts.ts';
@@ -121,6 +122,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', sessionRoutes());
   app.route('/', turnRoutes());
   app.route('/', itemRoutes());
+  app.route('/', blobRoutes());
   app.route('/', inboxRoutes());
   app.route('/', promptRoutes());
   app.route('/', compactRoutes());

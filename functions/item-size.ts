@@ -8,10 +8,13 @@ export function utf8Bytes(text: string): number {
   return encoder.encode(text).length;
 }
 
-/** One item above the configured size (1 MiB by default) is refused with 413. */
+/**
+ * One item above the configured size (1 MiB by default) is refused with 413. Image and file
+ * payloads do not count: they are stored apart, under MAX_IMAGE_BYTES and MAX_FILE_BYTES.
+ */
 export function checkItemSizes(items: readonly Item[], maxItemBytes: number): void {
   items.forEach((item, index) => {
-    const size = utf8Bytes(JSON.stringify(item));
+    const size = utf8Bytes(JSON.stringify(item, withoutPayloads));
     if (size > maxItemBytes) {
       throw new TailgateError(
         'payload_too_large',
@@ -24,4 +27,11 @@ export function checkItemSizes(items: readonly Item[], maxItemBytes: number): vo
       );
     }
   });
+}
+
+/** A JSON.stringify replacer that leaves out `data:` image URLs and `file_data`. */
+function withoutPayloads(key: string, value: unknown): unknown {
+  if (key === 'file_data' || (key === 'image_url' && typeof value === 'string' && value.startsWith('data:')))
+    return undefined;
+  return value;
 }

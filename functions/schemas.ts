@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { contentSchema } from '../lib/content.ts';
 import { ERROR_CODES } from '../lib/errors.ts';
 import { clientItemSchema, idSchema, textProblem } from '../lib/items.ts';
 
@@ -43,11 +44,11 @@ export const storedItemOutSchema = z
   .object({
     type: z.enum(['message', 'function_call', 'function_call_output']),
     role: z.enum(['system', 'user', 'assistant']).optional(),
-    content: z.string().optional(),
+    content: contentSchema.optional(),
     call_id: z.string().optional(),
     name: z.string().optional(),
     arguments: z.string().optional(),
-    output: z.string().optional(),
+    output: contentSchema.optional(),
     seq: z.number().int().optional(),
     created_at: z.string().optional(),
     compacted: z.boolean().optional(),

@@ -45,6 +45,7 @@ export function sessionLogFor(
     keyPrefix: config.keyPrefix,
     leaseMs: config.turnLeaseMs,
     blobThreshold: config.blobThresholdBytes,
+    attachmentLimits: { maxImageBytes: config.maxImageBytes, maxFileBytes: config.maxFileBytes },
     viewCacheBytes: config.viewCacheBytes,
     sessionTtlDays: config.sessionTtlDays,
     ...extra,

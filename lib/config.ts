@@ -42,6 +42,8 @@ export const DEFAULTS = {
   maxInstructionsBytes: 256 * 1024,
   turnLeaseMs: 30_000,
   blobThresholdBytes: 8 * 1024,
+  maxImageBytes: 5 * MIB,
+  maxFileBytes: 10 * MIB,
   /** Parsed views kept per store for the process's life (lib/session/log/view-cache.ts). */
   viewCacheBytes: 16 * MIB,
   modelTimeoutMs: 120_000,
@@ -91,6 +93,8 @@ export const serviceEnvSchema = z.object({
     'must be at least 3000 (the lease is renewed every third of it)',
   ),
   BLOB_THRESHOLD_BYTES: positiveInteger(DEFAULTS.blobThresholdBytes),
+  MAX_IMAGE_BYTES: positiveInteger(DEFAULTS.maxImageBytes),
+  MAX_FILE_BYTES: positiveInteger(DEFAULTS.maxFileBytes),
   // Days a session may stay idle before the retention sweep deletes it (unset: kept for ever).
   SESSION_TTL_DAYS: z.preprocess(numberText, z.number().int().min(1).max(MAX_TTL_DAYS).optional()),
   VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
@@ -147,6 +151,9 @@ export interface ServiceConfig {
   maxInstructionsBytes: number;
   turnLeaseMs: number;
   blobThresholdBytes: number;
+  /** The largest image (MAX_IMAGE_BYTES) and file (MAX_FILE_BYTES) payload taken, decoded. */
+  maxImageBytes: number;
+  maxFileBytes: number;
   /**
    * SESSION_TTL_DAYS: idle days after which the retention sweep deletes a session, unless its
    * `expires_after_days` says otherwise (null: never).
@@ -254,6 +261,8 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxInstructionsBytes: value.MAX_INSTRUCTIONS_BYTES,
     turnLeaseMs: value.TURN_LEASE_MS,
     blobThresholdBytes: value.BLOB_THRESHOLD_BYTES,
+    maxImageBytes: value.MAX_IMAGE_BYTES,
+    maxFileBytes: value.MAX_FILE_BYTES,
     sessionTtlDays: value.SESSION_TTL_DAYS ?? null,
     viewCacheBytes: value.VIEW_CACHE_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,

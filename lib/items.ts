@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { contentSchema, contentText } from './content.ts';
 
 /**
  * The item model: OpenAI Responses item shapes (docs/API.md, "Items"), shared by every layer.
@@ -16,7 +17,8 @@ export const messageItemSchema = z
   .object({
     type: z.literal('message'),
     role: z.enum(['system', 'user', 'assistant']),
-    content: z.string(),
+    /** A string, or content parts (lib/content.ts). */
+    content: contentSchema,
   })
   .strict();
 
@@ -33,7 +35,8 @@ export const functionCallOutputItemSchema = z
   .object({
     type: z.literal('function_call_output'),
     call_id: z.string().min(1).max(256),
-    output: z.string(),
+    /** A string, or content parts (lib/content.ts): screenshots come back this way. */
+    output: contentSchema,
   })
   .strict();
 
@@ -129,7 +132,7 @@ export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | P
 
 /** The length in characters of an output, whether inline or out of line. */
 export function outputLength(item: PromptFunctionCallOutputItem): number {
-  return item.output_ref ? item.output_ref.length : item.output.length;
+  return item.output_ref ? item.output_ref.length : contentText(item.output).length;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { sha256Hex } from './hash.ts';
+import { contentKey, contentText } from './content.ts';
 import type { PromptItem, Synthetic, Tool } from './items.ts';
 
 /**
@@ -171,7 +172,7 @@ function syntheticEntries(prompt: readonly PromptItem[], noticeNames: readonly s
   prompt.forEach((item, index) => {
     if (item.type !== 'message' || !item.synthetic) return;
     const entry: SyntheticEntry = { index, synthetic: item.synthetic, chars: itemChars(item) };
-    if (item.synthetic === 'context_notice') entry.content = item.content;
+    if (item.synthetic === 'context_notice') entry.content = contentText(item.content);
     if (item.synthetic === 'inbox') {
       const name = noticeNames[notice++];
       if (name !== undefined) entry.name = name;
@@ -191,16 +192,20 @@ function hashAt(hashes: string, index: number): string {
 
 /** An item as the provider gets it (role, content, call, output; no seq), each part length-prefixed. */
 function providerText(item: PromptItem): string {
-  if (item.type === 'message') return `m${item.role.length}:${item.role}${item.content.length}:${item.content}`;
+  if (item.type === 'message') {
+    const content = contentKey(item.content);
+    return `m${item.role.length}:${item.role}${content.length}:${content}`;
+  }
   if (item.type === 'function_call') {
     const { call_id: id, name, arguments: args } = item;
     return `c${id.length}:${id}${name.length}:${name}${args.length}:${args}`;
   }
-  return `o${item.call_id.length}:${item.call_id}${item.output.length}:${item.output}`;
+  const output = contentKey(item.output);
+  return `o${item.call_id.length}:${item.call_id}${output.length}:${output}`;
 }
 
 function itemChars(item: PromptItem): number {
-  if (item.type === 'message') return item.content.length;
+  if (item.type === 'message') return contentKey(item.content).length;
   if (item.type === 'function_call') return item.name.length + item.arguments.length;
-  return item.output.length;
+  return contentKey(item.output).length;
 }

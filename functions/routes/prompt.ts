@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { withoutData } from '../../lib/content.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
@@ -67,6 +68,7 @@ function elideLargePayload(item: PromptItem): PromptItem & { elided?: { bytes: n
       : item.type === 'function_call'
         ? ['arguments', item.arguments]
         : ['output', item.output];
+  if (typeof text !== 'string') return { ...item, [field]: withoutData(text) } as PromptItem;
   // UTF-8 takes at most 3 bytes per UTF-16 unit: a short text needs no counting.
   if (text.length * 3 <= PREVIEW_ELIDE_BYTES) return item;
   const bytes = utf8Bytes(text);

@@ -1,4 +1,5 @@
 import { createRoute } from '@hono/zod-openapi';
+import { contentSchema } from '../../lib/content.ts';
 import { sessionUsageSchema, turnUsageSchema } from '../../lib/ledger/usage.ts';
 import { z } from 'zod';
 import { createRouter } from '../router.ts';
@@ -71,6 +72,15 @@ const turnDetailSchema = turnSummarySchema
         synthetic: z.array(syntheticEntrySchema),
         context_start_seq: z.number().int().nullable(),
         abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).nullable(),
+        media_as_text: z
+          .number()
+          .int()
+          .optional()
+          .meta({
+            description:
+              'Images and files in tool results that went to the model as text placeholders, because its ' +
+              'provider takes none there (absent when none did).',
+          }),
       })
       .nullable(),
   })
@@ -127,7 +137,7 @@ const turnItemsRoute = createRoute({
         items: z.array(
           storedItemOutSchema.extend({
             treatment: z.enum(['whole', 'compacted', 'dropped']),
-            compacted_as: z.object({ output: z.string().optional(), arguments: z.string().optional() }).optional(),
+            compacted_as: z.object({ output: contentSchema.optional(), arguments: z.string().optional() }).optional(),
           }),
         ),
         has_more: z.boolean(),

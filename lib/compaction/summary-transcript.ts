@@ -1,4 +1,5 @@
 import type { PromptItem } from '../items.ts';
+import { contentText } from '../content.ts';
 
 /** The instructions the summary model gets (SUMMARY_PROMPT overrides them). */
 export const DEFAULT_SUMMARY_PROMPT =
@@ -41,7 +42,7 @@ export function renderTranscript(
   for (const item of items) {
     const at = item.seq !== undefined ? `#${item.seq} ` : '';
     if (item.type === 'message') {
-      lines.push(`${at}${item.role}: ${clipText(item.content, TRANSCRIPT_ITEM_CHARS)}`);
+      lines.push(`${at}${item.role}: ${clipText(contentText(item.content), TRANSCRIPT_ITEM_CHARS)}`);
     } else if (item.type === 'function_call') {
       names.set(item.call_id, item.name);
       const call = `${item.name}(${clipText(item.arguments, TRANSCRIPT_ITEM_CHARS)})`;
@@ -51,7 +52,7 @@ export function renderTranscript(
           : `${at}tool call ${call}`,
       );
     } else {
-      const text = item.output === '' && item.output_ref ? item.output_ref.head : item.output;
+      const text = item.output === '' && item.output_ref ? item.output_ref.head : contentText(item.output);
       lines.push(
         `${at}tool result of ${names.get(item.call_id) ?? item.call_id}: ${clipText(text, TRANSCRIPT_ITEM_CHARS)}`,
       );

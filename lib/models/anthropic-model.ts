@@ -33,6 +33,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
     ...(settings.fetch ? { fetch: settings.fetch } : {}),
   });
   return createSdkModel({
+    toolResultMedia: true,
     id: settings.id,
     languageModel: provider.messages(settings.modelName),
     timeoutMs: settings.timeoutMs,

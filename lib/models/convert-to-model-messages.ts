@@ -1,5 +1,7 @@
 import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
+import { contentText } from '../content.ts';
 import type { PromptItem } from '../items.ts';
+import { toolResultOutput, userParts } from './media-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
 export type ProviderOptions = NonNullable<ToolCallPart['providerOptions']>;
@@ -13,6 +15,10 @@ export interface PromptBreakpoint {
 
 export interface ConvertToModelMessagesOptions {
   breakpoints?: PromptBreakpoint[];
+  /** Whether the provider takes images and files in tool results (else text placeholders). */
+  toolResultMedia?: boolean;
+  /** Counts the images and files sent as text placeholders. */
+  placeholders?: { count: number };
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -71,6 +77,7 @@ export function convertToModelMessages(
     if (index !== undefined) marked.set(index, breakpoint.providerOptions);
   }
 
+  const placeholders = options.placeholders ?? { count: 0 };
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
@@ -107,15 +114,15 @@ export function convertToModelMessages(
     if (item.type === 'message') {
       if (item.role === 'assistant') {
         if (item.content === '') return;
-        pushPart(openAssistant(), { type: 'text', text: item.content, ...withOptions });
+        pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });
         return;
       }
       closeAssistant();
       tool = undefined;
       if (item.role === 'system') {
-        messages.push({ role: 'system', content: item.content, ...withOptions });
+        messages.push({ role: 'system', content: contentText(item.content), ...withOptions });
       } else {
-        messages.push({ role: 'user', content: [{ type: 'text', text: item.content, ...withOptions }] });
+        messages.push({ role: 'user', content: userParts(item.content, withOptions) });
       }
       return;
     }
@@ -140,7 +147,12 @@ export function convertToModelMessages(
       tool = undefined;
       messages.push({
         role: 'user',
-        content: [{ type: 'text', text: `Output of tool call ${item.call_id}:\n${item.output}`, ...withOptions }],
+        content: userParts(
+          typeof item.output === 'string'
+            ? `Output of tool call ${item.call_id}:\n${item.output}`
+            : [{ type: 'input_text', text: `Output of tool call ${item.call_id}:` }, ...item.output],
+          withOptions,
+        ),
       });
       return;
     }
@@ -148,7 +160,7 @@ export function convertToModelMessages(
       type: 'tool-result',
       toolCallId: item.call_id,
       toolName,
-      output: { type: 'text', value: item.output },
+      output: toolResultOutput(item.output, options.toolResultMedia ?? true, placeholders),
       ...withOptions,
     };
     if (!tool) {

@@ -1,6 +1,8 @@
 import { sha256Hex } from '../hash.ts';
 import { ModelTimeoutError } from '../errors.ts';
-import { outputLength, type PromptItem } from '../items.ts';
+import { type Content, contentText, describePart, mediaParts } from '../content.ts';
+import { outputLength, type PromptItem, type PromptMessageItem } from '../items.ts';
+import { imageSize, sniffMediaType } from '../media.ts';
 import { jsonExample } from './json-example.ts';
 import type { Model, ModelOutputItem, ModelRequest, ModelResult, ModelStreamEvent } from './model.ts';
 
@@ -11,8 +13,9 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
 /**
  * The offline, deterministic model. It serves local runs (`npm start`) and tests.
  *
- * - Text: it replies `"echo: " + <content of the last user message>` ("echo: " when there is
- *   none).
+ * - Text: it replies `"echo: " + <text of the last user message>` ("echo: " when there is
+ *   none), followed by a description of each image and file the prompt holds, read from the
+ *   bytes it received (`[image image/png 1280x800, 142 KB]`) or naming its https URL.
  * - Tool calls: when the last user message is exactly `call <tool_name> <json-arguments>`
  *   (arguments optional, default `{}`; they must be a JSON object), the tool is offered in
  *   `request.tools`, and no function_call follows that user message yet, it returns one
@@ -35,6 +38,7 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
 export function createEchoModel(): Model {
   return {
     id: ECHO_MODEL_ID,
+    toolResultMedia: true,
     async generate(request: ModelRequest): Promise<ModelResult> {
       return echo(request).result;
     },
@@ -56,7 +60,7 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   const input_tokens = Math.ceil(promptCharacters(prompt) / 4);
 
   const lastUserIndex = prompt.findLastIndex((item) => item.type === 'message' && item.role === 'user');
-  const lastUser = lastUserIndex >= 0 ? (prompt[lastUserIndex] as { content: string }).content : '';
+  const lastUser = lastUserIndex >= 0 ? textParts((prompt[lastUserIndex] as PromptMessageItem).content) : '';
   const alreadyCalled = prompt.slice(lastUserIndex + 1).some((item) => item.type === 'function_call');
 
   const call = alreadyCalled || request.settings?.toolChoice === 'none' ? undefined : parseCall(lastUser, request);
@@ -71,7 +75,8 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
     return { result: { output: [item], usage: { input_tokens, output_tokens } }, deltas: [] };
   }
 
-  const reply = formatted(`echo: ${lastUser}`, request.settings?.responseFormat);
+  const seen = receivedMedia(prompt);
+  const reply = formatted(`echo: ${lastUser}${seen ? ` ${seen}` : ''}`, request.settings?.responseFormat);
   const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
   return {
     result: { output: [item], usage: { input_tokens, output_tokens: Math.ceil(reply.length / 4) } },
@@ -100,10 +105,32 @@ function parseCall(text: string, request: ModelRequest): { name: string; argumen
   return { name, arguments: argumentsText };
 }
 
+function textParts(content: Content): string {
+  if (typeof content === 'string') return content;
+  return content.flatMap((part) => (part.type === 'input_text' ? [part.text] : [])).join('\n');
+}
+
+/**
+ * The images and files the model received, in prompt order, each described from the bytes it
+ * got (`[image/png 1280x800, 142 KB]`) or its URL.
+ */
+function receivedMedia(prompt: PromptItem[]): string {
+  const parts = prompt.flatMap((item) =>
+    mediaParts(item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : ''),
+  );
+  return parts
+    .map((part) => {
+      if (!part.data) return describePart(part);
+      const measured = { blob: '', media_type: sniffMediaType(part.data), bytes: part.data.length };
+      return describePart({ ...part, ...measured, ...imageSize(part.data) });
+    })
+    .join(' ');
+}
+
 function promptCharacters(prompt: PromptItem[]): number {
   let total = 0;
   for (const item of prompt) {
-    if (item.type === 'message') total += item.content.length;
+    if (item.type === 'message') total += contentText(item.content).length;
     else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
     else total += outputLength(item);
   }

@@ -82,6 +82,12 @@ export type ModelStreamEvent =
 export interface Model {
   /** The `provider:name` id (or `echo`). */
   readonly id: string;
+  /**
+   * Whether images and files in tool results reach the model as such (Anthropic's tool_result
+   * image blocks; the echo model). Otherwise they go as text placeholders, and the receipt
+   * counts them (`media_as_text`).
+   */
+  readonly toolResultMedia?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /** Yields deltas and finished items, and ends with exactly one `done` event. */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;

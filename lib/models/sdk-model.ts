@@ -32,6 +32,11 @@ export interface SdkModelOptions {
   timeoutMs: number;
   /** Retries of the AI SDK on retryable provider errors (5xx, 429, network). */
   maxRetries: number;
+  /**
+   * Whether the provider takes images and files inside tool results (Anthropic's tool_result
+   * image blocks). Without it they go as text placeholders (lib/models/media-parts.ts).
+   */
+  toolResultMedia?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -64,8 +69,13 @@ export function createSdkModel(options: SdkModelOptions): Model {
     const breakpoints = placed.items.map((index) => ({ index, providerOptions }));
     return {
       model: languageModel,
-      messages: convertToModelMessages(request.prompt, { breakpoints }),
+      messages: convertToModelMessages(request.prompt, {
+        breakpoints,
+        toolResultMedia: options.toolResultMedia ?? false,
+      }),
       allowSystemInMessages: true,
+      // https image and file URLs go to the provider as given: tailgate never fetches them.
+      experimental_download: neverDownload,
       ...(request.tools.length > 0
         ? { tools: convertToToolSet(request.tools, placed.tools ? providerOptions : undefined) }
         : {}),
@@ -80,6 +90,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
   return {
     id,
+    toolResultMedia: options.toolResultMedia ?? false,
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);
@@ -320,4 +331,9 @@ function findApiCallError(error: unknown): APICallError | undefined {
 function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return typeof error === 'string' ? error : 'unknown error';
+}
+
+/** Passes every URL through to the provider (null: not downloaded) instead of fetching it. */
+async function neverDownload(requests: readonly unknown[]): Promise<null[]> {
+  return requests.map(() => null);
 }

@@ -11,25 +11,43 @@ import {
 
 /** The request schema of Chat Completions (`POST /v1/chat/completions`), as ./schemas.ts's. */
 
-const chatText = z.union([
-  z.string(),
+const textPart = z.object({ type: z.literal('text'), text: z.string() }).strict();
+
+const chatText = z.union([z.string(), z.array(textPart).min(1)], {
+  error: 'must be a string or text parts (images and files go in user messages)',
+});
+
+/** A user message's parts: text, images (`image_url`: https or data: URL) and files (base64 `file_data`). */
+const userPart = z.discriminatedUnion('type', [
+  textPart,
   z
-    .array(
-      z
+    .object({
+      type: z.literal('image_url'),
+      image_url: z.object({ url: z.string().min(1), detail: z.enum(['auto', 'low', 'high']).optional() }).strict(),
+    })
+    .strict(),
+  z
+    .object({
+      type: z.literal('file'),
+      file: z
         .object({
-          type: z.literal('text', {
-            error: 'only text content parts are supported: images wait for the images issue (docs/OPENAI.md)',
-          }),
-          text: z.string(),
+          file_data: z.string().min(1, 'a file needs `file_data` (base64); `file_id` is not supported'),
+          filename: z.string().min(1).max(256),
         })
         .strict(),
-    )
-    .min(1),
+    })
+    .strict(),
 ]);
 
 const chatMessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.enum(['system', 'developer']), content: chatText, name: z.string().max(256).optional() }).strict(),
-  z.object({ role: z.literal('user'), content: chatText, name: z.string().max(256).optional() }).strict(),
+  z
+    .object({
+      role: z.literal('user'),
+      content: z.union([z.string(), z.array(userPart).min(1)]),
+      name: z.string().max(256).optional(),
+    })
+    .strict(),
   z
     .object({
       role: z.literal('assistant'),

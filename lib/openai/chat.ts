@@ -1,3 +1,4 @@
+import { type Content, type ContentPart, contentText } from '../content.ts';
 import type {
   ChatCompletion,
   ChatCompletionChunk,
@@ -16,13 +17,17 @@ import type { ChatCompletionCreateBody } from './chat-schemas.ts';
  * tailgate items. No I/O: functions/routes/openai/chat.ts does the HTTP.
  */
 
-/** A text content part, the only kind tailgate takes (the request schema refuses the others). */
 type TextPart = { type: 'text'; text: string };
+/** A user message's part (lib/openai/chat-schemas.ts): text, an image or a file. */
+type UserPart =
+  | TextPart
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' | undefined } }
+  | { type: 'file'; file: { file_data: string; filename: string } };
 
 /** A chat message as the request schema (functions/routes/openai/schemas.ts) validated it. */
 export type ChatMessageBody =
   | { role: 'system' | 'developer'; content: string | TextPart[]; name?: string | undefined }
-  | { role: 'user'; content: string | TextPart[]; name?: string | undefined }
+  | { role: 'user'; content: string | UserPart[]; name?: string | undefined }
   | {
       role: 'assistant';
       content?: string | TextPart[] | null | undefined;
@@ -35,6 +40,18 @@ export type ChatMessageBody =
 function textOf(content: string | TextPart[] | null | undefined): string {
   if (content === null || content === undefined) return '';
   return typeof content === 'string' ? content : content.map((part) => part.text).join('\n');
+}
+
+/** A user message's content: text parts alone join into one string; with an image or file, parts. */
+function userContent(content: string | UserPart[]): Content {
+  if (typeof content === 'string') return content;
+  if (content.every((part) => part.type === 'text')) return textOf(content as TextPart[]);
+  return content.map((part): ContentPart => {
+    if (part.type === 'text') return { type: 'input_text', text: part.text };
+    if (part.type === 'file') return { type: 'input_file', ...part.file };
+    const { url, detail } = part.image_url;
+    return { type: 'input_image', image_url: url, ...(detail ? { detail } : {}) };
+  });
 }
 
 /**
@@ -59,7 +76,8 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
         );
       }
       instructions.push(textOf(message.content));
-    } else if (message.role === 'user') items.push({ type: 'message', role: 'user', content: textOf(message.content) });
+    } else if (message.role === 'user')
+      items.push({ type: 'message', role: 'user', content: userContent(message.content) });
     else if (message.role === 'tool')
       items.push({ type: 'function_call_output', call_id: message.tool_call_id, output: textOf(message.content) });
     else if (message.role === 'assistant') {
@@ -85,7 +103,7 @@ export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessa
   const messages: ChatCompletionMessageParam[] = [];
   for (const item of items) {
     if (item.type === 'function_call_output')
-      messages.push({ role: 'tool', tool_call_id: item.call_id, content: item.output });
+      messages.push({ role: 'tool', tool_call_id: item.call_id, content: contentText(item.output) });
     else if (item.type === 'function_call') {
       const last = messages.at(-1);
       const call: ChatCompletionMessageFunctionToolCall = {
@@ -95,8 +113,8 @@ export function itemsToChatMessages(items: readonly Item[]): ChatCompletionMessa
       };
       if (last?.role === 'assistant') last.tool_calls = [...(last.tool_calls ?? []), call];
       else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
-    } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: item.content });
-    else messages.push({ role: item.role === 'system' ? 'system' : 'user', content: item.content });
+    } else if (item.role === 'assistant') messages.push({ role: 'assistant', content: contentText(item.content) });
+    else messages.push({ role: item.role === 'system' ? 'system' : 'user', content: contentText(item.content) });
   }
   return messages;
 }

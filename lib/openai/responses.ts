@@ -1,3 +1,5 @@
+import { contentText } from '../content.ts';
+import { contentOf, type InputPartBody, responseContent } from './input-content.ts';
 import type {
   Response,
   ResponseFunctionToolCall,
@@ -22,10 +24,10 @@ export type InputItemBody =
   | {
       type?: 'message' | undefined;
       role: 'user' | 'assistant' | 'system' | 'developer';
-      content: string | { type: 'input_text' | 'output_text'; text: string }[];
+      content: string | InputPartBody[];
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
-  | { type: 'function_call_output'; call_id: string; output: string | { type: 'input_text'; text: string }[] }
+  | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
   | { type: 'compaction'; encrypted_content: string };
 
 /**
@@ -46,7 +48,7 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
     else if (entry.type === 'function_call')
       items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
     else if (entry.type === 'function_call_output')
-      items.push({ type: 'function_call_output', call_id: entry.call_id, output: textOf(entry.output) });
+      items.push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) });
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
@@ -54,20 +56,16 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
           { field: `input.${index}.role` },
         );
       }
-      instructions.push(textOf(entry.content));
-    } else items.push({ type: 'message', role: entry.role, content: textOf(entry.content) });
+      instructions.push(contentText(contentOf(entry.content)));
+    } else items.push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
   });
   return { instructions, items };
-}
-
-function textOf(content: string | { text: string }[]): string {
-  return typeof content === 'string' ? content : content.map((part) => part.text).join('\n');
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */
 export function outputItem(item: ModelOutputItem, id: string): ResponseOutputItem {
   if (item.type === 'function_call') return functionCall(item, id);
-  return message(item.content, id);
+  return message(contentText(item.content), id);
 }
 
 function message(
@@ -96,15 +94,22 @@ function functionCall(
 export function storedItem(item: StoredItem, id: string): ResponseItem {
   if (item.type === 'function_call') return functionCall(item, id);
   if (item.type === 'function_call_output') {
-    return { type: 'function_call_output', id, call_id: item.call_id, output: item.output, status: 'completed' };
+    return {
+      type: 'function_call_output',
+      id,
+      call_id: item.call_id,
+      output: responseContent(item.output),
+      status: 'completed',
+    };
   }
-  if (item.role === 'assistant') return message(item.content, id);
+  if (item.role === 'assistant') return message(contentText(item.content), id);
   return {
     type: 'message',
     id,
     role: item.role,
     status: 'completed',
-    content: [{ type: 'input_text', text: item.content }],
+    content:
+      typeof item.content === 'string' ? [{ type: 'input_text', text: item.content }] : responseContent(item.content),
   } as ResponseItem;
 }
 
@@ -305,13 +310,14 @@ export class ResponseEventWriter {
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
       const open = this.#openMessage();
-      const part = { type: 'output_text' as const, text: item.content, annotations: [], logprobs: [] };
+      const text = contentText(item.content);
+      const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
       this.#emit({
         type: 'response.output_text.done',
         output_index: this.#index,
         item_id: open.id,
         content_index: 0,
-        text: item.content,
+        text,
         logprobs: [],
       });
       this.#emit({
@@ -324,7 +330,7 @@ export class ResponseEventWriter {
       this.#emit({
         type: 'response.output_item.done',
         output_index: this.#index,
-        item: message(item.content, open.id),
+        item: message(text, open.id),
       });
       this.#open = undefined;
     } else {

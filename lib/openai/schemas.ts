@@ -23,18 +23,41 @@ export const jsonSchemaFormat = {
   strict: z.boolean().nullable().optional(),
 };
 
-/** Images and files are refused until the images issue stores them; the refusal says so. */
-export const NO_IMAGES =
-  'images and files (input_image, input_file) wait for the images issue (docs/OPENAI.md, "Fields")';
-
 const textPart = z
   .object({
-    type: z.enum(['input_text', 'output_text'], { error: `must be input_text or output_text: ${NO_IMAGES}` }),
+    type: z.enum(['input_text', 'output_text']),
     text: z.string(),
     annotations: z.array(z.unknown()).optional(),
     logprobs: z.array(z.unknown()).optional(),
   })
   .strict();
+
+/**
+ * An image: `image_url` (https or a base64 data: URL; checked and stored as in docs/API.md,
+ * "Content parts"). A `file_id` names an upload of OpenAI's Files API, which tailgate has not.
+ */
+const imagePart = z
+  .object({
+    type: z.literal('input_image'),
+    image_url: z.string().min(1, 'an input_image needs `image_url` (https or data: URL); `file_id` is not supported'),
+    detail: z.enum(['auto', 'low', 'high']).optional(),
+  })
+  .strict();
+
+/** A file: `file_data` (base64) with `filename`, or `file_url`. */
+const filePart = z
+  .object({
+    type: z.literal('input_file'),
+    file_data: z.string().optional(),
+    filename: z.string().min(1).max(256).optional(),
+    file_url: z.string().optional(),
+  })
+  .strict()
+  .refine((part) => (part.file_data === undefined) !== (part.file_url === undefined), {
+    message: 'an input_file needs `file_data` (with `filename`) or `file_url`; `file_id` is not supported',
+  });
+
+const inputPart = z.discriminatedUnion('type', [textPart, imagePart, filePart]);
 
 const itemFields = {
   id: z.string().max(256).optional(),
@@ -45,8 +68,8 @@ const messageInput = z
   .object({
     type: z.literal('message').optional(),
     role: z.enum(['user', 'assistant', 'system', 'developer']),
-    content: z.union([z.string(), z.array(textPart).min(1)], {
-      error: `must be a string or text parts (input_text, output_text): ${NO_IMAGES}`,
+    content: z.union([z.string(), z.array(inputPart).min(1)], {
+      error: 'must be a string or content parts (input_text, output_text, input_image, input_file)',
     }),
     ...itemFields,
   })
@@ -66,7 +89,7 @@ const functionCallOutputInput = z
   .object({
     type: z.literal('function_call_output'),
     call_id: z.string().min(1).max(256),
-    output: z.union([z.string(), z.array(z.object({ type: z.literal('input_text'), text: z.string() }).strict())]),
+    output: z.union([z.string(), z.array(z.discriminatedUnion('type', [textPart, imagePart, filePart]))]),
     ...itemFields,
   })
   .strict();

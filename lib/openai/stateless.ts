@@ -1,4 +1,5 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
+import { inlineAttachments } from '../session/attachments.ts';
 import type { ModelOutputItem, ModelRequest, ModelResult, ModelSettings } from '../models/model.ts';
 import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
 import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
@@ -31,14 +32,15 @@ export interface StatelessRequest {
 export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
 
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders'>,
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
   const model = services.model(request.model);
   const strategies = resolveStrategyNames(request.strategies, services.env);
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
-  const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
+  const items = inlineAttachments(request.items, services.config);
+  const history: PromptItem[] = items.map((item, index) => ({ ...item, seq: index + 1 }));
   const notices = request.notices ?? [];
   const config = resolveStrategyConfig({ env: services.env });
   const prepared = preparePrompt(history, strategies, {

@@ -35,7 +35,12 @@ export async function externalizePayloads<Item extends PromptItem>(
   const result: Item[] = [];
   const puts: Promise<unknown>[] = [];
   for (const item of items) {
-    if (item.type !== 'function_call_output' || item.output_ref || toBytes(item.output).length <= threshold) {
+    if (
+      item.type !== 'function_call_output' ||
+      item.output_ref ||
+      typeof item.output !== 'string' ||
+      toBytes(item.output).length <= threshold
+    ) {
       result.push(item);
       continue;
     }

@@ -2,7 +2,9 @@ import { CorruptObjectError } from '../errors.ts';
 import type { Item, PromptItem, StoredItem } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
-import type { LogScope } from './keys.ts';
+import { DEFAULTS } from '../config.ts';
+import { type AttachmentLimits, hasInlineMedia, hydrateMedia, storeAttachments } from './attachments.ts';
+import { blobKey, type LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
@@ -16,7 +18,7 @@ import {
   tokenGeneration,
   updateSession,
 } from './log/config-object.ts';
-import { logContext, type LogContext } from './log/context.ts';
+import { logContext, PARALLEL_GETS, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import type { ExportHeader } from './export-format.ts';
@@ -75,9 +77,32 @@ export type { TailRequirement };
  */
 export class SessionLog {
   readonly #log: LogContext;
+  readonly #limits: AttachmentLimits;
 
   constructor(store: ObjectStore, options: SessionLogOptions) {
     this.#log = logContext(store, options);
+    this.#limits = options.attachmentLimits ?? {
+      maxImageBytes: DEFAULTS.maxImageBytes,
+      maxFileBytes: DEFAULTS.maxFileBytes,
+    };
+  }
+
+  /**
+   * Stores the `data:` images and `file_data` files of `items` as blobs of the session's
+   * current generation (lib/session/attachments.ts) and returns the items with references in
+   * their place, before they are appended or claimed. A part refused (size, media type) throws
+   * a 4xx and nothing is stored. Items without such payloads cost no storage call.
+   */
+  async storeAttachments(id: string, items: Item[]): Promise<Item[]> {
+    if (!hasInlineMedia(items)) return items;
+    const scope = await this.scope(id);
+    return storeAttachments(this.#log.store, items, this.#limits, (sha256) => blobKey(scope, sha256));
+  }
+
+  /** The bytes of blob `sha256` of the session's current generation, or null when there is none. */
+  async readBlob(id: string, sha256: string): Promise<Uint8Array | null> {
+    const scope = await this.scope(id);
+    return (await this.#log.store.get(blobKey(scope, sha256)))?.body ?? null;
   }
 
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
@@ -290,6 +315,15 @@ export class SessionLog {
   }
 
   /**
+   * Reads the blob of each image and file the items reference into its part's `data` (at most
+   * 6 gets at a time, each blob once). Call it with the prompt a turn sends, once it is final:
+   * token counts need only the references.
+   */
+  async readMedia(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
+    return hydrateMedia(this.#log.store, items, (sha256) => blobKey(scope, sha256), PARALLEL_GETS);
+  }
+
+  /**
    * Closes a turn with its outcome: output items get the next seqs, and the response is kept
    * for idempotent replay. A keyed turn's `idem/` object is written first. Write-once: a turn
    * closed already by someone else (its lease expired, or it was cancelled) gives
@@ -387,8 +421,8 @@ export class SessionLog {
    * made visible by its config, created last (log/import.ts). A bad line: a 4xx naming it,
    * with nothing stored; an id taken: SessionExistsError.
    */
-  async import(options: ImportOptions): Promise<SessionRecord> {
-    return importSession(this.#log, options);
+  async import(options: Omit<ImportOptions, 'attachmentLimits'>): Promise<SessionRecord> {
+    return importSession(this.#log, { ...options, attachmentLimits: this.#limits });
   }
 
   /**

@@ -1,4 +1,5 @@
 import { sha256Hex, md5Hex } from '../hash.ts';
+import { contentText } from '../content.ts';
 import {
   PREVIEW_CHARS,
   outputLength,
@@ -88,7 +89,7 @@ function isLowSurrogate(code: number): boolean {
 export function compactOutputItem(item: PromptFunctionCallOutputItem): PromptFunctionCallOutputItem {
   if (item.compacted || outputLength(item) <= OUTPUT_LIMIT) return item;
   const { output_ref: outputRef, output, compacted: _compacted, ...rest } = item;
-  const text = compactText(outputRef ?? output, OUTPUT_LIMIT)!;
+  const text = compactText(outputRef ?? contentText(output), OUTPUT_LIMIT)!;
   return { ...rest, output: text, compacted: true };
 }
 

@@ -1,4 +1,6 @@
 import { outputLength, type PromptItem, type Tool } from '../items.ts';
+import { contentText } from '../content.ts';
+import { mediaTokens } from './media-tokens.ts';
 
 /**
  * Counts the tokens of a text for one model family. A real tokenizer where one fits the
@@ -37,9 +39,9 @@ export const ITEM_OVERHEAD_TOKENS = 4;
 
 /** The text of an item as a model is sent it. */
 export function itemText(item: PromptItem): string {
-  if (item.type === 'message') return item.content;
+  if (item.type === 'message') return contentText(item.content);
   if (item.type === 'function_call') return `${item.name}(${item.arguments})`;
-  return item.output;
+  return contentText(item.output);
 }
 
 /**
@@ -54,7 +56,8 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
       Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
     );
   }
-  return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item));
+  const media = item.type === 'function_call' ? 0 : mediaTokens(item.type === 'message' ? item.content : item.output);
+  return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 
 /**

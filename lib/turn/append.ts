@@ -12,12 +12,13 @@ export const PACK_EVERY_RECORDS = 4;
  */
 export async function appendItems(
   services: Pick<TurnServices, 'env' | 'background'> & {
-    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'refreshIndex'>;
+    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'refreshIndex' | 'storeAttachments'>;
   },
   sessionId: string,
   items: Item[],
 ): Promise<{ first_seq: number; last_seq: number }> {
-  const { first_seq, last_seq, record } = await services.sessions.append(sessionId, items);
+  const stored = await services.sessions.storeAttachments(sessionId, items);
+  const { first_seq, last_seq, record } = await services.sessions.append(sessionId, stored);
   afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   if (record % PACK_EVERY_RECORDS === 0) {
     afterResponse(services, async () => {

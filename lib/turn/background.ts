@@ -34,7 +34,7 @@ export async function claimBackgroundTurn(
   options: { idempotencyKey?: string } = {},
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   checkRequest(services, request);
-  const input = inputItems(request);
+  const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
   return claimInput(services, sessionId, {
     input,
     request: requestRecord(request),

@@ -61,7 +61,7 @@ async function enqueueTurn(
   request: TurnRequest,
   options: { idempotencyKey?: string },
 ): Promise<{ queued_turn: string; position: number }> {
-  const input = inputItems(request);
+  const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
   const key = options.idempotencyKey;
   const queued = await services.sessions.enqueue(sessionId, {
     input,

@@ -1,3 +1,4 @@
+import { contentText } from '../content.ts';
 import {
   AbortedError,
   LEASE_EXPIRED,
@@ -90,7 +91,7 @@ async function takeTurn(
 ): Promise<TurnResponse> {
   checkRequest(services, request);
   const { background } = options;
-  const input = background ? [] : inputItems(request);
+  const input = background ? [] : await services.sessions.storeAttachments(sessionId, inputItems(request));
   const claim = services.sessions.claimTurn(sessionId, {
     input,
     ...(options.idempotencyKey !== undefined
@@ -370,7 +371,7 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
   if (emit) {
     emit({ event: 'turn.started', data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 } });
     for (const item of response.output) {
-      if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: item.content } });
+      if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: contentText(item.content) } });
       emit({ event: 'output_item.done', data: { item } });
     }
   }

@@ -122,7 +122,8 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     return buildReceipt(plan, await parts!, hydrated, delivered, { ...context, notices_delivered: names });
   };
   const modelRequest: ModelRequest = {
-    prompt: hydrated,
+    // Images and files are read last, for the items the fitted prompt kept.
+    prompt: await services.sessions.readMedia(turn.scope, hydrated),
     tools: plan.tools,
     ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
     ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),

@@ -1,3 +1,4 @@
+import { mediaParts } from '../content.ts';
 import { TailgateError } from '../errors.ts';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
@@ -38,6 +39,8 @@ export interface TurnReceipt {
   usage?: TurnUsage;
   /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
   prompt?: PromptShape;
+  /** Images and files of tool results sent as text placeholders: the provider takes none there. */
+  media_as_text?: number;
 }
 
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
@@ -55,7 +58,14 @@ export function buildReceipt(
   delivered: DeliveredNotice[],
   context: TurnContext,
 ): TurnReceipt {
+  const mediaAsText = plan.model.toolResultMedia
+    ? 0
+    : prompt.reduce(
+        (total, item) => total + (item.type === 'function_call_output' ? mediaParts(item.output).length : 0),
+        0,
+      );
   return {
+    ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),
     model: plan.model.id,
     strategies: plan.strategies,
     ...parts.ranges,

@@ -37,10 +37,12 @@ export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
   | 'claimTurn'
+  | 'storeAttachments'
   | 'readContext'
   | 'needsView'
   | 'previewContext'
   | 'hydrate'
+  | 'readMedia'
   | 'completeTurn'
   | 'commitTurnContext'
   | 'pack'

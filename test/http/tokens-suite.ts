@@ -32,6 +32,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/sessions/{id}/turns': 'session:turn',
   'POST /v1/sessions/{id}/items': 'session:turn',
   'GET /v1/sessions/{id}/items': 'session:read',
+  'GET /v1/sessions/{id}/blobs/{sha256}': 'session:read',
   'GET /v1/sessions/{id}/prompt': 'session:read',
   'POST /v1/sessions/{id}/compact': 'session:turn',
   'POST /v1/sessions/{id}/inbox': 'inbox:write',
@@ -94,7 +95,11 @@ const CONVERSATION_ROUTE = /^\/v1\/conversations\/\{id\}/;
 
 function concretePath(path: string, id: string): string {
   const sessionPath = RESPONSE_ROUTE.test(path) ? path.replace('{id}', `resp_${id}_1_1_2`) : path.replace('{id}', id);
-  return sessionPath.replace('{name}', '0001-budget.md').replace('{turn}', '1').replace('{item_id}', `msg_${id}_1`);
+  return sessionPath
+    .replace('{name}', '0001-budget.md')
+    .replace('{turn}', '1')
+    .replace('{item_id}', `msg_${id}_1`)
+    .replace('{sha256}', '0'.repeat(64));
 }
 
 interface Operation {

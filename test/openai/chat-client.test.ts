@@ -194,11 +194,15 @@ describe('the official openai client: chat completions', () => {
     const image = await client.chat.completions
       .create({
         model: 'echo',
-        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x' } }] }],
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://example.com/a.png' } }] }],
       })
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((image as Error).message).toContain('docs/OPENAI.md');
+    expect((image as Error).message).toContain('items[0].content[0]: image_url must be an https:// or data: URL');
+    const uploaded = await client.chat.completions
+      .create({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file_1' } }] }] })
+      .catch((error: unknown) => error);
+    expect(uploaded).toMatchObject({ status: 400, param: 'messages[0].content[0].file.file_data' });
     const n = await client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);

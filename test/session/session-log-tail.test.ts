@@ -202,7 +202,7 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
             const original = full[item.seq! - 1] as StoredItem & { type: 'function_call_output' };
             // Large outputs may come out of line (from a segment or a view), with their preview.
             if (item.output_ref) {
-              expect(new TextEncoder().encode(original.output).length).toBeGreaterThan(BLOB_THRESHOLD);
+              expect(new TextEncoder().encode(original.output as string).length).toBeGreaterThan(BLOB_THRESHOLD);
               expect(item.output).toBe('');
               expect(item.output_ref).toMatchObject({ length: original.output.length });
             } else expect(item.output).toBe(original.output);

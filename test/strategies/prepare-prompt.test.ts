@@ -16,7 +16,7 @@ const upper: Strategy = {
   name: 'upper',
   configSchema: z.object({}),
   apply: (items) =>
-    items.map((item) => (item.type === 'message' ? { ...item, content: item.content.toUpperCase() } : item)),
+    items.map((item) => (item.type === 'message' ? { ...item, content: String(item.content).toUpperCase() } : item)),
 };
 
 describe('preparePrompt dispatcher', () => {

@@ -324,7 +324,7 @@ export async function history(
   let before: number | undefined;
   for (;;) {
     const page = await actor.services.sessions.listItems(id, { limit: 7, ...(before === undefined ? {} : { before }) });
-    items.unshift(...[...page.items].reverse());
+    items.unshift(...([...page.items].reverse() as typeof items));
     if (!page.has_more || page.next_before === null) break;
     before = page.next_before;
   }

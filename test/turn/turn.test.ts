@@ -233,10 +233,12 @@ describe('storage operations per turn', () => {
       sessions: {
         get: log.get.bind(log),
         claimTurn: log.claimTurn.bind(log),
+        storeAttachments: log.storeAttachments.bind(log),
         readContext: log.readContext.bind(log),
         needsView: log.needsView.bind(log),
         previewContext: log.previewContext.bind(log),
         hydrate: log.hydrate.bind(log),
+        readMedia: log.readMedia.bind(log),
         completeTurn: log.completeTurn.bind(log),
         refreshIndex: log.refreshIndex.bind(log),
         commitTurnContext: log.commitTurnContext.bind(log),

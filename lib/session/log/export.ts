@@ -1,11 +1,12 @@
 import { CorruptObjectError } from '../../errors.ts';
 import type { PromptItem } from '../../items.ts';
 import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../export-format.ts';
-import { recordsPrefix, type LogScope } from '../keys.ts';
+import { exportMedia } from '../attachments.ts';
+import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
-import type { LogContext } from './context.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
 import { hydrate } from './tail-reader.ts';
 
@@ -60,7 +61,8 @@ export async function exportSession(
     yield `${JSON.stringify(header)}\n`;
     for await (const items of itemsInOrder(log, scope, lastSeq)) {
       for (let start = 0; start < items.length; start += HYDRATE_BATCH) {
-        const batch = await hydrate(log, scope, items.slice(start, start + HYDRATE_BATCH));
+        const hydrated = await hydrate(log, scope, items.slice(start, start + HYDRATE_BATCH));
+        const batch = await exportMedia(log.store, hydrated, (sha256) => blobKey(scope, sha256), PARALLEL_GETS);
         yield batch.map((item) => `${JSON.stringify(item)}\n`).join('');
       }
     }

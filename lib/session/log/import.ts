@@ -9,7 +9,9 @@ import {
   type ExportHeader,
   type ExportNotice,
 } from '../export-format.ts';
+import { type AttachmentLimits, hasInlineMedia, storeAttachments } from '../attachments.ts';
 import {
+  blobKey,
   contextKey,
   generationPrefixes,
   newGeneration,
@@ -56,6 +58,8 @@ export interface ImportOptions {
   maxNoticeBytes: number;
   /** What the session's strategies need of a view (the packer's options). */
   pack: PackOptions;
+  /** Images and files of the items are checked against these and stored again (lib/session/attachments.ts). */
+  attachmentLimits: AttachmentLimits;
   /** Writes the delivered-notice records once the config exists (they are not under a generation). */
   afterCreate: (config: SessionConfig, notices: ExportNotice[]) => Promise<void>;
 }
@@ -246,7 +250,17 @@ async function writeChunks(
       continue;
     }
     if (context) throw outOfOrder(line, 'after the compaction');
-    const item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    let item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    if (hasInlineMedia([item])) {
+      const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
+      [item] = (await storeAttachments(
+        log.store,
+        [item],
+        options.attachmentLimits,
+        blobKeyOf,
+        () => `line ${line}`,
+      )) as [LogItem];
+    }
     if (item.seq !== seq + 1)
       throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
         field: `line ${line}.seq`,

@@ -1,3 +1,4 @@
+import type { Content } from '../../content.ts';
 import { z } from 'zod';
 import { storedTurnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
 import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
@@ -65,12 +66,14 @@ export interface TurnSight {
   /** With a compacted context: items before this seq reached the model only through the summary. */
   context_start_seq: number | null;
   abort: { name: string; stored_as: string; reason: string } | null;
+  /** Images and files of tool results sent as text placeholders (the provider takes none there). */
+  media_as_text?: number;
 }
 
 export type Treatment = 'whole' | 'compacted' | 'dropped';
 
 /** A stored item of a turn's window with what the model got of it. */
-export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: string; arguments?: string } };
+export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: Content; arguments?: string } };
 
 interface RawTurn {
   summary: Omit<TurnSummary, 'prefix_reused_chars'>;
@@ -102,6 +105,7 @@ const receiptSchema = z
     context: z.record(z.string(), z.unknown()).optional(),
     usage: storedTurnUsageSchema.optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
+    media_as_text: z.number().int().nonnegative().optional(),
     prompt: z
       .union([
         z.object({
@@ -330,6 +334,7 @@ function sightOf(turn: RawTurn): TurnSight | null {
     synthetic: receipt.prompt?.synthetic ?? [],
     context_start_seq: typeof start === 'number' ? start : null,
     abort,
+    ...(receipt.media_as_text ? { media_as_text: receipt.media_as_text } : {}),
   };
 }
 

@@ -1,3 +1,4 @@
+import type { AttachmentLimits } from '../attachments.ts';
 import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { LogScope } from '../keys.ts';
@@ -149,6 +150,8 @@ export interface SessionLogOptions {
   leaseMs?: number;
   /** Function outputs above this many UTF-8 bytes are stored out of line. */
   blobThreshold?: number;
+  /** The largest image and file payloads taken (MAX_IMAGE_BYTES, MAX_FILE_BYTES). */
+  attachmentLimits?: AttachmentLimits;
   /** Packing starts once this many closed records older than the newest `keepRecords` exist. */
   packMinRecords?: number;
   /** The newest records stay unpacked (the newest always does: claims read it). */

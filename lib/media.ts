@@ -1,0 +1,73 @@
+/**
+ * Media types read from the bytes themselves (magic numbers), and image sizes read from the
+ * image header, so a declared type is never trusted alone.
+ */
+
+export const IMAGE_MEDIA_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
+export const FILE_MEDIA_TYPES = ['application/pdf'] as const;
+
+function startsWith(bytes: Uint8Array, prefix: readonly number[], at = 0): boolean {
+  return prefix.every((byte, index) => bytes[at + index] === byte);
+}
+
+const ascii = (text: string) => [...text].map((char) => char.charCodeAt(0));
+
+/** The media type the bytes are (png, jpeg, gif, webp, pdf), or undefined. */
+export function sniffMediaType(bytes: Uint8Array): string | undefined {
+  if (startsWith(bytes, [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) return 'image/png';
+  if (startsWith(bytes, [0xff, 0xd8, 0xff])) return 'image/jpeg';
+  if (startsWith(bytes, ascii('GIF87a')) || startsWith(bytes, ascii('GIF89a'))) return 'image/gif';
+  if (startsWith(bytes, ascii('RIFF')) && startsWith(bytes, ascii('WEBP'), 8)) return 'image/webp';
+  if (startsWith(bytes, ascii('%PDF-'))) return 'application/pdf';
+  return undefined;
+}
+
+/**
+ * Width and height from a PNG (IHDR), GIF (logical screen) or JPEG (first SOFn marker)
+ * header, or undefined when the header does not say.
+ */
+export function imageSize(bytes: Uint8Array): { width: number; height: number } | undefined {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const type = sniffMediaType(bytes);
+  if (type === 'image/png' && bytes.length >= 24) return sized(view.getUint32(16), view.getUint32(20));
+  if (type === 'image/gif' && bytes.length >= 10) return sized(view.getUint16(6, true), view.getUint16(8, true));
+  if (type !== 'image/jpeg') return undefined;
+  let offset = 2;
+  while (offset + 9 <= bytes.length && bytes[offset] === 0xff) {
+    const marker = bytes[offset + 1]!;
+    const isFrame = marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
+    if (isFrame) return sized(view.getUint16(offset + 7), view.getUint16(offset + 5));
+    offset += 2 + view.getUint16(offset + 2);
+  }
+  return undefined;
+}
+
+function sized(width: number, height: number) {
+  return width > 0 && height > 0 ? { width, height } : undefined;
+}
+
+/** A `data:` URL's declared media type and decoded bytes, or undefined when it is not base64 data. */
+export function parseDataUrl(url: string): { mediaType: string; bytes: Uint8Array } | undefined {
+  const match = /^data:([\w.+-]+\/[\w.+-]+)?(?:;[\w-]+=[\w.-]+)*;base64,(.*)$/s.exec(url);
+  if (!match) return undefined;
+  const bytes = decodeBase64(match[2]!);
+  return bytes ? { mediaType: (match[1] ?? '').toLowerCase(), bytes } : undefined;
+}
+
+/** Decodes standard base64 (whitespace ignored), or undefined when it is not base64. */
+export function decodeBase64(text: string): Uint8Array | undefined {
+  const clean = text.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) return undefined;
+  const binary = atob(clean);
+  const bytes = new Uint8Array(binary.length);
+  for (let index = 0; index < binary.length; index++) bytes[index] = binary.charCodeAt(index);
+  return bytes;
+}
+
+/** Base64 of `bytes`. */
+export function encodeBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let index = 0; index < bytes.length; index += 0x8000)
+    binary += String.fromCharCode(...bytes.subarray(index, index + 0x8000));
+  return btoa(binary);
+}

@@ -1,0 +1,76 @@
+import type { FilePart, TextPart, ToolResultPart } from 'ai';
+import { type Content, type ContentPart, contentText, describePart, mediaParts } from '../content.ts';
+import { encodeBase64 } from '../media.ts';
+
+/**
+ * Content parts (lib/content.ts) as the AI SDK's parts: text, image and file parts for a user
+ * message, `content` output for a tool result. An image or file goes as its bytes (read by
+ * the turn into `data`) or its https URL; one whose bytes were not read, or a tool result's
+ * when the provider takes no media there, goes as its description (`[image/png 1280x800,
+ * 142 KB]`), a text placeholder.
+ */
+
+type UserPart = TextPart | FilePart;
+
+/** The parts of a user message made from `content`; `options` go on the last part. */
+export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>): UserPart[] {
+  const parts: UserPart[] =
+    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part));
+  const last = parts.length - 1;
+  return parts.map((part, index) => (index === last ? { ...part, ...options } : part));
+}
+
+function userPart(part: ContentPart): UserPart {
+  if (part.type === 'input_text') return { type: 'text', text: part.text };
+  const source = sourceOf(part);
+  if (!source) return { type: 'text', text: describePart(part) };
+  return {
+    type: 'file',
+    data: source,
+    mediaType: part.media_type ?? (part.type === 'input_image' ? 'image' : 'application/pdf'),
+    ...(part.type === 'input_file' && part.filename ? { filename: part.filename } : {}),
+  };
+}
+
+/**
+ * A tool result's output: text as before; parts as `content` with media inline when `media`
+ * (the provider takes images and files in tool results), else one text with each image and
+ * file described. `placeholders` counts the images and files that became text.
+ */
+export function toolResultOutput(
+  content: Content,
+  media: boolean,
+  placeholders: { count: number },
+): ToolResultPart['output'] {
+  if (typeof content === 'string') return { type: 'text', value: content };
+  if (!media) {
+    placeholders.count += mediaParts(content).length;
+    return { type: 'text', value: contentText(content) };
+  }
+  const value = content.map((part) => {
+    const source = part.type === 'input_text' ? undefined : sourceOf(part);
+    if (part.type === 'input_text' || !source) {
+      if (part.type !== 'input_text') placeholders.count++;
+      return { type: 'text' as const, text: textOf(part) };
+    }
+    const data =
+      source instanceof URL
+        ? { type: 'url' as const, url: source }
+        : { type: 'data' as const, data: encodeBase64(source) };
+    const mediaType = part.media_type ?? (part.type === 'input_image' ? 'image' : 'application/pdf');
+    const filename = part.type === 'input_file' && part.filename ? { filename: part.filename } : {};
+    return { type: 'file' as const, mediaType, data, ...filename };
+  });
+  return { type: 'content', value };
+}
+
+function textOf(part: ContentPart): string {
+  return part.type === 'input_text' ? part.text : describePart(part);
+}
+
+/** The bytes read for a part, or its https URL; undefined when neither is at hand. */
+function sourceOf(part: Exclude<ContentPart, { type: 'input_text' }>): Uint8Array | URL | undefined {
+  if (part.data) return part.data;
+  const url = part.type === 'input_image' ? part.image_url : part.file_url;
+  return url?.startsWith('https://') ? new URL(url) : undefined;
+}

@@ -1,0 +1,220 @@
+import { type Content, type ContentPart, mediaParts } from '../content.ts';
+import { CorruptObjectError, InvalidRequestError, PayloadTooLargeError } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { Item, PromptItem } from '../items.ts';
+import {
+  decodeBase64,
+  encodeBase64,
+  FILE_MEDIA_TYPES,
+  IMAGE_MEDIA_TYPES,
+  imageSize,
+  parseDataUrl,
+  sniffMediaType as sniff,
+} from '../media.ts';
+import { mapLimit, type ObjectStore } from '../store/object-store.ts';
+
+/**
+ * Images and files in items (lib/content.ts): a `data:` URL or `file_data` is checked (size,
+ * media type read from the bytes) and stored once as a content-addressed blob, the same
+ * `blob/<generation>/<sha256>` objects that hold large outputs (lib/session/payloads.ts); the
+ * item keeps a reference. https URLs stay as given and are never fetched.
+ */
+
+export interface AttachmentLimits {
+  maxImageBytes: number;
+  maxFileBytes: number;
+}
+
+interface Decoded {
+  bytes: Uint8Array;
+  mediaType: string;
+}
+
+/**
+ * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`)
+ * or a blob reference, which only the service writes.
+ */
+export function hasInlineMedia(items: readonly Item[]): boolean {
+  return items.some((item) =>
+    mediaParts(contentOf(item)).some(
+      (part) =>
+        part.blob !== undefined ||
+        (part.type === 'input_image' ? part.image_url?.startsWith('data:') : part.file_data !== undefined),
+    ),
+  );
+}
+
+/**
+ * Checks every image and file part of `items` (throws a 4xx naming the part, before anything
+ * is written), stores each payload once (create-only: a taken key holds the same bytes) and
+ * returns the items with references in place of the payloads.
+ */
+export async function storeAttachments(
+  store: ObjectStore,
+  items: readonly Item[],
+  limits: AttachmentLimits,
+  blobKeyOf: (sha256: string) => string,
+  where: (index: number) => string = (index) => `items[${index}]`,
+): Promise<Item[]> {
+  const { result, blobs } = decodeAttachments(items, limits, where);
+  await Promise.all(
+    [...blobs].map(([sha256, blob]) =>
+      store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
+    ),
+  );
+  return result;
+}
+
+/**
+ * The same check for a call that stores nothing (`store: false`, chat completions): the items
+ * with references in place of payloads and the decoded bytes in `data`, as a turn's prompt
+ * has them once read.
+ */
+export function inlineAttachments(items: readonly Item[], limits: AttachmentLimits): PromptItem[] {
+  const { result, blobs } = decodeAttachments(items, limits, (index) => `items[${index}]`);
+  return blobs.size === 0 ? result : withBytes(result, (sha256) => blobs.get(sha256)?.bytes);
+}
+
+/** The items with each referenced part's bytes in `data`. */
+function withBytes(items: PromptItem[], bytesOf: (sha256: string) => Uint8Array | undefined): PromptItem[] {
+  return items.map((item) =>
+    mapParts(item, (part) => (part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part)),
+  );
+}
+
+/** The item with each part of its content (or output) mapped by `map`. */
+function mapParts<Each extends Item | PromptItem>(
+  item: Each,
+  map: (part: ContentPart, at: number) => ContentPart,
+): Each {
+  if (item.type === 'message' && typeof item.content !== 'string') return { ...item, content: item.content.map(map) };
+  if (item.type === 'function_call_output' && typeof item.output !== 'string')
+    return { ...item, output: item.output.map(map) };
+  return item;
+}
+
+function decodeAttachments(items: readonly Item[], limits: AttachmentLimits, where: (index: number) => string) {
+  const blobs = new Map<string, Decoded>();
+  const result = items.map((item, index) => {
+    const field = item.type === 'message' ? 'content' : 'output';
+    return mapParts(item, (part, at) => storedPart(part, `${where(index)}.${field}[${at}]`, limits, blobs));
+  });
+  return { result, blobs };
+}
+
+function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, blobs: Map<string, Decoded>) {
+  if (part.type === 'input_text') return part;
+  if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined)
+    throw new InvalidRequestError(
+      `${name}: blob, media_type and bytes are written by the service; send the image or file itself`,
+      { part: name },
+    );
+  if (part.type === 'input_image') {
+    const url = part.image_url ?? '';
+    if (url.startsWith('https://')) return part;
+    if (!url.startsWith('data:'))
+      throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, { part: name });
+    const decoded = parseDataUrl(url);
+    if (!decoded) throw new InvalidRequestError(`${name}: image_url is not a base64 data: URL`, { part: name });
+    const { image_url: _url, ...rest } = part;
+    return {
+      ...rest,
+      ...blobRef(decoded.bytes, decoded.mediaType, name, IMAGE_MEDIA_TYPES, limits.maxImageBytes, blobs),
+    };
+  }
+  if (part.file_url !== undefined) {
+    if (part.file_url.startsWith('https://')) return part;
+    throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, { part: name });
+  }
+  if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, { part: name });
+  const data = part.file_data ?? '';
+  const decoded = data.startsWith('data:') ? parseDataUrl(data) : undefined;
+  const bytes = decoded?.bytes ?? decodeBase64(data);
+  if (!bytes) throw new InvalidRequestError(`${name}: file_data is not base64`, { part: name });
+  const { file_data: _data, ...rest } = part;
+  return { ...rest, ...blobRef(bytes, decoded?.mediaType ?? '', name, FILE_MEDIA_TYPES, limits.maxFileBytes, blobs) };
+}
+
+function blobRef(
+  bytes: Uint8Array,
+  declared: string,
+  name: string,
+  accepted: readonly string[],
+  limit: number,
+  blobs: Map<string, Decoded>,
+) {
+  if (bytes.length > limit)
+    throw new PayloadTooLargeError(`${name} is ${bytes.length} bytes; at most ${limit} are accepted`, {
+      part: name,
+      size: bytes.length,
+      limit,
+    });
+  const mediaType = sniff(bytes);
+  if (!mediaType || !accepted.includes(mediaType))
+    throw new InvalidRequestError(`${name}: the bytes are not one of ${accepted.join(', ')}`, {
+      part: name,
+      accepted,
+    });
+  if (declared && declared !== mediaType)
+    throw new InvalidRequestError(`${name}: declared ${declared} but the bytes are ${mediaType}`, { part: name });
+  const sha256 = sha256Hex(bytes);
+  blobs.set(sha256, { bytes, mediaType });
+  return { blob: sha256, media_type: mediaType, bytes: bytes.length, ...imageSize(bytes) };
+}
+
+/**
+ * Reads the blob of every referenced image and file part in `items` (a prompt about to be
+ * sent) and puts its bytes in `data`, checked against its SHA-256.
+ */
+export async function hydrateMedia(
+  store: ObjectStore,
+  items: PromptItem[],
+  blobKeyOf: (sha256: string) => string,
+  parallel: number,
+): Promise<PromptItem[]> {
+  const wanted = new Set<string>();
+  for (const item of items)
+    for (const part of mediaParts(contentOf(item))) if (part.blob && !part.data) wanted.add(part.blob);
+  if (wanted.size === 0) return items;
+  const read = new Map<string, Uint8Array>();
+  await mapLimit([...wanted], parallel, async (sha256) => {
+    const key = blobKeyOf(sha256);
+    const object = await store.get(key);
+    if (!object) throw new CorruptObjectError(key, 'referenced blob is missing');
+    if (sha256Hex(object.body) !== sha256) throw new CorruptObjectError(key, 'blob does not match its SHA-256');
+    read.set(sha256, object.body);
+  });
+  return withBytes(items, (sha256) => read.get(sha256));
+}
+
+/** A message's content or an output's parts ('' for a function_call). */
+export function contentOf(item: Item | PromptItem): Content {
+  if (item.type === 'message') return item.content;
+  if (item.type === 'function_call_output') return item.output;
+  return '';
+}
+
+/**
+ * Items as an export writes them: each referenced image or file read back and written as the
+ * client sent it (`image_url` as a base64 data: URL, `file_data` as base64), so an import
+ * stores it again under the new session's generation.
+ */
+export async function exportMedia(
+  store: ObjectStore,
+  items: PromptItem[],
+  blobKeyOf: (sha256: string) => string,
+  parallel: number,
+): Promise<PromptItem[]> {
+  const read = await hydrateMedia(store, items, blobKeyOf, parallel);
+  return read.map((item) => mapParts(item, asSent));
+}
+
+function asSent(part: ContentPart): ContentPart {
+  if (part.type === 'input_text' || !part.data) return part;
+  const base64 = encodeBase64(part.data);
+  if (part.type === 'input_image') {
+    const detail = part.detail ? { detail: part.detail } : {};
+    return { type: 'input_image', image_url: `data:${part.media_type};base64,${base64}`, ...detail };
+  }
+  return { type: 'input_file', ...(part.filename ? { filename: part.filename } : {}), file_data: base64 };
+}

@@ -1,0 +1,227 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+const environment: Record<string, string> = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  MAX_IMAGE_BYTES: '2000000',
+  MAX_FILE_BYTES: '1000',
+};
+
+let provider: FakeProvider | undefined;
+afterEach(async () => {
+  await provider?.close();
+  provider = undefined;
+});
+
+function setup(extra: Record<string, string> = {}) {
+  const store = new MemoryStore();
+  const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
+  const call = async (method: string, path: string, body?: unknown, token = TOKEN, ndjson?: string) => {
+    const type = ndjson === undefined ? 'application/json' : 'application/x-ndjson';
+    const response = await app.request(
+      path,
+      {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': type },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        ...(ndjson === undefined ? {} : { body: ndjson }),
+      },
+      { ...environment, ...extra },
+    );
+    return response;
+  };
+  const json = async (method: string, path: string, body?: unknown) => {
+    const response = await call(method, path, body);
+    return { status: response.status, body: (await response.json()) as any };
+  };
+  const blobKeys = async () =>
+    (await listAll(store, '')).map((object) => object.key).filter((key) => key.includes('/blob/'));
+  return { call, json, blobKeys };
+}
+
+const screenshot = pngBytes(1280, 800, 1_500_000, 9);
+
+const screenshotOutputOf = (callId: string, bytes: Uint8Array) => ({
+  type: 'function_call_output',
+  call_id: callId,
+  output: [
+    { type: 'input_text', text: 'page loaded' },
+    { type: 'input_image', image_url: dataUrl('image/png', bytes) },
+  ],
+});
+const screenshotOutput = (callId: string) => screenshotOutputOf(callId, screenshot);
+
+describe('images over HTTP', () => {
+  it('takes a screenshot over MAX_ITEM_BYTES, stores it once, lists its reference, serves its bytes', async () => {
+    const { call, json, blobKeys } = setup();
+    expect((await json('POST', '/v1/sessions', { id: 'shots' })).status).toBe(201);
+    const items = [
+      { type: 'function_call', call_id: 'c1', name: 'screenshot', arguments: '{}' },
+      screenshotOutput('c1'),
+      { type: 'function_call', call_id: 'c2', name: 'screenshot', arguments: '{}' },
+      screenshotOutput('c2'),
+    ];
+    const appended = await json('POST', '/v1/sessions/shots/items', { items });
+    expect(appended).toMatchObject({ status: 201, body: { first_seq: 1, last_seq: 4 } });
+    expect(await blobKeys()).toHaveLength(1);
+
+    const sha256 = sha256Hex(screenshot);
+    const listed = await json('GET', '/v1/sessions/shots/items');
+    expect(listed.body.items[0]).toMatchObject({
+      seq: 4,
+      output: [
+        { type: 'input_text', text: 'page loaded' },
+        {
+          type: 'input_image',
+          blob: sha256,
+          media_type: 'image/png',
+          bytes: screenshot.length,
+          width: 1280,
+          height: 800,
+        },
+      ],
+    });
+
+    const minted = await json('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'shots' });
+    const blob = await call('GET', `/v1/sessions/shots/blobs/${sha256}`, undefined, minted.body.token);
+    expect(blob.status).toBe(200);
+    expect(blob.headers.get('content-type')).toBe('image/png');
+    expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
+
+    await json('POST', '/v1/sessions', { id: 'someone-else' });
+    const other = await json('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'someone-else' });
+    const refused = await call('GET', `/v1/sessions/shots/blobs/${sha256}`, undefined, other.body.token);
+    expect(refused.status).toBe(403);
+    const missing = await json('GET', `/v1/sessions/shots/blobs/${'0'.repeat(64)}`);
+    expect(missing).toMatchObject({ status: 404, body: { error: { code: 'not_found' } } });
+    const malformed = await json('GET', '/v1/sessions/shots/blobs/not-a-hash');
+    expect(malformed).toMatchObject({ status: 400, body: { error: { code: 'invalid_request' } } });
+  });
+
+  it('refuses a part over its limit, or of the wrong type, naming it, and stores nothing', async () => {
+    const { json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'bad' });
+    const file = { type: 'input_file', filename: 'big.pdf', file_data: Buffer.alloc(2000).toString('base64') };
+    const tooLarge = await json('POST', '/v1/sessions/bad/items', {
+      items: [screenshotOutput('c1'), { type: 'message', role: 'user', content: [file] }],
+    });
+    expect(tooLarge).toMatchObject({
+      status: 413,
+      body: {
+        error: { code: 'payload_too_large', message: 'items[1].content[0] is 2000 bytes; at most 1000 are accepted' },
+      },
+    });
+    const mislabelled = await json('POST', '/v1/sessions/bad/turns', {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [{ type: 'input_image', image_url: dataUrl('image/png', jpegBytes(4, 4)) }],
+        },
+      ],
+    });
+    expect(mislabelled).toMatchObject({
+      status: 400,
+      body: {
+        error: {
+          code: 'invalid_request',
+          message: 'items[0].content[0]: declared image/png but the bytes are image/jpeg',
+        },
+      },
+    });
+    expect(await blobKeys()).toEqual([]);
+    expect((await json('GET', '/v1/sessions/bad/items')).body.items).toEqual([]);
+  });
+
+  it('sends the image to the model with the turn, and deletes the blobs with the session', async () => {
+    const { call, json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'seen' });
+    const turn = await json('POST', '/v1/sessions/seen/turns', {
+      model: 'echo',
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'what is this?' },
+            { type: 'input_image', image_url: dataUrl('image/png', screenshot) },
+          ],
+        },
+      ],
+    });
+    expect(turn.status).toBe(200);
+    expect(turn.body.output[0].content).toBe('echo: what is this? [image/png 1280x800, 1465 KB]');
+    expect(await blobKeys()).toHaveLength(1);
+    expect((await call('DELETE', '/v1/sessions/seen')).status).toBe(204);
+    expect(await blobKeys()).toEqual([]);
+  });
+
+  it.each([
+    { model: 'openai-compatible:test-model', answer: 'openai-chat-text.json', mediaAsText: 1 },
+    { model: 'anthropic:claude-sonnet-4-5', answer: 'anthropic-message-text.json', mediaAsText: undefined },
+  ])(
+    '$model: the receipt counts tool-result images sent as text ($mediaAsText)',
+    async ({ model, answer, mediaAsText }) => {
+      provider = await startFakeProvider(() => ({ text: fixture(answer) }));
+      const { json } = setup({
+        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+        OPENAI_COMPATIBLE_API_KEY: 'sk-test',
+        ANTHROPIC_BASE_URL: provider.baseURL,
+        ANTHROPIC_API_KEY: 'sk-ant-test',
+        MODEL_MAX_RETRIES: '0',
+      });
+      await json('POST', '/v1/sessions', { id: 'placeholders' });
+      const small = pngBytes(64, 48);
+      const turn = await json('POST', '/v1/sessions/placeholders/turns', {
+        model,
+        input: [
+          { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: dataUrl('image/png', small) }] },
+          { type: 'function_call', call_id: 'toolu_1', name: 'screenshot', arguments: '{}' },
+          {
+            type: 'function_call_output',
+            call_id: 'toolu_1',
+            output: [{ type: 'input_image', image_url: dataUrl('image/png', small) }],
+          },
+        ],
+      });
+      expect(turn.status).toBe(200);
+      const detail = await json('GET', '/v1/sessions/placeholders/turns/1');
+      expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
+    },
+  );
+
+  it('exports images as data: URLs and an import stores them again under the new session', async () => {
+    const { call, json, blobKeys } = setup();
+    await json('POST', '/v1/sessions', { id: 'original' });
+    const small = pngBytes(64, 48, 100, 4);
+    const items = [
+      { type: 'function_call', call_id: 'c1', name: 'screenshot', arguments: '{}' },
+      screenshotOutputOf('c1', small),
+    ];
+    await json('POST', '/v1/sessions/original/items', { items });
+    const exported = await (await call('GET', '/v1/sessions/original/export')).text();
+    const lines = exported
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    expect(lines[2].output[1]).toEqual({ type: 'input_image', image_url: dataUrl('image/png', small) });
+
+    const copy = exported.replace('"id":"original"', '"id":"copy"');
+    const imported = await call('POST', '/v1/sessions/import', undefined, TOKEN, copy);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    const sha256 = sha256Hex(small);
+    expect((await blobKeys()).filter((key) => key.startsWith('sessions/copy/'))).toHaveLength(1);
+    const listed = await json('GET', '/v1/sessions/copy/items');
+    expect(listed.body.items[0].output[1]).toMatchObject({ blob: sha256, width: 64, height: 48 });
+    const blob = await call('GET', `/v1/sessions/copy/blobs/${sha256}`);
+    expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
+    expect(await (await call('GET', '/v1/sessions/copy/export')).text()).toBe(copy);
+  });
+});

@@ -1,0 +1,232 @@
+import { describe, expect, it } from 'vitest';
+import { describePart, mediaParts } from '../../lib/content.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import type { Item, PromptFunctionCallOutputItem, PromptItem } from '../../lib/items.ts';
+import { imageSize, sniffMediaType } from '../../lib/media.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { dataUrl, jpegBytes, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+const LIMITS = { maxImageBytes: 4096, maxFileBytes: 4096 };
+
+function world() {
+  const store = new CountingStore(new MemoryStore());
+  const log = new SessionLog(store, { attachmentLimits: LIMITS });
+  return { store, log };
+}
+
+const screenshot = (call_id: string, bytes: Uint8Array): Item => ({
+  type: 'function_call_output',
+  call_id,
+  output: [
+    { type: 'input_text', text: 'clicked' },
+    { type: 'input_image', image_url: dataUrl('image/png', bytes), detail: 'high' },
+  ],
+});
+
+function outputOf(item: PromptItem | undefined) {
+  return (item as PromptFunctionCallOutputItem).output;
+}
+
+async function blobs(store: MemoryStore | CountingStore): Promise<string[]> {
+  return (await listAll(store, '')).map((object) => object.key).filter((key) => key.includes('/blob/'));
+}
+
+describe('media types and sizes from the bytes', () => {
+  it('reads png, jpeg, gif, webp and pdf magic numbers, and nothing else', () => {
+    expect(sniffMediaType(pngBytes(1, 1))).toBe('image/png');
+    expect(sniffMediaType(jpegBytes(1, 1))).toBe('image/jpeg');
+    expect(sniffMediaType(new TextEncoder().encode('GIF89a\x10\x00\x20\x00'))).toBe('image/gif');
+    expect(sniffMediaType(new TextEncoder().encode('RIFF\0\0\0\0WEBPVP8 '))).toBe('image/webp');
+    expect(sniffMediaType(pdfBytes())).toBe('application/pdf');
+    expect(sniffMediaType(new TextEncoder().encode('hello'))).toBeUndefined();
+  });
+
+  it('reads width and height from PNG, JPEG and GIF headers', () => {
+    expect(imageSize(pngBytes(1280, 800))).toEqual({ width: 1280, height: 800 });
+    expect(imageSize(jpegBytes(640, 480))).toEqual({ width: 640, height: 480 });
+    expect(imageSize(new TextEncoder().encode('GIF89a\x10\x00\x20\x00'))).toEqual({ width: 16, height: 32 });
+    expect(imageSize(pdfBytes())).toBeUndefined();
+  });
+
+  it('describes an image as the echo model and placeholders show it', () => {
+    const part = { type: 'input_image' as const, blob: 'a'.repeat(64), media_type: 'image/png', bytes: 145_408 };
+    expect(describePart({ ...part, width: 1280, height: 800 })).toBe('[image/png 1280x800, 142 KB]');
+    expect(describePart({ type: 'input_image', image_url: 'https://example.com/a.png' })).toBe(
+      '[image https://example.com/a.png]',
+    );
+  });
+});
+
+describe('SessionLog.storeAttachments', () => {
+  it('stores a data: image once as a blob of the generation and keeps a reference in the log', async () => {
+    const { store, log } = world();
+    await log.create({ id: 's1' });
+    const bytes = pngBytes(1280, 800, 100, 7);
+    const first = await log.storeAttachments('s1', [screenshot('c1', bytes)]);
+    const again = await log.storeAttachments('s1', [screenshot('c2', bytes)]);
+    await log.append('s1', [{ type: 'function_call', call_id: 'c1', name: 'shot', arguments: '{}' }, ...first]);
+    await log.append('s1', [{ type: 'function_call', call_id: 'c2', name: 'shot', arguments: '{}' }, ...again]);
+
+    const sha256 = sha256Hex(bytes);
+    const stored = await blobs(store);
+    expect(stored).toHaveLength(1);
+    const scope = await log.scope('s1');
+    expect(stored[0]).toBe(`sessions/s1/blob/${scope.generation}/${sha256}`);
+    const { items } = await log.listItems('s1', { limit: 10 });
+    const output = items.find((item) => item.type === 'function_call_output' && item.call_id === 'c1');
+    expect(output).toMatchObject({
+      output: [
+        { type: 'input_text', text: 'clicked' },
+        {
+          type: 'input_image',
+          detail: 'high',
+          blob: sha256,
+          media_type: 'image/png',
+          bytes: bytes.length,
+          width: 1280,
+          height: 800,
+        },
+      ],
+    });
+    expect(JSON.stringify(items)).not.toContain('data:');
+    expect(await log.readBlob('s1', sha256)).toEqual(bytes);
+  });
+
+  it('keeps https URLs as given and costs no storage call without inline payloads', async () => {
+    const { store, log } = world();
+    await log.create({ id: 's1' });
+    const items: Item[] = [
+      { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] },
+    ];
+    const before = store.operations;
+    expect(await log.storeAttachments('s1', items)).toBe(items);
+    expect(store.operations).toBe(before);
+  });
+
+  it('stores a file_data PDF with its filename', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    const data = Buffer.from(pdfBytes()).toString('base64');
+    const [item] = await log.storeAttachments('s1', [
+      { type: 'message', role: 'user', content: [{ type: 'input_file', filename: 'a.pdf', file_data: data }] },
+    ]);
+    expect(item).toMatchObject({
+      content: [{ type: 'input_file', filename: 'a.pdf', media_type: 'application/pdf', bytes: pdfBytes().length }],
+    });
+  });
+
+  it.each([
+    {
+      name: 'an image over MAX_IMAGE_BYTES',
+      part: { type: 'input_image', image_url: dataUrl('image/png', pngBytes(10, 10, 5000)) },
+      code: 'payload_too_large',
+      message: 'items[1].content[1] is 5033 bytes; at most 4096 are accepted',
+    },
+    {
+      name: 'bytes that are no image',
+      part: { type: 'input_image', image_url: dataUrl('image/png', new TextEncoder().encode('not a png')) },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: the bytes are not one of image/png, image/jpeg, image/gif, image/webp',
+    },
+    {
+      name: 'a declared type that the bytes contradict',
+      part: { type: 'input_image', image_url: dataUrl('image/jpeg', pngBytes(10, 10)) },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: declared image/jpeg but the bytes are image/png',
+    },
+    {
+      name: 'an image URL that is neither https nor data:',
+      part: { type: 'input_image', image_url: 'http://example.com/a.png' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: image_url must be an https:// or data: URL',
+    },
+    {
+      name: 'a data: URL that is not base64',
+      part: { type: 'input_image', image_url: 'data:image/png,rawtext' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: image_url is not a base64 data: URL',
+    },
+    {
+      name: 'a PDF as an image',
+      part: { type: 'input_image', image_url: dataUrl('application/pdf', pdfBytes()) },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: the bytes are not one of image/png, image/jpeg, image/gif, image/webp',
+    },
+    {
+      name: 'file_data without a filename',
+      part: { type: 'input_file', file_data: Buffer.from(pdfBytes()).toString('base64') },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: file_data needs a filename',
+    },
+    {
+      name: 'a file that is no PDF',
+      part: { type: 'input_file', filename: 'a.png', file_data: Buffer.from(pngBytes(1, 1)).toString('base64') },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: the bytes are not one of application/pdf',
+    },
+    {
+      name: 'file_data that is not base64',
+      part: { type: 'input_file', filename: 'a.pdf', file_data: '%%%' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: file_data is not base64',
+    },
+    {
+      name: 'a blob reference sent by a client',
+      part: { type: 'input_image', blob: 'a'.repeat(64), media_type: 'image/png', bytes: 10 },
+      code: 'invalid_request',
+      message:
+        'items[1].content[1]: blob, media_type and bytes are written by the service; send the image or file itself',
+    },
+    {
+      name: 'a file_url that is not https',
+      part: { type: 'input_file', file_url: 'ftp://example.com/a.pdf' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: file_url must be an https:// URL',
+    },
+  ])('refuses $name with an error naming the part, and stores nothing', async ({ part, code, message }) => {
+    const { store, log } = world();
+    await log.create({ id: 's1' });
+    const good = { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(2, 2)) };
+    const items = [
+      { type: 'message', role: 'user', content: [good] },
+      { type: 'message', role: 'user', content: [good, part] },
+    ] as Item[];
+    const refused = log.storeAttachments('s1', items);
+    await expect(refused).rejects.toMatchObject({ code, message });
+    expect(await blobs(store)).toEqual([]);
+  });
+});
+
+describe('SessionLog.readMedia', () => {
+  it('reads the blob of each image in the prompt it is given, once, and no other', async () => {
+    const { store, log } = world();
+    await log.create({ id: 's1' });
+    const shown = pngBytes(8, 8, 10, 1);
+    const pruned = pngBytes(8, 8, 10, 2);
+    const [a, b, c] = (await log.storeAttachments('s1', [
+      screenshot('c1', shown),
+      screenshot('c2', shown),
+      screenshot('c3', pruned),
+    ])) as PromptItem[];
+    const scope = await log.scope('s1');
+    const before = store.counts.get;
+    const hydrated = await log.readMedia(scope, [a!, b!]);
+    expect(store.counts.get - before).toBe(1);
+    expect(mediaParts(outputOf(hydrated[0]))[0]?.data).toEqual(shown);
+    expect(mediaParts(outputOf(c))[0]?.data).toBeUndefined();
+  });
+
+  it('refuses a blob whose bytes do not match its hash', async () => {
+    const { store, log } = world();
+    await log.create({ id: 's1' });
+    const [item] = await log.storeAttachments('s1', [screenshot('c1', pngBytes(8, 8))]);
+    const scope = await log.scope('s1');
+    const [key] = await blobs(store);
+    await store.delete(key!);
+    await store.put(key!, pngBytes(9, 9));
+    await expect(log.readMedia(scope, [item as PromptItem])).rejects.toMatchObject({ code: 'corrupt_object' });
+  });
+});

@@ -42,6 +42,18 @@ export const countsSchema = z
   .strict();
 export type SessionCounts = z.infer<typeof countsSchema>;
 
+/** A fork reads at most this many incarnations before its own (docs/API.md, forks). */
+export const MAX_FORK_DEPTH = 8;
+
+const forkPointSchema = z
+  .object({
+    id: idSchema,
+    generation: z.string().regex(generationSchemaPattern),
+    record: z.number().int().positive(),
+    seq: z.number().int().nonnegative(),
+  })
+  .strict();
+
 export const sessionConfigSchema = z
   .object({
     format: z.literal('tailgate.session.v1'),
@@ -62,6 +74,8 @@ export const sessionConfigSchema = z
     /** Bumped to revoke the session's scoped tokens: a token minted at a lower one is refused. */
     token_generation: z.number().int().nonnegative().optional(),
     budget: budgetSchema.optional(),
+    /** A fork: the incarnations its history continues in, nearest first (log/fork.ts). */
+    fork_of: z.array(forkPointSchema).min(1).max(MAX_FORK_DEPTH).optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;

@@ -18,6 +18,7 @@ import {
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
+import { forkSession, type ForkOptions } from './log/fork.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import type { ExportHeader } from './export-format.ts';
 import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
@@ -54,6 +55,7 @@ export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
 export type * from './log/types.ts';
 export type { ImportLine, ImportOptions } from './log/import.ts';
+export type { ForkOptions } from './log/fork.ts';
 export type { SeenItem, SessionRow, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 
@@ -83,6 +85,14 @@ export class SessionLog {
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
   async create(input: NewSession): Promise<SessionRecord> {
     return createSession(this.#log, input);
+  }
+
+  /**
+   * A copy-on-write fork (log/fork.ts): a new session whose history is this one's up to a
+   * turn or a seq, read from this session's objects, none of them copied.
+   */
+  async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
+    return forkSession(this.#log, id, options);
   }
 
   /** The session with its counts. A missing session: NotFoundError. */

@@ -4,7 +4,7 @@ import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../expo
 import { recordsPrefix, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
-import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
+import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
 import { hydrate } from './tail-reader.ts';
@@ -100,14 +100,17 @@ async function* itemsInOrder(log: LogContext, scope: LogScope, lastSeq: number):
 
 /** Every unit of the log, oldest first (keys and ranges only: a few hundred bytes each). */
 async function unitsOldestFirst(log: LogContext, scope: LogScope): Promise<LogUnit[]> {
-  const cursor = new UnitCursor(log.store, recordsPrefix(scope));
+  const cursor = logCursor(log.store, scope);
   const units: LogUnit[] = [];
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) units.push(unit);
   return units.reverse();
 }
 
 async function unitItems(log: LogContext, unit: LogUnit): Promise<LogItem[]> {
-  if (unit.kind === 'segment') return (await new SegmentReader(log.store, unit.key, unit).content()).items;
+  if (unit.kind === 'segment') {
+    const top = unitTop(unit);
+    return (await new SegmentReader(log.store, unit.key, unit).content()).items.filter((item) => item.seq <= top);
+  }
   const { record, done } = await readRecord(log, unit);
   return [...record.items, ...(done?.items ?? [])];
 }

@@ -1,0 +1,214 @@
+import { describe, expect, it } from 'vitest';
+import { ForkRefusedError, InvalidRequestError, NotFoundError } from '../../lib/errors.ts';
+import type { Item } from '../../lib/items.ts';
+import { sessionPrefix } from '../../lib/session/keys.ts';
+import { MAX_FORK_DEPTH } from '../../lib/session/records.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { SessionLog, type OpenTurn } from '../support/session-log.ts';
+
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
+const call = (id: string): Item => ({ type: 'function_call', call_id: id, name: 'read', arguments: '{}' });
+const output = (id: string, text: string): Item => ({ type: 'function_call_output', call_id: id, output: text });
+
+/** Small segments and blobs, so a few dozen items make several segments and out-of-line outputs. */
+const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
+
+function setup() {
+  const store = new MemoryStore();
+  let now = new Date('2026-01-01T00:00:00Z');
+  const log = new SessionLog(store, { clock: () => now, ...OPTIONS });
+  return { store, log, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+}
+
+async function turn(log: SessionLog, id: string, input: Item[], answer: Item[]): Promise<void> {
+  const begun = await log.beginTurn(id, { input });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  const open: OpenTurn = begun.turn;
+  await log.completeTurn(open, { status: 'completed', output: answer, receipt: {} });
+}
+
+/** A session of `rounds` tool rounds (large outputs go out of line), packed as it goes. */
+async function grown(log: SessionLog, id: string, rounds: number): Promise<void> {
+  await log.create({ id, instructions: 'be brief', metadata: { origin: id } });
+  for (let round = 0; round < rounds; round++) {
+    await turn(log, id, [user(`question ${round}`)], [call(`${id}-c${round}`)]);
+    await log.append(id, [output(`${id}-c${round}`, `result ${round} `.repeat(12))]);
+    await log.pack(id);
+  }
+}
+
+async function allItems(log: SessionLog, id: string) {
+  const items = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await log.listItems(id, { limit: 7, ...(before ? { before } : {}) });
+    items.push(...page.items);
+    if (!page.has_more) return items.reverse();
+    before = page.next_before!;
+  }
+}
+
+async function exportText(log: SessionLog, id: string): Promise<string[]> {
+  const { lines } = await log.export(id);
+  const all: string[] = [];
+  for await (const line of lines) all.push(line);
+  return all.slice(1);
+}
+
+async function keysUnder(store: ObjectStore, prefix: string): Promise<string[]> {
+  return (await store.list(prefix, { limit: 1000 })).objects.map((object) => object.key);
+}
+
+describe('SessionLog.fork', () => {
+  it("gives a session whose history is the parent's up to the point, read from the parent's objects", async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 12);
+    const parentItems = await allItems(log, 'p');
+    const at = parentItems.length;
+    const fork = await log.fork('p', { at_seq: at, fields: { id: 'f', metadata: { mine: true } } });
+    expect(fork).toMatchObject({ id: 'f', instructions: 'be brief', metadata: { mine: true }, counts: { items: at } });
+    // Nothing of the history is copied: the fork holds its config and one record of no items.
+    const own = (await keysUnder(store, sessionPrefix('', 'f'))).filter((key) => !key.endsWith('session.json'));
+    expect(own).toHaveLength(1);
+    expect((await store.get(own[0]!))!.body.length).toBeLessThan(1024);
+    expect(await allItems(log, 'f')).toEqual(parentItems);
+    expect(await exportText(log, 'f')).toEqual(await exportText(log, 'p'));
+    // Both go on, each with its own next seqs.
+    await turn(log, 'p', [user('parent only')], [assistant('p')]);
+    await turn(log, 'f', [user('fork only')], [assistant('f')]);
+    const forkItems = await allItems(log, 'f');
+    expect(forkItems.slice(0, at)).toEqual(parentItems);
+    expect(forkItems.slice(at).map((item) => [item.seq, item.type === 'message' && item.content])).toEqual([
+      [at + 1, 'fork only'],
+      [at + 2, 'f'],
+    ]);
+    expect((await allItems(log, 'p')).slice(at).map((item) => item.type === 'message' && item.content)).toEqual([
+      'parent only',
+      'p',
+    ]);
+    expect((await log.get('f')).counts).toMatchObject({ items: at + 2, turns: 13 });
+    // The parent packs past the fork point: its segments then reach over it, and the fork
+    // still reads only up to it.
+    const forkExport = await exportText(log, 'f');
+    for (let round = 0; round < 4; round++) {
+      await turn(log, 'p', [user(`later ${round}`)], [assistant('ok')]);
+      await log.pack('p');
+    }
+    expect(await allItems(log, 'f')).toEqual(forkItems);
+    expect(await exportText(log, 'f')).toEqual(forkExport);
+    const requirement = () => ({ toolCalls: 'all' as const, seqs: [] });
+    const preview = await log.previewContext('f', requirement);
+    expect(preview.items.map((item) => item.seq)).toEqual(forkItems.map((item) => item.seq));
+  });
+
+  it('reads the same prompt as the parent at the fork point, and packs its own records only', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 10);
+    const at = (await log.get('p')).counts.items;
+    await log.fork('p', { at_seq: at, fields: { id: 'f' } });
+    const requirement = () => ({ toolCalls: 3, seqs: [] });
+    const parent = await log.previewContext('p', requirement);
+    const fork = await log.previewContext('f', requirement);
+    expect(await log.hydrate(fork.scope, fork.items)).toEqual(await log.hydrate(parent.scope, parent.items));
+    const parentKeys = await keysUnder(store, sessionPrefix('', 'p'));
+    for (let round = 0; round < 4; round++) {
+      await turn(log, 'f', [user(`f${round}`)], [call(`f-c${round}`)]);
+      await log.append('f', [output(`f-c${round}`, `fork result ${round} `.repeat(12))]);
+      await log.pack('f');
+    }
+    // The fork's packer wrote under the fork only; the parent's objects are as they were.
+    expect(await keysUnder(store, sessionPrefix('', 'p'))).toEqual(parentKeys);
+    expect((await allItems(log, 'f')).map((item) => item.seq)).toEqual(
+      Array.from({ length: at + 12 }, (_, index) => index + 1),
+    );
+  });
+
+  it('forks at a turn, and forks of forks read every ancestor up to its point', async () => {
+    const { log } = setup();
+    await log.create({ id: 'p' });
+    await turn(log, 'p', [user('a')], [assistant('b')]);
+    await turn(log, 'p', [user('c')], [assistant('d')]);
+    const fork = await log.fork('p', { at_turn: 2, fields: { id: 'f' } });
+    expect(fork.counts).toEqual({ items: 4, turns: 2, tool_calls: 0 });
+    await turn(log, 'f', [user('e')], [assistant('f')]);
+    // A fork of the fork, at a point inside the parent's range, reads the parent directly.
+    await log.fork('f', { at_turn: 1, fields: { id: 'g' } });
+    expect((await allItems(log, 'g')).map((item) => item.type === 'message' && item.content)).toEqual(['a', 'b']);
+    await log.fork('f', { at_turn: 3, fields: { id: 'h' } });
+    await turn(log, 'h', [user('g')], [assistant('h')]);
+    expect((await allItems(log, 'h')).map((item) => item.type === 'message' && item.content)).toEqual([
+      'a',
+      'b',
+      'c',
+      'd',
+      'e',
+      'f',
+      'g',
+      'h',
+    ]);
+  });
+
+  it(`refuses a fork deeper than ${MAX_FORK_DEPTH} histories`, async () => {
+    const { log } = setup();
+    await log.create({ id: 's0' });
+    await log.append('s0', [user('0')]);
+    for (let depth = 1; depth <= MAX_FORK_DEPTH; depth++) {
+      await log.fork(`s${depth - 1}`, { at_seq: depth, fields: { id: `s${depth}` } });
+      await log.append(`s${depth}`, [user(String(depth))]);
+    }
+    await expect(log.fork(`s${MAX_FORK_DEPTH}`, { at_seq: MAX_FORK_DEPTH + 1, fields: {} })).rejects.toBeInstanceOf(
+      ForkRefusedError,
+    );
+    expect((await allItems(log, `s${MAX_FORK_DEPTH}`)).map((item) => item.seq)).toHaveLength(MAX_FORK_DEPTH + 1);
+  });
+
+  it('refuses a point that is not the end of a record, a turn that is not there, and a packed point', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 6);
+    const { last_seq } = await log.append('p', [user('x'), user('y')]);
+    await expect(log.fork('p', { at_seq: last_seq - 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(
+      InvalidRequestError,
+    );
+    await expect(log.fork('p', { at_seq: last_seq + 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(
+      InvalidRequestError,
+    );
+    await expect(log.fork('p', { at_turn: 99, fields: { id: 'f' } })).rejects.toBeInstanceOf(InvalidRequestError);
+    await expect(log.fork('p', { at_turn: 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(ForkRefusedError);
+    await expect(log.fork('missing', { at_turn: 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(NotFoundError);
+    // Nothing was written for any of them.
+    expect(await keysUnder(store, sessionPrefix('', 'f'))).toEqual([]);
+    expect((await keysUnder(store, sessionPrefix('', 'p'))).filter((key) => key.includes('/forks/'))).toEqual([]);
+  });
+});
+
+describe('deleting a session with forks', () => {
+  it('leaves every fork whole, and the last fork gone takes the shared objects with it', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 8);
+    const at = (await log.get('p')).counts.items;
+    await log.fork('p', { at_seq: at, fields: { id: 'f' } });
+    await turn(log, 'f', [user('more')], [assistant('yes')]);
+    await log.fork('f', { at_seq: at + 2, fields: { id: 'g' } });
+    const forkExport = await exportText(log, 'f');
+    const grandExport = await exportText(log, 'g');
+    await log.delete('p');
+    await expect(log.get('p')).rejects.toBeInstanceOf(NotFoundError);
+    expect(await exportText(log, 'f')).toEqual(forkExport);
+    await log.delete('f');
+    expect(await exportText(log, 'g')).toEqual(grandExport);
+    await turn(log, 'g', [user('still')], [assistant('here')]);
+    await log.delete('g');
+    expect(await keysUnder(store, 'sessions/')).toEqual([]);
+  });
+
+  it('a fork after its parent was deleted finds no session and leaves nothing', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 2);
+    const at = (await log.get('p')).counts.items;
+    await log.delete('p');
+    await expect(log.fork('p', { at_seq: at, fields: { id: 'f' } })).rejects.toBeInstanceOf(NotFoundError);
+    expect(await keysUnder(store, 'sessions/')).toEqual([]);
+  });
+});

@@ -6,6 +6,7 @@ import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineTransferSuite } from '../http/transfer-suite.ts';
+import { defineForkSuite } from '../http/fork-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
@@ -52,6 +53,7 @@ defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
 defineBodyBudgetSuite('workerd (R2)', harness);
 defineTransferSuite('workerd (R2)', harness);
+defineForkSuite('workerd (R2)', harness);
 // Background turns go through the queue in wrangler.toml to this worker's queue handler.
 defineBackgroundSuite('workerd (R2)', harness);
 defineEventsSuite('workerd (R2)', harness);

@@ -5,11 +5,12 @@ import { sessionPrefix } from '../../lib/session/keys.ts';
 import { MAX_FORK_DEPTH } from '../../lib/session/records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
-const call = (id: string): Item => ({ type: 'function_call', call_id: id, name: 'read', arguments: '{}' });
+const toolCall = (id: string): Item => ({ type: 'function_call', call_id: id, name: 'read', arguments: '{}' });
 const output = (id: string, text: string): Item => ({ type: 'function_call_output', call_id: id, output: text });
 
 /** Small segments and blobs, so a few dozen items make several segments and out-of-line outputs. */
@@ -33,7 +34,7 @@ async function turn(log: SessionLog, id: string, input: Item[], answer: Item[]):
 async function grown(log: SessionLog, id: string, rounds: number): Promise<void> {
   await log.create({ id, instructions: 'be brief', metadata: { origin: id } });
   for (let round = 0; round < rounds; round++) {
-    await turn(log, id, [user(`question ${round}`)], [call(`${id}-c${round}`)]);
+    await turn(log, id, [user(`question ${round}`)], [toolCall(`${id}-c${round}`)]);
     await log.append(id, [output(`${id}-c${round}`, `result ${round} `.repeat(12))]);
     await log.pack(id);
   }
@@ -114,7 +115,7 @@ describe('SessionLog.fork', () => {
     expect(await log.hydrate(fork.scope, fork.items)).toEqual(await log.hydrate(parent.scope, parent.items));
     const parentKeys = await keysUnder(store, sessionPrefix('', 'p'));
     for (let round = 0; round < 4; round++) {
-      await turn(log, 'f', [user(`f${round}`)], [call(`f-c${round}`)]);
+      await turn(log, 'f', [user(`f${round}`)], [toolCall(`f-c${round}`)]);
       await log.append('f', [output(`f-c${round}`, `fork result ${round} `.repeat(12))]);
       await log.pack('f');
     }
@@ -180,6 +181,55 @@ describe('SessionLog.fork', () => {
     // Nothing was written for any of them.
     expect(await keysUnder(store, sessionPrefix('', 'f'))).toEqual([]);
     expect((await keysUnder(store, sessionPrefix('', 'p'))).filter((key) => key.includes('/forks/'))).toEqual([]);
+  });
+});
+
+describe("a fork's turns", () => {
+  /** What the strategies need: the newest 40 calls, 10 of them whole. */
+  const needs = { requirement: () => ({ toolCalls: 40, seqs: [], wholeCalls: 10 }) };
+
+  /** One model turn on a fresh log (as a request builds one): its storage operations and bytes read. */
+  async function turnCost(store: CountingStore, id: string, index: number) {
+    const log = new SessionLog(store);
+    store.reset();
+    const begun = await log.beginTurn(id, { input: [user(`go on ${index}`)] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const prompt = await log.readContext(begun.turn, needs.requirement());
+    await log.completeTurn(begun.turn, { status: 'completed', output: [assistant('ok')], receipt: {} });
+    const cost = { operations: store.operations, bytesRead: store.counts.bytesRead, prompt: prompt.length };
+    await log.pack(id, needs);
+    return cost;
+  }
+
+  it("cost what the parent's turns cost once the fork's first view is written", async () => {
+    const store = new CountingStore(new MemoryStore());
+    const loader = new SessionLog(store);
+    await loader.create({ id: 'p' });
+    for (let round = 0; round < 40; round++) {
+      const items: Item[] = [];
+      for (let call = 0; call < 25; call++) {
+        items.push(toolCall(`p${round}-${call}`), output(`p${round}-${call}`, `line ${call}\n`.repeat(8)));
+      }
+      await loader.append('p', items);
+      await loader.pack('p', needs);
+    }
+    const parentTurns = [];
+    for (let turn = 0; turn < 4; turn++) parentTurns.push(await turnCost(store, 'p', turn));
+    const parent = parentTurns[parentTurns.length - 1]!;
+    const most = Math.max(...parentTurns.map((cost) => cost.operations));
+    await loader.fork('p', { at_seq: (await loader.get('p')).counts.items, fields: { id: 'f' } });
+    // What the route starts after its response (lib/turn/fork.ts): the fork's first view.
+    await loader.pack('f', { ...needs, refresh: true });
+    const fork = await turnCost(store, 'f', 0);
+    // The parent's turn is in the fork's history too: two items more in the window.
+    expect(fork.prompt).toBe(parent.prompt + 2);
+    expect(fork.operations).toBeLessThanOrEqual(most);
+    expect(fork.bytesRead).toBeLessThanOrEqual(parent.bytesRead * 1.25);
+    // And so on: its later turns cost what the parent's did.
+    for (let turn = 1; turn < 4; turn++) {
+      const next = await turnCost(store, 'f', turn);
+      expect(next.operations, `turn ${turn}`).toBeLessThanOrEqual(most);
+    }
   });
 });
 

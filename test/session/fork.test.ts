@@ -102,6 +102,11 @@ describe('SessionLog.fork', () => {
     const requirement = () => ({ toolCalls: 'all' as const, seqs: [] });
     const preview = await log.previewContext('f', requirement);
     expect(preview.items.map((item) => item.seq)).toEqual(forkItems.map((item) => item.seq));
+    // Its turns are the parent's up to the fork point, then its own.
+    const turns = await log.listTurns('f', { limit: 100 });
+    expect(turns.turns.map((listed) => listed.turn)).toEqual(Array.from({ length: 13 }, (_, index) => 13 - index));
+    expect(turns.turns[0]!.input).toEqual({ first_seq: at + 1, last_seq: at + 1 });
+    expect(turns.turns[1]!.input?.first_seq).toBeLessThan(at);
   });
 
   it('reads the same prompt as the parent at the fork point, and packs its own records only', async () => {

@@ -16,7 +16,7 @@ import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, ledgerOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { closeTurn } from './lease.ts';
-import { forkMarkers, sharedGenerations } from './fork-refs.ts';
+import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 
@@ -154,7 +154,10 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   const chain = head.config.fork_of ?? [];
   if (chain.length === 0) return;
   await log.store.delete(forkMarkers(log, chain, id, scope.generation));
-  for (const point of chain) await sweepSession(log, point.id);
+  // An ancestor still alive keeps its objects anyway (its own delete lists the references
+  // after this one's are gone): only the deleted ones are swept again.
+  for (const point of chain)
+    if (!(await namesGeneration(log, point.id, point.generation))) await sweepSession(log, point.id);
 }
 
 /**

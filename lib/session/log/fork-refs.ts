@@ -34,7 +34,8 @@ export async function sharedGenerations(log: LogContext, id: string): Promise<Se
   }
 }
 
-async function namesGeneration(log: LogContext, id: string, generation: string): Promise<boolean> {
+/** Whether session `id`'s config names incarnation `generation` now (one get). */
+export async function namesGeneration(log: LogContext, id: string, generation: string): Promise<boolean> {
   const key = sessionConfigKey(log.keyPrefix, id);
   const object = await log.store.get(key);
   return object !== null && parseStored(key, object.body, sessionConfigSchema).generation === generation;

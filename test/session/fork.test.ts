@@ -6,6 +6,11 @@ import { MAX_FORK_DEPTH } from '../../lib/session/records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { readTail } from '../../lib/session/log/tail-reader.ts';
+import { logCursor } from '../../lib/session/unit-cursor.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
@@ -129,6 +134,41 @@ describe('SessionLog.fork', () => {
     expect((await allItems(log, 'f')).map((item) => item.seq)).toEqual(
       Array.from({ length: at + 12 }, (_, index) => index + 1),
     );
+  });
+
+  it("never reads an ancestor's items past the fork point, even an output of a call made before it", async () => {
+    const { store, log } = setup();
+    await log.create({ id: 'p' });
+    await log.append('p', [user('start'), toolCall('x')]);
+    await log.fork('p', { at_seq: 2, fields: { id: 'f' } });
+    // Each answers the call its own way, then goes on; the parent packs past the fork point.
+    for (const [id, answer] of [
+      ['p', 'parent out'],
+      ['f', 'fork out'],
+    ] as const) {
+      await log.append(id, [output('x', answer)]);
+      for (let round = 0; round < 6; round++) {
+        await log.append(id, [toolCall(`${id}${round}`), output(`${id}${round}`, `${id} ${round} `.repeat(10))]);
+        await log.pack(id);
+      }
+    }
+    const preview = await log.previewContext('f', () => ({ toolCalls: 2, seqs: [2] }));
+    const answer = async (items: PromptItem[]) =>
+      (await log.hydrate(preview.scope, items))
+        .filter((item) => item.type === 'function_call_output' && item.call_id === 'x')
+        .map((item) => item.type === 'function_call_output' && item.output);
+    expect(await answer(preview.items)).toEqual(['fork out']);
+    // The walk past a view, on its own: the call is in the parent's segment, which holds the
+    // parent's output of it too, past the fork point.
+    const walked = await readTail(
+      logContext(store, { viewPolicy }),
+      preview.scope,
+      [],
+      logCursor(store, preview.scope),
+      { toolCalls: 2, seqs: [2] },
+    );
+    expect(await answer(walked)).toEqual(['fork out']);
+    expect(JSON.stringify(await allItems(log, 'f'))).not.toContain('parent out');
   });
 
   it('forks at a turn, and forks of forks read every ancestor up to its point', async () => {

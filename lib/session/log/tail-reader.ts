@@ -219,6 +219,8 @@ export async function readTail(
     orphans: Record<string, number>;
     seqs: number[];
     loaded: Map<number, LogItem>;
+    /** Its last seq in this log (a fork's ancestor's segment may hold later ones). */
+    top: number;
   }[] = [];
   let block = 1;
   const walking = () => lowest > floor && !(untilCut && cutSeq > 0);
@@ -280,14 +282,20 @@ export async function readTail(
         continue;
       }
       // Its output is later in this segment (usually the next lines): scan forward to it.
-      for (let at = lowerBound(toolSeqs, call.seq) + 1; at < toolSeqs.length && toolSeqs[at]! < cutSeq; at++) {
+      let answered = false;
+      for (
+        let at = lowerBound(toolSeqs, call.seq) + 1;
+        at < toolSeqs.length && toolSeqs[at]! < cutSeq && toolSeqs[at]! <= top && !answered;
+        at++
+      ) {
         if (!loaded.has(at)) await readPositions(reader, [at], loaded);
         const item = loaded.get(at)!;
-        if (item.type === 'function_call_output' && item.call_id === call.call_id) {
-          before.push(item);
-          break;
-        }
+        answered = item.type === 'function_call_output' && item.call_id === call.call_id;
+        if (answered) before.push(item);
       }
+      // A fork's ancestor's segment may answer it past the fork point: the fork's answer, if
+      // any, is in a newer segment.
+      if (!answered && top < index.last_seq) pendingCalls.push({ call, segment: segmentNumber });
     }
     // Kept for the outputs of required calls in older segments: of the tool lines loaded, only
     // those outputs (every block loaded, kept to the end of a long walk, took tens of MiB).
@@ -297,7 +305,7 @@ export async function readTail(
       const item = loaded.get(at);
       if (item) kept.set(at, item);
     }
-    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept });
+    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept, top });
     // A segment that carries every earlier message ends the walk unless a required call is older.
     const carried = await reader.carriedMessages();
     if (carried !== null) {
@@ -310,7 +318,7 @@ export async function readTail(
     for (let newer = segment - 1; newer >= 0; newer--) {
       const candidate = segments[newer]!;
       const outputSeq = candidate.orphans[call.call_id];
-      if (outputSeq === undefined || outputSeq <= call.seq) continue;
+      if (outputSeq === undefined || outputSeq <= call.seq || outputSeq > candidate.top) continue;
       if (outputSeq < cutSeq)
         before.push(
           ...(await readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)),

@@ -13,6 +13,7 @@ import {
 import { decodeUtf8 } from '../store/object-store.ts';
 import { historyAggregatesSchema } from '../history.ts';
 import { generationSchemaPattern } from './keys.ts';
+import { forkPointSchema, MAX_FORK_DEPTH } from './fork-point.ts';
 import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
 
 /**
@@ -41,18 +42,6 @@ export const countsSchema = z
   })
   .strict();
 export type SessionCounts = z.infer<typeof countsSchema>;
-
-/** A fork reads at most this many incarnations before its own (docs/API.md, forks). */
-export const MAX_FORK_DEPTH = 8;
-
-const forkPointSchema = z
-  .object({
-    id: idSchema,
-    generation: z.string().regex(generationSchemaPattern),
-    record: z.number().int().positive(),
-    seq: z.number().int().nonnegative(),
-  })
-  .strict();
 
 export const sessionConfigSchema = z
   .object({

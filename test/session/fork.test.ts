@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ForkRefusedError, InvalidRequestError, NotFoundError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import { sessionPrefix } from '../../lib/session/keys.ts';
-import { MAX_FORK_DEPTH } from '../../lib/session/records.ts';
+import { MAX_FORK_DEPTH } from '../../lib/session/fork-point.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';

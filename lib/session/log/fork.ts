@@ -8,7 +8,8 @@ import {
 import { EMPTY_LEDGER } from '../../ledger/usage.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { recordKey, sessionConfigKey, type ForkPoint, type LogScope } from '../keys.ts';
-import { MAX_FORK_DEPTH, type LogRecord, type SessionConfig } from '../records.ts';
+import { MAX_FORK_DEPTH } from '../fork-point.ts';
+import type { LogRecord, SessionConfig } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { newConfig, sweepSession, toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';

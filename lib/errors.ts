@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'not_found',
   'session_exists',
   'name_taken',
+  'fork_refused',
   'turn_in_progress',
   'aborted',
   'lease_expired',
@@ -209,6 +210,14 @@ export class SessionExistsError extends TailgateError {
   constructor(id: string) {
     super('session_exists', `session ${id} already exists`, { id });
     this.name = 'SessionExistsError';
+  }
+}
+
+/** A fork point that cannot be forked at (packed, too deep, or an open turn): the message says which. */
+export class ForkRefusedError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('fork_refused', message, details);
+    this.name = 'ForkRefusedError';
   }
 }
 

@@ -2,8 +2,15 @@ import { createRoute } from '@hono/zod-openapi';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
-import { sessionCreateSchema, sessionIdParamsSchema, sessionPatchSchema, sessionSchema } from '../schemas.ts';
+import {
+  sessionCreateSchema,
+  sessionForkSchema,
+  sessionIdParamsSchema,
+  sessionPatchSchema,
+  sessionSchema,
+} from '../schemas.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
+import { forkSession } from '../../lib/turn/fork.ts';
 
 const createSessionRoute = createRoute({
   method: 'post',
@@ -48,7 +55,20 @@ const deleteSessionRoute = createRoute({
   responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 401, 403, 404, 503) },
 });
 
-/** POST/GET/PATCH/DELETE /v1/sessions[/:id]. */
+const forkSessionRoute = createRoute({
+  method: 'post',
+  path: '/v1/sessions/{id}/fork',
+  tags: ['sessions'],
+  summary: "Fork a session at a turn or seq: a new session sharing the parent's history, copying none of it",
+  security: requires('admin'),
+  request: { params: sessionIdParamsSchema, body: jsonBody(sessionForkSchema) },
+  responses: {
+    201: jsonResponse(sessionSchema, 'The fork'),
+    ...errorResponses(400, 401, 403, 404, 409, 413, 503),
+  },
+});
+
+/** POST/GET/PATCH/DELETE /v1/sessions[/:id], POST /v1/sessions/:id/fork. */
 export function sessionRoutes() {
   return createRouter()
     .openapi(createSessionRoute, async (c) => {
@@ -57,6 +77,16 @@ export function sessionRoutes() {
       const session = await sessions.create({
         ...normalizeSessionFields(body, c.var.services),
         ...(body.id !== undefined ? { id: body.id } : {}),
+      });
+      return c.json(session, 201);
+    })
+    .openapi(forkSessionRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { at_turn, at_seq, id: forkId, ...fields } = c.req.valid('json');
+      const session = await forkSession(c.var.services, id, {
+        ...(at_turn !== undefined ? { at_turn } : {}),
+        ...(at_seq !== undefined ? { at_seq } : {}),
+        fields: { ...normalizeSessionFields(fields, c.var.services), ...(forkId !== undefined ? { id: forkId } : {}) },
       });
       return c.json(session, 201);
     })

@@ -9,7 +9,7 @@ import { compactionId, itemId, responseId, type ResponseRef } from './ids.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
-import { branchingError, sessionOf } from './sessions.ts';
+import { branchedSession, branchingError, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { openaiTools, saveResponse } from './stored-responses.ts';
@@ -98,6 +98,8 @@ async function createStoredResponse(
   facade: Facade,
   prepared: PreparedRequest,
   idempotencyKey: string | undefined,
+  /** A branch: the fork of previous_response_id's conversation this request goes to. */
+  branch?: string,
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
   const { body, model, instructions, tools, turnTools } = prepared;
@@ -106,7 +108,9 @@ async function createStoredResponse(
   const match = whole ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
   const { sessionId, afterTurn } = match
     ? { sessionId: match.session.id, afterTurn: match.turn }
-    : await sessionOf(facade, body, { instructions, model, idempotencyKey });
+    : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
+        branch ? { ...found, sessionId: branch } : found,
+      );
   const session = match?.session ?? (await services.sessions.get(sessionId));
   const items = prepared.items.slice(match?.known ?? 0);
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
@@ -148,11 +152,18 @@ async function createStoredResponse(
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(afterTurn !== undefined ? { afterTurn } : {}),
   };
-  // A conversation does not branch: the claim refuses a turn that would not follow previous_response_id's.
-  const branched = async (error: unknown): Promise<never> => {
-    if (error instanceof NotNewestTurnError && body.previous_response_id)
-      throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
-    throw error;
+  // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
+  // replayed first): the request then branches, into a fork of the conversation at that turn.
+  const branched = async (error: unknown): Promise<TailgateResponse | Response> => {
+    if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
+    if (branch) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
+    const fork = await branchedSession(
+      facade,
+      body.previous_response_id,
+      { sessionId, turn: afterTurn },
+      idempotencyKey,
+    );
+    return createStoredResponse(facade, prepared, idempotencyKey, fork);
   };
   if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
   const pending = runTurn(services, sessionId, request, options);
@@ -162,7 +173,12 @@ async function createStoredResponse(
       () => undefined,
     ),
   );
-  const response = await pending.catch(branched);
+  let response: TurnResponse;
+  try {
+    response = await pending;
+  } catch (error) {
+    return branched(error);
+  }
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
   const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response));
   await ended(facade, context, response, answer);

@@ -1,4 +1,5 @@
-import { NotFoundError, SessionExistsError } from '../errors.ts';
+import { ForkRefusedError, NotFoundError, SessionExistsError } from '../errors.ts';
+import { forkSession } from '../turn/fork.ts';
 import { sha256Hex } from '../hash.ts';
 import type { StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -112,6 +113,40 @@ async function previousResponse(
   });
   if (ref.turn > session.counts.turns) throw missing();
   return { sessionId: ref.sessionId, turn: ref.turn, newestTurn: session.counts.turns };
+}
+
+/**
+ * A new conversation branching off `previousResponseId` (turn `turn` of `sessionId`): a fork of
+ * that session at that turn (lib/session/log/fork.ts), which shares its history. Its id comes
+ * from the Idempotency-Key when there is one, so a retried request finds the fork its first
+ * attempt made and its turn is replayed there. A turn too old to fork at (packed) is 409
+ * conversation_branching_unsupported naming why.
+ */
+export async function branchedSession(
+  facade: Facade,
+  previousResponseId: string,
+  at: { sessionId: string; turn: number },
+  idempotencyKey: string | undefined,
+): Promise<string> {
+  facade.authorize(null);
+  const id =
+    idempotencyKey !== undefined
+      ? `conv_${sha256Hex(`openai-branch:${previousResponseId}:${idempotencyKey}`).slice(0, 24)}`
+      : randomId('conv');
+  try {
+    await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields: { id } });
+  } catch (error) {
+    if (error instanceof SessionExistsError && idempotencyKey !== undefined) return id;
+    if (error instanceof ForkRefusedError)
+      throw new OpenAIApiError(
+        409,
+        'conversation_branching_unsupported',
+        `Response '${previousResponseId}' cannot be branched from: ${error.message}.`,
+        'previous_response_id',
+      );
+    throw error;
+  }
+  return id;
 }
 
 /** 409 conversation_branching_unsupported: `previousResponseId` is not the newest turn of its session. */

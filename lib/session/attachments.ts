@@ -169,7 +169,7 @@ function blobRef(
 export async function hydrateMedia(
   store: ObjectStore,
   items: PromptItem[],
-  blobKeyOf: (sha256: string) => string,
+  blobKeyOf: (sha256: string) => string | Promise<string>,
   parallel: number,
 ): Promise<PromptItem[]> {
   const wanted = new Set<string>();
@@ -178,7 +178,7 @@ export async function hydrateMedia(
   if (wanted.size === 0) return items;
   const read = new Map<string, Uint8Array>();
   await mapLimit([...wanted], parallel, async (sha256) => {
-    const key = blobKeyOf(sha256);
+    const key = await blobKeyOf(sha256);
     const object = await store.get(key);
     if (!object) throw new CorruptObjectError(key, 'referenced blob is missing');
     if (sha256Hex(object.body) !== sha256) throw new CorruptObjectError(key, 'blob does not match its SHA-256');
@@ -202,7 +202,7 @@ export function contentOf(item: Item | PromptItem): Content {
 export async function exportMedia(
   store: ObjectStore,
   items: PromptItem[],
-  blobKeyOf: (sha256: string) => string,
+  blobKeyOf: (sha256: string) => string | Promise<string>,
   parallel: number,
 ): Promise<PromptItem[]> {
   const read = await hydrateMedia(store, items, blobKeyOf, parallel);

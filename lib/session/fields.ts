@@ -65,6 +65,28 @@ export const sessionCreateSchema = sessionPatchSchema
   .strict()
   .meta({ id: 'SessionCreate' });
 
+export const sessionForkSchema = sessionCreateSchema
+  .extend({
+    at_turn: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .meta({ description: 'Fork after this turn (its outputs included).' }),
+    at_seq: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .meta({ description: 'Fork after the turn or append whose items end at this seq.' }),
+  })
+  .strict()
+  .refine((body) => (body.at_turn === undefined) !== (body.at_seq === undefined), {
+    message: 'give exactly one of at_turn and at_seq',
+    path: ['at_turn'],
+  })
+  .meta({ id: 'SessionFork' });
+
 export const sessionCountsSchema = z.object({
   items: z.number().int(),
   turns: z.number().int(),
@@ -87,6 +109,8 @@ export const sessionSchema = z
     counts: sessionCountsSchema,
     budget: budgetSchema.nullable(),
     usage: sessionUsageSchema,
+    /** A fork: the session whose history it continues, and the last seq it shares. */
+    forked_from: z.object({ id: z.string(), seq: z.number().int() }).optional(),
   })
   .meta({ id: 'Session' });
 

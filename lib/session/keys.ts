@@ -26,6 +26,8 @@ import { idSchema } from '../items.ts';
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
  * - `queue/<generation>/<sha256>`: an input queued while a turn ran (create-only).
  * - `events/<generation>/<turn>/<batch>`: a turn's event journal, batch by batch (create-only).
+ * - `forks/<generation>/<child id>.<child generation>`: a fork's reference to this
+ *   incarnation's objects (create-only): a delete keeps a generation some live fork reads.
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
  *   a notice straight into the bucket).
  *
@@ -39,6 +41,26 @@ export interface LogScope {
   id: string;
   /** '' for a session written before generations existed. */
   generation: string;
+  /**
+   * A fork's history before its own first record: the incarnations it was forked from,
+   * nearest first, each read up to `record` (seq `seq`). Absent: not a fork.
+   */
+  ancestors?: readonly ForkPoint[];
+}
+
+/** Where a fork's history continues: an incarnation of another session, up to a record. */
+export interface ForkPoint {
+  id: string;
+  generation: string;
+  /** The last record of that incarnation that belongs to the fork's history. */
+  record: number;
+  /** The last seq of that record (its completion's outputs included). */
+  seq: number;
+}
+
+/** The scope of an ancestor a fork reads (its objects, never its own ancestors). */
+export function ancestorScope(keyPrefix: string, point: ForkPoint): LogScope {
+  return { keyPrefix, id: point.id, generation: point.generation };
 }
 
 /** A new generation: `g` + the inverted time in ms (13 digits) + 8 random hex characters. */
@@ -84,6 +106,17 @@ export function sessionConfigKey(keyPrefix: string, id: string): string {
 
 function scoped(scope: LogScope, kind: string): string {
   return `${sessionPrefix(scope.keyPrefix, scope.id)}${kind}/${scope.generation ? `${scope.generation}/` : ''}`;
+}
+
+/** Where the forks of one incarnation leave their references (`forks/<generation>/`). */
+export function forkMarkersPrefix(scope: LogScope): string {
+  return scoped(scope, 'forks');
+}
+
+/** The reference of fork `childId` (incarnation `childGeneration`) to the incarnation `scope`. */
+export function forkMarkerKey(scope: LogScope, childId: string, childGeneration: string): string {
+  if (!generationSchemaPattern.test(childGeneration)) throw new RangeError('fork markers name a generation');
+  return `${forkMarkersPrefix(scope)}${validateId(childId)}.${childGeneration}`;
 }
 
 /** The prefixes holding every object of one incarnation (all but the config and the inbox). */

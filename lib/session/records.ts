@@ -13,6 +13,7 @@ import {
 import { decodeUtf8 } from '../store/object-store.ts';
 import { historyAggregatesSchema } from '../history.ts';
 import { generationSchemaPattern } from './keys.ts';
+import { forkPointSchema, MAX_FORK_DEPTH } from './fork-point.ts';
 import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
 
 /**
@@ -62,6 +63,8 @@ export const sessionConfigSchema = z
     /** Bumped to revoke the session's scoped tokens: a token minted at a lower one is refused. */
     token_generation: z.number().int().nonnegative().optional(),
     budget: budgetSchema.optional(),
+    /** A fork: the incarnations its history continues in, nearest first (log/fork.ts). */
+    fork_of: z.array(forkPointSchema).min(1).max(MAX_FORK_DEPTH).optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;

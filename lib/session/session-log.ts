@@ -20,6 +20,7 @@ import {
 } from './log/config-object.ts';
 import { logContext, PARALLEL_GETS, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
+import { forkSession, type ForkOptions } from './log/fork.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import type { ExportHeader } from './export-format.ts';
 import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
@@ -33,7 +34,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
-import { hydrate, listItems, previewContext, readContext } from './log/tail-reader.ts';
+import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
 import type {
   BeginTurnResult,
   ContextView,
@@ -56,6 +57,7 @@ export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
 export type * from './log/types.ts';
 export type { ImportLine, ImportOptions } from './log/import.ts';
+export type { ForkOptions } from './log/fork.ts';
 export type { SeenItem, SessionRow, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 
@@ -102,12 +104,20 @@ export class SessionLog {
   /** The bytes of blob `sha256` of the session's current generation, or null when there is none. */
   async readBlob(id: string, sha256: string): Promise<Uint8Array | null> {
     const scope = await this.scope(id);
-    return (await this.#log.store.get(blobKey(scope, sha256)))?.body ?? null;
+    return (await this.#log.store.get(await payloadKey(this.#log, scope, sha256)))?.body ?? null;
   }
 
   /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
   async create(input: NewSession): Promise<SessionRecord> {
     return createSession(this.#log, input);
+  }
+
+  /**
+   * A copy-on-write fork (log/fork.ts): a new session whose history is this one's up to a
+   * turn or a seq, read from this session's objects, none of them copied.
+   */
+  async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
+    return forkSession(this.#log, id, options);
   }
 
   /** The session with its counts. A missing session: NotFoundError. */
@@ -320,7 +330,8 @@ export class SessionLog {
    * token counts need only the references.
    */
   async readMedia(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
-    return hydrateMedia(this.#log.store, items, (sha256) => blobKey(scope, sha256), PARALLEL_GETS);
+    // A fork's inherited images are where its ancestors stored them.
+    return hydrateMedia(this.#log.store, items, (sha256) => payloadKey(this.#log, scope, sha256), PARALLEL_GETS);
   }
 
   /**

@@ -1,5 +1,5 @@
 import type { ListResult, ObjectInfo, ObjectStore } from '../store/object-store.ts';
-import { parseRecordsEntry, RECORD_BOUND } from './keys.ts';
+import { ancestorScope, parseRecordsEntry, RECORD_BOUND, recordsPrefix, type LogScope } from './keys.ts';
 
 /** One readable piece of the log, as a listing resolves it: a record, or a segment. */
 export type LogUnit =
@@ -19,7 +19,21 @@ export type LogUnit =
       lastRecord: number;
       firstSeq: number;
       lastSeq: number;
+      /** A fork's ancestor's segment: the fork's history holds its seqs up to this one only. */
+      ceiling?: number;
     };
+
+/** The last seq of a unit that belongs to the log being read (a fork reads an ancestor's segment only so far). */
+export function unitTop(unit: Extract<LogUnit, { kind: 'segment' }>): number {
+  return Math.min(unit.lastSeq, unit.ceiling ?? Number.POSITIVE_INFINITY);
+}
+
+/** An ancestor's records a fork's cursor goes on with: its prefix, read up to `record` (seq `seq`). */
+interface Ancestor {
+  prefix: string;
+  record: number;
+  seq: number;
+}
 
 interface Group {
   prefix: string;
@@ -36,6 +50,11 @@ interface Group {
  * It may list a wider prefix than its own (`listPrefix`: every generation of a session, the
  * newest first) and then reads only the keys under `prefix`, stopping after them; the first
  * page may be requested before the prefix is known (`firstPage`).
+ *
+ * A fork's cursor (`ancestors`) goes on, after its own records, with each ancestor's records
+ * up to the fork point: only units below it, and segments reaching past it marked with the
+ * seq its history ends at (`ceiling`). What it meets there is read-only: no view, leftover or
+ * buried record of an ancestor is collected (the ancestor's own packer looks after them).
  */
 export class UnitCursor {
   /** Objects a segment made redundant (views, leases, replaced segments): the packer deletes them. */
@@ -51,8 +70,12 @@ export class UnitCursor {
   /** Every view (`.view`) in the pages listed so far, newest first. */
   readonly views: { record: number; key: string }[] = [];
   readonly #store: ObjectStore;
-  readonly #prefix: string;
-  readonly #listPrefix: string;
+  #prefix: string;
+  #listPrefix: string;
+  readonly #ancestors: readonly Ancestor[];
+  /** The ancestor being read (0: the log's own records). */
+  #hop = 0;
+  #ceiling: number | undefined;
   #firstPage: Promise<ListResult> | undefined;
   readonly #pageLimit: number;
   #low: number;
@@ -65,8 +88,15 @@ export class UnitCursor {
   constructor(
     store: ObjectStore,
     prefix: string,
-    options: { pageLimit?: number; below?: number; listPrefix?: string; firstPage?: Promise<ListResult> } = {},
+    options: {
+      pageLimit?: number;
+      below?: number;
+      listPrefix?: string;
+      firstPage?: Promise<ListResult>;
+      ancestors?: readonly Ancestor[];
+    } = {},
   ) {
+    this.#ancestors = options.ancestors ?? [];
     this.#store = store;
     this.#prefix = prefix;
     this.#listPrefix = options.listPrefix ?? prefix;
@@ -79,10 +109,31 @@ export class UnitCursor {
   async next(): Promise<LogUnit | null> {
     for (;;) {
       const group = await this.#nextGroup();
-      if (!group) return null;
+      if (!group) {
+        if (!this.#nextAncestor()) return null;
+        continue;
+      }
       const unit = this.#resolve(group);
+      if (unit?.kind === 'segment' && this.#ceiling !== undefined) return { ...unit, ceiling: this.#ceiling };
       if (unit) return unit;
     }
+  }
+
+  /** Goes on with the next ancestor's records, below its fork point (false: there is none). */
+  #nextAncestor(): boolean {
+    const ancestor = this.#ancestors[this.#hop];
+    if (!ancestor) return false;
+    this.#hop += 1;
+    this.#prefix = ancestor.prefix;
+    this.#listPrefix = ancestor.prefix;
+    this.#cursor = undefined;
+    this.#done = false;
+    this.#groups = [];
+    this.#carry = null;
+    this.#low = Math.min(this.#low, ancestor.record + 1);
+    this.#coveredBySegment = false;
+    this.#ceiling = ancestor.seq;
+    return true;
   }
 
   async #nextGroup(): Promise<Group | null> {
@@ -115,7 +166,7 @@ export class UnitCursor {
       }
       const name = object.key.slice(this.#prefix.length);
       const entry = parseRecordsEntry(name);
-      if (entry?.kind === 'view') this.views.push({ record: entry.record, key: object.key });
+      if (entry?.kind === 'view' && this.#hop === 0) this.views.push({ record: entry.record, key: object.key });
       const groupPrefix = name.slice(0, 12);
       if (this.#carry && this.#carry.prefix === groupPrefix) {
         this.#carry.entries.push(object);
@@ -148,6 +199,7 @@ export class UnitCursor {
     }
     const present = (...keys: (string | null)[]) => keys.filter((key): key is string => key !== null);
     const discard = (segmentKeys: string[]) => {
+      if (this.#hop > 0) return;
       this.leftovers.push(...segmentKeys, ...present(viewKey, leaseKey));
       this.buried.push(...present(recordKey, doneKey));
     };
@@ -190,4 +242,18 @@ export class UnitCursor {
       this.#coveredBySegment = false;
     }
   }
+}
+
+/** A cursor over the records of `scope`, going on into a fork's ancestors (see UnitCursor). */
+export function logCursor(
+  store: ObjectStore,
+  scope: LogScope,
+  options: { pageLimit?: number; below?: number; listPrefix?: string; firstPage?: Promise<ListResult> } = {},
+): UnitCursor {
+  const ancestors = (scope.ancestors ?? []).map((point) => ({
+    prefix: recordsPrefix(ancestorScope(scope.keyPrefix, point)),
+    record: point.record,
+    seq: point.seq,
+  }));
+  return new UnitCursor(store, recordsPrefix(scope), { ...options, ancestors });
 }

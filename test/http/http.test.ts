@@ -4,6 +4,7 @@ import { defineHttpSuite, SIGNING_KEY, TOKEN, type HttpHarness } from './http-su
 import { defineTokenSuite } from './tokens-suite.ts';
 import { defineTransferSuite } from './transfer-suite.ts';
 import { defineImagesSuite } from './images-suite.ts';
+import { defineForkSuite } from './fork-suite.ts';
 import { defineReceiptSuite } from './receipts-suite.ts';
 import { defineBodyBudgetSuite } from './body-budget-suite.ts';
 import { defineBackgroundSuite } from './background-suite.ts';
@@ -47,5 +48,6 @@ defineReceiptSuite('node (memory store)', harness);
 defineBodyBudgetSuite('node (memory store)', harness);
 defineTransferSuite('node (memory store)', harness);
 defineImagesSuite('node (memory store)', harness);
+defineForkSuite('node (memory store)', harness);
 defineBackgroundSuite('node (memory store)', harness);
 defineEventsSuite('node (memory store)', harness);

@@ -53,5 +53,37 @@ export function defineImagesSuite(label: string, harness: HttpHarness): void {
       expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
       expect(await blobKeys(id)).toEqual([]);
     });
+
+    it('a fork sees, serves and exports the images of the history it shares with its parent', async () => {
+      const parent = await api.session();
+      const screen = pngBytes(64, 48, 2_000, 3);
+      const sha256 = sha256Hex(screen);
+      const image = { type: 'input_image', image_url: dataUrl('image/png', screen) };
+      const first = await api.post(`/v1/sessions/${parent}/turns`, {
+        model: 'echo',
+        input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] }],
+      });
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const fork = await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 });
+      expect(fork.status, JSON.stringify(fork.body)).toBe(201);
+      const child = fork.body.id as string;
+      // The image stays in the parent's generation: the fork stores none of its own.
+      expect(await blobKeys(child)).toEqual([]);
+      const blob = await harness.fetch(`/v1/sessions/${child}/blobs/${sha256}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(blob.status).toBe(200);
+      expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
+      const exported = await harness.fetch(`/v1/sessions/${child}/export`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(exported.status).toBe(200);
+      expect(await exported.text()).toContain(dataUrl('image/png', screen));
+      // Its turn's prompt carries the inherited image: the echo model describes it.
+      const turn = await api.post(`/v1/sessions/${child}/turns`, { model: 'echo', input: 'and now?' });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      const prompt = await api.get(`/v1/sessions/${child}/prompt?full=true`);
+      expect(JSON.stringify(prompt.body.items)).toContain(sha256);
+    });
   });
 }

@@ -25,6 +25,7 @@ const ALLOWS: Record<Scope, Scope[]> = {
 const EXPECTED_SCOPES: Record<string, Scope> = {
   'POST /v1/sessions': 'admin',
   'POST /v1/sessions/import': 'admin',
+  'POST /v1/sessions/{id}/fork': 'admin',
   'GET /v1/sessions/{id}/export': 'session:read',
   'GET /v1/sessions/{id}': 'session:read',
   'PATCH /v1/sessions/{id}': 'admin',

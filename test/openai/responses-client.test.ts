@@ -105,17 +105,36 @@ describe('the official openai client: responses', () => {
       },
     ]);
 
-    // Continuing from an older response would branch the conversation: 409.
-    const branching = await client.responses
-      .create({ model: 'echo', previous_response_id: first.id, input: 'again' })
-      .catch((error: unknown) => error);
-    expect(branching).toBeInstanceOf(OpenAI.ConflictError);
-    expect((branching as InstanceType<typeof OpenAI.ConflictError>).code).toBe('conversation_branching_unsupported');
-    expect((branching as { error: { details: unknown } }).error.details).toEqual({
-      newest_response_id: third.id,
-      newest_turn: 3,
-    });
+    // Two responses off an older one branch the conversation: each goes to a new conversation,
+    // a fork sharing the history up to that response, and each chain goes on by itself.
+    const left = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'left' });
+    const right = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'right' });
+    const branches = [left.conversation!.id, right.conversation!.id];
+    expect(new Set([sessionId, ...branches]).size).toBe(3);
+    const leftNext = await client.responses.create({ model: 'echo', previous_response_id: left.id, input: 'l2' });
+    const rightNext = await client.responses.create({ model: 'echo', previous_response_id: right.id, input: 'r2' });
+    expect([leftNext.output_text, rightNext.output_text]).toEqual(['echo: l2', 'echo: r2']);
+    expect([leftNext.conversation!.id, rightNext.conversation!.id]).toEqual(branches);
+    for (const [branch, word] of [
+      [branches[0]!, 'left'],
+      [branches[1]!, 'right'],
+    ] as const) {
+      const forked = await tailgateGet(`/sessions/${branch}`);
+      expect(forked).toMatchObject({ instructions: 'Be brief.', counts: { turns: 4 }, forked_from: { id: sessionId } });
+      const contents = (await client.conversations.items.list(branch, { order: 'asc' })).data.map((item) =>
+        item.type === 'message' ? (item.content[0] as { text: string }).text : item.type,
+      );
+      expect(contents.slice(-4)).toEqual([word, `echo: ${word}`, `${word[0]}2`, `echo: ${word[0]}2`]);
+      expect(contents.slice(0, -4)).toEqual([
+        'call get_weather {"city":"Paris"}',
+        'function_call',
+        'function_call_output',
+        'echo: call get_weather {"city":"Paris"}',
+      ]);
+    }
+    // The older chain is as it was.
     expect((await tailgateGet(`/sessions/${sessionId}`)).counts.turns).toBe(3);
+    expect((await client.responses.retrieve(third.id)).output).toEqual(third.output);
   });
 
   it('answers a keyed retry of a chained response with the stored one, before judging branching', async () => {
@@ -141,14 +160,13 @@ describe('the official openai client: responses', () => {
       .create({ ...body, input: 'something else' }, keyed('chained-retry'))
       .catch((error: unknown) => error);
     expect(reused).toMatchObject({ status: 422, code: 'idempotency_key_reused' });
-    const branch = await client.responses
-      .create({ ...body, instructions: 'be long' }, keyed('chained-new'))
-      .catch((error: unknown) => error);
-    expect(branch).toMatchObject({ status: 409, code: 'conversation_branching_unsupported' });
-    expect((branch as { error: { details: unknown } }).error.details).toEqual({
-      newest_response_id: third.id,
-      newest_turn: 3,
-    });
+    const branch = await client.responses.create({ ...body, instructions: 'be long' }, keyed('chained-new'));
+    expect(branch.conversation!.id).not.toBe(sessionId);
+    // Its retry finds the branch its first attempt made, and is replayed there.
+    const branchRetried = await client.responses.create({ ...body, instructions: 'be long' }, keyed('chained-new'));
+    expect(branchRetried.id).toBe(branch.id);
+    const forked = await tailgateGet(`/sessions/${branch.conversation!.id}`);
+    expect(forked).toMatchObject({ instructions: 'be long', counts: { turns: 2 } });
     const session = await tailgateGet(`/sessions/${sessionId}`);
     expect(session.counts.turns).toBe(3);
     expect(session.instructions).toBe('be brief');

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll } from 'vitest';
 import { World } from '../support/simulation.ts';
+import { FileStore } from '../../lib/store/file.ts';
+import { defineForkSimulation } from './fork-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the file store: each actor writes through a FileStore of its own on
@@ -24,4 +26,10 @@ defineProtocolSimulation({
   report: false,
   // A bound, not a measure: the file store does real I/O at every one of many crash points.
   crashTimeoutMs: 600_000,
+});
+
+defineForkSimulation('file store', async () => {
+  const directory = await mkdtemp(join(tmpdir(), 'tailgate-fork-simulation-'));
+  directories.push(directory);
+  return new FileStore(directory);
 });

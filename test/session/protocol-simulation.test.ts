@@ -1,4 +1,6 @@
 import { World } from '../support/simulation.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { defineForkSimulation } from './fork-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the memory store: every interleaving replays exactly from its seed.
@@ -9,3 +11,5 @@ defineProtocolSimulation({
   runs: Number(process.env.SIMULATION_RUNS ?? 300),
   report: true,
 });
+
+defineForkSimulation('memory store', async () => new MemoryStore());

@@ -7,6 +7,7 @@ import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineTransferSuite } from '../http/transfer-suite.ts';
 import { defineImagesSuite } from '../http/images-suite.ts';
+import { defineForkSuite } from '../http/fork-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
@@ -55,6 +56,7 @@ defineReceiptSuite('workerd (R2)', harness);
 defineBodyBudgetSuite('workerd (R2)', harness);
 defineTransferSuite('workerd (R2)', harness);
 defineImagesSuite('workerd (R2)', harness);
+defineForkSuite('workerd (R2)', harness);
 // Background turns go through the queue in wrangler.toml to this worker's queue handler.
 defineBackgroundSuite('workerd (R2)', harness);
 defineEventsSuite('workerd (R2)', harness);

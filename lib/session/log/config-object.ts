@@ -16,6 +16,7 @@ import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, ledgerOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { closeTurn } from './lease.ts';
+import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
 import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 
@@ -23,10 +24,24 @@ import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 
 /** See SessionLog.create. */
 export async function createSession(log: LogContext, input: NewSession): Promise<SessionRecord> {
-  const fields = input;
+  const config = newConfig(log, input);
+  const key = sessionConfigKey(log.keyPrefix, config.id);
+  // The generation is random: a config carrying ours is our write, whatever its put answered.
+  const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);
+  if (!written) throw new SessionExistsError(config.id);
+  try {
+    await indexCreated(log, config);
+  } catch {
+    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
+  }
+  return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 }, EMPTY_LEDGER);
+}
+
+/** The config of a new incarnation with `fields` (a new id when none is given). */
+export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
   const id = validateId(fields.id ?? log.generateId());
   const now = log.clock();
-  const config: SessionConfig = {
+  return {
     format: 'tailgate.session.v1',
     id,
     generation: newGeneration(now),
@@ -41,16 +56,6 @@ export async function createSession(log: LogContext, input: NewSession): Promise
     ...(fields.budget ? { budget: fields.budget } : {}),
     ...(fields.expires_after_days ? { expires_after_days: fields.expires_after_days } : {}),
   };
-  const key = sessionConfigKey(log.keyPrefix, id);
-  // The generation is random: a config carrying ours is our write, whatever its put answered.
-  const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);
-  if (!written) throw new SessionExistsError(id);
-  try {
-    await indexCreated(log, config);
-  } catch {
-    // The session exists: without its index entry it is listed from its next turn, append or PATCH.
-  }
-  return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 }, EMPTY_LEDGER);
 }
 
 /** See SessionLog.get. */
@@ -121,7 +126,7 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     head = await readHead(log, id);
   } catch (error) {
     // Gone already: a delete interrupted after its first step may have left objects.
-    if (error instanceof NotFoundError) await sweep(log, id);
+    if (error instanceof NotFoundError) await sweepSession(log, id);
     throw error;
   }
   const { scope } = head;
@@ -144,13 +149,26 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   // A turn claimed between the first read and the config's deletion is fenced too.
   await fence((await readNewest(log, scope)).newest);
   await removeIndexEntries(log, head.config);
-  await sweep(log, id, keep);
+  await sweepSession(log, id, keep);
+  // A fork gone: its references go, and each ancestor is swept of what no live fork reads now.
+  const chain = head.config.fork_of ?? [];
+  if (chain.length === 0) return;
+  await log.store.delete(forkMarkers(log, chain, id, scope.generation));
+  // An ancestor still alive keeps its objects anyway (its own delete lists the references
+  // after this one's are gone): only the deleted ones are swept again.
+  for (const point of chain)
+    if (!(await namesGeneration(log, point.id, point.generation))) await sweepSession(log, point.id);
 }
 
-/** Deletes every object under a session's prefix that no current config names (but `keep`). */
-async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
+/**
+ * Deletes every object under a session's prefix that no current config names (but `keep`),
+ * except the generations a live fork reads (their references are listed first: a fork
+ * referencing one later has seen this id's config gone, and gives up).
+ */
+export async function sweepSession(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   const prefix = sessionPrefix(log.keyPrefix, id);
+  const shared = await sharedGenerations(log, id);
   let cursor: string | undefined;
   for (;;) {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
@@ -166,6 +184,7 @@ async function sweep(log: LogContext, id: string, keep: ReadonlySet<string> = ne
         (key) =>
           key !== configKey &&
           !keep.has(key) &&
+          !shared.has(key.slice(prefix.length).split('/')[1] ?? '') &&
           (generation === null || isOtherGeneration(key.slice(prefix.length), generation)),
       );
     if (keys.length > 0) await log.store.delete(keys);
@@ -189,6 +208,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     counts: { ...counts },
     budget: config.budget ?? null,
     usage: sessionUsage(ledger),
+    ...(config.fork_of ? { forked_from: { id: config.fork_of[0]!.id, seq: config.fork_of[0]!.seq } } : {}),
   };
 }
 

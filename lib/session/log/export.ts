@@ -2,13 +2,13 @@ import { CorruptObjectError } from '../../errors.ts';
 import type { PromptItem } from '../../items.ts';
 import { EXPORT_FORMAT, type ExportCompaction, type ExportHeader } from '../export-format.ts';
 import { exportMedia } from '../attachments.ts';
-import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
+import { recordsPrefix, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
-import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
+import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
-import { hydrate } from './tail-reader.ts';
+import { hydrate, payloadKey } from './tail-reader.ts';
 
 /**
  * Exporting a session (lib/session/export-format.ts): the header, then every item oldest
@@ -62,7 +62,7 @@ export async function exportSession(
     for await (const items of itemsInOrder(log, scope, lastSeq)) {
       for (let start = 0; start < items.length; start += HYDRATE_BATCH) {
         const hydrated = await hydrate(log, scope, items.slice(start, start + HYDRATE_BATCH));
-        const batch = await exportMedia(log.store, hydrated, (sha256) => blobKey(scope, sha256), PARALLEL_GETS);
+        const batch = await exportMedia(log.store, hydrated, (sha256) => payloadKey(log, scope, sha256), PARALLEL_GETS);
         yield batch.map((item) => `${JSON.stringify(item)}\n`).join('');
       }
     }
@@ -102,14 +102,17 @@ async function* itemsInOrder(log: LogContext, scope: LogScope, lastSeq: number):
 
 /** Every unit of the log, oldest first (keys and ranges only: a few hundred bytes each). */
 async function unitsOldestFirst(log: LogContext, scope: LogScope): Promise<LogUnit[]> {
-  const cursor = new UnitCursor(log.store, recordsPrefix(scope));
+  const cursor = logCursor(log.store, scope);
   const units: LogUnit[] = [];
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) units.push(unit);
   return units.reverse();
 }
 
 async function unitItems(log: LogContext, unit: LogUnit): Promise<LogItem[]> {
-  if (unit.kind === 'segment') return (await new SegmentReader(log.store, unit.key, unit).content()).items;
+  if (unit.kind === 'segment') {
+    const top = unitTop(unit);
+    return (await new SegmentReader(log.store, unit.key, unit).content()).items.filter((item) => item.seq <= top);
+  }
   const { record, done } = await readRecord(log, unit);
   return [...record.items, ...(done?.items ?? [])];
 }

@@ -1,7 +1,7 @@
 import { lowerBound } from '../../sorted.ts';
 import { CorruptObjectError, NotFoundError } from '../../errors.ts';
 import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
-import { recordsListPrefix, recordsPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
+import { recordsListPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
   NOTHING_UNDELIVERED,
@@ -18,7 +18,7 @@ import {
   type Undelivered,
 } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
-import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
+import { logCursor, type UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
@@ -74,7 +74,7 @@ export async function readNewest(
   let first = prefetched;
   return withFreshListing(async () => {
     // A retry lists again.
-    const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit, ...(first ?? {}) });
+    const cursor = logCursor(log.store, scope, { pageLimit, ...(first ?? {}) });
     first = undefined;
     const unit = await cursor.next();
     alongside?.(scope, cursor, unit?.kind === 'record' ? unit.record : 0);
@@ -214,7 +214,8 @@ export function isEmpty(undelivered: Undelivered): boolean {
 }
 
 export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
-  return { keyPrefix, id: config.id, generation: config.generation ?? '' };
+  const scope = { keyPrefix, id: config.id, generation: config.generation ?? '' };
+  return config.fork_of ? { ...scope, ancestors: config.fork_of } : scope;
 }
 
 export function checkDense(key: string, items: readonly LogItem[], firstSeq: number): void {

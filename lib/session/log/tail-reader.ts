@@ -1,13 +1,13 @@
 import { lowerBound } from '../../sorted.ts';
 import type { PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
-import { blobKey, recordsPrefix, type LogScope } from '../keys.ts';
+import { ancestorScope, blobKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
 import type { ContextStart, LogItem, Undelivered } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
-import { UnitCursor } from '../unit-cursor.ts';
+import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import {
   carriedItems,
@@ -43,7 +43,7 @@ export async function readContext(
   if (fromBase) return fromBase;
   turn.readPastView = true;
   return withFreshListing(() => {
-    const cursor = new UnitCursor(log.store, recordsPrefix(turn.scope), {
+    const cursor = logCursor(log.store, turn.scope, {
       pageLimit: 100,
       below: turn.carriedFromRecord,
     });
@@ -97,8 +97,20 @@ export async function hydrate(log: LogContext, scope: LogScope, items: PromptIte
   return mapLimit(items, PARALLEL_GETS, async (item) => {
     if (item.type !== 'function_call_output' || !item.output_ref) return item;
     const { output_ref: ref, ...rest } = item;
-    return { ...rest, output: await readPayload(log.store, blobKey(scope, ref.sha256), ref) };
+    return { ...rest, output: await readPayload(log.store, await payloadKey(log, scope, ref.sha256), ref) };
   });
+}
+
+/**
+ * Where a payload is: under the session's own incarnation, or for a fork, where one of its
+ * ancestors' segments put it (a head per incarnation until one holds it).
+ */
+export async function payloadKey(log: LogContext, scope: LogScope, sha256: string): Promise<string> {
+  const own = blobKey(scope, sha256);
+  if (!scope.ancestors) return own;
+  for (const key of [own, ...scope.ancestors.map((point) => blobKey(ancestorScope(log.keyPrefix, point), sha256))])
+    if (await log.store.head(key)) return key;
+  return own;
 }
 
 /** See SessionLog.listItems. */
@@ -140,7 +152,7 @@ export async function listItems(
         take([...record.items, ...(done?.items ?? [])]);
         continue;
       }
-      const top = Math.min(unit.lastSeq, lowest - 1);
+      const top = Math.min(unitTop(unit), lowest - 1);
       if (unit.firstSeq > upper || top < unit.firstSeq) continue;
       const high = Math.min(upper, top);
       const low = Math.max(unit.firstSeq, high - wanted + 1);
@@ -158,7 +170,7 @@ export async function listItems(
 
 /** A fresh listing that starts below the records `newest` carries (and below `newest`). */
 export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullable<Head['newest']>): UnitCursor {
-  return new UnitCursor(log.store, recordsPrefix(scope), {
+  return logCursor(log.store, scope, {
     pageLimit: 100,
     below: newest.record.recent?.[0]?.record ?? newest.record.record,
   });
@@ -207,6 +219,8 @@ export async function readTail(
     orphans: Record<string, number>;
     seqs: number[];
     loaded: Map<number, LogItem>;
+    /** Its last seq in this log (a fork's ancestor's segment may hold later ones). */
+    top: number;
   }[] = [];
   let block = 1;
   const walking = () => lowest > floor && !(untilCut && cutSeq > 0);
@@ -219,7 +233,7 @@ export async function readTail(
       continue;
     }
     // A segment may reach over items seen already (carried by a newer record): clip it.
-    const top = Math.min(unit.lastSeq, lowest - 1);
+    const top = Math.min(unitTop(unit), lowest - 1);
     if (top < unit.firstSeq) continue;
     lowest = unit.firstSeq;
     // Past the cut only the index and the messages (at the end) are wanted: start small.
@@ -268,14 +282,20 @@ export async function readTail(
         continue;
       }
       // Its output is later in this segment (usually the next lines): scan forward to it.
-      for (let at = lowerBound(toolSeqs, call.seq) + 1; at < toolSeqs.length && toolSeqs[at]! < cutSeq; at++) {
+      let answered = false;
+      for (
+        let at = lowerBound(toolSeqs, call.seq) + 1;
+        at < toolSeqs.length && toolSeqs[at]! < cutSeq && toolSeqs[at]! <= top && !answered;
+        at++
+      ) {
         if (!loaded.has(at)) await readPositions(reader, [at], loaded);
         const item = loaded.get(at)!;
-        if (item.type === 'function_call_output' && item.call_id === call.call_id) {
-          before.push(item);
-          break;
-        }
+        answered = item.type === 'function_call_output' && item.call_id === call.call_id;
+        if (answered) before.push(item);
       }
+      // A fork's ancestor's segment may answer it past the fork point: the fork's answer, if
+      // any, is in a newer segment.
+      if (!answered && top < index.last_seq) pendingCalls.push({ call, segment: segmentNumber });
     }
     // Kept for the outputs of required calls in older segments: of the tool lines loaded, only
     // those outputs (every block loaded, kept to the end of a long walk, took tens of MiB).
@@ -285,7 +305,7 @@ export async function readTail(
       const item = loaded.get(at);
       if (item) kept.set(at, item);
     }
-    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept });
+    segments.push({ reader, orphans: index.orphans, seqs: toolSeqs, loaded: kept, top });
     // A segment that carries every earlier message ends the walk unless a required call is older.
     const carried = await reader.carriedMessages();
     if (carried !== null) {
@@ -298,7 +318,7 @@ export async function readTail(
     for (let newer = segment - 1; newer >= 0; newer--) {
       const candidate = segments[newer]!;
       const outputSeq = candidate.orphans[call.call_id];
-      if (outputSeq === undefined || outputSeq <= call.seq) continue;
+      if (outputSeq === undefined || outputSeq <= call.seq || outputSeq > candidate.top) continue;
       if (outputSeq < cutSeq)
         before.push(
           ...(await readPositions(candidate.reader, [lowerBound(candidate.seqs, outputSeq)], candidate.loaded)),

@@ -212,6 +212,15 @@ async function walkTurns(log: LogContext, id: string, before: number | undefined
       const reader = new SegmentReader(log.store, unit.key, unit, 8 * 1024);
       const count = (await reader.index()).turns.records.length;
       if (count === 0) continue;
+      if (unit.ceiling !== undefined) {
+        // A fork's ancestor's segment: only its turns up to the fork point are the fork's.
+        const ceiling = unit.ceiling;
+        const mine = (await reader.turns(0, count)).filter(
+          (turn) => turn.first_seq !== undefined && turn.first_seq <= ceiling && below(turn.turn),
+        );
+        for (const turn of mine.reverse().slice(0, wanted - found.length)) found.push(fromSegment(turn));
+        continue;
+      }
       let last = count - 1;
       if (before !== undefined) {
         const [first] = await reader.turns(0, 1);

@@ -1,7 +1,7 @@
 import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
-import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { UnitCursor } from '../unit-cursor.ts';
+import { viewKey, type LogScope } from '../keys.ts';
+import { logCursor } from '../unit-cursor.ts';
 import { mapLimit, toBytes } from '../../store/object-store.ts';
 import { validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -137,7 +137,7 @@ async function extendedTail(
   const window = held.filter((item) => item.seq >= view.tail!.window_start);
   for (const newer of [[...window, ...base.since], base.since]) {
     // The units up to the view's record hold its items; `newer` (dense up to the newest) clips them.
-    const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100, below: view.record + 1 });
+    const cursor = logCursor(log.store, scope, { pageLimit: 100, below: view.record + 1 });
     const tools = { toolCalls: wanted.toolCalls, seqs: [] };
     const suffix = (await readTail(log, scope, newer, cursor, tools, fromSeq, true)) as LogItem[];
     const cut = suffix[0]?.seq ?? view.last_seq + 1;

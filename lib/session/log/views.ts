@@ -6,7 +6,7 @@ import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored, VIEW_VERSION, viewSchema, type LogItem, type LogView } from '../records.ts';
 import { loadKnownKeys, seenBefore, ShardMissingError, type KnownKeys } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
-import { UnitCursor } from '../unit-cursor.ts';
+import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, RecordMissingError, recordGroups, segmentRange, type Head } from './head.ts';
@@ -113,7 +113,7 @@ export async function readBase(
         low = Math.min(low, record.first_seq);
         continue;
       }
-      const top = Math.min(unit.lastSeq, low - 1);
+      const top = Math.min(unitTop(unit), low - 1);
       const bottom = Math.max(unit.firstSeq, lastSeq + 1);
       if (top >= bottom) older.push(await segmentRange(log, unit, bottom, top));
       low = Math.min(low, unit.firstSeq);
@@ -131,7 +131,7 @@ export async function readBase(
     if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
     // Its index is gone with no newer view to take (an older view outliving a newer one):
     // the log itself, read without views, is exact.
-    return readBase(log, scope, newest, new UnitCursor(log.store, recordsPrefix(scope)), input, undefined, false);
+    return readBase(log, scope, newest, logCursor(log.store, scope), input, undefined, false);
   }
 }
 
@@ -153,7 +153,7 @@ export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number
 
 /** Whether the newest records list a view newer than `record` (then a reader should list again). */
 async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
-  const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
+  const cursor = logCursor(log.store, scope, { pageLimit: 100 });
   await cursor.next();
   return cursor.views.some((listed) => listed.record > record);
 }

@@ -1,0 +1,186 @@
+import {
+  ForkRefusedError,
+  InvalidRequestError,
+  NotFoundError,
+  SessionExistsError,
+  StorageError,
+} from '../../errors.ts';
+import { EMPTY_LEDGER } from '../../ledger/usage.ts';
+import { putJsonCreateOnly } from '../../store/create-only.ts';
+import { recordKey, sessionConfigKey, type ForkPoint, type LogScope } from '../keys.ts';
+import { MAX_FORK_DEPTH } from '../fork-point.ts';
+import type { LogRecord, SessionConfig } from '../records.ts';
+import type { LogContext } from './context.ts';
+import { newConfig, sweepSession, toSessionRecord } from './config-object.ts';
+import { forkMarkers } from './fork-refs.ts';
+import { contextOf, countsOf, overflowOf, readConfig, readHead, readRecord, scopeOf, type Head } from './head.ts';
+import { refreshIndex } from './session-index.ts';
+import type { NewSession, SessionRecord } from './types.ts';
+
+/**
+ * Copy-on-write forks (docs/STORAGE.md, "Forks"). A fork is a new session whose config names
+ * the incarnations its history continues in (`fork_of`, nearest first, each up to a record);
+ * its own records start right after the fork point, numbered on from it, with a first record
+ * of no items that carries the state there (counts, context start, overflow boundary, open
+ * calls). Its readers go on into the ancestors' records and segments below the fork point
+ * (lib/session/unit-cursor.ts), so nothing of the shared history is copied.
+ */
+
+export interface ForkOptions {
+  /** Fork after this model turn (its outputs included). */
+  at_turn?: number;
+  /** Fork after the record ending at this seq (a turn with its outputs, an append). */
+  at_seq?: number;
+  /** The fork's own fields: `id`, and whatever differs from the parent's config. */
+  fields: NewSession;
+}
+
+type Point = NonNullable<Head['newest']>;
+
+/** See SessionLog.fork. */
+export async function forkSession(log: LogContext, parentId: string, options: ForkOptions): Promise<SessionRecord> {
+  const head = await readHead(log, parentId, 100);
+  if (head.scope.generation === '')
+    throw new ForkRefusedError('a session stored before generations existed cannot be forked');
+  const point = await findForkPoint(log, head, options);
+  const counts = countsOf(point);
+  const chain = forkChain(head.scope, point.record.record, counts.items);
+  if (chain.length > MAX_FORK_DEPTH)
+    throw new ForkRefusedError(
+      `a fork reads at most ${MAX_FORK_DEPTH} sessions' histories; this one would read ${chain.length}`,
+    );
+  const config: SessionConfig = {
+    ...newConfig(log, { ...inherited(head.config), ...options.fields }),
+    fork_of: chain,
+  };
+  const scope = scopeOf(log.keyPrefix, config);
+  const markers = forkMarkers(log, chain, config.id, config.generation!);
+  const first = forkRecord(point, config.created_at);
+  const started = log.clock().getTime();
+  try {
+    const marker = JSON.stringify({ child: config.id, generation: config.generation, created_at: config.created_at });
+    await Promise.all(
+      markers.map((key) => log.store.put(key, marker, { onlyIfAbsent: true, contentType: 'application/json' })),
+    );
+    await log.store.put(recordKey(scope, first.record), JSON.stringify(first), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    });
+    // After the references: the forked incarnation still exists, so a delete of it from now
+    // on lists them and keeps what the fork reads.
+    const { config: current } = await readConfig(log, parentId);
+    if (current.generation !== head.config.generation) throw new NotFoundError(`session ${parentId} not found`);
+    if (log.clock().getTime() - started > log.leaseMs / 2)
+      throw new StorageError('the fork took too long to write its references; try again');
+  } catch (error) {
+    await giveUp(log, config, scope, first.record, markers);
+    throw error;
+  }
+  // A failure here may hide a landed put: the references then stay (a delete sees them live).
+  const written = await putJsonCreateOnly(
+    log.store,
+    sessionConfigKey(log.keyPrefix, config.id),
+    config,
+    `"generation":"${config.generation}"`,
+  );
+  if (!written) {
+    await giveUp(log, config, scope, first.record, markers);
+    throw new SessionExistsError(config.id);
+  }
+  try {
+    await refreshIndex(log, config.id);
+  } catch {
+    // Listed from its next turn, append or PATCH.
+  }
+  return toSessionRecord(config, counts, EMPTY_LEDGER);
+}
+
+/** Removes what a fork that did not happen wrote, and sweeps its ancestors of what it had kept. */
+async function giveUp(
+  log: LogContext,
+  config: SessionConfig,
+  scope: LogScope,
+  record: number,
+  markers: string[],
+): Promise<void> {
+  await log.store.delete([recordKey(scope, record), ...markers]);
+  for (const point of config.fork_of ?? []) await sweepSession(log, point.id);
+}
+
+/** The parent's fields a fork keeps unless it sets its own. */
+function inherited(config: SessionConfig): NewSession {
+  return {
+    instructions: config.instructions,
+    model: config.model,
+    strategies: config.strategies,
+    strategy_config: config.strategy_config as NewSession['strategy_config'],
+    tools: config.tools,
+    metadata: config.metadata,
+    ...(config.on_busy ? { on_busy: config.on_busy } : {}),
+    ...(config.budget ? { budget: config.budget } : {}),
+    ...(config.expires_after_days ? { expires_after_days: config.expires_after_days } : {}),
+  };
+}
+
+/**
+ * The record the fork point names, read newest first from the head: a closed record ending
+ * at `at_seq`, or the record of turn `at_turn`. Only records not yet packed carry the state
+ * a fork starts from; a point inside a segment is refused.
+ */
+async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Promise<Point> {
+  const byTurn = at.at_turn !== undefined;
+  const wanted = byTurn ? `turn ${at.at_turn}` : `seq ${at.at_seq}`;
+  let candidate = head.newest;
+  for (;;) {
+    if (!candidate) throw new InvalidRequestError(`${wanted} is not in session ${head.config.id}`);
+    const counts = countsOf(candidate);
+    const matches = byTurn ? candidate.record.turn === at.at_turn : counts.items === at.at_seq;
+    if (matches && candidate.record.kind === 'turn' && !candidate.done)
+      throw new ForkRefusedError(`${wanted} is still running; fork once it ended`);
+    if (matches) return candidate;
+    if (byTurn ? counts.turns < at.at_turn! : counts.items < at.at_seq!)
+      throw new InvalidRequestError(
+        byTurn
+          ? `turn ${at.at_turn} is not in session ${head.config.id}`
+          : `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
+      );
+    const unit = await head.cursor.next();
+    if (unit?.kind === 'segment')
+      throw new ForkRefusedError(`${wanted} is packed into a segment; only recent records can be forked at`);
+    candidate = unit ? await readRecord(log, unit) : null;
+  }
+}
+
+/**
+ * The incarnations a fork at record `record` (ending at seq `seq`) of `scope` reads, nearest
+ * first: the forked session's own, then its ancestors; a point inside an ancestor's range
+ * starts at that ancestor.
+ */
+function forkChain(scope: LogScope, record: number, seq: number): ForkPoint[] {
+  const ancestors = scope.ancestors ?? [];
+  if (ancestors.length === 0 || record > ancestors[0]!.record)
+    return [{ id: scope.id, generation: scope.generation, record, seq }, ...ancestors];
+  const owner = ancestors.findIndex((_, index) => record > (ancestors[index + 1]?.record ?? 0));
+  return [{ ...ancestors[owner]!, record, seq }, ...ancestors.slice(owner + 1)];
+}
+
+/** The fork's first record: no items, the state at the fork point. */
+function forkRecord(point: Point, createdAt: string): LogRecord {
+  const counts = countsOf(point);
+  const context = contextOf(point);
+  const overflow = overflowOf(point);
+  const openCalls = (point.done ? point.done.open_calls : point.record.open_calls) ?? undefined;
+  return {
+    format: 'tailgate.record.v1',
+    record: point.record.record + 1,
+    kind: 'append',
+    created_at: createdAt,
+    writer: crypto.randomUUID(),
+    first_seq: counts.items + 1,
+    items: [],
+    counts,
+    ...(context ? { context } : {}),
+    ...(overflow ? { overflow } : {}),
+    ...(openCalls ? { open_calls: openCalls } : {}),
+  };
+}

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { freshId, createClient, type HttpHarness } from './http-suite.ts';
+
+/**
+ * POST /v1/sessions/{id}/fork through the real app: the fork shares its parent's history up to
+ * a turn or seq, goes on by itself, and survives its parent's delete; bad fork points are 4xx.
+ * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ */
+export function defineForkSuite(label: string, harness: HttpHarness): void {
+  const api = createClient(harness);
+
+  async function contents(id: string): Promise<unknown[]> {
+    const listed = await api.get(`/v1/sessions/${id}/items?limit=1000`);
+    expect(listed.status).toBe(200);
+    return listed.body.items.map((item: { seq: number; type: string }) => [item.seq, item.type]).reverse();
+  }
+
+  describe(`${label}: forks`, () => {
+    it('forks at a turn and at a seq, keeps the fork whole when the parent is deleted', async () => {
+      const parent = await api.session({ instructions: 'Be brief.', metadata: { team: 'a' } });
+      for (let index = 0; index < 3; index++) {
+        const appended = await api.post(`/v1/sessions/${parent}/items`, {
+          items: [
+            { type: 'function_call', call_id: `c${index}`, name: 'read', arguments: '{}' },
+            { type: 'function_call_output', call_id: `c${index}`, output: `${index}`.repeat(50_000) },
+          ],
+        });
+        expect(appended.status).toBe(201);
+      }
+      // The newest record is never packed: a fork at it is always possible.
+      const atSeq = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 6 });
+      expect(atSeq.status, JSON.stringify(atSeq.body)).toBe(201);
+      expect((await api.post(`/v1/sessions/${parent}/turns`, { input: 'hi' })).status).toBe(200);
+      const history = await contents(parent);
+      const child = freshId('fork');
+      const forked = await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1, id: child, metadata: { b: 1 } });
+      expect(forked.status, JSON.stringify(forked.body)).toBe(201);
+      expect(forked.body).toMatchObject({
+        id: child,
+        instructions: 'Be brief.',
+        metadata: { b: 1 },
+        counts: { items: history.length, turns: 1 },
+        forked_from: { id: parent, seq: history.length },
+      });
+      expect(await contents(child)).toEqual(history);
+      expect(await contents(atSeq.body.id)).toEqual(history.slice(0, 6));
+      expect((await api.delete(`/v1/sessions/${parent}`)).status).toBe(204);
+      expect((await api.get(`/v1/sessions/${parent}`)).status).toBe(404);
+      expect(await contents(child)).toEqual(history);
+      const exported = await api.get<string>(`/v1/sessions/${child}/export`);
+      expect(exported.body).toContain('2'.repeat(50_000));
+      expect((await api.post(`/v1/sessions/${child}/turns`, { input: 'again' })).status).toBe(200);
+      expect((await contents(child)).length).toBe(history.length + 2);
+    });
+
+    it('answers a bad fork point with a 4xx naming it', async () => {
+      const parent = await api.session();
+      await api.post(`/v1/sessions/${parent}/items`, {
+        items: [
+          { type: 'message', role: 'user', content: 'a' },
+          { type: 'message', role: 'user', content: 'b' },
+        ],
+      });
+      const both = await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1, at_seq: 2 });
+      expect(both.status).toBe(400);
+      expect(both.body.error.code).toBe('invalid_request');
+      const neither = await api.post(`/v1/sessions/${parent}/fork`, {});
+      expect(neither.status).toBe(400);
+      const inside = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 1 });
+      expect(inside.status).toBe(400);
+      expect(inside.body.error.message).toContain('seq 1');
+      expect((await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 })).status).toBe(400);
+      expect((await api.post(`/v1/sessions/${freshId('none')}/fork`, { at_seq: 2 })).status).toBe(404);
+      const taken = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 2, id: parent });
+      expect(taken.status).toBe(409);
+      expect(taken.body.error.code).toBe('session_exists');
+    });
+  });
+}

@@ -11,7 +11,6 @@ import {
   type PromptItem,
 } from '../items.ts';
 import { decodeUtf8 } from '../store/object-store.ts';
-import { historyAggregatesSchema } from '../history.ts';
 import { generationSchemaPattern } from './keys.ts';
 import { forkPointSchema, MAX_FORK_DEPTH } from './fork-point.ts';
 import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
@@ -21,7 +20,8 @@ import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
  * foreign object under our prefix is told apart from a corrupt one in the error message.
  */
 
-const storedFields = { seq: z.number().int().positive(), created_at: z.string() };
+/** The fields every stored item has. */
+export const storedFields = { seq: z.number().int().positive(), created_at: z.string() };
 
 /**
  * An item as the log stores it: a stored item whose function_call_output may keep its
@@ -253,84 +253,6 @@ export const idempotencyClaimSchema = z
 export const leaseSchema = z
   .object({ format: z.literal('tailgate.lease.v1'), record: z.number().int().positive(), lease_expires_at: z.string() })
   .strict();
-
-/** An item of a view's tail: a log item, or a tool item stored as the strategies compact it. */
-export const viewItemSchema = z.discriminatedUnion('type', [
-  messageItemSchema.extend(storedFields),
-  functionCallItemSchema.extend({ ...storedFields, compacted: z.literal(true).optional() }),
-  functionCallOutputItemSchema.extend({
-    ...storedFields,
-    output_ref: payloadRefSchema.optional(),
-    compacted: z.literal(true).optional(),
-  }),
-]);
-
-/** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 2;
-
-/**
- * The repeat index a view names: every distinct call key seen up to the view's end, as its
- * first 12 hex characters, split by its first `depth` characters into shards of at most about
- * 128 keys (`keyShardSchema`). `versions` maps a view record to the prefixes (each `depth`
- * characters, concatenated) whose shard that view wrote; `count` is the number of keys.
- */
-export const keyIndexSchema = z
-  .object({
-    count: z.number().int().nonnegative(),
-    depth: z.number().int().min(0).max(6),
-    versions: z.record(z.string().regex(/^[1-9]\d*$/), z.string().regex(/^[0-9a-f]*$/)),
-  })
-  .strict();
-export type KeyIndex = z.infer<typeof keyIndexSchema>;
-
-/** `keys/<inverted record>-<prefix>`: one shard of a repeat index, sorted keys concatenated. */
-export const keyShardSchema = z
-  .object({
-    format: z.literal('tailgate.keys.v1'),
-    record: z.number().int().positive(),
-    prefix: z.string().regex(/^[0-9a-f]{0,6}$/),
-    keys: z.string().regex(/^(?:[0-9a-f]{12})*$/),
-  })
-  .strict();
-
-/**
- * `turn/<inverted record>.view`: the history up to `last_seq` (the end of record `record`) as
- * the strategies need it, so a turn reads one object instead of walking segments. Written by
- * `pack`, immutable. `v` is VIEW_VERSION: a reader ignores a view of another version (an
- * older one, or one whose stored tail another version of the strategies compacted).
- *
- * - `aggregates`: the aggregates of the history up to `last_seq`.
- * - `keys`: the repeat index up to `last_seq` (what tells a new call from a repeat), read
- *   by shard for the calls after the view only.
- * - `tail`: a tail view (see `selectTail`) of the history from `from_seq` (the context start
- *   when the view was written; 1 without one) up to `last_seq`: every message, the newest
- *   instance of every repeated call with its output, and everything from `window_start` on.
- *   Tool items the strategies may show whole are as stored; the others are stored as the
- *   strategies compact them (`compacted`), so reading a view costs about what the prompt
- *   holds. Null when the strategies of the session need the whole history.
- */
-export const viewSchema = z
-  .object({
-    format: z.literal('tailgate.view.v1'),
-    v: z.literal(VIEW_VERSION),
-    /** The version of the view policy that wrote it (ViewPolicy in lib/session/log/types.ts). */
-    policy: z.string(),
-    record: z.number().int().positive(),
-    last_seq: z.number().int().nonnegative(),
-    aggregates: historyAggregatesSchema,
-    keys: keyIndexSchema,
-    tail: z
-      .object({
-        from_seq: z.number().int().positive(),
-        window_start: z.number().int().positive(),
-        items: z.array(viewItemSchema),
-      })
-      .strict()
-      .nullable(),
-    created_at: z.string(),
-  })
-  .strict();
-export type LogView = z.infer<typeof viewSchema>;
 
 /** One model turn's outcome inside a segment (what replay needs once the record is packed). */
 export const segmentTurnSchema = z

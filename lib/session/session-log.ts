@@ -1,28 +1,11 @@
-import { CorruptObjectError } from '../errors.ts';
 import type { Item, PromptItem, StoredItem } from '../items.ts';
-import type { ObjectStore } from '../store/object-store.ts';
 import type { HistoryAggregates, TailRequirement } from '../history.ts';
-import { DEFAULTS } from '../config.ts';
-import { type AttachmentLimits, hasInlineMedia, hydrateMedia, storeAttachments } from './attachments.ts';
-import { blobKey, type LogScope } from './keys.ts';
+import { hydrateMedia } from './attachments.ts';
+import type { LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
-import {
-  createSession,
-  deleteSession,
-  getSession,
-  revokeTokens,
-  sessionExists,
-  sessionScope,
-  tokenGeneration,
-  updateSession,
-} from './log/config-object.ts';
-import { logContext, PARALLEL_GETS, type LogContext } from './log/context.ts';
-import { exportSession } from './log/export.ts';
-import { forkSession, type ForkOptions } from './log/fork.ts';
-import { importSession, type ImportOptions } from './log/import.ts';
-import type { ExportHeader } from './export-format.ts';
+import { PARALLEL_GETS } from './log/context.ts';
 import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
 import {
@@ -35,30 +18,18 @@ import {
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
-import type {
-  BeginTurnResult,
-  ContextView,
-  NewContext,
-  NewSession,
-  OpenTurn,
-  PackOptions,
-  PackResult,
-  SessionLogOptions,
-  SessionRecord,
-} from './log/types.ts';
+import type { BeginTurnResult, ContextView, NewContext, OpenTurn, PackOptions, PackResult } from './log/types.ts';
 import { needsView } from './log/views.ts';
-import { listSessions, type SessionRow } from './log/listing.ts';
-import { refreshIndex } from './log/session-index.ts';
-import { sweepExpired, type SweepResult } from './log/retention.ts';
+import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, QueuedInput, TurnStatus, Undelivered } from './records.ts';
-
+import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
 export type * from './log/types.ts';
-export type { ImportLine, ImportOptions } from './log/import.ts';
+export type { ImportLine } from './log/import.ts';
 export type { ForkOptions } from './log/fork.ts';
-export type { SeenItem, SessionRow, SweepResult, TurnSight, TurnSummary };
+export type { SeenItem, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 
 /**
@@ -77,97 +48,14 @@ export type { TailRequirement };
  *   await log.create({ id: 's1' });
  *   const begun = await log.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
  */
-export class SessionLog {
-  readonly #log: LogContext;
-  readonly #limits: AttachmentLimits;
-
-  constructor(store: ObjectStore, options: SessionLogOptions) {
-    this.#log = logContext(store, options);
-    this.#limits = options.attachmentLimits ?? {
-      maxImageBytes: DEFAULTS.maxImageBytes,
-      maxFileBytes: DEFAULTS.maxFileBytes,
-    };
-  }
-
-  /**
-   * Stores the `data:` images and `file_data` files of `items` as blobs of the session's
-   * current generation (lib/session/attachments.ts) and returns the items with references in
-   * their place, before they are appended or claimed. A part refused (size, media type) throws
-   * a 4xx and nothing is stored. Items without such payloads cost no storage call.
-   */
-  async storeAttachments(id: string, items: Item[]): Promise<Item[]> {
-    if (!hasInlineMedia(items)) return items;
-    const scope = await this.scope(id);
-    return storeAttachments(this.#log.store, items, this.#limits, (sha256) => blobKey(scope, sha256));
-  }
-
-  /** The bytes of blob `sha256` of the session's current generation, or null when there is none. */
-  async readBlob(id: string, sha256: string): Promise<Uint8Array | null> {
-    const scope = await this.scope(id);
-    return (await this.#log.store.get(await payloadKey(this.#log, scope, sha256)))?.body ?? null;
-  }
-
-  /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
-  async create(input: NewSession): Promise<SessionRecord> {
-    return createSession(this.#log, input);
-  }
-
-  /**
-   * A copy-on-write fork (log/fork.ts): a new session whose history is this one's up to a
-   * turn or a seq, read from this session's objects, none of them copied.
-   */
-  async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
-    return forkSession(this.#log, id, options);
-  }
-
-  /** The session with its counts. A missing session: NotFoundError. */
-  async get(id: string): Promise<SessionRecord> {
-    return readAgainIfGone(() => getSession(this.#log, id));
-  }
-
-  /** Where the session's current incarnation keeps its objects (reads the config). */
-  async scope(id: string): Promise<LogScope> {
-    return sessionScope(this.#log, id);
-  }
-
-  /**
-   * Whether the incarnation a turn was claimed in still exists (the id was not deleted, nor
-   * deleted and created again). One get of the config.
-   */
-  async exists(scope: LogScope): Promise<boolean> {
-    return sessionExists(this.#log, scope);
-  }
-
-  /**
-   * Changes config fields (PATCH). A conditional put (If-Match on the etag read), retried
-   * when another update won in between, so no concurrent change is lost.
-   */
-  async update(id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
-    return updateSession(this.#log, id, patch);
-  }
-
-  /**
-   * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
-   * completion is refused and answered 404 (that completion stays behind as the fence, until
-   * the refused owner removes it: see `liftFence` in log/claim.ts). The
-   * config goes next: from then on the id is free, and every object of the deleted
-   * incarnation is under a generation no config names, so a turn or a packer still running
-   * writes only where nobody reads. Then everything under the session's prefix that no
-   * current config names is deleted, page by page (the inbox too, unless the id was created
-   * again meanwhile). An interrupted sweep leaves unreachable objects, which the next delete
-   * of the same id removes (a delete answered 404 sweeps too).
-   */
-  async delete(id: string): Promise<void> {
-    return deleteSession(this.#log, id);
-  }
-
+export class SessionLog extends SessionLogBase {
   /**
    * Appends items without a model turn (POST /items): one create-only record. Seqs are dense
    * from 1 and never reused; racing appends retry until each one commits.
    * An open model turn: TurnInProgressError.
    */
   async append(id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number; record: number }> {
-    return appendItems(this.#log, id, items);
+    return appendItems(this.log, id, items);
   }
 
   /**
@@ -183,7 +71,7 @@ export class SessionLog {
    * close of a keyed turn writes before its completion (and no record follows an open turn).
    */
   async beginTurn(id: string, options: ClaimOptions): Promise<BeginTurnResult> {
-    return beginTurn(this.#log, id, options);
+    return beginTurn(this.log, id, options);
   }
 
   /**
@@ -194,7 +82,7 @@ export class SessionLog {
    * `idem/` once their record landed, before `landed` resolves.
    */
   claimTurn(id: string, options: ClaimOptions): TurnClaim {
-    return new TurnClaim(this.#log, id, options);
+    return new TurnClaim(this.log, id, options);
   }
 
   /**
@@ -204,7 +92,7 @@ export class SessionLog {
    * is then a leftover the packer deletes.
    */
   async renewLease(turn: OpenTurn): Promise<string> {
-    return renewLease(this.#log, turn);
+    return renewLease(this.log, turn);
   }
 
   /**
@@ -212,28 +100,30 @@ export class SessionLog {
    * name and place among the queued (1: next; 0: taken up already).
    */
   async enqueue(id: string, input: NewQueuedInput): Promise<{ queued_turn: string; position: number }> {
-    return enqueueInput(this.#log, id, input);
+    return enqueueInput(this.log, id, input);
   }
 
   /** The event journals of streamed and background turns (lib/session/log/journal.ts). */
   journal(): EventJournal {
-    return new EventJournal(this.#log);
+    return new EventJournal(this.log);
   }
 
   /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
   async queued(scope: LogScope): Promise<QueuedEntry[]> {
-    return listQueued(this.#log, scope);
+    return listQueued(this.log, scope);
   }
+
   async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
-    return readQueued(this.#log, scope, keyHash);
+    return readQueued(this.log, scope, keyHash);
   }
+
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
-    return removeQueued(this.#log, scope, keyHash);
+    return removeQueued(this.log, scope, keyHash);
   }
 
   /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
   async closedBy(turn: OpenTurn): Promise<string | null> {
-    return closedBy(this.#log, turn);
+    return closedBy(this.log, turn);
   }
 
   /**
@@ -242,7 +132,7 @@ export class SessionLog {
    * not the open one: TurnNotOpenError (NotFoundError when it never existed).
    */
   async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
-    return cancelTurn(this.#log, id, turnNumber);
+    return cancelTurn(this.log, id, turnNumber);
   }
 
   /**
@@ -254,7 +144,7 @@ export class SessionLog {
    * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
    */
   async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
-    return readContext(this.#log, turn, requirement);
+    return readContext(this.log, turn, requirement);
   }
 
   /**
@@ -268,7 +158,7 @@ export class SessionLog {
     requirement: (aggregates: HistoryAggregates) => TailRequirement,
     output: readonly StoredItem[] = [],
   ): boolean {
-    return needsView(this.#log.viewPolicy, turn, requirement, output);
+    return needsView(this.log.viewPolicy, turn, requirement, output);
   }
 
   /**
@@ -279,7 +169,7 @@ export class SessionLog {
    * (the same compaction ran already), the stored one wins. Updates `turn.context`.
    */
   async commitTurnContext(turn: OpenTurn, next: NewContext): Promise<ContextStart> {
-    return commitTurnContext(this.#log, turn, next);
+    return commitTurnContext(this.log, turn, next);
   }
 
   /**
@@ -294,12 +184,12 @@ export class SessionLog {
     id: string,
     summarize: (view: ContextView) => Promise<NewContext | null>,
   ): Promise<{ compacted: boolean; context: ContextStart | null }> {
-    return compact(this.#log, id, summarize);
+    return compact(this.log, id, summarize);
   }
 
   /** The current context start of a session (null: never compacted). */
   async currentContext(id: string): Promise<ContextStart | null> {
-    return readAgainIfGone(() => currentContext(this.#log, id));
+    return readAgainIfGone(() => currentContext(this.log, id));
   }
 
   /**
@@ -316,12 +206,12 @@ export class SessionLog {
     undelivered: Undelivered;
     scope: LogScope;
   }> {
-    return readAgainIfGone(() => previewContext(this.#log, id, requirement));
+    return readAgainIfGone(() => previewContext(this.log, id, requirement));
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */
   async hydrate(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
-    return hydrate(this.#log, scope, items);
+    return hydrate(this.log, scope, items);
   }
 
   /**
@@ -331,7 +221,7 @@ export class SessionLog {
    */
   async readMedia(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
     // A fork's inherited images are where its ancestors stored them.
-    return hydrateMedia(this.#log.store, items, (sha256) => payloadKey(this.#log, scope, sha256), PARALLEL_GETS);
+    return hydrateMedia(this.log.store, items, (sha256) => payloadKey(this.log, scope, sha256), PARALLEL_GETS);
   }
 
   /**
@@ -342,7 +232,7 @@ export class SessionLog {
    * meanwhile closed the turn itself: NotFoundError.
    */
   async completeTurn(turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
-    return completeTurn(this.#log, turn, result);
+    return completeTurn(this.log, turn, result);
   }
 
   /**
@@ -354,7 +244,7 @@ export class SessionLog {
     id: string,
     options: { before?: number; limit: number },
   ): Promise<{ items: StoredItem[]; has_more: boolean; next_before: number | null }> {
-    return readAgainIfGone(() => listItems(this.#log, id, options));
+    return readAgainIfGone(() => listItems(this.log, id, options));
   }
 
   /**
@@ -368,7 +258,7 @@ export class SessionLog {
    * background).
    */
   async pack(sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-    return pack(this.#log, sessionId, options);
+    return pack(this.log, sessionId, options);
   }
 
   /**
@@ -379,12 +269,12 @@ export class SessionLog {
     id: string,
     options: { before?: number; limit: number },
   ): Promise<{ turns: TurnSummary[]; has_more: boolean; next_before: number | null }> {
-    return listTurns(this.#log, id, options);
+    return listTurns(this.log, id, options);
   }
 
   /** One turn with what its model saw, rebuilt from its receipt. A missing turn: NotFoundError. */
   async getTurn(id: string, turn: number): Promise<TurnSummary & { receipt: TurnSight | null }> {
-    return getTurn(this.#log, id, turn);
+    return getTurn(this.log, id, turn);
   }
 
   /** A page of the items up to a turn's input, newest first, each with its treatment in that turn. */
@@ -393,83 +283,6 @@ export class SessionLog {
     turn: number,
     options: { before?: number; limit: number },
   ): Promise<{ items: SeenItem[]; has_more: boolean; next_before: number | null }> {
-    return turnItems(this.#log, id, turn, options);
-  }
-
-  /**
-   * A page of sessions, newest created first: one listing of the session index (log/listing.ts).
-   * Duplicate entries it meets are removed through `background`.
-   */
-  async listSessions(options: {
-    after?: string;
-    limit: number;
-    counts?: boolean;
-    background?: (task: Promise<unknown>) => void;
-  }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
-    return listSessions(this.#log, options);
-  }
-
-  /**
-   * Writes the session's index entry (its listing row) from its config and newest record, and
-   * removes the entry it replaces. Call it after a turn or an append, in the background.
-   */
-  async refreshIndex(id: string): Promise<void> {
-    return refreshIndex(this.#log, id);
-  }
-
-  /**
-   * The export of a session as of its newest record (lib/session/export-format.ts): its header
-   * now, and the lines (header, items oldest first, compaction) read one segment at a time as
-   * they are consumed. The delivered-notice records are the inbox's (lib/inbox/transfer.ts).
-   * A missing session: NotFoundError.
-   */
-  async export(id: string): Promise<{ header: ExportHeader; lines: AsyncGenerator<string> }> {
-    return exportSession(this.#log, id);
-  }
-
-  /**
-   * Creates a session from an export, written as packed segments under a new generation and
-   * made visible by its config, created last (log/import.ts). A bad line: a 4xx naming it,
-   * with nothing stored; an id taken: SessionExistsError.
-   */
-  async import(options: Omit<ImportOptions, 'attachmentLimits'>): Promise<SessionRecord> {
-    return importSession(this.#log, { ...options, attachmentLimits: this.#limits });
-  }
-
-  /**
-   * Deletes the sessions idle longer than their `expires_after_days` or `sessionTtlDays`
-   * (log/retention.ts): a walk of the session index, a head read per expired entry, and the
-   * ordinary delete. At most `maxDeletes` (default 100) a run.
-   */
-  async sweepExpired(options: { maxDeletes?: number } = {}): Promise<SweepResult> {
-    return sweepExpired(this.#log, options);
-  }
-
-  /** The session's token generation (0 until tokens are first revoked); one config read. */
-  async tokenGeneration(id: string): Promise<number> {
-    return tokenGeneration(this.#log, id);
-  }
-
-  /**
-   * Revokes the session's scoped tokens: bumps `token_generation` in its config with a
-   * conditional put (If-Match on the etag read), retried when another update won in between.
-   * Returns the new generation; tokens minted before it are refused from then on.
-   */
-  async revokeTokens(id: string): Promise<number> {
-    return revokeTokens(this.#log, id);
-  }
-}
-
-/**
- * Runs a read once more when it found the log inconsistent: a delete sweeping the session
- * meanwhile looks like that, and the second read then finds no session (404). A log that is
- * really corrupt fails again (500).
- */
-async function readAgainIfGone<Result>(read: () => Promise<Result>): Promise<Result> {
-  try {
-    return await read();
-  } catch (error) {
-    if (!(error instanceof CorruptObjectError)) throw error;
-    return read();
+    return turnItems(this.log, id, turn, options);
   }
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { viewKey } from '../../lib/session/keys.ts';
-import { parseStored, viewSchema, type LogView } from '../../lib/session/records.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { viewSchema, type LogView } from '../../lib/session/view-records.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { FaultyStore } from '../support/faulty-store.ts';

@@ -10,7 +10,8 @@ import {
 } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
-import { parseStored, viewSchema } from '../../lib/session/records.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { viewSchema } from '../../lib/session/view-records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { selectTail } from '../../lib/strategies/select-tail.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';

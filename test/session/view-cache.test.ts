@@ -8,7 +8,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { ViewCache, viewCacheOf } from '../../lib/session/log/view-cache.ts';
-import type { LogView } from '../../lib/session/records.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, type TurnServices } from '../../lib/turn.ts';
 import { DepthStore } from '../support/depth-store.ts';

@@ -1,6 +1,7 @@
 import { keyShardKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import { keyShardSchema, parseStored, type KeyIndex, type LogView } from '../records.ts';
+import { parseStored } from '../records.ts';
+import { keyShardSchema, type KeyIndex, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { RecordMissingError } from './head.ts';
 

@@ -1,5 +1,5 @@
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
-import type { LogView } from '../records.ts';
+import type { LogView } from '../view-records.ts';
 
 /**
  * Parsed views, kept for the life of the process (the isolate on Workers) so that a turn does

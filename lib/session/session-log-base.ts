@@ -1,0 +1,193 @@
+import { CorruptObjectError } from '../errors.ts';
+import type { Item } from '../items.ts';
+import type { ObjectStore } from '../store/object-store.ts';
+import { DEFAULTS } from '../config.ts';
+import { type AttachmentLimits, hasInlineMedia, storeAttachments } from './attachments.ts';
+import { blobKey, type LogScope } from './keys.ts';
+import {
+  createSession,
+  deleteSession,
+  getSession,
+  revokeTokens,
+  sessionExists,
+  sessionScope,
+  tokenGeneration,
+  updateSession,
+} from './log/config-object.ts';
+import { logContext, type LogContext } from './log/context.ts';
+import { exportSession } from './log/export.ts';
+import { forkSession, type ForkOptions } from './log/fork.ts';
+import { importSession, type ImportOptions } from './log/import.ts';
+import type { ExportHeader } from './export-format.ts';
+import { payloadKey } from './log/tail-reader.ts';
+import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
+import { listSessions, type SessionRow } from './log/listing.ts';
+import { refreshIndex } from './log/session-index.ts';
+import { sweepExpired, type SweepResult } from './log/retention.ts';
+
+/**
+ * What a session log does with whole sessions (lib/session/session-log.ts extends it with the
+ * turn path): create, fork, read, change, delete, list, export and import, retention, token
+ * generations, attachments. One LogContext (store, key prefix, clock, caches) serves both.
+ */
+export class SessionLogBase {
+  protected readonly log: LogContext;
+  protected readonly limits: AttachmentLimits;
+
+  constructor(store: ObjectStore, options: SessionLogOptions) {
+    this.log = logContext(store, options);
+    this.limits = options.attachmentLimits ?? {
+      maxImageBytes: DEFAULTS.maxImageBytes,
+      maxFileBytes: DEFAULTS.maxFileBytes,
+    };
+  }
+
+  /**
+   * Stores the `data:` images and `file_data` files of `items` as blobs of the session's
+   * current generation (lib/session/attachments.ts) and returns the items with references in
+   * their place, before they are appended or claimed. A part refused (size, media type) throws
+   * a 4xx and nothing is stored. Items without such payloads cost no storage call.
+   */
+  async storeAttachments(id: string, items: Item[]): Promise<Item[]> {
+    if (!hasInlineMedia(items)) return items;
+    const scope = await this.scope(id);
+    return storeAttachments(this.log.store, items, this.limits, (sha256) => blobKey(scope, sha256));
+  }
+
+  /** The bytes of blob `sha256` of the session's current generation, or null when there is none. */
+  async readBlob(id: string, sha256: string): Promise<Uint8Array | null> {
+    const scope = await this.scope(id);
+    return (await this.log.store.get(await payloadKey(this.log, scope, sha256)))?.body ?? null;
+  }
+
+  /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
+  async create(input: NewSession): Promise<SessionRecord> {
+    return createSession(this.log, input);
+  }
+
+  /**
+   * A copy-on-write fork (log/fork.ts): a new session whose history is this one's up to a
+   * turn or a seq, read from this session's objects, none of them copied.
+   */
+  async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
+    return forkSession(this.log, id, options);
+  }
+
+  /** The session with its counts. A missing session: NotFoundError. */
+  async get(id: string): Promise<SessionRecord> {
+    return readAgainIfGone(() => getSession(this.log, id));
+  }
+
+  /** Where the session's current incarnation keeps its objects (reads the config). */
+  async scope(id: string): Promise<LogScope> {
+    return sessionScope(this.log, id);
+  }
+
+  /**
+   * Whether the incarnation a turn was claimed in still exists (the id was not deleted, nor
+   * deleted and created again). One get of the config.
+   */
+  async exists(scope: LogScope): Promise<boolean> {
+    return sessionExists(this.log, scope);
+  }
+
+  /**
+   * Changes config fields (PATCH). A conditional put (If-Match on the etag read), retried
+   * when another update won in between, so no concurrent change is lost.
+   */
+  async update(id: string, patch: Omit<NewSession, 'id'>): Promise<SessionRecord> {
+    return updateSession(this.log, id, patch);
+  }
+
+  /**
+   * Deletes a session. An open turn is closed first (`session_deleted`), so its owner's
+   * completion is refused and answered 404 (that completion stays behind as the fence, until
+   * the refused owner removes it: see `liftFence` in log/claim.ts). The
+   * config goes next: from then on the id is free, and every object of the deleted
+   * incarnation is under a generation no config names, so a turn or a packer still running
+   * writes only where nobody reads. Then everything under the session's prefix that no
+   * current config names is deleted, page by page (the inbox too, unless the id was created
+   * again meanwhile). An interrupted sweep leaves unreachable objects, which the next delete
+   * of the same id removes (a delete answered 404 sweeps too).
+   */
+  async delete(id: string): Promise<void> {
+    return deleteSession(this.log, id);
+  }
+
+  /**
+   * A page of sessions, newest created first: one listing of the session index (log/listing.ts).
+   * Duplicate entries it meets are removed through `background`.
+   */
+  async listSessions(options: {
+    after?: string;
+    limit: number;
+    counts?: boolean;
+    background?: (task: Promise<unknown>) => void;
+  }): Promise<{ sessions: SessionRow[]; has_more: boolean; next_after: string | null }> {
+    return listSessions(this.log, options);
+  }
+
+  /**
+   * Writes the session's index entry (its listing row) from its config and newest record, and
+   * removes the entry it replaces. Call it after a turn or an append, in the background.
+   */
+  async refreshIndex(id: string): Promise<void> {
+    return refreshIndex(this.log, id);
+  }
+
+  /**
+   * The export of a session as of its newest record (lib/session/export-format.ts): its header
+   * now, and the lines (header, items oldest first, compaction) read one segment at a time as
+   * they are consumed. The delivered-notice records are the inbox's (lib/inbox/transfer.ts).
+   * A missing session: NotFoundError.
+   */
+  async export(id: string): Promise<{ header: ExportHeader; lines: AsyncGenerator<string> }> {
+    return exportSession(this.log, id);
+  }
+
+  /**
+   * Creates a session from an export, written as packed segments under a new generation and
+   * made visible by its config, created last (log/import.ts). A bad line: a 4xx naming it,
+   * with nothing stored; an id taken: SessionExistsError.
+   */
+  async import(options: Omit<ImportOptions, 'attachmentLimits'>): Promise<SessionRecord> {
+    return importSession(this.log, { ...options, attachmentLimits: this.limits });
+  }
+
+  /**
+   * Deletes the sessions idle longer than their `expires_after_days` or `sessionTtlDays`
+   * (log/retention.ts): a walk of the session index, a head read per expired entry, and the
+   * ordinary delete. At most `maxDeletes` (default 100) a run.
+   */
+  async sweepExpired(options: { maxDeletes?: number } = {}): Promise<SweepResult> {
+    return sweepExpired(this.log, options);
+  }
+
+  /** The session's token generation (0 until tokens are first revoked); one config read. */
+  async tokenGeneration(id: string): Promise<number> {
+    return tokenGeneration(this.log, id);
+  }
+
+  /**
+   * Revokes the session's scoped tokens: bumps `token_generation` in its config with a
+   * conditional put (If-Match on the etag read), retried when another update won in between.
+   * Returns the new generation; tokens minted before it are refused from then on.
+   */
+  async revokeTokens(id: string): Promise<number> {
+    return revokeTokens(this.log, id);
+  }
+}
+
+/**
+ * Runs a read once more when it found the log inconsistent: a delete sweeping the session
+ * meanwhile looks like that, and the second read then finds no session (404). A log that is
+ * really corrupt fails again (500).
+ */
+export async function readAgainIfGone<Result>(read: () => Promise<Result>): Promise<Result> {
+  try {
+    return await read();
+  } catch (error) {
+    if (!(error instanceof CorruptObjectError)) throw error;
+    return read();
+  }
+}

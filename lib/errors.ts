@@ -349,43 +349,6 @@ export class ContextTooLargeError extends TailgateError {
   }
 }
 
-/** The provider failed or answered something invalid (502). */
-export class ModelError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('model_error', message, details);
-    this.name = 'ModelError';
-  }
-}
-
-/** The provider did not answer in time (504). */
-export class ModelTimeoutError extends TailgateError {
-  constructor(message: string, details?: unknown) {
-    super('model_timeout', message, details);
-    this.name = 'ModelTimeoutError';
-  }
-}
-
-/** A `model` id that names no known provider (400). */
-export class UnknownModelError extends TailgateError {
-  constructor(id: string, known: string[]) {
-    super('invalid_request', `unknown model "${id}"; known providers: ${known.join(', ')}`, { field: 'model', known });
-    this.name = 'UnknownModelError';
-  }
-}
-
-/**
- * A known provider that cannot be used as configured: a required setting (an API key, a base
- * URL, the Workers AI binding) is missing or a model setting is malformed. It answers the
- * request that named the model (400, `details.field = "model"`), never a crash.
- */
-export class ModelConfigurationError extends TailgateError {
-  constructor(message: string, details: { model: string; setting: string }) {
-    // The deployment's setting, not the request, is wrong: 503, as for any setting.
-    super('not_configured', message, { field: 'model', ...details });
-    this.name = 'ModelConfigurationError';
-  }
-}
-
 /**
  * What a client may see of an error: its code, message and details, except for server-side
  * failures whose text is the log's (a corrupt object, a storage failure, an internal error,

@@ -1,5 +1,5 @@
 import type { PromptItem } from '../items.ts';
-import { ModelError } from '../errors.ts';
+import { ModelError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';

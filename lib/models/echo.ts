@@ -1,5 +1,5 @@
 import { sha256Hex } from '../hash.ts';
-import { ModelTimeoutError } from '../errors.ts';
+import { ModelTimeoutError } from './errors.ts';
 import { type Content, contentText, describePart, mediaParts } from '../content.ts';
 import { outputLength, type PromptItem, type PromptMessageItem } from '../items.ts';
 import { imageSize, sniffMediaType } from '../media.ts';

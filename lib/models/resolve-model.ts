@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DEFAULTS } from '../config.ts';
-import { UnknownModelError, ModelConfigurationError } from '../errors.ts';
+import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
 import type { Model } from './model.ts';

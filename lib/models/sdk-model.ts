@@ -8,7 +8,8 @@ import {
   type LanguageModel,
   type LanguageModelUsage,
 } from 'ai';
-import { TailgateError, ModelError, ModelTimeoutError } from '../errors.ts';
+import { TailgateError } from '../errors.ts';
+import { ModelError, ModelTimeoutError } from './errors.ts';
 import { functionCallItemSchema } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';

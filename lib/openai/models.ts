@@ -1,6 +1,6 @@
 import type { Model as OpenAIModel } from 'openai/resources/models';
 import type { ServiceConfig } from '../config.ts';
-import { UnknownModelError } from '../errors.ts';
+import { UnknownModelError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 import { OpenAIApiError } from './errors.ts';
 

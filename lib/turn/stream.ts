@@ -1,5 +1,5 @@
 import type { Model, ModelRequest, ModelResult } from '../models/model.ts';
-import { ModelError } from '../errors.ts';
+import { ModelError } from '../models/errors.ts';
 import type { TurnEvent } from './types.ts';
 
 /** Model events to turn events, and the model call a turn starts before its claim has landed. */

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { ModelTimeoutError } from '../../lib/errors.ts';
+import { ModelTimeoutError } from '../../lib/models/errors.ts';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem, Tool } from '../../lib/items.ts';

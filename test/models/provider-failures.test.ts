@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { TailgateError, ModelError, ModelTimeoutError } from '../../lib/errors.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel, type ModelEnvironment } from '../../lib/models/resolve-model.ts';
 import { collectStream } from '../support/fake-providers/collect-stream.ts';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { TailgateError, UnknownModelError, ModelConfigurationError } from '../../lib/errors.ts';
+import { TailgateError } from '../../lib/errors.ts';
+import { UnknownModelError, ModelConfigurationError } from '../../lib/models/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { resolveModel, type ModelEnvironment } from '../../lib/models/resolve-model.ts';
 import { fakeAiBinding } from '../support/fake-providers/fake-ai-binding.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ModelError, ModelTimeoutError } from '../../lib/errors.ts';
+import { ModelError, ModelTimeoutError } from '../../lib/models/errors.ts';
 import type { PromptItem, Tool } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
-import { ModelError } from '../../lib/errors.ts';
+import { ModelError } from '../../lib/models/errors.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';

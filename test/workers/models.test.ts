@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { UnknownModelError } from '../../lib/errors.ts';
+import { UnknownModelError } from '../../lib/models/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { ModelStreamEvent } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';

@@ -188,7 +188,7 @@ export interface ServiceConfig {
   logContent: boolean;
 }
 
-/** Every variable the service reads, for documentation and the README. */
+/** Every variable the service reads, for documentation (docs/CONFIGURATION.md). */
 export const SERVICE_ENV_NAMES = Object.keys(serviceEnvSchema.shape);
 
 /**

@@ -8,7 +8,7 @@ import { truncatePrompt, type PromptBoundary, type Truncation } from './truncate
  * The share of the prompt limit the overflow safety net drops down to when a prompt no longer
  * fits. Each move of the boundary costs one uncached prompt (about this share of the limit);
  * the room it leaves lasts (1 - ratio) of the limit of growth. 0.6 keeps most of the context
- * while a 32k window with 2 KB tool outputs moves it every few dozen turns (README, "When the
+ * while a 32k window with 2 KB tool outputs moves it every few dozen turns (docs/CONFIGURATION.md, "When the
  * window is full").
  */
 export const OVERFLOW_TARGET_RATIO = 0.6;

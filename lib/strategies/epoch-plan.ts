@@ -34,7 +34,7 @@ export interface EpochPlan {
 }
 
 /**
- * shorten_tools_epoch's boundary (README, "Strategies"): null (nothing changes) at or below
+ * shorten_tools_epoch's boundary (docs/CONFIGURATION.md, "Strategies"): null (nothing changes) at or below
  * `epoch_tool_call_threshold` calls or when `epoch_size` is not positive. Otherwise
  * `overflow = total - threshold`, `epoch = (overflow - 1) div epoch_size`,
  * `pinned = threshold + epoch * epoch_size`, `new = total - pinned`, keepFull = new + full.

@@ -40,7 +40,7 @@ const strategyConfigShape = {
 /** Every key as required, without defaults; strategies pick their part of it as `configSchema`. */
 export const strategyConfigFieldsSchema = z.object(strategyConfigShape).strict();
 
-/** The defaults (README, "Strategies"). */
+/** The defaults (docs/CONFIGURATION.md, "Strategies"). */
 export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   full_tool_calls: 0,
   full_tool_outputs: 10,

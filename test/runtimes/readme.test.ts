@@ -198,10 +198,11 @@ async function startCommand(command: string): Promise<{ server: RunningServer; d
   return { server, directory };
 }
 
-/** The commands the README gives for running a server without npm. */
+/** The commands the README and docs/DEPLOY.md give for running a server without npm. */
+const deploy = await readFile(join(root, 'docs', 'DEPLOY.md'), 'utf8');
 const directCommands = [
   /Running `(node functions\/node\.ts)` yourself/.exec(readme)?.[1],
-  /# Deno: (deno run [^\n]*functions\/deno\.ts)\n/.exec(readme)?.[1],
+  /# Deno: (deno run [^\n]*functions\/deno\.ts)\n/.exec(deploy)?.[1],
 ];
 
 /** The token block's server: the admin token and a signing key, no anonymous access. */

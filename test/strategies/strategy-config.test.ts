@@ -19,7 +19,7 @@ describe('splitStrategyNames', () => {
 });
 
 describe('strategy config', () => {
-  it('has the documented defaults (README, "Strategies")', () => {
+  it('has the documented defaults (docs/CONFIGURATION.md, "Strategies")', () => {
     expect(defaultStrategyConfig()).toEqual({
       full_tool_calls: 0,
       full_tool_outputs: 10,

@@ -20,8 +20,8 @@ import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.
  * - A lock is stale when its process is gone, or it is older than `staleLockMs` (a reused
  *   pid). Breakers of one lock take turns through its guard file (`removeIfStale`), and only
  *   the lock they judged is removed. A holder checks that the lock is still its own before it
- *   commits and when it releases, so one stalled past `staleLockMs` fails instead of writing
- *   over the next holder.
+ *   commits, so one stalled past `staleLockMs` fails (and leaves the lock alone) instead of
+ *   writing over the next holder.
  * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepLeftovers` can tell a dead
  *   writer's leftovers from a live one's.
  */
@@ -93,17 +93,20 @@ export async function withKeyLock<T>(
         if (Date.now() > deadline) throw timedOut(key);
         await sleep(Math.min(50, 1 + attempt) * (0.5 + Math.random()));
       }
+      // Checked once, just before the commit: a holder that finds its lock taken over fails
+      // and leaves the new holder's lock alone; one that commits releases its own.
+      let lost = false;
       const stillHeld = async () => {
-        if ((await readLock(lockPath))?.content !== token)
-          throw new StorageError(`file store: the lock of ${key} was taken over while held (older than staleLockMs)`, {
-            key,
-          });
+        if ((await readLock(lockPath))?.content === token) return;
+        lost = true;
+        throw new StorageError(`file store: the lock of ${key} was taken over while held (older than staleLockMs)`, {
+          key,
+        });
       };
       try {
         return await work(stillHeld);
       } finally {
-        // Only our own: a lock taken over from a stalled holder belongs to another now.
-        if ((await readLock(lockPath))?.content === token) await unlink(lockPath).catch(ignore);
+        if (!lost) await unlink(lockPath).catch(ignore);
       }
     } finally {
       heldTokens.delete(token);

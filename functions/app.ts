@@ -112,6 +112,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
         ...inputs,
         background: backgroundRunner(c, log),
         checkSessionConfig: revocationCheck(c.var.principal),
+        tokenBudget: c.var.principal.budget,
       }),
     );
     await next();

@@ -3,6 +3,7 @@ import type { SweepResult } from '../lib/session/session-log.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import { sessionLogFor } from './services.ts';
+import { sweepTokenSpend } from '../lib/ledger/token-spend.ts';
 
 /**
  * The retention sweep (lib/session/log/retention.ts) with a deployment's settings: on Workers
@@ -23,6 +24,8 @@ export async function sweepExpiredSessions(
   const store = storeFor(config);
   // Deletes close open turns with create-only puts: the store must honour them, as for requests.
   await requireConditionalWrites(store, { keyPrefix: config.keyPrefix });
+  // The spend records of expired tokens go too (docs/STORAGE.md, "Token spend").
+  await sweepTokenSpend(store, config.keyPrefix, new Date());
   return sessionLogFor(store, config).sweepExpired();
 }
 

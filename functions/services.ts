@@ -6,6 +6,7 @@ import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
+import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
 
@@ -32,6 +33,8 @@ export interface ServiceInputs {
   observeTurn?: TurnServices['observeTurn'];
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
+  /** The budget the request's scoped token carries (functions/tokens.ts), if any. */
+  tokenBudget?: TokenBudget | null;
 }
 
 /** The session log of a deployment's settings (the routes', and the retention sweep's). */
@@ -76,5 +79,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
     ...(inputs.observeTurn ? { observeTurn: inputs.observeTurn } : {}),
+    ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
   };
 }

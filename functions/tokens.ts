@@ -3,6 +3,8 @@ import { JwtTokenSignatureMismatched } from 'hono/utils/jwt/types';
 import { z } from 'zod';
 import { idSchema } from '../lib/items.ts';
 import type { ServiceConfig } from '../lib/config.ts';
+import { budgetSchema, type Budget } from '../lib/ledger/usage.ts';
+import type { TokenBudget } from '../lib/ledger/token-spend.ts';
 
 /**
  * Scoped, expiring bearer tokens: HS256 JWTs (hono/jwt) verified without storage. A token
@@ -42,9 +44,14 @@ export interface Principal {
    * again with the same id is another one. '' unbound.
    */
   incarnation: string;
+  /**
+   * A token minted with a budget: its random id (`jti`), expiry and limits, which bound what
+   * its turns spend across sessions (lib/ledger/token-spend.ts). Null: no budget.
+   */
+  budget: TokenBudget | null;
 }
 
-export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0, incarnation: '' };
+export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0, incarnation: '', budget: null };
 
 /** Why a token does not verify; `description` is safe to send (it names no key material). */
 export class TokenRejection extends Error {
@@ -99,6 +106,11 @@ const claimsSchema = z.object({
   session_id: idSchema.optional(),
   gen: z.number().int().nonnegative().optional(),
   inc: z.string().max(64).optional(),
+  jti: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/)
+    .optional(),
+  bud: budgetSchema.optional(),
   iat: z.number().int(),
   nbf: z.number().int().optional(),
   exp: z.number().int(),
@@ -108,6 +120,7 @@ export interface MintedToken {
   token: string;
   scopes: Scope[];
   session_id: string | null;
+  budget: Budget | null;
   expires_at: string;
 }
 
@@ -117,7 +130,14 @@ export interface MintedToken {
  */
 export async function mintToken(
   key: CryptoKey,
-  request: { scopes: Scope[]; sessionId: string | null; generation: number; incarnation: string; ttlSeconds: number },
+  request: {
+    scopes: Scope[];
+    sessionId: string | null;
+    generation: number;
+    incarnation: string;
+    ttlSeconds: number;
+    budget?: Budget | undefined;
+  },
   now: Date,
 ): Promise<MintedToken> {
   const scopes = [...new Set(request.scopes)];
@@ -128,11 +148,19 @@ export async function mintToken(
     ...(request.sessionId !== null
       ? { session_id: request.sessionId, gen: request.generation, inc: request.incarnation }
       : {}),
+    // A budget's spend is kept under the token's own random id (lib/ledger/token-spend.ts).
+    ...(request.budget ? { jti: crypto.randomUUID().replaceAll('-', ''), bud: request.budget } : {}),
     iat: issuedAt,
     exp,
   };
   const token = await sign(payload, key, 'HS256');
-  return { token, scopes, session_id: request.sessionId, expires_at: new Date(exp * 1000).toISOString() };
+  return {
+    token,
+    scopes,
+    session_id: request.sessionId,
+    budget: request.budget ?? null,
+    expires_at: new Date(exp * 1000).toISOString(),
+  };
 }
 
 /**
@@ -152,11 +180,15 @@ export async function verifyToken(keys: readonly CryptoKey[], token: string, now
   if (nbf !== undefined && nbf > latest) throw new TokenRejection(`the token is not valid before ${isoTime(nbf)}`);
   if (exp * 1000 <= now.getTime()) throw new TokenRejection(`the token expired at ${isoTime(exp)}`);
   if (exp - iat > MAX_TTL_SECONDS) throw new TokenRejection('the token lifetime exceeds 30 days');
+  const { jti, bud } = claims.data;
+  // A budget needs the id its spend is kept under, and an id means nothing without a budget.
+  if ((jti === undefined) !== (bud === undefined)) throw new TokenRejection('the token is malformed');
+  const budget = jti !== undefined && bud !== undefined ? { id: jti, expires: exp, limits: bud } : null;
   const sessionId = claims.data.session_id ?? null;
-  if (sessionId === null) return { scopes: claims.data.scope, sessionId, generation: 0, incarnation: '' };
+  if (sessionId === null) return { scopes: claims.data.scope, sessionId, generation: 0, incarnation: '', budget };
   if (claims.data.gen === undefined || claims.data.inc === undefined)
     throw new TokenRejection('the token is malformed');
-  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen, incarnation: claims.data.inc };
+  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen, incarnation: claims.data.inc, budget };
 }
 
 function isoTime(seconds: number): string {

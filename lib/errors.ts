@@ -244,10 +244,14 @@ export class TurnInProgressError extends TailgateError {
   }
 }
 
-/** A session's budget is spent: its turns are refused before anything is stored (lib/ledger/budget.ts). */
+/**
+ * A session's or a scoped token's budget is spent: its turns are refused before anything is
+ * stored (lib/ledger/budget.ts). `details.budget` says whose.
+ */
 export class BudgetExhaustedError extends TailgateError {
-  constructor(limit: string, spent: number, value: number) {
-    super('budget_exhausted', `the session's budget is spent: ${limit} is ${value}, spent ${spent}`, {
+  constructor(limit: string, spent: number, value: number, holder: 'session' | 'token' = 'session') {
+    super('budget_exhausted', `the ${holder}'s budget is spent: ${limit} is ${value}, spent ${spent}`, {
+      budget: holder,
       limit,
       spent,
       value,

@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { NotConfiguredError } from '../../lib/errors.ts';
 import { z } from 'zod';
 import { idSchema } from '../../lib/items.ts';
+import { budgetSchema } from '../../lib/ledger/usage.ts';
 import { createRouter } from '../router.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema } from '../schemas.ts';
@@ -26,6 +27,11 @@ const mintRequestSchema = z
       .meta({
         description: `Lifetime in seconds (default ${DEFAULT_TTL_SECONDS}, at most ${MAX_TTL_SECONDS}: 30 days).`,
       }),
+    budget: budgetSchema.optional().meta({
+      description:
+        "Limits on what this token's turns spend across all its sessions; a turn past one is refused " +
+        '(402 budget_exhausted, details.budget: token).',
+    }),
   })
   .strict();
 
@@ -33,6 +39,7 @@ const mintedSchema = z.object({
   token: z.string(),
   scopes: z.array(scopeSchema),
   session_id: z.string().nullable(),
+  budget: budgetSchema.nullable(),
   expires_at: z.string().meta({ description: 'ISO 8601' }),
 });
 
@@ -96,6 +103,7 @@ export function tokenRoutes(clock: () => Date) {
           generation,
           incarnation,
           ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS,
+          budget: body.budget,
         },
         clock(),
       );

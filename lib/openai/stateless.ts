@@ -4,6 +4,8 @@ import type { ModelOutputItem, ModelRequest, ModelResult, ModelSettings } from '
 import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
 import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import { turnUsage } from '../ledger/usage.ts';
+import { afterResponse } from '../turn/append.ts';
 import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
 
 /**
@@ -32,11 +34,14 @@ export interface StatelessRequest {
 export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
 
 export async function runStateless(
-  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config'>,
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
   request: StatelessRequest,
   emit?: (event: StatelessEvent) => void,
 ): Promise<ModelResult & { context: TurnContext }> {
   const model = services.model(request.model);
+  // A budgeted token's spend: with no session read to overlap, its read comes first.
+  const spend = services.tokenSpend;
+  if (spend) spend.check(await spend.read());
   const strategies = resolveStrategyNames(request.strategies, services.env);
   // Numbered like a history, so the strategies can tell calls and outputs apart by position.
   const items = inlineAttachments(request.items, services.config);
@@ -86,6 +91,10 @@ export async function runStateless(
     }
   } else result = await model.generate(modelRequest);
   if (!result) throw new Error('the model stream ended without a result');
+  if (spend) {
+    const usage = turnUsage(result.usage, services.config.modelPrices[model.id]);
+    afterResponse(services, () => spend.charge(usage));
+  }
   const context: TurnContext = {
     strategies: prepared.strategies,
     items_in_prompt: prompt.length,

@@ -39,7 +39,8 @@ export async function takeUnderPolicy<T>(
       // A retry of the request whose own turn runs is answered 409 whatever the policy.
       if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
       const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
-      if (policy === 'enqueue')
+      // A queued input runs in the background, charged to no token: a budgeted token's is refused.
+      if (policy === 'enqueue' && !services.tokenSpend)
         return { kind: 'queued', ...(await enqueueTurn(services, sessionId, request, options)) };
       if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
       const running = (error.details as { turn: number }).turn;

@@ -92,6 +92,11 @@ async function takeTurn(
   checkRequest(services, request);
   const { background } = options;
   const input = background ? [] : await services.sessions.storeAttachments(sessionId, inputItems(request));
+  // A budgeted token's spend, read alongside the claim's reads (a background turn runs for
+  // whoever queued it: charged to no token).
+  const spend = background ? undefined : services.tokenSpend;
+  const spent = spend?.read();
+  spent?.catch(() => undefined);
   const claim = services.sessions.claimTurn(sessionId, {
     input,
     ...(options.idempotencyKey !== undefined
@@ -100,8 +105,9 @@ async function takeTurn(
     request: requestRecord(request),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     // A model that cannot be run here (its provider's key is missing) stores nothing.
-    check: (config) => {
+    check: async (config) => {
       services.model(request.model ?? config.model ?? services.config.defaultModel);
+      if (spend && spent) spend.check(await spent);
     },
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
@@ -124,6 +130,7 @@ async function takeTurn(
       background !== undefined,
       seen,
     );
+    if (response && spend) afterResponse(services, () => spend.charge(response.usage));
     if (response) return response;
   }
 }

@@ -4,6 +4,7 @@ import type { Inbox } from '../inbox/inbox.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
+import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { BackgroundTurn } from './background.ts';
 
@@ -81,6 +82,11 @@ export interface TurnServices {
   startBackground?: (run: BackgroundTurn) => Promise<void>;
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
   observeTurn?: (outcome: TurnOutcome) => void;
+  /**
+   * The spend of the request's scoped token when it carries a budget: checked before a turn
+   * is stored, charged after it completed (lib/ledger/token-spend.ts). None: no token budget.
+   */
+  tokenSpend?: TokenSpend;
 }
 
 /**

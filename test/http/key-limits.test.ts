@@ -2,11 +2,11 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, inject } from 'vitest';
-import { createApp } from '../../functions/app.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { createTestS3Store, startConditionalGateway } from '../support/s3-store.ts';
+import { appHarness } from '../support/app-harness.ts';
 import { TOKEN, type HttpHarness } from './http-suite.ts';
 import { defineKeyLimitsSuite } from './key-limits-suite.ts';
 
@@ -20,16 +20,7 @@ afterAll(async () => {
 });
 
 function harness(store: ObjectStore): HttpHarness {
-  const logged: string[] = [];
-  const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: (line) => logged.push(line) });
-  const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' };
-  return {
-    fetch: async (path, init) => app.request(path, init, environment),
-    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment, ...overrides }),
-    store,
-    keyPrefix: '',
-    logged,
-  };
+  return appHarness(store, { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' });
 }
 
 defineKeyLimitsSuite('memory', harness(new MemoryStore()));

@@ -182,6 +182,7 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
         token: expect.any(String),
         scopes: ['inbox:write'],
         session_id: id,
+        budget: null,
         expires_at: expect.any(String),
       });
       const lifetime = Date.parse(minted.body.expires_at) - before;

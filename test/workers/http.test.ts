@@ -13,6 +13,7 @@ import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
 import { defineEventsSuite } from '../http/events-suite.ts';
 import { defineRateLimitSuite } from '../http/rate-limit-suite.ts';
+import { defineTokenBudgetSuite } from '../http/token-budget-suite.ts';
 
 // The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
 // the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
@@ -51,6 +52,7 @@ const harness: HttpHarness = {
 // A loopback provider answering 500 (test/support/workers-global-setup.ts).
 defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));
 defineTokenSuite('workerd (R2)', harness);
+defineTokenBudgetSuite('workerd (R2)', harness);
 defineKeyLimitsSuite('workerd (R2)', harness);
 defineReceiptSuite('workerd (R2)', harness);
 defineBodyBudgetSuite('workerd (R2)', harness);

@@ -99,7 +99,7 @@ export interface CommitOptions {
    * The caller's own check of the session's config (a turn: that its model can be run), after
    * a key's replay and before anything is written: what it throws refuses the commit.
    */
-  check?: (config: SessionConfig) => void;
+  check?: (config: SessionConfig) => void | Promise<void>;
   /**
    * Take over this turn, claimed already by a record carrying the state's `writer` (a
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
@@ -191,7 +191,7 @@ export async function prepareCommit(
   // the totals before it, and closing it adds nothing).
   const ledger = ledgerOf(newest);
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
-  options.check?.(head.config);
+  await options.check?.(head.config);
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);

@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { backoff, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
+import { StorageError } from '../errors.ts';
+import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
+import { checkBudget } from './budget.ts';
+import { addToLedger, EMPTY_LEDGER, ledgerSchema, type Budget, type Ledger, type TurnUsage } from './usage.ts';
+
+/**
+ * What a scoped token with a budget spent, across all the sessions it took turns in
+ * (docs/STORAGE.md, "Token spend"; the bound on overshoot is in docs/SECURITY.md, "Token
+ * budgets"). One object per token, `<KEY_PREFIX>token-spend/<exp>-<id>`: the token's expiry
+ * (Unix seconds, 12 digits) then its random id, so the sweep finds expired ones in key order.
+ *
+ * A turn reads it alongside its claim's reads (no round trip of its own) and is refused when
+ * a limit is reached; a completed turn adds its usage after its completion landed, with
+ * compare-and-set, so the totals are exact whatever runs concurrently.
+ */
+
+/** A token's budget as its claims carry it: its id, its expiry and its limits. */
+export interface TokenBudget {
+  id: string;
+  /** Unix seconds: the token's `exp`. */
+  expires: number;
+  limits: Budget;
+}
+
+const spendRecordSchema = z.object({ ledger: ledgerSchema, expires_at: z.string() }).strict();
+
+const SPEND_FOLDER = 'token-spend/';
+
+export function spendKey(keyPrefix: string, budget: Pick<TokenBudget, 'id' | 'expires'>): string {
+  return `${keyPrefix}${SPEND_FOLDER}${String(budget.expires).padStart(12, '0')}-${budget.id}`;
+}
+
+/** One token's spend record on a store. */
+export class TokenSpend {
+  readonly budget: TokenBudget;
+  readonly #store: ObjectStore;
+  readonly #key: string;
+
+  constructor(store: ObjectStore, keyPrefix: string, budget: TokenBudget) {
+    this.budget = budget;
+    this.#store = store;
+    this.#key = spendKey(keyPrefix, budget);
+  }
+
+  /** What the token's completed turns spent, as stored now (nothing stored: nothing spent). */
+  async read(): Promise<Ledger> {
+    return (await this.#get())?.ledger ?? EMPTY_LEDGER;
+  }
+
+  /** Throws BudgetExhaustedError (402) when `spent` reached one of the token's limits. */
+  check(spent: Ledger): void {
+    checkBudget(this.budget.limits, spent, 'token');
+  }
+
+  /** Adds one completed turn's usage: read, add, write if unchanged since the read (else again). */
+  async charge(usage: TurnUsage): Promise<Ledger> {
+    for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+      const current = await this.#get();
+      const ledger = addToLedger(current?.ledger ?? EMPTY_LEDGER, usage);
+      const body = JSON.stringify({ ledger, expires_at: new Date(this.budget.expires * 1000).toISOString() });
+      const written = await this.#store.put(
+        this.#key,
+        body,
+        current ? { ifMatch: current.etag } : { onlyIfAbsent: true },
+      );
+      if (written) return ledger;
+      await backoff(attempt);
+    }
+    throw new StorageError(`token spend ${this.budget.id}: too many concurrent writers`);
+  }
+
+  async #get(): Promise<{ ledger: Ledger; etag: string } | null> {
+    const stored = await this.#store.get(this.#key);
+    if (!stored) return null;
+    const parsed = spendRecordSchema.safeParse(JSON.parse(decodeUtf8(stored.body)));
+    // A record this service did not write counts as nothing spent, and the next charge replaces it.
+    return { ledger: parsed.success ? parsed.data.ledger : EMPTY_LEDGER, etag: stored.etag };
+  }
+}
+
+/**
+ * Deletes the spend records of tokens that expired before `now` (an expired token takes no
+ * more turns, so its record is never read again). Keys sort by expiry: the walk stops at the
+ * first one still valid. Returns how many it deleted.
+ */
+export async function sweepTokenSpend(store: ObjectStore, keyPrefix: string, now: Date): Promise<number> {
+  const prefix = `${keyPrefix}${SPEND_FOLDER}`;
+  const nowSeconds = Math.floor(now.getTime() / 1000);
+  let deleted = 0;
+  let cursor: string | undefined;
+  do {
+    const page = await store.list(prefix, cursor === undefined ? {} : { cursor });
+    const expired = page.objects
+      .map((info) => info.key)
+      .filter((key) => Number(key.slice(prefix.length, prefix.length + 12)) < nowSeconds);
+    if (expired.length > 0) await store.delete(expired);
+    deleted += expired.length;
+    if (expired.length < page.objects.length) break;
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return deleted;
+}

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { TurnInProgressError } from '../../lib/errors.ts';
+import { spendKey, sweepTokenSpend, TokenSpend, type TokenBudget } from '../../lib/ledger/token-spend.ts';
+import type { TurnUsage } from '../../lib/ledger/usage.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { runTurn } from '../../lib/turn.ts';
+import { takeUnderPolicy } from '../../lib/turn/busy.ts';
+import { hookedEcho, turnWorld } from '../support/turn-world.ts';
+
+// A scoped token's spend record (lib/ledger/token-spend.ts): exact under concurrent charges,
+// checked before the claim so a spent token stores nothing and calls no model, never used by
+// a queued input, and swept once the token expired.
+
+const USAGE: TurnUsage = {
+  input_tokens: 100,
+  cached_input_tokens: 40,
+  cache_write_tokens: 10,
+  output_tokens: 7,
+  reasoning_tokens: 2,
+  cost_usd: 0.000123,
+};
+
+function budget(limits: TokenBudget['limits'], expires = 2_000_000_000): TokenBudget {
+  return { id: crypto.randomUUID().replaceAll('-', ''), expires, limits };
+}
+
+describe('token spend', () => {
+  it('counts every one of many concurrent charges exactly', async () => {
+    const spend = new TokenSpend(new MemoryStore(), 'p/', budget({ max_turns: 1000 }));
+    await Promise.all(Array.from({ length: 40 }, () => spend.charge(USAGE)));
+    expect(await spend.read()).toEqual({
+      turns: 40,
+      input_tokens: 4000,
+      cached_input_tokens: 1600,
+      cache_write_tokens: 400,
+      output_tokens: 280,
+      reasoning_tokens: 80,
+      cost_usd: 0.00492,
+      unpriced_turns: 0,
+    });
+  });
+
+  it('a spent token is refused at the claim: no model called, nothing stored', async () => {
+    const store = new MemoryStore();
+    let calls = 0;
+    const { sessions, services } = turnWorld(
+      store,
+      hookedEcho('echo', async () => {
+        calls += 1;
+      }),
+    );
+    await sessions.create({ id: 's' });
+    const spend = new TokenSpend(store, '', budget({ max_total_tokens: 107 }));
+    await spend.charge(USAGE);
+    const before = await sessions.get('s');
+    await expect(runTurn({ ...services, tokenSpend: spend }, 's', { input: 'over' })).rejects.toMatchObject({
+      code: 'budget_exhausted',
+      details: { budget: 'token', limit: 'max_total_tokens', spent: 107, value: 107 },
+    });
+    expect(calls).toBe(0);
+    expect((await sessions.get('s')).counts).toEqual(before.counts);
+    // Under the limit, the turn runs.
+    const roomy = new TokenSpend(store, '', budget({ max_total_tokens: 108 }));
+    await roomy.charge(USAGE);
+    expect((await runTurn({ ...services, tokenSpend: roomy }, 's', { input: 'ok' })).turn).toBe(1);
+    expect(calls).toBe(1);
+  });
+
+  it("a budgeted token's input is never queued: a busy session answers 409", async () => {
+    const store = new MemoryStore();
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const { sessions, services } = turnWorld(
+      store,
+      hookedEcho('echo', () => held),
+    );
+    await sessions.create({ id: 'q', on_busy: 'enqueue' });
+    const running = runTurn(services, 'q', { input: 'hold' });
+    await expect.poll(async () => (await sessions.get('q')).counts.items).toBe(1);
+    const spend = new TokenSpend(store, '', budget({ max_turns: 10 }));
+    const request = { input: 'later' };
+    const take = (withSpend: typeof services) => () => runTurn(withSpend, 'q', request);
+    const budgeted = { ...services, tokenSpend: spend };
+    await expect(takeUnderPolicy(budgeted, 'q', request, {}, take(budgeted))).rejects.toBeInstanceOf(
+      TurnInProgressError,
+    );
+    expect(await sessions.queued(await sessions.scope('q'))).toEqual([]);
+    // Without a budget the same request is queued.
+    expect(await takeUnderPolicy(services, 'q', request, {}, take(services))).toMatchObject({ kind: 'queued' });
+    release();
+    await running;
+  });
+
+  it('the sweep deletes the records of expired tokens only', async () => {
+    const store = new MemoryStore();
+    const now = new Date('2030-01-01T00:00:00Z');
+    const seconds = now.getTime() / 1000;
+    const expired = budget({ max_turns: 1 }, seconds - 1);
+    const valid = budget({ max_turns: 1 }, seconds + 3600);
+    for (const each of [expired, valid]) await new TokenSpend(store, 'p/', each).charge(USAGE);
+    await store.put('other/token-spend/0000000000-x', '{}');
+    expect(await sweepTokenSpend(store, 'p/', now)).toBe(1);
+    expect(await store.head(spendKey('p/', expired))).toBeNull();
+    expect(await store.head(spendKey('p/', valid))).not.toBeNull();
+    expect(await store.head('other/token-spend/0000000000-x')).not.toBeNull();
+  });
+});

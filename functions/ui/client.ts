@@ -174,7 +174,17 @@ export function inspectorClient(): void {
   function renderCounts(session: any): void {
     $('session-counts').textContent =
       `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
-      `model ${session.model ?? 'default'}${usageText(session.usage)}`;
+      `model ${session.model ?? 'default'}${usageText(session.usage)}${tokensText(session.usage)}`;
+  }
+
+  /** A session's totals by token kind, with the completed turns they count. */
+  function tokensText(usage: any): string {
+    if (!usage) return '';
+    return (
+      ` · ${usage.turns} completed turns: ${usage.input_tokens} input tokens ` +
+      `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
+      `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`
+    );
   }
 
   /** Cost and cache-read share of a turn's or a session's usage, for a summary line. */

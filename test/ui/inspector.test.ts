@@ -176,7 +176,15 @@ describe('the inspector at /ui in Chromium', () => {
       `turn ${TURNS} · ${cost} · 0% cache read`,
     );
     const session = await call('GET', `/v1/sessions/${sessionId}`);
-    expect(await page.locator('#session-counts').textContent()).toContain(`$${session.usage.cost_usd.toFixed(6)}`);
+    const counts = await page.locator('#session-counts').textContent();
+    expect(counts).toContain(`$${session.usage.cost_usd.toFixed(6)}`);
+    // Every token kind of the session's totals, and the completed turns they count.
+    const { usage } = session;
+    expect(counts).toContain(
+      `${usage.turns} completed turns: ${usage.input_tokens} input tokens ` +
+        `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
+        `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`,
+    );
   });
 
   it('expands a turn: input, output, and a compacted item with its hash stamp and its stored original', {

@@ -248,6 +248,14 @@ describe('README', () => {
       expect(quickStart).toContain(command);
   });
 
+  it('keeps a short Costs, limits and tracing section that links the full one', async () => {
+    const section = /\n## Costs, limits and tracing\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? '';
+    expect(section).toContain('(docs/CONFIGURATION.md#costs-limits-and-tracing)');
+    expect(section.split('\n').length).toBeLessThan(15);
+    const configuration = await readFile(join(root, 'docs/CONFIGURATION.md'), 'utf8');
+    expect(configuration).toContain('\n## Costs, limits and tracing\n');
+  });
+
   it('reads the expected output of every walkthrough step it shows one for', () => {
     const steps = curlSteps(codeBlock('## Walkthrough'));
     expect(steps.filter((step) => step.expected !== undefined).length).toBeGreaterThanOrEqual(8);

@@ -1,7 +1,8 @@
+import { sign } from 'hono/jwt';
 import { describe, expect, it, vi } from 'vitest';
 import { decodeUtf8 } from '../../lib/store/object-store.ts';
 import { spendKey } from '../../lib/ledger/token-spend.ts';
-import { createClient, type HttpHarness } from './http-suite.ts';
+import { createClient, SIGNING_KEY, type HttpHarness } from './http-suite.ts';
 
 /**
  * Budgets carried by scoped tokens (docs/SECURITY.md, "Token budgets"): one token's turns
@@ -122,6 +123,18 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       for (const n of [1, 2, 3]) expect((await turn(token, id, `turn ${n}`)).status).toBe(200);
       const after = (await harness.store.list(prefix)).objects.length;
       expect(after).toBe(before);
+    });
+
+    it('a signed token with a budget but no id, or an id but no budget, is malformed (401)', async () => {
+      const id = await api.session();
+      const now = Math.floor(Date.now() / 1000);
+      const claims = { scope: 'session:turn', iat: now, exp: now + 600 };
+      for (const extra of [{ bud: { max_turns: 5 } }, { jti: 'a'.repeat(32) }]) {
+        const token = await sign({ ...claims, ...extra }, SIGNING_KEY, 'HS256');
+        const refused = await turn(token, id, 'hello');
+        expect(refused.status, JSON.stringify(extra)).toBe(401);
+        expect(refused.body.error.message).toMatch(/malformed/);
+      }
     });
 
     it('a malformed budget is a 400 naming the field', async () => {

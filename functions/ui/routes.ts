@@ -1,9 +1,9 @@
 import { Hono } from 'hono';
-import { INSPECTOR_PAGE } from './page.ts';
+import { INSPECTOR_FAVICON, INSPECTOR_PAGE } from './page.ts';
 import { INSPECTOR_CSS } from './styles.ts';
 
 /**
- * GET /ui (the inspector page), /ui/app.js and /ui/app.css. They are public: they hold no
+ * GET /ui (the inspector page), /ui/app.js, /ui/app.css and /ui/favicon.svg. They are public: they hold no
  * data, and everything the page shows is fetched from the API with the token the user
  * enters (kept in sessionStorage, sent as a bearer header). Registered before auth; not part
  * of the OpenAPI document. Nothing is fetched from another origin.
@@ -22,7 +22,8 @@ export function inspectorRoutes(script?: () => Promise<Uint8Array<ArrayBuffer>>)
           "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
       }),
     )
-    .get('/ui/app.css', (c) => c.body(INSPECTOR_CSS, 200, { ...headers, 'content-type': 'text/css; charset=utf-8' }));
+    .get('/ui/app.css', (c) => c.body(INSPECTOR_CSS, 200, { ...headers, 'content-type': 'text/css; charset=utf-8' }))
+    .get('/ui/favicon.svg', (c) => c.body(INSPECTOR_FAVICON, 200, { ...headers, 'content-type': 'image/svg+xml' }));
   if (script)
     routes.get('/ui/app.js', async (c) =>
       c.body(await script(), 200, { ...headers, 'content-type': 'text/javascript; charset=utf-8' }),

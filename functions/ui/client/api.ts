@@ -9,9 +9,11 @@ export function authorization(): Record<string, string> {
   return token ? { authorization: `Bearer ${token}` } : {};
 }
 
-/** A 401: shows the token form. */
+/** A 401: shows the token form, saying so when the kept token was refused (and forgetting it). */
 export function unauthorized(): void {
-  showToken();
+  const refused = sessionStorage.getItem(TOKEN_KEY) !== null;
+  sessionStorage.removeItem(TOKEN_KEY);
+  showToken(refused ? 'The API refused this token (401): check it and enter it again.' : '');
 }
 
 /** Fetches `path` (JSON in and out); a 401 shows the token form and throws Unauthorized. */

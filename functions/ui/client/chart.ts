@@ -1,15 +1,42 @@
-/** The session view's charts, one bar per turn loaded, oldest on the left. */
+/**
+ * The session view's charts, one bar per turn loaded, oldest on the left, each with its axes
+ * (the scale's top and the first and last turn) and a legend.
+ */
 import { $, add, el, svg } from './dom.ts';
 import { usageText } from './format.ts';
 
-/** Prompt size (grey) and the part reused from the previous prompt (blue): epoch boundaries stand out. */
-export function renderPromptChart(newestFirst: any[]): void {
-  const turns = [...newestFirst].reverse();
-  const box = $('strip-chart');
+/** The chart in `box`: the SVG bars between their axis labels, and the legend (swatch class, text). */
+function frame(box: HTMLElement, turns: any[], bars: SVGElement, top: string, legend: [string, string][]): void {
   if (turns.length === 0) {
     box.replaceChildren(el('p', { class: 'muted' }, 'No turns yet.'));
     return;
   }
+  box.replaceChildren(
+    el(
+      'div',
+      { class: 'chart' },
+      el('div', { class: 'axis-y' }, el('span', {}, top), el('span', {}, '0')),
+      bars,
+      el(
+        'div',
+        { class: 'axis-x' },
+        el('span', {}, `turn ${turns[0].turn}`),
+        el('span', {}, `turn ${turns.at(-1).turn}`),
+      ),
+    ),
+    el(
+      'ul',
+      { class: 'legend' },
+      ...legend.map(([swatch, text]) =>
+        el('li', {}, el('span', { class: `swatch ${swatch}`, 'aria-hidden': 'true' }), text),
+      ),
+    ),
+  );
+}
+
+/** Prompt size (grey) and the part reused from the previous prompt (blue): epoch boundaries stand out. */
+export function renderPromptChart(newestFirst: any[]): void {
+  const turns = [...newestFirst].reverse();
   const width = 6;
   const height = 80;
   const max = Math.max(1, ...turns.map((turn) => turn.context?.prompt_chars ?? 0));
@@ -42,7 +69,10 @@ export function renderPromptChart(newestFirst: any[]): void {
       svg('rect', { x: index * width, y: height - r, width: width - 1, height: r, class: 'bar-reused' }),
     );
   });
-  box.replaceChildren(chart);
+  frame($('strip-chart'), turns, chart, `${max.toLocaleString('en')} chars`, [
+    ['swatch-total', 'prompt size'],
+    ['swatch-reused', 'reused from the previous prompt'],
+  ]);
 }
 
 /** One bar per turn: its cost against the costliest (green), its input's cache-read share (blue). */
@@ -72,5 +102,9 @@ export function renderCostChart(newestFirst: any[]): void {
     bar(index * 6, usage.cost_usd === null ? 0 : usage.cost_usd / max, 'bar-cost', text);
     bar(index * 6 + 3, usage.input_tokens > 0 ? usage.cached_input_tokens / usage.input_tokens : 0, 'bar-cache', text);
   });
-  $('cost-chart').replaceChildren(chart);
+  const costliest = max > 1e-12 ? `$${max.toFixed(6)}` : '$0';
+  frame($('cost-chart'), turns, chart, `${costliest} · 100%`, [
+    ['swatch-cost', `cost (top: the costliest turn, ${costliest})`],
+    ['swatch-cache', 'cache-read share of the input (top: 100%)'],
+  ]);
 }

@@ -1,4 +1,5 @@
 /** DOM helpers shared by the inspector's modules: lookups by id and element builders. */
+import { relativeTime } from './format.ts';
 
 export const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -27,4 +28,10 @@ export function svg(tag: string, attributes: Record<string, string | number> = {
   for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
   add(node, ...children);
   return node;
+}
+
+/** A time as "3 min ago", the absolute local time in its title. */
+export function timeAgo(iso: string): HTMLElement {
+  const date = new Date(iso);
+  return el('time', { datetime: iso, title: date.toLocaleString() }, relativeTime(date, new Date()));
 }

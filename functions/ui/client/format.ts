@@ -15,8 +15,13 @@ export function reusedText(turn: any): string {
   return ` · ${Math.round((100 * turn.prefix_reused_chars) / size)}% reused`;
 }
 
-/** A turn's summary line. */
+/** A turn's summary line; an aborted turn's says why (the abort notice's content). */
 export function turnSummary(turn: any): string {
+  if (turn.status === 'aborted') {
+    const details = turn.error?.details ?? {};
+    const reason = details.reason ?? turn.error?.message ?? 'no reason given';
+    return `Turn ${turn.turn} · aborted by notice ${details.notice ?? 'abort'}: “${reason}”`;
+  }
   return (
     `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} ` +
     `chars${reusedText(turn)}${usageText(turn.usage)}`
@@ -36,4 +41,28 @@ export function countsText(session: any): string {
     `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
     `model ${session.model ?? 'default'}${usageText(session.usage)}`
   );
+}
+
+const UNITS: [string, number][] = [
+  ['y', 365 * 86_400],
+  ['mo', 30 * 86_400],
+  ['d', 86_400],
+  ['h', 3_600],
+  ['min', 60],
+];
+
+/** `then` from `now` in words: "just now" under a minute, else "3 min ago" (or "in 3 min"). */
+export function relativeTime(then: Date, now: Date): string {
+  const seconds = (now.getTime() - then.getTime()) / 1000;
+  const unit = UNITS.find(([, size]) => Math.abs(seconds) >= size);
+  if (!unit) return 'just now';
+  const count = `${Math.floor(Math.abs(seconds) / unit[1])} ${unit[0]}`;
+  return seconds > 0 ? `${count} ago` : `in ${count}`;
+}
+
+/** A span of milliseconds: "850 ms", "1.4 s", "3 min 5 s". */
+export function durationText(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
 }

@@ -2,6 +2,29 @@
 import { add, el } from './dom.ts';
 import { itemText } from './format.ts';
 
+/** A text longer than this many lines shows its first ones, with a button for the rest. */
+const COLLAPSED_LINES = 12;
+
+function textBlock(text: string): HTMLElement {
+  const lines = text.split('\n');
+  const pre = el('pre', {}, text);
+  if (lines.length <= COLLAPSED_LINES) return pre;
+  const short = `${lines.slice(0, COLLAPSED_LINES).join('\n')}\n…`;
+  pre.textContent = short;
+  const toggle = el(
+    'button',
+    { type: 'button', class: 'toggle-collapse', 'aria-expanded': 'false' },
+    `Show all ${lines.length} lines`,
+  );
+  toggle.addEventListener('click', () => {
+    const expand = toggle.getAttribute('aria-expanded') !== 'true';
+    toggle.setAttribute('aria-expanded', String(expand));
+    toggle.textContent = expand ? `Show the first ${COLLAPSED_LINES} lines` : `Show all ${lines.length} lines`;
+    pre.textContent = expand ? text : short;
+  });
+  return el('div', { class: 'collapsible' }, pre, toggle);
+}
+
 export function itemRow(item: any): HTMLElement {
   const treatment = item.treatment ?? 'stored';
   const entry = el(
@@ -10,7 +33,7 @@ export function itemRow(item: any): HTMLElement {
     el('span', { class: 'seq' }, `#${item.seq} ${treatment === 'stored' ? '' : treatment}`),
   );
   if (treatment !== 'compacted' || !item.compacted_as) {
-    add(entry, el('pre', {}, itemText(item)));
+    add(entry, textBlock(itemText(item)));
     return entry;
   }
   const compactedText =

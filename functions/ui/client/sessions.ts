@@ -1,6 +1,6 @@
 /** The sessions list: a page at a time, filtered by the search box, and a new session. */
 import { api, PAGE } from './api.ts';
-import { $, el } from './dom.ts';
+import { $, el, timeAgo } from './dom.ts';
 import { paged } from './paging.ts';
 import { report, show } from './view.ts';
 
@@ -17,7 +17,7 @@ export function listSessions(): void {
         el('td', {}, String(counts.items)),
         el('td', {}, String(counts.turns)),
         el('td', {}, String(counts.tool_calls)),
-        el('td', {}, session.last_activity_at ? new Date(session.last_activity_at).toLocaleString() : ''),
+        el('td', {}, session.last_activity_at ? timeAgo(session.last_activity_at) : ''),
       );
       row.hidden = !matchesSearch(session.id);
       return row;
@@ -31,7 +31,7 @@ function matchesSearch(id: string): boolean {
   return query === '' || id.includes(query);
 }
 
-/** Wires the search box and the new-session button. */
+/** Wires the search box and the new-session button (which asks for an id). */
 export function wireSessions(): void {
   $('search-input').addEventListener('input', () => {
     for (const row of $('session-table').querySelectorAll('tbody tr'))
@@ -43,8 +43,11 @@ export function wireSessions(): void {
     if (query) location.hash = `#/s/${encodeURIComponent(query)}`;
   });
   $('new-session').addEventListener('click', async () => {
+    const id = prompt('Id of the new session (empty: a generated one)', '');
+    if (id === null) return;
     try {
-      const created = await api('/v1/sessions', { method: 'POST', body: '{}' });
+      const body = JSON.stringify(id.trim() ? { id: id.trim() } : {});
+      const created = await api('/v1/sessions', { method: 'POST', body });
       location.hash = `#/s/${encodeURIComponent(created.id)}`;
     } catch (error) {
       report(error);

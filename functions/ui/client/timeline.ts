@@ -31,7 +31,7 @@ function turnRow(id: string, turn: any): HTMLElement {
       {},
       turnSummary(turn),
       turn.notices.length > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${turn.notices.length} notice(s)`) : null,
-      turn.error ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
+      turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
     ),
   );
   let loaded = false;

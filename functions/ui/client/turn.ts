@@ -1,6 +1,7 @@
 /** An expanded turn: its times, its input and output, and what the model saw (its receipt). */
 import { api, sessionPath } from './api.ts';
-import { add, el } from './dom.ts';
+import { add, el, timeAgo } from './dom.ts';
+import { durationText } from './format.ts';
 import { itemRow } from './items.ts';
 import { onScrollEnd } from './paging.ts';
 import { keepLoader } from './view.ts';
@@ -9,13 +10,19 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
   const detail = await api(sessionPath(id, `/turns/${turn.turn}`));
   const body = el('div', { class: 'turn-body' });
   add(details, body);
-  const times = `${turn.started_at ?? '?'} → ${turn.completed_at ?? 'running'}`;
+  const started = turn.started_at ? timeAgo(turn.started_at) : '?';
+  const took =
+    turn.started_at && turn.completed_at
+      ? `took ${durationText(Date.parse(turn.completed_at) - Date.parse(turn.started_at))}`
+      : 'running';
   add(
     body,
     el(
       'p',
-      { class: 'muted' },
-      `${times} · strategies ${turn.strategies.join(', ')}` +
+      { class: 'muted turn-times' },
+      'started ',
+      started,
+      ` · ${took} · strategies ${turn.strategies.join(', ')}` +
         (turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''),
     ),
   );

@@ -26,9 +26,12 @@ export function show(view: 'token-view' | 'list-view' | 'session-view'): void {
   $('sign-out').hidden = !sessionStorage.getItem(TOKEN_KEY);
 }
 
-export function showToken(): void {
+/** The token form, with `error` above it (none: hidden). */
+export function showToken(error = ''): void {
   stopLoaders();
   show('token-view');
+  $('token-error').textContent = error;
+  $('token-error').hidden = error === '';
   $('token-input').focus();
 }
 

@@ -3,10 +3,10 @@ import { INSPECTOR_FAVICON, INSPECTOR_PAGE } from './page.ts';
 import { INSPECTOR_CSS } from './styles.ts';
 
 /**
- * GET /ui (the inspector page), /ui/app.js, /ui/app.css and /ui/favicon.svg. They are public: they hold no
- * data, and everything the page shows is fetched from the API with the token the user
- * enters (kept in sessionStorage, sent as a bearer header). Registered before auth; not part
- * of the OpenAPI document. Nothing is fetched from another origin.
+ * GET /ui (the inspector page), /ui/app.js, /ui/app.css and /ui/favicon.svg. They are public:
+ * they hold no data, and everything the page shows is fetched from the API with the token the
+ * user enters (kept in sessionStorage, sent as a bearer header). Registered before auth; not
+ * part of the OpenAPI document. Nothing is fetched from another origin.
  *
  * The script is bundled from functions/ui/client/ into .assets/ui/app.js by `npm run assets`
  * (scripts/assets.mjs): on Workers the static assets serve it (wrangler.toml

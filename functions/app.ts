@@ -49,6 +49,8 @@ export interface AppOptions {
   tokenEncoders?: TokenEncoders;
   /** The /docs page's script (Node and Deno entries); Workers serve it as a static asset. */
   docsScript?: () => Promise<Uint8Array<ArrayBuffer>>;
+  /** The inspector's script, .assets/ui/app.js (Node and Deno entries); Workers serve it as a static asset. */
+  inspectorScript?: () => Promise<Uint8Array<ArrayBuffer>>;
   /** The process's metrics, served at GET /metrics (Node and Deno); Workers keep none. */
   metrics?: Metrics;
   /** Where each turn's JSON log line goes (default: stdout). */
@@ -77,7 +79,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
     serviceRoutes({ app, readEnvironment, ...(options.docsScript ? { docsScript: options.docsScript } : {}) }),
   );
   // The inspector's page and assets are public (no data in them); what they fetch needs a token.
-  app.route('/', inspectorRoutes());
+  app.route('/', inspectorRoutes(options.inspectorScript));
   // GET /metrics with METRICS_TOKEN; with an admin token it is the authenticated route below.
   if (options.metrics) app.route('/', metricsTokenRoute(options.metrics, readEnvironment));
 

@@ -181,3 +181,12 @@ export function docsScript(): Promise<Uint8Array<ArrayBuffer>> {
   docsScriptBytes ??= readFile(docsScriptPath).then((buffer) => new Uint8Array(buffer));
   return docsScriptBytes;
 }
+
+const inspectorScriptPath = fileURLToPath(new URL('../.assets/ui/app.js', import.meta.url));
+let inspectorScriptBytes: Promise<Uint8Array<ArrayBuffer>> | undefined;
+
+/** The inspector's script, bundled into .assets/ by `npm run assets` (scripts/assets.mjs), read once. */
+export function inspectorScript(): Promise<Uint8Array<ArrayBuffer>> {
+  inspectorScriptBytes ??= readFile(inspectorScriptPath).then((buffer) => new Uint8Array(buffer));
+  return inspectorScriptBytes;
+}

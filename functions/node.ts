@@ -4,6 +4,7 @@ import { Metrics } from './metrics.ts';
 import {
   describeStore,
   docsScript,
+  inspectorScript,
   localServerOptions,
   markRunning,
   serveLocal,
@@ -34,6 +35,7 @@ const app = createApp({
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
   docsScript,
+  inspectorScript,
   // GET /metrics (functions/metrics.ts): counted by this process.
   metrics: new Metrics(),
 });

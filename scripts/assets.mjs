@@ -1,10 +1,32 @@
-// Copies the files the Worker serves as static assets into .assets/ (run before start and
-// build). A file already there with the same bytes is left alone: `wrangler dev` watches
-// .assets/ and restarts its worker on any write, so a second `npm start` would restart the
-// first one's worker mid-request.
-import { copyFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+// Fills .assets/, the files the Worker serves as static assets (wrangler.toml `[assets]`; Node
+// and Deno read them through functions/local-server.ts): a copy of the /docs page's script, and
+// the /ui inspector's script bundled from its modules (functions/ui/client/, entry main.ts). Run
+// by npm install, before start and build, and by the node tests' global setup
+// (test/support/global-setup.ts), so no test loads a stale bundle. A file already there with
+// the same bytes is left alone: `wrangler dev` watches .assets/ and restarts its worker on any
+// write, so a second `npm start` would restart the first one's worker mid-request.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { build } from 'esbuild';
 
-const source = 'node_modules/@scalar/api-reference/dist/browser/standalone.js';
-const target = '.assets/docs/scalar-api-reference.js';
-mkdirSync('.assets/docs', { recursive: true });
-if (!existsSync(target) || !readFileSync(target).equals(readFileSync(source))) copyFileSync(source, target);
+function update(target, bytes) {
+  mkdirSync(dirname(target), { recursive: true });
+  if (!existsSync(target) || !readFileSync(target).equals(bytes)) writeFileSync(target, bytes);
+}
+
+update(
+  '.assets/docs/scalar-api-reference.js',
+  readFileSync('node_modules/@scalar/api-reference/dist/browser/standalone.js'),
+);
+
+// One script (an IIFE, unminified: it is read in the browser's tools).
+const inspector = await build({
+  entryPoints: ['functions/ui/client/main.ts'],
+  bundle: true,
+  format: 'iife',
+  target: 'es2022',
+  legalComments: 'none',
+  write: false,
+  logLevel: 'error',
+});
+update('.assets/ui/app.js', Buffer.from(inspector.outputFiles[0].contents));

@@ -4,12 +4,18 @@
  * page itself is public and every byte of data goes through the API's auth. Plain HTML (no
  * JSX), so that Node runs this file as it is.
  */
+/** The page's icon (/ui/favicon.svg): a white T on the header's blue. */
+export const INSPECTOR_FAVICON =
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#12355b"/>' +
+  '<path d="M3.5 3.5h9v2.2H9.1V13H6.9V5.7H3.5z" fill="#ffffff"/></svg>';
+
 export const INSPECTOR_PAGE = `<!doctype html>
 <html lang="en">
   <head>
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>tailgate inspector</title>
+    <link rel="icon" href="/ui/favicon.svg" type="image/svg+xml" />
     <link rel="stylesheet" href="/ui/app.css" />
   </head>
   <body>
@@ -28,6 +34,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
           The API answered 401: enter a bearer token (API_TOKEN or a scoped token). It is kept in this tab's session
           storage only.
         </p>
+        <p id="token-error" class="error" role="alert" hidden></p>
         <form id="token-form">
           <label for="token-input">Bearer token</label>
           <input id="token-input" name="token" type="password" autocomplete="off" required />

@@ -60,6 +60,16 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 .runs { font-family: ui-monospace, monospace; font-size: 0.8rem; }
 #strip-chart svg, #cost-chart svg { width: 100%; height: 80px; background: #fafafa; border: 1px solid #d0d0d0; }
 #cost-chart svg { height: 60px; }
+.chart { display: grid; grid-template-columns: auto minmax(0, 1fr); column-gap: 0.3rem; }
+.axis-y { display: flex; flex-direction: column; justify-content: space-between; text-align: right; }
+.axis-x { grid-column: 2; display: flex; justify-content: space-between; }
+.axis-y, .axis-x, .legend { font-size: 0.75rem; color: #555555; }
+.legend { list-style: none; display: flex; flex-wrap: wrap; gap: 0 1rem; padding: 0; margin: 0.2rem 0 0.5rem; }
+.swatch { display: inline-block; width: 0.7rem; height: 0.7rem; margin-right: 0.3rem; vertical-align: middle; }
+.swatch-total { background: #9a9a9a; }
+.swatch-reused, .swatch-cache { background: #1f5fa8; }
+.swatch-cost { background: #2e7d32; }
+.collapsible button { background: #ffffff; color: #12355b; }
 .bar-total { fill: #9a9a9a; }
 .bar-reused, .bar-cache { fill: #1f5fa8; }
 .bar-cost { fill: #2e7d32; }

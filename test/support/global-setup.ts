@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { startFauxqs } from 'fauxqs';
 import type { TestProject } from 'vitest/node';
 import { startConditionalGateway } from './s3-store.ts';
@@ -12,6 +13,8 @@ export const S3_BUCKET = 'tailgate-test';
  * `fauxqsEndpoint` is fauxqs itself, for tests that need the raw server.
  */
 export default async function setup(project: TestProject) {
+  // The inspector's bundle and the docs script in .assets/, fresh (Node, Deno and `npm start` serve them).
+  execFileSync(process.execPath, ['scripts/assets.mjs'], { stdio: 'inherit' });
   const server = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
   server.createBucket(S3_BUCKET);
   const gateway = await startConditionalGateway(server.address);

@@ -130,18 +130,34 @@ describe('the inspector at /ui in Chromium', () => {
     if (state) await rm(state, { recursive: true, force: true });
   });
 
-  it('asks for a token when the API answers 401, keeps it in sessionStorage, and lists sessions', {
+  it('asks for a token on a 401, says when one is refused, keeps it in sessionStorage, and lists sessions', {
     timeout: 60_000,
   }, async () => {
     await page.goto(`${server.origin}/ui`);
     await page.getByLabel('Bearer token').waitFor();
     expect(await page.locator('#list-view').isHidden()).toBe(true);
+    expect(await page.locator('#token-error').isHidden()).toBe(true);
     expect(await axeViolations()).toEqual([]);
+    await page.getByLabel('Bearer token').fill('not-the-token');
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toBe(
+      'The API refused this token (401): check it and enter it again.',
+    );
+    expect(await page.evaluate(() => sessionStorage.getItem('tailgate.token'))).toBeNull();
+    expect(await page.locator('#list-view').isHidden()).toBe(true);
     await page.getByLabel('Bearer token').fill(TOKEN);
     await page.getByRole('button', { name: 'Use token' }).click();
     const row = page.locator(`tr[data-id="${sessionId}"]`);
     await row.waitFor();
     expect(await row.locator('td').nth(2).textContent()).toBe(String(TURNS));
+    // Last activity: relative, the absolute time in the title.
+    const activity = row.locator('td').nth(4).locator('time');
+    expect(await activity.textContent()).toMatch(/^(just now|\d+ min ago)$/);
+    const datetime = (await activity.getAttribute('datetime'))!;
+    expect(await activity.getAttribute('title')).toBe(
+      await page.evaluate((iso) => new Date(iso).toLocaleString(), datetime),
+    );
     expect(await page.evaluate(() => sessionStorage.getItem('tailgate.token'))).toBe(TOKEN);
     expect(page.url()).not.toContain(TOKEN);
     await page.getByLabel('Search by id').fill('no-such-session');
@@ -160,9 +176,21 @@ describe('the inspector at /ui in Chromium', () => {
     expect(await page.locator('#timeline details.turn').first().getAttribute('data-turn')).toBe(String(TURNS));
     await page.locator('#timeline-more').scrollIntoViewIfNeeded();
     await expect.poll(() => page.locator('#timeline details.turn').count()).toBeGreaterThan(first);
-    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(
-      await page.locator('#timeline details.turn').count(),
-    );
+    const loaded = await page.locator('#timeline details.turn').count();
+    expect(await page.locator('#strip-chart rect.bar-total').count()).toBe(loaded);
+    // Axes: the scale's top and 0, the oldest and newest turn loaded; and a legend.
+    expect(await page.locator('#strip-chart .axis-y span').allTextContents()).toEqual([
+      expect.stringMatching(/^[\d,]+ chars$/),
+      '0',
+    ]);
+    expect(await page.locator('#strip-chart .axis-x span').allTextContents()).toEqual([
+      `turn ${TURNS - loaded + 1}`,
+      `turn ${TURNS}`,
+    ]);
+    expect(await page.locator('#strip-chart .legend li').allTextContents()).toEqual([
+      'prompt size',
+      'reused from the previous prompt',
+    ]);
   });
 
   it('draws cost and cache-read share per turn, and shows the session totals', { timeout: 60_000 }, async () => {
@@ -185,6 +213,14 @@ describe('the inspector at /ui in Chromium', () => {
         `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
         `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`,
     );
+    expect(await page.locator('#cost-chart .axis-y span').allTextContents()).toEqual([
+      expect.stringMatching(/^\$\d+\.\d{6} · 100%$/),
+      '0',
+    ]);
+    expect(await page.locator('#cost-chart .legend li').allTextContents()).toEqual([
+      expect.stringMatching(/^cost \(top: the costliest turn, \$\d+\.\d{6}\)$/),
+      'cache-read share of the input (top: 100%)',
+    ]);
   });
 
   it('expands a turn: input, output, and a compacted item with its hash stamp and its stored original', {
@@ -243,6 +279,9 @@ describe('the inspector at /ui in Chromium', () => {
     const aborted = page.locator(`#timeline details.turn[data-turn="${TURNS + 2}"]`);
     await aborted.waitFor();
     expect(await aborted.getAttribute('class')).toContain('status-aborted');
+    expect(await aborted.locator('summary').textContent()).toBe(
+      `Turn ${TURNS + 2} · aborted by notice abort: “stopped from the inspector”`,
+    );
   });
 
   it('editing a threshold updates the prompt preview counts, and saving patches the session', {
@@ -258,7 +297,79 @@ describe('the inspector at /ui in Chromium', () => {
     await expect.poll(() => page.locator('#config-status').textContent()).toBe('Saved.');
     expect((await call('GET', `/v1/sessions/${sessionId}`)).strategy_config.epoch_full_tool_calls).toBe(40);
     expect(await axeViolations()).toEqual([]);
-    // Chromium logs every 4xx fetch as a console error; the 401 that shows the token form and
+  });
+
+  it('collapses an output longer than 12 lines behind a button, and shows relative times with absolute titles', {
+    timeout: 60_000,
+  }, async () => {
+    const lines = Array.from({ length: 40 }, (_, index) => `line ${index + 1}`);
+    await call('POST', `/v1/sessions/${sessionId}/turns`, { input: lines.join('\n') });
+    await page.reload();
+    const turn = page.locator(`#timeline details.turn[data-turn="${TURNS + 3}"]`);
+    await turn.locator('summary').click();
+    const output = turn.locator('.turn-output li').first();
+    await output.waitFor();
+    expect((await output.locator('pre').textContent())!.split('\n')).toEqual([
+      'assistant: echo: line 1',
+      ...lines.slice(1, 12),
+      '…',
+    ]);
+    const toggle = output.getByRole('button', { name: 'Show all 40 lines' });
+    expect(await toggle.getAttribute('aria-expanded')).toBe('false');
+    await toggle.click();
+    expect(await output.locator('pre').textContent()).toBe(`assistant: echo: ${lines.join('\n')}`);
+    expect(await output.getByRole('button', { name: 'Show the first 12 lines' }).getAttribute('aria-expanded')).toBe(
+      'true',
+    );
+    // The input is as long; among what the model saw, it is the only item collapsed (the others are one line).
+    expect(await turn.locator('.turn-input li button').textContent()).toBe('Show all 40 lines');
+    await expect.poll(() => turn.locator('.turn-seen li.item').count()).toBeGreaterThan(10);
+    expect(await turn.locator('.turn-seen li.item .toggle-collapse').count()).toBe(1);
+    const started = turn.locator('.turn-times time');
+    expect(await started.textContent()).toMatch(/^(just now|\d+ min ago)$/);
+    const datetime = (await started.getAttribute('datetime'))!;
+    expect(await started.getAttribute('title')).toBe(
+      await page.evaluate((iso) => new Date(iso).toLocaleString(), datetime),
+    );
+    expect(await turn.locator('.turn-times').textContent()).toMatch(/ · took \d/);
+    expect(await axeViolations()).toEqual([]);
+  });
+
+  it('has a favicon, served by the service', async () => {
+    const href = await page.locator('link[rel="icon"]').getAttribute('href');
+    const response = await page.request.get(new URL(href!, server.origin).href);
+    expect(response.status()).toBe(200);
+    expect(response.headers()['content-type']).toBe('image/svg+xml');
+    expect(await response.text()).toMatch(/^<svg /);
+  });
+
+  it('"New session" asks for an id: one given, none (a generated id), or cancelled', { timeout: 60_000 }, async () => {
+    const newId = `${sessionId}-new`;
+    const open = async (answer: string | null) => {
+      await page.goto(`${server.origin}/ui#/`);
+      await page.locator(`tr[data-id="${sessionId}"]`).waitFor();
+      page.once('dialog', (dialog) => {
+        expect(dialog.type()).toBe('prompt');
+        void (answer === null ? dialog.dismiss() : dialog.accept(answer));
+      });
+      await page.getByRole('button', { name: 'New session' }).click();
+    };
+    await open(newId);
+    await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${newId}`);
+    expect(page.url()).toContain(`#/s/${newId}`);
+    expect((await call('GET', `/v1/sessions/${newId}`)).id).toBe(newId);
+    await open('');
+    await expect.poll(() => page.url()).toMatch(/#\/s\/.+/);
+    const generated = decodeURIComponent(/#\/s\/(.+)$/.exec(page.url())![1]!);
+    expect(generated).not.toBe(newId);
+    expect((await call('GET', `/v1/sessions/${generated}`)).id).toBe(generated);
+    await open(null);
+    expect(page.url()).toMatch(/#\/$/);
+    expect(await page.locator('#list-view').isVisible()).toBe(true);
+  });
+
+  it('logs no console errors but the ones the tests cause on purpose', () => {
+    // Chromium logs every 4xx fetch as a console error; the 401s that show the token form and
     // the 409 of the aborted turn are the ones these tests cause on purpose.
     expect(
       consoleErrors.filter(

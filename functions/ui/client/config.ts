@@ -1,0 +1,96 @@
+/** A session's strategies and thresholds: edited with a live /prompt preview, saved with PATCH. */
+import { api, sessionPath } from './api.ts';
+import { $, el } from './dom.ts';
+import { countsText } from './format.ts';
+import { report, Unauthorized } from './view.ts';
+
+const THRESHOLDS = [
+  'epoch_tool_call_threshold',
+  'epoch_full_tool_calls',
+  'epoch_compacted_tool_calls',
+  'epoch_size',
+  'full_tool_calls',
+  'full_tool_outputs',
+  'max_tool_calls',
+  'max_tool_outputs',
+];
+
+let previewTimer: ReturnType<typeof setTimeout> | undefined;
+
+export function renderConfig(id: string, session: any): void {
+  $<HTMLInputElement>('config-strategies').value = (session.strategies ?? []).join(',');
+  const keys = [...new Set([...THRESHOLDS, ...Object.keys(session.strategy_config ?? {})])];
+  $('config-thresholds').replaceChildren(
+    ...keys.map((key) =>
+      el(
+        'div',
+        { class: 'field' },
+        el('label', { for: `threshold-${key}` }, key),
+        el('input', {
+          id: `threshold-${key}`,
+          'data-key': key,
+          type: 'number',
+          min: '0',
+          step: '1',
+          value: session.strategy_config?.[key] === undefined ? '' : String(session.strategy_config[key]),
+          placeholder: 'default',
+        }),
+      ),
+    ),
+  );
+  const form = $('config-form');
+  form.oninput = () => {
+    clearTimeout(previewTimer);
+    previewTimer = setTimeout(() => void preview(id).catch(report), 150);
+  };
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    try {
+      const { strategies, strategy_config } = configValues();
+      const saved = await api(sessionPath(id), {
+        method: 'PATCH',
+        body: JSON.stringify({ strategies: strategies || null, strategy_config }),
+      });
+      $('session-counts').textContent = countsText(saved);
+      $('config-status').textContent = 'Saved.';
+    } catch (error) {
+      report(error);
+      $('config-status').textContent = error instanceof Error ? error.message : String(error);
+    }
+  };
+  void preview(id).catch(report);
+}
+
+function configValues(): { strategies: string; strategy_config: Record<string, number> } {
+  const config: Record<string, number> = {};
+  for (const input of $('config-thresholds').querySelectorAll('input')) {
+    const value = (input as HTMLInputElement).value.trim();
+    if (value !== '') config[input.getAttribute('data-key')!] = Number(value);
+  }
+  return { strategies: $<HTMLInputElement>('config-strategies').value.trim(), strategy_config: config };
+}
+
+/** The counts of the prompt the form's values would give (GET .../prompt, nothing written). */
+export async function preview(id: string): Promise<void> {
+  const { strategies, strategy_config } = configValues();
+  const query = new URLSearchParams({ strategy_config: JSON.stringify(strategy_config) });
+  if (strategies) query.set('strategies', strategies);
+  try {
+    const { context } = await api(sessionPath(id, `/prompt?${query}`));
+    const rows: [string, unknown][] = [
+      ['Items in prompt', context.items_in_prompt],
+      ['Prompt chars', context.prompt_chars],
+      ['Tool calls', context.tool_calls_total],
+      ['Kept whole', context.kept_full],
+      ['Compacted', context.compacted],
+      ['Dropped', context.dropped],
+    ];
+    $('preview-counts').replaceChildren(
+      ...rows.flatMap(([name, value]) => [el('dt', {}, name), el('dd', { 'data-count': name }, String(value))]),
+    );
+    $('config-status').textContent = '';
+  } catch (error) {
+    if (error instanceof Unauthorized) return;
+    $('config-status').textContent = `Preview: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}

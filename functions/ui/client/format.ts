@@ -1,0 +1,78 @@
+/** Text for the inspector's rows and charts: pure functions of the API's objects. */
+
+/** Cost and cache-read share of a turn's or a session's usage, for a summary line. */
+export function usageText(usage: any): string {
+  if (!usage) return '';
+  const cost = usage.cost_usd === null ? 'cost unknown' : `$${usage.cost_usd.toFixed(6)}`;
+  const share = usage.input_tokens > 0 ? Math.round((100 * usage.cached_input_tokens) / usage.input_tokens) : 0;
+  return ` · ${cost} · ${share}% cache read`;
+}
+
+/** The share of a turn's prompt reused from the previous one. */
+export function reusedText(turn: any): string {
+  const size = turn.context?.prompt_chars;
+  if (!size || turn.prefix_reused_chars === null) return '';
+  return ` · ${Math.round((100 * turn.prefix_reused_chars) / size)}% reused`;
+}
+
+/** A turn's summary line; an aborted turn's says why (the abort notice's content). */
+export function turnSummary(turn: any): string {
+  if (turn.status === 'aborted') {
+    const details = turn.error?.details ?? {};
+    const reason = details.reason ?? turn.error?.message ?? 'no reason given';
+    return `Turn ${turn.turn} · aborted by notice ${details.notice ?? 'abort'}: “${reason}”`;
+  }
+  return (
+    `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} ` +
+    `chars${reusedText(turn)}${usageText(turn.usage)}`
+  );
+}
+
+/** An item as one text: a message, a call, or a call's output. */
+export function itemText(item: any): string {
+  if (item.type === 'message') return `${item.role}: ${item.content}`;
+  if (item.type === 'function_call') return `call ${item.name}(${item.arguments})`;
+  return `output ${item.call_id}: ${item.output}`;
+}
+
+/** A session's counts line. */
+export function countsText(session: any): string {
+  return (
+    `${session.counts.items} items · ${session.counts.turns} turns · ${session.counts.tool_calls} tool calls · ` +
+    `model ${session.model ?? 'default'}${usageText(session.usage)}${tokensText(session.usage)}`
+  );
+}
+
+/** A session's totals by token kind, with the completed turns they count. */
+function tokensText(usage: any): string {
+  if (!usage) return '';
+  return (
+    ` · ${usage.turns} completed turns: ${usage.input_tokens} input tokens ` +
+    `(${usage.cached_input_tokens} cached, ${usage.cache_write_tokens} written to cache), ` +
+    `${usage.output_tokens} output (${usage.reasoning_tokens} reasoning)`
+  );
+}
+
+const UNITS: [string, number][] = [
+  ['y', 365 * 86_400],
+  ['mo', 30 * 86_400],
+  ['d', 86_400],
+  ['h', 3_600],
+  ['min', 60],
+];
+
+/** `then` from `now` in words: "just now" under a minute, else "3 min ago" (or "in 3 min"). */
+export function relativeTime(then: Date, now: Date): string {
+  const seconds = (now.getTime() - then.getTime()) / 1000;
+  const unit = UNITS.find(([, size]) => Math.abs(seconds) >= size);
+  if (!unit) return 'just now';
+  const count = `${Math.floor(Math.abs(seconds) / unit[1])} ${unit[0]}`;
+  return seconds > 0 ? `${count} ago` : `in ${count}`;
+}
+
+/** A span of milliseconds: "850 ms", "1.4 s", "3 min 5 s". */
+export function durationText(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}

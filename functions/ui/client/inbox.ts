@@ -1,0 +1,60 @@
+/** A session's inbox: pending and delivered notices, posting a notice, aborting the next turn. */
+import { api, sessionPath } from './api.ts';
+import { $, el } from './dom.ts';
+import { preview } from './config.ts';
+import { report, status } from './view.ts';
+
+export async function refreshInbox(id: string): Promise<void> {
+  const base = sessionPath(id, '/inbox');
+  const [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
+  $('inbox-pending').replaceChildren(
+    ...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)),
+  );
+  $('inbox-delivered').replaceChildren(
+    ...delivered.delivered.map((notice: any) =>
+      el(
+        'li',
+        {},
+        `${notice.name} → turn ` +
+          `${notice.turn ?? '?'}${notice.stored_as !== notice.name ? ` as ${notice.stored_as}` : ''}`,
+      ),
+    ),
+  );
+}
+
+/** Wires the notice and abort forms to the session `currentSession()` names. */
+export function wireInbox(currentSession: () => string | null): void {
+  $('notice-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const id = currentSession();
+    if (!id) return;
+    const name = $<HTMLInputElement>('notice-name').value.trim();
+    try {
+      await api(sessionPath(id, '/inbox'), {
+        method: 'POST',
+        body: JSON.stringify({ content: $<HTMLTextAreaElement>('notice-content').value, ...(name ? { name } : {}) }),
+      });
+      $<HTMLTextAreaElement>('notice-content').value = '';
+      $<HTMLInputElement>('notice-name').value = '';
+      await refreshInbox(id);
+      await preview(id);
+    } catch (error) {
+      report(error);
+    }
+  });
+  $('abort-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const id = currentSession();
+    if (!id) return;
+    try {
+      await api(sessionPath(id, '/inbox'), {
+        method: 'POST',
+        body: JSON.stringify({ name: 'abort', content: $<HTMLInputElement>('abort-reason').value || 'aborted' }),
+      });
+      await refreshInbox(id);
+      status('Abort posted: the next turn stops before calling the model.');
+    } catch (error) {
+      report(error);
+    }
+  });
+}

@@ -1,0 +1,44 @@
+/** A session's turns, newest first, a page at a time, with the charts of the turns loaded. */
+import { api, PAGE, sessionPath } from './api.ts';
+import { renderCostChart, renderPromptChart } from './chart.ts';
+import { $, el } from './dom.ts';
+import { turnSummary } from './format.ts';
+import { paged } from './paging.ts';
+import { expandTurn } from './turn.ts';
+import { report } from './view.ts';
+
+export function loadTimeline(id: string): void {
+  const loaded: any[] = [];
+  renderPromptChart(loaded);
+  paged($('timeline'), $('timeline-more'), 'turns', async (before) => {
+    const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
+    loaded.push(...page.turns);
+    renderPromptChart(loaded);
+    renderCostChart(loaded);
+    return {
+      rows: page.turns.map((turn: any) => el('li', {}, turnRow(id, turn))),
+      next: page.has_more ? String(page.next_before) : null,
+    };
+  });
+}
+
+/** A turn's row: its summary line, expanded (and loaded) on the first open. */
+function turnRow(id: string, turn: any): HTMLElement {
+  const details = el('details', { class: `turn status-${turn.status}`, 'data-turn': String(turn.turn) });
+  details.appendChild(
+    el(
+      'summary',
+      {},
+      turnSummary(turn),
+      turn.notices.length > 0 ? el('span', { class: 'mark inbox-mark' }, ` ${turn.notices.length} notice(s)`) : null,
+      turn.error && turn.status !== 'aborted' ? el('span', { class: 'mark error-mark' }, ` ${turn.error.code}`) : null,
+    ),
+  );
+  let loaded = false;
+  details.addEventListener('toggle', () => {
+    if (!details.hasAttribute('open') || loaded) return;
+    loaded = true;
+    void expandTurn(id, turn, details).catch(report);
+  });
+  return details;
+}

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { durationText, relativeTime, turnSummary } from '../../functions/ui/client/format.ts';
+
+/** The inspector's text for times and rows (functions/ui/client/format.ts); the page itself is tested in Chromium. */
+describe("the inspector's formatting", () => {
+  const now = new Date('2026-03-10T12:00:00Z');
+  const ago = (seconds: number) => relativeTime(new Date(now.getTime() - seconds * 1000), now);
+
+  it('says how long ago a time was, in the largest whole unit', () => {
+    expect(ago(0)).toBe('just now');
+    expect(ago(59)).toBe('just now');
+    expect(ago(60)).toBe('1 min ago');
+    expect(ago(3 * 60 + 59)).toBe('3 min ago');
+    expect(ago(3_600 * 5)).toBe('5 h ago');
+    expect(ago(86_400 * 2)).toBe('2 d ago');
+    expect(ago(86_400 * 45)).toBe('1 mo ago');
+    expect(ago(86_400 * 800)).toBe('2 y ago');
+    expect(ago(-120)).toBe('in 2 min');
+  });
+
+  it('writes durations in ms, s, or min and s', () => {
+    expect(durationText(850)).toBe('850 ms');
+    expect(durationText(1_440)).toBe('1.4 s');
+    expect(durationText(185_000)).toBe('3 min 5 s');
+  });
+
+  it("reads an aborted turn's row as its notice and reason, a completed one's as its counts", () => {
+    const aborted = {
+      turn: 7,
+      status: 'aborted',
+      model: null,
+      context: null,
+      error: { code: 'aborted', message: 'aborted: wrap up', details: { reason: 'wrap up', notice: 'abort' } },
+    };
+    expect(turnSummary(aborted)).toBe('Turn 7 · aborted by notice abort: “wrap up”');
+    const completed = {
+      turn: 8,
+      status: 'completed',
+      model: 'echo',
+      context: { prompt_chars: 200 },
+      prefix_reused_chars: 150,
+      usage: null,
+    };
+    expect(turnSummary(completed)).toBe('Turn 8 · completed · echo · 200 chars · 75% reused');
+  });
+});

@@ -17,9 +17,18 @@ export function userParts(content: Content, options: Pick<TextPart, 'providerOpt
   const parts: UserPart[] =
     typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part));
   const last = parts.length - 1;
-  return parts.map((part, index) => (index === last ? { ...part, ...options } : part));
+  return parts.map((part, index) =>
+    index === last && options.providerOptions
+      ? { ...part, providerOptions: { ...part.providerOptions, ...options.providerOptions } }
+      : part,
+  );
 }
 
+/**
+ * An image's `detail` goes as the part's `openaiCompatible` provider options, which the AI
+ * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
+ * moves it into `image_url`); other providers ignore it.
+ */
 function userPart(part: ContentPart): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
@@ -29,6 +38,9 @@ function userPart(part: ContentPart): UserPart {
     data: source,
     mediaType: part.media_type ?? (part.type === 'input_image' ? 'image' : 'application/pdf'),
     ...(part.type === 'input_file' && part.filename ? { filename: part.filename } : {}),
+    ...(part.type === 'input_image' && part.detail
+      ? { providerOptions: { openaiCompatible: { detail: part.detail } } }
+      : {}),
   };
 }
 

@@ -12,10 +12,13 @@ import { encodeBase64 } from '../media.ts';
 
 type UserPart = TextPart | FilePart;
 
-/** The parts of a user message made from `content`; `options` go on the last part. */
-export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>): UserPart[] {
+/**
+ * The parts of a user message made from `content`; `options` go on the last part. A file by
+ * its URL goes as its description unless `fileUrls` (the provider takes one).
+ */
+export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>, fileUrls: boolean): UserPart[] {
   const parts: UserPart[] =
-    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part));
+    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part, fileUrls));
   const last = parts.length - 1;
   return parts.map((part, index) =>
     index === last && options.providerOptions
@@ -29,10 +32,11 @@ export function userParts(content: Content, options: Pick<TextPart, 'providerOpt
  * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
  * moves it into `image_url`); other providers ignore it.
  */
-function userPart(part: ContentPart): UserPart {
+function userPart(part: ContentPart, fileUrls: boolean): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
-  if (!source) return { type: 'text', text: describePart(part) };
+  if (!source || (source instanceof URL && part.type === 'input_file' && !fileUrls))
+    return { type: 'text', text: describePart(part) };
   return {
     type: 'file',
     data: source,

@@ -17,21 +17,46 @@ const blobRefFields = {
   blob: z
     .string()
     .regex(/^[0-9a-f]{64}$/)
-    .optional(),
-  media_type: z.string().optional(),
-  bytes: z.number().int().nonnegative().optional(),
-  width: z.number().int().positive().optional(),
-  height: z.number().int().positive().optional(),
+    .optional()
+    .meta({
+      description:
+        'Written by the service: the SHA-256 of the stored bytes, served by GET /v1/sessions/{id}/blobs/{sha256}',
+    }),
+  media_type: z.string().optional().meta({ description: 'Written by the service: the media type read from the bytes' }),
+  bytes: z.number().int().nonnegative().optional().meta({ description: 'Written by the service: the size in bytes' }),
+  width: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .meta({ description: "Written by the service: from the image's header" }),
+  height: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .meta({ description: "Written by the service: from the image's header" }),
 };
 
 export const inputTextPartSchema = z.object({ type: z.literal('input_text'), text: z.string() }).strict();
 
-const detailSchema = z.enum(['auto', 'low', 'high']);
+const detailSchema = z.enum(['auto', 'low', 'high']).meta({
+  description:
+    'Passed to OpenAI-compatible providers as image_url.detail (low: 85 tokens for OpenAI models); ' +
+    'Anthropic has no such setting and gets the image as is',
+});
 
 export const inputImagePartSchema = z
   .object({
     type: z.literal('input_image'),
-    image_url: z.string().optional(),
+    image_url: z
+      .string()
+      .optional()
+      .meta({
+        description:
+          'An https:// URL (stored and passed on as given, never fetched) or a base64 data: URL ' +
+          '(PNG, JPEG, GIF or WebP, at most MAX_IMAGE_BYTES; stored as a blob, replaced by `blob`)',
+      }),
     detail: detailSchema.optional(),
     ...blobRefFields,
   })
@@ -43,9 +68,15 @@ export const inputImagePartSchema = z
 export const inputFilePartSchema = z
   .object({
     type: z.literal('input_file'),
-    filename: z.string().min(1).max(256).optional(),
-    file_data: z.string().optional(),
-    file_url: z.string().optional(),
+    filename: z.string().min(1).max(256).optional().meta({ description: 'The file name; required with `file_data`' }),
+    file_data: z.string().optional().meta({
+      description:
+        'A PDF as base64 or a base64 data: URL, at most MAX_FILE_BYTES; stored as a blob, replaced by `blob`',
+    }),
+    file_url: z
+      .string()
+      .optional()
+      .meta({ description: 'An https:// URL, stored and passed on as given, never fetched' }),
     ...blobRefFields,
   })
   .strict()

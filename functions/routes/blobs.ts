@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { NotFoundError } from '../../lib/errors.ts';
-import { sniffMediaType } from '../../lib/media.ts';
+import { FILE_MEDIA_TYPES, IMAGE_MEDIA_TYPES, sniffMediaType } from '../../lib/media.ts';
 import { createRouter } from '../router.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema } from '../schemas.ts';
@@ -16,6 +16,8 @@ const blobParamsSchema = sessionIdParamsSchema.extend({
     }),
 });
 
+const binarySchema = z.string().meta({ format: 'binary' });
+
 const getBlobRoute = createRoute({
   method: 'get',
   path: '/v1/sessions/{id}/blobs/{sha256}',
@@ -28,7 +30,9 @@ const getBlobRoute = createRoute({
       description:
         'The bytes, with the media type read from them (image/png, image/jpeg, image/gif, image/webp, ' +
         'application/pdf), else text/plain for an output stored out of line',
-      content: { 'application/octet-stream': { schema: z.string().meta({ format: 'binary' }) } },
+      content: Object.fromEntries(
+        [...IMAGE_MEDIA_TYPES, ...FILE_MEDIA_TYPES, 'text/plain'].map((type) => [type, { schema: binarySchema }]),
+      ),
     },
     ...errorResponses(400, 401, 403, 404, 503),
   },

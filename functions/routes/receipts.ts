@@ -78,8 +78,8 @@ const turnDetailSchema = turnSummarySchema
           .optional()
           .meta({
             description:
-              'Images and files in tool results that went to the model as text placeholders, because its ' +
-              'provider takes none there (absent when none did).',
+              'Images and files that went to the model as text placeholders: those of tool results where its ' +
+              'provider takes none there, and files by URL where it takes none (absent when none did).',
           }),
       })
       .nullable(),

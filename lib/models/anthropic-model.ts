@@ -34,6 +34,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   });
   return createSdkModel({
     toolResultMedia: true,
+    fileUrls: true,
     id: settings.id,
     languageModel: provider.messages(settings.modelName),
     timeoutMs: settings.timeoutMs,

@@ -17,6 +17,8 @@ export interface ConvertToModelMessagesOptions {
   breakpoints?: PromptBreakpoint[];
   /** Whether the provider takes images and files in tool results (else text placeholders). */
   toolResultMedia?: boolean;
+  /** Whether the provider takes a file by its https URL (else a text placeholder). */
+  fileUrls?: boolean;
   /** Counts the images and files sent as text placeholders. */
   placeholders?: { count: number };
 }
@@ -78,6 +80,7 @@ export function convertToModelMessages(
   }
 
   const placeholders = options.placeholders ?? { count: 0 };
+  const fileUrls = options.fileUrls ?? true;
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
@@ -122,7 +125,7 @@ export function convertToModelMessages(
       if (item.role === 'system') {
         messages.push({ role: 'system', content: contentText(item.content), ...withOptions });
       } else {
-        messages.push({ role: 'user', content: userParts(item.content, withOptions) });
+        messages.push({ role: 'user', content: userParts(item.content, withOptions, fileUrls) });
       }
       return;
     }
@@ -152,6 +155,7 @@ export function convertToModelMessages(
             ? `Output of tool call ${item.call_id}:\n${item.output}`
             : [{ type: 'input_text', text: `Output of tool call ${item.call_id}:` }, ...item.output],
           withOptions,
+          fileUrls,
         ),
       });
       return;

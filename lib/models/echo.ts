@@ -39,6 +39,7 @@ export function createEchoModel(): Model {
   return {
     id: ECHO_MODEL_ID,
     toolResultMedia: true,
+    fileUrls: true,
     async generate(request: ModelRequest): Promise<ModelResult> {
       return echo(request).result;
     },

@@ -12,23 +12,39 @@ import { encodeBase64 } from '../media.ts';
 
 type UserPart = TextPart | FilePart;
 
-/** The parts of a user message made from `content`; `options` go on the last part. */
-export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>): UserPart[] {
+/**
+ * The parts of a user message made from `content`; `options` go on the last part. A file by
+ * its URL goes as its description unless `fileUrls` (the provider takes one).
+ */
+export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>, fileUrls: boolean): UserPart[] {
   const parts: UserPart[] =
-    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part));
+    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part, fileUrls));
   const last = parts.length - 1;
-  return parts.map((part, index) => (index === last ? { ...part, ...options } : part));
+  return parts.map((part, index) =>
+    index === last && options.providerOptions
+      ? { ...part, providerOptions: { ...part.providerOptions, ...options.providerOptions } }
+      : part,
+  );
 }
 
-function userPart(part: ContentPart): UserPart {
+/**
+ * An image's `detail` goes as the part's `openaiCompatible` provider options, which the AI
+ * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
+ * moves it into `image_url`); other providers ignore it.
+ */
+function userPart(part: ContentPart, fileUrls: boolean): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
-  if (!source) return { type: 'text', text: describePart(part) };
+  if (!source || (source instanceof URL && part.type === 'input_file' && !fileUrls))
+    return { type: 'text', text: describePart(part) };
   return {
     type: 'file',
     data: source,
     mediaType: part.media_type ?? (part.type === 'input_image' ? 'image' : 'application/pdf'),
     ...(part.type === 'input_file' && part.filename ? { filename: part.filename } : {}),
+    ...(part.type === 'input_image' && part.detail
+      ? { providerOptions: { openaiCompatible: { detail: part.detail } } }
+      : {}),
   };
 }
 

@@ -88,6 +88,12 @@ export interface Model {
    * counts them (`media_as_text`).
    */
   readonly toolResultMedia?: boolean;
+  /**
+   * Whether a file given by its https URL (`file_url`) reaches the model as such (Anthropic's
+   * document blocks; the echo model). Otherwise it goes as a text placeholder, counted in
+   * `media_as_text` too (Chat Completions takes a file only as its bytes).
+   */
+  readonly fileUrls?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /** Yields deltas and finished items, and ends with exactly one `done` event. */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;

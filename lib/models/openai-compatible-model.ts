@@ -39,7 +39,7 @@ export function createOpenAICompatibleModel(settings: OpenAICompatibleModelSetti
     ...(settings.fetch ? { fetch: settings.fetch } : {}),
     includeUsage: true,
     ...(settings.structuredOutputs ? { supportsStructuredOutputs: true } : {}),
-    ...(settings.maxCompletionTokens ? { transformRequestBody: renameMaxTokens } : {}),
+    transformRequestBody: (body) => nestImageDetail(settings.maxCompletionTokens ? renameMaxTokens(body) : body),
   });
   return createSdkModel({
     id: settings.id,
@@ -73,4 +73,26 @@ function renameMaxTokens(body: Record<string, unknown>): Record<string, unknown>
   if (body.max_tokens === undefined) return body;
   const { max_tokens, ...rest } = body;
   return { ...rest, max_completion_tokens: max_tokens };
+}
+
+type WirePart = { type?: unknown; detail?: unknown; image_url?: Record<string, unknown> };
+type WireMessage = { content?: unknown };
+
+/**
+ * Each image's `detail` inside its `image_url`, where Chat Completions reads it
+ * (`{type: "image_url", image_url: {url, detail}}`): the SDK sends a part's `openaiCompatible`
+ * provider options (lib/models/media-parts.ts) beside `image_url`, not in it.
+ */
+function nestImageDetail(body: Record<string, unknown>): Record<string, unknown> {
+  if (!Array.isArray(body.messages)) return body;
+  const messages = (body.messages as WireMessage[]).map((message) =>
+    Array.isArray(message.content) ? { ...message, content: (message.content as WirePart[]).map(nestDetail) } : message,
+  );
+  return { ...body, messages };
+}
+
+function nestDetail(part: WirePart): WirePart {
+  if (part.type !== 'image_url' || part.detail === undefined) return part;
+  const { detail, ...rest } = part;
+  return { ...rest, image_url: { ...part.image_url, detail } };
 }

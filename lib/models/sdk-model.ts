@@ -38,6 +38,8 @@ export interface SdkModelOptions {
    * image blocks). Without it they go as text placeholders (lib/models/media-parts.ts).
    */
   toolResultMedia?: boolean;
+  /** Whether the provider takes a file by its https URL (else a text placeholder; `Model.fileUrls`). */
+  fileUrls?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -73,6 +75,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
       messages: convertToModelMessages(request.prompt, {
         breakpoints,
         toolResultMedia: options.toolResultMedia ?? false,
+        fileUrls: options.fileUrls ?? false,
       }),
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
@@ -92,6 +95,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
   return {
     id,
     toolResultMedia: options.toolResultMedia ?? false,
+    fileUrls: options.fileUrls ?? false,
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);

@@ -1,3 +1,4 @@
+import { LOW_DETAIL_IMAGE_TOKENS } from './media-tokens.ts';
 import { approximateTokenCounter, type TokenCounter, type TokenEncoders, type TokenEncoding } from './token-counter.ts';
 
 /** What is known of a model family: its context window, a default response reserve, its tokenizer. */
@@ -89,10 +90,12 @@ export function resolveTokenBudget(
 
 /**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
- * approximation otherwise.
+ * approximation otherwise; for OpenAI's models (`openai:`), an image with `detail: "low"`
+ * counts {@link LOW_DETAIL_IMAGE_TOKENS}.
  */
 export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}): TokenCounter {
   const encoding = modelFamily(modelId)?.encoding;
   const count = encoding ? encoders[encoding] : undefined;
-  return encoding && count ? { name: encoding, count } : approximateTokenCounter;
+  const counter = encoding && count ? { name: encoding, count } : approximateTokenCounter;
+  return modelId.startsWith('openai:') ? { ...counter, lowDetailImageTokens: LOW_DETAIL_IMAGE_TOKENS } : counter;
 }

@@ -11,6 +11,11 @@ export interface TokenCounter {
   /** The encoding (`o200k_base`, `cl100k_base`) or `approximate`. */
   readonly name: string;
   count(text: string): number;
+  /**
+   * What an image sent with `detail: "low"` counts where the model's provider has a flat rule
+   * for it (OpenAI's models: 85, lib/tokens/media-tokens.ts); unset, it counts by its size.
+   */
+  readonly lowDetailImageTokens?: number;
 }
 
 /** The BPE encodings a runtime may provide (gpt-tokenizer's module names). */
@@ -56,7 +61,8 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
       Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
     );
   }
-  const media = item.type === 'function_call' ? 0 : mediaTokens(item.type === 'message' ? item.content : item.output);
+  const media =
+    item.type === 'function_call' ? 0 : mediaTokens(item.type === 'message' ? item.content : item.output, counter);
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 

@@ -39,12 +39,26 @@ export interface TurnReceipt {
   usage?: TurnUsage;
   /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
   prompt?: PromptShape;
-  /** Images and files of tool results sent as text placeholders: the provider takes none there. */
+  /**
+   * Images and files sent as text placeholders: those of tool results where the provider takes
+   * none there, and files by URL where it takes none.
+   */
   media_as_text?: number;
 }
 
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
+
+/**
+ * The images and files of an item that the model gets as text placeholders: a tool output's
+ * where it takes no media in tool results, and each file by URL where it takes none.
+ */
+function mediaSentAsText(model: TurnPlan['model'], item: PromptItem): number {
+  if (item.type === 'function_call') return 0;
+  const parts = mediaParts(item.type === 'message' ? item.content : item.output);
+  if (item.type === 'function_call_output' && !model.toolResultMedia) return parts.length;
+  return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
+}
 
 /**
  * The compact record of what the model saw: which seqs went in whole, compacted or not at
@@ -58,12 +72,7 @@ export function buildReceipt(
   delivered: DeliveredNotice[],
   context: TurnContext,
 ): TurnReceipt {
-  const mediaAsText = plan.model.toolResultMedia
-    ? 0
-    : prompt.reduce(
-        (total, item) => total + (item.type === 'function_call_output' ? mediaParts(item.output).length : 0),
-        0,
-      );
+  const mediaAsText = prompt.reduce((total, item) => total + mediaSentAsText(plan.model, item), 0);
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),
     model: plan.model.id,

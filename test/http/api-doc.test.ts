@@ -89,6 +89,34 @@ describe('docs/API.md', () => {
   });
 });
 
+describe('content parts in /openapi.json', () => {
+  /** Every object schema in the document with a property `type` whose enum is `[type]`. */
+  function partSchemas(node: unknown, type: string, found: any[] = []): any[] {
+    if (!node || typeof node !== 'object') return found;
+    const schema = node as any;
+    if (schema.properties?.type?.enum?.length === 1 && schema.properties.type.enum[0] === type) found.push(schema);
+    for (const value of Object.values(schema)) partSchemas(value, type, found);
+    return found;
+  }
+
+  it.each([
+    { type: 'input_image', fields: ['image_url', 'detail', 'blob', 'media_type', 'bytes', 'width', 'height'] },
+    { type: 'input_file', fields: ['filename', 'file_data', 'file_url', 'blob', 'media_type', 'bytes'] },
+  ])('describe each field of $type where items are stored and listed', async ({ type, fields }) => {
+    const stored = partSchemas((await openApi()).components.schemas.TurnResponse, type);
+    expect(stored.length).toBeGreaterThan(0);
+    for (const field of fields) expect(stored[0].properties[field].description, field).toMatch(/\w+ \w+/);
+    if (type === 'input_image') expect(stored[0].properties.detail.description).toMatch(/85 tokens/);
+  });
+
+  it('describe the blob route answering each media type it serves', async () => {
+    const ok = (await openApi()).paths['/v1/sessions/{id}/blobs/{sha256}']!.get as any;
+    expect(Object.keys(ok.responses['200'].content).sort()).toEqual(
+      ['application/pdf', 'image/gif', 'image/jpeg', 'image/png', 'image/webp', 'text/plain'].sort(),
+    );
+  });
+});
+
 describe('the wire schemas lib derives its types from', () => {
   const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
   const post = (path: string, body: unknown) =>

@@ -163,20 +163,27 @@ describe('images over HTTP', () => {
     expect(await blobKeys()).toEqual([]);
   });
 
-  it.each([
+  /** The two providers, with what the receipt counts as text of one image or file they cannot take. */
+  const providers = [
     { model: 'openai-compatible:test-model', answer: 'openai-chat-text.json', mediaAsText: 1 },
     { model: 'anthropic:claude-sonnet-4-5', answer: 'anthropic-message-text.json', mediaAsText: undefined },
-  ])(
+  ];
+  /** The app with both providers pointed at a fake one answering `answer`. */
+  const withProvider = async (answer: string) => {
+    provider = await startFakeProvider(() => ({ text: fixture(answer) }));
+    return setup({
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      OPENAI_COMPATIBLE_API_KEY: 'sk-test',
+      ANTHROPIC_BASE_URL: provider.baseURL,
+      ANTHROPIC_API_KEY: 'sk-ant-test',
+      MODEL_MAX_RETRIES: '0',
+    });
+  };
+
+  it.each(providers)(
     '$model: the receipt counts tool-result images sent as text ($mediaAsText)',
     async ({ model, answer, mediaAsText }) => {
-      provider = await startFakeProvider(() => ({ text: fixture(answer) }));
-      const { json } = setup({
-        OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-        OPENAI_COMPATIBLE_API_KEY: 'sk-test',
-        ANTHROPIC_BASE_URL: provider.baseURL,
-        ANTHROPIC_API_KEY: 'sk-ant-test',
-        MODEL_MAX_RETRIES: '0',
-      });
+      const { json } = await withProvider(answer);
       await json('POST', '/v1/sessions', { id: 'placeholders' });
       const small = pngBytes(64, 48);
       const turn = await json('POST', '/v1/sessions/placeholders/turns', {
@@ -193,6 +200,43 @@ describe('images over HTTP', () => {
       });
       expect(turn.status).toBe(200);
       const detail = await json('GET', '/v1/sessions/placeholders/turns/1');
+      expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
+    },
+  );
+
+  it.each(providers)(
+    '$model: a file_url the provider cannot take goes as text, and the receipt counts it ($mediaAsText)',
+    async ({ model, answer, mediaAsText }) => {
+      const { json } = await withProvider(answer);
+      await json('POST', '/v1/sessions', { id: 'file-url' });
+      const url = 'https://example.com/spec.pdf';
+      const turn = await json('POST', '/v1/sessions/file-url/turns', {
+        model,
+        input: [
+          {
+            type: 'message',
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'read' },
+              { type: 'input_file', file_url: url },
+            ],
+          },
+        ],
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      const sent = (provider!.requests[0]!.body as any).messages.at(-1).content;
+      expect(sent).toEqual(
+        mediaAsText
+          ? [
+              { type: 'text', text: 'read' },
+              { type: 'text', text: `[file ${url}]` },
+            ]
+          : [
+              { type: 'text', text: 'read' },
+              { type: 'document', source: { type: 'url', url }, cache_control: { type: 'ephemeral' } },
+            ],
+      );
+      const detail = await json('GET', '/v1/sessions/file-url/turns/1');
       expect(detail.body.receipt.media_as_text).toBe(mediaAsText);
     },
   );

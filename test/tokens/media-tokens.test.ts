@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptItem } from '../../lib/items.ts';
-import { approximateTokenCounter, countPromptTokens, ITEM_OVERHEAD_TOKENS } from '../../lib/tokens/index.ts';
-import { MAX_IMAGE_TOKENS, mediaTokens } from '../../lib/tokens/media-tokens.ts';
+import {
+  approximateTokenCounter,
+  countPromptTokens,
+  ITEM_OVERHEAD_TOKENS,
+  tokenCounterFor,
+} from '../../lib/tokens/index.ts';
+import { LOW_DETAIL_IMAGE_TOKENS, MAX_IMAGE_TOKENS, mediaTokens } from '../../lib/tokens/media-tokens.ts';
 
 const blob = 'b'.repeat(64);
 
@@ -44,5 +49,36 @@ describe('image and file token estimates', () => {
     const text = countPromptTokens(withoutImages, [], approximateTokenCounter);
     expect(countPromptTokens(prompt, [], approximateTokenCounter)).toBe(text + 2 * 100);
     expect(text).toBeGreaterThan(3 * ITEM_OVERHEAD_TOKENS);
+  });
+
+  describe('an image with detail: low', () => {
+    const low = (part: object) => ({ type: 'input_image' as const, blob, media_type: 'image/png', bytes: 1, ...part });
+    const prompt = (detail: 'low' | 'high' | 'auto'): PromptItem[] => [
+      { type: 'message', role: 'user', content: [low({ width: 1000, height: 1000, detail })] },
+      { type: 'function_call', call_id: 'c1', name: 'shot', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c1', output: [low({ detail })] },
+    ];
+
+    it('counts 85 tokens flat for an OpenAI model, whatever its size, in messages and tool outputs', () => {
+      const counter = tokenCounterFor('openai:gpt-4.1-mini');
+      const text = countPromptTokens(prompt('high'), [], counter) - 1334 - MAX_IMAGE_TOKENS;
+      expect(LOW_DETAIL_IMAGE_TOKENS).toBe(85);
+      expect(countPromptTokens(prompt('low'), [], counter)).toBe(text + 2 * LOW_DETAIL_IMAGE_TOKENS);
+      expect(mediaTokens([low({ width: 4000, height: 3000, detail: 'low' })], counter)).toBe(85);
+    });
+
+    it.each(['anthropic:claude-sonnet-4-5', 'openai-compatible:some-model', 'echo'])(
+      'counts by the size for %s, whose provider has no detail rule',
+      (model) => {
+        const counter = tokenCounterFor(model);
+        expect(countPromptTokens(prompt('low'), [], counter)).toBe(countPromptTokens(prompt('high'), [], counter));
+        expect(mediaTokens([low({ width: 1000, height: 1000, detail: 'low' })], counter)).toBe(1334);
+      },
+    );
+
+    it.each(['high' as const, 'auto' as const])('detail %s counts by the size for OpenAI too', (detail) => {
+      const counter = tokenCounterFor('openai:gpt-4o');
+      expect(mediaTokens([low({ width: 1000, height: 1000, detail })], counter)).toBe(1334);
+    });
   });
 });

@@ -66,7 +66,7 @@ export interface TurnSight {
   /** With a compacted context: items before this seq reached the model only through the summary. */
   context_start_seq: number | null;
   abort: { name: string; stored_as: string; reason: string } | null;
-  /** Images and files of tool results sent as text placeholders (the provider takes none there). */
+  /** Images and files sent as text placeholders (lib/turn/receipt.ts says which). */
   media_as_text?: number;
 }
 

@@ -8,6 +8,7 @@ import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
+import type { Tracing } from './tracing.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -30,6 +31,8 @@ export interface ServiceInputs {
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Told how each turn ended (functions/turn-log.ts). */
   observeTurn?: TurnServices['observeTurn'];
+  /** OpenTelemetry traces (functions/tracing.ts); undefined when off. */
+  tracing?: Tracing | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
 }
@@ -56,6 +59,7 @@ export function sessionLogFor(
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
+  const { tracing, observeTurn } = inputs;
   return {
     sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig }),
     inbox: new Inbox(store, {
@@ -75,6 +79,16 @@ export function createServices(inputs: ServiceInputs): AppServices {
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
-    ...(inputs.observeTurn ? { observeTurn: inputs.observeTurn } : {}),
+    ...(observeTurn ? { observeTurn } : {}),
+    // A turn's spans are exported once it ended, after the response if need be (waitUntil on Workers).
+    ...(tracing
+      ? {
+          tracer: tracing.tracer,
+          observeTurn: (outcome) => {
+            observeTurn?.(outcome);
+            inputs.background(tracing.flush());
+          },
+        }
+      : {}),
   };
 }

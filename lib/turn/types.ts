@@ -1,3 +1,4 @@
+import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
@@ -81,6 +82,8 @@ export interface TurnServices {
   startBackground?: (run: BackgroundTurn) => Promise<void>;
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
   observeTurn?: (outcome: TurnOutcome) => void;
+  /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
+  tracer?: Tracer;
 }
 
 /**

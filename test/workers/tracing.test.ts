@@ -19,9 +19,16 @@ const harness: HttpHarness = {
     // The turn's log line and a failing model's error go to `logged` instead of the output.
     const { log, error } = console;
     console.log = console.error = (message?: unknown) => logged.push(String(message));
-    const response = await worker
-      .fetch(new Request(`${origin}${path}`, init) as never, { ...bindings, ...overrides } as never, context)
-      .finally(() => Object.assign(console, { log, error }));
+    let response: Response;
+    try {
+      response = await worker.fetch(
+        new Request(`${origin}${path}`, init) as never,
+        { ...bindings, ...overrides } as never,
+        context,
+      );
+    } finally {
+      Object.assign(console, { log, error });
+    }
     // A streamed turn finishes under waitUntil: the body is read by the test, so it is not awaited here.
     if (!response.headers.get('content-type')?.includes('text/event-stream')) await waitOnExecutionContext(context);
     return response;

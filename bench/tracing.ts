@@ -177,8 +177,9 @@ export function tracingSection(figures: TracingFigures | undefined, notMeasured:
   const title = '## 9. The cost of tracing';
   if (!figures) return [title, '', `${notMeasured}.`, ''];
   const row = (label: string, side: TracingSide) =>
-    `| ${label} | ${side.p50Ms.toFixed(2)} | ${side.p95Ms.toFixed(2)} | ${side.operationsMedian} (${side.operationsMax}) | ` +
-    `${side.roundTripsMedian} (${side.roundTripsMax}) | ${side.backgroundMs.toFixed(2)} |`;
+    `| ${label} | ${side.p50Ms.toFixed(2)} | ${side.p95Ms.toFixed(2)} | ` +
+    `${side.operationsMedian} (${side.operationsMax}) | ${side.roundTripsMedian} (${side.roundTripsMax}) | ` +
+    `${side.backgroundMs.toFixed(2)} |`;
   const change = figures.off.p50Ms > 0 ? (figures.on.p50Ms / figures.off.p50Ms - 1) * 100 : Number.NaN;
   return [
     title,

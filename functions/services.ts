@@ -5,6 +5,7 @@ import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
+import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
@@ -80,13 +81,14 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
     ...(observeTurn ? { observeTurn } : {}),
-    // A turn's spans are exported once it ended, after the response if need be (waitUntil on Workers).
+    // A turn's spans are exported once it ended, on a timer so that serializing and sending
+    // them is not part of its response (waitUntil on Workers).
     ...(tracing
       ? {
           tracer: tracing.tracer,
           observeTurn: (outcome) => {
             observeTurn?.(outcome);
-            inputs.background(tracing.flush());
+            afterResponse(inputs, () => tracing.flush());
           },
         }
       : {}),

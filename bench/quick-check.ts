@@ -1,5 +1,6 @@
 import type { BenchResults } from './results-markdown.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
+import { storageUnchanged } from './tracing.ts';
 
 /**
  * What `npm run bench -- --quick` (run by CI) requires of its figures, so that a broken
@@ -82,6 +83,15 @@ export function quickCheckFailures(results: BenchResults): string[] {
     check((transfer?.storedItems ?? 0) >= (transfer?.items ?? 1), 'transfer: the import stored too few items');
     check(transfer?.exact ?? false, 'transfer: the export differs from the imported stream');
     check((transfer?.exportPeakBytes ?? 0) > 0 && (transfer?.loadedItems ?? 0) > 0, 'transfer: nothing measured');
+  }
+  if (ran('tracing')) {
+    const tracing = results.tracing;
+    check(tracing !== undefined && tracing.on.p50Ms > 0 && tracing.off.p50Ms > 0, 'tracing: no turns measured');
+    check(
+      tracing !== undefined && storageUnchanged(tracing),
+      'tracing: a traced turn made other storage calls than an untraced one',
+    );
+    check(tracing?.turnSpans === tracing?.tracedTurns, 'tracing: not every traced turn exported its span');
   }
   return failures;
 }

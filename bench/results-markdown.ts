@@ -13,6 +13,7 @@ import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
 import type { LatencyRow } from './latency.ts';
+import { tracingGoalRow, tracingSection, type TracingFigures } from './tracing.ts';
 
 /** Everything one `npm run bench` measured, for RESULTS.md. */
 export interface BenchResults {
@@ -42,6 +43,7 @@ export interface BenchResults {
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
   transfer?: TransferFigures;
+  tracing?: TracingFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -113,6 +115,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...reliabilitySection(results));
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
   lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
+  lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -340,6 +343,7 @@ function goalRows(results: BenchResults): GoalRow[] {
     });
   }
   if (results.transfer) rows.push(transferGoalRow(results.transfer));
+  if (results.tracing) rows.push(tracingGoalRow(results.tracing));
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
     [

@@ -2,7 +2,8 @@
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, memory, latency, small-prompt, heap,
- *                                                 compaction, workerd, reliability, inspector, transfer; prints
+ *                                                 compaction, workerd, reliability, inspector, transfer,
+ *                                                 tracing; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -34,6 +35,7 @@ import { benchTurnOverhead, type TurnOverheadOptions } from './turn-overhead.ts'
 import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 import { measureTransfer } from './transfer.ts';
+import { measureTracing } from './tracing.ts';
 
 const SECTIONS = [
   'strategies',
@@ -47,6 +49,7 @@ const SECTIONS = [
   'reliability',
   'inspector',
   'transfer',
+  'tracing',
 ] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -267,6 +270,18 @@ if (runs('transfer')) {
     quick ? { items: 5_000, loadItems: 2_000, seed: 5 } : { items: 1_000_000, loadItems: 100_000, seed: 5 },
   );
   ended('transfer');
+}
+
+if (runs('tracing')) {
+  log('turns with tracing off and on (bench/tracing.ts)');
+  results.tracing = await measureTracing({
+    size: quick ? 1_000 : 10_000,
+    turns: quick ? 10 : 60,
+    warmupTurns: 3,
+    seed: 13,
+    log,
+  });
+  ended('tracing');
 }
 
 results.durationMs = performance.now() - started;

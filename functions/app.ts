@@ -19,6 +19,7 @@ import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';
 import { metricsRoutes, metricsTokenRoute } from './routes/metrics.ts';
 import { countedStore, noStorageOps, turnObserver } from './turn-log.ts';
+import { tracingFor } from './tracing.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
 import { inboxRoutes } from './routes/inbox.ts';
@@ -160,6 +161,7 @@ function serviceInputs(
   return {
     store: countedStore(options.store(environment, config), ops, options.metrics),
     observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
+    tracing: tracingFor(config.tracing),
     config,
     env: strings,
     model: (id) => resolveModel(id, modelEnvironment),

@@ -5,10 +5,12 @@ import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
+import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
+import type { Tracing } from './tracing.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -31,6 +33,8 @@ export interface ServiceInputs {
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Told how each turn ended (functions/turn-log.ts). */
   observeTurn?: TurnServices['observeTurn'];
+  /** OpenTelemetry traces (functions/tracing.ts); undefined when off. */
+  tracing?: Tracing | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
   /** The budget the request's scoped token carries (functions/tokens.ts), if any. */
@@ -59,6 +63,7 @@ export function sessionLogFor(
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
+  const { tracing, observeTurn } = inputs;
   return {
     sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig }),
     inbox: new Inbox(store, {
@@ -78,7 +83,18 @@ export function createServices(inputs: ServiceInputs): AppServices {
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
-    ...(inputs.observeTurn ? { observeTurn: inputs.observeTurn } : {}),
+    ...(observeTurn ? { observeTurn } : {}),
+    // A turn's spans are exported once it ended, on a timer so that serializing and sending
+    // them is not part of its response (waitUntil on Workers).
+    ...(tracing
+      ? {
+          tracer: tracing.tracer,
+          observeTurn: (outcome) => {
+            observeTurn?.(outcome);
+            afterResponse(inputs, () => tracing.flush());
+          },
+        }
+      : {}),
     ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
   };
 }

@@ -7,6 +7,8 @@ import { priceTable, type ModelPrices } from './ledger/prices.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
 import {
   booleanText,
+  headerListText,
+  httpUrlText,
   nonNegativeInteger,
   numberText,
   optionalText,
@@ -126,7 +128,20 @@ export const serviceEnvSchema = z.object({
   METRICS_TOKEN: secretText(),
   // The per-turn log line carries the turn's input and output (off: no content is logged).
   LOG_CONTENT: booleanText,
+  // OpenTelemetry traces of every turn (functions/tracing.ts): off unless the endpoint is set.
+  OTEL_EXPORTER_OTLP_ENDPOINT: httpUrlText(),
+  OTEL_EXPORTER_OTLP_HEADERS: headerListText(),
+  OTEL_SERVICE_NAME: optionalText(),
 });
+
+/** Where turns' spans are exported with OTLP over HTTP (JSON), from the OTEL_* settings. */
+export interface TracingConfig {
+  /** OTEL_EXPORTER_OTLP_ENDPOINT with `v1/traces` appended, as the OpenTelemetry spec says. */
+  url: string;
+  headers: Record<string, string>;
+  /** OTEL_SERVICE_NAME, default `tailgate`. */
+  serviceName: string;
+}
 
 export interface ServiceConfig {
   apiToken: string | undefined;
@@ -186,6 +201,8 @@ export interface ServiceConfig {
   turnsPerMinute: { session: number | null; token: number | null };
   metricsToken: string | undefined;
   logContent: boolean;
+  /** OpenTelemetry traces (null: off, OTEL_EXPORTER_OTLP_ENDPOINT unset). */
+  tracing: TracingConfig | null;
 }
 
 /** Every variable the service reads, for documentation (docs/CONFIGURATION.md). */
@@ -286,6 +303,14 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     },
     metricsToken: value.METRICS_TOKEN,
     logContent: value.LOG_CONTENT,
+    tracing:
+      value.OTEL_EXPORTER_OTLP_ENDPOINT === undefined
+        ? null
+        : {
+            url: `${value.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/?$/, '/')}v1/traces`,
+            headers: value.OTEL_EXPORTER_OTLP_HEADERS,
+            serviceName: value.OTEL_SERVICE_NAME ?? 'tailgate',
+          },
   };
 }
 

@@ -81,3 +81,38 @@ export const booleanText = z
     z.union([z.boolean(), z.enum(['true', '1', 'yes', 'false', '0', 'no', ''])]).optional(),
   )
   .transform((value) => value === true || value === 'true' || value === '1' || value === 'yes');
+
+/** An http(s) URL (OTEL_EXPORTER_OTLP_ENDPOINT); blank is unset. */
+export function httpUrlText() {
+  return optionalText().refine(
+    (text) => text === undefined || (URL.canParse(text) && /^https?:$/.test(new URL(text).protocol)),
+    'must be an http:// or https:// URL',
+  );
+}
+
+/**
+ * OTEL_EXPORTER_OTLP_HEADERS as OpenTelemetry writes it: `name=value,name2=value2`, values
+ * percent-encoded (`Authorization=Basic%20abc`). Unset or blank: none.
+ */
+export function headerListText() {
+  return secretText().transform((text, context) => {
+    const headers: Record<string, string> = {};
+    for (const pair of (text ?? '').split(',')) {
+      if (pair.trim() === '') continue;
+      const equals = pair.indexOf('=');
+      const name = pair.slice(0, Math.max(equals, 0)).trim();
+      let value: string | undefined;
+      try {
+        value = decodeURIComponent(pair.slice(equals + 1).trim());
+      } catch {
+        value = undefined;
+      }
+      if (name === '' || value === undefined || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
+        context.addIssue({ code: 'custom', message: `"${name || pair.trim()}" is not a name=value pair` });
+        return z.NEVER;
+      }
+      headers[name] = value;
+    }
+    return headers;
+  });
+}

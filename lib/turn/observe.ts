@@ -1,18 +1,23 @@
 import { TailgateError } from '../errors.ts';
+import { TurnTrace } from './trace.ts';
 import type { TurnEvent, TurnOutcome, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
-/** What an observed turn learned on its way: its number, its model, when output first came. */
+/**
+ * What an observed turn learned on its way: its number, its model, when output first came;
+ * and its trace, whose steps the pipeline runs in child spans (lib/turn/trace.ts).
+ */
 export interface Seen {
   turn?: number;
   model?: string;
   firstOutput?: number;
   replayed?: boolean;
+  trace: TurnTrace;
 }
 
 /**
- * Runs a turn (`run`, given the events to emit and what to note in `seen`) and tells
- * `services.observeTurn` how it ended: the turn's log line and metrics (functions/turn-log.ts).
- * Without an observer the turn runs as it is. Nothing here reads or writes storage.
+ * Runs a turn (`run`, given the events to emit and what to note in `seen`) in its span, ends
+ * the span with how the turn ended, then tells `services.observeTurn`: the turn's log line and
+ * metrics (functions/turn-log.ts). Nothing here reads or writes storage.
  */
 export async function observed(
   services: TurnServices,
@@ -21,10 +26,12 @@ export async function observed(
   emit: ((event: TurnEvent) => void) | undefined,
   run: (emit: ((event: TurnEvent) => void) | undefined, seen: Seen) => Promise<TurnResponse>,
 ): Promise<TurnResponse> {
-  const observe = services.observeTurn;
-  if (!observe) return run(emit, {});
   const started = Date.now();
-  const seen: Seen = {};
+  const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
+  const told = (ended: TurnOutcome) => {
+    seen.trace.end(ended);
+    services.observeTurn?.(ended);
+  };
   const timed =
     emit &&
     ((event: TurnEvent) => {
@@ -47,9 +54,9 @@ export async function observed(
   try {
     response = await run(timed, seen);
   } catch (error) {
-    observe(outcome('failed', undefined, error));
+    told(outcome('failed', undefined, error));
     throw error;
   }
-  observe(outcome(seen.replayed ? 'replayed' : 'completed', response));
+  told(outcome(seen.replayed ? 'replayed' : 'completed', response));
   return response;
 }

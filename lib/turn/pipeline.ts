@@ -36,6 +36,7 @@ import { gatedModelCall } from './stream.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './prompt-step.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
+import { TURN_STEPS, type TurnTrace } from './trace.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -114,7 +115,7 @@ async function takeTurn(
   for (;;) {
     // Read again for every attempt: what an attempt read is as old as its claim's reads.
     const fetched = fetchInbox(services, sessionId, request);
-    const attempt = await claim.next();
+    const attempt = await seen.trace.step(TURN_STEPS.claim, () => claim.next());
     if (attempt.kind === 'replay') {
       seen.replayed = true;
       return replay(attempt, emit);
@@ -145,6 +146,7 @@ function storedRequest(turn: OpenTurn): TurnRequest {
 /** What one attempt has decided so far, for closing it when it fails. */
 interface Attempt {
   turn: OpenTurn;
+  trace: TurnTrace;
   plan?: TurnPlan;
   receipt?: () => Promise<TurnReceipt>;
   notices?: TurnNotices;
@@ -163,7 +165,11 @@ async function attemptTurn(
   background: boolean,
   seen: Seen,
 ): Promise<TurnResponse | null> {
-  const attempt: Attempt = { turn: claimed.turn, ...(background ? { stop: new AbortController() } : {}) };
+  const attempt: Attempt = {
+    turn: claimed.turn,
+    trace: seen.trace,
+    ...(background ? { stop: new AbortController() } : {}),
+  };
   let renewal: ReturnType<typeof setInterval> | undefined;
   const landed = claimed.landed.then((ok) => {
     if (ok) renewal = renewLease(services, claimed.turn, attempt.stop);
@@ -201,14 +207,17 @@ async function turnSteps(
   emit: ((event: TurnEvent) => void) | undefined,
 ): Promise<TurnResponse> {
   const { sessions } = services;
-  const { turn } = attempt;
+  const { turn, trace } = attempt;
   const plan = planTurn(services, turn.session, request);
   attempt.plan = plan;
+  trace.model(plan.model.id);
   const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
     ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
     ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
   });
-  const history = await sessions.readContext(turn, historyRequirement(turn, plan));
+  const history = await trace.step(TURN_STEPS.readContext, () =>
+    sessions.readContext(turn, historyRequirement(turn, plan)),
+  );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
   const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
   attempt.notices = notices;
@@ -220,10 +229,12 @@ async function turnSteps(
   let prompt: TurnPrompt;
   // Built again when a notice the prompt showed did not move.
   do {
-    const built = await buildTurnPrompt(services, inputs);
+    const built = await trace.step(TURN_STEPS.strategies, () => buildTurnPrompt(services, inputs));
     prompt = built;
     attempt.receipt = () => built.receipt(notices.delivered);
-    const call = gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop?.signal);
+    const call = trace.step(TURN_STEPS.model, () =>
+      gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop?.signal),
+    );
     built.startReceipt();
     result = await call;
   } while (!result);
@@ -231,15 +242,18 @@ async function turnSteps(
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
   const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage, context };
-  const stored = await sessions.completeTurn(turn, {
-    status: 'completed',
-    output: result.output,
-    usage,
-    receipt: { ...(await prompt.receipt(notices.delivered)), usage },
-    response,
-    // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
-    undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
-  });
+  const receipt = { ...(await prompt.receipt(notices.delivered)), usage };
+  const stored = await trace.step(TURN_STEPS.complete, () =>
+    sessions.completeTurn(turn, {
+      status: 'completed',
+      output: result.output,
+      usage,
+      receipt,
+      response,
+      // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
+      undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
+    }),
+  );
   // The delivery records of notices consumed by earlier turns name the turn that carried them.
   const { carried } = notices;
   if (carried.length > 0) afterResponse(services, () => services.inbox.recordCarrier(sessionId, carried, turn.turn));

@@ -1,3 +1,4 @@
+import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/inbox.ts';
@@ -87,6 +88,8 @@ export interface TurnServices {
    * is stored, charged after it completed (lib/ledger/token-spend.ts). None: no token budget.
    */
   tokenSpend?: TokenSpend;
+  /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
+  tracer?: Tracer;
 }
 
 /**

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onFreePort, type RunningServer, startServer } from '../support/server-process.ts';
+import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 
 // The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
 // esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
@@ -14,24 +15,28 @@ const directory = join(root, 'dist');
 /** wrangler dev's local state: outside the served directory, which wrangler dev watches. */
 let state: string;
 let worker: RunningServer;
+/** Where the served Worker exports its turns' spans (OTEL_EXPORTER_OTLP_ENDPOINT). */
+let receiver: OtlpReceiver;
 
 beforeAll(async () => {
   if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
     throw new Error('dist/ holds no build: run npm run build first');
   state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
+  receiver = await startOtlpReceiver();
   const wrangler = join(root, 'node_modules/.bin/wrangler');
   worker = await onFreePort((port) =>
     startServer(
       wrangler,
       ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
         .concat(['--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', state])
-        .concat(['--var', 'API_TOKEN:bundle-token']),
+        .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`]),
       { cwd: root, port, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
     ),
   );
 }, 180_000);
 afterAll(async () => {
   await worker?.stop();
+  await receiver?.close();
   await rm(state, { recursive: true, force: true });
 });
 
@@ -68,5 +73,28 @@ describe('the built Worker', () => {
     const refused = (await openai.json()) as { error: { param: string; message: string } };
     expect(refused.error.param).toBe('context_management[0].compact_threshold');
     expect(refused.error.message).toMatch(/Too small: expected number to be >=1/);
+  });
+
+  it("exports a turn's spans with the OTLP exporter's fetch build", async () => {
+    const meta = JSON.parse(await readFile(join(directory, 'meta.json'), 'utf8')) as {
+      inputs: Record<string, unknown>;
+    };
+    const exporter = Object.keys(meta.inputs).filter((path) => /exporter-trace-otlp-http\/dist\/platform\//.test(path));
+    // The browser build sends with fetch; the node one (node:http) is not in the bundle.
+    expect([...new Set(exporter.map((path) => path.replace(/.*\/dist\/platform\/([^/]+)\/.*/, '$1')))]).toEqual([
+      'browser',
+    ]);
+    const id = `bundle-trace-${Date.now()}`;
+    const headers = { 'content-type': 'application/json', authorization: 'Bearer bundle-token' };
+    const post = (path: string, body: unknown) =>
+      fetch(`${worker.origin}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    expect((await post('/v1/sessions', { id })).status, worker.output()).toBe(201);
+    expect((await post(`/v1/sessions/${id}/turns`, { input: 'traced' })).status).toBe(200);
+    await expect
+      .poll(() => receiver.spans().filter((span) => span.attributes['gen_ai.conversation.id'] === id).length, {
+        timeout: 20_000,
+        interval: 100,
+      })
+      .toBe(1);
   });
 });

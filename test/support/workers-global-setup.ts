@@ -1,11 +1,14 @@
 import type { TestProject } from 'vitest/node';
 import { startFakeProvider } from './fake-providers/fake-provider-server.ts';
+import { startOtlpReceiver } from './otlp-receiver.ts';
 
 /**
  * The workers project's global setup: an OpenAI-compatible provider on loopback that answers
  * every request with a 500, for the HTTP suite's failing-model test inside workerd. (Pointing
  * workerd at a closed port fails the same way, but workerd prints the refused connection with
  * a native stack that no test can silence; test/http/http.test.ts keeps that case in Node.)
+ * And an OTLP receiver on loopback that the tracing suite's workers export spans to
+ * (test/workers/tracing.test.ts), read back through its `GET /spans`.
  */
 export default async function setup(project: TestProject) {
   const provider = await startFakeProvider(() => ({
@@ -13,11 +16,17 @@ export default async function setup(project: TestProject) {
     json: { error: { message: 'upstream exploded', type: 'server_error' } },
   }));
   project.provide('failingModelBaseUrl', provider.baseURL);
-  return () => provider.close();
+  const receiver = await startOtlpReceiver();
+  project.provide('otlpEndpoint', receiver.endpoint);
+  return async () => {
+    await provider.close();
+    await receiver.close();
+  };
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     failingModelBaseUrl: string;
+    otlpEndpoint: string;
   }
 }

@@ -3,6 +3,7 @@ import { DepthStore } from '../support/depth-store.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn.ts';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
 /**
  * Round trips on a turn's critical path: a DepthStore gives each storage call its depth (one
@@ -149,5 +150,38 @@ describe('round trips of a turn', () => {
     expect(seen.at(-1)).toMatchObject({ event: 'turn.completed' });
     expect(w.seen.before).toBeLessThanOrEqual(2);
     expect(w.after()).toBe(1);
+  });
+
+  it('a traced turn: the same calls in the same rounds as an untraced one, and its spans', async () => {
+    const exporter = new InMemorySpanExporter();
+    const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] });
+    const plain = world();
+    const traced = world();
+    traced.services.tracer = provider.getTracer('test');
+    const rounds = async (w: ReturnType<typeof world>) => {
+      await history(w, 6);
+      w.store.mark();
+      await runTurn(w.services, 's', { input: 'measured' });
+      return {
+        calls: w.store.calls.map((call) => `${call.op} ${call.depth}`),
+        before: w.seen.before,
+        after: w.after(),
+      };
+    };
+    const untracedRounds = await rounds(plain);
+    exporter.reset();
+    expect(await rounds(traced)).toEqual(untracedRounds);
+    expect(untracedRounds.before).toBeLessThanOrEqual(2);
+    const spans = exporter.getFinishedSpans();
+    const turn = spans.find((span) => span.attributes['tailgate.turn'] === 7)!;
+    expect(turn.name).toBe('chat timed');
+    const children = spans.filter((span) => span.parentSpanContext?.spanId === turn.spanContext().spanId);
+    expect(children.map((span) => span.name)).toEqual([
+      'tailgate.claim',
+      'tailgate.read_context',
+      'tailgate.strategies',
+      'tailgate.model_call',
+      'tailgate.complete',
+    ]);
   });
 });

@@ -8,6 +8,7 @@ import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
+import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -32,13 +33,15 @@ export interface ServiceInputs {
   observeTurn?: TurnServices['observeTurn'];
   /** Runs on every session config read (the revocation check of a session-bound token). */
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
+  /** Where webhook events go: the Workers queue, else the store's outbox (functions/app.ts). */
+  webhookSink?: WebhookSink | undefined;
 }
 
 /** The session log of a deployment's settings (the routes', and the retention sweep's). */
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig'> = {},
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed'> = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -56,8 +59,13 @@ export function sessionLogFor(
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
+  const { webhookSink } = inputs;
+  const onClosed =
+    config.webhooks && webhookSink
+      ? turnWebhooks(config.webhooks, webhookSink, inputs.clock ?? (() => new Date()))
+      : undefined;
   return {
-    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig }),
+    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig, onClosed }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionExistsIn(store, config.keyPrefix),
@@ -76,5 +84,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
     ...(inputs.observeTurn ? { observeTurn: inputs.observeTurn } : {}),
+    ...(onClosed && webhookSink ? { webhookSink } : {}),
   };
 }

@@ -6,6 +6,7 @@ import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { BackgroundTurn } from './background.ts';
+import type { WebhookSink } from '../webhooks/events.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
@@ -81,6 +82,8 @@ export interface TurnServices {
   startBackground?: (run: BackgroundTurn) => Promise<void>;
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
   observeTurn?: (outcome: TurnOutcome) => void;
+  /** Where webhook events go, durably (present when WEBHOOK_SECRET is set; lib/webhooks/). */
+  webhookSink?: WebhookSink;
 }
 
 /**

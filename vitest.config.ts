@@ -12,7 +12,18 @@ import { defineConfig } from 'vitest/config';
 // A test that needs fauxqs has `s3` as a word in its name (`s3-store`, `inbox-s3`) or lives in a
 // node-only folder; one that goes through functions/app.ts is named `*-http.test.ts` or lives in test/http;
 // the file store's own tests and its protocol simulation are node-project files too.
-const UNIT_FOLDERS = ['compaction', 'config', 'inbox', 'models', 'session', 'store', 'strategies', 'tokens', 'turn'];
+const UNIT_FOLDERS = [
+  'compaction',
+  'config',
+  'inbox',
+  'models',
+  'session',
+  'store',
+  'strategies',
+  'tokens',
+  'turn',
+  'webhooks',
+];
 const NOT_UNIT =
   /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$|^test\/session\/protocol-simulation-files\.test\.ts$/;
 const unitFiles = [

@@ -68,12 +68,15 @@ export default defineConfig({
             wrangler: { configPath: './wrangler.toml' },
             // TOKEN_SIGNING_KEY is test/http/http-suite.ts's SIGNING_KEY. TEST_TURN_LIMIT is a Rate
             // Limiting binding that test/http/rate-limit-suite.ts hands the worker as its limits.
+            // WEBHOOK_SECRET is test/support/webhook-receiver.ts's, whose receiver is on loopback.
             miniflare: {
               ratelimits: { TEST_TURN_LIMIT: { namespace_id: '1001', simple: { limit: 3, period: 60 } } },
               bindings: {
                 ALLOW_ANONYMOUS: 'false',
                 API_TOKEN: 'test-token',
                 TOKEN_SIGNING_KEY: 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=',
+                WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4tPCZfYjzBs=',
+                WEBHOOK_ALLOW_PRIVATE: 'true',
               },
             },
           }),

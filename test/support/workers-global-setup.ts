@@ -1,5 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import { startFakeProvider } from './fake-providers/fake-provider-server.ts';
+import { startWebhookReceiver } from './webhook-receiver.ts';
 
 /**
  * The workers project's global setup: an OpenAI-compatible provider on loopback that answers
@@ -13,11 +14,17 @@ export default async function setup(project: TestProject) {
     json: { error: { message: 'upstream exploded', type: 'server_error' } },
   }));
   project.provide('failingModelBaseUrl', provider.baseURL);
-  return () => provider.close();
+  const receiver = await startWebhookReceiver();
+  project.provide('webhookReceiverUrl', receiver.url);
+  return async () => {
+    await provider.close();
+    await receiver.close();
+  };
 }
 
 declare module 'vitest' {
   export interface ProvidedContext {
     failingModelBaseUrl: string;
+    webhookReceiverUrl: string;
   }
 }

@@ -65,7 +65,6 @@ const sessionFields = {
       description:
         'Where signed turn.completed, turn.failed, turn.cancelled and session.idle events go; null: WEBHOOK_URL. ' +
         'https only; a private or loopback address is a 400 unless WEBHOOK_ALLOW_PRIVATE is set.',
-      example: 'https://example.com/hooks/tailgate',
     }),
 };
 

@@ -2,13 +2,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createServices } from '../../functions/services.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
 import { runTurn } from '../../lib/turn.ts';
 import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
+import { DepthStore } from '../support/depth-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { hookedEcho } from '../support/turn-world.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
 let receiver: WebhookReceiver;
@@ -22,7 +25,7 @@ beforeEach(() => {
 });
 
 /** The services of a deployment sending webhooks to the receiver, on `store`, with a movable clock. */
-function world(store: ObjectStore = new MemoryStore()) {
+function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel) {
   // The real clock, moved on by the tests (a receiver refuses signatures more than 5 minutes off).
   const now = { ms: 0 };
   const clock = () => new Date(Date.now() + now.ms);
@@ -37,7 +40,7 @@ function world(store: ObjectStore = new MemoryStore()) {
     store,
     config,
     env: {},
-    model: () => echoModel,
+    model: () => model,
     background: (task) => void tasks.push(task.catch(() => undefined)),
     log: () => {},
     clock,
@@ -224,5 +227,48 @@ describe('webhook outbox', () => {
     faulty.heal();
     const next = await runTurn(w.services, 's6', { input: 'again' });
     expect((await w.outbox()).map((entry) => JSON.parse(entry.body).data.turn)).toEqual([next.turn]);
+  });
+
+  it('adds no round trip before the model call, and one after it: the entry after the completion', async () => {
+    const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
+    const seen = { before: 0, endedAt: 0 };
+    const model = hookedEcho(
+      'echo',
+      async () => {
+        seen.before = store.depth((call) => call.endedAt !== undefined);
+        await store.idle();
+      },
+      () => {
+        seen.endedAt = performance.now();
+      },
+    );
+    const w = world(store, model);
+    await w.services.sessions.create({ id: 's7', webhook_url: receiver.url });
+    for (const input of ['one', 'two', 'three']) await runTurn(w.services, 's7', { input });
+    await w.settle();
+    await w.services.sessions.pack('s7', { refresh: true });
+    store.mark();
+    await runTurn(w.services, 's7', { input: 'measured' });
+    expect(seen.before).toBeLessThanOrEqual(2);
+    const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
+    const done = late.find((call) => call.key.endsWith('.done'))!;
+    const entry = late.find((call) => call.key.startsWith('webhooks/outbox/'))!;
+    expect(entry.depth).toBe(done.depth + 1);
+  });
+
+  it('delivers an entry again when its delete after delivery failed, under the same webhook-id', async () => {
+    const faulty = new FaultyStore(new MemoryStore()).failWhen(
+      ({ operation, key }) => operation === 'delete' && key.startsWith('webhooks/outbox/'),
+      { times: 1 },
+    );
+    const w = world(faulty);
+    await w.services.sessions.create({ id: 's8' });
+    await runTurn(w.services, 's8', { input: 'x', strategies: [] });
+    await expect(w.drain()).rejects.toMatchObject({ code: 'storage_error' });
+    await w.settle();
+    await w.drain();
+    const [first] = receiver.deliveries;
+    expect(receiver.deliveries.filter((delivery) => delivery.id === first!.id).length).toBe(2);
+    expect(await w.outbox()).toEqual([]);
   });
 });

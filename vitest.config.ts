@@ -12,7 +12,18 @@ import { defineConfig } from 'vitest/config';
 // A test that needs fauxqs has `s3` as a word in its name (`s3-store`, `inbox-s3`) or lives in a
 // node-only folder; one that goes through functions/app.ts is named `*-http.test.ts` or lives in test/http;
 // the file store's own tests and its protocol simulation are node-project files too.
-const UNIT_FOLDERS = ['compaction', 'config', 'inbox', 'models', 'session', 'store', 'strategies', 'tokens', 'turn'];
+const UNIT_FOLDERS = [
+  'compaction',
+  'config',
+  'inbox',
+  'models',
+  'session',
+  'store',
+  'strategies',
+  'tokens',
+  'turn',
+  'webhooks',
+];
 const NOT_UNIT =
   /\bs3\b|-http\.test\.ts$|^test\/store\/file-store\.test\.ts$|^test\/session\/protocol-simulation-files\.test\.ts$/;
 const unitFiles = [
@@ -57,12 +68,15 @@ export default defineConfig({
             wrangler: { configPath: './wrangler.toml' },
             // TOKEN_SIGNING_KEY is test/http/http-suite.ts's SIGNING_KEY. TEST_TURN_LIMIT is a Rate
             // Limiting binding that test/http/rate-limit-suite.ts hands the worker as its limits.
+            // WEBHOOK_SECRET is test/support/webhook-receiver.ts's, whose receiver is on loopback.
             miniflare: {
               ratelimits: { TEST_TURN_LIMIT: { namespace_id: '1001', simple: { limit: 3, period: 60 } } },
               bindings: {
                 ALLOW_ANONYMOUS: 'false',
                 API_TOKEN: 'test-token',
                 TOKEN_SIGNING_KEY: 'aXgG7TWfirGzinwJdeHqr8xHQEH5yHGTO7JxU49qlyE=',
+                WEBHOOK_SECRET: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw4tPCZfYjzBs=',
+                WEBHOOK_ALLOW_PRIVATE: 'true',
               },
             },
           }),

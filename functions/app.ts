@@ -12,6 +12,8 @@ import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model
 import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices, type ServiceInputs } from './services.ts';
+import type { WebhookSink } from '../lib/webhooks/events.ts';
+import { outboxSink } from '../lib/webhooks/outbox.ts';
 import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
@@ -58,6 +60,10 @@ export interface AppOptions {
   logLine?: (line: string) => void;
   /** Where background turns go (the Workers queue); without it, the process runs them. */
   queueTurn?: (environment: RuntimeEnvironment) => ((run: BackgroundTurn) => Promise<void>) | undefined;
+  /** Where webhook events go (the Workers queue); without it, the store's outbox. */
+  queueWebhook?: (environment: RuntimeEnvironment) => WebhookSink | undefined;
+  /** Told when an event was stored in the outbox (Node and Deno: wakes the delivery loop). */
+  webhookStored?: () => void;
 }
 
 /**
@@ -158,8 +164,12 @@ function serviceInputs(
   // The storage operations of this request (or background turn), for its turns' log lines.
   const ops = noStorageOps();
   const logLine = options.logLine ?? ((line: string) => console.log(line));
+  const store = countedStore(options.store(environment, config), ops, options.metrics);
   return {
-    store: countedStore(options.store(environment, config), ops, options.metrics),
+    store,
+    webhookSink: config.webhooks
+      ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
+      : undefined,
     observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
     tracing: tracingFor(config.tracing),
     config,

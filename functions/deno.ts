@@ -13,6 +13,7 @@ import {
 } from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
+import { drainWebhooks, scheduleWebhooks } from './webhooks.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
@@ -46,7 +47,11 @@ try {
   Deno.exit(1);
 }
 const storeFor = storeFromConfig();
+// Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
+// and when a retry falls due.
+const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, Deno.env.toObject()));
 const app = createApp({
+  webhookStored: webhooks.wake,
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
   docsScript,

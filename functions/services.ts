@@ -11,6 +11,7 @@ import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
 import type { Tracing } from './tracing.ts';
+import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -39,13 +40,15 @@ export interface ServiceInputs {
   checkSessionConfig?: ((config: SessionConfig) => void) | undefined;
   /** The budget the request's scoped token carries (functions/tokens.ts), if any. */
   tokenBudget?: TokenBudget | null;
+  /** Where webhook events go: the Workers queue, else the store's outbox (functions/app.ts). */
+  webhookSink?: WebhookSink | undefined;
 }
 
 /** The session log of a deployment's settings (the routes', and the retention sweep's). */
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig'> = {},
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed'> = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -63,9 +66,13 @@ export function sessionLogFor(
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
-  const { tracing, observeTurn } = inputs;
+  const { tracing, observeTurn, webhookSink } = inputs;
+  const onClosed =
+    config.webhooks && webhookSink
+      ? turnWebhooks(config.webhooks, webhookSink, inputs.clock ?? (() => new Date()))
+      : undefined;
   return {
-    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig }),
+    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig, onClosed }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionExistsIn(store, config.keyPrefix),
@@ -96,5 +103,6 @@ export function createServices(inputs: ServiceInputs): AppServices {
         }
       : {}),
     ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
+    ...(onClosed && webhookSink ? { webhookSink } : {}),
   };
 }

@@ -2,7 +2,9 @@ import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
 import { resolveStrategyNames, type TurnServices } from '../lib/turn.ts';
 import type { SessionPatch } from '../lib/session/fields.ts';
 import { utf8Bytes } from './item-size.ts';
-import { TailgateError } from '../lib/errors.ts';
+import { InvalidRequestError, TailgateError } from '../lib/errors.ts';
+import type { ServiceConfig } from '../lib/config.ts';
+import { webhookUrlProblem } from '../lib/webhooks/url.ts';
 
 /**
  * Session config as stored: `strategies` always an array of known names, `strategy_config`
@@ -30,6 +32,7 @@ export function normalizeSessionFields(
   const fields: SessionPatch & { strategies?: string[] | null } = rest;
   // An unknown model is refused now, not on the session's first turn.
   if (typeof body.model === 'string') services.model(body.model);
+  if (typeof body.webhook_url === 'string') checkWebhookUrl(body.webhook_url, services.config);
   if (body.strategies !== undefined)
     fields.strategies = body.strategies === null ? null : resolveStrategyNames(body.strategies, services.env);
   if (body.strategy_config !== undefined) {
@@ -49,4 +52,12 @@ function checkFieldSize(field: string, size: number, limit: number, setting: str
     `body.${field} is ${size} bytes; at most ${limit} are allowed (${setting})`,
     { field, size, limit },
   );
+}
+
+/** A session's `webhook_url`: only where webhooks are signed, and only to an address they may go to. */
+function checkWebhookUrl(url: string, config: ServiceConfig): void {
+  const problem = config.webhooks
+    ? webhookUrlProblem(url, config.webhooks.allowPrivate)
+    : 'is not taken: this deployment sends no webhooks (WEBHOOK_SECRET is unset)';
+  if (problem !== null) throw new InvalidRequestError(`body.webhook_url ${problem}`, { field: 'webhook_url' });
 }

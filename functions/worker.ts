@@ -1,15 +1,18 @@
 import { r2StoreFor } from '../lib/store/r2.ts';
 import type { BackgroundTurn } from '../lib/turn.ts';
+import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { createApp, createTurnRunner, type AppOptions } from './app.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
+import { deliverQueued, drainWebhooks } from './webhooks.ts';
 
 /**
- * The Workers bindings: the R2 bucket, the queue of background turns (wrangler.toml), an
- * optional Workers AI binding, and string vars.
+ * The Workers bindings: the R2 bucket, the queues of background turns and of webhook events
+ * (wrangler.toml), an optional Workers AI binding, and string vars.
  */
 export interface Env {
   BUCKET: R2Bucket;
   TURNS?: Queue<BackgroundTurn>;
+  WEBHOOKS?: Queue<WebhookEntry>;
   AI?: unknown;
   [name: string]: unknown;
 }
@@ -22,23 +25,37 @@ const options: AppOptions = {
     const queue = (environment as unknown as Env).TURNS;
     return queue ? async (run) => void (await queue.send(run)) : undefined;
   },
+  // Webhook events go to their queue, durably once `send` resolved; without the binding, to
+  // the bucket's outbox, which the Cron Trigger drains.
+  queueWebhook: (environment) => {
+    const queue = (environment as unknown as Env).WEBHOOKS;
+    return queue ? async (entry) => void (await queue.send(entry)) : undefined;
+  },
 };
 const app = createApp(options);
 const runTurn = createTurnRunner(options);
 
 export default {
   fetch: (request, environment, context) => app.fetch(request, environment, context),
-  // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts).
-  scheduled: async (_controller, environment) =>
-    reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment)),
-  // Each message is one background turn; a turn left open by a storage failure is delivered again.
+  // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), and the
+  // webhook outbox of a deployment without the WEBHOOKS queue.
+  scheduled: async (_controller, environment) => {
+    await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
+    await drainWebhooks(() => r2StoreFor(environment.BUCKET), environment).catch((error: unknown) =>
+      console.error('tailgate: webhook delivery failed', error),
+    );
+  },
+  // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
+  // turn left open by a storage failure is delivered again).
   queue: async (batch, environment, context) => {
     await Promise.all(
       batch.messages.map(async (message) => {
-        const outcome = await runTurn(message.body, environment, (task) => context.waitUntil(task));
+        const body = message.body;
+        if ('format' in body) return deliverQueued(message, body, environment);
+        const outcome = await runTurn(body, environment, (task) => context.waitUntil(task));
         if (outcome === 'retry') message.retry();
         else message.ack();
       }),
     );
   },
-} satisfies ExportedHandler<Env, BackgroundTurn>;
+} satisfies ExportedHandler<Env, BackgroundTurn | WebhookEntry>;

@@ -15,7 +15,9 @@ import {
   positiveInteger,
   secretText,
   signingKeyText,
+  webhookSecretText,
 } from './setting-values.ts';
+import { webhookUrlProblem } from './webhooks/url.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -132,6 +134,11 @@ export const serviceEnvSchema = z.object({
   OTEL_EXPORTER_OTLP_ENDPOINT: httpUrlText(),
   OTEL_EXPORTER_OTLP_HEADERS: headerListText(),
   OTEL_SERVICE_NAME: optionalText(),
+  // Signed turn events (lib/webhooks/): where they go by default, the Standard Webhooks secret,
+  // and whether http and private addresses are taken (docs/SECURITY.md, "Webhooks").
+  WEBHOOK_URL: optionalText(),
+  WEBHOOK_SECRET: webhookSecretText(),
+  WEBHOOK_ALLOW_PRIVATE: booleanText,
 });
 
 /** Where turns' spans are exported with OTLP over HTTP (JSON), from the OTEL_* settings. */
@@ -203,6 +210,8 @@ export interface ServiceConfig {
   logContent: boolean;
   /** OpenTelemetry traces (null: off, OTEL_EXPORTER_OTLP_ENDPOINT unset). */
   tracing: TracingConfig | null;
+  /** Webhooks (lib/webhooks/): null when WEBHOOK_SECRET is unset (no event is sent). */
+  webhooks: { url: string | undefined; secret: string; allowPrivate: boolean } | null;
 }
 
 /** Every variable the service reads, for documentation (docs/CONFIGURATION.md). */
@@ -254,6 +263,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
   const text = (name: string) => (typeof plain[name] === 'string' ? (plain[name] as string) : undefined);
   const modelAliases = collect(() => parseModelAliases(parsed.data?.MODEL_ALIASES ?? text('MODEL_ALIASES')));
   const modelPrices = collect(() => parseModelPrices(parsed.data?.MODEL_PRICES ?? text('MODEL_PRICES')));
+  collect(() => checkWebhookSettings(parsed.data?.WEBHOOK_URL ?? text('WEBHOOK_URL'), plain));
   if (problems.length === 1) throw problems[0]!;
   if (problems.length > 1) {
     const variables = problems.map((problem) => (problem.details as { variable: string }).variable);
@@ -311,7 +321,23 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
             headers: value.OTEL_EXPORTER_OTLP_HEADERS,
             serviceName: value.OTEL_SERVICE_NAME ?? 'tailgate',
           },
+    webhooks: value.WEBHOOK_SECRET
+      ? { url: value.WEBHOOK_URL, secret: value.WEBHOOK_SECRET, allowPrivate: value.WEBHOOK_ALLOW_PRIVATE }
+      : null,
   };
+}
+
+/** WEBHOOK_URL must be a URL webhooks may go to, and needs WEBHOOK_SECRET to sign them. */
+function checkWebhookSettings(url: string | undefined, plain: Record<string, unknown>): void {
+  if (url === undefined) return;
+  const allowPrivate = booleanText.safeParse(plain.WEBHOOK_ALLOW_PRIVATE).data ?? false;
+  const problem = webhookUrlProblem(url, allowPrivate);
+  if (problem !== null)
+    throw new NotConfiguredError(`invalid setting WEBHOOK_URL: ${problem}`, { variable: 'WEBHOOK_URL' });
+  if (typeof plain.WEBHOOK_SECRET !== 'string' || plain.WEBHOOK_SECRET.trim() === '')
+    throw new NotConfiguredError('invalid setting WEBHOOK_SECRET: WEBHOOK_URL is set, and its events must be signed', {
+      variable: 'WEBHOOK_SECRET',
+    });
 }
 
 /**

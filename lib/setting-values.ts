@@ -54,6 +54,23 @@ export function signingKeyText() {
   });
 }
 
+/**
+ * A Standard Webhooks secret: `whsec_` and the base64 of 24 to 64 random bytes, as
+ * `echo "whsec_$(openssl rand -base64 32)"` prints (the prefix may be left out).
+ */
+export function webhookSecretText() {
+  return secretText().superRefine((text, context) => {
+    if (text === undefined) return;
+    const digits = text.replace(/^whsec_/, '');
+    const bytes = /^[A-Za-z0-9+/]+={0,2}$/.test(digits) && digits.length % 4 === 0 ? base64Bytes(digits) : null;
+    if (bytes && bytes.length >= 24 && bytes.length <= 64) return;
+    context.addIssue({
+      code: 'custom',
+      message: 'must be whsec_ and the base64 of 24 to 64 random bytes (`echo "whsec_$(openssl rand -base64 32)"`)',
+    });
+  });
+}
+
 /** The bytes of base64 or base64url text (padding optional), null when it is neither. */
 function base64Bytes(text: string): Uint8Array | null {
   if (!/^[A-Za-z0-9+/_-]+={0,2}$/.test(text)) return null;

@@ -97,7 +97,7 @@ export function turnRoutes() {
       const services = c.var.services;
       const cancelled = await services.sessions.cancelTurn(id, turn);
       // The session is free: its queued inputs go on.
-      services.background(pickUp(services, id));
+      services.background(pickUp(services, id, undefined, { turn }));
       return c.json({ session_id: id, ...cancelled, status: 'failed' as const }, 200);
     })
     .openapi(takeTurnRoute, async (c) => {

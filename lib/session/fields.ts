@@ -56,6 +56,16 @@ const sessionFields = {
   expires_after_days: z.number().int().min(1).max(MAX_TTL_DAYS).nullable().optional().meta({
     description: 'Idle days after which the retention sweep deletes the session; null: SESSION_TTL_DAYS.',
   }),
+  webhook_url: z
+    .string()
+    .max(2048)
+    .nullable()
+    .optional()
+    .meta({
+      description:
+        'Where signed turn.completed, turn.failed, turn.cancelled and session.idle events go; null: WEBHOOK_URL. ' +
+        'https only; a private or loopback address is a 400 unless WEBHOOK_ALLOW_PRIVATE is set.',
+    }),
 };
 
 export const sessionPatchSchema = z.object(sessionFields).strict().meta({ id: 'SessionPatch' });
@@ -106,6 +116,8 @@ export const sessionSchema = z
     metadata: z.record(z.string(), z.unknown()),
     /** Present when the session sets its own retention. */
     expires_after_days: z.number().int().optional(),
+    /** Present when the session sets its own webhook. */
+    webhook_url: z.string().optional(),
     counts: sessionCountsSchema,
     budget: budgetSchema.nullable(),
     usage: sessionUsageSchema,

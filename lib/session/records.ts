@@ -60,6 +60,8 @@ export const sessionConfigSchema = z
     metadata: z.record(z.string(), z.unknown()),
     /** Idle days after which the retention sweep deletes the session (absent: the deployment's). */
     expires_after_days: z.number().int().positive().optional(),
+    /** Where the session's turn outcomes are posted (absent: the deployment's WEBHOOK_URL). */
+    webhook_url: z.string().optional(),
     /** Bumped to revoke the session's scoped tokens: a token minted at a lower one is refused. */
     token_generation: z.number().int().nonnegative().optional(),
     budget: budgetSchema.optional(),

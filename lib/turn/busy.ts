@@ -6,6 +6,7 @@ import { claimInput, startRun } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
 import type { TurnRequest, TurnServices } from './types.ts';
+import { idleEntry } from '../webhooks/events.ts';
 
 /**
  * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
@@ -74,19 +75,34 @@ async function enqueueTurn(
   return queued;
 }
 
+/** The turn whose close a pickup follows: with nothing queued, the session is idle after it. */
+export interface ClosedBefore {
+  turn: number;
+  /** The session's own `webhook_url` (undefined: not known, read when webhooks are on). */
+  webhookUrl?: string | null | undefined;
+}
+
 /**
  * Takes up the oldest queued input while the session is idle: claims it as a background turn
  * under its key hash and hands it to a runner, whose completion takes up the next. A claim
  * that replays (its turn was stored by an earlier pickup that died before removing it) only
  * removes it; a busy session leaves the queue to the turn that holds it. At most one turn is
- * started per call.
+ * started per call. After a close (`closed`), an empty queue sends `session.idle`.
  */
-export async function pickUp(services: TurnServices, sessionId: string, known?: LogScope): Promise<void> {
+export async function pickUp(
+  services: TurnServices,
+  sessionId: string,
+  known?: LogScope,
+  closed?: ClosedBefore,
+): Promise<void> {
   const { sessions } = services;
   const scope = known ?? (await sessions.scope(sessionId));
   for (let tries = 0; tries < 8; tries++) {
     const [next] = await sessions.queued(scope);
-    if (!next) return;
+    if (!next) {
+      if (closed) await sendIdle(services, scope, closed);
+      return;
+    }
     const entry = await sessions.readQueued(scope, next.keyHash);
     // Taken up by another pickup meanwhile.
     if (!entry) continue;
@@ -107,4 +123,13 @@ export async function pickUp(services: TurnServices, sessionId: string, known?: 
     await sessions.removeQueued(scope, entry.key_sha256);
     if (claimed.run) return startRun(services, claimed.run);
   }
+}
+
+/** `session.idle` for the session's webhook, if it has one. */
+async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedBefore): Promise<void> {
+  const { webhookSink, config } = services;
+  if (!webhookSink || !config.webhooks) return;
+  const own = closed.webhookUrl !== undefined ? closed.webhookUrl : (await services.sessions.get(scope.id)).webhook_url;
+  const url = own ?? config.webhooks.url;
+  if (url !== undefined) await webhookSink(idleEntry(scope, closed.turn, url, new Date()));
 }

@@ -179,7 +179,7 @@ async function attemptTurn(
   try {
     const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
     // Closed by its own completion: the next queued input, if any, goes next.
-    afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope));
+    afterResponse(services, () => pickUp(services, sessionId, claimed.turn.scope, closedBefore(claimed.turn)));
     return response;
   } catch (error) {
     // Nothing of an attempt whose record did not land was stored: start again (a failed
@@ -371,7 +371,7 @@ async function closeFailed(
       error: errorRecord(error),
       undelivered,
     });
-    afterResponse(services, () => pickUp(services, sessionId, turn.scope));
+    afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     services.log('tailgate: could not close a failed turn', closeError);
@@ -382,6 +382,11 @@ async function closeFailed(
       throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
   }
   throw error;
+}
+
+/** What a pickup after this turn's own close needs to tell that the session went idle. */
+function closedBefore(turn: OpenTurn) {
+  return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null };
 }
 
 function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {

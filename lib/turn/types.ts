@@ -8,6 +8,7 @@ import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { BackgroundTurn } from './background.ts';
+import type { WebhookSink } from '../webhooks/events.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
@@ -90,6 +91,8 @@ export interface TurnServices {
   tokenSpend?: TokenSpend;
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
   tracer?: Tracer;
+  /** Where webhook events go, durably (present when WEBHOOK_SECRET is set; lib/webhooks/). */
+  webhookSink?: WebhookSink;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { TestProject } from 'vitest/node';
 import { startFakeProvider } from './fake-providers/fake-provider-server.ts';
 import { startOtlpReceiver } from './otlp-receiver.ts';
+import { startWebhookReceiver } from './webhook-receiver.ts';
 
 /**
  * The workers project's global setup: an OpenAI-compatible provider on loopback that answers
@@ -16,11 +17,14 @@ export default async function setup(project: TestProject) {
     json: { error: { message: 'upstream exploded', type: 'server_error' } },
   }));
   project.provide('failingModelBaseUrl', provider.baseURL);
-  const receiver = await startOtlpReceiver();
-  project.provide('otlpEndpoint', receiver.endpoint);
+  const otlp = await startOtlpReceiver();
+  project.provide('otlpEndpoint', otlp.endpoint);
+  const webhooks = await startWebhookReceiver();
+  project.provide('webhookReceiverUrl', webhooks.url);
   return async () => {
     await provider.close();
-    await receiver.close();
+    await otlp.close();
+    await webhooks.close();
   };
 }
 
@@ -28,5 +32,6 @@ declare module 'vitest' {
   export interface ProvidedContext {
     failingModelBaseUrl: string;
     otlpEndpoint: string;
+    webhookReceiverUrl: string;
   }
 }

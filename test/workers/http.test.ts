@@ -1,8 +1,6 @@
-import { createExecutionContext, env, SELF } from 'cloudflare:test';
 import { expect, inject, it } from 'vitest';
-import worker from '../../functions/worker.ts';
-import { R2Store } from '../../lib/store/r2.ts';
-import { defineHttpSuite, type HttpHarness } from '../http/http-suite.ts';
+import { defineHttpSuite } from '../http/http-suite.ts';
+import { bindings, workerHarness } from './worker-harness.ts';
 import { defineTokenSuite } from '../http/tokens-suite.ts';
 import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineTransferSuite } from '../http/transfer-suite.ts';
@@ -15,39 +13,8 @@ import { defineEventsSuite } from '../http/events-suite.ts';
 import { defineRateLimitSuite } from '../http/rate-limit-suite.ts';
 import { defineTokenBudgetSuite } from '../http/token-budget-suite.ts';
 
-// The whole HTTP contract inside workerd: requests go through the real worker (SELF) with
-// the local R2 bucket from wrangler.toml; vitest.config.ts passes API_TOKEN=test-token and a
-// TOKEN_SIGNING_KEY.
-const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
-const origin = 'https://tailgate.test';
-
-const logged: string[] = [];
-const harness: HttpHarness = {
-  fetch: (path, init) => SELF.fetch(`${origin}${path}`, init),
-  fetchWithEnv: async (overrides, path, init) => {
-    const environment: Record<string, unknown> = { ...bindings };
-    for (const [name, value] of Object.entries(overrides)) {
-      if (value === undefined) delete environment[name];
-      else environment[name] = value;
-    }
-    // The worker logs server-side failures with console.error: collect them for the tests that
-    // expect one, instead of printing them.
-    const error = console.error;
-    console.error = (message?: unknown) => logged.push(String(message));
-    try {
-      return await worker.fetch(
-        new Request(`${origin}${path}`, init) as never,
-        environment as never,
-        createExecutionContext(),
-      );
-    } finally {
-      console.error = error;
-    }
-  },
-  store: new R2Store(bindings.BUCKET),
-  keyPrefix: typeof bindings.KEY_PREFIX === 'string' ? bindings.KEY_PREFIX : '',
-  logged,
-};
+// The whole HTTP contract inside workerd (test/workers/worker-harness.ts).
+const harness = workerHarness();
 
 // A loopback provider answering 500 (test/support/workers-global-setup.ts).
 defineHttpSuite('workerd (R2)', harness, inject('failingModelBaseUrl'));

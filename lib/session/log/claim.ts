@@ -217,7 +217,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   let failure: { error: unknown } | null = null;
   try {
     if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' }))
-      return stored;
+      return await ownerClosed(log, turn, done, result.usage, stored);
   } catch (error) {
     failure = { error };
   }
@@ -227,7 +227,9 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   if (existing && existing.body.length === 0) throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
-    if (closed.writer === writer) return stored;
+    // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
+    if (closed.writer === writer)
+      return await ownerClosed(log, turn, closed, closed.status === result.status ? result.usage : undefined, stored);
     if (closed.error?.code === SESSION_DELETED) {
       await liftFence(log, turn);
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
@@ -240,6 +242,26 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   }
   if (failure) throw failure.error;
   throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+}
+
+/** Tells `onClosed` that the owner's completion landed, then answers with the stored output. */
+async function ownerClosed(
+  log: LogContext,
+  turn: OpenTurn,
+  done: DoneRecord,
+  usage: TurnUsage | undefined,
+  stored: StoredItem[],
+): Promise<StoredItem[]> {
+  await log.onClosed?.({
+    scope: turn.scope,
+    turn: turn.turn,
+    status: done.status,
+    error: done.error,
+    usage: done.status === 'completed' ? usage : undefined,
+    completedAt: done.completed_at,
+    webhookUrl: turn.session.webhook_url,
+  });
+  return stored;
 }
 
 /**

@@ -197,10 +197,16 @@ export async function prepareCommit(
     const expires = await leaseOf(log, scope, open);
     if (expires > log.clock().getTime())
       throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
-    const done = await closeTurn(log, scope, open, {
-      status: 'failed',
-      error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` },
-    });
+    const done = await closeTurn(
+      log,
+      scope,
+      open,
+      {
+        status: 'failed',
+        error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` },
+      },
+      head.config.webhook_url,
+    );
     if (!done) return null;
     newest = { record: open, done };
   }

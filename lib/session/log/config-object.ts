@@ -55,6 +55,7 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
     metadata: fields.metadata ?? {},
     ...(fields.budget ? { budget: fields.budget } : {}),
     ...(fields.expires_after_days ? { expires_after_days: fields.expires_after_days } : {}),
+    ...(fields.webhook_url ? { webhook_url: fields.webhook_url } : {}),
   };
 }
 
@@ -102,6 +103,8 @@ export async function updateSession(log: LogContext, id: string, fields: Session
     else if (fields.budget !== undefined) next.budget = fields.budget;
     if (fields.expires_after_days === null) delete next.expires_after_days;
     else if (fields.expires_after_days !== undefined) next.expires_after_days = fields.expires_after_days;
+    if (fields.webhook_url === null) delete next.webhook_url;
+    else if (fields.webhook_url !== undefined) next.webhook_url = fields.webhook_url;
     if (fields.on_busy === null) delete next.on_busy;
     else if (fields.on_busy !== undefined) next.on_busy = fields.on_busy;
     const written = await log.store.put(sessionConfigKey(log.keyPrefix, id), JSON.stringify(next), {
@@ -135,10 +138,16 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   const keep = new Set<string>();
   const fence = async (newest: Awaited<ReturnType<typeof readHead>>['newest']) => {
     if (newest?.record.kind !== 'turn' || newest.done) return;
-    await closeTurn(log, scope, newest.record, {
-      status: 'failed',
-      error: { code: SESSION_DELETED, message: 'the session was deleted' },
-    });
+    await closeTurn(
+      log,
+      scope,
+      newest.record,
+      {
+        status: 'failed',
+        error: { code: SESSION_DELETED, message: 'the session was deleted' },
+      },
+      null,
+    );
     keep.add(doneKey(scope, newest.record.record));
   };
   await fence(head.newest);
@@ -205,6 +214,7 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     on_busy: config.on_busy ?? 'reject',
     metadata: config.metadata,
     ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
+    ...(config.webhook_url !== undefined ? { webhook_url: config.webhook_url } : {}),
     counts: { ...counts },
     budget: config.budget ?? null,
     usage: sessionUsage(ledger),

@@ -27,6 +27,7 @@ export interface LogContext {
   /** Views parsed before, by key (null: every view is fetched). */
   readonly viewCache: ViewCache | null;
   readonly sessionTtlDays: number | null;
+  readonly onClosed: SessionLogOptions['onClosed'];
 }
 
 /** Gets at most this many objects at a time. */
@@ -57,6 +58,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     viewPolicy: options.viewPolicy,
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
     sessionTtlDays: options.sessionTtlDays ?? null,
+    onClosed: options.onClosed,
   };
 }
 

@@ -119,6 +119,7 @@ function inherited(config: SessionConfig): NewSession {
     ...(config.on_busy ? { on_busy: config.on_busy } : {}),
     ...(config.budget ? { budget: config.budget } : {}),
     ...(config.expires_after_days ? { expires_after_days: config.expires_after_days } : {}),
+    ...(config.webhook_url ? { webhook_url: config.webhook_url } : {}),
   };
 }
 

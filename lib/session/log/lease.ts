@@ -7,11 +7,12 @@ import {
   TurnInProgressError,
 } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
-import { doneKey, leaseKey, type LogScope } from '../keys.ts';
+import { doneKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
   leaseSchema,
   parseStored,
+  sessionConfigSchema,
   type DoneRecord,
   type LogRecord,
   type TurnStatus,
@@ -53,17 +54,23 @@ export async function cancelTurn(
   id: string,
   turnNumber: number,
 ): Promise<{ turn: number; status: TurnStatus }> {
-  const { newest, scope } = await readHead(log, id);
+  const { newest, scope, config } = await readHead(log, id);
   const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
   if (!open || open.turn !== turnNumber) {
     if (turnNumber > countsOf(newest).turns)
       throw new NotFoundError(`turn ${turnNumber} of session ${id} not found`, { id, turn: turnNumber });
     throw new TurnNotOpenError(id, turnNumber);
   }
-  const done = await closeTurn(log, scope, open, {
-    status: 'failed',
-    error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
-  });
+  const done = await closeTurn(
+    log,
+    scope,
+    open,
+    {
+      status: 'failed',
+      error: { code: TURN_CANCELLED, message: `turn ${turnNumber} was cancelled` },
+    },
+    config.webhook_url,
+  );
   if (!done) throw new TurnNotOpenError(id, turnNumber);
   return { turn: turnNumber, status: 'failed' };
 }
@@ -83,13 +90,15 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
  * Writes the completion of `record` for someone other than its owner (an expired lease, a
  * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
  * The turn may have consumed notices before it died: the completion names it in
- * `undelivered.lost_turns`, so the next turn looks for them.
+ * `undelivered.lost_turns`, so the next turn looks for them. `webhookUrl` is the session's
+ * (undefined: not read yet, read only when `onClosed` is set).
  */
 export async function closeTurn(
   log: LogContext,
   scope: LogScope,
   record: LogRecord,
   outcome: StoredOutcome,
+  webhookUrl?: string | null,
 ): Promise<DoneRecord | null> {
   if (record.idempotency_key_sha256)
     await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
@@ -116,7 +125,25 @@ export async function closeTurn(
   };
   const key = doneKey(scope, record.record);
   const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
-  return written ? done : null;
+  if (!written) return null;
+  if (log.onClosed) {
+    await log.onClosed({
+      scope,
+      turn: record.turn ?? 0,
+      status: done.status,
+      error: done.error,
+      completedAt: done.completed_at,
+      webhookUrl: webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope),
+    });
+  }
+  return done;
+}
+
+/** The session's own `webhook_url`, read from its config (null when it has none or is gone). */
+async function sessionWebhookUrl(log: LogContext, scope: LogScope): Promise<string | null> {
+  const key = sessionConfigKey(scope.keyPrefix, scope.id);
+  const object = await log.store.get(key);
+  return object ? (parseStored(key, object.body, sessionConfigSchema).webhook_url ?? null) : null;
 }
 
 /** An open turn's outcome once its lease has run out (closed now); TurnInProgressError before. */

@@ -12,7 +12,7 @@ import type {
   Undelivered,
 } from '../records.ts';
 import type { Base } from './views.ts';
-import type { Ledger } from '../../ledger/usage.ts';
+import type { Ledger, TurnUsage } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
 
@@ -178,6 +178,23 @@ export interface SessionLogOptions {
   checkConfig?: ((config: SessionConfig) => void) | undefined;
   /** SESSION_TTL_DAYS: idle days after which a session without its own `expires_after_days` expires (null: never). */
   sessionTtlDays?: number | null;
+  /**
+   * Runs once a turn's completion landed, whoever wrote it, before the close is answered (the
+   * webhooks' outbox, lib/webhooks/events.ts); a failure fails the close's caller.
+   */
+  onClosed?: ((closed: ClosedTurn) => Promise<void>) | undefined;
+}
+
+/** A model turn whose completion has just landed. */
+export interface ClosedTurn {
+  scope: LogScope;
+  turn: number;
+  status: TurnStatus;
+  error?: { code: string; message: string } | undefined;
+  usage?: TurnUsage | undefined;
+  completedAt: string;
+  /** The session's own `webhook_url` (null or absent: the deployment's WEBHOOK_URL). */
+  webhookUrl: string | null | undefined;
 }
 
 export interface PackOptions {

@@ -1,0 +1,102 @@
+import { parseServiceConfig, type ServiceConfig } from '../lib/config.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds } from '../lib/webhooks/deliver.ts';
+import type { WebhookEntry } from '../lib/webhooks/events.ts';
+import { drainOutbox } from '../lib/webhooks/outbox.ts';
+
+/**
+ * Webhook delivery with a deployment's settings (lib/webhooks/): on Node and Deno a loop that
+ * drains the store's outbox on start, when an entry is stored, and when the next retry falls
+ * due; on Workers the Queues consumer of `tailgate-webhooks` (functions/worker.ts), which
+ * retries with the same backoff, and the Cron Trigger, which drains an outbox a worker without
+ * the queue binding wrote.
+ */
+
+/** The loop looks at the outbox at least this often (entries stored by another process). */
+const POLL_MS = 30_000;
+
+/** One drain of the outbox of the store `storeFor` gives for the settings in `env`. */
+export async function drainWebhooks(
+  storeFor: (config: ServiceConfig) => ObjectStore,
+  env: Record<string, unknown>,
+): Promise<number | null> {
+  const config = parseServiceConfig(env);
+  if (!config.webhooks) return null;
+  return drainOutbox({
+    store: storeFor(config),
+    keyPrefix: config.keyPrefix,
+    secret: config.webhooks.secret,
+    allowPrivate: config.webhooks.allowPrivate,
+    clock: () => new Date(),
+    log: (message, details) => console.error(message, details ?? ''),
+  });
+}
+
+/**
+ * Node and Deno: drains at once, then again when the next entry falls due (at most POLL_MS
+ * later) or `wake` is called (an entry was just stored). One drain runs at a time.
+ */
+export function scheduleWebhooks(drain: () => Promise<number | null>): { wake: () => void; stop: () => void } {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let running = false;
+  let again = false;
+  let stopped = false;
+  const run = async () => {
+    clearTimeout(timer);
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    let wait: number | null = null;
+    try {
+      wait = await drain();
+    } catch (error) {
+      console.error('tailgate: webhook delivery failed', error);
+    }
+    running = false;
+    if (stopped) return;
+    if (again) {
+      again = false;
+      return void run();
+    }
+    timer = setTimeout(run, Math.max(10, Math.min(wait ?? POLL_MS, POLL_MS)));
+    // The loop never keeps the process alive on its own.
+    (timer as { unref?: () => void }).unref?.();
+  };
+  void run();
+  return {
+    wake: () => void run(),
+    stop: () => {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** What a Queues message asks of its consumer. */
+export interface QueuedMessage {
+  readonly attempts: number;
+  ack(): void;
+  retry(options?: { delaySeconds?: number }): void;
+}
+
+/**
+ * Workers: delivers one queued event; a failure is retried by the queue after the backoff,
+ * and the last attempt's failure is logged (the queue's dead letter queue keeps the message).
+ */
+export async function deliverQueued(message: QueuedMessage, entry: WebhookEntry, env: Record<string, unknown>) {
+  const config = parseServiceConfig(env);
+  if (!config.webhooks) {
+    console.error(`tailgate webhooks: ${entry.id} dropped: WEBHOOK_SECRET is unset`);
+    return message.ack();
+  }
+  const { secret, allowPrivate } = config.webhooks;
+  const failure = await deliverWebhook(entry, { secret, allowPrivate, now: new Date() });
+  if (failure === null) return message.ack();
+  if (message.attempts >= MAX_ATTEMPTS)
+    console.error(
+      `tailgate webhooks: ${entry.id} to ${entry.url} given up after ${message.attempts} attempts: ${failure}`,
+    );
+  message.retry({ delaySeconds: retryDelaySeconds(message.attempts) });
+}

@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
+import { sha256Hex } from '../hash.ts';
+import type { LogScope } from '../session/keys.ts';
+import type { ClosedTurn } from '../session/log/types.ts';
+
+/**
+ * The webhook events (docs/API.md, "Webhooks"): `turn.completed`, `turn.failed`,
+ * `turn.cancelled` once a turn's completion landed, whoever wrote it, and `session.idle` when a
+ * turn closed with nothing queued behind it. Each becomes an outbox entry (its delivery state)
+ * handed to the runtime's sink, durably, before the close is answered: a Queues message on
+ * Workers, an object under `<KEY_PREFIX>webhooks/outbox/` on Node and Deno (lib/webhooks/outbox.ts).
+ * A payload never holds a prompt's or an answer's content.
+ */
+
+export type WebhookEventType = 'turn.completed' | 'turn.failed' | 'turn.cancelled' | 'session.idle';
+
+/** An event to deliver, with its delivery state (the queue message, or the outbox object). */
+export const webhookEntrySchema = z.object({
+  format: z.literal('tailgate.webhook.v1'),
+  /** The `webhook-id`: the same on every attempt, so a receiver drops repeats by it. */
+  id: z.string(),
+  url: z.string(),
+  /** The JSON text signed and posted. */
+  body: z.string(),
+  created_at: z.string(),
+  /** Attempts made so far, and when the next is due (the outbox's; Queues keep their own). */
+  attempts: z.number().int().nonnegative(),
+  next_attempt_at: z.string(),
+  last_error: z.string().optional(),
+});
+export type WebhookEntry = z.infer<typeof webhookEntrySchema>;
+
+/** Stores an entry durably for delivery: resolves once it is (a failure fails the close). */
+export type WebhookSink = (entry: WebhookEntry) => Promise<void>;
+
+export interface WebhookSettings {
+  /** WEBHOOK_URL: where a session without its own `webhook_url` sends its events. */
+  url: string | undefined;
+}
+
+/** The session log's `onClosed`: the turn's event, when its session has somewhere to send it. */
+export function turnWebhooks(
+  settings: WebhookSettings,
+  sink: WebhookSink,
+  clock: () => Date,
+): (closed: ClosedTurn) => Promise<void> {
+  return async (closed) => {
+    const url = closed.webhookUrl ?? settings.url;
+    // A deleted session's turns are nobody's news.
+    if (url === undefined || closed.error?.code === SESSION_DELETED) return;
+    const type: WebhookEventType =
+      closed.status === 'completed'
+        ? 'turn.completed'
+        : closed.error?.code === TURN_CANCELLED
+          ? 'turn.cancelled'
+          : 'turn.failed';
+    await sink(
+      webhookEntry(closed.scope, `turn/${closed.turn}`, url, type, clock(), {
+        session_id: closed.scope.id,
+        turn: closed.turn,
+        status: closed.status,
+        completed_at: closed.completedAt,
+        ...(closed.error ? { error: { code: closed.error.code, message: closed.error.message } } : {}),
+        ...(closed.usage ? { usage: closed.usage } : {}),
+      }),
+    );
+  };
+}
+
+/** `session.idle` after turn `turn` closed and no input was queued behind it. */
+export function idleEntry(scope: LogScope, turn: number, url: string, now: Date): WebhookEntry {
+  return webhookEntry(scope, `idle/${turn}`, url, 'session.idle', now, {
+    session_id: scope.id,
+    turn,
+    idle_since: now.toISOString(),
+  });
+}
+
+/**
+ * An entry whose id names what it reports (the session's incarnation and `subject`), so every
+ * writer of the same event writes the same id: a receiver, and a create-only outbox, see one.
+ */
+function webhookEntry(
+  scope: LogScope,
+  subject: string,
+  url: string,
+  type: WebhookEventType,
+  now: Date,
+  data: Record<string, unknown>,
+): WebhookEntry {
+  const id = `msg_${sha256Hex(`${scope.keyPrefix}\n${scope.id}\n${scope.generation}\n${subject}`).slice(0, 32)}`;
+  const created = now.toISOString();
+  return {
+    format: 'tailgate.webhook.v1',
+    id,
+    url,
+    body: JSON.stringify({ type, timestamp: created, data }),
+    created_at: created,
+    attempts: 0,
+    next_attempt_at: created,
+  };
+}

@@ -1,0 +1,108 @@
+import { putJsonCreateOnly } from '../store/create-only.ts';
+import { decodeUtf8, listAll, mapLimit, type ObjectStore } from '../store/object-store.ts';
+import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds, type DeliveryOptions } from './deliver.ts';
+import { webhookEntrySchema, type WebhookEntry, type WebhookSink } from './events.ts';
+
+/**
+ * The object-storage outbox of webhook events (Node and Deno; docs/STORAGE.md, "Webhook
+ * outbox"): `<KEY_PREFIX>webhooks/outbox/<event id>`, written create-only before a turn's close
+ * is answered, rewritten with its attempts after each failed delivery, deleted once delivered;
+ * after MAX_ATTEMPTS it moves to `<KEY_PREFIX>webhooks/dead/<event id>`, kept and logged. A
+ * process drains it on start and whenever an entry falls due (functions/webhooks.ts), so a
+ * restart loses nothing; two processes draining at once may each deliver an entry (at least
+ * once: receivers drop repeats by `webhook-id`).
+ */
+
+const outboxPrefix = (keyPrefix: string) => `${keyPrefix}webhooks/outbox/`;
+const deadKey = (keyPrefix: string, id: string) => `${keyPrefix}webhooks/dead/${id}`;
+
+/** Entries delivered at once. */
+const PARALLEL_DELIVERIES = 4;
+
+/** The sink that stores entries in the outbox, then calls `stored` (a drainer's wake-up). */
+export function outboxSink(store: ObjectStore, keyPrefix: string, stored?: () => void): WebhookSink {
+  return async (entry) => {
+    // Refused: the same event is there already (its writer's answer was lost, or another closer's).
+    await putJsonCreateOnly(
+      store,
+      `${outboxPrefix(keyPrefix)}${entry.id}`,
+      entry,
+      `"created_at":"${entry.created_at}"`,
+    );
+    stored?.();
+  };
+}
+
+export interface DrainOptions extends Omit<DeliveryOptions, 'now'> {
+  store: ObjectStore;
+  keyPrefix: string;
+  clock: () => Date;
+  log: (message: string, details?: unknown) => void;
+}
+
+/**
+ * Delivers every entry that is due. Returns the milliseconds until the next one falls due
+ * (null when the outbox is empty).
+ */
+export async function drainOutbox(options: DrainOptions): Promise<number | null> {
+  const { store, keyPrefix } = options;
+  const listed = await listAll(store, outboxPrefix(keyPrefix));
+  const waits = await mapLimit(listed, PARALLEL_DELIVERIES, async ({ key }) => {
+    const object = await store.get(key);
+    if (!object) return null;
+    const parsed = webhookEntrySchema.safeParse(parseJson(decodeUtf8(object.body)));
+    if (!parsed.success) {
+      options.log(`tailgate webhooks: ${key} is not an outbox entry; left in place`);
+      return null;
+    }
+    const entry = parsed.data;
+    const now = options.clock();
+    const wait = Date.parse(entry.next_attempt_at) - now.getTime();
+    if (wait > 0) return wait;
+    const failure = await deliverWebhook(entry, { ...options, now });
+    if (failure === null) {
+      await store.delete(key);
+      return null;
+    }
+    return afterFailure(options, key, object.etag, entry, failure);
+  });
+  const due = waits.filter((wait): wait is number => wait !== null);
+  return due.length > 0 ? Math.min(...due) : null;
+}
+
+/** Counts a failed attempt: the entry rescheduled with backoff, or dead-lettered past the last. */
+async function afterFailure(
+  options: DrainOptions,
+  key: string,
+  etag: string,
+  entry: WebhookEntry,
+  failure: string,
+): Promise<number | null> {
+  const { store, keyPrefix } = options;
+  const attempts = entry.attempts + 1;
+  const delayMs = retryDelaySeconds(attempts) * 1000;
+  const next: WebhookEntry = {
+    ...entry,
+    attempts,
+    last_error: failure,
+    next_attempt_at: new Date(options.clock().getTime() + delayMs).toISOString(),
+  };
+  const json = { contentType: 'application/json' };
+  if (attempts >= MAX_ATTEMPTS) {
+    await store.put(deadKey(keyPrefix, entry.id), JSON.stringify(next), json);
+    await store.delete(key);
+    options.log(`tailgate webhooks: ${entry.id} to ${entry.url} given up after ${attempts} attempts: ${failure}`);
+    return null;
+  }
+  // Refused: another process has attempted it meanwhile, and rescheduled or delivered it.
+  await store.put(key, JSON.stringify(next), { ...json, ifMatch: etag });
+  return delayMs;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * Which webhook URLs are taken (docs/SECURITY.md, "Webhooks"): https, or http only with
+ * WEBHOOK_ALLOW_PRIVATE; and no private or loopback address unless WEBHOOK_ALLOW_PRIVATE is
+ * set, so a client that may set a session's `webhook_url` cannot make the service POST into
+ * its own network. A literal IP is checked against the private ranges; a host name only by
+ * its name (`localhost`, `*.localhost`, `*.internal`, `*.local`): Workers cannot resolve
+ * names, and a name resolved at check time may resolve elsewhere at delivery (DNS rebinding),
+ * so a deployment whose network reaches private services by public names must filter egress
+ * itself.
+ */
+
+/** Why `text` is refused as a webhook URL, or null when it is taken. */
+export function webhookUrlProblem(text: string, allowPrivate: boolean): string | null {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'is not an absolute URL';
+  }
+  if (url.protocol !== 'https:' && !(allowPrivate && url.protocol === 'http:'))
+    return allowPrivate ? 'must be an http or https URL' : 'must be an https URL (http needs WEBHOOK_ALLOW_PRIVATE)';
+  if (url.username !== '' || url.password !== '') return 'must not carry credentials';
+  if (!allowPrivate && isPrivateHost(url.hostname))
+    return `points at a private or loopback address (${url.hostname}); set WEBHOOK_ALLOW_PRIVATE to allow it`;
+  return null;
+}
+
+/** A loopback, private, link-local or unspecified address, or a name that is one by definition. */
+export function isPrivateHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  if (host.startsWith('[')) return isPrivateIPv6(host.slice(1, -1));
+  const v4 = ipv4(host);
+  if (v4) return isPrivateIPv4(v4);
+  return host === 'localhost' || host.endsWith('.localhost') || host.endsWith('.internal') || host.endsWith('.local');
+}
+
+/** The four octets of dotted-quad text (the WHATWG URL parser has normalized other forms to it). */
+function ipv4(host: string): number[] | null {
+  const parts = host.split('.');
+  if (parts.length !== 4 || !parts.every((part) => /^\d{1,3}$/.test(part))) return null;
+  const octets = parts.map(Number);
+  return octets.every((octet) => octet <= 255) ? octets : null;
+}
+
+function isPrivateIPv4([a = 0, b = 0]: number[]): boolean {
+  return (
+    a === 0 || // this network
+    a === 10 || // RFC 1918
+    a === 127 || // loopback
+    (a === 100 && b >= 64 && b <= 127) || // shared address space (RFC 6598)
+    (a === 169 && b === 254) || // link-local
+    (a === 172 && b >= 16 && b <= 31) || // RFC 1918
+    (a === 192 && b === 168) || // RFC 1918
+    a >= 224 // multicast and reserved
+  );
+}
+
+function isPrivateIPv6(address: string): boolean {
+  if (address === '::' || address === '::1') return true;
+  // IPv4-mapped (::ffff:a.b.c.d, which the URL parser writes as ::ffff:xxxx:xxxx).
+  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
+  if (mapped) {
+    const high = Number.parseInt(mapped[1]!, 16);
+    const low = Number.parseInt(mapped[2]!, 16);
+    return isPrivateIPv4([high >> 8, high & 255, low >> 8, low & 255]);
+  }
+  const first = Number.parseInt(address.split(':')[0] || '0', 16);
+  // fc00::/7 (unique local), fe80::/10 (link-local), ff00::/8 (multicast).
+  return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80 || (first & 0xff00) === 0xff00;
+}

@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import type { Delivery } from '../support/webhook-receiver.ts';
+import { createClient, type HttpHarness } from './http-suite.ts';
+
+/**
+ * Webhooks through the real app. The harness's env sets WEBHOOK_SECRET (the receiver's
+ * secret) and WEBHOOK_ALLOW_PRIVATE, as the receiver is on loopback; `deliveries` reads what
+ * the receiver took (test/support/webhook-receiver.ts). On Node the outbox loop delivers
+ * (test/http/webhooks-http.test.ts), inside workerd the WEBHOOKS queue's consumer does
+ * (test/workers/webhooks.test.ts).
+ */
+export function defineWebhooksSuite(
+  label: string,
+  harness: HttpHarness,
+  receiverUrl: string,
+  deliveries: () => Promise<Delivery[]>,
+): void {
+  const api = createClient(harness);
+  const post = (env: Record<string, string | undefined>, path: string, body: unknown, method = 'POST') =>
+    harness.fetchWithEnv(env, path, {
+      method,
+      headers: { authorization: 'Bearer test-token', 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+
+  describe(`${label}: webhooks`, () => {
+    it('refuses a private or loopback webhook_url (400 naming the field) without WEBHOOK_ALLOW_PRIVATE', async () => {
+      for (const url of [receiverUrl, 'https://10.0.0.1/hook', 'https://[::1]/hook', 'https://localhost/hook']) {
+        const refused = await post({ WEBHOOK_ALLOW_PRIVATE: undefined }, '/v1/sessions', { webhook_url: url });
+        expect(refused.status, url).toBe(400);
+        expect(await refused.json()).toMatchObject({
+          error: { code: 'invalid_request', details: { field: 'webhook_url' } },
+        });
+      }
+      const unsigned = await post({ WEBHOOK_SECRET: undefined }, '/v1/sessions', {
+        webhook_url: 'https://example.com/',
+      });
+      expect(unsigned.status).toBe(400);
+      expect(await unsigned.text()).toMatch(/WEBHOOK_SECRET/);
+      const id = await api.session({ webhook_url: 'https://example.com/hook' });
+      const patched = await post(
+        { WEBHOOK_ALLOW_PRIVATE: undefined },
+        `/v1/sessions/${id}`,
+        { webhook_url: 'https://192.168.0.2/' },
+        'PATCH',
+      );
+      expect(patched.status).toBe(400);
+      expect((await api.get(`/v1/sessions/${id}`)).body.webhook_url).toBe('https://example.com/hook');
+      const allowed = await api.patch(`/v1/sessions/${id}`, { webhook_url: receiverUrl });
+      expect(allowed.status).toBe(200);
+      expect(allowed.body.webhook_url).toBe(receiverUrl);
+      const cleared = await api.patch(`/v1/sessions/${id}`, { webhook_url: null });
+      expect(cleared.body).not.toHaveProperty('webhook_url');
+    });
+
+    it("delivers a turn's turn.completed and session.idle, signed, to the session's webhook_url", async () => {
+      const id = await api.session({ webhook_url: receiverUrl });
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'private words' });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      const ours = await waitFor(deliveries, (all) => {
+        const mine = all.filter((delivery) => delivery.event?.data.session_id === id && delivery.status < 300);
+        return new Set(mine.map((delivery) => delivery.event!.type)).size >= 2 ? mine : null;
+      });
+      expect(ours.every((delivery) => delivery.verified)).toBe(true);
+      const completed = ours.find((delivery) => delivery.event!.type === 'turn.completed')!;
+      expect(completed.event!.data).toMatchObject({ session_id: id, turn: 1, status: 'completed' });
+      expect(completed.event!.data.usage).toMatchObject({ input_tokens: expect.any(Number) });
+      expect(ours.find((delivery) => delivery.event!.type === 'session.idle')!.event!.data).toMatchObject({ turn: 1 });
+      expect(JSON.stringify(ours)).not.toContain('private words');
+    });
+  });
+}
+
+/** Polls until `found` gives a value (a generous bound only against a hang; no time is asserted). */
+async function waitFor<T>(read: () => Promise<Delivery[]>, found: (all: Delivery[]) => T | null): Promise<T> {
+  for (let polls = 0; polls < 400; polls++) {
+    const value = found(await read());
+    if (value !== null) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`no delivery came: ${JSON.stringify(await read())}`);
+}

@@ -1,0 +1,97 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import { FileStore } from '../../lib/store/file.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import { startWebhookReceiver, WEBHOOK_SECRET, type Delivery } from '../support/webhook-receiver.ts';
+import { freePort, startDenoServer, startNodeServer } from './runtime-process.ts';
+
+const TOKEN = 'webhook-token';
+
+/** Polls until `done` holds (a generous bound only against a hang; no time is asserted). */
+async function until(done: () => boolean, what: () => string): Promise<void> {
+  for (let polls = 0; polls < 600; polls++) {
+    if (done()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`gave up waiting: ${what()}`);
+}
+
+// The Node and Deno entries' delivery loop (functions/webhooks.ts) on the file store.
+const runtimes: [string, typeof startNodeServer][] = [
+  ['Node', startNodeServer],
+  ['Deno', startDenoServer],
+];
+for (const [runtime, startServer] of runtimes) {
+  it(`${runtime}: delivers every event at least once, signed, after a SIGKILL before delivering`, async () => {
+    const receiver = await startWebhookReceiver();
+    const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-webhooks-'));
+    const port = await freePort();
+    const environment = {
+      API_TOKEN: TOKEN,
+      DATA_DIR: dataDir,
+      DEFAULT_MODEL: 'echo',
+      WEBHOOK_URL: receiver.url,
+      WEBHOOK_SECRET,
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+    };
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    let server = await startServer(port, environment);
+    try {
+      // The receiver is down: every attempt before the kill fails, so the events stay in the outbox.
+      receiver.answer(500);
+      const id = 'killed';
+      expect(
+        (await fetch(`${server.origin}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ id }) })).status,
+      ).toBe(201);
+      const turn = await fetch(`${server.origin}/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ input: 'one' }),
+      });
+      expect(turn.status).toBe(200);
+      const background = await fetch(`${server.origin}/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ input: 'two', background: true }),
+      });
+      expect(background.status).toBe(202);
+      // turn/1, idle/1, turn/2, idle/2: each attempted once and refused.
+      const attempted = () => new Set(receiver.deliveries.map((delivery) => delivery.id));
+      await until(
+        () => attempted().size >= 4,
+        () => JSON.stringify(receiver.deliveries),
+      );
+      await server.kill();
+      const before = receiver.deliveries.length;
+      expect((await listAll(new FileStore(dataDir), 'webhooks/outbox/')).length).toBe(4);
+
+      receiver.answer(200);
+      server = await startServer(port, environment);
+      // The restarted server drains the outbox on start.
+      await until(
+        () => receiver.delivered().size >= 4,
+        () => JSON.stringify(receiver.deliveries),
+      );
+      const delivered = [...receiver.delivered().values()];
+      expect(delivered.map((delivery) => delivery.id).sort()).toEqual([...attempted()].sort());
+      expect(delivered.every((delivery: Delivery) => delivery.verified)).toBe(true);
+      expect(delivered.map((delivery) => `${delivery.event!.type} ${delivery.event!.data.turn}`).sort()).toEqual([
+        'session.idle 1',
+        'session.idle 2',
+        'turn.completed 1',
+        'turn.completed 2',
+      ]);
+      expect(receiver.deliveries.length).toBeGreaterThan(before);
+      const left = async () => (await listAll(new FileStore(dataDir), 'webhooks/outbox/')).length;
+      for (let polls = 0; polls < 100 && (await left()) > 0; polls++)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(await left()).toBe(0);
+    } finally {
+      await server.stop();
+      await receiver.close();
+      await rm(dataDir, { recursive: true, force: true });
+    }
+  }, 120_000);
+}

@@ -1,0 +1,274 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createServices } from '../../functions/services.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
+import { runTurn } from '../../lib/turn.ts';
+import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
+import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
+import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
+import { DepthStore } from '../support/depth-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { hookedEcho } from '../support/turn-world.ts';
+import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
+
+let receiver: WebhookReceiver;
+beforeAll(async () => {
+  receiver = await startWebhookReceiver();
+});
+afterAll(() => receiver.close());
+beforeEach(() => {
+  receiver.deliveries.length = 0;
+  receiver.answer(200);
+});
+
+/** The services of a deployment sending webhooks to the receiver, on `store`, with a movable clock. */
+function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel) {
+  // The real clock, moved on by the tests (a receiver refuses signatures more than 5 minutes off).
+  const now = { ms: 0 };
+  const clock = () => new Date(Date.now() + now.ms);
+  const config = parseServiceConfig({
+    WEBHOOK_URL: receiver.url,
+    WEBHOOK_SECRET,
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+  });
+  const tasks: Promise<unknown>[] = [];
+  const logged: string[] = [];
+  const services = createServices({
+    store,
+    config,
+    env: {},
+    model: () => model,
+    background: (task) => void tasks.push(task.catch(() => undefined)),
+    log: () => {},
+    clock,
+    webhookSink: outboxSink(store, ''),
+  });
+  const settle = async () => {
+    while (tasks.length > 0) await Promise.all(tasks.splice(0));
+  };
+  const drain = () =>
+    drainOutbox({
+      store,
+      keyPrefix: '',
+      secret: WEBHOOK_SECRET,
+      allowPrivate: true,
+      clock,
+      log: (message) => logged.push(message),
+    });
+  const outbox = async () =>
+    Promise.all(
+      (await listAll(store, 'webhooks/outbox/')).map(async ({ key }) =>
+        JSON.parse(decodeUtf8((await store.get(key))!.body)),
+      ),
+    );
+  return { store, services, settle, drain, outbox, now, logged };
+}
+
+describe('webhook URLs', () => {
+  it('refuses http, private and loopback addresses unless WEBHOOK_ALLOW_PRIVATE is set', () => {
+    const refused = [
+      'http://example.com/hook',
+      'https://127.0.0.1/hook',
+      'https://10.1.2.3/',
+      'https://172.20.0.1/',
+      'https://192.168.1.1/',
+      'https://169.254.169.254/latest/meta-data',
+      'https://0.0.0.0/',
+      'https://[::1]/',
+      'https://[fd12::1]/',
+      'https://[fe80::1]/',
+      'https://[::ffff:127.0.0.1]/',
+      'https://2130706433/',
+      'https://localhost/',
+      'https://api.localhost/',
+      'https://user:pass@example.com/',
+      'not a url',
+    ];
+    for (const url of refused) expect(webhookUrlProblem(url, false), url).not.toBeNull();
+    for (const url of ['https://example.com/hook', 'https://8.8.8.8/', 'https://[2001:db8::1]/'])
+      expect(webhookUrlProblem(url, false), url).toBeNull();
+    for (const url of ['http://127.0.0.1:8080/hook', 'https://10.1.2.3/', 'http://localhost/'])
+      expect(webhookUrlProblem(url, true), url).toBeNull();
+    expect(webhookUrlProblem('ftp://example.com/', true)).not.toBeNull();
+  });
+
+  it('names WEBHOOK_URL and WEBHOOK_SECRET when they are invalid, at once', () => {
+    expect(() => parseServiceConfig({ WEBHOOK_URL: 'https://10.0.0.1/', WEBHOOK_SECRET: 'short' })).toThrow(
+      /WEBHOOK_SECRET.*WEBHOOK_URL|WEBHOOK_URL.*WEBHOOK_SECRET/,
+    );
+    expect(() => parseServiceConfig({ WEBHOOK_URL: 'https://example.com/' })).toThrow(/WEBHOOK_SECRET/);
+    expect(parseServiceConfig({ WEBHOOK_SECRET }).webhooks).toEqual({
+      url: undefined,
+      secret: WEBHOOK_SECRET,
+      allowPrivate: false,
+    });
+    expect(parseServiceConfig({}).webhooks).toBeNull();
+  });
+});
+
+describe('webhook outbox', () => {
+  it('stores turn.completed before the turn is answered, then session.idle, and delivers both signed', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 's1' });
+    const response = await runTurn(w.services, 's1', { input: 'hello' });
+    // Durable before the answer: the idle event follows in the background.
+    expect((await w.outbox()).map((entry) => JSON.parse(entry.body).type)).toEqual(['turn.completed']);
+    await w.settle();
+    expect(await w.drain()).toBeNull();
+    const delivered = [...receiver.delivered().values()];
+    expect(delivered.map((delivery) => delivery.verified)).toEqual([true, true]);
+    const events = delivered.map((delivery) => delivery.event!);
+    expect(events.map((event) => event.type).sort()).toEqual(['session.idle', 'turn.completed']);
+    const completed = events.find((event) => event.type === 'turn.completed')!;
+    expect(completed.data).toMatchObject({ session_id: 's1', turn: 1, status: 'completed', usage: response.usage });
+    // Never the prompt's or the answer's content.
+    expect(JSON.stringify(events)).not.toContain('hello');
+    expect(await w.outbox()).toEqual([]);
+  });
+
+  it('retries with backoff after a 500, with the same webhook-id, until a 200', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 's2', webhook_url: receiver.url });
+    await runTurn(w.services, 's2', { input: 'x', strategies: [] });
+    await w.settle();
+    receiver.answer(500);
+    const wait = await w.drain();
+    expect(wait).toBeGreaterThan(0);
+    const [entry] = (await w.outbox()).filter((e) => JSON.parse(e.body).type === 'turn.completed');
+    expect(entry).toMatchObject({ attempts: 1, last_error: 'answered 500' });
+    // Not due yet: nothing is posted.
+    const posted = receiver.deliveries.length;
+    await w.drain();
+    expect(receiver.deliveries.length).toBe(posted);
+    receiver.answer(200);
+    w.now.ms += wait!;
+    await w.settle();
+    await w.drain();
+    w.now.ms += 60_000;
+    await w.drain();
+    const attempts = receiver.deliveries.filter((delivery) => delivery.id === entry.id);
+    expect(attempts.map((delivery) => [delivery.status, delivery.verified])).toEqual([
+      [500, true],
+      [200, true],
+    ]);
+    expect(await w.outbox()).toEqual([]);
+  });
+
+  it('gives an event up after the last attempt, keeping it under webhooks/dead/ and logging it', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 's3' });
+    await runTurn(w.services, 's3', { input: 'x' });
+    await w.settle();
+    receiver.answer(503);
+    for (let round = 0; round < MAX_ATTEMPTS; round++) {
+      await w.drain();
+      w.now.ms += 3_600_000;
+    }
+    expect(await w.outbox()).toEqual([]);
+    expect((await listAll(w.store, 'webhooks/dead/')).length).toBe(2);
+    expect(w.logged.join('\n')).toMatch(/given up after 15 attempts: answered 503/);
+    expect(receiver.deliveries.length).toBe(2 * MAX_ATTEMPTS);
+  });
+
+  it('sends turn.cancelled for a cancel and turn.failed for a failed turn', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 's4' });
+    const claimed = await w.services.sessions.beginTurn('s4', { input: [] });
+    if (claimed.kind !== 'claimed') throw new Error('not claimed');
+    await w.services.sessions.cancelTurn('s4', 1);
+    const failing = {
+      ...w.services,
+      model: () => ({ ...echoModel, generate: () => Promise.reject(new Error('down')) }),
+    };
+    await expect(runTurn(failing, 's4', { input: 'y' })).rejects.toThrow();
+    await w.settle();
+    await w.drain();
+    const types = [...receiver.delivered().values()].map((delivery) => [
+      delivery.event!.type,
+      delivery.event!.data.turn,
+    ]);
+    expect(types).toEqual(
+      expect.arrayContaining([
+        ['turn.cancelled', 1],
+        ['turn.failed', 2],
+        ['session.idle', 2],
+      ]),
+    );
+  });
+
+  it('keeps the event of a turn whose outbox write failed once, or landed with its answer lost', async () => {
+    for (const after of [false, true]) {
+      const faulty = new FaultyStore(new MemoryStore()).failWhen(
+        ({ operation, key }) => operation === 'put' && key.startsWith('webhooks/outbox/'),
+        { times: 1, after },
+      );
+      const w = world(faulty);
+      await w.services.sessions.create({ id: 's5' });
+      // The completion reads its own write back and tells the outbox again.
+      const response = await runTurn(w.services, 's5', { input: 'x' });
+      expect(faulty.injected).toBe(1);
+      const [entry] = await w.outbox();
+      expect(JSON.parse(entry.body)).toMatchObject({ type: 'turn.completed', data: { turn: response.turn } });
+    }
+  });
+
+  it('answers no turn whose event could not be stored: the client is told it failed', async () => {
+    const faulty = new FaultyStore(new MemoryStore()).failWhen(
+      ({ operation, key }) => operation === 'put' && key.startsWith('webhooks/outbox/'),
+    );
+    const w = world(faulty);
+    await w.services.sessions.create({ id: 's6' });
+    await expect(runTurn(w.services, 's6', { input: 'x' })).rejects.toMatchObject({ code: 'storage_error' });
+    expect(await w.outbox()).toEqual([]);
+    // Its Idempotency-Key-less retry is a new turn, whose event is stored once the store heals.
+    faulty.heal();
+    const next = await runTurn(w.services, 's6', { input: 'again' });
+    expect((await w.outbox()).map((entry) => JSON.parse(entry.body).data.turn)).toEqual([next.turn]);
+  });
+
+  it('adds no round trip before the model call, and one after it: the entry after the completion', async () => {
+    const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
+    const seen = { before: 0, endedAt: 0 };
+    const model = hookedEcho(
+      'echo',
+      async () => {
+        seen.before = store.depth((call) => call.endedAt !== undefined);
+        await store.idle();
+      },
+      () => {
+        seen.endedAt = performance.now();
+      },
+    );
+    const w = world(store, model);
+    await w.services.sessions.create({ id: 's7', webhook_url: receiver.url });
+    for (const input of ['one', 'two', 'three']) await runTurn(w.services, 's7', { input });
+    await w.settle();
+    await w.services.sessions.pack('s7', { refresh: true });
+    store.mark();
+    await runTurn(w.services, 's7', { input: 'measured' });
+    expect(seen.before).toBeLessThanOrEqual(2);
+    const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
+    const done = late.find((call) => call.key.endsWith('.done'))!;
+    const entry = late.find((call) => call.key.startsWith('webhooks/outbox/'))!;
+    expect(entry.depth).toBe(done.depth + 1);
+  });
+
+  it('delivers an entry again when its delete after delivery failed, under the same webhook-id', async () => {
+    const faulty = new FaultyStore(new MemoryStore()).failWhen(
+      ({ operation, key }) => operation === 'delete' && key.startsWith('webhooks/outbox/'),
+      { times: 1 },
+    );
+    const w = world(faulty);
+    await w.services.sessions.create({ id: 's8' });
+    await runTurn(w.services, 's8', { input: 'x', strategies: [] });
+    await expect(w.drain()).rejects.toMatchObject({ code: 'storage_error' });
+    await w.settle();
+    await w.drain();
+    const [first] = receiver.deliveries;
+    expect(receiver.deliveries.filter((delivery) => delivery.id === first!.id).length).toBe(2);
+    expect(await w.outbox()).toEqual([]);
+  });
+});

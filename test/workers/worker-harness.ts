@@ -1,0 +1,43 @@
+import { createExecutionContext, env, SELF } from 'cloudflare:test';
+import worker from '../../functions/worker.ts';
+import { R2Store } from '../../lib/store/r2.ts';
+import type { HttpHarness } from '../http/http-suite.ts';
+
+/**
+ * The HTTP suites' harness inside workerd: requests go through the real worker (SELF) with
+ * the local R2 bucket from wrangler.toml (vitest.config.ts passes API_TOKEN=test-token, a
+ * TOKEN_SIGNING_KEY and the webhook settings); a request with other env variables calls the
+ * worker's fetch with the bindings changed.
+ */
+export const bindings = env as unknown as Record<string, unknown> & { BUCKET: R2Bucket };
+const origin = 'https://tailgate.test';
+
+export function workerHarness(): HttpHarness {
+  const logged: string[] = [];
+  return {
+    fetch: (path, init) => SELF.fetch(`${origin}${path}`, init),
+    fetchWithEnv: async (overrides, path, init) => {
+      const environment: Record<string, unknown> = { ...bindings };
+      for (const [name, value] of Object.entries(overrides)) {
+        if (value === undefined) delete environment[name];
+        else environment[name] = value;
+      }
+      // The worker logs server-side failures with console.error: collect them for the tests that
+      // expect one, instead of printing them.
+      const error = console.error;
+      console.error = (message?: unknown) => logged.push(String(message));
+      try {
+        return await worker.fetch(
+          new Request(`${origin}${path}`, init) as never,
+          environment as never,
+          createExecutionContext(),
+        );
+      } finally {
+        console.error = error;
+      }
+    },
+    store: new R2Store(bindings.BUCKET),
+    keyPrefix: typeof bindings.KEY_PREFIX === 'string' ? bindings.KEY_PREFIX : '',
+    logged,
+  };
+}

@@ -2,17 +2,20 @@ import OpenAI from 'openai';
 import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { SlowJournalStore } from '../support/slow-journal-store.ts';
 import { startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // Background responses and resumable streams through the official `openai` client against the
 // real app on a loopback Node server: the turn runs in the process, its events are journaled,
 // and `responses.retrieve(id, {stream: true, starting_after})` resumes them. The model is a
 // loopback OpenAI-compatible provider that streams slowly (so readers meet the turn live,
-// across several journal batches), or hangs on `hang` (for a cancel).
+// across several journal batches), or hangs on `hang` (for a cancel); the journal's writes take
+// a while to land (test/support/slow-journal-store.ts), so readers also meet a batch in flight.
 let provider: FakeProvider;
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
 let client: OpenAI;
 const WORDS = 40;
+const journalStore = new SlowJournalStore(5);
 
 /** A chat completion stream of `WORDS` words, one chunk each. */
 function slowAnswer(): string {
@@ -29,13 +32,16 @@ beforeAll(async () => {
   provider = await startFakeProvider((request) =>
     JSON.stringify(request.body).includes('hang') ? { hang: true } : { sse: slowAnswer(), gapMs: 40 },
   );
-  tailgate = await startTailgate({
-    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
-    MODEL_ALIASES: 'slow=openai-compatible:fake',
-    MODEL_MAX_RETRIES: '0',
-    MODEL_TIMEOUT_MS: '600000',
-    TURN_LEASE_MS: '3000',
-  });
+  tailgate = await startTailgate(
+    {
+      OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+      MODEL_ALIASES: 'slow=openai-compatible:fake',
+      MODEL_MAX_RETRIES: '0',
+      MODEL_TIMEOUT_MS: '600000',
+      TURN_LEASE_MS: '3000',
+    },
+    journalStore,
+  );
   client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
 });
 afterAll(async () => {
@@ -106,15 +112,24 @@ describe('the official openai client: background responses', () => {
   });
 
   it('a client reconnecting at random points, while the turn streams, gets every event once, in order', async () => {
-    const created = await client.responses.create({ model: 'slow', input: 'live', background: true });
-    const seen: ResponseStreamEvent[] = [];
-    let state = 11;
-    for (let connections = 0; connections < 300 && seen.at(-1)?.type !== 'response.completed'; connections++) {
-      state = (state * 48271) % 2147483647;
-      seen.push(...(await readEvents(created.id, seen.at(-1)?.sequence_number, 1 + (state % 7))));
-    }
-    expect(seen.map((event) => event.sequence_number)).toEqual(seen.map((_, index) => index));
-    expect(textOf(seen)).toBe(expectedText);
+    let duringWrite = 0;
+    const reader = async (seed: number) => {
+      const created = await client.responses.create({ model: 'slow', input: 'live', background: true });
+      const seen: ResponseStreamEvent[] = [];
+      let state = seed;
+      for (let connections = 0; connections < 300 && seen.at(-1)?.type !== 'response.completed'; connections++) {
+        state = (state * 48271) % 2147483647;
+        seen.push(...(await readEvents(created.id, seen.at(-1)?.sequence_number, 1 + (state % 7))));
+        if (journalStore.inFlight > 0) duringWrite += 1;
+      }
+      expect(seen.map((event) => event.sequence_number)).toEqual(seen.map((_, index) => index));
+      expect(textOf(seen)).toBe(expectedText);
+      // The same events as a reader that never disconnected.
+      const whole = await readEvents(created.id, undefined);
+      expect(seen.slice(0, -1)).toEqual(whole.slice(0, -1));
+    };
+    await Promise.all([11, 23, 37].map(reader));
+    expect(duringWrite).toBeGreaterThan(0);
   });
 
   it('streams with stream: true and keeps running when the client goes away', async () => {

@@ -267,26 +267,6 @@ export const responseIdParamsSchema = z.object({
     .meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
 });
 
-const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
-
-/** `responses.retrieve(id, {stream, starting_after})`: a background response's events, replayed then followed. */
-export const retrieveQuerySchema = z.object({
-  stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
-  starting_after: z.coerce
-    .number()
-    .int()
-    .min(-1)
-    .max(Number.MAX_SAFE_INTEGER)
-    .optional()
-    .meta({
-      param: { name: 'starting_after', in: 'query' },
-      description: 'Send the events after this sequence_number.',
-    }),
-  include_obfuscation: booleanText
-    .optional()
-    .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
-});
-
 export const inputItemsQuerySchema = z.object({
   limit: z.coerce.number().int().min(1).max(100).optional(),
   order: z.enum(['asc', 'desc']).optional(),
@@ -361,6 +341,27 @@ const noInclude = z
   .optional()
   .refine((value) => value === undefined, { error: 'no include values are supported' });
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
+
+/** `responses.retrieve(id, {stream, starting_after})`: a background response's events, replayed then followed. */
+export const retrieveQuerySchema = z.object({
+  stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
+  starting_after: z.coerce
+    .number()
+    .int()
+    .min(-1)
+    .max(Number.MAX_SAFE_INTEGER)
+    .optional()
+    .meta({
+      param: { name: 'starting_after', in: 'query' },
+      description: 'Send the events after this sequence_number.',
+    }),
+  include_obfuscation: booleanText
+    .optional()
+    .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
+  ...includeQuerySchema.shape,
+});
 
 export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
 export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

@@ -197,5 +197,22 @@ describe('the official openai client: background responses', () => {
     expect(await client.responses.cancel(foreground.id).catch((error: unknown) => error)).toMatchObject({
       status: 400,
     });
+    // Bad retrieve queries are 400s in OpenAI's shape, naming the parameter.
+    const background = await client.responses.create({ model: 'echo', input: 'hi', background: true });
+    for (const [query, param] of [
+      ['stream=yes', 'stream'],
+      ['stream=true&starting_after=x', 'starting_after'],
+      ['starting_after=3', 'starting_after'],
+      ['include=message.output_text.logprobs', 'include'],
+    ]) {
+      const response = await fetch(`${tailgate.baseURL}/responses/${background.id}?${query}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(response.status, query).toBe(400);
+      expect(((await response.json()) as { error: unknown }).error, query).toMatchObject({
+        type: 'invalid_request_error',
+        param,
+      });
+    }
   });
 });

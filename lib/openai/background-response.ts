@@ -105,11 +105,17 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
   if (summary.status !== 'completed') return failedResponse(kept, summary.status, summary.error);
   const { output } = await readResponse(facade, kept.id);
+  // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
+  const turn = { session_id: ref.sessionId, context: summary.context ?? {} } as TurnResponse;
+  const compacted = await compactionOutput(facade, turn);
   return endedResponse(
     kept,
     'completed',
     {
-      output: output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
+      output: [
+        ...output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
+        ...compacted,
+      ],
       ...(summary.usage ? { usage: usageOf(summary.usage) } : {}),
     },
     { context: summary.context },

@@ -185,6 +185,25 @@ describe('the official openai client: background responses', () => {
     expect(events.at(-1)).toMatchObject({ type: 'response.failed', response: { status: 'cancelled' } });
   });
 
+  it('a background response that compacted ends with its compaction item, in retrieve and in its stream', async () => {
+    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+    const threshold = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: threshold });
+    const created = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: long('bravo'),
+      context_management: threshold,
+      background: true,
+    });
+    const ended = await settledResponse(created.id);
+    const sessionId = first.conversation!.id;
+    expect(ended.output.map((item) => item.type)).toEqual(['message', 'compaction']);
+    expect(ended.output.at(-1)).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
+    const events = await readEvents(created.id, undefined);
+    expect(events.at(-1)).toMatchObject({ type: 'response.completed', response: { output: ended.output } });
+  });
+
   it('refuses background with store: false, and a stream of a response that was not in the background', async () => {
     const unstored = await client.responses
       .create({ model: 'echo', input: 'hi', background: true, store: false })

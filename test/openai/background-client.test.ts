@@ -30,7 +30,11 @@ const expectedText = Array.from({ length: WORDS }, (_, index) => `w${index} `).j
 
 beforeAll(async () => {
   provider = await startFakeProvider((request) =>
-    JSON.stringify(request.body).includes('hang') ? { hang: true } : { sse: slowAnswer(), gapMs: 40 },
+    JSON.stringify(request.body).includes('hang')
+      ? { hang: true }
+      : JSON.stringify(request.body).includes('fail')
+        ? { status: 500, json: { error: { message: 'down' } } }
+        : { sse: slowAnswer(), gapMs: 40 },
   );
   tailgate = await startTailgate(
     {
@@ -204,6 +208,26 @@ describe('the official openai client: background responses', () => {
     expect(events.at(-1)).toMatchObject({ type: 'response.completed', response: { output: ended.output } });
   });
 
+  it('keeps one Idempotency-Key to one background response: a retry answers it as it stands', async () => {
+    const key = { headers: { 'Idempotency-Key': `bg-${Math.random()}` } };
+    const body = { model: 'echo', input: 'once', background: true };
+    const created = await client.responses.create(body, key);
+    await settledResponse(created.id);
+    const again = await client.responses.create(body, key);
+    expect(again).toMatchObject({ id: created.id, status: 'completed', output_text: 'echo: once' });
+    const items = await client.conversations.items.list(created.conversation!.id);
+    expect(items.data).toHaveLength(2);
+  });
+
+  it('a background response whose model fails ends failed, in retrieve and in its stream', async () => {
+    const created = await client.responses.create({ model: 'slow', input: 'fail now', background: true });
+    const ended = await settledResponse(created.id);
+    expect(ended).toMatchObject({ status: 'failed', output: [], error: { code: 'model_error' } });
+    const events = await readEvents(created.id, undefined);
+    expect(events.at(-1)).toMatchObject({ type: 'response.failed', response: { status: 'failed' } });
+    expect(await client.responses.cancel(created.id)).toMatchObject({ status: 'failed' });
+  });
+
   it('refuses background with store: false, and a stream of a response that was not in the background', async () => {
     const unstored = await client.responses
       .create({ model: 'echo', input: 'hi', background: true, store: false })
@@ -216,6 +240,8 @@ describe('the official openai client: background responses', () => {
     expect(await client.responses.cancel(foreground.id).catch((error: unknown) => error)).toMatchObject({
       status: 400,
     });
+    const unknown = await readEvents('resp_nothing_1_1_2', undefined).catch((error: unknown) => error);
+    expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
     // Bad retrieve queries are 400s in OpenAI's shape, naming the parameter.
     const background = await client.responses.create({ model: 'echo', input: 'hi', background: true });
     for (const [query, param] of [

@@ -3,6 +3,7 @@ import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
+import { resumeSection, type ResumeFigures } from './resume.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -44,6 +45,7 @@ export interface BenchResults {
   inspector?: InspectorFigures;
   transfer?: TransferFigures;
   tracing?: TracingFigures;
+  resume?: ResumeFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -116,6 +118,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
   lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
   lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
+  lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }

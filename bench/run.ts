@@ -3,7 +3,7 @@
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, memory, latency, small-prompt, heap,
  *                                                 compaction, workerd, reliability, inspector, transfer,
- *                                                 tracing; prints
+ *                                                 tracing, resume; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -36,6 +36,7 @@ import { measureLatency } from './latency.ts';
 import { WorkerdTurnDriver } from './workerd-driver.ts';
 import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
+import { measureResume } from './resume.ts';
 
 const SECTIONS = [
   'strategies',
@@ -50,6 +51,7 @@ const SECTIONS = [
   'inspector',
   'transfer',
   'tracing',
+  'resume',
 ] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -282,6 +284,18 @@ if (runs('tracing')) {
     log,
   });
   ended('tracing');
+}
+
+if (runs('resume')) {
+  log('resumed streams: reader lag and journal writes (bench/resume.ts)');
+  results.resume = await measureResume({
+    ...(quick ? { seconds: 2, readers: 4 } : { seconds: 10, readers: 20 }),
+    gapMs: 50,
+    delayMs: 25,
+    seed: 13,
+    log,
+  });
+  ended('resume');
 }
 
 results.durationMs = performance.now() - started;

@@ -1,10 +1,17 @@
-import type { CompactedResponse, ResponseCompactionItem } from 'openai/resources/responses/responses';
+import type {
+  CompactedResponse,
+  ResponseCompactionItem,
+  ResponseOutputItem,
+} from 'openai/resources/responses/responses';
 import { compactionSizes, planCompaction, summarizeContext } from '../compaction/index.ts';
 import type { Item, PromptItem } from '../items.ts';
 import type { Model } from '../models/model.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
+import type { TurnResponse } from '../turn.ts';
+import type { Facade } from './facade.ts';
+import { compactionId } from './ids.ts';
 
 /**
  * OpenAI's compaction items over tailgate's compaction (lib/compaction). OpenAI returns the
@@ -15,6 +22,18 @@ import type { TokenEncoders } from '../tokens/token-counter.ts';
 /** A compaction item carrying `summary` as plain text. */
 export function compactionItem(id: string, summary: string): ResponseCompactionItem {
   return { type: 'compaction', id, encrypted_content: summary, created_by: 'tailgate' };
+}
+
+/**
+ * The compaction item of a turn that compacted (its summary is read back from the session,
+ * one get); none for other turns, or when a later compaction has moved the context since.
+ */
+export async function compactionOutput(facade: Facade, response: TurnResponse): Promise<ResponseOutputItem[]> {
+  const moved = response.context.compaction;
+  if (!moved) return [];
+  const current = await facade.services.sessions.currentContext(response.session_id);
+  if (current?.start_seq !== moved.start_seq) return [];
+  return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
 }
 
 /** A compacted response (`client.responses.compact`): its output and zero usage (the summary call is not metered). */

@@ -1,11 +1,13 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotNewestTurnError } from '../errors.ts';
+import { OpenAIApiError } from './errors.ts';
 import type { ClientItem } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn.ts';
-import { compactionItem } from './compaction.ts';
+import { createBackgroundResponse } from './background-response.ts';
+import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { findHistory, indexHistory } from './history-index.ts';
-import { compactionId, itemId, responseId, type ResponseRef } from './ids.ts';
+import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -27,12 +29,19 @@ export async function createResponse(
   idempotencyKey: string | undefined,
 ): Promise<TailgateResponse | Response> {
   const prepared = prepareResponseRequest(facade, body);
+  if (body.store === false && body.background)
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'background responses are stored: store must not be false',
+      'background',
+    );
   if (body.store === false) return createStatelessResponse(facade, prepared);
   return createStoredResponse(facade, prepared, idempotencyKey);
 }
 
 /** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
-interface StoredContext {
+export interface StoredContext {
   session: { id: string; created_at: string };
   inputCount: number;
   fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
@@ -80,18 +89,6 @@ function storedResponse(
     usage: usageOf(response.usage),
     tailgate: { session_id: response.session_id, turn: response.turn, context: response.context },
   });
-}
-
-/**
- * The compaction item of a turn that compacted (its summary is read back from the session,
- * one get); none for other turns, or when a later compaction has moved the context since.
- */
-async function compactionOutput(facade: Facade, response: TurnResponse): Promise<ResponseOutputItem[]> {
-  const moved = response.context.compaction;
-  if (!moved) return [];
-  const current = await facade.services.sessions.currentContext(response.session_id);
-  if (current?.start_seq !== moved.start_seq) return [];
-  return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
 }
 
 async function createStoredResponse(
@@ -165,6 +162,8 @@ async function createStoredResponse(
     );
     return createStoredResponse(facade, prepared, idempotencyKey, fork);
   };
+  if (body.background)
+    return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);
   if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
   const pending = runTurn(services, sessionId, request, options);
   services.background(

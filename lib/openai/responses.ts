@@ -186,6 +186,8 @@ export interface ResponseFields {
   previousResponseId: string | null;
   conversationId: string | null;
   store: boolean;
+  /** Created with `background: true` (lib/openai/background-response.ts). */
+  background?: boolean;
   error?: { code: string; message: string };
   /** tailgate's own account of the turn (session, turn, notices, context counts). */
   tailgate?: Record<string, unknown>;
@@ -207,7 +209,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     created_at: seconds(fields.createdAt),
     completed_at: ended ? seconds(new Date()) : null,
     status: fields.status,
-    background: false,
+    background: fields.background ?? false,
     error: fields.error
       ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message }
       : null,

@@ -207,7 +207,15 @@ export const responseCreateSchema = z
       )
       .nullable()
       .optional(),
-    background: z.literal(false, { error: 'background responses are not supported' }).nullable().optional(),
+    background: z
+      .boolean()
+      .nullable()
+      .optional()
+      .meta({
+        description:
+          'Run the response with no client connected: answered at once with status queued ' +
+          '(docs/OPENAI.md, "Background responses").',
+      }),
     prompt_cache_key: z.string().min(1).max(256).nullable().optional(),
     context_management: z
       .array(
@@ -333,6 +341,27 @@ const noInclude = z
   .optional()
   .refine((value) => value === undefined, { error: 'no include values are supported' });
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
+
+/** `responses.retrieve(id, {stream, starting_after})`: a background response's events, replayed then followed. */
+export const retrieveQuerySchema = z.object({
+  stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
+  starting_after: z.coerce
+    .number()
+    .int()
+    .min(-1)
+    .max(Number.MAX_SAFE_INTEGER)
+    .optional()
+    .meta({
+      param: { name: 'starting_after', in: 'query' },
+      description: 'Send the events after this sequence_number.',
+    }),
+  include_obfuscation: booleanText
+    .optional()
+    .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
+  ...includeQuerySchema.shape,
+});
 
 export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
 export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

@@ -41,10 +41,11 @@ export function eventQueue<Event>() {
 
 const encoder = new TextEncoder();
 
-/** A 200 `text/event-stream` response of `messages`. */
-export function sseResponse(messages: AsyncIterable<SseMessage>): Response {
+/** A 200 `text/event-stream` response of `messages`; `onCancel` runs when the client goes away. */
+export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () => void): Response {
   const iterator = messages[Symbol.asyncIterator]();
   const body = new ReadableStream<Uint8Array>({
+    cancel: () => onCancel?.(),
     async pull(controller) {
       const next = await iterator.next();
       if (next.done) controller.close();
@@ -60,11 +61,19 @@ export function sseResponse(messages: AsyncIterable<SseMessage>): Response {
   });
 }
 
-/** Responses events as server-sent events: a writer and the response that streams what it writes. */
-export function responseEventStream(itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0]) {
+/**
+ * Responses events as server-sent events: a writer and the response that streams what it
+ * writes, from the event after sequence number `after` (a resumed stream writes every event
+ * again, and the client gets those it has not seen).
+ */
+export function responseEventStream(
+  itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
+  options: { after?: number; onCancel?: () => void } = {},
+) {
   const queue = eventQueue<SseMessage>();
-  const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) =>
-    queue.push({ event: event.type, data: JSON.stringify(event) }),
-  );
-  return { writer, close: () => queue.close(), response: () => sseResponse(queue) };
+  const after = options.after ?? -1;
+  const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) => {
+    if (event.sequence_number > after) queue.push({ event: event.type, data: JSON.stringify(event) });
+  });
+  return { writer, close: () => queue.close(), response: () => sseResponse(queue, options.onCancel) };
 }

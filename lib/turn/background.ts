@@ -31,13 +31,14 @@ export async function claimBackgroundTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string } = {},
+  options: { idempotencyKey?: string; afterTurn?: number } = {},
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   checkRequest(services, request);
   const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
   return claimInput(services, sessionId, {
     input,
     request: requestRecord(request),
+    ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
@@ -51,7 +52,7 @@ export async function claimBackgroundTurn(
 export async function claimInput(
   services: TurnServices,
   sessionId: string,
-  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash'> & {
+  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn'> & {
     request: Record<string, unknown>;
   },
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {

@@ -11,6 +11,7 @@ import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
 import { measureLatency } from '../../bench/latency.ts';
+import { measureResume } from '../../bench/resume.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -204,7 +205,7 @@ describe('bench', () => {
       notices: 1,
     });
     const notRun = Object.fromEntries(
-      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer'].map((section) => [
+      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer', 'resume'].map((section) => [
         section,
         'not run: the run had --only=memory',
       ]),
@@ -243,7 +244,26 @@ describe('bench', () => {
       'transfer: the import stored too few items',
       'transfer: the export differs from the imported stream',
       'transfer: nothing measured',
+      'resume: no event reached a resumed reader',
+      'resume: no journal written',
+      'resume: a streamed turn added more than one write a second plus 2',
     ]);
+  });
+
+  it('measures how far resumed readers lag a streamed turn, and the writes its journal adds', async () => {
+    const resume = await measureResume({ seconds: 1.5, gapMs: 50, delayMs: 5, readers: 3, seed: 3 });
+    expect(resume.events).toBeGreaterThan(0);
+    expect(resume.journalWrites).toBeGreaterThanOrEqual(2);
+    expect(resume.operationsStreamed - resume.operationsPlain).toBeLessThanOrEqual(Math.ceil(resume.seconds) + 2);
+    const notRun = { memory: 'not run: the run had --only=resume', workerd: 'not run: x', strategies: 'not run: x' };
+    const others = ['cache', 'heap', 'compaction', 'reliability', 'transfer'];
+    const notMeasured = { ...notRun, ...Object.fromEntries(others.map((section) => [section, 'not run: x'])) };
+    expect(quickCheckFailures({ ...runHeader(), resume, notMeasured })).toEqual([]);
+    const costly = { ...resume, operationsStreamed: resume.operationsPlain + 9 };
+    expect(quickCheckFailures({ ...runHeader(), resume: costly, notMeasured })).toEqual([
+      'resume: a streamed turn added more than one write a second plus 2',
+    ]);
+    expect(resultsMarkdown({ ...runHeader(), resume })).toContain('## 9. Resumed streams');
   });
 });
 

@@ -211,7 +211,7 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
 
   it('refuses by name what cannot be honoured', async () => {
     const cases: [Record<string, unknown>, string][] = [
-      [{ background: true }, 'background'],
+      [{ background: true, store: false }, 'background'],
       [{ tools: [{ type: 'web_search' }] }, 'tools[0].type'],
       [{ include: ['message.output_text.logprobs'] }, 'include[0]'],
       [{ reasoning: { effort: 'extreme' } }, 'reasoning.effort'],

@@ -259,7 +259,7 @@ describe('the official openai client: responses', () => {
       });
 
       const background = await client.responses
-        .create({ model: 'echo', input: 'hi', background: true })
+        .create({ model: 'echo', input: 'hi', background: true, store: false })
         .catch((error: unknown) => error);
       expect(background).toBeInstanceOf(OpenAI.BadRequestError);
       expect(background).toMatchObject({ status: 400, param: 'background' });

@@ -6,11 +6,11 @@ import { SIGNING_KEY } from '../http/http-suite.ts';
 
 export const TOKEN = 'openai-facade-token';
 
-/** The real app on a loopback port (Node server), with an in-memory store and `env`. */
+/** The real app on a loopback port (Node server), with an in-memory store (or `store`) and `env`. */
 export async function startTailgate(
   env: Record<string, string> = {},
+  store: MemoryStore = new MemoryStore(),
 ): Promise<{ baseURL: string; store: MemoryStore; close(): Promise<void> }> {
-  const store = new MemoryStore();
   const environment = {
     API_TOKEN: TOKEN,
     TOKEN_SIGNING_KEY: SIGNING_KEY,

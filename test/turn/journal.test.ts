@@ -1,10 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { parseServiceConfig } from '../../lib/config.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
-import type { TurnServices } from '../../lib/turn.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { openTurnServices } from '../support/journal-services.ts';
 
 /** A turn's event journal: batched by time, each key written once, replayed in order. */
 
@@ -19,17 +17,7 @@ class PutCountingStore extends MemoryStore {
 
 async function setup() {
   const store = new PutCountingStore();
-  const sessions = new SessionLog(store);
-  await sessions.create({ id: 'j' });
-  const turn = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
-  if (turn.kind !== 'claimed') throw new Error('expected a claim');
-  const background: Promise<unknown>[] = [];
-  const services = {
-    sessions,
-    log: () => {},
-    config: parseServiceConfig({}),
-    background: (task: Promise<unknown>) => void background.push(task),
-  } as unknown as TurnServices;
+  const { sessions, services, background } = await openTurnServices(store, 'j');
   /** Closes a journal and waits for its last batch (written after the response). */
   const close = async (journal: ReturnType<typeof journalTurn>) => {
     journal.close();

@@ -1,6 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import type { ResponseItem } from 'openai/resources/responses/responses';
 import { z } from 'zod';
+import { cancelResponse, currentResponse, streamResponse } from '../../../lib/openai/background-response.ts';
 import { createResponse } from '../../../lib/openai/create-response.ts';
 import { OpenAIApiError } from '../../../lib/openai/errors.ts';
 import { storedItem } from '../../../lib/openai/responses.ts';
@@ -10,8 +11,9 @@ import {
   openaiObjectSchema,
   responseCreateSchema,
   responseIdParamsSchema,
+  retrieveQuerySchema,
 } from '../../../lib/openai/schemas.ts';
-import { getResponse, itemKindId, readResponse } from '../../../lib/openai/stored-responses.ts';
+import { itemKindId, readResponse } from '../../../lib/openai/stored-responses.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
@@ -53,11 +55,17 @@ const getResponseRoute = createRoute({
   method: 'get',
   path: '/v1/responses/{id}',
   tags: ['openai'],
-  summary: 'Read a stored response: the object its create answered',
+  summary: 'Read a stored response: the object its create answered; a background one as it stands',
+  description:
+    "With `stream=true`, a background response's Responses events (server-sent), replayed from its journal after " +
+    '`starting_after` (a sequence_number) and followed live to its end, from any process.',
   security: requires('session:read'),
-  request: { params: responseIdParamsSchema },
+  request: { params: responseIdParamsSchema, query: retrieveQuerySchema },
   responses: {
-    200: { description: 'The response object', content: { 'application/json': { schema: openaiObjectSchema } } },
+    200: {
+      description: 'The response object, or with `stream=true` the Responses server-sent events',
+      content: { 'application/json': { schema: openaiObjectSchema }, 'text/event-stream': { schema: z.string() } },
+    },
     ...openaiErrors(400, 401, 403, 404),
   },
 });
@@ -66,12 +74,13 @@ const cancelResponseRoute = createRoute({
   method: 'post',
   path: '/v1/responses/{id}/cancel',
   tags: ['openai'],
-  summary: 'Cancel a background response: tailgate runs none, so a stored response is 400 (it is not running)',
+  summary: 'Cancel a background response: its turn stops, its notices go back, its partial output is not stored',
+  description: 'A background response that already ended is answered as it stands; any other response is 400.',
   security: requires('session:turn'),
   request: { params: responseIdParamsSchema },
   responses: {
     200: {
-      description: 'Never: no response runs in the background',
+      description: 'The response, `cancelled` (or as it ended)',
       content: { 'application/json': { schema: openaiObjectSchema } },
     },
     ...openaiErrors(400, 401, 403, 404),
@@ -111,14 +120,17 @@ export function responseRoutes() {
       const result = await createResponse(facadeOf(c), c.req.valid('json'), c.req.valid('header')['idempotency-key']);
       return result instanceof Response ? result : c.json(openaiObject(result), 200);
     })
-    .openapi(getResponseRoute, async (c) =>
-      c.json(openaiObject(await getResponse(facadeOf(c), c.req.valid('param').id)), 200),
-    )
-    .openapi(cancelResponseRoute, async (c) => {
-      // OpenAI cancels only responses created with background: true; tailgate's all ran in the request.
-      await getResponse(facadeOf(c), c.req.valid('param').id);
-      throw new OpenAIApiError(400, 'invalid_request', 'Cannot cancel a synchronous response.', null);
+    .openapi(getResponseRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { stream, starting_after: after } = c.req.valid('query');
+      if (stream) return streamResponse(facadeOf(c), id, after ?? -1);
+      if (after !== undefined)
+        throw new OpenAIApiError(400, 'invalid_request', 'starting_after is for stream=true', 'starting_after');
+      return c.json(openaiObject(await currentResponse(facadeOf(c), id)), 200);
     })
+    .openapi(cancelResponseRoute, async (c) =>
+      c.json(openaiObject(await cancelResponse(facadeOf(c), c.req.valid('param').id)), 200),
+    )
     .openapi(inputItemsRoute, async (c) => {
       const id = c.req.valid('param').id;
       const { ref, input } = await readResponse(facadeOf(c), id);

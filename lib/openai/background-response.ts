@@ -1,0 +1,229 @@
+import type { ResponseOutputItem } from 'openai/resources/responses/responses';
+import { clientError, NotFoundError, TurnNotOpenError } from '../errors.ts';
+import type { TurnSummary } from '../session/log/turns.ts';
+import {
+  claimBackgroundTurn,
+  journalEvents,
+  pickUp,
+  startRun,
+  type TurnEvent,
+  type TurnOptions,
+  type TurnRequest,
+  type TurnResponse,
+} from '../turn.ts';
+import type { StoredContext } from './create-response.ts';
+import { compactionOutput } from './compaction.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { buildResponse, outputItem, outputText, usageOf, type TailgateResponse } from './responses.ts';
+import { responseEventStream } from './sse.ts';
+import { getResponse, itemKindId, readResponse, saveResponse } from './stored-responses.ts';
+
+/**
+ * Background responses (`background: true`): the native background turn (lib/turn/background.ts)
+ * under a response id. The create claims the turn, keeps the response object as it stands then
+ * (status `queued`, create-only beside the session, as every stored response is kept) and hands
+ * the turn to its runner. GET reads the turn's receipt while that object says it runs; cancel
+ * is the native cancel; `GET ...?stream=true` maps the turn's event journal onto the Responses
+ * events, numbered the same on every replay, so `starting_after` resumes from any process.
+ */
+
+type TurnStatus = TurnSummary['status'];
+
+/** A turn's receipt status as a response's. */
+function responseStatus(status: TurnStatus): TailgateResponse['status'] {
+  if (status === 'queued' || status === 'in_progress' || status === 'completed' || status === 'cancelled')
+    return status;
+  return 'failed';
+}
+
+/** POST /v1/responses with `background: true`: the queued response, or with `stream` its events. */
+export async function createBackgroundResponse(
+  facade: Facade,
+  context: StoredContext,
+  request: TurnRequest,
+  options: TurnOptions,
+  stream: boolean,
+): Promise<TailgateResponse | Response> {
+  const { services } = facade;
+  const sessionId = context.session.id;
+  const claimed = await claimBackgroundTurn(services, sessionId, request, options);
+  const { input } = await services.sessions.getTurn(sessionId, claimed.turn);
+  const outputSeq = (input?.last_seq ?? 0) + 1;
+  const ref: ResponseRef = {
+    sessionId,
+    turn: claimed.turn,
+    inputSeq: input?.first_seq ?? outputSeq - context.inputCount,
+    outputSeq,
+  };
+  const queued = buildResponse({
+    ...context.fields,
+    id: responseId(ref),
+    createdAt: new Date(),
+    status: 'queued',
+    output: [],
+    background: true,
+    tailgate: { session_id: sessionId, turn: claimed.turn },
+  });
+  // Kept before the runner starts, so GET finds it; a keyed retry keeps the first.
+  await saveResponse(facade, context.session, claimed.turn, queued);
+  if (claimed.run) await startRun(services, claimed.run);
+  if (stream) return responseEvents(facade, queued, -1);
+  return claimed.run ? queued : currentResponse(facade, queued.id);
+}
+
+/** A background response's object once it ended, from the object kept when it was created. */
+function endedResponse(
+  kept: TailgateResponse,
+  status: TailgateResponse['status'],
+  ended: { output?: ResponseOutputItem[]; usage?: TailgateResponse['usage']; error?: TailgateResponse['error'] },
+  tailgate: Record<string, unknown>,
+): TailgateResponse {
+  const output = ended.output ?? [];
+  // `usage` is null until a response ended (the specification's; the SDK types it optional).
+  return {
+    ...kept,
+    status,
+    completed_at: Math.floor(Date.now() / 1000),
+    output,
+    output_text: outputText(output),
+    usage: ended.usage ?? null,
+    error: ended.error ?? null,
+    tailgate: { ...kept.tailgate, ...tailgate },
+  } as TailgateResponse;
+}
+
+function failedResponse(kept: TailgateResponse, status: TurnStatus, error: TurnSummary['error']): TailgateResponse {
+  const shown = error ? (clientError(error) as TailgateResponse['error']) : null;
+  return endedResponse(kept, responseStatus(status), { error: shown }, {});
+}
+
+/** The background response `kept` as its turn's receipt says it stands. */
+async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef): Promise<TailgateResponse> {
+  const summary = await facade.services.sessions.getTurn(ref.sessionId, ref.turn);
+  if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
+  if (summary.status !== 'completed') return failedResponse(kept, summary.status, summary.error);
+  const { output } = await readResponse(facade, kept.id);
+  // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
+  const turn = { session_id: ref.sessionId, context: summary.context ?? {} } as TurnResponse;
+  const compacted = await compactionOutput(facade, turn);
+  return endedResponse(
+    kept,
+    'completed',
+    {
+      output: [
+        ...output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
+        ...compacted,
+      ],
+      ...(summary.usage ? { usage: usageOf(summary.usage) } : {}),
+    },
+    { context: summary.context },
+  );
+}
+
+/** GET /v1/responses/{id}: the kept object; a background one that was running, as it stands now. */
+export async function currentResponse(facade: Facade, id: string): Promise<TailgateResponse> {
+  const kept = await getResponse(facade, id);
+  const ref = parseResponseId(id);
+  if (!kept.background || !ref || (kept.status !== 'queued' && kept.status !== 'in_progress')) return kept;
+  return settled(facade, kept, ref);
+}
+
+/**
+ * POST /v1/responses/{id}/cancel: the native cancel of a background response's turn (its runner
+ * stops within a third of the lease, gives its notices back and stores nothing of its answer).
+ * A response that already ended is answered as it stands; a foreground one is OpenAI's 400.
+ */
+export async function cancelResponse(facade: Facade, id: string): Promise<TailgateResponse> {
+  const current = await currentResponse(facade, id);
+  if (!current.background)
+    throw new OpenAIApiError(400, 'invalid_request', 'Cannot cancel a synchronous response.', null);
+  if (current.status !== 'queued' && current.status !== 'in_progress') return current;
+  const { services } = facade;
+  const ref = parseResponseId(id)!;
+  try {
+    await services.sessions.cancelTurn(ref.sessionId, ref.turn);
+    services.background(pickUp(services, ref.sessionId));
+  } catch (error) {
+    if (!(error instanceof TurnNotOpenError)) throw error;
+  }
+  return currentResponse(facade, id);
+}
+
+/** GET /v1/responses/{id}?stream=true: the events of a background response after `after`. */
+export async function streamResponse(facade: Facade, id: string, after: number): Promise<Response> {
+  const kept = await getResponse(facade, id);
+  if (!kept.background)
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'This response was not created with background: true; only background responses can be streamed again.',
+      'stream',
+    );
+  return responseEvents(facade, kept, after);
+}
+
+/**
+ * The Responses events of a background response: its journal replayed from the start through
+ * the one event writer, so each event has the same sequence_number on every replay, and only
+ * those after `after` are sent. Followed live to the end; a client that goes away stops it.
+ */
+function responseEvents(facade: Facade, kept: TailgateResponse, after: number): Response {
+  const ref = parseResponseId(kept.id)!;
+  const stop = new AbortController();
+  const stream = responseEventStream((index, item) => itemId(item.type, ref.sessionId, ref.outputSeq + index), {
+    after,
+    onCancel: () => stop.abort(),
+  });
+  const { writer } = stream;
+  writer.started({ ...kept, status: 'in_progress' });
+  const follow = async () => {
+    let last: TurnEvent | undefined;
+    try {
+      const events = journalEvents(facade.services, ref.sessionId, ref.turn, 0, stop.signal);
+      for await (const { event, data } of events) {
+        last = { event, data } as TurnEvent;
+        if (last.event === 'output_text.delta') writer.delta(last.data.delta);
+        else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
+      }
+    } catch (error) {
+      // A turn closed before it started (cancelled while queued) has no journal.
+      if (!(error instanceof NotFoundError)) throw error;
+    }
+    if (stop.signal.aborted) return;
+    if (last?.event === 'turn.completed') {
+      const compacted = await compactionOutput(facade, last.data);
+      for (const item of compacted) writer.wholeItem(item);
+      writer.completed(completedResponse(kept, ref, last.data, compacted));
+    } else {
+      const ended = await settled(facade, kept, ref);
+      if (ended.status === 'completed') writer.completed(ended);
+      else writer.failed(ended);
+    }
+  };
+  facade.services.background(
+    follow()
+      .catch((error: unknown) => {
+        facade.services.log('tailgate: could not stream a background response', error);
+        writer.failed(failedResponse(kept, 'failed', { code: 'internal_error', message: 'internal error' }));
+      })
+      .finally(stream.close),
+  );
+  return stream.response();
+}
+
+function completedResponse(
+  kept: TailgateResponse,
+  ref: ResponseRef,
+  turn: TurnResponse,
+  compacted: ResponseOutputItem[],
+): TailgateResponse {
+  const output = turn.output.map((item) => outputItem(item, itemId(item.type, ref.sessionId, item.seq)));
+  return endedResponse(
+    kept,
+    'completed',
+    { output: [...output, ...compacted], usage: usageOf(turn.usage) },
+    { context: turn.context },
+  );
+}

@@ -1,0 +1,31 @@
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { PutOptions } from '../../lib/store/object-store.ts';
+import { SeededRandom } from '../../bench/random.ts';
+
+/**
+ * A memory store whose event journal writes (`events/` keys) take a seeded random time before
+ * they land, so readers list and read, connect and disconnect, while a batch is being written.
+ * `inFlight` counts the journal writes under way.
+ */
+export class SlowJournalStore extends MemoryStore {
+  inFlight = 0;
+  readonly #random: SeededRandom;
+  readonly #maxMs: number;
+
+  constructor(seed: number, maxMs = 600) {
+    super();
+    this.#random = new SeededRandom(seed);
+    this.#maxMs = maxMs;
+  }
+
+  override async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+    if (!key.includes('/events/')) return super.put(key, body, options);
+    this.inFlight += 1;
+    try {
+      await new Promise((resolve) => setTimeout(resolve, this.#random.integer(this.#maxMs / 2, this.#maxMs)));
+      return await super.put(key, body, options);
+    } finally {
+      this.inFlight -= 1;
+    }
+  }
+}

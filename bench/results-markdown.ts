@@ -8,6 +8,7 @@ import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
 import type { HeapProbeResult } from './memory-probe.ts';
 import { anthropicReadGoal, cacheCostsMarkdown, type CacheCosts } from './cache-costs.ts';
+import { computerUseGoalRows, computerUseSection, type ComputerUseFigures } from './computer-use.ts';
 import { cachedCost, CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER, type CacheRun } from './prompt-cache.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
@@ -35,6 +36,7 @@ export interface BenchResults {
   workerdError?: string;
   strategies?: StrategyBenchFigure[];
   cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string; costs?: CacheCosts };
+  computerUse?: ComputerUseFigures;
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   latency?: { rows: LatencyRow[]; delayMs: number; modelMs: number };
@@ -101,6 +103,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...latencySection(results));
   lines.push(...strategySection(results));
   lines.push(...cacheSection(results));
+  lines.push(...computerUseSection(results.computerUse, capitalized(notMeasured(results, 'computer-use'))));
   lines.push(...heapSection(results));
   lines.push(...compactionSection(results));
   lines.push(
@@ -330,6 +333,8 @@ function goalRows(results: BenchResults): GoalRow[] {
       });
     }
   }
+  if (results.computerUse)
+    for (const row of computerUseGoalRows(results.computerUse)) rows.push({ ...row, met: yes(row.met) });
   if (results.heap) {
     const peak = Math.max(...results.heap.result.peakGrowthBytes);
     rows.push({

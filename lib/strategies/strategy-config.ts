@@ -63,7 +63,7 @@ export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   epoch_increment_compacted_growth_ratio: 2.0,
   epoch_increment_max_compacted_tool_calls: 160,
   full_images: 3,
-  image_epoch_size: 5,
+  image_epoch_size: 16,
   context_limit: 0,
   response_reserve: 0,
   compact_trigger_ratio: 0.8,

@@ -89,10 +89,12 @@ export function resolveTokenBudget(
 
 /**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
- * approximation otherwise.
+ * approximation otherwise. The OpenAI families (those with an encoding) count images by
+ * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts).
  */
 export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}): TokenCounter {
   const encoding = modelFamily(modelId)?.encoding;
-  const count = encoding ? encoders[encoding] : undefined;
-  return encoding && count ? { name: encoding, count } : approximateTokenCounter;
+  if (!encoding) return approximateTokenCounter;
+  const count = encoders[encoding];
+  return count ? { name: encoding, count, images: 'openai' } : { ...approximateTokenCounter, images: 'openai' };
 }

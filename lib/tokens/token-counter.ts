@@ -1,6 +1,6 @@
 import { outputLength, type PromptItem, type Tool } from '../items.ts';
 import { contentText } from '../content.ts';
-import { mediaTokens } from './media-tokens.ts';
+import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 
 /**
  * Counts the tokens of a text for one model family. A real tokenizer where one fits the
@@ -11,6 +11,8 @@ export interface TokenCounter {
   /** The encoding (`o200k_base`, `cl100k_base`) or `approximate`. */
   readonly name: string;
   count(text: string): number;
+  /** How the model's provider counts images (lib/tokens/media-tokens.ts); Anthropic's when absent. */
+  readonly images?: ImageTokenRule;
 }
 
 /** The BPE encodings a runtime may provide (gpt-tokenizer's module names). */
@@ -56,7 +58,10 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
       Math.ceil(Math.max(0, outputLength(item) - item.output_ref.head.length) / APPROXIMATE_CHARACTERS_PER_TOKEN)
     );
   }
-  const media = item.type === 'function_call' ? 0 : mediaTokens(item.type === 'message' ? item.content : item.output);
+  const media =
+    item.type === 'function_call'
+      ? 0
+      : mediaTokens(item.type === 'message' ? item.content : item.output, counter.images);
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 

@@ -380,6 +380,16 @@ export function computerUseSection(figures: ComputerUseFigures | undefined, notM
       `the whole session up to step ${steps}, ${goals.sessionCostRatio.toFixed(2)}x less ` +
       `(${goals.sessionCostRatio >= COST_RATIO_GOAL ? 'met' : '**not met**'}: keep-all's prompts are small early on).`,
     '',
+    'Why the default reads less from the cache than keep-all: every move of the image boundary (one in ' +
+      '`image_epoch_size` steps) changes the prompt from the oldest newly pruned screenshot on, and no earlier call ' +
+      "wrote a cache entry ending there: with tools offered, the adapter's four breakpoints are the last tool, the " +
+      'instructions and the last two blocks (lib/models/cache-breakpoints.ts), so a move rewrites everything after ' +
+      'the instructions (about 30 k tokens here). Drop-all has no such moves (each screenshot is pruned in the ' +
+      'call it arrives in, so nothing cached changes) and reads 98%. Storage operations per turn are ' +
+      "the turn's 8, one get per image sent whole (keep-all: every screenshot the tool strategy keeps, up to 230), " +
+      'and the records appended since the last pack (the log is packed every 4 steps, a turn is measured every ' +
+      `${figures.measureEvery}th). Bytes read stay within the read budget with images counted at their size.`,
+    '',
   );
   return lines;
 }

@@ -437,7 +437,8 @@ function overheadSection(results: BenchResults): string[] {
       'round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
       "(echo answers with a function_call) and that call's 2 KB output (echo answers with text), with the default " +
       'strategies ' +
-      '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times ' +
+      '`shorten_tools_epoch_increment,shorten_images,inbox`. Then 2 notices are posted and one more turn ' +
+      'delivers them. Times ' +
       'are medians and 95th ' +
       'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the ' +
       'same runtime, in the same run.',

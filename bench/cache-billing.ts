@@ -4,7 +4,8 @@ import { anthropicCacheBreakpoints, makesBlock } from '../lib/models/cache-break
 /**
  * Input cost as the providers bill it, per model call of a simulated session, beside the
  * longest-common-prefix upper bound of bench/prompt-cache.ts. Tokens are estimated at 4
- * characters of the serialized wire JSON each (`estimateTokens`); costs are in tokens at the
+ * characters of the serialized wire JSON each (`estimateTokens`), plus, where the billing is
+ * given a `mediaTokensOf`, each block's images by that rule; costs are in tokens at the
  * provider's base input price (1.0 = one uncached input token), so compare strategies within a
  * provider, not across providers.
  *
@@ -94,6 +95,11 @@ class PrefixIds {
   private readonly byItem = new WeakMap<PromptItem, { id: number; tokens: number }>();
   private readonly byText = new Map<string, number>();
   private readonly chains = new Map<string, number>();
+  private readonly mediaTokensOf: (item: PromptItem) => number;
+
+  constructor(mediaTokensOf: (item: PromptItem) => number) {
+    this.mediaTokensOf = mediaTokensOf;
+  }
 
   block(item: PromptItem): { id: number; tokens: number } {
     const known = this.byItem.get(item);
@@ -104,7 +110,7 @@ class PrefixIds {
       id = this.byText.size + 1;
       this.byText.set(text, id);
     }
-    const block = { id, tokens: estimateTokens(text.length) };
+    const block = { id, tokens: estimateTokens(text.length) + this.mediaTokensOf(item) };
     this.byItem.set(item, block);
     return block;
   }
@@ -122,7 +128,7 @@ class PrefixIds {
 
 export class AnthropicBilling {
   readonly calls: BilledCall[] = [];
-  private readonly ids = new PrefixIds();
+  private readonly ids: PrefixIds;
   /** Prefix id -> when its cache entry expires. */
   private readonly entries = new Map<number, number>();
   private now = 0;
@@ -130,9 +136,15 @@ export class AnthropicBilling {
   private readonly placement: AnthropicPlacement;
   private readonly toolTokens: number;
 
-  constructor(placement: AnthropicPlacement, toolTokens: number) {
+  /** `mediaTokensOf`: the tokens of an item's images and files, beside its text (none by default). */
+  constructor(
+    placement: AnthropicPlacement,
+    toolTokens: number,
+    mediaTokensOf: (item: PromptItem) => number = () => 0,
+  ) {
     this.placement = placement;
     this.toolTokens = toolTokens;
+    this.ids = new PrefixIds(mediaTokensOf);
   }
 
   /** Bills one model call; `stableEnd` is the request's `cacheBreakpoint`. */

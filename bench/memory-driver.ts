@@ -6,7 +6,7 @@ import { resolveModel } from '../lib/models/resolve-model.ts';
 import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import type { PackOptions } from '../lib/session/session-log.ts';
+import type { NewSession, PackOptions } from '../lib/session/session-log.ts';
 import { packOptions, runTurn, sessionStrategyPlan, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
 import { RecordingStore, summarize } from './recording-store.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
@@ -94,16 +94,15 @@ export class MemoryTurnDriver implements TurnDriver {
     };
   }
 
-  async createSession(id: string, instructions: string): Promise<void> {
-    await this.#services.sessions.create({ id, instructions });
+  /** `fields`: the session's other settings (its strategies, their config). */
+  async createSession(id: string, instructions: string, fields: Omit<NewSession, 'id'> = {}): Promise<void> {
+    await this.#services.sessions.create({ ...fields, id, instructions });
   }
 
-  /** Packs the log now (what a turn's background task does), for loading without turns. */
+  /** Packs the log now, as a turn's background task does (the session's strategies), for loading without turns. */
   async pack(id: string): Promise<void> {
-    await this.#services.sessions.pack(
-      id,
-      packOptions(sessionStrategyPlan(this.#services.env, { strategies: null, strategy_config: {} })),
-    );
+    const session = await this.#services.sessions.get(id);
+    await this.#services.sessions.pack(id, packOptions(sessionStrategyPlan(this.#services.env, session)));
   }
 
   async newestPage(id: string): Promise<StoreCounts> {
@@ -118,7 +117,9 @@ export class MemoryTurnDriver implements TurnDriver {
   async append(id: string, items: Item[]): Promise<number> {
     this.counting.reset();
     this.recording.reset();
-    const lastSeq = (await this.#services.sessions.append(id, items)).last_seq;
+    // As POST /items: images and files sent inline are stored as blobs first.
+    const stored = await this.#services.sessions.storeAttachments(id, items);
+    const lastSeq = (await this.#services.sessions.append(id, stored)).last_seq;
     this.appendCounts.push(this.counting.counts);
     this.appendKinds.push(summarize(this.recording.reset()));
     return lastSeq;
@@ -132,7 +133,7 @@ export class MemoryTurnDriver implements TurnDriver {
     const ms = performance.now() - start;
     const storage = this.counting.counts;
     const operations = this.recording.reset();
-    const promptBytes = Buffer.byteLength(JSON.stringify(this.#lastPrompt));
+    const promptBytes = promptByteLength(this.#lastPrompt);
     this.counting.reset();
     await this.runBackground();
     this.recording.reset();
@@ -153,4 +154,15 @@ export class MemoryTurnDriver implements TurnDriver {
   }
 
   async close(): Promise<void> {}
+}
+
+/** UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size. */
+function promptByteLength(prompt: unknown): number {
+  let mediaBytes = 0;
+  const json = JSON.stringify(prompt, (_key, value) => {
+    if (!(value instanceof Uint8Array)) return value;
+    mediaBytes += value.length;
+    return undefined;
+  });
+  return Buffer.byteLength(json) + mediaBytes;
 }

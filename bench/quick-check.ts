@@ -1,3 +1,4 @@
+import { computerUseGoalRows } from './computer-use.ts';
 import type { BenchResults } from './results-markdown.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
 import { storageUnchanged } from './tracing.ts';
@@ -60,6 +61,13 @@ export function quickCheckFailures(results: BenchResults): string[] {
       (results.cache?.runs.length ?? 0) > 0 && results.cache!.runs.every((run) => run.totals.costCached > 0),
       'cache: no simulated runs',
     );
+  if (ran('computer-use')) {
+    const figures = results.computerUse;
+    check(figures?.storage.every((storage) => storage.turns.length > 0) ?? false, 'computer-use: no turns measured');
+    // Deterministic (seeded, billed by the model of bench/cache-billing.ts), so the goals themselves.
+    for (const row of figures ? computerUseGoalRows(figures) : [])
+      check(row.met, `computer-use: ${row.goal}: ${row.measured}, goal ${row.target}`);
+  }
   if (ran('heap')) {
     const heap = results.heap?.result;
     check(

@@ -9,6 +9,7 @@ import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
 import type { HeapProbeResult } from './memory-probe.ts';
 import { anthropicReadGoal, cacheCostsMarkdown, type CacheCosts } from './cache-costs.ts';
+import { computerUseGoalRows, computerUseSection, type ComputerUseFigures } from './computer-use.ts';
 import { cachedCost, CACHE_READ_MULTIPLIER, CACHE_WRITE_MULTIPLIER, type CacheRun } from './prompt-cache.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
 import { median } from './stats.ts';
@@ -37,6 +38,7 @@ export interface BenchResults {
   workerdError?: string;
   strategies?: StrategyBenchFigure[];
   cache?: { runs: CacheRun[]; toolCalls: number; seed: number; chart: string; costs?: CacheCosts };
+  computerUse?: ComputerUseFigures;
   heap?: { result: HeapProbeResult; command: string };
   compaction?: CompactionReadFigure[];
   latency?: { rows: LatencyRow[]; delayMs: number; modelMs: number };
@@ -105,6 +107,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...latencySection(results));
   lines.push(...strategySection(results));
   lines.push(...cacheSection(results));
+  lines.push(...computerUseSection(results.computerUse, capitalized(notMeasured(results, 'computer-use'))));
   lines.push(...heapSection(results));
   lines.push(...compactionSection(results));
   lines.push(
@@ -336,6 +339,8 @@ function goalRows(results: BenchResults): GoalRow[] {
       });
     }
   }
+  if (results.computerUse)
+    for (const row of computerUseGoalRows(results.computerUse)) rows.push({ ...row, met: yes(row.met) });
   if (results.heap) {
     const peak = Math.max(...results.heap.result.peakGrowthBytes);
     rows.push({
@@ -439,7 +444,8 @@ function overheadSection(results: BenchResults): string[] {
       'round so that load on the machine falls on every size alike, alternate a user message `call read_file {...}` ' +
       "(echo answers with a function_call) and that call's 2 KB output (echo answers with text), with the default " +
       'strategies ' +
-      '`shorten_tools_epoch_increment,inbox`. Then 2 notices are posted and one more turn delivers them. Times ' +
+      '`shorten_tools_epoch_increment,shorten_images,inbox`. Then 2 notices are posted and one more turn ' +
+      'delivers them. Times ' +
       'are medians and 95th ' +
       'percentiles of the measured turns after warm-up turns; the ratio is to the p50 at the smallest size of the ' +
       'same runtime, in the same run.',

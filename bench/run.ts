@@ -1,9 +1,9 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
- *   --only=<sections>                             run some of strategies, cache, memory, latency, small-prompt, heap,
- *                                                 compaction, workerd, reliability, inspector, transfer,
- *                                                 tracing, resume; prints
+ *   --only=<sections>                             run some of strategies, cache, computer-use, memory, latency,
+ *                                                 small-prompt, heap, compaction, workerd, reliability, inspector,
+ *                                                 transfer, tracing, resume; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { machineInfo } from './machine.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { measureCacheCosts } from './cache-costs.ts';
+import { measureComputerUseStorage, simulateComputerUse } from './computer-use.ts';
 import { epochSweepChart } from './epoch-sweep-chart.ts';
 import { simulatePromptCache } from './prompt-cache.ts';
 import { promptCacheChart } from './prompt-cache-chart.ts';
@@ -41,6 +42,7 @@ import { measureResume } from './resume.ts';
 const SECTIONS = [
   'strategies',
   'cache',
+  'computer-use',
   'memory',
   'latency',
   'small-prompt',
@@ -167,6 +169,29 @@ if (runs('cache')) {
     costs: { ...costs, sweepChart },
   };
   ended('cache');
+}
+
+if (runs('computer-use')) {
+  // The billing runs all 1,000 steps in both modes (CPU only, seconds); the storage run, with
+  // its 100-300 KB screenshots, is shorter with --quick.
+  const steps = 1_000;
+  const storageSteps = quick ? 40 : 1_000;
+  const measureEvery = quick ? 10 : 50;
+  const seed = 20_261_201;
+  log(`computer use: ${steps} steps billed, ${storageSteps} through turns (bench/computer-use.ts)`);
+  const billing = simulateComputerUse(steps, seed);
+  for (const figure of billing)
+    log(`  ${figure.name}: Anthropic reads ${(figure.readShare * 100).toFixed(1)}%, ${figure.cost.toFixed(0)} cost`);
+  results.computerUse = {
+    steps,
+    storageSteps,
+    seed,
+    measureEvery,
+    command: 'npm run bench -- --only=computer-use',
+    billing,
+    storage: await measureComputerUseStorage(storageSteps, seed, measureEvery, log),
+  };
+  ended('computer-use');
 }
 
 if (runs('memory')) {

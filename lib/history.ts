@@ -12,6 +12,11 @@ import { z } from 'zod';
  *   call has the same call key as an earlier call), base64 of a little-endian bit array.
  *   Enough to recompute any epoch schedule for any configuration.
  * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
+ * - `images`: `input_image` parts in the whole history (message contents and outputs).
+ * - `image_order`: one bit per function_call and per image part in history order (bit set =
+ *   a function_call, clear = an image part; `tool_calls + images` bits), base64 of a
+ *   little-endian bit array. It tells how many calls came before any image (`shorten_images`
+ *   needs the tail that holds its newest whole images).
  */
 export const historyAggregatesSchema = z
   .object({
@@ -19,6 +24,8 @@ export const historyAggregatesSchema = z
     tool_outputs: z.number().int().nonnegative(),
     repeat_flags: z.string(),
     repeated: z.record(z.string(), z.number().int().positive()),
+    images: z.number().int().nonnegative(),
+    image_order: z.string(),
   })
   .strict();
 export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;

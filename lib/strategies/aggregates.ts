@@ -77,7 +77,16 @@ export type SequencedItem = PromptItem & { seq: number };
 
 /** The aggregates of an empty history. */
 export function emptyAggregates(): HistoryAggregates {
-  return { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {} };
+  return { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' };
+}
+
+/** The `input_image` parts of an item: in a message's content or an output's parts (0 for text). */
+export function imagesOf(item: PromptItem): number {
+  const content = item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '';
+  if (typeof content === 'string') return 0;
+  let images = 0;
+  for (const part of content) if (part.type === 'input_image') images += 1;
+  return images;
 }
 
 /**
@@ -107,9 +116,13 @@ export function extendAggregates(
   const newKeys: string[] = [];
   const batchKeys = new Set<string>();
   const setBits: number[] = [];
+  let images = previous.images;
+  const callBits: number[] = [];
   for (const item of newItems) {
+    images += imagesOf(item);
     if (item.type === 'function_call_output') toolOutputs += 1;
     if (item.type !== 'function_call') continue;
+    callBits.push(toolCalls + images);
     const key = callKey(item.name, item.arguments);
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
@@ -124,10 +137,36 @@ export function extendAggregates(
   const flags = new Uint8Array(Math.ceil(toolCalls / 8));
   flags.set(decodeBase64(previous.repeat_flags).subarray(0, flags.length));
   for (const bit of setBits) flags[bit >> 3]! |= 1 << (bit & 7);
+  const order = new Uint8Array(Math.ceil((toolCalls + images) / 8));
+  order.set(decodeBase64(previous.image_order).subarray(0, order.length));
+  for (const bit of callBits) order[bit >> 3]! |= 1 << (bit & 7);
   return {
-    aggregates: { tool_calls: toolCalls, tool_outputs: toolOutputs, repeat_flags: encodeBase64(flags), repeated },
+    aggregates: {
+      tool_calls: toolCalls,
+      tool_outputs: toolOutputs,
+      repeat_flags: encodeBase64(flags),
+      repeated,
+      images,
+      image_order: encodeBase64(order),
+    },
     newKeys,
   };
+}
+
+/**
+ * How many function_calls of the history come before its `newest`-th newest image part
+ * (newest = 1), from `image_order`; 0 when `newest` is 0 or beyond the history's images.
+ */
+export function callsBeforeImage(aggregates: HistoryAggregates, newest: number): number {
+  if (newest <= 0 || newest > aggregates.images) return 0;
+  const bytes = decodeBase64(aggregates.image_order);
+  let images = 0;
+  let callsAfter = 0;
+  for (let bit = aggregates.tool_calls + aggregates.images - 1; bit >= 0; bit -= 1) {
+    if ((bytes[bit >> 3]! & (1 << (bit & 7))) !== 0) callsAfter += 1;
+    else if (++images === newest) break;
+  }
+  return aggregates.tool_calls - callsAfter;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
-import { canonicalArguments, repeatFlagReader, repeatIndices, type HistoryAggregates } from './aggregates.ts';
+import { canonicalArguments, imagesOf, repeatFlagReader, repeatIndices, type HistoryAggregates } from './aggregates.ts';
 import { repeatsAmong, type RepeatsIn } from './epoch-plan.ts';
 
 /** What the strategies know about one tool item of the history. */
@@ -30,6 +30,14 @@ export interface HistoryIndex {
   infoOf(item: PromptItem): ToolInfo | undefined;
   /** Records that `copy` stands for `original` (a compacted copy keeps its position). */
   derive(original: PromptItem, copy: PromptItem): void;
+  /** `input_image` parts in the whole history. */
+  images: number;
+  /**
+   * The position of the last image part of an item of the history, counted newest-first over
+   * every image part of the history (newest = 1); its earlier parts follow on (+1 each).
+   * Undefined for an item without images.
+   */
+  imagePosition(item: PromptItem): number | undefined;
 }
 
 /**
@@ -47,7 +55,8 @@ export interface HistoryIndex {
  * positions are counted from the end of the view (exact for the suffix that selectTail
  * keeps whole; calls before the cut are only there when protected), and a call is
  * protected when its seq is one of the `repeated` values (the aggregates must describe
- * exactly the history the view was taken from).
+ * exactly the history the view was taken from). Image positions are counted the same way, from
+ * the end of the view, with the history's image count from the aggregates.
  */
 export function indexHistory(
   items: readonly PromptItem[],
@@ -137,6 +146,15 @@ export function indexHistory(
     }
   }
   for (const [output, call] of outputCall) info.set(output, info.get(call)!);
+  // Counted over every item handed in, unpaired ones too, as the aggregates count them.
+  const imagePositions = new Map<PromptItem, number>();
+  let imagesSeen = 0;
+  for (let index = items.length - 1; index >= 0; index -= 1) {
+    const images = imagesOf(items[index]!);
+    if (images === 0) continue;
+    imagePositions.set(items[index]!, imagesSeen + 1);
+    imagesSeen += images;
+  }
 
   const history: HistoryIndex = {
     toolCalls,
@@ -146,7 +164,11 @@ export function indexHistory(
     derive: (original, copy) => {
       const known = info.get(original);
       if (known !== undefined) info.set(copy, known);
+      const imagePosition = imagePositions.get(original);
+      if (imagePosition !== undefined) imagePositions.set(copy, imagePosition);
     },
+    images: aggregates ? aggregates.images : imagesSeen,
+    imagePosition: (item) => imagePositions.get(item),
   };
   const sanitized =
     paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));

@@ -8,7 +8,7 @@ import { defaultStrategyConfig, defaultStrategyNames } from './strategy-config.t
 
 /**
  * A strategy list: a custom function, undefined (the configured default: env
- * PROMPT_STRATEGY, else `shorten_tools_epoch_increment,inbox`), a comma-separated string
+ * PROMPT_STRATEGY, else `shorten_tools_epoch_increment,shorten_images,inbox`), a comma-separated string
  * (names trimmed, empty entries ignored) or an array of names.
  */
 export type StrategySpec = string | readonly string[] | ((items: PromptItem[]) => PromptItem[]) | undefined;

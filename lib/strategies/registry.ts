@@ -2,6 +2,7 @@ import { compact } from './compact.ts';
 import { UnknownStrategyError } from '../errors.ts';
 import { inbox } from './inbox.ts';
 import { none } from './none.ts';
+import { shortenImages } from './shorten-images.ts';
 import { shortenToolsEpochIncrement } from './shorten-tools-epoch-increment.ts';
 import { shortenToolsEpoch } from './shorten-tools-epoch.ts';
 import { shortenTools } from './shorten-tools.ts';
@@ -12,6 +13,7 @@ export const builtInStrategies: readonly Strategy[] = [
   shortenTools,
   shortenToolsEpoch,
   shortenToolsEpochIncrement,
+  shortenImages,
   inbox,
   none,
   compact,

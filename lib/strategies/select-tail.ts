@@ -11,7 +11,8 @@ import type { StrategyConfig } from './strategy-config.ts';
  * Strategies that only keep tool items as they are (`none`, `inbox`) need what the others
  * need; a list of only those, a function, shorten_tools (its character budget reaches
  * arbitrarily far back) and a custom strategy without `tailRequirement` need the whole
- * history. Otherwise the largest `toolCalls` and the union of `seqs`.
+ * history. Otherwise the largest `toolCalls` (at least what `tailCalls` asks) and the union of
+ * `seqs`.
  *
  * Example: defaults, 200 calls, no repeats -> `{ toolCalls: 150, seqs: [] }`.
  */
@@ -26,11 +27,21 @@ export function tailRequirement(
   let toolCalls: number | 'all' | undefined;
   let wholeCalls: number | undefined = 0;
   const seqs = new Set<number>();
+  // Strategies with `tailCalls` (shorten_images): the newest calls they count in, and whether
+  // one comes before a strategy that shortens tool items (then the view keeps its tail whole:
+  // an item it had stored compacted would reach them otherwise than it does in the history).
+  let counted = 0;
+  let countingBefore = false;
   for (const strategy of resolved) {
+    if (strategy.tailCalls) {
+      counted = Math.max(counted, strategy.tailCalls(config, aggregates));
+      countingBefore = true;
+    }
     const needed = strategy.tailRequirement
       ? strategy.tailRequirement(config, aggregates)
       : { toolCalls: 'all' as const, seqs: [] };
     if (needed === null) continue;
+    if (countingBefore) wholeCalls = undefined;
     if (needed.toolCalls === 'all' || toolCalls === 'all') toolCalls = 'all';
     else toolCalls = Math.max(toolCalls ?? 0, needed.toolCalls);
     wholeCalls =
@@ -38,6 +49,8 @@ export function tailRequirement(
     for (const seq of needed.seqs) seqs.add(seq);
   }
   if (toolCalls === undefined || toolCalls === 'all') return { toolCalls: 'all', seqs: [] };
+  toolCalls = Math.max(toolCalls, counted);
+  if (wholeCalls !== undefined) wholeCalls = Math.max(wholeCalls, counted);
   return {
     toolCalls,
     seqs: [...seqs].sort((a, b) => a - b),

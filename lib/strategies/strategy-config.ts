@@ -26,6 +26,11 @@ const strategyConfigShape = {
   epoch_increment_max_size: count(),
   epoch_increment_compacted_growth_ratio: z.number().nonnegative(),
   epoch_increment_max_compacted_tool_calls: count(),
+  // shorten_images
+  /** The newest images kept whole. */
+  full_images: count(),
+  /** How many new images move the image boundary at once (it moves every that many images). */
+  image_epoch_size: z.number().int().positive(),
   // token budget and `compact` (lib/compaction/)
   /** Tokens of the model's window; 0 = the model family's default (lib/tokens/model-limits.ts). */
   context_limit: count(),
@@ -57,6 +62,8 @@ export const STRATEGY_CONFIG_DEFAULTS = Object.freeze({
   epoch_increment_max_size: 60,
   epoch_increment_compacted_growth_ratio: 2.0,
   epoch_increment_max_compacted_tool_calls: 160,
+  full_images: 3,
+  image_epoch_size: 16,
   context_limit: 0,
   response_reserve: 0,
   compact_trigger_ratio: 0.8,
@@ -88,7 +95,7 @@ export function strategyConfigEnvName(key: StrategyConfigKey): string {
 }
 
 /** The default strategy list when a request and its session name none. */
-export const DEFAULT_STRATEGIES: readonly string[] = ['shorten_tools_epoch_increment', 'inbox'];
+export const DEFAULT_STRATEGIES: readonly string[] = ['shorten_tools_epoch_increment', 'shorten_images', 'inbox'];
 
 /** The environment variable that overrides {@link DEFAULT_STRATEGIES}. */
 export const PROMPT_STRATEGY_ENV = 'PROMPT_STRATEGY';
@@ -96,7 +103,7 @@ export const PROMPT_STRATEGY_ENV = 'PROMPT_STRATEGY';
 /**
  * The configured default strategy names: `PROMPT_STRATEGY` from the given environment
  * (comma-separated, names trimmed, blanks ignored) when set and not blank, else
- * `shorten_tools_epoch_increment,inbox`. Read per call; nothing is cached.
+ * `shorten_tools_epoch_increment,shorten_images,inbox`. Read per call; nothing is cached.
  */
 export function defaultStrategyNames(env: Record<string, string | undefined> = {}): string[] {
   const configured = env[PROMPT_STRATEGY_ENV];

@@ -39,6 +39,12 @@ export interface Strategy {
    * strategies needs the whole history).
    */
   tailRequirement?(config: StrategyConfig, aggregates: HistoryAggregates): TailRequirement | null;
+  /**
+   * For a strategy whose `tailRequirement` is null that still counts items of the history (as
+   * `shorten_images` counts images): how many of the newest tool calls it needs in the tail,
+   * stored whole, when the other strategies of the list cut it.
+   */
+  tailCalls?(config: StrategyConfig, aggregates: HistoryAggregates): number;
 }
 
 /** Maps names to strategies. Immutable: `with` returns a new registry. */

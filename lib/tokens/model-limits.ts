@@ -1,4 +1,3 @@
-import { LOW_DETAIL_IMAGE_TOKENS } from './media-tokens.ts';
 import { approximateTokenCounter, type TokenCounter, type TokenEncoders, type TokenEncoding } from './token-counter.ts';
 
 /** What is known of a model family: its context window, a default response reserve, its tokenizer. */
@@ -90,12 +89,12 @@ export function resolveTokenBudget(
 
 /**
  * The counter for a model: its family's BPE encoding when the runtime provided it, the
- * approximation otherwise; for OpenAI's models (`openai:`), an image with `detail: "low"`
- * counts {@link LOW_DETAIL_IMAGE_TOKENS}.
+ * approximation otherwise. The OpenAI families (those with an encoding) count images by
+ * OpenAI's rule, every other model by Anthropic's (lib/tokens/media-tokens.ts).
  */
 export function tokenCounterFor(modelId: string, encoders: TokenEncoders = {}): TokenCounter {
   const encoding = modelFamily(modelId)?.encoding;
-  const count = encoding ? encoders[encoding] : undefined;
-  const counter = encoding && count ? { name: encoding, count } : approximateTokenCounter;
-  return modelId.startsWith('openai:') ? { ...counter, lowDetailImageTokens: LOW_DETAIL_IMAGE_TOKENS } : counter;
+  if (!encoding) return approximateTokenCounter;
+  const count = encoders[encoding];
+  return count ? { name: encoding, count, images: 'openai' } : { ...approximateTokenCounter, images: 'openai' };
 }

@@ -1,6 +1,6 @@
 import { outputLength, type PromptItem, type Tool } from '../items.ts';
 import { contentText } from '../content.ts';
-import { mediaTokens } from './media-tokens.ts';
+import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 
 /**
  * Counts the tokens of a text for one model family. A real tokenizer where one fits the
@@ -11,11 +11,8 @@ export interface TokenCounter {
   /** The encoding (`o200k_base`, `cl100k_base`) or `approximate`. */
   readonly name: string;
   count(text: string): number;
-  /**
-   * What an image sent with `detail: "low"` counts where the model's provider has a flat rule
-   * for it (OpenAI's models: 85, lib/tokens/media-tokens.ts); unset, it counts by its size.
-   */
-  readonly lowDetailImageTokens?: number;
+  /** How the model's provider counts images (lib/tokens/media-tokens.ts); Anthropic's when absent. */
+  readonly images?: ImageTokenRule;
 }
 
 /** The BPE encodings a runtime may provide (gpt-tokenizer's module names). */
@@ -62,7 +59,9 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
     );
   }
   const media =
-    item.type === 'function_call' ? 0 : mediaTokens(item.type === 'message' ? item.content : item.output, counter);
+    item.type === 'function_call'
+      ? 0
+      : mediaTokens(item.type === 'message' ? item.content : item.output, counter.images);
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 

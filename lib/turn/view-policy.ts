@@ -11,7 +11,7 @@ import { selectTail, tailCut } from '../strategies/select-tail.ts';
  * past (exact, only slower) until the next pack writes one under the new version.
  */
 export const viewPolicy: ViewPolicy = {
-  version: 'strategies-1',
+  version: 'strategies-2',
   emptyAggregates,
   extendAggregates,
   callKey,

@@ -205,10 +205,9 @@ describe('bench', () => {
       notices: 1,
     });
     const notRun = Object.fromEntries(
-      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer', 'resume'].map((section) => [
-        section,
-        'not run: the run had --only=memory',
-      ]),
+      ['strategies', 'cache', 'computer-use', 'heap', 'compaction', 'workerd', 'reliability', 'transfer', 'resume'].map(
+        (section) => [section, 'not run: the run had --only=memory'],
+      ),
     );
     const sound = { ...runHeader(), overheadMemory: rows, notMeasured: notRun };
     expect(quickCheckFailures(sound)).toEqual([]);
@@ -236,6 +235,7 @@ describe('bench', () => {
       'workerd: no rows',
       'strategies: no figures',
       'cache: no simulated runs',
+      'computer-use: no turns measured',
       'heap: no peak measured',
       'heap: no samples during a turn',
       'compaction: no reads measured',

@@ -659,7 +659,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
         turn: 1,
         output: [{ type: 'message', role: 'assistant', content: 'echo: hello there', seq: 2 }],
         context: {
-          strategies: ['shorten_tools_epoch_increment', 'inbox'],
+          strategies: ['shorten_tools_epoch_increment', 'shorten_images', 'inbox'],
           notices_delivered: [],
           tool_calls_total: 0,
           kept_full: 0,
@@ -1115,7 +1115,7 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
         { type: 'message', role: 'user', content: 'heads up', synthetic: 'inbox', pending: true },
       ]);
       expect(preview.body.context).toMatchObject({
-        strategies: ['shorten_tools_epoch_increment', 'inbox'],
+        strategies: ['shorten_tools_epoch_increment', 'shorten_images', 'inbox'],
         items_in_prompt: 4,
         notices_delivered: [],
       });

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import type { InputImagePart } from '../../lib/content.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { previewOf } from '../../lib/strategies/compact-text.ts';
 import type { StrategyConfig } from '../../lib/strategies/strategy-config.ts';
@@ -61,6 +62,7 @@ export const builtInNames = [
   'shorten_tools',
   'shorten_tools_epoch',
   'shorten_tools_epoch_increment',
+  'shorten_images',
   'inbox',
   'none',
 ] as const;
@@ -94,6 +96,8 @@ type Block =
   | { kind: 'parallel'; first: [string, string, string]; second: [string, string, string] }
   | { kind: 'orphan_call'; name: string; arguments: string }
   | { kind: 'orphan_output'; output: string }
+  | { kind: 'screenshot'; text: string; images: number; width: number }
+  | { kind: 'image_message'; role: 'user' | 'assistant'; images: number; width: number }
   | { kind: 'output_before_call'; name: string; arguments: string; output: string };
 
 const nameArbitrary = fc.constantFrom('read', 'write', 'search');
@@ -135,6 +139,24 @@ const blockArbitrary: fc.Arbitrary<Block> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('orphan_output' as const), output: outputArbitrary }) },
   {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('screenshot' as const),
+      text: outputArbitrary,
+      images: fc.integer({ min: 1, max: 2 }),
+      width: fc.integer({ min: 1, max: 4000 }),
+    }),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('image_message' as const),
+      role: fc.constantFrom('user' as const, 'assistant' as const),
+      images: fc.integer({ min: 1, max: 2 }),
+      width: fc.integer({ min: 1, max: 4000 }),
+    }),
+  },
+  {
     weight: 1,
     arbitrary: fc.record({
       kind: fc.constant('output_before_call' as const),
@@ -150,6 +172,18 @@ function outputItem(callId: string, text: string, outOfLine: boolean): PromptIte
     return { type: 'function_call_output', call_id: callId, output: '', output_ref: previewOf(text) };
   }
   return output(callId, text);
+}
+
+/** `count` blob-referenced PNG parts of `width` x 800 (their blob hash derived from the width). */
+export function imageParts(count: number, width: number): InputImagePart[] {
+  return Array.from({ length: count }, (_, index) => ({
+    type: 'input_image' as const,
+    blob: String(width * 10 + index).padStart(64, '0'),
+    media_type: 'image/png',
+    bytes: width * 37,
+    width,
+    height: 800,
+  }));
 }
 
 /** Turns blocks into a history with unique call ids (malformed shapes included). */
@@ -182,6 +216,19 @@ export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
         break;
       case 'orphan_output':
         items.push(output(id(), block.output));
+        break;
+      case 'screenshot': {
+        const callId = id();
+        const parts = [{ type: 'input_text' as const, text: block.text }, ...imageParts(block.images, block.width)];
+        items.push(call(callId, 'computer', `{"w":${block.width}}`), {
+          type: 'function_call_output',
+          call_id: callId,
+          output: parts,
+        });
+        break;
+      }
+      case 'image_message':
+        items.push({ type: 'message', role: block.role, content: imageParts(block.images, block.width) });
         break;
       case 'output_before_call': {
         const callId = id();
@@ -216,6 +263,8 @@ export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc
     epoch_increment_max_size: fc.integer({ min: 0, max: 10 }),
     epoch_increment_compacted_growth_ratio: fc.constantFrom(0, 0.5, 1, 2),
     epoch_increment_max_compacted_tool_calls: fc.integer({ min: 0, max: 12 }),
+    full_images: fc.integer({ min: 0, max: 3 }),
+    image_epoch_size: fc.integer({ min: 1, max: 4 }),
   })
   .map((layer) => strategyConfigSchema.parse(layer));
 
@@ -231,7 +280,7 @@ export const tailStrategyListArbitrary = fc.oneof(
     arbitrary: fc
       .tuple(
         fc.constantFrom(...epochNames),
-        fc.array(fc.constantFrom(...epochNames, 'inbox', 'none'), { maxLength: 2 }),
+        fc.array(fc.constantFrom(...epochNames, 'shorten_images', 'inbox', 'none'), { maxLength: 2 }),
         fc.nat(),
       )
       .map(([epoch, others, at]) => {

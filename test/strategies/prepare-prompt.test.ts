@@ -5,7 +5,17 @@ import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { builtInRegistry, createRegistry } from '../../lib/strategies/registry.ts';
 import type { Strategy } from '../../lib/strategies/strategy.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
-import { assistant, call, deepFreeze, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
+import {
+  assistant,
+  builtInNames,
+  call,
+  deepFreeze,
+  inboxHook,
+  output,
+  sequenced,
+  toolHistory,
+  user,
+} from './history-fixtures.ts';
 import { z } from 'zod';
 
 const small = resolveStrategyConfig({
@@ -29,8 +39,12 @@ describe('preparePrompt dispatcher', () => {
     expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
   });
 
-  it('uses shorten_tools_epoch_increment,inbox when the list is undefined', () => {
-    expect(preparePrompt([], undefined).strategies).toEqual(['shorten_tools_epoch_increment', 'inbox']);
+  it('uses shorten_tools_epoch_increment,shorten_images,inbox when the list is undefined', () => {
+    expect(preparePrompt([], undefined).strategies).toEqual([
+      'shorten_tools_epoch_increment',
+      'shorten_images',
+      'inbox',
+    ]);
   });
 
   it('uses PROMPT_STRATEGY from the context env when the list is undefined', () => {
@@ -83,7 +97,7 @@ describe('preparePrompt dispatcher', () => {
       expect((error as UnknownStrategyError).code).toBe('unknown_strategy');
       expect((error as UnknownStrategyError).details).toEqual({
         strategy: 'shorten_everything',
-        known: ['shorten_tools', 'shorten_tools_epoch', 'shorten_tools_epoch_increment', 'inbox', 'none', 'compact'],
+        known: [...builtInNames, 'compact'],
       });
       expect((error as Error).message).toContain('shorten_tools_epoch_increment');
     }

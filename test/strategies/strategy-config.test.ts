@@ -36,6 +36,8 @@ describe('strategy config', () => {
       epoch_increment_max_size: 60,
       epoch_increment_compacted_growth_ratio: 2.0,
       epoch_increment_max_compacted_tool_calls: 160,
+      full_images: 3,
+      image_epoch_size: 16,
       context_limit: 0,
       response_reserve: 0,
       compact_trigger_ratio: 0.8,
@@ -81,6 +83,8 @@ describe('strategy config', () => {
     ['a negative count', { request: { full_tool_outputs: -1 } }, 'full_tool_outputs'],
     ['a non-numeric env value', { env: { EPOCH_SIZE: 'twenty' } }, 'EPOCH_SIZE'],
     ['a fractional env value', { env: { MAX_TOOL_CALLS: '2.5' } }, 'MAX_TOOL_CALLS'],
+    ['an image epoch of 0', { request: { image_epoch_size: 0 } }, 'image_epoch_size'],
+    ['a negative env image count', { env: { FULL_IMAGES: '-1' } }, 'FULL_IMAGES'],
   ])('rejects %s, naming the key', (_label, layers, field) => {
     try {
       resolveStrategyConfig(layers);
@@ -103,12 +107,12 @@ describe('strategy config', () => {
   });
 
   it('knows every key', () => {
-    expect(strategyConfigKeys).toHaveLength(19);
+    expect(strategyConfigKeys).toHaveLength(21);
   });
 
   it.each([
-    [{}, ['shorten_tools_epoch_increment', 'inbox']],
-    [{ PROMPT_STRATEGY: '  ' }, ['shorten_tools_epoch_increment', 'inbox']],
+    [{}, ['shorten_tools_epoch_increment', 'shorten_images', 'inbox']],
+    [{ PROMPT_STRATEGY: '  ' }, ['shorten_tools_epoch_increment', 'shorten_images', 'inbox']],
     [{ PROMPT_STRATEGY: ' inbox , shorten_tools ,' }, ['inbox', 'shorten_tools']],
   ])('reads the default strategy list from PROMPT_STRATEGY (%o)', (env, names) => {
     expect(defaultStrategyNames(env)).toEqual(names);

@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { mediaParts } from '../../lib/content.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import type { PromptItem } from '../../lib/items.ts';
+import type { ModelRequest } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { wholeImages } from '../../lib/strategies/shorten-images.ts';
+import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import { runTurn } from '../../lib/turn.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { hookedEcho, turnWorld } from '../support/turn-world.ts';
+
+const imagesOf = (prompt: readonly PromptItem[]) =>
+  prompt.flatMap((item) =>
+    mediaParts(item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : ''),
+  );
+
+describe('a computer-use loop with shorten_images (default strategies)', () => {
+  it('reads the blob of each image the prompt sends whole, and never a pruned one', async () => {
+    // Records the blob keys each turn gets; fails nothing.
+    const blobGets: string[] = [];
+    const store = new FaultyStore(new MemoryStore()).failWhen(({ operation, key }) => {
+      if (operation === 'get' && key.includes('/blob/')) blobGets.push(key.slice(key.lastIndexOf('/') + 1));
+      return false;
+    });
+    const requests: ModelRequest[] = [];
+    const model = hookedEcho('echo', async (request) => void requests.push(request));
+    const { sessions, services } = turnWorld(store, model);
+    const strategyConfig = { full_images: 2, image_epoch_size: 3 };
+    const config = resolveStrategyConfig({ request: strategyConfig });
+    await sessions.create({
+      id: 'cu',
+      tools: [{ type: 'function', name: 'computer' }],
+      strategy_config: strategyConfig,
+    });
+    const shots: string[] = [];
+    let moves = 0;
+    for (let step = 1; step <= 14; step += 1) {
+      const asked = await runTurn(services, 'cu', { input: `call computer {"step":${step}}` });
+      const call = asked.output[0]!;
+      if (call.type !== 'function_call') throw new Error('expected a call');
+      const bytes = pngBytes(1280, 800, 3000 + step, step);
+      shots.push(sha256Hex(bytes));
+      blobGets.length = 0;
+      await runTurn(services, 'cu', {
+        input: [
+          {
+            type: 'function_call_output',
+            call_id: call.call_id,
+            output: [
+              { type: 'input_text', text: `step ${step} done` },
+              { type: 'input_image', image_url: dataUrl('image/png', bytes) },
+            ],
+          },
+        ],
+      });
+      const whole = wholeImages(step, config);
+      if (step > 2 && whole === 2) moves += 1;
+      const prompt = requests.at(-1)!.prompt;
+      const sent = imagesOf(prompt).filter((part) => part.type === 'input_image');
+      // The newest `whole` screenshots go whole, with their bytes; the rest are placeholders.
+      expect(sent.map((part) => part.blob)).toEqual(shots.slice(-whole));
+      expect(sent.every((part) => part.data !== undefined)).toBe(true);
+      expect(JSON.stringify(prompt).match(/\[image omitted: image\/png 1280x800/g)?.length ?? 0).toBe(step - whole);
+      expect(blobGets.sort()).toEqual(shots.slice(-whole).sort());
+      await sessions.pack('cu');
+    }
+    expect(moves).toBe(4);
+  });
+});

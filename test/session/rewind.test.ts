@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { turnOf } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
 
 const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
 
@@ -15,25 +15,8 @@ function setup(options: Partial<typeof OPTIONS> = OPTIONS) {
   return { store, log, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
 }
 
-async function turn(log: SessionLog, id: string, text: string): Promise<void> {
-  const begun = await log.beginTurn(id, { input: [user(text)] });
-  if (begun.kind !== 'claimed') throw new Error('expected a claim');
-  await log.completeTurn(begun.turn, {
-    status: 'completed',
-    output: [assistant(`re ${text}`)],
-    receipt: {},
-    usage: {
-      input_tokens: 1,
-      cached_input_tokens: 0,
-      cache_write_tokens: 0,
-      output_tokens: 1,
-      reasoning_tokens: 0,
-      cost_usd: null,
-    },
-  });
-}
-
-async function contents(log: SessionLog, id: string): Promise<string[]> {
+/** The items as `<seq>:<content>`, oldest first. */
+async function numbered(log: SessionLog, id: string): Promise<string[]> {
   const page = await log.listItems(id, { limit: 1000 });
   return page.items.reverse().map((item) => `${item.seq}:${(item as { content: string }).content}`);
 }
@@ -42,18 +25,18 @@ describe('SessionLog.deleteTurn', () => {
   it('takes the newest turn out, and the session goes on from the turn before it', async () => {
     const { log } = setup();
     await log.create({ id: 's', instructions: 'be brief' });
-    await turn(log, 's', 'one');
+    await turnOf(log, 's', 'one');
     await log.append('s', [user('aside')]);
-    await turn(log, 's', 'two');
+    await turnOf(log, 's', 'two');
     const back = await log.deleteTurn('s', 2);
     expect(back.counts).toEqual({ items: 3, turns: 1, tool_calls: 0 });
-    expect(await contents(log, 's')).toEqual(['1:one', '2:re one', '3:aside']);
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:aside']);
     expect((await log.get('s')).instructions).toBe('be brief');
     // The prompt of the next turn holds nothing of it.
     const preview = await log.previewContext('s', () => ({ toolCalls: 'all' as const, seqs: [] }));
     expect(preview.items.map((item) => item.seq)).toEqual([1, 2, 3]);
-    await turn(log, 's', 'three');
-    expect(await contents(log, 's')).toEqual(['1:one', '2:re one', '3:aside', '4:three', '5:re three']);
+    await turnOf(log, 's', 'three');
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:aside', '4:three', '5:re three']);
     expect((await log.get('s')).counts.turns).toBe(2);
     // Spent is spent: the usage totals keep the deleted turn's.
     expect((await log.get('s')).usage.turns).toBe(3);
@@ -62,22 +45,22 @@ describe('SessionLog.deleteTurn', () => {
   it('refuses a turn that is not the newest, and a retry finds the turn gone', async () => {
     const { log } = setup();
     await log.create({ id: 's' });
-    await turn(log, 's', 'one');
-    await turn(log, 's', 'two');
+    await turnOf(log, 's', 'one');
+    await turnOf(log, 's', 'two');
     await expect(log.deleteTurn('s', 1)).rejects.toMatchObject({ code: 'delete_refused' });
     await log.deleteTurn('s', 2);
     await expect(log.deleteTurn('s', 2)).rejects.toMatchObject({ code: 'not_found' });
     await log.deleteTurn('s', 1);
-    expect(await contents(log, 's')).toEqual([]);
+    expect(await numbered(log, 's')).toEqual([]);
     expect((await log.get('s')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
-    await turn(log, 's', 'again');
-    expect(await contents(log, 's')).toEqual(['1:again', '2:re again']);
+    await turnOf(log, 's', 'again');
+    expect(await numbered(log, 's')).toEqual(['1:again', '2:re again']);
   });
 
   it('refuses a turn whose previous record is packed', async () => {
     const { log } = setup();
     await log.create({ id: 's' });
-    for (const text of ['a', 'b', 'c']) await turn(log, 's', text);
+    for (const text of ['a', 'b', 'c']) await turnOf(log, 's', text);
     await log.pack('s');
     await expect(log.deleteTurn('s', 3)).rejects.toMatchObject({ code: 'delete_refused' });
     expect((await log.get('s')).counts.turns).toBe(3);
@@ -86,13 +69,13 @@ describe('SessionLog.deleteTurn', () => {
   it('goes back over deletes and packs, and a delete of the session removes every generation', async () => {
     const { store, log } = setup({ blobThreshold: 64 });
     await log.create({ id: 's' });
-    for (const text of ['a', 'b', 'c', 'd']) await turn(log, 's', text);
+    for (const text of ['a', 'b', 'c', 'd']) await turnOf(log, 's', text);
     await log.pack('s');
     await log.deleteTurn('s', 4);
     await log.pack('s');
     await log.deleteTurn('s', 3);
-    await turn(log, 's', 'e');
-    expect(await contents(log, 's')).toEqual(['1:a', '2:re a', '3:b', '4:re b', '5:e', '6:re e']);
+    await turnOf(log, 's', 'e');
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a', '3:b', '4:re b', '5:e', '6:re e']);
     await log.delete('s');
     expect((await store.list('sessions/', { limit: 1000 })).objects).toEqual([]);
   });

@@ -50,6 +50,8 @@ interface Run {
   store: ObjectStore;
   log: (store?: ObjectStore) => SessionLog;
   late: () => void;
+  /** The turns the session's usage totals counted before the race: they never go down. */
+  spent: number;
 }
 
 async function start(makeStore: () => Promise<ObjectStore>): Promise<Run> {
@@ -60,13 +62,20 @@ async function start(makeStore: () => Promise<ObjectStore>): Promise<Run> {
   await log().create({ id: S });
   await turnOf(log(), S, 'a');
   await turnOf(log(), S, 'b');
-  return { store, log, late: () => (offset += LEASE_MS + 1) };
+  return { store, log, late: () => (offset += LEASE_MS + 1), spent: 2 };
 }
 
 const BEFORE = ['a', 're a', 'b', 're b'];
 const AFTER = ['a', 're a'];
 
 const rewind = (log: SessionLog) => attempt(() => log.deleteTurn(S, 2));
+const removeFork = (log: SessionLog) => attempt(() => log.delete(FORK));
+/** A fork of the session's incarnation before a delete of its newest turn, then that turn taken again. */
+const forkEarlier = async (log: SessionLog) => {
+  await log.fork(S, { at_turn: 1, fields: { id: FORK } });
+  await log.deleteTurn(S, 2);
+  await turnOf(log, S, 'b');
+};
 const turn = (log: SessionLog) => attempt(() => turnOf(log, S, 'c'));
 const fork = (log: SessionLog) => attempt(() => log.fork(S, { at_turn: 2, fields: { id: FORK } }));
 const notRun: Outcome<unknown> = { ok: false, status: 404, code: 'not_run', error: null };
@@ -81,6 +90,7 @@ async function check(
     if (outcome && !outcome.ok) expect(outcome.status, `${where}: ${outcome.code}`).toBeLessThan(500);
   const log = run.log();
   const items = await contents(log, S);
+  expect((await log.get(S)).usage.turns, where).toBeGreaterThanOrEqual(run.spent);
   if (outcomes.rewind.ok) expect(items.slice(0, 3), where).not.toEqual(BEFORE.slice(0, 3));
   if (outcomes.turn?.ok)
     expect(
@@ -122,8 +132,11 @@ async function race(
   pause: number,
   first: (log: SessionLog) => Promise<Outcome<unknown>>,
   second: (log: SessionLog) => Promise<Outcome<unknown>>,
+  prepare?: (log: SessionLog) => Promise<unknown>,
 ) {
   const run = await start(makeStore);
+  await prepare?.(run.log());
+  run.spent = (await run.log().get(S)).usage.turns;
   let meanwhile = notRun;
   const store = new InterleavedStore(run.store, {
     pause: { at: pause, meanwhile: async () => (meanwhile = await second(run.log())) },
@@ -153,6 +166,15 @@ export function defineRewindSimulation(name: string, makeStore: () => Promise<Ob
           if (!retried.ok) expect(retried.code, where).toBe('not_found');
           await check(run, { rewind: { ok: true, value: null } }, where);
         }
+      }
+    });
+
+    it('a delete of a fork of an earlier incarnation (it sweeps the session) between any two calls of a delete', async () => {
+      const calls = await callsOf(makeStore, rewind);
+      for (let pause = 0; pause <= calls; pause++) {
+        const { run, outcome, meanwhile } = await race(makeStore, pause, rewind, removeFork, forkEarlier);
+        expect(meanwhile.ok, `fork delete after delete call ${pause}`).toBe(true);
+        await check(run, { rewind: outcome }, `fork delete after delete call ${pause}`);
       }
     });
 

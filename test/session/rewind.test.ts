@@ -79,4 +79,21 @@ describe('SessionLog.deleteTurn', () => {
     await log.delete('s');
     expect((await store.list('sessions/', { limit: 1000 })).objects).toEqual([]);
   });
+
+  it("keeps the session's response objects and its old generation when a fork's delete sweeps it", async () => {
+    const { store, log } = setup({ blobThreshold: 64 });
+    const session = await log.create({ id: 's' });
+    await turnOf(log, 's', 'a');
+    await turnOf(log, 's', 'b');
+    await log.fork('s', { at_turn: 2, fields: { id: 'f' } });
+    const kept = `sessions/s/openai/${Date.parse(session.created_at)}/1.json`;
+    await store.put(kept, '{}');
+    await log.deleteTurn('s', 2);
+    // The fork's delete sweeps its parent, which names another generation now.
+    await log.delete('f');
+    expect(await store.get(kept)).not.toBeNull();
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a']);
+    await turnOf(log, 's', 'c');
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a', '3:c', '4:re c']);
+  });
 });

@@ -169,7 +169,7 @@ export function defineRewindSimulation(name: string, makeStore: () => Promise<Ob
       }
     });
 
-    it('a delete of a fork of an earlier incarnation (it sweeps the session) between any two calls of a delete', async () => {
+    it('a delete of a fork of an earlier incarnation (it sweeps the session) amid a delete', async () => {
       const calls = await callsOf(makeStore, rewind);
       for (let pause = 0; pause <= calls; pause++) {
         const { run, outcome, meanwhile } = await race(makeStore, pause, rewind, removeFork, forkEarlier);

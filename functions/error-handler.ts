@@ -18,6 +18,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   session_exists: 409,
   name_taken: 409,
   fork_refused: 409,
+  delete_refused: 409,
   turn_in_progress: 409,
   aborted: 409,
   lease_expired: 409,

@@ -15,6 +15,7 @@ export const ERROR_CODES = [
   'session_exists',
   'name_taken',
   'fork_refused',
+  'delete_refused',
   'turn_in_progress',
   'aborted',
   'lease_expired',
@@ -218,6 +219,14 @@ export class ForkRefusedError extends TailgateError {
   constructor(message: string, details?: unknown) {
     super('fork_refused', message, details);
     this.name = 'ForkRefusedError';
+  }
+}
+
+/** A turn that cannot be deleted (not the newest, running, the record before it packed): the message says which. */
+export class DeleteRefusedError extends TailgateError {
+  constructor(message: string, details?: unknown) {
+    super('delete_refused', message, details);
+    this.name = 'DeleteRefusedError';
   }
 }
 

@@ -21,7 +21,7 @@ const integerText = (name: string, max: number) =>
     .transform(Number)
     .refine((value) => value >= 1 && value <= max, `${name} must be 1..${max}`);
 
-const turnParamsSchema = sessionIdParamsSchema.extend({
+export const turnParamsSchema = sessionIdParamsSchema.extend({
   turn: integerText('turn', Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: '3' }),
 });
 

@@ -9,8 +9,9 @@ import {
   sessionPatchSchema,
   sessionSchema,
 } from '../schemas.ts';
+import { turnParamsSchema } from './receipts.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
-import { forkSession } from '../../lib/turn/fork.ts';
+import { deleteNewestTurn, forkSession } from '../../lib/turn/fork.ts';
 
 const createSessionRoute = createRoute({
   method: 'post',
@@ -68,7 +69,20 @@ const forkSessionRoute = createRoute({
   },
 });
 
-/** POST/GET/PATCH/DELETE /v1/sessions[/:id], POST /v1/sessions/:id/fork. */
+const deleteTurnRoute = createRoute({
+  method: 'delete',
+  path: '/v1/sessions/{id}/turns/{turn}',
+  tags: ['turns'],
+  summary: 'Delete the newest turn: the session goes back to the record before it, a fork of itself there',
+  security: requires('admin'),
+  request: { params: turnParamsSchema },
+  responses: {
+    200: jsonResponse(sessionSchema, 'The session as it is now'),
+    ...errorResponses(400, 401, 403, 404, 409, 503),
+  },
+});
+
+/** POST/GET/PATCH/DELETE /v1/sessions[/:id], POST /v1/sessions/:id/fork, DELETE .../turns/:turn. */
 export function sessionRoutes() {
   return createRouter()
     .openapi(createSessionRoute, async (c) => {
@@ -98,6 +112,10 @@ export function sessionRoutes() {
       const { id } = c.req.valid('param');
       const body = c.req.valid('json');
       return c.json(await c.var.services.sessions.update(id, normalizeSessionFields(body, c.var.services)), 200);
+    })
+    .openapi(deleteTurnRoute, async (c) => {
+      const { id, turn } = c.req.valid('param');
+      return c.json(await deleteNewestTurn(c.var.services, id, turn), 200);
     })
     .openapi(deleteSessionRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -184,3 +184,20 @@ export async function getConversationItem(facade: Facade, id: string, requested:
   if (!item || item.type !== ref.kind) throw missing();
   return storedItem(item, requested);
 }
+
+/**
+ * DELETE /v1/conversations/{id}/items/{item_id}: refused. The history is append-only, and taking
+ * one item out of the prompts (a function_call without its output) would make them invalid; the
+ * newest response goes whole with DELETE /v1/responses/{id}. An item not there is 404.
+ */
+export async function deleteConversationItem(facade: Facade, id: string, requested: string): Promise<never> {
+  await getConversationItem(facade, id, requested);
+  throw new OpenAIApiError(
+    400,
+    'unsupported',
+    `Item '${requested}' cannot be deleted: a conversation's history is append-only, and a prompt without ` +
+      'part of it (a function_call without its output) would be invalid. Delete the newest response instead ' +
+      '(DELETE /v1/responses/{id}): it takes out its input and output items.',
+    'item_id',
+  );
+}

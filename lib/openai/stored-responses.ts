@@ -7,6 +7,7 @@ import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { buildResponse, DEFAULT_SETTINGS, outputItem, type TailgateResponse } from './responses.ts';
 import { isOutput, itemsBetween } from './sessions.ts';
+import { deleteNewestTurn } from '../turn/fork.ts';
 
 /**
  * Stored responses. A response's items are its session's (read back by seq, lib/openai/ids.ts);
@@ -54,7 +55,7 @@ const OUTPUT_WINDOW = 64;
 /** A stored response and its items, read back from its session (404 when it is not there). */
 export async function readResponse(facade: Facade, id: string) {
   const ref = parseResponseId(id);
-  const missing = () => new OpenAIApiError(404, 'not_found', `Response with id '${id}' not found.`, 'response_id');
+  const missing = () => responseNotFound(id);
   if (!ref) throw missing();
   const { services } = facade;
   const session = await services.sessions.get(ref.sessionId).catch((error: unknown) => {
@@ -116,6 +117,26 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
     store: true,
     tailgate: { session_id: ref.sessionId, turn: ref.turn },
   });
+}
+
+/**
+ * DELETE /v1/responses/{id}: takes the newest response out of its conversation, which goes
+ * back to the response before it (lib/session/log/rewind.ts); its kept object goes once the
+ * session has fenced the turn. Another response came after it: 409 delete_refused; gone
+ * already: 404.
+ */
+export async function deleteResponse(facade: Facade, id: string): Promise<void> {
+  const { ref, session } = await readResponse(facade, id);
+  const kept = recordKey(facade.config.keyPrefix, session, ref.turn);
+  await deleteNewestTurn(facade.services, ref.sessionId, ref.turn, {
+    withdrawn: () => facade.services.store.delete(kept),
+  }).catch((error: unknown) => {
+    throw error instanceof NotFoundError ? responseNotFound(id) : error;
+  });
+}
+
+function responseNotFound(id: string): OpenAIApiError {
+  return new OpenAIApiError(404, 'not_found', `Response with id '${id}' not found.`, 'response_id');
 }
 
 /** The id of a stored item of the response's session. */

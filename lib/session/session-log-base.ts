@@ -18,6 +18,7 @@ import { logContext, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
 import { forkSession, type ForkOptions } from './log/fork.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
+import { deleteNewestTurn, type RewindOptions } from './log/rewind.ts';
 import type { ExportHeader } from './export-format.ts';
 import { payloadKey } from './log/tail-reader.ts';
 import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
@@ -71,6 +72,16 @@ export class SessionLogBase {
    */
   async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
     return forkSession(this.log, id, options);
+  }
+
+  /**
+   * Deletes the session's newest turn (log/rewind.ts): the session goes back to the record
+   * before it, as a fork of itself there; its id, config and usage totals stay. A turn that is
+   * not the newest, still running, or whose previous record is packed: DeleteRefusedError; a
+   * turn the session does not have: NotFoundError.
+   */
+  async deleteTurn(id: string, turn: number, options?: RewindOptions): Promise<SessionRecord> {
+    return deleteNewestTurn(this.log, id, turn, options);
   }
 
   /** The session with its counts. A missing session: NotFoundError. */

@@ -29,6 +29,7 @@ export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 export type * from './log/types.ts';
 export type { ImportLine } from './log/import.ts';
 export type { ForkOptions } from './log/fork.ts';
+export type { RewindOptions } from './log/rewind.ts';
 export type { SeenItem, SweepResult, TurnSight, TurnSummary };
 export type { TailRequirement };
 

@@ -1,20 +1,41 @@
-import type { ForkOptions, SessionLog, SessionRecord } from '../session/session-log.ts';
+import type { ForkOptions, RewindOptions, SessionLog, SessionRecord } from '../session/session-log.ts';
 import { afterResponse } from './append.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
+
+type ForkServices = Pick<TurnServices, 'env' | 'background'> & {
+  sessions: Pick<SessionLog, 'fork' | 'deleteTurn' | 'pack'>;
+};
 
 /**
  * Forks a session (POST /v1/sessions/{id}/fork) and, after the response, writes the fork's
  * first view, so its first turn reads no more than a turn of the parent would.
  */
 export async function forkSession(
-  services: Pick<TurnServices, 'env' | 'background'> & { sessions: Pick<SessionLog, 'fork' | 'pack'> },
+  services: ForkServices,
   parentId: string,
   options: ForkOptions,
 ): Promise<SessionRecord> {
-  const fork = await services.sessions.fork(parentId, options);
+  return withFirstView(services, await services.sessions.fork(parentId, options));
+}
+
+/**
+ * Deletes a session's newest turn (DELETE /v1/sessions/{id}/turns/{turn}, DELETE
+ * /v1/responses/{id}): the session goes back to the record before it, a fork of itself there
+ * (lib/session/log/rewind.ts), whose first view is written after the response.
+ */
+export async function deleteNewestTurn(
+  services: ForkServices,
+  id: string,
+  turn: number,
+  options?: RewindOptions,
+): Promise<SessionRecord> {
+  return withFirstView(services, await services.sessions.deleteTurn(id, turn, options));
+}
+
+function withFirstView(services: ForkServices, session: SessionRecord): SessionRecord {
   afterResponse(services, async () =>
-    services.sessions.pack(fork.id, { ...packOptions(sessionStrategyPlan(services.env, fork)), refresh: true }),
+    services.sessions.pack(session.id, { ...packOptions(sessionStrategyPlan(services.env, session)), refresh: true }),
   );
-  return fork;
+  return session;
 }

@@ -340,7 +340,7 @@ describe('the official openai client: responses', () => {
     },
   );
 
-  it('deletes a response with its conversation', async () => {
+  it('deletes a response: GET is then 404', async () => {
     const response = await client.responses.create({ model: 'echo', input: 'to be deleted' });
     await client.responses.delete(response.id);
     const gone = await client.responses.retrieve(response.id).catch((error: unknown) => error);

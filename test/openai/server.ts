@@ -1,5 +1,7 @@
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import { afterAll, beforeAll } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from '../http/http-suite.ts';
@@ -27,6 +29,20 @@ export async function startTailgate(
     store,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/**
+ * The app started before a file's tests and closed after them, with an official client on it:
+ * `world.client` and `world.tailgate` are set once the tests run.
+ */
+export function clientOnTailgate(env: Record<string, string> = {}) {
+  const world = {} as { tailgate: Awaited<ReturnType<typeof startTailgate>>; client: OpenAI };
+  beforeAll(async () => {
+    world.tailgate = await startTailgate(env);
+    world.client = new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
+  });
+  afterAll(() => world.tailgate.close());
+  return world;
 }
 
 /** GET `path` under the app's `/v1` with the admin token, as JSON (tailgate's own routes beside the facade). */

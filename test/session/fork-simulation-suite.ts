@@ -20,7 +20,7 @@ const CHILD = 'c';
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 
 /** A store that runs `meanwhile` once, just before its call number `at` + 1, or crashes at call `crash.at`. */
-class InterleavedStore implements ObjectStore {
+export class InterleavedStore implements ObjectStore {
   calls = 0;
   readonly #inner: ObjectStore;
   readonly #pause: { at: number; meanwhile: () => Promise<unknown> } | undefined;

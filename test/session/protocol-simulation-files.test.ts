@@ -5,6 +5,7 @@ import { afterAll } from 'vitest';
 import { World } from '../support/simulation.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { defineForkSimulation } from './fork-simulation-suite.ts';
+import { defineRewindSimulation } from './rewind-simulation-suite.ts';
 import { defineProtocolSimulation } from './protocol-simulation-suite.ts';
 
 // The protocol simulation on the file store: each actor writes through a FileStore of its own on
@@ -28,8 +29,11 @@ defineProtocolSimulation({
   crashTimeoutMs: 600_000,
 });
 
-defineForkSimulation('file store', async () => {
+async function fileStore(): Promise<FileStore> {
   const directory = await mkdtemp(join(tmpdir(), 'tailgate-fork-simulation-'));
   directories.push(directory);
   return new FileStore(directory);
-});
+}
+
+defineForkSimulation('file store', fileStore);
+defineRewindSimulation('file store', fileStore);

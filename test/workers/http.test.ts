@@ -6,6 +6,7 @@ import { defineKeyLimitsSuite } from '../http/key-limits-suite.ts';
 import { defineTransferSuite } from '../http/transfer-suite.ts';
 import { defineImagesSuite } from '../http/images-suite.ts';
 import { defineForkSuite } from '../http/fork-suite.ts';
+import { defineResponseDeleteSuite } from '../http/response-delete-suite.ts';
 import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
@@ -27,6 +28,7 @@ defineBodyBudgetSuite('workerd (R2)', harness);
 defineTransferSuite('workerd (R2)', harness);
 defineImagesSuite('workerd (R2)', harness);
 defineForkSuite('workerd (R2)', harness);
+defineResponseDeleteSuite('workerd (R2)', harness);
 // Background turns go through the queue in wrangler.toml to this worker's queue handler.
 defineBackgroundSuite('workerd (R2)', harness);
 defineEventsSuite('workerd (R2)', harness);

@@ -5,6 +5,7 @@ import {
   addConversationItems,
   conversationObject,
   createConversation,
+  deleteConversationItem,
   getConversationItem,
   listConversationItems,
   readConversation,
@@ -110,6 +111,20 @@ const getItemRoute = createRoute({
   responses: { ...objectResponse('The item'), ...openaiErrors(400, 401, 403, 404) },
 });
 
+const deleteItemRoute = createRoute({
+  method: 'delete',
+  path: '/v1/conversations/{id}/items/{item_id}',
+  tags: ['openai'],
+  summary: "Delete one item: refused (400 unsupported), a conversation's history is append-only",
+  description:
+    'An item of the conversation is 400 `unsupported`: a prompt must stay valid (a function_call needs its ' +
+    'output) and the history is append-only. DELETE /v1/responses/{id} takes the newest response out with its ' +
+    'input and output items. An item the conversation does not have is 404.',
+  security: requires('admin'),
+  request: { params: conversationItemParamsSchema },
+  responses: { ...objectResponse('Never: items are not deleted one by one'), ...openaiErrors(400, 401, 403, 404) },
+});
+
 /** POST/GET/DELETE /v1/conversations[/:id[/items[/:item_id]]]. */
 export function conversationRoutes() {
   return createRouter()
@@ -147,5 +162,9 @@ export function conversationRoutes() {
     .openapi(getItemRoute, async (c) => {
       const { id, item_id: requested } = c.req.valid('param');
       return c.json(openaiObject(await getConversationItem(facadeOf(c), id, requested)), 200);
+    })
+    .openapi(deleteItemRoute, async (c): Promise<never> => {
+      const { id, item_id: requested } = c.req.valid('param');
+      return deleteConversationItem(facadeOf(c), id, requested);
     });
 }

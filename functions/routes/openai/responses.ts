@@ -13,7 +13,7 @@ import {
   responseIdParamsSchema,
   retrieveQuerySchema,
 } from '../../../lib/openai/schemas.ts';
-import { itemKindId, readResponse } from '../../../lib/openai/stored-responses.ts';
+import { deleteResponse, itemKindId, readResponse } from '../../../lib/openai/stored-responses.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
@@ -104,12 +104,13 @@ const deleteResponseRoute = createRoute({
   method: 'delete',
   path: '/v1/responses/{id}',
   tags: ['openai'],
-  summary: 'Delete a response: a turn cannot be taken out of a session, so its whole conversation (session) is deleted',
+  summary: 'Delete the newest response of its conversation, which goes back to the response before it',
+  description: 'A response another came after is 409 delete_refused; the conversation is never deleted.',
   security: requires('admin'),
   request: { params: responseIdParamsSchema },
   responses: {
     200: { description: 'Deleted', content: { 'application/json': { schema: openaiObjectSchema } } },
-    ...openaiErrors(400, 401, 403, 404),
+    ...openaiErrors(400, 401, 403, 404, 409),
   },
 });
 
@@ -159,8 +160,7 @@ export function responseRoutes() {
     })
     .openapi(deleteResponseRoute, async (c) => {
       const id = c.req.valid('param').id;
-      const { ref } = await readResponse(facadeOf(c), id);
-      await c.var.services.sessions.delete(ref.sessionId);
+      await deleteResponse(facadeOf(c), id);
       return c.json({ id, object: 'response', deleted: true }, 200);
     });
 }

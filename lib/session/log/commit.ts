@@ -210,6 +210,10 @@ export async function prepareCommit(
     if (!done) return null;
     newest = { record: open, done };
   }
+  // A delete of the newest turn moving the session back (log/rewind.ts) holds it for its lease.
+  const fenced = newest?.record.kind === 'append' ? Date.parse(newest.record.lease_expires_at ?? '') : Number.NaN;
+  if (fenced > log.clock().getTime())
+    throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
   const current = contextOf(newest);
   // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
   if (

@@ -177,25 +177,24 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
 export async function sweepSession(log: LogContext, id: string, keep: ReadonlySet<string> = new Set()): Promise<void> {
   const configKey = sessionConfigKey(log.keyPrefix, id);
   const prefix = sessionPrefix(log.keyPrefix, id);
-  const shared = await sharedGenerations(log, id);
+  const { shared, pending } = await sharedGenerations(log, id);
   let cursor: string | undefined;
   for (;;) {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
     // Read after the listing: an object listed under a generation a config names now was
     // written by that incarnation, whatever happened before.
     const current = await log.store.get(configKey);
-    const generation = current
-      ? scopeOf(log.keyPrefix, parseStored(configKey, current.body, sessionConfigSchema)).generation
-      : null;
+    const config = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
+    const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
     const keys = page.objects
       .map((object) => object.key)
-      .filter(
-        (key) =>
-          key !== configKey &&
-          !keep.has(key) &&
-          !shared.has(key.slice(prefix.length).split('/')[1] ?? '') &&
-          (generation === null || isOtherGeneration(key.slice(prefix.length), generation)),
-      );
+      .filter((key) => {
+        const level = key.slice(prefix.length).split('/')[1] ?? '';
+        if (key === configKey || keep.has(key) || shared.has(level)) return false;
+        // While the session exists, a delete of its newest turn may be writing its next generation.
+        if (config === null) return true;
+        return !pending.has(level) && isOtherGeneration(key.slice(prefix.length), generation!, config.created_at);
+      });
     if (keys.length > 0) await log.store.delete(keys);
     if (!page.truncated || !page.cursor) break;
     cursor = page.cursor;
@@ -231,9 +230,12 @@ function normalizeStrategies(value: string | string[] | null | undefined): strin
  * Whether a key under a session's prefix (`rest`, the part after it) belongs to anything but
  * the incarnation `generation`: id-level objects (the inbox) and other generations' objects.
  */
-function isOtherGeneration(rest: string, generation: string): boolean {
+function isOtherGeneration(rest: string, generation: string, createdAt: string): boolean {
   const [kind, level = ''] = rest.split('/');
   if (kind === 'inbox' || kind === 'inbox_removed') return false;
+  // Response objects (lib/openai/stored-responses.ts) are named by the incarnation's creation
+  // time, which a delete of its newest turn keeps (log/rewind.ts).
+  if (kind === 'openai') return level !== String(Date.parse(createdAt));
   // A config written before generations keeps its objects without the level.
   if (generation === '') return generationSchemaPattern.test(level);
   return level !== generation;

@@ -11,25 +11,33 @@ import type { LogContext } from './context.ts';
  */
 
 /**
- * The generations of session `id` that a live fork reads. A reference is live while the
- * fork's config names that generation, or for a lease after it was written (a fork still
- * before its config: it gives up when it took longer than half of that).
+ * The generations of session `id` that a live fork reads (`shared`). A reference is live while
+ * the fork's config names that generation, or for a lease after it was written (a fork still
+ * before its config: it gives up when it took longer than half of that). The session's own
+ * references (log/rewind.ts) land only with an if-match on its config, so they are live only
+ * while it names them; the generation such a reference was written for, during a lease after
+ * it, is `pending`: kept while the session exists.
  */
-export async function sharedGenerations(log: LogContext, id: string): Promise<Set<string>> {
+export async function sharedGenerations(
+  log: LogContext,
+  id: string,
+): Promise<{ shared: Set<string>; pending: Set<string> }> {
   const prefix = `${sessionPrefix(log.keyPrefix, id)}forks/`;
   const shared = new Set<string>();
+  const pending = new Set<string>();
   const now = log.clock().getTime();
   let cursor: string | undefined;
   for (;;) {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
     for (const object of page.objects) {
       const [generation = '', name = ''] = object.key.slice(prefix.length).split('/');
-      if (shared.has(generation)) continue;
       const [child = '', childGeneration = ''] = name.split('.');
-      if (now - object.uploaded.getTime() < log.leaseMs || (await namesGeneration(log, child, childGeneration)))
-        shared.add(generation);
+      const recent = now - object.uploaded.getTime() < log.leaseMs;
+      if (recent && child === id) pending.add(childGeneration);
+      if (shared.has(generation)) continue;
+      if ((recent && child !== id) || (await namesGeneration(log, child, childGeneration))) shared.add(generation);
     }
-    if (!page.truncated || !page.cursor) return shared;
+    if (!page.truncated || !page.cursor) return { shared, pending };
     cursor = page.cursor;
   }
 }

@@ -35,7 +35,7 @@ export interface ForkOptions {
   fields: NewSession;
 }
 
-type Point = NonNullable<Head['newest']>;
+export type Point = NonNullable<Head['newest']>;
 
 /** See SessionLog.fork. */
 export async function forkSession(log: LogContext, parentId: string, options: ForkOptions): Promise<SessionRecord> {
@@ -58,14 +58,7 @@ export async function forkSession(log: LogContext, parentId: string, options: Fo
   const first = forkRecord(point, config.created_at);
   const started = log.clock().getTime();
   try {
-    const marker = JSON.stringify({ child: config.id, generation: config.generation, created_at: config.created_at });
-    await Promise.all(
-      markers.map((key) => log.store.put(key, marker, { onlyIfAbsent: true, contentType: 'application/json' })),
-    );
-    await log.store.put(recordKey(scope, first.record), JSON.stringify(first), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
-    });
+    await putForkStart(log, config, scope, first, markers);
     // After the references: the forked incarnation still exists, so a delete of it from now
     // on lists them and keeps what the fork reads.
     const { config: current } = await readConfig(log, parentId);
@@ -95,8 +88,26 @@ export async function forkSession(log: LogContext, parentId: string, options: Fo
   return toSessionRecord(config, counts, EMPTY_LEDGER);
 }
 
+/** Puts the references under every incarnation a fork reads, then its first record (create-only). */
+export async function putForkStart(
+  log: LogContext,
+  config: SessionConfig,
+  scope: LogScope,
+  first: LogRecord,
+  markers: string[],
+): Promise<void> {
+  const marker = JSON.stringify({ child: config.id, generation: config.generation, created_at: config.created_at });
+  await Promise.all(
+    markers.map((key) => log.store.put(key, marker, { onlyIfAbsent: true, contentType: 'application/json' })),
+  );
+  await log.store.put(recordKey(scope, first.record), JSON.stringify(first), {
+    onlyIfAbsent: true,
+    contentType: 'application/json',
+  });
+}
+
 /** Removes what a fork that did not happen wrote, and sweeps its ancestors of what it had kept. */
-async function giveUp(
+export async function giveUp(
   log: LogContext,
   config: SessionConfig,
   scope: LogScope,
@@ -157,7 +168,7 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
  * first: the forked session's own, then its ancestors; a point inside an ancestor's range
  * starts at that ancestor.
  */
-function forkChain(scope: LogScope, record: number, seq: number): ForkPoint[] {
+export function forkChain(scope: LogScope, record: number, seq: number): ForkPoint[] {
   const ancestors = scope.ancestors ?? [];
   if (ancestors.length === 0 || record > ancestors[0]!.record)
     return [{ id: scope.id, generation: scope.generation, record, seq }, ...ancestors];
@@ -165,15 +176,15 @@ function forkChain(scope: LogScope, record: number, seq: number): ForkPoint[] {
   return [{ ...ancestors[owner]!, record, seq }, ...ancestors.slice(owner + 1)];
 }
 
-/** The fork's first record: no items, the state at the fork point. */
-function forkRecord(point: Point, createdAt: string): LogRecord {
+/** The fork's first record: no items, the state at the fork point (none: an empty log's). */
+export function forkRecord(point: Point | null, createdAt: string): LogRecord {
   const counts = countsOf(point);
   const context = contextOf(point);
   const overflow = overflowOf(point);
-  const openCalls = (point.done ? point.done.open_calls : point.record.open_calls) ?? undefined;
+  const openCalls = (point?.done ? point.done.open_calls : point?.record.open_calls) ?? undefined;
   return {
     format: 'tailgate.record.v1',
-    record: point.record.record + 1,
+    record: (point?.record.record ?? 0) + 1,
     kind: 'append',
     created_at: createdAt,
     writer: crypto.randomUUID(),

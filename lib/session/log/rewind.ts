@@ -1,0 +1,175 @@
+import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
+import { newGeneration, recordKey, sessionConfigKey } from '../keys.ts';
+import type { LogRecord, SessionConfig } from '../records.ts';
+import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
+import { toSessionRecord } from './config-object.ts';
+import { forkMarkers } from './fork-refs.ts';
+import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
+import {
+  countsOf,
+  isEmpty,
+  ledgerOf,
+  readConfig,
+  readHead,
+  readRecord,
+  scopeOf,
+  undeliveredOf,
+  type Head,
+} from './head.ts';
+import { refreshIndex } from './session-index.ts';
+import type { SessionRecord } from './types.ts';
+
+/**
+ * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
+ * is append-only, so the session goes back by becoming a fork of its own incarnation at the
+ * record before that turn: a new generation whose first record carries the state there, the
+ * same id, config and creation time, and `fork_of` naming the incarnation it leaves (whose
+ * objects that reference keeps). The turn's items stay stored under the old generation,
+ * which no reader of the session goes past the fork point in.
+ *
+ * In order: a fence, record n+1 of the current generation (create-only, no items, a lease):
+ * its landing commits that the turn is still the newest, and a claim meeting it answers 409
+ * `turn_in_progress` while its lease runs. Then the references and the new first record, as
+ * a fork writes them, then the config, replaced if-match: **the commit point**. A claim that
+ * read the old config before that met the fence; one after it reads the new generation. A
+ * crash leaves the fence (an empty record: the session goes on after its lease) and objects
+ * no config names, which the next delete of the id removes.
+ */
+
+export interface RewindOptions {
+  /** Runs once the fence landed (the turn is the newest, and is going), before the config moves. */
+  withdrawn?: () => Promise<void>;
+}
+
+/** See SessionLog.deleteTurn. */
+export async function deleteNewestTurn(
+  log: LogContext,
+  id: string,
+  turn: number,
+  options: RewindOptions = {},
+): Promise<SessionRecord> {
+  for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
+    const head = await readHead(log, id, 100);
+    const previous = await pointBefore(log, head, turn);
+    const started = log.clock().getTime();
+    const fence: LogRecord = {
+      ...carried(forkRecord(head.newest, new Date(started).toISOString()), head),
+      lease_expires_at: new Date(started + log.leaseMs).toISOString(),
+    };
+    const landed = await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    });
+    if (!landed) {
+      await backoff(attempt);
+      continue;
+    }
+    await options.withdrawn?.();
+    const moved = await moveBack(log, head, previous, started);
+    if (moved) return moved;
+    await backoff(attempt);
+  }
+  throw new StorageError(`session ${id}: too many concurrent changes`);
+}
+
+/**
+ * The record the session goes back to: the one before turn `turn`, which must be the newest
+ * record with items (records without any, a fork's first or a fence, are passed over), and
+ * closed. Null when the turn is the session's first record.
+ */
+async function pointBefore(log: LogContext, head: Head, turn: number): Promise<Point | null> {
+  const id = head.config.id;
+  let candidate = head.newest;
+  while (candidate && candidate.record.kind === 'append' && candidate.record.items.length === 0) {
+    const unit = await head.cursor.next();
+    if (unit?.kind === 'segment')
+      throw new DeleteRefusedError(`turn ${turn} of session ${id} is packed into a segment`);
+    candidate = unit ? await readRecord(log, unit) : null;
+  }
+  const found = candidate?.record.kind === 'turn' && candidate.record.turn === turn;
+  if (!found) {
+    if (turn > countsOf(head.newest).turns) throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id });
+    const after = candidate?.record.kind === 'turn' ? `turn ${candidate.record.turn}` : 'an append';
+    throw new DeleteRefusedError(
+      `turn ${turn} is not the newest of session ${id}: ${after} came after it; only the newest turn can be deleted`,
+      { id, turn },
+    );
+  }
+  if (!candidate!.done)
+    throw new DeleteRefusedError(`turn ${turn} of session ${id} is still running; delete it once it ended`, {
+      id,
+      turn,
+    });
+  const unit = await head.cursor.next();
+  if (unit?.kind === 'segment')
+    throw new DeleteRefusedError(
+      `the record before turn ${turn} of session ${id} is packed into a segment; only recent turns can be deleted`,
+      { id, turn },
+    );
+  return unit ? readRecord(log, unit) : null;
+}
+
+/**
+ * Writes the new generation (a fork of the current one at `previous`) and moves the config to
+ * it, if-match. Null when the config changed meanwhile (what was written is removed: try again).
+ */
+async function moveBack(
+  log: LogContext,
+  head: Head,
+  previous: Point | null,
+  started: number,
+): Promise<SessionRecord | null> {
+  const chain = previous ? forkChain(head.scope, previous.record.record, countsOf(previous).items) : [];
+  const generation = newGeneration(log.clock());
+  const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
+  const markers = forkMarkers(log, chain, head.config.id, generation);
+  const first = carried(forkRecord(previous, new Date(started).toISOString()), head);
+  let config: SessionConfig = head.config;
+  let written = false;
+  try {
+    await putForkStart(log, { ...head.config, generation }, scope, first, markers);
+    // A fence older than half its lease may have been passed by a claim: go no further.
+    if (log.clock().getTime() - started > log.leaseMs / 2)
+      throw new StorageError('the delete took too long to write its new generation; try again');
+    const current = await readConfig(log, head.config.id);
+    const { fork_of: _, ...fields } = current.config;
+    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}) };
+    written =
+      current.config.generation === head.config.generation &&
+      (await log.store.put(sessionConfigKey(log.keyPrefix, config.id), JSON.stringify(config), {
+        ifMatch: current.info.etag,
+        contentType: 'application/json',
+      })) !== null;
+  } catch (error) {
+    // A put whose answer was lost may have landed: the config says.
+    written = (await readConfig(log, head.config.id).catch(() => null))?.config.generation === generation;
+    if (!written) {
+      await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, markers);
+      throw error;
+    }
+  }
+  if (!written) {
+    await giveUp(log, { ...head.config, generation, fork_of: chain }, scope, first.record, markers);
+    return null;
+  }
+  try {
+    await refreshIndex(log, config.id);
+  } catch {
+    // Listed again from its next turn, append or PATCH.
+  }
+  return toSessionRecord(config, countsOf(previous), ledgerOf(head.newest));
+}
+
+/**
+ * `record` with what the session's newest record carries on whatever is taken out: the usage
+ * totals (spent is spent) and the notices no model has seen yet.
+ */
+function carried(record: LogRecord, head: Head): LogRecord {
+  const ledger = ledgerOf(head.newest);
+  const undelivered = undeliveredOf(head.newest);
+  return {
+    ...record,
+    ...(ledger.turns > 0 ? { ledger } : {}),
+    ...(isEmpty(undelivered) ? {} : { undelivered }),
+  };
+}

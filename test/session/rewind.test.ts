@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { turnOf } from './rewind-simulation-suite.ts';
+
+const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+
+const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
+
+function setup(options: Partial<typeof OPTIONS> = OPTIONS) {
+  const store = new MemoryStore();
+  let now = new Date('2026-01-01T00:00:00Z');
+  const log = new SessionLog(store, { clock: () => now, leaseMs: 30_000, ...options });
+  return { store, log, advance: (ms: number) => (now = new Date(now.getTime() + ms)) };
+}
+
+/** The items as `<seq>:<content>`, oldest first. */
+async function numbered(log: SessionLog, id: string): Promise<string[]> {
+  const page = await log.listItems(id, { limit: 1000 });
+  return page.items.reverse().map((item) => `${item.seq}:${(item as { content: string }).content}`);
+}
+
+describe('SessionLog.deleteTurn', () => {
+  it('takes the newest turn out, and the session goes on from the turn before it', async () => {
+    const { log } = setup();
+    await log.create({ id: 's', instructions: 'be brief' });
+    await turnOf(log, 's', 'one');
+    await log.append('s', [user('aside')]);
+    await turnOf(log, 's', 'two');
+    const back = await log.deleteTurn('s', 2);
+    expect(back.counts).toEqual({ items: 3, turns: 1, tool_calls: 0 });
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:aside']);
+    expect((await log.get('s')).instructions).toBe('be brief');
+    // The prompt of the next turn holds nothing of it.
+    const preview = await log.previewContext('s', () => ({ toolCalls: 'all' as const, seqs: [] }));
+    expect(preview.items.map((item) => item.seq)).toEqual([1, 2, 3]);
+    await turnOf(log, 's', 'three');
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:aside', '4:three', '5:re three']);
+    expect((await log.get('s')).counts.turns).toBe(2);
+    // Spent is spent: the usage totals keep the deleted turn's.
+    expect((await log.get('s')).usage.turns).toBe(3);
+  });
+
+  it('refuses a turn that is not the newest, and a retry finds the turn gone', async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    await turnOf(log, 's', 'two');
+    await expect(log.deleteTurn('s', 1)).rejects.toMatchObject({ code: 'delete_refused' });
+    await log.deleteTurn('s', 2);
+    await expect(log.deleteTurn('s', 2)).rejects.toMatchObject({ code: 'not_found' });
+    await log.deleteTurn('s', 1);
+    expect(await numbered(log, 's')).toEqual([]);
+    expect((await log.get('s')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
+    await turnOf(log, 's', 'again');
+    expect(await numbered(log, 's')).toEqual(['1:again', '2:re again']);
+  });
+
+  it('refuses a turn whose previous record is packed', async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    for (const text of ['a', 'b', 'c']) await turnOf(log, 's', text);
+    await log.pack('s');
+    await expect(log.deleteTurn('s', 3)).rejects.toMatchObject({ code: 'delete_refused' });
+    expect((await log.get('s')).counts.turns).toBe(3);
+  });
+
+  it('goes back over deletes and packs, and a delete of the session removes every generation', async () => {
+    const { store, log } = setup({ blobThreshold: 64 });
+    await log.create({ id: 's' });
+    for (const text of ['a', 'b', 'c', 'd']) await turnOf(log, 's', text);
+    await log.pack('s');
+    await log.deleteTurn('s', 4);
+    await log.pack('s');
+    await log.deleteTurn('s', 3);
+    await turnOf(log, 's', 'e');
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a', '3:b', '4:re b', '5:e', '6:re e']);
+    await log.delete('s');
+    expect((await store.list('sessions/', { limit: 1000 })).objects).toEqual([]);
+  });
+
+  it("keeps the session's response objects and its old generation when a fork's delete sweeps it", async () => {
+    const { store, log } = setup({ blobThreshold: 64 });
+    const session = await log.create({ id: 's' });
+    await turnOf(log, 's', 'a');
+    await turnOf(log, 's', 'b');
+    await log.fork('s', { at_turn: 2, fields: { id: 'f' } });
+    const kept = `sessions/s/openai/${Date.parse(session.created_at)}/1.json`;
+    await store.put(kept, '{}');
+    await log.deleteTurn('s', 2);
+    // The fork's delete sweeps its parent, which names another generation now.
+    await log.delete('f');
+    expect(await store.get(kept)).not.toBeNull();
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a']);
+    await turnOf(log, 's', 'c');
+    expect(await numbered(log, 's')).toEqual(['1:a', '2:re a', '3:c', '4:re c']);
+  });
+});

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
@@ -333,6 +334,102 @@ describe('the inspector at /ui in Chromium', () => {
     );
     expect(await turn.locator('.turn-times').textContent()).toMatch(/ · took \d/);
     expect(await axeViolations()).toEqual([]);
+  });
+
+  const imageSession = `${sessionId}-img`;
+
+  it('shows stored images as thumbnails, https images as links, files by name, type and size; marks pruned images', {
+    timeout: 90_000,
+  }, async () => {
+    // A real PNG (40x30), drawn by the browser.
+    const png = await page.evaluate(() => {
+      const canvas = document.createElement('canvas');
+      canvas.width = 40;
+      canvas.height = 30;
+      const context = canvas.getContext('2d')!;
+      context.fillStyle = '#c00000';
+      context.fillRect(0, 0, 40, 30);
+      return canvas.toDataURL('image/png');
+    });
+    await call('POST', '/v1/sessions', {
+      id: imageSession,
+      tools: [{ type: 'function', name: 'read', parameters: { type: 'object', properties: {} } }],
+      strategies: ['shorten_tools_epoch'],
+      strategy_config: { epoch_tool_call_threshold: 8, epoch_full_tool_calls: 3, epoch_compacted_tool_calls: 6 },
+    });
+    // Twelve calls answered with a screenshot and a long text: the strategy compacts the older
+    // outputs, and the compacted text describes the image ("[image/png 40x30, ...]").
+    const items = Array.from({ length: 12 }, (_, index) => [
+      { type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: '{}' },
+      {
+        type: 'function_call_output',
+        call_id: `call_${index}`,
+        output: [
+          { type: 'input_image', image_url: png },
+          { type: 'input_text', text: `page ${index}: ${'lorem ipsum '.repeat(60)}` },
+        ],
+      },
+    ]).flat();
+    await call('POST', `/v1/sessions/${imageSession}/items`, { items });
+    const pdf = pdfBytes();
+    await call('POST', `/v1/sessions/${imageSession}/turns`, {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'look' },
+            { type: 'input_image', image_url: png },
+            { type: 'input_image', image_url: 'https://example.com/cat.png' },
+            { type: 'input_file', filename: 'report.pdf', file_data: dataUrl('application/pdf', pdf) },
+          ],
+        },
+      ],
+    });
+    await page.goto(`${server.origin}/ui#/s/${imageSession}`);
+    const turn = page.locator('#timeline details.turn[data-turn="1"]');
+    await turn.locator('summary').click();
+    const input = turn.locator('.turn-input li').first();
+    await input.waitFor();
+    expect(await input.locator('pre').textContent()).toBe('user: look');
+    const thumb = input.locator('img.thumb');
+    expect(await thumb.getAttribute('alt')).toMatch(/^image image\/png 40x30, \d+ B$/);
+    // Loaded from the blob route with the token, and decoded.
+    await expect
+      .poll(() => thumb.evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+      .toBe(40);
+    expect(await thumb.getAttribute('src')).toMatch(/^blob:/);
+    const link = input.locator('a.image-link');
+    expect(await link.getAttribute('href')).toBe('https://example.com/cat.png');
+    expect(await input.locator('.file').textContent()).toBe(`file report.pdf · application/pdf · ${pdf.length} B`);
+    // What the model saw: older outputs compacted to text describing their image (pruned), the newest whole.
+    const pruned = turn.locator('.turn-seen li.image-pruned');
+    await pruned.first().waitFor();
+    expect(await pruned.first().getAttribute('class')).toContain('treatment-compacted');
+    expect(await pruned.first().locator('.pruned-mark').textContent()).toContain('image pruned');
+    expect(await pruned.first().locator('pre').textContent()).toContain('[image/png 40x30');
+    const whole = turn.locator('.turn-seen li.treatment-whole:not(.image-pruned) img.thumb');
+    expect(await whole.count()).toBeGreaterThan(0);
+    await expect
+      .poll(() => whole.first().evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+      .toBe(40);
+    expect(await turn.textContent()).not.toContain('[object Object]');
+    expect(await axeViolations()).toEqual([]);
+    // Under the page's own Content-Security-Policy (this tab bypasses it for axe-core), the thumbnail loads too.
+    const strict = await browser.newContext();
+    try {
+      const strictPage = await strict.newPage();
+      await strictPage.addInitScript((token) => sessionStorage.setItem('tailgate.token', token), TOKEN);
+      await strictPage.goto(`${server.origin}/ui#/s/${imageSession}`);
+      await strictPage.locator('#timeline details.turn[data-turn="1"] summary').click();
+      const strictThumb = strictPage.locator('.turn-input img.thumb');
+      await strictThumb.waitFor();
+      await expect
+        .poll(() => strictThumb.evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+        .toBe(40);
+    } finally {
+      await strict.close();
+    }
   });
 
   it('has a favicon, served by the service', async () => {

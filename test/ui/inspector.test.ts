@@ -432,6 +432,23 @@ describe('the inspector at /ui in Chromium', () => {
     }
   });
 
+  it('forks at a turn and opens the fork, which links its parent', { timeout: 60_000 }, async () => {
+    const turn = page.locator('#timeline details.turn[data-turn="1"]');
+    expect(await page.locator('#session-lineage').textContent()).toBe('');
+    await turn.getByRole('button', { name: 'Fork here' }).click();
+    await expect
+      .poll(() => page.locator('#session-title').textContent(), { timeout: 15_000 })
+      .not.toBe(`Session ${imageSession}`);
+    const forkId = decodeURIComponent(/#\/s\/(.+)$/.exec(page.url())![1]!);
+    const fork = await call('GET', `/v1/sessions/${forkId}`);
+    expect(fork.forked_from.id).toBe(imageSession);
+    await expect
+      .poll(() => page.locator('#session-lineage').textContent())
+      .toBe(`Fork of ${imageSession} after seq ${fork.forked_from.seq}`);
+    await page.locator('#session-lineage a').click();
+    await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${imageSession}`);
+  });
+
   it('has a favicon, served by the service', async () => {
     const href = await page.locator('link[rel="icon"]').getAttribute('href');
     const response = await page.request.get(new URL(href!, server.origin).href);

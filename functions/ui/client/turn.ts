@@ -3,6 +3,7 @@ import { api, sessionPath } from './api.ts';
 import { add, el, timeAgo } from './dom.ts';
 import { durationText } from './format.ts';
 import { itemRow } from './items.ts';
+import { forkButton } from './lineage.ts';
 import { onScrollEnd } from './paging.ts';
 import { keepLoader } from './view.ts';
 
@@ -26,6 +27,7 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
         (turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''),
     ),
   );
+  add(body, forkButton(id, turn.turn));
   if (turn.error) add(body, el('p', { class: 'error' }, `${turn.error.code}: ${turn.error.message}`));
   // Input and output: stored items by seq range.
   for (const [label, range] of [

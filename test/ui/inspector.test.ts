@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
@@ -18,6 +19,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const require = createRequire(import.meta.url);
 
 let server: RunningServer;
+let provider: FakeProvider;
 let state: string;
 let browser: Browser;
 let context: BrowserContext;
@@ -40,6 +42,13 @@ async function call(method: string, path: string, body?: unknown): Promise<any> 
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** A chunk of an OpenAI-compatible stream carrying `content`. */
+function chunk(content: string): string {
+  const choices = [{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }];
+  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices };
+  return `data: ${JSON.stringify(data)}\n\n`;
 }
 
 /** TURNS turns: half of them tool calls, each answered with an output long enough to be compacted later. */
@@ -88,6 +97,8 @@ async function axeViolations(): Promise<unknown[]> {
 describe('the inspector at /ui in Chromium', () => {
   beforeAll(async () => {
     state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
+    // The model of the live turn: two pieces of text, then it holds the stream open until cancelled.
+    provider = await startFakeProvider(() => ({ sse: chunk('Hello') + chunk('! How can I'), hang: true }));
     server = await onFreePort((port) =>
       startServer(
         'npm',
@@ -103,6 +114,8 @@ describe('the inspector at /ui in Chromium', () => {
           '--var',
           // Echo priced, so the cost chart has something to draw.
           `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
+          '--var',
+          `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
           '--persist-to',
           state,
         ],
@@ -128,6 +141,7 @@ describe('the inspector at /ui in Chromium', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
+    await provider?.close();
     if (state) await rm(state, { recursive: true, force: true });
   });
 
@@ -447,6 +461,48 @@ describe('the inspector at /ui in Chromium', () => {
       .toBe(`Fork of ${imageSession} after seq ${fork.forked_from.seq}`);
     await page.locator('#session-lineage a').click();
     await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${imageSession}`);
+  });
+
+  it('follows a running turn live, refuses a fork at it, and cancels it', { timeout: 90_000 }, async () => {
+    const liveSession = `${sessionId}-live`;
+    await call('POST', '/v1/sessions', { id: liveSession, model: 'openai-compatible:fake', strategies: ['inbox'] });
+    expect(
+      (await call('POST', `/v1/sessions/${liveSession}/turns`, { input: 'hold on', background: true })).status,
+    ).toBe('queued');
+    await page.goto(`${server.origin}/ui#/s/${liveSession}`);
+    const live = page.locator('#timeline li .live');
+    // The model's text arrives while the turn runs: the provider holds its stream open.
+    await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 60_000 }).toBe('Hello! How can I');
+    expect((await call('GET', `/v1/sessions/${liveSession}/turns/1`)).status).toBe('in_progress');
+    const row = page.locator('#timeline details.turn[data-turn="1"]');
+    await row.locator('summary').click();
+    await row.getByRole('button', { name: 'Fork here' }).click();
+    await expect.poll(() => row.locator('.fork-error').textContent(), { timeout: 15_000 }).toMatch(/^Fork refused: ./);
+    expect(await live.locator('p > span').first().textContent()).toBe('Turn 1 running');
+    // An input queued behind the running turn: it runs once the turn is cancelled, and shows as its turn.
+    const queued = await call('POST', `/v1/sessions/${liveSession}/turns`, {
+      input: 'next',
+      model: 'echo',
+      on_busy: 'enqueue',
+    });
+    expect(queued.position).toBe(1);
+    await live.getByRole('button', { name: 'Cancel' }).click();
+    await expect.poll(() => row.getAttribute('class'), { timeout: 15_000 }).toContain('status-cancelled');
+    expect(await row.locator('summary').textContent()).toContain('Turn 1 · cancelled');
+    expect(await page.locator('#timeline .live').count()).toBe(0);
+    expect(await axeViolations()).toEqual([]);
+    await expect
+      .poll(async () => (await call('GET', `/v1/sessions/${liveSession}/turns?limit=1`)).turns[0].turn, {
+        timeout: 30_000,
+      })
+      .toBe(2);
+    await page.reload();
+    const next = page.locator('#timeline details.turn[data-turn="2"]');
+    await expect.poll(() => next.getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    await next.locator('summary').click();
+    await expect
+      .poll(() => next.locator('.turn-output li pre').first().textContent(), { timeout: 15_000 })
+      .toBe('assistant: echo: next');
   });
 
   it('has a favicon, served by the service', async () => {

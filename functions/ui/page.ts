@@ -69,6 +69,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
       <section id="session-view" hidden aria-labelledby="session-title">
         <h2 id="session-title">Session</h2>
         <p id="session-counts" class="muted"></p>
+        <div id="session-lineage"></div>
         <div class="columns">
           <div class="timeline-column">
             <section aria-labelledby="chart-title">

@@ -19,7 +19,7 @@ export function inspectorRoutes(script?: () => Promise<Uint8Array<ArrayBuffer>>)
       c.html(INSPECTOR_PAGE, 200, {
         ...headers,
         'content-security-policy':
-          "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+          "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data: blob:; frame-ancestors 'none'",
       }),
     )
     .get('/ui/app.css', (c) => c.body(INSPECTOR_CSS, 200, { ...headers, 'content-type': 'text/css; charset=utf-8' }))

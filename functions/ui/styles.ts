@@ -73,6 +73,12 @@ th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d
 .bar-total { fill: #9a9a9a; }
 .bar-reused, .bar-cache { fill: #1f5fa8; }
 .bar-cost { fill: #2e7d32; }
+.media { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: flex-start; font-size: 0.8rem; }
+.media figure { margin: 0; }
+.thumb { display: block; max-width: 160px; max-height: 120px; border: 1px solid #d0d0d0; }
+.image-pruned .thumb { opacity: 0.45; border-style: dashed; }
+.live { border: 1px dashed #1f5fa8; border-radius: 4px; padding: 0.3rem 0.6rem; }
+.live-text { white-space: pre-wrap; margin: 0.2rem 0; }
 .counts { display: grid; grid-template-columns: auto auto; gap: 0.1rem 1rem; }
 .counts dd { margin: 0; font-variant-numeric: tabular-nums; }
 .field { display: inline-block; margin-right: 0.5rem; }

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { durationText, relativeTime, turnSummary } from '../../functions/ui/client/format.ts';
+import {
+  durationText,
+  imagePruned,
+  itemText,
+  relativeTime,
+  sizeText,
+  turnSummary,
+} from '../../functions/ui/client/format.ts';
 
 /** The inspector's text for times and rows (functions/ui/client/format.ts); the page itself is tested in Chromium. */
 describe("the inspector's formatting", () => {
@@ -42,5 +49,27 @@ describe("the inspector's formatting", () => {
       usage: null,
     };
     expect(turnSummary(completed)).toBe('Turn 8 · completed · echo · 200 chars · 75% reused');
+  });
+
+  it('reads parts as their text (images and files show beside it), and sizes in B, KB, MB', () => {
+    const image = { type: 'input_image', blob: 'ab', media_type: 'image/png', bytes: 2048 };
+    const content = [{ type: 'input_text', text: 'look' }, image, { type: 'input_text', text: 'here' }];
+    expect(itemText({ type: 'message', role: 'user', content })).toBe('user: look\nhere');
+    expect(itemText({ type: 'function_call_output', call_id: 'c1', output: [image] })).toBe('output c1: ');
+    expect(itemText({ type: 'function_call_output', call_id: 'c1', output: 'done' })).toBe('output c1: done');
+    expect(sizeText(850)).toBe('850 B');
+    expect(sizeText(145_408)).toBe('142 KB');
+    expect(sizeText(1_572_864)).toBe('1.5 MB');
+  });
+
+  it('marks an image pruned when what the model got holds a placeholder starting with "[image"', () => {
+    expect(imagePruned(undefined)).toBe(false);
+    expect(imagePruned({ output: '[compacted: 900 chars, md5 a1b2c. ...]\n[image/png 40x30, 1 KB]\npage 1' })).toBe(
+      true,
+    );
+    const omitted = '[image omitted: image/png 1280x800, 142 KB, turn 12]';
+    expect(imagePruned({ output: [{ type: 'input_text', text: omitted }] })).toBe(true);
+    expect(imagePruned({ output: '[compacted: 900 chars, md5 a1b2c. ...]\npage 1' })).toBe(false);
+    expect(imagePruned({ arguments: '{"n":1}' })).toBe(false);
   });
 });

@@ -4,6 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeProvider, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { dataUrl, pdfBytes } from '../support/media-fixtures.ts';
 import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
 
 /**
@@ -17,6 +19,7 @@ const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const require = createRequire(import.meta.url);
 
 let server: RunningServer;
+let provider: FakeProvider;
 let state: string;
 let browser: Browser;
 let context: BrowserContext;
@@ -39,6 +42,13 @@ async function call(method: string, path: string, body?: unknown): Promise<any> 
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** A chunk of an OpenAI-compatible stream carrying `content`. */
+function chunk(content: string): string {
+  const choices = [{ index: 0, delta: { role: 'assistant', content }, finish_reason: null }];
+  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices };
+  return `data: ${JSON.stringify(data)}\n\n`;
 }
 
 /** TURNS turns: half of them tool calls, each answered with an output long enough to be compacted later. */
@@ -87,6 +97,8 @@ async function axeViolations(): Promise<unknown[]> {
 describe('the inspector at /ui in Chromium', () => {
   beforeAll(async () => {
     state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
+    // The model of the live turn: two pieces of text, then it holds the stream open until cancelled.
+    provider = await startFakeProvider(() => ({ sse: chunk('Hello') + chunk('! How can I'), hang: true }));
     server = await onFreePort((port) =>
       startServer(
         'npm',
@@ -102,6 +114,8 @@ describe('the inspector at /ui in Chromium', () => {
           '--var',
           // Echo priced, so the cost chart has something to draw.
           `MODEL_PRICES:${JSON.stringify({ echo: { input: 1000, output: 2000 } })}`,
+          '--var',
+          `OPENAI_COMPATIBLE_BASE_URL:${provider.baseURL}`,
           '--persist-to',
           state,
         ],
@@ -127,6 +141,7 @@ describe('the inspector at /ui in Chromium', () => {
   afterAll(async () => {
     await browser?.close();
     await server?.stop();
+    await provider?.close();
     if (state) await rm(state, { recursive: true, force: true });
   });
 
@@ -333,6 +348,161 @@ describe('the inspector at /ui in Chromium', () => {
     );
     expect(await turn.locator('.turn-times').textContent()).toMatch(/ · took \d/);
     expect(await axeViolations()).toEqual([]);
+  });
+
+  const imageSession = `${sessionId}-img`;
+
+  it('shows stored images as thumbnails, https images as links, files by name, type and size; marks pruned images', {
+    timeout: 90_000,
+  }, async () => {
+    // A real PNG (40x30), drawn by the browser.
+    const png = await page.evaluate(() => {
+      const canvas = document.createElement('canvas');
+      canvas.width = 40;
+      canvas.height = 30;
+      const context = canvas.getContext('2d')!;
+      context.fillStyle = '#c00000';
+      context.fillRect(0, 0, 40, 30);
+      return canvas.toDataURL('image/png');
+    });
+    await call('POST', '/v1/sessions', {
+      id: imageSession,
+      tools: [{ type: 'function', name: 'read', parameters: { type: 'object', properties: {} } }],
+      strategies: ['shorten_tools_epoch'],
+      strategy_config: { epoch_tool_call_threshold: 8, epoch_full_tool_calls: 3, epoch_compacted_tool_calls: 6 },
+    });
+    // Twelve calls answered with a screenshot and a long text: the strategy compacts the older
+    // outputs, and the compacted text describes the image ("[image/png 40x30, ...]").
+    const items = Array.from({ length: 12 }, (_, index) => [
+      { type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: '{}' },
+      {
+        type: 'function_call_output',
+        call_id: `call_${index}`,
+        output: [
+          { type: 'input_image', image_url: png },
+          { type: 'input_text', text: `page ${index}: ${'lorem ipsum '.repeat(60)}` },
+        ],
+      },
+    ]).flat();
+    await call('POST', `/v1/sessions/${imageSession}/items`, { items });
+    const pdf = pdfBytes();
+    await call('POST', `/v1/sessions/${imageSession}/turns`, {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'look' },
+            { type: 'input_image', image_url: png },
+            { type: 'input_image', image_url: 'https://example.com/cat.png' },
+            { type: 'input_file', filename: 'report.pdf', file_data: dataUrl('application/pdf', pdf) },
+          ],
+        },
+      ],
+    });
+    await page.goto(`${server.origin}/ui#/s/${imageSession}`);
+    const turn = page.locator('#timeline details.turn[data-turn="1"]');
+    await turn.locator('summary').click();
+    const input = turn.locator('.turn-input li').first();
+    await input.waitFor();
+    expect(await input.locator('pre').textContent()).toBe('user: look');
+    const thumb = input.locator('img.thumb');
+    expect(await thumb.getAttribute('alt')).toMatch(/^image image\/png 40x30, \d+ B$/);
+    // Loaded from the blob route with the token, and decoded.
+    await expect
+      .poll(() => thumb.evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+      .toBe(40);
+    expect(await thumb.getAttribute('src')).toMatch(/^blob:/);
+    const link = input.locator('a.image-link');
+    expect(await link.getAttribute('href')).toBe('https://example.com/cat.png');
+    expect(await input.locator('.file').textContent()).toBe(`file report.pdf · application/pdf · ${pdf.length} B`);
+    // What the model saw: older outputs compacted to text describing their image (pruned), the newest whole.
+    const pruned = turn.locator('.turn-seen li.image-pruned');
+    await pruned.first().waitFor();
+    expect(await pruned.first().getAttribute('class')).toContain('treatment-compacted');
+    expect(await pruned.first().locator('.pruned-mark').textContent()).toContain('image pruned');
+    expect(await pruned.first().locator('pre').textContent()).toContain('[image/png 40x30');
+    const whole = turn.locator('.turn-seen li.treatment-whole:not(.image-pruned) img.thumb');
+    expect(await whole.count()).toBeGreaterThan(0);
+    await expect
+      .poll(() => whole.first().evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+      .toBe(40);
+    expect(await turn.textContent()).not.toContain('[object Object]');
+    expect(await axeViolations()).toEqual([]);
+    // Under the page's own Content-Security-Policy (this tab bypasses it for axe-core), the thumbnail loads too.
+    const strict = await browser.newContext();
+    try {
+      const strictPage = await strict.newPage();
+      await strictPage.addInitScript((token) => sessionStorage.setItem('tailgate.token', token), TOKEN);
+      await strictPage.goto(`${server.origin}/ui#/s/${imageSession}`);
+      await strictPage.locator('#timeline details.turn[data-turn="1"] summary').click();
+      const strictThumb = strictPage.locator('.turn-input img.thumb');
+      await strictThumb.waitFor();
+      await expect
+        .poll(() => strictThumb.evaluate((image) => (image as HTMLImageElement).naturalWidth), { timeout: 15_000 })
+        .toBe(40);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  it('forks at a turn and opens the fork, which links its parent', { timeout: 60_000 }, async () => {
+    const turn = page.locator('#timeline details.turn[data-turn="1"]');
+    expect(await page.locator('#session-lineage').textContent()).toBe('');
+    await turn.getByRole('button', { name: 'Fork here' }).click();
+    await expect
+      .poll(() => page.locator('#session-title').textContent(), { timeout: 15_000 })
+      .not.toBe(`Session ${imageSession}`);
+    const forkId = decodeURIComponent(/#\/s\/(.+)$/.exec(page.url())![1]!);
+    const fork = await call('GET', `/v1/sessions/${forkId}`);
+    expect(fork.forked_from.id).toBe(imageSession);
+    await expect
+      .poll(() => page.locator('#session-lineage').textContent())
+      .toBe(`Fork of ${imageSession} after seq ${fork.forked_from.seq}`);
+    await page.locator('#session-lineage a').click();
+    await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${imageSession}`);
+  });
+
+  it('follows a running turn live, refuses a fork at it, and cancels it', { timeout: 90_000 }, async () => {
+    const liveSession = `${sessionId}-live`;
+    await call('POST', '/v1/sessions', { id: liveSession, model: 'openai-compatible:fake', strategies: ['inbox'] });
+    expect(
+      (await call('POST', `/v1/sessions/${liveSession}/turns`, { input: 'hold on', background: true })).status,
+    ).toBe('queued');
+    await page.goto(`${server.origin}/ui#/s/${liveSession}`);
+    const live = page.locator('#timeline li .live');
+    // The model's text arrives while the turn runs: the provider holds its stream open.
+    await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 60_000 }).toBe('Hello! How can I');
+    expect((await call('GET', `/v1/sessions/${liveSession}/turns/1`)).status).toBe('in_progress');
+    const row = page.locator('#timeline details.turn[data-turn="1"]');
+    await row.locator('summary').click();
+    await row.getByRole('button', { name: 'Fork here' }).click();
+    await expect.poll(() => row.locator('.fork-error').textContent(), { timeout: 15_000 }).toMatch(/^Fork refused: ./);
+    expect(await live.locator('p > span').first().textContent()).toBe('Turn 1 running');
+    // An input queued behind the running turn: it runs once the turn is cancelled, and shows as its turn.
+    const queued = await call('POST', `/v1/sessions/${liveSession}/turns`, {
+      input: 'next',
+      model: 'echo',
+      on_busy: 'enqueue',
+    });
+    expect(queued.position).toBe(1);
+    await live.getByRole('button', { name: 'Cancel' }).click();
+    await expect.poll(() => row.getAttribute('class'), { timeout: 15_000 }).toContain('status-cancelled');
+    expect(await row.locator('summary').textContent()).toContain('Turn 1 · cancelled');
+    expect(await page.locator('#timeline .live').count()).toBe(0);
+    expect(await axeViolations()).toEqual([]);
+    await expect
+      .poll(async () => (await call('GET', `/v1/sessions/${liveSession}/turns?limit=1`)).turns[0].turn, {
+        timeout: 30_000,
+      })
+      .toBe(2);
+    await page.reload();
+    const next = page.locator('#timeline details.turn[data-turn="2"]');
+    await expect.poll(() => next.getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    await next.locator('summary').click();
+    await expect
+      .poll(() => next.locator('.turn-output li pre').first().textContent(), { timeout: 15_000 })
+      .toBe('assistant: echo: next');
   });
 
   it('has a favicon, served by the service', async () => {

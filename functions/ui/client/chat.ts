@@ -1,6 +1,7 @@
 /** The chat box: a streamed turn (server-sent events read from fetch), its text as it comes. */
 import { authorization, sessionPath, unauthorized } from './api.ts';
 import { $ } from './dom.ts';
+import { readEvents } from './sse.ts';
 
 export async function takeTurn(id: string, input: string): Promise<void> {
   const out = $('chat-output');
@@ -16,22 +17,11 @@ export async function takeTurn(id: string, input: string): Promise<void> {
     out.textContent = `Refused: ${body?.error?.code ?? response.status} ${body?.error?.message ?? ''}`;
     return;
   }
-  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    buffer += value;
-    for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-      const frame = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const event = /^event: (.*)$/m.exec(frame)?.[1];
-      const data = JSON.parse(/^data: (.*)$/m.exec(frame)?.[1] ?? 'null');
-      if (event === 'output_text.delta') out.textContent += data.delta;
-      else if (event === 'output_item.done' && data.item.type === 'function_call')
-        out.textContent += `\ncall ${data.item.name}(${data.item.arguments})`;
-      else if (event === 'turn.completed') out.textContent += `\n[turn ${data.turn} completed]`;
-      else if (event === 'error') out.textContent += `\n[error ${data.error.code}: ${data.error.message}]`;
-    }
-  }
+  await readEvents(response.body, (event, data) => {
+    if (event === 'output_text.delta') out.textContent += data.delta;
+    else if (event === 'output_item.done' && data.item.type === 'function_call')
+      out.textContent += `\ncall ${data.item.name}(${data.item.arguments})`;
+    else if (event === 'turn.completed') out.textContent += `\n[turn ${data.turn} completed]`;
+    else if (event === 'error') out.textContent += `\n[error ${data.error.code}: ${data.error.message}]`;
+  });
 }

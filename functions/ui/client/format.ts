@@ -28,11 +28,36 @@ export function turnSummary(turn: any): string {
   );
 }
 
+/** A content's text: a string as is; of parts, the text parts (images and files show as media, items.ts). */
+export function contentText(content: any): string {
+  if (!Array.isArray(content)) return String(content ?? '');
+  return content
+    .filter((part) => part.type === 'input_text')
+    .map((part) => part.text)
+    .join('\n');
+}
+
 /** An item as one text: a message, a call, or a call's output. */
 export function itemText(item: any): string {
-  if (item.type === 'message') return `${item.role}: ${item.content}`;
+  if (item.type === 'message') return `${item.role}: ${contentText(item.content)}`;
   if (item.type === 'function_call') return `call ${item.name}(${item.arguments})`;
-  return `output ${item.call_id}: ${item.output}`;
+  return `output ${item.call_id}: ${contentText(item.output)}`;
+}
+
+/** A size in bytes: "850 B", "142 KB", "1.5 MB". */
+export function sizeText(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${Math.round(bytes / 1024)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** Whether what the model got of an item (its `compacted_as`) holds an image placeholder (`[image...`). */
+export function imagePruned(compactedAs: any): boolean {
+  return Object.values(compactedAs ?? {}).some((value) =>
+    (Array.isArray(value) ? value.map((part) => part.text ?? '') : [String(value)]).some((text) =>
+      text.includes('[image'),
+    ),
+  );
 }
 
 /** A session's counts line. */

@@ -5,6 +5,7 @@ import { renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
 import { refreshInbox } from './inbox.ts';
+import { renderLineage } from './lineage.ts';
 import { loadTimeline } from './timeline.ts';
 import { report, show } from './view.ts';
 
@@ -19,6 +20,7 @@ export async function openSession(id: string): Promise<void> {
   $('session-title').textContent = `Session ${id}`;
   const session = await api(sessionPath(id));
   $('session-counts').textContent = countsText(session);
+  renderLineage(session);
   renderConfig(id, session);
   void refreshInbox(id).catch(report);
   loadTimeline(id);

@@ -4,6 +4,7 @@ import { renderCostChart, renderPromptChart } from './chart.ts';
 import { $, el } from './dom.ts';
 import { turnSummary } from './format.ts';
 import { paged } from './paging.ts';
+import { followTurn, isOpen } from './live.ts';
 import { expandTurn } from './turn.ts';
 import { report } from './view.ts';
 
@@ -16,10 +17,17 @@ export function loadTimeline(id: string): void {
     renderPromptChart(loaded);
     renderCostChart(loaded);
     return {
-      rows: page.turns.map((turn: any) => el('li', {}, turnRow(id, turn))),
+      rows: page.turns.map((turn: any) => turnEntry(id, turn)),
       next: page.has_more ? String(page.next_before) : null,
     };
   });
+}
+
+/** A turn's entry in the list; a queued or running one is followed live, and redrawn once it ended. */
+function turnEntry(id: string, turn: any): HTMLElement {
+  const entry = el('li', {}, turnRow(id, turn));
+  if (isOpen(turn)) followTurn(id, turn, entry, (ended) => entry.replaceChildren(turnRow(id, ended)));
+  return entry;
 }
 
 /** A turn's row: its summary line, expanded (and loaded) on the first open. */

@@ -3,6 +3,7 @@ import { api, sessionPath } from './api.ts';
 import { add, el, timeAgo } from './dom.ts';
 import { durationText } from './format.ts';
 import { itemRow } from './items.ts';
+import { forkButton } from './lineage.ts';
 import { onScrollEnd } from './paging.ts';
 import { keepLoader } from './view.ts';
 
@@ -26,6 +27,7 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
         (turn.usage ? ` · ${turn.usage.input_tokens} in / ${turn.usage.output_tokens} out tokens` : ''),
     ),
   );
+  add(body, forkButton(id, turn.turn));
   if (turn.error) add(body, el('p', { class: 'error' }, `${turn.error.code}: ${turn.error.message}`));
   // Input and output: stored items by seq range.
   for (const [label, range] of [
@@ -37,7 +39,7 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
       const limit = Math.min(100, range.last_seq - range.first_seq + 1);
       const page = await api(sessionPath(id, `/items?before=${range.last_seq + 1}&limit=${limit}`));
       const items = el('ol', { class: 'items' });
-      for (const item of [...page.items].reverse()) add(items, itemRow(item));
+      for (const item of [...page.items].reverse()) add(items, itemRow(id, item));
       add(section, items);
     } else add(section, el('p', { class: 'muted' }, 'none'));
     add(body, section);
@@ -79,7 +81,7 @@ async function renderSeen(id: string, turn: any, receipt: any, seen: HTMLElement
   let before: number | null = null;
   const loadItems = async () => {
     const page = await api(sessionPath(id, `/turns/${turn.turn}/items?limit=50${before ? `&before=${before}` : ''}`));
-    for (const item of page.items) add(items, itemRow(item));
+    for (const item of page.items) add(items, itemRow(id, item));
     before = page.next_before;
     sentinel.textContent = page.has_more ? 'Scroll for older items…' : 'Start of the history.';
     return page.has_more as boolean;

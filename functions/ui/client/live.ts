@@ -1,0 +1,67 @@
+/**
+ * A queued or running turn followed live: its events (GET .../turns/{turn}/events, resumed
+ * with `?after=N` when the connection drops), its text as it comes, and a Cancel button. Once
+ * the turn has ended, `ended` gets its receipt, to redraw the row.
+ */
+import { api, authorization, sessionPath } from './api.ts';
+import { add, el } from './dom.ts';
+import { readEvents } from './sse.ts';
+import { keepLoader, report, Unauthorized } from './view.ts';
+
+/** Whether a turn is still to end: queued (no runner yet) or in progress. */
+export const isOpen = (turn: any) => turn.status === 'queued' || turn.status === 'in_progress';
+
+export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn: any) => void): void {
+  const text = el('pre', { class: 'live-text', 'aria-live': 'polite' });
+  const cancel = el('button', { type: 'button', class: 'danger' }, 'Cancel');
+  const message = el('span', { class: 'error', role: 'alert' });
+  const label = el('span', {}, '');
+  const showStatus = (status: string) => {
+    label.textContent = `Turn ${turn.turn} ${status === 'queued' ? 'queued' : 'running'}`;
+  };
+  showStatus(turn.status);
+  add(box, el('div', { class: 'live' }, el('p', { class: 'row' }, label, cancel, message), text));
+  const stopped = new AbortController();
+  keepLoader(() => stopped.abort());
+  const path = sessionPath(id, `/turns/${turn.turn}`);
+  cancel.addEventListener('click', async () => {
+    try {
+      await api(`${path}/cancel`, { method: 'POST' });
+      stopped.abort();
+      ended(await api(path));
+    } catch (error) {
+      if (!(error instanceof Unauthorized))
+        message.textContent = `Cancel refused: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  });
+  let after = 0;
+  const follow = async () => {
+    for (let now = turn; !stopped.signal.aborted; ) {
+      // A queued turn has no events yet: its status is asked again a second later.
+      if (now.status === 'in_progress') {
+        try {
+          const response = await fetch(`${path}/events?after=${after}`, {
+            headers: authorization(),
+            signal: stopped.signal,
+          });
+          if (response.ok && response.body)
+            await readEvents(response.body, (event, data, number) => {
+              if (number !== null) after = number;
+              if (event === 'output_text.delta') text.textContent += data.delta;
+            });
+        } catch {
+          // The connection dropped (or the view changed): resumed after the last event seen.
+        }
+      }
+      if (stopped.signal.aborted) return;
+      now = await api(path);
+      showStatus(now.status);
+      if (!isOpen(now)) {
+        stopped.abort();
+        return ended(now);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  };
+  void follow().catch(report);
+}

@@ -15,6 +15,7 @@ import { defineConfig } from 'vitest/config';
 const UNIT_FOLDERS = [
   'compaction',
   'config',
+  'docs',
   'inbox',
   'models',
   'session',

@@ -4,6 +4,7 @@ import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
+import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -26,6 +27,7 @@ export interface BenchResults {
   /** The command that produced each section. */
   commands: {
     overheadMemory: string;
+    overheadFile?: string;
     overheadWorkerd: string;
     strategies: string;
     cache: string;
@@ -34,6 +36,7 @@ export interface BenchResults {
     smallPrompt?: string;
   };
   overheadMemory?: TurnOverheadRow[];
+  overheadFile?: TurnOverheadRow[];
   overheadWorkerd?: TurnOverheadRow[];
   workerdError?: string;
   strategies?: StrategyBenchFigure[];
@@ -48,6 +51,7 @@ export interface BenchResults {
   transfer?: TransferFigures;
   tracing?: TracingFigures;
   resume?: ResumeFigures;
+  appendLoad?: AppendLoadFigures[];
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -122,6 +126,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
   lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
   lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
+  lines.push(...appendLoadSection(results.appendLoad, capitalized(notMeasured(results, 'append-load'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -489,6 +494,11 @@ function overheadSection(results: BenchResults): string[] {
       );
     }
     lines.push(...whereTable(results.overheadMemory));
+  }
+  if (results.overheadFile) {
+    lines.push('### File store (lib/store/file.ts), as the memory store above', '');
+    lines.push(`Command: \`${results.commands.overheadFile}\``, '');
+    lines.push(...overheadTable(results.overheadFile, 'memory'), '');
   }
   lines.push(
     `### workerd with a local R2 bucket (bench/counting-worker.ts: the app of functions/worker.ts with its R2 ` +

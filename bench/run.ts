@@ -1,21 +1,25 @@
 /**
  * `npm run bench`: every benchmark of the project in one run, written to bench/RESULTS.md and
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
- *   --only=<sections>                             run some of strategies, cache, computer-use, memory, latency,
- *                                                 small-prompt, heap, compaction, workerd, reliability, inspector,
- *                                                 transfer, tracing, resume; prints
+ *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
+ *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
+ *                                                 inspector, transfer, tracing, resume, append-load; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
  *                                                 (bench/quick-check.ts; CI runs it)
+ *   --append-items=<n>                            items the append-load section loads per store
+ *                                                 (default 100,000; 1,000,000 is the target size)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
  *                                                 time is reported with its projected load time)
  */
 import { execFileSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { FileStore } from '../lib/store/file.ts';
 import { fileURLToPath } from 'node:url';
 import { machineInfo } from './machine.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
@@ -38,12 +42,14 @@ import { WorkerdTurnDriver } from './workerd-driver.ts';
 import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
+import { measureAppendLoad, type LoadStore } from './append-load.ts';
 
 const SECTIONS = [
   'strategies',
   'cache',
   'computer-use',
   'memory',
+  'file',
   'latency',
   'small-prompt',
   'heap',
@@ -54,6 +60,7 @@ const SECTIONS = [
   'transfer',
   'tracing',
   'resume',
+  'append-load',
 ] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -102,6 +109,14 @@ const overheadCommon: Omit<TurnOverheadOptions, 'measuredTurns' | 'appendBatch' 
   log,
 };
 
+/** The memory and file store sections: the turn in this process, loaded in appends of 100. */
+const inProcessOverhead: TurnOverheadOptions = {
+  ...overheadCommon,
+  measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 15 : 30),
+  appendBatch: 100,
+  turnEveryAppends: 8,
+};
+
 const started = performance.now();
 const results: BenchResults & Required<Pick<BenchResults, 'loadAverages' | 'notMeasured'>> = {
   startedAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
@@ -110,6 +125,7 @@ const results: BenchResults & Required<Pick<BenchResults, 'loadAverages' | 'notM
   commit: gitCommit(),
   commands: {
     overheadMemory: 'npm run bench -- --only=memory',
+    overheadFile: 'npm run bench -- --only=file',
     overheadWorkerd: 'npm run bench -- --only=workerd',
     strategies: 'npm run bench -- --only=strategies',
     cache: 'npm run bench -- --only=cache',
@@ -197,14 +213,19 @@ if (runs('computer-use')) {
 if (runs('memory')) {
   log('per-turn overhead, memory store');
   const driver = new MemoryTurnDriver();
-  results.overheadMemory = await benchTurnOverhead(driver, {
-    ...overheadCommon,
-    measuredTurns: (size) => (quick ? 5 : size >= 100_000 ? 15 : 30),
-    appendBatch: 100,
-    turnEveryAppends: 8,
-  });
+  results.overheadMemory = await benchTurnOverhead(driver, inProcessOverhead);
   await driver.close();
   ended('memory');
+}
+
+if (runs('file')) {
+  log('per-turn overhead, file store (lib/store/file.ts in a temporary directory)');
+  const root = mkdtempSync(join(tmpdir(), 'tailgate-bench-'));
+  const driver = new MemoryTurnDriver(new FileStore(root));
+  results.overheadFile = await benchTurnOverhead(driver, inProcessOverhead);
+  await driver.close();
+  rmSync(root, { recursive: true, force: true });
+  ended('file');
 }
 
 if (runs('latency')) {
@@ -321,6 +342,19 @@ if (runs('resume')) {
     log,
   });
   ended('resume');
+}
+
+if (runs('append-load')) {
+  const itemsArgument = argv.find((argument) => argument.startsWith('--append-items='));
+  const items = itemsArgument ? Number(itemsArgument.slice('--append-items='.length)) : quick ? 5_000 : 100_000;
+  results.appendLoad = [];
+  // S3 runs fauxqs, which needs node:sqlite (Node 22.5 and later).
+  const stores: LoadStore[] = ['memory', 'file', ...(process.getBuiltinModule?.('node:sqlite') ? ['s3' as const] : [])];
+  for (const store of stores) {
+    log(`append load: ${items} items through POST /items, ${store} store (bench/append-load.ts, child process)`);
+    results.appendLoad.push(await measureAppendLoad({ store, items, batch: 250, seed: 3 }));
+  }
+  ended('append-load');
 }
 
 results.durationMs = performance.now() - started;

@@ -9,7 +9,6 @@
  * ratio.
  * Prints one JSON line (TransferFigures) on stdout.
  */
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { DEFAULTS } from '../lib/config.ts';
@@ -23,6 +22,7 @@ import { viewPolicy } from '../lib/turn/view-policy.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { SamplingStore } from './memory-probe.ts';
 import { smallPromptBlocks } from './small-prompt.ts';
+import { runChildProbe } from './child-probe.ts';
 
 export interface TransferOptions {
   items: number;
@@ -55,23 +55,7 @@ export function transferCommand(options: TransferOptions): string {
 
 /** Runs the probe in a child process (its own heap) and returns its figures. */
 export function measureTransfer(options: TransferOptions): Promise<TransferFigures> {
-  const probe = fileURLToPath(import.meta.url);
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  return new Promise((resolve, reject) => {
-    execFile(
-      process.execPath,
-      ['--expose-gc', '--import', 'tsx', probe, JSON.stringify(options)],
-      { cwd: root, maxBuffer: 16 * 1024 * 1024, timeout: 60 * 60_000 },
-      (error, stdout, stderr) => {
-        if (error) return reject(new Error(`transfer probe failed: ${error.message}\n${stderr.slice(-2000)}`));
-        try {
-          resolve(JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as TransferFigures);
-        } catch {
-          reject(new Error(`transfer probe printed no result: ${stdout.slice(-500)}\n${stderr.slice(-2000)}`));
-        }
-      },
-    );
-  });
+  return runChildProbe(fileURLToPath(import.meta.url), ['--expose-gc'], options);
 }
 
 /** Import items per second over the load path's: the goal. */

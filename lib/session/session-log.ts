@@ -17,6 +17,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
+import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
 import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
 import type { BeginTurnResult, ContextView, NewContext, OpenTurn, PackOptions, PackResult } from './log/types.ts';
 import { needsView } from './log/views.ts';
@@ -50,6 +51,9 @@ export type { TailRequirement };
  *   const begun = await log.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
  */
 export class SessionLog extends SessionLogBase {
+  /** When this process packs sessions of this store: one pack at a time, debt bound, backoff (log/pack-schedule.ts). */
+  readonly packSchedule: PackSchedule = packScheduleOf(this.log.store);
+
   /**
    * Appends items without a model turn (POST /items): one create-only record. Seqs are dense
    * from 1 and never reused; racing appends retry until each one commits.

@@ -1,4 +1,5 @@
 import type { Item } from '../items.ts';
+import { MAX_PACK_DEBT_RECORDS } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
@@ -8,24 +9,30 @@ export const PACK_EVERY_RECORDS = 4;
 
 /**
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
- * the background as turns do, so the next turn finds a recent view.
+ * the background as turns do, so the next turn finds a recent view. An append that leaves
+ * more than MAX_PACK_DEBT_RECORDS records outside segments packs before it answers instead,
+ * so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
  */
 export async function appendItems(
-  services: Pick<TurnServices, 'env' | 'background'> & {
-    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'refreshIndex' | 'storeAttachments'>;
+  services: Pick<TurnServices, 'env' | 'background' | 'log'> & {
+    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'packSchedule' | 'refreshIndex' | 'storeAttachments'>;
   },
   sessionId: string,
   items: Item[],
 ): Promise<{ first_seq: number; last_seq: number }> {
-  const stored = await services.sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record } = await services.sessions.append(sessionId, stored);
-  afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
-  if (record % PACK_EVERY_RECORDS === 0) {
-    afterResponse(services, async () => {
-      const session = await services.sessions.get(sessionId);
-      await services.sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, session)));
-    });
-  }
+  const { sessions } = services;
+  const stored = await sessions.storeAttachments(sessionId, items);
+  const { first_seq, last_seq, record } = await sessions.append(sessionId, stored);
+  afterResponse(services, async () => sessions.refreshIndex(sessionId));
+  const packing = () =>
+    sessions.packSchedule.run(
+      sessionId,
+      async () =>
+        sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId)))),
+      services.log,
+    );
+  if (sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing();
+  else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, packing);
   return { first_seq, last_seq };
 }
 

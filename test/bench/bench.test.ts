@@ -194,6 +194,29 @@ describe('bench', () => {
     expect(markdown).toContain('(20,000 not measured)');
   });
 
+  it('renders the append load by store: rate by tenth, peak RSS and the debt after the last append', () => {
+    const row = {
+      store: 'file' as const,
+      items: 5_000,
+      batch: 250,
+      seed: 3,
+      command: `node --import tsx bench/append-load.ts '{"store":"file"}'`,
+      seconds: 2,
+      itemsPerSecond: 2_500,
+      tenths: [3_000, 2_000],
+      peakRssMiB: 174.4,
+      debtRecords: 5,
+      recordsAfterView: 6,
+      records: 20,
+      segments: 2,
+      largestSegmentBytes: 2 ** 20,
+    };
+    const markdown = resultsMarkdown({ ...runHeader(), appendLoad: [row] });
+    expect(markdown).toContain('--only=append-load --append-items=5000');
+    expect(markdown).toContain('| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 174 MiB | 5 / 6 | 20 / 2 | 1.00 MiB |');
+    expect(resultsMarkdown(runHeader())).toContain('## 9. Loading a long history through POST /items\n\nNot measured');
+  });
+
   it('passes a sound quick run and names each unsound figure', async () => {
     const rows = await benchTurnOverhead(new MemoryTurnDriver(), {
       sizes: [20],

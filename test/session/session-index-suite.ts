@@ -114,7 +114,8 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       });
       expect(Date.parse(afterTurn!.last_activity_at!)).toBeGreaterThan(Date.parse(created.created_at));
       // An append through the pipeline writes the row after its response.
-      await appendItems({ env: {}, background, sessions: log }, 'x', [user('more'), user('again')]);
+      const services = { env: {}, background, log: () => undefined, sessions: log };
+      await appendItems(services, 'x', [user('more'), user('again')]);
       await settle();
       expect((await row())?.counts).toEqual({ items: 6, turns: 2, tool_calls: 2 });
       // An append carries the totals on.

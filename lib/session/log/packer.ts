@@ -54,6 +54,7 @@ export async function packScope(log: LogContext, scope: LogScope, options: PackO
       if (!(error instanceof SegmentMissingError || error instanceof RecordMissingError)) throw error;
     }
   }
+  if (result.through === undefined && segment) result = { ...result, through: segment.lastRecord };
   if (leftovers.length > 0) {
     await log.store.delete(leftovers);
     result = { ...result, deleted: result.deleted + leftovers.length };
@@ -77,11 +78,14 @@ async function packRecords(
   const openAt = read.findIndex(({ record, done }) => record.kind === 'turn' && !done);
   const closed = openAt < 0 ? read : read.slice(0, openAt);
   if (closed.length < packMinRecords) return { packed: false, deleted: 0 };
+  const sizes = closed.map(({ record, done }) => itemsBytes([...record.items, ...(done?.items ?? [])]));
+  // A segment absorbs the next records only while the first of them fits: one a pack closed
+  // because that record did not fit is not read and written again.
   const merge =
-    segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size < log.segmentTargetBytes
+    segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size + sizes[0]! <= log.segmentTargetBytes
       ? segment
       : null;
-  const base: SegmentContent = merge
+  let content: SegmentContent = merge
     ? await new SegmentReader(log.store, merge.key, merge).content()
     : {
         firstRecord: closed[0]!.record.record,
@@ -90,23 +94,64 @@ async function packRecords(
         turns: [],
         carried: await carriedBefore(log, segment, closed[0]!.record.record),
       };
-  const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
-  for (const { record, done } of closed) {
+  content = { ...content, items: [...content.items], turns: [...content.turns] };
+  // Segments of at most about segmentTargetBytes with what they carry (plus one record): a backlog becomes several
+  // segments, each stored and its records buried before the next is built, so a pack that
+  // fails part-way leaves what it stored for the next one to go on from.
+  let bytes = merge ? merge.size : carriedBytes(content);
+  let firstSeq = closed[0]!.record.first_seq;
+  let chunk: { index: number; record: LogRecord; done: DoneRecord | null }[] = [];
+  let replaced = merge ? [merge.key] : [];
+  const result = { packed: true, segment: '', records: closed.length, deleted: 0, through: 0 };
+  const flush = async () => {
+    result.segment = await writeSegment(log, scope, content, firstSeq);
+    result.through = content.lastRecord;
+    const leases = chunk.flatMap(({ index }) => candidates[index]!.leaseKey ?? []);
+    result.deleted += await retire(log, scope, chunk, [...leases, ...replaced]);
+    replaced = [];
+    firstSeq = (content.items[content.items.length - 1]?.seq ?? firstSeq - 1) + 1;
+    const messages = content.items.filter((item) => item.type === 'message');
+    const next = content.lastRecord + 1;
+    content = {
+      firstRecord: next,
+      lastRecord: 0,
+      items: [],
+      turns: [],
+      carried: carryAfter(content.carried, messages),
+    };
+    bytes = carriedBytes(content);
+    chunk = [];
+  };
+  for (const [index, { record, done }] of closed.entries()) {
+    const size = sizes[index]!;
+    if (chunk.length > 0 && bytes + size > log.segmentTargetBytes) await flush();
     content.items.push(...record.items, ...(done?.items ?? []));
     if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
     content.lastRecord = record.record;
+    chunk.push({ index, record, done });
+    bytes += size;
   }
-  const key = await writeSegment(log, scope, content, closed[0]!.record.first_seq);
-  // Records and completions become tombstones (their keys stay taken, see `bury`); the rest goes.
-  const packed = closed.flatMap(({ record, done }) =>
+  await flush();
+  return result;
+}
+
+/**
+ * After their segment landed: `chunk`'s records and completions become tombstones (their keys
+ * stay taken, see `bury`), and `obsolete` (their leases, a segment merged in) goes. Returns the
+ * number of objects retired.
+ */
+async function retire(
+  log: LogContext,
+  scope: LogScope,
+  chunk: readonly { record: LogRecord; done: DoneRecord | null }[],
+  obsolete: string[],
+): Promise<number> {
+  const packed = chunk.flatMap(({ record, done }) =>
     done ? [recordKey(scope, record.record), doneKey(scope, record.record)] : [recordKey(scope, record.record)],
   );
-  const replaced: string[] = [];
-  for (const unit of candidates.slice(0, closed.length)) if (unit.leaseKey) replaced.push(unit.leaseKey);
-  if (merge) replaced.push(merge.key);
   await bury(log, packed);
-  if (replaced.length > 0) await log.store.delete(replaced);
-  return { packed: true, segment: key, records: closed.length, deleted: packed.length + replaced.length };
+  if (obsolete.length > 0) await log.store.delete(obsolete);
+  return packed.length + obsolete.length;
 }
 
 /**
@@ -170,6 +215,15 @@ export function carryAfter(carried: readonly LogItem[] | null, messages: readonl
   if (carried === null) return null;
   const all = [...carried, ...messages];
   return JSON.stringify(all).length <= CARRY_BYTES ? all : null;
+}
+
+function carriedBytes(content: SegmentContent): number {
+  return content.carried ? itemsBytes(content.carried) : 0;
+}
+
+/** About the bytes `items` take in a segment (one JSON line each). */
+function itemsBytes(items: readonly LogItem[]): number {
+  return items.reduce((sum, item) => sum + JSON.stringify(item).length + 1, 0);
 }
 
 function segmentTurnOf(record: LogRecord, done: DoneRecord): SegmentTurn {

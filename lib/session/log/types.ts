@@ -156,7 +156,10 @@ export interface SessionLogOptions {
   packMinRecords?: number;
   /** The newest records stay unpacked (the newest always does: claims read it). */
   keepRecords?: number;
-  /** A segment below this size absorbs the next records when packing. */
+  /**
+   * A segment below this size absorbs the next records when packing, and a pack writes segments
+   * of at most about this size (plus one record).
+   */
   segmentTargetBytes?: number;
   /** Generates ids for sessions created without one. */
   generateId?: () => string;
@@ -215,6 +218,8 @@ export interface PackResult {
   /** The segment written (or found already written). */
   segment?: string;
   records?: number;
+  /** The newest record a segment covers once the pack is done (absent: no segment yet). */
+  through?: number;
   /** Objects deleted: packed records, merged segments, leftovers of earlier crashes. */
   deleted: number;
 }

@@ -1,0 +1,186 @@
+/**
+ * Loading a long history through `POST /v1/sessions/:id/items` (`npm run bench --
+ * --only=append-load`, size with `--append-items=<n>`): batches of 250 agent-like items sent
+ * one after another to the app of functions/app.ts, its background packing running as it runs
+ * on Node (after each response, untracked). One child process per store (this file, invoked
+ * directly; its own RSS): memory, the file store in a temporary directory, and S3 through
+ * fauxqs behind the conditional gateway of test/support/s3-store.ts (both in the child, so
+ * the stored bytes count in its RSS, as they do for the memory store). Prints one JSON line
+ * (AppendLoadFigures) on stdout.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createApp } from '../functions/app.ts';
+import type { Item } from '../lib/items.ts';
+import { FileStore } from '../lib/store/file.ts';
+import { MemoryStore } from '../lib/store/memory.ts';
+import { listAll, type ObjectStore } from '../lib/store/object-store.ts';
+import { agentItems, type AgentSessionOptions } from './agent-session.ts';
+import { runChildProbe } from './child-probe.ts';
+
+export type LoadStore = 'memory' | 'file' | 's3';
+
+export interface AppendLoadOptions {
+  store: LoadStore;
+  items: number;
+  batch: number;
+  seed: number;
+}
+
+export interface AppendLoadFigures extends AppendLoadOptions {
+  command: string;
+  seconds: number;
+  itemsPerSecond: number;
+  /** Items per second over each tenth of the load, in order (steady: about equal). */
+  tenths: number[];
+  /** The child's peak resident set size. */
+  peakRssMiB: number;
+  /** Right after the last append's answer: records no segment covers, and records after the newest view. */
+  debtRecords: number;
+  recordsAfterView: number;
+  records: number;
+  segments: number;
+  largestSegmentBytes: number;
+}
+
+/** Lighter items than the turn benches' (outputs of 100 B to 2 KB): 100,000 of them in about 70 MB. */
+const ITEM_SIZES: Omit<AgentSessionOptions, 'seed'> = {
+  outputBytes: [100, 2_000],
+  argumentBytes: [20, 200],
+  messageBytes: [50, 500],
+};
+const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
+
+export function appendLoadCommand(options: AppendLoadOptions): string {
+  return `node --import tsx bench/append-load.ts '${JSON.stringify(options)}'`;
+}
+
+/** Runs the probe for `options.store` in a child process and returns its figures. */
+export function measureAppendLoad(options: AppendLoadOptions): Promise<AppendLoadFigures> {
+  return runChildProbe(fileURLToPath(import.meta.url), [], options);
+}
+
+/** Markdown of the figures, one row per store (the same size each). */
+export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeasured: string): string[] {
+  const title = '## 9. Loading a long history through POST /items';
+  if (!rows || rows.length === 0) return [title, '', `${notMeasured}.`, ''];
+  const number = (value: number) => Math.round(value).toLocaleString('en-US');
+  return [
+    title,
+    '',
+    `Command: \`npm run bench -- --only=append-load --append-items=${rows[0]!.items}\` (bench/append-load.ts; ` +
+      `one child per store, each \`${rows[0]!.command.replace(/'.*'/, "'<options>'")}\`). Batches of ` +
+      `${rows[0]!.batch} agent-like items (outputs of 100 B to 2 KB) sent one after another through the app, its ` +
+      'background packing running as on Node. Debt: right after the last answer, records no segment covers, ' +
+      "and records after the newest view. Peak RSS is the child's (the stored bytes included for memory and S3).",
+    '',
+    '| store | items | s | items/s | items/s by tenth of the load | peak RSS | debt: records / after view | ' +
+      'records / segments | largest segment |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows.map(
+      (row) =>
+        `| ${row.store} | ${number(row.items)} | ${row.seconds.toFixed(1)} | ${number(row.itemsPerSecond)} | ` +
+        `${row.tenths.map(number).join(', ')} | ${row.peakRssMiB.toFixed(0)} MiB | ` +
+        `${row.debtRecords} / ${row.recordsAfterView} | ${row.records} / ${row.segments} | ` +
+        `${(row.largestSegmentBytes / 2 ** 20).toFixed(2)} MiB |`,
+    ),
+    '',
+  ];
+}
+
+async function openStore(kind: LoadStore): Promise<{ store: ObjectStore; close: () => Promise<void> }> {
+  if (kind === 'memory') return { store: new MemoryStore(), close: async () => undefined };
+  if (kind === 'file') {
+    const root = mkdtempSync(join(tmpdir(), 'tailgate-append-load-'));
+    return { store: new FileStore(root), close: async () => rmSync(root, { recursive: true, force: true }) };
+  }
+  // Imported only here: fauxqs needs node:sqlite (Node 22.5 and later).
+  const { startFauxqs } = await import('fauxqs');
+  const { createTestS3Store, startConditionalGateway } = await import('../test/support/s3-store.ts');
+  const server = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
+  server.createBucket('bench');
+  const gateway = await startConditionalGateway(server.address);
+  return {
+    store: createTestS3Store(gateway.endpoint, 'bench'),
+    close: async () => {
+      await gateway.close();
+      await server.stop();
+    },
+  };
+}
+
+async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
+  const { store, close } = await openStore(options.store);
+  const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: (line) => console.error(line) });
+  const call = async (path: string, body: unknown) => {
+    const response = await app.request(
+      path,
+      {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ENVIRONMENT.API_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      },
+      ENVIRONMENT,
+    );
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+    return response;
+  };
+  await call('/v1/sessions', { id: 'load' });
+  const source = agentItems({ seed: options.seed, ...ITEM_SIZES });
+  const tenth = options.items / 10;
+  const tenths: number[] = [];
+  const started = performance.now();
+  let tenthStarted = started;
+  let tenthItems = 0;
+  for (let stored = 0; stored < options.items; ) {
+    const items: Item[] = [];
+    while (items.length < Math.min(options.batch, options.items - stored) || items.at(-1)?.type === 'function_call')
+      items.push(source.next().value as Item);
+    await call('/v1/sessions/load/items', { items });
+    stored += items.length;
+    tenthItems += items.length;
+    if (tenthItems >= tenth || stored >= options.items) {
+      const now = performance.now();
+      tenths.push(Math.round(tenthItems / ((now - tenthStarted) / 1000)));
+      tenthStarted = now;
+      tenthItems = 0;
+    }
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const debt = await debtOf(store);
+  await close();
+  return {
+    ...options,
+    command: appendLoadCommand(options),
+    seconds,
+    itemsPerSecond: Math.round(options.items / seconds),
+    tenths,
+    peakRssMiB: process.resourceUsage().maxRSS / 1024,
+    ...debt,
+  };
+}
+
+/** What packing owes, from a listing of the session's records. */
+async function debtOf(store: ObjectStore) {
+  const objects = await listAll(store, 'sessions/load/turn/');
+  const numberOf = (key: string) => 1e12 - Number(/\/(\d{12})[^/]*$/.exec(key)?.[1] ?? 1e12);
+  const records = objects.filter((object) => /\/\d{12}$/.test(object.key));
+  const newest = Math.max(0, ...records.map((object) => numberOf(object.key)));
+  const views = objects.filter((object) => object.key.endsWith('.view')).map((object) => numberOf(object.key));
+  const segments = objects.filter((object) => object.key.endsWith('.seg'));
+  return {
+    debtRecords: records.filter((object) => object.size > 0).length,
+    recordsAfterView: newest - Math.max(0, ...views),
+    records: newest,
+    segments: segments.length,
+    largestSegmentBytes: Math.max(0, ...segments.map((object) => object.size)),
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const figures = await probe(JSON.parse(process.argv[2] ?? '{}') as AppendLoadOptions);
+  console.log(JSON.stringify(figures));
+  process.exit(0);
+}

@@ -1,0 +1,111 @@
+import { backendOf, type ObjectStore } from '../../store/object-store.ts';
+import type { PackResult } from './types.ts';
+
+/**
+ * When a process packs a session appended to (docs/STORAGE.md, **Pack debt**): one pack of a
+ * session at a time (a request while one runs runs once more after it, never alongside it),
+ * an append that leaves more than MAX_PACK_DEBT_RECORDS records outside segments packs before
+ * it answers, and a failed pack backs off exponentially and says so in the log. Kept for the
+ * life of the process (the isolate on Workers), one per store backend as the view cache is.
+ */
+
+/** Records past the newest segment an append may leave before it packs itself. */
+export const MAX_PACK_DEBT_RECORDS = 32;
+/** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
+export const FIRST_BACKOFF_MS = 1_000;
+export const MAX_BACKOFF_MS = 5 * 60_000;
+/** Sessions whose packing state a process keeps (the oldest goes first). */
+const MAX_SESSIONS = 10_000;
+
+interface SessionPacking {
+  /** The pack running, with the reruns asked for meanwhile. */
+  running: Promise<void> | null;
+  /** A pack asked for while one ran: run once after it. */
+  next: (() => Promise<PackResult>) | null;
+  /** The newest record a segment covers, as far as this process knows (0: none known). */
+  through: number;
+  failures: number;
+  /** No pack starts before this time (ms) after a failure. */
+  retryAt: number;
+}
+
+export type PackLog = (message: string, details?: unknown) => void;
+
+export class PackSchedule {
+  readonly #sessions = new Map<string, SessionPacking>();
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** The records of `id` up to `record` that no segment covers, as far as this process knows (at least). */
+  debt(id: string, record: number): number {
+    return record - (this.#sessions.get(id)?.through ?? 0);
+  }
+
+  /**
+   * Runs `pack` for `id`, or after the pack running (once, however often it is asked for
+   * meanwhile); skipped while a failure's backoff lasts. Resolves when it ran or was skipped;
+   * never rejects: a failure is logged through `log`.
+   */
+  run(id: string, pack: () => Promise<PackResult>, log: PackLog): Promise<void> {
+    const state = this.#state(id);
+    state.next = pack;
+    state.running ??= this.#drain(id, state, log).finally(() => {
+      state.running = null;
+      // Asked for between the last pack's end and now.
+      if (state.next) void this.run(id, state.next, log);
+    });
+    return state.running;
+  }
+
+  async #drain(id: string, state: SessionPacking, log: PackLog): Promise<void> {
+    for (let pack = state.next; pack; pack = state.next) {
+      state.next = null;
+      if (this.#now() < state.retryAt) return;
+      try {
+        const result = await pack();
+        state.through = Math.max(state.through, result.through ?? 0);
+        state.failures = 0;
+        state.retryAt = 0;
+      } catch (error) {
+        state.failures += 1;
+        const delay = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (state.failures - 1));
+        state.retryAt = this.#now() + delay;
+        log('tailgate: packing failed; next attempt after a backoff', {
+          session_id: id,
+          failures: state.failures,
+          backoff_ms: delay,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }
+  }
+
+  #state(id: string): SessionPacking {
+    let state = this.#sessions.get(id);
+    if (state) {
+      // Most recently used last, so the oldest goes first when the map is full.
+      this.#sessions.delete(id);
+    } else {
+      state = { running: null, next: null, through: 0, failures: 0, retryAt: 0 };
+      if (this.#sessions.size >= MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value!);
+    }
+    this.#sessions.set(id, state);
+    return state;
+  }
+}
+
+const schedules = new WeakMap<ObjectStore, PackSchedule>();
+
+/** The schedule of `store`'s backend (two wrappers of one store share it). */
+export function packScheduleOf(store: ObjectStore): PackSchedule {
+  const backend = backendOf(store);
+  let schedule = schedules.get(backend);
+  if (!schedule) {
+    schedule = new PackSchedule();
+    schedules.set(backend, schedule);
+  }
+  return schedule;
+}

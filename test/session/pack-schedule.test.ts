@@ -1,0 +1,134 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import {
+  FIRST_BACKOFF_MS,
+  MAX_BACKOFF_MS,
+  MAX_PACK_DEBT_RECORDS,
+  PackSchedule,
+} from '../../lib/session/log/pack-schedule.ts';
+import type { PackResult } from '../../lib/session/log/types.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appendItems } from '../../lib/turn/append.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+const items = (record: number): Item[] =>
+  Array.from({ length: 5 }, (_, index) => ({ type: 'message', role: 'user', content: `r${record} i${index}` }));
+
+/** Records (with items) no segment covers yet: what packing still owes. */
+async function debtIn(store: ObjectStore): Promise<number> {
+  const { objects } = await store.list('sessions/s/turn/');
+  return objects.filter((object) => /\/\d{12}$/.test(object.key) && object.size > 0).length;
+}
+
+function appender(store: ObjectStore) {
+  const log = new SessionLog(store, {});
+  const lines: { message: string; details: unknown }[] = [];
+  const services = {
+    env: {},
+    background: () => undefined,
+    log: (message: string, details?: unknown) => lines.push({ message, details }),
+    sessions: log,
+  };
+  return { log, lines, append: (record: number) => appendItems(services, 's', items(record)) };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('pack debt', () => {
+  it('stays bounded when background packs never get to run: an append over the bound packs first', async () => {
+    // Background work starts on a timer (lib/turn/append.ts afterResponse); frozen, it never runs.
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const store = new MemoryStore();
+    const { log, append } = appender(store);
+    await log.create({ id: 's' });
+    let worst = 0;
+    for (let record = 1; record <= 120; record++) {
+      await append(record);
+      worst = Math.max(worst, await debtIn(store));
+    }
+    expect(worst).toBeLessThanOrEqual(MAX_PACK_DEBT_RECORDS);
+    expect((await log.listItems('s', { limit: 1000 })).items).toHaveLength(600);
+  });
+
+  it('answers an append whose pack fails, with its items stored, and logs the failure', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const store = new FaultyStore(new MemoryStore());
+    const { log, lines, append } = appender(store);
+    await log.create({ id: 's' });
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.seg'));
+    for (let record = 1; record <= MAX_PACK_DEBT_RECORDS + 1; record++) await append(record);
+    expect(lines).toEqual([
+      {
+        message: 'tailgate: packing failed; next attempt after a backoff',
+        details: expect.objectContaining({ session_id: 's', failures: 1, backoff_ms: FIRST_BACKOFF_MS }),
+      },
+    ]);
+    expect((await log.listItems('s', { limit: 1000 })).items).toHaveLength(5 * (MAX_PACK_DEBT_RECORDS + 1));
+  });
+});
+
+describe('PackSchedule', () => {
+  const done: PackResult = { packed: true, deleted: 0, through: 10 };
+
+  it('backs off exponentially after failures, up to a ceiling, and starts again after a success', async () => {
+    let now = 0;
+    const schedule = new PackSchedule(() => now);
+    const logged: unknown[] = [];
+    let calls = 0;
+    let fail = true;
+    const pack = async () => {
+      calls += 1;
+      if (fail) throw new Error('refused');
+      return done;
+    };
+    const run = () => schedule.run('s', pack, (_message, details) => logged.push(details));
+    const delays: number[] = [];
+    for (let attempt = 0; attempt < 12; attempt++) {
+      await run();
+      const delay = (logged.at(-1) as { backoff_ms: number }).backoff_ms;
+      delays.push(delay);
+      now += delay - 1;
+      await run();
+      expect(calls).toBe(attempt + 1);
+      now += 1;
+    }
+    expect(delays.slice(0, 4)).toEqual([1, 2, 4, 8].map((factor) => factor * FIRST_BACKOFF_MS));
+    expect(delays.at(-1)).toBe(MAX_BACKOFF_MS);
+    fail = false;
+    await run();
+    expect(schedule.debt('s', 40)).toBe(30);
+    fail = true;
+    await run();
+    expect((logged.at(-1) as { failures: number; backoff_ms: number }).backoff_ms).toBe(FIRST_BACKOFF_MS);
+  });
+
+  it('runs one pack of a session at a time, and once more after it however often it was asked meanwhile', async () => {
+    const schedule = new PackSchedule();
+    let running = 0;
+    let most = 0;
+    let calls = 0;
+    let release: () => void = () => undefined;
+    const pack = async () => {
+      calls += 1;
+      running += 1;
+      most = Math.max(most, running);
+      await new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      running -= 1;
+      return done;
+    };
+    const first = schedule.run('s', pack, () => undefined);
+    const asked = [1, 2, 3].map(() => schedule.run('s', pack, () => undefined));
+    await Promise.resolve();
+    release();
+    await vi.waitFor(() => expect(calls).toBe(2));
+    release();
+    await Promise.all([first, ...asked]);
+    expect({ calls, most }).toEqual({ calls: 2, most: 1 });
+  });
+});

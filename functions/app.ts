@@ -30,6 +30,7 @@ import { itemRoutes } from './routes/items.ts';
 import { promptRoutes } from './routes/prompt.ts';
 import { receiptRoutes } from './routes/receipts.ts';
 import { eventRoutes } from './routes/events.ts';
+import { queueAndForkRoutes } from './routes/queue-forks.ts';
 import { serviceRoutes, registerOpenApi } from './routes/service.ts';
 import { sessionRoutes } from './routes/sessions.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -138,6 +139,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   app.route('/', compactRoutes());
   app.route('/', receiptRoutes());
   app.route('/', eventRoutes());
+  app.route('/', queueAndForkRoutes());
   app.route('/', tokenRoutes(clock));
   app.route('/', openaiRoutes());
   if (options.metrics) app.route('/', metricsRoutes(options.metrics));

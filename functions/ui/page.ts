@@ -70,6 +70,7 @@ export const INSPECTOR_PAGE = `<!doctype html>
         <h2 id="session-title">Session</h2>
         <p id="session-counts" class="muted"></p>
         <div id="session-lineage"></div>
+        <div id="session-forks"></div>
         <div class="columns">
           <div class="timeline-column">
             <section aria-labelledby="chart-title">
@@ -84,6 +85,11 @@ export const INSPECTOR_PAGE = `<!doctype html>
               <h3 id="timeline-title">Turns, newest first</h3>
               <ol id="timeline" class="timeline"></ol>
               <p id="timeline-more" class="muted" aria-live="polite"></p>
+            </section>
+            <section aria-labelledby="queue-title">
+              <h3 id="queue-title">Queued inputs, next first</h3>
+              <ol id="queue-list"></ol>
+              <p id="queue-empty" class="muted" aria-live="polite"></p>
             </section>
           </div>
           <aside class="side-column">

@@ -17,6 +17,7 @@ import {
 import { logContext, type LogContext } from './log/context.ts';
 import { exportSession } from './log/export.ts';
 import { forkSession, type ForkOptions } from './log/fork.ts';
+import { listForks, type ForkRow } from './log/children.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import { deleteNewestTurn, type RewindOptions } from './log/rewind.ts';
 import type { ExportHeader } from './export-format.ts';
@@ -72,6 +73,14 @@ export class SessionLogBase {
    */
   async fork(id: string, options: ForkOptions): Promise<SessionRecord> {
     return forkSession(this.log, id, options);
+  }
+
+  /** GET /v1/sessions/{id}/forks: a page of its live forks (log/children.ts). A missing session: NotFoundError. */
+  async listForks(
+    id: string,
+    options: { limit: number; after?: string },
+  ): Promise<{ forks: ForkRow[]; has_more: boolean; next_after: string | null }> {
+    return listForks(this.log, id, options);
   }
 
   /**

@@ -18,6 +18,7 @@ import {
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
+import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
 import type { BeginTurnResult, ContextView, NewContext, OpenTurn, PackOptions, PackResult } from './log/types.ts';
 import { needsView } from './log/views.ts';
@@ -116,6 +117,11 @@ export class SessionLog extends SessionLogBase {
   /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
   async queued(scope: LogScope): Promise<QueuedEntry[]> {
     return listQueued(this.log, scope);
+  }
+
+  /** GET /v1/sessions/{id}/queue: the first `limit` queued inputs, previewed (log/queue-listing.ts). */
+  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number }> {
+    return queuedInputs(this.log, id, limit);
   }
 
   async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {

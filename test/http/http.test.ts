@@ -10,6 +10,7 @@ import { defineReceiptSuite } from './receipts-suite.ts';
 import { defineBodyBudgetSuite } from './body-budget-suite.ts';
 import { defineBackgroundSuite } from './background-suite.ts';
 import { defineEventsSuite } from './events-suite.ts';
+import { defineQueueForksSuite } from './queue-forks-suite.ts';
 
 // The whole HTTP contract in Node, through `app.request` with an in-memory store. The same
 // suite runs inside workerd against the real worker and local R2 (test/workers/http.test.ts).
@@ -53,3 +54,4 @@ defineForkSuite('node (memory store)', harness);
 defineResponseDeleteSuite('node (memory store)', harness);
 defineBackgroundSuite('node (memory store)', harness);
 defineEventsSuite('node (memory store)', harness);
+defineQueueForksSuite('node (memory store)', harness);

@@ -36,6 +36,8 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'GET /v1/sessions/{id}/items': 'session:read',
   'GET /v1/sessions/{id}/blobs/{sha256}': 'session:read',
   'GET /v1/sessions/{id}/prompt': 'session:read',
+  'GET /v1/sessions/{id}/queue': 'session:read',
+  'GET /v1/sessions/{id}/forks': 'session:read',
   'POST /v1/sessions/{id}/compact': 'session:turn',
   'POST /v1/sessions/{id}/inbox': 'inbox:write',
   'GET /v1/sessions/{id}/inbox': 'inbox:read',

@@ -461,6 +461,14 @@ describe('the inspector at /ui in Chromium', () => {
       .toBe(`Fork of ${imageSession} after seq ${fork.forked_from.seq}`);
     await page.locator('#session-lineage a').click();
     await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${imageSession}`);
+    // The parent lists its fork, linked.
+    const listed = page.locator('#session-forks li');
+    await expect
+      .poll(() => listed.allTextContents(), { timeout: 15_000 })
+      .toEqual([`${forkId} after seq ${fork.forked_from.seq}`]);
+    await listed.getByRole('link', { name: forkId }).click();
+    await expect.poll(() => page.locator('#session-title').textContent()).toBe(`Session ${forkId}`);
+    await expect.poll(() => page.locator('#session-forks').textContent()).toBe('');
   });
 
   it('follows a running turn live, refuses a fork at it, and cancels it', { timeout: 90_000 }, async () => {
@@ -486,7 +494,14 @@ describe('the inspector at /ui in Chromium', () => {
       on_busy: 'enqueue',
     });
     expect(queued.position).toBe(1);
+    // Listed as queued before it runs (the page read again), gone once a turn took it up.
+    await page.reload();
+    const queuedRows = page.locator('#queue-list li');
+    await expect.poll(() => queuedRows.allTextContents(), { timeout: 15_000 }).toEqual(['next (1 item)']);
+    expect(await queuedRows.first().getAttribute('data-queued-turn')).toBe(queued.queued_turn);
     await live.getByRole('button', { name: 'Cancel' }).click();
+    await expect.poll(() => queuedRows.count(), { timeout: 30_000 }).toBe(0);
+    expect(await page.locator('#queue-empty').textContent()).toBe('Nothing queued.');
     await expect.poll(() => row.getAttribute('class'), { timeout: 15_000 }).toContain('status-cancelled');
     expect(await row.locator('summary').textContent()).toContain('Turn 1 · cancelled');
     expect(await page.locator('#timeline .live').count()).toBe(0);

@@ -11,6 +11,7 @@ import { defineReceiptSuite } from '../http/receipts-suite.ts';
 import { defineBodyBudgetSuite } from '../http/body-budget-suite.ts';
 import { defineBackgroundSuite } from '../http/background-suite.ts';
 import { defineEventsSuite } from '../http/events-suite.ts';
+import { defineQueueForksSuite } from '../http/queue-forks-suite.ts';
 import { defineFacadeBackgroundSuite } from '../http/facade-background-suite.ts';
 import { defineRateLimitSuite } from '../http/rate-limit-suite.ts';
 import { defineTokenBudgetSuite } from '../http/token-budget-suite.ts';
@@ -32,6 +33,7 @@ defineResponseDeleteSuite('workerd (R2)', harness);
 // Background turns go through the queue in wrangler.toml to this worker's queue handler.
 defineBackgroundSuite('workerd (R2)', harness);
 defineEventsSuite('workerd (R2)', harness);
+defineQueueForksSuite('workerd (R2)', harness);
 defineFacadeBackgroundSuite('workerd (R2)', harness);
 // The platform's Rate Limiting binding (three a minute, vitest.config.ts) as each limit in turn.
 defineRateLimitSuite('workerd (Rate Limiting binding)', harness, {

@@ -1,10 +1,10 @@
 /**
- * Forks: a fork's parent (its `forked_from`), and "Fork here" on a turn. The API lists no
- * session's forks (the session index does not record a parent), so only the parent shows.
+ * Forks: a fork's parent (its `forked_from`), the session's own forks (GET .../forks, a page at
+ * a time), and "Fork here" on a turn.
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
-import { Unauthorized } from './view.ts';
+import { report, Unauthorized } from './view.ts';
 
 const sessionLink = (id: string) => el('a', { href: `#/s/${encodeURIComponent(id)}` }, id);
 
@@ -14,6 +14,22 @@ export function renderLineage(session: any): void {
   $('session-lineage').replaceChildren(
     ...(parent ? [el('p', {}, 'Fork of ', sessionLink(parent.id), ` after seq ${parent.seq}`)] : []),
   );
+}
+
+/** The session's live forks, each linked, with a button for the next page while there is one. */
+export async function renderForks(id: string, after: string | null = null): Promise<void> {
+  const box = $('session-forks');
+  if (!after) box.replaceChildren();
+  const page = await api(sessionPath(id, `/forks${after ? `?after=${encodeURIComponent(after)}` : ''}`));
+  if (!after && (page.forks.length > 0 || page.has_more))
+    box.replaceChildren(el('p', {}, 'Forks:'), el('ul', { class: 'fork-list' }));
+  const list = box.querySelector('ul');
+  for (const fork of page.forks) list?.appendChild(el('li', {}, sessionLink(fork.id), ` after seq ${fork.seq}`));
+  box.querySelector('button.more-forks')?.remove();
+  if (!page.has_more) return;
+  const more = el('button', { type: 'button', class: 'more-forks' }, 'More forks');
+  more.addEventListener('click', () => void renderForks(id, page.next_after).catch(report));
+  box.appendChild(more);
 }
 
 /** A "Fork here" button forking session `id` after `turn`, then opening the fork; a refusal shows beside it. */

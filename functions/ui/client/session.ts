@@ -5,7 +5,8 @@ import { renderConfig } from './config.ts';
 import { $ } from './dom.ts';
 import { countsText } from './format.ts';
 import { refreshInbox } from './inbox.ts';
-import { renderLineage } from './lineage.ts';
+import { renderForks, renderLineage } from './lineage.ts';
+import { refreshQueue } from './queue.ts';
 import { loadTimeline } from './timeline.ts';
 import { report, show } from './view.ts';
 
@@ -23,6 +24,8 @@ export async function openSession(id: string): Promise<void> {
   renderLineage(session);
   renderConfig(id, session);
   void refreshInbox(id).catch(report);
+  void renderForks(id).catch(report);
+  void refreshQueue(id).catch(report);
   loadTimeline(id);
 }
 

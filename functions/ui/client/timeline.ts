@@ -5,6 +5,7 @@ import { $, el } from './dom.ts';
 import { turnSummary } from './format.ts';
 import { paged } from './paging.ts';
 import { followTurn, isOpen } from './live.ts';
+import { refreshQueue } from './queue.ts';
 import { expandTurn } from './turn.ts';
 import { report } from './view.ts';
 
@@ -26,7 +27,11 @@ export function loadTimeline(id: string): void {
 /** A turn's entry in the list; a queued or running one is followed live, and redrawn once it ended. */
 function turnEntry(id: string, turn: any): HTMLElement {
   const entry = el('li', {}, turnRow(id, turn));
-  if (isOpen(turn)) followTurn(id, turn, entry, (ended) => entry.replaceChildren(turnRow(id, ended)));
+  if (isOpen(turn))
+    followTurn(id, turn, entry, (ended) => {
+      entry.replaceChildren(turnRow(id, ended));
+      void refreshQueue(id).catch(report);
+    });
   return entry;
 }
 

@@ -1,0 +1,108 @@
+import { createRoute, z } from '@hono/zod-openapi';
+import { QUEUE_PREVIEW_CHARS } from '../../lib/session/log/queue-listing.ts';
+import { createRouter } from '../router.ts';
+import { requires } from '../tokens.ts';
+import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
+import { sessionIdParamsSchema } from '../schemas.ts';
+
+/** `limit` of a listing: 1..100. */
+const limitText = (description: string) =>
+  z
+    .string()
+    .regex(/^[0-9]{1,15}$/, 'limit must be a positive integer')
+    .transform(Number)
+    .refine((value) => value >= 1 && value <= 100, 'limit must be 1..100')
+    .optional()
+    .meta({ param: { name: 'limit', in: 'query' }, description });
+
+const queueQuerySchema = z.object({
+  limit: limitText('How many queued inputs to show, 1..100 (default 100).'),
+});
+
+const queuedListSchema = z.object({
+  queued: z.array(
+    z.object({
+      queued_turn: z.string().meta({ description: 'The name the enqueue answered (`queued_turn` of its 202).' }),
+      position: z.number().int().meta({ description: '1: the next to run.' }),
+      enqueued_at: z.string(),
+      items: z.number().int().meta({ description: 'How many input items it holds.' }),
+      preview: z.string().meta({
+        description:
+          `The input's text (messages, calls, outputs, one item a line), ` +
+          `its first ${QUEUE_PREVIEW_CHARS} characters.`,
+      }),
+      preview_truncated: z.boolean().meta({ description: 'true when the text is longer than the preview.' }),
+    }),
+  ),
+  total: z.number().int().meta({ description: 'How many inputs are queued (the listing found), shown or not.' }),
+});
+
+const listQueueRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/queue',
+  tags: ['turns'],
+  summary:
+    'Inputs queued behind a running turn (`on_busy: enqueue`), oldest first, each as a preview ' +
+    '(one listing plus a read of each shown)',
+  security: requires('session:read'),
+  request: { params: sessionIdParamsSchema, query: queueQuerySchema },
+  responses: {
+    200: jsonResponse(queuedListSchema, 'The queued inputs'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
+const forksQuerySchema = z.object({
+  after: z
+    .string()
+    .regex(
+      /^(g\d{13}[0-9a-f]{8}\/)?[A-Za-z0-9_-]{1,64}\.g\d{13}[0-9a-f]{8}$/,
+      'after must be the next_after of a previous page',
+    )
+    .optional()
+    .meta({ param: { name: 'after', in: 'query' }, description: 'The `next_after` of the previous page (opaque).' }),
+  limit: limitText('How many fork references a page reads, 1..100 (default 50).'),
+});
+
+const forkListSchema = z.object({
+  forks: z.array(
+    z.object({
+      id: z.string().meta({ description: 'The fork, a session of its own.' }),
+      seq: z.number().int().meta({ description: 'The last seq it shares with this session (its `forked_from.seq`).' }),
+      created_at: z.string(),
+    }),
+  ),
+  has_more: z.boolean(),
+  next_after: z.string().nullable().meta({ description: 'The `after` of the next page; null on the last one.' }),
+});
+
+const listForksRoute = createRoute({
+  method: 'get',
+  path: '/v1/sessions/{id}/forks',
+  tags: ['sessions'],
+  summary:
+    'The live forks of a session, made from it directly (one listing of its fork references per page, ' +
+    'one read per reference; a page may hold fewer forks than `limit`)',
+  security: requires('session:read'),
+  request: { params: sessionIdParamsSchema, query: forksQuerySchema },
+  responses: {
+    200: jsonResponse(forkListSchema, 'A page of forks'),
+    ...errorResponses(400, 401, 403, 404, 503),
+  },
+});
+
+/** GET /v1/sessions/:id/queue (docs/API.md, "Busy sessions") and GET /v1/sessions/:id/forks ("Forks"). */
+export function queueAndForkRoutes() {
+  return createRouter()
+    .openapi(listQueueRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { limit } = c.req.valid('query');
+      return c.json(await c.var.services.sessions.listQueuedInputs(id, limit ?? 100), 200);
+    })
+    .openapi(listForksRoute, async (c) => {
+      const { id } = c.req.valid('param');
+      const { after, limit } = c.req.valid('query');
+      const options = { limit: limit ?? 50, ...(after !== undefined ? { after } : {}) };
+      return c.json(await c.var.services.sessions.listForks(id, options), 200);
+    });
+}

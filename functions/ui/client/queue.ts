@@ -1,0 +1,36 @@
+/**
+ * The inputs queued behind a running turn (`on_busy: enqueue`, GET .../queue), oldest first.
+ * Read when the session opens and whenever a turn it follows ends; while some are listed, read
+ * again every 2 seconds until a turn took each up (it then shows as that turn).
+ */
+import { api, sessionPath } from './api.ts';
+import { $, el } from './dom.ts';
+import { keepLoader, report } from './view.ts';
+
+let timer: ReturnType<typeof setTimeout> | undefined;
+let stopKept = false;
+
+export async function refreshQueue(id: string): Promise<void> {
+  clearTimeout(timer);
+  const page = await api(sessionPath(id, '/queue'));
+  $('queue-list').replaceChildren(
+    ...page.queued.map((input: any) =>
+      el(
+        'li',
+        { 'data-queued-turn': input.queued_turn, title: `queued ${input.enqueued_at}` },
+        `${input.preview}${input.preview_truncated ? '…' : ''}`,
+        el('span', { class: 'muted' }, ` (${input.items} item${input.items === 1 ? '' : 's'})`),
+      ),
+    ),
+  );
+  const more = page.total - page.queued.length;
+  $('queue-empty').textContent = page.total === 0 ? 'Nothing queued.' : more > 0 ? `and ${more} more` : '';
+  if (page.total === 0) return;
+  timer = setTimeout(() => void refreshQueue(id).catch(report), 2000);
+  if (stopKept) return;
+  stopKept = true;
+  keepLoader(() => {
+    clearTimeout(timer);
+    stopKept = false;
+  });
+}

@@ -1,0 +1,57 @@
+import { mapLimit } from '../../store/object-store.ts';
+import { itemText } from '../../tokens/token-counter.ts';
+import type { Item } from '../../items.ts';
+import { sessionScope } from './config-object.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { listQueued, readQueued } from './queue.ts';
+
+/** The characters of a queued input's text that a listing shows (GET /v1/sessions/{id}/queue). */
+export const QUEUE_PREVIEW_CHARS = 280;
+
+/** A queued input as GET /v1/sessions/{id}/queue shows it: a preview, never the whole input. */
+export interface QueuedRow {
+  queued_turn: string;
+  /** 1: the next to run. */
+  position: number;
+  enqueued_at: string;
+  /** How many input items it holds. */
+  items: number;
+  /** The input's text (messages, calls, outputs), at most QUEUE_PREVIEW_CHARS characters. */
+  preview: string;
+  preview_truncated: boolean;
+}
+
+/**
+ * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
+ * of `queue/<g>/`, then a read of each of the first `limit` entries. An entry taken up between
+ * the listing and its read is left out. `total` is how many the listing found.
+ */
+export async function queuedInputs(
+  log: LogContext,
+  id: string,
+  limit: number,
+): Promise<{ queued: QueuedRow[]; total: number }> {
+  const scope = await sessionScope(log, id);
+  const entries = await listQueued(log, scope);
+  const rows = await mapLimit(entries.slice(0, limit), PARALLEL_GETS, async (entry, index) => {
+    const input = await readQueued(log, scope, entry.keyHash);
+    if (!input) return null;
+    const text = previewText(input.input);
+    return {
+      queued_turn: entry.keyHash,
+      position: index + 1,
+      enqueued_at: input.enqueued_at,
+      items: input.input.length,
+      preview: text.slice(0, QUEUE_PREVIEW_CHARS),
+      preview_truncated: text.length > QUEUE_PREVIEW_CHARS,
+    };
+  });
+  return { queued: rows.filter((row) => row !== null), total: entries.length };
+}
+
+function previewText(items: readonly Item[]): string {
+  return items
+    .map((item) => itemText(item))
+    .filter((text) => text !== '')
+    .join('\n');
+}

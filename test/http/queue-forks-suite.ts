@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { freshId, createClient, type HttpHarness } from './http-suite.ts';
+
+/**
+ * GET /v1/sessions/{id}/queue and GET /v1/sessions/{id}/forks through the real app. Queued
+ * inputs are put into the bucket as an enqueue stores them (docs/STORAGE.md, "Queued inputs"),
+ * since no turn can be held open here; test/ui/inspector.test.ts queues them behind a running
+ * turn. Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ */
+export function defineQueueForksSuite(label: string, harness: HttpHarness): void {
+  const api = createClient(harness);
+
+  async function generation(id: string): Promise<string> {
+    const config = await harness.store.get(`${harness.keyPrefix}sessions/${id}/session.json`);
+    return JSON.parse(new TextDecoder().decode(config!.body)).generation;
+  }
+
+  async function queue(id: string, keyHash: string, text: string, enqueuedAt: string): Promise<void> {
+    const entry = {
+      format: 'tailgate.queued.v1',
+      key_sha256: keyHash,
+      enqueued_at: enqueuedAt,
+      writer: crypto.randomUUID(),
+      input: [
+        { type: 'message', role: 'user', content: text },
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'second' }] },
+      ],
+      request: {},
+    };
+    const key = `${harness.keyPrefix}sessions/${id}/queue/${await generation(id)}/${keyHash}`;
+    await harness.store.put(key, JSON.stringify(entry));
+  }
+
+  describe(`${label}: queued inputs and forks`, () => {
+    it('lists the queued inputs oldest first with a bounded preview', async () => {
+      const id = await api.session({ on_busy: 'enqueue' });
+      expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+      // Upload order decides: the second key sorts first but was stored later.
+      await queue(id, 'b'.repeat(64), 'first input', '2026-01-01T00:00:00.000Z');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await queue(id, 'a'.repeat(64), 'x'.repeat(400), '2026-01-01T00:00:01.000Z');
+      const listed = await api.get(`/v1/sessions/${id}/queue`);
+      expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+      expect(listed.body).toEqual({
+        total: 2,
+        queued: [
+          {
+            queued_turn: 'b'.repeat(64),
+            position: 1,
+            enqueued_at: '2026-01-01T00:00:00.000Z',
+            items: 2,
+            preview: 'first input\nsecond',
+            preview_truncated: false,
+          },
+          {
+            queued_turn: 'a'.repeat(64),
+            position: 2,
+            enqueued_at: '2026-01-01T00:00:01.000Z',
+            items: 2,
+            preview: 'x'.repeat(280),
+            preview_truncated: true,
+          },
+        ],
+      });
+      const first = await api.get(`/v1/sessions/${id}/queue?limit=1`);
+      expect(first.body.total).toBe(2);
+      expect(first.body.queued.map((row: { position: number }) => row.position)).toEqual([1]);
+    });
+
+    it('answers bad queries and missing sessions with 4xx', async () => {
+      const id = await api.session();
+      for (const path of [`/v1/sessions/${id}/queue?limit=0`, `/v1/sessions/${id}/forks?after=nope`]) {
+        const refused = await api.get(path);
+        expect(refused.status, path).toBe(400);
+        expect(refused.body.error.code).toBe('invalid_request');
+      }
+      for (const kind of ['queue', 'forks']) {
+        const missing = await api.get(`/v1/sessions/${freshId('none')}/${kind}`);
+        expect(missing.status, kind).toBe(404);
+        expect(missing.body.error.code).toBe('not_found');
+      }
+    });
+
+    it('lists the live forks made from the session, page by page, and not deleted ones', async () => {
+      const parent = await api.session();
+      expect(
+        (await api.post(`/v1/sessions/${parent}/items`, { items: [{ type: 'message', role: 'user', content: 'a' }] }))
+          .status,
+      ).toBe(201);
+      expect((await api.get(`/v1/sessions/${parent}/forks`)).body).toEqual({
+        forks: [],
+        has_more: false,
+        next_after: null,
+      });
+      const children = [freshId('fa'), freshId('fb'), freshId('fc')];
+      for (const child of children) {
+        const forked = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 1, id: child });
+        expect(forked.status, JSON.stringify(forked.body)).toBe(201);
+      }
+      // A fork of a fork references the parent too, but is not the parent's fork.
+      const grandchild = freshId('fg');
+      expect((await api.post(`/v1/sessions/${children[0]}/fork`, { at_seq: 1, id: grandchild })).status).toBe(201);
+      expect((await api.delete(`/v1/sessions/${children[1]}`)).status).toBe(204);
+
+      const all = await api.get(`/v1/sessions/${parent}/forks`);
+      expect(all.status, JSON.stringify(all.body)).toBe(200);
+      const expected = [children[0], children[2]].sort();
+      expect(all.body.forks.map((fork: { id: string }) => fork.id).sort()).toEqual(expected);
+      expect(all.body.forks[0]).toMatchObject({ seq: 1, created_at: expect.any(String) });
+      expect(all.body.has_more).toBe(false);
+      expect(
+        (await api.get(`/v1/sessions/${children[0]}/forks`)).body.forks.map((fork: { id: string }) => fork.id),
+      ).toEqual([grandchild]);
+
+      const seen: string[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const page: { status: number; body: any } = await api.get(
+          `/v1/sessions/${parent}/forks?limit=1${after ? `&after=${encodeURIComponent(after)}` : ''}`,
+        );
+        expect(page.status, JSON.stringify(page.body)).toBe(200);
+        seen.push(...page.body.forks.map((fork: { id: string }) => fork.id));
+        after = page.body.next_after;
+        pages += 1;
+      } while (after !== null && pages < 20);
+      expect(seen.sort()).toEqual(expected);
+      expect(pages).toBeGreaterThanOrEqual(2);
+    });
+  });
+}

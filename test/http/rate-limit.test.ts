@@ -29,10 +29,15 @@ const harness: HttpHarness = {
   logged: [],
 };
 
-defineRateLimitSuite('Node (in-process)', harness, {
-  session: { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '3' },
-  token: { RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '3' },
-});
+defineRateLimitSuite(
+  'Node (in-process)',
+  harness,
+  {
+    session: { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '3' },
+    token: { RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '3' },
+  },
+  'sliding',
+);
 
 describe('the in-process limiter', () => {
   const limits = { RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '2' };

@@ -36,10 +36,15 @@ defineEventsSuite('workerd (R2)', harness);
 defineQueueForksSuite('workerd (R2)', harness);
 defineFacadeBackgroundSuite('workerd (R2)', harness);
 // The platform's Rate Limiting binding (three a minute, vitest.config.ts) as each limit in turn.
-defineRateLimitSuite('workerd (Rate Limiting binding)', harness, {
-  session: { TURN_LIMIT_PER_SESSION: bindings.TEST_TURN_LIMIT },
-  token: { TURN_LIMIT_PER_TOKEN: bindings.TEST_TURN_LIMIT },
-});
+defineRateLimitSuite(
+  'workerd (Rate Limiting binding)',
+  harness,
+  {
+    session: { TURN_LIMIT_PER_SESSION: bindings.TEST_TURN_LIMIT },
+    token: { TURN_LIMIT_PER_TOKEN: bindings.TEST_TURN_LIMIT },
+  },
+  'clock-aligned',
+);
 it('binds the queue of background turns from wrangler.toml', () => {
   expect(typeof (bindings.TURNS as Queue | undefined)?.send).toBe('function');
 });

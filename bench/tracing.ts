@@ -17,10 +17,12 @@ import { READ_FILE_TOOL } from './turn-driver.ts';
  * What tracing costs a turn: two sessions with the same agent history on the memory store,
  * one turned with tracing off, one with it on (OTEL_EXPORTER_OTLP_ENDPOINT at a loopback OTLP
  * receiver, test/support/otlp-receiver.ts), a turn of each in turn (which first alternates)
- * so load on the machine falls on both alike. Each turn is timed from the call to its response; its storage
- * operations and round trips (the deepest chain of calls one after another, DepthStore) are
- * counted until then. The background work after it (packing, and with tracing the export of
- * its spans) is timed apart.
+ * so load on the machine falls on both alike. Each turn is timed from the call to its response,
+ * in wall time and in the process's CPU time (process.cpuUsage: on a loaded machine the wall
+ * time of a few milliseconds mostly measures waiting for a core, which falls on either side
+ * by chance; the CPU time is what the turn itself spent); its storage operations and round
+ * trips (the deepest chain of calls one after another, DepthStore) are counted until then. The
+ * background work after it (packing, and with tracing the export of its spans) is timed apart.
  */
 
 export interface TracingOptions {
@@ -34,6 +36,8 @@ export interface TracingOptions {
 export interface TracingSide {
   p50Ms: number;
   p95Ms: number;
+  /** CPU time of the process (user and system) from the call to the response, median ms. */
+  cpuP50Ms: number;
   /** Storage operations until the response: median and most. */
   operationsMedian: number;
   operationsMax: number;
@@ -76,8 +80,12 @@ export async function measureTracing(options: TracingOptions): Promise<TracingFi
     const taken = options.warmupTurns + options.turns;
     for (let index = 0; index < taken; index++) {
       const measured = index >= options.warmupTurns;
-      // Which goes first alternates, so neither side always finds the other's leftovers.
-      const pair = index % 2 === 0 ? [sides.off, sides.on] : [sides.on, sides.off];
+      // Which goes first alternates every two turns, so neither side always finds the other's
+      // leftovers. Each side's turns alternate between a tool call and its output, which cost
+      // differently: alternating the order every turn would make one side take every call
+      // second and every output first, and the other side the opposite, and that alone moved
+      // a side's p50 by 20% to 40% with tracing off on both.
+      const pair = Math.floor(index / 2) % 2 === 0 ? [sides.off, sides.on] : [sides.on, sides.off];
       for (const taker of pair) await taker.turn(taker === sides.off ? 'tracing_off' : 'tracing_on', index, measured);
     }
     const turnSpans = receiver
@@ -108,6 +116,7 @@ function side(memory: MemoryStore, settings: Record<string, string>) {
     tracing: tracingFor(config.tracing),
   });
   const times: number[] = [];
+  const cpuTimes: number[] = [];
   const operations: number[] = [];
   const roundTrips: number[] = [];
   const backgroundTimes: number[] = [];
@@ -119,9 +128,11 @@ function side(memory: MemoryStore, settings: Record<string, string>) {
       const request = pendingCall
         ? { input: [{ type: 'function_call_output' as const, call_id: pendingCall, output: `file ${index}` }] }
         : { input: `call read_file {"path":"src/tracing-${index}.ts"}` };
+      const cpu = process.cpuUsage();
       const start = performance.now();
       const response = await runTurn(services, id, { ...request, tools: [READ_FILE_TOOL] });
       const ms = performance.now() - start;
+      const used = process.cpuUsage(cpu);
       // Read before the background work, which starts on a timer after the response.
       const turnOperations = operationsOf(counting.counts);
       const turnRoundTrips = depth.depth();
@@ -132,6 +143,7 @@ function side(memory: MemoryStore, settings: Record<string, string>) {
       pendingCall = !pendingCall && call?.type === 'function_call' ? call.call_id : undefined;
       if (!measured) return;
       times.push(ms);
+      cpuTimes.push((used.user + used.system) / 1000);
       operations.push(turnOperations);
       roundTrips.push(turnRoundTrips);
       backgroundTimes.push(backgroundMs);
@@ -139,6 +151,7 @@ function side(memory: MemoryStore, settings: Record<string, string>) {
     figures: (): TracingSide => ({
       p50Ms: median(times),
       p95Ms: percentile(times, 95),
+      cpuP50Ms: median(cpuTimes),
       operationsMedian: median(operations),
       operationsMax: Math.max(...operations),
       roundTripsMedian: median(roundTrips),
@@ -177,10 +190,13 @@ export function tracingSection(figures: TracingFigures | undefined, notMeasured:
   const title = '## 9. The cost of tracing';
   if (!figures) return [title, '', `${notMeasured}.`, ''];
   const row = (label: string, side: TracingSide) =>
-    `| ${label} | ${side.p50Ms.toFixed(2)} | ${side.p95Ms.toFixed(2)} | ` +
+    `| ${label} | ${side.p50Ms.toFixed(2)} | ${side.p95Ms.toFixed(2)} | ${side.cpuP50Ms.toFixed(2)} | ` +
     `${side.operationsMedian} (${side.operationsMax}) | ${side.roundTripsMedian} (${side.roundTripsMax}) | ` +
     `${side.backgroundMs.toFixed(2)} |`;
-  const change = figures.off.p50Ms > 0 ? (figures.on.p50Ms / figures.off.p50Ms - 1) * 100 : Number.NaN;
+  const change = (on: number, off: number) => {
+    const percent = off > 0 ? (on / off - 1) * 100 : Number.NaN;
+    return Number.isNaN(percent) ? '-' : `${percent >= 0 ? '+' : ''}${percent.toFixed(0)}%`;
+  };
   return [
     title,
     '',
@@ -188,15 +204,18 @@ export function tracingSection(figures: TracingFigures | undefined, notMeasured:
       `${figures.size.toLocaleString('en-US')} agent items on the memory store, ${figures.turns} measured turns ` +
       'each (echo model, a tool call and its output in turn), taken alternately: one without tracing, one with ' +
       'OTEL_EXPORTER_OTLP_ENDPOINT at a loopback OTLP receiver. Times are from the call to the response; ' +
-      'operations and round trips (the longest chain of storage calls one after another) are counted until ' +
-      'then; the background work (packing, and the span export when on) is timed apart.',
+      'so is the CPU time the process spent meanwhile (what the turn itself cost, where wall time on a loaded ' +
+      'machine is mostly the wait for a core); operations and round trips (the longest chain of storage calls ' +
+      'one after another) are counted until then; the background work (packing, and the span export when on) ' +
+      'is timed apart.',
     '',
-    '| tracing | p50 ms | p95 ms | storage ops (most) | round trips (most) | background p50 ms |',
-    '|---|---|---|---|---|---|',
+    '| tracing | p50 ms | p95 ms | CPU p50 ms | storage ops (most) | round trips (most) | background p50 ms |',
+    '|---|---|---|---|---|---|---|',
     row('off', figures.off),
     row('on', figures.on),
     '',
-    `Turn p50 with tracing on: ${Number.isNaN(change) ? '-' : `${change >= 0 ? '+' : ''}${change.toFixed(0)}%`}; ` +
+    `Turn p50 with tracing on: ${change(figures.on.p50Ms, figures.off.p50Ms)} (CPU p50 ` +
+      `${change(figures.on.cpuP50Ms, figures.off.cpuP50Ms)}); ` +
       `storage per turn ${storageUnchanged(figures) ? 'unchanged' : '**changed**'}; the receiver decoded ` +
       `${figures.turnSpans} turn spans of the ${figures.tracedTurns} traced turns (warm-up included).`,
     '',

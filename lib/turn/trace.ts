@@ -1,12 +1,11 @@
 import {
   type Attributes,
   type Context,
-  ProxyTracerProvider,
+  ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   type Tracer,
-  context,
   trace,
 } from '@opentelemetry/api';
 import type { TurnOutcome } from './types.ts';
@@ -16,10 +15,11 @@ import type { TurnOutcome } from './types.ts';
  * is one span after the GenAI semantic conventions (`chat <model>`), and its steps (the
  * claim's storage rounds, the history read, the strategies, the model call, the completion)
  * are its children. The runtime hands in `TurnServices.tracer` when OTEL_EXPORTER_OTLP_ENDPOINT
- * is set; without it the spans go to the API's no-op tracer, which records nothing.
+ * is set; without it a turn makes no span and calls nothing of the API (a step is its work).
+ * Contexts are passed explicitly, never through the API's global context manager: the turn
+ * span's parent is the root context and every child's parent the turn span's context, so no
+ * context manager is needed, and none installed by the host is read.
  */
-
-const NO_TRACER = new ProxyTracerProvider().getTracer('tailgate');
 
 /** The child spans of a turn, in the order a turn runs them. */
 export const TURN_STEPS = {
@@ -44,23 +44,38 @@ function genAiModel(modelId: string): { provider: string; model: string } {
 }
 
 export class TurnTrace {
-  private readonly tracer: Tracer;
-  private readonly span: Span;
-  private readonly parent: Context;
+  /** Undefined when tracing is off: then every method returns at once. */
+  private readonly traced: { tracer: Tracer; span: Span; parent: Context } | undefined;
 
   constructor(tracer: Tracer | undefined, sessionId: string) {
-    this.tracer = tracer ?? NO_TRACER;
-    this.span = this.tracer.startSpan('chat', {
-      kind: SpanKind.INTERNAL,
-      attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.conversation.id': sessionId },
-    });
-    this.parent = trace.setSpan(context.active(), this.span);
+    if (tracer === undefined) return;
+    const span = tracer.startSpan(
+      'chat',
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.conversation.id': sessionId },
+      },
+      ROOT_CONTEXT,
+    );
+    this.traced = { tracer, span, parent: trace.setSpan(ROOT_CONTEXT, span) };
   }
 
-  /** Runs `work` in a child span of the turn's, ended when it settles (marked as an error when it throws). */
-  async step<T>(name: string, work: () => Promise<T>, attributes?: Attributes): Promise<T> {
+  /**
+   * Runs `work` in a child span of the turn's, ended when it settles (marked as an error when it
+   * throws). Off, it is just `work()`.
+   */
+  step<T>(name: string, work: () => Promise<T>, attributes?: Attributes): Promise<T> {
+    return this.traced ? this.tracedStep(this.traced, name, work, attributes) : work();
+  }
+
+  private async tracedStep<T>(
+    { tracer, parent }: { tracer: Tracer; parent: Context },
+    name: string,
+    work: () => Promise<T>,
+    attributes: Attributes | undefined,
+  ): Promise<T> {
     const kind = name === TURN_STEPS.model ? SpanKind.CLIENT : SpanKind.INTERNAL;
-    const span = this.tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}) }, this.parent);
+    const span = tracer.startSpan(name, { kind, ...(attributes ? { attributes } : {}) }, parent);
     try {
       return await work();
     } catch (error) {
@@ -73,14 +88,16 @@ export class TurnTrace {
 
   /** The turn's model, once planned: the span is named after it (`chat gpt-4.1-mini`). */
   model(modelId: string): void {
+    if (!this.traced) return;
     const { provider, model } = genAiModel(modelId);
-    this.span.updateName(`chat ${model}`);
-    this.span.setAttributes({ 'gen_ai.provider.name': provider, 'gen_ai.request.model': model });
+    this.traced.span.updateName(`chat ${model}`);
+    this.traced.span.setAttributes({ 'gen_ai.provider.name': provider, 'gen_ai.request.model': model });
   }
 
   /** Ends the turn's span with how the turn ended: its number, status, usage and cost, or its error. */
   end(outcome: TurnOutcome): void {
-    const { span } = this;
+    if (!this.traced) return;
+    const { span } = this.traced;
     if (outcome.turn !== null) span.setAttribute('tailgate.turn', outcome.turn);
     span.setAttribute('tailgate.turn.status', outcome.status);
     const usage = outcome.usage;

@@ -1,6 +1,15 @@
-import { SpanStatusCode } from '@opentelemetry/api';
+import {
+  type Context,
+  type ContextManager,
+  ROOT_CONTEXT,
+  SpanStatusCode,
+  context,
+  createContextKey,
+  trace,
+} from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { tracingFor } from '../../functions/tracing.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -17,7 +26,100 @@ function tracedWorld() {
   return { ...world, exporter, names };
 }
 
+/** A synchronous context manager (a stack), as a host would register one for its own spans. */
+class StackContextManager implements ContextManager {
+  #stack: Context[] = [];
+  active(): Context {
+    return this.#stack.at(-1) ?? ROOT_CONTEXT;
+  }
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    active: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
+    this.#stack.push(active);
+    try {
+      return fn.call(thisArg, ...args);
+    } finally {
+      this.#stack.pop();
+    }
+  }
+  bind<T>(_context: Context, target: T): T {
+    return target;
+  }
+  enable(): this {
+    return this;
+  }
+  disable(): this {
+    this.#stack = [];
+    return this;
+  }
+}
+
+const KEY = createContextKey('turn-trace.test');
+
+/** Whether a global context manager is installed: without one, `context.with` carries nothing. */
+function contextManagerInstalled(): boolean {
+  return context.with(ROOT_CONTEXT.setValue(KEY, true), () => context.active().getValue(KEY) === true);
+}
+
+/** Whether a global tracer provider is installed: without one, the API's tracer records nothing. */
+function providerInstalled(): boolean {
+  const probe = trace.getTracer('turn-trace.test').startSpan('probe');
+  probe.end();
+  return probe.isRecording();
+}
+
+afterEach(() => {
+  trace.disable();
+  context.disable();
+});
+
+describe('tracing off', () => {
+  it('a turn makes no span, not even through a provider the host registered globally', async () => {
+    const exporter = new InMemorySpanExporter();
+    trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }));
+    expect(tracingFor(null)).toBeUndefined();
+    const w = turnWorld(new MemoryStore(), echoModel);
+    await w.sessions.create({ id: 's' });
+    const response = await runTurn(w.services, 's', { input: 'hello' });
+    await expect(runTurn(w.services, 'missing', { input: 'hello?' })).rejects.toMatchObject({ code: 'not_found' });
+    expect(response.turn).toBe(1);
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+
+  it('installs no global context manager or tracer provider, and neither does tracing on', async () => {
+    expect([contextManagerInstalled(), providerInstalled()]).toEqual([false, false]);
+    const w = turnWorld(new MemoryStore(), echoModel);
+    await w.sessions.create({ id: 's' });
+    await runTurn(w.services, 's', { input: 'off' });
+    expect([contextManagerInstalled(), providerInstalled()]).toEqual([false, false]);
+    // The exporter's provider (functions/tracing.ts), with nothing exported: its spans are not flushed.
+    const tracing = tracingFor({ url: 'http://127.0.0.1:9/v1/traces', headers: {}, serviceName: 'test' });
+    w.services.tracer = tracing!.tracer;
+    await runTurn(w.services, 's', { input: 'on' });
+    expect([contextManagerInstalled(), providerInstalled()]).toEqual([false, false]);
+  });
+});
+
 describe('the spans of a turn (lib/turn/trace.ts)', () => {
+  it("a turn is a trace of its own: the span active in a host's context manager is not its parent", async () => {
+    context.setGlobalContextManager(new StackContextManager());
+    const w = tracedWorld();
+    await w.sessions.create({ id: 's' });
+    const host = w.services.tracer!.startSpan('host request');
+    await context.with(trace.setSpan(ROOT_CONTEXT, host), () => runTurn(w.services, 's', { input: 'hi' }));
+    host.end();
+    const spans = w.exporter.getFinishedSpans().filter((span) => span.name !== 'host request');
+    const turn = spans.find((span) => span.name === 'chat echo')!;
+    expect(turn.parentSpanContext).toBeUndefined();
+    expect(turn.spanContext().traceId).not.toBe(host.spanContext().traceId);
+    expect(spans.filter((span) => span !== turn).map((span) => span.parentSpanContext?.spanId)).toEqual(
+      Array(spans.length - 1).fill(turn.spanContext().spanId),
+    );
+  });
+
   it('a replayed Idempotency-Key: the claim span only, the turn marked replayed, no usage', async () => {
     const w = tracedWorld();
     await w.sessions.create({ id: 's' });

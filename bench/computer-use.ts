@@ -378,13 +378,16 @@ export function computerUseSection(figures: ComputerUseFigures | undefined, notM
       `a call at step ${steps} (mean of the last 10%) costs ${goals.costRatio.toFixed(2)}x less than keep-all's ` +
       `(goal >= ${COST_RATIO_GOAL}x: ${goals.costRatio >= COST_RATIO_GOAL ? 'met' : '**not met**'}); ` +
       `the whole session up to step ${steps}, ${goals.sessionCostRatio.toFixed(2)}x less ` +
-      `(${goals.sessionCostRatio >= COST_RATIO_GOAL ? 'met' : '**not met**'}: keep-all's prompts are small early on).`,
+      `(${goals.sessionCostRatio >= COST_RATIO_GOAL ? 'met' : "**not met**: keep-all's prompts are small early on"}).`,
     '',
     'Why the default reads less from the cache than keep-all: every move of the image boundary (one in ' +
-      '`image_epoch_size` steps) changes the prompt from the oldest newly pruned screenshot on, and no earlier call ' +
-      "wrote a cache entry ending there: with tools offered, the adapter's four breakpoints are the last tool, the " +
-      'instructions and the last two blocks (lib/models/cache-breakpoints.ts), so a move rewrites everything after ' +
-      'the instructions (about 30 k tokens here). Drop-all has no such moves (each screenshot is pruned in the ' +
+      '`image_epoch_size` steps) changes the prompt from the oldest newly pruned screenshot on. With tools offered, ' +
+      "the adapter's four breakpoints are the last tool, the last two blocks and, since pruned screenshots follow " +
+      "the tool strategy's context notice, the notice in place of the instructions " +
+      '(lib/models/cache-breakpoints.ts), so a move re-writes the prompt from the notice on (the whole tool calls, ' +
+      'their screenshots pruned but the newest), not from the instructions. No breakpoint ends at the image ' +
+      "boundary itself: the previous boundary is 2 x `image_epoch_size` blocks back, beyond Anthropic's 20-block " +
+      'lookback from the new one. Drop-all has no such moves (each screenshot is pruned in the ' +
       'call it arrives in, so nothing cached changes) and reads 98%. Storage operations per turn are ' +
       "the turn's 8, one get per image sent whole (keep-all: every screenshot the tool strategy keeps, up to 230), " +
       'and the records appended since the last pack (the log is packed every 4 steps, a turn is measured every ' +

@@ -20,8 +20,14 @@ export interface CacheBreakpoints {
  *    prompt to the cache, and the next turn, which appends a few blocks to it, reads it back
  *    within Anthropic's 20-block lookback. The second-to-last anchor still matches when the last
  *    item is one the next prompt does not repeat (a delivered inbox notice);
- * 4. with a slot left, `stableEnd` (the end of the strategies' stable prefix, `ModelRequest.cacheBreakpoint`),
- *    which the next prompt may share after the sliding anchors no longer match.
+ * 4. `stableEnd` (the end of the strategies' stable prefix, `ModelRequest.cacheBreakpoint`), which the
+ *    next prompt may share after the sliding anchors no longer match (an image boundary move of
+ *    `shorten_images` behind the context notice changes the prompt only after it). With tools
+ *    offered no slot is left; it then takes the instructions' one when an item after it is
+ *    compacted (by `shorten_images`: without it, the prompt after the notice only grows, which
+ *    the anchors cover). Its prefix holds the instructions, so an image boundary move re-writes
+ *    the prompt from the stable end instead of from the instructions; only a change before it
+ *    (an epoch move of the tool strategies) re-writes the instructions too.
  *
  * An empty assistant message makes no block (the converter drops it), so it never carries one.
  * The bench's Anthropic cost model (bench/cache-billing.ts) places its breakpoints with this function.
@@ -40,8 +46,13 @@ export function anthropicCacheBreakpoints(
   }
   for (const anchor of anchors) items.add(anchor);
   const slots = MAX_CACHE_BREAKPOINTS - (hasTools ? 1 : 0);
-  if (stableEnd !== undefined && items.size < slots && stableEnd < prompt.length && makesBlock(prompt[stableEnd]!))
-    items.add(stableEnd);
+  if (stableEnd !== undefined && !items.has(stableEnd) && stableEnd < prompt.length && makesBlock(prompt[stableEnd]!)) {
+    // No slot left: it takes the instructions' one when a strategy shortened an item after it
+    // (`shorten_images`), so the prompt can change there while its prefix, instructions included, stays.
+    const worthMore = system !== undefined && system < stableEnd && !anchors.includes(system);
+    if (items.size >= slots && worthMore && compactedAfter(prompt, stableEnd)) items.delete(system);
+    if (items.size < slots) items.add(stableEnd);
+  }
   return { tools: hasTools, items: [...items].sort((a, b) => a - b) };
 }
 
@@ -53,6 +64,12 @@ function leadingSystemEnd(prompt: PromptItem[]): number | undefined {
     end = index;
   }
   return end;
+}
+
+/** Whether an item after `index` was shortened by a strategy. */
+function compactedAfter(prompt: PromptItem[], index: number): boolean {
+  for (let at = index + 1; at < prompt.length; at++) if (prompt[at]!.compacted) return true;
+  return false;
 }
 
 /** Whether the converter makes a content block from the item (it drops empty assistant messages). */

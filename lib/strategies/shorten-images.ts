@@ -24,7 +24,9 @@ export function wholeImages(images: number, config: StrategyConfig): number {
 /**
  * The text an image is replaced with: the image as `describePart` names it and the seq of its
  * item, e.g. `[image omitted: image/png 1280x800, 142 KB, item 57]`. Built from the part's
- * reference alone, so the same image always gives the same bytes.
+ * reference alone, so the same image always gives the same bytes. The seq, not the turn: items
+ * do not carry their turn, and on a tail view the records that know it are not read (why:
+ * lib/strategies/README.md, `shorten_images`).
  */
 export function imagePlaceholder(part: InputImagePart, seq: number | undefined): string {
   const item = seq === undefined ? '' : `, item ${seq}`;

@@ -184,7 +184,7 @@ describe('anthropic adapter against a fake Messages server', () => {
   ];
   it.each([
     { tools: [weatherTool], cacheBreakpoint: undefined, expected: withTools },
-    // Four are taken already: the end of the stable prefix gets none.
+    // Four are taken already, and nothing after the stable end is compacted: it gets none.
     { tools: [weatherTool], cacheBreakpoint: 1, expected: withTools },
     { tools: [], cacheBreakpoint: undefined, expected: withTools.slice(0, 3) },
     {
@@ -202,6 +202,13 @@ describe('anthropic adapter against a fake Messages server', () => {
       expect(cacheControlPaths(requests[0]!.body)).toEqual(expected);
     },
   );
+
+  it("gives the stable end the instructions' slot when tools leave none and a later item is compacted", async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const prompt = toolLoop.map((item, index) => (index === 2 ? { ...item, compacted: true as const } : item));
+    await model.generate(request(prompt, [weatherTool], 1));
+    expect(cacheControlPaths(requests[0]!.body)).toEqual(['messages[0].content[0]:text', ...withTools.slice(1)]);
+  });
 
   it('marks the last of several tools and skips an empty assistant message for the anchors', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
@@ -269,6 +276,56 @@ describe('anthropic adapter against a fake Messages server', () => {
       expect(moves).toBeGreaterThanOrEqual(2);
     },
   );
+
+  it('reads the prompt up to the context notice across an image boundary move, with tools offered', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const config = resolveStrategyConfig({
+      request: {
+        epoch_tool_call_threshold: 4,
+        epoch_full_tool_calls: 2,
+        epoch_compacted_tool_calls: 1,
+        epoch_size: 8,
+        full_images: 1,
+        image_epoch_size: 3,
+      },
+    });
+    const history: PromptItem[] = [{ type: 'message', role: 'user', content: 'Click through the pages.' }];
+    const prompts: PromptItem[][] = [];
+    const stableEnds: number[] = [];
+    for (let index = 1; index <= 16; index++) {
+      history.push({ type: 'function_call', call_id: `toolu_${index}`, name: 'click', arguments: `{"n":${index}}` });
+      history.push({
+        type: 'function_call_output',
+        call_id: `toolu_${index}`,
+        output: [
+          { type: 'input_text', text: `clicked ${index}` },
+          { type: 'input_image', image_url: `https://example.com/shot-${index}.png` },
+        ],
+      });
+      const prepared = preparePrompt(history, 'shorten_tools_epoch,shorten_images', { config });
+      const { prompt, cacheBreakpoint } = withInstructions('You click.', prepared.items, prepared.stablePrefixLength);
+      prompts.push(prompt);
+      stableEnds.push(cacheBreakpoint ?? 0);
+      await model.generate({
+        prompt,
+        tools: [weatherTool],
+        ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+      });
+    }
+    const replay = replayAnthropicCache(requests.map((recorded) => recorded.body));
+    const same = (a: PromptItem[], b: PromptItem[], length: number) =>
+      JSON.stringify(a.slice(0, length)) === JSON.stringify(b.slice(0, length));
+    let moves = 0;
+    for (let turn = 1; turn < prompts.length; turn++) {
+      const [previous, prompt, stableEnd] = [prompts[turn - 1]!, prompts[turn]!, stableEnds[turn]!];
+      const boundaryMove = !same(prompt, previous, previous.length) && same(prompt, previous, stableEnd + 1);
+      if (!boundaryMove || stableEnd === 0) continue;
+      moves++;
+      // The tools, then one block per item up to the stable end: nothing before it is written again.
+      expect(replay.readBlocks[turn]).toBeGreaterThanOrEqual(1 + stableEnd + 1);
+    }
+    expect(moves).toBeGreaterThanOrEqual(2);
+  });
 
   it('places the breakpoints in streaming requests too', async () => {
     const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));

@@ -43,26 +43,7 @@ import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
-
-const SECTIONS = [
-  'strategies',
-  'cache',
-  'computer-use',
-  'memory',
-  'file',
-  'latency',
-  'small-prompt',
-  'heap',
-  'compaction',
-  'workerd',
-  'reliability',
-  'inspector',
-  'transfer',
-  'tracing',
-  'resume',
-  'append-load',
-] as const;
-type Section = (typeof SECTIONS)[number];
+import { SECTIONS, type Section } from './sections.ts';
 
 const argv = process.argv.slice(2);
 const onlyArgument = argv.find((argument) => argument.startsWith('--only='));

@@ -7,6 +7,7 @@ import { commonPrefixLength, serializePrompt, simulatePromptCache } from '../../
 import { promptCacheChart } from '../../bench/prompt-cache-chart.ts';
 import { SeededRandom } from '../../bench/random.ts';
 import { resultsMarkdown } from '../../bench/results-markdown.ts';
+import { notRunExcept } from '../../bench/sections.ts';
 import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
@@ -227,11 +228,7 @@ describe('bench', () => {
       turnEveryAppends: 2,
       notices: 1,
     });
-    const notRun = Object.fromEntries(
-      ['strategies', 'cache', 'computer-use', 'heap', 'compaction', 'workerd', 'reliability', 'transfer', 'resume'].map(
-        (section) => [section, 'not run: the run had --only=memory'],
-      ),
-    );
+    const notRun = notRunExcept('memory', 'latency', 'small-prompt');
     const sound = { ...runHeader(), overheadMemory: rows, notMeasured: notRun };
     expect(quickCheckFailures(sound)).toEqual([]);
 
@@ -267,6 +264,8 @@ describe('bench', () => {
       'transfer: the import stored too few items',
       'transfer: the export differs from the imported stream',
       'transfer: nothing measured',
+      'tracing: no turns measured',
+      'tracing: a traced turn made other storage calls than an untraced one',
       'resume: no event reached a resumed reader',
       'resume: no journal written',
       'resume: a streamed turn added more than one write a second plus 2',
@@ -278,9 +277,7 @@ describe('bench', () => {
     expect(resume.events).toBeGreaterThan(0);
     expect(resume.journalWrites).toBeGreaterThanOrEqual(2);
     expect(resume.operationsStreamed - resume.operationsPlain).toBeLessThanOrEqual(Math.ceil(resume.seconds) + 2);
-    const notRun = { memory: 'not run: the run had --only=resume', workerd: 'not run: x', strategies: 'not run: x' };
-    const others = ['cache', 'heap', 'compaction', 'reliability', 'transfer'];
-    const notMeasured = { ...notRun, ...Object.fromEntries(others.map((section) => [section, 'not run: x'])) };
+    const notMeasured = notRunExcept('resume');
     expect(quickCheckFailures({ ...runHeader(), resume, notMeasured })).toEqual([]);
     const costly = { ...resume, operationsStreamed: resume.operationsPlain + 9 };
     expect(quickCheckFailures({ ...runHeader(), resume: costly, notMeasured })).toEqual([

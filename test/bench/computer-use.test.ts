@@ -7,6 +7,7 @@ import {
   simulateComputerUse,
   type ComputerUseFigures,
 } from '../../bench/computer-use.ts';
+import { notRunExcept } from '../../bench/sections.ts';
 import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { imageSize, sniffMediaType } from '../../lib/media.ts';
 
@@ -69,12 +70,7 @@ describe('bench: computer use', () => {
       commit: '',
       commands: { overheadMemory: '', overheadWorkerd: '', strategies: '', cache: '', heap: '', compaction: '' },
       computerUse: figures,
-      notMeasured: Object.fromEntries(
-        ['memory', 'workerd', 'strategies', 'cache', 'heap', 'compaction', 'reliability', 'transfer'].map((name) => [
-          name,
-          'not run: test',
-        ]),
-      ),
+      notMeasured: notRunExcept('computer-use'),
     });
     expect(failures).toEqual(rows.filter((row) => !row.met).map((row) => expect.stringContaining(row.goal)));
     expect(failures.length).toBeGreaterThan(0);

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { TailgateError } from '../../lib/errors.ts';
+import { InvalidRequestError, TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
@@ -200,6 +200,36 @@ describe('session export and import', () => {
     }
     for (let next = await lines.next(); !next.done; next = await lines.next()) text += next.value;
     expect(text).toBe(before);
+  });
+
+  it("keeps each segment's closing state: a fork at any segment's end has the calls open there open", async () => {
+    const w = world();
+    const lines = [headerLine('imported')];
+    const calls = 60;
+    for (let call = 1; call <= calls; call++) {
+      lines.push(itemLine(2 * call - 1, { type: 'function_call', call_id: `c${call}`, name: 'read', arguments: '{}' }));
+      const output = 'z'.repeat((call * 37) % 300);
+      lines.push(itemLine(2 * call, { type: 'function_call_output', call_id: `c${call}`, output }));
+    }
+    await importText(w.services, `${lines.join('\n')}\n`);
+    const ends = (await w.store.list(sessionPrefix('', 'imported'), { limit: 1000 })).objects
+      .filter((object) => object.key.endsWith('.seg'))
+      .map((object) => Number(object.key.split('.')[0]!.split('-').pop()));
+    // Segments end after a call as well as after its output.
+    expect(ends.some((end) => end % 2 === 1)).toBe(true);
+    for (const end of ends) {
+      const id = `fork-${end}`;
+      await w.sessions.fork('imported', { at_seq: end, fields: { id } });
+      const next = Math.floor((end + 1) / 2) + 1;
+      // The first call after the point is not in the fork's history.
+      await expect(
+        w.sessions.append(id, [{ type: 'function_call_output', call_id: `c${next}`, output: 'x' }]),
+      ).rejects.toBeInstanceOf(InvalidRequestError);
+      if (end % 2 === 1) {
+        const open = `c${(end + 1) / 2}`;
+        await w.sessions.append(id, [{ type: 'function_call_output', call_id: open, output: 'x' }]);
+      }
+    }
   });
 
   it('keeps two segment writes in flight while it reads on, and no more', async () => {

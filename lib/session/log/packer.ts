@@ -3,6 +3,7 @@ import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
 import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from '../segment.ts';
+import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { readConfig, readRecord, RecordMissingError, scopeOf, withFreshListing } from './head.ts';
@@ -89,10 +90,17 @@ async function packRecords(
         items: [],
         turns: [],
         carried: await carriedBefore(log, segment, closed[0]!.record.record),
+        states: [],
       };
-  const content: SegmentContent = { ...base, items: [...base.items], turns: [...base.turns] };
+  const content: SegmentContent = {
+    ...base,
+    items: [...base.items],
+    turns: [...base.turns],
+    states: base.states && [...base.states],
+  };
   for (const { record, done } of closed) {
     content.items.push(...record.items, ...(done?.items ?? []));
+    content.states?.push(stateOf(record, done));
     if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
     content.lastRecord = record.record;
   }

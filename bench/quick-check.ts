@@ -1,5 +1,6 @@
 import type { BenchResults } from './results-markdown.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
+import { forkFailures } from './fork.ts';
 
 /**
  * What `npm run bench -- --quick` (run by CI) requires of its figures, so that a broken
@@ -83,5 +84,6 @@ export function quickCheckFailures(results: BenchResults): string[] {
     check(transfer?.exact ?? false, 'transfer: the export differs from the imported stream');
     check((transfer?.exportPeakBytes ?? 0) > 0 && (transfer?.loadedItems ?? 0) > 0, 'transfer: nothing measured');
   }
+  if (ran('fork')) failures.push(...forkFailures(results.fork));
   return failures;
 }

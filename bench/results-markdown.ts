@@ -3,6 +3,7 @@ import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
+import { forkSection, type ForkFigures } from './fork.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -42,6 +43,7 @@ export interface BenchResults {
   reliability?: ReliabilityFigures;
   inspector?: InspectorFigures;
   transfer?: TransferFigures;
+  fork?: ForkFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -113,6 +115,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...reliabilitySection(results));
   lines.push(...inspectorSection(results.inspector, capitalized(notMeasured(results, 'inspector'))));
   lines.push(...transferSection(results.transfer, capitalized(notMeasured(results, 'transfer'))));
+  lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }

@@ -11,6 +11,7 @@ import { quickCheckFailures } from '../../bench/quick-check.ts';
 import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
 import { measureLatency } from '../../bench/latency.ts';
+import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -204,7 +205,7 @@ describe('bench', () => {
       notices: 1,
     });
     const notRun = Object.fromEntries(
-      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer'].map((section) => [
+      ['strategies', 'cache', 'heap', 'compaction', 'workerd', 'reliability', 'transfer', 'fork'].map((section) => [
         section,
         'not run: the run had --only=memory',
       ]),
@@ -243,7 +244,26 @@ describe('bench', () => {
       'transfer: the import stored too few items',
       'transfer: the export differs from the imported stream',
       'transfer: nothing measured',
+      'fork: no figures',
     ]);
+  });
+
+  it("measures a fork's first turn against the parent's at the end and at a packed point, and checks it", async () => {
+    const figures = await measureForks({ items: 2_000, seed: 9, log: () => undefined });
+    expect(figures.rows.map((row) => [row.point, row.packed])).toEqual([
+      ['end', false],
+      ['middle', true],
+    ]);
+    expect(forkFailures(figures)).toEqual([]);
+    for (const row of figures.rows) expect(row.reusedChars).toBeGreaterThan(0);
+    const [end, middle] = figures.rows as [ForkRow, ForkRow];
+    const costly = { ...end, fork: { ...end.fork, operations: end.parent.operations + 1 } };
+    const parted = { ...middle, reusedChars: middle.reusedChars - 1 };
+    expect(forkFailures({ ...figures, rows: [costly, parted] })).toEqual([
+      `fork at end: ${costly.fork.operations} operations, the parent's turn ${end.parent.operations}`,
+      `fork at middle: ${parted.reusedChars} of ${middle.parentPromptChars} prompt characters reused`,
+    ]);
+    expect(resultsMarkdown({ ...runHeader(), fork: figures })).toContain('## 9. Forks of a long session');
   });
 });
 

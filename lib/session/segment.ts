@@ -51,12 +51,18 @@ export interface SegmentContent {
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent): Uint8Array {
-  const chunks: Uint8Array[] = [];
+  // One buffer, grown by doubling, that every line is encoded into (UTF-8: at most 3 bytes a UTF-16 unit).
+  let body = new Uint8Array(64 * 1024);
   let offset = 0;
   const append = (text: string) => {
-    const bytes = encoder.encode(text);
-    chunks.push(bytes);
-    offset += bytes.length;
+    if (body.length - offset < text.length * 3) {
+      let size = body.length * 2;
+      while (size - offset < text.length * 3) size *= 2;
+      const grown = new Uint8Array(size);
+      grown.set(body.subarray(0, offset));
+      body = grown;
+    }
+    offset += encoder.encodeInto(text, body.subarray(offset)).written;
     return offset;
   };
   for (const line of stateLines(content.states ?? [])) append(`${JSON.stringify(line)}\n`);
@@ -108,13 +114,7 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   const indexOffset = offset;
   const indexLength = append(JSON.stringify(index)) - indexOffset;
   append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1\n`);
-  const body = new Uint8Array(offset);
-  let position = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, position);
-    position += chunk.length;
-  }
-  return body;
+  return body.subarray(0, offset);
 }
 
 /**

@@ -268,6 +268,36 @@ describe('session export and import', () => {
     ]);
   });
 
+  it("reads a chunk's lines at once the same: numbers, bytes, CRLF, non-ASCII, and the line at fault", async () => {
+    const text = '{"a":1}\r\n\n{"b":"é"}\n{"c":2}\n{"d":3}\r\n{"e":4}';
+    const read = async (size: number, limit = 100) => {
+      const all: unknown[] = [];
+      for await (const { line, value, bytes } of ndjsonLines(chunks(text, size), limit)) all.push([line, value, bytes]);
+      return all;
+    };
+    const expected = [
+      [1, { a: 1 }, 7],
+      [3, { b: 'é' }, 10],
+      [4, { c: 2 }, 7],
+      [5, { d: 3 }, 7],
+      [6, { e: 4 }, 7],
+    ];
+    for (const size of [1, 5, 12, 1000]) expect(await read(size), `chunks of ${size}`).toEqual(expected);
+    await expect(read(1000, 9)).rejects.toMatchObject({ code: 'payload_too_large', details: { line: 3 } });
+    const broken = new Uint8Array([...new TextEncoder().encode('{"a":1}\n{"b":2}\n"'), 0xff, 0x22, 10]);
+    const lines = ndjsonLines(
+      (async function* () {
+        yield broken;
+      })(),
+      100,
+    );
+    await expect(
+      (async () => {
+        for await (const _ of lines);
+      })(),
+    ).rejects.toMatchObject({ message: 'line 3: not UTF-8' });
+  });
+
   const header = headerLine('imp');
   const item = itemLine;
   const message = messageLine;

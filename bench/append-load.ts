@@ -64,7 +64,7 @@ export function measureAppendLoad(options: AppendLoadOptions): Promise<AppendLoa
 
 /** Markdown of the figures, one row per store (the same size each). */
 export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeasured: string): string[] {
-  const title = '## 9. Loading a long history through POST /items';
+  const title = '## 11. Loading a long history through POST /items';
   if (!rows || rows.length === 0) return [title, '', `${notMeasured}.`, ''];
   const number = (value: number) => Math.round(value).toLocaleString('en-US');
   return [

@@ -6,7 +6,8 @@ import { resolveModel } from '../lib/models/resolve-model.ts';
 import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import type { NewSession, PackOptions } from '../lib/session/session-log.ts';
+import type { ForkOptions, NewSession, PackOptions, SessionRecord } from '../lib/session/session-log.ts';
+import { forkSession } from '../lib/turn/fork.ts';
 import { packOptions, runTurn, sessionStrategyPlan, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
 import { RecordingStore, summarize } from './recording-store.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
@@ -92,6 +93,36 @@ export class MemoryTurnDriver implements TurnDriver {
         return model.generate(request);
       },
     };
+  }
+
+  /** The prompt of the last model call. */
+  get lastPrompt(): unknown {
+    return this.#lastPrompt;
+  }
+
+  async session(id: string): Promise<SessionRecord> {
+    return this.#services.sessions.get(id);
+  }
+
+  /** POST /v1/sessions/{id}/fork's code (lib/turn/fork.ts), its background pack (the fork's first view) run too. */
+  async fork(parentId: string, options: ForkOptions): Promise<SessionRecord> {
+    const sessions = {
+      fork: this.#services.sessions.fork.bind(this.#services.sessions),
+      deleteTurn: this.#services.sessions.deleteTurn.bind(this.#services.sessions),
+      pack: this.#turnServices.sessions.pack,
+    };
+    const fork = await forkSession({ ...this.#services, sessions }, parentId, options);
+    await this.runBackground();
+    return fork;
+  }
+
+  /** Whether a segment of session `id` holds seq `seq`. */
+  async isPacked(id: string, seq: number): Promise<boolean> {
+    const listed = await this.recording.list(`sessions/${id}/turn/`, { limit: 1000 });
+    return listed.objects.some(({ key }) => {
+      const range = /-(\d+)-(\d+)\.seg$/.exec(key);
+      return range !== null && Number(range[1]) <= seq && seq <= Number(range[2]);
+    });
   }
 
   /** `fields`: the session's other settings (its strategies, their config). */

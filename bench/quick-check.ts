@@ -2,6 +2,7 @@ import { computerUseGoalRows } from './computer-use.ts';
 import type { BenchResults } from './results-markdown.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
 import { storageUnchanged } from './tracing.ts';
+import { forkFailures } from './fork.ts';
 
 /**
  * What `npm run bench -- --quick` (run by CI) requires of its figures, so that a broken
@@ -110,5 +111,6 @@ export function quickCheckFailures(results: BenchResults): string[] {
       `resume: a streamed turn added more than one write a second plus 2`,
     );
   }
+  if (ran('fork')) failures.push(...forkFailures(results.fork));
   return failures;
 }

@@ -5,6 +5,7 @@ import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
+import { forkSection, type ForkFigures } from './fork.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -52,6 +53,7 @@ export interface BenchResults {
   tracing?: TracingFigures;
   resume?: ResumeFigures;
   appendLoad?: AppendLoadFigures[];
+  fork?: ForkFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -127,6 +129,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
   lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
   lines.push(...appendLoadSection(results.appendLoad, capitalized(notMeasured(results, 'append-load'))));
+  lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }

@@ -133,7 +133,7 @@ export async function measureResume(options: ResumeOptions): Promise<ResumeFigur
 }
 
 export function resumeSection(figures: ResumeFigures | undefined, notMeasured: string): string[] {
-  const title = '## 9. Resumed streams: reader lag and journal writes';
+  const title = '## 10. Resumed streams: reader lag and journal writes';
   if (!figures) return [title, '', `${notMeasured}.`, ''];
   const ms = (value: number) => `${Math.round(value)} ms`;
   const added = figures.operationsStreamed - figures.operationsPlain;

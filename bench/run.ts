@@ -3,7 +3,7 @@
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
- *                                                 inspector, transfer, tracing, resume, append-load; prints
+ *                                                 inspector, transfer, fork, tracing, resume, append-load; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -43,6 +43,7 @@ import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
+import { measureForks } from './fork.ts';
 import { SECTIONS, type Section } from './sections.ts';
 
 const argv = process.argv.slice(2);
@@ -336,6 +337,12 @@ if (runs('append-load')) {
     results.appendLoad.push(await measureAppendLoad({ store, items, batch: 250, seed: 3 }));
   }
   ended('append-load');
+}
+
+if (runs('fork')) {
+  log('forks of a long session at its end and at a packed point (bench/fork.ts)');
+  results.fork = await measureForks({ items: quick ? 2_000 : 10_000, seed: 9, log });
+  ended('fork');
 }
 
 results.durationMs = performance.now() - started;

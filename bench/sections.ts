@@ -13,6 +13,7 @@ export const SECTIONS = [
   'reliability',
   'inspector',
   'transfer',
+  'fork',
   'tracing',
   'resume',
   'append-load',

@@ -46,6 +46,9 @@ export interface TransferFigures extends TransferOptions {
   exact: boolean;
   loadedItems: number;
   loadMs: number;
+  /** CPU time (user and system) of the process in the import and the load path (busy machines stretch wall time). */
+  importCpuMs: number;
+  loadCpuMs: number;
 }
 
 /** The command the figures come from. */
@@ -119,6 +122,13 @@ export function transferSection(figures: TransferFigures | undefined, notMeasure
       `${rate(figures.loadedItems, figures.loadMs)} items/s. Import / load path: ` +
       `${importRatio(figures).toFixed(1)}x (goal >= ${IMPORT_RATIO_GOAL}x).`,
     '',
+    'CPU time of the process (user and system), which a busy machine does not stretch as it does wall time: ' +
+      `import ${(figures.importCpuMs / 1000).toFixed(1)} s ` +
+      `(${rate(figures.storedItems, figures.importCpuMs)} items/s), ` +
+      `load path ${(figures.loadCpuMs / 1000).toFixed(1)} s ` +
+      `(${rate(figures.loadedItems, figures.loadCpuMs)} items/s): ` +
+      `${((figures.storedItems / figures.importCpuMs) * (figures.loadCpuMs / figures.loadedItems)).toFixed(1)}x.`,
+    '',
   ];
 }
 
@@ -187,11 +197,13 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
     sampling = true;
     const timer = setInterval(sample, 1);
     const start = performance.now();
+    const cpu = process.cpuUsage();
     await task();
     const ms = performance.now() - start;
+    const cpuMs = cpuMsSince(cpu);
     clearInterval(timer);
     sampling = false;
-    return { ms, peakBytes: peak - baseline };
+    return { ms, cpuMs, peakBytes: peak - baseline };
   };
   const store = new SamplingStore(new MemoryStore(), sample);
   const sessions = new SessionLog(store, { viewPolicy });
@@ -247,12 +259,14 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
   let loadedItems = 0;
   let appends = 0;
   const start = performance.now();
+  const loadCpu = process.cpuUsage();
   while (loadedItems < options.loadItems) {
     loadedItems = await driver.append('load', blocks.next().value as Item[]);
     if (++appends % 4 === 0) await driver.pack('load');
   }
   await driver.pack('load');
   const loadMs = performance.now() - start;
+  const loadCpuMs = cpuMsSince(loadCpu);
   return {
     ...options,
     storedItems,
@@ -266,7 +280,15 @@ async function probe(options: TransferOptions): Promise<Omit<TransferFigures, 'c
     exact: sent.digest('hex') === received.digest('hex'),
     loadedItems,
     loadMs,
+    importCpuMs: imported.cpuMs,
+    loadCpuMs,
   };
+}
+
+/** User and system CPU milliseconds of this process since `start`. */
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const { user, system } = process.cpuUsage(start);
+  return (user + system) / 1000;
 }
 
 const invokedDirectly = process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].replace(/\\/g, '/'));

@@ -79,34 +79,71 @@ export async function* ndjsonLines(
       limit: maxLineBytes,
     });
   const parse = (parts: Uint8Array[]): ImportLine | null => {
-    line += 1;
-    let bytes = parts.length === 1 ? parts[0]! : concat(parts);
-    if (bytes[bytes.length - 1] === 13) bytes = bytes.subarray(0, bytes.length - 1);
+    const bytes = parts.length === 1 ? parts[0]! : concat(parts);
     let text: string;
     try {
       text = decoder.decode(bytes);
     } catch {
-      throw new InvalidRequestError(`line ${line}: not UTF-8`, { field: `line ${line}` });
+      throw new InvalidRequestError(`line ${line + 1}: not UTF-8`, { field: `line ${line + 1}` });
     }
-    if (text.trim() === '') return null;
+    return parseText(text, bytes.length);
+  };
+  const parseText = (text: string, bytes: number): ImportLine | null => {
+    line += 1;
+    const carriageReturn = text.endsWith('\r');
+    const body = carriageReturn ? text.slice(0, -1) : text;
+    if (body.trim() === '') return null;
     let value: unknown;
     try {
-      value = JSON.parse(text);
+      value = JSON.parse(body);
     } catch (error) {
       throw new InvalidRequestError(`line ${line}: not JSON (${(error as Error).message})`, { field: `line ${line}` });
     }
     checkValue?.(value, `line ${line}`);
-    return { line, value, bytes: bytes.length };
+    return { line, value, bytes: carriageReturn ? bytes - 1 : bytes };
   };
+  /** Whole lines (`region` holds no line's end but between them): decoded at once when all ASCII, else one by one. */
+  function* lines(region: Uint8Array): Generator<ImportLine> {
+    let text: string | null = null;
+    try {
+      text = decoder.decode(region);
+    } catch {
+      // Found again below, with its line number.
+    }
+    if (text !== null && text.length === region.length) {
+      // One UTF-16 unit a byte: each line's length is its bytes.
+      for (const part of text.split('\n')) {
+        if (part.length > maxLineBytes) throw tooLong();
+        const parsed = parseText(part, part.length);
+        if (parsed) yield parsed;
+      }
+      return;
+    }
+    let start = 0;
+    for (let end = region.indexOf(NEWLINE); ; end = region.indexOf(NEWLINE, start)) {
+      const stop = end < 0 ? region.length : end;
+      if (stop - start > maxLineBytes) throw tooLong();
+      const parsed = parse([region.subarray(start, stop)]);
+      if (parsed) yield parsed;
+      if (end < 0) return;
+      start = end + 1;
+    }
+  }
   for await (const chunk of chunks) {
     let start = 0;
-    for (let end = chunk.indexOf(NEWLINE); end >= 0; end = chunk.indexOf(NEWLINE, start)) {
-      if (heldBytes + end - start > maxLineBytes) throw tooLong();
-      const parsed = parse([...held, chunk.subarray(start, end)]);
+    const first = chunk.indexOf(NEWLINE);
+    if (first >= 0 && held.length > 0) {
+      if (heldBytes + first > maxLineBytes) throw tooLong();
+      const parsed = parse([...held, chunk.subarray(0, first)]);
       held = [];
       heldBytes = 0;
-      start = end + 1;
+      start = first + 1;
       if (parsed) yield parsed;
+    }
+    const last = chunk.lastIndexOf(NEWLINE);
+    if (last >= start) {
+      yield* lines(chunk.subarray(start, last));
+      start = last + 1;
     }
     if (start < chunk.length) {
       held.push(chunk.subarray(start));

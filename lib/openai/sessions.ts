@@ -119,7 +119,8 @@ async function previousResponse(
  * A new conversation branching off `previousResponseId` (turn `turn` of `sessionId`): a fork of
  * that session at that turn (lib/session/log/fork.ts), which shares its history. Its id comes
  * from the Idempotency-Key when there is one, so a retried request finds the fork its first
- * attempt made and its turn is replayed there. A turn too old to fork at (packed) is 409
+ * attempt made and its turn is replayed there. A turn that cannot be forked at (one in a
+ * segment written before segments kept each record's state) is 409
  * conversation_branching_unsupported naming why.
  */
 export async function branchedSession(

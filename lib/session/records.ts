@@ -277,6 +277,24 @@ export const segmentTurnSchema = z
 export type SegmentTurn = z.infer<typeof segmentTurnSchema>;
 
 /**
+ * One packed record's closing state (a line of a segment's states section): what a fork at
+ * that record starts from. `context` is written where it changed and on the first line (null:
+ * none); absent, it is the line before's.
+ */
+export const segmentStateSchema = z
+  .object({
+    record: z.number().int().positive(),
+    /** A model turn's ordinal (absent for appends and compactions). */
+    turn: z.number().int().positive().optional(),
+    counts: countsSchema,
+    context: contextStartSchema.nullable().optional(),
+    overflow: overflowBoundarySchema.optional(),
+    open_calls: openCallsSchema.optional(),
+  })
+  .strict();
+export type SegmentStateLine = z.infer<typeof segmentStateSchema>;
+
+/**
  * The index at the end of a segment. Sections hold one JSON line per entry, in seq order:
  * `turns` (model turn outcomes, read only for replay), `tools` (function_call and
  * function_call_output items), `messages` (message items). Tail reads fetch the index and the
@@ -284,7 +302,8 @@ export type SegmentTurn = z.infer<typeof segmentTurnSchema>;
  */
 export const segmentIndexSchema = z
   .object({
-    format: z.literal('tailgate.segment.v1'),
+    /** v2 adds the states section (`states`); v1 segments have none. */
+    format: z.enum(['tailgate.segment.v1', 'tailgate.segment.v2']),
     first_record: z.number().int().positive(),
     last_record: z.number().int().positive(),
     first_seq: z.number().int().positive(),
@@ -324,6 +343,8 @@ export const segmentIndexSchema = z
      * a tail read can stop here (null when they were too large to carry).
      */
     carried: z.number().int().nonnegative().nullable(),
+    /** v2: the states section starts the segment and holds one line per record (segmentStateSchema). */
+    states: z.number().int().positive().optional(),
   })
   .strict();
 export type SegmentIndex = z.infer<typeof segmentIndexSchema>;

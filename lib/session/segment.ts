@@ -4,22 +4,25 @@ import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
 import {
   logItemSchema,
   segmentIndexSchema,
+  segmentStateSchema,
   segmentTurnSchema,
   validateStored,
   type LogItem,
   type SegmentIndex,
   type SegmentTurn,
 } from './records.ts';
+import { resolveStates, stateLines, type RecordState } from './segment-states.ts';
 
 /**
  * Segments: immutable objects packing many old records. Layout, one JSON value per line:
  *
- *   [turns section][tools section][messages section][index JSON][footer]
+ *   [states section][turns section][tools section][messages section][index JSON][footer]
  *
  * The footer (33 bytes: `<index offset, 12 digits> <index length, 12 digits> TGSEG1\n`) locates
  * the index. Messages sit last, right before the index, because every tail view needs all of
  * them; tool traffic sits before them and is read from its end only as far as a view needs,
  * or by single lines (through the index's offsets) for the few seqs a strategy must see.
+ * The states section (format v2) holds each record's closing state, read only by a fork.
  */
 
 const FOOTER_LENGTH = 33;
@@ -42,18 +45,27 @@ export interface SegmentContent {
    * null when they did not fit (older segments must be read for their messages).
    */
   carried: LogItem[] | null;
+  /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
+  states: RecordState[] | null;
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent): Uint8Array {
-  const chunks: Uint8Array[] = [];
+  // One buffer, grown by doubling, that every line is encoded into (UTF-8: at most 3 bytes a UTF-16 unit).
+  let body = new Uint8Array(64 * 1024);
   let offset = 0;
   const append = (text: string) => {
-    const bytes = encoder.encode(text);
-    chunks.push(bytes);
-    offset += bytes.length;
+    if (body.length - offset < text.length * 3) {
+      let size = body.length * 2;
+      while (size - offset < text.length * 3) size *= 2;
+      const grown = new Uint8Array(size);
+      grown.set(body.subarray(0, offset));
+      body = grown;
+    }
+    offset += encoder.encodeInto(text, body.subarray(offset)).written;
     return offset;
   };
+  for (const line of stateLines(content.states ?? [])) append(`${JSON.stringify(line)}\n`);
   const turnsOffset = offset;
   const turnEnds = content.turns.map((turn) => append(`${JSON.stringify(turn)}\n`));
   const toolsOffset = offset;
@@ -86,7 +98,7 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   const first = content.items[0];
   const last = content.items[content.items.length - 1];
   const index: SegmentIndex = {
-    format: 'tailgate.segment.v1',
+    format: content.states ? 'tailgate.segment.v2' : 'tailgate.segment.v1',
     first_record: content.firstRecord,
     last_record: content.lastRecord,
     first_seq: first ? first.seq : 1,
@@ -97,24 +109,19 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     orphans,
     messages: { offset: messagesOffset, length: offset - messagesOffset, count: messageCount },
     carried: content.carried === null ? null : content.carried.length,
+    ...(content.states ? { states: content.states.length } : {}),
   };
   const indexOffset = offset;
   const indexLength = append(JSON.stringify(index)) - indexOffset;
   append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1\n`);
-  const body = new Uint8Array(offset);
-  let position = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, position);
-    position += chunk.length;
-  }
-  return body;
+  return body.subarray(0, offset);
 }
 
 /**
  * Reads one segment from its end with Range requests: 64 KiB first, then as far back as the
- * caller asks (callers ask for growing runs), keeping one contiguous buffer of the object's tail. Lines outside the
- * buffer are read one range
- * each. Everything read is validated; a mismatch is a CorruptObjectError naming the key.
+ * caller asks (callers ask for growing runs), keeping one contiguous buffer of the object's
+ * tail. Lines outside the buffer are read one range each. Everything read is validated; a
+ * mismatch is a CorruptObjectError naming the key.
  */
 export class SegmentReader {
   readonly key: string;
@@ -240,13 +247,7 @@ export class SegmentReader {
     if (fromEnd) await this.#extendTo(start);
     let bytes: Uint8Array;
     if (start >= this.#start) bytes = this.#slice(start, end);
-    else {
-      const object = await this.#store.get(this.key, { range: { offset: start, length: end - start } });
-      if (!object) throw new SegmentMissingError(this.key);
-      if (object.body.length !== end - start) throw new CorruptObjectError(this.key, 'short range read');
-      this.bytesRead += object.body.length;
-      bytes = object.body;
-    }
+    else bytes = await this.#range(start, end);
     const blockStart = firstBlock * TOOL_BLOCK;
     const items = this.#lines(bytes, logItemSchema);
     const blockEnd = Math.min(index.tools.count, (lastBlock + 1) * TOOL_BLOCK);
@@ -267,11 +268,7 @@ export class SegmentReader {
     const high = Math.min(count, to);
     if (low >= high) return [];
     const start = low === 0 ? index.turns.offset : index.turns.ends[low - 1]!;
-    const end = index.turns.ends[high - 1]!;
-    const object = await this.#store.get(this.key, { range: { offset: start, length: end - start } });
-    if (!object) throw new SegmentMissingError(this.key);
-    this.bytesRead += object.body.length;
-    const turns = this.#lines(object.body, segmentTurnSchema);
+    const turns = this.#lines(await this.#range(start, index.turns.ends[high - 1]!), segmentTurnSchema);
     if (
       turns.length !== high - low ||
       turns.some((turn, offset) => turn.record !== index.turns.records[low + offset])
@@ -287,15 +284,22 @@ export class SegmentReader {
     const position = index.turns.records.indexOf(record);
     if (position < 0) return null;
     const start = position === 0 ? index.turns.offset : index.turns.ends[position - 1]!;
-    const object = await this.#store.get(this.key, {
-      range: { offset: start, length: index.turns.ends[position]! - start },
-    });
-    if (!object) throw new SegmentMissingError(this.key);
-    this.bytesRead += object.body.length;
-    const [turn] = this.#lines(object.body, segmentTurnSchema);
+    const [turn] = this.#lines(await this.#range(start, index.turns.ends[position]!), segmentTurnSchema);
     if (!turn || turn.record !== record)
       throw new CorruptObjectError(this.key, 'segment turn line does not match its index');
     return turn;
+  }
+
+  /** Each record's closing state, in record order, one range read (null: a v1 segment has none). */
+  async states(): Promise<RecordState[] | null> {
+    const index = await this.index();
+    if (index.states === undefined) return null;
+    const end = index.turns.offset;
+    const bytes = this.#start === 0 ? this.#slice(0, end) : await this.#range(0, end);
+    const states = resolveStates(this.#lines(bytes, segmentStateSchema), index.first_record);
+    if (states?.length !== index.states || index.states !== index.last_record - index.first_record + 1)
+      throw new CorruptObjectError(this.key, 'segment states do not match its index');
+    return states;
   }
 
   /** Everything in the segment (for merging into a larger one). */
@@ -311,7 +315,17 @@ export class SegmentReader {
       items,
       turns,
       carried: await this.carriedMessages(),
+      states: await this.states(),
     };
+  }
+
+  /** Bytes [start, end) of the object, one range read. */
+  async #range(start: number, end: number): Promise<Uint8Array> {
+    const object = await this.#store.get(this.key, { range: { offset: start, length: end - start } });
+    if (!object) throw new SegmentMissingError(this.key);
+    if (object.body.length !== end - start) throw new CorruptObjectError(this.key, 'short range read');
+    this.bytesRead += object.body.length;
+    return object.body;
   }
 
   async #extendTo(offset: number): Promise<void> {

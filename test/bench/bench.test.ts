@@ -13,6 +13,7 @@ import { percentile } from '../../bench/stats.ts';
 import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
 import { measureLatency } from '../../bench/latency.ts';
 import { measureResume } from '../../bench/resume.ts';
+import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -215,7 +216,7 @@ describe('bench', () => {
     const markdown = resultsMarkdown({ ...runHeader(), appendLoad: [row] });
     expect(markdown).toContain('--only=append-load --append-items=5000');
     expect(markdown).toContain('| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 174 MiB | 5 / 6 | 20 / 2 | 1.00 MiB |');
-    expect(resultsMarkdown(runHeader())).toContain('## 9. Loading a long history through POST /items\n\nNot measured');
+    expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
   });
 
   it('passes a sound quick run and names each unsound figure', async () => {
@@ -269,6 +270,7 @@ describe('bench', () => {
       'resume: no event reached a resumed reader',
       'resume: no journal written',
       'resume: a streamed turn added more than one write a second plus 2',
+      'fork: no figures',
     ]);
   });
 
@@ -283,7 +285,25 @@ describe('bench', () => {
     expect(quickCheckFailures({ ...runHeader(), resume: costly, notMeasured })).toEqual([
       'resume: a streamed turn added more than one write a second plus 2',
     ]);
-    expect(resultsMarkdown({ ...runHeader(), resume })).toContain('## 9. Resumed streams');
+    expect(resultsMarkdown({ ...runHeader(), resume })).toContain('## 10. Resumed streams');
+  });
+
+  it("measures a fork's first turn against the parent's at the end and at a packed point, and checks it", async () => {
+    const figures = await measureForks({ items: 2_000, seed: 9, log: () => undefined });
+    expect(figures.rows.map((row) => [row.point, row.packed])).toEqual([
+      ['end', false],
+      ['middle', true],
+    ]);
+    expect(forkFailures(figures)).toEqual([]);
+    for (const row of figures.rows) expect(row.reusedChars).toBeGreaterThan(0);
+    const [end, middle] = figures.rows as [ForkRow, ForkRow];
+    const costly = { ...end, fork: { ...end.fork, operations: end.parent.operations + 1 } };
+    const parted = { ...middle, reusedChars: middle.reusedChars - 1 };
+    expect(forkFailures({ ...figures, rows: [costly, parted] })).toEqual([
+      `fork at end: ${costly.fork.operations} operations, the parent's turn ${end.parent.operations}`,
+      `fork at middle: ${parted.reusedChars} of ${middle.parentPromptChars} prompt characters reused`,
+    ]);
+    expect(resultsMarkdown({ ...runHeader(), fork: figures })).toContain('## 12. Forks of a long session');
   });
 });
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { TailgateError } from '../../lib/errors.ts';
+import { InvalidRequestError, TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { Item } from '../../lib/items.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
@@ -202,6 +202,36 @@ describe('session export and import', () => {
     expect(text).toBe(before);
   });
 
+  it("keeps each segment's closing state: a fork at any segment's end has the calls open there open", async () => {
+    const w = world();
+    const lines = [headerLine('imported')];
+    const calls = 60;
+    for (let call = 1; call <= calls; call++) {
+      lines.push(itemLine(2 * call - 1, { type: 'function_call', call_id: `c${call}`, name: 'read', arguments: '{}' }));
+      const output = 'z'.repeat((call * 37) % 300);
+      lines.push(itemLine(2 * call, { type: 'function_call_output', call_id: `c${call}`, output }));
+    }
+    await importText(w.services, `${lines.join('\n')}\n`);
+    const ends = (await w.store.list(sessionPrefix('', 'imported'), { limit: 1000 })).objects
+      .filter((object) => object.key.endsWith('.seg'))
+      .map((object) => Number(object.key.split('.')[0]!.split('-').pop()));
+    // Segments end after a call as well as after its output.
+    expect(ends.some((end) => end % 2 === 1)).toBe(true);
+    for (const end of ends) {
+      const id = `fork-${end}`;
+      await w.sessions.fork('imported', { at_seq: end, fields: { id } });
+      const next = Math.floor((end + 1) / 2) + 1;
+      // The first call after the point is not in the fork's history.
+      await expect(
+        w.sessions.append(id, [{ type: 'function_call_output', call_id: `c${next}`, output: 'x' }]),
+      ).rejects.toBeInstanceOf(InvalidRequestError);
+      if (end % 2 === 1) {
+        const open = `c${(end + 1) / 2}`;
+        await w.sessions.append(id, [{ type: 'function_call_output', call_id: open, output: 'x' }]);
+      }
+    }
+  });
+
   it('keeps two segment writes in flight while it reads on, and no more', async () => {
     const source = await longSession(new MemoryStore());
     const exported = await exportText(source.services, 'long');
@@ -236,6 +266,36 @@ describe('session export and import', () => {
       [3, { b: 'é' }],
       [4, { c: 2 }],
     ]);
+  });
+
+  it("reads a chunk's lines at once the same: numbers, bytes, CRLF, non-ASCII, and the line at fault", async () => {
+    const text = '{"a":1}\r\n\n{"b":"é"}\n{"c":2}\n{"d":3}\r\n{"e":4}';
+    const read = async (size: number, limit = 100) => {
+      const all: unknown[] = [];
+      for await (const { line, value, bytes } of ndjsonLines(chunks(text, size), limit)) all.push([line, value, bytes]);
+      return all;
+    };
+    const expected = [
+      [1, { a: 1 }, 7],
+      [3, { b: 'é' }, 10],
+      [4, { c: 2 }, 7],
+      [5, { d: 3 }, 7],
+      [6, { e: 4 }, 7],
+    ];
+    for (const size of [1, 5, 12, 1000]) expect(await read(size), `chunks of ${size}`).toEqual(expected);
+    await expect(read(1000, 9)).rejects.toMatchObject({ code: 'payload_too_large', details: { line: 3 } });
+    const broken = new Uint8Array([...new TextEncoder().encode('{"a":1}\n{"b":2}\n"'), 0xff, 0x22, 10]);
+    const lines = ndjsonLines(
+      (async function* () {
+        yield broken;
+      })(),
+      100,
+    );
+    await expect(
+      (async () => {
+        for await (const _ of lines);
+      })(),
+    ).rejects.toMatchObject({ message: 'line 3: not UTF-8' });
   });
 
   const header = headerLine('imp');

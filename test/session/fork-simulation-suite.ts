@@ -107,21 +107,30 @@ async function contents(log: SessionLog, id: string): Promise<{ seq: number; con
 const fork = (log: SessionLog, at: number) => attempt(() => log.fork(PARENT, { at_seq: at, fields: { id: CHILD } }));
 const remove = (log: SessionLog, id: string) => attempt(() => log.delete(id));
 
-/** The invariants after a race of a fork and a delete of its parent (see the file's comment). */
-async function check(run: Run, outcomes: { fork: Outcome<unknown>; delete?: Outcome<unknown> }, where: string) {
+/**
+ * The invariants after a race of a fork at seq `point` (by default the end) and a delete of its
+ * parent (see the file's comment).
+ */
+async function check(
+  run: Run,
+  outcomes: { fork: Outcome<unknown>; delete?: Outcome<unknown> },
+  where: string,
+  point = run.before.length,
+) {
+  const before = run.before.filter((item) => item.seq <= point);
   for (const outcome of Object.values(outcomes))
     if (outcome && !outcome.ok) expect(outcome.status, `${where}: ${outcome.code}`).toBeLessThan(500);
   const log = run.log();
   if (outcomes.delete?.ok) await expect(log.get(PARENT), where).rejects.toMatchObject({ code: 'not_found' });
   if (outcomes.fork.ok) {
-    expect(await contents(log, CHILD), where).toEqual(run.before);
+    expect(await contents(log, CHILD), where).toEqual(before);
     await remove(log, PARENT);
-    expect(await contents(log, CHILD), where).toEqual(run.before);
+    expect(await contents(log, CHILD), where).toEqual(before);
     await log.append(CHILD, [user('after')]);
     expect(
       (await contents(log, CHILD)).map((item) => item.seq),
       where,
-    ).toEqual([...run.before, { seq: run.before.length + 1 }].map((_, index) => index + 1));
+    ).toEqual([...before, { seq: point + 1 }].map((_, index) => index + 1));
   }
   // Both gone and a lease later (a fork that died before its commit point is not live then),
   // nothing of either is left.
@@ -196,23 +205,32 @@ export function defineForkSimulation(name: string, makeStore: () => Promise<Obje
     });
 
     it('a fork crashed at each storage call, before it and after it landed, then a delete of its parent', async () => {
-      const calls = await callsOf(makeStore, (log, run) => fork(log, at(run)));
-      for (let crash = 1; crash <= calls; crash++) {
-        for (const after of [false, true]) {
-          const run = await start(makeStore);
-          const crashed = await fork(
-            run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })),
-            at(run),
-          );
-          const where = `fork crashed at call ${crash} ${after ? 'after' : 'before'} it`;
-          // What a crashed fork left is either a whole fork or nothing a reader sees.
-          const landed = await attempt(() => run.log().get(CHILD));
-          const deleted = await remove(run.log(), PARENT);
-          // The crashed process's own answer is not checked (it died); what it left is.
-          const notRun: Outcome<unknown> = { ok: false, status: 404, code: 'crashed', error: crashed };
-          await check(run, { fork: landed.ok ? landed : notRun, delete: deleted }, where);
-        }
-      }
+      // At the end, and at a point packed into a segment (the second of six appends).
+      for (const point of [at, (_run: Run) => PACKED_POINT]) await crashEach(makeStore, point);
     });
   });
+}
+
+/** A point inside the parent's packed history: the end of its second append. */
+const PACKED_POINT = 4;
+
+/** A fork at `point` crashed at each of its storage calls, before and after it; then a delete of its parent. */
+async function crashEach(makeStore: () => Promise<ObjectStore>, point: (run: Run) => number) {
+  const calls = await callsOf(makeStore, async (log, run) => {
+    const whole = await fork(log, point(run));
+    expect(whole.ok, `an uncrashed fork at ${point(run)}`).toBe(true);
+  });
+  for (let crash = 1; crash <= calls; crash++) {
+    for (const after of [false, true]) {
+      const run = await start(makeStore);
+      const crashed = await fork(run.log(new InterleavedStore(run.store, { crash: { at: crash, after } })), point(run));
+      const where = `fork at ${point(run)} crashed at call ${crash} ${after ? 'after' : 'before'} it`;
+      // What a crashed fork left is either a whole fork or nothing a reader sees.
+      const landed = await attempt(() => run.log().get(CHILD));
+      const deleted = await remove(run.log(), PARENT);
+      // The crashed process's own answer is not checked (it died); what it left is.
+      const notRun: Outcome<unknown> = { ok: false, status: 404, code: 'crashed', error: crashed };
+      await check(run, { fork: landed.ok ? landed : notRun, delete: deleted }, where, point(run));
+    }
+  }
 }

@@ -210,7 +210,53 @@ describe('SessionLog.fork', () => {
     expect((await allItems(log, `s${MAX_FORK_DEPTH}`)).map((item) => item.seq)).toHaveLength(MAX_FORK_DEPTH + 1);
   });
 
-  it('refuses a point that is not the end of a record, a turn that is not there, and a packed point', async () => {
+  it('forks at a packed point as at the same point before it was packed: history, state and next prompt', async () => {
+    const { store, log } = setup();
+    await grown(log, 'p', 4);
+    await log.compact('p', async (view) => {
+      const last = view.items[view.items.length - 1]?.seq ?? 0;
+      return {
+        start_seq: last - 3,
+        summary: 'the first rounds',
+        summarized: { first_seq: view.items[0]?.seq ?? 1, last_seq: last - 4 },
+        interrupted: [],
+        model: 'echo',
+      };
+    });
+    // The point: a turn whose call has no output yet.
+    await turn(log, 'p', [user('one more')], [toolCall('open')]);
+    const { counts } = await log.get('p');
+    await log.fork('p', { at_turn: counts.turns, fields: { id: 'early' } });
+    await log.append('p', [output('open', 'done')]);
+    for (let round = 0; round < 4; round++) {
+      await turn(log, 'p', [user(`later ${round}`)], [assistant('ok')]);
+      await log.pack('p');
+    }
+    const segments = (await keysUnder(store, sessionPrefix('', 'p'))).filter((key) => key.endsWith('.seg'));
+    const ranges = segments.map((key) => key.split('/').pop()!.split('.')[0]!.split('-').slice(2).map(Number));
+    expect(ranges.some(([first, last]) => first! <= counts.items && counts.items < last!)).toBe(true);
+    await log.fork('p', { at_turn: counts.turns, fields: { id: 'late' } });
+    await log.fork('p', { at_seq: counts.items, fields: { id: 'late-seq' } });
+    for (const id of ['late', 'late-seq']) {
+      expect(await allItems(log, id)).toEqual(await allItems(log, 'early'));
+      expect((await log.get(id)).counts).toEqual(counts);
+      expect(await log.currentContext(id)).toEqual(await log.currentContext('early'));
+      expect((await log.currentContext(id))?.summary).toBe('the first rounds');
+    }
+    // The call open at the point is open in each: its output is taken, another call's refused.
+    const prompts = [];
+    for (const id of ['early', 'late']) {
+      await expect(log.append(id, [output('never-made', 'x')])).rejects.toBeInstanceOf(InvalidRequestError);
+      const begun = await log.beginTurn(id, { input: [output('open', 'done')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      const prompt = await log.readContext(begun.turn, { toolCalls: 'all', seqs: [] });
+      prompts.push(await log.hydrate(begun.turn.scope, prompt));
+    }
+    expect(prompts[1]).toEqual(prompts[0]);
+    expect(prompts[0]!.length).toBeGreaterThan(0);
+  });
+
+  it('refuses a point that is not the end of a record, a turn that is not there, and a running turn', async () => {
     const { store, log } = setup();
     await grown(log, 'p', 6);
     const { last_seq } = await log.append('p', [user('x'), user('y')]);
@@ -221,7 +267,11 @@ describe('SessionLog.fork', () => {
       InvalidRequestError,
     );
     await expect(log.fork('p', { at_turn: 99, fields: { id: 'f' } })).rejects.toBeInstanceOf(InvalidRequestError);
-    await expect(log.fork('p', { at_turn: 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(ForkRefusedError);
+    const running = await log.beginTurn('p', { input: [user('z')] });
+    if (running.kind !== 'claimed') throw new Error('expected a claim');
+    await expect(log.fork('p', { at_turn: running.turn.turn, fields: { id: 'f' } })).rejects.toBeInstanceOf(
+      ForkRefusedError,
+    );
     await expect(log.fork('missing', { at_turn: 1, fields: { id: 'f' } })).rejects.toBeInstanceOf(NotFoundError);
     // Nothing was written for any of them.
     expect(await keysUnder(store, sessionPrefix('', 'f'))).toEqual([]);

@@ -563,7 +563,8 @@ describe('SessionLog: corrupt and foreign objects', () => {
     const segment = packed.segment!;
     const original = (await store.get(segment))!.body;
     const broken = original.slice();
-    broken[5] = 0x7d;
+    // Inside the first tool line (the states section before it is read only by a fork).
+    broken[new TextDecoder().decode(original).indexOf('"function_call"')] = 0x7d;
     await store.put(segment, broken);
     await expect(log.listItems('s2', { limit: 10 })).rejects.toMatchObject({ code: 'corrupt_object', key: segment });
     await store.put(segment, original.slice(0, 20));

@@ -10,10 +10,13 @@ import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { recordKey, sessionConfigKey, type ForkPoint, type LogScope } from '../keys.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import type { LogRecord, SessionConfig } from '../records.ts';
+import { SegmentReader } from '../segment.ts';
+import { stateOf, type RecordState } from '../segment-states.ts';
+import { unitTop, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { newConfig, sweepSession, toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
-import { contextOf, countsOf, overflowOf, readConfig, readHead, readRecord, scopeOf, type Head } from './head.ts';
+import { readConfig, readHead, readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { NewSession, SessionRecord } from './types.ts';
 
@@ -22,7 +25,8 @@ import type { NewSession, SessionRecord } from './types.ts';
  * the incarnations its history continues in (`fork_of`, nearest first, each up to a record);
  * its own records start right after the fork point, numbered on from it, with a first record
  * of no items that carries the state there (counts, context start, overflow boundary, open
- * calls). Its readers go on into the ancestors' records and segments below the fork point
+ * calls), taken from the record there or, once it is packed, from its segment's states. Its
+ * readers go on into the ancestors' records and segments below the fork point
  * (lib/session/unit-cursor.ts), so nothing of the shared history is copied.
  */
 
@@ -39,12 +43,15 @@ export type Point = NonNullable<Head['newest']>;
 
 /** See SessionLog.fork. */
 export async function forkSession(log: LogContext, parentId: string, options: ForkOptions): Promise<SessionRecord> {
-  const head = await readHead(log, parentId, 100);
-  if (head.scope.generation === '')
-    throw new ForkRefusedError('a session stored before generations existed cannot be forked');
-  const point = await findForkPoint(log, head, options);
-  const counts = countsOf(point);
-  const chain = forkChain(head.scope, point.record.record, counts.items);
+  // A record or segment packed or merged since the listing: list again.
+  const { head, point } = await withFreshListing(async () => {
+    const head = await readHead(log, parentId, 100);
+    if (head.scope.generation === '')
+      throw new ForkRefusedError('a session stored before generations existed cannot be forked');
+    return { head, point: await findForkPoint(log, head, options) };
+  });
+  const counts = point.counts;
+  const chain = forkChain(head.scope, point.record, counts.items);
   if (chain.length > MAX_FORK_DEPTH)
     throw new ForkRefusedError(
       `a fork reads at most ${MAX_FORK_DEPTH} sessions' histories; this one would read ${chain.length}`,
@@ -135,32 +142,44 @@ function inherited(config: SessionConfig): NewSession {
 }
 
 /**
- * The record the fork point names, read newest first from the head: a closed record ending
- * at `at_seq`, or the record of turn `at_turn`. Only records not yet packed carry the state
- * a fork starts from; a point inside a segment is refused.
+ * The state of the record the fork point names, read newest first from the head: a closed
+ * record ending at `at_seq`, or the record of turn `at_turn`. A point inside a segment is
+ * found in the segment's states section (lib/session/segment-states.ts).
  */
-async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Promise<Point> {
+async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Promise<RecordState> {
   const byTurn = at.at_turn !== undefined;
   const wanted = byTurn ? `turn ${at.at_turn}` : `seq ${at.at_seq}`;
-  let candidate = head.newest;
-  for (;;) {
-    if (!candidate) throw new InvalidRequestError(`${wanted} is not in session ${head.config.id}`);
-    const counts = countsOf(candidate);
-    const matches = byTurn ? candidate.record.turn === at.at_turn : counts.items === at.at_seq;
-    if (matches && candidate.record.kind === 'turn' && !candidate.done)
-      throw new ForkRefusedError(`${wanted} is still running; fork once it ended`);
-    if (matches) return candidate;
-    if (byTurn ? counts.turns < at.at_turn! : counts.items < at.at_seq!)
-      throw new InvalidRequestError(
-        byTurn
-          ? `turn ${at.at_turn} is not in session ${head.config.id}`
-          : `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
-      );
-    const unit = await head.cursor.next();
-    if (unit?.kind === 'segment')
-      throw new ForkRefusedError(`${wanted} is packed into a segment; only recent records can be forked at`);
-    candidate = unit ? await readRecord(log, unit) : null;
+  let unit: LogUnit | null = null;
+  for (let point = head.newest; ; ) {
+    let states: RecordState[];
+    if (point) {
+      const state = stateOf(point.record, point.done);
+      if (matches(state, at) && point.record.kind === 'turn' && !point.done)
+        throw new ForkRefusedError(`${wanted} is still running; fork once it ended`);
+      states = [state];
+    } else if (unit?.kind === 'segment') {
+      const packed = await new SegmentReader(log.store, unit.key, unit).states();
+      if (!packed)
+        throw new ForkRefusedError(`${wanted} is in a segment written before segments kept each record's state`);
+      const top = unitTop(unit);
+      states = packed.filter((state) => state.counts.items <= top).reverse();
+    } else throw new InvalidRequestError(`${wanted} is not in session ${head.config.id}`);
+    for (const state of states) {
+      if (matches(state, at)) return state;
+      if (byTurn ? state.counts.turns < at.at_turn! : state.counts.items < at.at_seq!)
+        throw new InvalidRequestError(
+          byTurn
+            ? `turn ${at.at_turn} is not in session ${head.config.id}`
+            : `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
+        );
+    }
+    unit = await head.cursor.next();
+    point = unit?.kind === 'record' ? await readRecord(log, unit) : null;
   }
+}
+
+function matches(state: RecordState, at: ForkOptions): boolean {
+  return at.at_turn !== undefined ? state.turn === at.at_turn : state.counts.items === at.at_seq;
 }
 
 /**
@@ -177,22 +196,19 @@ export function forkChain(scope: LogScope, record: number, seq: number): ForkPoi
 }
 
 /** The fork's first record: no items, the state at the fork point (none: an empty log's). */
-export function forkRecord(point: Point | null, createdAt: string): LogRecord {
-  const counts = countsOf(point);
-  const context = contextOf(point);
-  const overflow = overflowOf(point);
-  const openCalls = (point?.done ? point.done.open_calls : point?.record.open_calls) ?? undefined;
+export function forkRecord(at: RecordState | null, createdAt: string): LogRecord {
+  const point = at ?? { record: 0, counts: { items: 0, turns: 0, tool_calls: 0 }, context: null };
   return {
     format: 'tailgate.record.v1',
-    record: (point?.record.record ?? 0) + 1,
+    record: point.record + 1,
     kind: 'append',
     created_at: createdAt,
     writer: crypto.randomUUID(),
-    first_seq: counts.items + 1,
+    first_seq: point.counts.items + 1,
     items: [],
-    counts,
-    ...(context ? { context } : {}),
-    ...(overflow ? { overflow } : {}),
-    ...(openCalls ? { open_calls: openCalls } : {}),
+    counts: point.counts,
+    ...(point.context ? { context: point.context } : {}),
+    ...(point.overflow ? { overflow: point.overflow } : {}),
+    ...(point.open_calls ? { open_calls: point.open_calls } : {}),
   };
 }

@@ -190,7 +190,9 @@ async function writeChunks(
     const firstSeq = seq - chunk.length + 1;
     const messages = chunk.filter((item) => item.type === 'message');
     if (!final && record % VIEW_EVERY_RECORDS !== 0) {
-      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried };
+      const counts = { items: seq, turns: 0, tool_calls: toolCalls };
+      const states = [{ record, counts, context: null, open_calls: [...pending] }];
+      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried, states };
       await writes.add(() => writeSegment(log, scope, content, firstSeq));
       carried = carryAfter(carried, messages);
       chunk = [];
@@ -273,9 +275,9 @@ async function writeChunks(
         `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
         { line, size, limit: options.maxItemBytes },
       );
+    if (chunkBytes >= recordBytes) await flush(false);
     trackCall(pending, item, `line ${line}`);
     if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
-    if (chunkBytes >= recordBytes) await flush(false);
     seq += 1;
     if (item.type === 'function_call') toolCalls += 1;
     chunk.push(item);

@@ -3,6 +3,7 @@ import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
 import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from '../segment.ts';
+import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { readConfig, readRecord, RecordMissingError, scopeOf, withFreshListing } from './head.ts';
@@ -93,8 +94,14 @@ async function packRecords(
         items: [],
         turns: [],
         carried: await carriedBefore(log, segment, closed[0]!.record.record),
+        states: [],
       };
-  content = { ...content, items: [...content.items], turns: [...content.turns] };
+  content = {
+    ...content,
+    items: [...content.items],
+    turns: [...content.turns],
+    states: content.states && [...content.states],
+  };
   // Segments of at most about segmentTargetBytes with what they carry (plus one record): a backlog becomes several
   // segments, each stored and its records buried before the next is built, so a pack that
   // fails part-way leaves what it stored for the next one to go on from.
@@ -118,6 +125,7 @@ async function packRecords(
       items: [],
       turns: [],
       carried: carryAfter(content.carried, messages),
+      states: [],
     };
     bytes = carriedBytes(content);
     chunk = [];
@@ -126,6 +134,7 @@ async function packRecords(
     const size = sizes[index]!;
     if (chunk.length > 0 && bytes + size > log.segmentTargetBytes) await flush();
     content.items.push(...record.items, ...(done?.items ?? []));
+    content.states?.push(stateOf(record, done));
     if (record.kind === 'turn' && done) content.turns.push(segmentTurnOf(record, done));
     content.lastRecord = record.record;
     chunk.push({ index, record, done });

@@ -5,6 +5,7 @@ import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
+import { stateOf, type RecordState } from '../segment-states.ts';
 import {
   countsOf,
   isEmpty,
@@ -53,7 +54,7 @@ export async function deleteNewestTurn(
     const previous = await pointBefore(log, head, turn);
     const started = log.clock().getTime();
     const fence: LogRecord = {
-      ...carried(forkRecord(head.newest, new Date(started).toISOString()), head),
+      ...carried(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head),
       lease_expires_at: new Date(started + log.leaseMs).toISOString(),
     };
     const landed = await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), {
@@ -123,7 +124,7 @@ async function moveBack(
   const generation = newGeneration(log.clock());
   const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
   const markers = forkMarkers(log, chain, head.config.id, generation);
-  const first = carried(forkRecord(previous, new Date(started).toISOString()), head);
+  const first = carried(forkRecord(stateAt(previous), new Date(started).toISOString()), head);
   let config: SessionConfig = head.config;
   let written = false;
   try {
@@ -172,4 +173,9 @@ function carried(record: LogRecord, head: Head): LogRecord {
     ...(ledger.turns > 0 ? { ledger } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
+}
+
+/** The state a record closes with, for the fork record that continues from it. */
+function stateAt(point: Point | null): RecordState | null {
+  return point && stateOf(point.record, point.done);
 }

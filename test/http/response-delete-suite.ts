@@ -47,6 +47,11 @@ export function defineResponseDeleteSuite(label: string, harness: HttpHarness): 
         input: 'third question',
       });
       expect(third.conversation!.id).toBe(conversation);
+      // The deleted response's id is not the new one's: a late retry and a read find nothing.
+      expect(third.id).not.toBe(second.id);
+      await expect(client.responses.delete(second.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      await expect(client.responses.retrieve(second.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      expect(await client.responses.retrieve(third.id)).toMatchObject({ id: third.id, status: 'completed' });
       expect(await texts(conversation)).toEqual([
         'first question',
         'echo: first question',

@@ -90,6 +90,10 @@ describe('the official openai client: deleting responses', () => {
     // A late retry of the delete, and a read of the old id, find nothing: the new response stays.
     expect(await failure(world.client.responses.delete(second.id))).toBeInstanceOf(OpenAI.NotFoundError);
     expect(await failure(world.client.responses.retrieve(second.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    const after = await failure(
+      world.client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'late' }),
+    );
+    expect(after).toMatchObject({ status: 404, code: 'previous_response_not_found' });
     expect(await world.client.responses.retrieve(third.id)).toMatchObject({
       id: third.id,
       status: 'completed',

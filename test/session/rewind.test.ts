@@ -1,11 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { turnOf } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
+
+const USAGE = {
+  input_tokens: 1,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 1,
+  reasoning_tokens: 0,
+  cost_usd: null,
+};
 
 const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
 
@@ -83,6 +93,25 @@ describe('SessionLog.deleteTurn', () => {
     const last = await log.scope('s');
     expect(idGeneration(last, 1)).toBe(last.generation);
     expect(last.rewound).toEqual([last.generation]);
+  });
+
+  it('replays a keyed turn from before the point a delete went back to, and not the deleted one', async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    const keyed = async (text: string, key: string) => {
+      const begun = await log.beginTurn('s', { input: [user(text)], keyHash: sha256Hex(key) });
+      if (begun.kind !== 'claimed') return begun;
+      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage: USAGE });
+      return begun;
+    };
+    expect(await keyed('one', 'key-1')).toMatchObject({ kind: 'claimed' });
+    await keyed('two', 'key-2');
+    await log.deleteTurn('s', 2);
+    // key-1's turn is still the session's: its retry is replayed in the new generation.
+    expect(await keyed('one', 'key-1')).toMatchObject({ kind: 'replay', turn: 1 });
+    // key-2's turn is gone: its retry is a new turn.
+    expect(await keyed('two', 'key-2')).toMatchObject({ kind: 'claimed' });
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:two']);
   });
 
   it('refuses a turn whose previous record is packed', async () => {

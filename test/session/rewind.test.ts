@@ -4,18 +4,9 @@ import { sha256Hex } from '../../lib/hash.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { turnOf } from './rewind-simulation-suite.ts';
+import { turnOf, USAGE } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
-
-const USAGE = {
-  input_tokens: 1,
-  cached_input_tokens: 0,
-  cache_write_tokens: 0,
-  output_tokens: 1,
-  reasoning_tokens: 0,
-  cost_usd: null,
-};
 
 const OPTIONS = { blobThreshold: 64, segmentTargetBytes: 2048, packMinRecords: 2, keepRecords: 1 };
 

@@ -81,7 +81,11 @@ async function findClaim(
   scope: LogScope,
   keyHash: string,
   prefetched: Promise<StoredObject | null> | undefined,
-): Promise<{ claimKey: string; holder: LogScope; claim: { record: number; request_sha256?: string | undefined } } | null> {
+): Promise<{
+  claimKey: string;
+  holder: LogScope;
+  claim: { record: number; request_sha256?: string | undefined };
+} | null> {
   const own = (scope.ancestors ?? []).filter((point) => point.id === scope.id);
   const holders: { holder: LogScope; upTo: number }[] = [
     { holder: scope, upTo: Number.POSITIVE_INFINITY },

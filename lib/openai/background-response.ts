@@ -16,6 +16,7 @@ import { compactionOutput } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
+import { idGeneration } from '../session/log/rewind.ts';
 import { buildResponse, outputItem, outputText, usageOf, type TailgateResponse } from './responses.ts';
 import { responseEventStream } from './sse.ts';
 import { getResponse, itemKindId, readResponse, saveResponse } from './stored-responses.ts';
@@ -49,13 +50,19 @@ export async function createBackgroundResponse(
   const { services } = facade;
   const sessionId = context.session.id;
   const claimed = await claimBackgroundTurn(services, sessionId, request, options);
-  const { input } = await services.sessions.getTurn(sessionId, claimed.turn);
+  const [{ input }, scope] = await Promise.all([
+    services.sessions.getTurn(sessionId, claimed.turn),
+    services.sessions.scope(sessionId),
+  ]);
   const outputSeq = (input?.last_seq ?? 0) + 1;
+  const inputSeq = input?.first_seq ?? outputSeq - context.inputCount;
+  const generation = idGeneration(scope, inputSeq);
   const ref: ResponseRef = {
     sessionId,
     turn: claimed.turn,
-    inputSeq: input?.first_seq ?? outputSeq - context.inputCount,
+    inputSeq,
     outputSeq,
+    ...(generation ? { generation } : {}),
   };
   const queued = buildResponse({
     ...context.fields,

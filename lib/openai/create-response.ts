@@ -8,6 +8,8 @@ import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { findHistory, indexHistory } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
+import { idGeneration } from '../session/log/rewind.ts';
+import type { LogScope } from '../session/keys.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -59,16 +61,19 @@ async function ended(
   context: StoredContext,
   turn: TurnResponse,
   answer: TailgateResponse,
+  scope: LogScope,
 ): Promise<void> {
   await saveResponse(facade, context.session, turn.turn, answer);
   if (context.history) {
     const history = [...context.history.before, ...(turn.output as ClientItem[])];
-    await indexHistory(facade, context.session, turn.turn, history, context.history.replaced);
+    await indexHistory(facade, context.session, scope.generation, turn.turn, history, context.history.replaced);
   }
 }
 
-function refOf(context: StoredContext, turn: number, firstSeq: number): ResponseRef {
-  return { sessionId: context.session.id, turn, inputSeq: firstSeq - context.inputCount, outputSeq: firstSeq };
+function refOf(context: StoredContext, turn: number, firstSeq: number, scope: LogScope): ResponseRef {
+  const inputSeq = firstSeq - context.inputCount;
+  const generation = idGeneration(scope, inputSeq);
+  return { sessionId: context.session.id, turn, inputSeq, outputSeq: firstSeq, ...(generation ? { generation } : {}) };
 }
 
 function storedResponse(
@@ -76,10 +81,11 @@ function storedResponse(
   response: TurnResponse,
   firstSeq: number,
   compacted: ResponseOutputItem[],
+  scope: LogScope,
 ): TailgateResponse {
   return buildResponse({
     ...context.fields,
-    id: responseId(refOf(context, response.turn, firstSeq)),
+    id: responseId(refOf(context, response.turn, firstSeq, scope)),
     createdAt: new Date(),
     status: 'completed',
     output: [
@@ -179,8 +185,9 @@ async function createStoredResponse(
     return branched(error);
   }
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
-  const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response));
-  await ended(facade, context, response, answer);
+  const scope = await services.sessions.scope(sessionId);
+  const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response), scope);
+  await ended(facade, context, response, answer, scope);
   return answer;
 }
 
@@ -204,7 +211,13 @@ async function streamStoredTurn(
   if (first.value.event === 'error') throw first.value.cause;
   if (first.value.event !== 'turn.started') throw new Error(`unexpected first turn event ${first.value.event}`);
   const { turn: number, first_seq: firstSeq } = first.value.data;
-  const id = responseId(refOf(context, number, firstSeq));
+  // The generation the turn is in (a delete of the newest turn may have written it): its id names it.
+  // Unread, the turn's events are drained, so the turn runs to its end whatever this answers.
+  const scope = await services.sessions.scope(context.session.id).catch(async (error: unknown) => {
+    services.background(drain(iterator));
+    throw error;
+  });
+  const id = responseId(refOf(context, number, firstSeq, scope));
   const base = { ...context.fields, id, createdAt: new Date(), output: [] as ResponseOutputItem[] };
   const stream = responseEventStream((index, item) => itemId(item.type, context.session.id, firstSeq + index));
   const { writer } = stream;
@@ -222,8 +235,8 @@ async function streamStoredTurn(
           return [];
         });
         for (const item of compacted) writer.wholeItem(item);
-        const answer = storedResponse(context, event.data, firstSeq, compacted);
-        await ended(facade, context, event.data, answer);
+        const answer = storedResponse(context, event.data, firstSeq, compacted, scope);
+        await ended(facade, context, event.data, answer, scope);
         writer.completed(answer);
       } else if (event.event === 'error') {
         const failed = buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) });
@@ -234,4 +247,8 @@ async function streamStoredTurn(
   })();
   services.background(finished.finally(stream.close));
   return stream.response();
+}
+
+async function drain(iterator: AsyncIterator<unknown>): Promise<void> {
+  while (!(await iterator.next()).done);
 }

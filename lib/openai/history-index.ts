@@ -9,11 +9,12 @@ import type { Facade } from './facade.ts';
  * `@openai/agents`), send an input that begins with a stored conversation's whole history, up
  * to and including its newest response's output. When a response ends, its conversation's
  * history (what its input held, and the output) is indexed under a keyed hash of it:
- * `<keyPrefix>openai/history/<HMAC-SHA256 hex>` holding `{session_id, created_at, turn}`. A
- * request with neither `previous_response_id` nor `conversation` looks up the hash of its
- * input up to its last model output (one get); a match continues that session when it is
- * still there (same incarnation) and that turn is still its newest, and the caller may use
- * it. An input that edits the history hashes differently and starts a new conversation.
+ * `<keyPrefix>openai/history/<HMAC-SHA256 hex>` holding `{session_id, created_at, generation,
+ * turn}`. A request with neither `previous_response_id` nor `conversation` looks up the hash
+ * of its input up to its last model output (one get); a match continues that session when it
+ * is still there (same incarnation, and same generation: no delete of its newest turn since)
+ * and that turn is still its newest, and the caller may use it. An input that edits the
+ * history hashes differently and starts a new conversation.
  *
  * The key is TOKEN_SIGNING_KEY (else API_TOKEN, else a fixed one under anonymous access):
  * whoever lists the bucket cannot tell which history an entry stands for. Changing the key
@@ -24,6 +25,12 @@ import type { Facade } from './facade.ts';
 interface HistoryEntry {
   session_id: string;
   created_at: string;
+  /**
+   * The session's generation when the turn ended. A delete of the newest turn moves the session
+   * to a new one, and the next turn takes the deleted one's number: an entry of another
+   * generation names a history the session no longer has (absent in entries written before).
+   */
+  generation?: string;
   turn: number;
 }
 
@@ -86,11 +93,17 @@ export async function findHistory(
   } catch {
     return undefined;
   }
-  const session = await facade.services.sessions.get(entry.session_id).catch((error: unknown) => {
+  const { sessions } = facade.services;
+  const found = await Promise.all([
+    sessions.get(entry.session_id),
+    entry.generation === undefined ? undefined : sessions.scope(entry.session_id),
+  ]).catch((error: unknown) => {
     if (error instanceof NotFoundError) return undefined;
     throw error;
   });
+  const [session, scope] = found ?? [];
   if (!session || session.created_at !== entry.created_at) return undefined;
+  if (scope && scope.generation !== entry.generation) return undefined;
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   return { session, turn: entry.turn, known, key };
 }
@@ -104,6 +117,7 @@ export async function findHistory(
 export async function indexHistory(
   facade: Facade,
   session: { id: string; created_at: string },
+  generation: string,
   turn: number,
   history: readonly ClientItem[],
   replaced: string | undefined,
@@ -111,7 +125,7 @@ export async function indexHistory(
   const { store, log } = facade.services;
   try {
     const key = await historyKey(facade, history);
-    const entry: HistoryEntry = { session_id: session.id, created_at: session.created_at, turn };
+    const entry: HistoryEntry = { session_id: session.id, created_at: session.created_at, generation, turn };
     await store.put(key, JSON.stringify(entry), { contentType: 'application/json' });
     if (replaced !== undefined && replaced !== key) await store.delete(replaced);
   } catch (error) {

@@ -8,7 +8,11 @@
  * - response: `resp_<session>_<turn>_<first input seq>_<first output seq>`. The turn number
  *   says whether the response is the session's newest turn; the two seqs locate its input
  *   and output items in the history. The numbers are the last three `_` fields, so a session
- *   id holding `_` parses back unchanged.
+ *   id holding `_` parses back unchanged. A turn taken after a delete of the newest turn takes
+ *   the deleted one's number and seqs again, in a new generation of the session: its id ends
+ *   `_<generation>` (`g` and 21 characters; lib/session/log/rewind.ts, idGeneration), so an id of
+ *   the deleted turn names nothing. Ids without it are those of the turns no delete went back
+ *   past, every id issued before generations were named included.
  * - item: `msg_<session>_<seq>` (messages), `fc_<session>_<seq>` (function calls),
  *   `fco_<session>_<seq>` (function call outputs).
  * - compaction: `cmp_<session>_<start seq>`, the summary that opens the context at that seq.
@@ -16,7 +20,7 @@
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
 
-const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})$/;
+const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})(?:_(g\d{13}[0-9a-f]{8}))?$/;
 const ITEM = /^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
 
 export interface ResponseRef {
@@ -26,6 +30,8 @@ export interface ResponseRef {
   inputSeq: number;
   /** Seq of the first output item (input seq + the number of input items). */
   outputSeq: number;
+  /** The session's generation holding the turn, when a delete of the newest turn wrote it. */
+  generation?: string;
 }
 
 export type ItemKind = 'message' | 'function_call' | 'function_call_output';
@@ -33,7 +39,8 @@ export type ItemKind = 'message' | 'function_call' | 'function_call_output';
 const ITEM_PREFIX: Record<ItemKind, string> = { message: 'msg', function_call: 'fc', function_call_output: 'fco' };
 
 export function responseId(ref: ResponseRef): string {
-  return `resp_${ref.sessionId}_${ref.turn}_${ref.inputSeq}_${ref.outputSeq}`;
+  const base = `resp_${ref.sessionId}_${ref.turn}_${ref.inputSeq}_${ref.outputSeq}`;
+  return ref.generation ? `${base}_${ref.generation}` : base;
 }
 
 /** The parts of a response id, or undefined when it is not one of ours. */
@@ -42,7 +49,8 @@ export function parseResponseId(id: string): ResponseRef | undefined {
   if (!match) return undefined;
   const [turn, inputSeq, outputSeq] = [Number(match[2]), Number(match[3]), Number(match[4])];
   if (turn < 1 || inputSeq < 1 || outputSeq <= inputSeq) return undefined;
-  return { sessionId: match[1]!, turn, inputSeq, outputSeq };
+  const ref = { sessionId: match[1]!, turn, inputSeq, outputSeq };
+  return match[5] ? { ...ref, generation: match[5] } : ref;
 }
 
 export function itemId(kind: ItemKind, sessionId: string, seq: number): string {

@@ -1,5 +1,6 @@
 import { ForkRefusedError, NotFoundError, SessionExistsError } from '../errors.ts';
 import { forkSession } from '../turn/fork.ts';
+import { idGeneration } from '../session/log/rewind.ts';
 import { sha256Hex } from '../hash.ts';
 import type { StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -108,10 +109,13 @@ async function previousResponse(
     );
   if (!ref) throw missing();
   facade.authorize(ref.sessionId);
-  const session = await facade.services.sessions.get(ref.sessionId).catch((error: unknown) => {
+  const [session, generation] = await Promise.all([
+    facade.services.sessions.get(ref.sessionId),
+    generationAt(facade, ref.sessionId, ref.inputSeq),
+  ]).catch((error: unknown) => {
     throw error instanceof NotFoundError ? missing() : error;
   });
-  if (ref.turn > session.counts.turns) throw missing();
+  if (ref.turn > session.counts.turns || generation !== ref.generation) throw missing();
   return { sessionId: ref.sessionId, turn: ref.turn, newestTurn: session.counts.turns };
 }
 
@@ -191,7 +195,17 @@ async function newestResponseId(facade: Facade, sessionId: string, turn: number)
   const claimedAt = items[first + 1]?.created_at;
   for (let index = first + 1; index < items.length && items[index]!.created_at === claimedAt; index += 1)
     inputSeq = items[index]!.seq;
-  return inputSeq < outputSeq ? responseId({ sessionId, turn, inputSeq, outputSeq }) : undefined;
+  if (inputSeq >= outputSeq) return undefined;
+  const generation = await generationAt(facade, sessionId, inputSeq);
+  return responseId({ sessionId, turn, inputSeq, outputSeq, ...(generation ? { generation } : {}) });
+}
+
+/**
+ * The generation the ids of a turn whose input starts at `seq` name (lib/openai/ids.ts;
+ * lib/session/log/rewind.ts, idGeneration): one read of the session's config.
+ */
+export async function generationAt(facade: Facade, sessionId: string, seq: number): Promise<string | undefined> {
+  return idGeneration(await facade.services.sessions.scope(sessionId), seq);
 }
 
 /** A model's output item: an assistant message or a function call. */

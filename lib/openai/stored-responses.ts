@@ -6,7 +6,7 @@ import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { buildResponse, DEFAULT_SETTINGS, outputItem, type TailgateResponse } from './responses.ts';
-import { isOutput, itemsBetween } from './sessions.ts';
+import { generationAt, isOutput, itemsBetween } from './sessions.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 
 /**
@@ -58,9 +58,14 @@ export async function readResponse(facade: Facade, id: string) {
   const missing = () => responseNotFound(id);
   if (!ref) throw missing();
   const { services } = facade;
-  const session = await services.sessions.get(ref.sessionId).catch((error: unknown) => {
+  const [session, generation] = await Promise.all([
+    services.sessions.get(ref.sessionId),
+    generationAt(facade, ref.sessionId, ref.inputSeq),
+  ]).catch((error: unknown) => {
     throw error instanceof NotFoundError ? missing() : error;
   });
+  // Another turn took the number and seqs of the one the id names (it was deleted): 404.
+  if (generation !== ref.generation) throw missing();
   if (ref.turn > session.counts.turns || ref.outputSeq > session.counts.items + 1) throw missing();
   const items = await itemsBetween(
     facade,
@@ -123,12 +128,14 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
  * DELETE /v1/responses/{id}: takes the newest response out of its conversation, which goes
  * back to the response before it (lib/session/log/rewind.ts); its kept object goes once the
  * session has fenced the turn. Another response came after it: 409 delete_refused; gone
- * already: 404.
+ * already, or another response took its place: 404 (the delete checks the id's generation
+ * against the head it fences).
  */
 export async function deleteResponse(facade: Facade, id: string): Promise<void> {
   const { ref, session } = await readResponse(facade, id);
   const kept = recordKey(facade.config.keyPrefix, session, ref.turn);
   await deleteNewestTurn(facade.services, ref.sessionId, ref.turn, {
+    names: { seq: ref.inputSeq, generation: ref.generation },
     withdrawn: () => facade.services.store.delete(kept),
   }).catch((error: unknown) => {
     throw error instanceof NotFoundError ? responseNotFound(id) : error;

@@ -46,6 +46,8 @@ export interface LogScope {
    * nearest first, each read up to `record` (seq `seq`). Absent: not a fork.
    */
   ancestors?: readonly ForkPoint[];
+  /** The generations of this id's history that a delete of its newest turn wrote (records.ts). */
+  rewound?: readonly string[];
 }
 
 /** Where a fork's history continues: an incarnation of another session, up to a record. */

@@ -67,6 +67,16 @@ export const sessionConfigSchema = z
     budget: budgetSchema.optional(),
     /** A fork: the incarnations its history continues in, nearest first (log/fork.ts). */
     fork_of: z.array(forkPointSchema).min(1).max(MAX_FORK_DEPTH).optional(),
+    /**
+     * The generations of this id that a delete of its newest turn wrote and its history still
+     * reads (the current one or one `fork_of` names): the ids of the turns they hold name them
+     * (log/rewind.ts, idGeneration).
+     */
+    rewound: z
+      .array(z.string().regex(generationSchemaPattern))
+      .min(1)
+      .max(MAX_FORK_DEPTH + 1)
+      .optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;

@@ -7,6 +7,17 @@ import { TOKEN, type HttpHarness } from './http-suite.ts';
  * bucket: the conversation goes back to the response before it and goes on from there. Runs in
  * Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
  */
+/** A new conversation's first two responses ('first question', 'second question'). */
+export async function twoResponses(client: OpenAI) {
+  const first = await client.responses.create({ model: 'echo', input: 'first question' });
+  const second = await client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input: 'second question',
+  });
+  return { first, second };
+}
+
 export function defineResponseDeleteSuite(label: string, harness: HttpHarness): void {
   const client = new OpenAI({
     apiKey: TOKEN,
@@ -24,13 +35,8 @@ export function defineResponseDeleteSuite(label: string, harness: HttpHarness): 
 
   describe(`${label}: deleting responses with the openai client`, () => {
     it('takes the newest response out, refuses an older one and an item, and the conversation goes on', async () => {
-      const first = await client.responses.create({ model: 'echo', input: 'first question' });
+      const { first, second } = await twoResponses(client);
       const conversation = first.conversation!.id;
-      const second = await client.responses.create({
-        model: 'echo',
-        previous_response_id: first.id,
-        input: 'second question',
-      });
       await expect(client.responses.delete(first.id)).rejects.toMatchObject({ status: 409, code: 'delete_refused' });
       const [item] = (await client.conversations.items.list(conversation, { order: 'asc' })).data;
       await expect(
@@ -47,6 +53,11 @@ export function defineResponseDeleteSuite(label: string, harness: HttpHarness): 
         input: 'third question',
       });
       expect(third.conversation!.id).toBe(conversation);
+      // The deleted response's id is not the new one's: a late retry and a read find nothing.
+      expect(third.id).not.toBe(second.id);
+      await expect(client.responses.delete(second.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      await expect(client.responses.retrieve(second.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      expect(await client.responses.retrieve(third.id)).toMatchObject({ id: third.id, status: 'completed' });
       expect(await texts(conversation)).toEqual([
         'first question',
         'echo: first question',

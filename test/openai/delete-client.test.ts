@@ -73,6 +73,95 @@ describe('the official openai client: deleting responses', () => {
     expect((await texts(conversation))[0]).toBe('a new start');
   });
 
+  it("a deleted response's id names nothing once a new response took its place", async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'first question' });
+    const second = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'second question',
+    });
+    await world.client.responses.delete(second.id);
+    const third = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'third question',
+    });
+    expect(third.id).not.toBe(second.id);
+    // A late retry of the delete, and a read of the old id, find nothing: the new response stays.
+    expect(await failure(world.client.responses.delete(second.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(await failure(world.client.responses.retrieve(second.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    const after = await failure(
+      world.client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'late' }),
+    );
+    expect(after).toMatchObject({ status: 404, code: 'previous_response_not_found' });
+    expect(await world.client.responses.retrieve(third.id)).toMatchObject({
+      id: third.id,
+      status: 'completed',
+      output_text: 'echo: third question',
+    });
+    expect(await texts(first.conversation!.id)).toEqual([
+      'first question',
+      'echo: first question',
+      'third question',
+      'echo: third question',
+    ]);
+    const fourth = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: third.id,
+      input: 'fourth question',
+    });
+    expect(fourth.conversation!.id).toBe(first.conversation!.id);
+    await world.client.responses.delete(fourth.id);
+    await world.client.responses.delete(third.id);
+    expect(await texts(first.conversation!.id)).toEqual(['first question', 'echo: first question']);
+  });
+
+  it("a deleted first response's id names nothing once the conversation starts again", async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'only question' });
+    const conversation = first.conversation!.id;
+    await world.client.responses.delete(first.id);
+    const next = await world.client.responses.create({ model: 'echo', conversation, input: 'a new start' });
+    expect(next.id).not.toBe(first.id);
+    expect(await failure(world.client.responses.retrieve(first.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(await failure(world.client.responses.delete(first.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(await world.client.responses.retrieve(next.id)).toMatchObject({ id: next.id, status: 'completed' });
+  });
+
+  it('a resent history that holds a deleted response is not continued once another took its place', async () => {
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const ask = (city: string) => ({ role: 'user' as const, content: `call get_weather {"city":"${city}"}` });
+    const call = (response: OpenAI.Responses.Response) => {
+      const { call_id, name, arguments: args } = response.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+      return { type: 'function_call' as const, call_id, name, arguments: args };
+    };
+    const answer = (response: OpenAI.Responses.Response, output: string) => ({
+      type: 'function_call_output' as const,
+      call_id: call(response).call_id,
+      output,
+    });
+    const first = await world.client.responses.create({ model: 'echo', input: [ask('Oslo')], tools });
+    const conversation = first.conversation!.id;
+    const history = [ask('Oslo'), call(first), answer(first, '-2C'), ask('Rome')];
+    const second = await world.client.responses.create({ model: 'echo', input: history, tools });
+    expect(second.conversation!.id).toBe(conversation);
+    await world.client.responses.delete(second.id);
+    const third = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [answer(first, '-2C'), ask('Lima')],
+      tools,
+    });
+    expect(third.conversation!.id).toBe(conversation);
+    // The history of the deleted response is not this conversation's any more: a new one starts.
+    const stale = await world.client.responses.create({
+      model: 'echo',
+      input: [...history, call(second), answer(second, '20C')],
+      tools,
+    });
+    expect(stale.conversation!.id).not.toBe(conversation);
+    expect((await texts(conversation)).join(' ')).not.toMatch(/20C|Rome/);
+  });
+
   it('keeps a response whose conversation got items after it', async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'question' });
     const conversation = first.conversation!.id;

@@ -15,6 +15,15 @@ describe('OpenAI-compatible ids', () => {
     });
   });
 
+  it('names the generation of a turn taken after a delete, and parses ids without one as before', () => {
+    const ref = { sessionId: 'a_1_2', turn: 2, inputSeq: 3, outputSeq: 4, generation: 'g8234567890123abcdef01' };
+    expect(responseId(ref)).toBe('resp_a_1_2_2_3_4_g8234567890123abcdef01');
+    expect(parseResponseId(responseId(ref))).toEqual(ref);
+    expect(parseResponseId('resp_a_1_2_2_3_4')).toEqual({ sessionId: 'a_1_2', turn: 2, inputSeq: 3, outputSeq: 4 });
+    for (const id of ['resp_s_2_3_4_g1', 'resp_s_2_3_4_g8234567890123abcdef0G', 'resp_s_2_3_4_'])
+      expect(parseResponseId(id), id).toBeUndefined();
+  });
+
   it('refuses ids that name no turn or no items', () => {
     for (const id of ['resp_s_0_1_2', 'resp_s_1_2_2', 'resp_s_1_2', 'resp__1_1_2', 'resp_s/x_1_1_2', 'msg_s_1'])
       expect(parseResponseId(id), id).toBeUndefined();

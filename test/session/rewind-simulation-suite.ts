@@ -29,16 +29,19 @@ export async function turnOf(log: SessionLog, id: string, text: string): Promise
     status: 'completed',
     output: [assistant(`re ${text}`)],
     receipt: {},
-    usage: {
-      input_tokens: 1,
-      cached_input_tokens: 0,
-      cache_write_tokens: 0,
-      output_tokens: 1,
-      reasoning_tokens: 0,
-      cost_usd: null,
-    },
+    usage: USAGE,
   });
 }
+
+/** The usage of every turn these tests complete. */
+export const USAGE = {
+  input_tokens: 1,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 1,
+  reasoning_tokens: 0,
+  cost_usd: null,
+};
 
 /** The contents of a session's items, oldest first. */
 export async function contents(log: SessionLog, id: string): Promise<string[]> {

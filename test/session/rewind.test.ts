@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { turnOf } from './rewind-simulation-suite.ts';
+import { turnOf, USAGE } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 
@@ -55,6 +57,52 @@ describe('SessionLog.deleteTurn', () => {
     expect((await log.get('s')).counts).toEqual({ items: 0, turns: 0, tool_calls: 0 });
     await turnOf(log, 's', 'again');
     expect(await numbered(log, 's')).toEqual(['1:again', '2:re again']);
+  });
+
+  it("names the generation a delete wrote in its turns' ids, and a delete naming another finds nothing", async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    await turnOf(log, 's', 'two');
+    // No delete yet: no id names a generation.
+    expect(idGeneration(await log.scope('s'), 3)).toBeUndefined();
+    await log.deleteTurn('s', 2);
+    await turnOf(log, 's', 'three');
+    const scope = await log.scope('s');
+    expect(idGeneration(scope, 1)).toBeUndefined();
+    expect(idGeneration(scope, 3)).toBe(scope.generation);
+    // The deleted turn 2, named as its id named it, is not the turn 2 there now.
+    await expect(log.deleteTurn('s', 2, { names: { seq: 3, generation: undefined } })).rejects.toMatchObject({
+      code: 'not_found',
+    });
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:three', '4:re three']);
+    await log.deleteTurn('s', 2, { names: { seq: 3, generation: scope.generation } });
+    await log.deleteTurn('s', 1, { names: { seq: 1, generation: undefined } });
+    await turnOf(log, 's', 'again');
+    // Back to the first record: the new generation holds every turn, and only the newest
+    // deletes' generations that the history still reads are kept.
+    const last = await log.scope('s');
+    expect(idGeneration(last, 1)).toBe(last.generation);
+    expect(last.rewound).toEqual([last.generation]);
+  });
+
+  it('replays a keyed turn from before the point a delete went back to, and not the deleted one', async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    const keyed = async (text: string, key: string) => {
+      const begun = await log.beginTurn('s', { input: [user(text)], keyHash: sha256Hex(key) });
+      if (begun.kind !== 'claimed') return begun;
+      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage: USAGE });
+      return begun;
+    };
+    expect(await keyed('one', 'key-1')).toMatchObject({ kind: 'claimed' });
+    await keyed('two', 'key-2');
+    await log.deleteTurn('s', 2);
+    // key-1's turn is still the session's: its retry is replayed in the new generation.
+    expect(await keyed('one', 'key-1')).toMatchObject({ kind: 'replay', turn: 1 });
+    // key-2's turn is gone: its retry is a new turn.
+    expect(await keyed('two', 'key-2')).toMatchObject({ kind: 'claimed' });
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:two']);
   });
 
   it('refuses a turn whose previous record is packed', async () => {

@@ -214,7 +214,12 @@ export function isEmpty(undelivered: Undelivered): boolean {
 }
 
 export function scopeOf(keyPrefix: string, config: SessionConfig): LogScope {
-  const scope = { keyPrefix, id: config.id, generation: config.generation ?? '' };
+  const scope = {
+    keyPrefix,
+    id: config.id,
+    generation: config.generation ?? '',
+    ...(config.rewound ? { rewound: config.rewound } : {}),
+  };
   return config.fork_of ? { ...scope, ancestors: config.fork_of } : scope;
 }
 

@@ -1,6 +1,6 @@
 import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
+import { ancestorScope, doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
 import { UnitCursor } from '../unit-cursor.ts';
@@ -52,11 +52,11 @@ export async function findKey(
         throw error;
       }));
   } else {
-    const claimKey = idempotencyKey(scope, keyHash);
-    const claim = await (prefetched ?? log.store.get(claimKey));
-    if (!claim) return null;
-    const { record: number, request_sha256: stored } = parseStored(claimKey, claim.body, idempotencyClaimSchema);
-    const found = await withFreshListing(() => readOutcome(log, scope, number, claimKey));
+    const claimed = await findClaim(log, scope, keyHash, prefetched);
+    if (!claimed) return null;
+    const { claimKey, holder, claim } = claimed;
+    const { record: number, request_sha256: stored } = claim;
+    const found = await withFreshListing(() => readOutcome(log, holder, number, claimKey));
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
     turn = found.turn;
@@ -68,6 +68,42 @@ export async function findKey(
     status: outcome.status,
     ...(outcome.error ? { error: outcome.error } : {}),
   };
+}
+
+/**
+ * The `idem/` claim of a key: in the session's own generation, else in a generation of the
+ * same id that a delete of the newest turn went back from (`fork_of` entries naming the id,
+ * lib/session/log/rewind.ts), for a turn up to the point it went back to: that turn is still
+ * the session's, and a retry of it is replayed, not taken again.
+ */
+async function findClaim(
+  log: LogContext,
+  scope: LogScope,
+  keyHash: string,
+  prefetched: Promise<StoredObject | null> | undefined,
+): Promise<{
+  claimKey: string;
+  holder: LogScope;
+  claim: { record: number; request_sha256?: string | undefined };
+} | null> {
+  const own = (scope.ancestors ?? []).filter((point) => point.id === scope.id);
+  const holders: { holder: LogScope; upTo: number }[] = [
+    { holder: scope, upTo: Number.POSITIVE_INFINITY },
+    ...own.map((point) => ({ holder: ancestorScope(scope.keyPrefix, point), upTo: point.record })),
+  ];
+  const claims = await Promise.all(
+    holders.map(({ holder }, index) =>
+      index === 0 && prefetched ? prefetched : log.store.get(idempotencyKey(holder, keyHash)),
+    ),
+  );
+  for (const [index, object] of claims.entries()) {
+    if (!object) continue;
+    const { holder, upTo } = holders[index]!;
+    const claimKey = idempotencyKey(holder, keyHash);
+    const claim = parseStored(claimKey, object.body, idempotencyClaimSchema);
+    if (claim.record <= upTo) return { claimKey, holder, claim };
+  }
+  return null;
 }
 
 /** The stored outcome of model turn record `number`, from its completion or from its segment. */

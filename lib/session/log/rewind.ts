@@ -1,5 +1,5 @@
 import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
-import { newGeneration, recordKey, sessionConfigKey } from '../keys.ts';
+import { newGeneration, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import type { LogRecord, SessionConfig } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
@@ -35,11 +35,33 @@ import type { SessionRecord } from './types.ts';
  * read the old config before that met the fence; one after it reads the new generation. A
  * crash leaves the fence (an empty record: the session goes on after its lease) and objects
  * no config names, which the next delete of the id removes.
+ *
+ * The next turn takes the deleted one's number and seqs again, so the new generation is named
+ * in the config's `rewound`, and an id built from a turn's number and seqs (a facade response
+ * id) names the generation holding the turn when it is one of those (idGeneration): an id of
+ * the deleted turn never names the turn that took its place.
  */
 
 export interface RewindOptions {
   /** Runs once the fence landed (the turn is the newest, and is going), before the config moves. */
   withdrawn?: () => Promise<void>;
+  /**
+   * The turn as an id names it: its first input seq and idGeneration there. A turn held
+   * elsewhere (another turn took the number of the one named) is not found.
+   */
+  names?: { seq: number; generation: string | undefined };
+}
+
+/**
+ * The generation an id of the item at `seq` (or of the turn whose input starts there) names:
+ * the one holding it, when a delete of the newest turn wrote that one; undefined otherwise, so
+ * the ids of a session no turn was ever deleted from name no generation.
+ */
+export function idGeneration(scope: LogScope, seq: number): string | undefined {
+  const ancestors = scope.ancestors ?? [];
+  const owner = ancestors.findIndex((point, index) => seq <= point.seq && seq > (ancestors[index + 1]?.seq ?? 0));
+  const holder = owner < 0 ? scope.generation : ancestors[owner]!.generation;
+  return scope.rewound?.includes(holder) ? holder : undefined;
 }
 
 /** See SessionLog.deleteTurn. */
@@ -51,6 +73,9 @@ export async function deleteNewestTurn(
 ): Promise<SessionRecord> {
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const head = await readHead(log, id, 100);
+    const named = options.names;
+    if (named && idGeneration(head.scope, named.seq) !== named.generation)
+      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id });
     const previous = await pointBefore(log, head, turn);
     const started = log.clock().getTime();
     const fence: LogRecord = {
@@ -133,8 +158,10 @@ async function moveBack(
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the delete took too long to write its new generation; try again');
     const current = await readConfig(log, head.config.id);
-    const { fork_of: _, ...fields } = current.config;
-    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}) };
+    const { fork_of: _, rewound: before = [], ...fields } = current.config;
+    const held = new Set(chain.map((point) => point.generation));
+    const rewound = [generation, ...before.filter((older) => held.has(older))];
+    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}), rewound };
     written =
       current.config.generation === head.config.generation &&
       (await log.store.put(sessionConfigKey(log.keyPrefix, config.id), JSON.stringify(config), {

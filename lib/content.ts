@@ -54,7 +54,7 @@ export const inputImagePartSchema = z
       .optional()
       .meta({
         description:
-          'An https:// URL (stored and passed on as given, never fetched) or a base64 data: URL ' +
+          'An https URL (stored and passed on as given, never fetched) or a base64 data: URL ' +
           '(PNG, JPEG, GIF or WebP, at most MAX_IMAGE_BYTES; stored as a blob, replaced by `blob`)',
       }),
     detail: detailSchema.optional(),
@@ -76,7 +76,7 @@ export const inputFilePartSchema = z
     file_url: z
       .string()
       .optional()
-      .meta({ description: 'An https:// URL, stored and passed on as given, never fetched' }),
+      .meta({ description: 'An https URL, stored and passed on as given, never fetched' }),
     ...blobRefFields,
   })
   .strict()

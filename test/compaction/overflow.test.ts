@@ -145,12 +145,13 @@ function reusedShare(before: readonly string[], after: readonly string[]): numbe
 }
 
 describe('the overflow safety net', () => {
-  // The 1,000-turn loop runs once; its store is the one the restart test continues.
+  // The 1,000-turn loop runs once; its store is the one the restart test continues. About 20 s
+  // of work alone; the bound only catches a hang, with room for a full suite on two cores.
   const store = new MemoryStore();
   let loop: LoopResult;
   beforeAll(async () => {
     loop = await toolLoop(1000, { store });
-  }, 120_000);
+  }, 600_000);
 
   it(
     'runs a 1,000-turn tool loop at a 32k window with no 413, ' +

@@ -1,4 +1,4 @@
-import { DEFAULTS } from '../lib/config.ts';
+import { DEFAULTS } from '../lib/defaults.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';

@@ -5,10 +5,12 @@
 export { runTurn } from './turn/pipeline.ts';
 export { streamTurn } from './turn/stream-turn.ts';
 export { appendItems } from './turn/append.ts';
-export { claimBackgroundTurn, runBackgroundTurn, startRun, type BackgroundTurn } from './turn/background.ts';
+export { claimBackgroundTurn } from './turn/background.ts';
+export { runBackgroundTurn, runInProcess } from './turn/background-runner.ts';
 export { pickUp, takeUnderPolicy } from './turn/busy.ts';
 export { journalEvents } from './turn/journal.ts';
 export type {
+  BackgroundTurn,
   TurnSessionLog,
   TurnServices,
   TurnRequest,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
 import { createNameGenerator } from './notice-name.ts';
 
 /**
@@ -102,4 +102,14 @@ export const generateName = createNameGenerator();
 export async function withMetadata(store: ObjectStore, info: ObjectInfo): Promise<ObjectInfo> {
   if (Object.keys(info.metadata).length > 0) return info;
   return (await store.head(info.key)) ?? info;
+}
+
+/** A notice read before its move: its content, or why it is not delivered. */
+export type NoticeRead =
+  | { kind: 'read'; object: StoredObject; content: string }
+  | Extract<ClaimOutcome, { kind: 'skipped' | 'taken' }>;
+
+/** A listed notice whose read has started (see `Inbox.fetch`). */
+export interface FetchedNotice extends ListedNotice {
+  read: Promise<NoticeRead>;
 }

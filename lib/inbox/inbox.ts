@@ -1,4 +1,4 @@
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS } from '../defaults.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
@@ -31,7 +31,8 @@ import {
   withMetadata,
   type ListedNotice,
 } from './delivery-records.ts';
-import { deliverAll, readNotice, take, type FetchedNotice, type InboxContext } from './claim.ts';
+import { deliverAll, readNotice, take, type InboxContext } from './claim.ts';
+import type { FetchedNotice } from './delivery-records.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 export type {
   ConsumeOptions,

@@ -9,7 +9,7 @@ import type { Facade } from './facade.ts';
 import { findHistory, indexHistory } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
-import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
+import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
@@ -38,19 +38,6 @@ export async function createResponse(
     );
   if (body.store === false) return createStatelessResponse(facade, prepared);
   return createStoredResponse(facade, prepared, idempotencyKey);
-}
-
-/** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
-export interface StoredContext {
-  session: { id: string; created_at: string };
-  inputCount: number;
-  fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
-  /**
-   * The conversation's whole history before the output, when the request held it (no
-   * `previous_response_id` or `conversation`): indexed when the turn ends (./history-index.ts),
-   * replacing the entry the request matched.
-   */
-  history?: { before: readonly ClientItem[]; replaced: string | undefined };
 }
 
 /** Keeps the response for GET, and indexes the conversation's history for the client's next step. */

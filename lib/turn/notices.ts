@@ -1,5 +1,5 @@
 import type { DeliveredNotice } from '../inbox/inbox.ts';
-import type { FetchedNotice } from '../inbox/claim.ts';
+import type { FetchedNotice } from '../inbox/delivery-records.ts';
 import { CLOCK_TOLERANCE_MS } from '../inbox/delivery-records.ts';
 import { ABORT_NOTICE_NAME } from '../inbox/notice-name.ts';
 import type { OpenTurn } from '../session/log/types.ts';

@@ -18,7 +18,7 @@ import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { turnUsage } from '../ledger/usage.ts';
-import type { FetchedNotice } from '../inbox/claim.ts';
+import type { FetchedNotice } from '../inbox/delivery-records.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
 import {

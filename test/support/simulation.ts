@@ -14,6 +14,7 @@ import {
   appendItems,
   packOptions,
   runBackgroundTurn,
+  runInProcess,
   runTurn,
   sessionStrategyPlan,
   streamTurn,
@@ -210,7 +211,7 @@ export class World {
     const store = new ActorStore(inner, this.scheduler, crash);
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
-    const services = {
+    const services: Actor['services'] = {
       // With a view cache, as the service runs: what an actor parsed before must stay exact.
       sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20 }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
@@ -221,6 +222,7 @@ export class World {
       background: (task: Promise<unknown>) => {
         background.push(task.catch(() => undefined));
       },
+      startBackground: (run) => runInProcess(services, run),
       log: () => {},
     };
     return { store, services, background };

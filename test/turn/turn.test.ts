@@ -12,6 +12,7 @@ import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import {
   previewPrompt,
   promptCharacters,
+  runInProcess,
   runTurn,
   seqRanges,
   streamTurn,
@@ -31,6 +32,9 @@ function services(
     env: {},
     model: (id) => (id === 'recording' ? model : echoModel),
     background: (task) => void pending.push(task),
+    startBackground(run) {
+      return runInProcess(this, run);
+    },
     log: () => {},
     pending,
     store,
@@ -263,6 +267,7 @@ describe('storage operations per turn', () => {
       env: {},
       model: () => echoModel,
       background: (task) => void background.push(task),
+      startBackground: (run) => runInProcess(turnServices, run),
       log: () => {},
     };
     // The background work a turn hands over (its listing row), settled before the next is measured.

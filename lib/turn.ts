@@ -21,6 +21,6 @@ export type {
   TurnOutcome,
 } from './turn/types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './turn/plan.ts';
-export { promptCharacters } from './turn/prompt.ts';
+export { promptCharacters } from './turn/assemble-prompt.ts';
 export { errorRecord, seqRanges } from './turn/receipt.ts';
 export { previewPrompt } from './turn/preview.ts';

@@ -6,7 +6,7 @@ import type { OpenTurn } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { TurnPlan } from './plan.ts';
 import { errorRecord, noticeRecord } from './receipt.ts';
-import type { GateOutcome } from './stream.ts';
+import type { GateOutcome } from './model-call.ts';
 import { AbortedError } from '../errors.ts';
 import type { TurnServices } from './types.ts';
 

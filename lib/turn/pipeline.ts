@@ -16,7 +16,6 @@ import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
-import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { turnUsage } from '../ledger/usage.ts';
 import type { FetchedNotice } from '../inbox/delivery-records.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
@@ -32,7 +31,7 @@ import {
 } from './plan.ts';
 import { pickUp } from './busy.ts';
 import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
-import { gatedModelCall } from './stream.ts';
+import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './prompt-step.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
@@ -211,10 +210,7 @@ async function turnSteps(
   const plan = planTurn(services, turn.session, request);
   attempt.plan = plan;
   trace.model(plan.model.id);
-  const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
-    ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
-    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
-  });
+  const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const history = await trace.step(TURN_STEPS.readContext, () =>
     sessions.readContext(turn, historyRequirement(turn, plan)),
   );

@@ -3,6 +3,7 @@ import type { DeliveredNotice } from '../inbox/inbox.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
+import type { OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { resolveTokenBudget } from '../tokens/model-limits.ts';
@@ -33,6 +34,8 @@ export interface PromptInputs {
   notices: TurnNotices;
   /** Set by the compaction this turn did, so a second build does not compact again. */
   compaction?: TurnContext['compaction'];
+  /** The overflow boundary the fitted prompt moved: the turn's close stores it (lib/turn/close-turn.ts). */
+  moved?: OverflowBoundary;
 }
 
 export interface TurnPrompt {
@@ -88,12 +91,12 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   const fit = fitPrompt(built, plan.tools, budget, {
     truncation: request.truncation,
     compacting,
-    boundary: turn.overflow,
+    boundary: inputs.moved ?? turn.overflow,
     turn: turn.turn,
     keepFromSeq: turn.input[0]?.seq,
   });
   built = fit.built;
-  if (fit.moved) Object.assign(turn, { overflow: fit.moved, overflowMoved: true });
+  if (fit.moved) inputs.moved = fit.moved;
   const promptTokens = fit.promptTokens;
   const { prepared, cacheBreakpoint, hydrated } = built;
   const context: Omit<TurnContext, 'notices_delivered'> = {

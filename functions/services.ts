@@ -1,5 +1,5 @@
 import type { ServiceConfig } from '../lib/config.ts';
-import { Inbox } from '../lib/inbox/inbox.ts';
+import { Inbox } from '../lib/inbox/index.ts';
 import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';

@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // `npm run lint` runs this after Biome: the relative imports of lib/ and functions/ (static,
-// dynamic, type-only and re-exports) form no cycle, and follow the layers transitively (a file
-// may not reach, through any chain of imports, a folder its layer must not depend on). Prints
-// each cycle and each breach with the chain that shows it, and exits 1.
+// dynamic, type-only and re-exports) form no cycle, follow the layers transitively (a file may
+// not reach, through any chain of imports, a folder its layer must not depend on), and enter
+// lib/inbox/ only through its index.ts. Prints each cycle and each breach with the chain that
+// shows it, and exits 1.
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,9 @@ export const LAYERS = [
   { from: 'lib/session/', never: ['lib/strategies/'] },
   { from: 'lib/strategies/', never: ['lib/session/', 'lib/turn/', 'lib/store/', 'lib/openai/'] },
 ];
+
+/** Folders whose files outside them import only the entry (`lib/inbox/index.ts`, say), directly. */
+export const ENTRIES = [{ folder: 'lib/inbox/', entry: 'lib/inbox/index.ts' }];
 
 /** Every module specifier a file imports or re-exports (static, dynamic and type-only). */
 export function specifiers(text) {
@@ -128,12 +132,25 @@ export function breaches(graph, layers = LAYERS) {
   return found;
 }
 
+/** Each import of a folder's file, from outside it, that is not its entry: [importer, imported]. */
+export function bypasses(graph, entries = ENTRIES) {
+  const found = [];
+  for (const [file, targets] of [...graph].sort(([a], [b]) => a.localeCompare(b))) {
+    for (const { folder, entry } of entries) {
+      if (file.startsWith(folder)) continue;
+      for (const target of targets) if (target.startsWith(folder) && target !== entry) found.push([file, target]);
+    }
+  }
+  return found;
+}
+
 /** The problems of the tree at `root`, one line each; empty when it follows the rules. */
 export function checkImports(root) {
   const graph = importGraph(root);
   return [
     ...cycles(graph).map((component) => `import cycle: ${component.join(', ')}`),
     ...breaches(graph).map((chain) => `layering: ${chain.join(' -> ')}`),
+    ...bypasses(graph).map(([file, target]) => `not through its entry: ${file} -> ${target}`),
   ];
 }
 

@@ -113,3 +113,15 @@ export type NoticeRead =
 export interface FetchedNotice extends ListedNotice {
   read: Promise<NoticeRead>;
 }
+
+/**
+ * The notices posted since the session was created (within the clock tolerance): older ones
+ * were left by an unfinished delete of an earlier session of the id and are never delivered.
+ */
+export function currentNotices<Notice extends { info: { uploaded: Date } }>(
+  notices: readonly Notice[],
+  sessionCreatedAt: string,
+): Notice[] {
+  const horizon = Date.parse(sessionCreatedAt) - CLOCK_TOLERANCE_MS;
+  return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
+}

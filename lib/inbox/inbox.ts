@@ -19,7 +19,7 @@ import type {
   PreviewNotice,
 } from './types.ts';
 import {
-  CLOCK_TOLERANCE_MS,
+  currentNotices,
   CONCURRENCY,
   decodeName,
   generateName,
@@ -34,17 +34,6 @@ import {
 import { deliverAll, readNotice, take, type InboxContext } from './claim.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
-export type {
-  ConsumeOptions,
-  ConsumeResult,
-  DeliveredNotice,
-  DeliveryRecord,
-  InboxLogEvent,
-  InboxOptions,
-  PendingNotice,
-  PostedNotice,
-  PreviewNotice,
-} from './types.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -250,8 +239,7 @@ export class Inbox {
     let notices: (ListedNotice | FetchedNotice)[];
     try {
       notices = await (options.fetched ?? this.#listNotices(inboxPrefix));
-      if (options.since !== undefined)
-        notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
+      if (options.since !== undefined) notices = await this.#dropStale(notices, options.since);
       if (notices.length === 0) return { delivered: [] };
       if (!options.sessionExists && !(await this.#sessionExists(sessionId))) {
         return { delivered: [] };
@@ -354,8 +342,9 @@ export class Inbox {
   }
 
   /** The notices uploaded at or after `horizon`; older ones are deleted (failures logged). */
-  async #dropStale(notices: ListedNotice[], horizon: number): Promise<ListedNotice[]> {
-    const stale = notices.filter(({ info }) => info.uploaded.getTime() < horizon);
+  async #dropStale(notices: ListedNotice[], sessionCreatedAt: string): Promise<ListedNotice[]> {
+    const current = currentNotices(notices, sessionCreatedAt);
+    const stale = notices.filter((notice) => !current.includes(notice));
     if (stale.length === 0) return notices;
     try {
       await this.#store.delete(stale.map(({ info }) => info.key));
@@ -363,7 +352,7 @@ export class Inbox {
     } catch (error) {
       this.#log({ level: 'warn', message: 'could not remove notices older than the session', error });
     }
-    return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
+    return current;
   }
 
   async #listNotices(inboxPrefix: string): Promise<ListedNotice[]> {

@@ -1,7 +1,10 @@
-import type { DeliveredNotice } from '../inbox/inbox.ts';
-import type { FetchedNotice } from '../inbox/delivery-records.ts';
-import { CLOCK_TOLERANCE_MS } from '../inbox/delivery-records.ts';
-import { ABORT_NOTICE_NAME } from '../inbox/notice-name.ts';
+import {
+  ABORT_NOTICE_NAME,
+  consumeForModelCall,
+  currentNotices,
+  type DeliveredNotice,
+  type FetchedNotice,
+} from '../inbox/index.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { TurnPlan } from './plan.ts';
@@ -59,22 +62,14 @@ export class TurnNotices {
     const notices = new TurnNotices(turn, landed);
     if (!plan.strategies.includes('inbox')) return notices;
     const listed = fetched ? await fetched.catch(() => undefined) : undefined;
-    const consume = () =>
-      services.inbox.consume(sessionId, {
-        turn: turn.turn,
-        sessionExists: true,
-        since: turn.session.created_at,
-        ...(fetched ? { fetched } : {}),
-      });
+    const consume = () => consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched);
     if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
       await notices.claimed();
       await notices.#consumeNow(services, sessionId, turn, consume);
       return notices;
     }
     notices.carried = [...turn.undelivered.notices];
-    // Uploaded before the session was created: left by an unfinished delete, never delivered.
-    const horizon = Date.parse(turn.session.created_at) - CLOCK_TOLERANCE_MS;
-    const current = listed.filter((notice) => notice.info.uploaded.getTime() >= horizon);
+    const current = currentNotices(listed, turn.session.created_at);
     const reads = await Promise.all(current.map((notice) => notice.read));
     const asRead = current.flatMap((notice, index) => {
       const read = reads[index]!;

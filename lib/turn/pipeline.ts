@@ -15,7 +15,7 @@ import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { turnUsage } from '../ledger/usage.ts';
-import type { FetchedNotice } from '../inbox/delivery-records.ts';
+import type { FetchedNotice } from '../inbox/index.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
 import {

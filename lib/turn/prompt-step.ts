@@ -1,5 +1,5 @@
 import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '../compaction/index.ts';
-import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { DeliveredNotice } from '../inbox/index.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';

@@ -1,7 +1,7 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { Model } from '../models/model.ts';
-import type { Inbox } from '../inbox/inbox.ts';
+import type { Inbox } from '../inbox/index.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';

@@ -8,8 +8,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 /**
  * scripts/check-imports.mjs, which `npm run lint` runs: no import cycle in lib/ and functions/,
- * and the layers followed through any chain of imports (the session log never reaches the
- * strategies, lib/ never reaches functions/, the strategies reach no storage, turn or facade).
+ * the layers followed through any chain of imports (the session log never reaches the
+ * strategies, lib/ never reaches functions/, the strategies reach no storage, turn or facade),
+ * and lib/inbox/ entered through its index.ts alone.
  */
 
 const run = promisify(execFile);
@@ -84,5 +85,17 @@ describe('the import check', () => {
       '3 import problems',
       '',
     ]);
+  });
+
+  it('finds an import of lib/inbox/ that does not go through its index.ts', async () => {
+    const directory = await tree({
+      'lib/inbox/index.ts': "export { Inbox } from './inbox.ts';\n",
+      'lib/inbox/inbox.ts': "import { move } from './move.ts';\nexport class Inbox {}\n",
+      'lib/inbox/move.ts': 'export const move = 1;\n',
+      'lib/turn/notices.ts': "import { Inbox } from '../inbox/index.ts';\nimport { move } from '../inbox/move.ts';\n",
+    });
+    const { code, output } = await check(directory);
+    expect(code).toBe(1);
+    expect(output).toBe('not through its entry: lib/turn/notices.ts -> lib/inbox/move.ts\n1 import problem\n');
   });
 });

@@ -9,7 +9,7 @@ import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import { runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn.ts';
+import { runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 

@@ -1,6 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { claimBackgroundTurn, pickUp, runTurn, streamTurn, takeUnderPolicy } from '../../lib/turn.ts';
+import { claimBackgroundTurn, pickUp, runTurn, streamTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';

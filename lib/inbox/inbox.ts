@@ -31,7 +31,7 @@ import {
   withMetadata,
   type ListedNotice,
 } from './delivery-records.ts';
-import { deliverAll, readNotice, take, type InboxContext } from './claim.ts';
+import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
 
@@ -66,7 +66,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
  * claimed) and the leftover original is recognised as claimed by every later consume; the
  * next turn's consume deletes it (any consume, once the claim is a minute old: see
- * `removeStaleOriginal` in claim.ts). Identity is etag + upload time (+ notice id): a
+ * `removeStaleOriginal` in move.ts). Identity is etag + upload time (+ notice id): a
  * client that rewrites the same bytes under a delivered name within the storage clock's
  * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
  *

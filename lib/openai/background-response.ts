@@ -9,7 +9,7 @@ import {
   type TurnOptions,
   type TurnRequest,
   type TurnResponse,
-} from '../turn.ts';
+} from '../turn/index.ts';
 import { compactionOutput } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';

@@ -1,7 +1,7 @@
 import { AbortedError, NotFoundError } from '../errors.ts';
 import { consumeForModelCall, type DeliveredNotice } from '../inbox/index.ts';
 import type { Tool } from '../items.ts';
-import { resolveStrategyNames } from '../turn.ts';
+import { resolveStrategyNames } from '../turn/index.ts';
 import {
   buildChatCompletion,
   ChatChunkWriter,

@@ -2,7 +2,7 @@ import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { ClientItem } from '../items.ts';
-import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn.ts';
+import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';

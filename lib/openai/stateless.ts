@@ -5,7 +5,7 @@ import { fitPrompt } from '../compaction/index.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { turnUsage } from '../ledger/usage.ts';
 import { afterResponse } from '../turn/append.ts';
-import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
+import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
 import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
 import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';
 

@@ -48,18 +48,12 @@ export async function claimInput(
   },
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   const writer = crypto.randomUUID();
-  const claim = services.sessions.claimTurn(sessionId, {
+  const begun = await services.sessions.beginTurn(sessionId, {
     ...claimed,
     request: { ...claimed.request, background: true },
     writer,
   });
-  for (;;) {
-    const attempt = await claim.next();
-    if (attempt.kind === 'replay')
-      return { turn: attempt.turn, status: closedState(attempt.status, attempt.error?.code) };
-    if (await attempt.landed) {
-      const { turn } = attempt.turn;
-      return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
-    }
-  }
+  if (begun.kind === 'replay') return { turn: begun.turn, status: closedState(begun.status, begun.error?.code) };
+  const { turn } = begun.turn;
+  return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
 }

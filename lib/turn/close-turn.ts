@@ -7,7 +7,7 @@ import { afterResponse } from './append.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
-import type { PromptInputs } from './prompt-step.ts';
+import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
 import type { TurnTrace } from './trace.ts';
 import type { TurnServices } from './types.ts';

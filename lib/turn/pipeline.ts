@@ -32,7 +32,7 @@ import { closeAborted, closedBefore, closeFailed, closeTurn, type Attempt } from
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
-import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './prompt-step.ts';
+import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 

@@ -45,6 +45,7 @@ export type StoredError = { code: string; message: string; details?: unknown };
 export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
+  | 'beginTurn'
   | 'claimTurn'
   | 'storeAttachments'
   | 'readContext'

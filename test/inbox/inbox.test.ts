@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
-import { removeStaleOriginal } from '../../lib/inbox/claim.ts';
+import { removeStaleOriginal } from '../../lib/inbox/move.ts';
 import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
 import { decodeUtf8 } from '../../lib/store/object-store.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';

@@ -21,7 +21,7 @@ import {
   takeUnderPolicy,
   type TurnResponse,
   type TurnServices,
-} from '../../lib/turn.ts';
+} from '../../lib/turn/index.ts';
 import { claimInput } from '../../lib/turn/background.ts';
 
 const ECHO_PRICES = JSON.stringify({ echo: { input: 1.25, cached_input: 0.125, output: 10 } });

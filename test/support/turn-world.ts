@@ -4,7 +4,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { runInProcess, type TurnServices } from '../../lib/turn.ts';
+import { runInProcess, type TurnServices } from '../../lib/turn/index.ts';
 import { SessionLog } from './session-log.ts';
 
 /**

@@ -5,7 +5,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { runStateless } from '../../lib/openai/stateless.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { previewPrompt, runTurn } from '../../lib/turn.ts';
+import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { turnWorld } from '../support/turn-world.ts';
 
 /**

@@ -18,7 +18,7 @@ import {
   streamTurn,
   type TurnEvent,
   type TurnServices,
-} from '../../lib/turn.ts';
+} from '../../lib/turn/index.ts';
 
 function services(
   model: Model = echoModel,
@@ -236,6 +236,7 @@ describe('storage operations per turn', () => {
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
+        beginTurn: log.beginTurn.bind(log),
         claimTurn: log.claimTurn.bind(log),
         storeAttachments: log.storeAttachments.bind(log),
         readContext: log.readContext.bind(log),
@@ -287,7 +288,7 @@ describe('storage operations per turn', () => {
         input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }],
       });
       measured.push(operations(store.counts));
-      // Background work starts on a timer after the response (lib/turn.ts afterResponse).
+      // Background work starts on a timer after the response (lib/turn/append.ts afterResponse).
       await new Promise((resolve) => setTimeout(resolve, 0));
       for (const { id, options } of packRequests.splice(0)) await log.pack(id, options);
     }

@@ -1,5 +1,5 @@
 import type { PromptItem } from '../lib/items.ts';
-import { promptCharacters } from '../lib/turn.ts';
+import { promptCharacters } from '../lib/turn/index.ts';
 
 /**
  * BASELINE, not a tailgate strategy: a model of Anthropic's server-side context editing

@@ -6,7 +6,7 @@ import { echoModel } from '../lib/models/echo.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { runTurn, type TurnServices } from '../lib/turn.ts';
+import { runInProcess, runTurn, type TurnServices } from '../lib/turn/index.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 
 /** Bytes read by one turn after a compaction, for a session of `turns` earlier turns. */
@@ -46,6 +46,9 @@ export async function measureCompactionReads(
       env: {},
       model: () => echoModel,
       background: () => undefined,
+      startBackground(run) {
+        return runInProcess(this, run);
+      },
       log: () => {},
     };
     await log.create({ id: 'bench', model: 'echo', strategies: 'shorten_tools_epoch_increment,compact,inbox' });

@@ -24,7 +24,7 @@ import { median } from './stats.ts';
  *   as Anthropic bills it (bench/cache-billing.ts, images at Anthropic's rule of
  *   lib/tokens/media-tokens.ts), and the prompt's bytes with each image sent whole counted at
  *   its size.
- * - Storage (`measureStorage`): the same session through lib/turn.ts on the memory store
+ * - Storage (`measureStorage`): the same session through lib/turn/ on the memory store
  *   (bench/memory-driver.ts): steps appended as POST /items does, the log packed every 4 steps,
  *   and every `measureEvery`-th step a real turn whose input is the step's output, counted.
  */

@@ -9,7 +9,7 @@
  */
 import type { PromptItem, Tool } from '../lib/items.ts';
 import { BLOCK_ITEMS, promptShape, reusedPrefixChars, type PromptShapeV2 } from '../lib/prompt-shape.ts';
-import type { TurnRequest } from '../lib/turn.ts';
+import type { TurnRequest } from '../lib/turn/index.ts';
 import { agentItems } from './agent-session.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { loadHistory } from './turn-overhead.ts';

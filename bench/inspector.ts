@@ -5,7 +5,7 @@ import type { Item } from '../lib/items.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { packOptions, runTurn, sessionStrategyPlan } from '../lib/turn.ts';
+import { packOptions, runTurn, sessionStrategyPlan } from '../lib/turn/index.ts';
 import { agentItems } from './agent-session.ts';
 import { formatBytes } from './prompt-cache-chart.ts';
 import { RecordingStore, summarize } from './recording-store.ts';

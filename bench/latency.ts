@@ -5,7 +5,7 @@ import type { Model, ModelRequest, ModelStreamEvent } from '../lib/models/model.
 import { DepthStore } from '../test/support/depth-store.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import { runTurn, streamTurn, type TurnRequest } from '../lib/turn.ts';
+import { runTurn, streamTurn, type TurnRequest } from '../lib/turn/index.ts';
 import { agentItems } from './agent-session.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { median } from './stats.ts';

@@ -8,12 +8,18 @@ import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import type { ForkOptions, NewSession, PackOptions, SessionRecord } from '../lib/session/session-log.ts';
 import { forkSession } from '../lib/turn/fork.ts';
-import { packOptions, runTurn, sessionStrategyPlan, type TurnSessionLog, type TurnServices } from '../lib/turn.ts';
+import {
+  packOptions,
+  runTurn,
+  sessionStrategyPlan,
+  type TurnSessionLog,
+  type TurnServices,
+} from '../lib/turn/index.ts';
 import { RecordingStore, summarize } from './recording-store.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 
 /**
- * Turns through lib/turn.ts `runTurn` with the services the HTTP app builds per request
+ * Turns through lib/turn/ `runTurn` with the services the HTTP app builds per request
  * (functions/services.ts), on a MemoryStore wrapped in a CountingStore. The background pack
  * a turn starts is held back and run after the turn, so its storage operations are counted
  * apart from the turn's own (on Workers it runs in waitUntil, after the response).
@@ -53,6 +59,7 @@ export class MemoryTurnDriver implements TurnDriver {
     const log = this.#services.sessions;
     const sessions: TurnSessionLog = {
       get: (id) => log.get(id),
+      beginTurn: (id, options) => log.beginTurn(id, options),
       claimTurn: (id, options) => log.claimTurn(id, options),
       storeAttachments: (id, items) => log.storeAttachments(id, items),
       readContext: (turn, requirement) => log.readContext(turn, requirement),
@@ -173,7 +180,7 @@ export class MemoryTurnDriver implements TurnDriver {
 
   /** Runs the packs the turns started (what waitUntil runs on Workers). */
   async runBackground(): Promise<void> {
-    // Background work starts on a timer after the response (lib/turn.ts afterResponse).
+    // Background work starts on a timer after the response (lib/turn/append.ts afterResponse).
     await new Promise((resolve) => setTimeout(resolve, 0));
     const packs = this.#pendingPacks;
     this.#pendingPacks = [];

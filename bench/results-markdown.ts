@@ -1,4 +1,4 @@
-import { DEFAULTS } from '../lib/config.ts';
+import { DEFAULTS } from '../lib/defaults.ts';
 import { smallPromptMarkdown, type SmallPromptRow } from './small-prompt.ts';
 import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
@@ -462,7 +462,7 @@ function overheadSection(results: BenchResults): string[] {
   if (!results.overheadMemory)
     lines.push(`### Memory store`, '', `${capitalized(notMeasured(results, 'memory'))}.`, '');
   if (results.overheadMemory) {
-    lines.push(`### Memory store, lib/turn.ts \`runTurn\` with the app's per-request services, counted`, '');
+    lines.push(`### Memory store, lib/turn/ \`runTurn\` with the app's per-request services, counted`, '');
     lines.push(`Command: \`${results.commands.overheadMemory}\``, '');
     lines.push(...overheadTable(results.overheadMemory, 'memory'));
     lines.push(
@@ -518,7 +518,7 @@ function overheadSection(results: BenchResults): string[] {
         ' Operations and bytes read are counted in the worker: bench/counting-worker.ts wraps the R2 store in a ' +
         'CountingStore and every response carries ' +
         "that request's counts, taken when the app returns it. Packing, handed to waitUntil, starts after that " +
-        '(lib/turn.ts `afterResponse`) and is not counted ' +
+        '(lib/turn/append.ts `afterResponse`) and is not counted ' +
         'here. R2Store makes one ' +
         'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 ' +
         'bucket. ' +

@@ -1,6 +1,6 @@
 import type { Model, ModelStreamEvent } from '../lib/models/model.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { journalEvents, runTurn, streamTurn, type TurnServices } from '../lib/turn.ts';
+import { journalEvents, runTurn, streamTurn, type TurnServices } from '../lib/turn/index.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { DepthStore } from '../test/support/depth-store.ts';
 import { turnWorld } from '../test/support/turn-world.ts';

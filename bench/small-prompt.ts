@@ -1,6 +1,6 @@
 import type { Item } from '../lib/items.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import type { TurnRequest } from '../lib/turn.ts';
+import type { TurnRequest } from '../lib/turn/index.ts';
 import { TextSource } from './agent-session.ts';
 import { latencyHarness, type LatencyRow } from './latency.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';

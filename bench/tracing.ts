@@ -3,7 +3,7 @@ import { tracingFor } from '../functions/tracing.ts';
 import { parseServiceConfig, stringEnv } from '../lib/config.ts';
 import { resolveModel } from '../lib/models/resolve-model.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { runTurn } from '../lib/turn.ts';
+import { runTurn } from '../lib/turn/index.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { DepthStore } from '../test/support/depth-store.ts';
 import { startOtlpReceiver } from '../test/support/otlp-receiver.ts';

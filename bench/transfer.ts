@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { DEFAULTS } from '../lib/config.ts';
+import { DEFAULTS } from '../lib/defaults.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Item } from '../lib/items.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';

@@ -1,6 +1,6 @@
 import type { Item, Tool } from '../lib/items.ts';
 import type { StoreCounts } from '../test/support/counting-store.ts';
-import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
+import type { TurnRequest, TurnResponse } from '../lib/turn/index.ts';
 import type { RecordedOperation } from './recording-store.ts';
 
 /** What one measured turn reports. Storage figures are known only where the store is counted. */
@@ -19,7 +19,7 @@ export interface DrivenTurn {
 
 /**
  * The same turn-overhead procedure runs on every runtime through this: the memory store in
- * this process (lib/turn.ts runTurn, counted and recorded by kind of key), or the worker in
+ * this process (lib/turn/ runTurn, counted and recorded by kind of key), or the worker in
  * workerd over HTTP (counted in the worker, bench/counting-worker.ts).
  */
 export interface TurnDriver {

@@ -1,6 +1,6 @@
 import type { Item } from '../lib/items.ts';
 import type { StoreCounts } from '../test/support/counting-store.ts';
-import type { TurnRequest } from '../lib/turn.ts';
+import type { TurnRequest } from '../lib/turn/index.ts';
 import { agentItems, TextSource } from './agent-session.ts';
 import { SeededRandom } from './random.ts';
 import { summarize } from './recording-store.ts';

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { unstable_dev, type Unstable_DevWorker } from 'wrangler';
 import type { Item } from '../lib/items.ts';
 import type { StoreCounts } from '../test/support/counting-store.ts';
-import type { TurnRequest, TurnResponse } from '../lib/turn.ts';
+import type { TurnRequest, TurnResponse } from '../lib/turn/index.ts';
 import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 
 const TOKEN = 'bench';

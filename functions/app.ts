@@ -14,7 +14,7 @@ import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type Scop
 import { createServices, type ServiceInputs } from './services.ts';
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
-import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn.ts';
+import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';

@@ -6,7 +6,7 @@ import { sha256Hex } from '../lib/hash.ts';
 import type { ServiceConfig } from '../lib/config.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
-import type { AppEnv } from './router.ts';
+import type { AppEnv, RouteAccess } from './router.ts';
 import {
   ADMIN,
   grants,
@@ -61,20 +61,6 @@ export function constantTimeEqual(left: string, right: string): boolean {
   let difference = 0;
   for (let index = 0; index < a.length; index++) difference |= a.charCodeAt(index) ^ b.charCodeAt(index);
   return difference === 0;
-}
-
-/** What the matched route asks of a token: its declared scope, and the session in its path. */
-export interface RouteAccess {
-  /** `METHOD /path/:param`, as the route was registered. */
-  route: string;
-  scope: Scope;
-  /** The `:id` of a `/v1/sessions/:id[/...]` route, the session of a conversation or response id (null elsewhere). */
-  sessionId: string | null;
-  /**
-   * The session is in the request body or a header (POST /v1/responses, chat completions,
-   * new conversations): the handler checks a bound token with `authorizeSession`.
-   */
-  deferred?: true;
 }
 
 /** `METHOD /path/:param` -> the scope its createRoute `security` declares. */

@@ -1,12 +1,25 @@
 import { OpenAPIHono } from '@hono/zod-openapi';
 import type { ServiceConfig } from '../lib/config.ts';
-import type { RouteAccess } from './auth.ts';
 import type { AppServices } from './services.ts';
-import type { Principal } from './tokens.ts';
+import type { Principal, Scope } from './tokens.ts';
 import { validationHook } from './error-handler.ts';
 
 /** The raw runtime environment of a request: bindings, vars and secrets as one object. */
 export type RuntimeEnvironment = Record<string, unknown>;
+
+/** What the matched route asks of a token: its declared scope, and the session in its path. */
+export interface RouteAccess {
+  /** `METHOD /path/:param`, as the route was registered. */
+  route: string;
+  scope: Scope;
+  /** The `:id` of a `/v1/sessions/:id[/...]` route, the session of a conversation or response id (null elsewhere). */
+  sessionId: string | null;
+  /**
+   * The session is in the request body or a header (POST /v1/responses, chat completions,
+   * new conversations): the handler checks a bound token with `authorizeSession`.
+   */
+  deferred?: true;
+}
 
 export interface AppVariables {
   config: ServiceConfig;

@@ -1,5 +1,5 @@
 import type { ServiceConfig } from '../lib/config.ts';
-import { Inbox } from '../lib/inbox/inbox.ts';
+import { Inbox } from '../lib/inbox/index.ts';
 import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
@@ -9,7 +9,7 @@ import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import type { BackgroundTurn, TurnServices } from '../lib/turn.ts';
+import { runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 
@@ -71,7 +71,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     config.webhooks && webhookSink
       ? turnWebhooks(config.webhooks, webhookSink, inputs.clock ?? (() => new Date()))
       : undefined;
-  return {
+  const services: AppServices = {
     sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig, onClosed }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
@@ -89,7 +89,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     background: inputs.background,
     log,
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
-    ...(inputs.startBackground ? { startBackground: inputs.startBackground } : {}),
+    startBackground: inputs.startBackground ?? ((run) => runInProcess(services, run)),
     ...(observeTurn ? { observeTurn } : {}),
     // A turn's spans are exported once it ended, on a timer so that serializing and sending
     // them is not part of its response (waitUntil on Workers).
@@ -105,4 +105,5 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
     ...(onClosed && webhookSink ? { webhookSink } : {}),
   };
+  return services;
 }

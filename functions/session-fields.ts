@@ -1,5 +1,5 @@
 import { parseStrategyConfigLayer } from '../lib/strategies/strategy-config.ts';
-import { resolveStrategyNames, type TurnServices } from '../lib/turn.ts';
+import { resolveStrategyNames, type TurnServices } from '../lib/turn/index.ts';
 import type { SessionPatch } from '../lib/session/fields.ts';
 import { utf8Bytes } from './item-size.ts';
 import { InvalidRequestError, TailgateError } from '../lib/errors.ts';

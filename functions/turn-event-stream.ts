@@ -1,7 +1,7 @@
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { clientError } from '../lib/errors.ts';
-import type { TurnEvent } from '../lib/turn.ts';
+import type { TurnEvent } from '../lib/turn/index.ts';
 
 /**
  * Serves turn events as server-sent events. The first event is awaited before the response

@@ -1,5 +1,5 @@
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import type { TurnOutcome } from '../lib/turn.ts';
+import type { TurnOutcome } from '../lib/turn/index.ts';
 import type { Metrics } from './metrics.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { r2StoreFor } from '../lib/store/r2.ts';
-import type { BackgroundTurn } from '../lib/turn.ts';
+import type { BackgroundTurn } from '../lib/turn/index.ts';
 import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { createApp, createTurnRunner, type AppOptions } from './app.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';

@@ -73,10 +73,7 @@ export const inputFilePartSchema = z
       description:
         'A PDF as base64 or a base64 data: URL, at most MAX_FILE_BYTES; stored as a blob, replaced by `blob`',
     }),
-    file_url: z
-      .string()
-      .optional()
-      .meta({ description: 'An https URL, stored and passed on as given, never fetched' }),
+    file_url: z.string().optional().meta({ description: 'An https URL, stored and passed on as given, never fetched' }),
     ...blobRefFields,
   })
   .strict()

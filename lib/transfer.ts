@@ -1,5 +1,5 @@
 import { InvalidRequestError, TailgateError } from './errors.ts';
-import type { Inbox } from './inbox/inbox.ts';
+import type { Inbox } from './inbox/index.ts';
 import { exportHeaderSchema, parseExportLine, type ExportHeader } from './session/export-format.ts';
 import type { ImportLine, SessionLog, SessionRecord } from './session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './turn/plan.ts';

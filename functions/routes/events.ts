@@ -2,7 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
 import { clientError, InvalidRequestError } from '../../lib/errors.ts';
-import { journalEvents } from '../../lib/turn.ts';
+import { journalEvents } from '../../lib/turn/index.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';

@@ -10,7 +10,7 @@ import {
   sessionIdParamsSchema,
 } from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
-import { appendItems } from '../../lib/turn.ts';
+import { appendItems } from '../../lib/turn/index.ts';
 
 const appendItemsRoute = createRoute({
   method: 'post',

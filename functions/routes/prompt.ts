@@ -4,7 +4,7 @@ import { InvalidRequestError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { utf8Bytes } from '../item-size.ts';
-import { previewPrompt } from '../../lib/turn.ts';
+import { previewPrompt } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { checkJsonValue } from '../request-json.ts';

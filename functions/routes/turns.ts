@@ -1,6 +1,6 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { claimBackgroundTurn, pickUp, runTurn, startRun, streamTurn, takeUnderPolicy } from '../../lib/turn.ts';
+import { claimBackgroundTurn, pickUp, runTurn, streamTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
@@ -115,7 +115,7 @@ export function turnRoutes() {
       const take = async (): Promise<Response> => {
         if (background) {
           const claimed = await claimBackgroundTurn(services, id, request, options);
-          if (claimed.run) await startRun(services, claimed.run);
+          if (claimed.run) await services.startBackground(claimed.run);
           return c.json({ session_id: id, turn: claimed.turn, status: claimed.status }, 202);
         }
         if (wantsStream) {

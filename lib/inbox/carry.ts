@@ -12,7 +12,7 @@ import {
   turnSchema,
   withMetadata,
 } from './delivery-records.ts';
-import type { InboxContext } from './claim.ts';
+import type { InboxContext } from './move.ts';
 
 /**
  * Notices a turn consumed but no model saw: taken over by a later turn, given back to the

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ObjectInfo, ObjectStore } from '../store/object-store.ts';
+import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
 import { createNameGenerator } from './notice-name.ts';
 
 /**
@@ -102,4 +102,26 @@ export const generateName = createNameGenerator();
 export async function withMetadata(store: ObjectStore, info: ObjectInfo): Promise<ObjectInfo> {
   if (Object.keys(info.metadata).length > 0) return info;
   return (await store.head(info.key)) ?? info;
+}
+
+/** A notice read before its move: its content, or why it is not delivered. */
+export type NoticeRead =
+  | { kind: 'read'; object: StoredObject; content: string }
+  | Extract<ClaimOutcome, { kind: 'skipped' | 'taken' }>;
+
+/** A listed notice whose read has started (see `Inbox.fetch`). */
+export interface FetchedNotice extends ListedNotice {
+  read: Promise<NoticeRead>;
+}
+
+/**
+ * The notices posted since the session was created (within the clock tolerance): older ones
+ * were left by an unfinished delete of an earlier session of the id and are never delivered.
+ */
+export function currentNotices<Notice extends { info: { uploaded: Date } }>(
+  notices: readonly Notice[],
+  sessionCreatedAt: string,
+): Notice[] {
+  const horizon = Date.parse(sessionCreatedAt) - CLOCK_TOLERANCE_MS;
+  return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
 }

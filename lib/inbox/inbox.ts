@@ -1,4 +1,4 @@
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS } from '../defaults.ts';
 import { InvalidRequestError, NotFoundError, StorageError, NameTakenError, PayloadTooLargeError } from '../errors.ts';
 import { inboxPrefix, inboxRemovedPrefix } from '../session/keys.ts';
 import { putCreateOnly } from '../store/create-only.ts';
@@ -19,7 +19,7 @@ import type {
   PreviewNotice,
 } from './types.ts';
 import {
-  CLOCK_TOLERANCE_MS,
+  currentNotices,
   CONCURRENCY,
   decodeName,
   generateName,
@@ -31,19 +31,9 @@ import {
   withMetadata,
   type ListedNotice,
 } from './delivery-records.ts';
-import { deliverAll, readNotice, take, type FetchedNotice, type InboxContext } from './claim.ts';
+import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
+import type { FetchedNotice } from './delivery-records.ts';
 import { giveBack, recordCarrier, recover } from './carry.ts';
-export type {
-  ConsumeOptions,
-  ConsumeResult,
-  DeliveredNotice,
-  DeliveryRecord,
-  InboxLogEvent,
-  InboxOptions,
-  PendingNotice,
-  PostedNotice,
-  PreviewNotice,
-} from './types.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -76,7 +66,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * notice (never delivers it twice). When step 3 fails, the notice is still delivered (it was
  * claimed) and the leftover original is recognised as claimed by every later consume; the
  * next turn's consume deletes it (any consume, once the claim is a minute old: see
- * `removeStaleOriginal` in claim.ts). Identity is etag + upload time (+ notice id): a
+ * `removeStaleOriginal` in move.ts). Identity is etag + upload time (+ notice id): a
  * client that rewrites the same bytes under a delivered name within the storage clock's
  * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
  *
@@ -249,8 +239,7 @@ export class Inbox {
     let notices: (ListedNotice | FetchedNotice)[];
     try {
       notices = await (options.fetched ?? this.#listNotices(inboxPrefix));
-      if (options.since !== undefined)
-        notices = await this.#dropStale(notices, Date.parse(options.since) - CLOCK_TOLERANCE_MS);
+      if (options.since !== undefined) notices = await this.#dropStale(notices, options.since);
       if (notices.length === 0) return { delivered: [] };
       if (!options.sessionExists && !(await this.#sessionExists(sessionId))) {
         return { delivered: [] };
@@ -353,8 +342,9 @@ export class Inbox {
   }
 
   /** The notices uploaded at or after `horizon`; older ones are deleted (failures logged). */
-  async #dropStale(notices: ListedNotice[], horizon: number): Promise<ListedNotice[]> {
-    const stale = notices.filter(({ info }) => info.uploaded.getTime() < horizon);
+  async #dropStale(notices: ListedNotice[], sessionCreatedAt: string): Promise<ListedNotice[]> {
+    const current = currentNotices(notices, sessionCreatedAt);
+    const stale = notices.filter((notice) => !current.includes(notice));
     if (stale.length === 0) return notices;
     try {
       await this.#store.delete(stale.map(({ info }) => info.key));
@@ -362,7 +352,7 @@ export class Inbox {
     } catch (error) {
       this.#log({ level: 'warn', message: 'could not remove notices older than the session', error });
     }
-    return notices.filter(({ info }) => info.uploaded.getTime() >= horizon);
+    return current;
   }
 
   async #listNotices(inboxPrefix: string): Promise<ListedNotice[]> {

@@ -1,4 +1,4 @@
-import type { FetchedNotice } from './claim.ts';
+import type { FetchedNotice } from './delivery-records.ts';
 /** The inbox's public shapes: what its methods take and answer. */
 
 /** One line of the inbox's log: a notice skipped, left in place, or cleaned up. */
@@ -24,7 +24,7 @@ export interface InboxOptions {
   log?: (event: InboxLogEvent) => void;
   /**
    * Largest notice content in bytes, for posting and for consuming.
-   * Default `DEFAULTS.maxNoticeBytes` (lib/config.ts).
+   * Default `DEFAULTS.maxNoticeBytes` (lib/defaults.ts).
    */
   maxNoticeBytes?: number;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS } from '../defaults.ts';
 import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
@@ -15,7 +15,7 @@ import { createWorkersAiModel, type WorkersAiBinding } from './workers-ai-model.
 export interface ModelEnvironment {
   /** Key for `openai:<name>` (required for it). */
   OPENAI_API_KEY?: string | undefined;
-  /** Base URL for `openai:<name>`; default `DEFAULTS.openaiBaseUrl` (lib/config.ts). */
+  /** Base URL for `openai:<name>`; default `DEFAULTS.openaiBaseUrl` (lib/defaults.ts). */
   OPENAI_BASE_URL?: string | undefined;
   /** Base URL for `openai-compatible:<name>` (required for it), e.g. `http://localhost:11434/v1`. */
   OPENAI_COMPATIBLE_BASE_URL?: string | undefined;
@@ -25,7 +25,7 @@ export interface ModelEnvironment {
   ANTHROPIC_API_KEY?: string | undefined;
   /** Base URL for `anthropic:<name>`, including `/v1`; default `https://api.anthropic.com/v1`. */
   ANTHROPIC_BASE_URL?: string | undefined;
-  /** Deadline of one model call, stream included, in ms; default `DEFAULTS.modelTimeoutMs` (lib/config.ts). */
+  /** Deadline of one model call, stream included, in ms; default `DEFAULTS.modelTimeoutMs` (lib/defaults.ts). */
   MODEL_TIMEOUT_MS?: string | number | undefined;
   /** Retries on retryable provider failures (5xx, 429, network); default `DEFAULTS.modelMaxRetries`. */
   MODEL_MAX_RETRIES?: string | number | undefined;

@@ -5,19 +5,24 @@ import {
   claimBackgroundTurn,
   journalEvents,
   pickUp,
-  startRun,
   type TurnEvent,
   type TurnOptions,
   type TurnRequest,
   type TurnResponse,
-} from '../turn.ts';
-import type { StoredContext } from './create-response.ts';
+} from '../turn/index.ts';
 import { compactionOutput } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
-import { buildResponse, outputItem, outputText, usageOf, type TailgateResponse } from './responses.ts';
+import {
+  buildResponse,
+  outputItem,
+  outputText,
+  usageOf,
+  type StoredContext,
+  type TailgateResponse,
+} from './responses.ts';
 import { responseEventStream } from './sse.ts';
 import { getResponse, itemKindId, readResponse, saveResponse } from './stored-responses.ts';
 
@@ -75,7 +80,7 @@ export async function createBackgroundResponse(
   });
   // Kept before the runner starts, so GET finds it; a keyed retry keeps the first.
   await saveResponse(facade, context.session, claimed.turn, queued);
-  if (claimed.run) await startRun(services, claimed.run);
+  if (claimed.run) await services.startBackground(claimed.run);
   if (stream) return responseEvents(facade, queued, -1);
   return claimed.run ? queued : currentResponse(facade, queued.id);
 }

@@ -1,7 +1,7 @@
 import { AbortedError, NotFoundError } from '../errors.ts';
-import type { DeliveredNotice } from '../inbox/inbox.ts';
+import { consumeForModelCall, type DeliveredNotice } from '../inbox/index.ts';
 import type { Tool } from '../items.ts';
-import { resolveStrategyNames } from '../turn.ts';
+import { resolveStrategyNames } from '../turn/index.ts';
 import {
   buildChatCompletion,
   ChatChunkWriter,
@@ -51,7 +51,7 @@ async function consumeNotices(facade: Facade, sessionId: string, strategies: str
       : error;
   });
   if (!strategies.includes('inbox')) return [];
-  const consumed = await inbox.consume(sessionId, { turn: 0, sessionExists: true, since: session.created_at });
+  const consumed = await consumeForModelCall(inbox, sessionId, session, 0);
   if (consumed.abort) {
     const { abort } = consumed;
     if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);

@@ -1,5 +1,5 @@
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
-import { appendItems } from '../turn.ts';
+import { appendItems } from '../turn/index.ts';
 import { compactSession } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';

@@ -9,7 +9,7 @@ import type { Model } from '../models/model.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
-import type { TurnResponse } from '../turn.ts';
+import type { TurnResponse } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
 import { compactionId } from './ids.ts';
 

@@ -5,7 +5,7 @@ import { NotFoundError, SessionExistsError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { Item, StoredItem } from '../items.ts';
 import type { SessionRecord } from '../session/session-log.ts';
-import { appendItems } from '../turn.ts';
+import { appendItems } from '../turn/index.ts';
 import { compactionItem, itemPage } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';

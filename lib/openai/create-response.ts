@@ -2,7 +2,7 @@ import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { ClientItem } from '../items.ts';
-import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn.ts';
+import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
@@ -11,7 +11,7 @@ import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import type { LogScope } from '../session/keys.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
-import { buildResponse, outputItem, usageOf, type ResponseFields, type TailgateResponse } from './responses.ts';
+import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
@@ -40,19 +40,6 @@ export async function createResponse(
     );
   if (body.store === false) return createStatelessResponse(facade, prepared);
   return createStoredResponse(facade, prepared, idempotencyKey);
-}
-
-/** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
-export interface StoredContext {
-  session: { id: string; created_at: string };
-  inputCount: number;
-  fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
-  /**
-   * The conversation's whole history before the output, when the request held it (no
-   * `previous_response_id` or `conversation`): indexed when the turn ends (./history-index.ts),
-   * replacing the entry the request matched.
-   */
-  history?: { before: readonly ClientItem[]; replaced: string | undefined };
 }
 
 /** Keeps the response for GET, and indexes the conversation's history for the client's next step. */

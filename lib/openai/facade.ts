@@ -1,9 +1,9 @@
 import type { ServiceConfig } from '../config.ts';
-import type { Inbox } from '../inbox/inbox.ts';
+import type { Inbox } from '../inbox/index.ts';
 import type { Item } from '../items.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { ObjectStore } from '../store/object-store.ts';
-import type { TurnServices } from '../turn.ts';
+import type { TurnServices } from '../turn/index.ts';
 import { facadeModelId } from './models.ts';
 
 /**

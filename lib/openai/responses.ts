@@ -193,6 +193,19 @@ export interface ResponseFields {
   tailgate?: Record<string, unknown>;
 }
 
+/** How a stored turn is answered: the ids of its response and items, and the fixed fields. */
+export interface StoredContext {
+  session: { id: string; created_at: string };
+  inputCount: number;
+  fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
+  /**
+   * The conversation's whole history before the output, when the request held it (no
+   * `previous_response_id` or `conversation`): indexed when the turn ends (lib/openai/history-index.ts),
+   * replacing the entry the request matched.
+   */
+  history?: { before: readonly ClientItem[]; replaced: string | undefined };
+}
+
 export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };
 
 /**

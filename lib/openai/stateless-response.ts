@@ -1,6 +1,6 @@
 import { clientError } from '../errors.ts';
 import type { Item } from '../items.ts';
-import { errorRecord } from '../turn.ts';
+import { errorRecord } from '../turn/index.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { randomId } from './ids.ts';

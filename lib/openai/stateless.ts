@@ -1,12 +1,13 @@
 import type { Item, PromptItem, Tool } from '../items.ts';
 import { inlineAttachments } from '../session/attachments.ts';
-import type { ModelOutputItem, ModelRequest, ModelResult, ModelSettings } from '../models/model.ts';
-import { checkPromptFits, truncatePrompt } from '../compaction/index.ts';
-import { preparePrompt, resolveStrategyConfig } from '../strategies/index.ts';
-import { resolveTokenBudget } from '../tokens/model-limits.ts';
+import type { ModelResult, ModelSettings } from '../models/model.ts';
+import { fitPrompt } from '../compaction/index.ts';
+import { resolveStrategyConfig } from '../strategies/index.ts';
 import { turnUsage } from '../ledger/usage.ts';
 import { afterResponse } from '../turn/append.ts';
-import { promptCharacters, resolveStrategyNames, type TurnContext, type TurnServices } from '../turn.ts';
+import { resolveStrategyNames, type TurnContext, type TurnServices } from '../turn/index.ts';
+import { assemblePrompt, promptContext } from '../turn/assemble-prompt.ts';
+import { buildModelRequest, callModel, promptBudget, type ModelOutputEvent } from '../turn/model-call.ts';
 
 /**
  * A model call that stores nothing (`store: false` responses): the strategies run on the
@@ -31,7 +32,7 @@ export interface StatelessRequest {
   notices?: { name: string; content: string }[];
 }
 
-export type StatelessEvent = { type: 'text_delta'; delta: string } | { type: 'item_done'; item: ModelOutputItem };
+export type StatelessEvent = ModelOutputEvent;
 
 export async function runStateless(
   services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
@@ -48,60 +49,35 @@ export async function runStateless(
   const history: PromptItem[] = items.map((item, index) => ({ ...item, seq: index + 1 }));
   const notices = request.notices ?? [];
   const config = resolveStrategyConfig({ env: services.env });
-  const prepared = preparePrompt(history, strategies, {
-    config,
+  const assembled = assemblePrompt({
+    history,
+    contextStart: null,
+    strategies,
+    strategyConfig: config,
     env: services.env,
-    inbox: (items) => [
-      ...items,
-      ...notices.map(
-        (notice): PromptItem => ({ type: 'message', role: 'user', content: notice.content, synthetic: 'inbox' }),
-      ),
-    ],
+    notices,
+    instructions: request.instructions,
   });
-  let prompt: PromptItem[] = request.instructions
-    ? [{ type: 'message', role: 'system', content: request.instructions }, ...prepared.items]
-    : prepared.items;
   // As a stored turn: a model with a known window never gets a prompt that must fail.
-  const budget = resolveTokenBudget(model.id, config, {
-    ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
-    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
+  const budget = promptBudget(model.id, config, request, services.tokenEncoders);
+  const fit = fitPrompt({ prepared: assembled.prepared, hydrated: assembled.prompt }, request.tools, budget, {
+    truncation: request.truncation ?? 'disabled',
+    compacting: false,
+    boundary: null,
+    turn: 0,
+    keepFromSeq: undefined,
   });
-  let truncation: TurnContext['truncation'];
-  if (Number.isFinite(budget.promptLimit)) {
-    if (request.truncation === 'auto') {
-      const cut = truncatePrompt(prompt, request.tools, budget);
-      prompt = cut.prompt;
-      truncation = cut.truncation;
-    } else checkPromptFits(prompt, request.tools, budget);
-  }
-  const modelRequest: ModelRequest = {
-    prompt,
-    tools: request.tools,
-    ...(request.maxOutputTokens !== undefined ? { maxOutputTokens: request.maxOutputTokens } : {}),
-    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-    ...(request.promptCacheKey !== undefined ? { promptCacheKey: request.promptCacheKey } : {}),
-    ...(request.settings !== undefined ? { settings: request.settings } : {}),
-  };
-  let result: ModelResult | undefined;
-  if (emit) {
-    for await (const event of model.stream(modelRequest)) {
-      if (event.type === 'done') result = event.result;
-      else if (event.type === 'text_delta') emit({ type: 'text_delta', delta: event.delta });
-      else emit({ type: 'item_done', item: event.item });
-    }
-  } else result = await model.generate(modelRequest);
-  if (!result) throw new Error('the model stream ended without a result');
+  const prompt = fit.built.hydrated;
+  const modelRequest = buildModelRequest(prompt, request.tools, undefined, request);
+  const result = await callModel(model, modelRequest, emit);
   if (spend) {
     const usage = turnUsage(result.usage, services.config.modelPrices[model.id]);
     afterResponse(services, () => spend.charge(usage));
   }
   const context: TurnContext = {
-    strategies: prepared.strategies,
-    items_in_prompt: prompt.length,
-    prompt_chars: promptCharacters(prompt),
-    ...prepared.stats,
+    ...promptContext(assembled.prepared, prompt),
     notices_delivered: notices.map((notice) => notice.name),
-    ...(truncation ? { truncation } : {}),
+    ...fit.context,
   };
   return { ...result, context };
 }

@@ -1,7 +1,7 @@
 import { CorruptObjectError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
-import { DEFAULTS } from '../config.ts';
+import { DEFAULTS } from '../defaults.ts';
 import { type AttachmentLimits, hasInlineMedia, storeAttachments } from './attachments.ts';
 import { blobKey, type LogScope } from './keys.ts';
 import {

@@ -5,7 +5,7 @@ import type { Strategy } from './strategy.ts';
  * `compact`: summarization compaction (lib/compaction/). Summarizing calls a model, so the
  * work is not done here: the turn pipeline measures the prompt the whole list prepares and,
  * above `compact_trigger_ratio` of the budget, summarizes the oldest part of the context and
- * moves the session's context start (lib/turn.ts). The summary reaches the strategies as the
+ * moves the session's context start (lib/turn/). The summary reaches the strategies as the
  * first item of the history (`synthetic: 'summary'`). In the list the strategy itself changes
  * nothing, so its position does not change the prompt.
  *

@@ -1,10 +1,8 @@
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
-import { runTurn } from './pipeline.ts';
-import { journalTurn } from './journal.ts';
 import { checkRequest, inputItems, requestHash } from './plan.ts';
-import { errorRecord, requestRecord } from './receipt.ts';
-import type { TurnRequest, TurnServices } from './types.ts';
+import { requestRecord } from './receipt.ts';
+import type { BackgroundTurn, TurnRequest, TurnServices } from './types.ts';
 
 /**
  * Background turns (`POST .../turns` with `background: true`): the request claims the turn
@@ -14,13 +12,6 @@ import type { TurnRequest, TurnServices } from './types.ts';
  * (functions/worker.ts), the process itself on Node and Deno. docs/STORAGE.md, "Background
  * turns", says what happens when a runner dies.
  */
-
-/** What a runner needs to take a claimed background turn over (the queue message). */
-export interface BackgroundTurn {
-  session_id: string;
-  turn: number;
-  writer: string;
-}
 
 /**
  * Claims a background turn: everything a bad request could fail on first (a 400 stores
@@ -57,48 +48,12 @@ export async function claimInput(
   },
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   const writer = crypto.randomUUID();
-  const claim = services.sessions.claimTurn(sessionId, {
+  const begun = await services.sessions.beginTurn(sessionId, {
     ...claimed,
     request: { ...claimed.request, background: true },
     writer,
   });
-  for (;;) {
-    const attempt = await claim.next();
-    if (attempt.kind === 'replay')
-      return { turn: attempt.turn, status: closedState(attempt.status, attempt.error?.code) };
-    if (await attempt.landed) {
-      const { turn } = attempt.turn;
-      return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
-    }
-  }
-}
-
-/** Hands a claimed background turn to its runner: the queue on Workers, else this process. */
-export async function startRun(services: TurnServices, run: BackgroundTurn): Promise<void> {
-  if (services.startBackground) return services.startBackground(run);
-  services.background(runBackgroundTurn(services, run));
-}
-
-/**
- * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
- * itself or by someone else (its outcome is in its completion), and 'retry' when a storage
- * failure left it open, so a queue delivers it again and the next runner takes it over.
- */
-export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
-  // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
-  const journal = journalTurn(services, run.session_id);
-  const background = { background: { turn: run.turn, writer: run.writer } };
-  try {
-    const response = await runTurn(services, run.session_id, { input: [] }, background, journal.emit);
-    journal.emit({ event: 'turn.completed', data: response });
-    return 'done';
-  } catch (error) {
-    const stored = errorRecord(error);
-    journal.emit({ event: 'error', data: { error: stored }, cause: error });
-    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') return 'done';
-    services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
-    return 'retry';
-  } finally {
-    journal.close();
-  }
+  if (begun.kind === 'replay') return { turn: begun.turn, status: closedState(begun.status, begun.error?.code) };
+  const { turn } = begun.turn;
+  return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
 }

@@ -2,7 +2,7 @@ import { IdempotencyKeyReusedError, TurnInProgressError, TurnNotOpenError } from
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { OnBusy } from '../session/fields.ts';
-import { claimInput, startRun } from './background.ts';
+import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
 import type { TurnRequest, TurnServices } from './types.ts';
@@ -121,7 +121,7 @@ export async function pickUp(
       claimed = { turn: 0, status: 'failed' };
     }
     await sessions.removeQueued(scope, entry.key_sha256);
-    if (claimed.run) return startRun(services, claimed.run);
+    if (claimed.run) return services.startBackground(claimed.run);
   }
 }
 

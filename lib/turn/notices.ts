@@ -1,13 +1,14 @@
-import type { DeliveredNotice } from '../inbox/inbox.ts';
-import type { FetchedNotice } from '../inbox/claim.ts';
-import { CLOCK_TOLERANCE_MS } from '../inbox/delivery-records.ts';
-import { ABORT_NOTICE_NAME } from '../inbox/notice-name.ts';
+import {
+  ABORT_NOTICE_NAME,
+  consumeForModelCall,
+  currentNotices,
+  type DeliveredNotice,
+  type FetchedNotice,
+} from '../inbox/index.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { TurnPlan } from './plan.ts';
-import { errorRecord, noticeRecord } from './receipt.ts';
-import type { GateOutcome } from './stream.ts';
-import { AbortedError } from '../errors.ts';
+import type { GateOutcome } from './model-call.ts';
 import type { TurnServices } from './types.ts';
 
 /**
@@ -33,6 +34,8 @@ export class TurnNotices {
   delivered: DeliveredNotice[] = [];
   /** What a failed or aborted completion carries on. */
   undelivered: Undelivered;
+  /** An `abort` notice this turn consumed: the pipeline closes the turn as aborted (lib/turn/close-turn.ts). */
+  abort?: { name: string; stored_as: string; reason: string };
   readonly #landed: Promise<boolean>;
   #move: (() => Promise<DeliveredNotice[]>) | undefined;
   #settling: Promise<void> | undefined;
@@ -59,22 +62,14 @@ export class TurnNotices {
     const notices = new TurnNotices(turn, landed);
     if (!plan.strategies.includes('inbox')) return notices;
     const listed = fetched ? await fetched.catch(() => undefined) : undefined;
-    const consume = () =>
-      services.inbox.consume(sessionId, {
-        turn: turn.turn,
-        sessionExists: true,
-        since: turn.session.created_at,
-        ...(fetched ? { fetched } : {}),
-      });
+    const consume = () => consumeForModelCall(services.inbox, sessionId, turn.session, turn.turn, fetched);
     if (!listed || turn.undelivered.lost_turns.length > 0 || listed.some((n) => n.name === ABORT_NOTICE_NAME)) {
       await notices.claimed();
-      await notices.#consumeNow(services, sessionId, turn, plan, consume);
+      await notices.#consumeNow(services, sessionId, turn, consume);
       return notices;
     }
     notices.carried = [...turn.undelivered.notices];
-    // Uploaded before the session was created: left by an unfinished delete, never delivered.
-    const horizon = Date.parse(turn.session.created_at) - CLOCK_TOLERANCE_MS;
-    const current = listed.filter((notice) => notice.info.uploaded.getTime() >= horizon);
+    const current = currentNotices(listed, turn.session.created_at);
     const reads = await Promise.all(current.map((notice) => notice.read));
     const asRead = current.flatMap((notice, index) => {
       const read = reads[index]!;
@@ -118,12 +113,11 @@ export class TurnNotices {
       : 'changed';
   }
 
-  /** Moves notices once the claim has landed; an `abort` notice closes the turn as aborted. */
+  /** Moves notices once the claim has landed; an `abort` notice is kept in `abort`. */
   async #consumeNow(
     services: TurnServices,
     sessionId: string,
     turn: OpenTurn,
-    plan: TurnPlan,
     consume: () => ReturnType<TurnServices['inbox']['consume']>,
   ): Promise<void> {
     // Earlier turns' notices first (those of turns that died are found in the inbox's
@@ -136,26 +130,7 @@ export class TurnNotices {
     this.delivered = [...this.carried, ...consumed.delivered];
     this.undelivered = { notices: this.delivered.map(undeliveredRecord), lost_turns: [] };
     this.#settling = Promise.resolve();
-    if (!consumed.abort) return;
-    const { abort } = consumed;
-    const error = new AbortedError(abort.reason, {
-      reason: abort.reason,
-      notice: abort.name,
-      stored_as: abort.stored_as,
-      turn: turn.turn,
-    });
-    await services.sessions.completeTurn(turn, {
-      status: 'aborted',
-      output: [],
-      receipt: {
-        strategies: plan.strategies,
-        notices: this.delivered.map(noticeRecord),
-        abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason },
-      },
-      error: errorRecord(error),
-      undelivered: this.undelivered,
-    });
-    throw error;
+    if (consumed.abort) this.abort = consumed.abort;
   }
 }
 

@@ -1,11 +1,9 @@
 import { contentText } from '../content.ts';
 import {
-  AbortedError,
   LEASE_EXPIRED,
   NotFoundError,
   ReplayedError,
   SESSION_DELETED,
-  TailgateError,
   TURN_CANCELLED,
   TurnClosedError,
 } from '../errors.ts';
@@ -13,12 +11,11 @@ import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { StoredItem } from '../items.ts';
-import { NOTHING_UNDELIVERED, type Undelivered } from '../session/records.ts';
+import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
-import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import { turnUsage } from '../ledger/usage.ts';
-import type { FetchedNotice } from '../inbox/claim.ts';
+import type { FetchedNotice } from '../inbox/index.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
 import {
@@ -31,12 +28,13 @@ import {
   requestHash,
 } from './plan.ts';
 import { pickUp } from './busy.ts';
-import { errorRecord, requestRecord, type TurnReceipt } from './receipt.ts';
-import { gatedModelCall } from './stream.ts';
+import { closeAborted, closedBefore, closeFailed, closeTurn, type Attempt } from './close-turn.ts';
+import { requestRecord } from './receipt.ts';
+import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
-import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './prompt-step.ts';
+import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
-import { TURN_STEPS, type TurnTrace } from './trace.ts';
+import { TURN_STEPS } from './trace.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -143,17 +141,6 @@ function storedRequest(turn: OpenTurn): TurnRequest {
   return { ...settings, input } as TurnRequest;
 }
 
-/** What one attempt has decided so far, for closing it when it fails. */
-interface Attempt {
-  turn: OpenTurn;
-  trace: TurnTrace;
-  plan?: TurnPlan;
-  receipt?: () => Promise<TurnReceipt>;
-  notices?: TurnNotices;
-  /** A background turn's: aborted (with the error to answer) once someone else closed it. */
-  stop?: AbortController;
-}
-
 /** One claim attempt; null when another writer took its record number (start again). */
 async function attemptTurn(
   services: TurnServices,
@@ -211,20 +198,19 @@ async function turnSteps(
   const plan = planTurn(services, turn.session, request);
   attempt.plan = plan;
   trace.model(plan.model.id);
-  const budget = resolveTokenBudget(plan.model.id, plan.strategyConfig, {
-    ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
-    ...(services.tokenEncoders ? { encoders: services.tokenEncoders } : {}),
-  });
+  const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const history = await trace.step(TURN_STEPS.readContext, () =>
     sessions.readContext(turn, historyRequirement(turn, plan)),
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
   const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
+  if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);
   attempt.notices = notices;
   // completeTurn numbers the output right after the input; the response says so up front.
   const firstSeq = turn.counts.items + 1;
   const started = { event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } } as const;
   const inputs: PromptInputs = { turn, plan, budget, request, history, aggregates, notices };
+  attempt.prompt = inputs;
   let result: ModelResult | null = null;
   let prompt: TurnPrompt;
   // Built again when a notice the prompt showed did not move.
@@ -244,7 +230,7 @@ async function turnSteps(
   const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage, context };
   const receipt = { ...(await prompt.receipt(notices.delivered)), usage };
   const stored = await trace.step(TURN_STEPS.complete, () =>
-    sessions.completeTurn(turn, {
+    closeTurn(services, attempt, {
       status: 'completed',
       output: result.output,
       usage,
@@ -339,54 +325,6 @@ function schedulePacking(
     if (refresh || turn.record % PACK_EVERY_RECORDS === 0)
       await services.sessions.pack(sessionId, { ...packOptions(plan), refresh });
   });
-}
-
-/** Closes a claimed turn that failed (unless someone else closed it) and rethrows. */
-async function closeFailed(
-  services: TurnServices,
-  sessionId: string,
-  attempt: Attempt,
-  error: unknown,
-): Promise<never> {
-  const { sessions } = services;
-  const { turn } = attempt;
-  // Moves in flight finish first, so the completion carries every notice taken.
-  await attempt.notices?.settle().catch(() => undefined);
-  const undelivered: Undelivered = attempt.notices?.undelivered ?? turn.undelivered;
-  // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
-  // inbox or took over go back (the closer's completion carries the older ones on).
-  if (error instanceof TurnClosedError || error instanceof NotFoundError) {
-    const taken = undelivered.notices.filter(
-      (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
-    );
-    if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
-  }
-  // Closed by someone else, by the abort itself, or deleted: nothing more to store.
-  if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
-  try {
-    await sessions.completeTurn(turn, {
-      status: 'failed',
-      output: [],
-      receipt: (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] },
-      error: errorRecord(error),
-      undelivered,
-    });
-    afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-  } catch (closeError) {
-    if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
-    services.log('tailgate: could not close a failed turn', closeError);
-  }
-  // A storage failure while the session was being deleted is the delete's doing: 404.
-  if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
-    if (!(await sessions.exists(turn.scope).catch(() => true)))
-      throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
-  }
-  throw error;
-}
-
-/** What a pickup after this turn's own close needs to tell that the session went idle. */
-function closedBefore(turn: OpenTurn) {
-  return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null };
 }
 
 function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event: TurnEvent) => void): TurnResponse {

@@ -1,8 +1,8 @@
 import type { PromptItem } from '../items.ts';
-import { preparePrompt, tailRequirement } from '../strategies/index.ts';
+import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
-import { withSummary, withInstructions, inboxMessage, promptCharacters } from './prompt.ts';
+import { assemblePrompt, promptContext } from './assemble-prompt.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -25,24 +25,21 @@ export async function previewPrompt(
     context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
   );
   const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
-  const prepared = preparePrompt(withSummary(contextStart, history), plan.strategies, {
-    config: plan.strategyConfig,
+  const { prompt, prepared } = assemblePrompt({
+    history,
+    contextStart,
+    strategies: plan.strategies,
+    strategyConfig: plan.strategyConfig,
     env: services.env,
-    ...(contextStart ? {} : { aggregates }),
-    inbox: (items) => [
-      ...items,
-      ...pending.map((notice) => ({ ...inboxMessage(notice.content), pending: true as const })),
-    ],
+    aggregates: contextStart ? undefined : aggregates,
+    notices: pending.map((notice) => ({ content: notice.content, pending: true as const })),
+    instructions: session.instructions,
   });
-  const { prompt } = withInstructions(session.instructions, prepared.items, prepared.stablePrefixLength);
   const items = await services.sessions.hydrate(scope, prompt);
   return {
     items,
     context: {
-      strategies: prepared.strategies,
-      items_in_prompt: items.length,
-      prompt_chars: promptCharacters(items),
-      ...prepared.stats,
+      ...promptContext(prepared, items),
       notices_delivered: [],
       notices_pending: pending.map((notice) => notice.name),
       ...(contextStart ? { context_start_seq: contextStart.start_seq } : {}),

@@ -2,7 +2,7 @@ import { mediaParts } from '../content.ts';
 import { TailgateError } from '../errors.ts';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
-import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { DeliveredNotice } from '../inbox/index.ts';
 import { promptHashSteps, withSynthetic, type PromptHashes, type PromptShape } from '../prompt-shape.ts';
 import type { StoredError, TurnRequest, TurnContext } from './types.ts';
 import type { TurnPlan } from './plan.ts';

@@ -1,13 +1,12 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
 import type { Model } from '../models/model.ts';
-import type { Inbox } from '../inbox/inbox.ts';
+import type { Inbox } from '../inbox/index.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
-import type { BackgroundTurn } from './background.ts';
 import type { WebhookSink } from '../webhooks/events.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
@@ -28,6 +27,13 @@ export interface TurnOptions {
   background?: { turn: number; writer: string };
 }
 
+/** What a runner needs to take a claimed background turn over (the queue message). */
+export interface BackgroundTurn {
+  session_id: string;
+  turn: number;
+  writer: string;
+}
+
 /** The service types of a turn; its wire types are derived from the schemas in wire.ts. */
 
 export type StoredError = { code: string; message: string; details?: unknown };
@@ -39,6 +45,7 @@ export type StoredError = { code: string; message: string; details?: unknown };
 export type TurnSessionLog = Pick<
   SessionLog,
   | 'get'
+  | 'beginTurn'
   | 'claimTurn'
   | 'storeAttachments'
   | 'readContext'
@@ -80,8 +87,11 @@ export interface TurnServices {
   log: (message: string, details?: unknown) => void;
   /** Real tokenizers the runtime provides (Node, Deno); the approximation without them. */
   tokenEncoders?: TokenEncoders;
-  /** Hands a claimed background turn to a queue (Workers); without it, the process runs it. */
-  startBackground?: (run: BackgroundTurn) => Promise<void>;
+  /**
+   * Hands a claimed background turn to its runner: a queue on Workers, else this process
+   * (`runInProcess`, lib/turn/background-runner.ts).
+   */
+  startBackground: (run: BackgroundTurn) => Promise<void>;
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
   observeTurn?: (outcome: TurnOutcome) => void;
   /**

@@ -12,7 +12,14 @@ import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { previewPrompt, runTurn, streamTurn, type TurnEvent, type TurnServices } from '../../lib/turn.ts';
+import {
+  previewPrompt,
+  runInProcess,
+  runTurn,
+  streamTurn,
+  type TurnEvent,
+  type TurnServices,
+} from '../../lib/turn/index.ts';
 
 /** A tiny window, so a few turns of echo overflow it: prompt limit 1000 - 200 = 800 tokens. */
 const BUDGET = { context_limit: 1000, response_reserve: 200 };
@@ -28,6 +35,9 @@ function services(
     env: options.env ?? {},
     model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),
     background: () => undefined,
+    startBackground(run) {
+      return runInProcess(this, run);
+    },
     log: () => {},
   };
 }

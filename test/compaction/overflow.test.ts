@@ -11,7 +11,7 @@ import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
-import { runTurn, type TurnResponse, type TurnServices } from '../../lib/turn.ts';
+import { runInProcess, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
 
 /**
  * The overflow safety net (lib/compaction/fit-prompt.ts) in a long tool loop: a model no
@@ -63,6 +63,9 @@ function services(
     env: {},
     model: () => model,
     background: (task) => pending.push(task),
+    startBackground(run) {
+      return runInProcess(this, run);
+    },
     log: () => {},
     // Packing runs after each turn, as waitUntil would.
     settle: async () => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { BackgroundTurn } from '../../lib/turn.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { settled } from './background-suite.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';

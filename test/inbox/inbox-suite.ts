@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
-import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
+import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { describe, expect, it } from 'vitest';
-import { removeStaleOriginal } from '../../lib/inbox/claim.ts';
-import { Inbox, type InboxLogEvent } from '../../lib/inbox/inbox.ts';
+import { removeStaleOriginal } from '../../lib/inbox/move.ts';
+import { Inbox, type InboxLogEvent } from '../../lib/inbox/index.ts';
 import { decodeUtf8 } from '../../lib/store/object-store.ts';
 import { compareBytes, createNameGenerator, parseSlot, slotName, splitExtension } from '../../lib/inbox/notice-name.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';

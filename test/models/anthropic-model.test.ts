@@ -2,9 +2,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { PromptItem, Tool } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { resolveModel } from '../../lib/models/resolve-model.ts';
-import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
-import { withInstructions } from '../../lib/turn/prompt.ts';
+import { assemblePrompt } from '../../lib/turn/assemble-prompt.ts';
 import { replayAnthropicCache } from '../support/fake-providers/anthropic-cache.ts';
 import { collectStream, streamedText } from '../support/fake-providers/collect-stream.ts';
 import { toolLoopPrompt, weatherTool } from '../support/fake-providers/tool-loop.ts';
@@ -241,12 +240,15 @@ describe('anthropic adapter against a fake Messages server', () => {
           arguments: `{"n":${index}}`,
         });
         history.push({ type: 'function_call_output', call_id: `toolu_${index}`, output: `page ${index} `.repeat(80) });
-        const prepared = preparePrompt(history, 'shorten_tools_epoch', { config });
-        const { prompt, cacheBreakpoint } = withInstructions(
-          'You are careful.',
-          prepared.items,
-          prepared.stablePrefixLength,
-        );
+        const { prompt, cacheBreakpoint } = assemblePrompt({
+          history,
+          contextStart: null,
+          strategies: ['shorten_tools_epoch'],
+          strategyConfig: config,
+          env: {},
+          notices: [],
+          instructions: 'You are careful.',
+        });
         prompts.push(prompt);
         await model.generate({
           prompt,
@@ -302,8 +304,15 @@ describe('anthropic adapter against a fake Messages server', () => {
           { type: 'input_image', image_url: `https://example.com/shot-${index}.png` },
         ],
       });
-      const prepared = preparePrompt(history, 'shorten_tools_epoch,shorten_images', { config });
-      const { prompt, cacheBreakpoint } = withInstructions('You click.', prepared.items, prepared.stablePrefixLength);
+      const { prompt, cacheBreakpoint } = assemblePrompt({
+        history,
+        contextStart: null,
+        strategies: ['shorten_tools_epoch', 'shorten_images'],
+        strategyConfig: config,
+        env: {},
+        notices: [],
+        instructions: 'You click.',
+      });
       prompts.push(prompt);
       stableEnds.push(cacheBreakpoint ?? 0);
       await model.generate({

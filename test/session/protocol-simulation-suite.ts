@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import { parseRecordsEntry } from '../../lib/session/keys.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
-import type { TurnResponse } from '../../lib/turn.ts';
+import type { TurnResponse } from '../../lib/turn/index.ts';
 import { addToLedger, EMPTY_LEDGER, sessionUsage, type Ledger } from '../../lib/ledger/usage.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import {

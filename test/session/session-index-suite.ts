@@ -5,7 +5,7 @@ import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { appendItems } from '../../lib/turn.ts';
+import { appendItems } from '../../lib/turn/index.ts';
 import { EMPTY_LEDGER, sessionUsage, turnUsage } from '../../lib/ledger/usage.ts';
 
 /**

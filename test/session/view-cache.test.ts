@@ -10,7 +10,7 @@ import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { ViewCache, viewCacheOf } from '../../lib/session/log/view-cache.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn, type TurnServices } from '../../lib/turn.ts';
+import { runInProcess, runTurn, type TurnServices } from '../../lib/turn/index.ts';
 import { DepthStore } from '../support/depth-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -93,6 +93,7 @@ function world(viewCacheBytes: number) {
     env: { DEFAULT_MODEL: 'echo' },
     model: () => model,
     background: (task) => void background.push(task),
+    startBackground: (run) => runInProcess(services, run),
     log: () => {},
   };
   const turn = async (input: string) => {

@@ -1,6 +1,6 @@
 import { parseServiceConfig } from '../../lib/config.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import type { TurnServices } from '../../lib/turn.ts';
+import type { TurnServices } from '../../lib/turn/index.ts';
 import { SessionLog } from './session-log.ts';
 
 /**

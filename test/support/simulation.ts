@@ -14,13 +14,14 @@ import {
   appendItems,
   packOptions,
   runBackgroundTurn,
+  runInProcess,
   runTurn,
   sessionStrategyPlan,
   streamTurn,
   takeUnderPolicy,
   type TurnResponse,
   type TurnServices,
-} from '../../lib/turn.ts';
+} from '../../lib/turn/index.ts';
 import { claimInput } from '../../lib/turn/background.ts';
 
 const ECHO_PRICES = JSON.stringify({ echo: { input: 1.25, cached_input: 0.125, output: 10 } });
@@ -210,7 +211,7 @@ export class World {
     const store = new ActorStore(inner, this.scheduler, crash);
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
-    const services = {
+    const services: Actor['services'] = {
       // With a view cache, as the service runs: what an actor parsed before must stay exact.
       sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20 }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
@@ -221,6 +222,7 @@ export class World {
       background: (task: Promise<unknown>) => {
         background.push(task.catch(() => undefined));
       },
+      startBackground: (run) => runInProcess(services, run),
       log: () => {},
     };
     return { store, services, background };

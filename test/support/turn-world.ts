@@ -4,7 +4,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import type { TurnServices } from '../../lib/turn.ts';
+import { runInProcess, type TurnServices } from '../../lib/turn/index.ts';
 import { SessionLog } from './session-log.ts';
 
 /**
@@ -49,6 +49,7 @@ export function turnWorld(store: ObjectStore, model: Model) {
     env: { DEFAULT_MODEL: model.id },
     model: () => model,
     background: () => undefined,
+    startBackground: (run) => runInProcess(services, run),
     log: () => {},
   };
   return { sessions, inbox, services };

@@ -3,7 +3,7 @@ import { TurnInProgressError } from '../../lib/errors.ts';
 import { spendKey, sweepTokenSpend, TokenSpend, type TokenBudget } from '../../lib/ledger/token-spend.ts';
 import type { TurnUsage } from '../../lib/ledger/usage.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn } from '../../lib/turn.ts';
+import { runTurn } from '../../lib/turn/index.ts';
 import { takeUnderPolicy } from '../../lib/turn/busy.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { DepthStore } from '../support/depth-store.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn.ts';
+import { runTurn, streamTurn, type TurnEvent } from '../../lib/turn/index.ts';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
 /**

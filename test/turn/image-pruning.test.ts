@@ -6,7 +6,7 @@ import type { ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { wholeImages } from '../../lib/strategies/shorten-images.ts';
 import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
-import { runTurn } from '../../lib/turn.ts';
+import { runTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';

@@ -3,7 +3,7 @@ import type { ModelRequest } from '../../lib/models/model.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
-import { streamTurn, runTurn, type TurnEvent } from '../../lib/turn.ts';
+import { streamTurn, runTurn, type TurnEvent } from '../../lib/turn/index.ts';
 
 /**
  * The model call a turn starts before its claim and its notice moves have landed: when one

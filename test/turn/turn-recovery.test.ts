@@ -11,7 +11,7 @@ import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
-import { runTurn, type TurnServices } from '../../lib/turn.ts';
+import { runInProcess, runTurn, type TurnServices } from '../../lib/turn/index.ts';
 
 /**
  * What the pipeline does when a turn is interrupted from outside while its model answers
@@ -54,6 +54,9 @@ function world(given?: ObjectStore) {
     env: {},
     model: (id) => (id === 'held' ? model : echoModel),
     background: () => undefined,
+    startBackground(run) {
+      return runInProcess(this, run);
+    },
     log: () => {},
   });
   return { store, services, advance: (ms: number) => (now += ms) };

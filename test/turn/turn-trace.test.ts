@@ -13,7 +13,7 @@ import { tracingFor } from '../../functions/tracing.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn } from '../../lib/turn.ts';
+import { runTurn } from '../../lib/turn/index.ts';
 import { turnWorld } from '../support/turn-world.ts';
 
 /** A turn world whose turns' spans land in an in-memory exporter (the SDK's, unmocked). */

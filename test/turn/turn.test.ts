@@ -12,12 +12,13 @@ import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import {
   previewPrompt,
   promptCharacters,
+  runInProcess,
   runTurn,
   seqRanges,
   streamTurn,
   type TurnEvent,
   type TurnServices,
-} from '../../lib/turn.ts';
+} from '../../lib/turn/index.ts';
 
 function services(
   model: Model = echoModel,
@@ -31,6 +32,9 @@ function services(
     env: {},
     model: (id) => (id === 'recording' ? model : echoModel),
     background: (task) => void pending.push(task),
+    startBackground(run) {
+      return runInProcess(this, run);
+    },
     log: () => {},
     pending,
     store,
@@ -232,6 +236,7 @@ describe('storage operations per turn', () => {
     const turnServices: TurnServices = {
       sessions: {
         get: log.get.bind(log),
+        beginTurn: log.beginTurn.bind(log),
         claimTurn: log.claimTurn.bind(log),
         storeAttachments: log.storeAttachments.bind(log),
         readContext: log.readContext.bind(log),
@@ -263,6 +268,7 @@ describe('storage operations per turn', () => {
       env: {},
       model: () => echoModel,
       background: (task) => void background.push(task),
+      startBackground: (run) => runInProcess(turnServices, run),
       log: () => {},
     };
     // The background work a turn hands over (its listing row), settled before the next is measured.
@@ -282,7 +288,7 @@ describe('storage operations per turn', () => {
         input: [{ type: 'function_call_output', call_id: call.call_id, output: 'x'.repeat(200) }],
       });
       measured.push(operations(store.counts));
-      // Background work starts on a timer after the response (lib/turn.ts afterResponse).
+      // Background work starts on a timer after the response (lib/turn/append.ts afterResponse).
       await new Promise((resolve) => setTimeout(resolve, 0));
       for (const { id, options } of packRequests.splice(0)) await log.pack(id, options);
     }

@@ -5,7 +5,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
-import { runTurn } from '../../lib/turn.ts';
+import { runTurn } from '../../lib/turn/index.ts';
 import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';

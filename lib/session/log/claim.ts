@@ -17,7 +17,7 @@ import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
-import { indexKey } from './idempotency.ts';
+import { indexKey } from './idempotency-index.ts';
 import type { BeginTurnResult, OpenTurn } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
 import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../ledger/usage.ts';

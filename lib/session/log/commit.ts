@@ -36,8 +36,8 @@ import {
 import { findKey } from './idempotency.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
-import type { BeginTurnResult } from './types.ts';
-import { EMPTY_BASE, prefetchView, readBase, type Base, type PrefetchedView } from './views.ts';
+import type { Base, BeginTurnResult } from './types.ts';
+import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 
 /**

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { DEFAULTS } from '../../config.ts';
+import { DEFAULTS } from '../../defaults.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';

@@ -11,21 +11,6 @@ import type { BeginTurnResult, StoredOutcome } from './types.ts';
 
 /** Idempotency keys: the `idem/` index of keyed turns, and the stored outcome a used key replays. */
 
-/** `idem/<key hash>` -> the record of a keyed turn (create-only; a second write changes nothing). */
-export async function indexKey(
-  log: LogContext,
-  scope: LogScope,
-  keyHash: string,
-  record: number,
-  requestHash: string | undefined,
-): Promise<void> {
-  const claim = { format: 'tailgate.idempotency.v1', record, ...(requestHash ? { request_sha256: requestHash } : {}) };
-  await log.store.put(idempotencyKey(scope, keyHash), JSON.stringify(claim), {
-    onlyIfAbsent: true,
-    contentType: 'application/json',
-  });
-}
-
 /**
  * The outcome of the turn a key was used for, or null when it was not used: the newest
  * record carries the key (open: TurnInProgressError while its lease runs), or `idem/` names

@@ -4,6 +4,7 @@ import { parseStored } from '../records.ts';
 import { keyShardSchema, type KeyIndex, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { RecordMissingError } from './head.ts';
+import type { KnownKeys } from './types.ts';
 
 /**
  * The repeat index: every distinct call key of the history, in shards by hash prefix, each
@@ -17,12 +18,6 @@ export const INDEX_KEY_CHARS = 12;
 const SHARD_KEYS = 128;
 /** Shards read or written at a time. */
 const PARALLEL_SHARDS = 16;
-
-/** The keys a reader loaded, by shard prefix, at the depth of its view's index. */
-export interface KnownKeys {
-  depth: number;
-  shards: Map<string, Set<string>>;
-}
 
 /** The index of an empty history. */
 export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, versions: {} }) as KeyIndex;

@@ -20,7 +20,7 @@ import {
 } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
-import { indexKey } from './idempotency.ts';
+import { indexKey } from './idempotency-index.ts';
 import type { OpenTurn, StoredOutcome } from './types.ts';
 
 /**

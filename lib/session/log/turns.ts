@@ -93,7 +93,7 @@ export const syntheticEntrySchema = z.object({
   name: z.string().optional(),
 });
 const syntheticSchema = z.array(syntheticEntrySchema);
-/** The receipt lib/turn.ts stores, read leniently: older turns lack fields, failed ones most of them. */
+/** The receipt lib/turn/receipt.ts builds, read leniently: older turns lack fields, failed ones most of them. */
 const receiptSchema = z
   .object({
     model: z.string().optional(),

@@ -11,10 +11,26 @@ import type {
   TurnStatus,
   Undelivered,
 } from '../records.ts';
-import type { Base } from './views.ts';
+import type { LogView } from '../view-records.ts';
 import type { Ledger, TurnUsage } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
+
+/** The keys a reader loaded, by shard prefix, at the depth of its view's index. */
+export interface KnownKeys {
+  depth: number;
+  shards: Map<string, Set<string>>;
+}
+
+/**
+ * The newest view of a log and every item after it (seq order), up to some record, with the
+ * shards of the view's repeat index that the calls after it (and the input) fall in.
+ */
+export interface Base {
+  view: LogView | null;
+  since: LogItem[];
+  known: KnownKeys | null;
+}
 
 export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';
 

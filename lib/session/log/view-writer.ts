@@ -8,9 +8,9 @@ import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
-import type { PackOptions } from './types.ts';
+import type { Base, PackOptions } from './types.ts';
 import { writeKeyShards } from './key-shards.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds, type Base } from './views.ts';
+import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,

@@ -5,13 +5,13 @@ import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored, type LogItem } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
-import { loadKnownKeys, seenBefore, ShardMissingError, type KnownKeys } from './key-shards.ts';
+import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import type { LogContext } from './context.ts';
 import { checkDense, countsOf, readRecord, RecordMissingError, recordGroups, segmentRange, type Head } from './head.ts';
-import type { OpenTurn, ViewPolicy } from './types.ts';
+import type { Base, OpenTurn, ViewPolicy } from './types.ts';
 
 /**
  * Views, as turns read them: the newest view and every item after it (a base), the tail a
@@ -25,16 +25,6 @@ import type { OpenTurn, ViewPolicy } from './types.ts';
 export const VIEW_MARGIN_CALLS = 8;
 /** A turn asks for a fresh view once its view holds this many bytes the strategies no longer need. */
 const VIEW_EXCESS_BYTES = 32 * 1024;
-
-/**
- * The newest view of a log and every item after it (seq order), up to some record, with the
- * shards of the view's repeat index that the calls after it (and the input) fall in.
- */
-export interface Base {
-  view: LogView | null;
-  since: LogItem[];
-  known: KnownKeys | null;
-}
 
 /** The base of an empty log. */
 export const EMPTY_BASE: Base = Object.freeze({ view: null, since: [], known: null }) as Base;

@@ -1,15 +1,16 @@
 import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '../compaction/index.ts';
-import type { DeliveredNotice } from '../inbox/inbox.ts';
+import type { DeliveredNotice } from '../inbox/index.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
-import { preparePrompt } from '../strategies/index.ts';
+import type { OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
-import { compactionContext, inboxMessage, promptCharacters, withInstructions, withSummary } from './prompt.ts';
+import { assemblePrompt, compactionContext, promptContext } from './assemble-prompt.ts';
+import { buildModelRequest, turnCallOptions } from './model-call.ts';
 import { buildReceipt, receiptParts, type ReceiptParts, type TurnReceipt } from './receipt.ts';
 import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
 
@@ -33,6 +34,8 @@ export interface PromptInputs {
   notices: TurnNotices;
   /** Set by the compaction this turn did, so a second build does not compact again. */
   compaction?: TurnContext['compaction'];
+  /** The overflow boundary the fitted prompt moved: the turn's close stores it (lib/turn/close-turn.ts). */
+  moved?: OverflowBoundary;
 }
 
 export interface TurnPrompt {
@@ -88,19 +91,16 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   const fit = fitPrompt(built, plan.tools, budget, {
     truncation: request.truncation,
     compacting,
-    boundary: turn.overflow,
+    boundary: inputs.moved ?? turn.overflow,
     turn: turn.turn,
     keepFromSeq: turn.input[0]?.seq,
   });
   built = fit.built;
-  if (fit.moved) Object.assign(turn, { overflow: fit.moved, overflowMoved: true });
+  if (fit.moved) inputs.moved = fit.moved;
   const promptTokens = fit.promptTokens;
   const { prepared, cacheBreakpoint, hydrated } = built;
   const context: Omit<TurnContext, 'notices_delivered'> = {
-    strategies: prepared.strategies,
-    items_in_prompt: hydrated.length,
-    prompt_chars: promptCharacters(hydrated),
-    ...prepared.stats,
+    ...promptContext(prepared, hydrated),
     ...(compacting
       ? compactionContext(
           promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
@@ -121,32 +121,28 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     const names = delivered.map((notice) => notice.name);
     return buildReceipt(plan, await parts!, hydrated, delivered, { ...context, notices_delivered: names });
   };
-  const modelRequest: ModelRequest = {
+  const modelRequest = buildModelRequest(
     // Images and files are read last, for the items the fitted prompt kept.
-    prompt: await services.sessions.readMedia(turn.scope, hydrated),
-    tools: plan.tools,
-    ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
-    ...(request.max_output_tokens !== undefined ? { maxOutputTokens: request.max_output_tokens } : {}),
-    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
-    ...(request.prompt_cache_key !== undefined ? { promptCacheKey: request.prompt_cache_key } : {}),
-    ...(request.model_settings !== undefined ? { settings: request.model_settings } : {}),
-  };
+    await services.sessions.readMedia(turn.scope, hydrated),
+    plan.tools,
+    cacheBreakpoint,
+    turnCallOptions(request),
+  );
   return { modelRequest, context, startReceipt, receipt };
 }
 
 /** The strategies applied, the instructions first, payloads fetched. */
 async function build(services: TurnServices, inputs: PromptInputs, delivered: DeliveredNotice[]) {
-  const { turn, plan, aggregates } = inputs;
-  const prepared = preparePrompt(withSummary(turn.context, inputs.history), plan.strategies, {
-    config: plan.strategyConfig,
+  const { turn, plan } = inputs;
+  const { prompt, cacheBreakpoint, prepared } = assemblePrompt({
+    history: inputs.history,
+    contextStart: turn.context,
+    strategies: plan.strategies,
+    strategyConfig: plan.strategyConfig,
     env: services.env,
-    ...(aggregates ? { aggregates } : {}),
-    inbox: (items) => [...items, ...delivered.map((notice) => inboxMessage(notice.content))],
+    aggregates: inputs.aggregates,
+    notices: delivered,
+    instructions: turn.session.instructions,
   });
-  const { prompt, cacheBreakpoint } = withInstructions(
-    turn.session.instructions,
-    prepared.items,
-    prepared.stablePrefixLength,
-  );
   return { prepared, cacheBreakpoint, hydrated: await services.sessions.hydrate(turn.scope, prompt) };
 }

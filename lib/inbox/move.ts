@@ -1,12 +1,5 @@
 import { StorageError } from '../errors.ts';
-import {
-  decodeUtf8,
-  listAll,
-  mapLimit,
-  type ObjectInfo,
-  type ObjectStore,
-  type StoredObject,
-} from '../store/object-store.ts';
+import { decodeUtf8, listAll, mapLimit, type ObjectInfo, type ObjectStore } from '../store/object-store.ts';
 import { parseSlot, slotName, splitExtension } from './notice-name.ts';
 import type { DeliveredNotice, InboxLogEvent } from './types.ts';
 import {
@@ -20,8 +13,10 @@ import {
   turnSchema,
   withMetadata,
   type ClaimOutcome,
+  type FetchedNotice,
   type Identity,
   type ListedNotice,
+  type NoticeRead,
   type SlotClaim,
   type TakeContext,
 } from './delivery-records.ts';
@@ -45,16 +40,6 @@ export interface InboxContext {
 const STALE_CLAIM_MS = 60_000;
 /** Bound on create-only attempts at successive slots of one name within one consume. */
 const MAX_SLOT_ATTEMPTS = 50;
-
-/** A notice read before its move: its content, or why it is not delivered. */
-export type NoticeRead =
-  | { kind: 'read'; object: StoredObject; content: string }
-  | Extract<ClaimOutcome, { kind: 'skipped' | 'taken' }>;
-
-/** A listed notice whose read has started (see `Inbox.fetch`). */
-export interface FetchedNotice extends ListedNotice {
-  read: Promise<NoticeRead>;
-}
 
 /** Reads one notice for its move: too large, unreadable or not UTF-8 (but an abort's) is skipped. */
 export async function readNotice(ctx: InboxContext, notice: ListedNotice, isAbort: boolean): Promise<NoticeRead> {

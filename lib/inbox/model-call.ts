@@ -1,0 +1,24 @@
+import type { FetchedNotice } from './delivery-records.ts';
+import type { Inbox } from './inbox.ts';
+import type { ConsumeResult } from './types.ts';
+
+/**
+ * Consumes the notices of a session that was just read (so it exists) for model call `turn`
+ * (0 for a chat completion): `fetched` is the inbox read ahead alongside a turn's claim. The one
+ * way turns (lib/turn/notices.ts) and chat completions that name a session
+ * (lib/openai/chat-completion.ts) consume the inbox.
+ */
+export function consumeForModelCall(
+  inbox: Pick<Inbox, 'consume'>,
+  sessionId: string,
+  session: { created_at: string },
+  turn: number,
+  fetched?: Promise<FetchedNotice[]>,
+): Promise<ConsumeResult> {
+  return inbox.consume(sessionId, {
+    turn,
+    sessionExists: true,
+    since: session.created_at,
+    ...(fetched ? { fetched } : {}),
+  });
+}

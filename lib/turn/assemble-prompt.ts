@@ -1,0 +1,108 @@
+import { summaryMessage } from '../compaction/index.ts';
+import type { HistoryAggregates } from '../history.ts';
+import { outputLength, type PromptItem } from '../items.ts';
+import type { ContextStart } from '../session/records.ts';
+import { preparePrompt, type PreparedPrompt, type StrategyConfig } from '../strategies/index.ts';
+import type { TurnContext } from './types.ts';
+
+/**
+ * How a prompt is put together, the one way turns, the prompt preview and stateless calls
+ * (lib/openai/stateless.ts) do it: the summary of a compacted context first, the strategies
+ * over the history with the notices where `inbox` stands, the instructions first as a system
+ * message. Pure: reading the history, hydrating payloads and fitting the window are the
+ * callers'.
+ */
+
+export interface PromptSources {
+  /** The history the strategies see (a tail view, or the items of a stateless call, numbered). */
+  history: PromptItem[];
+  /** The compacted context's start: its summary goes before the history. */
+  contextStart: ContextStart | null;
+  strategies: string[];
+  strategyConfig: StrategyConfig;
+  /** The plain string environment (PROMPT_STRATEGY, thresholds). */
+  env: Record<string, string | undefined>;
+  /** Present when `history` is only a tail of the history. */
+  aggregates?: HistoryAggregates | undefined;
+  /** The notices the `inbox` strategy inserts; `pending` marks those not delivered (the preview's). */
+  notices: readonly { content: string; pending?: true }[];
+  instructions: string | null;
+}
+
+export interface AssembledPrompt {
+  prompt: PromptItem[];
+  /** The last item of the cache-stable prefix, instructions included. */
+  cacheBreakpoint?: number;
+  prepared: PreparedPrompt;
+}
+
+export function assemblePrompt(sources: PromptSources): AssembledPrompt {
+  const { contextStart, history, aggregates } = sources;
+  const notices = sources.notices.map(
+    (notice): PromptItem => ({ ...inboxMessage(notice.content), ...(notice.pending ? { pending: true } : {}) }),
+  );
+  const prepared = preparePrompt(
+    contextStart ? [summaryMessage(contextStart.summary), ...history] : history,
+    sources.strategies,
+    {
+      config: sources.strategyConfig,
+      env: sources.env,
+      ...(aggregates ? { aggregates } : {}),
+      inbox: (items) => [...items, ...notices],
+    },
+  );
+  return { ...withInstructions(sources.instructions, prepared.items, prepared.stablePrefixLength), prepared };
+}
+
+/** The counts of the response's `context` that every prompt has, over the prompt as sent. */
+export function promptContext(
+  prepared: PreparedPrompt,
+  prompt: PromptItem[],
+): Pick<TurnContext, 'strategies' | 'items_in_prompt' | 'prompt_chars'> & PreparedPrompt['stats'] {
+  return {
+    strategies: prepared.strategies,
+    items_in_prompt: prompt.length,
+    prompt_chars: promptCharacters(prompt),
+    ...prepared.stats,
+  };
+}
+
+export function compactionContext(
+  promptTokens: number,
+  context: ContextStart | null,
+  compaction: TurnContext['compaction'],
+): Partial<TurnContext> {
+  return {
+    prompt_tokens: promptTokens,
+    ...(context ? { context_start_seq: context.start_seq } : {}),
+    ...(compaction ? { compaction } : {}),
+  };
+}
+
+/** The session instructions go first, as a system message; the cache breakpoint shifts with them. */
+function withInstructions(
+  instructions: string | null,
+  items: PromptItem[],
+  stablePrefixLength: number,
+): { prompt: PromptItem[]; cacheBreakpoint?: number } {
+  const prompt: PromptItem[] = instructions
+    ? [{ type: 'message', role: 'system', content: instructions }, ...items]
+    : items;
+  const stable = stablePrefixLength + (instructions ? 1 : 0);
+  return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
+}
+
+function inboxMessage(content: string): PromptItem {
+  return { type: 'message', role: 'user', content, synthetic: 'inbox' };
+}
+
+/** Characters the model is sent: message content, call names and arguments, outputs. */
+export function promptCharacters(prompt: PromptItem[]): number {
+  let total = 0;
+  for (const item of prompt) {
+    if (item.type === 'message') total += item.content.length;
+    else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
+    else total += item.output_ref && item.output === '' ? outputLength(item) : item.output.length;
+  }
+  return total;
+}

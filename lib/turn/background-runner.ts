@@ -1,0 +1,39 @@
+import { runTurn } from './pipeline.ts';
+import { journalTurn } from './journal.ts';
+import { errorRecord } from './receipt.ts';
+import type { BackgroundTurn, TurnServices } from './types.ts';
+
+/**
+ * The runner of background turns (lib/turn/background.ts claims them): it takes a claimed
+ * turn over by the `writer` its record carries and runs it to completion with no client
+ * connected, in a Cloudflare Queues consumer (functions/worker.ts) or in this process.
+ */
+
+/** Runs a claimed background turn in this process, after the response: `startBackground` off Workers. */
+export async function runInProcess(services: TurnServices, run: BackgroundTurn): Promise<void> {
+  services.background(runBackgroundTurn(services, run));
+}
+
+/**
+ * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
+ * itself or by someone else (its outcome is in its completion), and 'retry' when a storage
+ * failure left it open, so a queue delivers it again and the next runner takes it over.
+ */
+export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
+  // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
+  const journal = journalTurn(services, run.session_id);
+  const background = { background: { turn: run.turn, writer: run.writer } };
+  try {
+    const response = await runTurn(services, run.session_id, { input: [] }, background, journal.emit);
+    journal.emit({ event: 'turn.completed', data: response });
+    return 'done';
+  } catch (error) {
+    const stored = errorRecord(error);
+    journal.emit({ event: 'error', data: { error: stored }, cause: error });
+    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') return 'done';
+    services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
+    return 'retry';
+  } finally {
+    journal.close();
+  }
+}

@@ -1,0 +1,116 @@
+import { AbortedError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import type { Undelivered } from '../session/records.ts';
+import type { StoredItem } from '../items.ts';
+import type { TurnResult } from '../session/log/claim.ts';
+import { afterResponse } from './append.ts';
+import { pickUp } from './busy.ts';
+import type { TurnNotices } from './notices.ts';
+import type { TurnPlan } from './plan.ts';
+import type { PromptInputs } from './turn-prompt.ts';
+import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
+import type { TurnTrace } from './trace.ts';
+import type { TurnServices } from './types.ts';
+
+/**
+ * Closing a claimed turn, the one place that does it: completed (lib/turn/pipeline.ts hands
+ * over its output), failed (the input stays stored, the notices it took are carried on or
+ * given back) and aborted (an `abort` notice, found by lib/turn/notices.ts). The close stores
+ * the overflow boundary the turn's fitted prompt moved.
+ */
+
+/** What one attempt has decided so far, for closing it when it fails. */
+export interface Attempt {
+  turn: OpenTurn;
+  trace: TurnTrace;
+  plan?: TurnPlan;
+  receipt?: () => Promise<TurnReceipt>;
+  /** The prompt's inputs, with the overflow boundary the fitted prompt moved (`moved`). */
+  prompt?: PromptInputs;
+  notices?: TurnNotices;
+  /** A background turn's: aborted (with the error to answer) once someone else closed it. */
+  stop?: AbortController;
+}
+
+/** Stores how the turn ended: its completion, with the overflow boundary its prompt moved. */
+export function closeTurn(services: TurnServices, attempt: Attempt, result: TurnResult): Promise<StoredItem[]> {
+  const moved = attempt.prompt?.moved;
+  if (moved) Object.assign(attempt.turn, { overflow: moved, overflowMoved: true });
+  return services.sessions.completeTurn(attempt.turn, result);
+}
+
+/** Closes the turn as aborted by an `abort` notice (the other notices carried on) and throws AbortedError. */
+export async function closeAborted(
+  services: TurnServices,
+  turn: OpenTurn,
+  plan: TurnPlan,
+  notices: TurnNotices,
+  abort: { name: string; stored_as: string; reason: string },
+): Promise<never> {
+  const error = new AbortedError(abort.reason, {
+    reason: abort.reason,
+    notice: abort.name,
+    stored_as: abort.stored_as,
+    turn: turn.turn,
+  });
+  await services.sessions.completeTurn(turn, {
+    status: 'aborted',
+    output: [],
+    receipt: {
+      strategies: plan.strategies,
+      notices: notices.delivered.map(noticeRecord),
+      abort: { name: abort.name, stored_as: abort.stored_as, reason: abort.reason },
+    },
+    error: errorRecord(error),
+    undelivered: notices.undelivered,
+  });
+  throw error;
+}
+
+/** Closes a claimed turn that failed (unless someone else closed it) and rethrows. */
+export async function closeFailed(
+  services: TurnServices,
+  sessionId: string,
+  attempt: Attempt,
+  error: unknown,
+): Promise<never> {
+  const { sessions } = services;
+  const { turn } = attempt;
+  // Moves in flight finish first, so the completion carries every notice taken.
+  await attempt.notices?.settle().catch(() => undefined);
+  const undelivered: Undelivered = attempt.notices?.undelivered ?? turn.undelivered;
+  // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
+  // inbox or took over go back (the closer's completion carries the older ones on).
+  if (error instanceof TurnClosedError || error instanceof NotFoundError) {
+    const taken = undelivered.notices.filter(
+      (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
+    );
+    if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
+  }
+  // Closed by someone else, by the abort itself, or deleted: nothing more to store.
+  if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
+  try {
+    await closeTurn(services, attempt, {
+      status: 'failed',
+      output: [],
+      receipt: (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] },
+      error: errorRecord(error),
+      undelivered,
+    });
+    afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
+  } catch (closeError) {
+    if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
+    services.log('tailgate: could not close a failed turn', closeError);
+  }
+  // A storage failure while the session was being deleted is the delete's doing: 404.
+  if (!(error instanceof TailgateError) || error.code === 'corrupt_object' || error.code === 'storage_error') {
+    if (!(await sessions.exists(turn.scope).catch(() => true)))
+      throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
+  }
+  throw error;
+}
+
+/** What a pickup after this turn's own close needs to tell that the session went idle. */
+export function closedBefore(turn: OpenTurn) {
+  return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null };
+}

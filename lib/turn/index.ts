@@ -1,0 +1,26 @@
+/**
+ * The public entry points of a turn (lib/turn/): `runTurn` (lib/turn/pipeline.ts orders its
+ * steps), `streamTurn`, `appendItems`, the prompt preview, and the types the routes use.
+ */
+export { runTurn } from './pipeline.ts';
+export { streamTurn } from './stream-turn.ts';
+export { appendItems } from './append.ts';
+export { claimBackgroundTurn } from './background.ts';
+export { runBackgroundTurn, runInProcess } from './background-runner.ts';
+export { pickUp, takeUnderPolicy } from './busy.ts';
+export { journalEvents } from './journal.ts';
+export type {
+  BackgroundTurn,
+  TurnSessionLog,
+  TurnServices,
+  TurnRequest,
+  TurnContext,
+  TurnResponse,
+  TurnEvent,
+  TurnOptions,
+  TurnOutcome,
+} from './types.ts';
+export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './plan.ts';
+export { promptCharacters } from './assemble-prompt.ts';
+export { errorRecord, seqRanges } from './receipt.ts';
+export { previewPrompt } from './preview.ts';

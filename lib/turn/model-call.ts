@@ -1,0 +1,141 @@
+import type { Tool, PromptItem } from '../items.ts';
+import type { Model, ModelRequest, ModelResult, ModelSettings, ModelStreamEvent } from '../models/model.ts';
+import { ModelError } from '../models/errors.ts';
+import type { StrategyConfig } from '../strategies/index.ts';
+import { resolveTokenBudget, type TokenBudget } from '../tokens/model-limits.ts';
+import type { TokenEncoders } from '../tokens/token-counter.ts';
+import type { TurnEvent, TurnRequest } from './types.ts';
+
+/**
+ * The model call, the one way turns and stateless calls (lib/openai/stateless.ts) make it: the
+ * request built from the prompt, the call streamed or not, and for a turn its events and the
+ * call started before the claim landed.
+ */
+
+/** What a caller asks of a model call besides the prompt and the tools. */
+export interface ModelCallOptions {
+  maxOutputTokens?: number | undefined;
+  temperature?: number | undefined;
+  promptCacheKey?: string | undefined;
+  settings?: ModelSettings | undefined;
+}
+
+export function buildModelRequest(
+  prompt: PromptItem[],
+  tools: Tool[],
+  cacheBreakpoint: number | undefined,
+  options: ModelCallOptions,
+): ModelRequest {
+  return {
+    prompt,
+    tools,
+    ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
+    ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
+    ...(options.promptCacheKey !== undefined ? { promptCacheKey: options.promptCacheKey } : {}),
+    ...(options.settings !== undefined ? { settings: options.settings } : {}),
+  };
+}
+
+/** The window a prompt for `modelId` must fit, the response's reserve left out. */
+export function promptBudget(
+  modelId: string,
+  config: StrategyConfig,
+  options: ModelCallOptions,
+  encoders: TokenEncoders | undefined,
+): TokenBudget {
+  return resolveTokenBudget(modelId, config, {
+    ...(options.maxOutputTokens !== undefined ? { maxOutputTokens: options.maxOutputTokens } : {}),
+    ...(encoders ? { encoders } : {}),
+  });
+}
+
+/** A turn request's options of its model call. */
+export function turnCallOptions(request: TurnRequest): ModelCallOptions {
+  return {
+    maxOutputTokens: request.max_output_tokens,
+    temperature: request.temperature,
+    promptCacheKey: request.prompt_cache_key,
+    settings: request.model_settings,
+  };
+}
+
+/** A streamed event of the model's output (its deltas and finished items). */
+export type ModelOutputEvent = Exclude<ModelStreamEvent, { type: 'done' }>;
+
+/** Calls the model: streamed when `emit` takes its output events, else generated at once. */
+export async function callModel(
+  model: Model,
+  request: ModelRequest,
+  emit?: (event: ModelOutputEvent) => void,
+): Promise<ModelResult> {
+  if (!emit) return model.generate(request);
+  for await (const event of model.stream(request)) {
+    if (event.type === 'done') return event.result;
+    emit(event);
+  }
+  throw new ModelError('the model stream ended without a result');
+}
+
+/** A streamed model call as turn events: each output item numbered from `firstSeq`. */
+function streamModel(
+  model: Model,
+  request: ModelRequest,
+  firstSeq: number,
+  emit: (event: TurnEvent) => void,
+): Promise<ModelResult> {
+  let index = 0;
+  return callModel(model, request, (event) => {
+    if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
+    else emit({ event: 'output_item.done', data: { item: { ...event.item, seq: firstSeq + index++ } } });
+  });
+}
+
+/** What a turn's writes before its output say about a model call started ahead of them. */
+export type GateOutcome = 'pass' | 'changed';
+
+/**
+ * Calls the model while `gate` (the turn's claim, then its notice moves) settles, so the call
+ * does not wait for those writes. Until the gate passes nothing of the call is emitted:
+ * `turn.started` goes first, then what the model streamed meanwhile. When the gate says the
+ * prompt no longer holds ('changed': a notice it shows was not moved) or fails (the claim was
+ * lost), the call is aborted and its output dropped: null, or the gate's error.
+ */
+export async function gatedModelCall(
+  model: Model,
+  request: ModelRequest,
+  gate: Promise<GateOutcome>,
+  started: TurnEvent & { event: 'turn.started' },
+  emit: ((event: TurnEvent) => void) | undefined,
+  /** Aborts the call from outside (a background turn closed by someone else). */
+  stop?: AbortSignal,
+): Promise<ModelResult | null> {
+  const controller = new AbortController();
+  if (stop?.aborted) controller.abort();
+  stop?.addEventListener('abort', () => controller.abort(), { once: true });
+  const held: TurnEvent[] = [];
+  let open = false;
+  const forward = (event: TurnEvent) => (open ? emit!(event) : held.push(event));
+  const call = emit
+    ? streamModel(model, { ...request, signal: controller.signal }, started.data.first_seq, forward)
+    : callModel(model, { ...request, signal: controller.signal });
+  // Settled either way: an aborted call's failure is nobody's.
+  call.catch(() => undefined);
+  let outcome: GateOutcome;
+  try {
+    outcome = await gate;
+  } catch (error) {
+    controller.abort();
+    throw error;
+  }
+  if (outcome === 'changed') {
+    controller.abort();
+    return null;
+  }
+  if (emit) {
+    emit(started);
+    for (const event of held) emit(event);
+    open = true;
+  }
+  return call;
+}

@@ -1,0 +1,113 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Item, PromptItem } from '../../lib/items.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { runStateless } from '../../lib/openai/stateless.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
+import { turnWorld } from '../support/turn-world.ts';
+
+/**
+ * One way to build a prompt (lib/turn/assemble-prompt.ts): for the same history, instructions,
+ * strategies and notices, a turn, the prompt preview (GET /prompt) and a stateless call
+ * (lib/openai/stateless.ts) send the model the same prompt, and the preview shows the prompt
+ * the next turn sends.
+ */
+
+/** The echo model, keeping every prompt it was sent. */
+function recordingEcho(): Model & { prompts: PromptItem[][] } {
+  const prompts: PromptItem[][] = [];
+  return {
+    id: echoModel.id,
+    toolResultMedia: true,
+    fileUrls: true,
+    prompts,
+    generate: (request: ModelRequest) => {
+      prompts.push(request.prompt);
+      return echoModel.generate(request);
+    },
+    stream: (request: ModelRequest) => {
+      prompts.push(request.prompt);
+      return echoModel.stream(request);
+    },
+  };
+}
+
+/** What the model reads of an item: the preview's `pending` mark and the stored `created_at` aside. */
+function seen(prompt: PromptItem[]): unknown[] {
+  return prompt.map((item) => {
+    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    return rest;
+  });
+}
+
+const toolPair = (index: number, name: string, output: string): Item[] => [
+  { type: 'function_call', call_id: `call_${index}`, name, arguments: `{"n":${index % 3}}` },
+  { type: 'function_call_output', call_id: `call_${index}`, output },
+];
+
+const historyArbitrary = fc
+  .array(
+    fc.oneof(
+      fc.string({ minLength: 1, maxLength: 40 }).map((text) => ({ kind: 'message' as const, text })),
+      fc
+        .record({ name: fc.constantFrom('read', 'grep', 'ls'), output: fc.string({ maxLength: 300 }) })
+        .map((call) => ({ kind: 'tool' as const, ...call })),
+    ),
+    { minLength: 1, maxLength: 24 },
+  )
+  .map((steps) =>
+    steps.flatMap((step, index): Item[] =>
+      step.kind === 'message'
+        ? [{ type: 'message', role: index % 2 === 0 ? 'user' : 'assistant', content: step.text }]
+        : toolPair(index, step.name, step.output),
+    ),
+  );
+
+const caseArbitrary = fc.record({
+  history: historyArbitrary,
+  instructions: fc.option(fc.string({ minLength: 1, maxLength: 60 }), { nil: null }),
+  strategies: fc.constantFrom<string[]>(
+    ['inbox'],
+    ['shorten_tools', 'inbox'],
+    ['shorten_tools_epoch', 'inbox'],
+    ['shorten_images', 'inbox'],
+    ['none'],
+    ['shorten_tools_epoch_increment'],
+  ),
+  notices: fc.array(fc.string({ minLength: 1, maxLength: 30 }), { maxLength: 3 }),
+});
+
+describe('assemblePrompt', () => {
+  it('a turn, the preview before it and a stateless call send the same prompt for the same inputs', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArbitrary, async ({ history, instructions, strategies, notices }) => {
+        const model = recordingEcho();
+        const { sessions, inbox, services } = turnWorld(new MemoryStore(), model);
+        await sessions.create({ id: 's', instructions, strategies });
+        // The history, then the next turn's input as the newest items of the session.
+        await sessions.append('s', history);
+        for (const [index, content] of notices.entries()) await inbox.post('s', { name: `${index}.md`, content });
+
+        const preview = await previewPrompt(services, 's', {});
+        expect(preview.context.notices_pending).toHaveLength(strategies.includes('inbox') ? notices.length : 0);
+        await runStateless(services, {
+          items: history,
+          instructions,
+          tools: [],
+          model: model.id,
+          strategies,
+          notices: preview.context.notices_pending.map((name, index) => ({ name, content: notices[index]! })),
+        });
+        await runTurn(services, 's', { input: [] });
+
+        const [stateless, turn] = model.prompts;
+        expect(seen(turn!)).toEqual(seen(preview.items));
+        expect(seen(stateless!)).toEqual(seen(turn!));
+        expect(preview.items.filter((item) => item.pending)).toHaveLength(preview.context.notices_pending.length);
+      }),
+      { numRuns: 40 },
+    );
+  });
+});

@@ -230,7 +230,7 @@ describe('webhook outbox', () => {
     expect((await w.outbox()).map((entry) => JSON.parse(entry.body).data.turn)).toEqual([next.turn]);
   });
 
-  it('adds no round trip before the model call, and one after it: the entry after the completion', async () => {
+  it('adds no round trip before the model call (the intent goes with the claim), one after it: the entry', async () => {
     const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
     const seen = { before: 0, endedAt: 0 };
     const model = hookedEcho(
@@ -251,6 +251,10 @@ describe('webhook outbox', () => {
     store.mark();
     await runTurn(w.services, 's7', { input: 'measured' });
     expect(seen.before).toBeLessThanOrEqual(2);
+    const early = store.calls.filter((call) => call.startedAt < seen.endedAt && call.op === 'put');
+    const claim = early.find((call) => call.key.startsWith('sessions/s7/') && /\d$/.test(call.key))!;
+    const intent = early.find((call) => call.key.startsWith('webhooks/outbox/'))!;
+    expect(intent.depth).toBe(claim.depth);
     const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
     const done = late.find((call) => call.key.endsWith('.done'))!;
     const entry = late.find((call) => call.key.startsWith('webhooks/outbox/'))!;

@@ -328,4 +328,44 @@ describe('webhook intents', () => {
       }
     }
   });
+
+  it('waits for an open turn while its renewed lease runs, then closes it as a newcomer would', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'o' });
+    const claimed = await w.services.sessions.beginTurn('o', { input: [] });
+    if (claimed.kind !== 'claimed') throw new Error('not claimed');
+    w.now.ms = 20_000;
+    await w.services.sessions.renewLease(claimed.turn);
+    // The intent is due (the claim's lease ended) but the renewed lease runs: it waits for it.
+    w.now.ms = 35_000;
+    expect(await w.drain()).toBeGreaterThan(0);
+    expect(receiver.deliveries).toEqual([]);
+    expect((await w.outbox()).map((entry) => entry.next_attempt_at)).toEqual([claimed.turn.leaseExpiresAt]);
+    w.now.ms = 60_000;
+    expect(await w.drain()).toBeNull();
+    expect([...receiver.delivered().values()].map((delivery) => delivery.event)).toEqual([
+      expect.objectContaining({
+        type: 'turn.failed',
+        data: expect.objectContaining({
+          turn: 1,
+          status: 'failed',
+          error: expect.objectContaining({ code: 'lease_expired' }),
+        }),
+      }),
+    ]);
+    expect(await w.outbox()).toEqual([]);
+    // Closed by the drainer: the session takes its next turn.
+    expect((await runTurn(w.services, 'o', { input: 'next', strategies: [] })).turn).toBe(2);
+  });
+
+  it('drops the intent of a turn whose session was deleted', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'gone' });
+    expect((await w.services.sessions.beginTurn('gone', { input: [] })).kind).toBe('claimed');
+    await w.services.sessions.delete('gone');
+    w.now.ms = 60_000;
+    expect(await w.drain()).toBeNull();
+    expect(receiver.deliveries).toEqual([]);
+    expect(await w.outbox()).toEqual([]);
+  });
 });

@@ -12,6 +12,7 @@ import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
+import { turnIntents } from '../lib/webhooks/intent.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -48,7 +49,7 @@ export interface ServiceInputs {
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed'> = {},
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed'> = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -67,12 +68,18 @@ export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
   const { tracing, observeTurn, webhookSink } = inputs;
-  const onClosed =
-    config.webhooks && webhookSink
-      ? turnWebhooks(config.webhooks, webhookSink, inputs.clock ?? (() => new Date()))
-      : undefined;
+  const now = inputs.clock ?? (() => new Date());
+  const onClosed = config.webhooks && webhookSink ? turnWebhooks(config.webhooks, webhookSink, now) : undefined;
+  // Always the store's outbox, also beside a Workers queue: its drainer resolves the intents.
+  const onClaimed =
+    onClosed && config.webhooks ? turnIntents(config.webhooks, store, config.keyPrefix, now) : undefined;
   const services: AppServices = {
-    sessions: sessionLogFor(store, config, { ...clock, checkConfig: inputs.checkSessionConfig, onClosed }),
+    sessions: sessionLogFor(store, config, {
+      ...clock,
+      checkConfig: inputs.checkSessionConfig,
+      onClosed,
+      onClaimed,
+    }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
       sessionExists: sessionExistsIn(store, config.keyPrefix),

@@ -2,14 +2,16 @@ import { parseServiceConfig, type ServiceConfig } from '../lib/config.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds } from '../lib/webhooks/deliver.ts';
 import type { WebhookEntry } from '../lib/webhooks/events.ts';
+import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
+import { sessionLogFor } from './services.ts';
 
 /**
  * Webhook delivery with a deployment's settings (lib/webhooks/): on Node and Deno a loop that
  * drains the store's outbox on start, when an entry is stored, and when the next retry falls
  * due; on Workers the Queues consumer of `tailgate-webhooks` (functions/worker.ts), which
- * retries with the same backoff, and the Cron Trigger, which drains an outbox a worker without
- * the queue binding wrote.
+ * retries with the same backoff, and the Cron Trigger, which drains the bucket's outbox: the
+ * turns' intents, and the events a worker without the queue binding wrote.
  */
 
 /** The loop looks at the outbox at least this often (entries stored by another process). */
@@ -22,9 +24,11 @@ export async function drainWebhooks(
 ): Promise<number | null> {
   const config = parseServiceConfig(env);
   if (!config.webhooks) return null;
+  const store = storeFor(config);
   return drainOutbox({
-    store: storeFor(config),
+    store,
     keyPrefix: config.keyPrefix,
+    sessions: sessionLogFor(store, config),
     secret: config.webhooks.secret,
     allowPrivate: config.webhooks.allowPrivate,
     clock: () => new Date(),
@@ -85,7 +89,12 @@ export interface QueuedMessage {
  * Workers: delivers one queued event; a failure is retried by the queue after the backoff,
  * and the last attempt's failure is logged (the queue's dead letter queue keeps the message).
  */
-export async function deliverQueued(message: QueuedMessage, entry: WebhookEntry, env: Record<string, unknown>) {
+export async function deliverQueued(
+  message: QueuedMessage,
+  entry: WebhookEntry,
+  env: Record<string, unknown>,
+  store?: ObjectStore,
+) {
   const config = parseServiceConfig(env);
   if (!config.webhooks) {
     console.error(`tailgate webhooks: ${entry.id} dropped: WEBHOOK_SECRET is unset`);
@@ -93,7 +102,12 @@ export async function deliverQueued(message: QueuedMessage, entry: WebhookEntry,
   }
   const { secret, allowPrivate } = config.webhooks;
   const failure = await deliverWebhook(entry, { secret, allowPrivate, now: new Date() });
-  if (failure === null) return message.ack();
+  if (failure === null) {
+    // The turn's intent in the bucket's outbox (lib/webhooks/intent.ts) is delivered with it;
+    // left there (a failed delete), the Cron Trigger delivers the event once more.
+    await store?.delete(`${outboxPrefix(config.keyPrefix)}${entry.id}`).catch(() => undefined);
+    return message.ack();
+  }
   if (message.attempts >= MAX_ATTEMPTS)
     console.error(
       `tailgate webhooks: ${entry.id} to ${entry.url} given up after ${message.attempts} attempts: ${failure}`,

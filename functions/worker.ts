@@ -38,7 +38,7 @@ const runTurn = createTurnRunner(options);
 export default {
   fetch: (request, environment, context) => app.fetch(request, environment, context),
   // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), and the
-  // webhook outbox of a deployment without the WEBHOOKS queue.
+  // webhook outbox: the turns' intents, and the events of a deployment without the WEBHOOKS queue.
   scheduled: async (_controller, environment) => {
     await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
     await drainWebhooks(() => r2StoreFor(environment.BUCKET), environment).catch((error: unknown) =>
@@ -51,7 +51,7 @@ export default {
     await Promise.all(
       batch.messages.map(async (message) => {
         const body = message.body;
-        if ('format' in body) return deliverQueued(message, body, environment);
+        if ('format' in body) return deliverQueued(message, body, environment, r2StoreFor(environment.BUCKET));
         const outcome = await runTurn(body, environment, (task) => context.waitUntil(task));
         if (outcome === 'retry') message.retry();
         else message.ack();

@@ -6,7 +6,7 @@ import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
-import { cancelTurn, closedBy, renewLease } from './log/lease.ts';
+import { cancelTurn, closedBy, closeIfOpenExpired, renewLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
 import {
   enqueueInput,
@@ -20,7 +20,15 @@ import { pack } from './log/packer.ts';
 import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
-import type { BeginTurnResult, ContextView, NewContext, OpenTurn, PackOptions, PackResult } from './log/types.ts';
+import type {
+  BeginTurnResult,
+  ContextView,
+  NewContext,
+  OpenTurn,
+  PackOptions,
+  PackResult,
+  StoredOutcome,
+} from './log/types.ts';
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
@@ -144,6 +152,15 @@ export class SessionLog extends SessionLogBase {
    */
   async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
     return cancelTurn(this.log, id, turnNumber);
+  }
+
+  /**
+   * Closes turn `turnNumber` as a newcomer would (failed, `lease_expired`) when it is the
+   * session's open turn and its lease ran out: its stored outcome, or null when it is not the
+   * open turn (read it again). TurnInProgressError while the lease runs.
+   */
+  async closeIfExpired(id: string, turnNumber: number): Promise<StoredOutcome | null> {
+    return closeIfOpenExpired(this.log, id, turnNumber);
   }
 
   /**

@@ -28,6 +28,11 @@ export const webhookEntrySchema = z.object({
   attempts: z.number().int().nonnegative(),
   next_attempt_at: z.string(),
   last_error: z.string().optional(),
+  /**
+   * An intent (lib/webhooks/intent.ts): the turn whose outcome this entry will carry, written
+   * with its claim; `body` is empty until a drainer read that outcome.
+   */
+  intent: z.object({ session_id: z.string(), generation: z.string(), turn: z.number().int() }).optional(),
 });
 export type WebhookEntry = z.infer<typeof webhookEntrySchema>;
 
@@ -47,24 +52,42 @@ export function turnWebhooks(
 ): (closed: ClosedTurn) => Promise<void> {
   return async (closed) => {
     const url = closed.webhookUrl ?? settings.url;
-    // A deleted session's turns are nobody's news.
-    if (url === undefined || closed.error?.code === SESSION_DELETED) return;
-    const type: WebhookEventType =
-      closed.status === 'completed'
-        ? 'turn.completed'
-        : closed.error?.code === TURN_CANCELLED
-          ? 'turn.cancelled'
-          : 'turn.failed';
-    await sink(
-      webhookEntry(closed.scope, `turn/${closed.turn}`, url, type, clock(), {
-        session_id: closed.scope.id,
-        turn: closed.turn,
-        status: closed.status,
-        completed_at: closed.completedAt,
-        ...(closed.error ? { error: { code: closed.error.code, message: closed.error.message } } : {}),
-        ...(closed.usage ? { usage: closed.usage } : {}),
-      }),
-    );
+    if (url === undefined) return;
+    const entry = turnEntry(closed, url, clock());
+    if (entry) await sink(entry);
+  };
+}
+
+/** A closed turn's event to `url` (null for a deleted session's turn: nobody's news). */
+export function turnEntry(closed: ClosedTurn, url: string, now: Date): WebhookEntry | null {
+  if (closed.error?.code === SESSION_DELETED) return null;
+  const type: WebhookEventType =
+    closed.status === 'completed'
+      ? 'turn.completed'
+      : closed.error?.code === TURN_CANCELLED
+        ? 'turn.cancelled'
+        : 'turn.failed';
+  return webhookEntry(closed.scope, `turn/${closed.turn}`, url, type, now, {
+    session_id: closed.scope.id,
+    turn: closed.turn,
+    status: closed.status,
+    completed_at: closed.completedAt,
+    ...(closed.error ? { error: { code: closed.error.code, message: closed.error.message } } : {}),
+    ...(closed.usage ? { usage: closed.usage } : {}),
+  });
+}
+
+/**
+ * The intent of turn `turn`'s event, due when its lease runs out (lib/webhooks/intent.ts):
+ * the same id as the event, so the event written after the completion replaces it.
+ */
+export function intentEntry(scope: LogScope, turn: number, url: string, due: string, now: Date): WebhookEntry {
+  const entry = webhookEntry(scope, `turn/${turn}`, url, 'turn.completed', now, {});
+  return {
+    ...entry,
+    body: '',
+    next_attempt_at: due,
+    intent: { session_id: scope.id, generation: scope.generation, turn },
   };
 }
 

@@ -1,7 +1,8 @@
-import { putJsonCreateOnly } from '../store/create-only.ts';
+import type { SessionLog } from '../session/session-log.ts';
 import { decodeUtf8, listAll, mapLimit, type ObjectStore } from '../store/object-store.ts';
 import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds, type DeliveryOptions } from './deliver.ts';
 import { webhookEntrySchema, type WebhookEntry, type WebhookSink } from './events.ts';
+import { outboxPrefix, resolveIntent } from './intent.ts';
 
 /**
  * The object-storage outbox of webhook events (Node and Deno; docs/STORAGE.md, "Webhook
@@ -13,22 +14,21 @@ import { webhookEntrySchema, type WebhookEntry, type WebhookSink } from './event
  * once: receivers drop repeats by `webhook-id`).
  */
 
-const outboxPrefix = (keyPrefix: string) => `${keyPrefix}webhooks/outbox/`;
 const deadKey = (keyPrefix: string, id: string) => `${keyPrefix}webhooks/dead/${id}`;
 
 /** Entries delivered at once. */
 const PARALLEL_DELIVERIES = 4;
 
-/** The sink that stores entries in the outbox, then calls `stored` (a drainer's wake-up). */
+/**
+ * The sink that stores entries in the outbox, then calls `stored` (a drainer's wake-up). The
+ * put replaces the turn's intent (lib/webhooks/intent.ts); another writer of the same event
+ * writes the same id, and one that finds it delivered and deleted sends it once more.
+ */
 export function outboxSink(store: ObjectStore, keyPrefix: string, stored?: () => void): WebhookSink {
   return async (entry) => {
-    // Refused: the same event is there already (its writer's answer was lost, or another closer's).
-    await putJsonCreateOnly(
-      store,
-      `${outboxPrefix(keyPrefix)}${entry.id}`,
-      entry,
-      `"created_at":"${entry.created_at}"`,
-    );
+    await store.put(`${outboxPrefix(keyPrefix)}${entry.id}`, JSON.stringify(entry), {
+      contentType: 'application/json',
+    });
     stored?.();
   };
 }
@@ -36,6 +36,8 @@ export function outboxSink(store: ObjectStore, keyPrefix: string, stored?: () =>
 export interface DrainOptions extends Omit<DeliveryOptions, 'now'> {
   store: ObjectStore;
   keyPrefix: string;
+  /** The session log whose turns' intents the drainer resolves (without `onClosed`). */
+  sessions: SessionLog;
   clock: () => Date;
   log: (message: string, details?: unknown) => void;
 }
@@ -55,10 +57,25 @@ export async function drainOutbox(options: DrainOptions): Promise<number | null>
       options.log(`tailgate webhooks: ${key} is not an outbox entry; left in place`);
       return null;
     }
-    const entry = parsed.data;
+    let entry = parsed.data;
     const now = options.clock();
     const wait = Date.parse(entry.next_attempt_at) - now.getTime();
     if (wait > 0) return wait;
+    if (entry.intent) {
+      const step = await resolveIntent(options.sessions, entry, now);
+      if (step === null) {
+        await store.delete(key);
+        return null;
+      }
+      if ('retry' in step) return afterFailure(options, key, object.etag, entry, step.retry);
+      if ('until' in step) {
+        // Refused: the turn's event replaced it meanwhile.
+        const next = { ...entry, next_attempt_at: step.until };
+        await store.put(key, JSON.stringify(next), { contentType: 'application/json', ifMatch: object.etag });
+        return Math.max(1000, Date.parse(step.until) - now.getTime());
+      }
+      entry = step.entry;
+    }
     const failure = await deliverWebhook(entry, { ...options, now });
     if (failure === null) {
       await store.delete(key);

@@ -1,6 +1,8 @@
 import { afterAll } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { sessionLogFor } from '../../functions/services.ts';
 import { scheduleWebhooks } from '../../functions/webhooks.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { drainOutbox } from '../../lib/webhooks/outbox.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
@@ -14,6 +16,7 @@ const loop = scheduleWebhooks(() =>
   drainOutbox({
     store,
     keyPrefix: '',
+    sessions: sessionLogFor(store, parseServiceConfig({})),
     secret: WEBHOOK_SECRET,
     allowPrivate: true,
     clock: () => new Date(),

@@ -67,6 +67,11 @@ export function defineWebhooksSuite(
       expect(completed.event!.data.usage).toMatchObject({ input_tokens: expect.any(Number) });
       expect(ours.find((delivery) => delivery.event!.type === 'session.idle')!.event!.data).toMatchObject({ turn: 1 });
       expect(JSON.stringify(ours)).not.toContain('private words');
+      // Its outbox entry (the intent written with the claim) goes once delivered: no drain sends it again.
+      const entry = `${harness.keyPrefix}webhooks/outbox/${completed.id}`;
+      for (let polls = 0; polls < 400 && (await harness.store.head(entry)) !== null; polls++)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(await harness.store.head(entry)).toBeNull();
     });
   });
 }

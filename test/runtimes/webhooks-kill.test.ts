@@ -1,11 +1,18 @@
+import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { FileStore } from '../../lib/store/file.ts';
 import { listAll } from '../../lib/store/object-store.ts';
-import { startWebhookReceiver, WEBHOOK_SECRET, type Delivery } from '../support/webhook-receiver.ts';
-import { freePort, startDenoServer, startNodeServer } from './runtime-process.ts';
+import {
+  startWebhookReceiver,
+  WEBHOOK_SECRET,
+  type Delivery,
+  type WebhookReceiver,
+} from '../support/webhook-receiver.ts';
+import { startServer as startProcess } from '../support/server-process.ts';
+import { freePort, serverCommand, startDenoServer, startNodeServer } from './runtime-process.ts';
 
 const TOKEN = 'webhook-token';
 
@@ -18,6 +25,18 @@ async function until(done: () => boolean, what: () => string): Promise<void> {
   throw new Error(`gave up waiting: ${what()}`);
 }
 
+/** A server's settings: the file store in `dataDir`, webhooks to `receiver`. */
+function serverEnvironment(dataDir: string, receiver: WebhookReceiver): Record<string, string> {
+  return {
+    API_TOKEN: TOKEN,
+    DATA_DIR: dataDir,
+    DEFAULT_MODEL: 'echo',
+    WEBHOOK_URL: receiver.url,
+    WEBHOOK_SECRET,
+    WEBHOOK_ALLOW_PRIVATE: 'true',
+  };
+}
+
 // The Node and Deno entries' delivery loop (functions/webhooks.ts) on the file store.
 const runtimes: [string, typeof startNodeServer][] = [
   ['Node', startNodeServer],
@@ -28,14 +47,7 @@ for (const [runtime, startServer] of runtimes) {
     const receiver = await startWebhookReceiver();
     const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-webhooks-'));
     const port = await freePort();
-    const environment = {
-      API_TOKEN: TOKEN,
-      DATA_DIR: dataDir,
-      DEFAULT_MODEL: 'echo',
-      WEBHOOK_URL: receiver.url,
-      WEBHOOK_SECRET,
-      WEBHOOK_ALLOW_PRIVATE: 'true',
-    };
+    const environment = serverEnvironment(dataDir, receiver);
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
     let server = await startServer(port, environment);
     try {
@@ -95,3 +107,54 @@ for (const [runtime, startServer] of runtimes) {
     }
   }, 120_000);
 }
+
+it("Node: delivers a turn's event after a SIGKILL between its completion and its event write", async () => {
+  const receiver = await startWebhookReceiver();
+  const dataDir = await mkdtemp(join(tmpdir(), 'tailgate-webhooks-'));
+  const marker = join(dataDir, 'held');
+  const port = await freePort();
+  const environment = { ...serverEnvironment(dataDir, receiver), TURN_LEASE_MS: '3000' };
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  const [node, args] = serverCommand('Node', port);
+  // The preload holds the event's put (test/support/hold-webhook-events.ts): the process is
+  // killed while it waits, after the turn's `.done` landed.
+  const held = ['--import', './test/support/hold-webhook-events.ts', ...args];
+  const cwd = join(import.meta.dirname, '../..');
+  let server = await startProcess(node, held, { cwd, port, env: { ...environment, HOLD_WEBHOOK_MARKER: marker } });
+  try {
+    const id = 'held';
+    expect(
+      (await fetch(`${server.origin}/v1/sessions`, { method: 'POST', headers, body: JSON.stringify({ id }) })).status,
+    ).toBe(201);
+    const turn = fetch(`${server.origin}/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'one' }),
+    }).catch(() => null);
+    await until(
+      () => existsSync(marker),
+      () => server.output(),
+    );
+    await server.kill();
+    // Never answered; its completion is stored, its event is not.
+    expect(await turn).toBeNull();
+    const keys = (await listAll(new FileStore(dataDir), '')).map((object) => object.key);
+    expect(keys.filter((key) => key.endsWith('.done'))).toHaveLength(1);
+    expect(receiver.deliveries).toEqual([]);
+
+    server = await startNodeServer(port, environment);
+    await until(
+      () => [...receiver.delivered().values()].some((delivery) => delivery.event?.type === 'turn.completed'),
+      () => JSON.stringify(receiver.deliveries),
+    );
+    const delivered = [...receiver.delivered().values()];
+    expect(delivered.every((delivery: Delivery) => delivery.verified)).toBe(true);
+    expect(delivered.map((delivery) => `${delivery.event!.type} ${delivery.event!.data.turn}`)).toEqual([
+      'turn.completed 1',
+    ]);
+  } finally {
+    await server.stop();
+    await receiver.close();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}, 120_000);

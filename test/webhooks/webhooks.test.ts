@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createServices } from '../../functions/services.ts';
+import { createServices, sessionLogFor } from '../../functions/services.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
@@ -53,6 +53,7 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel)
     drainOutbox({
       store,
       keyPrefix: '',
+      sessions: sessionLogFor(store, config, { clock }),
       secret: WEBHOOK_SECRET,
       allowPrivate: true,
       clock,
@@ -229,7 +230,7 @@ describe('webhook outbox', () => {
     expect((await w.outbox()).map((entry) => JSON.parse(entry.body).data.turn)).toEqual([next.turn]);
   });
 
-  it('adds no round trip before the model call, and one after it: the entry after the completion', async () => {
+  it('adds no round trip before the model call (the intent goes with the claim), one after it: the entry', async () => {
     const store = new DepthStore(new MemoryStore(), { delayMs: 2 });
     const seen = { before: 0, endedAt: 0 };
     const model = hookedEcho(
@@ -250,6 +251,10 @@ describe('webhook outbox', () => {
     store.mark();
     await runTurn(w.services, 's7', { input: 'measured' });
     expect(seen.before).toBeLessThanOrEqual(2);
+    const early = store.calls.filter((call) => call.startedAt < seen.endedAt && call.op === 'put');
+    const claim = early.find((call) => call.key.startsWith('sessions/s7/') && /\d$/.test(call.key))!;
+    const intent = early.find((call) => call.key.startsWith('webhooks/outbox/'))!;
+    expect(intent.depth).toBe(claim.depth);
     const late = store.calls.filter((call) => call.startedAt >= seen.endedAt);
     const done = late.find((call) => call.key.endsWith('.done'))!;
     const entry = late.find((call) => call.key.startsWith('webhooks/outbox/'))!;
@@ -269,6 +274,98 @@ describe('webhook outbox', () => {
     await w.drain();
     const [first] = receiver.deliveries;
     expect(receiver.deliveries.filter((delivery) => delivery.id === first!.id).length).toBe(2);
+    expect(await w.outbox()).toEqual([]);
+  });
+});
+
+describe('webhook intents', () => {
+  /** Runs one turn on a store where storage call `crashAt` (and every one after it) fails. */
+  async function crashedTurn(crashAt: number, after: boolean) {
+    const inner = new MemoryStore();
+    let calls = 0;
+    const faulty = new FaultyStore(inner)
+      .failWhen(() => ++calls === crashAt, { after })
+      .failWhen(() => calls > crashAt);
+    const crashed = world(faulty);
+    // The crashed process ran two minutes ago: its turn's lease (30 s) has run out since.
+    crashed.now.ms = -120_000;
+    await world(inner).services.sessions.create({ id: 'c' });
+    calls = 0;
+    await runTurn(crashed.services, 'c', { input: 'x', strategies: [] }).catch(() => undefined);
+    await crashed.settle();
+    const done = (await listAll(inner, 'sessions/')).find(({ key }) => key.endsWith('.done'));
+    return { inner, calls, done: done ? JSON.parse(decodeUtf8((await inner.get(done.key))!.body)) : null };
+  }
+
+  it('delivers each turn outcome whose completion landed, whatever storage call its process died at', async () => {
+    const { calls: total } = await crashedTurn(Number.POSITIVE_INFINITY, false);
+    expect(total).toBeGreaterThan(5);
+    for (let crashAt = 1; crashAt <= total; crashAt++) {
+      for (const after of [false, true]) {
+        receiver.deliveries.length = 0;
+        const { inner, done } = await crashedTurn(crashAt, after);
+        // A restarted drainer, on the healed store, with the real clock.
+        const restarted = world(inner);
+        for (let drains = 0; drains < 3 && (await restarted.drain()) !== null; drains++);
+        const events = [...receiver.delivered().values()].filter((delivery) => delivery.event?.type !== 'session.idle');
+        const label = `crash at call ${crashAt}${after ? ' after it landed' : ''}`;
+        if (done === null) {
+          // No completion: the drainer closed the turn its claim left open, as a newcomer does.
+          for (const event of events)
+            expect(event.event, label).toMatchObject({
+              type: 'turn.failed',
+              data: { error: { code: 'lease_expired' } },
+            });
+          expect(events.length, label).toBeLessThanOrEqual(1);
+          continue;
+        }
+        expect(events.length, label).toBe(1);
+        expect(events[0]!.verified, label).toBe(true);
+        expect(events[0]!.event, label).toMatchObject({
+          type: done.status === 'completed' ? 'turn.completed' : 'turn.failed',
+          data: { session_id: 'c', turn: 1, status: done.status },
+        });
+      }
+    }
+  });
+
+  it('waits for an open turn while its renewed lease runs, then closes it as a newcomer would', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'o' });
+    const claimed = await w.services.sessions.beginTurn('o', { input: [] });
+    if (claimed.kind !== 'claimed') throw new Error('not claimed');
+    w.now.ms = 20_000;
+    await w.services.sessions.renewLease(claimed.turn);
+    // The intent is due (the claim's lease ended) but the renewed lease runs: it waits for it.
+    w.now.ms = 35_000;
+    expect(await w.drain()).toBeGreaterThan(0);
+    expect(receiver.deliveries).toEqual([]);
+    expect((await w.outbox()).map((entry) => entry.next_attempt_at)).toEqual([claimed.turn.leaseExpiresAt]);
+    w.now.ms = 60_000;
+    expect(await w.drain()).toBeNull();
+    expect([...receiver.delivered().values()].map((delivery) => delivery.event)).toEqual([
+      expect.objectContaining({
+        type: 'turn.failed',
+        data: expect.objectContaining({
+          turn: 1,
+          status: 'failed',
+          error: expect.objectContaining({ code: 'lease_expired' }),
+        }),
+      }),
+    ]);
+    expect(await w.outbox()).toEqual([]);
+    // Closed by the drainer: the session takes its next turn.
+    expect((await runTurn(w.services, 'o', { input: 'next', strategies: [] })).turn).toBe(2);
+  });
+
+  it('drops the intent of a turn whose session was deleted', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'gone' });
+    expect((await w.services.sessions.beginTurn('gone', { input: [] })).kind).toBe('claimed');
+    await w.services.sessions.delete('gone');
+    w.now.ms = 60_000;
+    expect(await w.drain()).toBeNull();
+    expect(receiver.deliveries).toEqual([]);
     expect(await w.outbox()).toEqual([]);
   });
 });

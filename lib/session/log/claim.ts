@@ -115,7 +115,12 @@ export class TurnClaim {
       if (!prepared) continue;
       if ('replay' in prepared) return prepared.replay;
       const turn = this.#openTurn(prepared);
-      const put = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
+      const { onClaimed } = this.#log;
+      const claim = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
+      // The webhook intent goes with a new claim's put, in its round (an adopted record has one);
+      // when it fails, the completion writes it before its `.done`.
+      const hook = 'key' in prepared && onClaimed ? onClaimed(turn).catch(() => (turn.claimHookFailed = true)) : null;
+      const put = hook ? Promise.all([claim, hook]).then(([ok]) => ok) : claim;
       this.#state.attempt++;
       // Once the record is there the key is indexed, so the completion does not wait for it
       // (it writes `idem/` itself when this failed).
@@ -213,6 +218,8 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   };
   // Indexed at the claim, unless that write failed: then here, still before the completion.
   if (turn.keyHash && !turn.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);
+  // Failing again, it is left to the hook that follows the `.done` (the session stays usable).
+  if (turn.claimHookFailed && log.onClaimed) await log.onClaimed(turn).catch(() => undefined);
   const key = doneKey(turn.scope, turn.record);
   let failure: { error: unknown } | null = null;
   try {

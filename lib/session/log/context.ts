@@ -28,6 +28,7 @@ export interface LogContext {
   readonly viewCache: ViewCache | null;
   readonly sessionTtlDays: number | null;
   readonly onClosed: SessionLogOptions['onClosed'];
+  readonly onClaimed: SessionLogOptions['onClaimed'];
 }
 
 /** Gets at most this many objects at a time. */
@@ -59,6 +60,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
     sessionTtlDays: options.sessionTtlDays ?? null,
     onClosed: options.onClosed,
+    onClaimed: options.onClaimed,
   };
 }
 

@@ -161,3 +161,15 @@ export async function closeIfExpired(log: LogContext, scope: LogScope, record: L
   if (object.body.length === 0) throw new RecordMissingError(key);
   return parseStored(key, object.body, doneSchema);
 }
+
+/** See SessionLog.closeIfExpired. */
+export async function closeIfOpenExpired(
+  log: LogContext,
+  id: string,
+  turnNumber: number,
+): Promise<StoredOutcome | null> {
+  const { newest, scope } = await readHead(log, id);
+  const open = newest && newest.record.kind === 'turn' && !newest.done ? newest.record : null;
+  if (!open || open.turn !== turnNumber) return null;
+  return closeIfExpired(log, scope, open);
+}

@@ -88,6 +88,8 @@ export interface OpenTurn {
   request?: unknown;
   /** Set once `idem/` names this turn (written when the claim landed). */
   keyIndexed?: boolean;
+  /** Set when `onClaimed` failed at the claim: the completion runs it again before its `.done`. */
+  claimHookFailed?: boolean;
   /** Calls without an output after the input (null: not tracked in this log yet). */
   openCalls: string[] | null;
   /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */
@@ -202,6 +204,11 @@ export interface SessionLogOptions {
    * webhooks' outbox, lib/webhooks/events.ts); a failure fails the close's caller.
    */
   onClosed?: ((closed: ClosedTurn) => Promise<void>) | undefined;
+  /**
+   * Runs with a model turn's claim put, before its completion can exist (the webhooks' outbox
+   * intent, lib/webhooks/intent.ts); a failure fails the claim as its put's would.
+   */
+  onClaimed?: ((turn: OpenTurn) => Promise<void>) | undefined;
 }
 
 /** A model turn whose completion has just landed. */

@@ -1,4 +1,6 @@
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -133,13 +135,17 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
   }, 120_000);
 
   it('a port in use is one line naming it, and exit 1', async () => {
-    const first = await start(runtime);
+    // Any listener holds the port; this one answers /healthz as a running server would.
+    const first = createServer((request, response) => {
+      response.writeHead(request.url === '/healthz' ? 200 : 404).end();
+    });
+    await new Promise<void>((resolve) => first.listen(0, '127.0.0.1', resolve));
     try {
-      const port = new URL(first.origin).port;
-      const [command, args] = serverCommand(runtime, Number(port));
+      const port = (first.address() as AddressInfo).port;
+      const [command, args] = serverCommand(runtime, port);
       const second = startServer(command, args, {
         cwd: root,
-        port: Number(port),
+        port,
         env: { API_TOKEN: TOKEN, DATA_DIR: dataDir, DENO_NO_UPDATE_CHECK: '1' },
         timeoutMs: 90_000,
       });
@@ -151,7 +157,8 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
       );
       expect(running.output()).not.toMatch(/\n\s+at /);
     } finally {
-      await first.stop();
+      first.closeAllConnections();
+      await new Promise((resolve) => first.close(resolve));
     }
   }, 120_000);
 });

@@ -211,10 +211,9 @@ const OPERATIONS: Record<string, Operation> = {
  */
 async function callsOf(
   operation: Operation,
-  makeWorld: SimulationOptions['makeWorld'],
+  setUpWorld: () => Promise<World>,
 ): Promise<{ calls: number; answered: number }> {
-  const world = await makeWorld();
-  await setup(world);
+  const world = await setUpWorld();
   const actor = world.actor();
   let answered = 0;
   const work = operation.run(actor).then((outcome) => {
@@ -292,12 +291,20 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
       it(
         `${name}: crashed at each call, before it and after it landed, then retried`,
         async () => {
-          const { calls, answered } = await callsOf(operation, serialWorld);
+          // The session set up once (one actor, one call at a time: the same state every time),
+          // then copied for each run.
+          const template = await serialWorld();
+          await setup(template);
+          const setUpWorld = async () => {
+            const world = await serialWorld();
+            await template.copyTo(world);
+            return world;
+          };
+          const { calls, answered } = await callsOf(operation, setUpWorld);
           expect(answered).toBeGreaterThan(0);
           for (let at = 1; at <= calls; at++) {
             for (const after of [false, true]) {
-              const world = await serialWorld();
-              await setup(world);
+              const world = await setUpWorld();
               const crashed = world.actor({ at, after });
               const lost = await world.run(operation.run(crashed), [crashed]);
               expect(crashed.store.dead, `crash at call ${at}`).toBe(true);

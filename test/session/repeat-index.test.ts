@@ -5,6 +5,7 @@ import { parseStored } from '../../lib/session/records.ts';
 import { viewSchema, type LogView } from '../../lib/session/view-records.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { copyObjects } from '../support/copy-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -132,9 +133,16 @@ describe('repeat index', () => {
         await log.pack('s');
         await appendPairs(log, ['a-1', 'a-150', 'b-1', 'b-2', 'a-299'], 300, 5);
       };
+      // Set up once, copied for each run.
+      const template = new MemoryStore();
+      await setUp(template);
+      const setUpStore = async () => {
+        const store = new FaultyStore(new MemoryStore());
+        await copyObjects(template, store);
+        return store;
+      };
       // How many calls a clean pack makes.
-      const probe = new FaultyStore(new MemoryStore());
-      await setUp(probe);
+      const probe = await setUpStore();
       let calls = 0;
       probe.failWhen(() => {
         calls += 1;
@@ -144,8 +152,7 @@ describe('repeat index', () => {
       expect(calls).toBeGreaterThan(5);
       for (let at = 1; at <= calls; at++) {
         for (const after of [false, true]) {
-          const store = new FaultyStore(new MemoryStore());
-          await setUp(store);
+          const store = await setUpStore();
           let seen = 0;
           store.failWhen(() => ++seen === at, { after });
           const log = new SessionLog(store, options);

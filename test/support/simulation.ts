@@ -1,3 +1,4 @@
+import { cp } from 'node:fs/promises';
 import { vi } from 'vitest';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { errorBody } from '../../functions/error-handler.ts';
@@ -6,6 +7,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import { copyObjects } from './copy-store.ts';
 import { SessionLog } from './session-log.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -226,6 +228,19 @@ export class World {
       log: () => {},
     };
     return { store, services, background };
+  }
+
+  /**
+   * Copies this world's store into `target`'s (fresh and empty), so that a state set up once
+   * can start many runs: the file store's directory as it is, the memory store object by
+   * object (new etags: no actor of `target` has read the old ones).
+   */
+  async copyTo(target: World): Promise<void> {
+    if (this.#directory !== undefined && target.#directory !== undefined) {
+      await cp(this.#directory, target.#directory, { recursive: true });
+      return;
+    }
+    await copyObjects(this.store, target.store);
   }
 
   /** Runs `work` to the end under the scheduler, with the actors' background work. */

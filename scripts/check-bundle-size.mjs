@@ -14,9 +14,12 @@ import { gzipSync } from 'node:zlib';
  * Gzipped, as `wrangler deploy` reports it (`Total Upload: ... / gzip: ...`). A guard against
  * accidental growth (a provider SDK pulled in whole), far below Workers' own limit (3 MiB
  * gzipped on the free plan): raised from 300 when background turns, export and import, the
- * usage ledger and the facade's compliance brought the bundle to about 301 KiB.
+ * usage ledger and the facade's compliance brought the bundle to about 301 KiB, then to 360
+ * when OpenTelemetry tracing (about 17 KiB: the SDK's span processor and the OTLP/HTTP
+ * exporter), webhooks, background responses, forks at packed points and the import check's
+ * splits brought it to about 339 KiB.
  */
-export const BUDGET_KIB = 330;
+export const BUDGET_KIB = 360;
 
 const args = process.argv.slice(2);
 const budgetArgument = args.find((argument) => argument.startsWith('--budget-kib='));

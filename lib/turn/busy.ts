@@ -103,9 +103,15 @@ export async function pickUp(
       if (closed) await sendIdle(services, scope, closed);
       return;
     }
-    const entry = await sessions.readQueued(scope, next.keyHash);
+    // An input queued under a generation a delete of the newest turn left (log/queue.ts).
+    const queue = next.generation === scope.generation ? scope : { ...scope, generation: next.generation };
+    const entry = await sessions.readQueued(queue, next.keyHash);
     // Taken up by another pickup meanwhile.
     if (!entry) continue;
+    if (queue !== scope && (await sessions.queuedTakenBefore(scope, entry.key_sha256))) {
+      await sessions.removeQueued(queue, entry.key_sha256);
+      continue;
+    }
     let claimed: Awaited<ReturnType<typeof claimInput>>;
     try {
       claimed = await claimInput(services, sessionId, {
@@ -120,7 +126,7 @@ export async function pickUp(
       if (!(error instanceof IdempotencyKeyReusedError)) throw error;
       claimed = { turn: 0, status: 'failed' };
     }
-    await sessions.removeQueued(scope, entry.key_sha256);
+    await sessions.removeQueued(queue, entry.key_sha256);
     if (claimed.run) return startRun(services, claimed.run);
   }
 }

@@ -56,6 +56,7 @@ export type TurnSessionLog = Pick<
   | 'getTurn'
   | 'enqueue'
   | 'readQueued'
+  | 'queuedTakenBefore'
   | 'removeQueued'
   | 'cancelTurn'
   | 'scope'

@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../lib/hash.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { pickUp, runTurn, type TurnServices } from '../../lib/turn.ts';
+import type { SessionLog } from '../support/session-log.ts';
+import { turnWorld } from '../support/turn-world.ts';
+
+/** Inputs queued under a generation a delete of the newest turn left (docs/STORAGE.md, "Queued inputs"). */
+
+function services(): TurnServices & { sessions: SessionLog; settle: () => Promise<void> } {
+  const pending: Promise<unknown>[] = [];
+  const { services: turnServices, sessions } = turnWorld(new MemoryStore(), echoModel);
+  return {
+    ...turnServices,
+    sessions,
+    background: (task) => void pending.push(task),
+    // Background work (pickups, runs) starts on a timer after a response.
+    settle: async () => {
+      for (let rounds = 0; rounds < 20; rounds++) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        if (pending.length === 0) return;
+        await Promise.all(pending.splice(0));
+      }
+    },
+  };
+}
+
+/** Queues `content` as the enqueue does, without its pickup (its process died after the put). */
+async function queue(turnServices: ReturnType<typeof services>, id: string, content: string): Promise<string> {
+  const key_sha256 = sha256Hex(content);
+  await turnServices.sessions.enqueue(id, {
+    input: [{ type: 'message', role: 'user', content }],
+    request: {},
+    key_sha256,
+  });
+  return key_sha256;
+}
+
+/** Session `s` with one turn ('one'), its background work settled. */
+async function withOneTurn(): Promise<ReturnType<typeof services>> {
+  const turnServices = services();
+  await turnServices.sessions.create({ id: 's' });
+  await runTurn(turnServices, 's', { input: 'one' });
+  await turnServices.settle();
+  return turnServices;
+}
+
+async function userTexts(log: SessionLog, id: string): Promise<string[]> {
+  const page = await log.listItems(id, { limit: 100 });
+  return page.items
+    .reverse()
+    .filter((item) => item.type === 'message' && item.role === 'user')
+    .map((item) => String((item as { content: unknown }).content));
+}
+
+describe('queued inputs across a delete of the newest turn', () => {
+  it('are listed, and taken up in order, oldest first, by the next pickup', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    const first = await queue(turnServices, 's', 'queued before');
+    await sessions.deleteTurn('s', 1);
+    const second = await queue(turnServices, 's', 'queued after');
+    const listed = await sessions.listQueuedInputs('s', 10);
+    expect(listed.queued.map((row) => [row.queued_turn, row.position, row.preview])).toEqual([
+      [first, 1, 'queued before'],
+      [second, 2, 'queued after'],
+    ]);
+    expect(listed.total).toBe(2);
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['queued before', 'queued after']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+
+  it('are not run again when their turn, taken up before the delete, is the one it took out', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one', 'queued']);
+    // The pickup died before removing the entry: it is still there when the delete comes.
+    await queue(turnServices, 's', 'queued');
+    await sessions.deleteTurn('s', 2);
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one', 'two']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+
+  it('survive a second delete that goes back past the generation they are under', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await sessions.deleteTurn('s', 1);
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    await queue(turnServices, 's', 'queued');
+    await sessions.deleteTurn('s', 1);
+    await runTurn(turnServices, 's', { input: 'three' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['three', 'queued']);
+  });
+});

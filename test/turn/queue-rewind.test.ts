@@ -101,4 +101,33 @@ describe('queued inputs across a delete of the newest turn', () => {
     await turnServices.settle();
     expect(await userTexts(sessions, 's')).toEqual(['three', 'queued']);
   });
+  it("are kept when a fork's delete sweeps the session while they wait", async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    await queue(turnServices, 's', 'queued');
+    // The session's first turn: its new generation forks nothing, so no reference keeps the old one.
+    await sessions.deleteTurn('s', 1);
+    // The fork's delete sweeps its parent, which names another generation now.
+    await sessions.delete('f');
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['two', 'queued']);
+  });
+  it('are not run again after such a sweep when their turn was the one a delete took out', async () => {
+    const turnServices = services();
+    const { sessions } = turnServices;
+    await sessions.create({ id: 's' });
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    // The pickup died before removing the entry; the session's first turn is deleted.
+    await queue(turnServices, 's', 'queued');
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    await sessions.deleteTurn('s', 1);
+    await sessions.delete('f');
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['two']);
+  });
 });

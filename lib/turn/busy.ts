@@ -108,10 +108,6 @@ export async function pickUp(
     const entry = await sessions.readQueued(queue, next.keyHash);
     // Taken up by another pickup meanwhile.
     if (!entry) continue;
-    if (queue !== scope && (await sessions.queuedTakenBefore(scope, entry.key_sha256))) {
-      await sessions.removeQueued(queue, entry.key_sha256);
-      continue;
-    }
     let claimed: Awaited<ReturnType<typeof claimInput>>;
     try {
       claimed = await claimInput(services, sessionId, {
@@ -119,9 +115,20 @@ export async function pickUp(
         request: entry.request,
         keyHash: entry.key_sha256,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
+        // Under a generation the session left (whatever `scope` says): its key may name a turn
+        // taken up there, perhaps the one a delete took out, which its replay would not find.
+        check: async (config) => {
+          if ((config.generation ?? '') === next.generation) return;
+          const left = { ...scope, queuedIn: config.queued_in ?? [] };
+          if (await sessions.queuedTakenBefore(left, entry.key_sha256)) throw new TakenBefore();
+        },
       });
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
+      if (error instanceof TakenBefore) {
+        await sessions.removeQueued(queue, entry.key_sha256);
+        continue;
+      }
       // Its key stored another request first (as a turn): that one stands, this input goes.
       if (!(error instanceof IdempotencyKeyReusedError)) throw error;
       claimed = { turn: 0, status: 'failed' };
@@ -130,6 +137,9 @@ export async function pickUp(
     if (claimed.run) return startRun(services, claimed.run);
   }
 }
+
+/** A queued input whose key names a turn of a generation the session left (log/queue.ts). */
+class TakenBefore extends Error {}
 
 /** `session.idle` for the session's webhook, if it has one. */
 async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedBefore): Promise<void> {

@@ -4,9 +4,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import { parseRecordsEntry } from '../../lib/session/keys.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
-import { pickUp, runTurn, type TurnResponse } from '../../lib/turn.ts';
-import { sha256Hex } from '../../lib/hash.ts';
-import { DeleteRefusedError } from '../../lib/errors.ts';
+import type { TurnResponse } from '../../lib/turn.ts';
 import { addToLedger, EMPTY_LEDGER, sessionUsage, type Ledger } from '../../lib/ledger/usage.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import {
@@ -205,26 +203,6 @@ const OPERATIONS: Record<string, Operation> = {
     // The survivor's turns take up what the crashed process left queued.
     retry: (actor) => ops.turn(actor, S, 'T retried'),
   },
-  'enqueue across a delete': {
-    // A turn, an input queued behind it (acknowledged; its pickup not run yet), then that turn
-    // deleted and the pickup run: the input is under the generation the delete left.
-    run: (actor) =>
-      attempt(async () => {
-        await runTurn(actor.services, S, { input: 'D' });
-        const queued = await actor.services.sessions.enqueue(S, {
-          input: [{ type: 'message', role: 'user', content: 'Q crashed' }],
-          request: {},
-          key_sha256: sha256Hex('Q crashed'),
-        });
-        const deleted = actor.services.sessions.deleteTurn(S, 6).catch((error: unknown) => {
-          // The turn's own pickup took the input up first: the delete finds its turn not the newest.
-          if (!(error instanceof DeleteRefusedError)) throw error;
-        });
-        actor.services.background(deleted.then(() => pickUp(actor.services, S)));
-        return queued;
-      }),
-    retry: (actor) => ops.turn(actor, S, 'T retried'),
-  },
 };
 
 /**
@@ -347,7 +325,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               const items = await world.run(history(survivor, S));
               expectDense(items);
               const stored = contents(items);
-              const { deliveries, everDelivered, sum } = await storedTurns(world, S);
+              const { deliveries, sum } = await storedTurns(world, S);
               const where = `${name}, crash at call ${at} ${after ? 'after' : 'before'}`;
               if (name === 'delete') {
                 // A re-created id starts empty: only the final turn, nothing of the old session.
@@ -360,16 +338,11 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
               expect(stored.get('F'), where).toBe(1);
               expect(stored.get('T crashed') ?? 0, where).toBeLessThanOrEqual(1);
               expect(stored.get('A crashed') ?? 0, where).toBeLessThanOrEqual(1);
-              if (
-                name === 'turn' ||
-                name === 'streamed turn' ||
-                name === 'enqueue and pickup' ||
-                name === 'enqueue across a delete'
-              )
+              if (name === 'turn' || name === 'streamed turn' || name === 'enqueue and pickup')
                 expect(stored.get('T retried'), where).toBe(1);
               if (name === 'append') expect(stored.get('A retried'), where).toBe(1);
               // A queued input acknowledged is stored once, taken up by whoever closed the turn before it.
-              if (name === 'enqueue and pickup' || name === 'enqueue across a delete') {
+              if (name === 'enqueue and pickup') {
                 const queued = stored.get('Q crashed') ?? 0;
                 if (lost.ok) expect(queued, where).toBe(1);
                 else expect(queued, where).toBeLessThanOrEqual(1);
@@ -379,11 +352,9 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                 expect(stored.get('K'), where).toBe(
                   retried.ok ? 1 : (stored.get('K') ?? 0) <= 1 ? stored.get('K') : -1,
                 );
-              // Every acknowledged notice reached exactly one stored turn (or the turn a delete
-              // of the newest turn took out); n3 too, once it exists.
-              for (const notice of ['n1', 'n2'])
-                if (name !== 'enqueue across a delete' || !everDelivered.has(notice) || deliveries.has(notice))
-                  expect(deliveries.get(notice), `${where}: ${notice}`).toBe(1);
+              // Every acknowledged notice reached exactly one stored turn; n3 too, once it exists.
+              expect(deliveries.get('n1'), where).toBe(1);
+              expect(deliveries.get('n2'), where).toBe(1);
               if (name === 'inbox post') expect(deliveries.get('n3'), where).toBe(1);
               await expectExactLedger(world, S, sum, where);
             }

@@ -3,25 +3,47 @@ import { sha256Hex } from '../../lib/hash.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { pickUp, runTurn, type TurnServices } from '../../lib/turn.ts';
-import type { SessionLog } from '../support/session-log.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { DEFAULTS } from '../../lib/config.ts';
 import { turnWorld } from '../support/turn-world.ts';
 
 /** Inputs queued under a generation a delete of the newest turn left (docs/STORAGE.md, "Queued inputs"). */
 
-function services(): TurnServices & { sessions: SessionLog; settle: () => Promise<void> } {
+function services(store: ObjectStore = new MemoryStore()): TurnServices & {
+  sessions: SessionLog;
+  settle: (failing?: boolean) => Promise<void>;
+  advance: (ms: number) => void;
+} {
   const pending: Promise<unknown>[] = [];
-  const { services: turnServices, sessions } = turnWorld(new MemoryStore(), echoModel);
+  const failures: unknown[] = [];
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const { services: turnServices } = turnWorld(store, echoModel);
   return {
     ...turnServices,
-    sessions,
-    background: (task) => void pending.push(task),
+    sessions: new SessionLog(store, { clock: () => new Date(now) }),
+    // A task's failure is kept for `settle`, so none goes unhandled meanwhile.
+    background: (task) =>
+      void pending.push(
+        task.then(
+          () => undefined,
+          (error: unknown) => void failures.push(error),
+        ),
+      ),
     // Background work (pickups, runs) starts on a timer after a response.
-    settle: async () => {
+    // `failing`: a failed task is let go (an injected fault), and the rest run on.
+    settle: async (failing = false) => {
       for (let rounds = 0; rounds < 20; rounds++) {
         await new Promise((resolve) => setTimeout(resolve, 0));
         if (pending.length === 0) return;
         await Promise.all(pending.splice(0));
+        const [failure] = failures.splice(0);
+        if (failure !== undefined && !failing) throw failure;
       }
+    },
+    advance: (ms) => {
+      now += ms;
     },
   };
 }
@@ -129,5 +151,55 @@ describe('queued inputs across a delete of the newest turn', () => {
     await runTurn(turnServices, 's', { input: 'two' });
     await turnServices.settle();
     expect(await userTexts(sessions, 's')).toEqual(['two']);
+  });
+  it('are not run again by a pickup that read the session before the delete', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    // The pickup died before removing the entry; another, following a turn closed before the
+    // delete, lists the generation the delete left as its own.
+    await queue(turnServices, 's', 'queued');
+    const before = await sessions.scope('s');
+    await sessions.deleteTurn('s', 2);
+    await pickUp(turnServices, 's', before);
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+  it('are taken up once whichever storage call of the delete and the pickup after it fails', async () => {
+    for (const after of [false, true]) {
+      for (let at = 1; ; at++) {
+        const store = new FaultyStore(new MemoryStore());
+        let armed = false;
+        let calls = 0;
+        store.failWhen(() => armed && ++calls === at, { after, times: 1 });
+        const turnServices = services(store);
+        const { sessions } = turnServices;
+        await sessions.create({ id: 's' });
+        await runTurn(turnServices, 's', { input: 'one' });
+        await turnServices.settle();
+        await queue(turnServices, 's', 'queued');
+        armed = true;
+        await sessions
+          .deleteTurn('s', 1)
+          .then(() => pickUp(turnServices, 's'))
+          .catch(() => undefined);
+        await turnServices.settle(true);
+        armed = false;
+        // The failed process's leases run out; the next turn takes up what is left queued.
+        turnServices.advance(DEFAULTS.turnLeaseMs + 1);
+        await runTurn(turnServices, 's', { input: 'two' });
+        await turnServices.settle();
+        const where = `call ${at} ${after ? 'after' : 'before'}`;
+        expect(
+          (await userTexts(sessions, 's')).filter((text) => text === 'queued'),
+          where,
+        ).toEqual(['queued']);
+        expect((await sessions.listQueuedInputs('s', 10)).total, where).toBe(0);
+        if (store.injected === 0) break;
+      }
+    }
   });
 });

@@ -77,6 +77,7 @@ export class MemoryTurnDriver implements TurnDriver {
       getTurn: (id, turn) => log.getTurn(id, turn),
       enqueue: (id, input) => log.enqueue(id, input),
       readQueued: (scope, keyHash) => log.readQueued(scope, keyHash),
+      queuedTakenBefore: (scope, keyHash) => log.queuedTakenBefore(scope, keyHash),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
       cancelTurn: (id, turn) => log.cancelTurn(id, turn),
       scope: (id) => log.scope(id),

@@ -48,6 +48,8 @@ export interface LogScope {
   ancestors?: readonly ForkPoint[];
   /** The generations of this id's history that a delete of its newest turn wrote (records.ts). */
   rewound?: readonly string[];
+  /** Older generations of this incarnation whose queued inputs are still taken up (records.ts). */
+  queuedIn?: readonly string[];
 }
 
 /** Where a fork's history continues: an incarnation of another session, up to a record. */

@@ -77,6 +77,14 @@ export const sessionConfigSchema = z
       .min(1)
       .max(MAX_FORK_DEPTH + 1)
       .optional(),
+    /**
+     * The generations of this incarnation a delete of its newest turn left, nearest first:
+     * inputs queued under them (`queue/<g>/`) are still taken up (log/queue.ts).
+     */
+    queued_in: z
+      .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
+      .min(1)
+      .optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;

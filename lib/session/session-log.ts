@@ -13,6 +13,7 @@ import {
   listQueued,
   readQueued,
   removeQueued,
+  takenBefore,
   type NewQueuedInput,
   type QueuedEntry,
 } from './log/queue.ts';
@@ -134,6 +135,11 @@ export class SessionLog extends SessionLogBase {
 
   async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
     return readQueued(this.log, scope, keyHash);
+  }
+
+  /** Whether an input queued under an older generation (`queued_in`) was taken up there. */
+  async queuedTakenBefore(scope: LogScope, keyHash: string): Promise<boolean> {
+    return takenBefore(this.log, scope, keyHash);
   }
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {

@@ -43,7 +43,7 @@ export async function claimBackgroundTurn(
 export async function claimInput(
   services: TurnServices,
   sessionId: string,
-  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn'> & {
+  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check'> & {
     request: Record<string, unknown>;
   },
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {

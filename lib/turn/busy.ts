@@ -103,7 +103,9 @@ export async function pickUp(
       if (closed) await sendIdle(services, scope, closed);
       return;
     }
-    const entry = await sessions.readQueued(scope, next.keyHash);
+    // An input queued under a generation a delete of the newest turn left (log/queue.ts).
+    const queue = next.generation === scope.generation ? scope : { ...scope, generation: next.generation };
+    const entry = await sessions.readQueued(queue, next.keyHash);
     // Taken up by another pickup meanwhile.
     if (!entry) continue;
     let claimed: Awaited<ReturnType<typeof claimInput>>;
@@ -113,17 +115,31 @@ export async function pickUp(
         request: entry.request,
         keyHash: entry.key_sha256,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
+        // Under a generation the session left (whatever `scope` says): its key may name a turn
+        // taken up there, perhaps the one a delete took out, which its replay would not find.
+        check: async (config) => {
+          if ((config.generation ?? '') === next.generation) return;
+          const left = { ...scope, queuedIn: config.queued_in ?? [] };
+          if (await sessions.queuedTakenBefore(left, entry.key_sha256)) throw new TakenBefore();
+        },
       });
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
+      if (error instanceof TakenBefore) {
+        await sessions.removeQueued(queue, entry.key_sha256);
+        continue;
+      }
       // Its key stored another request first (as a turn): that one stands, this input goes.
       if (!(error instanceof IdempotencyKeyReusedError)) throw error;
       claimed = { turn: 0, status: 'failed' };
     }
-    await sessions.removeQueued(scope, entry.key_sha256);
+    await sessions.removeQueued(queue, entry.key_sha256);
     if (claimed.run) return services.startBackground(claimed.run);
   }
 }
+
+/** A queued input whose key names a turn of a generation the session left (log/queue.ts). */
+class TakenBefore extends Error {}
 
 /** `session.idle` for the session's webhook, if it has one. */
 async function sendIdle(services: TurnServices, scope: LogScope, closed: ClosedBefore): Promise<void> {

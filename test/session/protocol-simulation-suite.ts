@@ -385,14 +385,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           const crashFree = crash
             ? programs.map((steps) => steps.filter((step) => step.kind !== 'cancel' && step.kind !== 'interrupt'))
             : programs;
-          // A delete of the newest turn moves the session to a new generation and leaves the
-          // inputs queued under the old one's queue/ behind (lib/session/log/rewind.ts does not
-          // carry them, and a queued input meeting its fence is queued there): runs with a
-          // delete have no queued input until it does.
-          const rewinds = crashFree.some((steps) => steps.some((step) => step.kind === 'rewind'));
-          const plans = rewinds
-            ? crashFree.map((steps) => steps.filter((step) => step.kind !== 'enqueue' && step.kind !== 'behind'))
-            : crashFree;
+          const plans = crashFree;
           const crashedActor = crash ? crash.actor % plans.length : -1;
           const actors = plans.map((_, index) =>
             world.actor(index === crashedActor ? { at: crash!.at, after: crash!.after } : undefined),

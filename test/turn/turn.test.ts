@@ -254,6 +254,7 @@ describe('storage operations per turn', () => {
         getTurn: log.getTurn.bind(log),
         enqueue: log.enqueue.bind(log),
         readQueued: log.readQueued.bind(log),
+        queuedTakenBefore: log.queuedTakenBefore.bind(log),
         removeQueued: log.removeQueued.bind(log),
         cancelTurn: log.cancelTurn.bind(log),
         scope: log.scope.bind(log),

@@ -23,8 +23,9 @@ export interface QueuedRow {
 
 /**
  * The session's queued inputs (busy policy `enqueue`, log/queue.ts), oldest first: one listing
- * of `queue/<g>/`, then a read of each of the first `limit` entries. An entry taken up between
- * the listing and its read is left out. `total` is how many the listing found.
+ * of `queue/<g>/` (and of each generation in `queued_in`), then a read of each of the first
+ * `limit` entries. An entry taken up between the listing and its read is left out. `total` is
+ * how many the listing found.
  */
 export async function queuedInputs(
   log: LogContext,
@@ -34,7 +35,7 @@ export async function queuedInputs(
   const scope = await sessionScope(log, id);
   const entries = await listQueued(log, scope);
   const rows = await mapLimit(entries.slice(0, limit), PARALLEL_GETS, async (entry, index) => {
-    const input = await readQueued(log, scope, entry.keyHash);
+    const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
     if (!input) return null;
     const text = previewText(input.input);
     return {

@@ -1,6 +1,6 @@
 import { IdempotencyKeyReusedError } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
-import { queuedKey, queuedPrefix, type LogScope } from '../keys.ts';
+import { idempotencyKey, queuedKey, queuedPrefix, type LogScope } from '../keys.ts';
 import { parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
@@ -10,13 +10,16 @@ import type { LogContext } from './context.ts';
  * inputs"): `queue/<g>/<key sha256>`, create-only, in the session's generation, so a delete
  * removes them. They are taken in the order the store received them (upload time, then key),
  * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once
- * however many pickups race or die: a second claim under the key replays the first.
+ * however many pickups race or die: a second claim under the key replays the first. A delete
+ * of the newest turn names the generation it leaves in the config's `queued_in`, whose queue
+ * is read with the session's own from then on (log/rewind.ts).
  */
 
-/** A queued input as listed: its key hash and when the store received it. */
+/** A queued input as listed: its key hash, when the store received it, and the generation it is under. */
 export interface QueuedEntry {
   keyHash: string;
   uploaded: Date;
+  generation: string;
 }
 
 /** What a caller queues; the log adds the format, the time and its writer id. */
@@ -52,21 +55,49 @@ export async function enqueueInput(
   };
 }
 
-/** See SessionLog.queued: oldest first. */
+/**
+ * See SessionLog.queued: oldest first. One listing of `queue/<g>/`, and one of each older
+ * generation a delete of the newest turn left (`queued_in`), whose inputs are still the
+ * session's: a session no turn was deleted from lists its own queue only.
+ */
 export async function listQueued(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {
+  const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+  const listed = await Promise.all(generations.map((generation) => listGeneration(log, { ...scope, generation })));
+  return listed
+    .flat()
+    .sort(
+      (a, b) =>
+        a.uploaded.getTime() - b.uploaded.getTime() || (a.keyHash < b.keyHash ? -1 : a.keyHash > b.keyHash ? 1 : 0),
+    );
+}
+
+async function listGeneration(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {
   const prefix = queuedPrefix(scope);
   const entries: QueuedEntry[] = [];
   let cursor: string | undefined;
   do {
     const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
     for (const object of page.objects)
-      entries.push({ keyHash: object.key.slice(prefix.length), uploaded: object.uploaded });
+      entries.push({
+        keyHash: object.key.slice(prefix.length),
+        uploaded: object.uploaded,
+        generation: scope.generation,
+      });
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor);
-  return entries.sort(
-    (a, b) =>
-      a.uploaded.getTime() - b.uploaded.getTime() || (a.keyHash < b.keyHash ? -1 : a.keyHash > b.keyHash ? 1 : 0),
+  return entries;
+}
+
+/**
+ * Whether an input queued under an older generation (`queued_in`) was taken up there: its key
+ * names a turn in one of them (`idem/`, which a turn's claim, completion or lease close
+ * writes), a turn a delete may have taken out since. Such an input is not run again.
+ */
+export async function takenBefore(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
+  const claims = await Promise.all(
+    (scope.queuedIn ?? []).map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
   );
+  return claims.some((claim) => claim !== null);
 }
 
 /** One queued input; null once it was taken up. */

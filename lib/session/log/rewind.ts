@@ -158,10 +158,12 @@ async function moveBack(
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the delete took too long to write its new generation; try again');
     const current = await readConfig(log, head.config.id);
-    const { fork_of: _, rewound: before = [], ...fields } = current.config;
+    const { fork_of: _, rewound: before = [], queued_in: left = [], ...fields } = current.config;
     const held = new Set(chain.map((point) => point.generation));
     const rewound = [generation, ...before.filter((older) => held.has(older))];
-    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}), rewound };
+    // Inputs queued under the generation left are still taken up (log/queue.ts).
+    const queued_in = [head.config.generation ?? '', ...left];
+    config = { ...fields, generation, ...(chain.length > 0 ? { fork_of: chain } : {}), rewound, queued_in };
     written =
       current.config.generation === head.config.generation &&
       (await log.store.put(sessionConfigKey(log.keyPrefix, config.id), JSON.stringify(config), {

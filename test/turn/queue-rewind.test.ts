@@ -1,0 +1,208 @@
+import { describe, expect, it } from 'vitest';
+import { sha256Hex } from '../../lib/hash.ts';
+import { echoModel } from '../../lib/models/echo.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { pickUp, runInProcess, runTurn, type BackgroundTurn, type TurnServices } from '../../lib/turn/index.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { DEFAULTS } from '../../lib/defaults.ts';
+import { turnWorld } from '../support/turn-world.ts';
+
+/** Inputs queued under a generation a delete of the newest turn left (docs/STORAGE.md, "Queued inputs"). */
+
+function services(store: ObjectStore = new MemoryStore()): TurnServices & {
+  sessions: SessionLog;
+  settle: (failing?: boolean) => Promise<void>;
+  advance: (ms: number) => void;
+} {
+  const pending: Promise<unknown>[] = [];
+  const failures: unknown[] = [];
+  let now = Date.parse('2026-01-01T00:00:00Z');
+  const { services: turnServices } = turnWorld(store, echoModel);
+  const world = {
+    ...turnServices,
+    sessions: new SessionLog(store, { clock: () => new Date(now) }),
+    // Background turns run on this world's services, so `settle` waits for them.
+    startBackground: (run: BackgroundTurn) => runInProcess(world, run),
+    // A task's failure is kept for `settle`, so none goes unhandled meanwhile.
+    background: (task: Promise<unknown>) =>
+      void pending.push(
+        task.then(
+          () => undefined,
+          (error: unknown) => void failures.push(error),
+        ),
+      ),
+    // Background work (pickups, runs) starts on a timer after a response.
+    // `failing`: a failed task is let go (an injected fault), and the rest run on.
+    settle: async (failing = false): Promise<void> => {
+      for (let rounds = 0; rounds < 20; rounds++) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        if (pending.length === 0) return;
+        await Promise.all(pending.splice(0));
+        const [failure] = failures.splice(0);
+        if (failure !== undefined && !failing) throw failure;
+      }
+    },
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
+  return world;
+}
+
+/** Queues `content` as the enqueue does, without its pickup (its process died after the put). */
+async function queue(turnServices: ReturnType<typeof services>, id: string, content: string): Promise<string> {
+  const key_sha256 = sha256Hex(content);
+  await turnServices.sessions.enqueue(id, {
+    input: [{ type: 'message', role: 'user', content }],
+    request: {},
+    key_sha256,
+  });
+  return key_sha256;
+}
+
+/** Session `s` with one turn ('one'), its background work settled. */
+async function withOneTurn(): Promise<ReturnType<typeof services>> {
+  const turnServices = services();
+  await turnServices.sessions.create({ id: 's' });
+  await runTurn(turnServices, 's', { input: 'one' });
+  await turnServices.settle();
+  return turnServices;
+}
+
+async function userTexts(log: SessionLog, id: string): Promise<string[]> {
+  const page = await log.listItems(id, { limit: 100 });
+  return page.items
+    .reverse()
+    .filter((item) => item.type === 'message' && item.role === 'user')
+    .map((item) => String((item as { content: unknown }).content));
+}
+
+describe('queued inputs across a delete of the newest turn', () => {
+  it('are listed, and taken up in order, oldest first, by the next pickup', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    const first = await queue(turnServices, 's', 'queued before');
+    await sessions.deleteTurn('s', 1);
+    const second = await queue(turnServices, 's', 'queued after');
+    const listed = await sessions.listQueuedInputs('s', 10);
+    expect(listed.queued.map((row) => [row.queued_turn, row.position, row.preview])).toEqual([
+      [first, 1, 'queued before'],
+      [second, 2, 'queued after'],
+    ]);
+    expect(listed.total).toBe(2);
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['queued before', 'queued after']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+
+  it('are not run again when their turn, taken up before the delete, is the one it took out', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one', 'queued']);
+    // The pickup died before removing the entry: it is still there when the delete comes.
+    await queue(turnServices, 's', 'queued');
+    await sessions.deleteTurn('s', 2);
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one', 'two']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+
+  it('survive a second delete that goes back past the generation they are under', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await sessions.deleteTurn('s', 1);
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    await queue(turnServices, 's', 'queued');
+    await sessions.deleteTurn('s', 1);
+    await runTurn(turnServices, 's', { input: 'three' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['three', 'queued']);
+  });
+  it("are kept when a fork's delete sweeps the session while they wait", async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    await queue(turnServices, 's', 'queued');
+    // The session's first turn: its new generation forks nothing, so no reference keeps the old one.
+    await sessions.deleteTurn('s', 1);
+    // The fork's delete sweeps its parent, which names another generation now.
+    await sessions.delete('f');
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['two', 'queued']);
+  });
+  it('are not run again after such a sweep when their turn was the one a delete took out', async () => {
+    const turnServices = services();
+    const { sessions } = turnServices;
+    await sessions.create({ id: 's' });
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    // The pickup died before removing the entry; the session's first turn is deleted.
+    await queue(turnServices, 's', 'queued');
+    await sessions.fork('s', { at_turn: 1, fields: { id: 'f' } });
+    await sessions.deleteTurn('s', 1);
+    await sessions.delete('f');
+    await runTurn(turnServices, 's', { input: 'two' });
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['two']);
+  });
+  it('are not run again by a pickup that read the session before the delete', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    await queue(turnServices, 's', 'queued');
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    // The pickup died before removing the entry; another, following a turn closed before the
+    // delete, lists the generation the delete left as its own.
+    await queue(turnServices, 's', 'queued');
+    const before = await sessions.scope('s');
+    await sessions.deleteTurn('s', 2);
+    await pickUp(turnServices, 's', before);
+    await turnServices.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+  it('are taken up once whichever storage call of the delete and the pickup after it fails', async () => {
+    for (const after of [false, true]) {
+      for (let at = 1; ; at++) {
+        const store = new FaultyStore(new MemoryStore());
+        let armed = false;
+        let calls = 0;
+        store.failWhen(() => armed && ++calls === at, { after, times: 1 });
+        const turnServices = services(store);
+        const { sessions } = turnServices;
+        await sessions.create({ id: 's' });
+        await runTurn(turnServices, 's', { input: 'one' });
+        await turnServices.settle();
+        await queue(turnServices, 's', 'queued');
+        armed = true;
+        await sessions
+          .deleteTurn('s', 1)
+          .then(() => pickUp(turnServices, 's'))
+          .catch(() => undefined);
+        await turnServices.settle(true);
+        armed = false;
+        // The failed process's leases run out; the next turn takes up what is left queued.
+        turnServices.advance(DEFAULTS.turnLeaseMs + 1);
+        await runTurn(turnServices, 's', { input: 'two' });
+        await turnServices.settle();
+        const where = `call ${at} ${after ? 'after' : 'before'}`;
+        expect(
+          (await userTexts(sessions, 's')).filter((text) => text === 'queued'),
+          where,
+        ).toEqual(['queued']);
+        expect((await sessions.listQueuedInputs('s', 10)).total, where).toBe(0);
+        if (store.injected === 0) break;
+      }
+    }
+  });
+});

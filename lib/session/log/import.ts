@@ -179,6 +179,8 @@ async function writeChunks(
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
   let chunkBytes = 0;
+  // Every item since the last view: the next view reads them from here, not from the segments.
+  let held: LogItem[] = [];
   let seq = 0;
   let toolCalls = 0;
   let record = 0;
@@ -220,7 +222,8 @@ async function writeChunks(
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     chunk = [];
     chunkBytes = 0;
-    await packScope(final ? log : packingAll, scope, { ...options.pack, refresh: true });
+    await packScope(final ? log : packingAll, scope, { ...options.pack, refresh: true }, held);
+    held = [];
   };
   for await (const { line, value, bytes } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
@@ -281,6 +284,7 @@ async function writeChunks(
     seq += 1;
     if (item.type === 'function_call') toolCalls += 1;
     chunk.push(item);
+    held.push(item);
     chunkBytes += size;
   }
   if (seq > 0) await flush(true);

@@ -45,9 +45,10 @@ export async function writeViewIfDue(
   if (newest.record.record === listed) return null;
   // A compaction since the newest view makes its tail stale (it starts at the old context start).
   const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
-  // So does a carry grown large (a burst of big appends): every turn would read it.
-  const grown = JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
-  const due = newest.record.record - listed >= log.viewEveryRecords || compacted || grown || refresh;
+  // So does a carry grown large (a burst of big appends): every turn would read it (measured last).
+  const grown = () =>
+    JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
+  const due = refresh || newest.record.record - listed >= log.viewEveryRecords || compacted || grown();
   if (!due) return null;
   const base = await readBase(log, scope, newest, cursor, [], undefined, true, held);
   const policy = log.viewPolicy;

@@ -39,6 +39,8 @@ export async function externalizePayloads<Item extends PromptItem>(
       item.type !== 'function_call_output' ||
       item.output_ref ||
       typeof item.output !== 'string' ||
+      // At most 3 UTF-8 bytes a UTF-16 unit: a short output is not encoded to be measured.
+      item.output.length * 3 <= threshold ||
       toBytes(item.output).length <= threshold
     ) {
       result.push(item);

@@ -28,6 +28,7 @@ import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
 import { writeIndexEntry } from './session-index.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
+import { ViewCache } from './view-cache.ts';
 
 /**
  * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
@@ -72,6 +73,8 @@ export interface ImportOptions {
 const VIEW_EVERY_RECORDS = 8;
 /** Segment writes an import keeps in flight. */
 const MAX_WRITES_IN_FLIGHT = 2;
+/** The parsed views an import keeps when the process keeps none (one at a time: the newest). */
+const IMPORT_VIEW_CACHE_BYTES = 64 * 1024 * 1024;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -172,13 +175,17 @@ async function writeChunks(
   writes: PendingWrites,
 ): Promise<ExportNotice[]> {
   const recordBytes = Math.max(1, log.segmentTargetBytes);
+  // Each view is read by the next one: kept parsed, as a turn keeps it, even when the process keeps none.
+  const viewing: LogContext = log.viewCache ? log : { ...log, viewCache: new ViewCache(IMPORT_VIEW_CACHE_BYTES) };
   // At a view, the packer packs that record too (the next ones are written after it).
-  const packingAll: LogContext = { ...log, keepRecords: 0 };
+  const packingAll: LogContext = { ...viewing, keepRecords: 0 };
   const pending = new Set<string>();
   const notices: ExportNotice[] = [];
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
   let chunkBytes = 0;
+  // Every item since the last view: the next view reads them from here, not from the segments.
+  let held: LogItem[] = [];
   let seq = 0;
   let toolCalls = 0;
   let record = 0;
@@ -220,7 +227,8 @@ async function writeChunks(
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     chunk = [];
     chunkBytes = 0;
-    await packScope(final ? log : packingAll, scope, { ...options.pack, refresh: true });
+    await packScope(final ? viewing : packingAll, scope, { ...options.pack, refresh: true }, held);
+    held = [];
   };
   for await (const { line, value, bytes } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
@@ -281,6 +289,7 @@ async function writeChunks(
     seq += 1;
     if (item.type === 'function_call') toolCalls += 1;
     chunk.push(item);
+    held.push(item);
     chunkBytes += size;
   }
   if (seq > 0) await flush(true);

@@ -20,9 +20,17 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
   return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options);
 }
 
-/** `pack` of one incarnation, named by its scope (an import packs before its config exists). */
-export async function packScope(log: LogContext, scope: LogScope, options: PackOptions = {}): Promise<PackResult> {
-  const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh));
+/**
+ * `pack` of one incarnation, named by its scope (an import packs before its config exists,
+ * and passes the items it wrote since its last view as `held`: see readBase).
+ */
+export async function packScope(
+  log: LogContext,
+  scope: LogScope,
+  options: PackOptions = {},
+  held: readonly LogItem[] = [],
+): Promise<PackResult> {
+  const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh, held));
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose.
   const packMinRecords = view ? 1 : log.packMinRecords;

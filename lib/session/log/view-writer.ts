@@ -29,13 +29,15 @@ const DEFAULT_VIEW_CALLS = 256;
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
  * The shards of its repeat index that changed are written first, and the shards they replace
  * are deleted after it (a reader of an older view that meets one gone lists again).
- * Returns the view's key, or null when none was due.
+ * `held`: items the caller holds of the log (see readBase). Returns the view's key, or null
+ * when none was due.
  */
 export async function writeViewIfDue(
   log: LogContext,
   scope: LogScope,
   requirement: PackOptions['requirement'],
   refresh = false,
+  held: readonly LogItem[] = [],
 ): Promise<string | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
@@ -43,11 +45,12 @@ export async function writeViewIfDue(
   if (newest.record.record === listed) return null;
   // A compaction since the newest view makes its tail stale (it starts at the old context start).
   const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
-  // So does a carry grown large (a burst of big appends): every turn would read it.
-  const grown = JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
-  const due = newest.record.record - listed >= log.viewEveryRecords || compacted || grown || refresh;
+  // So does a carry grown large (a burst of big appends): every turn would read it (measured last).
+  const grown = () =>
+    JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
+  const due = refresh || newest.record.record - listed >= log.viewEveryRecords || compacted || grown();
   if (!due) return null;
-  const base = await readBase(log, scope, newest, cursor);
+  const base = await readBase(log, scope, newest, cursor, [], undefined, true, held);
   const policy = log.viewPolicy;
   const { aggregates, newKeys } = aggregatesOf(policy, base);
   const lastSeq = countsOf(newest).items;

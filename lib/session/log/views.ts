@@ -56,6 +56,8 @@ export function needsView(
  * it up to the newest record: from what the newest record carries, and from the log (records
  * or segments, via `cursor`) for the records it does not carry. Without a view, the whole log.
  * The shards of the repeat index loaded are those of the calls after the view and of `input`.
+ * `held`: items of the log the caller already holds (dense, as an import just wrote them);
+ * when they cover what the newest record does not carry, the log is not read for them.
  */
 export async function readBase(
   log: LogContext,
@@ -65,6 +67,7 @@ export async function readBase(
   input: readonly PromptItem[] = [],
   prefetched?: PrefetchedView,
   useViews = true,
+  held: readonly LogItem[] = [],
 ): Promise<Base> {
   let view: LogView | null = null;
   let gone: string | undefined;
@@ -94,6 +97,12 @@ export async function readBase(
   const carried = groups.flatMap((group) => group.items);
   const older: LogItem[][] = [];
   let low = carried[0]?.seq ?? countsOf(newest).items + 1;
+  const heldFirst = held[0]?.seq ?? Number.POSITIVE_INFINITY;
+  const heldLast = held[held.length - 1]?.seq ?? 0;
+  if (low > lastSeq + 1 && heldFirst <= lastSeq + 1 && heldLast >= low - 1) {
+    older.push(held.slice(lastSeq + 1 - heldFirst, low - heldFirst));
+    low = lastSeq + 1;
+  }
   if (low > lastSeq + 1 && groups.length > 0) {
     cursor.skipTo(groups[0]!.record);
     for (let unit = await cursor.next(); unit && low > lastSeq + 1; unit = await cursor.next()) {

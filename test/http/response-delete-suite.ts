@@ -69,5 +69,19 @@ export function defineResponseDeleteSuite(label: string, harness: HttpHarness): 
       expect(await texts(conversation)).toEqual([]);
       expect(await client.conversations.retrieve(conversation)).toMatchObject({ id: conversation });
     });
+
+    it('refuses to take out a response that delivered inbox notices: a notice is delivered once', async () => {
+      const first = await client.responses.create({ model: 'echo', input: 'first question' });
+      const conversation = first.conversation!.id;
+      const posted = await harness.fetch(`/v1/sessions/${conversation}/inbox`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ content: 'the build is green' }),
+      });
+      expect(posted.status).toBe(201);
+      const second = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'next' });
+      await expect(client.responses.delete(second.id)).rejects.toMatchObject({ status: 409, code: 'delete_refused' });
+      expect(await client.responses.retrieve(second.id)).toMatchObject({ id: second.id, status: 'completed' });
+    });
   });
 }

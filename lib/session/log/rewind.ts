@@ -1,6 +1,6 @@
 import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
 import { newGeneration, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
-import type { LogRecord, SessionConfig } from '../records.ts';
+import type { DoneRecord, LogRecord, SessionConfig } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
@@ -126,13 +126,30 @@ async function pointBefore(log: LogContext, head: Head, turn: number): Promise<P
       id,
       turn,
     });
+  // Notices are delivered once: taking out the turn that delivered them would either lose them
+  // or deliver them again (the inbox's delivery records name turns by number, which the next
+  // generation reuses).
+  const after = undeliveredOf(candidate);
+  if (deliveredNotices(candidate!.done) || after.notices.length > 0 || after.lost_turns.length > 0)
+    throw new DeleteRefusedError(
+      `turn ${turn} of session ${id} took inbox notices, which are delivered once; it cannot be taken out`,
+      { id, turn },
+    );
   const unit = await head.cursor.next();
   if (unit?.kind === 'segment')
     throw new DeleteRefusedError(
       `the record before turn ${turn} of session ${id} is packed into a segment; only recent turns can be deleted`,
       { id, turn },
     );
-  return unit ? readRecord(log, unit) : null;
+  const previous = unit ? await readRecord(log, unit) : null;
+  const waiting = undeliveredOf(previous);
+  if (waiting.notices.length > 0 || waiting.lost_turns.length > 0)
+    throw new DeleteRefusedError(
+      `notices consumed before turn ${turn} of session ${id} were not delivered yet (the inbox's delivery records ` +
+        'name turns by number, which the session would number again); delete it once a turn delivered them',
+      { id, turn },
+    );
+  return previous;
 }
 
 /**
@@ -207,4 +224,10 @@ function carried(record: LogRecord, head: Head): LogRecord {
 /** The state a record closes with, for the fork record that continues from it. */
 function stateAt(point: Point | null): RecordState | null {
   return point && stateOf(point.record, point.done);
+}
+
+/** Whether a closed turn's stored response says its model call delivered notices. */
+function deliveredNotices(done: DoneRecord): boolean {
+  const context = (done.response as { context?: { notices_delivered?: unknown } } | undefined)?.context;
+  return Array.isArray(context?.notices_delivered) && context.notices_delivered.length > 0;
 }

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import {
-  InvalidRequestError,
   LEASE_EXPIRED,
   NotNewestTurnError,
   StorageError,
@@ -10,7 +9,6 @@ import {
 import { itemSchema, type Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
-  MAX_OPEN_CALLS,
   parseStored,
   recordSchema,
   type ContextStart,
@@ -31,9 +29,9 @@ import {
   recordGroups,
   overflowOf,
   undeliveredOf,
-  type Head,
 } from './head.ts';
 import { findKey } from './idempotency.ts';
+import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
@@ -356,44 +354,6 @@ function carry(
 /** A base cut before `firstSeq` (the items of a record just claimed). */
 function before(base: Base, firstSeq: number): Base {
   return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };
-}
-
-/** The calls without an output after the newest record (null: not tracked by that record). */
-function openCallsOf(newest: Head['newest']): string[] | null {
-  if (!newest) return [];
-  return (newest.done ? newest.done.open_calls : newest.record.open_calls) ?? null;
-}
-
-/**
- * Checks input items against the calls still open in the history and returns the calls
- * open after them (see `trackCall`).
- */
-function checkCalls(input: readonly Item[], open: readonly string[]): string[] {
-  const pending = new Set(open);
-  input.forEach((item, index) => {
-    trackCall(pending, item, `input.${index}`);
-  });
-  return [...pending].slice(-MAX_OPEN_CALLS);
-}
-
-/**
- * Checks one item against the open calls `pending` and updates them: a call must not reuse
- * the call_id of an open call, and an output must answer an open call (so a second output
- * for the same call is refused). `field` names the item in the 400.
- */
-export function trackCall(pending: Set<string>, item: Item, field: string): void {
-  if (item.type === 'function_call') {
-    if (pending.has(item.call_id))
-      throw new InvalidRequestError(`${field}.call_id: a call with call_id ${item.call_id} is already open`, {
-        field: `${field}.call_id`,
-      });
-    pending.add(item.call_id);
-  } else if (item.type === 'function_call_output' && !pending.delete(item.call_id)) {
-    throw new InvalidRequestError(
-      `${field}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
-      { field: `${field}.call_id` },
-    );
-  }
 }
 
 /** A commit without an idempotency key always writes (or throws). */

@@ -21,7 +21,7 @@ import {
   type LogScope,
 } from '../keys.ts';
 import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
-import { trackCall } from './commit.ts';
+import { trackCall } from './open-calls.ts';
 import { deleteSession, toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryAppHarness } from '../support/memory-app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appHarness } from '../support/app-harness.ts';
 import { startOtlpReceiver, type OtlpReceiver } from '../support/otlp-receiver.ts';
 import { freshId, SIGNING_KEY, TOKEN } from './http-suite.ts';
 import { defineTracingSuite } from './tracing-suite.ts';
@@ -9,7 +10,8 @@ import { defineTracingSuite } from './tracing-suite.ts';
 const receiver: OtlpReceiver = await startOtlpReceiver();
 afterAll(() => receiver.close());
 
-const harness = memoryAppHarness(
+const harness = appHarness(
+  new MemoryStore(),
   { API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: SIGNING_KEY, ALLOW_ANONYMOUS: 'false' },
   { logLine: () => undefined },
 );

@@ -79,6 +79,8 @@ export function escapeName(segment: string): string {
 }
 
 export function unescapeSegment(escaped: string): string | undefined {
+  // Safe bytes only (most names, records' among them): the name is the segment.
+  if (!escaped.includes('%')) return escaped;
   const bytes: number[] = [];
   for (let index = 0; index < escaped.length; index++) {
     const char = escaped[index]!;

@@ -4,6 +4,7 @@ import { link, open, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { StorageError } from '../errors.ts';
 import {
+  compareKeys,
   resolveRange,
   toBytes,
   type GetOptions,
@@ -233,7 +234,8 @@ export class FileStore implements ObjectStore {
       if (codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR') return;
       throw error;
     }
-    const entries: Array<{ sortKey: Buffer; key: string; directory: boolean; name: string }> = [];
+    // `tail`: the key after `base`, which every key here starts with; tails sort as the keys do.
+    const entries: Array<{ key: string; tail: string; directory: boolean; name: string }> = [];
     for (const name of names) {
       const kind = name.slice(-2);
       if (kind !== OBJECT && kind !== DIRECTORY) continue;
@@ -246,18 +248,17 @@ export class FileStore implements ObjectStore {
         if (segment !== undefined) key = base + segment + (kind === DIRECTORY ? '/' : '');
       }
       if (key === undefined || !key.startsWith(prefix)) continue;
-      entries.push({ sortKey: Buffer.from(key), key, directory: kind === DIRECTORY, name });
+      entries.push({ key, tail: key.slice(base.length), directory: kind === DIRECTORY, name });
     }
-    entries.sort((a, b) => Buffer.compare(a.sortKey, b.sortKey));
-    const afterBytes = after === undefined ? undefined : Buffer.from(after);
+    entries.sort((a, b) => compareKeys(a.tail, b.tail));
     for (const entry of entries) {
       if (entry.directory) {
         // Every key below starts with entry.key: skip the directory when all of them sort at or before `after`.
-        if (afterBytes && Buffer.compare(entry.sortKey, afterBytes) <= 0 && !after!.startsWith(entry.key)) continue;
+        if (after !== undefined && compareKeys(entry.key, after) <= 0 && !after.startsWith(entry.key)) continue;
         yield* this.#walk(join(directory, entry.name), entry.key, entry.key, after);
         continue;
       }
-      if (afterBytes && Buffer.compare(entry.sortKey, afterBytes) <= 0) continue;
+      if (after !== undefined && compareKeys(entry.key, after) <= 0) continue;
       const info = await this.head(entry.key);
       if (info) yield info;
     }

@@ -150,3 +150,22 @@ export function backendOf(store: ObjectStore): ObjectStore {
     current = inner as ObjectStore;
   }
 }
+
+/**
+ * Byte order of UTF-8 keys, as object stores list them, without encoding: UTF-8 byte order
+ * is code point order, and UTF-16 code unit order differs from it only where a surrogate
+ * (a code point above U+FFFF) meets a unit in U+E000..U+FFFF.
+ */
+export function compareKeys(a: string, b: string): number {
+  const length = Math.min(a.length, b.length);
+  for (let i = 0; i < length; i++) {
+    const left = a.charCodeAt(i);
+    const right = b.charCodeAt(i);
+    if (left === right) continue;
+    const leftSurrogate = left >= 0xd800 && left <= 0xdfff;
+    const rightSurrogate = right >= 0xd800 && right <= 0xdfff;
+    if (leftSurrogate !== rightSurrogate) return leftSurrogate ? 1 : -1;
+    return left - right;
+  }
+  return a.length - b.length;
+}

@@ -6,6 +6,7 @@ import { transferCauses, transferGoalRow, transferSection, type TransferFigures 
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
+import { fileSmallPromptGoalRow, fileSmallPromptSection, type FileSmallPromptFigures } from './file-small-prompt.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -53,6 +54,7 @@ export interface BenchResults {
   tracing?: TracingFigures;
   resume?: ResumeFigures;
   appendLoad?: AppendLoadFigures[];
+  fileSmallPrompt?: FileSmallPromptFigures;
   fork?: ForkFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
@@ -129,6 +131,9 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
   lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
   lines.push(...appendLoadSection(results.appendLoad, capitalized(notMeasured(results, 'append-load'))));
+  lines.push(
+    ...fileSmallPromptSection(results.fileSmallPrompt, capitalized(notMeasured(results, 'file-small-prompt'))),
+  );
   lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
@@ -360,6 +365,7 @@ function goalRows(results: BenchResults): GoalRow[] {
   }
   if (results.transfer) rows.push(transferGoalRow(results.transfer));
   if (results.tracing) rows.push(tracingGoalRow(results.tracing));
+  if (results.fileSmallPrompt) rows.push(fileSmallPromptGoalRow(results.fileSmallPrompt));
   // Goals whose section has no figures stay in the table, saying why.
   const missing: [unknown, string, string, string][] = [
     [

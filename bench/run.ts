@@ -3,7 +3,8 @@
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
- *                                                 inspector, transfer, fork, tracing, resume, append-load; prints
+ *                                                 inspector, transfer, fork, tracing, resume, append-load,
+ *                                                 file-small-prompt; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -44,6 +45,7 @@ import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
 import { measureForks } from './fork.ts';
+import { measureFileSmallPrompt } from './file-small-prompt.ts';
 import { SECTIONS, type Section } from './sections.ts';
 
 const argv = process.argv.slice(2);
@@ -343,6 +345,18 @@ if (runs('fork')) {
   log('forks of a long session at its end and at a packed point (bench/fork.ts)');
   results.fork = await measureForks({ items: quick ? 2_000 : 10_000, seed: 9, log });
   ended('fork');
+}
+
+if (runs('file-small-prompt')) {
+  log('the small-prompt turn on the file store and the memory store (bench/file-small-prompt.ts)');
+  results.fileSmallPrompt = await measureFileSmallPrompt({
+    sizes: quick ? [100, 1_000] : [100, 10_000, 100_000],
+    rounds: quick ? 1 : 5,
+    turnsPerRound: quick ? 2 : 6,
+    seed: 11,
+    log,
+  });
+  ended('file-small-prompt');
 }
 
 results.durationMs = performance.now() - started;

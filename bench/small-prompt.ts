@@ -87,24 +87,7 @@ export async function benchSmallPrompt(options: SmallPromptOptions): Promise<Sma
   const rows: SmallPromptRow[] = [];
   for (const size of options.sizes) {
     const id = `small_prompt_${size}`;
-    await driver.createSession(id, 'You are a coding agent working through a large repository.');
-    const start = performance.now();
-    const blocks = smallPromptBlocks(options.seed);
-    let stored = 0;
-    let appended = 0;
-    // A record per block up to 100,000 items; beyond, 10 blocks a record, so loading writes a
-    // tenth of the views (each as large as the prompt) and takes minutes, not an hour.
-    const blocksPerRecord = size > 100_000 ? 10 : 1;
-    while (stored < size) {
-      const items: Item[] = [];
-      for (let block = 0; block < blocksPerRecord; block++) items.push(...(blocks.next().value as Item[]));
-      stored = await driver.append(id, items);
-      if (++appended % options.packEvery === 0) await driver.pack(id);
-      if (appended % 1000 === 0) log(`small-prompt ${size}: ${stored} items stored`);
-    }
-    await driver.pack(id);
-    const loadMs = performance.now() - start;
-    log(`small-prompt ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
+    const { stored, loadMs } = await loadSmallPrompt(driver, id, size, options);
     const row = await measureTurns(driver, id, size, stored, loadMs, options);
     if (harness) {
       const cold = await harness.cold.measure(id, size);
@@ -118,6 +101,38 @@ export async function benchSmallPrompt(options: SmallPromptOptions): Promise<Sma
   }
   await driver.close();
   return rows;
+}
+
+/**
+ * Creates session `id` and appends whole blocks until it holds at least `size` items, packing
+ * every `packEvery` records as turns would.
+ */
+export async function loadSmallPrompt(
+  driver: MemoryTurnDriver,
+  id: string,
+  size: number,
+  options: Pick<SmallPromptOptions, 'seed' | 'packEvery' | 'log'>,
+): Promise<{ stored: number; loadMs: number }> {
+  const log = options.log ?? (() => undefined);
+  await driver.createSession(id, 'You are a coding agent working through a large repository.');
+  const start = performance.now();
+  const blocks = smallPromptBlocks(options.seed);
+  let stored = 0;
+  let appended = 0;
+  // A record per block up to 100,000 items; beyond, 10 blocks a record, so loading writes a
+  // tenth of the views (each as large as the prompt) and takes minutes, not an hour.
+  const blocksPerRecord = size > 100_000 ? 10 : 1;
+  while (stored < size) {
+    const items: Item[] = [];
+    for (let block = 0; block < blocksPerRecord; block++) items.push(...(blocks.next().value as Item[]));
+    stored = await driver.append(id, items);
+    if (++appended % options.packEvery === 0) await driver.pack(id);
+    if (appended % 1000 === 0) log(`small-prompt ${size}: ${stored} items stored`);
+  }
+  await driver.pack(id);
+  const loadMs = performance.now() - start;
+  log(`small-prompt ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
+  return { stored, loadMs };
 }
 
 async function measureTurns(

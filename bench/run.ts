@@ -351,8 +351,8 @@ if (runs('file-small-prompt')) {
   log('the small-prompt turn on the file store and the memory store (bench/file-small-prompt.ts)');
   results.fileSmallPrompt = await measureFileSmallPrompt({
     sizes: quick ? [100, 1_000] : [100, 10_000, 100_000],
-    rounds: quick ? 1 : 5,
-    turnsPerRound: quick ? 2 : 6,
+    rounds: quick ? 1 : 12,
+    turnsPerRound: quick ? 2 : 4,
     seed: 11,
     log,
   });

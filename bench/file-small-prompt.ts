@@ -176,3 +176,13 @@ export function fileSmallPromptGoalRow(figures: FileSmallPromptFigures) {
     met: ratio <= 1.5 ? 'yes' : '**no**',
   };
 }
+
+/** What `--quick` requires of the figures (bench/quick-check.ts): every size measured, the longest one packed. */
+export function fileSmallPromptFailures(figures: FileSmallPromptFigures | undefined, sizes: number): string[] {
+  if (figures?.rows.length !== sizes) return ['file-small-prompt: not every size measured'];
+  const failures = figures.rows
+    .filter((row) => !(row.fileMs > 0 && row.memoryMs > 0 && row.headListMs > 0))
+    .map((row) => `file-small-prompt ${row.items}: a figure is missing`);
+  if (figures.rows.at(-1)!.tombstones === 0) failures.push('file-small-prompt: the longest session has no tombstone');
+  return failures;
+}

@@ -3,6 +3,7 @@ import type { BenchResults } from './results-markdown.ts';
 import type { TurnOverheadRow } from './turn-overhead.ts';
 import { storageUnchanged } from './tracing.ts';
 import { forkFailures } from './fork.ts';
+import { fileSmallPromptFailures } from './file-small-prompt.ts';
 
 /**
  * What `npm run bench -- --quick` (run by CI) requires of its figures, so that a broken
@@ -112,5 +113,6 @@ export function quickCheckFailures(results: BenchResults): string[] {
     );
   }
   if (ran('fork')) failures.push(...forkFailures(results.fork));
+  if (ran('file-small-prompt')) failures.push(...fileSmallPromptFailures(results.fileSmallPrompt, 2));
   return failures;
 }

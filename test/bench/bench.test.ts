@@ -14,6 +14,7 @@ import { benchTurnOverhead } from '../../bench/turn-overhead.ts';
 import { measureLatency } from '../../bench/latency.ts';
 import { measureResume } from '../../bench/resume.ts';
 import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
+import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/file-small-prompt.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -271,6 +272,7 @@ describe('bench', () => {
       'resume: no journal written',
       'resume: a streamed turn added more than one write a second plus 2',
       'fork: no figures',
+      'file-small-prompt: not every size measured',
     ]);
   });
 
@@ -304,6 +306,33 @@ describe('bench', () => {
       `fork at middle: ${parted.reusedChars} of ${middle.parentPromptChars} prompt characters reused`,
     ]);
     expect(resultsMarkdown({ ...runHeader(), fork: figures })).toContain('## 12. Forks of a long session');
+  });
+
+  it('measures the small-prompt turn on a file store copy next to the memory store, and checks it', async () => {
+    const figures = await measureFileSmallPrompt({
+      sizes: [100, 1_000],
+      rounds: 1,
+      turnsPerRound: 1,
+      seed: 11,
+      log: () => undefined,
+    });
+    expect(figures.rows.map((row) => row.items)).toEqual([102, 1_020]);
+    const [short, long] = figures.rows;
+    // The longer session's records directory holds the tombstones of its packed records.
+    expect(long!.tombstones).toBeGreaterThan(short!.tombstones);
+    expect(long!.recordObjects).toBeGreaterThan(long!.tombstones);
+    expect(fileSmallPromptFailures(figures, 2)).toEqual([]);
+    expect(fileSmallPromptFailures({ ...figures, rows: [short!] }, 2)).toEqual([
+      'file-small-prompt: not every size measured',
+    ]);
+    const unpacked = { ...long!, tombstones: 0, fileMs: 0 };
+    expect(fileSmallPromptFailures({ ...figures, rows: [short!, unpacked] }, 2)).toEqual([
+      'file-small-prompt 1020: a figure is missing',
+      'file-small-prompt: the longest session has no tombstone',
+    ]);
+    const markdown = resultsMarkdown({ ...runHeader(), fileSmallPrompt: figures });
+    expect(markdown).toContain('### File store: the small-prompt turn at any length');
+    expect(markdown).toContain('(file store, small-prompt workload, view cache on)');
   });
 });
 

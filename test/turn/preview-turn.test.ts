@@ -4,6 +4,7 @@ import { TailgateError } from '../../lib/errors.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn, type TurnResponse } from '../../lib/turn/index.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
@@ -112,6 +113,13 @@ describe('previewPrompt', () => {
           const preview = await outcome(previewPrompt(services, 's', {}));
           const before = model.prompts.length;
           const turn = await outcome(runTurn(services, 's', { input: [] }));
+          if (!('code' in preview) && preview.context.compaction?.pending && 'code' in turn) {
+            // Only the summary, which the preview cannot know, can make the compacted prompt too
+            // large: the turn stored it, and the preview now shows it and answers as the turn did.
+            expect(turn).toEqual({ code: 'context_too_large' });
+            expect(await outcome(previewPrompt(services, 's', {}))).toEqual(turn);
+            return;
+          }
           if ('code' in preview || 'code' in turn) {
             expect(turn).toEqual(preview);
             return;
@@ -132,6 +140,72 @@ describe('previewPrompt', () => {
       ),
       { numRuns: 80 },
     );
+  });
+});
+
+describe('previewPrompt, case by case', () => {
+  /** A session of `pairs` tool pairs of 2 KB outputs and a user message after them, in a 1,000-token window. */
+  async function world(strategies: string[] | null, pairs: number) {
+    const store = new CountingStore(new MemoryStore());
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model);
+    await sessions.create({
+      id: 's',
+      strategies,
+      strategy_config: { context_limit: 1000, response_reserve: 200 },
+    });
+    const history = Array.from({ length: pairs }, (_, index) => toolPair(index, 'x'.repeat(2000)));
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'go' }, ...history.flat()]);
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'next' }]);
+    return { store, model, inbox, services };
+  }
+
+  it('drops what the turn drops from the boundary a turn stored, and moves it no further', async () => {
+    const { model, services } = await world(['none'], 3);
+    // The first turn moves the boundary; the preview after it starts there, as the next turn does.
+    const first = await runTurn(services, 's', { input: [] });
+    expect(first.context.overflow_dropped?.moved).toBe(true);
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.overflow_dropped).toMatchObject({
+      moved: false,
+      tool_start_seq: first.context.overflow_dropped!.tool_start_seq,
+    });
+    const next = await runTurn(services, 's', { input: [] });
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+    expect(next.context.overflow_dropped).toEqual(preview.context.overflow_dropped);
+  });
+
+  it('shows the compaction of the next turn as made, its summary pending, with no model call or write', async () => {
+    const { store, model, services } = await world(['compact', 'inbox'], 2);
+    store.reset();
+    const preview = await previewPrompt(services, 's', {});
+    expect(model.prompts).toHaveLength(0);
+    expect(store.counts).toMatchObject({ put: 0, delete: 0 });
+    const compaction = preview.context.compaction!;
+    expect(compaction).toMatchObject({ pending: true, summarized: { first_seq: 1 } });
+    expect(preview.context.context_start_seq).toBe(compaction.start_seq);
+    expect(preview.items[0]).toMatchObject({ synthetic: 'summary', pending: true });
+    expect(preview.items.slice(1).every((item) => item.seq! >= compaction.start_seq)).toBe(true);
+
+    const turn = await runTurn(services, 's', { input: [] });
+    const { pending: _pending, ...made } = compaction;
+    expect(turn.context.compaction).toEqual(made);
+    expect(seen(model.prompts.at(-1)!, true)).toEqual(seen(preview.items, true));
+  });
+
+  it('shows first the notices a failed turn took, as the next turn delivers them', async () => {
+    const { inbox, services } = await world(null, 0);
+    await inbox.post('s', { name: 'a.md', content: 'taken by a failed turn' });
+    const failing = {
+      ...services,
+      model: () => ({ ...recordingEcho(), generate: () => Promise.reject(new Error('down')) }),
+    };
+    await expect(runTurn(failing, 's', { input: [] })).rejects.toThrow();
+    await inbox.post('s', { name: 'b.md', content: 'still in the inbox' });
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.notices_pending).toEqual(['a.md', 'b.md']);
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['a.md', 'b.md']);
   });
 });
 

@@ -27,7 +27,8 @@ import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
  * over its trigger (or the request's `compaction` threshold); then, for a model with a known
  * window, the prompt is fitted (lib/compaction/fit-prompt.ts: `truncation: "auto"`, or without
  * `compact` the overflow safety net, whose moved boundary the completion stores) and one that
- * still does not fit is refused (context_too_large) instead of sent.
+ * still does not fit is refused (context_too_large) instead of sent. Everything up to the
+ * model request is `fitTurnPrompt`, which the prompt preview (lib/turn/preview.ts) runs too.
  */
 
 /** What a prompt is built for: the claimed turn, or for the preview the turn the session would claim next. */

@@ -56,7 +56,7 @@ export async function previewPrompt(
       ...context,
       notices_delivered: [],
       notices_pending: pending.map((notice) => notice.name),
-      ...(read.context && !context.context_start_seq ? { context_start_seq: read.context.start_seq } : {}),
+      ...(read.context && context.context_start_seq === undefined ? { context_start_seq: read.context.start_seq } : {}),
     },
   };
 }

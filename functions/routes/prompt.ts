@@ -22,7 +22,7 @@ const previewRoute = createRoute({
   request: { params: sessionIdParamsSchema, query: promptQuerySchema },
   responses: {
     200: jsonResponse(promptPreviewSchema, 'The prompt and its context'),
-    ...errorResponses(400, 401, 403, 404, 503),
+    ...errorResponses(400, 401, 403, 404, 413, 503),
   },
 });
 

@@ -40,13 +40,24 @@ export async function summarizeContext(
     .trim();
   if (text === '') throw new ModelError('the summary model answered without text');
   return {
+    ...compactedContext(previous, plan, clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN)),
+    model: model.id,
+  };
+}
+
+/** The context start a compaction along `plan` moves to, with `summary` for what it cuts off. */
+export function compactedContext(
+  previous: ContextStart | null,
+  plan: CompactionPlan,
+  summary: string,
+): Omit<NewContext, 'model'> {
+  return {
     start_seq: plan.startSeq,
-    summary: clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN),
+    summary,
     summarized: {
       first_seq: previous ? Math.min(previous.summarized.first_seq, plan.firstSeq) : plan.firstSeq,
       last_seq: plan.lastSeq,
     },
-    interrupted: [...interrupted],
-    model: model.id,
+    interrupted: [...new Set(plan.interrupted.map((call) => call.call_id))],
   };
 }

@@ -28,12 +28,13 @@ import type {
   OpenTurn,
   PackOptions,
   PackResult,
+  PreviewContext,
   StoredOutcome,
 } from './log/types.ts';
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
-import type { ContextStart, QueuedInput, TurnStatus, Undelivered } from './records.ts';
+import type { ContextStart, QueuedInput, TurnStatus } from './records.ts';
 import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
@@ -233,13 +234,7 @@ export class SessionLog extends SessionLogBase {
   async previewContext(
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-  ): Promise<{
-    items: PromptItem[];
-    aggregates: HistoryAggregates;
-    context: ContextStart | null;
-    undelivered: Undelivered;
-    scope: LogScope;
-  }> {
+  ): Promise<PreviewContext> {
     return readAgainIfGone(() => previewContext(this.log, id, requirement));
   }
 

@@ -16,8 +16,8 @@ import type { TurnContext } from './types.ts';
 export interface PromptSources {
   /** The history the strategies see (a tail view, or the items of a stateless call, numbered). */
   history: PromptItem[];
-  /** The compacted context's start: its summary goes before the history. */
-  contextStart: ContextStart | null;
+  /** The compacted context's start: its summary goes before the history (`pending`: not written yet, the preview's). */
+  contextStart: (Pick<ContextStart, 'summary'> & { pending?: true }) | null;
   strategies: string[];
   strategyConfig: StrategyConfig;
   /** The plain string environment (PROMPT_STRATEGY, thresholds). */
@@ -41,16 +41,12 @@ export function assemblePrompt(sources: PromptSources): AssembledPrompt {
   const notices = sources.notices.map(
     (notice): PromptItem => ({ ...inboxMessage(notice.content), ...(notice.pending ? { pending: true } : {}) }),
   );
-  const prepared = preparePrompt(
-    contextStart ? [summaryMessage(contextStart.summary), ...history] : history,
-    sources.strategies,
-    {
-      config: sources.strategyConfig,
-      env: sources.env,
-      ...(aggregates ? { aggregates } : {}),
-      inbox: (items) => [...items, ...notices],
-    },
-  );
+  const prepared = preparePrompt(contextStart ? [summaryItem(contextStart), ...history] : history, sources.strategies, {
+    config: sources.strategyConfig,
+    env: sources.env,
+    ...(aggregates ? { aggregates } : {}),
+    inbox: (items) => [...items, ...notices],
+  });
   return { ...withInstructions(sources.instructions, prepared.items, prepared.stablePrefixLength), prepared };
 }
 
@@ -69,7 +65,7 @@ export function promptContext(
 
 export function compactionContext(
   promptTokens: number,
-  context: ContextStart | null,
+  context: Pick<ContextStart, 'start_seq'> | null,
   compaction: TurnContext['compaction'],
 ): Partial<TurnContext> {
   return {
@@ -90,6 +86,10 @@ function withInstructions(
     : items;
   const stable = stablePrefixLength + (instructions ? 1 : 0);
   return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
+}
+
+function summaryItem(contextStart: Pick<ContextStart, 'summary'> & { pending?: true }): PromptItem {
+  return { ...summaryMessage(contextStart.summary), ...(contextStart.pending ? { pending: true } : {}) };
 }
 
 function inboxMessage(content: string): PromptItem {

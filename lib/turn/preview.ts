@@ -2,12 +2,18 @@ import type { PromptItem } from '../items.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
-import { assemblePrompt, promptContext } from './assemble-prompt.ts';
+import { promptBudget } from './model-call.ts';
+import { fitTurnPrompt } from './turn-prompt.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
- * written. Pending notices appear where the `inbox` strategy would put them, marked
- * `pending: true`; the context counts them in `notices_pending`, not `notices_delivered`.
+ * written. The prompt is the next turn's (without input), built by the turn's own steps
+ * (`fitTurnPrompt`, lib/turn/turn-prompt.ts) from what the next turn's claim would start
+ * from: the context start, the overflow boundary (the safety net drops as the turn would,
+ * `context.overflow_dropped`), the notices. Notices appear where the `inbox` strategy would
+ * put them, marked `pending: true`; the context counts them in `notices_pending`, not
+ * `notices_delivered`. A compaction the turn would make is shown as made, its summary (which
+ * only the model can write) an empty pending item, and `context.compaction.pending: true`.
  */
 export async function previewPrompt(
   services: TurnServices,
@@ -16,33 +22,41 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const {
-    items: history,
-    aggregates,
-    context: contextStart,
-    scope,
-  } = await services.sessions.previewContext(sessionId, (aggregates, context) =>
+  const read = await services.sessions.previewContext(sessionId, (aggregates, context) =>
     context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
   );
-  const pending = plan.strategies.includes('inbox') ? await services.inbox.peek(sessionId) : [];
-  const { prompt, prepared } = assemblePrompt({
-    history,
-    contextStart,
-    strategies: plan.strategies,
-    strategyConfig: plan.strategyConfig,
-    env: services.env,
-    aggregates: contextStart ? undefined : aggregates,
-    notices: pending.map((notice) => ({ content: notice.content, pending: true as const })),
-    instructions: session.instructions,
-  });
-  const items = await services.sessions.hydrate(scope, prompt);
+  const inbox = plan.strategies.includes('inbox');
+  // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
+  const pending = inbox ? [...read.undelivered.notices, ...(await services.inbox.peek(sessionId))] : [];
+  const notices = pending.map((notice) => ({ content: notice.content, pending: true as const }));
+  const { built, context } = await fitTurnPrompt(
+    services,
+    {
+      turn: {
+        scope: read.scope,
+        session,
+        turn: session.counts.turns + 1,
+        input: [],
+        carried: read.carried,
+        context: read.context,
+        overflow: read.overflow,
+      },
+      plan,
+      budget: promptBudget(plan.model.id, plan.strategyConfig, {}, services.tokenEncoders),
+      request: {},
+      history: read.items,
+      aggregates: read.context ? undefined : read.aggregates,
+      notices: { forPrompt: () => notices },
+    },
+    null,
+  );
   return {
-    items,
+    items: built.hydrated,
     context: {
-      ...promptContext(prepared, items),
+      ...context,
       notices_delivered: [],
       notices_pending: pending.map((notice) => notice.name),
-      ...(contextStart ? { context_start_seq: contextStart.start_seq } : {}),
+      ...(read.context && context.context_start_seq === undefined ? { context_start_seq: read.context.start_seq } : {}),
     },
   };
 }

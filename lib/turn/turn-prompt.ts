@@ -1,9 +1,16 @@
-import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '../compaction/index.ts';
+import {
+  compactedContext,
+  compactionSizes,
+  fitPrompt,
+  planCompaction,
+  summarizeContext,
+  type CompactionPlan,
+} from '../compaction/index.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
-import type { OverflowBoundary } from '../session/records.ts';
+import type { ContextStart, OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { resolveTokenBudget } from '../tokens/model-limits.ts';
@@ -20,22 +27,47 @@ import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
  * over its trigger (or the request's `compaction` threshold); then, for a model with a known
  * window, the prompt is fitted (lib/compaction/fit-prompt.ts: `truncation: "auto"`, or without
  * `compact` the overflow safety net, whose moved boundary the completion stores) and one that
- * still does not fit is refused (context_too_large) instead of sent.
+ * still does not fit is refused (context_too_large) instead of sent. Everything up to the
+ * model request is `fitTurnPrompt`, which the prompt preview (lib/turn/preview.ts) runs too.
  */
 
-export interface PromptInputs {
-  turn: OpenTurn;
+/** What a prompt is built for: the claimed turn, or for the preview the turn the session would claim next. */
+export type PromptTurn = Pick<OpenTurn, 'scope' | 'session' | 'turn' | 'input' | 'carried' | 'context' | 'overflow'>;
+
+/** What the prompt of a turn is built from, up to its model request (a turn's, or the preview's). */
+export interface PromptSource {
+  turn: PromptTurn;
   plan: TurnPlan;
   budget: ReturnType<typeof resolveTokenBudget>;
-  request: TurnRequest;
+  request: Pick<TurnRequest, 'truncation' | 'compaction'>;
   /** The history read for the turn; a compaction here cuts it (and drops the aggregates). */
   history: PromptItem[];
   aggregates: HistoryAggregates | undefined;
-  notices: TurnNotices;
+  /** The notices the `inbox` strategy inserts (`pending`: the preview's, not delivered). */
+  notices: { forPrompt(): readonly { content: string; pending?: true }[] };
   /** Set by the compaction this turn did, so a second build does not compact again. */
   compaction?: TurnContext['compaction'];
   /** The overflow boundary the fitted prompt moved: the turn's close stores it (lib/turn/close-turn.ts). */
   moved?: OverflowBoundary;
+}
+
+export interface PromptInputs extends PromptSource {
+  turn: OpenTurn;
+  request: TurnRequest;
+  notices: TurnNotices;
+}
+
+/**
+ * Summarizes what a compaction cuts off and stores the new context start (a turn's, which
+ * moves `turn.context` there); null: the preview, which calls no model and shows the
+ * compaction as pending.
+ */
+export type Summarize = ((cut: CompactionPlan, maxSummaryTokens: number) => Promise<ContextStart>) | null;
+
+/** The fitted prompt of a turn before its media are read, and the response's `context` but for its notices. */
+export interface FittedPrompt {
+  built: Built;
+  context: Omit<TurnContext, 'notices_delivered'>;
 }
 
 export interface TurnPrompt {
@@ -53,63 +85,19 @@ export interface TurnPrompt {
 }
 
 export async function buildTurnPrompt(services: TurnServices, inputs: PromptInputs): Promise<TurnPrompt> {
-  const { turn, plan, budget, request, notices } = inputs;
-  let built = await build(services, inputs, notices.forPrompt());
-  const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
-  const threshold = request.compaction?.threshold;
-  const { sessions } = services;
-  if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
-    const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
-    if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
-      const cut = planCompaction(inputs.history, {
-        keepTokens: sizes.keepTokens,
-        counter: budget.counter,
-        ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}),
-        // Start no older than what the newest records carry, so later turns read the context from them.
-        ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
-      });
-      if (cut) {
-        // The summary is stored under the turn's record: the claim must have landed.
-        await notices.claimed();
-        const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
-        const next = await summarizeContext(summaryModel, turn.context, cut, {
-          maxSummaryTokens: sizes.maxSummaryTokens,
-          ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
-        });
-        const stored = await sessions.commitTurnContext(turn, next);
-        inputs.compaction = {
-          start_seq: stored.start_seq,
-          summarized: stored.summarized,
-          interrupted: stored.interrupted,
-        };
-        inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= stored.start_seq);
-        inputs.aggregates = undefined;
-        built = await build(services, inputs, notices.forPrompt());
-      }
-    }
-  }
-  const fit = fitPrompt(built, plan.tools, budget, {
-    truncation: request.truncation,
-    compacting,
-    boundary: inputs.moved ?? turn.overflow,
-    turn: turn.turn,
-    keepFromSeq: turn.input[0]?.seq,
-  });
-  built = fit.built;
-  if (fit.moved) inputs.moved = fit.moved;
-  const promptTokens = fit.promptTokens;
-  const { prepared, cacheBreakpoint, hydrated } = built;
-  const context: Omit<TurnContext, 'notices_delivered'> = {
-    ...promptContext(prepared, hydrated),
-    ...(compacting
-      ? compactionContext(
-          promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
-          turn.context,
-          inputs.compaction,
-        )
-      : {}),
-    ...fit.context,
+  const { turn, plan, request, notices } = inputs;
+  const summarize: Summarize = async (cut, maxSummaryTokens) => {
+    // The summary is stored under the turn's record: the claim must have landed.
+    await notices.claimed();
+    const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
+    const next = await summarizeContext(summaryModel, turn.context, cut, {
+      maxSummaryTokens,
+      ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
+    });
+    return services.sessions.commitTurnContext(turn, next);
   };
+  const { built, context } = await fitTurnPrompt(services, inputs, summarize);
+  const { prepared, cacheBreakpoint, hydrated } = built;
   const { history } = inputs;
   let parts: Promise<ReceiptParts> | undefined;
   const startReceipt = () => {
@@ -131,17 +119,92 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   return { modelRequest, context, startReceipt, receipt };
 }
 
-/** The strategies applied, the instructions first, payloads fetched. */
-async function build(services: TurnServices, inputs: PromptInputs, delivered: DeliveredNotice[]) {
+/**
+ * Everything of a turn's prompt up to its model request, the one way turns and the preview
+ * (lib/turn/preview.ts) do it: assembled, compacted when due (`summarize`; without it the
+ * prompt the compaction leaves, its summary pending), fitted to the window. Sets the
+ * source's `compaction` and `moved`.
+ */
+export async function fitTurnPrompt(
+  services: TurnServices,
+  inputs: PromptSource,
+  summarize: Summarize,
+): Promise<FittedPrompt> {
+  const { turn, plan, budget, request } = inputs;
+  let contextStart: PromptContextStart | null = turn.context;
+  let built = await build(services, inputs, contextStart);
+  const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
+  const threshold = request.compaction?.threshold;
+  if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
+    const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
+    if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
+      const cut = planCompaction(inputs.history, {
+        keepTokens: sizes.keepTokens,
+        counter: budget.counter,
+        ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}),
+        // Start no older than what the newest records carry, so later turns read the context from them.
+        ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
+      });
+      if (cut) {
+        const next = summarize
+          ? await summarize(cut, sizes.maxSummaryTokens)
+          : { ...compactedContext(turn.context, cut, ''), pending: true as const };
+        inputs.compaction = {
+          start_seq: next.start_seq,
+          summarized: next.summarized,
+          interrupted: next.interrupted,
+          ...('pending' in next ? { pending: true as const } : {}),
+        };
+        contextStart = next;
+        inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= next.start_seq);
+        inputs.aggregates = undefined;
+        built = await build(services, inputs, contextStart);
+      }
+    }
+  }
+  const fit = fitPrompt(built, plan.tools, budget, {
+    truncation: request.truncation,
+    compacting,
+    boundary: inputs.moved ?? turn.overflow,
+    turn: turn.turn,
+    keepFromSeq: turn.input[0]?.seq,
+  });
+  built = fit.built;
+  if (fit.moved) inputs.moved = fit.moved;
+  const { prepared, hydrated } = built;
+  const context: Omit<TurnContext, 'notices_delivered'> = {
+    ...promptContext(prepared, hydrated),
+    ...(compacting
+      ? compactionContext(
+          fit.promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
+          contextStart,
+          inputs.compaction,
+        )
+      : {}),
+    ...fit.context,
+  };
+  return { built, context };
+}
+
+type Built = Awaited<ReturnType<typeof build>>;
+
+/** The context start a prompt begins with: its summary first (`pending`: one the preview's compaction would write). */
+type PromptContextStart = Pick<ContextStart, 'start_seq' | 'summary'> & { pending?: true };
+
+/**
+ * The strategies applied, the instructions first, payloads fetched. A pending summary (the
+ * preview's) is marked `pending`.
+ */
+async function build(services: TurnServices, inputs: PromptSource, contextStart: PromptContextStart | null) {
   const { turn, plan } = inputs;
   const { prompt, cacheBreakpoint, prepared } = assemblePrompt({
     history: inputs.history,
-    contextStart: turn.context,
+    contextStart,
     strategies: plan.strategies,
     strategyConfig: plan.strategyConfig,
     env: services.env,
     aggregates: inputs.aggregates,
-    notices: delivered,
+    notices: inputs.notices.forPrompt(),
     instructions: turn.session.instructions,
   });
   return { prepared, cacheBreakpoint, hydrated: await services.sessions.hydrate(turn.scope, prompt) };

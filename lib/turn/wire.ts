@@ -92,9 +92,13 @@ export const turnContextSchema = z
         start_seq: z.number().int(),
         summarized: z.object({ first_seq: z.number().int(), last_seq: z.number().int() }),
         interrupted: z.array(z.string()),
+        pending: z.literal(true).optional().meta({
+          description:
+            'Only in a prompt preview: the next turn compacts here; its summary, not written yet, is the pending item.',
+        }),
       })
       .optional()
-      .meta({ description: 'Set when this turn compacted the context.' }),
+      .meta({ description: 'Set when this turn compacted the context (in a preview: when the next turn will).' }),
     truncation: truncationSchema
       .optional()
       .meta({ description: 'Set when `truncation: "auto"` dropped items to fit the window.' }),

@@ -1210,6 +1210,34 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(nul.body.error.message).toContain('NUL');
     });
 
+    it('shows the overflow drop of the next turn, and answers 413 for a prompt the turn would refuse', async () => {
+      const id = await api.session({
+        strategies: ['none'],
+        strategy_config: { context_limit: 1000, response_reserve: 200 },
+      });
+      const pairs = Array.from({ length: 4 }, (_, index) => [
+        { type: 'function_call', call_id: `c${index}`, name: 'get_weather', arguments: '{}' },
+        { type: 'function_call_output', call_id: `c${index}`, output: 'o'.repeat(2000) },
+      ]);
+      await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'go' }, ...pairs.flat()],
+      });
+      await api.post(`/v1/sessions/${id}/items`, { items: [{ type: 'message', role: 'user', content: 'next' }] });
+      const preview = await api.get(`/v1/sessions/${id}/prompt`);
+      expect(preview.status).toBe(200);
+      // 4 outputs of about 500 tokens do not fit 800: the pairs go, down to 60% of it (480 tokens).
+      expect(preview.body.context.overflow_dropped).toMatchObject({ tool_pairs: 4, moved: true, tool_start_seq: 9 });
+      expect(preview.body.context.overflow_dropped.prompt_tokens).toBeLessThanOrEqual(800);
+      expect(preview.body.items.map((item: any) => item.seq)).toEqual([1, 10]);
+
+      await api.post(`/v1/sessions/${id}/items`, {
+        items: [{ type: 'message', role: 'user', content: 'x'.repeat(4000) }],
+      });
+      const refused = await api.get(`/v1/sessions/${id}/prompt`);
+      expect(refused.status).toBe(413);
+      expect(refused.body.error.code).toBe('context_too_large');
+    });
+
     it('the preview matches the prompt of the next turn (prompt_chars and items)', async () => {
       const id = await api.session({ tools: [weatherTool] });
       const call = await api.post(`/v1/sessions/${id}/turns`, { input: 'call get_weather {"city":"Rome"}' });

@@ -1,6 +1,7 @@
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -31,6 +32,25 @@ export function hookedEcho(
         if (event.type === 'done') answered();
         yield event;
       }
+    },
+  };
+}
+
+/** The echo model, keeping every prompt it was sent. */
+export function recordingEcho(): Model & { prompts: PromptItem[][] } {
+  const prompts: PromptItem[][] = [];
+  return {
+    id: echoModel.id,
+    toolResultMedia: true,
+    fileUrls: true,
+    prompts,
+    generate: (request: ModelRequest) => {
+      prompts.push(request.prompt);
+      return echoModel.generate(request);
+    },
+    stream: (request: ModelRequest) => {
+      prompts.push(request.prompt);
+      return echoModel.stream(request);
     },
   };
 }

@@ -1,12 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Item, PromptItem } from '../../lib/items.ts';
-import { echoModel } from '../../lib/models/echo.ts';
-import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { runStateless } from '../../lib/openai/stateless.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
-import { turnWorld } from '../support/turn-world.ts';
+import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
  * One way to build a prompt (lib/turn/assemble-prompt.ts): for the same history, instructions,
@@ -14,25 +12,6 @@ import { turnWorld } from '../support/turn-world.ts';
  * (lib/openai/stateless.ts) send the model the same prompt, and the preview shows the prompt
  * the next turn sends.
  */
-
-/** The echo model, keeping every prompt it was sent. */
-function recordingEcho(): Model & { prompts: PromptItem[][] } {
-  const prompts: PromptItem[][] = [];
-  return {
-    id: echoModel.id,
-    toolResultMedia: true,
-    fileUrls: true,
-    prompts,
-    generate: (request: ModelRequest) => {
-      prompts.push(request.prompt);
-      return echoModel.generate(request);
-    },
-    stream: (request: ModelRequest) => {
-      prompts.push(request.prompt);
-      return echoModel.stream(request);
-    },
-  };
-}
 
 /** What the model reads of an item: the preview's `pending` mark and the stored `created_at` aside. */
 function seen(prompt: PromptItem[]): unknown[] {

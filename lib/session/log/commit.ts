@@ -351,6 +351,20 @@ function carry(
   return kept;
 }
 
+/**
+ * The items the record after `newest` would carry, as `prepareCommit` gives a claim its
+ * `previous` (at least `newest`'s): what the prompt preview plans the next turn's compaction with.
+ */
+export function nextCarried(
+  log: LogContext,
+  newest: { record: LogRecord; done: DoneRecord | null },
+  floor: number | undefined,
+  views: readonly { record: number }[],
+): LogItem[] {
+  const recent = carry(log, newest, floor, views.find((view) => view.record <= newest.record.record)?.record ?? 0);
+  return (recent.length > 0 ? recent : recordGroups(newest).slice(-1)).flatMap((group) => group.items);
+}
+
 /** A base cut before `firstSeq` (the items of a record just claimed). */
 function before(base: Base, firstSeq: number): Base {
   return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };

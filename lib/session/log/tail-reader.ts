@@ -4,7 +4,7 @@ import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { ancestorScope, blobKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
-import type { ContextStart, LogItem, Undelivered } from '../records.ts';
+import type { ContextStart, LogItem } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
@@ -13,6 +13,7 @@ import {
   carriedItems,
   contextOf,
   NOTHING_UNDELIVERED,
+  overflowOf,
   readHead,
   readRecord,
   segmentRange,
@@ -20,8 +21,9 @@ import {
   withFreshListing,
   type Head,
 } from './head.ts';
-import type { OpenTurn } from './types.ts';
+import type { OpenTurn, PreviewContext } from './types.ts';
 import { aggregatesOf, readBase, tailFromBase } from './views.ts';
+import { nextCarried } from './commit.ts';
 
 /**
  * Reading the log from its tail: the tail view a prompt is built from (past the view when it
@@ -56,13 +58,7 @@ export async function previewContext(
   log: LogContext,
   id: string,
   requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
-): Promise<{
-  items: PromptItem[];
-  aggregates: HistoryAggregates;
-  context: ContextStart | null;
-  undelivered: Undelivered;
-  scope: LogScope;
-}> {
+): Promise<PreviewContext> {
   return withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
     if (!newest)
@@ -70,16 +66,24 @@ export async function previewContext(
         items: [],
         aggregates: log.viewPolicy.emptyAggregates(),
         context: null,
+        overflow: null,
+        carried: [],
         undelivered: NOTHING_UNDELIVERED,
         scope,
       };
     const context = contextOf(newest);
-    const undelivered = undeliveredOf(newest);
+    const next = {
+      context,
+      overflow: overflowOf(newest),
+      carried: nextCarried(log, newest, context?.start_seq, cursor.views),
+      undelivered: undeliveredOf(newest),
+      scope,
+    };
     const base = await readBase(log, scope, newest, cursor);
     const { aggregates } = aggregatesOf(log.viewPolicy, base);
     const needed = requirement(aggregates, context);
     const fromBase = tailFromBase(log.viewPolicy, base, [], needed, context?.start_seq ?? 0);
-    if (fromBase) return { items: fromBase, aggregates, context, undelivered, scope };
+    if (fromBase) return { items: fromBase, aggregates, ...next };
     const items = await readTail(
       log,
       scope,
@@ -88,7 +92,7 @@ export async function previewContext(
       needed,
       context?.start_seq ?? 0,
     );
-    return { items, aggregates, context, undelivered, scope };
+    return { items, aggregates, ...next };
   });
 }
 

@@ -1,0 +1,217 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { TailgateError } from '../../lib/errors.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { previewPrompt, runTurn, type TurnResponse } from '../../lib/turn/index.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { recordingEcho, turnWorld } from '../support/turn-world.ts';
+
+/**
+ * GET /prompt (`previewPrompt`, lib/turn/preview.ts) shows the prompt the next turn sends:
+ * over random sessions (messages, tool calls and outputs, earlier turns, notices), strategy
+ * lists (the default, with and without `compact`) and windows small enough to overflow, the
+ * preview and then a turn (without input) send the model the same items, the preview's
+ * `pending` marks aside. A compaction the turn makes shows in the preview as made, with its
+ * summary, which only the model writes, pending.
+ */
+
+type Step =
+  | { kind: 'message'; role: 'user' | 'assistant'; text: string }
+  | { kind: 'tool'; output: string }
+  | { kind: 'turn' }
+  | { kind: 'notice'; text: string };
+
+/** A text of up to `maxLength` characters, long ones included (a short piece repeated). */
+const text = (maxLength: number) =>
+  fc
+    .tuple(fc.string({ minLength: 1, maxLength: 12 }), fc.nat({ max: maxLength }))
+    .map(([piece, length]) => piece.repeat(Math.ceil(length / piece.length) || 1).slice(0, Math.max(1, length)));
+
+const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('message' as const),
+      role: fc.constantFrom('user' as const, 'assistant' as const),
+      text: text(2000),
+    }),
+  },
+  { weight: 4, arbitrary: fc.record({ kind: fc.constant('tool' as const), output: text(2500) }) },
+  { weight: 3, arbitrary: fc.constant({ kind: 'turn' as const }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('notice' as const), text: text(200) }),
+  },
+);
+
+const caseArbitrary = fc.record({
+  steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 50 }),
+  strategies: fc.constantFrom<string[] | null>(
+    null,
+    ['shorten_tools_epoch_increment', 'compact', 'inbox'],
+    ['compact', 'inbox'],
+    ['shorten_tools', 'inbox'],
+    ['none'],
+  ),
+  // The window as a share of the history's size (0: the echo model's, which has no limit).
+  windowShare: fc.constantFrom(0, 0.2, 0.4, 0.7, 1.1),
+  /** The newest user message, as the next turn's input would be; a turn before it, often. */
+  last: text(300),
+  turnBeforeLast: fc.boolean(),
+  instructions: fc.option(text(200), { nil: null }),
+  notices: fc.array(text(300), { maxLength: 3 }),
+});
+
+/** What the model reads of an item: no `pending` mark, no `created_at`, a pending summary's text unknown. */
+function seen(prompt: PromptItem[], pendingSummary: boolean): unknown[] {
+  return prompt.map((item) => {
+    const { pending: _pending, created_at: _createdAt, ...rest } = item as PromptItem & { created_at?: string };
+    return pendingSummary && rest.type === 'message' && rest.synthetic === 'summary' ? { ...rest, content: '' } : rest;
+  });
+}
+
+/** The error code a call failed with (a turn's failure is the same TailgateError the preview throws). */
+async function outcome<T>(call: Promise<T>): Promise<T | { code: string }> {
+  try {
+    return await call;
+  } catch (error) {
+    if (error instanceof TailgateError) return { code: error.code };
+    throw error;
+  }
+}
+
+describe('previewPrompt', () => {
+  it('shows exactly the prompt the next turn sends: overflow drop, compaction and notices', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        caseArbitrary,
+        async ({ steps, strategies, windowShare, last, turnBeforeLast, instructions, notices }) => {
+          const model = recordingEcho();
+          const { sessions, inbox, services } = turnWorld(new MemoryStore(), model);
+          const contextLimit = Math.max(300, Math.floor((windowShare * JSON.stringify(steps).length) / 4));
+          await sessions.create({
+            id: 's',
+            instructions,
+            strategies,
+            strategy_config: windowShare > 0 ? { context_limit: contextLimit } : {},
+          });
+          let posted = 0;
+          const post = (content: string) => inbox.post('s', { name: `${posted++}.md`, content });
+          // Earlier turns move the overflow boundary, compact, and deliver (or, failing, carry) notices.
+          for (const [index, step] of steps.entries()) {
+            if (step.kind === 'message')
+              await sessions.append('s', [{ type: 'message', role: step.role, content: step.text }]);
+            if (step.kind === 'tool') await sessions.append('s', toolPair(index, step.output));
+            if (step.kind === 'notice') await post(step.text);
+            if (step.kind === 'turn') await outcome(runTurn(services, 's', { input: [] }));
+          }
+          if (turnBeforeLast) await outcome(runTurn(services, 's', { input: [] }));
+          await sessions.append('s', [{ type: 'message', role: 'user', content: last }]);
+          for (const content of notices) await post(content);
+
+          const preview = await outcome(previewPrompt(services, 's', {}));
+          const before = model.prompts.length;
+          const turn = await outcome(runTurn(services, 's', { input: [] }));
+          if (!('code' in preview) && preview.context.compaction?.pending && 'code' in turn) {
+            // Only the summary, which the preview cannot know, can make the compacted prompt too
+            // large: the turn stored it, and the preview now shows it and answers as the turn did.
+            expect(turn).toEqual({ code: 'context_too_large' });
+            expect(await outcome(previewPrompt(services, 's', {}))).toEqual(turn);
+            return;
+          }
+          if ('code' in preview || 'code' in turn) {
+            expect(turn).toEqual(preview);
+            return;
+          }
+          const sent = model.prompts.at(-1)!;
+          expect(model.prompts.length).toBeGreaterThan(before);
+          const pendingSummary = preview.context.compaction?.pending === true;
+          expect(seen(sent, pendingSummary)).toEqual(seen(preview.items, pendingSummary));
+          const { context } = turn as TurnResponse;
+          expect(preview.context.overflow_dropped).toEqual(context.overflow_dropped);
+          expect(preview.context.notices_pending).toEqual(context.notices_delivered);
+          expect(preview.items.filter((item) => item.pending && item.synthetic === 'inbox')).toHaveLength(
+            context.notices_delivered.length,
+          );
+          const { pending: _pending, ...compaction } = preview.context.compaction ?? {};
+          expect(preview.context.compaction ? compaction : undefined).toEqual(context.compaction);
+        },
+      ),
+      { numRuns: 80 },
+    );
+  });
+});
+
+describe('previewPrompt, case by case', () => {
+  /** A session of `pairs` tool pairs of 2 KB outputs and a user message after them, in a 1,000-token window. */
+  async function world(strategies: string[] | null, pairs: number) {
+    const store = new CountingStore(new MemoryStore());
+    const model = recordingEcho();
+    const { sessions, inbox, services } = turnWorld(store, model);
+    await sessions.create({
+      id: 's',
+      strategies,
+      strategy_config: { context_limit: 1000, response_reserve: 200 },
+    });
+    const history = Array.from({ length: pairs }, (_, index) => toolPair(index, 'x'.repeat(2000)));
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'go' }, ...history.flat()]);
+    await sessions.append('s', [{ type: 'message', role: 'user', content: 'next' }]);
+    return { store, model, inbox, services };
+  }
+
+  it('drops what the turn drops from the boundary a turn stored, and moves it no further', async () => {
+    const { model, services } = await world(['none'], 3);
+    // The first turn moves the boundary; the preview after it starts there, as the next turn does.
+    const first = await runTurn(services, 's', { input: [] });
+    expect(first.context.overflow_dropped?.moved).toBe(true);
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.overflow_dropped).toMatchObject({
+      moved: false,
+      tool_start_seq: first.context.overflow_dropped!.tool_start_seq,
+    });
+    const next = await runTurn(services, 's', { input: [] });
+    expect(seen(model.prompts.at(-1)!, false)).toEqual(seen(preview.items, false));
+    expect(next.context.overflow_dropped).toEqual(preview.context.overflow_dropped);
+  });
+
+  it('shows the compaction of the next turn as made, its summary pending, with no model call or write', async () => {
+    const { store, model, services } = await world(['compact', 'inbox'], 2);
+    store.reset();
+    const preview = await previewPrompt(services, 's', {});
+    expect(model.prompts).toHaveLength(0);
+    expect(store.counts).toMatchObject({ put: 0, delete: 0 });
+    const compaction = preview.context.compaction!;
+    expect(compaction).toMatchObject({ pending: true, summarized: { first_seq: 1 } });
+    expect(preview.context.context_start_seq).toBe(compaction.start_seq);
+    expect(preview.items[0]).toMatchObject({ synthetic: 'summary', pending: true });
+    expect(preview.items.slice(1).every((item) => item.seq! >= compaction.start_seq)).toBe(true);
+
+    const turn = await runTurn(services, 's', { input: [] });
+    const { pending: _pending, ...made } = compaction;
+    expect(turn.context.compaction).toEqual(made);
+    expect(seen(model.prompts.at(-1)!, true)).toEqual(seen(preview.items, true));
+  });
+
+  it('shows first the notices a failed turn took, as the next turn delivers them', async () => {
+    const { inbox, services } = await world(null, 0);
+    await inbox.post('s', { name: 'a.md', content: 'taken by a failed turn' });
+    const failing = {
+      ...services,
+      model: () => ({ ...recordingEcho(), generate: () => Promise.reject(new Error('down')) }),
+    };
+    await expect(runTurn(failing, 's', { input: [] })).rejects.toThrow();
+    await inbox.post('s', { name: 'b.md', content: 'still in the inbox' });
+    const preview = await previewPrompt(services, 's', {});
+    expect(preview.context.notices_pending).toEqual(['a.md', 'b.md']);
+    const turn = await runTurn(services, 's', { input: [] });
+    expect(turn.context.notices_delivered).toEqual(['a.md', 'b.md']);
+  });
+});
+
+function toolPair(index: number, output: string): Item[] {
+  return [
+    { type: 'function_call', call_id: `call_${index}`, name: 'read', arguments: `{"n":${index}}` },
+    { type: 'function_call_output', call_id: `call_${index}`, output },
+  ];
+}

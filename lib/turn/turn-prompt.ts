@@ -3,7 +3,7 @@ import type { DeliveredNotice } from '../inbox/index.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
-import type { OverflowBoundary } from '../session/records.ts';
+import type { ContextStart, OverflowBoundary } from '../session/records.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { countPromptTokens } from '../tokens/token-counter.ts';
 import type { resolveTokenBudget } from '../tokens/model-limits.ts';
@@ -32,8 +32,11 @@ export interface PromptInputs {
   history: PromptItem[];
   aggregates: HistoryAggregates | undefined;
   notices: TurnNotices;
-  /** Set by the compaction this turn did, so a second build does not compact again. */
-  compaction?: TurnContext['compaction'];
+  /**
+   * The context start the compaction this turn did stored (a second build does not compact
+   * again): the prompt starts there, and the turn's close commits it (lib/turn/close-turn.ts).
+   */
+  compacted?: ContextStart;
   /** The overflow boundary the fitted prompt moved: the turn's close stores it (lib/turn/close-turn.ts). */
   moved?: OverflowBoundary;
 }
@@ -58,7 +61,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
   const threshold = request.compaction?.threshold;
   const { sessions } = services;
-  if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
+  if (compacting && !inputs.compacted && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
     const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
     if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
       const cut = planCompaction(inputs.history, {
@@ -77,11 +80,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
           ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
         });
         const stored = await sessions.commitTurnContext(turn, next);
-        inputs.compaction = {
-          start_seq: stored.start_seq,
-          summarized: stored.summarized,
-          interrupted: stored.interrupted,
-        };
+        inputs.compacted = stored;
         inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= stored.start_seq);
         inputs.aggregates = undefined;
         built = await build(services, inputs, notices.forPrompt());
@@ -104,8 +103,12 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     ...(compacting
       ? compactionContext(
           promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
-          turn.context,
-          inputs.compaction,
+          contextStart(inputs),
+          inputs.compacted && {
+            start_seq: inputs.compacted.start_seq,
+            summarized: inputs.compacted.summarized,
+            interrupted: inputs.compacted.interrupted,
+          },
         )
       : {}),
     ...fit.context,
@@ -136,7 +139,7 @@ async function build(services: TurnServices, inputs: PromptInputs, delivered: De
   const { turn, plan } = inputs;
   const { prompt, cacheBreakpoint, prepared } = assemblePrompt({
     history: inputs.history,
-    contextStart: turn.context,
+    contextStart: contextStart(inputs),
     strategies: plan.strategies,
     strategyConfig: plan.strategyConfig,
     env: services.env,
@@ -145,4 +148,9 @@ async function build(services: TurnServices, inputs: PromptInputs, delivered: De
     instructions: turn.session.instructions,
   });
   return { prepared, cacheBreakpoint, hydrated: await services.sessions.hydrate(turn.scope, prompt) };
+}
+
+/** The context start the prompt begins at: the one this turn's compaction stored, else the claim's. */
+function contextStart(inputs: PromptInputs): ContextStart | null {
+  return inputs.compacted ?? inputs.turn.context;
 }

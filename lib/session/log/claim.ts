@@ -128,7 +128,8 @@ export class TurnClaim {
     const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
     const requestHash = record.request_sha256 ?? this.#options.requestHash;
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
-    return {
+    // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
+    return Object.freeze({
       scope,
       session: toSessionRecord(config, record.counts, record.ledger ?? EMPTY_LEDGER),
       turn: record.turn!,
@@ -151,7 +152,7 @@ export class TurnClaim {
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,
-    };
+    });
   }
 }
 

@@ -1,5 +1,5 @@
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import type { TurnOutcome } from '../lib/turn/index.ts';
+import type { TurnObservation } from '../lib/turn/index.ts';
 import type { Metrics } from './metrics.ts';
 
 /**
@@ -44,7 +44,7 @@ export interface TurnLogOptions {
  * duration, time to first output, and the storage operations of its request until it ended
  * (the work after the answer, such as packing, is not in them). No content unless LOG_CONTENT.
  */
-export function turnLogLine(outcome: TurnOutcome, ops: StorageOps, logContent: boolean): string {
+export function turnLogLine(outcome: TurnObservation, ops: StorageOps, logContent: boolean): string {
   const usage = outcome.usage;
   const total = Object.values(ops).reduce((sum, count) => sum + count, 0);
   return JSON.stringify({
@@ -74,7 +74,7 @@ export function turnLogLine(outcome: TurnOutcome, ops: StorageOps, logContent: b
 }
 
 /** The observer a request's turns report to (lib/turn/observe.ts). */
-export function turnObserver(options: TurnLogOptions): (outcome: TurnOutcome) => void {
+export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation) => void {
   return (outcome) => {
     // The turn's answer does not depend on its log line: a sink that throws loses only the line.
     try {

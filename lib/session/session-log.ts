@@ -3,7 +3,7 @@ import type { HistoryAggregates, TailRequirement } from '../history.ts';
 import { hydrateMedia } from './attachments.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
-import { beginTurn, completeTurn, TurnClaim, type ClaimOptions, type TurnResult } from './log/claim.ts';
+import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
 import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
 import { cancelTurn, closedBy, closeIfOpenExpired, renewLease } from './log/lease.ts';
@@ -30,6 +30,8 @@ import type {
   PackResult,
   PreviewContext,
   StoredOutcome,
+  TurnHistory,
+  TurnOutcome,
 } from './log/types.ts';
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
@@ -177,16 +179,17 @@ export class SessionLog extends SessionLogBase {
    * their outputs). Usually it comes from the view and the items after it that the claim
    * read; tool items outside `requirement.wholeCalls` may then come as the strategies compact
    * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
+   * Says whether the read went past the view (the next turn then wants a fresh one).
    */
-  async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
+  async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<TurnHistory> {
     return readContext(this.log, turn, requirement);
   }
 
   /**
-   * Whether the next turn would be better served by a fresh view: this turn's read went past
-   * its view, or, with this turn's `output` stored, the strategies (`requirement` of the
-   * aggregates then) compact or drop items the view holds whole, or need a tail it lacks (a
-   * new epoch began). The caller then packs with `refresh`.
+   * Whether the next turn would be better served by a fresh view (as it is when this turn's
+   * read went past it: `readContext` says so): with this turn's `output` stored, the strategies
+   * (`requirement` of the aggregates then) compact or drop items the view holds whole, or need
+   * a tail it lacks (a new epoch began). The caller then packs with `refresh`.
    */
   needsView(
     turn: OpenTurn,
@@ -201,7 +204,8 @@ export class SessionLog extends SessionLogBase {
    * first, create-only under `context/<inverted turn record>`, and the turn's completion
    * commits it (its `context`). A crash before the completion leaves the previous context
    * (the expired turn is closed with the context it started with). When the key is taken
-   * (the same compaction ran already), the stored one wins. Updates `turn.context`.
+   * (the same compaction ran already), the stored one wins. Returns it: the turn's
+   * `TurnOutcome` carries it to the completion.
    */
   async commitTurnContext(turn: OpenTurn, next: NewContext): Promise<ContextStart> {
     return commitTurnContext(this.log, turn, next);
@@ -254,14 +258,15 @@ export class SessionLog extends SessionLogBase {
   }
 
   /**
-   * Closes a turn with its outcome: output items get the next seqs, and the response is kept
-   * for idempotent replay. A keyed turn's `idem/` object is written first. Write-once: a turn
-   * closed already by someone else (its lease expired, or it was cancelled) gives
-   * TurnClosedError with that reason, and nothing of this outcome is stored. A session deleted
-   * meanwhile closed the turn itself: NotFoundError.
+   * Closes a turn with its outcome: output items get the next seqs, the response is kept for
+   * idempotent replay, and a context start or overflow boundary the turn moved is stored. A
+   * keyed turn's `idem/` object is written first. Write-once: a turn closed already by someone
+   * else (its lease expired, or it was cancelled) gives TurnClosedError with that reason, and
+   * nothing of this outcome is stored. A session deleted meanwhile closed the turn itself:
+   * NotFoundError.
    */
-  async completeTurn(turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
-    return completeTurn(this.log, turn, result);
+  async completeTurn(turn: OpenTurn, outcome: TurnOutcome): Promise<StoredItem[]> {
+    return completeTurn(this.log, turn, outcome);
   }
 
   /**

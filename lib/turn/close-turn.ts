@@ -1,8 +1,7 @@
 import { AbortedError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
-import type { OpenTurn } from '../session/log/types.ts';
+import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { StoredItem } from '../items.ts';
-import type { TurnResult } from '../session/log/claim.ts';
 import { afterResponse } from './append.ts';
 import { pickUp } from './busy.ts';
 import type { TurnNotices } from './notices.ts';
@@ -14,9 +13,10 @@ import type { TurnServices } from './types.ts';
 
 /**
  * Closing a claimed turn, the one place that does it: completed (lib/turn/pipeline.ts hands
- * over its output), failed (the input stays stored, the notices it took are carried on or
- * given back) and aborted (an `abort` notice, found by lib/turn/notices.ts). The close stores
- * the overflow boundary the turn's fitted prompt moved.
+ * over the turn's `TurnOutcome`), failed (the input stays stored, the notices it took are
+ * carried on or given back) and aborted (an `abort` notice, found by lib/turn/notices.ts).
+ * The claim (`OpenTurn`) is a read-only snapshot: what the turn moved (the context start a
+ * compaction stored, the overflow boundary its fitted prompt moved) goes in the outcome.
  */
 
 /** What one attempt has decided so far, for closing it when it fails. */
@@ -25,18 +25,24 @@ export interface Attempt {
   trace: TurnTrace;
   plan?: TurnPlan;
   receipt?: () => Promise<TurnReceipt>;
-  /** The prompt's inputs, with the overflow boundary the fitted prompt moved (`moved`). */
+  /** The prompt's inputs, with the context start and the overflow boundary the prompt moved. */
   prompt?: PromptInputs;
   notices?: TurnNotices;
   /** A background turn's: aborted (with the error to answer) once someone else closed it. */
   stop?: AbortController;
 }
 
-/** Stores how the turn ended: its completion, with the overflow boundary its prompt moved. */
-export function closeTurn(services: TurnServices, attempt: Attempt, result: TurnResult): Promise<StoredItem[]> {
-  const moved = attempt.prompt?.moved;
-  if (moved) Object.assign(attempt.turn, { overflow: moved, overflowMoved: true });
-  return services.sessions.completeTurn(attempt.turn, result);
+/** What the turn's prompt moved, for its outcome: the context start and the overflow boundary. */
+export function promptMoves(prompt: PromptInputs | undefined): Pick<TurnOutcome, 'context' | 'overflow'> {
+  return {
+    ...(prompt?.compacted ? { context: prompt.compacted } : {}),
+    ...(prompt?.moved ? { overflow: prompt.moved } : {}),
+  };
+}
+
+/** Stores how the turn ended (its completion): the outcome the pipeline built. */
+export function closeTurn(services: TurnServices, turn: OpenTurn, outcome: TurnOutcome): Promise<StoredItem[]> {
+  return services.sessions.completeTurn(turn, outcome);
 }
 
 /** Closes the turn as aborted by an `abort` notice (the other notices carried on) and throws AbortedError. */
@@ -53,7 +59,7 @@ export async function closeAborted(
     stored_as: abort.stored_as,
     turn: turn.turn,
   });
-  await services.sessions.completeTurn(turn, {
+  await closeTurn(services, turn, {
     status: 'aborted',
     output: [],
     receipt: {
@@ -90,12 +96,13 @@ export async function closeFailed(
   // Closed by someone else, by the abort itself, or deleted: nothing more to store.
   if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
   try {
-    await closeTurn(services, attempt, {
+    await closeTurn(services, turn, {
       status: 'failed',
       output: [],
       receipt: (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] },
       error: errorRecord(error),
       undelivered,
+      ...promptMoves(attempt.prompt),
     });
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   } catch (closeError) {

@@ -18,7 +18,7 @@ export type {
   TurnResponse,
   TurnEvent,
   TurnOptions,
-  TurnOutcome,
+  TurnObservation,
 } from './types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './plan.ts';
 export { promptCharacters } from './assemble-prompt.ts';

@@ -1,6 +1,6 @@
 import { TailgateError } from '../errors.ts';
 import { TurnTrace } from './trace.ts';
-import type { TurnEvent, TurnOutcome, TurnRequest, TurnResponse, TurnServices } from './types.ts';
+import type { TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
 /**
  * What an observed turn learned on its way: its number, its model, when output first came;
@@ -28,7 +28,7 @@ export async function observed(
 ): Promise<TurnResponse> {
   const started = Date.now();
   const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
-  const told = (ended: TurnOutcome) => {
+  const told = (ended: TurnObservation) => {
     seen.trace.end(ended);
     services.observeTurn?.(ended);
   };
@@ -38,7 +38,7 @@ export async function observed(
       if (event.event === 'output_text.delta' || event.event === 'output_item.done') seen.firstOutput ??= Date.now();
       emit(event);
     });
-  const outcome = (status: TurnOutcome['status'], response?: TurnResponse, error?: unknown): TurnOutcome => ({
+  const outcome = (status: TurnObservation['status'], response?: TurnResponse, error?: unknown): TurnObservation => ({
     session_id: sessionId,
     turn: response?.turn ?? seen.turn ?? null,
     status,

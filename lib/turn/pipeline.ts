@@ -9,7 +9,7 @@ import {
 } from '../errors.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
-import type { OpenTurn } from '../session/log/types.ts';
+import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
 import type { StoredItem } from '../items.ts';
 import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
@@ -28,7 +28,7 @@ import {
   requestHash,
 } from './plan.ts';
 import { pickUp } from './busy.ts';
-import { closeAborted, closedBefore, closeFailed, closeTurn, type Attempt } from './close-turn.ts';
+import { closeAborted, closedBefore, closeFailed, closeTurn, promptMoves, type Attempt } from './close-turn.ts';
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -199,7 +199,7 @@ async function turnSteps(
   attempt.plan = plan;
   trace.model(plan.model.id);
   const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
-  const history = await trace.step(TURN_STEPS.readContext, () =>
+  const read = await trace.step(TURN_STEPS.readContext, () =>
     sessions.readContext(turn, historyRequirement(turn, plan)),
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
@@ -209,7 +209,7 @@ async function turnSteps(
   // completeTurn numbers the output right after the input; the response says so up front.
   const firstSeq = turn.counts.items + 1;
   const started = { event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } } as const;
-  const inputs: PromptInputs = { turn, plan, budget, request, history, aggregates, notices };
+  const inputs: PromptInputs = { turn, plan, budget, request, history: read.items, aggregates, notices };
   attempt.prompt = inputs;
   let result: ModelResult | null = null;
   let prompt: TurnPrompt;
@@ -229,21 +229,21 @@ async function turnSteps(
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
   const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage, context };
   const receipt = { ...(await prompt.receipt(notices.delivered)), usage };
-  const stored = await trace.step(TURN_STEPS.complete, () =>
-    closeTurn(services, attempt, {
-      status: 'completed',
-      output: result.output,
-      usage,
-      receipt,
-      response,
-      // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
-      undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
-    }),
-  );
+  const outcome: TurnOutcome = {
+    status: 'completed',
+    output: result.output,
+    usage,
+    receipt,
+    response,
+    // Delivered now; without the inbox strategy, earlier notices wait for a turn that has it.
+    undelivered: plan.strategies.includes('inbox') ? NOTHING_UNDELIVERED : notices.undelivered,
+    ...promptMoves(inputs),
+  };
+  const stored = await trace.step(TURN_STEPS.complete, () => closeTurn(services, turn, outcome));
   // The delivery records of notices consumed by earlier turns name the turn that carried them.
   const { carried } = notices;
   if (carried.length > 0) afterResponse(services, () => services.inbox.recordCarrier(sessionId, carried, turn.turn));
-  schedulePacking(services, sessionId, turn, plan, stored);
+  schedulePacking(services, sessionId, turn, plan, read, outcome, stored);
   return response;
 }
 
@@ -304,19 +304,23 @@ function closedError(turn: OpenTurn, code: string): Error {
  * several), and at once when the next turn's strategies need less than the view holds (this
  * turn's calls began a new epoch), when this turn read past it, or when the model made a
  * call: the next turn then finds no call after its view, so it reads no shard of the repeat
- * index and stays at 2 round trips before its model call (docs/STORAGE.md).
+ * index and stays at 2 round trips before its model call (docs/STORAGE.md). Not after a
+ * compacted context (the claim's, or the one this turn stored): it is read whole.
  */
 function schedulePacking(
   services: TurnServices,
   sessionId: string,
   turn: OpenTurn,
   plan: TurnPlan,
+  read: TurnHistory,
+  outcome: TurnOutcome,
   stored: Awaited<ReturnType<TurnServices['sessions']['completeTurn']>>,
 ): void {
   afterResponse(services, async () => {
     const refresh =
-      !turn.context &&
-      (stored.some((item) => item.type === 'function_call') ||
+      !(outcome.context ?? turn.context) &&
+      (read.readPastView ||
+        stored.some((item) => item.type === 'function_call') ||
         services.sessions.needsView(
           turn,
           (after) => tailRequirement(plan.strategies, plan.strategyConfig, after),

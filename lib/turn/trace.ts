@@ -8,7 +8,7 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import type { TurnOutcome } from './types.ts';
+import type { TurnObservation } from './types.ts';
 
 /**
  * A turn's OpenTelemetry spans (docs/CONFIGURATION.md, "Costs, limits and tracing"): the turn
@@ -95,7 +95,7 @@ export class TurnTrace {
   }
 
   /** Ends the turn's span with how the turn ended: its number, status, usage and cost, or its error. */
-  end(outcome: TurnOutcome): void {
+  end(outcome: TurnObservation): void {
     if (!this.traced) return;
     const { span } = this.traced;
     if (outcome.turn !== null) span.setAttribute('tailgate.turn', outcome.turn);

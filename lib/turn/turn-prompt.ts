@@ -45,14 +45,22 @@ export interface PromptSource {
   aggregates: HistoryAggregates | undefined;
   /** The notices the `inbox` strategy inserts (`pending`: the preview's, not delivered). */
   notices: { forPrompt(): readonly { content: string; pending?: true }[] };
-  /** Set by the compaction this turn did, so a second build does not compact again. */
-  compaction?: TurnContext['compaction'];
+  /**
+   * The context start the compaction this turn did stored (a second build does not compact
+   * again): the prompt starts there, and the turn's close commits it (lib/turn/close-turn.ts).
+   * `pending`: the preview's, which calls no model and writes nothing.
+   */
+  compacted?: ContextStart | PendingContextStart;
   /** The overflow boundary the fitted prompt moved: the turn's close stores it (lib/turn/close-turn.ts). */
   moved?: OverflowBoundary;
 }
 
+/** The context start the preview's compaction would write (no summary yet). */
+type PendingContextStart = Pick<ContextStart, 'start_seq' | 'summary' | 'summarized' | 'interrupted'> & { pending: true };
+
 export interface PromptInputs extends PromptSource {
   turn: OpenTurn;
+  compacted?: ContextStart;
   request: TurnRequest;
   notices: TurnNotices;
 }
@@ -123,7 +131,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
  * Everything of a turn's prompt up to its model request, the one way turns and the preview
  * (lib/turn/preview.ts) do it: assembled, compacted when due (`summarize`; without it the
  * prompt the compaction leaves, its summary pending), fitted to the window. Sets the
- * source's `compaction` and `moved`.
+ * source's `compacted` and `moved`.
  */
 export async function fitTurnPrompt(
   services: TurnServices,
@@ -131,11 +139,10 @@ export async function fitTurnPrompt(
   summarize: Summarize,
 ): Promise<FittedPrompt> {
   const { turn, plan, budget, request } = inputs;
-  let contextStart: PromptContextStart | null = turn.context;
-  let built = await build(services, inputs, contextStart);
+  let built = await build(services, inputs, inputs.compacted ?? turn.context);
   const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
   const threshold = request.compaction?.threshold;
-  if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
+  if (compacting && !inputs.compacted && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
     const sizes = compactionSizes(budget, plan.strategyConfig, threshold);
     if (countPromptTokens(built.hydrated, plan.tools, budget.counter) > sizes.trigger) {
       const cut = planCompaction(inputs.history, {
@@ -149,16 +156,10 @@ export async function fitTurnPrompt(
         const next = summarize
           ? await summarize(cut, sizes.maxSummaryTokens)
           : { ...compactedContext(turn.context, cut, ''), pending: true as const };
-        inputs.compaction = {
-          start_seq: next.start_seq,
-          summarized: next.summarized,
-          interrupted: next.interrupted,
-          ...('pending' in next ? { pending: true as const } : {}),
-        };
-        contextStart = next;
+        inputs.compacted = next;
         inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= next.start_seq);
         inputs.aggregates = undefined;
-        built = await build(services, inputs, contextStart);
+        built = await build(services, inputs, next);
       }
     }
   }
@@ -177,8 +178,13 @@ export async function fitTurnPrompt(
     ...(compacting
       ? compactionContext(
           fit.promptTokens ?? countPromptTokens(hydrated, plan.tools, budget.counter),
-          contextStart,
-          inputs.compaction,
+          inputs.compacted ?? turn.context,
+          inputs.compacted && {
+            start_seq: inputs.compacted.start_seq,
+            summarized: inputs.compacted.summarized,
+            interrupted: inputs.compacted.interrupted,
+            ...('pending' in inputs.compacted ? { pending: true as const } : {}),
+          },
         )
       : {}),
     ...fit.context,

@@ -94,7 +94,7 @@ export interface TurnServices {
    */
   startBackground: (run: BackgroundTurn) => Promise<void>;
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
-  observeTurn?: (outcome: TurnOutcome) => void;
+  observeTurn?: (outcome: TurnObservation) => void;
   /**
    * The spend of the request's scoped token when it carries a budget: checked before a turn
    * is stored, charged after it completed (lib/ledger/token-spend.ts). None: no token budget.
@@ -107,11 +107,12 @@ export interface TurnServices {
 }
 
 /**
- * How one runTurn ended: `replayed` answered a repeated Idempotency-Key from storage; `turn`
+ * What `observeTurn` is told of one runTurn (the log line, the metrics, the span's end): how
+ * it ended, `replayed` when it answered a repeated Idempotency-Key from storage; `turn`
  * and `model` are null when it failed before its claim landed. `first_output_ms` (from the
  * start to the first streamed output) only for streamed turns.
  */
-export interface TurnOutcome {
+export interface TurnObservation {
   session_id: string;
   turn: number | null;
   status: 'completed' | 'failed' | 'replayed';

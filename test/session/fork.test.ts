@@ -249,7 +249,7 @@ describe('SessionLog.fork', () => {
       await expect(log.append(id, [output('never-made', 'x')])).rejects.toBeInstanceOf(InvalidRequestError);
       const begun = await log.beginTurn(id, { input: [output('open', 'done')] });
       if (begun.kind !== 'claimed') throw new Error('expected a claim');
-      const prompt = await log.readContext(begun.turn, { toolCalls: 'all', seqs: [] });
+      const { items: prompt } = await log.readContext(begun.turn, { toolCalls: 'all', seqs: [] });
       prompts.push(await log.hydrate(begun.turn.scope, prompt));
     }
     expect(prompts[1]).toEqual(prompts[0]);
@@ -289,7 +289,7 @@ describe("a fork's turns", () => {
     store.reset();
     const begun = await log.beginTurn(id, { input: [user(`go on ${index}`)] });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    const prompt = await log.readContext(begun.turn, needs.requirement());
+    const { items: prompt } = await log.readContext(begun.turn, needs.requirement());
     await log.completeTurn(begun.turn, { status: 'completed', output: [assistant('ok')], receipt: {} });
     const cost = { operations: store.operations, bytesRead: store.counts.bytesRead, prompt: prompt.length };
     await log.pack(id, needs);

@@ -78,7 +78,7 @@ async function measure(
     ];
     const begun = await log.beginTurn('s', { input });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
-    const view = await log.readContext(begun.turn, needs.requirement());
+    const { items: view } = await log.readContext(begun.turn, needs.requirement());
     await log.completeTurn(begun.turn, {
       status: 'completed',
       output: [{ type: 'function_call', call_id: `t${turn}`, name: 'read', arguments: JSON.stringify({ turn }) }],

@@ -195,7 +195,7 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
               : {}),
           };
           const expected = selectTail(full, tailRequirement);
-          const view = await log.readContext(turn, tailRequirement);
+          const { items: view } = await log.readContext(turn, tailRequirement);
           if (view.some((item) => item.compacted)) compactedReads += 1;
           for (const item of view) {
             if (item.type !== 'function_call_output' || item.compacted) continue;
@@ -261,7 +261,7 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
       { toolCalls: 2, seqs: [1] },
       { toolCalls: 0, seqs: [1, 5] },
     ]) {
-      const view = await log.readContext(begun.turn, requirement);
+      const { items: view } = await log.readContext(begun.turn, requirement);
       expect(strip(view)).toEqual(strip(selectTail(full, requirement)));
       expect(view.some((item) => item.type === 'function_call_output' && item.call_id === 'early')).toBe(true);
     }

@@ -263,7 +263,7 @@ describe('SessionLog: items', () => {
         null,
       ]);
       const turn = await claim(log, 's1', [user('go')]);
-      const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
+      const { items: view } = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
       const ref = view.find((item) => item.type === 'function_call_output' && item.output_ref);
       expect(ref).toMatchObject({ output: '', output_ref: { length: big.length, head: big.slice(0, 256) } });
       const hydrated = await log.hydrate(turn.scope, view);
@@ -296,7 +296,7 @@ describe('SessionLog: views', () => {
       await log.append('s1', [call(`c${i}`, 'read', JSON.stringify({ i })), output(`c${i}`, `line ${i}`)]);
     store.reset();
     const turn = await claim(new SessionLog(store), 's1', [user('go')]);
-    const view = await new SessionLog(store).readContext(turn, { toolCalls: 3, seqs: [] });
+    const { items: view } = await new SessionLog(store).readContext(turn, { toolCalls: 3, seqs: [] });
     // get config, list, get newest record, get view, get the one shard of the repeat index
     // (12 keys: depth 0) for c12 and c13, put record; the tail came from the claim's reads.
     expect(store.counts).toMatchObject({ get: 4, list: 1, put: 1 });
@@ -345,9 +345,9 @@ describe('SessionLog: views', () => {
     expect(stored.keys).toMatchObject({ count: 40, depth: 0 });
     // A turn whose strategies would show a compacted call whole reads past the view instead.
     const turn = await claim(log, 's1', [user('go')]);
-    const all = await log.readContext(turn, { toolCalls: 10, seqs: [] });
+    const { items: all } = await log.readContext(turn, { toolCalls: 10, seqs: [] });
     expect(all.some((item) => item.compacted)).toBe(false);
-    const compactedAllowed = await log.readContext(turn, { toolCalls: 10, seqs: [], wholeCalls: 2 });
+    const { items: compactedAllowed } = await log.readContext(turn, { toolCalls: 10, seqs: [], wholeCalls: 2 });
     expect(compactedAllowed.filter((item) => item.compacted)).toHaveLength(16);
   });
 
@@ -391,8 +391,8 @@ describe('SessionLog: views', () => {
       expect(gets.filter((key) => key.endsWith('.seg')).length).toBeLessThanOrEqual(4);
       const turn = await claim(new SessionLog(store), 's1', [user('go')]);
       const requirement = { toolCalls, seqs: [] };
-      const read = await log.readContext(turn, requirement);
-      expect(turn.readPastView).toBeFalsy();
+      const { items: read, readPastView } = await log.readContext(turn, requirement);
+      expect(readPastView).toBe(false);
       const expected = selectTail(
         [...full, user('go')].map((item, index) => ({ ...item, seq: index + 1 })),
         requirement,
@@ -745,7 +745,7 @@ describe('SessionLog: packing', () => {
       store.heal();
       expect((await log.listItems('s1', { limit: 100 })).items).toEqual(expected);
       const turn = await claim(log, 's1', [user('next')]);
-      const view = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
+      const { items: view } = await log.readContext(turn, { toolCalls: 'all', seqs: [] });
       expect(view.map((item) => item.seq)).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
       await log.completeTurn(turn, { status: 'completed', output: [], receipt: {} });
       const live = async () =>

@@ -335,12 +335,12 @@ describe('webhook intents', () => {
     const claimed = await w.services.sessions.beginTurn('o', { input: [] });
     if (claimed.kind !== 'claimed') throw new Error('not claimed');
     w.now.ms = 20_000;
-    await w.services.sessions.renewLease(claimed.turn);
+    const renewed = await w.services.sessions.renewLease(claimed.turn);
     // The intent is due (the claim's lease ended) but the renewed lease runs: it waits for it.
     w.now.ms = 35_000;
     expect(await w.drain()).toBeGreaterThan(0);
     expect(receiver.deliveries).toEqual([]);
-    expect((await w.outbox()).map((entry) => entry.next_attempt_at)).toEqual([claimed.turn.leaseExpiresAt]);
+    expect((await w.outbox()).map((entry) => entry.next_attempt_at)).toEqual([renewed]);
     w.now.ms = 60_000;
     expect(await w.drain()).toBeNull();
     expect([...receiver.delivered().values()].map((delivery) => delivery.event)).toEqual([

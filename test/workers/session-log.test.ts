@@ -37,7 +37,7 @@ describe('SessionLog on the R2 binding', () => {
     const begun = await log.beginTurn('r2', { input: [{ type: 'message', role: 'user', content: 'last' }] });
     if (begun.kind !== 'claimed') throw new Error('expected a claim');
     expect(begun.turn.aggregates).toMatchObject({ tool_calls: 5, tool_outputs: 4 });
-    const view = await log.readContext(begun.turn, { toolCalls: 2, seqs: [] });
+    const { items: view } = await log.readContext(begun.turn, { toolCalls: 2, seqs: [] });
     expect(view.map((item) => item.seq)).toEqual([6, 7, 8, 9, 10]);
     const hydrated = await log.hydrate(begun.turn.scope, view);
     expect(hydrated[2]).toMatchObject({ type: 'function_call_output', output: 'result 4 '.repeat(16) });

@@ -3,22 +3,14 @@ import { NotFoundError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
 import { doneKey, idempotencyKey, leaseKey, recordKey } from '../keys.ts';
-import {
-  doneSchema,
-  MAX_OPEN_CALLS,
-  parseStored,
-  type DoneRecord,
-  type LogItem,
-  type TurnStatus,
-  type Undelivered,
-} from '../records.ts';
+import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions, type CommitState } from './commit.ts';
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
-import type { BeginTurnResult, OpenTurn } from './types.ts';
+import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
 import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../ledger/usage.ts';
 
@@ -37,19 +29,6 @@ const outcomeSchema = z.object({
   response: z.unknown().optional(),
   error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).strict().optional(),
 });
-
-/** How a turn ended, as its owner completes it (see SessionLog.completeTurn). */
-export interface TurnResult {
-  status: TurnStatus;
-  output: Item[];
-  receipt: unknown;
-  response?: unknown;
-  error?: { code: string; message: string; details?: unknown } | undefined;
-  /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
-  undelivered?: Undelivered;
-  /** A completed turn's usage: the completion carries the session's totals with it. */
-  usage?: TurnUsage;
-}
 
 export interface ClaimOptions {
   input: Item[];
@@ -114,38 +93,43 @@ export class TurnClaim {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);
       if (!prepared) continue;
       if ('replay' in prepared) return prepared.replay;
-      const turn = this.#openTurn(prepared);
+      let land: (landing: ClaimLanding) => void = () => undefined;
+      const landing = new Promise<ClaimLanding>((resolve) => {
+        land = resolve;
+      });
+      const turn = this.#openTurn(prepared, landing);
       const { onClaimed } = this.#log;
       const claim = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
       // The webhook intent goes with a new claim's put, in its round (an adopted record has one);
       // when it fails, the completion writes it before its `.done`.
-      const hook = 'key' in prepared && onClaimed ? onClaimed(turn).catch(() => (turn.claimHookFailed = true)) : null;
-      const put = hook ? Promise.all([claim, hook]).then(([ok]) => ok) : claim;
+      const hooked = 'key' in prepared && onClaimed ? succeeded(onClaimed(turn)) : true;
       this.#state.attempt++;
       // Once the record is there the key is indexed, so the completion does not wait for it
       // (it writes `idem/` itself when this failed).
-      const landed = put.then(async (ok) => {
-        if (ok && turn.keyHash) {
-          await indexKey(this.#log, turn.scope, turn.keyHash, turn.record, turn.requestHash).then(
-            () => (turn.keyIndexed = true),
-            () => undefined,
-          );
-        }
+      const landed = Promise.all([claim, hooked]).then(async ([ok, hookRan]) => {
+        const keyIndexed =
+          ok &&
+          turn.keyHash !== undefined &&
+          (await succeeded(indexKey(this.#log, turn.scope, turn.keyHash, turn.record, turn.requestHash)));
+        land({ keyIndexed, hookFailed: !hookRan });
         return ok;
       });
+      // A put that failed may still have landed: the completion then does both again.
+      landed.catch(() => land({ keyIndexed: false, hookFailed: hooked !== true }));
       return { kind: 'claimed', turn, landed };
     }
     throw new StorageError(`session ${this.#id}: too many concurrent writers`);
   }
 
-  #openTurn(committed: Commit): OpenTurn {
+  #openTurn(committed: Commit, landing: Promise<ClaimLanding>): OpenTurn {
     const { record, config, previous, base: claimed, scope } = committed;
     const base = claimed ?? EMPTY_BASE;
     // An adopted record carries its key's hash and request hash itself.
     const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
     const requestHash = record.request_sha256 ?? this.#options.requestHash;
     const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
-    return {
+    // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
+    return Object.freeze({
       scope,
       session: toSessionRecord(config, record.counts, record.ledger ?? EMPTY_LEDGER),
       turn: record.turn!,
@@ -159,18 +143,16 @@ export class TurnClaim {
       carriedFromRecord: previous[0]?.record ?? record.record,
       base,
       context: record.context ?? null,
-      contextMoved: false,
       overflow: record.overflow ?? null,
-      overflowMoved: false,
-      readPastView: false,
       writer: crypto.randomUUID(),
       ...(keyHash ? { keyHash } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(record.request !== undefined ? { request: record.request } : {}),
+      landing,
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,
-    };
+    });
   }
 }
 
@@ -185,7 +167,7 @@ export async function beginTurn(log: LogContext, id: string, options: ClaimOptio
 }
 
 /** See SessionLog.completeTurn. */
-export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnResult): Promise<StoredItem[]> {
+export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnOutcome): Promise<StoredItem[]> {
   const outcome = checkInvariant(outcomeSchema, result);
   const createdAt = log.clock().toISOString();
   const stored = outcome.output.map(
@@ -210,16 +192,17 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(outcome.response !== undefined ? { response: outcome.response } : {}),
     ...(outcome.error ? { error: outcome.error } : {}),
     // Only a moved context: otherwise the record's own `context` stands.
-    ...(turn.context && turn.contextMoved ? { context: turn.context } : {}),
-    ...(turn.overflow && turn.overflowMoved ? { overflow: turn.overflow } : {}),
+    ...(result.context ? { context: result.context } : {}),
+    ...(result.overflow ? { overflow: result.overflow } : {}),
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
     ...(result.usage && outcome.status === 'completed' ? { ledger: addToLedger(turn.ledger, result.usage) } : {}),
   };
+  const landing = await turn.landing;
   // Indexed at the claim, unless that write failed: then here, still before the completion.
-  if (turn.keyHash && !turn.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);
+  if (turn.keyHash && !landing.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);
   // Failing again, it is left to the hook that follows the `.done` (the session stays usable).
-  if (turn.claimHookFailed && log.onClaimed) await log.onClaimed(turn).catch(() => undefined);
+  if (landing.hookFailed && log.onClaimed) await log.onClaimed(turn).catch(() => undefined);
   const key = doneKey(turn.scope, turn.record);
   let failure: { error: unknown } | null = null;
   try {
@@ -289,6 +272,14 @@ async function liftFence(log: LogContext, turn: OpenTurn): Promise<void> {
   } catch {
     // Left for the next delete of this id.
   }
+}
+
+/** Whether `work` succeeded (a failure is left to the completion, which does it again). */
+function succeeded(work: Promise<unknown>): Promise<boolean> {
+  return work.then(
+    () => true,
+    () => false,
+  );
 }
 
 /** The open calls after a model's output (a model is not refused: its items are what it said). */

@@ -11,11 +11,8 @@ import type { ContextView, NewContext, OpenTurn } from './types.ts';
 /** Moving the context start: in a turn (its completion commits it) or by a manual compaction (a `compact` record). */
 
 /** See SessionLog.commitTurnContext. */
-export async function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewContext): Promise<ContextStart> {
-  const stored = await storeContext(log, turn.scope, turn.record, next);
-  turn.context = stored;
-  turn.contextMoved = true;
-  return stored;
+export function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewContext): Promise<ContextStart> {
+  return storeContext(log, turn.scope, turn.record, next);
 }
 
 /** See SessionLog.compact. */

@@ -33,7 +33,6 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
   const expires = new Date(log.clock().getTime() + log.leaseMs).toISOString();
   const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
   await log.store.put(leaseKey(turn.scope, turn.record), JSON.stringify(lease), { contentType: 'application/json' });
-  turn.leaseExpiresAt = expires;
   return expires;
 }
 

@@ -21,7 +21,7 @@ import {
   withFreshListing,
   type Head,
 } from './head.ts';
-import type { OpenTurn, PreviewContext } from './types.ts';
+import type { OpenTurn, PreviewContext, TurnHistory } from './types.ts';
 import { aggregatesOf, readBase, tailFromBase } from './views.ts';
 import { nextCarried } from './commit.ts';
 
@@ -34,23 +34,19 @@ import { nextCarried } from './commit.ts';
 export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** See SessionLog.readContext. */
-export async function readContext(
-  log: LogContext,
-  turn: OpenTurn,
-  requirement: TailRequirement,
-): Promise<PromptItem[]> {
+export async function readContext(log: LogContext, turn: OpenTurn, requirement: TailRequirement): Promise<TurnHistory> {
   const floor = turn.context?.start_seq ?? 0;
   // Usually the claim has read all it takes: the newest view and what came after it.
   const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor);
-  if (fromBase) return fromBase;
-  turn.readPastView = true;
-  return withFreshListing(() => {
+  if (fromBase) return { items: fromBase, readPastView: false };
+  const items = await withFreshListing(() => {
     const cursor = logCursor(log.store, turn.scope, {
       pageLimit: 100,
       below: turn.carriedFromRecord,
     });
     return readTail(log, turn.scope, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
   });
+  return { items, readPastView: true };
 }
 
 /** See SessionLog.previewContext. */

@@ -1,5 +1,5 @@
 import type { AttachmentLimits } from '../attachments.ts';
-import type { PromptItem, StoredItem } from '../../items.ts';
+import type { Item, PromptItem, StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { LogScope } from '../keys.ts';
 import type {
@@ -35,67 +35,100 @@ export interface Base {
 export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';
 
 /**
- * A claimed model turn: its input is durable, its lease runs until `leaseExpiresAt` (renewed
- * by `renewLease`). The handle the pipeline passes back to every call about this turn.
+ * A claimed model turn, as its claim found it: a read-only snapshot (nothing writes it after
+ * the claim). Its input is durable, its lease runs until `leaseExpiresAt` (`renewLease` writes
+ * a later one and returns it). The handle the pipeline passes back to every call about this
+ * turn; what the turn changes (a moved context start or overflow boundary) goes to its close
+ * in the `TurnOutcome`.
  */
 export interface OpenTurn {
   /** The incarnation of the session the turn was claimed in; `scope.id` is the session id. */
-  scope: LogScope;
-  session: SessionRecord;
+  readonly scope: LogScope;
+  readonly session: Readonly<SessionRecord>;
   /** The turn's ordinal among the session's model turns (docs/API.md, `turn`). */
-  turn: number;
+  readonly turn: number;
   /** The input items with their seqs, payloads whole. */
-  input: StoredItem[];
+  readonly input: readonly StoredItem[];
   /** The aggregates of the history including the input. */
-  aggregates: HistoryAggregates;
-  leaseExpiresAt: string;
+  readonly aggregates: Readonly<HistoryAggregates>;
+  /** The lease the claim wrote (renewals are written beside the record, not here). */
+  readonly leaseExpiresAt: string;
   /** The record number (model turns and appends share one numbering). */
-  record: number;
+  readonly record: number;
   /** Counts after the input. */
-  counts: SessionCounts;
+  readonly counts: Readonly<SessionCounts>;
   /** The input as stored (large outputs as `output_ref`). */
-  inputRecords: LogItem[];
+  readonly inputRecords: readonly LogItem[];
   /** The items of the records before this one that its record carries (seq order). */
-  carried: LogItem[];
+  readonly carried: readonly LogItem[];
   /** The oldest record whose items are in `carried` (the turn's own record when none). */
-  carriedFromRecord: number;
+  readonly carriedFromRecord: number;
   /** The newest view the claim found (null: none yet), and every item after it before the input. */
-  base: Base;
+  readonly base: Readonly<Base>;
   /**
-   * The current context start (null: never compacted). Reads stop at its `start_seq`.
-   * `commitTurnContext` moves it; the turn's completion stores it.
+   * The context start at the claim (null: never compacted). Reads stop at its `start_seq`.
+   * A compaction in the turn returns the moved one (`commitTurnContext`); the close stores it.
    */
-  context: ContextStart | null;
-  /** Set by `commitTurnContext`: the completion stores the moved context start. */
-  contextMoved: boolean;
-  /**
-   * The overflow boundary (null: none). The turn sets it, with `overflowMoved`, when its
-   * prompt had to drop more; the completion stores the moved one.
-   */
-  overflow: OverflowBoundary | null;
-  overflowMoved: boolean;
-  /** Set by `readContext` when the tail read went past the view (see `needsView`). */
-  readPastView: boolean;
+  readonly context: ContextStart | null;
+  /** The overflow boundary at the claim (null: none); the close stores one the turn moved. */
+  readonly overflow: OverflowBoundary | null;
   /**
    * A random id every completion this handle writes carries: a completion refused because it
    * is already there, but carrying this id, is this turn's own (an earlier answer was lost).
    */
-  writer: string;
+  readonly writer: string;
   /** The idempotency key's SHA-256 and the request's, for a keyed turn. */
-  keyHash?: string;
-  requestHash?: string;
+  readonly keyHash?: string;
+  readonly requestHash?: string;
   /** The settings the record stores (everything of the request but its input). */
-  request?: unknown;
-  /** Set once `idem/` names this turn (written when the claim landed). */
-  keyIndexed?: boolean;
-  /** Set when `onClaimed` failed at the claim: the completion runs it again before its `.done`. */
-  claimHookFailed?: boolean;
+  readonly request?: unknown;
+  /**
+   * What the claim's put learned, once it landed (lib/session/log/claim.ts): the completion
+   * writes `idem/` and runs `onClaimed` again when the claim could not.
+   */
+  readonly landing: Promise<ClaimLanding>;
   /** Calls without an output after the input (null: not tracked in this log yet). */
-  openCalls: string[] | null;
+  readonly openCalls: readonly string[] | null;
   /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */
-  undelivered: Undelivered;
+  readonly undelivered: Readonly<Undelivered>;
   /** The session's usage totals before this turn (its completion adds the turn's usage). */
-  ledger: Ledger;
+  readonly ledger: Readonly<Ledger>;
+}
+
+/** The history an open turn read (SessionLog.readContext). */
+export interface TurnHistory {
+  /** The tail view of the history, in seq order. */
+  items: PromptItem[];
+  /** The read went past the claim's view: the next turn is better served by a fresh one (see needsView). */
+  readPastView: boolean;
+}
+
+/** What a claim's put learned besides landing: whether it indexed the key and ran `onClaimed`. */
+export interface ClaimLanding {
+  /** `idem/` names this turn (always false for a turn without a key). */
+  readonly keyIndexed: boolean;
+  /** `onClaimed` failed at the claim: the completion runs it again before its `.done`. */
+  readonly hookFailed: boolean;
+}
+
+/**
+ * How a claimed turn ended, as the pipeline builds it (lib/turn/pipeline.ts,
+ * lib/turn/close-turn.ts) and its owner's close stores it (SessionLog.completeTurn).
+ */
+export interface TurnOutcome {
+  readonly status: TurnStatus;
+  readonly output: readonly Item[];
+  readonly receipt: unknown;
+  readonly response?: unknown;
+  readonly error?: { code: string; message: string; details?: unknown } | undefined;
+  /** Notices this turn consumed or carried that no model saw (a failed or aborted turn). */
+  readonly undelivered?: Readonly<Undelivered>;
+  /** A completed turn's usage: the completion carries the session's totals with it. */
+  readonly usage?: TurnUsage;
+  /** The context start a compaction in the turn stored (`commitTurnContext`): the close commits it. */
+  readonly context?: ContextStart;
+  /** The overflow boundary the turn's fitted prompt moved: the close stores it. */
+  readonly overflow?: OverflowBoundary;
 }
 
 /** What the prompt preview reads: the history's tail, and what the next turn's claim would start from. */

@@ -36,7 +36,6 @@ export function needsView(
   requirement: (aggregates: HistoryAggregates) => TailRequirement,
   output: readonly StoredItem[] = [],
 ): boolean {
-  if (turn.readPastView) return true;
   if (turn.context || !turn.base.view) return false;
   const base = {
     ...turn.base,

@@ -5,6 +5,7 @@ import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
+import { coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
@@ -53,6 +54,7 @@ export interface BenchResults {
   tracing?: TracingFigures;
   resume?: ResumeFigures;
   appendLoad?: AppendLoadFigures[];
+  coldTurn?: ColdTurnRow[];
   fork?: ForkFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
@@ -129,6 +131,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...tracingSection(results.tracing, capitalized(notMeasured(results, 'tracing'))));
   lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
   lines.push(...appendLoadSection(results.appendLoad, capitalized(notMeasured(results, 'append-load'))));
+  lines.push(...coldTurnSection(results.coldTurn, capitalized(notMeasured(results, 'cold-turn'))));
   lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
@@ -308,6 +311,7 @@ function goalRows(results: BenchResults): GoalRow[] {
     }
   }
   rows.push(...smallPromptGoals(results));
+  for (const row of coldTurnGoalRows(results.coldTurn ?? [])) rows.push({ ...row, met: yes(row.met) });
   if (results.strategies) {
     for (const figure of results.strategies.filter(
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),

@@ -3,13 +3,16 @@
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
- *                                                 inspector, transfer, fork, tracing, resume, append-load; prints
+ *                                                 inspector, transfer, fork, tracing, resume, append-load,
+ *                                                 cold-turn; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
  *                                                 (bench/quick-check.ts; CI runs it)
  *   --append-items=<n>                            items the append-load section loads per store
  *                                                 (default 100,000; 1,000,000 is the target size)
+ *   --cold-sizes=<n,...>                          sizes of the cold-turn section (default 100,10000,100000;
+ *                                                 1000000 loads for many minutes)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -43,6 +46,7 @@ import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
+import { measureColdTurns } from './cold-turn.ts';
 import { measureForks } from './fork.ts';
 import { SECTIONS, type Section } from './sections.ts';
 
@@ -343,6 +347,18 @@ if (runs('fork')) {
   log('forks of a long session at its end and at a packed point (bench/fork.ts)');
   results.fork = await measureForks({ items: quick ? 2_000 : 10_000, seed: 9, log });
   ended('fork');
+}
+
+if (runs('cold-turn')) {
+  const sizesArgument = argv.find((argument) => argument.startsWith('--cold-sizes='));
+  const sizes = sizesArgument
+    ? sizesArgument.slice('--cold-sizes='.length).split(',').map(Number)
+    : quick
+      ? [100, 2_000]
+      : [100, 10_000, 100_000];
+  log(`cold first turns after a fast load at ${sizes.join(', ')} items (bench/cold-turn.ts)`);
+  results.coldTurn = await measureColdTurns({ sizes, coldTurns: 5, warmupTurns: 4, warmTurns: 9, seed: 3, log });
+  ended('cold-turn');
 }
 
 results.durationMs = performance.now() - started;

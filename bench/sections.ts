@@ -17,6 +17,7 @@ export const SECTIONS = [
   'tracing',
   'resume',
   'append-load',
+  'cold-turn',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -273,3 +273,24 @@ export function coldTurnGoalRows(
     },
   ];
 }
+
+/** The bullet of "Goals missed" when a cold first turn missed one of its goals. */
+export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
+  const missed = coldTurnGoalRows(rows).filter((row) => !row.met);
+  const largest = rows.at(-1);
+  if (missed.length === 0 || !largest) return [];
+  const size = largest.items.toLocaleString('en-US');
+  return [
+    `- **A cold first turn after a fast load** (${missed.length} of its 4 goals missed). ` +
+      `At ${size} items the load left ${largest.recordsAfterView} records after the newest view, and the first ` +
+      `turn of a new process made ${largest.first.operations} storage calls and read ` +
+      `${kib(largest.first.bytesRead)} (${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a ` +
+      'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
+      'items of those records, each once, whole (a prompt holds the older of them compacted), next to the view it ' +
+      'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls, so up to ' +
+      'min(calls after the view, shards of the index) gets. Once a pack has written the view of the newest record ' +
+      `a cold turn makes at most ${largest.packed.operationsMax} calls (p50 ` +
+      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed); ` +
+      'its bytes stay above the budget while the newest record still carries the records the new view covers.',
+  ];
+}

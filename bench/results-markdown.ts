@@ -5,7 +5,7 @@ import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
-import { coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
+import { coldTurnCauses, coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
@@ -1159,6 +1159,7 @@ function causesSection(results: BenchResults): string[] {
     }
   }
   lines.push(...transferCauses(results.transfer));
+  lines.push(...coldTurnCauses(results.coldTurn ?? []));
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;

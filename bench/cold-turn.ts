@@ -39,7 +39,7 @@ export interface ColdTurnRow {
   cold: TurnsSummary;
   /** A cold turn delivering 2 notices: its storage calls. */
   noticeOperations: number;
-  /** Cold turns once one pack has run (the debt packed). */
+  /** Cold turns once the debt is packed, each its own pack run after it (as after its response). */
   packed: TurnsSummary;
   /** Turns of one process with the view cache, after warm-up. */
   warm: TurnsSummary;
@@ -86,19 +86,20 @@ async function measureSize(size: number, options: ColdTurnOptions): Promise<Cold
   const debt = await debtOf(memory, id);
   log(`cold-turn ${size}: loaded in ${loadSeconds.toFixed(1)} s, debt ${debt.debtRecords} / ${debt.recordsAfterView}`);
   const turns = alternatingTurns();
-  const coldTurns = async (count: number) => {
+  const coldTurns = async (count: number, runPacks: boolean) => {
     const figures: TurnFigures[] = [];
-    for (let turn = 0; turn < count; turn++) figures.push(await measure(turns, coldDriver(memory), id));
+    for (let turn = 0; turn < count; turn++) figures.push(await measure(turns, coldDriver(memory, runPacks), id));
     return figures;
   };
-  const cold = await coldTurns(options.coldTurns);
-  const noticeDriver = coldDriver(memory);
+  const cold = await coldTurns(options.coldTurns, false);
+  const noticeDriver = coldDriver(memory, false);
   await noticeDriver.postNotice(id, 'build finished');
   await noticeDriver.postNotice(id, 'tests passed');
   const notice = await measure(turns, noticeDriver, id);
-  // The debt packed, as the loading process's background would have done had it gone on.
-  await coldDriver(memory).pack(id);
-  const packed = await coldTurns(options.coldTurns);
+  // The debt packed, as the loading process's background would have done had it gone on;
+  // then each cold turn's own pack runs after it, as it would after its response.
+  await coldDriver(memory, true).pack(id);
+  const packed = await coldTurns(options.coldTurns, true);
   const warmDriver = new MemoryTurnDriver(new ProcessStore(memory), { viewCacheBytes: DEFAULTS.viewCacheBytes });
   const warm: TurnFigures[] = [];
   for (let turn = 0; turn < options.warmupTurns + options.warmTurns; turn++) {
@@ -123,8 +124,9 @@ async function measureSize(size: number, options: ColdTurnOptions): Promise<Cold
   return row;
 }
 
-function coldDriver(memory: MemoryStore): MemoryTurnDriver {
-  return new MemoryTurnDriver(new ProcessStore(memory), { viewCacheBytes: 0, runPacks: false });
+/** The services of a process new to the session; `runPacks`: whether the packs its turns start run. */
+function coldDriver(memory: MemoryStore, runPacks: boolean): MemoryTurnDriver {
+  return new MemoryTurnDriver(new ProcessStore(memory), { viewCacheBytes: 0, runPacks });
 }
 
 function summary(turns: TurnFigures[]): TurnsSummary {
@@ -214,7 +216,8 @@ export function coldTurnSection(rows: ColdTurnRow[] | undefined, notMeasured: st
       'last answer (its later storage calls fail), so the debt is what a fast load leaves: records outside ' +
       'segments / records after the newest view. Then, each in a new process (fresh services, no view cache, ' +
       'its background pack not run, so each meets the debt): cold turns, a cold turn delivering 2 notices; ' +
-      'then one pack, as the loading process would have run had it gone on, and cold turns again; then turns ' +
+      'then one pack, as the loading process would have run had it gone on, and cold turns again, each in a new ' +
+      'process whose pack runs after the turn (after a pack); then turns ' +
       'of one process with the view cache, after warm-up (warm). Turns alternate a request the echo model ' +
       'answers with a tool call and its output. Memory store, counted. Calls: storage calls until the response ' +
       '(goal <= 8; 8 + 4 per notice); budget: bytes read / (1.1 x prompt bytes + 64 KiB), worst turn (goal <= 1); ' +
@@ -290,7 +293,10 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls, so up to ' +
       'min(calls after the view, shards of the index) gets. Once a pack has written the view of the newest record ' +
       `a cold turn makes at most ${largest.packed.operationsMax} calls (p50 ` +
-      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed); ` +
-      'its bytes stay above the budget while the newest record still carries the records the new view covers.',
+      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed)` +
+      (largest.packed.budgetWorst > 1
+        ? `, but reads up to ${largest.packed.budgetWorst.toFixed(2)}x the budget while the newest record still ` +
+          'carries the records the new view covers (its first turn; the records after it carry none).'
+        : '.'),
   ];
 }

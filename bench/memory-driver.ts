@@ -37,9 +37,10 @@ export class MemoryTurnDriver implements TurnDriver {
   /**
    * `viewCacheBytes` is VIEW_CACHE_BYTES (default 0 here: every turn fetches and parses its
    * view, as in a process that has not seen the session before, so bytes read are the most a
-   * turn reads).
+   * turn reads). `runPacks: false` drops the packs turns start (a process that ends after its response).
    */
-  constructor(store: ObjectStore = new MemoryStore(), options: { viewCacheBytes?: number } = {}) {
+  constructor(store: ObjectStore = new MemoryStore(), options: { viewCacheBytes?: number; runPacks?: boolean } = {}) {
+    this.#runPacks = options.runPacks ?? true;
     this.recording = new RecordingStore(store);
     this.counting = new CountingStore(this.recording);
     const environment = {
@@ -92,6 +93,7 @@ export class MemoryTurnDriver implements TurnDriver {
   }
 
   #pendingPacks: { id: string; options: PackOptions | undefined }[] = [];
+  readonly #runPacks: boolean;
 
   #capture(model: Model): Model {
     return {
@@ -185,6 +187,7 @@ export class MemoryTurnDriver implements TurnDriver {
     await new Promise((resolve) => setTimeout(resolve, 0));
     const packs = this.#pendingPacks;
     this.#pendingPacks = [];
+    if (!this.#runPacks) return;
     for (const { id, options } of packs) await this.#services.sessions.pack(id, options);
   }
 

@@ -114,5 +114,10 @@ export function quickCheckFailures(results: BenchResults): string[] {
   }
   if (ran('fork')) failures.push(...forkFailures(results.fork));
   if (ran('file-small-prompt')) failures.push(...fileSmallPromptFailures(results.fileSmallPrompt, 2));
+  if (ran('cold-turn'))
+    check(
+      (results.coldTurn?.length ?? 0) > 0 && results.coldTurn!.every((row) => row.first.operations > 0),
+      'cold-turn: no turns measured',
+    );
   return failures;
 }

@@ -5,6 +5,7 @@ import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
+import { coldTurnCauses, coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
 import { fileSmallPromptGoalRow, fileSmallPromptSection, type FileSmallPromptFigures } from './file-small-prompt.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
@@ -55,6 +56,7 @@ export interface BenchResults {
   resume?: ResumeFigures;
   appendLoad?: AppendLoadFigures[];
   fileSmallPrompt?: FileSmallPromptFigures;
+  coldTurn?: ColdTurnRow[];
   fork?: ForkFigures;
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
@@ -134,6 +136,7 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(
     ...fileSmallPromptSection(results.fileSmallPrompt, capitalized(notMeasured(results, 'file-small-prompt'))),
   );
+  lines.push(...coldTurnSection(results.coldTurn, capitalized(notMeasured(results, 'cold-turn'))));
   lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
@@ -313,6 +316,7 @@ function goalRows(results: BenchResults): GoalRow[] {
     }
   }
   rows.push(...smallPromptGoals(results));
+  for (const row of coldTurnGoalRows(results.coldTurn ?? [])) rows.push({ ...row, met: yes(row.met) });
   if (results.strategies) {
     for (const figure of results.strategies.filter(
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),
@@ -1161,6 +1165,7 @@ function causesSection(results: BenchResults): string[] {
     }
   }
   lines.push(...transferCauses(results.transfer));
+  lines.push(...coldTurnCauses(results.coldTurn ?? []));
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;

@@ -4,13 +4,15 @@
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
  *                                                 inspector, transfer, fork, tracing, resume, append-load,
- *                                                 file-small-prompt; prints
+ *                                                 file-small-prompt, cold-turn; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
  *                                                 (bench/quick-check.ts; CI runs it)
  *   --append-items=<n>                            items the append-load section loads per store
  *                                                 (default 100,000; 1,000,000 is the target size)
+ *   --cold-sizes=<n,...>                          sizes of the cold-turn section (default 100,10000,100000;
+ *                                                 1000000 loads for many minutes)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -44,6 +46,7 @@ import { measureTransfer } from './transfer.ts';
 import { measureTracing } from './tracing.ts';
 import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
+import { measureColdTurns } from './cold-turn.ts';
 import { measureForks } from './fork.ts';
 import { measureFileSmallPrompt } from './file-small-prompt.ts';
 import { SECTIONS, type Section } from './sections.ts';
@@ -357,6 +360,18 @@ if (runs('file-small-prompt')) {
     log,
   });
   ended('file-small-prompt');
+}
+
+if (runs('cold-turn')) {
+  const sizesArgument = argv.find((argument) => argument.startsWith('--cold-sizes='));
+  const sizes = sizesArgument
+    ? sizesArgument.slice('--cold-sizes='.length).split(',').map(Number)
+    : quick
+      ? [100, 2_000]
+      : [100, 10_000, 100_000];
+  log(`cold first turns after a fast load at ${sizes.join(', ')} items (bench/cold-turn.ts)`);
+  results.coldTurn = await measureColdTurns({ sizes, coldTurns: 5, warmupTurns: 4, warmTurns: 9, seed: 3, log });
+  ended('cold-turn');
 }
 
 results.durationMs = performance.now() - started;

@@ -18,6 +18,7 @@ export const SECTIONS = [
   'resume',
   'append-load',
   'file-small-prompt',
+  'cold-turn',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -6,7 +6,7 @@ import { latencyHarness, type LatencyRow } from './latency.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { SeededRandom } from './random.ts';
 import { median, percentile } from './stats.ts';
-import { READ_FILE_TOOL } from './turn-driver.ts';
+import { READ_FILE_TOOL, type DrivenTurn } from './turn-driver.ts';
 
 /**
  * What a turn reads against what it sends, on a long agent session whose prompt stays small:
@@ -144,16 +144,9 @@ async function measureTurns(
   options: SmallPromptOptions,
 ): Promise<SmallPromptRow> {
   const measured: { ms: number; bytesRead: number; promptBytes: number; operations: number; gets: number }[] = [];
-  // Turns alternate as an agent's do: a request the echo model answers with a tool call, then
-  // the tool's output, so the calls after the newest view are looked up in the repeat index.
-  let pendingCall: string | undefined;
+  const next = alternatingTurns();
   for (let turn = 0; turn < options.warmupTurns + options.measuredTurns; turn++) {
-    const input: TurnRequest['input'] = pendingCall
-      ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
-      : `call read_file {"path":"src/step-${turn}.ts"}`;
-    const driven = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
-    const call = driven.response.output.find((item) => item.type === 'function_call');
-    pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+    const driven = await next(driver, id);
     if (turn < options.warmupTurns) continue;
     const storage = driven.storage!;
     measured.push({
@@ -182,6 +175,26 @@ async function measureTurns(
       of((turn) => turn.ms),
       95,
     ),
+  };
+}
+
+/**
+ * Turns as an agent's alternate, whichever driver runs each: a request the echo model answers
+ * with a tool call, then the tool's output, so the calls after the newest view are looked up
+ * in the repeat index.
+ */
+export function alternatingTurns(): (driver: MemoryTurnDriver, id: string) => Promise<DrivenTurn> {
+  let pendingCall: string | undefined;
+  let turn = 0;
+  return async (driver, id) => {
+    const input: TurnRequest['input'] = pendingCall
+      ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
+      : `call read_file {"path":"src/step-${turn}.ts"}`;
+    turn += 1;
+    const driven = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
+    const call = driven.response.output.find((item) => item.type === 'function_call');
+    pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+    return driven;
   };
 }
 

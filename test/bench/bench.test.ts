@@ -15,6 +15,7 @@ import { measureLatency } from '../../bench/latency.ts';
 import { measureResume } from '../../bench/resume.ts';
 import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/file-small-prompt.ts';
+import { measureColdTurns } from '../../bench/cold-turn.ts';
 import type { PromptItem } from '../../lib/items.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
@@ -220,6 +221,24 @@ describe('bench', () => {
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
   });
 
+  it('measures cold first turns after a fast load through POST /items, and renders their row', async () => {
+    const rows = await measureColdTurns({ sizes: [600], coldTurns: 2, warmupTurns: 1, warmTurns: 2, seed: 3 });
+    const row = rows[0]!;
+    // The load leaves its last records after the newest view: the cold turns read them.
+    expect(row.recordsAfterView).toBeGreaterThan(0);
+    expect(row.first.operations).toBeGreaterThan(0);
+    expect(row.first.bytesRead).toBeGreaterThan(0);
+    expect(row.packed.p50Ms).toBeGreaterThan(0);
+    expect(row.warm.operationsMax).toBeGreaterThan(0);
+    expect(row.noticeOperations).toBeGreaterThan(row.first.operations);
+    const markdown = resultsMarkdown({ ...runHeader(), coldTurn: rows });
+    expect(markdown).toContain(
+      `| 600 | ${row.loadSeconds.toFixed(0)} | ${row.debtRecords} / ${row.recordsAfterView} |`,
+    );
+    expect(markdown).toContain('| Storage operations of a cold first turn after a fast load');
+    expect(quickCheckFailures({ ...runHeader(), coldTurn: rows, notMeasured: notRunExcept('cold-turn') })).toEqual([]);
+  });
+
   it('passes a sound quick run and names each unsound figure', async () => {
     const rows = await benchTurnOverhead(new MemoryTurnDriver(), {
       sizes: [20],
@@ -273,6 +292,7 @@ describe('bench', () => {
       'resume: a streamed turn added more than one write a second plus 2',
       'fork: no figures',
       'file-small-prompt: not every size measured',
+      'cold-turn: no turns measured',
     ]);
   });
 

@@ -106,10 +106,14 @@ export async function readBase(
     cursor.skipTo(groups[0]!.record);
     for (let unit = await cursor.next(); unit && low > lastSeq + 1; unit = await cursor.next()) {
       if (unit.kind === 'record') {
-        const { record, done } = await readRecord(log, unit);
-        const items = [...record.items, ...(done?.items ?? [])].filter((item) => item.seq > lastSeq && item.seq < low);
-        older.push(items);
-        low = Math.min(low, record.first_seq);
+        // A record carries whole records before it: one read gives them all, and the walk
+        // goes on below the oldest (each of them, read again, would carry the same items).
+        const read = await readRecord(log, unit);
+        const readGroups = recordGroups(read);
+        const items = readGroups.flatMap((group) => group.items);
+        older.push(items.filter((item) => item.seq > lastSeq && item.seq < low));
+        low = Math.min(low, read.record.first_seq, items[0]?.seq ?? low);
+        cursor.skipTo(readGroups[0]!.record);
         continue;
       }
       const top = Math.min(unitTop(unit), low - 1);

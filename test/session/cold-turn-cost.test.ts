@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { depthFor } from '../../lib/session/log/key-shards.ts';
+import { callKey } from '../../lib/strategies/aggregates.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * The first turn of a process new to a session whose packing lags (a fast load leaves records
+ * after the newest view): what it reads beyond the turn of a packed session is bounded by the
+ * records after the view, read once each, and by the repeat index's shards of their calls.
+ */
+
+const OUTPUT = 'tool output line\n'.repeat(12);
+
+/** Gets by kind of key: records, repeat index shards, the rest. */
+class KindCountingStore extends CountingStore {
+  recordGets = 0;
+  shardGets = 0;
+  override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
+    if (args[0].includes('/keys/')) this.shardGets += 1;
+    else if (/\/turn\/[^/]+\/\d+$/.test(args[0])) this.recordGets += 1;
+    return super.get(...args);
+  }
+  override reset(): void {
+    super.reset();
+    this.recordGets = 0;
+    this.shardGets = 0;
+  }
+}
+
+/** `pairs` calls with their outputs, the calls' arguments distinct from every other record's. */
+function pairs(record: number, count: number): Item[] {
+  return Array.from({ length: count }, (_, index): Item[] => {
+    const id = `c${record}_${index}`;
+    return [
+      { type: 'function_call', call_id: id, name: 'read', arguments: JSON.stringify({ record, index }) },
+      { type: 'function_call_output', call_id: id, output: OUTPUT },
+    ];
+  }).flat();
+}
+
+/** A session packed up to record `packed`, then `after` more records of `perRecord` pairs each, never packed. */
+async function laggingSession(packed: number, after: number, perRecord: number) {
+  const store = new KindCountingStore(new MemoryStore());
+  const loader = new SessionLog(store);
+  await loader.create({ id: 's' });
+  for (let record = 1; record <= packed; record++) await loader.append('s', pairs(record, perRecord));
+  await loader.pack('s');
+  const keys: string[] = [];
+  for (let record = packed + 1; record <= packed + after; record++) {
+    const items = pairs(record, perRecord);
+    await loader.append('s', items);
+    for (const item of items) if (item.type === 'function_call') keys.push(callKey(item.name, item.arguments));
+  }
+  return { store, keysAfterView: keys };
+}
+
+/** A first turn in a new process: its gets of records and shards, and its base. */
+async function coldTurn(store: KindCountingStore, input: Item[]) {
+  store.reset();
+  const begun = await new SessionLog(store).beginTurn('s', { input });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  const counts = { recordGets: store.recordGets, shardGets: store.shardGets };
+  return { ...counts, turn: begun.turn };
+}
+
+describe('a cold first turn after a fast load', () => {
+  it('reads each record after the view once, whichever record carries it', async () => {
+    // 40 records and more after the view; a record carries the 14 before it (recentRecords), so the
+    // newest and two older ones hold them all. Read one by one, they were 26 gets.
+    const { store } = await laggingSession(10, 40, 5);
+    const { recordGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(recordGets).toBeLessThanOrEqual(3);
+    const since = turn.base.since;
+    const view = turn.base.view!;
+    expect(view.record).toBeLessThanOrEqual(10);
+    expect(since.map((item) => item.seq)).toEqual(since.map((_, index) => view.last_seq + 1 + index));
+    expect(since.at(-1)!.seq).toBe(50 * 10);
+    expect(turn.aggregates.tool_calls).toBe(50 * 5);
+  });
+
+  it('reads one repeat-index shard per distinct key prefix of the calls after its view and in its input', async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+    const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
+    const { shardGets, turn } = await coldTurn(store, input);
+    const depth = turn.base.view!.keys.depth;
+    expect(depth).toBe(depthFor(600));
+    const prefixes = new Set(keysAfterView.map((key) => key.slice(0, depth)));
+    // The bound docs/STORAGE.md names: at most min(calls after the view and in the input, 16^depth).
+    expect(shardGets).toBe(prefixes.size);
+    expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+  });
+});

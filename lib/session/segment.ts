@@ -31,6 +31,7 @@ export const TOOL_BLOCK = 32;
 /** The first suffix read of a segment when its tool lines are wanted (index, messages, tail). */
 export const FIRST_READ = 64 * 1024;
 const encoder = new TextEncoder();
+const NEWLINE = 10;
 
 export interface SegmentContent {
   firstRecord: number;
@@ -47,6 +48,11 @@ export interface SegmentContent {
   carried: LogItem[] | null;
   /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
   states: RecordState[] | null;
+  /**
+   * The JSON line of each of `items` where the caller has it (an import: the line it read),
+   * any JSON text that parses to the item; made with JSON.stringify where undefined or absent.
+   */
+  lines?: readonly (string | undefined)[];
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
@@ -55,9 +61,9 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   let body = new Uint8Array(64 * 1024);
   let offset = 0;
   const append = (text: string) => {
-    if (body.length - offset < text.length * 3) {
+    if (body.length - offset < text.length * 3 + 1) {
       let size = body.length * 2;
-      while (size - offset < text.length * 3) size *= 2;
+      while (size - offset < text.length * 3 + 1) size *= 2;
       const grown = new Uint8Array(size);
       grown.set(body.subarray(0, offset));
       body = grown;
@@ -65,25 +71,33 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     offset += encoder.encodeInto(text, body.subarray(offset)).written;
     return offset;
   };
-  for (const line of stateLines(content.states ?? [])) append(`${JSON.stringify(line)}\n`);
+  // The newline written as a byte: `${json}\n` would copy every line once more.
+  const line = (json: string) => {
+    append(json);
+    body[offset] = NEWLINE;
+    offset += 1;
+    return offset;
+  };
+  const itemLine = (item: LogItem, index: number) => line(content.lines?.[index] ?? JSON.stringify(item));
+  for (const state of stateLines(content.states ?? [])) line(JSON.stringify(state));
   const turnsOffset = offset;
-  const turnEnds = content.turns.map((turn) => append(`${JSON.stringify(turn)}\n`));
+  const turnEnds = content.turns.map((turn) => line(JSON.stringify(turn)));
   const toolsOffset = offset;
   let toolCount = 0;
   const marks: number[] = [];
-  for (const item of content.items) {
+  for (const [index, item] of content.items.entries()) {
     if (item.type === 'message') continue;
-    const end = append(`${JSON.stringify(item)}\n`);
+    const end = itemLine(item, index);
     toolCount += 1;
     if (toolCount % TOOL_BLOCK === 0) marks.push(end);
   }
   const messagesOffset = offset;
   let messageCount = 0;
-  for (const item of content.carried ?? []) append(`${JSON.stringify(item)}\n`);
-  for (const item of content.items) {
+  for (const item of content.carried ?? []) line(JSON.stringify(item));
+  for (const [index, item] of content.items.entries()) {
     if (item.type !== 'message') continue;
     messageCount += 1;
-    append(`${JSON.stringify(item)}\n`);
+    itemLine(item, index);
   }
   const orphans: Record<string, number> = {};
   const awaiting = new Map<string, number[]>();

@@ -219,6 +219,49 @@ describe('session export and import', () => {
     expect(shape(imported)).toEqual(shape(packed));
   });
 
+  /** Every segment's text of session `id`. */
+  async function segmentsText(store: ObjectStore, id: string): Promise<string> {
+    const keys = (await store.list(sessionPrefix('', id), { limit: 1000 })).objects
+      .map((object) => object.key)
+      .filter((key) => key.endsWith('.seg'));
+    const bodies = await Promise.all(keys.map(async (key) => (await store.get(key))!.body));
+    return bodies.map((body) => new TextDecoder().decode(body)).join('');
+  }
+
+  it('stores a line the schema keeps whole as it came, and an item it changes as its JSON', async () => {
+    const w = world();
+    const at = '2026-01-01T00:00:00.000Z';
+    // Keys in another order, spaces, an escape: still the item, as the segment's reader parses it.
+    const asSent = `{ "seq": 1, "created_at": "${at}", "content": "h\\u0069", "role": "user", "type": "message" }`;
+    const parts =
+      '{"type":"message","role":"user","content":[ {"type":"input_text","text":"p"} ],' +
+      `"seq":2,"created_at":"${at}"}`;
+    const large =
+      `{"type":"function_call_output","call_id":"c","output":"${'L'.repeat(100)}", ` +
+      `"seq":4,"created_at":"${at}"}`;
+    const body = [
+      headerLine('raw'),
+      asSent,
+      parts,
+      itemLine(3, { type: 'function_call', call_id: 'c', name: 'read', arguments: '{}' }),
+      large,
+      ...Array.from({ length: 80 }, (_, index) => messageLine(index + 5)),
+    ];
+    await importText(w.services, `${body.join('\n')}\n`);
+    const segments = await segmentsText(w.store, 'raw');
+    expect(segments).toContain(`${asSent}\n`);
+    // Content parts, and an output moved out of line, are what the import made of them.
+    expect(segments).not.toContain(parts);
+    expect(segments).toContain(`{"type":"message","role":"user","content":[{"type":"input_text","text":"p"}],"seq":2,`);
+    expect(segments).not.toContain(large);
+    expect(segments).toContain('"output_ref":{');
+    const items = (await w.sessions.listItems('raw', { before: 5, limit: 4 })).items.reverse();
+    expect(items[0]).toEqual({ type: 'message', role: 'user', content: 'hi', seq: 1, created_at: at });
+    expect(items[3]).toMatchObject({ type: 'function_call_output', output: 'L'.repeat(100), seq: 4 });
+    const exported = (await exportText(w.services, 'raw')).split('\n');
+    expect(exported[1]).toBe(itemLine(1, { type: 'message', role: 'user', content: 'hi' }));
+  });
+
   /** A session of 40 appends of 20 messages, packed into many segments. */
   async function longSession(store: ObjectStore) {
     const w = world(store);

@@ -49,6 +49,8 @@ export interface ImportLine {
   value: unknown;
   /** The line's length in UTF-8 bytes. */
   bytes: number;
+  /** The line's text, without its line end. */
+  text: string;
 }
 
 export interface ImportOptions {
@@ -179,6 +181,8 @@ async function writeChunks(
   const notices: ExportNotice[] = [];
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
+  // The line each item of the chunk was read from, when a segment may hold it as it came.
+  let lines: (string | undefined)[] = [];
   let chunkBytes = 0;
   // Every item since the last view: the next view is made of them and the last one.
   let held: LogItem[] = [];
@@ -207,7 +211,7 @@ async function writeChunks(
     };
     if (!final) {
       const states = [{ record, counts, context: null, open_calls: closing.open_calls }];
-      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried, states };
+      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried, states, lines };
       await writes.add(() => writeSegment(log, scope, content, firstSeq));
       carried = carryAfter(carried, messages);
       if (record % VIEW_EVERY_RECORDS === 0) {
@@ -217,6 +221,7 @@ async function writeChunks(
         held = [];
       }
       chunk = [];
+      lines = [];
       chunkBytes = 0;
       return;
     }
@@ -230,7 +235,7 @@ async function writeChunks(
     await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
     await packScope(log, scope, options.pack);
   };
-  for await (const { line, value, bytes } of options.lines) {
+  for await (const { line, value, bytes, text } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
     if (type === 'notice') {
       const notice = parseExportLine(line, value, exportNoticeSchema);
@@ -261,7 +266,9 @@ async function writeChunks(
     }
     if (context) throw outOfOrder(line, 'after the compaction');
     let item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    let stored: string | undefined = text;
     if (hasInlineMedia([item])) {
+      stored = undefined;
       const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
       [item] = (await storeAttachments(
         log.store,
@@ -289,11 +296,19 @@ async function writeChunks(
     seq += 1;
     if (item.type === 'function_call') toolCalls += 1;
     chunk.push(item);
+    // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
+    lines.push(hasStringPayload(item) ? stored : undefined);
     held.push(item);
     chunkBytes += size;
   }
   if (seq > 0) await flush(true);
   return notices;
+}
+
+/** Whether an item's content or output is a string (not content parts, whose objects the schema may strip). */
+function hasStringPayload(item: LogItem): boolean {
+  if (item.type === 'message') return typeof item.content === 'string';
+  return item.type === 'function_call' || typeof item.output === 'string';
 }
 
 /** The UTF-8 bytes of an item's JSON without its seq and created_at (how MAX_ITEM_BYTES counts). */

@@ -52,11 +52,11 @@ export async function writeViewIfDue(
     JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
   const due = refresh || newest.record.record - listed >= log.viewEveryRecords || compacted || grown();
   if (!due) return null;
-  const base =
+  const { base, keys } =
     prior === undefined
-      ? await readBase(log, scope, newest, cursor, [], undefined, true, held)
+      ? { base: await readBase(log, scope, newest, cursor, [], undefined, true, held), keys: undefined }
       : await heldBase(log, scope, prior, held);
-  const { view, replaced } = await composeView(log, scope, newest, base, requirement);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
   const key = viewKey(scope, view.record);
   const json = JSON.stringify(view);
   const body = toBytes(json);
@@ -81,40 +81,40 @@ export async function heldView(
   held: readonly LogItem[],
   requirement: PackOptions['requirement'],
 ): Promise<LogView> {
-  const { view, replaced } = await composeView(
-    log,
-    scope,
-    newest,
-    await heldBase(log, scope, prior, held),
-    requirement,
-  );
+  const { base, keys } = await heldBase(log, scope, prior, held);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
   // No stored view names the shards it replaced.
   if (replaced.length > 0) await log.store.delete(replaced);
   return view;
 }
 
-/** The base of a view held in memory and every item after it (`held`, dense). */
+/** The base of a view held in memory and every item after it (`held`, dense), with their calls' keys. */
 async function heldBase(
   log: LogContext,
   scope: LogScope,
   view: LogView | null,
   held: readonly LogItem[],
-): Promise<Base> {
+): Promise<{ base: Base; keys: string[] }> {
   const since = held.filter((item) => item.seq > (view?.last_seq ?? 0));
   checkDense(recordsPrefix(scope), since, (view?.last_seq ?? 0) + 1);
-  return { view, since, known: await loadKnownKeys(log, scope, view, callKeysOf(log.viewPolicy, since)) };
+  const keys = callKeysOf(log.viewPolicy, since);
+  return { base: { view, since, known: await loadKnownKeys(log, scope, view, keys) }, keys };
 }
 
-/** The view of `newest` from its base (its repeat index's new shards written; `replaced`: the shards it replaces). */
+/**
+ * The view of `newest` from its base (its repeat index's new shards written; `replaced`: the
+ * shards it replaces). `keys`: the call keys of `base.since`, when the caller has them.
+ */
 async function composeView(
   log: LogContext,
   scope: LogScope,
   newest: NonNullable<Head['newest']>,
   base: Base,
   requirement: PackOptions['requirement'],
+  keys?: readonly string[],
 ): Promise<{ view: LogView; replaced: string[] }> {
   const policy = log.viewPolicy;
-  const { aggregates, newKeys } = aggregatesOf(policy, base);
+  const { aggregates, newKeys } = aggregatesOf(policy, base, true, keys);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   // With a compacted context, the tail starts at the context start.

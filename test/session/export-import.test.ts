@@ -237,8 +237,7 @@ describe('session export and import', () => {
       '{"type":"message","role":"user","content":[ {"type":"input_text","text":"p"} ],' +
       `"seq":2,"created_at":"${at}"}`;
     const large =
-      `{"type":"function_call_output","call_id":"c","output":"${'L'.repeat(100)}", ` +
-      `"seq":4,"created_at":"${at}"}`;
+      `{"type":"function_call_output","call_id":"c","output":"${'L'.repeat(100)}", ` + `"seq":4,"created_at":"${at}"}`;
     const body = [
       headerLine('raw'),
       asSent,

@@ -103,7 +103,9 @@ describe('aggregates', () => {
     expect(given.newKeys).toEqual(['k', 'j', 'i']);
     expect(given.aggregates.repeated).toEqual({ k: 6 });
     const keys = batch.flatMap((item) => (item.type === 'function_call' ? [callKey(item.name, item.arguments)] : []));
-    expect(extendAggregates(previous, batch, () => false, keys)).toEqual(extendAggregates(previous, batch, () => false));
+    expect(extendAggregates(previous, batch, () => false, keys)).toEqual(
+      extendAggregates(previous, batch, () => false),
+    );
   });
 
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {

@@ -85,10 +85,10 @@ export function transferCauses(figures: TransferFigures | undefined): string[] {
   if (!figures || importRatio(figures) >= IMPORT_RATIO_GOAL) return [];
   return [
     `- **Import speed.** ${importRatio(figures).toFixed(1)}x the load path (goal ${IMPORT_RATIO_GOAL}x). An ` +
-      'import parses, validates (the item schemas, seqs, open calls, sizes) and serializes every item as a ' +
-      'turn does, and writes it into a segment (an eighth of them through a record the packer reads back), ' +
-      'with a view every 8 segments. It saves the load path its per-append round trips and most of its ' +
-      'views, not the per-item work; see bench/transfer.ts.',
+      'import parses and validates every line (the item schemas, seqs, open calls, sizes) and writes it ' +
+      'into a segment as it came, hashes each call key once for a view made in memory every 8 segments, ' +
+      'and stores one view at the end. It saves the load path its per-append round trips, records and ' +
+      'views, not the per-item parsing and validation; see section 8.',
   ];
 }
 

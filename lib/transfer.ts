@@ -100,7 +100,7 @@ export async function* ndjsonLines(
       throw new InvalidRequestError(`line ${line}: not JSON (${(error as Error).message})`, { field: `line ${line}` });
     }
     checkValue?.(value, `line ${line}`);
-    return { line, value, bytes: carriageReturn ? bytes - 1 : bytes };
+    return { line, value, bytes: carriageReturn ? bytes - 1 : bytes, text: body };
   };
   /** Whole lines (`region` holds no line's end but between them): decoded at once when all ASCII, else one by one. */
   function* lines(region: Uint8Array): Generator<ImportLine> {

@@ -47,44 +47,44 @@ export interface SegmentContent {
   carried: LogItem[] | null;
   /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
   states: RecordState[] | null;
+  /** Each item's line where the caller has it (JSON that parses to the item: an import's line), else stringified. */
+  lines?: readonly (string | undefined)[];
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent): Uint8Array {
-  // One buffer, grown by doubling, that every line is encoded into (UTF-8: at most 3 bytes a UTF-16 unit).
+  // One buffer, grown by doubling, that every line is encoded into (UTF-8: at most 3 bytes a UTF-16 unit),
+  // a line's newline as a byte (`${json}\n` would copy every line once more).
   let body = new Uint8Array(64 * 1024);
   let offset = 0;
-  const append = (text: string) => {
-    if (body.length - offset < text.length * 3) {
+  const append = (text: string, newline = false) => {
+    if (body.length - offset < text.length * 3 + 1) {
       let size = body.length * 2;
-      while (size - offset < text.length * 3) size *= 2;
+      while (size - offset < text.length * 3 + 1) size *= 2;
       const grown = new Uint8Array(size);
       grown.set(body.subarray(0, offset));
       body = grown;
     }
     offset += encoder.encodeInto(text, body.subarray(offset)).written;
+    if (newline) body[offset++] = 10;
     return offset;
   };
-  for (const line of stateLines(content.states ?? [])) append(`${JSON.stringify(line)}\n`);
+  const itemLine = (item: LogItem, index: number) => append(content.lines?.[index] ?? JSON.stringify(item), true);
+  for (const state of stateLines(content.states ?? [])) append(JSON.stringify(state), true);
   const turnsOffset = offset;
-  const turnEnds = content.turns.map((turn) => append(`${JSON.stringify(turn)}\n`));
+  const turnEnds = content.turns.map((turn) => append(JSON.stringify(turn), true));
   const toolsOffset = offset;
   let toolCount = 0;
   const marks: number[] = [];
-  for (const item of content.items) {
-    if (item.type === 'message') continue;
-    const end = append(`${JSON.stringify(item)}\n`);
+  content.items.forEach((item, index) => {
+    if (item.type === 'message') return;
+    const end = itemLine(item, index);
     toolCount += 1;
     if (toolCount % TOOL_BLOCK === 0) marks.push(end);
-  }
+  });
   const messagesOffset = offset;
-  let messageCount = 0;
-  for (const item of content.carried ?? []) append(`${JSON.stringify(item)}\n`);
-  for (const item of content.items) {
-    if (item.type !== 'message') continue;
-    messageCount += 1;
-    append(`${JSON.stringify(item)}\n`);
-  }
+  for (const item of content.carried ?? []) append(JSON.stringify(item), true);
+  for (const [index, item] of content.items.entries()) if (item.type === 'message') itemLine(item, index);
   const orphans: Record<string, number> = {};
   const awaiting = new Map<string, number[]>();
   for (const item of content.items) {
@@ -107,7 +107,7 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     tools: { offset: toolsOffset, count: toolCount, marks },
     unmatched,
     orphans,
-    messages: { offset: messagesOffset, length: offset - messagesOffset, count: messageCount },
+    messages: { offset: messagesOffset, length: offset - messagesOffset, count: content.items.length - toolCount },
     carried: content.carried === null ? null : content.carried.length,
     ...(content.states ? { states: content.states.length } : {}),
   };

@@ -102,13 +102,15 @@ export function computeAggregates(items: readonly SequencedItem[]): HistoryAggre
  * `previous`. The session store keeps the call keys already seen (a view's `call_keys`) and
  * answers `seenBefore(key)` from them (only for keys before `newItems`; keys repeated within
  * `newItems` are handled here). Returns the new aggregates and `newKeys`: the call keys
- * first seen in this batch, in order, for the store to add to its keys.
+ * first seen in this batch, in order, for the store to add to its keys. `keys`: the call keys
+ * of the calls among `newItems`, in order, when the caller has them (each is hashed once).
  * Pure: `previous` is not changed.
  */
 export function extendAggregates(
   previous: HistoryAggregates,
   newItems: readonly SequencedItem[],
   seenBefore: (key: string) => boolean,
+  keys?: readonly string[],
 ): { aggregates: HistoryAggregates; newKeys: string[] } {
   let toolCalls = previous.tool_calls;
   let toolOutputs = previous.tool_outputs;
@@ -123,7 +125,7 @@ export function extendAggregates(
     if (item.type === 'function_call_output') toolOutputs += 1;
     if (item.type !== 'function_call') continue;
     callBits.push(toolCalls + images);
-    const key = callKey(item.name, item.arguments);
+    const key = keys?.[toolCalls - previous.tool_calls] ?? callKey(item.name, item.arguments);
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
       setBits.push(toolCalls);

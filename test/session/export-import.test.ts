@@ -12,6 +12,8 @@ import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
+import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
 
 /** Small segments and blobs, so a few hundred items make many segments and out-of-line outputs. */
 const LOG_OPTIONS = { blobThreshold: 64, segmentTargetBytes: 4096, packMinRecords: 2, keepRecords: 1 };
@@ -153,6 +155,110 @@ describe('session export and import', () => {
     // The imported session takes turns and appends like any other.
     await target.sessions.append('s1', [{ type: 'message', role: 'user', content: 'more' }]);
     expect((await target.sessions.listItems('s1', { limit: 2 })).items.map((item) => item.seq)).toEqual([181, 180]);
+  });
+
+  /** An export of 240 calls (a few arguments repeated) with their outputs and messages: many segments when imported. */
+  async function callsExport(): Promise<string> {
+    const source = world();
+    const items: Item[] = [];
+    for (let call = 0; call < 240; call++) {
+      const output = `${'o'.repeat((call * 53) % 150)}${call}`;
+      items.push(
+        { type: 'message', role: 'user', content: `step ${call}` },
+        { type: 'function_call', call_id: `c${call}`, name: 'read', arguments: `{"path":"f${call % 37}"}` },
+        { type: 'function_call_output', call_id: `c${call}`, output },
+      );
+    }
+    await build(source, 's1', [{ kind: 'append', items }, { kind: 'pack' }]);
+    return exportText(source.services, 's1');
+  }
+
+  it("stores one view, the last record's; the views between are made in memory and not written", async () => {
+    const memory = new MemoryStore();
+    const written: string[] = [];
+    const recording: ObjectStore = {
+      get: (key, options) => memory.get(key, options),
+      head: (key) => memory.head(key),
+      list: (prefix, options) => memory.list(prefix, options),
+      delete: (keys) => memory.delete(keys),
+      put: (key, body, options) => {
+        written.push(key);
+        return memory.put(key, body, options);
+      },
+    };
+    const exported = await callsExport();
+    await importText(world(recording).services, exported);
+    expect(written.filter((key) => key.endsWith('.seg')).length).toBeGreaterThan(2 * 8);
+    expect(written.filter((key) => key.endsWith('.view'))).toHaveLength(1);
+    // No record is written to be read back and packed: only the last one, which stays.
+    expect(written.filter((key) => /\/\d{12}$/.test(key))).toHaveLength(1);
+    expect(await exportText(world(memory).services, 's1')).toBe(exported);
+  });
+
+  it('stores the view a pack makes of the imported log alone: the same aggregates, tail and repeat index', async () => {
+    const w = world();
+    await importText(w.services, await callsExport());
+    const views = async () =>
+      (await w.store.list(sessionPrefix('', 's1'), { limit: 1000 })).objects.filter((o) => o.key.endsWith('.view'));
+    const [stored] = await views();
+    const imported = JSON.parse(new TextDecoder().decode((await w.store.get(stored!.key))!.body)) as LogView;
+    // Without the view, a pack reads the whole log for a new one.
+    await w.store.delete(stored!.key);
+    const plan = sessionStrategyPlan({}, { strategies: null, strategy_config: {} });
+    await new SessionLog(w.store, LOG_OPTIONS).pack('s1', { ...packOptions(plan), refresh: true });
+    const [again] = await views();
+    const packed = JSON.parse(new TextDecoder().decode((await w.store.get(again!.key))!.body)) as LogView;
+    expect(imported.aggregates.repeated).not.toEqual({});
+    const shape = (view: LogView) => ({
+      ...view,
+      keys: view.keys.count,
+      created_at: null,
+      // An output the import held is inline where the log's segment holds it out of line.
+      tail: view.tail && { ...view.tail, items: view.tail.items.map((item) => [item.seq, item.type]) },
+    });
+    expect(shape(imported)).toEqual(shape(packed));
+  });
+
+  /** Every segment's text of session `id`. */
+  async function segmentsText(store: ObjectStore, id: string): Promise<string> {
+    const keys = (await store.list(sessionPrefix('', id), { limit: 1000 })).objects
+      .map((object) => object.key)
+      .filter((key) => key.endsWith('.seg'));
+    const bodies = await Promise.all(keys.map(async (key) => (await store.get(key))!.body));
+    return bodies.map((body) => new TextDecoder().decode(body)).join('');
+  }
+
+  it('stores a line the schema keeps whole as it came, and an item it changes as its JSON', async () => {
+    const w = world();
+    const at = '2026-01-01T00:00:00.000Z';
+    // Keys in another order, spaces, an escape: still the item, as the segment's reader parses it.
+    const asSent = `{ "seq": 1, "created_at": "${at}", "content": "h\\u0069", "role": "user", "type": "message" }`;
+    const parts =
+      '{"type":"message","role":"user","content":[ {"type":"input_text","text":"p"} ],' +
+      `"seq":2,"created_at":"${at}"}`;
+    const large =
+      `{"type":"function_call_output","call_id":"c","output":"${'L'.repeat(100)}", ` + `"seq":4,"created_at":"${at}"}`;
+    const body = [
+      headerLine('raw'),
+      asSent,
+      parts,
+      itemLine(3, { type: 'function_call', call_id: 'c', name: 'read', arguments: '{}' }),
+      large,
+      ...Array.from({ length: 80 }, (_, index) => messageLine(index + 5)),
+    ];
+    await importText(w.services, `${body.join('\n')}\n`);
+    const segments = await segmentsText(w.store, 'raw');
+    expect(segments).toContain(`${asSent}\n`);
+    // Content parts, and an output moved out of line, are what the import made of them.
+    expect(segments).not.toContain(parts);
+    expect(segments).toContain(`{"type":"message","role":"user","content":[{"type":"input_text","text":"p"}],"seq":2,`);
+    expect(segments).not.toContain(large);
+    expect(segments).toContain('"output_ref":{');
+    const items = (await w.sessions.listItems('raw', { before: 5, limit: 4 })).items.reverse();
+    expect(items[0]).toEqual({ type: 'message', role: 'user', content: 'hi', seq: 1, created_at: at });
+    expect(items[3]).toMatchObject({ type: 'function_call_output', output: 'L'.repeat(100), seq: 4 });
+    const exported = (await exportText(w.services, 'raw')).split('\n');
+    expect(exported[1]).toBe(itemLine(1, { type: 'message', role: 'user', content: 'hi' }));
   });
 
   /** A session of 40 appends of 20 messages, packed into many segments. */

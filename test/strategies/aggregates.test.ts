@@ -87,6 +87,27 @@ describe('aggregates', () => {
     );
   });
 
+  it('takes the call keys the caller has for the new items, in order, instead of hashing each call again', () => {
+    const items = sequenced([
+      call('1', 'read', '{}'),
+      output('1', 'x'),
+      call('2', 'read', '{"a":1}'),
+      user('go'),
+      call('3', 'write', '{}'),
+      call('4', 'read', '{"b":1}'),
+      call('5', 'read', '{"a":1}'),
+    ]);
+    const previous = extendAggregates(emptyAggregates(), items.slice(0, 2), () => false).aggregates;
+    const batch = items.slice(2);
+    const given = extendAggregates(previous, batch, () => false, ['k', 'j', 'k', 'i']);
+    expect(given.newKeys).toEqual(['k', 'j', 'i']);
+    expect(given.aggregates.repeated).toEqual({ k: 6 });
+    const keys = batch.flatMap((item) => (item.type === 'function_call' ? [callKey(item.name, item.arguments)] : []));
+    expect(extendAggregates(previous, batch, () => false, keys)).toEqual(
+      extendAggregates(previous, batch, () => false),
+    );
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

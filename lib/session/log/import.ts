@@ -26,16 +26,18 @@ import { deleteSession, toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
+import { heldView, writeViewIfDue } from './view-writer.ts';
 import { writeIndexEntry } from './session-index.ts';
 import type { PackOptions, SessionRecord } from './types.ts';
-import { ViewCache } from './view-cache.ts';
+import type { LogView } from '../view-records.ts';
 
 /**
  * Importing a session from its export (lib/session/export-format.ts) as the log would hold it
  * after its appends were packed, through the packer's code (log/packer.ts): the items go
  * straight into segments of about `segmentTargetBytes`, one record number each, with large
- * outputs out of line (`writeSegment`), and every VIEW_EVERY_RECORDS records and at the end
- * into an append record the packer writes a view of (then packs it, but the last). Everything
+ * outputs out of line (`writeSegment`); the last chunk goes into an append record. Every
+ * VIEW_EVERY_RECORDS records a view is made in memory from the one before and the items since
+ * (`heldView`), and only the last record's view is stored, made so from the one before it. Everything
  * is written under a new generation that no config names, so nothing is visible until
  * `session.json` is created, create-only, at the end. A refused line, a taken id or a failed
  * write deletes what was written and stores nothing.
@@ -47,6 +49,8 @@ export interface ImportLine {
   value: unknown;
   /** The line's length in UTF-8 bytes. */
   bytes: number;
+  /** The line's text, without its line end. */
+  text: string;
 }
 
 export interface ImportOptions {
@@ -66,15 +70,13 @@ export interface ImportOptions {
 }
 
 /**
- * Records between views: a view is as large as the prompt, so writing one for every segment
- * would make an import's time grow with the square of its length; the items since the last
- * view (8 segments) are what the next view reads.
+ * Records between the views held in memory: the items since the last one (8 segments) are held
+ * until the next one is made of them, and a view is as large as the prompt, so making one for
+ * every segment would make an import's time grow with the square of its length.
  */
 const VIEW_EVERY_RECORDS = 8;
 /** Segment writes an import keeps in flight. */
 const MAX_WRITES_IN_FLIGHT = 2;
-/** The parsed views an import keeps when the process keeps none (one at a time: the newest). */
-const IMPORT_VIEW_CACHE_BYTES = 64 * 1024 * 1024;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
@@ -175,16 +177,14 @@ async function writeChunks(
   writes: PendingWrites,
 ): Promise<ExportNotice[]> {
   const recordBytes = Math.max(1, log.segmentTargetBytes);
-  // Each view is read by the next one: kept parsed, as a turn keeps it, even when the process keeps none.
-  const viewing: LogContext = log.viewCache ? log : { ...log, viewCache: new ViewCache(IMPORT_VIEW_CACHE_BYTES) };
-  // At a view, the packer packs that record too (the next ones are written after it).
-  const packingAll: LogContext = { ...viewing, keepRecords: 0 };
   const pending = new Set<string>();
   const notices: ExportNotice[] = [];
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
+  // The line each item of the chunk was read from, when a segment may hold it as it came.
+  let lines: (string | undefined)[] = [];
   let chunkBytes = 0;
-  // Every item since the last view: the next view reads them from here, not from the segments.
+  // Every item since the last view: the next view is made of them and the last one.
   let held: LogItem[] = [];
   let seq = 0;
   let toolCalls = 0;
@@ -192,45 +192,50 @@ async function writeChunks(
   let context: ContextStart | null = null;
   // The messages before the next segment, as a segment carries them (log/packer.ts).
   let carried: LogItem[] | null = [];
+  // The newest view, held in memory: only the last one is stored (log/view-writer.ts, heldView).
+  let prior: LogView | null = null;
   const flush = async (final: boolean) => {
     record += 1;
     const firstSeq = seq - chunk.length + 1;
     const messages = chunk.filter((item) => item.type === 'message');
-    if (!final && record % VIEW_EVERY_RECORDS !== 0) {
-      const counts = { items: seq, turns: 0, tool_calls: toolCalls };
-      const states = [{ record, counts, context: null, open_calls: [...pending] }];
-      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried, states };
-      await writes.add(() => writeSegment(log, scope, content, firstSeq));
-      carried = carryAfter(carried, messages);
-      chunk = [];
-      chunkBytes = 0;
-      return;
-    }
-    carried = carryAfter(carried, messages);
-    // The packer reads the segments before this record.
-    await writes.drain();
-    if (final && context) {
-      context = { ...context, base_record: record };
-      await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
-    }
-    const body: LogRecord = {
+    const counts = { items: seq, turns: 0, tool_calls: toolCalls };
+    const closing: LogRecord = {
       format: 'tailgate.record.v1',
       record,
       kind: 'append',
       created_at: log.clock().toISOString(),
       first_seq: firstSeq,
       items: chunk,
-      counts: { items: seq, turns: 0, tool_calls: toolCalls },
-      ...(final && context ? { context } : {}),
+      counts,
       open_calls: [...pending],
     };
+    if (!final) {
+      const states = [{ record, counts, context: null, open_calls: closing.open_calls }];
+      const content = { firstRecord: record, lastRecord: record, items: chunk, turns: [], carried, states, lines };
+      await writes.add(() => writeSegment(log, scope, content, firstSeq));
+      carried = carryAfter(carried, messages);
+      if (record % VIEW_EVERY_RECORDS === 0) {
+        // A view reads the log below its record when what it holds falls short.
+        await writes.drain();
+        prior = await heldView(log, scope, { record: closing, done: null }, prior, held, options.pack.requirement);
+        held = [];
+      }
+      chunk = [];
+      lines = [];
+      chunkBytes = 0;
+      return;
+    }
+    await writes.drain();
+    if (context) {
+      context = { ...context, base_record: record };
+      await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
+    }
+    const body: LogRecord = { ...closing, ...(context ? { context } : {}) };
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
-    chunk = [];
-    chunkBytes = 0;
-    await packScope(final ? viewing : packingAll, scope, { ...options.pack, refresh: true }, held);
-    held = [];
+    await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
+    await packScope(log, scope, options.pack);
   };
-  for await (const { line, value, bytes } of options.lines) {
+  for await (const { line, value, bytes, text } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
     if (type === 'notice') {
       const notice = parseExportLine(line, value, exportNoticeSchema);
@@ -261,7 +266,9 @@ async function writeChunks(
     }
     if (context) throw outOfOrder(line, 'after the compaction');
     let item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    let stored: string | undefined = text;
     if (hasInlineMedia([item])) {
+      stored = undefined;
       const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
       [item] = (await storeAttachments(
         log.store,
@@ -289,11 +296,19 @@ async function writeChunks(
     seq += 1;
     if (item.type === 'function_call') toolCalls += 1;
     chunk.push(item);
+    // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
+    lines.push(hasStringPayload(item) ? stored : undefined);
     held.push(item);
     chunkBytes += size;
   }
   if (seq > 0) await flush(true);
   return notices;
+}
+
+/** Whether an item's content or output is a string (not content parts, whose objects the schema may strip). */
+function hasStringPayload(item: LogItem): boolean {
+  if (item.type === 'message') return typeof item.content === 'string';
+  return item.type === 'function_call' || typeof item.output === 'string';
 }
 
 /** The UTF-8 bytes of an item's JSON without its seq and created_at (how MAX_ITEM_BYTES counts). */

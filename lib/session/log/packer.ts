@@ -191,7 +191,9 @@ export async function writeSegment(
     firstSeq: first ? first.seq : firstSeq,
     lastSeq: last ? last.seq : firstSeq - 1,
   });
-  await log.store.put(key, buildSegment({ ...content, items }), {
+  // An item moved out of line is not the one its line (if any) was of.
+  const lines = content.lines?.map((line, index) => (items[index] === content.items[index] ? line : undefined));
+  await log.store.put(key, buildSegment({ ...content, items, ...(lines ? { lines } : {}) }), {
     onlyIfAbsent: true,
     contentType: 'application/x-ndjson',
   });

@@ -188,11 +188,15 @@ export type BeginTurnResult =
 export interface ViewPolicy {
   readonly version: string;
   emptyAggregates(): HistoryAggregates;
-  /** The aggregates after `items`; `seenBefore(key)` tells a call key seen before them. */
+  /**
+   * The aggregates after `items`; `seenBefore(key)` tells a call key seen before them.
+   * `keys`: the keys of their calls, in order, when the caller has them (see aggregatesOf).
+   */
   extendAggregates(
     previous: HistoryAggregates,
     items: readonly LogItem[],
     seenBefore: (key: string) => boolean,
+    keys?: readonly string[],
   ): { aggregates: HistoryAggregates; newKeys: string[] };
   /** The key (hex) `extendAggregates` gives `seenBefore` for a call. */
   callKey(name: string, argumentsText: string): string;

@@ -1,16 +1,16 @@
 import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
-import { viewKey, type LogScope } from '../keys.ts';
+import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { mapLimit, toBytes } from '../../store/object-store.ts';
 import { validateStored, type LogItem } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
+import { carriedItems, checkDense, contextOf, countsOf, readNewest, recordGroups, type Head } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
-import { writeKeyShards } from './key-shards.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import { loadKnownKeys, writeKeyShards } from './key-shards.ts';
+import { aggregatesOf, callKeysOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
@@ -29,8 +29,9 @@ const DEFAULT_VIEW_CALLS = 256;
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
  * The shards of its repeat index that changed are written first, and the shards they replace
  * are deleted after it (a reader of an older view that meets one gone lists again).
- * `held`: items the caller holds of the log (see readBase). Returns the view's key, or null
- * when none was due.
+ * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
+ * memory (see heldView), with `held` every item after it; else the newest view listed is read.
+ * Returns the view's key, or null when none was due.
  */
 export async function writeViewIfDue(
   log: LogContext,
@@ -38,6 +39,7 @@ export async function writeViewIfDue(
   requirement: PackOptions['requirement'],
   refresh = false,
   held: readonly LogItem[] = [],
+  prior?: LogView | null,
 ): Promise<string | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
@@ -50,9 +52,69 @@ export async function writeViewIfDue(
     JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
   const due = refresh || newest.record.record - listed >= log.viewEveryRecords || compacted || grown();
   if (!due) return null;
-  const base = await readBase(log, scope, newest, cursor, [], undefined, true, held);
+  const { base, keys } =
+    prior === undefined
+      ? { base: await readBase(log, scope, newest, cursor, [], undefined, true, held), keys: undefined }
+      : await heldBase(log, scope, prior, held);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
+  const key = viewKey(scope, view.record);
+  const json = JSON.stringify(view);
+  const body = toBytes(json);
+  const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
+  // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
+  // writer of the same record came first, and its view is the one stored.)
+  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+  if (replaced.length > 0) await log.store.delete(replaced);
+  return key;
+}
+
+/**
+ * The view of `newest` as writeViewIfDue would write it after `prior`, kept in memory and not
+ * stored (an import's views between its first and its last: each is only the base of the next).
+ * `held`: every item after `prior` up to `newest`. The shards of its repeat index are written.
+ */
+export async function heldView(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  prior: LogView | null,
+  held: readonly LogItem[],
+  requirement: PackOptions['requirement'],
+): Promise<LogView> {
+  const { base, keys } = await heldBase(log, scope, prior, held);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
+  // No stored view names the shards it replaced.
+  if (replaced.length > 0) await log.store.delete(replaced);
+  return view;
+}
+
+/** The base of a view held in memory and every item after it (`held`, dense), with their calls' keys. */
+async function heldBase(
+  log: LogContext,
+  scope: LogScope,
+  view: LogView | null,
+  held: readonly LogItem[],
+): Promise<{ base: Base; keys: string[] }> {
+  const since = held.filter((item) => item.seq > (view?.last_seq ?? 0));
+  checkDense(recordsPrefix(scope), since, (view?.last_seq ?? 0) + 1);
+  const keys = callKeysOf(log.viewPolicy, since);
+  return { base: { view, since, known: await loadKnownKeys(log, scope, view, keys) }, keys };
+}
+
+/**
+ * The view of `newest` from its base (its repeat index's new shards written; `replaced`: the
+ * shards it replaces). `keys`: the call keys of `base.since`, when the caller has them.
+ */
+async function composeView(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  base: Base,
+  requirement: PackOptions['requirement'],
+  keys?: readonly string[],
+): Promise<{ view: LogView; replaced: string[] }> {
   const policy = log.viewPolicy;
-  const { aggregates, newKeys } = aggregatesOf(policy, base);
+  const { aggregates, newKeys } = aggregatesOf(policy, base, true, keys);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   // With a compacted context, the tail starts at the context start.
@@ -106,15 +168,7 @@ export async function writeViewIfDue(
     tail,
     created_at: log.clock().toISOString(),
   };
-  const key = viewKey(scope, view.record);
-  const json = JSON.stringify(view);
-  const body = toBytes(json);
-  const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
-  // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
-  // writer of the same record came first, and its view is the one stored.)
-  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
-  if (replaced.length > 0) await log.store.delete(replaced);
-  return key;
+  return { view, replaced };
 }
 
 /**

@@ -280,15 +280,20 @@ function viewExcessBytes(policy: ViewPolicy, base: Base, needed: TailRequirement
 /**
  * The aggregates of the history up to the end of a base: the view's, extended over the items
  * after it (a call is a repeat when its key is in the view's repeat index or earlier among
- * them). `strict`: every call's shard must have been loaded (otherwise an estimate).
+ * them). `strict`: every call's shard must have been loaded (otherwise an estimate). `keys`:
+ * the call keys of `base.since` (callKeysOf), when the caller has them.
  */
 export function aggregatesOf(
   policy: ViewPolicy,
   base: Base,
   strict = true,
+  keys?: readonly string[],
 ): { aggregates: HistoryAggregates; newKeys: string[] } {
-  return policy.extendAggregates(base.view?.aggregates ?? policy.emptyAggregates(), base.since, (key) =>
-    seenBefore(base.known, key, strict),
+  return policy.extendAggregates(
+    base.view?.aggregates ?? policy.emptyAggregates(),
+    base.since,
+    (key) => seenBefore(base.known, key, strict),
+    keys,
   );
 }
 

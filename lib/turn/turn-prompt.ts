@@ -56,7 +56,9 @@ export interface PromptSource {
 }
 
 /** The context start the preview's compaction would write (no summary yet). */
-type PendingContextStart = Pick<ContextStart, 'start_seq' | 'summary' | 'summarized' | 'interrupted'> & { pending: true };
+type PendingContextStart = Pick<ContextStart, 'start_seq' | 'summary' | 'summarized' | 'interrupted'> & {
+  pending: true;
+};
 
 export interface PromptInputs extends PromptSource {
   turn: OpenTurn;

@@ -33,7 +33,7 @@ import type {
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
-import type { ContextStart, QueuedInput, TurnStatus, Undelivered } from './records.ts';
+import type { ContextStart, OverflowBoundary, QueuedInput, TurnStatus, Undelivered } from './records.ts';
 import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
@@ -176,9 +176,15 @@ export class SessionLog extends SessionLogBase {
    * their outputs). Usually it comes from the view and the items after it that the claim
    * read; tool items outside `requirement.wholeCalls` may then come as the strategies compact
    * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
+   * `start`: the overflow boundary the turn's prompt starts at (see `fromBoundary`): the view
+   * is of the history from its `message_start_seq` on.
    */
-  async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<PromptItem[]> {
-    return readContext(this.log, turn, requirement);
+  async readContext(
+    turn: OpenTurn,
+    requirement: TailRequirement,
+    start: OverflowBoundary | null = null,
+  ): Promise<PromptItem[]> {
+    return readContext(this.log, turn, requirement, start);
   }
 
   /**

@@ -1,4 +1,4 @@
-import { compactionSizes, fitPrompt, planCompaction, summarizeContext } from '../compaction/index.ts';
+import { compactionSizes, fitPrompt, planCompaction, summarizeContext, usesSafetyNet } from '../compaction/index.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
@@ -20,7 +20,8 @@ import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
  * over its trigger (or the request's `compaction` threshold); then, for a model with a known
  * window, the prompt is fitted (lib/compaction/fit-prompt.ts: `truncation: "auto"`, or without
  * `compact` the overflow safety net, whose moved boundary the completion stores) and one that
- * still does not fit is refused (context_too_large) instead of sent.
+ * still does not fit is refused (context_too_large) instead of sent. Under the safety net the
+ * history was read from the stored boundary on (`promptStart`).
  */
 
 export interface PromptInputs {
@@ -52,10 +53,30 @@ export interface TurnPrompt {
   receipt: (delivered: DeliveredNotice[]) => Promise<TurnReceipt>;
 }
 
+/**
+ * Where the turn's history read starts: the stored overflow boundary when the safety net fits
+ * this turn's prompt (null otherwise). What is behind it never reaches the prompt, so the turn
+ * reads and builds only the window (lib/session/log/tail-reader.ts `readContext`).
+ */
+export function promptStart(
+  turn: OpenTurn,
+  plan: TurnPlan,
+  budget: PromptInputs['budget'],
+  request: TurnRequest,
+): OverflowBoundary | null {
+  return usesSafetyNet(budget, { truncation: request.truncation, compacting: isCompacting(plan, request) })
+    ? turn.overflow
+    : null;
+}
+
+function isCompacting(plan: TurnPlan, request: TurnRequest): boolean {
+  return plan.strategies.includes('compact') || request.compaction !== undefined;
+}
+
 export async function buildTurnPrompt(services: TurnServices, inputs: PromptInputs): Promise<TurnPrompt> {
   const { turn, plan, budget, request, notices } = inputs;
   let built = await build(services, inputs, notices.forPrompt());
-  const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
+  const compacting = isCompacting(plan, request);
   const threshold = request.compaction?.threshold;
   const { sessions } = services;
   if (compacting && !inputs.compaction && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {

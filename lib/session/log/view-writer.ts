@@ -6,11 +6,19 @@ import { mapLimit, toBytes } from '../../store/object-store.ts';
 import { validateStored, type LogItem } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { carriedItems, contextOf, countsOf, readNewest, recordGroups } from './head.ts';
+import { carriedItems, contextOf, countsOf, overflowOf, readNewest, recordGroups } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
 import { writeKeyShards } from './key-shards.ts';
-import { aggregatesOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import {
+  aggregatesOf,
+  fromBoundary,
+  pinnedFrom,
+  readBase,
+  tailFromBase,
+  VIEW_MARGIN_CALLS,
+  wholeCallIds,
+} from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
@@ -55,12 +63,22 @@ export async function writeViewIfDue(
   const { aggregates, newKeys } = aggregatesOf(policy, base);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
-  // With a compacted context, the tail starts at the context start.
-  const fromSeq = context?.start_seq ?? 1;
+  const boundary = overflowOf(newest);
   let tail: LogView['tail'] = null;
-  const needed = requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] };
+  // With a compacted context, the tail starts at the context start; with an overflow
+  // boundary, at its message start or the window's, whichever is earlier (what the turns
+  // that use it read: see fromBoundary).
+  const {
+    requirement: needed,
+    floor: fromSeq,
+    messageStart,
+  } = fromBoundary(
+    requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] },
+    context?.start_seq ?? 1,
+    boundary,
+  );
   if (needed.toolCalls !== 'all' || context) {
-    const pinned = Object.values(aggregates.repeated);
+    const pinned = pinnedFrom(aggregates, boundary);
     const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
     const wanted: TailRequirement = {
       toolCalls,
@@ -70,10 +88,11 @@ export async function writeViewIfDue(
     // From the newest view when it holds enough, or with the few tool items its window lacks
     // read from the log (the margin again), or without the margin; else the log is walked.
     const withMargin =
-      tailFromBase(policy, base, [], wanted, fromSeq) ?? (await extendedTail(log, scope, base, wanted, fromSeq));
+      tailFromBase(policy, base, [], wanted, fromSeq, messageStart) ??
+      (await extendedTail(log, scope, base, wanted, fromSeq, messageStart));
     const withoutMargin = withMargin
       ? null
-      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, messageStart);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
     const items = (withMargin ??
       withoutMargin ??
@@ -84,11 +103,13 @@ export async function writeViewIfDue(
         cursorBelow(log, scope, newest),
         wanted,
         fromSeq,
+        false,
+        messageStart,
       ))) as LogItem[];
     const cut = held === 'all' ? null : policy.tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
     tail = {
-      from_seq: fromSeq,
+      from_seq: Math.max(fromSeq, Math.min(messageStart, windowStart)),
       window_start: windowStart,
       items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
     };
@@ -134,6 +155,7 @@ async function extendedTail(
   base: Base,
   wanted: TailRequirement,
   fromSeq: number,
+  messageStart: number,
 ): Promise<PromptItem[] | null> {
   const view = base.view;
   if (!view?.tail || wanted.toolCalls === 'all' || wanted.toolCalls <= 0) return null;
@@ -152,6 +174,7 @@ async function extendedTail(
       [],
       wanted,
       fromSeq,
+      messageStart,
     );
     if (items) return items;
   }

@@ -3,7 +3,7 @@ import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { parseStored, validateStored, type LogItem } from '../records.ts';
+import { parseStored, validateStored, type LogItem, type OverflowBoundary } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
@@ -44,11 +44,59 @@ export function needsView(
   };
   // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
   const { aggregates } = aggregatesOf(policy, base, false);
-  const needed = requirement(aggregates);
+  const { requirement: needed, floor, messageStart } = fromBoundary(requirement(aggregates), 0, turn.overflow);
+  // A view written before the overflow boundary moved holds messages no prompt shows any more.
+  const tail = turn.base.view.tail;
+  if (tail && tail.from_seq < Math.min(messageStart, tail.window_start)) return true;
   return (
-    viewExcessBytes(policy, base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
-    tailFromBase(policy, base, [], needed, 0) === null
+    viewExcessBytes(policy, base, needed, pinnedFrom(aggregates, turn.overflow)) > VIEW_EXCESS_BYTES ||
+    tailFromBase(policy, base, [], needed, floor, messageStart) === null
   );
+}
+
+/**
+ * A read as a stored overflow boundary leaves it (lib/compaction/fit-prompt.ts). A prompt the
+ * safety net fits shows no message older than the boundary's `message_start_seq` and no call
+ * older than its `tool_start_seq` (it drops them all), so the read asks for no pinned call
+ * older than the latter and reads messages from the former on (`messageStart`): the tail view
+ * of the history from the cut of `requirement`, or from `messageStart` when that is earlier
+ * (see `readStart`). What the strategies see of the window is what they see of the whole
+ * history; a turn reads and builds only the window and the tail the strategies need.
+ */
+export function fromBoundary(
+  requirement: TailRequirement,
+  floor: number,
+  boundary: OverflowBoundary | null,
+): { requirement: TailRequirement; floor: number; messageStart: number } {
+  if (!boundary) return { requirement, floor, messageStart: floor };
+  return {
+    requirement: { ...requirement, seqs: requirement.seqs.filter((seq) => seq >= boundary.tool_start_seq) },
+    floor,
+    messageStart: Math.max(floor, boundary.message_start_seq),
+  };
+}
+
+/**
+ * The first seq of a read (`items` ascending, from its floor): the cut of `requirement`
+ * (the first item of the suffix kept whole), or `messageStart` when that is earlier. Before
+ * it the tail view holds only messages and required calls, which a read from `messageStart`
+ * does not want.
+ */
+export function readStart(
+  policy: ViewPolicy,
+  items: readonly LogItem[],
+  requirement: TailRequirement,
+  messageStart: number,
+): number {
+  if (requirement.toolCalls === 'all' || messageStart <= (items[0]?.seq ?? 0)) return 0;
+  const cut = policy.tailCut(items, requirement.toolCalls);
+  return cut === null ? 0 : Math.min(messageStart, items[cut]?.seq ?? Number.POSITIVE_INFINITY);
+}
+
+/** The seqs of the newest instances of repeated calls that a prompt may still show (see fromBoundary). */
+export function pinnedFrom(aggregates: HistoryAggregates, boundary: OverflowBoundary | null): number[] {
+  const start = boundary?.tool_start_seq ?? 0;
+  return Object.values(aggregates.repeated).filter((seq) => seq >= start);
 }
 
 /**
@@ -192,9 +240,9 @@ async function readView(
  * The tail view for `requirement` from a base and the items after it (`newer`), or null when
  * the base's view does not hold enough of the history: its tail starts too late for the cut,
  * or a required call before its window is not in it. Without a view the base holds the
- * whole log. Equal to `selectTail` of the whole history from `floor` on, except that tool
- * items outside `requirement.wholeCalls` (and its seqs) may come as the strategies compact
- * them, which is what they make of them anyway.
+ * whole log. Equal to `selectTail` of the whole history from `floor` on (from `readStart`
+ * with a later `messageStart`), except that tool items outside `requirement.wholeCalls` (and
+ * its seqs) may come as the strategies compact them, which is what they make of them anyway.
  */
 export function tailFromBase(
   policy: ViewPolicy,
@@ -202,11 +250,14 @@ export function tailFromBase(
   newer: readonly LogItem[],
   requirement: TailRequirement,
   floor: number,
+  messageStart = floor,
 ): PromptItem[] | null {
   const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
-  // A tail written from a later context start lacks the messages before it.
-  if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
-  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
+  // A tail written from a later context start (or overflow boundary) lacks the messages before it.
+  if (!tail || tail.from_seq > Math.max(messageStart, 1)) return null;
+  const read = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
+  const start = readStart(policy, read, requirement, messageStart);
+  const items = start > floor ? read.filter((item) => item.seq >= start) : read;
   // Items the view holds compacted must be ones the strategies compact or drop now.
   if (items.some((item) => item.compacted)) {
     if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;

@@ -6,6 +6,7 @@ import { transferCauses, transferGoalRow, transferSection, type TransferFigures 
 import { resumeSection, type ResumeFigures } from './resume.ts';
 import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
+import { realisticWindowGoals, realisticWindowSection, type RealisticWindowRow } from './realistic-window.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -54,6 +55,7 @@ export interface BenchResults {
   resume?: ResumeFigures;
   appendLoad?: AppendLoadFigures[];
   fork?: ForkFigures;
+  realisticWindow?: { rows: RealisticWindowRow[]; contextLimit: number };
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -130,6 +132,14 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(...resumeSection(results.resume, capitalized(notMeasured(results, 'resume'))));
   lines.push(...appendLoadSection(results.appendLoad, capitalized(notMeasured(results, 'append-load'))));
   lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
+  lines.push(
+    ...realisticWindowSection(
+      results.realisticWindow?.rows,
+      results.realisticWindow?.contextLimit ?? 200_000,
+      results.loadAverages?.find((entry) => entry.section === 'realistic-window'),
+      capitalized(notMeasured(results, 'realistic-window')),
+    ),
+  );
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -308,6 +318,7 @@ function goalRows(results: BenchResults): GoalRow[] {
     }
   }
   rows.push(...smallPromptGoals(results));
+  rows.push(...realisticWindowGoals(results.realisticWindow?.rows));
   if (results.strategies) {
     for (const figure of results.strategies.filter(
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),

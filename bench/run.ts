@@ -3,7 +3,8 @@
  * bench/prompt-cache.svg (the cache section, unless --quick, also writes bench/epoch-sweep.svg). Options:
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
- *                                                 inspector, transfer, fork, tracing, resume, append-load; prints
+ *                                                 inspector, transfer, fork, tracing, resume, append-load,
+ *                                                 realistic-window; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -45,6 +46,7 @@ import { measureResume } from './resume.ts';
 import { measureAppendLoad, type LoadStore } from './append-load.ts';
 import { measureForks } from './fork.ts';
 import { SECTIONS, type Section } from './sections.ts';
+import { measureRealisticWindow } from './realistic-window.ts';
 
 const argv = process.argv.slice(2);
 const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
@@ -343,6 +345,22 @@ if (runs('fork')) {
   log('forks of a long session at its end and at a packed point (bench/fork.ts)');
   results.fork = await measureForks({ items: quick ? 2_000 : 10_000, seed: 9, log });
   ended('fork');
+}
+
+if (runs('realistic-window')) {
+  const contextLimit = 200_000;
+  log(`realistic window: context_limit ${contextLimit} on long sessions (bench/realistic-window.ts)`);
+  const rows = await measureRealisticWindow({
+    sizes: quick ? [100, 5_000] : [100, 100_000, 1_000_000],
+    contextLimit,
+    warmupTurns: 2,
+    measuredTurns: quick ? 4 : 12,
+    seed: 17,
+    loadBudgetMs: quick ? 60_000 : 900_000,
+    log,
+  });
+  results.realisticWindow = { rows, contextLimit };
+  ended('realistic-window');
 }
 
 results.durationMs = performance.now() - started;

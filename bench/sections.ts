@@ -17,6 +17,7 @@ export const SECTIONS = [
   'tracing',
   'resume',
   'append-load',
+  'realistic-window',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -1,0 +1,264 @@
+import type { Item } from '../lib/items.ts';
+import { MemoryStore } from '../lib/store/memory.ts';
+import type { TurnRequest } from '../lib/turn/index.ts';
+import { agentItems } from './agent-session.ts';
+import { MemoryTurnDriver } from './memory-driver.ts';
+import { median, percentile } from './stats.ts';
+import { READ_FILE_TOOL, type DrivenTurn } from './turn-driver.ts';
+
+/**
+ * Overflow work bounded by the window (lib/compaction/fit-prompt.ts, lib/session/log/views.ts
+ * `fromBoundary`): sessions of the agent mix with `context_limit` 200,000 tokens, whose history
+ * is far longer than the window, on the memory store (counted, no view cache). The first turn
+ * finds no overflow boundary: it builds the whole history's prompt once and stores one. The
+ * measured turns after it should cost what the window costs, at any length. Goals: p50 at the
+ * largest size / p50 at the smallest <= 1.5, and bytes read per turn <= 1.1 x prompt bytes +
+ * 64 KiB (read budget <= 1).
+ */
+
+export interface RealisticWindowOptions {
+  sizes: number[];
+  contextLimit: number;
+  warmupTurns: number;
+  measuredTurns: number;
+  seed: number;
+  /** Do not load a size whose projected load time exceeds this (the sizes before set the rate). */
+  loadBudgetMs: number;
+  log?: (line: string) => void;
+}
+
+interface TurnFigures {
+  ms: number;
+  bytesRead: number;
+  gets: number;
+  promptBytes: number;
+  /** `context.overflow_dropped.prompt_tokens_before` (undefined: nothing dropped). */
+  tokensBefore: number | undefined;
+}
+
+export interface RealisticWindowRow {
+  size: number;
+  /** Items stored when the first turn began. */
+  itemsAtStart: number;
+  loadMs: number;
+  /** The turn that found no boundary (it builds the whole prompt and stores one). */
+  first?: TurnFigures;
+  turns: number;
+  p50Ms: number;
+  p95Ms: number;
+  /** p50 / p50 at the smallest size, in the same run. */
+  ratio: number;
+  bytesReadMedian: number;
+  bytesReadMax: number;
+  promptBytesMedian: number;
+  /** Worst bytes read / (1.1 x prompt bytes + 64 KiB) over the measured turns (goal <= 1). */
+  readBudgetWorst: number;
+  getsMedian: number;
+  /** Median `prompt_tokens_before` of the measured turns (undefined: no turn dropped anything). */
+  tokensBeforeMedian?: number;
+  /** Why the size has no figures. */
+  skipped?: string;
+}
+
+const READ_BUDGET_SLACK = 64 * 1024;
+
+/** Loads one session per size, then measures its turns: the first apart, then warm-up and measured ones. */
+export async function measureRealisticWindow(options: RealisticWindowOptions): Promise<RealisticWindowRow[]> {
+  const log = options.log ?? (() => undefined);
+  const driver = new MemoryTurnDriver(new MemoryStore());
+  const rows: RealisticWindowRow[] = [];
+  let rate: number | undefined;
+  for (const size of options.sizes) {
+    if (rate !== undefined && size / rate > options.loadBudgetMs) {
+      const skipped =
+        `not measured: loading ${size.toLocaleString('en-US')} items would take about ` +
+        `${(size / rate / 1000).toFixed(0)} s at the rate so far (${(rate * 1000).toFixed(0)} items/s), ` +
+        `over the ${(options.loadBudgetMs / 1000).toFixed(0)} s budget`;
+      log(`realistic window ${size}: ${skipped}`);
+      rows.push({ ...emptyRow(size), skipped });
+      continue;
+    }
+    const id = `window_${size}`;
+    await driver.createSession(id, 'You are a coding agent working through a large repository.', {
+      strategy_config: { context_limit: options.contextLimit },
+    });
+    const start = performance.now();
+    const stored = await load(driver, id, size, options.seed);
+    const loadMs = performance.now() - start;
+    rate = stored / loadMs;
+    log(`realistic window ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
+    const turns = await takeTurns(driver, id, 1 + options.warmupTurns + options.measuredTurns);
+    const first = turns[0]!;
+    log(
+      `realistic window ${size}: first turn ${first.ms.toFixed(0)} ms, ${kb(first.bytesRead)} read, ` +
+        `${first.tokensBefore ?? '-'} tokens before the drop`,
+    );
+    rows.push(row(size, stored, loadMs, first, turns.slice(1 + options.warmupTurns)));
+  }
+  await driver.close();
+  const base = rows.find((candidate) => !candidate.skipped);
+  for (const candidate of rows) if (base && !candidate.skipped) candidate.ratio = candidate.p50Ms / base.p50Ms;
+  return rows;
+}
+
+/** The agent mix appended in records of 100 items (1,000 above 100,000 items), packed every 4 records. */
+async function load(driver: MemoryTurnDriver, id: string, size: number, seed: number): Promise<number> {
+  const source = agentItems({ seed });
+  const perRecord = size > 100_000 ? 1_000 : 100;
+  let stored = 0;
+  for (let appended = 1; stored < size; appended++) {
+    const items: Item[] = [];
+    while (items.length < Math.min(perRecord, size - stored)) items.push(source.next().value as Item);
+    stored = await driver.append(id, items);
+    if (appended % 4 === 0) await driver.pack(id);
+  }
+  await driver.pack(id);
+  return stored;
+}
+
+/** Turns alternating a request the echo model answers with a tool call, and that call's 2 KB output. */
+async function takeTurns(driver: MemoryTurnDriver, id: string, count: number): Promise<TurnFigures[]> {
+  const figures: TurnFigures[] = [];
+  let pendingCall: string | undefined;
+  for (let turn = 0; turn < count; turn++) {
+    const input: TurnRequest['input'] = pendingCall
+      ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
+      : `call read_file {"path":"src/step-${turn}.ts"}`;
+    const driven: DrivenTurn = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
+    const call = driven.response.output.find((item) => item.type === 'function_call');
+    pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
+    figures.push({
+      ms: driven.ms,
+      bytesRead: driven.storage!.bytesRead,
+      gets: driven.storage!.get,
+      promptBytes: driven.promptBytes!,
+      tokensBefore: driven.response.context.overflow_dropped?.prompt_tokens_before,
+    });
+  }
+  return figures;
+}
+
+function row(
+  size: number,
+  itemsAtStart: number,
+  loadMs: number,
+  first: TurnFigures,
+  measured: TurnFigures[],
+): RealisticWindowRow {
+  const of = (pick: (turn: TurnFigures) => number) => measured.map(pick);
+  const before = measured.flatMap((turn) => (turn.tokensBefore === undefined ? [] : [turn.tokensBefore]));
+  return {
+    size,
+    itemsAtStart,
+    loadMs,
+    first,
+    turns: measured.length,
+    p50Ms: median(of((turn) => turn.ms)),
+    p95Ms: percentile(
+      of((turn) => turn.ms),
+      95,
+    ),
+    ratio: 1,
+    bytesReadMedian: median(of((turn) => turn.bytesRead)),
+    bytesReadMax: Math.max(...of((turn) => turn.bytesRead)),
+    promptBytesMedian: median(of((turn) => turn.promptBytes)),
+    readBudgetWorst: Math.max(...of((turn) => turn.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK))),
+    getsMedian: median(of((turn) => turn.gets)),
+    ...(before.length > 0 ? { tokensBeforeMedian: median(before) } : {}),
+  };
+}
+
+function emptyRow(size: number): RealisticWindowRow {
+  return {
+    size,
+    itemsAtStart: 0,
+    loadMs: 0,
+    turns: 0,
+    p50Ms: 0,
+    p95Ms: 0,
+    ratio: 0,
+    bytesReadMedian: 0,
+    bytesReadMax: 0,
+    promptBytesMedian: 0,
+    readBudgetWorst: 0,
+    getsMedian: 0,
+  };
+}
+
+/** The section of RESULTS.md: one row per size. */
+export function realisticWindowSection(
+  rows: RealisticWindowRow[] | undefined,
+  contextLimit: number,
+  loadAverage: { start: string; end: string } | undefined,
+  why: string,
+): string[] {
+  const lines = [
+    '## Realistic window: overflow work bounded by the window',
+    '',
+    'Command: `npm run bench -- --only=realistic-window` (bench/realistic-window.ts)',
+    '',
+  ];
+  if (!rows) return [...lines, `${why}.`, ''];
+  lines.push(
+    `One session per size of the agent mix (as section 1), \`strategy_config.context_limit\` ` +
+      `${contextLimit.toLocaleString('en-US')} tokens, default strategies (no \`compact\`: the overflow ` +
+      'safety net), appended in records of 100 items (1,000 above 100,000) and packed every 4 records; ' +
+      'memory store, counted, no view cache (every turn fetches and parses its view). The first turn ' +
+      'finds no overflow boundary: it builds the whole history, drops it to 0.6 of the window and stores the ' +
+      'boundary (shown apart). Then warm-up turns and the measured turns, alternating a request the echo model ' +
+      'answers with a tool call and its 2 KB output. "tokens before" is the median ' +
+      '`context.overflow_dropped.prompt_tokens_before`: the prompt the turn built before the drop. Read budget = ' +
+      'bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1); ratio = p50 / p50 at the ' +
+      'smallest size, same run (goal <= 1.5).' +
+      (loadAverage ? ` Load average at start ${loadAverage.start}, at end ${loadAverage.end || '-'}.` : ''),
+    '',
+    '| items | load s | first turn: ms / read / tokens before | turns | p50 ms | p95 ms | ratio | ' +
+      'bytes read (median / max) | prompt bytes | read budget | gets | tokens before |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  );
+  for (const row of rows) {
+    if (row.skipped) {
+      lines.push(`| ${row.size.toLocaleString('en-US')} | ${row.skipped} |`);
+      continue;
+    }
+    const first = row.first!;
+    lines.push(
+      `| ${row.itemsAtStart.toLocaleString('en-US')} | ${(row.loadMs / 1000).toFixed(0)} | ` +
+        `${first.ms.toFixed(0)} / ${kb(first.bytesRead)} / ${first.tokensBefore?.toLocaleString('en-US') ?? '-'} | ` +
+        `${row.turns} | ${row.p50Ms.toFixed(1)} | ${row.p95Ms.toFixed(1)} | ${row.ratio.toFixed(2)} | ` +
+        `${kb(row.bytesReadMedian)} / ${kb(row.bytesReadMax)} | ${kb(row.promptBytesMedian)} | ` +
+        `${row.readBudgetWorst.toFixed(2)} | ${row.getsMedian} | ` +
+        `${row.tokensBeforeMedian?.toLocaleString('en-US') ?? '- (fits)'} |`,
+    );
+  }
+  lines.push('');
+  return lines;
+}
+
+/** Goal rows: the p50 ratio at the largest size measured, and the worst read budget. */
+export function realisticWindowGoals(
+  rows: RealisticWindowRow[] | undefined,
+): { goal: string; target: string; measured: string; met: string }[] {
+  const measured = (rows ?? []).filter((row) => !row.skipped);
+  const largest = measured.at(-1);
+  if (!largest || measured.length < 2) return [];
+  const at = (row: RealisticWindowRow) => row.itemsAtStart.toLocaleString('en-US');
+  return [
+    {
+      goal: `p50 turn at ${at(largest)} / ${at(measured[0]!)} items, context_limit 200,000 (realistic window)`,
+      target: '<= 1.5',
+      measured: `${largest.ratio.toFixed(2)} (${largest.p50Ms.toFixed(1)} / ${measured[0]!.p50Ms.toFixed(1)} ms)`,
+      met: largest.ratio <= 1.5 ? 'yes' : '**no**',
+    },
+    {
+      goal: 'Bytes read per turn / (1.1 x prompt bytes + 64 KiB), worst turn, realistic window',
+      target: '<= 1',
+      measured: measured.map((row) => `${row.readBudgetWorst.toFixed(2)} at ${at(row)}`).join(', '),
+      met: measured.every((row) => row.readBudgetWorst <= 1) ? 'yes' : '**no**',
+    },
+  ];
+}
+
+function kb(bytes: number): string {
+  return `${(bytes / 1024).toFixed(1)} KiB`;
+}

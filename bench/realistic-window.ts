@@ -1,5 +1,12 @@
+import { DEFAULTS } from '../lib/defaults.ts';
+import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Item } from '../lib/items.ts';
+import { sessionExistsIn } from '../lib/session/log/config-object.ts';
+import { SessionLog } from '../lib/session/session-log.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
+import type { ObjectStore } from '../lib/store/object-store.ts';
+import { importLines } from '../lib/transfer.ts';
+import { viewPolicy } from '../lib/turn/view-policy.ts';
 import type { TurnRequest } from '../lib/turn/index.ts';
 import { agentItems } from './agent-session.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
@@ -65,7 +72,8 @@ const READ_BUDGET_SLACK = 64 * 1024;
 /** Loads one session per size, then measures its turns: the first apart, then warm-up and measured ones. */
 export async function measureRealisticWindow(options: RealisticWindowOptions): Promise<RealisticWindowRow[]> {
   const log = options.log ?? (() => undefined);
-  const driver = new MemoryTurnDriver(new MemoryStore());
+  const store = new MemoryStore();
+  const driver = new MemoryTurnDriver(store);
   const rows: RealisticWindowRow[] = [];
   let rate: number | undefined;
   for (const size of options.sizes) {
@@ -79,11 +87,8 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
       continue;
     }
     const id = `window_${size}`;
-    await driver.createSession(id, 'You are a coding agent working through a large repository.', {
-      strategy_config: { context_limit: options.contextLimit },
-    });
     const start = performance.now();
-    const stored = await load(driver, id, size, options.seed);
+    const stored = await load(store, id, size, options);
     const loadMs = performance.now() - start;
     rate = stored / loadMs;
     log(`realistic window ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
@@ -101,19 +106,47 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
   return rows;
 }
 
-/** The agent mix appended in records of 100 items (1,000 above 100,000 items), packed every 4 records. */
-async function load(driver: MemoryTurnDriver, id: string, size: number, seed: number): Promise<number> {
-  const source = agentItems({ seed });
-  const perRecord = size > 100_000 ? 1_000 : 100;
-  let stored = 0;
-  for (let appended = 1; stored < size; appended++) {
-    const items: Item[] = [];
-    while (items.length < Math.min(perRecord, size - stored)) items.push(source.next().value as Item);
-    stored = await driver.append(id, items);
-    if (appended % 4 === 0) await driver.pack(id);
+/**
+ * The agent mix imported as an export of `size` items (lib/transfer.ts `importLines`, what
+ * POST /v1/sessions/import runs: segments and a view written as it goes), the session's
+ * `context_limit` in its header.
+ */
+async function load(store: ObjectStore, id: string, size: number, options: RealisticWindowOptions): Promise<number> {
+  const sessions = new SessionLog(store, { viewPolicy });
+  const services = { sessions, inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }), env: {} };
+  const session = await importLines(services, exportStream(id, size, options), {
+    maxItemBytes: DEFAULTS.maxItemBytes,
+    maxNoticeBytes: DEFAULTS.maxNoticeBytes,
+    maxLineBytes: DEFAULTS.maxBodyBytes,
+  });
+  return session.counts.items;
+}
+
+/** The export lines of the session, in chunks of about 64 KiB. */
+async function* exportStream(id: string, size: number, options: RealisticWindowOptions): AsyncGenerator<Uint8Array> {
+  const encoder = new TextEncoder();
+  const at = '2026-12-01T00:00:00.000Z';
+  const header = {
+    type: 'session',
+    format: 'tailgate.export.v1',
+    id,
+    created_at: at,
+    instructions: 'You are a coding agent working through a large repository.',
+    model: null,
+    strategies: null,
+    strategy_config: { context_limit: options.contextLimit },
+    tools: [],
+    metadata: {},
+  };
+  const source = agentItems({ seed: options.seed });
+  let text = `${JSON.stringify(header)}\n`;
+  for (let seq = 1; seq <= size; seq++) {
+    text += `${JSON.stringify({ ...(source.next().value as Item), seq, created_at: at })}\n`;
+    if (text.length >= 64 * 1024 || seq === size) {
+      yield encoder.encode(text);
+      text = '';
+    }
   }
-  await driver.pack(id);
-  return stored;
 }
 
 /** Turns alternating a request the echo model answers with a tool call, and that call's 2 KB output. */
@@ -202,7 +235,7 @@ export function realisticWindowSection(
   lines.push(
     `One session per size of the agent mix (as section 1), \`strategy_config.context_limit\` ` +
       `${contextLimit.toLocaleString('en-US')} tokens, default strategies (no \`compact\`: the overflow ` +
-      'safety net), appended in records of 100 items (1,000 above 100,000) and packed every 4 records; ' +
+      'safety net), loaded as an import (lib/transfer.ts, what POST /v1/sessions/import runs); ' +
       'memory store, counted, no view cache (every turn fetches and parses its view). The first turn ' +
       'finds no overflow boundary: it builds the whole history, drops it to 0.6 of the window and stores the ' +
       'boundary (shown apart). Then warm-up turns and the measured turns, alternating a request the echo model ' +

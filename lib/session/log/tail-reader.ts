@@ -38,9 +38,10 @@ export async function readContext(
   needed: TailRequirement,
   start: OverflowBoundary | null = null,
 ): Promise<PromptItem[]> {
-  const { requirement, floor, messageStart } = fromBoundary(needed, turn.context?.start_seq ?? 0, start);
+  const read = fromBoundary(needed, turn.context?.start_seq ?? 0, start);
+  const { requirement, floor } = read;
   // Usually the claim has read all it takes: the newest view and what came after it.
-  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor, messageStart);
+  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor, read.start);
   if (fromBase) return fromBase;
   turn.readPastView = true;
   return withFreshListing(() => {
@@ -49,7 +50,7 @@ export async function readContext(
       below: turn.carriedFromRecord,
     });
     const newest = [...turn.carried, ...turn.inputRecords];
-    return readTail(log, turn.scope, newest, cursor, requirement, floor, false, messageStart);
+    return readTail(log, turn.scope, newest, cursor, requirement, floor, false, read.start.messageStart);
   });
 }
 

@@ -12,12 +12,14 @@ import type { Base, PackOptions } from './types.ts';
 import { writeKeyShards } from './key-shards.ts';
 import {
   aggregatesOf,
+  earlyCallIds,
   fromBoundary,
   pinnedFrom,
   readBase,
   tailFromBase,
   VIEW_MARGIN_CALLS,
   wholeCallIds,
+  type WindowStart,
 } from './views.ts';
 
 /**
@@ -71,7 +73,7 @@ export async function writeViewIfDue(
   const {
     requirement: needed,
     floor: fromSeq,
-    messageStart,
+    start,
   } = fromBoundary(
     requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] },
     context?.start_seq ?? 1,
@@ -88,11 +90,11 @@ export async function writeViewIfDue(
     // From the newest view when it holds enough, or with the few tool items its window lacks
     // read from the log (the margin again), or without the margin; else the log is walked.
     const withMargin =
-      tailFromBase(policy, base, [], wanted, fromSeq, messageStart) ??
-      (await extendedTail(log, scope, base, wanted, fromSeq, messageStart));
+      tailFromBase(policy, base, [], wanted, fromSeq, start) ??
+      (await extendedTail(log, scope, base, wanted, fromSeq, start));
     const withoutMargin = withMargin
       ? null
-      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, messageStart);
+      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, start);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
     const items = (withMargin ??
       withoutMargin ??
@@ -104,14 +106,14 @@ export async function writeViewIfDue(
         wanted,
         fromSeq,
         false,
-        messageStart,
+        start.messageStart,
       ))) as LogItem[];
     const cut = held === 'all' ? null : policy.tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
     tail = {
-      from_seq: Math.max(fromSeq, Math.min(messageStart, windowStart)),
+      from_seq: Math.max(fromSeq, Math.min(start.messageStart, windowStart)),
       window_start: windowStart,
-      items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
+      items: await viewItems(log, scope, items, needed.wholeCalls, pinned, start.toolStart),
     };
   }
   const record = newest.record.record;
@@ -155,7 +157,7 @@ async function extendedTail(
   base: Base,
   wanted: TailRequirement,
   fromSeq: number,
-  messageStart: number,
+  start: WindowStart,
 ): Promise<PromptItem[] | null> {
   const view = base.view;
   if (!view?.tail || wanted.toolCalls === 'all' || wanted.toolCalls <= 0) return null;
@@ -174,7 +176,7 @@ async function extendedTail(
       [],
       wanted,
       fromSeq,
-      messageStart,
+      start,
     );
     if (items) return items;
   }
@@ -185,7 +187,8 @@ async function extendedTail(
  * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
  * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
  * show them whole; the others as the strategies compact them (`compactCallItem`,
- * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
+ * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them;
+ * so are those of calls older than `toolStart`, which the overflow safety net drops.
  */
 async function viewItems(
   log: LogContext,
@@ -193,11 +196,13 @@ async function viewItems(
   items: LogItem[],
   wholeCalls: number | undefined,
   pinned: number[],
+  toolStart: number,
 ): Promise<LogItem[]> {
   const whole = wholeCallIds(items, wholeCalls, pinned);
+  const early = earlyCallIds(items, toolStart);
   return mapLimit(items, PARALLEL_GETS, async (item) => {
     if (item.type === 'message') return item;
-    if (whole === null || whole.has(item.call_id)) {
+    if ((whole === null || whole.has(item.call_id)) && !early.has(item.call_id)) {
       return item.type === 'function_call_output' && item.output_ref
         ? ((await hydrate(log, scope, [item]))[0] as LogItem)
         : item;

@@ -44,36 +44,54 @@ export function needsView(
   };
   // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
   const { aggregates } = aggregatesOf(policy, base, false);
-  const { requirement: needed, floor, messageStart } = fromBoundary(requirement(aggregates), 0, turn.overflow);
+  const { requirement: needed, floor, start } = fromBoundary(requirement(aggregates), 0, turn.overflow);
   // A view written before the overflow boundary moved holds messages no prompt shows any more.
   const tail = turn.base.view.tail;
-  if (tail && tail.from_seq < Math.min(messageStart, tail.window_start)) return true;
+  if (tail && tail.from_seq < Math.min(start.messageStart, tail.window_start)) return true;
   return (
     viewExcessBytes(policy, base, needed, pinnedFrom(aggregates, turn.overflow)) > VIEW_EXCESS_BYTES ||
-    tailFromBase(policy, base, [], needed, floor, messageStart) === null
+    tailFromBase(policy, base, [], needed, floor, start) === null
   );
+}
+
+/**
+ * Where a read under an overflow boundary starts: messages from `messageStart` (and before it
+ * only the suffix the strategies keep whole), and tool items of calls older than `toolStart`
+ * may come compacted, since the safety net drops them whatever they hold (see fromBoundary).
+ */
+export interface WindowStart {
+  messageStart: number;
+  toolStart: number;
 }
 
 /**
  * A read as a stored overflow boundary leaves it (lib/compaction/fit-prompt.ts). A prompt the
  * safety net fits shows no message older than the boundary's `message_start_seq` and no call
  * older than its `tool_start_seq` (it drops them all), so the read asks for no pinned call
- * older than the latter and reads messages from the former on (`messageStart`): the tail view
- * of the history from the cut of `requirement`, or from `messageStart` when that is earlier
- * (see `readStart`). What the strategies see of the window is what they see of the whole
- * history; a turn reads and builds only the window and the tail the strategies need.
+ * older than the latter, reads messages from the former on (the tail view of the history from
+ * the cut of `requirement`, or from the message start when that is earlier: `readStart`), and
+ * takes the calls older than the tool start as a view holds them compacted. The strategies see
+ * the same items, at the same places, as in the whole history; a turn reads and builds only
+ * the window and the tail the strategies need.
  */
 export function fromBoundary(
   requirement: TailRequirement,
   floor: number,
   boundary: OverflowBoundary | null,
-): { requirement: TailRequirement; floor: number; messageStart: number } {
-  if (!boundary) return { requirement, floor, messageStart: floor };
+): { requirement: TailRequirement; floor: number; start: WindowStart } {
+  if (!boundary) return { requirement, floor, start: { messageStart: floor, toolStart: 0 } };
   return {
     requirement: { ...requirement, seqs: requirement.seqs.filter((seq) => seq >= boundary.tool_start_seq) },
     floor,
-    messageStart: Math.max(floor, boundary.message_start_seq),
+    start: { messageStart: Math.max(floor, boundary.message_start_seq), toolStart: boundary.tool_start_seq },
   };
+}
+
+/** The call ids of the calls among `items` older than `toolStart` (their items may come compacted). */
+export function earlyCallIds(items: readonly LogItem[], toolStart: number): Set<string> {
+  const ids = new Set<string>();
+  for (const item of items) if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+  return ids;
 }
 
 /**
@@ -250,19 +268,22 @@ export function tailFromBase(
   newer: readonly LogItem[],
   requirement: TailRequirement,
   floor: number,
-  messageStart = floor,
+  start: WindowStart = { messageStart: floor, toolStart: 0 },
 ): PromptItem[] | null {
   const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
   // A tail written from a later context start (or overflow boundary) lacks the messages before it.
-  if (!tail || tail.from_seq > Math.max(messageStart, 1)) return null;
+  if (!tail || tail.from_seq > Math.max(start.messageStart, 1)) return null;
   const read = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
-  const start = readStart(policy, read, requirement, messageStart);
-  const items = start > floor ? read.filter((item) => item.seq >= start) : read;
-  // Items the view holds compacted must be ones the strategies compact or drop now.
-  if (items.some((item) => item.compacted)) {
+  const first = readStart(policy, read, requirement, start.messageStart);
+  const items = first > floor ? read.filter((item) => item.seq >= first) : read;
+  // Items the view holds compacted must be ones the strategies compact or drop now (or ones
+  // the safety net drops).
+  const early = earlyCallIds(items, start.toolStart);
+  const compacted = items.filter((item) => item.compacted && item.type !== 'message' && !early.has(item.call_id));
+  if (compacted.length > 0) {
     if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;
     const whole = wholeCallIds(items, requirement.wholeCalls, requirement.seqs)!;
-    if (items.some((item) => item.compacted && item.type !== 'message' && whole.has(item.call_id))) return null;
+    if (compacted.some((item) => item.type !== 'message' && whole.has(item.call_id))) return null;
   }
   if (tail.window_start > Math.max(floor, 1)) {
     if (requirement.toolCalls === 'all') return null;

@@ -98,7 +98,14 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
       `realistic window ${size}: first turn ${first.ms.toFixed(0)} ms, ${kb(first.bytesRead)} read, ` +
         `${first.tokensBefore ?? '-'} tokens before the drop`,
     );
-    rows.push(row(size, stored, loadMs, first, turns.slice(1 + options.warmupTurns)));
+    const measured = row(size, stored, loadMs, first, turns.slice(1 + options.warmupTurns));
+    rows.push(measured);
+    log(
+      `realistic window ${size}: p50 ${measured.p50Ms.toFixed(1)} ms, p95 ${measured.p95Ms.toFixed(1)} ms, ` +
+        `${kb(measured.bytesReadMedian)} read (max ${kb(measured.bytesReadMax)}), prompt ` +
+        `${kb(measured.promptBytesMedian)}, read budget ${measured.readBudgetWorst.toFixed(2)}, ` +
+        `${measured.tokensBeforeMedian ?? '-'} tokens before the drop`,
+    );
   }
   await driver.close();
   const base = rows.find((candidate) => !candidate.skipped);

@@ -11,6 +11,8 @@
  *                                                 (bench/quick-check.ts; CI runs it)
  *   --append-items=<n>                            items the append-load section loads per store
  *                                                 (default 100,000; 1,000,000 is the target size)
+ *   --window-items=<n,...>                        session sizes of the realistic-window section
+ *                                                 (default 100,100000,1000000)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -349,9 +351,10 @@ if (runs('fork')) {
 
 if (runs('realistic-window')) {
   const contextLimit = 200_000;
+  const windowItems = argv.find((argument) => argument.startsWith('--window-items='))?.slice('--window-items='.length);
   log(`realistic window: context_limit ${contextLimit} on long sessions (bench/realistic-window.ts)`);
   const rows = await measureRealisticWindow({
-    sizes: quick ? [100, 5_000] : [100, 100_000, 1_000_000],
+    sizes: windowItems ? windowItems.split(',').map(Number) : quick ? [100, 5_000] : [100, 100_000, 1_000_000],
     contextLimit,
     warmupTurns: 2,
     measuredTurns: quick ? 4 : 12,

@@ -8,6 +8,7 @@ import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
 import { coldTurnCauses, coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
 import { fileSmallPromptGoalRow, fileSmallPromptSection, type FileSmallPromptFigures } from './file-small-prompt.ts';
+import { realisticWindowGoals, realisticWindowSection, type RealisticWindowRow } from './realistic-window.ts';
 import type { StrategyBenchFigure } from './strategies.ts';
 import type { ReliabilityFigures } from './reliability.ts';
 import type { MachineInfo } from './machine.ts';
@@ -58,6 +59,7 @@ export interface BenchResults {
   fileSmallPrompt?: FileSmallPromptFigures;
   coldTurn?: ColdTurnRow[];
   fork?: ForkFigures;
+  realisticWindow?: { rows: RealisticWindowRow[]; contextLimit: number };
   /** os.loadavg() (1, 5, 15 minutes) when each section began and ended. */
   loadAverages?: { section: string; start: string; end: string }[];
   /** Why a section (strategies, cache, memory, heap, compaction, workerd, reliability, inspector) has no figures. */
@@ -138,6 +140,14 @@ export function resultsMarkdown(results: BenchResults): string {
   );
   lines.push(...coldTurnSection(results.coldTurn, capitalized(notMeasured(results, 'cold-turn'))));
   lines.push(...forkSection(results.fork, capitalized(notMeasured(results, 'fork'))));
+  lines.push(
+    ...realisticWindowSection(
+      results.realisticWindow?.rows,
+      results.realisticWindow?.contextLimit ?? 200_000,
+      results.loadAverages?.find((entry) => entry.section === 'realistic-window'),
+      capitalized(notMeasured(results, 'realistic-window')),
+    ),
+  );
   lines.push(...causesSection(results));
   return `${lines.join('\n')}\n`;
 }
@@ -317,6 +327,7 @@ function goalRows(results: BenchResults): GoalRow[] {
   }
   rows.push(...smallPromptGoals(results));
   for (const row of coldTurnGoalRows(results.coldTurn ?? [])) rows.push({ ...row, met: yes(row.met) });
+  rows.push(...realisticWindowGoals(results.realisticWindow?.rows));
   if (results.strategies) {
     for (const figure of results.strategies.filter(
       (entry) => entry.input === 'tail' || entry.strategies.startsWith('shorten_tools_epoch_increment'),

@@ -4,7 +4,7 @@
  *   --only=<sections>                             run some of strategies, cache, computer-use, memory, file,
  *                                                 latency, small-prompt, heap, compaction, workerd, reliability,
  *                                                 inspector, transfer, fork, tracing, resume, append-load,
- *                                                 file-small-prompt, cold-turn; prints
+ *                                                 file-small-prompt, cold-turn, realistic-window; prints
  *                                                 the markdown and leaves RESULTS.md alone
  *   --quick                                       small sizes, to try the harness (no files); exits 1
  *                                                 when a section that ran has no sound figures
@@ -13,6 +13,8 @@
  *                                                 (default 100,000; 1,000,000 is the target size)
  *   --cold-sizes=<n,...>                          sizes of the cold-turn section (default 100,10000,100000;
  *                                                 1000000 loads for many minutes)
+ *   --window-items=<n,...>                        session sizes of the realistic-window section
+ *                                                 (default 100,100000,1000000)
  *   --workerd-log=<level>                         wrangler's log level for the worker (default error)
  *   --workerd-load-budget=<seconds>               time allowed for loading workerd's history
  *                                                 (default 240; a size that would not load in
@@ -50,6 +52,7 @@ import { measureColdTurns } from './cold-turn.ts';
 import { measureForks } from './fork.ts';
 import { measureFileSmallPrompt } from './file-small-prompt.ts';
 import { SECTIONS, type Section } from './sections.ts';
+import { measureRealisticWindow } from './realistic-window.ts';
 
 const argv = process.argv.slice(2);
 const onlyArgument = argv.find((argument) => argument.startsWith('--only='));
@@ -372,6 +375,23 @@ if (runs('cold-turn')) {
   log(`cold first turns after a fast load at ${sizes.join(', ')} items (bench/cold-turn.ts)`);
   results.coldTurn = await measureColdTurns({ sizes, coldTurns: 5, warmupTurns: 4, warmTurns: 9, seed: 3, log });
   ended('cold-turn');
+}
+
+if (runs('realistic-window')) {
+  const contextLimit = 200_000;
+  const windowItems = argv.find((argument) => argument.startsWith('--window-items='))?.slice('--window-items='.length);
+  log(`realistic window: context_limit ${contextLimit} on long sessions (bench/realistic-window.ts)`);
+  const rows = await measureRealisticWindow({
+    sizes: windowItems ? windowItems.split(',').map(Number) : quick ? [100, 5_000] : [100, 100_000, 1_000_000],
+    contextLimit,
+    warmupTurns: 2,
+    measuredTurns: quick ? 4 : 12,
+    seed: 17,
+    loadBudgetMs: quick ? 60_000 : 900_000,
+    log,
+  });
+  results.realisticWindow = { rows, contextLimit };
+  ended('realistic-window');
 }
 
 results.durationMs = performance.now() - started;

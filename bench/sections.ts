@@ -19,6 +19,7 @@ export const SECTIONS = [
   'append-load',
   'file-small-prompt',
   'cold-turn',
+  'realistic-window',
 ] as const;
 export type Section = (typeof SECTIONS)[number];
 

@@ -28,6 +28,11 @@ export interface FitOptions {
   keepFromSeq: number | undefined;
 }
 
+/** Whether the overflow safety net fits a turn's prompt: a known window, no `truncation`, no compaction. */
+export function usesSafetyNet(budget: TokenBudget, options: Pick<FitOptions, 'truncation' | 'compacting'>): boolean {
+  return Number.isFinite(budget.promptLimit) && options.truncation === undefined && !options.compacting;
+}
+
 interface Built {
   prepared: { items: PromptItem[] };
   hydrated: PromptItem[];
@@ -41,7 +46,8 @@ interface Built {
  *   the session's boundary stay out; when the prompt still does not fit, the oldest tool
  *   pairs, then the oldest messages outside the newest turn go, down to
  *   OVERFLOW_TARGET_RATIO of the limit, and the boundary moves there (`moved`: store it), so
- *   later prompts start at the same place and their prefix stays cache-stable;
+ *   later prompts start at the same place and their prefix stays cache-stable (later turns
+ *   read their history from it: lib/turn/turn-prompt.ts `promptStart`);
  * - otherwise nothing is dropped.
  * A prompt that still does not fit is ContextTooLargeError (with the safety net: when the
  * newest turn alone, with the instructions and tools, does not fit).
@@ -58,7 +64,7 @@ export function fitPrompt<Prompt extends Built>(
   moved?: OverflowBoundary;
 } {
   if (!Number.isFinite(budget.promptLimit)) return { built, promptTokens: undefined, context: {} };
-  const safetyNet = options.truncation === undefined && !options.compacting;
+  const safetyNet = usesSafetyNet(budget, options);
   if (options.truncation !== 'auto' && !safetyNet)
     return { built, promptTokens: checkPromptFits(built.hydrated, tools, budget), context: {} };
   const cut = truncatePrompt(

@@ -36,7 +36,7 @@ import type {
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
-import type { ContextStart, QueuedInput, TurnStatus } from './records.ts';
+import type { ContextStart, OverflowBoundary, QueuedInput, TurnStatus } from './records.ts';
 import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
 export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
 
@@ -179,10 +179,16 @@ export class SessionLog extends SessionLogBase {
    * their outputs). Usually it comes from the view and the items after it that the claim
    * read; tool items outside `requirement.wholeCalls` may then come as the strategies compact
    * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
-   * Says whether the read went past the view (the next turn then wants a fresh one).
+   * `start`: the overflow boundary the turn's prompt starts at (see `fromBoundary`): the view
+   * is of the history from its `message_start_seq` on. Says whether the read went past the view
+   * (the next turn then wants a fresh one).
    */
-  async readContext(turn: OpenTurn, requirement: TailRequirement): Promise<TurnHistory> {
-    return readContext(this.log, turn, requirement);
+  async readContext(
+    turn: OpenTurn,
+    requirement: TailRequirement,
+    start: OverflowBoundary | null = null,
+  ): Promise<TurnHistory> {
+    return readContext(this.log, turn, requirement, start);
   }
 
   /**

@@ -32,7 +32,7 @@ import { closeAborted, closedBefore, closeFailed, closeTurn, promptMoves, type A
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
-import { buildTurnPrompt, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
+import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 
@@ -200,7 +200,7 @@ async function turnSteps(
   trace.model(plan.model.id);
   const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const read = await trace.step(TURN_STEPS.readContext, () =>
-    sessions.readContext(turn, historyRequirement(turn, plan)),
+    sessions.readContext(turn, historyRequirement(turn, plan), promptStart(turn, plan, budget, request)),
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
   const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);

@@ -4,6 +4,7 @@ import {
   fitPrompt,
   planCompaction,
   summarizeContext,
+  usesSafetyNet,
   type CompactionPlan,
 } from '../compaction/index.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
@@ -29,6 +30,7 @@ import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
  * `compact` the overflow safety net, whose moved boundary the completion stores) and one that
  * still does not fit is refused (context_too_large) instead of sent. Everything up to the
  * model request is `fitTurnPrompt`, which the prompt preview (lib/turn/preview.ts) runs too.
+ * Under the safety net the history was read from the stored boundary on (`promptStart`).
  */
 
 /** What a prompt is built for: the claimed turn, or for the preview the turn the session would claim next. */
@@ -94,6 +96,26 @@ export interface TurnPrompt {
   receipt: (delivered: DeliveredNotice[]) => Promise<TurnReceipt>;
 }
 
+/**
+ * Where the turn's history read starts: the stored overflow boundary when the safety net fits
+ * this turn's prompt (null otherwise). What is behind it never reaches the prompt, so the turn
+ * reads and builds only the window (lib/session/log/tail-reader.ts `readContext`).
+ */
+export function promptStart(
+  turn: OpenTurn,
+  plan: TurnPlan,
+  budget: PromptInputs['budget'],
+  request: TurnRequest,
+): OverflowBoundary | null {
+  return usesSafetyNet(budget, { truncation: request.truncation, compacting: isCompacting(plan, request) })
+    ? turn.overflow
+    : null;
+}
+
+function isCompacting(plan: TurnPlan, request: PromptSource['request']): boolean {
+  return plan.strategies.includes('compact') || request.compaction !== undefined;
+}
+
 export async function buildTurnPrompt(services: TurnServices, inputs: PromptInputs): Promise<TurnPrompt> {
   const { turn, plan, request, notices } = inputs;
   const summarize: Summarize = async (cut, maxSummaryTokens) => {
@@ -142,7 +164,7 @@ export async function fitTurnPrompt(
 ): Promise<FittedPrompt> {
   const { turn, plan, budget, request } = inputs;
   let built = await build(services, inputs, inputs.compacted ?? turn.context);
-  const compacting = plan.strategies.includes('compact') || request.compaction !== undefined;
+  const compacting = isCompacting(plan, request);
   const threshold = request.compaction?.threshold;
   if (compacting && !inputs.compacted && (threshold !== undefined || Number.isFinite(budget.promptLimit))) {
     const sizes = compactionSizes(budget, plan.strategyConfig, threshold);

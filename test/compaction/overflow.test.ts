@@ -1,17 +1,15 @@
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseServiceConfig } from '../../lib/config.ts';
 import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
-import { Inbox } from '../../lib/inbox/inbox.ts';
 import type { ClientItem, PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { recordSchema } from '../../lib/session/records.ts';
+import { recordingModel, servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { approximateTokenCounter, countPromptTokens } from '../../lib/tokens/token-counter.ts';
-import { runInProcess, runTurn, type TurnResponse, type TurnServices } from '../../lib/turn/index.ts';
+import { runTurn, type TurnResponse } from '../../lib/turn/index.ts';
 
 /**
  * The overflow safety net (lib/compaction/fit-prompt.ts) in a long tool loop: a model no
@@ -36,44 +34,11 @@ function toolLoopModel(prompts: ModelRequest[]): Model {
       usage: { input_tokens: 0, output_tokens: 0 },
     };
   };
-  return {
-    id: 'openai-compatible:local-agent',
-    async generate(request) {
-      prompts.push(request);
-      return result();
-    },
-    async *stream(request) {
-      prompts.push(request);
-      const done = result();
-      for (const item of done.output) yield { type: 'item_done', item };
-      yield { type: 'done', result: done };
-    },
-  };
+  return recordingModel(prompts, result);
 }
 
-function services(
-  store: ObjectStore,
-  model: Model,
-): TurnServices & { sessions: SessionLog; settle: () => Promise<void> } {
-  let pending: Promise<unknown>[] = [];
-  return {
-    sessions: new SessionLog(store),
-    inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
-    config: parseServiceConfig({}),
-    env: {},
-    model: () => model,
-    background: (task) => pending.push(task),
-    startBackground(run) {
-      return runInProcess(this, run);
-    },
-    log: () => {},
-    // Packing runs after each turn, as waitUntil would.
-    settle: async () => {
-      const tasks = pending;
-      pending = [];
-      await Promise.all(tasks);
-    },
-  };
+function services(store: ObjectStore, model: Model) {
+  return servicesFor(new SessionLog(store), store, model);
 }
 
 /** ~2 KB of tool output, different for each call. */

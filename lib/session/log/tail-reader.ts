@@ -4,7 +4,7 @@ import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { ancestorScope, blobKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { readPayload } from '../payloads.ts';
-import type { ContextStart, LogItem } from '../records.ts';
+import type { ContextStart, LogItem, OverflowBoundary } from '../records.ts';
 import { CorruptObjectError } from '../../errors.ts';
 import { SegmentReader, TOOL_BLOCK } from '../segment.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
@@ -22,7 +22,7 @@ import {
   type Head,
 } from './head.ts';
 import type { OpenTurn, PreviewContext, TurnHistory } from './types.ts';
-import { aggregatesOf, readBase, tailFromBase } from './views.ts';
+import { aggregatesOf, fromBoundary, readBase, tailFromBase } from './views.ts';
 import { nextCarried } from './commit.ts';
 
 /**
@@ -34,17 +34,24 @@ import { nextCarried } from './commit.ts';
 export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** See SessionLog.readContext. */
-export async function readContext(log: LogContext, turn: OpenTurn, requirement: TailRequirement): Promise<TurnHistory> {
-  const floor = turn.context?.start_seq ?? 0;
+export async function readContext(
+  log: LogContext,
+  turn: OpenTurn,
+  needed: TailRequirement,
+  start: OverflowBoundary | null = null,
+): Promise<TurnHistory> {
+  const read = fromBoundary(needed, turn.context?.start_seq ?? 0, start);
+  const { requirement, floor } = read;
   // Usually the claim has read all it takes: the newest view and what came after it.
-  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor);
+  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor, read.start);
   if (fromBase) return { items: fromBase, readPastView: false };
   const items = await withFreshListing(() => {
     const cursor = logCursor(log.store, turn.scope, {
       pageLimit: 100,
       below: turn.carriedFromRecord,
     });
-    return readTail(log, turn.scope, [...turn.carried, ...turn.inputRecords], cursor, requirement, floor);
+    const newest = [...turn.carried, ...turn.inputRecords];
+    return readTail(log, turn.scope, newest, cursor, requirement, floor, false, read.start.messageStart);
   });
   return { items, readPastView: true };
 }
@@ -181,6 +188,7 @@ export function cursorBelow(log: LogContext, scope: LogScope, newest: NonNullabl
  * every unit of `cursor` (seq order). Collects the suffix until it holds enough calls and
  * outputs, then only messages, required calls and candidate outputs for them. `untilCut`:
  * stops at the cut and returns just the suffix (the view writer has what comes before it).
+ * `messageStart`: before the cut, nothing older is read (see `fromBoundary`).
  */
 export async function readTail(
   log: LogContext,
@@ -190,6 +198,7 @@ export async function readTail(
   requirement: TailRequirement,
   floor = 0,
   untilCut = false,
+  messageStart = floor,
 ): Promise<PromptItem[]> {
   const needed = requirement.toolCalls;
   const required = new Set(requirement.seqs);
@@ -223,7 +232,7 @@ export async function readTail(
     top: number;
   }[] = [];
   let block = 1;
-  const walking = () => lowest > floor && !(untilCut && cutSeq > 0);
+  const walking = () => lowest > floor && !(cutSeq > 0 && (untilCut || lowest <= messageStart));
   for (let unit = walking() ? await cursor.next() : null; unit && walking(); unit = await cursor.next()) {
     if (unit.kind === 'record') {
       const { record, done } = await readRecord(log, unit);
@@ -326,7 +335,8 @@ export async function readTail(
       break;
     }
   }
-  return assembleView(untilCut ? [] : before.filter((item) => item.seq >= floor), suffix, cutSeq, required);
+  const start = Math.max(floor, messageStart);
+  return assembleView(untilCut ? [] : before.filter((item) => item.seq >= start), suffix, cutSeq, required);
 }
 
 /** Loads the tool lines at `positions` (whole blocks, one range request per block). */

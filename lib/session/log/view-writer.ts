@@ -6,11 +6,31 @@ import { mapLimit, toBytes } from '../../store/object-store.ts';
 import { validateStored, type LogItem } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { carriedItems, checkDense, contextOf, countsOf, readNewest, recordGroups, type Head } from './head.ts';
+import {
+  carriedItems,
+  checkDense,
+  contextOf,
+  countsOf,
+  overflowOf,
+  readNewest,
+  recordGroups,
+  type Head,
+} from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, writeKeyShards } from './key-shards.ts';
-import { aggregatesOf, callKeysOf, readBase, tailFromBase, VIEW_MARGIN_CALLS, wholeCallIds } from './views.ts';
+import {
+  aggregatesOf,
+  callKeysOf,
+  earlyCallIds,
+  fromBoundary,
+  pinnedFrom,
+  readBase,
+  tailFromBase,
+  VIEW_MARGIN_CALLS,
+  wholeCallIds,
+  type WindowStart,
+} from './views.ts';
 
 /**
  * Writing views: when one is due, and the tail it holds (whole where the strategies may show it,
@@ -117,12 +137,22 @@ async function composeView(
   const { aggregates, newKeys } = aggregatesOf(policy, base, true, keys);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
-  // With a compacted context, the tail starts at the context start.
-  const fromSeq = context?.start_seq ?? 1;
+  const boundary = overflowOf(newest);
   let tail: LogView['tail'] = null;
-  const needed = requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] };
+  // With a compacted context, the tail starts at the context start; with an overflow
+  // boundary, at its message start or the window's, whichever is earlier (what the turns
+  // that use it read: see fromBoundary).
+  const {
+    requirement: needed,
+    floor: fromSeq,
+    start,
+  } = fromBoundary(
+    requirement ? requirement(aggregates, context) : { toolCalls: DEFAULT_VIEW_CALLS, seqs: [] },
+    context?.start_seq ?? 1,
+    boundary,
+  );
   if (needed.toolCalls !== 'all' || context) {
-    const pinned = Object.values(aggregates.repeated);
+    const pinned = pinnedFrom(aggregates, boundary);
     const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
     const wanted: TailRequirement = {
       toolCalls,
@@ -132,10 +162,11 @@ async function composeView(
     // From the newest view when it holds enough, or with the few tool items its window lacks
     // read from the log (the margin again), or without the margin; else the log is walked.
     const withMargin =
-      tailFromBase(policy, base, [], wanted, fromSeq) ?? (await extendedTail(log, scope, base, wanted, fromSeq));
+      tailFromBase(policy, base, [], wanted, fromSeq, start) ??
+      (await extendedTail(log, scope, base, wanted, fromSeq, start));
     const withoutMargin = withMargin
       ? null
-      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq);
+      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, start);
     const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
     const items = (withMargin ??
       withoutMargin ??
@@ -146,13 +177,15 @@ async function composeView(
         cursorBelow(log, scope, newest),
         wanted,
         fromSeq,
+        false,
+        start.messageStart,
       ))) as LogItem[];
     const cut = held === 'all' ? null : policy.tailCut(items, held);
     const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
     tail = {
-      from_seq: fromSeq,
+      from_seq: Math.max(fromSeq, Math.min(start.messageStart, windowStart)),
       window_start: windowStart,
-      items: await viewItems(log, scope, items, needed.wholeCalls, pinned),
+      items: await viewItems(log, scope, items, needed.wholeCalls, pinned, start.toolStart),
     };
   }
   const record = newest.record.record;
@@ -188,6 +221,7 @@ async function extendedTail(
   base: Base,
   wanted: TailRequirement,
   fromSeq: number,
+  start: WindowStart,
 ): Promise<PromptItem[] | null> {
   const view = base.view;
   if (!view?.tail || wanted.toolCalls === 'all' || wanted.toolCalls <= 0) return null;
@@ -206,6 +240,7 @@ async function extendedTail(
       [],
       wanted,
       fromSeq,
+      start,
     );
     if (items) return items;
   }
@@ -216,7 +251,8 @@ async function extendedTail(
  * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
  * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
  * show them whole; the others as the strategies compact them (`compactCallItem`,
- * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
+ * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them;
+ * so are those of calls older than `toolStart`, which the overflow safety net drops.
  */
 async function viewItems(
   log: LogContext,
@@ -224,11 +260,13 @@ async function viewItems(
   items: LogItem[],
   wholeCalls: number | undefined,
   pinned: number[],
+  toolStart: number,
 ): Promise<LogItem[]> {
   const whole = wholeCallIds(items, wholeCalls, pinned);
+  const early = earlyCallIds(items, toolStart);
   return mapLimit(items, PARALLEL_GETS, async (item) => {
     if (item.type === 'message') return item;
-    if (whole === null || whole.has(item.call_id)) {
+    if ((whole === null || whole.has(item.call_id)) && !early.has(item.call_id)) {
       return item.type === 'function_call_output' && item.output_ref
         ? ((await hydrate(log, scope, [item]))[0] as LogItem)
         : item;

@@ -3,7 +3,7 @@ import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { parseStored, validateStored, type LogItem } from '../records.ts';
+import { parseStored, validateStored, type LogItem, type OverflowBoundary } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
 import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
@@ -43,11 +43,77 @@ export function needsView(
   };
   // The output's calls may fall in shards the claim did not read: counted as new (an estimate).
   const { aggregates } = aggregatesOf(policy, base, false);
-  const needed = requirement(aggregates);
+  const { requirement: needed, floor, start } = fromBoundary(requirement(aggregates), 0, turn.overflow);
+  // A view written before the overflow boundary moved holds messages no prompt shows any more.
+  const tail = turn.base.view.tail;
+  if (tail && tail.from_seq < Math.min(start.messageStart, tail.window_start)) return true;
   return (
-    viewExcessBytes(policy, base, needed, Object.values(aggregates.repeated)) > VIEW_EXCESS_BYTES ||
-    tailFromBase(policy, base, [], needed, 0) === null
+    viewExcessBytes(policy, base, needed, pinnedFrom(aggregates, turn.overflow)) > VIEW_EXCESS_BYTES ||
+    tailFromBase(policy, base, [], needed, floor, start) === null
   );
+}
+
+/**
+ * Where a read under an overflow boundary starts: messages from `messageStart` (and before it
+ * only the suffix the strategies keep whole), and tool items of calls older than `toolStart`
+ * may come compacted, since the safety net drops them whatever they hold (see fromBoundary).
+ */
+export interface WindowStart {
+  messageStart: number;
+  toolStart: number;
+}
+
+/**
+ * A read as a stored overflow boundary leaves it (lib/compaction/fit-prompt.ts). A prompt the
+ * safety net fits shows no message older than the boundary's `message_start_seq` and no call
+ * older than its `tool_start_seq` (it drops them all), so the read asks for no pinned call
+ * older than the latter, reads messages from the former on (the tail view of the history from
+ * the cut of `requirement`, or from the message start when that is earlier: `readStart`), and
+ * takes the calls older than the tool start as a view holds them compacted. The strategies see
+ * the same items, at the same places, as in the whole history; a turn reads and builds only
+ * the window and the tail the strategies need.
+ */
+export function fromBoundary(
+  requirement: TailRequirement,
+  floor: number,
+  boundary: OverflowBoundary | null,
+): { requirement: TailRequirement; floor: number; start: WindowStart } {
+  if (!boundary) return { requirement, floor, start: { messageStart: floor, toolStart: 0 } };
+  return {
+    requirement: { ...requirement, seqs: requirement.seqs.filter((seq) => seq >= boundary.tool_start_seq) },
+    floor,
+    start: { messageStart: Math.max(floor, boundary.message_start_seq), toolStart: boundary.tool_start_seq },
+  };
+}
+
+/** The call ids of the calls among `items` older than `toolStart` (their items may come compacted). */
+export function earlyCallIds(items: readonly LogItem[], toolStart: number): Set<string> {
+  const ids = new Set<string>();
+  for (const item of items) if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+  return ids;
+}
+
+/**
+ * The first seq of a read (`items` ascending, from its floor): the cut of `requirement`
+ * (the first item of the suffix kept whole), or `messageStart` when that is earlier. Before
+ * it the tail view holds only messages and required calls, which a read from `messageStart`
+ * does not want.
+ */
+export function readStart(
+  policy: ViewPolicy,
+  items: readonly LogItem[],
+  requirement: TailRequirement,
+  messageStart: number,
+): number {
+  if (requirement.toolCalls === 'all' || messageStart <= (items[0]?.seq ?? 0)) return 0;
+  const cut = policy.tailCut(items, requirement.toolCalls);
+  return cut === null ? 0 : Math.min(messageStart, items[cut]?.seq ?? Number.POSITIVE_INFINITY);
+}
+
+/** The seqs of the newest instances of repeated calls that a prompt may still show (see fromBoundary). */
+export function pinnedFrom(aggregates: HistoryAggregates, boundary: OverflowBoundary | null): number[] {
+  const start = boundary?.tool_start_seq ?? 0;
+  return Object.values(aggregates.repeated).filter((seq) => seq >= start);
 }
 
 /**
@@ -195,9 +261,9 @@ async function readView(
  * The tail view for `requirement` from a base and the items after it (`newer`), or null when
  * the base's view does not hold enough of the history: its tail starts too late for the cut,
  * or a required call before its window is not in it. Without a view the base holds the
- * whole log. Equal to `selectTail` of the whole history from `floor` on, except that tool
- * items outside `requirement.wholeCalls` (and its seqs) may come as the strategies compact
- * them, which is what they make of them anyway.
+ * whole log. Equal to `selectTail` of the whole history from `floor` on (from `readStart`
+ * with a later `messageStart`), except that tool items outside `requirement.wholeCalls` (and
+ * its seqs) may come as the strategies compact them, which is what they make of them anyway.
  */
 export function tailFromBase(
   policy: ViewPolicy,
@@ -205,16 +271,22 @@ export function tailFromBase(
   newer: readonly LogItem[],
   requirement: TailRequirement,
   floor: number,
+  start: WindowStart = { messageStart: floor, toolStart: 0 },
 ): PromptItem[] | null {
   const tail = base.view ? base.view.tail : { from_seq: 1, window_start: 1, items: [] };
-  // A tail written from a later context start lacks the messages before it.
-  if (!tail || tail.from_seq > Math.max(floor, 1)) return null;
-  const items: LogItem[] = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
-  // Items the view holds compacted must be ones the strategies compact or drop now.
-  if (items.some((item) => item.compacted)) {
+  // A tail written from a later context start (or overflow boundary) lacks the messages before it.
+  if (!tail || tail.from_seq > Math.max(start.messageStart, 1)) return null;
+  const read = [...(tail.items as LogItem[]), ...base.since, ...newer].filter((item) => item.seq >= floor);
+  const first = readStart(policy, read, requirement, start.messageStart);
+  const items = first > floor ? read.filter((item) => item.seq >= first) : read;
+  // Items the view holds compacted must be ones the strategies compact or drop now (or ones
+  // the safety net drops).
+  const early = earlyCallIds(items, start.toolStart);
+  const compacted = items.filter((item) => item.compacted && item.type !== 'message' && !early.has(item.call_id));
+  if (compacted.length > 0) {
     if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;
     const whole = wholeCallIds(items, requirement.wholeCalls, requirement.seqs)!;
-    if (items.some((item) => item.compacted && item.type !== 'message' && whole.has(item.call_id))) return null;
+    if (compacted.some((item) => item.type !== 'message' && whole.has(item.call_id))) return null;
   }
   if (tail.window_start > Math.max(floor, 1)) {
     if (requirement.toolCalls === 'all') return null;

@@ -1,0 +1,138 @@
+import { describe, expect, it } from 'vitest';
+import type { TailRequirement } from '../../lib/history.ts';
+import type { Item } from '../../lib/items.ts';
+import type { OpenTurn } from '../../lib/session/log/types.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { packOptions, runTurn, sessionStrategyPlan } from '../../lib/turn/index.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { recordingModel, servicesFor } from '../support/recording-model.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * The overflow safety net on a long session (lib/compaction/fit-prompt.ts): once its boundary
+ * is stored, a turn reads the history from the boundary on (lib/session/log/views.ts
+ * `fromBoundary`), so what it reads and builds is bounded by the window, not the history.
+ * The history is an agent's: user and assistant messages around tool calls, messages most of
+ * what the strategies keep.
+ */
+
+const LIMIT = 12_000;
+/** A tool output's text: about 1.5 KB, which the strategies compact once a call is old enough. */
+const CODE = 'export const value = compute(input);\n'.repeat(40);
+
+/** An agent answering with a short message; it records every prompt it gets. */
+function answeringModel(prompts: ModelRequest[]): Model {
+  return recordingModel(prompts, () => ({
+    output: [{ type: 'message', role: 'assistant', content: 'Done; the next step is the tests.' }],
+    usage: { input_tokens: 0, output_tokens: 0 },
+  }));
+}
+
+/** The session log reading every turn's history whole, as before the boundary was a read's start. */
+class WholeHistoryLog extends SessionLog {
+  override readContext(turn: OpenTurn, requirement: TailRequirement) {
+    return super.readContext(turn, requirement, null);
+  }
+}
+
+function services(store: CountingStore, model: Model, whole: boolean) {
+  // One instant for every item, so the two ways of reading give the same bytes.
+  const options = { clock: () => new Date('2026-01-01T00:00:00Z') };
+  return servicesFor(new (whole ? WholeHistoryLog : SessionLog)(store, options), store, model);
+}
+
+/**
+ * `rounds` rounds of an agent's work: a user message, ten calls with their outputs (every
+ * third call repeats an earlier one), an assistant message.
+ */
+function agentHistory(from: number, rounds: number): Item[] {
+  const text = (round: number, who: string) => `${who} ${round}: ${'the build step and its logs '.repeat(14)}`;
+  return Array.from({ length: rounds }, (_, index): Item[] => {
+    const round = from + index;
+    const calls = Array.from({ length: 10 }, (_, call): Item[] => {
+      const n = round * 10 + call;
+      const file = n % 3 === 0 ? n % 40 : n;
+      return [
+        { type: 'function_call', call_id: `c${n}`, name: 'read_file', arguments: `{"path":"f${file}.ts"}` },
+        { type: 'function_call_output', call_id: `c${n}`, output: `f${file}.ts at ${n}\n${CODE}` },
+      ];
+    });
+    return [
+      { type: 'message', role: 'user', content: text(round, 'user') },
+      ...calls.flat(),
+      { type: 'message', role: 'assistant', content: text(round, 'assistant') },
+    ];
+  }).flat();
+}
+
+/**
+ * A session of `rounds` rounds (appended in bulk and packed), then `turns` turns: each turn's
+ * cost, and the prompts the model got. `whole`: every turn reads the whole history.
+ */
+async function longSession(rounds: number, turns: number, whole = false) {
+  const store = new CountingStore(new MemoryStore());
+  const prompts: ModelRequest[] = [];
+  const service = services(store, answeringModel(prompts), whole);
+  const session = await service.sessions.create({
+    id: 's1',
+    instructions: 'You are a coding agent.',
+    strategy_config: { context_limit: LIMIT },
+  });
+  for (let round = 0; round < rounds; round += 200)
+    await service.sessions.append('s1', agentHistory(round, Math.min(200, rounds - round)));
+  await service.sessions.pack('s1', { ...packOptions(sessionStrategyPlan({}, session)), refresh: true });
+  const costs: { bytesRead: number; promptBytes: number; tokensBefore: number | undefined; moved: boolean }[] = [];
+  for (let turn = 0; turn < turns; turn++) {
+    store.reset();
+    const response = await runTurn(service, 's1', {
+      input: [{ type: 'message', role: 'user', content: `next step ${turn}` }],
+    });
+    const { bytesRead } = store.counts;
+    const dropped = response.context.overflow_dropped;
+    costs.push({
+      bytesRead,
+      promptBytes: JSON.stringify(prompts.at(-1)!.prompt).length,
+      tokensBefore: dropped?.prompt_tokens_before,
+      moved: dropped?.moved ?? false,
+    });
+    // Packing (and a fresh view after the boundary moved) runs after each turn, as waitUntil would.
+    await service.settle();
+  }
+  return Object.assign(costs, { prompts });
+}
+
+describe('the overflow safety net on a long session', () => {
+  it('reads and builds only the window once the boundary is stored, however long the history', async () => {
+    const [short, long] = [await longSession(100, 4), await longSession(1_000, 4)];
+    for (const costs of [short, long]) {
+      // The first turn finds no boundary: it builds the whole prompt and moves one.
+      expect(costs[0]!.moved).toBe(true);
+      for (const cost of costs.slice(2)) {
+        expect(cost.moved).toBe(false);
+        // The window's messages and the tool calls the strategies need (those the safety net
+        // drops read compacted), not the history the first turn read.
+        expect(cost.bytesRead).toBeLessThan(costs[0]!.bytesRead / 3);
+      }
+    }
+    // Ten times the history: the first turn builds a larger prompt; the later ones read
+    // what the shorter session's do.
+    expect(long[0]!.tokensBefore).toBeGreaterThan(2 * short[0]!.tokensBefore!);
+    for (let turn = 2; turn < 4; turn++) {
+      // What the prompt before the drop counts is the window from the boundary (and the tool
+      // calls the strategies need), not the history.
+      expect(long[turn]!.tokensBefore).toBeLessThan(1.2 * short[turn]!.tokensBefore!);
+      expect(long[turn]!.bytesRead).toBeLessThan(1.2 * short[turn]!.bytesRead + 8 * 1024);
+    }
+  }, 120_000);
+
+  it('sends the prompts a read of the whole history gives, byte for byte', async () => {
+    const [window, whole] = [await longSession(200, 5), await longSession(200, 5, true)];
+    expect(window.prompts.map((prompt) => JSON.stringify(prompt))).toEqual(
+      whole.prompts.map((prompt) => JSON.stringify(prompt)),
+    );
+    // Only what the report counts before the drop differs: the window, not the history.
+    expect(window[0]).toEqual(whole[0]);
+    for (let turn = 2; turn < 5; turn++) expect(window[turn]!.tokensBefore).toBeLessThan(whole[turn]!.tokensBefore!);
+  }, 120_000);
+});

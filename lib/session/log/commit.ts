@@ -36,7 +36,8 @@ import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
-import type { StoredObject } from '../../store/object-store.ts';
+import { toBytes, type StoredObject } from '../../store/object-store.ts';
+import { recordCacheOf } from './record-cache.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -294,12 +295,13 @@ export async function prepareCommit(
  */
 export async function landCommit(log: LogContext, prepared: PreparedCommit, state: CommitState): Promise<boolean> {
   const { key, record } = prepared;
+  const body = toBytes(JSON.stringify(record));
   try {
-    const put = await log.store.put(key, JSON.stringify(record), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
-    });
-    if (put !== null) return true;
+    const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
+    if (put !== null) {
+      recordCacheOf(log.store).remember(key, body, record);
+      return true;
+    }
   } catch (error) {
     state.failure = { error };
   }
@@ -344,11 +346,25 @@ function carry(
   for (let index = groups.length - 1; index >= 0 && wanted(); index--) {
     const first = groups[index]!.items[0];
     if (floor !== undefined && first !== undefined && first.seq <= floor) reachedFloor = true;
-    bytes += JSON.stringify(groups[index]!.items).length;
+    bytes += groupBytes(groups[index]!.items);
     if (bytes > log.recentBytes) break;
     kept.unshift(groups[index]!);
   }
   return kept;
+}
+
+/**
+ * The JSON length of a carried group's items, kept by the array: a group is carried from one
+ * record to the next as the same array while this process writes them (log/record-cache.ts).
+ */
+const groupLengths = new WeakMap<readonly LogItem[], number>();
+function groupBytes(items: readonly LogItem[]): number {
+  let length = groupLengths.get(items);
+  if (length === undefined) {
+    length = JSON.stringify(items).length;
+    groupLengths.set(items, length);
+  }
+  return length;
 }
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */

@@ -1,0 +1,84 @@
+import { backendOf, type ObjectStore } from '../../store/object-store.ts';
+import type { LogRecord } from '../records.ts';
+
+/**
+ * The records this process wrote, kept with the bytes it stored, so that reading one back
+ * (the next commit's head read, the packer) does not decode, parse and validate again what
+ * it built itself: at 250 items a record with its carried `recent` is over a megabyte of JSON,
+ * read at least twice. Exact by construction: a record is used only when the bytes read are
+ * the bytes this process stored under that key (a tombstone, a record written again after a
+ * delete, another process's record all differ), so the result is what parsing would give.
+ * Kept for the life of the process (the isolate on Workers), one per store backend as the
+ * view cache is, bounded by the bytes of the records' JSON, the oldest going first.
+ */
+export class RecordCache {
+  readonly maxBytes: number;
+  /** Oldest first (a Map keeps insertion order). */
+  readonly #entries = new Map<string, { bytes: Uint8Array; record: LogRecord }>();
+  #bytes = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** Keeps `record`, stored as `bytes` under `key`. */
+  remember(key: string, bytes: Uint8Array, record: LogRecord): void {
+    if (bytes.length > this.maxBytes) return;
+    this.#forget(key);
+    this.#entries.set(key, { bytes, record });
+    this.#bytes += bytes.length;
+    for (const [oldest] of this.#entries) {
+      if (this.#bytes <= this.maxBytes) break;
+      this.#forget(oldest);
+    }
+  }
+
+  /** The record kept for `key` when `body` is the bytes stored with it. */
+  recall(key: string, body: Uint8Array): LogRecord | undefined {
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    if (!sameBytes(entry.bytes, body)) {
+      this.#forget(key);
+      return undefined;
+    }
+    return entry.record;
+  }
+
+  #forget(key: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    this.#entries.delete(key);
+    this.#bytes -= entry.bytes.length;
+  }
+}
+
+/** What a process keeps of the records it wrote (JSON bytes). */
+const RECORD_CACHE_BYTES = 64 * 1024 * 1024;
+const caches = new WeakMap<ObjectStore, RecordCache>();
+
+/** The cache of `store`'s backend (two wrappers of one store share it). */
+export function recordCacheOf(store: ObjectStore): RecordCache {
+  const backend = backendOf(store);
+  let cache = caches.get(backend);
+  if (!cache) {
+    cache = new RecordCache(RECORD_CACHE_BYTES);
+    caches.set(backend, cache);
+  }
+  return cache;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  // Four bytes at a time where both are aligned (the usual case: whole buffers).
+  let from = 0;
+  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
+    const words = a.length >>> 2;
+    const wa = new Uint32Array(a.buffer, a.byteOffset, words);
+    const wb = new Uint32Array(b.buffer, b.byteOffset, words);
+    for (let index = 0; index < words; index++) if (wa[index] !== wb[index]) return false;
+    from = words * 4;
+  }
+  for (let index = from; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
+}

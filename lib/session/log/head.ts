@@ -106,9 +106,12 @@ export async function readRecord(
   ]);
   // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
   if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
-  const record =
-    recordCacheOf(log.store).recall(unit.key, recordObject.body) ??
-    parseStored(unit.key, recordObject.body, recordSchema);
+  const cache = recordCacheOf(log.store);
+  let record = cache.recall(unit.key, recordObject.body);
+  if (!record) {
+    record = parseStored(unit.key, recordObject.body, recordSchema);
+    cache.remember(unit.key, recordObject.body, record);
+  }
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
   checkDense(unit.key, record.items, record.first_seq);
   let done: DoneRecord | null = null;

@@ -2,11 +2,11 @@ import { backendOf, type ObjectStore } from '../../store/object-store.ts';
 import type { LogRecord } from '../records.ts';
 
 /**
- * The records this process wrote, kept with the bytes it stored, so that reading one back
- * (the next commit's head read, the packer) does not decode, parse and validate again what
- * it built itself: at 250 items a record with its carried `recent` is over a megabyte of JSON,
- * read at least twice. Exact by construction: a record is used only when the bytes read are
- * the bytes this process stored under that key (a tombstone, a record written again after a
+ * The records this process wrote or parsed, kept with their bytes, so that reading one again
+ * (the next commit's head read, the packer) does not decode, parse and validate again what it
+ * built or checked already: at 250 items a record with its carried `recent` is over a megabyte
+ * of JSON, read at least twice. Exact by construction: a record is used only when the bytes
+ * read are the bytes kept with it under that key (a tombstone, a record written again after a
  * delete, another process's record all differ), so the result is what parsing would give.
  * Kept for the life of the process (the isolate on Workers), one per store backend as the
  * view cache is, bounded by the bytes of the records' JSON, the oldest going first.

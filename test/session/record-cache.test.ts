@@ -63,4 +63,19 @@ describe('reading back the records a process wrote', () => {
     // Parsed once, then kept: the next read of the same bytes parses nothing.
     expect((await readHead(log, 's1')).newest?.record).toBe(again.newest?.record);
   });
+
+  it('stores a record carrying earlier ones as the JSON of the record it keeps', async () => {
+    const store = new MemoryStore();
+    await new SessionLog(store).create({ id: 's1' });
+    const log = logContext(store, { viewPolicy });
+    let last: LogRecord | null = null;
+    for (let index = 0; index < 4; index++) {
+      const items = [{ type: 'message', role: 'user', content: `hi "${index}" \u2028 é` } as const];
+      const written = await commit(log, 's1', items, { kind: 'append' });
+      if ('record' in written) last = written.record;
+    }
+    expect(last?.recent?.length).toBe(3);
+    const stored = await store.get(recordKey((await readHead(log, 's1')).scope, 4));
+    expect(JSON.parse(new TextDecoder().decode(stored!.body))).toEqual(JSON.parse(JSON.stringify(last)));
+  });
 });

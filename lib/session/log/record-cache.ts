@@ -53,7 +53,7 @@ export class RecordCache {
 }
 
 /** What a process keeps of the records it wrote (JSON bytes). */
-const RECORD_CACHE_BYTES = 64 * 1024 * 1024;
+const RECORD_CACHE_BYTES = 32 * 1024 * 1024;
 const caches = new WeakMap<ObjectStore, RecordCache>();
 
 /** The cache of `store`'s backend (two wrappers of one store share it). */

@@ -36,8 +36,8 @@ import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
-import { toBytes, type StoredObject } from '../../store/object-store.ts';
-import { recordCacheOf } from './record-cache.ts';
+import type { StoredObject } from '../../store/object-store.ts';
+import { carried, recordBody, recordCacheOf } from './record-cache.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -295,7 +295,7 @@ export async function prepareCommit(
  */
 export async function landCommit(log: LogContext, prepared: PreparedCommit, state: CommitState): Promise<boolean> {
   const { key, record } = prepared;
-  const body = toBytes(recordJson(record));
+  const body = recordBody(record);
   try {
     const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
     if (put !== null) {
@@ -346,34 +346,11 @@ function carry(
   for (let index = groups.length - 1; index >= 0 && wanted(); index--) {
     const first = groups[index]!.items[0];
     if (floor !== undefined && first !== undefined && first.seq <= floor) reachedFloor = true;
-    bytes += itemsJson(groups[index]!.items).length;
+    bytes += carried(groups[index]!.items).length;
     if (bytes > log.recentBytes) break;
     kept.unshift(groups[index]!);
   }
   return kept;
-}
-
-/**
- * The JSON of a carried group's items, kept by the array: a group is carried from one record
- * to the next as the same array while this process writes them (log/record-cache.ts), so the
- * carry is measured and serialized once, not once per record carrying it.
- */
-const itemsJsonOf = new WeakMap<readonly LogItem[], string>();
-function itemsJson(items: readonly LogItem[]): string {
-  let json = itemsJsonOf.get(items);
-  if (json === undefined) {
-    json = JSON.stringify(items);
-    itemsJsonOf.set(items, json);
-  }
-  return json;
-}
-
-/** JSON.stringify(record), its `recent` (last) built from the carried groups' kept JSON. */
-function recordJson(record: LogRecord): string {
-  const { recent, ...rest } = record;
-  if (!recent) return JSON.stringify(rest);
-  const groups = recent.map((group) => `{"record":${group.record},"items":${itemsJson(group.items)}}`);
-  return `${JSON.stringify(rest).slice(0, -1)},"recent":[${groups.join(',')}]}`;
 }
 
 /** A base cut before `firstSeq` (the items of a record just claimed). */

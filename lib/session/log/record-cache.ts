@@ -1,5 +1,5 @@
-import { backendOf, type ObjectStore } from '../../store/object-store.ts';
-import type { LogRecord } from '../records.ts';
+import { backendOf, toBytes, type ObjectStore } from '../../store/object-store.ts';
+import type { LogItem, LogRecord } from '../records.ts';
 
 /**
  * The records this process wrote or parsed, kept with their bytes, so that reading one again
@@ -9,7 +9,8 @@ import type { LogRecord } from '../records.ts';
  * read are the bytes kept with it under that key (a tombstone, a record written again after a
  * delete, another process's record all differ), so the result is what parsing would give.
  * Kept for the life of the process (the isolate on Workers), one per store backend as the
- * view cache is, bounded by the bytes of the records' JSON, the oldest going first.
+ * view cache is, bounded by the bytes of the records' JSON, the oldest going first. Also here:
+ * the bytes of a record as a commit stores them, its carried groups encoded once (`recordBody`).
  */
 export class RecordCache {
   readonly maxBytes: number;
@@ -65,6 +66,42 @@ export function recordCacheOf(store: ObjectStore): RecordCache {
     caches.set(backend, cache);
   }
   return cache;
+}
+
+/**
+ * A carried group's items as JSON (its length, as the carry's budget counts) and as UTF-8
+ * bytes, kept by the array: a group is carried from one record to the next as the same array
+ * while this process writes them (log/record-cache.ts), so the carry is serialized and encoded
+ * once, not once per record carrying it.
+ */
+const carriedOf = new WeakMap<readonly LogItem[], { length: number; bytes: Uint8Array }>();
+export function carried(items: readonly LogItem[]): { length: number; bytes: Uint8Array } {
+  let entry = carriedOf.get(items);
+  if (entry === undefined) {
+    const json = JSON.stringify(items);
+    entry = { length: json.length, bytes: toBytes(json) };
+    carriedOf.set(items, entry);
+  }
+  return entry;
+}
+
+/** The UTF-8 bytes of JSON.stringify(record), its `recent` (last) from the carried groups' kept bytes. */
+export function recordBody(record: LogRecord): Uint8Array {
+  const { recent, ...rest } = record;
+  if (!recent) return toBytes(JSON.stringify(rest));
+  const parts = [toBytes(`${JSON.stringify(rest).slice(0, -1)},"recent":[`)];
+  recent.forEach((group, index) => {
+    parts.push(toBytes(`${index > 0 ? ',' : ''}{"record":${group.record},"items":`), carried(group.items).bytes);
+    parts.push(toBytes('}'));
+  });
+  parts.push(toBytes(']}'));
+  const body = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    body.set(part, at);
+    at += part.length;
+  }
+  return body;
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -1,4 +1,4 @@
-import { backendOf, toBytes, type ObjectStore } from '../../store/object-store.ts';
+import { backendOf, concatBytes, toBytes, type ObjectStore } from '../../store/object-store.ts';
 import type { LogItem, LogRecord } from '../records.ts';
 
 /**
@@ -95,13 +95,7 @@ export function recordBody(record: LogRecord): Uint8Array {
     parts.push(toBytes('}'));
   });
   parts.push(toBytes(']}'));
-  const body = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    body.set(part, at);
-    at += part.length;
-  }
-  return body;
+  return concatBytes(parts);
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

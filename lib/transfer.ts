@@ -2,6 +2,7 @@ import { InvalidRequestError, TailgateError } from './errors.ts';
 import type { Inbox } from './inbox/index.ts';
 import { exportHeaderSchema, parseExportLine, type ExportHeader } from './session/export-format.ts';
 import type { ImportLine, SessionLog, SessionRecord } from './session/session-log.ts';
+import { concatBytes } from './store/object-store.ts';
 import { packOptions, sessionStrategyPlan } from './turn/plan.ts';
 
 /**
@@ -79,7 +80,7 @@ export async function* ndjsonLines(
       limit: maxLineBytes,
     });
   const parse = (parts: Uint8Array[]): ImportLine | null => {
-    const bytes = parts.length === 1 ? parts[0]! : concat(parts);
+    const bytes = parts.length === 1 ? parts[0]! : concatBytes(parts);
     let text: string;
     try {
       text = decoder.decode(bytes);
@@ -155,14 +156,4 @@ export async function* ndjsonLines(
     const parsed = parse(held);
     if (parsed) yield parsed;
   }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const bytes = new Uint8Array(parts.reduce((total, part) => total + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    bytes.set(part, offset);
-    offset += part.length;
-  }
-  return bytes;
 }

@@ -88,6 +88,17 @@ export function toBytes(body: Uint8Array | string): Uint8Array {
   return typeof body === 'string' ? encoder.encode(body) : body;
 }
 
+/** The bytes of `parts`, one after another, in one new array. */
+export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
+  const bytes = new Uint8Array(parts.reduce((total, part) => total + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    bytes.set(part, offset);
+    offset += part.length;
+  }
+  return bytes;
+}
+
 /** Decodes UTF-8 strictly: invalid bytes throw a TypeError instead of becoming U+FFFD. */
 export function decodeUtf8(bytes: Uint8Array): string {
   return decoder.decode(bytes);

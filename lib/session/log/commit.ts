@@ -37,6 +37,7 @@ import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
+import { carried, recordBody, recordCacheOf } from './record-cache.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -294,12 +295,13 @@ export async function prepareCommit(
  */
 export async function landCommit(log: LogContext, prepared: PreparedCommit, state: CommitState): Promise<boolean> {
   const { key, record } = prepared;
+  const body = recordBody(record);
   try {
-    const put = await log.store.put(key, JSON.stringify(record), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
-    });
-    if (put !== null) return true;
+    const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
+    if (put !== null) {
+      recordCacheOf(log.store).remember(key, body, record);
+      return true;
+    }
   } catch (error) {
     state.failure = { error };
   }
@@ -344,7 +346,7 @@ function carry(
   for (let index = groups.length - 1; index >= 0 && wanted(); index--) {
     const first = groups[index]!.items[0];
     if (floor !== undefined && first !== undefined && first.seq <= floor) reachedFloor = true;
-    bytes += JSON.stringify(groups[index]!.items).length;
+    bytes += carried(groups[index]!.items).length;
     if (bytes > log.recentBytes) break;
     kept.unshift(groups[index]!);
   }

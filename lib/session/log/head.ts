@@ -20,6 +20,7 @@ import {
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, type UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
+import { recordCacheOf } from './record-cache.ts';
 import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /**
@@ -105,7 +106,12 @@ export async function readRecord(
   ]);
   // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
   if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
-  const record = parseStored(unit.key, recordObject.body, recordSchema);
+  const cache = recordCacheOf(log.store);
+  let record = cache.recall(unit.key, recordObject.body);
+  if (!record) {
+    record = parseStored(unit.key, recordObject.body, recordSchema);
+    cache.remember(unit.key, recordObject.body, record);
+  }
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
   checkDense(unit.key, record.items, record.first_seq);
   let done: DoneRecord | null = null;

@@ -1,0 +1,115 @@
+import { backendOf, concatBytes, toBytes, type ObjectStore } from '../../store/object-store.ts';
+import type { LogItem, LogRecord } from '../records.ts';
+
+/**
+ * The records this process wrote or parsed, kept with their bytes, so that reading one again
+ * (the next commit's head read, the packer) does not decode, parse and validate again what it
+ * built or checked already: at 250 items a record with its carried `recent` is over a megabyte
+ * of JSON, read at least twice. Exact by construction: a record is used only when the bytes
+ * read are the bytes kept with it under that key (a tombstone, a record written again after a
+ * delete, another process's record all differ), so the result is what parsing would give.
+ * Kept for the life of the process (the isolate on Workers), one per store backend as the
+ * view cache is, bounded by the bytes of the records' JSON, the oldest going first. Also here:
+ * the bytes of a record as a commit stores them, its carried groups encoded once (`recordBody`).
+ */
+export class RecordCache {
+  readonly maxBytes: number;
+  /** Oldest first (a Map keeps insertion order). */
+  readonly #entries = new Map<string, { bytes: Uint8Array; record: LogRecord }>();
+  #bytes = 0;
+
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes;
+  }
+
+  /** Keeps `record`, stored as `bytes` under `key`. */
+  remember(key: string, bytes: Uint8Array, record: LogRecord): void {
+    if (bytes.length > this.maxBytes) return;
+    this.#forget(key);
+    this.#entries.set(key, { bytes, record });
+    this.#bytes += bytes.length;
+    for (const [oldest] of this.#entries) {
+      if (this.#bytes <= this.maxBytes) break;
+      this.#forget(oldest);
+    }
+  }
+
+  /** The record kept for `key` when `body` is the bytes stored with it. */
+  recall(key: string, body: Uint8Array): LogRecord | undefined {
+    const entry = this.#entries.get(key);
+    if (!entry) return undefined;
+    if (!sameBytes(entry.bytes, body)) {
+      this.#forget(key);
+      return undefined;
+    }
+    return entry.record;
+  }
+
+  #forget(key: string): void {
+    const entry = this.#entries.get(key);
+    if (!entry) return;
+    this.#entries.delete(key);
+    this.#bytes -= entry.bytes.length;
+  }
+}
+
+/** What a process keeps of the records it wrote (JSON bytes). */
+const RECORD_CACHE_BYTES = 32 * 1024 * 1024;
+const caches = new WeakMap<ObjectStore, RecordCache>();
+
+/** The cache of `store`'s backend (two wrappers of one store share it). */
+export function recordCacheOf(store: ObjectStore): RecordCache {
+  const backend = backendOf(store);
+  let cache = caches.get(backend);
+  if (!cache) {
+    cache = new RecordCache(RECORD_CACHE_BYTES);
+    caches.set(backend, cache);
+  }
+  return cache;
+}
+
+/**
+ * A carried group's items as JSON (its length, as the carry's budget counts) and as UTF-8
+ * bytes, kept by the array: a group is carried from one record to the next as the same array
+ * while this process writes them (log/record-cache.ts), so the carry is serialized and encoded
+ * once, not once per record carrying it.
+ */
+const carriedOf = new WeakMap<readonly LogItem[], { length: number; bytes: Uint8Array }>();
+export function carried(items: readonly LogItem[]): { length: number; bytes: Uint8Array } {
+  let entry = carriedOf.get(items);
+  if (entry === undefined) {
+    const json = JSON.stringify(items);
+    entry = { length: json.length, bytes: toBytes(json) };
+    carriedOf.set(items, entry);
+  }
+  return entry;
+}
+
+/** The UTF-8 bytes of JSON.stringify(record), its `recent` (last) from the carried groups' kept bytes. */
+export function recordBody(record: LogRecord): Uint8Array {
+  const { recent, ...rest } = record;
+  if (!recent) return toBytes(JSON.stringify(rest));
+  const parts = [toBytes(`${JSON.stringify(rest).slice(0, -1)},"recent":[`)];
+  recent.forEach((group, index) => {
+    parts.push(toBytes(`${index > 0 ? ',' : ''}{"record":${group.record},"items":`), carried(group.items).bytes);
+    parts.push(toBytes('}'));
+  });
+  parts.push(toBytes(']}'));
+  return concatBytes(parts);
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  // Four bytes at a time where both are aligned (the usual case: whole buffers).
+  let from = 0;
+  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
+    const words = a.length >>> 2;
+    const wa = new Uint32Array(a.buffer, a.byteOffset, words);
+    const wb = new Uint32Array(b.buffer, b.byteOffset, words);
+    for (let index = 0; index < words; index++) if (wa[index] !== wb[index]) return false;
+    from = words * 4;
+  }
+  for (let index = from; index < a.length; index++) if (a[index] !== b[index]) return false;
+  return true;
+}

@@ -240,12 +240,14 @@ export class SessionLog extends SessionLogBase {
   /**
    * The tail view of the whole committed history for a prompt preview (no turn, no writes):
    * `requirement` is computed from the history's aggregates, which are returned too.
+   * `fromOverflow`: read from the stored overflow boundary on, as a turn under the safety net does.
    */
   async previewContext(
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
+    fromOverflow = false,
   ): Promise<PreviewContext> {
-    return readAgainIfGone(() => previewContext(this.log, id, requirement));
+    return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow));
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */

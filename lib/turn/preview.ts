@@ -3,7 +3,7 @@ import { tailRequirement } from '../strategies/index.ts';
 import type { TurnServices, TurnContext } from './types.ts';
 import { planTurn, CONTEXT_REQUIREMENT } from './plan.ts';
 import { promptBudget } from './model-call.ts';
-import { fitTurnPrompt } from './turn-prompt.ts';
+import { fitTurnPrompt, safetyNetFits } from './turn-prompt.ts';
 
 /**
  * What the model would be sent now, with no side effects: nothing is claimed, consumed or
@@ -22,8 +22,12 @@ export async function previewPrompt(
 ): Promise<{ items: PromptItem[]; context: TurnContext & { notices_pending: string[] } }> {
   const session = await services.sessions.get(sessionId);
   const plan = planTurn(services, session, query);
-  const read = await services.sessions.previewContext(sessionId, (aggregates, context) =>
-    context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
+  const budget = promptBudget(plan.model.id, plan.strategyConfig, {}, services.tokenEncoders);
+  const read = await services.sessions.previewContext(
+    sessionId,
+    (aggregates, context) =>
+      context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates),
+    safetyNetFits(plan, budget, {}),
   );
   const inbox = plan.strategies.includes('inbox');
   // Those earlier turns took from the inbox but no model saw go first, as the turn delivers them.
@@ -42,7 +46,7 @@ export async function previewPrompt(
         overflow: read.overflow,
       },
       plan,
-      budget: promptBudget(plan.model.id, plan.strategyConfig, {}, services.tokenEncoders),
+      budget,
       request: {},
       history: read.items,
       aggregates: read.context ? undefined : read.aggregates,

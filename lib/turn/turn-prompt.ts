@@ -107,9 +107,16 @@ export function promptStart(
   budget: PromptInputs['budget'],
   request: TurnRequest,
 ): OverflowBoundary | null {
-  return usesSafetyNet(budget, { truncation: request.truncation, compacting: isCompacting(plan, request) })
-    ? turn.overflow
-    : null;
+  return safetyNetFits(plan, budget, request) ? turn.overflow : null;
+}
+
+/** Whether the overflow safety net fits this prompt (the turn's, or the preview's with `request` empty). */
+export function safetyNetFits(
+  plan: TurnPlan,
+  budget: PromptInputs['budget'],
+  request: PromptSource['request'],
+): boolean {
+  return usesSafetyNet(budget, { truncation: request.truncation, compacting: isCompacting(plan, request) });
 }
 
 function isCompacting(plan: TurnPlan, request: PromptSource['request']): boolean {

@@ -138,7 +138,28 @@ describe('previewPrompt', () => {
           expect(preview.context.compaction ? compaction : undefined).toEqual(context.compaction);
         },
       ),
-      { numRuns: 80 },
+      {
+        numRuns: 80,
+        // Found by a run: a boundary stored by an earlier turn, which the turn reads from (and
+        // counts what it dropped from there) where the preview had read the whole history.
+        examples: [
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: ' ' },
+                { kind: 'tool', output: ' '.repeat(185) },
+                { kind: 'message', role: 'user', text: ' '.repeat(413) },
+              ],
+              strategies: null,
+              windowShare: 0.4,
+              last: ' ',
+              turnBeforeLast: true,
+              instructions: ' '.repeat(193),
+              notices: [],
+            },
+          ],
+        ],
+      },
     );
   });
 });

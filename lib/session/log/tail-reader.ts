@@ -61,6 +61,7 @@ export async function previewContext(
   log: LogContext,
   id: string,
   requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
+  fromOverflow = false,
 ): Promise<PreviewContext> {
   return withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
@@ -84,16 +85,23 @@ export async function previewContext(
     };
     const base = await readBase(log, scope, newest, cursor);
     const { aggregates } = aggregatesOf(log.viewPolicy, base);
-    const needed = requirement(aggregates, context);
-    const fromBase = tailFromBase(log.viewPolicy, base, [], needed, context?.start_seq ?? 0);
+    // As the next turn reads it (readContext): from the overflow boundary when its prompt is fitted by the safety net.
+    const read = fromBoundary(
+      requirement(aggregates, context),
+      context?.start_seq ?? 0,
+      fromOverflow ? next.overflow : null,
+    );
+    const fromBase = tailFromBase(log.viewPolicy, base, [], read.requirement, read.floor, read.start);
     if (fromBase) return { items: fromBase, aggregates, ...next };
     const items = await readTail(
       log,
       scope,
       carriedItems(newest),
       cursorBelow(log, scope, newest),
-      needed,
-      context?.start_seq ?? 0,
+      read.requirement,
+      read.floor,
+      false,
+      read.start.messageStart,
     );
     return { items, aggregates, ...next };
   });

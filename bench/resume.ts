@@ -39,6 +39,8 @@ export interface ResumeFigures {
   events: number;
   /** Journal batches written (one key each). */
   journalWrites: number;
+  /** How long the streamed turn took here (longer than `seconds` on a loaded machine). */
+  streamedSeconds: number;
   operationsStreamed: number;
   operationsPlain: number;
 }
@@ -109,6 +111,7 @@ export async function measureResume(options: ResumeOptions): Promise<ResumeFigur
   );
   for await (const _ of events) emittedAt.push(performance.now());
   await done;
+  const streamedSeconds = (performance.now() - started) / 1000;
   await owner.settle();
   await Promise.all(following);
   const operationsStreamed = owner.store.operations;
@@ -127,6 +130,7 @@ export async function measureResume(options: ResumeOptions): Promise<ResumeFigur
     lagMaxMs: Math.max(...lags),
     events: lags.length,
     journalWrites,
+    streamedSeconds,
     operationsStreamed,
     operationsPlain,
   };

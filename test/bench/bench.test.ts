@@ -228,7 +228,7 @@ describe('bench', () => {
     expect(row.recordsAfterView).toBeGreaterThan(0);
     expect(row.first.operations).toBeGreaterThan(0);
     expect(row.first.bytesRead).toBeGreaterThan(0);
-    expect(row.packed.p50Ms).toBeGreaterThan(0);
+    expect(row.packed.operationsMax).toBeGreaterThan(0);
     expect(row.warm.operationsMax).toBeGreaterThan(0);
     expect(row.noticeOperations).toBeGreaterThan(row.first.operations);
     const markdown = resultsMarkdown({ ...runHeader(), coldTurn: rows });
@@ -300,7 +300,9 @@ describe('bench', () => {
     const resume = await measureResume({ seconds: 1.5, gapMs: 50, delayMs: 5, readers: 3, seed: 3 });
     expect(resume.events).toBeGreaterThan(0);
     expect(resume.journalWrites).toBeGreaterThanOrEqual(2);
-    expect(resume.operationsStreamed - resume.operationsPlain).toBeLessThanOrEqual(Math.ceil(resume.seconds) + 2);
+    // Batched: fewer journal writes than events, and the journal adds its writes and little else.
+    expect(resume.journalWrites).toBeLessThan(resume.events);
+    expect(resume.operationsStreamed - resume.operationsPlain).toBeLessThanOrEqual(resume.journalWrites + 2);
     const notMeasured = notRunExcept('resume');
     expect(quickCheckFailures({ ...runHeader(), resume, notMeasured })).toEqual([]);
     const costly = { ...resume, operationsStreamed: resume.operationsPlain + 9 };

@@ -51,7 +51,8 @@ const ITEM_SIZES: Omit<AgentSessionOptions, 'seed'> = {
   argumentBytes: [20, 200],
   messageBytes: [50, 500],
 };
-const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
+/** The app's environment in the bench: the echo model, a bench token. */
+export const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
 
 export function appendLoadCommand(options: AppendLoadOptions): string {
   return `node --import tsx bench/append-load.ts '${JSON.stringify(options)}'`;
@@ -111,10 +112,12 @@ async function openStore(kind: LoadStore): Promise<{ store: ObjectStore; close: 
   };
 }
 
-async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
-  const { store, close } = await openStore(options.store);
-  const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: (line) => console.error(line) });
-  const call = async (path: string, body: unknown) => {
+/**
+ * POSTs JSON to the app of functions/app.ts as the bench's client (its token), with the
+ * Workers-style execution `context` when given; an answer that is not 2xx throws.
+ */
+export function appPoster(app: ReturnType<typeof createApp>, context?: unknown) {
+  return async (path: string, body: unknown): Promise<Response> => {
     const response = await app.request(
       path,
       {
@@ -123,10 +126,17 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
         body: JSON.stringify(body),
       },
       ENVIRONMENT,
+      context as never,
     );
     if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
     return response;
   };
+}
+
+async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
+  const { store, close } = await openStore(options.store);
+  const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: (line) => console.error(line) });
+  const call = appPoster(app);
   await call('/v1/sessions', { id: 'load' });
   const source = agentItems({ seed: options.seed, ...ITEM_SIZES });
   const tenth = options.items / 10;

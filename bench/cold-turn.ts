@@ -13,6 +13,7 @@ import type { Item } from '../lib/items.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../lib/store/object-store.ts';
 import { agentItems, type AgentSessionOptions } from './agent-session.ts';
+import { appPoster, ENVIRONMENT } from './append-load.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { ProcessStore } from './process-store.ts';
 import { alternatingTurns } from './small-prompt.ts';
@@ -62,7 +63,6 @@ interface TurnFigures {
 
 const BATCH = 250;
 const READ_BUDGET_SLACK = 64 * 1024;
-const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
 /** Items as light as the append-load section's (outputs of 100 B to 2 KB), 5% of calls repeated. */
 const ITEM_SIZES: Omit<AgentSessionOptions, 'seed'> = {
   outputBytes: [100, 2_000],
@@ -143,19 +143,7 @@ async function load(memory: MemoryStore, id: string, size: number, seed: number)
   const pending: Promise<unknown>[] = [];
   const context = { waitUntil: (task: Promise<unknown>) => pending.push(task), passThroughOnException: () => {} };
   const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: () => undefined });
-  const post = async (path: string, body: unknown) => {
-    const response = await app.request(
-      path,
-      {
-        method: 'POST',
-        headers: { authorization: `Bearer ${ENVIRONMENT.API_TOKEN}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      },
-      ENVIRONMENT,
-      context as never,
-    );
-    if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
-  };
+  const post = appPoster(app, context);
   await post('/v1/sessions', { id });
   const source = agentItems({ seed, ...ITEM_SIZES });
   for (let stored = 0; stored < size; ) {

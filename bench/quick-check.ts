@@ -108,7 +108,8 @@ export function quickCheckFailures(results: BenchResults): string[] {
     check((resume?.events ?? 0) > 0 && (resume?.lagP50Ms ?? 0) > 0, 'resume: no event reached a resumed reader');
     check((resume?.journalWrites ?? 0) > 0, 'resume: no journal written');
     check(
-      resume !== undefined && resume.operationsStreamed - resume.operationsPlain <= Math.ceil(resume.streamedSeconds) + 2,
+      resume !== undefined &&
+        resume.operationsStreamed - resume.operationsPlain <= Math.ceil(resume.streamedSeconds) + 2,
       `resume: a streamed turn added more than one write a second plus 2`,
     );
   }

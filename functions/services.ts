@@ -58,6 +58,7 @@ export function sessionLogFor(
     blobThreshold: config.blobThresholdBytes,
     attachmentLimits: { maxImageBytes: config.maxImageBytes, maxFileBytes: config.maxFileBytes },
     viewCacheBytes: config.viewCacheBytes,
+    recordCacheBytes: config.recordCacheBytes,
     sessionTtlDays: config.sessionTtlDays,
     ...extra,
   });

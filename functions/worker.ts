@@ -1,3 +1,4 @@
+import { DEFAULTS } from '../lib/defaults.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
 import type { BackgroundTurn } from '../lib/turn/index.ts';
 import type { WebhookEntry } from '../lib/webhooks/events.ts';
@@ -35,11 +36,23 @@ const options: AppOptions = {
 const app = createApp(options);
 const runTurn = createTurnRunner(options);
 
+/**
+ * The settings whose default differs on Workers, where the deployment leaves them unset or
+ * empty: an isolate has 128 MB in all, so it keeps fewer parsed records than a Node or Deno
+ * process (docs/CONFIGURATION.md).
+ */
+const WORKER_DEFAULTS: Record<string, string> = { RECORD_CACHE_BYTES: String(DEFAULTS.workerRecordCacheBytes) };
+function withDefaults(environment: Env): Env {
+  const unset = Object.entries(WORKER_DEFAULTS).filter(([name]) => (environment[name] ?? '') === '');
+  return unset.length === 0 ? environment : { ...environment, ...Object.fromEntries(unset) };
+}
+
 export default {
-  fetch: (request, environment, context) => app.fetch(request, environment, context),
+  fetch: (request, environment, context) => app.fetch(request, withDefaults(environment), context),
   // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), and the
   // webhook outbox: the turns' intents, and the events of a deployment without the WEBHOOKS queue.
-  scheduled: async (_controller, environment) => {
+  scheduled: async (_controller, bindings) => {
+    const environment = withDefaults(bindings);
     await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
     await drainWebhooks(() => r2StoreFor(environment.BUCKET), environment).catch((error: unknown) =>
       console.error('tailgate: webhook delivery failed', error),
@@ -47,7 +60,8 @@ export default {
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
   // turn left open by a storage failure is delivered again).
-  queue: async (batch, environment, context) => {
+  queue: async (batch, bindings, context) => {
+    const environment = withDefaults(bindings);
     await Promise.all(
       batch.messages.map(async (message) => {
         const body = message.body;

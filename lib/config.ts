@@ -73,6 +73,8 @@ export const serviceEnvSchema = z.object({
   // Days a session may stay idle before the retention sweep deletes it (unset: kept for ever).
   SESSION_TTL_DAYS: z.preprocess(numberText, z.number().int().min(1).max(MAX_TTL_DAYS).optional()),
   VIEW_CACHE_BYTES: nonNegativeInteger(DEFAULTS.viewCacheBytes),
+  // Node and Deno's default; functions/worker.ts gives a Worker a smaller one.
+  RECORD_CACHE_BYTES: nonNegativeInteger(DEFAULTS.recordCacheBytes),
   MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
   MODEL_MAX_RETRIES: nonNegativeInteger(DEFAULTS.modelMaxRetries, 10),
   SUMMARY_MODEL: optionalText(),
@@ -154,6 +156,8 @@ export interface ServiceConfig {
   sessionTtlDays: number | null;
   /** Bytes of parsed views kept per store (0: none). */
   viewCacheBytes: number;
+  /** Bytes of parsed records kept per store (0: none). */
+  recordCacheBytes: number;
   modelTimeoutMs: number;
   modelMaxRetries: number;
   /** The model that writes compaction summaries (default: the turn's model). */
@@ -263,6 +267,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxFileBytes: value.MAX_FILE_BYTES,
     sessionTtlDays: value.SESSION_TTL_DAYS ?? null,
     viewCacheBytes: value.VIEW_CACHE_BYTES,
+    recordCacheBytes: value.RECORD_CACHE_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,
     modelMaxRetries: value.MODEL_MAX_RETRIES,
     summaryModel: value.SUMMARY_MODEL,

@@ -21,6 +21,13 @@ export const DEFAULTS = {
   maxFileBytes: 10 * MIB,
   /** Parsed views kept per store for the process's life (lib/session/log/view-cache.ts). */
   viewCacheBytes: 16 * MIB,
+  /**
+   * Records kept parsed per store for the process's life (lib/session/log/record-cache.ts), on
+   * Node and Deno; a Worker takes `workerRecordCacheBytes` instead (functions/worker.ts).
+   */
+  recordCacheBytes: 32 * MIB,
+  /** The same in a Worker isolate: 128 MB in all, shared with the view cache and the requests. */
+  workerRecordCacheBytes: 4 * MIB,
   modelTimeoutMs: 120_000,
   modelMaxRetries: 1,
   openaiBaseUrl: 'https://api.openai.com/v1',

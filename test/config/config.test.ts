@@ -18,6 +18,8 @@ describe('parseServiceConfig', () => {
       maxInstructionsBytes: 256 * 1024,
       blobThresholdBytes: 8 * 1024,
       viewCacheBytes: 16 * 1024 * 1024,
+      // Node and Deno's; a Worker's is functions/worker.ts's (test/workers/record-cache.test.ts).
+      recordCacheBytes: 32 * 1024 * 1024,
       modelTimeoutMs: 120_000,
       turnLeaseMs: 30_000,
     });
@@ -62,6 +64,7 @@ describe('parseServiceConfig', () => {
     ['ALLOW_ANONYMOUS', 'maybe'],
     ['KEY_PREFIX', 'a b'],
     ['VIEW_CACHE_BYTES', '-1'],
+    ['RECORD_CACHE_BYTES', '4MB'],
     ['MODEL_MAX_RETRIES', '11'],
   ])('refuses %s=%j with not_configured naming it', (name, value) => {
     expect(() => parseServiceConfig({ [name]: value })).toThrow(NotConfiguredError);
@@ -184,9 +187,11 @@ describe('parseServiceConfig', () => {
     ).toThrow(/TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; set TOKEN_SIGNING_KEY too/);
   });
 
-  it('turns the view cache off with VIEW_CACHE_BYTES=0', () => {
+  it('turns the view and record caches off with VIEW_CACHE_BYTES=0 and RECORD_CACHE_BYTES=0', () => {
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '0' }).viewCacheBytes).toBe(0);
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '1048576' }).viewCacheBytes).toBe(1024 * 1024);
+    expect(parseServiceConfig({ RECORD_CACHE_BYTES: '0' }).recordCacheBytes).toBe(0);
+    expect(parseServiceConfig({ RECORD_CACHE_BYTES: '1048576' }).recordCacheBytes).toBe(1024 * 1024);
   });
 
   it('reads numbers back exactly, and is not memoized between calls', () => {

@@ -1,8 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { createServices } from '../../functions/services.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { DEFAULTS } from '../../lib/defaults.ts';
+import { echoModel } from '../../lib/models/echo.ts';
 import { commit } from '../../lib/session/log/commit.ts';
 import { logContext } from '../../lib/session/log/context.ts';
 import { readHead } from '../../lib/session/log/head.ts';
-import { RecordCache } from '../../lib/session/log/record-cache.ts';
+import { RecordCache, recordCacheOf } from '../../lib/session/log/record-cache.ts';
 import { recordKey } from '../../lib/session/keys.ts';
 import type { LogRecord } from '../../lib/session/records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -77,5 +81,94 @@ describe('reading back the records a process wrote', () => {
     expect(last?.recent?.length).toBe(3);
     const stored = await store.get(recordKey((await readHead(log, 's1')).scope, 4));
     expect(JSON.parse(new TextDecoder().decode(stored!.body))).toEqual(JSON.parse(JSON.stringify(last)));
+  });
+});
+
+describe('the record cache of a store', () => {
+  const item = (text: string) => ({ type: 'message', role: 'user', content: text }) as const;
+
+  it('keeps at most its budget of the records written, the newest, and none at 0', async () => {
+    const store = new MemoryStore();
+    const budget = 16 * 1024;
+    const sessions = new SessionLog(store, { recordCacheBytes: budget });
+    await sessions.create({ id: 's1' });
+    // Each record carries the ones before it: a few KiB of JSON each, soon more than the budget.
+    for (let index = 0; index < 12; index++) await sessions.append('s1', [item(`${index} ${'x'.repeat(1000)}`)]);
+    const cache = recordCacheOf(store, budget)!;
+    expect(cache.bytes).toBeGreaterThan(budget / 2);
+    expect(cache.bytes).toBeLessThanOrEqual(budget);
+    const log = logContext(store, { viewPolicy, recordCacheBytes: budget });
+    const head = await readHead(log, 's1');
+    const bytesOfRecord = async (record: number) => (await store.get(recordKey(head.scope, record)))!.body;
+    // The newest was kept (its read parsed nothing), the first went when the budget was reached.
+    expect(cache.recall(recordKey(head.scope, 12), await bytesOfRecord(12))).toBe(head.newest!.record);
+    expect(cache.recall(recordKey(head.scope, 1), await bytesOfRecord(1))).toBeUndefined();
+    expect(recordCacheOf(store, 0)).toBeNull();
+    const off = logContext(store, { viewPolicy, recordCacheBytes: 0 });
+    expect((await readHead(off, 's1')).newest!.record).not.toBe((await readHead(off, 's1')).newest!.record);
+  });
+
+  it('is sized by RECORD_CACHE_BYTES in the services the app builds, 32 MiB by default (Node, Deno)', async () => {
+    expect(DEFAULTS.recordCacheBytes).toBe(32 * 1024 * 1024);
+    for (const [setting, budget] of [
+      [undefined, DEFAULTS.recordCacheBytes],
+      ['100000', 100_000],
+    ] as const) {
+      const store = new MemoryStore();
+      const environment = {
+        DEFAULT_MODEL: 'echo',
+        ...(setting === undefined ? {} : { RECORD_CACHE_BYTES: setting }),
+      };
+      const services = createServices({
+        store,
+        config: parseServiceConfig(environment),
+        env: environment,
+        model: () => echoModel,
+        background: () => undefined,
+        log: () => undefined,
+      });
+      await services.sessions.create({ id: 's' });
+      await services.sessions.append('s', [item('hi')]);
+      // The cache the app filled is the one of that budget (another budget would be a new, empty one).
+      expect(recordCacheOf(store, budget)!.bytes).toBeGreaterThan(0);
+    }
+  });
+
+  it('shares frozen records: a change is a typecheck error and throws, and the next read is unchanged', async () => {
+    const store = new MemoryStore();
+    await new SessionLog(store).create({ id: 's1' });
+    const log = logContext(store, { viewPolicy });
+    await commit(log, 's1', [item('hi'), item('there')], { kind: 'append' });
+    const head = await readHead(log, 's1');
+    const key = recordKey(head.scope, 1);
+    const body = (await store.get(key))!.body;
+    const cached = log.recordCache!.recall(key, body)!;
+    expect(cached).toBe(head.newest!.record);
+    // @ts-expect-error a cached record's items are a readonly array
+    expect(() => cached.items.push(cached.items[0]!)).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error its fields are readonly
+      cached.kind = 'turn';
+    }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error and so is what it holds, all the way down
+      cached.items[0]!.content = 'changed';
+    }).toThrow(TypeError);
+    expect(() => {
+      // @ts-expect-error
+      cached.counts.items = 0;
+    }).toThrow(TypeError);
+    // The head read hands the same frozen record on: what a reader would change in place throws.
+    expect(() => head.newest!.record.items.pop()).toThrow(TypeError);
+    expect(await readHead(log, 's1')).toMatchObject({
+      newest: { record: { kind: 'append', counts: { items: 2 }, items: [{ content: 'hi' }, { content: 'there' }] } },
+    });
+    // A record another process wrote, parsed here once, is kept frozen too.
+    const other = { ...JSON.parse(new TextDecoder().decode(body)), writer: 'someone-else' } as LogRecord;
+    await store.delete([key]);
+    await store.put(key, JSON.stringify(other));
+    const read = (await readHead(log, 's1')).newest!.record;
+    expect(read.writer).toBe('someone-else');
+    expect(() => read.items.push(read.items[0]!)).toThrow(TypeError);
   });
 });

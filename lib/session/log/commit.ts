@@ -37,7 +37,7 @@ import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { carried, recordBody, recordCacheOf } from './record-cache.ts';
+import { carried, recordBody } from './record-cache.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -299,7 +299,7 @@ export async function landCommit(log: LogContext, prepared: PreparedCommit, stat
   try {
     const put = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
     if (put !== null) {
-      recordCacheOf(log.store).remember(key, body, record);
+      log.recordCache?.remember(key, body, record);
       return true;
     }
   } catch (error) {

@@ -3,6 +3,7 @@ import { DEFAULTS } from '../../defaults.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
+import { recordCacheOf, type RecordCache } from './record-cache.ts';
 import { viewCacheOf, type ViewCache } from './view-cache.ts';
 
 /**
@@ -26,6 +27,8 @@ export interface LogContext {
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
   readonly viewCache: ViewCache | null;
+  /** Records parsed before, by key (null: every record is parsed). */
+  readonly recordCache: RecordCache | null;
   readonly sessionTtlDays: number | null;
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
@@ -58,6 +61,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     checkConfig: options.checkConfig,
     viewPolicy: options.viewPolicy,
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
+    recordCache: recordCacheOf(store, options.recordCacheBytes ?? DEFAULTS.recordCacheBytes),
     sessionTtlDays: options.sessionTtlDays ?? null,
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,

@@ -20,7 +20,6 @@ import {
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, type UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
-import { recordCacheOf } from './record-cache.ts';
 import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /**
@@ -106,11 +105,11 @@ export async function readRecord(
   ]);
   // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
   if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
-  const cache = recordCacheOf(log.store);
-  let record = cache.recall(unit.key, recordObject.body);
+  // A kept record is shared with every other read of its bytes: frozen (log/record-cache.ts).
+  let record = log.recordCache?.recall(unit.key, recordObject.body) as LogRecord | undefined;
   if (!record) {
     record = parseStored(unit.key, recordObject.body, recordSchema);
-    cache.remember(unit.key, recordObject.body, record);
+    log.recordCache?.remember(unit.key, recordObject.body, record);
   }
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
   checkDense(unit.key, record.items, record.first_seq);

@@ -1,5 +1,9 @@
 import { backendOf, concatBytes, toBytes, type ObjectStore } from '../../store/object-store.ts';
+import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
 import type { LogItem, LogRecord } from '../records.ts';
+
+/** A record as the cache shares it between requests: frozen, and typed so that nobody changes it. */
+export type CachedRecord = DeepReadonly<LogRecord>;
 
 /**
  * The records this process wrote or parsed, kept with their bytes, so that reading one again
@@ -9,24 +13,32 @@ import type { LogItem, LogRecord } from '../records.ts';
  * read are the bytes kept with it under that key (a tombstone, a record written again after a
  * delete, another process's record all differ), so the result is what parsing would give.
  * Kept for the life of the process (the isolate on Workers), one per store backend as the
- * view cache is, bounded by the bytes of the records' JSON, the oldest going first. Also here:
- * the bytes of a record as a commit stores them, its carried groups encoded once (`recordBody`).
+ * view cache is, bounded by the bytes of the records' JSON (RECORD_CACHE_BYTES), the oldest
+ * going first. A kept record is shared by every later read of its bytes, in any request, so
+ * it is deep-frozen when kept: code that would change one in place throws at once instead of
+ * corrupting the next reader's copy. Also here: the bytes of a record as a commit stores
+ * them, its carried groups encoded once (`recordBody`).
  */
 export class RecordCache {
   readonly maxBytes: number;
   /** Oldest first (a Map keeps insertion order). */
-  readonly #entries = new Map<string, { bytes: Uint8Array; record: LogRecord }>();
+  readonly #entries = new Map<string, { bytes: Uint8Array; record: CachedRecord }>();
   #bytes = 0;
 
   constructor(maxBytes: number) {
     this.maxBytes = maxBytes;
   }
 
-  /** Keeps `record`, stored as `bytes` under `key`. */
-  remember(key: string, bytes: Uint8Array, record: LogRecord): void {
+  /** The bytes of the records kept. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** Keeps `record`, stored as `bytes` under `key`, and freezes it (and all it holds). */
+  remember(key: string, bytes: Uint8Array, record: LogRecord | CachedRecord): void {
     if (bytes.length > this.maxBytes) return;
     this.#forget(key);
-    this.#entries.set(key, { bytes, record });
+    this.#entries.set(key, { bytes, record: deepFreeze(record) });
     this.#bytes += bytes.length;
     for (const [oldest] of this.#entries) {
       if (this.#bytes <= this.maxBytes) break;
@@ -35,7 +47,7 @@ export class RecordCache {
   }
 
   /** The record kept for `key` when `body` is the bytes stored with it. */
-  recall(key: string, body: Uint8Array): LogRecord | undefined {
+  recall(key: string, body: Uint8Array): CachedRecord | undefined {
     const entry = this.#entries.get(key);
     if (!entry) return undefined;
     if (!sameBytes(entry.bytes, body)) {
@@ -53,16 +65,18 @@ export class RecordCache {
   }
 }
 
-/** What a process keeps of the records it wrote (JSON bytes). */
-const RECORD_CACHE_BYTES = 32 * 1024 * 1024;
 const caches = new WeakMap<ObjectStore, RecordCache>();
 
-/** The cache of `store`'s backend (two wrappers of one store share it). */
-export function recordCacheOf(store: ObjectStore): RecordCache {
+/**
+ * The cache of `store`'s backend (two wrappers of one store share it), or null when
+ * `maxBytes` is 0. A deployment whose RECORD_CACHE_BYTES changed starts a new one.
+ */
+export function recordCacheOf(store: ObjectStore, maxBytes: number): RecordCache | null {
+  if (maxBytes <= 0) return null;
   const backend = backendOf(store);
   let cache = caches.get(backend);
-  if (!cache) {
-    cache = new RecordCache(RECORD_CACHE_BYTES);
+  if (!cache || cache.maxBytes !== maxBytes) {
+    cache = new RecordCache(maxBytes);
     caches.set(backend, cache);
   }
   return cache;

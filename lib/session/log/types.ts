@@ -243,6 +243,12 @@ export interface SessionLogOptions {
    */
   viewCacheBytes?: number;
   /**
+   * Keep the records written or read, parsed, up to this many bytes of JSON per store, for the
+   * life of the process (lib/session/log/record-cache.ts; 0: none kept). Default
+   * `DEFAULTS.recordCacheBytes` (lib/defaults.ts).
+   */
+  recordCacheBytes?: number;
+  /**
    * Runs on every read of a session's config, before it is used, and may throw: the HTTP
    * layer refuses revoked tokens here, so routes that read the config pay nothing extra.
    */

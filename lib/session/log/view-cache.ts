@@ -1,3 +1,4 @@
+import { deepFreeze } from '../../deep-readonly.ts';
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
 import type { LogView } from '../view-records.ts';
 
@@ -78,10 +79,4 @@ export function viewCacheOf(store: ObjectStore, maxBytes: number): ViewCache | n
     caches.set(backend, cache);
   }
   return cache;
-}
-
-function deepFreeze(value: unknown): void {
-  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
-  Object.freeze(value);
-  for (const child of Object.values(value)) deepFreeze(child);
 }

@@ -105,7 +105,8 @@ export async function readRecord(
   ]);
   // Gone or buried (an empty object) since the listing: the packer moved it into a segment.
   if (!recordObject || recordObject.body.length === 0) throw new RecordMissingError(unit.key);
-  // A kept record is shared with every other read of its bytes: frozen (log/record-cache.ts).
+  // A kept record is shared with every other read of its bytes, so it is frozen; the readers take
+  // a LogRecord, and past here only the freezing keeps them from changing it (log/record-cache.ts).
   let record = log.recordCache?.recall(unit.key, recordObject.body) as LogRecord | undefined;
   if (!record) {
     record = parseStored(unit.key, recordObject.body, recordSchema);

@@ -85,7 +85,7 @@ describe('a cold first turn after a fast load', () => {
     expect(turn.aggregates.tool_calls).toBe(50 * 5);
   });
 
-  it('reads one repeat-index shard per distinct key prefix of the calls after its view and in its input, outside its delta', async () => {
+  it('reads a shard per key prefix of the calls after its view and in its input, outside its delta', async () => {
     const { store, keysAfterView } = await laggingSession(60, 3, 10);
     const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
     const { shardGets, turn } = await coldTurn(store, input);

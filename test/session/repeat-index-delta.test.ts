@@ -96,7 +96,7 @@ async function shardKeys(store: ObjectStore, log: SessionLog, view: LogView): Pr
   return keys;
 }
 
-const deltaOf = (view: LogView) => (view.keys.delta ?? '').match(/.{12}/g) ?? [];
+const deltaOf = (view: LogView): string[] => (view.keys.delta ?? '').match(/.{12}/g) ?? [];
 
 /** The aggregates a claimed turn gets, then closes it. */
 async function turnAggregates(log: SessionLog, input: Item[]) {
@@ -117,7 +117,7 @@ async function created(store: ObjectStore, logOptions = options): Promise<Sessio
 }
 
 describe('repeat index delta', () => {
-  it('holds the keys since its shards in the view, and writes shards when the keys cross a multiple of the bound', async () => {
+  it('holds the keys since its shards in the view, writing shards as they cross a multiple of the bound', async () => {
     const store = new ShardCountingStore(new MemoryStore());
     const log = await created(store);
     const order: string[] = [];
@@ -152,7 +152,8 @@ describe('repeat index delta', () => {
 
   it('writes no shard for a view of fewer new keys than the default bound, and never reads back its own', async () => {
     const store = new ShardCountingStore(new MemoryStore());
-    const log = await created(store, { ...options, indexDeltaKeys: undefined });
+    const { indexDeltaKeys: _bound, ...defaults } = options;
+    const log = await created(store, defaults);
     for (let round = 0; round < 20; round++) {
       await append(
         log,
@@ -207,7 +208,7 @@ describe('repeat index delta', () => {
     expect(colder.shardGets).toBe(view.keys.depth === 0 ? 1 : 2);
   });
 
-  it('keeps aggregates exact when a flushing pack crashes at any of its storage calls, before or after it lands', async () => {
+  it('keeps aggregates exact when a flushing pack crashes at any storage call, before or after it lands', async () => {
     const template = new MemoryStore();
     const setUp = await created(template);
     await append(setUp, ['a', 'b', 'c', 'd', 'e']);

@@ -155,7 +155,7 @@ export async function writeKeyShards(
   // Two full keys of one batch may share their first 12 characters: the index holds them once.
   const fresh = [...new Set(newKeys.map((key) => key.slice(0, INDEX_KEY_CHARS)))];
   const count = previous.count + fresh.length;
-  const bound = log.indexDeltaKeys;
+  const bound = log.indexDeltaKeys ?? INDEX_DELTA_KEYS;
   const sharded = Math.floor(count / bound) * bound;
   if (sharded <= previous.count - pending.length) {
     const delta = [...pending, ...fresh].sort().join('');

@@ -158,7 +158,7 @@ export async function writeKeyShards(
   const bound = log.indexDeltaKeys ?? INDEX_DELTA_KEYS;
   const sharded = Math.floor(count / bound) * bound;
   if (sharded <= previous.count - pending.length) {
-    const delta = [...pending, ...fresh].sort().join('');
+    const delta = [...new Set([...pending, ...fresh])].sort().join('');
     return { index: { ...previous, count, ...(delta ? { delta } : {}) }, replaced: [] };
   }
   const cut = Math.max(0, sharded - previous.count);

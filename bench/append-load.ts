@@ -17,6 +17,7 @@ import type { Item } from '../lib/items.ts';
 import { FileStore } from '../lib/store/file.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../lib/store/object-store.ts';
+import { CountingStore } from '../test/support/counting-store.ts';
 import { agentItems, type AgentSessionOptions } from './agent-session.ts';
 import { runChildProbe } from './child-probe.ts';
 
@@ -35,6 +36,10 @@ export interface AppendLoadFigures extends AppendLoadOptions {
   itemsPerSecond: number;
   /** Items per second over each tenth of the load, in order (steady: about equal). */
   tenths: number[];
+  /** Storage calls per append (the background packing's included) over each tenth of the load. */
+  opsPerAppend: number[];
+  /** Of them, over the last tenth: gets, puts and deletes of repeat-index shards per append. */
+  shardOpsPerAppend: { get: number; put: number; delete: number };
   /** The child's peak resident set size. */
   peakRssMiB: number;
   /** Right after the last append's answer: records no segment covers, and records after the newest view. */
@@ -77,13 +82,16 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
       'background packing running as on Node. Debt: right after the last answer, records no segment covers, ' +
       "and records after the newest view. Peak RSS is the child's (the stored bytes included for memory and S3).",
     '',
-    '| store | items | s | items/s | items/s by tenth of the load | peak RSS | debt: records / after view | ' +
+    '| store | items | s | items/s | items/s by tenth of the load | storage calls per append by tenth | ' +
+      'shard get / put / delete per append, last tenth | peak RSS | debt: records / after view | ' +
       'records / segments | largest segment |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map(
-      (row) =>
+      ({ shardOpsPerAppend: shards, ...row }) =>
         `| ${row.store} | ${number(row.items)} | ${row.seconds.toFixed(1)} | ${number(row.itemsPerSecond)} | ` +
-        `${row.tenths.map(number).join(', ')} | ${row.peakRssMiB.toFixed(0)} MiB | ` +
+        `${row.tenths.map(number).join(', ')} | ${row.opsPerAppend.map((ops) => ops.toFixed(1)).join(', ')} | ` +
+        `${[shards.get, shards.put, shards.delete].map((ops) => ops.toFixed(1)).join(' / ')} | ` +
+        `${row.peakRssMiB.toFixed(0)} MiB | ` +
         `${row.debtRecords} / ${row.recordsAfterView} | ${row.records} / ${row.segments} | ` +
         `${(row.largestSegmentBytes / 2 ** 20).toFixed(2)} MiB |`,
     ),
@@ -133,17 +141,41 @@ export function appPoster(app: ReturnType<typeof createApp>, context?: unknown) 
   };
 }
 
+/** Counts storage calls, and apart the repeat index's shards (`keys/`) among them. */
+class LoadCounter extends CountingStore {
+  shards = { get: 0, put: 0, delete: 0 };
+
+  override get(key: string, options?: Parameters<ObjectStore['get']>[1]) {
+    if (key.includes('/keys/')) this.shards.get += 1;
+    return super.get(key, options);
+  }
+
+  override put(key: string, body: Uint8Array | string, options?: Parameters<ObjectStore['put']>[2]) {
+    if (key.includes('/keys/')) this.shards.put += 1;
+    return super.put(key, body, options);
+  }
+
+  override delete(keys: string | string[]) {
+    if ([keys].flat().some((key) => key.includes('/keys/'))) this.shards.delete += 1;
+    return super.delete(keys);
+  }
+}
+
 async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
-  const { store, close } = await openStore(options.store);
+  const { store: inner, close } = await openStore(options.store);
+  const store = new LoadCounter(inner);
   const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: (line) => console.error(line) });
   const call = appPoster(app);
   await call('/v1/sessions', { id: 'load' });
   const source = agentItems({ seed: options.seed, ...ITEM_SIZES });
   const tenth = options.items / 10;
   const tenths: number[] = [];
+  const opsPerAppend: number[] = [];
+  let shardOpsPerAppend = { get: 0, put: 0, delete: 0 };
   const started = performance.now();
   let tenthStarted = started;
   let tenthItems = 0;
+  let tenthAppends = 0;
   for (let stored = 0; stored < options.items; ) {
     const items: Item[] = [];
     while (items.length < Math.min(options.batch, options.items - stored) || items.at(-1)?.type === 'function_call')
@@ -151,11 +183,18 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
     await call('/v1/sessions/load/items', { items });
     stored += items.length;
     tenthItems += items.length;
+    tenthAppends += 1;
     if (tenthItems >= tenth || stored >= options.items) {
       const now = performance.now();
       tenths.push(Math.round(tenthItems / ((now - tenthStarted) / 1000)));
+      opsPerAppend.push(store.operations / tenthAppends);
+      const { get, put, delete: deletes } = store.shards;
+      shardOpsPerAppend = { get: get / tenthAppends, put: put / tenthAppends, delete: deletes / tenthAppends };
+      store.reset();
+      store.shards = { get: 0, put: 0, delete: 0 };
       tenthStarted = now;
       tenthItems = 0;
+      tenthAppends = 0;
     }
   }
   const seconds = (performance.now() - started) / 1000;
@@ -167,6 +206,8 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
     seconds,
     itemsPerSecond: Math.round(options.items / seconds),
     tenths,
+    opsPerAppend,
+    shardOpsPerAppend,
     peakRssMiB: process.resourceUsage().maxRSS / 1024,
     ...debt,
   };

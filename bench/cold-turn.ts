@@ -278,8 +278,8 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       `${kib(largest.first.bytesRead)} (${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a ` +
       'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
       'items of those records, each once, whole (a prompt holds the older of them compacted), next to the view it ' +
-      'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls, so up to ' +
-      'min(calls after the view, shards of the index) gets. Once a pack has written the view of the newest record ' +
+      'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls outside the ' +
+      "view's delta, so up to min(those calls, 256) gets. Once a pack has written the view of the newest record " +
       `a cold turn makes at most ${largest.packed.operationsMax} calls (p50 ` +
       `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed)` +
       (largest.packed.budgetWorst > 1

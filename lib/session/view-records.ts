@@ -22,17 +22,29 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
 export const VIEW_VERSION = 2;
 
+/** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
+const sortedKeysSchema = z
+  .string()
+  .regex(/^(?:[0-9a-f]{12})*$/)
+  .refine((keys) => {
+    for (let at = 12; at < keys.length; at += 12) if (keys.slice(at - 12, at) >= keys.slice(at, at + 12)) return false;
+    return true;
+  }, 'keys out of order');
+
 /**
  * The repeat index a view names: every distinct call key seen up to the view's end, as its
- * first 12 hex characters, split by its first `depth` characters into shards of at most about
- * 128 keys (`keyShardSchema`). `versions` maps a view record to the prefixes (each `depth`
+ * first 12 hex characters. The first of them are split by their first `depth` characters into
+ * shards (`keyShardSchema`); `versions` maps a view record to the prefixes (each `depth`
  * characters, concatenated) whose shard that view wrote; `count` is the number of keys.
+ * `delta` (absent in views written before it, and when empty): the keys no shard holds, fewer
+ * than the delta bound (lib/session/log/key-shards.ts).
  */
 export const keyIndexSchema = z
   .object({
     count: z.number().int().nonnegative(),
     depth: z.number().int().min(0).max(6),
     versions: z.record(z.string().regex(/^[1-9]\d*$/), z.string().regex(/^[0-9a-f]*$/)),
+    delta: sortedKeysSchema.optional(),
   })
   .strict();
 export type KeyIndex = z.infer<typeof keyIndexSchema>;
@@ -43,7 +55,7 @@ export const keyShardSchema = z
     format: z.literal('tailgate.keys.v1'),
     record: z.number().int().positive(),
     prefix: z.string().regex(/^[0-9a-f]{0,6}$/),
-    keys: z.string().regex(/^(?:[0-9a-f]{12})*$/),
+    keys: sortedKeysSchema,
   })
   .strict();
 

@@ -198,7 +198,7 @@ describe('bench', () => {
     expect(markdown).toContain('(20,000 not measured)');
   });
 
-  it('renders the append load by store: rate by tenth, peak RSS and the debt after the last append', () => {
+  it('renders the append load by store: rates and storage calls by tenth, peak RSS, the debt', () => {
     const row = {
       store: 'file' as const,
       items: 5_000,
@@ -208,6 +208,8 @@ describe('bench', () => {
       seconds: 2,
       itemsPerSecond: 2_500,
       tenths: [3_000, 2_000],
+      opsPerAppend: [12.5, 20.25],
+      shardOpsPerAppend: { get: 1.5, put: 2, delete: 0.25 },
       peakRssMiB: 174.4,
       debtRecords: 5,
       recordsAfterView: 6,
@@ -217,7 +219,10 @@ describe('bench', () => {
     };
     const markdown = resultsMarkdown({ ...runHeader(), appendLoad: [row] });
     expect(markdown).toContain('--only=append-load --append-items=5000');
-    expect(markdown).toContain('| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 174 MiB | 5 / 6 | 20 / 2 | 1.00 MiB |');
+    expect(markdown).toContain(
+      '| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 12.5, 20.3 | 1.5 / 2.0 / 0.3 | 174 MiB | 5 / 6 | ' +
+        '20 / 2 | 1.00 MiB |',
+    );
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
   });
 

@@ -3,6 +3,7 @@ import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
 import { callKey } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { ProcessStore } from '../../bench/process-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -30,6 +31,9 @@ class KindCountingStore extends CountingStore {
   }
 }
 
+/** A delta bound of 64 keys, so that a view of 600 keys names shards (576 keys) and holds a delta (24). */
+const options = { indexDeltaKeys: 64 };
+
 /** `pairs` calls with their outputs, the calls' arguments distinct from every other record's. */
 function pairs(record: number, count: number): Item[] {
   return Array.from({ length: count }, (_, index): Item[] => {
@@ -44,7 +48,7 @@ function pairs(record: number, count: number): Item[] {
 /** A session packed up to record `packed`, then `after` more records of `perRecord` pairs each, never packed. */
 async function laggingSession(packed: number, after: number, perRecord: number) {
   const store = new KindCountingStore(new MemoryStore());
-  const loader = new SessionLog(store);
+  const loader = new SessionLog(store, options);
   await loader.create({ id: 's' });
   for (let record = 1; record <= packed; record++) await loader.append('s', pairs(record, perRecord));
   await loader.pack('s');
@@ -60,7 +64,7 @@ async function laggingSession(packed: number, after: number, perRecord: number) 
 /** A first turn in a new process: its gets of records and shards, and its base. */
 async function coldTurn(store: KindCountingStore, input: Item[]) {
   store.reset();
-  const begun = await new SessionLog(store).beginTurn('s', { input });
+  const begun = await new SessionLog(new ProcessStore(store), options).beginTurn('s', { input });
   if (begun.kind !== 'claimed') throw new Error('expected a claim');
   const counts = { recordGets: store.recordGets, shardGets: store.shardGets };
   return { ...counts, turn: begun.turn };
@@ -81,14 +85,16 @@ describe('a cold first turn after a fast load', () => {
     expect(turn.aggregates.tool_calls).toBe(50 * 5);
   });
 
-  it('reads one repeat-index shard per distinct key prefix of the calls after its view and in its input', async () => {
+  it('reads a shard per key prefix of the calls after its view and in its input, outside its delta', async () => {
     const { store, keysAfterView } = await laggingSession(60, 3, 10);
     const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
     const { shardGets, turn } = await coldTurn(store, input);
     const depth = turn.base.view!.keys.depth;
-    expect(depth).toBe(depthFor(600));
+    expect(depth).toBe(depthFor(576));
+    expect(turn.base.view!.keys.delta).toHaveLength(24 * 12);
     const prefixes = new Set(keysAfterView.map((key) => key.slice(0, depth)));
-    // The bound docs/STORAGE.md names: at most min(calls after the view and in the input, 16^depth).
+    // The bound docs/STORAGE.md names: at most min(calls after the view and in the input, 16^depth),
+    // none for a key the view's delta holds (these are all new).
     expect(shardGets).toBe(prefixes.size);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
   });

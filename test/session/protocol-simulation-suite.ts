@@ -2,7 +2,10 @@ import { writeFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
-import { parseRecordsEntry } from '../../lib/session/keys.ts';
+import { parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
+import { viewSchema } from '../../lib/session/view-records.ts';
+import { computeAggregates } from '../../lib/strategies/aggregates.ts';
+import type { StoredItem } from '../../lib/items.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
 import type { TurnResponse } from '../../lib/turn/index.ts';
 import { addToLedger, EMPTY_LEDGER, sessionUsage, type Ledger } from '../../lib/ledger/usage.ts';
@@ -124,6 +127,22 @@ async function expectExactLedger(world: World, id: string, sum: Ledger, where: s
  * segments), of every generation: a delete of the newest turn leaves the turn (spent is spent)
  * in the generation before. `held`: the session's history still holds the turn.
  */
+/**
+ * The views of the session's current incarnation hold the aggregates of the items up to their
+ * end, as the whole history gives them: the repeat index they were built with, its delta and
+ * shards through any crash, was exact.
+ */
+async function expectExactViews(world: World, id: string, items: readonly StoredItem[], where: string) {
+  const scope = await world.run(world.actor().services.sessions.scope(id));
+  const listed = await world.store.list(recordsPrefix(scope), { limit: 1000 });
+  for (const object of listed.objects.filter((listedObject) => listedObject.key.endsWith('.view'))) {
+    const view = parseStored(object.key, (await world.store.get(object.key))!.body, viewSchema);
+    expect(view.aggregates, `${where}: ${object.key}`).toEqual(
+      computeAggregates(items.filter((item) => item.seq <= view.last_seq)),
+    );
+  }
+}
+
 async function completedTurns(
   world: World,
   id: string,
@@ -340,6 +359,7 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                 expect(deliveries.size, where).toBe(0);
                 continue;
               }
+              await expectExactViews(world, S, items as StoredItem[], where);
               for (let index = 0; index < 5; index++) expect(stored.get(`setup ${index}`), where).toBe(1);
               expect(stored.get('setup append'), where).toBe(1);
               expect(stored.get('F'), where).toBe(1);

@@ -7,6 +7,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { StorageError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import type { Item } from '../../lib/items.ts';
 import { copyObjects } from './copy-store.ts';
 import { SessionLog } from './session-log.ts';
 import { FileStore } from '../../lib/store/file.ts';
@@ -214,8 +215,9 @@ export class World {
     const clock = () => new Date(this.now);
     const background: Promise<unknown>[] = [];
     const services: Actor['services'] = {
-      // With a view cache, as the service runs: what an actor parsed before must stay exact.
-      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20 }),
+      // With a view cache, as the service runs: what an actor parsed before must stay exact. A
+      // repeat-index delta bound of 3, so that views both carry a delta and write their shards.
+      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20, indexDeltaKeys: 3 }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
       // Echo with a price, so the usage totals carry a cost to check too.
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),
@@ -287,8 +289,15 @@ export const ops = {
       if (!response) throw new Error('the stream ended without turn.completed');
       return response;
     }),
+  /** Appends a call repeated across appends, a call of its own (so views index keys) and `content`. */
   append: (actor: Actor, id: string, content: string) =>
-    attempt(() => appendItems(actor.services, id, [{ type: 'message', role: 'user', content }])),
+    attempt(() =>
+      appendItems(actor.services, id, [
+        ...callPair(`r_${content}`, { shared: true }),
+        ...callPair(`o_${content}`, { content }),
+        { type: 'message', role: 'user', content },
+      ]),
+    ),
   post: (actor: Actor, id: string, name: string) =>
     attempt(() => actor.services.inbox.post(id, { name, content: `notice ${name}` })),
   pack: (actor: Actor, id: string) =>
@@ -331,6 +340,14 @@ export const ops = {
     attempt(async () => actor.services.sessions.cancelTurn(id, (await actor.services.sessions.get(id)).counts.turns)),
   delete: (actor: Actor, id: string) => attempt(() => actor.services.sessions.delete(id)),
 };
+
+/** A call and its output. */
+function callPair(id: string, args: object): Item[] {
+  return [
+    { type: 'function_call', call_id: id, name: 'read', arguments: JSON.stringify(args) },
+    { type: 'function_call_output', call_id: id, output: 'ok' },
+  ];
+}
 
 /** Every stored item of a session, oldest first, read page by page (and checked dense). */
 export async function history(

@@ -108,7 +108,7 @@ describe('round trips of a turn', () => {
   it('a tool loop: the packing after a turn that made a call leaves the next turn no shard to read', async () => {
     const w = world();
     await w.sessions.create({ id: 's', tools: [{ type: 'function', name: 'read' }] });
-    // Calls before the view: the repeat index has shards.
+    // Calls before the view: its repeat index holds them (in its delta, below 4,096 keys).
     const loop = async (round: number) => {
       const call = await runTurn(w.services, 's', { input: `call read {"n":${round}}` });
       const made = call.output.find((item) => item.type === 'function_call');

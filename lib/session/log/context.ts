@@ -23,6 +23,8 @@ export interface LogContext {
   readonly recentRecords: number;
   readonly recentBytes: number;
   readonly viewEveryRecords: number;
+  /** The repeat index's delta bound (undefined: INDEX_DELTA_KEYS of lib/session/log/key-shards.ts). */
+  readonly indexDeltaKeys: number | undefined;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
@@ -55,6 +57,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     segmentTargetBytes: options.segmentTargetBytes ?? 1024 * 1024,
     generateId: options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`),
     viewEveryRecords,
+    indexDeltaKeys: options.indexDeltaKeys === undefined ? undefined : Math.max(1, options.indexDeltaKeys),
     recentRecords: Math.max(0, options.recentRecords ?? keepRecords + Math.max(packMinRecords, viewEveryRecords) + 4),
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),

@@ -4,18 +4,28 @@ import { parseStored } from '../records.ts';
 import { keyShardSchema, type KeyIndex, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { RecordMissingError } from './head.ts';
+import { shardCacheOf } from './shard-cache.ts';
 import type { KnownKeys } from './types.ts';
 
 /**
- * The repeat index: every distinct call key of the history, in shards by hash prefix, each
- * shard an immutable object a view names by version (records.ts, `keyIndexSchema`). A turn
- * reads only the shards of the calls after its view; only `pack` reads or rewrites them whole.
+ * The repeat index: every distinct call key of the history. The first keys, a multiple of the
+ * delta bound (`LogContext.indexDeltaKeys`, INDEX_DELTA_KEYS by default), are in shards by
+ * hash prefix, each shard an immutable object a view names by version; the keys after them
+ * (fewer than the bound) are in the view itself (`delta`). So a view writes shards only when
+ * its keys cross the next multiple of the bound (a flush), and what its shards hold is a
+ * function of the history up to it, whichever view came before (view-records.ts,
+ * `keyIndexSchema`). A turn reads only the shards of the calls after its view that its delta
+ * does not hold. Keys are kept as sorted concatenations of 12 hex characters each.
  */
 
 /** Characters of a call key kept in the index. */
 export const INDEX_KEY_CHARS = 12;
-/** A shard holds about this many keys at most: the index deepens by one hex character beyond. */
+/** Keys a view holds inline at most: a flush of at least this many keys writes at most 16^MAX_DEPTH shards. */
+export const INDEX_DELTA_KEYS = 4096;
+/** A shard holds about this many keys while the index is shallower than MAX_DEPTH. */
 const SHARD_KEYS = 128;
+/** The deepest split: 256 shards, so a flush writes at most 1 shard per 16 keys it adds. */
+const MAX_DEPTH = 2;
 /** Shards read or written at a time. */
 const PARALLEL_SHARDS = 16;
 
@@ -25,10 +35,10 @@ export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, version
 /** A shard named by a view is gone: a newer pack replaced it. Readers list again, like for a record. */
 export class ShardMissingError extends RecordMissingError {}
 
-/** The depth an index of `count` keys is split at. */
+/** The depth an index whose shards hold `count` keys is split at. */
 export function depthFor(count: number): number {
   let depth = 0;
-  while (depth < 6 && count > SHARD_KEYS * 16 ** depth) depth += 1;
+  while (depth < MAX_DEPTH && count > SHARD_KEYS * 16 ** depth) depth += 1;
   return depth;
 }
 
@@ -44,8 +54,9 @@ export function shardVersions(index: KeyIndex): Map<string, number> {
 }
 
 /**
- * Loads the shards of `keys` named by `view` (none without a view: nothing came before).
- * A shard gone since the view was listed is a ShardMissingError.
+ * Loads the keys of `view`'s index that tell whether each of `keys` was seen before it: its
+ * delta, and the shards of the keys the delta does not hold (none without a view: nothing came
+ * before). A shard gone since the view was listed is a ShardMissingError.
  */
 export async function loadKnownKeys(
   log: LogContext,
@@ -54,104 +65,133 @@ export async function loadKnownKeys(
   keys: readonly string[],
 ): Promise<KnownKeys | null> {
   if (!view) return null;
-  const depth = view.keys.depth;
-  const versions = shardVersions(view.keys);
-  const prefixes = [...new Set(keys.map((key) => key.slice(0, depth)))];
-  const shards = new Map<string, Set<string>>();
-  await mapLimit(prefixes, PARALLEL_SHARDS, async (prefix) => {
-    const record = versions.get(prefix);
-    shards.set(prefix, record === undefined ? new Set() : await readShard(log, scope, record, prefix));
-  });
-  return { depth, shards };
+  const { depth } = view.keys;
+  const delta = view.keys.delta ?? '';
+  const prefixes = new Set<string>();
+  for (const key of keys) if (!holds(delta, key.slice(0, INDEX_KEY_CHARS))) prefixes.add(key.slice(0, depth));
+  return { depth, delta, shards: await loadShards(log, scope, shardVersions(view.keys), prefixes) };
 }
 
-async function readShard(log: LogContext, scope: LogScope, record: number, prefix: string): Promise<Set<string>> {
+/** The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the store. */
+async function loadShards(
+  log: LogContext,
+  scope: LogScope,
+  versions: Map<string, number>,
+  prefixes: Iterable<string>,
+): Promise<Map<string, string>> {
+  const shards = new Map<string, string>();
+  await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
+    const record = versions.get(prefix);
+    shards.set(prefix, record === undefined ? '' : await readShard(log, scope, record, prefix));
+  });
+  return shards;
+}
+
+async function readShard(log: LogContext, scope: LogScope, record: number, prefix: string): Promise<string> {
   const key = keyShardKey(scope, record, prefix);
+  const cache = shardCacheOf(log.store);
+  const cached = cache.get(key);
+  if (cached !== undefined) return cached;
   const object = await log.store.get(key);
   if (!object) throw new ShardMissingError(key);
-  const shard = parseStored(key, object.body, keyShardSchema);
-  const keys = new Set<string>();
-  for (let at = 0; at < shard.keys.length; at += INDEX_KEY_CHARS) keys.add(shard.keys.slice(at, at + INDEX_KEY_CHARS));
+  const { keys } = parseStored(key, object.body, keyShardSchema);
+  cache.set(key, keys);
   return keys;
 }
 
 /**
- * Whether `key` was seen before the view. With `strict`, a key whose shard was not loaded is
- * a bug (aggregates would be wrong); without, it counts as new (for estimates only).
+ * Whether `key` was seen before the view. With `strict`, a key outside the delta whose shard
+ * was not loaded is a bug (aggregates would be wrong); without, it counts as new (estimates).
  */
 export function seenBefore(known: KnownKeys | null, key: string, strict: boolean): boolean {
   if (!known) return false;
+  const short = key.slice(0, INDEX_KEY_CHARS);
+  if (holds(known.delta, short)) return true;
   const shard = known.shards.get(key.slice(0, known.depth));
-  if (!shard) {
+  if (shard === undefined) {
     if (strict) throw new Error(`repeat index shard of ${key.slice(0, known.depth)} not loaded`);
     return false;
   }
-  return shard.has(key.slice(0, INDEX_KEY_CHARS));
+  return holds(shard, short);
+}
+
+/** Whether the sorted concatenation of keys `sorted` holds `key` (binary search). */
+function holds(sorted: string, key: string): boolean {
+  let low = 0;
+  let high = sorted.length / INDEX_KEY_CHARS - 1;
+  while (low <= high) {
+    const middle = (low + high) >>> 1;
+    const at = sorted.slice(middle * INDEX_KEY_CHARS, (middle + 1) * INDEX_KEY_CHARS);
+    if (at === key) return true;
+    if (at < key) low = middle + 1;
+    else high = middle - 1;
+  }
+  return false;
+}
+
+function split(sorted: string): string[] {
+  const keys: string[] = [];
+  for (let at = 0; at < sorted.length; at += INDEX_KEY_CHARS) keys.push(sorted.slice(at, at + INDEX_KEY_CHARS));
+  return keys;
 }
 
 /**
- * Writes the shards of the index of view `record` (create-only; one already there holds the
- * same keys, since a shard is a function of the history) and returns the index with the keys
- * of the shards it replaced in the base view's index, to delete once the view is written.
- * `known` holds the base view's shards of every new key's prefix (loaded for the aggregates).
+ * The index of view `record`: its base view's, with `newKeys` (the call keys first seen since
+ * the base, in order) added. They go into the delta unless the count crosses a multiple of the
+ * bound: then the shards are written to hold every key up to that multiple (create-only; one
+ * already there holds the same keys, since its content is a function of the history), the rest
+ * staying in the delta, and `replaced` names the base's shards they replace, to delete once the
+ * view is written. A base shard gone is a ShardMissingError.
  */
 export async function writeKeyShards(
   log: LogContext,
   scope: LogScope,
   base: LogView | null,
-  known: KnownKeys | null,
   newKeys: readonly string[],
   record: number,
 ): Promise<{ index: KeyIndex; replaced: string[] }> {
   const previous = base?.keys ?? EMPTY_INDEX;
-  const count = previous.count + newKeys.length;
-  const depth = depthFor(count);
+  const pending = split(previous.delta ?? '');
+  // Two full keys of one batch may share their first 12 characters: the index holds them once.
+  const fresh = [...new Set(newKeys.map((key) => key.slice(0, INDEX_KEY_CHARS)))];
+  const count = previous.count + fresh.length;
+  const bound = log.indexDeltaKeys ?? INDEX_DELTA_KEYS;
+  const sharded = Math.floor(count / bound) * bound;
+  if (sharded <= previous.count - pending.length) {
+    const delta = [...new Set([...pending, ...fresh])].sort().join('');
+    return { index: { ...previous, count, ...(delta ? { delta } : {}) }, replaced: [] };
+  }
+  const cut = Math.max(0, sharded - previous.count);
+  const added = [...pending, ...fresh.slice(0, cut)];
+  const delta = fresh.slice(cut).sort().join('');
+  const depth = depthFor(sharded);
   const oldVersions = shardVersions(previous);
-  const shortKeys = newKeys.map((key) => key.slice(0, INDEX_KEY_CHARS));
+  const regrouped = depth !== previous.depth;
+  // A new depth: every shard is written again, from all the old ones.
+  const prefixes = regrouped ? [...oldVersions.keys()] : [...new Set(added.map((key) => key.slice(0, depth)))];
+  const old = await loadShards(log, scope, oldVersions, prefixes);
   const shards = new Map<string, Set<string>>();
   const add = (key: string) => {
     const prefix = key.slice(0, depth);
     const shard = shards.get(prefix) ?? new Set<string>();
     shards.set(prefix, shard.add(key));
   };
-  const regrouped = !base || depth !== previous.depth;
-  if (regrouped) {
-    // A new depth: every shard is written again, from all the old ones.
-    const old = base
-      ? await loadKnownKeys(
-          log,
-          scope,
-          base,
-          [...oldVersions.keys()].map((p) => p.padEnd(12, '0')),
-        )
-      : null;
-    for (const shard of old?.shards.values() ?? []) for (const key of shard) add(key);
-  } else {
-    for (const key of shortKeys) {
-      const prefix = key.slice(0, depth);
-      if (!shards.has(prefix)) shards.set(prefix, new Set(seenShard(known, prefix)));
-    }
-  }
-  for (const key of shortKeys) add(key);
-  await mapLimit([...shards], PARALLEL_SHARDS, async ([prefix, keys]) => {
-    const body = { format: 'tailgate.keys.v1', record, prefix, keys: [...keys].sort().join('') };
-    await log.store.put(keyShardKey(scope, record, prefix), JSON.stringify(body), {
-      onlyIfAbsent: true,
-      contentType: 'application/json',
-    });
+  for (const keys of old.values()) for (const key of split(keys)) add(key);
+  for (const key of added) add(key);
+  const cache = shardCacheOf(log.store);
+  await mapLimit([...shards], PARALLEL_SHARDS, async ([prefix, set]) => {
+    const keys = [...set].sort().join('');
+    const key = keyShardKey(scope, record, prefix);
+    const body = { format: 'tailgate.keys.v1', record, prefix, keys };
+    await log.store.put(key, JSON.stringify(body), { onlyIfAbsent: true, contentType: 'application/json' });
+    cache.set(key, keys);
   });
   const versions = new Map(regrouped ? [] : oldVersions);
   for (const prefix of shards.keys()) versions.set(prefix, record);
   const replaced = [...oldVersions]
     .filter(([prefix, version]) => version !== record && (regrouped || shards.has(prefix)))
     .map(([prefix, version]) => keyShardKey(scope, version, prefix));
-  return { index: { count, depth, versions: encodeVersions(versions) }, replaced };
-}
-
-function seenShard(known: KnownKeys | null, prefix: string): Set<string> {
-  const shard = known?.shards.get(prefix);
-  if (!shard) throw new Error(`repeat index shard of ${prefix} not loaded`);
-  return shard;
+  return { index: { count, depth, versions: encodeVersions(versions), ...(delta ? { delta } : {}) }, replaced };
 }
 
 function encodeVersions(versions: Map<string, number>): KeyIndex['versions'] {

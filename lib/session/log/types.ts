@@ -16,10 +16,14 @@ import type { Ledger, TurnUsage } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
 
-/** The keys a reader loaded, by shard prefix, at the depth of its view's index. */
+/**
+ * The keys a reader loaded of its view's repeat index: the view's delta, and shards by prefix at
+ * the depth of the index (each as sorted, concatenated keys; lib/session/log/key-shards.ts).
+ */
 export interface KnownKeys {
   depth: number;
-  shards: Map<string, Set<string>>;
+  delta: string;
+  shards: Map<string, string>;
 }
 
 /**
@@ -237,6 +241,11 @@ export interface SessionLogOptions {
   recentBytes?: number;
   /** `pack` writes a new view once this many records follow the newest one. */
   viewEveryRecords?: number;
+  /**
+   * The delta bound of the repeat index: a view holds up to this many call keys inline before
+   * its shards are written (lib/session/log/key-shards.ts, INDEX_DELTA_KEYS by default).
+   */
+  indexDeltaKeys?: number;
   /**
    * Keep the views read or written, parsed, up to this many bytes of JSON per store, for the
    * life of the process (lib/session/log/view-cache.ts). Default 0: none kept.

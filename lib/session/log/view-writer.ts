@@ -18,12 +18,13 @@ import {
 } from './head.ts';
 import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
-import { loadKnownKeys, writeKeyShards } from './key-shards.ts';
+import { loadKnownKeys, ShardMissingError, writeKeyShards } from './key-shards.ts';
 import {
   aggregatesOf,
   callKeysOf,
   earlyCallIds,
   fromBoundary,
+  newerViewListed,
   pinnedFrom,
   readBase,
   tailFromBase,
@@ -47,7 +48,8 @@ const DEFAULT_VIEW_CALLS = 256;
  * since the newest view, or VIEW_EVERY_BYTES of items, or a compaction, or when asked to
  * (`refresh`: see `needsView`) (create-only; a view already there is kept). Its tail holds what
  * `requirement` asks for now plus a margin, so the next turns read it and not the segments.
- * The shards of its repeat index that changed are written first, and the shards they replace
+ * Its repeat index takes the call keys new since the base view into its delta, or, when they
+ * cross the delta bound, its shards that changed are written first, and the shards they replace
  * are deleted after it (a reader of an older view that meets one gone lists again).
  * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
  * memory (see heldView), with `held` every item after it; else the newest view listed is read.
@@ -76,7 +78,15 @@ export async function writeViewIfDue(
     prior === undefined
       ? { base: await readBase(log, scope, newest, cursor, [], undefined, true, held), keys: undefined }
       : await heldBase(log, scope, prior, held);
-  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys).catch(async (error) => {
+    // A flush meeting a base shard gone with no newer view to take (an older view outliving a
+    // newer one, as readBase meets it): the index is built again from the log, read without views.
+    if (!(error instanceof ShardMissingError) || !base.view || (await newerViewListed(log, scope, base.view.record)))
+      throw error;
+    const cursor = logCursor(log.store, scope);
+    const fresh = await readBase(log, scope, newest, cursor, [], undefined, false, held);
+    return composeView(log, scope, newest, fresh, requirement);
+  });
   const key = viewKey(scope, view.record);
   const json = JSON.stringify(view);
   const body = toBytes(json);
@@ -189,7 +199,7 @@ async function composeView(
     };
   }
   const record = newest.record.record;
-  const { index, replaced } = await writeKeyShards(log, scope, base.view, base.known, newKeys, record);
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, record);
   const view: LogView = {
     format: 'tailgate.view.v1',
     v: VIEW_VERSION,

@@ -221,7 +221,7 @@ export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number
 }
 
 /** Whether the newest records list a view newer than `record` (then a reader should list again). */
-async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
+export async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
   const cursor = logCursor(log.store, scope, { pageLimit: 100 });
   await cursor.next();
   return cursor.views.some((listed) => listed.record > record);

@@ -1,0 +1,315 @@
+import { describe, expect, it } from 'vitest';
+import { ProcessStore } from '../../bench/process-store.ts';
+import type { Item, StoredItem } from '../../lib/items.ts';
+import { keyShardKey, viewKey } from '../../lib/session/keys.ts';
+import { INDEX_KEY_CHARS, shardVersions } from '../../lib/session/log/key-shards.ts';
+import { keyShardSchema, viewSchema, type LogView } from '../../lib/session/view-records.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { copyObjects } from '../support/copy-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+
+/**
+ * The repeat index's delta (lib/session/log/key-shards.ts): a view holds the keys added since
+ * its shards, and writes shards only when the keys cross a multiple of the bound; the
+ * aggregates stay those of the whole history through flushes, crashes, cold readers and views
+ * written before the delta existed.
+ */
+
+const call = (n: number, path: string): Item => ({
+  type: 'function_call',
+  call_id: `c${n}`,
+  name: 'read',
+  arguments: JSON.stringify({ path }),
+});
+const output = (n: number): Item => ({ type: 'function_call_output', call_id: `c${n}`, output: `out ${n}` });
+const keyOf = (path: string) => callKey('read', JSON.stringify({ path })).slice(0, INDEX_KEY_CHARS);
+
+/** Shard gets and puts of a store, apart from the rest. */
+class ShardCountingStore extends CountingStore {
+  shardGets = 0;
+  shardPuts = 0;
+  override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
+    if (args[0].includes('/keys/')) this.shardGets += 1;
+    return super.get(...args);
+  }
+  override put(...args: Parameters<CountingStore['put']>): ReturnType<CountingStore['put']> {
+    if (args[0].includes('/keys/')) this.shardPuts += 1;
+    return super.put(...args);
+  }
+}
+
+const BOUND = 8;
+const options: Partial<SessionLogOptions> = {
+  viewEveryRecords: 1,
+  packMinRecords: 1,
+  keepRecords: 1,
+  indexDeltaKeys: BOUND,
+};
+
+let next = 0;
+/** One record of a call (and its output) per path. */
+async function append(log: SessionLog, paths: string[]): Promise<void> {
+  await log.append(
+    's',
+    paths.flatMap((path) => {
+      next += 1;
+      return [call(next, path), output(next)];
+    }),
+  );
+}
+
+async function allItems(log: SessionLog): Promise<StoredItem[]> {
+  const items: StoredItem[] = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await log.listItems('s', { limit: 1000, ...(before ? { before } : {}) });
+    items.unshift(...page.items.reverse());
+    if (!page.has_more) return items;
+    before = page.next_before!;
+  }
+}
+
+async function newestView(store: ObjectStore, log: SessionLog): Promise<LogView> {
+  const scope = await log.scope('s');
+  const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
+  const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
+  return parseStored(key, (await store.get(key))!.body, viewSchema);
+}
+
+/** Every key the shards `view` names hold, read from the store (a ShardMissing there fails the test). */
+async function shardKeys(store: ObjectStore, log: SessionLog, view: LogView): Promise<string[]> {
+  const scope = await log.scope('s');
+  const keys: string[] = [];
+  for (const [prefix, record] of shardVersions(view.keys)) {
+    const key = keyShardKey(scope, record, prefix);
+    const object = await store.get(key);
+    expect(object, `${key} named by the view of record ${view.record}`).not.toBeNull();
+    const shard = parseStored(key, object!.body, keyShardSchema);
+    for (let at = 0; at < shard.keys.length; at += INDEX_KEY_CHARS)
+      keys.push(shard.keys.slice(at, at + INDEX_KEY_CHARS));
+  }
+  return keys;
+}
+
+const deltaOf = (view: LogView): string[] => (view.keys.delta ?? '').match(/.{12}/g) ?? [];
+
+/** The aggregates a claimed turn gets, then closes it. */
+async function turnAggregates(log: SessionLog, input: Item[]) {
+  const begun = await log.beginTurn('s', { input });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
+  return begun.turn.aggregates;
+}
+
+function aggregatesAfter(items: readonly StoredItem[], input: readonly Item[]) {
+  return computeAggregates([...items, ...input.map((item, index) => ({ ...item, seq: items.length + 1 + index }))]);
+}
+
+async function created(store: ObjectStore, logOptions = options): Promise<SessionLog> {
+  const log = new SessionLog(store, logOptions);
+  await log.create({ id: 's' });
+  return log;
+}
+
+describe('repeat index delta', () => {
+  it('holds the keys since its shards in the view, writing shards as they cross a multiple of the bound', async () => {
+    const store = new ShardCountingStore(new MemoryStore());
+    const log = await created(store);
+    const order: string[] = [];
+    let viewed = 0;
+    for (let round = 0; round < 9; round++) {
+      // 3 new calls a record, and a repeat of a key in the delta or in a shard.
+      const paths = [0, 1, 2].map((index) => `f-${round}-${index}`);
+      const repeat = round > 0 ? [`f-${Math.floor(round / 2)}-1`] : [];
+      order.push(...paths.map(keyOf));
+      const puts = store.shardPuts;
+      await append(log, [...paths, ...repeat]);
+      expect((await log.pack('s')).view).toBeDefined();
+      const view = await newestView(store, log);
+      const sharded = Math.floor(order.length / BOUND) * BOUND;
+      expect(view.keys.count).toBe(order.length);
+      // The shards hold exactly the first keys up to the multiple; the delta the rest.
+      expect((await shardKeys(store, log, view)).sort()).toEqual(order.slice(0, sharded).sort());
+      expect(deltaOf(view)).toEqual(order.slice(sharded).sort());
+      // (The keys of the turn after the last view are new in this one too.)
+      const crossed = Math.floor(viewed / BOUND) < Math.floor(order.length / BOUND);
+      expect(store.shardPuts > puts, `round ${round}`).toBe(crossed);
+      viewed = order.length;
+      const items = await allItems(log);
+      expect(view.aggregates).toEqual(computeAggregates(items));
+      // A turn repeating a delta key (the newest) and a shard key (the first), and a new call.
+      const input = [call(1000 + round, `f-${round}-2`), output(1000 + round), call(2000 + round, 'f-0-0')];
+      input.push(output(2000 + round), call(3000 + round, `new-${round}`), output(3000 + round));
+      order.push(keyOf(`new-${round}`));
+      expect(await turnAggregates(log, input)).toEqual(aggregatesAfter(items, input));
+    }
+  });
+
+  it('writes no shard for a view of fewer new keys than the default bound, and never reads back its own', async () => {
+    const store = new ShardCountingStore(new MemoryStore());
+    const { indexDeltaKeys: _bound, ...defaults } = options;
+    const log = await created(store, defaults);
+    for (let round = 0; round < 20; round++) {
+      await append(
+        log,
+        Array.from({ length: 50 }, (_, index) => `g-${round}-${index}`),
+      );
+      await log.pack('s');
+    }
+    const view = await newestView(store, log);
+    expect(view.keys.count).toBe(1000);
+    expect(deltaOf(view)).toHaveLength(1000);
+    expect(store.shardPuts).toBe(0);
+    expect(store.shardGets).toBe(0);
+  });
+
+  it('reads no shard back in the process that wrote it, across flushes', async () => {
+    const store = new ShardCountingStore(new MemoryStore());
+    const log = await created(store);
+    for (let round = 0; round < 12; round++) {
+      await append(log, [`h-${round}-a`, `h-${round}-b`, `h-${round}-c`, `h-${round >> 1}-a`]);
+      await log.pack('s');
+      await turnAggregates(log, [call(5000 + round, `h-0-b`), output(5000 + round), call(6000 + round, 'x')]);
+    }
+    expect(store.shardPuts).toBeGreaterThan(0);
+    expect(store.shardGets).toBe(0);
+  });
+
+  it('reads, in a process new to the session, only the shards of the calls its view delta does not hold', async () => {
+    const memory = new MemoryStore();
+    const log = await created(memory);
+    // 10 keys: 8 in shards, 2 in the delta.
+    await append(
+      log,
+      Array.from({ length: 10 }, (_, index) => `k-${index}`),
+    );
+    await log.pack('s');
+    const view = await newestView(memory, log);
+    expect(deltaOf(view)).toHaveLength(2);
+    const inDelta = ['k-0', 'k-1', 'k-2', 'k-3', 'k-4', 'k-5', 'k-6', 'k-7', 'k-8', 'k-9'].filter((path) =>
+      deltaOf(view).includes(keyOf(path)),
+    );
+    expect(inDelta).toHaveLength(2);
+    const items = await allItems(log);
+    const cold = new ShardCountingStore(new ProcessStore(memory));
+    const repeats = inDelta.flatMap((path, index) => [call(100 + index, path), output(100 + index)]);
+    expect(await turnAggregates(new SessionLog(cold, options), repeats)).toEqual(aggregatesAfter(items, repeats));
+    expect(cold.shardGets).toBe(0);
+    // A repeat of a shard key and a new key: the shards of their prefixes (depth 0: one shard).
+    const colder = new ShardCountingStore(new ProcessStore(memory));
+    const mixed = [call(200, 'k-0'), output(200), call(201, 'fresh'), output(201)];
+    const before = await allItems(log);
+    expect(await turnAggregates(new SessionLog(colder, options), mixed)).toEqual(aggregatesAfter(before, mixed));
+    expect(colder.shardGets).toBe(view.keys.depth === 0 ? 1 : 2);
+  });
+
+  it('keeps aggregates exact when a flushing pack crashes at any storage call, before or after it lands', async () => {
+    const template = new MemoryStore();
+    const setUp = await created(template);
+    await append(setUp, ['a', 'b', 'c', 'd', 'e']);
+    await setUp.pack('s');
+    // 4 more keys cross the bound of 8: the next pack writes the shards, then its view.
+    await append(setUp, ['a', 'f', 'g', 'h', 'i']);
+    const copy = async () => {
+      const store = new FaultyStore(new MemoryStore());
+      await copyObjects(template, store);
+      return store;
+    };
+    const probe = await copy();
+    let calls = 0;
+    probe.failWhen(() => {
+      calls += 1;
+      return false;
+    });
+    await new SessionLog(new ProcessStore(probe), options).pack('s');
+    expect(calls).toBeGreaterThan(5);
+    for (let at = 1; at <= calls; at++) {
+      for (const after of [false, true]) {
+        const store = await copy();
+        let seen = 0;
+        store.failWhen(() => ++seen === at, { after });
+        await new SessionLog(new ProcessStore(store), options).pack('s').catch(() => undefined);
+        const where = `crash at call ${at}, after: ${after}`;
+        // Each step in a process new to the session: nothing kept from the crashed one.
+        const items = await allItems(new SessionLog(new ProcessStore(store), options));
+        const input = [call(900, 'b'), output(900), call(901, 'h'), output(901), call(902, 'j'), output(902)];
+        const reader = new SessionLog(new ProcessStore(store), options);
+        expect(await turnAggregates(reader, input), where).toEqual(aggregatesAfter(items, input));
+        await new SessionLog(new ProcessStore(store), options).pack('s');
+        const log = new SessionLog(new ProcessStore(store), options);
+        const view = await newestView(store, log);
+        const all = await allItems(log);
+        expect(view.aggregates, where).toEqual(computeAggregates(all.filter((item) => item.seq <= view.last_seq)));
+        expect([...(await shardKeys(store, log, view)), ...deltaOf(view)].sort(), where).toEqual(
+          [...new Set(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].map(keyOf))].sort(),
+        );
+      }
+    }
+  });
+
+  it('goes on from views written before the delta (no field) and stays exact', async () => {
+    const store = new MemoryStore();
+    // Every view writes its shards: views as they were before the delta, without the field.
+    const old = await created(store, { ...options, indexDeltaKeys: 1 });
+    await append(old, ['o-1', 'o-2', 'o-3', 'o-4', 'o-5']);
+    await old.pack('s');
+    const before = await newestView(store, old);
+    expect(before.keys.delta).toBeUndefined();
+    expect(before.keys.count).toBe(5);
+    const log = new SessionLog(new ProcessStore(store), options);
+    for (let round = 0; round < 4; round++) {
+      await append(log, [`n-${round}-a`, `n-${round}-b`, 'o-2']);
+      await log.pack('s');
+      const view = await newestView(store, log);
+      const items = await allItems(log);
+      expect(view.aggregates).toEqual(computeAggregates(items));
+      expect(view.keys.count).toBe(5 + 2 * (round + 1));
+      // The shards hold the 5 keys of the old view until the count crosses 8, then the first 8.
+      const sharded = view.keys.count >= 2 * BOUND ? 2 * BOUND : view.keys.count >= BOUND ? BOUND : 5;
+      expect(await shardKeys(store, log, view)).toHaveLength(sharded);
+      expect(deltaOf(view)).toHaveLength(view.keys.count - sharded);
+      const input = [call(700 + round, 'o-4'), output(700 + round), call(800 + round, `n-${round}-a`)];
+      input.push(output(800 + round));
+      const cold = new SessionLog(new ProcessStore(store), options);
+      expect(await turnAggregates(cold, input)).toEqual(aggregatesAfter(items, input));
+    }
+  });
+
+  it('builds the index again from the log when a flush meets a shard gone for good', async () => {
+    const store = new MemoryStore();
+    // A bound of 200: the first flush splits the index by its first hex character (16 shards).
+    const wide = { ...options, indexDeltaKeys: 200 };
+    const log = await created(store, wide);
+    await append(
+      log,
+      Array.from({ length: 200 }, (_, index) => `p-${index}`),
+    );
+    await log.pack('s');
+    await append(
+      log,
+      Array.from({ length: 199 }, (_, index) => `q-${index}`),
+    );
+    await log.pack('s');
+    const view = await newestView(store, log);
+    expect(view.keys.depth).toBe(1);
+    expect(deltaOf(view)).toHaveLength(199);
+    // The shards the newest view names are gone (no newer view to take), but for the one of the
+    // next call's prefix, which a turn or pack reads before it knows a flush is due.
+    const scope = await log.scope('s');
+    const gone = [...shardVersions(view.keys)].filter(([prefix]) => prefix !== keyOf('last').slice(0, 1));
+    await store.delete(gone.map(([prefix, record]) => keyShardKey(scope, record, prefix)));
+    // A process new to the session: one more key crosses 400, and the flush needs them all.
+    const writer = new SessionLog(new ProcessStore(store), wide);
+    await append(writer, ['last', 'q-3']);
+    expect((await writer.pack('s')).view).toBeDefined();
+    const rebuilt = await newestView(store, writer);
+    expect(rebuilt.aggregates).toEqual(computeAggregates(await allItems(writer)));
+    expect(rebuilt.keys.count).toBe(400);
+    expect(await shardKeys(store, writer, rebuilt)).toHaveLength(400);
+  });
+});

@@ -86,10 +86,17 @@ export function fromBoundary(
   };
 }
 
-/** The call ids of the calls among `items` older than `toolStart` (their items may come compacted). */
+/**
+ * The call ids of the calls among `items` older than `toolStart` and answered before it (their
+ * items may come compacted). A call answered at or after `toolStart` is not among them: the
+ * safety net keeps a call whose output is in the newest turn, as the strategies show it.
+ */
 export function earlyCallIds(items: readonly LogItem[], toolStart: number): Set<string> {
   const ids = new Set<string>();
-  for (const item of items) if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+  for (const item of items) {
+    if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+    else if (item.type === 'function_call_output' && item.seq >= toolStart) ids.delete(item.call_id);
+  }
   return ids;
 }
 

@@ -5,6 +5,7 @@ import type { OpenTurn } from '../../lib/session/log/types.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { packOptions, runTurn, sessionStrategyPlan, type TurnRequest } from '../../lib/turn/index.ts';
+import { viewSchema } from '../../lib/session/view-records.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { recordingModel, servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -89,6 +90,7 @@ async function longSession(rounds: number, turns: number, whole = false) {
     await service.sessions.append('s1', agentHistory(round, Math.min(200, rounds - round)));
   await service.sessions.pack('s1', { ...packOptions(sessionStrategyPlan({}, session)), refresh: true });
   const costs: { bytesRead: number; promptBytes: number; tokensBefore: number | undefined; moved: boolean }[] = [];
+  let lastToolStart: number | undefined;
   for (let turn = 0; turn < turns; turn++) {
     store.reset();
     const response = await runTurn(service, 's1', {
@@ -96,6 +98,7 @@ async function longSession(rounds: number, turns: number, whole = false) {
     });
     const { bytesRead } = store.counts;
     const dropped = response.context.overflow_dropped;
+    lastToolStart = dropped?.tool_start_seq;
     costs.push({
       bytesRead,
       promptBytes: JSON.stringify(prompts.at(-1)!.prompt).length,
@@ -105,7 +108,16 @@ async function longSession(rounds: number, turns: number, whole = false) {
     // Packing (and a fresh view after the boundary moved) runs after each turn, as waitUntil would.
     await service.settle();
   }
-  return Object.assign(costs, { prompts });
+  // A fresh view, written under the boundary the last turn left.
+  await service.sessions.pack('s1', { ...packOptions(sessionStrategyPlan({}, session)), refresh: true });
+  return Object.assign(costs, { prompts, store, toolStart: lastToolStart });
+}
+
+/** The newest view of session `s1` (packed after the last turn). */
+async function newestView(store: CountingStore) {
+  const listed = await store.list('sessions/s1/turn/');
+  const key = listed.objects.map((object) => object.key).find((name) => name.endsWith('.view'))!;
+  return viewSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(key))!.body)));
 }
 
 describe('the overflow safety net on a long session', () => {
@@ -130,6 +142,27 @@ describe('the overflow safety net on a long session', () => {
       expect(long[turn]!.tokensBefore).toBeLessThan(1.2 * short[turn]!.tokensBefore!);
       expect(long[turn]!.bytesRead).toBeLessThan(1.2 * short[turn]!.bytesRead + 8 * 1024);
     }
+  }, 120_000);
+
+  it('keeps in a view only the place of the tool items behind the boundary', async () => {
+    const session = await longSession(200, 3);
+    const toolStart = session.toolStart!;
+    const items = (await newestView(session.store)).tail!.items;
+    // Calls older than the boundary and answered before it, with their outputs (the safety
+    // net keeps a call whose output comes in the newest turn).
+    const answeredLate = new Set(
+      items.flatMap((item) => (item.type === 'function_call_output' && item.seq >= toolStart ? [item.call_id] : [])),
+    );
+    const behind = items.filter(
+      (item) => item.type !== 'message' && item.seq < toolStart && !answeredLate.has(item.call_id),
+    );
+    expect(behind.length).toBeGreaterThan(100);
+    for (const item of behind)
+      expect(item).toMatchObject(
+        item.type === 'function_call' ? { arguments: '', behind: true } : { output: '', behind: true },
+      );
+    // The window's tool items are as the strategies need them.
+    expect(items.filter((item) => !behind.includes(item) && 'behind' in item)).toEqual([]);
   }, 120_000);
 
   it('sends the prompts a read of the whole history gives, byte for byte', async () => {

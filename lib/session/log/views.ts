@@ -100,6 +100,11 @@ export function earlyCallIds(items: readonly LogItem[], toolStart: number): Set<
   return ids;
 }
 
+/** Whether a view holds `item` only for its place, as behind the overflow boundary (viewItemSchema). */
+export function isBehind(item: PromptItem): boolean {
+  return item.type !== 'message' && 'behind' in item && item.behind === true;
+}
+
 /**
  * The first seq of a read (`items` ascending, from its floor): the cut of `requirement`
  * (the first item of the suffix kept whole), or `messageStart` when that is earlier. Before
@@ -287,8 +292,12 @@ export function tailFromBase(
   const first = readStart(policy, read, requirement, start.messageStart);
   const items = first > floor ? read.filter((item) => item.seq >= first) : read;
   // Items the view holds compacted must be ones the strategies compact or drop now (or ones
-  // the safety net drops).
+  // the safety net drops); those it holds only for their place, ones the safety net drops: an
+  // output before the tool start (its call is older), or a call answered before it.
   const early = earlyCallIds(items, start.toolStart);
+  const misplaced = (item: LogItem) =>
+    item.type === 'function_call' ? !early.has(item.call_id) : item.seq >= start.toolStart;
+  if (items.some((item) => item.type !== 'message' && isBehind(item) && misplaced(item))) return null;
   const compacted = items.filter((item) => item.compacted && item.type !== 'message' && !early.has(item.call_id));
   if (compacted.length > 0) {
     if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
-import type { HistoryAggregates, TailRequirement } from '../../history.ts';
+import { lowerBound } from '../../sorted.ts';
+import { repeatedSeqs, type HistoryAggregates, type TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored, type LogItem, type OverflowBoundary } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
@@ -124,8 +125,8 @@ export function readStart(
 
 /** The seqs of the newest instances of repeated calls that a prompt may still show (see fromBoundary). */
 export function pinnedFrom(aggregates: HistoryAggregates, boundary: OverflowBoundary | null): number[] {
-  const start = boundary?.tool_start_seq ?? 0;
-  return Object.values(aggregates.repeated).filter((seq) => seq >= start);
+  const seqs = repeatedSeqs(aggregates);
+  return seqs.slice(lowerBound(seqs, boundary?.tool_start_seq ?? 0));
 }
 
 /**

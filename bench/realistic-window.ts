@@ -65,6 +65,26 @@ export interface RealisticWindowRow {
   tokensBeforeMedian?: number;
   /** Why the size has no figures. */
   skipped?: string;
+  /** Bytes of the newest view's parts after the measured turns (viewParts). */
+  view?: ViewParts;
+}
+
+/** Where a view's bytes go: its tail by kind and place, each aggregate, the key index, the rest. */
+export interface ViewParts {
+  total: number;
+  /** Messages from the boundary's `message_start_seq` on, and before it. */
+  windowMessages: number;
+  earlyMessages: number;
+  /** Tool items from the boundary's `tool_start_seq` on: whole and compacted; and older ones. */
+  windowTools: number;
+  windowToolsCompacted: number;
+  earlyTools: number;
+  repeated: number;
+  repeatedKeys: number;
+  repeatFlags: number;
+  imageOrder: number;
+  keys: number;
+  other: number;
 }
 
 const READ_BUDGET_SLACK = 64 * 1024;
@@ -99,7 +119,9 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
         `${first.tokensBefore ?? '-'} tokens before the drop`,
     );
     const measured = row(size, stored, loadMs, first, turns.slice(1 + options.warmupTurns));
+    measured.view = await viewParts(store, id);
     rows.push(measured);
+    log(`realistic window ${size}: view ${JSON.stringify(measured.view)}`);
     log(
       `realistic window ${size}: p50 ${measured.p50Ms.toFixed(1)} ms, p95 ${measured.p95Ms.toFixed(1)} ms, ` +
         `${kb(measured.bytesReadMedian)} read (max ${kb(measured.bytesReadMax)}), prompt ` +
@@ -154,6 +176,59 @@ async function* exportStream(id: string, size: number, options: RealisticWindowO
       text = '';
     }
   }
+}
+
+/** The parts of the session's newest view, split by its newest record's overflow boundary. */
+async function viewParts(store: ObjectStore, id: string): Promise<ViewParts> {
+  const listed = await store.list(`sessions/${id}/turn/`, { limit: 200 });
+  const newest = async (suffix: RegExp) => {
+    const key = listed.objects.map((object) => object.key).find((key) => suffix.test(key));
+    const object = key ? await store.get(key) : null;
+    return object ? { bytes: object.body.byteLength, value: JSON.parse(new TextDecoder().decode(object.body)) } : null;
+  };
+  const view = await newest(/\/\d{12}\.view$/);
+  const done = await newest(/\/\d{12}\.done$/);
+  const boundary = done?.value.overflow ?? (await newest(/\/\d{12}$/))?.value.overflow;
+  const messageStart: number = boundary?.message_start_seq ?? 0;
+  const toolStart: number = boundary?.tool_start_seq ?? 0;
+  const size = (value: unknown) => JSON.stringify(value ?? null).length;
+  const parts: ViewParts = {
+    total: view?.bytes ?? 0,
+    windowMessages: 0,
+    earlyMessages: 0,
+    windowTools: 0,
+    windowToolsCompacted: 0,
+    earlyTools: 0,
+    repeated: size(view?.value.aggregates.repeated),
+    repeatedKeys: Object.keys(view?.value.aggregates.repeated ?? {}).length,
+    repeatFlags: size(view?.value.aggregates.repeat_flags),
+    imageOrder: size(view?.value.aggregates.image_order),
+    keys: size(view?.value.keys),
+    other: 0,
+  };
+  const callSeq = new Map<string, number>();
+  for (const item of view?.value.tail?.items ?? []) {
+    if (item.type === 'function_call') callSeq.set(item.call_id, item.seq);
+    const bytes = size(item) + 1;
+    if (item.type === 'message') {
+      if (item.seq >= messageStart) parts.windowMessages += bytes;
+      else parts.earlyMessages += bytes;
+    } else if ((callSeq.get(item.call_id) ?? item.seq) < toolStart) parts.earlyTools += bytes;
+    else if (item.compacted) parts.windowToolsCompacted += bytes;
+    else parts.windowTools += bytes;
+  }
+  const counted =
+    parts.windowMessages +
+    parts.earlyMessages +
+    parts.windowTools +
+    parts.windowToolsCompacted +
+    parts.earlyTools +
+    parts.repeated +
+    parts.repeatFlags +
+    parts.imageOrder +
+    parts.keys;
+  parts.other = parts.total - counted;
+  return parts;
 }
 
 /** Turns alternating a request the echo model answers with a tool call, and that call's 2 KB output. */
@@ -271,8 +346,35 @@ export function realisticWindowSection(
         `${row.tokensBeforeMedian?.toLocaleString('en-US') ?? '- (fits)'} |`,
     );
   }
-  lines.push('');
+  lines.push('', ...viewPartsTable(rows), '');
   return lines;
+}
+
+/** Where the bytes of each size's newest view go (after its measured turns), the most a turn reads of it. */
+function viewPartsTable(rows: RealisticWindowRow[]): string[] {
+  const measured = rows.filter((row) => row.view);
+  if (measured.length === 0) return [];
+  const parts: [string, (view: ViewParts) => string][] = [
+    ['whole view', (view) => kb(view.total)],
+    ['tail: messages from `message_start_seq`', (view) => kb(view.windowMessages)],
+    ['tail: messages before it', (view) => kb(view.earlyMessages)],
+    ['tail: tool items from `tool_start_seq`, whole', (view) => kb(view.windowTools)],
+    ['tail: tool items from `tool_start_seq`, compacted', (view) => kb(view.windowToolsCompacted)],
+    ['tail: tool items behind `tool_start_seq`', (view) => kb(view.earlyTools)],
+    ['aggregates: `repeated` (keys)', (view) => `${kb(view.repeated)} (${view.repeatedKeys.toLocaleString('en-US')})`],
+    ['aggregates: `repeat_flags`', (view) => kb(view.repeatFlags)],
+    ['aggregates: `image_order`', (view) => kb(view.imageOrder)],
+    ['`keys` (repeat index versions)', (view) => kb(view.keys)],
+    ['the rest', (view) => kb(view.other)],
+  ];
+  return [
+    'Where the bytes of the newest view go after the measured turns (its JSON; the split by the boundary ' +
+      'the last turn left, bench/realistic-window.ts `viewParts`):',
+    '',
+    `| part | ${measured.map((row) => row.itemsAtStart.toLocaleString('en-US')).join(' | ')} |`,
+    `|---|${measured.map(() => '---|').join('')}`,
+    ...parts.map(([label, value]) => `| ${label} | ${measured.map((row) => value(row.view!)).join(' | ')} |`),
+  ];
 }
 
 /** Goal rows: the p50 ratio at the largest size measured, and the worst read budget. */

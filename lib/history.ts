@@ -30,6 +30,22 @@ export const historyAggregatesSchema = z
   .strict();
 export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
 
+const seqsOfRepeated = new WeakMap<object, readonly number[]>();
+
+/**
+ * The seqs of the newest instances of repeated calls (the values of `repeated`), ascending,
+ * without duplicates. Kept per `repeated` object, which is never changed once built: a turn
+ * asks for them several times, and a long history has tens of thousands.
+ */
+export function repeatedSeqs(aggregates: HistoryAggregates): readonly number[] {
+  let seqs = seqsOfRepeated.get(aggregates.repeated);
+  if (seqs === undefined) {
+    seqs = [...new Set(Object.values(aggregates.repeated))].sort((a, b) => a - b);
+    seqsOfRepeated.set(aggregates.repeated, seqs);
+  }
+  return seqs;
+}
+
 /**
  * How much of a long history a strategy list needs (see `selectTail`): the newest
  * `toolCalls` tool calls with everything after them, plus the calls with these `seqs`

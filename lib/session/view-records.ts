@@ -8,19 +8,28 @@ import { storedFields } from './records.ts';
  * rest): a record's view, and the repeat index and its shards that a view names.
  */
 
-/** An item of a view's tail: a log item, or a tool item stored as the strategies compact it. */
+/**
+ * An item of a view's tail: a log item, or a tool item stored as the strategies compact it, or
+ * (`behind`) a tool item behind the overflow boundary stored without its arguments or output:
+ * only its place, pairing and whether the strategies compact it (`compacted`) are kept.
+ */
 export const viewItemSchema = z.discriminatedUnion('type', [
   messageItemSchema.extend(storedFields),
-  functionCallItemSchema.extend({ ...storedFields, compacted: z.literal(true).optional() }),
+  functionCallItemSchema.extend({
+    ...storedFields,
+    compacted: z.literal(true).optional(),
+    behind: z.literal(true).optional(),
+  }),
   functionCallOutputItemSchema.extend({
     ...storedFields,
     output_ref: payloadRefSchema.optional(),
     compacted: z.literal(true).optional(),
+    behind: z.literal(true).optional(),
   }),
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 2;
+export const VIEW_VERSION = 3;
 
 /** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
 const sortedKeysSchema = z

@@ -114,7 +114,8 @@ export function extendAggregates(
 ): { aggregates: HistoryAggregates; newKeys: string[] } {
   let toolCalls = previous.tool_calls;
   let toolOutputs = previous.tool_outputs;
-  const repeated: Record<string, number> = { ...previous.repeated };
+  // Copied only when a repeat changes it: a long history has tens of thousands of entries.
+  let repeated = previous.repeated;
   const newKeys: string[] = [];
   const batchKeys = new Set<string>();
   const setBits: number[] = [];
@@ -129,6 +130,7 @@ export function extendAggregates(
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
       setBits.push(toolCalls);
+      if (repeated === previous.repeated) repeated = { ...previous.repeated };
       repeated[key] = item.seq;
     } else {
       newKeys.push(key);
@@ -136,23 +138,30 @@ export function extendAggregates(
     }
     toolCalls += 1;
   }
-  const flags = new Uint8Array(Math.ceil(toolCalls / 8));
-  flags.set(decodeBase64(previous.repeat_flags).subarray(0, flags.length));
-  for (const bit of setBits) flags[bit >> 3]! |= 1 << (bit & 7);
-  const order = new Uint8Array(Math.ceil((toolCalls + images) / 8));
-  order.set(decodeBase64(previous.image_order).subarray(0, order.length));
-  for (const bit of callBits) order[bit >> 3]! |= 1 << (bit & 7);
   return {
     aggregates: {
       tool_calls: toolCalls,
       tool_outputs: toolOutputs,
-      repeat_flags: encodeBase64(flags),
+      repeat_flags: withBits(previous.repeat_flags, toolCalls, setBits),
       repeated,
       images,
-      image_order: encodeBase64(order),
+      image_order: withBits(previous.image_order, toolCalls + images, callBits),
     },
     newKeys,
   };
+}
+
+/**
+ * A base64 bit array of `length` bits: `previous` (cut or extended with clear bits) with
+ * `bits` set. `previous` itself when it already has that length and no bit is set.
+ */
+function withBits(previous: string, length: number, bits: readonly number[]): string {
+  const bytes = Math.ceil(length / 8);
+  if (bits.length === 0 && decodedLength(previous) === bytes) return previous;
+  const array = new Uint8Array(bytes);
+  array.set(decodeBase64(previous).subarray(0, bytes));
+  for (const bit of bits) array[bit >> 3]! |= 1 << (bit & 7);
+  return encodeBase64(array);
 }
 
 /**
@@ -198,6 +207,12 @@ function encodeBase64(bytes: Uint8Array): string {
     binary += String.fromCharCode(...bytes.subarray(start, start + 0x8000));
   }
   return btoa(binary);
+}
+
+/** The bytes `text` (base64, padded) decodes to. */
+function decodedLength(text: string): number {
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  return (text.length / 4) * 3 - padding;
 }
 
 function decodeBase64(text: string): Uint8Array {

@@ -1,3 +1,4 @@
+import { repeatedSeqs } from '../history.ts';
 import type { HistoryAggregates } from './aggregates.ts';
 import type { EpochPlan } from './epoch-plan.ts';
 import type { TailRequirement } from './strategy.ts';
@@ -10,6 +11,6 @@ import type { TailRequirement } from './strategy.ts';
 export function epochTailRequirement(plan: EpochPlan | null, aggregates: HistoryAggregates): TailRequirement {
   const toolCalls =
     plan === null ? aggregates.tool_calls : Math.min(aggregates.tool_calls, plan.keepFull + plan.compacted);
-  const seqs = [...new Set(Object.values(aggregates.repeated))].sort((a, b) => a - b);
+  const seqs = [...repeatedSeqs(aggregates)];
   return { toolCalls, seqs, wholeCalls: plan === null ? toolCalls : Math.min(toolCalls, plan.keepFull) };
 }

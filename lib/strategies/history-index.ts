@@ -1,4 +1,6 @@
 import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
+import { repeatedSeqs } from '../history.ts';
+import { lowerBound } from '../sorted.ts';
 import { canonicalArguments, imagesOf, repeatFlagReader, repeatIndices, type HistoryAggregates } from './aggregates.ts';
 import { repeatsAmong, type RepeatsIn } from './epoch-plan.ts';
 
@@ -90,11 +92,11 @@ export function indexHistory(
     toolCalls = aggregates.tool_calls;
     isRepeat = repeatFlagReader(aggregates);
     repeatsIn = repeatsAmong(repeatIndices(aggregates));
-    const protectedSeqs = new Set(Object.values(aggregates.repeated));
+    const protectedSeqs = repeatedSeqs(aggregates);
     for (let index = 0; index < calls.length; index += 1) {
       const call = calls[index]!;
       // A seq in `repeated` is by definition the newest instance of a repeated key.
-      const isProtected = call.seq !== undefined && protectedSeqs.has(call.seq);
+      const isProtected = call.seq !== undefined && protectedSeqs[lowerBound(protectedSeqs, call.seq)] === call.seq;
       info.set(call, { position: calls.length - index, protected: isProtected });
     }
   } else {

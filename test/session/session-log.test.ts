@@ -11,7 +11,7 @@ import {
 import type { Item } from '../../lib/items.ts';
 import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
 import { parseStored } from '../../lib/session/records.ts';
-import { viewSchema } from '../../lib/session/view-records.ts';
+import { VIEW_VERSION, viewSchema } from '../../lib/session/view-records.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { selectTail } from '../../lib/strategies/select-tail.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
@@ -453,7 +453,7 @@ describe('SessionLog: views', () => {
     await log.pack('s1');
     await store.put(
       viewKey(await log.scope('s1'), 1),
-      JSON.stringify({ format: 'tailgate.view.v1', v: 2, policy: viewPolicy.version, record: 1 }),
+      JSON.stringify({ format: 'tailgate.view.v1', v: VIEW_VERSION, policy: viewPolicy.version, record: 1 }),
     );
     await expect(log.beginTurn('s1', { input: [user('b')] })).rejects.toMatchObject({
       code: 'corrupt_object',

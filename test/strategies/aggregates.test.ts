@@ -108,6 +108,20 @@ describe('aggregates', () => {
     );
   });
 
+  it('keeps the repeated calls and the bit arrays of the history it extends when the new items change neither', () => {
+    const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}'), user('go')]);
+    const previous = extendAggregates(emptyAggregates(), items.slice(0, 3), () => false).aggregates;
+    // A message: nothing of a long history's tens of thousands of repeated keys is copied or encoded again.
+    const extended = extendAggregates(previous, items.slice(3), () => true).aggregates;
+    expect(extended.repeated).toBe(previous.repeated);
+    expect(extended).toEqual(previous);
+    // A new call that repeats nothing: the map stays, the flags grow by a clear bit.
+    const next = sequenced([...items, call('3', 'write', '{}')]);
+    const called = extendAggregates(previous, next.slice(3), (key) => key === callKey('read', '{}')).aggregates;
+    expect(called.repeated).toBe(previous.repeated);
+    expect(called).toEqual(computeAggregates(next));
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

@@ -21,7 +21,7 @@ import {
   withFreshListing,
   type Head,
 } from './head.ts';
-import type { OpenTurn, PreviewContext, TurnHistory } from './types.ts';
+import type { Base, OpenTurn, PreviewContext, TurnHistory } from './types.ts';
 import { aggregatesOf, fromBoundary, readBase, tailFromBase } from './views.ts';
 import { nextCarried } from './commit.ts';
 
@@ -40,20 +40,23 @@ export async function readContext(
   needed: TailRequirement,
   start: OverflowBoundary | null = null,
 ): Promise<TurnHistory> {
-  const read = fromBoundary(needed, turn.context?.start_seq ?? 0, start);
-  const { requirement, floor } = read;
-  // Usually the claim has read all it takes: the newest view and what came after it.
-  const fromBase = tailFromBase(log.viewPolicy, turn.base, turn.inputRecords, requirement, floor, read.start);
-  if (fromBase) return { items: fromBase, readPastView: false };
-  const items = await withFreshListing(() => {
-    const cursor = logCursor(log.store, turn.scope, {
-      pageLimit: 100,
-      below: turn.carriedFromRecord,
-    });
-    const newest = [...turn.carried, ...turn.inputRecords];
-    return readTail(log, turn.scope, newest, cursor, requirement, floor, false, read.start.messageStart);
-  });
-  return { items, readPastView: true };
+  const source: ReadSource = {
+    base: turn.base,
+    newer: turn.inputRecords,
+    // Usually the claim has read all it takes (the newest view and what came after it); else the
+    // log is walked below the records the claim carried.
+    below: () => ({
+      newest: [...turn.carried, ...turn.inputRecords],
+      cursor: logCursor(log.store, turn.scope, { pageLimit: 100, below: turn.carriedFromRecord }),
+    }),
+  };
+  const floor = turn.context?.start_seq ?? 0;
+  const read = await withFreshListing(() => readWindow(log, turn.scope, source, needed, floor, start));
+  // An output of the input answering a call the window lacks: the safety net keeps such a call
+  // with its output, as the whole history shows it (a protected call older than the boundary).
+  if (start && answersUnread(turn.inputRecords, read.items))
+    return withFreshListing(() => readWindow(log, turn.scope, source, needed, floor, null));
+  return read;
 }
 
 /** See SessionLog.previewContext. */
@@ -86,25 +89,68 @@ export async function previewContext(
     const base = await readBase(log, scope, newest, cursor);
     const { aggregates } = aggregatesOf(log.viewPolicy, base);
     // As the next turn reads it (readContext): from the overflow boundary when its prompt is fitted by the safety net.
-    const read = fromBoundary(
-      requirement(aggregates, context),
-      context?.start_seq ?? 0,
-      fromOverflow ? next.overflow : null,
-    );
-    const fromBase = tailFromBase(log.viewPolicy, base, [], read.requirement, read.floor, read.start);
-    if (fromBase) return { items: fromBase, aggregates, ...next };
-    const items = await readTail(
+    const source: ReadSource = {
+      base,
+      newer: [],
+      below: () => ({ newest: carriedItems(newest), cursor: cursorBelow(log, scope, newest) }),
+    };
+    const boundary = fromOverflow ? next.overflow : null;
+    const { items } = await readWindow(
       log,
       scope,
-      carriedItems(newest),
-      cursorBelow(log, scope, newest),
-      read.requirement,
-      read.floor,
-      false,
-      read.start.messageStart,
+      source,
+      requirement(aggregates, context),
+      context?.start_seq ?? 0,
+      boundary,
     );
     return { items, aggregates, ...next };
   });
+}
+
+/**
+ * Where a read of the tail view finds its items: a base and the items after it (`newer`), and,
+ * when the base falls short, the log below: the items newer than every unit of the cursor.
+ */
+interface ReadSource {
+  base: Base;
+  newer: readonly LogItem[];
+  below: () => { newest: readonly LogItem[]; cursor: UnitCursor };
+}
+
+/**
+ * The tail view for `needed` from `floor` on, read from the overflow boundary `boundary` when
+ * given (fromBoundary): from the base when it holds enough, else by walking the log.
+ */
+async function readWindow(
+  log: LogContext,
+  scope: LogScope,
+  source: ReadSource,
+  needed: TailRequirement,
+  floor: number,
+  boundary: OverflowBoundary | null,
+): Promise<TurnHistory> {
+  const read = fromBoundary(needed, floor, boundary);
+  const fromBase = tailFromBase(log.viewPolicy, source.base, source.newer, read.requirement, read.floor, read.start);
+  if (fromBase) return { items: fromBase, readPastView: false };
+  const { newest, cursor } = source.below();
+  const items = await readTail(
+    log,
+    scope,
+    newest,
+    cursor,
+    read.requirement,
+    read.floor,
+    false,
+    read.start.messageStart,
+  );
+  return { items, readPastView: true };
+}
+
+/** Whether an output among `input` answers a call that `items` do not hold. */
+function answersUnread(input: readonly LogItem[], items: readonly PromptItem[]): boolean {
+  const calls = new Set<string>();
+  for (const item of items) if (item.type === 'function_call') calls.add(item.call_id);
+  return input.some((item) => item.type === 'function_call_output' && !calls.has(item.call_id));
 }
 
 /** See SessionLog.hydrate. */

@@ -25,6 +25,7 @@ import {
   earlyCallIds,
   fromBoundary,
   newerViewListed,
+  isBehind,
   pinnedFrom,
   readBase,
   tailFromBase,
@@ -261,8 +262,9 @@ async function extendedTail(
  * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
  * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
  * show them whole; the others as the strategies compact them (`compactCallItem`,
- * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them;
- * so are those of calls older than `toolStart`, which the overflow safety net drops.
+ * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
+ * Those of calls older than `toolStart` (answered before it), which the overflow safety net
+ * drops whatever they hold, are kept only for their place (`behindBoundary`).
  */
 async function viewItems(
   log: LogContext,
@@ -276,11 +278,28 @@ async function viewItems(
   const early = earlyCallIds(items, toolStart);
   return mapLimit(items, PARALLEL_GETS, async (item) => {
     if (item.type === 'message') return item;
-    if ((whole === null || whole.has(item.call_id)) && !early.has(item.call_id)) {
+    if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
+    if (whole === null || whole.has(item.call_id)) {
       return item.type === 'function_call_output' && item.output_ref
         ? ((await hydrate(log, scope, [item]))[0] as LogItem)
         : item;
     }
     return log.viewPolicy.compact(item);
   });
+}
+
+/**
+ * A tool item behind the overflow boundary as a view holds it (`behind`): its place, its call
+ * id and name, and whether the strategies compact it (the context notice's place and whether
+ * one is placed depend on that), without its arguments or output, which no prompt shows.
+ */
+function behindBoundary(item: LogItem): LogItem {
+  if (item.type === 'message' || isBehind(item)) return item;
+  const { seq, created_at, call_id } = item;
+  const kept = { seq, created_at, call_id, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
+  return (
+    item.type === 'function_call'
+      ? { type: 'function_call', name: item.name, arguments: '', ...kept }
+      : { type: 'function_call_output', output: '', ...kept }
+  ) as LogItem;
 }

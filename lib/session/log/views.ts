@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
-import type { HistoryAggregates, TailRequirement } from '../../history.ts';
+import { lowerBound } from '../../sorted.ts';
+import { repeatedSeqs, type HistoryAggregates, type TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored, type LogItem, type OverflowBoundary } from '../records.ts';
 import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
@@ -86,11 +87,23 @@ export function fromBoundary(
   };
 }
 
-/** The call ids of the calls among `items` older than `toolStart` (their items may come compacted). */
+/**
+ * The call ids of the calls among `items` older than `toolStart` and answered before it (their
+ * items may come compacted). A call answered at or after `toolStart` is not among them: the
+ * safety net keeps a call whose output is in the newest turn, as the strategies show it.
+ */
 export function earlyCallIds(items: readonly LogItem[], toolStart: number): Set<string> {
   const ids = new Set<string>();
-  for (const item of items) if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+  for (const item of items) {
+    if (item.type === 'function_call' && item.seq < toolStart) ids.add(item.call_id);
+    else if (item.type === 'function_call_output' && item.seq >= toolStart) ids.delete(item.call_id);
+  }
   return ids;
+}
+
+/** Whether a view holds `item` only for its place, as behind the overflow boundary (viewItemSchema). */
+export function isBehind(item: PromptItem): boolean {
+  return item.type !== 'message' && 'behind' in item && item.behind === true;
 }
 
 /**
@@ -112,8 +125,8 @@ export function readStart(
 
 /** The seqs of the newest instances of repeated calls that a prompt may still show (see fromBoundary). */
 export function pinnedFrom(aggregates: HistoryAggregates, boundary: OverflowBoundary | null): number[] {
-  const start = boundary?.tool_start_seq ?? 0;
-  return Object.values(aggregates.repeated).filter((seq) => seq >= start);
+  const seqs = repeatedSeqs(aggregates);
+  return seqs.slice(lowerBound(seqs, boundary?.tool_start_seq ?? 0));
 }
 
 /**
@@ -280,8 +293,12 @@ export function tailFromBase(
   const first = readStart(policy, read, requirement, start.messageStart);
   const items = first > floor ? read.filter((item) => item.seq >= first) : read;
   // Items the view holds compacted must be ones the strategies compact or drop now (or ones
-  // the safety net drops).
+  // the safety net drops); those it holds only for their place, ones the safety net drops: an
+  // output before the tool start (its call is older), or a call answered before it.
   const early = earlyCallIds(items, start.toolStart);
+  const misplaced = (item: LogItem) =>
+    item.type === 'function_call' ? !early.has(item.call_id) : item.seq >= start.toolStart;
+  if (items.some((item) => item.type !== 'message' && isBehind(item) && misplaced(item))) return null;
   const compacted = items.filter((item) => item.compacted && item.type !== 'message' && !early.has(item.call_id));
   if (compacted.length > 0) {
     if (requirement.toolCalls === 'all' || requirement.wholeCalls === undefined) return null;

@@ -3,8 +3,8 @@ import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
   exportCompactionSchema,
-  exportItemSchema,
   exportNoticeSchema,
+  parseExportItem,
   parseExportLine,
   type ExportHeader,
   type ExportNotice,
@@ -265,7 +265,7 @@ async function writeChunks(
       continue;
     }
     if (context) throw outOfOrder(line, 'after the compaction');
-    let item = parseExportLine(line, value, exportItemSchema) as LogItem;
+    let item = parseExportItem(line, value) as LogItem;
     let stored: string | undefined = text;
     if (hasInlineMedia([item])) {
       stored = undefined;

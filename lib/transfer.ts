@@ -64,6 +64,8 @@ const NEWLINE = 10;
 /**
  * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1.
  * A line that is not UTF-8 or not JSON is a 400, one longer than `maxLineBytes` a 413, naming it.
+ * A line's `raw` is a view of the chunk it came in (as a stream's reader hands chunks over, they
+ * are not written to once yielded), or of a copy when it spans chunks.
  */
 export async function* ndjsonLines(
   chunks: AsyncIterable<Uint8Array>,
@@ -87,9 +89,10 @@ export async function* ndjsonLines(
     } catch {
       throw new InvalidRequestError(`line ${line + 1}: not UTF-8`, { field: `line ${line + 1}` });
     }
-    return parseText(text, bytes.length);
+    return parseText(text, bytes);
   };
-  const parseText = (text: string, bytes: number): ImportLine | null => {
+  /** `text` is `raw` decoded. */
+  const parseText = (text: string, raw: Uint8Array): ImportLine | null => {
     line += 1;
     const carriageReturn = text.endsWith('\r');
     const body = carriageReturn ? text.slice(0, -1) : text;
@@ -101,7 +104,7 @@ export async function* ndjsonLines(
       throw new InvalidRequestError(`line ${line}: not JSON (${(error as Error).message})`, { field: `line ${line}` });
     }
     checkValue?.(value, `line ${line}`);
-    return { line, value, bytes: carriageReturn ? bytes - 1 : bytes, text: body };
+    return { line, value, raw: carriageReturn ? raw.subarray(0, raw.length - 1) : raw };
   };
   /** Whole lines (`region` holds no line's end but between them): decoded at once when all ASCII, else one by one. */
   function* lines(region: Uint8Array): Generator<ImportLine> {
@@ -113,9 +116,11 @@ export async function* ndjsonLines(
     }
     if (text !== null && text.length === region.length) {
       // One UTF-16 unit a byte: each line's length is its bytes.
+      let start = 0;
       for (const part of text.split('\n')) {
         if (part.length > maxLineBytes) throw tooLong();
-        const parsed = parseText(part, part.length);
+        const parsed = parseText(part, region.subarray(start, start + part.length));
+        start += part.length + 1;
         if (parsed) yield parsed;
       }
       return;

@@ -47,8 +47,8 @@ export interface SegmentContent {
   carried: LogItem[] | null;
   /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
   states: RecordState[] | null;
-  /** Each item's line where the caller has it (JSON that parses to the item: an import's line), else stringified. */
-  lines?: readonly (string | undefined)[];
+  /** Each item's UTF-8 line where the caller has one (JSON that parses to the item), else it is stringified. */
+  lines?: readonly (Uint8Array | undefined)[];
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
@@ -57,19 +57,29 @@ export function buildSegment(content: SegmentContent): Uint8Array {
   // a line's newline as a byte (`${json}\n` would copy every line once more).
   let body = new Uint8Array(64 * 1024);
   let offset = 0;
+  const room = (bytes: number) => {
+    if (body.length - offset >= bytes) return;
+    let size = body.length * 2;
+    while (size - offset < bytes) size *= 2;
+    const grown = new Uint8Array(size);
+    grown.set(body.subarray(0, offset));
+    body = grown;
+  };
   const append = (text: string, newline = false) => {
-    if (body.length - offset < text.length * 3 + 1) {
-      let size = body.length * 2;
-      while (size - offset < text.length * 3 + 1) size *= 2;
-      const grown = new Uint8Array(size);
-      grown.set(body.subarray(0, offset));
-      body = grown;
-    }
+    room(text.length * 3 + 1);
     offset += encoder.encodeInto(text, body.subarray(offset)).written;
     if (newline) body[offset++] = 10;
     return offset;
   };
-  const itemLine = (item: LogItem, index: number) => append(content.lines?.[index] ?? JSON.stringify(item), true);
+  const itemLine = (item: LogItem, index: number) => {
+    const line = content.lines?.[index];
+    if (line === undefined) return append(JSON.stringify(item), true);
+    room(line.length + 1);
+    body.set(line, offset);
+    offset += line.length;
+    body[offset++] = 10;
+    return offset;
+  };
   for (const state of stateLines(content.states ?? [])) append(JSON.stringify(state), true);
   const turnsOffset = offset;
   const turnEnds = content.turns.map((turn) => append(JSON.stringify(turn), true));

@@ -376,19 +376,25 @@ describe('session export and import', () => {
 
   it("reads a chunk's lines at once the same: numbers, bytes, CRLF, non-ASCII, and the line at fault", async () => {
     const text = '{"a":1}\r\n\n{"b":"é"}\n{"c":2}\n{"d":3}\r\n{"e":4}';
-    const read = async (size: number, limit = 100) => {
+    const read = async (size: number, limit = 100, source = text) => {
       const all: unknown[] = [];
-      for await (const { line, value, bytes } of ndjsonLines(chunks(text, size), limit)) all.push([line, value, bytes]);
+      for await (const { line, value, raw } of ndjsonLines(chunks(source, size), limit))
+        all.push([line, value, new TextDecoder().decode(raw), raw.length]);
       return all;
     };
     const expected = [
-      [1, { a: 1 }, 7],
-      [3, { b: 'é' }, 10],
-      [4, { c: 2 }, 7],
-      [5, { d: 3 }, 7],
-      [6, { e: 4 }, 7],
+      [1, { a: 1 }, '{"a":1}', 7],
+      [3, { b: 'é' }, '{"b":"é"}', 10],
+      [4, { c: 2 }, '{"c":2}', 7],
+      [5, { d: 3 }, '{"d":3}', 7],
+      [6, { e: 4 }, '{"e":4}', 7],
     ];
     for (const size of [1, 5, 12, 1000]) expect(await read(size), `chunks of ${size}`).toEqual(expected);
+    // All ASCII: a chunk's lines are decoded at once and split, each line's bytes found by its offset.
+    const ascii = text.replace('é', 'e');
+    const asciiExpected = expected.map((row, index) => (index === 1 ? [3, { b: 'e' }, '{"b":"e"}', 9] : row));
+    for (const size of [1, 5, 12, 1000])
+      expect(await read(size, 100, ascii), `ASCII, chunks of ${size}`).toEqual(asciiExpected);
     await expect(read(1000, 9)).rejects.toMatchObject({ code: 'payload_too_large', details: { line: 3 } });
     const broken = new Uint8Array([...new TextEncoder().encode('{"a":1}\n{"b":2}\n"'), 0xff, 0x22, 10]);
     const lines = ndjsonLines(

@@ -47,10 +47,8 @@ import type { LogView } from '../view-records.ts';
 export interface ImportLine {
   line: number;
   value: unknown;
-  /** The line's length in UTF-8 bytes. */
-  bytes: number;
-  /** The line's text, without its line end. */
-  text: string;
+  /** The line's UTF-8 bytes, without its line end (a view of the stream's chunk, not a copy). */
+  raw: Uint8Array;
 }
 
 export interface ImportOptions {
@@ -182,7 +180,7 @@ async function writeChunks(
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
   // The line each item of the chunk was read from, when a segment may hold it as it came.
-  let lines: (string | undefined)[] = [];
+  let lines: (Uint8Array | undefined)[] = [];
   let chunkBytes = 0;
   // Every item since the last view: the next view is made of them and the last one.
   let held: LogItem[] = [];
@@ -235,7 +233,7 @@ async function writeChunks(
     await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
     await packScope(log, scope, options.pack);
   };
-  for await (const { line, value, bytes, text } of options.lines) {
+  for await (const { line, value, raw } of options.lines) {
     const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
     if (type === 'notice') {
       const notice = parseExportLine(line, value, exportNoticeSchema);
@@ -266,7 +264,7 @@ async function writeChunks(
     }
     if (context) throw outOfOrder(line, 'after the compaction');
     let item = parseExportItem(line, value) as LogItem;
-    let stored: string | undefined = text;
+    let stored: Uint8Array | undefined = raw;
     if (hasInlineMedia([item])) {
       stored = undefined;
       const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
@@ -283,7 +281,7 @@ async function writeChunks(
         field: `line ${line}.seq`,
       });
     // The item without seq and created_at is shorter than its line: measured only when the line is long.
-    const size = bytes > options.maxItemBytes ? bareBytes(item) : bytes;
+    const size = raw.length > options.maxItemBytes ? bareBytes(item) : raw.length;
     if (size > options.maxItemBytes)
       throw new TailgateError(
         'payload_too_large',

@@ -43,15 +43,19 @@ export async function importLines(
   body: AsyncIterable<Uint8Array>,
   options: ImportStreamOptions,
 ): Promise<SessionRecord> {
-  const lines = ndjsonLines(body, options.maxLineBytes, options.checkValue);
-  const first = await lines.next();
+  const batches = ndjsonLines(body, options.maxLineBytes, options.checkValue);
+  const first = await batches.next();
   if (first.done)
     throw new InvalidRequestError('line 1: the export is empty; it starts with its header', { field: 'line 1' });
-  const parsed = parseExportLine(first.value.line, first.value.value, exportHeaderSchema);
+  const [headerLine, ...rest] = first.value;
+  const parsed = parseExportLine(headerLine!.line, headerLine!.value, exportHeaderSchema);
   const { type: _type, format: _format, ...header } = options.checkHeader ? options.checkHeader(parsed) : parsed;
   return services.sessions.import({
     header,
-    lines: { [Symbol.asyncIterator]: () => lines },
+    lines: (async function* () {
+      if (rest.length > 0) yield rest;
+      yield* batches;
+    })(),
     maxItemBytes: options.maxItemBytes,
     maxNoticeBytes: options.maxNoticeBytes,
     pack: packOptions(sessionStrategyPlan(services.env, header)),
@@ -62,8 +66,9 @@ export async function importLines(
 const NEWLINE = 10;
 
 /**
- * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1.
- * A line that is not UTF-8 or not JSON is a 400, one longer than `maxLineBytes` a 413, naming it.
+ * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1,
+ * in batches: the lines that end in a chunk, none empty. A line that is not UTF-8 or not JSON is
+ * a 400, one longer than `maxLineBytes` a 413, naming it, thrown after the lines before it.
  * A line's `raw` is a view of the chunk it came in (as a stream's reader hands chunks over, they
  * are not written to once yielded), or of a copy when it spans chunks.
  */
@@ -71,7 +76,7 @@ export async function* ndjsonLines(
   chunks: AsyncIterable<Uint8Array>,
   maxLineBytes: number,
   checkValue?: (value: unknown, field: string) => void,
-): AsyncGenerator<ImportLine> {
+): AsyncGenerator<ImportLine[]> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
   let held: Uint8Array[] = [];
   let heldBytes = 0;
@@ -107,7 +112,30 @@ export async function* ndjsonLines(
     return { line, value, raw: carriageReturn ? raw.subarray(0, raw.length - 1) : raw };
   };
   /** Whole lines (`region` holds no line's end but between them): decoded at once when all ASCII, else one by one. */
-  function* lines(region: Uint8Array): Generator<ImportLine> {
+  /** The lines that end in `chunk`, after those `held` from the chunks before. */
+  const readChunk = (chunk: Uint8Array, batch: ImportLine[]) => {
+    let start = 0;
+    const first = chunk.indexOf(NEWLINE);
+    if (first >= 0 && held.length > 0) {
+      if (heldBytes + first > maxLineBytes) throw tooLong();
+      const parsed = parse([...held, chunk.subarray(0, first)]);
+      held = [];
+      heldBytes = 0;
+      start = first + 1;
+      if (parsed) batch.push(parsed);
+    }
+    const last = chunk.lastIndexOf(NEWLINE);
+    if (last >= start) {
+      lines(chunk.subarray(start, last), batch);
+      start = last + 1;
+    }
+    if (start < chunk.length) {
+      held.push(chunk.subarray(start));
+      heldBytes += chunk.length - start;
+      if (heldBytes > maxLineBytes) throw tooLong();
+    }
+  };
+  const lines = (region: Uint8Array, batch: ImportLine[]) => {
     let text: string | null = null;
     try {
       text = decoder.decode(region);
@@ -121,7 +149,7 @@ export async function* ndjsonLines(
         if (part.length > maxLineBytes) throw tooLong();
         const parsed = parseText(part, region.subarray(start, start + part.length));
         start += part.length + 1;
-        if (parsed) yield parsed;
+        if (parsed) batch.push(parsed);
       }
       return;
     }
@@ -130,35 +158,24 @@ export async function* ndjsonLines(
       const stop = end < 0 ? region.length : end;
       if (stop - start > maxLineBytes) throw tooLong();
       const parsed = parse([region.subarray(start, stop)]);
-      if (parsed) yield parsed;
+      if (parsed) batch.push(parsed);
       if (end < 0) return;
       start = end + 1;
     }
-  }
+  };
   for await (const chunk of chunks) {
-    let start = 0;
-    const first = chunk.indexOf(NEWLINE);
-    if (first >= 0 && held.length > 0) {
-      if (heldBytes + first > maxLineBytes) throw tooLong();
-      const parsed = parse([...held, chunk.subarray(0, first)]);
-      held = [];
-      heldBytes = 0;
-      start = first + 1;
-      if (parsed) yield parsed;
+    const batch: ImportLine[] = [];
+    try {
+      readChunk(chunk, batch);
+    } catch (error) {
+      // The lines before the one at fault go first: a refusal names the first line at fault.
+      if (batch.length > 0) yield batch;
+      throw error;
     }
-    const last = chunk.lastIndexOf(NEWLINE);
-    if (last >= start) {
-      yield* lines(chunk.subarray(start, last));
-      start = last + 1;
-    }
-    if (start < chunk.length) {
-      held.push(chunk.subarray(start));
-      heldBytes += chunk.length - start;
-      if (heldBytes > maxLineBytes) throw tooLong();
-    }
+    if (batch.length > 0) yield batch;
   }
   if (heldBytes > 0) {
     const parsed = parse(held);
-    if (parsed) yield parsed;
+    if (parsed) yield [parsed];
   }
 }

@@ -365,8 +365,8 @@ describe('session export and import', () => {
 
   it('reads lines split anywhere across chunks, with CRLF and blank lines', async () => {
     const read: unknown[] = [];
-    for await (const { line, value } of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))
-      read.push([line, value]);
+    for await (const batch of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))
+      for (const { line, value } of batch) read.push([line, value]);
     expect(read).toEqual([
       [1, { a: 1 }],
       [3, { b: 'é' }],
@@ -378,8 +378,8 @@ describe('session export and import', () => {
     const text = '{"a":1}\r\n\n{"b":"é"}\n{"c":2}\n{"d":3}\r\n{"e":4}';
     const read = async (size: number, limit = 100, source = text) => {
       const all: unknown[] = [];
-      for await (const { line, value, raw } of ndjsonLines(chunks(source, size), limit))
-        all.push([line, value, new TextDecoder().decode(raw), raw.length]);
+      for await (const batch of ndjsonLines(chunks(source, size), limit))
+        for (const { line, value, raw } of batch) all.push([line, value, new TextDecoder().decode(raw), raw.length]);
       return all;
     };
     const expected = [
@@ -475,6 +475,19 @@ describe('session export and import', () => {
     expect(error.code === 'payload_too_large' ? 413 : 400).toBe(status);
     expect(error.message).toContain(message);
     expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it.each([
+    ['not JSON', '{"type":'],
+    ['too long', `{"x":"${'z'.repeat(9000)}"}`],
+  ])('names the first line at fault when a later line of the same chunk is %s', async (_name, later) => {
+    const w = world();
+    const bad = item(2, { type: 'message', role: 'robot', content: 'x' });
+    const text = [header, message(1), bad, later, message(3)].join('\n');
+    // One chunk: its lines are read at once, the later fault with them.
+    const refusal = await importLines(w.services, chunks(text, 1 << 20), LIMITS).catch((error: unknown) => error);
+    expect(refusal).toMatchObject({ message: expect.stringContaining('line 3.role') });
+    expect((await w.store.list('')).objects).toEqual([]);
   });
 
   it('refuses an id that is taken (409) and leaves the existing session as it was', async () => {

@@ -54,7 +54,8 @@ export interface ImportLine {
 export interface ImportOptions {
   /** The session's config (checked by the caller); `id` is the id it is stored under. */
   header: Omit<ExportHeader, 'type' | 'format'>;
-  lines: AsyncIterable<ImportLine>;
+  /** The lines in batches (lib/transfer.ts, ndjsonLines). */
+  lines: AsyncIterable<ImportLine[]>;
   /** One item above this many UTF-8 bytes (as JSON, without seq and created_at) is a 413. */
   maxItemBytes: number;
   /** A delivered notice whose content is above this many UTF-8 bytes is a 413. */
@@ -233,71 +234,73 @@ async function writeChunks(
     await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
     await packScope(log, scope, options.pack);
   };
-  for await (const { line, value, raw } of options.lines) {
-    const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
-    if (type === 'notice') {
-      const notice = parseExportLine(line, value, exportNoticeSchema);
-      const size = toBytes(notice.content).length;
-      if (size > options.maxNoticeBytes)
+  for await (const batch of options.lines) {
+    for (const { line, value, raw } of batch) {
+      const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+      if (type === 'notice') {
+        const notice = parseExportLine(line, value, exportNoticeSchema);
+        const size = toBytes(notice.content).length;
+        if (size > options.maxNoticeBytes)
+          throw new TailgateError(
+            'payload_too_large',
+            `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
+            { line, size, limit: options.maxNoticeBytes },
+          );
+        noticeBytes += toBytes(JSON.stringify(notice)).length;
+        if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
+          throw new TailgateError(
+            'payload_too_large',
+            `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
+            { line, limit: MAX_IMPORT_NOTICE_BYTES },
+          );
+        notices.push(notice);
+        continue;
+      }
+      if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
+      if (type === 'compaction') {
+        if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
+        const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
+        checkCompaction(line, compaction.start_seq, seq);
+        context = { ...compaction, base_record: 1 };
+        continue;
+      }
+      if (context) throw outOfOrder(line, 'after the compaction');
+      let item = parseExportItem(line, value) as LogItem;
+      let stored: Uint8Array | undefined = raw;
+      if (hasInlineMedia([item])) {
+        stored = undefined;
+        const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
+        [item] = (await storeAttachments(
+          log.store,
+          [item],
+          options.attachmentLimits,
+          blobKeyOf,
+          () => `line ${line}`,
+        )) as [LogItem];
+      }
+      if (item.seq !== seq + 1)
+        throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
+          field: `line ${line}.seq`,
+        });
+      // The item without seq and created_at is shorter than its line: measured only when the line is long.
+      const size = raw.length > options.maxItemBytes ? bareBytes(item) : raw.length;
+      if (size > options.maxItemBytes)
         throw new TailgateError(
           'payload_too_large',
-          `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
-          { line, size, limit: options.maxNoticeBytes },
+          `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
+          { line, size, limit: options.maxItemBytes },
         );
-      noticeBytes += toBytes(JSON.stringify(notice)).length;
-      if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
-        throw new TailgateError(
-          'payload_too_large',
-          `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
-          { line, limit: MAX_IMPORT_NOTICE_BYTES },
-        );
-      notices.push(notice);
-      continue;
+      if (chunkBytes >= recordBytes) await flush(false);
+      trackCall(pending, item, `line ${line}`);
+      if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
+      seq += 1;
+      if (item.type === 'function_call') toolCalls += 1;
+      chunk.push(item);
+      // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
+      lines.push(hasStringPayload(item) ? stored : undefined);
+      held.push(item);
+      chunkBytes += size;
     }
-    if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
-    if (type === 'compaction') {
-      if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
-      const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
-      checkCompaction(line, compaction.start_seq, seq);
-      context = { ...compaction, base_record: 1 };
-      continue;
-    }
-    if (context) throw outOfOrder(line, 'after the compaction');
-    let item = parseExportItem(line, value) as LogItem;
-    let stored: Uint8Array | undefined = raw;
-    if (hasInlineMedia([item])) {
-      stored = undefined;
-      const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
-      [item] = (await storeAttachments(
-        log.store,
-        [item],
-        options.attachmentLimits,
-        blobKeyOf,
-        () => `line ${line}`,
-      )) as [LogItem];
-    }
-    if (item.seq !== seq + 1)
-      throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
-        field: `line ${line}.seq`,
-      });
-    // The item without seq and created_at is shorter than its line: measured only when the line is long.
-    const size = raw.length > options.maxItemBytes ? bareBytes(item) : raw.length;
-    if (size > options.maxItemBytes)
-      throw new TailgateError(
-        'payload_too_large',
-        `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
-        { line, size, limit: options.maxItemBytes },
-      );
-    if (chunkBytes >= recordBytes) await flush(false);
-    trackCall(pending, item, `line ${line}`);
-    if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
-    seq += 1;
-    if (item.type === 'function_call') toolCalls += 1;
-    chunk.push(item);
-    // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
-    lines.push(hasStringPayload(item) ? stored : undefined);
-    held.push(item);
-    chunkBytes += size;
   }
   if (seq > 0) await flush(true);
   return notices;

@@ -86,7 +86,7 @@ export function transferCauses(figures: TransferFigures | undefined): string[] {
   return [
     `- **Import speed.** ${importRatio(figures).toFixed(1)}x the load path (goal ${IMPORT_RATIO_GOAL}x). An ` +
       'import parses and validates every line (the item schemas, seqs, open calls, sizes) and writes it ' +
-      'into a segment as it came, hashes each call key once for a view made in memory every 8 segments, ' +
+      'into a segment as it came, hashes each call key once for a view made in memory every 16 segments, ' +
       'and stores one view at the end. It saves the load path its per-append round trips, records and ' +
       'views, not the per-item parsing and validation; see section 8.',
   ];

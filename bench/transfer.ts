@@ -188,7 +188,8 @@ async function* exportStream(
     for (const item of cycle[block % CYCLE_BLOCKS]!) {
       chunk.set(item, offset);
       offset += item.length;
-      offset += encoder.encodeInto(String(++seq), chunk.subarray(offset)).written;
+      const digits = String(++seq);
+      for (let index = 0; index < digits.length; index++) chunk[offset++] = digits.charCodeAt(index);
       chunk.set(end, offset);
       offset += end.length;
       if (offset >= CHUNK_BYTES) yield emit();

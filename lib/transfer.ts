@@ -96,8 +96,9 @@ export async function* ndjsonLines(
     }
     return parseText(text, bytes);
   };
-  /** `text` is `raw` decoded. */
+  /** `text` is `raw` decoded (a leading byte order mark dropped, as the decoder drops it). */
   const parseText = (text: string, raw: Uint8Array): ImportLine | null => {
+    if (raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf) raw = raw.subarray(3);
     line += 1;
     const carriageReturn = text.endsWith('\r');
     const body = carriageReturn ? text.slice(0, -1) : text;

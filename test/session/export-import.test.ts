@@ -490,6 +490,18 @@ describe('session export and import', () => {
     expect((await w.store.list('')).objects).toEqual([]);
   });
 
+  it('stores a line that starts with a byte order mark as the item it parses to, without the mark', async () => {
+    const w = world();
+    const lines = [header, ...Array.from({ length: 80 }, (_, index) => message(index + 1))];
+    // Every line of a chunk that is not all ASCII is decoded alone, which drops a leading BOM.
+    lines[3] = `\uFEFF${lines[3]}`;
+    await importText(w.services, `${lines.join('\n')}\n`);
+    expect(await segmentsText(w.store, 'imp')).not.toContain('\uFEFF');
+    const exported = (await exportText(w.services, 'imp')).split('\n');
+    expect(exported[3]).toBe(message(3));
+    expect(exported).toHaveLength(82);
+  });
+
   it('refuses an id that is taken (409) and leaves the existing session as it was', async () => {
     const w = world();
     await w.sessions.create({ id: 'imp' });

@@ -43,15 +43,19 @@ export async function importLines(
   body: AsyncIterable<Uint8Array>,
   options: ImportStreamOptions,
 ): Promise<SessionRecord> {
-  const lines = ndjsonLines(body, options.maxLineBytes, options.checkValue);
-  const first = await lines.next();
+  const batches = ndjsonLines(body, options.maxLineBytes, options.checkValue);
+  const first = await batches.next();
   if (first.done)
     throw new InvalidRequestError('line 1: the export is empty; it starts with its header', { field: 'line 1' });
-  const parsed = parseExportLine(first.value.line, first.value.value, exportHeaderSchema);
+  const [headerLine, ...rest] = first.value;
+  const parsed = parseExportLine(headerLine!.line, headerLine!.value, exportHeaderSchema);
   const { type: _type, format: _format, ...header } = options.checkHeader ? options.checkHeader(parsed) : parsed;
   return services.sessions.import({
     header,
-    lines: { [Symbol.asyncIterator]: () => lines },
+    lines: (async function* () {
+      if (rest.length > 0) yield rest;
+      yield* batches;
+    })(),
     maxItemBytes: options.maxItemBytes,
     maxNoticeBytes: options.maxNoticeBytes,
     pack: packOptions(sessionStrategyPlan(services.env, header)),
@@ -62,14 +66,17 @@ export async function importLines(
 const NEWLINE = 10;
 
 /**
- * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1.
- * A line that is not UTF-8 or not JSON is a 400, one longer than `maxLineBytes` a 413, naming it.
+ * The JSON value of every non-blank line of `chunks` (UTF-8, `\n` or `\r\n`), numbered from 1,
+ * in batches: the lines that end in a chunk, none empty. A line that is not UTF-8 or not JSON is
+ * a 400, one longer than `maxLineBytes` a 413, naming it, thrown after the lines before it.
+ * A line's `raw` is a view of the chunk it came in (as a stream's reader hands chunks over, they
+ * are not written to once yielded), or of a copy when it spans chunks.
  */
 export async function* ndjsonLines(
   chunks: AsyncIterable<Uint8Array>,
   maxLineBytes: number,
   checkValue?: (value: unknown, field: string) => void,
-): AsyncGenerator<ImportLine> {
+): AsyncGenerator<ImportLine[]> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
   let held: Uint8Array[] = [];
   let heldBytes = 0;
@@ -87,9 +94,11 @@ export async function* ndjsonLines(
     } catch {
       throw new InvalidRequestError(`line ${line + 1}: not UTF-8`, { field: `line ${line + 1}` });
     }
-    return parseText(text, bytes.length);
+    return parseText(text, bytes);
   };
-  const parseText = (text: string, bytes: number): ImportLine | null => {
+  /** `text` is `raw` decoded (a leading byte order mark dropped, as the decoder drops it). */
+  const parseText = (text: string, raw: Uint8Array): ImportLine | null => {
+    if (raw[0] === 0xef && raw[1] === 0xbb && raw[2] === 0xbf) raw = raw.subarray(3);
     line += 1;
     const carriageReturn = text.endsWith('\r');
     const body = carriageReturn ? text.slice(0, -1) : text;
@@ -101,36 +110,11 @@ export async function* ndjsonLines(
       throw new InvalidRequestError(`line ${line}: not JSON (${(error as Error).message})`, { field: `line ${line}` });
     }
     checkValue?.(value, `line ${line}`);
-    return { line, value, bytes: carriageReturn ? bytes - 1 : bytes, text: body };
+    return { line, value, raw: carriageReturn ? raw.subarray(0, raw.length - 1) : raw };
   };
   /** Whole lines (`region` holds no line's end but between them): decoded at once when all ASCII, else one by one. */
-  function* lines(region: Uint8Array): Generator<ImportLine> {
-    let text: string | null = null;
-    try {
-      text = decoder.decode(region);
-    } catch {
-      // Found again below, with its line number.
-    }
-    if (text !== null && text.length === region.length) {
-      // One UTF-16 unit a byte: each line's length is its bytes.
-      for (const part of text.split('\n')) {
-        if (part.length > maxLineBytes) throw tooLong();
-        const parsed = parseText(part, part.length);
-        if (parsed) yield parsed;
-      }
-      return;
-    }
-    let start = 0;
-    for (let end = region.indexOf(NEWLINE); ; end = region.indexOf(NEWLINE, start)) {
-      const stop = end < 0 ? region.length : end;
-      if (stop - start > maxLineBytes) throw tooLong();
-      const parsed = parse([region.subarray(start, stop)]);
-      if (parsed) yield parsed;
-      if (end < 0) return;
-      start = end + 1;
-    }
-  }
-  for await (const chunk of chunks) {
+  /** The lines that end in `chunk`, after those `held` from the chunks before. */
+  const readChunk = (chunk: Uint8Array, batch: ImportLine[]) => {
     let start = 0;
     const first = chunk.indexOf(NEWLINE);
     if (first >= 0 && held.length > 0) {
@@ -139,11 +123,11 @@ export async function* ndjsonLines(
       held = [];
       heldBytes = 0;
       start = first + 1;
-      if (parsed) yield parsed;
+      if (parsed) batch.push(parsed);
     }
     const last = chunk.lastIndexOf(NEWLINE);
     if (last >= start) {
-      yield* lines(chunk.subarray(start, last));
+      lines(chunk.subarray(start, last), batch);
       start = last + 1;
     }
     if (start < chunk.length) {
@@ -151,9 +135,48 @@ export async function* ndjsonLines(
       heldBytes += chunk.length - start;
       if (heldBytes > maxLineBytes) throw tooLong();
     }
+  };
+  const lines = (region: Uint8Array, batch: ImportLine[]) => {
+    let text: string | null = null;
+    try {
+      text = decoder.decode(region);
+    } catch {
+      // Found again below, with its line number.
+    }
+    if (text !== null && text.length === region.length) {
+      // One UTF-16 unit a byte: each line's length is its bytes.
+      let start = 0;
+      for (const part of text.split('\n')) {
+        if (part.length > maxLineBytes) throw tooLong();
+        const parsed = parseText(part, region.subarray(start, start + part.length));
+        start += part.length + 1;
+        if (parsed) batch.push(parsed);
+      }
+      return;
+    }
+    let start = 0;
+    for (let end = region.indexOf(NEWLINE); ; end = region.indexOf(NEWLINE, start)) {
+      const stop = end < 0 ? region.length : end;
+      if (stop - start > maxLineBytes) throw tooLong();
+      const parsed = parse([region.subarray(start, stop)]);
+      if (parsed) batch.push(parsed);
+      if (end < 0) return;
+      start = end + 1;
+    }
+  };
+  for await (const chunk of chunks) {
+    const batch: ImportLine[] = [];
+    try {
+      readChunk(chunk, batch);
+    } catch (error) {
+      // The lines before the one at fault go first: a refusal names the first line at fault.
+      if (batch.length > 0) yield batch;
+      throw error;
+    }
+    if (batch.length > 0) yield batch;
   }
   if (heldBytes > 0) {
     const parsed = parse(held);
-    if (parsed) yield parsed;
+    if (parsed) yield [parsed];
   }
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
-import { idSchema, storedItemSchema, toolSchema } from '../items.ts';
+import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
 import { MAX_TTL_DAYS } from './fields.ts';
 import { contextStartSchema } from './records.ts';
 
@@ -79,4 +79,40 @@ export function parseExportLine<Schema extends z.ZodType>(
   const issue = parsed.error.issues[0];
   const field = [`line ${line}`, ...(issue?.path ?? []).map(String)].join('.');
   throw new InvalidRequestError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
+}
+
+/**
+ * Validates an item line as `parseExportLine` with `exportItemSchema` does. The shape an export
+ * writes (keys in the schema's order, a string payload) is checked here without the schema: what
+ * passes is what the schema passes and would copy key for key, so the line's value is the item.
+ * Anything else goes through the schema, for its output or its error.
+ */
+export function parseExportItem(line: number, value: unknown): StoredItem {
+  return isPlainItem(value) ? value : parseExportLine(line, value, exportItemSchema);
+}
+
+/** The keys of each item type, in the schema's order. */
+const ITEM_KEYS = new Map(
+  exportItemSchema.options.map((option) => [option.shape.type.value, Object.keys(option.shape)] as const),
+);
+const ROLES = new Set<unknown>(messageItemSchema.shape.role.options);
+/** `call_id` and `name`: 1 to 256 UTF-16 units, as the item schemas bound them. */
+const MAX_NAME_LENGTH = 256;
+
+function isPlainItem(value: unknown): value is StoredItem {
+  if (typeof value !== 'object' || value === null) return false;
+  const item = value as Record<string, unknown>;
+  const expected = ITEM_KEYS.get(item.type as StoredItem['type']);
+  if (!expected) return false;
+  const keys = Object.keys(item);
+  if (keys.length !== expected.length || keys.some((key, index) => key !== expected[index])) return false;
+  if (!Number.isSafeInteger(item.seq) || (item.seq as number) < 1 || typeof item.created_at !== 'string') return false;
+  if (item.type === 'message') return ROLES.has(item.role) && typeof item.content === 'string';
+  if (!isName(item.call_id)) return false;
+  if (item.type === 'function_call') return isName(item.name) && typeof item.arguments === 'string';
+  return typeof item.output === 'string';
+}
+
+function isName(value: unknown): boolean {
+  return typeof value === 'string' && value.length >= 1 && value.length <= MAX_NAME_LENGTH;
 }

@@ -11,6 +11,7 @@ import {
   type SegmentIndex,
   type SegmentTurn,
 } from './records.ts';
+import { LineBuffer } from './line-buffer.ts';
 import { resolveStates, stateLines, type RecordState } from './segment-states.ts';
 
 /**
@@ -30,7 +31,6 @@ const FOOTER_LENGTH = 33;
 export const TOOL_BLOCK = 32;
 /** The first suffix read of a segment when its tool lines are wanted (index, messages, tail). */
 export const FIRST_READ = 64 * 1024;
-const encoder = new TextEncoder();
 
 export interface SegmentContent {
   firstRecord: number;
@@ -47,33 +47,20 @@ export interface SegmentContent {
   carried: LogItem[] | null;
   /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
   states: RecordState[] | null;
-  /** Each item's line where the caller has it (JSON that parses to the item: an import's line), else stringified. */
-  lines?: readonly (string | undefined)[];
+  /** Each item's UTF-8 line where the caller has one (JSON that parses to the item), else it is stringified. */
+  lines?: readonly (Uint8Array | undefined)[];
 }
 
 /** Serializes a segment. Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent): Uint8Array {
-  // One buffer, grown by doubling, that every line is encoded into (UTF-8: at most 3 bytes a UTF-16 unit),
-  // a line's newline as a byte (`${json}\n` would copy every line once more).
-  let body = new Uint8Array(64 * 1024);
-  let offset = 0;
-  const append = (text: string, newline = false) => {
-    if (body.length - offset < text.length * 3 + 1) {
-      let size = body.length * 2;
-      while (size - offset < text.length * 3 + 1) size *= 2;
-      const grown = new Uint8Array(size);
-      grown.set(body.subarray(0, offset));
-      body = grown;
-    }
-    offset += encoder.encodeInto(text, body.subarray(offset)).written;
-    if (newline) body[offset++] = 10;
-    return offset;
-  };
-  const itemLine = (item: LogItem, index: number) => append(content.lines?.[index] ?? JSON.stringify(item), true);
-  for (const state of stateLines(content.states ?? [])) append(JSON.stringify(state), true);
-  const turnsOffset = offset;
-  const turnEnds = content.turns.map((turn) => append(JSON.stringify(turn), true));
-  const toolsOffset = offset;
+  // The lines given as bytes are room made up front.
+  const given = content.lines?.reduce((sum, line) => sum + (line ? line.length + 1 : 0), 0) ?? 0;
+  const body = new LineBuffer(64 * 1024 + given);
+  const itemLine = (item: LogItem, index: number) => body.append(content.lines?.[index] ?? JSON.stringify(item));
+  for (const state of stateLines(content.states ?? [])) body.append(JSON.stringify(state));
+  const turnsOffset = body.length;
+  const turnEnds = content.turns.map((turn) => body.append(JSON.stringify(turn)));
+  const toolsOffset = body.length;
   let toolCount = 0;
   const marks: number[] = [];
   content.items.forEach((item, index) => {
@@ -82,8 +69,8 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     toolCount += 1;
     if (toolCount % TOOL_BLOCK === 0) marks.push(end);
   });
-  const messagesOffset = offset;
-  for (const item of content.carried ?? []) append(JSON.stringify(item), true);
+  const messagesOffset = body.length;
+  for (const item of content.carried ?? []) body.append(JSON.stringify(item));
   for (const [index, item] of content.items.entries()) if (item.type === 'message') itemLine(item, index);
   const orphans: Record<string, number> = {};
   const awaiting = new Map<string, number[]>();
@@ -107,14 +94,14 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     tools: { offset: toolsOffset, count: toolCount, marks },
     unmatched,
     orphans,
-    messages: { offset: messagesOffset, length: offset - messagesOffset, count: content.items.length - toolCount },
+    messages: { offset: messagesOffset, length: body.length - messagesOffset, count: content.items.length - toolCount },
     carried: content.carried === null ? null : content.carried.length,
     ...(content.states ? { states: content.states.length } : {}),
   };
-  const indexOffset = offset;
-  const indexLength = append(JSON.stringify(index)) - indexOffset;
-  append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1\n`);
-  return body.subarray(0, offset);
+  const indexOffset = body.length;
+  const indexLength = body.append(JSON.stringify(index), false) - indexOffset;
+  body.append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1`);
+  return body.bytes();
 }
 
 /**

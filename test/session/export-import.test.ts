@@ -365,8 +365,8 @@ describe('session export and import', () => {
 
   it('reads lines split anywhere across chunks, with CRLF and blank lines', async () => {
     const read: unknown[] = [];
-    for await (const { line, value } of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))
-      read.push([line, value]);
+    for await (const batch of ndjsonLines(chunks('{"a":1}\r\n\n{"b":"é"}\n{"c":2}', 3), 100))
+      for (const { line, value } of batch) read.push([line, value]);
     expect(read).toEqual([
       [1, { a: 1 }],
       [3, { b: 'é' }],
@@ -376,19 +376,25 @@ describe('session export and import', () => {
 
   it("reads a chunk's lines at once the same: numbers, bytes, CRLF, non-ASCII, and the line at fault", async () => {
     const text = '{"a":1}\r\n\n{"b":"é"}\n{"c":2}\n{"d":3}\r\n{"e":4}';
-    const read = async (size: number, limit = 100) => {
+    const read = async (size: number, limit = 100, source = text) => {
       const all: unknown[] = [];
-      for await (const { line, value, bytes } of ndjsonLines(chunks(text, size), limit)) all.push([line, value, bytes]);
+      for await (const batch of ndjsonLines(chunks(source, size), limit))
+        for (const { line, value, raw } of batch) all.push([line, value, new TextDecoder().decode(raw), raw.length]);
       return all;
     };
     const expected = [
-      [1, { a: 1 }, 7],
-      [3, { b: 'é' }, 10],
-      [4, { c: 2 }, 7],
-      [5, { d: 3 }, 7],
-      [6, { e: 4 }, 7],
+      [1, { a: 1 }, '{"a":1}', 7],
+      [3, { b: 'é' }, '{"b":"é"}', 10],
+      [4, { c: 2 }, '{"c":2}', 7],
+      [5, { d: 3 }, '{"d":3}', 7],
+      [6, { e: 4 }, '{"e":4}', 7],
     ];
     for (const size of [1, 5, 12, 1000]) expect(await read(size), `chunks of ${size}`).toEqual(expected);
+    // All ASCII: a chunk's lines are decoded at once and split, each line's bytes found by its offset.
+    const ascii = text.replace('é', 'e');
+    const asciiExpected = expected.map((row, index) => (index === 1 ? [3, { b: 'e' }, '{"b":"e"}', 9] : row));
+    for (const size of [1, 5, 12, 1000])
+      expect(await read(size, 100, ascii), `ASCII, chunks of ${size}`).toEqual(asciiExpected);
     await expect(read(1000, 9)).rejects.toMatchObject({ code: 'payload_too_large', details: { line: 3 } });
     const broken = new Uint8Array([...new TextEncoder().encode('{"a":1}\n{"b":2}\n"'), 0xff, 0x22, 10]);
     const lines = ndjsonLines(
@@ -469,6 +475,31 @@ describe('session export and import', () => {
     expect(error.code === 'payload_too_large' ? 413 : 400).toBe(status);
     expect(error.message).toContain(message);
     expect((await w.store.list('')).objects.map((object) => object.key)).toEqual([]);
+  });
+
+  it.each([
+    ['not JSON', '{"type":'],
+    ['too long', `{"x":"${'z'.repeat(9000)}"}`],
+  ])('names the first line at fault when a later line of the same chunk is %s', async (_name, later) => {
+    const w = world();
+    const bad = item(2, { type: 'message', role: 'robot', content: 'x' });
+    const text = [header, message(1), bad, later, message(3)].join('\n');
+    // One chunk: its lines are read at once, the later fault with them.
+    const refusal = await importLines(w.services, chunks(text, 1 << 20), LIMITS).catch((error: unknown) => error);
+    expect(refusal).toMatchObject({ message: expect.stringContaining('line 3.role') });
+    expect((await w.store.list('')).objects).toEqual([]);
+  });
+
+  it('stores a line that starts with a byte order mark as the item it parses to, without the mark', async () => {
+    const w = world();
+    const lines = [header, ...Array.from({ length: 80 }, (_, index) => message(index + 1))];
+    // Every line of a chunk that is not all ASCII is decoded alone, which drops a leading BOM.
+    lines[3] = `\uFEFF${lines[3]}`;
+    await importText(w.services, `${lines.join('\n')}\n`);
+    expect(await segmentsText(w.store, 'imp')).not.toContain('\uFEFF');
+    const exported = (await exportText(w.services, 'imp')).split('\n');
+    expect(exported[3]).toBe(message(3));
+    expect(exported).toHaveLength(82);
   });
 
   it('refuses an id that is taken (409) and leaves the existing session as it was', async () => {

@@ -3,8 +3,8 @@ import { putCreateOnly } from '../../store/create-only.ts';
 import { decodeUtf8, toBytes } from '../../store/object-store.ts';
 import {
   exportCompactionSchema,
-  exportItemSchema,
   exportNoticeSchema,
+  parseExportItem,
   parseExportLine,
   type ExportHeader,
   type ExportNotice,
@@ -47,16 +47,15 @@ import type { LogView } from '../view-records.ts';
 export interface ImportLine {
   line: number;
   value: unknown;
-  /** The line's length in UTF-8 bytes. */
-  bytes: number;
-  /** The line's text, without its line end. */
-  text: string;
+  /** The line's UTF-8 bytes, without its line end (a view of the stream's chunk, not a copy). */
+  raw: Uint8Array;
 }
 
 export interface ImportOptions {
   /** The session's config (checked by the caller); `id` is the id it is stored under. */
   header: Omit<ExportHeader, 'type' | 'format'>;
-  lines: AsyncIterable<ImportLine>;
+  /** The lines in batches (lib/transfer.ts, ndjsonLines). */
+  lines: AsyncIterable<ImportLine[]>;
   /** One item above this many UTF-8 bytes (as JSON, without seq and created_at) is a 413. */
   maxItemBytes: number;
   /** A delivered notice whose content is above this many UTF-8 bytes is a 413. */
@@ -70,11 +69,12 @@ export interface ImportOptions {
 }
 
 /**
- * Records between the views held in memory: the items since the last one (8 segments) are held
+ * Records between the views held in memory: the items since the last one (16 segments) are held
  * until the next one is made of them, and a view is as large as the prompt, so making one for
- * every segment would make an import's time grow with the square of its length.
+ * every segment would make an import's time grow with the square of its length (bench/transfer.ts
+ * measures the held items as the import's live heap).
  */
-const VIEW_EVERY_RECORDS = 8;
+const VIEW_EVERY_RECORDS = 16;
 /** Segment writes an import keeps in flight. */
 const MAX_WRITES_IN_FLIGHT = 2;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
@@ -182,7 +182,7 @@ async function writeChunks(
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
   // The line each item of the chunk was read from, when a segment may hold it as it came.
-  let lines: (string | undefined)[] = [];
+  let lines: (Uint8Array | undefined)[] = [];
   let chunkBytes = 0;
   // Every item since the last view: the next view is made of them and the last one.
   let held: LogItem[] = [];
@@ -235,71 +235,73 @@ async function writeChunks(
     await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
     await packScope(log, scope, options.pack);
   };
-  for await (const { line, value, bytes, text } of options.lines) {
-    const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
-    if (type === 'notice') {
-      const notice = parseExportLine(line, value, exportNoticeSchema);
-      const size = toBytes(notice.content).length;
-      if (size > options.maxNoticeBytes)
+  for await (const batch of options.lines) {
+    for (const { line, value, raw } of batch) {
+      const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+      if (type === 'notice') {
+        const notice = parseExportLine(line, value, exportNoticeSchema);
+        const size = toBytes(notice.content).length;
+        if (size > options.maxNoticeBytes)
+          throw new TailgateError(
+            'payload_too_large',
+            `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
+            { line, size, limit: options.maxNoticeBytes },
+          );
+        noticeBytes += toBytes(JSON.stringify(notice)).length;
+        if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
+          throw new TailgateError(
+            'payload_too_large',
+            `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
+            { line, limit: MAX_IMPORT_NOTICE_BYTES },
+          );
+        notices.push(notice);
+        continue;
+      }
+      if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
+      if (type === 'compaction') {
+        if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
+        const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
+        checkCompaction(line, compaction.start_seq, seq);
+        context = { ...compaction, base_record: 1 };
+        continue;
+      }
+      if (context) throw outOfOrder(line, 'after the compaction');
+      let item = parseExportItem(line, value) as LogItem;
+      let stored: Uint8Array | undefined = raw;
+      if (hasInlineMedia([item])) {
+        stored = undefined;
+        const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
+        [item] = (await storeAttachments(
+          log.store,
+          [item],
+          options.attachmentLimits,
+          blobKeyOf,
+          () => `line ${line}`,
+        )) as [LogItem];
+      }
+      if (item.seq !== seq + 1)
+        throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
+          field: `line ${line}.seq`,
+        });
+      // The item without seq and created_at is shorter than its line: measured only when the line is long.
+      const size = raw.length > options.maxItemBytes ? bareBytes(item) : raw.length;
+      if (size > options.maxItemBytes)
         throw new TailgateError(
           'payload_too_large',
-          `line ${line}: the notice is ${size} bytes; one notice may hold at most ${options.maxNoticeBytes}`,
-          { line, size, limit: options.maxNoticeBytes },
+          `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
+          { line, size, limit: options.maxItemBytes },
         );
-      noticeBytes += toBytes(JSON.stringify(notice)).length;
-      if (noticeBytes > MAX_IMPORT_NOTICE_BYTES)
-        throw new TailgateError(
-          'payload_too_large',
-          `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
-          { line, limit: MAX_IMPORT_NOTICE_BYTES },
-        );
-      notices.push(notice);
-      continue;
+      if (chunkBytes >= recordBytes) await flush(false);
+      trackCall(pending, item, `line ${line}`);
+      if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
+      seq += 1;
+      if (item.type === 'function_call') toolCalls += 1;
+      chunk.push(item);
+      // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
+      lines.push(hasStringPayload(item) ? stored : undefined);
+      held.push(item);
+      chunkBytes += size;
     }
-    if (notices.length > 0) throw outOfOrder(line, 'after the delivered notices');
-    if (type === 'compaction') {
-      if (context) throw outOfOrder(line, 'after the compaction (an export has one at most)');
-      const { type: _type, ...compaction } = parseExportLine(line, value, exportCompactionSchema);
-      checkCompaction(line, compaction.start_seq, seq);
-      context = { ...compaction, base_record: 1 };
-      continue;
-    }
-    if (context) throw outOfOrder(line, 'after the compaction');
-    let item = parseExportLine(line, value, exportItemSchema) as LogItem;
-    let stored: string | undefined = text;
-    if (hasInlineMedia([item])) {
-      stored = undefined;
-      const blobKeyOf = (sha256: string) => blobKey(scope, sha256);
-      [item] = (await storeAttachments(
-        log.store,
-        [item],
-        options.attachmentLimits,
-        blobKeyOf,
-        () => `line ${line}`,
-      )) as [LogItem];
-    }
-    if (item.seq !== seq + 1)
-      throw new InvalidRequestError(`line ${line}.seq: ${item.seq} where ${seq + 1} was expected`, {
-        field: `line ${line}.seq`,
-      });
-    // The item without seq and created_at is shorter than its line: measured only when the line is long.
-    const size = bytes > options.maxItemBytes ? bareBytes(item) : bytes;
-    if (size > options.maxItemBytes)
-      throw new TailgateError(
-        'payload_too_large',
-        `line ${line}: the item is ${size} bytes; one item may hold at most ${options.maxItemBytes}`,
-        { line, size, limit: options.maxItemBytes },
-      );
-    if (chunkBytes >= recordBytes) await flush(false);
-    trackCall(pending, item, `line ${line}`);
-    if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
-    seq += 1;
-    if (item.type === 'function_call') toolCalls += 1;
-    chunk.push(item);
-    // The schema keeps such a line whole (strict objects of strings and numbers): it parses to the item.
-    lines.push(hasStringPayload(item) ? stored : undefined);
-    held.push(item);
-    chunkBytes += size;
   }
   if (seq > 0) await flush(true);
   return notices;

@@ -1,4 +1,5 @@
 import { Buffer } from 'node:buffer';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
@@ -106,17 +107,20 @@ export async function openIfExists(path: string, operation: string, key: string)
   }
 }
 
-/** The header line of an object file, where its body starts, and the body's size. */
-export async function readHeader(
-  file: FileHandle,
-  key: string,
-): Promise<{ header: Header; bodyStart: number; size: number }> {
-  const { size: fileSize } = await file.stat();
+/**
+ * The header line of the object file open as `fd`, where its body starts, and the body's size.
+ * Read synchronously, as every header is: one is a few hundred bytes, in the page cache once
+ * written or read, and a listing reads one per object it returns. Through the thread pool the
+ * round trips of its open, stat, read and close cost far more than the reads themselves
+ * (docs/STORAGE.md, the file store).
+ */
+export function readHeader(fd: number, key: string): { header: Header; bodyStart: number; size: number } {
+  const { size: fileSize } = fstatSync(fd);
   const chunks: Buffer[] = [];
   let position = 0;
   for (;;) {
     const chunk = Buffer.alloc(4096);
-    const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
+    const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
     if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
     const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
     if (newline >= 0) {
@@ -130,13 +134,25 @@ export async function readHeader(
   }
 }
 
-export async function readHeaderAt(path: string, key: string): Promise<Header | null> {
-  const file = await openIfExists(path, 'put', key);
-  if (!file) return null;
+export interface HeaderRead {
+  header: Header;
+  size: number;
+}
+
+/** The header and body size of the object file at `path` (null: there is none), read synchronously. */
+export function readHeaderAt(path: string, key: string): HeaderRead | null {
+  let fd: number;
   try {
-    return (await readHeader(file, key)).header;
+    fd = openSync(path, 'r');
+  } catch (error) {
+    const code = codeOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw error;
+  }
+  try {
+    return readHeader(fd, key);
   } finally {
-    await file.close();
+    closeSync(fd);
   }
 }
 

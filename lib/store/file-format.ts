@@ -107,29 +107,64 @@ export async function openIfExists(path: string, operation: string, key: string)
   }
 }
 
+/** The header line of an object file, where its body starts, and the body's size. */
+interface HeaderLine {
+  header: Header;
+  bodyStart: number;
+  size: number;
+}
+
 /**
- * The header line of the object file open as `fd`, where its body starts, and the body's size.
- * Read synchronously, as every header is: one is a few hundred bytes, in the page cache once
- * written or read, and a listing reads one per object it returns. Through the thread pool the
- * round trips of its open, stat, read and close cost far more than the reads themselves
- * (docs/STORAGE.md, the file store).
+ * Takes `chunk`, read at `position` (`bytesRead` of it), after `chunks`: the header line once
+ * its newline has been read, null to read on.
  */
-export function readHeader(fd: number, key: string): { header: Header; bodyStart: number; size: number } {
+function headerLine(
+  chunks: Buffer[],
+  chunk: Buffer,
+  bytesRead: number,
+  position: number,
+  fileSize: number,
+  key: string,
+): HeaderLine | null {
+  if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
+  const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
+  if (newline < 0) {
+    chunks.push(chunk.subarray(0, bytesRead));
+    return null;
+  }
+  chunks.push(chunk.subarray(0, newline));
+  const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
+  const bodyStart = position + newline + 1;
+  return { header, bodyStart, size: fileSize - bodyStart };
+}
+
+/** The header line of the open object file `file` (what `get` reads before the body). */
+export async function readHeader(file: FileHandle, key: string): Promise<HeaderLine> {
+  const { size: fileSize } = await file.stat();
+  const chunks: Buffer[] = [];
+  for (let position = 0; ; ) {
+    const chunk = Buffer.alloc(4096);
+    const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
+    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
+    if (line) return line;
+    position += bytesRead;
+  }
+}
+
+/**
+ * The header line of the object file open as `fd`, read synchronously: a header is a few
+ * hundred bytes, in the page cache once written or read, and a listing reads one per object
+ * it returns. Through the thread pool the round trips of its open, stat, read and close cost
+ * far more than the reads themselves (docs/STORAGE.md, the file store).
+ */
+function readHeaderSync(fd: number, key: string): HeaderLine {
   const { size: fileSize } = fstatSync(fd);
   const chunks: Buffer[] = [];
-  let position = 0;
-  for (;;) {
+  for (let position = 0; ; ) {
     const chunk = Buffer.alloc(4096);
     const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
-    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
-    const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
-    if (newline >= 0) {
-      chunks.push(chunk.subarray(0, newline));
-      const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
-      const bodyStart = position + newline + 1;
-      return { header, bodyStart, size: fileSize - bodyStart };
-    }
-    chunks.push(chunk.subarray(0, bytesRead));
+    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
+    if (line) return line;
     position += bytesRead;
   }
 }
@@ -150,7 +185,7 @@ export function readHeaderAt(path: string, key: string): HeaderRead | null {
     throw error;
   }
   try {
-    return readHeader(fd, key);
+    return readHeaderSync(fd, key);
   } finally {
     closeSync(fd);
   }

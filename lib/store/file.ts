@@ -80,8 +80,8 @@ export interface FileStoreOptions extends Partial<LockTimes> {
  *   bytes, so a key deleted and written again never shows an earlier etag.
  * - Listing walks the directories, sorting each by the UTF-8 bytes of the keys it holds, so
  *   keys come back in byte order; its cost grows with the size of the directories it visits.
- *   It reads the header of each object it returns synchronously (`readHeader`), as `get` and
- *   `head` do: a thread-pool round trip per call would cost more than the read.
+ *   It reads the header of each object it returns synchronously (`readHeaderAt`), as `head`
+ *   does: a thread-pool round trip per call would cost more than the read.
  */
 export class FileStore implements ObjectStore {
   readonly root: string;
@@ -99,7 +99,7 @@ export class FileStore implements ObjectStore {
     const file = await openIfExists(path, 'get', key);
     if (!file) return null;
     try {
-      const { header, bodyStart, size } = readHeader(file.fd, key);
+      const { header, bodyStart, size } = await readHeader(file, key);
       const [start, end] = options.range ? resolveRange(options.range, size) : [0, size];
       const body = new Uint8Array(end - start);
       let done = 0;

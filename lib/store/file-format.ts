@@ -1,4 +1,5 @@
 import { Buffer } from 'node:buffer';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { open, stat, type FileHandle } from 'node:fs/promises';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
@@ -107,36 +108,86 @@ export async function openIfExists(path: string, operation: string, key: string)
 }
 
 /** The header line of an object file, where its body starts, and the body's size. */
-export async function readHeader(
-  file: FileHandle,
+interface HeaderLine {
+  header: Header;
+  bodyStart: number;
+  size: number;
+}
+
+/**
+ * Takes `chunk`, read at `position` (`bytesRead` of it), after `chunks`: the header line once
+ * its newline has been read, null to read on.
+ */
+function headerLine(
+  chunks: Buffer[],
+  chunk: Buffer,
+  bytesRead: number,
+  position: number,
+  fileSize: number,
   key: string,
-): Promise<{ header: Header; bodyStart: number; size: number }> {
+): HeaderLine | null {
+  if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
+  const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
+  if (newline < 0) {
+    chunks.push(chunk.subarray(0, bytesRead));
+    return null;
+  }
+  chunks.push(chunk.subarray(0, newline));
+  const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
+  const bodyStart = position + newline + 1;
+  return { header, bodyStart, size: fileSize - bodyStart };
+}
+
+/** The header line of the open object file `file` (what `get` reads before the body). */
+export async function readHeader(file: FileHandle, key: string): Promise<HeaderLine> {
   const { size: fileSize } = await file.stat();
   const chunks: Buffer[] = [];
-  let position = 0;
-  for (;;) {
+  for (let position = 0; ; ) {
     const chunk = Buffer.alloc(4096);
     const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
-    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
-    const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
-    if (newline >= 0) {
-      chunks.push(chunk.subarray(0, newline));
-      const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
-      const bodyStart = position + newline + 1;
-      return { header, bodyStart, size: fileSize - bodyStart };
-    }
-    chunks.push(chunk.subarray(0, bytesRead));
+    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
+    if (line) return line;
     position += bytesRead;
   }
 }
 
-export async function readHeaderAt(path: string, key: string): Promise<Header | null> {
-  const file = await openIfExists(path, 'put', key);
-  if (!file) return null;
+/**
+ * The header line of the object file open as `fd`, read synchronously: a header is a few
+ * hundred bytes, in the page cache once written or read, and a listing reads one per object
+ * it returns. Through the thread pool the round trips of its open, stat, read and close cost
+ * far more than the reads themselves (docs/STORAGE.md, the file store).
+ */
+function readHeaderSync(fd: number, key: string): HeaderLine {
+  const { size: fileSize } = fstatSync(fd);
+  const chunks: Buffer[] = [];
+  for (let position = 0; ; ) {
+    const chunk = Buffer.alloc(4096);
+    const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
+    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
+    if (line) return line;
+    position += bytesRead;
+  }
+}
+
+export interface HeaderRead {
+  header: Header;
+  size: number;
+}
+
+/** The header and body size of the object file at `path` (null: there is none), read synchronously. */
+export function readHeaderAt(path: string, key: string): HeaderRead | null {
+  let fd: number;
   try {
-    return (await readHeader(file, key)).header;
+    fd = openSync(path, 'r');
+  } catch (error) {
+    const code = codeOf(error);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+    throw error;
+  }
+  try {
+    return readHeaderSync(fd, key);
   } finally {
-    await file.close();
+    closeSync(fd);
   }
 }
 

@@ -2,6 +2,7 @@ import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { link, open, readdir, rename, rmdir, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setImmediate } from 'node:timers/promises';
 import { StorageError } from '../errors.ts';
 import {
   compareKeys,
@@ -17,6 +18,7 @@ import {
 } from './object-store.ts';
 import {
   type Header,
+  type HeaderRead,
   OBJECT,
   DIRECTORY,
   MAPPED,
@@ -41,6 +43,9 @@ import {
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
+
+/** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
+const HEADERS_PER_TURN = 100;
 
 export interface FileStoreOptions extends Partial<LockTimes> {
   /**
@@ -75,6 +80,8 @@ export interface FileStoreOptions extends Partial<LockTimes> {
  *   bytes, so a key deleted and written again never shows an earlier etag.
  * - Listing walks the directories, sorting each by the UTF-8 bytes of the keys it holds, so
  *   keys come back in byte order; its cost grows with the size of the directories it visits.
+ *   It reads the header of each object it returns synchronously (`readHeaderAt`), as `head`
+ *   does: a thread-pool round trip per call would cost more than the read.
  */
 export class FileStore implements ObjectStore {
   readonly root: string;
@@ -111,15 +118,11 @@ export class FileStore implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
-    const file = await openIfExists(this.#objectPath(key), 'head', key);
-    if (!file) return null;
     try {
-      const { header, size } = await readHeader(file, key);
-      return infoOf(key, header, size);
+      const read = readHeaderAt(this.#objectPath(key), key);
+      return read && infoOf(key, read.header, read.size);
     } catch (error) {
       throw asStorageError('head', key, error);
-    } finally {
-      await file.close();
     }
   }
 
@@ -129,7 +132,7 @@ export class FileStore implements ObjectStore {
     const objectPath = join(directory, name + OBJECT);
     try {
       return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
-        const current = await readHeaderAt(objectPath, key);
+        const current = readHeaderAt(objectPath, key)?.header;
         if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
         const version = (current?.v ?? 0) + 1;
@@ -176,8 +179,11 @@ export class FileStore implements ObjectStore {
     const prefixes: string[] = [];
     let truncated = false;
     let last = '';
+    let visited = 0;
     try {
       for await (const entry of this.#walk(directory, base, prefix, after)) {
+        // Headers are read synchronously: other work gets the event loop between runs of them.
+        if (++visited % HEADERS_PER_TURN === 0) await setImmediate();
         // With a delimiter, the keys of a group come after its first one: skip them.
         if (prefixes.length > 0 && entry.key.startsWith(prefixes[prefixes.length - 1]!)) continue;
         if (objects.length + prefixes.length === limit) {
@@ -235,20 +241,29 @@ export class FileStore implements ObjectStore {
       throw error;
     }
     // `tail`: the key after `base`, which every key here starts with; tails sort as the keys do.
-    const entries: Array<{ key: string; tail: string; directory: boolean; name: string }> = [];
+    // `read`: a mapped name's header, read already for its key.
+    const entries: Array<{
+      key: string;
+      tail: string;
+      directory: boolean;
+      name: string;
+      read: HeaderRead | null | undefined;
+    }> = [];
     for (const name of names) {
       const kind = name.slice(-2);
       if (kind !== OBJECT && kind !== DIRECTORY) continue;
       let key: string | undefined;
+      let read: HeaderRead | null | undefined;
       if (kind === OBJECT && name.includes(MAPPED)) {
         // A mapped name keeps only the start of its segment: the header has the key.
-        key = (await readHeaderAt(join(directory, name), base))?.k;
+        read = readHeaderAt(join(directory, name), base);
+        key = read?.header.k;
       } else {
         const segment = unescapeSegment(name.slice(0, -2));
         if (segment !== undefined) key = base + segment + (kind === DIRECTORY ? '/' : '');
       }
       if (key === undefined || !key.startsWith(prefix)) continue;
-      entries.push({ key, tail: key.slice(base.length), directory: kind === DIRECTORY, name });
+      entries.push({ key, tail: key.slice(base.length), directory: kind === DIRECTORY, name, read });
     }
     entries.sort((a, b) => compareKeys(a.tail, b.tail));
     for (const entry of entries) {
@@ -259,8 +274,9 @@ export class FileStore implements ObjectStore {
         continue;
       }
       if (after !== undefined && compareKeys(entry.key, after) <= 0) continue;
-      const info = await this.head(entry.key);
-      if (info) yield info;
+      // Gone since the directory was read: not listed.
+      const read = entry.read ?? readHeaderAt(join(directory, entry.name), entry.key);
+      if (read) yield infoOf(entry.key, read.header, read.size);
     }
   }
 

@@ -1,5 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, writeFile, mkdir } from 'node:fs/promises';
+import { createHook } from 'node:async_hooks';
+import { mkdtemp, readdir, readFile, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { FileStore } from '../../lib/store/file.ts';
+import type { ListResult } from '../../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { compareBytes, defineObjectStoreConformance, listAll } from './object-store-conformance.ts';
 
@@ -157,6 +159,56 @@ describe('FileStore', () => {
       expect(stdout.trim()).toBe('StorageError');
       expect(new TextDecoder().decode((await store.get('k'))!.body)).toBe('before');
       expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+    },
+  );
+
+  it("reads a listing's headers without a thread-pool request per object: one per directory", async () => {
+    const store = new FileStore(await freshDirectory());
+    for (let index = 0; index < 120; index++) await store.put(`s/turn/${String(index).padStart(3, '0')}`, '');
+    for (let index = 0; index < 30; index++) await store.put(`s/turn/sub/${index}`, 'x'.repeat(index * 300));
+    const requests: string[] = [];
+    const hook = createHook({
+      init(_id, type) {
+        if (type.startsWith('FSREQ')) requests.push(type);
+      },
+    });
+    hook.enable();
+    let listed: ListResult;
+    try {
+      listed = await store.list('s/turn/');
+    } finally {
+      hook.disable();
+    }
+    expect(listed.objects).toHaveLength(150);
+    expect(listed.objects.find((object) => object.key === 's/turn/sub/29')?.size).toBe(29 * 300);
+    // Each of the two directories read once (2), the 150 headers with no request of their own
+    // (read through the thread pool, open, stat, read and close: 452 requests here).
+    expect(requests.length).toBeLessThan(10);
+  });
+
+  it(
+    'a listed name whose file is gone is left out; one that is not an object file fails the listing, a head ' +
+      'and a get with StorageError',
+    async () => {
+      const directory = await freshDirectory();
+      const store = new FileStore(directory);
+      await store.put('d/a', '1');
+      // Gone between the directory read and the header read, as a deleted object is.
+      await symlink(join(directory, 'nowhere'), join(directory, 'd~d', 'b~o'));
+      expect((await store.list('d/')).objects.map((object) => object.key)).toEqual(['d/a']);
+      expect(await store.head('d/b')).toBeNull();
+      expect(await store.get('d/b')).toBeNull();
+      for (const [name, make] of [
+        ['c', () => mkdir(join(directory, 'd~d', 'c~o'))],
+        ['e', () => writeFile(join(directory, 'd~d', 'e~o'), 'a header line never ended')],
+      ] as const) {
+        await make();
+        await expect(store.list('d/')).rejects.toBeInstanceOf(StorageError);
+        await expect(store.head(`d/${name}`)).rejects.toBeInstanceOf(StorageError);
+        await expect(store.get(`d/${name}`)).rejects.toBeInstanceOf(StorageError);
+        await rm(join(directory, 'd~d', `${name}~o`), { recursive: true });
+      }
+      expect((await store.list('d/')).objects.map((object) => object.key)).toEqual(['d/a']);
     },
   );
 

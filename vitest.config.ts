@@ -119,6 +119,10 @@ export default defineConfig({
           name: 'workers',
           include: ['test/workers/**/*.test.ts'],
           globalSetup: ['test/support/workers-global-setup.ts'],
+          // As in `unit` and `node`: the files a worker runs share the Worker's modules inside workerd
+          // (83 s of CPU isolated against 56 s shared, back to back); none mocks a module or changes
+          // a global, and each uses ids of its own in the R2 bucket.
+          isolate: false,
           testTimeout: 30_000,
         },
       },

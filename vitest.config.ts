@@ -2,7 +2,6 @@ import { readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
-import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // Four projects:
 // - `unit` (`npm run test:unit`): lib/ on the memory store, models against in-process fake
@@ -36,28 +35,6 @@ const unitFiles = [
   ),
 ].filter((file) => file.endsWith('.test.ts') && !NOT_UNIT.test(file));
 
-// The files that keep one worker busy longest (each about a minute on 2 idle cores), started
-// first whatever their project. vitest runs the projects one after another, each file in order of
-// its last duration (in a fresh clone, which has none: largest file first), so one of these
-// started last left the other core idle for most of its minute.
-const LONG_FILES = [
-  'test/session/protocol-simulation-files.test.ts',
-  'test/workers/http.test.ts',
-  'test/session/protocol-simulation.test.ts',
-  'test/ui/inspector.test.ts',
-];
-
-class LongFilesFirst extends BaseSequencer {
-  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const rank = (file: TestSpecification) => {
-      const at = LONG_FILES.findIndex((name) => file.moduleId.endsWith(`/${name}`));
-      return at < 0 ? LONG_FILES.length : at;
-    };
-    // Stable: the rest keep vitest's order.
-    return (await super.sort(files)).sort((a, b) => rank(a) - rank(b));
-  }
-}
-
 // wrangler/miniflare and Node's SQLite print an ExperimentalWarning in every process that
 // loads them; child processes inherit NODE_OPTIONS from here.
 if (!process.env.NODE_OPTIONS?.includes('--disable-warning=ExperimentalWarning'))
@@ -68,7 +45,6 @@ export default defineConfig({
     // vitest's default is one worker fewer than the cores: one worker on 2 cores, where many files
     // mostly wait (on servers, Chromium, a lease) and leave the other core idle.
     maxWorkers: Math.max(2, availableParallelism() - 1),
-    sequence: { sequencer: LongFilesFirst },
     projects: [
       {
         test: {

@@ -1,14 +1,15 @@
-import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool } from '@openai/agents';
+import { Agent, OpenAIProvider, Runner, tool } from '@openai/agents';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTailgate, TOKEN } from './server.ts';
+import { agentsTracingOff } from './agents-tracing.ts';
 
 // One agent run of @openai/agents (Responses API) with one function tool, on tailgate's echo model.
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
 
+agentsTracingOff();
 beforeAll(async () => {
-  setTracingDisabled(true);
   tailgate = await startTailgate();
 });
 afterAll(() => tailgate.close());

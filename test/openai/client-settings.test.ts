@@ -1,4 +1,4 @@
-import { Agent, OpenAIProvider, Runner, setTracingDisabled } from '@openai/agents';
+import { Agent, OpenAIProvider, Runner } from '@openai/agents';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -9,6 +9,7 @@ import {
   type RecordedRequest,
 } from '../support/fake-providers/fake-provider-server.ts';
 import { startTailgate, TOKEN } from './server.ts';
+import { agentsTracingOff } from './agents-tracing.ts';
 
 // What clients send by default, and the settings they may ask: honoured (passed to the
 // provider: asserted on the fake provider's wire), echoed in the response, or refused by name.
@@ -28,8 +29,8 @@ function forced(choice: unknown): boolean {
   );
 }
 
+agentsTracingOff();
 beforeAll(async () => {
-  setTracingDisabled(true);
   openaiWire = await startFakeProvider((request) =>
     reply(request, forced(request.body?.tool_choice) ? 'openai-chat-tool-call' : 'openai-chat-text'),
   );

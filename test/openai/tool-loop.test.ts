@@ -1,10 +1,11 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { Agent, OpenAIProvider, Runner, setTracingDisabled, tool as agentTool } from '@openai/agents';
+import { Agent, OpenAIProvider, Runner, tool as agentTool } from '@openai/agents';
 import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { agentsTracingOff } from './agents-tracing.ts';
 
 // A client's tool loop that resends the whole history on each step, without
 // previous_response_id, stays one conversation (lib/openai/history-index.ts).
@@ -13,8 +14,8 @@ let client: OpenAI;
 /** Reads of the history index since the last reset. */
 let indexReads = 0;
 
+agentsTracingOff();
 beforeAll(async () => {
-  setTracingDisabled(true);
   tailgate = await startTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
   client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
   const get = tailgate.store.get.bind(tailgate.store);

@@ -52,6 +52,9 @@ export class CrashError extends StorageError {
   }
 }
 
+/** Fake timers a run moves in a row, with no storage call, before it gives up (see `run`). */
+const MAX_TIMERS_WITHOUT_A_CALL = 10_000;
+
 /** The timer functions as loaded, before a test fakes them: real time for calls in flight. */
 const realSetTimeout = globalThis.setTimeout;
 const realClearTimeout = globalThis.clearTimeout;
@@ -113,10 +116,19 @@ export class Scheduler {
       settled = true;
     });
     done.catch(() => undefined);
+    // Timers moved since a call was released or settled: the work's own backoffs and leases make
+    // a storage call within a few of them; a loop outside the simulation never does.
+    let timers = 0;
+    let inFlight = this.#inFlight;
     for (let idle = 0; ; ) {
       await new Promise((resolve) => setImmediate(resolve));
+      if (this.#inFlight !== inFlight) {
+        inFlight = this.#inFlight;
+        timers = 0;
+      }
       if (this.#waiting.length > 0 && !(this.serial && this.#inFlight > 0)) {
         idle = 0;
+        timers = 0;
         const [next] = this.#waiting.splice(this.#pick(this.#waiting.length) % this.#waiting.length, 1);
         this.steps += 1;
         next!.release();
@@ -129,6 +141,11 @@ export class Scheduler {
       }
       if (vi.getTimerCount() > 0) {
         idle = 0;
+        if (++timers > MAX_TIMERS_WITHOUT_A_CALL)
+          throw new Error(
+            'simulation stalled: timers keep firing without a storage call (a timer loop outside the ' +
+              'simulation, such as a library left running by an earlier file in this worker?)',
+          );
         vi.advanceTimersToNextTimer();
       } else if (settled && this.#inFlight === 0) {
         return done;

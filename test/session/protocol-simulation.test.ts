@@ -11,6 +11,9 @@ defineProtocolSimulation({
   makeWorld: async (pick) => new World(pick),
   runs: Number(process.env.SIMULATION_RUNS ?? 300),
   report: true,
+  // A bound, not a measure: each operation's crash matrix takes 6 to 13 s alone on 2 cores and
+  // can pass 30 s on a loaded machine; a run that stops making storage calls fails at once.
+  crashTimeoutMs: 300_000,
 });
 
 defineForkSimulation('memory store', async () => new MemoryStore());

@@ -21,7 +21,7 @@ import { listForks, type ForkRow } from './log/children.ts';
 import { importSession, type ImportOptions } from './log/import.ts';
 import { deleteNewestTurn, type RewindOptions } from './log/rewind.ts';
 import type { ExportHeader } from './export-format.ts';
-import { payloadKey } from './log/tail-reader.ts';
+import { payloadKey } from './log/item-pages.ts';
 import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex } from './log/session-index.ts';

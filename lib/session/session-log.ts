@@ -20,7 +20,8 @@ import {
 import { pack } from './log/packer.ts';
 import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
-import { hydrate, listItems, payloadKey, previewContext, readContext } from './log/tail-reader.ts';
+import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
+import { previewContext, readContext } from './log/tail-reader.ts';
 import type {
   BeginTurnResult,
   ContextView,
@@ -38,7 +39,7 @@ import type { SweepResult } from './log/retention.ts';
 import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
 import type { ContextStart, OverflowBoundary, QueuedInput, TurnStatus } from './records.ts';
 import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
-export { MAX_PAGE_BYTES } from './log/tail-reader.ts';
+export { MAX_PAGE_BYTES } from './log/item-pages.ts';
 
 export type * from './log/types.ts';
 export type { ImportLine } from './log/import.ts';

@@ -8,7 +8,7 @@ import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
-import { hydrate, payloadKey } from './tail-reader.ts';
+import { hydrate, payloadKey } from './item-pages.ts';
 
 /**
  * Exporting a session (lib/session/export-format.ts): the header, then every item oldest

@@ -9,7 +9,7 @@ import type { DoneRecord, LogItem, LogRecord, SegmentTurn, TurnStatus } from '..
 import { SegmentReader } from '../segment.ts';
 import type { LogContext } from './context.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
-import { listItems } from './tail-reader.ts';
+import { listItems } from './item-pages.ts';
 
 /**
  * Reading model turns back (the turn receipts API): their outcome, timing, settings, the

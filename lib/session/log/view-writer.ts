@@ -16,7 +16,8 @@ import {
   recordGroups,
   type Head,
 } from './head.ts';
-import { cursorBelow, hydrate, readTail } from './tail-reader.ts';
+import { hydrate } from './item-pages.ts';
+import { cursorBelow, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, ShardMissingError, writeKeyShards } from './key-shards.ts';
 import {

@@ -95,7 +95,7 @@ async function readShard(log: LogContext, scope: LogScope, record: number, prefi
   const object = await log.store.get(key);
   if (!object) throw new ShardMissingError(key);
   const { keys } = parseStored(key, object.body, keyShardSchema);
-  cache.set(key, keys);
+  cache.set(key, keys, keys.length);
   return keys;
 }
 
@@ -184,7 +184,7 @@ export async function writeKeyShards(
     const key = keyShardKey(scope, record, prefix);
     const body = { format: 'tailgate.keys.v1', record, prefix, keys };
     await log.store.put(key, JSON.stringify(body), { onlyIfAbsent: true, contentType: 'application/json' });
-    cache.set(key, keys);
+    cache.set(key, keys, keys.length);
   });
   const versions = new Map(regrouped ? [] : oldVersions);
   for (const prefix of shards.keys()) versions.set(prefix, record);

@@ -1,4 +1,5 @@
-import { backendOf, concatBytes, toBytes, type ObjectStore } from '../../store/object-store.ts';
+import { concatBytes, toBytes } from '../../store/object-store.ts';
+import { BoundedCache, perBackend } from './bounded-cache.ts';
 import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
 import type { LogItem, LogRecord } from '../records.ts';
 
@@ -20,67 +21,45 @@ export type CachedRecord = DeepReadonly<LogRecord>;
  * them, its carried groups encoded once (`recordBody`).
  */
 export class RecordCache {
-  readonly maxBytes: number;
-  /** Oldest first (a Map keeps insertion order). */
-  readonly #entries = new Map<string, { bytes: Uint8Array; record: CachedRecord }>();
-  #bytes = 0;
+  /** Oldest first; a recall does not make a record newer. */
+  readonly #entries: BoundedCache<{ bytes: Uint8Array; record: CachedRecord }>;
 
   constructor(maxBytes: number) {
-    this.maxBytes = maxBytes;
+    this.#entries = new BoundedCache(maxBytes);
+  }
+
+  get maxSize(): number {
+    return this.#entries.maxSize;
   }
 
   /** The bytes of the records kept. */
   get bytes(): number {
-    return this.#bytes;
+    return this.#entries.size;
   }
 
   /** Keeps `record`, stored as `bytes` under `key`, and freezes it (and all it holds). */
   remember(key: string, bytes: Uint8Array, record: LogRecord | CachedRecord): void {
-    if (bytes.length > this.maxBytes) return;
-    this.#forget(key);
-    this.#entries.set(key, { bytes, record: deepFreeze(record) });
-    this.#bytes += bytes.length;
-    for (const [oldest] of this.#entries) {
-      if (this.#bytes <= this.maxBytes) break;
-      this.#forget(oldest);
-    }
+    if (bytes.length > this.maxSize) return;
+    this.#entries.set(key, { bytes, record: deepFreeze(record) }, bytes.length);
   }
 
   /** The record kept for `key` when `body` is the bytes stored with it. */
   recall(key: string, body: Uint8Array): CachedRecord | undefined {
-    const entry = this.#entries.get(key);
+    const entry = this.#entries.peek(key);
     if (!entry) return undefined;
     if (!sameBytes(entry.bytes, body)) {
-      this.#forget(key);
+      this.#entries.delete(key);
       return undefined;
     }
     return entry.record;
   }
-
-  #forget(key: string): void {
-    const entry = this.#entries.get(key);
-    if (!entry) return;
-    this.#entries.delete(key);
-    this.#bytes -= entry.bytes.length;
-  }
 }
-
-const caches = new WeakMap<ObjectStore, RecordCache>();
 
 /**
  * The cache of `store`'s backend (two wrappers of one store share it), or null when
  * `maxBytes` is 0. A deployment whose RECORD_CACHE_BYTES changed starts a new one.
  */
-export function recordCacheOf(store: ObjectStore, maxBytes: number): RecordCache | null {
-  if (maxBytes <= 0) return null;
-  const backend = backendOf(store);
-  let cache = caches.get(backend);
-  if (!cache || cache.maxBytes !== maxBytes) {
-    cache = new RecordCache(maxBytes);
-    caches.set(backend, cache);
-  }
-  return cache;
-}
+export const recordCacheOf = perBackend((maxBytes) => new RecordCache(maxBytes));
 
 /**
  * A carried group's items as JSON (its length, as the carry's budget counts) and as UTF-8

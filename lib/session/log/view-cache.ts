@@ -1,5 +1,5 @@
 import { deepFreeze } from '../../deep-readonly.ts';
-import { backendOf, type ObjectStore } from '../../store/object-store.ts';
+import { BoundedCache, perBackend } from './bounded-cache.ts';
 import type { LogView } from '../view-records.ts';
 
 /**
@@ -15,68 +15,49 @@ import type { LogView } from '../view-records.ts';
  * frozen, so code that would change one in place fails at once.
  */
 export class ViewCache {
-  readonly maxBytes: number;
-  /** Oldest first (a Map keeps insertion order): key -> view and its size. */
-  readonly #entries = new Map<string, { view: LogView; bytes: number; session: string }>();
+  readonly #entries: BoundedCache<LogView>;
+  /** A session's views are siblings: the same key up to the record part. Session -> its view's key. */
   readonly #bySession = new Map<string, string>();
-  #bytes = 0;
 
   constructor(maxBytes: number) {
-    this.maxBytes = maxBytes;
+    this.#entries = new BoundedCache(maxBytes, (key) => this.#forgetSession(key));
+  }
+
+  get maxSize(): number {
+    return this.#entries.maxSize;
   }
 
   get bytes(): number {
-    return this.#bytes;
+    return this.#entries.size;
   }
 
   get(key: string): LogView | undefined {
-    const entry = this.#entries.get(key);
-    if (!entry) return undefined;
-    // Most recently used last.
-    this.#entries.delete(key);
-    this.#entries.set(key, entry);
-    return entry.view;
+    return this.#entries.get(key);
   }
 
   /** Keeps `view`, stored as `bytes` of JSON under `key`. */
   set(key: string, view: LogView, bytes: number): void {
-    if (bytes > this.maxBytes || this.#entries.has(key)) return;
-    // A session's views are siblings: the same key up to the record part.
-    const session = key.slice(0, key.lastIndexOf('/') + 1);
+    if (bytes > this.maxSize || this.#entries.has(key)) return;
+    const session = sessionOf(key);
     const older = this.#bySession.get(session);
-    if (older !== undefined) this.#evict(older);
-    deepFreeze(view);
-    this.#entries.set(key, { view, bytes, session });
+    if (older !== undefined) this.#entries.delete(older);
     this.#bySession.set(session, key);
-    this.#bytes += bytes;
-    for (const [oldest] of this.#entries) {
-      if (this.#bytes <= this.maxBytes) break;
-      this.#evict(oldest);
-    }
+    deepFreeze(view);
+    this.#entries.set(key, view, bytes);
   }
 
-  #evict(key: string): void {
-    const entry = this.#entries.get(key);
-    if (!entry) return;
-    this.#entries.delete(key);
-    if (this.#bySession.get(entry.session) === key) this.#bySession.delete(entry.session);
-    this.#bytes -= entry.bytes;
+  #forgetSession(key: string): void {
+    const session = sessionOf(key);
+    if (this.#bySession.get(session) === key) this.#bySession.delete(session);
   }
 }
 
-const caches = new WeakMap<ObjectStore, ViewCache>();
+function sessionOf(key: string): string {
+  return key.slice(0, key.lastIndexOf('/') + 1);
+}
 
 /**
  * The cache of `store`'s backend (one per store under its wrappers, `backendOf`: two stores
  * never share views, two wrappers of one do), or null when `maxBytes` is 0.
  */
-export function viewCacheOf(store: ObjectStore, maxBytes: number): ViewCache | null {
-  if (maxBytes <= 0) return null;
-  const backend = backendOf(store);
-  let cache = caches.get(backend);
-  if (!cache || cache.maxBytes !== maxBytes) {
-    cache = new ViewCache(maxBytes);
-    caches.set(backend, cache);
-  }
-  return cache;
-}
+export const viewCacheOf = perBackend((maxBytes) => new ViewCache(maxBytes));

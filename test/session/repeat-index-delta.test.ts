@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import type { Item, StoredItem } from '../../lib/items.ts';
-import { keyShardKey, viewKey } from '../../lib/session/keys.ts';
+import { keyShardKey } from '../../lib/session/keys.ts';
 import { INDEX_KEY_CHARS, shardVersions } from '../../lib/session/log/key-shards.ts';
-import { keyShardSchema, viewSchema, type LogView } from '../../lib/session/view-records.ts';
+import { keyShardSchema, type LogView } from '../../lib/session/view-records.ts';
 import { parseStored } from '../../lib/session/records.ts';
 import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -12,6 +12,7 @@ import { copyObjects } from '../support/copy-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+import { allItems, call, newestView, output } from '../support/repeat-index.ts';
 
 /**
  * The repeat index's delta (lib/session/log/key-shards.ts): a view holds the keys added since
@@ -20,13 +21,6 @@ import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
  * written before the delta existed.
  */
 
-const call = (n: number, path: string): Item => ({
-  type: 'function_call',
-  call_id: `c${n}`,
-  name: 'read',
-  arguments: JSON.stringify({ path }),
-});
-const output = (n: number): Item => ({ type: 'function_call_output', call_id: `c${n}`, output: `out ${n}` });
 const keyOf = (path: string) => callKey('read', JSON.stringify({ path })).slice(0, INDEX_KEY_CHARS);
 
 /** Shard gets and puts of a store, apart from the rest. */
@@ -61,24 +55,6 @@ async function append(log: SessionLog, paths: string[]): Promise<void> {
       return [call(next, path), output(next)];
     }),
   );
-}
-
-async function allItems(log: SessionLog): Promise<StoredItem[]> {
-  const items: StoredItem[] = [];
-  let before: number | undefined;
-  for (;;) {
-    const page = await log.listItems('s', { limit: 1000, ...(before ? { before } : {}) });
-    items.unshift(...page.items.reverse());
-    if (!page.has_more) return items;
-    before = page.next_before!;
-  }
-}
-
-async function newestView(store: ObjectStore, log: SessionLog): Promise<LogView> {
-  const scope = await log.scope('s');
-  const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
-  const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
-  return parseStored(key, (await store.get(key))!.body, viewSchema);
 }
 
 /** Every key the shards `view` names hold, read from the store (a ShardMissing there fails the test). */

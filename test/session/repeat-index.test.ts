@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { viewKey } from '../../lib/session/keys.ts';
-import { parseStored } from '../../lib/session/records.ts';
-import { viewSchema, type LogView } from '../../lib/session/view-records.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+import { allItems, call, newestView, output } from '../support/repeat-index.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { copyObjects } from '../support/copy-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -17,14 +16,6 @@ import { ProcessStore } from '../../bench/process-store.ts';
  * the depth of the index, a crash in the middle of a pack, or a shard deleted under a reader.
  */
 
-const call = (n: number, path: string): Item => ({
-  type: 'function_call',
-  call_id: `c${n}`,
-  name: 'read',
-  arguments: JSON.stringify({ path }),
-});
-const output = (n: number): Item => ({ type: 'function_call_output', call_id: `c${n}`, output: `out ${n}` });
-
 /** Appends `pairs` (a call and its output each) in records of `perRecord` pairs. */
 async function appendPairs(log: SessionLog, paths: string[], from: number, perRecord: number): Promise<void> {
   for (let start = 0; start < paths.length; start += perRecord) {
@@ -34,24 +25,6 @@ async function appendPairs(log: SessionLog, paths: string[], from: number, perRe
     });
     await log.append('s', items);
   }
-}
-
-async function allItems(log: SessionLog): Promise<StoredItem[]> {
-  const items: StoredItem[] = [];
-  let before: number | undefined;
-  for (;;) {
-    const page = await log.listItems('s', { limit: 1000, ...(before ? { before } : {}) });
-    items.unshift(...page.items.reverse());
-    if (!page.has_more) return items;
-    before = page.next_before!;
-  }
-}
-
-async function newestView(store: ObjectStore, log: SessionLog): Promise<LogView> {
-  const scope = await log.scope('s');
-  const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
-  const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
-  return parseStored(key, (await store.get(key))!.body, viewSchema);
 }
 
 /** The aggregates a claimed turn gets, then closes it. */

@@ -1,0 +1,36 @@
+import type { Item, StoredItem } from '../../lib/items.ts';
+import { viewKey } from '../../lib/session/keys.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { viewSchema, type LogView } from '../../lib/session/view-records.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import type { SessionLog } from './session-log.ts';
+
+/** The repeat index's tests (test/session/repeat-index*.test.ts): session `s`, calls of `read` by path. */
+
+export const call = (n: number, path: string): Item => ({
+  type: 'function_call',
+  call_id: `c${n}`,
+  name: 'read',
+  arguments: JSON.stringify({ path }),
+});
+export const output = (n: number): Item => ({ type: 'function_call_output', call_id: `c${n}`, output: `out ${n}` });
+
+/** Every item of session `s`, oldest first, page by page. */
+export async function allItems(log: SessionLog): Promise<StoredItem[]> {
+  const items: StoredItem[] = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await log.listItems('s', { limit: 1000, ...(before ? { before } : {}) });
+    items.unshift(...page.items.reverse());
+    if (!page.has_more) return items;
+    before = page.next_before!;
+  }
+}
+
+/** Session `s`'s newest view, read from the store. */
+export async function newestView(store: ObjectStore, log: SessionLog): Promise<LogView> {
+  const scope = await log.scope('s');
+  const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
+  const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
+  return parseStored(key, (await store.get(key))!.body, viewSchema);
+}

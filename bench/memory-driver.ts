@@ -31,6 +31,8 @@ export class MemoryTurnDriver implements TurnDriver {
   readonly #turnServices: TurnServices;
   /** The prompt of the last model call, serialized after the turn is timed. */
   #lastPrompt: unknown = [];
+  /** Background work handed over after responses (the session index's refresh), until it settles. */
+  readonly #background = new Set<Promise<unknown>>();
 
   readonly recording: RecordingStore;
 
@@ -54,7 +56,14 @@ export class MemoryTurnDriver implements TurnDriver {
       config,
       env: stringEnv(environment),
       model: (id) => this.#capture(resolveModel(id, {})),
-      background: () => undefined,
+      // As the runtimes do, a failed background task is logged, never an unhandled rejection;
+      // close() waits for what is still running.
+      background: (task) => {
+        const settled: Promise<unknown> = task
+          .catch((error: unknown) => console.error('tailgate: background task failed', error))
+          .finally(() => this.#background.delete(settled));
+        this.#background.add(settled);
+      },
       log: (message, details) => console.error(message, details),
     });
     const log = this.#services.sessions;
@@ -195,7 +204,10 @@ export class MemoryTurnDriver implements TurnDriver {
     await this.#services.inbox.post(id, { content });
   }
 
-  async close(): Promise<void> {}
+  /** Waits for the background work still running (a caller may then remove the store's files). */
+  async close(): Promise<void> {
+    await Promise.all(this.#background);
+  }
 }
 
 /** UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size. */

@@ -68,7 +68,7 @@ export class UnitCursor {
   /** List requests made so far. */
   lists = 0;
   /** Every view (`.view`) in the pages listed so far, newest first. */
-  readonly views: { record: number; key: string }[] = [];
+  readonly views: { record: number; key: string; size: number }[] = [];
   readonly #store: ObjectStore;
   #prefix: string;
   #listPrefix: string;
@@ -166,7 +166,8 @@ export class UnitCursor {
       }
       const name = object.key.slice(this.#prefix.length);
       const entry = parseRecordsEntry(name);
-      if (entry?.kind === 'view' && this.#hop === 0) this.views.push({ record: entry.record, key: object.key });
+      if (entry?.kind === 'view' && this.#hop === 0)
+        this.views.push({ record: entry.record, key: object.key, size: object.size });
       const groupPrefix = name.slice(0, 12);
       if (this.#carry && this.#carry.prefix === groupPrefix) {
         this.#carry.entries.push(object);

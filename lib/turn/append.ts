@@ -27,8 +27,11 @@ export async function appendItems(
   const packing = () =>
     sessions.packSchedule.run(
       sessionId,
-      async () =>
-        sessions.pack(sessionId, packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId)))),
+      async (lastView) =>
+        sessions.pack(sessionId, {
+          ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
+          ...(lastView ? { lastView } : {}),
+        }),
       services.log,
     );
   if (sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing();

@@ -232,7 +232,7 @@ async function writeChunks(
     }
     const body: LogRecord = { ...closing, ...(context ? { context } : {}) };
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
-    await writeViewIfDue(log, scope, options.pack.requirement, true, held, prior);
+    await writeViewIfDue(log, scope, { ...options.pack, refresh: true }, held, prior);
     await packScope(log, scope, options.pack);
   };
   for await (const batch of options.lines) {

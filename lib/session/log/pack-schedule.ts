@@ -1,5 +1,5 @@
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
-import type { PackResult } from './types.ts';
+import type { PackOptions, PackResult } from './types.ts';
 
 /**
  * When a process packs a session appended to (docs/STORAGE.md, **Pack debt**): one pack of a
@@ -21,7 +21,7 @@ interface SessionPacking {
   /** The pack running, with the reruns asked for meanwhile. */
   running: Promise<void> | null;
   /** A pack asked for while one ran: run once after it. */
-  next: (() => Promise<PackResult>) | null;
+  next: Pack | null;
   /** The newest record a segment covers, as far as this process knows (0: none known). */
   through: number;
   failures: number;
@@ -30,6 +30,12 @@ interface SessionPacking {
 }
 
 export type PackLog = (message: string, details?: unknown) => void;
+
+/**
+ * A pack of one session, given the view the pack before it in the same run wrote (a run: the
+ * packs asked for while one runs, one after another), to take instead of reading it again.
+ */
+export type Pack = (lastView: PackOptions['lastView']) => Promise<PackResult>;
 
 export class PackSchedule {
   readonly #sessions = new Map<string, SessionPacking>();
@@ -47,9 +53,12 @@ export class PackSchedule {
   /**
    * Runs `pack` for `id`, or after the pack running (once, however often it is asked for
    * meanwhile); skipped while a failure's backoff lasts. Resolves when it ran or was skipped;
-   * never rejects: a failure is logged through `log`.
+   * never rejects: a failure is logged through `log`. The view a pack wrote is handed to the
+   * next pack of the run and dropped when the run ends: a fast load's packs follow one another,
+   * and each would otherwise read and parse the last one's view (as large as the prompt)
+   * whenever the view cache cannot hold it.
    */
-  run(id: string, pack: () => Promise<PackResult>, log: PackLog): Promise<void> {
+  run(id: string, pack: Pack, log: PackLog): Promise<void> {
     const state = this.#state(id);
     state.next = pack;
     state.running ??= this.#drain(id, state, log).finally(() => {
@@ -61,11 +70,13 @@ export class PackSchedule {
   }
 
   async #drain(id: string, state: SessionPacking, log: PackLog): Promise<void> {
+    let lastView: PackOptions['lastView'];
     for (let pack = state.next; pack; pack = state.next) {
       state.next = null;
       if (this.#now() < state.retryAt) return;
       try {
-        const result = await pack();
+        const result = await pack(lastView);
+        if (result.view) lastView = result.written && { key: result.view, view: result.written };
         state.through = Math.max(state.through, result.through ?? 0);
         state.failures = 0;
         state.retryAt = 0;

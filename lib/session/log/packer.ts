@@ -30,7 +30,7 @@ export async function packScope(
   options: PackOptions = {},
   held: readonly LogItem[] = [],
 ): Promise<PackResult> {
-  const view = await withFreshListing(() => writeViewIfDue(log, scope, options.requirement, options.refresh, held));
+  const view = await withFreshListing(() => writeViewIfDue(log, scope, options, held));
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose.
   const packMinRecords = view ? 1 : log.packMinRecords;
@@ -72,7 +72,8 @@ export async function packScope(
     await bury(log, buried);
     result = { ...result, deleted: result.deleted + buried.length };
   }
-  return view ? { ...result, view } : result;
+  if (!view) return result;
+  return view.view ? { ...result, view: view.key, written: view.view } : { ...result, view: view.key };
 }
 
 async function packRecords(

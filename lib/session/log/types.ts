@@ -297,11 +297,18 @@ export interface PackOptions {
   requirement?: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement;
   /** Write a view of the newest record even if none is due (a turn found its view stale). */
   refresh?: boolean;
+  /**
+   * The view the last pack of this session in this process wrote (its `written`): taken as
+   * it is, not read and parsed again, when it is still the newest view listed.
+   */
+  lastView?: { key: string; view: LogView };
 }
 
 export interface PackResult {
   /** The view written, when one was due. */
   view?: string;
+  /** That view, when this pack stored it. */
+  written?: LogView;
   packed: boolean;
   /** The segment written (or found already written). */
   segment?: string;

@@ -2,10 +2,11 @@ import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
-import { mapLimit, toBytes } from '../../store/object-store.ts';
-import { validateStored, type LogItem } from '../records.ts';
-import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
+import { concatBytes, mapLimit, toBytes } from '../../store/object-store.ts';
+import type { LogItem } from '../records.ts';
+import { VIEW_VERSION, type LogView } from '../view-records.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
+import { carried } from './record-cache.ts';
 import {
   carriedItems,
   checkDense,
@@ -42,6 +43,13 @@ import {
 
 /** `pack` also writes a view once the records after the newest one hold this many bytes. */
 const VIEW_EVERY_BYTES = 64 * 1024;
+/**
+ * After an append, `pack` writes a view once this many records have come since the newest one
+ * (whatever their bytes): what a cold turn reads past the view stays bounded, and a pack's
+ * walk over them finds them in the record cache (at 250 items a record, about 1 MiB each with
+ * what they carry).
+ */
+export const MAX_APPEND_VIEW_RECORDS = 16;
 /** The tail a view holds when `pack` is not told what the strategies need. */
 const DEFAULT_VIEW_CALLS = 256;
 
@@ -54,31 +62,27 @@ const DEFAULT_VIEW_CALLS = 256;
  * cross the delta bound, its shards that changed are written first, and the shards they replace
  * are deleted after it (a reader of an older view that meets one gone lists again).
  * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
- * memory (see heldView), with `held` every item after it; else the newest view listed is read.
- * Returns the view's key, or null when none was due.
+ * memory (see heldView), with `held` every item after it; else the newest view listed is read
+ * (`lastView` when it is that one). Returns the view's key and, when this call stored it, the
+ * view; null when none was due.
  */
 export async function writeViewIfDue(
   log: LogContext,
   scope: LogScope,
-  requirement: PackOptions['requirement'],
-  refresh = false,
+  { requirement, refresh = false, lastView }: PackOptions,
   held: readonly LogItem[] = [],
   prior?: LogView | null,
-): Promise<string | null> {
+): Promise<{ key: string; view?: LogView } | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
   const listed = cursor.views[0]?.record ?? 0;
   if (newest.record.record === listed) return null;
   // A compaction since the newest view makes its tail stale (it starts at the old context start).
   const compacted = (contextOf(newest)?.base_record ?? 0) >= listed && listed > 0;
-  // So does a carry grown large (a burst of big appends): every turn would read it (measured last).
-  const grown = () =>
-    JSON.stringify(recordGroups(newest).filter((group) => group.record > listed)).length > VIEW_EVERY_BYTES;
-  const due = refresh || newest.record.record - listed >= log.viewEveryRecords || compacted || grown();
-  if (!due) return null;
+  if (!refresh && !compacted && !viewDue(log, newest, listed, cursor.views[0]?.size ?? 0)) return null;
   const { base, keys } =
     prior === undefined
-      ? { base: await readBase(log, scope, newest, cursor, [], undefined, true, held), keys: undefined }
+      ? { base: await readBase(log, scope, newest, cursor, [], lastView, true, held), keys: undefined }
       : await heldBase(log, scope, prior, held);
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys).catch(async (error) => {
     // A flush meeting a base shard gone with no newer view to take (an older view outliving a
@@ -90,14 +94,70 @@ export async function writeViewIfDue(
     return composeView(log, scope, newest, fresh, requirement);
   });
   const key = viewKey(scope, view.record);
-  const json = JSON.stringify(view);
-  const body = toBytes(json);
+  const body = viewBody(view);
   const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
-  // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
-  // writer of the same record came first, and its view is the one stored.)
-  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+  // The next turn and pack take it from here: it is what a read of these bytes would give
+  // (test/session/view-writer.test.ts). (Null: a writer of the same record came first, and its
+  // view is the one stored.)
+  if (written) log.viewCache?.set(key, view, body.byteLength);
   if (replaced.length > 0) await log.store.delete(replaced);
-  return key;
+  return written ? { key, view } : { key };
+}
+
+/**
+ * The bytes of JSON.stringify(view). A view's tail is most of it and mostly the previous
+ * view's items, the same objects (its base, taken from the view cache or the pack before):
+ * each item is serialized and encoded once, when it first enters a view, and a view's bytes
+ * are the items' kept bytes one after another, so a view costs a copy of the prompt's bytes
+ * rather than a serialization of it.
+ */
+export function viewBody(view: LogView): Uint8Array {
+  const { tail, created_at, ...rest } = view;
+  const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
+  const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
+  if (!tail) return concatBytes([toBytes(`${head}null`), end]);
+  const parts = [toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},"items":[`)];
+  tail.items.forEach((item, index) => {
+    if (index > 0) parts.push(COMMA);
+    parts.push(itemBytes(item));
+  });
+  parts.push(toBytes(']}'), end);
+  return concatBytes(parts);
+}
+
+const COMMA = toBytes(',');
+/** Each view item's JSON bytes, kept by the item object (see viewBody). */
+const itemBytesOf = new WeakMap<object, Uint8Array>();
+function itemBytes(item: object): Uint8Array {
+  let bytes = itemBytesOf.get(item);
+  if (bytes === undefined) {
+    bytes = toBytes(JSON.stringify(item));
+    itemBytesOf.set(item, bytes);
+  }
+  return bytes;
+}
+
+/**
+ * Whether the records after the newest view (record `listed`, `viewBytes` of JSON) call for a
+ * view of `newest`: `viewEveryRecords` of them, or a carry grown past VIEW_EVERY_BYTES (a
+ * burst of big appends: every turn would read it). After an append, the records after the view
+ * must also hold an eighth of the view's bytes (so writing views, each as large as the prompt,
+ * costs a constant per byte appended however long the history), or number
+ * MAX_APPEND_VIEW_RECORDS.
+ */
+function viewDue(log: LogContext, newest: NonNullable<Head['newest']>, listed: number, viewBytes: number): boolean {
+  const since = newest.record.record - listed;
+  const append = newest.record.kind === 'append';
+  if (append && since >= MAX_APPEND_VIEW_RECORDS) return true;
+  // The bytes of the records after the view that the newest record carries (measured last).
+  const after = () => {
+    let bytes = 0;
+    for (const group of recordGroups(newest)) if (group.record > listed) bytes += carried(group.items).length;
+    return bytes;
+  };
+  if (!append) return since >= log.viewEveryRecords || after() > VIEW_EVERY_BYTES;
+  const bytes = after();
+  return bytes > viewBytes / 8 && (since >= log.viewEveryRecords || bytes > VIEW_EVERY_BYTES);
 }
 
 /**

@@ -151,8 +151,9 @@ export async function readBase(
   let gone: string | undefined;
   for (const listed of useViews ? cursor.views : []) {
     if (listed.record > newest.record.record) continue;
-    const object = prefetched?.key === listed.key ? prefetched.object : undefined;
-    const read = await readView(log, listed.key, listed.record, object);
+    const object = prefetched?.key === listed.key ? prefetched : undefined;
+    const read =
+      object && 'view' in object ? object.view : await readView(log, listed.key, listed.record, object?.object);
     // Deleted since the listing (a newer one replaced it): an older one may still serve.
     if (read === 'gone') gone ??= listed.key;
     else if (read) {
@@ -217,11 +218,11 @@ export async function readBase(
   }
 }
 
-/** The newest view a listing shows at or below record `newest`, its read started now (see readBase). */
-export interface PrefetchedView {
-  key: string;
-  object: Promise<StoredObject | null>;
-}
+/**
+ * The newest view a listing shows at or below record `newest`, its read started now (see
+ * readBase), or a view this process wrote, as it wrote it (PackOptions.lastView).
+ */
+export type PrefetchedView = { key: string; object: Promise<StoredObject | null> } | { key: string; view: LogView };
 
 export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number): PrefetchedView | undefined {
   const listed = cursor.views.find((view) => view.record <= newest);

@@ -1,0 +1,126 @@
+import { describe, expect, it, vi } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { type Pack, PackSchedule } from '../../lib/session/log/pack-schedule.ts';
+import { MAX_APPEND_VIEW_RECORDS, viewBody } from '../../lib/session/log/view-writer.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { viewSchema } from '../../lib/session/view-records.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/** A record's items: messages, calls (some repeated), outputs small and large (out of line, compacted in a view). */
+function items(record: number): Item[] {
+  return [
+    { type: 'message', role: 'user', content: `record ${record} ${'é'.repeat(record % 7)}` },
+    ...[0, 1, 2].flatMap((call): Item[] => {
+      const id = `c${record}-${call}`;
+      const repeated = call === 2 && record % 3 === 0;
+      return [
+        {
+          type: 'function_call',
+          call_id: id,
+          name: 'read_file',
+          arguments: JSON.stringify({
+            path: repeated ? 'same.ts' : `f${record}-${call}.ts`,
+            query: 'q'.repeat(call * 900),
+          }),
+        },
+        { type: 'function_call_output', call_id: id, output: `out ${record} ${'x'.repeat(call === 1 ? 20_000 : 30)}` },
+      ];
+    }),
+  ];
+}
+
+describe('the views a pack writes', () => {
+  it('are stored as the JSON of the view the cache keeps, which is what reading them gives', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { viewCacheBytes: 64 * 2 ** 20, blobThreshold: 8 * 1024 });
+    await log.create({ id: 's' });
+    const written: string[] = [];
+    let lastView: { key: string; view: NonNullable<Awaited<ReturnType<typeof log.pack>>['written']> } | undefined;
+    for (let record = 1; record <= 40; record++) {
+      await log.append('s', items(record));
+      if (record % 4 !== 0) continue;
+      // Every other pack takes the view the one before wrote, as a run of packs does.
+      const options = { refresh: true, requirement: () => ({ toolCalls: 6, seqs: [], wholeCalls: 3 }) };
+      const result = await log.pack('s', record % 8 === 0 && lastView ? { ...options, lastView } : options);
+      if (result.view && result.written) {
+        written.push(result.view);
+        lastView = { key: result.view, view: result.written };
+        const stored = (await store.get(result.view))!.body;
+        expect(new TextDecoder().decode(stored)).toBe(JSON.stringify(result.written));
+        expect(viewBody(result.written)).toEqual(stored);
+        expect(result.written).toEqual(parseStored(result.view, stored, viewSchema));
+      }
+    }
+    expect(written.length).toBeGreaterThan(4);
+    // The views hold compacted and whole items, messages and calls: what the bytes are made of.
+    const tail = lastView!.view.tail!.items;
+    expect(tail.some((item) => item.type !== 'message' && item.compacted)).toBe(true);
+    expect(tail.some((item) => item.type === 'function_call_output' && !item.compacted)).toBe(true);
+  });
+});
+
+const message = (bytes: number): Item => ({ type: 'message', role: 'user', content: 'm'.repeat(bytes) });
+
+describe('a burst of appends', () => {
+  it('writes a view once the records after it hold an eighth of its bytes, or number the bound', async () => {
+    const log = new SessionLog(new MemoryStore());
+    await log.create({ id: 's' });
+    // A view of about 640 KB: every message is in it.
+    for (let record = 1; record <= 64; record++) await log.append('s', [message(10_000)]);
+    expect((await log.pack('s', { refresh: true })).view).toBeDefined();
+    // Small appends: viewEveryRecords (8) of them and more do not call for a view that large ...
+    for (let record = 1; record < MAX_APPEND_VIEW_RECORDS; record++) {
+      await log.append('s', [message(100)]);
+      if (record % 4 === 0) expect((await log.pack('s')).view).toBeUndefined();
+    }
+    // ... until they number MAX_APPEND_VIEW_RECORDS.
+    await log.append('s', [message(100)]);
+    expect((await log.pack('s')).view).toBeDefined();
+    // Large ones: an eighth of the view's bytes (about 90 KB) after it.
+    for (let record = 1; record <= 4; record++) await log.append('s', [message(10_000)]);
+    expect((await log.pack('s')).view).toBeUndefined();
+    for (let record = 1; record <= 8; record++) await log.append('s', [message(10_000)]);
+    expect((await log.pack('s')).view).toBeDefined();
+  });
+
+  it('hands the view a pack wrote to the next pack of its run, which does not read it again', async () => {
+    const store = new ViewReads(new MemoryStore());
+    // No view cache: a view not handed over is read from the store.
+    const log = new SessionLog(store, { viewCacheBytes: 0 });
+    await log.create({ id: 's' });
+    for (let record = 1; record <= 8; record++) await log.append('s', items(record));
+    const schedule = new PackSchedule();
+    const given: (string | undefined)[] = [];
+    const written: (string | undefined)[] = [];
+    const pack: Pack = async (lastView) => {
+      given.push(lastView?.key);
+      const result = await log.pack('s', { refresh: true, ...(lastView ? { lastView } : {}) });
+      written.push(result.view);
+      // More records, and another pack asked for while this one runs: the run goes on.
+      if (given.length < 3) {
+        for (let record = 1; record <= 8; record++) await log.append('s', items(given.length * 100 + record));
+        void schedule.run('s', pack, () => undefined);
+      }
+      return result;
+    };
+    await schedule.run('s', pack, () => undefined);
+    await vi.waitFor(() => expect(given).toHaveLength(3));
+    expect(new Set(written).size).toBe(3);
+    expect(given).toEqual([undefined, written[0], written[1]]);
+    // The first pack read the view of nothing (there was none); the next two were handed theirs.
+    expect(store.viewGets).toBe(0);
+  });
+});
+
+/** Counts the gets of views. */
+class ViewReads extends CountingStore {
+  viewGets = 0;
+
+  override get(key: string, options?: Parameters<ObjectStore['get']>[1]) {
+    if (key.endsWith('.view')) this.viewGets += 1;
+    return super.get(key, options);
+  }
+}

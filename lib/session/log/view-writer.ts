@@ -50,6 +50,8 @@ const VIEW_EVERY_BYTES = 64 * 1024;
  * what they carry).
  */
 export const MAX_APPEND_VIEW_RECORDS = 16;
+/** See viewDue. */
+const LARGE_VIEW_BYTES = 512 * 1024;
 /** The tail a view holds when `pack` is not told what the strategies need. */
 const DEFAULT_VIEW_CALLS = 256;
 
@@ -140,24 +142,26 @@ function itemBytes(item: object): Uint8Array {
 /**
  * Whether the records after the newest view (record `listed`, `viewBytes` of JSON) call for a
  * view of `newest`: `viewEveryRecords` of them, or a carry grown past VIEW_EVERY_BYTES (a
- * burst of big appends: every turn would read it). After an append, the records after the view
- * must also hold an eighth of the view's bytes (so writing views, each as large as the prompt,
- * costs a constant per byte appended however long the history), or number
- * MAX_APPEND_VIEW_RECORDS.
+ * burst of big appends: every turn would read it). After an append, a view larger than
+ * LARGE_VIEW_BYTES waits until the records after it also hold an eighth of its bytes, so that
+ * writing views (each as large as the prompt) costs a constant per byte appended however long
+ * the history, but no longer than MAX_APPEND_VIEW_RECORDS records.
  */
 function viewDue(log: LogContext, newest: NonNullable<Head['newest']>, listed: number, viewBytes: number): boolean {
   const since = newest.record.record - listed;
   const append = newest.record.kind === 'append';
   if (append && since >= MAX_APPEND_VIEW_RECORDS) return true;
   // The bytes of the records after the view that the newest record carries (measured last).
+  let bytes: number | undefined;
   const after = () => {
-    let bytes = 0;
-    for (const group of recordGroups(newest)) if (group.record > listed) bytes += carried(group.items).length;
+    bytes ??= recordGroups(newest).reduce(
+      (sum, group) => (group.record > listed ? sum + carried(group.items).length : sum),
+      0,
+    );
     return bytes;
   };
-  if (!append) return since >= log.viewEveryRecords || after() > VIEW_EVERY_BYTES;
-  const bytes = after();
-  return bytes > viewBytes / 8 && (since >= log.viewEveryRecords || bytes > VIEW_EVERY_BYTES);
+  if (append && viewBytes > LARGE_VIEW_BYTES && after() <= viewBytes / 8) return false;
+  return since >= log.viewEveryRecords || after() > VIEW_EVERY_BYTES;
 }
 
 /**

@@ -42,6 +42,13 @@ export interface AppendLoadFigures extends AppendLoadOptions {
   shardOpsPerAppend: { get: number; put: number; delete: number };
   /** The child's peak resident set size. */
   peakRssMiB: number;
+  /** The bytes the store holds after the last append (all of them in the child's memory for memory). */
+  storedMiB: number;
+  /**
+   * Memory only: the largest RSS less the bytes the store held, sampled after each tenth of the
+   * load (what the process holds beside the stored bytes; null for the other stores).
+   */
+  rssLessStoredMiB: number | null;
   /** Right after the last append's answer: records no segment covers, and records after the newest view. */
   debtRecords: number;
   recordsAfterView: number;
@@ -80,18 +87,21 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
       `one child per store, each \`${rows[0]!.command.replace(/'.*'/, "'<options>'")}\`). Batches of ` +
       `${rows[0]!.batch} agent-like items (outputs of 100 B to 2 KB) sent one after another through the app, its ` +
       'background packing running as on Node. Debt: right after the last answer, records no segment covers, ' +
-      "and records after the newest view. Peak RSS is the child's (the stored bytes included for memory and S3).",
+      "and records after the newest view. Peak RSS is the child's (the stored bytes included for memory and S3); " +
+      'stored: the bytes the store holds at the end; for memory, beside it the largest RSS less the bytes stored ' +
+      'then, sampled after each tenth of the load.',
     '',
     '| store | items | s | items/s | items/s by tenth of the load | storage calls per append by tenth | ' +
-      'shard get / put / delete per append, last tenth | peak RSS | debt: records / after view | ' +
-      'records / segments | largest segment |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
+      'shard get / put / delete per append, last tenth | peak RSS | stored / RSS less stored | ' +
+      'debt: records / after view | records / segments | largest segment |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map(
       ({ shardOpsPerAppend: shards, ...row }) =>
         `| ${row.store} | ${number(row.items)} | ${row.seconds.toFixed(1)} | ${number(row.itemsPerSecond)} | ` +
         `${row.tenths.map(number).join(', ')} | ${row.opsPerAppend.map((ops) => ops.toFixed(1)).join(', ')} | ` +
         `${[shards.get, shards.put, shards.delete].map((ops) => ops.toFixed(1)).join(' / ')} | ` +
-        `${row.peakRssMiB.toFixed(0)} MiB | ` +
+        `${row.peakRssMiB.toFixed(0)} MiB | ${row.storedMiB.toFixed(0)} MiB / ` +
+        `${row.rssLessStoredMiB === null ? '-' : `${row.rssLessStoredMiB.toFixed(0)} MiB`} | ` +
         `${row.debtRecords} / ${row.recordsAfterView} | ${row.records} / ${row.segments} | ` +
         `${(row.largestSegmentBytes / 2 ** 20).toFixed(2)} MiB |`,
     ),
@@ -172,6 +182,7 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
   const tenths: number[] = [];
   const opsPerAppend: number[] = [];
   let shardOpsPerAppend = { get: 0, put: 0, delete: 0 };
+  let rssLessStored: number | null = null;
   const started = performance.now();
   let tenthStarted = started;
   let tenthItems = 0;
@@ -192,13 +203,18 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
       shardOpsPerAppend = { get: get / tenthAppends, put: put / tenthAppends, delete: deletes / tenthAppends };
       store.reset();
       store.shards = { get: 0, put: 0, delete: 0 };
-      tenthStarted = now;
+      if (options.store === 'memory') {
+        const outside = process.memoryUsage().rss - (await storedBytes(inner));
+        rssLessStored = Math.max(rssLessStored ?? 0, outside);
+      }
+      tenthStarted = performance.now();
       tenthItems = 0;
       tenthAppends = 0;
     }
   }
   const seconds = (performance.now() - started) / 1000;
   const debt = await debtOf(store);
+  const stored = await storedBytes(inner);
   await close();
   return {
     ...options,
@@ -209,8 +225,15 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
     opsPerAppend,
     shardOpsPerAppend,
     peakRssMiB: process.resourceUsage().maxRSS / 1024,
+    storedMiB: stored / 2 ** 20,
+    rssLessStoredMiB: rssLessStored === null ? null : rssLessStored / 2 ** 20,
     ...debt,
   };
+}
+
+/** The bytes of every object in `store`. */
+async function storedBytes(store: ObjectStore): Promise<number> {
+  return (await listAll(store, '')).reduce((sum, object) => sum + object.size, 0);
 }
 
 /** What packing owes, from a listing of the session's records. */

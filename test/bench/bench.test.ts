@@ -211,6 +211,8 @@ describe('bench', () => {
       opsPerAppend: [12.5, 20.25],
       shardOpsPerAppend: { get: 1.5, put: 2, delete: 0.25 },
       peakRssMiB: 174.4,
+      storedMiB: 80.2,
+      rssLessStoredMiB: null,
       debtRecords: 5,
       recordsAfterView: 6,
       records: 20,
@@ -220,9 +222,14 @@ describe('bench', () => {
     const markdown = resultsMarkdown({ ...runHeader(), appendLoad: [row] });
     expect(markdown).toContain('--only=append-load --append-items=5000');
     expect(markdown).toContain(
-      '| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 12.5, 20.3 | 1.5 / 2.0 / 0.3 | 174 MiB | 5 / 6 | ' +
-        '20 / 2 | 1.00 MiB |',
+      '| file | 5,000 | 2.0 | 2,500 | 3,000, 2,000 | 12.5, 20.3 | 1.5 / 2.0 / 0.3 | 174 MiB | 80 MiB / - | ' +
+        '5 / 6 | 20 / 2 | 1.00 MiB |',
     );
+    const memory = resultsMarkdown({
+      ...runHeader(),
+      appendLoad: [{ ...row, store: 'memory', rssLessStoredMiB: 94.4 }],
+    });
+    expect(memory).toContain('| 174 MiB | 80 MiB / 94 MiB |');
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
   });
 

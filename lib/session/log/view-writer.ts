@@ -2,10 +2,10 @@ import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
-import { concatBytes, mapLimit, toBytes } from '../../store/object-store.ts';
+import { concatBytes, toBytes } from '../../store/object-store.ts';
 import type { LogItem } from '../records.ts';
 import { VIEW_VERSION, type LogView } from '../view-records.ts';
-import { PARALLEL_GETS, type LogContext } from './context.ts';
+import type { LogContext } from './context.ts';
 import { carried } from './record-cache.ts';
 import {
   carriedItems,
@@ -341,16 +341,24 @@ async function viewItems(
 ): Promise<LogItem[]> {
   const whole = wholeCallIds(items, wholeCalls, pinned);
   const early = earlyCallIds(items, toolStart);
-  return mapLimit(items, PARALLEL_GETS, async (item) => {
+  // Whole outputs kept out of line, read in one go (most items need no read).
+  const outOfLine: number[] = [];
+  const kept = items.map((item, index) => {
     if (item.type === 'message') return item;
     if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
-    if (whole === null || whole.has(item.call_id)) {
-      return item.type === 'function_call_output' && item.output_ref
-        ? ((await hydrate(log, scope, [item]))[0] as LogItem)
-        : item;
-    }
-    return log.viewPolicy.compact(item);
+    if (whole !== null && !whole.has(item.call_id)) return log.viewPolicy.compact(item);
+    if (item.type === 'function_call_output' && item.output_ref) outOfLine.push(index);
+    return item;
   });
+  const hydrated = await hydrate(
+    log,
+    scope,
+    outOfLine.map((index) => kept[index]!),
+  );
+  outOfLine.forEach((index, at) => {
+    kept[index] = hydrated[at] as LogItem;
+  });
+  return kept;
 }
 
 /**

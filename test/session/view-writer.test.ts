@@ -86,7 +86,7 @@ describe('a burst of appends', () => {
     expect((await log.pack('s')).view).toBeDefined();
   });
 
-  it('hands the view a pack wrote to the next pack of its run, which does not read it again', async () => {
+  it("hands the view a pack wrote to the session's next pack, which does not read it again", async () => {
     const store = new ViewReads(new MemoryStore());
     // No view cache: a view not handed over is read from the store.
     const log = new SessionLog(store, { viewCacheBytes: 0 });
@@ -99,15 +99,15 @@ describe('a burst of appends', () => {
       given.push(lastView?.key);
       const result = await log.pack('s', { refresh: true, ...(lastView ? { lastView } : {}) });
       written.push(result.view);
-      // More records, and another pack asked for while this one runs: the run goes on.
-      if (given.length < 3) {
-        for (let record = 1; record <= 8; record++) await log.append('s', items(given.length * 100 + record));
-        void schedule.run('s', pack, () => undefined);
-      }
+      for (let record = 1; record <= 8; record++) await log.append('s', items(given.length * 100 + record));
+      // Another pack asked for while the first one runs: it runs right after it.
+      if (given.length === 1) void schedule.run('s', pack, () => undefined);
       return result;
     };
     await schedule.run('s', pack, () => undefined);
-    await vi.waitFor(() => expect(given).toHaveLength(3));
+    await vi.waitFor(() => expect(given).toHaveLength(2));
+    // And one asked for later.
+    await schedule.run('s', pack, () => undefined);
     expect(new Set(written).size).toBe(3);
     expect(given).toEqual([undefined, written[0], written[1]]);
     // The first pack read the view of nothing (there was none); the next two were handed theirs.

@@ -31,15 +31,14 @@ interface SessionPacking {
 
 export type PackLog = (message: string, details?: unknown) => void;
 
-/**
- * A pack of one session, given the view the pack before it in the same run wrote (a run: the
- * packs asked for while one runs, one after another), to take instead of reading it again.
- */
+/** A pack of one session, given the view the pack of it before wrote (see run), to take instead of reading it again. */
 export type Pack = (lastView: PackOptions['lastView']) => Promise<PackResult>;
 
 export class PackSchedule {
   readonly #sessions = new Map<string, SessionPacking>();
   readonly #now: () => number;
+  /** The view the newest pack that wrote one wrote, and its session's id (one view, whatever its size). */
+  #lastView: { id: string; view: NonNullable<PackOptions['lastView']> } | null = null;
 
   constructor(now: () => number = Date.now) {
     this.#now = now;
@@ -53,10 +52,10 @@ export class PackSchedule {
   /**
    * Runs `pack` for `id`, or after the pack running (once, however often it is asked for
    * meanwhile); skipped while a failure's backoff lasts. Resolves when it ran or was skipped;
-   * never rejects: a failure is logged through `log`. The view a pack wrote is handed to the
-   * next pack of the run and dropped when the run ends: a fast load's packs follow one another,
-   * and each would otherwise read and parse the last one's view (as large as the prompt)
-   * whenever the view cache cannot hold it.
+   * never rejects: a failure is logged through `log`. The view the last pack that wrote one
+   * wrote is handed to the session's next pack (kept for one session at a time, the one packed
+   * last): a fast load's packs follow one another, and each would otherwise read and parse the
+   * view before (as large as the prompt) whenever the view cache cannot hold it.
    */
   run(id: string, pack: Pack, log: PackLog): Promise<void> {
     const state = this.#state(id);
@@ -70,13 +69,13 @@ export class PackSchedule {
   }
 
   async #drain(id: string, state: SessionPacking, log: PackLog): Promise<void> {
-    let lastView: PackOptions['lastView'];
     for (let pack = state.next; pack; pack = state.next) {
       state.next = null;
       if (this.#now() < state.retryAt) return;
       try {
-        const result = await pack(lastView);
-        if (result.view) lastView = result.written && { key: result.view, view: result.written };
+        const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
+        if (result.written) this.#lastView = { id, view: { key: result.view!, view: result.written } };
+        else if (result.view && this.#lastView?.id === id) this.#lastView = null;
         state.through = Math.max(state.through, result.through ?? 0);
         state.failures = 0;
         state.retryAt = 0;

@@ -117,16 +117,39 @@ export function seenBefore(known: KnownKeys | null, key: string, strict: boolean
 
 /** Whether the sorted concatenation of keys `sorted` holds `key` (binary search). */
 function holds(sorted: string, key: string): boolean {
+  const at = position(sorted, key) * INDEX_KEY_CHARS;
+  return sorted.slice(at, at + INDEX_KEY_CHARS) === key;
+}
+
+/** The index of the first key of the sorted concatenation `sorted` not below `key` (binary search). */
+function position(sorted: string, key: string): number {
   let low = 0;
-  let high = sorted.length / INDEX_KEY_CHARS - 1;
-  while (low <= high) {
+  let high = sorted.length / INDEX_KEY_CHARS;
+  while (low < high) {
     const middle = (low + high) >>> 1;
-    const at = sorted.slice(middle * INDEX_KEY_CHARS, (middle + 1) * INDEX_KEY_CHARS);
-    if (at === key) return true;
-    if (at < key) low = middle + 1;
-    else high = middle - 1;
+    if (sorted.slice(middle * INDEX_KEY_CHARS, (middle + 1) * INDEX_KEY_CHARS) < key) low = middle + 1;
+    else high = middle;
   }
-  return false;
+  return low;
+}
+
+/**
+ * The sorted concatenation `sorted` with `keys` (sorted) put in their places, each once: a
+ * copy of the shard's text around them, not a split and sort of all its keys.
+ */
+function insertSorted(sorted: string, keys: readonly string[]): string {
+  const parts: string[] = [];
+  let from = 0;
+  let last = '';
+  for (const key of keys) {
+    const at = Math.max(from, position(sorted, key) * INDEX_KEY_CHARS);
+    parts.push(sorted.slice(from, at));
+    from = at;
+    if (key !== last && sorted.slice(at, at + INDEX_KEY_CHARS) !== key) parts.push(key);
+    last = key;
+  }
+  parts.push(sorted.slice(from));
+  return parts.join('');
 }
 
 function split(sorted: string): string[] {
@@ -170,17 +193,23 @@ export async function writeKeyShards(
   // A new depth: every shard is written again, from all the old ones.
   const prefixes = regrouped ? [...oldVersions.keys()] : [...new Set(added.map((key) => key.slice(0, depth)))];
   const old = await loadShards(log, scope, oldVersions, prefixes);
-  const shards = new Map<string, Set<string>>();
+  const grouped = new Map<string, string[]>();
   const add = (key: string) => {
     const prefix = key.slice(0, depth);
-    const shard = shards.get(prefix) ?? new Set<string>();
-    shards.set(prefix, shard.add(key));
+    const keys = grouped.get(prefix);
+    if (keys) keys.push(key);
+    else grouped.set(prefix, [key]);
   };
-  for (const keys of old.values()) for (const key of split(keys)) add(key);
+  if (regrouped) for (const keys of old.values()) for (const key of split(keys)) add(key);
   for (const key of added) add(key);
+  // The same depth: each shard is the old one with its new keys put in.
+  const shards = new Map<string, string>();
+  for (const [prefix, keys] of grouped) {
+    keys.sort();
+    shards.set(prefix, regrouped ? insertSorted('', keys) : insertSorted(old.get(prefix) ?? '', keys));
+  }
   const cache = shardCacheOf(log.store);
-  await mapLimit([...shards], PARALLEL_SHARDS, async ([prefix, set]) => {
-    const keys = [...set].sort().join('');
+  await mapLimit([...shards], PARALLEL_SHARDS, async ([prefix, keys]) => {
     const key = keyShardKey(scope, record, prefix);
     const body = { format: 'tailgate.keys.v1', record, prefix, keys };
     await log.store.put(key, JSON.stringify(body), { onlyIfAbsent: true, contentType: 'application/json' });

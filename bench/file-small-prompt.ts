@@ -195,7 +195,7 @@ export function fileSmallPromptGoalRow(figures: FileSmallPromptFigures) {
 export function fileSmallPromptFailures(figures: FileSmallPromptFigures | undefined, sizes: number): string[] {
   if (figures?.rows.length !== sizes) return ['file-small-prompt: not every size measured'];
   const failures = figures.rows
-    .filter((row) => !(row.fileMs > 0 && row.memoryMs > 0 && row.headListMs > 0 && row.fileCpuMs > 0 && row.memoryCpuMs > 0))
+    .filter((row) => ![row.fileMs, row.memoryMs, row.headListMs, row.fileCpuMs, row.memoryCpuMs].every((ms) => ms > 0))
     .map((row) => `file-small-prompt ${row.items}: a figure is missing`);
   if (figures.rows.at(-1)!.tombstones === 0) failures.push('file-small-prompt: the longest session has no tombstone');
   return failures;

@@ -40,6 +40,11 @@ export interface LatencyRow {
   afterModelMs: number;
   /** beforeModelMs + afterModelMs of each turn, median: the time a turn adds to the model's. */
   overheadMs: number;
+  /**
+   * The process's CPU time (user and system, every thread) from the request to the response,
+   * median ms: what the turn itself spent, which a loaded machine's wait for a core leaves out.
+   */
+  cpuMs: number;
   startedMs: number;
   /** The deepest storage call completed when the model was called (median). */
   depthBeforeModel: number;
@@ -108,6 +113,7 @@ export function latencyHarness(
   };
   const turn = async (id: string, request: TurnRequest, stream: boolean, started: number[]) => {
     store.mark();
+    const cpu = process.cpuUsage();
     const start = performance.now();
     if (!stream) {
       await runTurn(services, id, request);
@@ -117,7 +123,13 @@ export function latencyHarness(
       await done;
     }
     const end = performance.now();
-    const figures = { before: marks.called - start, after: end - marks.ended, depth: marks.depthAtCall };
+    const used = process.cpuUsage(cpu);
+    const figures = {
+      before: marks.called - start,
+      after: end - marks.ended,
+      depth: marks.depthAtCall,
+      cpu: (used.user + used.system) / 1000,
+    };
     const after = depthAfter();
     await settle();
     return { ...figures, depthAfter: after };
@@ -131,6 +143,7 @@ export function latencyHarness(
         depthAfter: [] as number[],
       };
       const overhead: number[] = [];
+      const cpu: number[] = [];
       const started: number[] = [];
       for (let index = 0; index < options.turns; index++) {
         const request: TurnRequest = { input: `turn ${index}`, tools: [READ_FILE_TOOL] };
@@ -138,6 +151,7 @@ export function latencyHarness(
         plain.before.push(figures.before);
         plain.after.push(figures.after);
         overhead.push(figures.before + figures.after);
+        cpu.push(figures.cpu);
         plain.depth.push(figures.depth);
         plain.depthAfter.push(figures.depthAfter);
       }
@@ -151,6 +165,7 @@ export function latencyHarness(
         beforeModelMs: median(plain.before),
         afterModelMs: median(plain.after),
         overheadMs: median(overhead),
+        cpuMs: median(cpu),
         startedMs: median(started),
         depthBeforeModel: median(plain.depth),
         depthAfterModel: median(plain.depthAfter),

@@ -99,23 +99,19 @@ export function* promptHashSteps(prompt: readonly PromptItem[], tools: readonly 
   const blockChars: number[] = [];
   const whole = prompt.length - (prompt.length % BLOCK_ITEMS);
   for (let start = 0; start < whole; start += BLOCK_ITEMS) {
-    let text = previous;
-    let chars = 0;
-    for (let index = start; index < start + BLOCK_ITEMS; index++) {
-      text += providerText(prompt[index]!);
-      chars += itemChars(prompt[index]!);
-    }
-    previous = shortHash(text);
+    const block = blockHash(previous, prompt.slice(start, start + BLOCK_ITEMS));
+    previous = block.hash;
     blocks += previous;
-    blockChars.push(chars);
+    blockChars.push(block.chars);
     yield;
   }
   const tailStart = Math.max(0, prompt.length - TAIL_ITEMS);
   let tail = '';
   const tailChars: number[] = [];
   for (let index = tailStart; index < prompt.length; index++) {
-    tail += shortHash(providerText(prompt[index]!));
-    tailChars.push(itemChars(prompt[index]!));
+    const item = itemHash(prompt[index]!);
+    tail += item.hash;
+    tailChars.push(item.chars);
   }
   return {
     v: 2,
@@ -180,6 +176,52 @@ function syntheticEntries(prompt: readonly PromptItem[], noticeNames: readonly s
     synthetic.push(entry);
   });
   return synthetic;
+}
+
+/**
+ * Hashes kept with the items they were made of, for items that cannot change (frozen, as the
+ * view and record caches keep them: lib/deep-readonly.ts). A turn's prompt holds the previous
+ * turn's items as the same objects, so each block and tail item of a session is hashed once
+ * per process rather than on every turn, whose receipt would otherwise hash the whole prompt
+ * again (its cost growing with the history). A block's hash is kept under its first item with
+ * the hash before it and its items, and taken only when both are the same.
+ */
+interface KeptBlock {
+  previous: string;
+  items: readonly PromptItem[];
+  hash: string;
+  chars: number;
+}
+const keptBlocks = new WeakMap<PromptItem, KeptBlock>();
+const keptItems = new WeakMap<PromptItem, { hash: string; chars: number }>();
+
+function blockHash(previous: string, items: readonly PromptItem[]): KeptBlock {
+  const kept = keptBlocks.get(items[0]!);
+  if (kept?.previous === previous && kept.items.every((item, index) => item === items[index])) return kept;
+  let text = previous;
+  let chars = 0;
+  for (const item of items) {
+    text += providerText(item);
+    chars += itemChars(item);
+  }
+  const block = { previous, items, hash: shortHash(text), chars };
+  if (items.every(unchanging)) keptBlocks.set(items[0]!, block);
+  return block;
+}
+
+function itemHash(item: PromptItem): { hash: string; chars: number } {
+  const kept = keptItems.get(item);
+  if (kept) return kept;
+  const hashed = { hash: shortHash(providerText(item)), chars: itemChars(item) };
+  if (unchanging(item)) keptItems.set(item, hashed);
+  return hashed;
+}
+
+/** Whether what an item's hash is made of is frozen: the item, its content or output, and their parts. */
+function unchanging(item: PromptItem): boolean {
+  if (!Object.isFrozen(item)) return false;
+  const payload = item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '';
+  return typeof payload === 'string' || (Object.isFrozen(payload) && payload.every((part) => Object.isFrozen(part)));
 }
 
 function shortHash(text: string): string {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PromptItem, Tool } from '../lib/items.ts';
+import { deepFreeze } from '../lib/deep-readonly.ts';
 import { BLOCK_ITEMS, promptShape, reusedPrefixChars, TAIL_ITEMS } from '../lib/prompt-shape.ts';
 
 const TOOLS: Tool[] = [{ type: 'function', name: 'read_file', parameters: { type: 'object' } }];
@@ -84,5 +85,40 @@ describe('promptShape', () => {
     expect(promptShape(prompt, TOOLS, ['build-done']).synthetic).toEqual([
       { index: 4, synthetic: 'inbox', chars: 'notice text'.length, name: 'build-done' },
     ]);
+  });
+
+  it('hashes the frozen items a later prompt repeats only once, and gives the same shape', () => {
+    let reads = 0;
+    // Messages whose content counts its reads, frozen as the view and record caches keep items.
+    const counted = Array.from({ length: 2_000 }, (_, index) => {
+      const content = `message ${index}`;
+      const message = { type: 'message', role: 'user' } as PromptItem;
+      const get = () => {
+        reads++;
+        return content;
+      };
+      Object.defineProperty(message, 'content', { enumerable: true, get });
+      return deepFreeze(message) as PromptItem;
+    });
+    const instructions = (): PromptItem => ({ type: 'message', role: 'system', content: 'Be brief.' });
+    promptShape([instructions(), ...counted], TOOLS, []);
+    reads = 0;
+    const next: PromptItem[] = [instructions(), ...counted, { type: 'message', role: 'user', content: 'new' }];
+    const shape = promptShape(next, TOOLS, []);
+    // The first block holds the new instructions: only its items are read again.
+    expect(reads).toBeLessThanOrEqual(2 * BLOCK_ITEMS);
+    expect(shape).toEqual(promptShape(structuredClone(next), TOOLS, []));
+  });
+
+  it('hashes again an item that is not frozen, whose content may have changed', () => {
+    const prompt = items(700);
+    const before = promptShape(prompt, TOOLS, []);
+    // Changed in place: an output in the first block, a message in the tail.
+    (prompt[5] as { output: string }).output = 'changed';
+    (prompt[prompt.length - 1] as { content: string }).content = 'changed';
+    const after = promptShape(prompt, TOOLS, []);
+    expect(after).toEqual(promptShape(structuredClone(prompt), TOOLS, []));
+    expect(after.blocks.slice(0, 12)).not.toBe(before.blocks.slice(0, 12));
+    expect(after.tail).not.toBe(before.tail);
   });
 });

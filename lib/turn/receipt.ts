@@ -55,7 +55,9 @@ export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' 
  */
 function mediaSentAsText(model: TurnPlan['model'], item: PromptItem): number {
   if (item.type === 'function_call') return 0;
-  const parts = mediaParts(item.type === 'message' ? item.content : item.output);
+  const content = item.type === 'message' ? item.content : item.output;
+  if (typeof content === 'string') return 0;
+  const parts = mediaParts(content);
   if (item.type === 'function_call_output' && !model.toolResultMedia) return parts.length;
   return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
 }
@@ -132,20 +134,27 @@ function giveWay(): Promise<void> {
 export function receiptRanges(history: readonly PromptItem[], items: readonly PromptItem[]): ReceiptRanges {
   const whole: number[] = [];
   const compacted: number[] = [];
-  const seen = new Set<number>();
+  const sent: number[] = [];
   for (const item of items) {
     if (item.seq === undefined) continue;
-    seen.add(item.seq);
+    sent.push(item.seq);
     (item.compacted ? compacted : whole).push(item.seq);
   }
+  const read: number[] = [];
+  for (const item of history) if (item.seq !== undefined) read.push(item.seq);
+  // Both in seq order: one walk finds the seqs read and not sent.
+  const sentInOrder = ascending(sent);
   const dropped: number[] = [];
-  for (const item of history) if (item.seq !== undefined && !seen.has(item.seq)) dropped.push(item.seq);
-  const firstRead = history.find((item) => item.seq !== undefined)?.seq;
+  let at = 0;
+  for (const seq of ascending(read)) {
+    while (at < sentInOrder.length && sentInOrder[at]! < seq) at++;
+    if (sentInOrder[at] !== seq) dropped.push(seq);
+  }
   return {
     whole: seqRanges(whole),
     compacted: seqRanges(compacted),
     dropped: seqRanges(dropped),
-    unread_before: firstRead ?? null,
+    unread_before: read[0] ?? null,
   };
 }
 
@@ -155,10 +164,7 @@ export function noticeRecord(notice: DeliveredNotice): { name: string; stored_as
 
 /** `[1,2,3,5,7,8]` -> `"1-3,5,7-8"`. */
 export function seqRanges(seqs: number[]): string {
-  // Prompts list their items in seq order: sorted already, but for a synthetic item or two.
-  const sorted = seqs.every((seq, index) => index === 0 || seqs[index - 1]! <= seq)
-    ? seqs
-    : [...seqs].sort((a, b) => a - b);
+  const sorted = ascending(seqs);
   const parts: string[] = [];
   let start: number | undefined;
   let previous: number | undefined;
@@ -173,4 +179,12 @@ export function seqRanges(seqs: number[]): string {
   }
   if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
   return parts.join(',');
+}
+
+/**
+ * `seqs` in ascending order: as given when they are (prompts list their items in seq order, but
+ * for a synthetic item or two).
+ */
+function ascending(seqs: number[]): number[] {
+  return seqs.every((seq, index) => index === 0 || seqs[index - 1]! <= seq) ? seqs : [...seqs].sort((a, b) => a - b);
 }

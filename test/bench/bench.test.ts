@@ -364,7 +364,13 @@ describe('bench', () => {
       'file-small-prompt 1020: a figure is missing',
       'file-small-prompt: the longest session has no tombstone',
     ]);
+    // The turn's CPU time beside its wall time, on both stores.
+    expect(figures.rows.every((row) => row.fileCpuMs > 0 && row.memoryCpuMs > 0)).toBe(true);
+    expect(fileSmallPromptFailures({ ...figures, rows: [short!, { ...long!, memoryCpuMs: 0 }] }, 2)).toEqual([
+      'file-small-prompt 1020: a figure is missing',
+    ]);
     const markdown = resultsMarkdown({ ...runHeader(), fileSmallPrompt: figures });
+    expect(markdown).toContain('| file CPU ms | ratio | memory CPU ms | ratio |');
     expect(markdown).toContain('### File store: the small-prompt turn at any length');
     expect(markdown).toContain('(file store, small-prompt workload, view cache on)');
   });

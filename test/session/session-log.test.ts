@@ -275,6 +275,27 @@ describe('SessionLog: items', () => {
       expect(hydrated.some((item) => 'output_ref' in item)).toBe(false);
     },
   );
+
+  it('hydrates a long prompt without a step per item: only the outputs stored out of line are awaited', async () => {
+    const { log } = setup();
+    await log.create({ id: 's1' });
+    const turn = await claim(log, 's1', [user('go')]);
+    const prompt = Array.from({ length: 2_000 }, (_, index) => user(`message ${index}`));
+    let ticks = 0;
+    let settled = false;
+    const hydrated = log.hydrate(turn.scope, prompt).finally(() => {
+      settled = true;
+    });
+    // Microtasks run in order: count those that run before the hydration settles.
+    while (!settled && ticks < 10_000) {
+      await Promise.resolve();
+      ticks++;
+    }
+    expect(ticks).toBeLessThan(50);
+    const items = await hydrated;
+    expect(items).toEqual(prompt);
+    expect(items).not.toBe(prompt);
+  });
 });
 
 describe('SessionLog: views', () => {

@@ -4,11 +4,13 @@ import { describe, expect, it } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { SessionLog, type PackOptions } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
+import { receiptRanges } from '../../lib/turn/receipt.ts';
 import {
   previewPrompt,
   promptCharacters,
@@ -93,6 +95,40 @@ describe('seqRanges', () => {
           });
         expect(expanded).toEqual([...seqs].sort((a, b) => a - b));
       }),
+      { numRuns: 150 },
+    );
+  });
+});
+
+describe('receiptRanges', () => {
+  it('names each seq read as sent whole, compacted or dropped, in whatever order the prompt holds them', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 300 }), { maxLength: 60 }),
+        fc.array(fc.constantFrom('whole', 'compacted', 'dropped'), { minLength: 60, maxLength: 60 }),
+        fc.integer({ min: 0, max: 60 }),
+        (seqs, fates, synthetic) => {
+          const item = (seq: number | undefined, compacted = false): PromptItem => ({
+            type: 'message',
+            role: 'user',
+            content: 'x',
+            ...(seq === undefined ? {} : { seq }),
+            ...(compacted ? { compacted } : {}),
+          });
+          const history = [...seqs].sort((a, b) => a - b).map((seq) => item(seq));
+          const sent = seqs.flatMap((seq, index) =>
+            fates[index] === 'dropped' ? [] : [item(seq, fates[index] === 'compacted')],
+          );
+          sent.splice(Math.min(synthetic, sent.length), 0, item(undefined));
+          const of = (fate: string) => seqRanges(seqs.filter((_, index) => fates[index] === fate));
+          expect(receiptRanges(history, sent)).toEqual({
+            whole: of('whole'),
+            compacted: of('compacted'),
+            dropped: of('dropped'),
+            unread_before: history[0]?.seq ?? null,
+          });
+        },
+      ),
       { numRuns: 150 },
     );
   });

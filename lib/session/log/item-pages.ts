@@ -17,11 +17,19 @@ export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** See SessionLog.hydrate. */
 export async function hydrate(log: LogContext, scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
-  return mapLimit(items, PARALLEL_GETS, async (item) => {
-    if (item.type !== 'function_call_output' || !item.output_ref) return item;
-    const { output_ref: ref, ...rest } = item;
-    return { ...rest, output: await readPayload(log.store, await payloadKey(log, scope, ref.sha256), ref) };
+  const hydrated = [...items];
+  // Only the outputs stored out of line are read: a long prompt's other items cost no step each.
+  const stored: number[] = [];
+  items.forEach((item, index) => {
+    if (item.type === 'function_call_output' && item.output_ref) stored.push(index);
   });
+  await mapLimit(stored, PARALLEL_GETS, async (index) => {
+    const item = items[index];
+    if (item?.type !== 'function_call_output' || !item.output_ref) return;
+    const { output_ref: ref, ...rest } = item;
+    hydrated[index] = { ...rest, output: await readPayload(log.store, await payloadKey(log, scope, ref.sha256), ref) };
+  });
+  return hydrated;
 }
 
 /**

@@ -3,8 +3,9 @@ import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { mapLimit, toBytes } from '../../store/object-store.ts';
-import { validateStored, type LogItem } from '../records.ts';
-import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
+import type { LogItem } from '../records.ts';
+import { VIEW_VERSION, type LogView } from '../view-records.ts';
+import { viewOf } from '../view-check.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import {
   carriedItems,
@@ -95,7 +96,7 @@ export async function writeViewIfDue(
   const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
   // writer of the same record came first, and its view is the one stored.)
-  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+  if (written) log.viewCache?.set(key, viewOf(key, JSON.parse(json)), body.byteLength);
   if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }
@@ -297,10 +298,11 @@ async function viewItems(
 function behindBoundary(item: LogItem): LogItem {
   if (item.type === 'message' || isBehind(item)) return item;
   const { seq, created_at, call_id } = item;
-  const kept = { seq, created_at, call_id, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
+  // In the schema's order, as a read checks it (lib/session/view-check.ts).
+  const kept = { seq, created_at, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
   return (
     item.type === 'function_call'
-      ? { type: 'function_call', name: item.name, arguments: '', ...kept }
-      : { type: 'function_call_output', output: '', ...kept }
+      ? { type: 'function_call', call_id, name: item.name, arguments: '', ...kept }
+      : { type: 'function_call_output', call_id, output: '', ...kept }
   ) as LogItem;
 }

@@ -88,6 +88,8 @@ export interface ViewParts {
 }
 
 const READ_BUDGET_SLACK = 64 * 1024;
+/** The smallest load whose rate projects the next sizes' load times. */
+const MIN_RATE_ITEMS = 10_000;
 
 /** Loads one session per size, then measures its turns: the first apart, then warm-up and measured ones. */
 export async function measureRealisticWindow(options: RealisticWindowOptions): Promise<RealisticWindowRow[]> {
@@ -110,7 +112,8 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
     const start = performance.now();
     const stored = await load(store, id, size, options);
     const loadMs = performance.now() - start;
-    rate = stored / loadMs;
+    // A small load is mostly start-up (compiling, warming up): it does not set the rate.
+    if (stored >= MIN_RATE_ITEMS) rate = stored / loadMs;
     log(`realistic window ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
     const turns = await takeTurns(driver, id, 1 + options.warmupTurns + options.measuredTurns);
     const first = turns[0]!;

@@ -40,7 +40,11 @@ const seqsOfRepeated = new WeakMap<object, readonly number[]>();
 export function repeatedSeqs(aggregates: HistoryAggregates): readonly number[] {
   let seqs = seqsOfRepeated.get(aggregates.repeated);
   if (seqs === undefined) {
-    seqs = [...new Set(Object.values(aggregates.repeated))].sort((a, b) => a - b);
+    // A typed array sorts numbers without a comparator call per pair.
+    const sorted = Float64Array.from(Object.values(aggregates.repeated)).sort();
+    const unique: number[] = [];
+    for (const seq of sorted) if (unique.length === 0 || unique[unique.length - 1] !== seq) unique.push(seq);
+    seqs = unique;
     seqsOfRepeated.set(aggregates.repeated, seqs);
   }
   return seqs;

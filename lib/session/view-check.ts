@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
+import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
 import { VIEW_VERSION, keyIndexSchema, viewItemSchema, viewSchema, type LogView } from './view-records.ts';
@@ -109,13 +109,8 @@ function plainAggregates(value: unknown): value is HistoryAggregates {
   if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return false;
   if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return false;
   if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return false;
-  // The schema's copy leaves out a `__proto__` key: such a map goes through it.
-  if (Object.getPrototypeOf(repeated) !== Object.prototype) return false;
-  for (const key in repeated) {
-    const seq = (repeated as Record<string, unknown>)[key];
-    if (key === '__proto__' || !Object.hasOwn(repeated, key) || !isCount(seq) || seq < 1) return false;
-  }
-  return true;
+  // The schema's copy leaves out a `__proto__` key (checkedRepeatedSeqs refuses the map then).
+  return Object.getPrototypeOf(repeated) === Object.prototype && checkedRepeatedSeqs(repeated) !== null;
 }
 
 function plainItem(value: unknown): value is LogItem {

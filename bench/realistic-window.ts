@@ -88,13 +88,20 @@ export interface ViewParts {
 }
 
 const READ_BUDGET_SLACK = 64 * 1024;
+/** The smallest load whose rate projects the next sizes' load times. */
+const MIN_RATE_ITEMS = 10_000;
 
-/** Loads one session per size, then measures its turns: the first apart, then warm-up and measured ones. */
+/**
+ * Loads one session per size, then takes their turns interleaved, one per session in turn (the
+ * first turns apart, then warm-up and measured ones), so a change in the machine's load falls
+ * on every size alike.
+ */
 export async function measureRealisticWindow(options: RealisticWindowOptions): Promise<RealisticWindowRow[]> {
   const log = options.log ?? (() => undefined);
   const store = new MemoryStore();
   const driver = new MemoryTurnDriver(store);
   const rows: RealisticWindowRow[] = [];
+  const loaded: { size: number; id: string; stored: number; loadMs: number; turn: () => Promise<TurnFigures> }[] = [];
   let rate: number | undefined;
   for (const size of options.sizes) {
     if (rate !== undefined && size / rate > options.loadBudgetMs) {
@@ -110,25 +117,42 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
     const start = performance.now();
     const stored = await load(store, id, size, options);
     const loadMs = performance.now() - start;
-    rate = stored / loadMs;
+    // A small load is mostly start-up (compiling, warming up): it does not set the rate.
+    if (stored >= MIN_RATE_ITEMS) rate = stored / loadMs;
     log(`realistic window ${size}: loaded ${stored} items in ${(loadMs / 1000).toFixed(1)} s`);
-    const turns = await takeTurns(driver, id, 1 + options.warmupTurns + options.measuredTurns);
-    const first = turns[0]!;
+    loaded.push({ size, id, stored, loadMs, turn: turnTaker(driver, id) });
+  }
+  const firsts: TurnFigures[] = [];
+  for (const session of loaded) {
+    const first = await session.turn();
+    firsts.push(first);
     log(
-      `realistic window ${size}: first turn ${first.ms.toFixed(0)} ms, ${kb(first.bytesRead)} read, ` +
+      `realistic window ${session.size}: first turn ${first.ms.toFixed(0)} ms, ${kb(first.bytesRead)} read, ` +
         `${first.tokensBefore ?? '-'} tokens before the drop`,
     );
-    const measured = row(size, stored, loadMs, first, turns.slice(1 + options.warmupTurns));
-    measured.view = await viewParts(store, id);
-    rows.push(measured);
-    log(`realistic window ${size}: view ${JSON.stringify(measured.view)}`);
+  }
+  const turns: TurnFigures[][] = loaded.map(() => []);
+  for (let round = 0; round < options.warmupTurns + options.measuredTurns; round++)
+    for (const [index, session] of loaded.entries()) turns[index]!.push(await session.turn());
+  for (const [index, session] of loaded.entries()) {
+    const measured = row(
+      session.size,
+      session.stored,
+      session.loadMs,
+      firsts[index]!,
+      turns[index]!.slice(options.warmupTurns),
+    );
+    measured.view = await viewParts(store, session.id);
+    log(`realistic window ${session.size}: view ${JSON.stringify(measured.view)}`);
     log(
-      `realistic window ${size}: p50 ${measured.p50Ms.toFixed(1)} ms, p95 ${measured.p95Ms.toFixed(1)} ms, ` +
+      `realistic window ${session.size}: p50 ${measured.p50Ms.toFixed(1)} ms, p95 ${measured.p95Ms.toFixed(1)} ms, ` +
         `${kb(measured.bytesReadMedian)} read (max ${kb(measured.bytesReadMax)}), prompt ` +
         `${kb(measured.promptBytesMedian)}, read budget ${measured.readBudgetWorst.toFixed(2)}, ` +
         `${measured.tokensBeforeMedian ?? '-'} tokens before the drop`,
     );
+    rows.push(measured);
   }
+  rows.sort((a, b) => a.size - b.size);
   await driver.close();
   const base = rows.find((candidate) => !candidate.skipped);
   for (const candidate of rows) if (base && !candidate.skipped) candidate.ratio = candidate.p50Ms / base.p50Ms;
@@ -231,26 +255,29 @@ async function viewParts(store: ObjectStore, id: string): Promise<ViewParts> {
   return parts;
 }
 
-/** Turns alternating a request the echo model answers with a tool call, and that call's 2 KB output. */
-async function takeTurns(driver: MemoryTurnDriver, id: string, count: number): Promise<TurnFigures[]> {
-  const figures: TurnFigures[] = [];
+/**
+ * The session's turns, one per call: alternating a request the echo model answers with a tool
+ * call, and that call's 2 KB output.
+ */
+function turnTaker(driver: MemoryTurnDriver, id: string): () => Promise<TurnFigures> {
   let pendingCall: string | undefined;
-  for (let turn = 0; turn < count; turn++) {
+  let turn = 0;
+  return async () => {
     const input: TurnRequest['input'] = pendingCall
       ? [{ type: 'function_call_output', call_id: pendingCall, output: `contents of step ${turn}\n`.repeat(100) }]
       : `call read_file {"path":"src/step-${turn}.ts"}`;
+    turn += 1;
     const driven: DrivenTurn = await driver.turn(id, { input, tools: [READ_FILE_TOOL] });
     const call = driven.response.output.find((item) => item.type === 'function_call');
     pendingCall = pendingCall ? undefined : call?.type === 'function_call' ? call.call_id : undefined;
-    figures.push({
+    return {
       ms: driven.ms,
       bytesRead: driven.storage!.bytesRead,
       gets: driven.storage!.get,
       promptBytes: driven.promptBytes!,
       tokensBefore: driven.response.context.overflow_dropped?.prompt_tokens_before,
-    });
-  }
-  return figures;
+    };
+  };
 }
 
 function row(
@@ -320,8 +347,9 @@ export function realisticWindowSection(
       'safety net), loaded as an import (lib/transfer.ts, what POST /v1/sessions/import runs); ' +
       'memory store, counted, no view cache (every turn fetches and parses its view). The first turn ' +
       'finds no overflow boundary: it builds the whole history, drops it to 0.6 of the window and stores the ' +
-      'boundary (shown apart). Then warm-up turns and the measured turns, alternating a request the echo model ' +
-      'answers with a tool call and its 2 KB output. "tokens before" is the median ' +
+      'boundary (shown apart). Then warm-up turns and the measured turns, one per session in turn (the sizes ' +
+      "interleaved, so a change in the machine's load falls on all of them alike), alternating a request the " +
+      'echo model answers with a tool call and its 2 KB output. "tokens before" is the median ' +
       '`context.overflow_dropped.prompt_tokens_before`: the prompt the turn built before the drop. Read budget = ' +
       'bytes read / (1.1 x prompt bytes + 64 KiB), worst measured turn (goal <= 1); ratio = p50 / p50 at the ' +
       'smallest size, same run (goal <= 1.5).' +

@@ -106,6 +106,15 @@ function isPlainItem(value: unknown): value is StoredItem {
   if (!expected) return false;
   const keys = Object.keys(item);
   if (keys.length !== expected.length || keys.some((key, index) => key !== expected[index])) return false;
+  return hasPlainFields(item);
+}
+
+/**
+ * Whether the fields of an item whose keys were checked are as its schema takes them, with a
+ * string payload: seq, created_at, role, call_id, name, arguments, output (lib/session/view-check.ts
+ * takes view items so too).
+ */
+export function hasPlainFields(item: Record<string, unknown>): boolean {
   if (!Number.isSafeInteger(item.seq) || (item.seq as number) < 1 || typeof item.created_at !== 'string') return false;
   if (item.type === 'message') return ROLES.has(item.role) && typeof item.content === 'string';
   if (!isName(item.call_id)) return false;

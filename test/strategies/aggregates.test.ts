@@ -12,6 +12,7 @@ import {
   repeatIndices,
 } from '../../lib/strategies/aggregates.ts';
 import { repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
+import { repeatedSeqs } from '../../lib/history.ts';
 import { indexHistory } from '../../lib/strategies/history-index.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
@@ -50,6 +51,23 @@ describe('aggregates', () => {
           const sorted = [...indices].sort((a, b) => a - b);
           const expected = sorted.some((index) => index >= from && index < from + length);
           expect(repeatsAmong(sorted)(from, from + length)).toBe(expected);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('lists the seqs of the newest instances of repeated calls ascending, each once (repeatedSeqs)', () => {
+    fc.assert(
+      fc.property(
+        historyArbitrary,
+        fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), fc.integer({ min: 1, max: 60 })),
+        (items, extra) => {
+          // The history's own map, and one with seqs shared by keys and out of order.
+          for (const repeated of [computeAggregates(items).repeated, extra]) {
+            const seqs = repeatedSeqs({ ...emptyAggregates(), repeated });
+            expect(seqs).toEqual([...new Set(Object.values(repeated))].sort((a, b) => a - b));
+          }
         },
       ),
       { numRuns: 300 },

@@ -369,10 +369,11 @@ async function viewItems(
 function behindBoundary(item: LogItem): LogItem {
   if (item.type === 'message' || isBehind(item)) return item;
   const { seq, created_at, call_id } = item;
-  const kept = { seq, created_at, call_id, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
+  // In the schema's order, as a read checks it (lib/session/view-check.ts).
+  const kept = { seq, created_at, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
   return (
     item.type === 'function_call'
-      ? { type: 'function_call', name: item.name, arguments: '', ...kept }
-      : { type: 'function_call_output', output: '', ...kept }
+      ? { type: 'function_call', call_id, name: item.name, arguments: '', ...kept }
+      : { type: 'function_call_output', call_id, output: '', ...kept }
   ) as LogItem;
 }

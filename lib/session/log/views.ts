@@ -1,11 +1,11 @@
-import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
 import type { StoredItem } from '../../items.ts';
 import { lowerBound } from '../../sorted.ts';
 import { repeatedSeqs, type HistoryAggregates, type TailRequirement } from '../../history.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { parseStored, validateStored, type LogItem, type OverflowBoundary } from '../records.ts';
-import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
+import type { LogItem, OverflowBoundary } from '../records.ts';
+import type { LogView } from '../view-records.ts';
+import { storedView } from '../view-check.ts';
 import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
 import type { PromptItem } from '../../items.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
@@ -262,9 +262,8 @@ async function readView(
   if (cached) return cached.policy === log.viewPolicy.version ? cached : null;
   const object = await (prefetched ?? log.store.get(key));
   if (!object) return 'gone';
-  const value = parseStored(key, object.body, viewVersionSchema);
-  if (value.v !== VIEW_VERSION || value.policy !== log.viewPolicy.version) return null;
-  const view = validateStored(key, value, viewSchema);
+  const view = storedView(key, object.body, log.viewPolicy.version);
+  if (!view) return null;
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
   log.viewCache?.set(key, view, object.body.byteLength);
@@ -386,9 +385,6 @@ export function aggregatesOf(
     keys,
   );
 }
-
-/** Just the version of a view, read before its schema (a view of another version may differ in anything else). */
-const viewVersionSchema = z.object({ v: z.number().optional(), policy: z.string().optional() }).passthrough();
 
 /** A view's tail: seqs ascending, none after the view's end. */
 function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {

@@ -1,0 +1,133 @@
+import { z } from 'zod';
+import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
+import { hasPlainFields } from './export-format.ts';
+import { parseStored, validateStored, type LogItem } from './records.ts';
+import { VIEW_VERSION, keyIndexSchema, viewItemSchema, viewSchema, type LogView } from './view-records.ts';
+
+/**
+ * The view stored under `key` (its bytes), or null when it is of another version than
+ * VIEW_VERSION or was written by another view policy than `policy` (a view of another version
+ * may differ in anything but these two fields). Anything else not a view is a CorruptObjectError.
+ */
+export function storedView(key: string, body: Uint8Array, policy: string): LogView | null {
+  const value = parseStored(key, body, z.unknown());
+  const version = validateStored(key, value, viewVersionSchema);
+  return version.v === VIEW_VERSION && version.policy === policy ? viewOf(key, value) : null;
+}
+
+/** Just the version of a view, read before its schema. */
+const viewVersionSchema = z.object({ v: z.number().optional(), policy: z.string().optional() }).passthrough();
+
+/** The view a value read from `key` holds, as `viewSchema` gives it (checkedView, else the schema). */
+export function viewOf(key: string, value: unknown): LogView {
+  return checkedView(value) ?? validateStored(key, value, viewSchema);
+}
+
+/**
+ * A view read back checked without its schema where it has the shape the writer gives it
+ * (lib/session/log/view-writer.ts): a view is mostly its tail's items and its `repeated` map, and
+ * the schema copies every one of them key by key. What passes here is what `viewSchema` passes
+ * and gives, key for key and in order (property-tested in test/session/view-check.test.ts), so
+ * the parts that pass are taken as they are; an item of another shape goes through the item
+ * schema alone. Null: anything else, for the caller to validate with `viewSchema` (its output
+ * or its error).
+ */
+export function checkedView(value: unknown): LogView | null {
+  if (!hasKeys(value, VIEW_KEYS)) return null;
+  const { format, v, policy, record, last_seq, aggregates, keys, tail, created_at } = value;
+  if (format !== 'tailgate.view.v1' || v !== VIEW_VERSION || typeof policy !== 'string') return null;
+  if (!isCount(record) || record < 1 || !isCount(last_seq) || typeof created_at !== 'string') return null;
+  const checkedAggregates = plainAggregates(aggregates) ? aggregates : parsed(historyAggregatesSchema, aggregates);
+  const index = parsed(keyIndexSchema, keys);
+  if (!checkedAggregates || !index) return null;
+  let checkedTail: LogView['tail'] = null;
+  if (tail !== null) {
+    if (!hasKeys(tail, TAIL_KEYS) || !Array.isArray(tail.items)) return null;
+    const { from_seq, window_start } = tail;
+    if (!isCount(from_seq) || from_seq < 1 || !isCount(window_start) || window_start < 1) return null;
+    const items: NonNullable<LogView['tail']>['items'] = [];
+    for (const item of tail.items as unknown[]) {
+      const checked = plainItem(item) ? item : parsed(viewItemSchema, item);
+      if (!checked) return null;
+      items.push(checked);
+    }
+    checkedTail = { from_seq, window_start, items };
+  }
+  return {
+    format,
+    v,
+    policy,
+    record,
+    last_seq,
+    aggregates: checkedAggregates,
+    keys: index,
+    tail: checkedTail,
+    created_at,
+  };
+}
+
+/** What `schema` gives `value`, or undefined when it refuses it. */
+function parsed<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> | undefined {
+  const result = schema.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
+const VIEW_KEYS = ['format', 'v', 'policy', 'record', 'last_seq', 'aggregates', 'keys', 'tail', 'created_at'] as const;
+const TAIL_KEYS = ['from_seq', 'window_start', 'items'] as const;
+const AGGREGATE_KEYS = ['tool_calls', 'tool_outputs', 'repeat_flags', 'repeated', 'images', 'image_order'] as const;
+/** The keys of each item shape taken as it is, in the schema's order (optional ones last, each may be absent). */
+const ITEM_KEYS = {
+  message: { required: ['type', 'role', 'content', 'seq', 'created_at'], optional: [] },
+  function_call: {
+    required: ['type', 'call_id', 'name', 'arguments', 'seq', 'created_at'],
+    optional: ['compacted', 'behind'],
+  },
+  function_call_output: {
+    required: ['type', 'call_id', 'output', 'seq', 'created_at'],
+    optional: ['compacted', 'behind'],
+  },
+} as const;
+
+/** A plain object whose own keys are exactly `keys`, in that order. */
+function hasKeys<const Keys extends readonly string[]>(
+  value: unknown,
+  keys: Keys,
+): value is Record<Keys[number], unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const own = Object.keys(value);
+  return own.length === keys.length && own.every((key, index) => key === keys[index]);
+}
+
+/** A non-negative safe integer, as `z.number().int().nonnegative()` takes it. */
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+function plainAggregates(value: unknown): value is HistoryAggregates {
+  if (!hasKeys(value, AGGREGATE_KEYS)) return false;
+  const { tool_calls, tool_outputs, repeat_flags, repeated, images, image_order } = value;
+  if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return false;
+  if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return false;
+  if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return false;
+  // The schema's copy leaves out a `__proto__` key (checkedRepeatedSeqs refuses the map then).
+  return Object.getPrototypeOf(repeated) === Object.prototype && checkedRepeatedSeqs(repeated) !== null;
+}
+
+function plainItem(value: unknown): value is LogItem {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const item = value as Record<string, unknown>;
+  const shape = ITEM_KEYS[item.type as keyof typeof ITEM_KEYS] as
+    | { required: readonly string[]; optional: readonly string[] }
+    | undefined;
+  if (!shape || !Object.hasOwn(ITEM_KEYS, item.type as string)) return false;
+  const own = Object.keys(item);
+  const { required, optional } = shape;
+  if (own.length < required.length || required.some((key, index) => own[index] !== key)) return false;
+  let next = 0;
+  for (const key of own.slice(required.length)) {
+    const at = optional.indexOf(key, next);
+    if (at < 0 || item[key] !== true) return false;
+    next = at + 1;
+  }
+  return hasPlainFields(item);
+}

@@ -1,0 +1,204 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { CorruptObjectError } from '../../lib/errors.ts';
+import { validateStored } from '../../lib/session/records.ts';
+import { checkedView, storedView, viewOf } from '../../lib/session/view-check.ts';
+import { VIEW_VERSION, viewSchema } from '../../lib/session/view-records.ts';
+
+/** What a check gives: the view as JSON (its keys in order), or the error's message. */
+function outcome(check: () => unknown): unknown {
+  try {
+    return { view: JSON.stringify(check()) };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+const text = fc.oneof(fc.constantFrom('', 'x', 'é'), fc.string({ maxLength: 6 }));
+/** A call id or name: 1 to 256 characters. */
+const name = fc.oneof(fc.constantFrom('x', 'c'.repeat(256)), fc.string({ minLength: 1, maxLength: 6 }));
+/** A wrong value, or a right one of another field. */
+const wrong = fc.constantFrom<unknown>(
+  0,
+  -1,
+  1,
+  1.5,
+  2 ** 53,
+  null,
+  true,
+  false,
+  '1',
+  'tool',
+  '',
+  'c'.repeat(257),
+  [{ type: 'input_text', text: 'p' }],
+  {},
+  [],
+);
+const seq = fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.constant(2 ** 53 - 1));
+const flag = fc.constant(true);
+
+/**
+ * Objects near one with `fields` in this order: values mostly right, some left out, added or
+ * wrong, keys sometimes in another order.
+ */
+function near(fields: [string, fc.Arbitrary<unknown>][]): fc.Arbitrary<Record<string, unknown>> {
+  const names = fields.map(([name]) => name);
+  return fc
+    .tuple(
+      fc.record(
+        Object.fromEntries(fields.map(([name, valid]) => [name, fc.oneof({ weight: 20, arbitrary: valid }, wrong)])),
+      ),
+      fc.oneof(
+        { weight: 30, arbitrary: fc.constant<string[]>([]) },
+        fc.subarray([...names, 'extra'], { maxLength: 2 }),
+      ),
+      fc.oneof({ weight: 30, arbitrary: fc.constant(false) }, fc.constant(true)),
+    )
+    .map(([values, toggled, reversed]) => {
+      const keys = names.filter((name) => !toggled.includes(name));
+      if (toggled.includes('extra')) keys.push('extra');
+      if (reversed) keys.reverse();
+      return Object.fromEntries(
+        keys.map((key) => [key, key === 'extra' ? 1 : (values as Record<string, unknown>)[key]]),
+      );
+    });
+}
+
+const common: [string, fc.Arbitrary<unknown>][] = [
+  ['seq', seq],
+  ['created_at', text],
+];
+const item = fc.oneof(
+  near([
+    ['type', fc.constant('message')],
+    ['role', fc.constantFrom('system', 'user', 'assistant')],
+    ['content', text],
+    ...common,
+  ]),
+  near([
+    ['type', fc.constant('function_call')],
+    ['call_id', name],
+    ['name', name],
+    ['arguments', text],
+    ...common,
+    ['compacted', flag],
+    ['behind', flag],
+  ]),
+  near([
+    ['type', fc.constant('function_call_output')],
+    ['call_id', name],
+    ['output', fc.oneof(text, fc.constant([{ type: 'input_text', text: 'p' }]))],
+    ...common,
+    ['output_ref', fc.constant({ sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 3, head: 'h', tail: 't' })],
+    ['compacted', flag],
+    ['behind', flag],
+  ]),
+);
+/** A `repeated` map: mostly call keys with seqs, sometimes a wrong value or a `__proto__` key. */
+const repeated = fc
+  .tuple(
+    fc.dictionary(
+      fc.oneof(fc.string({ unit: fc.constantFrom('a', 'b', '0', '1'), minLength: 1, maxLength: 4 }), fc.constant('12')),
+      fc.oneof({ weight: 10, arbitrary: seq }, wrong),
+      {
+        maxKeys: 4,
+      },
+    ),
+    fc.oneof({ weight: 20, arbitrary: fc.constant(false) }, fc.constant(true)),
+  )
+  .map(([map, proto]) =>
+    proto ? JSON.parse(`{"__proto__":3,${JSON.stringify(map).slice(1)}`.replace(',}', '}')) : map,
+  );
+const count = fc.oneof(fc.nat(50), fc.constant(2 ** 53 - 1));
+const aggregates = near([
+  ['tool_calls', count],
+  ['tool_outputs', count],
+  ['repeat_flags', text],
+  ['repeated', repeated],
+  ['images', count],
+  ['image_order', text],
+]);
+const keyIndex = near([
+  ['count', count],
+  ['depth', fc.integer({ min: 0, max: 6 })],
+  ['versions', fc.constantFrom({}, { 3: 'ab' })],
+  ['delta', fc.constantFrom('', '0123456789ab', '0123456789abffffffffffff')],
+]);
+const tail = near([
+  ['from_seq', seq],
+  ['window_start', seq],
+  ['items', fc.array(item, { maxLength: 4 })],
+]);
+const view = near([
+  ['format', fc.constant('tailgate.view.v1')],
+  ['v', fc.constant(VIEW_VERSION)],
+  ['policy', text],
+  ['record', seq],
+  ['last_seq', fc.oneof(count, fc.constant(0))],
+  ['aggregates', aggregates],
+  ['keys', keyIndex],
+  ['tail', fc.oneof(tail, fc.constant(null))],
+  ['created_at', text],
+]);
+
+describe('viewOf', () => {
+  it('gives what viewSchema gives any value: the same view, keys in order, or the same error (property)', () => {
+    let taken = 0;
+    fc.assert(
+      fc.property(fc.oneof({ weight: 6, arbitrary: view }, fc.jsonValue()), (value) => {
+        const expected = outcome(() => validateStored('k', value, viewSchema));
+        expect(outcome(() => viewOf('k', value))).toEqual(expected);
+        // What the check takes, the schema takes and gives back the same.
+        const checked = checkedView(value);
+        if (checked) expect({ view: JSON.stringify(checked) }).toEqual(expected);
+        if (checked) taken += 1;
+      }),
+      { numRuns: 6000 },
+    );
+    // Most near views are views: the check took them, and what it took was compared.
+    expect(taken).toBeGreaterThan(600);
+  });
+
+  it('takes the parts of a view in the shape the writer gives them as they are, without copying them', () => {
+    const items = [
+      { type: 'message', role: 'user', content: 'hi', seq: 1, created_at: 'a' },
+      { type: 'function_call', call_id: 'c', name: 'read', arguments: '{}', seq: 2, created_at: 'a', behind: true },
+      { type: 'function_call_output', call_id: 'c', output: 'x', seq: 3, created_at: 'a', compacted: true },
+    ];
+    const aggregates = {
+      tool_calls: 1,
+      tool_outputs: 1,
+      repeat_flags: 'AA==',
+      repeated: { '0123456789abcdef01234567': 2 },
+      images: 0,
+      image_order: 'AQ==',
+    };
+    const written = {
+      format: 'tailgate.view.v1',
+      v: VIEW_VERSION,
+      policy: 'p',
+      record: 2,
+      last_seq: 3,
+      aggregates,
+      keys: { count: 1, depth: 0, versions: {}, delta: '0123456789ab' },
+      tail: { from_seq: 1, window_start: 1, items },
+      created_at: 'a',
+    };
+    const checked = checkedView(written)!;
+    expect(checked.aggregates).toBe(aggregates);
+    expect(checked.tail!.items.every((taken, index) => taken === items[index])).toBe(true);
+    expect(JSON.stringify(checked)).toBe(JSON.stringify(viewSchema.parse(written)));
+  });
+
+  it('refuses what is not a view as the schema does, and ignores a view of another version or policy', () => {
+    const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+    expect(() => storedView('k', bytes([1]), 'p')).toThrow(CorruptObjectError);
+    expect(() => storedView('k', new TextEncoder().encode('{'), 'p')).toThrow(CorruptObjectError);
+    expect(storedView('k', bytes({ v: VIEW_VERSION + 1, anything: 1 }), 'p')).toBeNull();
+    expect(storedView('k', bytes({ v: VIEW_VERSION, policy: 'q' }), 'p')).toBeNull();
+    expect(() => storedView('k', bytes({ v: VIEW_VERSION, policy: 'p', format: 'tailgate.view.v1' }), 'p')).toThrow(
+      CorruptObjectError,
+    );
+  });
+});

@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
+import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
+import { appendItems } from '../../lib/turn/append.ts';
 import { callKey } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
@@ -97,5 +99,42 @@ describe('a cold first turn after a fast load', () => {
     // none for a key the view's delta holds (these are all new).
     expect(shardGets).toBe(prefixes.size);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+  });
+});
+
+describe('appends that outrun their background packs', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Appends `records` records through POST /items' code, its background packs never run. */
+  async function fastLoad(records: number, logOptions: { recentBytes?: number } = {}) {
+    // Background work starts on a timer (lib/turn/append.ts afterResponse); frozen, it never runs.
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const store = new KindCountingStore(new MemoryStore());
+    const sessions = new SessionLog(store, { ...options, ...logOptions });
+    await sessions.create({ id: 's' });
+    const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
+    for (let record = 1; record <= records; record++) await appendItems(services, 's', pairs(record, 5));
+    vi.useRealTimers();
+    return store;
+  }
+
+  it('leave at most MAX_RECORDS_AFTER_VIEW records after the newest view, all carried by the newest', async () => {
+    const store = await fastLoad(30);
+    const { recordGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view?.record ?? 0).toBeGreaterThanOrEqual(30 - MAX_RECORDS_AFTER_VIEW);
+    expect(recordGets).toBe(1);
+    expect(turn.aggregates.tool_calls).toBe(30 * 5);
+    expect(turn.base.since.at(-1)?.seq).toBe(30 * 10);
+  });
+
+  it('write a view before a record would leave records after it uncarried (records larger than a carry)', async () => {
+    // A carry of about 2 records of these: the walk would read the records after the view one by one.
+    const store = await fastLoad(7, { recentBytes: 4_000 });
+    const { recordGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view).not.toBeNull();
+    expect(recordGets).toBe(1);
+    expect(turn.aggregates.tool_calls).toBe(7 * 5);
   });
 });

@@ -47,17 +47,22 @@ function pairs(record: number, count: number): Item[] {
   }).flat();
 }
 
-/** A session packed up to record `packed`, then `after` more records of `perRecord` pairs each, never packed. */
-async function laggingSession(packed: number, after: number, perRecord: number) {
+/**
+ * A session packed up to record `packed`, then `after` more records of `perRecord` pairs each,
+ * never packed, appended by the process that packed (it has the view's repeat index: its records
+ * flag their calls' repeats) or, `newAppender`, by a process that never read the view (no flags).
+ */
+async function laggingSession(packed: number, after: number, perRecord: number, newAppender = false) {
   const store = new KindCountingStore(new MemoryStore());
   const loader = new SessionLog(store, options);
   await loader.create({ id: 's' });
   for (let record = 1; record <= packed; record++) await loader.append('s', pairs(record, perRecord));
   await loader.pack('s');
+  const appender = newAppender ? new SessionLog(new ProcessStore(store), options) : loader;
   const keys: string[] = [];
   for (let record = packed + 1; record <= packed + after; record++) {
     const items = pairs(record, perRecord);
-    await loader.append('s', items);
+    await appender.append('s', items);
     for (const item of items) if (item.type === 'function_call') keys.push(callKey(item.name, item.arguments));
   }
   return { store, keysAfterView: keys };
@@ -87,8 +92,8 @@ describe('a cold first turn after a fast load', () => {
     expect(turn.aggregates.tool_calls).toBe(50 * 5);
   });
 
-  it('reads a shard per key prefix of the calls after its view and in its input, outside its delta', async () => {
-    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+  it('reads a shard per key prefix of unflagged calls after its view and in its input, outside its delta', async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10, true);
     const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
     const { shardGets, turn } = await coldTurn(store, input);
     const depth = turn.base.view!.keys.depth;
@@ -99,6 +104,14 @@ describe('a cold first turn after a fast load', () => {
     // none for a key the view's delta holds (these are all new).
     expect(shardGets).toBe(prefixes.size);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+  });
+
+  it('reads no shard for the calls of records that flag their repeats', async () => {
+    const { store } = await laggingSession(60, 3, 10);
+    const { shardGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view!.keys.depth).toBe(depthFor(576));
+    expect(shardGets).toBe(0);
+    expect(turn.aggregates.tool_calls).toBe(63 * 10);
   });
 });
 

@@ -38,6 +38,7 @@ import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
+import { repeatsOf } from './repeat-flags.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -260,8 +261,10 @@ export async function prepareCommit(
   const firstSeq = counts.items + 1;
   const items = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
   const number = (newest?.record.record ?? 0) + 1;
-  const viewRecord = head.cursor.views.find((view) => view.record < number)?.record ?? 0;
+  const listedView = head.cursor.views.find((view) => view.record < number);
+  const viewRecord = listedView?.record ?? 0;
   const recent = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
+  const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
   const afterView = {
     records: number - viewRecord,
     carried: recent.filter((group) => group.record > viewRecord).length + 1,
@@ -277,6 +280,7 @@ export async function prepareCommit(
     writer,
     first_seq: firstSeq,
     items,
+    ...(repeats ? { repeats } : {}),
     counts: {
       items: counts.items + items.length,
       turns: turn ?? counts.turns,

@@ -19,10 +19,10 @@ import {
 import { hydrate } from './item-pages.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
-import { loadKnownKeys, ShardMissingError, writeKeyShards } from './key-shards.ts';
+import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
+import { callKeysOf } from './repeat-flags.ts';
 import {
   aggregatesOf,
-  callKeysOf,
   earlyCallIds,
   fromBoundary,
   newerViewListed,
@@ -95,7 +95,10 @@ export async function writeViewIfDue(
   const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
   // writer of the same record came first, and its view is the one stored.)
-  if (written) log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+  if (written) {
+    log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+    rememberIndex(log, key, view.keys);
+  }
   if (replaced.length > 0) await log.store.delete(replaced);
   return key;
 }

@@ -3,8 +3,9 @@ import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { mapLimit, toBytes } from '../../store/object-store.ts';
-import { validateStored, type LogItem } from '../records.ts';
-import { VIEW_VERSION, viewSchema, type LogView } from '../view-records.ts';
+import type { LogItem } from '../records.ts';
+import { VIEW_VERSION, type LogView } from '../view-records.ts';
+import { validateView } from '../view-parse.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import {
   carriedItems,
@@ -96,7 +97,7 @@ export async function writeViewIfDue(
   // The next turn takes it from here; parsed back, it is what a read would give. (Null: a
   // writer of the same record came first, and its view is the one stored.)
   if (written) {
-    log.viewCache?.set(key, validateStored(key, JSON.parse(json), viewSchema), body.byteLength);
+    log.viewCache?.set(key, validateView(key, JSON.parse(json)), body.byteLength);
     rememberIndex(log, key, view.keys);
   }
   if (replaced.length > 0) await log.store.delete(replaced);

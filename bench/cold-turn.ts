@@ -198,7 +198,8 @@ export function coldTurnSection(rows: ColdTurnRow[] | undefined, notMeasured: st
   return [
     title,
     '',
-    'Command: `npm run bench -- --only=cold-turn` (bench/cold-turn.ts). Per size, a session loaded through ' +
+    'Command: `npm run bench -- --only=cold-turn --cold-sizes=100,10000,100000,1000000` (bench/cold-turn.ts; ' +
+      'the default sizes leave out 1,000,000, which loads for many minutes). Per size, a session loaded through ' +
       `POST /items in batches of ${BATCH} agent-like items (outputs of 100 B to 2 KB, 5% of calls repeated) by ` +
       'one process of the app (its background packing running after each response) that ends right after its ' +
       'last answer (its later storage calls fail), so the debt is what a fast load leaves: records outside ' +
@@ -273,18 +274,17 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
   const size = largest.items.toLocaleString('en-US');
   return [
     `- **A cold first turn after a fast load** (${missed.length} of its 4 goals missed). ` +
-      `At ${size} items the load left ${largest.recordsAfterView} records after the newest view, and the first ` +
-      `turn of a new process made ${largest.first.operations} storage calls and read ` +
-      `${kib(largest.first.bytesRead)} (${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a ` +
-      'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
-      'items of those records, each once, whole (a prompt holds the older of them compacted), next to the view it ' +
-      'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls outside the ' +
-      "view's delta, so up to min(those calls, 256) gets. Once a pack has written the view of the newest record " +
-      `a cold turn makes at most ${largest.packed.operationsMax} calls (p50 ` +
-      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed)` +
-      (largest.packed.budgetWorst > 1
-        ? `, but reads up to ${largest.packed.budgetWorst.toFixed(2)}x the budget while the newest record still ` +
-          'carries the records the new view covers (its first turn; the records after it carry none).'
-        : '.'),
+      `At ${size} items the load left ${largest.recordsAfterView} records after the newest view (an append packs ` +
+      'with a view once more than 8 would be, or more than its record carries), and the first turn of a new ' +
+      `process made ${largest.first.operations} storage calls (no repeat-index shard: the records after the view ` +
+      `flag their calls' repeats) and read ${kib(largest.first.bytesRead)} ` +
+      `(${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a warm turn is what the debt leaves ` +
+      "after the newest view (docs/STORAGE.md, **What a cold turn reads**): the view, and the newest record's " +
+      'items and the records it carries, whole, of which a prompt holds the older compacted: more than 10% of a ' +
+      "prompt of a few hundred KiB. The cold turns after the first meet the earlier ones' records too, whose " +
+      'model calls carry no flags (one shard get each), and pay for parsing the view (as large as the prompt) ' +
+      'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: p50 ' +
+      `${(largest.cold.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50 meeting the debt, ` +
+      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the newest record.`,
   ];
 }

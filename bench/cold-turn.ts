@@ -285,6 +285,7 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       'model calls carry no flags (one shard get each), and pay for parsing the view (as large as the prompt) ' +
       'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: p50 ' +
       `${(largest.cold.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50 meeting the debt, ` +
-      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the newest record.`,
+      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the ` +
+      'newest record.',
   ];
 }

@@ -180,7 +180,8 @@ export function recordGroups(newest: { record: LogRecord; done: DoneRecord | nul
     ...(newest.record.recent ?? []),
     {
       record: newest.record.record,
-      items: [...newest.record.items, ...(newest.done?.items ?? [])],
+      // The record's own array when it is all (a carry and the repeat flags key their caches by it).
+      items: newest.done ? [...newest.record.items, ...newest.done.items] : newest.record.items,
       ...(newest.record.repeats && !newest.done ? { repeats: newest.record.repeats } : {}),
     },
   ];

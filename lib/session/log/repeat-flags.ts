@@ -51,7 +51,7 @@ export async function repeatsOf(
   newest: Head['newest'],
   items: readonly LogItem[],
 ): Promise<string | undefined> {
-  const keys = callKeysOf(log.viewPolicy, items);
+  const keys = groupKeysOf(log.viewPolicy, items);
   if (keys.length === 0) return undefined;
   const index = view ? rememberedIndex(log, view.key) : EMPTY_INDEX;
   const viewRecord = view?.record ?? 0;

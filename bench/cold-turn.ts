@@ -81,7 +81,7 @@ async function measureSize(size: number, options: ColdTurnOptions): Promise<Cold
   const memory = new MemoryStore();
   const id = `cold_${size}`;
   const started = performance.now();
-  await load(memory, id, size, options.seed);
+  await load(memory, id, size, options.seed, log);
   const loadSeconds = (performance.now() - started) / 1000;
   const debt = await debtOf(memory, id);
   log(`cold-turn ${size}: loaded in ${loadSeconds.toFixed(1)} s, debt ${debt.debtRecords} / ${debt.recordsAfterView}`);
@@ -138,7 +138,14 @@ function summary(turns: TurnFigures[]): TurnsSummary {
 }
 
 /** Loads `size` items into session `id` through the app, as one process that ends right after its last answer. */
-async function load(memory: MemoryStore, id: string, size: number, seed: number): Promise<void> {
+async function load(
+  memory: MemoryStore,
+  id: string,
+  size: number,
+  seed: number,
+  log: (line: string) => void,
+): Promise<void> {
+  const started = performance.now();
   const store = new ProcessStore(memory);
   const pending: Promise<unknown>[] = [];
   const context = { waitUntil: (task: Promise<unknown>) => pending.push(task), passThroughOnException: () => {} };
@@ -151,6 +158,11 @@ async function load(memory: MemoryStore, id: string, size: number, seed: number)
     while (items.length < Math.min(BATCH, size - stored) || items.at(-1)?.type === 'function_call')
       items.push(source.next().value as Item);
     await post(`/v1/sessions/${id}/items`, { items });
+    // A line every 100,000 items: a load of a million takes many minutes.
+    if (Math.floor((stored + items.length) / 100_000) > Math.floor(stored / 100_000))
+      log(
+        `cold-turn ${size}: ${stored + items.length} items in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
     stored += items.length;
   }
   store.end();

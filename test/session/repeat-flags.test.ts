@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { parseStored, recordSchema } from '../../lib/session/records.ts';
-import { computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { allItems, call, newestView, output } from '../support/repeat-index.ts';
@@ -53,7 +54,8 @@ describe('repeat flags', () => {
             expect(begun.turn.aggregates).toEqual(computeAggregates(await allItems(loader)));
           }
         }
-        await loader.pack('s');
+        // A view of the newest record, even when none is due (a single record).
+        await loader.pack('s', { refresh: true });
         const view = await newestView(store, loader);
         const items = await allItems(loader);
         expect(view.aggregates).toEqual(computeAggregates(items.filter((item) => item.seq <= view.last_seq)));
@@ -83,5 +85,24 @@ describe('repeat flags', () => {
     expect(byNumber.get(3)?.repeats).toBeUndefined();
     // The record after carries the flagged one with its flags.
     expect(byNumber.get(3)?.recent?.find((group) => group.record === 2)?.repeats).toBe('1101');
+  });
+
+  it('are not told from a view index another view policy keyed', async () => {
+    const store = new MemoryStore();
+    const writer = new SessionLog(store, options);
+    await writer.create({ id: 's' });
+    await writer.append('s', [call(1, 'a'), output(1), call(2, 'b'), output(2)]);
+    expect((await writer.pack('s', { refresh: true })).view).toBeDefined();
+    // A policy whose call keys differ: the index the writer keeps says nothing of its keys.
+    const other = {
+      ...viewPolicy,
+      version: 'other',
+      callKey: (name: string, args: string) => callKey(name, `${args} `),
+    };
+    const appender = new SessionLog(store, { ...options, viewPolicy: other });
+    await appender.append('s', [call(3, 'a'), output(3)]);
+    const { objects } = await store.list('sessions/s/turn/');
+    const newest = objects.find((object) => /\/\d{12}$/.test(object.key))!;
+    expect(parseStored(newest.key, (await store.get(newest.key))!.body, recordSchema).repeats).toBeUndefined();
   });
 });

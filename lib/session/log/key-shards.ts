@@ -90,13 +90,22 @@ export async function knownKeysOf(
  */
 export function rememberIndex(log: LogContext, key: string, index: KeyIndex): void {
   const json = JSON.stringify(index);
-  shardCacheOf(log.store).set(key, json, json.length);
+  shardCacheOf(log.store).set(indexKey(log, key), json, json.length);
 }
 
-/** The repeat index of the view under `key`, when this process has it (rememberIndex, or the view cached). */
+/**
+ * The repeat index of the view under `key`, when this process has it (rememberIndex, or the view
+ * cached), as the view policy of `log` keys calls (another policy's index keys them otherwise).
+ */
 export function rememberedIndex(log: LogContext, key: string): KeyIndex | undefined {
-  const json = shardCacheOf(log.store).get(key);
-  return json === undefined ? log.viewCache?.get(key)?.keys : (JSON.parse(json) as KeyIndex);
+  const json = shardCacheOf(log.store).get(indexKey(log, key));
+  if (json !== undefined) return JSON.parse(json) as KeyIndex;
+  const view = log.viewCache?.get(key);
+  return view?.policy === log.viewPolicy.version ? view.keys : undefined;
+}
+
+function indexKey(log: LogContext, key: string): string {
+  return `${key} ${log.viewPolicy.version}`;
 }
 
 /** The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the store. */

@@ -284,20 +284,25 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
   const largest = rows.at(-1);
   if (missed.length === 0 || !largest) return [];
   const size = largest.items.toLocaleString('en-US');
+  const ratio = (row: ColdTurnRow) => row.cold.p50Ms / row.warm.p50Ms;
+  const slowest = rows.reduce((worst, row) => (ratio(row) > ratio(worst) ? row : worst));
+  const heaviest = rows.reduce((worst, row) => (row.first.budget > worst.first.budget ? row : worst));
+  const at = (row: ColdTurnRow) => `at ${row.items.toLocaleString('en-US')} items`;
   return [
     `- **A cold first turn after a fast load** (${missed.length} of its 4 goals missed). ` +
       `At ${size} items the load left ${largest.recordsAfterView} records after the newest view (an append packs ` +
       'with a view once more than 8 would be, or more than its record carries), and the first turn of a new ' +
       `process made ${largest.first.operations} storage calls (no repeat-index shard: the records after the view ` +
-      `flag their calls' repeats) and read ${kib(largest.first.bytesRead)} ` +
-      `(${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a warm turn is what the debt leaves ` +
-      "after the newest view (docs/STORAGE.md, **What a cold turn reads**): the view, and the newest record's " +
-      'items and the records it carries, whole, of which a prompt holds the older compacted: more than 10% of a ' +
-      "prompt of a few hundred KiB. The cold turns after the first meet the earlier ones' records too, whose " +
-      'model calls carry no flags (one shard get each), and pay for parsing the view (as large as the prompt) ' +
-      'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: p50 ' +
-      `${(largest.cold.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50 meeting the debt, ` +
-      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the ` +
-      'newest record.',
+      `flag their calls' repeats) and read ${largest.first.budget.toFixed(2)}x the budget. What it reads beyond a ` +
+      'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
+      "view, and the newest record's items and the records it carries, whole, of which a prompt holds the older " +
+      `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where they are more than 10% of ` +
+      "the prompt. The cold turns after the first meet the earlier ones' records too, whose model calls carry no " +
+      'flags (a shard get each: the notice turn, the sixth, makes ' +
+      `${largest.noticeOperations} calls ${at(largest)}), and pay for parsing the view (as large as the prompt) ` +
+      'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: ' +
+      `${at(slowest)} their p50 is ${ratio(slowest).toFixed(2)}x the warm p50, ` +
+      `${(slowest.packed.p50Ms / slowest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the newest ` +
+      'record.',
   ];
 }

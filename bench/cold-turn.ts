@@ -81,7 +81,7 @@ async function measureSize(size: number, options: ColdTurnOptions): Promise<Cold
   const memory = new MemoryStore();
   const id = `cold_${size}`;
   const started = performance.now();
-  await load(memory, id, size, options.seed);
+  await load(memory, id, size, options.seed, log);
   const loadSeconds = (performance.now() - started) / 1000;
   const debt = await debtOf(memory, id);
   log(`cold-turn ${size}: loaded in ${loadSeconds.toFixed(1)} s, debt ${debt.debtRecords} / ${debt.recordsAfterView}`);
@@ -138,7 +138,14 @@ function summary(turns: TurnFigures[]): TurnsSummary {
 }
 
 /** Loads `size` items into session `id` through the app, as one process that ends right after its last answer. */
-async function load(memory: MemoryStore, id: string, size: number, seed: number): Promise<void> {
+async function load(
+  memory: MemoryStore,
+  id: string,
+  size: number,
+  seed: number,
+  log: (line: string) => void,
+): Promise<void> {
+  const started = performance.now();
   const store = new ProcessStore(memory);
   const pending: Promise<unknown>[] = [];
   const context = { waitUntil: (task: Promise<unknown>) => pending.push(task), passThroughOnException: () => {} };
@@ -151,6 +158,11 @@ async function load(memory: MemoryStore, id: string, size: number, seed: number)
     while (items.length < Math.min(BATCH, size - stored) || items.at(-1)?.type === 'function_call')
       items.push(source.next().value as Item);
     await post(`/v1/sessions/${id}/items`, { items });
+    // A line every 100,000 items: a load of a million takes many minutes.
+    if (Math.floor((stored + items.length) / 100_000) > Math.floor(stored / 100_000))
+      log(
+        `cold-turn ${size}: ${stored + items.length} items in ${((performance.now() - started) / 1000).toFixed(0)} s`,
+      );
     stored += items.length;
   }
   store.end();
@@ -198,7 +210,8 @@ export function coldTurnSection(rows: ColdTurnRow[] | undefined, notMeasured: st
   return [
     title,
     '',
-    'Command: `npm run bench -- --only=cold-turn` (bench/cold-turn.ts). Per size, a session loaded through ' +
+    'Command: `npm run bench -- --only=cold-turn --cold-sizes=100,10000,100000,1000000` (bench/cold-turn.ts; ' +
+      'the default sizes leave out 1,000,000, which loads for many minutes). Per size, a session loaded through ' +
       `POST /items in batches of ${BATCH} agent-like items (outputs of 100 B to 2 KB, 5% of calls repeated) by ` +
       'one process of the app (its background packing running after each response) that ends right after its ' +
       'last answer (its later storage calls fail), so the debt is what a fast load leaves: records outside ' +
@@ -271,20 +284,25 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
   const largest = rows.at(-1);
   if (missed.length === 0 || !largest) return [];
   const size = largest.items.toLocaleString('en-US');
+  const ratio = (row: ColdTurnRow) => row.cold.p50Ms / row.warm.p50Ms;
+  const slowest = rows.reduce((worst, row) => (ratio(row) > ratio(worst) ? row : worst));
+  const heaviest = rows.reduce((worst, row) => (row.first.budget > worst.first.budget ? row : worst));
+  const at = (row: ColdTurnRow) => `at ${row.items.toLocaleString('en-US')} items`;
   return [
     `- **A cold first turn after a fast load** (${missed.length} of its 4 goals missed). ` +
-      `At ${size} items the load left ${largest.recordsAfterView} records after the newest view, and the first ` +
-      `turn of a new process made ${largest.first.operations} storage calls and read ` +
-      `${kib(largest.first.bytesRead)} (${largest.first.budget.toFixed(2)}x the budget). What it reads beyond a ` +
+      `At ${size} items the load left ${largest.recordsAfterView} records after the newest view (an append packs ` +
+      'with a view once more than 8 would be, or more than its record carries), and the first turn of a new ' +
+      `process made ${largest.first.operations} storage calls (no repeat-index shard: the records after the view ` +
+      `flag their calls' repeats) and read ${largest.first.budget.toFixed(2)}x the budget. What it reads beyond a ` +
       'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
-      'items of those records, each once, whole (a prompt holds the older of them compacted), next to the view it ' +
-      'no longer needs much of, and one repeat-index shard per distinct key prefix of their calls outside the ' +
-      "view's delta, so up to min(those calls, 256) gets. Once a pack has written the view of the newest record " +
-      `a cold turn makes at most ${largest.packed.operationsMax} calls (p50 ` +
-      `${(largest.packed.p50Ms / largest.warm.p50Ms).toFixed(2)}x the warm p50, the view fetched and parsed)` +
-      (largest.packed.budgetWorst > 1
-        ? `, but reads up to ${largest.packed.budgetWorst.toFixed(2)}x the budget while the newest record still ` +
-          'carries the records the new view covers (its first turn; the records after it carry none).'
-        : '.'),
+      "view, and the newest record's items and the records it carries, whole, of which a prompt holds the older " +
+      `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where they are more than 10% of ` +
+      "the prompt. The cold turns after the first meet the earlier ones' records too, whose model calls carry no " +
+      'flags (a shard get each: the notice turn, the sixth, makes ' +
+      `${largest.noticeOperations} calls ${at(largest)}), and pay for parsing the view (as large as the prompt) ` +
+      'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: ' +
+      `${at(slowest)} their p50 is ${ratio(slowest).toFixed(2)}x the warm p50, ` +
+      `${(slowest.packed.p50Ms / slowest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the newest ` +
+      'record.',
   ];
 }

@@ -165,6 +165,12 @@ export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], los
 export const MAX_OPEN_CALLS = 1000;
 const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);
 
+/** Repeat flags of a record's calls: one character each, `1` a repeat, `0` a first. */
+const repeatsSchema = z.string().regex(/^[01]+$/);
+const recentGroupSchema = z
+  .object({ record: z.number().int().positive(), items: z.array(logItemSchema), repeats: repeatsSchema.optional() })
+  .strict();
+
 /** `turn/<inverted record>`: an append, or the open part of a model turn (its input). */
 export const recordSchema = z
   .object({
@@ -178,14 +184,14 @@ export const recordSchema = z
     items: z.array(logItemSchema),
     /** Counts after these items. */
     counts: countsSchema,
+    /** Appends: per call of `items`, whether its key was seen before (lib/session/log/repeat-flags.ts). */
+    repeats: repeatsSchema.optional(),
     /**
      * The items of the records just before this one (whole records, oldest first, within a
      * byte budget), so a tail read finds the recent history in the newest record instead of
-     * one get per record.
+     * one get per record; with each, its `repeats` when it has them.
      */
-    recent: z
-      .array(z.object({ record: z.number().int().positive(), items: z.array(logItemSchema) }).strict())
-      .optional(),
+    recent: z.array(recentGroupSchema).optional(),
     /** Model turns: the ordinal of the turn (counts.turns after the claim). */
     turn: z.number().int().positive().optional(),
     lease_expires_at: z.string().optional(),

@@ -73,7 +73,7 @@ export class SessionLog extends SessionLogBase {
    * from 1 and never reused; racing appends retry until each one commits.
    * An open model turn: TurnInProgressError.
    */
-  async append(id: string, items: Item[]): Promise<{ first_seq: number; last_seq: number; record: number }> {
+  async append(id: string, items: Item[]): ReturnType<typeof appendItems> {
     return appendItems(this.log, id, items);
   }
 

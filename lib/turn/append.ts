@@ -1,5 +1,5 @@
 import type { Item } from '../items.ts';
-import { MAX_PACK_DEBT_RECORDS } from '../session/log/pack-schedule.ts';
+import { MAX_PACK_DEBT_RECORDS, viewOverdue } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
@@ -10,8 +10,9 @@ export const PACK_EVERY_RECORDS = 4;
 /**
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
  * the background as turns do, so the next turn finds a recent view. An append that leaves
- * more than MAX_PACK_DEBT_RECORDS records outside segments packs before it answers instead,
- * so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
+ * more than MAX_PACK_DEBT_RECORDS records outside segments, or more records after the newest
+ * view than MAX_RECORDS_AFTER_VIEW or than its record carries, packs before it answers instead
+ * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
  */
 export async function appendItems(
   services: Pick<TurnServices, 'env' | 'background' | 'log'> & {
@@ -22,20 +23,23 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record } = await sessions.append(sessionId, stored);
+  const { first_seq, last_seq, record, afterView } = await sessions.append(sessionId, stored);
   afterResponse(services, async () => sessions.refreshIndex(sessionId));
-  const packing = () =>
+  // `refresh`: the view of the newest record is written even when packing would not find one due.
+  const packing = (refresh = false) =>
     sessions.packSchedule.run(
       sessionId,
       async (lastView) =>
         sessions.pack(sessionId, {
           ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
           ...(lastView ? { lastView } : {}),
+          ...(refresh ? { refresh } : {}),
         }),
       services.log,
     );
-  if (sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing();
-  else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, packing);
+  const overdue = viewOverdue(afterView);
+  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing(overdue);
+  else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }
 

@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
+import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
+import { appendItems } from '../../lib/turn/append.ts';
 import { callKey } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
@@ -45,17 +47,22 @@ function pairs(record: number, count: number): Item[] {
   }).flat();
 }
 
-/** A session packed up to record `packed`, then `after` more records of `perRecord` pairs each, never packed. */
-async function laggingSession(packed: number, after: number, perRecord: number) {
+/**
+ * A session packed up to record `packed`, then `after` more records of `perRecord` pairs each,
+ * never packed, appended by the process that packed (it has the view's repeat index: its records
+ * flag their calls' repeats) or, `newAppender`, by a process that never read the view (no flags).
+ */
+async function laggingSession(packed: number, after: number, perRecord: number, newAppender = false) {
   const store = new KindCountingStore(new MemoryStore());
   const loader = new SessionLog(store, options);
   await loader.create({ id: 's' });
   for (let record = 1; record <= packed; record++) await loader.append('s', pairs(record, perRecord));
   await loader.pack('s');
+  const appender = newAppender ? new SessionLog(new ProcessStore(store), options) : loader;
   const keys: string[] = [];
   for (let record = packed + 1; record <= packed + after; record++) {
     const items = pairs(record, perRecord);
-    await loader.append('s', items);
+    await appender.append('s', items);
     for (const item of items) if (item.type === 'function_call') keys.push(callKey(item.name, item.arguments));
   }
   return { store, keysAfterView: keys };
@@ -85,8 +92,8 @@ describe('a cold first turn after a fast load', () => {
     expect(turn.aggregates.tool_calls).toBe(50 * 5);
   });
 
-  it('reads a shard per key prefix of the calls after its view and in its input, outside its delta', async () => {
-    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+  it('reads a shard per key prefix of unflagged calls after its view and in its input, outside its delta', async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10, true);
     const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
     const { shardGets, turn } = await coldTurn(store, input);
     const depth = turn.base.view!.keys.depth;
@@ -97,5 +104,50 @@ describe('a cold first turn after a fast load', () => {
     // none for a key the view's delta holds (these are all new).
     expect(shardGets).toBe(prefixes.size);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+  });
+
+  it('reads no shard for the calls of records that flag their repeats', async () => {
+    const { store } = await laggingSession(60, 3, 10);
+    const { shardGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view!.keys.depth).toBe(depthFor(576));
+    expect(shardGets).toBe(0);
+    expect(turn.aggregates.tool_calls).toBe(63 * 10);
+  });
+});
+
+describe('appends that outrun their background packs', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** Appends `records` records through POST /items' code, its background packs never run. */
+  async function fastLoad(records: number, logOptions: { recentBytes?: number } = {}) {
+    // Background work starts on a timer (lib/turn/append.ts afterResponse); frozen, it never runs.
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const store = new KindCountingStore(new MemoryStore());
+    const sessions = new SessionLog(store, { ...options, ...logOptions });
+    await sessions.create({ id: 's' });
+    const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
+    for (let record = 1; record <= records; record++) await appendItems(services, 's', pairs(record, 5));
+    vi.useRealTimers();
+    return store;
+  }
+
+  it('leave at most MAX_RECORDS_AFTER_VIEW records after the newest view, all carried by the newest', async () => {
+    const store = await fastLoad(30);
+    const { recordGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view?.record ?? 0).toBeGreaterThanOrEqual(30 - MAX_RECORDS_AFTER_VIEW);
+    expect(recordGets).toBe(1);
+    expect(turn.aggregates.tool_calls).toBe(30 * 5);
+    expect(turn.base.since.at(-1)?.seq).toBe(30 * 10);
+  });
+
+  it('write a view before a record would leave records after it uncarried (records larger than a carry)', async () => {
+    // A carry of about 2 records of these: the walk would read the records after the view one by one.
+    const store = await fastLoad(7, { recentBytes: 4_000 });
+    const { recordGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.base.view).not.toBeNull();
+    expect(recordGets).toBe(1);
+    expect(turn.aggregates.tool_calls).toBe(7 * 5);
   });
 });

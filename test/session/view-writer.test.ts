@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { type Pack, PackSchedule } from '../../lib/session/log/pack-schedule.ts';
-import { MAX_APPEND_VIEW_RECORDS, viewBody } from '../../lib/session/log/view-writer.ts';
+import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
+import { viewBody } from '../../lib/session/log/view-writer.ts';
 import { parseStored } from '../../lib/session/records.ts';
 import { viewSchema } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -71,18 +72,18 @@ describe('a burst of appends', () => {
     // A view of about 640 KB: every message is in it.
     for (let record = 1; record <= 64; record++) await log.append('s', [message(10_000)]);
     expect((await log.pack('s', { refresh: true })).view).toBeDefined();
-    // Small appends: viewEveryRecords (8) of them and more do not call for a view that large ...
-    for (let record = 1; record < MAX_APPEND_VIEW_RECORDS; record++) {
+    // Small appends: fewer than MAX_RECORDS_AFTER_VIEW of them do not call for a view that large ...
+    for (let record = 1; record < MAX_RECORDS_AFTER_VIEW; record++) {
       await log.append('s', [message(100)]);
       if (record % 4 === 0) expect((await log.pack('s')).view).toBeUndefined();
     }
-    // ... until they number MAX_APPEND_VIEW_RECORDS.
+    // ... until they number MAX_RECORDS_AFTER_VIEW.
     await log.append('s', [message(100)]);
     expect((await log.pack('s')).view).toBeDefined();
     // Large ones: an eighth of the view's bytes (about 90 KB) after it.
     for (let record = 1; record <= 4; record++) await log.append('s', [message(10_000)]);
     expect((await log.pack('s')).view).toBeUndefined();
-    for (let record = 1; record <= 8; record++) await log.append('s', [message(10_000)]);
+    await log.append('s', [message(60_000)]);
     expect((await log.pack('s')).view).toBeDefined();
   });
 

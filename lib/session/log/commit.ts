@@ -38,6 +38,7 @@ import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
+import { repeatsOf } from './repeat-flags.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -55,6 +56,14 @@ export interface Commit {
   previous: NonNullable<LogRecord['recent']>;
   /** Model turns: the newest view and every item after it, before the record's items. */
   base: Base | null;
+  /** The records after the newest view listed, the written one included, and of them those it carries (itself too). */
+  afterView?: AfterView;
+}
+
+/** See Commit.afterView. */
+export interface AfterView {
+  records: number;
+  carried: number;
 }
 
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
@@ -67,10 +76,15 @@ export async function appendItems(
   log: LogContext,
   id: string,
   items: Item[],
-): Promise<{ first_seq: number; last_seq: number; record: number }> {
+): Promise<{ first_seq: number; last_seq: number; record: number; afterView?: AfterView }> {
   const input = checkInvariant(itemsSchema, items);
-  const { record } = written(await commit(log, id, input, { kind: 'append' }));
-  return { first_seq: record.first_seq, last_seq: record.first_seq + input.length - 1, record: record.record };
+  const { record, afterView } = written(await commit(log, id, input, { kind: 'append' }));
+  return {
+    first_seq: record.first_seq,
+    last_seq: record.first_seq + input.length - 1,
+    record: record.record,
+    ...(afterView ? { afterView } : {}),
+  };
 }
 
 /** What a commit carries from one attempt to the next. */
@@ -247,14 +261,14 @@ export async function prepareCommit(
   const firstSeq = counts.items + 1;
   const items = input.map((item, index) => ({ ...item, seq: firstSeq + index, created_at: createdAt }) as LogItem);
   const number = (newest?.record.record ?? 0) + 1;
-  const recent = newest
-    ? carry(
-        log,
-        newest,
-        context?.start_seq,
-        head.cursor.views.find((view) => view.record <= newest!.record.record)?.record ?? 0,
-      )
-    : [];
+  const listedView = head.cursor.views.find((view) => view.record < number);
+  const viewRecord = listedView?.record ?? 0;
+  const recent = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
+  const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
+  const afterView = {
+    records: number - viewRecord,
+    carried: recent.filter((group) => group.record > viewRecord).length + 1,
+  };
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);
@@ -266,6 +280,7 @@ export async function prepareCommit(
     writer,
     first_seq: firstSeq,
     items,
+    ...(repeats ? { repeats } : {}),
     counts: {
       items: counts.items + items.length,
       turns: turn ?? counts.turns,
@@ -285,7 +300,7 @@ export async function prepareCommit(
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope };
+  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, afterView };
 }
 
 /**

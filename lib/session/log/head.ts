@@ -178,7 +178,12 @@ export class RecordMissingError extends Error {
 export function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
   return [
     ...(newest.record.recent ?? []),
-    { record: newest.record.record, items: [...newest.record.items, ...(newest.done?.items ?? [])] },
+    {
+      record: newest.record.record,
+      // The record's own array when it is all (a carry and the repeat flags key their caches by it).
+      items: newest.done ? [...newest.record.items, ...newest.done.items] : newest.record.items,
+      ...(newest.record.repeats && !newest.done ? { repeats: newest.record.repeats } : {}),
+    },
   ];
 }
 

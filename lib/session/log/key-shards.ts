@@ -63,13 +63,49 @@ export async function loadKnownKeys(
   scope: LogScope,
   view: LogView | null,
   keys: readonly string[],
+  flags?: Map<string, boolean>,
 ): Promise<KnownKeys | null> {
   if (!view) return null;
-  const { depth } = view.keys;
-  const delta = view.keys.delta ?? '';
+  const known = await knownKeysOf(log, scope, view.keys, keys);
+  return flags && flags.size > 0 ? { ...known, flags } : known;
+}
+
+/** loadKnownKeys of an index (a view's `keys`). */
+export async function knownKeysOf(
+  log: LogContext,
+  scope: LogScope,
+  index: KeyIndex,
+  keys: readonly string[],
+): Promise<KnownKeys> {
+  const { depth } = index;
+  const delta = index.delta ?? '';
   const prefixes = new Set<string>();
   for (const key of keys) if (!holds(delta, key.slice(0, INDEX_KEY_CHARS))) prefixes.add(key.slice(0, depth));
-  return { depth, delta, shards: await loadShards(log, scope, shardVersions(view.keys), prefixes) };
+  return { depth, delta, shards: await loadShards(log, scope, shardVersions(index), prefixes) };
+}
+
+/**
+ * Keeps the repeat index of the view stored under `key` (kept with the shards, by the view's key:
+ * an append after it tells its calls' repeats from it, lib/session/log/repeat-flags.ts).
+ */
+export function rememberIndex(log: LogContext, key: string, index: KeyIndex): void {
+  const json = JSON.stringify(index);
+  shardCacheOf(log.store).set(indexKey(log, key), json, json.length);
+}
+
+/**
+ * The repeat index of the view under `key`, when this process has it (rememberIndex, or the view
+ * cached), as the view policy of `log` keys calls (another policy's index keys them otherwise).
+ */
+export function rememberedIndex(log: LogContext, key: string): KeyIndex | undefined {
+  const json = shardCacheOf(log.store).get(indexKey(log, key));
+  if (json !== undefined) return JSON.parse(json) as KeyIndex;
+  const view = log.viewCache?.get(key);
+  return view?.policy === log.viewPolicy.version ? view.keys : undefined;
+}
+
+function indexKey(log: LogContext, key: string): string {
+  return `${key} ${log.viewPolicy.version}`;
 }
 
 /** The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the store. */
@@ -100,11 +136,14 @@ async function readShard(log: LogContext, scope: LogScope, record: number, prefi
 }
 
 /**
- * Whether `key` was seen before the view. With `strict`, a key outside the delta whose shard
+ * Whether `key` was seen before the view (for a key whose first call after the view a record
+ * flagged, its flag: lib/session/log/repeat-flags.ts). With `strict`, a key outside the delta whose shard
  * was not loaded is a bug (aggregates would be wrong); without, it counts as new (estimates).
  */
 export function seenBefore(known: KnownKeys | null, key: string, strict: boolean): boolean {
   if (!known) return false;
+  const flag = known.flags?.get(key);
+  if (flag !== undefined) return flag;
   const short = key.slice(0, INDEX_KEY_CHARS);
   if (holds(known.delta, short)) return true;
   const shard = known.shards.get(key.slice(0, known.depth));

@@ -4,13 +4,30 @@ import type { PackOptions, PackResult } from './types.ts';
 /**
  * When a process packs a session appended to (docs/STORAGE.md, **Pack debt**): one pack of a
  * session at a time (a request while one runs runs once more after it, never alongside it),
- * an append that leaves more than MAX_PACK_DEBT_RECORDS records outside segments packs before
- * it answers, and a failed pack backs off exponentially and says so in the log. Kept for the
- * life of the process (the isolate on Workers), one per store backend as the view cache is.
+ * an append that leaves more than MAX_PACK_DEBT_RECORDS records outside segments, or more than
+ * MAX_RECORDS_AFTER_VIEW after the newest view, packs before it answers, and a failed pack
+ * backs off exponentially and says so in the log. Kept for the life of the process (the
+ * isolate on Workers), one per store backend as the view cache is.
  */
 
 /** Records past the newest segment an append may leave before it packs itself. */
 export const MAX_PACK_DEBT_RECORDS = 32;
+/**
+ * Records after the newest view an append may leave before it packs itself with a view of its
+ * record (docs/STORAGE.md, **What a cold turn reads**): a process new to the session reads the
+ * records after the view, so an append also packs first when its record does not carry them all
+ * (a record carries at most `recentRecords` and `recentBytes` of them): then the newest record
+ * is all a cold turn reads of them. 8 is the default `viewEveryRecords`: an append packs itself
+ * only when the background packs fall behind. Whatever writes views less often must keep both.
+ */
+export const MAX_RECORDS_AFTER_VIEW = 8;
+
+/** Whether an append that leaves `afterView` (lib/session/log/commit.ts) must write a view before it answers. */
+export function viewOverdue(afterView: { records: number; carried: number } | undefined): boolean {
+  return (
+    afterView !== undefined && (afterView.records > MAX_RECORDS_AFTER_VIEW || afterView.records > afterView.carried)
+  );
+}
 /** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
 export const FIRST_BACKOFF_MS = 1_000;
 export const MAX_BACKOFF_MS = 5 * 60_000;

@@ -9,7 +9,9 @@ import { BoundedCache, perBackend } from './bounded-cache.ts';
  * record; a session deleted and created again gets a new generation, so new keys). A shard
  * deleted since still holds what the views naming it say. Kept for the life of the process (the
  * isolate on Workers), one per store backend as the view cache is, bounded by the characters of
- * the keys kept (12 a key), the least recently used going first.
+ * the keys kept (12 a key), the least recently used going first. Also here, under a view's key:
+ * the view's repeat index as JSON (key-shards.ts rememberIndex), which an append tells its
+ * calls' repeats from (repeat-flags.ts), the view itself being too large to keep.
  */
 
 /** Characters of keys kept per store backend: about 700,000 call keys, a history of about 1.7 million items. */

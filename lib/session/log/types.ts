@@ -24,6 +24,8 @@ export interface KnownKeys {
   depth: number;
   delta: string;
   shards: Map<string, string>;
+  /** The keys whose first call after the view its record flagged, and whether it was a repeat. */
+  flags?: Map<string, boolean>;
 }
 
 /**

@@ -6,6 +6,7 @@ import { concatBytes, toBytes } from '../../store/object-store.ts';
 import type { LogItem } from '../records.ts';
 import { VIEW_VERSION, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
+import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { carried } from './record-cache.ts';
 import {
   carriedItems,
@@ -20,10 +21,10 @@ import {
 import { hydrate } from './item-pages.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { Base, PackOptions } from './types.ts';
-import { loadKnownKeys, ShardMissingError, writeKeyShards } from './key-shards.ts';
+import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
+import { callKeysOf } from './repeat-flags.ts';
 import {
   aggregatesOf,
-  callKeysOf,
   earlyCallIds,
   fromBoundary,
   newerViewListed,
@@ -43,13 +44,6 @@ import {
 
 /** `pack` also writes a view once the records after the newest one hold this many bytes. */
 const VIEW_EVERY_BYTES = 64 * 1024;
-/**
- * After an append, `pack` writes a view once this many records have come since the newest one
- * (whatever their bytes): what a cold turn reads past the view stays bounded, and a pack's
- * walk over them finds them in the record cache (at 250 items a record, about 1 MiB each with
- * what they carry).
- */
-export const MAX_APPEND_VIEW_RECORDS = 16;
 /** See viewDue. */
 const LARGE_VIEW_BYTES = 512 * 1024;
 /** The tail a view holds when `pack` is not told what the strategies need. */
@@ -101,7 +95,10 @@ export async function writeViewIfDue(
   // The next turn and pack take it from here: it is what a read of these bytes would give
   // (test/session/view-writer.test.ts). (Null: a writer of the same record came first, and its
   // view is the one stored.)
-  if (written) log.viewCache?.set(key, view, body.byteLength);
+  if (written) {
+    log.viewCache?.set(key, view, body.byteLength);
+    rememberIndex(log, key, view.keys);
+  }
   if (replaced.length > 0) await log.store.delete(replaced);
   return written ? { key, view } : { key };
 }
@@ -145,12 +142,13 @@ function itemBytes(item: object): Uint8Array {
  * burst of big appends: every turn would read it). After an append, a view larger than
  * LARGE_VIEW_BYTES waits until the records after it also hold an eighth of its bytes, so that
  * writing views (each as large as the prompt) costs a constant per byte appended however long
- * the history, but no longer than MAX_APPEND_VIEW_RECORDS records.
+ * the history, but no longer than MAX_RECORDS_AFTER_VIEW records (what a cold turn reads past the
+ * view stays bounded; an append past it packs before it answers, lib/turn/append.ts).
  */
 function viewDue(log: LogContext, newest: NonNullable<Head['newest']>, listed: number, viewBytes: number): boolean {
   const since = newest.record.record - listed;
   const append = newest.record.kind === 'append';
-  if (append && since >= MAX_APPEND_VIEW_RECORDS) return true;
+  if (append && since >= MAX_RECORDS_AFTER_VIEW) return true;
   // The bytes of the records after the view that the newest record carries (measured last).
   let bytes: number | undefined;
   const after = () => {

@@ -6,7 +6,8 @@ import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import type { LogItem, OverflowBoundary } from '../records.ts';
 import type { LogView } from '../view-records.ts';
 import { storedView } from '../view-check.ts';
-import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
+import { loadKnownKeys, rememberIndex, seenBefore, ShardMissingError } from './key-shards.ts';
+import { keysAfterView } from './repeat-flags.ts';
 import type { PromptItem } from '../../items.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
 import type { StoredObject } from '../../store/object-store.ts';
@@ -202,14 +203,12 @@ export async function readBase(
       low = Math.min(low, unit.firstSeq);
     }
   }
-  const since = [...older.reverse().flat(), ...carried];
+  const walked = older.reverse().flat();
+  const since = [...walked, ...carried];
   checkDense(recordsPrefix(scope), since, lastSeq + 1);
   try {
-    return {
-      view,
-      since,
-      known: await loadKnownKeys(log, scope, view, callKeysOf(log.viewPolicy, [...since, ...input])),
-    };
+    const { keys, flags } = keysAfterView(log.viewPolicy, walked, groups, input);
+    return { view, since, known: await loadKnownKeys(log, scope, view, keys, flags) };
   } catch (error) {
     if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
     // Its index is gone with no newer view to take (an older view outliving a newer one):
@@ -241,13 +240,6 @@ export async function newerViewListed(log: LogContext, scope: LogScope, record: 
   return cursor.views.some((listed) => listed.record > record);
 }
 
-/** The call keys of the function_calls among `items`. */
-export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
-  const keys: string[] = [];
-  for (const item of items) if (item.type === 'function_call') keys.push(policy.callKey(item.name, item.arguments));
-  return keys;
-}
-
 /**
  * A view, parsed and checked; 'gone' when it was deleted, null when it is of another version
  * than VIEW_VERSION (then the log is read past it, which is always exact).
@@ -267,6 +259,7 @@ async function readView(
   if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
   if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
   log.viewCache?.set(key, view, object.body.byteLength);
+  rememberIndex(log, key, view.keys);
   return view;
 }
 
@@ -370,7 +363,7 @@ function viewExcessBytes(policy: ViewPolicy, base: Base, needed: TailRequirement
  * The aggregates of the history up to the end of a base: the view's, extended over the items
  * after it (a call is a repeat when its key is in the view's repeat index or earlier among
  * them). `strict`: every call's shard must have been loaded (otherwise an estimate). `keys`:
- * the call keys of `base.since` (callKeysOf), when the caller has them.
+ * the call keys of `base.since` (repeat-flags.ts callKeysOf), when the caller has them.
  */
 export function aggregatesOf(
   policy: ViewPolicy,

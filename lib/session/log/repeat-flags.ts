@@ -1,0 +1,109 @@
+import type { PromptItem } from '../../items.ts';
+import type { LogScope } from '../keys.ts';
+import type { LogItem, LogRecord } from '../records.ts';
+import type { LogContext } from './context.ts';
+import { recordGroups, type Head } from './head.ts';
+import { EMPTY_INDEX, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
+import type { ViewPolicy } from './types.ts';
+
+/**
+ * Repeat flags: an append's record says of each of its calls whether its call key was seen
+ * before it in the history (`repeats`: `1` or `0` per function_call among its items, in order),
+ * and a record carrying it keeps them with it. A turn meeting the record after its view then
+ * needs no repeat-index shard for those calls (docs/STORAGE.md, **What a cold turn reads**).
+ * The flags are facts of the history, whichever view a reader starts from. The appender tells
+ * them from the repeat index of the newest view listed (its delta, and the shards of its calls'
+ * prefixes, cached or read) and from the calls of the records after that view, which its newest
+ * record must carry; a process that does not have that index (it never read nor wrote the view)
+ * writes no flags, and a reader of a record without them reads the shards, as before the flags.
+ */
+
+type Group = NonNullable<LogRecord['recent']>[number];
+
+/** The call keys of a carried group's items, by the items array (a group is carried as the same array). */
+const groupKeys = new WeakMap<readonly LogItem[], string[]>();
+
+/** The call keys of the function_calls among `items`. */
+export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
+  const keys: string[] = [];
+  for (const item of items) if (item.type === 'function_call') keys.push(policy.callKey(item.name, item.arguments));
+  return keys;
+}
+
+function groupKeysOf(policy: ViewPolicy, items: readonly LogItem[]): string[] {
+  let keys = groupKeys.get(items);
+  if (keys === undefined) {
+    keys = callKeysOf(policy, items);
+    groupKeys.set(items, keys);
+  }
+  return keys;
+}
+
+/**
+ * The `repeats` of an append of `items` after `newest`, the newest view listed being `view`:
+ * undefined when there is no call, or when this process cannot tell them (it does not have the
+ * view's index, the newest record does not carry every record after the view, or a shard is gone).
+ */
+export async function repeatsOf(
+  log: LogContext,
+  scope: LogScope,
+  view: { key: string; record: number } | undefined,
+  newest: Head['newest'],
+  items: readonly LogItem[],
+): Promise<string | undefined> {
+  const keys = groupKeysOf(log.viewPolicy, items);
+  if (keys.length === 0) return undefined;
+  const index = view ? rememberedIndex(log, view.key) : EMPTY_INDEX;
+  const viewRecord = view?.record ?? 0;
+  const groups = newest ? recordGroups(newest).filter((group) => group.record > viewRecord) : [];
+  if (!index || (groups.length > 0 && groups[0]!.record !== viewRecord + 1)) return undefined;
+  const after = new Set(groups.flatMap((group) => groupKeysOf(log.viewPolicy, group.items)));
+  try {
+    const known = await knownKeysOf(
+      log,
+      scope,
+      index,
+      keys.filter((key) => !after.has(key)),
+    );
+    const batch = new Set<string>();
+    let repeats = '';
+    for (const key of keys) {
+      repeats += batch.has(key) || after.has(key) || seenBefore(known, key, true) ? '1' : '0';
+      batch.add(key);
+    }
+    return repeats;
+  } catch (error) {
+    if (error instanceof ShardMissingError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The call keys after a view that need the repeat index's shards (seq order), and the flags
+ * that answer for the others: `older` (no flags), then `groups` (records, with or without
+ * their flags), then `input`. A key's first call among them decides: flagged, its flag.
+ */
+export function keysAfterView(
+  policy: ViewPolicy,
+  older: readonly LogItem[],
+  groups: readonly Group[],
+  input: readonly PromptItem[],
+): { keys: string[]; flags: Map<string, boolean> } {
+  const keys: string[] = [];
+  const flags = new Map<string, boolean>();
+  const seen = new Set<string>();
+  const visit = (callKeys: readonly string[], repeats?: string) => {
+    // Flags that do not match the calls are not used (the shards tell).
+    const flagged = repeats !== undefined && repeats.length === callKeys.length;
+    callKeys.forEach((key, call) => {
+      if (seen.has(key)) return;
+      seen.add(key);
+      if (flagged) flags.set(key, repeats[call] === '1');
+      else keys.push(key);
+    });
+  };
+  visit(callKeysOf(policy, older));
+  for (const group of groups) visit(groupKeysOf(policy, group.items), group.repeats);
+  visit(callKeysOf(policy, input));
+  return { keys, flags };
+}

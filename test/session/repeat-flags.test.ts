@@ -1,0 +1,108 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { Item } from '../../lib/items.ts';
+import { parseStored, recordSchema } from '../../lib/session/records.ts';
+import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { ProcessStore } from '../../bench/process-store.ts';
+import { allItems, call, newestView, output } from '../support/repeat-index.ts';
+import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+
+/**
+ * Repeat flags (lib/session/log/repeat-flags.ts): records appended by a process that has the
+ * newest view's repeat index say which of their calls repeat an earlier one, and a turn or a
+ * view after them takes that instead of the shards. Whoever appended, packed or turned, the
+ * aggregates are those of the whole history.
+ */
+
+/** Shards from 8 keys on, so that most calls fall outside the delta. */
+const options: Partial<SessionLogOptions> = { indexDeltaKeys: 8, viewEveryRecords: 2, packMinRecords: 2 };
+
+const step = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('append' as const),
+      paths: fc.array(fc.nat(40), { minLength: 1, maxLength: 6 }),
+      fresh: fc.boolean(),
+    }),
+  },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pack' as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('turn' as const), path: fc.nat(40), fresh: fc.boolean() }) },
+);
+
+describe('repeat flags', () => {
+  it('give the aggregates of the whole history, whichever process appended, packed or turned', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 4, maxLength: 24 }), async (steps) => {
+        const store = new MemoryStore();
+        const loader = new SessionLog(store, options);
+        await loader.create({ id: 's' });
+        let n = 0;
+        const pairs = (paths: number[]): Item[] => paths.flatMap((path) => [call(++n, `p${path}`), output(n)]);
+        for (const next of steps) {
+          // A fresh process has never read a view: it writes no flags, and reads every shard.
+          const log = 'fresh' in next && next.fresh ? new SessionLog(new ProcessStore(store), options) : loader;
+          if (next.kind === 'append') await log.append('s', pairs(next.paths));
+          else if (next.kind === 'pack') await loader.pack('s');
+          else {
+            const input = pairs([next.path]);
+            const begun = await log.beginTurn('s', { input });
+            if (begun.kind !== 'claimed') throw new Error('expected a claim');
+            await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
+            expect(begun.turn.aggregates).toEqual(computeAggregates(await allItems(loader)));
+          }
+        }
+        // A view of the newest record, even when none is due (a single record).
+        await loader.pack('s', { refresh: true });
+        const view = await newestView(store, loader);
+        const items = await allItems(loader);
+        expect(view.aggregates).toEqual(computeAggregates(items.filter((item) => item.seq <= view.last_seq)));
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it('are written by the process that wrote the view, one per call, and not by one that never read it', async () => {
+    const store = new MemoryStore();
+    const loader = new SessionLog(store, { ...options, indexDeltaKeys: 2 });
+    await loader.create({ id: 's' });
+    await loader.append('s', [call(1, 'a'), output(1), call(2, 'b'), output(2), call(3, 'c'), output(3)]);
+    expect((await loader.pack('s', { refresh: true })).view).toBeDefined();
+    // A repeat of a sharded key (a), of the delta (c), a new one (d) and a repeat within the record (d).
+    await loader.append('s', [call(4, 'a'), output(4), call(5, 'c'), output(5), call(6, 'd'), call(7, 'd')]);
+    // A new process: no flags.
+    await new SessionLog(new ProcessStore(store), options).append('s', [call(8, 'a'), output(8)]);
+    const { objects } = await store.list('sessions/s/turn/');
+    const records = await Promise.all(
+      objects
+        .filter((object) => /\/\d{12}$/.test(object.key) && object.size > 0)
+        .map(async (object) => parseStored(object.key, (await store.get(object.key))!.body, recordSchema)),
+    );
+    const byNumber = new Map(records.map((record) => [record.record, record]));
+    expect(byNumber.get(2)?.repeats).toBe('1101');
+    expect(byNumber.get(3)?.repeats).toBeUndefined();
+    // The record after carries the flagged one with its flags.
+    expect(byNumber.get(3)?.recent?.find((group) => group.record === 2)?.repeats).toBe('1101');
+  });
+
+  it('are not told from a view index another view policy keyed', async () => {
+    const store = new MemoryStore();
+    const writer = new SessionLog(store, options);
+    await writer.create({ id: 's' });
+    await writer.append('s', [call(1, 'a'), output(1), call(2, 'b'), output(2)]);
+    expect((await writer.pack('s', { refresh: true })).view).toBeDefined();
+    // A policy whose call keys differ: the index the writer keeps says nothing of its keys.
+    const other = {
+      ...viewPolicy,
+      version: 'other',
+      callKey: (name: string, args: string) => callKey(name, `${args} `),
+    };
+    const appender = new SessionLog(store, { ...options, viewPolicy: other });
+    await appender.append('s', [call(3, 'a'), output(3)]);
+    const { objects } = await store.list('sessions/s/turn/');
+    const newest = objects.find((object) => /\/\d{12}$/.test(object.key))!;
+    expect(parseStored(newest.key, (await store.get(newest.key))!.body, recordSchema).repeats).toBeUndefined();
+  });
+});

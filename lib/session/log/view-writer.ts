@@ -4,7 +4,7 @@ import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { concatBytes, toBytes } from '../../store/object-store.ts';
 import type { LogItem } from '../records.ts';
-import { VIEW_VERSION, type LogView } from '../view-records.ts';
+import { VIEW_VERSION, viewItemSchema, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { carried } from './record-cache.ts';
@@ -344,7 +344,7 @@ async function viewItems(
   const kept = items.map((item, index) => {
     if (item.type === 'message') return item;
     if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
-    if (whole !== null && !whole.has(item.call_id)) return log.viewPolicy.compact(item);
+    if (whole !== null && !whole.has(item.call_id)) return compacted(log, item);
     if (item.type === 'function_call_output' && item.output_ref) outOfLine.push(index);
     return item;
   });
@@ -358,6 +358,21 @@ async function viewItems(
   });
   return kept;
 }
+
+/**
+ * A tool item as the strategies compact it, its keys in the schema's order: what a read of the
+ * view gives (lib/session/view-check.ts), and what the view cache keeps as built.
+ */
+function compacted(log: LogContext, item: LogItem): LogItem {
+  const kept = log.viewPolicy.compact(item);
+  if (kept === item) return item;
+  const keys = VIEW_ITEM_KEYS.get(kept.type)!.filter((key) => key in kept);
+  return Object.fromEntries(keys.map((key) => [key, kept[key as keyof typeof kept]])) as unknown as LogItem;
+}
+
+const VIEW_ITEM_KEYS = new Map(
+  viewItemSchema.options.map((option) => [option.shape.type.value, Object.keys(option.shape)] as const),
+);
 
 /**
  * A tool item behind the overflow boundary as a view holds it (`behind`): its place, its call

@@ -56,6 +56,7 @@ export default defineConfig({
           // the environment and the OpenTelemetry globals it changes.
           isolate: false,
           testTimeout: 30_000,
+          expect: { poll: { timeout: 15_000 } },
         },
       },
       {
@@ -71,6 +72,9 @@ export default defineConfig({
           isolate: false,
           testTimeout: 30_000,
           hookTimeout: 60_000,
+          // expect.poll waits 1 s by default: a page in Chromium or a background write on a
+          // loaded 2-core machine can take longer (the test's own timeout still bounds it).
+          expect: { poll: { timeout: 15_000 } },
         },
       },
       {

@@ -115,29 +115,8 @@ interface HeaderLine {
   size: number;
 }
 
-/**
- * Takes `chunk`, read at `position` (`bytesRead` of it), after `chunks`: the header line once
- * its newline has been read, null to read on.
- */
-function headerLine(
-  chunks: Buffer[],
-  chunk: Buffer,
-  bytesRead: number,
-  position: number,
-  fileSize: number,
-  key: string,
-): HeaderLine | null {
-  if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
-  const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
-  if (newline < 0) {
-    chunks.push(chunk.subarray(0, bytesRead));
-    return null;
-  }
-  chunks.push(chunk.subarray(0, newline));
-  const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
-  const bodyStart = position + newline + 1;
-  return { header, bodyStart, size: fileSize - bodyStart };
-}
+/** Where header reads land: they are synchronous, so one buffer serves them all. */
+const scratch = Buffer.allocUnsafe(4096);
 
 /**
  * The header line of the object file open as `fd`, read synchronously: a header is a few
@@ -149,11 +128,19 @@ export function readHeaderSync(fd: number, key: string): HeaderLine {
   const { size: fileSize } = fstatSync(fd);
   const chunks: Buffer[] = [];
   for (let position = 0; ; ) {
-    const chunk = Buffer.alloc(4096);
-    const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
-    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
-    if (line) return line;
-    position += bytesRead;
+    const bytesRead = readSync(fd, scratch, 0, scratch.length, position);
+    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
+    const newline = scratch.subarray(0, bytesRead).indexOf(NEWLINE);
+    if (newline < 0) {
+      // Copied: the next read lands in the scratch buffer again.
+      chunks.push(Buffer.from(scratch.subarray(0, bytesRead)));
+      position += bytesRead;
+      continue;
+    }
+    chunks.push(scratch.subarray(0, newline));
+    const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
+    const bodyStart = position + newline + 1;
+    return { header, bodyStart, size: fileSize - bodyStart };
   }
 }
 

@@ -186,6 +186,21 @@ describe('FileStore', () => {
     expect(requests.length).toBeLessThan(10);
   });
 
+  it('reads a header longer than one read (4 KiB) whole, through head, get and list alike', async () => {
+    const store = new FileStore(await freshDirectory());
+    const metadata = { a: 'x'.repeat(5000), b: 'y'.repeat(4000) };
+    await store.put('h/long', 'body', { metadata });
+    await store.put('h/short', 'other', { metadata: { c: 'z' } });
+    expect((await store.head('h/long'))?.metadata).toEqual(metadata);
+    const got = (await store.get('h/long'))!;
+    expect([got.metadata, new TextDecoder().decode(got.body)]).toEqual([metadata, 'body']);
+    const listed = (await store.list('h/')).objects;
+    expect(listed.map((object) => [object.key, object.metadata])).toEqual([
+      ['h/long', metadata],
+      ['h/short', { c: 'z' }],
+    ]);
+  });
+
   it('a put waits on the thread pool for its fsync only, a get and a delete not at all', async () => {
     const store = new FileStore(await freshDirectory());
     await store.put('s/turn/a', 'first');

@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
-import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { open, stat, type FileHandle } from 'node:fs/promises';
+import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
@@ -97,13 +97,14 @@ export function unescapeSegment(escaped: string): string | undefined {
   return Buffer.from(bytes).toString('utf8');
 }
 
-export async function openIfExists(path: string, operation: string, key: string): Promise<FileHandle | null> {
+/** `path` opened for reading, or null when there is no such file. */
+export function openSyncIfExists(path: string): number | null {
   try {
-    return await open(path, 'r');
+    return openSync(path, 'r');
   } catch (error) {
     const code = codeOf(error);
     if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    throw asStorageError(operation, key, error);
+    throw error;
   }
 }
 
@@ -114,42 +115,8 @@ interface HeaderLine {
   size: number;
 }
 
-/**
- * Takes `chunk`, read at `position` (`bytesRead` of it), after `chunks`: the header line once
- * its newline has been read, null to read on.
- */
-function headerLine(
-  chunks: Buffer[],
-  chunk: Buffer,
-  bytesRead: number,
-  position: number,
-  fileSize: number,
-  key: string,
-): HeaderLine | null {
-  if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
-  const newline = chunk.subarray(0, bytesRead).indexOf(NEWLINE);
-  if (newline < 0) {
-    chunks.push(chunk.subarray(0, bytesRead));
-    return null;
-  }
-  chunks.push(chunk.subarray(0, newline));
-  const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
-  const bodyStart = position + newline + 1;
-  return { header, bodyStart, size: fileSize - bodyStart };
-}
-
-/** The header line of the open object file `file` (what `get` reads before the body). */
-export async function readHeader(file: FileHandle, key: string): Promise<HeaderLine> {
-  const { size: fileSize } = await file.stat();
-  const chunks: Buffer[] = [];
-  for (let position = 0; ; ) {
-    const chunk = Buffer.alloc(4096);
-    const { bytesRead } = await file.read(chunk, 0, chunk.length, position);
-    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
-    if (line) return line;
-    position += bytesRead;
-  }
-}
+/** Where header reads land: they are synchronous, so one buffer serves them all. */
+const scratch = Buffer.allocUnsafe(4096);
 
 /**
  * The header line of the object file open as `fd`, read synchronously: a header is a few
@@ -157,15 +124,23 @@ export async function readHeader(file: FileHandle, key: string): Promise<HeaderL
  * it returns. Through the thread pool the round trips of its open, stat, read and close cost
  * far more than the reads themselves (docs/STORAGE.md, the file store).
  */
-function readHeaderSync(fd: number, key: string): HeaderLine {
+export function readHeaderSync(fd: number, key: string): HeaderLine {
   const { size: fileSize } = fstatSync(fd);
   const chunks: Buffer[] = [];
   for (let position = 0; ; ) {
-    const chunk = Buffer.alloc(4096);
-    const bytesRead = readSync(fd, chunk, 0, chunk.length, position);
-    const line = headerLine(chunks, chunk, bytesRead, position, fileSize, key);
-    if (line) return line;
-    position += bytesRead;
+    const bytesRead = readSync(fd, scratch, 0, scratch.length, position);
+    if (bytesRead === 0) throw new StorageError(`file store: object file of ${key} has no header`, { key });
+    const newline = scratch.subarray(0, bytesRead).indexOf(NEWLINE);
+    if (newline < 0) {
+      // Copied: the next read lands in the scratch buffer again.
+      chunks.push(Buffer.from(scratch.subarray(0, bytesRead)));
+      position += bytesRead;
+      continue;
+    }
+    chunks.push(scratch.subarray(0, newline));
+    const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
+    const bodyStart = position + newline + 1;
+    return { header, bodyStart, size: fileSize - bodyStart };
   }
 }
 
@@ -176,14 +151,8 @@ export interface HeaderRead {
 
 /** The header and body size of the object file at `path` (null: there is none), read synchronously. */
 export function readHeaderAt(path: string, key: string): HeaderRead | null {
-  let fd: number;
-  try {
-    fd = openSync(path, 'r');
-  } catch (error) {
-    const code = codeOf(error);
-    if (code === 'ENOENT' || code === 'ENOTDIR') return null;
-    throw error;
-  }
+  const fd = openSyncIfExists(path);
+  if (fd === null) return null;
   try {
     return readHeaderSync(fd, key);
   } finally {
@@ -191,13 +160,30 @@ export function readHeaderAt(path: string, key: string): HeaderRead | null {
   }
 }
 
+/** `length` bytes of the file open as `fd` from `position`, read synchronously. */
+export function readSyncAt(fd: number, length: number, position: number, key: string): Uint8Array {
+  const bytes = new Uint8Array(length);
+  for (let done = 0; done < length; ) {
+    const bytesRead = readSync(fd, bytes, done, length - done, position + done);
+    if (bytesRead === 0)
+      throw new StorageError(`file store get ${key} failed: object file is truncated`, { operation: 'get', key });
+    done += bytesRead;
+  }
+  return bytes;
+}
+
+/** Writes all of `bytes` to the file open as `fd` at `position`, synchronously. */
+export function writeAllSync(fd: number, bytes: Uint8Array, position: number): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done);
+}
+
 export function infoOf(key: string, header: Header, size: number): ObjectInfo {
   return { key, size, etag: header.e, uploaded: new Date(header.u), metadata: { ...header.m } };
 }
 
-export async function exists(path: string): Promise<boolean> {
+export function exists(path: string): boolean {
   try {
-    await stat(path);
+    statSync(path);
     return true;
   } catch (error) {
     const code = codeOf(error);
@@ -224,7 +210,7 @@ export async function processAlive(pid: number): Promise<boolean> {
     await stat(`/proc/${pid}`);
     return true;
   } catch (error) {
-    return !(codeOf(error) === 'ENOENT' && (await exists('/proc/self')));
+    return !(codeOf(error) === 'ENOENT' && exists('/proc/self'));
   }
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { type FileHandle, link, mkdir, open, readdir, stat, unlink, writeFile } from 'node:fs/promises';
+import { closeSync, fstatSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
@@ -86,7 +87,7 @@ export async function withKeyLock<T>(
     const token = newToken();
     heldTokens.add(token);
     try {
-      for (let attempt = 0; !(await tryCreate(directory, name, lockPath, token)); attempt++) {
+      for (let attempt = 0; !tryCreate(directory, name, lockPath, token); attempt++) {
         // A dead holder may have left its temp file too.
         if (await removeIfStale(directory, name, lockPath, times.staleLockMs))
           await sweepLeftovers(directory, times.staleLockMs, name);
@@ -97,7 +98,7 @@ export async function withKeyLock<T>(
       // and leaves the new holder's lock alone; one that commits releases its own.
       let lost = false;
       const stillHeld = async () => {
-        if ((await readLock(lockPath))?.content === token) return;
+        if (readLock(lockPath)?.content === token) return;
         lost = true;
         throw new StorageError(`file store: the lock of ${key} was taken over while held (older than staleLockMs)`, {
           key,
@@ -106,7 +107,7 @@ export async function withKeyLock<T>(
       try {
         return await work(stillHeld);
       } finally {
-        if (!lost) await unlink(lockPath).catch(ignore);
+        if (!lost) unlinkQuietly(lockPath);
       }
     } finally {
       heldTokens.delete(token);
@@ -123,20 +124,23 @@ function timedOut(key: string): StorageError {
 
 /**
  * Creates `path` holding `content` unless it exists (then false): written aside and `link`ed
- * into place, so it never appears empty.
+ * into place, so it never appears empty. Synchronous, as the calls of a put are but its fsync
+ * (file.ts): each takes microseconds, where a thread-pool round trip waits behind fsyncs.
  */
-async function tryCreate(directory: string, name: string, path: string, content: string): Promise<boolean> {
+function tryCreate(directory: string, name: string, path: string, content: string): boolean {
   for (;;) {
     const aside = join(directory, tempName(name));
     let created = false;
     try {
-      await writeFile(aside, content, { flag: 'wx' }).catch((error: unknown) => {
+      try {
+        writeFileSync(aside, content, { flag: 'wx' });
+      } catch (error) {
         // Created, then failed (a full disk): ours to remove. EEXIST: another's name.
         created = codeOf(error) !== 'EEXIST' && codeOf(error) !== 'ENOENT';
         throw error;
-      });
+      }
       created = true;
-      await link(aside, path);
+      linkSync(aside, path);
       return true;
     } catch (error) {
       const code = codeOf(error);
@@ -144,10 +148,18 @@ async function tryCreate(directory: string, name: string, path: string, content:
       if (code === 'EEXIST') continue; // The aside name was taken: another one.
       if (code !== 'ENOENT') throw error;
       // The directory is missing, or was pruned by a delete in between: create it and retry.
-      await mkdir(directory, { recursive: true });
+      mkdirSync(directory, { recursive: true });
     } finally {
-      if (created) await unlink(aside).catch(ignore);
+      if (created) unlinkQuietly(aside);
     }
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch {
+    // Gone already.
   }
 }
 
@@ -157,20 +169,20 @@ interface LockFile {
 }
 
 /** A lock or guard file's content and age, both from one open file (not two lookups of the path). */
-export async function readLock(path: string): Promise<LockFile | null> {
-  let file: FileHandle;
+export function readLock(path: string): LockFile | null {
+  let fd: number;
   try {
-    file = await open(path, 'r');
+    fd = openSync(path, 'r');
   } catch {
     return null; // Released meanwhile.
   }
   try {
-    const info = await file.stat();
-    return { content: await file.readFile('utf8'), modified: info.mtimeMs };
+    const info = fstatSync(fd);
+    return { content: readFileSync(fd, 'utf8'), modified: info.mtimeMs };
   } catch {
     return null;
   } finally {
-    await file.close().catch(ignore);
+    closeSync(fd);
   }
 }
 
@@ -197,22 +209,22 @@ async function removeIfStale(
   staleLockMs: number,
   depth = 0,
 ): Promise<boolean> {
-  const judged = await readLock(path);
+  const judged = readLock(path);
   if (!judged || !(await isStale(judged, staleLockMs))) return false;
   const guard = join(directory, `${name}${BREAKER}${sha256Hex(judged.content).slice(0, 16)}`);
   const token = newToken();
   heldTokens.add(token);
   try {
-    if (!(await tryCreate(directory, name, guard, token))) {
+    if (!tryCreate(directory, name, guard, token)) {
       if (depth < MAX_GUARD_DEPTH) await removeIfStale(directory, name, guard, staleLockMs, depth + 1);
       return false;
     }
     try {
-      if ((await readLock(path))?.content !== judged.content) return false;
-      await unlink(path).catch(ignore);
+      if (readLock(path)?.content !== judged.content) return false;
+      unlinkQuietly(path);
       return true;
     } finally {
-      await unlink(guard).catch(ignore);
+      unlinkQuietly(guard);
     }
   } finally {
     heldTokens.delete(token);
@@ -252,7 +264,7 @@ export async function sweepLeftovers(directory: string, staleLockMs: number, nam
     } else if (guardAt >= 0 && name === undefined) {
       // A guard left by a breaker that died, long after any breaker of its lock could still need it.
       const path = join(directory, entry);
-      const guard = await readLock(path);
+      const guard = readLock(path);
       const old = guard !== null && Date.now() - guard.modified > staleLockMs;
       if (old && (await isStale({ ...guard, modified: Date.now() }, staleLockMs))) {
         if (await unlink(path).then(() => true, ignore)) removed++;

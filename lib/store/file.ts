@@ -1,9 +1,9 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { link, open, readdir, rename, rmdir, unlink } from 'node:fs/promises';
+import { closeSync, fsync, linkSync, openSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
-import { StorageError } from '../errors.ts';
 import {
   compareKeys,
   resolveRange,
@@ -22,14 +22,15 @@ import {
   OBJECT,
   DIRECTORY,
   MAPPED,
-  NEWLINE,
   MAX_LIST_LIMIT,
   escapeName,
   escapeSegment,
   unescapeSegment,
-  openIfExists,
-  readHeader,
+  openSyncIfExists,
+  readHeaderSync,
   readHeaderAt,
+  readSyncAt,
+  writeAllSync,
   infoOf,
   exists,
   codeOf,
@@ -43,6 +44,11 @@ import {
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
+
+/** An fsync of `fd` through the thread pool: the one call of a put that waits on the disk. */
+function syncFile(fd: number): Promise<void> {
+  return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
+}
 
 /** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
 const HEADERS_PER_TURN = 100;
@@ -95,25 +101,24 @@ export class FileStore implements ObjectStore {
   }
 
   async get(key: string, options: GetOptions = {}): Promise<StoredObject | null> {
-    const path = this.#objectPath(key);
-    const file = await openIfExists(path, 'get', key);
-    if (!file) return null;
+    // Read synchronously, as `head` reads: through the thread pool, the open, stat, reads and
+    // close each waited behind the fsyncs of the puts in flight (docs/STORAGE.md, the file
+    // store). After a turn of the event loop, so that a caller reading in a loop lets the I/O
+    // it waits for run.
+    await setImmediate();
     try {
-      const { header, bodyStart, size } = await readHeader(file, key);
-      const [start, end] = options.range ? resolveRange(options.range, size) : [0, size];
-      const body = new Uint8Array(end - start);
-      let done = 0;
-      while (done < body.length) {
-        const { bytesRead } = await file.read(body, done, body.length - done, bodyStart + start + done);
-        if (bytesRead === 0)
-          throw new StorageError(`file store get ${key} failed: object file is truncated`, { operation: 'get', key });
-        done += bytesRead;
+      const fd = openSyncIfExists(this.#objectPath(key));
+      if (fd === null) return null;
+      try {
+        const { header, bodyStart, size } = readHeaderSync(fd, key);
+        const [start, end] = options.range ? resolveRange(options.range, size) : [0, size];
+        const body = readSyncAt(fd, end - start, bodyStart + start, key);
+        return { ...infoOf(key, header, size), body };
+      } finally {
+        closeSync(fd);
       }
-      return { ...infoOf(key, header, size), body };
     } catch (error) {
       throw asStorageError('get', key, error);
-    } finally {
-      await file.close();
     }
   }
 
@@ -145,21 +150,31 @@ export class FileStore implements ObjectStore {
           ...(name.includes(MAPPED) ? { k: key } : {}),
         };
         // Written under the lock with this process's pid in its name: no other writer has it.
+        // Only its fsync goes through the thread pool; the rest are synchronous calls that take
+        // microseconds, where each round trip through the pool would wait behind the fsyncs of
+        // the other puts in flight.
         const temp = join(directory, tempName(name));
-        const file = await open(temp, 'wx');
+        const fd = openSync(temp, 'wx');
         try {
           try {
-            await file.writeFile(Buffer.concat([Buffer.from(JSON.stringify(header)), Buffer.from([NEWLINE]), bytes]));
-            await file.sync();
+            const line = Buffer.from(`${JSON.stringify(header)}\n`);
+            writeAllSync(fd, line, 0);
+            writeAllSync(fd, bytes, line.length);
+            await syncFile(fd);
           } finally {
-            await file.close();
+            closeSync(fd);
           }
           await stillHeld();
           // O_EXCL semantics for a new key: link fails when the name exists, whoever wrote it.
-          await (current ? rename(temp, objectPath) : link(temp, objectPath));
+          if (current) renameSync(temp, objectPath);
+          else linkSync(temp, objectPath);
         } finally {
           // After a link, or a failed write (a full disk): no temp file is left behind.
-          await unlink(temp).catch(() => undefined);
+          try {
+            unlinkSync(temp);
+          } catch {
+            // Renamed into place already.
+          }
         }
         return infoOf(key, header, bytes.length);
       });
@@ -214,14 +229,16 @@ export class FileStore implements ObjectStore {
       const objectPath = join(directory, name + OBJECT);
       try {
         // Deleting a missing key needs no lock (and creates no directory for one).
-        if (!(await exists(objectPath))) continue;
+        if (!exists(objectPath)) continue;
         await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
           await stillHeld();
-          await unlink(objectPath).catch((error: unknown) => {
+          try {
+            unlinkSync(objectPath);
+          } catch (error) {
             if (codeOf(error) !== 'ENOENT') throw error;
-          });
+          }
         });
-        await this.#pruneDirectories(directory);
+        this.#pruneDirectories(directory);
       } catch (error) {
         throw asStorageError('delete', key, error);
       }
@@ -297,11 +314,11 @@ export class FileStore implements ObjectStore {
   }
 
   /** Removes empty directories from `directory` up to the root; stops at the first that is not empty. */
-  async #pruneDirectories(directory: string): Promise<void> {
+  #pruneDirectories(directory: string): void {
     let current = directory;
     while (current !== this.root && current.startsWith(this.root)) {
       try {
-        await rmdir(current);
+        rmdirSync(current);
       } catch {
         return;
       }

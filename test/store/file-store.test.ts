@@ -186,6 +186,45 @@ describe('FileStore', () => {
     expect(requests.length).toBeLessThan(10);
   });
 
+  it('reads a header longer than one read (4 KiB) whole, through head, get and list alike', async () => {
+    const store = new FileStore(await freshDirectory());
+    const metadata = { a: 'x'.repeat(5000), b: 'y'.repeat(4000) };
+    await store.put('h/long', 'body', { metadata });
+    await store.put('h/short', 'other', { metadata: { c: 'z' } });
+    expect((await store.head('h/long'))?.metadata).toEqual(metadata);
+    const got = (await store.get('h/long'))!;
+    expect([got.metadata, new TextDecoder().decode(got.body)]).toEqual([metadata, 'body']);
+    const listed = (await store.list('h/')).objects;
+    expect(listed.map((object) => [object.key, object.metadata])).toEqual([
+      ['h/long', metadata],
+      ['h/short', { c: 'z' }],
+    ]);
+  });
+
+  it('a put waits on the thread pool for its fsync only, a get and a delete not at all', async () => {
+    const store = new FileStore(await freshDirectory());
+    await store.put('s/turn/a', 'first');
+    const requests: string[] = [];
+    const hook = createHook({
+      init(_id, type) {
+        if (type.startsWith('FSREQ')) requests.push(type);
+      },
+    });
+    hook.enable();
+    try {
+      // An overwrite (rename), a create-only put (link), a get and a delete: each with its lock.
+      expect(await store.put('s/turn/a', 'second')).not.toBeNull();
+      expect(await store.put('s/turn/b', 'new', { onlyIfAbsent: true })).not.toBeNull();
+      expect(new TextDecoder().decode((await store.get('s/turn/a'))!.body)).toBe('second');
+      await store.delete('s/turn/b');
+    } finally {
+      hook.disable();
+    }
+    // The two fsyncs. Through the thread pool, a put's lock file, temp file, link or rename and
+    // unlinks were 16 requests, each waiting behind the fsyncs of the other puts in flight.
+    expect(requests).toHaveLength(2);
+  });
+
   it(
     'a listed name whose file is gone is left out; one that is not an object file fails the listing, a head ' +
       'and a get with StorageError',
@@ -317,23 +356,19 @@ describe('FileStore across processes', () => {
       const directory = await freshDirectory();
       // The key exists: the stalled put would rename its temp file over whatever is there.
       await new FileStore(directory).put('k', 'first');
-      // Stall the first writer at the open of its temp file, with its lock held: node:fs/promises
-      // is wrapped for this test (the store's named imports follow through syncBuiltinESMExports).
-      const fs = createRequire(import.meta.url)('node:fs/promises') as {
-        open: (...args: unknown[]) => Promise<unknown>;
-      };
-      const open = fs.open;
+      // Stall the first writer at the fsync of its temp file, with its lock held: node:fs is
+      // wrapped for this test (the store's named imports follow through syncBuiltinESMExports).
+      const fs = createRequire(import.meta.url)('node:fs') as { fsync: (...args: unknown[]) => void };
+      const fsync = fs.fsync;
       let stalled: () => void = () => undefined;
       const reached = new Promise<void>((resolveReached) => {
         const gate = new Promise<void>((resolve) => (stalled = resolve));
         let armed = true;
-        fs.open = async (...args: unknown[]) => {
-          if (armed && args[1] === 'wx' && String(args[0]).includes(`${directory}/k~t`)) {
-            armed = false;
-            resolveReached();
-            await gate;
-          }
-          return open(...args);
+        fs.fsync = (...args: unknown[]) => {
+          if (!armed) return fsync(...args);
+          armed = false;
+          resolveReached();
+          void gate.then(() => fsync(...args));
         };
       });
       syncBuiltinESMExports();
@@ -354,7 +389,7 @@ describe('FileStore across processes', () => {
         expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
       } finally {
         stalled();
-        fs.open = open;
+        fs.fsync = fsync;
         syncBuiltinESMExports();
       }
     },

@@ -106,7 +106,10 @@ describe('repeat flags', () => {
     expect(parseStored(newest.key, (await store.get(newest.key))!.body, recordSchema).repeats).toBeUndefined();
   });
 
-  it('are not taken by a reader whose view policy keys calls otherwise', async () => {
+  it.each([
+    ['another process', true],
+    ['the same process', false],
+  ])('are not taken by a reader whose view policy keys calls otherwise, in %s', async (_, apart) => {
     const store = new MemoryStore();
     // Keyed by name only: under it, read(b) repeats read(a); under the service's policy it does not.
     const nameKey = (name: string) => callKey(name, '{}');
@@ -119,11 +122,19 @@ describe('repeat flags', () => {
       extendAggregates: (previous, items, seen, keys) =>
         extendAggregates(previous, items, seen, keys ?? nameKeys(items)),
     };
-    // Another process (a deployment of another version): its own caches.
-    const reader = new SessionLog(new ProcessStore(store), { ...options, viewPolicy: other });
+    // Another process (a deployment of another version) has its own caches; the same one shares
+    // the records read and the call keys told of their items.
+    const reader = new SessionLog(apart ? new ProcessStore(store) : store, { ...options, viewPolicy: other });
     const appender = new SessionLog(store, options);
     await appender.create({ id: 's' });
-    await reader.append('s', [call(1, 'a'), output(1)]);
+    // Enough other names that the index is split into shards by prefix, read(a)'s among them.
+    const names: Item[] = Array.from({ length: 140 }, (_, n) => ({
+      type: 'function_call',
+      call_id: `f${n}`,
+      name: `f${n}`,
+      arguments: '{}',
+    }));
+    await reader.append('s', [call(1, 'a'), output(1), ...names]);
     expect((await reader.pack('s', { refresh: true })).view).toBeDefined();
     const write: Item = { type: 'function_call', call_id: 'c2', name: 'write', arguments: '{}' };
     await appender.append('s', [write, output(2)]);

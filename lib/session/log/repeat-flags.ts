@@ -21,8 +21,11 @@ import type { ViewPolicy } from './types.ts';
 
 type Group = NonNullable<LogRecord['recent']>[number];
 
-/** The call keys of a carried group's items, by the items array (a group is carried as the same array). */
-const groupKeys = new WeakMap<readonly LogItem[], string[]>();
+/**
+ * The call keys of a carried group's items, by view policy (its call keys) and items array (a
+ * group is carried as the same array, which the record cache shares between a process's logs).
+ */
+const groupKeys = new WeakMap<ViewPolicy, WeakMap<readonly LogItem[], string[]>>();
 
 /** The call keys of the function_calls among `items`. */
 export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
@@ -32,10 +35,15 @@ export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): st
 }
 
 function groupKeysOf(policy: ViewPolicy, items: readonly LogItem[]): string[] {
-  let keys = groupKeys.get(items);
+  let byItems = groupKeys.get(policy);
+  if (byItems === undefined) {
+    byItems = new WeakMap();
+    groupKeys.set(policy, byItems);
+  }
+  let keys = byItems.get(items);
   if (keys === undefined) {
     keys = callKeysOf(policy, items);
-    groupKeys.set(items, keys);
+    byItems.set(items, keys);
   }
   return keys;
 }

@@ -165,8 +165,11 @@ export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], los
 export const MAX_OPEN_CALLS = 1000;
 const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);
 
-/** Repeat flags of a record's calls: one character each, `1` a repeat, `0` a first. */
-const repeatsSchema = z.string().regex(/^[01]+$/);
+/**
+ * Repeat flags of a record's calls: the view policy's version that keyed them and `:`, then one
+ * character each, `1` a repeat, `0` a first (untagged: written before the tag, not used).
+ */
+const repeatsSchema = z.string().regex(/^(?:[^:]+:)?[01]+$/);
 const recentGroupSchema = z
   .object({ record: z.number().int().positive(), items: z.array(logItemSchema), repeats: repeatsSchema.optional() })
   .strict();

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { Item } from '../../lib/items.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
 import { parseStored, recordSchema } from '../../lib/session/records.ts';
-import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { callKey, computeAggregates, emptyAggregates, extendAggregates } from '../../lib/strategies/aggregates.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { allItems, call, newestView, output } from '../support/repeat-index.ts';
-import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+import { SessionLog, type SessionLogOptions, type ViewPolicy } from '../support/session-log.ts';
 
 /**
  * Repeat flags (lib/session/log/repeat-flags.ts): records appended by a process that has the
@@ -81,10 +81,10 @@ describe('repeat flags', () => {
         .map(async (object) => parseStored(object.key, (await store.get(object.key))!.body, recordSchema)),
     );
     const byNumber = new Map(records.map((record) => [record.record, record]));
-    expect(byNumber.get(2)?.repeats).toBe('1101');
+    expect(byNumber.get(2)?.repeats).toBe(`${viewPolicy.version}:1101`);
     expect(byNumber.get(3)?.repeats).toBeUndefined();
     // The record after carries the flagged one with its flags.
-    expect(byNumber.get(3)?.recent?.find((group) => group.record === 2)?.repeats).toBe('1101');
+    expect(byNumber.get(3)?.recent?.find((group) => group.record === 2)?.repeats).toBe(`${viewPolicy.version}:1101`);
   });
 
   it('are not told from a view index another view policy keyed', async () => {
@@ -104,5 +104,48 @@ describe('repeat flags', () => {
     const { objects } = await store.list('sessions/s/turn/');
     const newest = objects.find((object) => /\/\d{12}$/.test(object.key))!;
     expect(parseStored(newest.key, (await store.get(newest.key))!.body, recordSchema).repeats).toBeUndefined();
+  });
+
+  it.each([
+    ['another process', true],
+    ['the same process', false],
+  ])('are not taken by a reader whose view policy keys calls otherwise, in %s', async (_, apart) => {
+    const store = new MemoryStore();
+    // Keyed by name only: under it, read(b) repeats read(a); under the service's policy it does not.
+    const nameKey = (name: string) => callKey(name, '{}');
+    const nameKeys = (items: readonly PromptItem[]) =>
+      items.flatMap((item) => (item.type === 'function_call' ? [nameKey(item.name)] : []));
+    const other: ViewPolicy = {
+      ...viewPolicy,
+      version: 'other',
+      callKey: nameKey,
+      extendAggregates: (previous, items, seen, keys) =>
+        extendAggregates(previous, items, seen, keys ?? nameKeys(items)),
+    };
+    // Another process (a deployment of another version) has its own caches; the same one shares
+    // the records read and the call keys told of their items.
+    const reader = new SessionLog(apart ? new ProcessStore(store) : store, { ...options, viewPolicy: other });
+    const appender = new SessionLog(store, options);
+    await appender.create({ id: 's' });
+    // Enough other names that the index is split into shards by prefix, read(a)'s among them.
+    const names: Item[] = Array.from({ length: 140 }, (_, n) => ({
+      type: 'function_call',
+      call_id: `f${n}`,
+      name: `f${n}`,
+      arguments: '{}',
+    }));
+    await reader.append('s', [call(1, 'a'), output(1), ...names]);
+    expect((await reader.pack('s', { refresh: true })).view).toBeDefined();
+    const write: Item = { type: 'function_call', call_id: 'c2', name: 'write', arguments: '{}' };
+    await appender.append('s', [write, output(2)]);
+    expect((await appender.pack('s', { refresh: true })).view).toBeDefined();
+    // Flagged by the appender from its own view: read(b) is new to it.
+    await appender.append('s', [call(3, 'b'), output(3)]);
+    const begun = await reader.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const items = await allItems(reader);
+    expect(begun.turn.aggregates).toEqual(
+      extendAggregates(emptyAggregates(), items, () => false, nameKeys(items)).aggregates,
+    );
   });
 });

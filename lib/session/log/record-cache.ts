@@ -85,7 +85,7 @@ export function recordBody(record: LogRecord): Uint8Array {
   const parts = [toBytes(`${JSON.stringify(rest).slice(0, -1)},"recent":[`)];
   recent.forEach((group, index) => {
     parts.push(toBytes(`${index > 0 ? ',' : ''}{"record":${group.record},"items":`), carried(group.items).bytes);
-    parts.push(toBytes(group.repeats ? `,"repeats":"${group.repeats}"}` : '}'));
+    parts.push(toBytes(group.repeats ? `,"repeats":${JSON.stringify(group.repeats)}}` : '}'));
   });
   parts.push(toBytes(']}'));
   return concatBytes(parts);

@@ -8,10 +8,11 @@ import type { ViewPolicy } from './types.ts';
 
 /**
  * Repeat flags: an append's record says of each of its calls whether its call key was seen
- * before it in the history (`repeats`: `1` or `0` per function_call among its items, in order),
- * and a record carrying it keeps them with it. A turn meeting the record after its view then
- * needs no repeat-index shard for those calls (docs/STORAGE.md, **What a cold turn reads**).
- * The flags are facts of the history, whichever view a reader starts from. The appender tells
+ * before it in the history (`repeats`: the view policy's version and `:`, then `1` or `0` per
+ * function_call among its items, in order), and a record carrying it keeps them with it. A turn
+ * meeting the record after its view then needs no repeat-index shard for those calls
+ * (docs/STORAGE.md, **What a cold turn reads**). The flags are facts of the history, whichever
+ * view a reader of the same view policy starts from. The appender tells
  * them from the repeat index of the newest view listed (its delta, and the shards of its calls'
  * prefixes, cached or read) and from the calls of the records after that view, which its newest
  * record must carry; a process that does not have that index (it never read nor wrote the view)
@@ -20,8 +21,11 @@ import type { ViewPolicy } from './types.ts';
 
 type Group = NonNullable<LogRecord['recent']>[number];
 
-/** The call keys of a carried group's items, by the items array (a group is carried as the same array). */
-const groupKeys = new WeakMap<readonly LogItem[], string[]>();
+/**
+ * The call keys of a carried group's items, by view policy (its call keys) and items array (a
+ * group is carried as the same array, which the record cache shares between a process's logs).
+ */
+const groupKeys = new WeakMap<ViewPolicy, WeakMap<readonly LogItem[], string[]>>();
 
 /** The call keys of the function_calls among `items`. */
 export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
@@ -31,10 +35,15 @@ export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): st
 }
 
 function groupKeysOf(policy: ViewPolicy, items: readonly LogItem[]): string[] {
-  let keys = groupKeys.get(items);
+  let byItems = groupKeys.get(policy);
+  if (byItems === undefined) {
+    byItems = new WeakMap();
+    groupKeys.set(policy, byItems);
+  }
+  let keys = byItems.get(items);
   if (keys === undefined) {
     keys = callKeysOf(policy, items);
-    groupKeys.set(items, keys);
+    byItems.set(items, keys);
   }
   return keys;
 }
@@ -71,7 +80,7 @@ export async function repeatsOf(
       repeats += batch.has(key) || after.has(key) || seenBefore(known, key, true) ? '1' : '0';
       batch.add(key);
     }
-    return repeats;
+    return `${log.viewPolicy.version}:${repeats}`;
   } catch (error) {
     if (error instanceof ShardMissingError) return undefined;
     throw error;
@@ -92,13 +101,16 @@ export function keysAfterView(
   const keys: string[] = [];
   const flags = new Map<string, boolean>();
   const seen = new Set<string>();
+  const tag = `${policy.version}:`;
   const visit = (callKeys: readonly string[], repeats?: string) => {
-    // Flags that do not match the calls are not used (the shards tell).
-    const flagged = repeats !== undefined && repeats.length === callKeys.length;
+    // Flags of another view policy (its call keys may differ), or that do not match the calls,
+    // are not used (the shards tell).
+    const bits = repeats?.startsWith(tag) ? repeats.slice(tag.length) : undefined;
+    const flagged = bits !== undefined && bits.length === callKeys.length;
     callKeys.forEach((key, call) => {
       if (seen.has(key)) return;
       seen.add(key);
-      if (flagged) flags.set(key, repeats[call] === '1');
+      if (flagged) flags.set(key, bits[call] === '1');
       else keys.push(key);
     });
   };

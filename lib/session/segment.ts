@@ -51,8 +51,18 @@ export interface SegmentContent {
   lines?: readonly (Uint8Array | undefined)[];
 }
 
-/** Serializes a segment. Deterministic: the same content gives the same bytes. */
-export function buildSegment(content: SegmentContent): Uint8Array {
+/**
+ * The seq range of a segment of `items`: an empty one (records of no items only, as a fork's
+ * first record) names the empty range starting at `firstSeq`, the seq its next item would take.
+ */
+export function seqRange(items: readonly LogItem[], firstSeq: number): { firstSeq: number; lastSeq: number } {
+  const first = items[0];
+  const last = items[items.length - 1];
+  return first && last ? { firstSeq: first.seq, lastSeq: last.seq } : { firstSeq, lastSeq: firstSeq - 1 };
+}
+
+/** Serializes a segment (`firstSeq`: see seqRange). Deterministic: the same content gives the same bytes. */
+export function buildSegment(content: SegmentContent, firstSeq: number): Uint8Array {
   // The lines given as bytes are room made up front.
   const given = content.lines?.reduce((sum, line) => sum + (line ? line.length + 1 : 0), 0) ?? 0;
   const body = new LineBuffer(64 * 1024 + given);
@@ -82,14 +92,13 @@ export function buildSegment(content: SegmentContent): Uint8Array {
     }
   }
   const unmatched = [...awaiting.values()].flat().sort((a, b) => a - b);
-  const first = content.items[0];
-  const last = content.items[content.items.length - 1];
+  const seqs = seqRange(content.items, firstSeq);
   const index: SegmentIndex = {
     format: content.states ? 'tailgate.segment.v2' : 'tailgate.segment.v1',
     first_record: content.firstRecord,
     last_record: content.lastRecord,
-    first_seq: first ? first.seq : 1,
-    last_seq: last ? last.seq : 0,
+    first_seq: seqs.firstSeq,
+    last_seq: seqs.lastSeq,
     turns: { offset: turnsOffset, records: content.turns.map((turn) => turn.record), ends: turnEnds },
     tools: { offset: toolsOffset, count: toolCount, marks },
     unmatched,
@@ -163,8 +172,11 @@ export class SegmentReader {
     this.#buffer = body;
     this.#start = this.#size - body.length;
     await this.#extendTo(indexOffset);
-    const index = this.#parse(this.#slice(indexOffset, indexOffset + indexLength), segmentIndexSchema);
+    const parsed = this.#parse(this.#slice(indexOffset, indexOffset + indexLength), segmentIndexSchema);
     const expected = this.#expected;
+    // An empty segment's index once named 1..0 whatever its key's empty range: the key's holds.
+    const legacyEmpty = parsed.first_seq === 1 && parsed.last_seq === 0 && expected.lastSeq === expected.firstSeq - 1;
+    const index = legacyEmpty ? { ...parsed, first_seq: expected.firstSeq, last_seq: expected.lastSeq } : parsed;
     if (
       index.first_record !== expected.firstRecord ||
       index.last_record !== expected.lastRecord ||

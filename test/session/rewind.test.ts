@@ -1,7 +1,10 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
+import { parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
+import { buildSegment, SegmentReader } from '../../lib/session/segment.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { turnOf, USAGE } from './rewind-simulation-suite.ts';
@@ -126,6 +129,90 @@ describe('SessionLog.deleteTurn', () => {
     expect(await numbered(log, 's')).toEqual(['1:a', '2:re a', '3:b', '4:re b', '5:e', '6:re e']);
     await log.delete('s');
     expect((await store.list('sessions/', { limit: 1000 })).objects).toEqual([]);
+  });
+
+  /**
+   * Turn 1 deleted after an append: the new generation's first record (2) holds no items, and
+   * a pack leaves it alone in a segment naming the empty seq range 2..1.
+   */
+  async function packedEmptyRecord() {
+    const { store, log } = setup({ ...OPTIONS, packMinRecords: 1, keepRecords: 2 });
+    await log.create({ id: 's' });
+    await log.append('s', [user('one')]);
+    await turnOf(log, 's', 'a');
+    await log.deleteTurn('s', 1);
+    await turnOf(log, 's', 'b');
+    await log.append('s', [user('two')]);
+    await log.pack('s');
+    const prefix = recordsPrefix(await log.scope('s'));
+    const [key] = (await store.list(prefix, { limit: 100 })).objects.filter((o) => o.key.endsWith('.seg'));
+    const range = parseRecordsEntry(key!.key.slice(prefix.length));
+    if (range?.kind !== 'segment') throw new Error('expected a segment');
+    expect(range).toEqual({ kind: 'segment', firstRecord: 2, lastRecord: 2, firstSeq: 2, lastSeq: 1 });
+    return { store, log, key: key!.key, range };
+  }
+
+  it('packs the first record of a generation a delete went back to, which holds no items', async () => {
+    const { log } = await packedEmptyRecord();
+    await turnOf(log, 's', 'c');
+    await log.append('s', [user('three')]);
+    await log.pack('s');
+    await log.pack('s');
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:b', '3:re b', '4:two', '5:c', '6:re c', '7:three']);
+  });
+
+  it("merges such a record's segment as older versions wrote it, its index naming the range 1..0", async () => {
+    const { store, log, key, range } = await packedEmptyRecord();
+    await store.put(key, buildSegment(await new SegmentReader(store, key, range).content(), 1));
+    await turnOf(log, 's', 'c');
+    expect(await log.pack('s')).toMatchObject({ packed: true, through: 3 });
+    expect(await store.get(key)).toBeNull();
+    expect(await numbered(log, 's')).toEqual(['1:one', '2:b', '3:re b', '4:two', '5:c', '6:re c']);
+  });
+
+  it('packs whatever appends, turns and deletes of the newest turn left, and reads the whole history', async () => {
+    const step = fc.constantFrom('append' as const, 'turn' as const, 'delete' as const, 'pack' as const);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(step, { minLength: 6, maxLength: 16 }),
+        fc.constantFrom(1, 2),
+        async (steps, keepRecords) => {
+          const { log } = setup({ ...OPTIONS, packMinRecords: 1, keepRecords });
+          await log.create({ id: 's' });
+          // What the session holds, a record at a time: its items, and whether it is a turn.
+          const records: { turn: boolean; items: string[] }[] = [];
+          for (const [index, kind] of steps.entries()) {
+            const text = `t${index}`;
+            if (kind === 'append') {
+              await log.append('s', [user(text)]);
+              records.push({ turn: false, items: [text] });
+            } else if (kind === 'turn') {
+              await turnOf(log, 's', text);
+              records.push({ turn: true, items: [text, `re ${text}`] });
+            } else if (kind === 'pack') await log.pack('s');
+            else {
+              const turns = records.filter((record) => record.turn).length;
+              if (turns === 0) continue;
+              const deleted = await log.deleteTurn('s', turns).then(
+                () => true,
+                (error: unknown) => {
+                  // Refused only when the turn is not the newest record with items, or the record before it is packed.
+                  expect(error).toMatchObject({ code: 'delete_refused' });
+                  return false;
+                },
+              );
+              if (deleted) expect(records.pop()?.turn).toBe(true);
+            }
+            const items = records.flatMap((record) => record.items);
+            expect(await numbered(log, 's')).toEqual(items.map((item, at) => `${at + 1}:${item}`));
+          }
+        },
+      ),
+      {
+        numRuns: 100,
+        examples: [[['append', 'turn', 'delete', 'turn', 'append', 'pack', 'turn', 'append', 'pack', 'pack'], 2]],
+      },
+    );
   });
 
   it("keeps the session's response objects and its old generation when a fork's delete sweeps it", async () => {

@@ -29,7 +29,7 @@ const states: RecordState[] = [
 
 async function read(content: SegmentContent) {
   const store = new MemoryStore();
-  const bytes = buildSegment(content);
+  const bytes = buildSegment(content, 1);
   await store.put('s', bytes);
   const reader = new SegmentReader(store, 's', { firstRecord: 3, lastRecord: 5, firstSeq: 1, lastSeq: 3 });
   return { bytes, reader };

@@ -2,7 +2,7 @@ import { blobKey, doneKey, recordKey, recordsPrefix, segmentKey, type LogScope }
 import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
-import { buildSegment, SegmentMissingError, SegmentReader, type SegmentContent } from '../segment.ts';
+import { buildSegment, SegmentMissingError, SegmentReader, seqRange, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -184,17 +184,14 @@ export async function writeSegment(
   firstSeq: number,
 ): Promise<string> {
   const items = await externalizePayloads(log.store, content.items, log.blobThreshold, (sha) => blobKey(scope, sha));
-  const first = items[0];
-  const last = items[items.length - 1];
   const key = segmentKey(scope, {
     firstRecord: content.firstRecord,
     lastRecord: content.lastRecord,
-    firstSeq: first ? first.seq : firstSeq,
-    lastSeq: last ? last.seq : firstSeq - 1,
+    ...seqRange(items, firstSeq),
   });
   // An item moved out of line is not the one its line (if any) was of.
   const lines = content.lines?.map((line, index) => (items[index] === content.items[index] ? line : undefined));
-  await log.store.put(key, buildSegment({ ...content, items, ...(lines ? { lines } : {}) }), {
+  await log.store.put(key, buildSegment({ ...content, items, ...(lines ? { lines } : {}) }, firstSeq), {
     onlyIfAbsent: true,
     contentType: 'application/x-ndjson',
   });

@@ -1,7 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  fstatSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { readdir, stat, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
@@ -148,10 +158,30 @@ function tryCreate(directory: string, name: string, path: string, content: strin
       if (code === 'EEXIST') continue; // The aside name was taken: another one.
       if (code !== 'ENOENT') throw error;
       // The directory is missing, or was pruned by a delete in between: create it and retry.
-      mkdirSync(directory, { recursive: true });
+      makeDirectory(directory);
     } finally {
       if (created) unlinkQuietly(aside);
     }
+  }
+}
+
+/**
+ * Creates `directory` and the directories above it that are missing, each made durable in its
+ * parent (an fsync of the parent), as a put's own name is in its directory (file.ts): a key's
+ * first object would otherwise survive a power loss only as far as its directory did. Rare (a
+ * new session or generation), so synchronous.
+ */
+function makeDirectory(directory: string): void {
+  const first = mkdirSync(directory, { recursive: true });
+  if (first === undefined) return;
+  for (let created = directory; ; created = dirname(created)) {
+    const fd = openSync(dirname(created), 'r');
+    try {
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    if (created === first) return;
   }
 }
 

@@ -45,9 +45,19 @@ import {
   type WriterQueues,
 } from './file-lock.ts';
 
-/** An fsync of `fd` through the thread pool: the one call of a put that waits on the disk. */
+/** An fsync of `fd` through the thread pool: the calls of a put that wait on the disk. */
 function syncFile(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
+}
+
+/** An fsync of `directory`: the names linked, renamed or removed in it are on disk once it returns. */
+async function syncDirectory(directory: string): Promise<void> {
+  const fd = openSync(directory, 'r');
+  try {
+    await syncFile(fd);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
@@ -176,6 +186,9 @@ export class FileStore implements ObjectStore {
             // Renamed into place already.
           }
         }
+        // The link or rename is a change to the directory: on disk only once the directory is
+        // fsynced, so that an acknowledged put survives a power loss, not only a crash.
+        await syncDirectory(directory);
         return infoOf(key, header, bytes.length);
       });
     } catch (error) {

@@ -237,6 +237,8 @@ export class FileStore implements ObjectStore {
   }
 
   async delete(keys: string | string[]): Promise<void> {
+    // The directories whose names changed, fsynced before the delete answers (as a put's is).
+    const changed = new Map<string, string>();
     for (const key of Array.isArray(keys) ? keys : [keys]) {
       const { directory, name } = this.#location(key);
       const objectPath = join(directory, name + OBJECT);
@@ -251,9 +253,17 @@ export class FileStore implements ObjectStore {
             if (codeOf(error) !== 'ENOENT') throw error;
           }
         });
-        this.#pruneDirectories(directory);
+        changed.set(this.#pruneDirectories(directory), key);
       } catch (error) {
         throw asStorageError('delete', key, error);
+      }
+    }
+    for (const [directory, key] of changed) {
+      try {
+        await syncDirectory(directory);
+      } catch (error) {
+        // Removed since by another delete's pruning, which made its own removal durable.
+        if (codeOf(error) !== 'ENOENT') throw asStorageError('delete', key, error);
       }
     }
   }
@@ -327,16 +337,18 @@ export class FileStore implements ObjectStore {
   }
 
   /** Removes empty directories from `directory` up to the root; stops at the first that is not empty. */
-  #pruneDirectories(directory: string): void {
+  /** Removes `directory` and the directories above it left empty; returns the one left whose names changed. */
+  #pruneDirectories(directory: string): string {
     let current = directory;
     while (current !== this.root && current.startsWith(this.root)) {
       try {
         rmdirSync(current);
       } catch {
-        return;
+        return current;
       }
       current = join(current, '..');
     }
+    return current;
   }
 
   #location(key: string): { directory: string; name: string } {

@@ -8,11 +8,9 @@ import { parseStored } from '../../lib/session/records.ts';
 import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { copyObjects } from '../support/copy-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
-import { allItems, call, newestView, output } from '../support/repeat-index.ts';
+import { allItems, call, eachPackCrash, newestView, output } from '../support/repeat-index.ts';
 
 /**
  * The repeat index's delta (lib/session/log/key-shards.ts): a view holds the keys added since
@@ -191,26 +189,10 @@ describe('repeat index delta', () => {
     await setUp.pack('s');
     // 4 more keys cross the bound of 8: the next pack writes the shards, then its view.
     await append(setUp, ['a', 'f', 'g', 'h', 'i']);
-    const copy = async () => {
-      const store = new FaultyStore(new MemoryStore());
-      await copyObjects(template, store);
-      return store;
-    };
-    const probe = await copy();
-    let calls = 0;
-    probe.failWhen(() => {
-      calls += 1;
-      return false;
-    });
-    await new SessionLog(new ProcessStore(probe), options).pack('s');
-    expect(calls).toBeGreaterThan(5);
-    for (let at = 1; at <= calls; at++) {
-      for (const after of [false, true]) {
-        const store = await copy();
-        let seen = 0;
-        store.failWhen(() => ++seen === at, { after });
-        await new SessionLog(new ProcessStore(store), options).pack('s').catch(() => undefined);
-        const where = `crash at call ${at}, after: ${after}`;
+    await eachPackCrash(
+      template,
+      (store) => new SessionLog(new ProcessStore(store), options),
+      async (store, _log, where) => {
         // Each step in a process new to the session: nothing kept from the crashed one.
         const items = await allItems(new SessionLog(new ProcessStore(store), options));
         const input = [call(900, 'b'), output(900), call(901, 'h'), output(901), call(902, 'j'), output(902)];
@@ -224,8 +206,8 @@ describe('repeat index delta', () => {
         expect([...(await shardKeys(store, log, view)), ...deltaOf(view)].sort(), where).toEqual(
           [...new Set(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].map(keyOf))].sort(),
         );
-      }
-    }
+      },
+    );
   });
 
   it('goes on from views written before the delta (no field) and stays exact', async () => {

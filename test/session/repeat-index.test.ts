@@ -2,10 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { viewKey } from '../../lib/session/keys.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
-import { allItems, call, newestView, output } from '../support/repeat-index.ts';
+import { allItems, call, eachPackCrash, newestView, output } from '../support/repeat-index.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
-import { copyObjects } from '../support/copy-store.ts';
-import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
@@ -116,32 +114,15 @@ describe('repeat index', () => {
       // Set up once, copied for each run.
       const template = new MemoryStore();
       await setUp(template);
-      const setUpStore = async () => {
-        const store = new FaultyStore(new MemoryStore());
-        await copyObjects(template, store);
-        return store;
-      };
-      // How many calls a clean pack makes.
-      const probe = await setUpStore();
-      let calls = 0;
-      probe.failWhen(() => {
-        calls += 1;
-        return false;
-      });
-      await new SessionLog(probe, options).pack('s');
-      expect(calls).toBeGreaterThan(5);
-      for (let at = 1; at <= calls; at++) {
-        for (const after of [false, true]) {
-          const store = await setUpStore();
-          let seen = 0;
-          store.failWhen(() => ++seen === at, { after });
-          const log = new SessionLog(store, options);
-          await log.pack('s').catch(() => undefined);
+      await eachPackCrash(
+        template,
+        (store) => new SessionLog(store, options),
+        async (store, log, where) => {
           const items = await allItems(log);
           const input = [call(999, 'a-2'), output(999), call(1000, 'b-2'), output(1000)];
           const expected = aggregatesAfter(items, input);
           // A turn right after the crash, and after a pack that follows it.
-          expect(await turnAggregates(log, input.slice(0, 2)), `crash at call ${at}, after: ${after}`).toEqual(
+          expect(await turnAggregates(log, input.slice(0, 2)), where).toEqual(
             aggregatesAfter(items, input.slice(0, 2)),
           );
           await log.pack('s');
@@ -150,8 +131,8 @@ describe('repeat index', () => {
           expect(view.aggregates).toEqual(
             computeAggregates((await allItems(log)).filter((item) => item.seq <= view.last_seq)),
           );
-        }
-      }
+        },
+      );
     },
   );
 

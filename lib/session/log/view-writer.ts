@@ -339,24 +339,14 @@ async function viewItems(
 ): Promise<LogItem[]> {
   const whole = wholeCallIds(items, wholeCalls, pinned);
   const early = earlyCallIds(items, toolStart);
-  // Whole outputs kept out of line, read in one go (most items need no read).
-  const outOfLine: number[] = [];
-  const kept = items.map((item, index) => {
+  const kept = items.map((item) => {
     if (item.type === 'message') return item;
     if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
     if (whole !== null && !whole.has(item.call_id)) return compacted(log, item);
-    if (item.type === 'function_call_output' && item.output_ref) outOfLine.push(index);
     return item;
   });
-  const hydrated = await hydrate(
-    log,
-    scope,
-    outOfLine.map((index) => kept[index]!),
-  );
-  outOfLine.forEach((index, at) => {
-    kept[index] = hydrated[at] as LogItem;
-  });
-  return kept;
+  // The whole outputs kept out of line are read (hydrate reads only those).
+  return (await hydrate(log, scope, kept)) as LogItem[];
 }
 
 /**

@@ -21,6 +21,8 @@ import { idSchema } from '../items.ts';
  *   segment packing records first..last, beside the records so one list returns both.
  * - `turn/<generation>/<inverted record>.view`: the view of the history up to that record.
  * - `keys/<generation>/<inverted record>-<prefix>`: a shard of the repeat index, named by its view.
+ * - `tail/<generation>/<inverted record>-<id>`: a chunk of views' tails, written with the view of
+ *   that record and named by it and the views after it (immutable).
  * - `blob/<generation>/<sha256>`: payloads above the out-of-line threshold.
  * - `idem/<generation>/<sha256 of the idempotency key>`: the record that owns a key.
  * - `context/<generation>/<inverted base record>`: a compaction's summary (create-only).
@@ -125,7 +127,7 @@ export function forkMarkerKey(scope: LogScope, childId: string, childGeneration:
 
 /** The prefixes holding every object of one incarnation (all but the config and the inbox). */
 export function generationPrefixes(scope: LogScope): string[] {
-  return ['turn', 'keys', 'blob', 'idem', 'context'].map((kind) => scoped(scope, kind));
+  return ['turn', 'keys', 'tail', 'blob', 'idem', 'context'].map((kind) => scoped(scope, kind));
 }
 
 /** Every generation's records: a listing of it shows the newest generation first. */
@@ -184,6 +186,12 @@ export function segmentKey(
 export function keyShardKey(scope: LogScope, record: number, prefix: string): string {
   if (!/^[0-9a-f]{0,6}$/.test(prefix)) throw new RangeError('key shard prefixes are hex');
   return `${scoped(scope, 'keys')}${pad(RECORD_BOUND - checkRecordNumber(record))}-${prefix || 'all'}`;
+}
+
+/** A chunk of views' tails, written with the view of `record` (`id`: 8 hex characters of its own). */
+export function viewChunkKey(scope: LogScope, record: number, id: string): string {
+  if (!/^[0-9a-f]{8}$/.test(id)) throw new RangeError('view chunk ids are 8 hex characters');
+  return `${scoped(scope, 'tail')}${pad(RECORD_BOUND - checkRecordNumber(record))}-${id}`;
 }
 
 /** What a key under `recordsPrefix` names, or null for a key this log did not write. */

@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
-import { VIEW_VERSION, keyIndexSchema, viewItemSchema, viewSchema, type LogView } from './view-records.ts';
+import { CorruptObjectError } from '../errors.ts';
+import {
+  VIEW_VERSION,
+  keyIndexSchema,
+  viewChunkSchema,
+  viewItemSchema,
+  viewSchema,
+  type LogView,
+} from './view-records.ts';
 
 /**
  * The view stored under `key` (its bytes), or null when it is of another version than
@@ -42,16 +50,24 @@ export function checkedView(value: unknown): LogView | null {
   if (!checkedAggregates || !index) return null;
   let checkedTail: LogView['tail'] = null;
   if (tail !== null) {
-    if (!hasKeys(tail, TAIL_KEYS) || !Array.isArray(tail.items)) return null;
-    const { from_seq, window_start } = tail;
+    const chunked =
+      hasKeys(tail, CHUNKED_TAIL_KEYS) ||
+      hasKeys(
+        tail,
+        CHUNKED_TAIL_KEYS.filter((key) => key !== 'drop'),
+      );
+    if (!(chunked || hasKeys(tail, TAIL_KEYS))) return null;
+    const { from_seq, window_start, chunk, drop } = tail as Record<string, unknown>;
     if (!isCount(from_seq) || from_seq < 1 || !isCount(window_start) || window_start < 1) return null;
-    const items: NonNullable<LogView['tail']>['items'] = [];
-    for (const item of tail.items as unknown[]) {
-      const checked = plainItem(item) ? item : parsed(viewItemSchema, item);
-      if (!checked) return null;
-      items.push(checked);
-    }
+    const items = checkedItems(tail.items);
+    if (!items) return null;
     checkedTail = { from_seq, window_start, items };
+    if (chunked) {
+      const named = parsed(chunkNameSchema, chunk);
+      if (!named || (drop !== undefined && !(Array.isArray(drop) && drop.every((seq) => isCount(seq) && seq > 0))))
+        return null;
+      checkedTail = { from_seq, window_start, chunk: named, ...(drop ? { drop: drop as number[] } : {}), items };
+    }
   }
   return {
     format,
@@ -66,6 +82,32 @@ export function checkedView(value: unknown): LogView | null {
   };
 }
 
+/** Items as `viewItemSchema` gives them (each plain one as it is), or null when one is refused. */
+function checkedItems(value: unknown): NonNullable<LogView['tail']>['items'] | null {
+  if (!Array.isArray(value)) return null;
+  const items: NonNullable<LogView['tail']>['items'] = [];
+  for (const item of value as unknown[]) {
+    const checked = plainItem(item) ? item : parsed(viewItemSchema, item);
+    if (!checked) return null;
+    items.push(checked);
+  }
+  return items;
+}
+
+/**
+ * The items of the chunk stored under `key` (its bytes), which the view of `record` wrote,
+ * checked as `viewChunkSchema` checks them. Anything else is a CorruptObjectError.
+ */
+export function storedViewChunk(key: string, body: Uint8Array, record: number): LogItem[] {
+  const value = parseStored(key, body, z.unknown());
+  const chunk = hasKeys(value, CHUNK_KEYS) && value.format === 'tailgate.view-chunk.v1' && value.record === record;
+  const items = chunk ? checkedItems(value.items) : null;
+  if (items) return items as LogItem[];
+  const checked = validateStored(key, value, viewChunkSchema);
+  if (checked.record !== record) throw new CorruptObjectError(key, `holds the chunk of record ${checked.record}`);
+  return checked.items as LogItem[];
+}
+
 /** What `schema` gives `value`, or undefined when it refuses it. */
 function parsed<Schema extends z.ZodType>(schema: Schema, value: unknown): z.infer<Schema> | undefined {
   const result = schema.safeParse(value);
@@ -74,6 +116,9 @@ function parsed<Schema extends z.ZodType>(schema: Schema, value: unknown): z.inf
 
 const VIEW_KEYS = ['format', 'v', 'policy', 'record', 'last_seq', 'aggregates', 'keys', 'tail', 'created_at'] as const;
 const TAIL_KEYS = ['from_seq', 'window_start', 'items'] as const;
+const CHUNKED_TAIL_KEYS = ['from_seq', 'window_start', 'chunk', 'drop', 'items'] as const;
+const CHUNK_KEYS = ['format', 'record', 'items'] as const;
+const chunkNameSchema = viewSchema.shape.tail.unwrap().shape.chunk.unwrap();
 const AGGREGATE_KEYS = ['tool_calls', 'tool_outputs', 'repeat_flags', 'repeated', 'images', 'image_order'] as const;
 /** The keys of each item shape taken as it is, in the schema's order (optional ones last, each may be absent). */
 const ITEM_KEYS = {

@@ -29,7 +29,7 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 3;
+export const VIEW_VERSION = 4;
 
 /** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
 const sortedKeysSchema = z
@@ -82,7 +82,11 @@ export const keyShardSchema = z
  *   instance of every repeated call with its output, and everything from `window_start` on.
  *   Tool items the strategies may show whole are as stored; the others are stored as the
  *   strategies compact them (`compacted`), so reading a view costs about what the prompt
- *   holds. Null when the strategies of the session need the whole history.
+ *   holds. Null when the strategies of the session need the whole history. Stored, most of
+ *   it may be in a chunk (`viewChunkSchema`) the view names (`chunk`: its record, id and
+ *   number of items): the tail is then the chunk's items but those whose seq `drop` lists or
+ *   `items` holds again, and `items`, in seq order (lib/session/log/view-chunks.ts). A view
+ *   read back holds its whole tail in `items` and neither `chunk` nor `drop`.
  */
 export const viewSchema = z
   .object({
@@ -98,6 +102,15 @@ export const viewSchema = z
       .object({
         from_seq: z.number().int().positive(),
         window_start: z.number().int().positive(),
+        chunk: z
+          .object({
+            record: z.number().int().positive(),
+            id: z.string().regex(/^[0-9a-f]{8}$/),
+            count: z.number().int().nonnegative(),
+          })
+          .strict()
+          .optional(),
+        drop: z.array(z.number().int().positive()).optional(),
         items: z.array(viewItemSchema),
       })
       .strict()
@@ -106,3 +119,16 @@ export const viewSchema = z
   })
   .strict();
 export type LogView = z.infer<typeof viewSchema>;
+
+/**
+ * `tail/<inverted record>-<id>`: a chunk of views' tails, the items of the tail of the view of
+ * `record` before its window, written with it and immutable; the views after it name it too
+ * while they hold nearly the same items (lib/session/log/view-chunks.ts).
+ */
+export const viewChunkSchema = z
+  .object({
+    format: z.literal('tailgate.view-chunk.v1'),
+    record: z.number().int().positive(),
+    items: z.array(viewItemSchema),
+  })
+  .strict();

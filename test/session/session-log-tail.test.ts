@@ -59,6 +59,8 @@ const layout = fc.record({
   recentRecords: fc.nat(4),
   recentBytes: fc.constantFrom(100, 1 << 20),
   viewEveryRecords: fc.integer({ min: 1, max: 4 }),
+  // Views in chunks (of a few items) or whole.
+  viewChunkBytes: fc.constantFrom(1, 300, 1 << 30),
 });
 /**
  * What `pack` is told the strategies need: the tail its views hold (null: its default). With

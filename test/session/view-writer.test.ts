@@ -2,9 +2,13 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { type Pack, PackSchedule } from '../../lib/session/log/pack-schedule.ts';
 import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
-import { viewBody } from '../../lib/session/log/view-writer.ts';
-import { parseStored } from '../../lib/session/records.ts';
-import { viewSchema } from '../../lib/session/view-records.ts';
+import { logContext } from '../../lib/session/log/context.ts';
+import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
+import { readView } from '../../lib/session/log/view-chunks.ts';
+import { viewChunkKey } from '../../lib/session/keys.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
+import { listAll } from '../../lib/store/object-store.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
@@ -13,7 +17,7 @@ import { SessionLog } from '../support/session-log.ts';
 /** A record's items: messages, calls (some repeated), outputs small and large (out of line, compacted in a view). */
 function items(record: number): Item[] {
   return [
-    { type: 'message', role: 'user', content: `record ${record} ${'é'.repeat(record % 7)}` },
+    { type: 'message', role: 'user', content: `record ${record} ${'é'.repeat(record % 7)} ${'m'.repeat(3000)}` },
     ...[0, 1, 2].flatMap((call): Item[] => {
       const id = `c${record}-${call}`;
       const repeated = call === 2 && record % 3 === 0;
@@ -34,28 +38,39 @@ function items(record: number): Item[] {
 }
 
 describe('the views a pack writes', () => {
-  it('are stored as the JSON of the view the cache keeps, which is what reading them gives', async () => {
+  it.each([
+    ['whole', undefined],
+    ['in chunks', 64 * 1024],
+  ])('are stored %s as the view the cache keeps, which is what reading them gives', async (_name, viewChunkBytes) => {
     const store = new MemoryStore();
-    const log = new SessionLog(store, { viewCacheBytes: 64 * 2 ** 20, blobThreshold: 8 * 1024 });
+    const options = {
+      viewCacheBytes: 64 * 2 ** 20,
+      blobThreshold: 8 * 1024,
+      ...(viewChunkBytes ? { viewChunkBytes } : {}),
+    };
+    const log = new SessionLog(store, options);
     await log.create({ id: 's' });
+    // A reader that has seen none of them: every view and chunk read from the store.
+    const reader = logContext(store, { viewPolicy, viewCacheBytes: 0 });
+    const scope = scopeOf('', (await readConfig(reader, 's')).config);
     const written: string[] = [];
+    const named: { record: number; chunk: number }[] = [];
     let lastView: { key: string; view: NonNullable<Awaited<ReturnType<typeof log.pack>>['written']> } | undefined;
     for (let record = 1; record <= 40; record++) {
       await log.append('s', items(record));
       if (record % 4 !== 0) continue;
       // Every other pack takes the view the one before wrote, as a run of packs does.
-      const options = { refresh: true, requirement: () => ({ toolCalls: 6, seqs: [], wholeCalls: 3 }) };
-      const result = await log.pack('s', record % 8 === 0 && lastView ? { ...options, lastView } : options);
+      const pack = { refresh: true, requirement: () => ({ toolCalls: 6, seqs: [], wholeCalls: 3 }) };
+      const result = await log.pack('s', record % 8 === 0 && lastView ? { ...pack, lastView } : pack);
       if (result.view && result.written) {
         written.push(result.view);
         lastView = { key: result.view, view: result.written };
-        const stored = (await store.get(result.view))!.body;
-        expect(new TextDecoder().decode(stored)).toBe(JSON.stringify(result.written));
-        expect(viewBody(result.written)).toEqual(stored);
+        const read = await readView(reader, scope, result.view, result.written.record);
         // Key for key and in order (toEqual ignores the order): a read gives the view the cache keeps.
-        const read = parseStored(result.view, stored, viewSchema);
         expect(read).toEqual(result.written);
         expect(JSON.stringify(read)).toBe(JSON.stringify(result.written));
+        const stored = JSON.parse(new TextDecoder().decode((await store.get(result.view))!.body)) as LogView;
+        if (stored.tail?.chunk) named.push({ record: result.written.record, chunk: stored.tail.chunk.record });
       }
     }
     expect(written.length).toBeGreaterThan(4);
@@ -63,6 +78,18 @@ describe('the views a pack writes', () => {
     const tail = lastView!.view.tail!.items;
     expect(tail.some((item) => item.type !== 'message' && item.compacted)).toBe(true);
     expect(tail.some((item) => item.type === 'function_call_output' && !item.compacted)).toBe(true);
+    // In chunks: one chunk is left, named by the newest view, the replaced ones deleted.
+    const chunks = await listAll(store, 'sessions/s/tail/');
+    expect(chunks).toHaveLength(viewChunkBytes ? 1 : 0);
+    const head = JSON.parse(new TextDecoder().decode((await store.get(lastView!.key))!.body)) as LogView;
+    if (viewChunkBytes) {
+      expect(chunks[0]!.key).toBe(viewChunkKey(scope, head.tail!.chunk!.record, head.tail!.chunk!.id));
+      // Views named the chunk of an earlier view, and new chunks were written.
+      expect(named.some((view) => view.chunk < view.record)).toBe(true);
+      expect(new Set(named.map((view) => view.chunk)).size).toBeGreaterThan(1);
+      // The view holds less than the tail: the chunk holds the rest.
+      expect(head.tail!.items.length).toBeLessThan(tail.length);
+    } else expect(head).toEqual(lastView!.view);
   });
 });
 

@@ -233,8 +233,15 @@ export class World {
     const background: Promise<unknown>[] = [];
     const services: Actor['services'] = {
       // With a view cache, as the service runs: what an actor parsed before must stay exact. A
-      // repeat-index delta bound of 3, so that views both carry a delta and write their shards.
-      sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS, viewCacheBytes: 1 << 20, indexDeltaKeys: 3 }),
+      // repeat-index delta bound of 3, so that views both carry a delta and write their shards;
+      // views in chunks of a few items.
+      sessions: new SessionLog(store, {
+        clock,
+        leaseMs: LEASE_MS,
+        viewCacheBytes: 1 << 20,
+        indexDeltaKeys: 3,
+        viewChunkBytes: 200,
+      }),
       inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
       // Echo with a price, so the usage totals carry a cost to check too.
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),

@@ -25,6 +25,8 @@ export interface LogContext {
   readonly viewEveryRecords: number;
   /** The repeat index's delta bound (undefined: INDEX_DELTA_KEYS of lib/session/log/key-shards.ts). */
   readonly indexDeltaKeys: number | undefined;
+  /** See SessionLogOptions.viewChunkBytes. */
+  readonly viewChunkBytes: number;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
@@ -35,6 +37,13 @@ export interface LogContext {
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
 }
+
+/**
+ * A view's tail goes into a chunk once the items before its window hold this many bytes, and a
+ * view names its base's chunk while it holds at most this many bytes beside it, or an eighth of
+ * the chunk's (lib/session/log/view-chunks.ts; SessionLogOptions.viewChunkBytes).
+ */
+const VIEW_CHUNK_BYTES = 128 * 1024;
 
 /** Gets at most this many objects at a time. */
 export const PARALLEL_GETS = 6;
@@ -58,6 +67,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     generateId: options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`),
     viewEveryRecords,
     indexDeltaKeys: options.indexDeltaKeys === undefined ? undefined : Math.max(1, options.indexDeltaKeys),
+    viewChunkBytes: Math.max(1, options.viewChunkBytes ?? VIEW_CHUNK_BYTES),
     recentRecords: Math.max(0, options.recentRecords ?? keepRecords + Math.max(packMinRecords, viewEveryRecords) + 4),
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),

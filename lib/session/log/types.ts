@@ -249,6 +249,11 @@ export interface SessionLogOptions {
    */
   indexDeltaKeys?: number;
   /**
+   * A view's tail is stored in a chunk once its items before the window hold this many bytes
+   * (lib/session/log/view-chunks.ts; 128 KiB by default).
+   */
+  viewChunkBytes?: number;
+  /**
    * Keep the views read or written, parsed, up to this many bytes of JSON per store, for the
    * life of the process (lib/session/log/view-cache.ts). Default 0: none kept.
    */

@@ -35,6 +35,12 @@ export class ViewCache {
     return this.#entries.get(key);
   }
 
+  /** The view this cache keeps of the session of the view under `key` (a view key). */
+  sessionView(key: string): LogView | undefined {
+    const held = this.#bySession.get(sessionOf(key));
+    return held === undefined ? undefined : this.#entries.get(held);
+  }
+
   /** Keeps `view`, stored as `bytes` of JSON under `key`. */
   set(key: string, view: LogView, bytes: number): void {
     if (bytes > this.maxSize || this.#entries.has(key)) return;

@@ -3,6 +3,15 @@ import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { concatBytes, toBytes } from '../../store/object-store.ts';
+import {
+  chunkBody,
+  chunkOfView,
+  itemList,
+  layoutView,
+  newerViewListed,
+  rememberChunk,
+  type ViewLayout,
+} from './view-chunks.ts';
 import type { LogItem } from '../records.ts';
 import { VIEW_VERSION, viewItemSchema, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
@@ -27,7 +36,6 @@ import {
   aggregatesOf,
   earlyCallIds,
   fromBoundary,
-  newerViewListed,
   isBehind,
   pinnedFrom,
   readBase,
@@ -90,50 +98,51 @@ export async function writeViewIfDue(
     return composeView(log, scope, newest, fresh, requirement);
   });
   const key = viewKey(scope, view.record);
-  const body = viewBody(view);
+  const priorChunk = base.view ? chunkOfView(base.view) : undefined;
+  const layout = layoutView(scope, view, priorChunk, log.viewChunkBytes);
+  const { chunk } = layout;
+  if (chunk && layout.write)
+    await log.store.put(chunk.key, chunkBody(chunk), { onlyIfAbsent: true, contentType: 'application/json' });
+  const body = viewBody(view, layout);
   const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   // The next turn and pack take it from here: it is what a read of these bytes would give
   // (test/session/view-writer.test.ts). (Null: a writer of the same record came first, and its
   // view is the one stored.)
   if (written) {
-    log.viewCache?.set(key, view, body.byteLength);
+    rememberChunk(view, chunk);
+    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0));
     rememberIndex(log, key, view.keys);
   }
-  if (replaced.length > 0) await log.store.delete(replaced);
+  // A new chunk replaces the one its base named (the views that name that one are older); a
+  // chunk of a view not stored is named by none.
+  const gone = layout.write ? (written ? (priorChunk ? [priorChunk.key] : []) : [chunk!.key]) : [];
+  if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
   return written ? { key, view } : { key };
 }
 
 /**
- * The bytes of JSON.stringify(view). A view's tail is most of it and mostly the previous
- * view's items, the same objects (its base, taken from the view cache or the pack before):
- * each item is serialized and encoded once, when it first enters a view, and a view's bytes
- * are the items' kept bytes one after another, so a view costs a copy of the prompt's bytes
- * rather than a serialization of it.
+ * The bytes of a view stored as `layout` says: JSON.stringify(view), its tail's items but
+ * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s). A view's tail is
+ * most of it and mostly the previous view's items, the same objects: each item's bytes are
+ * kept (view-chunks.ts), so a view costs a copy of its inline items' bytes.
  */
-export function viewBody(view: LogView): Uint8Array {
+export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
   const { tail, created_at, ...rest } = view;
   const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
   const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
   if (!tail) return concatBytes([toBytes(`${head}null`), end]);
-  const parts = [toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},"items":[`)];
-  tail.items.forEach((item, index) => {
-    if (index > 0) parts.push(COMMA);
-    parts.push(itemBytes(item));
-  });
-  parts.push(toBytes(']}'), end);
-  return concatBytes(parts);
-}
-
-const COMMA = toBytes(',');
-/** Each view item's JSON bytes, kept by the item object (see viewBody). */
-const itemBytesOf = new WeakMap<object, Uint8Array>();
-function itemBytes(item: object): Uint8Array {
-  let bytes = itemBytesOf.get(item);
-  if (bytes === undefined) {
-    bytes = toBytes(JSON.stringify(item));
-    itemBytesOf.set(item, bytes);
-  }
-  return bytes;
+  const { chunk, drop, inline } = layout;
+  const named = chunk
+    ? `"chunk":${JSON.stringify({ record: chunk.record, id: chunk.id, count: chunk.items.length })},${
+        drop.length > 0 ? `"drop":${JSON.stringify(drop)},` : ''
+      }`
+    : '';
+  return concatBytes([
+    toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},${named}"items":`),
+    itemList(inline),
+    toBytes('}'),
+    end,
+  ]);
 }
 
 /**

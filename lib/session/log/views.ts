@@ -5,8 +5,8 @@ import { repeatedSeqs, type HistoryAggregates, type TailRequirement } from '../.
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import type { LogItem, OverflowBoundary } from '../records.ts';
 import type { LogView } from '../view-records.ts';
-import { storedView } from '../view-check.ts';
-import { loadKnownKeys, rememberIndex, seenBefore, ShardMissingError } from './key-shards.ts';
+import { loadKnownKeys, seenBefore, ShardMissingError } from './key-shards.ts';
+import { newerViewListed, readView } from './view-chunks.ts';
 import { keysAfterView } from './repeat-flags.ts';
 import type { PromptItem } from '../../items.ts';
 import { logCursor, unitTop, type UnitCursor } from '../unit-cursor.ts';
@@ -154,7 +154,7 @@ export async function readBase(
     if (listed.record > newest.record.record) continue;
     const object = prefetched?.key === listed.key ? prefetched : undefined;
     const read =
-      object && 'view' in object ? object.view : await readView(log, listed.key, listed.record, object?.object);
+      object && 'view' in object ? object.view : await readView(log, scope, listed.key, listed.record, object?.object);
     // Deleted since the listing (a newer one replaced it): an older one may still serve.
     if (read === 'gone') gone ??= listed.key;
     else if (read) {
@@ -231,36 +231,6 @@ export function prefetchView(log: LogContext, cursor: UnitCursor, newest: number
   // Settled either way: a claim that stops early (a 409) never reads it.
   object.catch(() => undefined);
   return { key: listed.key, object };
-}
-
-/** Whether the newest records list a view newer than `record` (then a reader should list again). */
-export async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
-  const cursor = logCursor(log.store, scope, { pageLimit: 100 });
-  await cursor.next();
-  return cursor.views.some((listed) => listed.record > record);
-}
-
-/**
- * A view, parsed and checked; 'gone' when it was deleted, null when it is of another version
- * than VIEW_VERSION (then the log is read past it, which is always exact).
- */
-async function readView(
-  log: LogContext,
-  key: string,
-  record: number,
-  prefetched?: Promise<StoredObject | null>,
-): Promise<LogView | 'gone' | null> {
-  const cached = log.viewCache?.get(key);
-  if (cached) return cached.policy === log.viewPolicy.version ? cached : null;
-  const object = await (prefetched ?? log.store.get(key));
-  if (!object) return 'gone';
-  const view = storedView(key, object.body, log.viewPolicy.version);
-  if (!view) return null;
-  if (view.record !== record) throw new CorruptObjectError(key, `holds the view of record ${view.record}`);
-  if (view.tail) checkTail(key, view.tail.items, view.tail.from_seq, view.last_seq);
-  log.viewCache?.set(key, view, object.body.byteLength);
-  rememberIndex(log, key, view.keys);
-  return view;
 }
 
 /**
@@ -377,14 +347,4 @@ export function aggregatesOf(
     (key) => seenBefore(base.known, key, strict),
     keys,
   );
-}
-
-/** A view's tail: seqs ascending, none after the view's end. */
-function checkTail(key: string, items: readonly LogItem[], fromSeq: number, lastSeq: number): void {
-  let previous = fromSeq - 1;
-  for (const item of items) {
-    if (item.seq <= previous || item.seq > lastSeq)
-      throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
-    previous = item.seq;
-  }
 }

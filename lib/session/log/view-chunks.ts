@@ -1,0 +1,262 @@
+import { CorruptObjectError } from '../../errors.ts';
+import { concatBytes, toBytes, type StoredObject } from '../../store/object-store.ts';
+import { viewChunkKey, type LogScope } from '../keys.ts';
+import type { LogItem } from '../records.ts';
+import { storedView, storedViewChunk } from '../view-check.ts';
+import { rememberIndex } from './key-shards.ts';
+import { logCursor } from '../unit-cursor.ts';
+import type { LogView } from '../view-records.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * A view's tail as it is stored: most of it in a chunk, an immutable object that the views
+ * after it name again for as long as what they hold before its end stays nearly the same, and
+ * the rest in the view itself (docs/STORAGE.md, **Views in chunks**). So a view of a long
+ * history costs what changed since its chunk was written, not the whole tail again.
+ */
+
+/**
+ * A view names its base's chunk while it holds at most an eighth of the chunk's bytes beside it
+ * (or LogContext.viewChunkBytes).
+ */
+const CHUNK_SHARE = 8;
+/** A view names its base's chunk while it leaves at most this share of the chunk's bytes unused. */
+const UNUSED_SHARE = 16;
+
+/** The chunk a view names, as its writer or reader holds it. */
+export interface ViewChunk {
+  key: string;
+  record: number;
+  id: string;
+  /** Its items, in seq order: the same objects the view's tail holds where it keeps them. */
+  items: readonly LogItem[];
+  bytes: number;
+}
+
+/** The chunk of each view this process wrote or read (null: none); see chunkOfView. */
+const chunks = new WeakMap<LogView, ViewChunk | null>();
+
+/** The chunk `view` names (null: none), when this process wrote or read it. */
+export function chunkOfView(view: LogView): ViewChunk | null | undefined {
+  return chunks.get(view);
+}
+
+/**
+ * How `view` is stored: the chunk it names (`write`: a new one, to be stored before it), the
+ * seqs of that chunk's items its tail does not hold as they are (`drop`), and the items it
+ * holds itself (`inline`: those after the chunk, and in its range those new or changed since).
+ * `prior`: the chunk of the view it was built from. A new chunk holds the tail before its
+ * window (messages and pinned calls, which later views change least).
+ */
+export interface ViewLayout {
+  chunk: ViewChunk | null;
+  write: boolean;
+  drop: number[];
+  inline: LogItem[];
+}
+
+export function layoutView(
+  scope: LogScope,
+  view: LogView,
+  prior: ViewChunk | null | undefined,
+  minBytes: number,
+): ViewLayout {
+  if (!view.tail) return { chunk: null, write: false, drop: [], inline: [] };
+  const items = view.tail.items as readonly LogItem[];
+  if (prior) {
+    const { drop, inline, unused } = againstChunk(prior, items);
+    // What the view holds beside the chunk, and what a read of it fetches beyond its tail.
+    const own = inline.reduce((sum, item) => sum + itemBytes(item).length + 1, drop.length * 8);
+    if (own <= Math.max(minBytes, prior.bytes / CHUNK_SHARE) && unused <= prior.bytes / UNUSED_SHARE)
+      return { chunk: prior, write: false, drop, inline };
+  }
+  const windowStart = view.tail.window_start;
+  let split = 0;
+  let bytes = 0;
+  while (split < items.length && items[split]!.seq < windowStart) bytes += itemBytes(items[split++]!).length + 1;
+  if (bytes < minBytes) return { chunk: null, write: false, drop: [], inline: [...items] };
+  const chunked = items.slice(0, split);
+  const id = randomId();
+  const chunk = { key: viewChunkKey(scope, view.record, id), record: view.record, id, items: chunked, bytes: 0 };
+  chunk.bytes = chunkBody(chunk).length;
+  return { chunk, write: true, drop: [], inline: items.slice(split) };
+}
+
+/**
+ * The drop and inline parts of a tail of `items` stored against `chunk` (see ViewLayout), and
+ * the bytes of the chunk's items the tail does not take from it (`unused`).
+ */
+function againstChunk(
+  chunk: ViewChunk,
+  items: readonly LogItem[],
+): { drop: number[]; inline: LogItem[]; unused: number } {
+  const drop: number[] = [];
+  const inline: LogItem[] = [];
+  let unused = 0;
+  let at = 0;
+  for (const held of chunk.items) {
+    while (at < items.length && items[at]!.seq < held.seq) inline.push(items[at++]!);
+    const item = items[at];
+    if (item?.seq === held.seq) at += 1;
+    if (item?.seq === held.seq && sameItem(item, held)) continue;
+    unused += itemBytes(held).length + 1;
+    if (item?.seq === held.seq) inline.push(item);
+    else drop.push(held.seq);
+  }
+  inline.push(...items.slice(at));
+  return { drop, inline, unused };
+}
+
+function sameItem(a: LogItem, b: LogItem): boolean {
+  if (a === b) return true;
+  const left = itemBytes(a);
+  const right = itemBytes(b);
+  return left.length === right.length && left.every((byte, index) => byte === right[index]);
+}
+
+/**
+ * The tail a stored view holds: its chunk's items but those dropped or given again inline,
+ * and its inline items, in seq order (as long as each part is; the reader checks the order).
+ */
+export function assembleTail(
+  chunk: readonly LogItem[],
+  drop: readonly number[],
+  inline: readonly LogItem[],
+): LogItem[] {
+  const dropped = new Set(drop);
+  const items: LogItem[] = [];
+  let at = 0;
+  for (const held of chunk) {
+    while (at < inline.length && inline[at]!.seq < held.seq) items.push(inline[at++]!);
+    if (inline[at]?.seq === held.seq) items.push(inline[at++]!);
+    else if (!dropped.has(held.seq)) items.push(held);
+  }
+  for (; at < inline.length; at++) items.push(inline[at]!);
+  return items;
+}
+
+/** Records `chunk` as the one `view` names. */
+export function rememberChunk(view: LogView, chunk: ViewChunk | null): void {
+  chunks.set(view, chunk);
+}
+
+/**
+ * The chunk `head` names, from the view this process holds of the same session when that names
+ * it too, else read and checked; 'gone' when it was deleted. `key`: the view's key.
+ */
+async function readChunk(
+  log: LogContext,
+  scope: LogScope,
+  key: string,
+  head: LogView,
+): Promise<ViewChunk | null | 'gone'> {
+  const named = head.tail?.chunk;
+  if (!named) return null;
+  const chunkKey = viewChunkKey(scope, named.record, named.id);
+  const sibling = log.viewCache?.sessionView(key);
+  const held = sibling ? chunks.get(sibling) : undefined;
+  if (held?.key === chunkKey) return held;
+  const object = await log.store.get(chunkKey);
+  if (!object) return 'gone';
+  const items = storedViewChunk(chunkKey, object.body, named.record);
+  if (items.length !== named.count)
+    throw new CorruptObjectError(chunkKey, `holds ${items.length} items, its view says ${named.count}`);
+  return { key: chunkKey, record: named.record, id: named.id, items, bytes: object.body.byteLength };
+}
+
+/**
+ * A view, parsed and checked, its tail whole (its chunk read, or taken from the view of the
+ * session this process holds when that names it too); 'gone' when it was deleted, or its chunk
+ * was and a newer view is listed (then a reader lists again); null when it is of another
+ * version than VIEW_VERSION, or its chunk is gone with no newer view listed (then the log is
+ * read past it, which is always exact).
+ */
+export async function readView(
+  log: LogContext,
+  scope: LogScope,
+  key: string,
+  record: number,
+  prefetched?: Promise<StoredObject | null>,
+): Promise<LogView | 'gone' | null> {
+  const cached = log.viewCache?.get(key);
+  if (cached) return cached.policy === log.viewPolicy.version ? cached : null;
+  const object = await (prefetched ?? log.store.get(key));
+  if (!object) return 'gone';
+  const head = storedView(key, object.body, log.viewPolicy.version);
+  if (!head) return null;
+  if (head.record !== record) throw new CorruptObjectError(key, `holds the view of record ${head.record}`);
+  const chunk = await readChunk(log, scope, key, head);
+  if (chunk === 'gone') return (await newerViewListed(log, scope, record)) ? 'gone' : null;
+  let view = head;
+  if (head.tail) {
+    const { chunk: _named, drop = [], ...tail } = head.tail;
+    const items = chunk ? assembleTail(chunk.items, drop, tail.items as LogItem[]) : tail.items;
+    checkTail(key, items, tail.from_seq, head.last_seq);
+    view = { ...head, tail: { ...tail, items } };
+  }
+  rememberChunk(view, chunk);
+  log.viewCache?.set(key, view, object.body.byteLength + (chunk?.bytes ?? 0));
+  rememberIndex(log, key, view.keys);
+  return view;
+}
+
+/** Whether the newest records list a view newer than `record` (then a reader should list again). */
+export async function newerViewListed(log: LogContext, scope: LogScope, record: number): Promise<boolean> {
+  const cursor = logCursor(log.store, scope, { pageLimit: 100 });
+  await cursor.next();
+  return cursor.views.some((listed) => listed.record > record);
+}
+
+/** A view's tail: seqs ascending, none after the view's end. */
+function checkTail(key: string, items: readonly { seq: number }[], fromSeq: number, lastSeq: number): void {
+  let previous = fromSeq - 1;
+  for (const item of items) {
+    if (item.seq <= previous || item.seq > lastSeq)
+      throw new CorruptObjectError(key, `tail holds seq ${item.seq} out of order`);
+    previous = item.seq;
+  }
+}
+
+/** The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema). */
+export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
+  return concatBytes([
+    toBytes(`{"format":"tailgate.view-chunk.v1","record":${chunk.record},"items":`),
+    itemList(chunk.items),
+    CLOSE,
+  ]);
+}
+
+/** The JSON bytes of an array of items, each item's bytes kept (see itemBytes). */
+export function itemList(items: readonly object[]): Uint8Array {
+  const parts = [OPEN];
+  items.forEach((item, index) => {
+    if (index > 0) parts.push(COMMA);
+    parts.push(itemBytes(item));
+  });
+  parts.push(CLOSE_LIST);
+  return concatBytes(parts);
+}
+
+const OPEN = toBytes('[');
+const COMMA = toBytes(',');
+const CLOSE_LIST = toBytes(']');
+const CLOSE = toBytes('}');
+
+/**
+ * Each view item's JSON bytes, kept by the item object: a view's items are mostly the previous
+ * view's, the same objects, so each is serialized and encoded once, when it first enters a view.
+ */
+const itemBytesOf = new WeakMap<object, Uint8Array>();
+function itemBytes(item: object): Uint8Array {
+  let bytes = itemBytesOf.get(item);
+  if (bytes === undefined) {
+    bytes = toBytes(JSON.stringify(item));
+    itemBytesOf.set(item, bytes);
+  }
+  return bytes;
+}
+
+/** 8 random hex characters: a chunk's name, so that two writers of one record never share one. */
+function randomId(): string {
+  return [...crypto.getRandomValues(new Uint8Array(4))].map((byte) => byte.toString(16).padStart(2, '0')).join('');
+}

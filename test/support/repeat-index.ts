@@ -7,7 +7,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { copyObjects } from './copy-store.ts';
 import { FaultyStore } from './faulty-store.ts';
-import type { SessionLog } from './session-log.ts';
+import type { PackOptions, SessionLog } from './session-log.ts';
 
 /** The repeat index's tests (test/session/repeat-index*.test.ts): session `s`, calls of `read` by path. */
 
@@ -40,14 +40,15 @@ export async function newestView(store: ObjectStore, log: SessionLog): Promise<L
 }
 
 /**
- * A pack of session `s` crashing at each of its storage calls, before and after the call
- * lands, each on its own copy of `template` (set up once): `check` runs after each, with the
- * copy, the crashed process's log (`logOf` makes it) and where it crashed.
+ * A pack of session `s` (with `options`) crashing at each of its storage calls, before and
+ * after the call lands, each on its own copy of `template` (set up once): `check` runs after
+ * each, with the copy, the crashed process's log (`logOf` makes it) and where it crashed.
  */
 export async function eachPackCrash(
   template: ObjectStore,
   logOf: (store: ObjectStore) => SessionLog,
   check: (store: FaultyStore, log: SessionLog, where: string) => Promise<void>,
+  options: PackOptions = {},
 ): Promise<void> {
   const copy = async () => {
     const store = new FaultyStore(new MemoryStore());
@@ -61,7 +62,7 @@ export async function eachPackCrash(
     calls += 1;
     return false;
   });
-  await logOf(probe).pack('s');
+  await logOf(probe).pack('s', options);
   expect(calls).toBeGreaterThan(5);
   for (let at = 1; at <= calls; at++) {
     for (const after of [false, true]) {
@@ -69,7 +70,7 @@ export async function eachPackCrash(
       let seen = 0;
       store.failWhen(() => ++seen === at, { after });
       const log = logOf(store);
-      await log.pack('s').catch(() => undefined);
+      await log.pack('s', options).catch(() => undefined);
       await check(store, log, `crash at call ${at}, after: ${after}`);
     }
   }

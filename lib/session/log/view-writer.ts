@@ -113,9 +113,15 @@ export async function writeViewIfDue(
     log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0));
     rememberIndex(log, key, view.keys);
   }
-  // A new chunk replaces the one its base named (the views that name that one are older); a
-  // chunk of a view not stored is named by none.
-  const gone = layout.write ? (written ? (priorChunk ? [priorChunk.key] : []) : [chunk!.key]) : [];
+  // A view naming another chunk (or none) replaces the one its base named (the views that name
+  // that one are older); a chunk of a view not stored is named by none.
+  const gone = written
+    ? priorChunk && priorChunk.key !== chunk?.key
+      ? [priorChunk.key]
+      : []
+    : layout.write
+      ? [chunk!.key]
+      : [];
   if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
   return written ? { key, view } : { key };
 }

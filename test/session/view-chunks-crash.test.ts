@@ -54,7 +54,7 @@ async function chunkKeys(store: ObjectStore): Promise<string[]> {
 }
 
 describe('views in chunks', () => {
-  it('read as the log itself after a pack crashed at any of its storage calls, before or after the call lands', async () => {
+  it('read as the log itself after a pack crashed at any storage call, before or after it lands', async () => {
     const template = new MemoryStore();
     const log = new SessionLog(template, options);
     await log.create({ id: 's' });

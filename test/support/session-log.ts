@@ -4,9 +4,12 @@ import { viewPolicy } from '../../lib/turn/view-policy.ts';
 
 export type * from '../../lib/session/session-log.ts';
 
-/** The session log with the view policy the service gives it (lib/turn/view-policy.ts) unless told otherwise. */
+/**
+ * The session log with the view policy the service gives it (lib/turn/view-policy.ts) unless
+ * told otherwise, checking each view built from its base against the whole build (checkViews).
+ */
 export class SessionLog extends Log {
   constructor(store: ObjectStore, options: Partial<SessionLogOptions> = {}) {
-    super(store, { viewPolicy, ...options });
+    super(store, { viewPolicy, checkViews: true, ...options });
   }
 }

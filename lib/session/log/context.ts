@@ -27,6 +27,8 @@ export interface LogContext {
   readonly indexDeltaKeys: number | undefined;
   /** See SessionLogOptions.viewChunkBytes. */
   readonly viewChunkBytes: number;
+  /** See SessionLogOptions.checkViews. */
+  readonly checkViews: boolean;
   readonly checkConfig: ((config: SessionConfig) => void) | undefined;
   readonly viewPolicy: ViewPolicy;
   /** Views parsed before, by key (null: every view is fetched). */
@@ -68,6 +70,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     viewEveryRecords,
     indexDeltaKeys: options.indexDeltaKeys === undefined ? undefined : Math.max(1, options.indexDeltaKeys),
     viewChunkBytes: Math.max(1, options.viewChunkBytes ?? VIEW_CHUNK_BYTES),
+    checkViews: options.checkViews ?? false,
     recentRecords: Math.max(0, options.recentRecords ?? keepRecords + Math.max(packMinRecords, viewEveryRecords) + 4),
     // Records hold their items inline, so the carry must fit outputs of a few KiB each.
     recentBytes: Math.max(0, options.recentBytes ?? 1024 * 1024),

@@ -254,6 +254,11 @@ export interface SessionLogOptions {
    */
   viewChunkBytes?: number;
   /**
+   * Tests: build each view that lib/session/log/view-increment.ts builds from its base the whole
+   * way too, and throw when the two differ.
+   */
+  checkViews?: boolean;
+  /**
    * Keep the views read or written, parsed, up to this many bytes of JSON per store, for the
    * life of the process (lib/session/log/view-cache.ts). Default 0: none kept.
    */

@@ -217,6 +217,31 @@ function checkTail(key: string, items: readonly { seq: number }[], fromSeq: numb
   }
 }
 
+/**
+ * The bytes of a view stored as `layout` says: JSON.stringify(view), its tail's items but
+ * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s). A view's tail is
+ * most of it and mostly the previous view's items, the same objects: each item's bytes are
+ * kept (view-chunks.ts), so a view costs a copy of its inline items' bytes.
+ */
+export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
+  const { tail, created_at, ...rest } = view;
+  const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
+  const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
+  if (!tail) return concatBytes([toBytes(`${head}null`), end]);
+  const { chunk, drop, inline } = layout;
+  const named = chunk
+    ? `"chunk":${JSON.stringify({ record: chunk.record, id: chunk.id, count: chunk.items.length })},${
+        drop.length > 0 ? `"drop":${JSON.stringify(drop)},` : ''
+      }`
+    : '';
+  return concatBytes([
+    toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},${named}"items":`),
+    itemList(inline),
+    toBytes('}'),
+    end,
+  ]);
+}
+
 /** The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema). */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
   return concatBytes([

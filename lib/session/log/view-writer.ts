@@ -2,18 +2,10 @@ import type { TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
-import { concatBytes, toBytes } from '../../store/object-store.ts';
-import {
-  chunkBody,
-  chunkOfView,
-  itemList,
-  layoutView,
-  newerViewListed,
-  rememberChunk,
-  type ViewLayout,
-} from './view-chunks.ts';
+import { chunkBody, chunkOfView, layoutView, newerViewListed, rememberChunk, viewBody } from './view-chunks.ts';
 import type { LogItem } from '../records.ts';
-import { VIEW_VERSION, viewItemSchema, type LogView } from '../view-records.ts';
+import { VIEW_VERSION, type LogView } from '../view-records.ts';
+import { compactedItem, incrementalTail, viewBuilds } from './view-increment.ts';
 import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { carried } from './record-cache.ts';
@@ -127,31 +119,6 @@ export async function writeViewIfDue(
 }
 
 /**
- * The bytes of a view stored as `layout` says: JSON.stringify(view), its tail's items but
- * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s). A view's tail is
- * most of it and mostly the previous view's items, the same objects: each item's bytes are
- * kept (view-chunks.ts), so a view costs a copy of its inline items' bytes.
- */
-export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
-  const { tail, created_at, ...rest } = view;
-  const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
-  const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
-  if (!tail) return concatBytes([toBytes(`${head}null`), end]);
-  const { chunk, drop, inline } = layout;
-  const named = chunk
-    ? `"chunk":${JSON.stringify({ record: chunk.record, id: chunk.id, count: chunk.items.length })},${
-        drop.length > 0 ? `"drop":${JSON.stringify(drop)},` : ''
-      }`
-    : '';
-  return concatBytes([
-    toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},${named}"items":`),
-    itemList(inline),
-    toBytes('}'),
-    end,
-  ]);
-}
-
-/**
  * Whether the records after the newest view (record `listed`, `viewBytes` of JSON) call for a
  * view of `newest`: `viewEveryRecords` of them, or a carry grown past VIEW_EVERY_BYTES (a
  * burst of big appends: every turn would read it). After an append, a view larger than
@@ -248,34 +215,17 @@ async function composeView(
       seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
       ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
     };
-    // From the newest view when it holds enough, or with the few tool items its window lacks
-    // read from the log (the margin again), or without the margin; else the log is walked.
-    const withMargin =
-      tailFromBase(policy, base, [], wanted, fromSeq, start) ??
-      (await extendedTail(log, scope, base, wanted, fromSeq, start));
-    const withoutMargin = withMargin
-      ? null
-      : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, start);
-    const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
-    const items = (withMargin ??
-      withoutMargin ??
-      (await readTail(
-        log,
-        scope,
-        carriedItems(newest),
-        cursorBelow(log, scope, newest),
-        wanted,
-        fromSeq,
-        false,
-        start.messageStart,
-      ))) as LogItem[];
-    const cut = held === 'all' ? null : policy.tailCut(items, held);
-    const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
-    tail = {
-      from_seq: Math.max(fromSeq, Math.min(start.messageStart, windowStart)),
-      window_start: windowStart,
-      items: await viewItems(log, scope, items, needed.wholeCalls, pinned, start.toolStart),
-    };
+    const whole = () => wholeTail(log, scope, newest, base, { wanted, needed, pinned, fromSeq, start, lastSeq });
+    const incremental =
+      context || boundary
+        ? null
+        : await incrementalTail(log, scope, base, wanted, { wholeCalls: needed.wholeCalls, pinned, lastSeq });
+    viewBuilds[incremental ? 'fromBase' : 'whole'] += 1;
+    tail = incremental
+      ? { from_seq: fromSeq, window_start: incremental.windowStart, items: incremental.items }
+      : await whole();
+    if (incremental && log.checkViews && JSON.stringify(await whole()) !== JSON.stringify(tail))
+      throw new Error(`the view of record ${newest.record.record} built from its base differs from the whole build`);
   }
   const record = newest.record.record;
   const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, record);
@@ -291,6 +241,62 @@ async function composeView(
     created_at: log.clock().toISOString(),
   };
   return { view, replaced };
+}
+
+/**
+ * The tail of a view built the whole way: from the newest view when it holds enough, or with
+ * the few tool items its window lacks read from the log (the margin again), or without the
+ * margin; else the log is walked.
+ */
+async function wholeTail(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  base: Base,
+  {
+    wanted,
+    needed,
+    pinned,
+    fromSeq,
+    start,
+    lastSeq,
+  }: {
+    wanted: TailRequirement;
+    needed: TailRequirement;
+    pinned: number[];
+    fromSeq: number;
+    start: WindowStart;
+    lastSeq: number;
+  },
+): Promise<NonNullable<LogView['tail']>> {
+  const policy = log.viewPolicy;
+  const toolCalls = wanted.toolCalls;
+  const withMargin =
+    tailFromBase(policy, base, [], wanted, fromSeq, start) ??
+    (await extendedTail(log, scope, base, wanted, fromSeq, start));
+  const withoutMargin = withMargin
+    ? null
+    : tailFromBase(policy, base, [], { ...wanted, toolCalls: needed.toolCalls }, fromSeq, start);
+  const held = withMargin || !withoutMargin ? toolCalls : needed.toolCalls;
+  const items = (withMargin ??
+    withoutMargin ??
+    (await readTail(
+      log,
+      scope,
+      carriedItems(newest),
+      cursorBelow(log, scope, newest),
+      wanted,
+      fromSeq,
+      false,
+      start.messageStart,
+    ))) as LogItem[];
+  const cut = held === 'all' ? null : policy.tailCut(items, held);
+  const windowStart = cut === null ? fromSeq : (items[cut]?.seq ?? lastSeq + 1);
+  return {
+    from_seq: Math.max(fromSeq, Math.min(start.messageStart, windowStart)),
+    window_start: windowStart,
+    items: await viewItems(log, scope, items, needed.wholeCalls, pinned, start.toolStart),
+  };
 }
 
 /**
@@ -357,27 +363,12 @@ async function viewItems(
   const kept = items.map((item) => {
     if (item.type === 'message') return item;
     if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
-    if (whole !== null && !whole.has(item.call_id)) return compacted(log, item);
+    if (whole !== null && !whole.has(item.call_id)) return compactedItem(log, item);
     return item;
   });
   // The whole outputs kept out of line are read (hydrate reads only those).
   return (await hydrate(log, scope, kept)) as LogItem[];
 }
-
-/**
- * A tool item as the strategies compact it, its keys in the schema's order: what a read of the
- * view gives (lib/session/view-check.ts), and what the view cache keeps as built.
- */
-function compacted(log: LogContext, item: LogItem): LogItem {
-  const kept = log.viewPolicy.compact(item);
-  if (kept === item) return item;
-  const keys = VIEW_ITEM_KEYS.get(kept.type)!.filter((key) => key in kept);
-  return Object.fromEntries(keys.map((key) => [key, kept[key as keyof typeof kept]])) as unknown as LogItem;
-}
-
-const VIEW_ITEM_KEYS = new Map(
-  viewItemSchema.options.map((option) => [option.shape.type.value, Object.keys(option.shape)] as const),
-);
 
 /**
  * A tool item behind the overflow boundary as a view holds it (`behind`): its place, its call

@@ -37,33 +37,46 @@ export async function incrementalTail(
   if (tail.from_seq !== 1) return null;
   const held = tail.items as readonly LogItem[];
   let split = 0;
-  while (split < held.length && held[split]!.seq < tail.window_start) split++;
+  for (let high = held.length; split < high; ) {
+    const middle = (split + high) >>> 1;
+    if (held[middle]!.seq < tail.window_start) split = middle + 1;
+    else high = middle;
+  }
   const recent = [...held.slice(split), ...base.since];
   const cut = log.viewPolicy.tailCut(recent, toolCalls);
   if (cut === null) return null;
   // Before the base's window: messages, and the needed calls with their outputs, as they were
-  // (the whole build takes none of them compacted: it reads such a call from the log).
+  // (the whole build takes none of them compacted: it reads such a call from the log). Only
+  // the tool items there are looked at; the messages between them are copied in runs.
   const needed = new Set(wanted.seqs);
   const pinnedSeqs = new Set(pinned);
-  const kept: LogItem[] = [];
+  const positions = toolsBefore(held, split);
   /** Call id -> whether the view holds it whole, for the calls kept. */
   const keptCalls = new Map<string, boolean>();
   const awaiting = new Map<string, LogItem>();
-  for (let index = 0; index < split; index++) {
-    const item = held[index]!;
-    if (item.type === 'message') {
-      kept.push(item);
-      continue;
-    }
-    if (isBehind(item) || item.compacted) return null;
-    if (item.type === 'function_call') {
-      if (!needed.has(item.seq)) continue;
+  /** Position -> the item that takes its place (null: none). */
+  const changed = new Map<number, LogItem | null>();
+  for (const position of positions) {
+    const item = held[position]!;
+    if (item.type === 'message' || isBehind(item) || item.compacted) return null;
+    if (item.type === 'function_call' && needed.has(item.seq)) {
       keptCalls.set(item.call_id, pinnedSeqs.has(item.seq));
       awaiting.set(item.call_id, item);
-    } else if (keptCalls.has(item.call_id)) awaiting.delete(item.call_id);
-    else continue;
-    kept.push(keptCalls.get(item.call_id) ? item : compactedItem(log, item));
+    } else if (item.type === 'function_call_output' && keptCalls.has(item.call_id)) awaiting.delete(item.call_id);
+    else {
+      changed.set(position, null);
+      continue;
+    }
+    const kept = keptCalls.get(item.call_id) ? item : compactedItem(log, item);
+    if (kept !== item) changed.set(position, kept);
   }
+  const runs: LogItem[][] = [];
+  let from = 0;
+  for (const [position, item] of changed) {
+    runs.push(held.slice(from, position), item ? [item] : []);
+    from = position + 1;
+  }
+  const kept = runs.concat([held.slice(from, split)]).flat();
   // Every needed call before the window is among them.
   if (keptCalls.size !== lowerBound(wanted.seqs, tail.window_start)) return null;
   // After it, as the whole build selects: the calls still awaiting their output lead, so that
@@ -83,8 +96,33 @@ export async function incrementalTail(
     else if (isBehind(item) || (item.compacted && checked.has(item.call_id))) return null;
     else rest.push(whole.has(item.call_id) ? item : compactedItem(log, item));
   }
-  const items = [...kept, ...((await hydrate(log, scope, rest)) as LogItem[])];
-  return { items, windowStart: recent[cut]?.seq ?? lastSeq + 1 };
+  const items = kept.concat((await hydrate(log, scope, rest)) as LogItem[]);
+  const windowStart = recent[cut]?.seq ?? lastSeq + 1;
+  // The new tail's tool items before its window: those kept, and those selected before it.
+  const next: number[] = [];
+  let gone = 0;
+  for (const position of positions) {
+    if (changed.get(position) === null) gone += 1;
+    else next.push(position - gone);
+  }
+  for (let index = kept.length; index < items.length && items[index]!.seq < windowStart; index++)
+    if (items[index]!.type !== 'message') next.push(index);
+  toolPositions.set(items, next);
+  return { items, windowStart };
+}
+
+/** The positions of the tool items before a view's window, by its tail's items (see toolsBefore). */
+const toolPositions = new WeakMap<readonly LogItem[], number[]>();
+
+/** The positions of the tool items among `items` (a view's tail) before `split` (its window). */
+function toolsBefore(items: readonly LogItem[], split: number): number[] {
+  let positions = toolPositions.get(items);
+  if (!positions) {
+    positions = [];
+    for (let index = 0; index < split; index++) if (items[index]!.type !== 'message') positions.push(index);
+    toolPositions.set(items, positions);
+  }
+  return positions;
 }
 
 /**

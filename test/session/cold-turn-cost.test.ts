@@ -115,6 +115,42 @@ describe('a cold first turn after a fast load', () => {
   });
 });
 
+describe('cold turns after cold turns', () => {
+  /** A turn in a new process whose model answers with a call of `path`, distinct from every other. */
+  async function coldModelTurn(store: KindCountingStore, input: Item[], path: string) {
+    const { shardGets, turn } = await coldTurn(store, input);
+    const call: Item = {
+      type: 'function_call',
+      call_id: `m_${path}`,
+      name: 'read',
+      arguments: JSON.stringify({ path }),
+    };
+    const log = new SessionLog(new ProcessStore(store), options);
+    await log.completeTurn(turn, { status: 'completed', output: [call], receipt: {} });
+    return {
+      shardGets,
+      turn,
+      answer: [{ type: 'function_call_output', call_id: `m_${path}`, output: OUTPUT }] as Item[],
+    };
+  }
+
+  it("read shards only for the newest turn's model calls: each claim flags the turns it carries", async () => {
+    const { store } = await laggingSession(60, 3, 10);
+    let input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
+    const shardGets: number[] = [];
+    for (let turn = 0; turn < 6; turn++) {
+      const next = await coldModelTurn(store, input, `m${turn}`);
+      shardGets.push(next.shardGets);
+      input = next.answer;
+    }
+    const { shardGets: last, turn } = await coldTurn(store, input);
+    // The first meets only flagged appends; each later one the model call of the turn before it,
+    // unflagged (a completion flags nothing), whose shard it reads: one get, not one per turn before.
+    expect([...shardGets, last]).toEqual([0, 1, 1, 1, 1, 1, 1]);
+    expect(turn.aggregates.tool_calls).toBe(63 * 10 + 6);
+  });
+});
+
 describe('appends that outrun their background packs', () => {
   afterEach(() => {
     vi.useRealTimers();

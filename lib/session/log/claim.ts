@@ -9,6 +9,7 @@ import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
+import { callKeysOf } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
@@ -122,12 +123,18 @@ export class TurnClaim {
   }
 
   #openTurn(committed: Commit, landing: Promise<ClaimLanding>): OpenTurn {
-    const { record, config, previous, base: claimed, scope } = committed;
+    const { record, config, previous, base: claimed, scope, sinceKeys } = committed;
     const base = claimed ?? EMPTY_BASE;
+    const keys = sinceKeys ? [...sinceKeys, ...callKeysOf(this.#log.viewPolicy, record.items)] : undefined;
     // An adopted record carries its key's hash and request hash itself.
     const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
     const requestHash = record.request_sha256 ?? this.#options.requestHash;
-    const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
+    const { aggregates } = aggregatesOf(
+      this.#log.viewPolicy,
+      { ...base, since: [...base.since, ...record.items] },
+      true,
+      keys,
+    );
     // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
     return Object.freeze({
       scope,

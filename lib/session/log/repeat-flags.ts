@@ -4,7 +4,7 @@ import type { LogItem, LogRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { recordGroups, type Head } from './head.ts';
 import { EMPTY_INDEX, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
-import type { ViewPolicy } from './types.ts';
+import type { Base, ViewPolicy } from './types.ts';
 
 /**
  * Repeat flags: an append's record says of each of its calls whether its call key was seen
@@ -85,6 +85,55 @@ export async function repeatsOf(
     if (error instanceof ShardMissingError) return undefined;
     throw error;
   }
+}
+
+/**
+ * `recent`, the groups a turn's record carries, with flags for each group after the view of
+ * `base` that has none (a turn's input and its model's output: no appender tells them). The
+ * claim has read what its base's calls need (the flags of the records after the view, the
+ * delta, the shards of the other keys: readBase), so it tells them exactly, and a later turn
+ * meeting these records after the view reads no shard for their calls. `keys`: the call keys
+ * of `base.since`, in order (callKeysOf).
+ */
+export function flagCarried(
+  policy: ViewPolicy,
+  recent: readonly Group[],
+  base: Base,
+  keys: readonly string[],
+): Group[] {
+  const viewRecord = base.view?.record ?? 0;
+  const firstSeq = base.since[0]?.seq ?? Number.POSITIVE_INFINITY;
+  const unflagged = new Set(
+    recent.filter(
+      (group) => group.record > viewRecord && (group.items[0]?.seq ?? 0) >= firstSeq && !flagsFit(policy, group),
+    ),
+  );
+  if (unflagged.size === 0) return [...recent];
+  // Whether each call after the view repeats an earlier call of the history, by seq.
+  const repeat = new Map<number, boolean>();
+  const seen = new Set<string>();
+  let call = 0;
+  for (const item of base.since) {
+    if (item.type !== 'function_call') continue;
+    const key = keys[call++]!;
+    repeat.set(item.seq, seen.has(key) || seenBefore(base.known, key, true));
+    seen.add(key);
+  }
+  return recent.map((group) => {
+    if (!unflagged.has(group)) return group;
+    let bits = '';
+    for (const item of group.items) if (item.type === 'function_call') bits += repeat.get(item.seq) ? '1' : '0';
+    return bits === '' ? group : { ...group, repeats: `${policy.version}:${bits}` };
+  });
+}
+
+/** Whether `group` has flags of `policy`, one per call. */
+function flagsFit(policy: ViewPolicy, group: Group): boolean {
+  const tag = `${policy.version}:`;
+  if (!group.repeats?.startsWith(tag)) return false;
+  let calls = 0;
+  for (const item of group.items) if (item.type === 'function_call') calls += 1;
+  return group.repeats.length - tag.length === calls;
 }
 
 /**

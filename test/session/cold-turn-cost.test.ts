@@ -3,11 +3,12 @@ import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
 import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
 import { appendItems } from '../../lib/turn/append.ts';
-import { callKey } from '../../lib/strategies/aggregates.ts';
+import { callKey, extendAggregates } from '../../lib/strategies/aggregates.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { SessionLog, type ViewPolicy } from '../support/session-log.ts';
 
 /**
  * The first turn of a process new to a session whose packing lags (a fast load leaves records
@@ -104,6 +105,33 @@ describe('a cold first turn after a fast load', () => {
     // none for a key the view's delta holds (these are all new).
     expect(shardGets).toBe(prefixes.size);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+  });
+
+  it('hashes each call after its view once', async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+    let hashed = 0;
+    const counted = (name: string, args: string) => {
+      hashed += 1;
+      return callKey(name, args);
+    };
+    // The service's policy, its call keys counted (the aggregates hash the calls they are not given).
+    const policy: ViewPolicy = {
+      ...viewPolicy,
+      callKey: counted,
+      extendAggregates: (previous, items, seen, keys) =>
+        extendAggregates(
+          previous,
+          items,
+          seen,
+          keys ?? items.flatMap((item) => (item.type === 'function_call' ? [counted(item.name, item.arguments)] : [])),
+        ),
+    };
+    const log = new SessionLog(new ProcessStore(store), { ...options, viewPolicy: policy });
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go on' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    expect(begun.turn.aggregates.tool_calls).toBe(63 * 10);
+    // The shards to read, the flags to write and the aggregates all take the same keys.
+    expect(hashed).toBe(keysAfterView.length);
   });
 
   it('reads no shard for the calls of records that flag their repeats', async () => {

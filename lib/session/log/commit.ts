@@ -38,7 +38,7 @@ import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
-import { callKeysOf, flagCarried, repeatsOf } from './repeat-flags.ts';
+import { flagCarried, repeatsOf, sinceKeysOf } from './repeat-flags.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -267,7 +267,7 @@ export async function prepareCommit(
   const viewRecord = listedView?.record ?? 0;
   const carriedGroups = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
   // A turn's claim has read its base: it flags the calls of the turns it carries (repeat-flags.ts).
-  const sinceKeys = base ? callKeysOf(log.viewPolicy, base.since) : undefined;
+  const sinceKeys = base && newest ? sinceKeysOf(log.viewPolicy, base, recordGroups(newest)) : undefined;
   const recent = base && sinceKeys ? flagCarried(log.viewPolicy, carriedGroups, base, sinceKeys) : carriedGroups;
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
   const afterView = {

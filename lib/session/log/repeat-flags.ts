@@ -127,6 +127,24 @@ export function flagCarried(
   });
 }
 
+/**
+ * The call keys of `base.since`, in order (callKeysOf), `groups` being the newest record's
+ * (head.ts recordGroups): those of the records it carries after the view are the ones readBase
+ * told already (kept by their items array), so they are not hashed again.
+ */
+export function sinceKeysOf(policy: ViewPolicy, base: Base, groups: readonly Group[]): string[] {
+  const after = groups.filter((group) => group.record > (base.view?.record ?? 0) && group.items.length > 0);
+  const walked = base.since.length - after.reduce((sum, group) => sum + group.items.length, 0);
+  const first = after[0]?.items[0];
+  const last = after.at(-1)?.items.at(-1);
+  if (walked < 0 || (first && (base.since[walked] !== first || base.since.at(-1) !== last)))
+    return callKeysOf(policy, base.since);
+  return [
+    ...callKeysOf(policy, base.since.slice(0, walked)),
+    ...after.flatMap((group) => groupKeysOf(policy, group.items)),
+  ];
+}
+
 /** Whether `group` has flags of `policy`, one per call. */
 function flagsFit(policy: ViewPolicy, group: Group): boolean {
   const tag = `${policy.version}:`;

@@ -299,8 +299,9 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where they are more than 10% of ` +
       'the prompt (a view written after every append would meet it, at a view write as large as the prompt per ' +
       "append). The cold turns after the first meet the earlier ones' records too: each turn's record flags the " +
-      "calls of the turns it carries, so a turn reads a shard only for the newest turn's model calls, which no " +
-      'completion flags (its shard would be a round trip after the model): the notice turn, the sixth, makes ' +
+      "calls of the turns it carries, so a turn reads a shard only for the newest turn's model calls, which its " +
+      'completion flags only when its process holds their shards (a read would be a round trip after the ' +
+      'model): the notice turn, the sixth, makes ' +
       `${largest.noticeOperations} calls ${at(largest)}, 8 + 4 per notice and that one shard. Their time goes to ` +
       'what a warm turn takes parsed or hashed from its caches: parsing and checking the view (as large as the ' +
       'prompt without a context_limit), hashing the whole prompt for the receipt (which a real model answering ' +

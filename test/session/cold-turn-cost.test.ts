@@ -172,10 +172,35 @@ describe('cold turns after cold turns', () => {
       input = next.answer;
     }
     const { shardGets: last, turn } = await coldTurn(store, input);
-    // The first meets only flagged appends; each later one the model call of the turn before it,
-    // unflagged (a completion flags nothing), whose shard it reads: one get, not one per turn before.
-    expect([...shardGets, last]).toEqual([0, 1, 1, 1, 1, 1, 1]);
+    // The first meets only flagged appends; each later one at most the model call of the turn
+    // before it, which its completion could not flag unless its process held the call's shard (it
+    // read it for the call before, of the same prefix): one get at most, not one per turn before.
+    expect(shardGets[0]).toBe(0);
+    expect([...shardGets, last].every((gets) => gets <= 1)).toBe(true);
     expect(turn.aggregates.tool_calls).toBe(63 * 10 + 6);
+  });
+
+  it("flag the model's calls in their completion when their process can tell them without a read", async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+    // The loading process wrote the shards: it tells a new call of the model from them.
+    const loader = new SessionLog(store, options);
+    const begun = await loader.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go on' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const fresh: Item = { type: 'function_call', call_id: 'm1', name: 'read', arguments: '{"path":"new"}' };
+    await loader.completeTurn(begun.turn, { status: 'completed', output: [fresh], receipt: {} });
+    const answer: Item[] = [{ type: 'function_call_output', call_id: 'm1', output: OUTPUT }];
+    const afterLoader = await coldTurn(store, answer);
+    expect(afterLoader.shardGets).toBe(0);
+    // A new process holds no shard of a new call (its model's output: unflagged, one get for the
+    // next turn), but tells a repeat of a call after the view from the calls it read.
+    const repeated: Item = { type: 'function_call', call_id: 'm2', name: 'read', arguments: '{"index":0,"record":61}' };
+    expect(callKey(repeated.name, repeated.arguments)).toBe(keysAfterView[0]);
+    const log = new SessionLog(new ProcessStore(store), options);
+    await log.completeTurn(afterLoader.turn, { status: 'completed', output: [repeated], receipt: {} });
+    const afterRepeat = await coldTurn(store, [{ type: 'function_call_output', call_id: 'm2', output: OUTPUT }]);
+    expect(afterRepeat.shardGets).toBe(0);
+    expect(afterRepeat.turn.aggregates.tool_calls).toBe(63 * 10 + 2);
+    expect(afterRepeat.turn.aggregates.repeated[keysAfterView[0]!]).toBe(afterRepeat.turn.counts.items - 1);
   });
 });
 

@@ -38,7 +38,7 @@ import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
-import { flagCarried, repeatsOf, sinceKeysOf } from './repeat-flags.ts';
+import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -59,7 +59,7 @@ export interface Commit {
   /** The records after the newest view listed, the written one included, and of them those it carries (itself too). */
   afterView?: AfterView;
   /** Model turns: the call keys of `base.since`, in order (repeat-flags.ts callKeysOf). */
-  sinceKeys?: string[];
+  sinceKeys?: string[] | undefined;
 }
 
 /** See Commit.afterView. */
@@ -266,9 +266,7 @@ export async function prepareCommit(
   const listedView = head.cursor.views.find((view) => view.record < number);
   const viewRecord = listedView?.record ?? 0;
   const carriedGroups = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
-  // A turn's claim has read its base: it flags the calls of the turns it carries (repeat-flags.ts).
-  const sinceKeys = base && newest ? sinceKeysOf(log.viewPolicy, base, recordGroups(newest)) : undefined;
-  const recent = base && sinceKeys ? flagCarried(log.viewPolicy, carriedGroups, base, sinceKeys) : carriedGroups;
+  const { recent, sinceKeys } = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
   const afterView = {
     records: number - viewRecord,
@@ -305,16 +303,7 @@ export async function prepareCommit(
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-  return {
-    key: recordKey(scope, number),
-    record,
-    config: head.config,
-    previous,
-    base,
-    scope,
-    afterView,
-    ...(sinceKeys ? { sinceKeys } : {}),
-  };
+  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, afterView, sinceKeys };
 }
 
 /**

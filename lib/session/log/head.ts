@@ -176,13 +176,15 @@ export class RecordMissingError extends Error {
 
 /** The records the newest record carries, then its own items (with its completion's), oldest first. */
 export function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+  // With a completion, its flags (of the record's calls and its own) or none.
+  const repeats = newest.done ? newest.done.repeats : newest.record.repeats;
   return [
     ...(newest.record.recent ?? []),
     {
       record: newest.record.record,
       // The record's own array when it is all (a carry and the repeat flags key their caches by it).
       items: newest.done ? [...newest.record.items, ...newest.done.items] : newest.record.items,
-      ...(newest.record.repeats && !newest.done ? { repeats: newest.record.repeats } : {}),
+      ...(repeats ? { repeats } : {}),
     },
   ];
 }

@@ -3,8 +3,8 @@ import type { LogScope } from '../keys.ts';
 import type { LogItem, LogRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { recordGroups, type Head } from './head.ts';
-import { EMPTY_INDEX, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
-import type { Base, ViewPolicy } from './types.ts';
+import { EMPTY_INDEX, indexHolds, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
+import type { Base, OpenTurn, ViewPolicy } from './types.ts';
 
 /**
  * Repeat flags: an append's record says of each of its calls whether its call key was seen
@@ -125,6 +125,47 @@ export function flagCarried(
     for (const item of group.items) if (item.type === 'function_call') bits += repeat.get(item.seq) ? '1' : '0';
     return bits === '' ? group : { ...group, repeats: `${policy.version}:${bits}` };
   });
+}
+
+/**
+ * The `repeats` of a turn's completion: of the calls of its record's items and then of
+ * `output`, when the turn's process tells them without a read: a key among the calls after the
+ * view (`turn.sinceKeys`) or earlier in these, in the view's delta, or in a shard its claim
+ * loaded or the process keeps. Undefined when there is no call, or one only a shard read would
+ * tell (a new call of the model, in a process that has not read its shard): the next claim
+ * reads that shard and flags the group then (flagCarried).
+ */
+export function turnRepeats(log: LogContext, turn: OpenTurn, output: readonly LogItem[]): string | undefined {
+  const keys = callKeysOf(log.viewPolicy, [...turn.inputRecords, ...output]);
+  const { sinceKeys, base } = turn;
+  if (keys.length === 0 || !sinceKeys) return undefined;
+  const batch = new Set<string>();
+  let repeats = '';
+  for (const key of keys) {
+    const repeat =
+      batch.has(key) ||
+      sinceKeys.has(key) ||
+      (base.view ? indexHolds(log, turn.scope, base.view, base.known, key) : false);
+    if (repeat === undefined) return undefined;
+    repeats += repeat ? '1' : '0';
+    batch.add(key);
+  }
+  return `${log.viewPolicy.version}:${repeats}`;
+}
+
+/**
+ * What a turn's claim carries (`carried`), flagged (flagCarried), and the call keys of its
+ * base (sinceKeysOf); as it is without a base (not a turn) or a newest record.
+ */
+export function flaggedCarry(
+  policy: ViewPolicy,
+  base: Base | null,
+  newest: Head['newest'],
+  carried: Group[],
+): { recent: Group[]; sinceKeys?: string[] } {
+  if (!base || !newest) return { recent: carried };
+  const sinceKeys = sinceKeysOf(policy, base, recordGroups(newest));
+  return { recent: flagCarried(policy, carried, base, sinceKeys), sinceKeys };
 }
 
 /**

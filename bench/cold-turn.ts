@@ -297,11 +297,16 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
       "view, and the newest record's items and the records it carries, whole, of which a prompt holds the older " +
       `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where they are more than 10% of ` +
-      "the prompt. The cold turns after the first meet the earlier ones' records too, whose model calls carry no " +
-      'flags (a shard get each: the notice turn, the sixth, makes ' +
-      `${largest.noticeOperations} calls ${at(largest)}), and pay for parsing the view (as large as the prompt) ` +
-      'and the records, and the garbage they leave, which a warm turn takes parsed from its caches: ' +
-      `${at(slowest)} their p50 is ${ratio(slowest).toFixed(2)}x the warm p50, ` +
+      'the prompt (a view written after every append would meet it, at a view write as large as the prompt per ' +
+      "append). The cold turns after the first meet the earlier ones' records too: each turn's record flags the " +
+      "calls of the turns it carries, so a turn reads a shard only for the newest turn's model calls, which its " +
+      'completion flags only when its process holds their shards (a read would be a round trip after the ' +
+      'model): the notice turn, the sixth, makes ' +
+      `${largest.noticeOperations} calls ${at(largest)}, 8 + 4 per notice and that one shard. Their time goes to ` +
+      'what a warm turn takes parsed or hashed from its caches: parsing and checking the view (as large as the ' +
+      'prompt without a context_limit), hashing the whole prompt for the receipt (which a real model answering ' +
+      'for longer hides; the echo model answers at once), the call keys of the records after the view, and the ' +
+      `garbage they leave: ${at(slowest)} their p50 is ${ratio(slowest).toFixed(2)}x the warm p50, ` +
       `${(slowest.packed.p50Ms / slowest.warm.p50Ms).toFixed(2)}x once a pack has written the view of the newest ` +
       'record.',
   ];

@@ -165,10 +165,7 @@ export const NOTHING_UNDELIVERED: Undelivered = Object.freeze({ notices: [], los
 export const MAX_OPEN_CALLS = 1000;
 const openCallsSchema = z.array(z.string()).max(MAX_OPEN_CALLS);
 
-/**
- * Repeat flags of a record's calls: the view policy's version that keyed them and `:`, then one
- * character each, `1` a repeat, `0` a first (untagged: written before the tag, not used).
- */
+/** Repeat flags of calls: `<view policy version>:` (untagged: not used), then each `1` a repeat, `0` a first. */
 const repeatsSchema = z.string().regex(/^(?:[^:]+:)?[01]+$/);
 const recentGroupSchema = z
   .object({ record: z.number().int().positive(), items: z.array(logItemSchema), repeats: repeatsSchema.optional() })
@@ -229,6 +226,8 @@ export const doneSchema = z
     writer: z.string().max(64).optional(),
     status: turnStatusSchema,
     items: z.array(logItemSchema),
+    /** Its record's calls' flags, then its own, when its process told them (repeat-flags.ts turnRepeats). */
+    repeats: repeatsSchema.optional(),
     /** Counts after the outputs. */
     counts: countsSchema,
     receipt: z.unknown().optional(),

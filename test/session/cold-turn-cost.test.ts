@@ -3,11 +3,12 @@ import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
 import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
 import { appendItems } from '../../lib/turn/append.ts';
-import { callKey } from '../../lib/strategies/aggregates.ts';
+import { callKey, extendAggregates } from '../../lib/strategies/aggregates.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { SessionLog, type ViewPolicy } from '../support/session-log.ts';
 
 /**
  * The first turn of a process new to a session whose packing lags (a fast load leaves records
@@ -106,12 +107,100 @@ describe('a cold first turn after a fast load', () => {
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
   });
 
+  it('hashes each call after its view once', async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+    let hashed = 0;
+    const counted = (name: string, args: string) => {
+      hashed += 1;
+      return callKey(name, args);
+    };
+    // The service's policy, its call keys counted (the aggregates hash the calls they are not given).
+    const policy: ViewPolicy = {
+      ...viewPolicy,
+      callKey: counted,
+      extendAggregates: (previous, items, seen, keys) =>
+        extendAggregates(
+          previous,
+          items,
+          seen,
+          keys ?? items.flatMap((item) => (item.type === 'function_call' ? [counted(item.name, item.arguments)] : [])),
+        ),
+    };
+    const log = new SessionLog(new ProcessStore(store), { ...options, viewPolicy: policy });
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go on' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    expect(begun.turn.aggregates.tool_calls).toBe(63 * 10);
+    // The shards to read, the flags to write and the aggregates all take the same keys.
+    expect(hashed).toBe(keysAfterView.length);
+  });
+
   it('reads no shard for the calls of records that flag their repeats', async () => {
     const { store } = await laggingSession(60, 3, 10);
     const { shardGets, turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
     expect(turn.base.view!.keys.depth).toBe(depthFor(576));
     expect(shardGets).toBe(0);
     expect(turn.aggregates.tool_calls).toBe(63 * 10);
+  });
+});
+
+describe('cold turns after cold turns', () => {
+  /** A turn in a new process whose model answers with a call of `path`, distinct from every other. */
+  async function coldModelTurn(store: KindCountingStore, input: Item[], path: string) {
+    const { shardGets, turn } = await coldTurn(store, input);
+    const call: Item = {
+      type: 'function_call',
+      call_id: `m_${path}`,
+      name: 'read',
+      arguments: JSON.stringify({ path }),
+    };
+    const log = new SessionLog(new ProcessStore(store), options);
+    await log.completeTurn(turn, { status: 'completed', output: [call], receipt: {} });
+    return {
+      shardGets,
+      turn,
+      answer: [{ type: 'function_call_output', call_id: `m_${path}`, output: OUTPUT }] as Item[],
+    };
+  }
+
+  it("read shards only for the newest turn's model calls: each claim flags the turns it carries", async () => {
+    const { store } = await laggingSession(60, 3, 10);
+    let input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
+    const shardGets: number[] = [];
+    for (let turn = 0; turn < 6; turn++) {
+      const next = await coldModelTurn(store, input, `m${turn}`);
+      shardGets.push(next.shardGets);
+      input = next.answer;
+    }
+    const { shardGets: last, turn } = await coldTurn(store, input);
+    // The first meets only flagged appends; each later one at most the model call of the turn
+    // before it, which its completion could not flag unless its process held the call's shard (it
+    // read it for the call before, of the same prefix): one get at most, not one per turn before.
+    expect(shardGets[0]).toBe(0);
+    expect([...shardGets, last].every((gets) => gets <= 1)).toBe(true);
+    expect(turn.aggregates.tool_calls).toBe(63 * 10 + 6);
+  });
+
+  it("flag the model's calls in their completion when their process can tell them without a read", async () => {
+    const { store, keysAfterView } = await laggingSession(60, 3, 10);
+    // The loading process wrote the shards: it tells a new call of the model from them.
+    const loader = new SessionLog(store, options);
+    const begun = await loader.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go on' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const fresh: Item = { type: 'function_call', call_id: 'm1', name: 'read', arguments: '{"path":"new"}' };
+    await loader.completeTurn(begun.turn, { status: 'completed', output: [fresh], receipt: {} });
+    const answer: Item[] = [{ type: 'function_call_output', call_id: 'm1', output: OUTPUT }];
+    const afterLoader = await coldTurn(store, answer);
+    expect(afterLoader.shardGets).toBe(0);
+    // A new process holds no shard of a new call (its model's output: unflagged, one get for the
+    // next turn), but tells a repeat of a call after the view from the calls it read.
+    const repeated: Item = { type: 'function_call', call_id: 'm2', name: 'read', arguments: '{"index":0,"record":61}' };
+    expect(callKey(repeated.name, repeated.arguments)).toBe(keysAfterView[0]);
+    const log = new SessionLog(new ProcessStore(store), options);
+    await log.completeTurn(afterLoader.turn, { status: 'completed', output: [repeated], receipt: {} });
+    const afterRepeat = await coldTurn(store, [{ type: 'function_call_output', call_id: 'm2', output: OUTPUT }]);
+    expect(afterRepeat.shardGets).toBe(0);
+    expect(afterRepeat.turn.aggregates.tool_calls).toBe(63 * 10 + 2);
+    expect(afterRepeat.turn.aggregates.repeated[keysAfterView[0]!]).toBe(afterRepeat.turn.counts.items - 1);
   });
 });
 

@@ -12,7 +12,8 @@ import { SessionLog, type SessionLogOptions, type ViewPolicy } from '../support/
 /**
  * Repeat flags (lib/session/log/repeat-flags.ts): records appended by a process that has the
  * newest view's repeat index say which of their calls repeat an earlier one, and a turn or a
- * view after them takes that instead of the shards. Whoever appended, packed or turned, the
+ * view after them takes that instead of the shards; a turn's record flags the calls of the
+ * turns it carries (their input and their model's calls). Whoever appended, packed or turned, the
  * aggregates are those of the whole history.
  */
 
@@ -29,7 +30,16 @@ const step = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pack' as const) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('turn' as const), path: fc.nat(40), fresh: fc.boolean() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      kind: fc.constant('turn' as const),
+      path: fc.nat(40),
+      fresh: fc.boolean(),
+      // The model's answer: a call (of the path, unanswered), or nothing.
+      answer: fc.option(fc.nat(40), { nil: undefined }),
+    }),
+  },
 );
 
 describe('repeat flags', () => {
@@ -50,8 +60,9 @@ describe('repeat flags', () => {
             const input = pairs([next.path]);
             const begun = await log.beginTurn('s', { input });
             if (begun.kind !== 'claimed') throw new Error('expected a claim');
-            await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
             expect(begun.turn.aggregates).toEqual(computeAggregates(await allItems(loader)));
+            const answer = next.answer === undefined ? [] : [call(++n, `p${next.answer}`)];
+            await log.completeTurn(begun.turn, { status: 'completed', output: answer, receipt: {} });
           }
         }
         // A view of the newest record, even when none is due (a single record).

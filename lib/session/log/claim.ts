@@ -9,6 +9,7 @@ import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
+import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
@@ -122,12 +123,18 @@ export class TurnClaim {
   }
 
   #openTurn(committed: Commit, landing: Promise<ClaimLanding>): OpenTurn {
-    const { record, config, previous, base: claimed, scope } = committed;
+    const { record, config, previous, base: claimed, scope, sinceKeys } = committed;
     const base = claimed ?? EMPTY_BASE;
+    const keys = sinceKeys ? [...sinceKeys, ...callKeysOf(this.#log.viewPolicy, record.items)] : undefined;
     // An adopted record carries its key's hash and request hash itself.
     const keyHash = record.idempotency_key_sha256 ?? this.#keyHash;
     const requestHash = record.request_sha256 ?? this.#options.requestHash;
-    const { aggregates } = aggregatesOf(this.#log.viewPolicy, { ...base, since: [...base.since, ...record.items] });
+    const { aggregates } = aggregatesOf(
+      this.#log.viewPolicy,
+      { ...base, since: [...base.since, ...record.items] },
+      true,
+      keys,
+    );
     // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
     return Object.freeze({
       scope,
@@ -142,6 +149,7 @@ export class TurnClaim {
       carried: previous.flatMap((group) => group.items),
       carriedFromRecord: previous[0]?.record ?? record.record,
       base,
+      ...(sinceKeys ? { sinceKeys: new Set(sinceKeys) } : {}),
       context: record.context ?? null,
       overflow: record.overflow ?? null,
       writer: crypto.randomUUID(),
@@ -176,6 +184,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   const items = stored as LogItem[];
   const writer = turn.writer;
   const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
+  const repeats = turnRepeats(log, turn, items);
   const done: DoneRecord = {
     format: 'tailgate.done.v1',
     record: turn.record,
@@ -183,6 +192,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     writer,
     status: outcome.status,
     items,
+    ...(repeats ? { repeats } : {}),
     counts: {
       items: turn.counts.items + stored.length,
       turns: turn.counts.turns,

@@ -38,7 +38,7 @@ import type { Base, BeginTurnResult } from './types.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
-import { repeatsOf } from './repeat-flags.ts';
+import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -58,6 +58,8 @@ export interface Commit {
   base: Base | null;
   /** The records after the newest view listed, the written one included, and of them those it carries (itself too). */
   afterView?: AfterView;
+  /** Model turns: the call keys of `base.since`, in order (repeat-flags.ts callKeysOf). */
+  sinceKeys?: string[] | undefined;
 }
 
 /** See Commit.afterView. */
@@ -263,7 +265,8 @@ export async function prepareCommit(
   const number = (newest?.record.record ?? 0) + 1;
   const listedView = head.cursor.views.find((view) => view.record < number);
   const viewRecord = listedView?.record ?? 0;
-  const recent = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
+  const carriedGroups = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
+  const { recent, sinceKeys } = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
   const afterView = {
     records: number - viewRecord,
@@ -300,7 +303,7 @@ export async function prepareCommit(
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, afterView };
+  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, afterView, sinceKeys };
 }
 
 /**

@@ -6,7 +6,6 @@ import {
   doneSchema,
   NOTHING_UNDELIVERED,
   parseStored,
-  recordSchema,
   sessionConfigSchema,
   type ContextStart,
   type DoneRecord,
@@ -17,6 +16,7 @@ import {
   type SessionCounts,
   type Undelivered,
 } from '../records.ts';
+import { storedRecord } from '../record-check.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, type UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
@@ -109,7 +109,7 @@ export async function readRecord(
   // a LogRecord, and past here only the freezing keeps them from changing it (log/record-cache.ts).
   let record = log.recordCache?.recall(unit.key, recordObject.body) as LogRecord | undefined;
   if (!record) {
-    record = parseStored(unit.key, recordObject.body, recordSchema);
+    record = storedRecord(unit.key, recordObject.body);
     log.recordCache?.remember(unit.key, recordObject.body, record);
   }
   if (record.record !== unit.record) throw new CorruptObjectError(unit.key, `holds record ${record.record}`);
@@ -176,13 +176,15 @@ export class RecordMissingError extends Error {
 
 /** The records the newest record carries, then its own items (with its completion's), oldest first. */
 export function recordGroups(newest: { record: LogRecord; done: DoneRecord | null }): NonNullable<LogRecord['recent']> {
+  // With a completion, its flags (of the record's calls and its own) or none.
+  const repeats = newest.done ? newest.done.repeats : newest.record.repeats;
   return [
     ...(newest.record.recent ?? []),
     {
       record: newest.record.record,
       // The record's own array when it is all (a carry and the repeat flags key their caches by it).
       items: newest.done ? [...newest.record.items, ...newest.done.items] : newest.record.items,
-      ...(newest.record.repeats && !newest.done ? { repeats: newest.record.repeats } : {}),
+      ...(repeats ? { repeats } : {}),
     },
   ];
 }

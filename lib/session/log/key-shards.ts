@@ -154,6 +154,30 @@ export function seenBefore(known: KnownKeys | null, key: string, strict: boolean
   return holds(shard, short);
 }
 
+/**
+ * Whether the index of `view` holds `key`, told without a read: from its delta, the shards
+ * `known` loaded, or the shards this process keeps (shard-cache.ts); undefined when only a
+ * shard read would tell.
+ */
+export function indexHolds(
+  log: LogContext,
+  scope: LogScope,
+  view: LogView,
+  known: KnownKeys | null,
+  key: string,
+): boolean | undefined {
+  const short = key.slice(0, INDEX_KEY_CHARS);
+  if (holds(view.keys.delta ?? '', short)) return true;
+  const prefix = key.slice(0, view.keys.depth);
+  const loaded = known?.depth === view.keys.depth ? known.shards.get(prefix) : undefined;
+  if (loaded !== undefined) return holds(loaded, short);
+  const version = shardVersions(view.keys).get(prefix);
+  // No shard of the prefix: no key of it before the delta's.
+  if (version === undefined) return false;
+  const cached = shardCacheOf(log.store).get(keyShardKey(scope, version, prefix));
+  return cached === undefined ? undefined : holds(cached, short);
+}
+
 /** Whether the sorted concatenation of keys `sorted` holds `key` (binary search). */
 function holds(sorted: string, key: string): boolean {
   const at = position(sorted, key) * INDEX_KEY_CHARS;

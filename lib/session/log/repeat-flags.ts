@@ -3,8 +3,8 @@ import type { LogScope } from '../keys.ts';
 import type { LogItem, LogRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { recordGroups, type Head } from './head.ts';
-import { EMPTY_INDEX, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
-import type { ViewPolicy } from './types.ts';
+import { EMPTY_INDEX, indexHolds, knownKeysOf, rememberedIndex, seenBefore, ShardMissingError } from './key-shards.ts';
+import type { Base, OpenTurn, ViewPolicy } from './types.ts';
 
 /**
  * Repeat flags: an append's record says of each of its calls whether its call key was seen
@@ -85,6 +85,114 @@ export async function repeatsOf(
     if (error instanceof ShardMissingError) return undefined;
     throw error;
   }
+}
+
+/**
+ * `recent`, the groups a turn's record carries, with flags for each group after the view of
+ * `base` that has none (a turn's input and its model's output: no appender tells them). The
+ * claim has read what its base's calls need (the flags of the records after the view, the
+ * delta, the shards of the other keys: readBase), so it tells them exactly, and a later turn
+ * meeting these records after the view reads no shard for their calls. `keys`: the call keys
+ * of `base.since`, in order (callKeysOf).
+ */
+export function flagCarried(
+  policy: ViewPolicy,
+  recent: readonly Group[],
+  base: Base,
+  keys: readonly string[],
+): Group[] {
+  const viewRecord = base.view?.record ?? 0;
+  const firstSeq = base.since[0]?.seq ?? Number.POSITIVE_INFINITY;
+  const unflagged = new Set(
+    recent.filter(
+      (group) => group.record > viewRecord && (group.items[0]?.seq ?? 0) >= firstSeq && !flagsFit(policy, group),
+    ),
+  );
+  if (unflagged.size === 0) return [...recent];
+  // Whether each call after the view repeats an earlier call of the history, by seq.
+  const repeat = new Map<number, boolean>();
+  const seen = new Set<string>();
+  let call = 0;
+  for (const item of base.since) {
+    if (item.type !== 'function_call') continue;
+    const key = keys[call++]!;
+    repeat.set(item.seq, seen.has(key) || seenBefore(base.known, key, true));
+    seen.add(key);
+  }
+  return recent.map((group) => {
+    if (!unflagged.has(group)) return group;
+    let bits = '';
+    for (const item of group.items) if (item.type === 'function_call') bits += repeat.get(item.seq) ? '1' : '0';
+    return bits === '' ? group : { ...group, repeats: `${policy.version}:${bits}` };
+  });
+}
+
+/**
+ * The `repeats` of a turn's completion: of the calls of its record's items and then of
+ * `output`, when the turn's process tells them without a read: a key among the calls after the
+ * view (`turn.sinceKeys`) or earlier in these, in the view's delta, or in a shard its claim
+ * loaded or the process keeps. Undefined when there is no call, or one only a shard read would
+ * tell (a new call of the model, in a process that has not read its shard): the next claim
+ * reads that shard and flags the group then (flagCarried).
+ */
+export function turnRepeats(log: LogContext, turn: OpenTurn, output: readonly LogItem[]): string | undefined {
+  const keys = callKeysOf(log.viewPolicy, [...turn.inputRecords, ...output]);
+  const { sinceKeys, base } = turn;
+  if (keys.length === 0 || !sinceKeys) return undefined;
+  const batch = new Set<string>();
+  let repeats = '';
+  for (const key of keys) {
+    const repeat =
+      batch.has(key) ||
+      sinceKeys.has(key) ||
+      (base.view ? indexHolds(log, turn.scope, base.view, base.known, key) : false);
+    if (repeat === undefined) return undefined;
+    repeats += repeat ? '1' : '0';
+    batch.add(key);
+  }
+  return `${log.viewPolicy.version}:${repeats}`;
+}
+
+/**
+ * What a turn's claim carries (`carried`), flagged (flagCarried), and the call keys of its
+ * base (sinceKeysOf); as it is without a base (not a turn) or a newest record.
+ */
+export function flaggedCarry(
+  policy: ViewPolicy,
+  base: Base | null,
+  newest: Head['newest'],
+  carried: Group[],
+): { recent: Group[]; sinceKeys?: string[] } {
+  if (!base || !newest) return { recent: carried };
+  const sinceKeys = sinceKeysOf(policy, base, recordGroups(newest));
+  return { recent: flagCarried(policy, carried, base, sinceKeys), sinceKeys };
+}
+
+/**
+ * The call keys of `base.since`, in order (callKeysOf), `groups` being the newest record's
+ * (head.ts recordGroups): those of the records it carries after the view are the ones readBase
+ * told already (kept by their items array), so they are not hashed again.
+ */
+export function sinceKeysOf(policy: ViewPolicy, base: Base, groups: readonly Group[]): string[] {
+  const after = groups.filter((group) => group.record > (base.view?.record ?? 0) && group.items.length > 0);
+  const walked = base.since.length - after.reduce((sum, group) => sum + group.items.length, 0);
+  const first = after[0]?.items[0];
+  const last = after.at(-1)?.items.at(-1);
+  if (walked < 0 || (first && (base.since[walked] !== first || base.since.at(-1) !== last)))
+    return callKeysOf(policy, base.since);
+  return [
+    ...callKeysOf(policy, base.since.slice(0, walked)),
+    ...after.flatMap((group) => groupKeysOf(policy, group.items)),
+  ];
+}
+
+/** Whether `group` has flags of `policy`, one per call. */
+function flagsFit(policy: ViewPolicy, group: Group): boolean {
+  const tag = `${policy.version}:`;
+  if (!group.repeats?.startsWith(tag)) return false;
+  let calls = 0;
+  for (const item of group.items) if (item.type === 'function_call') calls += 1;
+  return group.repeats.length - tag.length === calls;
 }
 
 /**

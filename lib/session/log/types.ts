@@ -71,6 +71,8 @@ export interface OpenTurn {
   readonly carriedFromRecord: number;
   /** The newest view the claim found (null: none yet), and every item after it before the input. */
   readonly base: Readonly<Base>;
+  /** The call keys of `base.since`, when the claim had them: the completion flags its calls' repeats with them. */
+  readonly sinceKeys?: ReadonlySet<string>;
   /**
    * The context start at the claim (null: never compacted). Reads stop at its `start_seq`.
    * A compaction in the turn returns the moved one (`commitTurnContext`); the close stores it.

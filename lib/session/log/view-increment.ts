@@ -50,24 +50,27 @@ export async function incrementalTail(
   // the tool items there are looked at; the messages between them are copied in runs.
   const needed = new Set(wanted.seqs);
   const pinnedSeqs = new Set(pinned);
-  const positions = toolsBefore(held, split);
-  /** Call id -> whether the view holds it whole, for the calls kept. */
-  const keptCalls = new Map<string, boolean>();
-  const awaiting = new Map<string, LogItem>();
+  const index = toolsBefore(held, split);
   /** Position -> the item that takes its place (null: none). */
   const changed = new Map<number, LogItem | null>();
-  for (const position of positions) {
+  /** The calls kept whose output is not before the window, by call id -> whether held whole. */
+  const awaiting = new Map<string, { call: LogItem; whole: boolean; at: number }>();
+  let keptCalls = 0;
+  for (let at = 0; at < index.positions.length; at++) {
+    const position = index.positions[at]!;
+    const owner = index.owners[at]!;
     const item = held[position]!;
     if (item.type === 'message' || isBehind(item) || item.compacted) return null;
-    if (item.type === 'function_call' && needed.has(item.seq)) {
-      keptCalls.set(item.call_id, pinnedSeqs.has(item.seq));
-      awaiting.set(item.call_id, item);
-    } else if (item.type === 'function_call_output' && keptCalls.has(item.call_id)) awaiting.delete(item.call_id);
-    else {
+    if (!needed.has(owner)) {
       changed.set(position, null);
       continue;
     }
-    const kept = keptCalls.get(item.call_id) ? item : compactedItem(log, item);
+    const whole = pinnedSeqs.has(owner);
+    if (item.type === 'function_call') {
+      keptCalls += 1;
+      if (!index.answered[at]) awaiting.set(item.call_id, { call: item, whole, at });
+    }
+    const kept = whole ? item : compactedItem(log, item);
     if (kept !== item) changed.set(position, kept);
   }
   const runs: LogItem[][] = [];
@@ -78,17 +81,16 @@ export async function incrementalTail(
   }
   const kept = runs.concat([held.slice(from, split)]).flat();
   // Every needed call before the window is among them.
-  if (keptCalls.size !== lowerBound(wanted.seqs, tail.window_start)) return null;
+  if (keptCalls !== lowerBound(wanted.seqs, tail.window_start)) return null;
   // After it, as the whole build selects: the calls still awaiting their output lead, so that
   // the output is taken as it would be after them.
-  const selected = log.viewPolicy
-    .selectTail([...awaiting.values(), ...recent], wanted)
-    .slice(awaiting.size) as LogItem[];
+  const leading = [...awaiting.values()].map((entry) => entry.call);
+  const selected = log.viewPolicy.selectTail([...leading, ...recent], wanted).slice(leading.length) as LogItem[];
   const checked = wholeCallIds(selected, wanted.wholeCalls, wanted.seqs)!;
   const whole = wholeCallIds(selected, wholeCalls, pinned)!;
-  for (const [callId, pinnedCall] of keptCalls) {
+  for (const [callId, entry] of awaiting) {
     checked.add(callId);
-    if (pinnedCall) whole.add(callId);
+    if (entry.whole) whole.add(callId);
   }
   const rest: LogItem[] = [];
   for (const item of selected) {
@@ -98,31 +100,83 @@ export async function incrementalTail(
   }
   const items = kept.concat((await hydrate(log, scope, rest)) as LogItem[]);
   const windowStart = recent[cut]?.seq ?? lastSeq + 1;
-  // The new tail's tool items before its window: those kept, and those selected before it.
-  const next: number[] = [];
-  let gone = 0;
-  for (const position of positions) {
-    if (changed.get(position) === null) gone += 1;
-    else next.push(position - gone);
-  }
-  for (let index = kept.length; index < items.length && items[index]!.seq < windowStart; index++)
-    if (items[index]!.type !== 'message') next.push(index);
-  toolPositions.set(items, next);
+  toolIndexes.set(items, nextIndex(index, changed, awaiting, items, kept.length, windowStart));
   return { items, windowStart };
 }
 
-/** The positions of the tool items before a view's window, by its tail's items (see toolsBefore). */
-const toolPositions = new WeakMap<readonly LogItem[], number[]>();
+/**
+ * Where the tool items before a view's window are in its tail (`positions`, ascending), the seq
+ * of the call each belongs to (`owners`), and for a call whether its output is there too
+ * (`answered`): kept by the tail's items array, so that the next view built from it looks at
+ * no message (see toolsBefore).
+ */
+interface ToolIndex {
+  positions: number[];
+  owners: number[];
+  answered: boolean[];
+}
 
-/** The positions of the tool items among `items` (a view's tail) before `split` (its window). */
-function toolsBefore(items: readonly LogItem[], split: number): number[] {
-  let positions = toolPositions.get(items);
-  if (!positions) {
-    positions = [];
-    for (let index = 0; index < split; index++) if (items[index]!.type !== 'message') positions.push(index);
-    toolPositions.set(items, positions);
+const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
+
+/** The tool index of `items` (a view's tail) before `split` (its window): kept, or made in one pass. */
+function toolsBefore(items: readonly LogItem[], split: number): ToolIndex {
+  let index = toolIndexes.get(items);
+  if (!index) {
+    index = { positions: [], owners: [], answered: [] };
+    addTools(index, items, 0, split, new Map());
+    toolIndexes.set(items, index);
   }
-  return positions;
+  return index;
+}
+
+/**
+ * Adds the tool items of `items` from `from` up to `to` to `index`. `calls`: call id -> where
+ * in the index its call is, for the calls whose output may still come.
+ */
+function addTools(index: ToolIndex, items: readonly LogItem[], from: number, to: number, calls: Map<string, number>) {
+  for (let position = from; position < to; position++) {
+    const item = items[position]!;
+    if (item.type === 'message') continue;
+    const call = calls.get(item.call_id);
+    if (item.type === 'function_call_output' && call !== undefined) index.answered[call] = true;
+    if (item.type === 'function_call') calls.set(item.call_id, index.positions.length);
+    index.positions.push(position);
+    index.owners.push(item.type === 'function_call' ? item.seq : call === undefined ? -1 : index.owners[call]!);
+    index.answered.push(false);
+  }
+}
+
+/**
+ * The tool index of a tail built from one indexed as `index`: its kept tool items, moved up
+ * over those dropped, then those of the new part (from `keptLength`) before `windowStart`.
+ */
+function nextIndex(
+  index: ToolIndex,
+  changed: ReadonlyMap<number, LogItem | null>,
+  awaiting: ReadonlyMap<string, { at: number }>,
+  items: readonly LogItem[],
+  keptLength: number,
+  windowStart: number,
+): ToolIndex {
+  const next: ToolIndex = { positions: [], owners: [], answered: [] };
+  const moved = new Map<number, number>();
+  let gone = 0;
+  for (let at = 0; at < index.positions.length; at++) {
+    const position = index.positions[at]!;
+    if (changed.get(position) === null) {
+      gone += 1;
+      continue;
+    }
+    moved.set(at, next.positions.length);
+    next.positions.push(position - gone);
+    next.owners.push(index.owners[at]!);
+    next.answered.push(index.answered[at]!);
+  }
+  const calls = new Map([...awaiting].map(([callId, entry]) => [callId, moved.get(entry.at)!] as const));
+  let end = keptLength;
+  while (end < items.length && items[end]!.seq < windowStart) end++;
+  addTools(next, items, keptLength, end, calls);
+  return next;
 }
 
 /**

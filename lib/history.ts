@@ -12,11 +12,16 @@ import { z } from 'zod';
  *   call has the same call key as an earlier call), base64 of a little-endian bit array.
  *   Enough to recompute any epoch schedule for any configuration.
  * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
+ * - `repeated_older` (absent: `repeated` is whole): `repeated` holds only the entries whose seq
+ *   is at least `before_seq`, the others are stored apart by the session log (the view of record
+ *   `record` wrote them, lib/session/log/older-repeated.ts). Exact for anything that looks only at
+ *   seqs from `before_seq` on: a tail view from there, under an overflow boundary at or after it.
  * - `images`: `input_image` parts in the whole history (message contents and outputs).
  * - `image_order`: one bit per function_call and per image part in history order (bit set =
  *   a function_call, clear = an image part; `tool_calls + images` bits), base64 of a
- *   little-endian bit array. It tells how many calls came before any image (`shorten_images`
- *   needs the tail that holds its newest whole images).
+ *   little-endian bit array; '' while the history has no image (every bit would be set). It
+ *   tells how many calls came before any image (`shorten_images` needs the tail that holds its
+ *   newest whole images).
  */
 export const historyAggregatesSchema = z
   .object({
@@ -26,6 +31,10 @@ export const historyAggregatesSchema = z
     repeated: z.record(z.string(), z.number().int().positive()),
     images: z.number().int().nonnegative(),
     image_order: z.string(),
+    repeated_older: z
+      .object({ before_seq: z.number().int().positive(), record: z.number().int().positive() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;

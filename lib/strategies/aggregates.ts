@@ -145,10 +145,22 @@ export function extendAggregates(
       repeat_flags: withBits(previous.repeat_flags, toolCalls, setBits),
       repeated,
       images,
-      image_order: withBits(previous.image_order, toolCalls + images, callBits),
+      image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
+      // A repeat's entry is newer than every seq before, so it belongs to the entries kept.
+      ...(previous.repeated_older ? { repeated_older: previous.repeated_older } : {}),
     },
     newKeys,
   };
+}
+
+/** The `image_order` bits of aggregates, also while it is '' for a history without images (all calls). */
+function imageOrderOf(aggregates: HistoryAggregates): string {
+  if (aggregates.images > 0 || aggregates.tool_calls === 0) return aggregates.image_order;
+  return withBits(
+    '',
+    aggregates.tool_calls,
+    Array.from({ length: aggregates.tool_calls }, (_, bit) => bit),
+  );
 }
 
 /**

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   callKey,
+  callsBeforeImage,
   canonicalArguments,
   canonicalCall,
   computeAggregates,
@@ -138,6 +139,30 @@ describe('aggregates', () => {
     const called = extendAggregates(previous, next.slice(3), (key) => key === callKey('read', '{}')).aggregates;
     expect(called.repeated).toBe(previous.repeated);
     expect(called).toEqual(computeAggregates(next));
+  });
+
+  it('holds no image order while the history has no image, and the order of every call once one comes', () => {
+    const calls = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{"a":1}'), user('go')]);
+    // A long agent's history without images: a bit per call, every one set, is not kept.
+    const none = computeAggregates(calls);
+    expect(none.image_order).toBe('');
+    const image: PromptItem = { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'u' }] };
+    const all = sequenced([...calls, image, call('3', 'read', '{}')]);
+    const seen = (key: string) => key === callKey('read', '{}');
+    const extended = extendAggregates(none, all.slice(calls.length), seen).aggregates;
+    expect(extended).toEqual(computeAggregates(all));
+    expect(callsBeforeImage(extended, 1)).toBe(2);
+  });
+
+  it('carries the split of `repeated` to the entries a repeat adds, which are newer than it', () => {
+    const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}')]);
+    const split = {
+      ...computeAggregates(items.slice(0, 2)),
+      repeated: {},
+      repeated_older: { before_seq: 2, record: 1 },
+    };
+    const extended = extendAggregates(split, items.slice(2), (key) => key === callKey('read', '{}')).aggregates;
+    expect(extended).toEqual({ ...computeAggregates(items), repeated_older: { before_seq: 2, record: 1 } });
   });
 
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {

@@ -1,4 +1,4 @@
-import type { TailRequirement } from '../../history.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
@@ -19,7 +19,8 @@ import {
   type Head,
 } from './head.ts';
 import { hydrate } from './item-pages.ts';
-import { cursorBelow, readTail } from './tail-reader.ts';
+import { cursorBelow, readTail, wholeAggregatesOf } from './tail-reader.ts';
+import { dropOlderRepeated, viewAggregates } from './older-repeated.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
 import { callKeysOf } from './repeat-flags.ts';
@@ -100,6 +101,7 @@ export async function writeViewIfDue(
     rememberIndex(log, key, view.keys);
   }
   if (replaced.length > 0) await log.store.delete(replaced);
+  if (written) await dropOlderRepeated(log, scope, base.view, view);
   return written ? { key, view } : { key };
 }
 
@@ -179,6 +181,7 @@ export async function heldView(
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
   // No stored view names the shards it replaced.
   if (replaced.length > 0) await log.store.delete(replaced);
+  await dropOlderRepeated(log, scope, prior, view);
   return view;
 }
 
@@ -207,8 +210,35 @@ async function composeView(
   requirement: PackOptions['requirement'],
   keys?: readonly string[],
 ): Promise<{ view: LogView; replaced: string[] }> {
+  const { aggregates: claimed, newKeys } = aggregatesOf(log.viewPolicy, base, true, keys);
+  const whole = () => wholeAggregatesOf(log, scope, base);
+  const tailOf = (aggregates: HistoryAggregates) => viewTail(log, scope, newest, base, requirement, aggregates);
+  const { tail, aggregates } = await viewAggregates(log, scope, newest, claimed, whole, tailOf);
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, newest.record.record);
+  const view: LogView = {
+    format: 'tailgate.view.v1',
+    v: VIEW_VERSION,
+    policy: log.viewPolicy.version,
+    record: newest.record.record,
+    last_seq: countsOf(newest).items,
+    aggregates,
+    keys: index,
+    tail,
+    created_at: log.clock().toISOString(),
+  };
+  return { view, replaced };
+}
+
+/** The tail of the view of `newest` for the strategies' requirement of `aggregates` (see composeView). */
+async function viewTail(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  base: Base,
+  requirement: PackOptions['requirement'],
+  aggregates: HistoryAggregates,
+): Promise<LogView['tail']> {
   const policy = log.viewPolicy;
-  const { aggregates, newKeys } = aggregatesOf(policy, base, true, keys);
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   const boundary = overflowOf(newest);
@@ -262,20 +292,7 @@ async function composeView(
       items: await viewItems(log, scope, items, needed.wholeCalls, pinned, start.toolStart),
     };
   }
-  const record = newest.record.record;
-  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, record);
-  const view: LogView = {
-    format: 'tailgate.view.v1',
-    v: VIEW_VERSION,
-    policy: policy.version,
-    record,
-    last_seq: lastSeq,
-    aggregates,
-    keys: index,
-    tail,
-    created_at: log.clock().toISOString(),
-  };
-  return { view, replaced };
+  return tail;
 }
 
 /**

@@ -11,7 +11,8 @@ import { z } from 'zod';
  * - `repeat_flags`: one bit per function_call in history order (bit i set = the (i+1)-th
  *   call has the same call key as an earlier call), base64 of a little-endian bit array.
  *   Enough to recompute any epoch schedule for any configuration.
- * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
+ * - `repeated`: for every call key seen at least twice, the seq of its newest function_call,
+ *   keyed by the call key's first REPEATED_KEY_CHARS hex characters.
  * - `repeated_older` (absent: `repeated` is whole): `repeated` holds only the entries whose seq
  *   is at least `before_seq`, the others are stored apart by the session log (the view of record
  *   `record` wrote them, lib/session/log/older-repeated.ts). Exact for anything that looks only at
@@ -38,6 +39,12 @@ export const historyAggregatesSchema = z
   })
   .strict();
 export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
+
+/**
+ * The hex characters of a call key that key `repeated`: 48 bits, as the repeat index keys calls
+ * (lib/session/log/key-shards.ts), so a long history's map costs a third less to store and parse.
+ */
+export const REPEATED_KEY_CHARS = 12;
 
 const seqsOfRepeated = new WeakMap<object, readonly number[]>();
 

@@ -1,5 +1,5 @@
 import { sha256Hex } from '../hash.ts';
-import type { HistoryAggregates } from '../history.ts';
+import { REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
 import type { PromptItem } from '../items.ts';
 
 export { historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
@@ -131,7 +131,7 @@ export function extendAggregates(
     if (repeat) {
       setBits.push(toolCalls);
       if (repeated === previous.repeated) repeated = { ...previous.repeated };
-      repeated[key] = item.seq;
+      repeated[key.slice(0, REPEATED_KEY_CHARS)] = item.seq;
     } else {
       newKeys.push(key);
       batchKeys.add(key);

@@ -1,5 +1,6 @@
 import { sha256Hex } from '../hash.ts';
 import { REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
+import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
 export { historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
@@ -197,12 +198,20 @@ export function callsBeforeImage(aggregates: HistoryAggregates, newest: number):
  * history order) has the same call key as an earlier call.
  */
 export function repeatFlagReader(aggregates: HistoryAggregates): (index: number) => boolean {
-  const bytes = decodeBase64(aggregates.repeat_flags);
-  return (index) => index >= 0 && index >> 3 < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
+  const indices = repeatIndices(aggregates);
+  return (index) => indices[lowerBound(indices, index)] === index;
 }
 
-/** The indices of the calls the repeat flags of aggregates mark, ascending. */
-export function repeatIndices(aggregates: HistoryAggregates): number[] {
+const indicesOf = new WeakMap<HistoryAggregates, readonly number[]>();
+
+/**
+ * The indices of the calls the repeat flags of aggregates mark, ascending. Kept per aggregates
+ * object, which is never changed once built: a turn asks for them for its requirement and again
+ * for its prompt, and a long history's flags are tens of KiB.
+ */
+export function repeatIndices(aggregates: HistoryAggregates): readonly number[] {
+  const kept = indicesOf.get(aggregates);
+  if (kept) return kept;
   const bytes = decodeBase64(aggregates.repeat_flags);
   const indices: number[] = [];
   for (let byte = 0; byte < bytes.length; byte += 1) {
@@ -210,6 +219,7 @@ export function repeatIndices(aggregates: HistoryAggregates): number[] {
     if (bits === 0) continue;
     for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
   }
+  indicesOf.set(aggregates, indices);
   return indices;
 }
 

@@ -166,6 +166,14 @@ describe('aggregates', () => {
     expect(extended).toEqual({ ...computeAggregates(items), repeated_older: { before_seq: 2, record: 1 } });
   });
 
+  it('decodes the repeat flags of one aggregates object once, however often a turn asks', () => {
+    const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}')]);
+    const aggregates = computeAggregates(items);
+    expect(repeatIndices(aggregates)).toEqual([1]);
+    expect(repeatIndices(aggregates)).toBe(repeatIndices(aggregates));
+    expect([0, 1, 2, -1].map(repeatFlagReader(aggregates))).toEqual([false, true, false, false]);
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

@@ -9,8 +9,9 @@ import { z } from 'zod';
  * - `tool_calls` / `tool_outputs`: function_call and function_call_output items in the
  *   whole history.
  * - `repeat_flags`: one bit per function_call in history order (bit i set = the (i+1)-th
- *   call has the same call key as an earlier call), base64 of a little-endian bit array.
- *   Enough to recompute any epoch schedule for any configuration.
+ *   call has the same call key as an earlier call), base64 of a little-endian bit array, or,
+ *   when shorter, `~` and the gaps between the set bits (lib/strategies/aggregates.ts
+ *   `encodeRepeats`). Enough to recompute any epoch schedule for any configuration.
  * - `repeated`: for every call key seen at least twice, the seq of its newest function_call,
  *   keyed by the call key's first REPEATED_KEY_CHARS hex characters.
  * - `repeated_older` (absent: `repeated` is whole): `repeated` holds only the entries whose seq

@@ -143,7 +143,7 @@ export function extendAggregates(
     aggregates: {
       tool_calls: toolCalls,
       tool_outputs: toolOutputs,
-      repeat_flags: withBits(previous.repeat_flags, toolCalls, setBits),
+      repeat_flags: withRepeats(previous.repeat_flags, toolCalls, setBits),
       repeated,
       images,
       image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
@@ -202,6 +202,78 @@ export function repeatFlagReader(aggregates: HistoryAggregates): (index: number)
   return (index) => indices[lowerBound(indices, index)] === index;
 }
 
+/**
+ * `repeat_flags` for `calls` calls: `previous` with the calls at `indices` (ascending, after
+ * every index it holds) marked. `previous` itself when nothing is marked and its encoding is
+ * still the shorter one.
+ */
+function withRepeats(previous: string, calls: number, indices: readonly number[]): string {
+  if (indices.length === 0) {
+    if (previous.startsWith(SPARSE) && previous.length < denseLength(calls)) return previous;
+    if (!previous.startsWith(SPARSE) && decodedLength(previous) === Math.ceil(calls / 8)) return previous;
+  }
+  return encodeRepeats([...decodeRepeats(previous), ...indices], calls);
+}
+
+/**
+ * The repeat flags of `calls` calls whose repeats are at `indices` (ascending), in the shorter
+ * of two encodings: a bit per call (base64 of a little-endian bit array), or, when repeats are
+ * sparse (5% of a coding agent's calls), SPARSE and the gaps between them, each a base-32
+ * number, most significant digit first, its last digit from FINAL_DIGITS and the others from
+ * MORE_DIGITS (a gap below 32 is one character).
+ */
+function encodeRepeats(indices: readonly number[], calls: number): string {
+  let sparse = SPARSE;
+  let previous = -1;
+  for (const index of indices) {
+    let gap = index - previous - 1;
+    let digits = FINAL_DIGITS[gap & 31]!;
+    for (gap = Math.floor(gap / 32); gap > 0; gap = Math.floor(gap / 32)) digits = MORE_DIGITS[gap & 31]! + digits;
+    sparse += digits;
+    previous = index;
+  }
+  if (sparse.length < denseLength(calls)) return sparse;
+  const bytes = new Uint8Array(Math.ceil(calls / 8));
+  for (const index of indices) bytes[index >> 3]! |= 1 << (index & 7);
+  return encodeBase64(bytes);
+}
+
+/** The indices `encodeRepeats` encoded, ascending. */
+function decodeRepeats(text: string): number[] {
+  const indices: number[] = [];
+  if (text.startsWith(SPARSE)) {
+    let gap = 0;
+    let previous = -1;
+    for (let at = 1; at < text.length; at += 1) {
+      const more = MORE_DIGITS.indexOf(text[at]!);
+      if (more >= 0) {
+        gap = gap * 32 + more;
+        continue;
+      }
+      previous += gap * 32 + FINAL_DIGITS.indexOf(text[at]!) + 1;
+      indices.push(previous);
+      gap = 0;
+    }
+    return indices;
+  }
+  const bytes = decodeBase64(text);
+  for (let byte = 0; byte < bytes.length; byte += 1) {
+    const bits = bytes[byte]!;
+    if (bits === 0) continue;
+    for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
+  }
+  return indices;
+}
+
+const SPARSE = '~';
+const MORE_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef';
+const FINAL_DIGITS = 'ghijklmnopqrstuvwxyz0123456789-_';
+
+/** The length of the base64 of a bit per call. */
+function denseLength(calls: number): number {
+  return Math.ceil(Math.ceil(calls / 8) / 3) * 4;
+}
+
 const indicesOf = new WeakMap<HistoryAggregates, readonly number[]>();
 
 /**
@@ -212,13 +284,7 @@ const indicesOf = new WeakMap<HistoryAggregates, readonly number[]>();
 export function repeatIndices(aggregates: HistoryAggregates): readonly number[] {
   const kept = indicesOf.get(aggregates);
   if (kept) return kept;
-  const bytes = decodeBase64(aggregates.repeat_flags);
-  const indices: number[] = [];
-  for (let byte = 0; byte < bytes.length; byte += 1) {
-    const bits = bytes[byte]!;
-    if (bits === 0) continue;
-    for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
-  }
+  const indices = decodeRepeats(aggregates.repeat_flags);
   indicesOf.set(aggregates, indices);
   return indices;
 }

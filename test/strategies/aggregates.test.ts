@@ -174,6 +174,31 @@ describe('aggregates', () => {
     expect([0, 1, 2, -1].map(repeatFlagReader(aggregates))).toEqual([false, true, false, false]);
   });
 
+  it('writes sparse repeat flags as the gaps between them, dense ones as a bit per call, whichever is shorter', () => {
+    const history = (calls: number, repeats: ReadonlySet<number>) =>
+      sequenced(
+        Array.from({ length: calls }, (_, index) =>
+          call(`c${index}`, 'read', repeats.has(index) ? '{}' : `{"n":${index}}`),
+        ),
+      );
+    const base64Length = (calls: number) => Math.ceil(Math.ceil(calls / 8) / 3) * 4;
+    // A few repeats among 3,000 calls, gaps of one, two and three digits: the gaps.
+    const sparse = new Set([0, 1, 40, 1_100, 2_999]);
+    const rare = computeAggregates(history(3_000, sparse));
+    expect(rare.repeat_flags).toMatch(/^~/);
+    expect(rare.repeat_flags).toHaveLength(10);
+    expect(repeatIndices(rare)).toEqual([1, 40, 1_100, 2_999]);
+    // Every other call a repeat: a bit per call.
+    const dense = new Set(Array.from({ length: 150 }, (_, index) => 2 * index));
+    const often = computeAggregates(history(300, dense));
+    expect(often.repeat_flags).toHaveLength(base64Length(300));
+    expect(repeatIndices(often)).toEqual([...dense].slice(1));
+    // Extended across the switch, as computed whole.
+    const items = history(400, new Set([...dense, 350]));
+    const extended = extendAggregates(often, items.slice(300), (key) => key === callKey('read', '{}')).aggregates;
+    expect(extended).toEqual(computeAggregates(items));
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

@@ -245,12 +245,10 @@ function decodeRepeats(text: string): number[] {
     let gap = 0;
     let previous = -1;
     for (let at = 1; at < text.length; at += 1) {
-      const more = MORE_DIGITS.indexOf(text[at]!);
-      if (more >= 0) {
-        gap = gap * 32 + more;
-        continue;
-      }
-      previous += gap * 32 + FINAL_DIGITS.indexOf(text[at]!) + 1;
+      const digit = DIGIT_VALUES[text.charCodeAt(at)] ?? 0;
+      gap = gap * 32 + (digit & 31);
+      if (digit < 32) continue;
+      previous += gap + 1;
       indices.push(previous);
       gap = 0;
     }
@@ -268,6 +266,12 @@ function decodeRepeats(text: string): number[] {
 const SPARSE = '~';
 const MORE_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef';
 const FINAL_DIGITS = 'ghijklmnopqrstuvwxyz0123456789-_';
+/** By character code: a digit's value, plus 32 for a last digit. */
+const DIGIT_VALUES = new Uint8Array(128);
+for (let value = 0; value < 32; value += 1) {
+  DIGIT_VALUES[MORE_DIGITS.charCodeAt(value)] = value;
+  DIGIT_VALUES[FINAL_DIGITS.charCodeAt(value)] = value + 32;
+}
 
 /** The length of the base64 of a bit per call. */
 function denseLength(calls: number): number {

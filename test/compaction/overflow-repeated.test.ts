@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { compactSession } from '../../lib/turn/compact-session.ts';
 import { computeAggregates, type SequencedItem } from '../../lib/strategies/aggregates.ts';
 import { packOptions, previewPrompt, runTurn, sessionStrategyPlan, type TurnRequest } from '../../lib/turn/index.ts';
 import { viewSchema } from '../../lib/session/view-records.ts';
@@ -139,6 +140,20 @@ describe('the repeated calls of a long session under the overflow boundary', () 
     const reference = computeAggregates(items);
     expect(Object.keys(reference.repeated).length).toBeGreaterThan(700);
     expect(reference.repeated).toMatchObject(view.aggregates.repeated);
+  }, 120_000);
+
+  it('are whole again in the view after a compaction, their object deleted once that view is stored', async () => {
+    const window = await session(false);
+    await window.turn(next(0));
+    await window.turn(next(1));
+    expect(await olderKeys(window.store)).toHaveLength(1);
+    await compactSession(window.service, 's1', { keep_tokens: 0 });
+    await window.turn(next(2));
+    const view = await newestView(window.store);
+    expect(view.aggregates.repeated_older).toBeUndefined();
+    expect(await olderKeys(window.store)).toEqual([]);
+    const items = window.history.map((item, index) => ({ ...item, seq: index + 1 }) as SequencedItem);
+    expect(view.aggregates.repeated).toEqual(computeAggregates(items).repeated);
   }, 120_000);
 
   it('are read from the log when their object is gone, giving the same prompts', async () => {

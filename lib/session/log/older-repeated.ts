@@ -24,7 +24,7 @@ import type { LogView } from '../view-records.ts';
  * A view splits `repeated` once its entries older than the split hold this many bytes of JSON,
  * and writes the older ones again once that many have gathered in front of its split.
  */
-export const SPLIT_BYTES = 8 * 1024;
+const SPLIT_BYTES = 8 * 1024;
 
 /** `keys/<generation>/<inverted record>-repeated-<before_seq>` (lib/session/keys.ts). */
 const olderRepeatedSchema = z
@@ -100,7 +100,7 @@ function storedOlder(key: string, value: unknown): OlderRepeated {
     Object.getPrototypeOf(candidate.repeated) === Object.prototype &&
     checkedRepeatedSeqs(candidate.repeated) !== null;
   if (!plain) return validateStored(key, value, olderRepeatedSchema);
-  const { repeated, ...rest } = candidate as OlderRepeated;
+  const { repeated: _repeated, ...rest } = candidate as OlderRepeated;
   validateStored(key, { ...rest, repeated: {} }, olderRepeatedSchema);
   return candidate as OlderRepeated;
 }

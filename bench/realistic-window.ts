@@ -1,6 +1,7 @@
 import { DEFAULTS } from '../lib/defaults.ts';
 import { Inbox } from '../lib/inbox/inbox.ts';
 import type { Item } from '../lib/items.ts';
+import { RECORD_BOUND } from '../lib/session/keys.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
@@ -81,6 +82,9 @@ export interface ViewParts {
   earlyTools: number;
   repeated: number;
   repeatedKeys: number;
+  /** The object with the entries of `repeated` the view leaves out (not in `total`), and their count. */
+  olderRepeated: number;
+  olderRepeatedKeys: number;
   repeatFlags: number;
   imageOrder: number;
   keys: number;
@@ -225,6 +229,7 @@ async function viewParts(store: ObjectStore, id: string): Promise<ViewParts> {
     earlyTools: 0,
     repeated: size(view?.value.aggregates.repeated),
     repeatedKeys: Object.keys(view?.value.aggregates.repeated ?? {}).length,
+    ...(await olderRepeated(store, id, view?.value.aggregates.repeated_older)),
     repeatFlags: size(view?.value.aggregates.repeat_flags),
     imageOrder: size(view?.value.aggregates.image_order),
     keys: size(view?.value.keys),
@@ -253,6 +258,28 @@ async function viewParts(store: ObjectStore, id: string): Promise<ViewParts> {
     parts.keys;
   parts.other = parts.total - counted;
   return parts;
+}
+
+/** The bytes and entries of the object a split `repeated` names (lib/session/log/older-repeated.ts). */
+async function olderRepeated(
+  store: ObjectStore,
+  id: string,
+  split: { before_seq: number; record: number } | undefined,
+): Promise<{ olderRepeated: number; olderRepeatedKeys: number }> {
+  if (!split) return { olderRepeated: 0, olderRepeatedKeys: 0 };
+  const suffix = `${String(RECORD_BOUND - split.record).padStart(12, '0')}-repeated-${split.before_seq}`;
+  let cursor: string | undefined;
+  do {
+    const page = await store.list(`sessions/${id}/keys/`, { limit: 1000, ...(cursor ? { cursor } : {}) });
+    const key = page.objects.map((object) => object.key).find((name) => name.endsWith(suffix));
+    const object = key ? await store.get(key) : null;
+    if (object) {
+      const { repeated } = JSON.parse(new TextDecoder().decode(object.body));
+      return { olderRepeated: object.body.byteLength, olderRepeatedKeys: Object.keys(repeated).length };
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  return { olderRepeated: 0, olderRepeatedKeys: 0 };
 }
 
 /**
@@ -390,6 +417,10 @@ function viewPartsTable(rows: RealisticWindowRow[]): string[] {
     ['tail: tool items from `tool_start_seq`, compacted', (view) => kb(view.windowToolsCompacted)],
     ['tail: tool items behind `tool_start_seq`', (view) => kb(view.earlyTools)],
     ['aggregates: `repeated` (keys)', (view) => `${kb(view.repeated)} (${view.repeatedKeys.toLocaleString('en-US')})`],
+    [
+      'older entries of `repeated`, apart (keys; not in the view, read only by a read that meets them)',
+      (view) => `${kb(view.olderRepeated)} (${view.olderRepeatedKeys.toLocaleString('en-US')})`,
+    ],
     ['aggregates: `repeat_flags`', (view) => kb(view.repeatFlags)],
     ['aggregates: `image_order`', (view) => kb(view.imageOrder)],
     ['`keys` (repeat index versions)', (view) => kb(view.keys)],

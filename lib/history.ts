@@ -9,14 +9,21 @@ import { z } from 'zod';
  * - `tool_calls` / `tool_outputs`: function_call and function_call_output items in the
  *   whole history.
  * - `repeat_flags`: one bit per function_call in history order (bit i set = the (i+1)-th
- *   call has the same call key as an earlier call), base64 of a little-endian bit array.
- *   Enough to recompute any epoch schedule for any configuration.
- * - `repeated`: for every call key seen at least twice, the seq of its newest function_call.
+ *   call has the same call key as an earlier call), base64 of a little-endian bit array, or,
+ *   when shorter, `~` and the gaps between the set bits (lib/strategies/aggregates.ts
+ *   `encodeRepeats`). Enough to recompute any epoch schedule for any configuration.
+ * - `repeated`: for every call key seen at least twice, the seq of its newest function_call,
+ *   keyed by the call key's first REPEATED_KEY_CHARS hex characters.
+ * - `repeated_older` (absent: `repeated` is whole): `repeated` holds only the entries whose seq
+ *   is at least `before_seq`, the others are stored apart by the session log (the view of record
+ *   `record` wrote them, lib/session/log/older-repeated.ts). Exact for anything that looks only at
+ *   seqs from `before_seq` on: a tail view from there, under an overflow boundary at or after it.
  * - `images`: `input_image` parts in the whole history (message contents and outputs).
  * - `image_order`: one bit per function_call and per image part in history order (bit set =
  *   a function_call, clear = an image part; `tool_calls + images` bits), base64 of a
- *   little-endian bit array. It tells how many calls came before any image (`shorten_images`
- *   needs the tail that holds its newest whole images).
+ *   little-endian bit array; '' while the history has no image (every bit would be set). It
+ *   tells how many calls came before any image (`shorten_images` needs the tail that holds its
+ *   newest whole images).
  */
 export const historyAggregatesSchema = z
   .object({
@@ -26,9 +33,19 @@ export const historyAggregatesSchema = z
     repeated: z.record(z.string(), z.number().int().positive()),
     images: z.number().int().nonnegative(),
     image_order: z.string(),
+    repeated_older: z
+      .object({ before_seq: z.number().int().positive(), record: z.number().int().positive() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
+
+/**
+ * The hex characters of a call key that key `repeated`: 48 bits, as the repeat index keys calls
+ * (lib/session/log/key-shards.ts), so a long history's map costs a third less to store and parse.
+ */
+export const REPEATED_KEY_CHARS = 12;
 
 const seqsOfRepeated = new WeakMap<object, readonly number[]>();
 

@@ -21,6 +21,8 @@ import { idSchema } from '../items.ts';
  *   segment packing records first..last, beside the records so one list returns both.
  * - `turn/<generation>/<inverted record>.view`: the view of the history up to that record.
  * - `keys/<generation>/<inverted record>-<prefix>`: a shard of the repeat index, named by its view.
+ * - `keys/<generation>/<inverted record>-repeated-<seq>`: the entries of a view's `repeated`
+ *   older than `seq`, named by the views that leave them out (lib/session/log/older-repeated.ts).
  * - `tail/<generation>/<inverted record>-<id>`: a chunk of views' tails, written with the view of
  *   that record and named by it and the views after it (immutable).
  * - `blob/<generation>/<sha256>`: payloads above the out-of-line threshold.
@@ -192,6 +194,15 @@ export function keyShardKey(scope: LogScope, record: number, prefix: string): st
 export function viewChunkKey(scope: LogScope, record: number, id: string): string {
   if (!/^[0-9a-f]{8}$/.test(id)) throw new RangeError('view chunk ids are 8 hex characters');
   return `${scoped(scope, 'tail')}${pad(RECORD_BOUND - checkRecordNumber(record))}-${id}`;
+}
+
+/**
+ * The entries of `repeated` with a seq below `beforeSeq` in the aggregates of record `record`'s
+ * view, written by the pack that wrote that view (lib/session/log/older-repeated.ts).
+ */
+export function olderRepeatedKey(scope: LogScope, record: number, beforeSeq: number): string {
+  if (!Number.isSafeInteger(beforeSeq) || beforeSeq < 1) throw new RangeError('a split seq is a positive integer');
+  return `${scoped(scope, 'keys')}${pad(RECORD_BOUND - checkRecordNumber(record))}-repeated-${beforeSeq}`;
 }
 
 /** What a key under `recordsPrefix` names, or null for a key this log did not write. */

@@ -182,11 +182,13 @@ export class SessionLog extends SessionLogBase {
    * them (`compacted`). Outputs stored out of line come as `output_ref` with an empty `output`.
    * `start`: the overflow boundary the turn's prompt starts at (see `fromBoundary`): the view
    * is of the history from its `message_start_seq` on. Says whether the read went past the view
-   * (the next turn then wants a fresh one).
+   * (the next turn then wants a fresh one). `requirement` may be a function of the aggregates:
+   * a read that needs older entries of a split `repeated` than the claim's aggregates hold reads
+   * them and asks it again (TurnHistory.aggregates).
    */
   async readContext(
     turn: OpenTurn,
-    requirement: TailRequirement,
+    requirement: TailRequirement | ((aggregates: HistoryAggregates) => TailRequirement),
     start: OverflowBoundary | null = null,
   ): Promise<TurnHistory> {
     return readContext(this.log, turn, requirement, start);

@@ -149,13 +149,21 @@ function isCount(value: unknown): value is number {
 }
 
 function plainAggregates(value: unknown): value is HistoryAggregates {
-  if (!hasKeys(value, AGGREGATE_KEYS)) return false;
+  const split = hasKeys(value, [...AGGREGATE_KEYS, 'repeated_older']);
+  if (!split && !hasKeys(value, AGGREGATE_KEYS)) return false;
   const { tool_calls, tool_outputs, repeat_flags, repeated, images, image_order } = value;
+  if (split && !plainSplit((value as Record<'repeated_older', unknown>).repeated_older)) return false;
   if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return false;
   if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return false;
   if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return false;
   // The schema's copy leaves out a `__proto__` key (checkedRepeatedSeqs refuses the map then).
   return Object.getPrototypeOf(repeated) === Object.prototype && checkedRepeatedSeqs(repeated) !== null;
+}
+
+/** The split of a `repeated` (HistoryAggregates.repeated_older), its keys in the schema's order. */
+function plainSplit(value: unknown): boolean {
+  if (!hasKeys(value, ['before_seq', 'record'] as const)) return false;
+  return isCount(value.before_seq) && value.before_seq >= 1 && isCount(value.record) && value.record >= 1;
 }
 
 function plainItem(value: unknown): value is LogItem {

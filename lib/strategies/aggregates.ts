@@ -1,5 +1,6 @@
 import { sha256Hex } from '../hash.ts';
-import type { HistoryAggregates } from '../history.ts';
+import { REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
+import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
 export { historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
@@ -131,7 +132,7 @@ export function extendAggregates(
     if (repeat) {
       setBits.push(toolCalls);
       if (repeated === previous.repeated) repeated = { ...previous.repeated };
-      repeated[key] = item.seq;
+      repeated[key.slice(0, REPEATED_KEY_CHARS)] = item.seq;
     } else {
       newKeys.push(key);
       batchKeys.add(key);
@@ -142,13 +143,25 @@ export function extendAggregates(
     aggregates: {
       tool_calls: toolCalls,
       tool_outputs: toolOutputs,
-      repeat_flags: withBits(previous.repeat_flags, toolCalls, setBits),
+      repeat_flags: withRepeats(previous.repeat_flags, toolCalls, setBits),
       repeated,
       images,
-      image_order: withBits(previous.image_order, toolCalls + images, callBits),
+      image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
+      // A repeat's entry is newer than every seq before, so it belongs to the entries kept.
+      ...(previous.repeated_older ? { repeated_older: previous.repeated_older } : {}),
     },
     newKeys,
   };
+}
+
+/** The `image_order` bits of aggregates, also while it is '' for a history without images (all calls). */
+function imageOrderOf(aggregates: HistoryAggregates): string {
+  if (aggregates.images > 0 || aggregates.tool_calls === 0) return aggregates.image_order;
+  return withBits(
+    '',
+    aggregates.tool_calls,
+    Array.from({ length: aggregates.tool_calls }, (_, bit) => bit),
+  );
 }
 
 /**
@@ -185,19 +198,98 @@ export function callsBeforeImage(aggregates: HistoryAggregates, newest: number):
  * history order) has the same call key as an earlier call.
  */
 export function repeatFlagReader(aggregates: HistoryAggregates): (index: number) => boolean {
-  const bytes = decodeBase64(aggregates.repeat_flags);
-  return (index) => index >= 0 && index >> 3 < bytes.length && (bytes[index >> 3]! & (1 << (index & 7))) !== 0;
+  const indices = repeatIndices(aggregates);
+  return (index) => indices[lowerBound(indices, index)] === index;
 }
 
-/** The indices of the calls the repeat flags of aggregates mark, ascending. */
-export function repeatIndices(aggregates: HistoryAggregates): number[] {
-  const bytes = decodeBase64(aggregates.repeat_flags);
+/**
+ * `repeat_flags` for `calls` calls: `previous` with the calls at `indices` (ascending, after
+ * every index it holds) marked. `previous` itself when nothing is marked and its encoding is
+ * still the shorter one.
+ */
+function withRepeats(previous: string, calls: number, indices: readonly number[]): string {
+  if (indices.length === 0) {
+    if (previous.startsWith(SPARSE) && previous.length < denseLength(calls)) return previous;
+    if (!previous.startsWith(SPARSE) && decodedLength(previous) === Math.ceil(calls / 8)) return previous;
+  }
+  return encodeRepeats([...decodeRepeats(previous), ...indices], calls);
+}
+
+/**
+ * The repeat flags of `calls` calls whose repeats are at `indices` (ascending), in the shorter
+ * of two encodings: a bit per call (base64 of a little-endian bit array), or, when repeats are
+ * sparse (5% of a coding agent's calls), SPARSE and the gaps between them, each a base-32
+ * number, most significant digit first, its last digit from FINAL_DIGITS and the others from
+ * MORE_DIGITS (a gap below 32 is one character).
+ */
+function encodeRepeats(indices: readonly number[], calls: number): string {
+  let sparse = SPARSE;
+  let previous = -1;
+  for (const index of indices) {
+    let gap = index - previous - 1;
+    let digits = FINAL_DIGITS[gap & 31]!;
+    for (gap = Math.floor(gap / 32); gap > 0; gap = Math.floor(gap / 32)) digits = MORE_DIGITS[gap & 31]! + digits;
+    sparse += digits;
+    previous = index;
+  }
+  if (sparse.length < denseLength(calls)) return sparse;
+  const bytes = new Uint8Array(Math.ceil(calls / 8));
+  for (const index of indices) bytes[index >> 3]! |= 1 << (index & 7);
+  return encodeBase64(bytes);
+}
+
+/** The indices `encodeRepeats` encoded, ascending. */
+function decodeRepeats(text: string): number[] {
   const indices: number[] = [];
+  if (text.startsWith(SPARSE)) {
+    let gap = 0;
+    let previous = -1;
+    for (let at = 1; at < text.length; at += 1) {
+      const digit = DIGIT_VALUES[text.charCodeAt(at)] ?? 0;
+      gap = gap * 32 + (digit & 31);
+      if (digit < 32) continue;
+      previous += gap + 1;
+      indices.push(previous);
+      gap = 0;
+    }
+    return indices;
+  }
+  const bytes = decodeBase64(text);
   for (let byte = 0; byte < bytes.length; byte += 1) {
     const bits = bytes[byte]!;
     if (bits === 0) continue;
     for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
   }
+  return indices;
+}
+
+const SPARSE = '~';
+const MORE_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef';
+const FINAL_DIGITS = 'ghijklmnopqrstuvwxyz0123456789-_';
+/** By character code: a digit's value, plus 32 for a last digit. */
+const DIGIT_VALUES = new Uint8Array(128);
+for (let value = 0; value < 32; value += 1) {
+  DIGIT_VALUES[MORE_DIGITS.charCodeAt(value)] = value;
+  DIGIT_VALUES[FINAL_DIGITS.charCodeAt(value)] = value + 32;
+}
+
+/** The length of the base64 of a bit per call. */
+function denseLength(calls: number): number {
+  return Math.ceil(Math.ceil(calls / 8) / 3) * 4;
+}
+
+const indicesOf = new WeakMap<HistoryAggregates, readonly number[]>();
+
+/**
+ * The indices of the calls the repeat flags of aggregates mark, ascending. Kept per aggregates
+ * object, which is never changed once built: a turn asks for them for its requirement and again
+ * for its prompt, and a long history's flags are tens of KiB.
+ */
+export function repeatIndices(aggregates: HistoryAggregates): readonly number[] {
+  const kept = indicesOf.get(aggregates);
+  if (kept) return kept;
+  const indices = decodeRepeats(aggregates.repeat_flags);
+  indicesOf.set(aggregates, indices);
   return indices;
 }
 

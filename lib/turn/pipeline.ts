@@ -200,9 +200,13 @@ async function turnSteps(
   trace.model(plan.model.id);
   const budget = promptBudget(plan.model.id, plan.strategyConfig, turnCallOptions(request), services.tokenEncoders);
   const read = await trace.step(TURN_STEPS.readContext, () =>
-    sessions.readContext(turn, historyRequirement(turn, plan), promptStart(turn, plan, budget, request)),
+    sessions.readContext(
+      turn,
+      (aggregates) => historyRequirement(turn, plan, aggregates),
+      promptStart(turn, plan, budget, request),
+    ),
   );
-  const aggregates: HistoryAggregates | undefined = turn.context ? undefined : turn.aggregates;
+  const aggregates: HistoryAggregates | undefined = turn.context ? undefined : (read.aggregates ?? turn.aggregates);
   const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
   if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);
   attempt.notices = notices;
@@ -248,8 +252,8 @@ async function turnSteps(
 }
 
 /** What the strategies need of the history; a compacted context is read whole from its start. */
-function historyRequirement(turn: OpenTurn, plan: TurnPlan) {
-  return turn.context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, turn.aggregates);
+function historyRequirement(turn: OpenTurn, plan: TurnPlan, aggregates: HistoryAggregates) {
+  return turn.context ? CONTEXT_REQUIREMENT : tailRequirement(plan.strategies, plan.strategyConfig, aggregates);
 }
 
 /**

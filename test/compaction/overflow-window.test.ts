@@ -1,14 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import type { TailRequirement } from '../../lib/history.ts';
 import type { Item } from '../../lib/items.ts';
-import type { OpenTurn } from '../../lib/session/log/types.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { packOptions, runTurn, sessionStrategyPlan, type TurnRequest } from '../../lib/turn/index.ts';
 import { viewSchema } from '../../lib/session/view-records.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { recordingModel, servicesFor } from '../support/recording-model.ts';
+import { servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { answeringModel, CODE, WholeHistoryLog } from '../support/overflow-session.ts';
 
 /**
  * The overflow safety net on a long session (lib/compaction/fit-prompt.ts): once its boundary
@@ -19,23 +18,6 @@ import { SessionLog } from '../support/session-log.ts';
  */
 
 const LIMIT = 12_000;
-/** A tool output's text: about 1.5 KB, which the strategies compact once a call is old enough. */
-const CODE = 'export const value = compute(input);\n'.repeat(40);
-
-/** An agent answering with a short message; it records every prompt it gets. */
-function answeringModel(prompts: ModelRequest[]): Model {
-  return recordingModel(prompts, () => ({
-    output: [{ type: 'message', role: 'assistant', content: 'Done; the next step is the tests.' }],
-    usage: { input_tokens: 0, output_tokens: 0 },
-  }));
-}
-
-/** The session log reading every turn's history whole, as before the boundary was a read's start. */
-class WholeHistoryLog extends SessionLog {
-  override readContext(turn: OpenTurn, requirement: TailRequirement) {
-    return super.readContext(turn, requirement, null);
-  }
-}
 
 function services(store: CountingStore, model: Model, whole: boolean) {
   // One instant for every item, so the two ways of reading give the same bytes.

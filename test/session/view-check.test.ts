@@ -118,6 +118,13 @@ const aggregates = near([
   ['repeated', repeated],
   ['images', count],
   ['image_order', text],
+  [
+    'repeated_older',
+    near([
+      ['before_seq', seq],
+      ['record', seq],
+    ]),
+  ],
 ]);
 const keyIndex = near([
   ['count', count],

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   callKey,
+  callsBeforeImage,
   canonicalArguments,
   canonicalCall,
   computeAggregates,
@@ -34,7 +35,8 @@ describe('aggregates', () => {
     expect(aggregates).toMatchObject({
       tool_calls: 4,
       tool_outputs: 3,
-      repeated: { [callKey('read', '{"a":1,"b":2}')]: 7 },
+      // Keyed by 12 hex characters of the call key, as the repeat index keys calls.
+      repeated: { [callKey('read', '{"a":1,"b":2}').slice(0, 12)]: 7 },
     });
     const isRepeat = repeatFlagReader(aggregates);
     expect([0, 1, 2, 3, 4].map(isRepeat)).toEqual([false, true, false, true, false]);
@@ -138,6 +140,63 @@ describe('aggregates', () => {
     const called = extendAggregates(previous, next.slice(3), (key) => key === callKey('read', '{}')).aggregates;
     expect(called.repeated).toBe(previous.repeated);
     expect(called).toEqual(computeAggregates(next));
+  });
+
+  it('holds no image order while the history has no image, and the order of every call once one comes', () => {
+    const calls = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{"a":1}'), user('go')]);
+    // A long agent's history without images: a bit per call, every one set, is not kept.
+    const none = computeAggregates(calls);
+    expect(none.image_order).toBe('');
+    const image: PromptItem = { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: 'u' }] };
+    const all = sequenced([...calls, image, call('3', 'read', '{}')]);
+    const seen = (key: string) => key === callKey('read', '{}');
+    const extended = extendAggregates(none, all.slice(calls.length), seen).aggregates;
+    expect(extended).toEqual(computeAggregates(all));
+    expect(callsBeforeImage(extended, 1)).toBe(2);
+  });
+
+  it('carries the split of `repeated` to the entries a repeat adds, which are newer than it', () => {
+    const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}')]);
+    const split = {
+      ...computeAggregates(items.slice(0, 2)),
+      repeated: {},
+      repeated_older: { before_seq: 2, record: 1 },
+    };
+    const extended = extendAggregates(split, items.slice(2), (key) => key === callKey('read', '{}')).aggregates;
+    expect(extended).toEqual({ ...computeAggregates(items), repeated_older: { before_seq: 2, record: 1 } });
+  });
+
+  it('decodes the repeat flags of one aggregates object once, however often a turn asks', () => {
+    const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}')]);
+    const aggregates = computeAggregates(items);
+    expect(repeatIndices(aggregates)).toEqual([1]);
+    expect(repeatIndices(aggregates)).toBe(repeatIndices(aggregates));
+    expect([0, 1, 2, -1].map(repeatFlagReader(aggregates))).toEqual([false, true, false, false]);
+  });
+
+  it('writes sparse repeat flags as the gaps between them, dense ones as a bit per call, whichever is shorter', () => {
+    const history = (calls: number, repeats: ReadonlySet<number>) =>
+      sequenced(
+        Array.from({ length: calls }, (_, index) =>
+          call(`c${index}`, 'read', repeats.has(index) ? '{}' : `{"n":${index}}`),
+        ),
+      );
+    const base64Length = (calls: number) => Math.ceil(Math.ceil(calls / 8) / 3) * 4;
+    // A few repeats among 3,000 calls, gaps of one, two and three digits: the gaps.
+    const sparse = new Set([0, 1, 40, 1_100, 2_999]);
+    const rare = computeAggregates(history(3_000, sparse));
+    expect(rare.repeat_flags).toMatch(/^~/);
+    expect(rare.repeat_flags).toHaveLength(10);
+    expect(repeatIndices(rare)).toEqual([1, 40, 1_100, 2_999]);
+    // Every other call a repeat: a bit per call.
+    const dense = new Set(Array.from({ length: 150 }, (_, index) => 2 * index));
+    const often = computeAggregates(history(300, dense));
+    expect(often.repeat_flags).toHaveLength(base64Length(300));
+    expect(repeatIndices(often)).toEqual([...dense].slice(1));
+    // Extended across the switch, as computed whole.
+    const items = history(400, new Set([...dense, 350]));
+    const extended = extendAggregates(often, items.slice(300), (key) => key === callKey('read', '{}')).aggregates;
+    expect(extended).toEqual(computeAggregates(items));
   });
 
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {

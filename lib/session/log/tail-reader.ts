@@ -22,6 +22,7 @@ import {
 import type { Base, OpenTurn, PreviewContext, TurnHistory } from './types.ts';
 import { aggregatesOf, fromBoundary, readBase, tailFromBase } from './views.ts';
 import { nextCarried } from './commit.ts';
+import { servedRead, withOlderRepeated } from './older-repeated.ts';
 
 /**
  * Reading the log from its tail: the tail view a prompt is built from (past the view when it
@@ -32,9 +33,26 @@ import { nextCarried } from './commit.ts';
 export async function readContext(
   log: LogContext,
   turn: OpenTurn,
-  needed: TailRequirement,
+  needed: TailRequirement | ((aggregates: HistoryAggregates) => TailRequirement),
   start: OverflowBoundary | null = null,
 ): Promise<TurnHistory> {
+  const requirement = typeof needed === 'function' ? needed : () => needed;
+  const base = { ...turn.base, since: [...turn.base.since, ...turn.inputRecords] };
+  return servedRead(
+    turn.aggregates,
+    start?.tool_start_seq ?? null,
+    () => wholeAggregatesOf(log, turn.scope, base),
+    (aggregates) => readTurnWindow(log, turn, requirement(aggregates), start),
+  );
+}
+
+/** The tail view a turn reads, from `start` or, when that lacks a call its input answers, without it. */
+async function readTurnWindow(
+  log: LogContext,
+  turn: OpenTurn,
+  needed: TailRequirement,
+  start: OverflowBoundary | null,
+): Promise<{ history: TurnHistory; toolStart: number | null }> {
   const source: ReadSource = {
     base: turn.base,
     newer: turn.inputRecords,
@@ -50,8 +68,32 @@ export async function readContext(
   // An output of the input answering a call the window lacks: the safety net keeps such a call
   // with its output, as the whole history shows it (a protected call older than the boundary).
   if (start && answersUnread(turn.inputRecords, read.items))
-    return withFreshListing(() => readWindow(log, turn.scope, source, needed, floor, null));
-  return read;
+    return {
+      history: await withFreshListing(() => readWindow(log, turn.scope, source, needed, floor, null)),
+      toolStart: null,
+    };
+  return { history: read, toolStart: start?.tool_start_seq ?? null };
+}
+
+/**
+ * aggregatesOf `base` with every entry of `repeated`: a split one's older entries read from
+ * their object, or, when it is gone (a newer view replaced it), from the history up to the view,
+ * read from the log (exact, and rare: a read racing a pack, or an older view a rewind left).
+ */
+export async function wholeAggregatesOf(log: LogContext, scope: LogScope, base: Base): Promise<HistoryAggregates> {
+  const view = base.view;
+  if (view?.aggregates.repeated_older) {
+    const cursor = () => logCursor(log.store, scope, { pageLimit: 100, below: view.record + 1 });
+    const aggregates =
+      (await withOlderRepeated(log, scope, view.aggregates)) ??
+      log.viewPolicy.extendAggregates(
+        log.viewPolicy.emptyAggregates(),
+        (await readTail(log, scope, [], cursor(), { toolCalls: 'all', seqs: [] })) as LogItem[],
+        () => false,
+      ).aggregates;
+    base = { ...base, view: { ...view, aggregates } };
+  }
+  return aggregatesOf(log.viewPolicy, base).aggregates;
 }
 
 /** See SessionLog.previewContext. */
@@ -82,7 +124,7 @@ export async function previewContext(
       scope,
     };
     const base = await readBase(log, scope, newest, cursor);
-    const { aggregates } = aggregatesOf(log.viewPolicy, base);
+    const aggregates = await wholeAggregatesOf(log, scope, base);
     // As the next turn reads it (readContext): from the overflow boundary when its prompt is fitted by the safety net.
     const source: ReadSource = {
       base,

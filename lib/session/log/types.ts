@@ -109,6 +109,11 @@ export interface TurnHistory {
   items: PromptItem[];
   /** The read went past the claim's view: the next turn is better served by a fresh one (see needsView). */
   readPastView: boolean;
+  /**
+   * The aggregates the read was made for: the claim's, or those with every entry of `repeated`
+   * when the claim's left older ones out and the read met them (lib/session/log/older-repeated.ts).
+   */
+  aggregates?: HistoryAggregates;
 }
 
 /** What a claim's put learned besides landing: whether it indexed the key and ran `onClaimed`. */

@@ -6,7 +6,7 @@ import type { LogContext } from './context.ts';
 import { hydrate } from './item-pages.ts';
 import type { Base } from './types.ts';
 import { viewItemSchema } from '../view-records.ts';
-import { isBehind, wholeCallIds } from './views.ts';
+import { earlyCallIds, isBehind, wholeCallIds } from './views.ts';
 
 /**
  * A view's tail built from its base's tail without walking all of it again. Without a context
@@ -193,3 +193,48 @@ export function compactedItem(log: LogContext, item: LogItem): LogItem {
 const VIEW_ITEM_KEYS = new Map(
   viewItemSchema.options.map((option) => [option.shape.type.value, Object.keys(option.shape)] as const),
 );
+
+/**
+ * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
+ * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
+ * show them whole; the others as the strategies compact them (`compactCallItem`,
+ * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
+ * Those of calls older than `toolStart` (answered before it), which the overflow safety net
+ * drops whatever they hold, are kept only for their place (`behindBoundary`).
+ */
+export async function viewItems(
+  log: LogContext,
+  scope: LogScope,
+  items: LogItem[],
+  wholeCalls: number | undefined,
+  pinned: number[],
+  toolStart: number,
+): Promise<LogItem[]> {
+  const whole = wholeCallIds(items, wholeCalls, pinned);
+  const early = earlyCallIds(items, toolStart);
+  const kept = items.map((item) => {
+    if (item.type === 'message') return item;
+    if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
+    if (whole !== null && !whole.has(item.call_id)) return compactedItem(log, item);
+    return item;
+  });
+  // The whole outputs kept out of line are read (hydrate reads only those).
+  return (await hydrate(log, scope, kept)) as LogItem[];
+}
+
+/**
+ * A tool item behind the overflow boundary as a view holds it (`behind`): its place, its call
+ * id and name, and whether the strategies compact it (the context notice's place and whether
+ * one is placed depend on that), without its arguments or output, which no prompt shows.
+ */
+function behindBoundary(item: LogItem): LogItem {
+  if (item.type === 'message' || isBehind(item)) return item;
+  const { seq, created_at, call_id } = item;
+  // In the schema's order, as a read checks it (lib/session/view-check.ts).
+  const kept = { seq, created_at, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
+  return (
+    item.type === 'function_call'
+      ? { type: 'function_call', call_id, name: item.name, arguments: '', ...kept }
+      : { type: 'function_call_output', call_id, output: '', ...kept }
+  ) as LogItem;
+}

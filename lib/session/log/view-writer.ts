@@ -1,11 +1,11 @@
-import type { TailRequirement } from '../../history.ts';
+import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
 import { logCursor } from '../unit-cursor.ts';
 import { chunkBody, chunkOfView, layoutView, newerViewListed, rememberChunk, viewBody } from './view-chunks.ts';
 import type { LogItem } from '../records.ts';
 import { VIEW_VERSION, type LogView } from '../view-records.ts';
-import { compactedItem, incrementalTail, viewBuilds } from './view-increment.ts';
+import { incrementalTail, viewBuilds, viewItems } from './view-increment.ts';
 import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { carried } from './record-cache.ts';
@@ -19,21 +19,18 @@ import {
   recordGroups,
   type Head,
 } from './head.ts';
-import { hydrate } from './item-pages.ts';
-import { cursorBelow, readTail } from './tail-reader.ts';
+import { cursorBelow, readTail, wholeAggregatesOf } from './tail-reader.ts';
+import { dropOlderRepeated, viewAggregates } from './older-repeated.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
 import { callKeysOf } from './repeat-flags.ts';
 import {
   aggregatesOf,
-  earlyCallIds,
   fromBoundary,
-  isBehind,
   pinnedFrom,
   readBase,
   tailFromBase,
   VIEW_MARGIN_CALLS,
-  wholeCallIds,
   type WindowStart,
 } from './views.ts';
 
@@ -115,6 +112,7 @@ export async function writeViewIfDue(
       ? [chunk!.key]
       : [];
   if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
+  if (written) await dropOlderRepeated(log, scope, base.view, view);
   return written ? { key, view } : { key };
 }
 
@@ -161,6 +159,7 @@ export async function heldView(
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
   // No stored view names the shards it replaced.
   if (replaced.length > 0) await log.store.delete(replaced);
+  await dropOlderRepeated(log, scope, prior, view);
   return view;
 }
 
@@ -189,8 +188,34 @@ async function composeView(
   requirement: PackOptions['requirement'],
   keys?: readonly string[],
 ): Promise<{ view: LogView; replaced: string[] }> {
-  const policy = log.viewPolicy;
-  const { aggregates, newKeys } = aggregatesOf(policy, base, true, keys);
+  const { aggregates: claimed, newKeys } = aggregatesOf(log.viewPolicy, base, true, keys);
+  const whole = () => wholeAggregatesOf(log, scope, base);
+  const tailOf = (aggregates: HistoryAggregates) => viewTail(log, scope, newest, base, requirement, aggregates);
+  const { tail, aggregates } = await viewAggregates(log, scope, newest, claimed, whole, tailOf);
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, newest.record.record);
+  const view: LogView = {
+    format: 'tailgate.view.v1',
+    v: VIEW_VERSION,
+    policy: log.viewPolicy.version,
+    record: newest.record.record,
+    last_seq: countsOf(newest).items,
+    aggregates,
+    keys: index,
+    tail,
+    created_at: log.clock().toISOString(),
+  };
+  return { view, replaced };
+}
+
+/** The tail of the view of `newest` for the strategies' requirement of `aggregates` (see composeView). */
+async function viewTail(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  base: Base,
+  requirement: PackOptions['requirement'],
+  aggregates: HistoryAggregates,
+): Promise<LogView['tail']> {
   const lastSeq = countsOf(newest).items;
   const context = contextOf(newest);
   const boundary = overflowOf(newest);
@@ -227,20 +252,7 @@ async function composeView(
     if (incremental && log.checkViews && JSON.stringify(await whole()) !== JSON.stringify(tail))
       throw new Error(`the view of record ${newest.record.record} built from its base differs from the whole build`);
   }
-  const record = newest.record.record;
-  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, record);
-  const view: LogView = {
-    format: 'tailgate.view.v1',
-    v: VIEW_VERSION,
-    policy: policy.version,
-    record,
-    last_seq: lastSeq,
-    aggregates,
-    keys: index,
-    tail,
-    created_at: log.clock().toISOString(),
-  };
-  return { view, replaced };
+  return tail;
 }
 
 /**
@@ -340,49 +352,4 @@ async function extendedTail(
     if (items) return items;
   }
   return null;
-}
-
-/**
- * A view's tail as it is stored: tool items of the newest `wholeCalls` calls (all when
- * undefined) and of the calls with `pinned` seqs whole and inline, since the strategies may
- * show them whole; the others as the strategies compact them (`compactCallItem`,
- * `compactOutputItem`: the same bytes a prompt holds), since they only compact or drop them.
- * Those of calls older than `toolStart` (answered before it), which the overflow safety net
- * drops whatever they hold, are kept only for their place (`behindBoundary`).
- */
-async function viewItems(
-  log: LogContext,
-  scope: LogScope,
-  items: LogItem[],
-  wholeCalls: number | undefined,
-  pinned: number[],
-  toolStart: number,
-): Promise<LogItem[]> {
-  const whole = wholeCallIds(items, wholeCalls, pinned);
-  const early = earlyCallIds(items, toolStart);
-  const kept = items.map((item) => {
-    if (item.type === 'message') return item;
-    if (early.has(item.call_id)) return behindBoundary(log.viewPolicy.compact(item));
-    if (whole !== null && !whole.has(item.call_id)) return compactedItem(log, item);
-    return item;
-  });
-  // The whole outputs kept out of line are read (hydrate reads only those).
-  return (await hydrate(log, scope, kept)) as LogItem[];
-}
-
-/**
- * A tool item behind the overflow boundary as a view holds it (`behind`): its place, its call
- * id and name, and whether the strategies compact it (the context notice's place and whether
- * one is placed depend on that), without its arguments or output, which no prompt shows.
- */
-function behindBoundary(item: LogItem): LogItem {
-  if (item.type === 'message' || isBehind(item)) return item;
-  const { seq, created_at, call_id } = item;
-  // In the schema's order, as a read checks it (lib/session/view-check.ts).
-  const kept = { seq, created_at, ...(item.compacted ? { compacted: true as const } : {}), behind: true };
-  return (
-    item.type === 'function_call'
-      ? { type: 'function_call', call_id, name: item.name, arguments: '', ...kept }
-      : { type: 'function_call_output', call_id, output: '', ...kept }
-  ) as LogItem;
 }

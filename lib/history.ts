@@ -59,6 +59,19 @@ export function repeatedSeqs(aggregates: HistoryAggregates): readonly number[] {
 }
 
 /**
+ * The seqs of a `repeated` map known without a walk (repeatedSeqs: kept or made once), or
+ * undefined; and keeping them for a new map (the aggregates' extension derives them from the
+ * map it copied, lib/strategies/aggregates.ts).
+ */
+export function knownRepeatedSeqs(repeated: object): readonly number[] | undefined {
+  return seqsOfRepeated.get(repeated);
+}
+
+export function keepRepeatedSeqs(repeated: object, seqs: readonly number[]): void {
+  seqsOfRepeated.set(repeated, seqs);
+}
+
+/**
  * repeatedSeqs of a value that may not be a `repeated` map (a view read back): null unless each
  * of its own keys maps to a positive safe integer and none is `__proto__` (which a copy by the
  * schema would leave out). One pass over the map: a long history's, parsed from JSON, is an

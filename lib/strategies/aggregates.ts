@@ -1,5 +1,5 @@
 import { sha256Hex } from '../hash.ts';
-import { REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
+import { keepRepeatedSeqs, knownRepeatedSeqs, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
 import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
@@ -122,6 +122,9 @@ export function extendAggregates(
   const setBits: number[] = [];
   let images = previous.images;
   const callBits: number[] = [];
+  // The seqs `repeated` gains and those it loses (an older instance of a repeated key).
+  const added: number[] = [];
+  const replaced = new Set<number>();
   for (const item of newItems) {
     images += imagesOf(item);
     if (item.type === 'function_call_output') toolOutputs += 1;
@@ -132,12 +135,23 @@ export function extendAggregates(
     if (repeat) {
       setBits.push(toolCalls);
       if (repeated === previous.repeated) repeated = { ...previous.repeated };
-      repeated[key.slice(0, REPEATED_KEY_CHARS)] = item.seq;
+      const entry = key.slice(0, REPEATED_KEY_CHARS);
+      const older = repeated[entry];
+      if (older !== undefined) replaced.add(older);
+      repeated[entry] = item.seq;
+      added.push(item.seq);
     } else {
       newKeys.push(key);
       batchKeys.add(key);
     }
     toolCalls += 1;
+  }
+  // Its seqs, from the ones before when they are known: the new ones are newer than all of them.
+  const before = repeated === previous.repeated ? undefined : knownRepeatedSeqs(previous.repeated);
+  if (before) {
+    const kept = replaced.size === 0 ? [...before] : before.filter((seq) => !replaced.has(seq));
+    for (const seq of added) if (!replaced.has(seq)) kept.push(seq);
+    keepRepeatedSeqs(repeated, kept);
   }
   return {
     aggregates: {

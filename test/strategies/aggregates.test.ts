@@ -13,7 +13,7 @@ import {
   repeatIndices,
 } from '../../lib/strategies/aggregates.ts';
 import { repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
-import { repeatedSeqs } from '../../lib/history.ts';
+import { checkedRepeatedSeqs, knownRepeatedSeqs, repeatedSeqs } from '../../lib/history.ts';
 import { indexHistory } from '../../lib/strategies/history-index.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
@@ -97,6 +97,8 @@ describe('aggregates', () => {
               seen.add(key);
             }
             aggregates = result.aggregates;
+            // The seqs kept for the new map (derived from the ones before) are those a walk of a copy gives.
+            expect(repeatedSeqs(aggregates)).toEqual(checkedRepeatedSeqs({ ...aggregates.repeated }));
             start += size;
             chunk += 1;
           }
@@ -126,6 +128,29 @@ describe('aggregates', () => {
     expect(extendAggregates(previous, batch, () => false, keys)).toEqual(
       extendAggregates(previous, batch, () => false),
     );
+  });
+
+  it('derives the seqs of a changed `repeated` from the ones before: new repeats added, replaced instances gone', () => {
+    // Calls of a few paths, each seen up to five times, across batches and within one.
+    const paths = ['a', 'b', 'a', 'c', 'a', 'b', 'a', 'a', 'c', 'b', 'd', 'd'];
+    const items = sequenced(paths.map((path, index) => call(`c${index}`, 'read', JSON.stringify({ path }))));
+    const seen = new Set<string>();
+    let aggregates = emptyAggregates();
+    for (const [from, to] of [
+      [0, 3],
+      [3, 5],
+      [5, 8],
+      [8, 12],
+    ] as const) {
+      repeatedSeqs(aggregates);
+      const result = extendAggregates(aggregates, items.slice(from, to), (key) => seen.has(key));
+      for (const key of result.newKeys) seen.add(key);
+      aggregates = result.aggregates;
+      // Taken as derived (no walk of the map), and equal to a walk of a copy.
+      expect(knownRepeatedSeqs(aggregates.repeated)).toBeDefined();
+      expect(repeatedSeqs(aggregates)).toEqual(checkedRepeatedSeqs({ ...aggregates.repeated }));
+    }
+    expect(repeatedSeqs(aggregates)).toEqual([8, 9, 10, 12]);
   });
 
   it('keeps the repeated calls and the bit arrays of the history it extends when the new items change neither', () => {

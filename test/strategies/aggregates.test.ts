@@ -130,7 +130,7 @@ describe('aggregates', () => {
     );
   });
 
-  it('derives the seqs of a changed `repeated` from the ones before: new repeats added, replaced instances gone', () => {
+  it('derives the seqs of a changed repeated map from the ones before: repeats added, replaced instances gone', () => {
     // Calls of a few paths, each seen up to five times, across batches and within one.
     const paths = ['a', 'b', 'a', 'c', 'a', 'b', 'a', 'a', 'c', 'b', 'd', 'd'];
     const items = sequenced(paths.map((path, index) => call(`c${index}`, 'read', JSON.stringify({ path }))));

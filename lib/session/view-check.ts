@@ -101,11 +101,13 @@ function checkedItems(value: unknown): NonNullable<LogView['tail']>['items'] | n
 export function storedViewChunk(key: string, body: Uint8Array, record: number): LogItem[] {
   const value = parseStored(key, body, z.unknown());
   const chunk = hasKeys(value, CHUNK_KEYS) && value.format === 'tailgate.view-chunk.v1' && value.record === record;
-  const items = chunk ? checkedItems(value.items) : null;
-  if (items) return items as LogItem[];
-  const checked = validateStored(key, value, viewChunkSchema);
-  if (checked.record !== record) throw new CorruptObjectError(key, `holds the chunk of record ${checked.record}`);
-  return checked.items as LogItem[];
+  const checked = (chunk ? checkedItems(value.items) : null) ?? validateStored(key, value, viewChunkSchema).items;
+  if ((value as { record: unknown }).record !== record)
+    throw new CorruptObjectError(key, `holds the chunk of record ${(value as { record: unknown }).record}`);
+  for (let at = 1; at < checked.length; at++)
+    if (checked[at]!.seq <= checked[at - 1]!.seq)
+      throw new CorruptObjectError(key, `holds seq ${checked[at]!.seq} out of order`);
+  return checked as LogItem[];
 }
 
 /** What `schema` gives `value`, or undefined when it refuses it. */

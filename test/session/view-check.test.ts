@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import { validateStored } from '../../lib/session/records.ts';
-import { checkedView, storedView, viewOf } from '../../lib/session/view-check.ts';
+import { checkedView, storedView, storedViewChunk, viewOf } from '../../lib/session/view-check.ts';
 import { VIEW_VERSION, viewSchema } from '../../lib/session/view-records.ts';
 
 /** What a check gives: the view as JSON (its keys in order), or the error's message. */
@@ -207,5 +207,26 @@ describe('viewOf', () => {
     expect(() => storedView('k', bytes({ v: VIEW_VERSION, policy: 'p', format: 'tailgate.view.v1' }), 'p')).toThrow(
       CorruptObjectError,
     );
+  });
+});
+
+describe('storedViewChunk', () => {
+  const message = (seq: number) => ({ type: 'message', role: 'user', content: `m${seq}`, seq, created_at: 'now' });
+  const chunk = (seqs: number[], record = 3) =>
+    new TextEncoder().encode(
+      JSON.stringify({ format: 'tailgate.view-chunk.v1', record, items: seqs.map((seq) => message(seq)) }),
+    );
+
+  it('gives the items of a chunk of the record named, in seq order, and refuses anything else', () => {
+    expect(storedViewChunk('k', chunk([1, 5, 9]), 3).map((item) => item.seq)).toEqual([1, 5, 9]);
+    // Out of order or twice (a view dropping one of them would make a tail in order of it).
+    expect(() => storedViewChunk('k', chunk([1, 9, 5]), 3)).toThrow(CorruptObjectError);
+    expect(() => storedViewChunk('k', chunk([1, 5, 5]), 3)).toThrow(CorruptObjectError);
+    // Another record's, another format, not JSON.
+    expect(() => storedViewChunk('k', chunk([1, 5], 4), 3)).toThrow(CorruptObjectError);
+    expect(() => storedViewChunk('k', new TextEncoder().encode('{"format":"x","record":3,"items":[]}'), 3)).toThrow(
+      CorruptObjectError,
+    );
+    expect(() => storedViewChunk('k', new TextEncoder().encode('{'), 3)).toThrow(CorruptObjectError);
   });
 });

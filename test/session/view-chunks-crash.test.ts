@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { copyObjects } from '../support/copy-store.ts';
@@ -109,6 +110,48 @@ describe('views in chunks', () => {
     // It looked for the chunk.
     expect(store.keys).toContain(chunk);
   });
+
+  it('stay readable when a slower pack from the same base deletes the chunk a newer view names', async () => {
+    // Large early messages, so that a pack with the strategies' need writes a chunk.
+    const big = (n: number) =>
+      record(n, [`p${n}`, `p${n % 4}`]).map((item, index) =>
+        index === 0 && n <= 14 ? { ...item, content: `message ${n} ${'m'.repeat(3000)}` } : item,
+      ) as Item[];
+    const memory = new MemoryStore();
+    const log = new SessionLog(memory, options);
+    await log.create({ id: 's' });
+    for (let n = 1; n <= 20; n++) await log.append('s', big(n));
+    await log.pack('s', { requirement, refresh: true });
+    const [first] = await chunkKeys(memory);
+    await appendRecords(log, 21, 21);
+    // Pack A (the default need: no chunk, so it replaces its base's) is held at its view's put ...
+    const held = new HeldViewPut(memory);
+    const packA = new SessionLog(held, options).pack('s', { refresh: true });
+    await held.reached;
+    // ... while B, from the same base, writes the view of a newer record naming that chunk.
+    await appendRecords(log, 22, 22);
+    const b = new SessionLog(memory, { ...options, viewCacheBytes: 1 << 24 });
+    await b.pack('s', { requirement, refresh: true });
+    held.release();
+    await packA;
+    expect(await chunkKeys(memory)).not.toContain(first);
+    // B goes on from the view it holds; every process new to the session reads, packs and
+    // takes turns as the log itself gives.
+    for (let n = 23; n <= 25; n++) {
+      await appendRecords(b, n, n);
+      const { view } = await b.pack('s', { requirement, refresh: true });
+      // It names a chunk that is there (it looked before naming the one it held again).
+      const named = (JSON.parse(new TextDecoder().decode((await memory.get(view!))!.body)) as LogView).tail?.chunk;
+      if (named) expect((await chunkKeys(memory)).some((key) => key.endsWith(`-${named.id}`))).toBe(true);
+      const after = await previews(memory);
+      expect(after.read).toEqual(after.reference);
+      expect((await new SessionLog(memory, options).pack('s', { requirement })).view).toBeUndefined();
+    }
+    const begun = await new SessionLog(memory, options).beginTurn('s', {
+      input: [{ type: 'message', role: 'user', content: 'go on' }],
+    });
+    expect(begun.kind).toBe('claimed');
+  });
 });
 
 /** Notes the keys got. */
@@ -118,5 +161,21 @@ class KeysGot extends CountingStore {
   override get(key: string, options?: Parameters<ObjectStore['get']>[1]) {
     this.keys.push(key);
     return super.get(key, options);
+  }
+}
+
+/** Holds the put of a view until released. */
+class HeldViewPut extends CountingStore {
+  release!: () => void;
+  readonly #released = new Promise<void>((resolve) => (this.release = resolve));
+  #reach!: () => void;
+  readonly reached = new Promise<void>((resolve) => (this.#reach = resolve));
+
+  override async put(key: string, body: Uint8Array | string, putOptions?: Parameters<ObjectStore['put']>[2]) {
+    if (key.endsWith('.view')) {
+      this.#reach();
+      await this.#released;
+    }
+    return super.put(key, body, putOptions);
   }
 }

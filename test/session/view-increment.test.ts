@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { type HistoryAggregates, repeatedSeqs } from '../../lib/history.ts';
 import { viewBuilds } from '../../lib/session/log/view-increment.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { SessionLog, type ViewPolicy } from '../support/session-log.ts';
@@ -61,5 +62,65 @@ describe('a view built from its base', () => {
       },
     };
     await expect(loop(30, faulty)).rejects.toThrow(/differs from the whole build/);
+  });
+
+  /** A call and its output, with a call id of the caller's choosing. */
+  const pair = (id: string, path: string, big = false): Item[] => [
+    { type: 'function_call', call_id: id, name: 'read', arguments: JSON.stringify({ path }) },
+    { type: 'function_call_output', call_id: id, output: `contents of ${path} ${'z'.repeat(big ? 5_000 : 10)}` },
+  ];
+
+  it('is the whole build when call ids are given again once their calls closed (call_0 each response)', async () => {
+    const log = new SessionLog(new MemoryStore(), { viewCacheBytes: 1 << 24, viewChunkBytes: 200 });
+    await log.create({ id: 's' });
+    // The strategies' need: the newest instances of repeated calls, as the default strategies ask.
+    const pinning = (aggregates: HistoryAggregates) => ({
+      toolCalls: 2,
+      seqs: [...repeatedSeqs(aggregates)],
+      wholeCalls: 1,
+    });
+    await log.append('s', [{ type: 'message', role: 'user', content: 'hi' }, ...pair('call_0', 'P')]);
+    await log.append('s', [{ type: 'message', role: 'user', content: 'again' }, ...pair('call_0', 'P')]);
+    const before = viewBuilds.fromBase;
+    for (let n = 0; n < 20; n++) {
+      await log.append('s', [
+        { type: 'message', role: 'user', content: `m${n}` },
+        ...pair('call_0', `f${n}`, true),
+        ...pair('call_1', `g${n}`),
+      ]);
+      await log.pack('s', { requirement: pinning, refresh: true });
+    }
+    expect(viewBuilds.fromBase - before).toBeGreaterThan(5);
+  });
+
+  it('is the whole build when a model gives one call id to two open calls', async () => {
+    const log = new SessionLog(new MemoryStore(), { viewCacheBytes: 1 << 24, viewChunkBytes: 200 });
+    await log.create({ id: 's' });
+    // Earlier instances of both paths: the model's calls are repeats (pinned).
+    await log.append('s', [{ type: 'message', role: 'user', content: 'hi' }, ...pair('p0', 'a'), ...pair('p1', 'b')]);
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'go' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await log.completeTurn(begun.turn, {
+      status: 'completed',
+      output: [
+        { type: 'function_call', call_id: 'call_0', name: 'read', arguments: JSON.stringify({ path: 'a' }) },
+        { type: 'function_call', call_id: 'call_0', name: 'read', arguments: JSON.stringify({ path: 'b' }) },
+      ],
+      receipt: {},
+    });
+    await log.append('s', [{ type: 'function_call_output', call_id: 'call_0', output: 'the answer' }]);
+    const pinning = (aggregates: HistoryAggregates) => ({
+      toolCalls: 1,
+      seqs: [...repeatedSeqs(aggregates)],
+      wholeCalls: 1,
+    });
+    for (let n = 0; n < 14; n++) {
+      // The eleventh reads b again, which unpins the model's second call.
+      await log.append('s', [
+        { type: 'message', role: 'user', content: `m${n}` },
+        ...pair(`c${n}`, n === 10 ? 'b' : `f${n}`),
+      ]);
+      await log.pack('s', { requirement: pinning, refresh: true });
+    }
   });
 });

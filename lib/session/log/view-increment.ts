@@ -34,6 +34,8 @@ export async function incrementalTail(
   const tail = base.view?.tail;
   const toolCalls = wanted.toolCalls;
   if (!tail || toolCalls === 'all' || wanted.wholeCalls === undefined || wholeCalls === undefined) return null;
+  // The newest calls whole are then all after the cut (below).
+  if (wholeCalls > toolCalls || wanted.wholeCalls > toolCalls) return null;
   if (tail.from_seq !== 1) return null;
   const held = tail.items as readonly LogItem[];
   let split = 0;
@@ -51,11 +53,19 @@ export async function incrementalTail(
   const needed = new Set(wanted.seqs);
   const pinnedSeqs = new Set(pinned);
   const index = toolsBefore(held, split);
+  if (!index.usable) return null;
+  // The call ids of the tool items after the base's window: a kept call before it with one of
+  // them (an id given again, as providers numbering calls per response do) decides, as the
+  // whole build does by id, whether those items are held whole.
+  const recentIds = new Set<string>();
+  for (const item of recent) if (item.type !== 'message') recentIds.add(item.call_id);
+  const shared = new Map<string, boolean>();
   /** Position -> the item that takes its place (null: none). */
   const changed = new Map<number, LogItem | null>();
   /** The calls kept whose output is not before the window, by call id -> whether held whole. */
   const awaiting = new Map<string, { call: LogItem; whole: boolean; at: number }>();
   let keptCalls = 0;
+  let compactedCalls = 0;
   for (let at = 0; at < index.positions.length; at++) {
     const position = index.positions[at]!;
     const owner = index.owners[at]!;
@@ -68,7 +78,9 @@ export async function incrementalTail(
     const whole = pinnedSeqs.has(owner);
     if (item.type === 'function_call') {
       keptCalls += 1;
+      if (!whole) compactedCalls += 1;
       if (!index.answered[at]) awaiting.set(item.call_id, { call: item, whole, at });
+      if (recentIds.has(item.call_id)) shared.set(item.call_id, (shared.get(item.call_id) ?? false) || whole);
     }
     const kept = whole ? item : compactedItem(log, item);
     if (kept !== item) changed.set(position, kept);
@@ -82,15 +94,21 @@ export async function incrementalTail(
   const kept = runs.concat([held.slice(from, split)]).flat();
   // Every needed call before the window is among them.
   if (keptCalls !== lowerBound(wanted.seqs, tail.window_start)) return null;
+  // The whole build holds a tool item whole by its call id: one of a kept call held compacted
+  // must not share its id with one held whole.
+  if (compactedCalls > 0 && sharesId(held, index, needed, pinnedSeqs)) return null;
   // After it, as the whole build selects: the calls still awaiting their output lead, so that
   // the output is taken as it would be after them.
   const leading = [...awaiting.values()].map((entry) => entry.call);
   const selected = log.viewPolicy.selectTail([...leading, ...recent], wanted).slice(leading.length) as LogItem[];
   const checked = wholeCallIds(selected, wanted.wholeCalls, wanted.seqs)!;
   const whole = wholeCallIds(selected, wholeCalls, pinned)!;
-  for (const [callId, entry] of awaiting) {
+  // A kept call before the window that the whole build holds whole by an id it shares with a
+  // newer call (held compacted above): the whole build runs.
+  for (const [callId, isWhole] of shared) if (!isWhole && whole.has(callId)) return null;
+  for (const [callId, isWhole] of [...shared, ...[...awaiting].map(([id, entry]) => [id, entry.whole] as const)]) {
     checked.add(callId);
-    if (entry.whole) whole.add(callId);
+    if (isWhole) whole.add(callId);
   }
   const rest: LogItem[] = [];
   for (const item of selected) {
@@ -104,6 +122,20 @@ export async function incrementalTail(
   return { items, windowStart };
 }
 
+/** Whether two calls kept before the window (`needed`) share a call id, one whole (`pinned`) and one not. */
+function sharesId(held: readonly LogItem[], index: ToolIndex, needed: Set<number>, pinned: Set<number>): boolean {
+  const wholeOf = new Map<string, boolean>();
+  for (let at = 0; at < index.positions.length; at++) {
+    const item = held[index.positions[at]!]!;
+    const owner = index.owners[at]!;
+    if (item.type !== 'function_call' || !needed.has(owner)) continue;
+    const whole = pinned.has(owner);
+    if (wholeOf.get(item.call_id) === !whole) return true;
+    wholeOf.set(item.call_id, whole);
+  }
+  return false;
+}
+
 /**
  * Where the tool items before a view's window are in its tail (`positions`, ascending), the seq
  * of the call each belongs to (`owners`), and for a call whether its output is there too
@@ -114,6 +146,8 @@ interface ToolIndex {
   positions: number[];
   owners: number[];
   answered: boolean[];
+  /** False once a call id was given again while its call was open: then the index is not used. */
+  usable: boolean;
 }
 
 const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
@@ -122,7 +156,7 @@ const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
 function toolsBefore(items: readonly LogItem[], split: number): ToolIndex {
   let index = toolIndexes.get(items);
   if (!index) {
-    index = { positions: [], owners: [], answered: [] };
+    index = { positions: [], owners: [], answered: [], usable: true };
     addTools(index, items, 0, split, new Map());
     toolIndexes.set(items, index);
   }
@@ -138,8 +172,15 @@ function addTools(index: ToolIndex, items: readonly LogItem[], from: number, to:
     const item = items[position]!;
     if (item.type === 'message') continue;
     const call = calls.get(item.call_id);
-    if (item.type === 'function_call_output' && call !== undefined) index.answered[call] = true;
-    if (item.type === 'function_call') calls.set(item.call_id, index.positions.length);
+    if (item.type === 'function_call') {
+      // A second call of an id still open: the output goes to the first (selectTail), not to
+      // the one this index would name.
+      if (call !== undefined) index.usable = false;
+      calls.set(item.call_id, index.positions.length);
+    } else if (call !== undefined) {
+      index.answered[call] = true;
+      calls.delete(item.call_id);
+    }
     index.positions.push(position);
     index.owners.push(item.type === 'function_call' ? item.seq : call === undefined ? -1 : index.owners[call]!);
     index.answered.push(false);
@@ -158,7 +199,7 @@ function nextIndex(
   keptLength: number,
   windowStart: number,
 ): ToolIndex {
-  const next: ToolIndex = { positions: [], owners: [], answered: [] };
+  const next: ToolIndex = { positions: [], owners: [], answered: [], usable: index.usable };
   const moved = new Map<number, number>();
   let gone = 0;
   for (let at = 0; at < index.positions.length; at++) {

@@ -88,7 +88,11 @@ export async function writeViewIfDue(
   });
   const key = viewKey(scope, view.record);
   const priorChunk = base.view ? chunkOfView(base.view) : undefined;
-  const layout = layoutView(scope, view, priorChunk, log.viewChunkBytes);
+  let layout = layoutView(scope, view, priorChunk, log.viewChunkBytes);
+  // A chunk named again must still be there: a pack of another process from the same base may
+  // have replaced it (and deleted it) meanwhile.
+  if (layout.chunk && !layout.write && !(await log.store.head(layout.chunk.key)))
+    layout = layoutView(scope, view, null, log.viewChunkBytes);
   const { chunk } = layout;
   if (chunk && layout.write)
     await log.store.put(chunk.key, chunkBody(chunk), { onlyIfAbsent: true, contentType: 'application/json' });

@@ -150,6 +150,7 @@ export async function readBase(
 ): Promise<Base> {
   let view: LogView | null = null;
   let gone: string | undefined;
+  let unusable = false;
   for (const listed of useViews ? cursor.views : []) {
     if (listed.record > newest.record.record) continue;
     const object = prefetched?.key === listed.key ? prefetched : undefined;
@@ -160,11 +161,12 @@ export async function readBase(
     else if (read) {
       view = read;
       break;
-    }
+    } else unusable = true;
   }
   // Every view it listed was deleted since (packs wrote newer ones): list again rather than
-  // read the whole log.
-  if (!view && gone !== undefined) throw new RecordMissingError(gone);
+  // read the whole log. (Not when one of them cannot serve as it is, another version's or one
+  // whose chunk is gone with no newer view listed: listing again would meet it again.)
+  if (!view && gone !== undefined && !unusable) throw new RecordMissingError(gone);
   const lastSeq = view?.last_seq ?? 0;
   const viewRecord = view?.record ?? 0;
   if (viewRecord === newest.record.record && lastSeq !== countsOf(newest).items) {

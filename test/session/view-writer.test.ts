@@ -17,7 +17,11 @@ import { SessionLog } from '../support/session-log.ts';
 /** A record's items: messages, calls (some repeated), outputs small and large (out of line, compacted in a view). */
 function items(record: number): Item[] {
   return [
-    { type: 'message', role: 'user', content: `record ${record} ${'é'.repeat(record % 7)} ${'m'.repeat(3000)}` },
+    {
+      type: 'message',
+      role: 'user',
+      content: `record ${record} ${'é'.repeat(record % 7)} ${'m'.repeat(record <= 16 ? 40_000 : 30)}`,
+    },
     ...[0, 1, 2].flatMap((call): Item[] => {
       const id = `c${record}-${call}`;
       const repeated = call === 2 && record % 3 === 0;

@@ -42,10 +42,12 @@ export interface LogContext {
 
 /**
  * A view's tail goes into a chunk once the items before its window hold this many bytes, and a
- * view names its base's chunk while it holds at most this many bytes beside it, or an eighth of
- * the chunk's (lib/session/log/view-chunks.ts; SessionLogOptions.viewChunkBytes).
+ * view names its base's chunk while it holds at most an eighth of this many bytes beside it, or
+ * an eighth of the chunk's (lib/session/log/view-chunks.ts; SessionLogOptions.viewChunkBytes).
+ * A process that does not hold the view reads the chunk too (one get more): below this size a
+ * view is stored whole, as a turn of a shorter session reads it.
  */
-const VIEW_CHUNK_BYTES = 128 * 1024;
+const VIEW_CHUNK_BYTES = 1024 * 1024;
 
 /** Gets at most this many objects at a time. */
 export const PARALLEL_GETS = 6;

@@ -17,7 +17,7 @@ import type { LogContext } from './context.ts';
 
 /**
  * A view names its base's chunk while it holds at most an eighth of the chunk's bytes beside it
- * (or LogContext.viewChunkBytes).
+ * (or of LogContext.viewChunkBytes).
  */
 const CHUNK_SHARE = 8;
 /** A view names its base's chunk while it leaves at most this share of the chunk's bytes unused. */
@@ -67,7 +67,7 @@ export function layoutView(
     const { drop, inline, unused } = againstChunk(prior, items);
     // What the view holds beside the chunk, and what a read of it fetches beyond its tail.
     const own = inline.reduce((sum, item) => sum + itemBytes(item).length + 1, drop.length * 8);
-    if (own <= Math.max(minBytes, prior.bytes / CHUNK_SHARE) && unused <= prior.bytes / UNUSED_SHARE)
+    if (own <= Math.max(minBytes, prior.bytes) / CHUNK_SHARE && unused <= prior.bytes / UNUSED_SHARE)
       return { chunk: prior, write: false, drop, inline };
   }
   const windowStart = view.tail.window_start;

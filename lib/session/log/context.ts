@@ -44,10 +44,12 @@ export interface LogContext {
  * A view's tail goes into a chunk once the items before its window hold this many bytes, and a
  * view names its base's chunk while it holds at most an eighth of this many bytes beside it, or
  * an eighth of the chunk's (lib/session/log/view-chunks.ts; SessionLogOptions.viewChunkBytes).
- * A process that does not hold the view reads the chunk too (one get more): below this size a
- * view is stored whole, as a turn of a shorter session reads it.
+ * A process that does not hold the view reads the chunk too (one get more). The default is the
+ * view cache's (DEFAULTS.viewCacheBytes): a view larger than that no process keeps, so every
+ * turn reads it whole anyway, and one get more is little beside 16 MiB; a smaller view is
+ * stored whole, read in one get by a process that does not hold it.
  */
-const VIEW_CHUNK_BYTES = 1024 * 1024;
+const VIEW_CHUNK_BYTES = 16 * 1024 * 1024;
 
 /** Gets at most this many objects at a time. */
 export const PARALLEL_GETS = 6;

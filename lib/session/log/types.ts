@@ -257,7 +257,7 @@ export interface SessionLogOptions {
   indexDeltaKeys?: number;
   /**
    * A view's tail is stored in a chunk once its items before the window hold this many bytes
-   * (lib/session/log/view-chunks.ts; 1 MiB by default).
+   * (lib/session/log/view-chunks.ts; 16 MiB by default).
    */
   viewChunkBytes?: number;
   /**

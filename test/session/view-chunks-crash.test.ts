@@ -112,11 +112,6 @@ describe('views in chunks', () => {
   });
 
   it('stay readable when a slower pack from the same base deletes the chunk a newer view names', async () => {
-    // Large early messages, so that a pack with the strategies' need writes a chunk.
-    const big = (n: number) =>
-      record(n, [`p${n}`, `p${n % 4}`]).map((item, index) =>
-        index === 0 && n <= 14 ? { ...item, content: `message ${n} ${'m'.repeat(3000)}` } : item,
-      ) as Item[];
     const memory = new MemoryStore();
     const log = new SessionLog(memory, options);
     await log.create({ id: 's' });
@@ -152,7 +147,64 @@ describe('views in chunks', () => {
     });
     expect(begun.kind).toBe('claimed');
   });
+
+  it('stay packable when the view a reader falls back to names repeat-index shards a newer view replaced', async () => {
+    // A repeat-index delta of 8 keys, so that the newer view's 40 new call keys replace shards.
+    const indexed = { ...options, indexDeltaKeys: 8 };
+    const memory = new MemoryStore();
+    const log = new SessionLog(memory, indexed);
+    await log.create({ id: 's' });
+    for (let n = 1; n <= 20; n++) await log.append('s', big(n));
+    await log.pack('s', { requirement, refresh: true });
+    await appendRecords(log, 21, 21);
+    // Pack A (the default need: no chunk) is held at its view's put; pack B, from the same
+    // base, names that base's chunk again (still there) and replaces shards A's view names.
+    const held = new HeldViewPut(memory);
+    const packA = new SessionLog(held, indexed).pack('s', { refresh: true });
+    await held.reached;
+    await log.append(
+      's',
+      record(
+        22,
+        Array.from({ length: 40 }, (_, index) => `q${index}`),
+      ),
+    );
+    await new SessionLog(memory, { ...indexed, viewCacheBytes: 1 << 24 }).pack('s', { requirement, refresh: true });
+    held.release();
+    await packA;
+    // The newest view names a gone chunk, the one before it gone shards: a process new to the
+    // session (its own copy of the store: nothing kept of the shards) reads the log past both,
+    // and packs, and completes a turn whose model calls a tool.
+    const fresh = new MemoryStore();
+    await copyObjects(memory, fresh);
+    const after = await previews(fresh);
+    expect(after.read).toEqual(after.reference);
+    const turn = async (output: Item) => {
+      const begun = await new SessionLog(fresh, indexed).beginTurn('s', {
+        input: [{ type: 'message', role: 'user', content: 'go on' }],
+      });
+      if (begun.kind !== 'claimed') throw new Error('expected a claim');
+      await new SessionLog(fresh, indexed).completeTurn(begun.turn, {
+        status: 'completed',
+        output: [output],
+        receipt: {},
+      });
+    };
+    await turn({ type: 'message', role: 'assistant', content: 'ok' });
+    await new SessionLog(fresh, indexed).append('s', record(23, ['q1', 'p7', 'zz']));
+    await turn({ type: 'function_call', call_id: 'k1', name: 'read', arguments: JSON.stringify({ path: 'q3' }) });
+    await new SessionLog(fresh, indexed).pack('s', { requirement, refresh: true });
+    const packed = await previews(fresh);
+    expect(packed.read).toEqual(packed.reference);
+  });
 });
+
+/** Record n with a large message among the first 14 (so that a view of them writes a chunk). */
+function big(n: number): Item[] {
+  return record(n, [`p${n}`, `p${n % 4}`]).map((item, index) =>
+    index === 0 && n <= 14 ? { ...item, content: `message ${n} ${'m'.repeat(3000)}` } : item,
+  ) as Item[];
+}
 
 /** Notes the keys got. */
 class KeysGot extends CountingStore {

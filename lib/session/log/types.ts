@@ -36,6 +36,8 @@ export interface Base {
   view: LogView | null;
   since: LogItem[];
   known: KnownKeys | null;
+  /** A newer view was listed but could not serve (its chunk gone): `view` is the newest that can. */
+  skipped?: true;
 }
 
 export type { NewSession, SessionPatch, SessionRecord } from '../fields.ts';

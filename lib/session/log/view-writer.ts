@@ -80,7 +80,11 @@ export async function writeViewIfDue(
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys).catch(async (error) => {
     // A flush meeting a base shard gone with no newer view to take (an older view outliving a
     // newer one, as readBase meets it): the index is built again from the log, read without views.
-    if (!(error instanceof ShardMissingError) || !base.view || (await newerViewListed(log, scope, base.view.record)))
+    if (
+      !(error instanceof ShardMissingError) ||
+      !base.view ||
+      (!base.skipped && (await newerViewListed(log, scope, base.view.record)))
+    )
       throw error;
     const cursor = logCursor(log.store, scope);
     const fresh = await readBase(log, scope, newest, cursor, [], undefined, false, held);

@@ -210,9 +210,12 @@ export async function readBase(
   checkDense(recordsPrefix(scope), since, lastSeq + 1);
   try {
     const { keys, flags } = keysAfterView(log.viewPolicy, walked, groups, input);
-    return { view, since, known: await loadKnownKeys(log, scope, view, keys, flags) };
+    const known = await loadKnownKeys(log, scope, view, keys, flags);
+    return { view, since, known, ...(unusable && view ? { skipped: true as const } : {}) };
   } catch (error) {
-    if (!(error instanceof ShardMissingError) || (await newerViewListed(log, scope, view!.record))) throw error;
+    // A newer view that cannot serve (skipped above) is no newer view to take.
+    if (!(error instanceof ShardMissingError) || (!unusable && (await newerViewListed(log, scope, view!.record))))
+      throw error;
     // Its index is gone with no newer view to take (an older view outliving a newer one):
     // the log itself, read without views, is exact.
     return readBase(log, scope, newest, logCursor(log.store, scope), input, undefined, false);

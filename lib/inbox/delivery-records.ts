@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { randomHex } from '../hash.ts';
 import type { ObjectInfo, ObjectStore, StoredObject } from '../store/object-store.ts';
 import { createNameGenerator } from './notice-name.ts';
 
@@ -87,9 +88,7 @@ export function decodeName(value: string | undefined): string | undefined {
 }
 
 export function randomId(): string {
-  const bytes = new Uint8Array(12);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
+  return randomHex(12);
 }
 
 /** Parallel storage calls per operation: a Worker has 6 simultaneous connections. */

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { randomHex } from '../hash.ts';
 
 /**
  * Names of inbox notices: validation of client-chosen names, generated names, and the
@@ -71,7 +72,7 @@ export function compareBytes(left: string, right: string): number {
  * (`000001764412345678-0000-3f9a1c2b`). Names from one generator sort strictly after every
  * earlier one; across processes they follow the clock, and the random part keeps them unique.
  */
-export function createNameGenerator(random: () => string = randomHex): (now: Date) => string {
+export function createNameGenerator(random: () => string = () => randomHex(4)): (now: Date) => string {
   let lastMillis = -1;
   let sequence = 0;
   return (now) => {
@@ -90,10 +91,4 @@ export function createNameGenerator(random: () => string = randomHex): (now: Dat
     lastMillis = millis;
     return `${String(millis).padStart(15, '0')}-${String(sequence).padStart(4, '0')}-${random()}`;
   };
-}
-
-function randomHex(): string {
-  const bytes = new Uint8Array(4);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('');
 }

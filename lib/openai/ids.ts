@@ -20,6 +20,8 @@
  * Ids of responses that are not stored (`store: false`, chat completions) are random.
  */
 
+import { randomHex } from '../hash.ts';
+
 const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})(?:_(g\d{13}[0-9a-f]{8}))?$/;
 const ITEM = /^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
 
@@ -81,6 +83,5 @@ export function parseItemId(id: string): { kind: ItemKind; sessionId: string; se
 
 /** `<prefix>_<24 hex>`: the id of a new conversation, or of anything that is not stored. */
 export function randomId(prefix: string): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(12));
-  return `${prefix}_${Array.from(bytes, (byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+  return `${prefix}_${randomHex(12)}`;
 }

@@ -1,4 +1,5 @@
 import { InvalidRequestError } from '../errors.ts';
+import { randomHex } from '../hash.ts';
 import { idSchema } from '../items.ts';
 
 /**
@@ -74,8 +75,7 @@ export function ancestorScope(keyPrefix: string, point: ForkPoint): LogScope {
 /** A new generation: `g` + the inverted time in ms (13 digits) + 8 random hex characters. */
 export function newGeneration(now: Date): string {
   const inverted = String(10_000_000_000_000 - now.getTime()).padStart(13, '0');
-  const random = crypto.getRandomValues(new Uint8Array(4));
-  return `g${inverted}${[...random].map((byte) => byte.toString(16).padStart(2, '0')).join('')}`;
+  return `g${inverted}${randomHex(4)}`;
 }
 
 export const generationSchemaPattern = /^g\d{13}[0-9a-f]{8}$/;

@@ -1,4 +1,5 @@
 import { CorruptObjectError } from '../../errors.ts';
+import { randomHex } from '../../hash.ts';
 import { concatBytes, toBytes, type StoredObject } from '../../store/object-store.ts';
 import { viewChunkKey, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
@@ -76,7 +77,8 @@ export function layoutView(
   while (split < items.length && items[split]!.seq < windowStart) bytes += itemBytes(items[split++]!).length + 1;
   if (bytes < minBytes) return { chunk: null, write: false, drop: [], inline: [...items] };
   const chunked = items.slice(0, split);
-  const id = randomId();
+  // 8 random hex characters: two writers of one record never share a chunk.
+  const id = randomHex(4);
   const chunk = { key: viewChunkKey(scope, view.record, id), record: view.record, id, items: chunked, bytes: 0 };
   chunk.bytes = chunkBody(chunk).length;
   return { chunk, write: true, drop: [], inline: items.slice(split) };
@@ -279,9 +281,4 @@ function itemBytes(item: object): Uint8Array {
     itemBytesOf.set(item, bytes);
   }
   return bytes;
-}
-
-/** 8 random hex characters: a chunk's name, so that two writers of one record never share one. */
-function randomId(): string {
-  return [...crypto.getRandomValues(new Uint8Array(4))].map((byte) => byte.toString(16).padStart(2, '0')).join('');
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assembleTail, layoutView, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
+import { assembleTail, chunkBody, layoutView, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
 import type { LogItem } from '../../lib/session/records.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 
@@ -62,6 +62,8 @@ describe('a view stored against a chunk', () => {
     const layout = layoutView(scope, viewOf(items, 31), chunk, 1_000);
     expect(layout.write).toBe(true);
     expect(layout.chunk!.items).toEqual(items.slice(0, 30));
+    // Its bytes, counted without building its body, are its body's.
+    expect(layout.chunk!.bytes).toBe(chunkBody(layout.chunk!).length);
     expect(layout.inline).toEqual(items.slice(30));
     expect(layout.drop).toEqual([]);
     // Too little before the window for a chunk: none.

@@ -79,8 +79,10 @@ export function layoutView(
   const chunked = items.slice(0, split);
   // 8 random hex characters: two writers of one record never share a chunk.
   const id = randomHex(4);
-  const chunk = { key: viewChunkKey(scope, view.record, id), record: view.record, id, items: chunked, bytes: 0 };
-  chunk.bytes = chunkBody(chunk).length;
+  // Its body's length without building it (chunkBody does, once, for the put): `bytes` counts
+  // each item and the comma or bracket after it; the brackets and brace around them add 2.
+  const key = viewChunkKey(scope, view.record, id);
+  const chunk = { key, record: view.record, id, items: chunked, bytes: chunkHead(view.record).length + bytes + 2 };
   return { chunk, write: true, drop: [], inline: items.slice(split) };
 }
 
@@ -246,11 +248,11 @@ export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
 
 /** The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema). */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
-  return concatBytes([
-    toBytes(`{"format":"tailgate.view-chunk.v1","record":${chunk.record},"items":`),
-    itemList(chunk.items),
-    CLOSE,
-  ]);
+  return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items), CLOSE]);
+}
+
+function chunkHead(record: number): string {
+  return `{"format":"tailgate.view-chunk.v1","record":${record},"items":`;
 }
 
 /** The JSON bytes of an array of items, each item's bytes kept (see itemBytes). */

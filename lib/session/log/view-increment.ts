@@ -8,6 +8,9 @@ import type { Base } from './types.ts';
 import { viewItemSchema } from '../view-records.ts';
 import { earlyCallIds, isBehind, wholeCallIds } from './views.ts';
 
+/** How many views this process built from their base, and the whole way (for tests and benches). */
+export const viewBuilds = { fromBase: 0, whole: 0 };
+
 /**
  * A view's tail built from its base's tail without walking all of it again. Without a context
  * start or an overflow boundary, the tail of a long history is mostly what comes before its
@@ -16,14 +19,12 @@ import { earlyCallIds, isBehind, wholeCallIds } from './views.ts';
  * view holds the same items there but for the calls no longer needed (a newer repeat took
  * their place), so it filters them in one pass and builds only what comes after the base's
  * window (the window and the items since) as the whole build does (view-writer.ts
- * `composeView`). The result is the whole build's, item for item (property-tested in
- * test/session/view-increment.test.ts); null when that cannot be told from the base alone (a
- * call needed whole that the base holds compacted, a need that reaches before its window, a
- * context start or boundary): then the whole build runs.
+ * `composeView`). The result is the whole build's, item for item (every test that packs builds
+ * both and compares them: `checkViews`, test/support/session-log.ts); null when that cannot be
+ * told from the base alone (a call needed whole that the base holds compacted, a need that
+ * reaches before its window, a call id given to two open calls, a context start or boundary):
+ * then the whole build runs.
  */
-/** How many views this process built from their base, and the whole way (for tests and benches). */
-export const viewBuilds = { fromBase: 0, whole: 0 };
-
 export async function incrementalTail(
   log: LogContext,
   scope: LogScope,

@@ -125,7 +125,6 @@ const scratch = Buffer.allocUnsafe(4096);
  * far more than the reads themselves (docs/STORAGE.md, the file store).
  */
 export function readHeaderSync(fd: number, key: string): HeaderLine {
-  const { size: fileSize } = fstatSync(fd);
   const chunks: Buffer[] = [];
   for (let position = 0; ; ) {
     const bytesRead = readSync(fd, scratch, 0, scratch.length, position);
@@ -140,6 +139,9 @@ export function readHeaderSync(fd: number, key: string): HeaderLine {
     chunks.push(scratch.subarray(0, newline));
     const header = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Header;
     const bodyStart = position + newline + 1;
+    // A short read of a regular file ends at its end (an object file never changes once in
+    // place): the file's size without an fstat, as for a listing's tombstones and small objects.
+    const fileSize = bytesRead < scratch.length ? position + bytesRead : fstatSync(fd).size;
     return { header, bodyStart, size: fileSize - bodyStart };
   }
 }

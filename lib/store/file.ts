@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { closeSync, fsync, linkSync, openSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, openSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
@@ -44,21 +44,7 @@ import {
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
-
-/** An fsync of `fd` through the thread pool: the calls of a put that wait on the disk. */
-function syncFile(fd: number): Promise<void> {
-  return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
-}
-
-/** An fsync of `directory`: the names linked, renamed or removed in it are on disk once it returns. */
-async function syncDirectory(directory: string): Promise<void> {
-  const fd = openSync(directory, 'r');
-  try {
-    await syncFile(fd);
-  } finally {
-    closeSync(fd);
-  }
-}
+import { syncDirectory, syncFile } from './file-sync.ts';
 
 /** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
 const HEADERS_PER_TURN = 100;
@@ -275,7 +261,9 @@ export class FileStore implements ObjectStore {
   async *#walk(directory: string, base: string, prefix: string, after: string | undefined): AsyncGenerator<ObjectInfo> {
     let names: string[];
     try {
-      names = await readdir(directory);
+      // Synchronous, as the header reads are: through the thread pool it waited behind the
+      // fsyncs of the puts in flight (docs/STORAGE.md, the file store).
+      names = readdirSync(directory);
     } catch (error) {
       if (codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR') return;
       throw error;
@@ -289,6 +277,8 @@ export class FileStore implements ObjectStore {
       name: string;
       read: HeaderRead | null | undefined;
     }> = [];
+    // Whether every tail is of safe bytes only (no `%`, not mapped): then UTF-16 order is byte order.
+    let ascii = true;
     for (const name of names) {
       const kind = name.slice(-2);
       if (kind !== OBJECT && kind !== DIRECTORY) continue;
@@ -298,14 +288,20 @@ export class FileStore implements ObjectStore {
         // A mapped name keeps only the start of its segment: the header has the key.
         read = readHeaderAt(join(directory, name), base);
         key = read?.header.k;
+        ascii = false;
       } else {
         const segment = unescapeSegment(name.slice(0, -2));
         if (segment !== undefined) key = base + segment + (kind === DIRECTORY ? '/' : '');
+        if (name.includes('%')) ascii = false;
       }
       if (key === undefined || !key.startsWith(prefix)) continue;
+      // Listed before `after`: not sorted (a directory may hold keys after it).
+      if (kind === OBJECT && after !== undefined && compareKeys(key, after) <= 0) continue;
       entries.push({ key, tail: key.slice(base.length), directory: kind === DIRECTORY, name, read });
     }
-    entries.sort((a, b) => compareKeys(a.tail, b.tail));
+    entries.sort(
+      ascii ? (a, b) => (a.tail < b.tail ? -1 : a.tail > b.tail ? 1 : 0) : (a, b) => compareKeys(a.tail, b.tail),
+    );
     for (const entry of entries) {
       if (entry.directory) {
         // Every key below starts with entry.key: skip the directory when all of them sort at or before `after`.

@@ -1,10 +1,11 @@
 import { Buffer } from 'node:buffer';
+import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
-import type { ObjectInfo } from './object-store.ts';
+import type { ObjectInfo, PutOptions } from './object-store.ts';
 
 /**
  * The file store's on-disk format: how key segments are escaped into names, the tags of
@@ -21,6 +22,18 @@ export interface Header {
   u: number;
   /** The key, in the objects whose name is mapped (`escapeName`): the name does not say it. */
   k?: string;
+}
+
+/** The header of a put's new object: its version, a new etag (the version and random bytes), the put's metadata. */
+export function newHeader(key: string, name: string, version: number, options: PutOptions): Header {
+  return {
+    v: version,
+    e: `"${version}-${randomBytes(8).toString('hex')}"`,
+    m: { ...(options.metadata ?? {}) },
+    ...(options.contentType !== undefined ? { t: options.contentType } : {}),
+    u: Date.now(),
+    ...(name.includes(MAPPED) ? { k: key } : {}),
+  };
 }
 
 export const OBJECT = '~o';

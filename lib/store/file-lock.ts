@@ -171,7 +171,7 @@ function tryCreate(directory: string, name: string, path: string, content: strin
  * first object would otherwise survive a power loss only as far as its directory did. Rare (a
  * new session or generation), so synchronous.
  */
-function makeDirectory(directory: string): void {
+export function makeDirectory(directory: string): void {
   const first = mkdirSync(directory, { recursive: true });
   if (first === undefined) return;
   for (let created = directory; ; created = dirname(created)) {

@@ -1,4 +1,8 @@
-import { closeSync, fsync, openSync } from 'node:fs';
+import { Buffer } from 'node:buffer';
+import { closeSync, fsync, linkSync, openSync, unlink, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import { codeOf, type Header, writeAllSync } from './file-format.ts';
+import { makeDirectory, tempName } from './file-lock.ts';
 
 /**
  * The file store's fsyncs (file.ts): of a temp file before it becomes an object, and of a
@@ -6,8 +10,43 @@ import { closeSync, fsync, openSync } from 'node:fs';
  * through the thread pool; the open and close are synchronous calls of microseconds.
  */
 
+/**
+ * Writes an object file (its header line, then `bytes`) to a new temp file of key `name` in
+ * `directory`, creating the directory when it is missing, and fsyncs it: its bytes are on disk
+ * before a link or rename makes it the object. Returns its path; a failed write (a full disk)
+ * leaves none. Named with this process's pid: no other writer has it.
+ */
+export async function writeTemp(directory: string, name: string, header: Header, bytes: Uint8Array): Promise<string> {
+  for (;;) {
+    const temp = join(directory, tempName(name));
+    let fd: number;
+    try {
+      fd = openSync(temp, 'wx');
+    } catch (error) {
+      // The directory is missing (a create takes no lock, which would have made it): made, and again.
+      if (codeOf(error) !== 'ENOENT') throw error;
+      makeDirectory(directory);
+      continue;
+    }
+    try {
+      try {
+        const line = Buffer.from(`${JSON.stringify(header)}\n`);
+        writeAllSync(fd, line, 0);
+        writeAllSync(fd, bytes, line.length);
+        await syncFile(fd);
+      } finally {
+        closeSync(fd);
+      }
+      return temp;
+    } catch (error) {
+      unlinkSync(temp);
+      throw error;
+    }
+  }
+}
+
 /** An fsync of `fd` through the thread pool. */
-export function syncFile(fd: number): Promise<void> {
+function syncFile(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fsync(fd, (error) => (error ? reject(error) : resolve())));
 }
 
@@ -61,4 +100,32 @@ async function runFrom(directory: string): Promise<void> {
       );
     }
   }
+}
+
+/**
+ * Keeps the file named `path` alive under `aside` (a temp name of its key, `tempName` in
+ * file-lock.ts) before its name is removed or renamed over, so that the unlink or rename only
+ * drops a name; `release` then removes `aside` through the thread pool, where freeing the
+ * file's blocks waits on the file system's journal instead of the event loop (an unlink of a
+ * file's last name took about 2 ms there while fsyncs ran, a name alone microseconds). False:
+ * `path` has no file. A process killed before the release leaves `aside`, a temp file of a
+ * dead process, to `FileStore.sweep`.
+ */
+export function keepAside(path: string, aside: string): boolean {
+  try {
+    linkSync(path, aside);
+    return true;
+  } catch (error) {
+    if (codeOf(error) === 'ENOENT') return false;
+    throw error;
+  }
+}
+
+/**
+ * Removes a name `keepAside` made, through the thread pool. Never fails: the put or delete it
+ * serves is done, and a name it could not remove is a temp file that `FileStore.sweep` removes
+ * once older than `staleLockMs` (its time is the replaced file's).
+ */
+export function release(aside: string): Promise<void> {
+  return new Promise((resolve) => unlink(aside, () => resolve()));
 }

@@ -1,6 +1,4 @@
-import { Buffer } from 'node:buffer';
-import { randomBytes } from 'node:crypto';
-import { closeSync, linkSync, openSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
@@ -17,7 +15,6 @@ import {
   type StoredObject,
 } from './object-store.ts';
 import {
-  type Header,
   type HeaderRead,
   OBJECT,
   DIRECTORY,
@@ -30,7 +27,7 @@ import {
   readHeaderSync,
   readHeaderAt,
   readSyncAt,
-  writeAllSync,
+  newHeader,
   infoOf,
   exists,
   codeOf,
@@ -44,7 +41,7 @@ import {
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
-import { syncDirectory, syncFile } from './file-sync.ts';
+import { keepAside, release, syncDirectory, writeTemp } from './file-sync.ts';
 
 /** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
 const HEADERS_PER_TURN = 100;
@@ -72,18 +69,22 @@ export interface FileStoreOptions extends Partial<LockTimes> {
  * metadata, content type, upload time, and the key where the name is mapped), a newline, then
  * the body.
  *
- * - Every write of a key (put, delete) holds the key's lock (file-lock.ts: exact for any number
- *   of writers, in one process or several on one machine).
  * - A put writes a temp file (fsynced), then a create-only put `link`s it to the object name,
- *   which fails with EEXIST when the key exists, and any other put `rename`s it over the
- *   object: readers see the old object or the new one, never a torn one. A failed write
+ *   which fails with EEXIST when the key exists (so it takes no lock), and any other put
+ *   `rename`s it over the object (a new key: links it, and renames over one a create made
+ *   meanwhile): readers see the old object or the new one, never a torn one. A failed write
  *   removes its temp file; `sweep` removes those of processes that died writing.
+ * - Every other write of a key (a put that is not create-only, a delete) holds the key's lock
+ *   (file-lock.ts: exact for any number of writers, in one process or several on one machine).
+ *   A file it replaces or removes is kept under a temp name and freed through the thread pool
+ *   (`keepAside` in file-sync.ts); the directory is fsynced before it answers, the fsyncs of
+ *   the writes in flight in one directory shared (`syncDirectory`).
  * - If-Match compares the etag read under the lock; etags carry a per-key version and random
  *   bytes, so a key deleted and written again never shows an earlier etag.
  * - Listing walks the directories, sorting each by the UTF-8 bytes of the keys it holds, so
  *   keys come back in byte order; its cost grows with the size of the directories it visits.
- *   It reads the header of each object it returns synchronously (`readHeaderAt`), as `head`
- *   does: a thread-pool round trip per call would cost more than the read.
+ *   It reads them, and the header of each object it returns (`readHeaderAt`), synchronously,
+ *   as `head` does: a thread-pool round trip per call would cost more than the read.
  */
 export class FileStore implements ObjectStore {
   readonly root: string;
@@ -131,50 +132,60 @@ export class FileStore implements ObjectStore {
     const bytes = toBytes(body);
     const { directory, name } = this.#location(key);
     const objectPath = join(directory, name + OBJECT);
+    const headerOf = (version: number) => newHeader(key, name, version, options);
     try {
+      if (options.onlyIfAbsent) {
+        // No lock: the `link` that makes the object fails when the name exists, whoever holds
+        // the key's lock, so the check and the write are one step (O_EXCL semantics).
+        if (exists(objectPath)) return null;
+        const header = headerOf(1);
+        const temp = await writeTemp(directory, name, header, bytes);
+        try {
+          linkSync(temp, objectPath);
+        } finally {
+          unlinkSync(temp);
+        }
+        await syncDirectory(directory);
+        return infoOf(key, header, bytes.length);
+      }
       return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
         const current = readHeaderAt(objectPath, key)?.header;
-        if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
-        const version = (current?.v ?? 0) + 1;
-        const header: Header = {
-          v: version,
-          e: `"${version}-${randomBytes(8).toString('hex')}"`,
-          m: { ...(options.metadata ?? {}) },
-          ...(options.contentType !== undefined ? { t: options.contentType } : {}),
-          u: Date.now(),
-          ...(name.includes(MAPPED) ? { k: key } : {}),
-        };
-        // Written under the lock with this process's pid in its name: no other writer has it.
-        // Only its fsync goes through the thread pool; the rest are synchronous calls that take
-        // microseconds, where each round trip through the pool would wait behind the fsyncs of
-        // the other puts in flight.
-        const temp = join(directory, tempName(name));
-        const fd = openSync(temp, 'wx');
+        const header = headerOf((current?.v ?? 0) + 1);
+        const temp = await writeTemp(directory, name, header, bytes);
+        // The file an overwrite replaces, kept under a temp name and freed through the thread pool.
+        let aside: string | undefined;
+        let released: Promise<void> | undefined;
         try {
-          try {
-            const line = Buffer.from(`${JSON.stringify(header)}\n`);
-            writeAllSync(fd, line, 0);
-            writeAllSync(fd, bytes, line.length);
-            await syncFile(fd);
-          } finally {
-            closeSync(fd);
-          }
           await stillHeld();
-          // O_EXCL semantics for a new key: link fails when the name exists, whoever wrote it.
-          if (current) renameSync(temp, objectPath);
-          else linkSync(temp, objectPath);
+          let linked = false;
+          try {
+            if (!current) {
+              linkSync(temp, objectPath);
+              linked = true;
+            }
+          } catch (error) {
+            // Created meanwhile by a create-only put, which takes no lock: written over.
+            if (codeOf(error) !== 'EEXIST') throw error;
+          }
+          if (!linked) {
+            aside = join(directory, tempName(name));
+            if (!keepAside(objectPath, aside)) aside = undefined;
+            renameSync(temp, objectPath);
+          }
         } finally {
-          // After a link, or a failed write (a full disk): no temp file is left behind.
+          // After a link, or a failed commit: no temp file is left behind.
           try {
             unlinkSync(temp);
           } catch {
             // Renamed into place already.
           }
+          if (aside !== undefined) released = release(aside);
         }
         // The link or rename is a change to the directory: on disk only once the directory is
         // fsynced, so that an acknowledged put survives a power loss, not only a crash.
         await syncDirectory(directory);
+        await released;
         return infoOf(key, header, bytes.length);
       });
     } catch (error) {
@@ -223,27 +234,38 @@ export class FileStore implements ObjectStore {
   }
 
   async delete(keys: string | string[]): Promise<void> {
-    // The directories whose names changed, fsynced before the delete answers (as a put's is).
-    const changed = new Map<string, string>();
-    for (const key of Array.isArray(keys) ? keys : [keys]) {
-      const { directory, name } = this.#location(key);
-      const objectPath = join(directory, name + OBJECT);
-      try {
-        // Deleting a missing key needs no lock (and creates no directory for one).
-        if (!exists(objectPath)) continue;
-        await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
-          await stillHeld();
-          try {
-            unlinkSync(objectPath);
-          } catch (error) {
-            if (codeOf(error) !== 'ENOENT') throw error;
-          }
-        });
-        changed.set(this.#pruneDirectories(directory), key);
-      } catch (error) {
-        throw asStorageError('delete', key, error);
+    // The directories whose names changed, and the files removed, freed through the thread pool.
+    const removed: Array<{ directory: string; key: string }> = [];
+    const released: Promise<void>[] = [];
+    try {
+      for (const key of Array.isArray(keys) ? keys : [keys]) {
+        const { directory, name } = this.#location(key);
+        const objectPath = join(directory, name + OBJECT);
+        try {
+          // Deleting a missing key needs no lock (and creates no directory for one).
+          if (!exists(objectPath)) continue;
+          await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
+            await stillHeld();
+            const aside = join(directory, tempName(name));
+            if (!keepAside(objectPath, aside)) return;
+            try {
+              unlinkSync(objectPath);
+            } finally {
+              released.push(release(aside));
+            }
+          });
+          removed.push({ directory, key });
+        } catch (error) {
+          throw asStorageError('delete', key, error);
+        }
       }
+    } finally {
+      // Their temp names gone, emptied directories can be removed.
+      await Promise.all(released);
     }
+    // Fsynced before the delete answers (as a put's directory is).
+    const changed = new Map<string, string>();
+    for (const { directory, key } of removed) changed.set(this.#pruneDirectories(directory), key);
     for (const [directory, key] of changed) {
       try {
         await syncDirectory(directory);

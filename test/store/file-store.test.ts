@@ -36,8 +36,10 @@ defineObjectStoreConformance('file system', async () => new FileStore(await fres
 interface FsHooks {
   fsync: (fd: number, callback: (error: Error | null) => void) => void;
   fstatSync: (fd: number) => { isDirectory(): boolean };
+  statSync: (path: string, options: { throwIfNoEntry: false }) => { nlink: number } | undefined;
   linkSync: (from: string, to: string) => void;
   renameSync: (from: string, to: string) => void;
+  unlinkSync: (path: string) => void;
 }
 
 async function filesUnder(directory: string): Promise<string[]> {
@@ -210,7 +212,7 @@ describe('FileStore', () => {
     ]);
   });
 
-  it('a put and a delete wait on the thread pool for their fsyncs only, a get not at all', async () => {
+  it('a put and a delete use the thread pool for fsyncs and freeing a replaced file, a get not at all', async () => {
     const store = new FileStore(await freshDirectory());
     await store.put('s/turn/a', 'first');
     const requests: string[] = [];
@@ -231,9 +233,84 @@ describe('FileStore', () => {
     }
     // Each put's two fsyncs: its temp file's, and its directory's once the name is linked or
     // renamed; the delete's one, of its directory (without them a power loss could take back an
-    // acknowledged put or delete). Through the thread pool, a put's lock file, temp file, link or
-    // rename and unlinks were 16 requests, each waiting behind the fsyncs of the other puts in flight.
-    expect(requests).toEqual(Array(5).fill('FSREQCALLBACK'));
+    // acknowledged put or delete); the overwrite's and the delete's unlink of the file they
+    // replaced or removed, kept under a temp name. Through the thread pool, a put's lock file, temp
+    // file, link or rename and unlinks were 16 requests, each waiting behind the fsyncs of the
+    // other puts in flight.
+    expect(requests).toEqual(Array(7).fill('FSREQCALLBACK'));
+  });
+
+  it("an overwrite and a delete never drop an object file's last name on the event loop", async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('d/a', 'first');
+    await store.put('d/b', 'other');
+    // Dropping a file's last name frees its blocks, which waits on the file system's journal
+    // (milliseconds while fsyncs run): that is left to the thread pool.
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const saved = { unlinkSync: fs.unlinkSync, renameSync: fs.renameSync };
+    const lastNames: string[] = [];
+    const check = (path: string) => {
+      const links = fs.statSync(path, { throwIfNoEntry: false })?.nlink;
+      if (path.endsWith('~o') && links === 1) lastNames.push(path.slice(directory.length));
+    };
+    fs.unlinkSync = (path) => {
+      check(path);
+      saved.unlinkSync(path);
+    };
+    fs.renameSync = (from, to) => {
+      check(to);
+      saved.renameSync(from, to);
+    };
+    syncBuiltinESMExports();
+    try {
+      expect(await store.put('d/a', 'second')).not.toBeNull();
+      await store.delete(['d/a', 'd/b']);
+    } finally {
+      Object.assign(fs, saved);
+      syncBuiltinESMExports();
+    }
+    expect(lastNames).toEqual([]);
+    expect(await store.list('d/')).toMatchObject({ objects: [] });
+    expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+  });
+
+  it('a create-only put takes no lock: it lands while a writer holds the lock, which then writes over it', async () => {
+    const directory = await freshDirectory();
+    // A writer of a new key stalled at the fsync of its temp file, with the key's lock held.
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const fsync = fs.fsync;
+    let resume: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (resume = resolve));
+    const reached = new Promise<void>((resolveReached) => {
+      let armed = true;
+      fs.fsync = (fd, callback) => {
+        if (!armed) return fsync(fd, callback);
+        armed = false;
+        resolveReached();
+        void gate.then(() => fsync(fd, callback));
+      };
+    });
+    syncBuiltinESMExports();
+    try {
+      const holder = new FileStore(directory, { separateQueue: true });
+      const held = holder.put('k', 'unconditional');
+      await reached;
+      expect((await readFile(join(directory, 'k~l'), 'utf8')).startsWith(`${process.pid} `)).toBe(true);
+      // Another writer (its own queue, as another process's): not kept waiting for the lock.
+      const creator = new FileStore(directory, { separateQueue: true, lockTimeoutMs: 1_000 });
+      expect(await creator.put('k', 'created', { onlyIfAbsent: true })).not.toBeNull();
+      expect(await creator.put('k', 'again', { onlyIfAbsent: true })).toBeNull();
+      resume();
+      // The unconditional put found no key under its lock, and one at its commit: written over.
+      expect(await held).not.toBeNull();
+      expect(new TextDecoder().decode((await creator.get('k'))!.body)).toBe('unconditional');
+    } finally {
+      resume();
+      fs.fsync = fsync;
+      syncBuiltinESMExports();
+    }
+    expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
   });
 
   it('puts in flight in one directory share its fsyncs, each covered by one begun after its change', async () => {

@@ -185,7 +185,8 @@ export function makeDirectory(directory: string): void {
   }
 }
 
-function unlinkQuietly(path: string): void {
+/** Removes `path` if it is there (a name gone already, or swept, is fine). */
+export function unlinkQuietly(path: string): void {
   try {
     unlinkSync(path);
   } catch {

@@ -1,8 +1,8 @@
 import { Buffer } from 'node:buffer';
-import { closeSync, fsync, linkSync, openSync, unlink, unlinkSync } from 'node:fs';
+import { closeSync, fsync, linkSync, openSync, unlink } from 'node:fs';
 import { join } from 'node:path';
 import { codeOf, type Header, writeAllSync } from './file-format.ts';
-import { makeDirectory, tempName } from './file-lock.ts';
+import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
 
 /**
  * The file store's fsyncs (file.ts): of a temp file before it becomes an object, and of a
@@ -39,7 +39,7 @@ export async function writeTemp(directory: string, name: string, header: Header,
       }
       return temp;
     } catch (error) {
-      unlinkSync(temp);
+      unlinkQuietly(temp);
       throw error;
     }
   }

@@ -37,6 +37,7 @@ import {
   processQueues,
   sweepLeftovers,
   tempName,
+  unlinkQuietly,
   withKeyLock,
   type LockTimes,
   type WriterQueues,
@@ -143,7 +144,7 @@ export class FileStore implements ObjectStore {
         try {
           linkSync(temp, objectPath);
         } finally {
-          unlinkSync(temp);
+          unlinkQuietly(temp);
         }
         await syncDirectory(directory);
         return infoOf(key, header, bytes.length);
@@ -174,12 +175,8 @@ export class FileStore implements ObjectStore {
             renameSync(temp, objectPath);
           }
         } finally {
-          // After a link, or a failed commit: no temp file is left behind.
-          try {
-            unlinkSync(temp);
-          } catch {
-            // Renamed into place already.
-          }
+          // After a link, or a failed commit: no temp file is left behind (renamed: none).
+          unlinkQuietly(temp);
           if (aside !== undefined) released = release(aside);
         }
         // The link or rename is a change to the directory: on disk only once the directory is

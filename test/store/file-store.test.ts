@@ -40,6 +40,25 @@ interface FsHooks {
   linkSync: (from: string, to: string) => void;
   renameSync: (from: string, to: string) => void;
   unlinkSync: (path: string) => void;
+  unlink: (path: string, callback: (error: Error | null) => void) => void;
+}
+
+/**
+ * Makes node:fs's fsyncs of files or of directories fail with `code` until the returned function
+ * is called (the store's named imports follow through syncBuiltinESMExports).
+ */
+function failFsyncs(of: 'file' | 'directory', code: string): () => void {
+  const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+  const fsync = fs.fsync;
+  fs.fsync = (fd, callback) => {
+    if (fs.fstatSync(fd).isDirectory() !== (of === 'directory')) return fsync(fd, callback);
+    setTimeout(() => callback(Object.assign(new Error(`${code}: fsync failed`), { code })), 5);
+  };
+  syncBuiltinESMExports();
+  return () => {
+    fs.fsync = fsync;
+    syncBuiltinESMExports();
+  };
 }
 
 async function filesUnder(directory: string): Promise<string[]> {
@@ -275,6 +294,48 @@ describe('FileStore', () => {
     expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
   });
 
+  it('a temp file whose fsync fails fails the put (create-only or not) with StorageError and is removed', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('d/a', 'first');
+    const restore = failFsyncs('file', 'ENOSPC');
+    try {
+      await expect(store.put('d/b', 'new', { onlyIfAbsent: true })).rejects.toBeInstanceOf(StorageError);
+      await expect(store.put('d/c', 'new')).rejects.toBeInstanceOf(StorageError);
+      await expect(store.put('d/a', 'second')).rejects.toBeInstanceOf(StorageError);
+    } finally {
+      restore();
+    }
+    expect((await store.list('d/')).objects.map((object) => object.key)).toEqual(['d/a']);
+    expect(new TextDecoder().decode((await store.get('d/a'))!.body)).toBe('first');
+    expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+  });
+
+  it('a replaced file whose temp name cannot be removed leaves the write done and the name to the sweep', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('d/a', 'first');
+    await store.put('d/b', 'other');
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const unlink = fs.unlink;
+    fs.unlink = (_path, callback) => callback(Object.assign(new Error('EIO: i/o error, unlink'), { code: 'EIO' }));
+    syncBuiltinESMExports();
+    try {
+      expect(await store.put('d/a', 'second')).not.toBeNull();
+      await store.delete('d/b');
+    } finally {
+      fs.unlink = unlink;
+      syncBuiltinESMExports();
+    }
+    expect((await store.list('d/')).objects.map((object) => object.key)).toEqual(['d/a']);
+    expect(new TextDecoder().decode((await store.get('d/a'))!.body)).toBe('second');
+    // Their times are those of the files they kept: older than this sweep's staleLockMs.
+    expect((await filesUnder(directory)).filter((name) => /~t/.test(name))).toHaveLength(2);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(await new FileStore(directory, { staleLockMs: 10 }).sweep()).toBe(2);
+    expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+  });
+
   it('a create-only put takes no lock: it lands while a writer holds the lock, which then writes over it', async () => {
     const directory = await freshDirectory();
     // A writer of a new key stalled at the fsync of its temp file, with the key's lock held.
@@ -379,26 +440,17 @@ describe('FileStore', () => {
     const directory = await freshDirectory();
     const store = new FileStore(directory);
     await store.put('d/seed', 'x');
-    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
-    const fsync = fs.fsync;
-    let failing = true;
-    fs.fsync = (fd, callback) => {
-      if (!failing || !fs.fstatSync(fd).isDirectory()) return fsync(fd, callback);
-      setTimeout(() => callback(Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' })), 20);
-    };
-    syncBuiltinESMExports();
+    const restore = failFsyncs('directory', 'EIO');
     try {
       const outcomes = await Promise.allSettled(['a', 'b', 'c', 'd'].map((key) => store.put(`d/${key}`, key)));
       for (const outcome of outcomes) {
         expect(outcome.status).toBe('rejected');
         expect((outcome as PromiseRejectedResult).reason).toBeInstanceOf(StorageError);
       }
-      failing = false;
-      expect(await store.put('d/e', 'e')).not.toBeNull();
     } finally {
-      fs.fsync = fsync;
-      syncBuiltinESMExports();
+      restore();
     }
+    expect(await store.put('d/e', 'e')).not.toBeNull();
     expect(new TextDecoder().decode((await store.get('d/e'))!.body)).toBe('e');
   });
 

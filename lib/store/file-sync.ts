@@ -5,9 +5,11 @@ import { codeOf, type Header, writeAllSync } from './file-format.ts';
 import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
 
 /**
- * The file store's fsyncs (file.ts): of a temp file before it becomes an object, and of a
- * directory after names in it were linked, renamed or removed. Only the fsync itself goes
- * through the thread pool; the open and close are synchronous calls of microseconds.
+ * How the file store (file.ts) puts bytes on disk: the temp file a put writes and fsyncs, the
+ * fsyncs of a directory after names in it were linked, renamed or removed (shared by the writes
+ * in flight in it), and the freeing of a replaced or removed file off the event loop. Only the
+ * fsyncs and that freeing go through the thread pool; the rest are synchronous calls of
+ * microseconds.
  */
 
 /**
@@ -17,14 +19,15 @@ import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
  * leaves none. Named with this process's pid: no other writer has it.
  */
 export async function writeTemp(directory: string, name: string, header: Header, bytes: Uint8Array): Promise<string> {
-  for (;;) {
+  for (let attempt = 0; ; attempt++) {
     const temp = join(directory, tempName(name));
     let fd: number;
     try {
       fd = openSync(temp, 'wx');
     } catch (error) {
-      // The directory is missing (a create takes no lock, which would have made it): made, and again.
-      if (codeOf(error) !== 'ENOENT') throw error;
+      // The directory is missing (a create takes no lock, which would have made it), or was
+      // pruned by a delete in between: made, and again.
+      if (codeOf(error) !== 'ENOENT' || attempt === 3) throw error;
       makeDirectory(directory);
       continue;
     }

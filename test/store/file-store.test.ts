@@ -41,6 +41,7 @@ interface FsHooks {
   renameSync: (from: string, to: string) => void;
   unlinkSync: (path: string) => void;
   unlink: (path: string, callback: (error: Error | null) => void) => void;
+  openSync: (path: string, flags?: string) => number;
 }
 
 /**
@@ -309,6 +310,27 @@ describe('FileStore', () => {
     expect((await store.list('d/')).objects.map((object) => object.key)).toEqual(['d/a']);
     expect(new TextDecoder().decode((await store.get('d/a'))!.body)).toBe('first');
     expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
+  });
+
+  it('a create whose temp file cannot be made, its directory made again, fails with StorageError', async () => {
+    const store = new FileStore(await freshDirectory());
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const openSync = fs.openSync;
+    let attempts = 0;
+    fs.openSync = (path, flags) => {
+      if (flags !== 'wx' || !path.includes('~t')) return openSync(path, flags);
+      attempts += 1;
+      throw Object.assign(new Error(`ENOENT: no such file or directory, open '${path}'`), { code: 'ENOENT' });
+    };
+    syncBuiltinESMExports();
+    try {
+      await expect(store.put('d/a', 'x', { onlyIfAbsent: true })).rejects.toBeInstanceOf(StorageError);
+    } finally {
+      fs.openSync = openSync;
+      syncBuiltinESMExports();
+    }
+    expect(attempts).toBe(4);
+    expect(await store.put('d/a', 'x', { onlyIfAbsent: true })).not.toBeNull();
   });
 
   it('a replaced file whose temp name cannot be removed leaves the write done and the name to the sweep', async () => {

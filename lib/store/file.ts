@@ -135,7 +135,7 @@ export class FileStore implements ObjectStore {
     const objectPath = join(directory, name + OBJECT);
     const headerOf = (version: number) => newHeader(key, name, version, options);
     try {
-      if (options.onlyIfAbsent) {
+      if (options.onlyIfAbsent && options.ifMatch === undefined) {
         // No lock: the `link` that makes the object fails when the name exists, whoever holds
         // the key's lock, so the check and the write are one step (O_EXCL semantics).
         if (exists(objectPath)) return null;
@@ -151,6 +151,7 @@ export class FileStore implements ObjectStore {
       }
       return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
         const current = readHeaderAt(objectPath, key)?.header;
+        if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
         const header = headerOf((current?.v ?? 0) + 1);
         const temp = await writeTemp(directory, name, header, bytes);

@@ -312,6 +312,16 @@ describe('FileStore', () => {
     expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
   });
 
+  it('a put both create-only and If-Match goes through the lock and writes nothing, present or absent', async () => {
+    const store = new FileStore(await freshDirectory());
+    expect(await store.put('d/a', 'x', { onlyIfAbsent: true, ifMatch: '"1-0"' })).toBeNull();
+    const written = (await store.put('d/b', 'first'))!;
+    expect(await store.put('d/b', 'second', { onlyIfAbsent: true, ifMatch: written.etag })).toBeNull();
+    expect((await store.list('d/')).objects.map((object) => [object.key, object.etag])).toEqual([
+      ['d/b', written.etag],
+    ]);
+  });
+
   it('a create whose temp file cannot be made, its directory made again, fails with StorageError', async () => {
     const store = new FileStore(await freshDirectory());
     const fs = createRequire(import.meta.url)('node:fs') as FsHooks;

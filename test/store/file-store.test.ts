@@ -437,7 +437,7 @@ describe('FileStore', () => {
       call(from, to);
       if (!to.endsWith('~o')) return; // A lock file linked into place.
       events.push(`named ${to.slice(to.lastIndexOf('/') + 1, -2)}`);
-      if (++named === puts) release();
+      if (++named === puts + 1) release(); // The creates and the overwrite.
     };
     fs.linkSync = naming(saved.linkSync);
     fs.renameSync = naming(saved.renameSync);

@@ -99,6 +99,12 @@ function againstChunk(
   let unused = 0;
   let at = 0;
   for (const held of chunk.items) {
+    // Mostly the same objects in the same places: compared without reading either (a long
+    // history's tail is tens of thousands of items scattered over the heap).
+    if (items[at] === held) {
+      at += 1;
+      continue;
+    }
     while (at < items.length && items[at]!.seq < held.seq) inline.push(items[at++]!);
     const item = items[at];
     if (item?.seq === held.seq) at += 1;

@@ -229,7 +229,9 @@ describe('aggregates', () => {
   it('appends the gaps to new repeats to sparse flags, batch after batch, as computed whole', () => {
     const repeats = new Set([3, 700, 701, 1_500, 2_100, 2_101, 2_900, 4_000, 4_095]);
     const items = sequenced(
-      Array.from({ length: 4_096 }, (_, index) => call(`c${index}`, 'read', repeats.has(index) ? '{}' : `{"n":${index}}`)),
+      Array.from({ length: 4_096 }, (_, index) =>
+        call(`c${index}`, 'read', repeats.has(index) ? '{}' : `{"n":${index}}`),
+      ),
     );
     const seen = new Set<string>();
     let aggregates = emptyAggregates();

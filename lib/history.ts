@@ -71,6 +71,73 @@ export function keepRepeatedSeqs(repeated: object, seqs: readonly number[]): voi
   seqsOfRepeated.set(repeated, seqs);
 }
 
+const jsonOfRepeated = new WeakMap<object, string>();
+const changesOfRepeated = new WeakMap<
+  object,
+  { from: string; set: ReadonlyMap<string, number>; fresh: ReadonlySet<string> }
+>();
+
+/**
+ * `JSON.stringify(repeated)`, kept per map (which is never changed once built). A map copied
+ * from one whose JSON is kept, with a few entries set (see keepRepeatedChanges), takes that JSON
+ * with their values changed in place and the new ones at its end, where a copy puts them: a
+ * long history's map has tens of thousands of entries, and each view of it writes them all.
+ */
+export function repeatedJson(repeated: Record<string, number>): string {
+  let json = jsonOfRepeated.get(repeated);
+  if (json !== undefined) return json;
+  const changes = changesOfRepeated.get(repeated);
+  json = (changes && changedJson(changes.from, changes.set, changes.fresh)) ?? JSON.stringify(repeated);
+  changesOfRepeated.delete(repeated);
+  jsonOfRepeated.set(repeated, json);
+  return json;
+}
+
+/**
+ * Records that `repeated` is a copy of `from` with the entries `set` set (in the order first
+ * set; `fresh`: those `from` lacks), for repeatedJson, when the JSON of `from` is kept.
+ */
+export function keepRepeatedChanges(
+  repeated: object,
+  from: object,
+  set: ReadonlyMap<string, number>,
+  fresh: ReadonlySet<string>,
+): void {
+  const json = jsonOfRepeated.get(from);
+  if (json !== undefined) changesOfRepeated.set(repeated, { from: json, set, fresh });
+}
+
+/**
+ * The JSON of a map whose JSON was `json`, with the entries `set` (`fresh`: new ones) set; null
+ * when an entry said to be there is not.
+ */
+function changedJson(json: string, set: ReadonlyMap<string, number>, fresh: ReadonlySet<string>): string | null {
+  const values: [number, number, number][] = [];
+  let added = '';
+  for (const [entry, seq] of set) {
+    const name = `${JSON.stringify(entry)}:`;
+    if (fresh.has(entry)) {
+      added += `${added === '' && json === '{}' ? '' : ','}${name}${seq}`;
+      continue;
+    }
+    const found = json.indexOf(name);
+    if (found < 0) return null;
+    const start = found + name.length;
+    let end = start;
+    while (json.charCodeAt(end) >= 48 && json.charCodeAt(end) <= 57) end++;
+    values.push([start, end, seq]);
+  }
+  values.sort((a, b) => a[0] - b[0]);
+  const parts: string[] = [];
+  let from = 0;
+  for (const [start, end, seq] of values) {
+    parts.push(json.slice(from, start), String(seq));
+    from = end;
+  }
+  parts.push(json.slice(from, -1), added, '}');
+  return parts.join('');
+}
+
 /**
  * repeatedSeqs of a value that may not be a `repeated` map (a view read back): null unless each
  * of its own keys maps to a positive safe integer and none is `__proto__` (which a copy by the

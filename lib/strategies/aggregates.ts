@@ -1,5 +1,11 @@
 import { sha256Hex } from '../hash.ts';
-import { keepRepeatedSeqs, knownRepeatedSeqs, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
+import {
+  keepRepeatedChanges,
+  keepRepeatedSeqs,
+  knownRepeatedSeqs,
+  REPEATED_KEY_CHARS,
+  type HistoryAggregates,
+} from '../history.ts';
 import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
@@ -125,6 +131,9 @@ export function extendAggregates(
   // The seqs `repeated` gains and those it loses (an older instance of a repeated key).
   const added: number[] = [];
   const replaced = new Set<number>();
+  // The entries set, in the order first set, with their newest seq; and those new to the map.
+  const entries = new Map<string, number>();
+  const fresh = new Set<string>();
   for (const item of newItems) {
     images += imagesOf(item);
     if (item.type === 'function_call_output') toolOutputs += 1;
@@ -138,7 +147,9 @@ export function extendAggregates(
       const entry = key.slice(0, REPEATED_KEY_CHARS);
       const older = repeated[entry];
       if (older !== undefined) replaced.add(older);
+      else fresh.add(entry);
       repeated[entry] = item.seq;
+      entries.set(entry, item.seq);
       added.push(item.seq);
     } else {
       newKeys.push(key);
@@ -153,6 +164,7 @@ export function extendAggregates(
     for (const seq of added) if (!replaced.has(seq)) kept.push(seq);
     keepRepeatedSeqs(repeated, kept);
   }
+  if (repeated !== previous.repeated) keepRepeatedChanges(repeated, previous.repeated, entries, fresh);
   const aggregates: HistoryAggregates = {
     tool_calls: toolCalls,
     tool_outputs: toolOutputs,

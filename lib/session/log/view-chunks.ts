@@ -262,14 +262,15 @@ export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
  * Its items' bytes are then kept only as their lengths (see itemBytesOf).
  */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
-  const body = concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items), CLOSE]);
-  for (const item of chunk.items) {
-    const bytes = itemBytesOf.get(item);
-    if (bytes === undefined) continue;
-    itemSizeOf.set(item, bytes.length);
-    itemBytesOf.delete(item);
-  }
-  return body;
+  return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items, chunkItemBytes), CLOSE]);
+}
+
+/** An item's bytes for a chunk: kept ones, then kept as their length; else serialized again. */
+function chunkItemBytes(item: object): Uint8Array {
+  const kept = itemBytesOf.get(item);
+  if (!(kept instanceof Uint8Array)) return toBytes(JSON.stringify(item));
+  itemBytesOf.set(item, kept.length);
+  return kept;
 }
 
 function chunkHead(record: number): string {
@@ -277,11 +278,11 @@ function chunkHead(record: number): string {
 }
 
 /** The JSON bytes of an array of items, each item's bytes kept (see itemBytes). */
-export function itemList(items: readonly object[]): Uint8Array {
+export function itemList(items: readonly object[], bytesOf = itemBytes): Uint8Array {
   const parts = [OPEN];
   items.forEach((item, index) => {
     if (index > 0) parts.push(COMMA);
-    parts.push(itemBytes(item));
+    parts.push(bytesOf(item));
   });
   parts.push(CLOSE_LIST);
   return concatBytes(parts);
@@ -295,24 +296,23 @@ const CLOSE = toBytes('}');
 /**
  * Each view item's JSON bytes, kept by the item object: a view's items are mostly the previous
  * view's, the same objects, so each is serialized and encoded once, when it first enters a view.
- * Once it is in a chunk only their length is kept (`itemSizeOf`): the views after it hold
- * beside the chunk only what changed, and a long history's chunk (tens of MiB of items) would
- * otherwise be held twice, its bytes beside its items; a new chunk (every eighth of the tail's
- * bytes appended) serializes its items again.
+ * Once it is in a chunk only their length is kept: the views after it hold beside the chunk
+ * only what changed, and a long history's chunk (tens of MiB of items) would otherwise be held
+ * twice, its bytes beside its items; a new chunk (every eighth of the tail's bytes appended)
+ * serializes them again.
  */
-const itemBytesOf = new WeakMap<object, Uint8Array>();
-const itemSizeOf = new WeakMap<object, number>();
+const itemBytesOf = new WeakMap<object, Uint8Array | number>();
 
 /** The length of an item's JSON bytes (see itemBytesOf). */
 function itemSize(item: object): number {
-  return itemBytesOf.get(item)?.length ?? itemSizeOf.get(item) ?? itemBytes(item).length;
+  const kept = itemBytesOf.get(item);
+  return typeof kept === 'number' ? kept : (kept ?? itemBytes(item)).length;
 }
 
 function itemBytes(item: object): Uint8Array {
-  let bytes = itemBytesOf.get(item);
-  if (bytes === undefined) {
-    bytes = toBytes(JSON.stringify(item));
-    itemBytesOf.set(item, bytes);
-  }
+  const kept = itemBytesOf.get(item);
+  if (kept instanceof Uint8Array) return kept;
+  const bytes = toBytes(JSON.stringify(item));
+  itemBytesOf.set(item, bytes);
   return bytes;
 }

@@ -94,6 +94,15 @@ export function repeatedJson(repeated: Record<string, number>): string {
 }
 
 /**
+ * A copy of `repeated` to change: parsed from its kept JSON (repeatedJson) when there is one,
+ * which takes about half the time of a spread of a long map (an object in dictionary mode).
+ */
+export function copyOfRepeated(repeated: Record<string, number>): Record<string, number> {
+  const json = jsonOfRepeated.get(repeated);
+  return json === undefined ? { ...repeated } : (JSON.parse(json) as Record<string, number>);
+}
+
+/**
  * Records that `repeated` is a copy of `from` with the entries `set` set (in the order first
  * set; `fresh`: those `from` lacks), for repeatedJson, when the JSON of `from` is kept.
  */

@@ -1,5 +1,6 @@
 import { sha256Hex } from '../hash.ts';
 import {
+  copyOfRepeated,
   keepRepeatedChanges,
   keepRepeatedSeqs,
   knownRepeatedSeqs,
@@ -143,7 +144,7 @@ export function extendAggregates(
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
       setBits.push(toolCalls);
-      if (repeated === previous.repeated) repeated = { ...previous.repeated };
+      if (repeated === previous.repeated) repeated = copyOfRepeated(previous.repeated);
       const entry = key.slice(0, REPEATED_KEY_CHARS);
       const older = repeated[entry];
       if (older !== undefined) replaced.add(older);

@@ -1,12 +1,5 @@
 import { sha256Hex } from '../hash.ts';
-import {
-  copyOfRepeated,
-  keepRepeatedChanges,
-  keepRepeatedSeqs,
-  knownRepeatedSeqs,
-  REPEATED_KEY_CHARS,
-  type HistoryAggregates,
-} from '../history.ts';
+import { keepRepeatedSeqs, knownRepeatedSeqs, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
 import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
@@ -132,9 +125,6 @@ export function extendAggregates(
   // The seqs `repeated` gains and those it loses (an older instance of a repeated key).
   const added: number[] = [];
   const replaced = new Set<number>();
-  // The entries set, in the order first set, with their newest seq; and those new to the map.
-  const entries = new Map<string, number>();
-  const fresh = new Set<string>();
   for (const item of newItems) {
     images += imagesOf(item);
     if (item.type === 'function_call_output') toolOutputs += 1;
@@ -144,13 +134,11 @@ export function extendAggregates(
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
       setBits.push(toolCalls);
-      if (repeated === previous.repeated) repeated = copyOfRepeated(previous.repeated);
+      if (repeated === previous.repeated) repeated = { ...previous.repeated };
       const entry = key.slice(0, REPEATED_KEY_CHARS);
       const older = repeated[entry];
       if (older !== undefined) replaced.add(older);
-      else fresh.add(entry);
       repeated[entry] = item.seq;
-      entries.set(entry, item.seq);
       added.push(item.seq);
     } else {
       newKeys.push(key);
@@ -165,7 +153,6 @@ export function extendAggregates(
     for (const seq of added) if (!replaced.has(seq)) kept.push(seq);
     keepRepeatedSeqs(repeated, kept);
   }
-  if (repeated !== previous.repeated) keepRepeatedChanges(repeated, previous.repeated, entries, fresh);
   const aggregates: HistoryAggregates = {
     tool_calls: toolCalls,
     tool_outputs: toolOutputs,

@@ -1,5 +1,4 @@
 import { CorruptObjectError } from '../../errors.ts';
-import { repeatedJson } from '../../history.ts';
 import { randomHex } from '../../hash.ts';
 import { concatBytes, toBytes, type StoredObject } from '../../store/object-store.ts';
 import { viewChunkKey, type LogScope } from '../keys.ts';
@@ -236,11 +235,7 @@ function checkTail(key: string, items: readonly { seq: number }[], fromSeq: numb
  */
 export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
   const { tail, created_at, ...rest } = view;
-  // `repeated` as repeatedJson gives it: an unescaped `"repeated":{}` is only ever a key's.
-  const placeholder = JSON.stringify({ ...rest, aggregates: { ...rest.aggregates, repeated: {} } });
-  const at = placeholder.indexOf('"repeated":{}') + '"repeated":'.length;
-  const json = `${placeholder.slice(0, at)}${repeatedJson(rest.aggregates.repeated)}${placeholder.slice(at + 2)}`;
-  const head = `${json.slice(0, -1)},"tail":`;
+  const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
   const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
   if (!tail) return concatBytes([toBytes(`${head}null`), end]);
   const { chunk, drop, inline } = layout;

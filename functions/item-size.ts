@@ -1,11 +1,24 @@
 import { TailgateError } from '../lib/errors.ts';
 import type { Item } from '../lib/items.ts';
 
-const encoder = new TextEncoder();
-
-/** The UTF-8 length of `text`. */
+/**
+ * The UTF-8 length of `text` (a lone surrogate counted as U+FFFD, as TextEncoder writes it),
+ * counted without encoding it: every item of every append is measured, and a buffer allocated
+ * for each costs more the more the process holds.
+ */
 export function utf8Bytes(text: string): number {
-  return encoder.encode(text).length;
+  let bytes = text.length;
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index);
+    if (code < 0x80) continue;
+    if (code < 0x800) bytes += 1;
+    else if (code >= 0xd800 && code < 0xdc00 && (text.charCodeAt(index + 1) & 0xfc00) === 0xdc00) {
+      // A surrogate pair: 2 code units, 4 bytes.
+      bytes += 2;
+      index += 1;
+    } else bytes += 2;
+  }
+  return bytes;
 }
 
 /**

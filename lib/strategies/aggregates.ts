@@ -153,19 +153,18 @@ export function extendAggregates(
     for (const seq of added) if (!replaced.has(seq)) kept.push(seq);
     keepRepeatedSeqs(repeated, kept);
   }
-  return {
-    aggregates: {
-      tool_calls: toolCalls,
-      tool_outputs: toolOutputs,
-      repeat_flags: withRepeats(previous.repeat_flags, toolCalls, setBits),
-      repeated,
-      images,
-      image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
-      // A repeat's entry is newer than every seq before, so it belongs to the entries kept.
-      ...(previous.repeated_older ? { repeated_older: previous.repeated_older } : {}),
-    },
-    newKeys,
+  const aggregates: HistoryAggregates = {
+    tool_calls: toolCalls,
+    tool_outputs: toolOutputs,
+    repeat_flags: withRepeats(previous, toolCalls, setBits),
+    repeated,
+    images,
+    image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
+    // A repeat's entry is newer than every seq before, so it belongs to the entries kept.
+    ...(previous.repeated_older ? { repeated_older: previous.repeated_older } : {}),
   };
+  if (setBits.length > 0) indicesOf.set(aggregates, repeatIndices(previous).concat(setBits));
+  return { aggregates, newKeys };
 }
 
 /** The `image_order` bits of aggregates, also while it is '' for a history without images (all calls). */
@@ -217,16 +216,24 @@ export function repeatFlagReader(aggregates: HistoryAggregates): (index: number)
 }
 
 /**
- * `repeat_flags` for `calls` calls: `previous` with the calls at `indices` (ascending, after
- * every index it holds) marked. `previous` itself when nothing is marked and its encoding is
- * still the shorter one.
+ * `repeat_flags` for `calls` calls: the flags of `aggregates` with the calls at `indices`
+ * (ascending, after every index they hold) marked. The flags themselves when nothing is marked
+ * and their encoding is still the shorter one; the gaps to the new repeats appended when it is
+ * the sparse one and stays shorter (what encodeRepeats gives, without encoding every gap again).
  */
-function withRepeats(previous: string, calls: number, indices: readonly number[]): string {
+function withRepeats(aggregates: HistoryAggregates, calls: number, indices: readonly number[]): string {
+  const previous = aggregates.repeat_flags;
+  const sparse = previous.startsWith(SPARSE);
   if (indices.length === 0) {
-    if (previous.startsWith(SPARSE) && previous.length < denseLength(calls)) return previous;
-    if (!previous.startsWith(SPARSE) && decodedLength(previous) === Math.ceil(calls / 8)) return previous;
+    if (sparse && previous.length < denseLength(calls)) return previous;
+    if (!sparse && decodedLength(previous) === Math.ceil(calls / 8)) return previous;
   }
-  return encodeRepeats([...decodeRepeats(previous), ...indices], calls);
+  const before = repeatIndices(aggregates);
+  if (sparse) {
+    const appended = previous + gapsOf(indices, before[before.length - 1] ?? -1);
+    if (appended.length < denseLength(calls)) return appended;
+  }
+  return encodeRepeats([...before, ...indices], calls);
 }
 
 /**
@@ -237,19 +244,24 @@ function withRepeats(previous: string, calls: number, indices: readonly number[]
  * MORE_DIGITS (a gap below 32 is one character).
  */
 function encodeRepeats(indices: readonly number[], calls: number): string {
-  let sparse = SPARSE;
-  let previous = -1;
-  for (const index of indices) {
-    let gap = index - previous - 1;
-    let digits = FINAL_DIGITS[gap & 31]!;
-    for (gap = Math.floor(gap / 32); gap > 0; gap = Math.floor(gap / 32)) digits = MORE_DIGITS[gap & 31]! + digits;
-    sparse += digits;
-    previous = index;
-  }
+  const sparse = SPARSE + gapsOf(indices, -1);
   if (sparse.length < denseLength(calls)) return sparse;
   const bytes = new Uint8Array(Math.ceil(calls / 8));
   for (const index of indices) bytes[index >> 3]! |= 1 << (index & 7);
   return encodeBase64(bytes);
+}
+
+/** The sparse encoding's gaps to `indices` (ascending) from the index `previous` (-1: none). */
+function gapsOf(indices: readonly number[], previous: number): string {
+  let gaps = '';
+  for (const index of indices) {
+    let gap = index - previous - 1;
+    let digits = FINAL_DIGITS[gap & 31]!;
+    for (gap = Math.floor(gap / 32); gap > 0; gap = Math.floor(gap / 32)) digits = MORE_DIGITS[gap & 31]! + digits;
+    gaps += digits;
+    previous = index;
+  }
+  return gaps;
 }
 
 /** The indices `encodeRepeats` encoded, ascending. */

@@ -99,6 +99,8 @@ describe('aggregates', () => {
             aggregates = result.aggregates;
             // The seqs kept for the new map (derived from the ones before) are those a walk of a copy gives.
             expect(repeatedSeqs(aggregates)).toEqual(checkedRepeatedSeqs({ ...aggregates.repeated }));
+            // So are the repeats kept for the new flags (the ones before and the new), as decoded.
+            expect(repeatIndices(aggregates)).toEqual(repeatIndices({ ...aggregates }));
             start += size;
             chunk += 1;
           }
@@ -222,6 +224,25 @@ describe('aggregates', () => {
     const items = history(400, new Set([...dense, 350]));
     const extended = extendAggregates(often, items.slice(300), (key) => key === callKey('read', '{}')).aggregates;
     expect(extended).toEqual(computeAggregates(items));
+  });
+
+  it('appends the gaps to new repeats to sparse flags, batch after batch, as computed whole', () => {
+    const repeats = new Set([3, 700, 701, 1_500, 2_100, 2_101, 2_900, 4_000, 4_095]);
+    const items = sequenced(
+      Array.from({ length: 4_096 }, (_, index) =>
+        call(`c${index}`, 'read', repeats.has(index) ? '{}' : `{"n":${index}}`),
+      ),
+    );
+    const seen = new Set<string>();
+    let aggregates = emptyAggregates();
+    for (let start = 0; start < items.length; start += 250) {
+      const result = extendAggregates(aggregates, items.slice(start, start + 250), (key) => seen.has(key));
+      for (const key of result.newKeys) seen.add(key);
+      aggregates = result.aggregates;
+      expect(aggregates.repeat_flags).toMatch(/^~/);
+      expect(aggregates).toEqual(computeAggregates(items.slice(0, start + 250)));
+    }
+    expect(repeatIndices(aggregates)).toEqual([...repeats].filter((index) => index > 3).sort((a, b) => a - b));
   });
 
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {

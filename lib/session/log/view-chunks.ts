@@ -67,14 +67,14 @@ export function layoutView(
   if (prior) {
     const { drop, inline, unused } = againstChunk(prior, items);
     // What the view holds beside the chunk, and what a read of it fetches beyond its tail.
-    const own = inline.reduce((sum, item) => sum + itemBytes(item).length + 1, drop.length * 8);
+    const own = inline.reduce((sum, item) => sum + itemSize(item) + 1, drop.length * 8);
     if (own <= Math.max(minBytes, prior.bytes) / CHUNK_SHARE && unused <= prior.bytes / UNUSED_SHARE)
       return { chunk: prior, write: false, drop, inline };
   }
   const windowStart = view.tail.window_start;
   let split = 0;
   let bytes = 0;
-  while (split < items.length && items[split]!.seq < windowStart) bytes += itemBytes(items[split++]!).length + 1;
+  while (split < items.length && items[split]!.seq < windowStart) bytes += itemSize(items[split++]!) + 1;
   if (bytes < minBytes) return { chunk: null, write: false, drop: [], inline: [...items] };
   const chunked = items.slice(0, split);
   // 8 random hex characters: two writers of one record never share a chunk.
@@ -99,11 +99,17 @@ function againstChunk(
   let unused = 0;
   let at = 0;
   for (const held of chunk.items) {
+    // Mostly the same objects in the same places: compared without reading either (a long
+    // history's tail is tens of thousands of items scattered over the heap).
+    if (items[at] === held) {
+      at += 1;
+      continue;
+    }
     while (at < items.length && items[at]!.seq < held.seq) inline.push(items[at++]!);
     const item = items[at];
     if (item?.seq === held.seq) at += 1;
     if (item?.seq === held.seq && sameItem(item, held)) continue;
-    unused += itemBytes(held).length + 1;
+    unused += itemSize(held) + 1;
     if (item?.seq === held.seq) inline.push(item);
     else drop.push(held.seq);
   }
@@ -246,9 +252,20 @@ export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
   ]);
 }
 
-/** The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema). */
+/**
+ * The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema).
+ * Its items' bytes are then kept only as their lengths (see itemBytesOf).
+ */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
-  return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items), CLOSE]);
+  return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items, chunkItemBytes), CLOSE]);
+}
+
+/** An item's bytes for a chunk: kept ones, then kept as their length; else serialized again. */
+function chunkItemBytes(item: object): Uint8Array {
+  const kept = itemBytesOf.get(item);
+  if (!(kept instanceof Uint8Array)) return toBytes(JSON.stringify(item));
+  itemBytesOf.set(item, kept.length);
+  return kept;
 }
 
 function chunkHead(record: number): string {
@@ -256,11 +273,11 @@ function chunkHead(record: number): string {
 }
 
 /** The JSON bytes of an array of items, each item's bytes kept (see itemBytes). */
-export function itemList(items: readonly object[]): Uint8Array {
+export function itemList(items: readonly object[], bytesOf = itemBytes): Uint8Array {
   const parts = [OPEN];
   items.forEach((item, index) => {
     if (index > 0) parts.push(COMMA);
-    parts.push(itemBytes(item));
+    parts.push(bytesOf(item));
   });
   parts.push(CLOSE_LIST);
   return concatBytes(parts);
@@ -274,13 +291,23 @@ const CLOSE = toBytes('}');
 /**
  * Each view item's JSON bytes, kept by the item object: a view's items are mostly the previous
  * view's, the same objects, so each is serialized and encoded once, when it first enters a view.
+ * Once it is in a chunk only their length is kept: the views after it hold beside the chunk
+ * only what changed, and a long history's chunk (tens of MiB of items) would otherwise be held
+ * twice, its bytes beside its items; a new chunk (every eighth of the tail's bytes appended)
+ * serializes them again.
  */
-const itemBytesOf = new WeakMap<object, Uint8Array>();
+const itemBytesOf = new WeakMap<object, Uint8Array | number>();
+
+/** The length of an item's JSON bytes (see itemBytesOf). */
+function itemSize(item: object): number {
+  const kept = itemBytesOf.get(item);
+  return typeof kept === 'number' ? kept : (kept ?? itemBytes(item)).length;
+}
+
 function itemBytes(item: object): Uint8Array {
-  let bytes = itemBytesOf.get(item);
-  if (bytes === undefined) {
-    bytes = toBytes(JSON.stringify(item));
-    itemBytesOf.set(item, bytes);
-  }
+  const kept = itemBytesOf.get(item);
+  if (kept instanceof Uint8Array) return kept;
+  const bytes = toBytes(JSON.stringify(item));
+  itemBytesOf.set(item, bytes);
   return bytes;
 }

@@ -50,60 +50,73 @@ export async function incrementalTail(
   if (cut === null) return null;
   // Before the base's window: messages, and the needed calls with their outputs, as they were
   // (the whole build takes none of them compacted: it reads such a call from the log). Only
-  // the tool items there are looked at; the messages between them are copied in runs.
-  const needed = new Set(wanted.seqs);
-  const pinnedSeqs = new Set(pinned);
+  // the index of the tool items there is looked at, numbers only; the messages between them
+  // are copied in runs.
   const index = toolsBefore(held, split);
   if (!index.usable) return null;
-  // The call ids of the tool items after the base's window: a kept call before it with one of
-  // them (an id given again, as providers numbering calls per response do) decides, as the
-  // whole build does by id, whether those items are held whole.
-  const recentIds = new Set<string>();
-  for (const item of recent) if (item.type !== 'message') recentIds.add(item.call_id);
-  const shared = new Map<string, boolean>();
-  /** Position -> the item that takes its place (null: none). */
-  const changed = new Map<number, LogItem | null>();
+  const decisions = decide(index, wanted.seqs, pinned);
+  /** Positions, ascending, and the item that takes the place of each (null: none). */
+  const changed: [number, LogItem | null][] = [];
   /** The calls kept whose output is not before the window, by call id -> whether held whole. */
   const awaiting = new Map<string, { call: LogItem; whole: boolean; at: number }>();
   let keptCalls = 0;
   let compactedCalls = 0;
   for (let at = 0; at < index.positions.length; at++) {
+    const decision = decisions[at]!;
     const position = index.positions[at]!;
-    const owner = index.owners[at]!;
-    const item = held[position]!;
-    if (item.type === 'message' || isBehind(item) || item.compacted) return null;
-    if (!needed.has(owner)) {
-      changed.set(position, null);
+    if (decision === DROP) {
+      changed.push([position, null]);
       continue;
     }
-    const whole = pinnedSeqs.has(owner);
-    if (item.type === 'function_call') {
-      keptCalls += 1;
-      if (!whole) compactedCalls += 1;
-      if (!index.answered[at]) awaiting.set(item.call_id, { call: item, whole, at });
-      if (recentIds.has(item.call_id)) shared.set(item.call_id, (shared.get(item.call_id) ?? false) || whole);
+    const isCall = index.calls[at] === at;
+    if (isCall) keptCalls += 1;
+    if (isCall && decision === COMPACTED) compactedCalls += 1;
+    if (isCall && !index.answered[at]) {
+      const call = held[position]!;
+      awaiting.set(call.type === 'message' ? '' : call.call_id, { call, whole: decision === WHOLE, at });
     }
-    const kept = whole ? item : compactedItem(log, item);
-    if (kept !== item) changed.set(position, kept);
+    if (decision === COMPACTED) {
+      const item = held[position]!;
+      const kept = compactedItem(log, item);
+      if (kept !== item) changed.push([position, kept]);
+    }
   }
-  const runs: LogItem[][] = [];
+  const kept: LogItem[] = [];
   let from = 0;
   for (const [position, item] of changed) {
-    runs.push(held.slice(from, position), item ? [item] : []);
+    for (let at = from; at < position; at++) kept.push(held[at]!);
+    if (item) kept.push(item);
     from = position + 1;
   }
-  const kept = runs.concat([held.slice(from, split)]).flat();
+  for (let at = from; at < split; at++) kept.push(held[at]!);
   // Every needed call before the window is among them.
   if (keptCalls !== lowerBound(wanted.seqs, tail.window_start)) return null;
   // The whole build holds a tool item whole by its call id: one of a kept call held compacted
   // must not share its id with one held whole.
-  if (compactedCalls > 0 && sharesId(held, index, needed, pinnedSeqs)) return null;
+  if (compactedCalls > 0 && sharesId(held, index, decisions)) return null;
+  // The call ids of the tool items after the base's window: a kept call before it with one of
+  // them (an id given again, as providers numbering calls per response do) decides, as the
+  // whole build does by id, whether those items are held whole.
+  const shared = new Map<string, boolean>();
+  const ids = callIdsOf(index, held);
+  for (const item of recent) {
+    if (item.type === 'message' || shared.has(item.call_id)) continue;
+    for (const seq of ids.seqs.get(item.call_id) ?? []) {
+      if (wanted.seqs[lowerBound(wanted.seqs, seq)] !== seq) continue;
+      const whole = pinned[lowerBound(pinned, seq)] === seq;
+      shared.set(item.call_id, (shared.get(item.call_id) ?? false) || whole);
+    }
+  }
   // After it, as the whole build selects: the calls still awaiting their output lead, so that
-  // the output is taken as it would be after them.
+  // the output is taken as it would be after them. The seqs before all of them match none.
   const leading = [...awaiting.values()].map((entry) => entry.call);
-  const selected = log.viewPolicy.selectTail([...leading, ...recent], wanted).slice(leading.length) as LogItem[];
-  const checked = wholeCallIds(selected, wanted.wholeCalls, wanted.seqs)!;
-  const whole = wholeCallIds(selected, wholeCalls, pinned)!;
+  const first = Math.min(leading[0]?.seq ?? Number.POSITIVE_INFINITY, recent[0]?.seq ?? Number.POSITIVE_INFINITY);
+  const seqs = wanted.seqs.slice(lowerBound(wanted.seqs, first));
+  const selected = log.viewPolicy
+    .selectTail([...leading, ...recent], { ...wanted, seqs })
+    .slice(leading.length) as LogItem[];
+  const checked = wholeCallIds(selected, wanted.wholeCalls, seqs)!;
+  const whole = wholeCallIds(selected, wholeCalls, pinned.slice(lowerBound(pinned, first)))!;
   // A kept call before the window that the whole build holds whole by an id it shares with a
   // newer call (held compacted above): the whole build runs.
   for (const [callId, isWhole] of shared) if (!isWhole && whole.has(callId)) return null;
@@ -119,18 +132,44 @@ export async function incrementalTail(
   }
   const items = kept.concat((await hydrate(log, scope, rest)) as LogItem[]);
   const windowStart = recent[cut]?.seq ?? lastSeq + 1;
-  toolIndexes.set(items, nextIndex(index, changed, awaiting, items, kept.length, windowStart));
+  toolIndexes.set(items, nextIndex(index, held, decisions, changed, awaiting, items, kept.length, windowStart));
   return { items, windowStart };
 }
 
-/** Whether two calls kept before the window (`needed`) share a call id, one whole (`pinned`) and one not. */
-function sharesId(held: readonly LogItem[], index: ToolIndex, needed: Set<number>, pinned: Set<number>): boolean {
+/** What a view built from its base does with a tool item before the base's window. */
+const DROP = 0;
+const COMPACTED = 1;
+const WHOLE = 2;
+
+/**
+ * For each entry of `index`: DROP when its call is not needed (`seqs`, ascending), WHOLE when it
+ * is pinned (`pinned`, ascending), else COMPACTED. Its calls come in seq order, so one merge.
+ */
+function decide(index: ToolIndex, seqs: readonly number[], pinned: readonly number[]): Uint8Array {
+  const decisions = new Uint8Array(index.positions.length);
+  let wanted = 0;
+  let whole = 0;
+  for (let at = 0; at < decisions.length; at++) {
+    const call = index.calls[at]!;
+    if (call !== at) {
+      decisions[at] = call < 0 ? DROP : decisions[call]!;
+      continue;
+    }
+    const seq = index.owners[at]!;
+    while (wanted < seqs.length && seqs[wanted]! < seq) wanted++;
+    while (whole < pinned.length && pinned[whole]! < seq) whole++;
+    decisions[at] = seqs[wanted] !== seq ? DROP : pinned[whole] === seq ? WHOLE : COMPACTED;
+  }
+  return decisions;
+}
+
+/** Whether two calls kept before the window share a call id, one whole and one not. */
+function sharesId(held: readonly LogItem[], index: ToolIndex, decisions: Uint8Array): boolean {
   const wholeOf = new Map<string, boolean>();
   for (let at = 0; at < index.positions.length; at++) {
     const item = held[index.positions[at]!]!;
-    const owner = index.owners[at]!;
-    if (item.type !== 'function_call' || !needed.has(owner)) continue;
-    const whole = pinned.has(owner);
+    if (item.type !== 'function_call' || decisions[at] === DROP) continue;
+    const whole = decisions[at] === WHOLE;
     if (wholeOf.get(item.call_id) === !whole) return true;
     wholeOf.set(item.call_id, whole);
   }
@@ -139,16 +178,34 @@ function sharesId(held: readonly LogItem[], index: ToolIndex, needed: Set<number
 
 /**
  * Where the tool items before a view's window are in its tail (`positions`, ascending), the seq
- * of the call each belongs to (`owners`), and for a call whether its output is there too
- * (`answered`): kept by the tail's items array, so that the next view built from it looks at
- * no message (see toolsBefore).
+ * of the call each belongs to (`owners`; -1: none before it), where in the index that call is
+ * (`calls`: the entry itself for a call, -1 for an output without one), and for a call whether
+ * its output is there too (`answered`): kept by the tail's items array, so that the next view
+ * built from it looks at no message and at no item it keeps as it is (see toolsBefore).
  */
 interface ToolIndex {
   positions: number[];
   owners: number[];
+  calls: number[];
   answered: boolean[];
-  /** False once a call id was given again while its call was open: then the index is not used. */
+  /**
+   * False once a call id was given again while its call was open (the output goes to the first,
+   * selectTail), or an item is held compacted or for its place (the whole build reads such a
+   * call from the log): then the index is not used.
+   */
   usable: boolean;
+  /** The call ids of its calls (see callIdsOf), when this index holds them. */
+  ids?: CallIds;
+}
+
+/**
+ * Call id -> the seqs of the calls of an index with that id. One table is handed on from each
+ * index to the one built from it (`holder`), which brings it up to date; an index whose table
+ * went on to a newer one builds its own again.
+ */
+interface CallIds {
+  holder: ToolIndex;
+  seqs: Map<string, number[]>;
 }
 
 const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
@@ -157,11 +214,28 @@ const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
 function toolsBefore(items: readonly LogItem[], split: number): ToolIndex {
   let index = toolIndexes.get(items);
   if (!index) {
-    index = { positions: [], owners: [], answered: [], usable: true };
+    index = { positions: [], owners: [], calls: [], answered: [], usable: true };
     addTools(index, items, 0, split, new Map());
     toolIndexes.set(items, index);
   }
   return index;
+}
+
+/** The call ids of the calls of `index` (over `items`, the tail it indexes). */
+function callIdsOf(index: ToolIndex, items: readonly LogItem[]): CallIds {
+  if (index.ids?.holder === index) return index.ids;
+  const ids: CallIds = { holder: index, seqs: new Map() };
+  for (let at = 0; at < index.positions.length; at++)
+    if (index.calls[at] === at) addId(ids, items[index.positions[at]!]!);
+  index.ids = ids;
+  return ids;
+}
+
+function addId(ids: CallIds, call: LogItem): void {
+  if (call.type === 'message') return;
+  const seqs = ids.seqs.get(call.call_id);
+  if (seqs) seqs.push(call.seq);
+  else ids.seqs.set(call.call_id, [call.seq]);
 }
 
 /**
@@ -172,49 +246,74 @@ function addTools(index: ToolIndex, items: readonly LogItem[], from: number, to:
   for (let position = from; position < to; position++) {
     const item = items[position]!;
     if (item.type === 'message') continue;
+    if (isBehind(item) || item.compacted) index.usable = false;
     const call = calls.get(item.call_id);
+    const at = index.positions.length;
     if (item.type === 'function_call') {
       // A second call of an id still open: the output goes to the first (selectTail), not to
       // the one this index would name.
       if (call !== undefined) index.usable = false;
-      calls.set(item.call_id, index.positions.length);
+      calls.set(item.call_id, at);
+      if (index.ids) addId(index.ids, item);
     } else if (call !== undefined) {
       index.answered[call] = true;
       calls.delete(item.call_id);
     }
+    const owner = item.type === 'function_call' ? at : (call ?? -1);
     index.positions.push(position);
-    index.owners.push(item.type === 'function_call' ? item.seq : call === undefined ? -1 : index.owners[call]!);
+    index.calls.push(owner);
+    index.owners.push(owner < 0 ? -1 : item.type === 'function_call' ? item.seq : index.owners[owner]!);
     index.answered.push(false);
   }
 }
 
 /**
- * The tool index of a tail built from one indexed as `index`: its kept tool items, moved up
- * over those dropped, then those of the new part (from `keptLength`) before `windowStart`.
+ * The tool index of a tail built from one indexed as `index` (over `held`): its kept tool items,
+ * moved up over those dropped (`decisions`, `changed`), then those of the new part (from
+ * `keptLength`) before `windowStart`. It takes over the index's call ids.
  */
 function nextIndex(
   index: ToolIndex,
-  changed: ReadonlyMap<number, LogItem | null>,
+  held: readonly LogItem[],
+  decisions: Uint8Array,
+  changed: readonly [number, LogItem | null][],
   awaiting: ReadonlyMap<string, { at: number }>,
   items: readonly LogItem[],
   keptLength: number,
   windowStart: number,
 ): ToolIndex {
-  const next: ToolIndex = { positions: [], owners: [], answered: [], usable: index.usable };
-  const moved = new Map<number, number>();
+  // An item held compacted now: the next view built from it runs the whole build.
+  const usable = index.usable && changed.every(([, item]) => item === null);
+  const next: ToolIndex = { positions: [], owners: [], calls: [], answered: [], usable };
+  const moved = new Int32Array(index.positions.length);
   let gone = 0;
   for (let at = 0; at < index.positions.length; at++) {
-    const position = index.positions[at]!;
-    if (changed.get(position) === null) {
+    if (decisions[at] === DROP) {
       gone += 1;
+      moved[at] = -1;
       continue;
     }
-    moved.set(at, next.positions.length);
-    next.positions.push(position - gone);
+    const call = index.calls[at]!;
+    moved[at] = next.positions.length;
+    next.positions.push(index.positions[at]! - gone);
     next.owners.push(index.owners[at]!);
+    next.calls.push(call === at ? moved[at]! : moved[call]!);
     next.answered.push(index.answered[at]!);
   }
-  const calls = new Map([...awaiting].map(([callId, entry]) => [callId, moved.get(entry.at)!] as const));
+  const ids = index.ids;
+  if (ids?.holder === index) {
+    for (let at = 0; at < index.positions.length; at++) {
+      if (decisions[at] !== DROP || index.calls[at] !== at) continue;
+      const call = held[index.positions[at]!]!;
+      if (call.type === 'message') continue;
+      const left = ids.seqs.get(call.call_id)?.filter((seq) => seq !== call.seq) ?? [];
+      if (left.length > 0) ids.seqs.set(call.call_id, left);
+      else ids.seqs.delete(call.call_id);
+    }
+    ids.holder = next;
+    next.ids = ids;
+  }
+  const calls = new Map([...awaiting].map(([callId, entry]) => [callId, moved[entry.at]!] as const));
   let end = keptLength;
   while (end < items.length && items[end]!.seq < windowStart) end++;
   addTools(next, items, keptLength, end, calls);

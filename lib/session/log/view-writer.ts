@@ -8,6 +8,7 @@ import { VIEW_VERSION, type LogView } from '../view-records.ts';
 import { incrementalTail, viewBuilds, viewItems } from './view-increment.ts';
 import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
+import { sortedUnion } from '../../sorted.ts';
 import { carried } from './record-cache.ts';
 import {
   carriedItems,
@@ -245,7 +246,7 @@ async function viewTail(
     const toolCalls = needed.toolCalls === 'all' ? 'all' : needed.toolCalls + VIEW_MARGIN_CALLS;
     const wanted: TailRequirement = {
       toolCalls,
-      seqs: [...new Set([...needed.seqs, ...pinned])].sort((a, b) => a - b),
+      seqs: sortedUnion(needed.seqs, pinned),
       ...(needed.wholeCalls !== undefined ? { wholeCalls: needed.wholeCalls } : {}),
     };
     const whole = () => wholeTail(log, scope, newest, base, { wanted, needed, pinned, fromSeq, start, lastSeq });

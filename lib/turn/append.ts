@@ -11,7 +11,8 @@ export const PACK_EVERY_RECORDS = 4;
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
  * the background as turns do, so the next turn finds a recent view. An append that leaves
  * more than MAX_PACK_DEBT_RECORDS records outside segments, or more records after the newest
- * view than MAX_RECORDS_AFTER_VIEW or than its record carries, packs before it answers instead
+ * view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more of their bytes than
+ * afterViewBytes allows with one record more, packs before it answers instead
  * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
  */
 export async function appendItems(
@@ -37,7 +38,8 @@ export async function appendItems(
         }),
       services.log,
     );
-  const overdue = viewOverdue(afterView);
+  const listed = afterView?.view;
+  const overdue = viewOverdue(afterView, listed && sessions.packSchedule.viewBytes(sessionId, listed));
   if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing(overdue);
   else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };

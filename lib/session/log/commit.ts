@@ -39,6 +39,7 @@ import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
+import { afterViewOf, type AfterView } from './pack-schedule.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -56,16 +57,10 @@ export interface Commit {
   previous: NonNullable<LogRecord['recent']>;
   /** Model turns: the newest view and every item after it, before the record's items. */
   base: Base | null;
-  /** The records after the newest view listed, the written one included, and of them those it carries (itself too). */
+  /** The records after the newest view listed, the written one included, and what it holds of them. */
   afterView?: AfterView;
   /** Model turns: the call keys of `base.since`, in order (repeat-flags.ts callKeysOf). */
   sinceKeys?: string[] | undefined;
-}
-
-/** See Commit.afterView. */
-export interface AfterView {
-  records: number;
-  carried: number;
 }
 
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
@@ -268,10 +263,7 @@ export async function prepareCommit(
   const carriedGroups = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
   const { recent, sinceKeys } = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
-  const afterView = {
-    records: number - viewRecord,
-    carried: recent.filter((group) => group.record > viewRecord).length + 1,
-  };
+  const afterView = afterViewOf(number, listedView, recent, items);
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);

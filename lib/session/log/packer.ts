@@ -73,7 +73,9 @@ export async function packScope(
     result = { ...result, deleted: result.deleted + buried.length };
   }
   if (!view) return result;
-  return view.view ? { ...result, view: view.key, written: view.view } : { ...result, view: view.key };
+  return view.view
+    ? { ...result, view: view.key, written: view.view, writtenBytes: view.bytes! }
+    : { ...result, view: view.key };
 }
 
 async function packRecords(

@@ -330,6 +330,8 @@ export interface PackResult {
   view?: string;
   /** That view, when this pack stored it. */
   written?: LogView;
+  /** Its stored bytes, its chunk's included (a view in a chunk lists only its own). */
+  writtenBytes?: number;
   packed: boolean;
   /** The segment written (or found already written). */
   segment?: string;

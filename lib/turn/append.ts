@@ -1,5 +1,6 @@
 import type { Item } from '../items.ts';
-import { MAX_PACK_DEBT_RECORDS, viewOverdue } from '../session/log/pack-schedule.ts';
+import type { LogItem } from '../session/records.ts';
+import { MAX_PACK_DEBT_RECORDS } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
@@ -24,10 +25,10 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record, afterView } = await sessions.append(sessionId, stored);
+  const { first_seq, last_seq, record, overdue } = await sessions.append(sessionId, stored, true);
   afterResponse(services, async () => sessions.refreshIndex(sessionId));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
-  const packing = (refresh = false) =>
+  const packing = (refresh = false, held?: LogItem[]) =>
     sessions.packSchedule.run(
       sessionId,
       async (lastView) =>
@@ -35,12 +36,12 @@ export async function appendItems(
           ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
           ...(lastView ? { lastView } : {}),
           ...(refresh ? { refresh } : {}),
+          ...(held ? { held } : {}),
         }),
       services.log,
     );
-  const listed = afterView?.view;
-  const overdue = viewOverdue(afterView, listed && sessions.packSchedule.viewBytes(sessionId, listed));
-  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing(overdue);
+  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS)
+    await packing(overdue !== undefined, overdue?.held);
   else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }

@@ -35,7 +35,7 @@ export function afterViewBytes(viewBytes: number): number {
 }
 
 /** The records after the newest view listed, a commit's written one included, and what it holds of them. */
-export interface AfterView {
+interface AfterView {
   records: number;
   /** Those the written record holds: the records it carries and itself. */
   carried: number;
@@ -46,7 +46,7 @@ export interface AfterView {
 }
 
 /** The AfterView of record `number` holding `items` and carrying `recent` after `listed`, the newest view listed. */
-export function afterViewOf(
+function afterViewOf(
   number: number,
   listed: { record: number; key: string; size: number } | undefined,
   recent: NonNullable<LogRecord['recent']>,
@@ -62,15 +62,37 @@ export function afterViewOf(
 }
 
 /**
- * Whether an append that leaves `afterView` (lib/session/log/commit.ts) must write a view before
- * it answers: more records after the view than MAX_RECORDS_AFTER_VIEW or than its record carries,
- * or more bytes of their items than afterViewBytes of the view (`viewBytes`: its stored bytes;
- * none without a view).
+ * Whether an append that leaves `afterView` must write a view before it answers: more records
+ * after the view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more bytes of their
+ * items than afterViewBytes of the view (`viewBytes`: its stored bytes; none without a view).
  */
-export function viewOverdue(afterView: AfterView | undefined, viewBytes: number | undefined): boolean {
-  if (afterView === undefined) return false;
+function viewOverdue(afterView: AfterView, viewBytes: number | undefined): boolean {
   if (afterView.records > MAX_RECORDS_AFTER_VIEW || afterView.records > afterView.carried) return true;
   return viewBytes !== undefined && afterView.bytes > afterViewBytes(viewBytes);
+}
+
+/** An append's view due before it answers: `held`, the items after the newest view its record does not carry. */
+export interface OverdueView {
+  held: LogItem[];
+}
+
+/**
+ * For the append of record `number` (holding `items`, `recent` the records it would carry,
+ * `listed` the newest view listed before it) to session `id`: the view it must write before it
+ * answers (viewOverdue), or undefined. Its record then carries none of the records after
+ * `listed` (the view covers them), and its pack takes their items from `held`.
+ */
+export function overdueView(
+  schedule: PackSchedule,
+  id: string,
+  listed: { record: number; key: string; size: number } | undefined,
+  number: number,
+  { recent }: { recent: NonNullable<LogRecord['recent']> },
+  items: readonly LogItem[],
+): OverdueView | undefined {
+  if (!viewOverdue(afterViewOf(number, listed, recent, items), listed && schedule.viewBytes(id, listed)))
+    return undefined;
+  return { held: recent.filter((group) => group.record > (listed?.record ?? 0)).flatMap((group) => group.items) };
 }
 /** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
 export const FIRST_BACKOFF_MS = 1_000;

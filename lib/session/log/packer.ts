@@ -17,7 +17,7 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-  return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options);
+  return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options, options.held);
 }
 
 /**

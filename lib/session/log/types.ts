@@ -323,6 +323,8 @@ export interface PackOptions {
    * it is, not read and parsed again, when it is still the newest view listed.
    */
   lastView?: { key: string; view: LogView };
+  /** Items after the newest view the newest record does not carry, held by the caller (see readBase). */
+  held?: readonly LogItem[];
 }
 
 export interface PackResult {

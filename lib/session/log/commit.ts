@@ -116,7 +116,7 @@ export interface CommitOptions {
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
    */
   adopt?: number;
-  /** The caller packs with a view when `overdue` says so: the record carries none of the records it covers. */
+  /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
   packsOverdue?: boolean;
 }
 
@@ -270,7 +270,7 @@ export async function prepareCommit(
   const overdue = options.kind === 'append' ? overdueView(schedule, id, listedView, number, flagged, items) : undefined;
   // The view such an append's caller writes covers the records after the one listed: carried,
   // they would be read twice by a turn after it (its pack takes their items from `overdue.held`).
-  const covered = overdue && options.packsOverdue;
+  const covered = overdue && options.packsOverdue && !schedule.backingOff(id);
   const recent = covered ? flagged.recent.filter((group) => group.record <= viewRecord) : flagged.recent;
   const { sinceKeys } = flagged;
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;

@@ -138,6 +138,11 @@ export class PackSchedule {
     return view?.key === listed.key ? view.bytes : listed.size;
   }
 
+  /** Whether packs of `id` wait out a failure's backoff now (a pack asked for would not run). */
+  backingOff(id: string): boolean {
+    return this.#now() < (this.#sessions.get(id)?.retryAt ?? 0);
+  }
+
   /** The records of `id` up to `record` that no segment covers, as far as this process knows (at least). */
   debt(id: string, record: number): number {
     return record - (this.#sessions.get(id)?.through ?? 0);

@@ -1,6 +1,5 @@
 import type { Item } from '../items.ts';
-import type { LogItem } from '../session/records.ts';
-import { MAX_PACK_DEBT_RECORDS } from '../session/log/pack-schedule.ts';
+import { MAX_PACK_DEBT_RECORDS, type OverdueView } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
@@ -28,7 +27,7 @@ export async function appendItems(
   const { first_seq, last_seq, record, overdue } = await sessions.append(sessionId, stored, true);
   afterResponse(services, async () => sessions.refreshIndex(sessionId));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
-  const packing = (refresh = false, held?: LogItem[]) =>
+  const packing = (refresh = false, overdue?: OverdueView) =>
     sessions.packSchedule.run(
       sessionId,
       async (lastView) =>
@@ -36,12 +35,12 @@ export async function appendItems(
           ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
           ...(lastView ? { lastView } : {}),
           ...(refresh ? { refresh } : {}),
-          ...(held ? { held } : {}),
+          ...(overdue ? { overdue } : {}),
         }),
       services.log,
     );
   if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS)
-    await packing(overdue !== undefined, overdue?.held);
+    await packing(overdue !== undefined, overdue);
   else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }

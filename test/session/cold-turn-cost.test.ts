@@ -26,6 +26,14 @@ const OUTPUT = 'tool output line\n'.repeat(12);
 class KindCountingStore extends CountingStore {
   recordGets = 0;
   shardGets = 0;
+  /** Puts of views and segments, never reset. */
+  viewPuts = 0;
+  segmentPuts = 0;
+  override put(...args: Parameters<CountingStore['put']>): ReturnType<CountingStore['put']> {
+    if (args[0].endsWith('.view')) this.viewPuts += 1;
+    if (args[0].endsWith('.seg')) this.segmentPuts += 1;
+    return super.put(...args);
+  }
   override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
     if (args[0].includes('/keys/')) this.shardGets += 1;
     else if (/\/turn\/[^/]+\/\d+$/.test(args[0])) this.recordGets += 1;
@@ -295,6 +303,10 @@ describe('appends that outrun their background packs', () => {
     });
     expect(worst).toBeGreaterThan(0.5);
     expect(worst).toBeLessThanOrEqual(1);
+    // The appends waited for their views, not for records going into segments at each of them:
+    // a pack takes 8 records at least, as one without a new view (packMinRecords).
+    expect(store.viewPuts).toBeGreaterThanOrEqual(5);
+    expect(store.segmentPuts).toBeLessThanOrEqual(24 / 8);
     const { turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
     expect(turn.aggregates.tool_calls).toBe(24 * 5);
     expect(turn.base.since.at(-1)?.seq ?? turn.base.view!.last_seq).toBe(24 * 10);

@@ -323,8 +323,12 @@ export interface PackOptions {
    * it is, not read and parsed again, when it is still the newest view listed.
    */
   lastView?: { key: string; view: LogView };
-  /** Items after the newest view the newest record does not carry, held by the caller (see readBase). */
-  held?: readonly LogItem[];
+  /**
+   * The pack an append runs for its overdue view before it answers (pack-schedule.ts
+   * overdueView): it takes the items its record does not carry from `held`, and, since the
+   * append waits for it, packs records into segments only as a pack without a new view would.
+   */
+  overdue?: { held: readonly LogItem[] };
 }
 
 export interface PackResult {

@@ -8,8 +8,8 @@ import type { PackOptions, PackResult } from './types.ts';
  * session at a time (a request while one runs runs once more after it, never alongside it),
  * an append that leaves more than MAX_PACK_DEBT_RECORDS records outside segments, or more than
  * MAX_RECORDS_AFTER_VIEW (or afterViewBytes of items) after the newest view, packs before it
- * answers, and a failed pack backs off exponentially and says so in the log. Kept for the life of the process (the
- * isolate on Workers), one per store backend as the view cache is.
+ * answers, and a failed pack backs off exponentially and says so in the log. Kept for the life
+ * of the process (the isolate on Workers), one per store backend as the view cache is.
  */
 
 /** Records past the newest segment an append may leave before it packs itself. */

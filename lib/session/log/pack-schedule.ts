@@ -41,14 +41,12 @@ interface AfterView {
   carried: number;
   /** The bytes of their items (JSON, as the carry's budget counts them). */
   bytes: number;
-  /** The newest view listed (its size as listed), when there is one. */
-  view?: { key: string; size: number };
 }
 
 /** The AfterView of record `number` holding `items` and carrying `recent` after `listed`, the newest view listed. */
 function afterViewOf(
   number: number,
-  listed: { record: number; key: string; size: number } | undefined,
+  listed: { record: number } | undefined,
   recent: NonNullable<LogRecord['recent']>,
   items: readonly LogItem[],
 ): AfterView {
@@ -57,7 +55,6 @@ function afterViewOf(
     records: number - (listed?.record ?? 0),
     carried: after.length + 1,
     bytes: after.reduce((sum, group) => sum + carried(group.items).length, carried(items).length),
-    ...(listed ? { view: { key: listed.key, size: listed.size } } : {}),
   };
 }
 

@@ -291,14 +291,15 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
   return [
     `- **A cold first turn after a fast load** (${missed.length} of its 4 goals missed). ` +
       `At ${size} items the load left ${largest.recordsAfterView} records after the newest view (an append packs ` +
-      'with a view once more than 8 would be, or more than its record carries), and the first turn of a new ' +
+      'with a view once more than 8 would be, more than its record carries, or more item bytes than a tenth of ' +
+      'the view and 64 KiB, and its record then carries none of them), and the first turn of a new ' +
       `process made ${largest.first.operations} storage calls (no repeat-index shard: the records after the view ` +
       `flag their calls' repeats) and read ${largest.first.budget.toFixed(2)}x the budget. What it reads beyond a ` +
       'warm turn is what the debt leaves after the newest view (docs/STORAGE.md, **What a cold turn reads**): the ' +
       "view, and the newest record's items and the records it carries, whole, of which a prompt holds the older " +
-      `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where they are more than 10% of ` +
-      'the prompt (a view written after every append would meet it, at a view write as large as the prompt per ' +
-      "append). The cold turns after the first meet the earlier ones' records too: each turn's record flags the " +
+      `compacted: ${heaviest.first.budget.toFixed(2)}x the budget ${at(heaviest)}, where one record of 250 items ` +
+      "is about a quarter of the prompt, and the view's repeat-index delta (48 KiB) takes most of what the 64 KiB " +
+      "leaves. The cold turns after the first meet the earlier ones' records too: each turn's record flags the " +
       "calls of the turns it carries, so a turn reads a shard only for the newest turn's model calls, which its " +
       'completion flags only when its process holds their shards (a read would be a round trip after the ' +
       'model): the notice turn, the sixth, makes ' +

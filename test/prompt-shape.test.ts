@@ -58,6 +58,22 @@ describe('promptShape', () => {
     expect(reusedPrefixChars(promptShape(prompt, TOOLS, []), promptShape(prompt, other, []))).toBe(0);
   });
 
+  it('hashes blocks as it always has: receipts stored before compare with new ones', () => {
+    // Multi-byte characters, surrogate pairs and lone surrogates, each block's items hashed
+    // part by part: the values the first release of this format stored.
+    const prompt = Array.from(
+      { length: 130 },
+      (_, index): PromptItem =>
+        index % 2 === 0
+          ? { type: 'message', role: 'user', content: `é ${index} 🙂${index % 5 === 0 ? '\ud800' : ''}` }
+          : { type: 'function_call_output', call_id: `call_${index}`, output: `ü${index}\udc00` },
+    );
+    const shape = promptShape(prompt, TOOLS, []);
+    expect(shape.tools).toBe('5c2db9e2a6e4');
+    expect(shape.blocks).toBe('185057dcda5472b26ef3d8c6');
+    expect(shape.tail.slice(0, 24)).toBe('bce1f95d22932ad1492a4f43');
+  });
+
   it('tells a message from a call with the same text', () => {
     const message: PromptItem[] = [{ type: 'message', role: 'user', content: 'read_file{}' }];
     const call: PromptItem[] = [{ type: 'function_call', call_id: '', name: 'read_file', arguments: '{}' }];

@@ -71,10 +71,12 @@ export class SessionLog extends SessionLogBase {
   /**
    * Appends items without a model turn (POST /items): one create-only record. Seqs are dense
    * from 1 and never reused; racing appends retry until each one commits.
-   * An open model turn: TurnInProgressError.
+   * An open model turn: TurnInProgressError. `packsOverdue`: the caller packs with a view before
+   * it answers when the result's `overdue` says so (lib/turn/append.ts), so the record need not
+   * carry the records that view covers.
    */
-  async append(id: string, items: Item[]): ReturnType<typeof appendItems> {
-    return appendItems(this.log, id, items);
+  async append(id: string, items: Item[], packsOverdue = false): ReturnType<typeof appendItems> {
+    return appendItems(this.log, id, items, packsOverdue);
   }
 
   /**

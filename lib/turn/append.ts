@@ -1,5 +1,5 @@
 import type { Item } from '../items.ts';
-import { MAX_PACK_DEBT_RECORDS, viewOverdue } from '../session/log/pack-schedule.ts';
+import { MAX_PACK_DEBT_RECORDS, type OverdueView } from '../session/log/pack-schedule.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
 import type { TurnServices } from './types.ts';
@@ -11,7 +11,8 @@ export const PACK_EVERY_RECORDS = 4;
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
  * the background as turns do, so the next turn finds a recent view. An append that leaves
  * more than MAX_PACK_DEBT_RECORDS records outside segments, or more records after the newest
- * view than MAX_RECORDS_AFTER_VIEW or than its record carries, packs before it answers instead
+ * view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more of their bytes than
+ * afterViewBytes allows with one record more, packs before it answers instead
  * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
  */
 export async function appendItems(
@@ -23,10 +24,10 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record, afterView } = await sessions.append(sessionId, stored);
+  const { first_seq, last_seq, record, overdue } = await sessions.append(sessionId, stored, true);
   afterResponse(services, async () => sessions.refreshIndex(sessionId));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
-  const packing = (refresh = false) =>
+  const packing = (refresh = false, overdue?: OverdueView) =>
     sessions.packSchedule.run(
       sessionId,
       async (lastView) =>
@@ -34,11 +35,12 @@ export async function appendItems(
           ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
           ...(lastView ? { lastView } : {}),
           ...(refresh ? { refresh } : {}),
+          ...(overdue ? { overdue } : {}),
         }),
       services.log,
     );
-  const overdue = viewOverdue(afterView);
-  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS) await packing(overdue);
+  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS)
+    await packing(overdue !== undefined, overdue);
   else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }

@@ -2,12 +2,15 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { REPEATED_KEY_CHARS } from '../../lib/history.ts';
 import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
-import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
+import { afterViewBytes, MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
 import { appendItems } from '../../lib/turn/append.ts';
 import { callKey, extendAggregates } from '../../lib/strategies/aggregates.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
+import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
+import type { LogRecord } from '../../lib/session/records.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog, type ViewPolicy } from '../support/session-log.ts';
 
@@ -23,6 +26,14 @@ const OUTPUT = 'tool output line\n'.repeat(12);
 class KindCountingStore extends CountingStore {
   recordGets = 0;
   shardGets = 0;
+  /** Puts of views and segments, never reset. */
+  viewPuts = 0;
+  segmentPuts = 0;
+  override put(...args: Parameters<CountingStore['put']>): ReturnType<CountingStore['put']> {
+    if (args[0].endsWith('.view')) this.viewPuts += 1;
+    if (args[0].endsWith('.seg')) this.segmentPuts += 1;
+    return super.put(...args);
+  }
   override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
     if (args[0].includes('/keys/')) this.shardGets += 1;
     else if (/\/turn\/[^/]+\/\d+$/.test(args[0])) this.recordGets += 1;
@@ -211,17 +222,56 @@ describe('appends that outrun their background packs', () => {
     vi.useRealTimers();
   });
 
-  /** Appends `records` records through POST /items' code, its background packs never run. */
-  async function fastLoad(records: number, logOptions: { recentBytes?: number } = {}) {
+  /**
+   * Appends `records` records through POST /items' code, its background packs never run;
+   * `after` runs after each append.
+   */
+  async function fastLoad(
+    records: number,
+    logOptions: { recentBytes?: number; viewChunkBytes?: number } = {},
+    items: (record: number) => Item[] = (record) => pairs(record, 5),
+    after: (store: KindCountingStore) => Promise<void> = async () => undefined,
+  ) {
     // Background work starts on a timer (lib/turn/append.ts afterResponse); frozen, it never runs.
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     const store = new KindCountingStore(new MemoryStore());
     const sessions = new SessionLog(store, { ...options, ...logOptions });
     await sessions.create({ id: 's' });
     const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
-    for (let record = 1; record <= records; record++) await appendItems(services, 's', pairs(record, 5));
+    for (let record = 1; record <= records; record++) {
+      await appendItems(services, 's', items(record));
+      await after(store);
+    }
     vi.useRealTimers();
     return store;
+  }
+
+  /** Records of 5 calls with outputs of 8,000 characters: about 40 KB each, a view of 20 of them 10 times one. */
+  const largeRecord = (record: number) =>
+    pairs(record, 5).map((item) =>
+      item.type === 'function_call_output' ? { ...item, output: 'x'.repeat(8_000) } : item,
+    );
+
+  /**
+   * The newest view (its record; its bytes as listed, and with its chunk's) and the bytes of the
+   * items the newest record holds (its own and those it carries), which a cold turn reads with
+   * the view (read here without a claim).
+   */
+  async function afterNewestView(store: ObjectStore) {
+    const objects = await listAll(store, 'sessions/s/');
+    const recordOf = (key: string) => 1e12 - Number(/(\d{12})[^/]*$/.exec(key)![1]);
+    const view = objects.filter((object) => object.key.endsWith('.view')).sort((a, b) => (a.key < b.key ? -1 : 1))[0];
+    const read = async (key: string) => JSON.parse(new TextDecoder().decode((await store.get(key))!.body));
+    const chunk = view && ((await read(view.key)) as LogView).tail?.chunk;
+    const chunkBytes = chunk ? objects.find((object) => object.key.endsWith(`-${chunk.id}`))!.size : 0;
+    const newest = objects.find((object) => /\/turn\/[^/]+\/\d{12}$/.test(object.key))!;
+    const record = (await read(newest.key)) as LogRecord;
+    return {
+      view: view ? recordOf(view.key) : 0,
+      listedBytes: view?.size ?? 0,
+      viewBytes: (view?.size ?? 0) + chunkBytes,
+      heldBytes: [...(record.recent ?? []), record].reduce((sum, group) => sum + JSON.stringify(group.items).length, 0),
+    };
   }
 
   it('leave at most MAX_RECORDS_AFTER_VIEW records after the newest view, all carried by the newest', async () => {
@@ -240,5 +290,47 @@ describe('appends that outrun their background packs', () => {
     expect(turn.base.view).not.toBeNull();
     expect(recordGets).toBe(1);
     expect(turn.aggregates.tool_calls).toBe(7 * 5);
+  });
+
+  it('write a view before the records after it hold more than afterViewBytes of it, and then carry none', async () => {
+    // At every point of the load a cold turn reads the view and at most its tenth and 64 KiB
+    // more (8 records of these, which the count bound alone allows, are 320 KB; the record of
+    // an append that packs carries the records its view covers no more).
+    let worst = 0;
+    const store = await fastLoad(24, {}, largeRecord, async (loaded) => {
+      const { viewBytes, heldBytes } = await afterNewestView(loaded);
+      if (viewBytes > 0) worst = Math.max(worst, heldBytes / afterViewBytes(viewBytes));
+    });
+    expect(worst).toBeGreaterThan(0.5);
+    expect(worst).toBeLessThanOrEqual(1);
+    // The appends waited for their views, not for records going into segments at each of them:
+    // a pack takes 8 records at least, as one without a new view (packMinRecords).
+    expect(store.viewPuts).toBeGreaterThanOrEqual(5);
+    expect(store.segmentPuts).toBeLessThanOrEqual(24 / 8);
+    const { turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.aggregates.tool_calls).toBe(24 * 5);
+    expect(turn.base.since.at(-1)?.seq ?? turn.base.view!.last_seq).toBe(24 * 10);
+  });
+
+  it("count a view in a chunk by its bytes and its chunk's, not by its head as listed", async () => {
+    // A message of 30,000 characters and 60 calls a record: the messages before the window of
+    // 256 calls go to a chunk, and the view listed is its head, a small part of it.
+    const messageRecord = (record: number): Item[] => [
+      { type: 'message', role: 'user', content: `${record} `.repeat(10_000) },
+      ...pairs(record, 60),
+    ];
+    let byHead = 0;
+    let byBytes = 0;
+    const store = await fastLoad(30, { viewChunkBytes: 200_000 }, messageRecord, async (loaded) => {
+      const { listedBytes, viewBytes, heldBytes } = await afterNewestView(loaded);
+      if (viewBytes === listedBytes) return;
+      byHead = Math.max(byHead, heldBytes / afterViewBytes(listedBytes));
+      byBytes = Math.max(byBytes, heldBytes / afterViewBytes(viewBytes));
+    });
+    // Records after a view pass what its head alone would allow, never what it and its chunk do.
+    expect(byHead).toBeGreaterThan(1);
+    expect(byBytes).toBeLessThanOrEqual(1);
+    const { turn } = await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(turn.aggregates.tool_calls).toBe(30 * 60);
   });
 });

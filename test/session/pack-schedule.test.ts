@@ -7,6 +7,7 @@ import {
   PackSchedule,
 } from '../../lib/session/log/pack-schedule.ts';
 import type { PackResult } from '../../lib/session/log/types.ts';
+import type { LogRecord } from '../../lib/session/records.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { appendItems } from '../../lib/turn/append.ts';
@@ -67,6 +68,41 @@ describe('pack debt', () => {
       details: expect.objectContaining({ session_id: 's', failures: 1, backoff_ms: FIRST_BACKOFF_MS }),
     });
     expect((await log.listItems('s', { limit: 1000 })).items).toHaveLength(5 * (MAX_PACK_DEBT_RECORDS + 1));
+  });
+});
+
+describe('an append that packs with a view', () => {
+  /** Appends of 5 calls with outputs of 8,000 characters: a few of them pass afterViewBytes of a view. */
+  const large = (record: number): Item[] =>
+    Array.from({ length: 5 }, (_, index): Item[] => [
+      {
+        type: 'function_call',
+        call_id: `c${record}_${index}`,
+        name: 'read',
+        arguments: `{"r":${record},"i":${index}}`,
+      },
+      { type: 'function_call_output', call_id: `c${record}_${index}`, output: 'x'.repeat(8_000) },
+    ]).flat();
+
+  it('carries the records after the view while its packs back off after a failure', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const store = new FaultyStore(new MemoryStore());
+    const log = new SessionLog(store, {});
+    const services = { env: {}, background: () => undefined, log: () => undefined, sessions: log };
+    await log.create({ id: 's' });
+    for (let record = 1; record <= 6; record++) await appendItems(services, 's', large(record));
+    // From here every view put fails: the first overdue append's pack fails, and the packs back off.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.view'));
+    for (let record = 7; record <= 14; record++) await appendItems(services, 's', large(record));
+    expect(log.packSchedule.backingOff('s')).toBe(true);
+    const { objects } = await store.list('sessions/s/turn/');
+    const newest = objects.find((object) => /\/\d{12}$/.test(object.key) && object.size > 0)!;
+    const record = JSON.parse(new TextDecoder().decode((await store.get(newest.key))!.body)) as LogRecord;
+    // The newest record carries the records since the one whose pack failed (that one carries
+    // none of those before it, which its view was to cover), not none of them.
+    const carried = (record.recent ?? []).map((group) => group.record);
+    expect(carried.at(-1)).toBe(record.record - 1);
+    expect(carried.length).toBeGreaterThanOrEqual(4);
   });
 });
 

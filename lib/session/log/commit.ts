@@ -39,6 +39,7 @@ import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
+import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -56,16 +57,10 @@ export interface Commit {
   previous: NonNullable<LogRecord['recent']>;
   /** Model turns: the newest view and every item after it, before the record's items. */
   base: Base | null;
-  /** The records after the newest view listed, the written one included, and of them those it carries (itself too). */
-  afterView?: AfterView;
+  /** An append that must pack with a view before it answers (overdueView; see CommitOptions.packsOverdue). */
+  overdue?: OverdueView | undefined;
   /** Model turns: the call keys of `base.since`, in order (repeat-flags.ts callKeysOf). */
   sinceKeys?: string[] | undefined;
-}
-
-/** See Commit.afterView. */
-export interface AfterView {
-  records: number;
-  carried: number;
 }
 
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
@@ -78,14 +73,15 @@ export async function appendItems(
   log: LogContext,
   id: string,
   items: Item[],
-): Promise<{ first_seq: number; last_seq: number; record: number; afterView?: AfterView }> {
+  packsOverdue = false,
+): Promise<{ first_seq: number; last_seq: number; record: number; overdue?: OverdueView }> {
   const input = checkInvariant(itemsSchema, items);
-  const { record, afterView } = written(await commit(log, id, input, { kind: 'append' }));
+  const { record, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
   return {
     first_seq: record.first_seq,
     last_seq: record.first_seq + input.length - 1,
     record: record.record,
-    ...(afterView ? { afterView } : {}),
+    ...(overdue ? { overdue } : {}),
   };
 }
 
@@ -120,6 +116,8 @@ export interface CommitOptions {
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
    */
   adopt?: number;
+  /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
+  packsOverdue?: boolean;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -266,12 +264,15 @@ export async function prepareCommit(
   const listedView = head.cursor.views.find((view) => view.record < number);
   const viewRecord = listedView?.record ?? 0;
   const carriedGroups = newest ? carry(log, newest, context?.start_seq, viewRecord) : [];
-  const { recent, sinceKeys } = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
+  const flagged = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
-  const afterView = {
-    records: number - viewRecord,
-    carried: recent.filter((group) => group.record > viewRecord).length + 1,
-  };
+  const schedule = packScheduleOf(log.store);
+  const overdue = options.kind === 'append' ? overdueView(schedule, id, listedView, number, flagged, items) : undefined;
+  // The view such an append's caller writes covers the records after the one listed: carried,
+  // they would be read twice by a turn after it (its pack takes their items from `overdue.held`).
+  const covered = overdue && options.packsOverdue && !schedule.backingOff(id);
+  const recent = covered ? flagged.recent.filter((group) => group.record <= viewRecord) : flagged.recent;
+  const { sinceKeys } = flagged;
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);
@@ -303,7 +304,7 @@ export async function prepareCommit(
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, afterView, sinceKeys };
+  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, overdue, sinceKeys };
 }
 
 /**

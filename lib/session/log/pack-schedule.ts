@@ -1,13 +1,15 @@
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
+import type { LogItem, LogRecord } from '../records.ts';
+import { carried } from './record-cache.ts';
 import type { PackOptions, PackResult } from './types.ts';
 
 /**
  * When a process packs a session appended to (docs/STORAGE.md, **Pack debt**): one pack of a
  * session at a time (a request while one runs runs once more after it, never alongside it),
  * an append that leaves more than MAX_PACK_DEBT_RECORDS records outside segments, or more than
- * MAX_RECORDS_AFTER_VIEW after the newest view, packs before it answers, and a failed pack
- * backs off exponentially and says so in the log. Kept for the life of the process (the
- * isolate on Workers), one per store backend as the view cache is.
+ * MAX_RECORDS_AFTER_VIEW (or afterViewBytes of items) after the newest view, packs before it
+ * answers, and a failed pack backs off exponentially and says so in the log. Kept for the life
+ * of the process (the isolate on Workers), one per store backend as the view cache is.
  */
 
 /** Records past the newest segment an append may leave before it packs itself. */
@@ -22,11 +24,72 @@ export const MAX_PACK_DEBT_RECORDS = 32;
  */
 export const MAX_RECORDS_AFTER_VIEW = 8;
 
-/** Whether an append that leaves `afterView` (lib/session/log/commit.ts) must write a view before it answers. */
-export function viewOverdue(afterView: { records: number; carried: number } | undefined): boolean {
-  return (
-    afterView !== undefined && (afterView.records > MAX_RECORDS_AFTER_VIEW || afterView.records > afterView.carried)
-  );
+/**
+ * The bytes of items the records after a view of `viewBytes` may hold before an append packs
+ * (docs/STORAGE.md, **What a cold turn reads**): a cold turn reads the view (about as large as
+ * its prompt) and the newest record, which carries those records, and the read budget leaves
+ * them a tenth of the prompt and 64 KiB.
+ */
+export function afterViewBytes(viewBytes: number): number {
+  return Math.floor(viewBytes / 10) + 64 * 1024;
+}
+
+/** The records after the newest view listed, a commit's written one included, and what it holds of them. */
+interface AfterView {
+  records: number;
+  /** Those the written record holds: the records it carries and itself. */
+  carried: number;
+  /** The bytes of their items (JSON, as the carry's budget counts them). */
+  bytes: number;
+}
+
+/** The AfterView of record `number` holding `items` and carrying `recent` after `listed`, the newest view listed. */
+function afterViewOf(
+  number: number,
+  listed: { record: number } | undefined,
+  recent: NonNullable<LogRecord['recent']>,
+  items: readonly LogItem[],
+): AfterView {
+  const after = recent.filter((group) => group.record > (listed?.record ?? 0));
+  return {
+    records: number - (listed?.record ?? 0),
+    carried: after.length + 1,
+    bytes: after.reduce((sum, group) => sum + carried(group.items).length, carried(items).length),
+  };
+}
+
+/**
+ * Whether an append that leaves `afterView` must write a view before it answers: more records
+ * after the view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more bytes of their
+ * items than afterViewBytes of the view (`viewBytes`: its stored bytes; none without a view).
+ */
+function viewOverdue(afterView: AfterView, viewBytes: number | undefined): boolean {
+  if (afterView.records > MAX_RECORDS_AFTER_VIEW || afterView.records > afterView.carried) return true;
+  return viewBytes !== undefined && afterView.bytes > afterViewBytes(viewBytes);
+}
+
+/** An append's view due before it answers: `held`, the items after the newest view its record does not carry. */
+export interface OverdueView {
+  held: LogItem[];
+}
+
+/**
+ * For the append of record `number` (holding `items`, `recent` the records it would carry,
+ * `listed` the newest view listed before it) to session `id`: the view it must write before it
+ * answers (viewOverdue), or undefined. Its record then carries none of the records after
+ * `listed` (the view covers them), and its pack takes their items from `held`.
+ */
+export function overdueView(
+  schedule: PackSchedule,
+  id: string,
+  listed: { record: number; key: string; size: number } | undefined,
+  number: number,
+  { recent }: { recent: NonNullable<LogRecord['recent']> },
+  items: readonly LogItem[],
+): OverdueView | undefined {
+  if (!viewOverdue(afterViewOf(number, listed, recent, items), listed && schedule.viewBytes(id, listed)))
+    return undefined;
+  return { held: recent.filter((group) => group.record > (listed?.record ?? 0)).flatMap((group) => group.items) };
 }
 /** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
 export const FIRST_BACKOFF_MS = 1_000;
@@ -44,6 +107,8 @@ interface SessionPacking {
   failures: number;
   /** No pack starts before this time (ms) after a failure. */
   retryAt: number;
+  /** The view of the session this process wrote last, and its stored bytes (its chunk's included). */
+  view?: { key: string; bytes: number };
 }
 
 export type PackLog = (message: string, details?: unknown) => void;
@@ -59,6 +124,20 @@ export class PackSchedule {
 
   constructor(now: () => number = Date.now) {
     this.#now = now;
+  }
+
+  /**
+   * The stored bytes of the view `listed` of `id`: as this process wrote it, its chunk's included,
+   * or else as listed (a view in a chunk is listed without it).
+   */
+  viewBytes(id: string, listed: { key: string; size: number }): number {
+    const view = this.#sessions.get(id)?.view;
+    return view?.key === listed.key ? view.bytes : listed.size;
+  }
+
+  /** Whether packs of `id` wait out a failure's backoff now (a pack asked for would not run). */
+  backingOff(id: string): boolean {
+    return this.#now() < (this.#sessions.get(id)?.retryAt ?? 0);
   }
 
   /** The records of `id` up to `record` that no segment covers, as far as this process knows (at least). */
@@ -91,8 +170,10 @@ export class PackSchedule {
       if (this.#now() < state.retryAt) return;
       try {
         const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
-        if (result.written) this.#lastView = { id, view: { key: result.view!, view: result.written } };
-        else if (result.view && this.#lastView?.id === id) this.#lastView = null;
+        if (result.written) {
+          this.#lastView = { id, view: { key: result.view!, view: result.written } };
+          state.view = { key: result.view!, bytes: result.writtenBytes! };
+        } else if (result.view && this.#lastView?.id === id) this.#lastView = null;
         state.through = Math.max(state.through, result.through ?? 0);
         state.failures = 0;
         state.retryAt = 0;

@@ -17,7 +17,8 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-  return packScope(log, scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config), options);
+  const scope = scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config);
+  return packScope(log, scope, options, options.overdue?.held);
 }
 
 /**
@@ -32,8 +33,9 @@ export async function packScope(
 ): Promise<PackResult> {
   const view = await withFreshListing(() => writeViewIfDue(log, scope, options, held));
   // With a new view, what it covers is packed now, however little: only the records after
-  // the view are carried by the next ones, so the older ones should not stay loose.
-  const packMinRecords = view ? 1 : log.packMinRecords;
+  // the view are carried by the next ones, so the older ones should not stay loose. (Not
+  // for an append waiting on its overdue view: the background packs and the debt bound do.)
+  const packMinRecords = view && !options.overdue ? 1 : log.packMinRecords;
   const prefix = recordsPrefix(scope);
   const cursor = new UnitCursor(log.store, prefix);
   const records: Extract<LogUnit, { kind: 'record' }>[] = [];
@@ -73,7 +75,9 @@ export async function packScope(
     result = { ...result, deleted: result.deleted + buried.length };
   }
   if (!view) return result;
-  return view.view ? { ...result, view: view.key, written: view.view } : { ...result, view: view.key };
+  return view.view
+    ? { ...result, view: view.key, written: view.view, writtenBytes: view.bytes! }
+    : { ...result, view: view.key };
 }
 
 async function packRecords(

@@ -323,6 +323,12 @@ export interface PackOptions {
    * it is, not read and parsed again, when it is still the newest view listed.
    */
   lastView?: { key: string; view: LogView };
+  /**
+   * The pack an append runs for its overdue view before it answers (pack-schedule.ts
+   * overdueView): it takes the items its record does not carry from `held`, and, since the
+   * append waits for it, packs records into segments only as a pack without a new view would.
+   */
+  overdue?: { held: readonly LogItem[] };
 }
 
 export interface PackResult {
@@ -330,6 +336,8 @@ export interface PackResult {
   view?: string;
   /** That view, when this pack stored it. */
   written?: LogView;
+  /** Its stored bytes, its chunk's included (a view in a chunk lists only its own). */
+  writtenBytes?: number;
   packed: boolean;
   /** The segment written (or found already written). */
   segment?: string;

@@ -58,7 +58,7 @@ const DEFAULT_VIEW_CALLS = 256;
  * `held`: items the caller holds of the log (see readBase). `prior`: the view before, held in
  * memory (see heldView), with `held` every item after it; else the newest view listed is read
  * (`lastView` when it is that one). Returns the view's key and, when this call stored it, the
- * view; null when none was due.
+ * view and its bytes (its chunk's included); null when none was due.
  */
 export async function writeViewIfDue(
   log: LogContext,
@@ -66,7 +66,7 @@ export async function writeViewIfDue(
   { requirement, refresh = false, lastView }: PackOptions,
   held: readonly LogItem[] = [],
   prior?: LogView | null,
-): Promise<{ key: string; view?: LogView } | null> {
+): Promise<{ key: string; view?: LogView; bytes?: number } | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
   const listed = cursor.views[0]?.record ?? 0;
@@ -122,7 +122,7 @@ export async function writeViewIfDue(
       : [];
   if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
   if (written) await dropOlderRepeated(log, scope, base.view, view);
-  return written ? { key, view } : { key };
+  return written ? { key, view, bytes: body.byteLength + (chunk?.bytes ?? 0) } : { key };
 }
 
 /**

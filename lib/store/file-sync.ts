@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { closeSync, fsync, linkSync, openSync, unlink } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { codeOf, type Header, writeAllSync } from './file-format.ts';
 import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
 
@@ -74,7 +74,20 @@ const queued = new Map<string, Array<{ resolve: () => void; reject: (error: unkn
  * one waiting, however many puts in it are in flight, and each caller's change is covered by
  * an fsync that started after it. A failed fsync fails every caller it served.
  */
-export function syncDirectory(directory: string): Promise<void> {
+export async function syncDirectory(directory: string): Promise<void> {
+  for (let current = directory; ; ) {
+    try {
+      return await syncShared(current);
+    } catch (error) {
+      // Removed meanwhile (a delete pruned it, with every name in it): on disk once its parent is.
+      const parent = dirname(current);
+      if (codeOf(error) !== 'ENOENT' || parent === current) throw error;
+      current = parent;
+    }
+  }
+}
+
+function syncShared(directory: string): Promise<void> {
   const waiting = queued.get(directory);
   if (waiting) {
     return new Promise((resolve, reject) => waiting.push({ resolve, reject }));

@@ -265,12 +265,10 @@ export class FileStore implements ObjectStore {
     const changed = new Map<string, string>();
     for (const { directory, key } of removed) changed.set(this.#pruneDirectories(directory), key);
     for (const [directory, key] of changed) {
-      try {
-        await syncDirectory(directory);
-      } catch (error) {
-        // Removed since by another delete's pruning, which made its own removal durable.
-        if (codeOf(error) !== 'ENOENT') throw asStorageError('delete', key, error);
-      }
+      // A directory another delete pruned meanwhile is made durable through its parent.
+      await syncDirectory(directory).catch((error: unknown) => {
+        throw asStorageError('delete', key, error);
+      });
     }
   }
 

@@ -35,7 +35,7 @@ defineObjectStoreConformance('file system', async () => new FileStore(await fres
 /** The calls of node:fs the tests below wrap. */
 interface FsHooks {
   fsync: (fd: number, callback: (error: Error | null) => void) => void;
-  fstatSync: (fd: number) => { isDirectory(): boolean };
+  fstatSync: (fd: number) => { ino: number; isDirectory(): boolean };
   statSync: (path: string, options: { throwIfNoEntry: false }) => { nlink: number } | undefined;
   linkSync: (from: string, to: string) => void;
   renameSync: (from: string, to: string) => void;
@@ -465,6 +465,102 @@ describe('FileStore', () => {
         (id) => at(`start ${id}`) > at(`named ${key}`) && at(`end ${id}`) < at(`answered ${key}`),
       );
       expect(covered, `${key}: ${events.join(', ')}`).toBe(true);
+    }
+  });
+
+  it('a create-only put whose directory a delete pruned before the shared fsync still succeeds', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const fsync = fs.fsync;
+    let resume: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (resume = resolve));
+    let reached: () => void = () => undefined;
+    const started = new Promise<void>((resolve) => (reached = resolve));
+    let first = true;
+    // The first directory fsync (d/b's) is held: d/a, linked meanwhile, waits for the next one.
+    fs.fsync = (fd, callback) => {
+      if (!first || !fs.fstatSync(fd).isDirectory()) return fsync(fd, callback);
+      first = false;
+      reached();
+      void held.then(() => fsync(fd, callback));
+    };
+    syncBuiltinESMExports();
+    try {
+      const b = store.put('d/b', 'b', { onlyIfAbsent: true });
+      await started;
+      const a = store.put('d/a', 'a', { onlyIfAbsent: true });
+      while (!(await readdir(join(directory, 'd~d'))).includes('a~o')) await new Promise((r) => setTimeout(r, 1));
+      // Both created (no lock to wait for): a delete removes them and prunes d~d.
+      const deleted = store.delete(['d/a', 'd/b']);
+      while ((await readdir(directory)).length > 0) await new Promise((r) => setTimeout(r, 1));
+      resume();
+      await deleted;
+      expect(await b).not.toBeNull();
+      // Committed (and then deleted): its success, not StorageError (ENOENT opening d~d for the fsync).
+      expect(await a).not.toBeNull();
+    } finally {
+      resume();
+      fs.fsync = fsync;
+      syncBuiltinESMExports();
+    }
+  });
+
+  it('a delete whose directory another delete pruned answers only once that removal is on disk', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    for (const key of ['d/a', 'd/b', 'd/c']) await store.put(key, key);
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks & {
+      statSync: (path: string) => { ino: number };
+    };
+    const rootIno = fs.statSync(directory).ino;
+    const dIno = fs.statSync(join(directory, 'd~d')).ino;
+    const fsync = fs.fsync;
+    let resumeFirst: () => void = () => undefined;
+    const first = new Promise<void>((resolve) => (resumeFirst = resolve));
+    let resumeRoot: () => void = () => undefined;
+    const root = new Promise<void>((resolve) => (resumeRoot = resolve));
+    let rootSynced = false;
+    let heldFirst = false;
+    // d~d's first fsync (d/c's delete) is held; so are the root's (the pruning delete's).
+    fs.fsync = (fd, callback) => {
+      const { ino } = fs.fstatSync(fd);
+      if (ino === dIno && !heldFirst) {
+        heldFirst = true;
+        void first.then(() => fsync(fd, callback));
+      } else if (ino === rootIno) {
+        void root.then(() =>
+          fsync(fd, (error) => {
+            rootSynced = true;
+            callback(error);
+          }),
+        );
+      } else fsync(fd, callback);
+    };
+    syncBuiltinESMExports();
+    try {
+      const c = store.delete('d/c');
+      while (!heldFirst) await new Promise((r) => setTimeout(r, 1));
+      let aAnswered = false;
+      const a = store.delete('d/a').then(() => (aAnswered = true)); // waits for d~d's next fsync
+      while ((await readdir(join(directory, 'd~d'))).includes('a~o')) await new Promise((r) => setTimeout(r, 1));
+      let bAnswered = false;
+      // One of them prunes d~d, then fsyncs the root (held).
+      const b = store.delete('d/b').then(() => (bAnswered = true));
+      while ((await readdir(directory)).length > 0) await new Promise((r) => setTimeout(r, 1));
+      resumeFirst();
+      await c;
+      await new Promise((r) => setTimeout(r, 100));
+      // d/a's and d/b's unlinks came after the held fsync began; only the root's fsync, after the
+      // prune, covers them: neither delete may answer before it.
+      expect({ aAnswered, bAnswered, rootSynced }).toEqual({ aAnswered: false, bAnswered: false, rootSynced: false });
+      resumeRoot();
+      await Promise.all([a, b]);
+    } finally {
+      resumeFirst();
+      resumeRoot();
+      fs.fsync = fsync;
+      syncBuiltinESMExports();
     }
   });
 

@@ -270,8 +270,10 @@ export async function prepareCommit(
   const overdue = options.kind === 'append' ? overdueView(schedule, id, listedView, number, flagged, items) : undefined;
   // The view such an append's caller writes covers the records after the one listed: carried,
   // they would be read twice by a turn after it (its pack takes their items from `overdue.held`).
+  // Such a record carries nothing, not the context's records before the view alone: a carry is
+  // whole records up to its own, or readers that list below its first would skip the gap.
   const covered = overdue && options.packsOverdue && !schedule.backingOff(id);
-  const recent = covered ? flagged.recent.filter((group) => group.record <= viewRecord) : flagged.recent;
+  const recent = covered ? [] : flagged.recent;
   const { sinceKeys } = flagged;
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
   const undelivered = undeliveredOf(newest);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
+import { restoreItemsIn } from './view-items.ts';
 import { CorruptObjectError } from '../errors.ts';
 import {
   VIEW_VERSION,
@@ -13,14 +14,17 @@ import {
 } from './view-records.ts';
 
 /**
- * The view stored under `key` (its bytes), or null when it is of another version than
- * VIEW_VERSION or was written by another view policy than `policy` (a view of another version
- * may differ in anything but these two fields). Anything else not a view is a CorruptObjectError.
+ * The view stored under `key` (its bytes), its tail's items restored (lib/session/view-items.ts),
+ * or null when it is of another version than VIEW_VERSION or was written by another view policy
+ * than `policy` (a view of another version may differ in anything but these two fields). Anything
+ * else not a view is a CorruptObjectError.
  */
 export function storedView(key: string, body: Uint8Array, policy: string): LogView | null {
   const value = parseStored(key, body, z.unknown());
   const version = validateStored(key, value, viewVersionSchema);
-  return version.v === VIEW_VERSION && version.policy === policy ? viewOf(key, value) : null;
+  if (version.v !== VIEW_VERSION || version.policy !== policy) return null;
+  restoreItemsIn((value as { tail?: unknown }).tail);
+  return viewOf(key, value);
 }
 
 /** Just the version of a view, read before its schema. */
@@ -96,10 +100,12 @@ function checkedItems(value: unknown): NonNullable<LogView['tail']>['items'] | n
 
 /**
  * The items of the chunk stored under `key` (its bytes), which the view of `record` wrote,
- * checked as `viewChunkSchema` checks them. Anything else is a CorruptObjectError.
+ * restored (lib/session/view-items.ts) and checked as `viewChunkSchema` checks them. Anything
+ * else is a CorruptObjectError.
  */
 export function storedViewChunk(key: string, body: Uint8Array, record: number): LogItem[] {
   const value = parseStored(key, body, z.unknown());
+  restoreItemsIn(value);
   const chunk = hasKeys(value, CHUNK_KEYS) && value.format === 'tailgate.view-chunk.v1' && value.record === record;
   const checked = (chunk ? checkedItems(value.items) : null) ?? validateStored(key, value, viewChunkSchema).items;
   if ((value as { record: unknown }).record !== record)

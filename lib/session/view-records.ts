@@ -29,7 +29,7 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 4;
+export const VIEW_VERSION = 5;
 
 /** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
 const sortedKeysSchema = z

@@ -5,7 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { compactSession } from '../../lib/turn/compact-session.ts';
 import { computeAggregates, type SequencedItem } from '../../lib/strategies/aggregates.ts';
 import { packOptions, previewPrompt, runTurn, sessionStrategyPlan, type TurnRequest } from '../../lib/turn/index.ts';
-import { viewSchema } from '../../lib/session/view-records.ts';
+import { parseView } from '../support/stored-view.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -91,7 +91,7 @@ async function session(whole: boolean) {
 async function newestView(store: CountingStore) {
   const listed = await store.list('sessions/s1/turn/');
   const key = listed.objects.map((object) => object.key).find((name) => name.endsWith('.view'))!;
-  return viewSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(key))!.body)));
+  return parseView(key, (await store.get(key))!.body);
 }
 
 async function olderKeys(store: CountingStore): Promise<string[]> {

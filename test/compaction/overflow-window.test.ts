@@ -3,7 +3,7 @@ import type { Item } from '../../lib/items.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { packOptions, runTurn, sessionStrategyPlan, type TurnRequest } from '../../lib/turn/index.ts';
-import { viewSchema } from '../../lib/session/view-records.ts';
+import { parseView } from '../support/stored-view.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { servicesFor } from '../support/recording-model.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -99,7 +99,7 @@ async function longSession(rounds: number, turns: number, whole = false) {
 async function newestView(store: CountingStore) {
   const listed = await store.list('sessions/s1/turn/');
   const key = listed.objects.map((object) => object.key).find((name) => name.endsWith('.view'))!;
-  return viewSchema.parse(JSON.parse(new TextDecoder().decode((await store.get(key))!.body)));
+  return parseView(key, (await store.get(key))!.body);
 }
 
 describe('the overflow safety net on a long session', () => {
@@ -122,7 +122,8 @@ describe('the overflow safety net on a long session', () => {
       // What the prompt before the drop counts is the window from the boundary (and the tool
       // calls the strategies need), not the history.
       expect(long[turn]!.tokensBefore).toBeLessThan(1.2 * short[turn]!.tokensBefore!);
-      expect(long[turn]!.bytesRead).toBeLessThan(1.2 * short[turn]!.bytesRead + 8 * 1024);
+      // (The bytes' slack: what the longer history's view holds more beside its tail, 26 KB.)
+      expect(long[turn]!.bytesRead).toBeLessThan(1.2 * short[turn]!.bytesRead + 16 * 1024);
     }
   }, 120_000);
 

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
 import { parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
-import { viewSchema } from '../../lib/session/view-records.ts';
+import { parseView } from '../support/stored-view.ts';
 import { computeAggregates } from '../../lib/strategies/aggregates.ts';
 import type { StoredItem } from '../../lib/items.ts';
 import { SegmentReader } from '../../lib/session/segment.ts';
@@ -136,7 +136,7 @@ async function expectExactViews(world: World, id: string, items: readonly Stored
   const scope = await world.run(world.actor().services.sessions.scope(id));
   const listed = await world.store.list(recordsPrefix(scope), { limit: 1000 });
   for (const object of listed.objects.filter((listedObject) => listedObject.key.endsWith('.view'))) {
-    const view = parseStored(object.key, (await world.store.get(object.key))!.body, viewSchema);
+    const view = parseView(object.key, (await world.store.get(object.key))!.body);
     expect(view.aggregates, `${where}: ${object.key}`).toEqual(
       computeAggregates(items.filter((item) => item.seq <= view.last_seq)),
     );

@@ -10,8 +10,8 @@ import {
 } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
 import { recordKey, sessionConfigKey, sessionPrefix, viewKey } from '../../lib/session/keys.ts';
-import { parseStored } from '../../lib/session/records.ts';
-import { VIEW_VERSION, viewSchema } from '../../lib/session/view-records.ts';
+import { VIEW_VERSION } from '../../lib/session/view-records.ts';
+import { parseView } from '../support/stored-view.ts';
 import { compactCallItem, compactOutputItem } from '../../lib/strategies/compact-text.ts';
 import { selectTail } from '../../lib/strategies/select-tail.ts';
 import { SessionLog, type OpenTurn } from '../support/session-log.ts';
@@ -337,10 +337,9 @@ describe('SessionLog: views', () => {
         output(`c${i}`, long(i)),
       ]);
     await log.pack('s1', needs(20, 2));
-    const stored = parseStored(
+    const stored = parseView(
       viewKey(await log.scope('s1'), 40),
       (await store.get(viewKey(await log.scope('s1'), 40)))!.body,
-      viewSchema,
     );
     const tools = stored.tail!.items.filter((item) => item.type !== 'message');
     // 20 needed + a margin of 8 calls, with their outputs; the newest 2 calls whole.

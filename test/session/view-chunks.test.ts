@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { assembleTail, chunkBody, layoutView, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
 import type { LogItem } from '../../lib/session/records.ts';
-import type { LogView } from '../../lib/session/view-records.ts';
+import { VIEW_VERSION, type LogView } from '../../lib/session/view-records.ts';
 
 const scope = { keyPrefix: '', id: 's', generation: '' };
 
@@ -13,7 +13,7 @@ function message(seq: number, text: string): LogItem {
 function viewOf(items: LogItem[], windowStart: number): LogView {
   return {
     format: 'tailgate.view.v1',
-    v: 4,
+    v: VIEW_VERSION,
     policy: 'p',
     record: 9,
     last_seq: items.at(-1)?.seq ?? 0,

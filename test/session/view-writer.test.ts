@@ -13,6 +13,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { parseView } from '../support/stored-view.ts';
 
 /** A record's items: messages, calls (some repeated), outputs small and large (out of line, compacted in a view). */
 function items(record: number): Item[] {
@@ -85,7 +86,7 @@ describe('the views a pack writes', () => {
     // In chunks: one chunk is left, named by the newest view, the replaced ones deleted.
     const chunks = await listAll(store, 'sessions/s/tail/');
     expect(chunks).toHaveLength(viewChunkBytes ? 1 : 0);
-    const head = JSON.parse(new TextDecoder().decode((await store.get(lastView!.key))!.body)) as LogView;
+    const head = parseView(lastView!.key, (await store.get(lastView!.key))!.body);
     if (viewChunkBytes) {
       expect(chunks[0]!.key).toBe(viewChunkKey(scope, head.tail!.chunk!.record, head.tail!.chunk!.id));
       // Views named the chunk of an earlier view, and new chunks were written.

@@ -1,7 +1,7 @@
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { viewKey } from '../../lib/session/keys.ts';
-import { parseStored } from '../../lib/session/records.ts';
-import { viewSchema, type LogView } from '../../lib/session/view-records.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
+import { parseView } from './stored-view.ts';
 import { expect } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -36,7 +36,7 @@ export async function newestView(store: ObjectStore, log: SessionLog): Promise<L
   const scope = await log.scope('s');
   const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
   const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
-  return parseStored(key, (await store.get(key))!.body, viewSchema);
+  return parseView(key, (await store.get(key))!.body);
 }
 
 /**

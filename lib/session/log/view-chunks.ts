@@ -6,6 +6,7 @@ import type { LogItem } from '../records.ts';
 import { storedView, storedViewChunk } from '../view-check.ts';
 import { rememberIndex } from './key-shards.ts';
 import { logCursor } from '../unit-cursor.ts';
+import { elidedOf, storedItemJson, type Elided } from '../view-items.ts';
 import type { LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 
@@ -67,14 +68,15 @@ export function layoutView(
   if (prior) {
     const { drop, inline, unused } = againstChunk(prior, items);
     // What the view holds beside the chunk, and what a read of it fetches beyond its tail.
-    const own = inline.reduce((sum, item) => sum + itemSize(item) + 1, drop.length * 8);
+    const own = inline.reduce((sum, item, index) => sum + itemSize(item, inline[index - 1]) + 1, drop.length * 8);
     if (own <= Math.max(minBytes, prior.bytes) / CHUNK_SHARE && unused <= prior.bytes / UNUSED_SHARE)
       return { chunk: prior, write: false, drop, inline };
   }
   const windowStart = view.tail.window_start;
   let split = 0;
   let bytes = 0;
-  while (split < items.length && items[split]!.seq < windowStart) bytes += itemSize(items[split++]!) + 1;
+  for (; split < items.length && items[split]!.seq < windowStart; split++)
+    bytes += itemSize(items[split]!, items[split - 1]) + 1;
   if (bytes < minBytes) return { chunk: null, write: false, drop: [], inline: [...items] };
   const chunked = items.slice(0, split);
   // 8 random hex characters: two writers of one record never share a chunk.
@@ -98,7 +100,7 @@ function againstChunk(
   const inline: LogItem[] = [];
   let unused = 0;
   let at = 0;
-  for (const held of chunk.items) {
+  for (const [index, held] of chunk.items.entries()) {
     // Mostly the same objects in the same places: compared without reading either (a long
     // history's tail is tens of thousands of items scattered over the heap).
     if (items[at] === held) {
@@ -109,7 +111,7 @@ function againstChunk(
     const item = items[at];
     if (item?.seq === held.seq) at += 1;
     if (item?.seq === held.seq && sameItem(item, held)) continue;
-    unused += itemSize(held) + 1;
+    unused += itemSize(held, chunk.items[index - 1]) + 1;
     if (item?.seq === held.seq) inline.push(item);
     else drop.push(held.seq);
   }
@@ -118,10 +120,7 @@ function againstChunk(
 }
 
 function sameItem(a: LogItem, b: LogItem): boolean {
-  if (a === b) return true;
-  const left = itemBytes(a);
-  const right = itemBytes(b);
-  return left.length === right.length && left.every((byte, index) => byte === right[index]);
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
 
 /**
@@ -254,30 +253,29 @@ export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
 
 /**
  * The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema).
- * Its items' bytes are then kept only as their lengths (see itemBytesOf).
+ * Its items' bytes are then kept only as their lengths (see itemBytesOf), as layoutView counted them.
  */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
   return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items, chunkItemBytes), CLOSE]);
 }
 
-/** An item's bytes for a chunk: kept ones, then kept as their length; else serialized again. */
-function chunkItemBytes(item: object): Uint8Array {
-  const kept = itemBytesOf.get(item);
-  if (!(kept instanceof Uint8Array)) return toBytes(JSON.stringify(item));
-  itemBytesOf.set(item, kept.length);
-  return kept;
+/** An item's bytes for a chunk (see itemBytes), then kept as their length. */
+function chunkItemBytes(item: LogItem, previous: LogItem | undefined): Uint8Array {
+  const bytes = itemBytes(item, previous);
+  itemBytesOf.get(item)!.bytes = bytes.length;
+  return bytes;
 }
 
 function chunkHead(record: number): string {
   return `{"format":"tailgate.view-chunk.v1","record":${record},"items":`;
 }
 
-/** The JSON bytes of an array of items, each item's bytes kept (see itemBytes). */
-export function itemList(items: readonly object[], bytesOf = itemBytes): Uint8Array {
+/** The JSON bytes of an array of items as stored (lib/session/view-items.ts), each one's kept (see itemBytes). */
+export function itemList(items: readonly LogItem[], bytesOf = itemBytes): Uint8Array {
   const parts = [OPEN];
   items.forEach((item, index) => {
     if (index > 0) parts.push(COMMA);
-    parts.push(bytesOf(item));
+    parts.push(bytesOf(item, items[index - 1]));
   });
   parts.push(CLOSE_LIST);
   return concatBytes(parts);
@@ -289,25 +287,29 @@ const CLOSE_LIST = toBytes(']');
 const CLOSE = toBytes('}');
 
 /**
- * Each view item's JSON bytes, kept by the item object: a view's items are mostly the previous
- * view's, the same objects, so each is serialized and encoded once, when it first enters a view.
+ * Each view item's stored JSON bytes, kept by the item object with what its stored form leaves
+ * out (`elided`, which depends on the item before it): a view's items are mostly the previous
+ * view's, the same objects after the same ones, so each is serialized and encoded once, when it
+ * first enters a view (again only where the item before it changed).
  * Once it is in a chunk only their length is kept: the views after it hold beside the chunk
  * only what changed, and a long history's chunk (tens of MiB of items) would otherwise be held
  * twice, its bytes beside its items; a new chunk (every eighth of the tail's bytes appended)
  * serializes them again.
  */
-const itemBytesOf = new WeakMap<object, Uint8Array | number>();
+const itemBytesOf = new WeakMap<object, { elided: Elided; bytes: Uint8Array | number }>();
 
-/** The length of an item's JSON bytes (see itemBytesOf). */
-function itemSize(item: object): number {
+/** The length of an item's stored bytes after `previous` (see itemBytesOf). */
+function itemSize(item: LogItem, previous: LogItem | undefined): number {
   const kept = itemBytesOf.get(item);
-  return typeof kept === 'number' ? kept : (kept ?? itemBytes(item)).length;
+  if (kept?.elided !== elidedOf(item, previous)) return itemBytes(item, previous).length;
+  return typeof kept.bytes === 'number' ? kept.bytes : kept.bytes.length;
 }
 
-function itemBytes(item: object): Uint8Array {
+function itemBytes(item: LogItem, previous: LogItem | undefined): Uint8Array {
+  const elided = elidedOf(item, previous);
   const kept = itemBytesOf.get(item);
-  if (kept instanceof Uint8Array) return kept;
-  const bytes = toBytes(JSON.stringify(item));
-  itemBytesOf.set(item, bytes);
+  if (kept?.elided === elided && kept.bytes instanceof Uint8Array) return kept.bytes;
+  const bytes = toBytes(storedItemJson(item, elided));
+  itemBytesOf.set(item, { elided, bytes });
   return bytes;
 }

@@ -1,0 +1,84 @@
+import type { LogItem } from './records.ts';
+
+/**
+ * How the item arrays of a view are stored (its tail's `items`, and a view chunk's): an item
+ * leaves out its `created_at` when it equals the previous item's in the same array, and its
+ * `seq` when it is the previous item's seq + 1 (items appended together share one created_at,
+ * and seqs mostly run on). A reader puts them back (`restoreItems`) before checking the items,
+ * so what it holds is what was written, key for key and in order.
+ */
+
+/** Which stored fields an item's stored form leaves out: 1 its created_at, 2 its seq, 3 both. */
+export type Elided = 0 | 1 | 2 | 3;
+
+/** What `item`, after `previous` in the same array, leaves out of its stored form. */
+export function elidedOf(item: LogItem, previous: LogItem | undefined): Elided {
+  if (!previous) return 0;
+  return ((item.created_at === previous.created_at ? 1 : 0) | (item.seq === previous.seq + 1 ? 2 : 0)) as Elided;
+}
+
+/** The JSON of `item` as stored, leaving out what `elided` says. */
+export function storedItemJson(item: LogItem, elided: Elided): string {
+  if (elided === 0) return JSON.stringify(item);
+  const left = (key: string) => (key === 'created_at' && elided & 1) || (key === 'seq' && elided & 2);
+  return JSON.stringify(Object.fromEntries(Object.entries(item).filter(([key]) => !left(key))));
+}
+
+/** Restores (restoreItems) the `items` of `holder`, a stored view's tail or a chunk, where it has them. */
+export function restoreItemsIn(holder: unknown): void {
+  if (typeof holder === 'object' && holder !== null && Object.hasOwn(holder, 'items'))
+    (holder as { items: unknown }).items = restoreItems((holder as { items: unknown }).items);
+}
+
+/** The keys an item's stored fields come before (its other keys come before them). */
+const AFTER_STORED = new Set(['output_ref', 'compacted', 'behind']);
+
+/**
+ * Stored items with what their stored form left out put back from the item before each (the
+ * same objects where nothing was left out). Anything that is not such an array, or an item that
+ * cannot be completed (the first, or one after an item without a numeric seq), is left as it is
+ * for the item schema to refuse.
+ */
+function restoreItems(value: unknown): unknown {
+  if (!Array.isArray(value)) return value;
+  let previous: Record<string, unknown> | undefined;
+  return value.map((item: unknown) => {
+    if (typeof item !== 'object' || item === null || Array.isArray(item)) {
+      previous = undefined;
+      return item;
+    }
+    let stored = item as Record<string, unknown>;
+    const seq = !Object.hasOwn(stored, 'seq');
+    const createdAt = !Object.hasOwn(stored, 'created_at');
+    if ((seq || createdAt) && previous && Number.isSafeInteger(previous.seq))
+      stored = withStoredFields(
+        stored,
+        seq ? (previous.seq as number) + 1 : undefined,
+        createdAt ? previous.created_at : undefined,
+      );
+    previous = stored;
+    return stored;
+  });
+}
+
+/** `item` with `seq` and `created_at` (when given) in their place: before the keys AFTER_STORED holds. */
+function withStoredFields(
+  item: Record<string, unknown>,
+  seq: number | undefined,
+  createdAt: unknown,
+): Record<string, unknown> {
+  const entries: [string, unknown][] = [];
+  const put = (key: string) => {
+    if (key !== 'created_at' && !AFTER_STORED.has(key)) return;
+    if (seq !== undefined) entries.push(['seq', seq]);
+    seq = undefined;
+    if (key !== 'created_at' && createdAt !== undefined) entries.push(['created_at', createdAt]);
+    if (key !== 'created_at') createdAt = undefined;
+  };
+  for (const [key, value] of Object.entries(item)) {
+    put(key);
+    entries.push([key, value]);
+  }
+  put('behind');
+  return Object.fromEntries(entries);
+}

@@ -20,8 +20,21 @@ export function elidedOf(item: LogItem, previous: LogItem | undefined): Elided {
 /** The JSON of `item` as stored, leaving out what `elided` says. */
 export function storedItemJson(item: LogItem, elided: Elided): string {
   if (elided === 0) return JSON.stringify(item);
-  const left = (key: string) => (key === 'created_at' && elided & 1) || (key === 'seq' && elided & 2);
-  return JSON.stringify(Object.fromEntries(Object.entries(item).filter(([key]) => !left(key))));
+  const fields = item as unknown as Record<string, unknown>;
+  const stored: Record<string, unknown> = {};
+  for (const key of Object.keys(fields))
+    if (!((key === 'created_at' && elided & 1) || (key === 'seq' && elided & 2))) setOwn(stored, key, fields[key]);
+  return JSON.stringify(stored);
+}
+
+/**
+ * Sets `key` of an object being built key by key (assignment: objects of the same keys in the
+ * same order share their shape), as an own property even when it is `__proto__`.
+ */
+function setOwn(object: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__')
+    Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true });
+  else object[key] = value;
 }
 
 /** Restores (restoreItems) the `items` of `holder`, a stored view's tail or a chunk, where it has them. */
@@ -67,18 +80,18 @@ function withStoredFields(
   seq: number | undefined,
   createdAt: unknown,
 ): Record<string, unknown> {
-  const entries: [string, unknown][] = [];
+  const restored: Record<string, unknown> = {};
   const put = (key: string) => {
     if (key !== 'created_at' && !AFTER_STORED.has(key)) return;
-    if (seq !== undefined) entries.push(['seq', seq]);
+    if (seq !== undefined) restored.seq = seq;
     seq = undefined;
-    if (key !== 'created_at' && createdAt !== undefined) entries.push(['created_at', createdAt]);
+    if (key !== 'created_at' && createdAt !== undefined) restored.created_at = createdAt;
     if (key !== 'created_at') createdAt = undefined;
   };
-  for (const [key, value] of Object.entries(item)) {
+  for (const key of Object.keys(item)) {
     put(key);
-    entries.push([key, value]);
+    setOwn(restored, key, item[key]);
   }
   put('behind');
-  return Object.fromEntries(entries);
+  return restored;
 }

@@ -143,6 +143,16 @@ describe('the items of a stored view', () => {
       JSON.stringify({ format: 'tailgate.view-chunk.v1', record: 1, items: [{ ...message, created_at: 'a' }] }),
     );
     expect(() => storedViewChunk('k', chunk, 1)).toThrow(CorruptObjectError);
+    // A `__proto__` key stays a key of the item (and the item schema refuses it), not its prototype.
+    const proto = new TextDecoder()
+      .decode(
+        bytes([
+          { ...message, seq: 1, created_at: 'a' },
+          { ...message, proto: {} },
+        ]),
+      )
+      .replace('"proto"', '"__proto__"');
+    expect(() => storedView('k', new TextEncoder().encode(proto), viewPolicy.version)).toThrow(CorruptObjectError);
     // Put back from the item before: the seq after its seq, its created_at.
     const view = storedView('k', bytes([{ ...message, seq: 4, created_at: 'a' }, message]), viewPolicy.version);
     expect(view!.tail!.items[1]).toEqual({ ...message, seq: 5, created_at: 'a' });

@@ -11,8 +11,8 @@ export const PACK_EVERY_RECORDS = 4;
  * Appends items without a model turn (POST /items) and, every few records, packs the log in
  * the background as turns do, so the next turn finds a recent view. An append that leaves
  * more than MAX_PACK_DEBT_RECORDS records outside segments, or more records after the newest
- * view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more of their bytes than
- * afterViewBytes allows with one record more, packs before it answers instead
+ * view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more bytes of their items
+ * than afterViewBytes of that view, packs before it answers instead
  * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
  */
 export async function appendItems(

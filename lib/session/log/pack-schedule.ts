@@ -43,14 +43,13 @@ interface AfterView {
   bytes: number;
 }
 
-/** The AfterView of record `number` holding `items` and carrying `recent` after `listed`, the newest view listed. */
+/** The AfterView of record `number` holding `items` and carrying `after`, its carried records after `listed`. */
 function afterViewOf(
   number: number,
   listed: { record: number } | undefined,
-  recent: NonNullable<LogRecord['recent']>,
+  after: NonNullable<LogRecord['recent']>,
   items: readonly LogItem[],
 ): AfterView {
-  const after = recent.filter((group) => group.record > (listed?.record ?? 0));
   return {
     records: number - (listed?.record ?? 0),
     carried: after.length + 1,
@@ -87,9 +86,10 @@ export function overdueView(
   { recent }: { recent: NonNullable<LogRecord['recent']> },
   items: readonly LogItem[],
 ): OverdueView | undefined {
-  if (!viewOverdue(afterViewOf(number, listed, recent, items), listed && schedule.viewBytes(id, listed)))
+  const after = recent.filter((group) => group.record > (listed?.record ?? 0));
+  if (!viewOverdue(afterViewOf(number, listed, after, items), listed && schedule.viewBytes(id, listed)))
     return undefined;
-  return { held: recent.filter((group) => group.record > (listed?.record ?? 0)).flatMap((group) => group.items) };
+  return { held: after.flatMap((group) => group.items) };
 }
 /** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
 export const FIRST_BACKOFF_MS = 1_000;

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
+import { listAll, mapLimit } from '../../lib/store/object-store.ts';
 import { type S3Store, createS3Client } from '../../lib/store/s3.ts';
 import { createTestS3Store, startConditionalGateway, type ConditionalGateway } from '../support/s3-store.ts';
 import { defineObjectStoreConformance } from './object-store-conformance.ts';
@@ -29,6 +30,21 @@ function recordCommands(store: S3Store): string[] {
 
 describe('S3Store', () => {
   const fresh = () => `s3-store/${crypto.randomUUID()}/`;
+
+  it('lists a prefix of more than 1,000 keys whole, page by page, in byte order', async () => {
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const prefix = fresh();
+    // Shaped like a session's records: a number written newest first, then suffixes.
+    const keys = Array.from({ length: 1_100 }, (_, index) => {
+      const number = String(1e12 - Math.floor(index / 2)).slice(1);
+      return `${prefix}${number}${index % 2 ? '.done' : ''}`;
+    });
+    await mapLimit(keys, 32, (key) => store.put(key, 'x'));
+    const listed = await listAll(store, prefix);
+    expect(listed.map((info) => info.key)).toEqual(
+      [...keys].sort((left, right) => Buffer.compare(Buffer.from(left), Buffer.from(right))),
+    );
+  });
 
   it('configures its client to compute and validate checksums only when required', async () => {
     const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));

@@ -108,15 +108,33 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
 
   async function listInByteOrder(url: URL, headers: IncomingHttpHeaders): Promise<Forwarded> {
     const prefix = url.searchParams.get('prefix') ?? '';
-    const upstreamPath = `${url.pathname}?list-type=2&max-keys=1000&prefix=${encodeURIComponent(prefix)}`;
-    const upstreamList = await forward('GET', upstreamPath, headers, Buffer.alloc(0));
-    const xml = upstreamList.body.toString('utf8');
-    if (upstreamList.status !== 200) return upstreamList;
-    if (xml.includes('<IsTruncated>true</IsTruncated>')) throw new Error('gateway lists at most 1000 keys per prefix');
-    const entries = [...xml.matchAll(/<Contents>[\s\S]*?<\/Contents>/g)].map((match) => {
-      const key = unescapeXml(/<Key>([\s\S]*?)<\/Key>/.exec(match[0])![1]!);
-      return { key, bytes: Buffer.from(key, 'utf8'), xml: match[0] };
-    });
+    // Every upstream page of the prefix, sorted here. fauxqs orders a page by localeCompare but
+    // pages on from its last key by code units, so paging is sound only where the two orders
+    // agree (as for the service's own keys past 1,000 under one prefix); a page out of code-unit
+    // order is refused rather than merged with gaps.
+    const entries: { key: string; bytes: Buffer; xml: string }[] = [];
+    for (let startAfter: string | undefined; ; ) {
+      const upstreamPath =
+        `${url.pathname}?list-type=2&max-keys=1000&prefix=${encodeURIComponent(prefix)}` +
+        (startAfter === undefined ? '' : `&start-after=${encodeURIComponent(startAfter)}`);
+      const upstreamList = await forward('GET', upstreamPath, headers, Buffer.alloc(0));
+      if (upstreamList.status !== 200) return upstreamList;
+      const xml = upstreamList.body.toString('utf8');
+      const page = [...xml.matchAll(/<Contents>[\s\S]*?<\/Contents>/g)].map((match) => {
+        const key = unescapeXml(/<Key>([\s\S]*?)<\/Key>/.exec(match[0])![1]!);
+        return { key, bytes: Buffer.from(key, 'utf8'), xml: match[0] };
+      });
+      const truncated = xml.includes('<IsTruncated>true</IsTruncated>');
+      if (truncated || startAfter !== undefined)
+        for (const [index, entry] of page.entries()) {
+          const previous = index === 0 ? startAfter : page[index - 1]!.key;
+          if (previous !== undefined && !(previous < entry.key))
+            throw new Error(`gateway: keys under ${prefix} sort differently by locale and by code unit: cannot page`);
+        }
+      entries.push(...page);
+      if (!truncated || page.length === 0) break;
+      startAfter = page.at(-1)!.key;
+    }
     entries.sort((left, right) => Buffer.compare(left.bytes, right.bytes));
     const token = url.searchParams.get('continuation-token');
     const after = token === null ? url.searchParams.get('start-after') : Buffer.from(token, 'base64').toString('utf8');

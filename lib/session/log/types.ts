@@ -24,6 +24,8 @@ export interface KnownKeys {
   depth: number;
   delta: string;
   shards: Map<string, string>;
+  /** The index's shard filters by prefix (lib/session/key-filter.ts): a key one rejects is in no shard. */
+  filters?: Readonly<Record<string, string>>;
   /** The keys whose first call after the view its record flagged, and whether it was a repeat. */
   flags?: Map<string, boolean>;
 }

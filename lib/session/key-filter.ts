@@ -11,6 +11,12 @@
  * a hash already): two 24-bit halves, by enhanced double hashing.
  */
 
+/**
+ * An index carries filters only while its shards hold at most this many keys (about 110 KiB of
+ * filters): past it they would cost every read of a view more bytes than the shard gets they
+ * spare, and a turn reads the shards of its new calls as without them.
+ */
+export const FILTER_MAX_KEYS = 65_536;
 /** Bits of filter per key: with FILTER_HASHES bits set per key, about 0.8% false positives. */
 export const FILTER_BITS_PER_KEY = 10;
 /** Bits a key sets. */

@@ -47,8 +47,9 @@ const sortedKeysSchema = z
  * shards (`keyShardSchema`); `versions` maps a view record to the prefixes (each `depth`
  * characters, concatenated) whose shard that view wrote; `count` is the number of keys.
  * `delta` (absent when empty): the keys no shard holds, fewer than the delta bound
- * (lib/session/log/key-shards.ts). `filters` (absent without shards): by prefix, the Bloom
- * filter of each shard `versions` names, and of no other (lib/session/key-filter.ts).
+ * (lib/session/log/key-shards.ts). `filters` (absent without shards, and past FILTER_MAX_KEYS
+ * keys in shards): by prefix, the Bloom filter of each shard `versions` names, and of no other
+ * (lib/session/key-filter.ts).
  */
 export const keyIndexSchema = z
   .object({
@@ -81,14 +82,15 @@ export function shardVersionsOf(depth: number, versions: Readonly<Record<string,
   return byPrefix;
 }
 
-/** Whether an index's `filters` name exactly the shards its `versions` name. */
+/** Whether an index's `filters`, if any, name exactly the shards its `versions` name. */
 function filtersFit(index: {
   depth: number;
   versions: Readonly<Record<string, string>>;
   filters?: Readonly<Record<string, string>> | undefined;
 }): boolean {
+  if (index.filters === undefined) return true;
   const shards = shardVersionsOf(index.depth, index.versions);
-  const filters = Object.keys(index.filters ?? {});
+  const filters = Object.keys(index.filters);
   return filters.length === shards.size && filters.every((prefix) => shards.has(prefix));
 }
 

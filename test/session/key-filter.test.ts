@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
-import { filterChars, filterKeys, filterMayHold, shardFilter } from '../../lib/session/key-filter.ts';
+import { FILTER_MAX_KEYS, filterChars, filterKeys, filterMayHold, shardFilter } from '../../lib/session/key-filter.ts';
 import { viewKey, type LogScope } from '../../lib/session/keys.ts';
 import { INDEX_KEY_CHARS } from '../../lib/session/log/key-shards.ts';
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
@@ -89,9 +89,11 @@ async function expectFiltersOfShards(store: ObjectStore, log: SessionLog, view: 
 }
 
 /** A session of 2,200 distinct calls in records of 100, packed after each: depths 0, 1 and 2. */
-async function deepSession(): Promise<{ store: ShardCountingStore; log: SessionLog; depths: Set<number> }> {
+async function deepSession(
+  logOptions = options,
+): Promise<{ store: ShardCountingStore; log: SessionLog; depths: Set<number> }> {
   const store = new ShardCountingStore(new MemoryStore());
-  const log = new SessionLog(store, options);
+  const log = new SessionLog(store, logOptions);
   await log.create({ id: 's' });
   const depths = new Set<number>();
   for (let round = 0; round < 22; round++) {
@@ -100,15 +102,17 @@ async function deepSession(): Promise<{ store: ShardCountingStore; log: SessionL
     await appendPacked(log, [...Array.from({ length: 100 }, (_, index) => `d-${round}-${index}`), ...repeat]);
     const view = await newestView(store, log);
     depths.add(view.keys.depth);
-    await expectFiltersOfShards(store, log, view);
+    const sharded = view.keys.count - (view.keys.delta ?? '').length / INDEX_KEY_CHARS;
+    if (sharded <= (logOptions.indexFilterKeys ?? FILTER_MAX_KEYS)) await expectFiltersOfShards(store, log, view);
+    else expect(view.keys.filters).toBeUndefined();
   }
   return { store, log, depths };
 }
 
 /** A claimed turn of a process new to the session: its shard gets and aggregates; closed with `modelOutput`. */
-async function coldTurn(memory: ObjectStore, input: Item[], modelOutput: Item[] = []) {
+async function coldTurn(memory: ObjectStore, input: Item[], modelOutput: Item[] = [], logOptions = options) {
   const store = new ShardCountingStore(new ProcessStore(memory));
-  const log = new SessionLog(store, options);
+  const log = new SessionLog(store, logOptions);
   const begun = await log.beginTurn('s', { input });
   if (begun.kind !== 'claimed') throw new Error('expected a claim');
   const shardGets = store.shardGets;
@@ -178,6 +182,22 @@ describe('repeat index filters', () => {
     expect(last.shardGets).toBe(0);
     const items = await allItems(new SessionLog(store, options));
     expect(last.aggregates).toEqual(computeAggregates(items));
+  });
+
+  it('are left out past the keys in shards the log filters, the shards then read as without them', async () => {
+    // Filters up to 1,024 keys in shards: the views of the first 10 rounds carry them.
+    const capped = { ...options, indexFilterKeys: 1024 };
+    const { store } = await deepSession(capped);
+    const view = await newestView(store, new SessionLog(store, capped));
+    expect(view.keys.count - (view.keys.delta ?? '').length / INDEX_KEY_CHARS).toBeGreaterThan(1024);
+    expect(view.keys.filters).toBeUndefined();
+    const before = await allItems(new SessionLog(store, capped));
+    const input = [call(9201, 'unfiltered'), output(9201), call(9202, 'd-4-4'), output(9202)];
+    const cold = await coldTurn(store, input, [], capped);
+    expect(cold.shardGets).toBe(new Set([keyOf('unfiltered'), keyOf('d-4-4')].map((key) => key.slice(0, 2))).size);
+    expect(cold.aggregates).toEqual(
+      computeAggregates([...before, ...input.map((item, index) => ({ ...item, seq: before.length + 1 + index }))]),
+    );
   });
 
   it('make a view whose filter does not fit its shard, or is not base64, a corrupt object', async () => {

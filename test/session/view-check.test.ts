@@ -241,13 +241,15 @@ describe('viewOf', () => {
       );
     const index = (filters?: Record<string, string>) => ({ count: 3, depth: 1, versions: { 2: 'ab' }, filters });
     expect(storedView('k', bytes(index({ a: 'AB', b: 'zzzzz' })), 'p')!.keys.filters).toEqual({ a: 'AB', b: 'zzzzz' });
+    // None at all: an index past FILTER_MAX_KEYS keys in shards.
+    expect(storedView('k', bytes(index()), 'p')!.keys).toEqual({ count: 3, depth: 1, versions: { 2: 'ab' } });
     for (const filters of [
       { a: 'A=', b: 'AB' },
       { a: 'A-', b: 'AB' },
       { a: 'ABC', b: 'AB' },
       { a: 'AB' },
       { a: 'AB', b: 'AB', c: 'AB' },
-      undefined,
+      {},
     ])
       expect(() => storedView('k', bytes(index(filters)), 'p'), JSON.stringify(filters)).toThrow(CorruptObjectError);
   });

@@ -1,5 +1,5 @@
 import { CorruptObjectError } from '../../errors.ts';
-import { filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
+import { FILTER_MAX_KEYS, filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
 import { keyShardKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { parseStored } from '../records.ts';
@@ -301,8 +301,11 @@ export async function writeKeyShards(
   const regrouped = depth !== previous.depth;
   // A new depth: every shard is written again, from all the old ones.
   const prefixes = regrouped ? [...oldVersions.keys()] : [...new Set(added.map((key) => key.slice(0, depth)))];
-  // (A shard kept whose filter its base lacks is read to compute it.)
-  const unfiltered = regrouped ? [] : [...oldVersions.keys()].filter((prefix) => !previous.filters?.[prefix]);
+  // Filters while the shards hold at most FILTER_MAX_KEYS keys (a shard kept whose filter its
+  // base lacks is read to compute it).
+  const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
+  const unfiltered =
+    regrouped || !filtering ? [] : [...oldVersions.keys()].filter((prefix) => !previous.filters?.[prefix]);
   const old = await loadShards(log, scope, oldVersions, new Set([...prefixes, ...unfiltered]));
   const grouped = new Map<string, string[]>();
   const add = (key: string) => {
@@ -333,7 +336,7 @@ export async function writeKeyShards(
     .map(([prefix, version]) => keyShardKey(scope, version, prefix));
   // Each shard's filter: computed from its keys where written (or not named by its base), else the base's.
   const filters: Record<string, string> = {};
-  for (const prefix of [...versions.keys()].sort()) {
+  for (const prefix of filtering ? [...versions.keys()].sort() : []) {
     const keys = shards.get(prefix) ?? (unfiltered.includes(prefix) ? old.get(prefix) : undefined);
     filters[prefix] = keys === undefined ? previous.filters![prefix]! : shardFilter(keys);
   }

@@ -260,6 +260,11 @@ export interface SessionLogOptions {
    */
   indexDeltaKeys?: number;
   /**
+   * A view's repeat index carries its shards' filters while they hold at most this many keys
+   * (lib/session/key-filter.ts, FILTER_MAX_KEYS by default).
+   */
+  indexFilterKeys?: number;
+  /**
    * A view's tail is stored in a chunk once its items before the window hold this many bytes
    * (lib/session/log/view-chunks.ts; 16 MiB by default).
    */

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { functionCallItemSchema, functionCallOutputItemSchema, messageItemSchema, payloadRefSchema } from '../items.ts';
 import { historyAggregatesSchema } from '../history.ts';
+import { FILTER_PATTERN, filterKeys } from './key-filter.ts';
 import { storedFields } from './records.ts';
 
 /**
@@ -29,7 +30,7 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 5;
+export const VIEW_VERSION = 6;
 
 /** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
 const sortedKeysSchema = z
@@ -45,8 +46,10 @@ const sortedKeysSchema = z
  * first 12 hex characters. The first of them are split by their first `depth` characters into
  * shards (`keyShardSchema`); `versions` maps a view record to the prefixes (each `depth`
  * characters, concatenated) whose shard that view wrote; `count` is the number of keys.
- * `delta` (absent in views written before it, and when empty): the keys no shard holds, fewer
- * than the delta bound (lib/session/log/key-shards.ts).
+ * `delta` (absent when empty): the keys no shard holds, fewer than the delta bound
+ * (lib/session/log/key-shards.ts). `filters` (absent without shards, and past FILTER_MAX_KEYS
+ * keys in shards): by prefix, the Bloom filter of each shard `versions` names, and of no other
+ * (lib/session/key-filter.ts).
  */
 export const keyIndexSchema = z
   .object({
@@ -54,9 +57,42 @@ export const keyIndexSchema = z
     depth: z.number().int().min(0).max(6),
     versions: z.record(z.string().regex(/^[1-9]\d*$/), z.string().regex(/^[0-9a-f]*$/)),
     delta: sortedKeysSchema.optional(),
+    filters: z
+      .record(
+        z.string().regex(/^[0-9a-f]{0,6}$/),
+        z
+          .string()
+          .regex(FILTER_PATTERN)
+          .refine((filter) => filterKeys(filter.length) !== undefined, 'not the length of a filter'),
+      )
+      .optional(),
   })
-  .strict();
+  .strict()
+  .refine((index) => filtersFit(index), 'filters not those of its shards');
 export type KeyIndex = z.infer<typeof keyIndexSchema>;
+
+/** The view record of each shard an index names (`versions`), by prefix. */
+export function shardVersionsOf(depth: number, versions: Readonly<Record<string, string>>): Map<string, number> {
+  const byPrefix = new Map<string, number>();
+  for (const [record, prefixes] of Object.entries(versions)) {
+    if (depth === 0) byPrefix.set('', Number(record));
+    for (let at = 0; at + depth <= prefixes.length && depth > 0; at += depth)
+      byPrefix.set(prefixes.slice(at, at + depth), Number(record));
+  }
+  return byPrefix;
+}
+
+/** Whether an index's `filters`, if any, name exactly the shards its `versions` name. */
+function filtersFit(index: {
+  depth: number;
+  versions: Readonly<Record<string, string>>;
+  filters?: Readonly<Record<string, string>> | undefined;
+}): boolean {
+  if (index.filters === undefined) return true;
+  const shards = shardVersionsOf(index.depth, index.versions);
+  const filters = Object.keys(index.filters);
+  return filters.length === shards.size && filters.every((prefix) => shards.has(prefix));
+}
 
 /** `keys/<inverted record>-<prefix>`: one shard of a repeat index, sorted keys concatenated. */
 export const keyShardSchema = z

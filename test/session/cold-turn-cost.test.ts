@@ -2,9 +2,11 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { REPEATED_KEY_CHARS } from '../../lib/history.ts';
 import type { Item } from '../../lib/items.ts';
 import { depthFor } from '../../lib/session/log/key-shards.ts';
+import { filterMayHold } from '../../lib/session/key-filter.ts';
 import { afterViewBytes, MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
 import { appendItems } from '../../lib/turn/append.ts';
-import { callKey, extendAggregates } from '../../lib/strategies/aggregates.ts';
+import { callKey, computeAggregates, extendAggregates } from '../../lib/strategies/aggregates.ts';
+import { allItems } from '../support/repeat-index.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { ProcessStore } from '../../bench/process-store.ts';
@@ -107,16 +109,28 @@ describe('a cold first turn after a fast load', () => {
 
   it('reads a shard per key prefix of unflagged calls after its view and in its input, outside its delta', async () => {
     const { store, keysAfterView } = await laggingSession(60, 3, 10, true);
+    // Then 3 repeats of the first record's calls (in the view's shards), unflagged too.
+    const repeats = pairs(1, 3).map((item, index) => ({ ...item, call_id: `again_${index >> 1}` }) as Item);
+    await new SessionLog(new ProcessStore(store), options).append('s', repeats);
+    for (const item of repeats)
+      if (item.type === 'function_call') keysAfterView.push(callKey(item.name, item.arguments));
     const input: Item[] = [{ type: 'message', role: 'user', content: 'go on' }];
     const { shardGets, turn } = await coldTurn(store, input);
-    const depth = turn.base.view!.keys.depth;
+    const { depth, delta, filters } = turn.base.view!.keys;
     expect(depth).toBe(depthFor(576));
-    expect(turn.base.view!.keys.delta).toHaveLength(24 * 12);
-    const prefixes = new Set(keysAfterView.map((key) => key.slice(0, depth)));
+    expect(delta).toHaveLength(24 * 12);
+    // The shards' filters reject most new keys (about 1% false positives), never a repeat.
+    const accepted = keysAfterView.filter((key) => filterMayHold(filters![key.slice(0, depth)]!, key));
+    expect(accepted.length).toBeLessThan(keysAfterView.length / 4);
+    const prefixes = new Set(accepted.map((key) => key.slice(0, depth)));
     // The bound docs/STORAGE.md names: at most min(calls after the view and in the input, 16^depth),
-    // none for a key the view's delta holds (these are all new).
+    // none for a key the view's delta holds (these are all new) or its shard's filter rejects.
     expect(shardGets).toBe(prefixes.size);
+    expect(shardGets).toBeGreaterThan(0);
     expect(shardGets).toBeLessThanOrEqual(Math.min(keysAfterView.length, 16 ** depth));
+    // The repeats found (in the shards read), the new calls new: the whole history's aggregates.
+    const items = await allItems(new SessionLog(store, options));
+    expect(turn.aggregates).toEqual(computeAggregates([...items, { ...input[0]!, seq: items.length + 1 }]));
   });
 
   it('hashes each call after its view once', async () => {

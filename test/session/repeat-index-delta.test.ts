@@ -3,14 +3,21 @@ import { ProcessStore } from '../../bench/process-store.ts';
 import type { Item, StoredItem } from '../../lib/items.ts';
 import { keyShardKey } from '../../lib/session/keys.ts';
 import { INDEX_KEY_CHARS, shardVersions } from '../../lib/session/log/key-shards.ts';
-import { keyShardSchema, type LogView } from '../../lib/session/view-records.ts';
-import { parseStored } from '../../lib/session/records.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
 import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { CountingStore } from '../support/counting-store.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
-import { allItems, call, eachPackCrash, newestView, output } from '../support/repeat-index.ts';
+import {
+  allItems,
+  appendCalls,
+  call,
+  eachPackCrash,
+  newestView,
+  output,
+  ShardCountingStore,
+  shardsOf,
+} from '../support/repeat-index.ts';
 
 /**
  * The repeat index's delta (lib/session/log/key-shards.ts): a view holds the keys added since
@@ -21,20 +28,6 @@ import { allItems, call, eachPackCrash, newestView, output } from '../support/re
 
 const keyOf = (path: string) => callKey('read', JSON.stringify({ path })).slice(0, INDEX_KEY_CHARS);
 
-/** Shard gets and puts of a store, apart from the rest. */
-class ShardCountingStore extends CountingStore {
-  shardGets = 0;
-  shardPuts = 0;
-  override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
-    if (args[0].includes('/keys/')) this.shardGets += 1;
-    return super.get(...args);
-  }
-  override put(...args: Parameters<CountingStore['put']>): ReturnType<CountingStore['put']> {
-    if (args[0].includes('/keys/')) this.shardPuts += 1;
-    return super.put(...args);
-  }
-}
-
 const BOUND = 8;
 const options: Partial<SessionLogOptions> = {
   viewEveryRecords: 1,
@@ -43,31 +36,11 @@ const options: Partial<SessionLogOptions> = {
   indexDeltaKeys: BOUND,
 };
 
-let next = 0;
-/** One record of a call (and its output) per path. */
-async function append(log: SessionLog, paths: string[]): Promise<void> {
-  await log.append(
-    's',
-    paths.flatMap((path) => {
-      next += 1;
-      return [call(next, path), output(next)];
-    }),
-  );
-}
+const append = appendCalls;
 
 /** Every key the shards `view` names hold, read from the store (a ShardMissing there fails the test). */
 async function shardKeys(store: ObjectStore, log: SessionLog, view: LogView): Promise<string[]> {
-  const scope = await log.scope('s');
-  const keys: string[] = [];
-  for (const [prefix, record] of shardVersions(view.keys)) {
-    const key = keyShardKey(scope, record, prefix);
-    const object = await store.get(key);
-    expect(object, `${key} named by the view of record ${view.record}`).not.toBeNull();
-    const shard = parseStored(key, object!.body, keyShardSchema);
-    for (let at = 0; at < shard.keys.length; at += INDEX_KEY_CHARS)
-      keys.push(shard.keys.slice(at, at + INDEX_KEY_CHARS));
-  }
-  return keys;
+  return [...(await shardsOf(store, log, view)).values()].flatMap((keys) => keys.match(/.{12}/g) ?? []);
 }
 
 const deltaOf = (view: LogView): string[] => (view.keys.delta ?? '').match(/.{12}/g) ?? [];

@@ -126,12 +126,35 @@ const aggregates = near([
     ]),
   ],
 ]);
-const keyIndex = near([
-  ['count', count],
-  ['depth', fc.integer({ min: 0, max: 6 })],
-  ['versions', fc.constantFrom({}, { 3: 'ab' })],
-  ['delta', fc.constantFrom('', '0123456789ab', '0123456789abffffffffffff')],
-]);
+/** A shard filter: mostly of a length a shard gives (0, 2, 4, 5, 7 characters), or not, or not base64. */
+const filter = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom('', 'AB', 'A/+9', 'zzzzz', 'AAAAAAA') },
+  fc.constantFrom('ABC', 'AAAAAA', 'A=', 'A-_B', 'é!', 7),
+);
+/** Filters by prefix: mostly those of the shard of `versions` below (`ab` at depth 2), or not. */
+const filters = fc.oneof(
+  { weight: 8, arbitrary: fc.record({ ab: filter }) },
+  fc.record({ '': filter }),
+  fc.constant({}),
+  fc.dictionary(fc.constantFrom('a', 'b', 'ab', 'abc', 'g', '__proto__'), filter, { maxKeys: 3 }),
+);
+const delta = fc.constantFrom('', '0123456789ab', '0123456789abffffffffffff');
+/** An index naming shards (with their filters), or none (without filters). */
+const keyIndex = fc.oneof(
+  near([
+    ['count', count],
+    ['depth', fc.oneof({ weight: 8, arbitrary: fc.constant(2) }, fc.integer({ min: 0, max: 6 }))],
+    ['versions', fc.oneof({ weight: 8, arbitrary: fc.constant({ 3: 'ab' }) }, fc.constant({}))],
+    ['delta', delta],
+    ['filters', filters],
+  ]),
+  near([
+    ['count', count],
+    ['depth', fc.integer({ min: 0, max: 6 })],
+    ['versions', fc.constantFrom({}, { 3: 'ab' })],
+    ['delta', delta],
+  ]),
+);
 const tail = near([
   ['from_seq', seq],
   ['window_start', seq],
@@ -152,6 +175,7 @@ const view = near([
 describe('viewOf', () => {
   it('gives what viewSchema gives any value: the same view, keys in order, or the same error (property)', () => {
     let taken = 0;
+    let filtered = 0;
     fc.assert(
       fc.property(fc.oneof({ weight: 6, arbitrary: view }, fc.jsonValue()), (value) => {
         const expected = outcome(() => validateStored('k', value, viewSchema));
@@ -160,11 +184,13 @@ describe('viewOf', () => {
         const checked = checkedView(value);
         if (checked) expect({ view: JSON.stringify(checked) }).toEqual(expected);
         if (checked) taken += 1;
+        if (checked?.keys.filters) filtered += 1;
       }),
       { numRuns: 6000 },
     );
     // Most near views are views: the check took them, and what it took was compared.
     expect(taken).toBeGreaterThan(600);
+    expect(filtered).toBeGreaterThan(200);
   });
 
   it('takes the parts of a view in the shape the writer gives them as they are, without copying them', () => {
@@ -196,6 +222,36 @@ describe('viewOf', () => {
     expect(checked.aggregates).toBe(aggregates);
     expect(checked.tail!.items.every((taken, index) => taken === items[index])).toBe(true);
     expect(JSON.stringify(checked)).toBe(JSON.stringify(viewSchema.parse(written)));
+  });
+
+  it('refuses as corrupt a view whose shard filters are not base64, of no shard length, or not its shards', () => {
+    const bytes = (keys: unknown) =>
+      new TextEncoder().encode(
+        JSON.stringify({
+          format: 'tailgate.view.v1',
+          v: VIEW_VERSION,
+          policy: 'p',
+          record: 2,
+          last_seq: 3,
+          aggregates: { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' },
+          keys,
+          tail: null,
+          created_at: 'a',
+        }),
+      );
+    const index = (filters?: Record<string, string>) => ({ count: 3, depth: 1, versions: { 2: 'ab' }, filters });
+    expect(storedView('k', bytes(index({ a: 'AB', b: 'zzzzz' })), 'p')!.keys.filters).toEqual({ a: 'AB', b: 'zzzzz' });
+    // None at all: an index past FILTER_MAX_KEYS keys in shards.
+    expect(storedView('k', bytes(index()), 'p')!.keys).toEqual({ count: 3, depth: 1, versions: { 2: 'ab' } });
+    for (const filters of [
+      { a: 'A=', b: 'AB' },
+      { a: 'A-', b: 'AB' },
+      { a: 'ABC', b: 'AB' },
+      { a: 'AB' },
+      { a: 'AB', b: 'AB', c: 'AB' },
+      {},
+    ])
+      expect(() => storedView('k', bytes(index(filters)), 'p'), JSON.stringify(filters)).toThrow(CorruptObjectError);
   });
 
   it('refuses what is not a view as the schema does, and ignores a view of another version or policy', () => {

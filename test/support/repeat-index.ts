@@ -1,11 +1,14 @@
 import type { Item, StoredItem } from '../../lib/items.ts';
-import { viewKey } from '../../lib/session/keys.ts';
-import type { LogView } from '../../lib/session/view-records.ts';
+import { keyShardKey, viewKey } from '../../lib/session/keys.ts';
+import { shardVersions } from '../../lib/session/log/key-shards.ts';
+import { parseStored } from '../../lib/session/records.ts';
+import { keyShardSchema, type LogView } from '../../lib/session/view-records.ts';
 import { parseView } from './stored-view.ts';
 import { expect } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { copyObjects } from './copy-store.ts';
+import { CountingStore } from './counting-store.ts';
 import { FaultyStore } from './faulty-store.ts';
 import type { PackOptions, SessionLog } from './session-log.ts';
 
@@ -18,6 +21,32 @@ export const call = (n: number, path: string): Item => ({
   arguments: JSON.stringify({ path }),
 });
 export const output = (n: number): Item => ({ type: 'function_call_output', call_id: `c${n}`, output: `out ${n}` });
+
+/** Shard gets and puts of a store, apart from the rest. */
+export class ShardCountingStore extends CountingStore {
+  shardGets = 0;
+  shardPuts = 0;
+  override get(...args: Parameters<CountingStore['get']>): ReturnType<CountingStore['get']> {
+    if (args[0].includes('/keys/')) this.shardGets += 1;
+    return super.get(...args);
+  }
+  override put(...args: Parameters<CountingStore['put']>): ReturnType<CountingStore['put']> {
+    if (args[0].includes('/keys/')) this.shardPuts += 1;
+    return super.put(...args);
+  }
+}
+
+let calls = 0;
+/** Appends to session `s` one record of a call (and its output) per path, each call id new. */
+export async function appendCalls(log: SessionLog, paths: string[]): Promise<void> {
+  await log.append(
+    's',
+    paths.flatMap((path) => {
+      calls += 1;
+      return [call(calls, path), output(calls)];
+    }),
+  );
+}
 
 /** Every item of session `s`, oldest first, page by page. */
 export async function allItems(log: SessionLog): Promise<StoredItem[]> {
@@ -37,6 +66,19 @@ export async function newestView(store: ObjectStore, log: SessionLog): Promise<L
   const listed = await store.list(viewKey(scope, 1).replace(/\d{12}\.view$/, ''), { limit: 1000 });
   const key = listed.objects.find((object) => object.key.endsWith('.view'))!.key;
   return parseView(key, (await store.get(key))!.body);
+}
+
+/** The shards `view` (of session `s`) names, by prefix, read from the store (one gone fails the test). */
+export async function shardsOf(store: ObjectStore, log: SessionLog, view: LogView): Promise<Map<string, string>> {
+  const scope = await log.scope('s');
+  const shards = new Map<string, string>();
+  for (const [prefix, record] of shardVersions(view.keys)) {
+    const key = keyShardKey(scope, record, prefix);
+    const object = await store.get(key);
+    expect(object, `${key} named by the view of record ${view.record}`).not.toBeNull();
+    shards.set(prefix, parseStored(key, object!.body, keyShardSchema).keys);
+  }
+  return shards;
 }
 
 /**

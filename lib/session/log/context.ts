@@ -25,6 +25,8 @@ export interface LogContext {
   readonly viewEveryRecords: number;
   /** The repeat index's delta bound (undefined: INDEX_DELTA_KEYS of lib/session/log/key-shards.ts). */
   readonly indexDeltaKeys: number | undefined;
+  /** Keys in shards up to which an index carries filters (undefined: FILTER_MAX_KEYS of lib/session/key-filter.ts). */
+  readonly indexFilterKeys: number | undefined;
   /** See SessionLogOptions.viewChunkBytes. */
   readonly viewChunkBytes: number;
   /** See SessionLogOptions.checkViews. */
@@ -73,6 +75,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     generateId: options.generateId ?? (() => `s_${crypto.randomUUID().replaceAll('-', '')}`),
     viewEveryRecords,
     indexDeltaKeys: options.indexDeltaKeys === undefined ? undefined : Math.max(1, options.indexDeltaKeys),
+    indexFilterKeys: options.indexFilterKeys,
     viewChunkBytes: Math.max(1, options.viewChunkBytes ?? VIEW_CHUNK_BYTES),
     checkViews: options.checkViews ?? false,
     recentRecords: Math.max(0, options.recentRecords ?? keepRecords + Math.max(packMinRecords, viewEveryRecords) + 4),

@@ -1,7 +1,9 @@
+import { CorruptObjectError } from '../../errors.ts';
+import { FILTER_MAX_KEYS, filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
 import { keyShardKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { parseStored } from '../records.ts';
-import { keyShardSchema, type KeyIndex, type LogView } from '../view-records.ts';
+import { keyShardSchema, shardVersionsOf, type KeyIndex, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { RecordMissingError } from './head.ts';
 import { shardCacheOf } from './shard-cache.ts';
@@ -14,8 +16,10 @@ import type { KnownKeys } from './types.ts';
  * (fewer than the bound) are in the view itself (`delta`). So a view writes shards only when
  * its keys cross the next multiple of the bound (a flush), and what its shards hold is a
  * function of the history up to it, whichever view came before (view-records.ts,
- * `keyIndexSchema`). A turn reads only the shards of the calls after its view that its delta
- * does not hold. Keys are kept as sorted concatenations of 12 hex characters each.
+ * `keyIndexSchema`). The view also carries a Bloom filter of each shard (lib/session/key-filter.ts,
+ * computed whenever the shard is written): a turn reads only the shards of the calls after its
+ * view that its delta does not hold and its shard's filter does not reject. Keys are kept as
+ * sorted concatenations of 12 hex characters each.
  */
 
 /** Characters of a call key kept in the index. */
@@ -44,13 +48,7 @@ export function depthFor(count: number): number {
 
 /** The version (view record) of each shard an index names. */
 export function shardVersions(index: KeyIndex): Map<string, number> {
-  const versions = new Map<string, number>();
-  for (const [record, prefixes] of Object.entries(index.versions)) {
-    if (index.depth === 0) versions.set('', Number(record));
-    for (let at = 0; at + index.depth <= prefixes.length && index.depth > 0; at += index.depth)
-      versions.set(prefixes.slice(at, at + index.depth), Number(record));
-  }
-  return versions;
+  return shardVersionsOf(index.depth, index.versions);
 }
 
 /**
@@ -77,48 +75,93 @@ export async function knownKeysOf(
   index: KeyIndex,
   keys: readonly string[],
 ): Promise<KnownKeys> {
-  const { depth } = index;
+  const { depth, filters } = index;
   const delta = index.delta ?? '';
   const prefixes = new Set<string>();
-  for (const key of keys) if (!holds(delta, key.slice(0, INDEX_KEY_CHARS))) prefixes.add(key.slice(0, depth));
-  return { depth, delta, shards: await loadShards(log, scope, shardVersions(index), prefixes) };
+  for (const key of keys) {
+    const short = key.slice(0, INDEX_KEY_CHARS);
+    if (!holds(delta, short) && !rejects(filters, key.slice(0, depth), short)) prefixes.add(key.slice(0, depth));
+  }
+  const shards = await loadShards(log, scope, shardVersions(index), prefixes, filters);
+  return { depth, delta, shards, ...(filters ? { filters } : {}) };
+}
+
+/** Whether the filter of the shard of `prefix` among `filters` rejects `key`: then no shard holds it. */
+function rejects(filters: KnownKeys['filters'], prefix: string, key: string): boolean {
+  const filter = filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+  return filter !== undefined && !filterMayHold(filter, key);
 }
 
 /**
  * Keeps the repeat index of the view stored under `key` (kept with the shards, by the view's key:
- * an append after it tells its calls' repeats from it, lib/session/log/repeat-flags.ts).
+ * an append after it tells its calls' repeats from it, lib/session/log/repeat-flags.ts). Each
+ * shard's filter is kept apart, by the shard's key: the views between two flushes name the same.
  */
-export function rememberIndex(log: LogContext, key: string, index: KeyIndex): void {
-  const json = JSON.stringify(index);
-  shardCacheOf(log.store).set(indexKey(log, key), json, json.length);
+export function rememberIndex(log: LogContext, scope: LogScope, key: string, index: KeyIndex): void {
+  const { filters, ...rest } = index;
+  const json = JSON.stringify(rest);
+  const cache = shardCacheOf(log.store);
+  cache.set(indexKey(log, key), json, json.length);
+  if (!filters) return;
+  for (const [prefix, record] of shardVersions(index)) {
+    const filter = Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+    if (filter !== undefined) cache.set(filterKey(scope, record, prefix), filter, filter.length);
+  }
 }
 
 /**
  * The repeat index of the view under `key`, when this process has it (rememberIndex, or the view
- * cached), as the view policy of `log` keys calls (another policy's index keys them otherwise).
+ * cached), as the view policy of `log` keys calls (another policy's index keys them otherwise),
+ * with the filters of its shards still kept.
  */
-export function rememberedIndex(log: LogContext, key: string): KeyIndex | undefined {
-  const json = shardCacheOf(log.store).get(indexKey(log, key));
-  if (json !== undefined) return JSON.parse(json) as KeyIndex;
-  const view = log.viewCache?.get(key);
-  return view?.policy === log.viewPolicy.version ? view.keys : undefined;
+export function rememberedIndex(log: LogContext, scope: LogScope, key: string): KeyIndex | undefined {
+  const cache = shardCacheOf(log.store);
+  const json = cache.get(indexKey(log, key));
+  if (json === undefined) {
+    const view = log.viewCache?.get(key);
+    return view?.policy === log.viewPolicy.version ? view.keys : undefined;
+  }
+  const index = JSON.parse(json) as KeyIndex;
+  const filters: Record<string, string> = {};
+  for (const [prefix, record] of shardVersions(index)) {
+    const filter = cache.get(filterKey(scope, record, prefix));
+    if (filter !== undefined) filters[prefix] = filter;
+  }
+  return Object.keys(filters).length > 0 ? { ...index, filters } : index;
+}
+
+/** The cache key of the filter of a shard (a function of the shard, as its keys are). */
+function filterKey(scope: LogScope, record: number, prefix: string): string {
+  return `${keyShardKey(scope, record, prefix)} filter`;
 }
 
 function indexKey(log: LogContext, key: string): string {
   return `${key} ${log.viewPolicy.version}`;
 }
 
-/** The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the store. */
+/**
+ * The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the
+ * store. A shard whose filter among `filters` is not sized for its keys: the view naming both is
+ * corrupt (a CorruptObjectError).
+ */
 async function loadShards(
   log: LogContext,
   scope: LogScope,
   versions: Map<string, number>,
   prefixes: Iterable<string>,
+  filters?: KnownKeys['filters'],
 ): Promise<Map<string, string>> {
   const shards = new Map<string, string>();
   await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
     const record = versions.get(prefix);
-    shards.set(prefix, record === undefined ? '' : await readShard(log, scope, record, prefix));
+    const keys = record === undefined ? '' : await readShard(log, scope, record, prefix);
+    const filter = record !== undefined && filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+    if (filter !== undefined && filter.length !== filterChars(keys.length / INDEX_KEY_CHARS))
+      throw new CorruptObjectError(
+        keyShardKey(scope, record!, prefix),
+        `holds ${keys.length / INDEX_KEY_CHARS} keys, the filter its view names is sized for others`,
+      );
+    shards.set(prefix, keys);
   });
   return shards;
 }
@@ -137,8 +180,9 @@ async function readShard(log: LogContext, scope: LogScope, record: number, prefi
 
 /**
  * Whether `key` was seen before the view (for a key whose first call after the view a record
- * flagged, its flag: lib/session/log/repeat-flags.ts). With `strict`, a key outside the delta whose shard
- * was not loaded is a bug (aggregates would be wrong); without, it counts as new (estimates).
+ * flagged, its flag: lib/session/log/repeat-flags.ts). A key outside the delta whose shard was not
+ * loaded is new when its shard's filter rejects it; otherwise, with `strict`, that is a bug
+ * (aggregates would be wrong); without, it counts as new (estimates).
  */
 export function seenBefore(known: KnownKeys | null, key: string, strict: boolean): boolean {
   if (!known) return false;
@@ -148,6 +192,8 @@ export function seenBefore(known: KnownKeys | null, key: string, strict: boolean
   if (holds(known.delta, short)) return true;
   const shard = known.shards.get(key.slice(0, known.depth));
   if (shard === undefined) {
+    // Not loaded, and its filter rejects the key: no shard holds it.
+    if (rejects(known.filters, key.slice(0, known.depth), short)) return false;
     if (strict) throw new Error(`repeat index shard of ${key.slice(0, known.depth)} not loaded`);
     return false;
   }
@@ -156,8 +202,8 @@ export function seenBefore(known: KnownKeys | null, key: string, strict: boolean
 
 /**
  * Whether the index of `view` holds `key`, told without a read: from its delta, the shards
- * `known` loaded, or the shards this process keeps (shard-cache.ts); undefined when only a
- * shard read would tell.
+ * `known` loaded, its shard's filter (a key it rejects is new), or the shards this process keeps
+ * (shard-cache.ts); undefined when only a shard read would tell.
  */
 export function indexHolds(
   log: LogContext,
@@ -172,8 +218,8 @@ export function indexHolds(
   const loaded = known?.depth === view.keys.depth ? known.shards.get(prefix) : undefined;
   if (loaded !== undefined) return holds(loaded, short);
   const version = shardVersions(view.keys).get(prefix);
-  // No shard of the prefix: no key of it before the delta's.
-  if (version === undefined) return false;
+  // No shard of the prefix, or its filter rejects the key: no key of it before the delta's.
+  if (version === undefined || rejects(view.keys.filters, prefix, short)) return false;
   const cached = shardCacheOf(log.store).get(keyShardKey(scope, version, prefix));
   return cached === undefined ? undefined : holds(cached, short);
 }
@@ -245,7 +291,7 @@ export async function writeKeyShards(
   const sharded = Math.floor(count / bound) * bound;
   if (sharded <= previous.count - pending.length) {
     const delta = [...new Set([...pending, ...fresh])].sort().join('');
-    return { index: { ...previous, count, ...(delta ? { delta } : {}) }, replaced: [] };
+    return { index: indexOf(count, previous.depth, previous.versions, delta, previous.filters), replaced: [] };
   }
   const cut = Math.max(0, sharded - previous.count);
   const added = [...pending, ...fresh.slice(0, cut)];
@@ -255,7 +301,12 @@ export async function writeKeyShards(
   const regrouped = depth !== previous.depth;
   // A new depth: every shard is written again, from all the old ones.
   const prefixes = regrouped ? [...oldVersions.keys()] : [...new Set(added.map((key) => key.slice(0, depth)))];
-  const old = await loadShards(log, scope, oldVersions, prefixes);
+  // Filters while the shards hold at most FILTER_MAX_KEYS keys (a shard kept whose filter its
+  // base lacks is read to compute it).
+  const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
+  const unfiltered =
+    regrouped || !filtering ? [] : [...oldVersions.keys()].filter((prefix) => !previous.filters?.[prefix]);
+  const old = await loadShards(log, scope, oldVersions, new Set([...prefixes, ...unfiltered]));
   const grouped = new Map<string, string[]>();
   const add = (key: string) => {
     const prefix = key.slice(0, depth);
@@ -283,7 +334,25 @@ export async function writeKeyShards(
   const replaced = [...oldVersions]
     .filter(([prefix, version]) => version !== record && (regrouped || shards.has(prefix)))
     .map(([prefix, version]) => keyShardKey(scope, version, prefix));
-  return { index: { count, depth, versions: encodeVersions(versions), ...(delta ? { delta } : {}) }, replaced };
+  // Each shard's filter: computed from its keys where written (or not named by its base), else the base's.
+  const filters: Record<string, string> = {};
+  for (const prefix of filtering ? [...versions.keys()].sort() : []) {
+    const keys = shards.get(prefix) ?? (unfiltered.includes(prefix) ? old.get(prefix) : undefined);
+    filters[prefix] = keys === undefined ? previous.filters![prefix]! : shardFilter(keys);
+  }
+  return { index: indexOf(count, depth, encodeVersions(versions), delta, filters), replaced };
+}
+
+/** An index, its keys in the schema's order (as a read of it gives them), `delta` and `filters` absent when empty. */
+function indexOf(
+  count: number,
+  depth: number,
+  versions: KeyIndex['versions'],
+  delta: string,
+  filters: KeyIndex['filters'],
+): KeyIndex {
+  const filtered = filters && Object.keys(filters).length > 0;
+  return { count, depth, versions, ...(delta ? { delta } : {}), ...(filtered ? { filters } : {}) };
 }
 
 function encodeVersions(versions: Map<string, number>): KeyIndex['versions'] {

@@ -62,7 +62,7 @@ export async function repeatsOf(
 ): Promise<string | undefined> {
   const keys = groupKeysOf(log.viewPolicy, items);
   if (keys.length === 0) return undefined;
-  const index = view ? rememberedIndex(log, view.key) : EMPTY_INDEX;
+  const index = view ? rememberedIndex(log, scope, view.key) : EMPTY_INDEX;
   const viewRecord = view?.record ?? 0;
   const groups = newest ? recordGroups(newest).filter((group) => group.record > viewRecord) : [];
   if (!index || (groups.length > 0 && groups[0]!.record !== viewRecord + 1)) return undefined;

@@ -11,7 +11,8 @@ import { BoundedCache, perBackend } from './bounded-cache.ts';
  * isolate on Workers), one per store backend as the view cache is, bounded by the characters of
  * the keys kept (12 a key), the least recently used going first. Also here, under a view's key:
  * the view's repeat index as JSON (key-shards.ts rememberIndex), which an append tells its
- * calls' repeats from (repeat-flags.ts), the view itself being too large to keep.
+ * calls' repeats from (repeat-flags.ts), the view itself being too large to keep; its shards'
+ * filters apart, each under its shard's key (the views between two flushes name the same).
  */
 
 /** Characters of keys kept per store backend: about 700,000 call keys, a history of about 1.7 million items. */

@@ -24,6 +24,8 @@ export interface KnownKeys {
   depth: number;
   delta: string;
   shards: Map<string, string>;
+  /** The index's shard filters by prefix (lib/session/key-filter.ts): a key one rejects is in no shard. */
+  filters?: Readonly<Record<string, string>>;
   /** The keys whose first call after the view its record flagged, and whether it was a repeat. */
   flags?: Map<string, boolean>;
 }
@@ -257,6 +259,11 @@ export interface SessionLogOptions {
    * its shards are written (lib/session/log/key-shards.ts, INDEX_DELTA_KEYS by default).
    */
   indexDeltaKeys?: number;
+  /**
+   * A view's repeat index carries its shards' filters while they hold at most this many keys
+   * (lib/session/key-filter.ts, FILTER_MAX_KEYS by default).
+   */
+  indexFilterKeys?: number;
   /**
    * A view's tail is stored in a chunk once its items before the window hold this many bytes
    * (lib/session/log/view-chunks.ts; 16 MiB by default).

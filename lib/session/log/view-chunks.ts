@@ -205,7 +205,7 @@ export async function readView(
   }
   rememberChunk(view, chunk);
   log.viewCache?.set(key, view, object.body.byteLength + (chunk?.bytes ?? 0));
-  rememberIndex(log, key, view.keys);
+  rememberIndex(log, scope, key, view.keys);
   return view;
 }
 

@@ -109,7 +109,7 @@ export async function writeViewIfDue(
   if (written) {
     rememberChunk(view, chunk);
     log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0));
-    rememberIndex(log, key, view.keys);
+    rememberIndex(log, scope, key, view.keys);
   }
   // A view naming another chunk (or none) replaces the one its base named (the views that name
   // that one are older); a chunk of a view not stored is named by none.

@@ -1,0 +1,229 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ProcessStore } from '../../bench/process-store.ts';
+import { CorruptObjectError } from '../../lib/errors.ts';
+import type { Item } from '../../lib/items.ts';
+import { FILTER_MAX_KEYS, filterChars, filterKeys, filterMayHold, shardFilter } from '../../lib/session/key-filter.ts';
+import { viewKey, type LogScope } from '../../lib/session/keys.ts';
+import { INDEX_KEY_CHARS } from '../../lib/session/log/key-shards.ts';
+import { doneSchema, parseStored } from '../../lib/session/records.ts';
+import type { LogView } from '../../lib/session/view-records.ts';
+import { viewPolicy } from '../../lib/turn/view-policy.ts';
+import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import {
+  allItems,
+  appendCalls,
+  call,
+  newestView,
+  output,
+  ShardCountingStore,
+  shardsOf,
+} from '../support/repeat-index.ts';
+import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+
+/**
+ * The Bloom filters of the repeat index's shards (lib/session/key-filter.ts): no key a shard
+ * holds is rejected, whatever the keys, through flushes and regroups, built from a base or from
+ * the log; a cold reader reads no shard for a key its filter rejects, and still finds a repeat.
+ */
+
+const hex = (length: number) =>
+  fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: length, maxLength: length });
+const viewsPrefix = (scope: LogScope) => viewKey(scope, 1).replace(/\d{12}\.view$/, '');
+const keyOf = (path: string) => callKey('read', JSON.stringify({ path })).slice(0, INDEX_KEY_CHARS);
+
+describe('shardFilter', () => {
+  it('accepts every key of its shard, whatever the keys and their common prefix (property)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom('', '7', 'c3'), fc.uniqueArray(hex(12), { maxLength: 300 }), (prefix, tails) => {
+        const keys = tails.map((tail) => (prefix + tail).slice(0, INDEX_KEY_CHARS));
+        const sorted = [...new Set(keys)].sort();
+        const filter = shardFilter(sorted.join(''));
+        expect(filter).toMatch(/^[A-Za-z0-9+/]*$/);
+        expect(filter).toHaveLength(filterChars(sorted.length));
+        expect(filterKeys(filter.length)).toBe(sorted.length);
+        for (const key of sorted) expect(filterMayHold(filter, key)).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('accepts about 1% of the keys its shard does not hold', () => {
+    const keys = Array.from({ length: 2000 }, (_, index) => keyOf(`in-${index}`));
+    const filter = shardFilter([...new Set(keys)].sort().join(''));
+    const held = new Set(keys);
+    const others = Array.from({ length: 20_000 }, (_, index) => keyOf(`out-${index}`)).filter((key) => !held.has(key));
+    const accepted = others.filter((key) => filterMayHold(filter, key)).length;
+    expect(accepted / others.length).toBeLessThan(0.015);
+    // An empty shard holds nothing; a length no shard gives is told.
+    expect(filterMayHold('', keys[0]!)).toBe(false);
+    expect([0, 2, 3, 4, 5, 6].map(filterKeys)).toEqual([0, 1, undefined, 2, 3, undefined]);
+  });
+});
+
+/** A delta bound of 64: flushes every 64 keys, the index regrouped at 128 and 2,048 keys in shards. */
+const options: Partial<SessionLogOptions> = {
+  viewEveryRecords: 1,
+  packMinRecords: 1,
+  keepRecords: 1,
+  indexDeltaKeys: 64,
+};
+
+/** A record of a call (and its output) per path, then a pack. */
+async function appendPacked(log: SessionLog, paths: string[]): Promise<void> {
+  await appendCalls(log, paths);
+  await log.pack('s');
+}
+
+/** The filters of `view`'s index are exactly those of the shards it names, as stored. */
+async function expectFiltersOfShards(store: ObjectStore, log: SessionLog, view: LogView): Promise<void> {
+  const shards = await shardsOf(store, log, view);
+  expect(Object.keys(view.keys.filters ?? {}).sort()).toEqual([...shards.keys()].sort());
+  for (const [prefix, keys] of shards) {
+    expect(view.keys.filters![prefix], `shard ${prefix} of the view of record ${view.record}`).toBe(shardFilter(keys));
+    for (let at = 0; at < keys.length; at += INDEX_KEY_CHARS)
+      expect(filterMayHold(view.keys.filters![prefix]!, keys.slice(at, at + INDEX_KEY_CHARS))).toBe(true);
+  }
+}
+
+/** A session of 2,200 distinct calls in records of 100, packed after each: depths 0, 1 and 2. */
+async function deepSession(
+  logOptions = options,
+): Promise<{ store: ShardCountingStore; log: SessionLog; depths: Set<number> }> {
+  const store = new ShardCountingStore(new MemoryStore());
+  const log = new SessionLog(store, logOptions);
+  await log.create({ id: 's' });
+  const depths = new Set<number>();
+  for (let round = 0; round < 22; round++) {
+    // 100 new calls, and a repeat of a call of an earlier round (in a shard).
+    const repeat = round > 0 ? [`d-${round >> 1}-7`] : [];
+    await appendPacked(log, [...Array.from({ length: 100 }, (_, index) => `d-${round}-${index}`), ...repeat]);
+    const view = await newestView(store, log);
+    depths.add(view.keys.depth);
+    const sharded = view.keys.count - (view.keys.delta ?? '').length / INDEX_KEY_CHARS;
+    if (sharded <= (logOptions.indexFilterKeys ?? FILTER_MAX_KEYS)) await expectFiltersOfShards(store, log, view);
+    else expect(view.keys.filters).toBeUndefined();
+  }
+  return { store, log, depths };
+}
+
+/** A claimed turn of a process new to the session: its shard gets and aggregates; closed with `modelOutput`. */
+async function coldTurn(memory: ObjectStore, input: Item[], modelOutput: Item[] = [], logOptions = options) {
+  const store = new ShardCountingStore(new ProcessStore(memory));
+  const log = new SessionLog(store, logOptions);
+  const begun = await log.beginTurn('s', { input });
+  if (begun.kind !== 'claimed') throw new Error('expected a claim');
+  const shardGets = store.shardGets;
+  await log.completeTurn(begun.turn, { status: 'completed', output: modelOutput, receipt: {} });
+  return { shardGets, aggregates: begun.turn.aggregates };
+}
+
+/** A path of a new call whose key the filter of its shard in `view` rejects (about 99 in 100 do). */
+function rejectedPath(view: LogView, name: string): string {
+  for (let index = 0; ; index++) {
+    const key = keyOf(`${name}-${index}`);
+    const filter = view.keys.filters?.[key.slice(0, view.keys.depth)];
+    if (filter !== undefined && !filterMayHold(filter, key)) return `${name}-${index}`;
+  }
+}
+
+describe('repeat index filters', () => {
+  it('are the filters of the shards a view names, through flushes and regroups and from the log alone', async () => {
+    const { store, log, depths } = await deepSession();
+    expect([...depths].sort()).toEqual([0, 1, 2]);
+    const built = await newestView(store, log);
+    // The view of the same record built from the log alone (every view deleted): the same index
+    // but for the versions of its shards (all written again by that view).
+    const scope = await log.scope('s');
+    const views = (await store.list(viewsPrefix(scope), { limit: 1000 })).objects.filter((object) =>
+      object.key.endsWith('.view'),
+    );
+    await store.delete(views.map((object) => object.key));
+    const rebuilder = new SessionLog(new ProcessStore(store), options);
+    expect((await rebuilder.pack('s', { refresh: true })).view).toBeDefined();
+    const rebuilt = await newestView(store, rebuilder);
+    expect(rebuilt.record).toBe(built.record);
+    const { versions: _built, ...index } = built.keys;
+    const { versions: _rebuilt, ...again } = rebuilt.keys;
+    expect(again).toEqual(index);
+    await expectFiltersOfShards(store, rebuilder, rebuilt);
+  });
+
+  it('spare a cold turn the shard of a call they reject, and of the model call its completion flags', async () => {
+    const { store } = await deepSession();
+    const view = await newestView(store, new SessionLog(store, options));
+    expect(view.keys.depth).toBe(2);
+    // A new call the filter rejects: no shard read, counted new.
+    const fresh = rejectedPath(view, 'fresh');
+    const before = await allItems(new SessionLog(store, options));
+    const input = [call(9001, fresh), output(9001)];
+    const cold = await coldTurn(store, input);
+    expect(cold.shardGets).toBe(0);
+    const numbered = (items: Item[], from: number) => items.map((item, index) => ({ ...item, seq: from + index }));
+    expect(cold.aggregates).toEqual(computeAggregates([...before, ...numbered(input, before.length + 1)]));
+    // A repeat of a call in a shard (the filter accepts it): its shard is read, the repeat found.
+    const repeat = [call(9002, 'd-3-5'), output(9002)];
+    const after = await allItems(new SessionLog(store, options));
+    const again = await coldTurn(store, repeat);
+    expect(again.shardGets).toBe(1);
+    expect(again.aggregates).toEqual(computeAggregates([...after, ...numbered(repeat, after.length + 1)]));
+    expect(again.aggregates.repeat_flags).not.toEqual(cold.aggregates.repeat_flags);
+    // A model's new call: its completion tells it new from the filter, so the next cold turn,
+    // with its output, reads no shard.
+    const modelCall = rejectedPath(view, 'model');
+    await coldTurn(store, [{ type: 'message', role: 'user', content: 'go on' }], [call(9003, modelCall)]);
+    const scope = await new SessionLog(store, options).scope('s');
+    const listed = await store.list(viewsPrefix(scope), { limit: 1000 });
+    const done = listed.objects.find((object) => object.key.endsWith('.done'))!.key;
+    expect(parseStored(done, (await store.get(done))!.body, doneSchema).repeats).toBe(`${viewPolicy.version}:0`);
+    const last = await coldTurn(store, [output(9003)]);
+    expect(last.shardGets).toBe(0);
+    const items = await allItems(new SessionLog(store, options));
+    expect(last.aggregates).toEqual(computeAggregates(items));
+  });
+
+  it('are left out past the keys in shards the log filters, the shards then read as without them', async () => {
+    // Filters up to 1,024 keys in shards: the views of the first 10 rounds carry them.
+    const capped = { ...options, indexFilterKeys: 1024 };
+    const { store } = await deepSession(capped);
+    const view = await newestView(store, new SessionLog(store, capped));
+    expect(view.keys.count - (view.keys.delta ?? '').length / INDEX_KEY_CHARS).toBeGreaterThan(1024);
+    expect(view.keys.filters).toBeUndefined();
+    const before = await allItems(new SessionLog(store, capped));
+    const input = [call(9201, 'unfiltered'), output(9201), call(9202, 'd-4-4'), output(9202)];
+    const cold = await coldTurn(store, input, [], capped);
+    expect(cold.shardGets).toBe(new Set([keyOf('unfiltered'), keyOf('d-4-4')].map((key) => key.slice(0, 2))).size);
+    expect(cold.aggregates).toEqual(
+      computeAggregates([...before, ...input.map((item, index) => ({ ...item, seq: before.length + 1 + index }))]),
+    );
+  });
+
+  it('make a view whose filter does not fit its shard, or is not base64, a corrupt object', async () => {
+    const { store } = await deepSession();
+    const log = new SessionLog(store, options);
+    const scope = await log.scope('s');
+    const listed = await store.list(viewsPrefix(scope), { limit: 1000 });
+    const key = listed.objects.map((object) => object.key).find((name) => name.endsWith('.view'))!;
+    const body = (await store.get(key))!.body;
+    const rewrite = async (change: (filters: Record<string, string>, prefix: string) => void) => {
+      const stored = JSON.parse(new TextDecoder().decode(body)) as { keys: { filters: Record<string, string> } };
+      change(stored.keys.filters, keyOf('d-3-5').slice(0, 2));
+      await store.put(key, JSON.stringify(stored));
+    };
+    const turn = () => coldTurn(store, [call(9100, 'd-3-5'), output(9100)]);
+    // Every bit set, sized for one key more than its shard holds: the shard read tells.
+    await rewrite((filters, prefix) => {
+      filters[prefix] = '/'.repeat(filterChars(filterKeys(filters[prefix]!.length)! + 1));
+    });
+    await expect(turn()).rejects.toThrow(CorruptObjectError);
+    await rewrite((filters, prefix) => {
+      filters[prefix] = `${filters[prefix]!.slice(1)}=`;
+    });
+    await expect(turn()).rejects.toThrow(CorruptObjectError);
+    // As written, the turn goes on.
+    await store.put(key, body);
+    expect((await turn()).shardGets).toBe(1);
+  });
+});

@@ -235,6 +235,47 @@ describe('inbox on a failing store', () => {
   });
 });
 
+describe('a name freed and posted again during a consume', () => {
+  /** A memory store that runs `beforePut` once, before the first put of `hookKey`. */
+  class HookedStore extends MemoryStore {
+    hookKey = '';
+    beforePut: (() => Promise<void>) | undefined;
+
+    override async put(...args: Parameters<MemoryStore['put']>) {
+      const hook = args[0] === this.hookKey ? this.beforePut : undefined;
+      if (hook) {
+        this.beforePut = undefined;
+        await hook();
+      }
+      return super.put(...args);
+    }
+  }
+
+  it('keeps a notice posted again under a claimed name once its consumer has deleted that original', async () => {
+    const store = new HookedStore();
+    const inbox = new Inbox(store, { keyPrefix: 'p/', log: () => {}, sessionExists: sessionExistsIn(store, 'p/') });
+    await store.put(sessionConfigKey('p/', 's1'), '{}');
+    // More notices than a consume moves at a time: n0 is moved before n6 is claimed.
+    const names = Array.from({ length: 7 }, (_, index) => `n${index}`);
+    for (const name of names) await inbox.post('s1', { name, content: `first ${name}` });
+    const prefix = sessionPrefix('p/', 's1');
+    store.hookKey = `${prefix}inbox_removed/n6`;
+    let reposted = false;
+    store.beforePut = async () => {
+      // n0 is claimed (delivered by this consume); its client withdraws it if still pending
+      // and posts a new n0, which is acknowledged and must reach a later turn.
+      if (await store.head(`${prefix}inbox/n0`)) await inbox.withdraw('s1', 'n0');
+      await inbox.post('s1', { name: 'n0', content: 'second n0' });
+      reposted = true;
+    };
+    const first = await inbox.consume('s1', { turn: 1 });
+    expect(reposted).toBe(true);
+    expect(first.delivered.map((notice) => notice.content)).toEqual(names.map((name) => `first ${name}`));
+    const second = await inbox.consume('s1', { turn: 2 });
+    expect(second.delivered.map((notice) => notice.content)).toEqual(['second n0']);
+  });
+});
+
 describe('inbox storage operations', () => {
   const operations = (store: CountingStore) => {
     const { get, head, put, list, delete: deletes } = store.counts;

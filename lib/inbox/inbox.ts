@@ -57,7 +57,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  *    one listing of the taken slots, checking any slot written since the notice was uploaded
  *    for a claim of it), so no earlier delivery is overwritten and no notice is claimed under
  *    two names.
- * 3. Delete the original: the originals of every notice a consume claimed, in one call.
+ * 3. Delete the original.
  * 4. Deliver the content read in step 1, now owned by the claim.
  *
  * The content is read and checked before the claim (there is no server-side copy, so the
@@ -70,9 +70,7 @@ const GENERATED_NAME_ATTEMPTS = 5;
  * client that rewrites the same bytes under a delivered name within the storage clock's
  * resolution (a second on S3) is taken for the delivered notice, and that rewrite is dropped.
  *
- * The cost is a list, a get and a put per notice, and one delete (the R2 binding and S3's
- * DeleteObjects take many keys in one call; a turn reading its notices before its claim adds
- * a head per notice, see `take` in move.ts). A name delivered
+ * The cost is a list plus three operations per notice (get, put, delete). A name delivered
  * before adds a head and a list, and on S3 (listings carry no metadata) a head per slot
  * written in the last seconds.
  *

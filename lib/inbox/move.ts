@@ -80,21 +80,6 @@ export async function take(
   context: TakeContext,
   isAbort: boolean,
 ): Promise<ClaimOutcome> {
-  const outcome = await claimNotice(ctx, notice, context, isAbort);
-  if (outcome.kind === 'claimed') await deleteOriginals(ctx, [{ key: notice.info.key, storedAs: outcome.storedAs }]);
-  return outcome;
-}
-
-/**
- * The first step of a move: reads the notice (or takes its earlier read) and claims it in
- * `inbox_removed/`. The original stays until `deleteOriginals`.
- */
-async function claimNotice(
-  ctx: InboxContext,
-  notice: ListedNotice | FetchedNotice,
-  context: TakeContext,
-  isAbort: boolean,
-): Promise<ClaimOutcome> {
   const { key } = notice.info;
   const read = await ('read' in notice ? notice.read : readNotice(ctx, notice, isAbort));
   if (read.kind !== 'read') return read;
@@ -131,27 +116,20 @@ async function claimNotice(
     await removeStaleOriginal(ctx, key, claim.claimedBy, context.turn);
     return { kind: 'taken' };
   }
-  return { kind: 'claimed', storedAs: claim.storedAs, content, postedAt };
-}
-
-/**
- * The second step of moves: deletes the originals of claimed notices, all in one call. A
- * failure is logged; the claims stand, and a later consume removes each leftover original
- * (`removeStaleOriginal`).
- */
-async function deleteOriginals(ctx: InboxContext, claimed: { key: string; storedAs: string }[]): Promise<void> {
-  if (claimed.length === 0) return;
+  // Right after the claim, not with the other notices' originals at the end of the consume:
+  // the delete is unconditional, and the longer it waits the likelier the name is freed
+  // (withdrawn, or a leftover removed) and posted again meanwhile, a notice it would delete.
   try {
-    await ctx.store.delete(claimed.map(({ key }) => key));
+    await ctx.store.delete(key);
   } catch (error) {
-    for (const { key, storedAs } of claimed)
-      ctx.log({
-        level: 'warn',
-        message: `notice delivered as ${storedAs}, but its original was not deleted; a later consume removes it`,
-        key,
-        error,
-      });
+    ctx.log({
+      level: 'warn',
+      message: `notice delivered as ${claim.storedAs}, but its original was not deleted; a later consume removes it`,
+      key,
+      error,
+    });
   }
+  return { kind: 'claimed', storedAs: claim.storedAs, content, postedAt };
 }
 
 /**
@@ -262,29 +240,22 @@ export async function removeStaleOriginal(
   }
 }
 
-/**
- * Moves notices and returns those delivered, in the order given: claims them (a few at a
- * time), then deletes the originals of those claimed in one call.
- */
+/** Moves notices (a few at a time) and returns those delivered, in the order given. */
 export async function deliverAll(
   ctx: InboxContext,
   notices: (ListedNotice | FetchedNotice)[],
   context: TakeContext,
 ): Promise<DeliveredNotice[]> {
-  const outcomes = await mapLimit(notices, CONCURRENCY, (notice) => claimNotice(ctx, notice, context, false));
+  const outcomes = await mapLimit(notices, CONCURRENCY, (notice) => take(ctx, notice, context, false));
   const delivered: DeliveredNotice[] = [];
-  const claimed: { key: string; storedAs: string }[] = [];
   outcomes.forEach((outcome, index) => {
     if (outcome.kind !== 'claimed') return;
-    const notice = notices[index]!;
-    claimed.push({ key: notice.info.key, storedAs: outcome.storedAs });
     delivered.push({
-      name: notice.name,
+      name: notices[index]!.name,
       stored_as: outcome.storedAs,
       content: outcome.content,
       posted_at: outcome.postedAt,
     });
   });
-  await deleteOriginals(ctx, claimed);
   return delivered;
 }

@@ -63,7 +63,8 @@ export const keyIndexSchema = z
         z
           .string()
           .regex(FILTER_PATTERN)
-          .refine((filter) => filterKeys(filter.length) !== undefined, 'not the length of a filter'),
+          // A shard holds a key at least: the filter of none would reject every key unseen.
+          .refine((filter) => (filterKeys(filter.length) ?? 0) > 0, 'not the length of a filter'),
       )
       .optional(),
   })

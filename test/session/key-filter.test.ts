@@ -184,6 +184,25 @@ describe('repeat index filters', () => {
     expect(last.aggregates).toEqual(computeAggregates(items));
   });
 
+  it('spare an append the shard of a call they reject in a process that read the view but no shard', async () => {
+    const { store: memory } = await deepSession();
+    const view = await newestView(memory, new SessionLog(memory, options));
+    const store = new ShardCountingStore(new ProcessStore(memory));
+    const log = new SessionLog(store, options);
+    // A turn without calls: this process reads the view (and keeps its index and filters), no shard.
+    const begun = await log.beginTurn('s', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {} });
+    expect(store.shardGets).toBe(0);
+    // An append of a new call its filter rejects flags it new from the kept filter, without a read.
+    await log.append('s', [call(9300, rejectedPath(view, 'appended')), output(9300)]);
+    expect(store.shardGets).toBe(0);
+    // Flagged in its record: a turn of another process reads no shard for it either.
+    const cold = await coldTurn(memory, [{ type: 'message', role: 'user', content: 'go on' }]);
+    expect(cold.shardGets).toBe(0);
+    expect(cold.aggregates).toEqual(computeAggregates(await allItems(new SessionLog(memory, options))));
+  });
+
   it('are left out past the keys in shards the log filters, the shards then read as without them', async () => {
     // Filters up to 1,024 keys in shards: the views of the first 10 rounds carry them.
     const capped = { ...options, indexFilterKeys: 1024 };

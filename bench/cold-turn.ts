@@ -301,9 +301,13 @@ export function coldTurnCauses(rows: ColdTurnRow[]): string[] {
       "is about a quarter of the prompt, and the view's repeat-index delta (48 KiB) takes most of what the 64 KiB " +
       "leaves. The cold turns after the first meet the earlier ones' records too: each turn's record flags the " +
       "calls of the turns it carries, so a turn reads a shard only for the newest turn's model calls, which its " +
-      'completion flags only when its process holds their shards (a read would be a round trip after the ' +
-      'model): the notice turn, the sixth, makes ' +
-      `${largest.noticeOperations} calls ${at(largest)}, 8 + 4 per notice and that one shard. Their time goes to ` +
+      'completion flags when its process holds their shards or their shard filters in the view reject them (a ' +
+      'read would be a round trip after the model; a view carries filters while its shards hold at most 65,536 ' +
+      'keys): the notice turn, the sixth, makes ' +
+      `${largest.noticeOperations} calls ${at(largest)}: the listings of the inbox and the log, the config, the ` +
+      'view (and its chunk from 16 MiB), the newest record and its completion, the new record and completion, ' +
+      'for each of its 2 notices a get, a head, a claim and a delete, and a shard where no ' +
+      'filter spares it. Their time goes to ' +
       'what a warm turn takes parsed or hashed from its caches: parsing and checking the view (as large as the ' +
       'prompt without a context_limit), hashing the whole prompt for the receipt (which a real model answering ' +
       'for longer hides; the echo model answers at once), the call keys of the records after the view, and the ' +

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -35,22 +35,28 @@ export async function measureReliability(options: {
   interleavings: number;
   log: (line: string) => void;
 }): Promise<ReliabilityFigures> {
-  const report = join(mkdtempSync(join(tmpdir(), 'tailgate-sim-')), 'report.json');
+  const reportDirectory = mkdtempSync(join(tmpdir(), 'tailgate-sim-'));
+  const report = join(reportDirectory, 'report.json');
   options.log(`  protocol simulation, ${options.interleavings} interleavings`);
   const started = performance.now();
+  let simulation: ReliabilityFigures['simulation'];
   try {
-    execFileSync('npx', ['vitest', 'run', '--project', 'unit', 'test/session/protocol-simulation.test.ts'], {
-      cwd: root,
-      env: { ...process.env, SIMULATION_RUNS: String(options.interleavings), SIMULATION_REPORT: report },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      encoding: 'utf8',
-    });
-  } catch (error) {
-    // vitest's own report says what failed: show it rather than only the exit status.
-    const failed = error as { stdout?: string; stderr?: string };
-    throw new Error(`the protocol simulation failed:\n${failed.stdout ?? ''}${failed.stderr ?? ''}`);
+    try {
+      execFileSync('npx', ['vitest', 'run', '--project', 'unit', 'test/session/protocol-simulation.test.ts'], {
+        cwd: root,
+        env: { ...process.env, SIMULATION_RUNS: String(options.interleavings), SIMULATION_REPORT: report },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        encoding: 'utf8',
+      });
+    } catch (error) {
+      // vitest's own report says what failed: show it rather than only the exit status.
+      const failed = error as { stdout?: string; stderr?: string };
+      throw new Error(`the protocol simulation failed:\n${failed.stdout ?? ''}${failed.stderr ?? ''}`);
+    }
+    simulation = { ...JSON.parse(readFileSync(report, 'utf8')), seconds: (performance.now() - started) / 1000 };
+  } finally {
+    rmSync(reportDirectory, { recursive: true, force: true });
   }
-  const simulation = { ...JSON.parse(readFileSync(report, 'utf8')), seconds: (performance.now() - started) / 1000 };
 
   const fauxqs = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
   const bucket = 'tailgate-bench';

@@ -88,8 +88,13 @@ export async function knownKeysOf(
 
 /** Whether the filter of the shard of `prefix` among `filters` rejects `key`: then no shard holds it. */
 function rejects(filters: KnownKeys['filters'], prefix: string, key: string): boolean {
-  const filter = filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+  const filter = filterOf(filters, prefix);
   return filter !== undefined && !filterMayHold(filter, key);
+}
+
+/** The filter of the shard of `prefix` among `filters` (a prefix is data: not an inherited property). */
+function filterOf(filters: KnownKeys['filters'], prefix: string): string | undefined {
+  return filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
 }
 
 /**
@@ -104,7 +109,7 @@ export function rememberIndex(log: LogContext, scope: LogScope, key: string, ind
   cache.set(indexKey(log, key), json, json.length);
   if (!filters) return;
   for (const [prefix, record] of shardVersions(index)) {
-    const filter = Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+    const filter = filterOf(filters, prefix);
     if (filter !== undefined) cache.set(filterKey(scope, record, prefix), filter, filter.length);
   }
 }
@@ -155,7 +160,7 @@ async function loadShards(
   await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
     const record = versions.get(prefix);
     const keys = record === undefined ? '' : await readShard(log, scope, record, prefix);
-    const filter = record !== undefined && filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+    const filter = record === undefined ? undefined : filterOf(filters, prefix);
     if (filter !== undefined && filter.length !== filterChars(keys.length / INDEX_KEY_CHARS))
       throw new CorruptObjectError(
         keyShardKey(scope, record!, prefix),
@@ -305,7 +310,7 @@ export async function writeKeyShards(
   // base lacks is read to compute it).
   const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
   const unfiltered =
-    regrouped || !filtering ? [] : [...oldVersions.keys()].filter((prefix) => !previous.filters?.[prefix]);
+    regrouped || !filtering ? [] : [...oldVersions.keys()].filter((prefix) => !filterOf(previous.filters, prefix));
   const old = await loadShards(log, scope, oldVersions, new Set([...prefixes, ...unfiltered]));
   const grouped = new Map<string, string[]>();
   const add = (key: string) => {
@@ -337,8 +342,9 @@ export async function writeKeyShards(
   // Each shard's filter: computed from its keys where written (or not named by its base), else the base's.
   const filters: Record<string, string> = {};
   for (const prefix of filtering ? [...versions.keys()].sort() : []) {
-    const keys = shards.get(prefix) ?? (unfiltered.includes(prefix) ? old.get(prefix) : undefined);
-    filters[prefix] = keys === undefined ? previous.filters![prefix]! : shardFilter(keys);
+    // A shard not written and not loaded for want of a filter keeps its base's.
+    const keys = shards.get(prefix) ?? old.get(prefix);
+    filters[prefix] = keys === undefined ? filterOf(previous.filters, prefix)! : shardFilter(keys);
   }
   return { index: indexOf(count, depth, encodeVersions(versions), delta, filters), replaced };
 }

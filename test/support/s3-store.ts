@@ -22,6 +22,11 @@ import { S3Store } from '../../lib/store/s3.ts';
  * Everything else is forwarded untouched, and the adapter speaks the real S3 wire protocol
  * end to end.
  *
+ * fauxqs refuses a request body over 11 MiB (its HTTP server's limit; S3 takes 5 GiB in one
+ * PutObject, R2 about as much). The gateway stores a larger object PUT through fauxqs's
+ * multipart upload API instead (parts of PART_BYTES), after its preconditions, and answers it
+ * as a PutObject: the client still sends one PutObject.
+ *
  * `conflict` lets a test answer chosen conditional PUTs with 409 ConditionalRequestConflict,
  * as S3 does for writes that race each other, to exercise the adapter's retry.
  */
@@ -32,6 +37,9 @@ export interface ConditionalGateway {
   conflict: ((key: string, headers: IncomingHttpHeaders) => boolean) | undefined;
   close(): Promise<void>;
 }
+
+/** Past this many bytes, a PUT goes to fauxqs as a multipart upload of parts this large (S3's minimum is 5 MiB). */
+const PART_BYTES = 8 * 1024 * 1024;
 
 export async function startConditionalGateway(upstream: string): Promise<ConditionalGateway> {
   const target = new URL(upstream);
@@ -64,9 +72,11 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
     ) {
       return reply(outgoing, await listInByteOrder(url, incoming.headers));
     }
-    if (!isObjectPut || (ifNoneMatch === undefined && ifMatch === undefined)) {
-      const response = await forward(incoming.method ?? 'GET', incoming.url ?? '/', incoming.headers, body);
-      return reply(outgoing, response);
+    if (!isObjectPut) {
+      return reply(outgoing, await forward(incoming.method ?? 'GET', incoming.url ?? '/', incoming.headers, body));
+    }
+    if (ifNoneMatch === undefined && ifMatch === undefined) {
+      return reply(outgoing, await putObject(url.pathname, incoming.url ?? '/', incoming.headers, body));
     }
     const key = url.pathname;
     if (gateway.conflict?.(decodeURIComponent(key), incoming.headers)) {
@@ -90,8 +100,36 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
           s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'),
         );
       }
-      reply(outgoing, await forward('PUT', incoming.url ?? '/', incoming.headers, body));
+      reply(outgoing, await putObject(url.pathname, incoming.url ?? '/', incoming.headers, body));
     });
+  }
+
+  /** A PutObject of `body` to `path`, as one PUT or, past fauxqs's body limit, a multipart upload. */
+  async function putObject(path: string, url: string, headers: IncomingHttpHeaders, body: Buffer): Promise<Forwarded> {
+    if (body.length <= PART_BYTES) return forward('PUT', url, headers, body);
+    // The object's headers (content type, metadata) go with the upload's creation.
+    const objectHeaders = Object.fromEntries(
+      Object.entries(headers).filter(([name]) => name === 'content-type' || name.startsWith('x-amz-meta-')),
+    );
+    const created = await forward('POST', `${path}?uploads`, objectHeaders, Buffer.alloc(0));
+    if (created.status !== 200) return created;
+    const uploadId = unescapeXml(/<UploadId>([^<]*)<\/UploadId>/.exec(created.body.toString())?.[1] ?? '');
+    const parts: string[] = [];
+    for (let offset = 0; offset < body.length; offset += PART_BYTES) {
+      const number = parts.length + 1;
+      const part = body.subarray(offset, offset + PART_BYTES);
+      const query = `partNumber=${number}&uploadId=${encodeURIComponent(uploadId)}`;
+      const uploaded = await forward('PUT', `${path}?${query}`, { 'content-length': String(part.length) }, part);
+      if (uploaded.status !== 200) return uploaded;
+      parts.push(`<Part><PartNumber>${number}</PartNumber><ETag>${header(uploaded.headers, 'etag')}</ETag></Part>`);
+    }
+    const list = Buffer.from(`<CompleteMultipartUpload>${parts.join('')}</CompleteMultipartUpload>`);
+    const query = `uploadId=${encodeURIComponent(uploadId)}`;
+    const xml = { 'content-type': 'application/xml', 'content-length': String(list.length) };
+    const completed = await forward('POST', `${path}?${query}`, xml, list);
+    if (completed.status !== 200) return completed;
+    const etag = unescapeXml(/<ETag>([^<]*)<\/ETag>/.exec(completed.body.toString())?.[1] ?? '');
+    return { status: 200, headers: { etag, 'content-length': '0' }, body: Buffer.alloc(0) };
   }
 
   async function withLock(key: string, work: () => Promise<void>): Promise<void> {

@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, readdirSync, statSync } from 'node:fs';
+import { type Stats, closeSync, fstatSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { compareKeys } from './object-store.ts';
 import {
@@ -172,7 +172,7 @@ const SETTLED_COARSE_MS = 3_000;
 export function readListedHeader(path: string, key: string): HeaderRead | null {
   const known = knownHeaders.get(path);
   if (known) {
-    const info = statSync(path, { throwIfNoEntry: false });
+    const info = statIfExists(path);
     if (
       info?.ino === known.ino &&
       info.size === known.size &&
@@ -199,5 +199,15 @@ export function readListedHeader(path: string, key: string): HeaderRead | null {
     return read;
   } finally {
     closeSync(fd);
+  }
+}
+
+/** The stat of `path`, or null when there is no such file. */
+function statIfExists(path: string): Stats | null {
+  try {
+    return statSync(path);
+  } catch (error) {
+    if (codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR') return null;
+    throw error;
   }
 }

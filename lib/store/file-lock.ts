@@ -33,7 +33,7 @@ import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep, uniqueTag } from './f
  *   the lock they judged is removed. A holder checks that the lock is still its own before it
  *   commits, so one stalled past `staleLockMs` fails (and leaves the lock alone) instead of
  *   writing over the next holder.
- * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepLeftovers` can tell a dead
+ * - Temp files are named `<name>~t<pid>-<number>` (`tempName`), so that `sweepLeftovers` can tell a dead
  *   writer's leftovers from a live one's.
  */
 

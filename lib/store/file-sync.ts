@@ -26,7 +26,10 @@ export async function writeTemp(directory: string, name: string, header: Header,
       fd = openSync(temp, 'wx');
     } catch (error) {
       // A dead predecessor's leftover under this pid had the name: the next one.
-      if (codeOf(error) === 'EEXIST' && ++taken < MAX_NAMES_TAKEN) continue;
+      if (codeOf(error) === 'EEXIST') {
+        if (++taken < MAX_NAMES_TAKEN) continue;
+        throw namesTaken(name);
+      }
       // The directory is missing (a create takes no lock, which would have made it), or was
       // pruned by a delete in between: made, and again.
       if (codeOf(error) !== 'ENOENT' || attempt++ === 3) throw error;
@@ -144,30 +147,35 @@ async function runFrom(directory: string): Promise<void> {
 }
 
 /**
- * Keeps the file named `path` alive under a temp name of its key `name` in `directory`
- * (`tempName` in file-lock.ts) before its name is renamed over (`how` 'link') or removed
- * (`how` 'rename': the name moves, one call where a link and an unlink were two), so that the
- * rename or unlink drops a name only; `release` then removes the temp name through the thread
- * pool, where freeing the file's blocks waits on the file system's journal instead of the event
- * loop (an unlink of a file's last name took about 2 ms there while fsyncs ran, a name alone
- * microseconds). Returns the temp name's path; undefined: `path` has no file. A process killed
- * before the release leaves the temp name, a dead process's, to `FileStore.sweep`.
+ * Keeps the file named `path` alive under a new temp name of its key `name` in `directory`
+ * (`tempName` in file-lock.ts) before its name is renamed over or unlinked, so that the rename
+ * or unlink drops a name only; `release` then removes the temp name through the thread pool,
+ * where freeing the file's blocks waits on the file system's journal instead of the event loop
+ * (an unlink of a file's last name took about 2 ms there while fsyncs ran, a name alone
+ * microseconds). A link, not a rename: a link never replaces a file already under the name
+ * (EEXIST: the next name), while a rename onto another name of the same file (a dead
+ * predecessor's leftover link of this pid) would do nothing and succeed. Returns the temp
+ * name's path; undefined: `path` has no file. A process killed before the release leaves the
+ * temp name, a dead process's, to `FileStore.sweep`.
  */
-export function keepAside(path: string, directory: string, name: string, how: 'link' | 'rename'): string | undefined {
+export function keepAside(path: string, directory: string, name: string): string | undefined {
   for (let taken = 0; ; ) {
     const aside = join(directory, tempName(name));
     try {
-      if (how === 'link') linkSync(path, aside);
-      // A rename replaces a file under `aside`: only a dead predecessor's leftover (the name
-      // has this pid and a number this process has not used), which the sweep would remove.
-      else renameSync(path, aside);
+      linkSync(path, aside);
       return aside;
     } catch (error) {
       if (codeOf(error) === 'ENOENT') return undefined;
       // A dead predecessor's leftover under this pid had the name: the next one.
-      if (codeOf(error) !== 'EEXIST' || ++taken === MAX_NAMES_TAKEN) throw error;
+      if (codeOf(error) !== 'EEXIST') throw error;
+      if (++taken === MAX_NAMES_TAKEN) throw namesTaken(name);
     }
   }
+}
+
+/** Temp names all taken: an error without EEXIST's code (a put would take that for the key's). */
+function namesTaken(name: string): Error {
+  return new Error(`${MAX_NAMES_TAKEN} temp names of ${name} in a row were taken`);
 }
 
 /**

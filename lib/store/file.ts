@@ -1,4 +1,4 @@
-import { closeSync, linkSync, renameSync, rmdirSync } from 'node:fs';
+import { closeSync, linkSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
@@ -175,7 +175,7 @@ export class FileStore implements ObjectStore {
             if (codeOf(error) !== 'EEXIST') throw error;
           }
           if (!linked) {
-            aside = keepAside(objectPath, directory, name, 'link');
+            aside = keepAside(objectPath, directory, name);
             renameSync(temp, objectPath);
             renamed = true;
           }
@@ -248,9 +248,14 @@ export class FileStore implements ObjectStore {
           if (!exists(objectPath)) continue;
           await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
             await stillHeld();
-            // The object's name moved to a temp name, freed through the thread pool.
-            const aside = keepAside(objectPath, directory, name, 'rename');
-            if (aside !== undefined) released.push(release(aside));
+            // The object's file kept under a temp name, freed through the thread pool.
+            const aside = keepAside(objectPath, directory, name);
+            if (aside === undefined) return;
+            try {
+              unlinkSync(objectPath);
+            } finally {
+              released.push(release(aside));
+            }
           });
           removed.push({ directory, key });
         } catch (error) {

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHook } from 'node:async_hooks';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir, symlink } from 'node:fs/promises';
+import { link, mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -256,6 +256,22 @@ describe('FileStore', () => {
     expect(new TextDecoder().decode((await store.get('t/b'))!.body)).toBe('new');
     for (const name of leftovers) expect(await readFile(join(directory, 't~d', name), 'utf8')).toBe('left');
     expect((await filesUnder(directory)).filter((name) => /~[lt]/.test(name))).toHaveLength(4);
+  });
+
+  it("a delete that meets a dead predecessor's leftover link to the same object still deletes it", async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('t/a', 'body');
+    // A predecessor with this pid, killed between a create-only put's link and its temp name's
+    // unlink, left a second name of the object file under the number the delete's aside name
+    // counts to (the lock's aside name takes the one before).
+    const number = Number.parseInt(/-([0-9a-f]{12})$/.exec(tempName('a'))![1]!, 16);
+    const leftover = `a~t${process.pid}-${(number + 2).toString(16).padStart(12, '0')}`;
+    await link(join(directory, 't~d', 'a~o'), join(directory, 't~d', leftover));
+    await store.delete('t/a');
+    expect(await store.head('t/a')).toBeNull();
+    expect(await store.get('t/a')).toBeNull();
+    expect((await store.list('t/', { limit: 10 })).objects).toEqual([]);
   });
 
   it('gives the smallest items first and the rest after, whatever the order they come in (property)', () => {

@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer';
-import { closeSync, fsync, linkSync, openSync, renameSync, unlink } from 'node:fs';
+import { closeSync, fsync, linkSync, openSync, unlink } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { codeOf, type Header, writeAllSync } from './file-format.ts';
 import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';

@@ -17,6 +17,7 @@ import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/file-small-prompt.ts';
 import { measureColdTurns } from '../../bench/cold-turn.ts';
 import type { PromptItem } from '../../lib/items.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
 // probe's child process, kill -9 recovery) is CI's `npm run bench -- --quick`, which fails on
@@ -46,6 +47,26 @@ describe('bench', () => {
     expect(new Set(keys).size).toBeLessThan(keys.length);
     expect(agentHistory(57, { seed: 1 })).toHaveLength(57);
     expect(agentHistory(57, { seed: 1 }).at(-1)?.type).not.toBe('function_call');
+  });
+
+  it('repeats a call with the output it had, and draws the session it always drew for a seed', () => {
+    const items = agentHistory(5_000, { seed: 1, repeatShare: 0.3 });
+    const outputs = new Map(
+      items.flatMap((item) => (item.type === 'function_call_output' ? [[item.call_id, item.output]] : [])),
+    );
+    const byCall = new Map<string, unknown>();
+    let repeats = 0;
+    for (const item of items) {
+      if (item.type !== 'function_call' || !outputs.has(item.call_id)) continue;
+      const key = `${item.name}\n${item.arguments}`;
+      if (byCall.has(key)) {
+        repeats += 1;
+        expect(outputs.get(item.call_id)).toBe(byCall.get(key));
+      } else byCall.set(key, outputs.get(item.call_id));
+    }
+    expect(repeats).toBeGreaterThan(100);
+    // The load the recorded figures (bench/RESULTS.md) were measured with.
+    expect(sha256Hex(JSON.stringify(items))).toBe('2c037e7f51cc71d145ec80f34e90e790367fb8a08d1fd14140ffd1784ed0b4df');
   });
 
   it.each([

@@ -18,6 +18,8 @@ import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/fil
 import { measureColdTurns } from '../../bench/cold-turn.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
+import { appendLoadCommand, SERVER_ENV, SERVER_NODE_FLAGS } from '../../bench/append-load.ts';
+import { readFileSync } from 'node:fs';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
 // probe's child process, kill -9 recovery) is CI's `npm run bench -- --quick`, which fails on
@@ -217,6 +219,25 @@ describe('bench', () => {
       '| Peak heap of a turn | < 64 MiB | not measured (not run: the run had --only=memory) | - |',
     );
     expect(markdown).toContain('(20,000 not measured)');
+  });
+
+  it('runs the append load with the V8 flags and environment the Node server starts with', () => {
+    const scripts = (
+      JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        scripts: Record<string, string>;
+      }
+    ).scripts;
+    const start = scripts['start:node']!;
+    const command = appendLoadCommand({ store: 'file', items: 10, batch: 5, seed: 1 });
+    expect(SERVER_NODE_FLAGS.length).toBeGreaterThan(0);
+    for (const flag of SERVER_NODE_FLAGS) {
+      expect(start).toMatch(new RegExp(`\\bnode ([^ ]+ )*${flag}( |$)`));
+      expect(command).toContain(` ${flag} `);
+    }
+    for (const [name, value] of Object.entries(SERVER_ENV)) {
+      expect(start.startsWith(`${name}=${value} `) || start.includes(` ${name}=${value} `)).toBe(true);
+      expect(command).toContain(`${name}=${value} `);
+    }
   });
 
   it('renders the append load by store: rates and storage calls by tenth, peak RSS, the debt', () => {

@@ -64,16 +64,26 @@ export class TextSource {
   readonly #pool: string;
   readonly #random: SeededRandom;
 
-  constructor(random: SeededRandom, poolSize = 1 << 18) {
+  /** `pool`: its size, or the pool itself (see withRandom). */
+  constructor(random: SeededRandom, pool: number | string = 1 << 18) {
     this.#random = random;
+    if (typeof pool === 'string') {
+      this.#pool = pool;
+      return;
+    }
     const words: string[] = [];
     let size = 0;
-    while (size < poolSize) {
+    while (size < pool) {
       const word = random.pick(WORDS) + (random.next() < 0.08 ? '\n' : ' ');
       words.push(word);
       size += word.length;
     }
     this.#pool = words.join('');
+  }
+
+  /** The same pool drawn from with `random`. */
+  withRandom(random: SeededRandom): TextSource {
+    return new TextSource(random, this.#pool);
   }
 
   text(length: number): string {
@@ -100,7 +110,18 @@ export function* agentItems(options: AgentSessionOptions): Generator<Item> {
   const [outputMin, outputMax] = options.outputBytes ?? [200, 20_000];
   const [argumentMin, argumentMax] = options.argumentBytes ?? [50, 2_000];
   const [messageMin, messageMax] = options.messageBytes ?? [40, 1_500];
-  const earlier: { name: string; arguments: string; output: string }[] = [];
+  // Each new call is drawn from `random` as it stood before it, so the state kept replays it: a
+  // repeat draws it again instead of the session holding every call's strings (at a million
+  // items they were over 80 MiB of the load's own RSS, bench/append-load.ts).
+  const earlier: number[] = [];
+  const drawCall = (from: SeededRandom, source: TextSource) => {
+    const name = from.pick(TOOL_NAMES);
+    return {
+      name,
+      arguments: callArguments(name, from.logNormalBetween(argumentMin, argumentMax), source),
+      output: source.text(from.logNormalBetween(outputMin, outputMax)),
+    };
+  };
   let callNumber = 0;
   for (;;) {
     yield { type: 'message', role: 'user', content: text.text(random.logNormalBetween(messageMin, messageMax)) };
@@ -111,15 +132,11 @@ export function* agentItems(options: AgentSessionOptions): Generator<Item> {
       const callId = `call_${callNumber.toString(36).padStart(6, '0')}${suffix}`;
       let call: { name: string; arguments: string; output: string };
       if (earlier.length > 0 && random.next() < repeatShare) {
-        call = random.pick(earlier);
+        const replay = new SeededRandom(random.pick(earlier));
+        call = drawCall(replay, text.withRandom(replay));
       } else {
-        const name = random.pick(TOOL_NAMES);
-        call = {
-          name,
-          arguments: callArguments(name, random.logNormalBetween(argumentMin, argumentMax), text),
-          output: text.text(random.logNormalBetween(outputMin, outputMax)),
-        };
-        earlier.push(call);
+        earlier.push(random.state);
+        call = drawCall(random, text);
       }
       yield { type: 'function_call', call_id: callId, name: call.name, arguments: call.arguments };
       yield { type: 'function_call_output', call_id: callId, output: call.output };

@@ -66,13 +66,30 @@ const ITEM_SIZES: Omit<AgentSessionOptions, 'seed'> = {
 /** The app's environment in the bench: the echo model, a bench token. */
 export const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
 
+/**
+ * How the Node server runs (package.json `start:node`), so that the child measures the memory the
+ * server would hold (bench/RESULTS.md, **Peak RSS of the POST /items load**):
+ * - its old generation capped at 1 GiB: V8 then lets it grow to at most 1.6 times what the last
+ *   full collection kept before the next one, where under the default cap (a quarter of the
+ *   machine's memory, up to 4 GiB) it lets it grow 4 times, and a long history's load leaves 100
+ *   to 200 MiB of dead large arrays and strings in it meanwhile;
+ * - glibc's mmap threshold fixed at 128 KiB: a body built or read and freed (records, views,
+ *   chunks of 1 to 40 MiB) goes back to the system at once, where glibc would raise the threshold
+ *   to the largest such body freed and serve the next ones from its heap, which then keeps their
+ *   pages (other C libraries ignore the variable).
+ */
+export const SERVER_NODE_FLAGS = ['--max-old-space-size=1024'];
+export const SERVER_ENV = { MALLOC_MMAP_THRESHOLD_: '131072' };
+
 export function appendLoadCommand(options: AppendLoadOptions): string {
-  return `node --import tsx bench/append-load.ts '${JSON.stringify(options)}'`;
+  const env = Object.entries(SERVER_ENV).map(([name, value]) => `${name}=${value} `);
+  const flags = SERVER_NODE_FLAGS.join(' ');
+  return `${env.join('')}node ${flags} --import tsx bench/append-load.ts '${JSON.stringify(options)}'`;
 }
 
 /** Runs the probe for `options.store` in a child process and returns its figures. */
 export function measureAppendLoad(options: AppendLoadOptions): Promise<AppendLoadFigures> {
-  return runChildProbe(fileURLToPath(import.meta.url), [], options);
+  return runChildProbe(fileURLToPath(import.meta.url), SERVER_NODE_FLAGS, options, SERVER_ENV);
 }
 
 /** Markdown of the figures, one row per store (the same size each). */

@@ -9,6 +9,11 @@ export class SeededRandom {
     this.#state = seed >>> 0;
   }
 
+  /** Where the sequence is: `new SeededRandom(random.state)` draws what `random` draws next. */
+  get state(): number {
+    return this.#state;
+  }
+
   /** Uniform in [0, 1). */
   next(): number {
     this.#state = (this.#state + 0x6d2b79f5) >>> 0;

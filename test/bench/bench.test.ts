@@ -17,6 +17,9 @@ import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/file-small-prompt.ts';
 import { measureColdTurns } from '../../bench/cold-turn.ts';
 import type { PromptItem } from '../../lib/items.ts';
+import { sha256Hex } from '../../lib/hash.ts';
+import { appendLoadCommand, SERVER_ENV, SERVER_NODE_FLAGS } from '../../bench/append-load.ts';
+import { readFileSync } from 'node:fs';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
 // probe's child process, kill -9 recovery) is CI's `npm run bench -- --quick`, which fails on
@@ -46,6 +49,26 @@ describe('bench', () => {
     expect(new Set(keys).size).toBeLessThan(keys.length);
     expect(agentHistory(57, { seed: 1 })).toHaveLength(57);
     expect(agentHistory(57, { seed: 1 }).at(-1)?.type).not.toBe('function_call');
+  });
+
+  it('repeats a call with the output it had, and draws the session it always drew for a seed', () => {
+    const items = agentHistory(5_000, { seed: 1, repeatShare: 0.3 });
+    const outputs = new Map(
+      items.flatMap((item) => (item.type === 'function_call_output' ? [[item.call_id, item.output]] : [])),
+    );
+    const byCall = new Map<string, unknown>();
+    let repeats = 0;
+    for (const item of items) {
+      if (item.type !== 'function_call' || !outputs.has(item.call_id)) continue;
+      const key = `${item.name}\n${item.arguments}`;
+      if (byCall.has(key)) {
+        repeats += 1;
+        expect(outputs.get(item.call_id)).toBe(byCall.get(key));
+      } else byCall.set(key, outputs.get(item.call_id));
+    }
+    expect(repeats).toBeGreaterThan(100);
+    // The load the recorded figures (bench/RESULTS.md) were measured with.
+    expect(sha256Hex(JSON.stringify(items))).toBe('2c037e7f51cc71d145ec80f34e90e790367fb8a08d1fd14140ffd1784ed0b4df');
   });
 
   it.each([
@@ -196,6 +219,25 @@ describe('bench', () => {
       '| Peak heap of a turn | < 64 MiB | not measured (not run: the run had --only=memory) | - |',
     );
     expect(markdown).toContain('(20,000 not measured)');
+  });
+
+  it('runs the append load with the V8 flags and environment the Node server starts with', () => {
+    const scripts = (
+      JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+        scripts: Record<string, string>;
+      }
+    ).scripts;
+    const start = scripts['start:node']!;
+    const command = appendLoadCommand({ store: 'file', items: 10, batch: 5, seed: 1 });
+    expect(SERVER_NODE_FLAGS.length).toBeGreaterThan(0);
+    for (const flag of SERVER_NODE_FLAGS) {
+      expect(start).toMatch(new RegExp(`\\bnode ([^ ]+ )*${flag}( |$)`));
+      expect(command).toContain(` ${flag} `);
+    }
+    for (const [name, value] of Object.entries(SERVER_ENV)) {
+      expect(start.startsWith(`${name}=${value} `) || start.includes(` ${name}=${value} `)).toBe(true);
+      expect(command).toContain(`${name}=${value} `);
+    }
   });
 
   it('renders the append load by store: rates and storage calls by tenth, peak RSS, the debt', () => {

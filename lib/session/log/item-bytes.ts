@@ -31,7 +31,7 @@ const built = new WeakMap<readonly LogItem[], ListBytes>();
  * A tail's pieces are copied into one buffer when there are more than this many, or when the
  * buffers they are cut from hold twice their bytes (items dropped from the tail since).
  */
-const MAX_PIECES = 512;
+const MAX_PIECES = 4096;
 
 /**
  * The bytes of `items` (seq ascending), kept by the array: built from those of `from`, an array

@@ -47,8 +47,9 @@ export function chunkOfView(view: LogView): ViewChunk | null | undefined {
  * How `view` is stored: the chunk it names (`write`: a new one, to be stored before it), the
  * seqs of that chunk's items its tail does not hold as they are (`drop`), and the items it
  * holds itself (`inline`: those after the chunk, and in its range those new or changed since).
- * `prior`: the chunk of the view it was built from. A new chunk holds the tail before its
- * window (messages and pinned calls, which later views change least).
+ * `prior`: the chunk of the view it was built from, `base` (its items' bytes are taken from
+ * that view's tail's where this process built them, item-bytes.ts). A new chunk holds the tail
+ * before its window (messages and pinned calls, which later views change least).
  */
 export interface ViewLayout {
   chunk: ViewChunk | null;

@@ -24,7 +24,10 @@ export interface ListBytes {
   pieceStarts: number[];
 }
 
-/** The bytes of each item array built here (a view's tail, its inline items, a new chunk's), by the array. */
+/**
+ * The bytes of each item array built here (a view's tail, its inline items, a new chunk's), by the
+ * array: an array whose bytes were built must not change in place afterwards (views' are frozen).
+ */
 const built = new WeakMap<readonly LogItem[], ListBytes>();
 
 /**
@@ -74,6 +77,19 @@ export function takeListBytes(items: readonly LogItem[]): ListBytes {
 /** The bytes of `list`'s slots (its items and a comma after each). */
 export function slotBytes(list: ListBytes): number {
   return list.starts[list.items.length]!;
+}
+
+/**
+ * The bytes of the buffers kept for `items` (listBytes; none when not built here): what a cached
+ * view holds beside its parsed items, up to about twice its tail's JSON (see MAX_PIECES).
+ */
+export function heldBytes(items: readonly LogItem[]): number {
+  const list = built.get(items);
+  if (!list) return 0;
+  const buffers = new Set(list.pieces.map((piece) => piece.buffer));
+  let bytes = 0;
+  for (const buffer of buffers) bytes += buffer.byteLength;
+  return bytes;
 }
 
 /** The length of `item`'s stored bytes after `previous` (serialized: for the few items not in a list). */

@@ -10,6 +10,7 @@ import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { sortedUnion } from '../../sorted.ts';
 import { carried } from './record-cache.ts';
+import { heldBytes } from './item-bytes.ts';
 import {
   carriedItems,
   checkDense,
@@ -108,7 +109,9 @@ export async function writeViewIfDue(
   // view is the one stored.)
   if (written) {
     rememberChunk(view, chunk);
-    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0), base.view);
+    // Counted with the bytes of its tail kept to build the next view from (item-bytes.ts).
+    const held = heldBytes(view.tail?.items ?? []);
+    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0) + held, base.view);
     rememberIndex(log, scope, key, view.keys);
   }
   // A view naming another chunk (or none) replaces the one its base named (the views that name

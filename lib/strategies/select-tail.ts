@@ -3,6 +3,7 @@ import type { HistoryAggregates } from './aggregates.ts';
 import type { StrategySpec } from './prepare-prompt.ts';
 import { resolveStrategies } from './prepare-prompt.ts';
 import { builtInRegistry } from './registry.ts';
+import { sortedUnion } from '../sorted.ts';
 import type { StrategyRegistry, TailRequirement } from './strategy.ts';
 import type { StrategyConfig } from './strategy-config.ts';
 
@@ -26,7 +27,7 @@ export function tailRequirement(
   const resolved = resolveStrategies(strategies, options.registry ?? builtInRegistry, options.env);
   let toolCalls: number | 'all' | undefined;
   let wholeCalls: number | undefined = 0;
-  const seqs = new Set<number>();
+  let seqs: number[] = [];
   // Strategies with `tailCalls` (shorten_images): the newest calls they count in, and whether
   // one comes before a strategy that shortens tool items (then the view keeps its tail whole:
   // an item it had stored compacted would reach them otherwise than it does in the history).
@@ -46,14 +47,15 @@ export function tailRequirement(
     else toolCalls = Math.max(toolCalls ?? 0, needed.toolCalls);
     wholeCalls =
       needed.wholeCalls === undefined || wholeCalls === undefined ? undefined : Math.max(wholeCalls, needed.wholeCalls);
-    for (const seq of needed.seqs) seqs.add(seq);
+    // Ascending (a long history's pinned calls are tens of thousands): merged, not sorted again.
+    if (needed.seqs.length > 0) seqs = sortedUnion(seqs, needed.seqs);
   }
   if (toolCalls === undefined || toolCalls === 'all') return { toolCalls: 'all', seqs: [] };
   toolCalls = Math.max(toolCalls, counted);
   if (wholeCalls !== undefined) wholeCalls = Math.max(wholeCalls, counted);
   return {
     toolCalls,
-    seqs: [...seqs].sort((a, b) => a - b),
+    seqs,
     ...(wholeCalls === undefined ? {} : { wholeCalls: Math.min(wholeCalls, toolCalls) }),
   };
 }

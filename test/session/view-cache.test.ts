@@ -55,6 +55,25 @@ describe('ViewCache', () => {
     expect(() => Object.assign(items[0]!, { seq: 2 })).toThrow(TypeError);
   });
 
+  it('freezes the items a view holds beside those of the view it was built from, whatever their place', () => {
+    const cache = new ViewCache(1000);
+    const base = fakeView(1);
+    cache.set('sessions/a/turn/g/009', base, 10);
+    const kept = base.tail!.items[0]!;
+    const message = (seq: number) =>
+      ({ type: 'message', role: 'user', content: [{ type: 'input_text', text: `m${seq}` }], seq }) as never;
+    // New items before, after and instead of the base's (a copy of one at its seq).
+    const view = fakeView(2);
+    view.tail!.items = [message(0), kept, message(2), { ...kept, seq: 3 }, message(4)];
+    cache.set('sessions/a/turn/g/008', view, 10, base);
+    for (const item of view.tail!.items as { content: unknown }[]) {
+      expect(Object.isFrozen(item)).toBe(true);
+      if (Array.isArray(item.content)) expect(Object.isFrozen(item.content[0])).toBe(true);
+    }
+    expect(Object.isFrozen(view.tail!.items)).toBe(true);
+    expect(Object.isFrozen(view)).toBe(true);
+  });
+
   it('is one per store, and none at 0 bytes', () => {
     const one = new MemoryStore();
     expect(viewCacheOf(one, 1000)).toBe(viewCacheOf(one, 1000));

@@ -5,6 +5,8 @@ import { MAX_RECORDS_AFTER_VIEW } from '../../lib/session/log/pack-schedule.ts';
 import { logContext } from '../../lib/session/log/context.ts';
 import { readConfig, scopeOf } from '../../lib/session/log/head.ts';
 import { readView } from '../../lib/session/log/view-chunks.ts';
+import { heldBytes } from '../../lib/session/log/item-bytes.ts';
+import { viewCacheOf } from '../../lib/session/log/view-cache.ts';
 import { viewChunkKey } from '../../lib/session/keys.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { listAll } from '../../lib/store/object-store.ts';
@@ -95,6 +97,21 @@ describe('the views a pack writes', () => {
       // The view holds less than the tail: the chunk holds the rest.
       expect(head.tail!.items.length).toBeLessThan(tail.length);
     } else expect(head).toEqual(lastView!.view);
+  });
+});
+
+describe('a view this process wrote', () => {
+  it('is counted in the view cache with the tail bytes kept to build the next view from', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { viewCacheBytes: 64 * 2 ** 20 });
+    await log.create({ id: 's' });
+    for (let record = 1; record <= 8; record++) await log.append('s', items(record));
+    const result = await log.pack('s', { refresh: true });
+    const held = heldBytes(result.written!.tail!.items);
+    expect(held).toBeGreaterThan(0);
+    const stored = (await store.get(result.view!))!.body.length;
+    // One view kept for the session, no chunk at this size: its JSON and the bytes kept.
+    expect(viewCacheOf(store, 64 * 2 ** 20)!.bytes).toBe(stored + held);
   });
 });
 

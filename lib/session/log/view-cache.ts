@@ -1,6 +1,7 @@
 import { deepFreeze } from '../../deep-readonly.ts';
 import { BoundedCache, perBackend } from './bounded-cache.ts';
 import type { LogView } from '../view-records.ts';
+import type { LogItem } from '../records.ts';
 
 /**
  * Parsed views, kept for the life of the process (the isolate on Workers) so that a turn does
@@ -41,14 +42,17 @@ export class ViewCache {
     return held === undefined ? undefined : this.#entries.get(held);
   }
 
-  /** Keeps `view`, stored as `bytes` of JSON under `key`. */
-  set(key: string, view: LogView, bytes: number): void {
+  /**
+   * Keeps `view`, stored as `bytes` of JSON under `key`. `base`: the view it was built from,
+   * whose tail items it mostly holds again.
+   */
+  set(key: string, view: LogView, bytes: number, base?: LogView | null): void {
     if (bytes > this.maxSize || this.#entries.has(key)) return;
     const session = sessionOf(key);
     const older = this.#bySession.get(session);
     if (older !== undefined) this.#entries.delete(older);
     this.#bySession.set(session, key);
-    deepFreeze(view);
+    freezeView(view, base);
     this.#entries.set(key, view, bytes);
   }
 
@@ -56,6 +60,26 @@ export class ViewCache {
     const session = sessionOf(key);
     if (this.#bySession.get(session) === key) this.#bySession.delete(session);
   }
+}
+
+/**
+ * Freezes `view` through (deepFreeze). The items of its tail that the tail of `base`, frozen
+ * through already, holds in the same order are not looked at: a long history's tail is tens of
+ * thousands of items scattered over the heap, nearly all of them its base's.
+ */
+function freezeView(view: LogView, base: LogView | null | undefined): void {
+  const items = view.tail?.items as readonly LogItem[] | undefined;
+  const held = base?.tail?.items as readonly LogItem[] | undefined;
+  if (items && held && Object.isFrozen(held) && !Object.isFrozen(items)) {
+    let at = 0;
+    for (const item of items) {
+      if (held[at] !== item) while (at < held.length && held[at]!.seq < item.seq) at++;
+      if (held[at] === item) at++;
+      else deepFreeze(item);
+    }
+    Object.freeze(items);
+  }
+  deepFreeze(view);
 }
 
 function sessionOf(key: string): string {

@@ -6,7 +6,7 @@ import type { LogItem } from '../records.ts';
 import { storedView, storedViewChunk } from '../view-check.ts';
 import { rememberIndex } from './key-shards.ts';
 import { logCursor } from '../unit-cursor.ts';
-import { elidedOf, storedItemJson, type Elided } from '../view-items.ts';
+import { itemSize, keepCopy, keepPrefix, listBytes, listParts, slotBytes, takeListBytes } from './item-bytes.ts';
 import type { LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 
@@ -47,8 +47,9 @@ export function chunkOfView(view: LogView): ViewChunk | null | undefined {
  * How `view` is stored: the chunk it names (`write`: a new one, to be stored before it), the
  * seqs of that chunk's items its tail does not hold as they are (`drop`), and the items it
  * holds itself (`inline`: those after the chunk, and in its range those new or changed since).
- * `prior`: the chunk of the view it was built from. A new chunk holds the tail before its
- * window (messages and pinned calls, which later views change least).
+ * `prior`: the chunk of the view it was built from, `base` (its items' bytes are taken from
+ * that view's tail's where this process built them, item-bytes.ts). A new chunk holds the tail
+ * before its window (messages and pinned calls, which later views change least).
  */
 export interface ViewLayout {
   chunk: ViewChunk | null;
@@ -62,23 +63,35 @@ export function layoutView(
   view: LogView,
   prior: ViewChunk | null | undefined,
   minBytes: number,
+  base?: LogView | null,
 ): ViewLayout {
   if (!view.tail) return { chunk: null, write: false, drop: [], inline: [] };
   const items = view.tail.items as readonly LogItem[];
+  // Its items' bytes, from those of the tail it was built from where this process built them.
+  const list = listBytes(items, base?.tail?.items as readonly LogItem[] | undefined);
   if (prior) {
     const { drop, inline, unused } = againstChunk(prior, items);
     // What the view holds beside the chunk, and what a read of it fetches beyond its tail.
-    const own = inline.reduce((sum, item, index) => sum + itemSize(item, inline[index - 1]) + 1, drop.length * 8);
+    const own = slotBytes(listBytes(inline, items, false)) + drop.length * 8;
     if (own <= Math.max(minBytes, prior.bytes) / CHUNK_SHARE && unused <= prior.bytes / UNUSED_SHARE)
       return { chunk: prior, write: false, drop, inline };
   }
   const windowStart = view.tail.window_start;
+  // The first item of the window (seqs ascend), and the bytes of the items before it.
   let split = 0;
-  let bytes = 0;
-  for (; split < items.length && items[split]!.seq < windowStart; split++)
-    bytes += itemSize(items[split]!, items[split - 1]) + 1;
-  if (bytes < minBytes) return { chunk: null, write: false, drop: [], inline: [...items] };
+  for (let high = items.length; split < high; ) {
+    const middle = (split + high) >>> 1;
+    if (items[middle]!.seq < windowStart) split = middle + 1;
+    else high = middle;
+  }
+  const bytes = list.starts[split]!;
+  if (bytes < minBytes) {
+    const inline = [...items];
+    keepCopy(list, inline);
+    return { chunk: null, write: false, drop: [], inline };
+  }
   const chunked = items.slice(0, split);
+  keepPrefix(list, chunked);
   // 8 random hex characters: two writers of one record never share a chunk.
   const id = randomHex(4);
   // Its body's length without building it (chunkBody does, once, for the put): `bytes` counts
@@ -229,8 +242,9 @@ function checkTail(key: string, items: readonly { seq: number }[], fromSeq: numb
 /**
  * The bytes of a view stored as `layout` says: JSON.stringify(view), its tail's items but
  * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s). A view's tail is
- * most of it and mostly the previous view's items, the same objects: each item's bytes are
- * kept (view-chunks.ts), so a view costs a copy of its inline items' bytes.
+ * most of it and mostly the previous view's items, the same objects: their bytes are taken from
+ * those of the tail it was built from (item-bytes.ts), so a view costs a copy of its inline
+ * items' bytes and the serialization of what is new.
  */
 export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
   const { tail, created_at, ...rest } = view;
@@ -245,71 +259,22 @@ export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
     : '';
   return concatBytes([
     toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},${named}"items":`),
-    itemList(inline),
-    toBytes('}'),
+    ...listParts(listBytes(inline, tail.items as readonly LogItem[], false)),
+    CLOSE,
     end,
   ]);
 }
 
 /**
- * The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema).
- * Its items' bytes are then kept only as their lengths (see itemBytesOf), as layoutView counted them.
+ * The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema),
+ * its items' taken from its view's tail where layoutView cut it from one.
  */
 export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
-  return concatBytes([toBytes(chunkHead(chunk.record)), itemList(chunk.items, chunkItemBytes), CLOSE]);
-}
-
-/** An item's bytes for a chunk (see itemBytes), then kept as their length. */
-function chunkItemBytes(item: LogItem, previous: LogItem | undefined): Uint8Array {
-  const bytes = itemBytes(item, previous);
-  itemBytesOf.get(item)!.bytes = bytes.length;
-  return bytes;
+  return concatBytes([toBytes(chunkHead(chunk.record)), ...listParts(takeListBytes(chunk.items)), CLOSE]);
 }
 
 function chunkHead(record: number): string {
   return `{"format":"tailgate.view-chunk.v1","record":${record},"items":`;
 }
 
-/** The JSON bytes of an array of items as stored (lib/session/view-items.ts), each one's kept (see itemBytes). */
-export function itemList(items: readonly LogItem[], bytesOf = itemBytes): Uint8Array {
-  const parts = [OPEN];
-  items.forEach((item, index) => {
-    if (index > 0) parts.push(COMMA);
-    parts.push(bytesOf(item, items[index - 1]));
-  });
-  parts.push(CLOSE_LIST);
-  return concatBytes(parts);
-}
-
-const OPEN = toBytes('[');
-const COMMA = toBytes(',');
-const CLOSE_LIST = toBytes(']');
 const CLOSE = toBytes('}');
-
-/**
- * Each view item's stored JSON bytes, kept by the item object with what its stored form leaves
- * out (`elided`, which depends on the item before it): a view's items are mostly the previous
- * view's, the same objects after the same ones, so each is serialized and encoded once, when it
- * first enters a view (again only where the item before it changed).
- * Once it is in a chunk only their length is kept: the views after it hold beside the chunk
- * only what changed, and a long history's chunk (tens of MiB of items) would otherwise be held
- * twice, its bytes beside its items; a new chunk (every eighth of the tail's bytes appended)
- * serializes them again.
- */
-const itemBytesOf = new WeakMap<object, { elided: Elided; bytes: Uint8Array | number }>();
-
-/** The length of an item's stored bytes after `previous` (see itemBytesOf). */
-function itemSize(item: LogItem, previous: LogItem | undefined): number {
-  const kept = itemBytesOf.get(item);
-  if (kept?.elided !== elidedOf(item, previous)) return itemBytes(item, previous).length;
-  return typeof kept.bytes === 'number' ? kept.bytes : kept.bytes.length;
-}
-
-function itemBytes(item: LogItem, previous: LogItem | undefined): Uint8Array {
-  const elided = elidedOf(item, previous);
-  const kept = itemBytesOf.get(item);
-  if (kept?.elided === elided && kept.bytes instanceof Uint8Array) return kept.bytes;
-  const bytes = toBytes(storedItemJson(item, elided));
-  itemBytesOf.set(item, { elided, bytes });
-  return bytes;
-}

@@ -1,7 +1,7 @@
 import type { HistoryAggregates, TailRequirement } from '../../history.ts';
 import type { PromptItem } from '../../items.ts';
 import { recordsPrefix, viewKey, type LogScope } from '../keys.ts';
-import { logCursor } from '../unit-cursor.ts';
+import { logCursor, type UnitCursor } from '../unit-cursor.ts';
 import { chunkBody, chunkOfView, layoutView, newerViewListed, rememberChunk, viewBody } from './view-chunks.ts';
 import type { LogItem } from '../records.ts';
 import { VIEW_VERSION, type LogView } from '../view-records.ts';
@@ -10,6 +10,7 @@ import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { sortedUnion } from '../../sorted.ts';
 import { carried } from './record-cache.ts';
+import { heldBytes } from './item-bytes.ts';
 import {
   carriedItems,
   checkDense,
@@ -24,7 +25,7 @@ import { cursorBelow, readTail, wholeAggregatesOf } from './tail-reader.ts';
 import { dropOlderRepeated, viewAggregates } from './older-repeated.ts';
 import type { Base, PackOptions } from './types.ts';
 import { loadKnownKeys, rememberIndex, ShardMissingError, writeKeyShards } from './key-shards.ts';
-import { callKeysOf } from './repeat-flags.ts';
+import { callKeysOf, sinceKeysOf } from './repeat-flags.ts';
 import {
   aggregatesOf,
   fromBoundary,
@@ -76,7 +77,7 @@ export async function writeViewIfDue(
   if (!refresh && !compacted && !viewDue(log, newest, listed, cursor.views[0]?.size ?? 0)) return null;
   const { base, keys } =
     prior === undefined
-      ? { base: await readBase(log, scope, newest, cursor, [], lastView, true, held), keys: undefined }
+      ? await listedBase(log, scope, newest, cursor, lastView, held)
       : await heldBase(log, scope, prior, held);
   const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys).catch(async (error) => {
     // A flush meeting a base shard gone with no newer view to take (an older view outliving a
@@ -93,11 +94,11 @@ export async function writeViewIfDue(
   });
   const key = viewKey(scope, view.record);
   const priorChunk = base.view ? chunkOfView(base.view) : undefined;
-  let layout = layoutView(scope, view, priorChunk, log.viewChunkBytes);
+  let layout = layoutView(scope, view, priorChunk, log.viewChunkBytes, base.view);
   // A chunk named again must still be there: a pack of another process from the same base may
   // have replaced it (and deleted it) meanwhile.
   if (layout.chunk && !layout.write && !(await log.store.head(layout.chunk.key)))
-    layout = layoutView(scope, view, null, log.viewChunkBytes);
+    layout = layoutView(scope, view, null, log.viewChunkBytes, base.view);
   const { chunk } = layout;
   if (chunk && layout.write)
     await log.store.put(chunk.key, chunkBody(chunk), { onlyIfAbsent: true, contentType: 'application/json' });
@@ -108,7 +109,9 @@ export async function writeViewIfDue(
   // view is the one stored.)
   if (written) {
     rememberChunk(view, chunk);
-    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0));
+    // Counted with the bytes of its tail kept to build the next view from (item-bytes.ts).
+    const held = heldBytes(view.tail?.items ?? []);
+    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0) + held, base.view);
     rememberIndex(log, scope, key, view.keys);
   }
   // A view naming another chunk (or none) replaces the one its base named (the views that name
@@ -170,6 +173,22 @@ export async function heldView(
   if (replaced.length > 0) await log.store.delete(replaced);
   await dropOlderRepeated(log, scope, prior, view);
   return view;
+}
+
+/**
+ * The base of the view of `newest` from the newest view listed (see readBase), with the call
+ * keys of its items (those of the records `newest` carries hashed once, when they were appended).
+ */
+async function listedBase(
+  log: LogContext,
+  scope: LogScope,
+  newest: NonNullable<Head['newest']>,
+  cursor: UnitCursor,
+  lastView: PackOptions['lastView'],
+  held: readonly LogItem[],
+): Promise<{ base: Base; keys: string[] }> {
+  const base = await readBase(log, scope, newest, cursor, [], lastView, true, held);
+  return { base, keys: sinceKeysOf(log.viewPolicy, base, recordGroups(newest)) };
 }
 
 /** The base of a view held in memory and every item after it (`held`, dense), with their calls' keys. */

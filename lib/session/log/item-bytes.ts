@@ -85,7 +85,11 @@ export function slotBytes(list: ListBytes): number {
  */
 export function heldBytes(items: readonly LogItem[]): number {
   const list = built.get(items);
-  if (!list) return 0;
+  return list ? bufferBytes(list) : 0;
+}
+
+/** The bytes of the buffers `list`'s pieces are cut from, each counted once. */
+function bufferBytes(list: ListBytes): number {
   const buffers = new Set(list.pieces.map((piece) => piece.buffer));
   let bytes = 0;
   for (const buffer of buffers) bytes += buffer.byteLength;
@@ -214,15 +218,7 @@ function buildList(items: readonly LogItem[], source: ListBytes | undefined): Li
 
 /** Whether `list` is held in too many pieces, or in buffers that hold twice its bytes. */
 function scattered(list: ListBytes): boolean {
-  if (list.pieces.length > MAX_PIECES) return true;
-  const buffers = new Set<ArrayBufferLike>();
-  let held = 0;
-  for (const piece of list.pieces) {
-    if (buffers.has(piece.buffer)) continue;
-    buffers.add(piece.buffer);
-    held += piece.buffer.byteLength;
-  }
-  return held > 2 * slotBytes(list) + 64 * 1024;
+  return list.pieces.length > MAX_PIECES || bufferBytes(list) > 2 * slotBytes(list) + 64 * 1024;
 }
 
 /** `list` in one buffer of its own. */

@@ -4,9 +4,17 @@ import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
 import { restoreItemsIn } from './view-items.ts';
 import { CorruptObjectError } from '../errors.ts';
+import { FILTER_PATTERN, filterKeys } from './key-filter.ts';
 import {
+  PREFIXES_PATTERN,
+  RECORD_NAME_PATTERN,
+  SHARD_PREFIX_PATTERN,
+  SORTED_KEYS_PATTERN,
   VIEW_VERSION,
+  filtersFit,
   keyIndexSchema,
+  keysAscending,
+  type KeyIndex,
   viewChunkSchema,
   viewItemSchema,
   viewSchema,
@@ -50,7 +58,7 @@ export function checkedView(value: unknown): LogView | null {
   if (format !== 'tailgate.view.v1' || v !== VIEW_VERSION || typeof policy !== 'string') return null;
   if (!isCount(record) || record < 1 || !isCount(last_seq) || typeof created_at !== 'string') return null;
   const checkedAggregates = plainAggregates(aggregates) ? aggregates : parsed(historyAggregatesSchema, aggregates);
-  const index = parsed(keyIndexSchema, keys);
+  const index = plainKeyIndex(keys) ? keys : parsed(keyIndexSchema, keys);
   if (!checkedAggregates || !index) return null;
   let checkedTail: LogView['tail'] = null;
   if (tail !== null) {
@@ -172,6 +180,43 @@ function plainAggregates(value: unknown): value is HistoryAggregates {
 function plainSplit(value: unknown): boolean {
   if (!hasKeys(value, ['before_seq', 'record'] as const)) return false;
   return isCount(value.before_seq) && value.before_seq >= 1 && isCount(value.record) && value.record >= 1;
+}
+
+/**
+ * A repeat index in the writer's shape (`keyIndexSchema`'s keys in its order, `delta` and
+ * `filters` each there or not), each part as the schema takes it: then the schema gives it back
+ * key for key, so it is taken as it is (the schema copies each shard's filter, a view's largest
+ * part after its items, key by key).
+ */
+function plainKeyIndex(value: unknown): value is KeyIndex {
+  if (typeof value !== 'object' || value === null) return false;
+  const delta = Object.hasOwn(value, 'delta');
+  const filters = Object.hasOwn(value, 'filters');
+  const keys = ['count', 'depth', 'versions', ...(delta ? ['delta'] : []), ...(filters ? ['filters'] : [])];
+  if (!hasKeys(value, keys)) return false;
+  const index = value as Record<string, unknown>;
+  if (!isCount(index.count) || !isCount(index.depth) || index.depth > 6) return false;
+  if (
+    !plainRecord(index.versions, (name, prefixes) => RECORD_NAME_PATTERN.test(name) && PREFIXES_PATTERN.test(prefixes))
+  )
+    return false;
+  const keysOk =
+    !delta || (typeof index.delta === 'string' && SORTED_KEYS_PATTERN.test(index.delta) && keysAscending(index.delta));
+  if (!keysOk) return false;
+  const isFilter = (prefix: string, filter: string) =>
+    SHARD_PREFIX_PATTERN.test(prefix) && FILTER_PATTERN.test(filter) && (filterKeys(filter.length) ?? 0) > 0;
+  if (filters && !plainRecord(index.filters, isFilter)) return false;
+  return filtersFit(index as KeyIndex);
+}
+
+/** A plain object of string values, each key and value as `entry` takes them. */
+function plainRecord(value: unknown, entry: (key: string, value: string) => boolean): boolean {
+  if (typeof value !== 'object' || value === null || Object.getPrototypeOf(value) !== Object.prototype) return false;
+  for (const key of Object.keys(value)) {
+    const field = (value as Record<string, unknown>)[key];
+    if (typeof field !== 'string' || !entry(key, field)) return false;
+  }
+  return true;
 }
 
 function plainItem(value: unknown): value is LogItem {

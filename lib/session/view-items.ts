@@ -44,34 +44,44 @@ export function restoreItemsIn(holder: unknown): void {
 }
 
 /** The keys an item's stored fields come before (its other keys come before them). */
-const AFTER_STORED = new Set(['output_ref', 'compacted', 'behind']);
+const AFTER_STORED = ['output_ref', 'compacted', 'behind'] as const;
 
 /**
- * Stored items with what their stored form left out put back from the item before each (the
- * same objects where nothing was left out). Anything that is not such an array, or an item that
- * cannot be completed (the first, or one after an item without a numeric seq), is left as it is
- * for the item schema to refuse.
+ * Stored items with what their stored form left out put back from the item before each. Where
+ * what is put back goes last (the item has none of AFTER_STORED, and a missing seq is not due
+ * before a created_at it has), it is set on the parsed item itself, as rebuilding it would place
+ * it; otherwise the item is rebuilt with it in its place. Anything that is not such an array, or
+ * an item that cannot be completed (the first, or one after an item without a numeric seq), is
+ * left as it is for the item schema to refuse.
  */
 function restoreItems(value: unknown): unknown {
   if (!Array.isArray(value)) return value;
   let previous: Record<string, unknown> | undefined;
-  return value.map((item: unknown) => {
+  const restored: unknown[] = new Array(value.length);
+  for (let index = 0; index < value.length; index++) {
+    const item: unknown = value[index];
     if (typeof item !== 'object' || item === null || Array.isArray(item)) {
       previous = undefined;
-      return item;
+      restored[index] = item;
+      continue;
     }
     let stored = item as Record<string, unknown>;
     const seq = !Object.hasOwn(stored, 'seq');
     const createdAt = !Object.hasOwn(stored, 'created_at');
-    if ((seq || createdAt) && previous && Number.isSafeInteger(previous.seq))
-      stored = withStoredFields(
-        stored,
-        seq ? (previous.seq as number) + 1 : undefined,
-        createdAt ? previous.created_at : undefined,
-      );
+    if ((seq || createdAt) && previous && Number.isSafeInteger(previous.seq)) {
+      const nextSeq = seq ? (previous.seq as number) + 1 : undefined;
+      const previousCreatedAt = createdAt ? previous.created_at : undefined;
+      if (AFTER_STORED.some((key) => Object.hasOwn(stored, key)) || (seq && !createdAt))
+        stored = withStoredFields(stored, nextSeq, previousCreatedAt);
+      else {
+        if (nextSeq !== undefined) stored.seq = nextSeq;
+        if (previousCreatedAt !== undefined) stored.created_at = previousCreatedAt;
+      }
+    }
     previous = stored;
-    return stored;
-  });
+    restored[index] = stored;
+  }
+  return restored;
 }
 
 /** `item` with `seq` and `created_at` (when given) in their place: before the keys AFTER_STORED holds. */
@@ -81,17 +91,19 @@ function withStoredFields(
   createdAt: unknown,
 ): Record<string, unknown> {
   const restored: Record<string, unknown> = {};
-  const put = (key: string) => {
-    if (key !== 'created_at' && !AFTER_STORED.has(key)) return;
-    if (seq !== undefined) restored.seq = seq;
-    seq = undefined;
-    if (key !== 'created_at' && createdAt !== undefined) restored.created_at = createdAt;
-    if (key !== 'created_at') createdAt = undefined;
-  };
   for (const key of Object.keys(item)) {
-    put(key);
+    const after = (AFTER_STORED as readonly string[]).includes(key);
+    if (after || key === 'created_at') {
+      if (seq !== undefined) restored.seq = seq;
+      seq = undefined;
+    }
+    if (after && createdAt !== undefined) {
+      restored.created_at = createdAt;
+      createdAt = undefined;
+    }
     setOwn(restored, key, item[key]);
   }
-  put('behind');
+  if (seq !== undefined) restored.seq = seq;
+  if (createdAt !== undefined) restored.created_at = createdAt;
   return restored;
 }

@@ -32,14 +32,31 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
 export const VIEW_VERSION = 6;
 
+/** `keyIndexSchema`'s `versions`: a view record by each name, its shards' prefixes concatenated. */
+export const RECORD_NAME_PATTERN = /^[1-9]\d*$/;
+export const PREFIXES_PATTERN = /^[0-9a-f]*$/;
+/** `keyIndexSchema`'s `filters`: each by the prefix of its shard. */
+export const SHARD_PREFIX_PATTERN = /^[0-9a-f]{0,6}$/;
+/** Call keys of 12 hex characters, concatenated (`sortedKeysSchema`). */
+export const SORTED_KEYS_PATTERN = /^(?:[0-9a-f]{12})*$/;
+
 /** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
-const sortedKeysSchema = z
-  .string()
-  .regex(/^(?:[0-9a-f]{12})*$/)
-  .refine((keys) => {
-    for (let at = 12; at < keys.length; at += 12) if (keys.slice(at - 12, at) >= keys.slice(at, at + 12)) return false;
-    return true;
-  }, 'keys out of order');
+const sortedKeysSchema = z.string().regex(SORTED_KEYS_PATTERN).refine(keysAscending, 'keys out of order');
+
+/**
+ * Whether each key of 12 characters in `keys` (the last may be shorter) comes after the one
+ * before it as strings compare, compared in place rather than sliced out.
+ */
+export function keysAscending(keys: string): boolean {
+  for (let at = 12; at < keys.length; at += 12) {
+    const end = Math.min(at + 12, keys.length);
+    let char = 0;
+    while (at + char < end && keys.charCodeAt(at - 12 + char) === keys.charCodeAt(at + char)) char++;
+    // Equal to the later key's end: the same key, or the later one a prefix of the earlier.
+    if (at + char === end || keys.charCodeAt(at - 12 + char) > keys.charCodeAt(at + char)) return false;
+  }
+  return true;
+}
 
 /**
  * The repeat index a view names: every distinct call key seen up to the view's end, as its
@@ -55,11 +72,11 @@ export const keyIndexSchema = z
   .object({
     count: z.number().int().nonnegative(),
     depth: z.number().int().min(0).max(6),
-    versions: z.record(z.string().regex(/^[1-9]\d*$/), z.string().regex(/^[0-9a-f]*$/)),
+    versions: z.record(z.string().regex(RECORD_NAME_PATTERN), z.string().regex(PREFIXES_PATTERN)),
     delta: sortedKeysSchema.optional(),
     filters: z
       .record(
-        z.string().regex(/^[0-9a-f]{0,6}$/),
+        z.string().regex(SHARD_PREFIX_PATTERN),
         z
           .string()
           .regex(FILTER_PATTERN)
@@ -84,7 +101,7 @@ export function shardVersionsOf(depth: number, versions: Readonly<Record<string,
 }
 
 /** Whether an index's `filters`, if any, name exactly the shards its `versions` name. */
-function filtersFit(index: {
+export function filtersFit(index: {
   depth: number;
   versions: Readonly<Record<string, string>>;
   filters?: Readonly<Record<string, string>> | undefined;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import { validateStored } from '../../lib/session/records.ts';
 import { checkedView, storedView, storedViewChunk, viewOf } from '../../lib/session/view-check.ts';
-import { VIEW_VERSION, viewSchema } from '../../lib/session/view-records.ts';
+import { VIEW_VERSION, keysAscending, viewSchema } from '../../lib/session/view-records.ts';
 
 /** What a check gives: the view as JSON (its keys in order), or the error's message. */
 function outcome(check: () => unknown): unknown {
@@ -138,13 +138,31 @@ const filters = fc.oneof(
   fc.constant({}),
   fc.dictionary(fc.constantFrom('a', 'b', 'ab', 'abc', 'g', '__proto__'), filter, { maxKeys: 3 }),
 );
-const delta = fc.constantFrom('', '0123456789ab', '0123456789abffffffffffff');
+/** Mostly sorted keys; or out of order, twice, not hex, not whole keys, not a string. */
+const delta = fc.oneof(
+  { weight: 6, arbitrary: fc.constantFrom('', '0123456789ab', '0123456789abffffffffffff') },
+  fc.constantFrom(
+    'ffffffffffff0123456789ab',
+    '0123456789ab0123456789ab',
+    '0123456789ac0123456789ab',
+    'ABCDEF012345',
+    '0123456789a',
+    '0123456789abf',
+    7,
+  ),
+);
+/** Mostly the shard `ab` named by record 3; or no shard; or names and prefixes the schema refuses. */
+const versions = fc.oneof(
+  { weight: 16, arbitrary: fc.constant({ 3: 'ab' }) },
+  fc.constant({}),
+  fc.constantFrom({ 0: 'ab' }, { '03': 'ab' }, { x: 'ab' }, { 3: 'AB' }, { 3: 5 }, { 3: 'ab', 4: 'g' }),
+);
 /** An index naming shards (with their filters), or none (without filters). */
 const keyIndex = fc.oneof(
   near([
     ['count', count],
     ['depth', fc.oneof({ weight: 8, arbitrary: fc.constant(2) }, fc.integer({ min: 0, max: 6 }))],
-    ['versions', fc.oneof({ weight: 8, arbitrary: fc.constant({ 3: 'ab' }) }, fc.constant({}))],
+    ['versions', versions],
     ['delta', delta],
     ['filters', filters],
   ]),
@@ -220,6 +238,7 @@ describe('viewOf', () => {
     };
     const checked = checkedView(written)!;
     expect(checked.aggregates).toBe(aggregates);
+    expect(checked.keys).toBe(written.keys);
     expect(checked.tail!.items.every((taken, index) => taken === items[index])).toBe(true);
     expect(JSON.stringify(checked)).toBe(JSON.stringify(viewSchema.parse(written)));
   });
@@ -265,6 +284,27 @@ describe('viewOf', () => {
     expect(() => storedView('k', bytes({ v: VIEW_VERSION, policy: 'p', format: 'tailgate.view.v1' }), 'p')).toThrow(
       CorruptObjectError,
     );
+  });
+});
+
+describe('keysAscending', () => {
+  it('tells keys of 12 characters in ascending order as comparing their slices does (property)', () => {
+    const sliced = (keys: string) => {
+      for (let at = 12; at < keys.length; at += 12)
+        if (keys.slice(at - 12, at) >= keys.slice(at, at + 12)) return false;
+      return true;
+    };
+    const key = fc.string({ unit: fc.constantFrom('0', '1', 'f', 'é'), minLength: 10, maxLength: 12 });
+    fc.assert(
+      fc.property(fc.array(key, { maxLength: 5 }), (keys) => {
+        const joined = keys.join('');
+        expect(keysAscending(joined)).toBe(sliced(joined));
+      }),
+      { numRuns: 3000 },
+    );
+    expect(keysAscending('000000000000000000000001')).toBe(true);
+    expect(keysAscending('000000000001000000000000')).toBe(false);
+    expect(keysAscending('00000000000100000000000')).toBe(false);
   });
 });
 

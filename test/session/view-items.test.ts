@@ -6,6 +6,7 @@ import { chunkBody, layoutView, readView, viewBody, type ViewChunk } from '../..
 import { viewKey } from '../../lib/session/keys.ts';
 import type { LogItem } from '../../lib/session/records.ts';
 import { storedView, storedViewChunk } from '../../lib/session/view-check.ts';
+import { elidedOf, restoreItemsIn, storedItemJson } from '../../lib/session/view-items.ts';
 import { VIEW_VERSION, type LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
@@ -108,6 +109,24 @@ describe('the items of a stored view', () => {
         const second = viewOf(later, 2, later.at(-1)!.seq);
         await store(memory, second, layout.chunk, min);
         expect(JSON.stringify(await read(memory, 2))).toBe(JSON.stringify(second));
+      }),
+    );
+  });
+
+  it('are put back key for key as written, whether set on the parsed items or rebuilt (property)', () => {
+    const ref = { sha256: 'a'.repeat(64), md5: 'b'.repeat(32), length: 3, head: 'h', tail: 't' };
+    fc.assert(
+      fc.property(tailArbitrary, fc.array(fc.boolean()), (items, refs) => {
+        // Some outputs with an output_ref, which comes after the stored fields and before the flags.
+        const written = items.map((item, index) => {
+          if (item.type !== 'function_call_output' || !refs[index]) return item;
+          const { compacted, ...rest } = item as LogItem & { compacted?: true };
+          return { ...rest, output_ref: ref, ...(compacted ? { compacted } : {}) } as LogItem;
+        });
+        const stored = written.map((item, index) => storedItemJson(item, elidedOf(item, written[index - 1])));
+        const holder = { items: JSON.parse(`[${stored.join(',')}]`) };
+        restoreItemsIn(holder);
+        expect(JSON.stringify(holder.items)).toBe(JSON.stringify(written));
       }),
     );
   });

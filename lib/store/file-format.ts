@@ -2,6 +2,7 @@ import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
 import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
+import { getPriority } from 'node:os';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
@@ -234,9 +235,11 @@ export function exists(path: string): boolean {
 }
 
 /**
- * Whether a process exists. Signal 0 answers on Node; Deno without --allow-run may not send
- * it, and then /proc answers (Linux). When neither can tell, the process counts as alive and
- * only the lock's age breaks it.
+ * Whether a process exists. Signal 0 answers on Node. Deno without --allow-run may not send
+ * it, nor read /proc without --allow-all (a SIGKILLed server's locks were then taken for a
+ * live process's until `staleLockMs`): getpriority(2) answers there, under the --allow-sys its
+ * servers run with, for any process (ESRCH: none). /proc answers last (Linux). When nothing can
+ * tell, the process counts as alive and only the lock's age breaks it.
  */
 export async function processAlive(pid: number): Promise<boolean> {
   try {
@@ -246,6 +249,13 @@ export async function processAlive(pid: number): Promise<boolean> {
     const code = codeOf(error);
     if (code === 'ESRCH') return false;
     if (code === 'EPERM') return true; // It exists but belongs to someone else.
+  }
+  try {
+    getPriority(pid);
+    return true;
+  } catch (error) {
+    // A system error's own code is under `info` (`code` is ERR_SYSTEM_ERROR).
+    if ((error as { info?: { code?: unknown } } | null)?.info?.code === 'ESRCH') return false;
   }
   try {
     await stat(`/proc/${pid}`);

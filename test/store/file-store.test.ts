@@ -734,6 +734,36 @@ async function contend(directory: string, names: string[], rounds: number, write
 }
 
 describe('FileStore across processes', () => {
+  it(
+    'a process started on the directory after another (a restart) hands out none of its etags: an If-Match ' +
+      "of the other's version is refused",
+    async () => {
+      const directory = await freshDirectory();
+      const file = fileURLToPath(new URL('../../lib/store/file.ts', import.meta.url));
+      // Each process writes k twice and deletes it, so that the next one writes the same versions again.
+      const script = `const { FileStore } = await import(${JSON.stringify(file)});
+      const store = new FileStore(process.argv[1]);
+      const earlier = JSON.parse(process.argv[2]);
+      const etags = [(await store.put('k', 'a')).etag, (await store.put('k', 'b')).etag];
+      const refused = await Promise.all(earlier.map((etag) => store.put('k', 'c', { ifMatch: etag })));
+      await store.delete('k');
+      console.log(JSON.stringify({ etags, refused: refused.every((written) => written === null) }));`;
+      const etags: string[] = [];
+      for (let restart = 0; restart < 3; restart++) {
+        const { stdout } = await run(
+          process.execPath,
+          ['--import', 'tsx', '--input-type=module', '-e', script, directory, JSON.stringify(etags)],
+          { cwd: root, timeout: 60_000 },
+        );
+        const written = JSON.parse(stdout.trim()) as { etags: string[]; refused: boolean };
+        expect(written.refused).toBe(true);
+        etags.push(...written.etags);
+      }
+      expect(etags.map((etag) => etag.split('-')[0])).toEqual(['"1', '"2', '"1', '"2', '"1', '"2']);
+      expect(new Set(etags).size).toBe(6);
+    },
+  );
+
   it('four processes of five concurrent writers each on one directory: one winner per create-only key, no lost ' +
     'If-Match increment', async () => {
     const directory = await freshDirectory();

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import process from 'node:process';
 import { StorageError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
-import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.ts';
+import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep, uniqueTag } from './file-format.ts';
 
 /**
  * The file store's per-key write lock, exact for any number of writers in one process and
@@ -33,7 +33,7 @@ import { BREAKER, LOCK, TEMP, codeOf, processAlive, sleep } from './file-format.
  *   the lock they judged is removed. A holder checks that the lock is still its own before it
  *   commits, so one stalled past `staleLockMs` fails (and leaves the lock alone) instead of
  *   writing over the next holder.
- * - Temp files are named `<name>~t<pid>-<random>`, so that `sweepLeftovers` can tell a dead
+ * - Temp files are named `<name>~t<pid>-<number>` (`tempName`), so that `sweepLeftovers` can tell a dead
  *   writer's leftovers from a live one's.
  */
 
@@ -55,17 +55,25 @@ const heldTokens = new Set<string>();
 
 const ignore = () => undefined;
 
-function randomHex(bytes: number): string {
-  return randomBytes(bytes).toString('hex');
-}
+/**
+ * The last temp name's number: 48 bits, from a random start, so that a process restarted under
+ * the same pid (a container's) does not count through its predecessor's leftovers' names.
+ */
+let tempCount = randomBytes(6).readUIntBE(0, 6);
 
-/** A temp file's name in a key's directory: `<name>~t<pid>-<random>`. */
+/**
+ * A temp file's name in a key's directory: `<name>~t<pid>-<12 hex digits>`, the digits counted,
+ * not drawn (a randomBytes call per name cost more than the file's write): unique in this
+ * process, and this pid's while it lives. A name met anyway (a dead predecessor's leftover) is
+ * EEXIST where it is made, and the maker takes the next one.
+ */
 export function tempName(name: string): string {
-  return `${name}${TEMP}${process.pid}-${randomHex(6)}`;
+  tempCount = (tempCount + 1) % 2 ** 48;
+  return `${name}${TEMP}${process.pid}-${tempCount.toString(16).padStart(12, '0')}`;
 }
 
 function newToken(): string {
-  return `${process.pid} ${randomHex(8)}`;
+  return `${process.pid} ${uniqueTag()}`;
 }
 
 /**

@@ -19,23 +19,26 @@ import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
  * leaves none. Named with this process's pid: no other writer has it.
  */
 export async function writeTemp(directory: string, name: string, header: Header, bytes: Uint8Array): Promise<string> {
-  for (let attempt = 0; ; attempt++) {
+  for (let attempt = 0, taken = 0; ; ) {
     const temp = join(directory, tempName(name));
     let fd: number;
     try {
       fd = openSync(temp, 'wx');
     } catch (error) {
+      // A dead predecessor's leftover under this pid had the name: the next one.
+      if (codeOf(error) === 'EEXIST') {
+        if (++taken < MAX_NAMES_TAKEN) continue;
+        throw namesTaken(name);
+      }
       // The directory is missing (a create takes no lock, which would have made it), or was
       // pruned by a delete in between: made, and again.
-      if (codeOf(error) !== 'ENOENT' || attempt === 3) throw error;
+      if (codeOf(error) !== 'ENOENT' || attempt++ === 3) throw error;
       makeDirectory(directory);
       continue;
     }
     try {
       try {
-        const line = Buffer.from(`${JSON.stringify(header)}\n`);
-        writeAllSync(fd, line, 0);
-        writeAllSync(fd, bytes, line.length);
+        writeObjectFile(fd, header, bytes);
         await syncFile(fd);
       } finally {
         closeSync(fd);
@@ -46,6 +49,31 @@ export async function writeTemp(directory: string, name: string, header: Header,
       throw error;
     }
   }
+}
+
+/** Temp names found taken (leftovers of a dead process with this pid) before a write gives up. */
+const MAX_NAMES_TAKEN = 100;
+
+/** Bodies up to this size are written with their header line in one write (copied after it). */
+const ONE_WRITE_BYTES = 64 * 1024;
+
+/**
+ * Writes an object file's bytes, the header line then the body, to the new file open as `fd`:
+ * a small body (most objects, every tombstone) copied after the line, so that the file is one
+ * write; a larger one in a write of its own.
+ */
+function writeObjectFile(fd: number, header: Header, bytes: Uint8Array): void {
+  const line = `${JSON.stringify(header)}\n`;
+  const lineBytes = Buffer.byteLength(line);
+  if (bytes.length > ONE_WRITE_BYTES) {
+    writeAllSync(fd, Buffer.from(line), 0);
+    writeAllSync(fd, bytes, lineBytes);
+    return;
+  }
+  const file = Buffer.allocUnsafe(lineBytes + bytes.length);
+  file.write(line, 0);
+  file.set(bytes, lineBytes);
+  writeAllSync(fd, file, 0);
 }
 
 /** An fsync of `fd` through the thread pool. */
@@ -119,22 +147,35 @@ async function runFrom(directory: string): Promise<void> {
 }
 
 /**
- * Keeps the file named `path` alive under `aside` (a temp name of its key, `tempName` in
- * file-lock.ts) before its name is removed or renamed over, so that the unlink or rename only
- * drops a name; `release` then removes `aside` through the thread pool, where freeing the
- * file's blocks waits on the file system's journal instead of the event loop (an unlink of a
- * file's last name took about 2 ms there while fsyncs ran, a name alone microseconds). False:
- * `path` has no file. A process killed before the release leaves `aside`, a temp file of a
- * dead process, to `FileStore.sweep`.
+ * Keeps the file named `path` alive under a new temp name of its key `name` in `directory`
+ * (`tempName` in file-lock.ts) before its name is renamed over or unlinked, so that the rename
+ * or unlink drops a name only; `release` then removes the temp name through the thread pool,
+ * where freeing the file's blocks waits on the file system's journal instead of the event loop
+ * (an unlink of a file's last name took about 2 ms there while fsyncs ran, a name alone
+ * microseconds). A link, not a rename: a link never replaces a file already under the name
+ * (EEXIST: the next name), while a rename onto another name of the same file (a dead
+ * predecessor's leftover link of this pid) would do nothing and succeed. Returns the temp
+ * name's path; undefined: `path` has no file. A process killed before the release leaves the
+ * temp name, a dead process's, to `FileStore.sweep`.
  */
-export function keepAside(path: string, aside: string): boolean {
-  try {
-    linkSync(path, aside);
-    return true;
-  } catch (error) {
-    if (codeOf(error) === 'ENOENT') return false;
-    throw error;
+export function keepAside(path: string, directory: string, name: string): string | undefined {
+  for (let taken = 0; ; ) {
+    const aside = join(directory, tempName(name));
+    try {
+      linkSync(path, aside);
+      return aside;
+    } catch (error) {
+      if (codeOf(error) === 'ENOENT') return undefined;
+      // A dead predecessor's leftover under this pid had the name: the next one.
+      if (codeOf(error) !== 'EEXIST') throw error;
+      if (++taken === MAX_NAMES_TAKEN) throw namesTaken(name);
+    }
   }
+}
+
+/** Temp names all taken: an error without EEXIST's code (a put would take that for the key's). */
+function namesTaken(name: string): Error {
+  return new Error(`${MAX_NAMES_TAKEN} temp names of ${name} in a row were taken`);
 }
 
 /**

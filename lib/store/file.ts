@@ -1,6 +1,6 @@
-import { closeSync, linkSync, readdirSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
+import { closeSync, linkSync, renameSync, rmdirSync, unlinkSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, sep } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import {
   compareKeys,
@@ -15,14 +15,11 @@ import {
   type StoredObject,
 } from './object-store.ts';
 import {
-  type HeaderRead,
   OBJECT,
   DIRECTORY,
-  MAPPED,
   MAX_LIST_LIMIT,
   escapeName,
   escapeSegment,
-  unescapeSegment,
   openSyncIfExists,
   readHeaderSync,
   readHeaderAt,
@@ -36,13 +33,13 @@ import {
 import {
   processQueues,
   sweepLeftovers,
-  tempName,
   unlinkQuietly,
   withKeyLock,
   type LockTimes,
   type WriterQueues,
 } from './file-lock.ts';
 import { keepAside, release, syncDirectory, writeTemp } from './file-sync.ts';
+import { directoryEntries, readListedHeader } from './file-listing.ts';
 
 /** Headers a listing reads (synchronously, `readHeaderAt`) between turns of the event loop. */
 const HEADERS_PER_TURN = 100;
@@ -64,7 +61,7 @@ export interface FileStoreOptions extends Partial<LockTimes> {
  * Layout: a key's `/`-separated segments become directories; each segment is escaped (every
  * byte but `a-z 0-9 . _ -` as `%XX`, so upper case survives case-insensitive file systems) and
  * tagged: `<segment>~d` is a directory, `<name>~o` an object, `<name>~l` the object's lock,
- * `<name>~b` a breaker of a stale lock, `<name>~t<pid>-<random>` a write in progress. An
+ * `<name>~b` a breaker of a stale lock, `<name>~t<pid>-<number>` a write in progress. An
  * object's name is its last segment escaped or, past 230 bytes, mapped to a shorter one
  * (`escapeName` in file-format.ts). An object file is one line of JSON (version, etag,
  * metadata, content type, upload time, and the key where the name is mapped), a newline, then
@@ -80,12 +77,15 @@ export interface FileStoreOptions extends Partial<LockTimes> {
  *   A file it replaces or removes is kept under a temp name and freed through the thread pool
  *   (`keepAside` in file-sync.ts); the directory is fsynced before it answers, the fsyncs of
  *   the writes in flight in one directory shared (`syncDirectory`).
- * - If-Match compares the etag read under the lock; etags carry a per-key version and random
- *   bytes, so a key deleted and written again never shows an earlier etag.
- * - Listing walks the directories, sorting each by the UTF-8 bytes of the keys it holds, so
- *   keys come back in byte order; its cost grows with the size of the directories it visits.
- *   It reads them, and the header of each object it returns (`readHeaderAt`), synchronously,
- *   as `head` does: a thread-pool round trip per call would cost more than the read.
+ * - If-Match compares the etag read under the lock; etags carry a per-key version and a tag
+ *   unique to the process and the write (`uniqueTag`), so a key deleted and written again never
+ *   shows an earlier etag.
+ * - Listing walks the directories in the UTF-8 byte order of the keys they hold, picking the
+ *   entries a page needs without sorting the whole directory (file-listing.ts); its cost grows
+ *   with the size of the directories it visits. It reads them, and the header of each object it
+ *   returns, synchronously, as `head` does: a thread-pool round trip per call would cost more
+ *   than the read. A settled object's header is kept and used again while a `stat` shows the
+ *   same file (`readListedHeader`).
  */
 export class FileStore implements ObjectStore {
   readonly root: string;
@@ -108,9 +108,12 @@ export class FileStore implements ObjectStore {
       const fd = openSyncIfExists(this.#objectPath(key));
       if (fd === null) return null;
       try {
-        const { header, bodyStart, size } = readHeaderSync(fd, key);
+        const { header, bodyStart, size, body: read } = readHeaderSync(fd, key);
         const [start, end] = options.range ? resolveRange(options.range, size) : [0, size];
-        const body = readSyncAt(fd, end - start, bodyStart + start, key);
+        // A small object's body came with its header (copied: the buffer serves the next read).
+        const body = read
+          ? new Uint8Array(read.subarray(start, end))
+          : readSyncAt(fd, end - start, bodyStart + start, key);
         return { ...infoOf(key, header, size), body };
       } finally {
         closeSync(fd);
@@ -158,6 +161,7 @@ export class FileStore implements ObjectStore {
         // The file an overwrite replaces, kept under a temp name and freed through the thread pool.
         let aside: string | undefined;
         let released: Promise<void> | undefined;
+        let renamed = false;
         try {
           await stillHeld();
           let linked = false;
@@ -171,13 +175,13 @@ export class FileStore implements ObjectStore {
             if (codeOf(error) !== 'EEXIST') throw error;
           }
           if (!linked) {
-            aside = join(directory, tempName(name));
-            if (!keepAside(objectPath, aside)) aside = undefined;
+            aside = keepAside(objectPath, directory, name);
             renameSync(temp, objectPath);
+            renamed = true;
           }
         } finally {
-          // After a link, or a failed commit: no temp file is left behind (renamed: none).
-          unlinkQuietly(temp);
+          // After a link, or a failed commit: no temp file is left behind (renamed, the name is gone).
+          if (!renamed) unlinkQuietly(temp);
           if (aside !== undefined) released = release(aside);
         }
         // The link or rename is a change to the directory: on disk only once the directory is
@@ -204,7 +208,7 @@ export class FileStore implements ObjectStore {
     let last = '';
     let visited = 0;
     try {
-      for await (const entry of this.#walk(directory, base, prefix, after)) {
+      for (const entry of this.#walk(directory, base, prefix, after, limit + 1)) {
         // Headers are read synchronously: other work gets the event loop between runs of them.
         if (++visited % HEADERS_PER_TURN === 0) await setImmediate();
         // With a delimiter, the keys of a group come after its first one: skip them.
@@ -244,8 +248,9 @@ export class FileStore implements ObjectStore {
           if (!exists(objectPath)) continue;
           await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
             await stillHeld();
-            const aside = join(directory, tempName(name));
-            if (!keepAside(objectPath, aside)) return;
+            // The object's file kept under a temp name, freed through the thread pool.
+            const aside = keepAside(objectPath, directory, name);
+            if (aside === undefined) return;
             try {
               unlinkSync(objectPath);
             } finally {
@@ -262,8 +267,11 @@ export class FileStore implements ObjectStore {
       await Promise.all(released);
     }
     // Fsynced before the delete answers (as a put's directory is).
+    // Each directory pruned once, however many of its keys were deleted (a failed rmdir is a call too).
+    const directories = new Map<string, string>();
+    for (const { directory, key } of removed) if (!directories.has(directory)) directories.set(directory, key);
     const changed = new Map<string, string>();
-    for (const { directory, key } of removed) changed.set(this.#pruneDirectories(directory), key);
+    for (const [directory, key] of directories) changed.set(this.#pruneDirectories(directory), key);
     for (const [directory, key] of changed) {
       // A directory another delete pruned meanwhile is made durable through its parent.
       await syncDirectory(directory).catch((error: unknown) => {
@@ -273,64 +281,28 @@ export class FileStore implements ObjectStore {
   }
 
   /**
-   * Keys under `directory` (holding keys starting with `base`) that start with `prefix` and sort
-   * after `after`, in byte order.
+   * Objects under `directory` (holding keys starting with `base`) whose keys start with `prefix`
+   * and sort after `after`, in byte order; `need`: how many the listing expects to take.
    */
-  async *#walk(directory: string, base: string, prefix: string, after: string | undefined): AsyncGenerator<ObjectInfo> {
-    let names: string[];
-    try {
-      // Synchronous, as the header reads are: through the thread pool it waited behind the
-      // fsyncs of the puts in flight (docs/STORAGE.md, the file store).
-      names = readdirSync(directory);
-    } catch (error) {
-      if (codeOf(error) === 'ENOENT' || codeOf(error) === 'ENOTDIR') return;
-      throw error;
-    }
-    // `tail`: the key after `base`, which every key here starts with; tails sort as the keys do.
-    // `read`: a mapped name's header, read already for its key.
-    const entries: Array<{
-      key: string;
-      tail: string;
-      directory: boolean;
-      name: string;
-      read: HeaderRead | null | undefined;
-    }> = [];
-    // Whether every tail is of safe bytes only (no `%`, not mapped): then UTF-16 order is byte order.
-    let ascii = true;
-    for (const name of names) {
-      const kind = name.slice(-2);
-      if (kind !== OBJECT && kind !== DIRECTORY) continue;
-      let key: string | undefined;
-      let read: HeaderRead | null | undefined;
-      if (kind === OBJECT && name.includes(MAPPED)) {
-        // A mapped name keeps only the start of its segment: the header has the key.
-        read = readHeaderAt(join(directory, name), base);
-        key = read?.header.k;
-        ascii = false;
-      } else {
-        const segment = unescapeSegment(name.slice(0, -2));
-        if (segment !== undefined) key = base + segment + (kind === DIRECTORY ? '/' : '');
-        if (name.includes('%')) ascii = false;
-      }
-      if (key === undefined || !key.startsWith(prefix)) continue;
-      // Listed before `after`: not sorted (a directory may hold keys after it).
-      if (kind === OBJECT && after !== undefined && compareKeys(key, after) <= 0) continue;
-      entries.push({ key, tail: key.slice(base.length), directory: kind === DIRECTORY, name, read });
-    }
-    entries.sort(
-      ascii ? (a, b) => (a.tail < b.tail ? -1 : a.tail > b.tail ? 1 : 0) : (a, b) => compareKeys(a.tail, b.tail),
-    );
-    for (const entry of entries) {
+  *#walk(
+    directory: string,
+    base: string,
+    prefix: string,
+    after: string | undefined,
+    need: number,
+  ): Generator<ObjectInfo> {
+    for (const entry of directoryEntries(directory, base, prefix, after, need)) {
+      const key = base + entry.tail;
       if (entry.directory) {
-        // Every key below starts with entry.key: skip the directory when all of them sort at or before `after`.
-        if (after !== undefined && compareKeys(entry.key, after) <= 0 && !after.startsWith(entry.key)) continue;
-        yield* this.#walk(join(directory, entry.name), entry.key, entry.key, after);
+        // Every key below starts with key: skip the directory when all of them sort at or before `after`.
+        if (after !== undefined && compareKeys(key, after) <= 0 && !after.startsWith(key)) continue;
+        yield* this.#walk(`${directory}${sep}${entry.name}`, key, key, after, need);
         continue;
       }
-      if (after !== undefined && compareKeys(entry.key, after) <= 0) continue;
       // Gone since the directory was read: not listed.
-      const read = entry.read ?? readHeaderAt(join(directory, entry.name), entry.key);
-      if (read) yield infoOf(entry.key, read.header, read.size);
+      // The directory's path is normalized already, and a name holds no separator: no `join`.
+      const read = entry.read ?? readListedHeader(`${directory}${sep}${entry.name}`, key);
+      if (read) yield infoOf(key, read.header, read.size);
     }
   }
 
@@ -350,7 +322,6 @@ export class FileStore implements ObjectStore {
     return removed;
   }
 
-  /** Removes empty directories from `directory` up to the root; stops at the first that is not empty. */
   /** Removes `directory` and the directories above it left empty; returns the one left whose names changed. */
   #pruneDirectories(directory: string): string {
     let current = directory;

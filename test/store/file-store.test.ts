@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { createHook } from 'node:async_hooks';
-import { mkdtemp, readdir, readFile, rm, writeFile, mkdir, symlink } from 'node:fs/promises';
+import { link, mkdtemp, readdir, readFile, rm, stat, writeFile, mkdir, symlink } from 'node:fs/promises';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { FileStore } from '../../lib/store/file.ts';
-import type { ListResult } from '../../lib/store/object-store.ts';
+import { ascending } from '../../lib/store/file-listing.ts';
+import { tempName } from '../../lib/store/file-lock.ts';
+import { compareKeys, type ListResult } from '../../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { compareBytes, defineObjectStoreConformance, listAll } from './object-store-conformance.ts';
 
@@ -191,6 +193,95 @@ describe('FileStore', () => {
       expect((await filesUnder(directory)).filter((name) => /~[lbt]/.test(name))).toEqual([]);
     },
   );
+
+  it("a listing keeps a settled object's header, read again once another writer replaced or removed it", async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    const other = new FileStore(directory, { separateQueue: true });
+    for (const name of ['a', 'b', 'c', 'd']) await store.put(`k/${name}`, 'same');
+    // Settled: a file's header is kept once its ctime is older than the file system's timestamp
+    // granularity (a tick on a file system with timestamps finer than a millisecond, else seconds).
+    const { ctimeMs } = await stat(join(directory, 'k~d', 'a~o'));
+    await new Promise((resolve) => setTimeout(resolve, ctimeMs % 1 !== 0 ? 250 : 3_500));
+    const first = await store.list('k/');
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const openSync = fs.openSync;
+    const opened: string[] = [];
+    fs.openSync = (path, flags) => {
+      opened.push(path.slice(directory.length));
+      return openSync(path, flags);
+    };
+    syncBuiltinESMExports();
+    let again: ListResult;
+    try {
+      again = await store.list('k/');
+      expect(opened).toEqual([]);
+      // Another process's writes: b replaced by an object of the same size, c deleted, d
+      // deleted and created again (its file may take the freed inode's number).
+      const replaced = (await other.put('k/b', 'SAME'))!;
+      await other.delete(['k/c', 'k/d']);
+      const recreated = (await other.put('k/d', 'SAME', { onlyIfAbsent: true }))!;
+      opened.length = 0;
+      const listed = await store.list('k/');
+      expect(listed.objects.map((object) => [object.key, object.etag, object.size])).toEqual([
+        ['k/a', first.objects[0]!.etag, 4],
+        ['k/b', replaced.etag, 4],
+        ['k/d', recreated.etag, 4],
+      ]);
+      expect(opened).toEqual(['/k~d/b~o', '/k~d/d~o']);
+    } finally {
+      fs.openSync = openSync;
+      syncBuiltinESMExports();
+    }
+    expect(again).toEqual(first);
+  });
+
+  it('a write that meets leftover temp files of its pid under the names it counts to takes the next ones', async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('t/a', 'first');
+    // A predecessor with this pid (a restarted container) left files under the next numbers but
+    // one: the lock's aside name, the new file and the replaced file's name each meet one.
+    const number = Number.parseInt(/-([0-9a-f]{12})$/.exec(tempName('a'))![1]!, 16);
+    const leftovers = [1, 3, 5].map((step) => `a~t${process.pid}-${(number + step).toString(16).padStart(12, '0')}`);
+    for (const name of leftovers) await writeFile(join(directory, 't~d', name), 'left');
+    expect(await store.put('t/a', 'second')).not.toBeNull();
+    const created = Number.parseInt(/-([0-9a-f]{12})$/.exec(tempName('b'))![1]!, 16);
+    await writeFile(
+      join(directory, 't~d', `b~t${process.pid}-${(created + 1).toString(16).padStart(12, '0')}`),
+      'left',
+    );
+    expect(await store.put('t/b', 'new', { onlyIfAbsent: true })).not.toBeNull();
+    expect(new TextDecoder().decode((await store.get('t/a'))!.body)).toBe('second');
+    expect(new TextDecoder().decode((await store.get('t/b'))!.body)).toBe('new');
+    for (const name of leftovers) expect(await readFile(join(directory, 't~d', name), 'utf8')).toBe('left');
+    expect((await filesUnder(directory)).filter((name) => /~[lt]/.test(name))).toHaveLength(4);
+  });
+
+  it("a delete that meets a dead predecessor's leftover link to the same object still deletes it", async () => {
+    const directory = await freshDirectory();
+    const store = new FileStore(directory);
+    await store.put('t/a', 'body');
+    // A predecessor with this pid, killed between a create-only put's link and its temp name's
+    // unlink, left a second name of the object file under the number the delete's aside name
+    // counts to (the lock's aside name takes the one before).
+    const number = Number.parseInt(/-([0-9a-f]{12})$/.exec(tempName('a'))![1]!, 16);
+    const leftover = `a~t${process.pid}-${(number + 2).toString(16).padStart(12, '0')}`;
+    await link(join(directory, 't~d', 'a~o'), join(directory, 't~d', leftover));
+    await store.delete('t/a');
+    expect(await store.head('t/a')).toBeNull();
+    expect(await store.get('t/a')).toBeNull();
+    expect((await store.list('t/', { limit: 10 })).objects).toEqual([]);
+  });
+
+  it('gives the smallest items first and the rest after, whatever the order they come in (property)', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.string({ maxLength: 3 })), fc.integer({ min: 1, max: 12 }), (items, need) => {
+        const compare = (a: string, b: string) => compareKeys(a, b);
+        expect([...ascending([...items], compare, need)]).toEqual([...items].sort(compare));
+      }),
+    );
+  });
 
   it("reads a listing's directories and headers without a thread-pool request", async () => {
     const store = new FileStore(await freshDirectory());
@@ -643,6 +734,36 @@ async function contend(directory: string, names: string[], rounds: number, write
 }
 
 describe('FileStore across processes', () => {
+  it(
+    'a process started on the directory after another (a restart) hands out none of its etags: an If-Match ' +
+      "of the other's version is refused",
+    async () => {
+      const directory = await freshDirectory();
+      const file = fileURLToPath(new URL('../../lib/store/file.ts', import.meta.url));
+      // Each process writes k twice and deletes it, so that the next one writes the same versions again.
+      const script = `const { FileStore } = await import(${JSON.stringify(file)});
+      const store = new FileStore(process.argv[1]);
+      const earlier = JSON.parse(process.argv[2]);
+      const etags = [(await store.put('k', 'a')).etag, (await store.put('k', 'b')).etag];
+      const refused = await Promise.all(earlier.map((etag) => store.put('k', 'c', { ifMatch: etag })));
+      await store.delete('k');
+      console.log(JSON.stringify({ etags, refused: refused.every((written) => written === null) }));`;
+      const etags: string[] = [];
+      for (let restart = 0; restart < 3; restart++) {
+        const { stdout } = await run(
+          process.execPath,
+          ['--import', 'tsx', '--input-type=module', '-e', script, directory, JSON.stringify(etags)],
+          { cwd: root, timeout: 60_000 },
+        );
+        const written = JSON.parse(stdout.trim()) as { etags: string[]; refused: boolean };
+        expect(written.refused).toBe(true);
+        etags.push(...written.etags);
+      }
+      expect(etags.map((etag) => etag.split('-')[0])).toEqual(['"1', '"2', '"1', '"2', '"1', '"2']);
+      expect(new Set(etags).size).toBe(6);
+    },
+  );
+
   it('four processes of five concurrent writers each on one directory: one winner per create-only key, no lost ' +
     'If-Match increment', async () => {
     const directory = await freshDirectory();

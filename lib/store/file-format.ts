@@ -63,7 +63,7 @@ export const MAX_LIST_LIMIT = 1000;
 export const SAFE_BYTE = /^[a-z0-9._-]$/;
 
 /**
- * Most file systems allow 255 bytes per name; the tag and a temp suffix (`~t<pid>-<8 hex>`)
+ * Most file systems allow 255 bytes per name; the tag and a temp suffix (`~t<pid>-<12 hex>`)
  * need the rest.
  */
 export const MAX_ESCAPED_SEGMENT = 230;

@@ -4,11 +4,12 @@
  * one after another to the app of functions/app.ts, its background packing running as it runs
  * on Node (after each response, untracked). One child process per store (this file, invoked
  * directly; its own RSS): memory, the file store in a temporary directory, and S3 through
- * fauxqs behind the conditional gateway of test/support/s3-store.ts (both in the child, so
- * the stored bytes count in its RSS, as they do for the memory store). Prints one JSON line
+ * fauxqs behind the conditional gateway of test/support/s3-store.ts, both in a process of their
+ * own (bench/bucket-process.ts), so that the child's RSS is the server's and the bucket's is
+ * measured apart (the memory store's stored bytes count in the child's RSS). Prints one JSON line
  * (AppendLoadFigures) on stdout.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,7 +20,8 @@ import { MemoryStore } from '../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../lib/store/object-store.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { agentItems, type AgentSessionOptions } from './agent-session.ts';
-import { runChildProbe } from './child-probe.ts';
+import { startBucketProcess } from './bucket-process.ts';
+import { peakRssKiB, runChildProbe } from './child-probe.ts';
 
 export type LoadStore = 'memory' | 'file' | 's3';
 
@@ -40,8 +42,10 @@ export interface AppendLoadFigures extends AppendLoadOptions {
   opsPerAppend: number[];
   /** Of them, over the last tenth: gets, puts and deletes of repeat-index shards per append. */
   shardOpsPerAppend: { get: number; put: number; delete: number };
-  /** The child's peak resident set size. */
+  /** The child's peak resident set size: the server's (for S3 the bucket runs in a process of its own). */
   peakRssMiB: number;
+  /** S3 only: the peak resident set size of the bucket's process (fauxqs and the gateway); null for the others. */
+  bucketPeakRssMiB: number | null;
   /** The bytes the store holds after the last append (all of them in the child's memory for memory). */
   storedMiB: number;
   /**
@@ -104,7 +108,8 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
       `one child per store, each \`${rows[0]!.command.replace(/'.*'/, "'<options>'")}\`). Batches of ` +
       `${rows[0]!.batch} agent-like items (outputs of 100 B to 2 KB) sent one after another through the app, its ` +
       'background packing running as on Node. Debt: right after the last answer, records no segment covers, ' +
-      "and records after the newest view. Peak RSS is the child's (the stored bytes included for memory and S3); " +
+      "and records after the newest view. Peak RSS is the child's, the server's (the stored bytes included for " +
+      'memory; for S3 fauxqs and the test gateway run in a process of their own, its peak in brackets); ' +
       'stored: the bytes the store holds at the end; for memory, beside it the largest RSS less the bytes stored ' +
       'then, sampled after each tenth of the load.',
     '',
@@ -117,7 +122,9 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
         `| ${row.store} | ${number(row.items)} | ${row.seconds.toFixed(1)} | ${number(row.itemsPerSecond)} | ` +
         `${row.tenths.map(number).join(', ')} | ${row.opsPerAppend.map((ops) => ops.toFixed(1)).join(', ')} | ` +
         `${[shards.get, shards.put, shards.delete].map((ops) => ops.toFixed(1)).join(' / ')} | ` +
-        `${row.peakRssMiB.toFixed(0)} MiB | ${row.storedMiB.toFixed(0)} MiB / ` +
+        `${row.peakRssMiB.toFixed(0)} MiB` +
+        `${row.bucketPeakRssMiB == null ? '' : ` (bucket ${row.bucketPeakRssMiB.toFixed(0)} MiB)`} | ` +
+        `${row.storedMiB.toFixed(0)} MiB / ` +
         `${row.rssLessStoredMiB === null ? '-' : `${row.rssLessStoredMiB.toFixed(0)} MiB`} | ` +
         `${row.debtRecords} / ${row.recordsAfterView} | ${row.records} / ${row.segments} | ` +
         `${(row.largestSegmentBytes / 2 ** 20).toFixed(2)} MiB |`,
@@ -126,25 +133,26 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
   ];
 }
 
-async function openStore(kind: LoadStore): Promise<{ store: ObjectStore; close: () => Promise<void> }> {
-  if (kind === 'memory') return { store: new MemoryStore(), close: async () => undefined };
+interface OpenStore {
+  store: ObjectStore;
+  /** Removes what the store left; for S3 ends the bucket's process and gives its peak RSS in MiB. */
+  close: () => Promise<number | null>;
+}
+
+async function openStore(kind: LoadStore): Promise<OpenStore> {
+  if (kind === 'memory') return { store: new MemoryStore(), close: async () => null };
   if (kind === 'file') {
     const root = mkdtempSync(join(tmpdir(), 'tailgate-append-load-'));
-    return { store: new FileStore(root), close: async () => rmSync(root, { recursive: true, force: true }) };
+    const close = async () => {
+      rmSync(root, { recursive: true, force: true });
+      return null;
+    };
+    return { store: new FileStore(root), close };
   }
-  // Imported only here: fauxqs needs node:sqlite (Node 22.5 and later).
-  const { startFauxqs } = await import('fauxqs');
-  const { createTestS3Store, startConditionalGateway } = await import('../test/support/s3-store.ts');
-  const server = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
-  server.createBucket('bench');
-  const gateway = await startConditionalGateway(server.address);
-  return {
-    store: createTestS3Store(gateway.endpoint, 'bench'),
-    close: async () => {
-      await gateway.close();
-      await server.stop();
-    },
-  };
+  // Imported only here: the AWS SDK stays out of the memory and file stores' RSS.
+  const { createTestS3Store } = await import('../test/support/s3-store.ts');
+  const bucket = await startBucketProcess('bench');
+  return { store: createTestS3Store(bucket.endpoint, bucket.bucket), close: bucket.stop };
 }
 
 /**
@@ -190,6 +198,19 @@ class LoadCounter extends CountingStore {
 
 async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
   const { store: inner, close } = await openStore(options.store);
+  try {
+    return await load(options, inner, close);
+  } finally {
+    // Again on failure (a second close is harmless): no bucket process outlives the probe.
+    await close();
+  }
+}
+
+async function load(
+  options: AppendLoadOptions,
+  inner: ObjectStore,
+  close: OpenStore['close'],
+): Promise<AppendLoadFigures> {
   const store = new LoadCounter(inner);
   const app = createApp({ store: () => store, readEnvironment: () => ENVIRONMENT, log: (line) => console.error(line) });
   const call = appPoster(app);
@@ -232,7 +253,7 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
   const seconds = (performance.now() - started) / 1000;
   const debt = await debtOf(store);
   const stored = await storedBytes(inner);
-  await close();
+  const bucketPeak = await close();
   return {
     ...options,
     command: appendLoadCommand(options),
@@ -242,26 +263,11 @@ async function probe(options: AppendLoadOptions): Promise<AppendLoadFigures> {
     opsPerAppend,
     shardOpsPerAppend,
     peakRssMiB: peakRssKiB() / 1024,
+    bucketPeakRssMiB: bucketPeak,
     storedMiB: stored / 2 ** 20,
     rssLessStoredMiB: rssLessStored === null ? null : rssLessStored / 2 ** 20,
     ...debt,
   };
-}
-
-/**
- * This process's peak resident set size, in KiB: on Linux the high-water mark of its own memory
- * (`VmHWM`), since `maxRSS` (getrusage) survives the exec of a child and so counts the RSS of the
- * bench process that spawned it (gigabytes, after the sections before this one); elsewhere
- * `maxRSS`.
- */
-function peakRssKiB(): number {
-  try {
-    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
-    if (match) return Number(match[1]);
-  } catch {
-    // Not Linux: no /proc.
-  }
-  return process.resourceUsage().maxRSS;
 }
 
 /** The bytes of every object in `store`. */

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -29,4 +30,20 @@ export function runChildProbe<Figures>(
       },
     );
   });
+}
+
+/**
+ * This process's peak resident set size, in KiB: on Linux the high-water mark of its own memory
+ * (`VmHWM`), since `maxRSS` (getrusage) survives the exec of a child and so counts the RSS of the
+ * bench process that spawned it (gigabytes, after the sections before this one); elsewhere
+ * `maxRSS`.
+ */
+export function peakRssKiB(): number {
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    if (match) return Number(match[1]);
+  } catch {
+    // Not Linux: no /proc.
+  }
+  return process.resourceUsage().maxRSS;
 }

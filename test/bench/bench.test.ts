@@ -20,6 +20,11 @@ import type { PromptItem } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { appendLoadCommand, SERVER_ENV, SERVER_NODE_FLAGS } from '../../bench/append-load.ts';
 import { readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { startBucketProcess } from '../../bench/bucket-process.ts';
+import { createTestS3Store } from '../support/s3-store.ts';
 
 // The benchmark's helpers on tiny sizes, in process. The harness end to end (workerd, the heap
 // probe's child process, kill -9 recovery) is CI's `npm run bench -- --quick`, which fails on
@@ -253,6 +258,7 @@ describe('bench', () => {
       opsPerAppend: [12.5, 20.25],
       shardOpsPerAppend: { get: 1.5, put: 2, delete: 0.25 },
       peakRssMiB: 174.4,
+      bucketPeakRssMiB: null,
       storedMiB: 80.2,
       rssLessStoredMiB: null,
       debtRecords: 5,
@@ -272,8 +278,47 @@ describe('bench', () => {
       appendLoad: [{ ...row, store: 'memory', rssLessStoredMiB: 94.4 }],
     });
     expect(memory).toContain('| 174 MiB | 80 MiB / 94 MiB |');
+    const s3 = resultsMarkdown({ ...runHeader(), appendLoad: [{ ...row, store: 's3', bucketPeakRssMiB: 301.6 }] });
+    expect(s3).toContain('| s3 | 5,000 |');
+    expect(s3).toContain('| 174 MiB (bucket 302 MiB) | 80 MiB / - |');
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
   });
+
+  it('serves the S3 load from a bucket process of its own, which ends when asked or when its parent dies', async () => {
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const bucket = await startBucketProcess('bench-test');
+    const store = createTestS3Store(bucket.endpoint, bucket.bucket);
+    await store.put('load/1', 'x');
+    expect((await store.list('load/')).objects.map((object) => object.key)).toEqual(['load/1']);
+    expect(await bucket.stop()).toBeGreaterThan(10);
+    expect(alive(bucket.pid)).toBe(false);
+    // A load that fails (its process exits), and one killed (no exit handler runs): the bucket's ends too.
+    const script = (end: string) =>
+      "import { startBucketProcess } from './bench/bucket-process.ts';" +
+      `const bucket = await startBucketProcess('bench-test'); console.log(bucket.pid); ${end}`;
+    for (const [end, signal] of [
+      ["throw new Error('the load failed');", undefined],
+      ['setInterval(() => {}, 1000);', 'SIGKILL'],
+    ] as const) {
+      const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(end)], {
+        cwd: fileURLToPath(new URL('../..', import.meta.url)),
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
+      const [line] = (await once(parent.stdout!, 'data')) as [Buffer];
+      const pid = Number(line.toString().trim());
+      expect(alive(pid)).toBe(true);
+      if (signal) parent.kill(signal);
+      await once(parent, 'exit');
+      await expect.poll(() => alive(pid)).toBe(false);
+    }
+  }, 120_000);
 
   it('measures cold first turns after a fast load through POST /items, and renders their row', async () => {
     const rows = await measureColdTurns({ sizes: [600], coldTurns: 2, warmupTurns: 1, warmTurns: 2, seed: 3 });

@@ -17,7 +17,7 @@ export default async function setup(project: TestProject) {
   execFileSync(process.execPath, ['scripts/assets.mjs'], { stdio: 'inherit' });
   const server = await startFauxqs({ port: 0, logger: false, host: '127.0.0.1' } as Parameters<typeof startFauxqs>[0]);
   server.createBucket(S3_BUCKET);
-  const gateway = await startConditionalGateway(server.address);
+  const gateway = await startConditionalGateway(server.address, { keyIndex: true });
   project.provide('s3Endpoint', gateway.endpoint);
   project.provide('fauxqsEndpoint', server.address);
   project.provide('s3Bucket', S3_BUCKET);

@@ -7,6 +7,7 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { S3Store } from '../../lib/store/s3.ts';
+import { KeyIndex } from './s3-key-index.ts';
 
 /**
  * fauxqs (2.4.1) implements ranges, listing and batch deletes, but its PutObject ignores
@@ -17,10 +18,12 @@ import { S3Store } from '../../lib/store/s3.ts';
  *
  * fauxqs also sorts listings with `localeCompare` ("_" and "~" before digits, "a" next to
  * "A") while S3 lists in UTF-8 byte order, and pages by code-unit comparison, so mixed-case
- * keys can be skipped or repeated across pages. The gateway therefore answers ListObjectsV2
- * from fauxqs's own listing of the prefix, re-sorted in byte order and paged by key.
- * Everything else is forwarded untouched, and the adapter speaks the real S3 wire protocol
- * end to end.
+ * keys can be skipped or repeated across pages; and it filters and sorts the whole bucket for
+ * every page. The gateway therefore answers ListObjectsV2 in byte order, paged by key: with
+ * `keyIndex` (it is the bucket's only writer) from the keys it has written, a page costing its
+ * own keys; otherwise from fauxqs's own listing of the prefix, fetched whole and re-sorted for
+ * each page. Everything else is forwarded untouched (writes one at a time per key), and the
+ * adapter speaks the real S3 wire protocol end to end.
  *
  * fauxqs refuses a request body over 11 MiB (its HTTP server's limit; S3 takes 5 GiB in one
  * PutObject, R2 about as much). The gateway stores a larger object PUT through fauxqs's
@@ -41,10 +44,33 @@ export interface ConditionalGateway {
 /** Past this many bytes, a PUT goes to fauxqs as a multipart upload of parts this large (S3's minimum is 5 MiB). */
 const PART_BYTES = 8 * 1024 * 1024;
 
-export async function startConditionalGateway(upstream: string): Promise<ConditionalGateway> {
+export interface GatewayOptions {
+  /**
+   * The gateway is the only writer of the buckets it serves since they were created empty (the
+   * test run's global setup, the benches' own fauxqs). It then keeps each bucket's keys, sizes
+   * and etags from the writes it forwards (./s3-key-index.ts) and answers ListObjectsV2 from
+   * them: a page costs its own keys, where fauxqs filters and sorts the whole bucket for each
+   * of its pages and a listing of a prefix takes all of them. Without it (a gateway in front of
+   * another one, which other writers share), listings go to the upstream.
+   */
+  keyIndex?: boolean;
+}
+
+export async function startConditionalGateway(
+  upstream: string,
+  options: GatewayOptions = {},
+): Promise<ConditionalGateway> {
   const target = new URL(upstream);
   const locks = new Map<string, Promise<void>>();
   const puts: IncomingHttpHeaders[] = [];
+  const indexes = new Map<string, KeyIndex>();
+  /** The bucket's index, made empty when the gateway first finds the bucket (none for a missing one). */
+  async function indexOf(bucket: string): Promise<KeyIndex | undefined> {
+    if (!options.keyIndex || bucket === '' || indexes.has(bucket)) return indexes.get(bucket);
+    const found = await forward('HEAD', `/${bucket}`, {}, Buffer.alloc(0));
+    if (found.status === 200 && !indexes.has(bucket)) indexes.set(bucket, new KeyIndex());
+    return indexes.get(bucket);
+  }
 
   const gateway: ConditionalGateway = { endpoint: '', puts, conflict: undefined, close: async () => {} };
 
@@ -57,51 +83,165 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
 
   async function handle(incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> {
     const body = await readAll(incoming);
+    const method = incoming.method ?? 'GET';
     const url = new URL(incoming.url ?? '/', 'http://gateway');
-    const isObjectPut =
-      incoming.method === 'PUT' &&
-      url.pathname.split('/').filter(Boolean).length >= 2 &&
-      !['uploadId', 'partNumber', 'renameObject', 'tagging', 'acl'].some((name) => url.searchParams.has(name));
-    if (incoming.method === 'PUT') puts.push({ ...incoming.headers });
-    const ifNoneMatch = header(incoming.headers, 'if-none-match');
-    const ifMatch = header(incoming.headers, 'if-match');
-    if (
-      incoming.method === 'GET' &&
-      url.searchParams.get('list-type') === '2' &&
-      url.pathname.split('/').filter(Boolean).length === 1
-    ) {
-      return reply(outgoing, await listInByteOrder(url, incoming.headers));
+    // The path as sent (URL would resolve "." and ".." segments, which are a key's own).
+    const path = (incoming.url ?? '/').split('?')[0]!;
+    const bucket = path.split('/')[1] ?? '';
+    const key = path.length > bucket.length + 2 ? decodeURIComponent(path.slice(bucket.length + 2)) : undefined;
+    const index = await indexOf(bucket);
+    const has = (...names: string[]) => names.some((name) => url.searchParams.has(name));
+    if (method === 'PUT') puts.push({ ...incoming.headers });
+    if (method === 'GET' && key === undefined && url.searchParams.get('list-type') === '2') {
+      return reply(outgoing, index ? listFromIndex(index, url) : await listInByteOrder(url, incoming.headers));
     }
-    if (!isObjectPut) {
-      return reply(outgoing, await forward(incoming.method ?? 'GET', incoming.url ?? '/', incoming.headers, body));
+    const passThrough =
+      method === 'GET' ||
+      method === 'HEAD' ||
+      // Parts of a multipart upload, its creation and its abort list nothing.
+      (method === 'PUT' && has('uploadId') && has('partNumber')) ||
+      (method === 'POST' && has('uploads')) ||
+      (method === 'DELETE' && has('uploadId'));
+    if (passThrough) return reply(outgoing, await forward(method, incoming.url ?? '/', incoming.headers, body));
+    if (key === undefined) {
+      if (method === 'POST' && has('delete'))
+        return reply(outgoing, await deleteObjects(index, bucket, incoming, body));
+      if (method === 'POST' && index) {
+        // A browser form upload (PostObject) names its key in the form: not parsed, so refused.
+        return reply(outgoing, s3Error(501, 'NotImplemented', 'The gateway with a key index takes no PostObject.'));
+      }
+      const answer = await forward(method, incoming.url ?? '/', incoming.headers, body);
+      // A bucket deleted was empty; found again, it is.
+      if (method === 'DELETE' && answer.status < 300) indexes.delete(bucket);
+      return reply(outgoing, answer);
     }
-    if (ifNoneMatch === undefined && ifMatch === undefined) {
-      return reply(outgoing, await putObject(url.pathname, incoming.url ?? '/', incoming.headers, body));
-    }
-    const key = url.pathname;
-    if (gateway.conflict?.(decodeURIComponent(key), incoming.headers)) {
+    const isObjectPut = method === 'PUT' && !has('uploadId', 'partNumber', 'renameObject', 'tagging', 'acl');
+    const conditional = ['if-none-match', 'if-match'].some((name) => header(incoming.headers, name) !== undefined);
+    if (isObjectPut && conditional && gateway.conflict?.(decodeURIComponent(path), incoming.headers)) {
       return reply(outgoing, s3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred.'));
     }
-    await withLock(key, async () => {
-      const current = await forward('HEAD', url.pathname, withoutBody(incoming.headers), Buffer.alloc(0));
-      const exists = current.status === 200;
-      if (ifNoneMatch === '*' && exists) {
-        return reply(
-          outgoing,
-          s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'),
-        );
+    // Every write holds its key's lock, so that the preconditions hold atomically and the index
+    // follows the writes of a key in the order they landed.
+    await withLock(`${bucket}/${key}`, async () => {
+      if (!isObjectPut) {
+        const answer = await forward(method, incoming.url ?? '/', incoming.headers, body);
+        if (method === 'DELETE' && answer.status < 300) index?.delete(key);
+        // Anything else (a completed multipart upload, tags): the key as the upstream has it now. (A
+        // RenameObject would change its source too, but fauxqs does those only in directory buckets.)
+        else if (index) await refresh(index, bucket, key, path);
+        return reply(outgoing, answer);
       }
-      if (ifMatch !== undefined && !exists) {
-        return reply(outgoing, s3Error(404, 'NoSuchKey', 'The specified key does not exist.'));
+      const refused = await preconditionFailure(path, incoming.headers);
+      if (refused) return reply(outgoing, refused);
+      const answer = await putObject(path, incoming.url ?? '/', incoming.headers, body);
+      if (answer.status === 200 && index) {
+        const fromBody =
+          header(incoming.headers, 'x-amz-copy-source') === undefined &&
+          header(incoming.headers, 'x-amz-decoded-content-length') === undefined;
+        if (!fromBody) await refresh(index, bucket, key, path);
+        else {
+          const etag = header(answer.headers, 'etag') ?? '';
+          index.set({ key, size: body.length, etag, lastModified: new Date() });
+        }
       }
-      if (ifMatch !== undefined && header(current.headers, 'etag') !== ifMatch) {
-        return reply(
-          outgoing,
-          s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold'),
-        );
-      }
-      reply(outgoing, await putObject(url.pathname, incoming.url ?? '/', incoming.headers, body));
+      reply(outgoing, answer);
     });
+  }
+
+  /** What S3 answers a conditional PUT whose precondition does not hold; undefined when they all hold. */
+  async function preconditionFailure(path: string, headers: IncomingHttpHeaders): Promise<Forwarded | undefined> {
+    const ifNoneMatch = header(headers, 'if-none-match');
+    const ifMatch = header(headers, 'if-match');
+    if (ifNoneMatch === undefined && ifMatch === undefined) return undefined;
+    const current = await forward('HEAD', path, withoutBody(headers), Buffer.alloc(0));
+    const exists = current.status === 200;
+    const failed = s3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold');
+    if (ifNoneMatch === '*' && exists) return failed;
+    if (ifMatch !== undefined && !exists) return s3Error(404, 'NoSuchKey', 'The specified key does not exist.');
+    if (ifMatch !== undefined && header(current.headers, 'etag') !== ifMatch) return failed;
+    return undefined;
+  }
+
+  /** A DeleteObjects, its keys locked; the index then drops them, or learns again those that failed. */
+  async function deleteObjects(
+    index: KeyIndex | undefined,
+    bucket: string,
+    incoming: IncomingMessage,
+    body: Buffer,
+  ): Promise<Forwarded> {
+    const keys = [...body.toString('utf8').matchAll(/<Key>([\s\S]*?)<\/Key>/g)].map((match) => unescapeXml(match[1]!));
+    return withLocks(
+      keys.map((key) => `${bucket}/${key}`),
+      async () => {
+        const answer = await forward('POST', incoming.url ?? '/', incoming.headers, body);
+        if (!index) return answer;
+        const xml = answer.body.toString('utf8');
+        const failed = new Set(
+          answer.status !== 200
+            ? keys
+            : [...xml.matchAll(/<Error>[\s\S]*?<Key>([\s\S]*?)<\/Key>/g)].map((match) => unescapeXml(match[1]!)),
+        );
+        for (const key of keys) {
+          if (failed.has(key)) await refresh(index, bucket, key, `/${bucket}/${encodeKey(key)}`);
+          else index.delete(key);
+        }
+        return answer;
+      },
+    );
+  }
+
+  /** Sets `key`'s entry in the index from a HEAD of it upstream (or removes it). */
+  async function refresh(index: KeyIndex, bucket: string, key: string, path: string): Promise<void> {
+    const current = await forward('HEAD', path, {}, Buffer.alloc(0));
+    if (current.status === 404) return index.delete(key);
+    if (current.status !== 200) throw new Error(`gateway: HEAD ${bucket}/${key} answered ${current.status}`);
+    index.set({
+      key,
+      size: Number(header(current.headers, 'content-length') ?? 0),
+      etag: header(current.headers, 'etag') ?? '',
+      lastModified: new Date(header(current.headers, 'last-modified') ?? Date.now()),
+    });
+  }
+
+  function listFromIndex(index: KeyIndex, url: URL): Forwarded {
+    const parameters = url.searchParams;
+    const maxKeys = maxKeysOf(parameters);
+    const page = index.list({
+      prefix: parameters.get('prefix') ?? '',
+      delimiter: parameters.get('delimiter'),
+      maxKeys,
+      startAfter: parameters.get('start-after'),
+      continuationToken: parameters.get('continuation-token'),
+    });
+    const contents = page.objects.map(
+      (object) =>
+        `<Contents><Key>${escapeXml(object.key)}</Key><LastModified>${object.lastModified.toISOString()}` +
+        `</LastModified><ETag>${escapeXml(object.etag)}</ETag><Size>${object.size}</Size>` +
+        '<StorageClass>STANDARD</StorageClass></Contents>',
+    );
+    const prefixes = page.prefixes.map(
+      (prefix) => `<CommonPrefixes><Prefix>${escapeXml(prefix)}</Prefix></CommonPrefixes>`,
+    );
+    const echoed = ['delimiter', 'start-after', 'continuation-token'].flatMap((name) => {
+      const value = parameters.get(name);
+      const element = name.replace(/(^|-)(\w)/g, (_, _dash, letter: string) => letter.toUpperCase());
+      return value === null ? [] : [`<${element}>${escapeXml(value)}</${element}>`];
+    });
+    return xmlAnswer(
+      [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+        `<Name>${escapeXml(url.pathname.split('/')[1] ?? '')}</Name>`,
+        `<Prefix>${escapeXml(parameters.get('prefix') ?? '')}</Prefix>`,
+        ...echoed,
+        `<KeyCount>${contents.length + prefixes.length}</KeyCount><MaxKeys>${maxKeys}</MaxKeys>`,
+        `<IsTruncated>${page.truncated}</IsTruncated>`,
+        page.next === undefined ? '' : `<NextContinuationToken>${page.next}</NextContinuationToken>`,
+        ...contents,
+        ...prefixes,
+        '</ListBucketResult>',
+      ].join(''),
+    );
   }
 
   /** A PutObject of `body` to `path`, as one PUT or, past fauxqs's body limit, a multipart upload. */
@@ -132,16 +272,25 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
     return { status: 200, headers: { etag, 'content-length': '0' }, body: Buffer.alloc(0) };
   }
 
-  async function withLock(key: string, work: () => Promise<void>): Promise<void> {
+  async function withLock<T>(key: string, work: () => Promise<T>): Promise<T> {
     const previous = locks.get(key) ?? Promise.resolve();
     const current = previous.then(work, work);
-    const settled = current.catch(() => {});
+    const settled = current.then(
+      () => {},
+      () => {},
+    );
     locks.set(key, settled);
     try {
-      await current;
+      return await current;
     } finally {
       if (locks.get(key) === settled) locks.delete(key);
     }
+  }
+
+  /** `work` holding the locks of all `keys`, taken in one order so that no two writes wait on each other. */
+  function withLocks<T>(keys: string[], work: () => Promise<T>): Promise<T> {
+    const [first, ...rest] = [...new Set(keys)].sort();
+    return first === undefined ? work() : withLock(first, () => withLocks(rest, work));
   }
 
   async function listInByteOrder(url: URL, headers: IncomingHttpHeaders): Promise<Forwarded> {
@@ -178,7 +327,7 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
     const after = token === null ? url.searchParams.get('start-after') : Buffer.from(token, 'base64').toString('utf8');
     const afterBytes = after === null ? undefined : Buffer.from(after, 'utf8');
     const remaining = afterBytes ? entries.filter((entry) => Buffer.compare(entry.bytes, afterBytes) > 0) : entries;
-    const maxKeys = Math.min(Number(url.searchParams.get('max-keys') ?? 1000), 1000);
+    const maxKeys = maxKeysOf(url.searchParams);
     // With a delimiter (as S3 does): keys holding it after the prefix are rolled up into one
     // CommonPrefixes entry each, which counts once against max-keys.
     const delimiter = url.searchParams.get('delimiter');
@@ -194,7 +343,7 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
     }
     const page = rows.slice(0, maxKeys);
     const truncated = rows.length > page.length;
-    const body = Buffer.from(
+    return xmlAnswer(
       [
         '<?xml version="1.0" encoding="UTF-8"?>',
         '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
@@ -208,7 +357,6 @@ export async function startConditionalGateway(upstream: string): Promise<Conditi
         '</ListBucketResult>',
       ].join(''),
     );
-    return { status: 200, headers: { 'content-type': 'application/xml', 'content-length': String(body.length) }, body };
   }
 
   function forward(method: string, path: string, headers: IncomingHttpHeaders, body: Buffer): Promise<Forwarded> {
@@ -252,6 +400,22 @@ function reply(outgoing: ServerResponse, response: Forwarded): void {
     if (value !== undefined && name !== 'connection' && name !== 'transfer-encoding') outgoing.setHeader(name, value);
   }
   outgoing.end(response.body);
+}
+
+/** ListObjectsV2's `max-keys`: 1,000 unless given, and at most that. */
+function maxKeysOf(parameters: URLSearchParams): number {
+  const given = Number.parseInt(parameters.get('max-keys') ?? '', 10);
+  return Number.isNaN(given) ? 1000 : Math.min(given, 1000);
+}
+
+function xmlAnswer(xml: string): Forwarded {
+  const body = Buffer.from(xml);
+  return { status: 200, headers: { 'content-type': 'application/xml', 'content-length': String(body.length) }, body };
+}
+
+/** A key as a path: each segment percent-encoded, as the AWS SDK sends it. */
+function encodeKey(key: string): string {
+  return key.split('/').map(encodeURIComponent).join('/');
 }
 
 function s3Error(status: number, code: string, message: string): Forwarded {

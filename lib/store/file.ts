@@ -300,7 +300,7 @@ export class FileStore implements ObjectStore {
         continue;
       }
       // Gone since the directory was read: not listed.
-      // A name holds no separator: joined by hand, not `join` (a root given with a trailing slash gives `//`, harmless).
+      // A name holds no separator: joined by hand, not `join` (a root with a trailing slash gives `//`, harmless).
       const read = entry.read ?? readListedHeader(`${directory}${sep}${entry.name}`, key);
       if (read) yield infoOf(key, read.header, read.size);
     }

@@ -1,5 +1,8 @@
-/** First index in ascending `values` holding a value >= `target` (`values.length` when none does). */
-export function lowerBound(values: ArrayLike<number>, target: number): number {
+/**
+ * First index in ascending `values` holding a value >= `target` (`values.length` when none does).
+ * Strings compare by code unit, as `<` does.
+ */
+export function lowerBound<T extends number | string>(values: ArrayLike<T>, target: T): number {
   let low = 0;
   let high = values.length;
   while (low < high) {

@@ -1,3 +1,5 @@
+import { lowerBound } from '../../lib/sorted.ts';
+
 /** What a listing shows of an object. */
 export interface IndexedObject {
   key: string;
@@ -42,13 +44,13 @@ export class KeyIndex {
 
   set(object: IndexedObject): void {
     const bytes = bytesOf(object.key);
-    if (!this.#objects.has(bytes)) this.#sorted.splice(this.#lowerBound(bytes), 0, bytes);
+    if (!this.#objects.has(bytes)) this.#sorted.splice(lowerBound(this.#sorted, bytes), 0, bytes);
     this.#objects.set(bytes, object);
   }
 
   delete(key: string): void {
     const bytes = bytesOf(key);
-    if (this.#objects.delete(bytes)) this.#sorted.splice(this.#lowerBound(bytes), 1);
+    if (this.#objects.delete(bytes)) this.#sorted.splice(lowerBound(this.#sorted, bytes), 1);
   }
 
   list(listing: IndexListing): IndexPage {
@@ -65,8 +67,8 @@ export class KeyIndex {
     const page: IndexPage = { objects: [], prefixes: [], truncated: false };
     if (listing.maxKeys <= 0) return page;
     // From the prefix's first key, or from the start position if later (strings: not Math.max).
-    let index = this.#lowerBound(prefix);
-    if (from > prefix) index = this.#lowerBound(from);
+    let index = lowerBound(this.#sorted, prefix);
+    if (from > prefix) index = lowerBound(this.#sorted, from);
     let resume = '';
     for (let count = 0; count < listing.maxKeys; count++) {
       const bytes = this.#sorted[index];
@@ -82,7 +84,7 @@ export class KeyIndex {
         // Just past every key that starts with the group: its last byte, one more (a UTF-8
         // delimiter never ends in 0xFF).
         resume = group.slice(0, -1) + String.fromCharCode(group.charCodeAt(group.length - 1) + 1);
-        index = this.#lowerBound(resume);
+        index = lowerBound(this.#sorted, resume);
       }
     }
     if (this.#sorted[index]?.startsWith(prefix)) {
@@ -90,18 +92,6 @@ export class KeyIndex {
       page.next = Buffer.from(resume, 'latin1').toString('base64');
     }
     return page;
-  }
-
-  /** The position of the first key not below `bytes`. */
-  #lowerBound(bytes: string): number {
-    let low = 0;
-    let high = this.#sorted.length;
-    while (low < high) {
-      const middle = (low + high) >>> 1;
-      if (this.#sorted[middle]! < bytes) low = middle + 1;
-      else high = middle;
-    }
-    return low;
   }
 }
 

@@ -54,6 +54,14 @@ describe('the bytes of a view tail built from the tail before it', () => {
           const last = held.at(-1)?.seq ?? 0;
           next.push(...added.map((item) => ({ ...item, seq: item.seq + last })));
           expect(decoded(next, held, gather)).toBe(storedList(next));
+          // Where each item's slot starts, as the next views and a chunk cut from it read them.
+          const slots = next.map(
+            (item, index) =>
+              new TextEncoder().encode(`${storedItemJson(item, elidedOf(item, next[index - 1]))},`).length,
+          );
+          const starts = [0];
+          for (const length of slots) starts.push(starts.at(-1)! + length);
+          expect([...listBytes(next, held, gather).starts]).toEqual(starts);
           // And from it, a part of it (as a view's items beside its chunk).
           const part = next.filter((_, index) => index % 3 !== 0);
           expect(decoded(part, next, false)).toBe(storedList(part));

@@ -200,13 +200,21 @@ function buildList(items: readonly LogItem[], source: ListBytes | undefined): Li
       }
       runTo = to;
       offset += to - from;
-    } else {
-      endRun();
-      const bytes = toBytes(`${storedItemJson(item, elidedOf(item, previous))},`);
-      fresh.push(bytes);
-      freshBytes += bytes.length;
-      offset += bytes.length;
+      // The items after it that follow it in `source` too continue the run: only the arrays are
+      // looked at (a long tail is mostly such runs).
+      for (at++; index + 1 < items.length && at < held.length && items[index + 1] === held[at]; at++) {
+        starts[++index] = offset;
+        const next = source!.starts[at + 1]!;
+        offset += next - runTo;
+        runTo = next;
+      }
+      continue;
     }
+    endRun();
+    const bytes = toBytes(`${storedItemJson(item, elidedOf(item, previous))},`);
+    fresh.push(bytes);
+    freshBytes += bytes.length;
+    offset += bytes.length;
     if (found) at++;
   }
   endFresh();

@@ -61,7 +61,7 @@ export async function incrementalTail(
   const awaiting = new Map<string, { call: LogItem; whole: boolean; at: number }>();
   let keptCalls = 0;
   let compactedCalls = 0;
-  for (let at = 0; at < index.positions.length; at++) {
+  for (let at = 0; at < index.length; at++) {
     const decision = decisions[at]!;
     const position = index.positions[at]!;
     if (decision === DROP) {
@@ -81,14 +81,17 @@ export async function incrementalTail(
       if (kept !== item) changed.push([position, kept]);
     }
   }
-  const kept: LogItem[] = [];
+  // Made at its length (a long history's tail is hundreds of thousands of items): no array grown
+  // and copied again as it fills.
+  const kept: LogItem[] = new Array(split - changed.filter(([, item]) => item === null).length);
   let from = 0;
+  let length = 0;
   for (const [position, item] of changed) {
-    for (let at = from; at < position; at++) kept.push(held[at]!);
-    if (item) kept.push(item);
+    for (let at = from; at < position; at++) kept[length++] = held[at]!;
+    if (item) kept[length++] = item;
     from = position + 1;
   }
-  for (let at = from; at < split; at++) kept.push(held[at]!);
+  for (let at = from; at < split; at++) kept[length++] = held[at]!;
   // Every needed call before the window is among them.
   if (keptCalls !== lowerBound(wanted.seqs, tail.window_start)) return null;
   // The whole build holds a tool item whole by its call id: one of a kept call held compacted
@@ -130,9 +133,12 @@ export async function incrementalTail(
     else if (isBehind(item) || (item.compacted && checked.has(item.call_id))) return null;
     else rest.push(whole.has(item.call_id) ? item : compactedItem(log, item));
   }
-  const items = kept.concat((await hydrate(log, scope, rest)) as LogItem[]);
+  // The new items added to `kept` itself, not to a copy of it.
+  const keptLength = kept.length;
+  const items = kept;
+  for (const item of (await hydrate(log, scope, rest)) as LogItem[]) items.push(item);
   const windowStart = recent[cut]?.seq ?? lastSeq + 1;
-  toolIndexes.set(items, nextIndex(index, held, decisions, changed, awaiting, items, kept.length, windowStart));
+  toolIndexes.set(items, nextIndex(index, held, decisions, changed, awaiting, items, keptLength, windowStart));
   return { items, windowStart };
 }
 
@@ -146,7 +152,7 @@ const WHOLE = 2;
  * is pinned (`pinned`, ascending), else COMPACTED. Its calls come in seq order, so one merge.
  */
 function decide(index: ToolIndex, seqs: readonly number[], pinned: readonly number[]): Uint8Array {
-  const decisions = new Uint8Array(index.positions.length);
+  const decisions = new Uint8Array(index.length);
   let wanted = 0;
   let whole = 0;
   for (let at = 0; at < decisions.length; at++) {
@@ -166,7 +172,7 @@ function decide(index: ToolIndex, seqs: readonly number[], pinned: readonly numb
 /** Whether two calls kept before the window share a call id, one whole and one not. */
 function sharesId(held: readonly LogItem[], index: ToolIndex, decisions: Uint8Array): boolean {
   const wholeOf = new Map<string, boolean>();
-  for (let at = 0; at < index.positions.length; at++) {
+  for (let at = 0; at < index.length; at++) {
     const item = held[index.positions[at]!]!;
     if (item.type !== 'function_call' || decisions[at] === DROP) continue;
     const whole = decisions[at] === WHOLE;
@@ -181,13 +187,16 @@ function sharesId(held: readonly LogItem[], index: ToolIndex, decisions: Uint8Ar
  * of the call each belongs to (`owners`; -1: none before it), where in the index that call is
  * (`calls`: the entry itself for a call, -1 for an output without one), and for a call whether
  * its output is there too (`answered`): kept by the tail's items array, so that the next view
- * built from it looks at no message and at no item it keeps as it is (see toolsBefore).
+ * built from it looks at no message and at no item it keeps as it is (see toolsBefore). In
+ * typed arrays, of which the first `length` entries are used: a long history's index is tens of
+ * thousands of entries, copied by each view built from its base.
  */
 interface ToolIndex {
-  positions: number[];
-  owners: number[];
-  calls: number[];
-  answered: boolean[];
+  length: number;
+  positions: Int32Array;
+  owners: Float64Array;
+  calls: Int32Array;
+  answered: Uint8Array;
   /**
    * False once a call id was given again while its call was open (the output goes to the first,
    * selectTail), or an item is held compacted or for its place (the whole build reads such a
@@ -214,7 +223,7 @@ const toolIndexes = new WeakMap<readonly LogItem[], ToolIndex>();
 function toolsBefore(items: readonly LogItem[], split: number): ToolIndex {
   let index = toolIndexes.get(items);
   if (!index) {
-    index = { positions: [], owners: [], calls: [], answered: [], usable: true };
+    index = emptyIndex(split, true);
     addTools(index, items, 0, split, new Map());
     toolIndexes.set(items, index);
   }
@@ -225,8 +234,7 @@ function toolsBefore(items: readonly LogItem[], split: number): ToolIndex {
 function callIdsOf(index: ToolIndex, items: readonly LogItem[]): CallIds {
   if (index.ids?.holder === index) return index.ids;
   const ids: CallIds = { holder: index, seqs: new Map() };
-  for (let at = 0; at < index.positions.length; at++)
-    if (index.calls[at] === at) addId(ids, items[index.positions[at]!]!);
+  for (let at = 0; at < index.length; at++) if (index.calls[at] === at) addId(ids, items[index.positions[at]!]!);
   index.ids = ids;
   return ids;
 }
@@ -248,7 +256,7 @@ function addTools(index: ToolIndex, items: readonly LogItem[], from: number, to:
     if (item.type === 'message') continue;
     if (isBehind(item) || item.compacted) index.usable = false;
     const call = calls.get(item.call_id);
-    const at = index.positions.length;
+    const at = index.length;
     if (item.type === 'function_call') {
       // A second call of an id still open: the output goes to the first (selectTail), not to
       // the one this index would name.
@@ -256,15 +264,22 @@ function addTools(index: ToolIndex, items: readonly LogItem[], from: number, to:
       calls.set(item.call_id, at);
       if (index.ids) addId(index.ids, item);
     } else if (call !== undefined) {
-      index.answered[call] = true;
+      index.answered[call] = 1;
       calls.delete(item.call_id);
     }
     const owner = item.type === 'function_call' ? at : (call ?? -1);
-    index.positions.push(position);
-    index.calls.push(owner);
-    index.owners.push(owner < 0 ? -1 : item.type === 'function_call' ? item.seq : index.owners[owner]!);
-    index.answered.push(false);
+    index.positions[at] = position;
+    index.calls[at] = owner;
+    index.owners[at] = owner < 0 ? -1 : item.type === 'function_call' ? item.seq : index.owners[owner]!;
+    index.answered[at] = 0;
+    index.length = at + 1;
   }
+}
+
+/** An index with room for `capacity` entries (addTools adds at most one per item it is handed). */
+function emptyIndex(capacity: number, usable: boolean): ToolIndex {
+  const [positions, calls, answered] = [new Int32Array(capacity), new Int32Array(capacity), new Uint8Array(capacity)];
+  return { length: 0, positions, owners: new Float64Array(capacity), calls, answered, usable };
 }
 
 /**
@@ -284,25 +299,29 @@ function nextIndex(
 ): ToolIndex {
   // An item held compacted now: the next view built from it runs the whole build.
   const usable = index.usable && changed.every(([, item]) => item === null);
-  const next: ToolIndex = { positions: [], owners: [], calls: [], answered: [], usable };
-  const moved = new Int32Array(index.positions.length);
+  let end = keptLength;
+  while (end < items.length && items[end]!.seq < windowStart) end++;
+  const next = emptyIndex(index.length + end - keptLength, usable);
+  const moved = new Int32Array(index.length);
   let gone = 0;
-  for (let at = 0; at < index.positions.length; at++) {
+  for (let at = 0; at < index.length; at++) {
     if (decisions[at] === DROP) {
       gone += 1;
       moved[at] = -1;
       continue;
     }
     const call = index.calls[at]!;
-    moved[at] = next.positions.length;
-    next.positions.push(index.positions[at]! - gone);
-    next.owners.push(index.owners[at]!);
-    next.calls.push(call === at ? moved[at]! : moved[call]!);
-    next.answered.push(index.answered[at]!);
+    const to = at - gone;
+    moved[at] = to;
+    next.positions[to] = index.positions[at]! - gone;
+    next.owners[to] = index.owners[at]!;
+    next.calls[to] = call === at ? to : moved[call]!;
+    next.answered[to] = index.answered[at]!;
   }
+  next.length = index.length - gone;
   const ids = index.ids;
   if (ids?.holder === index) {
-    for (let at = 0; at < index.positions.length; at++) {
+    for (let at = 0; at < index.length; at++) {
       if (decisions[at] !== DROP || index.calls[at] !== at) continue;
       const call = held[index.positions[at]!]!;
       if (call.type === 'message') continue;
@@ -314,8 +333,6 @@ function nextIndex(
     next.ids = ids;
   }
   const calls = new Map([...awaiting].map(([callId, entry]) => [callId, moved[entry.at]!] as const));
-  let end = keptLength;
-  while (end < items.length && items[end]!.seq < windowStart) end++;
   addTools(next, items, keptLength, end, calls);
   return next;
 }

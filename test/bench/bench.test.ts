@@ -16,6 +16,7 @@ import { measureResume } from '../../bench/resume.ts';
 import { forkFailures, measureForks, type ForkRow } from '../../bench/fork.ts';
 import { fileSmallPromptFailures, measureFileSmallPrompt } from '../../bench/file-small-prompt.ts';
 import { measureColdTurns } from '../../bench/cold-turn.ts';
+import { realisticWindowGoals } from '../../bench/realistic-window.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { appendLoadCommand, SERVER_ENV, SERVER_NODE_FLAGS } from '../../bench/append-load.ts';
@@ -460,6 +461,35 @@ describe('bench', () => {
     expect(markdown).toContain('| file CPU ms | ratio | memory CPU ms | ratio |');
     expect(markdown).toContain('### File store: the small-prompt turn at any length');
     expect(markdown).toContain('(file store, small-prompt workload, view cache on)');
+  });
+
+  it("splits the realistic window's p50 ratio into the prompt's size and the history's length", () => {
+    const base = {
+      loadMs: 1,
+      turns: 9,
+      p95Ms: 1,
+      bytesReadMedian: 1,
+      bytesReadMax: 1,
+      readBudgetWorst: 0.9,
+      getsMedian: 4,
+    };
+    const rows = [
+      { ...base, size: 100, itemsAtStart: 100, p50Ms: 5, ratio: 1, promptBytesMedian: 100 * 1024 },
+      { ...base, size: 100_000, itemsAtStart: 100_000, p50Ms: 20, ratio: 4, promptBytesMedian: 500 * 1024 },
+      { ...base, size: 1_000_000, itemsAtStart: 1_000_000, p50Ms: 22, ratio: 4.4, promptBytesMedian: 550 * 1024 },
+    ];
+    const [ratio] = realisticWindowGoals(rows);
+    expect(ratio).toEqual({
+      goal: 'p50 turn at 1,000,000 / 100 items, context_limit 200,000 (realistic window)',
+      target: '<= 1.5',
+      // 22 ms / 550 KiB against 5 ms / 100 KiB: 0.80 per KiB of prompt; 22 / 20 between the two longest.
+      measured:
+        '4.40 (22.0 / 5.0 ms; prompts 550.0 KiB / 100.0 KiB: per KiB of prompt 0.80); 1,000,000 / 100,000 items 1.10',
+      met: '**no**',
+    });
+    expect(realisticWindowGoals(rows.slice(0, 2))[0]!.measured).toBe(
+      '4.00 (20.0 / 5.0 ms; prompts 500.0 KiB / 100.0 KiB: per KiB of prompt 0.80)',
+    );
   });
 });
 

@@ -8,7 +8,7 @@ import { decodeUtf8 } from '../store/object-store.ts';
  * (fresh pages, hundreds of page faults for a view of a few hundred KiB), and that allocation
  * cost more than the parse itself. A body of two runs (RUN_BYTES) or more is decoded and parsed
  * in runs instead: the array's elements in runs cut where one element ends and the next begins
- * (`},{`), each run parsed as an array and the runs joined, and the object around the array
+ * (`},{"`), each run parsed as an array and the runs joined, and the object around the array
  * parsed with a placeholder in its place.
  *
  * The result is always the one of the whole parse, and any error is the whole parse's own: each
@@ -25,7 +25,7 @@ export function parseJsonBytes(bytes: Uint8Array, path: readonly string[], runBy
 
 /** About the bytes of one run of elements: well below the engine's large-object size. */
 const RUN_BYTES = 48 * 1024;
-/** Cuts that may fail (a `},{` inside an element) before the body is parsed whole. */
+/** Runs that may fail to parse (a cut inside an element, an end taken too late) before the body is parsed whole. */
 const MAX_FAILED_CUTS = 8;
 
 function parseWhole(bytes: Uint8Array): unknown {
@@ -67,7 +67,8 @@ function splitParse(bytes: Uint8Array, path: readonly string[], runBytes: number
   const { elements, close } = parsed;
   placeholder ??= `tailgate split ${crypto.randomUUID()}`;
   const around = JSON.parse(
-    `${decodeUtf8(bytes.subarray(0, open))}${JSON.stringify(placeholder)}${decodeUtf8(bytes.subarray(close + 1))}`,
+    // The text after the array decoded from its `]`: a byte order mark right after it stays one.
+    `${decodeUtf8(bytes.subarray(0, open))}${JSON.stringify(placeholder)}${decodeUtf8(bytes.subarray(close)).slice(1)}`,
   ) as unknown;
   let holder: unknown = around;
   for (const step of path.slice(0, -1)) holder = isObject(holder) ? holder[step] : undefined;
@@ -155,8 +156,9 @@ function parseElements(
       continue;
     }
     failures += 1;
-    // A cut inside an element: this run again, cut exactly. No cut: the array ends before.
+    // No cut: the array ends before. A cut inside an element: this run again, cut exactly.
     if (cut === -1) close = arrayEnd(bytes, start - 1, close);
+    else if (exact) return null;
     else exact = true;
   }
   return null;

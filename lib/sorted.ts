@@ -1,10 +1,13 @@
 /**
  * First index in ascending `values` holding a value >= `target` (`values.length` when none does).
- * Strings compare by code unit, as `<` does.
+ * Strings compare by code unit, as `<` does. [`low`, `high`): where it is known to be.
  */
-export function lowerBound<T extends number | string>(values: ArrayLike<T>, target: T): number {
-  let low = 0;
-  let high = values.length;
+export function lowerBound<T extends number | string>(
+  values: ArrayLike<T>,
+  target: T,
+  low = 0,
+  high = values.length,
+): number {
   while (low < high) {
     const middle = (low + high) >> 1;
     if (values[middle]! < target) low = middle + 1;

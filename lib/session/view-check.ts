@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
+import { parseJsonBytes } from './split-json.ts';
 import { restoreItemsIn } from './view-items.ts';
 import { CorruptObjectError } from '../errors.ts';
 import { FILTER_PATTERN, filterKeys } from './key-filter.ts';
@@ -28,12 +29,28 @@ import {
  * else not a view is a CorruptObjectError.
  */
 export function storedView(key: string, body: Uint8Array, policy: string): LogView | null {
-  const value = parseStored(key, body, z.unknown());
+  const value = parsedBody(key, body, VIEW_ITEMS_PATH);
   const version = validateStored(key, value, viewVersionSchema);
   if (version.v !== VIEW_VERSION || version.policy !== policy) return null;
   restoreItemsIn((value as { tail?: unknown }).tail);
   return viewOf(key, value);
 }
+
+/**
+ * The JSON of a stored view or chunk, its items (at `itemsPath`) parsed in runs when it is large
+ * (lib/session/split-json.ts: the same value as a whole parse). What is not UTF-8 JSON is the
+ * CorruptObjectError of parseStored, which parses it again only to say so.
+ */
+function parsedBody(key: string, body: Uint8Array, itemsPath: readonly string[]): unknown {
+  try {
+    return parseJsonBytes(body, itemsPath);
+  } catch {
+    return parseStored(key, body, z.unknown());
+  }
+}
+
+const VIEW_ITEMS_PATH = ['tail', 'items'];
+const CHUNK_ITEMS_PATH = ['items'];
 
 /** Just the version of a view, read before its schema. */
 const viewVersionSchema = z.object({ v: z.number().optional(), policy: z.string().optional() }).passthrough();
@@ -112,7 +129,7 @@ function checkedItems(value: unknown): NonNullable<LogView['tail']>['items'] | n
  * else is a CorruptObjectError.
  */
 export function storedViewChunk(key: string, body: Uint8Array, record: number): LogItem[] {
-  const value = parseStored(key, body, z.unknown());
+  const value = parsedBody(key, body, CHUNK_ITEMS_PATH);
   restoreItemsIn(value);
   const chunk = hasKeys(value, CHUNK_KEYS) && value.format === 'tailgate.view-chunk.v1' && value.record === record;
   const checked = (chunk ? checkedItems(value.items) : null) ?? validateStored(key, value, viewChunkSchema).items;

@@ -264,20 +264,11 @@ function gapsOf(indices: readonly number[], previous: number): string {
   return gaps;
 }
 
-/** The indices `encodeRepeats` encoded, ascending. */
-function decodeRepeats(text: string): number[] {
+/** The indices `encodeRepeats` encoded, ascending, decoded whole (repeatIndices keeps them). */
+export function decodeRepeats(text: string): number[] {
   const indices: number[] = [];
   if (text.startsWith(SPARSE)) {
-    let gap = 0;
-    let previous = -1;
-    for (let at = 1; at < text.length; at += 1) {
-      const digit = DIGIT_VALUES[text.charCodeAt(at)] ?? 0;
-      gap = gap * 32 + (digit & 31);
-      if (digit < 32) continue;
-      previous += gap + 1;
-      indices.push(previous);
-      gap = 0;
-    }
+    decodeGaps(text, 1, 0, indices);
     return indices;
   }
   const bytes = decodeBase64(text);
@@ -287,6 +278,23 @@ function decodeRepeats(text: string): number[] {
     for (let bit = 0; bit < 8; bit += 1) if (bits & (1 << bit)) indices.push(byte * 8 + bit);
   }
   return indices;
+}
+
+/**
+ * The sparse encoding's digits of `text` from `at` on, `gap` pending from those before, their
+ * indices pushed onto `indices` (after its last); returns the gap still pending at the end.
+ */
+function decodeGaps(text: string, at: number, gap: number, indices: number[]): number {
+  let previous = indices.length > 0 ? indices[indices.length - 1]! : -1;
+  for (; at < text.length; at += 1) {
+    const digit = DIGIT_VALUES[text.charCodeAt(at)] ?? 0;
+    gap = gap * 32 + (digit & 31);
+    if (digit < 32) continue;
+    previous += gap + 1;
+    indices.push(previous);
+    gap = 0;
+  }
+  return gap;
 }
 
 const SPARSE = '~';
@@ -314,9 +322,45 @@ const indicesOf = new WeakMap<HistoryAggregates, readonly number[]>();
 export function repeatIndices(aggregates: HistoryAggregates): readonly number[] {
   const kept = indicesOf.get(aggregates);
   if (kept) return kept;
-  const indices = decodeRepeats(aggregates.repeat_flags);
+  const text = aggregates.repeat_flags;
+  const indices = text.startsWith(SPARSE) ? decodeSparse(text) : decodeRepeats(text);
   indicesOf.set(aggregates, indices);
   return indices;
+}
+
+/**
+ * Sparse flags decoded lately, by any session, the last used last: a view read afresh holds
+ * the flags of the view it was built from with the gaps to its new repeats appended, so only
+ * those are decoded again (at 1,000,000 items the flags are tens of KiB). `gap`: the one
+ * pending at the end of `text`, where decoding goes on. At most RECENT_FLAGS, and their
+ * indices at most RECENT_FLAGS_INDICES in all (the newest kept whatever it holds).
+ */
+const recentFlags: DecodedFlags[] = [];
+interface DecodedFlags {
+  text: string;
+  indices: readonly number[];
+  gap: number;
+}
+const RECENT_FLAGS = 8;
+const RECENT_FLAGS_INDICES = 1 << 20;
+
+function decodeSparse(text: string): readonly number[] {
+  let base: DecodedFlags | undefined;
+  for (const entry of recentFlags)
+    if ((!base || entry.text.length > base.text.length) && text.startsWith(entry.text)) base = entry;
+  if (base) recentFlags.splice(recentFlags.indexOf(base), 1);
+  const entry = base?.text.length === text.length ? base : decodedAfter(text, base);
+  recentFlags.push(entry);
+  let held = recentFlags.reduce((sum, { indices }) => sum + indices.length, 0);
+  while (recentFlags.length > RECENT_FLAGS || (recentFlags.length > 1 && held > RECENT_FLAGS_INDICES))
+    held -= recentFlags.shift()!.indices.length;
+  return entry.indices;
+}
+
+/** The entry of sparse flags `text`, decoded on from `base` (flags `text` starts with) or from its start. */
+function decodedAfter(text: string, base: DecodedFlags | undefined): DecodedFlags {
+  const indices = base ? base.indices.slice() : [];
+  return { text, indices, gap: decodeGaps(text, base?.text.length ?? 1, base?.gap ?? 0, indices) };
 }
 
 function encodeBase64(bytes: Uint8Array): string {

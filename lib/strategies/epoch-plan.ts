@@ -5,14 +5,31 @@ import type { StrategyConfig } from './strategy-config.ts';
 export type RepeatsIn = (from: number, to: number) => boolean;
 
 /**
- * RepeatsIn over the indices of the repeating calls, ascending: a binary search, so a plan
- * over hundreds of thousands of calls looks at each epoch once, not at each call.
+ * RepeatsIn over the indices of the repeating calls, ascending: a search, so a plan over
+ * hundreds of thousands of calls looks at each epoch once, not at each call. A plan asks with
+ * `from` ascending, so each search gallops on from where the one before ended (steps doubling,
+ * then a binary search between the last two), a few steps where a binary search over all of
+ * them takes about log2 of the repeats; a `from` below the one before searches them all.
  */
 export function repeatsAmong(indices: ArrayLike<number>): RepeatsIn {
+  let at = 0;
+  let asked = Number.NEGATIVE_INFINITY;
   return (from, to) => {
-    const at = lowerBound(indices, from);
+    at = from >= asked ? gallop(indices, from, at) : lowerBound(indices, from);
+    asked = from;
     return at < indices.length && indices[at]! < to;
   };
+}
+
+/** lowerBound of `target` in ascending `values`, every value before `start` being below it. */
+function gallop(values: ArrayLike<number>, target: number, start: number): number {
+  let low = start;
+  let bound = start;
+  for (let step = 1; bound < values.length && values[bound]! < target; step *= 2) {
+    low = bound + 1;
+    bound = low + step;
+  }
+  return lowerBound(values, target, low, Math.min(bound, values.length));
 }
 
 /**

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { CorruptObjectError } from '../../lib/errors.ts';
-import { validateStored } from '../../lib/session/records.ts';
+import { parseStored, validateStored } from '../../lib/session/records.ts';
 import { checkedView, storedView, storedViewChunk, viewOf } from '../../lib/session/view-check.ts';
 import { VIEW_VERSION, keysAscending, viewSchema } from '../../lib/session/view-records.ts';
 
@@ -273,6 +274,43 @@ describe('viewOf', () => {
       {},
     ])
       expect(() => storedView('k', bytes(index(filters)), 'p'), JSON.stringify(filters)).toThrow(CorruptObjectError);
+  });
+
+  it('reads a view of hundreds of KiB (items parsed in runs) as parsed whole, and refuses it cut short', () => {
+    const items = Array.from({ length: 4_000 }, (_, index) =>
+      index % 2 === 0
+        ? { type: 'message', role: 'user', content: [{ type: 'input_text', text: `},{"x":${index}}]` }] }
+        : { type: 'function_call_output', call_id: `c${index}`, output: `[{"a":1},{"b":"é"}]`.repeat(4) },
+    );
+    const written = {
+      format: 'tailgate.view.v1',
+      v: VIEW_VERSION,
+      policy: 'p',
+      record: 2,
+      last_seq: 4_000,
+      aggregates: { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' },
+      keys: { count: 0, depth: 0, versions: {} },
+      tail: {
+        from_seq: 1,
+        window_start: 1,
+        items: items.map((item, index) => ({ ...item, seq: index + 1, created_at: 'a' })),
+      },
+      created_at: 'a',
+    };
+    const text = JSON.stringify(written);
+    const bytes = new TextEncoder().encode(text);
+    expect(bytes.length).toBeGreaterThan(300 * 1024);
+    expect(JSON.stringify(storedView('k', bytes, 'p'))).toBe(JSON.stringify(viewOf('k', JSON.parse(text))));
+    const cut = bytes.subarray(0, bytes.length - 30);
+    const reason = (read: () => unknown) => {
+      try {
+        return read();
+      } catch (error) {
+        return error instanceof CorruptObjectError ? error.reason : error;
+      }
+    };
+    expect(reason(() => storedView('k', cut, 'p'))).toMatch(/^not UTF-8 JSON \(/);
+    expect(reason(() => storedView('k', cut, 'p'))).toBe(reason(() => parseStored('k', cut, z.unknown())));
   });
 
   it('refuses what is not a view as the schema does, and ignores a view of another version or policy', () => {

@@ -6,6 +6,7 @@ import {
   canonicalArguments,
   canonicalCall,
   computeAggregates,
+  decodeRepeats,
   emptyAggregates,
   extendAggregates,
   historyAggregatesSchema,
@@ -199,6 +200,37 @@ describe('aggregates', () => {
     expect(repeatIndices(aggregates)).toEqual([1]);
     expect(repeatIndices(aggregates)).toBe(repeatIndices(aggregates));
     expect([0, 1, 2, -1].map(repeatFlagReader(aggregates))).toEqual([false, true, false, false]);
+  });
+
+  it('decodes sparse flags extending ones decoded before (any session, any order) as decoded whole (property)', () => {
+    const digit = fc.constantFrom(...'ABCZaf', ...'ghz09-_', '~', '=', '!', 'é');
+    // Chains of flags each extending the one before, as a session's views do, taken interleaved.
+    const chains = fc.array(fc.array(fc.string({ unit: digit, maxLength: 12 }), { minLength: 1, maxLength: 5 }), {
+      minLength: 1,
+      maxLength: 12,
+    });
+    fc.assert(
+      fc.property(chains, fc.array(fc.nat()), (parts, picks) => {
+        const texts = parts.map((chain) => chain.map((_, end) => `~${chain.slice(0, end + 1).join('')}`));
+        const next = texts.map(() => 0);
+        const order = [...picks, ...texts.flatMap((chain, index) => chain.map(() => index))];
+        const given: { text: string; indices: readonly number[] }[] = [];
+        for (const pick of order) {
+          const chain = pick % texts.length;
+          const text = texts[chain]![next[chain]!];
+          if (text === undefined) continue;
+          next[chain]! += 1;
+          // A fresh copy of the aggregates and of the text, as a view read again gives them.
+          const aggregates = { ...emptyAggregates(), repeat_flags: ` ${text}`.slice(1) };
+          const indices = repeatIndices(aggregates);
+          expect(indices).toEqual(decodeRepeats(text));
+          given.push({ text, indices });
+        }
+        // None changed since: a later one decoded on from it copied it.
+        for (const { text, indices } of given) expect(indices).toEqual(decodeRepeats(text));
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('writes sparse repeat flags as the gaps between them, dense ones as a bit per call, whichever is shorter', () => {

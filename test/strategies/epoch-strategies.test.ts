@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isToolItem, type PromptItem } from '../../lib/items.ts';
 import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
@@ -67,6 +68,29 @@ describe('defaults', () => {
     expect(plan(201)).toMatchObject({ epoch: 6, epochSize: 40, compacted: 120 });
     expect(plan(471)).toMatchObject({ epoch: 12, epochSize: 60, compacted: 160 });
     expect(plan(5000).epochSize).toBe(60);
+  });
+});
+
+describe('repeatsAmong', () => {
+  it('tells whether a repeat lies in [from, to) as a scan would, asked in any order (property)', () => {
+    const query = fc.tuple(fc.integer({ min: -5, max: 400 }), fc.integer({ min: 0, max: 40 }));
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.nat({ max: 400 }), { maxLength: 80 }),
+        fc.array(query, { maxLength: 60 }),
+        fc.boolean(),
+        (values, queries, ascending) => {
+          const indices = [...values].sort((a, b) => a - b);
+          const asked = ascending ? [...queries].sort((a, b) => a[0] - b[0]) : queries;
+          const repeatsIn = repeatsAmong(indices);
+          for (const [from, length] of asked)
+            expect(repeatsIn(from, from + length)).toBe(
+              indices.some((index) => from <= index && index < from + length),
+            );
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 

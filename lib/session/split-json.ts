@@ -32,6 +32,14 @@ function parseWhole(bytes: Uint8Array): unknown {
   return JSON.parse(decodeUtf8(bytes));
 }
 
+// A piece decoded keeps a byte order mark it opens with: inside JSON one is no whitespace, so
+// the piece fails to parse as the whole body would (decodeUtf8, for a whole body, drops it).
+const pieceDecoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+function decodePiece(bytes: Uint8Array): string {
+  return pieceDecoder.decode(bytes);
+}
+
 const OPEN = 0x5b; // [
 const CLOSE = 0x5d; // ]
 const BRACE_OPEN = 0x7b; // {
@@ -67,8 +75,7 @@ function splitParse(bytes: Uint8Array, path: readonly string[], runBytes: number
   const { elements, close } = parsed;
   placeholder ??= `tailgate split ${crypto.randomUUID()}`;
   const around = JSON.parse(
-    // The text after the array decoded from its `]`: a byte order mark right after it stays one.
-    `${decodeUtf8(bytes.subarray(0, open))}${JSON.stringify(placeholder)}${decodeUtf8(bytes.subarray(close)).slice(1)}`,
+    `${decodeUtf8(bytes.subarray(0, open))}${JSON.stringify(placeholder)}${decodePiece(bytes.subarray(close + 1))}`,
   ) as unknown;
   let holder: unknown = around;
   for (const step of path.slice(0, -1)) holder = isObject(holder) ? holder[step] : undefined;
@@ -166,7 +173,7 @@ function parseElements(
 
 function parseRun(bytes: Uint8Array, start: number, end: number): unknown[] | null {
   try {
-    return JSON.parse(`[${decodeUtf8(bytes.subarray(start, end))}]`) as unknown[];
+    return JSON.parse(`[${decodePiece(bytes.subarray(start, end))}]`) as unknown[];
   } catch {
     return null;
   }

@@ -360,7 +360,9 @@ function decodeSparse(text: string): readonly number[] {
 /** The entry of sparse flags `text`, decoded on from `base` (flags `text` starts with) or from its start. */
 function decodedAfter(text: string, base: DecodedFlags | undefined): DecodedFlags {
   const indices = base ? base.indices.slice() : [];
-  return { text, indices, gap: decodeGaps(text, base?.text.length ?? 1, base?.gap ?? 0, indices) };
+  const gap = decodeGaps(text, base?.text.length ?? 1, base?.gap ?? 0, indices);
+  // Frozen: every session of the process that meets these flags is handed this array.
+  return { text, indices: Object.freeze(indices), gap };
 }
 
 function encodeBase64(bytes: Uint8Array): string {

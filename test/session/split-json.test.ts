@@ -135,5 +135,12 @@ describe('parseJsonBytes', () => {
     const marked = encoder.encode(JSON.stringify({ tail: { items } }).replace(/\]/, ']\ufeff'));
     expect(() => wholeParse(marked)).toThrow(SyntaxError);
     expect(() => parseJsonBytes(marked, ['tail', 'items'], 16)).toThrow(SyntaxError);
+    // Nor between two items, where a run cut exactly (after a cut inside an item) begins.
+    const nested = JSON.stringify({ c: [{ a: 'x'.repeat(40) }, { b: 1 }] });
+    const plain = JSON.stringify({ d: 'y'.repeat(40) });
+    const between = encoder.encode(`{"items":[${nested},${plain},\ufeff${plain},${plain}]}`);
+    expect(() => wholeParse(between)).toThrow(SyntaxError);
+    expect(parseInRuns(between, ['items'], 30)).toBeUndefined();
+    expect(() => parseJsonBytes(between, ['items'], 30)).toThrow(SyntaxError);
   });
 });

@@ -3,10 +3,10 @@ import { readdir } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import {
-  compareKeys,
-  resolveRange,
   bodyLength,
+  compareKeys,
   partsOf,
+  resolveRange,
   type Body,
   type GetOptions,
   type ListOptions,

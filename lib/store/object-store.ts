@@ -74,7 +74,8 @@ export interface ListResult {
 /**
  * What a put stores: bytes, a string (stored as its UTF-8), or parts whose bytes, one after
  * another, are the object's (a body built of pieces is never joined by its caller: a store
- * copies or writes the parts as they are, at most once).
+ * copies or writes the parts as they are, at most once). A store may read the bytes until the
+ * put settles, never after: they must not change meanwhile.
  */
 export type Body = Uint8Array | string | readonly Uint8Array[];
 

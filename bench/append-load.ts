@@ -17,7 +17,7 @@ import { createApp } from '../functions/app.ts';
 import type { Item } from '../lib/items.ts';
 import { FileStore } from '../lib/store/file.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import { listAll, type ObjectStore } from '../lib/store/object-store.ts';
+import { type Body, listAll, type ObjectStore } from '../lib/store/object-store.ts';
 import { CountingStore } from '../test/support/counting-store.ts';
 import { agentItems, type AgentSessionOptions } from './agent-session.ts';
 import { startBucketProcess } from './bucket-process.ts';
@@ -185,7 +185,7 @@ class LoadCounter extends CountingStore {
     return super.get(key, options);
   }
 
-  override put(key: string, body: Uint8Array | string, options?: Parameters<ObjectStore['put']>[2]) {
+  override put(key: string, body: Body, options?: Parameters<ObjectStore['put']>[2]) {
     if (key.includes('/keys/')) this.shards.put += 1;
     return super.put(key, body, options);
   }

@@ -2,6 +2,7 @@ import { createApp } from '../functions/app.ts';
 import type { Env } from '../functions/worker.ts';
 import { CountingStore, type StoreCounts } from '../test/support/counting-store.ts';
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -46,7 +47,7 @@ class RunAwareCountingStore extends CountingStore {
     return super.head(key);
   }
 
-  override put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  override put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     this.#note();
     return super.put(key, body, options);
   }

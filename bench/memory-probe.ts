@@ -5,7 +5,7 @@
  */
 import type { Item } from '../lib/items.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
-import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../lib/store/object-store.ts';
+import type { Body, GetOptions, ListOptions, ObjectStore, PutOptions } from '../lib/store/object-store.ts';
 import { agentItems } from './agent-session.ts';
 import { MemoryTurnDriver } from './memory-driver.ts';
 import { READ_FILE_TOOL } from './turn-driver.ts';
@@ -47,7 +47,7 @@ export class SamplingStore implements ObjectStore {
     this.sample();
     return this.inner.head(key);
   }
-  async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+  async put(key: string, body: Body, options?: PutOptions) {
     this.sample();
     return this.inner.put(key, body, options);
   }

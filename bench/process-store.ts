@@ -1,4 +1,5 @@
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -34,7 +35,7 @@ export class ProcessStore implements ObjectStore {
     return this.#run(() => this.#inner.head(key));
   }
 
-  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     return this.#run(() => this.#inner.put(key, body, options));
   }
 

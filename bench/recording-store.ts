@@ -1,4 +1,5 @@
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -47,7 +48,7 @@ export class RecordingStore implements ObjectStore {
     return this.inner.head(key);
   }
 
-  async put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     this.operations.push({ operation: 'put', kind: keyKind(key), bytes: 0 });
     return this.inner.put(key, body, options);
   }

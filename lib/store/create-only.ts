@@ -1,4 +1,4 @@
-import { decodeUtf8, type ObjectStore, type PutOptions, type StoredObject } from './object-store.ts';
+import { decodeUtf8, type Body, type ObjectStore, type PutOptions, type StoredObject } from './object-store.ts';
 
 /**
  * A create-only put that counts a write whose answer was lost. A put refused, or failed, may
@@ -10,7 +10,7 @@ import { decodeUtf8, type ObjectStore, type PutOptions, type StoredObject } from
 export async function putCreateOnly(
   store: ObjectStore,
   key: string,
-  body: Uint8Array | string,
+  body: Body,
   options: Omit<PutOptions, 'onlyIfAbsent' | 'ifMatch'>,
   ours: (object: StoredObject) => boolean,
 ): Promise<boolean> {

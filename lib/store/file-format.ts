@@ -1,6 +1,6 @@
 import { Buffer } from 'node:buffer';
 import { randomBytes } from 'node:crypto';
-import { closeSync, fstatSync, openSync, readSync, statSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync, statSync, writeSync, writevSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { getPriority } from 'node:os';
 import process from 'node:process';
@@ -217,6 +217,27 @@ export function readSyncAt(fd: number, length: number, position: number, key: st
 /** Writes all of `bytes` to the file open as `fd` at `position`, synchronously. */
 export function writeAllSync(fd: number, bytes: Uint8Array, position: number): void {
   for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done);
+}
+
+/** Linux's IOV_MAX: the most buffers one writev takes. */
+const MAX_WRITEV_BUFFERS = 1024;
+
+/**
+ * Writes `parts`, one after another, to the file open as `fd` from `position`, synchronously: a
+ * writev of up to MAX_WRITEV_BUFFERS of them at a time, and where one writes short (which POSIX
+ * allows), the rest of its parts with writeAllSync.
+ */
+export function writePartsSync(fd: number, parts: readonly Uint8Array[], position: number): void {
+  let at = position;
+  for (let first = 0; first < parts.length; first += MAX_WRITEV_BUFFERS) {
+    const batch = parts.slice(first, first + MAX_WRITEV_BUFFERS);
+    let written = writevSync(fd, batch, at);
+    for (const part of batch) {
+      if (written < part.length) writeAllSync(fd, part.subarray(written), at + written);
+      written = Math.max(0, written - part.length);
+      at += part.length;
+    }
+  }
 }
 
 export function infoOf(key: string, header: Header, size: number): ObjectInfo {

@@ -1,7 +1,8 @@
 import { Buffer } from 'node:buffer';
 import { closeSync, fsync, linkSync, openSync, unlink } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { codeOf, type Header, writeAllSync } from './file-format.ts';
+import { bodyLength } from './object-store.ts';
+import { codeOf, type Header, writeAllSync, writePartsSync } from './file-format.ts';
 import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
 
 /**
@@ -13,12 +14,17 @@ import { makeDirectory, tempName, unlinkQuietly } from './file-lock.ts';
  */
 
 /**
- * Writes an object file (its header line, then `bytes`) to a new temp file of key `name` in
- * `directory`, creating the directory when it is missing, and fsyncs it: its bytes are on disk
- * before a link or rename makes it the object. Returns its path; a failed write (a full disk)
+ * Writes an object file (its header line, then the bytes of `parts`) to a new temp file of key
+ * `name` in `directory`, creating the directory when it is missing, and fsyncs it: its bytes are
+ * on disk before a link or rename makes it the object. Returns its path; a failed write (a full disk)
  * leaves none. Named with this process's pid: no other writer has it.
  */
-export async function writeTemp(directory: string, name: string, header: Header, bytes: Uint8Array): Promise<string> {
+export async function writeTemp(
+  directory: string,
+  name: string,
+  header: Header,
+  parts: readonly Uint8Array[],
+): Promise<string> {
   for (let attempt = 0, taken = 0; ; ) {
     const temp = join(directory, tempName(name));
     let fd: number;
@@ -38,7 +44,7 @@ export async function writeTemp(directory: string, name: string, header: Header,
     }
     try {
       try {
-        writeObjectFile(fd, header, bytes);
+        writeObjectFile(fd, header, parts);
         await syncFile(fd);
       } finally {
         closeSync(fd);
@@ -58,21 +64,25 @@ const MAX_NAMES_TAKEN = 100;
 const ONE_WRITE_BYTES = 64 * 1024;
 
 /**
- * Writes an object file's bytes, the header line then the body, to the new file open as `fd`:
- * a small body (most objects, every tombstone) copied after the line, so that the file is one
- * write; a larger one in a write of its own.
+ * Writes an object file's bytes, the header line then the body's `parts`, to the new file open
+ * as `fd`: a small body (most objects, every tombstone) copied after the line, so that the file
+ * is one write; a larger one written from its parts as they are, with the line, in a writev.
  */
-function writeObjectFile(fd: number, header: Header, bytes: Uint8Array): void {
+function writeObjectFile(fd: number, header: Header, parts: readonly Uint8Array[]): void {
   const line = `${JSON.stringify(header)}\n`;
   const lineBytes = Buffer.byteLength(line);
-  if (bytes.length > ONE_WRITE_BYTES) {
-    writeAllSync(fd, Buffer.from(line), 0);
-    writeAllSync(fd, bytes, lineBytes);
+  const length = bodyLength(parts);
+  if (length > ONE_WRITE_BYTES) {
+    writePartsSync(fd, [Buffer.from(line), ...parts], 0);
     return;
   }
-  const file = Buffer.allocUnsafe(lineBytes + bytes.length);
+  const file = Buffer.allocUnsafe(lineBytes + length);
   file.write(line, 0);
-  file.set(bytes, lineBytes);
+  let offset = lineBytes;
+  for (const part of parts) {
+    file.set(part, offset);
+    offset += part.length;
+  }
   writeAllSync(fd, file, 0);
 }
 

@@ -3,9 +3,11 @@ import { readdir } from 'node:fs/promises';
 import { join, sep } from 'node:path';
 import { setImmediate } from 'node:timers/promises';
 import {
+  bodyLength,
   compareKeys,
+  partsOf,
   resolveRange,
-  toBytes,
+  type Body,
   type GetOptions,
   type ListOptions,
   type ListResult,
@@ -132,8 +134,9 @@ export class FileStore implements ObjectStore {
     }
   }
 
-  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
-    const bytes = toBytes(body);
+  async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    const parts = partsOf(body);
+    const size = bodyLength(parts);
     const { directory, name } = this.#location(key);
     const objectPath = join(directory, name + OBJECT);
     const headerOf = (version: number) => newHeader(key, name, version, options);
@@ -143,21 +146,21 @@ export class FileStore implements ObjectStore {
         // the key's lock, so the check and the write are one step (O_EXCL semantics).
         if (exists(objectPath)) return null;
         const header = headerOf(1);
-        const temp = await writeTemp(directory, name, header, bytes);
+        const temp = await writeTemp(directory, name, header, parts);
         try {
           linkSync(temp, objectPath);
         } finally {
           unlinkQuietly(temp);
         }
         await syncDirectory(directory);
-        return infoOf(key, header, bytes.length);
+        return infoOf(key, header, size);
       }
       return await withKeyLock(directory, name, key, this.#times, this.#queues, async (stillHeld) => {
         const current = readHeaderAt(objectPath, key)?.header;
         if (options.onlyIfAbsent && current) return null;
         if (options.ifMatch !== undefined && current?.e !== options.ifMatch) return null;
         const header = headerOf((current?.v ?? 0) + 1);
-        const temp = await writeTemp(directory, name, header, bytes);
+        const temp = await writeTemp(directory, name, header, parts);
         // The file an overwrite replaces, kept under a temp name and freed through the thread pool.
         let aside: string | undefined;
         let released: Promise<void> | undefined;
@@ -188,7 +191,7 @@ export class FileStore implements ObjectStore {
         // fsynced, so that an acknowledged put survives a power loss, not only a crash.
         await syncDirectory(directory);
         await released;
-        return infoOf(key, header, bytes.length);
+        return infoOf(key, header, size);
       });
     } catch (error) {
       if (options.onlyIfAbsent && codeOf(error) === 'EEXIST') return null;

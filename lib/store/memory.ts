@@ -1,7 +1,8 @@
 import {
   compareKeys,
+  copiedBytes,
   resolveRange,
-  toBytes,
+  type Body,
   type GetOptions,
   type ListOptions,
   type ListResult,
@@ -41,11 +42,11 @@ export class MemoryStore implements ObjectStore {
     return entry ? copyInfo(entry.info) : null;
   }
 
-  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
+  async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
     const existing = this.#entries.get(key);
     if (options.onlyIfAbsent && existing) return null;
     if (options.ifMatch !== undefined && existing?.info.etag !== options.ifMatch) return null;
-    const bytes = toBytes(body).slice();
+    const bytes = copiedBytes(body);
     this.#version += 1;
     const info: ObjectInfo = {
       key,

@@ -71,11 +71,19 @@ export interface ListResult {
   prefixes?: string[];
 }
 
+/**
+ * What a put stores: bytes, a string (stored as its UTF-8), or parts whose bytes, one after
+ * another, are the object's (a body built of pieces is never joined by its caller: a store
+ * copies or writes the parts as they are, at most once). A store may read the bytes until the
+ * put settles, never after: they must not change meanwhile.
+ */
+export type Body = Uint8Array | string | readonly Uint8Array[];
+
 export interface ObjectStore {
   get(key: string, options?: GetOptions): Promise<StoredObject | null>;
   head(key: string): Promise<ObjectInfo | null>;
   /** Returns the written object's info, or null when a precondition failed. */
-  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null>;
+  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null>;
   list(prefix: string, options?: ListOptions): Promise<ListResult>;
   delete(keys: string | string[]): Promise<void>;
 }
@@ -88,9 +96,42 @@ export function toBytes(body: Uint8Array | string): Uint8Array {
   return typeof body === 'string' ? encoder.encode(body) : body;
 }
 
+/** Whether `body` is a list of parts. */
+export function isParts(body: Body): body is readonly Uint8Array[] {
+  return Array.isArray(body);
+}
+
+/** The parts of `body`: a string encoded, bytes as the only part. */
+export function partsOf(body: Body): readonly Uint8Array[] {
+  return isParts(body) ? body : [toBytes(body)];
+}
+
+/** The bytes of `body` in one array: its own when it has them so (not a copy), else joined once. */
+export function bodyBytes(body: Body): Uint8Array {
+  if (!isParts(body)) return toBytes(body);
+  return body.length === 1 ? body[0]! : concatBytes(body);
+}
+
+/** The bytes of `body` in a new array of their own (copied once; a string's encoding is already new). */
+export function copiedBytes(body: Body): Uint8Array {
+  if (typeof body === 'string') return toBytes(body);
+  return isParts(body) ? concatBytes(body) : body.slice();
+}
+
+/** The number of bytes `body` stores. */
+export function bodyLength(body: Body): number {
+  return isParts(body) ? partsLength(body) : toBytes(body).length;
+}
+
+function partsLength(parts: readonly Uint8Array[]): number {
+  let total = 0;
+  for (const part of parts) total += part.length;
+  return total;
+}
+
 /** The bytes of `parts`, one after another, in one new array. */
 export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
-  const bytes = new Uint8Array(parts.reduce((total, part) => total + part.length, 0));
+  const bytes = new Uint8Array(partsLength(parts));
   let offset = 0;
   for (const part of parts) {
     bytes.set(part, offset);

@@ -1,6 +1,7 @@
 import { StorageError } from '../errors.ts';
 import {
-  toBytes,
+  bodyBytes,
+  type Body,
   type ByteRange,
   type GetOptions,
   type ListOptions,
@@ -72,7 +73,7 @@ export class R2Store implements ObjectStore {
     });
   }
 
-  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
+  async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
     const onlyIf: R2Conditional | undefined = options.onlyIfAbsent
       ? { etagDoesNotMatch: '*' }
       : options.ifMatch !== undefined
@@ -83,7 +84,7 @@ export class R2Store implements ObjectStore {
     if (options.contentType) putOptions.httpMetadata = { contentType: options.contentType };
     try {
       // With `onlyIf`, R2 resolves to null when the precondition fails.
-      const object = await this.#bucket.put(key, toBytes(body), putOptions);
+      const object = await this.#bucket.put(key, bodyBytes(body), putOptions);
       return object ? toInfo(object) : null;
     } catch (error) {
       throw storageError('put', key, error);

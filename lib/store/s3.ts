@@ -11,7 +11,8 @@ import {
 } from '@aws-sdk/client-s3';
 import { StorageError } from '../errors.ts';
 import {
-  toBytes,
+  bodyBytes,
+  type Body,
   type ByteRange,
   type GetOptions,
   type ListOptions,
@@ -133,8 +134,8 @@ export class S3Store implements ObjectStore {
     }
   }
 
-  async put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
-    const bytes = toBytes(body);
+  async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    const bytes = bodyBytes(body);
     const metadata = { ...(options.metadata ?? {}) };
     const input: PutObjectCommandInput = {
       Bucket: this.bucket,

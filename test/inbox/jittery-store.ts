@@ -1,4 +1,4 @@
-import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 
 /**
  * Wraps an ObjectStore and delays every call by a random 0-`jitterMs` milliseconds, so
@@ -27,7 +27,7 @@ export class JitteryStore implements ObjectStore {
     return this.inner.head(key);
   }
 
-  async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+  async put(key: string, body: Body, options?: PutOptions) {
     await this.#wait();
     return this.inner.put(key, body, options);
   }

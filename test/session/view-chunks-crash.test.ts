@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
+import { type Body, listAll, type ObjectStore } from '../../lib/store/object-store.ts';
 import { copyObjects } from '../support/copy-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { eachPackCrash } from '../support/repeat-index.ts';
@@ -223,7 +223,7 @@ class HeldViewPut extends CountingStore {
   #reach!: () => void;
   readonly reached = new Promise<void>((resolve) => (this.#reach = resolve));
 
-  override async put(key: string, body: Uint8Array | string, putOptions?: Parameters<ObjectStore['put']>[2]) {
+  override async put(key: string, body: Body, putOptions?: Parameters<ObjectStore['put']>[2]) {
     if (key.endsWith('.view')) {
       this.#reach();
       await this.#released;

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { assembleTail, chunkBody, layoutView, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
 import type { LogItem } from '../../lib/session/records.ts';
 import { VIEW_VERSION, type LogView } from '../../lib/session/view-records.ts';
+import { bodyLength } from '../../lib/store/object-store.ts';
 
 const scope = { keyPrefix: '', id: 's', generation: '' };
 
@@ -63,7 +64,7 @@ describe('a view stored against a chunk', () => {
     expect(layout.write).toBe(true);
     expect(layout.chunk!.items).toEqual(items.slice(0, 30));
     // Its bytes, counted without building its body, are its body's.
-    expect(layout.chunk!.bytes).toBe(chunkBody(layout.chunk!).length);
+    expect(layout.chunk!.bytes).toBe(bodyLength(chunkBody(layout.chunk!)));
     expect(layout.inline).toEqual(items.slice(30));
     expect(layout.drop).toEqual([]);
     // Too little before the window for a chunk: none.

@@ -9,6 +9,7 @@ import { storedView, storedViewChunk } from '../../lib/session/view-check.ts';
 import { elidedOf, restoreItemsIn, storedItemJson } from '../../lib/session/view-items.ts';
 import { VIEW_VERSION, type LogView } from '../../lib/session/view-records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { bodyBytes, bodyLength } from '../../lib/store/object-store.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
 
 const scope = { keyPrefix: '', id: 's', generation: '' };
@@ -78,7 +79,7 @@ async function store(memory: MemoryStore, view: LogView, prior: ViewChunk | null
   if (layout.chunk && layout.write) {
     const body = chunkBody(layout.chunk);
     // The chunk's bytes, counted before its body was built, are its body's.
-    expect(layout.chunk.bytes).toBe(body.length);
+    expect(layout.chunk.bytes).toBe(bodyLength(body));
     await memory.put(layout.chunk.key, body);
   }
   await memory.put(viewKey(scope, view.record), viewBody(view, layout));
@@ -136,7 +137,7 @@ describe('the items of a stored view', () => {
       (seq) => ({ type: 'message', role: 'user', content: 'x', seq, created_at: TIMES[seq === 5 ? 1 : 0] }) as LogItem,
     );
     const view = viewOf(items, 1, 1);
-    const body = new TextDecoder().decode(viewBody(view, layoutView(scope, view, undefined, 1e9)));
+    const body = new TextDecoder().decode(bodyBytes(viewBody(view, layoutView(scope, view, undefined, 1e9))));
     const stored = JSON.parse(body).tail.items;
     expect(stored).toEqual([
       { type: 'message', role: 'user', content: 'x', seq: 1, created_at: TIMES[0] },

@@ -44,6 +44,8 @@ interface FsHooks {
   unlinkSync: (path: string) => void;
   unlink: (path: string, callback: (error: Error | null) => void) => void;
   openSync: (path: string, flags?: string) => number;
+  writevSync: (fd: number, buffers: readonly Uint8Array[], position?: number) => number;
+  writeSync: (fd: number, buffer: Uint8Array, offset: number, length: number, position: number) => number;
 }
 
 /**
@@ -716,6 +718,30 @@ describe('FileStore', () => {
     }
     await writer;
     expect(reads).toBeGreaterThan(0);
+  });
+  it('writes a large body of parts through writevs of at most 1,024 buffers, finishing short writes', async () => {
+    const fs = createRequire(import.meta.url)('node:fs') as FsHooks;
+    const writevSync = fs.writevSync;
+    const batches: number[] = [];
+    // Each writev writes half its first buffer only: the rest is left to the store.
+    fs.writevSync = (fd, buffers, position) => {
+      batches.push(buffers.length);
+      const first = buffers[0]!;
+      return fs.writeSync(fd, first, 0, Math.ceil(first.length / 2), position ?? 0);
+    };
+    syncBuiltinESMExports();
+    const store = new FileStore(await freshDirectory());
+    const parts = Array.from({ length: 3000 }, (_, index) => new TextEncoder().encode(`${index % 10}`.repeat(40)));
+    parts.splice(1500, 0, new Uint8Array(0));
+    try {
+      expect(await store.put('sessions/s/large', parts, { onlyIfAbsent: true })).toMatchObject({ size: 120_000 });
+    } finally {
+      fs.writevSync = writevSync;
+      syncBuiltinESMExports();
+    }
+    expect(batches).toEqual([1024, 1024, 954]);
+    const expected = parts.map((part) => new TextDecoder().decode(part)).join('');
+    expect(new TextDecoder().decode((await store.get('sessions/s/large'))!.body)).toBe(expected);
   });
 });
 

@@ -3,7 +3,7 @@ import { StorageError, StorageUnsupportedError } from '../../lib/errors.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore, type StoreCall } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, ObjectInfo, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import { PROBE_PREFIX, requireConditionalWrites } from '../../lib/store/write-probe.ts';
 
 /** Every call that reaches `inner`, in order, with its key. */
@@ -25,7 +25,7 @@ class Ignoring extends MemoryStore {
     this.ignored = ignored;
   }
 
-  override put(key: string, body: Uint8Array | string, options: PutOptions = {}): Promise<ObjectInfo | null> {
+  override put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
     const { [this.ignored]: _dropped, ...kept } = options;
     return super.put(key, body, kept);
   }

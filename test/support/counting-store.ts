@@ -1,4 +1,5 @@
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -7,7 +8,7 @@ import type {
   PutOptions,
   StoredObject,
 } from '../../lib/store/object-store.ts';
-import { toBytes } from '../../lib/store/object-store.ts';
+import { bodyLength } from '../../lib/store/object-store.ts';
 
 /** The five ObjectStore operations, as counted and as matched by fault rules. */
 export type StoreOperation = 'get' | 'head' | 'put' | 'list' | 'delete';
@@ -70,9 +71,9 @@ export class CountingStore implements ObjectStore {
     return this.inner.head(key);
   }
 
-  async put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     this.#counts.put += 1;
-    this.#counts.bytesWritten += toBytes(body).length;
+    this.#counts.bytesWritten += bodyLength(body);
     return this.inner.put(key, body, options);
   }
 

@@ -1,4 +1,5 @@
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -91,7 +92,7 @@ export class DepthStore implements ObjectStore {
     return this.#track('head', key, () => this.inner.head(key));
   }
 
-  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     return this.#track('put', key, () => this.inner.put(key, body, options));
   }
 

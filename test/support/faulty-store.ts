@@ -1,6 +1,7 @@
 import { StorageError } from '../../lib/errors.ts';
 import type { StoreOperation } from './counting-store.ts';
 import type {
+  Body,
   GetOptions,
   ListOptions,
   ListResult,
@@ -74,7 +75,7 @@ export class FaultyStore implements ObjectStore {
     return this.#run('head', [key], () => this.inner.head(key));
   }
 
-  put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     return this.#run('put', [key], () => this.inner.put(key, body, options));
   }
 

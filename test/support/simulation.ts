@@ -12,7 +12,7 @@ import { copyObjects } from './copy-store.ts';
 import { SessionLog } from './session-log.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, ListOptions, ObjectStore, PutOptions } from '../../lib/store/object-store.ts';
 import {
   appendItems,
   packOptions,
@@ -190,7 +190,7 @@ export class ActorStore implements ObjectStore {
   head(key: string) {
     return this.#call(() => this.#inner.head(key));
   }
-  put(key: string, body: Uint8Array | string, options?: PutOptions) {
+  put(key: string, body: Body, options?: PutOptions) {
     return this.#call(() => this.#inner.put(key, body, options));
   }
   list(prefix: string, options?: ListOptions) {

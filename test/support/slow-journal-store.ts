@@ -1,5 +1,5 @@
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { GetOptions, ListOptions, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, ListOptions, PutOptions } from '../../lib/store/object-store.ts';
 import { SeededRandom } from '../../bench/random.ts';
 
 /**
@@ -20,7 +20,7 @@ export class SlowJournalStore extends MemoryStore {
     this.#maxMs = maxMs;
   }
 
-  override async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+  override async put(key: string, body: Body, options?: PutOptions) {
     if (!key.includes('/events/')) return super.put(key, body, options);
     this.inFlight += 1;
     try {

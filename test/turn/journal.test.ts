@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
 import { openTurnServices } from '../support/journal-services.ts';
 
@@ -9,7 +9,7 @@ import { openTurnServices } from '../support/journal-services.ts';
 /** A memory store that counts the puts of each key. */
 class PutCountingStore extends MemoryStore {
   readonly puts = new Map<string, number>();
-  override async put(key: string, body: Uint8Array | string, options?: PutOptions) {
+  override async put(key: string, body: Body, options?: PutOptions) {
     this.puts.set(key, (this.puts.get(key) ?? 0) + 1);
     return super.put(key, body, options);
   }

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ModelRequest } from '../../lib/models/model.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
 import { streamTurn, runTurn, type TurnEvent } from '../../lib/turn/index.ts';
 
 /**
@@ -22,7 +22,7 @@ class HookedStore extends MemoryStore {
     }
   }
 
-  override async put(key: string, body: Uint8Array | string, options?: PutOptions): Promise<ObjectInfo | null> {
+  override async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     await this.#before('put', key);
     return super.put(key, body, options);
   }

@@ -7,8 +7,8 @@ import { elidedOf, storedItemJson } from '../view-items.ts';
  * array they were made from. A view's tail is mostly its base's items, the same objects after
  * the same ones: their bytes are taken from the base tail's as they are (pieces of the same
  * buffers, not copied), and only the items new since, or after one that changed, are
- * serialized. So a view's items cost what changed since its base, and the one copy into the
- * body that is stored (view-chunks.ts).
+ * serialized. So a view's items cost what changed since its base, and the store's one copy
+ * (or write) of the parts its body is put as (view-chunks.ts).
  */
 
 /**

@@ -1,6 +1,6 @@
 import { CorruptObjectError } from '../../errors.ts';
 import { randomHex } from '../../hash.ts';
-import { concatBytes, toBytes, type StoredObject } from '../../store/object-store.ts';
+import { toBytes, type StoredObject } from '../../store/object-store.ts';
 import { viewChunkKey, type LogScope } from '../keys.ts';
 import type { LogItem } from '../records.ts';
 import { storedView, storedViewChunk } from '../view-check.ts';
@@ -241,36 +241,37 @@ function checkTail(key: string, items: readonly { seq: number }[], fromSeq: numb
 
 /**
  * The bytes of a view stored as `layout` says: JSON.stringify(view), its tail's items but
- * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s). A view's tail is
- * most of it and mostly the previous view's items, the same objects: their bytes are taken from
- * those of the tail it was built from (item-bytes.ts), so a view costs a copy of its inline
- * items' bytes and the serialization of what is new.
+ * those `layout.inline` holds in its chunk (named, with the seqs it `drop`s), as parts to put
+ * (a Body: never joined here). A view's tail is most of it and mostly the previous view's
+ * items, the same objects: their bytes are taken from those of the tail it was built from
+ * (item-bytes.ts), so a view costs the serialization of what is new and the store's one copy
+ * or write of its inline items' bytes.
  */
-export function viewBody(view: LogView, layout: ViewLayout): Uint8Array {
+export function viewBody(view: LogView, layout: ViewLayout): Uint8Array[] {
   const { tail, created_at, ...rest } = view;
   const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
   const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
-  if (!tail) return concatBytes([toBytes(`${head}null`), end]);
+  if (!tail) return [toBytes(`${head}null`), end];
   const { chunk, drop, inline } = layout;
   const named = chunk
     ? `"chunk":${JSON.stringify({ record: chunk.record, id: chunk.id, count: chunk.items.length })},${
         drop.length > 0 ? `"drop":${JSON.stringify(drop)},` : ''
       }`
     : '';
-  return concatBytes([
+  return [
     toBytes(`${head}{"from_seq":${tail.from_seq},"window_start":${tail.window_start},${named}"items":`),
     ...listParts(listBytes(inline, tail.items as readonly LogItem[], false)),
     CLOSE,
     end,
-  ]);
+  ];
 }
 
 /**
  * The bytes of a chunk: `{"format":"tailgate.view-chunk.v1","record":…,"items":[…]}` (viewChunkSchema),
- * its items' taken from its view's tail where layoutView cut it from one.
+ * its items' taken from its view's tail where layoutView cut it from one, as parts to put.
  */
-export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array {
-  return concatBytes([toBytes(chunkHead(chunk.record)), ...listParts(takeListBytes(chunk.items)), CLOSE]);
+export function chunkBody(chunk: Pick<ViewChunk, 'record' | 'items'>): Uint8Array[] {
+  return [toBytes(chunkHead(chunk.record)), ...listParts(takeListBytes(chunk.items)), CLOSE];
 }
 
 function chunkHead(record: number): string {

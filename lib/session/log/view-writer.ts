@@ -11,6 +11,7 @@ import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { sortedUnion } from '../../sorted.ts';
 import { carried } from './record-cache.ts';
 import { heldBytes } from './item-bytes.ts';
+import { bodyLength } from '../../store/object-store.ts';
 import {
   carriedItems,
   checkDense,
@@ -103,6 +104,7 @@ export async function writeViewIfDue(
   if (chunk && layout.write)
     await log.store.put(chunk.key, chunkBody(chunk), { onlyIfAbsent: true, contentType: 'application/json' });
   const body = viewBody(view, layout);
+  const bytes = bodyLength(body) + (chunk?.bytes ?? 0);
   const written = await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' });
   // The next turn and pack take it from here: it is what a read of these bytes would give
   // (test/session/view-writer.test.ts). (Null: a writer of the same record came first, and its
@@ -111,7 +113,7 @@ export async function writeViewIfDue(
     rememberChunk(view, chunk);
     // Counted with the bytes of its tail kept to build the next view from (item-bytes.ts).
     const held = heldBytes(view.tail?.items ?? []);
-    log.viewCache?.set(key, view, body.byteLength + (chunk?.bytes ?? 0) + held, base.view);
+    log.viewCache?.set(key, view, bytes + held, base.view);
     rememberIndex(log, scope, key, view.keys);
   }
   // A view naming another chunk (or none) replaces the one its base named (the views that name
@@ -125,7 +127,7 @@ export async function writeViewIfDue(
       : [];
   if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
   if (written) await dropOlderRepeated(log, scope, base.view, view);
-  return written ? { key, view, bytes: body.byteLength + (chunk?.bytes ?? 0) } : { key };
+  return written ? { key, view, bytes } : { key };
 }
 
 /**

@@ -115,7 +115,8 @@ export function bodyBytes(body: Body): Uint8Array {
 /** The bytes of `body` in a new array of their own (copied once; a string's encoding is already new). */
 export function copiedBytes(body: Body): Uint8Array {
   if (typeof body === 'string') return toBytes(body);
-  return isParts(body) ? concatBytes(body) : body.slice();
+  // new Uint8Array, not slice: a Node Buffer's slice is a view of the same memory.
+  return isParts(body) ? concatBytes(body) : new Uint8Array(body);
 }
 
 /** The number of bytes `body` stores. */

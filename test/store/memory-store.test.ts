@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -16,6 +17,14 @@ function byBytes(a: string, b: string): number {
 }
 
 describe('MemoryStore', () => {
+  it("keeps its own copy of a Node Buffer body, whose slice would share the caller's memory", async () => {
+    const store = new MemoryStore();
+    const body = Buffer.from('hello');
+    await store.put('k', body);
+    body.fill(0x78);
+    expect(new TextDecoder().decode((await store.get('k'))!.body)).toBe('hello');
+  });
+
   it('lists any set of keys in UTF-8 byte order, paged, after puts and deletes (property)', async () => {
     const key = fc.string({
       unit: fc.constantFrom('a', 'B', '/', '0', '9', '_', '~', 'é', '\u{FB00}', '\u{1D11E}', '\u{FFFF}'),

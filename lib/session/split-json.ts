@@ -1,4 +1,4 @@
-import { decodeUtf8 } from '../store/object-store.ts';
+import { decodeUtf8, toBytes } from '../store/object-store.ts';
 
 /**
  * `JSON.parse(decodeUtf8(bytes))` for a stored object whose bulk is one array of objects (a
@@ -67,7 +67,7 @@ export function parseInRuns(bytes: Uint8Array, path: readonly string[], runBytes
 }
 
 function splitParse(bytes: Uint8Array, path: readonly string[], runBytes: number): unknown {
-  const key = new TextEncoder().encode(`${JSON.stringify(path[path.length - 1])}:`);
+  const key = toBytes(`${JSON.stringify(path[path.length - 1])}:`);
   const open = arrayStart(bytes, key);
   if (open === -1 || bytes[open + 1] !== BRACE_OPEN) return undefined;
   const parsed = parseElements(bytes, open + 1, runBytes);

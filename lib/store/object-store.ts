@@ -97,7 +97,7 @@ export function toBytes(body: Uint8Array | string): Uint8Array {
 }
 
 /** Whether `body` is a list of parts. */
-export function isParts(body: Body): body is readonly Uint8Array[] {
+function isParts(body: Body): body is readonly Uint8Array[] {
   return Array.isArray(body);
 }
 

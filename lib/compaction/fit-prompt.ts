@@ -90,7 +90,7 @@ export function fitPrompt<Prompt extends Built>(
   if (!cut.truncation)
     return {
       built,
-      promptTokens: checkPromptFits(built.hydrated, tools, budget),
+      promptTokens: cut.promptTokens,
       context: {},
       ...(moved ? { moved } : {}),
     };

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
-import { countItemTokens, countPromptTokens } from '../tokens/token-counter.ts';
+import { countItemTokens, countToolTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
 
 /** What `truncation: "auto"` (or the overflow safety net) dropped from a prompt to make it fit. */
@@ -48,7 +48,8 @@ export interface TruncateOptions {
  * user turn (from the last user message on, and from `keepFromSeq` on) are never dropped;
  * when the prompt still does not fit, ContextTooLargeError as without truncation.
  * `cacheBreakpoint` moves with the items before it. With `options.boundary`, this is the
- * overflow safety net of a stored session (see TruncateOptions).
+ * overflow safety net of a stored session (see TruncateOptions). `promptTokens`: the tokens of
+ * the prompt returned (countPromptTokens of it; each item is counted once).
  */
 export function truncatePrompt(
   prompt: readonly PromptItem[],
@@ -56,12 +57,21 @@ export function truncatePrompt(
   budget: TokenBudget,
   cacheBreakpoint?: number,
   options: TruncateOptions = {},
-): { prompt: PromptItem[]; cacheBreakpoint?: number; truncation?: Truncation; boundary?: PromptBoundary | null } {
-  const before = countPromptTokens(prompt, tools, budget.counter);
+): {
+  prompt: PromptItem[];
+  promptTokens: number;
+  cacheBreakpoint?: number;
+  truncation?: Truncation;
+  boundary?: PromptBoundary | null;
+} {
+  const itemTokens = prompt.map((item) => countItemTokens(item, budget.counter));
+  let before = countToolTokens(tools, budget.counter);
+  for (const tokens of itemTokens) before += tokens;
   const persistent = options.boundary !== undefined;
   const stored = options.boundary ?? null;
   const kept = () => ({
     prompt: [...prompt],
+    promptTokens: before,
     ...(cacheBreakpoint !== undefined ? { cacheBreakpoint } : {}),
     ...(persistent ? { boundary: stored } : {}),
   });
@@ -83,7 +93,10 @@ export function truncatePrompt(
   const end = Math.max(lastUser, inputStart, first);
   const outputsOf = new Map<string, number[]>();
   prompt.forEach((item, at) => {
-    if (item.type === 'function_call_output') outputsOf.set(item.call_id, [...(outputsOf.get(item.call_id) ?? []), at]);
+    if (item.type !== 'function_call_output') return;
+    const outputs = outputsOf.get(item.call_id);
+    if (outputs) outputs.push(at);
+    else outputsOf.set(item.call_id, [at]);
   });
   const dropped = new Set<number>();
   let tokens = before;
@@ -99,9 +112,11 @@ export function truncatePrompt(
     const outputs = item.type === 'function_call' ? (outputsOf.get(item.call_id) ?? []) : [];
     // A call whose output is in the newest turn stays with it.
     if (outputs.some((at) => at >= end)) return false;
-    for (const at of [index, ...outputs]) {
+    dropped.add(index);
+    tokens -= itemTokens[index]!;
+    for (const at of outputs) {
       dropped.add(at);
-      tokens -= countItemTokens(prompt[at]!, budget.counter);
+      tokens -= itemTokens[at]!;
     }
     if (item.type === 'function_call') {
       pairs += 1;
@@ -135,7 +150,8 @@ export function truncatePrompt(
     return kept();
   }
   const result = prompt.filter((_, index) => !dropped.has(index));
-  const promptTokens = checkPromptFits(result, tools, budget);
+  // `tokens` is what counting `result` gives; counting again finds the largest item to name.
+  if (tokens > budget.promptLimit) checkPromptFits(result, tools, budget);
   const shifted =
     cacheBreakpoint === undefined
       ? undefined
@@ -145,6 +161,7 @@ export function truncatePrompt(
   const toolStart = Math.max(stored?.tool_start_seq ?? 1, lastCall + 1, messages > 0 ? messageStart : 1);
   return {
     prompt: result,
+    promptTokens: tokens,
     ...(shifted !== undefined && shifted >= 0 ? { cacheBreakpoint: shifted } : {}),
     truncation: {
       tool_pairs: pairs,
@@ -153,7 +170,7 @@ export function truncatePrompt(
         .sort((a, b) => a - b)
         .flatMap((index) => (prompt[index]!.seq !== undefined ? [prompt[index]!.seq!] : [])),
       prompt_tokens_before: before,
-      prompt_tokens: promptTokens,
+      prompt_tokens: tokens,
     },
     ...(persistent
       ? { boundary: moved ? { tool_start_seq: toolStart, message_start_seq: messageStart } : stored }

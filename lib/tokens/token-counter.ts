@@ -65,6 +65,11 @@ export function countItemTokens(item: PromptItem, counter: TokenCounter): number
   return ITEM_OVERHEAD_TOKENS + counter.count(itemText(item)) + media;
 }
 
+/** Tokens of the tools offered (their JSON), as countPromptTokens counts them. */
+export function countToolTokens(tools: readonly Tool[], counter: TokenCounter): number {
+  return tools.length > 0 ? counter.count(JSON.stringify(tools)) : 0;
+}
+
 /**
  * Tokens of a prepared prompt: every item (text plus a fixed overhead) and the tools offered
  * (their JSON). What the turn compares with the context limit; the same for every runtime
@@ -78,7 +83,7 @@ export function countPromptTokens(
   tools: readonly Tool[],
   counter: TokenCounter,
 ): number {
-  let total = tools.length > 0 ? counter.count(JSON.stringify(tools)) : 0;
+  let total = countToolTokens(tools, counter);
   for (const item of prompt) total += countItemTokens(item, counter);
   return total;
 }

@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { truncatePrompt } from '../../lib/compaction/index.ts';
 import { TailgateError } from '../../lib/errors.ts';
@@ -305,6 +306,61 @@ describe('the overflow safety net', () => {
       expect(seqs(kept.prompt)).toEqual([0, 1, 4, 5, 6, 7]);
       expect(kept.boundary).toEqual({ tool_start_seq: 3, message_start_seq: 1 });
       expect(kept.truncation).toMatchObject({ tool_pairs: 1, messages: 0, prompt_tokens_before: tokens });
+    });
+
+    it("counts the returned prompt's tokens as countPromptTokens does, or refuses it", () => {
+      const tool = { type: 'function' as const, name: 'f', description: 'd', parameters: { type: 'object' } };
+      // Messages and tool calls with zero to two outputs, in seq order, the instructions first.
+      const step = fc.oneof(
+        fc
+          .tuple(fc.constantFrom('user', 'assistant'), fc.string({ maxLength: 80 }))
+          .map(([role, content]) => [{ type: 'message', role, content } as PromptItem]),
+        fc
+          .tuple(fc.string({ maxLength: 40 }), fc.array(fc.string({ maxLength: 200 }), { maxLength: 2 }))
+          .map(([args, outputs]) => [
+            { type: 'function_call', call_id: 'c', name: 'f', arguments: args } as PromptItem,
+            ...outputs.map((output) => ({ type: 'function_call_output', call_id: 'c', output }) as PromptItem),
+          ]),
+      );
+      fc.assert(
+        fc.property(
+          fc.array(step, { maxLength: 30 }),
+          fc.boolean(),
+          fc.double({ min: 0.05, max: 1.2, noNaN: true }),
+          fc.double({ min: 0, max: 1, noNaN: true }),
+          fc.option(fc.tuple(fc.nat(40), fc.nat(40)), { nil: undefined }),
+          (steps, withTools, limitShare, targetShare, stored) => {
+            let call = 0;
+            const items = steps.flatMap((group) => {
+              call += 1;
+              return group.map((item) => ('call_id' in item ? { ...item, call_id: `c${call}` } : item));
+            });
+            const all = [prompt[0]!, ...items].map((item, index) => ({ ...item, seq: index }) as PromptItem);
+            const tools = withTools ? [tool] : [];
+            const total = countPromptTokens(all, tools, approximateTokenCounter);
+            const limit = Math.max(1, Math.floor(total * limitShare));
+            const options = {
+              target: Math.floor(limit * targetShare),
+              ...(stored ? { boundary: { tool_start_seq: stored[0], message_start_seq: stored[1] } } : {}),
+            };
+            let cut: ReturnType<typeof truncatePrompt>;
+            try {
+              cut = truncatePrompt(all, tools, budget(limit), undefined, options);
+            } catch (error) {
+              expect(error).toMatchObject({ code: 'context_too_large' });
+              return;
+            }
+            const counted = countPromptTokens(cut.prompt, tools, approximateTokenCounter);
+            expect(cut.promptTokens).toBe(counted);
+            expect(counted).toBeLessThanOrEqual(limit);
+            if (cut.truncation) {
+              expect(cut.truncation.prompt_tokens).toBe(counted);
+              expect(cut.truncation.prompt_tokens_before).toBe(total);
+            } else expect(cut.prompt).toEqual(all);
+          },
+        ),
+        { numRuns: 400 },
+      );
     });
 
     it('keeps the newest turn from keepFromSeq on, even when its last user message is older', () => {

@@ -102,7 +102,7 @@ const SLICE_MS = 8;
 /**
  * The receipt's parts for `prompt` (as sent, with `tools`), made from `history` (the items
  * the strategies got) and `items` (what they made of them). Started once the model call is
- * under way, it first gives way (a timer) so the call goes out, then hashes in slices of
+ * under way, it first gives way (giveWay) so the call goes out, then hashes in slices of
  * SLICE_MS, giving way between them, so the work is done while the model answers rather than
  * after. (On Workers, where the clock stands still while code runs, it is one slice.)
  */
@@ -126,8 +126,15 @@ export async function receiptParts(
   return { hashes: step.value, ranges: receiptRanges(history, items) };
 }
 
+/**
+ * One turn of the event loop: setImmediate where the runtime has it (Node, Deno), which runs
+ * once pending I/O is handled; a timer elsewhere. Node holds a timer of 0 for at least 1 ms,
+ * which a model answering at once (a replay, a cached answer, the echo model) would wait out
+ * on every turn, as the receipt is awaited before the completion is stored.
+ */
 function giveWay(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+  const immediate = (globalThis as { setImmediate?: (callback: () => void) => unknown }).setImmediate;
+  return new Promise((resolve) => (immediate ? immediate(resolve) : setTimeout(resolve, 0)));
 }
 
 /** Which seqs of `history` went into `items` whole, compacted, or not at all. */

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
@@ -191,6 +191,22 @@ describe('runTurn', () => {
     await turnServices.sessions.create({ id: 's2', model: 'recording' });
     await runTurn(turnServices, 's2', { input: 'hi' });
     expect(model.requests[0]!.cacheBreakpoint).toBeUndefined();
+  });
+
+  it('answers without waiting for a timer when the model answers at once', async () => {
+    // The receipt, hashed while the model answers, gives way by a turn of the event loop.
+    const turnServices = services();
+    await turnServices.sessions.create({ id: 's4' });
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    try {
+      // Timers never fire here: a turn that waited for one would never answer.
+      const response = await runTurn(turnServices, 's4', { input: 'hi' });
+      expect(response.output[0]).toMatchObject({ type: 'message', content: 'echo: hi' });
+      const done = await turnServices.sessions.listTurns('s4', { limit: 10 });
+      expect(done.turns[0]).toMatchObject({ status: 'completed' });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a bad strategy list stores nothing', async () => {

@@ -4,6 +4,7 @@ import type { Item } from '../lib/items.ts';
 import { RECORD_BOUND } from '../lib/session/keys.ts';
 import { sessionExistsIn } from '../lib/session/log/config-object.ts';
 import { SessionLog } from '../lib/session/session-log.ts';
+import { restoreItemsIn } from '../lib/session/view-items.ts';
 import { MemoryStore } from '../lib/store/memory.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { importLines } from '../lib/transfer.ts';
@@ -264,10 +265,14 @@ async function viewParts(store: ObjectStore, id: string): Promise<ViewParts> {
     keys: size(view?.value.keys),
     other: 0,
   };
+  const tail = view?.value.tail;
+  // Sized as stored, placed by seq: a stored item leaves out a seq one after the previous one's.
+  const storedBytes: number[] = (tail?.items ?? []).map((item: unknown) => size(item) + 1);
+  if (tail) restoreItemsIn(tail);
   const callSeq = new Map<string, number>();
-  for (const item of view?.value.tail?.items ?? []) {
+  for (const [index, item] of (tail?.items ?? []).entries()) {
     if (item.type === 'function_call') callSeq.set(item.call_id, item.seq);
-    const bytes = size(item) + 1;
+    const bytes = storedBytes[index]!;
     if (item.type === 'message') {
       if (item.seq >= messageStart) parts.windowMessages += bytes;
       else parts.earlyMessages += bytes;

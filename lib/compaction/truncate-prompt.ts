@@ -91,12 +91,19 @@ export function truncatePrompt(
       ? -1
       : prompt.findIndex((item) => item.seq !== undefined && item.seq >= options.keepFromSeq!);
   const end = Math.max(lastUser, inputStart, first);
-  const outputsOf = new Map<string, number[]>();
+  // The outputs of each call, by place: an output answers the latest call before it with its
+  // call_id (a call_id may come again once its call is answered), so each output goes with one
+  // call, and a call never goes without its outputs or they without it.
+  const outputsOf = new Map<number, number[]>();
+  const latestCall = new Map<string, number>();
   prompt.forEach((item, at) => {
+    if (item.type === 'function_call') latestCall.set(item.call_id, at);
     if (item.type !== 'function_call_output') return;
-    const outputs = outputsOf.get(item.call_id);
+    const call = latestCall.get(item.call_id);
+    if (call === undefined) return;
+    const outputs = outputsOf.get(call);
     if (outputs) outputs.push(at);
-    else outputsOf.set(item.call_id, [at]);
+    else outputsOf.set(call, [at]);
   });
   const dropped = new Set<number>();
   let tokens = before;
@@ -109,7 +116,7 @@ export function truncatePrompt(
     const item = prompt[index]!;
     if (dropped.has(index) || (persistent && item.seq === undefined)) return false;
     if (item.type === 'function_call_output') return false;
-    const outputs = item.type === 'function_call' ? (outputsOf.get(item.call_id) ?? []) : [];
+    const outputs = outputsOf.get(index) ?? [];
     // A call whose output is in the newest turn stays with it.
     if (outputs.some((at) => at >= end)) return false;
     dropped.add(index);

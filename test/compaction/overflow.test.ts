@@ -308,7 +308,7 @@ describe('the overflow safety net', () => {
       expect(kept.truncation).toMatchObject({ tool_pairs: 1, messages: 0, prompt_tokens_before: tokens });
     });
 
-    it("counts the returned prompt's tokens as countPromptTokens does, or refuses it", () => {
+    it("counts the result's tokens as countPromptTokens does, or refuses it; a call goes with its outputs", () => {
       const tool = { type: 'function' as const, name: 'f', description: 'd', parameters: { type: 'object' } };
       // Messages and tool calls with zero to two outputs, in seq order, the instructions first.
       const step = fc.oneof(
@@ -330,10 +330,11 @@ describe('the overflow safety net', () => {
           fc.double({ min: 0, max: 1, noNaN: true }),
           fc.option(fc.tuple(fc.nat(40), fc.nat(40)), { nil: undefined }),
           (steps, withTools, limitShare, targetShare, stored) => {
+            // Call ids come again (a session may use one again once its call is answered).
             let call = 0;
             const items = steps.flatMap((group) => {
               call += 1;
-              return group.map((item) => ('call_id' in item ? { ...item, call_id: `c${call}` } : item));
+              return group.map((item) => ('call_id' in item ? { ...item, call_id: `c${call % 3}` } : item));
             });
             const all = [prompt[0]!, ...items].map((item, index) => ({ ...item, seq: index }) as PromptItem);
             const tools = withTools ? [tool] : [];
@@ -352,6 +353,14 @@ describe('the overflow safety net', () => {
             }
             const counted = countPromptTokens(cut.prompt, tools, approximateTokenCounter);
             expect(cut.promptTokens).toBe(counted);
+            // An output answers the latest call before it with its id: both stay or both go.
+            const kept = new Set(cut.prompt);
+            const latest = new Map<string, PromptItem>();
+            for (const item of all) {
+              if (item.type === 'function_call') latest.set(item.call_id, item);
+              else if (item.type === 'function_call_output' && latest.has(item.call_id))
+                expect(kept.has(item)).toBe(kept.has(latest.get(item.call_id)!));
+            }
             expect(counted).toBeLessThanOrEqual(limit);
             if (cut.truncation) {
               expect(cut.truncation.prompt_tokens).toBe(counted);
@@ -360,6 +369,27 @@ describe('the overflow safety net', () => {
           },
         ),
         { numRuns: 400 },
+      );
+    });
+
+    it('drops a call with the outputs that answer it, when a call_id comes again', () => {
+      const reused: PromptItem[] = [
+        prompt[0]!,
+        { type: 'message', role: 'user', content: 'a'.repeat(400), seq: 1 },
+        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}', seq: 2 },
+        { type: 'function_call_output', call_id: 'c', output: 'b'.repeat(400), seq: 3 },
+        { type: 'function_call', call_id: 'c', name: 'f', arguments: '{}', seq: 4 },
+        { type: 'function_call_output', call_id: 'c', output: 'd'.repeat(400), seq: 5 },
+        { type: 'message', role: 'user', content: 'e'.repeat(400), seq: 6 },
+      ];
+      const total = countPromptTokens(reused, [], approximateTokenCounter);
+      // Only the first pair goes: the second call keeps its output.
+      const one = truncatePrompt(reused, [], budget(total - 50), undefined, { target: total - 50, boundary: null });
+      expect(seqs(one.prompt)).toEqual([0, 1, 4, 5, 6]);
+      expect(one.promptTokens).toBe(countPromptTokens(one.prompt, [], approximateTokenCounter));
+      // Everything that may go gone, the prompt still does not fit: refused, not sent.
+      expect(() => truncatePrompt(reused, [], budget(100), undefined, { target: 60, boundary: null })).toThrow(
+        expect.objectContaining({ code: 'context_too_large' }),
       );
     });
 

@@ -50,18 +50,22 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     kept += tokens;
     cut -= 1;
   }
-  const callIndex = new Map<string, number>();
-  const outputIndex = new Map<string, number>();
+  // Each output answers the latest call before it with its call_id (an id may come again once
+  // its call is answered): the pairs, by place, and the calls answered.
+  const pairs: [callAt: number, outputAt: number][] = [];
+  const answered = new Set<number>();
+  const latestCall = new Map<string, number>();
   stored.forEach((item, index) => {
-    if (item.type === 'function_call' && !callIndex.has(item.call_id)) callIndex.set(item.call_id, index);
-    else if (item.type === 'function_call_output' && !outputIndex.has(item.call_id))
-      outputIndex.set(item.call_id, index);
+    if (item.type === 'function_call') latestCall.set(item.call_id, index);
+    else if (item.type === 'function_call_output') {
+      const callAt = latestCall.get(item.call_id);
+      if (callAt === undefined) return;
+      pairs.push([callAt, index]);
+      answered.add(callAt);
+    }
   });
   const splits = (at: number): number | undefined => {
-    for (const [callId, callAt] of callIndex) {
-      const output = outputIndex.get(callId);
-      if (callAt < at && output !== undefined && output >= at) return callAt;
-    }
+    for (const [callAt, output] of pairs) if (callAt < at && output >= at) return callAt;
     return undefined;
   };
   // Move the cut back until no call before it has its output at or after it.
@@ -76,9 +80,8 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     let forward = earliestIndex < 0 ? stored.length : earliestIndex;
     for (let moved = true; moved; ) {
       moved = false;
-      for (const [callId, callAt] of callIndex) {
-        const output = outputIndex.get(callId);
-        if (callAt < forward && output !== undefined && output >= forward) {
+      for (const [callAt, output] of pairs) {
+        if (callAt < forward && output >= forward) {
           forward = output + 1;
           moved = true;
         }
@@ -89,7 +92,7 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
   if (cut <= 0) return null;
   const summarized = stored.slice(0, cut);
   const interrupted = summarized.filter(
-    (item): item is PromptFunctionCallItem => item.type === 'function_call' && !outputIndex.has(item.call_id),
+    (item, index): item is PromptFunctionCallItem => item.type === 'function_call' && !answered.has(index),
   );
   const next = stored[cut];
   const lastSeq = summarized[summarized.length - 1]!.seq!;

@@ -87,6 +87,49 @@ describe('planCompaction', () => {
     },
   );
 
+  it('pairs an output with the latest call before it when a call_id comes again', () => {
+    // The same histories with ids from a pool of two: a session may use an id again once its call is answered.
+    const reused = historyArbitrary.map((items) =>
+      items.map((item) => (item.type === 'message' ? item : { ...item, call_id: `c${item.call_id.length % 2}` })),
+    );
+    fc.assert(
+      fc.property(reused, fc.nat(400), fc.option(fc.nat(40), { nil: undefined }), (items, keepTokens, earliest) => {
+        const plan = planCompaction(items, {
+          keepTokens,
+          counter,
+          ...(earliest !== undefined ? { earliestStartSeq: earliest } : {}),
+        });
+        if (!plan) return;
+        const latest = new Map<string, PromptItem>();
+        const answered = new Set<PromptItem>();
+        for (const item of items) {
+          if (item.type === 'function_call') latest.set(item.call_id, item);
+          else if (item.type === 'function_call_output' && latest.has(item.call_id)) {
+            const answeredCall = latest.get(item.call_id)!;
+            answered.add(answeredCall);
+            // The cut never parts an output from the call it answers.
+            expect(answeredCall.seq! < plan.startSeq).toBe(item.seq! < plan.startSeq);
+          }
+        }
+        expect(plan.interrupted).toEqual(
+          plan.summarized.filter((item) => item.type === 'function_call' && !answered.has(item)),
+        );
+      }),
+      { numRuns: 300 },
+    );
+    const items = numbered([
+      call('c'),
+      output('c'),
+      user('a'.repeat(400)),
+      call('c'),
+      assistant('b'.repeat(400)),
+      output('c', 'short'),
+      user('now'),
+    ]);
+    // Keeping the last two would part the second output c from its call: the cut moves back to it.
+    expect(planCompaction(items, { keepTokens: 15, counter })).toMatchObject({ startSeq: 4, interrupted: [] });
+  });
+
   it('starts no earlier than earliestStartSeq, moving forward past a pair rather than splitting it', () => {
     fc.assert(
       fc.property(historyArbitrary, fc.nat(400), fc.nat(40), (items, keepTokens, earliest) => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
@@ -153,6 +153,10 @@ describe('promptCharacters', () => {
 });
 
 describe('runTurn', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
   it('puts the instructions first and the cache breakpoint on the end of the stable prefix', async () => {
     const model = recordingModel();
     const turnServices = services(model);
@@ -197,16 +201,12 @@ describe('runTurn', () => {
     // The receipt, hashed while the model answers, gives way by a turn of the event loop.
     const turnServices = services();
     await turnServices.sessions.create({ id: 's4' });
+    // Timers never fire here (afterEach restores them): a turn that waited for one would never answer.
     vi.useFakeTimers({ toFake: ['setTimeout'] });
-    try {
-      // Timers never fire here: a turn that waited for one would never answer.
-      const response = await runTurn(turnServices, 's4', { input: 'hi' });
-      expect(response.output[0]).toMatchObject({ type: 'message', content: 'echo: hi' });
-      const done = await turnServices.sessions.listTurns('s4', { limit: 10 });
-      expect(done.turns[0]).toMatchObject({ status: 'completed' });
-    } finally {
-      vi.useRealTimers();
-    }
+    const response = await runTurn(turnServices, 's4', { input: 'hi' });
+    expect(response.output[0]).toMatchObject({ type: 'message', content: 'echo: hi' });
+    const done = await turnServices.sessions.listTurns('s4', { limit: 10 });
+    expect(done.turns[0]).toMatchObject({ status: 'completed' });
   });
 
   it('a bad strategy list stores nothing', async () => {

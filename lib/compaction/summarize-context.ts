@@ -26,8 +26,7 @@ export async function summarizeContext(
   plan: CompactionPlan,
   options: SummarizeOptions,
 ): Promise<NewContext> {
-  const interrupted = new Set(plan.interrupted.map((call) => call.call_id));
-  const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, interrupted);
+  const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, new Set(plan.interrupted));
   const prompt: PromptItem[] = [
     { type: 'message', role: 'system', content: options.prompt ?? DEFAULT_SUMMARY_PROMPT },
     { type: 'message', role: 'user', content: transcript },

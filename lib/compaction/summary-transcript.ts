@@ -25,8 +25,8 @@ export function clipText(text: string, limit: number): string {
 /**
  * The text the summary model summarizes (sent as the last user message, so the echo model's
  * summary is `"echo: " + transcript`, deterministic). One line per item, clipped to
- * {@link TRANSCRIPT_ITEM_CHARS}; the previous summary first; a call without an output is
- * written as interrupted (a note, never a replay).
+ * {@link TRANSCRIPT_ITEM_CHARS}; the previous summary first; a call of `interrupted` (the
+ * plan's calls without an output) is written as interrupted (a note, never a replay).
  *
  * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set())
  * // '#1 user: hi'
@@ -34,7 +34,7 @@ export function clipText(text: string, limit: number): string {
 export function renderTranscript(
   previousSummary: string | null,
   items: readonly PromptItem[],
-  interrupted: ReadonlySet<string>,
+  interrupted: ReadonlySet<PromptItem>,
 ): string {
   const lines: string[] = [];
   if (previousSummary) lines.push(`Earlier summary: ${previousSummary}`);
@@ -47,7 +47,7 @@ export function renderTranscript(
       names.set(item.call_id, item.name);
       const call = `${item.name}(${clipText(item.arguments, TRANSCRIPT_ITEM_CHARS)})`;
       lines.push(
-        interrupted.has(item.call_id)
+        interrupted.has(item)
           ? `${at}tool call ${call} was interrupted: no result was recorded, and it was not run again`
           : `${at}tool call ${call}`,
       );

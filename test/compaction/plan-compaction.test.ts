@@ -171,12 +171,22 @@ describe('planCompaction', () => {
 });
 
 describe('the summary', () => {
+  it('notes as interrupted only the call without an output, when its call_id comes again', () => {
+    const items = numbered([call('c'), user('retry'), call('c'), output('c', 'done'), user('go on')]);
+    const plan = planCompaction(items, { keepTokens: 5, counter, keepFromSeq: 5 })!;
+    expect(plan.interrupted.map((item) => item.seq)).toEqual([1]);
+    const transcript = renderTranscript(null, plan.summarized, new Set(plan.interrupted));
+    expect(transcript.match(/was interrupted/g)).toHaveLength(1);
+    expect(transcript).toContain('#1 tool call lookup({"id":"c"}) was interrupted');
+    expect(transcript).toContain('#3 tool call lookup({"id":"c"})\n#4 tool result of lookup: done');
+  });
+
   it('is deterministic with echo: the transcript echoed, interrupted calls noted, never replayed', async () => {
     const items = numbered([user('plan the trip'), call('c1'), output('c1', 'Paris 18C'), call('c2'), user('go on')]);
     const plan = planCompaction(items, { keepTokens: 5, counter, keepFromSeq: 5 })!;
     expect(plan.interrupted.map((item) => item.call_id)).toEqual(['c2']);
     const next = await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 });
-    const transcript = renderTranscript(null, plan.summarized, new Set(['c2']));
+    const transcript = renderTranscript(null, plan.summarized, new Set(plan.interrupted));
     expect(next.summary).toBe(`echo: ${transcript}`);
     expect(next.summary).toContain('#4 tool call lookup({"id":"c2"}) was interrupted');
     expect(next).toMatchObject({

@@ -74,13 +74,25 @@ const viewNeeds = fc.option(
 );
 
 /** Turns specs into items: call ids are unique; outputs answer the oldest unanswered call. */
-function materialize(specs: ItemSpec[], state: { calls: number; open: string[]; counter: number }): Item[] {
+/**
+ * With `state.reuse`, a call takes the smallest id no open call holds, as a session may use an
+ * id again once its call is answered.
+ */
+function materialize(
+  specs: ItemSpec[],
+  state: { calls: number; open: string[]; counter: number; reuse: boolean },
+): Item[] {
   return specs.map((spec) => {
     state.counter += 1;
     if (spec.kind === 'message')
       return { type: 'message', role: spec.role, content: `m${state.counter}-${'é'.repeat(spec.length)}` };
     if (spec.kind === 'call') {
-      const id = `call_${state.calls++}`;
+      let id = `call_${state.calls++}`;
+      if (state.reuse) {
+        let k = 0;
+        while (state.open.includes(`again_${k}`)) k += 1;
+        id = `again_${k}`;
+      }
       state.open.push(id);
       // args 2: a string value long enough for the strategies to compact.
       return {
@@ -109,18 +121,24 @@ function asRead(
   read: readonly PromptItem[],
   requirement: TailRequirement,
 ): PromptItem[] {
-  const whole = new Set<string>();
+  // The seqs of the whole calls; an output goes with the latest call before it with its id.
+  const whole = new Set<number>();
   let calls = 0;
   for (let index = expected.length - 1; index >= 0; index--) {
     const item = expected[index]!;
     if (item.type !== 'function_call') continue;
     calls += 1;
     if (calls <= (requirement.wholeCalls ?? Number.POSITIVE_INFINITY) || requirement.seqs.includes(item.seq!))
-      whole.add(item.call_id);
+      whole.add(item.seq!);
   }
+  const callSeq = new Map<string, number>();
+  const pairedSeq = expected.map((item) => {
+    if (item.type === 'function_call') callSeq.set(item.call_id, item.seq!);
+    return item.type === 'message' ? undefined : callSeq.get(item.call_id);
+  });
   return expected.map((item, index) => {
     if (!read[index]?.compacted || item.type === 'message') return item;
-    expect(whole.has(item.call_id)).toBe(false);
+    expect(whole.has(pairedSeq[index] ?? -1)).toBe(false);
     return item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
   });
 }
@@ -138,11 +156,12 @@ describe('SessionLog tail reads match selectTail on the full history', () => {
           requirement,
           layout,
           viewNeeds,
-          async (steps, finalInput, wanted, options, needs) => {
+          fc.boolean(),
+          async (steps, finalInput, wanted, options, needs, reuse) => {
             const store = new MemoryStore();
             const log = new SessionLog(store, { blobThreshold: BLOB_THRESHOLD, ...options });
             await log.create({ id: 's' });
-            const state = { calls: 0, open: [] as string[], counter: 0 };
+            const state = { calls: 0, open: [] as string[], counter: 0, reuse };
             const full: StoredItem[] = [];
             for (const { kind, input, output, pack } of steps) {
               if (kind === 'append') {

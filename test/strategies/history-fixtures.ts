@@ -186,13 +186,24 @@ export function imageParts(count: number, width: number): InputImagePart[] {
   }));
 }
 
-/** Turns blocks into a history with unique call ids (malformed shapes included). */
-export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
+/**
+ * Turns blocks into a history (malformed shapes included) with unique call ids, or with
+ * `reuseIds` the smallest id no open call holds, as a stored session may use an id again once
+ * its call is answered (malformed shapes still get ids of their own).
+ */
+export function materialize(blocks: readonly Block[], reuseIds = false): SequencedPromptItem[] {
   const items: PromptItem[] = [];
   let next = 0;
-  const id = () => {
+  const open = new Set<string>();
+  const fresh = () => {
     next += 1;
     return `call_${next}`;
+  };
+  const id = () => {
+    if (!reuseIds) return fresh();
+    let k = 0;
+    while (open.has(`again_${k}`)) k += 1;
+    return `again_${k}`;
   };
   for (const block of blocks) {
     switch (block.kind) {
@@ -206,16 +217,21 @@ export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
       }
       case 'parallel': {
         const first = id();
+        open.add(first);
         const second = id();
+        open.delete(first);
         items.push(call(first, block.first[0], block.first[1]), call(second, block.second[0], block.second[1]));
         items.push(output(first, block.first[2]), output(second, block.second[2]));
         break;
       }
-      case 'orphan_call':
-        items.push(call(id(), block.name, block.arguments));
+      case 'orphan_call': {
+        const callId = id();
+        open.add(callId);
+        items.push(call(callId, block.name, block.arguments));
         break;
+      }
       case 'orphan_output':
-        items.push(output(id(), block.output));
+        items.push(output(fresh(), block.output));
         break;
       case 'screenshot': {
         const callId = id();
@@ -231,7 +247,7 @@ export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
         items.push({ type: 'message', role: block.role, content: imageParts(block.images, block.width) });
         break;
       case 'output_before_call': {
-        const callId = id();
+        const callId = fresh();
         items.push(output(callId, block.output), call(callId, block.name, block.arguments));
         break;
       }
@@ -240,10 +256,14 @@ export function materialize(blocks: readonly Block[]): SequencedPromptItem[] {
   return sequenced(items);
 }
 
-export const historyArbitrary = fc.array(blockArbitrary, { maxLength: 40 }).map(materialize);
+export const historyArbitrary = fc
+  .tuple(fc.array(blockArbitrary, { maxLength: 40 }), fc.boolean())
+  .map(([blocks, reuseIds]) => materialize(blocks, reuseIds));
 
 /** Longer histories, for properties that need thresholds crossed and tails cut. */
-export const longHistoryArbitrary = fc.array(blockArbitrary, { minLength: 10, maxLength: 60 }).map(materialize);
+export const longHistoryArbitrary = fc
+  .tuple(fc.array(blockArbitrary, { minLength: 10, maxLength: 60 }), fc.boolean())
+  .map(([blocks, reuseIds]) => materialize(blocks, reuseIds));
 
 /** Small thresholds, so short generated histories cross them. */
 export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc

@@ -42,6 +42,9 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   tool call that is not answered.
  * - a function_call_output with no call before it in the prompt becomes a user text message
  *   ("Output of tool call <call_id>:\n<output>"), since providers reject unmatched results.
+ * - an output answers the latest call before it with its call_id; a call_id that comes again
+ *   (a session may use one again once its call is answered) is sent, with its outputs, under
+ *   `<call_id>_<n>` (pairCalls), since providers reject two tool calls with one id.
  * - an assistant message with empty content is dropped (providers reject empty text blocks).
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
@@ -63,16 +66,7 @@ export function convertToModelMessages(
   items: PromptItem[],
   options: ConvertToModelMessagesOptions = {},
 ): ModelMessage[] {
-  // A call is answered when an output with its call_id comes after it; an output is matched
-  // when a call with its call_id came before it.
-  const answered = new Set<number>();
-  const laterOutputs = new Set<string>();
-  for (let index = items.length - 1; index >= 0; index--) {
-    const item = items[index]!;
-    if (item.type === 'function_call_output') laterOutputs.add(item.call_id);
-    if (item.type === 'function_call' && laterOutputs.has(item.call_id)) answered.add(index);
-  }
-  const toolNames = new Map<string, string>();
+  const { answered, outputCall, wireIds } = pairCalls(items);
   const marked = new Map<number, ProviderOptions>();
   for (const breakpoint of options.breakpoints ?? []) {
     const index = effectiveBreakpoint(items, breakpoint.index);
@@ -133,20 +127,19 @@ export function convertToModelMessages(
     if (item.type === 'function_call') {
       const part: ToolCallPart = {
         type: 'tool-call',
-        toolCallId: item.call_id,
+        toolCallId: wireIds.get(index)!,
         toolName: item.name,
         input: parseArguments(item.arguments),
         ...withOptions,
       };
       pushPart(openAssistant(), part);
-      toolNames.set(item.call_id, item.name);
       if (!answered.has(index)) unanswered.push(part);
       return;
     }
 
-    const toolName = toolNames.get(item.call_id);
+    const call = outputCall.get(index);
     closeAssistant();
-    if (toolName === undefined) {
+    if (call === undefined) {
       tool = undefined;
       messages.push({
         role: 'user',
@@ -162,8 +155,8 @@ export function convertToModelMessages(
     }
     const result: ToolResultPart = {
       type: 'tool-result',
-      toolCallId: item.call_id,
-      toolName,
+      toolCallId: wireIds.get(call)!,
+      toolName: (items[call] as Extract<PromptItem, { type: 'function_call' }>).name,
       output: toolResultOutput(item.output, options.toolResultMedia ?? true, placeholders),
       ...withOptions,
     };
@@ -205,4 +198,40 @@ export function parseArguments(text: string): Record<string, unknown> {
     // not JSON: passed through as _raw below
   }
   return { _raw: text };
+}
+
+/**
+ * Which call each output answers: the latest call before it with its call_id (a stored session
+ * may use an id again once its call is answered); the calls answered; and the id each call is
+ * sent under: its call_id, or when a call before it was sent under that, the first
+ * `<call_id>_<n>` (n from 2) none was, since providers refuse a request holding two tool calls
+ * with one id (Anthropic: "`tool_use` ids must be unique"). A call's id depends only on the
+ * items before it, so a prompt's prefix is sent the same way on every turn. The outputs
+ * answering a call are sent under its id.
+ */
+function pairCalls(items: readonly PromptItem[]): {
+  answered: Set<number>;
+  outputCall: Map<number, number>;
+  wireIds: Map<number, string>;
+} {
+  const answered = new Set<number>();
+  const outputCall = new Map<number, number>();
+  const wireIds = new Map<number, string>();
+  const taken = new Set<string>();
+  const latestCall = new Map<string, number>();
+  items.forEach((item, index) => {
+    if (item.type === 'function_call') {
+      let wireId = item.call_id;
+      for (let n = 2; taken.has(wireId); n++) wireId = `${item.call_id}_${n}`;
+      taken.add(wireId);
+      wireIds.set(index, wireId);
+      latestCall.set(item.call_id, index);
+    } else if (item.type === 'function_call_output') {
+      const call = latestCall.get(item.call_id);
+      if (call === undefined) return;
+      answered.add(call);
+      outputCall.set(index, call);
+    }
+  });
+  return { answered, outputCall, wireIds };
 }

@@ -194,6 +194,54 @@ describe('convertToModelMessages', () => {
     );
   });
 
+  it('sends a call_id that comes again under an id of its own, with the output that answers it', () => {
+    const items = [
+      user('go'),
+      call('c'),
+      output('c', 'first'),
+      call('c_2', 'cat'),
+      output('c_2', 'second'),
+      call('c', 'ls', '{"x":1}'),
+      output('c', 'third'),
+    ];
+    expect(convertToModelMessages(items).slice(1)).toEqual([
+      { role: 'assistant', content: [toolCall('c')] },
+      { role: 'tool', content: [toolResult('c', 'ls', 'first')] },
+      { role: 'assistant', content: [toolCall('c_2', 'cat')] },
+      { role: 'tool', content: [toolResult('c_2', 'cat', 'second')] },
+      { role: 'assistant', content: [toolCall('c_3', 'ls', { x: 1 })] },
+      { role: 'tool', content: [toolResult('c_3', 'ls', 'third')] },
+    ]);
+  });
+
+  it("sends a prompt's calls under the same ids whatever comes after them", () => {
+    const prefix = [call('c'), output('c', 'first'), call('c'), output('c', 'second')];
+    const sent = convertToModelMessages(prefix);
+    expect(sent.map((message) => (message.content[0] as { toolCallId: string }).toolCallId)).toEqual([
+      'c',
+      'c',
+      'c_2',
+      'c_2',
+    ]);
+    // A later call whose own id is one the prefix was sent under takes another.
+    const longer = convertToModelMessages([...prefix, call('c_2', 'cat'), output('c_2', 'third')]);
+    expect(longer.slice(0, sent.length)).toEqual(sent);
+    expect(longer.slice(sent.length)).toEqual([
+      { role: 'assistant', content: [toolCall('c_2_2', 'cat')] },
+      { role: 'tool', content: [toolResult('c_2_2', 'cat', 'third')] },
+    ]);
+  });
+
+  it('answers a call left without its output even when a later call has its call_id', () => {
+    expect(convertToModelMessages([call('c'), user('never mind'), call('c'), output('c', 'done')])).toEqual([
+      { role: 'assistant', content: [toolCall('c')] },
+      { role: 'tool', content: [toolResult('c', 'ls', MISSING_OUTPUT_TEXT)] },
+      { role: 'user', content: [text('never mind')] },
+      { role: 'assistant', content: [toolCall('c_2')] },
+      { role: 'tool', content: [toolResult('c_2', 'ls', 'done')] },
+    ]);
+  });
+
   it('keeps every call, answers every call after it, never mutates its input (property)', () => {
     fc.assert(
       fc.property(fc.array(itemArbitrary, { maxLength: 14 }), (items) => {
@@ -208,9 +256,14 @@ describe('convertToModelMessages', () => {
             : message.content.map((part) => ({ part, messageIndex, role: message.role })),
         );
         const callParts = parts.filter(({ part }) => part.type === 'tool-call');
-        expect(callParts.map(({ part }) => (part as { toolCallId: string }).toolCallId)).toEqual(
-          calls.map((item) => item.call_id),
-        );
+        // Every call is sent, under its call_id or, when that came before, `<call_id>_<n>`: no two alike.
+        const sentIds = callParts.map(({ part }) => (part as { toolCallId: string }).toolCallId);
+        expect(sentIds).toHaveLength(calls.length);
+        sentIds.forEach((id, index) => {
+          const callId = calls[index]!.call_id;
+          expect(id === callId || id.startsWith(`${callId}_`)).toBe(true);
+        });
+        expect(new Set(sentIds).size).toBe(sentIds.length);
         for (const { part, messageIndex } of callParts) {
           const id = (part as { toolCallId: string }).toolCallId;
           const answered = parts.some(

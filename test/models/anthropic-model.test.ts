@@ -175,6 +175,27 @@ describe('anthropic adapter against a fake Messages server', () => {
     expect(cacheControlPaths(requests[0]!.body)).toEqual(withTools);
   });
 
+  it('sends a call_id used again under an id of its own: the Messages API takes only unique ids', async () => {
+    const { model, requests } = await start(byStream('anthropic-message-text.json', 'anthropic-message-text.sse'));
+    const again: PromptItem[] = [
+      ...toolLoop.slice(0, -1),
+      { type: 'function_call', call_id: 'toolu_1', name: 'get_weather', arguments: '{"location":"Rome"}' },
+      { type: 'function_call_output', call_id: 'toolu_1', output: '21C, clear' },
+      { type: 'message', role: 'user', content: 'Thanks.' },
+    ];
+    await model.generate(request(again, [weatherTool]));
+    const blocks = requests[0]!.body.messages.flatMap((message: { content: { type: string }[] }) => message.content);
+    const uses = blocks.filter((block: { type: string }) => block.type === 'tool_use');
+    const results = blocks.filter((block: { type: string }) => block.type === 'tool_result');
+    expect(uses.map((block: { id: string }) => block.id)).toEqual(['toolu_1', 'toolu_1_2']);
+    expect(
+      results.map((block: { tool_use_id: string; content: string }) => [block.tool_use_id, block.content]),
+    ).toEqual([
+      ['toolu_1', '18C, sunny'],
+      ['toolu_1_2', '21C, clear'],
+    ]);
+  });
+
   const withTools = [
     'system[0]:text',
     'messages[2].content[0]:tool_result',

@@ -48,8 +48,10 @@ export interface HistoryIndex {
  *
  * Pairing: walking forward, an output pairs with the pending call of its call_id; a call
  * with no later output, a call superseded by a later call with the same call_id before its
- * output, and an output with no pending call are unpaired. Call ids are expected to be
- * unique in a session; with duplicates the tail view may pair differently from the full
+ * output, and an output with no pending call are unpaired. A call id may come again once its
+ * call is answered; a call superseding an open call of its id (a client's is refused while
+ * that call is one of the open calls a record keeps, lib/session/log/open-calls.ts; a model's
+ * output is stored as it comes) may be paired differently by the tail view than by the full
  * history.
  *
  * Full history: positions, repeat flags and protection come from the items (canonical call

@@ -93,7 +93,8 @@ export function tailCut(items: readonly PromptItem[], toolCalls: number): number
  *      cut too (outputs are not in the aggregates, so the store finds them by call_id),
  *   3. the whole suffix.
  *
- * Invariant (property-tested): for every strategy list and history with unique call ids,
+ * Invariant (property-tested): for every strategy list and history whose call ids are unique,
+ * or come again only once their call is answered (lib/strategies/history-index.ts, Pairing),
  * `preparePrompt(selectTail(full, tailRequirement(list, config, computeAggregates(full))),
  * list, { config, aggregates: computeAggregates(full) })` is byte-identical to
  * `preparePrompt(full, list, { config })`.

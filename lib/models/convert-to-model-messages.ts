@@ -200,14 +200,18 @@ export function parseArguments(text: string): Record<string, unknown> {
   return { _raw: text };
 }
 
+/** The longest tool call id OpenAI's Chat Completions takes ("Expected a string with maximum length 40"). */
+const WIRE_ID_CHARS = 40;
+
 /**
  * Which call each output answers: the latest call before it with its call_id (a stored session
  * may use an id again once its call is answered); the calls answered; and the id each call is
  * sent under: its call_id, or when a call before it was sent under that, the first
  * `<call_id>_<n>` (n from 2) none was, since providers refuse a request holding two tool calls
- * with one id (Anthropic: "`tool_use` ids must be unique"). A call's id depends only on the
- * items before it, so a prompt's prefix is sent the same way on every turn. The outputs
- * answering a call are sent under its id.
+ * with one id (Anthropic: "`tool_use` ids must be unique"); the call_id is cut so that the id
+ * keeps within WIRE_ID_CHARS, or the call_id's own length when longer. A call's id depends
+ * only on the items before it, so a prompt's prefix is sent the same way on every turn. The
+ * outputs answering a call are sent under its id.
  */
 function pairCalls(items: readonly PromptItem[]): {
   answered: Set<number>;
@@ -222,7 +226,10 @@ function pairCalls(items: readonly PromptItem[]): {
   items.forEach((item, index) => {
     if (item.type === 'function_call') {
       let wireId = item.call_id;
-      for (let n = 2; taken.has(wireId); n++) wireId = `${item.call_id}_${n}`;
+      for (let n = 2; taken.has(wireId); n++) {
+        const suffix = `_${n}`;
+        wireId = `${item.call_id.slice(0, Math.max(item.call_id.length, WIRE_ID_CHARS) - suffix.length)}${suffix}`;
+      }
       taken.add(wireId);
       wireIds.set(index, wireId);
       latestCall.set(item.call_id, index);

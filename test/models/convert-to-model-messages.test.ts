@@ -232,6 +232,19 @@ describe('convertToModelMessages', () => {
     ]);
   });
 
+  it('keeps a call_id sent again within 40 characters, the longest OpenAI takes, or within its own length', () => {
+    const forty = `call_${'a'.repeat(35)}`;
+    const longer = `call_${'b'.repeat(45)}`;
+    const ids = (items: PromptItem[]) =>
+      convertToModelMessages(items).flatMap((message) =>
+        message.role === 'assistant' ? [(message.content[0] as { toolCallId: string }).toolCallId] : [],
+      );
+    const twice = (id: string) => [call(id), output(id), user('again'), call(id), output(id)];
+    expect(ids(twice(forty))).toEqual([forty, `${forty.slice(0, 38)}_2`]);
+    expect(ids(twice(longer))).toEqual([longer, `${longer.slice(0, 48)}_2`]);
+    expect(ids(twice('c'))).toEqual(['c', 'c_2']);
+  });
+
   it('answers a call left without its output even when a later call has its call_id', () => {
     expect(convertToModelMessages([call('c'), user('never mind'), call('c'), output('c', 'done')])).toEqual([
       { role: 'assistant', content: [toolCall('c')] },

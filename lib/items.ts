@@ -130,6 +130,26 @@ export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | P
   return item.type === 'function_call' || item.type === 'function_call_output';
 }
 
+/**
+ * For each function_call_output of `items`, by index, the index of the call it answers: the
+ * latest function_call before it with its call_id (a call_id may come again once its call is
+ * answered). An output with no such call has no entry.
+ *
+ * @example answeredCalls([call c, output c, call c, output c]) // Map { 1 => 0, 3 => 2 }
+ */
+export function answeredCalls(items: readonly PromptItem[]): Map<number, number> {
+  const answered = new Map<number, number>();
+  const latestCall = new Map<string, number>();
+  items.forEach((item, index) => {
+    if (item.type === 'function_call') latestCall.set(item.call_id, index);
+    else if (item.type === 'function_call_output') {
+      const call = latestCall.get(item.call_id);
+      if (call !== undefined) answered.set(index, call);
+    }
+  });
+  return answered;
+}
+
 /** The length in characters of an output, whether inline or out of line. */
 export function outputLength(item: PromptFunctionCallOutputItem): number {
   return item.output_ref ? item.output_ref.length : contentText(item.output).length;

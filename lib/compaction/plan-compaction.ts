@@ -1,4 +1,4 @@
-import type { PromptFunctionCallItem, PromptItem } from '../items.ts';
+import { answeredCalls, type PromptFunctionCallItem, type PromptItem } from '../items.ts';
 import { countItemTokens, type TokenCounter } from '../tokens/token-counter.ts';
 
 /** Where a compaction cuts the current context, and what it hands the summarizer. */
@@ -50,22 +50,11 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     kept += tokens;
     cut -= 1;
   }
-  // Each output answers the latest call before it with its call_id (an id may come again once
-  // its call is answered): the pairs, by place, and the calls answered.
-  const pairs: [callAt: number, outputAt: number][] = [];
-  const answered = new Set<number>();
-  const latestCall = new Map<string, number>();
-  stored.forEach((item, index) => {
-    if (item.type === 'function_call') latestCall.set(item.call_id, index);
-    else if (item.type === 'function_call_output') {
-      const callAt = latestCall.get(item.call_id);
-      if (callAt === undefined) return;
-      pairs.push([callAt, index]);
-      answered.add(callAt);
-    }
-  });
+  // Each output with the call it answers, by place (answeredCalls).
+  const pairs = answeredCalls(stored);
+  const answered = new Set(pairs.values());
   const splits = (at: number): number | undefined => {
-    for (const [callAt, output] of pairs) if (callAt < at && output >= at) return callAt;
+    for (const [output, callAt] of pairs) if (callAt < at && output >= at) return callAt;
     return undefined;
   };
   // Move the cut back until no call before it has its output at or after it.
@@ -80,7 +69,7 @@ export function planCompaction(items: readonly PromptItem[], options: PlanCompac
     let forward = earliestIndex < 0 ? stored.length : earliestIndex;
     for (let moved = true; moved; ) {
       moved = false;
-      for (const [callAt, output] of pairs) {
+      for (const [output, callAt] of pairs) {
         if (callAt < forward && output >= forward) {
           forward = output + 1;
           moved = true;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { PromptItem, Tool } from '../items.ts';
+import { answeredCalls, type PromptItem, type Tool } from '../items.ts';
 import type { TokenBudget } from '../tokens/model-limits.ts';
 import { countItemTokens, countToolTokens } from '../tokens/token-counter.ts';
 import { checkPromptFits } from './check-prompt-fits.ts';
@@ -91,20 +91,14 @@ export function truncatePrompt(
       ? -1
       : prompt.findIndex((item) => item.seq !== undefined && item.seq >= options.keepFromSeq!);
   const end = Math.max(lastUser, inputStart, first);
-  // The outputs of each call, by place: an output answers the latest call before it with its
-  // call_id (a call_id may come again once its call is answered), so each output goes with one
-  // call, and a call never goes without its outputs or they without it.
+  // The outputs of each call, by place (answeredCalls), so a call never goes without its
+  // outputs or they without it.
   const outputsOf = new Map<number, number[]>();
-  const latestCall = new Map<string, number>();
-  prompt.forEach((item, at) => {
-    if (item.type === 'function_call') latestCall.set(item.call_id, at);
-    if (item.type !== 'function_call_output') return;
-    const call = latestCall.get(item.call_id);
-    if (call === undefined) return;
+  for (const [at, call] of answeredCalls(prompt)) {
     const outputs = outputsOf.get(call);
     if (outputs) outputs.push(at);
     else outputsOf.set(call, [at]);
-  });
+  }
   const dropped = new Set<number>();
   let tokens = before;
   let pairs = 0;

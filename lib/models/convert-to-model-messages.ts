@@ -1,6 +1,6 @@
 import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
 import { contentText } from '../content.ts';
-import type { PromptItem } from '../items.ts';
+import { answeredCalls, type PromptItem } from '../items.ts';
 import { toolResultOutput, userParts } from './media-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
@@ -44,7 +44,7 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   ("Output of tool call <call_id>:\n<output>"), since providers reject unmatched results.
  * - an output answers the latest call before it with its call_id; a call_id that comes again
  *   (a session may use one again once its call is answered) is sent, with its outputs, under
- *   `<call_id>_<n>` (pairCalls), since providers reject two tool calls with one id.
+ *   `<call_id>_<n>` (wireCallIds), since providers reject two tool calls with one id.
  * - an assistant message with empty content is dropped (providers reject empty text blocks).
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
@@ -66,7 +66,10 @@ export function convertToModelMessages(
   items: PromptItem[],
   options: ConvertToModelMessagesOptions = {},
 ): ModelMessage[] {
-  const { answered, outputCall, wireIds } = pairCalls(items);
+  // Each output with the call it answers, by place; each call with the id it is sent under.
+  const outputCall = answeredCalls(items);
+  const answered = new Set(outputCall.values());
+  const wireIds = wireCallIds(items);
   const marked = new Map<number, ProviderOptions>();
   for (const breakpoint of options.breakpoints ?? []) {
     const index = effectiveBreakpoint(items, breakpoint.index);
@@ -204,41 +207,26 @@ export function parseArguments(text: string): Record<string, unknown> {
 const WIRE_ID_CHARS = 40;
 
 /**
- * Which call each output answers: the latest call before it with its call_id (a stored session
- * may use an id again once its call is answered); the calls answered; and the id each call is
- * sent under: its call_id, or when a call before it was sent under that, the first
+ * The id each call is sent under, by index: its call_id, or when a call before it was sent
+ * under that (a stored session may use an id again once its call is answered), the first
  * `<call_id>_<n>` (n from 2) none was, since providers refuse a request holding two tool calls
  * with one id (Anthropic: "`tool_use` ids must be unique"); the call_id is cut so that the id
  * keeps within WIRE_ID_CHARS, or the call_id's own length when longer. A call's id depends
  * only on the items before it, so a prompt's prefix is sent the same way on every turn. The
  * outputs answering a call are sent under its id.
  */
-function pairCalls(items: readonly PromptItem[]): {
-  answered: Set<number>;
-  outputCall: Map<number, number>;
-  wireIds: Map<number, string>;
-} {
-  const answered = new Set<number>();
-  const outputCall = new Map<number, number>();
+function wireCallIds(items: readonly PromptItem[]): Map<number, string> {
   const wireIds = new Map<number, string>();
   const taken = new Set<string>();
-  const latestCall = new Map<string, number>();
   items.forEach((item, index) => {
-    if (item.type === 'function_call') {
-      let wireId = item.call_id;
-      for (let n = 2; taken.has(wireId); n++) {
-        const suffix = `_${n}`;
-        wireId = `${item.call_id.slice(0, Math.max(item.call_id.length, WIRE_ID_CHARS) - suffix.length)}${suffix}`;
-      }
-      taken.add(wireId);
-      wireIds.set(index, wireId);
-      latestCall.set(item.call_id, index);
-    } else if (item.type === 'function_call_output') {
-      const call = latestCall.get(item.call_id);
-      if (call === undefined) return;
-      answered.add(call);
-      outputCall.set(index, call);
+    if (item.type !== 'function_call') return;
+    let wireId = item.call_id;
+    for (let n = 2; taken.has(wireId); n++) {
+      const suffix = `_${n}`;
+      wireId = `${item.call_id.slice(0, Math.max(item.call_id.length, WIRE_ID_CHARS) - suffix.length)}${suffix}`;
     }
+    taken.add(wireId);
+    wireIds.set(index, wireId);
   });
-  return { answered, outputCall, wireIds };
+  return wireIds;
 }

@@ -169,7 +169,7 @@ export async function measureRealisticWindow(options: RealisticWindowOptions): P
   const cachedTurns = await rounds(cachedDriver);
   for (const [index, session] of loaded.entries()) {
     const measured = row(session.size, session.stored, session.loadMs, firsts[index]!, turns[index]!);
-    measured.cached = cachedFigures(cachedTurns[index]!);
+    measured.cached = figuresOf(cachedTurns[index]!);
     measured.view = await viewParts(store, session.id);
     log(`realistic window ${session.size}: view ${JSON.stringify(measured.view)}`);
     log(
@@ -355,23 +355,16 @@ function row(
     itemsAtStart,
     loadMs,
     first,
-    turns: measured.length,
-    p50Ms: median(of((turn) => turn.ms)),
-    p95Ms: percentile(
-      of((turn) => turn.ms),
-      95,
-    ),
-    ratio: 1,
-    bytesReadMedian: median(of((turn) => turn.bytesRead)),
+    ...figuresOf(measured),
     bytesReadMax: Math.max(...of((turn) => turn.bytesRead)),
     promptBytesMedian: median(of((turn) => turn.promptBytes)),
     readBudgetWorst: Math.max(...of((turn) => turn.bytesRead / (1.1 * turn.promptBytes + READ_BUDGET_SLACK))),
-    getsMedian: median(of((turn) => turn.gets)),
     ...(before.length > 0 ? { tokensBeforeMedian: median(before) } : {}),
   };
 }
 
-function cachedFigures(measured: TurnFigures[]): CachedFigures {
+/** The figures every row gives of its measured turns (and of those through the view cache). */
+function figuresOf(measured: TurnFigures[]): CachedFigures {
   const ms = measured.map((turn) => turn.ms);
   return {
     turns: measured.length,

@@ -98,29 +98,52 @@ export function incrementEpochPlan(toolCalls: number, config: StrategyConfig, re
   const threshold = config.epoch_tool_call_threshold;
   if (initial <= 0 || toolCalls <= threshold) return null;
   const sizeCap = Math.max(config.epoch_increment_max_size, initial);
-  const compactedCap = Math.max(config.epoch_increment_max_compacted_tool_calls, config.epoch_compacted_tool_calls);
   const perIncrease = config.epoch_increment_epochs_per_increase;
+  const repeatIncrease = config.epoch_increment_repeat_increase;
+  // Whether the nominal size stops growing once repeats stop adding to it.
+  const noPeriodicGrowth = perIncrease <= 0 || config.epoch_increment_size_increase === 0;
   let pinned = threshold;
   let epoch = 0;
   let carried = 0;
   for (;;) {
     const periodic = perIncrease > 0 ? Math.floor(epoch / perIncrease) * config.epoch_increment_size_increase : 0;
     const nominal = Math.min(sizeCap, initial + periodic + carried);
+    // From here on every epoch has this size, whatever its repeats: the nominal size never
+    // shrinks (its parts only grow), so at the cap it stays there, and without periodic or
+    // repeat growth it stays as it is. The epoch of `toolCalls` is then a division away, so
+    // a plan over a long history walks a few epochs, not one per `sizeCap` calls.
+    if (nominal === sizeCap || (repeatIncrease === 0 && noPeriodicGrowth)) {
+      const skipped = Math.max(0, Math.ceil((toolCalls - pinned) / nominal) - 1);
+      pinned += skipped * nominal;
+      epoch += skipped;
+      return incrementPlan(toolCalls, config, pinned, epoch, nominal, nominal);
+    }
     // Call number c (1-based) has index c - 1.
     const repeat = repeatsIn(pinned, Math.min(toolCalls, pinned + nominal));
-    const size = repeat ? Math.min(sizeCap, nominal + config.epoch_increment_repeat_increase) : nominal;
-    if (toolCalls <= pinned + size) {
-      const growth = Math.floor(config.epoch_increment_compacted_growth_ratio * (nominal - initial));
-      return {
-        pinned,
-        epoch,
-        epochSize: size,
-        keepFull: toolCalls - pinned + config.epoch_full_tool_calls,
-        compacted: Math.min(compactedCap, config.epoch_compacted_tool_calls + growth),
-      };
-    }
+    const size = repeat ? Math.min(sizeCap, nominal + repeatIncrease) : nominal;
+    if (toolCalls <= pinned + size) return incrementPlan(toolCalls, config, pinned, epoch, size, nominal);
     pinned += size;
-    if (repeat) carried += config.epoch_increment_repeat_increase;
+    if (repeat) carried += repeatIncrease;
     epoch += 1;
   }
+}
+
+/** The plan of epoch `epoch`, starting after `pinned` calls, of `size` calls (`nominal` before its repeat growth). */
+function incrementPlan(
+  toolCalls: number,
+  config: StrategyConfig,
+  pinned: number,
+  epoch: number,
+  size: number,
+  nominal: number,
+): EpochPlan {
+  const compactedCap = Math.max(config.epoch_increment_max_compacted_tool_calls, config.epoch_compacted_tool_calls);
+  const growth = Math.floor(config.epoch_increment_compacted_growth_ratio * (nominal - config.epoch_size));
+  return {
+    pinned,
+    epoch,
+    epochSize: size,
+    keepFull: toolCalls - pinned + config.epoch_full_tool_calls,
+    compacted: Math.min(compactedCap, config.epoch_compacted_tool_calls + growth),
+  };
 }

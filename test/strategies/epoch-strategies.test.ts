@@ -4,7 +4,11 @@ import { isToolItem, type PromptItem } from '../../lib/items.ts';
 import { CONTEXT_NOTICE_TEXT } from '../../lib/strategies/context-notice.ts';
 import { epochPlan, incrementEpochPlan, repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
-import { defaultStrategyConfig, resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import {
+  defaultStrategyConfig,
+  resolveStrategyConfig,
+  type StrategyConfig,
+} from '../../lib/strategies/strategy-config.ts';
 import { call, inboxHook, output, sequenced, toolHistory, user } from './history-fixtures.ts';
 
 const workedExample = resolveStrategyConfig({
@@ -68,6 +72,85 @@ describe('defaults', () => {
     expect(plan(201)).toMatchObject({ epoch: 6, epochSize: 40, compacted: 120 });
     expect(plan(471)).toMatchObject({ epoch: 12, epochSize: 60, compacted: 160 });
     expect(plan(5000).epochSize).toBe(60);
+  });
+});
+
+describe('incrementEpochPlan over long histories', () => {
+  /** The schedule as documented, walked one epoch at a time and asking for every epoch's repeats. */
+  function walked(toolCalls: number, config: StrategyConfig, repeats: ReadonlySet<number>) {
+    const initial = config.epoch_size;
+    if (initial <= 0 || toolCalls <= config.epoch_tool_call_threshold) return null;
+    const sizeCap = Math.max(config.epoch_increment_max_size, initial);
+    let pinned = config.epoch_tool_call_threshold;
+    let carried = 0;
+    for (let epoch = 0; ; epoch++) {
+      const periodic =
+        config.epoch_increment_epochs_per_increase > 0
+          ? Math.floor(epoch / config.epoch_increment_epochs_per_increase) * config.epoch_increment_size_increase
+          : 0;
+      const nominal = Math.min(sizeCap, initial + periodic + carried);
+      let repeat = false;
+      for (let index = pinned; index < Math.min(toolCalls, pinned + nominal); index++) repeat ||= repeats.has(index);
+      const size = repeat ? Math.min(sizeCap, nominal + config.epoch_increment_repeat_increase) : nominal;
+      if (toolCalls <= pinned + size) {
+        const growth = Math.floor(config.epoch_increment_compacted_growth_ratio * (nominal - initial));
+        const cap = Math.max(config.epoch_increment_max_compacted_tool_calls, config.epoch_compacted_tool_calls);
+        return {
+          pinned,
+          epoch,
+          epochSize: size,
+          keepFull: toolCalls - pinned + config.epoch_full_tool_calls,
+          compacted: Math.min(cap, config.epoch_compacted_tool_calls + growth),
+        };
+      }
+      pinned += size;
+      if (repeat) carried += config.epoch_increment_repeat_increase;
+    }
+  }
+
+  it('gives the epoch a walk of every epoch gives, for any configuration and repeats (property)', () => {
+    const config = fc.record({
+      epoch_tool_call_threshold: fc.nat({ max: 60 }),
+      epoch_size: fc.integer({ min: -2, max: 25 }),
+      epoch_full_tool_calls: fc.nat({ max: 30 }),
+      epoch_compacted_tool_calls: fc.nat({ max: 100 }),
+      epoch_increment_epochs_per_increase: fc.integer({ min: -1, max: 4 }),
+      epoch_increment_size_increase: fc.nat({ max: 15 }),
+      epoch_increment_repeat_increase: fc.nat({ max: 15 }),
+      epoch_increment_max_size: fc.nat({ max: 80 }),
+      epoch_increment_compacted_growth_ratio: fc.double({ min: 0, max: 3, noNaN: true }),
+      epoch_increment_max_compacted_tool_calls: fc.nat({ max: 200 }),
+    });
+    fc.assert(
+      fc.property(
+        config,
+        fc.nat({ max: 3000 }),
+        fc.uniqueArray(fc.nat({ max: 3000 }), { maxLength: 60 }),
+        (overrides, toolCalls, repeating) => {
+          const resolved = { ...defaultStrategyConfig(), ...overrides };
+          const sorted = [...repeating].sort((a, b) => a - b);
+          expect(incrementEpochPlan(toolCalls, resolved, repeatsAmong(sorted))).toEqual(
+            walked(toolCalls, resolved, new Set(repeating)),
+          );
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('asks for the repeats of a few epochs only, once the epochs stop growing', () => {
+    let asked = 0;
+    const repeatsIn = (from: number, to: number) => {
+      asked += 1;
+      return from < 200 && to > 100;
+    };
+    // Defaults: epochs reach the cap of 60 calls at the 13th at the latest.
+    const plan = incrementEpochPlan(1_000_000, defaultStrategyConfig(), repeatsIn)!;
+    expect(plan.epochSize).toBe(60);
+    expect(asked).toBeLessThanOrEqual(13);
+    // The same plan as one walked epoch by epoch through the 16,000 epochs.
+    const repeats = new Set(Array.from({ length: 100 }, (_, index) => 100 + index));
+    expect(plan).toEqual(walked(1_000_000, defaultStrategyConfig(), repeats));
   });
 });
 

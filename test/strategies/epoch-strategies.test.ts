@@ -138,6 +138,24 @@ describe('incrementEpochPlan over long histories', () => {
     );
   });
 
+  it('sizes the compacted window from the nominal size when a repeat lengthened the epoch', () => {
+    // Defaults: epoch 0 holds calls 51-70 (indices 50-69); a repeat at index 55 makes it 30 long.
+    const plan = incrementEpochPlan(75, defaultStrategyConfig(), repeatsAmong([55]));
+    expect(plan).toEqual({ pinned: 50, epoch: 0, epochSize: 30, keepFull: 45, compacted: 80 });
+    expect(plan).toEqual(walked(75, defaultStrategyConfig(), new Set([55])));
+  });
+
+  it('asks for no repeats when neither repeats nor the epoch count can grow the epochs', () => {
+    const config = { ...defaultStrategyConfig(), epoch_increment_repeat_increase: 0, epoch_increment_size_increase: 0 };
+    let asked = 0;
+    const plan = incrementEpochPlan(1_000_000, config, () => {
+      asked += 1;
+      return true;
+    });
+    expect(asked).toBe(0);
+    expect(plan).toEqual(walked(1_000_000, config, new Set([100, 5_000])));
+  });
+
   it('asks for the repeats of a few epochs only, once the epochs stop growing', () => {
     let asked = 0;
     const repeatsIn = (from: number, to: number) => {

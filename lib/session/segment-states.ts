@@ -21,12 +21,15 @@ export function stateOf(record: LogRecord, done: DoneRecord | null): RecordState
   };
 }
 
-/** The lines of `states`: each context start written once, on the first line and where it changed. */
-export function stateLines(states: readonly RecordState[]): SegmentStateLine[] {
-  let previous: string | undefined;
-  return states.map(({ context, ...state }, index) => {
+/**
+ * The lines of `states`: each context start written once, on the first line and where it
+ * changed. `before`: the context start of the line before them (lines added to a segment's).
+ */
+export function stateLines(states: readonly RecordState[], before?: ContextStart | null): SegmentStateLine[] {
+  let previous = before === undefined ? undefined : JSON.stringify(before);
+  return states.map(({ context, ...state }) => {
     const text = JSON.stringify(context);
-    const changed = index === 0 || text !== previous;
+    const changed = previous === undefined || text !== previous;
     previous = text;
     return changed ? { ...state, context } : state;
   });

@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { CorruptObjectError } from '../errors.ts';
 import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
+import { lowerBound } from '../sorted.ts';
 import {
   logItemSchema,
   segmentIndexSchema,
@@ -11,8 +12,10 @@ import {
   type SegmentIndex,
   type SegmentTurn,
 } from './records.ts';
-import { LineBuffer } from './line-buffer.ts';
-import { resolveStates, stateLines, type RecordState } from './segment-states.ts';
+import { resolveStates, type RecordState } from './segment-states.ts';
+import { FOOTER_LENGTH, TOOL_BLOCK, type SegmentBase, type SegmentContent } from './segment-build.ts';
+
+export { buildSegment, segmentSeqs, TOOL_BLOCK, type SegmentBase, type SegmentContent } from './segment-build.ts';
 
 /**
  * Segments: immutable objects packing many old records. Layout, one JSON value per line:
@@ -26,92 +29,8 @@ import { resolveStates, stateLines, type RecordState } from './segment-states.ts
  * The states section (format v2) holds each record's closing state, read only by a fork.
  */
 
-const FOOTER_LENGTH = 33;
-/** Tool lines per index mark. */
-export const TOOL_BLOCK = 32;
 /** The first suffix read of a segment when its tool lines are wanted (index, messages, tail). */
 export const FIRST_READ = 64 * 1024;
-
-export interface SegmentContent {
-  firstRecord: number;
-  lastRecord: number;
-  /** Every item of the packed records, in seq order (dense). */
-  items: LogItem[];
-  /** The outcome of every model turn in the packed records, in record order. */
-  turns: SegmentTurn[];
-  /**
-   * Every message of the history before `items` (seq order), when they fit a small budget:
-   * then a tail read that reaches this segment needs no older segment for messages.
-   * null when they did not fit (older segments must be read for their messages).
-   */
-  carried: LogItem[] | null;
-  /** Each record's closing state, in record order (null: not known for every record, as when merging a v1 segment). */
-  states: RecordState[] | null;
-  /** Each item's UTF-8 line where the caller has one (JSON that parses to the item), else it is stringified. */
-  lines?: readonly (Uint8Array | undefined)[];
-}
-
-/**
- * The seq range of a segment of `items`: an empty one (records of no items only, as a fork's
- * first record) names the empty range starting at `firstSeq`, the seq its next item would take.
- */
-export function seqRange(items: readonly LogItem[], firstSeq: number): { firstSeq: number; lastSeq: number } {
-  const first = items[0];
-  const last = items[items.length - 1];
-  return first && last ? { firstSeq: first.seq, lastSeq: last.seq } : { firstSeq, lastSeq: firstSeq - 1 };
-}
-
-/** Serializes a segment (`firstSeq`: see seqRange). Deterministic: the same content gives the same bytes. */
-export function buildSegment(content: SegmentContent, firstSeq: number): Uint8Array {
-  // The lines given as bytes are room made up front.
-  const given = content.lines?.reduce((sum, line) => sum + (line ? line.length + 1 : 0), 0) ?? 0;
-  const body = new LineBuffer(64 * 1024 + given);
-  const itemLine = (item: LogItem, index: number) => body.append(content.lines?.[index] ?? JSON.stringify(item));
-  for (const state of stateLines(content.states ?? [])) body.append(JSON.stringify(state));
-  const turnsOffset = body.length;
-  const turnEnds = content.turns.map((turn) => body.append(JSON.stringify(turn)));
-  const toolsOffset = body.length;
-  let toolCount = 0;
-  const marks: number[] = [];
-  content.items.forEach((item, index) => {
-    if (item.type === 'message') return;
-    const end = itemLine(item, index);
-    toolCount += 1;
-    if (toolCount % TOOL_BLOCK === 0) marks.push(end);
-  });
-  const messagesOffset = body.length;
-  for (const item of content.carried ?? []) body.append(JSON.stringify(item));
-  for (const [index, item] of content.items.entries()) if (item.type === 'message') itemLine(item, index);
-  const orphans: Record<string, number> = {};
-  const awaiting = new Map<string, number[]>();
-  for (const item of content.items) {
-    if (item.type === 'function_call') awaiting.set(item.call_id, [...(awaiting.get(item.call_id) ?? []), item.seq]);
-    else if (item.type === 'function_call_output') {
-      if (awaiting.has(item.call_id)) awaiting.delete(item.call_id);
-      else if (!(item.call_id in orphans)) orphans[item.call_id] = item.seq;
-    }
-  }
-  const unmatched = [...awaiting.values()].flat().sort((a, b) => a - b);
-  const seqs = seqRange(content.items, firstSeq);
-  const index: SegmentIndex = {
-    format: content.states ? 'tailgate.segment.v2' : 'tailgate.segment.v1',
-    first_record: content.firstRecord,
-    last_record: content.lastRecord,
-    first_seq: seqs.firstSeq,
-    last_seq: seqs.lastSeq,
-    turns: { offset: turnsOffset, records: content.turns.map((turn) => turn.record), ends: turnEnds },
-    tools: { offset: toolsOffset, count: toolCount, marks },
-    unmatched,
-    orphans,
-    messages: { offset: messagesOffset, length: body.length - messagesOffset, count: content.items.length - toolCount },
-    carried: content.carried === null ? null : content.carried.length,
-    ...(content.states ? { states: content.states.length } : {}),
-  };
-  const indexOffset = body.length;
-  const indexLength = body.append(JSON.stringify(index), false) - indexOffset;
-  body.append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1`);
-  return body.bytes();
-}
 
 /**
  * Reads one segment from its end with Range requests: 64 KiB first, then as far back as the
@@ -299,6 +218,29 @@ export class SegmentReader {
     if (states?.length !== index.states || index.states !== index.last_record - index.first_record + 1)
       throw new CorruptObjectError(this.key, 'segment states do not match its index');
     return states;
+  }
+
+  /**
+   * What a segment extending this one needs of it (SegmentBase): its whole bytes, of which
+   * only the index, the messages, the states and the unmatched calls are parsed. Null for a
+   * v1 segment (no states): it is merged through `content`.
+   */
+  async base(): Promise<SegmentBase | null> {
+    const index = await this.index();
+    if (index.states === undefined) return null;
+    await this.#extendTo(0);
+    const messages = await this.messages();
+    const states = await this.states();
+    if (!states) return null;
+    const seqs = await this.toolSeqs();
+    const unmatched: LogItem[] = [];
+    for (const seq of index.unmatched) {
+      const at = lowerBound(seqs, seq);
+      const [call] = seqs[at] === seq ? await this.tools(at, at + 1, true) : [];
+      if (call?.type !== 'function_call') throw new CorruptObjectError(this.key, 'an unmatched seq is not a call');
+      unmatched.push(call);
+    }
+    return { index, bytes: this.#slice(0, this.#size), messages, carried: this.#carried, states, unmatched };
   }
 
   /** Everything in the segment (for merging into a larger one). */

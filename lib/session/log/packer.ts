@@ -2,7 +2,7 @@ import { blobKey, doneKey, recordKey, recordsPrefix, segmentKey, type LogScope }
 import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
-import { buildSegment, SegmentMissingError, SegmentReader, seqRange, type SegmentContent } from '../segment.ts';
+import { buildSegment, SegmentMissingError, SegmentReader, segmentSeqs, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -99,16 +99,29 @@ async function packRecords(
     segment && segment.lastRecord === closed[0]!.record.record - 1 && segment.size + sizes[0]! <= log.segmentTargetBytes
       ? segment
       : null;
-  let content: SegmentContent = merge
-    ? await new SegmentReader(log.store, merge.key, merge).content()
-    : {
-        firstRecord: closed[0]!.record.record,
+  // A v2 segment is extended as it is (its lines copied); a v1 one, which has no states, is read whole.
+  const reader = merge && new SegmentReader(log.store, merge.key, merge);
+  const base = reader ? await reader.base() : null;
+  let content: SegmentContent = base
+    ? {
+        firstRecord: base.index.first_record,
         lastRecord: 0,
         items: [],
         turns: [],
-        carried: await carriedBefore(log, segment, closed[0]!.record.record),
+        carried: base.carried,
         states: [],
-      };
+        base,
+      }
+    : reader
+      ? await reader.content()
+      : {
+          firstRecord: closed[0]!.record.record,
+          lastRecord: 0,
+          items: [],
+          turns: [],
+          carried: await carriedBefore(log, segment, closed[0]!.record.record),
+          states: [],
+        };
   content = {
     ...content,
     items: [...content.items],
@@ -129,8 +142,8 @@ async function packRecords(
     const leases = chunk.flatMap(({ index }) => candidates[index]!.leaseKey ?? []);
     result.deleted += await retire(log, scope, chunk, [...leases, ...replaced]);
     replaced = [];
-    firstSeq = (content.items[content.items.length - 1]?.seq ?? firstSeq - 1) + 1;
-    const messages = content.items.filter((item) => item.type === 'message');
+    firstSeq = segmentSeqs(content, firstSeq).lastSeq + 1;
+    const messages = [...(content.base?.messages ?? []), ...content.items.filter((item) => item.type === 'message')];
     const next = content.lastRecord + 1;
     content = {
       firstRecord: next,
@@ -191,7 +204,7 @@ export async function writeSegment(
   const key = segmentKey(scope, {
     firstRecord: content.firstRecord,
     lastRecord: content.lastRecord,
-    ...seqRange(items, firstSeq),
+    ...segmentSeqs({ ...content, items }, firstSeq),
   });
   // An item moved out of line is not the one its line (if any) was of.
   const lines = content.lines?.map((line, index) => (items[index] === content.items[index] ? line : undefined));

@@ -73,6 +73,8 @@ export function segmentSeqs(content: SegmentContent, firstSeq: number): { firstS
 /** Serializes a segment (`firstSeq`: see seqRange). Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent, firstSeq: number): Uint8Array {
   const base = content.base;
+  // A base has a states section (SegmentReader.base): what extends it brings its records' states.
+  if (base && !content.states) throw new Error('a segment with states is extended without them');
   const at = base?.index;
   // The lines given as bytes are room made up front.
   const given = content.lines?.reduce((sum, line) => sum + (line ? line.length + 1 : 0), 0) ?? 0;

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
+import { parseRecordsEntry } from '../../lib/session/keys.ts';
+import { SegmentReader } from '../../lib/session/segment.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -61,5 +63,50 @@ describe('packing a backlog', () => {
     for (const key of stored) expect(puts).not.toContain(key);
     expect((await segments(store)).map((object) => object.key)).toEqual(expect.arrayContaining(stored));
     expect((await log.listItems('s', { limit: 1000 })).items).toEqual(expected);
+  });
+});
+
+describe('packing in small batches', () => {
+  it('merges records into the newest segment; the next segment carries the messages before it', async () => {
+    const store = new MemoryStore();
+    // Records merged into the newest segment until it would pass the target.
+    const log = new SessionLog(store, { segmentTargetBytes: TARGET, packMinRecords: 1, keepRecords: 1 });
+    await log.create({ id: 's' });
+    for (let record = 0; record < 60; record++) {
+      // A message, and a call answered in the next record: the merge meets calls still unanswered.
+      const call: Item = { type: 'function_call', call_id: `c${record}`, name: 'read', arguments: '{}' };
+      const answer: Item[] =
+        record > 0 ? [{ type: 'function_call_output', call_id: `c${record - 1}`, output: 'o'.repeat(4000) }] : [];
+      await log.append('s', [...answer, ...batch(record, 1, 20), call]);
+      // Every fifth record: a pack merges records into the newest segment, then starts the next.
+      if (record % 5 === 4) await log.pack('s');
+    }
+    const items = (await log.listItems('s', { limit: 1000 })).items.sort((a, b) => a.seq - b.seq);
+    const prefix = 'sessions/s/turn/';
+    let merged = 0;
+    let checked = 0;
+    for (const object of await segments(store)) {
+      const entry = parseRecordsEntry(object.key.slice(prefix.length).split('/')[1]!);
+      if (entry?.kind !== 'segment') continue;
+      const reader = new SegmentReader(store, object.key, entry);
+      if (entry.lastRecord > entry.firstRecord + 1) merged += 1;
+      // Every message before the segment, in seq order (all of them fit what a segment carries).
+      const before = items.filter((item) => item.seq < entry.firstSeq && item.type === 'message');
+      expect((await reader.carriedMessages())?.map((item) => item.seq)).toEqual(before.map((item) => item.seq));
+      const own = items.filter((item) => item.seq >= entry.firstSeq && item.seq <= entry.lastSeq);
+      expect((await reader.content()).items.map((item) => item.seq)).toEqual(own.map((item) => item.seq));
+      // Its unanswered calls: only the newest record's call (the next record answers it).
+      const last = own.filter((item) => item.type === 'function_call').at(-1)!;
+      const index = await reader.index();
+      expect(index.unmatched).toEqual([last.seq]);
+      // An output whose call is in the segment is no orphan.
+      for (const id of Object.keys(index.orphans))
+        expect(items.find((item) => item.type === 'function_call' && item.call_id === id)!.seq).toBeLessThan(
+          entry.firstSeq,
+        );
+      checked += 1;
+    }
+    expect(merged).toBeGreaterThanOrEqual(2);
+    expect(checked).toBeGreaterThanOrEqual(3);
   });
 });

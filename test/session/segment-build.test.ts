@@ -1,7 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { LogItem, SegmentTurn } from '../../lib/session/records.ts';
-import { buildSegment, SegmentReader, segmentSeqs, type SegmentContent } from '../../lib/session/segment.ts';
+import {
+  buildSegment,
+  SegmentReader,
+  segmentSeqs,
+  type SegmentBase,
+  type SegmentContent,
+} from '../../lib/session/segment.ts';
 import type { RecordState } from '../../lib/session/segment-states.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 
@@ -17,10 +23,25 @@ const CONTEXTS = [
     model: 'echo',
     created_at: AT,
   },
+  {
+    base_record: 2,
+    start_seq: 3,
+    summary: 'another summary',
+    summarized: { first_seq: 1, last_seq: 2 },
+    interrupted: ['a'],
+    model: 'echo',
+    created_at: AT,
+  },
 ];
 
 /** One record's part of a segment: its items (seqs given later), whether it is a model turn, its context. */
-const recordShape = fc.record({
+interface RecordShape {
+  items: ({ kind: 'message'; text: string } | { kind: 'call' | 'output'; id: string })[];
+  turn: boolean;
+  context: number;
+}
+
+const recordShape: fc.Arbitrary<RecordShape> = fc.record({
   items: fc.array(
     fc.oneof(
       fc.record({ kind: fc.constant('message' as const), text: fc.string({ maxLength: 8 }) }),
@@ -30,10 +51,8 @@ const recordShape = fc.record({
     { maxLength: 16 },
   ),
   turn: fc.boolean(),
-  context: fc.nat({ max: 1 }),
+  context: fc.nat({ max: 2 }),
 });
-
-type RecordShape = typeof recordShape extends fc.Arbitrary<infer Shape> ? Shape : never;
 
 /** The content of records `shapes` from record `firstRecord` and seq `firstSeq`. */
 function contentOf(
@@ -102,5 +121,31 @@ describe('a segment extended by later records', () => {
       ),
       { numRuns: 300 },
     );
+  });
+
+  it.each([31, 32, 33, 64])('moves the tool marks of a base of %i tool lines, extended twice', async (baseLines) => {
+    // A record per tool item, calls and their outputs in turn: an odd base ends on an unanswered call.
+    const all = Array.from({ length: baseLines + 47 }, (_, index) => ({
+      items: [{ kind: index % 2 === 0 ? ('call' as const) : ('output' as const), id: `c${index >> 1}` }],
+      turn: false,
+      context: index % 3,
+    }));
+    const parts = [all.slice(0, baseLines), all.slice(baseLines, baseLines + 7), all.slice(baseLines + 7)];
+    const store = new MemoryStore();
+    let record = 3;
+    let seq = 2;
+    let base: SegmentBase | undefined;
+    let bytes: Uint8Array = new Uint8Array();
+    for (const [at, part] of parts.entries()) {
+      const content = { ...contentOf(part, record, seq, null), ...(base ? { firstRecord: 3, base } : {}) };
+      bytes = buildSegment(content, seq);
+      const range = { firstRecord: 3, lastRecord: content.lastRecord, ...segmentSeqs(content, seq) };
+      await store.put(`part${at}`, bytes);
+      base = (await new SegmentReader(store, `part${at}`, range).base())!;
+      record += part.length;
+      seq = range.lastSeq + 1;
+    }
+    expect(new TextDecoder().decode(bytes)).toBe(new TextDecoder().decode(buildSegment(contentOf(all, 3, 2, null), 2)));
+    expect(base!.index.tools.marks).toHaveLength(Math.floor(base!.index.tools.count / 32));
   });
 });

@@ -102,25 +102,17 @@ async function packRecords(
   // A v2 segment is extended as it is (its lines copied); a v1 one, which has no states, is read whole.
   const reader = merge && new SegmentReader(log.store, merge.key, merge);
   const base = reader ? await reader.base() : null;
-  let content: SegmentContent = base
-    ? {
-        firstRecord: base.index.first_record,
-        lastRecord: 0,
-        items: [],
-        turns: [],
-        carried: base.carried,
-        states: [],
-        base,
-      }
-    : reader
+  let content: SegmentContent =
+    reader && !base
       ? await reader.content()
       : {
-          firstRecord: closed[0]!.record.record,
+          firstRecord: base?.index.first_record ?? closed[0]!.record.record,
           lastRecord: 0,
           items: [],
           turns: [],
-          carried: await carriedBefore(log, segment, closed[0]!.record.record),
+          carried: base ? base.carried : await carriedBefore(log, segment, closed[0]!.record.record),
           states: [],
+          ...(base ? { base } : {}),
         };
   content = {
     ...content,

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { md5 } from '@noble/hashes/legacy.js';
+import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
 import { describe, expect, it } from 'vitest';
 import { md5Hex, sha256Hex } from '../lib/hash.ts';
@@ -33,5 +34,15 @@ describe('sha256Hex', () => {
   it('hashes strings as UTF-8 and bytes as they are', () => {
     expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
     expect(sha256Hex(new TextEncoder().encode('abc'))).toBe(sha256Hex('abc'));
+  });
+
+  it("hashes any text's UTF-8 bytes and any bytes (checked against @noble/hashes' SHA-256)", () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 300, unit: 'binary' }), fc.uint8Array({ maxLength: 300 }), (text, bytes) => {
+        expect(sha256Hex(text)).toBe(bytesToHex(sha256(utf8ToBytes(text))));
+        expect(sha256Hex(bytes)).toBe(bytesToHex(sha256(bytes)));
+      }),
+      { numRuns: 200 },
+    );
   });
 });

@@ -51,6 +51,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: unitFiles,
+          setupFiles: ['test/support/equality.ts'],
           // Files in one worker share their modules instead of loading lib/ again for each file (most
           // of the project's CPU time); no unit test mocks a module, and each restores the timers,
           // the environment and the OpenTelemetry globals it changes.
@@ -65,6 +66,7 @@ export default defineConfig({
           include: ['test/**/*.test.ts'],
           exclude: ['test/workers/**', 'test/bundle/**', ...unitFiles],
           globalSetup: ['test/support/global-setup.ts'],
+          setupFiles: ['test/support/equality.ts'],
           // As in `unit`: the files a worker runs share functions/app.ts and lib/ instead of loading
           // them again for each file (most of these files' CPU time). Each file closes the servers,
           // stores and fake timers it opens and stops the background loops it starts (the
@@ -100,6 +102,7 @@ export default defineConfig({
           name: 'workers',
           include: ['test/workers/**/*.test.ts'],
           globalSetup: ['test/support/workers-global-setup.ts'],
+          setupFiles: ['test/support/equality.ts'],
           // As in `unit` and `node`: the files a worker runs share the Worker's modules inside workerd
           // (83 s of CPU isolated against 56 s shared, back to back); none mocks a module or changes
           // a global, and each uses ids of its own in the R2 bucket.

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { RepeatedCalls } from './repeated-calls.ts';
+
+export { RepeatedCalls } from './repeated-calls.ts';
 
 /**
  * What the strategies and the session log share about a history, with no code of either:
@@ -13,7 +16,9 @@ import { z } from 'zod';
  *   when shorter, `~` and the gaps between the set bits (lib/strategies/aggregates.ts
  *   `encodeRepeats`). Enough to recompute any epoch schedule for any configuration.
  * - `repeated`: for every call key seen at least twice, the seq of its newest function_call,
- *   keyed by the call key's first REPEATED_KEY_CHARS hex characters.
+ *   keyed by the call key's first REPEATED_KEY_CHARS hex characters; stored as a JSON object,
+ *   held as a RepeatedCalls (lib/repeated-calls.ts), which a few new repeats extend without a
+ *   copy of the whole map.
  * - `repeated_older` (absent: `repeated` is whole): `repeated` holds only the entries whose seq
  *   is at least `before_seq`, the others are stored apart by the session log (the view of record
  *   `record` wrote them, lib/session/log/older-repeated.ts). Exact for anything that looks only at
@@ -25,12 +30,15 @@ import { z } from 'zod';
  *   tells how many calls came before any image (`shorten_images` needs the tail that holds its
  *   newest whole images).
  */
+/** `repeated` as stored: a JSON object of call keys' first characters to seqs. */
+export const repeatedEntriesSchema = z.record(z.string(), z.number().int().positive());
+
 export const historyAggregatesSchema = z
   .object({
     tool_calls: z.number().int().nonnegative(),
     tool_outputs: z.number().int().nonnegative(),
     repeat_flags: z.string(),
-    repeated: z.record(z.string(), z.number().int().positive()),
+    repeated: repeatedEntriesSchema.transform((entries) => RepeatedCalls.of(entries)),
     images: z.number().int().nonnegative(),
     image_order: z.string(),
     repeated_older: z
@@ -47,50 +55,12 @@ export type HistoryAggregates = z.infer<typeof historyAggregatesSchema>;
  */
 export const REPEATED_KEY_CHARS = 12;
 
-const seqsOfRepeated = new WeakMap<object, readonly number[]>();
-
 /**
  * The seqs of the newest instances of repeated calls (the values of `repeated`), ascending,
- * without duplicates. Kept per `repeated` object, which is never changed once built: a turn
- * asks for them several times, and a long history has tens of thousands.
+ * without duplicates (kept with the map: a turn asks for them several times).
  */
 export function repeatedSeqs(aggregates: HistoryAggregates): readonly number[] {
-  return seqsOfRepeated.get(aggregates.repeated) ?? checkedRepeatedSeqs(aggregates.repeated)!;
-}
-
-/**
- * The seqs of a `repeated` map known without a walk (repeatedSeqs: kept or made once), or
- * undefined; and keeping them for a new map (the aggregates' extension derives them from the
- * map it copied, lib/strategies/aggregates.ts).
- */
-export function knownRepeatedSeqs(repeated: object): readonly number[] | undefined {
-  return seqsOfRepeated.get(repeated);
-}
-
-export function keepRepeatedSeqs(repeated: object, seqs: readonly number[]): void {
-  seqsOfRepeated.set(repeated, seqs);
-}
-
-/**
- * repeatedSeqs of a value that may not be a `repeated` map (a view read back): null unless each
- * of its own keys maps to a positive safe integer and none is `__proto__` (which a copy by the
- * schema would leave out). One pass over the map: a long history's, parsed from JSON, is an
- * object in dictionary mode, where `for...in` costs a third of `Object.values`.
- */
-export function checkedRepeatedSeqs(repeated: object): readonly number[] | null {
-  const values: number[] = [];
-  for (const key in repeated) {
-    const seq = (repeated as Record<string, unknown>)[key];
-    if (key === '__proto__' || !Object.hasOwn(repeated, key) || !Number.isSafeInteger(seq) || (seq as number) < 1)
-      return null;
-    values.push(seq as number);
-  }
-  // A typed array sorts numbers without a comparator call per pair.
-  const sorted = Float64Array.from(values).sort();
-  const seqs: number[] = [];
-  for (const seq of sorted) if (seqs.length === 0 || seqs[seqs.length - 1] !== seq) seqs.push(seq);
-  seqsOfRepeated.set(repeated, seqs);
-  return seqs;
+  return aggregates.repeated.seqs();
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../history.ts';
+import { historyAggregatesSchema, RepeatedCalls, type HistoryAggregates } from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
 import { parseJsonBytes } from './split-json.ts';
@@ -74,7 +74,7 @@ export function checkedView(value: unknown): LogView | null {
   const { format, v, policy, record, last_seq, aggregates, keys, tail, created_at } = value;
   if (format !== 'tailgate.view.v1' || v !== VIEW_VERSION || typeof policy !== 'string') return null;
   if (!isCount(record) || record < 1 || !isCount(last_seq) || typeof created_at !== 'string') return null;
-  const checkedAggregates = plainAggregates(aggregates) ? aggregates : parsed(historyAggregatesSchema, aggregates);
+  const checkedAggregates = plainAggregates(aggregates) ?? parsed(historyAggregatesSchema, aggregates);
   const index = plainKeyIndex(keys) ? keys : parsed(keyIndexSchema, keys);
   if (!checkedAggregates || !index) return null;
   let checkedTail: LogView['tail'] = null;
@@ -181,16 +181,18 @@ function isCount(value: unknown): value is number {
   return Number.isSafeInteger(value) && (value as number) >= 0;
 }
 
-function plainAggregates(value: unknown): value is HistoryAggregates {
+/** Aggregates as the schema gives them (`repeated` held as a RepeatedCalls of the object read), or null. */
+function plainAggregates(value: unknown): HistoryAggregates | null {
   const split = hasKeys(value, [...AGGREGATE_KEYS, 'repeated_older']);
-  if (!split && !hasKeys(value, AGGREGATE_KEYS)) return false;
+  if (!split && !hasKeys(value, AGGREGATE_KEYS)) return null;
   const { tool_calls, tool_outputs, repeat_flags, repeated, images, image_order } = value;
-  if (split && !plainSplit((value as Record<'repeated_older', unknown>).repeated_older)) return false;
-  if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return false;
-  if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return false;
-  if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return false;
-  // The schema's copy leaves out a `__proto__` key (checkedRepeatedSeqs refuses the map then).
-  return Object.getPrototypeOf(repeated) === Object.prototype && checkedRepeatedSeqs(repeated) !== null;
+  if (split && !plainSplit((value as Record<'repeated_older', unknown>).repeated_older)) return null;
+  if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return null;
+  if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return null;
+  if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return null;
+  // The schema's copy leaves out a `__proto__` key (RepeatedCalls.checked refuses the map then).
+  const map = Object.getPrototypeOf(repeated) === Object.prototype ? RepeatedCalls.checked(repeated) : null;
+  return map && ({ ...value, repeated: map } as HistoryAggregates);
 }
 
 /** The split of a `repeated` (HistoryAggregates.repeated_older), its keys in the schema's order. */

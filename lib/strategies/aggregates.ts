@@ -1,5 +1,5 @@
 import { sha256Hex } from '../hash.ts';
-import { keepRepeatedSeqs, knownRepeatedSeqs, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
+import { RepeatedCalls, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
 import { lowerBound } from '../sorted.ts';
 import type { PromptItem } from '../items.ts';
 
@@ -78,7 +78,14 @@ export type SequencedItem = PromptItem & { seq: number };
 
 /** The aggregates of an empty history. */
 export function emptyAggregates(): HistoryAggregates {
-  return { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' };
+  return {
+    tool_calls: 0,
+    tool_outputs: 0,
+    repeat_flags: '',
+    repeated: RepeatedCalls.EMPTY,
+    images: 0,
+    image_order: '',
+  };
 }
 
 /** The `input_image` parts of an item: in a message's content or an output's parts (0 for text). */
@@ -115,16 +122,14 @@ export function extendAggregates(
 ): { aggregates: HistoryAggregates; newKeys: string[] } {
   let toolCalls = previous.tool_calls;
   let toolOutputs = previous.tool_outputs;
-  // Copied only when a repeat changes it: a long history has tens of thousands of entries.
-  let repeated = previous.repeated;
   const newKeys: string[] = [];
   const batchKeys = new Set<string>();
   const setBits: number[] = [];
   let images = previous.images;
   const callBits: number[] = [];
-  // The seqs `repeated` gains and those it loses (an older instance of a repeated key).
-  const added: number[] = [];
-  const replaced = new Set<number>();
+  // The entries the repeats set, newer than every entry before (RepeatedCalls extends the map
+  // by them without copying it: a long history's has tens of thousands).
+  const repeats: [string, number][] = [];
   for (const item of newItems) {
     images += imagesOf(item);
     if (item.type === 'function_call_output') toolOutputs += 1;
@@ -134,25 +139,14 @@ export function extendAggregates(
     const repeat = batchKeys.has(key) || seenBefore(key);
     if (repeat) {
       setBits.push(toolCalls);
-      if (repeated === previous.repeated) repeated = { ...previous.repeated };
-      const entry = key.slice(0, REPEATED_KEY_CHARS);
-      const older = repeated[entry];
-      if (older !== undefined) replaced.add(older);
-      repeated[entry] = item.seq;
-      added.push(item.seq);
+      repeats.push([key.slice(0, REPEATED_KEY_CHARS), item.seq]);
     } else {
       newKeys.push(key);
       batchKeys.add(key);
     }
     toolCalls += 1;
   }
-  // Its seqs, from the ones before when they are known: the new ones are newer than all of them.
-  const before = repeated === previous.repeated ? undefined : knownRepeatedSeqs(previous.repeated);
-  if (before) {
-    const kept = replaced.size === 0 ? [...before] : before.filter((seq) => !replaced.has(seq));
-    for (const seq of added) if (!replaced.has(seq)) kept.push(seq);
-    keepRepeatedSeqs(repeated, kept);
-  }
+  const repeated = previous.repeated.with(repeats, true);
   const aggregates: HistoryAggregates = {
     tool_calls: toolCalls,
     tool_outputs: toolOutputs,

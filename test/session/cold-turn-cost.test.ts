@@ -227,7 +227,7 @@ describe('cold turns after cold turns', () => {
     expect(afterRepeat.shardGets).toBe(0);
     expect(afterRepeat.turn.aggregates.tool_calls).toBe(63 * 10 + 2);
     const repeatedKey = keysAfterView[0]!.slice(0, REPEATED_KEY_CHARS);
-    expect(afterRepeat.turn.aggregates.repeated[repeatedKey]).toBe(afterRepeat.turn.counts.items - 1);
+    expect(afterRepeat.turn.aggregates.repeated.get(repeatedKey)).toBe(afterRepeat.turn.counts.items - 1);
   });
 });
 

@@ -549,7 +549,7 @@ describe('SessionLog: turns', () => {
     await log.completeTurn(second, { status: 'completed', output: [call('c', 'ls', '{"e":2,"d":1}')], receipt: {} });
     const third = await claim(log, 's1', [output('c', '3')]);
     expect(third.aggregates.tool_calls).toBe(3);
-    expect(Object.values(third.aggregates.repeated)).toEqual([6]);
+    expect(third.aggregates.repeated.seqs()).toEqual([6]);
   });
 });
 

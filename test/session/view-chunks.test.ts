@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { emptyAggregates } from '../../lib/strategies/aggregates.ts';
 import { assembleTail, chunkBody, layoutView, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
 import type { LogItem } from '../../lib/session/records.ts';
 import { VIEW_VERSION, type LogView } from '../../lib/session/view-records.ts';
@@ -18,7 +19,7 @@ function viewOf(items: LogItem[], windowStart: number): LogView {
     policy: 'p',
     record: 9,
     last_seq: items.at(-1)?.seq ?? 0,
-    aggregates: { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' },
+    aggregates: emptyAggregates(),
     keys: { count: 0, depth: 0, versions: {} },
     tail: { from_seq: 1, window_start: windowStart, items },
     created_at: '2026-01-01T00:00:00.000Z',

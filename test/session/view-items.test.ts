@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { emptyAggregates } from '../../lib/strategies/aggregates.ts';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import { logContext } from '../../lib/session/log/context.ts';
 import { chunkBody, layoutView, readView, viewBody, type ViewChunk } from '../../lib/session/log/view-chunks.ts';
@@ -66,7 +67,7 @@ function viewOf(items: LogItem[], record: number, windowStart: number): LogView 
     policy: viewPolicy.version,
     record,
     last_seq: items.at(-1)?.seq ?? 0,
-    aggregates: { tool_calls: 0, tool_outputs: 0, repeat_flags: '', repeated: {}, images: 0, image_order: '' },
+    aggregates: emptyAggregates(),
     keys: { count: 0, depth: 0, versions: {} },
     tail: { from_seq: 1, window_start: windowStart, items },
     created_at: TIMES[0]!,

@@ -14,7 +14,7 @@ import {
   repeatIndices,
 } from '../../lib/strategies/aggregates.ts';
 import { repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
-import { checkedRepeatedSeqs, knownRepeatedSeqs, repeatedSeqs } from '../../lib/history.ts';
+import { RepeatedCalls, repeatedSeqs } from '../../lib/history.ts';
 import { indexHistory } from '../../lib/strategies/history-index.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import { call, historyArbitrary, output, sequenced, user } from './history-fixtures.ts';
@@ -32,7 +32,7 @@ describe('aggregates', () => {
       output('ghost', 'z'),
     ]);
     const aggregates = computeAggregates(items);
-    expect(historyAggregatesSchema.parse(aggregates)).toEqual(aggregates);
+    expect(historyAggregatesSchema.parse(JSON.parse(JSON.stringify(aggregates)))).toEqual(aggregates);
     expect(aggregates).toMatchObject({
       tool_calls: 4,
       tool_outputs: 3,
@@ -67,9 +67,10 @@ describe('aggregates', () => {
         fc.dictionary(fc.string({ minLength: 1, maxLength: 3 }), fc.integer({ min: 1, max: 60 })),
         (items, extra) => {
           // The history's own map, and one with seqs shared by keys and out of order.
-          for (const repeated of [computeAggregates(items).repeated, extra]) {
+          for (const repeated of [computeAggregates(items).repeated, RepeatedCalls.of(extra)]) {
             const seqs = repeatedSeqs({ ...emptyAggregates(), repeated });
-            expect(seqs).toEqual([...new Set(Object.values(repeated))].sort((a, b) => a - b));
+            const values = [...repeated.entries()].map(([, seq]) => seq);
+            expect(seqs).toEqual([...new Set(values)].sort((a, b) => a - b));
           }
         },
       ),
@@ -90,7 +91,7 @@ describe('aggregates', () => {
           while (start < items.length) {
             const size = chunkSizes[chunk % Math.max(1, chunkSizes.length)] ?? 3;
             const batch = items.slice(start, start + size);
-            const previous = structuredClone(aggregates);
+            const previous = JSON.parse(JSON.stringify(aggregates));
             const result = extendAggregates(aggregates, batch, (key) => seen.has(key));
             expect(aggregates).toEqual(previous);
             for (const key of result.newKeys) {
@@ -99,7 +100,7 @@ describe('aggregates', () => {
             }
             aggregates = result.aggregates;
             // The seqs kept for the new map (derived from the ones before) are those a walk of a copy gives.
-            expect(repeatedSeqs(aggregates)).toEqual(checkedRepeatedSeqs({ ...aggregates.repeated }));
+            expect(repeatedSeqs(aggregates)).toEqual(RepeatedCalls.of(aggregates.repeated.toJSON()).seqs());
             // So are the repeats kept for the new flags (the ones before and the new), as decoded.
             expect(repeatIndices(aggregates)).toEqual(repeatIndices({ ...aggregates }));
             start += size;
@@ -149,9 +150,8 @@ describe('aggregates', () => {
       const result = extendAggregates(aggregates, items.slice(from, to), (key) => seen.has(key));
       for (const key of result.newKeys) seen.add(key);
       aggregates = result.aggregates;
-      // Taken as derived (no walk of the map), and equal to a walk of a copy.
-      expect(knownRepeatedSeqs(aggregates.repeated)).toBeDefined();
-      expect(repeatedSeqs(aggregates)).toEqual(checkedRepeatedSeqs({ ...aggregates.repeated }));
+      // Equal to a walk of a copy.
+      expect(repeatedSeqs(aggregates)).toEqual(RepeatedCalls.of({ ...aggregates.repeated.toJSON() }).seqs());
     }
     expect(repeatedSeqs(aggregates)).toEqual([8, 9, 10, 12]);
   });
@@ -187,7 +187,7 @@ describe('aggregates', () => {
     const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}')]);
     const split = {
       ...computeAggregates(items.slice(0, 2)),
-      repeated: {},
+      repeated: RepeatedCalls.EMPTY,
       repeated_older: { before_seq: 2, record: 1 },
     };
     const extended = extendAggregates(split, items.slice(2), (key) => key === callKey('read', '{}')).aggregates;
@@ -360,7 +360,7 @@ describe('aggregates', () => {
           const aggregates = computeAggregates(history);
           const fromAggregates = repeatFlagReader(aggregates);
           const { history: index } = indexHistory(history);
-          const protectedSeqs = new Set(Object.values(aggregates.repeated));
+          const protectedSeqs = new Set(aggregates.repeated.seqs());
           const calls = history.filter((item) => item.type === 'function_call');
           const { history: viaAggregates } = indexHistory(history, aggregates);
           calls.forEach((item, position) => {

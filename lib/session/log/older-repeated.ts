@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CorruptObjectError } from '../../errors.ts';
-import { checkedRepeatedSeqs, historyAggregatesSchema, type HistoryAggregates } from '../../history.ts';
+import { RepeatedCalls, repeatedEntriesSchema, type HistoryAggregates } from '../../history.ts';
 import { olderRepeatedKey, type LogScope } from '../keys.ts';
 import { parseStored, validateStored } from '../records.ts';
 import type { LogContext } from './context.ts';
@@ -32,7 +32,7 @@ const olderRepeatedSchema = z
     format: z.literal('tailgate.repeated.v1'),
     record: z.number().int().positive(),
     before_seq: z.number().int().positive(),
-    repeated: historyAggregatesSchema.shape.repeated,
+    repeated: repeatedEntriesSchema,
   })
   .strict();
 type OlderRepeated = z.infer<typeof olderRepeatedSchema>;
@@ -88,21 +88,24 @@ export async function withOlderRepeated(
   if (stored.record !== older.record || stored.before_seq !== older.before_seq)
     throw new CorruptObjectError(key, `holds the entries before seq ${stored.before_seq} of record ${stored.record}`);
   const { repeated_older: _older, ...whole } = aggregates;
-  return { ...whole, repeated: { ...stored.repeated, ...aggregates.repeated } };
+  // The older entries, overridden by the view's (newer repeats of their keys).
+  return { ...whole, repeated: stored.repeated.with(aggregates.repeated.entries()) };
 }
 
 /** The object as written (its map checked in one pass, as a view's), else as the schema gives it. */
-function storedOlder(key: string, value: unknown): OlderRepeated {
+function storedOlder(key: string, value: unknown): Omit<OlderRepeated, 'repeated'> & { repeated: RepeatedCalls } {
   const candidate = value as Partial<OlderRepeated> | null;
+  const entries = candidate?.repeated;
   const plain =
-    typeof candidate?.repeated === 'object' &&
-    candidate.repeated !== null &&
-    Object.getPrototypeOf(candidate.repeated) === Object.prototype &&
-    checkedRepeatedSeqs(candidate.repeated) !== null;
-  if (!plain) return validateStored(key, value, olderRepeatedSchema);
+    typeof entries === 'object' && entries !== null && Object.getPrototypeOf(entries) === Object.prototype
+      ? RepeatedCalls.checked(entries)
+      : null;
+  if (!plain) {
+    const parsed = validateStored(key, value, olderRepeatedSchema);
+    return { ...parsed, repeated: RepeatedCalls.of(parsed.repeated) };
+  }
   const { repeated: _repeated, ...rest } = candidate as OlderRepeated;
-  validateStored(key, { ...rest, repeated: {} }, olderRepeatedSchema);
-  return candidate as OlderRepeated;
+  return { ...validateStored(key, { ...rest, repeated: {} }, olderRepeatedSchema), repeated: plain };
 }
 
 /**
@@ -151,7 +154,7 @@ async function splitRepeated(
   if (split <= 1 || bytesBefore(full.repeated, split) < SPLIT_BYTES) return full;
   const before: Record<string, number> = {};
   const kept: Record<string, number> = {};
-  for (const [key, seq] of Object.entries(full.repeated)) (seq < split ? before : kept)[key] = seq;
+  for (const [key, seq] of full.repeated.entries()) (seq < split ? before : kept)[key] = seq;
   const key = olderRepeatedKey(scope, record, split);
   const stored: OlderRepeated = { format: 'tailgate.repeated.v1', record, before_seq: split, repeated: before };
   // Its content is a function of its key (the history up to the record, split at the seq): a
@@ -163,7 +166,7 @@ async function splitRepeated(
     tool_calls,
     tool_outputs,
     repeat_flags,
-    repeated: kept,
+    repeated: RepeatedCalls.of(kept),
     images,
     image_order,
     repeated_older: { before_seq: split, record },
@@ -185,11 +188,8 @@ export async function dropOlderRepeated(
 }
 
 /** About the JSON bytes of the entries of `repeated` with a seq before `split`. */
-function bytesBefore(repeated: Record<string, number>, split: number): number {
+function bytesBefore(repeated: RepeatedCalls, split: number): number {
   let bytes = 0;
-  for (const key in repeated) {
-    const seq = repeated[key]!;
-    if (seq < split) bytes += key.length + String(seq).length + 4;
-  }
+  for (const [key, seq] of repeated.entries()) if (seq < split) bytes += key.length + String(seq).length + 4;
   return bytes;
 }

@@ -249,7 +249,11 @@ function checkTail(key: string, items: readonly { seq: number }[], fromSeq: numb
  */
 export function viewBody(view: LogView, layout: ViewLayout): Uint8Array[] {
   const { tail, created_at, ...rest } = view;
-  const head = `${JSON.stringify(rest).slice(0, -1)},"tail":`;
+  // `repeated` as its own JSON, which a map extending its base's makes from the base's.
+  const marked = JSON.stringify({ ...rest, aggregates: { ...rest.aggregates, repeated: REPEATED_MARK } });
+  const at = marked.indexOf(REPEATED_MARK_JSON);
+  const repeated = rest.aggregates.repeated.json();
+  const head = `${marked.slice(0, at)}${repeated}${marked.slice(at + REPEATED_MARK_JSON.length, -1)},"tail":`;
   const end = toBytes(`,"created_at":${JSON.stringify(created_at)}}`);
   if (!tail) return [toBytes(`${head}null`), end];
   const { chunk, drop, inline } = layout;
@@ -279,3 +283,6 @@ function chunkHead(record: number): string {
 }
 
 const CLOSE = toBytes('}');
+/** What stands for `repeated` while the rest of a view's head is serialized (no other value is this string). */
+const REPEATED_MARK = '\u0000repeated\u0000';
+const REPEATED_MARK_JSON = JSON.stringify(REPEATED_MARK);

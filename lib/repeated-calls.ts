@@ -59,7 +59,7 @@ export class RepeatedCalls {
 
   /** The seq of the newest call of `key`'s calls, when seen twice. */
   get(key: string): number | undefined {
-    return this.#changes.get(key) ?? (Object.hasOwn(this.#base, key) ? this.#base[key] : undefined);
+    return this.#lookup(this.#changes, key);
   }
 
   /**
@@ -81,7 +81,7 @@ export class RepeatedCalls {
       next.set(key, seq);
       added.push(seq);
     }
-    if (next.size === this.#changes.size && added.length === 0) return this;
+    if (added.length === 0) return this;
     const base = next.size > Math.max(FLATTEN_MIN, this.size / 8) ? flattened(this.#base, next) : undefined;
     const map = base ? new RepeatedCalls(base, new Map(), size) : new RepeatedCalls(this.#base, next, size);
     // Derived only while no two entries share a seq (a history's never do: a seq is one call).

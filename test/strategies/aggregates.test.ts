@@ -156,6 +156,23 @@ describe('aggregates', () => {
     expect(repeatedSeqs(aggregates)).toEqual([8, 9, 10, 12]);
   });
 
+  it('derives the seqs of the repeated map it extends by new repeats without a walk of the map', () => {
+    // A map whose keys count their walks (a lookup of one key is no walk).
+    let walks = 0;
+    const entries = new Proxy({ aaaaaaaaaaaa: 1, bbbbbbbbbbbb: 2 } as Record<string, number>, {
+      ownKeys: (target) => {
+        walks += 1;
+        return Reflect.ownKeys(target);
+      },
+    });
+    const previous = { ...emptyAggregates(), repeated: RepeatedCalls.of(entries) };
+    // Seqs 3 and 4: one key repeated twice, its newest instance kept.
+    const items = sequenced(['1', '2', '3', '4'].map((id) => call(id, 'read', '{}'))).slice(2);
+    const extended = extendAggregates(previous, items, () => true).aggregates;
+    expect(repeatedSeqs(extended)).toEqual([1, 2, 4]);
+    expect(walks).toBe(1);
+  });
+
   it('keeps the repeated calls and the bit arrays of the history it extends when the new items change neither', () => {
     const items = sequenced([call('1', 'read', '{}'), output('1', 'x'), call('2', 'read', '{}'), user('go')]);
     const previous = extendAggregates(emptyAggregates(), items.slice(0, 3), () => false).aggregates;

@@ -76,6 +76,61 @@ describe('RepeatedCalls', () => {
     expect(map.size).toBe(Object.keys(want).length);
   });
 
+  it('derives the seqs of an extension by newer seqs from its own, without a walk of its entries', () => {
+    // A base that counts the walks of its keys (`for...in` asks for them; a lookup of one key does not).
+    let walks = 0;
+    const entries = { aaa: 3, bbb: 5, ccc: 7 };
+    const base = new Proxy(entries, {
+      ownKeys: (target) => {
+        walks += 1;
+        return Reflect.ownKeys(target);
+      },
+    });
+    const map = RepeatedCalls.of(base);
+    expect(walks).toBe(1);
+    // New keys, a key of the base changed, a new key changed twice in the batch.
+    const next = map.with(
+      [
+        ['ddd', 10],
+        ['bbb', 11],
+        ['eee', 12],
+        ['eee', 13],
+      ],
+      true,
+    );
+    expect(next.seqs()).toEqual([3, 7, 10, 11, 13]);
+    expect(next.with([['aaa', 20]], true).seqs()).toEqual([7, 10, 11, 13, 20]);
+    expect(walks).toBe(1);
+    // Without `newer`, or from a map whose seqs are not known yet, they are a walk's.
+    expect(map.with([['fff', 1]]).seqs()).toEqual([1, 3, 5, 7]);
+    expect(walks).toBe(2);
+  });
+
+  it('keeps at most max(256, an eighth of its size) changes on top of its base', () => {
+    let map = RepeatedCalls.of({ x: 1 });
+    let unflattened = 0;
+    let flattenings = 0;
+    for (let seq = 2; seq <= 2_001; seq++) {
+      map = map.with([[seq % 3 === 0 ? `k${seq % 97}` : `n${seq}`, seq]], true);
+      // A map without changes gives its base itself as its JSON object, each time the same.
+      const entries = map.toJSON();
+      if (entries === map.toJSON()) {
+        flattenings += 1;
+        unflattened = 0;
+      } else unflattened += 1;
+      expect(unflattened).toBeLessThanOrEqual(Math.max(256, map.size / 8));
+    }
+    expect(flattenings).toBeGreaterThanOrEqual(7);
+  });
+
+  it('compares by its entries in toEqual, whatever their order, and not by its size', () => {
+    const map = RepeatedCalls.of({ aaa: 3, bbb: 5 });
+    expect(map).toEqual(RepeatedCalls.of({ bbb: 5 }).with([['aaa', 3]]));
+    expect(map).toEqual({ bbb: 5, aaa: 3 });
+    expect(map).not.toEqual(RepeatedCalls.of({ aaa: 3, ccc: 5 }));
+    expect({ repeated: map }).not.toEqual({ repeated: RepeatedCalls.of({ aaa: 4, bbb: 5 }) });
+  });
+
   it('takes a map read back only when every own key maps to a positive safe integer and none is __proto__', () => {
     expect(RepeatedCalls.checked({ a: 1, b: 2 })?.seqs()).toEqual([1, 2]);
     for (const refused of [

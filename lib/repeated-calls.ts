@@ -12,7 +12,8 @@
  * - its JSON (`json`) is the base's JSON, made once per base, with the changed values spliced in
  *   and the new keys appended: the text `JSON.stringify(toJSON())` gives, entry for entry in the
  *   order a copy of the base updated in place would have (changes of base keys where they stand,
- *   new keys after them).
+ *   new keys after them), for keys that are not array indices, which a plain object puts first
+ *   (a call key's 12 hex characters never are one).
  * A base object handed to `of` is owned by the map from then on: nothing may change it.
  */
 export class RepeatedCalls {
@@ -57,6 +58,11 @@ export class RepeatedCalls {
     return map;
   }
 
+  /** The changes it keeps on top of its base: past max(FLATTEN_MIN, an eighth of the base), it is flattened. */
+  get unflattened(): number {
+    return this.#changes.size;
+  }
+
   /** The seq of the newest call of `key`'s calls, when seen twice. */
   get(key: string): number | undefined {
     return this.#lookup(this.#changes, key);
@@ -68,20 +74,22 @@ export class RepeatedCalls {
    * map are derived from this one's, if known, without a walk of its entries.
    */
   with(changes: Iterable<readonly [string, number]>, newer = false): RepeatedCalls {
-    const next = new Map(this.#changes);
+    // Copied at the first change: a history's items bring none most of the time.
+    let next: Map<string, number> | undefined;
     const replaced = new Set<number>();
     const added: number[] = [];
     let size = this.size;
     for (const [key, seq] of changes) {
       // A map read back refuses it (`checked`), as a copy by a schema would leave it out.
       if (key === '__proto__') throw new TypeError('__proto__ is no call key');
+      next ??= new Map(this.#changes);
       const older = this.#lookup(next, key);
       if (older === undefined) size += 1;
       else replaced.add(older);
       next.set(key, seq);
       added.push(seq);
     }
-    if (added.length === 0) return this;
+    if (!next) return this;
     const base = next.size > Math.max(FLATTEN_MIN, this.size / 8) ? flattened(this.#base, next) : undefined;
     const map = base ? new RepeatedCalls(base, new Map(), size) : new RepeatedCalls(this.#base, next, size);
     // Derived only while no two entries share a seq (a history's never do: a seq is one call).
@@ -113,9 +121,9 @@ export class RepeatedCalls {
     return this.#seqs;
   }
 
-  /** The entries as a plain object (the base itself when nothing changed). */
-  toJSON(): Readonly<Record<string, number>> {
-    return this.#changes.size === 0 ? this.#base : flattened(this.#base, this.#changes);
+  /** The entries as a new plain object (the map's own base is never handed out: nothing may change it). */
+  toJSON(): Record<string, number> {
+    return flattened(this.#base, this.#changes);
   }
 
   /** `JSON.stringify(this.toJSON())`, made from the base's JSON (made once per base). */
@@ -196,5 +204,8 @@ function splicedJson(base: Readonly<Record<string, number>>, changes: ReadonlyMa
   }
   result += text.slice(from, -1);
   // The base's text ends in `}`; an empty base has no entry before the first appended one.
-  return `${result}${text.length === 2 ? appended.slice(1) : appended}}`;
+  result += `${text.length === 2 ? appended.slice(1) : appended}}`;
+  // Flat, as the base's text (jsonOf): a map keeps its JSON for as long as it lives.
+  result.slice(0, 1);
+  return result;
 }

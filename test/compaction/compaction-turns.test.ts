@@ -27,14 +27,20 @@ const BUDGET = { context_limit: 1000, response_reserve: 200 };
 function services(
   store: ObjectStore,
   options: { model?: Model; env?: Record<string, string> } = {},
-): TurnServices & { sessions: SessionLog } {
+): TurnServices & { sessions: SessionLog; settled: () => Promise<unknown> } {
+  // The tasks handed over after responses (they start on a timer), until they settle.
+  const pending = new Set<Promise<unknown>>();
   return {
     sessions: new SessionLog(store),
     inbox: new Inbox(store, { sessionExists: sessionExistsIn(store, '') }),
     config: parseServiceConfig(options.env ?? {}),
     env: options.env ?? {},
     model: (id) => (id === 'echo' || !options.model ? echoModel : options.model),
-    background: () => undefined,
+    background: (task) => {
+      const settled: Promise<unknown> = task.catch(() => undefined).finally(() => pending.delete(settled));
+      pending.add(settled);
+    },
+    settled: () => Promise.all(pending),
     startBackground(run) {
       return runInProcess(this, run);
     },
@@ -134,6 +140,8 @@ describe('compaction in a turn', () => {
       await compactSession(service, 's1', { keep_tokens: 0 });
       for (let index = 0; index < 3; index++) await runTurn(service, 's1', { input: `new ${index}` });
       await pack();
+      // The earlier turns' background work done, so none of its reads counts as the measured turn's.
+      await service.settled();
       counting.reset();
       await runTurn(service, 's1', { input: 'measured' });
       return counting.counts.bytesRead;

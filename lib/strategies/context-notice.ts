@@ -8,10 +8,21 @@ export const CONTEXT_NOTICE_TEXT =
   'call only because its earlier result is not visible here; call it again only if you need ' +
   'fresh data.';
 
-/** The synthetic user message an epoch strategy adds when it compacted or dropped anything. */
+/**
+ * The synthetic user message an epoch strategy adds when it compacted or dropped anything: one
+ * frozen object, so that a turn's receipt finds the hash of the block that holds it kept from
+ * the turn before (lib/prompt-shape.ts hashes a frozen item once per process).
+ */
 export function contextNoticeItem(): PromptMessageItem {
-  return { type: 'message', role: 'user', content: CONTEXT_NOTICE_TEXT, synthetic: 'context_notice' };
+  return CONTEXT_NOTICE;
 }
+
+const CONTEXT_NOTICE: PromptMessageItem = Object.freeze({
+  type: 'message',
+  role: 'user',
+  content: CONTEXT_NOTICE_TEXT,
+  synthetic: 'context_notice',
+});
 
 export function isContextNotice(item: PromptItem): boolean {
   return item.synthetic === 'context_notice';

@@ -81,12 +81,37 @@ function withInstructions(
   items: PromptItem[],
   stablePrefixLength: number,
 ): { prompt: PromptItem[]; cacheBreakpoint?: number } {
-  const prompt: PromptItem[] = instructions
-    ? [{ type: 'message', role: 'system', content: instructions }, ...items]
-    : items;
+  const prompt: PromptItem[] = instructions ? [systemMessage(instructions), ...items] : items;
   const stable = stablePrefixLength + (instructions ? 1 : 0);
   return stable > 0 ? { prompt, cacheBreakpoint: stable - 1 } : { prompt };
 }
+
+/**
+ * The instructions as the prompt's first item: one frozen object per text, kept for the texts
+ * used last (SYSTEM_MESSAGE_CHARS of them in all), so that a turn's receipt finds the hash of
+ * its prompt's first block kept from the turn before (lib/prompt-shape.ts hashes a frozen item
+ * once per process) instead of hashing that block again on every turn.
+ */
+function systemMessage(instructions: string): PromptItem {
+  let message = systemMessages.get(instructions);
+  if (message) systemMessages.delete(instructions);
+  else {
+    message = Object.freeze({ type: 'message', role: 'system', content: instructions });
+    systemMessageChars += instructions.length;
+  }
+  systemMessages.set(instructions, message);
+  for (const [text] of systemMessages) {
+    if (systemMessageChars <= SYSTEM_MESSAGE_CHARS || text === instructions) break;
+    systemMessages.delete(text);
+    systemMessageChars -= text.length;
+  }
+  return message;
+}
+
+/** The characters of the instructions kept as messages (the newest kept whatever its length). */
+const SYSTEM_MESSAGE_CHARS = 1 << 20;
+const systemMessages = new Map<string, PromptItem>();
+let systemMessageChars = 0;
 
 function summaryItem(contextStart: Pick<ContextStart, 'summary'> & { pending?: true }): PromptItem {
   return { ...summaryMessage(contextStart.summary), ...(contextStart.pending ? { pending: true } : {}) };

@@ -3,6 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { runStateless } from '../../lib/openai/stateless.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { contextNoticeItem } from '../../lib/strategies/context-notice.ts';
+import { STRATEGY_CONFIG_DEFAULTS } from '../../lib/strategies/strategy-config.ts';
+import { assemblePrompt } from '../../lib/turn/assemble-prompt.ts';
 import { previewPrompt, runTurn } from '../../lib/turn/index.ts';
 import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
@@ -88,5 +91,38 @@ describe('assemblePrompt', () => {
       }),
       { numRuns: 40 },
     );
+  });
+});
+
+describe('the items a prompt adds', () => {
+  const sources = (instructions: string) => ({
+    history: [{ type: 'message' as const, role: 'user' as const, content: 'hi', seq: 1 }],
+    contextStart: null,
+    strategies: ['none'],
+    strategyConfig: STRATEGY_CONFIG_DEFAULTS,
+    env: {},
+    notices: [],
+    instructions,
+  });
+
+  it('are the same frozen objects turn after turn, so a receipt hashes them once (lib/prompt-shape.ts)', () => {
+    const first = assemblePrompt(sources('You are careful.')).prompt[0]!;
+    expect(assemblePrompt(sources('You are careful.')).prompt[0]).toBe(first);
+    expect(first).toEqual({ type: 'message', role: 'system', content: 'You are careful.' });
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(contextNoticeItem()).toBe(contextNoticeItem());
+    expect(Object.isFrozen(contextNoticeItem())).toBe(true);
+  });
+
+  it('keep the instructions of the texts used last, up to a MiB of them', () => {
+    const first = assemblePrompt(sources('Keep me.')).prompt[0]!;
+    // Other sessions' instructions, 2 MiB of them: the first text is let go, and made again.
+    for (let index = 0; index < 32; index++) assemblePrompt(sources(`${index} ${'x'.repeat(64 * 1024)}`));
+    const again = assemblePrompt(sources('Keep me.')).prompt[0]!;
+    expect(again).not.toBe(first);
+    expect(again).toEqual(first);
+    // A text longer than the bound is kept while it is the newest.
+    const long = 'y'.repeat(2 * 1024 * 1024);
+    expect(assemblePrompt(sources(long)).prompt[0]).toBe(assemblePrompt(sources(long)).prompt[0]);
   });
 });

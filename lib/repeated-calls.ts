@@ -33,12 +33,26 @@ export class RepeatedCalls {
   }
 
   /**
-   * The map of `entries`, taken as they are (not copied), or null unless each of its own keys
-   * maps to a positive safe integer and none is `__proto__` (which a copy by a schema would
-   * leave out). One pass: an object that large, parsed from JSON, is in dictionary mode, where
-   * `for...in` costs a third of `Object.values`.
+   * The map of `entries`, taken as they are (not copied), or null unless they are a plain object
+   * (as JSON.parse makes one) each of whose own keys maps to a positive safe integer, none of them
+   * `__proto__` (which a copy by a schema would leave out). One pass: an object that large,
+   * parsed from JSON, is in dictionary mode, where `for...in` costs a third of `Object.values`.
    */
-  static checked(entries: object): RepeatedCalls | null {
+  static checked(entries: unknown): RepeatedCalls | null {
+    if (typeof entries !== 'object' || entries === null || Object.getPrototypeOf(entries) !== Object.prototype)
+      return null;
+    return RepeatedCalls.#walked(entries);
+  }
+
+  /** The map of `entries`, which are known to be one (a schema's output, a map's own). */
+  static of(entries: Readonly<Record<string, number>>): RepeatedCalls {
+    const map = RepeatedCalls.#walked(entries);
+    if (!map) throw new TypeError('not a map of call keys to seqs');
+    return map;
+  }
+
+  /** `checked` but for the prototype: the map, with its seqs, or null. */
+  static #walked(entries: object): RepeatedCalls | null {
     const values: number[] = [];
     for (const key in entries) {
       const seq = (entries as Record<string, unknown>)[key];
@@ -48,13 +62,6 @@ export class RepeatedCalls {
     }
     const map = new RepeatedCalls(entries as Record<string, number>, new Map(), values.length);
     map.#seqs = ascendingUnique(values);
-    return map;
-  }
-
-  /** The map of `entries`, which are known to pass `checked` (a schema's output, a map's own). */
-  static of(entries: Readonly<Record<string, number>>): RepeatedCalls {
-    const map = RepeatedCalls.checked(entries);
-    if (!map) throw new TypeError('not a map of call keys to seqs');
     return map;
   }
 

@@ -189,9 +189,8 @@ function plainAggregates(value: unknown): HistoryAggregates | null {
   if (split && !plainSplit((value as Record<'repeated_older', unknown>).repeated_older)) return null;
   if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return null;
   if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return null;
-  if (typeof repeated !== 'object' || repeated === null || Array.isArray(repeated)) return null;
   // The schema's copy leaves out a `__proto__` key (RepeatedCalls.checked refuses the map then).
-  const map = Object.getPrototypeOf(repeated) === Object.prototype ? RepeatedCalls.checked(repeated) : null;
+  const map = RepeatedCalls.checked(repeated);
   return map && ({ ...value, repeated: map } as HistoryAggregates);
 }
 

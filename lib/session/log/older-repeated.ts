@@ -95,11 +95,7 @@ export async function withOlderRepeated(
 /** The object as written (its map checked in one pass, as a view's), else as the schema gives it. */
 function storedOlder(key: string, value: unknown): Omit<OlderRepeated, 'repeated'> & { repeated: RepeatedCalls } {
   const candidate = value as Partial<OlderRepeated> | null;
-  const entries = candidate?.repeated;
-  const plain =
-    typeof entries === 'object' && entries !== null && Object.getPrototypeOf(entries) === Object.prototype
-      ? RepeatedCalls.checked(entries)
-      : null;
+  const plain = RepeatedCalls.checked(candidate?.repeated);
   if (!plain) {
     const parsed = validateStored(key, value, olderRepeatedSchema);
     return { ...parsed, repeated: RepeatedCalls.of(parsed.repeated) };

@@ -781,15 +781,28 @@ describe('SessionLog: packing', () => {
     }
   });
 
-  it('keeps the newest two views, not one per pack (each is as large as the tail it holds)', async () => {
+  it('keeps the newest two views, not one per pack (each as large as its tail), listing pages of 100', async () => {
     const store = new MemoryStore();
     // Small segments, so that most views' records are in segments older than the newest.
     const log = new SessionLog(store, { segmentTargetBytes: 2_000 });
     await log.create({ id: 's1' });
-    for (let block = 0; block < 40; block++) {
+    // The page sizes a pack asks for: what precedes the newest segment is the pack debt, so a
+    // page of 100 keys serves it however long the log (each listed key costs the file store a stat).
+    const limits: number[] = [];
+    const list = store.list.bind(store);
+    for (let block = 0; block < 60; block++) {
       await log.append('s1', [user(`task ${block}`), ...Array.from({ length: 20 }, (_, i) => call(`c${block}_${i}`))]);
-      if (block % 4 === 3) await log.pack('s1');
+      if (block % 4 !== 3) continue;
+      store.list = (prefix, options) => {
+        limits.push(options?.limit ?? 1000);
+        return list(prefix, options);
+      };
+      await log.pack('s1');
+      store.list = list;
     }
+    expect((await store.list('sessions/s1/turn/')).objects.length).toBeGreaterThan(100);
+    expect(limits.length).toBeGreaterThan(0);
+    expect(Math.max(...limits)).toBeLessThanOrEqual(100);
     const views = (await store.list('sessions/s1/')).objects.filter((object) => object.key.endsWith('.view'));
     expect(views.length).toBe(2);
     expect((await log.listItems('s1', { limit: 100 })).items.length).toBe(100);

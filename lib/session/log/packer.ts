@@ -37,7 +37,10 @@ export async function packScope(
   // for an append waiting on its overdue view: the background packs and the debt bound do.)
   const packMinRecords = view && !options.overdue ? 1 : log.packMinRecords;
   const prefix = recordsPrefix(scope);
-  const cursor = new UnitCursor(log.store, prefix);
+  // A page of 100, as the head's readers list: what precedes the newest segment is the pack
+  // debt (at most MAX_PACK_DEBT_RECORDS records, a few keys each), and a page of 1000 would
+  // have a store read that many keys' details (the file store: a stat each) for every pack.
+  const cursor = new UnitCursor(log.store, prefix, { pageLimit: 100 });
   const records: Extract<LogUnit, { kind: 'record' }>[] = [];
   let segment: Extract<LogUnit, { kind: 'segment' }> | null = null;
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {

@@ -24,7 +24,7 @@ import type { ExportHeader } from './export-format.ts';
 import { payloadKey } from './log/item-pages.ts';
 import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
-import { refreshIndex } from './log/session-index.ts';
+import { refreshIndex, type IndexState } from './log/session-index.ts';
 import { sweepExpired, type SweepResult } from './log/retention.ts';
 
 /**
@@ -148,11 +148,12 @@ export class SessionLogBase {
   }
 
   /**
-   * Writes the session's index entry (its listing row) from its config and newest record, and
-   * removes the entry it replaces. Call it after a turn or an append, in the background.
+   * Writes the session's index entry (its listing row) from its config and newest record (as
+   * read now, or `known`: what an append just wrote), and removes the entry it replaces. Call
+   * it after a turn or an append, in the background.
    */
-  async refreshIndex(id: string): Promise<void> {
-    return refreshIndex(this.log, id);
+  async refreshIndex(id: string, known?: IndexState): Promise<void> {
+    return refreshIndex(this.log, id, known);
   }
 
   /**

@@ -24,8 +24,9 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record, overdue } = await sessions.append(sessionId, stored, true);
-  afterResponse(services, async () => sessions.refreshIndex(sessionId));
+  const { first_seq, last_seq, record, overdue, indexed } = await sessions.append(sessionId, stored, true);
+  // The listing row from the record just written: no head to read again.
+  afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
   const packing = (refresh = false, overdue?: OverdueView) =>
     sessions.packSchedule.run(

@@ -179,6 +179,55 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       },
     );
 
+    it("an append's row comes from the record it wrote, not from the log; out of order, the newest shows", async () => {
+      const counting = { store: undefined as CountingStore | undefined };
+      const { log, list, background, settle, entries, keyPrefix } = setup(
+        (store) => (counting.store = new CountingStore(store)),
+      );
+      await log.create({ id: 'a' });
+      const first = await log.append('a', [user('one')]);
+      const second = await log.append('a', [user('two'), user('three')]);
+      const listed: string[] = [];
+      const inner = counting.store!.inner;
+      const list0 = inner.list.bind(inner);
+      inner.list = (prefix, options) => {
+        listed.push(prefix);
+        return list0(prefix, options);
+      };
+      counting.store!.reset();
+      // The second append's refresh first, then the first's (background writes reordered).
+      await log.refreshIndex('a', second.indexed);
+      await log.refreshIndex('a', first.indexed);
+      inner.list = list0;
+      // Each lists the session's index entries and reads its config, never its log.
+      expect(listed.length).toBe(2);
+      expect(listed.every((prefix) => prefix.startsWith(indexPrefix(keyPrefix)))).toBe(true);
+      expect(counting.store!.counts.get).toBe(2);
+      expect((await list()).sessions.map((row) => [row.id, row.counts])).toEqual([
+        ['a', { items: 3, turns: 0, tool_calls: 0 }],
+      ]);
+      await settle();
+      expect(await entries()).toHaveLength(1);
+      // Through the pipeline, an append hands its written state to the refresh.
+      const known: unknown[] = [];
+      const sessions = new Proxy(log, {
+        get(target, property, receiver) {
+          if (property === 'refreshIndex')
+            return (id: string, state?: unknown) => {
+              known.push(state);
+              return target.refreshIndex(id, state as Parameters<typeof target.refreshIndex>[1]);
+            };
+          const value: unknown = Reflect.get(target, property, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      await appendItems({ env: {}, background, log: () => undefined, sessions }, 'a', [user('four')]);
+      await settle();
+      expect(known).toEqual([expect.objectContaining({ newest: expect.objectContaining({ done: null }) })]);
+      expect((known[0] as { newest: { record: { record: number } } }).newest.record.record).toBe(3);
+      expect((await list()).sessions.map((row) => row.counts?.items)).toEqual([4]);
+    });
+
     it('racing writers (two refreshes and a PATCH) leave one entry, with the newest counts and metadata', async () => {
       const { log, list, entries } = setup();
       await log.create({ id: 'r', metadata: { v: 1 } });

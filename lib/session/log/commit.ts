@@ -35,6 +35,7 @@ import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
+import type { IndexState } from './session-index.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { carried, recordBody } from './record-cache.ts';
@@ -74,14 +75,15 @@ export async function appendItems(
   id: string,
   items: Item[],
   packsOverdue = false,
-): Promise<{ first_seq: number; last_seq: number; record: number; overdue?: OverdueView }> {
+): Promise<{ first_seq: number; last_seq: number; record: number; overdue?: OverdueView; indexed: IndexState }> {
   const input = checkInvariant(itemsSchema, items);
-  const { record, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
+  const { record, config, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
   return {
     first_seq: record.first_seq,
     last_seq: record.first_seq + input.length - 1,
     record: record.record,
     ...(overdue ? { overdue } : {}),
+    indexed: { config, newest: { record, done: null } },
   };
 }
 

@@ -171,14 +171,19 @@ export async function indexCreated(log: LogContext, config: SessionConfig): Prom
   );
 }
 
+/** The config and newest record an index entry is written from. */
+export type IndexState = Pick<Head, 'config' | 'newest'>;
+
 /**
- * Writes the session's entry from its config and newest record, as they are now (after a
- * turn or an append, in the background; a session gone meanwhile is left alone).
+ * Writes the session's entry from its config and newest record (after a turn or an append, in
+ * the background; a session gone meanwhile is left alone): as they are now, or as `known`
+ * says, the state its caller wrote. An entry of an older state is no harm: a newer one
+ * outranks it (`compareEntries`), whenever either is written.
  */
-export async function refreshIndex(log: LogContext, id: string): Promise<void> {
-  let head: Head;
+export async function refreshIndex(log: LogContext, id: string, known?: IndexState): Promise<void> {
+  let head: IndexState;
   try {
-    head = await readHead(log, id);
+    head = known ?? (await readHead(log, id));
   } catch (error) {
     if (error instanceof NotFoundError) return;
     throw error;

@@ -182,8 +182,17 @@ export function segmentKey(
 }
 
 /**
- * One version of a shard of the repeat index: the call keys starting with `prefix` seen up to
- * the end of record `record`, written by the pack that wrote that record's view.
+ * The shards of the repeat index written with the view of record `record`, in one object: the
+ * call keys seen up to the end of that record, shard after shard (lib/session/log/key-shards.ts).
+ */
+export function keySetKey(scope: LogScope, record: number): string {
+  return `${scoped(scope, 'keys')}${pad(RECORD_BOUND - checkRecordNumber(record))}-set`;
+}
+
+/**
+ * One version of a shard of the repeat index, the call keys starting with `prefix` in the set of
+ * record `record` (keySetKey): the name the processes' caches keep it by (a set's shards were
+ * separate objects of this name before view version 7).
  */
 export function keyShardKey(scope: LogScope, record: number, prefix: string): string {
   if (!/^[0-9a-f]{0,6}$/.test(prefix)) throw new RangeError('key shard prefixes are hex');

@@ -12,7 +12,9 @@ import {
   SHARD_PREFIX_PATTERN,
   SORTED_KEYS_PATTERN,
   VIEW_VERSION,
+  countsFit,
   filtersFit,
+  SHARD_COUNTS_PATTERN,
   keyIndexSchema,
   keysAscending,
   type KeyIndex,
@@ -210,7 +212,7 @@ function plainKeyIndex(value: unknown): value is KeyIndex {
   if (typeof value !== 'object' || value === null) return false;
   const delta = Object.hasOwn(value, 'delta');
   const filters = Object.hasOwn(value, 'filters');
-  const keys = ['count', 'depth', 'versions', ...(delta ? ['delta'] : []), ...(filters ? ['filters'] : [])];
+  const keys = ['count', 'depth', 'versions', 'counts', ...(delta ? ['delta'] : []), ...(filters ? ['filters'] : [])];
   if (!hasKeys(value, keys)) return false;
   const index = value as Record<string, unknown>;
   if (!isCount(index.count) || !isCount(index.depth) || index.depth > 6) return false;
@@ -218,6 +220,9 @@ function plainKeyIndex(value: unknown): value is KeyIndex {
     !plainRecord(index.versions, (name, prefixes) => RECORD_NAME_PATTERN.test(name) && PREFIXES_PATTERN.test(prefixes))
   )
     return false;
+  if (!plainRecord(index.counts, (name, counts) => RECORD_NAME_PATTERN.test(name) && SHARD_COUNTS_PATTERN.test(counts)))
+    return false;
+  if (!countsFit(index as KeyIndex)) return false;
   const keysOk =
     !delta || (typeof index.delta === 'string' && SORTED_KEYS_PATTERN.test(index.delta) && keysAscending(index.delta));
   if (!keysOk) return false;

@@ -30,11 +30,13 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 6;
+export const VIEW_VERSION = 7;
 
 /** `keyIndexSchema`'s `versions`: a view record by each name, its shards' prefixes concatenated. */
 export const RECORD_NAME_PATTERN = /^[1-9]\d*$/;
 export const PREFIXES_PATTERN = /^[0-9a-f]*$/;
+/** `keyIndexSchema`'s `counts`: the keys of each shard a version names, in its order, comma-separated. */
+export const SHARD_COUNTS_PATTERN = /^[1-9]\d{0,8}(?:,[1-9]\d{0,8})*$/;
 /** `keyIndexSchema`'s `filters`: each by the prefix of its shard. */
 export const SHARD_PREFIX_PATTERN = /^[0-9a-f]{0,6}$/;
 /** Call keys of 12 hex characters, concatenated (`sortedKeysSchema`). */
@@ -61,18 +63,21 @@ export function keysAscending(keys: string): boolean {
 /**
  * The repeat index a view names: every distinct call key seen up to the view's end, as its
  * first 12 hex characters. The first of them are split by their first `depth` characters into
- * shards (`keyShardSchema`); `versions` maps a view record to the prefixes (each `depth`
- * characters, concatenated) whose shard that view wrote; `count` is the number of keys.
- * `delta` (absent when empty): the keys no shard holds, fewer than the delta bound
- * (lib/session/log/key-shards.ts). `filters` (absent without shards, and past FILTER_MAX_KEYS
- * keys in shards): by prefix, the Bloom filter of each shard `versions` names, and of no other
- * (lib/session/key-filter.ts).
+ * shards, stored together: the shards a view wrote are one object (`keys/<g>/<inv record>-set`,
+ * lib/session/log/key-shards.ts), their keys concatenated in the order of their prefixes.
+ * `versions` maps a view record to the prefixes (each `depth` characters, concatenated) whose
+ * shard that view wrote, and `counts` the same record to the number of keys of each of those
+ * shards, in that order (so where each shard starts in the object); `count` is the number of
+ * keys. `delta` (absent when empty): the keys no shard holds, fewer than the delta bound.
+ * `filters` (absent without shards, and past FILTER_MAX_KEYS keys in shards): by prefix, the
+ * Bloom filter of each shard `versions` names, and of no other (lib/session/key-filter.ts).
  */
 export const keyIndexSchema = z
   .object({
     count: z.number().int().nonnegative(),
     depth: z.number().int().min(0).max(6),
     versions: z.record(z.string().regex(RECORD_NAME_PATTERN), z.string().regex(PREFIXES_PATTERN)),
+    counts: z.record(z.string().regex(RECORD_NAME_PATTERN), z.string().regex(SHARD_COUNTS_PATTERN)),
     delta: sortedKeysSchema.optional(),
     filters: z
       .record(
@@ -86,6 +91,7 @@ export const keyIndexSchema = z
       .optional(),
   })
   .strict()
+  .refine((index) => countsFit(index), 'counts not those of its shards')
   .refine((index) => filtersFit(index), 'filters not those of its shards');
 export type KeyIndex = z.infer<typeof keyIndexSchema>;
 
@@ -100,6 +106,52 @@ export function shardVersionsOf(depth: number, versions: Readonly<Record<string,
   return byPrefix;
 }
 
+/** Where a shard is: the object of view `record` (its `-set`), `length` characters from `offset`. */
+export interface ShardPlace {
+  record: number;
+  offset: number;
+  length: number;
+}
+
+/** Characters of a call key in the index (lib/session/log/key-shards.ts INDEX_KEY_CHARS). */
+const KEY_CHARS = 12;
+
+/** An index's names of its shards (`keyIndexSchema`). */
+interface ShardNames {
+  depth: number;
+  versions: Readonly<Record<string, string>>;
+  counts: Readonly<Record<string, string>>;
+}
+
+/** Where each shard an index names is (`versions` and `counts`), by prefix. */
+export function shardPlacesOf(index: ShardNames): Map<string, ShardPlace> {
+  const places = new Map<string, ShardPlace>();
+  for (const [name, prefixes] of Object.entries(index.versions)) {
+    const record = Number(name);
+    const counts = (index.counts[name] ?? '').split(',').map(Number);
+    let offset = 0;
+    counts.forEach((count, at) => {
+      const prefix = index.depth === 0 ? '' : prefixes.slice(at * index.depth, (at + 1) * index.depth);
+      places.set(prefix, { record, offset, length: count * KEY_CHARS });
+      offset += count * KEY_CHARS;
+    });
+  }
+  return places;
+}
+
+/** Whether an index's `counts` give one count for each shard its `versions` name, and no other. */
+export function countsFit(index: ShardNames): boolean {
+  const names = Object.keys(index.versions);
+  if (Object.keys(index.counts).length !== names.length) return false;
+  return names.every((name) => {
+    const counts = index.counts[name];
+    const prefixes = index.versions[name]!;
+    if (counts === undefined || !Object.hasOwn(index.counts, name)) return false;
+    const shards = index.depth === 0 ? 1 : prefixes.length / index.depth;
+    return Number.isInteger(shards) && shards > 0 && counts.split(',').length === shards;
+  });
+}
+
 /** Whether an index's `filters`, if any, name exactly the shards its `versions` name. */
 export function filtersFit(index: {
   depth: number;
@@ -111,16 +163,6 @@ export function filtersFit(index: {
   const filters = Object.keys(index.filters);
   return filters.length === shards.size && filters.every((prefix) => shards.has(prefix));
 }
-
-/** `keys/<inverted record>-<prefix>`: one shard of a repeat index, sorted keys concatenated. */
-export const keyShardSchema = z
-  .object({
-    format: z.literal('tailgate.keys.v1'),
-    record: z.number().int().positive(),
-    prefix: z.string().regex(/^[0-9a-f]{0,6}$/),
-    keys: sortedKeysSchema,
-  })
-  .strict();
 
 /**
  * `turn/<inverted record>.view`: the history up to `last_seq` (the end of record `record`) as

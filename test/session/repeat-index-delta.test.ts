@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import type { Item, StoredItem } from '../../lib/items.ts';
-import { keyShardKey } from '../../lib/session/keys.ts';
+import { keySetKey } from '../../lib/session/keys.ts';
 import { INDEX_KEY_CHARS, shardVersions } from '../../lib/session/log/key-shards.ts';
-import type { LogView } from '../../lib/session/view-records.ts';
+import { shardPlacesOf, type LogView } from '../../lib/session/view-records.ts';
+import { CorruptObjectError } from '../../lib/errors.ts';
 import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import type { ObjectStore } from '../../lib/store/object-store.ts';
+import type { GetOptions, ObjectStore } from '../../lib/store/object-store.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
 import {
   allItems,
@@ -85,7 +86,8 @@ describe('repeat index delta', () => {
       expect(deltaOf(view)).toEqual(order.slice(sharded).sort());
       // (The keys of the turn after the last view are new in this one too.)
       const crossed = Math.floor(viewed / BOUND) < Math.floor(order.length / BOUND);
-      expect(store.shardPuts > puts, `round ${round}`).toBe(crossed);
+      // A flush writes every shard in one object.
+      expect(store.shardPuts - puts, `round ${round}`).toBe(crossed ? 1 : 0);
       viewed = order.length;
       const items = await allItems(log);
       expect(view.aggregates).toEqual(computeAggregates(items));
@@ -211,6 +213,68 @@ describe('repeat index delta', () => {
     }
   });
 
+  it('stores a flush in one object, read a shard at a time, refusing a shard not as its view names it', async () => {
+    const memory = new MemoryStore();
+    // A bound of 200: the first flush splits the index by its first hex character (16 shards).
+    const wide = { ...options, indexDeltaKeys: 200 };
+    const log = await created(memory, wide);
+    const paths = Array.from({ length: 200 }, (_, index) => `s-${index}`);
+    await append(log, paths);
+    await log.pack('s');
+    const view = await newestView(memory, log);
+    const scope = await log.scope('s');
+    const places = shardPlacesOf(view.keys);
+    expect(view.keys.depth).toBe(1);
+    expect(places.size).toBe(16);
+    // One object: the shards in prefix order, each where the view says, then a line saying what they are.
+    const stored = (await memory.list(keySetKey(scope, 1).replace(/\d{12}-set$/, ''))).objects.map((o) => o.key);
+    expect(stored).toEqual([keySetKey(scope, view.record)]);
+    const text = new TextDecoder().decode((await memory.get(stored[0]!))!.body);
+    const keys = paths.map(keyOf).sort();
+    expect(text.slice(0, 200 * INDEX_KEY_CHARS)).toBe(keys.join(''));
+    for (const [prefix, place] of places) {
+      const shard = keys.filter((key) => key.startsWith(prefix)).join('');
+      expect(text.slice(place.offset, place.offset + place.length)).toBe(shard);
+    }
+    expect(JSON.parse(text.slice(200 * INDEX_KEY_CHARS))).toMatchObject({ format: 'tailgate.keys.v2', depth: 1 });
+    // A process new to the session reads the shard of a repeated call's prefix: that range only.
+    const ranges: unknown[] = [];
+    const reading = (store: ObjectStore): ObjectStore =>
+      new Proxy(store, {
+        get(target, property) {
+          if (property === 'get')
+            return (key: string, options?: GetOptions) => {
+              if (key.includes('/keys/')) ranges.push(options?.range);
+              return target.get(key, options);
+            };
+          const value = Reflect.get(target, property, target) as unknown;
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+    const items = await allItems(log);
+    const fresh = [call(300, 's-5'), output(300)];
+    const cold = new SessionLog(reading(new ProcessStore(memory)), wide);
+    expect(await turnAggregates(cold, fresh)).toEqual(aggregatesAfter(items, fresh));
+    const place = places.get(keyOf('s-5').slice(0, 1))!;
+    expect(ranges).toEqual([{ offset: place.offset, length: place.length }]);
+    // The same set with two keys of that shard swapped, or cut short: a corrupt object.
+    const [first, second] = [place.offset, place.offset + INDEX_KEY_CHARS];
+    const swapped =
+      text.slice(0, first) +
+      text.slice(second, second + INDEX_KEY_CHARS) +
+      text.slice(first, second) +
+      text.slice(second + INDEX_KEY_CHARS);
+    // A call of another key of that shard (the one of 's-5' is known from the turn's record now).
+    const other = paths.find((path) => path !== 's-5' && keyOf(path)[0] === keyOf('s-5')[0])!;
+    for (const body of [swapped, text.slice(0, place.offset + place.length - 1)]) {
+      await memory.put(stored[0]!, body);
+      const again = new SessionLog(new ProcessStore(memory), wide);
+      await expect(again.beginTurn('s', { input: [call(301, other), output(301)] })).rejects.toThrow(
+        CorruptObjectError,
+      );
+    }
+  });
+
   it('builds the index again from the log when a flush meets a shard gone for good', async () => {
     const store = new MemoryStore();
     // A bound of 200: the first flush splits the index by its first hex character (16 shards).
@@ -229,11 +293,11 @@ describe('repeat index delta', () => {
     const view = await newestView(store, log);
     expect(view.keys.depth).toBe(1);
     expect(deltaOf(view)).toHaveLength(199);
-    // The shards the newest view names are gone (no newer view to take), but for the one of the
-    // next call's prefix, which a turn or pack reads before it knows a flush is due.
+    // The shards the newest view names are gone (no newer view to take): their set.
     const scope = await log.scope('s');
-    const gone = [...shardVersions(view.keys)].filter(([prefix]) => prefix !== keyOf('last').slice(0, 1));
-    await store.delete(gone.map(([prefix, record]) => keyShardKey(scope, record, prefix)));
+    const sets = new Set([...shardVersions(view.keys).values()]);
+    expect(sets.size).toBe(1);
+    await store.delete([...sets].map((record) => keySetKey(scope, record)));
     // A process new to the session: one more key crosses 400, and the flush needs them all.
     const writer = new SessionLog(new ProcessStore(store), wide);
     await append(writer, ['last', 'q-3']);

@@ -20,7 +20,7 @@ function viewOf(items: LogItem[], windowStart: number): LogView {
     record: 9,
     last_seq: items.at(-1)?.seq ?? 0,
     aggregates: emptyAggregates(),
-    keys: { count: 0, depth: 0, versions: {} },
+    keys: { count: 0, depth: 0, versions: {}, counts: {} },
     tail: { from_seq: 1, window_start: windowStart, items },
     created_at: '2026-01-01T00:00:00.000Z',
   } as LogView;

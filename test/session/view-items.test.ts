@@ -68,7 +68,7 @@ function viewOf(items: LogItem[], record: number, windowStart: number): LogView 
     record,
     last_seq: items.at(-1)?.seq ?? 0,
     aggregates: emptyAggregates(),
-    keys: { count: 0, depth: 0, versions: {} },
+    keys: { count: 0, depth: 0, versions: {}, counts: {} },
     tail: { from_seq: 1, window_start: windowStart, items },
     created_at: TIMES[0]!,
   };

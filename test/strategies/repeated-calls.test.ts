@@ -155,7 +155,7 @@ describe('RepeatedCalls', () => {
       record: 2,
       last_seq: 10,
       aggregates: { tool_calls: 6, tool_outputs: 6, repeat_flags: '', repeated, images: 0, image_order: '' },
-      keys: { count: 0, depth: 0, versions: {} },
+      keys: { count: 0, depth: 0, versions: {}, counts: {} },
       tail: null,
       created_at: '2026-01-01T00:00:00.000Z',
     } as LogView;

@@ -1,8 +1,6 @@
 import type { Item, StoredItem } from '../../lib/items.ts';
-import { keyShardKey, viewKey } from '../../lib/session/keys.ts';
-import { shardVersions } from '../../lib/session/log/key-shards.ts';
-import { parseStored } from '../../lib/session/records.ts';
-import { keyShardSchema, type LogView } from '../../lib/session/view-records.ts';
+import { keySetKey, viewKey } from '../../lib/session/keys.ts';
+import { shardPlacesOf, type LogView } from '../../lib/session/view-records.ts';
 import { parseView } from './stored-view.ts';
 import { expect } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -72,11 +70,11 @@ export async function newestView(store: ObjectStore, log: SessionLog): Promise<L
 export async function shardsOf(store: ObjectStore, log: SessionLog, view: LogView): Promise<Map<string, string>> {
   const scope = await log.scope('s');
   const shards = new Map<string, string>();
-  for (const [prefix, record] of shardVersions(view.keys)) {
-    const key = keyShardKey(scope, record, prefix);
+  for (const [prefix, { record, offset, length }] of shardPlacesOf(view.keys)) {
+    const key = keySetKey(scope, record);
     const object = await store.get(key);
     expect(object, `${key} named by the view of record ${view.record}`).not.toBeNull();
-    shards.set(prefix, parseStored(key, object!.body, keyShardSchema).keys);
+    shards.set(prefix, new TextDecoder().decode(object!.body).slice(offset, offset + length));
   }
   return shards;
 }

@@ -1,9 +1,16 @@
 import { CorruptObjectError } from '../../errors.ts';
 import { FILTER_MAX_KEYS, filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
-import { keyShardKey, type LogScope } from '../keys.ts';
+import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import { parseStored } from '../records.ts';
-import { keyShardSchema, shardVersionsOf, type KeyIndex, type LogView } from '../view-records.ts';
+import {
+  keysAscending,
+  shardPlacesOf,
+  shardVersionsOf,
+  SORTED_KEYS_PATTERN,
+  type KeyIndex,
+  type LogView,
+  type ShardPlace,
+} from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { RecordMissingError } from './head.ts';
 import { shardCacheOf } from './shard-cache.ts';
@@ -12,14 +19,16 @@ import type { KnownKeys } from './types.ts';
 /**
  * The repeat index: every distinct call key of the history. The first keys, a multiple of the
  * delta bound (`LogContext.indexDeltaKeys`, INDEX_DELTA_KEYS by default), are in shards by
- * hash prefix, each shard an immutable object a view names by version; the keys after them
- * (fewer than the bound) are in the view itself (`delta`). So a view writes shards only when
- * its keys cross the next multiple of the bound (a flush), and what its shards hold is a
- * function of the history up to it, whichever view came before (view-records.ts,
- * `keyIndexSchema`). The view also carries a Bloom filter of each shard (lib/session/key-filter.ts,
- * computed whenever the shard is written): a turn reads only the shards of the calls after its
- * view that its delta does not hold and its shard's filter does not reject. Keys are kept as
- * sorted concatenations of 12 hex characters each.
+ * hash prefix; the keys after them (fewer than the bound) are in the view itself (`delta`). So
+ * a view writes shards only when its keys cross the next multiple of the bound (a flush): every
+ * shard, in one immutable object (`keys/<g>/<inv record>-set`, keySetKey: the shards' keys
+ * concatenated in prefix order, then a line of JSON saying what they are), which the view names
+ * by its record with each shard's count of keys, so a reader fetches one shard as a range of
+ * it. What the shards hold is a function of the history up to the view, whichever view came
+ * before (view-records.ts, `keyIndexSchema`). The view also carries a Bloom filter of each shard
+ * (lib/session/key-filter.ts, computed whenever the shard is written): a turn reads only the
+ * shards of the calls after its view that its delta does not hold and its shard's filter does
+ * not reject. Keys are kept as sorted concatenations of 12 hex characters each.
  */
 
 /** Characters of a call key kept in the index. */
@@ -34,7 +43,7 @@ const MAX_DEPTH = 2;
 const PARALLEL_SHARDS = 16;
 
 /** The index of an empty history. */
-export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, versions: {} }) as KeyIndex;
+export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, versions: {}, counts: {} }) as KeyIndex;
 
 /** A shard named by a view is gone: a newer pack replaced it. Readers list again, like for a record. */
 export class ShardMissingError extends RecordMissingError {}
@@ -82,7 +91,7 @@ export async function knownKeysOf(
     const short = key.slice(0, INDEX_KEY_CHARS);
     if (!holds(delta, short) && !rejects(filters, key.slice(0, depth), short)) prefixes.add(key.slice(0, depth));
   }
-  const shards = await loadShards(log, scope, shardVersions(index), prefixes, filters);
+  const shards = await loadShards(log, scope, shardPlacesOf(index), prefixes, filters);
   return { depth, delta, shards, ...(filters ? { filters } : {}) };
 }
 
@@ -145,42 +154,54 @@ function indexKey(log: LogContext, key: string): string {
 }
 
 /**
- * The shards of `prefixes` at `versions` (empty where no version is named), from the cache or the
- * store. A shard whose filter among `filters` is not sized for its keys: the view naming both is
+ * The shards of `prefixes` at `places` (empty where none is named), from the cache or the store.
+ * A shard whose filter among `filters` is not sized for its keys: the view naming both is
  * corrupt (a CorruptObjectError).
  */
 async function loadShards(
   log: LogContext,
   scope: LogScope,
-  versions: Map<string, number>,
+  places: Map<string, ShardPlace>,
   prefixes: Iterable<string>,
   filters?: KnownKeys['filters'],
 ): Promise<Map<string, string>> {
   const shards = new Map<string, string>();
   await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
-    const record = versions.get(prefix);
-    const keys = record === undefined ? '' : await readShard(log, scope, record, prefix);
-    const filter = record === undefined ? undefined : filterOf(filters, prefix);
+    const place = places.get(prefix);
+    const keys = place === undefined ? '' : await readShard(log, scope, prefix, place);
+    const filter = place === undefined ? undefined : filterOf(filters, prefix);
     if (filter !== undefined && filter.length !== filterChars(keys.length / INDEX_KEY_CHARS))
       throw new CorruptObjectError(
-        keyShardKey(scope, record!, prefix),
-        `holds ${keys.length / INDEX_KEY_CHARS} keys, the filter its view names is sized for others`,
+        keySetKey(scope, place!.record),
+        `holds ${keys.length / INDEX_KEY_CHARS} keys of ${prefix}, the filter its view names is sized for others`,
       );
     shards.set(prefix, keys);
   });
   return shards;
 }
 
-async function readShard(log: LogContext, scope: LogScope, record: number, prefix: string): Promise<string> {
-  const key = keyShardKey(scope, record, prefix);
+/** The shard of `prefix` at `place`: a range of its set, checked (its view says what it holds). */
+async function readShard(log: LogContext, scope: LogScope, prefix: string, place: ShardPlace): Promise<string> {
+  const key = keyShardKey(scope, place.record, prefix);
   const cache = shardCacheOf(log.store);
   const cached = cache.get(key);
   if (cached !== undefined) return cached;
-  const object = await log.store.get(key);
-  if (!object) throw new ShardMissingError(key);
-  const { keys } = parseStored(key, object.body, keyShardSchema);
+  const setKey = keySetKey(scope, place.record);
+  const object = await log.store.get(setKey, { range: { offset: place.offset, length: place.length } });
+  if (!object) throw new ShardMissingError(setKey);
+  // Not fatal: bytes that are not hex digits fail the pattern below, as corrupt.
+  const keys = shardDecoder.decode(object.body);
+  if (keys.length !== place.length || !SORTED_KEYS_PATTERN.test(keys) || !keysAscending(keys) || !within(keys, prefix))
+    throw new CorruptObjectError(setKey, `its shard of ${JSON.stringify(prefix)} is not what its view names`);
   cache.set(key, keys, keys.length);
   return keys;
+}
+
+const shardDecoder = new TextDecoder();
+
+/** Whether every key of the sorted concatenation `sorted` starts with `prefix` (its first and last do). */
+function within(sorted: string, prefix: string): boolean {
+  return sorted.startsWith(prefix) && sorted.slice(-INDEX_KEY_CHARS).startsWith(prefix);
 }
 
 /**
@@ -275,10 +296,10 @@ function split(sorted: string): string[] {
 /**
  * The index of view `record`: its base view's, with `newKeys` (the call keys first seen since
  * the base, in order) added. They go into the delta unless the count crosses a multiple of the
- * bound: then the shards are written to hold every key up to that multiple (create-only; one
- * already there holds the same keys, since its content is a function of the history), the rest
- * staying in the delta, and `replaced` names the base's shards they replace, to delete once the
- * view is written. A base shard gone is a ShardMissingError.
+ * bound: then every shard is written again, to hold every key of its prefix up to that multiple,
+ * all in one object (create-only; one already there holds the same keys, since its content is a
+ * function of the history), the rest staying in the delta, and `replaced` names the base's set,
+ * to delete once the view is written. A base shard gone is a ShardMissingError.
  */
 export async function writeKeyShards(
   log: LogContext,
@@ -296,22 +317,17 @@ export async function writeKeyShards(
   const sharded = Math.floor(count / bound) * bound;
   if (sharded <= previous.count - pending.length) {
     const delta = [...new Set([...pending, ...fresh])].sort().join('');
-    return { index: indexOf(count, previous.depth, previous.versions, delta, previous.filters), replaced: [] };
+    const { depth, versions, counts, filters } = previous;
+    return { index: indexOf(count, depth, { versions, counts }, delta, filters), replaced: [] };
   }
   const cut = Math.max(0, sharded - previous.count);
   const added = [...pending, ...fresh.slice(0, cut)];
   const delta = fresh.slice(cut).sort().join('');
   const depth = depthFor(sharded);
-  const oldVersions = shardVersions(previous);
+  const oldPlaces = shardPlacesOf(previous);
+  const old = await loadShards(log, scope, oldPlaces, oldPlaces.keys());
+  // A new depth: the old shards' keys split again; the same depth: each old shard with its new keys put in.
   const regrouped = depth !== previous.depth;
-  // A new depth: every shard is written again, from all the old ones.
-  const prefixes = regrouped ? [...oldVersions.keys()] : [...new Set(added.map((key) => key.slice(0, depth)))];
-  // Filters while the shards hold at most FILTER_MAX_KEYS keys (a shard kept whose filter its
-  // base lacks is read to compute it).
-  const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
-  const unfiltered =
-    regrouped || !filtering ? [] : [...oldVersions.keys()].filter((prefix) => !filterOf(previous.filters, prefix));
-  const old = await loadShards(log, scope, oldVersions, new Set([...prefixes, ...unfiltered]));
   const grouped = new Map<string, string[]>();
   const add = (key: string) => {
     const prefix = key.slice(0, depth);
@@ -321,49 +337,41 @@ export async function writeKeyShards(
   };
   if (regrouped) for (const keys of old.values()) for (const key of split(keys)) add(key);
   for (const key of added) add(key);
-  // The same depth: each shard is the old one with its new keys put in.
-  const shards = new Map<string, string>();
+  const shards = new Map<string, string>(regrouped ? [] : old);
   for (const [prefix, keys] of grouped) {
     keys.sort();
-    shards.set(prefix, regrouped ? insertSorted('', keys) : insertSorted(old.get(prefix) ?? '', keys));
+    shards.set(prefix, insertSorted(regrouped ? '' : (old.get(prefix) ?? ''), keys));
   }
+  const prefixes = [...shards.keys()].sort();
+  const counts = prefixes.map((prefix) => shards.get(prefix)!.length / INDEX_KEY_CHARS).join(',');
+  const names = prefixes.join('');
+  const about = { format: 'tailgate.keys.v2', record, depth, prefixes: names, counts };
+  const body = `${prefixes.map((prefix) => shards.get(prefix)!).join('')}\n${JSON.stringify(about)}\n`;
+  await log.store.put(keySetKey(scope, record), body, { onlyIfAbsent: true, contentType: 'text/plain' });
   const cache = shardCacheOf(log.store);
-  await mapLimit([...shards], PARALLEL_SHARDS, async ([prefix, keys]) => {
-    const key = keyShardKey(scope, record, prefix);
-    const body = { format: 'tailgate.keys.v1', record, prefix, keys };
-    await log.store.put(key, JSON.stringify(body), { onlyIfAbsent: true, contentType: 'application/json' });
-    cache.set(key, keys, keys.length);
-  });
-  const versions = new Map(regrouped ? [] : oldVersions);
-  for (const prefix of shards.keys()) versions.set(prefix, record);
-  const replaced = [...oldVersions]
-    .filter(([prefix, version]) => version !== record && (regrouped || shards.has(prefix)))
-    .map(([prefix, version]) => keyShardKey(scope, version, prefix));
-  // Each shard's filter: computed from its keys where written (or not named by its base), else the base's.
+  for (const [prefix, keys] of shards) cache.set(keyShardKey(scope, record, prefix), keys, keys.length);
+  const replaced = [...new Set([...oldPlaces.values()].map((place) => place.record))]
+    .filter((version) => version !== record)
+    .map((version) => keySetKey(scope, version));
+  // Filters while the shards hold at most FILTER_MAX_KEYS keys.
+  const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
   const filters: Record<string, string> = {};
-  for (const prefix of filtering ? [...versions.keys()].sort() : []) {
-    // A shard not written and not loaded for want of a filter keeps its base's.
-    const keys = shards.get(prefix) ?? old.get(prefix);
-    filters[prefix] = keys === undefined ? filterOf(previous.filters, prefix)! : shardFilter(keys);
-  }
-  return { index: indexOf(count, depth, encodeVersions(versions), delta, filters), replaced };
+  for (const prefix of filtering ? prefixes : []) filters[prefix] = shardFilter(shards.get(prefix)!);
+  const named = prefixes.length > 0 ? { versions: { [record]: names }, counts: { [record]: counts } } : EMPTY_NAMES;
+  return { index: indexOf(count, depth, named, delta, filters), replaced };
 }
+
+/** The shards of an index without any. */
+const EMPTY_NAMES: Pick<KeyIndex, 'versions' | 'counts'> = Object.freeze({ versions: {}, counts: {} });
 
 /** An index, its keys in the schema's order (as a read of it gives them), `delta` and `filters` absent when empty. */
 function indexOf(
   count: number,
   depth: number,
-  versions: KeyIndex['versions'],
+  { versions, counts }: Pick<KeyIndex, 'versions' | 'counts'>,
   delta: string,
   filters: KeyIndex['filters'],
 ): KeyIndex {
   const filtered = filters && Object.keys(filters).length > 0;
-  return { count, depth, versions, ...(delta ? { delta } : {}), ...(filtered ? { filters } : {}) };
-}
-
-function encodeVersions(versions: Map<string, number>): KeyIndex['versions'] {
-  const byRecord: Record<string, string> = {};
-  for (const [prefix, record] of [...versions].sort(([a], [b]) => (a < b ? -1 : 1)))
-    byRecord[record] = (byRecord[record] ?? '') + prefix;
-  return byRecord;
+  return { count, depth, versions, counts, ...(delta ? { delta } : {}), ...(filtered ? { filters } : {}) };
 }

@@ -808,6 +808,19 @@ describe('SessionLog: packing', () => {
     expect((await log.listItems('s1', { limit: 100 })).items.length).toBe(100);
   });
 
+  it('keeps the newest two views when packs come many records apart (past a page of the listing)', async () => {
+    const { store, log } = setup({ segmentTargetBytes: 2_000 });
+    await log.create({ id: 's1' });
+    // 60 records between views: the view a new one makes stale is past the page that holds the newest segment.
+    for (let n = 0; n < 300; n++) {
+      await log.append('s1', [user(`task ${n}`)]);
+      if (n % 60 === 59) await log.pack('s1');
+    }
+    const views = (await store.list('sessions/s1/')).objects.filter((object) => object.key.endsWith('.view'));
+    const records = views.map((object) => 1e12 - Number(/(\d{12})\.view$/.exec(object.key)![1]));
+    expect(records).toEqual([300, 240]);
+  });
+
   it('lists again when every view it listed was deleted since, instead of reading the whole log', async () => {
     const memory = new MemoryStore();
     let hiding = false;

@@ -50,6 +50,9 @@ export async function packScope(
     }
     records.push(unit);
   }
+  // A new view makes the third newest stale, and a page of 100 may end before it (many records
+  // between views): the listing goes on to it, so that no view is left behind for good.
+  if (view) while (cursor.views.length < 3 && (await cursor.next()));
   // The newest view stays until a newer one is written, even once a segment covers its
   // record, and so does the one before it, for a reader whose listing came before the newest.
   // Older ones serve no reader: they go, whether a segment covers their record or not (a view

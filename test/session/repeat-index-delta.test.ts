@@ -256,7 +256,9 @@ describe('repeat index delta', () => {
     const cold = new SessionLog(reading(new ProcessStore(memory)), wide);
     expect(await turnAggregates(cold, fresh)).toEqual(aggregatesAfter(items, fresh));
     const place = places.get(keyOf('s-5').slice(0, 1))!;
-    expect(ranges).toEqual([{ offset: place.offset, length: place.length }]);
+    // (With the key before it and the first character after it: the counts are checked too.)
+    const before = place.offset > 0 ? INDEX_KEY_CHARS : 0;
+    expect(ranges).toEqual([{ offset: place.offset - before, length: before + place.length + 1 }]);
     // The same set with two keys of that shard swapped, or cut short: a corrupt object.
     const [first, second] = [place.offset, place.offset + INDEX_KEY_CHARS];
     const swapped =
@@ -273,6 +275,39 @@ describe('repeat index delta', () => {
         CorruptObjectError,
       );
     }
+  });
+
+  it('refuses a view whose counts place a shard short of its keys, with no filter to tell', async () => {
+    const memory = new MemoryStore();
+    // A bound of 200 (16 shards) and no filters: only the counts say where each shard ends.
+    const wide = { ...options, indexDeltaKeys: 200, indexFilterKeys: 0 };
+    const log = await created(memory, wide);
+    const paths = Array.from({ length: 200 }, (_, index) => `s-${index}`);
+    await append(log, paths);
+    await log.pack('s');
+    const view = await newestView(memory, log);
+    expect(view.keys.filters).toBeUndefined();
+    const [record, counts] = Object.entries(view.keys.counts)[0]!;
+    const shardCounts = counts.split(',').map(Number);
+    const at = shardCounts.findIndex((count, index) => count > 1 && index < shardCounts.length - 1);
+    // One key less for that shard, one more for the next: the set's length is what the counts sum to.
+    const fewer = shardCounts.map((count, index) => (index === at ? count - 1 : index === at + 1 ? count + 1 : count));
+    const scope = await log.scope('s');
+    const key = (await memory.list(keySetKey(scope, 1).replace(/keys\/.*$/, 'turn/'))).objects.find((object) =>
+      object.key.endsWith('.view'),
+    )!.key;
+    const text = new TextDecoder().decode((await memory.get(key))!.body);
+    const quoted = `"counts":{"${record}":"${counts}"}`;
+    expect(text).toContain(quoted);
+    await memory.put(key, text.replace(quoted, `"counts":{"${record}":"${fewer.join(',')}"}`));
+    // A call of the last key of that shard: the range the view names leaves it out.
+    const prefix = view.keys.versions[record]!.slice(at, at + 1);
+    const last = paths
+      .filter((path) => keyOf(path).startsWith(prefix))
+      .sort((a, b) => (keyOf(a) < keyOf(b) ? -1 : 1))
+      .at(-1)!;
+    const cold = new SessionLog(new ProcessStore(memory), wide);
+    await expect(cold.beginTurn('s', { input: [call(300, last), output(300)] })).rejects.toThrow(CorruptObjectError);
   });
 
   it('builds the index again from the log when a flush meets a shard gone for good', async () => {

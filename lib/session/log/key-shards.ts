@@ -180,18 +180,36 @@ async function loadShards(
   return shards;
 }
 
-/** The shard of `prefix` at `place`: a range of its set, checked (its view says what it holds). */
+/**
+ * The shard of `prefix` at `place`: a range of its set, checked (its view says what it holds),
+ * read with the key before it and the start of what follows, so that counts placing it short
+ * of its keys or past them are refused too (the set's keys are sorted, so its shard of a prefix
+ * is where the keys before and after it have another prefix; a JSON line follows the last).
+ */
 async function readShard(log: LogContext, scope: LogScope, prefix: string, place: ShardPlace): Promise<string> {
   const key = keyShardKey(scope, place.record, prefix);
   const cache = shardCacheOf(log.store);
   const cached = cache.get(key);
   if (cached !== undefined) return cached;
   const setKey = keySetKey(scope, place.record);
-  const object = await log.store.get(setKey, { range: { offset: place.offset, length: place.length } });
+  const before = place.offset > 0 ? INDEX_KEY_CHARS : 0;
+  const after = Math.max(1, prefix.length);
+  const range = { offset: place.offset - before, length: before + place.length + after };
+  const object = await log.store.get(setKey, { range });
   if (!object) throw new ShardMissingError(setKey);
   // Not fatal: bytes that are not hex digits fail the pattern below, as corrupt.
-  const keys = shardDecoder.decode(object.body);
-  if (keys.length !== place.length || !SORTED_KEYS_PATTERN.test(keys) || !keysAscending(keys) || !within(keys, prefix))
+  const text = shardDecoder.decode(object.body);
+  const keys = text.slice(before, before + place.length);
+  const next = text.slice(before + place.length);
+  const bounded =
+    (before === 0 || !text.slice(0, before).startsWith(prefix)) && (next.startsWith('\n') || !next.startsWith(prefix));
+  if (
+    text.length !== range.length ||
+    !bounded ||
+    !SORTED_KEYS_PATTERN.test(keys) ||
+    !keysAscending(keys) ||
+    !within(keys, prefix)
+  )
     throw new CorruptObjectError(setKey, `its shard of ${JSON.stringify(prefix)} is not what its view names`);
   cache.set(key, keys, keys.length);
   return keys;

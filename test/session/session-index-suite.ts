@@ -228,6 +228,46 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect((await list()).sessions.map((row) => row.counts?.items)).toEqual([4]);
     });
 
+    it("an append's row, when a PATCH lands between its config read and its record, shows its counts", async () => {
+      let gate: { reached: () => void; open: Promise<void> } | undefined;
+      const { log, list, entries } = setup(
+        (store) =>
+          new Proxy(store, {
+            get(target, property) {
+              if (property === 'put')
+                return async (
+                  key: string,
+                  ...rest: Parameters<ObjectStore['put']> extends [string, ...infer R] ? R : never
+                ) => {
+                  const held = gate;
+                  if (held && /\/turn\/.*\d{12}$/.test(key)) {
+                    gate = undefined;
+                    held.reached();
+                    await held.open;
+                  }
+                  return target.put(key, ...rest);
+                };
+              const value = Reflect.get(target, property, target) as unknown;
+              return typeof value === 'function' ? value.bind(target) : value;
+            },
+          }),
+      );
+      await log.create({ id: 'r', metadata: { v: 1 } });
+      let open = () => {};
+      const reached = new Promise<void>((resolve) => {
+        gate = { reached: resolve, open: new Promise<void>((release) => (open = release)) };
+      });
+      // The append read the config (v1) and is about to write its record when the PATCH lands.
+      const appending = log.append('r', [user('one')]);
+      await reached;
+      await log.update('r', { metadata: { v: 2 } });
+      open();
+      const { indexed } = await appending;
+      await log.refreshIndex('r', indexed);
+      expect(await entries()).toHaveLength(1);
+      expect((await list()).sessions).toMatchObject([{ id: 'r', metadata: { v: 2 }, counts: { items: 1 } }]);
+    });
+
     it('racing writers (two refreshes and a PATCH) leave one entry, with the newest counts and metadata', async () => {
       const { log, list, entries } = setup();
       await log.create({ id: 'r', metadata: { v: 1 } });

@@ -188,11 +188,20 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
     if (error instanceof NotFoundError) return;
     throw error;
   }
-  await writeIndexEntry(log, head.config, head.newest);
+  // The config changed after the caller read it (a PATCH before its record landed, whose own
+  // entry may predate that record): the entry is written again from the state as it is now.
+  if (!(await writeIndexEntry(log, head.config, head.newest)) && known) await refreshIndex(log, id);
 }
 
-/** Puts the entry for `config` and `newest`, then removes the entries it outranks (see above). */
-export async function writeIndexEntry(log: LogContext, config: SessionConfig, newest: Head['newest']): Promise<void> {
+/**
+ * Puts the entry for `config` and `newest`, then removes the entries it outranks (see above).
+ * False when the config is not `config` any more (the entry was removed again).
+ */
+export async function writeIndexEntry(
+  log: LogContext,
+  config: SessionConfig,
+  newest: Head['newest'],
+): Promise<boolean> {
   const createdMs = Date.parse(config.created_at);
   const key = indexEntryKey(log.keyPrefix, {
     id: config.id,
@@ -216,11 +225,11 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
     JSON.stringify(now.metadata) !== JSON.stringify(config.metadata)
   ) {
     await log.store.delete(key);
-    return;
+    return false;
   }
   const listed = await sessionEntries(log, config.id, createdMs);
   const mine = listed.find((candidate) => candidate.info.key === key);
-  if (!mine) return;
+  if (!mine) return true;
   // At equal rank (the same counts, written in the same ms), an entry that says other settings
   // than the config read above is the older one.
   const outdated = (other: (typeof listed)[number]) =>
@@ -233,6 +242,7 @@ export async function writeIndexEntry(log: LogContext, config: SessionConfig, ne
   const outranked = listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
+  return true;
 }
 
 /** When the session was last written to: its newest record or completion, else its creation. */

@@ -310,6 +310,39 @@ describe('repeat index delta', () => {
     await expect(cold.beginTurn('s', { input: [call(300, last), output(300)] })).rejects.toThrow(CorruptObjectError);
   });
 
+  it('reads its base set whole, once, when a flush in a process new to the session rewrites every shard', async () => {
+    const memory = new MemoryStore();
+    // A bound of 200: each flush writes 16 shards, and the second rewrites all of the first's.
+    const wide = { ...options, indexDeltaKeys: 200 };
+    const log = await created(memory, wide);
+    await append(
+      log,
+      Array.from({ length: 200 }, (_, index) => `w-${index}`),
+    );
+    await log.pack('s');
+    expect(shardPlacesOf((await newestView(memory, log)).keys).size).toBe(16);
+    const store = new ProcessStore(memory);
+    const cold = new SessionLog(store, wide);
+    await append(
+      cold,
+      Array.from({ length: 200 }, (_, index) => `x-${index}`),
+    );
+    // The ranges of the keys/ gets (undefined: a whole object).
+    const ranges: unknown[] = [];
+    const get = store.get.bind(store);
+    store.get = (key, getOptions) => {
+      if (key.includes('/keys/')) ranges.push(getOptions?.range);
+      return get(key, getOptions);
+    };
+    expect((await cold.pack('s')).view).toBeDefined();
+    const view = await newestView(memory, log);
+    expect(view.keys.count).toBe(400);
+    // A shard or two read for the new calls' repeats (their filters let a few through), then the set whole.
+    expect(ranges.filter((range) => range === undefined)).toHaveLength(1);
+    expect(ranges.length).toBeLessThan(8);
+    expect(view.aggregates).toEqual(computeAggregates(await allItems(log)));
+  });
+
   it('builds the index again from the log when a flush meets a shard gone for good', async () => {
     const store = new MemoryStore();
     // A bound of 200: the first flush splits the index by its first hex character (16 shards).

@@ -2,17 +2,9 @@ import { CorruptObjectError } from '../../errors.ts';
 import { FILTER_MAX_KEYS, filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
 import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
-import {
-  keysAscending,
-  shardPlacesOf,
-  shardVersionsOf,
-  SORTED_KEYS_PATTERN,
-  type KeyIndex,
-  type LogView,
-  type ShardPlace,
-} from '../view-records.ts';
+import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView, type ShardPlace } from '../view-records.ts';
 import type { LogContext } from './context.ts';
-import { RecordMissingError } from './head.ts';
+import { INDEX_KEY_CHARS, rangeReader, readShard, wholeReader, type SetReader } from './shard-read.ts';
 import { shardCacheOf } from './shard-cache.ts';
 import type { KnownKeys } from './types.ts';
 
@@ -31,8 +23,7 @@ import type { KnownKeys } from './types.ts';
  * not reject. Keys are kept as sorted concatenations of 12 hex characters each.
  */
 
-/** Characters of a call key kept in the index. */
-export const INDEX_KEY_CHARS = 12;
+export { INDEX_KEY_CHARS, ShardMissingError } from './shard-read.ts';
 /** Keys a view holds inline at most: a flush of at least this many keys writes at most 16^MAX_DEPTH shards. */
 export const INDEX_DELTA_KEYS = 4096;
 /** A shard holds about this many keys while the index is shallower than MAX_DEPTH. */
@@ -44,9 +35,6 @@ const PARALLEL_SHARDS = 16;
 
 /** The index of an empty history. */
 export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, versions: {}, counts: {} }) as KeyIndex;
-
-/** A shard named by a view is gone: a newer pack replaced it. Readers list again, like for a record. */
-export class ShardMissingError extends RecordMissingError {}
 
 /** The depth an index whose shards hold `count` keys is split at. */
 export function depthFor(count: number): number {
@@ -154,9 +142,9 @@ function indexKey(log: LogContext, key: string): string {
 }
 
 /**
- * The shards of `prefixes` at `places` (empty where none is named), from the cache or the store.
- * A shard whose filter among `filters` is not sized for its keys: the view naming both is
- * corrupt (a CorruptObjectError).
+ * The shards of `prefixes` at `places` (empty where none is named), from the cache or the store
+ * (`read`: a range each, or each set whole). A shard whose filter among `filters` is not sized
+ * for its keys: the view naming both is corrupt (a CorruptObjectError).
  */
 async function loadShards(
   log: LogContext,
@@ -164,11 +152,12 @@ async function loadShards(
   places: Map<string, ShardPlace>,
   prefixes: Iterable<string>,
   filters?: KnownKeys['filters'],
+  read: SetReader = rangeReader(log),
 ): Promise<Map<string, string>> {
   const shards = new Map<string, string>();
   await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
     const place = places.get(prefix);
-    const keys = place === undefined ? '' : await readShard(log, scope, prefix, place);
+    const keys = place === undefined ? '' : await readShard(log, scope, prefix, place, read);
     const filter = place === undefined ? undefined : filterOf(filters, prefix);
     if (filter !== undefined && filter.length !== filterChars(keys.length / INDEX_KEY_CHARS))
       throw new CorruptObjectError(
@@ -178,48 +167,6 @@ async function loadShards(
     shards.set(prefix, keys);
   });
   return shards;
-}
-
-/**
- * The shard of `prefix` at `place`: a range of its set, checked (its view says what it holds),
- * read with the key before it and the start of what follows, so that counts placing it short
- * of its keys or past them are refused too (the set's keys are sorted, so its shard of a prefix
- * is where the keys before and after it have another prefix; a JSON line follows the last).
- */
-async function readShard(log: LogContext, scope: LogScope, prefix: string, place: ShardPlace): Promise<string> {
-  const key = keyShardKey(scope, place.record, prefix);
-  const cache = shardCacheOf(log.store);
-  const cached = cache.get(key);
-  if (cached !== undefined) return cached;
-  const setKey = keySetKey(scope, place.record);
-  const before = place.offset > 0 ? INDEX_KEY_CHARS : 0;
-  const after = Math.max(1, prefix.length);
-  const range = { offset: place.offset - before, length: before + place.length + after };
-  const object = await log.store.get(setKey, { range });
-  if (!object) throw new ShardMissingError(setKey);
-  // Not fatal: bytes that are not hex digits fail the pattern below, as corrupt.
-  const text = shardDecoder.decode(object.body);
-  const keys = text.slice(before, before + place.length);
-  const next = text.slice(before + place.length);
-  const bounded =
-    (before === 0 || !text.slice(0, before).startsWith(prefix)) && (next.startsWith('\n') || !next.startsWith(prefix));
-  if (
-    text.length !== range.length ||
-    !bounded ||
-    !SORTED_KEYS_PATTERN.test(keys) ||
-    !keysAscending(keys) ||
-    !within(keys, prefix)
-  )
-    throw new CorruptObjectError(setKey, `its shard of ${JSON.stringify(prefix)} is not what its view names`);
-  cache.set(key, keys, keys.length);
-  return keys;
-}
-
-const shardDecoder = new TextDecoder();
-
-/** Whether every key of the sorted concatenation `sorted` starts with `prefix` (its first and last do). */
-function within(sorted: string, prefix: string): boolean {
-  return sorted.startsWith(prefix) && sorted.slice(-INDEX_KEY_CHARS).startsWith(prefix);
 }
 
 /**
@@ -343,7 +290,11 @@ export async function writeKeyShards(
   const delta = fresh.slice(cut).sort().join('');
   const depth = depthFor(sharded);
   const oldPlaces = shardPlacesOf(previous);
-  const old = await loadShards(log, scope, oldPlaces, oldPlaces.keys());
+  // Every shard of the base is read: its set whole, once, when this process keeps few of them.
+  const cache = shardCacheOf(log.store);
+  const kept = [...oldPlaces].filter(([prefix, { record }]) => cache.has(keyShardKey(scope, record, prefix)));
+  const read = kept.length * 2 < oldPlaces.size ? wholeReader(log) : rangeReader(log);
+  const old = await loadShards(log, scope, oldPlaces, oldPlaces.keys(), undefined, read);
   // A new depth: the old shards' keys split again; the same depth: each old shard with its new keys put in.
   const regrouped = depth !== previous.depth;
   const grouped = new Map<string, string[]>();
@@ -366,7 +317,6 @@ export async function writeKeyShards(
   const about = { format: 'tailgate.keys.v2', record, depth, prefixes: names, counts };
   const body = `${prefixes.map((prefix) => shards.get(prefix)!).join('')}\n${JSON.stringify(about)}\n`;
   await log.store.put(keySetKey(scope, record), body, { onlyIfAbsent: true, contentType: 'text/plain' });
-  const cache = shardCacheOf(log.store);
   for (const [prefix, keys] of shards) cache.set(keyShardKey(scope, record, prefix), keys, keys.length);
   const replaced = [...new Set([...oldPlaces.values()].map((place) => place.record))]
     .filter((version) => version !== record)

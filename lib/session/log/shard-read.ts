@@ -1,0 +1,86 @@
+import { CorruptObjectError } from '../../errors.ts';
+import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
+import { keysAscending, SORTED_KEYS_PATTERN, type ShardPlace } from '../view-records.ts';
+import type { LogContext } from './context.ts';
+import { RecordMissingError } from './head.ts';
+import { shardCacheOf } from './shard-cache.ts';
+
+/** Reading the shards of the repeat index (lib/session/log/key-shards.ts) out of their sets. */
+
+/** Characters of a call key kept in the index. */
+export const INDEX_KEY_CHARS = 12;
+
+/** A shard named by a view is gone: a newer pack replaced it. Readers list again, like for a record. */
+export class ShardMissingError extends RecordMissingError {}
+
+/** Characters of a set from `offset` (null: the set is gone). */
+export type SetReader = (setKey: string, range: { offset: number; length: number }) => Promise<string | null>;
+
+/** A reader fetching each range it is asked for (a turn reads a few shards of a set). */
+export function rangeReader(log: LogContext): SetReader {
+  return async (setKey, range) => {
+    const object = await log.store.get(setKey, { range });
+    return object && shardDecoder.decode(object.body);
+  };
+}
+
+/** A reader fetching each set whole, once (a flush reads every shard of its base's set). */
+export function wholeReader(log: LogContext): SetReader {
+  const sets = new Map<string, Promise<string | null>>();
+  return async (setKey, range) => {
+    let set = sets.get(setKey);
+    if (!set) {
+      set = log.store.get(setKey).then((object) => object && shardDecoder.decode(object.body));
+      sets.set(setKey, set);
+    }
+    const text = await set;
+    return text === null ? null : text.slice(range.offset, range.offset + range.length);
+  };
+}
+
+/**
+ * The shard of `prefix` at `place`: a range of its set, checked (its view says what it holds),
+ * read with the key before it and the start of what follows, so that counts placing it short
+ * of its keys or past them are refused too (the set's keys are sorted, so its shard of a prefix
+ * is where the keys before and after it have another prefix; a JSON line follows the last).
+ */
+export async function readShard(
+  log: LogContext,
+  scope: LogScope,
+  prefix: string,
+  place: ShardPlace,
+  read: SetReader,
+): Promise<string> {
+  const key = keyShardKey(scope, place.record, prefix);
+  const cache = shardCacheOf(log.store);
+  const cached = cache.get(key);
+  if (cached !== undefined) return cached;
+  const setKey = keySetKey(scope, place.record);
+  const before = place.offset > 0 ? INDEX_KEY_CHARS : 0;
+  const after = Math.max(1, prefix.length);
+  const range = { offset: place.offset - before, length: before + place.length + after };
+  // Not fatal: bytes that are not hex digits fail the pattern below, as corrupt.
+  const text = await read(setKey, range);
+  if (text === null) throw new ShardMissingError(setKey);
+  const keys = text.slice(before, before + place.length);
+  const next = text.slice(before + place.length);
+  const bounded =
+    (before === 0 || !text.slice(0, before).startsWith(prefix)) && (next.startsWith('\n') || !next.startsWith(prefix));
+  if (
+    text.length !== range.length ||
+    !bounded ||
+    !SORTED_KEYS_PATTERN.test(keys) ||
+    !keysAscending(keys) ||
+    !within(keys, prefix)
+  )
+    throw new CorruptObjectError(setKey, `its shard of ${JSON.stringify(prefix)} is not what its view names`);
+  cache.set(key, keys, keys.length);
+  return keys;
+}
+
+const shardDecoder = new TextDecoder();
+
+/** Whether every key of the sorted concatenation `sorted` starts with `prefix` (its first and last do). */
+function within(sorted: string, prefix: string): boolean {
+  return sorted.startsWith(prefix) && sorted.slice(-INDEX_KEY_CHARS).startsWith(prefix);
+}

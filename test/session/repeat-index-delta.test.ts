@@ -343,6 +343,30 @@ describe('repeat index delta', () => {
     expect(view.aggregates).toEqual(computeAggregates(await allItems(log)));
   });
 
+  it('keeps the aggregates exact from depth 0 to 2, in processes new to the session, filters or none', async () => {
+    for (const filtering of [{}, { indexFilterKeys: 500 }]) {
+      const memory = new MemoryStore();
+      // A bound of 100: flushes at depth 0 (100 keys in shards), 1 (from 200) and 2 (from 2,100).
+      const deep = { ...options, indexDeltaKeys: 100, ...filtering };
+      const first = await created(memory, deep);
+      const depths = new Set<number>();
+      for (let round = 0; round < 24; round++) {
+        const log = round % 3 === 0 ? first : new SessionLog(new ProcessStore(memory), deep);
+        const repeat = round > 0 ? [`k-${round - 1}-7`, `k-${Math.floor(round / 2)}-3`] : [];
+        await append(log, [...Array.from({ length: 100 }, (_, index) => `k-${round}-${index}`), ...repeat]);
+        await log.pack('s');
+        const view = await newestView(memory, log);
+        depths.add(view.keys.depth);
+        const items = await allItems(log);
+        expect(view.aggregates, `round ${round}`).toEqual(computeAggregates(items));
+        const input = [call(90_000 + round, `k-${Math.floor(round / 3)}-50`), output(90_000 + round)];
+        const cold = new SessionLog(new ProcessStore(memory), deep);
+        expect(await turnAggregates(cold, input), `round ${round}`).toEqual(aggregatesAfter(items, input));
+      }
+      expect(depths).toEqual(new Set([0, 1, 2]));
+    }
+  });
+
   it('builds the index again from the log when a flush meets a shard gone for good', async () => {
     const store = new MemoryStore();
     // A bound of 200: the first flush splits the index by its first hex character (16 shards).

@@ -157,33 +157,42 @@ describe('repeat index delta', () => {
     expect(colder.shardGets).toBe(view.keys.depth === 0 ? 1 : 2);
   });
 
-  it('keeps aggregates exact when a flushing pack crashes at any storage call, before or after it lands', async () => {
-    const template = new MemoryStore();
-    const setUp = await created(template);
-    await append(setUp, ['a', 'b', 'c', 'd', 'e']);
-    await setUp.pack('s');
-    // 4 more keys cross the bound of 8: the next pack writes the shards, then its view.
-    await append(setUp, ['a', 'f', 'g', 'h', 'i']);
-    await eachPackCrash(
-      template,
-      (store) => new SessionLog(new ProcessStore(store), options),
-      async (store, _log, where) => {
-        // Each step in a process new to the session: nothing kept from the crashed one.
-        const items = await allItems(new SessionLog(new ProcessStore(store), options));
-        const input = [call(900, 'b'), output(900), call(901, 'h'), output(901), call(902, 'j'), output(902)];
-        const reader = new SessionLog(new ProcessStore(store), options);
-        expect(await turnAggregates(reader, input), where).toEqual(aggregatesAfter(items, input));
-        await new SessionLog(new ProcessStore(store), options).pack('s');
-        const log = new SessionLog(new ProcessStore(store), options);
-        const view = await newestView(store, log);
-        const all = await allItems(log);
-        expect(view.aggregates, where).toEqual(computeAggregates(all.filter((item) => item.seq <= view.last_seq)));
-        expect([...(await shardKeys(store, log, view)), ...deltaOf(view)].sort(), where).toEqual(
-          [...new Set(['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].map(keyOf))].sort(),
-        );
-      },
-    );
-  });
+  for (const [label, first] of [
+    ['its first flush', []],
+    ['a flush replacing a set', ['p', 'q', 'r', 's', 't', 'u', 'v', 'w']],
+  ] as const)
+    it(`keeps aggregates exact when a pack crashes at any storage call of ${label}, before or after it`, async () => {
+      const template = new MemoryStore();
+      const setUp = await created(template);
+      if (first.length > 0) {
+        await append(setUp, [...first]);
+        await setUp.pack('s');
+      }
+      await append(setUp, ['a', 'b', 'c', 'd', 'e']);
+      await setUp.pack('s');
+      // 4 more keys cross the next multiple of 8: the next pack writes a set (reading the one it
+      // replaces), then its view.
+      await append(setUp, ['a', 'f', 'g', 'h', 'i']);
+      await eachPackCrash(
+        template,
+        (store) => new SessionLog(new ProcessStore(store), options),
+        async (store, _log, where) => {
+          // Each step in a process new to the session: nothing kept from the crashed one.
+          const items = await allItems(new SessionLog(new ProcessStore(store), options));
+          const input = [call(900, 'b'), output(900), call(901, 'h'), output(901), call(902, 'j'), output(902)];
+          const reader = new SessionLog(new ProcessStore(store), options);
+          expect(await turnAggregates(reader, input), where).toEqual(aggregatesAfter(items, input));
+          await new SessionLog(new ProcessStore(store), options).pack('s');
+          const log = new SessionLog(new ProcessStore(store), options);
+          const view = await newestView(store, log);
+          const all = await allItems(log);
+          expect(view.aggregates, where).toEqual(computeAggregates(all.filter((item) => item.seq <= view.last_seq)));
+          expect([...(await shardKeys(store, log, view)), ...deltaOf(view)].sort(), where).toEqual(
+            [...new Set([...first, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i', 'j'].map(keyOf))].sort(),
+          );
+        },
+      );
+    });
 
   it('goes on from views written before the delta (no field) and stays exact', async () => {
     const store = new MemoryStore();

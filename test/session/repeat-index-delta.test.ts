@@ -9,6 +9,7 @@ import { callKey, computeAggregates } from '../../lib/strategies/aggregates.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { GetOptions, ObjectStore } from '../../lib/store/object-store.ts';
 import { SessionLog, type SessionLogOptions } from '../support/session-log.ts';
+import { copyObjects } from '../support/copy-store.ts';
 import {
   allItems,
   appendCalls,
@@ -373,6 +374,43 @@ describe('repeat index delta', () => {
         expect(await turnAggregates(cold, input), `round ${round}`).toEqual(aggregatesAfter(items, input));
       }
       expect(depths).toEqual(new Set([0, 1, 2]));
+    }
+  });
+
+  it("writes a flush's set byte for byte the same whichever view it was built from, or none", async () => {
+    // A bound of 40: flushes at depth 0 and 1; the last append crosses a multiple.
+    const bounded = { ...options, indexDeltaKeys: 40 };
+    for (const sizes of [
+      [50, 5, 30],
+      [150, 20, 50],
+      [10, 10, 10, 10, 100],
+    ]) {
+      const template = new MemoryStore();
+      const log = await created(template, bounded);
+      let calls = 0;
+      const paths = (count: number) => Array.from({ length: count }, () => `u-${calls++}`);
+      for (const size of sizes.slice(0, -1)) {
+        await append(log, paths(size));
+        await log.pack('s');
+      }
+      await append(log, paths(sizes.at(-1)!));
+      // Its newest views deleted (0, 1, 2, all): each pack builds the set from an older base, or from the log.
+      const sets = new Set<string>();
+      for (const dropped of [0, 1, 2, 99]) {
+        const store = new MemoryStore();
+        await copyObjects(template, store);
+        const listed = (await store.list('sessions/s/', { limit: 1000 })).objects;
+        await store.delete(
+          listed
+            .filter((object) => object.key.endsWith('.view'))
+            .slice(0, dropped)
+            .map((o) => o.key),
+        );
+        await new SessionLog(new ProcessStore(store), bounded).pack('s');
+        const newest = (await store.list('sessions/s/', { limit: 1000 })).objects.find((o) => o.key.endsWith('-set'))!;
+        sets.add(`${newest.key}\n${new TextDecoder().decode((await store.get(newest.key))!.body)}`);
+      }
+      expect(sets.size, `${sizes}`).toBe(1);
     }
   });
 

@@ -24,17 +24,21 @@ export function rangeReader(log: LogContext): SetReader {
   };
 }
 
-/** A reader fetching each set whole, once (a flush reads every shard of its base's set). */
+/**
+ * A reader fetching each set whole, once (a flush reads every shard of its base's set). Each
+ * range is decoded on its own, by byte as a range get gives it: a string of its own, so that a
+ * shard kept in the cache does not keep the whole set's text alive with it.
+ */
 export function wholeReader(log: LogContext): SetReader {
-  const sets = new Map<string, Promise<string | null>>();
+  const sets = new Map<string, Promise<Uint8Array | null>>();
   return async (setKey, range) => {
     let set = sets.get(setKey);
     if (!set) {
-      set = log.store.get(setKey).then((object) => object && shardDecoder.decode(object.body));
+      set = log.store.get(setKey).then((object) => object && object.body);
       sets.set(setKey, set);
     }
-    const text = await set;
-    return text === null ? null : text.slice(range.offset, range.offset + range.length);
+    const bytes = await set;
+    return bytes === null ? null : shardDecoder.decode(bytes.subarray(range.offset, range.offset + range.length));
   };
 }
 

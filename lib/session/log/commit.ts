@@ -78,13 +78,9 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number; record: number; overdue?: OverdueView; indexed: IndexState }> {
   const input = checkInvariant(itemsSchema, items);
   const { record, config, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
-  return {
-    first_seq: record.first_seq,
-    last_seq: record.first_seq + input.length - 1,
-    record: record.record,
-    ...(overdue ? { overdue } : {}),
-    indexed: { config, newest: { record, done: null } },
-  };
+  const last_seq = record.first_seq + input.length - 1;
+  const indexed = { config, newest: { record, done: null } };
+  return { first_seq: record.first_seq, last_seq, record: record.record, ...(overdue && { overdue }), indexed };
 }
 
 /** What a commit carries from one attempt to the next. */

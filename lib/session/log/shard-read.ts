@@ -34,7 +34,7 @@ export function wholeReader(log: LogContext): SetReader {
   return async (setKey, range) => {
     let set = sets.get(setKey);
     if (!set) {
-      set = log.store.get(setKey).then((object) => object && object.body);
+      set = log.store.get(setKey).then((object) => object?.body ?? null);
       sets.set(setKey, set);
     }
     const bytes = await set;

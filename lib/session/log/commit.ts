@@ -79,7 +79,8 @@ export async function appendItems(
   const input = checkInvariant(itemsSchema, items);
   const { record, config, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
   const last_seq = record.first_seq + input.length - 1;
-  const indexed = { config, newest: { record, done: null } };
+  // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
+  const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };
   return { first_seq: record.first_seq, last_seq, record: record.record, ...(overdue && { overdue }), indexed };
 }
 

@@ -45,6 +45,19 @@ async function shardKeys(store: ObjectStore, log: SessionLog, view: LogView): Pr
   return [...(await shardsOf(store, log, view)).values()].flatMap((keys) => keys.match(/.{12}/g) ?? []);
 }
 
+/**
+ * Session `s` with a delta bound of 200 (`extra` on top), its first flush packed: 200 keys of
+ * `name-<n>`, split by their first hex character into 16 shards.
+ */
+async function flushedWide(store: ObjectStore, name: string, extra: Partial<SessionLogOptions> = {}) {
+  const wide = { ...options, indexDeltaKeys: 200, ...extra };
+  const log = await created(store, wide);
+  const paths = Array.from({ length: 200 }, (_, index) => `${name}-${index}`);
+  await append(log, paths);
+  await log.pack('s');
+  return { log, wide, paths };
+}
+
 const deltaOf = (view: LogView): string[] => (view.keys.delta ?? '').match(/.{12}/g) ?? [];
 
 /** The aggregates a claimed turn gets, then closes it. */
@@ -225,12 +238,7 @@ describe('repeat index delta', () => {
 
   it('stores a flush in one object, read a shard at a time, refusing a shard not as its view names it', async () => {
     const memory = new MemoryStore();
-    // A bound of 200: the first flush splits the index by its first hex character (16 shards).
-    const wide = { ...options, indexDeltaKeys: 200 };
-    const log = await created(memory, wide);
-    const paths = Array.from({ length: 200 }, (_, index) => `s-${index}`);
-    await append(log, paths);
-    await log.pack('s');
+    const { log, wide, paths } = await flushedWide(memory, 's');
     const view = await newestView(memory, log);
     const scope = await log.scope('s');
     const places = shardPlacesOf(view.keys);
@@ -289,12 +297,8 @@ describe('repeat index delta', () => {
 
   it('refuses a view whose counts place a shard short of its keys, with no filter to tell', async () => {
     const memory = new MemoryStore();
-    // A bound of 200 (16 shards) and no filters: only the counts say where each shard ends.
-    const wide = { ...options, indexDeltaKeys: 200, indexFilterKeys: 0 };
-    const log = await created(memory, wide);
-    const paths = Array.from({ length: 200 }, (_, index) => `s-${index}`);
-    await append(log, paths);
-    await log.pack('s');
+    // No filters: only the counts say where each shard ends.
+    const { log, wide, paths } = await flushedWide(memory, 's', { indexFilterKeys: 0 });
     const view = await newestView(memory, log);
     expect(view.keys.filters).toBeUndefined();
     const [record, counts] = Object.entries(view.keys.counts)[0]!;
@@ -322,14 +326,8 @@ describe('repeat index delta', () => {
 
   it('reads its base set whole, once, when a flush in a process new to the session rewrites every shard', async () => {
     const memory = new MemoryStore();
-    // A bound of 200: each flush writes 16 shards, and the second rewrites all of the first's.
-    const wide = { ...options, indexDeltaKeys: 200 };
-    const log = await created(memory, wide);
-    await append(
-      log,
-      Array.from({ length: 200 }, (_, index) => `w-${index}`),
-    );
-    await log.pack('s');
+    // Each flush writes 16 shards, and the second rewrites all of the first's.
+    const { log, wide } = await flushedWide(memory, 'w');
     expect(shardPlacesOf((await newestView(memory, log)).keys).size).toBe(16);
     const store = new ProcessStore(memory);
     const cold = new SessionLog(store, wide);
@@ -416,14 +414,7 @@ describe('repeat index delta', () => {
 
   it('builds the index again from the log when a flush meets a shard gone for good', async () => {
     const store = new MemoryStore();
-    // A bound of 200: the first flush splits the index by its first hex character (16 shards).
-    const wide = { ...options, indexDeltaKeys: 200 };
-    const log = await created(store, wide);
-    await append(
-      log,
-      Array.from({ length: 200 }, (_, index) => `p-${index}`),
-    );
-    await log.pack('s');
+    const { log, wide } = await flushedWide(store, 'p');
     await append(
       log,
       Array.from({ length: 199 }, (_, index) => `q-${index}`),

@@ -63,7 +63,6 @@ export async function readShard(
   const before = place.offset > 0 ? INDEX_KEY_CHARS : 0;
   const after = Math.max(1, prefix.length);
   const range = { offset: place.offset - before, length: before + place.length + after };
-  // Not fatal: bytes that are not hex digits fail the pattern below, as corrupt.
   const text = await read(setKey, range);
   if (text === null) throw new ShardMissingError(setKey);
   const keys = text.slice(before, before + place.length);
@@ -82,6 +81,7 @@ export async function readShard(
   return keys;
 }
 
+/** Not fatal: bytes that are not hex digits decode to characters readShard's pattern refuses, as corrupt. */
 const shardDecoder = new TextDecoder();
 
 /** Whether every key of the sorted concatenation `sorted` starts with `prefix` (its first and last do). */

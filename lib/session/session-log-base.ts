@@ -9,6 +9,7 @@ import {
   deleteSession,
   getSession,
   revokeTokens,
+  sessionConfig,
   sessionExists,
   sessionScope,
   tokenGeneration,
@@ -23,6 +24,7 @@ import { deleteNewestTurn, type RewindOptions } from './log/rewind.ts';
 import type { ExportHeader } from './export-format.ts';
 import { payloadKey } from './log/item-pages.ts';
 import type { NewSession, SessionLogOptions, SessionRecord } from './log/types.ts';
+import type { SessionConfig } from './records.ts';
 import { listSessions, type SessionRow } from './log/listing.ts';
 import { refreshIndex, type IndexState } from './log/session-index.ts';
 import { sweepExpired, type SweepResult } from './log/retention.ts';
@@ -96,6 +98,11 @@ export class SessionLogBase {
   /** The session with its counts. A missing session: NotFoundError. */
   async get(id: string): Promise<SessionRecord> {
     return readAgainIfGone(() => getSession(this.log, id));
+  }
+
+  /** The session's config object alone (one get): its settings, without the log's counts. */
+  async config(id: string): Promise<SessionConfig> {
+    return sessionConfig(this.log, id);
   }
 
   /** Where the session's current incarnation keeps its objects (reads the config). */

@@ -17,7 +17,7 @@ export const PACK_EVERY_RECORDS = 4;
  */
 export async function appendItems(
   services: Pick<TurnServices, 'env' | 'background' | 'log'> & {
-    sessions: Pick<SessionLog, 'append' | 'get' | 'pack' | 'packSchedule' | 'refreshIndex' | 'storeAttachments'>;
+    sessions: Pick<SessionLog, 'append' | 'config' | 'pack' | 'packSchedule' | 'refreshIndex' | 'storeAttachments'>;
   },
   sessionId: string,
   items: Item[],
@@ -28,16 +28,22 @@ export async function appendItems(
   // The listing row from the record just written: no head to read again.
   afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
+  // The config is read when the pack starts (it may wait behind another): one get for the
+  // strategies and the incarnation, where the session's head (config, listing, record) was two
+  // more and the pack read the config again.
   const packing = (refresh = false, overdue?: OverdueView) =>
     sessions.packSchedule.run(
       sessionId,
-      async (lastView) =>
-        sessions.pack(sessionId, {
-          ...packOptions(sessionStrategyPlan(services.env, await sessions.get(sessionId))),
+      async (lastView) => {
+        const config = await sessions.config(sessionId);
+        return sessions.pack(sessionId, {
+          ...packOptions(sessionStrategyPlan(services.env, config)),
+          config,
           ...(lastView ? { lastView } : {}),
           ...(refresh ? { refresh } : {}),
           ...(overdue ? { overdue } : {}),
-        }),
+        });
+      },
       services.log,
     );
   if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS)

@@ -84,6 +84,35 @@ describe('an append that packs with a view', () => {
       { type: 'function_call_output', call_id: `c${record}_${index}`, output: 'x'.repeat(8_000) },
     ]).flat();
 
+  it('reads the config once for its pack, and neither the head nor the config again', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const calls: { operation: string; key: string }[] = [];
+    const store = new FaultyStore(new MemoryStore()).failWhen((call) => {
+      calls.push(call);
+      return false;
+    });
+    const log = new SessionLog(store, {});
+    const services = { env: {}, background: () => undefined, log: () => undefined, sessions: log };
+    await log.create({ id: 's' });
+    let packed = 0;
+    for (let record = 1; record <= 12; record++) {
+      calls.length = 0;
+      await appendItems(services, 's', large(record));
+      const configGets = calls.filter((call) => call.operation === 'get' && call.key === 'sessions/s/session.json');
+      const headListings = calls.filter((call) => call.operation === 'list' && call.key === 'sessions/s/turn/');
+      if (!calls.some((call) => call.operation === 'put' && call.key.endsWith('.view'))) {
+        // The commit's own head: its config and one listing.
+        expect([configGets.length, headListings.length]).toEqual([1, 1]);
+        continue;
+      }
+      packed += 1;
+      // The commit's head, then the pack's config: no second head (a listing of the session's
+      // incarnations and a get of its config), nor a third get of the config inside the pack.
+      expect([configGets.length, headListings.length]).toEqual([2, 1]);
+    }
+    expect(packed).toBeGreaterThanOrEqual(2);
+  });
+
   it('carries the records after the view while its packs back off after a failure', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     const store = new FaultyStore(new MemoryStore());

@@ -65,6 +65,11 @@ export async function getSession(log: LogContext, id: string): Promise<SessionRe
   return toSessionRecord(head.config, countsOf(head.newest), ledgerOf(head.newest));
 }
 
+/** See SessionLog.config. */
+export async function sessionConfig(log: LogContext, id: string): Promise<SessionConfig> {
+  return (await readConfig(log, id)).config;
+}
+
 /** See SessionLog.scope. */
 export async function sessionScope(log: LogContext, id: string): Promise<LogScope> {
   return scopeOf(log.keyPrefix, (await readConfig(log, id)).config);

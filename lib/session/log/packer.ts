@@ -17,7 +17,7 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
-  const scope = scopeOf(log.keyPrefix, (await readConfig(log, sessionId)).config);
+  const scope = scopeOf(log.keyPrefix, options.config ?? (await readConfig(log, sessionId)).config);
   return packScope(log, scope, options, options.overdue?.held);
 }
 

@@ -336,6 +336,11 @@ export interface PackOptions {
    * append waits for it, packs records into segments only as a pack without a new view would.
    */
   overdue?: { held: readonly LogItem[] };
+  /**
+   * The session's config as the caller read it for this pack: the pack takes the incarnation
+   * to pack from it and reads none (lib/turn/append.ts reads it once for its strategies).
+   */
+  config?: SessionConfig;
 }
 
 export interface PackResult {

@@ -126,6 +126,19 @@ export type PromptFunctionCallOutputItem = FunctionCallOutputItem &
   };
 export type PromptItem = PromptMessageItem | PromptFunctionCallItem | PromptFunctionCallOutputItem;
 
+/**
+ * Whether what a prompt item says to a model is frozen: the item, its content or output (and
+ * output_ref), and their parts (the view and record caches freeze what they share between
+ * requests). Values derived from such an item alone may be kept under it (a WeakMap) for as
+ * long as it lives.
+ */
+export function unchanging(item: PromptItem): boolean {
+  if (!Object.isFrozen(item)) return false;
+  if (item.type === 'function_call_output' && item.output_ref && !Object.isFrozen(item.output_ref)) return false;
+  const payload = item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '';
+  return typeof payload === 'string' || (Object.isFrozen(payload) && payload.every((part) => Object.isFrozen(part)));
+}
+
 export function isToolItem(item: PromptItem): item is PromptFunctionCallItem | PromptFunctionCallOutputItem {
   return item.type === 'function_call' || item.type === 'function_call_output';
 }

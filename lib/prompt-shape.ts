@@ -1,6 +1,6 @@
 import { sha256Hex } from './hash.ts';
 import { contentKey, contentText } from './content.ts';
-import type { PromptItem, Synthetic, Tool } from './items.ts';
+import { type PromptItem, type Synthetic, type Tool, unchanging } from './items.ts';
 
 /**
  * The shape of a prompt as a turn's receipt keeps it, so a reader can tell afterwards, from
@@ -215,13 +215,6 @@ function itemHash(item: PromptItem): { hash: string; chars: number } {
   const hashed = { hash: shortHash(providerText(item)), chars: itemChars(item) };
   if (unchanging(item)) keptItems.set(item, hashed);
   return hashed;
-}
-
-/** Whether what an item's hash is made of is frozen: the item, its content or output, and their parts. */
-function unchanging(item: PromptItem): boolean {
-  if (!Object.isFrozen(item)) return false;
-  const payload = item.type === 'message' ? item.content : item.type === 'function_call_output' ? item.output : '';
-  return typeof payload === 'string' || (Object.isFrozen(payload) && payload.every((part) => Object.isFrozen(part)));
 }
 
 function shortHash(text: string): string {

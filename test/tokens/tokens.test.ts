@@ -1,9 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bpeTokenEncoders } from '../../functions/token-encoders.ts';
+import { deepFreeze } from '../../lib/deep-readonly.ts';
 import type { PromptItem } from '../../lib/items.ts';
 import {
   approximateTokenCounter,
+  countItemTokens,
   countPromptTokens,
   FALLBACK_CONTEXT_LIMIT,
   ITEM_OVERHEAD_TOKENS,
@@ -72,5 +74,56 @@ describe('token counting', () => {
     const approximate = approximateTokenCounter.count(text);
     expect(approximate / real).toBeGreaterThan(0.5);
     expect(approximate / real).toBeLessThan(2);
+  });
+});
+
+describe('counts kept for unchanging items', () => {
+  /** A counter that counts characters, and how often it was asked. */
+  const counting = () => {
+    const calls: string[] = [];
+    const count = (text: string) => {
+      calls.push(text);
+      return text.length;
+    };
+    return { calls, count, counter: (images?: 'openai') => ({ name: 'test', count, ...(images ? { images } : {}) }) };
+  };
+  const frozen = (item: PromptItem) => deepFreeze(item) as PromptItem;
+
+  it('counts a frozen item once per counting function and image rule, whatever counter object carries them', () => {
+    const { calls, counter } = counting();
+    const item = frozen({ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hello world' }] });
+    const first = countItemTokens(item, counter());
+    // A turn makes its counter anew: the same function keeps the count.
+    expect(countItemTokens(item, counter())).toBe(first);
+    expect(first).toBe(ITEM_OVERHEAD_TOKENS + 'hello world'.length);
+    expect(calls).toHaveLength(1);
+    expect(countItemTokens(item, counter('openai'))).toBe(first);
+    expect(calls).toHaveLength(2);
+    const other = counting();
+    expect(countItemTokens(item, other.counter())).toBe(first);
+    expect(other.calls).toHaveLength(1);
+  });
+
+  it('counts again what may change: an item not frozen, or frozen with parts that are not', () => {
+    const { calls, counter } = counting();
+    const item: PromptItem = { type: 'message', role: 'user', content: 'one' };
+    expect(countItemTokens(item, counter())).toBe(ITEM_OVERHEAD_TOKENS + 3);
+    item.content = 'three';
+    expect(countItemTokens(item, counter())).toBe(ITEM_OVERHEAD_TOKENS + 5);
+    const parts = [{ type: 'input_text' as const, text: 'ab' }];
+    const shallow = Object.freeze({ type: 'message', role: 'user', content: parts }) as PromptItem;
+    expect(countItemTokens(shallow, counter())).toBe(ITEM_OVERHEAD_TOKENS + 2);
+    parts[0]!.text = 'abcd';
+    expect(countItemTokens(shallow, counter())).toBe(ITEM_OVERHEAD_TOKENS + 4);
+    const referenced = Object.freeze({
+      type: 'function_call_output',
+      call_id: 'c',
+      output: '',
+      output_ref: { sha256: 'a'.repeat(64), length: 4000, head: 'head' },
+    }) as PromptItem;
+    const before = countItemTokens(referenced, counter());
+    (referenced as { output_ref: { length: number } }).output_ref.length = 8000;
+    expect(countItemTokens(referenced, counter())).toBe(before + 1000);
+    expect(calls).toHaveLength(4);
   });
 });

@@ -85,7 +85,9 @@ export function resultsMarkdown(results: BenchResults): string {
   lines.push(
     `Produced by \`npm run bench\` (bench/run.ts) on ${results.startedAt} at commit ${results.commit}, in ` +
       `${(results.durationMs / 1000).toFixed(0)} s. ` +
-      'Each section names the command that reproduces it alone.',
+      'Each section names the command that reproduces it alone. This file is written whole by each full run; ' +
+      'what a change measured side by side with the code before it, and why a missed goal is missed, are kept ' +
+      'by hand in bench/FINDINGS.md.',
     '',
   );
   lines.push('## Machine', '');
@@ -1177,6 +1179,13 @@ function causesSection(results: BenchResults): string[] {
   }
   lines.push(...transferCauses(results.transfer));
   lines.push(...coldTurnCauses(results.coldTurn ?? []));
+  // Every goal the table marks as missed is named here, explained above or not.
+  const missed = goalRows(results).filter((row) => row.met.includes(yes(false)));
+  if (missed.length > 0)
+    lines.push(
+      '- **Missed in this run** (the why of each, and what was tried: bench/FINDINGS.md, "Goals missed"): ' +
+        `${missed.map((row) => `${row.goal} (target ${row.target})`).join('; ')}.`,
+    );
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;

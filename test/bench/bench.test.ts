@@ -153,6 +153,13 @@ describe('bench', () => {
     });
     expect(markdown).toContain('## Goals at a glance');
     expect(markdown).toContain('| 120 (');
+    // Every goal the table marks as missed is named under "Goals missed", and only those.
+    const missed = [...markdown.matchAll(/^\| ([^|]+) \| [^|]+ \| [^|]+ \| [^|]*\*\*no\*\*[^|]* \|$/gm)].map(
+      (match) => match[1]!,
+    );
+    const causes = markdown.slice(markdown.indexOf('## Goals missed'));
+    for (const goal of missed) expect(causes).toContain(goal);
+    expect(causes.includes('**Missed in this run**')).toBe(missed.length > 0);
   });
 
   it('counts the round trips of a turn with a slower store, and renders them', async () => {

@@ -75,7 +75,7 @@ export const ENVIRONMENT = { API_TOKEN: 'bench', DEFAULT_MODEL: 'echo' };
 
 /**
  * How the Node server runs (package.json `start:node`), so that the child measures the memory the
- * server would hold (bench/RESULTS.md, **Peak RSS of the POST /items load**):
+ * server would hold (bench/FINDINGS.md, "Peak RSS of the POST /items load"):
  * - its old generation capped at 1 GiB: V8 then lets it grow to at most 1.6 times what the last
  *   full collection kept before the next one, where under the default cap (a quarter of the
  *   machine's memory, up to 4 GiB) it lets it grow 4 times, and a long history's load leaves 100

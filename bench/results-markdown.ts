@@ -1184,11 +1184,16 @@ function causesSection(results: BenchResults): string[] {
   if (missed.length > 0)
     lines.push(
       '- **Missed in this run** (the why of each, and what was tried: bench/FINDINGS.md, "Goals missed"): ' +
-        `${missed.map((row) => `${row.goal} (target ${row.target})`).join('; ')}.`,
+        `${missed.map((row) => `${row.goal} (target ${row.target}${partly(row)})`).join('; ')}.`,
     );
   if (lines.length === 2) lines.push('None.');
   lines.push('');
   return lines;
+}
+
+/** What a row marked partly met says of it ("; yes (cold: **no**)"), or nothing. */
+function partly(row: GoalRow): string {
+  return row.met === yes(false) ? '' : `; ${row.met}`;
 }
 
 function kindBytes(row: TurnOverheadRow, label: string): number {

@@ -10,7 +10,11 @@ import { type ImageTokenRule, mediaTokens } from './media-tokens.ts';
 export interface TokenCounter {
   /** The encoding (`o200k_base`, `cl100k_base`) or `approximate`. */
   readonly name: string;
-  count(text: string): number;
+  /**
+   * The tokens of `text`: a function of `text` alone (no `this`, no state), since counts are
+   * kept per function (`countItemTokens`).
+   */
+  readonly count: (text: string) => number;
   /** How the model's provider counts images (lib/tokens/media-tokens.ts); Anthropic's when absent. */
   readonly images?: ImageTokenRule;
 }
@@ -51,8 +55,8 @@ export function itemText(item: PromptItem): string {
  * rule (what a count depends on beside the item; a turn makes its counter anew, but with the
  * same function). A turn under `context_limit` counts its whole prompt, mostly the same frozen
  * items as the turn before (the view and record caches keep them), so each is counted once
- * per process, not once a turn: with a BPE counter (gpt-tokenizer), about 20 to 80 ms of a
- * 600 KB prompt's turn.
+ * per process, not once a turn: with a BPE counter (gpt-tokenizer's o200k), a 600 KB prompt
+ * took about 17 ms a turn to count whole, and 0.1 ms so (bench/FINDINGS.md).
  */
 const keptCounts = new WeakMap<TokenCounter['count'], Map<TokenCounter['images'], WeakMap<PromptItem, number>>>();
 
@@ -62,12 +66,21 @@ const keptCounts = new WeakMap<TokenCounter['count'], Map<TokenCounter['images']
  */
 export function countItemTokens(item: PromptItem, counter: TokenCounter): number {
   if (!unchanging(item)) return itemTokens(item, counter);
-  const byRule = keptCounts.get(counter.count) ?? new Map<TokenCounter['images'], WeakMap<PromptItem, number>>();
-  keptCounts.set(counter.count, byRule);
-  const kept = byRule.get(counter.images) ?? new WeakMap<PromptItem, number>();
-  byRule.set(counter.images, kept);
-  const tokens = kept.get(item) ?? itemTokens(item, counter);
-  kept.set(item, tokens);
+  let byRule = keptCounts.get(counter.count);
+  if (!byRule) {
+    byRule = new Map();
+    keptCounts.set(counter.count, byRule);
+  }
+  let kept = byRule.get(counter.images);
+  if (!kept) {
+    kept = new WeakMap();
+    byRule.set(counter.images, kept);
+  }
+  let tokens = kept.get(item);
+  if (tokens === undefined) {
+    tokens = itemTokens(item, counter);
+    kept.set(item, tokens);
+  }
   return tokens;
 }
 

@@ -111,6 +111,9 @@ describe('an append that packs with a view', () => {
       expect([configGets.length, headListings.length]).toEqual([2, 1]);
     }
     expect(packed).toBeGreaterThanOrEqual(2);
+    // A config handed to a pack is the session's own: another's would pack that one's log.
+    await log.create({ id: 't' });
+    await expect(log.pack('s', { config: await log.config('t'), refresh: true })).rejects.toThrow(/config of t/);
   });
 
   it('carries the records after the view while its packs back off after a failure', async () => {

@@ -17,6 +17,8 @@ const CARRY_BYTES = 64 * 1024;
 
 /** See SessionLog.pack. */
 export async function pack(log: LogContext, sessionId: string, options: PackOptions = {}): Promise<PackResult> {
+  if (options.config && options.config.id !== sessionId)
+    throw new Error(`pack of ${sessionId} given the config of ${options.config.id}`);
   const scope = scopeOf(log.keyPrefix, options.config ?? (await readConfig(log, sessionId)).config);
   return packScope(log, scope, options, options.overdue?.held);
 }

@@ -25,6 +25,7 @@ import { CountingStore } from '../test/support/counting-store.ts';
 import { agentItems, type AgentSessionOptions } from './agent-session.ts';
 import { startBucketProcess } from './bucket-process.ts';
 import { peakRssKiB, runChildProbe } from './child-probe.ts';
+import { median } from './stats.ts';
 
 export type LoadStore = 'memory' | 'file' | 's3';
 
@@ -133,6 +134,48 @@ export function appendLoadSection(rows: AppendLoadFigures[] | undefined, notMeas
         `${(row.largestSegmentBytes / 2 ** 20).toFixed(2)} MiB |`,
     ),
     '',
+  ];
+}
+
+/** The goals of the load (issue: packing keeps up with any append rate). */
+const ITEMS_PER_SECOND_GOAL = 20_000;
+const PEAK_RSS_GOAL_MIB = 512;
+const DEBT_GOAL_RECORDS = 32;
+/** Steady: the last tenth of the load at least this share of the median tenth. */
+const STEADY_SHARE = 0.8;
+
+/** The rows of "Goals at a glance" the load measures (the rate's goal is for memory and the file store). */
+export function appendLoadGoalRows(
+  rows: AppendLoadFigures[] | undefined,
+): { goal: string; target: string; measured: string; met: boolean }[] {
+  if (!rows || rows.length === 0) return [];
+  const number = (value: number) => Math.round(value).toLocaleString('en-US');
+  const size = number(rows[0]!.items);
+  const steadiness = (row: AppendLoadFigures) => row.tenths.at(-1)! / median(row.tenths);
+  const rated = rows.filter((row) => row.store !== 's3');
+  return [
+    {
+      goal:
+        `Items/s through POST /items in batches of ${rows[0]!.batch} to ${size} items, memory and file store, ` +
+        'steady as the history grows',
+      target: `>= ${number(ITEMS_PER_SECOND_GOAL)}, last tenth >= ${STEADY_SHARE} x the median tenth`,
+      measured: rows
+        .map((row) => `${row.store} ${number(row.itemsPerSecond)} (last tenth ${steadiness(row).toFixed(2)} x)`)
+        .join(', '),
+      met: rated.every((row) => row.itemsPerSecond >= ITEMS_PER_SECOND_GOAL && steadiness(row) >= STEADY_SHARE),
+    },
+    {
+      goal: `Peak RSS of the POST /items load to ${size} items (memory holds the stored bytes; S3's bucket runs apart)`,
+      target: `< ${PEAK_RSS_GOAL_MIB} MiB`,
+      measured: rows.map((row) => `${row.store} ${number(row.peakRssMiB)} MiB`).join(', '),
+      met: rows.every((row) => row.peakRssMiB < PEAK_RSS_GOAL_MIB),
+    },
+    {
+      goal: 'Pack debt right after the last append (records no segment covers)',
+      target: `<= ${DEBT_GOAL_RECORDS}`,
+      measured: rows.map((row) => `${row.store} ${row.debtRecords}`).join(', '),
+      met: rows.every((row) => row.debtRecords <= DEBT_GOAL_RECORDS),
+    },
   ];
 }
 

@@ -4,7 +4,7 @@ import type { CompactionReadFigure } from './compaction.ts';
 import { inspectorSection, type InspectorFigures } from './inspector.ts';
 import { transferCauses, transferGoalRow, transferSection, type TransferFigures } from './transfer.ts';
 import { resumeSection, type ResumeFigures } from './resume.ts';
-import { appendLoadSection, type AppendLoadFigures } from './append-load.ts';
+import { appendLoadGoalRows, appendLoadSection, type AppendLoadFigures } from './append-load.ts';
 import { coldTurnCauses, coldTurnGoalRows, coldTurnSection, type ColdTurnRow } from './cold-turn.ts';
 import { forkSection, type ForkFigures } from './fork.ts';
 import { fileSmallPromptGoalRow, fileSmallPromptSection, type FileSmallPromptFigures } from './file-small-prompt.ts';
@@ -329,6 +329,7 @@ function goalRows(results: BenchResults): GoalRow[] {
   }
   rows.push(...smallPromptGoals(results));
   for (const row of coldTurnGoalRows(results.coldTurn ?? [])) rows.push({ ...row, met: yes(row.met) });
+  for (const row of appendLoadGoalRows(results.appendLoad)) rows.push({ ...row, met: yes(row.met) });
   rows.push(...realisticWindowGoals(results.realisticWindow?.rows));
   if (results.strategies) {
     for (const figure of results.strategies.filter(

@@ -290,6 +290,23 @@ describe('bench', () => {
     expect(s3).toContain('| s3 | 5,000 |');
     expect(s3).toContain('| 174 MiB (bucket 302 MiB) | 80 MiB / - |');
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
+    // Its goals in the table: the rate (and how steady: the last tenth against the median), the
+    // peak RSS and the debt, each judged over the stores measured (the rate's over memory and file).
+    expect(markdown).toContain(
+      '| Items/s through POST /items in batches of 250 to 5,000 items, memory and file store, steady as the ' +
+        'history grows | >= 20,000, last tenth >= 0.8 x the median tenth | file 2,500 (last tenth 0.80 x) | **no** |',
+    );
+    expect(markdown).toMatch(
+      /\| Peak RSS of the POST \/items load to 5,000 items [^|]*\| < 512 MiB \| file 174 MiB \| yes \|/,
+    );
+    expect(markdown).toContain(
+      '| Pack debt right after the last append (records no segment covers) | <= 32 | file 5 | yes |',
+    );
+    const fast = { ...row, itemsPerSecond: 25_000, tenths: [24_000, 26_000, 25_000], peakRssMiB: 600, debtRecords: 40 };
+    const met = resultsMarkdown({ ...runHeader(), appendLoad: [fast, { ...fast, store: 's3', itemsPerSecond: 900 }] });
+    expect(met).toContain('file 25,000 (last tenth 1.00 x), s3 900 (last tenth 1.00 x) | yes |');
+    expect(met).toContain('| file 600 MiB, s3 600 MiB | **no** |');
+    expect(met).toContain('| file 40, s3 40 | **no** |');
   });
 
   it('serves the S3 load from a bucket process of its own, which ends when asked or when its parent dies', async () => {

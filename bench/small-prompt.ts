@@ -199,14 +199,19 @@ export function alternatingTurns(): (driver: MemoryTurnDriver, id: string) => Pr
 }
 
 /** The section of RESULTS.md: one row per size. */
-export function smallPromptMarkdown(rows: SmallPromptRow[] | undefined, command: string, why: string): string[] {
+/** `notMeasured`: what the section says when it was not run ("not measured (...)"). */
+export function smallPromptMarkdown(
+  rows: SmallPromptRow[] | undefined,
+  command: string,
+  notMeasured: string,
+): string[] {
   const lines = [
     '## Small prompt, long history: bytes read per turn',
     '',
     `Command: \`${command}\` (bench/small-prompt.ts)`,
     '',
   ];
-  if (!rows) return [...lines, `Not measured (${why}).`, ''];
+  if (!rows) return [...lines, `${notMeasured[0]!.toUpperCase()}${notMeasured.slice(1)}.`, ''];
   lines.push(
     `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) ` +
       'and an assistant message, ' +

@@ -290,6 +290,10 @@ describe('bench', () => {
     expect(s3).toContain('| s3 | 5,000 |');
     expect(s3).toContain('| 174 MiB (bucket 302 MiB) | 80 MiB / - |');
     expect(resultsMarkdown(runHeader())).toContain('## 11. Loading a long history through POST /items\n\nNot measured');
+    // Said once, not wrapped again: "Not measured (not measured (...))" was.
+    expect(resultsMarkdown(runHeader())).toMatch(
+      /## Small prompt[^\n]*\n\nCommand: [^\n]*\n\nNot measured \(not run\)\.\n/,
+    );
     // Its goals in the table: the rate (and how steady: the last tenth against the median), the
     // peak RSS and the debt, each judged over the stores measured (the rate's over memory and file).
     expect(markdown).toContain(

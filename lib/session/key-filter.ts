@@ -21,8 +21,8 @@ export const FILTER_MAX_KEYS = 65_536;
 export const FILTER_BITS_PER_KEY = 10;
 /** Bits a key sets. */
 export const FILTER_HASHES = 7;
-/** Hex characters of a key the filter reads: the index keeps 12 (key-shards.ts INDEX_KEY_CHARS). */
-const KEY_CHARS = 12;
+/** Hex characters of a call key the repeat index keeps (lib/session/log/key-shards.ts), and the filter reads. */
+export const INDEX_KEY_CHARS = 12;
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const VALUES = new Int8Array(128).fill(-1);
@@ -44,8 +44,8 @@ export function filterKeys(chars: number): number | undefined {
 
 /** The bits `key` sets in a filter of `bits` bits, passed one by one to `visit` (false: stop). */
 function eachBit(key: string, bits: number, visit: (bit: number) => boolean): boolean {
-  let at = Number.parseInt(key.slice(KEY_CHARS / 2, KEY_CHARS), 16) % bits;
-  let step = Number.parseInt(key.slice(0, KEY_CHARS / 2), 16) % bits;
+  let at = Number.parseInt(key.slice(INDEX_KEY_CHARS / 2, INDEX_KEY_CHARS), 16) % bits;
+  let step = Number.parseInt(key.slice(0, INDEX_KEY_CHARS / 2), 16) % bits;
   for (let hash = 0; hash < FILTER_HASHES; hash++) {
     if (!visit(at)) return false;
     at = (at + step) % bits;
@@ -56,10 +56,10 @@ function eachBit(key: string, bits: number, visit: (bit: number) => boolean): bo
 
 /** The filter of a shard's keys: `sorted`, keys of 12 hex characters concatenated. */
 export function shardFilter(sorted: string): string {
-  const values = new Uint8Array(filterChars(sorted.length / KEY_CHARS));
+  const values = new Uint8Array(filterChars(sorted.length / INDEX_KEY_CHARS));
   const bits = values.length * 6;
-  for (let from = 0; from < sorted.length; from += KEY_CHARS)
-    eachBit(sorted.slice(from, from + KEY_CHARS), bits, (bit) => {
+  for (let from = 0; from < sorted.length; from += INDEX_KEY_CHARS)
+    eachBit(sorted.slice(from, from + INDEX_KEY_CHARS), bits, (bit) => {
       values[Math.floor(bit / 6)]! |= 1 << (bit % 6);
       return true;
     });

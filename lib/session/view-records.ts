@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { functionCallItemSchema, functionCallOutputItemSchema, messageItemSchema, payloadRefSchema } from '../items.ts';
 import { historyAggregatesSchema } from '../history.ts';
-import { FILTER_PATTERN, filterKeys } from './key-filter.ts';
+import { FILTER_PATTERN, filterKeys, INDEX_KEY_CHARS } from './key-filter.ts';
 import { storedFields } from './records.ts';
 
 /**
@@ -113,9 +113,6 @@ export interface ShardPlace {
   length: number;
 }
 
-/** Characters of a call key in the index (lib/session/log/key-shards.ts INDEX_KEY_CHARS). */
-const KEY_CHARS = 12;
-
 /** An index's names of its shards (`keyIndexSchema`). */
 interface ShardNames {
   depth: number;
@@ -132,8 +129,8 @@ export function shardPlacesOf(index: ShardNames): Map<string, ShardPlace> {
     let offset = 0;
     counts.forEach((count, at) => {
       const prefix = index.depth === 0 ? '' : prefixes.slice(at * index.depth, (at + 1) * index.depth);
-      places.set(prefix, { record, offset, length: count * KEY_CHARS });
-      offset += count * KEY_CHARS;
+      places.set(prefix, { record, offset, length: count * INDEX_KEY_CHARS });
+      offset += count * INDEX_KEY_CHARS;
     });
   }
   return places;

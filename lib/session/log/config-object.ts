@@ -72,7 +72,7 @@ export async function sessionConfig(log: LogContext, id: string): Promise<Sessio
 
 /** See SessionLog.scope. */
 export async function sessionScope(log: LogContext, id: string): Promise<LogScope> {
-  return scopeOf(log.keyPrefix, (await readConfig(log, id)).config);
+  return scopeOf(log.keyPrefix, await sessionConfig(log, id));
 }
 
 /**

@@ -1,4 +1,5 @@
 import { CorruptObjectError } from '../../errors.ts';
+import { INDEX_KEY_CHARS } from '../key-filter.ts';
 import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
 import { keysAscending, SORTED_KEYS_PATTERN, type ShardPlace } from '../view-records.ts';
 import type { LogContext } from './context.ts';
@@ -7,8 +8,7 @@ import { shardCacheOf } from './shard-cache.ts';
 
 /** Reading the shards of the repeat index (lib/session/log/key-shards.ts) out of their sets. */
 
-/** Characters of a call key kept in the index. */
-export const INDEX_KEY_CHARS = 12;
+export { INDEX_KEY_CHARS };
 
 /** A shard named by a view is gone: a newer pack replaced it. Readers list again, like for a record. */
 export class ShardMissingError extends RecordMissingError {}

@@ -128,7 +128,7 @@ export function resultsMarkdown(results: BenchResults): string {
     ...smallPromptMarkdown(
       results.smallPrompt,
       results.commands.smallPrompt ?? 'npm run bench -- --only=small-prompt',
-      notMeasured(results, 'small-prompt'),
+      capitalized(notMeasured(results, 'small-prompt')),
     ),
   );
   lines.push(...reliabilitySection(results));

@@ -199,7 +199,7 @@ export function alternatingTurns(): (driver: MemoryTurnDriver, id: string) => Pr
 }
 
 /** The section of RESULTS.md: one row per size. */
-/** `notMeasured`: what the section says when it was not run ("not measured (...)"). */
+/** `notMeasured`: what the section says when it was not run ("Not measured (...)"). */
 export function smallPromptMarkdown(
   rows: SmallPromptRow[] | undefined,
   command: string,
@@ -211,7 +211,7 @@ export function smallPromptMarkdown(
     `Command: \`${command}\` (bench/small-prompt.ts)`,
     '',
   ];
-  if (!rows) return [...lines, `${notMeasured[0]!.toUpperCase()}${notMeasured.slice(1)}.`, ''];
+  if (!rows) return [...lines, `${notMeasured}.`, ''];
   lines.push(
     `Blocks of a user message, ${TOOL_PAIRS_PER_BLOCK} tool pairs (distinct calls, outputs of 1 to 3 KB) ` +
       'and an assistant message, ' +

@@ -39,30 +39,30 @@ export const PREFIXES_PATTERN = /^[0-9a-f]*$/;
 export const SHARD_COUNTS_PATTERN = /^[1-9]\d{0,8}(?:,[1-9]\d{0,8})*$/;
 /** `keyIndexSchema`'s `filters`: each by the prefix of its shard. */
 export const SHARD_PREFIX_PATTERN = /^[0-9a-f]{0,6}$/;
-/** Call keys of 12 hex characters, concatenated (`sortedKeysSchema`). */
-export const SORTED_KEYS_PATTERN = /^(?:[0-9a-f]{12})*$/;
+/** Call keys of INDEX_KEY_CHARS hex characters, concatenated (`sortedKeysSchema`). */
+export const SORTED_KEYS_PATTERN = new RegExp(`^(?:[0-9a-f]{${INDEX_KEY_CHARS}})*$`);
 
-/** Call keys of 12 hex characters, concatenated in ascending order (readers search them by halves). */
+/** Call keys of INDEX_KEY_CHARS hex characters, concatenated in ascending order (readers search them by halves). */
 const sortedKeysSchema = z.string().regex(SORTED_KEYS_PATTERN).refine(keysAscending, 'keys out of order');
 
 /**
- * Whether each key of 12 characters in `keys` (the last may be shorter) comes after the one
+ * Whether each key of INDEX_KEY_CHARS characters in `keys` (the last may be shorter) comes after the one
  * before it as strings compare, compared in place rather than sliced out.
  */
 export function keysAscending(keys: string): boolean {
-  for (let at = 12; at < keys.length; at += 12) {
-    const end = Math.min(at + 12, keys.length);
+  for (let at = INDEX_KEY_CHARS; at < keys.length; at += INDEX_KEY_CHARS) {
+    const end = Math.min(at + INDEX_KEY_CHARS, keys.length);
     let char = 0;
-    while (at + char < end && keys.charCodeAt(at - 12 + char) === keys.charCodeAt(at + char)) char++;
+    while (at + char < end && keys.charCodeAt(at - INDEX_KEY_CHARS + char) === keys.charCodeAt(at + char)) char++;
     // Equal to the later key's end: the same key, or the later one a prefix of the earlier.
-    if (at + char === end || keys.charCodeAt(at - 12 + char) > keys.charCodeAt(at + char)) return false;
+    if (at + char === end || keys.charCodeAt(at - INDEX_KEY_CHARS + char) > keys.charCodeAt(at + char)) return false;
   }
   return true;
 }
 
 /**
  * The repeat index a view names: every distinct call key seen up to the view's end, as its
- * first 12 hex characters. The first of them are split by their first `depth` characters into
+ * first INDEX_KEY_CHARS hex characters. The first of them are split by their first `depth` characters into
  * shards, stored together: the shards a view wrote are one object (`keys/<g>/<inv record>-set`,
  * lib/session/log/key-shards.ts), their keys concatenated in the order of their prefixes.
  * `versions` maps a view record to the prefixes (each `depth` characters, concatenated) whose

@@ -24,7 +24,7 @@ export async function appendItems(
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record, overdue, indexed } = await sessions.append(sessionId, stored, true);
+  const { first_seq, last_seq, record, generation, overdue, indexed } = await sessions.append(sessionId, stored, true);
   // The listing row from the record just written: no head to read again.
   afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
@@ -46,7 +46,7 @@ export async function appendItems(
       },
       services.log,
     );
-  if (overdue || sessions.packSchedule.debt(sessionId, record) > MAX_PACK_DEBT_RECORDS)
+  if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS)
     await packing(overdue !== undefined, overdue);
   else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };

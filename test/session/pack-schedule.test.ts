@@ -116,6 +116,37 @@ describe('an append that packs with a view', () => {
     await expect(log.pack('s', { config: await log.config('t'), refresh: true })).rejects.toThrow(/config of t/);
   });
 
+  it("packs a session deleted and created again meanwhile from that one's own records", async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const user = (text: string): Item => ({ type: 'message', role: 'user', content: text });
+    const log = new SessionLog(new MemoryStore(), {});
+    await log.create({ id: 's' });
+    let raced = false;
+    const sessions = Object.assign(Object.create(log) as SessionLog, {
+      // The pack of the old incarnation's overdue append starts late (behind another pack of s,
+      // say): meanwhile s is deleted, created again, and appended to, its newest append overdue too.
+      config: async (id: string) => {
+        if (!raced) {
+          raced = true;
+          await log.delete('s');
+          await log.create({ id: 's' });
+          for (let n = 1; n <= 9; n++) await log.append('s', [user(`new ${n}`)], true);
+        }
+        return log.config(id);
+      },
+    });
+    const services = { env: {}, background: () => undefined, log: () => undefined, sessions };
+    // The 9th append has no view to go on from: its record carries none of the 8 before it, and
+    // its pack was handed their items.
+    for (let n = 1; n <= 9; n++) await appendItems(services, 's', [user(`old ${n}`)]);
+    expect(raced).toBe(true);
+    const turn = await log.beginTurn('s', { input: [user('go')] });
+    if (turn.kind !== 'claimed') throw new Error('expected a claim');
+    const { view, since } = turn.turn.base;
+    const seen = [...(view?.tail?.items ?? []), ...since].map((item) => (item.type === 'message' ? item.content : ''));
+    expect(seen).toEqual(Array.from({ length: 9 }, (_, index) => `new ${index + 1}`));
+  });
+
   it('carries the records after the view while its packs back off after a failure', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     const store = new FaultyStore(new MemoryStore());
@@ -139,7 +170,7 @@ describe('an append that packs with a view', () => {
 });
 
 describe('PackSchedule', () => {
-  const done: PackResult = { packed: true, deleted: 0, through: 10 };
+  const done: PackResult = { packed: true, deleted: 0, through: 10, generation: 'g1' };
 
   it('backs off exponentially after failures, up to a ceiling, and starts again after a success', async () => {
     let now = 0;
@@ -167,7 +198,9 @@ describe('PackSchedule', () => {
     expect(delays.at(-1)).toBe(MAX_BACKOFF_MS);
     fail = false;
     await run();
-    expect(schedule.debt('s', 40)).toBe(30);
+    expect(schedule.debt({ id: 's', generation: 'g1' }, 40)).toBe(30);
+    // Of another incarnation of s (deleted and created again), nothing is known packed.
+    expect(schedule.debt({ id: 's', generation: 'g2' }, 40)).toBe(40);
     fail = true;
     await run();
     expect((logged.at(-1) as { failures: number; backoff_ms: number }).backoff_ms).toBe(FIRST_BACKOFF_MS);

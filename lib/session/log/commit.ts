@@ -75,13 +75,28 @@ export async function appendItems(
   id: string,
   items: Item[],
   packsOverdue = false,
-): Promise<{ first_seq: number; last_seq: number; record: number; overdue?: OverdueView; indexed: IndexState }> {
+): Promise<{
+  first_seq: number;
+  last_seq: number;
+  record: number;
+  generation: string;
+  overdue?: OverdueView;
+  indexed: IndexState;
+}> {
   const input = checkInvariant(itemsSchema, items);
-  const { record, config, overdue } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
+  const { record, config, overdue, scope } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
   const last_seq = record.first_seq + input.length - 1;
   // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
   const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };
-  return { first_seq: record.first_seq, last_seq, record: record.record, ...(overdue && { overdue }), indexed };
+  const { generation } = scope;
+  return {
+    first_seq: record.first_seq,
+    last_seq,
+    record: record.record,
+    generation,
+    ...(overdue && { overdue }),
+    indexed,
+  };
 }
 
 /** What a commit carries from one attempt to the next. */
@@ -266,7 +281,8 @@ export async function prepareCommit(
   const flagged = flaggedCarry(log.viewPolicy, base, newest, carriedGroups);
   const repeats = options.kind === 'append' ? await repeatsOf(log, scope, listedView, newest, items) : undefined;
   const schedule = packScheduleOf(log.store);
-  const overdue = options.kind === 'append' ? overdueView(schedule, id, listedView, number, flagged, items) : undefined;
+  const overdue =
+    options.kind === 'append' ? overdueView(schedule, scope, listedView, number, flagged, items) : undefined;
   // The view such an append's caller writes covers the records after the one listed: carried,
   // they would be read twice by a turn after it (its pack takes their items from `overdue.held`).
   // Such a record carries nothing, not the context's records before the view alone: a carry is

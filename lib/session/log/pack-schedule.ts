@@ -67,20 +67,24 @@ function viewOverdue(afterView: AfterView, viewBytes: number | undefined): boole
   return viewBytes !== undefined && afterView.bytes > afterViewBytes(viewBytes);
 }
 
-/** An append's view due before it answers: `held`, the items after the newest view its record does not carry. */
+/**
+ * An append's view due before it answers: `held`, the items after the newest view its record
+ * does not carry, of the incarnation `generation` (the one the append wrote to).
+ */
 export interface OverdueView {
   held: LogItem[];
+  generation: string;
 }
 
 /**
  * For the append of record `number` (holding `items`, `recent` the records it would carry,
- * `listed` the newest view listed before it) to session `id`: the view it must write before it
- * answers (viewOverdue), or undefined. Its record then carries none of the records after
+ * `listed` the newest view listed before it) to session `id`, incarnation `generation`: the
+ * view it must write before it answers (viewOverdue), or undefined. Its record then carries none of the records after
  * `listed` (the view covers them), and its pack takes their items from `held`.
  */
 export function overdueView(
   schedule: PackSchedule,
-  id: string,
+  { id, generation }: { id: string; generation: string },
   listed: { record: number; key: string; size: number } | undefined,
   number: number,
   { recent }: { recent: NonNullable<LogRecord['recent']> },
@@ -89,7 +93,7 @@ export function overdueView(
   const after = recent.filter((group) => group.record > (listed?.record ?? 0));
   if (!viewOverdue(afterViewOf(number, listed, after, items), listed && schedule.viewBytes(id, listed)))
     return undefined;
-  return { held: after.flatMap((group) => group.items) };
+  return { held: after.flatMap((group) => group.items), generation };
 }
 /** The wait after a first failed pack, doubled after each further one up to MAX_BACKOFF_MS. */
 export const FIRST_BACKOFF_MS = 1_000;
@@ -102,8 +106,9 @@ interface SessionPacking {
   running: Promise<void> | null;
   /** A pack asked for while one ran: run once after it. */
   next: Pack | null;
-  /** The newest record a segment covers, as far as this process knows (0: none known). */
+  /** The newest record of incarnation `generation` a segment covers, as far as this process knows (0: none known). */
   through: number;
+  generation?: string;
   failures: number;
   /** No pack starts before this time (ms) after a failure. */
   retryAt: number;
@@ -140,9 +145,13 @@ export class PackSchedule {
     return this.#now() < (this.#sessions.get(id)?.retryAt ?? 0);
   }
 
-  /** The records of `id` up to `record` that no segment covers, as far as this process knows (at least). */
-  debt(id: string, record: number): number {
-    return record - (this.#sessions.get(id)?.through ?? 0);
+  /**
+   * The records of `id` (incarnation `generation`) up to `record` that no segment covers, as far
+   * as this process knows (at least): what it knows of another incarnation counts for nothing.
+   */
+  debt({ id, generation }: { id: string; generation: string }, record: number): number {
+    const state = this.#sessions.get(id);
+    return record - (state?.generation === generation ? state.through : 0);
   }
 
   /**
@@ -174,6 +183,11 @@ export class PackSchedule {
           this.#lastView = { id, view: { key: result.view!, view: result.written } };
           state.view = { key: result.view!, bytes: result.writtenBytes! };
         } else if (result.view && this.#lastView?.id === id) this.#lastView = null;
+        // A pack of another incarnation than the one known (deleted and created again since).
+        if (result.generation !== undefined && result.generation !== state.generation) {
+          state.generation = result.generation;
+          state.through = 0;
+        }
         state.through = Math.max(state.through, result.through ?? 0);
         state.failures = 0;
         state.retryAt = 0;

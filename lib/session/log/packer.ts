@@ -20,7 +20,12 @@ export async function pack(log: LogContext, sessionId: string, options: PackOpti
   if (options.config && options.config.id !== sessionId)
     throw new Error(`pack of ${sessionId} given the config of ${options.config.id}`);
   const scope = scopeOf(log.keyPrefix, options.config ?? (await readConfig(log, sessionId)).config);
-  return packScope(log, scope, options, options.overdue?.held);
+  // An append's overdue view is of the incarnation it wrote to. Since then the session may have
+  // been deleted and created again (or given a new generation): its held items are then of
+  // another history, and this is a pack as any other.
+  const { overdue, ...rest } = options;
+  if (overdue && overdue.generation !== scope.generation) return packScope(log, scope, rest);
+  return packScope(log, scope, options, overdue?.held);
 }
 
 /**
@@ -82,6 +87,7 @@ export async function packScope(
     await bury(log, buried);
     result = { ...result, deleted: result.deleted + buried.length };
   }
+  result = { ...result, generation: scope.generation };
   if (!view) return result;
   return view.view
     ? { ...result, view: view.key, written: view.view, writtenBytes: view.bytes! }

@@ -334,8 +334,9 @@ export interface PackOptions {
    * The pack an append runs for its overdue view before it answers (pack-schedule.ts
    * overdueView): it takes the items its record does not carry from `held`, and, since the
    * append waits for it, packs records into segments only as a pack without a new view would.
+   * `generation`: the incarnation the append wrote to (a pack of another one leaves `held` out).
    */
-  overdue?: { held: readonly LogItem[] };
+  overdue?: { held: readonly LogItem[]; generation: string };
   /**
    * The session's config as the caller read it for this pack: the pack takes the incarnation
    * to pack from it and reads none (lib/turn/append.ts reads it once for its strategies).
@@ -356,6 +357,8 @@ export interface PackResult {
   records?: number;
   /** The newest record a segment covers once the pack is done (absent: no segment yet). */
   through?: number;
+  /** The generation packed (its records are the ones `through` counts). */
+  generation?: string;
   /** Objects deleted: packed records, merged segments, leftovers of earlier crashes. */
   deleted: number;
 }

@@ -119,6 +119,9 @@ export async function pickUp(
         // taken up there, perhaps the one a delete took out, which its replay would not find.
         check: async (config) => {
           if ((config.generation ?? '') === next.generation) return;
+          // Not a generation a delete of the newest turn left: one of an incarnation deleted since
+          // (the session was created again), whose inputs are not this session's.
+          if (!(config.queued_in ?? []).includes(next.generation)) throw new TakenBefore();
           const left = { ...scope, queuedIn: config.queued_in ?? [] };
           if (await sessions.queuedTakenBefore(left, entry.key_sha256)) throw new TakenBefore();
         },

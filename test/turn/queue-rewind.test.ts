@@ -206,3 +206,35 @@ describe('queued inputs across a delete of the newest turn', () => {
     }
   });
 });
+
+/** A store whose first get of a queued input runs `hook` after the read (a delete and a create racing the pickup). */
+class RacingStore extends MemoryStore {
+  hook: (() => Promise<void>) | null = null;
+  override async get(key: string, options?: Parameters<MemoryStore['get']>[1]) {
+    const object = await super.get(key, options);
+    if (!key.includes('/queue/')) return object;
+    const hook = this.hook;
+    this.hook = null;
+    await hook?.();
+    return object;
+  }
+}
+
+describe('a queued input of a deleted incarnation', () => {
+  it('is not run in the session created again under the same id', async () => {
+    const store = new RacingStore();
+    const world = services(store);
+    await world.sessions.create({ id: 's' });
+    await queue(world, 's', 'queued for the deleted session');
+    // The pickup has listed the entry and is reading it when the session is deleted and created again.
+    store.hook = async () => {
+      await world.sessions.delete('s');
+      await world.sessions.create({ id: 's' });
+    };
+    await pickUp(world, 's');
+    await world.settle();
+    expect(store.hook).toBeNull();
+    expect(await userTexts(world.sessions, 's')).toEqual([]);
+    expect(await world.sessions.queued(await world.sessions.scope('s'))).toEqual([]);
+  });
+});

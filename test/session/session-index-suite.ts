@@ -179,6 +179,25 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       },
     );
 
+    it("a delete of the newest turn lists the session's counts now, not those of the turn it took out", async () => {
+      const { log, list, entries } = setup();
+      await log.create({ id: 'x' });
+      await turn(log, 'x', 1);
+      await turn(log, 'x', 2);
+      await log.refreshIndex('x');
+      const row = async () => (await list()).sessions.find((session) => session.id === 'x');
+      expect((await row())?.counts).toEqual({ items: 5, turns: 2, tool_calls: 3 });
+      const after = await log.deleteTurn('x', 2);
+      expect(after.counts).toEqual({ items: 2, turns: 1, tool_calls: 1 });
+      expect((await row())?.counts).toEqual(after.counts);
+      expect(await entries()).toHaveLength(1);
+      // Later turns list as any.
+      await turn(log, 'x');
+      await log.refreshIndex('x');
+      expect((await row())?.counts).toEqual({ items: 3, turns: 2, tool_calls: 1 });
+      expect(await entries()).toHaveLength(1);
+    });
+
     it("an append's row comes from the record it wrote, not from the log; out of order, the newest shows", async () => {
       const counting = { store: undefined as CountingStore | undefined };
       const { log, list, background, settle, entries, keyPrefix } = setup(

@@ -200,7 +200,8 @@ async function moveBack(
     return null;
   }
   try {
-    await refreshIndex(log, config.id);
+    // Fewer turns and items than the entries of the turns taken out, which would outrank it.
+    await refreshIndex(log, config.id, undefined, true);
   } catch {
     // Listed again from its next turn, append or PATCH.
   }

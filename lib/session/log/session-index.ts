@@ -178,9 +178,9 @@ export type IndexState = Pick<Head, 'config' | 'newest'>;
  * Writes the session's entry from its config and newest record (after a turn or an append, in
  * the background; a session gone meanwhile is left alone): as they are now, or as `known`
  * says, the state its caller wrote. An entry of an older state is no harm: a newer one
- * outranks it (`compareEntries`), whenever either is written.
+ * outranks it (`compareEntries`), whenever either is written. `replacing`: see writeIndexEntry.
  */
-export async function refreshIndex(log: LogContext, id: string, known?: IndexState): Promise<void> {
+export async function refreshIndex(log: LogContext, id: string, known?: IndexState, replacing = false): Promise<void> {
   let head: IndexState;
   try {
     head = known ?? (await readHead(log, id));
@@ -190,17 +190,20 @@ export async function refreshIndex(log: LogContext, id: string, known?: IndexSta
   }
   // The config changed after the caller read it (a PATCH before its record landed, whose own
   // entry may predate that record): the entry is written again from the state as it is now.
-  if (!(await writeIndexEntry(log, head.config, head.newest)) && known) await refreshIndex(log, id);
+  if (!(await writeIndexEntry(log, head.config, head.newest, replacing)) && known) await refreshIndex(log, id);
 }
 
 /**
- * Puts the entry for `config` and `newest`, then removes the entries it outranks (see above).
+ * Puts the entry for `config` and `newest`, then removes the entries it outranks (see above);
+ * `replacing`: every other entry of the incarnation, whatever its rank (a delete of the newest
+ * turn lowers the counts, and the entries of the turns it took out would outrank its own).
  * False when the config is not `config` any more (the entry was removed again).
  */
 export async function writeIndexEntry(
   log: LogContext,
   config: SessionConfig,
   newest: Head['newest'],
+  replacing = false,
 ): Promise<boolean> {
   const createdMs = Date.parse(config.created_at);
   const key = indexEntryKey(log.keyPrefix, {
@@ -237,9 +240,10 @@ export async function writeIndexEntry(
     JSON.stringify(other.entry.metadata) !== JSON.stringify(mine.entry.metadata);
   const stale = listed.filter(
     (other) =>
-      other !== mine && (compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
+      other !== mine &&
+      (replacing || compareEntries(mine, other) > 0 || (compareEntries(mine, other) === 0 && outdated(other))),
   );
-  const outranked = listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
+  const outranked = !replacing && listed.some((other) => other !== mine && compareEntries(other, mine) > 0);
   const doomed = [...stale.map((other) => other.info.key), ...(outranked ? [key] : [])];
   if (doomed.length > 0) await log.store.delete(doomed);
   return true;

@@ -156,6 +156,36 @@ describe('the repeated calls of a long session under the overflow boundary', () 
     expect(view.aggregates.repeated).toEqual(computeAggregates(items).repeated);
   }, 120_000);
 
+  it('are read from the log up to the view when their object is gone and a segment reaches past the view', async () => {
+    const window = await session(false);
+    await window.turn(next(0));
+    await window.turn(next(1));
+    const view = await newestView(window.store);
+    expect(view.aggregates.repeated_older).toBeDefined();
+    // Appends after the view calling files read long ago, packed into a segment that reaches past
+    // the view's record (as packs leave it between two views), no view due.
+    const writer = new SessionLog(window.store, { packMinRecords: 1, viewEveryRecords: 8 });
+    for (let n = 0; n < 4; n++)
+      await writer.append('s1', [
+        { type: 'function_call', call_id: `x${n}`, name: 'read_file', arguments: `{"path":"f${n}.ts"}` },
+        { type: 'function_call_output', call_id: `x${n}`, output: `again ${n}` },
+      ]);
+    expect((await writer.pack('s1', {})).through).toBeGreaterThan(view.record);
+    const requirement = () => ({ toolCalls: 3, seqs: [], wholeCalls: 2 });
+    const aggregates = async () => (await new SessionLog(window.store).previewContext('s1', requirement)).aggregates;
+    const withObject = await aggregates();
+    // Every call the log holds, counted once.
+    let calls = 0;
+    for (let before: number | undefined, more = true; more; ) {
+      const page = await writer.listItems('s1', { limit: 1000, ...(before ? { before } : {}) });
+      calls += page.items.filter((item) => item.type === 'function_call').length;
+      [before, more] = [page.next_before ?? undefined, page.has_more];
+    }
+    expect(withObject.tool_calls).toBe(calls);
+    await window.store.delete(await olderKeys(window.store));
+    expect(await aggregates()).toEqual(withObject);
+  }, 120_000);
+
   it('are read from the log when their object is gone, giving the same prompts', async () => {
     const prompts: string[][] = [];
     for (const drop of [false, true]) {

@@ -84,13 +84,15 @@ export async function wholeAggregatesOf(log: LogContext, scope: LogScope, base: 
   const view = base.view;
   if (view?.aggregates.repeated_older) {
     const cursor = () => logCursor(log.store, scope, { pageLimit: 100, below: view.record + 1 });
+    // Up to the view's last seq: the segment of its record may reach past it (records after the
+    // view packed into it), and the aggregates are extended over those items from `base.since`.
+    const upToView = async () =>
+      ((await readTail(log, scope, [], cursor(), { toolCalls: 'all', seqs: [] })) as LogItem[]).filter(
+        (item) => item.seq <= view.last_seq,
+      );
     const aggregates =
       (await withOlderRepeated(log, scope, view.aggregates)) ??
-      log.viewPolicy.extendAggregates(
-        log.viewPolicy.emptyAggregates(),
-        (await readTail(log, scope, [], cursor(), { toolCalls: 'all', seqs: [] })) as LogItem[],
-        () => false,
-      ).aggregates;
+      log.viewPolicy.extendAggregates(log.viewPolicy.emptyAggregates(), await upToView(), () => false).aggregates;
     base = { ...base, view: { ...view, aggregates } };
   }
   return aggregatesOf(log.viewPolicy, base).aggregates;

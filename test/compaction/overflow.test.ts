@@ -324,7 +324,7 @@ describe('the overflow safety net', () => {
       );
       fc.assert(
         fc.property(
-          fc.array(step, { maxLength: 30 }),
+          fc.array(step, { size: 'max', maxLength: 30 }),
           fc.boolean(),
           fc.double({ min: 0.05, max: 1.2, noNaN: true }),
           fc.double({ min: 0, max: 1, noNaN: true }),

@@ -125,7 +125,7 @@ describe('incrementEpochPlan over long histories', () => {
       fc.property(
         config,
         fc.nat({ max: 3000 }),
-        fc.uniqueArray(fc.nat({ max: 3000 }), { maxLength: 60 }),
+        fc.uniqueArray(fc.nat({ max: 3000 }), { size: 'max', maxLength: 60 }),
         (overrides, toolCalls, repeating) => {
           const resolved = { ...defaultStrategyConfig(), ...overrides };
           const sorted = [...repeating].sort((a, b) => a - b);
@@ -177,8 +177,8 @@ describe('repeatsAmong', () => {
     const query = fc.tuple(fc.integer({ min: -5, max: 400 }), fc.integer({ min: 0, max: 40 }));
     fc.assert(
       fc.property(
-        fc.uniqueArray(fc.nat({ max: 400 }), { maxLength: 80 }),
-        fc.array(query, { maxLength: 60 }),
+        fc.uniqueArray(fc.nat({ max: 400 }), { size: 'max', maxLength: 80 }),
+        fc.array(query, { size: 'max', maxLength: 60 }),
         fc.boolean(),
         (values, queries, ascending) => {
           const indices = [...values].sort((a, b) => a - b);

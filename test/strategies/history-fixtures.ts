@@ -257,12 +257,12 @@ export function materialize(blocks: readonly Block[], reuseIds = false): Sequenc
 }
 
 export const historyArbitrary = fc
-  .tuple(fc.array(blockArbitrary, { maxLength: 40 }), fc.boolean())
+  .tuple(fc.array(blockArbitrary, { size: 'max', maxLength: 40 }), fc.boolean())
   .map(([blocks, reuseIds]) => materialize(blocks, reuseIds));
 
 /** Longer histories, for properties that need thresholds crossed and tails cut. */
 export const longHistoryArbitrary = fc
-  .tuple(fc.array(blockArbitrary, { minLength: 10, maxLength: 60 }), fc.boolean())
+  .tuple(fc.array(blockArbitrary, { size: 'max', minLength: 10, maxLength: 60 }), fc.boolean())
   .map(([blocks, reuseIds]) => materialize(blocks, reuseIds));
 
 /** Small thresholds, so short generated histories cross them. */

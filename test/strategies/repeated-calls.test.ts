@@ -13,7 +13,7 @@ const key = fc
   .oneof(fc.constantFrom('a', 'b', '012'), fc.string({ minLength: 1, maxLength: 2 }))
   .filter((name) => !/^(0|[1-9][0-9]*)$/.test(name));
 /** Batches of changes, their seqs rising across batches as a history's repeats do. */
-const batches = fc.array(fc.array(key, { maxLength: 80 }), { maxLength: 12 });
+const batches = fc.array(fc.array(key, { size: 'max', maxLength: 80 }), { maxLength: 12 });
 
 /** What a plain object updated in place gives: the reference for every map. */
 function reference(base: Record<string, number>, changes: [string, number][][]): Record<string, number>[] {

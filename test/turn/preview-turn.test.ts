@@ -46,7 +46,7 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
 );
 
 const caseArbitrary = fc.record({
-  steps: fc.array(stepArbitrary, { minLength: 1, maxLength: 50 }),
+  steps: fc.array(stepArbitrary, { size: 'max', minLength: 1, maxLength: 50 }),
   strategies: fc.constantFrom<string[] | null>(
     null,
     ['shorten_tools_epoch_increment', 'compact', 'inbox'],

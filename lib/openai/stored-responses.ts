@@ -1,7 +1,9 @@
 import type { Tool as OpenAITool } from 'openai/resources/responses/responses';
 import { NotFoundError } from '../errors.ts';
 import type { StoredItem, Tool } from '../items.ts';
-import { sessionPrefix } from '../session/keys.ts';
+import { responseObjectKey } from '../session/keys.ts';
+import { scopeOf } from '../session/log/head.ts';
+import { idGeneration } from '../session/log/rewind.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
@@ -18,13 +20,11 @@ import { deleteNewestTurn } from '../turn/fork.ts';
  * objects of the one deleted (whose sweep removes them, docs/STORAGE.md).
  */
 
-function recordKey(keyPrefix: string, session: { id: string; created_at: string }, turn: number): string {
-  return `${sessionPrefix(keyPrefix, session.id)}openai/${Date.parse(session.created_at)}/${turn}.json`;
-}
-
 /**
  * Keeps `response` for GET /v1/responses/{id} (create-only: a replayed turn keeps the first).
- * A failed write is logged: GET then rebuilds the response from the session.
+ * An object of another response under its key is of a deleted turn whose number this one took
+ * (a delete that stopped before removing it): it is replaced. A failed write is logged: GET
+ * then rebuilds the response from the session.
  */
 export async function saveResponse(
   facade: Facade,
@@ -32,10 +32,27 @@ export async function saveResponse(
   turn: number,
   response: TailgateResponse,
 ): Promise<void> {
-  const key = recordKey(facade.config.keyPrefix, session, turn);
-  await facade.services.store
-    .put(key, JSON.stringify(response), { onlyIfAbsent: true, contentType: 'application/json' })
-    .catch((error: unknown) => facade.services.log('tailgate: could not keep a response object', error));
+  const { store } = facade.services;
+  const key = responseObjectKey(facade.config.keyPrefix, session, turn);
+  const body = JSON.stringify(response);
+  const options = { contentType: 'application/json' };
+  try {
+    if (await store.put(key, body, { ...options, onlyIfAbsent: true })) return;
+    const kept = await store.get(key);
+    if (kept && keptResponse(kept.body)?.id !== response.id)
+      await store.put(key, body, { ...options, ifMatch: kept.etag });
+  } catch (error) {
+    facade.services.log('tailgate: could not keep a response object', error);
+  }
+}
+
+/** A kept response object's JSON, or null when it does not parse (GET then rebuilds it). */
+function keptResponse(body: Uint8Array): TailgateResponse | null {
+  try {
+    return JSON.parse(new TextDecoder().decode(body)) as TailgateResponse;
+  } catch {
+    return null;
+  }
 }
 
 /** The function tools of a session in OpenAI's shape. */
@@ -96,12 +113,17 @@ export async function readResponse(facade: Facade, id: string) {
 export async function getResponse(facade: Facade, id: string): Promise<TailgateResponse> {
   const ref = parseResponseId(id);
   if (ref) {
-    const session = await facade.services.sessions.get(ref.sessionId).catch(() => undefined);
-    const kept = session && (await facade.services.store.get(recordKey(facade.config.keyPrefix, session, ref.turn)));
-    if (kept) {
-      const response = JSON.parse(new TextDecoder().decode(kept.body)) as TailgateResponse;
-      if (response.id === id) return response;
-    }
+    const config = await facade.services.sessions.config(ref.sessionId).catch(() => undefined);
+    const kept =
+      config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, ref.turn)));
+    const response = kept && keptResponse(kept.body);
+    // Its turn still holds the seqs the id names: not a deleted turn's object a delete left.
+    if (
+      config &&
+      response?.id === id &&
+      idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) === ref.generation
+    )
+      return response;
   }
   return rebuiltResponse(facade, id);
 }
@@ -132,11 +154,9 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
  * against the head it fences).
  */
 export async function deleteResponse(facade: Facade, id: string): Promise<void> {
-  const { ref, session } = await readResponse(facade, id);
-  const kept = recordKey(facade.config.keyPrefix, session, ref.turn);
+  const { ref } = await readResponse(facade, id);
   await deleteNewestTurn(facade.services, ref.sessionId, ref.turn, {
     names: { seq: ref.inputSeq, generation: ref.generation },
-    withdrawn: () => facade.services.store.delete(kept),
   }).catch((error: unknown) => {
     throw error instanceof NotFoundError ? responseNotFound(id) : error;
   });

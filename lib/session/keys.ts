@@ -97,6 +97,19 @@ export function sessionPrefix(keyPrefix: string, id: string): string {
   return `${keyPrefix}sessions/${validateId(id)}/`;
 }
 
+/**
+ * `<keyPrefix>sessions/<id>/openai/<created ms>/<turn>.json`: the response object the facade kept
+ * of a turn (lib/openai/stored-responses.ts), under the creation time of the session's
+ * incarnation (a session created again never reads the objects of the one deleted).
+ */
+export function responseObjectKey(
+  keyPrefix: string,
+  session: { id: string; created_at: string },
+  turn: number,
+): string {
+  return `${sessionPrefix(keyPrefix, session.id)}openai/${Date.parse(session.created_at)}/${turn}.json`;
+}
+
 /** `<keyPrefix>sessions/<id>/inbox/`: the pending notices (lib/inbox/), addressed by id. */
 export function inboxPrefix(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}inbox/`;

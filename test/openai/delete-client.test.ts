@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { clientOnTailgate, tailgateGet } from './server.ts';
+import { clientOnTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // Deleting responses and items with the official `openai` client against the real app on a
 // loopback Node server (echo model).
@@ -114,6 +114,36 @@ describe('the official openai client: deleting responses', () => {
     await world.client.responses.delete(fourth.id);
     await world.client.responses.delete(third.id);
     expect(await texts(first.conversation!.id)).toEqual(['first question', 'echo: first question']);
+  });
+
+  it("a response whose turn tailgate's own DELETE /v1/sessions/{id}/turns/{n} took out is gone with it", async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'first', temperature: 0.5 });
+    const conversation = first.conversation!.id;
+    const deleteTurn = () =>
+      fetch(`${world.tailgate.baseURL}/sessions/${conversation}/turns/1`, {
+        method: 'DELETE',
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+    expect((await deleteTurn()).status).toBe(200);
+    expect(await failure(world.client.responses.retrieve(first.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    const next = await world.client.responses.create({
+      model: 'echo',
+      conversation,
+      input: 'again',
+      temperature: 0.25,
+    });
+    expect(next.id).not.toBe(first.id);
+    expect(await world.client.responses.retrieve(next.id)).toMatchObject({ id: next.id, temperature: 0.25 });
+    // A response object written after the delete removed it (the turn's create answering as the
+    // delete ran): the old id still names nothing, and the turn taking the number keeps its own.
+    const { store } = world.tailgate;
+    const key = (await store.list(`sessions/${conversation}/openai/`)).objects[0]!.key;
+    const kept = (await store.get(key))!.body;
+    expect((await deleteTurn()).status).toBe(200);
+    await store.put(key, kept);
+    expect(await failure(world.client.responses.retrieve(next.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    const last = await world.client.responses.create({ model: 'echo', conversation, input: 'last', temperature: 0.75 });
+    expect(await world.client.responses.retrieve(last.id)).toMatchObject({ id: last.id, temperature: 0.75 });
   });
 
   it("a deleted first response's id names nothing once the conversation starts again", async () => {

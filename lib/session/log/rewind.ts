@@ -1,5 +1,5 @@
 import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
-import { newGeneration, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import { newGeneration, recordKey, responseObjectKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import type { DoneRecord, LogRecord, SessionConfig } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
@@ -43,8 +43,6 @@ import type { SessionRecord } from './types.ts';
  */
 
 export interface RewindOptions {
-  /** Runs once the fence landed (the turn is the newest, and is going), before the config moves. */
-  withdrawn?: () => Promise<void>;
   /**
    * The turn as an id names it: its first input seq and idGeneration there. A turn held
    * elsewhere (another turn took the number of the one named) is not found.
@@ -90,7 +88,9 @@ export async function deleteNewestTurn(
       await backoff(attempt);
       continue;
     }
-    await options.withdrawn?.();
+    // The turn is going: the response object the facade kept of it goes first (a GET of its id
+    // would answer it, and the turn that takes the number could not keep its own).
+    await log.store.delete(responseObjectKey(log.keyPrefix, head.config, turn));
     const moved = await moveBack(log, head, previous, started);
     if (moved) return moved;
     await backoff(attempt);

@@ -99,7 +99,8 @@ const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', '/v1/chat/co
 async function turnSession(c: Context<AppEnv>): Promise<string | null | undefined> {
   if (c.req.method !== 'POST') return undefined;
   const native = NATIVE_TURN.exec(c.req.path);
-  if (native) return decodeURIComponent(native[1]!);
+  // A segment that is not valid percent-encoding is kept as it came: the route answers it 400.
+  if (native) return decodedSegment(native[1]!);
   if (!FACADE_TURNS.has(c.req.path)) return undefined;
   const body = (await c.req.json().catch(() => null)) as Record<string, unknown> | null;
   const conversation = body?.conversation;
@@ -135,4 +136,13 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     }
     return next();
   };
+}
+
+/** `segment` percent-decoded, or as it is when it is not valid percent-encoding. */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }

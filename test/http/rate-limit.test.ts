@@ -67,6 +67,18 @@ describe('the in-process limiter', () => {
     expect((await turn(id)).status).toBe(200);
   });
 
+  it('answers a turn path whose session id is not valid percent-encoding 400, limited or not', async () => {
+    for (const overrides of [{}, limits])
+      for (const id of ['%', '%E0%A4%A']) {
+        const response = await harness.fetchWithEnv(overrides, `/v1/sessions/${id}/turns`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ input: 'hi' }),
+        });
+        expect(response.status).toBe(400);
+      }
+  });
+
   it('a setting that is not a positive whole number is 503 not_configured naming it', async () => {
     const response = await harness.fetchWithEnv({ RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: '0' }, '/v1/sessions', {
       headers: { authorization: `Bearer ${TOKEN}` },

@@ -74,9 +74,20 @@ export class TokenSpend {
   async #get(): Promise<{ ledger: Ledger; etag: string } | null> {
     const stored = await this.#store.get(this.#key);
     if (!stored) return null;
-    const parsed = spendRecordSchema.safeParse(JSON.parse(decodeUtf8(stored.body)));
-    // A record this service did not write counts as nothing spent, and the next charge replaces it.
-    return { ledger: parsed.success ? parsed.data.ledger : EMPTY_LEDGER, etag: stored.etag };
+    return { ledger: spentIn(stored.body), etag: stored.etag };
+  }
+}
+
+/**
+ * The ledger of a stored spend record. One this service did not write (not UTF-8, not JSON, not
+ * the schema) counts as nothing spent, and the next charge replaces it.
+ */
+function spentIn(body: Uint8Array): Ledger {
+  try {
+    const parsed = spendRecordSchema.safeParse(JSON.parse(decodeUtf8(body)));
+    return parsed.success ? parsed.data.ledger : EMPTY_LEDGER;
+  } catch {
+    return EMPTY_LEDGER;
   }
 }
 

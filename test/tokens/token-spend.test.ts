@@ -40,6 +40,18 @@ describe('token spend', () => {
     });
   });
 
+  it('a record it did not write (not JSON, not its shape) is nothing spent, and a charge replaces it', async () => {
+    for (const body of ['{"ledger": 5', '{"ledger": {"turns": "many"}}', new Uint8Array([0xff, 0xfe])]) {
+      const store = new MemoryStore();
+      const token = budget({ max_turns: 10 });
+      await store.put(spendKey('', token), body);
+      const spend = new TokenSpend(store, '', token);
+      expect((await spend.read()).turns).toBe(0);
+      await spend.charge(USAGE);
+      expect((await spend.read()).turns).toBe(1);
+    }
+  });
+
   it('a spent token is refused at the claim: no model called, nothing stored', async () => {
     const store = new MemoryStore();
     let calls = 0;

@@ -111,6 +111,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
         }
       : {}),
     ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
+    spendOf: (budget) => new TokenSpend(store, config.keyPrefix, budget),
     ...(onClosed && webhookSink ? { webhookSink } : {}),
   };
   return services;

@@ -3,7 +3,15 @@ import { backoff, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
 import { StorageError } from '../errors.ts';
 import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
 import { checkBudget } from './budget.ts';
-import { addToLedger, EMPTY_LEDGER, ledgerSchema, type Budget, type Ledger, type TurnUsage } from './usage.ts';
+import {
+  addToLedger,
+  budgetSchema,
+  EMPTY_LEDGER,
+  ledgerSchema,
+  type Budget,
+  type Ledger,
+  type TurnUsage,
+} from './usage.ts';
 
 /**
  * What a scoped token with a budget spent, across all the sessions it took turns in
@@ -23,6 +31,15 @@ export interface TokenBudget {
   expires: number;
   limits: Budget;
 }
+
+/** A TokenBudget as a background turn's record keeps it (`token_budget`), checked when read back. */
+export const tokenBudgetSchema = z
+  .object({
+    id: z.string().regex(/^[0-9a-f]{32}$/),
+    expires: z.number().int().nonnegative(),
+    limits: budgetSchema,
+  })
+  .strict();
 
 const spendRecordSchema = z.object({ ledger: ledgerSchema, expires_at: z.string() }).strict();
 

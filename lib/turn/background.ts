@@ -26,9 +26,15 @@ export async function claimBackgroundTurn(
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   checkRequest(services, request);
   const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
+  // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
+  // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
+  const spend = services.tokenSpend;
+  const spent = spend?.read();
+  spent?.catch(() => undefined);
   return claimInput(services, sessionId, {
     input,
-    request: requestRecord(request),
+    request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
+    ...(spend && spent ? { check: async () => spend.check(await spent) } : {}),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }

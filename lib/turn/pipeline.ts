@@ -15,6 +15,7 @@ import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { turnUsage } from '../ledger/usage.ts';
+import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { FetchedNotice } from '../inbox/index.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
@@ -91,8 +92,8 @@ async function takeTurn(
   checkRequest(services, request);
   const { background } = options;
   const input = background ? [] : await services.sessions.storeAttachments(sessionId, inputItems(request));
-  // A budgeted token's spend, read alongside the claim's reads (a background turn runs for
-  // whoever queued it: charged to no token).
+  // A budgeted token's spend, read alongside the claim's reads (a background turn's was checked
+  // when it was claimed, and is charged to the token its record names).
   const spend = background ? undefined : services.tokenSpend;
   const spent = spend?.read();
   spent?.catch(() => undefined);
@@ -129,16 +130,33 @@ async function takeTurn(
       background !== undefined,
       seen,
     );
-    if (response && spend) afterResponse(services, () => spend.charge(response.usage));
+    const charged = background ? backgroundSpend(services, attempt.turn) : spend;
+    if (response && charged) afterResponse(services, () => charged.charge(response.usage));
     if (response) return response;
   }
 }
 
 /** A background turn's request, as its record stores it: the settings and the input items. */
 function storedRequest(turn: OpenTurn): TurnRequest {
-  const { background: _background, ...settings } = (turn.request ?? {}) as Record<string, unknown>;
+  const {
+    background: _background,
+    token_budget: _budget,
+    ...settings
+  } = (turn.request ?? {}) as Record<string, unknown>;
   const input = turn.input.map(({ seq: _seq, created_at: _created, ...item }: StoredItem) => item);
   return { ...settings, input } as TurnRequest;
+}
+
+/** The spend record of the token a background turn's record names, if any (checked as read). */
+function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
+  const named = (turn.request as { token_budget?: unknown } | undefined)?.token_budget;
+  if (named === undefined) return undefined;
+  const budget = tokenBudgetSchema.safeParse(named);
+  if (budget.success) return services.spendOf?.(budget.data);
+  services.log('tailgate: a background turn names a token budget that does not parse; charged to no token', {
+    turn: turn.turn,
+  });
+  return undefined;
 }
 
 /** One claim attempt; null when another writer took its record number (start again). */

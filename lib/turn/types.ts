@@ -5,7 +5,7 @@ import type { Inbox } from '../inbox/index.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
-import type { TokenSpend } from '../ledger/token-spend.ts';
+import type { TokenBudget, TokenSpend } from '../ledger/token-spend.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { WebhookSink } from '../webhooks/events.ts';
 
@@ -100,6 +100,11 @@ export interface TurnServices {
    * is stored, charged after it completed (lib/ledger/token-spend.ts). None: no token budget.
    */
   tokenSpend?: TokenSpend;
+  /**
+   * The spend record of a token budget a background turn's record names (`token_budget`: the
+   * token that claimed it), which its runner charges; none: background turns charge no token.
+   */
+  spendOf?: (budget: TokenBudget) => TokenSpend;
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
   tracer?: Tracer;
   /** Where webhook events go, durably (present when WEBHOOK_SECRET is set; lib/webhooks/). */

@@ -56,6 +56,23 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       });
     });
 
+    it('checks a background turn of a budgeted token at its claim, and its runner charges the token', async () => {
+      const token = await mint({ max_turns: 2 });
+      const id = await api.session();
+      const bearer = { authorization: `Bearer ${token}` };
+      const background = (input: string) => api.post(`/v1/sessions/${id}/turns`, { input, background: true }, bearer);
+      expect((await background('one')).status).toBe(202);
+      await vi.waitFor(async () => expect((await spendOf(token))?.turns).toBe(1), { timeout: 10_000 });
+      expect((await turn(token, id, 'two')).status).toBe(200);
+      await vi.waitFor(async () => expect((await spendOf(token))?.turns).toBe(2), { timeout: 10_000 });
+      const refused = await background('three');
+      expect(refused.status).toBe(402);
+      expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'token' } });
+      const facade = await api.post('/v1/responses', { model: 'echo', input: 'four', background: true }, bearer);
+      expect(facade.status).toBe(402);
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(2);
+    });
+
     it('refuses a turn with 402 once the token spent its budget: nothing stored, in any session', async () => {
       const token = await mint({ max_turns: 2 });
       const [a, b, c] = await Promise.all([1, 2, 3].map(() => api.session()));

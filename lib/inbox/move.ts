@@ -87,7 +87,14 @@ export async function take(
   // Read a while ago: the original must still be the one read, or it may have been taken
   // and given back (posted again) since, and its old claim deleted.
   if ('read' in notice) {
-    const current = await ctx.store.head(key);
+    let current: Awaited<ReturnType<typeof ctx.store.head>>;
+    try {
+      current = await ctx.store.head(key);
+    } catch (error) {
+      // As a failed move: left in place for a later turn, the notices moved beside it kept.
+      ctx.log({ level: 'warn', message: 'notice left in place: its check before the move failed', key, error });
+      return { kind: 'skipped' };
+    }
     if (!current || plainEtag(current.etag) !== plainEtag(object.etag)) return { kind: 'taken' };
   }
   const identity: Identity = {

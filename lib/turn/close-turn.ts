@@ -93,6 +93,10 @@ export async function closeFailed(
     );
     if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
   }
+  // Closed by the abort itself (its completion landed): the queue is taken up, as after any
+  // close by the turn's own completion.
+  if (error instanceof AbortedError)
+    afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   // Closed by someone else, by the abort itself, or deleted: nothing more to store.
   if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
   try {

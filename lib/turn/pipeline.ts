@@ -226,8 +226,9 @@ async function turnSteps(
   );
   const aggregates: HistoryAggregates | undefined = turn.context ? undefined : (read.aggregates ?? turn.aggregates);
   const notices = await TurnNotices.plan(services, sessionId, turn, plan, landed, fetched);
-  if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);
+  // Before the abort's close: if its completion fails, the failed one carries what this turn took.
   attempt.notices = notices;
+  if (notices.abort) await closeAborted(services, turn, plan, notices, notices.abort);
   // completeTurn numbers the output right after the input; the response says so up front.
   const firstSeq = turn.counts.items + 1;
   const started = { event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } } as const;

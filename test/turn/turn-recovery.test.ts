@@ -254,6 +254,41 @@ describe('notices a failed turn consumed', () => {
   });
 });
 
+describe('notices a turn took, under a storage fault', () => {
+  /** The notices each of three turns after the failed one delivers. */
+  async function deliveredAfter(services: ReturnType<typeof world>['services']): Promise<string[]> {
+    const delivered: string[] = [];
+    for (let index = 0; index < 3; index++)
+      delivered.push(...(await runTurn(services(), 's', { input: `next ${index}` })).context.notices_delivered);
+    return delivered;
+  }
+
+  it('a failed check of one fetched notice leaves it for later, and the notice moved beside it is kept', async () => {
+    const faulty = new FaultyStore(new MemoryStore());
+    const { services } = world(faulty);
+    await services().sessions.create({ id: 's' });
+    await services().inbox.post('s', { name: 'a', content: 'note A' });
+    await services().inbox.post('s', { name: 'b', content: 'note B' });
+    faulty.failWhen(({ operation, key }) => operation === 'head' && key.endsWith('/inbox/b'), { times: 1 });
+    const first = await runTurn(services(), 's', { input: 'one' });
+    faulty.heal();
+    // Both were answered 201: each reaches a stored turn once.
+    expect([...first.context.notices_delivered, ...(await deliveredAfter(services))].sort()).toEqual(['a', 'b']);
+  });
+
+  it("a failed put of an aborted turn's completion keeps the notices it moved for a later turn", async () => {
+    const faulty = new FaultyStore(new MemoryStore());
+    const { services } = world(faulty);
+    await services().sessions.create({ id: 's' });
+    await services().inbox.post('s', { name: 'a', content: 'note A' });
+    await services().inbox.post('s', { name: 'abort', content: 'stop' });
+    faulty.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 1 });
+    expect(await runTurn(services(), 's', { input: 'one' }).catch((error: unknown) => error)).toBeInstanceOf(Error);
+    faulty.heal();
+    expect(await deliveredAfter(services)).toEqual(['a']);
+  });
+});
+
 describe('notices of turns closed by someone else', () => {
   it('go to the next turn that succeeds, even when the turn that took them over is cancelled too', async () => {
     const { services } = world();

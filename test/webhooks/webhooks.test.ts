@@ -5,7 +5,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
-import { runTurn } from '../../lib/turn/index.ts';
+import { runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
@@ -195,6 +195,44 @@ describe('webhook outbox', () => {
       expect.arrayContaining([
         ['turn.cancelled', 1],
         ['turn.failed', 2],
+        ['session.idle', 2],
+      ]),
+    );
+  });
+
+  it('sends session.idle after a turn an abort notice closed, and takes up an input queued behind it', async () => {
+    let reached!: () => void;
+    const atMove = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const moved = new Promise<void>((resolve) => (release = resolve));
+    // The abort's move waits until an input is queued behind the running turn.
+    class GatedStore extends MemoryStore {
+      override async put(...args: Parameters<MemoryStore['put']>) {
+        if (args[0].endsWith('inbox_removed/abort')) {
+          reached();
+          await moved;
+        }
+        return super.put(...args);
+      }
+    }
+    const w = world(new GatedStore());
+    await w.services.sessions.create({ id: 'ab' });
+    await w.services.inbox.post('ab', { name: 'abort', content: 'stop' });
+    const aborted = runTurn(w.services, 'ab', { input: 'x' }).catch((error: unknown) => error);
+    await atMove;
+    const queued = await takeUnderPolicy(w.services, 'ab', { input: 'queued' }, { onBusy: 'enqueue' }, () =>
+      runTurn(w.services, 'ab', { input: 'queued' }),
+    );
+    expect(queued.kind).toBe('queued');
+    release();
+    expect(await aborted).toMatchObject({ code: 'aborted' });
+    await w.settle();
+    expect(await w.services.sessions.queued(await w.services.sessions.scope('ab'))).toEqual([]);
+    const types = (await w.outbox()).map((entry) => [JSON.parse(entry.body).type, JSON.parse(entry.body).data.turn]);
+    expect(types).toEqual(
+      expect.arrayContaining([
+        ['turn.failed', 1],
+        ['turn.completed', 2],
         ['session.idle', 2],
       ]),
     );

@@ -155,7 +155,7 @@ describe('the usage ledger', () => {
       output_tokens_details: { reasoning_tokens: 120 },
       total_tokens: 1300,
     });
-    const sessionId = /^resp_(.+)_\d+_\d+_\d+$/.exec(response.body.id)![1]!;
+    const sessionId = /^resp_(.+)_\d+_\d+_\d+_g[0-9a-f]{21}$/.exec(response.body.id)![1]!;
     const turns = await api.get(`/v1/sessions/${sessionId}/turns`);
     expect(turns.body.turns[0].usage).toEqual(OPENAI_TURN);
     const chat = await api.post('/v1/chat/completions', {
@@ -224,7 +224,7 @@ describe('budgets', () => {
 
   it("the OpenAI-compatible routes answer a spent budget in OpenAI's error shape", async () => {
     const first = await api.post('/v1/responses', { model: 'openai:gpt-4.1-mini', input: 'hello' });
-    const sessionId = /^resp_(.+)_\d+_\d+_\d+$/.exec(first.body.id)![1]!;
+    const sessionId = /^resp_(.+)_\d+_\d+_\d+_g[0-9a-f]{21}$/.exec(first.body.id)![1]!;
     await api.patch(`/v1/sessions/${sessionId}`, { budget: { max_turns: 1 } });
     const calls = openai.requests.length;
     const refused = await api.post('/v1/responses', {

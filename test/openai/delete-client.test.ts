@@ -146,6 +146,27 @@ describe('the official openai client: deleting responses', () => {
     expect(await world.client.responses.retrieve(last.id)).toMatchObject({ id: last.id, temperature: 0.75 });
   });
 
+  it("a deleted session's response ids name nothing in the session created again under its id", async () => {
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const base = world.tailgate.baseURL;
+    const id = `agent-${crypto.randomUUID()}`;
+    const create = () => fetch(`${base}/sessions`, { method: 'POST', headers, body: JSON.stringify({ id }) });
+    expect((await create()).status).toBe(201);
+    const old = await world.client.responses.create({ model: 'echo', conversation: id, input: 'old one' });
+    expect((await fetch(`${base}/sessions/${id}`, { method: 'DELETE', headers })).status).toBe(204);
+    expect((await create()).status).toBe(201);
+    const again = await world.client.responses.create({ model: 'echo', conversation: id, input: 'new one' });
+    // The same turn number and seqs, in another incarnation.
+    expect(again.id).not.toBe(old.id);
+    expect(await failure(world.client.responses.retrieve(old.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    const continued = await failure(
+      world.client.responses.create({ model: 'echo', previous_response_id: old.id, input: 'continue old' }),
+    );
+    expect(continued).toMatchObject({ status: 404 });
+    expect(await failure(world.client.responses.delete(old.id))).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(await texts(id)).toEqual(['new one', 'echo: new one']);
+  });
+
   it("a deleted first response's id names nothing once the conversation starts again", async () => {
     const first = await world.client.responses.create({ model: 'echo', input: 'only question' });
     const conversation = first.conversation!.id;

@@ -43,7 +43,9 @@ describe('the official openai client: responses', () => {
       instructions: 'Be brief.',
       previous_response_id: null,
     });
-    expect(first.id).toMatch(/^resp_conv_[0-9a-f]{24}_1_1_2$/);
+    // The session's id, the turn, its input and output seqs, and the session's generation.
+    expect(first.id).toMatch(/^resp_conv_[0-9a-f]{24}_1_1_2_g[0-9a-f]{21}$/);
+    const generation = first.id.slice(first.id.lastIndexOf('_') + 1);
     const call = first.output[0]!;
     expect(call).toMatchObject({
       type: 'function_call',
@@ -65,7 +67,7 @@ describe('the official openai client: responses', () => {
       tools: [weather],
       input: [{ type: 'function_call_output', call_id: (call as { call_id: string }).call_id, output: '18C, clear' }],
     });
-    expect(second.id).toBe(`resp_${sessionId}_2_3_4`);
+    expect(second.id).toBe(`resp_${sessionId}_2_3_4_${generation}`);
     expect(second.previous_response_id).toBe(first.id);
     expect(second.output_text).toBe('echo: call get_weather {"city":"Paris"}');
     expect(second.output[0]).toMatchObject({ type: 'message', role: 'assistant', id: `msg_${sessionId}_4` });

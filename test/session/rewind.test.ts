@@ -62,31 +62,49 @@ describe('SessionLog.deleteTurn', () => {
     expect(await numbered(log, 's')).toEqual(['1:again', '2:re again']);
   });
 
-  it("names the generation a delete wrote in its turns' ids, and a delete naming another finds nothing", async () => {
+  it('names the generation holding a turn in its id, and a delete naming another finds nothing', async () => {
     const { log } = setup();
     await log.create({ id: 's' });
     await turnOf(log, 's', 'one');
     await turnOf(log, 's', 'two');
-    // No delete yet: no id names a generation.
-    expect(idGeneration(await log.scope('s'), 3)).toBeUndefined();
+    // From its creation on, a session's ids name its generation.
+    const created = (await log.scope('s')).generation;
+    expect(idGeneration(await log.scope('s'), 3)).toBe(created);
     await log.deleteTurn('s', 2);
     await turnOf(log, 's', 'three');
     const scope = await log.scope('s');
-    expect(idGeneration(scope, 1)).toBeUndefined();
+    expect(idGeneration(scope, 1)).toBe(created);
     expect(idGeneration(scope, 3)).toBe(scope.generation);
     // The deleted turn 2, named as its id named it, is not the turn 2 there now.
-    await expect(log.deleteTurn('s', 2, { names: { seq: 3, generation: undefined } })).rejects.toMatchObject({
+    await expect(log.deleteTurn('s', 2, { names: { seq: 3, generation: created } })).rejects.toMatchObject({
       code: 'not_found',
     });
     expect(await numbered(log, 's')).toEqual(['1:one', '2:re one', '3:three', '4:re three']);
     await log.deleteTurn('s', 2, { names: { seq: 3, generation: scope.generation } });
-    await log.deleteTurn('s', 1, { names: { seq: 1, generation: undefined } });
+    await log.deleteTurn('s', 1, { names: { seq: 1, generation: created } });
     await turnOf(log, 's', 'again');
     // Back to the first record: the new generation holds every turn, and only the newest
     // deletes' generations that the history still reads are kept.
     const last = await log.scope('s');
     expect(idGeneration(last, 1)).toBe(last.generation);
     expect(last.rewound).toEqual([last.generation]);
+  });
+
+  it('names no generation in the ids of a session stored before ids named them, until a delete', async () => {
+    const { store, log } = setup();
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    // Its config as it was stored then: without `rewound`.
+    const key = 'sessions/s/session.json';
+    const { rewound: _named, ...config } = JSON.parse(new TextDecoder().decode((await store.get(key))!.body));
+    await store.put(key, JSON.stringify(config));
+    expect(idGeneration(await log.scope('s'), 1)).toBeUndefined();
+    await turnOf(log, 's', 'two');
+    await log.deleteTurn('s', 2, { names: { seq: 3, generation: undefined } });
+    await turnOf(log, 's', 'three');
+    const scope = await log.scope('s');
+    expect(idGeneration(scope, 1)).toBeUndefined();
+    expect(idGeneration(scope, 3)).toBe(scope.generation);
   });
 
   it('replays a keyed turn from before the point a delete went back to, and not the deleted one', async () => {

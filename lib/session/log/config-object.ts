@@ -41,10 +41,14 @@ export async function createSession(log: LogContext, input: NewSession): Promise
 export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
   const id = validateId(fields.id ?? log.generateId());
   const now = log.clock();
+  const generation = newGeneration(now);
   return {
     format: 'tailgate.session.v1',
     id,
-    generation: newGeneration(now),
+    generation,
+    // Named in the ids of its turns from the start (log/rewind.ts idGeneration): an id of an
+    // incarnation deleted before, whose turns had the same numbers and seqs, names nothing here.
+    rewound: [generation],
     created_at: now.toISOString(),
     instructions: fields.instructions ?? null,
     model: fields.model ?? null,

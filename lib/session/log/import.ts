@@ -86,10 +86,12 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
   const id = validateId(header.id);
   const configKey = sessionConfigKey(log.keyPrefix, id);
   if (await log.store.head(configKey)) throw new SessionExistsError(id);
+  const generation = newGeneration(log.clock());
   const config: SessionConfig = {
     format: 'tailgate.session.v1',
     id,
-    generation: newGeneration(log.clock()),
+    generation,
+    rewound: [generation],
     created_at: header.created_at,
     instructions: header.instructions,
     model: header.model,

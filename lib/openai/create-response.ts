@@ -53,7 +53,8 @@ async function ended(
   await saveResponse(facade, context.session, turn.turn, answer);
   if (context.history) {
     const history = [...context.history.before, ...(turn.output as ClientItem[])];
-    await indexHistory(facade, context.session, scope.generation, turn.turn, history, context.history.replaced);
+    const entry = { generation: scope.generation, turn: turn.turn, items: turn.output.at(-1)?.seq };
+    await indexHistory(facade, context.session, entry, history, context.history.replaced);
   }
 }
 
@@ -90,12 +91,14 @@ async function createStoredResponse(
   idempotencyKey: string | undefined,
   /** A branch: the fork of previous_response_id's conversation this request goes to. */
   branch?: string,
+  /** A new conversation whatever stored one the input's history matches (see `branched`). */
+  fresh = false,
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
   const { body, model, instructions, tools, turnTools } = prepared;
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
-  const match = whole ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
+  const match = whole && !fresh ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
   const { sessionId, afterTurn } = match
     ? { sessionId: match.session.id, afterTurn: match.turn }
     : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
@@ -145,6 +148,10 @@ async function createStoredResponse(
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.
   const branched = async (error: unknown): Promise<TailgateResponse | Response> => {
+    // A history whose conversation moved past it (a keyed request whose key took no turn there,
+    // or a step racing another): a new conversation, as an unkeyed resend of it starts.
+    if (error instanceof NotNewestTurnError && match)
+      return createStoredResponse(facade, prepared, idempotencyKey, undefined, true);
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
     if (branch) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
     const fork = await branchedSession(

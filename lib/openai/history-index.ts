@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { decodeUtf8 } from '../store/object-store.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
@@ -22,17 +24,26 @@ import type { Facade } from './facade.ts';
  * until overwritten; a match checks them.
  */
 
-interface HistoryEntry {
-  session_id: string;
-  created_at: string;
-  /**
-   * The session's generation when the turn ended. A delete of the newest turn moves the session
-   * to a new one, and the next turn takes the deleted one's number: an entry of another
-   * generation names a history the session no longer has (absent in entries written before).
-   */
-  generation?: string;
-  turn: number;
-}
+const historyEntrySchema = z
+  .object({
+    session_id: z.string(),
+    created_at: z.string(),
+    /**
+     * The session's generation when the turn ended. A delete of the newest turn moves the session
+     * to a new one, and the next turn takes the deleted one's number: an entry of another
+     * generation names a history the session no longer has (absent in entries written before).
+     */
+    generation: z.string().optional(),
+    turn: z.number().int().positive(),
+    /**
+     * The session's items once the turn ended (its last output's seq): items appended since
+     * (POST .../items, a conversation's items.create) are a history the input does not hold
+     * (absent in entries written before).
+     */
+    items: z.number().int().positive().optional(),
+  })
+  .strict();
+type HistoryEntry = z.infer<typeof historyEntrySchema>;
 
 /** A stored conversation the input continues: its session, and how many input items it already holds. */
 export interface HistoryMatch {
@@ -87,7 +98,8 @@ export async function findHistory(
   const key = await historyKey(facade, items.slice(0, known));
   const stored = await facade.services.store.get(key);
   if (!stored) return undefined;
-  const entry = JSON.parse(new TextDecoder().decode(stored.body)) as HistoryEntry;
+  const entry = parsedEntry(stored.body);
+  if (!entry) return undefined;
   try {
     facade.authorize(entry.session_id);
   } catch {
@@ -105,7 +117,19 @@ export async function findHistory(
   if (!session || session.created_at !== entry.created_at) return undefined;
   if (scope && scope.generation !== entry.generation) return undefined;
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
+  if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
+    return undefined;
   return { session, turn: entry.turn, known, key };
+}
+
+/** An index entry as stored, or undefined when it is not one (it then matches nothing). */
+function parsedEntry(body: Uint8Array): HistoryEntry | undefined {
+  try {
+    const parsed = historyEntrySchema.safeParse(JSON.parse(decodeUtf8(body)));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
@@ -117,15 +141,21 @@ export async function findHistory(
 export async function indexHistory(
   facade: Facade,
   session: { id: string; created_at: string },
-  generation: string,
-  turn: number,
+  ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
   history: readonly ClientItem[],
   replaced: string | undefined,
 ): Promise<void> {
   const { store, log } = facade.services;
   try {
     const key = await historyKey(facade, history);
-    const entry: HistoryEntry = { session_id: session.id, created_at: session.created_at, generation, turn };
+    const { generation, turn, items } = ended;
+    const entry: HistoryEntry = {
+      session_id: session.id,
+      created_at: session.created_at,
+      generation,
+      turn,
+      ...(items !== undefined ? { items } : {}),
+    };
     await store.put(key, JSON.stringify(entry), { contentType: 'application/json' });
     if (replaced !== undefined && replaced !== key) await store.delete(replaced);
   } catch (error) {

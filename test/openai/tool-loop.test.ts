@@ -125,6 +125,45 @@ describe('a client tool loop is one conversation', () => {
     expect(again.conversation!.id).not.toBe(first.conversation!.id);
   });
 
+  it('a keyed resend of a history its conversation moved past is a new conversation; its retry replays', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'ping' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'pong' });
+    const input = [
+      { role: 'user' as const, content: 'ping' },
+      { role: 'assistant' as const, content: 'echo: ping' },
+      { role: 'user' as const, content: 'other' },
+    ];
+    // A step re-run from an earlier point, under a key that took no turn yet.
+    const keyed = { headers: { 'Idempotency-Key': `rerun-${first.id}` } };
+    const rerun = await client.responses.create({ model: 'echo', input }, keyed);
+    expect(rerun.conversation!.id).not.toBe(first.conversation!.id);
+    expect(rerun.output_text).toBe('echo: other');
+    expect((await client.responses.create({ model: 'echo', input }, keyed)).id).toBe(rerun.id);
+  });
+
+  it('a resent history does not continue a conversation that got items after it the client does not hold', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'hello' });
+    await client.conversations.items.create(first.conversation!.id, {
+      items: [{ type: 'message', role: 'user', content: 'an aside the client never saw' }],
+    });
+    const resent = await client.responses.create({
+      model: 'echo',
+      input: [
+        { role: 'user', content: 'hello' },
+        { role: 'assistant', content: 'echo: hello' },
+        { role: 'user', content: 'next' },
+      ],
+    });
+    expect(resent.conversation!.id).not.toBe(first.conversation!.id);
+    const items = await tailgateGet(tailgate.baseURL, `/sessions/${resent.conversation!.id}/items?limit=100`);
+    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
+      'hello',
+      'echo: hello',
+      'next',
+      'echo: next',
+    ]);
+  });
+
   it('a keyed retry of a step that continued a conversation is replayed, not taken again', async () => {
     const first = await client.responses.create({ model: 'echo', input: 'ping' });
     const input = [

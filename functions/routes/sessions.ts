@@ -12,6 +12,8 @@ import {
 import { turnParamsSchema } from './receipts.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
 import { deleteNewestTurn, forkSession } from '../../lib/turn/fork.ts';
+import { afterResponse } from '../../lib/turn/append.ts';
+import { pickUp } from '../../lib/turn/index.ts';
 
 const createSessionRoute = createRoute({
   method: 'post',
@@ -111,7 +113,11 @@ export function sessionRoutes() {
     .openapi(patchSessionRoute, async (c) => {
       const { id } = c.req.valid('param');
       const body = c.req.valid('json');
-      return c.json(await c.var.services.sessions.update(id, normalizeSessionFields(body, c.var.services)), 200);
+      const { services } = c.var;
+      const updated = await services.sessions.update(id, normalizeSessionFields(body, services));
+      // A raised budget lets queued inputs that waited for it run.
+      if (body.budget !== undefined) afterResponse(services, () => pickUp(services, id));
+      return c.json(updated, 200);
     })
     .openapi(deleteTurnRoute, async (c) => {
       const { id, turn } = c.req.valid('param');

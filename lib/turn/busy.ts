@@ -1,4 +1,4 @@
-import { IdempotencyKeyReusedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import { BudgetExhaustedError, IdempotencyKeyReusedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { OnBusy } from '../session/fields.ts';
@@ -128,6 +128,15 @@ export async function pickUp(
       });
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
+      // The session's budget is spent: the input waits, listed, until a PATCH raises it (whose
+      // pickup takes it up), or is withdrawn.
+      if (error instanceof BudgetExhaustedError) {
+        services.log("tailgate: a queued input waits: the session's budget is spent", {
+          session_id: sessionId,
+          key_sha256: entry.key_sha256,
+        });
+        return;
+      }
       if (error instanceof TakenBefore) {
         await sessions.removeQueued(queue, entry.key_sha256);
         continue;

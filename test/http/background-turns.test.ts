@@ -1,6 +1,6 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
@@ -113,6 +113,29 @@ describe('background turns on Node', () => {
     expect(await consume()).toBe('done');
     await Promise.all(background);
     expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
+  });
+
+  it("an input queued past the session's budget waits until a PATCH raises it, then runs", async () => {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'second' })).status).toBe(202);
+    const run = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    const consume = (turn: BackgroundTurn) => run(turn, environment(), (task) => void background.push(task));
+    expect(await consume(sent[0]!)).toBe('done');
+    expect(await settled(api, id, 1)).toMatchObject({ status: 'completed' });
+    // The pickup after it finds the budget spent: the input stays queued, and nothing failed.
+    while (background.length > 0) await Promise.all(background.splice(0));
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    expect(sent).toHaveLength(1);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 2 } })).status).toBe(200);
+    await vi.waitFor(() => expect(sent).toHaveLength(2));
+    expect(await consume(sent[1]!)).toBe('done');
+    expect(await settled(api, id, 2)).toMatchObject({ status: 'completed' });
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
   });
 
   it('a turn whose runner never came is failed by its lease, and the session goes on', async () => {

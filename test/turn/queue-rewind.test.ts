@@ -207,6 +207,26 @@ describe('queued inputs across a delete of the newest turn', () => {
   });
 });
 
+describe("a queued input the session's budget refuses", () => {
+  it('waits in the queue, the pickup failing nothing, until the budget is raised', async () => {
+    const world = services();
+    const { sessions } = world;
+    await sessions.create({ id: 's', budget: { max_turns: 1 } });
+    await runTurn(world, 's', { input: 'one' });
+    await world.settle();
+    await queue(world, 's', 'queued past the budget');
+    await pickUp(world, 's');
+    await world.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(1);
+    await sessions.update('s', { budget: { max_turns: 2 } });
+    await pickUp(world, 's');
+    await world.settle();
+    expect(await userTexts(sessions, 's')).toEqual(['one', 'queued past the budget']);
+    expect((await sessions.listQueuedInputs('s', 10)).total).toBe(0);
+  });
+});
+
 /** A store whose first get of a queued input runs `hook` after the read (a delete and a create racing the pickup). */
 class RacingStore extends MemoryStore {
   hook: (() => Promise<void>) | null = null;

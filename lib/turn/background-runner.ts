@@ -23,17 +23,22 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
   const journal = journalTurn(services, run.session_id);
   const background = { background: { turn: run.turn, writer: run.writer } };
+  let outcome: 'done' | 'retry' = 'done';
   try {
     const response = await runTurn(services, run.session_id, { input: [] }, background, journal.emit);
     journal.emit({ event: 'turn.completed', data: response });
-    return 'done';
+    return outcome;
   } catch (error) {
     const stored = errorRecord(error);
-    journal.emit({ event: 'error', data: { error: stored }, cause: error });
-    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') return 'done';
+    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') {
+      journal.emit({ event: 'error', data: { error: stored }, cause: error });
+      return outcome;
+    }
+    // Left open: the next run's events follow in its journal, and its end ends it.
     services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
-    return 'retry';
+    outcome = 'retry';
+    return outcome;
   } finally {
-    journal.close();
+    journal.close(outcome === 'done');
   }
 }

@@ -1,6 +1,6 @@
 import { NotFoundError } from '../errors.ts';
 import type { LogScope } from '../session/keys.ts';
-import type { JournalBatch, JournalEvent } from '../session/log/journal.ts';
+import type { JournalEvent } from '../session/log/journal.ts';
 import { afterResponse } from './append.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
 
@@ -23,19 +23,22 @@ export type NumberedEvent = JournalEvent;
 
 /**
  * Journals a turn's events: `emit` takes each event as the turn emits it; `close` has what is
- * left written after the response, marked as the end. Storage failures are logged, never the
+ * left written after the response, marked as the end unless `ended` is false (a background
+ * turn left open, which another run goes on with). Storage failures are logged, never the
  * turn's.
  */
 export function journalTurn(
   services: TurnServices,
   sessionId: string,
-): { emit: (event: TurnEvent) => void; close: () => void } {
+): { emit: (event: TurnEvent) => void; close: (ended?: boolean) => void } {
   const writer = crypto.randomUUID();
   let turn: number | undefined;
   let scope: Promise<LogScope> | undefined;
   let pending: JournalEvent[] = [];
   let count = 0;
   let batches = 0;
+  // Added to the events' numbers: after an earlier run's, when this is a turn run again.
+  let after = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let written: Promise<void> = Promise.resolve();
   const flush = (end: boolean) => {
@@ -45,15 +48,23 @@ export function journalTurn(
     const events = pending;
     pending = [];
     const number = turn;
-    const index = ++batches;
     scope ??= services.sessions.scope(sessionId);
     written = written
       .then(async () => {
-        await services.sessions.journal().write(await scope!, number, index, {
+        const journal = services.sessions.journal();
+        const batch = () => ({
           writer,
-          events,
+          events: events.map((event) => ({ ...event, n: event.n + after })),
           ...(end ? { end: true } : {}),
         });
+        if (await journal.write(await scope!, number, ++batches, batch())) return;
+        // Batches of another run of this turn (a background turn a queue delivered again after
+        // its runner stopped): this run's go on after them, numbered on from their events.
+        const earlier = await journal.read(await scope!, number, 0);
+        batches = earlier.at(-1)?.index ?? 0;
+        after = earlier.flatMap((written) => written.events).reduce((most, event) => Math.max(most, event.n), 0);
+        if (!(await journal.write(await scope!, number, ++batches, batch())))
+          throw new Error(`batch ${batches} of the journal of turn ${number} is another writer's`);
       })
       .catch((error: unknown) => services.log('tailgate: could not write a turn event journal', error));
     return written;
@@ -67,7 +78,7 @@ export function journalTurn(
     },
     // The last batch is written after the response (work a turn hands to `background`), so it
     // adds no round trip to the turn's own.
-    close: () => afterResponse(services, () => flush(true)),
+    close: (ended = true) => afterResponse(services, () => flush(ended)),
   };
 }
 
@@ -87,13 +98,19 @@ export async function* journalEvents(
   const { sessions } = services;
   const scope = await sessions.scope(sessionId);
   const journal = sessions.journal();
+  // The last batch read (a batch whose write failed leaves its index out), and event sent.
   let read = 0;
+  let sent = after;
   let closedAt: number | undefined;
   for (;;) {
-    const batches: JournalBatch[] = await journal.read(scope, turn, read);
-    read += batches.length;
+    const batches = await journal.read(scope, turn, read);
+    read = batches.at(-1)?.index ?? read;
     for (const batch of batches) {
-      for (const event of batch.events) if (event.n > after) yield event;
+      for (const event of batch.events)
+        if (event.n > sent) {
+          sent = event.n;
+          yield event;
+        }
       if (batch.end) return;
     }
     if (batches.length === 0) {

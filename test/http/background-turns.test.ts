@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { settled } from './background-suite.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
@@ -136,6 +137,41 @@ describe('background turns on Node', () => {
     expect(await consume(sent[1]!)).toBe('done');
     expect(await settled(api, id, 2)).toMatchObject({ status: 'completed' });
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+
+  it("a turn the queue delivers again after a storage failure journals both runs, and the second's end", async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ store: () => store, queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello', background: true })).status).toBe(202);
+    // The completion's put fails, and so does the close as failed: the turn stays open.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+    const run = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    const consume = async () => {
+      const outcome = await run(sent[0]!, environment(), (task) => void background.push(task));
+      while (background.length > 0) await Promise.all(background.splice(0));
+      return outcome;
+    };
+    expect(await consume()).toBe('retry');
+    expect(await consume()).toBe('done');
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('completed');
+    const followed = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const text = await followed.text();
+    const events = parseSse(text);
+    expect(events.at(-1)).toMatchObject({ event: 'turn.completed' });
+    expect(events.filter((event) => event.event === 'turn.started')).toHaveLength(2);
+    expect(events.some((event) => event.event === 'error')).toBe(false);
+    // Numbered on: a reader resuming after any of them misses none of the second run's.
+    const numbers = text
+      .split('\n')
+      .filter((line) => line.startsWith('id: '))
+      .map((line) => Number(line.slice(4)));
+    expect(numbers).toEqual(events.map((_, index) => index + 1));
   });
 
   it('a turn whose runner never came is failed by its lease, and the session goes on', async () => {

@@ -63,6 +63,27 @@ describe('turn event journal', () => {
     expect(after).toEqual([31, 32, 33, 34, 35, 36]);
   });
 
+  it('a follower replays each event once when a batch whose write failed left its index out', async () => {
+    vi.useRealTimers();
+    const { sessions, services } = await setup();
+    const scope = await sessions.scope('j');
+    const journal = sessions.journal();
+    const batch = (from: number, to: number, end = false) => ({
+      writer: 'w',
+      events: Array.from({ length: to - from + 1 }, (_, at) => ({ n: from + at, event: 'delta', data: {} })),
+      ...(end ? { end } : {}),
+    });
+    // Batch 2's write failed: 1 and 3 are there while the turn runs.
+    await journal.write(scope, 1, 1, batch(1, 3));
+    await journal.write(scope, 1, 3, batch(7, 9));
+    const follower = journalEvents(services, 'j', 1, 0);
+    const seen: number[] = [];
+    for (let at = 0; at < 6; at++) seen.push((await follower.next()).value!.n);
+    await journal.write(scope, 1, 4, batch(10, 11, true));
+    for await (const event of follower) seen.push(event.n);
+    expect(seen).toEqual([1, 2, 3, 7, 8, 9, 10, 11]);
+  });
+
   it('writes nothing for a turn that never started (refused before its claim)', async () => {
     const { store, services, close } = await setup();
     const journal = journalTurn(services, 'j');

@@ -38,16 +38,21 @@ export class EventJournal {
     return putJsonCreateOnly(this.#log.store, journalKey(scope, turn, index), body, `"writer":"${batch.writer}"`);
   }
 
-  /** The batches after batch `after` (0: all), in order: one listing, then one get each. */
-  async read(scope: LogScope, turn: number, after: number): Promise<JournalBatch[]> {
+  /**
+   * The batches after batch `after` (0: all), in order, each with its index (a batch whose
+   * write failed leaves its index out): one listing, then one get each.
+   */
+  async read(scope: LogScope, turn: number, after: number): Promise<(JournalBatch & { index: number })[]> {
     const prefix = journalPrefix(scope, turn);
     const page = await this.#log.store.list(prefix, {
       limit: 1000,
       ...(after > 0 ? { startAfter: journalKey(scope, turn, after) } : {}),
     });
     const objects = await Promise.all(page.objects.map((object) => this.#log.store.get(object.key)));
-    return objects.flatMap((object, index) =>
-      object ? [parseStored(page.objects[index]!.key, object.body, batchSchema)] : [],
-    );
+    return objects.flatMap((object, at) => {
+      const { key } = page.objects[at]!;
+      const index = Number(key.slice(prefix.length));
+      return object && Number.isSafeInteger(index) ? [{ ...parseStored(key, object.body, batchSchema), index }] : [];
+    });
   }
 }

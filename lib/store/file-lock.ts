@@ -125,7 +125,9 @@ export async function withKeyLock<T>(
       try {
         return await work(stillHeld);
       } finally {
-        if (!lost) unlinkQuietly(lockPath);
+        // Only its own: a holder stalled past staleLockMs after its check (in its directory's
+        // fsync, say) may find its lock broken and another holder's in its place.
+        if (!lost && readLock(lockPath)?.content === token) unlinkQuietly(lockPath);
       }
     } finally {
       heldTokens.delete(token);

@@ -12,7 +12,7 @@ import { StorageError } from '../../lib/errors.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { ascending } from '../../lib/store/file-listing.ts';
-import { tempName } from '../../lib/store/file-lock.ts';
+import { tempName, withKeyLock } from '../../lib/store/file-lock.ts';
 import { compareKeys, type ListResult } from '../../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../../lib/store/write-probe.ts';
 import { compareBytes, defineObjectStoreConformance, listAll } from './object-store-conformance.ts';
@@ -143,6 +143,25 @@ describe('FileStore', () => {
     // Old enough, even a live pid's lock is taken over (a reused pid cannot wedge a key).
     const impatient = new FileStore(directory, { staleLockMs: 0, lockTimeoutMs: 400 });
     expect(await impatient.put('k/live', 'taken over')).not.toBeNull();
+  });
+
+  it("a holder whose lock was broken after its check leaves the next holder's lock in place", async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'tailgate-lock-'));
+    try {
+      const lockPath = join(directory, 'k~l');
+      const times = { staleLockMs: 60_000, lockTimeoutMs: 5_000 };
+      const answered = await withKeyLock(directory, 'k', 'k', times, new Map(), async (stillHeld) => {
+        await stillHeld();
+        // Stalled past staleLockMs after its check: another process broke the lock and holds it.
+        await rm(lockPath);
+        await writeFile(lockPath, 'another holder');
+        return 'committed';
+      });
+      expect(answered).toBe('committed');
+      expect(await readFile(lockPath, 'utf8')).toBe('another holder');
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
   });
 
   it('breaks a lock of its own pid that it does not hold (a restarted container’s predecessor)', async () => {

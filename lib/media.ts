@@ -58,6 +58,8 @@ export function parseDataUrl(url: string): { mediaType: string; bytes: Uint8Arra
 export function decodeBase64(text: string): Uint8Array | undefined {
   const clean = text.replace(/\s+/g, '');
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) return undefined;
+  // Padded, the text comes in whole quads (`AA=` and `AAAAA=` are not base64).
+  if (clean.endsWith('=') && clean.length % 4 !== 0) return undefined;
   const binary = atob(clean);
   const bytes = new Uint8Array(binary.length);
   for (let index = 0; index < binary.length; index++) bytes[index] = binary.charCodeAt(index);

@@ -22,7 +22,7 @@ export function facadeModelId(
   name: string,
   param = 'model',
 ): string {
-  const id = config.modelAliases[name] ?? name;
+  const id = aliasTarget(config, name);
   try {
     resolve(id);
   } catch (error) {
@@ -41,7 +41,7 @@ export function facadeModelId(
 
 /** A model in OpenAI's shape; `owned_by` is the provider of the tailgate id it names. */
 function modelObject(config: ModelConfig, name: string): OpenAIModel & { tailgate: { model: string } } {
-  const id = config.modelAliases[name] ?? name;
+  const id = aliasTarget(config, name);
   const colon = id.indexOf(':');
   return {
     id: name,
@@ -64,4 +64,9 @@ export function modelList(config: ModelConfig) {
 export function modelById(config: ModelConfig, resolve: (id: string) => Model, name: string) {
   facadeModelId(config, resolve, name, 'model');
   return modelObject(config, name);
+}
+
+/** What MODEL_ALIASES maps `name` to, or `name` (an alias is the map's own key, not `toString`). */
+function aliasTarget(config: ModelConfig, name: string): string {
+  return Object.hasOwn(config.modelAliases, name) ? config.modelAliases[name]! : name;
 }

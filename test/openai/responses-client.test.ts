@@ -259,6 +259,16 @@ describe('the official openai client: responses', () => {
         param: 'model',
         type: 'invalid_request_error',
       });
+      // A name that is a property of every object is no alias either.
+      for (const model of ['toString', 'constructor', '__proto__'])
+        expect(await client.responses.create({ model, input: 'hi' }).catch((error: unknown) => error)).toMatchObject({
+          status: 404,
+          code: 'model_not_found',
+        });
+      expect(await client.models.retrieve('toString').catch((error: unknown) => error)).toMatchObject({
+        status: 404,
+        code: 'model_not_found',
+      });
 
       const background = await client.responses
         .create({ model: 'echo', input: 'hi', background: true, store: false })

@@ -173,6 +173,12 @@ describe('SessionLog.storeAttachments', () => {
       code: 'invalid_request',
       message: 'items[1].content[1]: file_data is not base64',
     },
+    ...['AA=', 'A=', 'AAAAA='].map((text) => ({
+      name: `base64 padded short of a whole quad (${text})`,
+      part: { type: 'input_image', image_url: `data:image/png;base64,${text}` },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: image_url is not a base64 data: URL',
+    })),
     {
       name: 'a blob reference sent by a client',
       part: { type: 'input_image', blob: 'a'.repeat(64), media_type: 'image/png', bytes: 10 },

@@ -33,14 +33,22 @@ export { RepeatedCalls } from './repeated-calls.ts';
 /** `repeated` as stored: a JSON object of call keys' first characters to seqs. */
 export const repeatedEntriesSchema = z.record(z.string(), z.number().int().positive());
 
+/** `image_order` as stored: padded base64 (whole quads). */
+export const PADDED_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+/**
+ * `repeat_flags` as stored (lib/strategies/aggregates.ts encodeRepeats): padded base64, or `~`
+ * and gaps, each base-32 digits of `A-Za-f` ending in one of `g-z0-9-_`.
+ */
+export const REPEAT_FLAGS = new RegExp(`${PADDED_BASE64.source}|^~(?:[A-Za-f]*[g-z0-9_-])*$`);
+
 export const historyAggregatesSchema = z
   .object({
     tool_calls: z.number().int().nonnegative(),
     tool_outputs: z.number().int().nonnegative(),
-    repeat_flags: z.string(),
+    repeat_flags: z.string().regex(REPEAT_FLAGS),
     repeated: repeatedEntriesSchema.transform((entries) => RepeatedCalls.of(entries)),
     images: z.number().int().nonnegative(),
-    image_order: z.string(),
+    image_order: z.string().regex(PADDED_BASE64),
     repeated_older: z
       .object({ before_seq: z.number().int().positive(), record: z.number().int().positive() })
       .strict()

@@ -1,5 +1,11 @@
 import { z } from 'zod';
-import { historyAggregatesSchema, RepeatedCalls, type HistoryAggregates } from '../history.ts';
+import {
+  historyAggregatesSchema,
+  PADDED_BASE64,
+  REPEAT_FLAGS,
+  RepeatedCalls,
+  type HistoryAggregates,
+} from '../history.ts';
 import { hasPlainFields } from './export-format.ts';
 import { parseStored, validateStored, type LogItem } from './records.ts';
 import { parseJsonBytes } from './split-json.ts';
@@ -191,6 +197,7 @@ function plainAggregates(value: unknown): HistoryAggregates | null {
   if (split && !plainSplit((value as Record<'repeated_older', unknown>).repeated_older)) return null;
   if (!isCount(tool_calls) || !isCount(tool_outputs) || !isCount(images)) return null;
   if (typeof repeat_flags !== 'string' || typeof image_order !== 'string') return null;
+  if (!REPEAT_FLAGS.test(repeat_flags) || !PADDED_BASE64.test(image_order)) return null;
   // The schema's copy leaves out a `__proto__` key (RepeatedCalls.checked refuses the map then).
   const map = RepeatedCalls.checked(repeated);
   return map && ({ ...value, repeated: map } as HistoryAggregates);

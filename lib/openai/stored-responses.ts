@@ -1,3 +1,5 @@
+import { z } from 'zod';
+import { decodeUtf8 } from '../store/object-store.ts';
 import type { Tool as OpenAITool } from 'openai/resources/responses/responses';
 import { NotFoundError } from '../errors.ts';
 import type { StoredItem, Tool } from '../items.ts';
@@ -46,10 +48,24 @@ export async function saveResponse(
   }
 }
 
-/** A kept response object's JSON, or null when it does not parse (GET then rebuilds it). */
+/**
+ * What every kept response object has (buildResponse writes them whole): one without it, edited
+ * or cut short, is not answered, but rebuilt from the session.
+ */
+const keptResponseSchema = z.looseObject({
+  id: z.string(),
+  object: z.literal('response'),
+  created_at: z.number(),
+  status: z.string(),
+  model: z.string(),
+  output: z.array(z.looseObject({ type: z.string() })),
+});
+
+/** A kept response object, or null when it is not one (GET then rebuilds it). */
 function keptResponse(body: Uint8Array): TailgateResponse | null {
   try {
-    return JSON.parse(new TextDecoder().decode(body)) as TailgateResponse;
+    const parsed = keptResponseSchema.safeParse(JSON.parse(decodeUtf8(body)));
+    return parsed.success ? (parsed.data as unknown as TailgateResponse) : null;
   } catch {
     return null;
   }

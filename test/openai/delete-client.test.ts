@@ -146,6 +146,20 @@ describe('the official openai client: deleting responses', () => {
     expect(await world.client.responses.retrieve(last.id)).toMatchObject({ id: last.id, temperature: 0.75 });
   });
 
+  it('a kept response object that is not one (edited, cut short) is rebuilt from the session', async () => {
+    const created = await world.client.responses.create({ model: 'echo', input: 'kept', temperature: 0.5 });
+    const { store } = world.tailgate;
+    const key = (await store.list(`sessions/${created.conversation!.id}/openai/`)).objects[0]!.key;
+    for (const body of [JSON.stringify({ id: created.id }), '{"id":', '']) {
+      await store.put(key, body);
+      expect(await world.client.responses.retrieve(created.id)).toMatchObject({
+        id: created.id,
+        status: 'completed',
+        output_text: 'echo: kept',
+      });
+    }
+  });
+
   it("a deleted session's response ids name nothing in the session created again under its id", async () => {
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
     const base = world.tailgate.baseURL;

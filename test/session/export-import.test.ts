@@ -550,4 +550,16 @@ describe('session export and import', () => {
     await expect(importText(w.services, message(1))).rejects.toThrow(/line 1/);
     await expect(importText(w.services, '')).rejects.toThrow(/line 1: the export is empty/);
   });
+
+  it('refuses a creation time later than now or before 1970, which no listing or inbox could serve', async () => {
+    const w = world();
+    for (const created_at of ['2300-01-01T00:00:00.000Z', '1969-12-31T23:59:59.000Z']) {
+      const header = { ...JSON.parse(headerLine('when')), created_at };
+      await expect(importText(w.services, `${JSON.stringify(header)}\n${message(1)}\n`)).rejects.toMatchObject({
+        code: 'invalid_request',
+        details: { field: 'line 1.created_at' },
+      });
+      expect(await w.store.list('sessions/when/')).toMatchObject({ objects: [] });
+    }
+  });
 });

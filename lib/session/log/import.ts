@@ -80,10 +80,23 @@ const MAX_WRITES_IN_FLIGHT = 2;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
 export const MAX_IMPORT_NOTICE_BYTES = 8 * 1024 * 1024;
 
+/**
+ * How far past this clock an imported session's creation time may be (another machine's clock):
+ * the inbox delivers a session the notices posted since its creation, with this tolerance.
+ */
+const CREATED_AHEAD_MS = 5_000;
+
 /** See SessionLog.importSession. */
 export async function importSession(log: LogContext, options: ImportOptions): Promise<SessionRecord> {
   const { header } = options;
   const id = validateId(header.id);
+  // Later, every notice posted until then would be left as stale; before 1970, the session would
+  // have no place in the session listing (its key holds 13 digits of inverted creation time).
+  const created = Date.parse(header.created_at);
+  if (!(created >= 0 && created <= log.clock().getTime() + CREATED_AHEAD_MS))
+    throw new InvalidRequestError(`line 1.created_at: ${header.created_at} is not between 1970 and now`, {
+      field: 'line 1.created_at',
+    });
   const configKey = sessionConfigKey(log.keyPrefix, id);
   if (await log.store.head(configKey)) throw new SessionExistsError(id);
   const generation = newGeneration(log.clock());

@@ -53,11 +53,13 @@ export type ExportCompaction = z.infer<typeof exportCompactionSchema>;
 export const exportNoticeSchema = z
   .object({
     type: z.literal('notice'),
+    // Any name a notice can have in the inbox, the API's or a direct writer's (lib/inbox/notice-name.ts
+    // isNoticeName), and its slots.
     stored_as: z
       .string()
       .min(1)
-      .max(220)
-      .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/),
+      .max(1024)
+      .refine((name) => !name.startsWith('.') && !name.includes('/'), 'must not start with "." or hold "/"'),
     name: z.string().min(1).max(1024),
     posted_at: z.iso.datetime({ offset: true }),
     delivered_at: z.iso.datetime({ offset: true }),

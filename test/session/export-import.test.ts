@@ -551,6 +551,22 @@ describe('session export and import', () => {
     await expect(importText(w.services, '')).rejects.toThrow(/line 1: the export is empty/);
   });
 
+  it('imports a notice a direct writer named as the API would not, delivered as it was', async () => {
+    const w = world();
+    await w.sessions.create({ id: 'direct' });
+    for (const name of ['a b', 'é~(1)', 'n'.repeat(230)]) {
+      await w.store.put(`sessions/direct/inbox/${name}`, `content of ${name.length}`);
+      await w.inbox.consume('direct', { turn: 1 });
+    }
+    const exported = await exportText(w.services, 'direct');
+    const copy = world();
+    await importText(copy.services, exported.replace('"id":"direct"', '"id":"copy"'));
+    expect((await exportText(copy.services, 'copy')).replaceAll('"id":"copy"', '"id":"direct"')).toEqual(exported);
+    expect((await copy.inbox.listDelivered('copy')).map((notice) => notice.name).sort()).toEqual(
+      ['a b', 'é~(1)', 'n'.repeat(230)].sort(),
+    );
+  });
+
   it('refuses a creation time later than now or before 1970, which no listing or inbox could serve', async () => {
     const w = world();
     for (const created_at of ['2300-01-01T00:00:00.000Z', '1969-12-31T23:59:59.000Z']) {

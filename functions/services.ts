@@ -2,7 +2,7 @@ import type { ServiceConfig } from '../lib/config.ts';
 import { Inbox } from '../lib/inbox/index.ts';
 import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
-import { sessionExistsIn } from '../lib/session/log/config-object.ts';
+import { sessionCreatedIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import { afterResponse } from '../lib/turn/append.ts';
@@ -83,7 +83,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,
-      sessionExists: sessionExistsIn(store, config.keyPrefix),
+      sessionExists: sessionCreatedIn(store, config.keyPrefix),
       maxNoticeBytes: config.maxNoticeBytes,
       log: (event) => {
         if (event.level === 'warn') log(`tailgate inbox: ${event.message}`, { key: event.key, error: event.error });

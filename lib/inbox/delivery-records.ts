@@ -19,6 +19,8 @@ export const META = {
   sourceUploaded: 'source-uploaded',
   /** Random per claim attempt: a claim whose put answer was lost is recognised as ours. */
   claimId: 'claim-id',
+  /** The creation time of the session incarnation a notice was posted to (API posts). */
+  sessionCreated: 'session-created',
 } as const;
 
 export const isoTimeSchema = z.iso.datetime({ offset: true });
@@ -41,6 +43,8 @@ export interface TakeContext {
   removedPrefix: string;
   turn: number;
   deliveredAt: string;
+  /** The consuming session's creation time: a notice posted to another incarnation is dropped. */
+  since?: string;
 }
 
 export interface ListedNotice {

@@ -85,7 +85,7 @@ export class Inbox {
   readonly #clock: () => Date;
   readonly #log: (event: InboxLogEvent) => void;
   readonly #maxNoticeBytes: number;
-  readonly #sessionExists: (sessionId: string) => Promise<boolean>;
+  readonly #sessionExists: (sessionId: string) => Promise<boolean | string>;
   readonly #context: InboxContext;
 
   constructor(store: ObjectStore, options: InboxOptions) {
@@ -135,10 +135,11 @@ export class Inbox {
       }
       name = parsed.data;
     }
-    await this.#requireSession(sessionId);
+    const created = await this.#requireSession(sessionId);
     const now = this.#clock();
     const postedAt = now.toISOString();
-    const metadata = { [META.postedAt]: postedAt, [META.noticeId]: randomId() };
+    const metadata: Record<string, string> = { [META.postedAt]: postedAt, [META.noticeId]: randomId() };
+    if (typeof created === 'string') metadata[META.sessionCreated] = created;
     // The notice id is random: a notice carrying ours is our write, whatever its put answered.
     const ours = (object: ObjectInfo) => object.metadata[META.noticeId] === metadata[META.noticeId];
     if (name !== undefined) {
@@ -249,7 +250,12 @@ export class Inbox {
       return { delivered: [] };
     }
     const deliveredAt = this.#clock().toISOString();
-    const context = { removedPrefix, turn: options.turn, deliveredAt };
+    const context = {
+      removedPrefix,
+      turn: options.turn,
+      deliveredAt,
+      ...(options.since ? { since: options.since } : {}),
+    };
     const abortIndex = notices.findIndex((notice) => notice.name === ABORT_NOTICE_NAME);
     const delivered = await deliverAll(this.#context, abortIndex < 0 ? notices : notices.slice(0, abortIndex), context);
     if (abortIndex < 0) return { delivered };
@@ -363,10 +369,11 @@ export class Inbox {
       .sort((left, right) => compareBytes(left.name, right.name));
   }
 
-  async #requireSession(sessionId: string): Promise<void> {
-    if (!(await this.#sessionExists(sessionId))) {
-      throw new NotFoundError(`session ${sessionId} does not exist`, { session_id: sessionId });
-    }
+  /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */
+  async #requireSession(sessionId: string): Promise<true | string> {
+    const found = await this.#sessionExists(sessionId);
+    if (!found) throw new NotFoundError(`session ${sessionId} does not exist`, { session_id: sessionId });
+    return found;
   }
 
   #inboxPrefix(sessionId: string): string {

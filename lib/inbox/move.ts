@@ -84,6 +84,15 @@ export async function take(
   const read = await ('read' in notice ? notice.read : readNotice(ctx, notice, isAbort));
   if (read.kind !== 'read') return read;
   const { object, content } = read;
+  // Posted to an incarnation of the id deleted since (the post checked it just before the
+  // delete): not this session's.
+  const postedTo = object.metadata[META.sessionCreated];
+  if (postedTo !== undefined && context.since !== undefined && postedTo !== context.since) {
+    await ctx.store.delete(key).catch((error: unknown) => {
+      ctx.log({ level: 'warn', message: 'could not remove a notice of a deleted session', key, error });
+    });
+    return { kind: 'taken' };
+  }
   // Read a while ago: the original must still be the one read, or it may have been taken
   // and given back (posted again) since, and its old claim deleted.
   if ('read' in notice) {

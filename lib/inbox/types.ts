@@ -12,10 +12,12 @@ export interface InboxLogEvent {
 export interface InboxOptions {
   /**
    * Whether a session with this id exists: the inbox's one question to the session log
-   * (`sessionExistsIn` in lib/session/log/config-object.ts), asked before posting and listing,
-   * and by consume when the caller has not just read the session.
+   * (`sessionExistsIn`, or `sessionCreatedIn` in lib/session/log/config-object.ts), asked before
+   * posting and listing, and by consume when the caller has not just read the session. A string
+   * is the creation time of the incarnation that exists: a notice posted then names it, and a
+   * consume of another incarnation of the id drops it (a post racing a delete and a create).
    */
-  sessionExists: (sessionId: string) => Promise<boolean>;
+  sessionExists: (sessionId: string) => Promise<boolean | string>;
   /** Prefix of every key (`KEY_PREFIX`), e.g. `prod/`. Default: none. */
   keyPrefix?: string;
   /** The service clock: posted_at of API posts and delivered_at of deliveries. */

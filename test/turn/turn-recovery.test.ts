@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { sessionCreatedIn } from '../../lib/session/log/config-object.ts';
 import { ModelError } from '../../lib/models/errors.ts';
 import { errorBody } from '../../functions/error-handler.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
@@ -49,7 +49,7 @@ function world(given?: ObjectStore) {
   const store = given ?? new MemoryStore({ clock });
   const services = (model: Model = echoModel): TurnServices & { sessions: SessionLog; inbox: Inbox } => ({
     sessions: new SessionLog(store, { clock, leaseMs: LEASE_MS }),
-    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
+    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionCreatedIn(store, '') }),
     config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
     env: {},
     model: (id) => (id === 'held' ? model : echoModel),
@@ -229,6 +229,36 @@ describe('an id deleted and created again', () => {
     const turn = await runTurn(fresh, 's', { input: 'hi' });
     expect(turn.context.notices_delivered).toEqual(['new']);
     expect(await fresh.inbox.listPending('s')).toEqual([]);
+  });
+
+  it('does not deliver a notice whose post checked the session just before it was deleted', async () => {
+    let reached!: () => void;
+    const atPut = new Promise<void>((resolve) => (reached = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    class GatedStore extends MemoryStore {
+      override async put(...args: Parameters<MemoryStore['put']>) {
+        if (args[0].endsWith('/inbox/for-old')) {
+          reached();
+          await released;
+        }
+        return super.put(...args);
+      }
+    }
+    const { services, advance } = world(new GatedStore());
+    const client = services();
+    await client.sessions.create({ id: 's' });
+    // The post found session s, then its put waits while s is deleted and created again.
+    const posted = client.inbox.post('s', { name: 'for-old', content: 'meant for the deleted session' });
+    await atPut;
+    await client.sessions.delete('s');
+    advance(60_000);
+    await client.sessions.create({ id: 's' });
+    release();
+    await posted;
+    const turn = await runTurn(services(), 's', { input: 'new life' });
+    expect(turn.context.notices_delivered).toEqual([]);
+    expect(await client.inbox.listPending('s')).toEqual([]);
   });
 });
 

@@ -87,6 +87,18 @@ export function sessionExistsIn(store: ObjectStore, keyPrefix: string): (id: str
   return async (id) => (await store.head(sessionConfigKey(keyPrefix, id))) !== null;
 }
 
+/**
+ * The creation time of session `id` (its config read), or false when there is none: an inbox's
+ * `sessionExists` that names the incarnation a notice is posted to (lib/inbox/types.ts).
+ */
+export function sessionCreatedIn(store: ObjectStore, keyPrefix: string): (id: string) => Promise<string | false> {
+  return async (id) => {
+    const key = sessionConfigKey(keyPrefix, id);
+    const object = await store.get(key);
+    return object ? parseStored(key, object.body, sessionConfigSchema).created_at : false;
+  };
+}
+
 /** See SessionLog.exists. */
 export async function sessionExists(log: LogContext, scope: LogScope): Promise<boolean> {
   const object = await log.store.get(sessionConfigKey(scope.keyPrefix, scope.id));

@@ -45,6 +45,7 @@ export async function appendItems(
         });
       },
       services.log,
+      generation,
     );
   if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS)
     await packing(overdue !== undefined, overdue);

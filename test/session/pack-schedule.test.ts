@@ -206,6 +206,25 @@ describe('PackSchedule', () => {
     expect((logged.at(-1) as { failures: number; backoff_ms: number }).backoff_ms).toBe(FIRST_BACKOFF_MS);
   });
 
+  it('a session deleted and created again does not wait out the backoff of the incarnation before', async () => {
+    const schedule = new PackSchedule(() => 0);
+    const ran: string[] = [];
+    const pack = (generation: string, fail: boolean) => async () => {
+      ran.push(generation);
+      if (fail) throw new Error('refused');
+      return { ...done, generation };
+    };
+    await schedule.run('s', pack('g1', true), () => undefined, 'g1');
+    expect(schedule.backingOff('s', 'g1')).toBe(true);
+    expect(schedule.backingOff('s')).toBe(true);
+    // The old incarnation's packs wait; the new one's run.
+    await schedule.run('s', pack('g1', false), () => undefined, 'g1');
+    expect(schedule.backingOff('s', 'g2')).toBe(false);
+    await schedule.run('s', pack('g2', false), () => undefined, 'g2');
+    expect(ran).toEqual(['g1', 'g2']);
+    expect(schedule.backingOff('s', 'g1')).toBe(false);
+  });
+
   it('runs one pack of a session at a time, and once more after it however often it was asked meanwhile', async () => {
     const schedule = new PackSchedule();
     let running = 0;

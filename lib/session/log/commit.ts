@@ -287,7 +287,7 @@ export async function prepareCommit(
   // they would be read twice by a turn after it (its pack takes their items from `overdue.held`).
   // Such a record carries nothing, not the context's records before the view alone: a carry is
   // whole records up to its own, or readers that list below its first would skip the gap.
-  const covered = overdue && options.packsOverdue && !schedule.backingOff(id);
+  const covered = overdue && options.packsOverdue && !schedule.backingOff(id, scope.generation);
   const recent = covered ? [] : flagged.recent;
   const { sinceKeys } = flagged;
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;

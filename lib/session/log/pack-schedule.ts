@@ -112,6 +112,10 @@ interface SessionPacking {
   failures: number;
   /** No pack starts before this time (ms) after a failure. */
   retryAt: number;
+  /** The incarnation whose pack failed (a pack of another one does not wait out its backoff). */
+  failedGeneration?: string | undefined;
+  /** The incarnation of `next`, when its caller named it. */
+  nextGeneration?: string | undefined;
   /** The view of the session this process wrote last, and its stored bytes (its chunk's included). */
   view?: { key: string; bytes: number };
 }
@@ -140,9 +144,18 @@ export class PackSchedule {
     return view?.key === listed.key ? view.bytes : listed.size;
   }
 
-  /** Whether packs of `id` wait out a failure's backoff now (a pack asked for would not run). */
-  backingOff(id: string): boolean {
-    return this.#now() < (this.#sessions.get(id)?.retryAt ?? 0);
+  /**
+   * Whether packs of `id` wait out a failure's backoff now (a pack asked for would not run): of
+   * incarnation `generation`, when given, only if a pack of that one failed.
+   */
+  backingOff(id: string, generation?: string): boolean {
+    const state = this.#sessions.get(id);
+    return !!state && this.#now() < state.retryAt && !this.#otherIncarnation(state, generation);
+  }
+
+  /** Whether `generation` is known to be another incarnation than the one whose pack failed. */
+  #otherIncarnation(state: SessionPacking, generation: string | undefined): boolean {
+    return generation !== undefined && state.failedGeneration !== undefined && generation !== state.failedGeneration;
   }
 
   /**
@@ -162,21 +175,23 @@ export class PackSchedule {
    * last): a fast load's packs follow one another, and each would otherwise read and parse the
    * view before (as large as the prompt) whenever the view cache cannot hold it.
    */
-  run(id: string, pack: Pack, log: PackLog): Promise<void> {
+  run(id: string, pack: Pack, log: PackLog, generation?: string): Promise<void> {
     const state = this.#state(id);
     state.next = pack;
+    state.nextGeneration = generation;
     state.running ??= this.#drain(id, state, log).finally(() => {
       state.running = null;
       // Asked for between the last pack's end and now.
-      if (state.next) void this.run(id, state.next, log);
+      if (state.next) void this.run(id, state.next, log, state.nextGeneration);
     });
     return state.running;
   }
 
   async #drain(id: string, state: SessionPacking, log: PackLog): Promise<void> {
     for (let pack = state.next; pack; pack = state.next) {
+      const generation = state.nextGeneration;
       state.next = null;
-      if (this.#now() < state.retryAt) return;
+      if (this.#now() < state.retryAt && !this.#otherIncarnation(state, generation)) return;
       try {
         const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
         if (result.written) {
@@ -192,6 +207,9 @@ export class PackSchedule {
         state.failures = 0;
         state.retryAt = 0;
       } catch (error) {
+        // Failures of another incarnation do not count toward this one's backoff.
+        if (this.#otherIncarnation(state, generation)) state.failures = 0;
+        state.failedGeneration = generation;
         state.failures += 1;
         const delay = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (state.failures - 1));
         state.retryAt = this.#now() + delay;

@@ -433,6 +433,12 @@ describe('session export and import', () => {
     ['an oversize line', [message(1), `{"x":"${'z'.repeat(9000)}"}`], 413, 'line 3 is longer'],
     ['an unknown line', [message(1), '{"type":"turn"}'], 400, 'line 3'],
     [
+      'an item whose created_at is not a time',
+      [message(1), JSON.stringify({ type: 'message', role: 'user', content: 'x', seq: 2, created_at: 'garbage' })],
+      400,
+      'line 3.created_at',
+    ],
+    [
       'a compaction past the items',
       [
         message(1),

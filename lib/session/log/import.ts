@@ -75,6 +75,9 @@ export interface ImportOptions {
  * measures the held items as the import's live heap).
  */
 const VIEW_EVERY_RECORDS = 16;
+/** An item's `created_at` as the service writes them (and an export holds them). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})$/;
+
 /** Segment writes an import keeps in flight. */
 const MAX_WRITES_IN_FLIGHT = 2;
 /** The delivered-notice records an import holds until the config exists (JSON bytes). */
@@ -282,6 +285,13 @@ async function writeChunks(
       }
       if (context) throw outOfOrder(line, 'after the compaction');
       let item = parseExportItem(line, value) as LogItem;
+      if (!ISO_TIME.test(item.created_at))
+        throw new InvalidRequestError(
+          `line ${line}.created_at: ${JSON.stringify(item.created_at)} is not an ISO time`,
+          {
+            field: `line ${line}.created_at`,
+          },
+        );
       let stored: Uint8Array | undefined = raw;
       if (hasInlineMedia([item])) {
         stored = undefined;

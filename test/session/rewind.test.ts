@@ -107,6 +107,34 @@ describe('SessionLog.deleteTurn', () => {
     expect(idGeneration(scope, 3)).toBe(scope.generation);
   });
 
+  it('a manual compaction the delete of the newest turn raced summarizes the history the session has now', async () => {
+    const { log } = setup();
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    await turnOf(log, 's', 'secret');
+    const summarized: string[] = [];
+    // The summary model is slow: the newest turn is deleted while it makes the first summary.
+    const result = await log.compact('s', async (view) => {
+      const texts = view.items.map((item) => (item.type === 'message' ? String(item.content) : item.type));
+      summarized.push(texts.join(', '));
+      if (summarized.length === 1) await log.deleteTurn('s', 2);
+      const last = view.items.at(-1)!.seq!;
+      return {
+        start_seq: last + 1,
+        summary: `summary of ${texts.join(', ')}`,
+        summarized: { first_seq: 1, last_seq: last },
+        interrupted: [],
+        model: 'echo',
+      };
+    });
+    expect(summarized).toEqual(['one, re one, secret, re secret', 'one, re one']);
+    expect(result.context?.summary).toBe('summary of one, re one');
+    await turnOf(log, 's', 'three');
+    const preview = await log.previewContext('s', () => ({ toolCalls: 'all' as const, seqs: [] }));
+    expect(preview.context?.summary).toBe('summary of one, re one');
+    expect(preview.items.map((item) => item.seq)).toEqual([3, 4]);
+  });
+
   it('replays a keyed turn from before the point a delete went back to, and not the deleted one', async () => {
     const { log } = setup();
     await log.create({ id: 's' });

@@ -1,6 +1,6 @@
 import { StorageError, TurnInProgressError } from '../../errors.ts';
 import { contextKey, type LogScope } from '../keys.ts';
-import { contextObjectSchema, parseStored, type ContextStart } from '../records.ts';
+import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
 import { commit } from './commit.ts';
 import type { LogContext } from './context.ts';
 import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';
@@ -15,13 +15,36 @@ export function commitTurnContext(log: LogContext, turn: OpenTurn, next: NewCont
   return storeContext(log, turn.scope, turn.record, next);
 }
 
+/** Compactions of a session that moved to another incarnation while each summarized it. */
+const MAX_COMPACT_ATTEMPTS = 3;
+
 /** See SessionLog.compact. */
 export async function compact(
   log: LogContext,
   id: string,
   summarize: (view: ContextView) => Promise<NewContext | null>,
 ): Promise<{ compacted: boolean; context: ContextStart | null }> {
-  const { newest, cursor, scope } = await readHead(log, id, 100);
+  for (let attempt = 0; attempt < MAX_COMPACT_ATTEMPTS; attempt++) {
+    const compacted = await compactOnce(log, id, summarize);
+    if (compacted) return compacted;
+  }
+  throw new StorageError(`session ${id}: it changed under every compaction; nothing was stored`);
+}
+
+/** The incarnation the summary was made of is not the session's any more (see compactOnce). */
+class Moved extends Error {}
+
+/**
+ * One compaction; null when the session moved to another incarnation while the summary was
+ * made (a delete of its newest turn, or a delete and a create): its summary holds a history the
+ * session no longer has, and is not stored.
+ */
+async function compactOnce(
+  log: LogContext,
+  id: string,
+  summarize: (view: ContextView) => Promise<NewContext | null>,
+): Promise<{ compacted: boolean; context: ContextStart | null } | null> {
+  const { newest, cursor, scope, config } = await readHead(log, id, 100);
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
     const expires = await leaseOf(log, scope, newest.record);
@@ -41,7 +64,15 @@ export async function compact(
   const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
   if (!next) return { compacted: false, context: current };
   const stored = await storeContext(log, scope, newest.record.record, next);
-  await commit(log, id, [], { kind: 'compact', context: stored });
+  const check = (now: SessionConfig) => {
+    if (now.created_at !== config.created_at || (now.generation ?? '') !== scope.generation) throw new Moved();
+  };
+  try {
+    await commit(log, id, [], { kind: 'compact', context: stored, check });
+  } catch (error) {
+    if (error instanceof Moved) return null;
+    throw error;
+  }
   return { compacted: true, context: stored };
 }
 

@@ -114,7 +114,7 @@ export function httpUrlText() {
 export function headerListText() {
   return secretText().transform((text, context) => {
     const headers: Record<string, string> = {};
-    for (const pair of (text ?? '').split(',')) {
+    for (const [index, pair] of (text ?? '').split(',').entries()) {
       if (pair.trim() === '') continue;
       const equals = pair.indexOf('=');
       const name = pair.slice(0, Math.max(equals, 0)).trim();
@@ -125,7 +125,8 @@ export function headerListText() {
         value = undefined;
       }
       if (name === '' || value === undefined || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
-        context.addIssue({ code: 'custom', message: `"${name || pair.trim()}" is not a name=value pair` });
+        // Its text is not shown: a header value is often a credential, and this error may be answered.
+        context.addIssue({ code: 'custom', message: `pair ${index + 1} (comma-separated) is not a name=value pair` });
         return z.NEVER;
       }
       headers[name] = value;

@@ -51,6 +51,17 @@ describe('the OTEL_* settings', () => {
     expect(error.message).toContain(`invalid setting ${variable}: `);
   });
 
+  it('never show the text of a header pair they refuse: it may hold a credential', () => {
+    for (const value of ['Authorization: Bearer s3cret-token', 'x=1,Bearer s3cret-token', 'Bearer s3cret=token x']) {
+      const error = refusal({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+        OTEL_EXPORTER_OTLP_HEADERS: value,
+      });
+      expect(error.code).toBe('not_configured');
+      expect(JSON.stringify({ message: error.message, details: error.details })).not.toContain('s3cret');
+    }
+  });
+
   it('name both at once when both are bad, with the other settings', () => {
     const error = refusal({
       OTEL_EXPORTER_OTLP_ENDPOINT: 'nowhere',

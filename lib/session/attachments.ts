@@ -31,16 +31,17 @@ interface Decoded {
 }
 
 /**
- * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`)
- * or a blob reference, which only the service writes.
+ * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`), a
+ * blob reference, which only the service writes, or anything but an https:// URL (refused: a
+ * `javascript:` link would be stored and shown as one).
  */
 export function hasInlineMedia(items: readonly Item[]): boolean {
   return items.some((item) =>
-    mediaParts(contentOf(item)).some(
-      (part) =>
-        part.blob !== undefined ||
-        (part.type === 'input_image' ? part.image_url?.startsWith('data:') : part.file_data !== undefined),
-    ),
+    mediaParts(contentOf(item)).some((part) => {
+      if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined) return true;
+      const url = part.type === 'input_image' ? part.image_url : part.file_data === undefined ? part.file_url : '';
+      return !url?.startsWith('https://');
+    }),
   );
 }
 

@@ -173,6 +173,12 @@ describe('SessionLog.storeAttachments', () => {
       code: 'invalid_request',
       message: 'items[1].content[1]: file_data is not base64',
     },
+    {
+      name: 'a javascript: image_url',
+      part: { type: 'input_image', image_url: 'javascript:alert(document.domain)' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: image_url must be an https:// or data: URL',
+    },
     ...['AA=', 'A=', 'AAAAA='].map((text) => ({
       name: `base64 padded short of a whole quad (${text})`,
       part: { type: 'input_image', image_url: `data:image/png;base64,${text}` },
@@ -203,6 +209,32 @@ describe('SessionLog.storeAttachments', () => {
     const refused = log.storeAttachments('s1', items);
     await expect(refused).rejects.toMatchObject({ code, message });
     expect(await blobs(store)).toEqual([]);
+  });
+});
+
+describe('SessionLog.storeAttachments without a payload to store', () => {
+  it('refuses a part that is not an https:// URL, and lets https:// URLs through as they are', async () => {
+    const { log } = world();
+    await log.create({ id: 's1' });
+    for (const part of [
+      { type: 'input_image', image_url: 'javascript:alert(document.domain)' },
+      { type: 'input_image', image_url: 'http://example.com/a.png' },
+      { type: 'input_file', file_url: 'javascript:alert(1)' },
+    ]) {
+      const items = [{ type: 'message', role: 'user', content: [part] }] as Item[];
+      await expect(log.storeAttachments('s1', items)).rejects.toMatchObject({ code: 'invalid_request' });
+    }
+    const linked = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_image', image_url: 'https://example.com/a.png' },
+          { type: 'input_file', file_url: 'https://example.com/a.pdf' },
+        ],
+      },
+    ] as Item[];
+    expect(await log.storeAttachments('s1', linked)).toBe(linked);
   });
 });
 

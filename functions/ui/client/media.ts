@@ -15,12 +15,19 @@ export function mediaRow(id: string, item: any): HTMLElement | null {
   return el('div', { class: 'media' }, ...parts.map((part) => mediaPart(id, part)));
 }
 
+/** A link to `url` when it is an https:// URL (what the service stores), else its text alone. */
+function linkTo(url: unknown, attributes: Record<string, string>, text: string): HTMLElement {
+  if (typeof url === 'string' && url.startsWith('https://'))
+    return el('a', { ...attributes, href: url, rel: 'noreferrer' }, text);
+  return el('span', attributes, text);
+}
+
 function mediaPart(id: string, part: any): HTMLElement {
   if (part.type === 'input_file') {
-    if (!part.blob) return el('a', { href: part.file_url, rel: 'noreferrer', class: 'file' }, `file ${part.file_url}`);
+    if (!part.blob) return linkTo(part.file_url, { class: 'file' }, `file ${part.file_url}`);
     return el('span', { class: 'file' }, `file ${part.filename ?? ''} · ${part.media_type} · ${sizeText(part.bytes)}`);
   }
-  if (!part.blob) return el('a', { href: part.image_url, rel: 'noreferrer', class: 'image-link' }, part.image_url);
+  if (!part.blob) return linkTo(part.image_url, { class: 'image-link' }, String(part.image_url));
   const size = part.width && part.height ? ` ${part.width}x${part.height}` : '';
   const label = `${part.media_type}${size}, ${sizeText(part.bytes)}`;
   const image = el('img', { class: 'thumb', alt: `image ${label}` });

@@ -52,6 +52,8 @@ async function compactInline(
   facade.authorize(null);
   if (!body.input)
     throw new OpenAIApiError(400, 'invalid_request', 'give input or previous_response_id to compact', 'input');
+  // It calls a model: a token whose budget is spent is refused, as for a response.
+  if (services.tokenSpend) services.tokenSpend.check(await services.tokenSpend.read());
   const items = inputToItems(body.input).items;
   facade.checkItems(items);
   const modelId = model ?? config.defaultModel;

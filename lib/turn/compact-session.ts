@@ -1,3 +1,5 @@
+import { checkBudget } from '../ledger/budget.ts';
+import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { SessionLog, SessionRecord } from '../session/session-log.ts';
@@ -24,6 +26,8 @@ export interface CompactServices {
   config: { defaultModel: string; summaryModel: string | undefined; summaryPrompt: string | undefined };
   model: (id: string) => Model;
   tokenEncoders?: TokenEncoders;
+  /** The spend of the request's token, when it carries a budget (checked: see compactSession). */
+  tokenSpend?: TokenSpend;
 }
 
 /** The answer of POST /compact. */
@@ -55,7 +59,13 @@ export async function compactSession(
   sessionId: string,
   request: CompactRequest = {},
 ): Promise<CompactResult> {
+  const spent = services.tokenSpend?.read();
   const session: SessionRecord = await services.sessions.get(sessionId);
+  // A compaction calls a model: a spent budget, the session's or the token's, refuses it (402)
+  // as it refuses a turn.
+  const { usage } = session;
+  checkBudget(session.budget, { ...usage, cost_usd: usage.priced_cost_usd });
+  if (spent) services.tokenSpend!.check(await spent);
   const model = services.model(
     request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel,
   );

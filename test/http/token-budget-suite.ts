@@ -73,6 +73,25 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(2);
     });
 
+    it('refuses a compaction with 402 once the token or the session spent its budget: it calls a model', async () => {
+      const token = await mint({ max_turns: 1 });
+      const id = await api.session();
+      const bearer = { authorization: `Bearer ${token}` };
+      expect((await turn(token, id, 'one')).status).toBe(200);
+      await vi.waitFor(async () => expect((await spendOf(token))?.turns).toBe(1), { timeout: 10_000 });
+      const native = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, bearer);
+      expect(native.status).toBe(402);
+      expect(native.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'token' } });
+      const facade = await api.post('/v1/responses/compact', { model: 'echo', input: 'hello' }, bearer);
+      expect(facade.status).toBe(402);
+      // A session whose own budget is spent, whatever token asks.
+      const spentSession = await api.session({ budget: { max_turns: 1 } });
+      expect((await api.post(`/v1/sessions/${spentSession}/turns`, { input: 'one' })).status).toBe(200);
+      const refused = await api.post(`/v1/sessions/${spentSession}/compact`, { keep_tokens: 0 });
+      expect(refused.status).toBe(402);
+      expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'session' } });
+    });
+
     it('refuses a turn with 402 once the token spent its budget: nothing stored, in any session', async () => {
       const token = await mint({ max_turns: 2 });
       const [a, b, c] = await Promise.all([1, 2, 3].map(() => api.session()));

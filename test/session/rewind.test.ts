@@ -7,7 +7,7 @@ import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { buildSegment, SegmentReader } from '../../lib/session/segment.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SessionLog } from '../support/session-log.ts';
-import { turnOf, USAGE } from './rewind-simulation-suite.ts';
+import { contents, turnOf, USAGE } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 
@@ -133,6 +133,38 @@ describe('SessionLog.deleteTurn', () => {
     const preview = await log.previewContext('s', () => ({ toolCalls: 'all' as const, seqs: [] }));
     expect(preview.context?.summary).toBe('summary of one, re one');
     expect(preview.items.map((item) => item.seq)).toEqual([3, 4]);
+  });
+
+  it('a sweep racing a delete of the newest turn keeps the history the new generation reads', async () => {
+    /** Runs `hook` once, right after the first listing of the session's `forks/` answered. */
+    class HookStore extends MemoryStore {
+      hook: (() => Promise<void>) | null = null;
+      override async list(...args: Parameters<MemoryStore['list']>) {
+        const result = await super.list(...args);
+        const hook = args[0] === 'sessions/s/forks/' ? this.hook : null;
+        if (hook) {
+          this.hook = null;
+          await hook();
+        }
+        return result;
+      }
+    }
+    const store = new HookStore();
+    const log = new SessionLog(store, { clock: () => new Date('2026-01-01T00:00:00Z'), leaseMs: 30_000 });
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    await turnOf(log, 's', 'two');
+    await log.create({ id: 'taken' });
+    // A fork whose id is taken gives up and sweeps its parent; the parent's newest turn is
+    // deleted between that sweep's listing of `forks/` and its listing of the objects.
+    store.hook = async () => {
+      await log.deleteTurn('s', 2);
+    };
+    await expect(log.fork('s', { at_turn: 2, fields: { id: 'taken' } })).rejects.toMatchObject({
+      code: 'session_exists',
+    });
+    expect(store.hook).toBeNull();
+    expect(await contents(log, 's')).toEqual(['one', 're one']);
   });
 
   it('replays a keyed turn from before the point a delete went back to, and not the deleted one', async () => {

@@ -207,11 +207,14 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
     const current = await log.store.get(configKey);
     const config = current ? parseStored(configKey, current.body, sessionConfigSchema) : null;
     const generation = config ? scopeOf(log.keyPrefix, config).generation : null;
+    // The generations of this id the config reads (a delete of the newest turn committed since
+    // the references were listed): its history, whatever the listing of references said.
+    const read = new Set((config?.fork_of ?? []).filter((point) => point.id === id).map((point) => point.generation));
     const keys = page.objects
       .map((object) => object.key)
       .filter((key) => {
         const level = key.slice(prefix.length).split('/')[1] ?? '';
-        if (key === configKey || keep.has(key) || shared.has(level)) return false;
+        if (key === configKey || keep.has(key) || shared.has(level) || read.has(level)) return false;
         // While the session exists, a delete of its newest turn may be writing its next generation.
         if (config === null) return true;
         // Inputs queued under a generation a delete of the newest turn left, and the keys

@@ -87,6 +87,7 @@ export class MemoryTurnDriver implements TurnDriver {
       getTurn: (id, turn) => log.getTurn(id, turn),
       enqueue: (id, input) => log.enqueue(id, input),
       readQueued: (scope, keyHash) => log.readQueued(scope, keyHash),
+      copyBlobs: (id, from, items) => log.copyBlobs(id, from, items),
       queuedTakenBefore: (scope, keyHash) => log.queuedTakenBefore(scope, keyHash),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
       cancelTurn: (id, turn) => log.cancelTurn(id, turn),

@@ -2,7 +2,10 @@ import { CorruptObjectError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import { DEFAULTS } from '../defaults.ts';
-import { type AttachmentLimits, hasInlineMedia, storeAttachments } from './attachments.ts';
+import { type AttachmentLimits, contentOf, hasInlineMedia, storeAttachments } from './attachments.ts';
+import { mediaParts } from '../content.ts';
+import { mapLimit } from '../store/object-store.ts';
+import { PARALLEL_GETS } from './log/context.ts';
 import { blobKey, type LogScope } from './keys.ts';
 import {
   createSession,
@@ -56,6 +59,24 @@ export class SessionLogBase {
     if (!hasInlineMedia(items)) return items;
     const scope = await this.scope(id);
     return storeAttachments(this.log.store, items, this.limits, (sha256) => blobKey(scope, sha256));
+  }
+
+  /**
+   * Copies the blobs `items` reference from generation `from` into the session's current one
+   * (create-only; none when they are the same): the images and files of a queued input stored
+   * under a generation a delete of the newest turn left, before it is taken up in the next.
+   */
+  async copyBlobs(id: string, from: string, items: readonly Item[]): Promise<void> {
+    const blobs = new Set(items.flatMap((item) => mediaParts(contentOf(item)).flatMap((part) => part.blob ?? [])));
+    if (blobs.size === 0) return;
+    const scope = await this.scope(id);
+    if (scope.generation === from) return;
+    await mapLimit([...blobs], PARALLEL_GETS, async (sha256) => {
+      const to = blobKey(scope, sha256);
+      if (await this.log.store.head(to)) return;
+      const object = await this.log.store.get(blobKey({ ...scope, generation: from }, sha256));
+      if (object) await this.log.store.put(to, object.body, { onlyIfAbsent: true });
+    });
   }
 
   /** The bytes of blob `sha256` of the session's current generation, or null when there is none. */

@@ -108,6 +108,8 @@ export async function pickUp(
     const entry = await sessions.readQueued(queue, next.keyHash);
     // Taken up by another pickup meanwhile.
     if (!entry) continue;
+    // Its images and files are where it was queued: the turn reads them in its own generation.
+    await sessions.copyBlobs(sessionId, next.generation, entry.input);
     let claimed: Awaited<ReturnType<typeof claimInput>>;
     try {
       claimed = await claimInput(services, sessionId, {

@@ -63,6 +63,7 @@ export type TurnSessionLog = Pick<
   | 'getTurn'
   | 'enqueue'
   | 'readQueued'
+  | 'copyBlobs'
   | 'queuedTakenBefore'
   | 'removeQueued'
   | 'cancelTurn'

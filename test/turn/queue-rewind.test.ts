@@ -8,6 +8,7 @@ import { FaultyStore } from '../support/faulty-store.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { DEFAULTS } from '../../lib/defaults.ts';
 import { turnWorld } from '../support/turn-world.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 
 /** Inputs queued under a generation a delete of the newest turn left (docs/STORAGE.md, "Queued inputs"). */
 
@@ -204,6 +205,32 @@ describe('queued inputs across a delete of the newest turn', () => {
         if (store.injected === 0) break;
       }
     }
+  });
+});
+
+describe('a queued input with an image, across a delete of the first turn', () => {
+  it('runs in the new generation with its image, which later turns read', async () => {
+    const turnServices = await withOneTurn();
+    const { sessions } = turnServices;
+    const input = await sessions.storeAttachments('s', [
+      {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'look' },
+          { type: 'input_image', image_url: dataUrl('image/png', pngBytes(4, 4, 64)) },
+        ],
+      },
+    ]);
+    await sessions.enqueue('s', { input, request: {}, key_sha256: sha256Hex('image') });
+    await sessions.deleteTurn('s', 1);
+    await pickUp(turnServices, 's');
+    await turnServices.settle();
+    const next = await runTurn(turnServices, 's', { input: 'next' });
+    expect(next.output).toHaveLength(1);
+    const page = await sessions.listItems('s', { limit: 100 });
+    const image = page.items.find((item) => item.type === 'message' && Array.isArray(item.content));
+    expect(image).toBeDefined();
   });
 });
 

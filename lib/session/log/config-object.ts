@@ -217,9 +217,9 @@ export async function sweepSession(log: LogContext, id: string, keep: ReadonlySe
         if (key === configKey || keep.has(key) || shared.has(level) || read.has(level)) return false;
         // While the session exists, a delete of its newest turn may be writing its next generation.
         if (config === null) return true;
-        // Inputs queued under a generation a delete of the newest turn left, and the keys
-        // telling which were taken up there, are still the session's (log/queue.ts).
-        if (config.queued_in?.includes(level) && /^(queue|idem)\//.test(key.slice(prefix.length))) return false;
+        // Inputs queued under a generation a delete of the newest turn left, the keys telling
+        // which were taken up there, and their images and files are still the session's (log/queue.ts).
+        if (config.queued_in?.includes(level) && /^(queue|idem|blob)\//.test(key.slice(prefix.length))) return false;
         return !pending.has(level) && isOtherGeneration(key.slice(prefix.length), generation!, config.created_at);
       });
     if (keys.length > 0) await log.store.delete(keys);

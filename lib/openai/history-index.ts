@@ -18,7 +18,7 @@ import type { Facade } from './facade.ts';
  * and that turn is still its newest, and the caller may use it. An input that edits the
  * history hashes differently and starts a new conversation.
  *
- * The key is TOKEN_SIGNING_KEY (else API_TOKEN, else a fixed one under anonymous access):
+ * The key is TOKEN_SIGNING_KEY (else a fixed one, never API_TOKEN: see historyKey): with it,
  * whoever lists the bucket cannot tell which history an entry stands for. Changing the key
  * starts new conversations for the loops that were running. Entries of a deleted session stay
  * until overwritten; a match checks them.
@@ -64,9 +64,10 @@ function canonical(item: ClientItem): unknown[] {
 }
 
 async function historyKey(facade: Facade, items: readonly ClientItem[]): Promise<string> {
-  // Without a secret (anonymous access) there is nothing to keep from a bucket reader; Web
-  // Crypto refuses an empty HMAC key on Workers, so a fixed one stands in.
-  const secret = facade.config.tokenSigningKey ?? facade.config.apiToken ?? 'tailgate: no secret configured';
+  // Never API_TOKEN: a bucket reader knows the histories an entry may stand for, so an entry
+  // keyed with it would let them test guesses of it offline. Without TOKEN_SIGNING_KEY a fixed
+  // key stands in (Web Crypto refuses an empty HMAC key on Workers).
+  const secret = facade.config.tokenSigningKey ?? 'tailgate: no signing key configured';
   const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
     'sign',
   ]);

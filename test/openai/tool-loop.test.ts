@@ -4,6 +4,7 @@ import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { MemoryStore } from '../../lib/store/memory.ts';
 import { startTailgate, tailgateGet, TOKEN } from './server.ts';
 import { agentsTracingOff } from './agents-tracing.ts';
 
@@ -183,6 +184,31 @@ describe('a client tool loop is one conversation', () => {
       'pong',
       'echo: pong',
     ]);
+  });
+
+  it('keys the history index with TOKEN_SIGNING_KEY or a fixed key, never with API_TOKEN', async () => {
+    // Two deployments on one bucket without a signing key, with other API_TOKENs: the entry
+    // one wrote is the one the other finds (a bucket reader could not test guesses of either).
+    const store = new MemoryStore();
+    const [first, second] = await Promise.all(
+      ['token-one', 'token-two'].map((token) =>
+        startTailgate({ API_TOKEN: token, TOKEN_SIGNING_KEY: '', MODEL_ALIASES: 'gpt-4.1-mini=echo' }, store),
+      ),
+    );
+    try {
+      const one = new OpenAI({ apiKey: 'token-one', baseURL: first!.baseURL, maxRetries: 0 });
+      const two = new OpenAI({ apiKey: 'token-two', baseURL: second!.baseURL, maxRetries: 0 });
+      const started = await one.responses.create({ model: 'echo', input: 'ping' });
+      const input = [
+        { role: 'user' as const, content: 'ping' },
+        { role: 'assistant' as const, content: 'echo: ping' },
+        { role: 'user' as const, content: 'pong' },
+      ];
+      const continued = await two.responses.create({ model: 'echo', input });
+      expect(continued.conversation!.id).toBe(started.conversation!.id);
+    } finally {
+      await Promise.all([first!.close(), second!.close()]);
+    }
   });
 
   it('a scoped token only reaches the sessions it may use', async () => {

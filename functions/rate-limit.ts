@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
+import { decodeBase64, encodeBase64 } from '../lib/media.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import type { AppEnv, RuntimeEnvironment } from './router.ts';
 
@@ -111,10 +112,19 @@ async function turnSession(c: Context<AppEnv>): Promise<string | null | undefine
   return typeof previous === 'string' ? (parseResponseId(previous)?.sessionId ?? null) : null;
 }
 
-/** The token's key: a hash of the bearer token (an anonymous request has none). */
+/**
+ * The token's key: a hash of what the bearer token says (an anonymous request has none). A
+ * signed token counts by its decoded claims, not its text: base64 lets the last character of a
+ * segment be spelled several ways, and a verifier reading them leniently takes every spelling.
+ */
 function tokenKey(c: Context): string {
   const token = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim();
-  return token ? `token:${sha256Hex(token).slice(0, 32)}` : 'token:anonymous';
+  if (!token) return 'token:anonymous';
+  const payload =
+    token.split('.').length === 3
+      ? decodeBase64(token.split('.')[1]!.replaceAll('-', '+').replaceAll('_', '/').replace(/=+$/, ''))
+      : undefined;
+  return `token:${sha256Hex(payload ? encodeBase64(payload) : token).slice(0, 32)}`;
 }
 
 /** The middleware (after auth and the body checks): counts each turn under both limits. */

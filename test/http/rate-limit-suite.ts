@@ -86,6 +86,21 @@ export function defineRateLimitSuite(
       );
     });
 
+    it('counts a token once however its base64 is spelled', async () => {
+      const token = await mint();
+      // The last character of the signature carries spare bits: other spellings of the same token.
+      const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+      const last = ALPHABET.indexOf(token.at(-1)!);
+      const spellings = [0, 1, 2, 3].map((low) => token.slice(0, -1) + ALPHABET[(last & ~3) | low]);
+      const answers: number[] = [];
+      for (const spelling of [...spellings, ...spellings])
+        answers.push(
+          (await call(limits.token, spelling, 'POST', `/v1/sessions/${await session()}/turns`, { input: 'hi' })).status,
+        );
+      expect(answers.filter((status) => status === 200)).toHaveLength(LIMIT);
+      expect(answers.filter((status) => status !== 200).every((status) => status === 429)).toBe(true);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

@@ -57,13 +57,16 @@ function isPrivateIPv4([a = 0, b = 0]: number[]): boolean {
 
 function isPrivateIPv6(address: string): boolean {
   if (address === '::' || address === '::1') return true;
-  // IPv4-mapped (::ffff:a.b.c.d, which the URL parser writes as ::ffff:xxxx:xxxx).
-  const mapped = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
+  // An IPv4 address inside: mapped (::ffff:a.b.c.d, which the URL parser writes as
+  // ::ffff:xxxx:xxxx), IPv4-compatible (::a.b.c.d), or NAT64's well-known prefix (64:ff9b::/96).
+  const mapped = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(address);
   if (mapped) {
     const high = Number.parseInt(mapped[1]!, 16);
     const low = Number.parseInt(mapped[2]!, 16);
     return isPrivateIPv4([high >> 8, high & 255, low >> 8, low & 255]);
   }
+  // NAT64's local-use prefix (64:ff9b:1::/48, RFC 8215): whatever it translates to.
+  if (address.startsWith('64:ff9b:1:')) return true;
   const first = Number.parseInt(address.split(':')[0] || '0', 16);
   // fc00::/7 (unique local), fe80::/10 (link-local), ff00::/8 (multicast).
   return (first & 0xfe00) === 0xfc00 || (first & 0xffc0) === 0xfe80 || (first & 0xff00) === 0xff00;

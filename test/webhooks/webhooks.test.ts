@@ -82,6 +82,10 @@ describe('webhook URLs', () => {
       'https://[fd12::1]/',
       'https://[fe80::1]/',
       'https://[::ffff:127.0.0.1]/',
+      'https://[::127.0.0.1]/',
+      'https://[64:ff9b::10.0.0.1]/',
+      'https://[64:ff9b::a9fe:a9fe]/',
+      'https://[64:ff9b:1::8.8.8.8]/',
       'https://2130706433/',
       'https://localhost/',
       'https://api.localhost/',
@@ -89,7 +93,12 @@ describe('webhook URLs', () => {
       'not a url',
     ];
     for (const url of refused) expect(webhookUrlProblem(url, false), url).not.toBeNull();
-    for (const url of ['https://example.com/hook', 'https://8.8.8.8/', 'https://[2001:db8::1]/'])
+    for (const url of [
+      'https://example.com/hook',
+      'https://8.8.8.8/',
+      'https://[2001:db8::1]/',
+      'https://[64:ff9b::8.8.8.8]/',
+    ])
       expect(webhookUrlProblem(url, false), url).toBeNull();
     for (const url of ['http://127.0.0.1:8080/hook', 'https://10.1.2.3/', 'http://localhost/'])
       expect(webhookUrlProblem(url, true), url).toBeNull();

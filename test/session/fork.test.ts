@@ -267,6 +267,12 @@ describe('SessionLog.fork', () => {
       InvalidRequestError,
     );
     await expect(log.fork('p', { at_turn: 99, fields: { id: 'f' } })).rejects.toBeInstanceOf(InvalidRequestError);
+    // A seq inside the first record is in the session, at no record's end.
+    const first = await log.create({ id: 'one-record' });
+    await log.append(first.id, [user('a'), user('b')]);
+    await expect(log.fork(first.id, { at_seq: 1, fields: { id: 'f' } })).rejects.toThrow(
+      /seq 1 does not end a turn or an append/,
+    );
     const running = await log.beginTurn('p', { input: [user('z')] });
     if (running.kind !== 'claimed') throw new Error('expected a claim');
     await expect(log.fork('p', { at_turn: running.turn.turn, fields: { id: 'f' } })).rejects.toBeInstanceOf(

@@ -16,7 +16,7 @@ import { unitTop, type LogUnit } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { newConfig, sweepSession, toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
-import { readConfig, readHead, readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
+import { countsOf, readConfig, readHead, readRecord, scopeOf, withFreshListing, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { NewSession, SessionRecord } from './types.ts';
 
@@ -163,7 +163,15 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
         throw new ForkRefusedError(`${wanted} is in a segment written before segments kept each record's state`);
       const top = unitTop(unit);
       states = packed.filter((state) => state.counts.items <= top).reverse();
-    } else throw new InvalidRequestError(`${wanted} is not in session ${head.config.id}`);
+    } else {
+      // Walked past the first record: a seq inside it is in the session, at no record's end.
+      const held = !byTurn && at.at_seq! >= 1 && at.at_seq! <= countsOf(head.newest).items;
+      throw new InvalidRequestError(
+        held
+          ? `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
+          : `${wanted} is not in session ${head.config.id}`,
+      );
+    }
     for (const state of states) {
       if (matches(state, at)) return state;
       if (byTurn ? state.counts.turns < at.at_turn! : state.counts.items < at.at_seq!)

@@ -21,7 +21,7 @@ import {
 } from './head.ts';
 import type { Base, OpenTurn, PreviewContext, TurnHistory } from './types.ts';
 import { aggregatesOf, fromBoundary, readBase, tailFromBase } from './views.ts';
-import { nextCarried } from './commit.ts';
+import { nextCarried } from './record-carry.ts';
 import { servedRead, withOlderRepeated } from './older-repeated.ts';
 
 /**

@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
-import { decodeBase64, encodeBase64 } from '../lib/media.ts';
+import { decodeBase64 } from '../lib/media.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
 import type { AppEnv, RuntimeEnvironment } from './router.ts';
 
@@ -120,11 +120,12 @@ async function turnSession(c: Context<AppEnv>): Promise<string | null | undefine
 function tokenKey(c: Context): string {
   const token = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim();
   if (!token) return 'token:anonymous';
-  const payload =
-    token.split('.').length === 3
-      ? decodeBase64(token.split('.')[1]!.replaceAll('-', '+').replaceAll('_', '/').replace(/=+$/, ''))
+  const segments = token.split('.');
+  const claims =
+    segments.length === 3
+      ? decodeBase64(segments[1]!.replaceAll('-', '+').replaceAll('_', '/').replace(/=+$/, ''))
       : undefined;
-  return `token:${sha256Hex(payload ? encodeBase64(payload) : token).slice(0, 32)}`;
+  return `token:${sha256Hex(claims ?? token).slice(0, 32)}`;
 }
 
 /** The middleware (after auth and the body checks): counts each turn under both limits. */

@@ -59,13 +59,15 @@ export async function compactSession(
   sessionId: string,
   request: CompactRequest = {},
 ): Promise<CompactResult> {
-  const spent = services.tokenSpend?.read();
+  const spend = services.tokenSpend;
+  const spent = spend?.read();
+  spent?.catch(() => undefined);
   const session: SessionRecord = await services.sessions.get(sessionId);
   // A compaction calls a model: a spent budget, the session's or the token's, refuses it (402)
   // as it refuses a turn.
   const { usage } = session;
   checkBudget(session.budget, { ...usage, cost_usd: usage.priced_cost_usd });
-  if (spent) services.tokenSpend!.check(await spent);
+  if (spend && spent) spend.check(await spent);
   const model = services.model(
     request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel,
   );

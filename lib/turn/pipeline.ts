@@ -130,9 +130,10 @@ async function takeTurn(
       background !== undefined,
       seen,
     );
+    if (!response) continue;
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
-    if (response && charged) afterResponse(services, () => charged.charge(response.usage));
-    if (response) return response;
+    if (charged) afterResponse(services, () => charged.charge(response.usage));
+    return response;
   }
 }
 

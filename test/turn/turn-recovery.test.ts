@@ -8,6 +8,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest, ModelResult } from '../../lib/models/model.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { GatedStore } from '../support/gated-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { sessionConfigKey, sessionPrefix } from '../../lib/session/keys.ts';
@@ -232,29 +233,17 @@ describe('an id deleted and created again', () => {
   });
 
   it('does not deliver a notice whose post checked the session just before it was deleted', async () => {
-    let reached!: () => void;
-    const atPut = new Promise<void>((resolve) => (reached = resolve));
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    class GatedStore extends MemoryStore {
-      override async put(...args: Parameters<MemoryStore['put']>) {
-        if (args[0].endsWith('/inbox/for-old')) {
-          reached();
-          await released;
-        }
-        return super.put(...args);
-      }
-    }
-    const { services, advance } = world(new GatedStore());
+    const store = new GatedStore('/inbox/for-old');
+    const { services, advance } = world(store);
     const client = services();
     await client.sessions.create({ id: 's' });
     // The post found session s, then its put waits while s is deleted and created again.
     const posted = client.inbox.post('s', { name: 'for-old', content: 'meant for the deleted session' });
-    await atPut;
+    await store.reached;
     await client.sessions.delete('s');
     advance(60_000);
     await client.sessions.create({ id: 's' });
-    release();
+    store.release();
     await posted;
     const turn = await runTurn(services(), 's', { input: 'new life' });
     expect(turn.context.notices_delivered).toEqual([]);

@@ -11,6 +11,7 @@ import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
 import { DepthStore } from '../support/depth-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { GatedStore } from '../support/gated-store.ts';
 import { hookedEcho } from '../support/turn-world.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
@@ -210,30 +211,18 @@ describe('webhook outbox', () => {
   });
 
   it('sends session.idle after a turn an abort notice closed, and takes up an input queued behind it', async () => {
-    let reached!: () => void;
-    const atMove = new Promise<void>((resolve) => (reached = resolve));
-    let release!: () => void;
-    const moved = new Promise<void>((resolve) => (release = resolve));
     // The abort's move waits until an input is queued behind the running turn.
-    class GatedStore extends MemoryStore {
-      override async put(...args: Parameters<MemoryStore['put']>) {
-        if (args[0].endsWith('inbox_removed/abort')) {
-          reached();
-          await moved;
-        }
-        return super.put(...args);
-      }
-    }
-    const w = world(new GatedStore());
+    const store = new GatedStore('inbox_removed/abort');
+    const w = world(store);
     await w.services.sessions.create({ id: 'ab' });
     await w.services.inbox.post('ab', { name: 'abort', content: 'stop' });
     const aborted = runTurn(w.services, 'ab', { input: 'x' }).catch((error: unknown) => error);
-    await atMove;
+    await store.reached;
     const queued = await takeUnderPolicy(w.services, 'ab', { input: 'queued' }, { onBusy: 'enqueue' }, () =>
       runTurn(w.services, 'ab', { input: 'queued' }),
     );
     expect(queued.kind).toBe('queued');
-    release();
+    store.release();
     expect(await aborted).toMatchObject({ code: 'aborted' });
     await w.settle();
     expect(await w.services.sessions.queued(await w.services.sessions.scope('ab'))).toEqual([]);

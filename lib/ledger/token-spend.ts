@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { backoff, MAX_CLAIM_ATTEMPTS } from '../session/log/context.ts';
 import { StorageError } from '../errors.ts';
-import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
+import type { ObjectStore } from '../store/object-store.ts';
+import { parseStoredOrUndefined } from '../session/records.ts';
 import { checkBudget } from './budget.ts';
 import {
   addToLedger,
@@ -100,12 +101,7 @@ export class TokenSpend {
  * the schema) counts as nothing spent, and the next charge replaces it.
  */
 function spentIn(body: Uint8Array): Ledger {
-  try {
-    const parsed = spendRecordSchema.safeParse(JSON.parse(decodeUtf8(body)));
-    return parsed.success ? parsed.data.ledger : EMPTY_LEDGER;
-  } catch {
-    return EMPTY_LEDGER;
-  }
+  return parseStoredOrUndefined(body, spendRecordSchema)?.ledger ?? EMPTY_LEDGER;
 }
 
 /**

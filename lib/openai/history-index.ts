@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { decodeUtf8 } from '../store/object-store.ts';
+import { parseStoredOrUndefined } from '../session/records.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
@@ -125,12 +125,7 @@ export async function findHistory(
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */
 function parsedEntry(body: Uint8Array): HistoryEntry | undefined {
-  try {
-    const parsed = historyEntrySchema.safeParse(JSON.parse(decodeUtf8(body)));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return parseStoredOrUndefined(body, historyEntrySchema);
 }
 
 /**

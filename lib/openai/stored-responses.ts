@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { decodeUtf8 } from '../store/object-store.ts';
+import { parseStoredOrUndefined } from '../session/records.ts';
 import type { Tool as OpenAITool } from 'openai/resources/responses/responses';
 import { NotFoundError } from '../errors.ts';
 import type { StoredItem, Tool } from '../items.ts';
@@ -63,12 +63,7 @@ const keptResponseSchema = z.looseObject({
 
 /** A kept response object, or null when it is not one (GET then rebuilds it). */
 function keptResponse(body: Uint8Array): TailgateResponse | null {
-  try {
-    const parsed = keptResponseSchema.safeParse(JSON.parse(decodeUtf8(body)));
-    return parsed.success ? (parsed.data as unknown as TailgateResponse) : null;
-  } catch {
-    return null;
-  }
+  return (parseStoredOrUndefined(body, keptResponseSchema) as TailgateResponse | undefined) ?? null;
 }
 
 /** The function tools of a session in OpenAI's shape. */

@@ -386,6 +386,21 @@ export function parseStored<Schema extends z.ZodType>(key: string, bytes: Uint8A
   return validateStored(key, value, schema);
 }
 
+/**
+ * What `parseStored` gives, or undefined for an object that is not UTF-8 JSON of `schema`: for
+ * objects a reader can do without (it rebuilds, or starts over, instead).
+ */
+export function parseStoredOrUndefined<Schema extends z.ZodType>(
+  bytes: Uint8Array,
+  schema: Schema,
+): z.infer<Schema> | undefined {
+  try {
+    return parseStored('', bytes, schema);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Validates an already parsed value read from `key` against `schema`. */
 export function validateStored<Schema extends z.ZodType>(key: string, value: unknown, schema: Schema): z.infer<Schema> {
   const parsed = schema.safeParse(value);

@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer';
 import { concatBytes, toBytes } from '../../store/object-store.ts';
 import { BoundedCache, perBackend } from './bounded-cache.ts';
 import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
@@ -91,18 +92,10 @@ export function recordBody(record: LogRecord): Uint8Array {
   return concatBytes(parts);
 }
 
+/**
+ * memcmp through node:buffer (Node, Deno, and Workers under nodejs_compat): several times a JS
+ * loop's speed on the megabyte of a record.
+ */
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  // Four bytes at a time where both are aligned (the usual case: whole buffers).
-  let from = 0;
-  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
-    const words = a.length >>> 2;
-    const wa = new Uint32Array(a.buffer, a.byteOffset, words);
-    const wb = new Uint32Array(b.buffer, b.byteOffset, words);
-    for (let index = 0; index < words; index++) if (wa[index] !== wb[index]) return false;
-    from = words * 4;
-  }
-  for (let index = from; index < a.length; index++) if (a[index] !== b[index]) return false;
-  return true;
+  return a === b || (a.length === b.length && Buffer.compare(a, b) === 0);
 }

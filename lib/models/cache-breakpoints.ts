@@ -72,7 +72,15 @@ function compactedAfter(prompt: PromptItem[], index: number): boolean {
   return false;
 }
 
-/** Whether the converter makes a content block from the item (it drops empty assistant messages). */
+/**
+ * Whether the converter makes a content block from the item: it drops a user or assistant
+ * message with no text but whitespace and no image or file.
+ */
 export function makesBlock(item: PromptItem): boolean {
-  return !(item.type === 'message' && item.role === 'assistant' && item.content === '');
+  if (item.type !== 'message' || item.role === 'system') return true;
+  const content = item.content;
+  // The Messages API refuses a text block that is empty or only whitespace.
+  return typeof content === 'string'
+    ? content.trim() !== ''
+    : content.some((part) => part.type !== 'input_text' || part.text.trim() !== '');
 }

@@ -1,6 +1,8 @@
 import type { AssistantModelMessage, ModelMessage, ToolCallPart, ToolModelMessage, ToolResultPart } from 'ai';
 import { contentText } from '../content.ts';
+import { md5Hex } from '../hash.ts';
 import { answeredCalls, type PromptItem } from '../items.ts';
+import { makesBlock } from './cache-breakpoints.ts';
 import { toolResultOutput, userParts } from './media-parts.ts';
 
 /** Provider-specific options on a message or part, keyed by provider (`{ anthropic: {...} }`). */
@@ -19,8 +21,8 @@ export interface ConvertToModelMessagesOptions {
   toolResultMedia?: boolean;
   /** Whether the provider takes a file by its https URL (else a text placeholder). */
   fileUrls?: boolean;
-  /** Counts the images and files sent as text placeholders. */
-  placeholders?: { count: number };
+  /** Whether the provider takes images only as their bytes and no files in messages (Workers AI). */
+  imageBytesOnly?: boolean;
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -37,18 +39,24 @@ export const MISSING_OUTPUT_TEXT = '[no output was recorded for this tool call]'
  *   whose `tool-result` parts name the tool of the matching call.
  * - function_call `arguments` is JSON-parsed: an empty string becomes `{}`, and text that is not
  *   a JSON object is passed as `{ "_raw": "<the text>" }` (providers require an object).
- * - a function_call with no output after it in the prompt gets a synthetic result
+ * - an output answers the latest call before it with its call_id, as a tool result only when it
+ *   is among the outputs right after its call's assistant message (adjacentAnswers): providers
+ *   take a result nowhere else.
+ * - a function_call with no output answering it there gets a synthetic result
  *   (`MISSING_OUTPUT_TEXT`) right after its assistant message: OpenAI and Anthropic reject a
  *   tool call that is not answered.
- * - a function_call_output with no call before it in the prompt becomes a user text message
- *   ("Output of tool call <call_id>:\n<output>"), since providers reject unmatched results.
- * - an output answers the latest call before it with its call_id; a call_id that comes again
- *   (a session may use one again once its call is answered) is sent, with its outputs, under
- *   `<call_id>_<n>` (wireCallIds), since providers reject two tool calls with one id.
- * - an assistant message with empty content is dropped (providers reject empty text blocks).
+ * - any other function_call_output (no call before it, or answered later: a call may stay open
+ *   for turns) becomes a user text message ("Output of tool call <call_id>:\n<output>"), since
+ *   providers reject unmatched results; the prompt's prefix stays as it was before it came.
+ * - a call_id is sent as a provider takes it (wireCallIds): cleaned of characters outside
+ *   `[A-Za-z0-9_-]` and cut to 40 with a hash of the whole id when it is not one already, and
+ *   under `<id>_<n>` when a call before it took the id (a session may use one again once its
+ *   call is answered), since providers reject two tool calls with one id.
+ * - a user or assistant message with nothing but whitespace in its text (and no image or file)
+ *   is dropped (providers reject empty text blocks), and so is an empty text part.
  *
  * Each of `options.breakpoints` attaches provider options to the part (or system message) made
- * from the item at its `index` (or, when that item is a dropped empty assistant message, from the
+ * from the item at its `index` (or, when that item makes no part (makesBlock), from the
  * nearest item before it).
  *
  * @example
@@ -67,7 +75,7 @@ export function convertToModelMessages(
   options: ConvertToModelMessagesOptions = {},
 ): ModelMessage[] {
   // Each output with the call it answers, by place; each call with the id it is sent under.
-  const outputCall = answeredCalls(items);
+  const outputCall = adjacentAnswers(items);
   const answered = new Set(outputCall.values());
   const wireIds = wireCallIds(items);
   const marked = new Map<number, ProviderOptions>();
@@ -76,8 +84,7 @@ export function convertToModelMessages(
     if (index !== undefined) marked.set(index, breakpoint.providerOptions);
   }
 
-  const placeholders = options.placeholders ?? { count: 0 };
-  const fileUrls = options.fileUrls ?? true;
+  const media = { fileUrls: options.fileUrls ?? true, imageBytesOnly: options.imageBytesOnly ?? false };
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
@@ -112,8 +119,9 @@ export function convertToModelMessages(
     const withOptions = providerOptions ? { providerOptions } : {};
 
     if (item.type === 'message') {
+      // A message with no text but whitespace makes no part (providers refuse empty text blocks).
+      if (!makesBlock(item)) return;
       if (item.role === 'assistant') {
-        if (item.content === '') return;
         pushPart(openAssistant(), { type: 'text', text: contentText(item.content), ...withOptions });
         return;
       }
@@ -122,7 +130,10 @@ export function convertToModelMessages(
       if (item.role === 'system') {
         messages.push({ role: 'system', content: contentText(item.content), ...withOptions });
       } else {
-        messages.push({ role: 'user', content: userParts(item.content, withOptions, fileUrls) });
+        messages.push({
+          role: 'user',
+          content: userParts(item.content, withOptions, media),
+        });
       }
       return;
     }
@@ -151,7 +162,7 @@ export function convertToModelMessages(
             ? `Output of tool call ${item.call_id}:\n${item.output}`
             : [{ type: 'input_text', text: `Output of tool call ${item.call_id}:` }, ...item.output],
           withOptions,
-          fileUrls,
+          media,
         ),
       });
       return;
@@ -160,7 +171,7 @@ export function convertToModelMessages(
       type: 'tool-result',
       toolCallId: wireIds.get(call)!,
       toolName: (items[call] as Extract<PromptItem, { type: 'function_call' }>).name,
-      output: toolResultOutput(item.output, options.toolResultMedia ?? true, placeholders),
+      output: toolResultOutput(item.output, options.toolResultMedia ?? true),
       ...withOptions,
     };
     if (!tool) {
@@ -173,12 +184,44 @@ export function convertToModelMessages(
   return messages;
 }
 
-/** The breakpoint index moved back past items that produce no part (empty assistant messages). */
+/**
+ * Each output with the call it answers (answeredCalls), kept only when the output comes in the run of
+ * outputs right after its call's assistant message: providers take a tool's result only there
+ * (Chat Completions: tool messages right after the assistant message; Messages API: tool_result blocks
+ * opening the next message). A later output goes as user text and its call gets MISSING_OUTPUT_TEXT,
+ * which also keeps the prompt's prefix unchanged once the output comes.
+ */
+function adjacentAnswers(items: readonly PromptItem[]): Map<number, number> {
+  const answers = answeredCalls(items);
+  const adjacent = new Map<number, number>();
+  let calls = new Set<number>();
+  let outputs = false;
+  items.forEach((item, index) => {
+    if (!makesBlock(item)) return;
+    if (item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant')) {
+      if (outputs) calls = new Set();
+      outputs = false;
+      if (item.type === 'function_call') calls.add(index);
+      return;
+    }
+    const call = item.type === 'function_call_output' ? answers.get(index) : undefined;
+    if (call !== undefined && calls.has(call)) {
+      adjacent.set(index, call);
+      outputs = true;
+      return;
+    }
+    calls = new Set();
+    outputs = false;
+  });
+  return adjacent;
+}
+
+/** The breakpoint index moved back past items that produce no part (makesBlock). */
 function effectiveBreakpoint(items: PromptItem[], index: number): number | undefined {
   let current = Math.min(index, items.length - 1);
   while (current >= 0) {
     const item = items[current]!;
-    if (!(item.type === 'message' && item.role === 'assistant' && item.content === '')) return current;
+    if (makesBlock(item)) return current;
     current--;
   }
   return undefined;
@@ -205,13 +248,25 @@ export function parseArguments(text: string): Record<string, unknown> {
 
 /** The longest tool call id OpenAI's Chat Completions takes ("Expected a string with maximum length 40"). */
 const WIRE_ID_CHARS = 40;
+/** The tool_use ids the Messages API takes ("String should match pattern '^[a-zA-Z0-9_-]+$'"), within 40. */
+const WIRE_ID = /^[A-Za-z0-9_-]{1,40}$/;
+
+/**
+ * A call_id every provider takes: as is when it does, else its characters outside [A-Za-z0-9_-]
+ * replaced by `_` and cut, with a hash of the whole id (so two ids cut alike stay apart).
+ */
+function wireBase(callId: string): string {
+  if (WIRE_ID.test(callId)) return callId;
+  const tag = md5Hex(callId).slice(0, 8);
+  return `${callId.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, WIRE_ID_CHARS - tag.length - 1)}_${tag}`;
+}
 
 /**
  * The id each call is sent under, by index: its call_id, or when a call before it was sent
  * under that (a stored session may use an id again once its call is answered), the first
- * `<call_id>_<n>` (n from 2) none was, since providers refuse a request holding two tool calls
- * with one id (Anthropic: "`tool_use` ids must be unique"); the call_id is cut so that the id
- * keeps within WIRE_ID_CHARS, or the call_id's own length when longer. A call's id depends
+ * `<id>_<n>` (n from 2) none was, since providers refuse a request holding two tool calls
+ * with one id (Anthropic: "`tool_use` ids must be unique"), cut so that it keeps within
+ * WIRE_ID_CHARS; `<id>` is wireBase of the call_id. A call's id depends
  * only on the items before it, so a prompt's prefix is sent the same way on every turn. The
  * outputs answering a call are sent under its id.
  */
@@ -220,10 +275,11 @@ function wireCallIds(items: readonly PromptItem[]): Map<number, string> {
   const taken = new Set<string>();
   items.forEach((item, index) => {
     if (item.type !== 'function_call') return;
-    let wireId = item.call_id;
+    const base = wireBase(item.call_id);
+    let wireId = base;
     for (let n = 2; taken.has(wireId); n++) {
       const suffix = `_${n}`;
-      wireId = `${item.call_id.slice(0, Math.max(item.call_id.length, WIRE_ID_CHARS) - suffix.length)}${suffix}`;
+      wireId = `${base.slice(0, WIRE_ID_CHARS - suffix.length)}${suffix}`;
     }
     taken.add(wireId);
     wireIds.set(index, wireId);

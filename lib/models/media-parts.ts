@@ -1,5 +1,5 @@
 import type { FilePart, TextPart, ToolResultPart } from 'ai';
-import { type Content, type ContentPart, contentText, describePart, mediaParts } from '../content.ts';
+import { type Content, type ContentPart, contentText, describePart } from '../content.ts';
 import { encodeBase64 } from '../media.ts';
 
 /**
@@ -12,13 +12,26 @@ import { encodeBase64 } from '../media.ts';
 
 type UserPart = TextPart | FilePart;
 
+/** What a provider takes in a user message (`Model.fileUrls`, `Model.imageBytesOnly`). */
+export interface UserMedia {
+  /** A file by its https URL (else its description). */
+  fileUrls: boolean;
+  /** Images only as their bytes, and no files (Workers AI): the rest as descriptions. */
+  imageBytesOnly: boolean;
+}
+
 /**
- * The parts of a user message made from `content`; `options` go on the last part. A file by
- * its URL goes as its description unless `fileUrls` (the provider takes one).
+ * The parts of a user message made from `content`; `options` go on the last part. An image or
+ * file the provider does not take (`media`) goes as its description.
  */
-export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>, fileUrls: boolean): UserPart[] {
+export function userParts(content: Content, options: Pick<TextPart, 'providerOptions'>, media: UserMedia): UserPart[] {
   const parts: UserPart[] =
-    typeof content === 'string' ? [{ type: 'text', text: content }] : content.map((part) => userPart(part, fileUrls));
+    typeof content === 'string'
+      ? [{ type: 'text', text: content }]
+      : content
+          // A blank text block is refused (Anthropic: "text content blocks must contain non-whitespace text").
+          .filter((part) => part.type !== 'input_text' || part.text.trim() !== '')
+          .map((part) => userPart(part, media));
   const last = parts.length - 1;
   return parts.map((part, index) =>
     index === last && options.providerOptions
@@ -32,10 +45,14 @@ export function userParts(content: Content, options: Pick<TextPart, 'providerOpt
  * SDK's OpenAI-compatible provider spreads into the part it sends (lib/models/openai-compatible-model.ts
  * moves it into `image_url`); other providers ignore it.
  */
-function userPart(part: ContentPart, fileUrls: boolean): UserPart {
+function userPart(part: ContentPart, media: UserMedia): UserPart {
   if (part.type === 'input_text') return { type: 'text', text: part.text };
   const source = sourceOf(part);
-  if (!source || (source instanceof URL && part.type === 'input_file' && !fileUrls))
+  if (
+    !source ||
+    (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
+    (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))
+  )
     return { type: 'text', text: describePart(part) };
   return {
     type: 'file',
@@ -51,24 +68,14 @@ function userPart(part: ContentPart, fileUrls: boolean): UserPart {
 /**
  * A tool result's output: text as before; parts as `content` with media inline when `media`
  * (the provider takes images and files in tool results), else one text with each image and
- * file described. `placeholders` counts the images and files that became text.
+ * file described.
  */
-export function toolResultOutput(
-  content: Content,
-  media: boolean,
-  placeholders: { count: number },
-): ToolResultPart['output'] {
+export function toolResultOutput(content: Content, media: boolean): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
-  if (!media) {
-    placeholders.count += mediaParts(content).length;
-    return { type: 'text', value: contentText(content) };
-  }
+  if (!media) return { type: 'text', value: contentText(content) };
   const value = content.map((part) => {
     const source = part.type === 'input_text' ? undefined : sourceOf(part);
-    if (part.type === 'input_text' || !source) {
-      if (part.type !== 'input_text') placeholders.count++;
-      return { type: 'text' as const, text: textOf(part) };
-    }
+    if (part.type === 'input_text' || !source) return { type: 'text' as const, text: textOf(part) };
     const data =
       source instanceof URL
         ? { type: 'url' as const, url: source }

@@ -94,6 +94,11 @@ export interface Model {
    * `media_as_text` too (Chat Completions takes a file only as its bytes).
    */
   readonly fileUrls?: boolean;
+  /**
+   * Whether the model takes an image only as its bytes and no file at all (Workers AI): an image
+   * by its URL and every file go as text placeholders, counted in `media_as_text`.
+   */
+  readonly imageBytesOnly?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /** Yields deltas and finished items, and ends with exactly one `done` event. */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;

@@ -40,6 +40,8 @@ export interface SdkModelOptions {
   toolResultMedia?: boolean;
   /** Whether the provider takes a file by its https URL (else a text placeholder; `Model.fileUrls`). */
   fileUrls?: boolean;
+  /** Whether the provider takes images only as bytes and no files (Workers AI; `Model.imageBytesOnly`). */
+  imageBytesOnly?: boolean;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -76,6 +78,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         breakpoints,
         toolResultMedia: options.toolResultMedia ?? false,
         fileUrls: options.fileUrls ?? false,
+        imageBytesOnly: options.imageBytesOnly ?? false,
       }),
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
@@ -96,6 +99,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     id,
     toolResultMedia: options.toolResultMedia ?? false,
     fileUrls: options.fileUrls ?? false,
+    imageBytesOnly: options.imageBytesOnly ?? false,
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);

@@ -23,6 +23,8 @@ export function createWorkersAiModel(settings: WorkersAiModelSettings): Model {
   return createSdkModel({
     id: settings.id,
     languageModel: provider.chat(settings.modelName),
+    // workers-ai-provider takes an image only as bytes with an image/* type, and no file.
+    imageBytesOnly: true,
     timeoutMs: settings.timeoutMs,
     maxRetries: settings.maxRetries,
   });

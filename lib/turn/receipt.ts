@@ -41,7 +41,8 @@ export interface TurnReceipt {
   prompt?: PromptShape;
   /**
    * Images and files sent as text placeholders: those of tool results where the provider takes
-   * none there, and files by URL where it takes none.
+   * none there, files by URL where it takes none, and images by URL and files where it takes
+   * images only as bytes (Workers AI).
    */
   media_as_text?: number;
 }
@@ -51,7 +52,8 @@ export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' 
 
 /**
  * The images and files of an item that the model gets as text placeholders: a tool output's
- * where it takes no media in tool results, and each file by URL where it takes none.
+ * where it takes no media in tool results, each file by URL where it takes none, and each image
+ * by URL and file where it takes images only as bytes.
  */
 function mediaSentAsText(model: TurnPlan['model'], item: PromptItem): number {
   if (item.type === 'function_call') return 0;
@@ -59,6 +61,8 @@ function mediaSentAsText(model: TurnPlan['model'], item: PromptItem): number {
   if (typeof content === 'string') return 0;
   const parts = mediaParts(content);
   if (item.type === 'function_call_output' && !model.toolResultMedia) return parts.length;
+  if (model.imageBytesOnly)
+    return parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;
   return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
 }
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PromptItem } from '../../lib/items.ts';
+import { makesBlock } from '../../lib/models/cache-breakpoints.ts';
 import {
   convertToModelMessages,
   MISSING_OUTPUT_TEXT,
@@ -185,9 +186,7 @@ describe('convertToModelMessages', () => {
       fc.property(fc.array(itemArbitrary, { maxLength: 14 }), fc.nat({ max: 16 }), (items, index) => {
         const messages = convertToModelMessages(items, { breakpoints: [{ index, providerOptions: options }] });
         const marks = JSON.stringify(messages).split('cacheControl').length - 1;
-        const carrier = items
-          .slice(0, index + 1)
-          .some((item) => !(item.type === 'message' && item.role === 'assistant' && item.content === ''));
+        const carrier = items.slice(0, index + 1).some((item) => makesBlock(item));
         expect(marks).toBe(carrier ? 1 : 0);
       }),
       { numRuns: 200 },
@@ -232,7 +231,7 @@ describe('convertToModelMessages', () => {
     ]);
   });
 
-  it('keeps a call_id sent again within 40 characters, the longest OpenAI takes, or within its own length', () => {
+  it('sends every call_id within 40 characters of [A-Za-z0-9_-], the ids OpenAI and Anthropic take', () => {
     const forty = `call_${'a'.repeat(35)}`;
     const longer = `call_${'b'.repeat(45)}`;
     const ids = (items: PromptItem[]) =>
@@ -241,8 +240,11 @@ describe('convertToModelMessages', () => {
       );
     const twice = (id: string) => [call(id), output(id), user('again'), call(id), output(id)];
     expect(ids(twice(forty))).toEqual([forty, `${forty.slice(0, 38)}_2`]);
-    expect(ids(twice(longer))).toEqual([longer, `${longer.slice(0, 48)}_2`]);
+    const [first, second] = ids(twice(longer));
+    expect(first).toMatch(/^call_b{26}_[0-9a-f]{8}$/);
+    expect(second).toBe(`${first!.slice(0, 38)}_2`);
     expect(ids(twice('c'))).toEqual(['c', 'c_2']);
+    expect(ids([call('functions.read:0'), output('functions.read:0')])[0]).toMatch(/^functions_read_0_[0-9a-f]{8}$/);
   });
 
   it('answers a call left without its output even when a later call has its call_id', () => {
@@ -281,7 +283,11 @@ describe('convertToModelMessages', () => {
           const id = (part as { toolCallId: string }).toolCallId;
           const answered = parts.some(
             ({ part: other, messageIndex: otherIndex, role }) =>
-              role === 'tool' && otherIndex > messageIndex && (other as { toolCallId?: string }).toolCallId === id,
+              role === 'tool' &&
+              otherIndex > messageIndex &&
+              // In the run of tool messages right after the call's (the providers take its result nowhere else).
+              messages.slice(messageIndex + 1, otherIndex + 1).every((message) => message.role === 'tool') &&
+              (other as { toolCallId?: string }).toolCallId === id,
           );
           expect(answered).toBe(true);
         }
@@ -295,13 +301,15 @@ describe('convertToModelMessages', () => {
             ),
           ).toBe(true);
         }
-        // Nothing is lost: every non-empty message's text appears in some part.
+        // Nothing is lost: every message's text but a blank one appears in some part, every output somewhere.
         const texts = parts.flatMap(({ part }) => (part.type === 'text' ? [part.text] : []));
         const systemTexts = messages.flatMap((message) => (message.role === 'system' ? [message.content] : []));
+        const sent = JSON.stringify(messages);
         for (const item of items) {
-          if (item.type === 'message' && item.content !== '') {
+          if (item.type === 'message' && (item.role === 'system' || makesBlock(item))) {
             expect(item.role === 'system' ? systemTexts : texts).toContain(item.content);
           }
+          if (item.type === 'function_call_output') expect(sent).toContain(JSON.stringify(item.output).slice(1, -1));
         }
       }),
       { numRuns: 200 },

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import type { PromptItem } from '../../lib/items.ts';
+import { resolveModel } from '../../lib/models/resolve-model.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { runTurn } from '../../lib/turn/index.ts';
+import { fakeAiBinding } from '../support/fake-providers/fake-ai-binding.ts';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { dataUrl, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
+import { servicesFor } from '../support/recording-model.ts';
+import { SessionLog } from '../support/session-log.ts';
+
+/**
+ * workers-ai-provider takes an image only as bytes with an image/* type, and no file: the
+ * adapter sends the others as their descriptions (text placeholders) instead of failing the
+ * turn with a model error every time.
+ */
+
+const workersAi = () => {
+  const binding = fakeAiBinding(() => JSON.parse(fixture('workers-ai-text.json')));
+  return {
+    model: resolveModel('workers-ai:@cf/meta/llama-3.2-11b-vision-instruct', { AI: binding, MODEL_MAX_RETRIES: '0' }),
+    runs: binding.runs,
+  };
+};
+
+const pdf = pdfBytes();
+const png = pngBytes(4, 4);
+
+describe('workers-ai: images and files the API accepts', () => {
+  it('an https image URL (never fetched by tailgate) reaches the model as its description, not a 502', async () => {
+    const { model, runs } = workersAi();
+    const prompt: PromptItem[] = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'What is this?' },
+          { type: 'input_image', image_url: 'https://example.com/logo.png' },
+        ],
+      },
+    ];
+    await expect(model.generate({ prompt, tools: [] })).resolves.toMatchObject({ output: [{ type: 'message' }] });
+    expect(runs).toHaveLength(1);
+    expect(JSON.stringify(runs[0])).toContain('[image https://example.com/logo.png]');
+  });
+
+  it('a stored PDF reaches the model as its description, not a 502', async () => {
+    const { model, runs } = workersAi();
+    const prompt = [
+      {
+        type: 'message',
+        role: 'user',
+        content: [
+          { type: 'input_text', text: 'Summarize' },
+          {
+            type: 'input_file',
+            filename: 'spec.pdf',
+            blob: 'a'.repeat(64),
+            media_type: 'application/pdf',
+            bytes: pdf.length,
+            data: pdf,
+          },
+        ],
+      },
+    ] as PromptItem[];
+    await expect(model.generate({ prompt, tools: [] })).resolves.toMatchObject({ output: [{ type: 'message' }] });
+    expect(runs).toHaveLength(1);
+    expect(JSON.stringify(runs[0])).toContain('[application/pdf spec.pdf, 1 KB]');
+  });
+
+  it("a turn's receipt counts the image by URL and the file sent as text, not the image sent as bytes", async () => {
+    const { model, runs } = workersAi();
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({ id: 'wai' });
+    await runTurn(services, 'wai', {
+      input: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_image', image_url: 'https://example.com/logo.png' },
+            { type: 'input_image', image_url: dataUrl('image/png', png) },
+            { type: 'input_file', filename: 'spec.pdf', file_data: dataUrl('application/pdf', pdf) },
+          ],
+        },
+      ],
+    });
+    await services.settle();
+    expect(runs).toHaveLength(1);
+    const turn = await sessions.getTurn('wai', 1);
+    expect(turn.receipt?.media_as_text).toBe(2);
+  });
+});

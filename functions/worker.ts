@@ -1,7 +1,8 @@
 import { DEFAULTS } from '../lib/defaults.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
 import type { BackgroundTurn } from '../lib/turn/index.ts';
-import type { WebhookEntry } from '../lib/webhooks/events.ts';
+import { webhookEntrySchema, type WebhookEntry } from '../lib/webhooks/events.ts';
+import { z } from 'zod';
 import { createApp, createTurnRunner, type AppOptions } from './app.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
 import { deliverQueued, drainWebhooks } from './webhooks.ts';
@@ -34,6 +35,12 @@ const options: AppOptions = {
   },
 };
 const app = createApp(options);
+/** A background turn's message, as lib/turn/background.ts sends it. */
+const backgroundTurnSchema: z.ZodType<BackgroundTurn> = z.object({
+  session_id: z.string(),
+  turn: z.number().int().positive(),
+  writer: z.string(),
+});
 const runTurn = createTurnRunner(options);
 
 /**
@@ -64,11 +71,25 @@ export default {
     const environment = withDefaults(bindings);
     await Promise.all(
       batch.messages.map(async (message) => {
-        const body = message.body;
-        if ('format' in body) return deliverQueued(message, body, environment, r2StoreFor(environment.BUCKET));
-        const outcome = await runTurn(body, environment, (task) => context.waitUntil(task));
-        if (outcome === 'retry') message.retry();
-        else message.ack();
+        try {
+          const event = webhookEntrySchema.safeParse(message.body);
+          if (event.success)
+            return await deliverQueued(message, event.data, environment, r2StoreFor(environment.BUCKET));
+          const run = backgroundTurnSchema.safeParse(message.body);
+          if (!run.success) {
+            // Nothing this worker sent: no delivery of it will go better.
+            console.error(
+              `tailgate: queue message ${message.id} is neither a webhook event nor a background turn; dropped`,
+            );
+            return message.ack();
+          }
+          const outcome = await runTurn(run.data, environment, (task) => context.waitUntil(task));
+          if (outcome === 'retry') message.retry();
+          else message.ack();
+        } catch (error) {
+          console.error(`tailgate: queue message ${message.id} failed`, error);
+          message.retry();
+        }
       }),
     );
   },

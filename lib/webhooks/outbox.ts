@@ -49,42 +49,55 @@ export interface DrainOptions extends Omit<DeliveryOptions, 'now'> {
 export async function drainOutbox(options: DrainOptions): Promise<number | null> {
   const { store, keyPrefix } = options;
   const listed = await listAll(store, outboxPrefix(keyPrefix));
-  const waits = await mapLimit(listed, PARALLEL_DELIVERIES, async ({ key }) => {
-    const object = await store.get(key);
-    if (!object) return null;
-    const parsed = webhookEntrySchema.safeParse(parseJson(decodeUtf8(object.body)));
-    if (!parsed.success) {
-      options.log(`tailgate webhooks: ${key} is not an outbox entry; left in place`);
+  // One entry that cannot be resolved or rescheduled does not keep the others: its failure is
+  // thrown once every entry had its turn.
+  const failures: unknown[] = [];
+  const waits = await mapLimit(listed, PARALLEL_DELIVERIES, ({ key }) =>
+    drainEntry(options, key).catch((error: unknown) => {
+      failures.push(error);
       return null;
-    }
-    let entry = parsed.data;
-    const now = options.clock();
-    const wait = Date.parse(entry.next_attempt_at) - now.getTime();
-    if (wait > 0) return wait;
-    if (entry.intent) {
-      const step = await resolveIntent(options.sessions, entry, now);
-      if (step === null) {
-        await store.delete(key);
-        return null;
-      }
-      if ('retry' in step) return afterFailure(options, key, object.etag, entry, step.retry);
-      if ('until' in step) {
-        // Refused: the turn's event replaced it meanwhile.
-        const next = { ...entry, next_attempt_at: step.until };
-        await store.put(key, JSON.stringify(next), { contentType: 'application/json', ifMatch: object.etag });
-        return Math.max(1000, Date.parse(step.until) - now.getTime());
-      }
-      entry = step.entry;
-    }
-    const failure = await deliverWebhook(entry, { ...options, now });
-    if (failure === null) {
+    }),
+  );
+  if (failures.length > 0) throw failures[0];
+  const due = waits.filter((wait): wait is number => wait !== null);
+  return due.length > 0 ? Math.min(...due) : null;
+}
+
+/** One outbox entry's step: the milliseconds until it falls due again, or null. */
+async function drainEntry(options: DrainOptions, key: string): Promise<number | null> {
+  const { store } = options;
+  const object = await store.get(key);
+  if (!object) return null;
+  const parsed = webhookEntrySchema.safeParse(parseJson(decodeUtf8(object.body)));
+  if (!parsed.success) {
+    options.log(`tailgate webhooks: ${key} is not an outbox entry; left in place`);
+    return null;
+  }
+  let entry = parsed.data;
+  const now = options.clock();
+  const wait = Date.parse(entry.next_attempt_at) - now.getTime();
+  if (wait > 0) return wait;
+  if (entry.intent) {
+    const step = await resolveIntent(options.sessions, entry, now);
+    if (step === null) {
       await store.delete(key);
       return null;
     }
-    return afterFailure(options, key, object.etag, entry, failure);
-  });
-  const due = waits.filter((wait): wait is number => wait !== null);
-  return due.length > 0 ? Math.min(...due) : null;
+    if ('retry' in step) return afterFailure(options, key, object.etag, entry, step.retry);
+    if ('until' in step) {
+      // Refused: the turn's event replaced it meanwhile.
+      const next = { ...entry, next_attempt_at: step.until };
+      await store.put(key, JSON.stringify(next), { contentType: 'application/json', ifMatch: object.etag });
+      return Math.max(1000, Date.parse(step.until) - now.getTime());
+    }
+    entry = step.entry;
+  }
+  const failure = await deliverWebhook(entry, { ...options, now });
+  if (failure === null) {
+    await store.delete(key);
+    return null;
+  }
+  return afterFailure(options, key, object.etag, entry, failure);
 }
 
 /** Counts a failed attempt: the entry rescheduled with backoff, or dead-lettered past the last. */

@@ -19,6 +19,8 @@ export interface SweepResult {
   deleted: string[];
   /** The run stopped at `maxDeletes`: more expired sessions may be left for the next. */
   more: boolean;
+  /** Sessions whose check or delete failed (left for the next run), with why. */
+  failed: { id: string; error: unknown }[];
 }
 
 /** Deletes the sessions that expired by the log's clock, at most `maxDeletes` a run. */
@@ -27,7 +29,7 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
   const now = log.clock().getTime();
   const prefix = indexPrefix(log.keyPrefix);
   const seen = new Set<string>();
-  const result: SweepResult = { checked: 0, deleted: [], more: false };
+  const result: SweepResult = { checked: 0, deleted: [], failed: [], more: false };
   let cursor: string | undefined;
   do {
     const page = await log.store.list(prefix, cursor === undefined ? {} : { cursor });
@@ -38,10 +40,15 @@ export async function sweepExpired(log: LogContext, options: { maxDeletes?: numb
       const expiry = expiryOf(entry.lastActivityMs, entry.expiresAfterDays ?? log.sessionTtlDays);
       if (expiry === null || expiry > now) continue;
       seen.add(entry.position);
-      if (result.deleted.length >= maxDeletes) return { ...result, more: true };
-      if (await expiredNow(log, entry, now)) {
-        await deleteSession(log, entry.id);
-        result.deleted.push(entry.id);
+      if (result.deleted.length + result.failed.length >= maxDeletes) return { ...result, more: true };
+      try {
+        if (await expiredNow(log, entry, now)) {
+          await deleteSession(log, entry.id);
+          result.deleted.push(entry.id);
+        }
+      } catch (error) {
+        // One session that cannot be read or deleted does not keep the others.
+        result.failed.push({ id: entry.id, error });
       }
     }
     cursor = page.truncated ? page.cursor : undefined;

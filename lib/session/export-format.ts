@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
 import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
-import { MAX_TTL_DAYS } from './fields.ts';
+import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
+import { MAX_TTL_DAYS, onBusySchema } from './fields.ts';
 import { contextStartSchema } from './records.ts';
 
 /**
@@ -33,6 +34,12 @@ export const exportHeaderSchema = z
     metadata: z.record(z.string(), z.unknown()),
     /** Present when the session sets its own retention. */
     expires_after_days: z.number().int().min(1).max(MAX_TTL_DAYS).optional(),
+    /** Present when the session sets its busy policy. */
+    on_busy: onBusySchema.optional(),
+    /** Present when the session has a budget. */
+    budget: budgetSchema.optional(),
+    /** The usage totals of the turns counted so far (what the budget limits), present once a turn was counted. */
+    ledger: ledgerSchema.optional(),
   })
   .strict()
   .meta({ id: 'ExportHeader' });

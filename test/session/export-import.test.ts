@@ -14,6 +14,9 @@ import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
+import { runTurn } from '../../lib/turn/index.ts';
+import type { ModelOutputItem } from '../../lib/models/model.ts';
+import { recordingModel, servicesFor } from '../support/recording-model.ts';
 
 /** Small segments and blobs, so a few hundred items make many segments and out-of-line outputs. */
 const LOG_OPTIONS = { blobThreshold: 64, segmentTargetBytes: 4096, packMinRecords: 2, keepRecords: 1 };
@@ -583,5 +586,82 @@ describe('session export and import', () => {
       });
       expect(await w.store.list('sessions/when/')).toMatchObject({ objects: [] });
     }
+  });
+});
+
+describe('session export and import: what a session carries besides its items', () => {
+  const reply = (output: ModelOutputItem[]) =>
+    recordingModel([], () => ({ output, usage: { input_tokens: 3, output_tokens: 2 } }));
+  /** A session log's turn services (the model's `reply`) and its transfer services. */
+  const turns = (store: ObjectStore, model: ReturnType<typeof reply>) => {
+    const services = servicesFor(new SessionLog(store), store, model);
+    const inbox = new Inbox(store, { sessionExists: sessionExistsIn(store, '') });
+    return { services, transfer: { sessions: services.sessions, inbox, env: {} } as TransferServices };
+  };
+
+  it('carries the busy policy, the budget and the usage counted so far, so the budget goes on counting', async () => {
+    const { services, transfer } = turns(
+      new MemoryStore(),
+      reply([{ type: 'message', role: 'assistant', content: 'ok' }]),
+    );
+    await services.sessions.create({ id: 'spent', on_busy: 'enqueue', budget: { max_turns: 1 } });
+    await runTurn(services, 'spent', { input: 'hello' });
+    await services.settle();
+    const text = await exportText(transfer, 'spent');
+    expect(JSON.parse(text.split('\n')[0]!)).toMatchObject({
+      on_busy: 'enqueue',
+      budget: { max_turns: 1 },
+      ledger: { turns: 1, input_tokens: 3, output_tokens: 2 },
+    });
+
+    const copy = turns(new MemoryStore(), reply([]));
+    await importText(copy.transfer, text.replace('"id":"spent"', '"id":"copy"'));
+    const imported = await copy.services.sessions.get('copy');
+    expect({ on_busy: imported.on_busy, budget: imported.budget, turns: imported.usage.turns }).toEqual({
+      on_busy: 'enqueue',
+      budget: { max_turns: 1 },
+      turns: 1,
+    });
+    await expect(runTurn(copy.services, 'copy', { input: 'again' })).rejects.toMatchObject({
+      code: 'budget_exhausted',
+    });
+    expect(await exportText(copy.transfer, 'copy')).toBe(text.replace('"id":"spent"', '"id":"copy"'));
+  });
+
+  it('imports what it exported when a model reused the call_id of a call still open', async () => {
+    // A provider numbering its calls per response (call_0, ...): the first turn's call was never answered.
+    const call: ModelOutputItem = { type: 'function_call', call_id: 'call_0', name: 'read', arguments: '{}' };
+    const { services, transfer } = turns(new MemoryStore(), reply([call]));
+    await services.sessions.create({ id: 'reused' });
+    await runTurn(services, 'reused', { input: 'first' });
+    await runTurn(services, 'reused', { input: 'second' });
+    await services.settle();
+    const text = await exportText(transfer, 'reused');
+    expect(text.split('\n').filter((line) => line.includes('"call_0"'))).toHaveLength(2);
+    const w = world();
+    await expect(importText(w.services, text)).resolves.toMatchObject({ counts: { items: 4 } });
+    expect(await exportText(w.services, 'reused')).toBe(text);
+    // The open call takes its output as the turn's session does.
+    await w.sessions.append('reused', [{ type: 'function_call_output', call_id: 'call_0', output: 'done' }]);
+  });
+
+  it('refuses two notices stored as one name (one would replace the other) and stores nothing', async () => {
+    const w = world();
+    const notice = (content: string) =>
+      JSON.stringify({
+        type: 'notice',
+        stored_as: 'n1',
+        name: 'n1',
+        posted_at: '2026-01-01T00:00:00.000Z',
+        delivered_at: '2026-01-01T00:00:00.000Z',
+        turn: 1,
+        content,
+      });
+    const text = [headerLine('dup'), messageLine(1), notice('first'), notice('second'), ''].join('\n');
+    await expect(importText(w.services, text)).rejects.toMatchObject({
+      code: 'invalid_request',
+      details: { field: 'line 4.stored_as' },
+    });
+    expect(await w.store.list('sessions/dup/')).toMatchObject({ objects: [] });
   });
 });

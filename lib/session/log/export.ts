@@ -7,7 +7,7 @@ import type { LogItem } from '../records.ts';
 import { SegmentMissingError, SegmentReader } from '../segment.ts';
 import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { contextOf, countsOf, readHead, readRecord, RecordMissingError } from './head.ts';
+import { contextOf, countsOf, ledgerOf, readHead, readRecord, RecordMissingError } from './head.ts';
 import { hydrate, payloadKey } from './item-pages.ts';
 
 /**
@@ -31,6 +31,7 @@ export async function exportSession(
   id: string,
 ): Promise<{ header: ExportHeader; lines: AsyncGenerator<string> }> {
   const { config, scope, newest } = await readHead(log, id);
+  const ledger = ledgerOf(newest);
   const header: ExportHeader = {
     type: 'session',
     format: EXPORT_FORMAT,
@@ -43,6 +44,9 @@ export async function exportSession(
     tools: config.tools,
     metadata: config.metadata,
     ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
+    ...(config.on_busy !== undefined ? { on_busy: config.on_busy } : {}),
+    ...(config.budget !== undefined ? { budget: config.budget } : {}),
+    ...(ledger.turns > 0 ? { ledger } : {}),
   };
   const context = contextOf(newest);
   const compaction: ExportCompaction | null = context

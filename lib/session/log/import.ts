@@ -116,6 +116,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     tools: header.tools,
     metadata: header.metadata,
     ...(header.expires_after_days !== undefined ? { expires_after_days: header.expires_after_days } : {}),
+    ...(header.on_busy !== undefined ? { on_busy: header.on_busy } : {}),
+    ...(header.budget !== undefined ? { budget: header.budget } : {}),
   };
   const scope = scopeOf(log.keyPrefix, config);
   let notices: ExportNotice[];
@@ -197,6 +199,7 @@ async function writeChunks(
   const recordBytes = Math.max(1, log.segmentTargetBytes);
   const pending = new Set<string>();
   const notices: ExportNotice[] = [];
+  const noticeNames = new Set<string>();
   let noticeBytes = 0;
   let chunk: LogItem[] = [];
   // The line each item of the chunk was read from, when a segment may hold it as it came.
@@ -248,7 +251,9 @@ async function writeChunks(
       context = { ...context, base_record: record };
       await putNew(log, contextKey(scope, record), JSON.stringify({ format: 'tailgate.context.v1', ...context }));
     }
-    const body: LogRecord = { ...closing, ...(context ? { context } : {}) };
+    // The usage totals go on from the exported ones, so the session's budget keeps counting.
+    const ledger = options.header.ledger;
+    const body: LogRecord = { ...closing, ...(context ? { context } : {}), ...(ledger ? { ledger } : {}) };
     await putNew(log, recordKey(scope, record), JSON.stringify(body));
     await writeViewIfDue(log, scope, { ...options.pack, refresh: true }, held, prior);
     await packScope(log, scope, options.pack);
@@ -272,6 +277,11 @@ async function writeChunks(
             `line ${line}: the delivered notices pass ${MAX_IMPORT_NOTICE_BYTES} bytes, the most one import takes`,
             { line, limit: MAX_IMPORT_NOTICE_BYTES },
           );
+        if (noticeNames.has(notice.stored_as))
+          throw new InvalidRequestError(`line ${line}.stored_as: ${notice.stored_as} comes twice`, {
+            field: `line ${line}.stored_as`,
+          });
+        noticeNames.add(notice.stored_as);
         notices.push(notice);
         continue;
       }
@@ -317,7 +327,10 @@ async function writeChunks(
           { line, size, limit: options.maxItemBytes },
         );
       if (chunkBytes >= recordBytes) await flush(false);
-      trackCall(pending, item, `line ${line}`);
+      // A model's call may take the call_id of a call still open (the turn keeps it open once,
+      // log/claim.ts), so an export may hold one: taken as the turn took it. Outputs are checked.
+      if (item.type === 'function_call') pending.add(item.call_id);
+      else trackCall(pending, item, `line ${line}`);
       if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
       seq += 1;
       if (item.type === 'function_call') toolCalls += 1;

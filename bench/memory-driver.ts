@@ -72,7 +72,7 @@ export class MemoryTurnDriver implements TurnDriver {
       beginTurn: (id, options) => log.beginTurn(id, options),
       claimTurn: (id, options) => log.claimTurn(id, options),
       storeAttachments: (id, items) => log.storeAttachments(id, items),
-      readContext: (turn, requirement, start) => log.readContext(turn, requirement, start),
+      readContext: (turn, requirement, start, from) => log.readContext(turn, requirement, start, from),
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),
       hydrate: (id, items) => log.hydrate(id, items),

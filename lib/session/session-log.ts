@@ -186,14 +186,16 @@ export class SessionLog extends SessionLogBase {
    * is of the history from its `message_start_seq` on. Says whether the read went past the view
    * (the next turn then wants a fresh one). `requirement` may be a function of the aggregates:
    * a read that needs older entries of a split `repeated` than the claim's aggregates hold reads
-   * them and asks it again (TurnHistory.aggregates).
+   * them and asks it again (TurnHistory.aggregates). `from`: the context starts there, not at
+   * the turn's context start (a compaction the turn made).
    */
   async readContext(
     turn: OpenTurn,
     requirement: TailRequirement | ((aggregates: HistoryAggregates) => TailRequirement),
     start: OverflowBoundary | null = null,
+    from?: number,
   ): Promise<TurnHistory> {
-    return readContext(this.log, turn, requirement, start);
+    return readContext(this.log, turn, requirement, start, from);
   }
 
   /**
@@ -246,13 +248,15 @@ export class SessionLog extends SessionLogBase {
    * The tail view of the whole committed history for a prompt preview (no turn, no writes):
    * `requirement` is computed from the history's aggregates, which are returned too.
    * `fromOverflow`: read from the stored overflow boundary on, as a turn under the safety net does.
+   * `from`: the context starts there (a compaction the previewed turn would make).
    */
   async previewContext(
     id: string,
     requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
     fromOverflow = false,
+    from?: number,
   ): Promise<PreviewContext> {
-    return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow));
+    return readAgainIfGone(() => previewContext(this.log, id, requirement, fromOverflow, from));
   }
 
   /** Fetches the payloads of items still carrying `output_ref` (at most 6 gets at a time). */

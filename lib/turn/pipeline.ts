@@ -233,7 +233,16 @@ async function turnSteps(
   // completeTurn numbers the output right after the input; the response says so up front.
   const firstSeq = turn.counts.items + 1;
   const started = { event: 'turn.started', data: { turn: turn.turn, first_seq: firstSeq } } as const;
-  const inputs: PromptInputs = { turn, plan, budget, request, history: read.items, aggregates, notices };
+  const inputs: PromptInputs = {
+    turn,
+    plan,
+    budget,
+    request,
+    history: read.items,
+    aggregates,
+    readFrom: async (startSeq) => (await sessions.readContext(turn, CONTEXT_REQUIREMENT, null, startSeq)).items,
+    notices,
+  };
   attempt.prompt = inputs;
   let result: ModelResult | null = null;
   let prompt: TurnPrompt;

@@ -50,6 +50,8 @@ export async function previewPrompt(
       request: {},
       history: read.items,
       aggregates: read.context ? undefined : read.aggregates,
+      readFrom: async (startSeq) =>
+        (await services.sessions.previewContext(sessionId, () => CONTEXT_REQUIREMENT, false, startSeq)).items,
       notices: { forPrompt: () => notices },
     },
     null,

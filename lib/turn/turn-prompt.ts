@@ -44,7 +44,13 @@ export interface PromptSource {
   request: Pick<TurnRequest, 'truncation' | 'compaction'>;
   /** The history read for the turn; a compaction here cuts it (and drops the aggregates). */
   history: PromptItem[];
+  /** Undefined: `history` holds every item of the context (from its start); else a tail view's. */
   aggregates: HistoryAggregates | undefined;
+  /**
+   * Every item of the history from `startSeq` on, as the turn after a compaction starting there
+   * reads it: a compaction that cut a tail view (`aggregates` set) builds the prompt from it.
+   */
+  readFrom: (startSeq: number) => Promise<PromptItem[]>;
   /** The notices the `inbox` strategy inserts (`pending`: the preview's, not delivered). */
   notices: { forPrompt(): readonly { content: string; pending?: true }[] };
   /**
@@ -188,7 +194,11 @@ export async function fitTurnPrompt(
           ? await summarize(cut, sizes.maxSummaryTokens)
           : { ...compactedContext(turn.context, cut, ''), pending: true as const };
         inputs.compacted = next;
-        inputs.history = inputs.history.filter((item) => item.seq === undefined || item.seq >= next.start_seq);
+        // A tail view lacks older tool items of the context it keeps, which the strategies then
+        // count as the next turn does (without aggregates: every item from its start).
+        inputs.history = inputs.aggregates
+          ? await inputs.readFrom(next.start_seq)
+          : inputs.history.filter((item) => item.seq === undefined || item.seq >= next.start_seq);
         inputs.aggregates = undefined;
         built = await build(services, inputs, next);
       }

@@ -5,9 +5,11 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
-import type { Model } from '../../lib/models/model.ts';
+import type { Model, ModelRequest } from '../../lib/models/model.ts';
+import type { PromptItem } from '../../lib/items.ts';
 import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { recordingModel, servicesFor } from '../support/recording-model.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -287,5 +289,52 @@ describe('compaction is durable and idempotent', () => {
     await createSession(service, 's1', 'none');
     await service.sessions.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'open' }] });
     await expect(compactSession(service, 's1', {})).rejects.toMatchObject({ code: 'turn_in_progress' });
+  });
+});
+
+describe('the turn that compacts a tail view', () => {
+  it('builds the prompt the next turn builds from the context it keeps, as its preview shows it', async () => {
+    const store = new MemoryStore();
+    const sessions = new SessionLog(store);
+    const prompts: ModelRequest[] = [];
+    const model = recordingModel(prompts, () => ({
+      output: [{ type: 'message', role: 'assistant', content: 'ok' }],
+      usage: { input_tokens: 1, output_tokens: 1 },
+    }));
+    const services = servicesFor(sessions, store, model);
+    await sessions.create({
+      id: 's1',
+      strategies: ['shorten_tools_epoch', 'compact'],
+      strategy_config: {
+        epoch_tool_call_threshold: 10,
+        epoch_size: 5,
+        epoch_full_tool_calls: 0,
+        epoch_compacted_tool_calls: 0,
+        context_limit: 5000,
+      },
+    });
+    // 60 calls with tiny outputs, each followed by a longer message: the epoch strategy's tail
+    // view holds every message but only the newest calls, and the compaction keeps more than that.
+    for (let index = 1; index <= 60; index++)
+      await sessions.append('s1', [
+        { type: 'function_call', call_id: `c${index}`, name: 'read', arguments: `{"n":${index}}` },
+        { type: 'function_call_output', call_id: `c${index}`, output: `r${index}` },
+        { type: 'message', role: 'assistant', content: `${index} `.padEnd(200, 'm') },
+      ]);
+    await services.settle();
+    const tools = (prompt: readonly PromptItem[]) =>
+      prompt.filter((item) => item.type !== 'message').map((item) => JSON.stringify({ ...item, seq: undefined }));
+    const preview = await previewPrompt(services, 's1', {});
+    const compacting = await runTurn(services, 's1', { input: 'go' });
+    expect(compacting.context.compaction).toBeDefined();
+    await services.settle();
+    const next = await runTurn(services, 's1', { input: 'again' });
+    await services.settle();
+
+    // Nothing but 'go', 'ok' and 'again' came in between: the same context, the same calls.
+    expect(compacting.context.tool_calls_total).toBe(next.context.tool_calls_total);
+    expect(prompts).toHaveLength(3); // the summary, the compacting turn, the next turn
+    expect(tools(prompts[1]!.prompt)).toEqual(tools(prompts[2]!.prompt));
+    expect(tools(preview.items)).toEqual(tools(prompts[1]!.prompt));
   });
 });

@@ -2,6 +2,7 @@ import type { TailRequirement } from '../../lib/history.ts';
 import type { HistoryAggregates } from '../../lib/history.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import type { OpenTurn } from '../../lib/session/log/types.ts';
+import type { OverflowBoundary } from '../../lib/session/records.ts';
 import { recordingModel } from './recording-model.ts';
 import { SessionLog } from './session-log.ts';
 
@@ -23,7 +24,9 @@ export class WholeHistoryLog extends SessionLog {
   override readContext(
     turn: OpenTurn,
     requirement: TailRequirement | ((aggregates: HistoryAggregates) => TailRequirement),
+    _start?: OverflowBoundary | null,
+    from?: number,
   ) {
-    return super.readContext(turn, requirement, null);
+    return super.readContext(turn, requirement, null, from);
   }
 }

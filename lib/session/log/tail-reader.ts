@@ -35,6 +35,7 @@ export async function readContext(
   turn: OpenTurn,
   needed: TailRequirement | ((aggregates: HistoryAggregates) => TailRequirement),
   start: OverflowBoundary | null = null,
+  from?: number,
 ): Promise<TurnHistory> {
   const requirement = typeof needed === 'function' ? needed : () => needed;
   const base = { ...turn.base, since: [...turn.base.since, ...turn.inputRecords] };
@@ -42,7 +43,7 @@ export async function readContext(
     turn.aggregates,
     start?.tool_start_seq ?? null,
     () => wholeAggregatesOf(log, turn.scope, base),
-    (aggregates) => readTurnWindow(log, turn, requirement(aggregates), start),
+    (aggregates) => readTurnWindow(log, turn, requirement(aggregates), start, from),
   );
 }
 
@@ -52,18 +53,18 @@ async function readTurnWindow(
   turn: OpenTurn,
   needed: TailRequirement,
   start: OverflowBoundary | null,
+  from: number | undefined,
 ): Promise<{ history: TurnHistory; toolStart: number | null }> {
   const source: ReadSource = {
     base: turn.base,
     newer: turn.inputRecords,
-    // Usually the claim has read all it takes (the newest view and what came after it); else the
-    // log is walked below the records the claim carried.
+    // Usually the claim read all it takes (the newest view and what came after); else the log below.
     below: () => ({
       newest: [...turn.carried, ...turn.inputRecords],
       cursor: logCursor(log.store, turn.scope, { pageLimit: 100, below: turn.carriedFromRecord }),
     }),
   };
-  const floor = turn.context?.start_seq ?? 0;
+  const floor = from ?? turn.context?.start_seq ?? 0;
   const read = await withFreshListing(() => readWindow(log, turn.scope, source, needed, floor, start));
   // An output of the input answering a call the window lacks: the safety net keeps such a call
   // with its output, as the whole history shows it (a protected call older than the boundary).
@@ -104,6 +105,7 @@ export async function previewContext(
   id: string,
   requirement: (aggregates: HistoryAggregates, context: ContextStart | null) => TailRequirement,
   fromOverflow = false,
+  from?: number,
 ): Promise<PreviewContext> {
   return withFreshListing(async () => {
     const { newest, cursor, scope } = await readHead(log, id, 100);
@@ -139,7 +141,7 @@ export async function previewContext(
       scope,
       source,
       requirement(aggregates, context),
-      context?.start_seq ?? 0,
+      from ?? context?.start_seq ?? 0,
       boundary,
     );
     return { items, aggregates, ...next };

@@ -9,6 +9,7 @@ import type { Facade } from './facade.ts';
 import { findHistory, indexHistory } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
+import { resolveItemReferences } from './item-references.ts';
 import type { LogScope } from '../session/keys.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
@@ -30,7 +31,7 @@ export async function createResponse(
   body: ResponseCreateBody,
   idempotencyKey: string | undefined,
 ): Promise<TailgateResponse | Response> {
-  const prepared = prepareResponseRequest(facade, body);
+  const prepared = prepareResponseRequest(facade, { ...body, input: await resolveItemReferences(facade, body.input) });
   if (body.store === false && body.background)
     throw new OpenAIApiError(
       400,

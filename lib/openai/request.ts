@@ -2,7 +2,13 @@ import type { ClientItem, Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
-import { DEFAULT_SETTINGS, inputToItems, type ResponseFields, type ResponseSettings } from './responses.ts';
+import {
+  DEFAULT_SETTINGS,
+  inputToItems,
+  type InputItemBody,
+  type ResponseFields,
+  type ResponseSettings,
+} from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 
 /**
@@ -33,7 +39,11 @@ function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
   }));
 }
 
-export function prepareResponseRequest(facade: Facade, body: ResponseCreateBody): PreparedRequest {
+/** `body`'s input with its item references resolved (lib/openai/item-references.ts). */
+export function prepareResponseRequest(
+  facade: Facade,
+  body: Omit<ResponseCreateBody, 'input'> & { input: string | InputItemBody[] },
+): PreparedRequest {
   const model = modelOf(facade, body.model);
   const { instructions: inputInstructions, items } = inputToItems(body.input);
   const instructions =

@@ -111,6 +111,12 @@ export const responseInputItemSchema = z.union([
   compactionInput,
 ]);
 
+/**
+ * A reference to a stored item (`msg_|fc_|fco_<conversation>_<seq>`), as the AI SDK sends a
+ * stored response's output back (`store: true`, its default): a create replaces it with the item.
+ */
+const itemReferenceInput = z.object({ type: z.literal('item_reference'), id: z.string().min(1).max(256) }).strict();
+
 export const functionToolSchema = z
   .object({
     type: z.literal('function', { error: 'only function tools are supported (no built-in tools)' }),
@@ -129,7 +135,13 @@ export const modelSchema = z.string().min(1).max(200).meta({
 export const responseCreateSchema = z
   .object({
     model: modelSchema,
-    input: z.union([z.string().min(1), z.array(responseInputItemSchema).min(1).max(10_000)]),
+    input: z.union([
+      z.string().min(1),
+      z
+        .array(z.union([...responseInputItemSchema.options, itemReferenceInput]))
+        .min(1)
+        .max(10_000),
+    ]),
     instructions: z.string().nullable().optional(),
     tools: z.array(functionToolSchema).max(512).optional(),
     tool_choice: z

@@ -1,0 +1,66 @@
+import { NotFoundError } from '../errors.ts';
+import type { StoredItem } from '../items.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { parseItemId } from './ids.ts';
+import type { InputPartBody } from './input-content.ts';
+import type { InputItemBody } from './responses.ts';
+import type { ResponseCreateBody } from './schemas.ts';
+import { itemsBetween } from './sessions.ts';
+
+/**
+ * A create's input with each `item_reference` replaced by the stored item it names: the AI
+ * SDK sends a stored response's output back so (`store: true`, its default), in a tool loop
+ * and in a chat that resends its messages. One read per conversation referenced, of the seqs
+ * between its first and last reference. A reference that names no stored item is a 404 naming
+ * it (`input[<i>].id`), as OpenAI answers; one to an item with images or files is a 400 (send
+ * the item itself: a model writes neither, so the SDK never references one).
+ */
+export async function resolveItemReferences(
+  facade: Facade,
+  input: ResponseCreateBody['input'],
+): Promise<string | InputItemBody[]> {
+  if (typeof input === 'string') return input;
+  const wanted = new Map<string, { from: number; to: number }>();
+  for (const entry of input) {
+    const ref = entry.type === 'item_reference' ? parseItemId(entry.id) : undefined;
+    if (!ref) continue;
+    const range = wanted.get(ref.sessionId);
+    wanted.set(ref.sessionId, {
+      from: Math.min(range?.from ?? ref.seq, ref.seq),
+      to: Math.max(range?.to ?? 0, ref.seq + 1),
+    });
+  }
+  const stored = new Map<string, StoredItem>();
+  await Promise.all(
+    [...wanted].map(async ([sessionId, { from, to }]) => {
+      facade.authorize(sessionId);
+      const items = await itemsBetween(facade, sessionId, from, to).catch((error: unknown) => {
+        if (error instanceof NotFoundError) return [];
+        throw error;
+      });
+      for (const item of items) stored.set(`${sessionId}/${item.seq}`, item);
+    }),
+  );
+  return input.map((entry, index) => {
+    if (entry.type !== 'item_reference') return entry;
+    const ref = parseItemId(entry.id);
+    const item = ref && stored.get(`${ref.sessionId}/${ref.seq}`);
+    if (!ref || !item || item.type !== ref.kind)
+      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+    if (item.type === 'function_call')
+      return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments };
+    const content = item.type === 'message' ? item.content : item.output;
+    if (typeof content !== 'string' && content.some((part) => part.type !== 'input_text'))
+      throw new OpenAIApiError(
+        400,
+        'invalid_request',
+        `item_reference '${entry.id}' names an item with images or files; send the item itself`,
+        `input[${index}].id`,
+      );
+    const text = content as string | InputPartBody[];
+    return item.type === 'message'
+      ? { type: 'message', role: item.role, content: text }
+      : { type: 'function_call_output', call_id: item.call_id, output: text };
+  });
+}

@@ -15,7 +15,7 @@ import { modelOf, type Facade } from './facade.ts';
 import { randomId } from './ids.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
-import { runStateless, type StatelessRequest } from './stateless.ts';
+import { callStateless, prepareStateless, runStateless, type StatelessRequest } from './stateless.ts';
 
 /**
  * POST /v1/chat/completions: stateless. The client sends the whole conversation every time;
@@ -117,12 +117,14 @@ export async function createChatCompletion(
       tailgate: tailgate(result.context),
     });
   }
+  // Refusals before the model call (a prompt over the window, a spent budget) are answered with their status.
+  const prepared = await prepareStateless(services, request).catch(giveBack);
   const queue = eventQueue<SseMessage>();
   const writer = new ChatChunkWriter(
     { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
     (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
-  void runStateless(services, request, (event) =>
+  void callStateless(services, prepared, (event) =>
     event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
   )
     .catch(giveBack)

@@ -7,7 +7,7 @@ import { randomId } from './ids.ts';
 import type { PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type TailgateResponse } from './responses.ts';
 import { responseEventStream } from './sse.ts';
-import { runStateless } from './stateless.ts';
+import { callStateless, prepareStateless, runStateless } from './stateless.ts';
 import { openaiTools } from './stored-responses.ts';
 
 /**
@@ -67,10 +67,11 @@ export async function createStatelessResponse(
       tailgate: { context: result.context },
     });
   if (!body.stream) return finish(await runStateless(services, request));
+  const ready = await prepareStateless(services, request);
   const stream = responseEventStream(idAt);
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt: new Date(), status: 'in_progress', output: [] }));
-  void runStateless(services, request, (event) =>
+  void callStateless(services, ready, (event) =>
     event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
   )
     .then(

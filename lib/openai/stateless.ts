@@ -34,11 +34,21 @@ export interface StatelessRequest {
 
 export type StatelessEvent = ModelOutputEvent;
 
-export async function runStateless(
+/** A stateless call's model, request and context, once its prompt is built. */
+export interface PreparedStateless {
+  model: ReturnType<TurnServices['model']>;
+  modelRequest: ReturnType<typeof buildModelRequest>;
+  context: TurnContext;
+}
+
+/**
+ * A stateless call up to its model request: what refuses it (a spent budget, a prompt over the
+ * window) throws here, so a streamed call can answer its status before the stream starts.
+ */
+export async function prepareStateless(
   services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
   request: StatelessRequest,
-  emit?: (event: StatelessEvent) => void,
-): Promise<ModelResult & { context: TurnContext }> {
+): Promise<PreparedStateless> {
   const model = services.model(request.model);
   // A budgeted token's spend: with no session read to overlap, its read comes first.
   const spend = services.tokenSpend;
@@ -69,15 +79,35 @@ export async function runStateless(
   });
   const prompt = fit.built.hydrated;
   const modelRequest = buildModelRequest(prompt, request.tools, undefined, request);
-  const result = await callModel(model, modelRequest, emit);
-  if (spend) {
-    const usage = turnUsage(result.usage, services.config.modelPrices[model.id]);
-    afterResponse(services, () => spend.charge(usage));
-  }
   const context: TurnContext = {
     ...promptContext(assembled.prepared, prompt),
     notices_delivered: notices.map((notice) => notice.name),
     ...fit.context,
   };
+  return { model, modelRequest, context };
+}
+
+/** The model call of a prepared stateless call, and the token's charge after it. */
+export async function callStateless(
+  services: Pick<TurnServices, 'config' | 'tokenSpend' | 'background'>,
+  prepared: PreparedStateless,
+  emit?: (event: StatelessEvent) => void,
+): Promise<ModelResult & { context: TurnContext }> {
+  const { model, modelRequest, context } = prepared;
+  const result = await callModel(model, modelRequest, emit);
+  const spend = services.tokenSpend;
+  if (spend) {
+    const usage = turnUsage(result.usage, services.config.modelPrices[model.id]);
+    afterResponse(services, () => spend.charge(usage));
+  }
   return { ...result, context };
+}
+
+/** A stateless call, prepared and made. */
+export async function runStateless(
+  services: Pick<TurnServices, 'env' | 'model' | 'tokenEncoders' | 'config' | 'tokenSpend' | 'background'>,
+  request: StatelessRequest,
+  emit?: (event: StatelessEvent) => void,
+): Promise<ModelResult & { context: TurnContext }> {
+  return callStateless(services, await prepareStateless(services, request), emit);
 }

@@ -72,7 +72,6 @@ export async function createBackgroundResponse(
   const queued = buildResponse({
     ...context.fields,
     id: responseId(ref),
-    createdAt: new Date(),
     status: 'queued',
     output: [],
     background: true,

@@ -75,7 +75,6 @@ function storedResponse(
   return buildResponse({
     ...context.fields,
     id: responseId(refOf(context, response.turn, firstSeq, scope)),
-    createdAt: new Date(),
     status: 'completed',
     output: [
       ...response.output.map((item) => outputItem(item, itemId(item.type, context.session.id, item.seq))),
@@ -117,6 +116,7 @@ async function createStoredResponse(
     inputCount: items.length,
     fields: {
       ...prepared.echo,
+      createdAt: new Date(),
       instructions: instructions ?? session.instructions,
       tools: openaiTools(tools ?? session.tools),
       conversationId: sessionId,
@@ -213,7 +213,7 @@ async function streamStoredTurn(
     throw error;
   });
   const id = responseId(refOf(context, number, firstSeq, scope));
-  const base = { ...context.fields, id, createdAt: new Date(), output: [] as ResponseOutputItem[] };
+  const base = { ...context.fields, id, output: [] as ResponseOutputItem[] };
   const stream = responseEventStream((index, item) => itemId(item.type, context.session.id, firstSeq + index));
   const { writer } = stream;
   writer.started(buildResponse({ ...base, status: 'in_progress' }));

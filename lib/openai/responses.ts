@@ -197,7 +197,8 @@ export interface ResponseFields {
 export interface StoredContext {
   session: { id: string; created_at: string };
   inputCount: number;
-  fields: Omit<ResponseFields, 'id' | 'status' | 'output' | 'createdAt'>;
+  /** `createdAt`: when the request came, as OpenAI's `created_at` (one time from `response.created` on). */
+  fields: Omit<ResponseFields, 'id' | 'status' | 'output'>;
   /**
    * The conversation's whole history before the output, when the request held it (no
    * `previous_response_id` or `conversation`): indexed when the turn ends (lib/openai/history-index.ts),

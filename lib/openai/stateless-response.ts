@@ -56,11 +56,13 @@ export async function createStatelessResponse(
     return ids.get(index)!;
   };
   const id = randomId('resp');
+  // When the request came: one created_at from response.created to response.completed.
+  const createdAt = new Date();
   const finish = (result: Awaited<ReturnType<typeof runStateless>>) =>
     buildResponse({
       ...fields,
       id,
-      createdAt: new Date(),
+      createdAt,
       status: 'completed',
       output: result.output.map((item, index) => outputItem(item, idAt(index, item))),
       usage: usageOf(result.usage),
@@ -70,7 +72,7 @@ export async function createStatelessResponse(
   const ready = await prepareStateless(services, request);
   const stream = responseEventStream(idAt);
   const { writer } = stream;
-  writer.started(buildResponse({ ...fields, id, createdAt: new Date(), status: 'in_progress', output: [] }));
+  writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));
   void callStateless(services, ready, (event) =>
     event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
   )
@@ -82,7 +84,7 @@ export async function createStatelessResponse(
           buildResponse({
             ...fields,
             id,
-            createdAt: new Date(),
+            createdAt,
             status: 'failed',
             output: [],
             error: clientError(errorRecord(error)),

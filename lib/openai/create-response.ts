@@ -9,6 +9,7 @@ import type { Facade } from './facade.ts';
 import { findHistory, indexHistory } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
+import { deleteNewestTurn } from '../turn/fork.ts';
 import { resolveItemReferences } from './item-references.ts';
 import type { LogScope } from '../session/keys.ts';
 import { prepareResponseRequest, type PreparedRequest } from './request.ts';
@@ -166,7 +167,11 @@ async function createStoredResponse(
   if (body.background)
     return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);
   if (body.stream) return streamStoredTurn(facade, context, request, options).catch(branched);
-  const pending = runTurn(services, sessionId, request, options);
+  // A failed response leaves nothing in its conversation, as OpenAI's: its turn goes again, so
+  // a retry (the official client retries a 5xx) or a resend of the history continues from the
+  // response before it.
+  let failed: Parameters<NonNullable<TurnOptions['onFailed']>>[0] | undefined;
+  const pending = runTurn(services, sessionId, request, { ...options, onFailed: (turn) => (failed = turn) });
   services.background(
     pending.then(
       () => undefined,
@@ -177,6 +182,7 @@ async function createStoredResponse(
   try {
     response = await pending;
   } catch (error) {
+    if (failed) await withdrawFailed(facade, sessionId, failed);
     return branched(error);
   }
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
@@ -242,6 +248,22 @@ async function streamStoredTurn(
   })();
   services.background(finished.finally(stream.close));
   return stream.response();
+}
+
+/**
+ * Takes a failed turn out of its conversation (lib/session/log/rewind.ts); one that took inbox
+ * notices, or that a later turn follows already, stays (logged).
+ */
+async function withdrawFailed(
+  facade: Facade,
+  sessionId: string,
+  failed: { turn: number; seq: number; generation: string },
+): Promise<void> {
+  await deleteNewestTurn(facade.services, sessionId, failed.turn, {
+    names: { seq: failed.seq, generation: failed.generation },
+  }).catch((error: unknown) =>
+    facade.services.log(`tailgate: failed turn ${failed.turn} of ${sessionId} stays in its conversation`, error),
+  );
 }
 
 async function drain(iterator: AsyncIterator<unknown>): Promise<void> {

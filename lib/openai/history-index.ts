@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { parseStoredOrUndefined } from '../session/records.ts';
+import { holderOf } from '../session/log/rewind.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
@@ -14,8 +15,9 @@ import type { Facade } from './facade.ts';
  * `<keyPrefix>openai/history/<HMAC-SHA256 hex>` holding `{session_id, created_at, generation,
  * turn}`. A request with neither `previous_response_id` nor `conversation` looks up the hash
  * of its input up to its last model output (one get); a match continues that session when it
- * is still there (same incarnation, and same generation: no delete of its newest turn since)
- * and that turn is still its newest, and the caller may use it. An input that edits the
+ * is still there (same incarnation, and the history's last item still of the generation that
+ * wrote it: no delete of that turn since) and that turn is still its newest, and the caller may
+ * use it. An input that edits the
  * history hashes differently and starts a new conversation.
  *
  * The key is TOKEN_SIGNING_KEY (else a fixed one, never API_TOKEN: see historyKey): with it,
@@ -116,7 +118,10 @@ export async function findHistory(
   });
   const [session, scope] = found ?? [];
   if (!session || session.created_at !== entry.created_at) return undefined;
-  if (scope && scope.generation !== entry.generation) return undefined;
+  // The generation that wrote the history's last item: a delete of a newer turn kept it (a failed
+  // response is taken out so), one of its own turn did not.
+  if (scope && (entry.items === undefined ? scope.generation : holderOf(scope, entry.items)) !== entry.generation)
+    return undefined;
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
     return undefined;

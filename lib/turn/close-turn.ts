@@ -30,6 +30,8 @@ export interface Attempt {
   notices?: TurnNotices;
   /** A background turn's: aborted (with the error to answer) once someone else closed it. */
   stop?: AbortController;
+  /** Set once this attempt's own failed completion landed (closeFailed). */
+  closedFailed?: true;
 }
 
 /** What the turn's prompt moved, for its outcome: the context start and the overflow boundary. */
@@ -108,6 +110,7 @@ export async function closeFailed(
       undelivered,
       ...promptMoves(attempt.prompt),
     });
+    attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;

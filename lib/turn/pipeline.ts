@@ -120,16 +120,7 @@ async function takeTurn(
       return replay(attempt, emit);
     }
     const asked = background ? storedRequest(attempt.turn) : request;
-    const response = await attemptTurn(
-      services,
-      sessionId,
-      asked,
-      attempt,
-      fetched,
-      emit,
-      background !== undefined,
-      seen,
-    );
+    const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen);
     if (!response) continue;
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
     if (charged) afterResponse(services, () => charged.charge(response.usage));
@@ -168,13 +159,13 @@ async function attemptTurn(
   claimed: Extract<ClaimAttempt, { kind: 'claimed' }>,
   fetched: Promise<FetchedNotice[]> | undefined,
   emit: ((event: TurnEvent) => void) | undefined,
-  background: boolean,
+  options: TurnOptions,
   seen: Seen,
 ): Promise<TurnResponse | null> {
   const attempt: Attempt = {
     turn: claimed.turn,
     trace: seen.trace,
-    ...(background ? { stop: new AbortController() } : {}),
+    ...(options.background ? { stop: new AbortController() } : {}),
   };
   let renewal: ReturnType<typeof setInterval> | undefined;
   const landed = claimed.landed.then((ok) => {
@@ -193,7 +184,11 @@ async function attemptTurn(
     if (error instanceof ClaimLost || !(await landed)) return null;
     // A background turn stopped because someone closed it: answered as its completion would be.
     const cause: unknown = attempt.stop?.signal.aborted ? attempt.stop.signal.reason : error;
-    return await closeFailed(services, sessionId, attempt, cause);
+    return await closeFailed(services, sessionId, attempt, cause).finally(() => {
+      const { turn, input, scope } = attempt.turn;
+      if (attempt.closedFailed && input[0])
+        options.onFailed?.({ turn, seq: input[0].seq, generation: scope.generation });
+    });
   } finally {
     seen.turn = attempt.turn.turn;
     if (attempt.plan) seen.model = attempt.plan.model.id;

@@ -25,6 +25,11 @@ export interface TurnOptions {
    * else closes it (a cancel), checked at each renewal of its lease.
    */
   background?: { turn: number; writer: string };
+  /**
+   * Told the turn, the seq of its first input item and its generation once its failed
+   * completion landed (the facade takes such a turn out again: lib/openai/create-response.ts).
+   */
+  onFailed?: (failed: { turn: number; seq: number; generation: string }) => void;
 }
 
 /** What a runner needs to take a claimed background turn over (the queue message). */

@@ -40,7 +40,9 @@ describe('truncation', () => {
     '"disabled" (the default) refuses a prompt over the window with 400 context_length_exceeded; "auto" drops ' +
       'the oldest tool pair, then the oldest messages, and says so',
     async () => {
-      const { id } = await client.conversations.create({ items: history });
+      // A longer answer: once the pair is gone, the oldest message must go too.
+      const answer = { ...history[3]!, content: long('c').repeat(2) };
+      const { id } = await client.conversations.create({ items: [...history.slice(0, 3), answer] });
       const refused = await client.responses
         .create({ model: 'echo', conversation: id, input: 'short question' })
         .catch((error: unknown) => error);
@@ -58,14 +60,14 @@ describe('truncation', () => {
       const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
       expect(truncation.tool_pairs).toBe(1);
       expect(truncation.messages).toBeGreaterThanOrEqual(1);
-      // The pair goes first (seqs 2 and 3), then the oldest message; the refused turn's input
-      // (seq 5) is older than this one's and may go too, the newest user turn (seq 6) never.
+      // The pair goes first (seqs 2 and 3), then the oldest message; the newest user turn (seq 5:
+      // the refused response left nothing in the conversation) never.
       expect(truncation.dropped_seqs.slice(0, 3)).toEqual([1, 2, 3]);
-      expect(truncation.dropped_seqs).not.toContain(6);
+      expect(truncation.dropped_seqs).not.toContain(5);
       expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
       expect(truncation.prompt_tokens_before).toBeGreaterThan(100);
-      // The history keeps everything (the refused turn's input too): truncation only shapes the prompt.
-      expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(7);
+      // The history keeps everything: truncation only shapes the prompt.
+      expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(6);
     },
   );
 

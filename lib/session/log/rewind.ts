@@ -56,10 +56,15 @@ export interface RewindOptions {
  * the ids of a session no turn was ever deleted from name no generation.
  */
 export function idGeneration(scope: LogScope, seq: number): string | undefined {
+  const holder = holderOf(scope, seq);
+  return scope.rewound?.includes(holder) ? holder : undefined;
+}
+
+/** The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before it). */
+export function holderOf(scope: LogScope, seq: number): string {
   const ancestors = scope.ancestors ?? [];
   const owner = ancestors.findIndex((point, index) => seq <= point.seq && seq > (ancestors[index + 1]?.seq ?? 0));
-  const holder = owner < 0 ? scope.generation : ancestors[owner]!.generation;
-  return scope.rewound?.includes(holder) ? holder : undefined;
+  return owner < 0 ? scope.generation : ancestors[owner]!.generation;
 }
 
 /** See SessionLog.deleteTurn. */

@@ -1,0 +1,57 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTailgate, TOKEN } from './server.ts';
+
+// A response whose model call fails (502 model_error: "unreachable" points at a port nothing
+// listens on), then the same request again once the model answers (here: echo).
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+beforeAll(async () => {
+  tailgate = await startTailgate({
+    OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+    MODEL_MAX_RETRIES: '0',
+    MODEL_ALIASES: 'unreachable=openai-compatible:nothing',
+  });
+});
+afterAll(() => tailgate.close());
+
+const texts = (items: any[]) => items.map((item) => item.content?.[0]?.text ?? item.type);
+
+describe('a failed response leaves nothing in its conversation', () => {
+  it('conversation: a failed request (retried by the client as it does by default) stores no input', async () => {
+    // The official client's defaults: 2 retries of a 5xx, no Idempotency-Key.
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const conversation = await client.conversations.create({});
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'hi' });
+    const failed = await client.responses
+      .create({ model: 'unreachable', conversation: conversation.id, input: 'next' })
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.InternalServerError);
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'next' });
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
+  });
+
+  it('a resent whole history (a client tool loop) still continues its conversation after a failed step', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const first = await client.responses.create({ model: 'echo', input: 'hi' });
+    const input = [
+      { role: 'user' as const, content: 'hi' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      { role: 'user' as const, content: 'next' },
+    ];
+    await client.responses.create({ model: 'unreachable', input }).catch(() => undefined);
+    const retried = await client.responses.create({ model: 'echo', input });
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
+  });
+
+  it('previous_response_id: a retry after a failed step continues the conversation, not a fork of it', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const first = await client.responses.create({ model: 'echo', input: 'hi' });
+    const asked = { input: 'next', previous_response_id: first.id };
+    await client.responses.create({ model: 'unreachable', ...asked }).catch(() => undefined);
+    const retried = await client.responses.create({ model: 'echo', ...asked });
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
+  });
+});

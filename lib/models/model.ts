@@ -72,7 +72,12 @@ export type ModelOutputItem = (MessageItem & { role: 'assistant' }) | FunctionCa
 export interface ModelResult {
   output: ModelOutputItem[];
   usage: ModelUsage;
+  /** Why the answer stopped short: its output token limit, or the provider's content filter. */
+  incomplete?: IncompleteReason;
 }
+
+/** OpenAI's `incomplete_details.reason` (Chat Completions' `finish_reason` `length`, `content_filter`). */
+export type IncompleteReason = 'max_output_tokens' | 'content_filter';
 
 export type ModelStreamEvent =
   | { type: 'text_delta'; delta: string }

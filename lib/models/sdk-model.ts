@@ -109,7 +109,11 @@ export function createSdkModel(options: SdkModelOptions): Model {
         const result = await untilAborted(generateText(callSettings(request, deadline.signal)), deadline.signal);
         checkFinish(result.finishReason, result.rawFinishReason, id);
         const calls = result.toolCalls.map((call) => toFunctionCall(call));
-        return { output: toOutput(result.text, calls), usage: toUsage(result.usage) };
+        return {
+          output: toOutput(result.text, calls),
+          usage: toUsage(result.usage),
+          ...incompleteOf(result.finishReason),
+        };
       } catch (error) {
         throw toModelFailure(error, deadline, id, timeoutMs);
       } finally {
@@ -126,6 +130,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         let text = '';
         const calls: ModelOutputItem[] = [];
         let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
+        let finish: FinishReason = 'stop';
         const parts = streamed.fullStream[Symbol.asyncIterator]();
         stopParts = () => void parts.return?.().catch(() => {});
         while (true) {
@@ -145,10 +150,11 @@ export function createSdkModel(options: SdkModelOptions): Model {
           } else if (part.type === 'finish') {
             checkFinish(part.finishReason, part.rawFinishReason, id);
             usage = toUsage(part.totalUsage);
+            finish = part.finishReason;
           }
         }
         if (deadline.signal.aborted) throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
-        result = { output: toOutput(text, calls), usage };
+        result = { output: toOutput(text, calls), usage, ...incompleteOf(finish) };
       } catch (error) {
         throw toModelFailure(error, deadline, id, timeoutMs);
       } finally {
@@ -214,6 +220,12 @@ function checkFinish(finishReason: FinishReason, rawFinishReason: string | undef
       finish_reason: rawFinishReason ?? finishReason,
     });
   }
+}
+
+/** `incomplete` of an answer that stopped at its token limit or at the provider's content filter. */
+function incompleteOf(finishReason: FinishReason): Pick<ModelResult, 'incomplete'> {
+  if (finishReason === 'length') return { incomplete: 'max_output_tokens' };
+  return finishReason === 'content-filter' ? { incomplete: 'content_filter' } : {};
 }
 
 interface SdkToolCall {

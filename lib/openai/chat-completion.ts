@@ -113,6 +113,7 @@ export async function createChatCompletion(
       model: body.model,
       output: result.output,
       usage: result.usage,
+      incomplete: result.incomplete,
       ...(body.service_tier ? { serviceTier: body.service_tier } : {}),
       tailgate: tailgate(result.context),
     });
@@ -130,7 +131,7 @@ export async function createChatCompletion(
     .catch(giveBack)
     .then(
       (result) => {
-        writer.done(result.usage, tailgate(result.context));
+        writer.done(result.usage, result.incomplete, tailgate(result.context));
         queue.push({ data: '[DONE]' });
       },
       (error: unknown) => queue.push({ data: JSON.stringify(facade.errorBody(error)) }),

@@ -8,7 +8,7 @@ import type {
 import type { CompletionUsage } from 'openai/resources/completions';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
-import type { ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
+import type { IncompleteReason, ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
 import { withoutUnset } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 
@@ -134,6 +134,15 @@ export function chatUsageOf(usage: ModelUsage): CompletionUsage {
   };
 }
 
+/** A choice's `finish_reason`: `length` or `content_filter` for an answer that stopped short, else by its calls. */
+function finishReason(
+  calls: number,
+  incomplete: IncompleteReason | undefined,
+): 'length' | 'content_filter' | 'tool_calls' | 'stop' {
+  if (incomplete) return incomplete === 'max_output_tokens' ? 'length' : 'content_filter';
+  return calls > 0 ? 'tool_calls' : 'stop';
+}
+
 export type TailgateChatCompletion = ChatCompletion & { tailgate?: Record<string, unknown> };
 
 /** The completion object of a model's output: one choice, its text and tool calls. */
@@ -143,6 +152,8 @@ export function buildChatCompletion(fields: {
   model: string;
   output: readonly ModelOutputItem[];
   usage: ModelUsage;
+  /** Why the answer stopped short (ModelResult.incomplete). */
+  incomplete?: IncompleteReason | undefined;
   /** The request's `service_tier`, echoed (advisory). */
   serviceTier?: ChatCompletion['service_tier'];
   tailgate?: Record<string, unknown>;
@@ -163,7 +174,7 @@ export function buildChatCompletion(fields: {
           refusal: null,
           ...(calls.length > 0 ? { tool_calls: calls } : {}),
         },
-        finish_reason: calls.length > 0 ? 'tool_calls' : 'stop',
+        finish_reason: finishReason(calls.length, fields.incomplete),
         logprobs: null,
       },
     ],
@@ -252,8 +263,8 @@ export class ChatChunkWriter {
   }
 
   /** The finishing chunk, then (with include_usage) the usage chunk, which also carries `tailgate`. */
-  done(usage: ModelUsage, tailgate?: Record<string, unknown>): void {
-    this.#chunk({}, this.#calls > 0 ? 'tool_calls' : 'stop');
+  done(usage: ModelUsage, incomplete: IncompleteReason | undefined, tailgate?: Record<string, unknown>): void {
+    this.#chunk({}, finishReason(this.#calls, incomplete));
     if (this.#includeUsage)
       this.#send({
         ...this.#base,

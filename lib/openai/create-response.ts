@@ -76,7 +76,8 @@ function storedResponse(
   return buildResponse({
     ...context.fields,
     id: responseId(refOf(context, response.turn, firstSeq, scope)),
-    status: 'completed',
+    status: response.incomplete ? 'incomplete' : 'completed',
+    ...(response.incomplete ? { incomplete: response.incomplete } : {}),
     output: [
       ...response.output.map((item) => outputItem(item, itemId(item.type, context.session.id, item.seq))),
       ...compacted,

@@ -12,7 +12,7 @@ import type {
 import { SUMMARY_HEADER } from '../compaction/summary-transcript.ts';
 import { InvalidRequestError } from '../errors.ts';
 import type { ClientItem, StoredItem } from '../items.ts';
-import type { ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { IncompleteReason, ModelOutputItem, ModelUsage } from '../models/model.ts';
 
 /**
  * Pure mapping between OpenAI's Responses API shapes (the `openai` package's types) and
@@ -189,6 +189,8 @@ export interface ResponseFields {
   /** Created with `background: true` (lib/openai/background-response.ts). */
   background?: boolean;
   error?: { code: string; message: string };
+  /** Why an `incomplete` response stopped short. */
+  incomplete?: IncompleteReason;
   /** tailgate's own account of the turn (session, turn, notices, context counts). */
   tailgate?: Record<string, unknown>;
 }
@@ -227,7 +229,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     error: fields.error
       ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message }
       : null,
-    incomplete_details: null,
+    incomplete_details: fields.incomplete ? { reason: fields.incomplete } : null,
     instructions: fields.instructions,
     model: fields.model,
     output: fields.output,
@@ -380,8 +382,10 @@ export class ResponseEventWriter {
     this.#index += 1;
   }
 
+  /** response.completed, or response.incomplete for an answer that stopped short. */
   completed(response: TailgateResponse): void {
-    this.#emit({ type: 'response.completed', response });
+    if (response.status === 'incomplete') this.#emit({ type: 'response.incomplete', response });
+    else this.#emit({ type: 'response.completed', response });
   }
 
   failed(response: TailgateResponse): void {

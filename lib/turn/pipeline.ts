@@ -255,7 +255,14 @@ async function turnSteps(
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
-  const response: TurnResponse = { session_id: sessionId, turn: turn.turn, output, usage, context };
+  const response: TurnResponse = {
+    session_id: sessionId,
+    turn: turn.turn,
+    output,
+    usage,
+    context,
+    ...(result.incomplete ? { incomplete: result.incomplete } : {}),
+  };
   const receipt = { ...(await prompt.receipt(notices.delivered)), usage };
   const outcome: TurnOutcome = {
     status: 'completed',

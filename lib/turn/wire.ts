@@ -131,6 +131,14 @@ export const turnResponseSchema = z
     output: z.array(outputItemSchema),
     usage: turnUsageSchema,
     context: turnContextSchema,
+    incomplete: z
+      .enum(['max_output_tokens', 'content_filter'])
+      .optional()
+      .meta({
+        description:
+          'Present when the answer stopped short: at its output token limit (max_output_tokens) or at ' +
+          "the provider's content filter.",
+      }),
   })
   .meta({ id: 'TurnResponse' });
 

@@ -1,0 +1,92 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { startTailgate, TOKEN } from './server.ts';
+
+// An OpenAI model on a loopback fake provider whose answers stop at their token limit
+// (finish_reason "length"), streamed (the recorded stream, its finish reason changed) or not.
+let provider: FakeProvider;
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+
+const truncated = {
+  id: 'chatcmpl-1',
+  object: 'chat.completion',
+  created: 1,
+  model: 'gpt-4o-mini',
+  choices: [
+    {
+      index: 0,
+      message: { role: 'assistant', refusal: null, content: 'The answer is' },
+      logprobs: null,
+      finish_reason: 'length',
+    },
+  ],
+  usage: { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 },
+};
+
+beforeAll(async () => {
+  const streamed = fixture('openai-chat-text.sse').replace('"finish_reason":"stop"', '"finish_reason":"length"');
+  provider = await startFakeProvider((request) => (request.body.stream ? { sse: streamed } : { json: truncated }));
+  tailgate = await startTailgate({
+    OPENAI_API_KEY: 'test-key',
+    OPENAI_BASE_URL: provider.baseURL,
+    MODEL_MAX_RETRIES: '0',
+    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
+  });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+afterAll(async () => {
+  await tailgate.close();
+  await provider.close();
+});
+
+describe('an answer cut at its token limit says so', () => {
+  it('chat completions: finish_reason "length", streamed or not', async () => {
+    const answer = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      max_completion_tokens: 3,
+      messages: [{ role: 'user', content: 'question' }],
+    });
+    expect(answer.choices[0]!.message.content).toBe('The answer is');
+    expect(answer.choices[0]!.finish_reason).toBe('length');
+    const chunks = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      stream: true,
+      messages: [{ role: 'user', content: 'question' }],
+    });
+    const reasons: unknown[] = [];
+    for await (const chunk of chunks) reasons.push(...chunk.choices.map((choice) => choice.finish_reason));
+    expect(reasons.filter((reason) => reason !== null)).toEqual(['length']);
+  });
+
+  it.each([true, false])('responses: incomplete, reason max_output_tokens (store %s)', async (store) => {
+    const response = await client.responses.create({ model: 'gpt-4o-mini', max_output_tokens: 16, input: 'q', store });
+    expect(response.output_text).toBe('The answer is');
+    expect(response.status).toBe('incomplete');
+    expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    if (store) expect((await client.responses.retrieve(response.id)).status).toBe('incomplete');
+    const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'q', store });
+    const types: string[] = [];
+    for await (const event of stream) types.push(event.type);
+    expect(types.at(-1)).toBe('response.incomplete');
+    expect(types).not.toContain('response.completed');
+  });
+
+  it("the native turn's response says incomplete: max_output_tokens", async () => {
+    const native = (path: string, body: unknown) =>
+      fetch(`${tailgate.baseURL.replace(/\/v1$/, '')}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    const created = await native('/v1/sessions', { model: 'openai:gpt-4o-mini' });
+    const session = (await created.json()) as { id: string };
+    expect(created.status, JSON.stringify(session)).toBe(201);
+    const { id } = session;
+    const turn = await native(`/v1/sessions/${id}/turns`, { input: 'question' });
+    const body = (await turn.json()) as { incomplete?: string };
+    expect(turn.status, JSON.stringify(body)).toBe(200);
+    expect(body.incomplete).toBe('max_output_tokens');
+  });
+});

@@ -1,35 +1,17 @@
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { startTailgate, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { clientOnFakeOpenAI } from './server.ts';
 
 // An OpenAI model on a loopback fake provider that streams its answer over about 2.4 s (its
 // 7 events 400 ms apart), so a response ends in a later second than it began.
-let provider: FakeProvider;
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  provider = await startFakeProvider(() => ({ sse: fixture('openai-chat-text.sse'), gapMs: 400 }));
-  tailgate = await startTailgate({
-    OPENAI_API_KEY: 'test-key',
-    OPENAI_BASE_URL: provider.baseURL,
-    MODEL_MAX_RETRIES: '0',
-    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
-  });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(async () => {
-  await tailgate.close();
-  await provider.close();
-});
+const world = clientOnFakeOpenAI(() => ({ sse: fixture('openai-chat-text.sse'), gapMs: 400 }));
 
 describe("a response's created_at is when its request came", () => {
   it.each([true, false])(
     'one created_at from response.created to response.completed and retrieve (store %s)',
     async (store) => {
       const asked = Math.floor(Date.now() / 1000);
-      const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'slow answer', store });
+      const stream = world.client.responses.stream({ model: 'gpt-4o-mini', input: 'slow answer', store });
       const events: any[] = [];
       for await (const event of stream) events.push(event);
       const created = events.find((event) => event.type === 'response.created').response;
@@ -39,7 +21,7 @@ describe("a response's created_at is when its request came", () => {
       expect(created.created_at - asked).toBeGreaterThanOrEqual(0);
       expect(created.created_at - asked).toBeLessThanOrEqual(1);
       expect(completed.created_at).toBe(created.created_at);
-      if (store) expect((await client.responses.retrieve(completed.id)).created_at).toBe(created.created_at);
+      if (store) expect((await world.client.responses.retrieve(completed.id)).created_at).toBe(created.created_at);
     },
   );
 });

@@ -1,14 +1,9 @@
-import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { startTailgate, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { clientOnFakeOpenAI, TOKEN } from './server.ts';
 
 // An OpenAI model on a loopback fake provider whose answers stop at their token limit
 // (finish_reason "length"), streamed (the recorded stream, its finish reason changed) or not.
-let provider: FakeProvider;
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
 const truncated = {
   id: 'chatcmpl-1',
   object: 'chat.completion',
@@ -25,32 +20,19 @@ const truncated = {
   usage: { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 },
 };
 
-beforeAll(async () => {
-  const streamed = fixture('openai-chat-text.sse').replace('"finish_reason":"stop"', '"finish_reason":"length"');
-  provider = await startFakeProvider((request) => (request.body.stream ? { sse: streamed } : { json: truncated }));
-  tailgate = await startTailgate({
-    OPENAI_API_KEY: 'test-key',
-    OPENAI_BASE_URL: provider.baseURL,
-    MODEL_MAX_RETRIES: '0',
-    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
-  });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(async () => {
-  await tailgate.close();
-  await provider.close();
-});
+const streamed = fixture('openai-chat-text.sse').replace('"finish_reason":"stop"', '"finish_reason":"length"');
+const world = clientOnFakeOpenAI((request) => (request.body.stream ? { sse: streamed } : { json: truncated }));
 
 describe('an answer cut at its token limit says so', () => {
   it('chat completions: finish_reason "length", streamed or not', async () => {
-    const answer = await client.chat.completions.create({
+    const answer = await world.client.chat.completions.create({
       model: 'gpt-4o-mini',
       max_completion_tokens: 3,
       messages: [{ role: 'user', content: 'question' }],
     });
     expect(answer.choices[0]!.message.content).toBe('The answer is');
     expect(answer.choices[0]!.finish_reason).toBe('length');
-    const chunks = await client.chat.completions.create({
+    const chunks = await world.client.chat.completions.create({
       model: 'gpt-4o-mini',
       stream: true,
       messages: [{ role: 'user', content: 'question' }],
@@ -61,12 +43,17 @@ describe('an answer cut at its token limit says so', () => {
   });
 
   it.each([true, false])('responses: incomplete, reason max_output_tokens (store %s)', async (store) => {
-    const response = await client.responses.create({ model: 'gpt-4o-mini', max_output_tokens: 16, input: 'q', store });
+    const response = await world.client.responses.create({
+      model: 'gpt-4o-mini',
+      max_output_tokens: 16,
+      input: 'q',
+      store,
+    });
     expect(response.output_text).toBe('The answer is');
     expect(response.status).toBe('incomplete');
     expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
-    if (store) expect((await client.responses.retrieve(response.id)).status).toBe('incomplete');
-    const stream = client.responses.stream({ model: 'gpt-4o-mini', input: 'q', store });
+    if (store) expect((await world.client.responses.retrieve(response.id)).status).toBe('incomplete');
+    const stream = world.client.responses.stream({ model: 'gpt-4o-mini', input: 'q', store });
     const types: string[] = [];
     for await (const event of stream) types.push(event.type);
     expect(types.at(-1)).toBe('response.incomplete');
@@ -75,7 +62,7 @@ describe('an answer cut at its token limit says so', () => {
 
   it("the native turn's response says incomplete: max_output_tokens", async () => {
     const native = (path: string, body: unknown) =>
-      fetch(`${tailgate.baseURL.replace(/\/v1$/, '')}${path}`, {
+      fetch(`${world.tailgate.baseURL.replace(/\/v1$/, '')}${path}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),

@@ -1,10 +1,9 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, tool } from 'ai';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { startTailgate, TOKEN } from './server.ts';
+import { clientOnFakeOpenAI, TOKEN } from './server.ts';
 
 /**
  * `item_reference` input items: the AI SDK (`store: true`, its default) sends a stored
@@ -14,10 +13,6 @@ import { startTailgate, TOKEN } from './server.ts';
 
 // An OpenAI model on a loopback fake provider: with tools offered and the user last, a preamble
 // and a tool call (as Claude often answers); else text.
-let provider: FakeProvider;
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
 function completion(message: Record<string, unknown>, finish: string) {
   return {
     id: 'chatcmpl-1',
@@ -31,33 +26,20 @@ function completion(message: Record<string, unknown>, finish: string) {
   };
 }
 
-beforeAll(async () => {
-  provider = await startFakeProvider((request) => {
-    const { messages, tools } = request.body;
-    if (messages.at(-1).role === 'user' && tools?.length) {
-      const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
-      return { json: completion({ content: 'Let me check.', tool_calls: [call] }, 'tool_calls') };
-    }
-    return { json: completion({ content: 'It is sunny.' }, 'stop') };
-  });
-  tailgate = await startTailgate({
-    OPENAI_API_KEY: 'test-key',
-    OPENAI_BASE_URL: provider.baseURL,
-    MODEL_MAX_RETRIES: '0',
-    MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
-  });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(async () => {
-  await tailgate.close();
-  await provider.close();
+const world = clientOnFakeOpenAI((request) => {
+  const { messages, tools } = request.body;
+  if (messages.at(-1).role === 'user' && tools?.length) {
+    const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } };
+    return { json: completion({ content: 'Let me check.', tool_calls: [call] }, 'tool_calls') };
+  }
+  return { json: completion({ content: 'It is sunny.' }, 'stop') };
 });
 
 const conversationOf = (responseId: string) => /^resp_(conv_[0-9a-f]{24})_/.exec(responseId)![1];
 
 describe('item_reference input items', () => {
   it('a second generateText with the first answer in its messages continues the conversation', async () => {
-    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
     const first = await generateText({ model: openai('echo'), prompt: 'hello' });
     expect(first.text).toBe('echo: hello');
     const second = await generateText({
@@ -69,7 +51,7 @@ describe('item_reference input items', () => {
   });
 
   it("the AI SDK's tool loop runs when the model says something before its tool call", async () => {
-    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
     const result = await generateText({
       model: openai('gpt-4o-mini'),
       prompt: 'weather in Paris?',
@@ -80,16 +62,16 @@ describe('item_reference input items', () => {
     expect(result.text).toBe('It is sunny.');
     expect(conversationOf(result.steps[1]!.response.id)).toBe(conversationOf(result.steps[0]!.response.id));
     // The second step's prompt held the preamble, the call and its output, as the model made them.
-    const sent = JSON.stringify(provider.requests.at(-1)!.body.messages);
+    const sent = JSON.stringify(world.provider.requests.at(-1)!.body.messages);
     expect(sent).toContain('Let me check.');
     expect(sent).toContain('18C');
   });
 
   it('a reference to no stored item is a 404 naming it', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'hi' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'hi' });
     const stored = first.output[0]!.id!;
     const unknown = stored.replace(/_\d+$/, '_99');
-    const error = await client.responses
+    const error = await world.client.responses
       .create({
         model: 'echo',
         input: [
@@ -101,7 +83,7 @@ describe('item_reference input items', () => {
       .catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);
     expect(error).toMatchObject({ param: 'input[1].id' });
-    const garbled = await client.responses
+    const garbled = await world.client.responses
       .create({ model: 'echo', input: [{ type: 'item_reference', id: 'msg_nothing' }] })
       .catch((caught: unknown) => caught);
     expect(garbled).toBeInstanceOf(OpenAI.NotFoundError);

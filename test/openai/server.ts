@@ -5,6 +5,12 @@ import { afterAll, beforeAll } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from '../http/http-suite.ts';
+import {
+  startFakeProvider,
+  type FakeProvider,
+  type FakeReply,
+  type RecordedRequest,
+} from '../support/fake-providers/fake-provider-server.ts';
 
 export const TOKEN = 'openai-facade-token';
 
@@ -63,4 +69,27 @@ export async function sessionKeys(store: MemoryStore): Promise<string[]> {
     if (again.join('\n') === keys.join('\n')) return again;
     keys = again;
   }
+}
+
+/**
+ * The app before an OpenAI model (`gpt-4o-mini`, openai:gpt-4o-mini) that a loopback fake
+ * provider serves with `reply`, as clientOnTailgate: `world.provider` records its requests.
+ */
+export function clientOnFakeOpenAI(reply: (request: RecordedRequest) => FakeReply) {
+  const world = {} as { provider: FakeProvider; tailgate: Awaited<ReturnType<typeof startTailgate>>; client: OpenAI };
+  beforeAll(async () => {
+    world.provider = await startFakeProvider(reply);
+    world.tailgate = await startTailgate({
+      OPENAI_API_KEY: 'test-key',
+      OPENAI_BASE_URL: world.provider.baseURL,
+      MODEL_MAX_RETRIES: '0',
+      MODEL_ALIASES: 'gpt-4o-mini=openai:gpt-4o-mini',
+    });
+    world.client = new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await world.tailgate.close();
+    await world.provider.close();
+  });
+  return world;
 }

@@ -17,9 +17,11 @@ import { gzipSync } from 'node:zlib';
  * usage ledger and the facade's compliance brought the bundle to about 301 KiB, then to 360
  * when OpenTelemetry tracing (about 17 KiB: the SDK's span processor and the OTLP/HTTP
  * exporter), webhooks, background responses, forks at packed points and the import check's
- * splits brought it to about 339 KiB.
+ * splits brought it to about 339 KiB, then to 380 when item references, the provider wire rules
+ * (call ids, late outputs, blank messages), incomplete answers and the queue consumer's checks
+ * brought it to about 360 KiB.
  */
-export const BUDGET_KIB = 360;
+export const BUDGET_KIB = 380;
 
 const args = process.argv.slice(2);
 const budgetArgument = args.find((argument) => argument.startsWith('--budget-kib='));

@@ -194,6 +194,8 @@ export const toolSchema = z
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
     description: z.string().max(4096).optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
+    /** Calls must match `parameters` exactly (the provider's strict mode, where it has one). */
+    strict: z.boolean().optional(),
   })
   .strict();
 export type Tool = z.infer<typeof toolSchema>;

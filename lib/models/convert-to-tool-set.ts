@@ -22,6 +22,7 @@ export function convertToToolSet(tools: Tool[], lastToolOptions?: ProviderOption
     toolSet[offered.name] = tool({
       ...(offered.description !== undefined ? { description: offered.description } : {}),
       inputSchema: jsonSchema(offered.parameters ?? EMPTY_PARAMETERS),
+      ...(offered.strict !== undefined ? { strict: offered.strict } : {}),
     });
   }
   // The SDK sends the tools in Object.entries order (a repeated name keeps its first position).

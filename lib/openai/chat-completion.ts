@@ -31,6 +31,7 @@ function toTools(tools: ChatCompletionCreateBody['tools']): Tool[] {
     name: tool.name,
     ...(tool.description ? { description: tool.description } : {}),
     ...(tool.parameters ? { parameters: tool.parameters } : {}),
+    ...(tool.strict ? { strict: true } : {}),
   }));
 }
 

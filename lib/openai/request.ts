@@ -36,6 +36,7 @@ function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
     name: tool.name,
     ...(tool.description ? { description: tool.description } : {}),
     ...(tool.parameters ? { parameters: tool.parameters } : {}),
+    ...(tool.strict ? { strict: true } : {}),
   }));
 }
 

@@ -73,7 +73,7 @@ export function openaiTools(tools: readonly Tool[]): OpenAITool[] {
     name: tool.name,
     description: tool.description ?? null,
     parameters: tool.parameters ?? null,
-    strict: false,
+    strict: tool.strict ?? false,
   }));
 }
 

@@ -82,6 +82,15 @@ export async function createChatCompletion(
   facade.checkItems(items);
   if (items.length === 0)
     throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
+  const choice = body.tool_choice;
+  // A stateless call offers only the request's tools: a named choice must be one of them (as a response's).
+  if (typeof choice === 'object' && !body.tools?.some((tool) => tool.function.name === choice.function.name))
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      `tool_choice names ${choice.function.name}, which is not in tools`,
+      'tool_choice',
+    );
   const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
   const notices = sessionId !== null ? await consumeNotices(facade, sessionId, strategies) : [];

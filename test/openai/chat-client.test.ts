@@ -225,6 +225,19 @@ describe('the official openai client: chat completions', () => {
       .create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] })
       .catch((error: unknown) => error);
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
+    const lookup = { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } };
+    const choice = { type: 'function' as const, function: { name: 'search' } };
+    for (const tools of [[lookup], undefined]) {
+      const unknown = await client.chat.completions
+        .create({
+          model: 'echo',
+          messages: [{ role: 'user', content: 'x' }],
+          ...(tools ? { tools } : {}),
+          tool_choice: choice,
+        })
+        .catch((error: unknown) => error);
+      expect(unknown).toMatchObject({ status: 400, param: 'tool_choice' });
+    }
   });
 });
 

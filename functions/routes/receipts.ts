@@ -45,6 +45,10 @@ const turnSummarySchema = z
       .meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
     usage: turnUsageSchema.nullable(),
+    incomplete: z
+      .enum(['max_output_tokens', 'content_filter'])
+      .optional()
+      .meta({ description: "Present when the answer stopped short (the turn response's `incomplete`)." }),
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }).nullable(),
     input: seqRangeSchema.nullable(),
     output: seqRangeSchema.nullable(),

@@ -1,3 +1,4 @@
+import type { IncompleteReason } from '../models/model.ts';
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotFoundError, TurnNotOpenError } from '../errors.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
@@ -88,7 +89,12 @@ export async function createBackgroundResponse(
 function endedResponse(
   kept: TailgateResponse,
   status: TailgateResponse['status'],
-  ended: { output?: ResponseOutputItem[]; usage?: TailgateResponse['usage']; error?: TailgateResponse['error'] },
+  ended: {
+    output?: ResponseOutputItem[];
+    usage?: TailgateResponse['usage'];
+    error?: TailgateResponse['error'];
+    incomplete?: IncompleteReason | undefined;
+  },
   tailgate: Record<string, unknown>,
 ): TailgateResponse {
   const output = ended.output ?? [];
@@ -101,6 +107,7 @@ function endedResponse(
     output_text: outputText(output),
     usage: ended.usage ?? null,
     error: ended.error ?? null,
+    incomplete_details: ended.incomplete ? { reason: ended.incomplete } : null,
     tailgate: { ...kept.tailgate, ...tailgate },
   } as TailgateResponse;
 }
@@ -121,8 +128,9 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
   const compacted = await compactionOutput(facade, turn);
   return endedResponse(
     kept,
-    'completed',
+    summary.incomplete ? 'incomplete' : 'completed',
     {
+      incomplete: summary.incomplete,
       output: [
         ...output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
         ...compacted,
@@ -209,7 +217,7 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
       writer.completed(completedResponse(kept, ref, last.data, compacted));
     } else {
       const ended = await settled(facade, kept, ref);
-      if (ended.status === 'completed') writer.completed(ended);
+      if (ended.status === 'completed' || ended.status === 'incomplete') writer.completed(ended);
       else writer.failed(ended);
     }
   };
@@ -233,8 +241,8 @@ function completedResponse(
   const output = turn.output.map((item) => outputItem(item, itemId(item.type, ref.sessionId, item.seq)));
   return endedResponse(
     kept,
-    'completed',
-    { output: [...output, ...compacted], usage: usageOf(turn.usage) },
+    turn.incomplete ? 'incomplete' : 'completed',
+    { output: [...output, ...compacted], usage: usageOf(turn.usage), incomplete: turn.incomplete },
     { context: turn.context },
   );
 }

@@ -263,7 +263,11 @@ async function turnSteps(
     context,
     ...(result.incomplete ? { incomplete: result.incomplete } : {}),
   };
-  const receipt = { ...(await prompt.receipt(notices.delivered)), usage };
+  const receipt = {
+    ...(await prompt.receipt(notices.delivered)),
+    usage,
+    ...(result.incomplete ? { incomplete: result.incomplete } : {}),
+  };
   const outcome: TurnOutcome = {
     status: 'completed',
     output: result.output,

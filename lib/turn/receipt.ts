@@ -1,3 +1,4 @@
+import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { TailgateError } from '../errors.ts';
 import type { PromptItem, Tool } from '../items.ts';
@@ -45,6 +46,8 @@ export interface TurnReceipt {
    * images only as bytes (Workers AI).
    */
   media_as_text?: number;
+  /** Why the answer stopped short (the turn response's `incomplete`). */
+  incomplete?: IncompleteReason;
 }
 
 /** The seq ranges of a receipt: what of the history the prompt held whole, compacted, or not at all. */

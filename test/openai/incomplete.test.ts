@@ -76,4 +76,19 @@ describe('an answer cut at its token limit says so', () => {
     expect(turn.status, JSON.stringify(body)).toBe(200);
     expect(body.incomplete).toBe('max_output_tokens');
   });
+
+  it("a background response ends incomplete, and its turn's detail says why", async () => {
+    const created = await world.client.responses.create({ model: 'gpt-4o-mini', input: 'q', background: true });
+    let response = created;
+    for (let polls = 0; polls < 400 && ['queued', 'in_progress'].includes(response.status!); polls++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      response = await world.client.responses.retrieve(created.id);
+    }
+    expect(response.status).toBe('incomplete');
+    expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    const detail = await fetch(`${world.tailgate.baseURL}/sessions/${response.conversation!.id}/turns/1`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(((await detail.json()) as { incomplete?: string }).incomplete).toBe('max_output_tokens');
+  });
 });

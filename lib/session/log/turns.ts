@@ -45,6 +45,8 @@ export interface TurnSummary {
   context: Record<string, unknown> | null;
   notices: { name: string; stored_as: string; posted_at: string }[];
   usage: TurnUsage | null;
+  /** Why the answer stopped short (present only then). */
+  incomplete?: 'max_output_tokens' | 'content_filter';
   error: { code: string; message: string; details?: unknown } | null;
   input: { first_seq: number; last_seq: number } | null;
   output: { first_seq: number; last_seq: number } | null;
@@ -106,6 +108,7 @@ const receiptSchema = z
     usage: storedTurnUsageSchema.optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     media_as_text: z.number().int().nonnegative().optional(),
+    incomplete: z.enum(['max_output_tokens', 'content_filter']).optional(),
     prompt: z
       .union([
         z.object({
@@ -295,6 +298,7 @@ function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSu
     context: receipt.context ?? null,
     notices: receipt.notices ?? [],
     usage: receipt.usage ?? null,
+    ...(receipt.incomplete ? { incomplete: receipt.incomplete } : {}),
     error,
   };
 }

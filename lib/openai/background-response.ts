@@ -196,7 +196,7 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
     onCancel: () => stop.abort(),
   });
   const { writer } = stream;
-  writer.started({ ...kept, status: 'in_progress' });
+  writer.started(kept);
   const follow = async () => {
     let last: TurnEvent | undefined;
     try {

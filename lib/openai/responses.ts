@@ -288,9 +288,10 @@ export class ResponseEventWriter {
     this.#send({ ...event, sequence_number: this.#sequence++ } as ResponseStreamEvent);
   }
 
+  /** response.created (a background response's `queued`), then response.in_progress. */
   started(response: TailgateResponse): void {
     this.#emit({ type: 'response.created', response });
-    this.#emit({ type: 'response.in_progress', response });
+    this.#emit({ type: 'response.in_progress', response: { ...response, status: 'in_progress' } });
   }
 
   #openMessage(): { id: string; text: string } {

@@ -143,7 +143,12 @@ describe('the official openai client: background responses', () => {
       first.push(event);
       if (first.length === 4) break;
     }
-    expect(first[0]).toMatchObject({ type: 'response.created', sequence_number: 0, response: { background: true } });
+    expect(first[0]).toMatchObject({
+      type: 'response.created',
+      sequence_number: 0,
+      response: { background: true, status: 'queued' },
+    });
+    expect(first[1]).toMatchObject({ type: 'response.in_progress', response: { status: 'in_progress' } });
     const id = first[0]!.type === 'response.created' ? first[0]!.response.id : '';
     const ended = await settledResponse(id);
     expect(ended.status).toBe('completed');

@@ -258,7 +258,7 @@ async function streamStoredTurn(
 async function withdrawFailed(
   facade: Facade,
   sessionId: string,
-  failed: { turn: number; seq: number; generation: string },
+  failed: { turn: number; seq: number; generation: string | undefined },
 ): Promise<void> {
   await deleteNewestTurn(facade.services, sessionId, failed.turn, {
     names: { seq: failed.seq, generation: failed.generation },

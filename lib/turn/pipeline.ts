@@ -1,3 +1,4 @@
+import { idGeneration } from '../session/log/rewind.ts';
 import { contentText } from '../content.ts';
 import {
   LEASE_EXPIRED,
@@ -187,7 +188,7 @@ async function attemptTurn(
     return await closeFailed(services, sessionId, attempt, cause).finally(() => {
       const { turn, input, scope } = attempt.turn;
       if (attempt.closedFailed && input[0])
-        options.onFailed?.({ turn, seq: input[0].seq, generation: scope.generation });
+        options.onFailed?.({ turn, seq: input[0].seq, generation: idGeneration(scope, input[0].seq) });
     });
   } finally {
     seen.turn = attempt.turn.turn;

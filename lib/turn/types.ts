@@ -26,10 +26,11 @@ export interface TurnOptions {
    */
   background?: { turn: number; writer: string };
   /**
-   * Told the turn, the seq of its first input item and its generation once its failed
+   * Told the turn, the seq of its first input item and the generation its ids name there
+   * (idGeneration: undefined in a session stored before they named one) once its failed
    * completion landed (the facade takes such a turn out again: lib/openai/create-response.ts).
    */
-  onFailed?: (failed: { turn: number; seq: number; generation: string }) => void;
+  onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
 }
 
 /** What a runner needs to take a claimed background turn over (the queue message). */

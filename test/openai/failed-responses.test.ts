@@ -54,4 +54,37 @@ describe('a failed response leaves nothing in its conversation', () => {
     const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
     expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
   });
+
+  it('a conversation survives more failed responses than a fork chain may be deep (8)', async () => {
+    // The official client's defaults: 2 retries of a 5xx, so 3 failed requests are 9 failed turns.
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const conversation = await client.conversations.create({});
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'hi' });
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const failed = await client.responses
+        .create({ model: 'unreachable', conversation: conversation.id, input: 'next' })
+        .catch((error: unknown) => error);
+      expect(failed).toBeInstanceOf(OpenAI.InternalServerError);
+    }
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'next' });
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
+  });
+
+  it('is taken out in a conversation stored before configs named the generations of its ids', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const conversation = await client.conversations.create({});
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'hi' });
+    // The config as such a session has it: no `rewound`.
+    const key = `sessions/${conversation.id}/session.json`;
+    const stored = await tailgate.store.get(key);
+    const { rewound: _, ...config } = JSON.parse(new TextDecoder().decode(stored!.body));
+    await tailgate.store.put(key, JSON.stringify(config), { contentType: 'application/json' });
+    await client.responses
+      .create({ model: 'unreachable', conversation: conversation.id, input: 'next' })
+      .catch(() => undefined);
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'next' });
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
+  });
 });

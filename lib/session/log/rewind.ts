@@ -4,6 +4,7 @@ import type { DoneRecord, LogRecord, SessionConfig } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
+import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
 import {
@@ -167,11 +168,17 @@ async function moveBack(
   previous: Point | null,
   started: number,
 ): Promise<SessionRecord | null> {
-  const chain = previous ? forkChain(head.scope, previous.record.record, countsOf(previous).items) : [];
+  const point = forkPoint(head, previous);
+  const chain = point ? forkChain(head.scope, point.record, point.counts.items) : [];
+  if (chain.length > MAX_FORK_DEPTH)
+    throw new DeleteRefusedError(
+      `the session would read ${chain.length} generations' histories, past the ${MAX_FORK_DEPTH} a config names`,
+      { id: head.config.id },
+    );
   const generation = newGeneration(log.clock());
   const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
   const markers = forkMarkers(log, chain, head.config.id, generation);
-  const first = carried(forkRecord(stateAt(previous), new Date(started).toISOString()), head);
+  const first = carried(forkRecord(point, new Date(started).toISOString()), head);
   let config: SessionConfig = head.config;
   let written = false;
   try {
@@ -230,6 +237,21 @@ function carried(record: LogRecord, head: Head): LogRecord {
 /** The state a record closes with, for the fork record that continues from it. */
 function stateAt(point: Point | null): RecordState | null {
   return point && stateOf(point.record, point.done);
+}
+
+/**
+ * Where the new generation forks: at `previous`, or, when that is the current generation's own
+ * first record (a fork record: no items, numbered right after the ancestor's point), at the
+ * point that generation forked from. So a session whose newest turn is taken out again and
+ * again (a failed response each time) keeps its ancestry as deep as it was, not one level
+ * deeper a delete, past what a config may name (MAX_FORK_DEPTH).
+ */
+function forkPoint(head: Head, previous: Point | null): RecordState | null {
+  const state = stateAt(previous);
+  const forkedAt = head.scope.ancestors?.[0];
+  const own =
+    previous && forkedAt && previous.record.record === forkedAt.record + 1 && previous.record.items.length === 0;
+  return state && own ? { ...state, record: forkedAt.record } : state;
 }
 
 /** Whether a closed turn's stored response says its model call delivered notices. */

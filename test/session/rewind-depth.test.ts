@@ -1,0 +1,26 @@
+import { describe, expect, it } from 'vitest';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { turnOf } from './rewind-simulation-suite.ts';
+
+describe('SessionLog.deleteTurn, again and again', () => {
+  it('keeps the ancestry as deep when the newest turn goes more times than a config may name forks', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { packMinRecords: 2, keepRecords: 1 });
+    await log.create({ id: 's' });
+    await turnOf(log, 's', 'one');
+    for (let n = 1; n <= 12; n++) {
+      await turnOf(log, 's', `try ${n}`);
+      await log.deleteTurn('s', 2);
+      await expect(log.get('s'), `after delete ${n}`).resolves.toMatchObject({ counts: { turns: 1 } });
+      const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 's')))!.body));
+      expect(config.fork_of, `after delete ${n}`).toHaveLength(1);
+    }
+    // The history reads as it was before the first delete.
+    const items = await log.listItems('s', { limit: 10 });
+    expect(items.items.map((item) => item.seq)).toEqual([2, 1]);
+    await turnOf(log, 's', 'two');
+    await expect(log.get('s')).resolves.toMatchObject({ counts: { turns: 2 } });
+  });
+});

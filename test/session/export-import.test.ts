@@ -628,6 +628,27 @@ describe('session export and import: what a session carries besides its items', 
     expect(await exportText(copy.transfer, 'copy')).toBe(text.replace('"id":"spent"', '"id":"copy"'));
   });
 
+  it('keeps the usage totals of a session with no items (its only turn deleted)', async () => {
+    const { services, transfer } = turns(
+      new MemoryStore(),
+      reply([{ type: 'message', role: 'assistant', content: 'ok' }]),
+    );
+    await services.sessions.create({ id: 'spent', budget: { max_turns: 1 } });
+    await runTurn(services, 'spent', { input: 'hello' });
+    await services.settle();
+    await services.sessions.deleteTurn('spent', 1);
+    await services.settle();
+    const text = await exportText(transfer, 'spent');
+    expect(JSON.parse(text.split('\n')[0]!)).toMatchObject({ budget: { max_turns: 1 }, ledger: { turns: 1 } });
+    const copy = turns(new MemoryStore(), reply([]));
+    await importText(copy.transfer, text.replace('"id":"spent"', '"id":"copy"'));
+    expect((await copy.services.sessions.get('copy')).usage.turns).toBe(1);
+    await expect(runTurn(copy.services, 'copy', { input: 'again' })).rejects.toMatchObject({
+      code: 'budget_exhausted',
+    });
+    expect(await exportText(copy.transfer, 'copy')).toBe(text.replace('"id":"spent"', '"id":"copy"'));
+  });
+
   it('imports what it exported when a model reused the call_id of a call still open', async () => {
     // A provider numbering its calls per response (call_0, ...): the first turn's call was never answered.
     const call: ModelOutputItem = { type: 'function_call', call_id: 'call_0', name: 'read', arguments: '{}' };

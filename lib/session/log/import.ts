@@ -341,7 +341,8 @@ async function writeChunks(
       chunkBytes += size;
     }
   }
-  if (seq > 0) await flush(true);
+  // A session of no items may still have counted turns (its only turn deleted): its record carries the usage.
+  if (seq > 0 || options.header.ledger) await flush(true);
   return notices;
 }
 

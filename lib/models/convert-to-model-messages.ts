@@ -191,7 +191,7 @@ export function convertToModelMessages(
  * opening the next message). A later output goes as user text and its call gets MISSING_OUTPUT_TEXT,
  * which also keeps the prompt's prefix unchanged once the output comes.
  */
-function adjacentAnswers(items: readonly PromptItem[]): Map<number, number> {
+export function adjacentAnswers(items: readonly PromptItem[]): Map<number, number> {
   const answers = answeredCalls(items);
   const adjacent = new Map<number, number>();
   let calls = new Set<number>();

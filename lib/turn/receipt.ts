@@ -1,3 +1,4 @@
+import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { TailgateError } from '../errors.ts';
@@ -55,15 +56,17 @@ export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' 
 
 /**
  * The images and files of an item that the model gets as text placeholders: a tool output's
- * where it takes no media in tool results, each file by URL where it takes none, and each image
- * by URL and file where it takes images only as bytes.
+ * sent as a tool result (`toolResult`) where it takes no media there, each file by URL where it
+ * takes none, and each image by URL and file where it takes images only as bytes. A tool output
+ * sent as user text (answered after other items: adjacentAnswers) counts as a user message.
  */
-function mediaSentAsText(model: TurnPlan['model'], item: PromptItem): number {
+function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult: () => boolean): number {
   if (item.type === 'function_call') return 0;
   const content = item.type === 'message' ? item.content : item.output;
   if (typeof content === 'string') return 0;
   const parts = mediaParts(content);
-  if (item.type === 'function_call_output' && !model.toolResultMedia) return parts.length;
+  if (parts.length === 0) return 0;
+  if (item.type === 'function_call_output' && !model.toolResultMedia && toolResult()) return parts.length;
   if (model.imageBytesOnly)
     return parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;
   return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
@@ -81,7 +84,16 @@ export function buildReceipt(
   delivered: DeliveredNotice[],
   context: TurnContext,
 ): TurnReceipt {
-  const mediaAsText = prompt.reduce((total, item) => total + mediaSentAsText(plan.model, item), 0);
+  // Which outputs went as tool results, worked out only for a prompt whose outputs hold media.
+  let toolResults: Map<number, number> | undefined;
+  const toolResult = (index: number) => {
+    toolResults ??= adjacentAnswers(prompt);
+    return toolResults.has(index);
+  };
+  const mediaAsText = prompt.reduce(
+    (total, item, index) => total + mediaSentAsText(plan.model, item, () => toolResult(index)),
+    0,
+  );
   return {
     ...(mediaAsText > 0 ? { media_as_text: mediaAsText } : {}),
     model: plan.model.id,

@@ -23,4 +23,20 @@ describe('SessionLog.deleteTurn, again and again', () => {
     await turnOf(log, 's', 'two');
     await expect(log.get('s')).resolves.toMatchObject({ counts: { turns: 2 } });
   });
+
+  it('keeps it at most one level deep when the only turn goes again and again', async () => {
+    const store = new MemoryStore();
+    const log = new SessionLog(store, { packMinRecords: 2, keepRecords: 1 });
+    await log.create({ id: 'fresh' });
+    for (let n = 1; n <= 12; n++) {
+      await turnOf(log, 'fresh', `try ${n}`);
+      await log.deleteTurn('fresh', 1);
+      await expect(log.get('fresh'), `after delete ${n}`).resolves.toMatchObject({ counts: { turns: 0, items: 0 } });
+      const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', 'fresh')))!.body));
+      expect(config.fork_of?.length ?? 0, `after delete ${n}`).toBeLessThanOrEqual(1);
+    }
+    await turnOf(log, 'fresh', 'kept');
+    const items = await log.listItems('fresh', { limit: 10 });
+    expect(items.items.map((item) => item.seq)).toEqual([2, 1]);
+  });
 });

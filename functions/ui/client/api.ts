@@ -1,5 +1,5 @@
 /** The API calls: the bearer token from sessionStorage in the Authorization header, never in a URL. */
-import { showToken, TOKEN_KEY, Unauthorized } from './view.ts';
+import { ApiError, showToken, TOKEN_KEY, Unauthorized } from './view.ts';
 
 export const PAGE = 30;
 
@@ -28,7 +28,7 @@ export async function api(path: string, init: RequestInit = {}): Promise<any> {
   }
   const text = await response.text();
   const body = text && (response.headers.get('content-type') ?? '').includes('json') ? JSON.parse(text) : text;
-  if (!response.ok) throw new Error(body?.error?.message ?? `HTTP ${response.status}`);
+  if (!response.ok) throw new ApiError(body?.error?.message ?? `HTTP ${response.status}`, response.status);
   return body;
 }
 

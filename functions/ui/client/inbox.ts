@@ -2,11 +2,22 @@
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { preview } from './config.ts';
-import { report, status } from './view.ts';
+import { ApiError, report, status } from './view.ts';
 
+/** The inbox's notices; a token without `inbox:read` (403) sees the inbox say so, not an error. */
 export async function refreshInbox(id: string): Promise<void> {
   const base = sessionPath(id, '/inbox');
-  const [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
+  let pending: any;
+  let delivered: any;
+  try {
+    [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.status === 403)) throw error;
+    const unreadable = el('li', { class: 'muted' }, 'this token cannot read the inbox (inbox:read)');
+    $('inbox-pending').replaceChildren(unreadable);
+    $('inbox-delivered').replaceChildren();
+    return;
+  }
   $('inbox-pending').replaceChildren(
     ...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)),
   );

@@ -8,7 +8,7 @@ import { refreshInbox } from './inbox.ts';
 import { renderForks, renderLineage } from './lineage.ts';
 import { refreshQueue } from './queue.ts';
 import { loadTimeline } from './timeline.ts';
-import { report, show } from './view.ts';
+import { report, show, stopLoaders } from './view.ts';
 
 /** The session id of `#/s/{id}`, or null on the sessions list. */
 export function currentSession(): string | null {
@@ -16,7 +16,9 @@ export function currentSession(): string | null {
   return match ? decodeURIComponent(match[1]!) : null;
 }
 
+/** Opens (or opens again, after a chat turn) the view: whatever the view before left loading stops first. */
 export async function openSession(id: string): Promise<void> {
+  stopLoaders();
   show('session-view');
   $('session-title').textContent = `Session ${id}`;
   const session = await api(sessionPath(id));

@@ -36,10 +36,8 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
   ] as const) {
     const section = el('section', { class: `turn-${label.toLowerCase()}` }, el('h4', {}, label));
     if (range) {
-      const limit = Math.min(100, range.last_seq - range.first_seq + 1);
-      const page = await api(sessionPath(id, `/items?before=${range.last_seq + 1}&limit=${limit}`));
       const items = el('ol', { class: 'items' });
-      for (const item of [...page.items].reverse()) add(items, itemRow(id, item));
+      for (const item of await itemsIn(id, range)) add(items, itemRow(id, item));
       add(section, items);
     } else add(section, el('p', { class: 'muted' }, 'none'));
     add(body, section);
@@ -47,6 +45,19 @@ export async function expandTurn(id: string, turn: any, details: HTMLElement): P
   const seen = el('section', { class: 'turn-seen' }, el('h4', {}, 'What the model saw'));
   add(body, seen);
   await renderSeen(id, turn, detail.receipt, seen);
+}
+
+/** The stored items of a seq range, oldest first: pages of at most 1,000, newest first, until its first seq. */
+async function itemsIn(id: string, range: { first_seq: number; last_seq: number }): Promise<any[]> {
+  const items: any[] = [];
+  for (let before = range.last_seq + 1; before > range.first_seq; ) {
+    const limit = Math.min(1000, before - range.first_seq);
+    const page = await api(sessionPath(id, `/items?before=${before}&limit=${limit}`));
+    items.push(...page.items.filter((item: any) => item.seq >= range.first_seq));
+    if (!page.has_more || page.next_before === null || page.items.length === 0) break;
+    before = page.next_before;
+  }
+  return items.reverse();
 }
 
 async function renderSeen(id: string, turn: any, receipt: any, seen: HTMLElement): Promise<void> {

@@ -9,6 +9,15 @@ export const TOKEN_KEY = 'tailgate.token';
 /** Thrown by the API calls after a 401, once the token form shows: nothing more to report. */
 export class Unauthorized extends Error {}
 
+/** An API answer other than 2xx (a 401 is Unauthorized): its message and status. */
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(message: string, status: number) {
+    super(message);
+    this.status = status;
+  }
+}
+
 let loaders: (() => void)[] = [];
 
 /** Keeps a loader's stop function, called when the view changes. */

@@ -1,0 +1,129 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { onFreePort, startServer, type RunningServer } from '../support/server-process.ts';
+
+/**
+ * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
+ * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
+ * more than one page of input, a chat turn on a long timeline, a session whose newest turn was
+ * deleted, and a token bound to one session with `session:read` alone.
+ */
+const TOKEN = 'ui-states-token';
+let server: RunningServer;
+let browser: Browser;
+let data: string;
+
+beforeAll(async () => {
+  data = await mkdtemp(join(tmpdir(), 'tailgate-ui-states-'));
+  server = await onFreePort((port) =>
+    startServer(process.execPath, ['--import', 'tsx', 'functions/node.ts', '--port', String(port)], {
+      cwd: process.cwd(),
+      port,
+      env: { DATA_DIR: data, API_TOKEN: TOKEN, TOKEN_SIGNING_KEY: 'q3Jv9nL2bXo8Zk1Ww4Tt7Ee0Rr6Yy5Uu3Ii9Oo2Pp1A=' },
+      timeoutMs: 60_000,
+    }),
+  );
+  browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium' });
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+  await rm(data, { recursive: true, force: true });
+});
+
+async function call(method: string, path: string, body?: unknown): Promise<any> {
+  const response = await fetch(`${server.origin}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${TOKEN}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+/** The inspector at `hash`, in a tab of its own holding `token`. */
+async function open(hash: string, token = TOKEN): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  await context.addInitScript((value) => sessionStorage.setItem('tailgate.token', value), token);
+  const page = await context.newPage();
+  await page.goto(`${server.origin}/ui${hash}`);
+  return page;
+}
+
+describe('the inspector on session states', () => {
+  it('an expanded turn shows every one of its 120 input items', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'many-inputs' });
+    const input = Array.from({ length: 120 }, (_, index) => ({
+      type: 'message',
+      role: 'user',
+      content: `line ${index + 1}`,
+    }));
+    await call('POST', '/v1/sessions/many-inputs/turns', { input });
+    const page = await open('#/s/many-inputs');
+    await page.locator('details.turn[data-turn="1"] summary').click();
+    await page.locator('.turn-seen li.item').first().waitFor();
+    const seqs = await page.locator('.turn-input li.item').evaluateAll((rows) => rows.map((row) => row.dataset.seq));
+    expect(seqs).toEqual(Array.from({ length: 120 }, (_, index) => String(index + 1)));
+    await page.context().close();
+  });
+
+  it('after the chat box takes a turn, the timeline lists every turn once', { timeout: 120_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'chat-paging' });
+    for (let index = 1; index <= 40; index++)
+      await call('POST', '/v1/sessions/chat-paging/turns', { input: `t${index}` });
+    const page = await open('#/s/chat-paging');
+    await page.locator('details.turn[data-turn="40"]').waitFor();
+    await page.locator('#chat-input').fill('from the chat box');
+    await page.locator('#chat-form button').first().click();
+    await page.locator('details.turn[data-turn="41"]').waitFor();
+    // Scrolled to the end until the sentinel says every turn is loaded.
+    await expect
+      .poll(
+        async () => {
+          await page.locator('#timeline-more').scrollIntoViewIfNeeded();
+          return page.locator('#timeline-more').textContent();
+        },
+        { timeout: 30_000 },
+      )
+      .toMatch(/^\d+ turns$/);
+    const turns = await page
+      .locator('#timeline details.turn')
+      .evaluateAll((rows) => rows.map((row) => Number(row.getAttribute('data-turn'))));
+    expect(turns).toEqual(Array.from({ length: 41 }, (_, index) => 41 - index));
+    await page.context().close();
+  });
+
+  it('a session whose newest turn was deleted is not shown as a fork of itself', { timeout: 60_000 }, async () => {
+    await call('POST', '/v1/sessions', { id: 'deleted-newest' });
+    await call('POST', '/v1/sessions/deleted-newest/turns', { input: 'one' });
+    await call('POST', '/v1/sessions/deleted-newest/turns', { input: 'two' });
+    await call('DELETE', '/v1/sessions/deleted-newest/turns/2');
+    expect((await call('GET', '/v1/sessions/deleted-newest')).forked_from).toMatchObject({ id: 'deleted-newest' });
+    const page = await open('#/s/deleted-newest');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await expect.poll(() => page.locator('#session-counts').textContent()).toContain('1 turn');
+    expect(await page.locator('#session-lineage').textContent()).toBe('');
+    await page.context().close();
+  });
+
+  it('a token bound to the session with session:read alone opens its view without an error', {
+    timeout: 60_000,
+  }, async () => {
+    await call('POST', '/v1/sessions', { id: 'scoped-read' });
+    await call('POST', '/v1/sessions/scoped-read/turns', { input: 'one' });
+    const minted = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'scoped-read' });
+    const page = await open('#/s/scoped-read', minted.token);
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await expect.poll(() => page.locator('#inbox-pending').textContent()).toContain('cannot read the inbox');
+    expect(await page.locator('#status').textContent()).toBe('');
+    await page.context().close();
+  });
+});

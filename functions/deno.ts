@@ -36,17 +36,18 @@ declare const Deno: {
   exit(code: number): never;
 };
 
+const storeFor = storeFromConfig();
 let options: ReturnType<typeof localServerOptions>;
 try {
   options = localServerOptions(Deno.args, Deno.env.toObject());
   if (options.allowAnonymous && Deno.env.get('ALLOW_ANONYMOUS') === undefined) Deno.env.set('ALLOW_ANONYMOUS', 'true');
-  // Settings are read per request; a bad one is also refused at startup, before any traffic.
-  parseServiceConfig(Deno.env.toObject());
+  // Settings are read per request; a bad one is also refused at startup, before any traffic
+  // (the store's too: S3_ENDPOINT without S3_BUCKET).
+  storeFor(parseServiceConfig(Deno.env.toObject()));
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   Deno.exit(1);
 }
-const storeFor = storeFromConfig();
 // Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
 // and when a retry falls due.
 const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, Deno.env.toObject()));

@@ -40,7 +40,8 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     strict: true,
     allowPositionals: false,
   });
-  const portText = values.port ?? env.PORT ?? '8787';
+  // A blank PORT or HOST is unset, as every blank setting is (a blank host would listen everywhere).
+  const portText = values.port ?? (env.PORT?.trim() || '8787');
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new Error(`invalid port ${JSON.stringify(portText)} (--port or PORT)`);
@@ -52,7 +53,7 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     );
   return {
     port,
-    hostname: values.host ?? env.HOST ?? '127.0.0.1',
+    hostname: values.host ?? (env.HOST?.trim() || '127.0.0.1'),
     allowAnonymous: values['allow-anonymous'] ?? false,
     headersTimeoutMs,
     requestTimeoutMs,
@@ -60,11 +61,16 @@ export function localServerOptions(args: string[], env: Record<string, string | 
   };
 }
 
+/** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 function milliseconds(env: Record<string, string | undefined>, name: string, fallback: number): number {
   const text = env[name]?.trim() || String(fallback);
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value <= 0)
-    throw new Error(`invalid ${name} ${JSON.stringify(text)} (a positive number of milliseconds)`);
+  if (!Number.isSafeInteger(value) || value <= 0 || value > MAX_TIMER_MS)
+    throw new Error(
+      `invalid ${name} ${JSON.stringify(text)} (a positive number of milliseconds, at most ${MAX_TIMER_MS})`,
+    );
   return value;
 }
 

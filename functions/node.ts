@@ -21,17 +21,18 @@ import { bpeTokenEncoders } from './token-encoders.ts';
  * 8787 on 127.0.0.1), `--allow-anonymous`. Storage is S3 when S3_ENDPOINT or S3_BUCKET is
  * set, otherwise files under DATA_DIR (default .tailgate/data); settings come from process.env.
  */
+const storeFor = storeFromConfig();
 let options: ReturnType<typeof localServerOptions>;
 try {
   options = localServerOptions(process.argv.slice(2), process.env);
   if (options.allowAnonymous) process.env.ALLOW_ANONYMOUS ??= 'true';
-  // Settings are read per request; a bad one is also refused at startup, before any traffic.
-  parseServiceConfig(process.env);
+  // Settings are read per request; a bad one is also refused at startup, before any traffic
+  // (the store's too: S3_ENDPOINT without S3_BUCKET).
+  storeFor(parseServiceConfig(process.env));
 } catch (error) {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 }
-const storeFor = storeFromConfig();
 // Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
 // and when a retry falls due.
 const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, process.env));

@@ -95,7 +95,10 @@ export const serviceEnvSchema = z.object({
   AWS_ACCESS_KEY_ID: secretText(),
   AWS_SECRET_ACCESS_KEY: secretText(),
   DATA_DIR: optionalText(),
-  PUBLIC_DOCS: z.preprocess((value) => (value === undefined ? 'true' : value), booleanText),
+  PUBLIC_DOCS: z.preprocess(
+    (value) => (value === undefined || (typeof value === 'string' && value.trim() === '') ? 'true' : value),
+    booleanText,
+  ),
   // Turns a minute per session and per token (functions/rate-limit.ts; unset: no limit).
   RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: z.preprocess(numberText, z.number().int().positive().optional()),
   RATE_LIMIT_TURNS_PER_MINUTE_PER_TOKEN: z.preprocess(numberText, z.number().int().positive().optional()),

@@ -87,9 +87,10 @@ export function nonNegativeInteger(fallback: number, max = Number.MAX_SAFE_INTEG
   return z.preprocess(numberText, z.number().int().min(0).max(max).default(fallback));
 }
 
-/** A variable's text as a number (unset and empty: the default). */
+/** A variable's text as a number (unset and blank: the default). */
 export function numberText(value: unknown): unknown {
-  return value === undefined || value === '' ? undefined : typeof value === 'string' ? Number(value) : value;
+  if (typeof value === 'string') return value.trim() === '' ? undefined : Number(value);
+  return value;
 }
 
 export const booleanText = z

@@ -52,6 +52,23 @@ describe('parseServiceConfig', () => {
     expect(parseServiceConfig({ ALLOW_ANONYMOUS: value }).allowAnonymous).toBe(expected);
   });
 
+  it('takes a blank number or PUBLIC_DOCS as unset: the default, not 0 or false', () => {
+    const defaults = parseServiceConfig({});
+    const blank = parseServiceConfig({
+      VIEW_CACHE_BYTES: ' ',
+      RECORD_CACHE_BYTES: ' ',
+      MODEL_MAX_RETRIES: ' ',
+      PUBLIC_DOCS: '',
+    });
+    expect([blank.viewCacheBytes, blank.recordCacheBytes, blank.modelMaxRetries, blank.publicDocs]).toEqual([
+      defaults.viewCacheBytes,
+      defaults.recordCacheBytes,
+      defaults.modelMaxRetries,
+      true,
+    ]);
+    expect(defaults.viewCacheBytes).toBeGreaterThan(0);
+  });
+
   it('treats a blank token as no token, and ignores bindings and unknown variables', () => {
     const config = parseServiceConfig({ API_TOKEN: '  ', BUCKET: { get() {} }, PATH: '/usr/bin' });
     expect(config.apiToken).toBeUndefined();

@@ -27,6 +27,8 @@ it('serves the API on Node with the S3 adapter', async () => {
 
 it.each([
   ['TURN_LEASE_MS', '1000', 'invalid setting TURN_LEASE_MS'],
+  // The store's settings too: S3 with no bucket would answer 503 on every request.
+  ['S3_ENDPOINT', 'http://127.0.0.1:9', 'S3_BUCKET is not set'],
   [
     'TOKEN_SIGNING_KEY',
     'tailgate',

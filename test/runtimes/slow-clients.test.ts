@@ -196,3 +196,10 @@ it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 60 s), ref
     'HEADERS_TIMEOUT_MS (30000) must not exceed REQUEST_TIMEOUT_MS (20000)',
   );
 });
+
+it('refuses a SHUTDOWN_GRACE_MS over 2^31 - 1 ms (a timer fires at once); a blank HOST or PORT is unset', () => {
+  expect(() => localServerOptions([], { SHUTDOWN_GRACE_MS: '3000000000' })).toThrow('invalid SHUTDOWN_GRACE_MS');
+  expect(localServerOptions([], { SHUTDOWN_GRACE_MS: '2147483647' }).shutdownGraceMs).toBe(2_147_483_647);
+  // A blank host would listen on every interface, a blank port on a random one.
+  expect(localServerOptions([], { HOST: '', PORT: ' ' })).toMatchObject({ hostname: '127.0.0.1', port: 8787 });
+});

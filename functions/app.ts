@@ -65,6 +65,12 @@ export interface AppOptions {
   queueWebhook?: (environment: RuntimeEnvironment) => WebhookSink | undefined;
   /** Told when an event was stored in the outbox (Node and Deno: wakes the delivery loop). */
   webhookStored?: () => void;
+  /**
+   * Told of the work a request leaves running after its response where there is no
+   * `waitUntil` (Node and Deno: a background turn, a charge, a pack), so the server waits for
+   * it at shutdown (functions/local-server.ts).
+   */
+  afterResponse?: (task: Promise<unknown>) => void;
 }
 
 /**
@@ -120,7 +126,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
       'services',
       createServices({
         ...inputs,
-        background: backgroundRunner(c, log),
+        background: backgroundRunner(c, log, options.afterResponse),
         checkSessionConfig: revocationCheck(c.var.principal),
         tokenBudget: c.var.principal.budget,
       }),
@@ -225,17 +231,18 @@ const requireJsonBody: MiddlewareHandler = async (c, next) => {
   });
 };
 
-/** Runs work after the response: waitUntil on Workers, a tracked promise elsewhere. */
+/** Runs work after the response: waitUntil on Workers, else told to `tracked` (the server's). */
 function backgroundRunner(
   c: Context,
   log: (message: string, details?: unknown) => void,
+  tracked: ((task: Promise<unknown>) => void) | undefined,
 ): (task: Promise<unknown>) => void {
   let waitUntil: ((promise: Promise<unknown>) => void) | undefined;
   try {
     const context = c.executionCtx;
     waitUntil = context.waitUntil.bind(context);
   } catch {
-    waitUntil = undefined;
+    waitUntil = tracked;
   }
   return (task) => {
     const guarded = task.catch((error: unknown) => log('tailgate: background task failed', error));

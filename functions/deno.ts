@@ -10,6 +10,7 @@ import {
   markRunning,
   serveLocal,
   storeFromConfig,
+  trackAfterResponse,
 } from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
@@ -53,6 +54,7 @@ try {
 const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, Deno.env.toObject()));
 const app = createApp({
   webhookStored: webhooks.wake,
+  afterResponse: trackAfterResponse,
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
   docsScript,

@@ -74,6 +74,18 @@ function milliseconds(env: Record<string, string | undefined>, name: string, fal
   return value;
 }
 
+/** The work requests left running after their responses (AppOptions.afterResponse), until it settles. */
+const running = new Set<Promise<unknown>>();
+
+/** Tracks `task` (settling, it is forgotten) so that a stopping server waits for it. */
+export function trackAfterResponse(task: Promise<unknown>): void {
+  const settled: Promise<unknown> = task.then(
+    () => running.delete(settled),
+    () => running.delete(settled),
+  );
+  running.add(settled);
+}
+
 /**
  * Serves `fetch` with node:http (@hono/node-server), on Node and on Deno alike: Deno.serve has
  * no header timeout, and Deno's node:http enforces these as Node does. A client whose headers,
@@ -81,9 +93,10 @@ function milliseconds(env: Record<string, string | undefined>, name: string, fal
  * closed; the timeouts are checked every second at most.
  *
  * A port in use is one line and exit 1. The first SIGINT or SIGTERM stops accepting
- * connections, closes the idle ones, and lets running requests (a streamed turn) finish for up
- * to SHUTDOWN_GRACE_MS, then closes what is left; a second signal stops at once. Turns cut
- * off are left to their lease, as after a crash.
+ * connections, closes the idle ones, and lets running requests (a streamed turn) and the work
+ * they left running (trackAfterResponse: a background turn, a charge) finish for up to
+ * SHUTDOWN_GRACE_MS, then closes what is left and exits; a second signal stops at once. Turns
+ * cut off are left to their lease, as after a crash.
  */
 export function serveLocal(
   fetch: (request: Request) => Response | Promise<Response>,
@@ -115,7 +128,13 @@ export function serveLocal(
       process.exit(1);
     }
     stopping = true;
-    server.close(() => {
+    let graceOver: () => void = () => undefined;
+    const grace = new Promise<void>((resolve) => {
+      graceOver = resolve;
+    });
+    server.close(async () => {
+      // Work the requests left running (background turns) finishes too, within the grace period.
+      await Promise.race([Promise.allSettled([...running]), grace]);
       console.error('tailgate: stopped');
       process.exit(0);
     });
@@ -129,6 +148,7 @@ export function serveLocal(
     setTimeout(() => {
       console.error('tailgate: grace period over, closing the connections left');
       server.closeAllConnections();
+      graceOver();
     }, options.shutdownGraceMs).unref();
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stop(signal));

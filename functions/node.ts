@@ -9,6 +9,7 @@ import {
   markRunning,
   serveLocal,
   storeFromConfig,
+  trackAfterResponse,
 } from './local-server.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
@@ -38,6 +39,7 @@ try {
 const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, process.env));
 const app = createApp({
   webhookStored: webhooks.wake,
+  afterResponse: trackAfterResponse,
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
   docsScript,

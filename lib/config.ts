@@ -18,7 +18,7 @@ import {
   webhookSecretText,
 } from './setting-values.ts';
 import { webhookUrlProblem } from './webhooks/url.ts';
-import { DEFAULTS } from './defaults.ts';
+import { DEFAULTS, MODEL_PROVIDERS } from './defaults.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -43,6 +43,24 @@ const keyPrefixSchema = z
     'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)',
   );
 
+/**
+ * A model id a setting names (DEFAULT_MODEL, SUMMARY_MODEL): `echo`, or `<provider>:<model>` of
+ * a known provider (lib/models/resolve-model.ts), refused at startup rather than on every
+ * request that falls back to it. A provider's key is checked when the model is used.
+ */
+const MODEL_PROVIDER_NAMES = MODEL_PROVIDERS.filter((provider) => provider !== 'echo');
+const modelIdSchema = z.string().refine(
+  (id) => {
+    const colon = id.indexOf(':');
+    const provider = colon > 0 ? id.slice(0, colon) : '';
+    return (
+      id === 'echo' ||
+      (MODEL_PROVIDER_NAMES.some((known) => known === provider) && /^\S{1,256}$/.test(id.slice(colon + 1)))
+    );
+  },
+  { message: `must be echo or <provider>:<model>, the provider one of ${MODEL_PROVIDER_NAMES.join(', ')}` },
+);
+
 export const serviceEnvSchema = z.object({
   API_TOKEN: secretText(),
   TOKEN_SIGNING_KEY: signingKeyText(),
@@ -52,7 +70,7 @@ export const serviceEnvSchema = z.object({
   KEY_PREFIX: z.preprocess((value) => (value === undefined ? '' : value), keyPrefixSchema),
   DEFAULT_MODEL: z.preprocess(
     (value) => (value === undefined || value === '' ? DEFAULTS.defaultModel : value),
-    z.string().min(1),
+    modelIdSchema,
   ),
   PROMPT_STRATEGY: optionalText(),
   MAX_BODY_BYTES: positiveInteger(DEFAULTS.maxBodyBytes),
@@ -77,7 +95,10 @@ export const serviceEnvSchema = z.object({
   RECORD_CACHE_BYTES: nonNegativeInteger(DEFAULTS.recordCacheBytes),
   MODEL_TIMEOUT_MS: positiveInteger(DEFAULTS.modelTimeoutMs),
   MODEL_MAX_RETRIES: nonNegativeInteger(DEFAULTS.modelMaxRetries, 10),
-  SUMMARY_MODEL: optionalText(),
+  SUMMARY_MODEL: z.preprocess(
+    (value) => (typeof value === 'string' && value.trim() === '' ? undefined : value),
+    modelIdSchema.optional(),
+  ),
   // `name=provider:model,...`: model names the OpenAI-compatible API accepts besides tailgate ids.
   MODEL_ALIASES: optionalText(),
   // JSON: USD per million tokens by model id, over the defaults of lib/ledger/prices.ts.

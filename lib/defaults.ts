@@ -6,6 +6,9 @@ const MIB = 1024 * 1024;
  * session log, the inbox, the model registry) take theirs from here. This file imports
  * nothing, so the session log reads its defaults without reaching the strategies.
  */
+/** The providers a model id names (`<provider>:<model>`), and `echo`, a model id alone. */
+export const MODEL_PROVIDERS = ['echo', 'openai', 'openai-compatible', 'anthropic', 'workers-ai'] as const;
+
 export const DEFAULTS = {
   defaultModel: 'echo',
   maxBodyBytes: 4 * MIB,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { DEFAULTS } from '../defaults.ts';
+import { DEFAULTS, MODEL_PROVIDERS } from '../defaults.ts';
 import { UnknownModelError, ModelConfigurationError } from './errors.ts';
 import { createAnthropicModel } from './anthropic-model.ts';
 import { echoModel, ECHO_MODEL_ID } from './echo.ts';
@@ -36,8 +36,6 @@ export interface ModelEnvironment {
   /** The fetch used for provider HTTP calls; default the runtime's global fetch. */
   fetch?: typeof globalThis.fetch | undefined;
 }
-
-export const MODEL_PROVIDERS = ['echo', 'openai', 'openai-compatible', 'anthropic', 'workers-ai'] as const;
 
 const blankToUndefined = (value: unknown) => (value === '' || value === null ? undefined : value);
 const timeoutSchema = z.preprocess(blankToUndefined, z.coerce.number().int().positive().optional());

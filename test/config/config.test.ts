@@ -75,6 +75,10 @@ describe('parseServiceConfig', () => {
   });
 
   it.each([
+    ['DEFAULT_MODEL', 'gpt-4o'],
+    ['DEFAULT_MODEL', 'openaix'],
+    ['DEFAULT_MODEL', 'mystery:model'],
+    ['SUMMARY_MODEL', 'anthropic:'],
     ['MAX_BODY_BYTES', 'lots'],
     ['MAX_ITEM_BYTES', '0'],
     ['TURN_LEASE_MS', '-5'],

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from './errors.ts';
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
-import { priceTable, type ModelPrices } from './ledger/prices.ts';
+import type { ModelPrices } from './ledger/prices.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
 import {
   booleanText,
@@ -18,7 +18,8 @@ import {
   webhookSecretText,
 } from './setting-values.ts';
 import { webhookUrlProblem } from './webhooks/url.ts';
-import { DEFAULTS, MODEL_PROVIDERS } from './defaults.ts';
+import { DEFAULTS } from './defaults.ts';
+import { modelIdSchema, parseModelAliases, parseModelPrices } from './model-settings.ts';
 
 /**
  * The service settings: one schema, parsed from a plain env object (workerd bindings and
@@ -42,24 +43,6 @@ const keyPrefixSchema = z
     (prefix) => !`/${prefix}`.includes('/sessions/'),
     'must not have a segment "sessions/" (it would overlap another deployment\'s sessions)',
   );
-
-/**
- * A model id a setting names (DEFAULT_MODEL, SUMMARY_MODEL): `echo`, or `<provider>:<model>` of
- * a known provider (lib/models/resolve-model.ts), refused at startup rather than on every
- * request that falls back to it. A provider's key is checked when the model is used.
- */
-const MODEL_PROVIDER_NAMES = MODEL_PROVIDERS.filter((provider) => provider !== 'echo');
-const modelIdSchema = z.string().refine(
-  (id) => {
-    const colon = id.indexOf(':');
-    const provider = colon > 0 ? id.slice(0, colon) : '';
-    return (
-      id === 'echo' ||
-      (MODEL_PROVIDER_NAMES.some((known) => known === provider) && /^\S{1,256}$/.test(id.slice(colon + 1)))
-    );
-  },
-  { message: `must be echo or <provider>:<model>, the provider one of ${MODEL_PROVIDER_NAMES.join(', ')}` },
-);
 
 export const serviceEnvSchema = z.object({
   API_TOKEN: secretText(),
@@ -338,42 +321,6 @@ function checkWebhookSettings(url: string | undefined, plain: Record<string, unk
     throw new NotConfiguredError('invalid setting WEBHOOK_SECRET: WEBHOOK_URL is set, and its events must be signed', {
       variable: 'WEBHOOK_SECRET',
     });
-}
-
-/**
- * `gpt-4.1-mini=openai:gpt-4.1-mini, claude=anthropic:claude-sonnet-4-5` -> a map. A pair
- * without `=`, an empty side or a name given twice is `not_configured` naming MODEL_ALIASES.
- *
- * @example parseModelAliases('claude=anthropic:claude-sonnet-4-5') // { claude: 'anthropic:claude-sonnet-4-5' }
- */
-export function parseModelAliases(text: string | undefined): Record<string, string> {
-  const aliases: Record<string, string> = {};
-  if (text === undefined) return aliases;
-  for (const pair of text.split(',')) {
-    if (pair.trim() === '') continue;
-    const equals = pair.indexOf('=');
-    const name = equals > 0 ? pair.slice(0, equals).trim() : '';
-    const target = equals > 0 ? pair.slice(equals + 1).trim() : '';
-    if (name === '' || target === '' || Object.hasOwn(aliases, name)) {
-      throw new NotConfiguredError(
-        `invalid setting MODEL_ALIASES: "${pair.trim()}" is not a new name=provider:model pair`,
-        { variable: 'MODEL_ALIASES' },
-      );
-    }
-    aliases[name] = target;
-  }
-  return aliases;
-}
-
-/** MODEL_PRICES over the default prices; a bad one is `not_configured` naming it. */
-function parseModelPrices(text: string | undefined): ModelPrices {
-  try {
-    return priceTable(text);
-  } catch (error) {
-    throw new NotConfiguredError(`invalid setting MODEL_PRICES: ${(error as Error).message}`, {
-      variable: 'MODEL_PRICES',
-    });
-  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { NotConfiguredError } from '../../lib/errors.ts';
-import { parseModelAliases } from '../../lib/config.ts';
+import { parseModelAliases } from '../../lib/model-settings.ts';
 import { itemId, parseItemId, parseResponseId, responseId } from '../../lib/openai/ids.ts';
 
 describe('OpenAI-compatible ids', () => {

@@ -1,4 +1,5 @@
-import type { LogItem, SegmentIndex, SegmentTurn } from './records.ts';
+import type { LogItem } from './records.ts';
+import type { SegmentIndex, SegmentTurn } from './segment-records.ts';
 import { LineBuffer } from './line-buffer.ts';
 import { stateLines, type RecordState } from './segment-states.ts';
 

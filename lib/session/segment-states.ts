@@ -1,4 +1,5 @@
-import type { ContextStart, DoneRecord, LogRecord, SegmentStateLine } from './records.ts';
+import type { ContextStart, DoneRecord, LogRecord } from './records.ts';
+import type { SegmentStateLine } from './segment-records.ts';
 
 /**
  * The state each record closes with (counts, context start, overflow boundary, open calls),

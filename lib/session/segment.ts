@@ -2,16 +2,14 @@ import type { z } from 'zod';
 import { CorruptObjectError } from '../errors.ts';
 import { decodeUtf8, type ObjectStore } from '../store/object-store.ts';
 import { lowerBound } from '../sorted.ts';
+import { logItemSchema, validateStored, type LogItem } from './records.ts';
 import {
-  logItemSchema,
   segmentIndexSchema,
   segmentStateSchema,
   segmentTurnSchema,
-  validateStored,
-  type LogItem,
   type SegmentIndex,
   type SegmentTurn,
-} from './records.ts';
+} from './segment-records.ts';
 import { resolveStates, type RecordState } from './segment-states.ts';
 import { FOOTER_LENGTH, TOOL_BLOCK, type SegmentBase, type SegmentContent } from './segment-build.ts';
 

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { LogItem, SegmentTurn } from '../../lib/session/records.ts';
+import type { LogItem } from '../../lib/session/records.ts';
+import type { SegmentTurn } from '../../lib/session/segment-records.ts';
 import {
   buildSegment,
   SegmentReader,

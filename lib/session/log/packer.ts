@@ -1,7 +1,8 @@
 import { blobKey, doneKey, recordKey, recordsPrefix, segmentKey, type LogScope } from '../keys.ts';
 import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
-import type { DoneRecord, LogItem, LogRecord, SegmentTurn } from '../records.ts';
+import type { DoneRecord, LogItem, LogRecord } from '../records.ts';
+import type { SegmentTurn } from '../segment-records.ts';
 import { buildSegment, SegmentMissingError, SegmentReader, segmentSeqs, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';

@@ -45,6 +45,9 @@ const turnSummarySchema = z
       .meta({ description: 'The `context` counts of the turn, as its response gave them (TurnContext).' }),
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })),
     usage: turnUsageSchema.nullable(),
+    compaction_usage: turnUsageSchema
+      .optional()
+      .meta({ description: "What the summary of the turn's compaction used (present only when it compacted)." }),
     incomplete: z
       .enum(['max_output_tokens', 'content_filter'])
       .optional()

@@ -1,6 +1,6 @@
 import type { PromptItem } from '../items.ts';
 import { ModelError } from '../models/errors.ts';
-import type { Model } from '../models/model.ts';
+import type { Model, ModelUsage } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
 import type { NewContext } from '../session/session-log.ts';
 import { APPROXIMATE_CHARACTERS_PER_TOKEN } from '../tokens/token-counter.ts';
@@ -14,6 +14,12 @@ export interface SummarizeOptions {
   maxSummaryTokens: number;
 }
 
+/** A summary made: the context start it gives, and what its model call used (charged to the session). */
+export interface Summary {
+  context: NewContext;
+  usage: ModelUsage;
+}
+
 /**
  * Summarizes the part of the context a plan cuts off, with `model`: the summary prompt as
  * a system message, the transcript (the previous summary first, then the summarized items)
@@ -25,7 +31,7 @@ export async function summarizeContext(
   previous: ContextStart | null,
   plan: CompactionPlan,
   options: SummarizeOptions,
-): Promise<NewContext> {
+): Promise<Summary> {
   const transcript = renderTranscript(previous?.summary ?? null, plan.summarized, new Set(plan.interrupted));
   const prompt: PromptItem[] = [
     { type: 'message', role: 'system', content: options.prompt ?? DEFAULT_SUMMARY_PROMPT },
@@ -38,10 +44,8 @@ export async function summarizeContext(
     .join('\n')
     .trim();
   if (text === '') throw new ModelError('the summary model answered without text');
-  return {
-    ...compactedContext(previous, plan, clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN)),
-    model: model.id,
-  };
+  const summary = clipText(text, maxOutputTokens * APPROXIMATE_CHARACTERS_PER_TOKEN);
+  return { context: { ...compactedContext(previous, plan, summary), model: model.id }, usage: result.usage };
 }
 
 /** The context start a compaction along `plan` moves to, with `summary` for what it cuts off. */

@@ -72,11 +72,15 @@ export class TokenSpend {
     checkBudget(this.budget.limits, spent, 'token');
   }
 
-  /** Adds one completed turn's usage: read, add, write if unchanged since the read (else again). */
-  async charge(usage: TurnUsage): Promise<Ledger> {
+  /**
+   * Adds one completed turn's usage (`turns` 1), or a compaction's summary (`turns` 0), with the
+   * summary a turn made (`summary`): read, add, write if unchanged since the read (else again).
+   */
+  async charge(usage: TurnUsage, turns: 0 | 1 = 1, summary?: TurnUsage): Promise<Ledger> {
     for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
       const current = await this.#get();
-      const ledger = addToLedger(current?.ledger ?? EMPTY_LEDGER, usage);
+      const charged = addToLedger(current?.ledger ?? EMPTY_LEDGER, usage, turns);
+      const ledger = summary ? addToLedger(charged, summary, 0) : charged;
       const body = JSON.stringify({ ledger, expires_at: new Date(this.budget.expires * 1000).toISOString() });
       const written = await this.#store.put(
         this.#key,

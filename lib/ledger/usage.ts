@@ -65,8 +65,9 @@ export function turnUsage(usage: ModelUsage, price: ModelPrice | undefined): Tur
 }
 
 /**
- * A session's running totals as stored: completed turns and the sum of their usage.
- * `cost_usd` sums the turns with a known price; `unpriced_turns` counts the others.
+ * A session's running totals as stored: completed turns and the sum of their usage, with the
+ * summaries its compactions made (in a turn or by POST /compact). `cost_usd` sums the model
+ * calls with a known price; `unpriced_turns` counts the others (a compaction's among them).
  */
 export const ledgerSchema = z
   .object({
@@ -93,10 +94,13 @@ export const EMPTY_LEDGER: Ledger = Object.freeze({
   unpriced_turns: 0,
 });
 
-/** The totals after one more completed turn. */
-export function addToLedger(ledger: Ledger, usage: TurnUsage): Ledger {
+/**
+ * The totals after one more completed turn (`turns` 1), or after a summary made for a
+ * compaction (`turns` 0: its tokens and cost count, and an unknown price counts as unpriced).
+ */
+export function addToLedger(ledger: Ledger, usage: TurnUsage, turns: 0 | 1 = 1): Ledger {
   return {
-    turns: ledger.turns + 1,
+    turns: ledger.turns + turns,
     input_tokens: ledger.input_tokens + usage.input_tokens,
     cached_input_tokens: ledger.cached_input_tokens + usage.cached_input_tokens,
     cache_write_tokens: ledger.cache_write_tokens + usage.cache_write_tokens,
@@ -107,23 +111,31 @@ export function addToLedger(ledger: Ledger, usage: TurnUsage): Ledger {
   };
 }
 
+/** Whether the totals hold anything: a ledger that does not is left out of what is stored. */
+export function hasUsage(ledger: Ledger): boolean {
+  return ledger.turns > 0 || ledger.input_tokens > 0 || ledger.output_tokens > 0 || ledger.unpriced_turns > 0;
+}
+
 /** A session's totals as the API shows them (`usage` of a session and of a listing row). */
 export const sessionUsageSchema = z
   .object({
     turns: tokens.meta({ description: 'Completed model turns counted (failed and closed turns used nothing stored).' }),
-    input_tokens: tokens,
+    input_tokens: tokens.meta({ description: "Input tokens of the turns and of compactions' summaries." }),
     cached_input_tokens: tokens,
     cache_write_tokens: tokens,
-    output_tokens: tokens,
+    output_tokens: tokens.meta({ description: "Output tokens of the turns and of compactions' summaries." }),
     reasoning_tokens: tokens,
     total_tokens: tokens.meta({ description: 'input_tokens + output_tokens (what max_total_tokens limits).' }),
-    cost_usd: z
+    cost_usd: z.number().nonnegative().nullable().meta({
+      description: 'USD of all counted turns and summaries; null when one had no known price (see unpriced_turns).',
+    }),
+    priced_cost_usd: z
       .number()
       .nonnegative()
-      .nullable()
-      .meta({ description: 'USD of all counted turns; null when a turn had no known price (see unpriced_turns).' }),
-    priced_cost_usd: z.number().nonnegative().meta({ description: 'USD of the turns with a known price.' }),
-    unpriced_turns: tokens,
+      .meta({ description: 'USD of the turns and summaries with a known price.' }),
+    unpriced_turns: tokens.meta({
+      description: "Turns and compactions' summaries whose model had no known price.",
+    }),
     cache_read_share: z
       .number()
       .min(0)

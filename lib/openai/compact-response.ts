@@ -1,4 +1,6 @@
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
+import { afterResponse } from '../turn/append.ts';
 import { appendItems } from '../turn/index.ts';
 import { compactSession } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
@@ -18,10 +20,16 @@ import { continuedSession } from './sessions.ts';
  */
 export async function compactResponse(facade: Facade, body: ResponseCompactBody) {
   const model = body.model ? modelOf(facade, body.model) : undefined;
-  const output = body.previous_response_id
+  const { output, usage } = body.previous_response_id
     ? await compactStored(facade, body, body.previous_response_id, model)
     : await compactInline(facade, body, model);
-  return compactedResponse(randomId('resp'), new Date(), output);
+  return compactedResponse(randomId('resp'), new Date(), output, usage);
+}
+
+/** A compaction's item (none: nothing to summarize) and what its summary used. */
+interface Compaction {
+  output: ResponseCompactionItem[];
+  usage: TurnUsage | null;
 }
 
 async function compactStored(
@@ -29,7 +37,7 @@ async function compactStored(
   body: ResponseCompactBody,
   previousResponseId: string,
   model: string | undefined,
-): Promise<ResponseCompactionItem[]> {
+): Promise<Compaction> {
   const { services } = facade;
   const sessionId = await continuedSession(facade, previousResponseId);
   if (body.input) {
@@ -38,16 +46,17 @@ async function compactStored(
     if (items.length > 0) await appendItems(services, sessionId, items);
   }
   const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) });
-  return result.context
+  const output = result.context
     ? [compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary)]
     : [];
+  return { output, usage: result.usage };
 }
 
 async function compactInline(
   facade: Facade,
   body: ResponseCompactBody,
   model: string | undefined,
-): Promise<ResponseCompactionItem[]> {
+): Promise<Compaction> {
   const { services, config } = facade;
   facade.authorize(null);
   if (!body.input)
@@ -57,13 +66,19 @@ async function compactInline(
   const items = inputToItems(body.input).items;
   facade.checkItems(items);
   const modelId = model ?? config.defaultModel;
-  const summary = await compactItems({
+  const summaryModel = services.model(model ?? config.summaryModel ?? modelId);
+  const made = await compactItems({
     items,
     modelId,
-    summaryModel: services.model(model ?? config.summaryModel ?? modelId),
+    summaryModel,
     env: services.env,
     ...(config.summaryPrompt ? { summaryPrompt: config.summaryPrompt } : {}),
     ...(services.tokenEncoders ? { tokenEncoders: services.tokenEncoders } : {}),
   });
-  return summary === null ? [] : [compactionItem(randomId('cmp'), summary)];
+  if (made === null) return { output: [], usage: null };
+  // Charged to the token as a stateless response is, after the answer, but as no turn.
+  const usage = turnUsage(made.usage, config.modelPrices[summaryModel.id]);
+  const spend = services.tokenSpend;
+  if (spend) afterResponse(services, () => spend.charge(usage, 0));
+  return { output: [compactionItem(randomId('cmp'), made.summary)], usage };
 }

@@ -5,13 +5,15 @@ import type {
 } from 'openai/resources/responses/responses';
 import { compactionSizes, planCompaction, summarizeContext } from '../compaction/index.ts';
 import type { Item, PromptItem } from '../items.ts';
-import type { Model } from '../models/model.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
+import type { Model, ModelUsage } from '../models/model.ts';
 import { resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnResponse } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
 import { compactionId } from './ids.ts';
+import { usageOf } from './responses.ts';
 
 /**
  * OpenAI's compaction items over tailgate's compaction (lib/compaction). OpenAI returns the
@@ -36,22 +38,26 @@ export async function compactionOutput(facade: Facade, response: TurnResponse): 
   return [compactionItem(compactionId(response.session_id, current.start_seq), current.summary)];
 }
 
-/** A compacted response (`client.responses.compact`): its output and zero usage (the summary call is not metered). */
-export function compactedResponse(id: string, createdAt: Date, output: ResponseCompactionItem[]): CompactedResponse {
+/**
+ * A compacted response (`client.responses.compact`): its output and what the summary's model
+ * call used (zero when nothing was summarized).
+ */
+export function compactedResponse(
+  id: string,
+  createdAt: Date,
+  output: ResponseCompactionItem[],
+  usage: TurnUsage | null,
+): CompactedResponse {
   return {
     id,
     object: 'response.compaction',
     created_at: Math.floor(createdAt.getTime() / 1000),
     output,
-    usage: {
-      input_tokens: 0,
-      input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
-      output_tokens: 0,
-      output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: 0,
-    },
+    usage: usageOf(usage ?? NO_USAGE),
   };
 }
+
+const NO_USAGE = { input_tokens: 0, output_tokens: 0 };
 
 export interface StatelessCompaction {
   /** The items sent (a compaction item among them is already a summary message). */
@@ -67,9 +73,11 @@ export interface StatelessCompaction {
 
 /**
  * Summarizes every item sent, storing nothing (`POST /v1/responses/compact` without a stored
- * conversation). Null when there is nothing to summarize.
+ * conversation): the summary and what its model call used. Null when there is nothing to summarize.
  */
-export async function compactItems(request: StatelessCompaction): Promise<string | null> {
+export async function compactItems(
+  request: StatelessCompaction,
+): Promise<{ summary: string; usage: ModelUsage } | null> {
   const config = resolveStrategyConfig({ env: request.env });
   const budget = resolveTokenBudget(
     request.modelId,
@@ -80,11 +88,11 @@ export async function compactItems(request: StatelessCompaction): Promise<string
   const history: PromptItem[] = request.items.map((item, index) => ({ ...item, seq: index + 1 }));
   const cut = planCompaction(history, { keepTokens: 0, counter: budget.counter });
   if (!cut) return null;
-  const next = await summarizeContext(request.summaryModel, null, cut, {
+  const made = await summarizeContext(request.summaryModel, null, cut, {
     maxSummaryTokens: sizes.maxSummaryTokens,
     ...(request.summaryPrompt ? { prompt: request.summaryPrompt } : {}),
   });
-  return next.summary;
+  return { summary: made.context.summary, usage: made.usage };
 }
 
 /**

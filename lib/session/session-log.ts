@@ -4,7 +4,7 @@ import { hydrateMedia } from './attachments.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
-import { commitTurnContext, compact, currentContext } from './log/compaction.ts';
+import { commitTurnContext, compact, currentContext, type Compacted, type Summarized } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
 import { cancelTurn, closedBy, closeIfOpenExpired, renewLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
@@ -226,16 +226,14 @@ export class SessionLog extends SessionLogBase {
 
   /**
    * A manual compaction (POST /compact): reads the current context back to its start and
-   * hands it to `summarize`, which returns the new context start (or null: nothing to do).
-   * The summary is stored create-only under `context/<inverted newest record>` (two
-   * compactions from the same state store one: the loser takes the winner's), then a
-   * `compact` record carrying it commits the move (create-only, skipped when a record with
-   * that context or a newer one is already there). An open turn: TurnInProgressError.
+   * hands it to `summarize`, which returns the new context start and its model call's usage
+   * (or null: nothing to do). The summary is stored create-only under
+   * `context/<inverted newest record>` (two compactions from the same state store one: the
+   * loser takes the winner's), then a `compact` record carrying it and the session's totals
+   * with that usage commits the move (create-only, skipped when a record with that context or
+   * a newer one is already there). An open turn: TurnInProgressError.
    */
-  async compact(
-    id: string,
-    summarize: (view: ContextView) => Promise<NewContext | null>,
-  ): Promise<{ compacted: boolean; context: ContextStart | null }> {
+  async compact(id: string, summarize: (view: ContextView) => Promise<Summarized | null>): Promise<Compacted> {
     return compact(this.log, id, summarize);
   }
 

@@ -34,11 +34,17 @@ export interface Attempt {
   closedFailed?: true;
 }
 
-/** What the turn's prompt moved, for its outcome: the context start and the overflow boundary. */
-export function promptMoves(prompt: PromptInputs | undefined): Pick<TurnOutcome, 'context' | 'overflow'> {
+/**
+ * What the turn's prompt moved, for its outcome: the context start and the overflow boundary,
+ * with what the compaction's summary used (which only a completed turn's totals take).
+ */
+export function promptMoves(
+  prompt: PromptInputs | undefined,
+): Pick<TurnOutcome, 'context' | 'overflow' | 'summaryUsage'> {
   return {
     ...(prompt?.compacted ? { context: prompt.compacted } : {}),
     ...(prompt?.moved ? { overflow: prompt.moved } : {}),
+    ...(prompt?.summaryUsage ? { summaryUsage: prompt.summaryUsage } : {}),
   };
 }
 

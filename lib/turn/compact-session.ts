@@ -1,4 +1,6 @@
 import { checkBudget } from '../ledger/budget.ts';
+import type { ModelPrice } from '../ledger/prices.ts';
+import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
@@ -9,6 +11,8 @@ import type { TokenEncoders } from '../tokens/token-counter.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
 import { compactionSizes } from '../compaction/summary-budget.ts';
 import { summarizeContext } from '../compaction/summarize-context.ts';
+import { afterResponse } from './append.ts';
+import type { TurnServices } from './types.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {
@@ -23,9 +27,16 @@ export interface CompactRequest {
 export interface CompactServices {
   sessions: Pick<SessionLog, 'get' | 'compact'>;
   env: Record<string, string | undefined>;
-  config: { defaultModel: string; summaryModel: string | undefined; summaryPrompt: string | undefined };
+  config: {
+    defaultModel: string;
+    summaryModel: string | undefined;
+    summaryPrompt: string | undefined;
+    modelPrices: Record<string, ModelPrice>;
+  };
   model: (id: string) => Model;
   tokenEncoders?: TokenEncoders;
+  /** Runs work after the response (a token's charge), logging a failure. */
+  background: TurnServices['background'];
   /** The spend of the request's token, when it carries a budget (checked: see compactSession). */
   tokenSpend?: TokenSpend;
 }
@@ -43,13 +54,16 @@ export interface CompactResult {
     created_at: string;
     summary: string;
   } | null;
+  /** What the summary's model call used (null: nothing was summarized), charged to the session and the token. */
+  usage: TurnUsage | null;
 }
 
 /**
  * A manual compaction: summarizes the current context but its newest `keep_tokens` (pairs
  * never split) and moves the context start, whatever the trigger. Nothing to summarize:
  * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
- * in-turn compaction (SessionLog.compact).
+ * in-turn compaction (SessionLog.compact). The summary's usage counts in the session's totals
+ * (and a budgeted token's spend) as a turn's does, but as no turn.
  *
  * @example await compactSession(services, 's1', { keep_tokens: 0 })
  * // { compacted: true, context: { start_seq: 5, ... } }
@@ -65,8 +79,8 @@ export async function compactSession(
   const session: SessionRecord = await services.sessions.get(sessionId);
   // A compaction calls a model: a spent budget, the session's or the token's, refuses it (402)
   // as it refuses a turn.
-  const { usage } = session;
-  checkBudget(session.budget, { ...usage, cost_usd: usage.priced_cost_usd });
+  const totals = session.usage;
+  checkBudget(session.budget, { ...totals, cost_usd: totals.priced_cost_usd });
   if (spend && spent) spend.check(await spent);
   const model = services.model(
     request.model ?? services.config.summaryModel ?? session.model ?? services.config.defaultModel,
@@ -87,15 +101,21 @@ export async function compactSession(
       ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
     });
     if (!cut) return null;
-    return summarizeContext(model, context, cut, {
+    const summary = await summarizeContext(model, context, cut, {
       maxSummaryTokens: sizes.maxSummaryTokens,
       ...(prompt ? { prompt } : {}),
     });
+    return { context: summary.context, usage: turnUsage(summary.usage, services.config.modelPrices[model.id]) };
   });
+  // The session's totals took the usage with the compaction's record; the token's take it after
+  // the response, as a turn's do.
+  const { usage } = result;
+  if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
   return {
     session_id: sessionId,
     compacted: result.compacted,
     context: result.context ? contextView(result.context) : null,
+    usage: result.usage ?? null,
   };
 }
 

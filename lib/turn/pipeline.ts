@@ -124,7 +124,7 @@ async function takeTurn(
     const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen);
     if (!response) continue;
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
-    if (charged) afterResponse(services, () => charged.charge(response.usage));
+    if (charged) afterResponse(services, () => charged.charge(response.usage, 1, response.compaction_usage));
     return response;
   }
 }
@@ -256,17 +256,20 @@ async function turnSteps(
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);
+  const summarized = inputs.summaryUsage ? { compaction_usage: inputs.summaryUsage } : {};
   const response: TurnResponse = {
     session_id: sessionId,
     turn: turn.turn,
     output,
     usage,
+    ...summarized,
     context,
     ...(result.incomplete ? { incomplete: result.incomplete } : {}),
   };
   const receipt = {
     ...(await prompt.receipt(notices.delivered)),
     usage,
+    ...summarized,
     ...(result.incomplete ? { incomplete: result.incomplete } : {}),
   };
   const outcome: TurnOutcome = {

@@ -39,6 +39,8 @@ export interface TurnReceipt {
   notices: { name: string; stored_as: string; posted_at: string }[];
   context: TurnContext;
   usage?: TurnUsage;
+  /** What the summary of the turn's compaction used (TurnResponse.compaction_usage). */
+  compaction_usage?: TurnUsage;
   /** The prompt's item hashes, sizes and synthetic items (lib/prompt-shape.ts). */
   prompt?: PromptShape;
   /**

@@ -8,6 +8,7 @@ import {
   type CompactionPlan,
 } from '../compaction/index.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
+import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { PromptItem } from '../items.ts';
 import type { ModelRequest } from '../models/model.ts';
 import type { OpenTurn } from '../session/log/types.ts';
@@ -71,6 +72,8 @@ type PendingContextStart = Pick<ContextStart, 'start_seq' | 'summary' | 'summari
 export interface PromptInputs extends PromptSource {
   turn: OpenTurn;
   compacted?: ContextStart;
+  /** What the summary of the compaction this turn did used (the turn's close adds it to the totals). */
+  summaryUsage?: TurnUsage;
   request: TurnRequest;
   notices: TurnNotices;
 }
@@ -135,11 +138,12 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     // The summary is stored under the turn's record: the claim must have landed.
     await notices.claimed();
     const summaryModel = services.config.summaryModel ? services.model(services.config.summaryModel) : plan.model;
-    const next = await summarizeContext(summaryModel, turn.context, cut, {
+    const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
     });
-    return services.sessions.commitTurnContext(turn, next);
+    inputs.summaryUsage = turnUsage(summary.usage, services.config.modelPrices[summaryModel.id]);
+    return services.sessions.commitTurnContext(turn, summary.context);
   };
   const { built, context } = await fitTurnPrompt(services, inputs, summarize);
   const { prepared, cacheBreakpoint, hydrated } = built;

@@ -130,6 +130,11 @@ export const turnResponseSchema = z
     turn: z.number().int(),
     output: z.array(outputItemSchema),
     usage: turnUsageSchema,
+    compaction_usage: turnUsageSchema.optional().meta({
+      description:
+        "What the summary of this turn's compaction used (its own model call; the session's totals count " +
+        'both). Absent when the turn compacted nothing.',
+    }),
     context: turnContextSchema,
     incomplete: z
       .enum(['max_output_tokens', 'content_filter'])

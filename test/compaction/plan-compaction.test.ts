@@ -185,7 +185,7 @@ describe('the summary', () => {
     const items = numbered([user('plan the trip'), call('c1'), output('c1', 'Paris 18C'), call('c2'), user('go on')]);
     const plan = planCompaction(items, { keepTokens: 5, counter, keepFromSeq: 5 })!;
     expect(plan.interrupted.map((item) => item.call_id)).toEqual(['c2']);
-    const next = await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 });
+    const next = (await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 })).context;
     const transcript = renderTranscript(null, plan.summarized, new Set(plan.interrupted));
     expect(next.summary).toBe(`echo: ${transcript}`);
     expect(next.summary).toContain('#4 tool call lookup({"id":"c2"}) was interrupted');
@@ -196,7 +196,9 @@ describe('the summary', () => {
       model: 'echo',
     });
     // Same input, same summary.
-    expect((await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 })).summary).toBe(next.summary);
+    expect((await summarizeContext(echoModel, null, plan, { maxSummaryTokens: 1000 })).context.summary).toBe(
+      next.summary,
+    );
   });
 
   it('folds the previous summary in and stays within its token cap', async () => {
@@ -211,7 +213,7 @@ describe('the summary', () => {
       model: 'echo',
       created_at: '',
     };
-    const next = await summarizeContext(echoModel, previous, plan, { maxSummaryTokens: 50 });
+    const next = (await summarizeContext(echoModel, previous, plan, { maxSummaryTokens: 50 })).context;
     expect(next.summary).toContain('earlier facts');
     expect(next.summary.length).toBeLessThanOrEqual(200);
   });

@@ -92,6 +92,34 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { budget: 'session' } });
     });
 
+    it("charges a compaction's summary to the token and the session as no turn, native and facade", async () => {
+      const token = await mint({ max_turns: 1000 });
+      const id = await api.session();
+      const bearer = { authorization: `Bearer ${token}` };
+      for (const input of ['one', 'two']) expect((await turn(token, id, input)).status).toBe(200);
+      await vi.waitFor(async () => expect((await spendOf(token))?.turns).toBe(2), { timeout: 10_000 });
+      const before = (await spendOf(token))!;
+      const sessionBefore = (await api.get(`/v1/sessions/${id}`)).body.usage;
+      const native = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 }, bearer);
+      expect(native.status, JSON.stringify(native.body)).toBe(200);
+      const summary = native.body.usage;
+      expect(summary.input_tokens).toBeGreaterThan(0);
+      expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({
+        turns: 2,
+        input_tokens: sessionBefore.input_tokens + summary.input_tokens,
+        output_tokens: sessionBefore.output_tokens + summary.output_tokens,
+      });
+      const charged = { input_tokens: before.input_tokens + summary.input_tokens };
+      await vi.waitFor(async () => expect(await spendOf(token)).toMatchObject(charged), { timeout: 10_000 });
+      expect((await spendOf(token))?.turns).toBe(2);
+      const facade = await api.post('/v1/responses/compact', { model: 'echo', input: 'hello there' }, bearer);
+      expect(facade.status, JSON.stringify(facade.body)).toBe(200);
+      const inline = facade.body.usage.input_tokens;
+      expect(inline).toBeGreaterThan(0);
+      const inlineCharged = { turns: 2, input_tokens: charged.input_tokens + inline };
+      await vi.waitFor(async () => expect(await spendOf(token)).toMatchObject(inlineCharged), { timeout: 10_000 });
+    });
+
     it('refuses a turn with 402 once the token spent its budget: nothing stored, in any session', async () => {
       const token = await mint({ max_turns: 2 });
       const [a, b, c] = await Promise.all([1, 2, 3].map(() => api.session()));

@@ -173,6 +173,67 @@ describe('the usage ledger', () => {
   });
 });
 
+describe("compactions' summaries", () => {
+  // The summary model is the session's (no SUMMARY_MODEL): the fake Anthropic answers every call alike.
+  const SUMMARY = ANTHROPIC_TURN;
+  const times = (n: number) => ({
+    turns: 2,
+    input_tokens: n * 2095,
+    output_tokens: n * 503,
+    cost_usd: Math.round(n * 0.00912 * 1e5) / 1e5,
+    unpriced_turns: 0,
+  });
+
+  it('a manual compaction answers its usage and adds it to the totals, as no turn; a budget counts it', async () => {
+    const id = await api.session({ model: 'anthropic:fake', budget: { max_total_tokens: 3 * 2598 } });
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(compacted.body).toMatchObject({ compacted: true, usage: SUMMARY });
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject(times(3));
+    // Two turns and the summary spent the session's tokens: the next turn is refused.
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'three' });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { limit: 'max_total_tokens' } });
+    // Nothing to summarize: no model call, no usage.
+    const empty = await api.post(`/v1/sessions/${await api.session({ model: 'anthropic:fake' })}/compact`, {});
+    expect(empty.body).toMatchObject({ compacted: false, usage: null });
+  });
+
+  it("a compacting turn answers its summary's usage apart, in its receipt too; the totals take both", async () => {
+    const id = await api.session({ model: 'anthropic:fake' });
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    // A window whose trigger and kept share are a few tokens: the turn summarizes all but its input.
+    const turn = await api.post(`/v1/sessions/${id}/turns`, {
+      input: 'three',
+      strategies: ['compact'],
+      strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+    });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    expect(turn.body.context.compaction).toBeDefined();
+    expect(turn.body).toMatchObject({ usage: ANTHROPIC_TURN, compaction_usage: SUMMARY });
+    expect((await api.get(`/v1/sessions/${id}`)).body.usage).toMatchObject({ ...times(4), turns: 3 });
+    const receipt = await api.get(`/v1/sessions/${id}/turns/3`);
+    expect(receipt.body).toMatchObject({ usage: ANTHROPIC_TURN, compaction_usage: SUMMARY });
+    const plain = await api.get(`/v1/sessions/${id}/turns/2`);
+    expect(plain.body.compaction_usage).toBeUndefined();
+  });
+
+  it("POST /v1/responses/compact answers the summary's usage in OpenAI's shape", async () => {
+    const compacted = await api.post('/v1/responses/compact', { model: 'anthropic:fake', input: 'hello there' });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(compacted.body.usage).toEqual({
+      input_tokens: 2095,
+      input_tokens_details: { cached_tokens: 1800, cache_write_tokens: 200 },
+      output_tokens: 503,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 2598,
+    });
+  });
+});
+
 describe('budgets', () => {
   it('a spent budget is 402 budget_exhausted: nothing stored, no model called; PATCH lifts it', async () => {
     const id = await api.session({ model: 'anthropic:fake', budget: { max_turns: 1 } });

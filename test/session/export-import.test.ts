@@ -11,7 +11,7 @@ import { exportLines, importLines, ndjsonLines, type TransferServices } from '..
 import { headerLine, itemLine, messageLine } from '../support/export-lines.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { SessionLog, summarized } from '../support/session-log.ts';
 import type { LogView } from '../../lib/session/view-records.ts';
 import { packOptions, sessionStrategyPlan } from '../../lib/turn/plan.ts';
 import { runTurn } from '../../lib/turn/index.ts';
@@ -90,13 +90,13 @@ async function build(w: ReturnType<typeof world>, id: string, steps: Step[]): Pr
         const first = view.items[0]?.seq;
         const last = view.items[view.items.length - 1]?.seq;
         if (first === undefined || last === undefined || last === first) return null;
-        return {
+        return summarized({
           start_seq: last,
           summary: `summary up to ${last - 1}`,
           summarized: { first_seq: first, last_seq: last - 1 },
           interrupted: [],
           model: 'echo',
-        };
+        });
       });
     } else {
       await w.inbox.post(id, { content: step.content });

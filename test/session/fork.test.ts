@@ -11,7 +11,7 @@ import { logContext } from '../../lib/session/log/context.ts';
 import { readTail } from '../../lib/session/log/tail-reader.ts';
 import { logCursor } from '../../lib/session/unit-cursor.ts';
 import { viewPolicy } from '../../lib/turn/view-policy.ts';
-import { SessionLog, type OpenTurn } from '../support/session-log.ts';
+import { SessionLog, summarized, type OpenTurn } from '../support/session-log.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
@@ -215,13 +215,13 @@ describe('SessionLog.fork', () => {
     await grown(log, 'p', 4);
     await log.compact('p', async (view) => {
       const last = view.items[view.items.length - 1]?.seq ?? 0;
-      return {
+      return summarized({
         start_seq: last - 3,
         summary: 'the first rounds',
         summarized: { first_seq: view.items[0]?.seq ?? 1, last_seq: last - 4 },
         interrupted: [],
         model: 'echo',
-      };
+      });
     });
     // The point: a turn whose call has no output yet.
     await turn(log, 'p', [user('one more')], [toolCall('open')]);

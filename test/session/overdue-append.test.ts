@@ -7,7 +7,7 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appendItems } from '../../lib/turn/append.ts';
 import { copyObjects } from '../support/copy-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { SessionLog, summarized } from '../support/session-log.ts';
 
 // An append is overdue once the records after the newest view hold more item bytes than a tenth
 // of that view and 64 KiB (lib/session/log/pack-schedule.ts): it packs with a view before it
@@ -46,7 +46,7 @@ async function compactedSession(sessions: SessionLog): Promise<void> {
   await sessions.create({ id: 's' });
   for (let record = 1; record <= 3; record++) await appendItems(services(sessions), 's', [user(`r${record}`)]);
   const context = { summary: 'x', summarized: { first_seq: 1, last_seq: 1 }, interrupted: [], model: 'echo' };
-  await sessions.compact('s', async () => ({ start_seq: 1, ...context }));
+  await sessions.compact('s', async () => summarized({ start_seq: 1, ...context }));
   await sessions.pack('s', { refresh: true });
   // 40 KB, then 80 KB after the view: the second append is overdue.
   await appendItems(services(sessions), 's', large(5));

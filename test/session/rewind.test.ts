@@ -6,7 +6,7 @@ import { parseRecordsEntry, recordsPrefix } from '../../lib/session/keys.ts';
 import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { buildSegment, SegmentReader } from '../../lib/session/segment.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { SessionLog } from '../support/session-log.ts';
+import { SessionLog, summarized as summaryOf } from '../support/session-log.ts';
 import { contents, turnOf, USAGE } from './rewind-simulation-suite.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
@@ -119,13 +119,13 @@ describe('SessionLog.deleteTurn', () => {
       summarized.push(texts.join(', '));
       if (summarized.length === 1) await log.deleteTurn('s', 2);
       const last = view.items.at(-1)!.seq!;
-      return {
+      return summaryOf({
         start_seq: last + 1,
         summary: `summary of ${texts.join(', ')}`,
         summarized: { first_seq: 1, last_seq: last },
         interrupted: [],
         model: 'echo',
-      };
+      });
     });
     expect(summarized).toEqual(['one, re one, secret, re secret', 'one, re one']);
     expect(result.context?.summary).toBe('summary of one, re one');

@@ -27,7 +27,23 @@ import {
 } from '../../lib/turn/index.ts';
 import { claimInput } from '../../lib/turn/background.ts';
 
-const ECHO_PRICES = JSON.stringify({ echo: { input: 1.25, cached_input: 0.125, output: 10 } });
+/**
+ * The model of the simulation's manual compactions: echo, reporting no usage. The usage totals
+ * checked exact are the completed turns' sum; a compaction's charge rides in the record that
+ * commits it (create-only), and test/http/usage-ledger.test.ts checks what it adds.
+ */
+const FREE_SUMMARY_MODEL = 'echo-free';
+const freeSummaries: typeof echoModel = {
+  ...echoModel,
+  id: FREE_SUMMARY_MODEL,
+  generate: async (request) => ({
+    ...(await echoModel.generate(request)),
+    usage: { input_tokens: 0, output_tokens: 0 },
+  }),
+};
+
+const ECHO_PRICE = { input: 1.25, cached_input: 0.125, output: 10 };
+const ECHO_PRICES = JSON.stringify({ echo: ECHO_PRICE, [FREE_SUMMARY_MODEL]: ECHO_PRICE });
 
 /**
  * A deterministic simulation of several service processes ("actors") sharing one store, for
@@ -246,7 +262,7 @@ export class World {
       // Echo with a price, so the usage totals carry a cost to check too.
       config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS), MODEL_PRICES: ECHO_PRICES }),
       env: {},
-      model: () => echoModel,
+      model: (id: string) => (id === FREE_SUMMARY_MODEL ? freeSummaries : echoModel),
       background: (task: Promise<unknown>) => {
         background.push(task.catch(() => undefined));
       },
@@ -331,7 +347,8 @@ export const ops = {
         packOptions(sessionStrategyPlan(actor.services.env, await actor.services.sessions.get(id))),
       ),
     ),
-  compact: (actor: Actor, id: string) => attempt(() => compactSession(actor.services, id, { keep_tokens: 40 })),
+  compact: (actor: Actor, id: string) =>
+    attempt(() => compactSession(actor.services, id, { keep_tokens: 40, model: FREE_SUMMARY_MODEL })),
   /** A turn under a busy policy: a busy session queues its input (enqueue) or is interrupted. */
   policyTurn: (actor: Actor, id: string, input: string, onBusy: 'enqueue' | 'interrupt', key?: string) =>
     attempt(() =>

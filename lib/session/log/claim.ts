@@ -13,7 +13,7 @@ import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
-import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../ledger/usage.ts';
+import { addToLedger, EMPTY_LEDGER, type Ledger, type TurnUsage } from '../../ledger/usage.ts';
 
 /**
  * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
@@ -174,6 +174,12 @@ export async function beginTurn(log: LogContext, id: string, options: ClaimOptio
   }
 }
 
+/** The session's totals after a completed turn: its usage, and its compaction's summary as no turn. */
+function totalsAfter(ledger: Ledger, { usage, summaryUsage }: TurnOutcome): Ledger {
+  const turned = addToLedger(ledger, usage!);
+  return summaryUsage ? addToLedger(turned, summaryUsage, 0) : turned;
+}
+
 /** See SessionLog.completeTurn. */
 export async function completeTurn(log: LogContext, turn: OpenTurn, result: TurnOutcome): Promise<StoredItem[]> {
   const outcome = checkInvariant(outcomeSchema, result);
@@ -206,7 +212,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(result.overflow ? { overflow: result.overflow } : {}),
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
-    ...(result.usage && outcome.status === 'completed' ? { ledger: addToLedger(turn.ledger, result.usage) } : {}),
+    ...(result.usage && outcome.status === 'completed' ? { ledger: totalsAfter(turn.ledger, result) } : {}),
   };
   const landing = await turn.landing;
   // Indexed at the claim, unless that write failed: then here, still before the completion.

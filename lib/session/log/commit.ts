@@ -32,6 +32,7 @@ import {
 import { findKey } from './idempotency.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
+import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeTurn, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import type { IndexState } from './session-index.ts';
@@ -130,6 +131,8 @@ export interface CommitOptions {
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
    */
   adopt?: number;
+  /** A compaction's summary: what its model call used, added to the totals the record carries. */
+  charge?: TurnUsage;
   /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
   packsOverdue?: boolean;
 }
@@ -293,6 +296,7 @@ export async function prepareCommit(
   const turn = options.kind === 'turn' ? counts.turns + 1 : undefined;
   const undelivered = undeliveredOf(newest);
   const overflow = overflowOf(newest);
+  const totals = options.charge ? addToLedger(ledger, options.charge, 0) : ledger;
   const record: LogRecord = {
     format: 'tailgate.record.v1',
     record: number,
@@ -316,7 +320,7 @@ export async function prepareCommit(
     ...(overflow ? { overflow } : {}),
     ...(openAfter ? { open_calls: openAfter } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
-    ...(ledger.turns > 0 ? { ledger } : {}),
+    ...(hasUsage(totals) ? { ledger: totals } : {}),
   };
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.

@@ -1,4 +1,5 @@
 import { StorageError, TurnInProgressError } from '../../errors.ts';
+import type { TurnUsage } from '../../ledger/usage.ts';
 import { contextKey, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
 import { commit } from './commit.ts';
@@ -22,13 +23,26 @@ const MAX_COMPACT_ATTEMPTS = 3;
 export async function compact(
   log: LogContext,
   id: string,
-  summarize: (view: ContextView) => Promise<NewContext | null>,
-): Promise<{ compacted: boolean; context: ContextStart | null }> {
+  summarize: (view: ContextView) => Promise<Summarized | null>,
+): Promise<Compacted> {
   for (let attempt = 0; attempt < MAX_COMPACT_ATTEMPTS; attempt++) {
     const compacted = await compactOnce(log, id, summarize);
     if (compacted) return compacted;
   }
   throw new StorageError(`session ${id}: it changed under every compaction; nothing was stored`);
+}
+
+/** What a manual compaction's summarizer made: the new context start, and what its model call used. */
+export interface Summarized {
+  context: NewContext;
+  usage: TurnUsage;
+}
+
+/** A manual compaction's end: the context start after it, and the summary's usage when one was stored. */
+export interface Compacted {
+  compacted: boolean;
+  context: ContextStart | null;
+  usage?: TurnUsage;
 }
 
 /** The incarnation the summary was made of is not the session's any more (see compactOnce). */
@@ -42,8 +56,8 @@ class Moved extends Error {}
 async function compactOnce(
   log: LogContext,
   id: string,
-  summarize: (view: ContextView) => Promise<NewContext | null>,
-): Promise<{ compacted: boolean; context: ContextStart | null } | null> {
+  summarize: (view: ContextView) => Promise<Summarized | null>,
+): Promise<Compacted | null> {
   const { newest, cursor, scope, config } = await readHead(log, id, 100);
   if (!newest) return { compacted: false, context: null };
   if (newest.record.kind === 'turn' && !newest.done) {
@@ -61,19 +75,21 @@ async function compactOnce(
     listed = undefined;
     return readTail(log, scope, newestItems, walk, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0);
   });
-  const next = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
-  if (!next) return { compacted: false, context: current };
-  const stored = await storeContext(log, scope, newest.record.record, next);
+  const summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
+  if (!summary) return { compacted: false, context: current };
+  const stored = await storeContext(log, scope, newest.record.record, summary.context);
   const check = (now: SessionConfig) => {
     if (now.created_at !== config.created_at || (now.generation ?? '') !== scope.generation) throw new Moved();
   };
   try {
-    await commit(log, id, [], { kind: 'compact', context: stored, check });
+    // The record carries the session's totals with the summary's usage (one that lost to a
+    // concurrent compaction of the same state writes no record, and charges nothing).
+    await commit(log, id, [], { kind: 'compact', context: stored, check, charge: summary.usage });
   } catch (error) {
     if (error instanceof Moved) return null;
     throw error;
   }
-  return { compacted: true, context: stored };
+  return { compacted: true, context: stored, usage: summary.usage };
 }
 
 /** See SessionLog.currentContext. */

@@ -9,6 +9,7 @@ import { logCursor, unitTop, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { contextOf, countsOf, ledgerOf, readHead, readRecord, RecordMissingError } from './head.ts';
 import { hydrate, payloadKey } from './item-pages.ts';
+import { hasUsage } from '../../ledger/usage.ts';
 
 /**
  * Exporting a session (lib/session/export-format.ts): the header, then every item oldest
@@ -46,7 +47,7 @@ export async function exportSession(
     ...(config.expires_after_days !== undefined ? { expires_after_days: config.expires_after_days } : {}),
     ...(config.on_busy !== undefined ? { on_busy: config.on_busy } : {}),
     ...(config.budget !== undefined ? { budget: config.budget } : {}),
-    ...(ledger.turns > 0 ? { ledger } : {}),
+    ...(hasUsage(ledger) ? { ledger } : {}),
   };
   const context = contextOf(newest);
   const compaction: ExportCompaction | null = context

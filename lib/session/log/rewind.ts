@@ -20,6 +20,7 @@ import {
 } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
+import { hasUsage } from '../../ledger/usage.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -229,7 +230,7 @@ function carried(record: LogRecord, head: Head): LogRecord {
   const undelivered = undeliveredOf(head.newest);
   return {
     ...record,
-    ...(ledger.turns > 0 ? { ledger } : {}),
+    ...(hasUsage(ledger) ? { ledger } : {}),
     ...(isEmpty(undelivered) ? {} : { undelivered }),
   };
 }

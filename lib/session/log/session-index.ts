@@ -4,7 +4,7 @@ import { sessionConfigKey, validateId } from '../keys.ts';
 import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readHead, type Head } from './head.ts';
-import { EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
+import { EMPTY_LEDGER, hasUsage, type Ledger } from '../../ledger/usage.ts';
 import { NANO } from '../../ledger/prices.ts';
 
 /**
@@ -93,7 +93,7 @@ export function indexEntryKey(
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
   const integer = (field: (typeof LEDGER_FIELDS)[number]) =>
     Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36);
-  const usage = ledger.turns > 0 ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
+  const usage = hasUsage(ledger) ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
   const days = entry.expiresAfterDays === null ? '' : `${entry.expiresAfterDays}d.`;
   const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;
   const state = `${counted}.${entry.lastActivityMs}.${days}${usage}`;

@@ -46,6 +46,8 @@ export interface TurnSummary {
   context: Record<string, unknown> | null;
   notices: { name: string; stored_as: string; posted_at: string }[];
   usage: TurnUsage | null;
+  /** What the summary of the turn's compaction used (present only when it compacted). */
+  compaction_usage?: TurnUsage;
   /** Why the answer stopped short (present only then). */
   incomplete?: 'max_output_tokens' | 'content_filter';
   error: { code: string; message: string; details?: unknown } | null;
@@ -107,6 +109,7 @@ const receiptSchema = z
     notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })).optional(),
     context: z.record(z.string(), z.unknown()).optional(),
     usage: storedTurnUsageSchema.optional(),
+    compaction_usage: storedTurnUsageSchema.optional(),
     abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
     media_as_text: z.number().int().nonnegative().optional(),
     incomplete: z.enum(['max_output_tokens', 'content_filter']).optional(),
@@ -299,6 +302,7 @@ function common(turn: number, status: TurnState, receipt: Receipt, error: TurnSu
     context: receipt.context ?? null,
     notices: receipt.notices ?? [],
     usage: receipt.usage ?? null,
+    ...(receipt.compaction_usage ? { compaction_usage: receipt.compaction_usage } : {}),
     ...(receipt.incomplete ? { incomplete: receipt.incomplete } : {}),
     error,
   };

@@ -142,6 +142,8 @@ export interface TurnOutcome {
   readonly undelivered?: Readonly<Undelivered>;
   /** A completed turn's usage: the completion carries the session's totals with it. */
   readonly usage?: TurnUsage;
+  /** What the summary of the turn's compaction used: a completed turn's totals take it too, as no turn. */
+  readonly summaryUsage?: TurnUsage;
   /** The context start a compaction in the turn stored (`commitTurnContext`): the close commits it. */
   readonly context?: ContextStart;
   /** The overflow boundary the turn's fitted prompt moved: the close stores it. */

@@ -1,6 +1,7 @@
 import { verify, sign } from 'hono/jwt';
 import { JwtTokenSignatureMismatched } from 'hono/utils/jwt/types';
 import { z } from 'zod';
+import { TailgateError } from '../lib/errors.ts';
 import { idSchema } from '../lib/items.ts';
 import type { ServiceConfig } from '../lib/config.ts';
 import { budgetSchema, type Budget } from '../lib/ledger/usage.ts';
@@ -49,9 +50,30 @@ export interface Principal {
    * its turns spend across sessions (lib/ledger/token-spend.ts). Null: no budget.
    */
   budget: TokenBudget | null;
+  /** A minted token's expiry (seconds since the epoch); null for API_TOKEN and anonymous access. */
+  expires: number | null;
 }
 
-export const ADMIN: Principal = { scopes: ['admin'], sessionId: null, generation: 0, incarnation: '', budget: null };
+export const ADMIN: Principal = {
+  scopes: ['admin'],
+  sessionId: null,
+  generation: 0,
+  incarnation: '',
+  budget: null,
+  expires: null,
+};
+
+function randomJti(): string {
+  return crypto.randomUUID().replaceAll('-', '');
+}
+
+/** A mint a minted token may not make (403 forbidden). */
+export class TokenMintRefused extends TailgateError {
+  constructor(message: string) {
+    super('forbidden', message);
+    this.name = 'TokenMintRefused';
+  }
+}
 
 /** Why a token does not verify; `description` is safe to send (it names no key material). */
 export class TokenRejection extends Error {
@@ -126,7 +148,10 @@ export interface MintedToken {
 
 /**
  * Signs a token; `generation` and `incarnation` are the bound session's token generation and
- * storage generation ('' for a session written before generations), ignored unbound.
+ * storage generation ('' for a session written before generations), ignored unbound. `minter`:
+ * the token minting it, when one does (not API_TOKEN): the new token lives no longer than it
+ * and, when it has a budget, shares it (its id and expiry, so its spend record), whatever
+ * `ttlSeconds` says; a budget of its own is then refused.
  */
 export async function mintToken(
   key: CryptoKey,
@@ -137,19 +162,28 @@ export async function mintToken(
     incarnation: string;
     ttlSeconds: number;
     budget?: Budget | undefined;
+    minter?: Pick<Principal, 'budget' | 'expires'>;
   },
   now: Date,
 ): Promise<MintedToken> {
   const scopes = [...new Set(request.scopes)];
   const issuedAt = Math.floor(now.getTime() / 1000);
-  const exp = issuedAt + request.ttlSeconds;
+  const shared = request.minter?.budget ?? null;
+  if (shared && request.budget) throw new TokenMintRefused('a token with a budget mints only tokens that share it');
+  const latest = shared?.expires ?? request.minter?.expires ?? Number.POSITIVE_INFINITY;
+  const exp = shared ? shared.expires : Math.min(issuedAt + request.ttlSeconds, latest);
+  const budget = shared
+    ? { id: shared.id, limits: shared.limits }
+    : request.budget
+      ? { id: randomJti(), limits: request.budget }
+      : null;
   const payload = {
     scope: scopes.join(' '),
     ...(request.sessionId !== null
       ? { session_id: request.sessionId, gen: request.generation, inc: request.incarnation }
       : {}),
-    // A budget's spend is kept under the token's own random id (lib/ledger/token-spend.ts).
-    ...(request.budget ? { jti: crypto.randomUUID().replaceAll('-', ''), bud: request.budget } : {}),
+    // A budget's spend is kept under its random id and the token's expiry (lib/ledger/token-spend.ts).
+    ...(budget ? { jti: budget.id, bud: budget.limits } : {}),
     iat: issuedAt,
     exp,
   };
@@ -158,7 +192,7 @@ export async function mintToken(
     token,
     scopes,
     session_id: request.sessionId,
-    budget: request.budget ?? null,
+    budget: budget?.limits ?? null,
     expires_at: new Date(exp * 1000).toISOString(),
   };
 }
@@ -185,10 +219,11 @@ export async function verifyToken(keys: readonly CryptoKey[], token: string, now
   if ((jti === undefined) !== (bud === undefined)) throw new TokenRejection('the token is malformed');
   const budget = jti !== undefined && bud !== undefined ? { id: jti, expires: exp, limits: bud } : null;
   const sessionId = claims.data.session_id ?? null;
-  if (sessionId === null) return { scopes: claims.data.scope, sessionId, generation: 0, incarnation: '', budget };
+  const scopes = claims.data.scope;
+  if (sessionId === null) return { scopes, sessionId, generation: 0, incarnation: '', budget, expires: exp };
   if (claims.data.gen === undefined || claims.data.inc === undefined)
     throw new TokenRejection('the token is malformed');
-  return { scopes: claims.data.scope, sessionId, generation: claims.data.gen, incarnation: claims.data.inc, budget };
+  return { scopes, sessionId, generation: claims.data.gen, incarnation: claims.data.inc, budget, expires: exp };
 }
 
 function isoTime(seconds: number): string {

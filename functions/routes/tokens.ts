@@ -104,6 +104,8 @@ export function tokenRoutes(clock: () => Date) {
           incarnation,
           ttlSeconds: body.ttl_seconds ?? DEFAULT_TTL_SECONDS,
           budget: body.budget,
+          // A minted token mints nothing that outlives it or escapes its budget.
+          minter: c.var.principal,
         },
         clock(),
       );

@@ -1,5 +1,5 @@
 import { sign, verify } from 'hono/jwt';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 
 /**
@@ -200,6 +200,37 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect(unbound.body.session_id).toBeNull();
       expect(unbound.body.scopes).toEqual(['session:read']);
       expect(Date.parse(unbound.body.expires_at) - before).toBeGreaterThan(30 * 24 * 3600_000 - 10_000);
+    });
+
+    it('a minted admin token mints nothing that outlives it or escapes its budget', async () => {
+      const shortLived = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], ttl_seconds: 60 });
+      const long = await call(shortLived.body.token, 'POST', '/v1/tokens', {
+        scopes: ['admin'],
+        ttl_seconds: 30 * 24 * 3600,
+      });
+      expect(long.status, JSON.stringify(long.body)).toBe(201);
+      expect(long.body.expires_at).toBe(shortLived.body.expires_at);
+      // A budgeted token's children share its budget, spend record and expiry.
+      const id = await createSession();
+      const budgeted = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 1 } });
+      expect((await call(budgeted.body.token, 'POST', `/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+      const child = await call(budgeted.body.token, 'POST', '/v1/tokens', { scopes: ['admin'], ttl_seconds: 60 });
+      expect(child.status, JSON.stringify(child.body)).toBe(201);
+      expect(child.body).toMatchObject({ budget: { max_turns: 1 }, expires_at: budgeted.body.expires_at });
+      await vi.waitFor(async () => {
+        const refused = await call(child.body.token, 'POST', `/v1/sessions/${id}/turns`, { input: 'two' });
+        expect(refused.status).toBe(402);
+        expect(refused.body.error.details).toMatchObject({ budget: 'token', spent: 1 });
+      });
+      const own = await call(budgeted.body.token, 'POST', '/v1/tokens', {
+        scopes: ['admin'],
+        budget: { max_turns: 100 },
+      });
+      expect(own.status).toBe(403);
+      expect(own.body.error.code).toBe('forbidden');
+      // API_TOKEN mints any lifetime and budget.
+      const fresh = await call(TOKEN, 'POST', '/v1/tokens', { scopes: ['admin'], budget: { max_turns: 100 } });
+      expect(fresh.status).toBe(201);
     });
 
     it.each([

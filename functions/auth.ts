@@ -217,9 +217,23 @@ export function revocationCheck(principal: Principal): ((config: SessionConfig) 
   return (config) => {
     if (config.id !== principal.sessionId) return;
     if ((config.token_generation ?? 0) > principal.generation) throw invalidToken('the token was revoked');
-    if ((config.generation ?? '') !== principal.incarnation)
+    if (!sameIncarnation(config, principal.incarnation))
       throw invalidToken('the token was minted for a deleted session with this id');
   };
+}
+
+/**
+ * Whether a bound token's `inc` names the incarnation `config` is: its creation time, which a
+ * delete of the newest turn keeps; a token minted before names the storage generation then
+ * (accepted while the session is on it or on one its deletes of newest turns wrote and still
+ * reads).
+ */
+function sameIncarnation(config: SessionConfig, incarnation: string): boolean {
+  return (
+    incarnation === config.created_at ||
+    incarnation === (config.generation ?? '') ||
+    (config.rewound ?? []).includes(incarnation)
+  );
 }
 
 /**

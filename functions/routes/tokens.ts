@@ -93,8 +93,9 @@ export function tokenRoutes(clock: () => Date) {
       const sessionId = body.session_id ?? null;
       // A bound token carries its session's generation, read now (404 for a missing session).
       const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
-      // ...and its incarnation: a token for a deleted session never opens one re-created with its id.
-      const incarnation = sessionId === null ? '' : (await c.var.services.sessions.scope(sessionId)).generation;
+      // ...and its incarnation, its creation time: a token for a deleted session never opens one
+      // created again with its id, and a delete of its newest turn (a new storage generation) keeps it.
+      const incarnation = sessionId === null ? '' : (await c.var.services.sessions.get(sessionId)).created_at;
       const minted = await mintToken(
         key,
         {

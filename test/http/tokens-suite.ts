@@ -533,6 +533,33 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       expect((await call(fresh, 'POST', `/v1/sessions/${id}/turns`, { input: 'hi' })).status).toBe(200);
     });
 
+    it('keeps a bound token across a delete of the newest turn (native and facade): same incarnation', async () => {
+      const id = await createSession();
+      for (const input of ['one', 'two'])
+        expect((await call(TOKEN, 'POST', `/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+      const client = await mint({ scopes: ['session:turn'], session_id: id });
+      const owner = await mint({ scopes: ['admin'], session_id: id });
+      // A token minted before incarnations were creation times names the storage generation.
+      const generation = (await harness.store.list(`${harness.keyPrefix}sessions/${id}/turn/`)).objects[0]!.key.split(
+        '/',
+      ).at(-2)!;
+      const now = Math.floor(Date.now() / 1000);
+      const claims = { scope: 'session:read', session_id: id, gen: 0, inc: generation, iat: now, exp: now + 600 };
+      const older = await sign(claims, SIGNING_KEY, 'HS256');
+      expect((await call(older, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      expect((await call(TOKEN, 'DELETE', `/v1/sessions/${id}/turns/2`)).status).toBe(200);
+      const read = await call(client, 'GET', `/v1/sessions/${id}`);
+      expect(read.status, JSON.stringify(read.body)).toBe(200);
+      expect((await call(client, 'POST', `/v1/sessions/${id}/turns`, { input: 'three' })).status).toBe(200);
+      expect((await call(older, 'GET', `/v1/sessions/${id}`)).status).toBe(200);
+      // The facade's delete of the newest response, by a token bound to the conversation.
+      const answered = await call(owner, 'POST', '/v1/responses', { model: 'echo', input: 'four', conversation: id });
+      expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+      expect((await call(owner, 'DELETE', `/v1/responses/${answered.body.id}`)).status).toBe(200);
+      expect((await call(owner, 'GET', `/v1/conversations/${id}`)).status).toBe(200);
+      expect((await call(client, 'GET', `/v1/sessions/${id}/items`)).status).toBe(200);
+    });
+
     it('refuses a replayed turn (Idempotency-Key) of a revoked token', async () => {
       const id = await createSession();
       const client = await mint({ scopes: ['session:turn'], session_id: id });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
+import { clientError, SESSION_DELETED, TURN_CANCELLED } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
@@ -72,7 +72,8 @@ export function turnEntry(closed: ClosedTurn, url: string, now: Date): WebhookEn
     turn: closed.turn,
     status: closed.status,
     completed_at: closed.completedAt,
-    ...(closed.error ? { error: { code: closed.error.code, message: closed.error.message } } : {}),
+    // What a client may see of it: a provider's or a store's own text stays in the logs.
+    ...(closed.error ? { error: clientError({ code: closed.error.code, message: closed.error.message }) } : {}),
     ...(closed.usage ? { usage: closed.usage } : {}),
   });
 }

@@ -1,5 +1,5 @@
 import { NotFoundError } from '../errors.ts';
-import type { LogScope } from '../session/keys.ts';
+import { RECORD_BOUND, type LogScope } from '../session/keys.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import { afterResponse } from './append.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
@@ -96,6 +96,9 @@ export async function* journalEvents(
   signal?: AbortSignal,
 ): AsyncGenerator<NumberedEvent> {
   const { sessions } = services;
+  // Past what a record's number holds: no session has such a turn.
+  if (turn >= RECORD_BOUND)
+    throw new NotFoundError(`session ${sessionId} has no turn ${turn}`, { id: sessionId, turn });
   const scope = await sessions.scope(sessionId);
   const journal = sessions.journal();
   // The last batch read (a batch whose write failed leaves its index out), and event sent.

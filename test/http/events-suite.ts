@@ -90,6 +90,11 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       const plain = await readEvents(`/v1/sessions/${id}/turns/1/events`);
       expect(plain.status).toBe(404);
       expect((await readEvents(`/v1/sessions/${id}/turns/9/events`)).status).toBe(404);
+      // Past what a turn's number can be (a record key's 12 digits): 404 too, not a 500.
+      for (const turn of ['1000000000000', '9007199254740991']) {
+        const past = await readEvents(`/v1/sessions/${id}/turns/${turn}/events`);
+        expect(past.status, turn).toBe(404);
+      }
       expect((await readEvents(`/v1/sessions/${id}/turns/1/events?after=-1`)).status).toBe(400);
     });
   });

@@ -255,8 +255,13 @@ function forkPoint(head: Head, previous: Point | null): RecordState | null {
   return state && own ? { ...state, record: forkedAt.record } : state;
 }
 
-/** Whether a closed turn's stored response says its model call delivered notices. */
+/**
+ * Whether a closed turn took notices: its stored response says its model call delivered some,
+ * or an `abort` notice stopped it.
+ */
 function deliveredNotices(done: DoneRecord): boolean {
   const context = (done.response as { context?: { notices_delivered?: unknown } } | undefined)?.context;
-  return Array.isArray(context?.notices_delivered) && context.notices_delivered.length > 0;
+  // An aborted turn took its `abort` notice (its delivery record names the turn).
+  const aborted = (done.receipt as { abort?: unknown } | undefined)?.abort !== undefined;
+  return aborted || (Array.isArray(context?.notices_delivered) && context.notices_delivered.length > 0);
 }

@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { createApp, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
+
+// Deleting the newest turn and the inbox (docs/API.md, "Deleting the newest turn"): a turn
+// that took notices cannot be taken out (their delivery records name turns by number, which the
+// session numbers again after a delete); one that took none can.
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+
+function clientFor(options: Partial<AppOptions> = {}) {
+  const store = new MemoryStore();
+  const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, ...options });
+  const harness: HttpHarness = {
+    fetch: async (path, init) => app.request(path, init, environment),
+    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment, ...overrides }),
+    store,
+    keyPrefix: '',
+    logged: [],
+  };
+  return createClient(harness);
+}
+
+describe('deleting the newest turn and the inbox', () => {
+  it('refuses to delete a turn that an abort notice stopped (its delivery record names the turn)', async () => {
+    const api = clientFor();
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+    await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' });
+    const aborted = await api.post(`/v1/sessions/${id}/turns`, { input: 'two' });
+    expect(aborted.body.error.code).toBe('aborted');
+    const records = (await api.get(`/v1/sessions/${id}/inbox/delivered`)).body.delivered;
+    expect(records).toMatchObject([{ name: 'abort', turn: 2 }]);
+    const deleted = await api.delete(`/v1/sessions/${id}/turns/2`);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
+    expect(deleted.body.error.code).toBe('delete_refused');
+  });
+});

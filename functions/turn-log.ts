@@ -86,7 +86,9 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
     if (!metrics) return;
     const model = outcome.model ?? 'unknown';
     metrics.count('tailgate_turns_total', { status: outcome.status, model });
-    if (outcome.error_code !== null) metrics.count('tailgate_turn_errors_total', { code: outcome.error_code });
+    // A replayed failure is no new one: its error was counted when it happened.
+    if (outcome.error_code !== null && outcome.status === 'failed')
+      metrics.count('tailgate_turn_errors_total', { code: outcome.error_code });
     metrics.observe('tailgate_turn_duration_seconds', { status: outcome.status }, outcome.duration_ms / 1000);
     if (outcome.first_output_ms !== null)
       metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, outcome.first_output_ms / 1000);

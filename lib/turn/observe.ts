@@ -11,19 +11,24 @@ export interface Seen {
   model?: string;
   firstOutput?: number;
   replayed?: boolean;
+  /** What the turn ran, when not the request observed: a background turn's stored request. */
+  ran?: TurnRequest;
   trace: TurnTrace;
 }
 
 /**
  * Runs a turn (`run`, given the events to emit and what to note in `seen`) in its span, ends
  * the span with how the turn ended, then tells `services.observeTurn`: the turn's log line and
- * metrics (functions/turn-log.ts). Nothing here reads or writes storage.
+ * metrics (functions/turn-log.ts). Output is timed only for a turn streamed to a client
+ * (`streamed`; a background turn's events go to its journal). A replay of a stored failure is
+ * `replayed`, with the error it answers. Nothing here reads or writes storage.
  */
 export async function observed(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   emit: ((event: TurnEvent) => void) | undefined,
+  streamed: boolean,
   run: (emit: ((event: TurnEvent) => void) | undefined, seen: Seen) => Promise<TurnResponse>,
 ): Promise<TurnResponse> {
   const started = Date.now();
@@ -35,7 +40,8 @@ export async function observed(
   const timed =
     emit &&
     ((event: TurnEvent) => {
-      if (event.event === 'output_text.delta' || event.event === 'output_item.done') seen.firstOutput ??= Date.now();
+      if (streamed && (event.event === 'output_text.delta' || event.event === 'output_item.done'))
+        seen.firstOutput ??= Date.now();
       emit(event);
     });
   const outcome = (status: TurnObservation['status'], response?: TurnResponse, error?: unknown): TurnObservation => ({
@@ -47,14 +53,14 @@ export async function observed(
     usage: status === 'completed' ? (response?.usage ?? null) : null,
     duration_ms: Date.now() - started,
     first_output_ms: seen.firstOutput === undefined ? null : seen.firstOutput - started,
-    request,
+    request: seen.ran ?? request,
     output: response?.output ?? [],
   });
   let response: TurnResponse;
   try {
     response = await run(timed, seen);
   } catch (error) {
-    told(outcome('failed', undefined, error));
+    told(outcome(seen.replayed ? 'replayed' : 'failed', undefined, error));
     throw error;
   }
   told(outcome(seen.replayed ? 'replayed' : 'completed', response));

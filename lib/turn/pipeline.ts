@@ -77,7 +77,8 @@ export async function runTurn(
   options: TurnOptions = {},
   emit?: (event: TurnEvent) => void,
 ): Promise<TurnResponse> {
-  return observed(services, sessionId, request, emit, (timed, seen) =>
+  const streamed = options.background === undefined;
+  return observed(services, sessionId, request, emit, streamed, (timed, seen) =>
     takeTurn(services, sessionId, request, options, timed, seen),
   );
 }
@@ -121,6 +122,7 @@ async function takeTurn(
       return replay(attempt, emit);
     }
     const asked = background ? storedRequest(attempt.turn) : request;
+    if (background) seen.ran = asked;
     const response = await attemptTurn(services, sessionId, asked, attempt, fetched, emit, options, seen);
     if (!response) continue;
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;

@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { Metrics } from '../../functions/metrics.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { freshId, TOKEN } from './http-suite.ts';
+
+// docs/API.md, "Metrics and logs": one JSON line per turn, native and background; with
+// LOG_CONTENT the request's input; time to first token for streamed turns only; a replay is
+// `replayed`, and the error of a failed turn is counted once.
+
+const lines: string[] = [];
+const tasks: Promise<unknown>[] = [];
+const store = new MemoryStore();
+const app = createApp({
+  store: () => store,
+  readEnvironment: (c) => c.env ?? {},
+  log: () => undefined,
+  metrics: new Metrics(),
+  logLine: (line) => lines.push(line),
+  afterResponse: (task) => void tasks.push(task),
+});
+const environment = { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo', LOG_CONTENT: 'true' };
+
+function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  return app.request(
+    path,
+    {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...headers },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    },
+    environment,
+  );
+}
+
+async function sample(series: string): Promise<number | undefined> {
+  const text = await (await call('GET', '/metrics')).text();
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+async function session(): Promise<string> {
+  const id = freshId('observed');
+  expect((await call('POST', '/v1/sessions', { id })).status).toBe(201);
+  return id;
+}
+
+const TTFT = 'tailgate_turn_time_to_first_token_seconds_count';
+
+describe("a turn's log line and metrics", () => {
+  it.each([false, true])(
+    "log a turn's input; time its first output only when streamed (background: %s)",
+    async (background) => {
+      const id = await session();
+      const timedBefore = (await sample(TTFT)) ?? 0;
+      lines.length = 0;
+      const taken = await call('POST', `/v1/sessions/${id}/turns`, { input: 'a logged prompt', background });
+      expect(taken.status).toBe(background ? 202 : 200);
+      await expect.poll(() => lines.length).toBe(1);
+      while (tasks.length > 0) await Promise.all(tasks.splice(0));
+      const line = JSON.parse(lines[0]!);
+      expect(line).toMatchObject({ status: 'completed', turn: 1, first_output_ms: null });
+      expect(line.output[0].content).toBe('echo: a logged prompt');
+      expect(JSON.stringify(line.input)).toContain('a logged prompt');
+      expect((await sample(TTFT)) ?? 0).toBe(timedBefore);
+      // A streamed turn is timed.
+      await (await call('POST', `/v1/sessions/${id}/turns`, { input: 'streamed', stream: true })).text();
+      await expect.poll(() => lines.length).toBe(2);
+      expect(JSON.parse(lines[1]!).first_output_ms).toEqual(expect.any(Number));
+      expect(await sample(TTFT)).toBe(timedBefore + 1);
+    },
+  );
+
+  it('count a replayed failed turn as replayed, and its error once', async () => {
+    const id = await session();
+    expect((await call('POST', `/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop' })).status).toBe(201);
+    const errors = 'tailgate_turn_errors_total{code="aborted"}';
+    const before = (await sample(errors)) ?? 0;
+    const key = { 'idempotency-key': freshId('key') };
+    expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'go' }, key)).status).toBe(409);
+    lines.length = 0;
+    const retry = await call('POST', `/v1/sessions/${id}/turns`, { input: 'go' }, key);
+    expect(retry.status).toBe(409);
+    expect(((await retry.json()) as { error: { code: string } }).error.code).toBe('aborted');
+    expect(JSON.parse(lines[0]!)).toMatchObject({ status: 'replayed', error_code: 'aborted' });
+    expect(await sample(errors)).toBe(before + 1);
+  });
+});

@@ -32,20 +32,11 @@ import type { InboxContext } from './move.ts';
 export async function recover(
   ctx: InboxContext,
   sessionId: string,
-  lost: readonly { turn: number; since: string }[],
+  lost: readonly LostTurn[],
   turn: number,
 ): Promise<DeliveredNotice[]> {
   const removedPrefix = ctx.removedPrefix(sessionId);
-  const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
-  const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
-  const recent = (await listAll(ctx.store, removedPrefix)).filter(
-    (info) => info.uploaded.getTime() >= horizon && !info.key.slice(removedPrefix.length).includes('/'),
-  );
-  const found = await mapLimit(recent, CONCURRENCY, async (listed) => {
-    const info = await withMetadata(ctx.store, listed);
-    const owner = turnSchema.safeParse(info.metadata[META.turn]);
-    const from = owner.success ? turns.get(owner.data) : undefined;
-    if (from === undefined || info.uploaded.getTime() < from) return null;
+  const found = await mapLimit(await lostDeliveries(ctx, sessionId, lost), CONCURRENCY, async (info) => {
     const name = decodeName(info.metadata[META.name]) ?? info.key.slice(removedPrefix.length);
     if (name === ABORT_NOTICE_NAME) return null;
     const object = await ctx.store.get(info.key);
@@ -66,6 +57,39 @@ export async function recover(
   return found
     .filter((notice): notice is DeliveredNotice => notice !== null)
     .sort((left, right) => compareBytes(left.name, right.name));
+}
+
+/** A turn closed by someone else, which may have consumed notices since its claim (`since`). */
+type LostTurn = { turn: number; since: string };
+
+/**
+ * The delivery records that name one of the `lost` turns, written after its claim: the notices
+ * (an `abort` among them) those turns consumed. One listing of `inbox_removed/` per 1000
+ * records, and a head per recent record where listings carry no metadata (S3).
+ */
+async function lostDeliveries(ctx: InboxContext, sessionId: string, lost: readonly LostTurn[]) {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  const horizon = Math.min(...lost.map((entry) => Date.parse(entry.since))) - CLOCK_TOLERANCE_MS;
+  const turns = new Map(lost.map((entry) => [entry.turn, Date.parse(entry.since) - CLOCK_TOLERANCE_MS]));
+  const recent = (await listAll(ctx.store, removedPrefix)).filter(
+    (info) => info.uploaded.getTime() >= horizon && !info.key.slice(removedPrefix.length).includes('/'),
+  );
+  const named = await mapLimit(recent, CONCURRENCY, async (listed) => {
+    const info = await withMetadata(ctx.store, listed);
+    const owner = turnSchema.safeParse(info.metadata[META.turn]);
+    const from = owner.success ? turns.get(owner.data) : undefined;
+    return from === undefined || info.uploaded.getTime() < from ? null : info;
+  });
+  return named.filter((info) => info !== null);
+}
+
+/**
+ * Whether the `lost` turns consumed no notice: no delivery record names one of them. Then
+ * taking such a turn out, or the session back before it, delivers nothing twice and loses
+ * nothing (a delete of the newest turn asks, lib/turn/fork.ts).
+ */
+export async function tookNothing(ctx: InboxContext, sessionId: string, lost: readonly LostTurn[]): Promise<boolean> {
+  return lost.length === 0 || (await lostDeliveries(ctx, sessionId, lost)).length === 0;
 }
 
 /**

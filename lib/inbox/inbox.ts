@@ -33,7 +33,7 @@ import {
 } from './delivery-records.ts';
 import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
-import { giveBack, recordCarrier, recover } from './carry.ts';
+import { giveBack, recordCarrier, recover, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
 
@@ -321,6 +321,11 @@ export class Inbox {
     turn: number,
   ): Promise<DeliveredNotice[]> {
     return recover(this.#context, sessionId, lost, turn);
+  }
+
+  /** Whether turns closed by someone else consumed no notice (lib/inbox/carry.ts `tookNothing`). */
+  async tookNothing(sessionId: string, lost: readonly { turn: number; since: string }[]): Promise<boolean> {
+    return tookNothing(this.#context, sessionId, lost);
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */

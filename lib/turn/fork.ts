@@ -5,6 +5,7 @@ import type { TurnServices } from './types.ts';
 
 type ForkServices = Pick<TurnServices, 'env' | 'background'> & {
   sessions: Pick<SessionLog, 'fork' | 'deleteTurn' | 'pack'>;
+  inbox: Pick<TurnServices['inbox'], 'tookNothing'>;
 };
 
 /**
@@ -22,15 +23,17 @@ export async function forkSession(
 /**
  * Deletes a session's newest turn (DELETE /v1/sessions/{id}/turns/{turn}, DELETE
  * /v1/responses/{id}): the session goes back to the record before it, a fork of itself there
- * (lib/session/log/rewind.ts), whose first view is written after the response.
+ * (lib/session/log/rewind.ts), whose first view is written after the response. Turns closed by
+ * someone else refuse it only when the inbox says they consumed notices.
  */
 export async function deleteNewestTurn(
   services: ForkServices,
   id: string,
   turn: number,
-  options?: RewindOptions,
+  options: RewindOptions = {},
 ): Promise<SessionRecord> {
-  return withFirstView(services, await services.sessions.deleteTurn(id, turn, options));
+  const tookNothing = (lost: readonly { turn: number; since: string }[]) => services.inbox.tookNothing(id, lost);
+  return withFirstView(services, await services.sessions.deleteTurn(id, turn, { ...options, tookNothing }));
 }
 
 function withFirstView(services: ForkServices, session: SessionRecord): SessionRecord {

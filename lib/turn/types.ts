@@ -79,7 +79,10 @@ export type TurnSessionLog = Pick<
 >;
 
 /** The part of the inbox the pipeline uses. */
-export type TurnInbox = Pick<Inbox, 'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack'>;
+export type TurnInbox = Pick<
+  Inbox,
+  'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack' | 'tookNothing'
+>;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */
 export interface TurnServices {

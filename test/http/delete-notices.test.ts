@@ -36,4 +36,22 @@ describe('deleting the newest turn and the inbox', () => {
     expect(deleted.status, JSON.stringify(deleted.body)).toBe(409);
     expect(deleted.body.error.code).toBe('delete_refused');
   });
+
+  it('a turn closed by someone else that consumed nothing does not make later turns undeletable', async () => {
+    // Background turns go to a runner that never starts them: turn 2 stays queued.
+    const api = clientFor({ queueTurn: () => async () => {} });
+    const id = await api.session({ strategies: ['shorten_tools_epoch_increment'] });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'two', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns/2/cancel`)).status).toBe(200);
+    for (const input of ['three', 'four'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    const deleted = await api.delete(`/v1/sessions/${id}/turns/4`);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    expect(deleted.body.counts.turns).toBe(3);
+    // The cancelled turn itself, which consumed nothing, goes too once it is the newest.
+    expect((await api.delete(`/v1/sessions/${id}/turns/3`)).status).toBe(200);
+    expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.turns).toBe(1);
+  });
 });

@@ -467,3 +467,23 @@ function _countBy(values: string[]): Record<string, number> {
   for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
   return counts;
 }
+
+describe('tookNothing', () => {
+  it('tells whether turns closed by someone else consumed notices, by their delivery records', async () => {
+    const inbox = new Inbox(new MemoryStore(), { log: () => {}, sessionExists: async () => true });
+    const since = new Date(Date.now() - 1000).toISOString();
+    await inbox.post('s1', { name: 'a', content: 'A' });
+    expect((await inbox.consume('s1', { turn: 5 })).delivered).toHaveLength(1);
+    expect(await inbox.tookNothing('s1', [{ turn: 5, since }])).toBe(false);
+    expect(
+      await inbox.tookNothing('s1', [
+        { turn: 6, since },
+        { turn: 5, since },
+      ]),
+    ).toBe(false);
+    expect(await inbox.tookNothing('s1', [{ turn: 6, since }])).toBe(true);
+    // A record written before the turn's claim is not its.
+    expect(await inbox.tookNothing('s1', [{ turn: 5, since: new Date(Date.now() + 60_000).toISOString() }])).toBe(true);
+    expect(await inbox.tookNothing('s1', [])).toBe(true);
+  });
+});

@@ -1,6 +1,6 @@
 import { DeleteRefusedError, NotFoundError, StorageError } from '../../errors.ts';
 import { newGeneration, recordKey, responseObjectKey, sessionConfigKey, type LogScope } from '../keys.ts';
-import type { DoneRecord, LogRecord, SessionConfig } from '../records.ts';
+import type { DoneRecord, LogRecord, SessionConfig, Undelivered } from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { toSessionRecord } from './config-object.ts';
 import { forkMarkers } from './fork-refs.ts';
@@ -50,6 +50,12 @@ export interface RewindOptions {
    * elsewhere (another turn took the number of the one named) is not found.
    */
   names?: { seq: number; generation: string | undefined };
+  /**
+   * Whether turns closed by someone else (`undelivered.lost_turns`) consumed no notice (the
+   * inbox's delivery records say, lib/inbox/carry.ts): then they do not refuse the delete.
+   * Absent: they do.
+   */
+  tookNothing?: (lost: readonly { turn: number; since: string }[]) => Promise<boolean>;
 }
 
 /**
@@ -81,7 +87,7 @@ export async function deleteNewestTurn(
     const named = options.names;
     if (named && idGeneration(head.scope, named.seq) !== named.generation)
       throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id });
-    const previous = await pointBefore(log, head, turn);
+    const previous = await pointBefore(log, head, turn, options);
     const started = log.clock().getTime();
     const fence: LogRecord = {
       ...carried(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head),
@@ -110,7 +116,7 @@ export async function deleteNewestTurn(
  * record with items (records without any, a fork's first or a fence, are passed over), and
  * closed. Null when the turn is the session's first record.
  */
-async function pointBefore(log: LogContext, head: Head, turn: number): Promise<Point | null> {
+async function pointBefore(log: LogContext, head: Head, turn: number, options: RewindOptions): Promise<Point | null> {
   const id = head.config.id;
   let candidate = head.newest;
   while (candidate && candidate.record.kind === 'append' && candidate.record.items.length === 0) {
@@ -137,7 +143,8 @@ async function pointBefore(log: LogContext, head: Head, turn: number): Promise<P
   // or deliver them again (the inbox's delivery records name turns by number, which the next
   // generation reuses).
   const after = undeliveredOf(candidate);
-  if (deliveredNotices(candidate!.done) || after.notices.length > 0 || after.lost_turns.length > 0)
+  const lostAny = async (lost: Undelivered['lost_turns']) => lost.length > 0 && !(await options.tookNothing?.(lost));
+  if (deliveredNotices(candidate!.done) || after.notices.length > 0 || (await lostAny(after.lost_turns)))
     throw new DeleteRefusedError(
       `turn ${turn} of session ${id} took inbox notices, which are delivered once; it cannot be taken out`,
       { id, turn },
@@ -150,7 +157,7 @@ async function pointBefore(log: LogContext, head: Head, turn: number): Promise<P
     );
   const previous = unit ? await readRecord(log, unit) : null;
   const waiting = undeliveredOf(previous);
-  if (waiting.notices.length > 0 || waiting.lost_turns.length > 0)
+  if (waiting.notices.length > 0 || (await lostAny(waiting.lost_turns)))
     throw new DeleteRefusedError(
       `notices consumed before turn ${turn} of session ${id} were not delivered yet (the inbox's delivery records ` +
         'name turns by number, which the session would number again); delete it once a turn delivered them',

@@ -75,5 +75,25 @@ export function defineForkSuite(label: string, harness: HttpHarness): void {
       expect(taken.status).toBe(409);
       expect(taken.body.error.code).toBe('session_exists');
     });
+    it("names and lists a fork by its parent after a delete of the fork's newest turn", async () => {
+      const parent = await api.session();
+      await api.post(`/v1/sessions/${parent}/turns`, { input: 'one' });
+      const fork = (await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 })).body.id;
+      for (const input of ['fork two', 'fork three']) await api.post(`/v1/sessions/${fork}/turns`, { input });
+      expect((await api.get(`/v1/sessions/${parent}/forks`)).body.forks).toMatchObject([{ id: fork, seq: 2 }]);
+      expect((await api.delete(`/v1/sessions/${fork}/turns/3`)).status).toBe(200);
+      expect(await contents(fork)).toEqual([
+        [1, 'message'],
+        [2, 'message'],
+        [3, 'message'],
+        [4, 'message'],
+      ]);
+      expect((await api.get(`/v1/sessions/${parent}/forks`)).body.forks).toMatchObject([{ id: fork, seq: 2 }]);
+      expect((await api.get(`/v1/sessions/${fork}`)).body.forked_from).toEqual({ id: parent, seq: 2 });
+      // A session that is no fork names none after a delete of its newest turn.
+      await api.post(`/v1/sessions/${parent}/turns`, { input: 'two' });
+      expect((await api.delete(`/v1/sessions/${parent}/turns/2`)).status).toBe(200);
+      expect((await api.get(`/v1/sessions/${parent}`)).body.forked_from).toBeUndefined();
+    });
   });
 }

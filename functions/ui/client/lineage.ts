@@ -8,16 +8,11 @@ import { report, Unauthorized } from './view.ts';
 
 const sessionLink = (id: string) => el('a', { href: `#/s/${encodeURIComponent(id)}` }, id);
 
-/**
- * The session's parent, when it is a fork of another session (a delete of the newest turn makes
- * a session a fork of itself: no parent to show).
- */
+/** The session's parent, when it is a fork of another session. */
 export function renderLineage(session: any): void {
   const parent = session.forked_from;
   $('session-lineage').replaceChildren(
-    ...(parent && parent.id !== session.id
-      ? [el('p', {}, 'Fork of ', sessionLink(parent.id), ` after seq ${parent.seq}`)]
-      : []),
+    ...(parent ? [el('p', {}, 'Fork of ', sessionLink(parent.id), ` after seq ${parent.seq}`)] : []),
   );
 }
 

@@ -42,7 +42,8 @@ export async function listForks(
     const [child = '', childGeneration = ''] = reference.slice(slash + 1).split('.');
     if (child === id || !incarnations.has(generation)) return null;
     const fork = await childConfig(log, child);
-    const parent = fork?.fork_of?.[0];
+    // Past the fork's own earlier incarnations (a delete of its newest turn writes one).
+    const parent = fork?.fork_of?.find((point) => point.id !== child);
     if (!fork || fork.generation !== childGeneration || parent?.id !== id || parent.generation !== generation)
       return null;
     return { id: child, seq: parent.seq, created_at: fork.created_at };

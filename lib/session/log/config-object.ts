@@ -244,8 +244,14 @@ export function toSessionRecord(config: SessionConfig, counts: SessionCounts, le
     counts: { ...counts },
     budget: config.budget ?? null,
     usage: sessionUsage(ledger),
-    ...(config.fork_of ? { forked_from: { id: config.fork_of[0]!.id, seq: config.fork_of[0]!.seq } } : {}),
+    ...forkedFrom(config),
   };
+}
+
+/** The session a fork was made from: the first incarnation its history continues in that is not its own. */
+function forkedFrom(config: SessionConfig): { forked_from?: { id: string; seq: number } } {
+  const parent = config.fork_of?.find((point) => point.id !== config.id);
+  return parent ? { forked_from: { id: parent.id, seq: parent.seq } } : {};
 }
 
 function normalizeStrategies(value: string | string[] | null | undefined): string[] | null {

@@ -1,5 +1,6 @@
 import { NotFoundError } from '../errors.ts';
 import { RECORD_BOUND, type LogScope } from '../session/keys.ts';
+import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import { afterResponse } from './append.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
@@ -83,6 +84,22 @@ export function journalTurn(
 }
 
 /**
+ * Where turn `turn`'s journal is: under the incarnation holding the turn (a turn before a delete
+ * of the newest turn is in an earlier generation, a fork's turn before the fork point in its
+ * parent's), found by the turn's first seq; the session's own for any other.
+ */
+async function journalScope(services: TurnServices, sessionId: string, turn: number): Promise<LogScope> {
+  const scope = await services.sessions.scope(sessionId);
+  if (!scope.ancestors?.length) return scope;
+  const found = await services.sessions.getTurn(sessionId, turn).catch((error: unknown) => {
+    if (error instanceof NotFoundError) return null;
+    throw error;
+  });
+  const seq = found?.input?.first_seq ?? found?.output?.first_seq;
+  return seq === undefined ? scope : holderScope(scope, seq);
+}
+
+/**
  * A turn's journaled events after number `after`, then, while the turn runs, the ones it
  * writes, until its last. A turn closed without its last batch ends with what was written once
  * a lease has passed (its process died). A closed turn without a journal (neither streamed nor
@@ -99,7 +116,7 @@ export async function* journalEvents(
   // Past what a record's number holds: no session has such a turn.
   if (turn >= RECORD_BOUND)
     throw new NotFoundError(`session ${sessionId} has no turn ${turn}`, { id: sessionId, turn });
-  const scope = await sessions.scope(sessionId);
+  const scope = await journalScope(services, sessionId, turn);
   const journal = sessions.journal();
   // The last batch read (a batch whose write failed leaves its index out), and event sent.
   let read = 0;

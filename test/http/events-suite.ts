@@ -84,6 +84,27 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       expect((await settled(api, id, 1)).status).toBe('completed');
     });
 
+    it("reads a turn's journal where the turn is: after a later turn's delete, and in a fork", async () => {
+      const id = await api.session();
+      const streamed = await harness.fetch(`/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { ...auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: words(6), stream: true }),
+      });
+      const live = parseSse(await streamed.text());
+      const before = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      expect(before.events.map(({ event, data }) => ({ event, data }))).toEqual(live);
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'two' })).status).toBe(200);
+      expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+      const after = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      expect(after.status).toBe(200);
+      expect(after.events).toEqual(before.events);
+      const fork = (await api.post(`/v1/sessions/${id}/fork`, { at_turn: 1 })).body.id;
+      const forked = await readEvents(`/v1/sessions/${fork}/turns/1/events`);
+      expect(forked.status).toBe(200);
+      expect(forked.events).toEqual(before.events);
+    });
+
     it('answers 404 for a turn without a journal, and 400 for a bad after', async () => {
       const id = await api.session();
       expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'plain' })).status).toBe(200);

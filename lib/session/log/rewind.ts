@@ -70,9 +70,17 @@ export function idGeneration(scope: LogScope, seq: number): string | undefined {
 
 /** The generation that wrote the item at `seq` (a delete of the newest turn keeps the ones before it). */
 export function holderOf(scope: LogScope, seq: number): string {
+  return holderScope(scope, seq).generation;
+}
+
+/**
+ * The incarnation that wrote the item at `seq`: the session's own, one of its earlier
+ * generations, or (a fork) its parent's; what it keeps of a turn (its event journal) is there.
+ */
+export function holderScope(scope: LogScope, seq: number): LogScope {
   const ancestors = scope.ancestors ?? [];
-  const owner = ancestors.findIndex((point, index) => seq <= point.seq && seq > (ancestors[index + 1]?.seq ?? 0));
-  return owner < 0 ? scope.generation : ancestors[owner]!.generation;
+  const owner = ancestors.find((point, index) => seq <= point.seq && seq > (ancestors[index + 1]?.seq ?? 0));
+  return owner ? { keyPrefix: scope.keyPrefix, id: owner.id, generation: owner.generation } : scope;
 }
 
 /** See SessionLog.deleteTurn. */

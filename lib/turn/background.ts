@@ -1,6 +1,7 @@
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
 import { checkRequest, inputItems, requestHash } from './plan.ts';
+import { observedClaim } from './observe.ts';
 import { requestRecord } from './receipt.ts';
 import type { BackgroundTurn, TurnRequest, TurnServices } from './types.ts';
 
@@ -24,21 +25,24 @@ export async function claimBackgroundTurn(
   request: TurnRequest,
   options: { idempotencyKey?: string; afterTurn?: number } = {},
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
-  checkRequest(services, request);
-  const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
-  // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
-  // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
-  const spend = services.tokenSpend;
-  const spent = spend?.read();
-  spent?.catch(() => undefined);
-  return claimInput(services, sessionId, {
-    input,
-    request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
-    ...(spend && spent ? { check: async () => spend.check(await spent) } : {}),
-    ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
-    ...(options.idempotencyKey !== undefined
-      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
-      : {}),
+  // A refusal is logged and counted as a failed turn, as a turn in the request's is.
+  return observedClaim(services, sessionId, request, async () => {
+    checkRequest(services, request);
+    const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
+    // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
+    // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
+    const spend = services.tokenSpend;
+    const spent = spend?.read();
+    spent?.catch(() => undefined);
+    return claimInput(services, sessionId, {
+      input,
+      request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
+      ...(spend && spent ? { check: async () => spend.check(await spent) } : {}),
+      ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
+      ...(options.idempotencyKey !== undefined
+        ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+        : {}),
+    });
   });
 }
 

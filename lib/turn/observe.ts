@@ -33,10 +33,7 @@ export async function observed(
 ): Promise<TurnResponse> {
   const started = Date.now();
   const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
-  const told = (ended: TurnObservation) => {
-    seen.trace.end(ended);
-    services.observeTurn?.(ended);
-  };
+  const told = (ended: TurnObservation) => tell(services, seen, ended);
   const timed =
     emit &&
     ((event: TurnEvent) => {
@@ -44,7 +41,56 @@ export async function observed(
         seen.firstOutput ??= Date.now();
       emit(event);
     });
-  const outcome = (status: TurnObservation['status'], response?: TurnResponse, error?: unknown): TurnObservation => ({
+  const outcome = (status: TurnObservation['status'], response?: TurnResponse, error?: unknown) =>
+    observation(sessionId, request, seen, started, status, response, error);
+  let response: TurnResponse;
+  try {
+    response = await run(timed, seen);
+  } catch (error) {
+    told(outcome(seen.replayed ? 'replayed' : 'failed', undefined, error));
+    throw error;
+  }
+  told(outcome(seen.replayed ? 'replayed' : 'completed', response));
+  return response;
+}
+
+/**
+ * A background turn's claim, which runs no turn here (lib/turn/background.ts): told only when
+ * it is refused (a spent budget, a busy session), as the failed turn it would have been; its
+ * runner tells how the turn it claimed ended.
+ */
+export async function observedClaim<T>(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  claim: () => Promise<T>,
+): Promise<T> {
+  const started = Date.now();
+  try {
+    return await claim();
+  } catch (error) {
+    const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
+    tell(services, seen, observation(sessionId, request, seen, started, 'failed', undefined, error));
+    throw error;
+  }
+}
+
+/** Ends the turn's span with how it ended, and tells `services.observeTurn`. */
+function tell(services: TurnServices, seen: Seen, ended: TurnObservation): void {
+  seen.trace.end(ended);
+  services.observeTurn?.(ended);
+}
+
+function observation(
+  sessionId: string,
+  request: TurnRequest,
+  seen: Seen,
+  started: number,
+  status: TurnObservation['status'],
+  response?: TurnResponse,
+  error?: unknown,
+): TurnObservation {
+  return {
     session_id: sessionId,
     turn: response?.turn ?? seen.turn ?? null,
     status,
@@ -55,14 +101,5 @@ export async function observed(
     first_output_ms: seen.firstOutput === undefined ? null : seen.firstOutput - started,
     request: seen.ran ?? request,
     output: response?.output ?? [],
-  });
-  let response: TurnResponse;
-  try {
-    response = await run(timed, seen);
-  } catch (error) {
-    told(outcome(seen.replayed ? 'replayed' : 'failed', undefined, error));
-    throw error;
-  }
-  told(outcome(seen.replayed ? 'replayed' : 'completed', response));
-  return response;
+  };
 }

@@ -85,4 +85,22 @@ describe("a turn's log line and metrics", () => {
     expect(JSON.parse(lines[0]!)).toMatchObject({ status: 'replayed', error_code: 'aborted' });
     expect(await sample(errors)).toBe(before + 1);
   });
+
+  it.each([false, true])(
+    'log and count a refused turn, foreground or background (background: %s)',
+    async (background) => {
+      const id = freshId('refused');
+      expect((await call('POST', '/v1/sessions', { id, budget: { max_turns: 1 } })).status).toBe(201);
+      expect((await call('POST', `/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+      const errors = 'tailgate_turn_errors_total{code="budget_exhausted"}';
+      const before = (await sample(errors)) ?? 0;
+      lines.length = 0;
+      const refused = await call('POST', `/v1/sessions/${id}/turns`, { input: 'two', background });
+      expect(refused.status).toBe(402);
+      expect(lines.map((line) => JSON.parse(line))).toMatchObject([
+        { status: 'failed', error_code: 'budget_exhausted' },
+      ]);
+      expect(await sample(errors)).toBe(before + 1);
+    },
+  );
 });

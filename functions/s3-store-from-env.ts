@@ -4,15 +4,15 @@ import { S3Store } from '../lib/store/s3.ts';
 
 /**
  * The S3 store of the Deno and Node entries, from S3_ENDPOINT, S3_BUCKET, S3_REGION and the
- * AWS_* keys. One client per distinct setting, so connections are reused across requests
- * while a changed setting still takes effect.
+ * AWS_* keys (AWS_SESSION_TOKEN with temporary ones). One client per distinct setting, so
+ * connections are reused across requests while a changed setting still takes effect.
  */
 export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
   const stores = new Map<string, S3Store>();
   return (config) => {
-    const { endpoint, bucket, region, accessKeyId, secretAccessKey } = config.s3;
+    const { endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken } = config.s3;
     if (bucket === undefined) throw new NotConfiguredError('S3_BUCKET is not set', { variable: 'S3_BUCKET' });
-    const key = JSON.stringify([endpoint, bucket, region, accessKeyId, secretAccessKey]);
+    const key = JSON.stringify([endpoint, bucket, region, accessKeyId, secretAccessKey, sessionToken]);
     let store = stores.get(key);
     if (!store) {
       store = new S3Store({
@@ -20,7 +20,7 @@ export function s3StoreFromConfig(): (config: ServiceConfig) => S3Store {
         region,
         ...(endpoint !== undefined ? { endpoint, forcePathStyle: true } : {}),
         ...(accessKeyId !== undefined && secretAccessKey !== undefined
-          ? { credentials: { accessKeyId, secretAccessKey } }
+          ? { credentials: { accessKeyId, secretAccessKey, ...(sessionToken !== undefined ? { sessionToken } : {}) } }
           : {}),
       });
       if (stores.size > 16) stores.clear();

@@ -98,6 +98,7 @@ export const serviceEnvSchema = z.object({
   S3_REGION: optionalText(),
   AWS_ACCESS_KEY_ID: secretText(),
   AWS_SECRET_ACCESS_KEY: secretText(),
+  AWS_SESSION_TOKEN: secretText(),
   DATA_DIR: optionalText(),
   PUBLIC_DOCS: z.preprocess(
     (value) => (value === undefined || (typeof value === 'string' && value.trim() === '') ? 'true' : value),
@@ -181,6 +182,8 @@ export interface ServiceConfig {
     region: string;
     accessKeyId?: string | undefined;
     secretAccessKey?: string | undefined;
+    /** Temporary credentials' third part (an assumed role, a Lambda or ECS task). */
+    sessionToken?: string | undefined;
   };
   /** The file store's directory on Node and Deno when no S3 is set (relative to the working directory). */
   dataDir: string;
@@ -287,6 +290,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
       region: value.S3_REGION ?? DEFAULTS.s3Region,
       accessKeyId: value.AWS_ACCESS_KEY_ID,
       secretAccessKey: value.AWS_SECRET_ACCESS_KEY,
+      sessionToken: value.AWS_SESSION_TOKEN,
     },
     dataDir: value.DATA_DIR ?? DEFAULTS.dataDir,
     publicDocs: value.PUBLIC_DOCS,

@@ -74,6 +74,8 @@ export class R2Store implements ObjectStore {
   }
 
   async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    // Both conditions: the object must be absent and match an etag. No object does.
+    if (options.onlyIfAbsent && options.ifMatch !== undefined) return null;
     const onlyIf: R2Conditional | undefined = options.onlyIfAbsent
       ? { etagDoesNotMatch: '*' }
       : options.ifMatch !== undefined

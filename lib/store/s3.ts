@@ -10,6 +10,7 @@ import {
   type PutObjectCommandInput,
 } from '@aws-sdk/client-s3';
 import { StorageError } from '../errors.ts';
+import { md5HexOfBytes } from '../hash.ts';
 import {
   bodyBytes,
   type Body,
@@ -135,6 +136,8 @@ export class S3Store implements ObjectStore {
   }
 
   async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {
+    // Both conditions: the object must be absent and match an etag. No object does.
+    if (options.onlyIfAbsent && options.ifMatch !== undefined) return null;
     const bytes = bodyBytes(body);
     const metadata = { ...(options.metadata ?? {}) };
     const input: PutObjectCommandInput = {
@@ -154,7 +157,7 @@ export class S3Store implements ObjectStore {
         return { key, size: bytes.length, etag: response.ETag ?? '', uploaded: new Date(), metadata };
       } catch (error) {
         const status = statusOf(error);
-        if (conditional && status === 412) return null;
+        if (conditional && status === 412) return this.#ownRetry(key, bytes, metadata, error);
         // If-Match on a missing key: some services answer 404 rather than 412.
         if (input.IfMatch !== undefined && isNotFound(error)) return null;
         if (!conditional || status !== 409) throw storageError('put', key, error);
@@ -169,6 +172,19 @@ export class S3Store implements ObjectStore {
         throw storageError('put', key, error);
       }
     }
+  }
+
+  /**
+   * A conditional put refused (412) after the SDK sent it again: the attempt before may have
+   * landed and been answered with an error, its retry then meeting its own write. Ours when the
+   * object holds our bytes (its ETag is their MD5: a put in one part); else refused (null).
+   */
+  async #ownRetry(key: string, bytes: Uint8Array, metadata: Record<string, string>, error: unknown) {
+    const attempts = (error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
+    if (attempts <= 1) return null;
+    const current = await this.head(key);
+    if (!current || current.etag.replaceAll('"', '') !== md5HexOfBytes(bytes)) return null;
+    return { key, size: bytes.length, etag: current.etag, uploaded: current.uploaded, metadata };
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {

@@ -238,6 +238,16 @@ export function defineObjectStoreConformance(name: string, makeStore: () => Prom
       expect(await store.head(key)).toBeNull();
     });
 
+    it('a put both create-only and If-Match writes nothing, the key missing or present', async () => {
+      const key = `${fresh()}both`;
+      const other = await store.put(`${key}-other`, 'x');
+      expect(await store.put(key, 'value', { onlyIfAbsent: true, ifMatch: other!.etag })).toBeNull();
+      expect(await store.head(key)).toBeNull();
+      const present = await store.put(key, 'first');
+      expect(await store.put(key, 'second', { onlyIfAbsent: true, ifMatch: present!.etag })).toBeNull();
+      expect(new TextDecoder().decode((await store.get(key))!.body)).toBe('first');
+    });
+
     it('counts exactly: 40 concurrent If-Match increments of one object, ' +
       'each retried until it lands, end at 40', async () => {
       const key = `${fresh()}counter`;

@@ -1,3 +1,4 @@
+import { TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -21,7 +22,7 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
-  const journal = journalTurn(services, run.session_id);
+  const journal = journalTurn(services, run.session_id, run.turn);
   const background = { background: { turn: run.turn, writer: run.writer } };
   let outcome: 'done' | 'retry' = 'done';
   try {
@@ -29,8 +30,12 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     journal.emit({ event: 'turn.completed', data: response });
     return outcome;
   } catch (error) {
+    // Closed before this run took it over (a cancel, an earlier run): whoever closed it ended it.
+    if (error instanceof TurnNotOpenError) return outcome;
     const stored = errorRecord(error);
-    if (stored.code !== 'storage_error' && stored.code !== 'internal_error') {
+    // A storage failure may still have closed the turn (its failed completion landed): then
+    // its journal ends with the error too, and no other run comes.
+    if ((stored.code !== 'storage_error' && stored.code !== 'internal_error') || (await closed(services, run))) {
       journal.emit({ event: 'error', data: { error: stored }, cause: error });
       return outcome;
     }
@@ -41,4 +46,10 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
   } finally {
     journal.close(outcome === 'done');
   }
+}
+
+/** Whether the turn is closed, as its receipt says (not known, a storage failure: taken as open). */
+async function closed(services: TurnServices, run: BackgroundTurn): Promise<boolean> {
+  const found = await services.sessions.getTurn(run.session_id, run.turn).catch(() => null);
+  return found !== null && found.status !== 'queued' && found.status !== 'in_progress';
 }

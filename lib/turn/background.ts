@@ -37,7 +37,12 @@ export async function claimBackgroundTurn(
     return claimInput(services, sessionId, {
       input,
       request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
-      ...(spend && spent ? { check: async () => spend.check(await spent) } : {}),
+      // A model that cannot be run here (its provider's key is missing) stores nothing, as in
+      // the foreground (lib/turn/pipeline.ts).
+      check: async (config) => {
+        services.model(request.model ?? config.model ?? services.config.defaultModel);
+        if (spend && spent) spend.check(await spent);
+      },
       ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
       ...(options.idempotencyKey !== undefined
         ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }

@@ -1,4 +1,10 @@
-import { BudgetExhaustedError, IdempotencyKeyReusedError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import {
+  BudgetExhaustedError,
+  IdempotencyKeyReusedError,
+  InvalidRequestError,
+  TurnInProgressError,
+  TurnNotOpenError,
+} from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { OnBusy } from '../session/fields.ts';
@@ -143,8 +149,16 @@ export async function pickUp(
         await sessions.removeQueued(queue, entry.key_sha256);
         continue;
       }
-      // Its key stored another request first (as a turn): that one stands, this input goes.
-      if (!(error instanceof IdempotencyKeyReusedError)) throw error;
+      // Its key stored another request first (as a turn): that one stands, this input goes. An
+      // input no longer valid (an output whose call an input before it answered) goes too,
+      // logged: left at the head of the queue, it would hold every input behind it.
+      if (error instanceof InvalidRequestError) {
+        services.log('tailgate: a queued input was dropped: its turn refused it', {
+          session_id: sessionId,
+          key_sha256: entry.key_sha256,
+          error: error.message,
+        });
+      } else if (!(error instanceof IdempotencyKeyReusedError)) throw error;
       claimed = { turn: 0, status: 'failed' };
     }
     await sessions.removeQueued(queue, entry.key_sha256);

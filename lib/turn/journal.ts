@@ -26,14 +26,16 @@ export type NumberedEvent = JournalEvent;
  * Journals a turn's events: `emit` takes each event as the turn emits it; `close` has what is
  * left written after the response, marked as the end unless `ended` is false (a background
  * turn left open, which another run goes on with). Storage failures are logged, never the
- * turn's.
+ * turn's. Events before `turn.started` are journaled only when the turn's number is `known`
+ * (a background turn's runner knows it: a failure before its model call ends its journal).
  */
 export function journalTurn(
   services: TurnServices,
   sessionId: string,
+  known?: number,
 ): { emit: (event: TurnEvent) => void; close: (ended?: boolean) => void } {
   const writer = crypto.randomUUID();
-  let turn: number | undefined;
+  let turn: number | undefined = known;
   let scope: Promise<LogScope> | undefined;
   let pending: JournalEvent[] = [];
   let count = 0;

@@ -222,6 +222,11 @@ export async function prepareCommit(
   const ledger = ledgerOf(newest);
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
   await options.check?.(head.config);
+  // The input is checked against the open calls before a busy session refuses it: a bad input
+  // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
+  // turn below adds no item, so the calls it leaves open are these.
+  const openCalls = openCallsOf(newest);
+  const openAfter = openCalls === null ? null : checkCalls(input, openCalls);
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);
@@ -259,8 +264,6 @@ export async function prepareCommit(
   const counts = countsOf(newest);
   if (options.afterTurn !== undefined && counts.turns !== options.afterTurn)
     throw new NotNewestTurnError(id, options.afterTurn, counts.turns);
-  const openCalls = openCallsOf(newest);
-  const openAfter = openCalls === null ? null : checkCalls(input, openCalls);
   // A model turn reads the newest view and what follows it before committing, so a
   // corrupt one fails the claim with nothing stored.
   let base: Base | null = null;

@@ -8,7 +8,8 @@ import type { LogContext } from './context.ts';
 /**
  * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
  * inputs"): `queue/<g>/<key sha256>`, create-only, in the session's generation, so a delete
- * removes them. They are taken in the order the store received them (upload time, then key),
+ * removes them. They are taken in the order the store received them (upload time; where the
+ * store gives two one time, their `enqueued_at`; then key),
  * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once
  * however many pickups race or die: a second claim under the key replays the first. A delete
  * of the newest turn names the generation it leaves in the config's `queued_in`, whose queue
@@ -63,12 +64,36 @@ export async function enqueueInput(
 export async function listQueued(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
   const listed = await Promise.all(generations.map((generation) => listGeneration(log, { ...scope, generation })));
-  return listed
-    .flat()
-    .sort(
-      (a, b) =>
-        a.uploaded.getTime() - b.uploaded.getTime() || (a.keyHash < b.keyHash ? -1 : a.keyHash > b.keyHash ? 1 : 0),
-    );
+  const byUpload = listed.flat().sort((a, b) => a.uploaded.getTime() - b.uploaded.getTime() || byKey(a, b));
+  // Entries the store stamped alike (S3 keeps upload times to the second) go in the order they
+  // were queued: each one's `enqueued_at`, read (a get each; none where the times differ).
+  const ordered: QueuedEntry[] = [];
+  for (let start = 0; start < byUpload.length; ) {
+    let end = start + 1;
+    while (end < byUpload.length && byUpload[end]!.uploaded.getTime() === byUpload[start]!.uploaded.getTime()) end++;
+    const tied = byUpload.slice(start, end);
+    ordered.push(...(tied.length > 1 ? await byEnqueueTime(log, scope, tied) : tied));
+    start = end;
+  }
+  return ordered;
+}
+
+function byKey(a: QueuedEntry, b: QueuedEntry): number {
+  return a.keyHash < b.keyHash ? -1 : a.keyHash > b.keyHash ? 1 : 0;
+}
+
+/** `entries` by their `enqueued_at`, then key; one taken up since they were listed is left out. */
+async function byEnqueueTime(log: LogContext, scope: LogScope, entries: QueuedEntry[]): Promise<QueuedEntry[]> {
+  const read = await Promise.all(
+    entries.map(async (entry) => {
+      const input = await readQueued(log, { ...scope, generation: entry.generation }, entry.keyHash);
+      return input ? { entry, at: Date.parse(input.enqueued_at) } : null;
+    }),
+  );
+  return read
+    .filter((found) => found !== null)
+    .sort((a, b) => a.at - b.at || byKey(a.entry, b.entry))
+    .map((found) => found.entry);
 }
 
 async function listGeneration(log: LogContext, scope: LogScope): Promise<QueuedEntry[]> {

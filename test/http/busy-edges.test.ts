@@ -1,0 +1,146 @@
+import { describe, expect, it } from 'vitest';
+import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { settled } from './background-suite.ts';
+import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+
+// Background turns and the busy policies at their edges (docs/API.md, "Busy sessions", "Coming
+// back to a stream"): a bad input is a 400 whatever runs, a queued input its turn refuses does
+// not hold the queue, a background turn is refused as the foreground one is, its journal ends
+// with its failure, and queued inputs keep their order on a store that stamps by the second.
+
+const environment = () => ({ API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' });
+const noCall = [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }];
+
+function harnessFor(store: MemoryStore | FaultyStore, options: Partial<AppOptions> = {}) {
+  const full: AppOptions = { readEnvironment: (c) => c.env ?? {}, ...options, store: () => store };
+  const app = createApp(full);
+  const harness: HttpHarness = {
+    fetch: async (path, init) => app.request(path, init, environment()),
+    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+    store,
+    keyPrefix: '',
+    logged: [],
+  };
+  return { harness, api: createClient(harness), options: full };
+}
+
+/** A session whose background turns go to `sent`, run only when `runAll` is called. */
+function queuedRunner(store = new MemoryStore()) {
+  const sent: BackgroundTurn[] = [];
+  const built = harnessFor(store, { queueTurn: () => async (run) => void sent.push(run) });
+  const runner = createTurnRunner(built.options);
+  const runAll = async () => {
+    const background: Promise<unknown>[] = [];
+    for (let index = 0; index < sent.length; index++) {
+      expect(await runner(sent[index]!, environment(), (task) => void background.push(task))).toBe('done');
+      while (background.length > 0) await Promise.allSettled(background.splice(0));
+    }
+  };
+  return { ...built, sent, runAll };
+}
+
+async function userInputs(api: ReturnType<typeof createClient>, id: string): Promise<unknown[]> {
+  const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items;
+  return items
+    .reverse()
+    .filter((item: any) => item.role === 'user')
+    .map((item: any) => item.content);
+}
+
+describe('the busy policies at their edges', () => {
+  it('answers a bad input 400 under every policy: nothing queued, nothing cancelled', async () => {
+    const { api } = queuedRunner();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    for (const on_busy of ['reject', 'enqueue', 'interrupt']) {
+      const bad = await api.post(`/v1/sessions/${id}/turns`, { input: noCall, on_busy });
+      expect(bad.status, `${on_busy}: ${JSON.stringify(bad.body)}`).toBe(400);
+    }
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('queued');
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+
+  it('drops a queued input its turn refuses (its call answered before it): the ones after it run', async () => {
+    const { api, runAll } = queuedRunner();
+    const id = await api.session({ on_busy: 'enqueue' });
+    // The echo model answers `call ...` with a tool call: it stays open.
+    const tools = [{ type: 'function', name: 'read_file', parameters: { type: 'object', properties: {} } }];
+    const called = await api.post(`/v1/sessions/${id}/turns`, { input: 'call read_file {"path":"a"}', tools });
+    const call = called.body.output.find((item: any) => item.type === 'function_call');
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    // Valid when sent (the call is open), both: the first will have answered it when the second's turn comes.
+    const answer = [{ type: 'function_call_output', call_id: call.call_id, output: 'A' }];
+    for (const input of [answer, answer, 'good'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+    expect((await userInputs(api, id)).at(-1)).toBe('good');
+  });
+
+  it('runs queued inputs in the order they were queued when the store stamps uploads by the second (S3)', async () => {
+    const second = new Date(Math.floor(Date.now() / 1000) * 1000);
+    const { api, runAll } = queuedRunner(new MemoryStore({ clock: () => second }));
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const inputs = ['one', 'two', 'three', 'four', 'five', 'six'];
+    for (const input of inputs) expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+    const listed = (await api.get(`/v1/sessions/${id}/queue`)).body;
+    expect(listed.total).toBe(6);
+    await runAll();
+    expect(await userInputs(api, id)).toEqual(['first', ...inputs]);
+  });
+
+  it('refuses a background turn whose model cannot run here (503, nothing stored), as a foreground one', async () => {
+    const { harness, api } = queuedRunner();
+    const id = await api.session();
+    const unconfigured = { DEFAULT_MODEL: 'anthropic:claude-sonnet-4-5' };
+    for (const background of [false, true]) {
+      const response = await harness.fetchWithEnv!(unconfigured, `/v1/sessions/${id}/turns`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ input: 'x', background }),
+      });
+      expect(response.status, `background ${background}`).toBe(503);
+      expect(((await response.json()) as any).error.code).toBe('not_configured');
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
+  });
+});
+
+describe('the event journal of a background turn that failed', () => {
+  async function events(harness: HttpHarness, id: string) {
+    const response = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const text = await response.text();
+    return { status: response.status, events: response.status === 200 ? parseSse(text) : [], text };
+  }
+
+  it('ends with the error of a failure before its model call (an abort notice)', async () => {
+    const { harness, api } = harnessFor(new MemoryStore());
+    const id = await api.session({ strategies: ['inbox'] });
+    expect((await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: 'stop now' })).status).toBe(201);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'go', background: true })).status).toBe(202);
+    expect(await settled(api, id, 1)).toMatchObject({ status: 'aborted' });
+    const followed = await events(harness, id);
+    expect(followed.status, followed.text).toBe(200);
+    expect(followed.events.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'aborted' } } });
+  });
+
+  it('ends with the error when a storage failure closed it as failed', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { harness, api } = harnessFor(store);
+    const id = await api.session();
+    // The completion's put fails once; the close as failed lands: the turn is failed, not open.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 1 });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'hello', background: true })).status).toBe(202);
+    expect((await settled(api, id, 1)).status).toBe('failed');
+    const followed = await events(harness, id);
+    expect(followed.status).toBe(200);
+    expect(followed.events[0]).toMatchObject({ event: 'turn.started' });
+    expect(followed.events.at(-1)?.event, followed.text).toBe('error');
+  });
+});

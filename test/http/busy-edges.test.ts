@@ -80,6 +80,27 @@ describe('the busy policies at their edges', () => {
     expect((await userInputs(api, id)).at(-1)).toBe('good');
   });
 
+  it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", {
+    timeout: 20_000,
+  }, async () => {
+    const { api } = queuedRunner();
+    const id = await api.session({ on_busy: 'enqueue' });
+    // Turn 1's runner never comes (a backlog, a process that died): it holds the session for its lease.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `k-${id}` };
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first' }, key)).status).toBe(202);
+    // The lease (TURN_LEASE_MS 3000) runs out; the queued input waits for the next turn.
+    await new Promise((resolve) => setTimeout(resolve, 3200));
+    const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'another body', on_busy: 'reject' }, key);
+    expect(other.status, JSON.stringify(other.body)).toBe(422);
+    expect(other.body.error.code).toBe('idempotency_key_reused');
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    // The same request under the key is the input itself: taken now, and its queued copy replays it.
+    const same = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first', on_busy: 'reject' }, key);
+    expect(same.status, JSON.stringify(same.body)).toBe(200);
+    expect(await userInputs(api, id)).toEqual(['first', 'queued first']);
+  });
+
   it('runs queued inputs in the order they were queued when the store stamps uploads by the second (S3)', async () => {
     const second = new Date(Math.floor(Date.now() / 1000) * 1000);
     const { api, runAll } = queuedRunner(new MemoryStore({ clock: () => second }));

@@ -85,6 +85,7 @@ export class TurnClaim {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
       ...(this.#keyHash ? { keyHash: this.#keyHash } : {}),
+      ...(this.#options.idempotencyKey !== undefined ? { checkQueued: true } : {}),
       ...(requestHash ? { requestHash } : {}),
       ...(request !== undefined ? { request } : {}),
       ...(afterTurn !== undefined ? { afterTurn } : {}),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  IdempotencyKeyReusedError,
   LEASE_EXPIRED,
   NotNewestTurnError,
   StorageError,
@@ -7,9 +8,10 @@ import {
   TurnNotOpenError,
 } from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
-import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
+import { idempotencyKey, queuedKey, recordKey, type LogScope } from '../keys.ts';
 import {
   parseStored,
+  queuedInputSchema,
   recordSchema,
   type ContextStart,
   type LogItem,
@@ -131,6 +133,8 @@ export interface CommitOptions {
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
    */
   adopt?: number;
+  /** A fresh request's key (not a queued input's): refused when a queued input holds it with another request. */
+  checkQueued?: boolean;
   /** A compaction's summary: what its model call used, added to the totals the record carries. */
   charge?: TurnUsage;
   /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
@@ -179,6 +183,7 @@ export async function prepareCommit(
   const { writer } = state;
   let view: PrefetchedView | undefined;
   let idem: Promise<StoredObject | null> | undefined;
+  let queued: Promise<StoredObject | null> | undefined;
   // Reads that need only the listing go out with the newest record's: the view a turn reads,
   // and `idem/` (read after the listing answered, as the Idempotency-Key protocol requires).
   const head = await readHead(log, id, 100, (scope, cursor, newestRecord) => {
@@ -186,6 +191,10 @@ export async function prepareCommit(
     if (options.keyHash) {
       idem = log.store.get(idempotencyKey(scope, options.keyHash));
       idem.catch(() => undefined);
+    }
+    if (options.keyHash && options.checkQueued) {
+      queued = log.store.get(queuedKey(scope, options.keyHash));
+      queued.catch(() => undefined);
     }
   });
   const { scope } = head;
@@ -216,6 +225,14 @@ export async function prepareCommit(
     }
     // The key's turn may be newer than the head read (the index is read after it).
     if (replay) return { replay };
+    // A queued input holds the key: another request under it is refused, as it would be
+    // once that input ran (the same request goes on: the input's own turn then replays it).
+    const entry = await queued;
+    if (entry) {
+      const input = parseStored(queuedKey(scope, options.keyHash), entry.body, queuedInputSchema);
+      if (input.request_sha256 !== undefined && input.request_sha256 !== options.requestHash)
+        throw new IdempotencyKeyReusedError(0);
+    }
   }
   // A spent budget refuses a turn before anything is written (an open turn's record carries
   // the totals before it, and closing it adds nothing).

@@ -118,6 +118,10 @@ export async function closeFailed(
     });
     attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
+    // The summary its compaction made is charged as a completed turn's is (as no turn).
+    const summary = attempt.prompt?.summaryUsage;
+    const spend = services.tokenSpend;
+    if (summary && spend) afterResponse(services, () => spend.charge(summary, 0));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
     services.log('tailgate: could not close a failed turn', closeError);

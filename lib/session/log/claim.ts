@@ -175,10 +175,14 @@ export async function beginTurn(log: LogContext, id: string, options: ClaimOptio
   }
 }
 
-/** The session's totals after a completed turn: its usage, and its compaction's summary as no turn. */
-function totalsAfter(ledger: Ledger, { usage, summaryUsage }: TurnOutcome): Ledger {
-  const turned = addToLedger(ledger, usage!);
-  return summaryUsage ? addToLedger(turned, summaryUsage, 0) : turned;
+/**
+ * The session's totals after the turn: a completed one's usage, and the summary of its
+ * compaction as no turn, whatever became of the turn (the context start it moved stays).
+ * Undefined: the record's stand.
+ */
+function totalsAfter(ledger: Ledger, { status, usage, summaryUsage }: TurnOutcome): Ledger | undefined {
+  const turned = status === 'completed' && usage ? addToLedger(ledger, usage) : undefined;
+  return summaryUsage ? addToLedger(turned ?? ledger, summaryUsage, 0) : turned;
 }
 
 /** See SessionLog.completeTurn. */
@@ -192,6 +196,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   const writer = turn.writer;
   const undelivered = result.undelivered && !isEmpty(result.undelivered) ? result.undelivered : null;
   const repeats = turnRepeats(log, turn, items);
+  const totals = totalsAfter(turn.ledger, result);
   const done: DoneRecord = {
     format: 'tailgate.done.v1',
     record: turn.record,
@@ -213,7 +218,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     ...(result.overflow ? { overflow: result.overflow } : {}),
     ...(turn.openCalls ? { open_calls: openCallsAfter(turn.openCalls, stored) } : {}),
     ...(undelivered ? { undelivered } : {}),
-    ...(result.usage && outcome.status === 'completed' ? { ledger: totalsAfter(turn.ledger, result) } : {}),
+    ...(totals ? { ledger: totals } : {}),
   };
   const landing = await turn.landing;
   // Indexed at the claim, unless that write failed: then here, still before the completion.

@@ -28,7 +28,7 @@ function harnessFor(store: MemoryStore | FaultyStore, options: Partial<AppOption
 }
 
 /** A session whose background turns go to `sent`, run only when `runAll` is called. */
-function queuedRunner(store = new MemoryStore()) {
+function queuedRunner(store: MemoryStore | FaultyStore = new MemoryStore()) {
   const sent: BackgroundTurn[] = [];
   const built = harnessFor(store, { queueTurn: () => async (run) => void sent.push(run) });
   const runner = createTurnRunner(built.options);
@@ -99,6 +99,26 @@ describe('the busy policies at their edges', () => {
     const same = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first', on_busy: 'reject' }, key);
     expect(same.status, JSON.stringify(same.body)).toBe(200);
     expect(await userInputs(api, id)).toEqual(['first', 'queued first']);
+  });
+
+  it('keeps the key to a queued input waiting in the generation a delete of the newest turn left', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, runAll } = queuedRunner(store);
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'one' })).status).toBe(200);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'two', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `k-${id}` };
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' }, key)).status).toBe(202);
+    // Turn 2 closes; the pickup's claim of the queued input fails (its record's put): it waits.
+    const recordPut = ({ operation, key }: { operation: string; key: string }) =>
+      operation === 'put' && /\/turn\/.*\/\d+$/.test(key);
+    store.failWhen(recordPut, { times: 1 });
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    expect((await api.delete(`/v1/sessions/${id}/turns/2`)).status).toBe(200);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'another body', on_busy: 'reject' }, key);
+    expect(other.status, JSON.stringify(other.body)).toBe(422);
   });
 
   it('runs queued inputs in the order they were queued when the store stamps uploads by the second (S3)', async () => {

@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import {
-  IdempotencyKeyReusedError,
   LEASE_EXPIRED,
   NotNewestTurnError,
   StorageError,
@@ -8,10 +7,9 @@ import {
   TurnNotOpenError,
 } from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
-import { idempotencyKey, queuedKey, recordKey, type LogScope } from '../keys.ts';
+import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
   parseStored,
-  queuedInputSchema,
   recordSchema,
   type ContextStart,
   type LogItem,
@@ -32,6 +30,8 @@ import {
   undeliveredOf,
 } from './head.ts';
 import { findKey } from './idempotency.ts';
+import { checkQueuedKey, queuedUnder } from './queue.ts';
+import type { QueuedInput } from '../records.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
@@ -183,7 +183,7 @@ export async function prepareCommit(
   const { writer } = state;
   let view: PrefetchedView | undefined;
   let idem: Promise<StoredObject | null> | undefined;
-  let queued: Promise<StoredObject | null> | undefined;
+  let queued: Promise<QueuedInput | null> | undefined;
   // Reads that need only the listing go out with the newest record's: the view a turn reads,
   // and `idem/` (read after the listing answered, as the Idempotency-Key protocol requires).
   const head = await readHead(log, id, 100, (scope, cursor, newestRecord) => {
@@ -192,10 +192,7 @@ export async function prepareCommit(
       idem = log.store.get(idempotencyKey(scope, options.keyHash));
       idem.catch(() => undefined);
     }
-    if (options.keyHash && options.checkQueued) {
-      queued = log.store.get(queuedKey(scope, options.keyHash));
-      queued.catch(() => undefined);
-    }
+    if (options.keyHash && options.checkQueued) queued = queuedUnder(log, scope, options.keyHash);
   });
   const { scope } = head;
   let newest = head.newest;
@@ -227,12 +224,7 @@ export async function prepareCommit(
     if (replay) return { replay };
     // A queued input holds the key: another request under it is refused, as it would be
     // once that input ran (the same request goes on: the input's own turn then replays it).
-    const entry = await queued;
-    if (entry) {
-      const input = parseStored(queuedKey(scope, options.keyHash), entry.body, queuedInputSchema);
-      if (input.request_sha256 !== undefined && input.request_sha256 !== options.requestHash)
-        throw new IdempotencyKeyReusedError(0);
-    }
+    if (queued) checkQueuedKey(await queued, options.requestHash);
   }
   // A spent budget refuses a turn before anything is written (an open turn's record carries
   // the totals before it, and closing it adds nothing).

@@ -136,3 +136,23 @@ export async function readQueued(log: LogContext, scope: LogScope, keyHash: stri
 export async function removeQueued(log: LogContext, scope: LogScope, keyHash: string): Promise<void> {
   await log.store.delete(queuedKey(scope, keyHash));
 }
+
+/**
+ * The input queued under `keyHash`, in the session's generation or one a delete of the newest
+ * turn left (`queued_in`, whose inputs still run): null when none waits. Started with a keyed
+ * claim's reads, for `checkQueuedKey`.
+ */
+export function queuedUnder(log: LogContext, scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
+  const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+  const found = Promise.all(generations.map((generation) => readQueued(log, { ...scope, generation }, keyHash))).then(
+    (inputs) => inputs.find((input) => input !== null) ?? null,
+  );
+  found.catch(() => undefined);
+  return found;
+}
+
+/** A request under the key of a queued input that holds another request: IdempotencyKeyReusedError (422). */
+export function checkQueuedKey(queued: QueuedInput | null, requestHash: string | undefined): void {
+  if (queued?.request_sha256 !== undefined && queued.request_sha256 !== requestHash)
+    throw new IdempotencyKeyReusedError(0);
+}

@@ -14,11 +14,6 @@ export function md5Hex(text: string): string {
   return hash('md5', text, 'hex');
 }
 
-/** Hex MD5 of bytes (an S3 object's ETag, put in one part, is this in quotes). */
-export function md5HexOfBytes(bytes: Uint8Array): string {
-  return hash('md5', bytes, 'hex');
-}
-
 /** `bytes` random bytes (the Web Crypto generator every runtime has), as hex. */
 export function randomHex(bytes: number): string {
   return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (byte) => byte.toString(16).padStart(2, '0')).join(

@@ -10,7 +10,7 @@ import {
   type PutObjectCommandInput,
 } from '@aws-sdk/client-s3';
 import { StorageError } from '../errors.ts';
-import { md5HexOfBytes } from '../hash.ts';
+import { randomHex } from '../hash.ts';
 import {
   bodyBytes,
   type Body,
@@ -114,7 +114,7 @@ export class S3Store implements ObjectStore {
       size: totalSize(response.ContentRange) ?? response.ContentLength ?? body.length,
       etag: response.ETag ?? '',
       uploaded: response.LastModified ?? new Date(0),
-      metadata: { ...(response.Metadata ?? {}) },
+      metadata: ownMetadata(response.Metadata),
       body,
     };
   }
@@ -127,7 +127,7 @@ export class S3Store implements ObjectStore {
         size: response.ContentLength ?? 0,
         etag: response.ETag ?? '',
         uploaded: response.LastModified ?? new Date(0),
-        metadata: { ...(response.Metadata ?? {}) },
+        metadata: ownMetadata(response.Metadata),
       };
     } catch (error) {
       if (isNotFound(error)) return null;
@@ -140,24 +140,26 @@ export class S3Store implements ObjectStore {
     if (options.onlyIfAbsent && options.ifMatch !== undefined) return null;
     const bytes = bodyBytes(body);
     const metadata = { ...(options.metadata ?? {}) };
+    const conditional = options.onlyIfAbsent === true || options.ifMatch !== undefined;
+    // A conditional put carries a mark of its own, which tells its write from another's.
+    const mark = conditional ? randomHex(8) : undefined;
     const input: PutObjectCommandInput = {
       Bucket: this.bucket,
       Key: key,
       Body: bytes,
       ContentLength: bytes.length,
-      Metadata: metadata,
+      Metadata: mark ? { ...metadata, [PUT_MARK]: mark } : metadata,
       ...(options.contentType ? { ContentType: options.contentType } : {}),
       ...(options.onlyIfAbsent ? { IfNoneMatch: '*' } : {}),
       ...(!options.onlyIfAbsent && options.ifMatch !== undefined ? { IfMatch: options.ifMatch } : {}),
     };
-    const conditional = input.IfNoneMatch !== undefined || input.IfMatch !== undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         const response = await this.client.send(new PutObjectCommand(input));
         return { key, size: bytes.length, etag: response.ETag ?? '', uploaded: new Date(), metadata };
       } catch (error) {
         const status = statusOf(error);
-        if (conditional && status === 412) return this.#ownRetry(key, bytes, metadata, error);
+        if (mark && status === 412) return this.#ownRetry(key, bytes.length, metadata, mark, error);
         // If-Match on a missing key: some services answer 404 rather than 412.
         if (input.IfMatch !== undefined && isNotFound(error)) return null;
         if (!conditional || status !== 409) throw storageError('put', key, error);
@@ -177,14 +179,19 @@ export class S3Store implements ObjectStore {
   /**
    * A conditional put refused (412) after the SDK sent it again: the attempt before may have
    * landed and been answered with an error, its retry then meeting its own write. Ours when the
-   * object holds our bytes (its ETag is their MD5: a put in one part); else refused (null).
+   * object carries this put's mark; else refused (null).
    */
-  async #ownRetry(key: string, bytes: Uint8Array, metadata: Record<string, string>, error: unknown) {
+  async #ownRetry(key: string, size: number, metadata: Record<string, string>, mark: string, error: unknown) {
     const attempts = (error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
     if (attempts <= 1) return null;
-    const current = await this.head(key);
-    if (!current || current.etag.replaceAll('"', '') !== md5HexOfBytes(bytes)) return null;
-    return { key, size: bytes.length, etag: current.etag, uploaded: current.uploaded, metadata };
+    const current = await this.client
+      .send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }))
+      .catch((headError: unknown) => {
+        if (isNotFound(headError)) return null;
+        throw storageError('head', key, headError);
+      });
+    if (current?.Metadata?.[PUT_MARK] !== mark) return null;
+    return { key, size, etag: current.ETag ?? '', uploaded: current.LastModified ?? new Date(), metadata };
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListResult> {
@@ -288,6 +295,15 @@ function nameOf(error: unknown): string | undefined {
 }
 
 /** The key is absent. A missing bucket (NoSuchBucket) is a misconfiguration, not absence. */
+/** The metadata key of a conditional put's own mark (S3 lower-cases metadata keys). */
+const PUT_MARK = 'tailgate-put';
+
+/** An object's metadata as its writer gave it: without a conditional put's mark. */
+function ownMetadata(stored: Record<string, string> | undefined): Record<string, string> {
+  const { [PUT_MARK]: _mark, ...metadata } = stored ?? {};
+  return metadata;
+}
+
 function isNotFound(error: unknown): boolean {
   const name = nameOf(error);
   if (name === 'NoSuchKey' || name === 'NotFound') return true;

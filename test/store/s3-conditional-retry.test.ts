@@ -11,11 +11,14 @@ import { createTestS3Store } from '../support/s3-store.ts';
  * spend, lib/ledger/token-spend.ts) neither writes twice nor gives up on what it wrote.
  *
  * A loopback proxy before the test run's S3 gateway: a key in `failNext` has its next
- * conditional PUT reach S3 (it lands), then answered 500.
+ * conditional PUT reach S3 (it lands), then answered 500; a key in `holdFirst` has its next
+ * conditional PUT held (not sent on) until another conditional PUT of the key was answered,
+ * then answered 500 (a failure before the write): the SDK sends it again.
  */
 let server: Server;
 let endpoint: string;
 const failNext = new Set<string>();
+const holdFirst = new Map<string, { held?: () => void }>();
 const conditionalPuts: string[] = [];
 const INTERNAL_ERROR =
   '<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>Try again.</Message></Error>';
@@ -37,6 +40,14 @@ beforeAll(async () => {
     const key = decodeURIComponent(path.split('?')[0]!.split('/').slice(2).join('/'));
     const conditional = incoming.headers['if-match'] !== undefined || incoming.headers['if-none-match'] !== undefined;
     if (incoming.method === 'PUT' && conditional) conditionalPuts.push(key);
+    const hold = incoming.method === 'PUT' && conditional ? holdFirst.get(key) : undefined;
+    if (hold && !hold.held) {
+      hold.held = () => {
+        outgoing.writeHead(500, { 'content-type': 'application/xml' });
+        outgoing.end(INTERNAL_ERROR);
+      };
+      return;
+    }
     const upstreamRequest = httpRequest(
       { host: upstream.hostname, port: upstream.port, method: incoming.method, path, headers: incoming.headers },
       async (response) => {
@@ -48,6 +59,7 @@ beforeAll(async () => {
         }
         outgoing.writeHead(response.statusCode ?? 502, response.headers);
         outgoing.end(answer);
+        if (hold?.held && holdFirst.delete(key)) setTimeout(hold.held, 20);
       },
     );
     upstreamRequest.on('error', () => {
@@ -105,5 +117,42 @@ describe('S3Store: a conditional put whose first attempt landed but was answered
     failNext.add(spendKey(keyPrefix, budget));
     await spend.charge(usage);
     expect(await spend.read()).toMatchObject({ turns: 2, input_tokens: 20 });
+  });
+
+  it('is a refusal when another writer wrote the same bytes while the put was retried', async () => {
+    const store = createTestS3Store(endpoint, inject('s3Bucket'));
+    const key = `retry/${crypto.randomUUID()}/same`;
+    const first = await store.put(key, 'version 1');
+    holdFirst.set(key, {});
+    const ours = store.put(key, 'version 2', { ifMatch: first!.etag });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await store.put(key, 'version 2', { ifMatch: first!.etag })).not.toBeNull();
+    expect(await ours).toBeNull();
+    // The mark a conditional put carries is not the caller's metadata.
+    expect((await store.head(key))!.metadata).toEqual({});
+  });
+
+  it("charges a token's spend for each of two concurrent turns of one usage", async () => {
+    const store = createTestS3Store(endpoint, inject('s3Bucket'));
+    const keyPrefix = `retry/${crypto.randomUUID()}/`;
+    const budget = {
+      id: crypto.randomUUID().replaceAll('-', ''),
+      expires: Math.floor(Date.now() / 1000) + 3600,
+      limits: { max_turns: 100 },
+    };
+    const usage = {
+      input_tokens: 10,
+      cached_input_tokens: 0,
+      cache_write_tokens: 0,
+      output_tokens: 5,
+      reasoning_tokens: 0,
+      cost_usd: null,
+    };
+    const one = new TokenSpend(store, keyPrefix, budget);
+    const two = new TokenSpend(store, keyPrefix, budget);
+    await one.charge(usage);
+    holdFirst.set(spendKey(keyPrefix, budget), {});
+    await Promise.all([one.charge(usage), two.charge(usage)]);
+    expect(await one.read()).toMatchObject({ turns: 3, input_tokens: 30 });
   });
 });

@@ -223,17 +223,14 @@ export function revocationCheck(principal: Principal): ((config: SessionConfig) 
 }
 
 /**
- * Whether a bound token's `inc` names the incarnation `config` is: its creation time, which a
- * delete of the newest turn keeps; a token minted before names the storage generation then
- * (accepted while the session is on it or on one its deletes of newest turns wrote and still
- * reads).
+ * Whether a bound token's `inc` names the incarnation `config` is: its `incarnation`, which a
+ * delete of the newest turn keeps. A session whose config predates that field had its storage
+ * generation named, accepted while the session is on it or on one its deletes of newest turns
+ * wrote and still reads.
  */
 function sameIncarnation(config: SessionConfig, incarnation: string): boolean {
-  return (
-    incarnation === config.created_at ||
-    incarnation === (config.generation ?? '') ||
-    (config.rewound ?? []).includes(incarnation)
-  );
+  if (config.incarnation !== undefined) return incarnation === config.incarnation;
+  return incarnation === (config.generation ?? '') || (config.rewound ?? []).includes(incarnation);
 }
 
 /**
@@ -262,7 +259,7 @@ const READS_SESSION_CONFIG: Record<string, (c: Context) => boolean> = {
 export const checkRevocation: MiddlewareHandler<AppEnv> = async (c, next) => {
   const access = c.var.access;
   if (c.var.principal.sessionId !== null && access.sessionId !== null && !READS_SESSION_CONFIG[access.route]?.(c)) {
-    await c.var.services.sessions.tokenGeneration(access.sessionId);
+    await c.var.services.sessions.tokenBinding(access.sessionId);
   }
   return next();
 };

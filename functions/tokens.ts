@@ -40,9 +40,10 @@ export interface Principal {
   /** For a bound token, the session's token generation it was minted at. */
   generation: number;
   /**
-   * For a bound token, the incarnation of the session it was minted for: its `created_at`
-   * (tokens minted before: its storage generation then, '' for a session written before
-   * generations). A session deleted and created again with the same id is another one. '' unbound.
+   * For a bound token, the incarnation of the session it was minted for: its config's
+   * `incarnation` (a config without one: its storage generation then, '' for a session written
+   * before generations). A session deleted and created again, or imported, with the same id is
+   * another one. '' unbound.
    */
   incarnation: string;
   /**
@@ -148,7 +149,7 @@ export interface MintedToken {
 
 /**
  * Signs a token; `generation` and `incarnation` are the bound session's token generation and
- * creation time, ignored unbound. `minter`:
+ * incarnation (SessionLog.tokenBinding), ignored unbound. `minter`:
  * the token minting it, when one does (not API_TOKEN): the new token lives no longer than it
  * and, when it has a budget, shares it (its id and expiry, so its spend record), whatever
  * `ttlSeconds` says; a budget of its own is then refused.

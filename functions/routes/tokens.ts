@@ -92,10 +92,10 @@ export function tokenRoutes(clock: () => Date) {
       }
       const sessionId = body.session_id ?? null;
       // A bound token carries its session's generation, read now (404 for a missing session).
-      const generation = sessionId === null ? 0 : await c.var.services.sessions.tokenGeneration(sessionId);
-      // ...and its incarnation, its creation time: a token for a deleted session never opens one
-      // created again with its id, and a delete of its newest turn (a new storage generation) keeps it.
-      const incarnation = sessionId === null ? '' : (await c.var.services.sessions.get(sessionId)).created_at;
+      // ...and its incarnation: a token for a deleted session never opens one created again
+      // (or imported) with its id, and a delete of its newest turn keeps it.
+      const { generation, incarnation } =
+        sessionId === null ? { generation: 0, incarnation: '' } : await c.var.services.sessions.tokenBinding(sessionId);
       const minted = await mintToken(
         key,
         {

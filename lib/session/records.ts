@@ -72,6 +72,12 @@ export const sessionConfigSchema = z
      * reads (the current one or one `fork_of` names): the ids of the turns they hold name them
      * (log/rewind.ts, idGeneration).
      */
+    /**
+     * The generation this incarnation started with (create, fork, import), kept by deletes of
+     * the newest turn and PATCH: a bound token names the incarnation by it (functions/auth.ts).
+     * Absent in configs written before it: their tokens name the generation they were minted at.
+     */
+    incarnation: z.string().regex(generationSchemaPattern).optional(),
     rewound: z
       .array(z.string().regex(generationSchemaPattern))
       .min(1)

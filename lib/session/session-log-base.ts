@@ -15,7 +15,7 @@ import {
   sessionConfig,
   sessionExists,
   sessionScope,
-  tokenGeneration,
+  tokenBinding,
   updateSession,
 } from './log/config-object.ts';
 import { logContext, type LogContext } from './log/context.ts';
@@ -212,9 +212,12 @@ export class SessionLogBase {
     return sweepExpired(this.log, options);
   }
 
-  /** The session's token generation (0 until tokens are first revoked); one config read. */
-  async tokenGeneration(id: string): Promise<number> {
-    return tokenGeneration(this.log, id);
+  /**
+   * What a token bound to the session names: its token generation (0 until tokens are first
+   * revoked) and its incarnation (records.ts `incarnation`); one config read.
+   */
+  async tokenBinding(id: string): Promise<{ generation: number; incarnation: string }> {
+    return tokenBinding(this.log, id);
   }
 
   /**

@@ -6,7 +6,7 @@ describe('SessionLog token generation', () => {
   it('starts at 0, and concurrent revokes each bump it once without losing a config change', async () => {
     const log = new SessionLog(new MemoryStore());
     await log.create({ id: 's1', instructions: 'first' });
-    expect(await log.tokenGeneration('s1')).toBe(0);
+    expect((await log.tokenBinding('s1')).generation).toBe(0);
     const results = await Promise.all([
       log.revokeTokens('s1'),
       log.revokeTokens('s1'),
@@ -14,7 +14,7 @@ describe('SessionLog token generation', () => {
       log.revokeTokens('s1'),
     ]);
     expect(results.filter((result) => typeof result === 'number').sort()).toEqual([1, 2, 3]);
-    expect(await log.tokenGeneration('s1')).toBe(3);
+    expect((await log.tokenBinding('s1')).generation).toBe(3);
     expect((await log.get('s1')).instructions).toBe('second');
   });
 

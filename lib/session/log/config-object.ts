@@ -49,6 +49,7 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
     // Named in the ids of its turns from the start (log/rewind.ts idGeneration): an id of an
     // incarnation deleted before, whose turns had the same numbers and seqs, names nothing here.
     rewound: [generation],
+    incarnation: generation,
     created_at: now.toISOString(),
     instructions: fields.instructions ?? null,
     model: fields.model ?? null,
@@ -274,9 +275,10 @@ function isOtherGeneration(rest: string, generation: string, createdAt: string):
   return level !== generation;
 }
 
-/** See SessionLog.tokenGeneration. */
-export async function tokenGeneration(log: LogContext, id: string): Promise<number> {
-  return (await readConfig(log, id)).config.token_generation ?? 0;
+/** See SessionLog.tokenBinding. */
+export async function tokenBinding(log: LogContext, id: string): Promise<{ generation: number; incarnation: string }> {
+  const { config } = await readConfig(log, id);
+  return { generation: config.token_generation ?? 0, incarnation: config.incarnation ?? config.generation ?? '' };
 }
 
 /** See SessionLog.revokeTokens. */

@@ -108,6 +108,8 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     id,
     generation,
     rewound: [generation],
+    // A new incarnation: tokens minted for the exported session, or one deleted, do not open it.
+    incarnation: generation,
     created_at: header.created_at,
     instructions: header.instructions,
     model: header.model,

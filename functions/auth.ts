@@ -159,7 +159,9 @@ async function authenticate(c: Context, config: ServiceConfig, now: Date): Promi
     if (config.allowAnonymous) return ADMIN;
     if (config.tokenSigningKey === undefined) {
       throw new NotConfiguredError(
-        'no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true for local development)',
+        'no API_TOKEN or TOKEN_SIGNING_KEY is configured; set one (or ALLOW_ANONYMOUS=true, the ' +
+          '--allow-anonymous flag of the Node and Deno servers, for local development)',
+        { variables: ['API_TOKEN', 'TOKEN_SIGNING_KEY'] },
       );
     }
   }

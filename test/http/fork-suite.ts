@@ -68,13 +68,19 @@ export function defineForkSuite(label: string, harness: HttpHarness): void {
       expect(neither.status).toBe(400);
       const inside = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 1 });
       expect(inside.status).toBe(400);
-      expect(inside.body.error.message).toContain('seq 1');
-      expect((await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 })).status).toBe(400);
+      expect(inside.body.error).toMatchObject({
+        message: expect.stringContaining('seq 1'),
+        details: { field: 'at_seq' },
+      });
+      const noTurn = await api.post(`/v1/sessions/${parent}/fork`, { at_turn: 1 });
+      expect(noTurn.status).toBe(400);
+      expect(noTurn.body.error.details).toEqual({ field: 'at_turn' });
       expect((await api.post(`/v1/sessions/${freshId('none')}/fork`, { at_seq: 2 })).status).toBe(404);
       const taken = await api.post(`/v1/sessions/${parent}/fork`, { at_seq: 2, id: parent });
       expect(taken.status).toBe(409);
       expect(taken.body.error.code).toBe('session_exists');
     });
+
     it("names and lists a fork by its parent after a delete of the fork's newest turn", async () => {
       const parent = await api.session();
       await api.post(`/v1/sessions/${parent}/turns`, { input: 'one' });

@@ -145,7 +145,10 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
           '/v1/sessions/x',
         );
         expect(response.status).toBe(503);
-        expect(((await response.json()) as any).error.code).toBe('not_configured');
+        expect(((await response.json()) as any).error).toMatchObject({
+          code: 'not_configured',
+          details: { variables: ['API_TOKEN', 'TOKEN_SIGNING_KEY'] },
+        });
       }
     });
 

@@ -148,6 +148,7 @@ function inherited(config: SessionConfig): NewSession {
  */
 async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Promise<RecordState> {
   const byTurn = at.at_turn !== undefined;
+  const field = byTurn ? 'at_turn' : 'at_seq';
   const wanted = byTurn ? `turn ${at.at_turn}` : `seq ${at.at_seq}`;
   let unit: LogUnit | null = null;
   for (let point = head.newest; ; ) {
@@ -170,6 +171,7 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
         held
           ? `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`
           : `${wanted} is not in session ${head.config.id}`,
+        { field },
       );
     }
     for (const state of states) {
@@ -179,6 +181,7 @@ async function findForkPoint(log: LogContext, head: Head, at: ForkOptions): Prom
           byTurn
             ? `turn ${at.at_turn} is not in session ${head.config.id}`
             : `seq ${at.at_seq} does not end a turn or an append of session ${head.config.id}`,
+          { field },
         );
     }
     unit = await head.cursor.next();

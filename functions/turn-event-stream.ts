@@ -6,8 +6,10 @@ import type { TurnEvent } from '../lib/turn/index.ts';
 /**
  * Serves turn events as server-sent events. The first event is awaited before the response
  * starts: an error before `turn.started` (404, 409, 400, an abort) is thrown instead, so it
- * gets its HTTP status and JSON body like a plain turn. The response only reads from the
- * events: when the client disconnects, reading stops and the turn goes on to completion on
+ * gets its HTTP status and JSON body like a plain turn. From `turn.started` on, each event
+ * carries its number as the SSE `id`, the number its journal gives it (lib/turn/journal.ts), so
+ * a client that lost the stream comes back with `Last-Event-ID`. The response only reads from
+ * the events: when the client disconnects, reading stops and the turn goes on to completion on
  * its own.
  */
 export async function turnEventStream(c: Context, events: ReadableStream<TurnEvent>): Promise<Response> {
@@ -16,8 +18,13 @@ export async function turnEventStream(c: Context, events: ReadableStream<TurnEve
   if (!first.done && first.value.event === 'error') throw first.value.cause;
   return streamSSE(c, async (stream) => {
     stream.onAbort(() => void reader.cancel().catch(() => undefined));
+    let number = 0;
     try {
-      for (let next = first; !next.done; next = await reader.read()) await stream.writeSSE(eventMessage(next.value));
+      for (let next = first; !next.done; next = await reader.read()) {
+        if (next.value.event === 'turn.started') number = 1;
+        else if (number > 0) number += 1;
+        await stream.writeSSE({ ...eventMessage(next.value), ...(number > 0 ? { id: String(number) } : {}) });
+      }
     } catch {
       // The client went away mid-write: stop reading; the turn completes without it.
       await reader.cancel().catch(() => undefined);

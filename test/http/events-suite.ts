@@ -46,11 +46,18 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
         headers: { ...auth, 'content-type': 'application/json' },
         body: JSON.stringify({ input: words(12), stream: true }),
       });
-      const live = parseSse(await streamed.text());
+      const liveText = await streamed.text();
+      const live = parseSse(liveText);
       const all = await readEvents(`/v1/sessions/${id}/turns/1/events`);
       expect(all.status).toBe(200);
       expect(all.events.map(({ event, data }) => ({ event, data }))).toEqual(live);
       expect(all.events.map((event) => event.id)).toEqual(live.map((_, index) => index + 1));
+      // The live stream numbers its events as the journal does: Last-Event-ID resumes it.
+      const liveIds = liveText
+        .split('\n\n')
+        .filter((frame) => frame.trim() !== '')
+        .map((frame) => Number(/^id: (\d+)$/m.exec(frame)?.[1]));
+      expect(liveIds).toEqual(all.events.map((event) => event.id));
       const after = await readEvents(`/v1/sessions/${id}/turns/1/events?after=3`);
       expect(after.events.map((event) => event.id)).toEqual(live.slice(3).map((_, index) => index + 4));
       const resumed = await readEvents(`/v1/sessions/${id}/turns/1/events`, { 'last-event-id': '5' });

@@ -1,5 +1,6 @@
 import { sign, verify } from 'hono/jwt';
 import { describe, expect, it, vi } from 'vitest';
+import { spendKey } from '../../lib/ledger/token-spend.ts';
 import { freshId, SIGNING_KEY, TOKEN, type HttpHarness } from './http-suite.ts';
 
 /**
@@ -217,11 +218,13 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       const child = await call(budgeted.body.token, 'POST', '/v1/tokens', { scopes: ['admin'], ttl_seconds: 60 });
       expect(child.status, JSON.stringify(child.body)).toBe(201);
       expect(child.body).toMatchObject({ budget: { max_turns: 1 }, expires_at: budgeted.body.expires_at });
-      await vi.waitFor(async () => {
-        const refused = await call(child.body.token, 'POST', `/v1/sessions/${id}/turns`, { input: 'two' });
-        expect(refused.status).toBe(402);
-        expect(refused.body.error.details).toMatchObject({ budget: 'token', spent: 1 });
-      });
+      // The turn is charged after its answer: once it is, the child is refused by the shared spend.
+      const claims = JSON.parse(atob(budgeted.body.token.split('.')[1].replaceAll('-', '+').replaceAll('_', '/')));
+      const spend = spendKey(harness.keyPrefix, { id: claims.jti, expires: claims.exp });
+      await vi.waitFor(async () => expect(await harness.store.get(spend)).not.toBeNull(), { timeout: 10_000 });
+      const refused = await call(child.body.token, 'POST', `/v1/sessions/${id}/turns`, { input: 'two' });
+      expect(refused.status).toBe(402);
+      expect(refused.body.error.details).toMatchObject({ budget: 'token', spent: 1 });
       const own = await call(budgeted.body.token, 'POST', '/v1/tokens', {
         scopes: ['admin'],
         budget: { max_turns: 100 },

@@ -8,9 +8,9 @@ import type { TurnEvent } from '../lib/turn/index.ts';
  * starts: an error before `turn.started` (404, 409, 400, an abort) is thrown instead, so it
  * gets its HTTP status and JSON body like a plain turn. From `turn.started` on, each event
  * carries its number as the SSE `id`, the number its journal gives it (lib/turn/journal.ts), so
- * a client that lost the stream comes back with `Last-Event-ID`. The response only reads from
- * the events: when the client disconnects, reading stops and the turn goes on to completion on
- * its own.
+ * a client that lost the stream comes back with `Last-Event-ID`; a replay's are not numbered.
+ * The response only reads from the events: when the client disconnects, reading stops and the
+ * turn goes on to completion on its own.
  */
 export async function turnEventStream(c: Context, events: ReadableStream<TurnEvent>): Promise<Response> {
   const reader = events.getReader();
@@ -21,7 +21,8 @@ export async function turnEventStream(c: Context, events: ReadableStream<TurnEve
     let number = 0;
     try {
       for (let next = first; !next.done; next = await reader.read()) {
-        if (next.value.event === 'turn.started') number = 1;
+        // A replay's events are not the journal's: not numbered.
+        if (next.value.event === 'turn.started') number = next.value.replay ? 0 : 1;
         else if (number > 0) number += 1;
         await stream.writeSSE({ ...eventMessage(next.value), ...(number > 0 ? { id: String(number) } : {}) });
       }

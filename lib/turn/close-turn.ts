@@ -1,4 +1,5 @@
 import { AbortedError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
+import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { StoredItem } from '../items.ts';
@@ -120,7 +121,7 @@ export async function closeFailed(
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
     // The summary its compaction made is charged as a completed turn's is (as no turn).
     const summary = attempt.prompt?.summaryUsage;
-    const spend = services.tokenSpend;
+    const spend = summary ? turnSpend(services, turn) : undefined;
     if (summary && spend) afterResponse(services, () => spend.charge(summary, 0));
   } catch (closeError) {
     if (closeError instanceof TurnClosedError || closeError instanceof NotFoundError) throw closeError;
@@ -137,4 +138,22 @@ export async function closeFailed(
 /** What a pickup after this turn's own close needs to tell that the session went idle. */
 export function closedBefore(turn: OpenTurn) {
   return { turn: turn.turn, webhookUrl: turn.session.webhook_url ?? null };
+}
+
+/** The spend record of the token a background turn's record names, if any (checked as read). */
+export function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
+  const named = (turn.request as { token_budget?: unknown } | undefined)?.token_budget;
+  if (named === undefined) return undefined;
+  const budget = tokenBudgetSchema.safeParse(named);
+  if (budget.success) return services.spendOf?.(budget.data);
+  services.log('tailgate: a background turn names a token budget that does not parse; charged to no token', {
+    turn: turn.turn,
+  });
+  return undefined;
+}
+
+/** The spend a turn is charged to: a background turn's, the token its record names; else the request's token's. */
+function turnSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
+  const background = (turn.request as { background?: unknown } | undefined)?.background === true;
+  return background ? backgroundSpend(services, turn) : services.tokenSpend;
 }

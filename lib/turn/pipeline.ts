@@ -16,7 +16,6 @@ import { NOTHING_UNDELIVERED } from '../session/records.ts';
 import { tailRequirement } from '../strategies/index.ts';
 import type { HistoryAggregates } from '../strategies/aggregates.ts';
 import { turnUsage } from '../ledger/usage.ts';
-import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { FetchedNotice } from '../inbox/index.ts';
 import type { TurnServices, TurnRequest, TurnResponse, TurnEvent, TurnOptions } from './types.ts';
 import { observed, type Seen } from './observe.ts';
@@ -30,7 +29,15 @@ import {
   requestHash,
 } from './plan.ts';
 import { pickUp } from './busy.ts';
-import { closeAborted, closedBefore, closeFailed, closeTurn, promptMoves, type Attempt } from './close-turn.ts';
+import {
+  backgroundSpend,
+  closeAborted,
+  closedBefore,
+  closeFailed,
+  closeTurn,
+  promptMoves,
+  type Attempt,
+} from './close-turn.ts';
 import { requestRecord } from './receipt.ts';
 import { gatedModelCall, promptBudget, turnCallOptions } from './model-call.ts';
 import { ClaimLost, TurnNotices } from './notices.ts';
@@ -140,18 +147,6 @@ function storedRequest(turn: OpenTurn): TurnRequest {
   } = (turn.request ?? {}) as Record<string, unknown>;
   const input = turn.input.map(({ seq: _seq, created_at: _created, ...item }: StoredItem) => item);
   return { ...settings, input } as TurnRequest;
-}
-
-/** The spend record of the token a background turn's record names, if any (checked as read). */
-function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSpend | undefined {
-  const named = (turn.request as { token_budget?: unknown } | undefined)?.token_budget;
-  if (named === undefined) return undefined;
-  const budget = tokenBudgetSchema.safeParse(named);
-  if (budget.success) return services.spendOf?.(budget.data);
-  services.log('tailgate: a background turn names a token budget that does not parse; charged to no token', {
-    turn: turn.turn,
-  });
-  return undefined;
 }
 
 /** One claim attempt; null when another writer took its record number (start again). */
@@ -382,7 +377,11 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
   }
   const response = begun.response as TurnResponse;
   if (emit) {
-    emit({ event: 'turn.started', data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 } });
+    emit({
+      event: 'turn.started',
+      data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 },
+      replay: true,
+    });
     for (const item of response.output) {
       if (item.type === 'message') emit({ event: 'output_text.delta', data: { delta: contentText(item.content) } });
       emit({ event: 'output_item.done', data: { item } });

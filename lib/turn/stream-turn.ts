@@ -32,11 +32,14 @@ export function streamTurn(
     },
   });
   let started = false;
-  // Every streamed turn journals its events, so a client that lost the stream comes back in.
+  let replayed = false;
+  // Every streamed turn journals its events, so a client that lost the stream comes back in
+  // (a replay's are the stored turn's, journaled when it ran).
   const journal = journalTurn(services, sessionId);
   const push = (event: TurnEvent) => {
     if (event.event === 'turn.started') started = true;
-    journal.emit(event);
+    if (event.event === 'turn.started' && event.replay) replayed = true;
+    if (!replayed) journal.emit(event);
     if (open) queue.enqueue(event);
   };
   const done = runTurn(services, sessionId, request, options, push)

@@ -141,8 +141,11 @@ export interface TurnObservation {
 }
 
 export type TurnEvent =
-  /** `first_seq`: the seq the turn's first output item gets. */
-  | { event: 'turn.started'; data: { turn: number; first_seq: number } }
+  /**
+   * `first_seq`: the seq the turn's first output item gets. `replay`: a stored turn answered
+   * again by its Idempotency-Key (its events are not the journal's: neither journaled nor numbered).
+   */
+  | { event: 'turn.started'; data: { turn: number; first_seq: number }; replay?: true }
   | { event: 'output_text.delta'; data: { delta: string } }
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }

@@ -112,6 +112,24 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       expect(forked.events).toEqual(before.events);
     });
 
+    it("numbers no event of a streamed turn's replay by its key: the journal is the first run's", async () => {
+      const id = await api.session();
+      const send = () =>
+        harness.fetch(`/v1/sessions/${id}/turns`, {
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': `k-${id}` },
+          body: JSON.stringify({ input: words(8), stream: true }),
+        });
+      const first = parseSse(await (await send()).text());
+      const journaled = await readEvents(`/v1/sessions/${id}/turns/1/events`);
+      expect(journaled.events.map(({ event, data }) => ({ event, data }))).toEqual(first);
+      const replayText = await (await send()).text();
+      expect(parseSse(replayText)[0]).toMatchObject({ event: 'turn.started' });
+      expect(replayText).not.toMatch(/^id: /m);
+      // The journal is still the first run's, whole and ended.
+      expect((await readEvents(`/v1/sessions/${id}/turns/1/events`)).events).toEqual(journaled.events);
+    });
+
     it('answers 404 for a turn without a journal, and 400 for a bad after', async () => {
       const id = await api.session();
       expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'plain' })).status).toBe(200);

@@ -5,6 +5,8 @@ import { setImmediate } from 'node:timers/promises';
 import {
   bodyLength,
   compareKeys,
+  cursorGroup,
+  GROUP_END,
   partsOf,
   resolveRange,
   type Body,
@@ -210,12 +212,15 @@ export class FileStore implements ObjectStore {
     let truncated = false;
     let last = '';
     let visited = 0;
+    const listed = cursorGroup(options.cursor, prefix, options.delimiter);
     try {
       for (const entry of this.#walk(directory, base, prefix, after, limit + 1)) {
         // Headers are read synchronously: other work gets the event loop between runs of them.
         if (++visited % HEADERS_PER_TURN === 0) await setImmediate();
-        // With a delimiter, the keys of a group come after its first one: skip them.
-        if (prefixes.length > 0 && entry.key.startsWith(prefixes[prefixes.length - 1]!)) continue;
+        // With a delimiter, the keys of a group come after its first one: skip them (and those of
+        // the group the previous page ended on).
+        const skipped = prefixes.at(-1) ?? listed;
+        if (skipped !== undefined && entry.key.startsWith(skipped)) continue;
         if (objects.length + prefixes.length === limit) {
           truncated = true;
           break;
@@ -229,7 +234,7 @@ export class FileStore implements ObjectStore {
         const group = entry.key.slice(0, at + options.delimiter!.length);
         prefixes.push(group);
         // Past every key of the group, in byte order.
-        last = `${group}\u{10FFFF}`;
+        last = `${group}${GROUP_END}`;
       }
     } catch (error) {
       throw asStorageError('list', prefix, error);

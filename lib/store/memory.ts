@@ -1,6 +1,8 @@
 import {
   compareKeys,
   copiedBytes,
+  cursorGroup,
+  GROUP_END,
   resolveRange,
   type Body,
   type GetOptions,
@@ -73,9 +75,14 @@ export class MemoryStore implements ObjectStore {
     const prefixes: string[] = [];
     let truncated = false;
     let last = '';
+    // The group the previous page ended on: its keys were listed as it.
+    const listed = cursorGroup(options.cursor, prefix, options.delimiter);
     for (let iterator = keys[Symbol.iterator](), next = iterator.next(); !next.done; next = iterator.next()) {
       const key = next.value;
       if (!key.startsWith(prefix)) break;
+      // A group's keys after the bound its walk jumps to (U+10FFFF right after the delimiter).
+      const skipped = prefixes.at(-1) ?? listed;
+      if (skipped !== undefined && key.startsWith(skipped)) continue;
       if (page.length + prefixes.length === limit) {
         truncated = true;
         break;
@@ -89,7 +96,7 @@ export class MemoryStore implements ObjectStore {
       // A group: listed once, then the walk jumps past every key that starts with it.
       const group = key.slice(0, at + options.delimiter!.length);
       prefixes.push(group);
-      last = `${group}\u{10FFFF}`;
+      last = `${group}${GROUP_END}`;
       iterator = this.#sorted.after(last, true)[Symbol.iterator]();
     }
     const objects = page.map((key) => copyInfo(this.#entries.get(key)!.info));

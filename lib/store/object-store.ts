@@ -204,6 +204,25 @@ export function backendOf(store: ObjectStore): ObjectStore {
   }
 }
 
+/** After a group's key, past every key of the group in byte order: the cursor of a page that ended on a group. */
+export const GROUP_END = '\u{10FFFF}';
+
+/**
+ * The group a delimited listing's `cursor` ends past (`<group>` GROUP_END, a group being a key's
+ * start up to its first `delimiter` after `prefix`), whose keys the next page skips: a key of
+ * the group may sort after the cursor (one with U+10FFFF right after the delimiter).
+ * Undefined for any other cursor (an object key holds no delimiter after `prefix`).
+ */
+export function cursorGroup(
+  cursor: string | undefined,
+  prefix: string,
+  delimiter: string | undefined,
+): string | undefined {
+  if (cursor === undefined || delimiter === undefined || !cursor.endsWith(GROUP_END)) return undefined;
+  const group = cursor.slice(0, -GROUP_END.length);
+  return group.indexOf(delimiter, prefix.length) === group.length - delimiter.length ? group : undefined;
+}
+
 /**
  * Byte order of UTF-8 keys, as object stores list them, without encoding: UTF-8 byte order
  * is code point order, and UTF-16 code unit order differs from it only where a surrogate

@@ -7,6 +7,7 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { S3Store } from '../../lib/store/s3.ts';
+import { cursorGroup, GROUP_END } from '../../lib/store/object-store.ts';
 import { KeyIndex } from './s3-key-index.ts';
 
 /**
@@ -326,11 +327,15 @@ export async function startConditionalGateway(
     const token = url.searchParams.get('continuation-token');
     const after = token === null ? url.searchParams.get('start-after') : Buffer.from(token, 'base64').toString('utf8');
     const afterBytes = after === null ? undefined : Buffer.from(after, 'utf8');
-    const remaining = afterBytes ? entries.filter((entry) => Buffer.compare(entry.bytes, afterBytes) > 0) : entries;
     const maxKeys = maxKeysOf(url.searchParams);
     // With a delimiter (as S3 does): keys holding it after the prefix are rolled up into one
     // CommonPrefixes entry each, which counts once against max-keys.
     const delimiter = url.searchParams.get('delimiter');
+    // A token past a group skips the group's keys that sort after it (as S3's opaque tokens do).
+    const listed = token === null ? undefined : cursorGroup(after ?? undefined, prefix, delimiter ?? undefined);
+    const remaining = (
+      afterBytes ? entries.filter((entry) => Buffer.compare(entry.bytes, afterBytes) > 0) : entries
+    ).filter((entry) => listed === undefined || !entry.key.startsWith(listed));
     const rows: { key: string; xml: string }[] = [];
     for (const entry of remaining) {
       const at = delimiter ? entry.key.indexOf(delimiter, prefix.length) : -1;
@@ -385,7 +390,7 @@ export async function startConditionalGateway(
 
 /** Where the next page starts: after the last key, or after every key under the last group. */
 function nextAfter(last: string, delimiter: string | null): string {
-  return delimiter !== null && last.endsWith(delimiter) ? `${last}\u{10FFFF}` : last;
+  return delimiter !== null && last.endsWith(delimiter) ? `${last}${GROUP_END}` : last;
 }
 
 interface Forwarded {

@@ -37,19 +37,25 @@ export async function createSession(log: LogContext, input: NewSession): Promise
   return toSessionRecord(config, { items: 0, turns: 0, tool_calls: 0 }, EMPTY_LEDGER);
 }
 
+/**
+ * The generation of a new incarnation (a create, a fork, an import), and what names it from the
+ * start: `rewound`, so the ids of its turns name it (log/rewind.ts idGeneration; an id of an
+ * incarnation deleted before, whose turns had the same numbers and seqs, names nothing here), and
+ * `incarnation`, which bound tokens name (a new one: no token of another incarnation opens it).
+ */
+export function newIncarnation(now: Date): Pick<SessionConfig, 'generation' | 'rewound' | 'incarnation'> {
+  const generation = newGeneration(now);
+  return { generation, rewound: [generation], incarnation: generation };
+}
+
 /** The config of a new incarnation with `fields` (a new id when none is given). */
 export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
   const id = validateId(fields.id ?? log.generateId());
   const now = log.clock();
-  const generation = newGeneration(now);
   return {
     format: 'tailgate.session.v1',
     id,
-    generation,
-    // Named in the ids of its turns from the start (log/rewind.ts idGeneration): an id of an
-    // incarnation deleted before, whose turns had the same numbers and seqs, names nothing here.
-    rewound: [generation],
-    incarnation: generation,
+    ...newIncarnation(now),
     created_at: now.toISOString(),
     instructions: fields.instructions ?? null,
     model: fields.model ?? null,

@@ -14,7 +14,6 @@ import {
   blobKey,
   contextKey,
   generationPrefixes,
-  newGeneration,
   recordKey,
   sessionConfigKey,
   validateId,
@@ -22,7 +21,7 @@ import {
 } from '../keys.ts';
 import { MAX_OPEN_CALLS, type ContextStart, type LogItem, type LogRecord, type SessionConfig } from '../records.ts';
 import { trackCall } from './open-calls.ts';
-import { deleteSession, toSessionRecord } from './config-object.ts';
+import { deleteSession, newIncarnation, toSessionRecord } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { countsOf, ledgerOf, readNewest, scopeOf } from './head.ts';
 import { carryAfter, packScope, writeSegment } from './packer.ts';
@@ -102,14 +101,10 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     });
   const configKey = sessionConfigKey(log.keyPrefix, id);
   if (await log.store.head(configKey)) throw new SessionExistsError(id);
-  const generation = newGeneration(log.clock());
   const config: SessionConfig = {
     format: 'tailgate.session.v1',
     id,
-    generation,
-    rewound: [generation],
-    // A new incarnation: tokens minted for the exported session, or one deleted, do not open it.
-    incarnation: generation,
+    ...newIncarnation(log.clock()),
     created_at: header.created_at,
     instructions: header.instructions,
     model: header.model,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { createApp, type AppOptions } from '../../functions/app.ts';
+import type { AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, TOKEN } from './http-suite.ts';
 
 // Deleting the newest turn and the inbox (docs/API.md, "Deleting the newest turn"): a turn
 // that took notices cannot be taken out (their delivery records name turns by number, which the
@@ -9,17 +10,8 @@ import { createClient, TOKEN, type HttpHarness } from './http-suite.ts';
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
-function clientFor(options: Partial<AppOptions> = {}) {
-  const store = new MemoryStore();
-  const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, ...options });
-  const harness: HttpHarness = {
-    fetch: async (path, init) => app.request(path, init, environment),
-    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment, ...overrides }),
-    store,
-    keyPrefix: '',
-    logged: [],
-  };
-  return createClient(harness);
+function clientFor(options: Partial<Omit<AppOptions, 'store'>> = {}) {
+  return createClient(appHarness(new MemoryStore(), environment, options));
 }
 
 describe('deleting the newest turn and the inbox', () => {

@@ -75,6 +75,23 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
+/** A token budget under a fresh key prefix, for a spend record of its own. */
+function tokenBudget() {
+  const keyPrefix = `retry/${crypto.randomUUID()}/`;
+  const id = crypto.randomUUID().replaceAll('-', '');
+  return { keyPrefix, budget: { id, expires: Math.floor(Date.now() / 1000) + 3600, limits: { max_turns: 100 } } };
+}
+
+/** One turn's usage, charged again and again. */
+const USAGE = {
+  input_tokens: 10,
+  cached_input_tokens: 0,
+  cache_write_tokens: 0,
+  output_tokens: 5,
+  reasoning_tokens: 0,
+  cost_usd: null,
+};
+
 describe('S3Store: a conditional put whose first attempt landed but was answered 5xx', () => {
   it('answers the write, not a refusal, for If-Match and create-only puts; a real refusal stays null', async () => {
     const store = createTestS3Store(endpoint, inject('s3Bucket'));
@@ -97,25 +114,12 @@ describe('S3Store: a conditional put whose first attempt landed but was answered
 
   it("charges a token's spend once per turn when a charge's put is retried", async () => {
     const store = createTestS3Store(endpoint, inject('s3Bucket'));
-    const keyPrefix = `retry/${crypto.randomUUID()}/`;
-    const budget = {
-      id: crypto.randomUUID().replaceAll('-', ''),
-      expires: Math.floor(Date.now() / 1000) + 3600,
-      limits: { max_turns: 100 },
-    };
+    const { keyPrefix, budget } = tokenBudget();
     const spend = new TokenSpend(store, keyPrefix, budget);
-    const usage = {
-      input_tokens: 10,
-      cached_input_tokens: 0,
-      cache_write_tokens: 0,
-      output_tokens: 5,
-      reasoning_tokens: 0,
-      cost_usd: null,
-    };
     failNext.add(spendKey(keyPrefix, budget));
-    await spend.charge(usage);
+    await spend.charge(USAGE);
     failNext.add(spendKey(keyPrefix, budget));
-    await spend.charge(usage);
+    await spend.charge(USAGE);
     expect(await spend.read()).toMatchObject({ turns: 2, input_tokens: 20 });
   });
 
@@ -134,25 +138,12 @@ describe('S3Store: a conditional put whose first attempt landed but was answered
 
   it("charges a token's spend for each of two concurrent turns of one usage", async () => {
     const store = createTestS3Store(endpoint, inject('s3Bucket'));
-    const keyPrefix = `retry/${crypto.randomUUID()}/`;
-    const budget = {
-      id: crypto.randomUUID().replaceAll('-', ''),
-      expires: Math.floor(Date.now() / 1000) + 3600,
-      limits: { max_turns: 100 },
-    };
-    const usage = {
-      input_tokens: 10,
-      cached_input_tokens: 0,
-      cache_write_tokens: 0,
-      output_tokens: 5,
-      reasoning_tokens: 0,
-      cost_usd: null,
-    };
+    const { keyPrefix, budget } = tokenBudget();
     const one = new TokenSpend(store, keyPrefix, budget);
     const two = new TokenSpend(store, keyPrefix, budget);
-    await one.charge(usage);
+    await one.charge(USAGE);
     holdFirst.set(spendKey(keyPrefix, budget), {});
-    await Promise.all([one.charge(usage), two.charge(usage)]);
+    await Promise.all([one.charge(USAGE), two.charge(USAGE)]);
     expect(await one.read()).toMatchObject({ turns: 3, input_tokens: 30 });
   });
 });

@@ -1,39 +1,83 @@
 import { describe, expect, it } from 'vitest';
+import { TokenSpend } from '../../lib/ledger/token-spend.ts';
 import { ModelError } from '../../lib/models/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { runTurn } from '../../lib/turn/index.ts';
+import { claimBackgroundTurn, runBackgroundTurn, runTurn, type TurnServices } from '../../lib/turn/index.ts';
 import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 
 // A turn that compacts (its summary made, its context start stored) and then fails at its own
-// model call: the context start stays moved, so the summary is charged to the session's totals
-// in the failed completion (docs/CONFIGURATION.md, "What a session spent").
+// model call: the context start stays moved, so the summary is charged, as no turn, to the
+// session's totals in the failed completion and to the token that took the turn
+// (docs/CONFIGURATION.md, "What a session spent").
+
+/** A session of three turns whose model fails, once `fail()` is called, on the call after a summary. */
+async function compactingWorld() {
+  let calls = 0;
+  let failing = false;
+  const model = hookedEcho('echo', async () => {
+    calls++;
+    if (failing && calls === 2) throw new ModelError('provider down');
+  });
+  const store = new MemoryStore();
+  const world = turnWorld(store, model);
+  await world.sessions.create({ id: 's', model: 'echo' });
+  return {
+    ...world,
+    store,
+    calls: () => calls,
+    fail: () => {
+      calls = 0;
+      failing = true;
+    },
+  };
+}
+
+/** A request whose window's trigger and kept share are a few tokens: it summarizes all but its input. */
+const COMPACTING = {
+  input: 'four',
+  strategies: ['compact'],
+  strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+};
+
 describe('a compacting turn whose model call fails', () => {
   it('charges the summary it made to the session, as no turn', async () => {
-    let calls = 0;
-    let failMain = false;
-    const model = hookedEcho('echo', async () => {
-      calls++;
-      // The turn's second model call (its answer, after the summary) fails.
-      if (failMain && calls === 2) throw new ModelError('provider down');
-    });
-    const { services, sessions } = turnWorld(new MemoryStore(), model);
-    await sessions.create({ id: 's', model: 'echo' });
+    const { services, sessions, calls, fail } = await compactingWorld();
     for (const input of ['one', 'two', 'three']) await runTurn(services, 's', { input });
     const before = (await sessions.get('s')).usage;
-    calls = 0;
-    failMain = true;
-    await expect(
-      runTurn(services, 's', {
-        input: 'four',
-        strategies: ['compact'],
-        strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
-      }),
-    ).rejects.toMatchObject({ code: 'model_error' });
-    expect(calls).toBe(2);
+    fail();
+    await expect(runTurn(services, 's', COMPACTING)).rejects.toMatchObject({ code: 'model_error' });
+    expect(calls()).toBe(2);
     expect(await sessions.currentContext('s')).not.toBeNull();
     const after = (await sessions.get('s')).usage;
     expect(after.turns).toBe(before.turns);
     expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
     expect(after.output_tokens).toBeGreaterThan(before.output_tokens);
+  });
+
+  it("charges it to the budgeted token a background turn's record names", async () => {
+    const { services: base, sessions, store, calls, fail } = await compactingWorld();
+    const tasks: Promise<unknown>[] = [];
+    const budget = { id: 'b'.repeat(32), expires: Math.floor(Date.now() / 1000) + 3600, limits: { max_turns: 100 } };
+    const token = new TokenSpend(store, '', budget);
+    const background = (task: Promise<unknown>) => void tasks.push(task);
+    // The request's services (a budgeted token) and the runner's (no token: spendOf), as in functions/services.ts.
+    const requestServices: TurnServices = { ...base, tokenSpend: token, background };
+    const runnerServices: TurnServices = { ...base, spendOf: (named) => new TokenSpend(store, '', named), background };
+    const drain = async () => {
+      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    };
+    for (const input of ['one', 'two', 'three']) await runTurn(requestServices, 's', { input });
+    await drain();
+    const before = await token.read();
+    expect(before.turns).toBe(3);
+    fail();
+    const claimed = await claimBackgroundTurn(requestServices, 's', COMPACTING);
+    expect(await runBackgroundTurn(runnerServices, claimed.run!)).toBe('done');
+    await drain();
+    expect(calls()).toBe(2);
+    expect((await sessions.getTurn('s', claimed.turn)).status).toBe('failed');
+    const after = await token.read();
+    expect(after.turns).toBe(before.turns);
+    expect(after.input_tokens).toBeGreaterThan(before.input_tokens);
   });
 });

@@ -120,15 +120,21 @@ export class S3Store implements ObjectStore {
   }
 
   async head(key: string): Promise<ObjectInfo | null> {
+    const response = await this.#headObject(key);
+    if (!response) return null;
+    return {
+      key,
+      size: response.ContentLength ?? 0,
+      etag: response.ETag ?? '',
+      uploaded: response.LastModified ?? new Date(0),
+      metadata: ownMetadata(response.Metadata),
+    };
+  }
+
+  /** The object's HEAD as S3 answers it (its metadata with a conditional put's mark); null: none. */
+  async #headObject(key: string) {
     try {
-      const response = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return {
-        key,
-        size: response.ContentLength ?? 0,
-        etag: response.ETag ?? '',
-        uploaded: response.LastModified ?? new Date(0),
-        metadata: ownMetadata(response.Metadata),
-      };
+      return await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
     } catch (error) {
       if (isNotFound(error)) return null;
       throw storageError('head', key, error);
@@ -184,12 +190,7 @@ export class S3Store implements ObjectStore {
   async #ownRetry(key: string, size: number, metadata: Record<string, string>, mark: string, error: unknown) {
     const attempts = (error as { $metadata?: { attempts?: number } }).$metadata?.attempts ?? 1;
     if (attempts <= 1) return null;
-    const current = await this.client
-      .send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }))
-      .catch((headError: unknown) => {
-        if (isNotFound(headError)) return null;
-        throw storageError('head', key, headError);
-      });
+    const current = await this.#headObject(key);
     if (current?.Metadata?.[PUT_MARK] !== mark) return null;
     return { key, size, etag: current.ETag ?? '', uploaded: current.LastModified ?? new Date(), metadata };
   }

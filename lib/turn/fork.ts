@@ -32,7 +32,7 @@ export async function deleteNewestTurn(
   turn: number,
   options: RewindOptions = {},
 ): Promise<SessionRecord> {
-  const tookNothing = (lost: readonly { turn: number; since: string }[]) => services.inbox.tookNothing(id, lost);
+  const tookNothing: RewindOptions['tookNothing'] = (lost) => services.inbox.tookNothing(id, lost);
   return withFirstView(services, await services.sessions.deleteTurn(id, turn, { ...options, tookNothing }));
 }
 

@@ -55,7 +55,7 @@ export interface RewindOptions {
    * inbox's delivery records say, lib/inbox/carry.ts): then they do not refuse the delete.
    * Absent: they do.
    */
-  tookNothing?: (lost: readonly { turn: number; since: string }[]) => Promise<boolean>;
+  tookNothing?: (lost: Undelivered['lost_turns']) => Promise<boolean>;
 }
 
 /**

@@ -203,7 +203,11 @@ async function openStore(kind: LoadStore): Promise<OpenStore> {
 
 /**
  * POSTs JSON to the app of functions/app.ts as the bench's client (its token), with the
- * Workers-style execution `context` when given; an answer that is not 2xx throws.
+ * Workers-style execution `context` when given; an answer that is not 2xx throws. Each call
+ * returns on a later turn of the event loop, as a client's next request over a socket arrives:
+ * the work an answer leaves on a timer (lib/turn/append.ts `afterResponse`: packing, the index
+ * entry) runs between requests. Without it, on the memory store (whose calls settle as
+ * microtasks) a loop of requests never reached a timer, and none of that work ran during a load.
  */
 export function appPoster(app: ReturnType<typeof createApp>, context?: unknown) {
   return async (path: string, body: unknown): Promise<Response> => {
@@ -218,6 +222,7 @@ export function appPoster(app: ReturnType<typeof createApp>, context?: unknown) 
       context as never,
     );
     if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+    await new Promise((resolve) => setTimeout(resolve, 0));
     return response;
   };
 }

@@ -147,17 +147,21 @@ export function extendAggregates(
     toolCalls += 1;
   }
   const repeated = previous.repeated.with(repeats, true);
+  const flags = withRepeats(previous, toolCalls, setBits);
   const aggregates: HistoryAggregates = {
     tool_calls: toolCalls,
     tool_outputs: toolOutputs,
-    repeat_flags: withRepeats(previous, toolCalls, setBits),
+    repeat_flags: flags.flags,
     repeated,
     images,
     image_order: images === 0 ? '' : withBits(imageOrderOf(previous), toolCalls + images, callBits),
     // A repeat's entry is newer than every seq before, so it belongs to the entries kept.
     ...(previous.repeated_older ? { repeated_older: previous.repeated_older } : {}),
   };
-  if (setBits.length > 0) indicesOf.set(aggregates, repeatIndices(previous).concat(setBits));
+  // The repeats, when those of `previous` were asked for (a view's epoch plan asks every time):
+  // extended here, where decoding the new flags would walk every call.
+  const kept = indicesOf.get(previous);
+  if (kept) indicesOf.set(aggregates, setBits.length === 0 ? kept : kept.concat(setBits));
   return { aggregates, newKeys };
 }
 
@@ -211,23 +215,67 @@ export function repeatFlagReader(aggregates: HistoryAggregates): (index: number)
 
 /**
  * `repeat_flags` for `calls` calls: the flags of `aggregates` with the calls at `indices`
- * (ascending, after every index they hold) marked. The flags themselves when nothing is marked
- * and their encoding is still the shorter one; the gaps to the new repeats appended when it is
- * the sparse one and stays shorter (what encodeRepeats gives, without encoding every gap again).
+ * (ascending, each at or after `aggregates.tool_calls`) marked, in the shorter encoding
+ * (encodeRepeats), without decoding the flags: the sparse encoding's length comes from what
+ * `flagFacts` keeps, the gaps to the new repeats are appended to sparse flags, and dense flags
+ * keep their base64 up to the last whole group of bytes no new call reaches. Only a switch of
+ * encoding encodes every repeat again. `facts`: the new flags' (kept by the caller).
  */
-function withRepeats(aggregates: HistoryAggregates, calls: number, indices: readonly number[]): string {
+function withRepeats(
+  aggregates: HistoryAggregates,
+  calls: number,
+  indices: readonly number[],
+): { flags: string; facts: FlagFacts } {
   const previous = aggregates.repeat_flags;
   const sparse = previous.startsWith(SPARSE);
-  if (indices.length === 0) {
-    if (sparse && previous.length < denseLength(calls)) return previous;
-    if (!sparse && decodedLength(previous) === Math.ceil(calls / 8)) return previous;
+  const before = flagFacts(aggregates);
+  const facts = {
+    last: indices[indices.length - 1] ?? before.last,
+    sparseLength: before.sparseLength + gapsLength(indices, before.last),
+  };
+  if (facts.sparseLength < denseLength(calls)) {
+    const flags = sparse
+      ? previous + gapsOf(indices, before.last)
+      : encodeRepeats([...repeatIndices(aggregates), ...indices], calls);
+    return { flags, facts };
   }
-  const before = repeatIndices(aggregates);
-  if (sparse) {
-    const appended = previous + gapsOf(indices, before[before.length - 1] ?? -1);
-    if (appended.length < denseLength(calls)) return appended;
-  }
-  return encodeRepeats([...before, ...indices], calls);
+  if (sparse || decodedLength(previous) !== Math.ceil(aggregates.tool_calls / 8))
+    return { flags: encodeRepeats([...repeatIndices(aggregates), ...indices], calls), facts };
+  return { flags: extendDense(previous, aggregates.tool_calls, calls, indices), facts };
+}
+
+/**
+ * What withRepeats needs of flags without decoding them: their last repeat (-1: none), and the
+ * length of their sparse encoding.
+ */
+interface FlagFacts {
+  last: number;
+  sparseLength: number;
+}
+
+const factsOf = new WeakMap<HistoryAggregates, FlagFacts>();
+
+/** The facts of the flags of `aggregates`: kept when it was extended here, else found from its repeats once. */
+function flagFacts(aggregates: HistoryAggregates): FlagFacts {
+  let facts = factsOf.get(aggregates);
+  if (facts) return facts;
+  const indices = repeatIndices(aggregates);
+  facts = { last: indices[indices.length - 1] ?? -1, sparseLength: SPARSE.length + gapsLength(indices, -1) };
+  factsOf.set(aggregates, facts);
+  return facts;
+}
+
+/**
+ * Dense flags of `from` calls extended to `calls` with the calls at `indices` (each at or after
+ * `from`) set: the base64 of the bytes before the first one a new call can change, in whole
+ * groups of three, stays as it is; the rest is decoded, extended and encoded again.
+ */
+function extendDense(previous: string, from: number, calls: number, indices: readonly number[]): string {
+  const kept = Math.floor(Math.floor(from / 8) / 3);
+  const bytes = new Uint8Array(Math.ceil(calls / 8) - kept * 3);
+  bytes.set(decodeBase64(previous.slice(kept * 4)));
+  for (const index of indices) bytes[(index >> 3) - kept * 3]! |= 1 << (index & 7);
+  return previous.slice(0, kept * 4) + encodeBase64(bytes);
 }
 
 /**
@@ -243,6 +291,17 @@ function encodeRepeats(indices: readonly number[], calls: number): string {
   const bytes = new Uint8Array(Math.ceil(calls / 8));
   for (const index of indices) bytes[index >> 3]! |= 1 << (index & 7);
   return encodeBase64(bytes);
+}
+
+/** The length of `gapsOf(indices, previous)`, without building it. */
+function gapsLength(indices: readonly number[], previous: number): number {
+  let length = 0;
+  for (const index of indices) {
+    length += 1;
+    for (let gap = Math.floor((index - previous - 1) / 32); gap > 0; gap = Math.floor(gap / 32)) length += 1;
+    previous = index;
+  }
+  return length;
 }
 
 /** The sparse encoding's gaps to `indices` (ascending) from the index `previous` (-1: none). */

@@ -294,6 +294,38 @@ describe('aggregates', () => {
     expect(repeatIndices(aggregates)).toEqual([...repeats].filter((index) => index > 3).sort((a, b) => a - b));
   });
 
+  it('extends dense flags batch after batch, at any call count, as computed whole (property)', () => {
+    // Mostly repeats (dense flags), in batches that end anywhere within a byte and a base64 group.
+    const scenario = fc.record({
+      calls: fc.integer({ min: 1, max: 700 }),
+      rare: fc.integer({ min: 2, max: 9 }),
+      batches: fc.array(fc.integer({ min: 1, max: 90 }), { minLength: 1, maxLength: 20 }),
+    });
+    fc.assert(
+      fc.property(scenario, ({ calls, rare, batches }) => {
+        const items = sequenced(
+          Array.from({ length: calls }, (_, index) =>
+            call(`c${index}`, 'read', index % rare === 0 ? `{"n":${index}}` : '{}'),
+          ),
+        );
+        const seen = new Set<string>();
+        let aggregates = emptyAggregates();
+        let start = 0;
+        for (let batch = 0; start < items.length; batch += 1) {
+          const size = batches[batch % batches.length]!;
+          const result = extendAggregates(aggregates, items.slice(start, start + size), (key) => seen.has(key));
+          for (const key of result.newKeys) seen.add(key);
+          aggregates = result.aggregates;
+          start += size;
+          const whole = computeAggregates(items.slice(0, start));
+          expect(aggregates.repeat_flags).toBe(whole.repeat_flags);
+          expect(repeatIndices(aggregates)).toEqual(repeatIndices({ ...whole }));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

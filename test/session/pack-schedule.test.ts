@@ -250,4 +250,70 @@ describe('PackSchedule', () => {
     await Promise.all([first, ...asked]);
     expect({ calls, most }).toEqual({ calls: 2, most: 1 });
   });
+
+  it('resolves a run only once the pack it was given ran, whenever it is asked as the pack before ends', async () => {
+    const early: number[] = [];
+    for (let depth = 0; depth < 12; depth++) {
+      const schedule = new PackSchedule();
+      let release: () => void = () => undefined;
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      const first = schedule.run(
+        's',
+        async () => {
+          await gate;
+          return done;
+        },
+        () => undefined,
+      );
+      release();
+      // Other work of the process runs meanwhile, `depth` microtasks on.
+      for (let turn = 0; turn < depth; turn++) await Promise.resolve();
+      let ran = false;
+      // An append that must pack before it answers (lib/turn/append.ts) awaits this.
+      await schedule.run(
+        's',
+        async () => {
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          ran = true;
+          return done;
+        },
+        () => undefined,
+      );
+      if (!ran) early.push(depth);
+      await first;
+    }
+    expect(early).toEqual([]);
+  });
+
+  it('never runs two packs of one session at once, however many other sessions it packed meanwhile', async () => {
+    const schedule = new PackSchedule();
+    let running = 0;
+    let most = 0;
+    let release: () => void = () => undefined;
+    const slow = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const pack = async () => {
+      running += 1;
+      most = Math.max(most, running);
+      await slow;
+      running -= 1;
+      return done;
+    };
+    const first = schedule.run('s', pack, () => undefined);
+    // A busy process packs 10,000 other sessions (as many as it keeps) while the pack of s runs.
+    for (let other = 0; other < 10_000; other++)
+      await schedule.run(
+        `other-${other}`,
+        async () => ({ packed: false, deleted: 0 }),
+        () => undefined,
+      );
+    const second = schedule.run('s', pack, () => undefined);
+    await Promise.resolve();
+    release();
+    await Promise.all([first, second]);
+    expect(most).toBe(1);
+  });
 });

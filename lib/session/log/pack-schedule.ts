@@ -106,6 +106,8 @@ interface SessionPacking {
   running: Promise<void> | null;
   /** A pack asked for while one ran: run once after it. */
   next: Pack | null;
+  /** The callers of `run` waiting for `next` to run (or be skipped). */
+  waiting: (() => void)[];
   /** The newest record of incarnation `generation` a segment covers, as far as this process knows (0: none known). */
   through: number;
   generation?: string;
@@ -179,47 +181,64 @@ export class PackSchedule {
     const state = this.#state(id);
     state.next = pack;
     state.nextGeneration = generation;
+    const ran = new Promise<void>((resolve) => state.waiting.push(resolve));
+    this.#start(id, state, log);
+    return ran;
+  }
+
+  /** Starts draining the packs asked for, unless a drain runs (it takes them). */
+  #start(id: string, state: SessionPacking, log: PackLog): void {
     state.running ??= this.#drain(id, state, log).finally(() => {
       state.running = null;
-      // Asked for between the last pack's end and now.
-      if (state.next) void this.run(id, state.next, log, state.nextGeneration);
+      // Asked for after the drain's last look.
+      if (state.next) this.#start(id, state, log);
     });
-    return state.running;
   }
 
   async #drain(id: string, state: SessionPacking, log: PackLog): Promise<void> {
     for (let pack = state.next; pack; pack = state.next) {
       const generation = state.nextGeneration;
+      const waiting = state.waiting;
       state.next = null;
-      if (this.#now() < state.retryAt && !this.#otherIncarnation(state, generation)) return;
+      state.waiting = [];
       try {
-        const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
-        if (result.written) {
-          this.#lastView = { id, view: { key: result.view!, view: result.written } };
-          state.view = { key: result.view!, bytes: result.writtenBytes! };
-        } else if (result.view && this.#lastView?.id === id) this.#lastView = null;
-        // A pack of another incarnation than the one known (deleted and created again since).
-        if (result.generation !== undefined && result.generation !== state.generation) {
-          state.generation = result.generation;
-          state.through = 0;
-        }
-        state.through = Math.max(state.through, result.through ?? 0);
-        state.failures = 0;
-        state.retryAt = 0;
-      } catch (error) {
-        // Failures of another incarnation do not count toward this one's backoff.
-        if (this.#otherIncarnation(state, generation)) state.failures = 0;
-        state.failedGeneration = generation;
-        state.failures += 1;
-        const delay = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (state.failures - 1));
-        state.retryAt = this.#now() + delay;
-        log('tailgate: packing failed; next attempt after a backoff', {
-          session_id: id,
-          failures: state.failures,
-          backoff_ms: delay,
-          error: error instanceof Error ? error.message : String(error),
-        });
+        if (this.#now() < state.retryAt && !this.#otherIncarnation(state, generation)) return;
+        await this.#pack(id, state, pack, generation, log);
+      } finally {
+        for (const resolve of waiting) resolve();
       }
+    }
+  }
+
+  /** Runs one pack of `id`, and keeps what it learned (or its failure's backoff). */
+  async #pack(id: string, state: SessionPacking, pack: Pack, generation: string | undefined, log: PackLog) {
+    try {
+      const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
+      if (result.written) {
+        this.#lastView = { id, view: { key: result.view!, view: result.written } };
+        state.view = { key: result.view!, bytes: result.writtenBytes! };
+      } else if (result.view && this.#lastView?.id === id) this.#lastView = null;
+      // A pack of another incarnation than the one known (deleted and created again since).
+      if (result.generation !== undefined && result.generation !== state.generation) {
+        state.generation = result.generation;
+        state.through = 0;
+      }
+      state.through = Math.max(state.through, result.through ?? 0);
+      state.failures = 0;
+      state.retryAt = 0;
+    } catch (error) {
+      // Failures of another incarnation do not count toward this one's backoff.
+      if (this.#otherIncarnation(state, generation)) state.failures = 0;
+      state.failedGeneration = generation;
+      state.failures += 1;
+      const delay = Math.min(MAX_BACKOFF_MS, FIRST_BACKOFF_MS * 2 ** (state.failures - 1));
+      state.retryAt = this.#now() + delay;
+      log('tailgate: packing failed; next attempt after a backoff', {
+        session_id: id,
+        failures: state.failures,
+        backoff_ms: delay,
+        error: error instanceof Error ? error.message : String(error),
+      });
     }
   }
 
@@ -229,11 +248,20 @@ export class PackSchedule {
       // Most recently used last, so the oldest goes first when the map is full.
       this.#sessions.delete(id);
     } else {
-      state = { running: null, next: null, through: 0, failures: 0, retryAt: 0 };
-      if (this.#sessions.size >= MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value!);
+      state = { running: null, next: null, waiting: [], through: 0, failures: 0, retryAt: 0 };
+      if (this.#sessions.size >= MAX_SESSIONS) this.#evictIdle();
     }
     this.#sessions.set(id, state);
     return state;
+  }
+
+  /** Forgets the session used longest ago whose packs are not running (one running is never forgotten). */
+  #evictIdle(): void {
+    for (const [id, state] of this.#sessions) {
+      if (state.running) continue;
+      this.#sessions.delete(id);
+      return;
+    }
   }
 }
 

@@ -1,6 +1,14 @@
 import { CorruptObjectError, IdempotencyKeyReusedError, TurnInProgressError } from '../../errors.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { ancestorScope, doneKey, idempotencyKey, recordKey, recordsPrefix, type LogScope } from '../keys.ts';
+import {
+  ancestorScope,
+  doneKey,
+  idempotencyKey,
+  RECORD_BOUND,
+  recordKey,
+  recordsPrefix,
+  type LogScope,
+} from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
 import { UnitCursor } from '../unit-cursor.ts';
@@ -41,7 +49,7 @@ export async function findKey(
     if (!claimed) return null;
     const { claimKey, holder, claim } = claimed;
     const { record: number, request_sha256: stored } = claim;
-    const found = await withFreshListing(() => readOutcome(log, holder, number, claimKey));
+    const found = await withFreshListing(() => readOutcome(log, holder, number, claimKey, keyHash));
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
     turn = found.turn;
@@ -91,25 +99,40 @@ async function findClaim(
   return null;
 }
 
-/** The stored outcome of model turn record `number`, from its completion or from its segment. */
+/**
+ * The stored outcome of model turn record `number`, from its completion or from its segment.
+ * A record that is not the turn of this key (not a model turn, another key, a number past the
+ * records') is a CorruptObjectError, read before anything is written.
+ */
 async function readOutcome(
   log: LogContext,
   scope: LogScope,
   number: number,
   claimKey: string,
+  keyHash: string,
 ): Promise<StoredOutcome & { turn: number }> {
-  // An empty record or completion is a tombstone: the turn is in a segment.
-  const [recordObject, doneObject] = (
-    await Promise.all([log.store.get(recordKey(scope, number)), log.store.get(doneKey(scope, number))])
-  ).map((object) => (object && object.body.length > 0 ? object : null));
-  const record = recordObject ? parseStored(recordKey(scope, number), recordObject.body, recordSchema) : null;
-  if (doneObject)
-    return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record?.turn ?? 0 };
-  if (record) return { ...(await closeIfExpired(log, scope, record)), turn: record.turn ?? 0 };
+  const notThisTurn = () => new CorruptObjectError(claimKey, `names record ${number}, which is not this key's turn`);
+  if (number >= RECORD_BOUND) throw notThisTurn();
+  const [recordObject, doneObject] = await Promise.all([
+    log.store.get(recordKey(scope, number)),
+    log.store.get(doneKey(scope, number)),
+  ]);
+  // An empty record or completion is a tombstone: the turn is in a segment. A pack buries both
+  // at once, so one of them may be a tombstone while the other is not yet (or never, when the
+  // pack stopped between them).
+  const packed = recordObject?.body.length === 0 || doneObject?.body.length === 0;
+  if (recordObject && !packed) {
+    const record = parseStored(recordKey(scope, number), recordObject.body, recordSchema);
+    if (record.turn === undefined || record.idempotency_key_sha256 !== keyHash) throw notThisTurn();
+    if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record.turn };
+    return { ...(await closeIfExpired(log, scope, record)), turn: record.turn };
+  }
   const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
     if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
     const turn = await new SegmentReader(log.store, unit.key, unit).turn(number);
+    if (turn && turn.idempotency_key_sha256 !== undefined && turn.idempotency_key_sha256 !== keyHash)
+      throw notThisTurn();
     if (turn) return turn;
     break;
   }

@@ -4,6 +4,7 @@ import { sha256Hex } from '../../lib/hash.ts';
 import type { Item } from '../../lib/items.ts';
 import { doneKey, idempotencyKey, recordKey } from '../../lib/session/keys.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { Body, ObjectInfo, PutOptions } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog } from '../support/session-log.ts';
 
@@ -91,5 +92,71 @@ describe('the outcome a key replays', () => {
       CorruptObjectError,
     );
     expect(await store.get(doneKey(scope, 1))).toBeNull();
+  });
+});
+
+/** A store whose put of one key lands, then (its answer lost) runs `meanwhile`, then fails. */
+class LostAnswerStore extends MemoryStore {
+  lose: { key: string; meanwhile: () => Promise<unknown> } | null = null;
+
+  override async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
+    const lose = this.lose;
+    if (!lose || key !== lose.key) return super.put(key, body, options);
+    this.lose = null;
+    await super.put(key, body, options);
+    await lose.meanwhile();
+    throw new Error('timeout: the answer of the put was lost');
+  }
+}
+
+describe('a completion whose answer was lost, packed before it was read back', () => {
+  it("is the owner's: the turn completed, and completeTurn answers its output", async () => {
+    const store = new LostAnswerStore();
+    const options = { packMinRecords: 1, keepRecords: 1 };
+    const log = new SessionLog(store, options);
+    const other = new SessionLog(store, options);
+    await log.create({ id: 's' });
+    await log.append('s', [user('before')]);
+    const begun = await log.beginTurn('s', { input: [user('go')], idempotencyKey: 'k' });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    // While the answer is on its way, another request appends and packs the turn.
+    store.lose = {
+      key: doneKey(begun.turn.scope, begun.turn.record),
+      meanwhile: async () => {
+        await other.append('s', [user('after')]);
+        await other.pack('s');
+      },
+    };
+    const output = await log.completeTurn(begun.turn, {
+      status: 'completed',
+      output: [assistant('done')],
+      receipt: {},
+      response: { ok: true },
+    });
+    expect(output.map((item) => item.type === 'message' && item.content)).toEqual(['done']);
+    expect(await log.beginTurn('s', { input: [user('go')], idempotencyKey: 'k' })).toMatchObject({
+      kind: 'replay',
+      status: 'completed',
+      response: { ok: true },
+    });
+  });
+
+  it("is still refused when the segment keeps another closer's completion", async () => {
+    const store = new LostAnswerStore();
+    let now = new Date('2026-01-01T00:00:00Z');
+    const options = { packMinRecords: 1, keepRecords: 1, clock: () => now };
+    const log = new SessionLog(store, options);
+    const other = new SessionLog(store, options);
+    await log.create({ id: 's' });
+    await log.append('s', [user('before')]);
+    const begun = await log.beginTurn('s', { input: [user('go')] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    // The lease runs out: another request closes the turn (lease_expired), appends and packs it.
+    now = new Date(now.getTime() + 24 * 3600_000);
+    await other.append('s', [user('after')]);
+    await other.pack('s');
+    await expect(
+      log.completeTurn(begun.turn, { status: 'completed', output: [assistant('late')], receipt: {}, response: {} }),
+    ).rejects.toMatchObject({ code: 'lease_expired' });
   });
 });

@@ -11,6 +11,7 @@ import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.t
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
 import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
+import { packedTurn } from './idempotency.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
 import { addToLedger, EMPTY_LEDGER, type Ledger, type TurnUsage } from '../../ledger/usage.ts';
@@ -235,8 +236,11 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   }
   // Refused or failed: it may be our own write whose answer was lost.
   const existing = await log.store.get(key);
-  // Buried: closed by someone else and packed since.
-  if (existing && existing.body.length === 0) throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+  // Buried: packed since, closed by us (a lost answer: the segment keeps this completion) or by someone else.
+  if (existing && existing.body.length === 0) {
+    if (await packedAsWritten(log, turn, done)) return await ownerClosed(log, turn, done, result.usage, stored);
+    throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+  }
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
@@ -254,6 +258,19 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   }
   if (failure) throw failure.error;
   throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
+}
+
+/**
+ * Whether the segment's line of the turn is `done`: its status, completion time and response
+ * (a line keeps no writer; another closer's completion has its own time and its own status).
+ */
+async function packedAsWritten(log: LogContext, turn: OpenTurn, done: DoneRecord): Promise<boolean> {
+  const packed = await packedTurn(log, turn.scope, turn.record);
+  return (
+    packed?.status === done.status &&
+    packed.completed_at === done.completed_at &&
+    JSON.stringify(packed.response) === JSON.stringify(done.response)
+  );
 }
 
 /** Tells `onClosed` that the owner's completion landed, then answers with the stored output. */

@@ -11,6 +11,7 @@ import {
 } from '../keys.ts';
 import { doneSchema, idempotencyClaimSchema, parseStored, recordSchema } from '../records.ts';
 import { SegmentReader } from '../segment.ts';
+import type { SegmentTurn } from '../segment-records.ts';
 import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing, type Head } from './head.ts';
@@ -127,16 +128,20 @@ async function readOutcome(
     if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record.turn };
     return { ...(await closeIfExpired(log, scope, record)), turn: record.turn };
   }
+  const turn = await packedTurn(log, scope, number);
+  if (!turn) throw new CorruptObjectError(claimKey, `names turn record ${number}, which is missing`);
+  if (turn.idempotency_key_sha256 !== undefined && turn.idempotency_key_sha256 !== keyHash) throw notThisTurn();
+  return turn;
+}
+
+/** The line of model turn record `number` in the segment that covers it (null: no segment has it). */
+export async function packedTurn(log: LogContext, scope: LogScope, number: number): Promise<SegmentTurn | null> {
   const cursor = new UnitCursor(log.store, recordsPrefix(scope), { pageLimit: 100 });
   for (let unit = await cursor.next(); unit; unit = await cursor.next()) {
     if (unit.kind !== 'segment' || unit.firstRecord > number || unit.lastRecord < number) continue;
-    const turn = await new SegmentReader(log.store, unit.key, unit).turn(number);
-    if (turn && turn.idempotency_key_sha256 !== undefined && turn.idempotency_key_sha256 !== keyHash)
-      throw notThisTurn();
-    if (turn) return turn;
-    break;
+    return new SegmentReader(log.store, unit.key, unit).turn(number);
   }
-  throw new CorruptObjectError(claimKey, `names turn record ${number}, which is missing`);
+  return null;
 }
 
 /** A key reused with another request (both hashes known and different). */

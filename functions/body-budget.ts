@@ -25,8 +25,9 @@ export function heldBodyBytes(): number {
   return held;
 }
 
-function reserve(bytes: number, budget: number): boolean {
-  if (held > 0 && held + bytes > budget) return false;
+/** Reserves `bytes` more for a body that holds `own` already: refused when over the budget and others hold bytes. */
+function reserve(bytes: number, budget: number, own = 0): boolean {
+  if (held > own && held + bytes > budget) return false;
   held += bytes;
   return true;
 }
@@ -69,7 +70,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
       const refused =
         received + value.length > limit
           ? tooLarge(limit)
-          : declared === undefined && !reserve(value.length, budget)
+          : declared === undefined && !reserve(value.length, budget, counted)
             ? overloaded()
             : null;
       if (refused) {

@@ -94,6 +94,26 @@ export function defineBodyBudgetSuite(label: string, harness: HttpHarness): void
         expect((await append(id, last, declared)).status).toBe(201);
         expect(heldBodyBytes()).toBe(0);
       });
+
+      it(`lets one body larger than the budget in while no other is held (${how})`, async () => {
+        const id = freshId('budget');
+        expect((await create(id)).status).toBe(201);
+        // 900 KiB (an item is at most 1 MiB) against a budget of 512 KiB.
+        const alone = heldAppend(900 * KIB);
+        alone.finish();
+        const response = await harness.fetchWithEnv(
+          { MAX_BUFFERED_BODY_BYTES: String(512 * KIB) },
+          `/v1/sessions/${id}/items`,
+          {
+            method: 'POST',
+            headers: declared ? { ...headers, 'content-length': String(alone.length) } : headers,
+            body: alone.stream,
+            duplex: 'half',
+          } as RequestInit,
+        );
+        expect(response.status).toBe(201);
+        expect(heldBodyBytes()).toBe(0);
+      });
     }
   });
 }

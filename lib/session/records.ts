@@ -50,6 +50,8 @@ export const sessionConfigSchema = z
     /** The incarnation of the id: every other object of the log is under it (keys.ts). */
     generation: z.string().regex(generationSchemaPattern).optional(),
     created_at: z.string(),
+    /** When a PATCH or an import last wrote the config (absent: neither did): activity, as a record is. */
+    updated_at: z.string().optional(),
     instructions: z.string().nullable(),
     model: z.string().nullable(),
     strategies: z.array(z.string()).nullable(),

@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { RETENTION_SWEEP_MS, scheduleRetention, sweepExpiredSessions } from '../../functions/retention.ts';
+import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { headerLine } from '../support/export-lines.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { TOKEN } from './http-suite.ts';
 
 afterEach(() => {
   vi.useRealTimers();
@@ -46,5 +49,22 @@ describe('the retention sweep of Node and Deno', () => {
     const result = await sweepExpiredSessions(() => store, { KEY_PREFIX: 'p/', SESSION_TTL_DAYS: '4' });
     expect(result.deleted).toEqual(['idle']);
     expect((await log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual(['kept']);
+  });
+
+  it('keeps a session imported just now, whenever it was created', async () => {
+    const store = new MemoryStore();
+    const environment = { API_TOKEN: TOKEN, SESSION_TTL_DAYS: '7' };
+    const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => undefined });
+    // An export of a session created 30 days ago elsewhere, with no items yet.
+    const header = { ...JSON.parse(headerLine('migrated')), created_at: new Date(Date.now() - 30 * 86_400_000) };
+    const imported = await app.request('/v1/sessions/import', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/x-ndjson' },
+      body: `${JSON.stringify(header)}\n`,
+    });
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    expect((await sweepExpiredSessions(() => store, environment)).deleted).toEqual([]);
+    const log = new SessionLog(store);
+    expect((await log.get('migrated')).id).toBe('migrated');
   });
 });

@@ -84,6 +84,19 @@ describe('retention', () => {
     expect(await w.log.get('b')).not.toHaveProperty('expires_after_days');
   });
 
+  it('counts a PATCH as activity: a session patched within its TTL is kept', async () => {
+    const w = world(3);
+    await w.log.create({ id: 'patched' });
+    await w.touch('patched');
+    w.at(2.5);
+    await w.log.update('patched', { metadata: { still: 'in use' } });
+    // 1.5 days after the PATCH, 4 after the append.
+    w.at(4);
+    expect((await w.log.sweepExpired()).deleted).toEqual([]);
+    w.at(5.6);
+    expect((await w.log.sweepExpired()).deleted).toEqual(['patched']);
+  });
+
   it('deletes at most maxDeletes a run and says more are left', async () => {
     const w = world(1);
     for (const id of ['s1', 's2', 's3']) await w.log.create({ id });

@@ -120,7 +120,7 @@ export async function sessionExists(log: LogContext, scope: LogScope): Promise<b
 export async function updateSession(log: LogContext, id: string, fields: SessionPatch): Promise<SessionRecord> {
   for (let attempt = 0; attempt < MAX_CLAIM_ATTEMPTS; attempt++) {
     const { config, info } = await readConfig(log, id);
-    const next: SessionConfig = { ...config };
+    const next: SessionConfig = { ...config, updated_at: log.clock().toISOString() };
     if (fields.instructions !== undefined) next.instructions = fields.instructions;
     if (fields.model !== undefined) next.model = fields.model;
     if (fields.strategies !== undefined) next.strategies = normalizeStrategies(fields.strategies);

@@ -106,6 +106,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     id,
     ...newIncarnation(log.clock()),
     created_at: header.created_at,
+    updated_at: log.clock().toISOString(),
     instructions: header.instructions,
     model: header.model,
     strategies: header.strategies,

@@ -249,9 +249,10 @@ export async function writeIndexEntry(
   return true;
 }
 
-/** When the session was last written to: its newest record or completion, else its creation. */
+/** When the session was last written to: its newest record or completion, a PATCH or its import, else its creation. */
 export function lastActivityOf(config: SessionConfig, newest: Head['newest']): number {
-  return newest ? Date.parse(newest.done?.completed_at ?? newest.record.created_at) : Date.parse(config.created_at);
+  const written = Date.parse(config.updated_at ?? config.created_at);
+  return newest ? Math.max(written, Date.parse(newest.done?.completed_at ?? newest.record.created_at)) : written;
 }
 
 /** Deletes every entry of one incarnation (a delete of the session). */

@@ -71,16 +71,25 @@ function fieldName(base: string, path: PathSegment | undefined): string {
   return [base, ...keys.reverse()].join('.');
 }
 
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
 /**
- * Every JSON request body passes `checkJsonValue` before its route's validator. A body that
- * does not parse is left to the validator, which answers 400 as before.
+ * Every JSON request body passes `checkJsonValue` before its route's validator: one that is not
+ * UTF-8 is a 400 (decoded leniently, its bad bytes would be stored as U+FFFD). A body that does
+ * not parse is left to the validator, which answers 400 as before.
  */
 export const checkJsonBody: MiddlewareHandler = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
   if (!JSON_CONTENT_TYPE.test(c.req.header('content-type') ?? '')) return next();
+  let text: string;
+  try {
+    text = strictUtf8.decode(await c.req.arrayBuffer());
+  } catch {
+    throw new InvalidRequestError('body: not UTF-8', { field: 'body' });
+  }
   let parsed: unknown;
   try {
-    parsed = JSON.parse(await c.req.text());
+    parsed = JSON.parse(text);
   } catch (error) {
     if (error instanceof SyntaxError) return next();
     throw error;

@@ -422,6 +422,28 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
     });
 
+    it('refuses a JSON body that is not UTF-8, and stores nothing of it', async () => {
+      const id = await api.session();
+      const text = (part: string) => [...new TextEncoder().encode(part)];
+      const body = new Uint8Array([
+        ...text('{"items":[{"type":"message","role":"user","content":"'),
+        0xff,
+        0xfe,
+        ...text('"}]}'),
+      ]);
+      const response = await harness.fetch(`/v1/sessions/${id}/items`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body,
+      });
+      expect(response.status).toBe(400);
+      expect(((await response.json()) as any).error).toMatchObject({
+        code: 'invalid_request',
+        details: { field: 'body' },
+      });
+      expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+    });
+
     it('refuses NUL in PATCH and in path parameters; a surrogate pair is fine', async () => {
       const id = await api.session();
       const patched = await api.patch(`/v1/sessions/${id}`, { metadata: { a: ['ok', 'x\u0000'] } });

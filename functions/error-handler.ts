@@ -84,7 +84,7 @@ export function createErrorHandler(log: (message: string, error: unknown) => voi
 
 /**
  * Turns a zod failure into `invalid_request` naming the failing field, e.g.
- * `body.input: Invalid input` or `body: unknown field "colour"`.
+ * `body.input: Invalid input` or `body.colour: unknown field`.
  */
 export function validationError(error: ZodError, target: string): InvalidRequestError {
   const issue = error.issues[0] ? innermostIssue(error.issues[0]) : undefined;

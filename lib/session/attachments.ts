@@ -31,16 +31,29 @@ interface Decoded {
 }
 
 /**
+ * Whether `url` is an https:// URL that parses: a model call turns it into a `URL`
+ * (lib/models/media-parts.ts), so one that does not parse would fail every later turn.
+ */
+function isHttpsUrl(url: string | undefined): boolean {
+  if (!url?.startsWith('https://')) return false;
+  try {
+    return new URL(url).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`), a
- * blob reference, which only the service writes, or anything but an https:// URL (refused: a
- * `javascript:` link would be stored and shown as one).
+ * blob reference, which only the service writes, or anything but a valid https:// URL (refused:
+ * a `javascript:` link would be stored and shown as one).
  */
 export function hasInlineMedia(items: readonly Item[]): boolean {
   return items.some((item) =>
     mediaParts(contentOf(item)).some((part) => {
       if (part.blob !== undefined || part.media_type !== undefined || part.bytes !== undefined) return true;
       const url = part.type === 'input_image' ? part.image_url : part.file_data === undefined ? part.file_url : '';
-      return !url?.startsWith('https://');
+      return !isHttpsUrl(url);
     }),
   );
 }
@@ -112,7 +125,7 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
     );
   if (part.type === 'input_image') {
     const url = part.image_url ?? '';
-    if (url.startsWith('https://')) return part;
+    if (isHttpsUrl(url)) return part;
     if (!url.startsWith('data:'))
       throw new InvalidRequestError(`${name}: image_url must be an https:// or data: URL`, { part: name });
     const decoded = parseDataUrl(url);
@@ -124,7 +137,7 @@ function storedPart(part: ContentPart, name: string, limits: AttachmentLimits, b
     };
   }
   if (part.file_url !== undefined) {
-    if (part.file_url.startsWith('https://')) return part;
+    if (isHttpsUrl(part.file_url)) return part;
     throw new InvalidRequestError(`${name}: file_url must be an https:// URL`, { part: name });
   }
   if (!part.filename) throw new InvalidRequestError(`${name}: file_data needs a filename`, { part: name });

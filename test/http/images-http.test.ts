@@ -241,6 +241,36 @@ describe('images over HTTP', () => {
     },
   );
 
+  it('refuses an https image_url or file_url that is no URL with 400 on every route that takes input', async () => {
+    const { json } = await withProvider('anthropic-message-text.json');
+    await json('POST', '/v1/sessions', { id: 'bad-url', model: 'anthropic:claude-sonnet-4-5' });
+    const image = { type: 'input_image', image_url: 'https://exa mple.com/shot.png' };
+    const message = { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'look' }, image] };
+    const refusals = {
+      appended: await json('POST', '/v1/sessions/bad-url/items', { items: [message] }),
+      file: await json('POST', '/v1/sessions/bad-url/items', {
+        items: [{ ...message, content: [{ type: 'input_file', file_url: 'https://exa mple.com/a.pdf' }] }],
+      }),
+      turn: await json('POST', '/v1/sessions/bad-url/turns', { input: [message] }),
+      response: await json('POST', '/v1/responses', { model: 'echo', input: [message] }),
+      unstored: await json('POST', '/v1/responses', { model: 'echo', store: false, input: [message] }),
+      chat: await json('POST', '/v1/chat/completions', {
+        model: 'echo',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image.image_url } }] }],
+      }),
+    };
+    for (const [route, refused] of Object.entries(refusals))
+      expect({ route, status: refused.status }).toEqual({ route, status: 400 });
+    expect(refusals.appended.body.error).toMatchObject({
+      code: 'invalid_request',
+      message: 'items[0].content[1]: image_url must be an https:// or data: URL',
+    });
+    expect((await json('GET', '/v1/sessions/bad-url/items')).body.items).toEqual([]);
+    // Nothing was stored to fail the session's later turns.
+    const turn = await json('POST', '/v1/sessions/bad-url/turns', { input: 'and?' });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+  });
+
   it('exports images as data: URLs and an import stores them again under the new session', async () => {
     const { call, json, blobKeys } = setup();
     await json('POST', '/v1/sessions', { id: 'original' });

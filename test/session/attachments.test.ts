@@ -144,6 +144,12 @@ describe('SessionLog.storeAttachments', () => {
       message: 'items[1].content[1]: image_url must be an https:// or data: URL',
     },
     {
+      name: 'an https image_url that does not parse as a URL',
+      part: { type: 'input_image', image_url: 'https://exa mple.com/a.png' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: image_url must be an https:// or data: URL',
+    },
+    {
       name: 'a data: URL that is not base64',
       part: { type: 'input_image', image_url: 'data:image/png,rawtext' },
       code: 'invalid_request',
@@ -195,6 +201,12 @@ describe('SessionLog.storeAttachments', () => {
     {
       name: 'a file_url that is not https',
       part: { type: 'input_file', file_url: 'ftp://example.com/a.pdf' },
+      code: 'invalid_request',
+      message: 'items[1].content[1]: file_url must be an https:// URL',
+    },
+    {
+      name: 'an https file_url that does not parse as a URL',
+      part: { type: 'input_file', file_url: 'https://[::1/a.pdf' },
       code: 'invalid_request',
       message: 'items[1].content[1]: file_url must be an https:// URL',
     },

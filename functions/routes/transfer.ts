@@ -87,12 +87,23 @@ export function transferRoutes() {
       const session = await importLines(services, chunksOf(c.req.raw.body), {
         maxItemBytes: config.maxItemBytes,
         maxNoticeBytes: config.maxNoticeBytes,
-        maxLineBytes: config.maxBodyBytes,
+        maxLineBytes: importLineBytes(config.maxBodyBytes),
         checkValue: checkJsonValue,
         checkHeader: (header) => ({ ...header, ...normalizeSessionFields(header, services) }) as typeof header,
       });
       return c.json(session, 201);
     });
+}
+
+/**
+ * The longest line an import takes: an export may write an item longer than the body that sent
+ * it (its `seq` and `created_at`, a message's `type`; each image's media type and base64 padding,
+ * at most 12 bytes more than the 55 its part takes at least; each text part of a chat message as
+ * `input_text`, 6 bytes more than its 26), so a line may exceed `MAX_BODY_BYTES` by a quarter and
+ * 1 KiB, and whatever was accepted exports to lines an import takes (docs/API.md, "Export and import").
+ */
+function importLineBytes(maxBodyBytes: number): number {
+  return maxBodyBytes + Math.ceil(maxBodyBytes / 4) + 1024;
 }
 
 /** The chunks of a request body, read as they arrive. */

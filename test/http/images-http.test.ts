@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { encodeBase64 } from '../../lib/media.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
@@ -297,5 +298,45 @@ describe('images over HTTP', () => {
     const blob = await call('GET', `/v1/sessions/copy/blobs/${sha256}`);
     expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
     expect(await (await call('GET', '/v1/sessions/copy/export')).text()).toBe(copy);
+  });
+
+  it('an image accepted in a body just under MAX_BODY_BYTES exports to a line the import takes', async () => {
+    const maxBodyBytes = 20_000;
+    const limit = String(maxBodyBytes);
+    const { call } = setup({ MAX_BODY_BYTES: limit, MAX_ITEM_BYTES: limit });
+    expect((await call('POST', '/v1/sessions', { id: 'original' })).status).toBe(201);
+    // The shortest form of an image: no media type, base64 unpadded; the export writes both.
+    const itemsOf = (padding: number) => ({
+      items: [
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            {
+              type: 'input_image',
+              image_url: `data:;base64,${encodeBase64(pngBytes(64, 64, padding, 1)).replace(/=+$/, '')}`,
+            },
+          ],
+        },
+      ],
+    });
+    let padding = 14_000;
+    while (JSON.stringify(itemsOf(padding + 1)).length < maxBodyBytes) padding += 1;
+    const body = itemsOf(padding);
+    expect(JSON.stringify(body).length).toBeGreaterThan(maxBodyBytes - 40);
+    const appended = await call('POST', '/v1/sessions/original/items', body);
+    expect(appended.status, await appended.clone().text()).toBe(201);
+    const exported = await call('GET', '/v1/sessions/original/export');
+    expect(exported.status).toBe(200);
+    const text = await exported.text();
+    expect(Math.max(...text.split('\n').map((line) => line.length))).toBeGreaterThan(maxBodyBytes);
+    const copy = text.replace('"id":"original"', '"id":"copy"');
+    const imported = await call('POST', '/v1/sessions/import', undefined, TOKEN, copy);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    expect(await (await call('GET', '/v1/sessions/copy/export')).text()).toBe(copy);
+    // The room is bounded: a quarter of MAX_BODY_BYTES and 1 KiB.
+    const header = copy.split('\n')[0]!.replace('"id":"copy"', '"id":"other"');
+    const tooLong = await call('POST', '/v1/sessions/import', undefined, TOKEN, `${header}\n"${'x'.repeat(26_023)}"\n`);
+    expect(tooLong.status).toBe(413);
   });
 });

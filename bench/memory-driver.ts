@@ -72,6 +72,7 @@ export class MemoryTurnDriver implements TurnDriver {
       beginTurn: (id, options) => log.beginTurn(id, options),
       claimTurn: (id, options) => log.claimTurn(id, options),
       storeAttachments: (id, items) => log.storeAttachments(id, items),
+      checkAttachments: (items) => log.checkAttachments(items),
       readContext: (turn, requirement, start, from) => log.readContext(turn, requirement, start, from),
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),

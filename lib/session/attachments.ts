@@ -70,13 +70,29 @@ export async function storeAttachments(
   blobKeyOf: (sha256: string) => string,
   where: (index: number) => string = (index) => `items[${index}]`,
 ): Promise<Item[]> {
+  const checked = checkAttachments(items, limits, where);
+  await checked.store(store, blobKeyOf);
+  return checked.items;
+}
+
+/**
+ * {@link storeAttachments} in two steps: the items checked now (throws a 4xx naming the part),
+ * with references in place of the payloads, and `store`, which writes the payloads later.
+ */
+export function checkAttachments(
+  items: readonly Item[],
+  limits: AttachmentLimits,
+  where: (index: number) => string = (index) => `items[${index}]`,
+): { items: Item[]; store: (store: ObjectStore, blobKeyOf: (sha256: string) => string) => Promise<void> } {
   const { result, blobs } = decodeAttachments(items, limits, where);
-  await Promise.all(
-    [...blobs].map(([sha256, blob]) =>
-      store.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
-    ),
-  );
-  return result;
+  const store = async (to: ObjectStore, blobKeyOf: (sha256: string) => string) => {
+    await Promise.all(
+      [...blobs].map(([sha256, blob]) =>
+        to.put(blobKeyOf(sha256), blob.bytes, { onlyIfAbsent: true, contentType: blob.mediaType }),
+      ),
+    );
+  };
+  return { items: result, store };
 }
 
 /**

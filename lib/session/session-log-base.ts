@@ -2,7 +2,7 @@ import { CorruptObjectError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import { DEFAULTS } from '../defaults.ts';
-import { type AttachmentLimits, contentOf, hasInlineMedia, storeAttachments } from './attachments.ts';
+import { type AttachmentLimits, checkAttachments, contentOf, hasInlineMedia, storeAttachments } from './attachments.ts';
 import { mediaParts } from '../content.ts';
 import { mapLimit } from '../store/object-store.ts';
 import { PARALLEL_GETS } from './log/context.ts';
@@ -59,6 +59,21 @@ export class SessionLogBase {
     if (!hasInlineMedia(items)) return items;
     const scope = await this.scope(id);
     return storeAttachments(this.log.store, items, this.limits, (sha256) => blobKey(scope, sha256));
+  }
+
+  /**
+   * {@link storeAttachments} for a turn, whose claim may still refuse it (a spent budget stores
+   * nothing): the items checked now, with references in place of their payloads, and `store`,
+   * which writes the blobs under the `scope` the claim read, after its checks (no storage call
+   * when there are none).
+   */
+  checkAttachments(items: Item[]): { items: Item[]; store: (scope: LogScope) => Promise<void> } {
+    if (!hasInlineMedia(items)) return { items, store: async () => undefined };
+    const checked = checkAttachments(items, this.limits);
+    return {
+      items: checked.items,
+      store: (scope) => checked.store(this.log.store, (sha256) => blobKey(scope, sha256)),
+    };
   }
 
   /**

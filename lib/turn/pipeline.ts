@@ -100,7 +100,9 @@ async function takeTurn(
 ): Promise<TurnResponse> {
   checkRequest(services, request);
   const { background } = options;
-  const input = background ? [] : await services.sessions.storeAttachments(sessionId, inputItems(request));
+  // Its images and files are checked now and stored once the claim's checks let the turn run.
+  const attachments = background ? undefined : services.sessions.checkAttachments(inputItems(request));
+  const input = attachments?.items ?? [];
   // A budgeted token's spend, read alongside the claim's reads (a background turn's was checked
   // when it was claimed, and is charged to the token its record names).
   const spend = background ? undefined : services.tokenSpend;
@@ -113,10 +115,12 @@ async function takeTurn(
       : {}),
     request: requestRecord(request),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
-    // A model that cannot be run here (its provider's key is missing) stores nothing.
-    check: async (config) => {
+    // A model that cannot be run here (its provider's key is missing) or a spent budget (the
+    // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
+    check: async (config, scope) => {
       services.model(request.model ?? config.model ?? services.config.defaultModel);
       if (spend && spent) spend.check(await spent);
+      await attachments?.store(scope);
     },
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });

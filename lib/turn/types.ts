@@ -54,6 +54,7 @@ export type TurnSessionLog = Pick<
   | 'beginTurn'
   | 'claimTurn'
   | 'storeAttachments'
+  | 'checkAttachments'
   | 'readContext'
   | 'needsView'
   | 'previewContext'

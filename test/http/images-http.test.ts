@@ -339,4 +339,20 @@ describe('images over HTTP', () => {
     const tooLong = await call('POST', '/v1/sessions/import', undefined, TOKEN, `${header}\n"${'x'.repeat(26_023)}"\n`);
     expect(tooLong.status).toBe(413);
   });
+
+  it('a turn refused with 402 budget_exhausted stores none of its images, and the blob route answers 404', async () => {
+    const { call, json, blobKeys } = setup();
+    expect((await json('POST', '/v1/sessions', { id: 'spent', budget: { max_turns: 1 } })).status).toBe(201);
+    expect((await json('POST', '/v1/sessions/spent/turns', { model: 'echo', input: 'hi' })).status).toBe(200);
+    const image = pngBytes(32, 32, 500, 5);
+    const turn = await json('POST', '/v1/sessions/spent/turns', {
+      model: 'echo',
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: dataUrl('image/png', image) }] },
+      ],
+    });
+    expect(turn).toMatchObject({ status: 402, body: { error: { code: 'budget_exhausted' } } });
+    const served = await call('GET', `/v1/sessions/spent/blobs/${sha256Hex(image)}`);
+    expect({ blobs: await blobKeys(), served: served.status }).toEqual({ blobs: [], served: 404 });
+  });
 });

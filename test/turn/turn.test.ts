@@ -291,6 +291,7 @@ describe('storage operations per turn', () => {
         beginTurn: log.beginTurn.bind(log),
         claimTurn: log.claimTurn.bind(log),
         storeAttachments: log.storeAttachments.bind(log),
+        checkAttachments: log.checkAttachments.bind(log),
         copyBlobs: log.copyBlobs.bind(log),
         readContext: log.readContext.bind(log),
         needsView: log.needsView.bind(log),

@@ -125,9 +125,10 @@ export interface CommitOptions {
   afterTurn?: number;
   /**
    * The caller's own check of the session's config (a turn: that its model can be run), after
-   * a key's replay and before anything is written: what it throws refuses the commit.
+   * a key's replay and the session's budget and before anything is written: what it throws refuses
+   * the commit. `scope` is where the session's current incarnation keeps its objects.
    */
-  check?: (config: SessionConfig) => void | Promise<void>;
+  check?: (config: SessionConfig, scope: LogScope) => void | Promise<void>;
   /**
    * Take over this turn, claimed already by a record carrying the state's `writer` (a
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
@@ -230,7 +231,7 @@ export async function prepareCommit(
   // the totals before it, and closing it adds nothing).
   const ledger = ledgerOf(newest);
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
-  await options.check?.(head.config);
+  await options.check?.(head.config, scope);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
   // turn below adds no item, so the calls it leaves open are these.

@@ -77,7 +77,7 @@ export class MemoryTurnDriver implements TurnDriver {
       needsView: (turn, requirement, output) => log.needsView(turn, requirement, output),
       previewContext: (id, requirement) => log.previewContext(id, requirement),
       hydrate: (id, items) => log.hydrate(id, items),
-      readMedia: (id, items) => log.readMedia(id, items),
+      readMedia: (id, items, needsBytes) => log.readMedia(id, items, needsBytes),
       refreshIndex: (id) => log.refreshIndex(id),
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),

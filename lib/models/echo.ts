@@ -40,6 +40,7 @@ export function createEchoModel(): Model {
     id: ECHO_MODEL_ID,
     toolResultMedia: true,
     fileUrls: true,
+    assistantMedia: true,
     async generate(request: ModelRequest): Promise<ModelResult> {
       return echo(request).result;
     },

@@ -104,6 +104,12 @@ export interface Model {
    * by its URL and every file go as text placeholders, counted in `media_as_text`.
    */
   readonly imageBytesOnly?: boolean;
+  /**
+   * Whether images and files in an assistant or system message reach the model as such (the echo
+   * model). Otherwise the message goes as its text, each image and file as a text placeholder
+   * (lib/models/convert-to-model-messages.ts), counted in `media_as_text`; their bytes are not read.
+   */
+  readonly assistantMedia?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
   /** Yields deltas and finished items, and ends with exactly one `done` event. */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;

@@ -105,10 +105,18 @@ export function inlineAttachments(items: readonly Item[], limits: AttachmentLimi
   return blobs.size === 0 ? result : withBytes(result, (sha256) => blobs.get(sha256)?.bytes);
 }
 
-/** The items with each referenced part's bytes in `data`. */
-function withBytes(items: PromptItem[], bytesOf: (sha256: string) => Uint8Array | undefined): PromptItem[] {
+/** The items (those `needsBytes` names) with each referenced part's bytes in `data`. */
+function withBytes(
+  items: PromptItem[],
+  bytesOf: (sha256: string) => Uint8Array | undefined,
+  needsBytes: (item: PromptItem) => boolean = () => true,
+): PromptItem[] {
   return items.map((item) =>
-    mapParts(item, (part) => (part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part)),
+    needsBytes(item)
+      ? mapParts(item, (part) =>
+          part.type !== 'input_text' && part.blob ? { ...part, data: bytesOf(part.blob) } : part,
+        )
+      : item,
   );
 }
 
@@ -194,17 +202,21 @@ function blobRef(
 
 /**
  * Reads the blob of every referenced image and file part in `items` (a prompt about to be
- * sent) and puts its bytes in `data`, checked against its SHA-256.
+ * sent) and puts its bytes in `data`, checked against its SHA-256; only in the items
+ * `needsBytes` names (the others' parts go as their description).
  */
 export async function hydrateMedia(
   store: ObjectStore,
   items: PromptItem[],
   blobKeyOf: (sha256: string) => string | Promise<string>,
   parallel: number,
+  needsBytes: (item: PromptItem) => boolean = () => true,
 ): Promise<PromptItem[]> {
   const wanted = new Set<string>();
-  for (const item of items)
+  for (const item of items) {
+    if (!needsBytes(item)) continue;
     for (const part of mediaParts(contentOf(item))) if (part.blob && !part.data) wanted.add(part.blob);
+  }
   if (wanted.size === 0) return items;
   const read = new Map<string, Uint8Array>();
   await mapLimit([...wanted], parallel, async (sha256) => {
@@ -214,7 +226,7 @@ export async function hydrateMedia(
     if (sha256Hex(object.body) !== sha256) throw new CorruptObjectError(key, 'blob does not match its SHA-256');
     read.set(sha256, object.body);
   });
-  return withBytes(items, (sha256) => read.get(sha256));
+  return withBytes(items, (sha256) => read.get(sha256), needsBytes);
 }
 
 /** A message's content or an output's parts ('' for a function_call). */

@@ -267,9 +267,14 @@ export class SessionLog extends SessionLogBase {
    * 6 gets at a time, each blob once). Call it with the prompt a turn sends, once it is final:
    * token counts need only the references.
    */
-  async readMedia(scope: LogScope, items: PromptItem[]): Promise<PromptItem[]> {
+  async readMedia(
+    scope: LogScope,
+    items: PromptItem[],
+    needsBytes?: (item: PromptItem) => boolean,
+  ): Promise<PromptItem[]> {
     // A fork's inherited images are where its ancestors stored them.
-    return hydrateMedia(this.log.store, items, (sha256) => payloadKey(this.log, scope, sha256), PARALLEL_GETS);
+    const keyOf = (sha256: string) => payloadKey(this.log, scope, sha256);
+    return hydrateMedia(this.log.store, items, keyOf, PARALLEL_GETS, needsBytes);
   }
 
   /**

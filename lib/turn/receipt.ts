@@ -57,7 +57,8 @@ export interface TurnReceipt {
 export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' | 'unread_before'>;
 
 /**
- * The images and files of an item that the model gets as text placeholders: a tool output's
+ * The images and files of an item that the model gets as text placeholders: an assistant's or
+ * system message's where it takes none there (`Model.assistantMedia`), a tool output's
  * sent as a tool result (`toolResult`) where it takes no media there, each file by URL where it
  * takes none, and each image by URL and file where it takes images only as bytes. A tool output
  * sent as user text (answered after other items: adjacentAnswers) counts as a user message.
@@ -68,6 +69,7 @@ function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult:
   if (typeof content === 'string') return 0;
   const parts = mediaParts(content);
   if (parts.length === 0) return 0;
+  if (item.type === 'message' && item.role !== 'user' && !model.assistantMedia) return parts.length;
   if (item.type === 'function_call_output' && !model.toolResultMedia && toolResult()) return parts.length;
   if (model.imageBytesOnly)
     return parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;

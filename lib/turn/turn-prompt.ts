@@ -159,8 +159,13 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     return buildReceipt(plan, await parts!, hydrated, delivered, { ...context, notices_delivered: names });
   };
   const modelRequest = buildModelRequest(
-    // Images and files are read last, for the items the fitted prompt kept.
-    await services.sessions.readMedia(turn.scope, hydrated),
+    // Images and files are read last, for the items the fitted prompt kept; not those that go as
+    // text placeholders only (an assistant's or system message's, `Model.assistantMedia`).
+    await services.sessions.readMedia(
+      turn.scope,
+      hydrated,
+      (item) => plan.model.assistantMedia === true || item.type !== 'message' || item.role === 'user',
+    ),
     plan.tools,
     cacheBreakpoint,
     turnCallOptions(request),

@@ -206,6 +206,35 @@ describe('images over HTTP', () => {
   );
 
   it.each(providers)(
+    '$model: an image in an assistant message goes as a text placeholder, and the receipt counts it',
+    async ({ model, answer }) => {
+      const { json } = await withProvider(answer);
+      await json('POST', '/v1/sessions', { id: 'assistant-image' });
+      const turn = await json('POST', '/v1/sessions/assistant-image/turns', {
+        model,
+        input: [
+          { type: 'message', role: 'user', content: 'draw me something' },
+          {
+            type: 'message',
+            role: 'assistant',
+            content: [
+              { type: 'input_text', text: 'here it is' },
+              { type: 'input_image', image_url: dataUrl('image/png', pngBytes(64, 48)) },
+            ],
+          },
+          { type: 'message', role: 'user', content: 'thanks' },
+        ],
+      });
+      expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+      const sent = JSON.stringify((provider!.requests[0]!.body as any).messages);
+      expect(sent).not.toMatch(/"type":"image(_url)?"/);
+      expect(sent).toContain('[image/png 64x48, 1 KB]');
+      const detail = await json('GET', '/v1/sessions/assistant-image/turns/1');
+      expect(detail.body.receipt.media_as_text).toBe(1);
+    },
+  );
+
+  it.each(providers)(
     '$model: a file_url the provider cannot take goes as text, and the receipt counts it ($mediaAsText)',
     async ({ model, answer, mediaAsText }) => {
       const { json } = await withProvider(answer);

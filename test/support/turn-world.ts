@@ -43,6 +43,7 @@ export function recordingEcho(): Model & { prompts: PromptItem[][] } {
     id: echoModel.id,
     toolResultMedia: true,
     fileUrls: true,
+    assistantMedia: true,
     prompts,
     generate: (request: ModelRequest) => {
       prompts.push(request.prompt);

@@ -199,3 +199,16 @@ export const toolSchema = z
   })
   .strict();
 export type Tool = z.infer<typeof toolSchema>;
+
+/** The tools a session or a turn offers: at most 512, each name once (a provider refuses a name given twice). */
+export const toolListSchema = z
+  .array(toolSchema)
+  .max(512)
+  .superRefine((tools, context) => {
+    const seen = new Set<string>();
+    for (const [index, tool] of tools.entries()) {
+      if (seen.has(tool.name))
+        context.addIssue({ code: 'custom', path: [index, 'name'], message: `${tool.name} is offered twice` });
+      seen.add(tool.name);
+    }
+  });

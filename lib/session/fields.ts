@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { idSchema, toolSchema } from '../items.ts';
+import { idSchema, toolListSchema, toolSchema } from '../items.ts';
 import { budgetSchema, sessionUsageSchema } from '../ledger/usage.ts';
 
 /**
@@ -42,7 +42,7 @@ const sessionFields = {
   model: z.string().min(1).max(200).nullable().optional().meta({ example: 'echo' }),
   strategies: strategiesFieldSchema.nullable().optional(),
   strategy_config: strategyConfigFieldSchema.nullable().optional(),
-  tools: z.array(toolSchema).max(512).nullable().optional(),
+  tools: toolListSchema.nullable().optional(),
   on_busy: onBusySchema.nullable().optional(),
   metadata: z
     .record(z.string(), z.unknown())

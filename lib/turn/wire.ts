@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolSchema } from '../items.ts';
+import { clientItemSchema, functionCallItemSchema, messageItemSchema, toolListSchema } from '../items.ts';
 import { truncationSchema } from '../compaction/truncate-prompt.ts';
 import type { ModelSettings } from '../models/model.ts';
 import { onBusySchema, strategiesFieldSchema, strategyConfigFieldSchema } from '../session/fields.ts';
@@ -19,7 +19,7 @@ export const turnRequestSchema = z
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesFieldSchema.optional(),
     strategy_config: strategyConfigFieldSchema.optional(),
-    tools: z.array(toolSchema).max(512).optional(),
+    tools: toolListSchema.optional(),
     stream: z.boolean().optional(),
     background: z
       .boolean()

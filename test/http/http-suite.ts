@@ -738,7 +738,13 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const badConfig = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', strategy_config: { nope: 1 } });
       expect(badConfig.status).toBe(400);
       expect(badConfig.body.error.message).toContain('nope');
+      const twice = await api.post(`/v1/sessions/${id}/turns`, { input: 'x', tools: [weatherTool, weatherTool] });
+      expect(twice.status).toBe(400);
+      expect(twice.body.error.details.field).toBe('tools.1.name');
       expect((await api.get(`/v1/sessions/${id}`)).body.counts).toEqual(before);
+      const patched = await api.patch(`/v1/sessions/${id}`, { tools: [weatherTool, weatherTool] });
+      expect(patched.status).toBe(400);
+      expect(patched.body.error.message).toContain('offered twice');
     });
 
     it('a model that fails gives 502 model_error; the input stays and the turn is closed', async () => {

@@ -1,7 +1,7 @@
 import type { Conversation } from 'openai/resources/conversations/conversations';
 import type { ConversationItemList } from 'openai/resources/conversations/items';
 import type { ResponseItem } from 'openai/resources/responses/responses';
-import { NotFoundError, SessionExistsError } from '../errors.ts';
+import { NotFoundError, SessionExistsError, TailgateError } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { Item, StoredItem } from '../items.ts';
 import type { SessionRecord } from '../session/session-log.ts';
@@ -72,7 +72,20 @@ function listOf(data: ResponseItem[], hasMore: boolean): ConversationItemList {
   };
 }
 
-/** POST /v1/conversations: a new session with the items; a retried create (same key) finds the first. */
+/** The SHA-256 of what a create stores (metadata keys sorted): a key sent again with another request is refused. */
+function conversationHash(
+  instructions: string | null,
+  items: Item[],
+  metadata: ConversationCreateBody['metadata'],
+): string {
+  const sorted = Object.entries(metadata ?? {}).sort(([a], [b]) => a.localeCompare(b));
+  return sha256Hex(JSON.stringify({ instructions, items, metadata: Object.fromEntries(sorted) }));
+}
+
+/**
+ * POST /v1/conversations: a new session with the items; a retried create (same key) finds the
+ * first, and the key sent again with another request is 422 idempotency_key_reused.
+ */
 export async function createConversation(
   facade: Facade,
   body: ConversationCreateBody,
@@ -84,15 +97,27 @@ export async function createConversation(
   facade.checkItems(items);
   // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
   const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
+  const requestHash = key !== undefined ? conversationHash(instructions, items, body.metadata) : undefined;
   let session: SessionRecord;
   try {
-    session = await sessions.create({
-      id,
-      ...(instructions !== null ? { instructions } : {}),
-      ...(body.metadata ? { metadata: body.metadata } : {}),
-    });
+    session = await sessions.create(
+      {
+        id,
+        ...(instructions !== null ? { instructions } : {}),
+        ...(body.metadata ? { metadata: body.metadata } : {}),
+      },
+      requestHash,
+    );
   } catch (error) {
     if (!(error instanceof SessionExistsError && key !== undefined)) throw error;
+    // A conversation created before its config kept the request's hash is not checked.
+    const stored = (await sessions.config(id)).request_sha256;
+    if (stored !== undefined && stored !== requestHash)
+      throw new TailgateError(
+        'idempotency_key_reused',
+        `the Idempotency-Key created conversation ${id} with a different request`,
+        { conversation_id: id },
+      );
     session = await sessions.get(id);
   }
   if (items.length > 0 && session.counts.items === 0) await appendItems(facade.services, id, items);

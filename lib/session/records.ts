@@ -93,6 +93,14 @@ export const sessionConfigSchema = z
       .array(z.string().regex(generationSchemaPattern).or(z.literal('')))
       .min(1)
       .optional(),
+    /**
+     * The SHA-256 of the request that created the session under an Idempotency-Key (POST
+     * /v1/conversations): the key sent again with another request is refused.
+     */
+    request_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .optional(),
   })
   .strict();
 export type SessionConfig = z.infer<typeof sessionConfigSchema>;

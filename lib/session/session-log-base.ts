@@ -100,9 +100,12 @@ export class SessionLogBase {
     return (await this.log.store.get(await payloadKey(this.log, scope, sha256)))?.body ?? null;
   }
 
-  /** Creates a session (create-only put of its config). An existing id: SessionExistsError. */
-  async create(input: NewSession): Promise<SessionRecord> {
-    return createSession(this.log, input);
+  /**
+   * Creates a session (create-only put of its config). An existing id: SessionExistsError.
+   * `requestHash`: the SHA-256 of the keyed request creating it, kept as the config's `request_sha256`.
+   */
+  async create(input: NewSession, requestHash?: string): Promise<SessionRecord> {
+    return createSession(this.log, input, requestHash);
   }
 
   /**

@@ -23,8 +23,8 @@ import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 /** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
 
 /** See SessionLog.create. */
-export async function createSession(log: LogContext, input: NewSession): Promise<SessionRecord> {
-  const config = newConfig(log, input);
+export async function createSession(log: LogContext, input: NewSession, requestHash?: string): Promise<SessionRecord> {
+  const config = { ...newConfig(log, input), ...(requestHash !== undefined ? { request_sha256: requestHash } : {}) };
   const key = sessionConfigKey(log.keyPrefix, config.id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
   const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// The Idempotency-Key of the OpenAI-compatible routes (docs/API.md, "Headers"): one key stores
+// at most one input, a retry gets the first answer, and the key with another body is a 422.
+
+const harness = appHarness(new MemoryStore(), { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' });
+const api = createClient(harness);
+
+describe('Idempotency-Key on POST /v1/conversations', () => {
+  it('answers 422 idempotency_key_reused when the key is sent again with a different body', async () => {
+    const key = { 'idempotency-key': 'conversation-reused-1' };
+    const first = await api.post('/v1/conversations', { metadata: { owner: 'alice' } }, key);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    const again = await api.post('/v1/conversations', { metadata: { owner: 'alice' } }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.id).toBe(first.body.id);
+    const second = await api.post('/v1/conversations', { metadata: { owner: 'bob' } }, key);
+    expect(second.status, JSON.stringify(second.body)).toBe(422);
+    expect(second.body).toMatchObject({ error: { code: 'idempotency_key_reused' } });
+    expect((await api.get(`/v1/conversations/${first.body.id}`)).body.metadata).toEqual({ owner: 'alice' });
+  });
+});

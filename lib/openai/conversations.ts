@@ -98,7 +98,7 @@ export async function createConversation(
   // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
   const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
   const requestHash = key !== undefined ? conversationHash(instructions, items, body.metadata) : undefined;
-  let session: SessionRecord;
+  let session: Pick<SessionRecord, 'id' | 'created_at' | 'metadata'>;
   try {
     session = await sessions.create(
       {
@@ -111,16 +111,18 @@ export async function createConversation(
   } catch (error) {
     if (!(error instanceof SessionExistsError && key !== undefined)) throw error;
     // A conversation created before its config kept the request's hash is not checked.
-    const stored = (await sessions.config(id)).request_sha256;
+    const config = await sessions.config(id);
+    const stored = config.request_sha256;
     if (stored !== undefined && stored !== requestHash)
       throw new TailgateError(
         'idempotency_key_reused',
         `the Idempotency-Key created conversation ${id} with a different request`,
         { conversation_id: id },
       );
-    session = await sessions.get(id);
+    session = config;
   }
-  if (items.length > 0 && session.counts.items === 0) await appendItems(facade.services, id, items);
+  // Only as the first record: of retries racing (or one after a create that stopped before its items), one lands.
+  if (items.length > 0) await appendItems(facade.services, id, items, true);
   return conversationObject(session);
 }
 

@@ -73,10 +73,12 @@ export class SessionLog extends SessionLogBase {
    * from 1 and never reused; racing appends retry until each one commits.
    * An open model turn: TurnInProgressError. `packsOverdue`: the caller packs with a view before
    * it answers when the result's `overdue` says so (lib/turn/append.ts), so the record need not
-   * carry the records that view covers.
+   * carry the records that view covers. `onlyFirst`: the items go in as the session's first record
+   * or not at all (a keyed create's items, lib/openai/conversations.ts): with a record there,
+   * nothing is written and the result is that record's.
    */
-  async append(id: string, items: Item[], packsOverdue = false): ReturnType<typeof appendItems> {
-    return appendItems(this.log, id, items, packsOverdue);
+  async append(id: string, items: Item[], packsOverdue = false, onlyFirst = false): ReturnType<typeof appendItems> {
+    return appendItems(this.log, id, items, packsOverdue, onlyFirst);
   }
 
   /**

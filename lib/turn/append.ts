@@ -21,10 +21,13 @@ export async function appendItems(
   },
   sessionId: string,
   items: Item[],
+  /** Only as the session's first record (SessionLog.append): else nothing is appended. */
+  onlyFirst = false,
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const { first_seq, last_seq, record, generation, overdue, indexed } = await sessions.append(sessionId, stored, true);
+  const appended = await sessions.append(sessionId, stored, true, onlyFirst);
+  const { first_seq, last_seq, record, generation, overdue, indexed } = appended;
   // The listing row from the record just written: no head to read again.
   afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
   // `refresh`: the view of the newest record is written even when packing would not find one due.

@@ -22,4 +22,16 @@ describe('Idempotency-Key on POST /v1/conversations', () => {
     expect(second.body).toMatchObject({ error: { code: 'idempotency_key_reused' } });
     expect((await api.get(`/v1/conversations/${first.body.id}`)).body.metadata).toEqual({ owner: 'alice' });
   });
+
+  it('stores the items once when retries of one create run concurrently', async () => {
+    const key = { 'idempotency-key': 'conversation-race-1' };
+    const body = { items: [{ type: 'message', role: 'user', content: 'once' }] };
+    const results = await Promise.all([1, 2, 3].map(() => api.post('/v1/conversations', body, key)));
+    for (const result of results) expect(result.status, JSON.stringify(result.body)).toBe(200);
+    expect(new Set(results.map((result) => result.body.id)).size).toBe(1);
+    const session = await api.get(`/v1/sessions/${results[0]!.body.id}`);
+    expect(session.body.counts.items).toBe(1);
+    const listed = await api.get(`/v1/conversations/${results[0]!.body.id}/items`);
+    expect(listed.body.data.map((item: { content: { text: string }[] }) => item.content[0]!.text)).toEqual(['once']);
+  });
 });

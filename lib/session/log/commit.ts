@@ -78,6 +78,7 @@ export async function appendItems(
   id: string,
   items: Item[],
   packsOverdue = false,
+  onlyFirst = false,
 ): Promise<{
   first_seq: number;
   last_seq: number;
@@ -87,7 +88,9 @@ export async function appendItems(
   indexed: IndexState;
 }> {
   const input = checkInvariant(itemsSchema, items);
-  const { record, config, overdue, scope } = written(await commit(log, id, input, { kind: 'append', packsOverdue }));
+  const { record, config, overdue, scope } = written(
+    await commit(log, id, input, { kind: 'append', packsOverdue, onlyFirst }),
+  );
   const last_seq = record.first_seq + input.length - 1;
   // The listing row needs the record's counts, totals and time: its items are not held for a task that runs late.
   const indexed = { config, newest: { record: { ...record, items: [], recent: undefined }, done: null } };
@@ -140,6 +143,8 @@ export interface CommitOptions {
   charge?: TurnUsage;
   /** The caller packs when `overdue` says so: the record carries none of what its view covers (but in a backoff). */
   packsOverdue?: boolean;
+  /** An append as the session's first record or not at all: with a record there, the commit answers that one. */
+  onlyFirst?: boolean;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -210,6 +215,8 @@ export async function prepareCommit(
     return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
   }
   if (state.failure) throw state.failure.error;
+  if (options.onlyFirst && newest)
+    return { record: newest.record, config: head.config, previous: newest.record.recent ?? [], base: null, scope };
   if (options.keyHash) {
     // The head is read before the index: a keyed turn older than the newest record was
     // closed, so indexed, before that record was written.

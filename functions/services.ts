@@ -20,6 +20,8 @@ export interface AppServices extends TurnServices {
   inbox: Inbox;
   /** The request's object store, for what lives beside the sessions (lib/openai/stored-responses.ts). */
   store: ObjectStore;
+  /** The app's clock (ServiceInputs.clock, else the system's), as the session log and inbox have it. */
+  clock: () => Date;
 }
 
 export interface ServiceInputs {
@@ -91,6 +93,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       ...clock,
     }),
     store,
+    clock: now,
     config,
     env: inputs.env,
     model: inputs.model,

@@ -18,7 +18,7 @@ import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
 import { createStatelessResponse } from './stateless-response.ts';
-import { openaiTools, saveResponse } from './stored-responses.ts';
+import { getResponse, openaiTools, saveResponse } from './stored-responses.ts';
 
 /**
  * POST /v1/responses: a turn of the conversation's session (lib/openai/sessions.ts says which),
@@ -44,20 +44,24 @@ export async function createResponse(
   return createStoredResponse(facade, prepared, idempotencyKey);
 }
 
-/** Keeps the response for GET, and indexes the conversation's history for the client's next step. */
+/**
+ * Keeps the response for GET, and indexes the conversation's history for the client's next step.
+ * Answers the response kept: a replayed turn's is its first response.
+ */
 async function ended(
   facade: Facade,
   context: StoredContext,
   turn: TurnResponse,
   answer: TailgateResponse,
   scope: LogScope,
-): Promise<void> {
-  await saveResponse(facade, context.session, turn.turn, answer);
+): Promise<TailgateResponse> {
+  const kept = await saveResponse(facade, context.session, turn.turn, answer);
   if (context.history) {
     const history = [...context.history.before, ...(turn.output as ClientItem[])];
     const entry = { generation: scope.generation, turn: turn.turn, items: turn.output.at(-1)?.seq };
     await indexHistory(facade, context.session, entry, history, context.history.replaced);
   }
+  return kept;
 }
 
 function refOf(context: StoredContext, turn: number, firstSeq: number, scope: LogScope): ResponseRef {
@@ -72,9 +76,11 @@ function storedResponse(
   firstSeq: number,
   compacted: ResponseOutputItem[],
   scope: LogScope,
+  completedAt: Date,
 ): TailgateResponse {
   return buildResponse({
     ...context.fields,
+    completedAt,
     id: responseId(refOf(context, response.turn, firstSeq, scope)),
     status: response.incomplete ? 'incomplete' : 'completed',
     ...(response.incomplete ? { incomplete: response.incomplete } : {}),
@@ -118,7 +124,7 @@ async function createStoredResponse(
     inputCount: items.length,
     fields: {
       ...prepared.echo,
-      createdAt: new Date(),
+      createdAt: services.clock(),
       instructions: instructions ?? session.instructions,
       tools: openaiTools(tools ?? session.tools),
       conversationId: sessionId,
@@ -188,9 +194,9 @@ async function createStoredResponse(
   }
   const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
   const scope = await services.sessions.scope(sessionId);
-  const answer = storedResponse(context, response, firstSeq, await compactionOutput(facade, response), scope);
-  await ended(facade, context, response, answer, scope);
-  return answer;
+  const compacted = await compactionOutput(facade, response);
+  const answer = storedResponse(context, response, firstSeq, compacted, scope, services.clock());
+  return ended(facade, context, response, answer, scope);
 }
 
 /**
@@ -220,7 +226,15 @@ async function streamStoredTurn(
     throw error;
   });
   const id = responseId(refOf(context, number, firstSeq, scope));
-  const base = { ...context.fields, id, output: [] as ResponseOutputItem[] };
+  // A replayed turn is answered as its first response was: created when that one was.
+  const createdAt = first.value.replay
+    ? await getResponse(facade, id).then(
+        (kept) => new Date(kept.created_at * 1000),
+        () => context.fields.createdAt,
+      )
+    : context.fields.createdAt;
+  const answered = { ...context, fields: { ...context.fields, createdAt } };
+  const base = { ...answered.fields, id, output: [] as ResponseOutputItem[] };
   const stream = responseEventStream((index, item) => itemId(item.type, context.session.id, firstSeq + index));
   const { writer } = stream;
   writer.started(buildResponse({ ...base, status: 'in_progress' }));
@@ -237,11 +251,11 @@ async function streamStoredTurn(
           return [];
         });
         for (const item of compacted) writer.wholeItem(item);
-        const answer = storedResponse(context, event.data, firstSeq, compacted, scope);
-        await ended(facade, context, event.data, answer, scope);
-        writer.completed(answer);
+        const answer = storedResponse(answered, event.data, firstSeq, compacted, scope, services.clock());
+        writer.completed(await ended(facade, context, event.data, answer, scope));
       } else if (event.event === 'error') {
-        const failed = buildResponse({ ...base, status: 'failed', error: clientError(event.data.error) });
+        const error = clientError(event.data.error);
+        const failed = buildResponse({ ...base, completedAt: services.clock(), status: 'failed', error });
         await saveResponse(facade, context.session, number, failed);
         writer.failed(failed);
       }

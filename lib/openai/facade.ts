@@ -12,7 +12,7 @@ import { facadeModelId } from './models.ts';
  * builds it from a request).
  */
 export interface Facade {
-  services: TurnServices & { sessions: SessionLog; inbox: Inbox; store: ObjectStore };
+  services: TurnServices & { sessions: SessionLog; inbox: Inbox; store: ObjectStore; clock: () => Date };
   config: ServiceConfig;
   /** 403 unless the caller's token may act on `sessionId` (null: a new session, or none). */
   authorize(sessionId: string | null): void;

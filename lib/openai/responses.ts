@@ -175,6 +175,8 @@ export const DEFAULT_SETTINGS: ResponseSettings = {
 export interface ResponseFields {
   id: string;
   createdAt: Date;
+  /** When an ended response ended (default: now). */
+  completedAt?: Date;
   status: NonNullable<Response['status']>;
   model: string;
   output: ResponseOutputItem[];
@@ -223,7 +225,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     id: fields.id,
     object: 'response',
     created_at: seconds(fields.createdAt),
-    completed_at: ended ? seconds(new Date()) : null,
+    completed_at: ended ? seconds(fields.completedAt ?? new Date()) : null,
     status: fields.status,
     background: fields.background ?? false,
     error: fields.error

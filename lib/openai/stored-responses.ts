@@ -23,29 +23,32 @@ import { deleteNewestTurn } from '../turn/fork.ts';
  */
 
 /**
- * Keeps `response` for GET /v1/responses/{id} (create-only: a replayed turn keeps the first).
- * An object of another response under its key is of a deleted turn whose number this one took
- * (a delete that stopped before removing it): it is replaced. A failed write is logged: GET
- * then rebuilds the response from the session.
+ * Keeps `response` for GET /v1/responses/{id} (create-only: a replayed turn keeps the first),
+ * and answers the response kept: for a replayed turn the first one, its created_at and
+ * completed_at included. An object of another response under its key is of a deleted turn
+ * whose number this one took (a delete that stopped before removing it): it is replaced. A
+ * failed write is logged: GET then rebuilds the response from the session.
  */
 export async function saveResponse(
   facade: Facade,
   session: { id: string; created_at: string },
   turn: number,
   response: TailgateResponse,
-): Promise<void> {
+): Promise<TailgateResponse> {
   const { store } = facade.services;
   const key = responseObjectKey(facade.config.keyPrefix, session, turn);
   const body = JSON.stringify(response);
   const options = { contentType: 'application/json' };
   try {
-    if (await store.put(key, body, { ...options, onlyIfAbsent: true })) return;
+    if (await store.put(key, body, { ...options, onlyIfAbsent: true })) return response;
     const kept = await store.get(key);
-    if (kept && keptResponse(kept.body)?.id !== response.id)
-      await store.put(key, body, { ...options, ifMatch: kept.etag });
+    const first = kept && keptResponse(kept.body);
+    if (first?.id === response.id) return first;
+    if (kept) await store.put(key, body, { ...options, ifMatch: kept.etag });
   } catch (error) {
     facade.services.log('tailgate: could not keep a response object', error);
   }
+  return response;
 }
 
 /**

@@ -12,7 +12,7 @@ import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import { resolveItemReferences } from './item-references.ts';
 import type { LogScope } from '../session/keys.ts';
-import { prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { checkToolChoice, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, sessionOf } from './sessions.ts';
@@ -107,12 +107,15 @@ async function createStoredResponse(
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
   const match = whole && !fresh ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
+  // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
+  if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn } = match
     ? { sessionId: match.session.id, afterTurn: match.turn }
     : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
         branch ? { ...found, sessionId: branch } : found,
       );
   const session = match?.session ?? (await services.sessions.get(sessionId));
+  if (tools === undefined) checkToolChoice(body.tool_choice, session.tools, "the conversation's tools");
   const items = prepared.items.slice(match?.known ?? 0);
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
   // not so for one continuing an older turn: a retry (they are set already) or a branch (refused).

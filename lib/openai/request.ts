@@ -54,13 +54,9 @@ export function prepareResponseRequest(
     throw new OpenAIApiError(400, 'invalid_request', 'input holds no user, assistant or tool items', 'input');
   const tools = toTools(body.tools);
   const choice = body.tool_choice;
-  if (typeof choice === 'object' && tools && !tools.some((tool) => tool.name === choice.name))
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      `tool_choice names ${choice.name}, which is not in tools`,
-      'tool_choice',
-    );
+  // Without tools a stored response offers its conversation's (lib/openai/create-response.ts checks those).
+  if (tools !== undefined) checkToolChoice(choice, tools, 'tools');
+  else if (body.store === false) checkToolChoice(choice, [], 'tools (none was sent)');
   return {
     body,
     model,
@@ -76,6 +72,24 @@ export function prepareResponseRequest(
       settings: echoedSettings(body),
     },
   };
+}
+
+/**
+ * A tool_choice naming a function must name one of the tools the turn offers (`offered`, which
+ * the message calls `whose`): else 400 with param tool_choice.
+ */
+export function checkToolChoice(
+  choice: ResponseCreateBody['tool_choice'],
+  offered: readonly Tool[],
+  whose: string,
+): void {
+  if (typeof choice === 'object' && !offered.some((tool) => tool.name === choice.name))
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      `tool_choice names ${choice.name}, which is not in ${whose}`,
+      'tool_choice',
+    );
 }
 
 /** What the model call gets of the request: each setting that was sent (lib/models/model.ts). */

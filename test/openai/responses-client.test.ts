@@ -352,6 +352,43 @@ describe('the official openai client: responses', () => {
     },
   );
 
+  it("refuses a tool_choice naming a function the turn does not offer: without tools, the conversation's", async () => {
+    const keys = () => sessionKeys(tailgate.store);
+    const before = await keys();
+    const forced = (name: string) => ({ type: 'function' as const, name });
+    for (const store of [true, false]) {
+      const refused = await client.responses
+        .create({ model: 'echo', input: 'hi', store, tool_choice: forced('no_such_tool') })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(refused).toMatchObject({ status: 400, param: 'tool_choice' });
+    }
+    // The refused request started no conversation.
+    expect(await keys()).toEqual(before);
+
+    const id = `conv-tools-${Date.now()}`;
+    const created = await fetch(`${tailgate.baseURL}/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id, tools: [{ type: 'function', name: 'get_weather' }] }),
+    });
+    expect(created.status).toBe(201);
+    const first = await client.responses.create({
+      model: 'echo',
+      conversation: id,
+      input: 'hi',
+      tool_choice: forced('get_weather'),
+    });
+    expect(first.tool_choice).toEqual(forced('get_weather'));
+    for (const after of [{ conversation: id }, { previous_response_id: first.id }]) {
+      const refused = await client.responses
+        .create({ model: 'echo', input: 'again', ...after, tool_choice: forced('no_such_tool') })
+        .catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 400, param: 'tool_choice' });
+    }
+    expect((await tailgateGet(`/sessions/${id}`)).counts.turns).toBe(1);
+  });
+
   it('deletes a response: GET is then 404', async () => {
     const response = await client.responses.create({ model: 'echo', input: 'to be deleted' });
     await client.responses.delete(response.id);

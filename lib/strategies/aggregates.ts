@@ -160,6 +160,7 @@ export function extendAggregates(
   };
   // The repeats, when those of `previous` were asked for (a view's epoch plan asks every time):
   // extended here, where decoding the new flags would walk every call.
+  factsOf.set(aggregates, flags.facts);
   const kept = indicesOf.get(previous);
   if (kept) indicesOf.set(aggregates, setBits.length === 0 ? kept : kept.concat(setBits));
   return { aggregates, newKeys };

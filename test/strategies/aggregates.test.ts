@@ -326,6 +326,36 @@ describe('aggregates', () => {
     );
   });
 
+  it('extends flags without walking the repeats before: an extension adding none leaves them unread', () => {
+    // Sparse flags: a repeat every 40 calls.
+    const items = sequenced(
+      Array.from({ length: 4001 }, (_, index) =>
+        call(`c${index}`, 'read', index % 40 === 39 ? '{"same":true}' : `{"n":${index}}`),
+      ),
+    );
+    const seen = new Set<string>();
+    const step = (previous: ReturnType<typeof emptyAggregates>, batch: typeof items) => {
+      const result = extendAggregates(previous, batch, (key) => seen.has(key));
+      for (const key of result.newKeys) seen.add(key);
+      return result.aggregates;
+    };
+    const second = step(step(emptyAggregates(), items.slice(0, 3998)), items.slice(3998, 4000));
+    expect(second.repeat_flags.startsWith('~')).toBe(true);
+    // Count the walks of the repeats of `second`.
+    const held = repeatIndices(second) as number[];
+    let walked = 0;
+    const iterate = Array.prototype[Symbol.iterator];
+    Object.defineProperty(held, Symbol.iterator, {
+      value(this: number[]) {
+        walked += 1;
+        return iterate.call(this);
+      },
+    });
+    const third = step(second, items.slice(4000));
+    expect(third.repeat_flags).toBe(second.repeat_flags);
+    expect(walked).toBe(0);
+  });
+
   it('canonicalizes arguments exactly as a recursive sorted-key copy would, whatever the key order', () => {
     const referenceSort = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(referenceSort);

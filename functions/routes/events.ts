@@ -1,7 +1,7 @@
 import { createRoute } from '@hono/zod-openapi';
 import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import { clientError, InvalidRequestError } from '../../lib/errors.ts';
+import { clientError } from '../../lib/errors.ts';
 import { journalEvents } from '../../lib/turn/index.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { createRouter } from '../router.ts';
@@ -43,10 +43,11 @@ export function eventRoutes() {
     const { id, turn } = c.req.valid('param');
     const fromQuery = c.req.valid('query').after;
     const fromHeader = c.req.valid('header')['last-event-id'];
-    if (fromQuery !== undefined && fromHeader !== undefined && fromQuery !== fromHeader)
-      throw new InvalidRequestError('after and Last-Event-ID name different events', { field: 'after' });
+    // Both: an EventSource opened with `?after=N` reconnects to the same URL with the last id it
+    // saw, the later of the two.
+    const after = Math.max(fromQuery ?? 0, fromHeader ?? 0);
     const stop = new AbortController();
-    const events = journalEvents(c.var.services, id, turn, fromQuery ?? fromHeader ?? 0, stop.signal);
+    const events = journalEvents(c.var.services, id, turn, after, stop.signal);
     // The first event is awaited before the response starts: a missing turn or journal is a 404.
     const first = await events.next();
     return streamSSE(c, async (stream) => {

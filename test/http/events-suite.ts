@@ -63,6 +63,10 @@ export function defineEventsSuite(label: string, harness: HttpHarness): void {
       const resumed = await readEvents(`/v1/sessions/${id}/turns/1/events`, { 'last-event-id': '5' });
       expect(resumed.events.map((event) => event.id)[0]).toBe(6);
       expect(resumed.events.at(-1)?.event).toBe('turn.completed');
+      // An EventSource opened on ?after=2 reconnects to the same URL with the last id it saw.
+      const reconnected = await readEvents(`/v1/sessions/${id}/turns/1/events?after=2`, { 'last-event-id': '5' });
+      expect(reconnected.status).toBe(200);
+      expect(reconnected.events.map((event) => event.id)).toEqual(live.slice(5).map((_, index) => index + 6));
     });
 
     it('follows a background turn live and, reconnecting at random points, gets every event once', async () => {

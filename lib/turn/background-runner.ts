@@ -25,13 +25,21 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
   const journal = journalTurn(services, run.session_id, run.turn);
   const background = { background: { turn: run.turn, writer: run.writer } };
   let outcome: 'done' | 'retry' = 'done';
+  let ends = true;
   try {
     const response = await runTurn(services, run.session_id, { input: [] }, background, journal.emit);
     journal.emit({ event: 'turn.completed', data: response });
     return outcome;
   } catch (error) {
-    // Closed before this run took it over (a cancel, an earlier run): whoever closed it ended it.
-    if (error instanceof TurnNotOpenError) return outcome;
+    // Closed before this run took it over (a cancel, a lease run out, an earlier run): a journal
+    // an earlier run ended stays as it is; one that has no end (none yet, or an earlier run's
+    // left open) ends with the error the turn was closed with.
+    if (error instanceof TurnNotOpenError) {
+      const closedWith = (await journalEnded(services, run)) ? null : await closingError(services, run);
+      if (closedWith) journal.emit({ event: 'error', data: { error: closedWith }, cause: error });
+      else ends = false;
+      return outcome;
+    }
     const stored = errorRecord(error);
     // A storage failure may still have closed the turn (its failed completion landed): then
     // its journal ends with the error too, and no other run comes.
@@ -44,8 +52,24 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     outcome = 'retry';
     return outcome;
   } finally {
-    journal.close(outcome === 'done');
+    journal.close(outcome === 'done' && ends);
   }
+}
+
+/** Whether the turn's journal has its end (a storage failure: taken as not). */
+async function journalEnded(services: TurnServices, run: BackgroundTurn): Promise<boolean> {
+  try {
+    const scope = await services.sessions.scope(run.session_id);
+    return (await services.sessions.journal().read(scope, run.turn, 0)).at(-1)?.end === true;
+  } catch {
+    return false;
+  }
+}
+
+/** The error a closed turn's receipt names (null: none, or it cannot be read). */
+async function closingError(services: TurnServices, run: BackgroundTurn) {
+  const found = await services.sessions.getTurn(run.session_id, run.turn).catch(() => null);
+  return found?.error ?? null;
 }
 
 /** Whether the turn is closed, as its receipt says (not known, a storage failure: taken as open). */

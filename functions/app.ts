@@ -109,7 +109,7 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   // An import is streamed line by line, each line limited (functions/routes/transfer.ts).
   app.use('*', async (c, next) => (isStreamedImport(c) ? next() : bodyBudget(c, next)));
   app.use('*', requireJsonBody);
-  app.use('*', checkJsonBody);
+  app.use('*', async (c, next) => (isStreamedImport(c) ? next() : checkJsonBody(c, next)));
   app.use(
     '*',
     rateLimit(turnLimits(new WindowLimiter(clock), readEnvironment), () =>

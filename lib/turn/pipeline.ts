@@ -383,7 +383,7 @@ function replay(begun: Extract<ClaimAttempt, { kind: 'replay' }>, emit?: (event:
   if (emit) {
     emit({
       event: 'turn.started',
-      data: { turn: response.turn, first_seq: response.output[0]?.seq ?? 0 },
+      data: { turn: response.turn, first_seq: begun.outputSeq ?? response.output[0]?.seq ?? 0 },
       replay: true,
     });
     for (const item of response.output) {

@@ -10,7 +10,7 @@ import { SessionLog } from '../support/session-log.ts';
 
 const user = (content: string): Item => ({ type: 'message', role: 'user', content });
 const assistant = (content: string): Item => ({ type: 'message', role: 'assistant', content });
-const replayed = { kind: 'replay', turn: 1, status: 'completed', response: { turn: 1, text: 'hello' } };
+const replayed = { kind: 'replay', turn: 1, status: 'completed', response: { turn: 1, text: 'hello' }, outputSeq: 2 };
 
 /** A keyed turn (record 1) completed, then appends after it, so that a pack covers it. */
 async function keyedTurnThenAppends(log: SessionLog) {

@@ -107,7 +107,13 @@ export function defineSessionLogConcurrency(
         await log.append(id, [{ type: 'message', role: 'user', content: 'later' }]);
         const replays = await Promise.all(Array.from({ length: writers }, claim));
         for (const replay of replays)
-          expect(replay).toEqual({ kind: 'replay', turn: 1, response: { answer: 'done' }, status: 'completed' });
+          expect(replay).toEqual({
+            kind: 'replay',
+            turn: 1,
+            response: { answer: 'done' },
+            status: 'completed',
+            outputSeq: 2,
+          });
         const page = await log.listItems(id, { limit: 100 });
         expect(page.items.filter((item) => item.type === 'message' && item.content === 'once')).toHaveLength(1);
       },

@@ -525,7 +525,13 @@ describe('SessionLog: turns', () => {
     });
     const before = (await store.list('')).objects.length;
     const replay = await log.beginTurn('s1', { input: [user('a')], idempotencyKey: 'retry-me' });
-    expect(replay).toEqual({ kind: 'replay', turn: 1, status: 'completed', response: { turn: 1, text: 'hello' } });
+    expect(replay).toEqual({
+      kind: 'replay',
+      turn: 1,
+      status: 'completed',
+      response: { turn: 1, text: 'hello' },
+      outputSeq: 2,
+    });
     expect((await store.list('')).objects.length).toBe(before);
     for (let i = 0; i < 3; i++) await log.append('s1', [user(`x${i}`)]);
     expect((await log.pack('s1')).packed).toBe(true);
@@ -732,7 +738,7 @@ describe('SessionLog: storage faults', () => {
       response: { ok: true },
     });
     release();
-    expect(await slow).toEqual({ kind: 'replay', turn: 1, response: { ok: true }, status: 'completed' });
+    expect(await slow).toEqual({ kind: 'replay', turn: 1, response: { ok: true }, status: 'completed', outputSeq: 2 });
     expect((await log.listItems('s1', { limit: 10 })).items).toHaveLength(2);
   });
 

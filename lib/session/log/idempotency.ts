@@ -36,8 +36,10 @@ export async function findKey(
 ): Promise<Extract<BeginTurnResult, { kind: 'replay' }> | null> {
   let outcome: StoredOutcome;
   let turn: number;
+  let outputSeq: number | undefined;
   if (newest && newest.record.idempotency_key_sha256 === keyHash) {
     turn = newest.record.turn ?? 0;
+    outputSeq = newest.record.first_seq + newest.record.items.length;
     checkRequest(newest.record.request_sha256, requestHash, turn);
     outcome =
       newest.done ??
@@ -54,6 +56,7 @@ export async function findKey(
     checkRequest(stored, requestHash, found.turn);
     outcome = found;
     turn = found.turn;
+    outputSeq = found.outputSeq;
   }
   return {
     kind: 'replay',
@@ -61,6 +64,7 @@ export async function findKey(
     response: outcome.response ?? null,
     status: outcome.status,
     ...(outcome.error ? { error: outcome.error } : {}),
+    ...(outputSeq !== undefined ? { outputSeq } : {}),
   };
 }
 
@@ -111,7 +115,7 @@ async function readOutcome(
   number: number,
   claimKey: string,
   keyHash: string,
-): Promise<StoredOutcome & { turn: number }> {
+): Promise<StoredOutcome & { turn: number; outputSeq?: number | undefined }> {
   const notThisTurn = () => new CorruptObjectError(claimKey, `names record ${number}, which is not this key's turn`);
   if (number >= RECORD_BOUND) throw notThisTurn();
   const [recordObject, doneObject] = await Promise.all([
@@ -125,13 +129,16 @@ async function readOutcome(
   if (recordObject && !packed) {
     const record = parseStored(recordKey(scope, number), recordObject.body, recordSchema);
     if (record.turn === undefined || record.idempotency_key_sha256 !== keyHash) throw notThisTurn();
-    if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), turn: record.turn };
-    return { ...(await closeIfExpired(log, scope, record)), turn: record.turn };
+    const known = { turn: record.turn, outputSeq: record.first_seq + record.items.length };
+    if (doneObject) return { ...parseStored(doneKey(scope, number), doneObject.body, doneSchema), ...known };
+    return { ...(await closeIfExpired(log, scope, record)), ...known };
   }
   const turn = await packedTurn(log, scope, number);
   if (!turn) throw new CorruptObjectError(claimKey, `names turn record ${number}, which is missing`);
   if (turn.idempotency_key_sha256 !== undefined && turn.idempotency_key_sha256 !== keyHash) throw notThisTurn();
-  return turn;
+  const outputSeq =
+    turn.first_seq !== undefined && turn.input_count !== undefined ? turn.first_seq + turn.input_count : undefined;
+  return { ...turn, outputSeq };
 }
 
 /** The line of model turn record `number` in the segment that covers it (null: no segment has it). */

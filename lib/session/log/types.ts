@@ -193,6 +193,8 @@ export type BeginTurnResult =
       response: unknown;
       status: TurnStatus;
       error?: { code: string; message: string; details?: unknown } | undefined;
+      /** The seq the turn's output starts at (absent: not known, a turn packed before segments kept it). */
+      outputSeq?: number | undefined;
     }
   | { kind: 'claimed'; turn: OpenTurn };
 

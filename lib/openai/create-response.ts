@@ -195,7 +195,10 @@ async function createStoredResponse(
     if (failed) await withdrawFailed(facade, sessionId, failed);
     return branched(error);
   }
-  const firstSeq = response.output[0]?.seq ?? (await services.sessions.get(sessionId)).counts.items + 1;
+  // An empty output has no seq: it would have started right after the turn's input (not after the
+  // session's newest item, which a later turn moves on, when this is a keyed retry).
+  const firstSeq =
+    response.output[0]?.seq ?? ((await services.sessions.getTurn(sessionId, response.turn)).input?.last_seq ?? 0) + 1;
   const scope = await services.sessions.scope(sessionId);
   const compacted = await compactionOutput(facade, response);
   const answer = storedResponse(context, response, firstSeq, compacted, scope, services.clock());

@@ -71,13 +71,21 @@ describe('the replay of a streamed turn with an empty output', () => {
       apiKey: TOKEN,
       baseURL: 'http://tailgate.test/v1',
       maxRetries: 0,
-      fetch: (url: string | URL | Request, init?: RequestInit) => tailgate.request(String(url), init),
+      fetch: async (url: string | URL | Request, init?: RequestInit) => tailgate.request(String(url), init),
     });
     const options = { headers: { 'idempotency-key': 'retry-1' } };
     const first = await client.responses.stream({ model: 'fake', input: 'hello' }, options).finalResponse();
     const retried = await client.responses.stream({ model: 'fake', input: 'hello' }, options).finalResponse();
     expect(first.output).toEqual([]);
     expect(retried.id).toBe(first.id);
+    expect((await client.responses.create({ model: 'fake', input: 'hello' }, options)).id).toBe(first.id);
+    // After a later response in its conversation too, streamed and not.
+    const next = await client.responses
+      .stream({ model: 'fake', input: 'again', previous_response_id: first.id })
+      .finalResponse();
+    expect(next.id).not.toBe(first.id);
+    const streamed = await client.responses.stream({ model: 'fake', input: 'hello' }, options).finalResponse();
+    expect(streamed.id).toBe(first.id);
     expect((await client.responses.create({ model: 'fake', input: 'hello' }, options)).id).toBe(first.id);
   });
 });

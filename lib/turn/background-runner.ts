@@ -31,13 +31,12 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     journal.emit({ event: 'turn.completed', data: response });
     return outcome;
   } catch (error) {
-    // Closed before this run took it over (a cancel, a lease run out, an earlier run): a journal
-    // an earlier run ended stays as it is; one that has no end (none yet, or an earlier run's
-    // left open) ends with the error the turn was closed with.
+    // Closed before this run took it over (a cancel, a lease run out, an earlier run): this run
+    // writes nothing. The journal is another run's (one still running may yet write its end), or
+    // none: a turn that never ran has no events (404), and its number may be another turn's by
+    // now (after a delete of the newest turn).
     if (error instanceof TurnNotOpenError) {
-      const closedWith = (await journalEnded(services, run)) ? null : await closingError(services, run);
-      if (closedWith) journal.emit({ event: 'error', data: { error: closedWith }, cause: error });
-      else ends = false;
+      ends = false;
       return outcome;
     }
     const stored = errorRecord(error);
@@ -54,22 +53,6 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
   } finally {
     journal.close(outcome === 'done' && ends);
   }
-}
-
-/** Whether the turn's journal has its end (a storage failure: taken as not). */
-async function journalEnded(services: TurnServices, run: BackgroundTurn): Promise<boolean> {
-  try {
-    const scope = await services.sessions.scope(run.session_id);
-    return (await services.sessions.journal().read(scope, run.turn, 0)).at(-1)?.end === true;
-  } catch {
-    return false;
-  }
-}
-
-/** The error a closed turn's receipt names (null: none, or it cannot be read). */
-async function closingError(services: TurnServices, run: BackgroundTurn) {
-  const found = await services.sessions.getTurn(run.session_id, run.turn).catch(() => null);
-  return found?.error ?? null;
 }
 
 /** Whether the turn is closed, as its receipt says (not known, a storage failure: taken as open). */

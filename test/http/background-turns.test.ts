@@ -116,7 +116,7 @@ describe('background turns on Node', () => {
     expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
   });
 
-  it('a turn cancelled while queued: once its runner came, its events end with the closing error', async () => {
+  it('a turn cancelled while queued has no events, also once its runner came (twice)', async () => {
     const sent: BackgroundTurn[] = [];
     const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
     const api = createClient(harness);
@@ -125,18 +125,32 @@ describe('background turns on Node', () => {
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     const auth = { authorization: `Bearer ${TOKEN}` };
     expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
-    // The queue delivers the turn, twice: its runner finds it closed.
+    // The queue delivers the turn, twice: its runner finds it closed, and writes nothing.
     const run = createTurnRunner(harness.options);
     const background: Promise<unknown>[] = [];
     for (let delivery = 0; delivery < 2; delivery++) {
       expect(await run(sent[0]!, environment(), (task) => void background.push(task))).toBe('done');
       await Promise.all(background);
     }
-    const events = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth });
-    expect(events.status).toBe(200);
-    expect(parseSse(await events.text())).toEqual([
-      { event: 'error', data: { error: expect.objectContaining({ code: 'turn_cancelled' }) } },
-    ]);
+    expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
+  });
+
+  it('a late runner writes nothing into the turn that took its number after a delete', async () => {
+    const sent: BackgroundTurn[] = [];
+    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
+    const api = createClient(harness);
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect((await api.delete(`/v1/sessions/${id}/turns/1`)).status).toBe(200);
+    // A plain JSON turn takes number 1 again: it has no journal.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'y' })).body).toMatchObject({ turn: 1 });
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    const run = createTurnRunner(harness.options);
+    const background: Promise<unknown>[] = [];
+    expect(await run(sent[0]!, environment(), (task) => void background.push(task))).toBe('done');
+    await Promise.all(background);
+    expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
   });
 
   it("an input queued past the session's budget waits until a PATCH raises it, then runs", async () => {

@@ -78,10 +78,10 @@ export async function createBackgroundResponse(
     background: true,
     tailgate: { session_id: sessionId, turn: claimed.turn },
   });
-  // Kept before the runner starts, so GET finds it; a keyed retry keeps the first.
-  await saveResponse(facade, context.session, claimed.turn, queued);
+  // Kept before the runner starts, so GET finds it; a keyed retry keeps the first, and streams it.
+  const kept = await saveResponse(facade, context.session, claimed.turn, queued);
   if (claimed.run) await services.startBackground(claimed.run);
-  if (stream) return responseEvents(facade, queued, -1);
+  if (stream) return responseEvents(facade, kept, -1);
   return claimed.run ? queued : currentResponse(facade, queued.id);
 }
 

@@ -1,0 +1,82 @@
+import OpenAI from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { describe, expect, it } from 'vitest';
+import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+
+// Background responses streamed again (`GET /v1/responses/{id}?stream=true`) and retrieved:
+// every replay and retrieve answers the same object and the same events, whatever happened
+// since (time passing, a later compaction, a second delivery of the turn, a storage error).
+// The turns run in-process through the queue consumer (createTurnRunner), each when the test
+// says, and the app's clock is a fake one the test moves.
+const TOKEN = 'replay-token';
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+type Completed = Extract<ResponseStreamEvent, { type: 'response.completed' }>;
+
+function world(store: ObjectStore = new MemoryStore()) {
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const sent: BackgroundTurn[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: () => environment,
+    log: () => {},
+    clock: () => new Date(now),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const app = createApp(options);
+  const client = new OpenAI({
+    apiKey: TOKEN,
+    baseURL: 'http://tailgate.test/v1',
+    maxRetries: 0,
+    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+  });
+  const runner = createTurnRunner(options);
+  return {
+    client,
+    sent,
+    advance: (seconds: number) => {
+      now += seconds * 1000;
+    },
+    /** Runs the next queued background turn as the queue consumer would, and the work it left. */
+    async consume(run = sent.shift()!) {
+      const background: Promise<unknown>[] = [];
+      const outcome = await runner(run, environment, (task) => void background.push(task));
+      while (background.length > 0) await Promise.all(background.splice(0));
+      return outcome;
+    },
+    async replay(id: string): Promise<ResponseStreamEvent[]> {
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of await client.responses.retrieve(id, { stream: true })) events.push(event);
+      return events;
+    },
+  };
+}
+
+describe('a background response streamed again', () => {
+  it('retried with its Idempotency-Key, streams the first response object, created_at included', async () => {
+    const { client, sent, advance, consume } = world();
+    const request = { model: 'echo', input: 'hello', background: true, stream: true } as const;
+    const headers = { headers: { 'idempotency-key': 'bg-stream-1' } };
+    const read = async () => {
+      const stream = await client.responses.create(request, headers);
+      // The first runs its turn; the retry has none to run.
+      if (sent.length > 0) expect(await consume()).toBe('done');
+      const events: ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      return events;
+    };
+    const [created] = (await read()) as [Extract<ResponseStreamEvent, { type: 'response.created' }>];
+    advance(5);
+    const again = await read();
+    const retried = again[0] as Extract<ResponseStreamEvent, { type: 'response.created' }>;
+    expect(retried.response.id).toBe(created.response.id);
+    const kept = await client.responses.retrieve(created.response.id);
+    expect(retried.response.created_at).toBe(kept.created_at);
+    expect(retried.response.created_at).toBe(created.response.created_at);
+    const done = again.at(-1) as Completed;
+    expect(done.type).toBe('response.completed');
+    expect(done.response.created_at).toBe(kept.created_at);
+  });
+});

@@ -85,11 +85,15 @@ export async function createBackgroundResponse(
   return claimed.run ? queued : currentResponse(facade, queued.id);
 }
 
-/** A background response's object once it ended, from the object kept when it was created. */
+/**
+ * A background response's object once it ended, from the object kept when it was created:
+ * `completed_at` is when its turn ended (its completion's), the same on every read.
+ */
 function endedResponse(
   kept: TailgateResponse,
   status: TailgateResponse['status'],
   ended: {
+    completedAt: string | null;
     output?: ResponseOutputItem[];
     usage?: TailgateResponse['usage'];
     error?: TailgateResponse['error'];
@@ -102,7 +106,8 @@ function endedResponse(
   return {
     ...kept,
     status,
-    completed_at: Math.floor(Date.now() / 1000),
+    // A completion without its time (an older packed one): the response's own created_at, as stable.
+    completed_at: ended.completedAt ? Math.floor(Date.parse(ended.completedAt) / 1000) : kept.created_at,
     output,
     output_text: outputText(output),
     usage: ended.usage ?? null,
@@ -112,16 +117,16 @@ function endedResponse(
   } as TailgateResponse;
 }
 
-function failedResponse(kept: TailgateResponse, status: TurnStatus, error: TurnSummary['error']): TailgateResponse {
-  const shown = error ? (clientError(error) as TailgateResponse['error']) : null;
-  return endedResponse(kept, responseStatus(status), { error: shown }, {});
+function failedResponse(kept: TailgateResponse, summary: TurnSummary): TailgateResponse {
+  const shown = summary.error ? (clientError(summary.error) as TailgateResponse['error']) : null;
+  return endedResponse(kept, responseStatus(summary.status), { completedAt: summary.completed_at, error: shown }, {});
 }
 
 /** The background response `kept` as its turn's receipt says it stands. */
 async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef): Promise<TailgateResponse> {
   const summary = await facade.services.sessions.getTurn(ref.sessionId, ref.turn);
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
-  if (summary.status !== 'completed') return failedResponse(kept, summary.status, summary.error);
+  if (summary.status !== 'completed') return failedResponse(kept, summary);
   const { output } = await readResponse(facade, kept.id);
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
   const turn = { session_id: ref.sessionId, context: summary.context ?? {} } as TurnResponse;
@@ -130,6 +135,7 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
     kept,
     summary.incomplete ? 'incomplete' : 'completed',
     {
+      completedAt: summary.completed_at,
       incomplete: summary.incomplete,
       output: [
         ...output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
@@ -212,9 +218,12 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
     }
     if (stop.signal.aborted) return;
     if (last?.event === 'turn.completed') {
-      const compacted = await compactionOutput(facade, last.data);
+      const [compacted, { completed_at }] = await Promise.all([
+        compactionOutput(facade, last.data),
+        facade.services.sessions.getTurn(ref.sessionId, ref.turn),
+      ]);
       for (const item of compacted) writer.wholeItem(item);
-      writer.completed(completedResponse(kept, ref, last.data, compacted));
+      writer.completed(completedResponse(kept, ref, { ...last.data, completed_at }, compacted));
     } else {
       const ended = await settled(facade, kept, ref);
       if (ended.status === 'completed' || ended.status === 'incomplete') writer.completed(ended);
@@ -225,7 +234,9 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
     follow()
       .catch((error: unknown) => {
         facade.services.log('tailgate: could not stream a background response', error);
-        writer.failed(failedResponse(kept, 'failed', { code: 'internal_error', message: 'internal error' }));
+        const failure = { code: 'internal_error', message: 'internal error' };
+        const shown = clientError(failure) as TailgateResponse['error'];
+        writer.failed(endedResponse(kept, 'failed', { completedAt: null, error: shown }, {}));
       })
       .finally(stream.close),
   );
@@ -235,14 +246,19 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
 function completedResponse(
   kept: TailgateResponse,
   ref: ResponseRef,
-  turn: TurnResponse,
+  turn: TurnResponse & Pick<TurnSummary, 'completed_at'>,
   compacted: ResponseOutputItem[],
 ): TailgateResponse {
   const output = turn.output.map((item) => outputItem(item, itemId(item.type, ref.sessionId, item.seq)));
   return endedResponse(
     kept,
     turn.incomplete ? 'incomplete' : 'completed',
-    { output: [...output, ...compacted], usage: usageOf(turn.usage), incomplete: turn.incomplete },
+    {
+      completedAt: turn.completed_at,
+      output: [...output, ...compacted],
+      usage: usageOf(turn.usage),
+      incomplete: turn.incomplete,
+    },
     { context: turn.context },
   );
 }

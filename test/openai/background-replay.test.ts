@@ -79,4 +79,21 @@ describe('a background response streamed again', () => {
     expect(done.type).toBe('response.completed');
     expect(done.response.created_at).toBe(kept.created_at);
   });
+
+  it('has the completed_at of when its turn ended, the same on every replay and retrieve', async () => {
+    const { client, advance, consume, replay } = world();
+    const created = await client.responses.create({ model: 'echo', input: 'hello', background: true });
+    advance(3);
+    expect(await consume()).toBe('done');
+    const endedAt = created.created_at + 3;
+    advance(7);
+    const ended = await client.responses.retrieve(created.id);
+    expect(ended.status).toBe('completed');
+    expect(ended.completed_at).toBe(endedAt);
+    const first = ((await replay(created.id)).at(-1) as Completed).response;
+    expect(first.completed_at).toBe(endedAt);
+    advance(11);
+    expect(((await replay(created.id)).at(-1) as Completed).response.completed_at).toBe(endedAt);
+    expect((await client.responses.retrieve(created.id)).completed_at).toBe(endedAt);
+  });
 });

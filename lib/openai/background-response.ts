@@ -193,6 +193,9 @@ export async function streamResponse(facade: Facade, id: string, after: number):
  * The Responses events of a background response: its journal replayed from the start through
  * the one event writer, so each event has the same sequence_number on every replay, and only
  * those after `after` are sent. Followed live to the end; a client that goes away stops it.
+ * A storage error while reading it is read past once (from the last event read); a second, or
+ * one reading how the turn ended, ends the stream without a terminal event (the client resumes
+ * with `starting_after`): the response did not fail.
  */
 function responseEvents(facade: Facade, kept: TailgateResponse, after: number): Response {
   const ref = parseResponseId(kept.id)!;
@@ -203,15 +206,24 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
   });
   const { writer } = stream;
   writer.started(kept);
+  let read = 0;
+  let last: TurnEvent | undefined;
+  const readJournal = async () => {
+    const events = journalEvents(facade.services, ref.sessionId, ref.turn, read, stop.signal);
+    for await (const { n, event, data } of events) {
+      read = n;
+      last = { event, data } as TurnEvent;
+      if (last.event === 'output_text.delta') writer.delta(last.data.delta);
+      else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
+    }
+  };
   const follow = async () => {
-    let last: TurnEvent | undefined;
     try {
-      const events = journalEvents(facade.services, ref.sessionId, ref.turn, 0, stop.signal);
-      for await (const { event, data } of events) {
-        last = { event, data } as TurnEvent;
-        if (last.event === 'output_text.delta') writer.delta(last.data.delta);
-        else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
-      }
+      await readJournal().catch((error: unknown) => {
+        if (error instanceof NotFoundError) throw error;
+        facade.services.log("tailgate: could not read a background response's journal; reading on", error);
+        return readJournal();
+      });
     } catch (error) {
       // A turn closed before it started (cancelled while queued) has no journal.
       if (!(error instanceof NotFoundError)) throw error;
@@ -232,12 +244,9 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
   };
   facade.services.background(
     follow()
-      .catch((error: unknown) => {
-        facade.services.log('tailgate: could not stream a background response', error);
-        const failure = { code: 'internal_error', message: 'internal error' };
-        const shown = clientError(failure) as TailgateResponse['error'];
-        writer.failed(endedResponse(kept, 'failed', { completedAt: null, error: shown }, {}));
-      })
+      .catch((error: unknown) =>
+        facade.services.log('tailgate: could not stream a background response; its stream ends unfinished', error),
+      )
       .finally(stream.close),
   );
   return stream.response();

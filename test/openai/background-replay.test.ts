@@ -5,6 +5,7 @@ import { createApp, createTurnRunner, type AppOptions } from '../../functions/ap
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 
 // Background responses streamed again (`GET /v1/responses/{id}?stream=true`) and retrieved:
 // every replay and retrieve answers the same object and the same events, whatever happened
@@ -95,5 +96,36 @@ describe('a background response streamed again', () => {
     advance(11);
     expect(((await replay(created.id)).at(-1) as Completed).response.completed_at).toBe(endedAt);
     expect((await client.responses.retrieve(created.id)).completed_at).toBe(endedAt);
+  });
+
+  it('does not end with response.failed when one read of its journal fails', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { client, consume, replay } = world(store);
+    const created = await client.responses.create({ model: 'echo', input: 'hello', background: true });
+    expect(created.status).toBe('queued');
+    expect(await consume()).toBe('done');
+    store.failWhen(({ operation, key }) => operation === 'list' && key.includes('/events/'), { times: 1 });
+    const events = await replay(created.id);
+    expect(store.injected).toBe(1);
+    expect(events.at(-1)?.type).toBe('response.completed');
+    expect((events.at(-1) as Completed).response.output_text).toBe('echo: hello');
+    expect(events).toEqual(await replay(created.id));
+  });
+
+  it('ends without a terminal event while its journal cannot be read, and resumes where it ended', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { client, consume, replay } = world(store);
+    const created = await client.responses.create({ model: 'echo', input: 'hello', background: true });
+    expect(await consume()).toBe('done');
+    const whole = await replay(created.id);
+    store.failWhen(({ operation, key }) => operation === 'list' && key.includes('/events/'));
+    const cut = await replay(created.id);
+    expect(store.injected).toBe(2);
+    expect(cut).toEqual(whole.slice(0, 2));
+    store.heal();
+    const resumed: ResponseStreamEvent[] = [];
+    const after = { stream: true as const, starting_after: cut.at(-1)!.sequence_number };
+    for await (const event of await client.responses.retrieve(created.id, after)) resumed.push(event);
+    expect([...cut, ...resumed]).toEqual(whole);
   });
 });

@@ -193,6 +193,11 @@ export async function streamResponse(facade: Facade, id: string, after: number):
  * The Responses events of a background response: its journal replayed from the start through
  * the one event writer, so each event has the same sequence_number on every replay, and only
  * those after `after` are sent. Followed live to the end; a client that goes away stops it.
+ * A turn the queue delivered again has a run after another in its journal (each from its
+ * `turn.started`): the output of a run that a later one the journal holds did again is numbered
+ * but not sent, and a later run's items start from the response's first again, so the stream
+ * carries each item once, as response.completed does (a reader that followed the earlier run
+ * live has seen it, and gets the item again from the later run).
  * A storage error while reading it is read past once (from the last event read); a second, or
  * one reading how the turn ended, ends the stream without a terminal event (the client resumes
  * with `starting_after`): the response did not fail.
@@ -208,14 +213,29 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
   writer.started(kept);
   let read = 0;
   let last: TurnEvent | undefined;
+  // The number of the last run's turn.started the journal held when the stream began.
+  let lastRun: number | undefined;
+  const write = ({ n, event, data }: { n: number; event: string; data: unknown }) => {
+    const first = read === 0;
+    read = n;
+    last = { event, data } as TurnEvent;
+    stream.mute(n < lastRun!);
+    if (last.event === 'turn.started' && !first) writer.restart();
+    else if (last.event === 'output_text.delta') writer.delta(last.data.delta);
+    else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
+  };
   const readJournal = async () => {
-    const events = journalEvents(facade.services, ref.sessionId, ref.turn, read, stop.signal);
-    for await (const { n, event, data } of events) {
-      read = n;
-      last = { event, data } as TurnEvent;
-      if (last.event === 'output_text.delta') writer.delta(last.data.delta);
-      else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
+    const { services } = facade;
+    if (lastRun === undefined) {
+      // What the journal holds now (an aborted reader reads it once), to know its last run.
+      const held: { n: number; event: string; data: unknown }[] = [];
+      for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, AbortSignal.abort()))
+        held.push(event);
+      lastRun = held.findLast((event) => event.event === 'turn.started')?.n ?? 0;
+      for (const event of held) write(event);
+      if (last?.event === 'turn.completed') return;
     }
+    for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, stop.signal)) write(event);
   };
   const follow = async () => {
     try {

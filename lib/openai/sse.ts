@@ -1,5 +1,5 @@
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
-import { ResponseEventWriter } from './responses.ts';
+import { ResponseEventWriter } from './response-events.ts';
 
 /**
  * The one server-sent events writer of the OpenAI-compatible streams (stored and stateless
@@ -64,7 +64,8 @@ export function sseResponse(messages: AsyncIterable<SseMessage>, onCancel?: () =
 /**
  * Responses events as server-sent events: a writer and the response that streams what it
  * writes, from the event after sequence number `after` (a resumed stream writes every event
- * again, and the client gets those it has not seen).
+ * again, and the client gets those it has not seen). While `mute`d, what it writes is numbered
+ * but not sent (a background turn's earlier run, which a later one did again).
  */
 export function responseEventStream(
   itemIdAt: ConstructorParameters<typeof ResponseEventWriter>[0],
@@ -72,8 +73,16 @@ export function responseEventStream(
 ) {
   const queue = eventQueue<SseMessage>();
   const after = options.after ?? -1;
+  let muted = false;
   const writer = new ResponseEventWriter(itemIdAt, (event: ResponseStreamEvent) => {
-    if (event.sequence_number > after) queue.push({ event: event.type, data: JSON.stringify(event) });
+    if (!muted && event.sequence_number > after) queue.push({ event: event.type, data: JSON.stringify(event) });
   });
-  return { writer, close: () => queue.close(), response: () => sseResponse(queue, options.onCancel) };
+  return {
+    writer,
+    mute: (on: boolean) => {
+      muted = on;
+    },
+    close: () => queue.close(),
+    response: () => sseResponse(queue, options.onCancel),
+  };
 }

@@ -56,6 +56,32 @@ function world(store: ObjectStore = new MemoryStore()) {
 }
 
 describe('a background response streamed again', () => {
+  it("delivered twice, carries the answer once, as response.completed's output", async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { client, sent, consume, replay } = world(store);
+    const created = await client.responses.create({ model: 'echo', input: 'hello there', background: true });
+    // Its completion is not stored: the turn stays open, and the queue delivers it again.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
+    const run = sent[0]!;
+    expect(await consume(run)).toBe('retry');
+    expect(await consume(run)).toBe('done');
+    const events = await replay(created.id);
+    const completed = events.at(-1) as Completed;
+    expect(completed.type).toBe('response.completed');
+    expect(completed.response.output_text).toBe('echo: hello there');
+    const deltas = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : []));
+    expect(deltas.join('')).toBe(completed.response.output_text);
+    const done = events.filter((event) => event.type === 'response.output_item.done');
+    expect(done.map((event) => event.item)).toEqual(completed.response.output);
+    // Numbered the same on every connection.
+    expect(await replay(created.id)).toEqual(events);
+    const after = events[3]!.sequence_number;
+    const resumed: ResponseStreamEvent[] = [];
+    for await (const event of await client.responses.retrieve(created.id, { stream: true, starting_after: after }))
+      resumed.push(event);
+    expect(resumed).toEqual(events.slice(4));
+  });
+
   it('retried with its Idempotency-Key, streams the first response object, created_at included', async () => {
     const { client, sent, advance, consume } = world();
     const request = { model: 'echo', input: 'hello', background: true, stream: true } as const;

@@ -11,7 +11,7 @@ import {
   type TurnRequest,
   type TurnResponse,
 } from '../turn/index.ts';
-import { compactionOutput } from './compaction.ts';
+import { turnCompactionOutput } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
@@ -127,10 +127,11 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
   const summary = await facade.services.sessions.getTurn(ref.sessionId, ref.turn);
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
   if (summary.status !== 'completed') return failedResponse(kept, summary);
-  const { output } = await readResponse(facade, kept.id);
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
-  const turn = { session_id: ref.sessionId, context: summary.context ?? {} } as TurnResponse;
-  const compacted = await compactionOutput(facade, turn);
+  const [{ output }, compacted] = await Promise.all([
+    readResponse(facade, kept.id),
+    turnCompactionOutput(facade, ref.sessionId, ref.turn, summary.context),
+  ]);
   return endedResponse(
     kept,
     summary.incomplete ? 'incomplete' : 'completed',
@@ -251,7 +252,7 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
     if (stop.signal.aborted) return;
     if (last?.event === 'turn.completed') {
       const [compacted, { completed_at }] = await Promise.all([
-        compactionOutput(facade, last.data),
+        turnCompactionOutput(facade, ref.sessionId, ref.turn, last.data.context),
         facade.services.sessions.getTurn(ref.sessionId, ref.turn),
       ]);
       for (const item of compacted) writer.wholeItem(item);

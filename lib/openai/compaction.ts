@@ -39,6 +39,24 @@ export async function compactionOutput(facade: Facade, response: TurnResponse): 
 }
 
 /**
+ * The compaction item of turn `turn` of a session when the turn compacted (`context` is its
+ * receipt's): its summary as the turn stored it, under its record, so the same after a later
+ * compaction moved the session's context on. None for other turns.
+ */
+export async function turnCompactionOutput(
+  facade: Facade,
+  sessionId: string,
+  turn: number,
+  context: Record<string, unknown> | null,
+): Promise<ResponseOutputItem[]> {
+  const moved = (context as TurnResponse['context'] | null)?.compaction;
+  if (!moved) return [];
+  const stored = await facade.services.sessions.turnContext(sessionId, turn);
+  if (stored?.start_seq !== moved.start_seq) return [];
+  return [compactionItem(compactionId(sessionId, stored.start_seq), stored.summary)];
+}
+
+/**
  * A compacted response (`client.responses.compact`): its output and what the summary's model
  * call used (zero when nothing was summarized).
  */

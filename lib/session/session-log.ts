@@ -4,7 +4,14 @@ import { hydrateMedia } from './attachments.ts';
 import type { LogScope } from './keys.ts';
 import { appendItems } from './log/commit.ts';
 import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/claim.ts';
-import { commitTurnContext, compact, currentContext, type Compacted, type Summarized } from './log/compaction.ts';
+import {
+  commitTurnContext,
+  compact,
+  currentContext,
+  turnContext,
+  type Compacted,
+  type Summarized,
+} from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
 import { cancelTurn, closedBy, closeIfOpenExpired, renewLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
@@ -18,6 +25,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
+import { holderScope } from './log/rewind.ts';
 import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
@@ -36,7 +44,15 @@ import type {
 } from './log/types.ts';
 import { needsView } from './log/views.ts';
 import type { SweepResult } from './log/retention.ts';
-import { getTurn, listTurns, turnItems, type SeenItem, type TurnSight, type TurnSummary } from './log/turns.ts';
+import {
+  getTurn,
+  listTurns,
+  turnItems,
+  turnRecord,
+  type SeenItem,
+  type TurnSight,
+  type TurnSummary,
+} from './log/turns.ts';
 import type { ContextStart, OverflowBoundary, QueuedInput, TurnStatus } from './records.ts';
 import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
 export { MAX_PAGE_BYTES } from './log/item-pages.ts';
@@ -242,6 +258,15 @@ export class SessionLog extends SessionLogBase {
   /** The current context start of a session (null: never compacted). */
   async currentContext(id: string): Promise<ContextStart | null> {
     return readAgainIfGone(() => currentContext(this.log, id));
+  }
+
+  /**
+   * The context start stored under turn `turn`'s record: the one the turn's own compaction
+   * wrote, which later compactions leave as it is (null: none there). A missing turn: NotFoundError.
+   */
+  async turnContext(id: string, turn: number): Promise<ContextStart | null> {
+    const [found, scope] = await Promise.all([turnRecord(this.log, id, turn), this.scope(id)]);
+    return turnContext(this.log, found.seq === undefined ? scope : holderScope(scope, found.seq), found.record);
   }
 
   /**

@@ -1,5 +1,5 @@
 import OpenAI from 'openai';
-import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import type { Response, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -122,6 +122,34 @@ describe('a background response streamed again', () => {
     advance(11);
     expect(((await replay(created.id)).at(-1) as Completed).response.completed_at).toBe(endedAt);
     expect((await client.responses.retrieve(created.id)).completed_at).toBe(endedAt);
+  });
+
+  it('that compacted, answers its compaction item the same after a later compaction too', async () => {
+    const { client, consume, replay } = world();
+    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+    const threshold = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: threshold });
+    const second = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: long('bravo'),
+      context_management: threshold,
+      background: true,
+    });
+    expect(await consume()).toBe('done');
+    const ended: Response = await client.responses.retrieve(second.id);
+    expect(ended.output.map((item) => item.type)).toEqual(['message', 'compaction']);
+    const before = await replay(second.id);
+    expect((before.at(-1) as Completed).response.output).toEqual(ended.output);
+    const third = await client.responses.create({
+      model: 'echo',
+      previous_response_id: second.id,
+      input: long('charlie'),
+      context_management: threshold,
+    });
+    expect(third.output.some((item) => item.type === 'compaction')).toBe(true);
+    expect(await replay(second.id)).toEqual(before);
+    expect((await client.responses.retrieve(second.id)).output).toEqual(ended.output);
   });
 
   it('does not end with response.failed when one read of its journal fails', async () => {

@@ -97,6 +97,15 @@ export async function currentContext(log: LogContext, id: string): Promise<Conte
   return contextOf((await readHead(log, id)).newest);
 }
 
+/** See SessionLog.turnContext. */
+export async function turnContext(log: LogContext, scope: LogScope, record: number): Promise<ContextStart | null> {
+  const key = contextKey(scope, record);
+  const stored = await log.store.get(key);
+  if (!stored) return null;
+  const { format: _format, ...context } = parseStored(key, stored.body, contextObjectSchema);
+  return context;
+}
+
 async function storeContext(
   log: LogContext,
   scope: LogScope,

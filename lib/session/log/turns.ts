@@ -81,6 +81,8 @@ export type Treatment = 'whole' | 'compacted' | 'dropped';
 export type SeenItem = StoredItem & { treatment: Treatment; compacted_as?: { output?: Content; arguments?: string } };
 
 interface RawTurn {
+  /** The turn's record (a compaction in the turn keeps its summary under it). */
+  record: number;
   summary: Omit<TurnSummary, 'prefix_reused_chars'>;
   receipt: Receipt;
   /** An open background turn's record: queued until its runner writes `.lease`. */
@@ -163,6 +165,17 @@ export async function getTurn(
     throw new NotFoundError(`session ${id} has no turn ${number}`, { id, turn: number });
   const [summary] = withReuse(raw);
   return { ...summary!, receipt: sightOf(raw[0]) };
+}
+
+/**
+ * A turn's record and the first seq it holds (its input's, else its output's). A turn that
+ * does not exist: NotFoundError.
+ */
+export async function turnRecord(log: LogContext, id: string, turn: number): Promise<{ record: number; seq?: number }> {
+  const [raw] = await walkTurns(log, id, turn + 1, 1);
+  if (raw?.summary.turn !== turn) throw new NotFoundError(`session ${id} has no turn ${turn}`, { id, turn });
+  const seq = raw.summary.input?.first_seq ?? raw.summary.output?.first_seq;
+  return { record: raw.record, ...(seq !== undefined ? { seq } : {}) };
 }
 
 /**
@@ -252,6 +265,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
   const outputs = done?.items.length ?? 0;
   const background = !done && backgroundSchema.parse(record.request ?? {}).background;
   return {
+    record: record.record,
     receipt,
     ...(background ? { background: record.record } : {}),
     summary: {
@@ -279,6 +293,7 @@ function fromSegment(turn: SegmentTurn): RawTurn {
   const inputs = turn.input_count ?? 0;
   const outputs = turn.output_count ?? 0;
   return {
+    record: turn.record,
     receipt,
     summary: {
       ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),

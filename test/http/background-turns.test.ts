@@ -116,41 +116,42 @@ describe('background turns on Node', () => {
     expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 2, turns: 1 });
   });
 
-  it('a turn cancelled while queued has no events, also once its runner came (twice)', async () => {
+  /** A background turn 1 queued (never run) and cancelled; `deliver` runs the queue's delivery of it. */
+  async function cancelledWhileQueued() {
     const sent: BackgroundTurn[] = [];
     const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
     const api = createClient(harness);
     const id = await api.session();
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', background: true })).status).toBe(202);
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
-    const auth = { authorization: `Bearer ${TOKEN}` };
-    expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
-    // The queue delivers the turn, twice: its runner finds it closed, and writes nothing.
     const run = createTurnRunner(harness.options);
-    const background: Promise<unknown>[] = [];
-    for (let delivery = 0; delivery < 2; delivery++) {
+    const deliver = async () => {
+      const background: Promise<unknown>[] = [];
       expect(await run(sent[0]!, environment(), (task) => void background.push(task))).toBe('done');
       await Promise.all(background);
-    }
-    expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
+    };
+    const events = async () =>
+      (await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: { authorization: `Bearer ${TOKEN}` } }))
+        .status;
+    return { api, id, deliver, events };
+  }
+
+  it('a turn cancelled while queued has no events, also once its runner came (twice)', async () => {
+    const { deliver, events } = await cancelledWhileQueued();
+    expect(await events()).toBe(404);
+    // The queue delivers the turn, twice: its runner finds it closed, and writes nothing.
+    await deliver();
+    await deliver();
+    expect(await events()).toBe(404);
   });
 
   it('a late runner writes nothing into the turn that took its number after a delete', async () => {
-    const sent: BackgroundTurn[] = [];
-    const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });
-    const api = createClient(harness);
-    const id = await api.session();
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x', background: true })).status).toBe(202);
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    const { api, id, deliver, events } = await cancelledWhileQueued();
     expect((await api.delete(`/v1/sessions/${id}/turns/1`)).status).toBe(200);
     // A plain JSON turn takes number 1 again: it has no journal.
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'y' })).body).toMatchObject({ turn: 1 });
-    const auth = { authorization: `Bearer ${TOKEN}` };
-    const run = createTurnRunner(harness.options);
-    const background: Promise<unknown>[] = [];
-    expect(await run(sent[0]!, environment(), (task) => void background.push(task))).toBe('done');
-    await Promise.all(background);
-    expect((await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: auth })).status).toBe(404);
+    await deliver();
+    expect(await events()).toBe(404);
   });
 
   it("an input queued past the session's budget waits until a PATCH raises it, then runs", async () => {

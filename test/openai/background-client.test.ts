@@ -3,7 +3,7 @@ import type { Response, ResponseStreamEvent } from 'openai/resources/responses/r
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SlowJournalStore } from '../support/slow-journal-store.ts';
-import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { compactingResponse, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // Background responses and resumable streams through the official `openai` client against the
 // real app on a loopback Node server: the turn runs in the process, its events are journaled,
@@ -195,16 +195,8 @@ describe('the official openai client: background responses', () => {
   });
 
   it('a background response that compacted ends with its compaction item, in retrieve and in its stream', async () => {
-    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
-    const threshold = [{ type: 'compaction' as const, compact_threshold: 100 }];
-    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: threshold });
-    const created = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input: long('bravo'),
-      context_management: threshold,
-      background: true,
-    });
+    const first = await compactingResponse(client, 'alpha');
+    const created = await compactingResponse(client, 'bravo', { after: first.id, background: true });
     const ended = await settledResponse(created.id);
     const sessionId = first.conversation!.id;
     expect(ended.output.map((item) => item.type)).toEqual(['message', 'compaction']);

@@ -6,6 +6,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { compactingResponse } from './server.ts';
 
 // Background responses streamed again (`GET /v1/responses/{id}?stream=true`) and retrieved:
 // every replay and retrieve answers the same object and the same events, whatever happened
@@ -126,27 +127,14 @@ describe('a background response streamed again', () => {
 
   it('that compacted, answers its compaction item the same after a later compaction too', async () => {
     const { client, consume, replay } = world();
-    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
-    const threshold = [{ type: 'compaction' as const, compact_threshold: 100 }];
-    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: threshold });
-    const second = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input: long('bravo'),
-      context_management: threshold,
-      background: true,
-    });
+    const first = await compactingResponse(client, 'alpha');
+    const second = await compactingResponse(client, 'bravo', { after: first.id, background: true });
     expect(await consume()).toBe('done');
     const ended: Response = await client.responses.retrieve(second.id);
     expect(ended.output.map((item) => item.type)).toEqual(['message', 'compaction']);
     const before = await replay(second.id);
     expect((before.at(-1) as Completed).response.output).toEqual(ended.output);
-    const third = await client.responses.create({
-      model: 'echo',
-      previous_response_id: second.id,
-      input: long('charlie'),
-      context_management: threshold,
-    });
+    const third = await compactingResponse(client, 'charlie', { after: second.id });
     expect(third.output.some((item) => item.type === 'compaction')).toBe(true);
     expect(await replay(second.id)).toEqual(before);
     expect((await client.responses.retrieve(second.id)).output).toEqual(ended.output);

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { compactingResponse, startTailgate, TOKEN } from './server.ts';
 
 // The routes clients call besides create: models, retrieve, cancel, and unknown routes, through
 // the official `openai` client against the real app on a loopback Node server (echo model).
@@ -79,15 +79,8 @@ describe('the official openai client: retrieve and cancel', () => {
   });
 
   it('retrieve keeps the compaction item of a response that compacted', async () => {
-    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
-    const threshold = [{ type: 'compaction' as const, compact_threshold: 100 }];
-    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: threshold });
-    const second = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input: long('bravo'),
-      context_management: threshold,
-    });
+    const first = await compactingResponse(client, 'alpha');
+    const second = await compactingResponse(client, 'bravo', { after: first.id });
     expect(second.output.map((item) => item.type)).toEqual(['message', 'compaction']);
     expect(await client.responses.retrieve(second.id)).toEqual(second);
   });

@@ -93,3 +93,21 @@ export function clientOnFakeOpenAI(reply: (request: RecordedRequest) => FakeRepl
   });
   return world;
 }
+
+/**
+ * A response whose input is `word` 30 times, under a compaction threshold of 100 tokens: the
+ * second of a conversation compacts (`after`: the response before; `background`: queued).
+ */
+export function compactingResponse(
+  client: OpenAI,
+  word: string,
+  options: { after?: string; background?: boolean } = {},
+): Promise<OpenAI.Responses.Response> {
+  return client.responses.create({
+    model: 'echo',
+    input: Array.from({ length: 30 }, () => word).join(' '),
+    context_management: [{ type: 'compaction', compact_threshold: 100 }],
+    ...(options.after !== undefined ? { previous_response_id: options.after } : {}),
+    ...(options.background ? { background: true } : {}),
+  });
+}

@@ -19,8 +19,14 @@ import type { AppEnv, RuntimeEnvironment } from './router.ts';
 
 export type LimitKind = 'session' | 'token';
 
-/** Counts one turn under `key`: the seconds to wait when it is over the limit, else null. */
-export type TurnLimit = (key: string) => Promise<number | null>;
+/**
+ * One limit: `take` counts one turn under `key` and answers the seconds to wait when it is over
+ * the limit, else null; `perMinute` is the limit's number, null when a Workers binding holds it.
+ */
+export interface TurnLimit {
+  take(key: string): Promise<number | null>;
+  perMinute: number | null;
+}
 
 /** The Workers binding's interface (its `limit()` answers `{success}`). */
 interface RateLimitBinding {
@@ -35,7 +41,10 @@ export function bindingLimit(environment: RuntimeEnvironment, kind: LimitKind): 
   const binding = environment[BINDINGS[kind]] as RateLimitBinding | undefined;
   if (typeof binding?.limit !== 'function') return undefined;
   // The binding says nothing of when its window frees up: a whole period (60 s) is always enough.
-  return async (key) => ((await binding.limit({ key })).success ? null : WINDOW_MS / 1000);
+  return {
+    take: async (key) => ((await binding.limit({ key })).success ? null : WINDOW_MS / 1000),
+    perMinute: null,
+  };
 }
 
 const WINDOW_MS = 60_000;
@@ -86,7 +95,7 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
     const bound = bindingLimit(readEnvironment(c), kind);
     if (bound) return bound;
     const perMinute = c.get('config').turnsPerMinute[kind];
-    return perMinute === null ? undefined : async (key) => limiter.take(key, perMinute);
+    return perMinute === null ? undefined : { take: async (key) => limiter.take(key, perMinute), perMinute };
   };
 }
 
@@ -142,11 +151,11 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
     ];
     for (const [kind, key] of checks) {
       const limit = key === null ? undefined : limits(c, kind);
-      const wait = limit ? await limit(key!) : null;
+      const wait = limit ? await limit.take(key!) : null;
       if (wait === null) continue;
       refused(kind);
       c.header('Retry-After', String(wait));
-      throw new RateLimitedError(kind, c.get('config').turnsPerMinute[kind], wait);
+      throw new RateLimitedError(kind, limit!.perMinute, wait);
     }
     return next();
   };

@@ -96,3 +96,25 @@ describe('the in-process limiter', () => {
     expect(limiter.size()).toBe(1);
   });
 });
+
+describe('a Workers Rate Limiting binding', () => {
+  it('holds the limit: a refusal says details.limit null even with the variable set', async () => {
+    const bound = {
+      TURN_LIMIT_PER_SESSION: { limit: async () => ({ success: false }) },
+      RATE_LIMIT_TURNS_PER_MINUTE_PER_SESSION: '1000',
+    } as unknown as Record<string, string>;
+    const id = freshId('bound');
+    const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await harness.fetch('/v1/sessions', { method: 'POST', headers, body: JSON.stringify({ id }) });
+    expect(created.status).toBe(201);
+    const refused = await harness.fetchWithEnv(bound, `/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ input: 'hi' }),
+    });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('60');
+    const details = ((await refused.json()) as any).error.details;
+    expect(details).toEqual({ per: 'session', limit: null, retry_after_seconds: 60 });
+  });
+});

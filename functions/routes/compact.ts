@@ -17,7 +17,7 @@ const compactRoute = createRoute({
   },
   responses: {
     200: jsonResponse(compactResultSchema, 'The context start after the call'),
-    ...errorResponses(400, 401, 403, 404, 409, 502, 503, 504),
+    ...errorResponses(400, 401, 402, 403, 404, 409, 502, 503, 504),
   },
 });
 

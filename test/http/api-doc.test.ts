@@ -89,6 +89,20 @@ describe('docs/API.md', () => {
   });
 });
 
+describe('statuses in /openapi.json', () => {
+  // A spent budget refuses a compaction 402 as it does a turn; the turn-taking routes answer 429.
+  it.each([
+    ['/v1/sessions/{id}/compact', '402'],
+    ['/v1/responses/compact', '402'],
+    ['/v1/sessions/{id}/turns', '429'],
+    ['/v1/responses', '429'],
+    ['/v1/chat/completions', '429'],
+  ])('POST %s lists %s', async (path, status) => {
+    const operation = (await openApi()).paths[path]!.post as { responses: Record<string, unknown> };
+    expect(Object.keys(operation.responses)).toContain(status);
+  });
+});
+
 describe('content parts in /openapi.json', () => {
   /** Every object schema in the document with a property `type` whose enum is `[type]`. */
   function partSchemas(node: unknown, type: string, found: any[] = []): any[] {

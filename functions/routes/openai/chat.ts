@@ -40,7 +40,7 @@ const chatRoute = createRoute({
         'The chat completion, or with `stream: true` chat.completion.chunk server-sent events ending with [DONE]',
       content: { 'application/json': { schema: openaiObjectSchema }, 'text/event-stream': { schema: z.string() } },
     },
-    ...openaiErrors(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
+    ...openaiErrors(400, 401, 402, 403, 404, 409, 413, 429, 502, 503, 504),
   },
 });
 

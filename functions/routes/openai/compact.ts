@@ -23,7 +23,7 @@ const compactResponseRoute = createRoute({
       description: 'The compacted response (object `response.compaction`)',
       content: { 'application/json': { schema: openaiObjectSchema } },
     },
-    ...openaiErrors(400, 401, 403, 404, 409, 413, 502, 503, 504),
+    ...openaiErrors(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
   },
 });
 

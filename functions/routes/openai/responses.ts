@@ -47,7 +47,7 @@ const createResponseRoute = createRoute({
       description: 'The response object, or with `stream: true` the Responses server-sent events',
       content: { 'application/json': { schema: openaiObjectSchema }, 'text/event-stream': { schema: z.string() } },
     },
-    ...openaiErrors(400, 401, 402, 403, 404, 409, 413, 502, 503, 504),
+    ...openaiErrors(400, 401, 402, 403, 404, 409, 413, 429, 502, 503, 504),
   },
 });
 

@@ -25,7 +25,7 @@ export interface CompactRequest {
 }
 
 export interface CompactServices {
-  sessions: Pick<SessionLog, 'get' | 'compact'>;
+  sessions: Pick<SessionLog, 'get' | 'compact' | 'refreshIndex'>;
   env: Record<string, string | undefined>;
   config: {
     defaultModel: string;
@@ -63,7 +63,8 @@ export interface CompactResult {
  * never split) and moves the context start, whatever the trigger. Nothing to summarize:
  * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
  * in-turn compaction (SessionLog.compact). The summary's usage counts in the session's totals
- * (and a budgeted token's spend) as a turn's does, but as no turn.
+ * (and a budgeted token's spend) as a turn's does, but as no turn, and the session's listing row
+ * is written again after the response, as after a turn.
  *
  * @example await compactSession(services, 's1', { keep_tokens: 0 })
  * // { compacted: true, context: { start_seq: 5, ... } }
@@ -111,6 +112,8 @@ export async function compactSession(
   // the response, as a turn's do.
   const { usage } = result;
   if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
+  // The listing row takes the compaction's usage and time.
+  if (result.compacted) afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   return {
     session_id: sessionId,
     compacted: result.compacted,

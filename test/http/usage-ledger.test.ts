@@ -201,6 +201,20 @@ describe("compactions' summaries", () => {
     expect(empty.body).toMatchObject({ compacted: false, usage: null });
   });
 
+  it("the listing row takes a manual compaction's usage, as the session's totals do", async () => {
+    const id = await api.session({ model: 'anthropic:fake' });
+    for (const input of ['one', 'two'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    const row = async () => (await api.get('/v1/sessions?limit=100')).body.sessions.find((row: any) => row.id === id);
+    const before = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    await vi.waitFor(async () => expect((await row()).usage).toEqual(before));
+    expect((await api.post(`/v1/sessions/${id}/compact`, { keep_tokens: 0 })).body.compacted).toBe(true);
+    const after = (await api.get(`/v1/sessions/${id}`)).body.usage;
+    expect(after).toMatchObject(times(3));
+    // Written again in the background after the compaction, as after a turn.
+    await vi.waitFor(async () => expect((await row()).usage).toEqual(after));
+  });
+
   it("a compacting turn answers its summary's usage apart, in its receipt too; the totals take both", async () => {
     const id = await api.session({ model: 'anthropic:fake' });
     for (const input of ['one', 'two'])

@@ -1,7 +1,6 @@
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import { afterResponse } from '../turn/append.ts';
-import { appendItems } from '../turn/index.ts';
 import { compactSession } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -40,12 +39,10 @@ async function compactStored(
 ): Promise<Compaction> {
   const { services } = facade;
   const sessionId = await continuedSession(facade, previousResponseId);
-  if (body.input) {
-    const items = inputToItems(body.input).items;
-    facade.checkItems(items);
-    if (items.length > 0) await appendItems(services, sessionId, items);
-  }
-  const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) });
+  const items = body.input ? inputToItems(body.input).items : [];
+  facade.checkItems(items);
+  // The input is appended once the budgets allowed the compaction (a 402 stores nothing).
+  const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) }, items);
   const output = result.context
     ? [compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary)]
     : [];

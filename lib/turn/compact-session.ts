@@ -11,8 +11,8 @@ import type { TokenEncoders } from '../tokens/token-counter.ts';
 import { planCompaction } from '../compaction/plan-compaction.ts';
 import { compactionSizes } from '../compaction/summary-budget.ts';
 import { summarizeContext } from '../compaction/summarize-context.ts';
-import { afterResponse } from './append.ts';
-import type { TurnServices } from './types.ts';
+import type { Item } from '../items.ts';
+import { afterResponse, appendItems } from './append.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {
@@ -24,9 +24,9 @@ export interface CompactRequest {
   keep_tokens?: number | undefined;
 }
 
-export interface CompactServices {
+/** What a compaction works with: what an append of its input needs, and the summary's model and prices. */
+export type CompactServices = Parameters<typeof appendItems>[0] & {
   sessions: Pick<SessionLog, 'get' | 'compact' | 'refreshIndex'>;
-  env: Record<string, string | undefined>;
   config: {
     defaultModel: string;
     summaryModel: string | undefined;
@@ -35,11 +35,9 @@ export interface CompactServices {
   };
   model: (id: string) => Model;
   tokenEncoders?: TokenEncoders;
-  /** Runs work after the response (a token's charge), logging a failure. */
-  background: TurnServices['background'];
   /** The spend of the request's token, when it carries a budget (checked: see compactSession). */
   tokenSpend?: TokenSpend;
-}
+};
 
 /** The answer of POST /compact. */
 export interface CompactResult {
@@ -64,7 +62,8 @@ export interface CompactResult {
  * `compacted: false`. An open turn: turn_in_progress (409). Durable and idempotent as the
  * in-turn compaction (SessionLog.compact). The summary's usage counts in the session's totals
  * (and a budgeted token's spend) as a turn's does, but as no turn, and the session's listing row
- * is written again after the response, as after a turn.
+ * is written again after the response, as after a turn. `input` is appended first (POST
+ * /v1/responses/compact), once the budgets allowed the compaction: a 402 stores nothing.
  *
  * @example await compactSession(services, 's1', { keep_tokens: 0 })
  * // { compacted: true, context: { start_seq: 5, ... } }
@@ -73,6 +72,7 @@ export async function compactSession(
   services: CompactServices,
   sessionId: string,
   request: CompactRequest = {},
+  input: Item[] = [],
 ): Promise<CompactResult> {
   const spend = services.tokenSpend;
   const spent = spend?.read();
@@ -95,6 +95,7 @@ export async function compactSession(
   );
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
+  if (input.length > 0) await appendItems(services, sessionId, input);
   const result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
     const cut = planCompaction(items, {
       keepTokens: request.keep_tokens ?? sizes.keepTokens,
@@ -112,7 +113,7 @@ export async function compactSession(
   // the response, as a turn's do.
   const { usage } = result;
   if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
-  // The listing row takes the compaction's usage and time.
+  // The listing row takes the compaction's usage and time (an append wrote its own before).
   if (result.compacted) afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   return {
     session_id: sessionId,

@@ -297,6 +297,23 @@ describe('budgets', () => {
     expect(unknown.body.error.message).toContain('max_dollars');
   });
 
+  it('POST /v1/responses/compact over a spent budget is 402 and stores nothing of its input', async () => {
+    const first = await api.post('/v1/responses', { model: 'openai:gpt-4.1-mini', input: 'hello' });
+    const sessionId = /^resp_(.+)_\d+_\d+_\d+_g[0-9a-f]{21}$/.exec(first.body.id)![1]!;
+    await api.patch(`/v1/sessions/${sessionId}`, { budget: { max_turns: 1 } });
+    const before = (await api.get(`/v1/sessions/${sessionId}`)).body.counts;
+    const calls = openai.requests.length;
+    const refused = await api.post('/v1/responses/compact', {
+      model: 'openai:gpt-4.1-mini',
+      previous_response_id: first.body.id,
+      input: 'not stored',
+    });
+    expect(refused.status).toBe(402);
+    expect(refused.body.error).toMatchObject({ code: 'budget_exhausted', details: { limit: 'max_turns' } });
+    expect((await api.get(`/v1/sessions/${sessionId}`)).body.counts).toEqual(before);
+    expect(openai.requests.length).toBe(calls);
+  });
+
   it("the OpenAI-compatible routes answer a spent budget in OpenAI's error shape", async () => {
     const first = await api.post('/v1/responses', { model: 'openai:gpt-4.1-mini', input: 'hello' });
     const sessionId = /^resp_(.+)_\d+_\d+_\d+_g[0-9a-f]{21}$/.exec(first.body.id)![1]!;

@@ -89,3 +89,9 @@ export function roundUsd(value: number): number {
 }
 
 export const NANO = 1e9;
+
+/**
+ * The most USD a ledger a client supplies (an import's) may hold: its nano-dollars stay a safe
+ * integer, as the session index stores them (lib/session/log/session-index.ts).
+ */
+export const MAX_LEDGER_COST_USD = 9_000_000;

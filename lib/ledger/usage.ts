@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ModelUsage } from '../models/model.ts';
-import { costOf, roundUsd, type ModelPrice } from './prices.ts';
+import { costOf, MAX_LEDGER_COST_USD, roundUsd, type ModelPrice } from './prices.ts';
 
 /**
  * The usage ledger: what one turn used (`TurnUsage`, in its receipt and response) and the
@@ -82,6 +82,17 @@ export const ledgerSchema = z
   })
   .strict();
 export type Ledger = z.infer<typeof ledgerSchema>;
+
+/**
+ * A ledger a client supplies (an import's header): a cost of at most MAX_LEDGER_COST_USD, and no
+ * more cached input tokens than input tokens (its cache_read_share stays at most 1).
+ */
+export const suppliedLedgerSchema = ledgerSchema
+  .extend({ cost_usd: z.number().nonnegative().max(MAX_LEDGER_COST_USD) })
+  .refine((ledger) => ledger.cached_input_tokens <= ledger.input_tokens, {
+    message: 'must be at most input_tokens',
+    path: ['cached_input_tokens'],
+  });
 
 export const EMPTY_LEDGER: Ledger = Object.freeze({
   turns: 0,

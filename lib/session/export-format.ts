@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { InvalidRequestError } from '../errors.ts';
 import { idSchema, messageItemSchema, storedItemSchema, toolSchema, type StoredItem } from '../items.ts';
-import { budgetSchema, ledgerSchema } from '../ledger/usage.ts';
+import { budgetSchema, suppliedLedgerSchema } from '../ledger/usage.ts';
 import { MAX_TTL_DAYS, onBusySchema } from './fields.ts';
 import { contextStartSchema } from './records.ts';
 
@@ -39,7 +39,7 @@ export const exportHeaderSchema = z
     /** Present when the session has a budget. */
     budget: budgetSchema.optional(),
     /** The usage totals of the turns counted so far (what the budget limits), present once a turn was counted. */
-    ledger: ledgerSchema.optional(),
+    ledger: suppliedLedgerSchema.optional(),
   })
   .strict()
   .meta({ id: 'ExportHeader' });

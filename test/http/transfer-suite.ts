@@ -126,6 +126,43 @@ export function defineTransferSuite(label: string, harness: HttpHarness): void {
       expect(notJsonLines.body.error.details).toEqual({ field: 'content-type' });
     });
 
+    it('refuses a header ledger the listing cannot hold or whose cache reads pass its input', async () => {
+      const ledger = {
+        turns: 1,
+        input_tokens: 10,
+        cached_input_tokens: 5,
+        cache_write_tokens: 0,
+        output_tokens: 2,
+        reasoning_tokens: 0,
+        cost_usd: 0.5,
+        unpriced_turns: 0,
+      };
+      const withLedger = (id: string, changed: Record<string, number>) =>
+        // Created now: the newest session, on the listing's first page.
+        JSON.stringify({
+          ...JSON.parse(headerLine(id)),
+          created_at: new Date().toISOString(),
+          ledger: { ...ledger, ...changed },
+        });
+      for (const [changed, field] of [
+        [{ cost_usd: 10_000_000 }, 'line 1.ledger.cost_usd'],
+        [{ cached_input_tokens: 50 }, 'line 1.ledger.cached_input_tokens'],
+      ] as const) {
+        const id = freshId('import');
+        const refused = await importText(withLedger(id, changed));
+        expect(refused.status).toBe(400);
+        expect(refused.body.error).toMatchObject({ code: 'invalid_request', details: { field } });
+        expect(await storedKeys(id)).toEqual([]);
+      }
+      // At the bound, the session is imported and listed with its totals.
+      const id = freshId('import');
+      const accepted = await importText(withLedger(id, { cost_usd: 9_000_000, cached_input_tokens: 10 }));
+      expect(accepted.status, JSON.stringify(accepted.body)).toBe(201);
+      expect(accepted.body.usage).toMatchObject({ cost_usd: 9_000_000, cache_read_share: 1 });
+      const listing = await api.get('/v1/sessions?limit=100');
+      expect(listing.body.sessions.find((row: any) => row.id === id)?.usage).toEqual(accepted.body.usage);
+    });
+
     it('carries the expires_after_days of a session through the round trip', async () => {
       const id = await api.session({ expires_after_days: 12 });
       const exported = await exportText(id);

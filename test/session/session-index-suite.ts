@@ -135,6 +135,19 @@ export function defineSessionIndexSuite(label: string, makeStore: () => ObjectSt
       expect(await entries()).toHaveLength(1);
     });
 
+    it('a session whose totals pass what the key holds as a safe integer is listed, at that most', async () => {
+      const { log, list } = setup();
+      await log.create({ id: 'costly' });
+      const begun = await log.beginTurn('costly', { input: [user('go')] });
+      if (begun.kind !== 'claimed') throw new Error('expected a claimed turn');
+      const usage = { ...turnUsage({ input_tokens: 10, output_tokens: 1 }, undefined), cost_usd: 10_000_000 };
+      await log.completeTurn(begun.turn, { status: 'completed', output: [], receipt: {}, usage });
+      await log.refreshIndex('costly');
+      expect((await log.get('costly')).usage.cost_usd).toBe(10_000_000);
+      const row = (await list()).sessions.find((session) => session.id === 'costly');
+      expect(row?.usage).toMatchObject({ turns: 1, input_tokens: 10, cost_usd: Number.MAX_SAFE_INTEGER / 1e9 });
+    });
+
     it(
       'a writer stopped between its put and its delete, ' + 'or a late stale write, still lists the session once',
       async () => {

@@ -17,7 +17,7 @@ import { NANO } from '../../ledger/prices.ts';
  * (13 digits of inverted creation time, 12 of each inverted count, the last activity in ms,
  * the session's own `expires_after_days` when it sets one). Once a turn completed,
  * `u<ledger>.` comes before `<metadata>`: the usage totals (lib/ledger/usage.ts) as base-36
- * integers joined by `-`, the cost in nano-dollars.
+ * integers joined by `-`, the cost in nano-dollars, each at most Number.MAX_SAFE_INTEGER.
  *
  * The inverted creation time lists the newest session first; the inverted counts list the
  * entry with the most turns (then items) first among entries of one session. `<metadata>` is
@@ -91,8 +91,12 @@ export function indexEntryKey(
 ): string {
   const { counts, ledger } = entry;
   const inverted = (count: number) => String(INVERT_COUNT - Math.min(count, INVERT_COUNT)).padStart(12, '0');
-  const integer = (field: (typeof LEDGER_FIELDS)[number]) =>
-    Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]).toString(36);
+  // Held to a safe integer (a cost over about 9e6 USD in nano-dollars is not one): parseLedger
+  // refuses any other, and the session would not be listed.
+  const integer = (field: (typeof LEDGER_FIELDS)[number]) => {
+    const value = Math.round(field === 'cost_usd' ? ledger[field] * NANO : ledger[field]);
+    return Math.min(value, Number.MAX_SAFE_INTEGER).toString(36);
+  };
   const usage = hasUsage(ledger) ? `u${LEDGER_FIELDS.map(integer).join('-')}.` : '';
   const days = entry.expiresAfterDays === null ? '' : `${entry.expiresAfterDays}d.`;
   const counted = `${inverted(counts.turns)}.${inverted(counts.items)}.${counts.tool_calls}`;

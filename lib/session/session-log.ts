@@ -136,10 +136,15 @@ export class SessionLog extends SessionLogBase {
 
   /**
    * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
-   * name and place among the queued (1: next; 0: taken up already).
+   * name and place among the queued (1: next; 0: taken up already). `beforeEntry` writes what
+   * the entry references (its images and files) under the session's scope, before the entry.
    */
-  async enqueue(id: string, input: NewQueuedInput): Promise<{ queued_turn: string; position: number }> {
-    return enqueueInput(this.log, id, input);
+  async enqueue(
+    id: string,
+    input: NewQueuedInput,
+    beforeEntry?: (scope: LogScope) => Promise<void>,
+  ): Promise<{ queued_turn: string; position: number }> {
+    return enqueueInput(this.log, id, input, beforeEntry);
   }
 
   /** The event journals of streamed and background turns (lib/session/log/journal.ts). */

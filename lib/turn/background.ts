@@ -28,7 +28,10 @@ export async function claimBackgroundTurn(
   // A refusal is logged and counted as a failed turn, as a turn in the request's is.
   return observedClaim(services, sessionId, request, async () => {
     checkRequest(services, request);
-    const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
+    // Its images and files are checked now and stored once nothing refuses the claim, as a
+    // foreground turn's (lib/turn/pipeline.ts).
+    const attachments = services.sessions.checkAttachments(inputItems(request));
+    const { items: input } = attachments;
     // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
     // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
     const spend = services.tokenSpend;
@@ -43,6 +46,7 @@ export async function claimBackgroundTurn(
         services.model(request.model ?? config.model ?? services.config.defaultModel);
         if (spend && spent) spend.check(await spent);
       },
+      beforeRecord: attachments.store,
       ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
       ...(options.idempotencyKey !== undefined
         ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
@@ -58,7 +62,10 @@ export async function claimBackgroundTurn(
 export async function claimInput(
   services: TurnServices,
   sessionId: string,
-  claimed: Pick<ClaimOptions, 'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check'> & {
+  claimed: Pick<
+    ClaimOptions,
+    'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check' | 'beforeRecord'
+  > & {
     request: Record<string, unknown>;
   },
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {

@@ -69,14 +69,20 @@ async function enqueueTurn(
   request: TurnRequest,
   options: { idempotencyKey?: string },
 ): Promise<{ queued_turn: string; position: number }> {
-  const input = await services.sessions.storeAttachments(sessionId, inputItems(request));
+  // Its images and files are stored once the session is read, before the entry that names them.
+  const attachments = services.sessions.checkAttachments(inputItems(request));
+  const input = attachments.items;
   const key = options.idempotencyKey;
-  const queued = await services.sessions.enqueue(sessionId, {
-    input,
-    request: requestRecord(request),
-    key_sha256: key === undefined ? sha256Hex(crypto.randomUUID()) : sha256Hex(key),
-    ...(key === undefined ? {} : { request_sha256: requestHash(input, request) }),
-  });
+  const queued = await services.sessions.enqueue(
+    sessionId,
+    {
+      input,
+      request: requestRecord(request),
+      key_sha256: key === undefined ? sha256Hex(crypto.randomUUID()) : sha256Hex(key),
+      ...(key === undefined ? {} : { request_sha256: requestHash(input, request) }),
+    },
+    attachments.store,
+  );
   await pickUp(services, sessionId);
   return queued;
 }

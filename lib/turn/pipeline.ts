@@ -117,11 +117,12 @@ async function takeTurn(
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
     // A model that cannot be run here (its provider's key is missing) or a spent budget (the
     // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
-    check: async (config, scope) => {
+    check: async (config) => {
       services.model(request.model ?? config.model ?? services.config.defaultModel);
       if (spend && spent) spend.check(await spent);
-      await attachments?.store(scope);
     },
+    // Once nothing refuses the turn (a busy session neither), before its record.
+    ...(attachments ? { beforeRecord: attachments.store } : {}),
     ...(background ? { writer: background.writer, adopt: background.turn } : {}),
   });
   for (;;) {

@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { listAll } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { settled } from './background-suite.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
@@ -12,6 +14,8 @@ import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts
 // with its failure, and queued inputs keep their order on a store that stamps by the second.
 
 const environment = () => ({ API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' });
+/** A small PNG, distinct for each `fill`. */
+const imageUrl = (fill: number) => dataUrl('image/png', pngBytes(8, 8, 64, fill));
 const noCall = [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }];
 
 function harnessFor(store: MemoryStore | FaultyStore, options: Partial<AppOptions> = {}) {
@@ -148,6 +152,42 @@ describe('the busy policies at their edges', () => {
       expect(((await response.json()) as any).error.code).toBe('not_configured');
     }
     expect((await api.get(`/v1/sessions/${id}`)).body.counts).toMatchObject({ items: 0, turns: 0 });
+  });
+
+  it('stores no image of a turn refused as the session is busy or its budget spent, background or not', async () => {
+    const { harness, api, runAll } = queuedRunner();
+    const blobs = async () =>
+      (await listAll(harness.store, '')).filter((object) => object.key.includes('/blob/')).map((object) => object.key);
+    const withImage = (fill: number) => [
+      { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: imageUrl(fill) }] },
+    ];
+    const id = await api.session({ budget: { max_turns: 2 } });
+    // The session's first turn holds it: claimed, its runner not called yet.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    for (const background of [false, true]) {
+      const busy = await api.post(`/v1/sessions/${id}/turns`, { input: withImage(1), background, on_busy: 'reject' });
+      expect(busy.status, `background ${background}: ${JSON.stringify(busy.body)}`).toBe(409);
+    }
+    expect(await blobs()).toEqual([]);
+    await runAll();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'second' })).status).toBe(200);
+    for (const background of [false, true]) {
+      const spent = await api.post(`/v1/sessions/${id}/turns`, { input: withImage(2), background });
+      expect(spent.status, `background ${background}: ${JSON.stringify(spent.body)}`).toBe(402);
+    }
+    expect(await blobs()).toEqual([]);
+  });
+
+  it('stores the image of an input queued behind a running turn, which its turn then sends', async () => {
+    const { harness, api, runAll } = queuedRunner();
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    const input = [{ type: 'message', role: 'user', content: [{ type: 'input_image', image_url: imageUrl(3) }] }];
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+    const blobs = (await listAll(harness.store, '')).filter((object) => object.key.includes('/blob/'));
+    expect(blobs).toHaveLength(1);
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
   });
 });
 

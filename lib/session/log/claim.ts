@@ -43,6 +43,8 @@ export interface ClaimOptions {
   afterTurn?: number;
   /** Refuses the turn, before anything is written, for what the session's config says. */
   check?: CommitOptions['check'];
+  /** Writes what the record references, once nothing refuses the claim (see CommitOptions.beforeRecord). */
+  beforeRecord?: CommitOptions['beforeRecord'];
   /** The random id the record carries (a background turn's runner takes it over by it). */
   writer?: string;
   /** Take over this claimed turn instead of claiming one (see CommitOptions.adopt). */
@@ -81,7 +83,7 @@ export class TurnClaim {
 
   /** Reads the head and starts the put of the next record (see ClaimAttempt). */
   async next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn, check, adopt } = this.#options;
+    const { requestHash, request, afterTurn, check, beforeRecord, adopt } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
@@ -91,6 +93,7 @@ export class TurnClaim {
       ...(request !== undefined ? { request } : {}),
       ...(afterTurn !== undefined ? { afterTurn } : {}),
       ...(check !== undefined ? { check } : {}),
+      ...(beforeRecord !== undefined ? { beforeRecord } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);

@@ -129,9 +129,11 @@ export interface CommitOptions {
   /**
    * The caller's own check of the session's config (a turn: that its model can be run), after
    * a key's replay and the session's budget and before anything is written: what it throws refuses
-   * the commit. `scope` is where the session's current incarnation keeps its objects.
+   * the commit.
    */
-  check?: (config: SessionConfig, scope: LogScope) => void | Promise<void>;
+  check?: (config: SessionConfig) => void | Promise<void>;
+  /** Writes what the record references (a turn's images) under `scope`, after every refusal, before its put. */
+  beforeRecord?: (scope: LogScope) => Promise<void>;
   /**
    * Take over this turn, claimed already by a record carrying the state's `writer` (a
    * background turn): nothing is written; the turn no longer open is TurnNotOpenError.
@@ -238,7 +240,7 @@ export async function prepareCommit(
   // the totals before it, and closing it adds nothing).
   const ledger = ledgerOf(newest);
   if (options.kind === 'turn') checkBudget(head.config.budget, ledger);
-  await options.check?.(head.config, scope);
+  await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
   // turn below adds no item, so the calls it leaves open are these.
@@ -293,6 +295,7 @@ export async function prepareCommit(
       throw error;
     }
   }
+  await options.beforeRecord?.(scope);
   const now = log.clock();
   const createdAt = now.toISOString();
   const firstSeq = counts.items + 1;

@@ -31,8 +31,10 @@ export async function enqueueInput(
   log: LogContext,
   id: string,
   input: NewQueuedInput,
+  beforeEntry?: (scope: LogScope) => Promise<void>,
 ): Promise<{ queued_turn: string; position: number }> {
   const scope = await sessionScope(log, id);
+  await beforeEntry?.(scope);
   const writer = crypto.randomUUID();
   const entry: QueuedInput = {
     format: 'tailgate.queued.v1',

@@ -2,6 +2,7 @@ import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { TailgateError } from '../errors.ts';
+import { contentOf } from '../session/attachments.ts';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { DeliveredNotice } from '../inbox/index.ts';
@@ -76,6 +77,30 @@ function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult:
   return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
 }
 
+/** Whether the prompt's item at an index goes as a tool result, worked out only when first asked. */
+function toolResultsOf(prompt: readonly PromptItem[]): (index: number) => boolean {
+  let toolResults: Map<number, number> | undefined;
+  return (index) => {
+    toolResults ??= adjacentAnswers(prompt);
+    return toolResults.has(index);
+  };
+}
+
+/**
+ * Whether an item of `prompt` sends an image or file of its own to the model as such, so its
+ * blobs are read: not one whose every image and file goes as a text placeholder
+ * (mediaSentAsText: an assistant's message, a tool result where the model takes no media there).
+ */
+export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem[]): (item: PromptItem) => boolean {
+  const toolResult = toolResultsOf(prompt);
+  const sending = new Set<PromptItem>();
+  prompt.forEach((item, index) => {
+    const parts = mediaParts(contentOf(item)).length;
+    if (parts > mediaSentAsText(model, item, () => toolResult(index))) sending.add(item);
+  });
+  return (item) => sending.has(item);
+}
+
 /**
  * The compact record of what the model saw: which seqs went in whole, compacted or not at
  * all (`ranges`), the shape of the prompt (`hashes`, lib/prompt-shape.ts), and which notices
@@ -88,12 +113,7 @@ export function buildReceipt(
   delivered: DeliveredNotice[],
   context: TurnContext,
 ): TurnReceipt {
-  // Which outputs went as tool results, worked out only for a prompt whose outputs hold media.
-  let toolResults: Map<number, number> | undefined;
-  const toolResult = (index: number) => {
-    toolResults ??= adjacentAnswers(prompt);
-    return toolResults.has(index);
-  };
+  const toolResult = toolResultsOf(prompt);
   const mediaAsText = prompt.reduce(
     (total, item, index) => total + mediaSentAsText(plan.model, item, () => toolResult(index)),
     0,

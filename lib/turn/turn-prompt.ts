@@ -20,7 +20,7 @@ import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import { assemblePrompt, compactionContext, promptContext } from './assemble-prompt.ts';
 import { buildModelRequest, turnCallOptions } from './model-call.ts';
-import { buildReceipt, receiptParts, type ReceiptParts, type TurnReceipt } from './receipt.ts';
+import { buildReceipt, receiptParts, sendsMedia, type ReceiptParts, type TurnReceipt } from './receipt.ts';
 import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
 
 /**
@@ -160,12 +160,9 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
   };
   const modelRequest = buildModelRequest(
     // Images and files are read last, for the items the fitted prompt kept; not those that go as
-    // text placeholders only (an assistant's or system message's, `Model.assistantMedia`).
-    await services.sessions.readMedia(
-      turn.scope,
-      hydrated,
-      (item) => plan.model.assistantMedia === true || item.type !== 'message' || item.role === 'user',
-    ),
+    // text placeholders only (an assistant's or system message's, `Model.assistantMedia`, a tool
+    // result's where the model takes none there, `Model.toolResultMedia`).
+    await services.sessions.readMedia(turn.scope, hydrated, sendsMedia(plan.model, hydrated)),
     plan.tools,
     cacheBreakpoint,
     turnCallOptions(request),

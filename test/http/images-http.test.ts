@@ -3,7 +3,8 @@ import { createApp } from '../../functions/app.ts';
 import { sha256Hex } from '../../lib/hash.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { encodeBase64 } from '../../lib/media.ts';
-import { listAll } from '../../lib/store/object-store.ts';
+import { type GetOptions, listAll, type ObjectStore, type StoredObject } from '../../lib/store/object-store.ts';
+import { CountingStore } from '../support/counting-store.ts';
 import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SIGNING_KEY, TOKEN } from './http-suite.ts';
@@ -21,8 +22,7 @@ afterEach(async () => {
   provider = undefined;
 });
 
-function setup(extra: Record<string, string> = {}) {
-  const store = new MemoryStore();
+function setup(extra: Record<string, string> = {}, store: ObjectStore = new MemoryStore()) {
   const app = createApp({ store: () => store, readEnvironment: (c) => c.env ?? {}, log: () => undefined });
   const call = async (method: string, path: string, body?: unknown, token = TOKEN, ndjson?: string) => {
     const type = ndjson === undefined ? 'application/json' : 'application/x-ndjson';
@@ -45,6 +45,16 @@ function setup(extra: Record<string, string> = {}) {
   const blobKeys = async () =>
     (await listAll(store, '')).map((object) => object.key).filter((key) => key.includes('/blob/'));
   return { call, json, blobKeys };
+}
+
+/** Counts the gets of blobs. */
+class BlobReads extends CountingStore {
+  blobReads = 0;
+
+  override async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
+    if (key.includes('/blob/')) this.blobReads += 1;
+    return super.get(key, options);
+  }
 }
 
 const screenshot = pngBytes(1280, 800, 1_500_000, 9);
@@ -170,16 +180,37 @@ describe('images over HTTP', () => {
     { model: 'anthropic:claude-sonnet-4-5', answer: 'anthropic-message-text.json', mediaAsText: undefined },
   ];
   /** The app with both providers pointed at a fake one answering `answer`. */
-  const withProvider = async (answer: string) => {
+  const withProvider = async (answer: string, store?: ObjectStore) => {
     provider = await startFakeProvider(() => ({ text: fixture(answer) }));
-    return setup({
+    const providers = {
       OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
       OPENAI_COMPATIBLE_API_KEY: 'sk-test',
       ANTHROPIC_BASE_URL: provider.baseURL,
       ANTHROPIC_API_KEY: 'sk-ant-test',
       MODEL_MAX_RETRIES: '0',
-    });
+    };
+    return setup(providers, store);
   };
+
+  it.each([
+    { ...providers[0]!, blobReads: 0, sent: /\[image\/png 64x48, 1 KB\]/ },
+    { ...providers[1]!, blobReads: 1, sent: /"type":"image"/ },
+  ])('$model: a tool-result image reads its blob only when it goes as an image ($blobReads)', async (each) => {
+    const store = new BlobReads(new MemoryStore());
+    const { json } = await withProvider(each.answer, store);
+    await json('POST', '/v1/sessions', { id: 'tool-image' });
+    const output = [{ type: 'input_image', image_url: dataUrl('image/png', pngBytes(64, 48)) }];
+    const items = [
+      { type: 'message', role: 'user', content: 'take a screenshot' },
+      { type: 'function_call', call_id: 'toolu_1', name: 'screenshot', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'toolu_1', output },
+    ];
+    expect((await json('POST', '/v1/sessions/tool-image/items', { items })).status).toBe(201);
+    const turn = await json('POST', '/v1/sessions/tool-image/turns', { model: each.model, input: 'what do you see?' });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    expect(JSON.stringify(provider!.requests[0]!.body)).toMatch(each.sent);
+    expect(store.blobReads).toBe(each.blobReads);
+  });
 
   it.each(providers)(
     '$model: the receipt counts tool-result images sent as text ($mediaAsText)',

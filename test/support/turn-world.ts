@@ -20,6 +20,10 @@ export function hookedEcho(
 ): Model {
   return {
     id,
+    // It takes images and files wherever the echo model does.
+    toolResultMedia: true,
+    fileUrls: true,
+    assistantMedia: true,
     async generate(request) {
       await before(request);
       const result = await echoModel.generate(request);

@@ -1,5 +1,6 @@
 import { TailgateError } from '../lib/errors.ts';
 import type { Item } from '../lib/items.ts';
+import { withoutMedia } from '../lib/session/attachments.ts';
 
 /**
  * The UTF-8 length of `text` (a lone surrogate counted as U+FFFD, as TextEncoder writes it),
@@ -27,7 +28,7 @@ export function utf8Bytes(text: string): number {
  */
 export function checkItemSizes(items: readonly Item[], maxItemBytes: number): void {
   items.forEach((item, index) => {
-    const size = utf8Bytes(JSON.stringify(item, withoutPayloads));
+    const size = utf8Bytes(JSON.stringify(item, withoutMedia));
     if (size > maxItemBytes) {
       throw new TailgateError(
         'payload_too_large',
@@ -40,11 +41,4 @@ export function checkItemSizes(items: readonly Item[], maxItemBytes: number): vo
       );
     }
   });
-}
-
-/** A JSON.stringify replacer that leaves out `data:` image URLs and `file_data`. */
-function withoutPayloads(key: string, value: unknown): unknown {
-  if (key === 'file_data' || (key === 'image_url' && typeof value === 'string' && value.startsWith('data:')))
-    return undefined;
-  return value;
 }

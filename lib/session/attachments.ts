@@ -43,6 +43,22 @@ function isHttpsUrl(url: string | undefined): boolean {
   }
 }
 
+/** What a stored image or file part holds in place of its payload. */
+const REFERENCE_KEYS = new Set(['blob', 'media_type', 'bytes', 'width', 'height']);
+
+/**
+ * A JSON.stringify replacer that measures an item as MAX_ITEM_BYTES counts it: its image and
+ * file parts without their payloads (a `data:` image_url, file_data) or the references stored in
+ * their place, so an item measures the same sent, stored and exported: an import of an export
+ * takes every item that was accepted.
+ */
+export function withoutMedia(this: unknown, key: string, value: unknown): unknown {
+  const type = (this as { type?: unknown }).type;
+  if (type !== 'input_image' && type !== 'input_file') return value;
+  if (key === 'file_data' || REFERENCE_KEYS.has(key)) return undefined;
+  return key === 'image_url' && typeof value === 'string' && value.startsWith('data:') ? undefined : value;
+}
+
 /**
  * Whether any item holds a part to check: a payload to store (a `data:` image, `file_data`), a
  * blob reference, which only the service writes, or anything but a valid https:// URL (refused:

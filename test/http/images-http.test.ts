@@ -5,7 +5,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { encodeBase64 } from '../../lib/media.ts';
 import { type GetOptions, listAll, type ObjectStore, type StoredObject } from '../../lib/store/object-store.ts';
 import { CountingStore } from '../support/counting-store.ts';
-import { dataUrl, jpegBytes, pngBytes } from '../support/media-fixtures.ts';
+import { dataUrl, jpegBytes, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
 import { fixture, startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SIGNING_KEY, TOKEN } from './http-suite.ts';
 
@@ -358,6 +358,32 @@ describe('images over HTTP', () => {
     const blob = await call('GET', `/v1/sessions/copy/blobs/${sha256}`);
     expect(sha256Hex(new Uint8Array(await blob.arrayBuffer()))).toBe(sha256);
     expect(await (await call('GET', '/v1/sessions/copy/export')).text()).toBe(copy);
+  });
+
+  it('an item with images accepted at MAX_ITEM_BYTES imports from its export, one byte more does not', async () => {
+    const { call, json } = setup({ MAX_ITEM_BYTES: '4000' });
+    await json('POST', '/v1/sessions', { id: 'full' });
+    const image = { type: 'input_image', image_url: dataUrl('image/png', pngBytes(64, 48, 3000, 6)) };
+    const file = { type: 'input_file', filename: 'a.pdf', file_data: encodeBase64(pdfBytes()) };
+    const itemOf = (text: string) => ({
+      type: 'message',
+      role: 'user',
+      content: [{ type: 'input_text', text }, image, file],
+    });
+    // The item as MAX_ITEM_BYTES counts it: without its payloads, the text filling the rest.
+    const bare = JSON.stringify(itemOf('')).length - image.image_url.length - file.file_data.length;
+    const room = 4000 - bare + '"image_url":"",'.length + ',"file_data":""'.length;
+    expect((await json('POST', '/v1/sessions/full/items', { items: [itemOf('x'.repeat(room + 1))] })).status).toBe(413);
+    expect((await json('POST', '/v1/sessions/full/items', { items: [itemOf('x'.repeat(room))] })).status).toBe(201);
+    const exported = await (await call('GET', '/v1/sessions/full/export')).text();
+    const copy = exported.replace('"id":"full"', '"id":"full-copy"');
+    const imported = await call('POST', '/v1/sessions/import', undefined, TOKEN, copy);
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    const over = copy
+      .replace(`"text":"${'x'.repeat(room)}"`, `"text":"${'x'.repeat(room + 1)}"`)
+      .replace('full-copy', 'over');
+    const refused = await call('POST', '/v1/sessions/import', undefined, TOKEN, over);
+    expect(refused.status, await refused.clone().text()).toBe(413);
   });
 
   it('an image accepted in a body just under MAX_BODY_BYTES exports to a line the import takes', async () => {

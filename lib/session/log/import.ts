@@ -9,7 +9,7 @@ import {
   type ExportHeader,
   type ExportNotice,
 } from '../export-format.ts';
-import { type AttachmentLimits, hasInlineMedia, storeAttachments } from '../attachments.ts';
+import { type AttachmentLimits, hasInlineMedia, storeAttachments, withoutMedia } from '../attachments.ts';
 import {
   blobKey,
   contextKey,
@@ -350,10 +350,10 @@ function hasStringPayload(item: LogItem): boolean {
   return item.type === 'function_call' || typeof item.output === 'string';
 }
 
-/** The UTF-8 bytes of an item's JSON without its seq and created_at (how MAX_ITEM_BYTES counts). */
+/** The UTF-8 bytes of an item's JSON without its seq, created_at and media (as MAX_ITEM_BYTES counts). */
 function bareBytes(item: LogItem): number {
   const { seq: _seq, created_at: _createdAt, ...bare } = item;
-  return toBytes(JSON.stringify(bare)).length;
+  return toBytes(JSON.stringify(bare, withoutMedia)).length;
 }
 
 function outOfOrder(line: number, where: string): InvalidRequestError {

@@ -92,6 +92,7 @@ export class MemoryTurnDriver implements TurnDriver {
       queuedTakenBefore: (scope, keyHash) => log.queuedTakenBefore(scope, keyHash),
       removeQueued: (scope, keyHash) => log.removeQueued(scope, keyHash),
       cancelTurn: (id, turn) => log.cancelTurn(id, turn),
+      closeIfExpired: (id, turn) => log.closeIfExpired(id, turn),
       scope: (id) => log.scope(id),
       exists: (scope) => log.exists(scope),
       // Held back: run by runBackground() after the turn is measured.

@@ -1,7 +1,8 @@
-import { NotFoundError } from '../errors.ts';
+import { NotFoundError, TurnInProgressError } from '../errors.ts';
 import { RECORD_BOUND, type LogScope } from '../session/keys.ts';
 import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
+import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './append.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
 
@@ -102,10 +103,35 @@ async function journalScope(services: TurnServices, sessionId: string, turn: num
 }
 
 /**
+ * Whether turn `turn` is the session's open turn whose lease ran out by the log's clock (its
+ * owner died): then it is closed now, as the next writer would close it (failed,
+ * `lease_expired`), and its outcome returned. 'open' while the lease runs; null when the turn is
+ * not the open one (closed).
+ */
+async function closedByLease(
+  services: TurnServices,
+  sessionId: string,
+  turn: number,
+): Promise<StoredOutcome | 'open' | null> {
+  try {
+    return await services.sessions.closeIfExpired(sessionId, turn);
+  } catch (error) {
+    if (error instanceof TurnInProgressError) return 'open';
+    throw error;
+  }
+}
+
+/** The event a stream ends with when its turn's owner wrote no end: how the turn failed, if it did. */
+function unfinished(sent: number, error: StoredOutcome['error'] | null): NumberedEvent[] {
+  return error ? [{ n: sent + 1, event: 'error', data: { error } }] : [];
+}
+
+/**
  * A turn's journaled events after number `after`, then, while the turn runs, the ones it
- * writes, until its last. A turn closed without its last batch ends with what was written once
- * a lease has passed (its process died). A closed turn without a journal (neither streamed nor
- * in the background): NotFoundError.
+ * writes, until its last. A turn whose owner died ends with what was written, then an `error`
+ * event with how the turn failed: an open one once its lease ran out by the log's clock (this
+ * reader closes it, `lease_expired`), one closed by someone else (a cancel) a lease after that.
+ * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
  */
 export async function* journalEvents(
   services: TurnServices,
@@ -124,6 +150,8 @@ export async function* journalEvents(
   let read = 0;
   let sent = after;
   let closedAt: number | undefined;
+  // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
+  let expired: StoredOutcome | undefined;
   for (;;) {
     const batches = await journal.read(scope, turn, read);
     read = batches.at(-1)?.index ?? read;
@@ -135,16 +163,22 @@ export async function* journalEvents(
         }
       if (batch.end) return;
     }
+    if (batches.length === 0 && expired) return yield* unfinished(sent, expired.error);
     if (batches.length === 0) {
-      const { status } = await sessions.getTurn(sessionId, turn);
-      if (status !== 'queued' && status !== 'in_progress') {
+      const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
+      if (open !== null && open !== 'open') {
+        expired = open;
+        continue;
+      }
+      const closed = open === null ? await sessions.getTurn(sessionId, turn) : null;
+      if (closed && closed.status !== 'queued' && closed.status !== 'in_progress') {
         // Closed. Its owner writes its last batch right after (one closed by someone else, a
         // cancel, learns it within a third of the lease); one that died never does.
         closedAt ??= Date.now();
         const waited = Date.now() - closedAt;
         if (read === 0 && waited >= JOURNAL_BATCH_MS)
           throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
-        if (read > 0 && waited >= services.config.turnLeaseMs) return;
+        if (read > 0 && waited >= services.config.turnLeaseMs) return yield* unfinished(sent, closed.error);
       }
     }
     if (signal?.aborted) return;

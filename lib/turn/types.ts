@@ -74,6 +74,7 @@ export type TurnSessionLog = Pick<
   | 'queuedTakenBefore'
   | 'removeQueued'
   | 'cancelTurn'
+  | 'closeIfExpired'
   | 'scope'
   | 'exists'
   | 'refreshIndex'

@@ -6,6 +6,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { parseSse } from '../http/http-suite.ts';
 import { compactingResponse } from './server.ts';
 
 // Background responses streamed again (`GET /v1/responses/{id}?stream=true`) and retrieved:
@@ -38,6 +39,8 @@ function world(store: ObjectStore = new MemoryStore()) {
   return {
     client,
     sent,
+    /** A GET of the native API. */
+    get: async (path: string) => app.request(path, { headers: { authorization: `Bearer ${TOKEN}` } }, environment),
     advance: (seconds: number) => {
       now += seconds * 1000;
     },
@@ -138,6 +141,31 @@ describe('a background response streamed again', () => {
     expect(third.output.some((item) => item.type === 'compaction')).toBe(true);
     expect(await replay(second.id)).toEqual(before);
     expect((await client.responses.retrieve(second.id)).output).toEqual(ended.output);
+  });
+
+  it("whose runner died ends with response.failed once its lease ran out, as its turn's events do", async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { client, advance, consume, replay, get } = world(store);
+    // Two responses, each of its own conversation, whose runners stop with the turn open and no
+    // completion stored, and never come back.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));
+    const first = await client.responses.create({ model: 'echo', input: 'alpha', background: true });
+    const second = await client.responses.create({ model: 'echo', input: 'bravo', background: true });
+    expect(await consume()).toBe('retry');
+    expect(await consume()).toBe('retry');
+    store.heal();
+    advance(4);
+    const events = await replay(first.id);
+    const deltas = events.flatMap((event) => (event.type === 'response.output_text.delta' ? [event.delta] : []));
+    expect(deltas.join('')).toBe('echo: alpha');
+    const failed = events.at(-1) as Extract<ResponseStreamEvent, { type: 'response.failed' }>;
+    expect(failed.type).toBe('response.failed');
+    expect(failed.response.error?.code).toBe('lease_expired');
+    expect(await client.responses.retrieve(first.id)).toMatchObject({ status: 'failed' });
+    const { session_id, turn } = (second as unknown as { tailgate: { session_id: string; turn: number } }).tailgate;
+    const native = parseSse(await (await get(`/v1/sessions/${session_id}/turns/${turn}/events`)).text());
+    expect(native[0]?.event).toBe('turn.started');
+    expect(native.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
   });
 
   it('does not end with response.failed when one read of its journal fails', async () => {

@@ -6,10 +6,10 @@ import { SessionLog } from './session-log.ts';
 /**
  * What a turn's event journal needs, around `store`: session `id` with turn 1 claimed (open),
  * and services whose `background` work is collected in `background` (the journal's last batch
- * is written there, after the response).
+ * is written there, after the response). The log keeps time by `clock` (the system's without it).
  */
-export async function openTurnServices(store: ObjectStore, id: string) {
-  const sessions = new SessionLog(store);
+export async function openTurnServices(store: ObjectStore, id: string, clock?: () => Date) {
+  const sessions = new SessionLog(store, clock ? { clock } : {});
   await sessions.create({ id });
   const turn = await sessions.beginTurn(id, { input: [{ type: 'message', role: 'user', content: 'hi' }] });
   if (turn.kind !== 'claimed') throw new Error('expected a claim');

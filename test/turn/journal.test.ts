@@ -84,6 +84,28 @@ describe('turn event journal', () => {
     expect(seen).toEqual([1, 2, 3, 7, 8, 9, 10, 11]);
   });
 
+  it("ends a turn whose owner died once its lease ran out by the log's clock, failed as lease_expired", async () => {
+    vi.useRealTimers();
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date(now));
+    const scope = await sessions.scope('j');
+    // Its owner wrote its first events, then died: no last batch, no completion, no renewal.
+    const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
+    const delta = { n: 2, event: 'output_text.delta', data: { delta: 'par' } };
+    await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started, delta] });
+    const follower = journalEvents(services, 'j', 1, 0);
+    expect((await follower.next()).value).toEqual(started);
+    expect((await follower.next()).value).toEqual(delta);
+    expect((await sessions.getTurn('j', 1)).status).toBe('in_progress');
+    now += 60 * 60 * 1000;
+    const rest = [];
+    for await (const event of follower) rest.push(event);
+    expect(rest).toEqual([
+      { n: 3, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
+    ]);
+    expect(await sessions.getTurn('j', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+  });
+
   it('writes nothing for a turn that never started (refused before its claim)', async () => {
     const { store, services, close } = await setup();
     const journal = journalTurn(services, 'j');

@@ -311,6 +311,7 @@ describe('storage operations per turn', () => {
         queuedTakenBefore: log.queuedTakenBefore.bind(log),
         removeQueued: log.removeQueued.bind(log),
         cancelTurn: log.cancelTurn.bind(log),
+        closeIfExpired: log.closeIfExpired.bind(log),
         scope: log.scope.bind(log),
         exists: log.exists.bind(log),
         pack: async (id: string, options?: PackOptions) => {

@@ -112,7 +112,7 @@ export async function createChatCompletion(
     throw error;
   };
   const id = randomId('chatcmpl');
-  const created = new Date();
+  const created = services.clock();
   const tailgate = (context: unknown) => ({ context, ...(sessionId !== null ? { session_id: sessionId } : {}) });
 
   if (!body.stream) {

@@ -22,7 +22,7 @@ export async function compactResponse(facade: Facade, body: ResponseCompactBody)
   const { output, usage } = body.previous_response_id
     ? await compactStored(facade, body, body.previous_response_id, model)
     : await compactInline(facade, body, model);
-  return compactedResponse(randomId('resp'), new Date(), output, usage);
+  return compactedResponse(randomId('resp'), facade.services.clock(), output, usage);
 }
 
 /** A compaction's item (none: nothing to summarize) and what its summary used. */

@@ -174,7 +174,10 @@ export const DEFAULT_SETTINGS: ResponseSettings = {
 export interface ResponseFields {
   id: string;
   createdAt: Date;
-  /** When an ended response ended (default: now). */
+  /**
+   * When an ended response ended, by the app's clock; without it, its `createdAt` (a response
+   * rebuilt from its stored items: the time they were stored).
+   */
   completedAt?: Date;
   status: NonNullable<Response['status']>;
   model: string;
@@ -224,7 +227,7 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     id: fields.id,
     object: 'response',
     created_at: seconds(fields.createdAt),
-    completed_at: ended ? seconds(fields.completedAt ?? new Date()) : null,
+    completed_at: ended ? seconds(fields.completedAt ?? fields.createdAt) : null,
     status: fields.status,
     background: fields.background ?? false,
     error: fields.error

@@ -57,12 +57,13 @@ export async function createStatelessResponse(
   };
   const id = randomId('resp');
   // When the request came: one created_at from response.created to response.completed.
-  const createdAt = new Date();
+  const createdAt = services.clock();
   const finish = (result: Awaited<ReturnType<typeof runStateless>>) =>
     buildResponse({
       ...fields,
       id,
       createdAt,
+      completedAt: services.clock(),
       status: result.incomplete ? 'incomplete' : 'completed',
       ...(result.incomplete ? { incomplete: result.incomplete } : {}),
       output: result.output.map((item, index) => outputItem(item, idAt(index, item))),
@@ -86,6 +87,7 @@ export async function createStatelessResponse(
             ...fields,
             id,
             createdAt,
+            completedAt: services.clock(),
             status: 'failed',
             output: [],
             error: clientError(errorRecord(error)),

@@ -1,7 +1,7 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
-import type { ClientItem } from '../items.ts';
+import type { ClientItem, Tool } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
@@ -115,12 +115,27 @@ async function createStoredResponse(
         branch ? { ...found, sessionId: branch } : found,
       );
   const session = match?.session ?? (await services.sessions.get(sessionId));
-  if (tools === undefined) checkToolChoice(body.tool_choice, session.tools, "the conversation's tools");
+  // Without tools a tool_choice must name one of the conversation's. An unkeyed request is refused
+  // now; a keyed one by the claim (`checkConfig`), after a retry's replay, so that a retry is answered
+  // as its first request was whatever tools the conversation has since, and a refusal stores nothing.
+  const checkTools =
+    tools === undefined
+      ? (offered: { tools: readonly Tool[] }) =>
+          checkToolChoice(body.tool_choice, offered.tools, "the conversation's tools")
+      : undefined;
+  let refused = false;
+  try {
+    checkTools?.(session);
+  } catch (error) {
+    if (idempotencyKey === undefined) throw error;
+    refused = true;
+  }
   const items = prepared.items.slice(match?.known ?? 0);
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
-  // not so for one continuing an older turn: a retry (they are set already) or a branch (refused).
+  // not so for one continuing an older turn: a retry (they are set already) or a branch (refused),
+  // nor for one whose tool_choice the claim will refuse unless it is a retry.
   const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
-  if (instructions !== null && instructions !== session.instructions && !behind)
+  if (instructions !== null && instructions !== session.instructions && !behind && !refused)
     await services.sessions.update(sessionId, { instructions });
   const context: StoredContext = {
     session: { id: sessionId, created_at: session.created_at },
@@ -156,6 +171,7 @@ async function createStoredResponse(
   const options: TurnOptions = {
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(afterTurn !== undefined ? { afterTurn } : {}),
+    ...(checkTools ? { checkConfig: checkTools } : {}),
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.

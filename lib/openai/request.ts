@@ -1,5 +1,6 @@
 import type { ClientItem, Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
+import { InvalidRequestError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import {
@@ -76,7 +77,8 @@ export function prepareResponseRequest(
 
 /**
  * A tool_choice naming a function must name one of the tools the turn offers (`offered`, which
- * the message calls `whose`): else 400 with param tool_choice.
+ * the message calls `whose`): else 400 with param tool_choice. A TailgateError, so that a turn
+ * its claim refuses for it (lib/openai/create-response.ts) is logged with its code.
  */
 export function checkToolChoice(
   choice: ResponseCreateBody['tool_choice'],
@@ -84,12 +86,9 @@ export function checkToolChoice(
   whose: string,
 ): void {
   if (typeof choice === 'object' && !offered.some((tool) => tool.name === choice.name))
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      `tool_choice names ${choice.name}, which is not in ${whose}`,
-      'tool_choice',
-    );
+    throw new InvalidRequestError(`tool_choice names ${choice.name}, which is not in ${whose}`, {
+      field: 'tool_choice',
+    });
 }
 
 /** What the model call gets of the request: each setting that was sent (lib/models/model.ts). */

@@ -3,7 +3,7 @@ import { closedState, type TurnState } from '../session/log/turns.ts';
 import { checkRequest, inputItems, requestHash } from './plan.ts';
 import { observedClaim } from './observe.ts';
 import { requestRecord } from './receipt.ts';
-import type { BackgroundTurn, TurnRequest, TurnServices } from './types.ts';
+import type { BackgroundTurn, TurnOptions, TurnRequest, TurnServices } from './types.ts';
 
 /**
  * Background turns (`POST .../turns` with `background: true`): the request claims the turn
@@ -23,7 +23,7 @@ export async function claimBackgroundTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: { idempotencyKey?: string; afterTurn?: number } = {},
+  options: Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> = {},
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   // A refusal is logged and counted as a failed turn, as a turn in the request's is.
   return observedClaim(services, sessionId, request, async () => {
@@ -44,6 +44,7 @@ export async function claimBackgroundTurn(
       // the foreground (lib/turn/pipeline.ts).
       check: async (config) => {
         services.model(request.model ?? config.model ?? services.config.defaultModel);
+        options.checkConfig?.(config);
         if (spend && spent) spend.check(await spent);
       },
       beforeRecord: attachments.store,

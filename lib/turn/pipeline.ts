@@ -119,6 +119,7 @@ async function takeTurn(
     // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
     check: async (config) => {
       services.model(request.model ?? config.model ?? services.config.defaultModel);
+      options.checkConfig?.(config);
       if (spend && spent) spend.check(await spent);
     },
     // Once nothing refuses the turn (a busy session neither), before its record.

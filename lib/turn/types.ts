@@ -1,5 +1,6 @@
 import type { Tracer } from '@opentelemetry/api';
 import type { ServiceConfig } from '../config.ts';
+import type { SessionConfig } from '../session/records.ts';
 import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/index.ts';
 import type { SessionLog } from '../session/session-log.ts';
@@ -19,6 +20,11 @@ export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.
 export interface TurnOptions {
   idempotencyKey?: string;
   afterTurn?: number;
+  /**
+   * Refuses the turn for what its session's config says (the facade: a tool_choice its tools
+   * lack), judged after a repeated key's replay and before anything is written.
+   */
+  checkConfig?: (config: SessionConfig) => void;
   /**
    * Run a background turn claimed already (lib/turn/background.ts): its record carries
    * `writer`, and its settings and input come from the record. The turn stops when someone

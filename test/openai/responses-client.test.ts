@@ -389,6 +389,39 @@ describe('the official openai client: responses', () => {
     expect((await tailgateGet(`/sessions/${id}`)).counts.turns).toBe(1);
   });
 
+  it("replays a keyed retry whose tool_choice the conversation's tools lost since; a new key is refused", async () => {
+    const id = `conv-tools-retry-${Date.now()}`;
+    const admin = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+    const created = await fetch(`${tailgate.baseURL}/sessions`, {
+      method: 'POST',
+      headers: admin,
+      body: JSON.stringify({ id, tools: [{ type: 'function', name: 'get_weather' }] }),
+    });
+    expect(created.status).toBe(201);
+    const tool_choice = { type: 'function' as const, name: 'get_weather' };
+    const body = { model: 'echo', conversation: id, input: 'hi', tool_choice, instructions: 'Be brief.' };
+    const first = await client.responses.create(body, keyed(`tools-retry-${id}`));
+    const background = await client.responses.create({ ...body, background: true }, keyed(`tools-bg-${id}`));
+    // The conversation's tools change: a retry of either request is answered as it was first.
+    const patched = await fetch(`${tailgate.baseURL}/sessions/${id}`, {
+      method: 'PATCH',
+      headers: admin,
+      body: JSON.stringify({ tools: [], instructions: 'Be long.' }),
+    });
+    expect(patched.status).toBe(200);
+    const retried = await client.responses.create(body, keyed(`tools-retry-${id}`));
+    expect(retried.id).toBe(first.id);
+    expect(retried.output_text).toBe(first.output_text);
+    const retriedBackground = await client.responses.create({ ...body, background: true }, keyed(`tools-bg-${id}`));
+    expect(retriedBackground.id).toBe(background.id);
+    // A new key runs a new turn, which the conversation's tools refuse; it stores nothing.
+    const refused = await client.responses.create(body, keyed(`tools-new-${id}`)).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, param: 'tool_choice' });
+    const session = await tailgateGet(`/sessions/${id}`);
+    expect(session.counts.turns).toBe(2);
+    expect(session.instructions).toBe('Be long.');
+  });
+
   it('deletes a response: GET is then 404', async () => {
     const response = await client.responses.create({ model: 'echo', input: 'to be deleted' });
     await client.responses.delete(response.id);

@@ -100,11 +100,12 @@ export function turnLimits(limiter: WindowLimiter, readEnvironment: (c: Context)
 }
 
 const NATIVE_TURN = /^\/v1\/sessions\/([^/]+)\/turns$/;
-const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', '/v1/chat/completions']);
+const CHAT_COMPLETIONS = '/v1/chat/completions';
+const FACADE_TURNS: ReadonlySet<string> = new Set(['/v1/responses', CHAT_COMPLETIONS]);
 
 /**
  * The session a turn-taking request acts on (null: none is named, e.g. a new response or a
- * chat completion); undefined when the request takes no turn.
+ * chat completion without `x-tailgate-session`); undefined when the request takes no turn.
  */
 async function turnSession(c: Context<AppEnv>): Promise<string | null | undefined> {
   if (c.req.method !== 'POST') return undefined;
@@ -112,6 +113,8 @@ async function turnSession(c: Context<AppEnv>): Promise<string | null | undefine
   // A segment that is not valid percent-encoding is kept as it came: the route answers it 400.
   if (native) return decodedSegment(native[1]!);
   if (!FACADE_TURNS.has(c.req.path)) return undefined;
+  // A chat completion acts on the session whose inbox it delivers (its header), if any.
+  if (c.req.path === CHAT_COMPLETIONS) return c.req.header('x-tailgate-session') || null;
   const body = (await c.req.json().catch(() => null)) as Record<string, unknown> | null;
   const conversation = body?.conversation;
   if (typeof conversation === 'string') return conversation;

@@ -18,10 +18,17 @@ export function defineRateLimitSuite(
   limits: { session: Record<string, unknown>; token: Record<string, unknown> },
   windows: 'sliding' | 'clock-aligned',
 ): void {
-  const call = async (env: Record<string, unknown>, token: string, method: string, path: string, body?: unknown) => {
+  const call = async (
+    env: Record<string, unknown>,
+    token: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ) => {
     const response = await harness.fetchWithEnv(env as Record<string, string>, path, {
       method,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return { status: response.status, headers: response.headers, body: (await response.json()) as any };
@@ -99,6 +106,20 @@ export function defineRateLimitSuite(
         );
       expect(answers.filter((status) => status === 200)).toHaveLength(LIMIT);
       expect(answers.filter((status) => status !== 200).every((status) => status === 429)).toBe(true);
+    });
+
+    it('a chat completion naming a session in x-tailgate-session counts under that session', async () => {
+      const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
+      const named = (id: string) => ({ 'x-tailgate-session': id });
+      const id = await session();
+      const { refused } = await untilRefused(() =>
+        call(limits.session, TOKEN, 'POST', '/v1/chat/completions', chat, named(id)),
+      );
+      expectLimited(refused);
+      expect(refused.body.error).toMatchObject({ code: 'rate_limited', details: { per: 'session' } });
+      // Another session's go on.
+      const other = await call(limits.session, TOKEN, 'POST', '/v1/chat/completions', chat, named(await session()));
+      expect(other.status).toBe(200);
     });
 
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {

@@ -2,6 +2,7 @@ import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
+  HeadBucketCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
@@ -136,8 +137,31 @@ export class S3Store implements ObjectStore {
     try {
       return await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
     } catch (error) {
-      if (isNotFound(error)) return null;
-      throw storageError('head', key, error);
+      if (!isNotFound(error)) throw storageError('head', key, error);
+      // A HEAD's 404 has no body, so S3 cannot tell NoSuchBucket from a missing key there.
+      if (nameOf(error) !== 'NoSuchKey') await this.#checkBucket('head', key);
+      return null;
+    }
+  }
+
+  /**
+   * Throws a StorageError when the bucket does not exist: asked after a bodiless 404, with
+   * HeadBucket, whose 404 can only mean the bucket. 403 is a bucket these credentials may not
+   * inspect, and 405 or 501 a service without HeadBucket: none says the bucket is missing.
+   */
+  async #checkBucket(operation: string, key: string): Promise<void> {
+    try {
+      await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 403 || status === 405 || status === 501) return;
+      if (status !== 404) throw storageError(operation, key, error);
+      throw new StorageError(`S3 ${operation} ${key} failed: bucket ${this.bucket} does not exist`, {
+        operation,
+        key,
+        status,
+        name: 'NoSuchBucket',
+      });
     }
   }
 
@@ -295,7 +319,6 @@ function nameOf(error: unknown): string | undefined {
   return error instanceof Error ? error.name : undefined;
 }
 
-/** The key is absent. A missing bucket (NoSuchBucket) is a misconfiguration, not absence. */
 /** The metadata key of a conditional put's own mark (S3 lower-cases metadata keys). */
 const PUT_MARK = 'tailgate-put';
 
@@ -305,6 +328,10 @@ function ownMetadata(stored: Record<string, string> | undefined): Record<string,
   return metadata;
 }
 
+/**
+ * The key is absent. A missing bucket (NoSuchBucket) is a misconfiguration, not absence; a HEAD's
+ * bodiless 404 (NotFound) says neither, which `#checkBucket` settles.
+ */
 function isNotFound(error: unknown): boolean {
   const name = nameOf(error);
   if (name === 'NoSuchKey' || name === 'NotFound') return true;

@@ -161,4 +161,24 @@ describe('S3Store', () => {
     await expect(store.put('some/key', 'x')).rejects.toThrow(/some\/key/);
     await expect(store.list('some/')).rejects.toMatchObject({ code: 'storage_error' });
   });
+
+  it("answers head in a bucket that does not exist with a StorageError, a missing key's with null", async () => {
+    // A HEAD's 404 has no body (no NoSuchBucket): the store asks for the bucket after one.
+    const missing = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const refused = await missing.head('some/key').catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(StorageError);
+    expect(refused).toMatchObject({ code: 'storage_error', details: { operation: 'head', name: 'NoSuchBucket' } });
+    expect((refused as Error).message).toMatch(/some\/key/);
+    await expect(missing.get('some/key', { range: { offset: 0, length: 0 } })).rejects.toBeInstanceOf(StorageError);
+
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const commands = recordCommands(store);
+    expect(await store.head(`${fresh()}absent`)).toBeNull();
+    expect(commands).toEqual(['HeadObjectCommand', 'HeadBucketCommand']);
+    const key = `${fresh()}present`;
+    await store.put(key, 'here');
+    commands.length = 0;
+    expect((await store.head(key))?.size).toBe(4);
+    expect(commands).toEqual(['HeadObjectCommand']);
+  });
 });

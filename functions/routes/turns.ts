@@ -1,6 +1,13 @@
 import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
-import { claimBackgroundTurn, pickUp, runTurn, streamTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
+import {
+  claimBackgroundTurn,
+  pickUp,
+  runTurn,
+  streamTurn,
+  takeUnderPolicy,
+  type TurnServices,
+} from '../../lib/turn/index.ts';
 import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
@@ -112,19 +119,20 @@ export function turnRoutes() {
       const services = c.var.services;
       if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');
-      const take = async (): Promise<Response> => {
+      // `observed`: the services whose observer the busy policy holds a refusal back from (lib/turn/busy.ts).
+      const take = async (observed: TurnServices): Promise<Response> => {
         if (background) {
-          const claimed = await claimBackgroundTurn(services, id, request, options);
+          const claimed = await claimBackgroundTurn(observed, id, request, options);
           if (claimed.run) await services.startBackground(claimed.run);
           return c.json({ session_id: id, turn: claimed.turn, status: claimed.status }, 202);
         }
         if (wantsStream) {
-          const turn = streamTurn(services, id, request, options);
+          const turn = streamTurn(observed, id, request, options);
           services.background(turn.done);
           return turnEventStream(c, turn.events);
         }
         // The turn must complete even if the client goes away: keep it alive past the response.
-        const pending = runTurn(services, id, request, options);
+        const pending = runTurn(observed, id, request, options);
         services.background(
           pending.then(
             () => undefined,

@@ -11,7 +11,8 @@ import type { OnBusy } from '../session/fields.ts';
 import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
-import type { TurnRequest, TurnServices } from './types.ts';
+import type { TurnObservation, TurnRequest, TurnServices } from './types.ts';
+import { observedClaim } from './observe.ts';
 import { idleEntry } from '../webhooks/events.ts';
 
 /**
@@ -29,34 +30,75 @@ export type Taken<T> = { kind: 'taken'; value: T } | { kind: 'queued'; queued_tu
 const MAX_INTERRUPTS = 3;
 
 /**
- * Takes a turn (`take`: the route's way of running it) under the busy policy: the request's,
- * else the session's (read only when the session is busy), else reject.
+ * Takes a turn (`take`: the route's way of running it, with the services it is given) under the
+ * busy policy: the request's, else the session's (read only when the session is busy), else
+ * reject. A busy refusal is told to `observeTurn` (the log line, the metrics) only when it is
+ * the answer: a queued input is told as `queued`, and an interrupt's refused attempt not at all
+ * (the turn it then takes is).
  */
 export async function takeUnderPolicy<T>(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   options: { idempotencyKey?: string; onBusy?: OnBusy | undefined },
-  take: () => Promise<T>,
+  take: (services: TurnServices) => Promise<T>,
 ): Promise<Taken<T>> {
-  for (let interrupts = 0; ; interrupts++) {
-    try {
-      return { kind: 'taken', value: await take() };
-    } catch (error) {
-      // A retry of the request whose own turn runs is answered 409 whatever the policy.
-      if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
-      const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
-      // A queued input runs in the background, charged to no token: a budgeted token's is refused.
-      if (policy === 'enqueue' && !services.tokenSpend)
-        return { kind: 'queued', ...(await enqueueTurn(services, sessionId, request, options)) };
-      if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
-      const running = (error.details as { turn: number }).turn;
-      await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
-        // Closed meanwhile: take the turn again all the same.
-        if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
-      });
+  const started = Date.now();
+  const refusals = heldRefusals(services);
+  try {
+    for (let interrupts = 0; ; interrupts++) {
+      try {
+        return { kind: 'taken', value: await take(refusals.services) };
+      } catch (error) {
+        // A retry of the request whose own turn runs is answered 409 whatever the policy.
+        if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
+        const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
+        // A queued input runs in the background, charged to no token: a budgeted token's is refused.
+        if (policy === 'enqueue' && !services.tokenSpend) {
+          // Told as queued, or as failed with the error that kept it from the queue.
+          refusals.drop();
+          const enqueue = () => enqueueTurn(services, sessionId, request, options);
+          return { kind: 'queued', ...(await observedClaim(services, sessionId, request, enqueue, started)) };
+        }
+        if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
+        const running = (error.details as { turn: number }).turn;
+        await services.sessions.cancelTurn(sessionId, running).catch((cancelError: unknown) => {
+          // Closed meanwhile: take the turn again all the same.
+          if (!(cancelError instanceof TurnNotOpenError)) throw cancelError;
+        });
+        refusals.drop();
+      }
     }
+  } catch (error) {
+    refusals.tell();
+    throw error;
   }
+}
+
+/**
+ * `services` whose `observeTurn` holds back a busy refusal (409 turn_in_progress) of a turn
+ * taken under the policy: `tell` tells it (the request's answer after all), `drop` forgets it.
+ */
+function heldRefusals(services: TurnServices): { services: TurnServices; tell: () => void; drop: () => void } {
+  const observe = services.observeTurn;
+  let held: TurnObservation | undefined;
+  const holding: TurnServices = {
+    ...services,
+    observeTurn: (outcome) => {
+      if (outcome.status === 'failed' && outcome.error_code === 'turn_in_progress') held = outcome;
+      else observe?.(outcome);
+    },
+  };
+  return {
+    services: observe ? holding : services,
+    tell: () => {
+      if (held) observe?.(held);
+      held = undefined;
+    },
+    drop: () => {
+      held = undefined;
+    },
+  };
 }
 
 /**

@@ -57,22 +57,32 @@ export async function observed(
 /**
  * A background turn's claim, which runs no turn here (lib/turn/background.ts): told only when
  * it is refused (a spent budget, a busy session), as the failed turn it would have been; its
- * runner tells how the turn it claimed ended.
+ * runner tells how the turn it claimed ended. With `queuedSince` (when its request started), an
+ * input queued behind a busy session (lib/turn/busy.ts), told as `queued` once it is, with no
+ * turn yet (its turn is told when it runs), or as failed with the error that kept it out.
  */
 export async function observedClaim<T>(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   claim: () => Promise<T>,
+  queuedSince?: number,
 ): Promise<T> {
-  const started = Date.now();
+  const started = queuedSince ?? Date.now();
+  const seen = (): Seen => ({ trace: new TurnTrace(services.tracer, sessionId) });
+  let value: T;
   try {
-    return await claim();
+    value = await claim();
   } catch (error) {
-    const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
-    tell(services, seen, observation(sessionId, request, seen, started, 'failed', undefined, error));
+    const refused = seen();
+    tell(services, refused, observation(sessionId, request, refused, started, 'failed', undefined, error));
     throw error;
   }
+  if (queuedSince !== undefined) {
+    const queued = seen();
+    tell(services, queued, observation(sessionId, request, queued, started, 'queued'));
+  }
+  return value;
 }
 
 /** Ends the turn's span with how it ended, and tells `services.observeTurn`. */

@@ -138,7 +138,7 @@ export interface TurnServices {
 export interface TurnObservation {
   session_id: string;
   turn: number | null;
-  status: 'completed' | 'failed' | 'replayed';
+  status: 'completed' | 'failed' | 'replayed' | 'queued';
   error_code: string | null;
   model: string | null;
   usage: TurnUsage | null;

@@ -186,3 +186,55 @@ describe('a log sink that throws', () => {
     expect(turn.status).toBe(200);
   });
 });
+
+describe('a turn that finds its session busy (Node)', () => {
+  it('is logged and counted as queued when its input is queued, as failed only when 409 is its answer', async () => {
+    // Background turns are claimed and never run here: the session stays busy.
+    const busyLines: string[] = [];
+    const metrics = new Metrics();
+    const busyStore = new MemoryStore();
+    const busy = createApp({
+      store: () => busyStore,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      metrics,
+      logLine: (line) => busyLines.push(line),
+      queueTurn: () => async () => undefined,
+    });
+    const send = async (method: string, path: string, body?: unknown) =>
+      busy.request(
+        path,
+        {
+          method,
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+        },
+        environment,
+      );
+    const id = freshId('busy');
+    expect((await send('POST', '/v1/sessions', { id })).status).toBe(201);
+    expect((await send('POST', `/v1/sessions/${id}/turns`, { input: 'runs', background: true })).status).toBe(202);
+    busyLines.length = 0;
+    for (const background of [true, false]) {
+      const queued = await send('POST', `/v1/sessions/${id}/turns`, { input: 'waits', background, on_busy: 'enqueue' });
+      expect(queued.status).toBe(202);
+    }
+    expect((await send('POST', `/v1/sessions/${id}/turns`, { input: 'refused', on_busy: 'reject' })).status).toBe(409);
+    const logged = busyLines.map((line) => JSON.parse(line));
+    expect(logged.map(({ status, error_code, turn }) => ({ status, error_code, turn }))).toEqual([
+      { status: 'queued', error_code: null, turn: null },
+      { status: 'queued', error_code: null, turn: null },
+      { status: 'failed', error_code: 'turn_in_progress', turn: null },
+    ]);
+    expect(logged[0]).toMatchObject({ session_id: id, level: 'info' });
+    const samples = parsePrometheus(await (await send('GET', '/metrics')).text());
+    expect(samples.get('tailgate_turns_total{status="queued",model="unknown"}')).toBe(2);
+    expect(samples.get('tailgate_turns_total{status="failed",model="unknown"}')).toBe(1);
+    expect(samples.get('tailgate_turn_errors_total{code="turn_in_progress"}')).toBe(1);
+
+    // An interrupt's refused attempt is not logged: the turn it then takes is.
+    busyLines.length = 0;
+    expect((await send('POST', `/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' })).status).toBe(200);
+    expect(busyLines.map((line) => JSON.parse(line).status)).toEqual(['completed']);
+  });
+});

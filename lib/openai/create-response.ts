@@ -15,7 +15,7 @@ import type { LogScope } from '../session/keys.ts';
 import { checkToolChoice, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
-import { branchedSession, branchingError, sessionOf } from './sessions.ts';
+import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { getResponse, openaiTools, saveResponse } from './stored-responses.ts';
@@ -109,8 +109,8 @@ async function createStoredResponse(
   const match = whole && !fresh ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
-  const { sessionId, afterTurn } = match
-    ? { sessionId: match.session.id, afterTurn: match.turn }
+  const { sessionId, afterTurn, created } = match
+    ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
     : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
         branch ? { ...found, sessionId: branch } : found,
       );
@@ -176,6 +176,8 @@ async function createStoredResponse(
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.
   const branched = async (error: unknown): Promise<TailgateResponse | Response> => {
+    // A conversation this request started under a random id, which its failure left empty, goes.
+    if (created && idempotencyKey === undefined) await dropStartedConversation(facade, sessionId);
     // A history whose conversation moved past it (a keyed request whose key took no turn there,
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
     if (error instanceof NotNewestTurnError && match)

@@ -25,7 +25,7 @@ export async function sessionOf(
   facade: Facade,
   body: Pick<ResponseCreateBody, 'previous_response_id' | 'conversation' | 'metadata'>,
   fresh: { instructions: string | null; model: string; idempotencyKey: string | undefined },
-): Promise<{ sessionId: string; afterTurn?: number }> {
+): Promise<{ sessionId: string; afterTurn?: number; created?: true }> {
   const { sessions } = facade.services;
   if (body.previous_response_id && body.conversation) {
     throw new OpenAIApiError(
@@ -76,8 +76,24 @@ export async function sessionOf(
     });
   } catch (error) {
     if (!(error instanceof SessionExistsError && fresh.idempotencyKey !== undefined)) throw error;
+    return { sessionId: id };
   }
-  return { sessionId: id };
+  return { sessionId: id, created: true };
+}
+
+/**
+ * Deletes a conversation that an unkeyed request started and its failure left empty (its turn
+ * taken out, or refused before it was stored): nobody was told its random id, so nothing else
+ * goes to it, and a resend of the request starts a conversation of its own. One that holds a
+ * turn (a failed turn that stays) is kept; a failed delete is logged.
+ */
+export async function dropStartedConversation(facade: Facade, sessionId: string): Promise<void> {
+  const { sessions, log } = facade.services;
+  try {
+    if ((await sessions.get(sessionId)).counts.turns === 0) await sessions.delete(sessionId);
+  } catch (error) {
+    log(`tailgate: the conversation ${sessionId} a failed response started stays`, error);
+  }
 }
 
 /**

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A response whose model call fails (502 model_error: "unreachable" points at a port nothing
 // listens on), then the same request again once the model answers (here: echo).
@@ -86,5 +86,42 @@ describe('a failed response leaves nothing in its conversation', () => {
     await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'next' });
     const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
     expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
+  });
+});
+
+describe('a failed first response of a new conversation', () => {
+  it('leaves no conversation behind, its turn taken out or refused when claimed; its resend starts one', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const sessions = async () => (await tailgateGet(tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    // A token whose budget one turn spends: its next turns are refused when claimed (402).
+    const minted = await fetch(`${tailgate.baseURL}/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ scopes: ['session:turn'], budget: { max_turns: 1 } }),
+    });
+    const spent = new OpenAI({
+      apiKey: ((await minted.json()) as { token: string }).token,
+      baseURL: tailgate.baseURL,
+      maxRetries: 0,
+    });
+    await spent.responses.create({ model: 'echo', input: 'spend it' });
+    const before = await sessionKeys(tailgate.store);
+    const listed = await sessions();
+
+    const failed = await client.responses
+      .create({ model: 'unreachable', input: 'hi' })
+      .catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(OpenAI.InternalServerError);
+    for (const extra of [{}, { stream: true }, { background: true }]) {
+      const refused = await spent.responses
+        .create({ model: 'echo', input: 'hi', ...extra })
+        .catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 402, code: 'budget_exhausted' });
+    }
+    expect(await sessionKeys(tailgate.store)).toEqual(before);
+    expect(await sessions()).toBe(listed);
+    const resent = await client.responses.create({ model: 'echo', input: 'hi' });
+    expect(resent.output_text).toBe('echo: hi');
+    expect(await sessions()).toBe(listed + 1);
   });
 });

@@ -131,8 +131,9 @@ export interface TurnServices {
 
 /**
  * What `observeTurn` is told of one runTurn (the log line, the metrics, the span's end): how
- * it ended, `replayed` when it answered a repeated Idempotency-Key from storage; `turn`
- * and `model` are null when it failed before its claim landed. `first_output_ms` (from the
+ * it ended, `replayed` when it answered a repeated Idempotency-Key from storage, `queued` for
+ * an input the busy policy queued (lib/turn/busy.ts); `turn` and `model` are null when it
+ * failed before its claim landed, and for a queued input. `first_output_ms` (from the
  * start to the first streamed output) only for streamed turns.
  */
 export interface TurnObservation {

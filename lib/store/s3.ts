@@ -144,17 +144,27 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  /** When a HeadBucket last found the bucket (ms; see #checkBucket). */
+  #bucketFoundAt = Number.NEGATIVE_INFINITY;
+
   /**
    * Throws a StorageError when the bucket does not exist: asked after a bodiless 404, with
    * HeadBucket, whose 404 can only mean the bucket. 403 is a bucket these credentials may not
    * inspect, and 405 or 501 a service without HeadBucket: none says the bucket is missing.
    */
   async #checkBucket(operation: string, key: string): Promise<void> {
+    // Asked at most once a minute: a HEAD of an absent key (a notice's, a claim's) costs one
+    // request, not two, while the bucket is known to be there.
+    if (Date.now() - this.#bucketFoundAt < BUCKET_CHECK_MS) return;
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+      this.#bucketFoundAt = Date.now();
     } catch (error) {
       const status = statusOf(error);
-      if (status === 403 || status === 405 || status === 501) return;
+      if (status === 403 || status === 405 || status === 501) {
+        this.#bucketFoundAt = Date.now();
+        return;
+      }
       if (status !== 404) throw storageError(operation, key, error);
       throw new StorageError(`S3 ${operation} ${key} failed: bucket ${this.bucket} does not exist`, {
         operation,
@@ -318,6 +328,9 @@ function statusOf(error: unknown): number | undefined {
 function nameOf(error: unknown): string | undefined {
   return error instanceof Error ? error.name : undefined;
 }
+
+/** How long a bucket HeadBucket found is taken to be there (ms): a missing one is found within it. */
+const BUCKET_CHECK_MS = 60_000;
 
 /** The metadata key of a conditional put's own mark (S3 lower-cases metadata keys). */
 const PUT_MARK = 'tailgate-put';

@@ -175,6 +175,10 @@ describe('S3Store', () => {
     const commands = recordCommands(store);
     expect(await store.head(`${fresh()}absent`)).toBeNull();
     expect(commands).toEqual(['HeadObjectCommand', 'HeadBucketCommand']);
+    // The bucket found, the next absent key's head is one request.
+    commands.length = 0;
+    expect(await store.head(`${fresh()}absent`)).toBeNull();
+    expect(commands).toEqual(['HeadObjectCommand']);
     const key = `${fresh()}present`;
     await store.put(key, 'here');
     commands.length = 0;

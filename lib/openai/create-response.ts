@@ -6,7 +6,7 @@ import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnRespo
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
-import { findHistory, indexHistory } from './history-index.ts';
+import { findHistory, indexHistory, loopScope } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
@@ -58,7 +58,12 @@ async function ended(
   const kept = await saveResponse(facade, context.session, turn.turn, answer);
   if (context.history) {
     const history = [...context.history.before, ...(turn.output as ClientItem[])];
-    const entry = { generation: scope.generation, turn: turn.turn, items: turn.output.at(-1)?.seq };
+    const entry = {
+      generation: scope.generation,
+      turn: turn.turn,
+      items: turn.output.at(-1)?.seq,
+      scope: context.history.scope,
+    };
     await indexHistory(facade, context.session, entry, history, context.history.replaced);
   }
   return kept;
@@ -106,7 +111,9 @@ async function createStoredResponse(
   const { body, model, instructions, tools, turnTools } = prepared;
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
-  const match = whole && !fresh ? await findHistory(facade, prepared.items, idempotencyKey !== undefined) : undefined;
+  const loop = whole ? loopScope(facade, prepared) : '';
+  const match =
+    whole && !fresh ? await findHistory(facade, loop, prepared.items, idempotencyKey !== undefined) : undefined;
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
@@ -150,7 +157,13 @@ async function createStoredResponse(
     },
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
-      ? { history: { before: prepared.items, replaced: idempotencyKey === undefined ? match?.key : undefined } }
+      ? {
+          history: {
+            before: prepared.items,
+            replaced: idempotencyKey === undefined ? match?.key : undefined,
+            scope: loop,
+          },
+        }
       : {}),
   };
   const compaction = body.context_management?.[0];

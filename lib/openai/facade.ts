@@ -14,6 +14,11 @@ import { facadeModelId } from './models.ts';
 export interface Facade {
   services: TurnServices & { sessions: SessionLog; inbox: Inbox; store: ObjectStore; clock: () => Date };
   config: ServiceConfig;
+  /**
+   * Tells callers apart where their requests may otherwise be the same (the history index,
+   * lib/openai/history-index.ts): a budgeted token's id; absent or '' for the others.
+   */
+  caller?: string;
   /** 403 unless the caller's token may act on `sessionId` (null: a new session, or none). */
   authorize(sessionId: string | null): void;
   /** 413 for an item over MAX_ITEM_BYTES. */

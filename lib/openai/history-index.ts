@@ -5,6 +5,7 @@ import { NotFoundError } from '../errors.ts';
 import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
+import type { PreparedRequest } from './request.ts';
 
 /**
  * A client's tool loop is one conversation. Clients that resend the whole history on every
@@ -19,6 +20,12 @@ import type { Facade } from './facade.ts';
  * wrote it: no delete of that turn since) and that turn is still its newest, and the caller may
  * use it. An input that edits the
  * history hashes differently and starts a new conversation.
+ *
+ * The hash covers the request fields a loop sends the same on every step, which tell callers
+ * apart (the loop's scope: see loopScope), besides the history. Two conversations that reach
+ * the same history in the same scope share a key: the second writer finds it held by a
+ * conversation a resend would still continue, and marks it shared (`{shared: true}`), which
+ * matches nothing, so neither caller's resend can land in the other's conversation.
  *
  * The key is TOKEN_SIGNING_KEY (else a fixed one, never API_TOKEN: see historyKey): with it,
  * whoever lists the bucket cannot tell which history an entry stands for. Changing the key
@@ -47,6 +54,10 @@ const historyEntrySchema = z
   .strict();
 type HistoryEntry = z.infer<typeof historyEntrySchema>;
 
+/** A key two live conversations reached: it matches neither (nor any later one). */
+const sharedEntrySchema = z.object({ shared: z.literal(true) }).strict();
+const indexEntrySchema = z.union([historyEntrySchema, sharedEntrySchema]);
+
 /** A stored conversation the input continues: its session, and how many input items it already holds. */
 export interface HistoryMatch {
   session: SessionRecord;
@@ -65,7 +76,26 @@ function canonical(item: ClientItem): unknown[] {
   return ['function_call_output', item.call_id, item.output];
 }
 
-async function historyKey(facade: Facade, items: readonly ClientItem[]): Promise<string> {
+/**
+ * What a client's loop sends the same on every step and tells callers apart, as part of the
+ * history's key: the caller (a budgeted token's id), the instructions, `metadata`, `user`,
+ * `safety_identifier` and `prompt_cache_key`. A request whose fields differ from the step
+ * before starts a new conversation.
+ */
+export function loopScope(facade: Facade, prepared: PreparedRequest): string {
+  const { body } = prepared;
+  const metadata = Object.entries(body.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return JSON.stringify([
+    facade.caller ?? '',
+    prepared.instructions,
+    metadata,
+    body.user ?? null,
+    body.safety_identifier ?? null,
+    body.prompt_cache_key ?? null,
+  ]);
+}
+
+async function historyKey(facade: Facade, scope: string, items: readonly ClientItem[]): Promise<string> {
   // Never API_TOKEN: a bucket reader knows the histories an entry may stand for, so an entry
   // keyed with it would let them test guesses of it offline. Without TOKEN_SIGNING_KEY a fixed
   // key stands in (Web Crypto refuses an empty HMAC key on Workers).
@@ -73,7 +103,7 @@ async function historyKey(facade: Facade, items: readonly ClientItem[]): Promise
   const key = await crypto.subtle.importKey('raw', encoder.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, [
     'sign',
   ]);
-  const message = `tailgate openai history\n${JSON.stringify(items.map(canonical))}`;
+  const message = `tailgate openai history\n${scope}\n${JSON.stringify(items.map(canonical))}`;
   const digest = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
   const hex = Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
   return `${facade.config.keyPrefix}openai/history/${hex}`;
@@ -85,29 +115,40 @@ function isOutput(item: ClientItem): boolean {
 
 /**
  * The stored conversation `items` continue, if any: the items up to the last model output
- * (with at least one item after it) are looked up (one get, and the session's config, which
- * the turn reads anyway). Undefined when nothing matches or the caller may not use the match.
+ * (with at least one item after it) are looked up in the loop's `scope` (one get, and the
+ * session's config, which the turn reads anyway). Undefined when nothing matches, the key is
+ * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
  * must follow the matched one, which the claim judges after replaying a repeated key, so a
  * retried step is answered with its stored response.
  */
 export async function findHistory(
   facade: Facade,
+  scope: string,
   items: readonly ClientItem[],
   keyed: boolean,
 ): Promise<HistoryMatch | undefined> {
   const known = items.findLastIndex(isOutput) + 1;
   if (known === 0 || known === items.length) return undefined;
-  const key = await historyKey(facade, items.slice(0, known));
+  const key = await historyKey(facade, scope, items.slice(0, known));
   const stored = await facade.services.store.get(key);
-  if (!stored) return undefined;
-  const entry = parsedEntry(stored.body);
-  if (!entry) return undefined;
+  const entry = stored ? parsedEntry(stored.body) : undefined;
+  if (!entry || 'shared' in entry) return undefined;
   try {
     facade.authorize(entry.session_id);
   } catch {
     return undefined;
   }
+  const session = await continued(facade, entry, keyed);
+  return session ? { session, turn: entry.turn, known, key } : undefined;
+}
+
+/**
+ * The session `entry` names when a resend of its history continues it: the same incarnation,
+ * the history's last item still of the generation that wrote it, and (unless `keyed`) the
+ * entry's turn and items still its newest.
+ */
+async function continued(facade: Facade, entry: HistoryEntry, keyed: boolean): Promise<SessionRecord | undefined> {
   const { sessions } = facade.services;
   const found = await Promise.all([
     sessions.get(entry.session_id),
@@ -125,30 +166,31 @@ export async function findHistory(
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
     return undefined;
-  return { session, turn: entry.turn, known, key };
+  return session;
 }
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */
-function parsedEntry(body: Uint8Array): HistoryEntry | undefined {
-  return parseStoredOrUndefined(body, historyEntrySchema);
+function parsedEntry(body: Uint8Array): HistoryEntry | { shared: true } | undefined {
+  return parseStoredOrUndefined(body, indexEntrySchema);
 }
 
 /**
  * Indexes a conversation's history after its turn `turn` ended (the items of every request of
- * the loop, then the output), replacing the entry the request matched (`replaced`; a keyed
- * request keeps it for its retries). Failures are logged: the client's next step then starts
- * a new conversation.
+ * the loop, then the output, in the loop's `scope`), replacing the entry the request matched
+ * (`replaced`; a keyed request keeps it for its retries). A key another conversation holds,
+ * which a resend would still continue, is marked shared instead. Failures are logged: the
+ * client's next step then starts a new conversation.
  */
 export async function indexHistory(
   facade: Facade,
   session: { id: string; created_at: string },
-  ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
+  ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'> & { scope: string },
   history: readonly ClientItem[],
   replaced: string | undefined,
 ): Promise<void> {
-  const { store, log } = facade.services;
+  const { log } = facade.services;
   try {
-    const key = await historyKey(facade, history);
+    const key = await historyKey(facade, ended.scope, history);
     const { generation, turn, items } = ended;
     const entry: HistoryEntry = {
       session_id: session.id,
@@ -157,9 +199,35 @@ export async function indexHistory(
       turn,
       ...(items !== undefined ? { items } : {}),
     };
-    await store.put(key, JSON.stringify(entry), { contentType: 'application/json' });
-    if (replaced !== undefined && replaced !== key) await store.delete(replaced);
+    await writeEntry(facade, key, entry);
+    if (replaced !== undefined && replaced !== key) await facade.services.store.delete(replaced);
   } catch (error) {
     log('tailgate: could not index a conversation history', error);
   }
+}
+
+const JSON_TYPE = { contentType: 'application/json' };
+
+/**
+ * Writes `entry` under `key`: create-only, else over what is there (if-match) when it is this
+ * session's, another's that no resend continues any more, or not an entry; over another live
+ * conversation's, the key is marked shared. Racing writers read again, a few times.
+ */
+async function writeEntry(facade: Facade, key: string, entry: HistoryEntry): Promise<void> {
+  const { store } = facade.services;
+  if (await store.put(key, JSON.stringify(entry), { ...JSON_TYPE, onlyIfAbsent: true })) return;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    const current = await store.get(key);
+    if (!current) {
+      if (await store.put(key, JSON.stringify(entry), { ...JSON_TYPE, onlyIfAbsent: true })) return;
+      continue;
+    }
+    const held = parsedEntry(current.body);
+    if (held && 'shared' in held) return;
+    const ours = held?.session_id === entry.session_id && held.created_at === entry.created_at;
+    const live = held !== undefined && !ours && (await continued(facade, held, false)) !== undefined;
+    const body = JSON.stringify(live ? { shared: true } : entry);
+    if (await store.put(key, body, { ...JSON_TYPE, ifMatch: current.etag })) return;
+  }
+  throw new Error(`the history index entry ${key} kept changing`);
 }

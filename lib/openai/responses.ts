@@ -210,7 +210,7 @@ export interface StoredContext {
    * `previous_response_id` or `conversation`): indexed when the turn ends (lib/openai/history-index.ts),
    * replacing the entry the request matched.
    */
-  history?: { before: readonly ClientItem[]; replaced: string | undefined };
+  history?: { before: readonly ClientItem[]; replaced: string | undefined; scope: string };
 }
 
 export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };

@@ -236,4 +236,97 @@ describe('a client tool loop is one conversation', () => {
     expect(continued.conversation!.id).toBe(sessionId);
     expect(continued.output_text).toBe('echo: again');
   });
+
+  it("two loops whose first exchange is the same: each loop's next step continues its own conversation", async () => {
+    // Two users of one app open with the same message and get the same answer (a deterministic
+    // model); each loop sends its own metadata (or safety_identifier) on every step.
+    const history = [
+      { role: 'user' as const, content: 'hi there' },
+      { role: 'assistant' as const, content: 'echo: hi there' },
+    ];
+    const alice = { metadata: { user: 'alice' } };
+    const bob = { metadata: { user: 'bob' } };
+    const aliceFirst = await client.responses.create({ model: 'echo', input: 'hi there', ...alice });
+    const bobFirst = await client.responses.create({ model: 'echo', input: 'hi there', ...bob });
+    const aliceNext = await client.responses.create({
+      model: 'echo',
+      input: [...history, { role: 'user', content: 'my card number is 4111' }],
+      ...alice,
+    });
+    const bobNext = await client.responses.create({
+      model: 'echo',
+      input: [...history, { role: 'user', content: 'and mine?' }],
+      ...bob,
+    });
+    expect([aliceNext.conversation!.id, bobNext.conversation!.id]).toEqual([
+      aliceFirst.conversation!.id,
+      bobFirst.conversation!.id,
+    ]);
+    const bobItems = await tailgateGet(tailgate.baseURL, `/sessions/${bobFirst.conversation!.id}/items?limit=100`);
+    expect(JSON.stringify(bobItems)).not.toContain('4111');
+  });
+
+  it('two live conversations with the same history in the same fields: a resend continues neither', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'hello twin' });
+    const second = await client.responses.create({ model: 'echo', input: 'hello twin' });
+    const resent = await client.responses.create({
+      model: 'echo',
+      input: [
+        { role: 'user', content: 'hello twin' },
+        { role: 'assistant', content: 'echo: hello twin' },
+        { role: 'user', content: 'whose am I?' },
+      ],
+    });
+    expect([first.conversation!.id, second.conversation!.id]).not.toContain(resent.conversation!.id);
+    const items = await tailgateGet(tailgate.baseURL, `/sessions/${resent.conversation!.id}/items?limit=100`);
+    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
+      'hello twin',
+      'echo: hello twin',
+      'whose am I?',
+      'echo: whose am I?',
+    ]);
+  });
+
+  it('a step that changes a field of the loop (here safety_identifier) starts a new conversation', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'scoped', safety_identifier: 'u-1' });
+    const input = [
+      { role: 'user' as const, content: 'scoped' },
+      { role: 'assistant' as const, content: 'echo: scoped' },
+      { role: 'user' as const, content: 'next' },
+    ];
+    const other = await client.responses.create({ model: 'echo', input, safety_identifier: 'u-2' });
+    expect(other.conversation!.id).not.toBe(first.conversation!.id);
+    const same = await client.responses.create({ model: 'echo', input, safety_identifier: 'u-1' });
+    expect(same.conversation!.id).toBe(first.conversation!.id);
+  });
+
+  it('two budgeted tokens reaching the same history: each token continues its own conversation', async () => {
+    const mint = async () => {
+      const response = await fetch(`${tailgate.baseURL}/tokens`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ scopes: ['session:turn'], budget: { max_turns: 10 } }),
+      });
+      return ((await response.json()) as { token: string }).token;
+    };
+    const [one, two] = await Promise.all(
+      [mint(), mint()].map(
+        async (token) => new OpenAI({ apiKey: await token, baseURL: tailgate.baseURL, maxRetries: 0 }),
+      ),
+    );
+    const firsts = [
+      await one!.responses.create({ model: 'echo', input: 'same start' }),
+      await two!.responses.create({ model: 'echo', input: 'same start' }),
+    ];
+    const input = [
+      { role: 'user' as const, content: 'same start' },
+      { role: 'assistant' as const, content: 'echo: same start' },
+      { role: 'user' as const, content: 'next' },
+    ];
+    const nexts = [
+      await one!.responses.create({ model: 'echo', input }),
+      await two!.responses.create({ model: 'echo', input }),
+    ];
+    expect(nexts.map((next) => next.conversation!.id)).toEqual(firsts.map((first) => first.conversation!.id));
+  });
 });

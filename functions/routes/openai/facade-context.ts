@@ -11,6 +11,7 @@ export function facadeOf(c: Context<AppEnv>): Facade {
   return {
     services: c.var.services,
     config: c.var.config,
+    caller: c.var.principal.budget?.id ?? '',
     authorize: (sessionId) => authorizeSession(c, sessionId),
     checkItems: (items) => checkItemSizes(items, c.var.config.maxItemBytes),
     errorBody: (error) => openaiErrorBody(error, c.var.services.log).body,

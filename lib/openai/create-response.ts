@@ -112,8 +112,9 @@ async function createStoredResponse(
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
   const loop = whole ? loopScope(facade, prepared) : '';
+  const keyed = idempotencyKey !== undefined;
   const match =
-    whole && !fresh ? await findHistory(facade, loop, prepared.items, idempotencyKey !== undefined) : undefined;
+    whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt) : undefined;
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
@@ -137,7 +138,9 @@ async function createStoredResponse(
     if (idempotencyKey === undefined) throw error;
     refused = true;
   }
-  const items = prepared.items.slice(match?.known ?? 0);
+  // A match stores the items after the history it holds (a compaction item sent back among them
+  // is the conversation's own); a new conversation, the input (a summary for the items compacted).
+  const items = match ? prepared.history.slice(match.known) : prepared.items;
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
   // not so for one continuing an older turn: a retry (they are set already) or a branch (refused),
   // nor for one whose tool_choice the claim will refuse unless it is a retry.
@@ -159,7 +162,7 @@ async function createStoredResponse(
     ...(whole
       ? {
           history: {
-            before: prepared.items,
+            before: prepared.history,
             replaced: idempotencyKey === undefined ? match?.key : undefined,
             scope: loop,
           },

@@ -114,8 +114,10 @@ function isOutput(item: ClientItem): boolean {
 }
 
 /**
- * The stored conversation `items` continue, if any: the items up to the last model output
- * (with at least one item after it) are looked up in the loop's `scope` (one get, and the
+ * The stored conversation `items` continue, if any: the items up to the last model output, or up
+ * to the last compaction item sent back (`compactedAt` items before it: a compaction item is
+ * the end of a response's output), with at least one item after them, are looked up in the
+ * loop's `scope` (one get, and the
  * session's config, which the turn reads anyway). Undefined when nothing matches, the key is
  * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
@@ -127,8 +129,9 @@ export async function findHistory(
   scope: string,
   items: readonly ClientItem[],
   keyed: boolean,
+  compactedAt = 0,
 ): Promise<HistoryMatch | undefined> {
-  const known = items.findLastIndex(isOutput) + 1;
+  const known = Math.max(items.findLastIndex(isOutput) + 1, compactedAt);
   if (known === 0 || known === items.length) return undefined;
   const key = await historyKey(facade, scope, items.slice(0, known));
   const stored = await facade.services.store.get(key);

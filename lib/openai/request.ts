@@ -23,6 +23,12 @@ export interface PreparedRequest {
   model: string;
   instructions: string | null;
   items: ClientItem[];
+  /**
+   * The items as the client holds them, compaction items left out, and how many come before the
+   * last compaction item (responses.ts, inputToItems): what a resent history is matched by.
+   */
+  history: ClientItem[];
+  compactedAt: number;
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;
@@ -47,7 +53,7 @@ export function prepareResponseRequest(
   body: Omit<ResponseCreateBody, 'input'> & { input: string | InputItemBody[] },
 ): PreparedRequest {
   const model = modelOf(facade, body.model);
-  const { instructions: inputInstructions, items } = inputToItems(body.input);
+  const { instructions: inputInstructions, items, history, compactedAt } = inputToItems(body.input);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
   facade.checkItems(items);
@@ -63,6 +69,8 @@ export function prepareResponseRequest(
     model,
     instructions,
     items,
+    history,
+    compactedAt,
     tools,
     turnTools: choice === 'none' ? [] : tools,
     modelSettings: modelSettingsOf(body),

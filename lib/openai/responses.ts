@@ -34,20 +34,37 @@ export type InputItemBody =
  * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
  * A system message after the first other item is refused. A compaction item replaces every
  * item before it: the items start with its summary as a user message (as a compacted
- * context's prompt does).
+ * context's prompt does). `history` is every item as the client holds it, compaction items left
+ * out, and `compactedAt` how many of them come before the last compaction item (0: none): a
+ * client that appends each response's output, its compaction item included, resends the whole
+ * history so (lib/openai/history-index.ts).
  */
-export function inputToItems(input: string | InputItemBody[]): { instructions: string[]; items: ClientItem[] } {
-  if (typeof input === 'string')
-    return { instructions: [], items: [{ type: 'message', role: 'user', content: input }] };
+export function inputToItems(input: string | InputItemBody[]): {
+  instructions: string[];
+  items: ClientItem[];
+  history: ClientItem[];
+  compactedAt: number;
+} {
+  if (typeof input === 'string') {
+    const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
+    return { instructions: [], items, history: items, compactedAt: 0 };
+  }
   const instructions: string[] = [];
   let items: ClientItem[] = [];
+  const history: ClientItem[] = [];
+  let compactedAt = 0;
+  const push = (item: ClientItem) => {
+    items.push(item);
+    history.push(item);
+  };
   input.forEach((entry, index) => {
-    if (entry.type === 'compaction')
+    if (entry.type === 'compaction') {
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
-    else if (entry.type === 'function_call')
-      items.push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
+      compactedAt = history.length;
+    } else if (entry.type === 'function_call')
+      push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
     else if (entry.type === 'function_call_output')
-      items.push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) });
+      push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) });
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
@@ -56,9 +73,9 @@ export function inputToItems(input: string | InputItemBody[]): { instructions: s
         );
       }
       instructions.push(contentText(contentOf(entry.content)));
-    } else items.push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
+    } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
   });
-  return { instructions, items };
+  return { instructions, items, history, compactedAt };
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */

@@ -235,6 +235,37 @@ describe('the official openai client: context_management compaction', () => {
     },
   );
 
+  it('a loop resending its history, each output appended (compaction item too), is one conversation', async () => {
+    const cm = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: long('alpha') }];
+    const first = await client.responses.create({ model: 'echo', input, context_management: cm });
+    input.push(...(first.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: long('bravo') });
+    const second = await client.responses.create({ model: 'echo', input, context_management: cm });
+    expect(second.conversation!.id).toBe(first.conversation!.id);
+    expect(second.output.at(-1)!.type).toBe('compaction');
+    input.push(...(second.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'short' });
+    const third = await client.responses.create({ model: 'echo', input, context_management: cm });
+    expect(third.conversation!.id).toBe(first.conversation!.id);
+    input.push(...(third.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'last' });
+    const fourth = await client.responses.create({ model: 'echo', input, context_management: cm });
+    expect(fourth.conversation!.id).toBe(first.conversation!.id);
+    // Each item once: the compaction item sent back is the conversation's own, not a new message.
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc', limit: 100 });
+    const texts = items.data.map((item) =>
+      item.type === 'message' ? (item.content[0] as { text: string }).text : item.type,
+    );
+    expect(texts.filter((text) => text !== 'compaction')).toEqual([
+      long('alpha'),
+      `echo: ${long('alpha')}`,
+      long('bravo'),
+      `echo: ${long('bravo')}`,
+      'short',
+      'echo: short',
+      'last',
+      'echo: last',
+    ]);
+  });
+
   it('refuses a bad context_management or compact request with a typed 400 naming the field', async () => {
     const refused = async (body: Record<string, unknown>, compact = false) => {
       const call = compact

@@ -2,7 +2,7 @@ import { NotFoundError } from '../errors.ts';
 import type { StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
-import { parseItemId } from './ids.ts';
+import { parseCompactionId, parseItemId } from './ids.ts';
 import type { InputPartBody } from './input-content.ts';
 import type { InputItemBody } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
@@ -14,7 +14,10 @@ import { itemsBetween } from './sessions.ts';
  * and in a chat that resends its messages. One read per conversation referenced, of the seqs
  * between its first and last reference. A reference that names no stored item is a 404 naming
  * it (`input[<i>].id`), as OpenAI answers; one to an item with images or files is a 400 (send
- * the item itself: a model writes neither, so the SDK never references one).
+ * the item itself: a model writes neither, so the SDK never references one). A compaction item's
+ * id (`cmp_<conversation>_<start seq>`) stands for the conversation's current compaction item
+ * (one read of its context per conversation); one a later compaction folded in is left out when
+ * a compaction item follows it in the input (which replaces everything before it), else 404.
  */
 export async function resolveItemReferences(
   facade: Facade,
@@ -32,8 +35,21 @@ export async function resolveItemReferences(
     });
   }
   const stored = new Map<string, StoredItem>();
-  await Promise.all(
-    [...wanted].map(async ([sessionId, { from, to }]) => {
+  const compactions = new Map<string, { start_seq: number; summary: string } | null>();
+  for (const entry of input) {
+    const ref = entry.type === 'item_reference' ? parseCompactionId(entry.id) : undefined;
+    if (ref) compactions.set(ref.sessionId, null);
+  }
+  await Promise.all([
+    ...[...compactions.keys()].map(async (sessionId) => {
+      facade.authorize(sessionId);
+      const context = await facade.services.sessions.currentContext(sessionId).catch((error: unknown) => {
+        if (error instanceof NotFoundError) return null;
+        throw error;
+      });
+      compactions.set(sessionId, context);
+    }),
+    ...[...wanted].map(async ([sessionId, { from, to }]) => {
       facade.authorize(sessionId);
       const items = await itemsBetween(facade, sessionId, from, to).catch((error: unknown) => {
         if (error instanceof NotFoundError) return [];
@@ -41,15 +57,27 @@ export async function resolveItemReferences(
       });
       for (const item of items) stored.set(`${sessionId}/${item.seq}`, item);
     }),
-  );
-  return input.map((entry, index) => {
-    if (entry.type !== 'item_reference') return entry;
+  ]);
+  const compactionAfter = (index: number) =>
+    input
+      .slice(index + 1)
+      .some((entry) => entry.type === 'compaction' || (entry.type === 'item_reference' && parseCompactionId(entry.id)));
+  return input.flatMap((entry, index): InputItemBody[] => {
+    if (entry.type !== 'item_reference') return [entry];
+    const compaction = parseCompactionId(entry.id);
+    if (compaction) {
+      const context = compactions.get(compaction.sessionId);
+      if (context?.start_seq === compaction.startSeq)
+        return [{ type: 'compaction', encrypted_content: context.summary }];
+      if (context && context.start_seq > compaction.startSeq && compactionAfter(index)) return [];
+      throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
+    }
     const ref = parseItemId(entry.id);
     const item = ref && stored.get(`${ref.sessionId}/${ref.seq}`);
     if (!ref || !item || item.type !== ref.kind)
       throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
     if (item.type === 'function_call')
-      return { type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments };
+      return [{ type: 'function_call', call_id: item.call_id, name: item.name, arguments: item.arguments }];
     const content = item.type === 'message' ? item.content : item.output;
     if (typeof content !== 'string' && content.some((part) => part.type !== 'input_text'))
       throw new OpenAIApiError(
@@ -59,8 +87,10 @@ export async function resolveItemReferences(
         `input[${index}].id`,
       );
     const text = content as string | InputPartBody[];
-    return item.type === 'message'
-      ? { type: 'message', role: item.role, content: text }
-      : { type: 'function_call_output', call_id: item.call_id, output: text };
+    return [
+      item.type === 'message'
+        ? { type: 'message', role: item.role, content: text }
+        : { type: 'function_call_output', call_id: item.call_id, output: text },
+    ];
   });
 }

@@ -1,5 +1,5 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, stepCountIs, streamText, tool } from 'ai';
+import { generateText, type ModelMessage, stepCountIs, streamText, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { startTailgate, TOKEN } from './server.ts';
@@ -44,5 +44,23 @@ describe('@ai-sdk/openai against tailgate', () => {
     expect(chunks.length).toBeGreaterThan(1);
     expect(chunks.join('')).toBe('echo: stream me');
     expect((await result.usage).inputTokens).toBeGreaterThan(0);
+  });
+
+  it('a chat that resends its messages goes on after a response compacted (contextManagement)', async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+    const providerOptions = { openai: { contextManagement: [{ type: 'compaction' as const, compactThreshold: 100 }] } };
+    const messages: ModelMessage[] = [{ role: 'user', content: long('alpha') }];
+    const first = await generateText({ model: openai('gpt-4.1-mini'), messages, providerOptions });
+    messages.push(...first.response.messages, { role: 'user', content: long('bravo') });
+    const second = await generateText({ model: openai('gpt-4.1-mini'), messages, providerOptions });
+    // The second response compacted: its output ends with the compaction item.
+    expect(second.content.map((part) => part.type)).toEqual(['text', 'custom']);
+    messages.push(...second.response.messages, { role: 'user', content: 'short' });
+    // The AI SDK sends the compaction item back as {type: 'item_reference', id: 'cmp_...'}.
+    const third = await generateText({ model: openai('gpt-4.1-mini'), messages, providerOptions });
+    expect(third.text).toBe('echo: short');
+    const conversation = /^resp_(conv_[0-9a-f]+)_/.exec(first.response.id)![1];
+    expect(third.response.id.startsWith(`resp_${conversation}_3_`)).toBe(true);
   });
 });

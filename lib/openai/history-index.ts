@@ -6,6 +6,7 @@ import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
+import { itemsBetween } from './sessions.ts';
 
 /**
  * A client's tool loop is one conversation. Clients that resend the whole history on every
@@ -142,16 +143,23 @@ export async function findHistory(
   } catch {
     return undefined;
   }
-  const session = await continued(facade, entry, keyed);
-  return session ? { session, turn: entry.turn, known, key } : undefined;
+  const found = await continued(facade, entry, keyed, items.slice(known));
+  return found ? { ...found, known, key } : undefined;
 }
 
 /**
  * The session `entry` names when a resend of its history continues it: the same incarnation,
  * the history's last item still of the generation that wrote it, and (unless `keyed`) the
- * entry's turn and items still its newest.
+ * entry's turn and items still its newest, but for failed turns after it (see failedSince).
+ * The turn to continue after: the entry's, or the newest failed one.
  */
-async function continued(facade: Facade, entry: HistoryEntry, keyed: boolean): Promise<SessionRecord | undefined> {
+async function continued(
+  facade: Facade,
+  entry: HistoryEntry,
+  keyed: boolean,
+  /** The resend's items after the history (undefined: any). */
+  added: readonly ClientItem[] | undefined,
+): Promise<{ session: SessionRecord; turn: number } | undefined> {
   const { sessions } = facade.services;
   const found = await Promise.all([
     sessions.get(entry.session_id),
@@ -166,10 +174,52 @@ async function continued(facade: Facade, entry: HistoryEntry, keyed: boolean): P
   // response is taken out so), one of its own turn did not.
   if (scope && (entry.items === undefined ? scope.generation : holderOf(scope, entry.items)) !== entry.generation)
     return undefined;
+  if (session.counts.turns > entry.turn && (await failedSince(facade, session, entry, added)))
+    return { session, turn: session.counts.turns };
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
     return undefined;
-  return session;
+  return { session, turn: entry.turn };
+}
+
+/** Failed turns after an entry that a resend still continues after (more: a new conversation). */
+const MAX_FAILED_TURNS = 8;
+
+/**
+ * Whether every turn of `session` after the entry's failed (a streamed response that failed
+ * stays, its input stored and no output) and each stored as its input the first items the
+ * resend adds (`added`; undefined: not compared), the session holding nothing else since: the
+ * resend retries that step, so it continues after them (its items stored again, as a retry
+ * under `conversation` stores them).
+ */
+async function failedSince(
+  facade: Facade,
+  session: SessionRecord,
+  entry: HistoryEntry,
+  added: readonly ClientItem[] | undefined,
+): Promise<boolean> {
+  const { sessions } = facade.services;
+  const count = session.counts.turns - entry.turn;
+  if (entry.items === undefined || count > MAX_FAILED_TURNS) return false;
+  const turns = await Promise.all(
+    Array.from({ length: count }, (_, index) => sessions.getTurn(session.id, entry.turn + index + 1)),
+  );
+  let next = entry.items + 1;
+  for (const turn of turns) {
+    if (turn.status !== 'failed' || turn.output !== null || turn.input?.first_seq !== next) return false;
+    next = turn.input.last_seq + 1;
+  }
+  if (next !== session.counts.items + 1) return false;
+  if (added === undefined) return true;
+  const stored = await itemsBetween(facade, session.id, entry.items + 1, next);
+  const wanted = (length: number) => JSON.stringify(added.slice(0, length).map(canonical));
+  return turns.every((turn) => {
+    const input = stored.filter((item) => item.seq >= turn.input!.first_seq && item.seq <= turn.input!.last_seq);
+    return (
+      input.length <= added.length &&
+      JSON.stringify(input.map((item) => canonical(item as ClientItem))) === wanted(input.length)
+    );
+  });
 }
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */
@@ -228,7 +278,7 @@ async function writeEntry(facade: Facade, key: string, entry: HistoryEntry): Pro
     const held = parsedEntry(current.body);
     if (held && 'shared' in held) return;
     const ours = held?.session_id === entry.session_id && held.created_at === entry.created_at;
-    const live = held !== undefined && !ours && (await continued(facade, held, false)) !== undefined;
+    const live = held !== undefined && !ours && (await continued(facade, held, false, undefined)) !== undefined;
     const body = JSON.stringify(live ? { shared: true } : entry);
     if (await store.put(key, body, { ...JSON_TYPE, ifMatch: current.etag })) return;
   }

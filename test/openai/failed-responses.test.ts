@@ -44,6 +44,32 @@ describe('a failed response leaves nothing in its conversation', () => {
     expect(retried.conversation!.id).toBe(first.conversation!.id);
   });
 
+  it('a resent whole history after a failed streamed step continues its conversation after them', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const first = await client.responses.create({ model: 'echo', input: 'hi stream' });
+    const input = [
+      { role: 'user' as const, content: 'hi stream' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      { role: 'user' as const, content: 'next' },
+    ];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const failed = await client.responses.create({ model: 'unreachable', input, stream: true });
+      const types: string[] = [];
+      for await (const event of failed) types.push(event.type);
+      expect(types.at(-1)).toBe('response.failed');
+    }
+    // A resend that does not hold the failed steps' input starts a new conversation.
+    const edited = [...input.slice(0, -1), { role: 'user' as const, content: 'something else' }];
+    const moved = await client.responses.create({ model: 'echo', input: edited });
+    expect(moved.conversation!.id).not.toBe(first.conversation!.id);
+    const retried = await client.responses.create({ model: 'echo', input });
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
+    expect(retried.output_text).toBe('echo: next');
+    // The failed turns stay (their ids were given out), each with its input.
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi stream', 'echo: hi stream', 'next', 'next', 'next', 'echo: next']);
+  });
+
   it('previous_response_id: a retry after a failed step continues the conversation, not a fork of it', async () => {
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
     const first = await client.responses.create({ model: 'echo', input: 'hi' });

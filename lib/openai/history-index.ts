@@ -79,16 +79,16 @@ function canonical(item: ClientItem): unknown[] {
 
 /**
  * What a client's loop sends the same on every step and tells callers apart, as part of the
- * history's key: the caller (a budgeted token's id), the instructions, `metadata`, `user`,
- * `safety_identifier` and `prompt_cache_key`. A request whose fields differ from the step
- * before starts a new conversation.
+ * history's key: the caller (a budgeted token's id), `metadata`, `user`, `safety_identifier` and
+ * `prompt_cache_key`. A request whose fields differ from the step before starts a new
+ * conversation. Not the instructions: an agent handing off to another sends the other's in the
+ * same loop (and the conversation takes them, as any request's).
  */
 export function loopScope(facade: Facade, prepared: PreparedRequest): string {
   const { body } = prepared;
   const metadata = Object.entries(body.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return JSON.stringify([
     facade.caller ?? '',
-    prepared.instructions,
     metadata,
     body.user ?? null,
     body.safety_identifier ?? null,

@@ -300,6 +300,20 @@ describe('a client tool loop is one conversation', () => {
     expect(same.conversation!.id).toBe(first.conversation!.id);
   });
 
+  it('a step with other instructions (a handoff to another agent) continues its conversation', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'triage this', instructions: 'Triage.' });
+    const next = await client.responses.create({
+      model: 'echo',
+      instructions: 'You are the billing agent.',
+      input: [
+        { role: 'user', content: 'triage this' },
+        { role: 'assistant', content: 'echo: triage this' },
+        { role: 'user', content: 'billing question' },
+      ],
+    });
+    expect(next.conversation!.id).toBe(first.conversation!.id);
+  });
+
   it('two budgeted tokens reaching the same history: each token continues its own conversation', async () => {
     const mint = async () => {
       const response = await fetch(`${tailgate.baseURL}/tokens`, {

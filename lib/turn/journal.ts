@@ -1,9 +1,11 @@
-import { NotFoundError, TurnInProgressError } from '../errors.ts';
+import { LEASE_EXPIRED, NotFoundError, TurnInProgressError } from '../errors.ts';
 import { RECORD_BOUND, type LogScope } from '../session/keys.ts';
+import { RecordMissingError } from '../session/log/head.ts';
 import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './append.ts';
+import { pickUp } from './busy.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
 
 /**
@@ -105,20 +107,27 @@ async function journalScope(services: TurnServices, sessionId: string, turn: num
 /**
  * Whether turn `turn` is the session's open turn whose lease ran out by the log's clock (its
  * owner died): then it is closed now, as the next writer would close it (failed,
- * `lease_expired`), and its outcome returned. 'open' while the lease runs; null when the turn is
- * not the open one (closed).
+ * `lease_expired`), the inputs queued behind it are taken up (as after any close), and its
+ * outcome returned. 'open' while the lease runs. Otherwise how it was closed, when a close
+ * raced this one (an owner completing late, whose last batch is still to come), or null.
  */
 async function closedByLease(
   services: TurnServices,
   sessionId: string,
   turn: number,
 ): Promise<StoredOutcome | 'open' | null> {
+  let outcome: StoredOutcome | null;
   try {
-    return await services.sessions.closeIfExpired(sessionId, turn);
+    outcome = await services.sessions.closeIfExpired(sessionId, turn);
   } catch (error) {
     if (error instanceof TurnInProgressError) return 'open';
+    // Its close packed since it was read: closed, as getTurn then tells.
+    if (error instanceof RecordMissingError) return null;
     throw error;
   }
+  if (outcome?.error?.code === LEASE_EXPIRED)
+    afterResponse(services, () => pickUp(services, sessionId, undefined, { turn }));
+  return outcome;
 }
 
 /** The event a stream ends with when its turn's owner wrote no end: how the turn failed, if it did. */
@@ -166,11 +175,11 @@ export async function* journalEvents(
     if (batches.length === 0 && expired) return yield* unfinished(sent, expired.error);
     if (batches.length === 0) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
-      if (open !== null && open !== 'open') {
+      if (open !== null && open !== 'open' && open.error?.code === LEASE_EXPIRED) {
         expired = open;
         continue;
       }
-      const closed = open === null ? await sessions.getTurn(sessionId, turn) : null;
+      const closed = open === 'open' ? null : (open ?? (await sessions.getTurn(sessionId, turn)));
       if (closed && closed.status !== 'queued' && closed.status !== 'in_progress') {
         // Closed. Its owner writes its last batch right after (one closed by someone else, a
         // cancel, learns it within a third of the lease); one that died never does.

@@ -211,6 +211,27 @@ describe('the event journal of a background turn that failed', () => {
     expect(followed.events.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'aborted' } } });
   });
 
+  it("takes up an input queued behind a dead turn once a reader of the turn's events closes it", async () => {
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const sent: BackgroundTurn[] = [];
+    const { harness, api } = harnessFor(new MemoryStore(), {
+      clock: () => new Date(now),
+      queueTurn: () => async (run) => void sent.push(run),
+    });
+    const id = await api.session({ on_busy: 'enqueue' });
+    // Turn 1's runner never comes (its process died): the turn holds the session for its lease.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
+    expect(sent).toHaveLength(1);
+    now += 4000;
+    const followed = await events(harness, id);
+    expect(followed.events.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed');
+    // The session is idle: its queued input goes on, handed to a runner as turn 2.
+    await expect.poll(() => sent.length).toBe(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+  });
+
   it('ends with the error when a storage failure closed it as failed', async () => {
     const store = new FaultyStore(new MemoryStore());
     const { harness, api } = harnessFor(store);

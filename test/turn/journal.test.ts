@@ -2,6 +2,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import type { TurnServices } from '../../lib/turn/index.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { openTurnServices } from '../support/journal-services.ts';
 
 /** A turn's event journal: batched by time, each key written once, replayed in order. */
@@ -104,6 +107,64 @@ describe('turn event journal', () => {
       { n: 3, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
     ]);
     expect(await sessions.getTurn('j', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+  });
+
+  it('follows an owner completing late to its last batch when its close meets the reader closing it', async () => {
+    vi.useRealTimers();
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    let racing = false;
+    let ownerDone = false;
+    const pending: Promise<unknown>[] = [];
+    let ownerCompletes: () => Promise<void>;
+    class RacingStore extends MemoryStore {
+      override async put(key: string, body: Body, options?: PutOptions) {
+        // The reader's close (create-only `.done`) meets the owner's completion, which lands first.
+        if (racing && !ownerDone && key.endsWith('.done')) {
+          ownerDone = true;
+          await ownerCompletes();
+        }
+        return super.put(key, body, options);
+      }
+    }
+    const store = new RacingStore();
+    const sessions = new SessionLog(store, { clock: () => new Date(now) });
+    await sessions.create({ id: 'j' });
+    const begun = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
+    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const scope = await sessions.scope('j');
+    const services = {
+      sessions,
+      log: () => {},
+      config: parseServiceConfig({}),
+      background: (task: Promise<unknown>) => void pending.push(task),
+    } as unknown as TurnServices;
+    const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
+    const delta = { n: 2, event: 'output_text.delta', data: { delta: 'hello' } };
+    await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started, delta] });
+    const completed = { n: 3, event: 'turn.completed', data: { turn: 1 } };
+    ownerCompletes = async () => {
+      await sessions.completeTurn(begun.turn, {
+        status: 'completed',
+        output: [{ type: 'message', role: 'assistant', content: 'hello' }],
+        receipt: {},
+      });
+      // Its last batch follows its completion (journalTurn's close, after the response).
+      setTimeout(
+        () => void sessions.journal().write(scope, 1, 2, { writer: 'w', events: [completed], end: true }),
+        100,
+      );
+    };
+    const follower = journalEvents(services, 'j', 1, 0);
+    expect((await follower.next()).value).toEqual(started);
+    expect((await follower.next()).value).toEqual(delta);
+    // The owner is slow: its lease ran out by the log's clock, but it is about to complete.
+    now += 60_000;
+    racing = true;
+    const rest = [];
+    for await (const event of follower) rest.push(event);
+    expect(ownerDone).toBe(true);
+    expect((await sessions.getTurn('j', 1)).status).toBe('completed');
+    expect(rest).toEqual([completed]);
   });
 
   it('writes nothing for a turn that never started (refused before its claim)', async () => {

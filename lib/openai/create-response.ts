@@ -240,9 +240,10 @@ async function createStoredResponse(
 }
 
 /**
- * A streamed turn as Responses events. An error before the model is called (404, 409, an
- * abort) is thrown, so it is answered with its status; after that it ends the stream as
- * response.failed.
+ * A streamed turn as Responses events. An error before the first event (404, 409, an abort,
+ * a prompt over the context window) is thrown, so it is answered with its status, its failed
+ * turn taken out as a response that is not streamed has it; after that it ends the stream as
+ * response.failed, and the failed turn stays (its id was given out).
  */
 async function streamStoredTurn(
   facade: Facade,
@@ -251,12 +252,16 @@ async function streamStoredTurn(
   options: TurnOptions,
 ): Promise<Response> {
   const { services } = facade;
-  const turn = streamTurn(services, context.session.id, request, options);
+  let failed: Parameters<NonNullable<TurnOptions['onFailed']>>[0] | undefined;
+  const turn = streamTurn(services, context.session.id, request, { ...options, onFailed: (turn) => (failed = turn) });
   services.background(turn.done);
   const iterator = turn.events[Symbol.asyncIterator]();
   const first = await iterator.next();
   if (first.done) throw new Error('the turn ended without events');
-  if (first.value.event === 'error') throw first.value.cause;
+  if (first.value.event === 'error') {
+    if (failed) await withdrawFailed(facade, context.session.id, failed);
+    throw first.value.cause;
+  }
   if (first.value.event !== 'turn.started') throw new Error(`unexpected first turn event ${first.value.event}`);
   const { turn: number, first_seq: firstSeq } = first.value.data;
   // The generation the turn is in (a delete of the newest turn may have written it): its id names it.

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { clientOnTailgate, sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A response whose model call fails (502 model_error: "unreachable" points at a port nothing
 // listens on), then the same request again once the model answers (here: echo).
@@ -149,5 +149,39 @@ describe('a failed first response of a new conversation', () => {
     const resent = await client.responses.create({ model: 'echo', input: 'hi' });
     expect(resent.output_text).toBe('echo: hi');
     expect(await sessions()).toBe(listed + 1);
+  });
+});
+
+describe('a streamed response refused before its first event (400, no id given out)', () => {
+  // A prompt over the context window is refused (context_length_exceeded) once its turn is claimed.
+  const world = clientOnTailgate({ CONTEXT_LIMIT: '120', RESPONSE_RESERVE: '20' });
+  const long = 'x'.repeat(2000);
+
+  it('leaves no conversation behind when it started one, as one not streamed', async () => {
+    const listed = async () => (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    const before = await sessionKeys(world.tailgate.store);
+    const count = await listed();
+    for (const stream of [false, true]) {
+      const refused = await world.client.responses
+        .create({ model: 'echo', input: long, stream })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(refused).toMatchObject({ code: 'context_length_exceeded' });
+    }
+    expect(await sessionKeys(world.tailgate.store)).toEqual(before);
+    expect(await listed()).toBe(count);
+  });
+
+  it('leaves nothing in the conversation it continues', async () => {
+    const { client } = world;
+    const conversation = await client.conversations.create({});
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'hi' });
+    const refused = await client.responses
+      .create({ model: 'echo', conversation: conversation.id, input: long, stream: true })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    await client.responses.create({ model: 'echo', conversation: conversation.id, input: 'next' });
+    const items = await client.conversations.items.list(conversation.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
   });
 });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createApp, createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -44,6 +45,21 @@ function queuedRunner(store: MemoryStore | FaultyStore = new MemoryStore()) {
     }
   };
   return { ...built, sent, runAll };
+}
+
+/** Holds the first two create-only record puts (`turn/<g>/<n>`) until both wait: both claims read an idle head. */
+class PairedClaims extends MemoryStore {
+  #waiting: (() => void)[] = [];
+  override async put(key: string, body: Body, options?: PutOptions) {
+    if (options?.onlyIfAbsent && /\/turn\/[^/]+\/\d+$/.test(key) && this.#waiting.length < 2) {
+      await new Promise<void>((resolve) => {
+        this.#waiting.push(resolve);
+        if (this.#waiting.length === 2) for (const go of this.#waiting) go();
+        else setTimeout(resolve, 2000);
+      });
+    }
+    return super.put(key, body, options);
+  }
 }
 
 async function userInputs(api: ReturnType<typeof createClient>, id: string): Promise<unknown[]> {
@@ -188,6 +204,42 @@ describe('the busy policies at their edges', () => {
     expect(blobs).toHaveLength(1);
     await runAll();
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
+  });
+});
+
+describe('two turns racing for an idle session', () => {
+  it("the loser's images may stay: the winner's turn and blob are intact, the rest go with the session", async () => {
+    const { harness, api, runAll } = queuedRunner(new PairedClaims());
+    const blobs = async () =>
+      (await listAll(harness.store, '')).filter((object) => object.key.includes('/blob/')).map((object) => object.key);
+    const withImage = (fill: number) => [
+      { type: 'message', role: 'user', content: [{ type: 'input_image', image_url: imageUrl(fill) }] },
+    ];
+    const id = await api.session({ on_busy: 'reject' });
+    // Both pass every check and write their blob before their record's put; one put lands, the
+    // other claim reads again, finds that turn open, and is refused (docs/STORAGE.md, "Images and files").
+    const answers = await Promise.all(
+      [1, 2].map((fill) => api.post(`/v1/sessions/${id}/turns`, { input: withImage(fill), background: true })),
+    );
+    expect(answers.map((answer) => answer.status).sort()).toEqual([202, 409]);
+    expect(answers.find((answer) => answer.status === 409)!.body.error.code).toBe('turn_in_progress');
+    const [winner, loser] = answers[0]!.status === 202 ? [1, 2] : [2, 1];
+    expect(await blobs()).toHaveLength(2);
+    await runAll();
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('completed');
+    const [content] = (await userInputs(api, id)) as { blob: string }[][];
+    const image = content![0]!;
+    const served = await harness.fetch(`/v1/sessions/${id}/blobs/${image.blob}`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    expect(served.status).toBe(200);
+    expect(new Uint8Array(await served.arrayBuffer())).toEqual(pngBytes(8, 8, 64, winner));
+    // The session answers as before; the loser's input sent again stores its image once more (the same object).
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: withImage(loser) });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(await blobs()).toHaveLength(2);
+    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    expect(await blobs()).toEqual([]);
   });
 });
 

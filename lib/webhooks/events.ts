@@ -75,6 +75,7 @@ export function turnEntry(closed: ClosedTurn, url: string, now: Date): WebhookEn
     // What a client may see of it: a provider's or a store's own text stays in the logs.
     ...(closed.error ? { error: clientError({ code: closed.error.code, message: closed.error.message }) } : {}),
     ...(closed.usage ? { usage: closed.usage } : {}),
+    ...(closed.compactionUsage ? { compaction_usage: closed.compactionUsage } : {}),
   });
 }
 

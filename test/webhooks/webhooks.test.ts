@@ -7,6 +7,8 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
 import { runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
+import { intentEntry } from '../../lib/webhooks/events.ts';
+import { resolveIntent } from '../../lib/webhooks/intent.ts';
 import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
 import { DepthStore } from '../support/depth-store.ts';
@@ -182,6 +184,20 @@ describe('webhook outbox', () => {
     expect((await listAll(w.store, 'webhooks/dead/')).length).toBe(2);
     expect(w.logged.join('\n')).toMatch(/given up after 15 attempts: answered 503/);
     expect(receiver.deliveries.length).toBe(2 * MAX_ATTEMPTS);
+  });
+
+  it("carries a compacting turn's compaction_usage beside its usage, as its response does", async () => {
+    const w = world();
+    await compactingSession(w.services, 'sc');
+    const response = await runTurn(w.services, 'sc', COMPACTING);
+    expect(response.compaction_usage).toBeDefined();
+    await w.settle();
+    await w.drain();
+    const completed = [...receiver.delivered().values()]
+      .map((delivery) => delivery.event!)
+      .filter((event) => event.type === 'turn.completed' && event.data.turn === response.turn);
+    expect(completed).toHaveLength(1);
+    expect(completed[0]!.data).toMatchObject({ usage: response.usage, compaction_usage: response.compaction_usage });
   });
 
   it('sends turn.cancelled for a cancel and turn.failed for a failed turn', async () => {
@@ -394,6 +410,23 @@ describe('webhook intents', () => {
     expect((await runTurn(w.services, 'o', { input: 'next', strategies: [] })).turn).toBe(2);
   });
 
+  it('an intent resolved after a compacting turn completed carries its compaction_usage', async () => {
+    const w = world();
+    await compactingSession(w.services, 'ic');
+    const response = await runTurn(w.services, 'ic', COMPACTING);
+    expect(response.compaction_usage).toBeDefined();
+    const scope = await w.services.sessions.scope('ic');
+    const now = new Date();
+    const step = await resolveIntent(
+      w.services.sessions,
+      intentEntry(scope, response.turn, receiver.url, now.toISOString(), now),
+      now,
+    );
+    expect(step && 'entry' in step).toBe(true);
+    const body = JSON.parse((step as { entry: { body: string } }).entry.body);
+    expect(body.data).toMatchObject({ usage: response.usage, compaction_usage: response.compaction_usage });
+  });
+
   it('drops the intent of a turn whose session was deleted', async () => {
     const w = world();
     await w.services.sessions.create({ id: 'gone' });
@@ -405,3 +438,16 @@ describe('webhook intents', () => {
     expect(await w.outbox()).toEqual([]);
   });
 });
+
+/** A session with two turns of history. */
+async function compactingSession(services: ReturnType<typeof world>['services'], id: string): Promise<void> {
+  await services.sessions.create({ id });
+  for (const input of ['first words', 'second words']) await runTurn(services, id, { input, strategies: [] });
+}
+
+/** A turn that compacts what came before it (the smallest trigger). */
+const COMPACTING = {
+  input: 'compact now',
+  strategies: ['compact'],
+  strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+};

@@ -14,7 +14,7 @@ import { indexKey } from './idempotency-index.ts';
 import { packedTurn } from './idempotency.ts';
 import type { BeginTurnResult, ClaimLanding, OpenTurn, TurnOutcome } from './types.ts';
 import { aggregatesOf, EMPTY_BASE } from './views.ts';
-import { addToLedger, EMPTY_LEDGER, type Ledger, type TurnUsage } from '../../ledger/usage.ts';
+import { addToLedger, EMPTY_LEDGER, type Ledger } from '../../ledger/usage.ts';
 
 /**
  * A model turn's claim (its record, create-only, with an Idempotency-Key's `idem/` once it
@@ -233,7 +233,7 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   let failure: { error: unknown } | null = null;
   try {
     if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' }))
-      return await ownerClosed(log, turn, done, result.usage, stored);
+      return await ownerClosed(log, turn, done, result, stored);
   } catch (error) {
     failure = { error };
   }
@@ -241,14 +241,14 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   const existing = await log.store.get(key);
   // Buried: packed since, closed by us (a lost answer: the segment keeps this completion) or by someone else.
   if (existing && existing.body.length === 0) {
-    if (await packedAsWritten(log, turn, done)) return await ownerClosed(log, turn, done, result.usage, stored);
+    if (await packedAsWritten(log, turn, done)) return await ownerClosed(log, turn, done, result, stored);
     throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
   }
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
     if (closed.writer === writer)
-      return await ownerClosed(log, turn, closed, closed.status === result.status ? result.usage : undefined, stored);
+      return await ownerClosed(log, turn, closed, closed.status === result.status ? result : undefined, stored);
     if (closed.error?.code === SESSION_DELETED) {
       await liftFence(log, turn);
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
@@ -281,15 +281,17 @@ async function ownerClosed(
   log: LogContext,
   turn: OpenTurn,
   done: DoneRecord,
-  usage: TurnUsage | undefined,
+  spent: Pick<TurnOutcome, 'usage' | 'summaryUsage'> | undefined,
   stored: StoredItem[],
 ): Promise<StoredItem[]> {
+  const completed = done.status === 'completed';
   await log.onClosed?.({
     scope: turn.scope,
     turn: turn.turn,
     status: done.status,
     error: done.error,
-    usage: done.status === 'completed' ? usage : undefined,
+    usage: completed ? spent?.usage : undefined,
+    compactionUsage: completed ? spent?.summaryUsage : undefined,
     completedAt: done.completed_at,
     webhookUrl: turn.session.webhook_url,
   });

@@ -315,6 +315,8 @@ export interface ClosedTurn {
   status: TurnStatus;
   error?: { code: string; message: string } | undefined;
   usage?: TurnUsage | undefined;
+  /** What the summary of a compaction in the completed turn used (its `compaction_usage`). */
+  compactionUsage?: TurnUsage | undefined;
   completedAt: string;
   /** The session's own `webhook_url` (null or absent: the deployment's WEBHOOK_URL). */
   webhookUrl: string | null | undefined;

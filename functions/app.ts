@@ -20,7 +20,7 @@ import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
 import type { Metrics } from './metrics.ts';
 import { metricsRoutes, metricsTokenRoute } from './routes/metrics.ts';
-import { countedStore, noStorageOps, turnObserver } from './turn-log.ts';
+import { compactionObserver, countedStore, noStorageOps, turnObserver } from './turn-log.ts';
 import { tracingFor } from './tracing.ts';
 import { createRouter, type AppEnv, type RuntimeEnvironment } from './router.ts';
 import { compactRoutes } from './routes/compact.ts';
@@ -179,6 +179,7 @@ function serviceInputs(
       ? (options.queueWebhook?.(environment) ?? outboxSink(store, config.keyPrefix, options.webhookStored))
       : undefined,
     observeTurn: turnObserver({ logLine, metrics: options.metrics, ops, logContent: config.logContent }),
+    observeCompaction: options.metrics ? compactionObserver(options.metrics) : undefined,
     tracing: tracingFor(config.tracing),
     config,
     env: strings,

@@ -34,8 +34,14 @@ const FAMILIES: Record<string, Pick<Family, 'help' | 'type'>> = {
     type: 'histogram',
   },
   tailgate_storage_operations_total: { help: 'Object store operations by kind.', type: 'counter' },
-  tailgate_tokens_total: { help: 'Tokens of completed turns by kind and model.', type: 'counter' },
-  tailgate_cost_usd_total: { help: 'USD of completed turns with a known price, by model.', type: 'counter' },
+  tailgate_tokens_total: {
+    help: 'Tokens of model calls (completed turns, compaction summaries) by kind, model and source.',
+    type: 'counter',
+  },
+  tailgate_cost_usd_total: {
+    help: 'USD of model calls with a known price (completed turns, compaction summaries), by model and source.',
+    type: 'counter',
+  },
 };
 
 export type MetricName = keyof typeof FAMILIES;

@@ -37,6 +37,8 @@ export interface ServiceInputs {
   startBackground?: ((run: BackgroundTurn) => Promise<void>) | undefined;
   /** Told how each turn ended (functions/turn-log.ts). */
   observeTurn?: TurnServices['observeTurn'];
+  /** Told what each manual compaction's summary used (functions/turn-log.ts). */
+  observeCompaction?: TurnServices['observeCompaction'] | undefined;
   /** OpenTelemetry traces (functions/tracing.ts); undefined when off. */
   tracing?: Tracing | undefined;
   /** Runs on every session config read (the revocation check of a session-bound token). */
@@ -102,6 +104,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     ...(inputs.tokenEncoders ? { tokenEncoders: inputs.tokenEncoders } : {}),
     startBackground: inputs.startBackground ?? ((run) => runInProcess(services, run)),
     ...(observeTurn ? { observeTurn } : {}),
+    ...(inputs.observeCompaction ? { observeCompaction: inputs.observeCompaction } : {}),
     // A turn's spans are exported once it ended, on a timer so that serializing and sending
     // them is not part of its response (waitUntil on Workers).
     ...(tracing

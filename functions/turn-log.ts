@@ -1,5 +1,6 @@
 import type { ObjectStore } from '../lib/store/object-store.ts';
-import type { TurnObservation } from '../lib/turn/index.ts';
+import type { TurnUsage } from '../lib/ledger/usage.ts';
+import type { CompactionSpend, TurnObservation } from '../lib/turn/index.ts';
 import type { Metrics } from './metrics.ts';
 
 /**
@@ -92,16 +93,29 @@ export function turnObserver(options: TurnLogOptions): (outcome: TurnObservation
     metrics.observe('tailgate_turn_duration_seconds', { status: outcome.status }, outcome.duration_ms / 1000);
     if (outcome.first_output_ms !== null)
       metrics.observe('tailgate_turn_time_to_first_token_seconds', {}, outcome.first_output_ms / 1000);
-    const usage = outcome.usage;
-    if (!usage) return;
-    const kinds = {
-      input: usage.input_tokens,
-      cached_input: usage.cached_input_tokens,
-      cache_write: usage.cache_write_tokens,
-      output: usage.output_tokens,
-      reasoning: usage.reasoning_tokens,
-    };
-    for (const [kind, tokens] of Object.entries(kinds)) metrics.count('tailgate_tokens_total', { kind, model }, tokens);
-    if (usage.cost_usd !== null) metrics.count('tailgate_cost_usd_total', { model }, usage.cost_usd);
+    if (outcome.usage) countSpend(metrics, model, 'turn', outcome.usage);
+    if (outcome.compaction) countSpend(metrics, outcome.compaction.model, 'compaction', outcome.compaction.usage);
   };
+}
+
+/** The observer of a request's manual compactions (POST .../compact, POST /v1/responses/compact): their metrics. */
+export function compactionObserver(metrics: Metrics): (spend: CompactionSpend) => void {
+  return (spend) => countSpend(metrics, spend.model, 'compaction', spend.usage);
+}
+
+/**
+ * One model call's tokens and cost, by `model` (the one called) and `source`: `turn` for a
+ * turn's own call, `compaction` for a summary (in a turn or a manual compaction).
+ */
+function countSpend(metrics: Metrics, model: string, source: 'turn' | 'compaction', usage: TurnUsage): void {
+  const kinds = {
+    input: usage.input_tokens,
+    cached_input: usage.cached_input_tokens,
+    cache_write: usage.cache_write_tokens,
+    output: usage.output_tokens,
+    reasoning: usage.reasoning_tokens,
+  };
+  for (const [kind, tokens] of Object.entries(kinds))
+    metrics.count('tailgate_tokens_total', { kind, model, source }, tokens);
+  if (usage.cost_usd !== null) metrics.count('tailgate_cost_usd_total', { model, source }, usage.cost_usd);
 }

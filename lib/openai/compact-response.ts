@@ -75,6 +75,7 @@ async function compactInline(
   if (made === null) return { output: [], usage: null };
   // Charged to the token as a stateless response is, after the answer, but as no turn.
   const usage = turnUsage(made.usage, config.modelPrices[summaryModel.id]);
+  services.observeCompaction?.({ model: summaryModel.id, usage });
   const spend = services.tokenSpend;
   if (spend) afterResponse(services, () => spend.charge(usage, 0));
   return { output: [compactionItem(randomId('cmp'), made.summary)], usage };

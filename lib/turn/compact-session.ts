@@ -13,6 +13,7 @@ import { compactionSizes } from '../compaction/summary-budget.ts';
 import { summarizeContext } from '../compaction/summarize-context.ts';
 import type { Item } from '../items.ts';
 import { afterResponse, appendItems } from './append.ts';
+import type { CompactionSpend } from './types.ts';
 
 /** The body of POST /v1/sessions/:id/compact, validated. */
 export interface CompactRequest {
@@ -37,6 +38,8 @@ export type CompactServices = Parameters<typeof appendItems>[0] & {
   tokenEncoders?: TokenEncoders;
   /** The spend of the request's token, when it carries a budget (checked: see compactSession). */
   tokenSpend?: TokenSpend;
+  /** Told what the summary used (the metrics). */
+  observeCompaction?: ((spend: CompactionSpend) => void) | undefined;
 };
 
 /** The answer of POST /compact. */
@@ -112,6 +115,7 @@ export async function compactSession(
   // The session's totals took the usage with the compaction's record; the token's take it after
   // the response, as a turn's do.
   const { usage } = result;
+  if (usage) services.observeCompaction?.({ model: model.id, usage });
   if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
   // The listing row takes the compaction's usage and time (an append wrote its own before).
   if (result.compacted) afterResponse(services, async () => services.sessions.refreshIndex(sessionId));

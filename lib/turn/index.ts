@@ -19,6 +19,7 @@ export type {
   TurnEvent,
   TurnOptions,
   TurnObservation,
+  CompactionSpend,
 } from './types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './plan.ts';
 export { promptCharacters } from './assemble-prompt.ts';

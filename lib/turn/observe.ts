@@ -1,6 +1,6 @@
 import { TailgateError } from '../errors.ts';
 import { TurnTrace } from './trace.ts';
-import type { TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
+import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
 /**
  * What an observed turn learned on its way: its number, its model, when output first came;
@@ -11,6 +11,8 @@ export interface Seen {
   model?: string;
   firstOutput?: number;
   replayed?: boolean;
+  /** What the summary of a compaction the turn made used. */
+  compaction?: CompactionSpend;
   /** What the turn ran, when not the request observed: a background turn's stored request. */
   ran?: TurnRequest;
   trace: TurnTrace;
@@ -107,6 +109,7 @@ function observation(
     error_code: error === undefined ? null : error instanceof TailgateError ? error.code : 'internal_error',
     model: seen.model ?? null,
     usage: status === 'completed' ? (response?.usage ?? null) : null,
+    compaction: seen.compaction ?? null,
     duration_ms: Date.now() - started,
     first_output_ms: seen.firstOutput === undefined ? null : seen.firstOutput - started,
     request: seen.ran ?? request,

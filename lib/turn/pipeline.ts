@@ -196,6 +196,8 @@ async function attemptTurn(
   } finally {
     seen.turn = attempt.turn.turn;
     if (attempt.plan) seen.model = attempt.plan.model.id;
+    const { summaryModel, summaryUsage } = attempt.prompt ?? {};
+    if (summaryModel && summaryUsage) seen.compaction = { model: summaryModel, usage: summaryUsage };
     clearInterval(renewal);
     // The session's listing row, after whatever the turn stored.
     afterResponse(services, async () => services.sessions.refreshIndex(sessionId));

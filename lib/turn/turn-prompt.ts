@@ -74,6 +74,8 @@ export interface PromptInputs extends PromptSource {
   compacted?: ContextStart;
   /** What the summary of the compaction this turn did used (the turn's close adds it to the totals). */
   summaryUsage?: TurnUsage;
+  /** The model that wrote that summary. */
+  summaryModel?: string;
   request: TurnRequest;
   notices: TurnNotices;
 }
@@ -143,6 +145,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
     });
     inputs.summaryUsage = turnUsage(summary.usage, services.config.modelPrices[summaryModel.id]);
+    inputs.summaryModel = summaryModel.id;
     return services.sessions.commitTurnContext(turn, summary.context);
   };
   const { built, context } = await fitTurnPrompt(services, inputs, summarize);

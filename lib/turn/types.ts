@@ -114,6 +114,12 @@ export interface TurnServices {
   /** Told how each turn ended (functions/turn-log.ts: the log line and the metrics). */
   observeTurn?: (outcome: TurnObservation) => void;
   /**
+   * Told what a manual compaction's summary used (POST .../compact, POST /v1/responses/compact),
+   * with the model that wrote it (functions/turn-log.ts: the metrics). A turn's own compaction
+   * is told with the turn (`TurnObservation.compaction`).
+   */
+  observeCompaction?: (spend: CompactionSpend) => void;
+  /**
    * The spend of the request's scoped token when it carries a budget: checked before a turn
    * is stored, charged after it completed (lib/ledger/token-spend.ts). None: no token budget.
    */
@@ -143,10 +149,21 @@ export interface TurnObservation {
   error_code: string | null;
   model: string | null;
   usage: TurnUsage | null;
+  /**
+   * What the summary of a compaction in the turn used, and the model that wrote it: told
+   * whatever the turn's status (the summary's call was made), but not for a replay.
+   */
+  compaction: CompactionSpend | null;
   duration_ms: number;
   first_output_ms: number | null;
   request: TurnRequest;
   output: OutputItem[];
+}
+
+/** What one compaction's summary used, and the model that wrote it. */
+export interface CompactionSpend {
+  model: string;
+  usage: TurnUsage;
 }
 
 export type TurnEvent =

@@ -77,9 +77,50 @@ describe('GET /metrics and the turn log line (Node)', () => {
     expect(samples.get('tailgate_storage_operations_total{op="put"}')).toBeGreaterThan(0);
     expect(samples.get('tailgate_storage_operations_total{op="get"}')).toBeGreaterThan(0);
     const { usage } = (await (await call('GET', `/v1/sessions/${id}`)).json()) as any;
-    expect(samples.get('tailgate_tokens_total{kind="input",model="echo"}')).toBe(usage.input_tokens);
-    expect(samples.get('tailgate_tokens_total{kind="output",model="echo"}')).toBe(usage.output_tokens);
-    expect(samples.get('tailgate_cost_usd_total{model="echo"}')).toBe(0);
+    expect(samples.get('tailgate_tokens_total{kind="input",model="echo",source="turn"}')).toBe(usage.input_tokens);
+    expect(samples.get('tailgate_tokens_total{kind="output",model="echo",source="turn"}')).toBe(usage.output_tokens);
+    expect(samples.get('tailgate_cost_usd_total{model="echo",source="turn"}')).toBe(0);
+  });
+
+  it("counts compactions' summaries (in a turn, POST .../compact, POST /v1/responses/compact) by source", async () => {
+    const prices = { MODEL_PRICES: JSON.stringify({ echo: { input: 1, output: 2 } }) };
+    const before = parsePrometheus(await (await call('GET', '/metrics')).text());
+    const id = freshId('compacted');
+    await call('POST', '/v1/sessions', { id });
+    for (const input of ['first words', 'second words'])
+      expect((await call('POST', `/v1/sessions/${id}/turns`, { input, strategies: [] }, prices)).status).toBe(200);
+    const turn = await call(
+      'POST',
+      `/v1/sessions/${id}/turns`,
+      {
+        input: 'compact now',
+        strategies: ['compact'],
+        strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+      },
+      prices,
+    );
+    const inTurn = ((await turn.json()) as any).compaction_usage;
+    expect(inTurn.input_tokens).toBeGreaterThan(0);
+    await call('POST', `/v1/sessions/${id}/turns`, { input: 'more words', strategies: [] }, prices);
+    const manual = await call('POST', `/v1/sessions/${id}/compact`, { keep_tokens: 0 }, prices);
+    const manualUsage = ((await manual.json()) as any).usage;
+    expect(manualUsage.input_tokens).toBeGreaterThan(0);
+    const inline = await call('POST', '/v1/responses/compact', { model: 'echo', input: 'summarize me' }, prices);
+    const inlineUsage = ((await inline.json()) as any).usage;
+    expect(inlineUsage.input_tokens).toBeGreaterThan(0);
+
+    const after = parsePrometheus(await (await call('GET', '/metrics')).text());
+    const grew = (key: string) => (after.get(key) ?? 0) - (before.get(key) ?? 0);
+    const compaction = (kind: string) => `tailgate_tokens_total{kind="${kind}",model="echo",source="compaction"}`;
+    const summaries = [inTurn, manualUsage, inlineUsage];
+    const sum = (field: string) => summaries.reduce((total, usage) => total + usage[field], 0);
+    expect(grew(compaction('input'))).toBe(sum('input_tokens'));
+    expect(grew(compaction('output'))).toBe(sum('output_tokens'));
+    // The facade answers OpenAI's usage shape, without a cost: echo's price is $1 and $2 a million.
+    const inlineCost = (inlineUsage.input_tokens + 2 * inlineUsage.output_tokens) / 1e6;
+    const cost = inTurn.cost_usd + manualUsage.cost_usd + inlineCost;
+    expect(cost).toBeGreaterThan(0);
+    expect(grew('tailgate_cost_usd_total{model="echo",source="compaction"}')).toBeCloseTo(cost, 9);
   });
 
   it('counts rate-limited turns by their code', async () => {

@@ -88,4 +88,41 @@ describe('item_reference input items', () => {
       .catch((caught: unknown) => caught);
     expect(garbled).toBeInstanceOf(OpenAI.NotFoundError);
   });
+
+  it('a reference to a compaction item (cmp_...) that names no compaction is a 404 naming it', async () => {
+    const first = await world.client.responses.create({ model: 'echo', input: 'hello there' });
+    const conversation = conversationOf(first.id);
+    const refused = async (id: string) =>
+      world.client.responses
+        .create({
+          model: 'echo',
+          input: [
+            { role: 'user', content: 'hi' },
+            { type: 'item_reference', id },
+          ],
+        })
+        .catch((caught: unknown) => caught);
+    // A conversation never compacted, and one that does not exist.
+    for (const id of [`cmp_${conversation}_2`, `cmp_conv_${'0'.repeat(24)}_2`]) {
+      const error = await refused(id);
+      expect(error, id).toBeInstanceOf(OpenAI.NotFoundError);
+      expect(error, id).toMatchObject({ param: 'input[1].id' });
+    }
+    // Compacted: its compaction item stands, another start seq names none.
+    const compacted = await world.client.responses.compact({ model: 'echo', previous_response_id: first.id });
+    const item = compacted.output.find((entry) => entry.type === 'compaction')!;
+    expect(item.id).toMatch(new RegExp(`^cmp_${conversation}_\\d+$`));
+    const startSeq = Number(/_(\d+)$/.exec(item.id!)![1]);
+    const other = await refused(`cmp_${conversation}_${startSeq + 1}`);
+    expect(other).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(other).toMatchObject({ param: 'input[1].id' });
+    const taken = await world.client.responses.create({
+      model: 'echo',
+      input: [
+        { type: 'item_reference', id: item.id! },
+        { role: 'user', content: 'after' },
+      ],
+    });
+    expect(taken.output_text).toBe('echo: after');
+  });
 });

@@ -3,6 +3,7 @@ import { RateLimitedError } from '../lib/errors.ts';
 import { sha256Hex } from '../lib/hash.ts';
 import { decodeBase64 } from '../lib/media.ts';
 import { parseResponseId } from '../lib/openai/ids.ts';
+import { authorizeSession } from './auth.ts';
 import type { AppEnv, RuntimeEnvironment } from './router.ts';
 
 /**
@@ -148,6 +149,9 @@ export function rateLimit(limits: TurnLimits, refused: (kind: LimitKind) => void
   return async (c, next) => {
     const session = await turnSession(c);
     if (session === undefined) return next();
+    // A token that may not act on the session named (bound to another) is refused before it
+    // counts: it must not spend that session's limit with requests the route refuses anyway.
+    if (session !== null) authorizeSession(c, session);
     const checks: [LimitKind, string | null][] = [
       ['token', tokenKey(c)],
       ['session', session === null ? null : `session:${session}`],

@@ -122,6 +122,21 @@ export function defineRateLimitSuite(
       expect(other.status).toBe(200);
     });
 
+    it("a token bound to another session spends none of a session's limit naming it (403)", async () => {
+      const [own, other] = [await session(), await session()];
+      const minted = await call({}, TOKEN, 'POST', '/v1/tokens', { scopes: ['session:turn'], session_id: own });
+      const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };
+      for (let sent = 0; sent <= 2 * LIMIT; sent++) {
+        const refused = await call(limits.session, minted.body.token, 'POST', '/v1/chat/completions', chat, {
+          'x-tailgate-session': other,
+        });
+        expect(refused.status).toBe(403);
+      }
+      // The session named is as fresh as before: its own turns go on.
+      const turn = await call(limits.session, TOKEN, 'POST', `/v1/sessions/${other}/turns`, { input: 'hi' });
+      expect(turn.status).toBe(200);
+    });
+
     it("the OpenAI-compatible routes answer 429 in OpenAI's shape, per token and per conversation", async () => {
       const token = await mint();
       const chat = { model: 'echo', messages: [{ role: 'user', content: 'hello' }] };

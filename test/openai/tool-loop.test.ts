@@ -37,9 +37,19 @@ async function sessionsSince(before: Set<string>): Promise<{ id: string; items: 
   return Promise.all(
     fresh.map(async (id: string) => ({
       id,
-      items: (await tailgateGet(tailgate.baseURL, `/sessions/${id}/items?limit=100`)).items.reverse(),
+      items: await itemsOf(id),
     })),
   );
+}
+
+/** The items of session `id`, oldest first. */
+async function itemsOf(id: string): Promise<any[]> {
+  return (await tailgateGet(tailgate.baseURL, `/sessions/${id}/items?limit=100`)).items.reverse();
+}
+
+/** The contents of session `id`'s items, oldest first. */
+async function contentsOf(id: string): Promise<unknown[]> {
+  return (await itemsOf(id)).map((item: { content: string }) => item.content);
 }
 
 async function sessionIds(): Promise<Set<string>> {
@@ -156,13 +166,7 @@ describe('a client tool loop is one conversation', () => {
       ],
     });
     expect(resent.conversation!.id).not.toBe(first.conversation!.id);
-    const items = await tailgateGet(tailgate.baseURL, `/sessions/${resent.conversation!.id}/items?limit=100`);
-    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
-      'hello',
-      'echo: hello',
-      'next',
-      'echo: next',
-    ]);
+    expect(await contentsOf(resent.conversation!.id)).toEqual(['hello', 'echo: hello', 'next', 'echo: next']);
   });
 
   it('a keyed retry of a step that continued a conversation is replayed, not taken again', async () => {
@@ -177,13 +181,7 @@ describe('a client tool loop is one conversation', () => {
     const retried = await client.responses.create({ model: 'echo', input }, keyed);
     expect(step.conversation!.id).toBe(first.conversation!.id);
     expect(retried.id).toBe(step.id);
-    const items = await tailgateGet(tailgate.baseURL, `/sessions/${first.conversation!.id}/items?limit=100`);
-    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
-      'ping',
-      'echo: ping',
-      'pong',
-      'echo: pong',
-    ]);
+    expect(await contentsOf(first.conversation!.id)).toEqual(['ping', 'echo: ping', 'pong', 'echo: pong']);
   });
 
   it('keys the history index with TOKEN_SIGNING_KEY or a fixed key, never with API_TOKEN', async () => {
@@ -278,8 +276,7 @@ describe('a client tool loop is one conversation', () => {
       ],
     });
     expect([first.conversation!.id, second.conversation!.id]).not.toContain(resent.conversation!.id);
-    const items = await tailgateGet(tailgate.baseURL, `/sessions/${resent.conversation!.id}/items?limit=100`);
-    expect(items.items.map((item: { content: string }) => item.content).reverse()).toEqual([
+    expect(await contentsOf(resent.conversation!.id)).toEqual([
       'hello twin',
       'echo: hello twin',
       'whose am I?',

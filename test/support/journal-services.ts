@@ -4,7 +4,7 @@ import type { TurnServices } from '../../lib/turn/index.ts';
 import { SessionLog } from './session-log.ts';
 
 /**
- * What a turn's event journal needs, around `store`: session `id` with turn 1 claimed (open),
+ * What a turn's event journal needs, around `store`: session `id` with turn 1 claimed (open, `turn`),
  * and services whose `background` work is collected in `background` (the journal's last batch
  * is written there, after the response). The log keeps time by `clock` (the system's without it).
  */
@@ -20,5 +20,5 @@ export async function openTurnServices(store: ObjectStore, id: string, clock?: (
     config: parseServiceConfig({}),
     background: (task: Promise<unknown>) => void background.push(task),
   } as unknown as TurnServices;
-  return { sessions, services, background };
+  return { sessions, services, background, turn: turn.turn };
 }

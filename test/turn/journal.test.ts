@@ -2,9 +2,6 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import { journalEvents, journalTurn } from '../../lib/turn/journal.ts';
-import { parseServiceConfig } from '../../lib/config.ts';
-import type { TurnServices } from '../../lib/turn/index.ts';
-import { SessionLog } from '../support/session-log.ts';
 import { openTurnServices } from '../support/journal-services.ts';
 
 /** A turn's event journal: batched by time, each key written once, replayed in order. */
@@ -114,7 +111,6 @@ describe('turn event journal', () => {
     let now = Date.parse('2030-01-01T00:00:00Z');
     let racing = false;
     let ownerDone = false;
-    const pending: Promise<unknown>[] = [];
     let ownerCompletes: () => Promise<void>;
     class RacingStore extends MemoryStore {
       override async put(key: string, body: Body, options?: PutOptions) {
@@ -126,24 +122,14 @@ describe('turn event journal', () => {
         return super.put(key, body, options);
       }
     }
-    const store = new RacingStore();
-    const sessions = new SessionLog(store, { clock: () => new Date(now) });
-    await sessions.create({ id: 'j' });
-    const begun = await sessions.beginTurn('j', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
-    if (begun.kind !== 'claimed') throw new Error('expected a claim');
+    const { sessions, services, turn } = await openTurnServices(new RacingStore(), 'j', () => new Date(now));
     const scope = await sessions.scope('j');
-    const services = {
-      sessions,
-      log: () => {},
-      config: parseServiceConfig({}),
-      background: (task: Promise<unknown>) => void pending.push(task),
-    } as unknown as TurnServices;
     const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
     const delta = { n: 2, event: 'output_text.delta', data: { delta: 'hello' } };
     await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started, delta] });
     const completed = { n: 3, event: 'turn.completed', data: { turn: 1 } };
     ownerCompletes = async () => {
-      await sessions.completeTurn(begun.turn, {
+      await sessions.completeTurn(turn, {
         status: 'completed',
         output: [{ type: 'message', role: 'assistant', content: 'hello' }],
         receipt: {},

@@ -90,15 +90,18 @@ function toolResultsOf(prompt: readonly PromptItem[]): (index: number) => boolea
  * Whether an item of `prompt` sends an image or file of its own to the model as such, so its
  * blobs are read: not one whose every image and file goes as a text placeholder
  * (mediaSentAsText: an assistant's message, a tool result where the model takes no media there).
+ * Asked item by item (a turn's media read asks of each): an item without media costs its parts'
+ * walk alone, and the prompt's positions are indexed only once an item with media is asked of.
  */
 export function sendsMedia(model: TurnPlan['model'], prompt: readonly PromptItem[]): (item: PromptItem) => boolean {
   const toolResult = toolResultsOf(prompt);
-  const sending = new Set<PromptItem>();
-  prompt.forEach((item, index) => {
+  let positions: Map<PromptItem, number> | undefined;
+  return (item) => {
     const parts = mediaParts(contentOf(item)).length;
-    if (parts > mediaSentAsText(model, item, () => toolResult(index))) sending.add(item);
-  });
-  return (item) => sending.has(item);
+    if (parts === 0) return false;
+    positions ??= new Map(prompt.map((entry, index) => [entry, index]));
+    return parts > mediaSentAsText(model, item, () => toolResult(positions!.get(item) ?? -1));
+  };
 }
 
 /**

@@ -15,7 +15,8 @@ type UnnumberedEvent = ResponseStreamEvent extends infer Event
  * response.in_progress, then per output item output_item.added, content_part.added,
  * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
  * output_item.added, function_call_arguments.delta, function_call_arguments.done,
- * output_item.done (a call), then response.completed or response.failed. Every event carries
+ * output_item.done (a call), then response.completed or response.failed (after the done events,
+ * status `incomplete`, of a message it cut short). Every event carries
  * `sequence_number`, from 0.
  */
 export class ResponseEventWriter {
@@ -84,32 +85,36 @@ export class ResponseEventWriter {
     });
   }
 
+  /** output_text.done, content_part.done and output_item.done of the open message, as `text`. */
+  #closeMessage(text: string, status: 'completed' | 'incomplete'): void {
+    const open = this.#openMessage();
+    const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
+    this.#emit({
+      type: 'response.output_text.done',
+      output_index: this.#index,
+      item_id: open.id,
+      content_index: 0,
+      text,
+      logprobs: [],
+    });
+    this.#emit({
+      type: 'response.content_part.done',
+      output_index: this.#index,
+      item_id: open.id,
+      content_index: 0,
+      part,
+    });
+    this.#emit({
+      type: 'response.output_item.done',
+      output_index: this.#index,
+      item: message(text, open.id, status),
+    });
+    this.#open = undefined;
+  }
+
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
-      const open = this.#openMessage();
-      const text = contentText(item.content);
-      const part = { type: 'output_text' as const, text, annotations: [], logprobs: [] };
-      this.#emit({
-        type: 'response.output_text.done',
-        output_index: this.#index,
-        item_id: open.id,
-        content_index: 0,
-        text,
-        logprobs: [],
-      });
-      this.#emit({
-        type: 'response.content_part.done',
-        output_index: this.#index,
-        item_id: open.id,
-        content_index: 0,
-        part,
-      });
-      this.#emit({
-        type: 'response.output_item.done',
-        output_index: this.#index,
-        item: message(text, open.id),
-      });
-      this.#open = undefined;
+      this.#closeMessage(contentText(item.content), 'completed');
     } else {
       const id = this.#itemId(this.#index, item);
       this.#emit({
@@ -147,7 +152,15 @@ export class ResponseEventWriter {
     else this.#emit({ type: 'response.completed', response });
   }
 
+  /**
+   * response.failed. A message the failure cut short is closed first (its text so far, status
+   * `incomplete`), so every item the stream added is done before the stream ends.
+   */
   failed(response: TailgateResponse): void {
+    if (this.#open) {
+      this.#closeMessage(this.#open.text, 'incomplete');
+      this.#index += 1;
+    }
     this.#emit({ type: 'response.failed', response });
   }
 }

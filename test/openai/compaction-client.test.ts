@@ -3,7 +3,7 @@ import type { ResponseCompactionItem } from 'openai/resources/responses/response
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUMMARY_HEADER } from '../../lib/compaction/summary-transcript.ts';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
+import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // Compaction through the official `openai` client against the real app (echo model: its
 // summary is "echo: " + the transcript of the summarized items, so it is readable and exact).
@@ -123,11 +123,7 @@ describe('the official openai client: context_management compaction', () => {
     expect(events.map((event) => event.type).filter((type) => type !== 'response.output_text.delta')).toEqual([
       'response.created',
       'response.in_progress',
-      'response.output_item.added',
-      'response.content_part.added',
-      'response.output_text.done',
-      'response.content_part.done',
-      'response.output_item.done',
+      ...MESSAGE_EVENTS,
       'response.output_item.added',
       'response.output_item.done',
       'response.completed',

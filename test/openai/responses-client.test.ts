@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
+import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // The official `openai` client against the real app on a loopback Node server (echo model).
 let tailgate: Awaited<ReturnType<typeof startTailgate>>;
@@ -189,11 +189,7 @@ describe('the official openai client: responses', () => {
     expect(types.filter((type) => type !== 'response.output_text.delta')).toEqual([
       'response.created',
       'response.in_progress',
-      'response.output_item.added',
-      'response.content_part.added',
-      'response.output_text.done',
-      'response.content_part.done',
-      'response.output_item.done',
+      ...MESSAGE_EVENTS,
       'response.completed',
     ]);
 

@@ -51,6 +51,15 @@ export function clientOnTailgate(env: Record<string, string> = {}) {
   return world;
 }
 
+/** The events of one streamed message, from its output_item.added to its output_item.done, without its deltas. */
+export const MESSAGE_EVENTS = [
+  'response.output_item.added',
+  'response.content_part.added',
+  'response.output_text.done',
+  'response.content_part.done',
+  'response.output_item.done',
+];
+
 /** GET `path` under the app's `/v1` with the admin token, as JSON (tailgate's own routes beside the facade). */
 export async function tailgateGet(baseURL: string, path: string): Promise<any> {
   const response = await fetch(`${baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });

@@ -136,14 +136,15 @@ export class SessionLog extends SessionLogBase {
 
   /**
    * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
-   * name and place among the queued (1: next; 0: taken up already). `beforeEntry` writes what
-   * the entry references (its images and files) under the session's scope, before the entry.
+   * name and place among the queued (1: next; 0: taken up already), `replayed` when its key
+   * had queued it already. `beforeEntry` writes what the entry references (its images and
+   * files) under the session's scope, before the entry.
    */
   async enqueue(
     id: string,
     input: NewQueuedInput,
     beforeEntry?: (scope: LogScope) => Promise<void>,
-  ): Promise<{ queued_turn: string; position: number }> {
+  ): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
     return enqueueInput(this.log, id, input, beforeEntry);
   }
 

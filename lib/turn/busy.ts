@@ -33,8 +33,8 @@ const MAX_INTERRUPTS = 3;
  * Takes a turn (`take`: the route's way of running it, with the services it is given) under the
  * busy policy: the request's, else the session's (read only when the session is busy), else
  * reject. A busy refusal is told to `observeTurn` (the log line, the metrics) only when it is
- * the answer: a queued input is told as `queued`, and an interrupt's refused attempt not at all
- * (the turn it then takes is).
+ * the answer: a queued input is told as `queued` (a keyed retry of one its key queued already,
+ * as `replayed`), and an interrupt's refused attempt not at all (the turn it then takes is).
  */
 export async function takeUnderPolicy<T>(
   services: TurnServices,
@@ -58,7 +58,9 @@ export async function takeUnderPolicy<T>(
           // Told as queued, or as failed with the error that kept it from the queue.
           refusals.drop();
           const enqueue = () => enqueueTurn(services, sessionId, request, options);
-          return { kind: 'queued', ...(await observedClaim(services, sessionId, request, enqueue, started)) };
+          const queued = { since: started, replayed: (entry: { replayed: boolean }) => entry.replayed };
+          const { queued_turn, position } = await observedClaim(services, sessionId, request, enqueue, queued);
+          return { kind: 'queued', queued_turn, position };
         }
         if (policy !== 'interrupt' || interrupts >= MAX_INTERRUPTS) throw error;
         const running = (error.details as { turn: number }).turn;
@@ -110,7 +112,7 @@ async function enqueueTurn(
   sessionId: string,
   request: TurnRequest,
   options: { idempotencyKey?: string },
-): Promise<{ queued_turn: string; position: number }> {
+): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
   // Its images and files are stored once the session is read, before the entry that names them.
   const attachments = services.sessions.checkAttachments(inputItems(request));
   const input = attachments.items;

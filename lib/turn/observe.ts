@@ -59,18 +59,19 @@ export async function observed(
 /**
  * A background turn's claim, which runs no turn here (lib/turn/background.ts): told only when
  * it is refused (a spent budget, a busy session), as the failed turn it would have been; its
- * runner tells how the turn it claimed ended. With `queuedSince` (when its request started), an
- * input queued behind a busy session (lib/turn/busy.ts), told as `queued` once it is, with no
- * turn yet (its turn is told when it runs), or as failed with the error that kept it out.
+ * runner tells how the turn it claimed ended. With `queued` (`since`: when its request
+ * started), an input queued behind a busy session (lib/turn/busy.ts), told as `queued` once it
+ * is, with no turn yet (its turn is told when it runs), as `replayed` when its key had queued
+ * it already (told once, as other replays), or as failed with the error that kept it out.
  */
 export async function observedClaim<T>(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   claim: () => Promise<T>,
-  queuedSince?: number,
+  queued?: { since: number; replayed: (value: T) => boolean },
 ): Promise<T> {
-  const started = queuedSince ?? Date.now();
+  const started = queued?.since ?? Date.now();
   const seen = (): Seen => ({ trace: new TurnTrace(services.tracer, sessionId) });
   let value: T;
   try {
@@ -80,9 +81,13 @@ export async function observedClaim<T>(
     tell(services, refused, observation(sessionId, request, refused, started, 'failed', undefined, error));
     throw error;
   }
-  if (queuedSince !== undefined) {
-    const queued = seen();
-    tell(services, queued, observation(sessionId, request, queued, started, 'queued'));
+  if (queued) {
+    const told = seen();
+    tell(
+      services,
+      told,
+      observation(sessionId, request, told, started, queued.replayed(value) ? 'replayed' : 'queued'),
+    );
   }
   return value;
 }

@@ -229,7 +229,7 @@ describe('a log sink that throws', () => {
 });
 
 describe('a turn that finds its session busy (Node)', () => {
-  it('is logged and counted as queued when its input is queued, as failed only when 409 is its answer', async () => {
+  it('is logged and counted as queued when queued (its keyed retry: replayed), as failed if 409 answers', async () => {
     // Background turns are claimed and never run here: the session stays busy.
     const busyLines: string[] = [];
     const metrics = new Metrics();
@@ -242,12 +242,12 @@ describe('a turn that finds its session busy (Node)', () => {
       logLine: (line) => busyLines.push(line),
       queueTurn: () => async () => undefined,
     });
-    const send = async (method: string, path: string, body?: unknown) =>
+    const send = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
       busy.request(
         path,
         {
           method,
-          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...headers },
           ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         },
         environment,
@@ -260,16 +260,28 @@ describe('a turn that finds its session busy (Node)', () => {
       const queued = await send('POST', `/v1/sessions/${id}/turns`, { input: 'waits', background, on_busy: 'enqueue' });
       expect(queued.status).toBe(202);
     }
+    // A retry under the Idempotency-Key of a queued input is its replay, not a second input queued.
+    const keyed = { input: 'waits too', on_busy: 'enqueue' };
+    const answers = [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const queued = await send('POST', `/v1/sessions/${id}/turns`, keyed, { 'idempotency-key': `${id}-queued` });
+      expect(queued.status).toBe(202);
+      answers.push(await queued.json());
+    }
+    expect(answers[1]).toEqual(answers[0]);
     expect((await send('POST', `/v1/sessions/${id}/turns`, { input: 'refused', on_busy: 'reject' })).status).toBe(409);
     const logged = busyLines.map((line) => JSON.parse(line));
     expect(logged.map(({ status, error_code, turn }) => ({ status, error_code, turn }))).toEqual([
       { status: 'queued', error_code: null, turn: null },
       { status: 'queued', error_code: null, turn: null },
+      { status: 'queued', error_code: null, turn: null },
+      { status: 'replayed', error_code: null, turn: null },
       { status: 'failed', error_code: 'turn_in_progress', turn: null },
     ]);
     expect(logged[0]).toMatchObject({ session_id: id, level: 'info' });
     const samples = parsePrometheus(await (await send('GET', '/metrics')).text());
-    expect(samples.get('tailgate_turns_total{status="queued",model="unknown"}')).toBe(2);
+    expect(samples.get('tailgate_turns_total{status="queued",model="unknown"}')).toBe(3);
+    expect(samples.get('tailgate_turns_total{status="replayed",model="unknown"}')).toBe(1);
     expect(samples.get('tailgate_turns_total{status="failed",model="unknown"}')).toBe(1);
     expect(samples.get('tailgate_turn_errors_total{code="turn_in_progress"}')).toBe(1);
 

@@ -32,7 +32,7 @@ export async function enqueueInput(
   id: string,
   input: NewQueuedInput,
   beforeEntry?: (scope: LogScope) => Promise<void>,
-): Promise<{ queued_turn: string; position: number }> {
+): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
   const scope = await sessionScope(log, id);
   await beforeEntry?.(scope);
   const writer = crypto.randomUUID();
@@ -55,6 +55,7 @@ export async function enqueueInput(
     queued_turn: input.key_sha256,
     // 0: taken up already.
     position: queued.findIndex((other) => other.keyHash === input.key_sha256) + 1,
+    replayed: !written,
   };
 }
 

@@ -122,7 +122,7 @@ export async function createConversation(
     session = config;
   }
   // Only as the first record: of retries racing (or one after a create that stopped before its items), one lands.
-  if (items.length > 0) await appendItems(facade.services, id, items, true);
+  if (items.length > 0) await appendItems(facade.services, id, items, { onlyFirst: true });
   return conversationObject(session);
 }
 

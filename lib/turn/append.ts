@@ -21,15 +21,19 @@ export async function appendItems(
   },
   sessionId: string,
   items: Item[],
-  /** Only as the session's first record (SessionLog.append): else nothing is appended. */
-  onlyFirst = false,
+  options: {
+    /** Only as the session's first record (SessionLog.append): else nothing is appended. */
+    onlyFirst?: boolean;
+    /** False: the caller writes the session's listing row itself, once, after what it writes next. */
+    refreshIndex?: boolean;
+  } = {},
 ): Promise<{ first_seq: number; last_seq: number }> {
   const { sessions } = services;
   const stored = await sessions.storeAttachments(sessionId, items);
-  const appended = await sessions.append(sessionId, stored, true, onlyFirst);
+  const appended = await sessions.append(sessionId, stored, true, options.onlyFirst ?? false);
   const { first_seq, last_seq, record, generation, overdue, indexed } = appended;
   // The listing row from the record just written: no head to read again.
-  afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
+  if (options.refreshIndex !== false) afterResponse(services, async () => sessions.refreshIndex(sessionId, indexed));
   // `refresh`: the view of the newest record is written even when packing would not find one due.
   // The config is read when the pack starts (it may wait behind another): one get for the
   // strategies and the incarnation, where the session's head (config, listing, record) was two

@@ -66,7 +66,8 @@ export interface CompactResult {
  * in-turn compaction (SessionLog.compact). The summary's usage counts in the session's totals
  * (and a budgeted token's spend) as a turn's does, but as no turn, and the session's listing row
  * is written again after the response, as after a turn. `input` is appended first (POST
- * /v1/responses/compact), once the budgets allowed the compaction: a 402 stores nothing.
+ * /v1/responses/compact), once the budgets allowed the compaction: a 402 stores nothing; the
+ * listing row is written once for both.
  *
  * @example await compactSession(services, 's1', { keep_tokens: 0 })
  * // { compacted: true, context: { start_seq: 5, ... } }
@@ -98,27 +99,34 @@ export async function compactSession(
   );
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
-  if (input.length > 0) await appendItems(services, sessionId, input);
-  const result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
-    const cut = planCompaction(items, {
-      keepTokens: request.keep_tokens ?? sizes.keepTokens,
-      counter: budget.counter,
-      ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
+  let result: Awaited<ReturnType<CompactServices['sessions']['compact']>> | undefined;
+  try {
+    // The listing row is written once, below, for the input and the compaction together.
+    if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
+    result = await services.sessions.compact(sessionId, async ({ items, context, carriedFromSeq }) => {
+      const cut = planCompaction(items, {
+        keepTokens: request.keep_tokens ?? sizes.keepTokens,
+        counter: budget.counter,
+        ...(carriedFromSeq !== null ? { earliestStartSeq: carriedFromSeq } : {}),
+      });
+      if (!cut) return null;
+      const summary = await summarizeContext(model, context, cut, {
+        maxSummaryTokens: sizes.maxSummaryTokens,
+        ...(prompt ? { prompt } : {}),
+      });
+      return { context: summary.context, usage: turnUsage(summary.usage, services.config.modelPrices[model.id]) };
     });
-    if (!cut) return null;
-    const summary = await summarizeContext(model, context, cut, {
-      maxSummaryTokens: sizes.maxSummaryTokens,
-      ...(prompt ? { prompt } : {}),
-    });
-    return { context: summary.context, usage: turnUsage(summary.usage, services.config.modelPrices[model.id]) };
-  });
+  } finally {
+    // The listing row takes the input's items and the compaction's usage and time, after the
+    // response; an input appended before a compaction that failed still counts in it.
+    if (input.length > 0 || result?.compacted)
+      afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
+  }
   // The session's totals took the usage with the compaction's record; the token's take it after
   // the response, as a turn's do.
   const { usage } = result;
   if (usage) services.observeCompaction?.({ model: model.id, usage });
   if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
-  // The listing row takes the compaction's usage and time (an append wrote its own before).
-  if (result.compacted) afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   return {
     session_id: sessionId,
     compacted: result.compacted,

@@ -6,12 +6,15 @@ import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
-import type { PromptItem } from '../../lib/items.ts';
+import type { Item, PromptItem } from '../../lib/items.ts';
+import { ModelError } from '../../lib/models/errors.ts';
 import { contextKey, recordsPrefix } from '../../lib/session/keys.ts';
+import { indexPrefix } from '../../lib/session/log/session-index.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { recordingModel, servicesFor } from '../support/recording-model.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
+import { hookedEcho } from '../support/turn-world.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import {
@@ -282,6 +285,40 @@ describe('compaction is durable and idempotent', () => {
     const result = await compactSession(service, 's1', { keep_tokens: 0 });
     expect(result).toMatchObject({ compacted: true, context: { start_seq: 9 } });
     expect(await service.sessions.currentContext('s1')).toMatchObject({ start_seq: 9, base_record: 4 });
+  });
+
+  it("with input: the session's listing row is written once, for the input and the summary", async () => {
+    let failing = false;
+    const broken = hookedEcho('broken', async () => {
+      if (failing) throw new ModelError('provider down');
+    });
+    const store = new CountingStore(new MemoryStore());
+    const service = services(store, { model: broken });
+    await createSession(service, 's1', 'none');
+    for (let index = 0; index < 4; index++) await runTurn(service, 's1', { input: `turn ${index}` });
+    await service.settled();
+    const indexPuts = () => store.putKeys.filter((key) => key.startsWith(indexPrefix(''))).length;
+    const row = async () => (await service.sessions.listSessions({ limit: 10 })).sessions[0]!;
+    const before = await row();
+    store.reset();
+    const input: Item[] = [{ type: 'message', role: 'user', content: 'one more' }];
+    const result = await compactSession(service, 's1', { keep_tokens: 0, model: 'broken' }, input);
+    expect(result).toMatchObject({ compacted: true, context: { start_seq: 10 } });
+    await service.settled();
+    expect(indexPuts()).toBe(1);
+    const after = await row();
+    expect(after.counts).toMatchObject({ items: 9 });
+    expect(after.usage!.output_tokens).toBe(before.usage!.output_tokens + result.usage!.output_tokens);
+
+    // A compaction that fails after its input was appended: the row still takes the input, once.
+    failing = true;
+    store.reset();
+    await expect(compactSession(service, 's1', { keep_tokens: 0, model: 'broken' }, input)).rejects.toThrow(
+      'provider down',
+    );
+    await service.settled();
+    expect(indexPuts()).toBe(1);
+    expect((await row()).counts).toMatchObject({ items: 10 });
   });
 
   it('an open turn refuses a manual compaction (turn_in_progress)', async () => {

@@ -39,6 +39,8 @@ export interface StoreCounts {
 export class CountingStore implements ObjectStore {
   readonly inner: ObjectStore;
   #counts: StoreCounts = emptyCounts();
+  /** The key of each put since construction or the last reset, in order. */
+  readonly putKeys: string[] = [];
 
   constructor(inner: ObjectStore) {
     this.inner = inner;
@@ -57,6 +59,7 @@ export class CountingStore implements ObjectStore {
 
   reset(): void {
     this.#counts = emptyCounts();
+    this.putKeys.length = 0;
   }
 
   async get(key: string, options?: GetOptions): Promise<StoredObject | null> {
@@ -73,6 +76,7 @@ export class CountingStore implements ObjectStore {
 
   async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
     this.#counts.put += 1;
+    this.putKeys.push(key);
     this.#counts.bytesWritten += bodyLength(body);
     return this.inner.put(key, body, options);
   }

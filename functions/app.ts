@@ -11,7 +11,7 @@ import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
 import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
-import { createServices, type ServiceInputs } from './services.ts';
+import { createServices, type AppServices, type ServiceInputs } from './services.ts';
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
 import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
@@ -192,9 +192,25 @@ function serviceInputs(
 }
 
 /**
- * Runs a background turn outside a request (the Workers queue consumer): the services a
- * request would have, from the environment, with `background` for work after the turn.
- * 'retry' asks the queue to deliver the turn again (see runBackgroundTurn).
+ * The services of work outside a request (the Workers queue consumer's background turns, the
+ * webhook outbox's drainer): the services a request would have, from the environment, with
+ * `background` for the work they leave running.
+ */
+export function createOutsideServices(
+  options: AppOptions,
+): (environment: RuntimeEnvironment, background: (task: Promise<unknown>) => void) => AppServices {
+  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
+  return (environment, background) =>
+    createServices({
+      ...serviceInputs(options, environment, parseServiceConfig(environment), log),
+      background: (task) => background(task.catch((error: unknown) => log('tailgate: background task failed', error))),
+    });
+}
+
+/**
+ * Runs a background turn outside a request (the Workers queue consumer), with the services
+ * of createOutsideServices. 'retry' asks the queue to deliver the turn again (see
+ * runBackgroundTurn).
  */
 export function createTurnRunner(
   options: AppOptions,
@@ -203,15 +219,8 @@ export function createTurnRunner(
   environment: RuntimeEnvironment,
   background: (task: Promise<unknown>) => void,
 ) => Promise<'done' | 'retry'> {
-  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
-  return async (run, environment, background) => {
-    const config = parseServiceConfig(environment);
-    const services = createServices({
-      ...serviceInputs(options, environment, config, log),
-      background: (task) => background(task.catch((error: unknown) => log('tailgate: background task failed', error))),
-    });
-    return runBackgroundTurn(services, run);
-  };
+  const servicesFor = createOutsideServices(options);
+  return async (run, environment, background) => runBackgroundTurn(servicesFor(environment, background), run);
 }
 
 /**

@@ -1,6 +1,6 @@
 import process from 'node:process';
 import { parseServiceConfig } from '../lib/config.ts';
-import { createApp } from './app.ts';
+import { createApp, createOutsideServices, type AppOptions } from './app.ts';
 import { Metrics } from './metrics.ts';
 import {
   describeStore,
@@ -49,11 +49,8 @@ try {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   Deno.exit(1);
 }
-// Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
-// and when a retry falls due.
-const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, Deno.env.toObject()));
-const app = createApp({
-  webhookStored: webhooks.wake,
+const appOptions: AppOptions = {
+  webhookStored: () => webhooks.wake(),
   afterResponse: trackAfterResponse,
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
@@ -61,7 +58,12 @@ const app = createApp({
   inspectorScript,
   // GET /metrics (functions/metrics.ts): counted by this process.
   metrics: new Metrics(),
-});
+};
+// Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
+// and when a retry falls due, with the services a request would have (a pickup after a close).
+const outside = createOutsideServices(appOptions);
+const webhooks = scheduleWebhooks(() => drainWebhooks(outside(Deno.env.toObject(), trackAfterResponse)));
+const app = createApp(appOptions);
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, Deno.env.toObject()));

@@ -1,5 +1,5 @@
 import { parseServiceConfig } from '../lib/config.ts';
-import { createApp } from './app.ts';
+import { createApp, createOutsideServices, type AppOptions } from './app.ts';
 import { Metrics } from './metrics.ts';
 import {
   describeStore,
@@ -34,11 +34,8 @@ try {
   console.error(`tailgate: ${error instanceof Error ? error.message : String(error)}`);
   process.exit(1);
 }
-// Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
-// and when a retry falls due.
-const webhooks = scheduleWebhooks(() => drainWebhooks(storeFor, process.env));
-const app = createApp({
-  webhookStored: webhooks.wake,
+const appOptions: AppOptions = {
+  webhookStored: () => webhooks.wake(),
   afterResponse: trackAfterResponse,
   store: (_environment, config) => storeFor(config),
   tokenEncoders: bpeTokenEncoders,
@@ -46,7 +43,12 @@ const app = createApp({
   inspectorScript,
   // GET /metrics (functions/metrics.ts): counted by this process.
   metrics: new Metrics(),
-});
+};
+// Webhook events (functions/webhooks.ts): the outbox is drained now, when an event is stored,
+// and when a retry falls due, with the services a request would have (a pickup after a close).
+const outside = createOutsideServices(appOptions);
+const webhooks = scheduleWebhooks(() => drainWebhooks(outside(process.env, trackAfterResponse)));
+const app = createApp(appOptions);
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, process.env));

@@ -9,7 +9,7 @@ import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import { runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
+import { pickUpAfterLeaseClose, runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 import { turnIntents } from '../lib/webhooks/intent.ts';
@@ -53,7 +53,7 @@ export interface ServiceInputs {
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed'> = {},
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed'> = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -84,6 +84,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       checkConfig: inputs.checkSessionConfig,
       onClosed,
       onClaimed,
+      onLeaseClosed: pickUpAfterLeaseClose(() => services),
     }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,

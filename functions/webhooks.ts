@@ -1,10 +1,11 @@
-import { parseServiceConfig, type ServiceConfig } from '../lib/config.ts';
+import { parseServiceConfig } from '../lib/config.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { deliverWebhook, MAX_ATTEMPTS, retryDelaySeconds } from '../lib/webhooks/deliver.ts';
 import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
-import { sessionLogFor } from './services.ts';
+import { pickUpAfterLeaseClose } from '../lib/turn/index.ts';
+import { sessionLogFor, type AppServices } from './services.ts';
 
 /**
  * Webhook delivery with a deployment's settings (lib/webhooks/): on Node and Deno a loop that
@@ -17,22 +18,23 @@ import { sessionLogFor } from './services.ts';
 /** The loop looks at the outbox at least this often (entries stored by another process). */
 const POLL_MS = 30_000;
 
-/** One drain of the outbox of the store `storeFor` gives for the settings in `env`. */
-export async function drainWebhooks(
-  storeFor: (config: ServiceConfig) => ObjectStore,
-  env: Record<string, unknown>,
-): Promise<number | null> {
-  const config = parseServiceConfig(env);
+/**
+ * One drain of the outbox of `services`' store, with their settings. A turn whose intent it
+ * closes (its lease ran out) is followed by a pickup of the inputs queued behind it, run with
+ * `services` (lib/turn/busy.ts, pickUpAfterLeaseClose).
+ */
+export async function drainWebhooks(services: AppServices): Promise<number | null> {
+  const { config, store, clock } = services;
   if (!config.webhooks) return null;
-  const store = storeFor(config);
   return drainOutbox({
     store,
     keyPrefix: config.keyPrefix,
-    sessions: sessionLogFor(store, config),
+    // Without `onClosed`: the drainer delivers the event of a turn it closes itself.
+    sessions: sessionLogFor(store, config, { clock, onLeaseClosed: pickUpAfterLeaseClose(() => services) }),
     secret: config.webhooks.secret,
     allowPrivate: config.webhooks.allowPrivate,
-    clock: () => new Date(),
-    log: (message, details) => console.error(message, details ?? ''),
+    clock,
+    log: (message, details) => services.log(message, details ?? ''),
   });
 }
 

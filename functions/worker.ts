@@ -3,7 +3,7 @@ import { r2StoreFor } from '../lib/store/r2.ts';
 import type { BackgroundTurn } from '../lib/turn/index.ts';
 import { webhookEntrySchema, type WebhookEntry } from '../lib/webhooks/events.ts';
 import { z } from 'zod';
-import { createApp, createTurnRunner, type AppOptions } from './app.ts';
+import { createApp, createOutsideServices, createTurnRunner, type AppOptions } from './app.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
 import { deliverQueued, drainWebhooks } from './webhooks.ts';
 
@@ -42,6 +42,7 @@ const backgroundTurnSchema: z.ZodType<BackgroundTurn> = z.object({
   writer: z.string(),
 });
 const runTurn = createTurnRunner(options);
+const outsideServices = createOutsideServices(options);
 
 /**
  * The settings whose default differs on Workers, where the deployment leaves them unset or
@@ -58,12 +59,14 @@ export default {
   fetch: (request, environment, context) => app.fetch(request, withDefaults(environment), context),
   // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), and the
   // webhook outbox: the turns' intents, and the events of a deployment without the WEBHOOKS queue.
-  scheduled: async (_controller, bindings) => {
+  // A pickup after a turn the drainer closed runs its turn on the TURNS queue, else in the isolate.
+  scheduled: async (_controller, bindings, context) => {
     const environment = withDefaults(bindings);
     await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
-    await drainWebhooks(() => r2StoreFor(environment.BUCKET), environment).catch((error: unknown) =>
-      console.error('tailgate: webhook delivery failed', error),
-    );
+    const background = (task: Promise<unknown>) => context.waitUntil(task);
+    await Promise.resolve()
+      .then(() => drainWebhooks(outsideServices(environment, background)))
+      .catch((error: unknown) => console.error('tailgate: webhook delivery failed', error));
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
   // turn left open by a storage failure is delivered again).

@@ -7,7 +7,9 @@ import {
 } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
+import type { ClosedTurn } from '../session/log/types.ts';
 import type { OnBusy } from '../session/fields.ts';
+import { afterResponse } from './append.ts';
 import { claimInput } from './background.ts';
 import { inputItems, requestHash } from './plan.ts';
 import { requestRecord } from './receipt.ts';
@@ -214,6 +216,20 @@ export async function pickUp(
     await sessions.removeQueued(queue, entry.key_sha256);
     if (claimed.run) return services.startBackground(claimed.run);
   }
+}
+
+/**
+ * The session log's `onLeaseClosed`: after any close of a turn whose lease ran out (a
+ * newcomer's claim, a replay of its key, a reader of its events, the webhook outbox's
+ * drainer), the inputs queued behind it are taken up after the response, as after a turn's
+ * own close. `services` is read when a close happens (the log is built before them).
+ */
+export function pickUpAfterLeaseClose(services: () => TurnServices): (closed: ClosedTurn) => void {
+  return (closed) => {
+    const after = services();
+    const before: ClosedBefore = { turn: closed.turn, webhookUrl: closed.webhookUrl };
+    afterResponse(after, () => pickUp(after, closed.scope.id, closed.scope, before));
+  };
 }
 
 /** A queued input whose key names a turn of a generation the session left (log/queue.ts). */

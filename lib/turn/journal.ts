@@ -5,7 +5,6 @@ import { holderScope } from '../session/log/rewind.ts';
 import type { JournalEvent } from '../session/log/journal.ts';
 import type { StoredOutcome } from '../session/log/types.ts';
 import { afterResponse } from './append.ts';
-import { pickUp } from './busy.ts';
 import type { TurnEvent, TurnServices } from './types.ts';
 
 /**
@@ -107,8 +106,8 @@ async function journalScope(services: TurnServices, sessionId: string, turn: num
 /**
  * Whether turn `turn` is the session's open turn whose lease ran out by the log's clock (its
  * owner died): then it is closed now, as the next writer would close it (failed,
- * `lease_expired`), the inputs queued behind it are taken up (as after any close), and its
- * outcome returned. 'open' while the lease runs. Otherwise how it was closed, when a close
+ * `lease_expired`; the session log's `onLeaseClosed` takes up the inputs queued behind it), and
+ * its outcome returned. 'open' while the lease runs. Otherwise how it was closed, when a close
  * raced this one (an owner completing late, whose last batch is still to come), or null.
  */
 async function closedByLease(
@@ -116,18 +115,14 @@ async function closedByLease(
   sessionId: string,
   turn: number,
 ): Promise<StoredOutcome | 'open' | null> {
-  let outcome: StoredOutcome | null;
   try {
-    outcome = await services.sessions.closeIfExpired(sessionId, turn);
+    return await services.sessions.closeIfExpired(sessionId, turn);
   } catch (error) {
     if (error instanceof TurnInProgressError) return 'open';
     // Its close packed since it was read: closed, as getTurn then tells.
     if (error instanceof RecordMissingError) return null;
     throw error;
   }
-  if (outcome?.error?.code === LEASE_EXPIRED)
-    afterResponse(services, () => pickUp(services, sessionId, undefined, { turn }));
-  return outcome;
 }
 
 /** The event a stream ends with when its turn's owner wrote no end: how the turn failed, if it did. */

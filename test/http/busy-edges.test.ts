@@ -298,3 +298,42 @@ describe('the event journal of a background turn that failed', () => {
     expect(followed.events.at(-1)?.event, followed.text).toBe('error');
   });
 });
+
+describe('the inputs queued behind a dead turn', () => {
+  const first = { input: 'first', background: true };
+  const key = { 'idempotency-key': 'k-first' };
+  it.each([
+    [
+      'an append of items',
+      (id: string) => ({
+        path: `/v1/sessions/${id}/items`,
+        body: { items: [{ type: 'message', role: 'user', content: 'note' }] },
+        headers: {},
+      }),
+    ],
+    [
+      "a retry of the dead turn's request (its key)",
+      (id: string) => ({ path: `/v1/sessions/${id}/turns`, body: first, headers: key }),
+    ],
+  ])('are taken up once %s closes the dead turn', async (_name, closer) => {
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const sent: BackgroundTurn[] = [];
+    const { api } = harnessFor(new MemoryStore(), {
+      clock: () => new Date(now),
+      queueTurn: () => async (run) => void sent.push(run),
+    });
+    const id = await api.session({ on_busy: 'enqueue' });
+    // Turn 1's runner never comes (its process died): the turn holds the session for its lease.
+    expect((await api.post(`/v1/sessions/${id}/turns`, first, key)).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
+    expect(sent).toHaveLength(1);
+    now += 4000;
+    const { path, body, headers } = closer(id);
+    const closed = await api.post(path, body, headers);
+    expect(closed.status, JSON.stringify(closed.body)).toBeLessThan(300);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'lease_expired' } });
+    // The session is idle: its queued input goes on, handed to a runner as turn 2.
+    await expect.poll(() => sent.length).toBe(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+  });
+});

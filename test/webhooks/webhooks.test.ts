@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createServices, sessionLogFor } from '../../functions/services.ts';
+import { createServices } from '../../functions/services.ts';
+import { drainWebhooks } from '../../functions/webhooks.ts';
 import { parseServiceConfig } from '../../lib/config.ts';
 import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
@@ -9,7 +10,7 @@ import { runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { intentEntry } from '../../lib/webhooks/events.ts';
 import { resolveIntent } from '../../lib/webhooks/intent.ts';
-import { drainOutbox, outboxSink } from '../../lib/webhooks/outbox.ts';
+import { outboxSink } from '../../lib/webhooks/outbox.ts';
 import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
 import { DepthStore } from '../support/depth-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
@@ -45,23 +46,15 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel)
     env: {},
     model: () => model,
     background: (task) => void tasks.push(task.catch(() => undefined)),
-    log: () => {},
+    log: (message) => void logged.push(message),
     clock,
     webhookSink: outboxSink(store, ''),
   });
   const settle = async () => {
     while (tasks.length > 0) await Promise.all(tasks.splice(0));
   };
-  const drain = () =>
-    drainOutbox({
-      store,
-      keyPrefix: '',
-      sessions: sessionLogFor(store, config, { clock }),
-      secret: WEBHOOK_SECRET,
-      allowPrivate: true,
-      clock,
-      log: (message) => logged.push(message),
-    });
+  // The deployment's drainer: a turn it closes is followed by a pickup with these services.
+  const drain = () => drainWebhooks(services);
   const outbox = async () =>
     Promise.all(
       (await listAll(store, 'webhooks/outbox/')).map(async ({ key }) =>
@@ -405,9 +398,42 @@ describe('webhook intents', () => {
         }),
       }),
     ]);
-    expect(await w.outbox()).toEqual([]);
-    // Closed by the drainer: the session takes its next turn.
+    // Closed by the drainer, whose pickup found nothing queued: the session is idle.
+    await w.settle();
+    expect((await w.outbox()).map((entry) => [JSON.parse(entry.body).type, JSON.parse(entry.body).data.turn])).toEqual([
+      ['session.idle', 1],
+    ]);
+    // The session takes its next turn.
     expect((await runTurn(w.services, 'o', { input: 'next', strategies: [] })).turn).toBe(2);
+  });
+
+  it('takes up an input queued behind a dead turn once the drainer closes that turn', async () => {
+    const w = world();
+    await w.services.sessions.create({ id: 'dq', on_busy: 'enqueue' });
+    // Turn 1's process dies after its claim: its intent waits in the outbox for its lease.
+    expect((await w.services.sessions.beginTurn('dq', { input: [] })).kind).toBe('claimed');
+    const queued = await takeUnderPolicy(w.services, 'dq', { input: 'queued' }, {}, () =>
+      runTurn(w.services, 'dq', { input: 'queued', strategies: [] }),
+    );
+    expect(queued.kind).toBe('queued');
+    await w.settle();
+    expect(await w.services.sessions.queued(await w.services.sessions.scope('dq'))).toHaveLength(1);
+    // Nothing else comes to the session: the drainer closes turn 1 once its lease ran out.
+    w.now.ms = 60_000;
+    await w.drain();
+    await w.settle();
+    expect(await w.services.sessions.getTurn('dq', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    expect(await w.services.sessions.getTurn('dq', 2)).toMatchObject({ status: 'completed' });
+    expect(await w.services.sessions.queued(await w.services.sessions.scope('dq'))).toEqual([]);
+    for (let drains = 0; drains < 3 && (await w.drain()) !== null; drains++);
+    const events = [...receiver.delivered().values()].map((delivery) => [delivery.event?.type, delivery.event?.data]);
+    expect(events).toEqual(
+      expect.arrayContaining([
+        ['turn.failed', expect.objectContaining({ turn: 1 })],
+        ['turn.completed', expect.objectContaining({ turn: 2 })],
+        ['session.idle', expect.objectContaining({ turn: 2 })],
+      ]),
+    );
   });
 
   it('an intent resolved after a compacting turn completed carries its compaction_usage', async () => {

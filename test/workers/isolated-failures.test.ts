@@ -4,6 +4,7 @@ import {
   createScheduledController,
   env,
   getQueueResult,
+  waitOnExecutionContext,
 } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
 import worker from '../../functions/worker.ts';
@@ -79,17 +80,7 @@ describe('one failure in a run of the queue consumer or the Cron Trigger', () =>
       attempts: 0,
       next_attempt_at: past,
     });
-    const error = console.error;
-    const logged: string[] = [];
-    console.error = (...args: unknown[]) => void logged.push(args.map(String).join(' '));
-    try {
-      await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), {
-        ...bindings,
-        KEY_PREFIX: keyPrefix,
-      } as never);
-    } finally {
-      console.error = error;
-    }
+    const logged = await cronRun(keyPrefix);
     const deliveries = (await (await fetch(receiverUrl)).json()) as { id: string }[];
     expect(
       deliveries.map((delivery) => delivery.id),
@@ -110,18 +101,27 @@ describe('one failure in a run of the queue consumer or the Cron Trigger', () =>
     });
     // The newer session's config no longer parses (the index lists it first: newest created first).
     await store.put(sessionConfigKey(keyPrefix, 'broken'), 'not json', { contentType: 'application/json' });
-    const error = console.error;
-    const logged: string[] = [];
-    console.error = (...args: unknown[]) => void logged.push(args.map(String).join(' '));
-    try {
-      await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), {
-        ...bindings,
-        KEY_PREFIX: keyPrefix,
-      } as never);
-    } finally {
-      console.error = error;
-    }
+    const logged = await cronRun(keyPrefix);
     const log = new SessionLog(store, { keyPrefix });
     await expect(log.get('older'), logged.join('\n')).rejects.toMatchObject({ code: 'not_found' });
   });
 });
+
+/** Runs the Cron Trigger under `keyPrefix` to its end (its waitUntil work too): what it logged. */
+async function cronRun(keyPrefix: string): Promise<string[]> {
+  const error = console.error;
+  const logged: string[] = [];
+  console.error = (...args: unknown[]) => void logged.push(args.map(String).join(' '));
+  try {
+    const context = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ cron: '17 * * * *' }),
+      { ...bindings, KEY_PREFIX: keyPrefix } as never,
+      context,
+    );
+    await waitOnExecutionContext(context);
+  } finally {
+    console.error = error;
+  }
+  return logged;
+}

@@ -1,4 +1,4 @@
-import { createScheduledController, env } from 'cloudflare:test';
+import { createExecutionContext, createScheduledController, env, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import worker from '../../functions/worker.ts';
 import { R2Store } from '../../lib/store/r2.ts';
@@ -15,11 +15,13 @@ describe('the Cron Trigger (scheduled) on the R2 binding', () => {
     await old.create({ id: 'idle', expires_after_days: 1 });
     await old.create({ id: 'kept', expires_after_days: 10 });
     await old.create({ id: 'by-default' });
-    await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), {
-      ...bindings,
-      KEY_PREFIX: keyPrefix,
-      SESSION_TTL_DAYS: '2',
-    } as never);
+    const context = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ cron: '17 * * * *' }),
+      { ...bindings, KEY_PREFIX: keyPrefix, SESSION_TTL_DAYS: '2' } as never,
+      context,
+    );
+    await waitOnExecutionContext(context);
     const log = new SessionLog(new R2Store(bindings.BUCKET), { keyPrefix });
     await expect(log.get('idle')).rejects.toMatchObject({ code: 'not_found' });
     await expect(log.get('by-default')).rejects.toMatchObject({ code: 'not_found' });

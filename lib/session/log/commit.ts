@@ -1,11 +1,5 @@
 import { z } from 'zod';
-import {
-  LEASE_EXPIRED,
-  NotNewestTurnError,
-  StorageError,
-  TurnInProgressError,
-  TurnNotOpenError,
-} from '../../errors.ts';
+import { NotNewestTurnError, StorageError, TurnInProgressError, TurnNotOpenError } from '../../errors.ts';
 import { itemSchema, type Item } from '../../items.ts';
 import { idempotencyKey, recordKey, type LogScope } from '../keys.ts';
 import {
@@ -35,7 +29,7 @@ import type { QueuedInput } from '../records.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
-import { closeTurn, leaseOf } from './lease.ts';
+import { closeLapsed, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult } from './types.ts';
 import type { IndexState } from './session-index.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
@@ -251,16 +245,8 @@ export async function prepareCommit(
     const expires = await leaseOf(log, scope, open);
     if (expires > log.clock().getTime())
       throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
-    const done = await closeTurn(
-      log,
-      scope,
-      open,
-      {
-        status: 'failed',
-        error: { code: LEASE_EXPIRED, message: `turn ${open.turn ?? 0} did not complete before its lease expired` },
-      },
-      head.config.webhook_url,
-    );
+    // A model turn claims the session next: its own close takes up the queue.
+    const done = await closeLapsed(log, scope, open, head.config.webhook_url, options.kind === 'turn');
     if (!done) return null;
     newest = { record: open, done };
   }

@@ -40,6 +40,7 @@ export interface LogContext {
   readonly sessionTtlDays: number | null;
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
+  readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
 }
 
 /**
@@ -88,6 +89,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     sessionTtlDays: options.sessionTtlDays ?? null,
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,
+    onLeaseClosed: options.onLeaseClosed,
   };
 }
 

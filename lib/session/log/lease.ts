@@ -21,7 +21,7 @@ import {
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
-import type { OpenTurn, StoredOutcome } from './types.ts';
+import type { ClosedTurn, OpenTurn, StoredOutcome } from './types.ts';
 
 /**
  * A model turn's lease: when it runs out, its renewal, and the closes by someone other than
@@ -90,7 +90,9 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
  * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
  * The turn may have consumed notices before it died: the completion names it in
  * `undelivered.lost_turns`, so the next turn looks for them. `webhookUrl` is the session's
- * (undefined: not read yet, read only when `onClosed` is set).
+ * (undefined: not read yet, read only when `onClosed` is set). A close of an expired lease is
+ * told to `onLeaseClosed` (the inputs queued behind the turn are taken up), unless its closer
+ * is a `successor`.
  */
 export async function closeTurn(
   log: LogContext,
@@ -98,6 +100,8 @@ export async function closeTurn(
   record: LogRecord,
   outcome: StoredOutcome,
   webhookUrl?: string | null,
+  /** The closer claims the session as a model turn next, whose own close takes up the queue. */
+  successor = false,
 ): Promise<DoneRecord | null> {
   if (record.idempotency_key_sha256)
     await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
@@ -125,17 +129,33 @@ export async function closeTurn(
   const key = doneKey(scope, record.record);
   const written = await putJsonCreateOnly(log.store, key, done, `"writer":"${writer}"`);
   if (!written) return null;
+  const closed: ClosedTurn = {
+    scope,
+    turn: record.turn ?? 0,
+    status: done.status,
+    error: done.error,
+    completedAt: done.completed_at,
+    webhookUrl,
+  };
   if (log.onClosed) {
-    await log.onClosed({
-      scope,
-      turn: record.turn ?? 0,
-      status: done.status,
-      error: done.error,
-      completedAt: done.completed_at,
-      webhookUrl: webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope),
-    });
+    closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
+    await log.onClosed(closed);
   }
+  if (done.error?.code === LEASE_EXPIRED && !successor) log.onLeaseClosed?.(closed);
   return done;
+}
+
+/** Closes `record`, whose lease ran out, as failed `lease_expired` (see closeTurn). */
+export function closeLapsed(
+  log: LogContext,
+  scope: LogScope,
+  record: LogRecord,
+  webhookUrl?: string | null,
+  successor = false,
+): Promise<DoneRecord | null> {
+  const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
+  const outcome: StoredOutcome = { status: 'failed', error: { code: LEASE_EXPIRED, message } };
+  return closeTurn(log, scope, record, outcome, webhookUrl, successor);
 }
 
 /** The session's own `webhook_url`, read from its config (null when it has none or is gone). */
@@ -150,8 +170,7 @@ export async function closeIfExpired(log: LogContext, scope: LogScope, record: L
   const expires = await leaseOf(log, scope, record);
   if (expires > log.clock().getTime())
     throw new TurnInProgressError(scope.id, record.turn ?? 0, new Date(expires).toISOString());
-  const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
-  const done = await closeTurn(log, scope, record, { status: 'failed', error: { code: LEASE_EXPIRED, message } });
+  const done = await closeLapsed(log, scope, record);
   if (done) return done;
   const key = doneKey(scope, record.record);
   const object = await log.store.get(key);

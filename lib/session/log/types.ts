@@ -306,6 +306,13 @@ export interface SessionLogOptions {
    * intent, lib/webhooks/intent.ts); a failure fails the claim as its put's would.
    */
   onClaimed?: ((turn: OpenTurn) => Promise<void>) | undefined;
+  /**
+   * Runs once a completion written because a turn's lease ran out landed (failed
+   * `lease_expired`: a newcomer's claim, a replay of its key, `closeIfExpired`), after
+   * `onClosed`: whoever closes a dead turn takes up the inputs queued behind it
+   * (lib/turn/busy.ts, pickUpAfterLeaseClose). It must not throw: it schedules that work.
+   */
+  onLeaseClosed?: ((closed: ClosedTurn) => void) | undefined;
 }
 
 /** A model turn whose completion has just landed. */
@@ -318,7 +325,10 @@ export interface ClosedTurn {
   /** What the summary of a compaction in the completed turn used (its `compaction_usage`). */
   compactionUsage?: TurnUsage | undefined;
   completedAt: string;
-  /** The session's own `webhook_url` (null or absent: the deployment's WEBHOOK_URL). */
+  /**
+   * The session's own `webhook_url` (null: the deployment's WEBHOOK_URL; undefined: not read,
+   * only for `onLeaseClosed` of a log without `onClosed`).
+   */
   webhookUrl: string | null | undefined;
 }
 

@@ -146,6 +146,8 @@ export class S3Store implements ObjectStore {
 
   /** When a HeadBucket last found the bucket (ms; see #checkBucket). */
   #bucketFoundAt = Number.NEGATIVE_INFINITY;
+  /** The HeadBucket in flight, which concurrent callers share (see #headBucket). */
+  #bucketCheck: Promise<{ error: unknown } | null> | undefined;
 
   /**
    * Throws a StorageError when the bucket does not exist: asked after a bodiless 404, with
@@ -154,25 +156,35 @@ export class S3Store implements ObjectStore {
    */
   async #checkBucket(operation: string, key: string): Promise<void> {
     // Asked at most once a minute: a HEAD of an absent key (a notice's, a claim's) costs one
-    // request, not two, while the bucket is known to be there.
+    // request, not two, while the bucket is known to be there. Callers while one is asked
+    // wait for its answer; a failure is not kept (the next caller asks again).
     if (Date.now() - this.#bucketFoundAt < BUCKET_CHECK_MS) return;
+    this.#bucketCheck ??= this.#headBucket().finally(() => {
+      this.#bucketCheck = undefined;
+    });
+    const failed = await this.#bucketCheck;
+    if (failed === null) return;
+    const { error } = failed;
+    const status = statusOf(error);
+    if (status !== 404) throw storageError(operation, key, error);
+    throw new StorageError(`S3 ${operation} ${key} failed: bucket ${this.bucket} does not exist`, {
+      operation,
+      key,
+      status,
+      name: 'NoSuchBucket',
+    });
+  }
+
+  /** One HeadBucket: null when it found the bucket (or cannot say it is missing), else its error. */
+  async #headBucket(): Promise<{ error: unknown } | null> {
     try {
       await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
-      this.#bucketFoundAt = Date.now();
     } catch (error) {
       const status = statusOf(error);
-      if (status === 403 || status === 405 || status === 501) {
-        this.#bucketFoundAt = Date.now();
-        return;
-      }
-      if (status !== 404) throw storageError(operation, key, error);
-      throw new StorageError(`S3 ${operation} ${key} failed: bucket ${this.bucket} does not exist`, {
-        operation,
-        key,
-        status,
-        name: 'NoSuchBucket',
-      });
+      if (status !== 403 && status !== 405 && status !== 501) return { error };
     }
+    this.#bucketFoundAt = Date.now();
+    return null;
   }
 
   async put(key: string, body: Body, options: PutOptions = {}): Promise<ObjectInfo | null> {

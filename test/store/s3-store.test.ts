@@ -185,4 +185,31 @@ describe('S3Store', () => {
     expect((await store.head(key))?.size).toBe(4);
     expect(commands).toEqual(['HeadObjectCommand']);
   });
+
+  it('asks HeadBucket once for concurrent HEADs of absent keys, and again after it failed', async () => {
+    const heads = 6;
+    const store = createTestS3Store(gateway.endpoint, inject('s3Bucket'));
+    const commands = recordCommands(store);
+    const prefix = fresh();
+    const found = await Promise.all(
+      Array.from({ length: heads }, (_, index) => store.head(`${prefix}absent-${index}`)),
+    );
+    expect(found).toEqual(Array.from({ length: heads }, () => null));
+    expect(commands.filter((name) => name === 'HeadObjectCommand')).toHaveLength(heads);
+    expect(commands.filter((name) => name === 'HeadBucketCommand')).toHaveLength(1);
+    // A missing bucket: the callers in flight share its answer, and the next caller asks again.
+    const missing = createTestS3Store(gateway.endpoint, `missing-bucket-${crypto.randomUUID().slice(0, 8)}`);
+    const asked = recordCommands(missing);
+    const refused = await Promise.all(
+      Array.from({ length: heads }, (_, index) => missing.head(`some/key-${index}`).catch((error: unknown) => error)),
+    );
+    for (const [index, error] of refused.entries())
+      expect(error).toMatchObject({
+        code: 'storage_error',
+        details: { key: `some/key-${index}`, name: 'NoSuchBucket' },
+      });
+    expect(asked.filter((name) => name === 'HeadBucketCommand')).toHaveLength(1);
+    await expect(missing.head('some/key')).rejects.toMatchObject({ details: { name: 'NoSuchBucket' } });
+    expect(asked.filter((name) => name === 'HeadBucketCommand')).toHaveLength(2);
+  });
 });

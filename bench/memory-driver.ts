@@ -82,6 +82,7 @@ export class MemoryTurnDriver implements TurnDriver {
       completeTurn: (turn, outcome) => log.completeTurn(turn, outcome),
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
+      takeLease: (turn) => log.takeLease(turn),
       closedBy: (turn) => log.closedBy(turn),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),

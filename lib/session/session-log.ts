@@ -13,7 +13,7 @@ import {
   type Summarized,
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
-import { cancelTurn, closedBy, closeIfOpenExpired, renewLease } from './log/lease.ts';
+import { cancelTurn, closedBy, closeIfOpenExpired, renewLease, takeLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
 import {
   enqueueInput,
@@ -132,6 +132,17 @@ export class SessionLog extends SessionLogBase {
    */
   async renewLease(turn: OpenTurn): Promise<string> {
     return renewLease(this.log, turn);
+  }
+
+  /**
+   * Takes the lease of a background turn for the runner that took it over (its first
+   * `.lease`, create-only). When another runner's is there and live, waits a renewal (a third
+   * of the lease and a tenth more) and reads it again: renewed, its runner is alive and this
+   * is TurnInProgressError; not renewed (or run out), it is taken over if-match, so of two
+   * late runners one has it (the other: TurnInProgressError).
+   */
+  async takeLease(turn: OpenTurn): Promise<void> {
+    return takeLease(this.log, turn);
   }
 
   /**

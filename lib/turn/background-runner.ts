@@ -1,4 +1,4 @@
-import { TurnNotOpenError } from '../errors.ts';
+import { TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -17,8 +17,9 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
 
 /**
  * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
- * itself or by someone else (its outcome is in its completion), and 'retry' when a storage
- * failure left it open, so a queue delivers it again and the next runner takes it over.
+ * itself or by someone else (its outcome is in its completion), or when another runner of it
+ * is alive (it renews the turn's lease), and 'retry' when a storage failure left it open, so
+ * a queue delivers it again and the next runner takes it over.
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
@@ -37,6 +38,13 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     // now (after a delete of the newest turn).
     if (error instanceof TurnNotOpenError) {
       ends = false;
+      return outcome;
+    }
+    // Another runner of the turn holds its lease and renews it (a message delivered twice): this
+    // one called no model and moved nothing; the turn and its journal are the other run's.
+    if (error instanceof TurnInProgressError) {
+      ends = false;
+      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`, error);
       return outcome;
     }
     const stored = errorRecord(error);

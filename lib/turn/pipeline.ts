@@ -1,13 +1,6 @@
 import { idGeneration } from '../session/log/rewind.ts';
 import { contentText } from '../content.ts';
-import {
-  LEASE_EXPIRED,
-  NotFoundError,
-  ReplayedError,
-  SESSION_DELETED,
-  TURN_CANCELLED,
-  TurnClosedError,
-} from '../errors.ts';
+import { ReplayedError } from '../errors.ts';
 import type { ModelResult } from '../models/model.ts';
 import type { ClaimAttempt } from '../session/log/claim.ts';
 import type { OpenTurn, TurnHistory, TurnOutcome } from '../session/log/types.ts';
@@ -44,6 +37,7 @@ import { ClaimLost, TurnNotices } from './notices.ts';
 import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from './turn-prompt.ts';
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
+import { renewLease } from './renewal.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -172,7 +166,10 @@ async function attemptTurn(
     ...(options.background ? { stop: new AbortController() } : {}),
   };
   let renewal: ReturnType<typeof setInterval> | undefined;
-  const landed = claimed.landed.then((ok) => {
+  // A background turn's runner takes its lease (while it reads the history) before it moves a
+  // notice or calls a model: a second runner of the turn stops while the first renews it.
+  const leased = options.background ? services.sessions.takeLease(claimed.turn) : undefined;
+  const landed = Promise.all([claimed.landed, leased]).then(([ok]) => {
     if (ok) renewal = renewLease(services, claimed.turn, attempt.stop);
     return ok;
   });
@@ -252,6 +249,8 @@ async function turnSteps(
     const built = await trace.step(TURN_STEPS.strategies, () => buildTurnPrompt(services, inputs));
     prompt = built;
     attempt.receipt = () => built.receipt(notices.delivered);
+    // Not before a background turn holds its lease (see attemptTurn).
+    if (attempt.stop) await notices.claimed();
     const call = trace.step(TURN_STEPS.model, () =>
       gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop?.signal),
     );
@@ -313,38 +312,6 @@ function fetchInbox(
   const fetched = services.inbox.fetch(sessionId);
   fetched.catch(() => undefined);
   return fetched;
-}
-
-/**
- * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
- * as a working turn can take (a summary and an answer, each within the model timeout): a turn
- * hung on a call that never returns lets its session go. A background turn (`stop`) renews at
- * once too (its receipt then says in_progress), and after each renewal asks whether someone
- * else closed it (a cancel): then it stops, as its completion would have been refused.
- */
-function renewLease(services: TurnServices, turn: OpenTurn, stop?: AbortController): ReturnType<typeof setInterval> {
-  const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
-  const renew = () => {
-    if (Date.now() > renewUntil) return clearInterval(renewal);
-    services.sessions
-      .renewLease(turn)
-      .then(async () => {
-        if (!stop || stop.signal.aborted) return;
-        const code = await services.sessions.closedBy(turn);
-        if (code !== null) stop.abort(closedError(turn, code));
-      })
-      .catch((error: unknown) => services.log('tailgate: could not renew a turn lease', error));
-  };
-  const renewal = setInterval(renew, Math.max(1, Math.floor(services.config.turnLeaseMs / 3)));
-  if (stop) renew();
-  return renewal;
-}
-
-/** What the owner of a turn closed by someone else answers (as lib/session/log/claim.ts's completion). */
-function closedError(turn: OpenTurn, code: string): Error {
-  if (code === SESSION_DELETED)
-    return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
-  return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
 }
 
 /**

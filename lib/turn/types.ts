@@ -70,6 +70,7 @@ export type TurnSessionLog = Pick<
   | 'commitTurnContext'
   | 'pack'
   | 'renewLease'
+  | 'takeLease'
   | 'closedBy'
   | 'queued'
   | 'journal'

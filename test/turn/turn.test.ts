@@ -302,6 +302,7 @@ describe('storage operations per turn', () => {
         refreshIndex: log.refreshIndex.bind(log),
         commitTurnContext: log.commitTurnContext.bind(log),
         renewLease: log.renewLease.bind(log),
+        takeLease: log.takeLease.bind(log),
         closedBy: log.closedBy.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),

@@ -6,7 +6,8 @@ import {
   TurnNotOpenError,
   TurnInProgressError,
 } from '../../errors.ts';
-import { putJsonCreateOnly } from '../../store/create-only.ts';
+import { putCreateOnly, putJsonCreateOnly } from '../../store/create-only.ts';
+import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
@@ -28,12 +29,55 @@ import type { ClosedTurn, OpenTurn, StoredOutcome } from './types.ts';
  * the turn's owner (an expired lease, a cancel, a delete).
  */
 
-/** See SessionLog.renewLease. */
-export async function renewLease(log: LogContext, turn: OpenTurn): Promise<string> {
+/** How often a running turn renews its lease (ms): every third of the lease. */
+export function renewalMs(leaseMs: number): number {
+  return Math.max(1, Math.floor(leaseMs / 3));
+}
+
+/** The lease of `turn` from now, and how it is put (its `writer` metadata tells a lost answer). */
+function leaseWrite(log: LogContext, turn: OpenTurn) {
   const expires = new Date(log.clock().getTime() + log.leaseMs).toISOString();
   const lease = { format: 'tailgate.lease.v1', record: turn.record, lease_expires_at: expires };
-  await log.store.put(leaseKey(turn.scope, turn.record), JSON.stringify(lease), { contentType: 'application/json' });
+  return {
+    expires,
+    body: JSON.stringify(lease),
+    options: { contentType: 'application/json', metadata: { writer: turn.writer } },
+  };
+}
+
+/** See SessionLog.renewLease. */
+export async function renewLease(log: LogContext, turn: OpenTurn): Promise<string> {
+  const { expires, body, options } = leaseWrite(log, turn);
+  await log.store.put(leaseKey(turn.scope, turn.record), body, options);
   return expires;
+}
+
+/** See SessionLog.takeLease. */
+export async function takeLease(log: LogContext, turn: OpenTurn): Promise<void> {
+  const key = leaseKey(turn.scope, turn.record);
+  const first = leaseWrite(log, turn);
+  let found: StoredObject | null = null;
+  const taken = await putCreateOnly(log.store, key, first.body, first.options, (object) => {
+    found = object;
+    return object.metadata.writer === turn.writer;
+  });
+  if (taken) return;
+  const held = found as StoredObject | null;
+  // Gone since the refusal: deleted with the closed turn (the packer) or the session.
+  if (!held) throw new TurnInProgressError(turn.scope.id, turn.turn);
+  const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
+  const until = new Date(expires).toISOString();
+  if (expires > log.clock().getTime()) {
+    // Live: its holder renews it within a third of the lease, if it is alive. A renewal changes
+    // the etag (on S3 a hash of the body): its expiry is a later one.
+    await new Promise((resolve) => setTimeout(resolve, renewalMs(log.leaseMs) + Math.ceil(log.leaseMs / 10)));
+    const now = await log.store.head(key);
+    if (now?.etag !== held.etag) throw new TurnInProgressError(turn.scope.id, turn.turn, until);
+  }
+  // Run out, or not renewed: this runner's, unless another late runner took it first.
+  const next = leaseWrite(log, turn);
+  if (!(await log.store.put(key, next.body, { ...next.options, ifMatch: held.etag })))
+    throw new TurnInProgressError(turn.scope.id, turn.turn, until);
 }
 
 /** See SessionLog.closedBy. */

@@ -1,0 +1,46 @@
+import { LEASE_EXPIRED, NotFoundError, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../errors.ts';
+import { renewalMs } from '../session/log/lease.ts';
+import type { OpenTurn } from '../session/log/types.ts';
+import type { TurnServices } from './types.ts';
+
+/**
+ * A running turn's lease (docs/STORAGE.md, "Turn" and "Background turn"): its renewals, and
+ * what a background turn learns from them. A background turn's runner takes the lease first
+ * (`SessionLog.takeLease`, from lib/turn/pipeline.ts).
+ */
+
+/**
+ * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
+ * as a working turn can take (a summary and an answer, each within the model timeout): a turn
+ * hung on a call that never returns lets its session go. A background turn (`stop`, whose
+ * runner took the lease already: its receipt says in_progress) asks at once and after each
+ * renewal whether someone else closed it (a cancel): then it stops, as its completion would
+ * have been refused.
+ */
+export function renewLease(
+  services: TurnServices,
+  turn: OpenTurn,
+  stop?: AbortController,
+): ReturnType<typeof setInterval> {
+  const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
+  const closed = async () => {
+    if (!stop || stop.signal.aborted) return;
+    const code = await services.sessions.closedBy(turn);
+    if (code !== null) stop.abort(closedError(turn, code));
+  };
+  const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);
+  const renew = () => {
+    if (Date.now() > renewUntil) return clearInterval(renewal);
+    services.sessions.renewLease(turn).then(closed).catch(failed);
+  };
+  const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
+  if (stop) closed().catch(failed);
+  return renewal;
+}
+
+/** What the owner of a turn closed by someone else answers (as lib/session/log/claim.ts's completion). */
+function closedError(turn: OpenTurn, code: string): Error {
+  if (code === SESSION_DELETED)
+    return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
+  return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
+}

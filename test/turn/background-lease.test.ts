@@ -1,0 +1,137 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { Inbox } from '../../lib/inbox/inbox.ts';
+import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import {
+  claimBackgroundTurn,
+  runBackgroundTurn,
+  runInProcess,
+  type BackgroundTurn,
+  type TurnServices,
+} from '../../lib/turn/index.ts';
+import { SessionLog } from '../support/session-log.ts';
+import { hookedEcho } from '../support/turn-world.ts';
+
+/**
+ * A background turn's lease, judged by others while its runner is alive: a second runner of
+ * it (a queue message delivered twice) calls the model only when the first's lease misses its
+ * renewal. Time (the runners' timers: the renewals, the second runner's wait; the clock) is
+ * the test's.
+ */
+
+const LEASE_MS = 30_000;
+
+/** Session `s` with background turn 1 claimed; its model counts its calls and answers once released. */
+async function world() {
+  vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+  const clock = () => new Date();
+  const store = new MemoryStore({ clock });
+  let calls = 0;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const model = hookedEcho('echo', async () => {
+    calls++;
+    await released;
+  });
+  const tasks: Promise<unknown>[] = [];
+  const sessions = new SessionLog(store, { clock, leaseMs: LEASE_MS });
+  const services: TurnServices = {
+    sessions,
+    inbox: new Inbox(store, { clock, log: () => {}, sessionExists: sessionExistsIn(store, '') }),
+    config: parseServiceConfig({ TURN_LEASE_MS: String(LEASE_MS) }),
+    env: { DEFAULT_MODEL: 'echo' },
+    model: () => model,
+    background: (task) => void tasks.push(task),
+    startBackground: (run) => runInProcess(services, run),
+    log: () => {},
+  };
+  await sessions.create({ id: 's' });
+  const { run } = await claimBackgroundTurn(services, 's', { input: 'hello' });
+  const until = async (done: () => boolean) => {
+    for (let step = 0; step < 1000 && !done(); step++) await vi.advanceTimersByTimeAsync(100);
+  };
+  return {
+    sessions,
+    services,
+    run: run!,
+    calls: () => calls,
+    release,
+    /** Runs the runners' timers until `done` holds (or gives up). */
+    until,
+    /** What `runner` settles with, its timers run meanwhile. */
+    outcome: async (runner: Promise<string>) => {
+      let settled: string | undefined;
+      void runner.then((outcome) => (settled = outcome));
+      await until(() => settled !== undefined);
+      return settled;
+    },
+    /** Lets the runners' timers run for `ms`, then runs what they left to do after their responses. */
+    advance: async (ms: number) => {
+      await vi.advanceTimersByTimeAsync(ms);
+      while (tasks.length > 0) await Promise.all(tasks.splice(0));
+    },
+  };
+}
+
+/** A runner that took the lease of `run` and died (its consumer's isolate went away). */
+async function diedHoldingLease(sessions: SessionLog, run: BackgroundTurn) {
+  const attempt = await sessions.claimTurn(run.session_id, { input: [], writer: run.writer, adopt: run.turn }).next();
+  if (attempt.kind !== 'claimed') throw new Error('expected the open turn');
+  await sessions.takeLease(attempt.turn);
+}
+
+/** The names of the events the turn's journal holds, in order, its deltas left out. */
+async function journaled(sessions: SessionLog, id: string) {
+  const batches = await sessions.journal().read(await sessions.scope(id), 1, 0);
+  return batches.flatMap((batch) => batch.events.map((event) => event.event)).filter((name) => !name.endsWith('delta'));
+}
+
+describe('a background turn delivered twice', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is run once while its first runner renews its lease: the second calls no model and writes nothing', async () => {
+    const { sessions, services, run, calls, release, until, outcome, advance } = await world();
+    const first = runBackgroundTurn(services, run);
+    await until(() => calls() === 1);
+    // The first renews its lease within a third of it; the second looks again a little later.
+    expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
+    expect(calls()).toBe(1);
+    release();
+    expect(await outcome(first)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+  });
+
+  it('is taken over once the lease a dead runner left misses its renewal, long before it runs out', async () => {
+    const { sessions, services, run, calls, release, until, outcome, advance } = await world();
+    await diedHoldingLease(sessions, run);
+    const second = runBackgroundTurn(services, run);
+    await until(() => calls() === 1);
+    release();
+    expect(await outcome(second)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
+
+  it('by two late runners after a dead one is run by one of them', async () => {
+    const { sessions, services, run, calls, release, until, advance } = await world();
+    await diedHoldingLease(sessions, run);
+    const outcomes: string[] = [];
+    for (const runner of [runBackgroundTurn(services, run), runBackgroundTurn(services, run)])
+      void runner.then((outcome) => void outcomes.push(outcome));
+    // One of them takes the lease over and calls the model; the other stops.
+    await until(() => calls() === 1 && outcomes.length === 1);
+    await advance(LEASE_MS);
+    expect(calls()).toBe(1);
+    release();
+    await until(() => outcomes.length === 2);
+    expect(outcomes).toEqual(['done', 'done']);
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+  });
+});

@@ -44,6 +44,8 @@ export function journalTurn(
   let batches = 0;
   // Added to the events' numbers: after an earlier run's, when this is a turn run again.
   let after = 0;
+  // Ended by someone else (a reader that closed the turn as its lease ran out): nothing more is written.
+  let ended = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let written: Promise<void> = Promise.resolve();
   const flush = (end: boolean) => {
@@ -62,10 +64,14 @@ export function journalTurn(
           events: events.map((event) => ({ ...event, n: event.n + after })),
           ...(end ? { end: true } : {}),
         });
-        if (await journal.write(await scope!, number, ++batches, batch())) return;
+        if (ended || (await journal.write(await scope!, number, ++batches, batch()))) return;
         // Batches of another run of this turn (a background turn a queue delivered again after
-        // its runner stopped): this run's go on after them, numbered on from their events.
+        // its runner stopped): this run's go on after them, numbered on from their events. An
+        // end there is a reader's that closed the turn: its readers stop at it, so this run
+        // writes no more (its turn is closed, its completion refused).
         const earlier = await journal.read(await scope!, number, 0);
+        ended = earlier.some((written) => written.end);
+        if (ended) return;
         batches = earlier.at(-1)?.index ?? 0;
         after = earlier.flatMap((written) => written.events).reduce((most, event) => Math.max(most, event.n), 0);
         if (!(await journal.write(await scope!, number, ++batches, batch())))
@@ -125,9 +131,24 @@ async function closedByLease(
   }
 }
 
-/** The event a stream ends with when its turn's owner wrote no end: how the turn failed, if it did. */
-function unfinished(sent: number, error: StoredOutcome['error'] | null): NumberedEvent[] {
-  return error ? [{ n: sent + 1, event: 'error', data: { error } }] : [];
+/**
+ * Ends the journal of a turn whose owner wrote no end, for the reader that found it so: an
+ * `error` event with how the turn failed (if it did), numbered after every event journaled
+ * (`last`), in an `end` batch put create-only after the last batch read (`read`), so its number
+ * is no one else's and every reader ends the same way. Null when that batch index is taken: an
+ * owner alive after all wrote it, and the reader reads on.
+ */
+async function endJournal(
+  services: TurnServices,
+  scope: LogScope,
+  turn: number,
+  read: number,
+  last: number,
+  error: StoredOutcome['error'] | null,
+): Promise<NumberedEvent[] | null> {
+  const events = error ? [{ n: last + 1, event: 'error', data: { error } }] : [];
+  const batch = { writer: crypto.randomUUID(), events, end: true };
+  return (await services.sessions.journal().write(scope, turn, read + 1, batch)) ? events : null;
 }
 
 /**
@@ -150,8 +171,9 @@ export async function* journalEvents(
     throw new NotFoundError(`session ${sessionId} has no turn ${turn}`, { id: sessionId, turn });
   const scope = await journalScope(services, sessionId, turn);
   const journal = sessions.journal();
-  // The last batch read (a batch whose write failed leaves its index out), and event sent.
+  // The last batch read (a batch whose write failed leaves its index out), event read, and event sent.
   let read = 0;
+  let last = 0;
   let sent = after;
   let closedAt: number | undefined;
   // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
@@ -160,15 +182,20 @@ export async function* journalEvents(
     const batches = await journal.read(scope, turn, read);
     read = batches.at(-1)?.index ?? read;
     for (const batch of batches) {
-      for (const event of batch.events)
+      for (const event of batch.events) {
+        last = Math.max(last, event.n);
         if (event.n > sent) {
           sent = event.n;
           yield event;
         }
+      }
       if (batch.end) return;
     }
-    if (batches.length === 0 && expired) return yield* unfinished(sent, expired.error);
-    if (batches.length === 0) {
+    // Its end, unless the owner's batch took its place (then read on).
+    const end = (error: StoredOutcome['error'] | null) => endJournal(services, scope, turn, read, last, error);
+    const ending = batches.length === 0 && expired ? await end(expired.error ?? null) : null;
+    if (ending) return yield* ending.filter((event) => event.n > sent);
+    if (batches.length === 0 && !expired) {
       const open = closedAt === undefined ? await closedByLease(services, sessionId, turn) : null;
       if (open !== null && open !== 'open' && open.error?.code === LEASE_EXPIRED) {
         expired = open;
@@ -182,7 +209,8 @@ export async function* journalEvents(
         const waited = Date.now() - closedAt;
         if (read === 0 && waited >= JOURNAL_BATCH_MS)
           throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
-        if (read > 0 && waited >= services.config.turnLeaseMs) return yield* unfinished(sent, closed.error);
+        const ended = read > 0 && waited >= services.config.turnLeaseMs ? await end(closed.error ?? null) : null;
+        if (ended) return yield* ended.filter((event) => event.n > sent);
       }
     }
     if (signal?.aborted) return;

@@ -10,14 +10,16 @@ import {
   type BackgroundTurn,
   type TurnServices,
 } from '../../lib/turn/index.ts';
+import { journalEvents, type NumberedEvent } from '../../lib/turn/journal.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { hookedEcho } from '../support/turn-world.ts';
 
 /**
  * A background turn's lease, judged by others while its runner is alive: a second runner of
  * it (a queue message delivered twice) calls the model only when the first's lease misses its
- * renewal. Time (the runners' timers: the renewals, the second runner's wait; the clock) is
- * the test's.
+ * renewal; a reader of its events that closes it once its lease ran out ends its journal for
+ * everyone, the late owner's events after it being none. Time (the runners' timers: the
+ * renewals, the second runner's wait; the clock) is the test's.
  */
 
 const LEASE_MS = 30_000;
@@ -52,6 +54,7 @@ async function world() {
     for (let step = 0; step < 1000 && !done(); step++) await vi.advanceTimersByTimeAsync(100);
   };
   return {
+    store,
     sessions,
     services,
     run: run!,
@@ -133,5 +136,51 @@ describe('a background turn delivered twice', () => {
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+  });
+});
+
+describe('a reader closing a background turn whose lease ran out while its owner is late', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it("ends the journal the same way for every reader: the owner writes nothing after the reader's end", async () => {
+    const { store, sessions, services, run, calls, release, until, outcome, advance } = await world();
+    const owner = runBackgroundTurn(services, run);
+    await until(() => calls() === 1);
+    // Its first batch (turn.started) is written a second later.
+    await vi.advanceTimersByTimeAsync(1500);
+    // The reader: a process of its own over the same store.
+    const reading: TurnServices = { ...services, sessions: new SessionLog(store, { leaseMs: LEASE_MS }) };
+    /** The rest of what `events` gives, its timers run meanwhile (a follower looks again every half second). */
+    const rest = async (events: AsyncGenerator<NumberedEvent>) => {
+      const got: NumberedEvent[] = [];
+      let ended = false;
+      void (async () => {
+        for await (const event of events) got.push(event);
+        ended = true;
+      })();
+      await until(() => ended);
+      return got;
+    };
+    const all = (after: number) => rest(journalEvents(reading, 's', 1, after));
+    const follower = journalEvents(reading, 's', 1, 0);
+    const first = (await follower.next()).value as NumberedEvent;
+    expect(first).toMatchObject({ n: 1, event: 'turn.started' });
+    // The owner is alive but late: its lease ran out by the clock before its renewal came.
+    vi.setSystemTime(Date.now() + 2 * LEASE_MS);
+    const closing = await rest(follower);
+    expect(closing).toEqual([
+      { n: 2, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
+    ]);
+    // The owner answers now: its completion is refused, and its events come after the reader's end.
+    release();
+    expect(await outcome(owner)).toBe('done');
+    await advance(0);
+    expect(await sessions.getTurn('s', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(await all(0)).toEqual([first, ...closing]);
+    expect(await all(1)).toEqual(closing);
+    // Its refused batch found the reader's end there: it wrote no other.
+    expect(await sessions.journal().read(await sessions.scope('s'), 1, 0)).toHaveLength(2);
   });
 });

@@ -7,7 +7,9 @@ import { parseArgs } from 'node:util';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import type { ServiceConfig } from '../lib/config.ts';
+import { NotConfiguredError } from '../lib/errors.ts';
 import { FileStore } from '../lib/store/file.ts';
+import { keyPrefixProblem } from '../lib/store/file-format.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { DOCS_SCRIPT_SOURCE } from './docs-page.ts';
 import { s3StoreFromConfig } from './s3-store-from-env.ts';
@@ -176,12 +178,19 @@ function usesS3(config: ServiceConfig): boolean {
   return config.s3.endpoint !== undefined || config.s3.bucket !== undefined;
 }
 
-/** The store for a request's settings; one object per setting, so the write probe runs once each. */
+/**
+ * The store for a request's settings; one object per setting, so the write probe runs once each.
+ * A KEY_PREFIX the file store cannot hold is refused (503 not_configured; the servers refuse to
+ * start with it), where every read and write would fail.
+ */
 export function storeFromConfig(): (config: ServiceConfig) => ObjectStore {
   const s3 = s3StoreFromConfig();
   const files = new Map<string, FileStore>();
   return (config) => {
     if (usesS3(config)) return s3(config);
+    const problem = keyPrefixProblem(config.keyPrefix);
+    if (problem !== null)
+      throw new NotConfiguredError(`invalid setting KEY_PREFIX: ${problem}`, { variable: 'KEY_PREFIX' });
     const root = resolve(config.dataDir);
     let store = files.get(root);
     if (!store) {

@@ -93,6 +93,25 @@ export function escapeSegment(segment: string, key: string): string {
 }
 
 /**
+ * Why the file store cannot hold keys under `keyPrefix`, or null: every segment of the
+ * prefix is a directory, whose name may not be mapped as an object's is (a listing tells keys
+ * from directory names), so each must fit MAX_ESCAPED_SEGMENT bytes once escaped (upper case
+ * and non-ASCII count three a byte). Such a prefix would fail every read and write.
+ */
+export function keyPrefixProblem(keyPrefix: string): string | null {
+  for (const segment of keyPrefix.split('/').slice(0, -1)) {
+    const escaped = escapeBytes(segment).length;
+    if (escaped > MAX_ESCAPED_SEGMENT)
+      return (
+        `the file store keeps each segment as a directory name of at most ${MAX_ESCAPED_SEGMENT} bytes once ` +
+        `escaped (upper case counts three a byte); the segment ${segment.slice(0, 24)}... takes ${escaped}: ` +
+        'use a shorter or lower-case one'
+      );
+  }
+  return null;
+}
+
+/**
  * An object's name: its last segment escaped or, when that is longer than
  * MAX_ESCAPED_SEGMENT, mapped to its first escaped bytes, `~h` and 40 hex characters of the
  * segment's SHA-256 (its header then holds the key). Any key of up to 1,024 bytes fits.

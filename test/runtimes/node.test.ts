@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { freePort, runScenario, startServer, type RunningServer } from './runtime-process.ts';
@@ -29,6 +31,12 @@ it.each([
   ['TURN_LEASE_MS', '1000', 'invalid setting TURN_LEASE_MS'],
   // The store's settings too: S3 with no bucket would answer 503 on every request.
   ['S3_ENDPOINT', 'http://127.0.0.1:9', 'S3_BUCKET is not set'],
+  // The file store's too: a KEY_PREFIX segment too long for a directory name (DATA_DIR, below).
+  [
+    'KEY_PREFIX',
+    `${'P'.repeat(77)}/`,
+    'invalid setting KEY_PREFIX: the file store keeps each segment as a directory name of at most 230 bytes',
+  ],
   [
     'TOKEN_SIGNING_KEY',
     'tailgate',
@@ -45,6 +53,7 @@ it.each([
         PATH: process.env.PATH ?? '',
         HOME: process.env.HOME ?? '/tmp',
         API_TOKEN: 'node-startup-token',
+        DATA_DIR: join(tmpdir(), 'tailgate-node-startup'),
         [variable]: value,
         PORT: String(await freePort()),
       },

@@ -49,7 +49,11 @@ export async function importLines(
     throw new InvalidRequestError('line 1: the export is empty; it starts with its header', { field: 'line 1' });
   const [headerLine, ...rest] = first.value;
   const parsed = parseExportLine(headerLine!.line, headerLine!.value, exportHeaderSchema);
-  const { type: _type, format: _format, ...header } = options.checkHeader ? options.checkHeader(parsed) : parsed;
+  const {
+    type: _type,
+    format: _format,
+    ...header
+  } = options.checkHeader ? checkHeaderLine(options.checkHeader, parsed, headerLine!.line) : parsed;
   return services.sessions.import({
     header,
     lines: (async function* () {
@@ -61,6 +65,28 @@ export async function importLines(
     pack: packOptions(sessionStrategyPlan(services.env, header)),
     afterCreate: (config, notices) => services.inbox.importDelivered(config.id, notices),
   });
+}
+
+/**
+ * The header's config checked as a create checks it; a refusal naming a field names it as every
+ * line's does (`line <n>.webhook_url`), not as the create's body would (`webhook_url`).
+ */
+function checkHeaderLine(
+  check: (header: ExportHeader) => ExportHeader,
+  header: ExportHeader,
+  line: number,
+): ExportHeader {
+  try {
+    return check(header);
+  } catch (error) {
+    const details = error instanceof TailgateError ? (error.details as { field?: unknown } | undefined) : undefined;
+    if (typeof details?.field !== 'string') throw error;
+    const field = `line ${line}.${details.field}`;
+    throw new TailgateError((error as TailgateError).code, `line ${line}: ${(error as Error).message}`, {
+      ...details,
+      field,
+    });
+  }
 }
 
 const NEWLINE = 10;

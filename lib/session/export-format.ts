@@ -86,7 +86,9 @@ export function parseExportLine<Schema extends z.ZodType>(
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
-  const field = [`line ${line}`, ...(issue?.path ?? []).map(String)].join('.');
+  // An unknown key is named as a schema's refusal names it: its path, the key last.
+  const unknown = issue?.code === 'unrecognized_keys' ? [issue.keys[0] ?? ''] : [];
+  const field = [`line ${line}`, ...(issue?.path ?? []).map(String), ...unknown].join('.');
   throw new InvalidRequestError(`${field}: ${issue?.message ?? 'invalid'}`, { field });
 }
 

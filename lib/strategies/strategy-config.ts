@@ -128,8 +128,8 @@ export interface StrategyConfigLayers {
 /**
  * Resolves the strategy thresholds for one call: defaults, then env, then session, then
  * request (later layers win key by key). Every layer is validated strictly; a bad layer
- * throws InvalidRequestError with `details.field` naming the key (the env name for env)
- * and `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived
+ * throws InvalidRequestError with `details.field` naming the key (`strategy_config.<key>`,
+ * the env name for env) and `details.layer`. Called per request on purpose: nothing is memoized, so a long-lived
  * isolate sees config changes immediately.
  */
 export function resolveStrategyConfig(layers: StrategyConfigLayers = {}): StrategyConfig {
@@ -154,9 +154,10 @@ function parseLayer(raw: unknown, layer: string): StrategyConfigLayer {
   const issue = result.error.issues[0]!;
   const key =
     issue.code === 'unrecognized_keys' ? String(issue.keys[0]) : issue.path.length > 0 ? String(issue.path[0]) : '';
-  const field = key === '' ? 'strategy_config' : key;
   const reason = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
-  throw new InvalidRequestError(`strategy_config ${field}: ${reason}`, { field, layer });
+  // The field's path in the body (or query) that sent it, as a schema names one.
+  const field = key === '' ? 'strategy_config' : `strategy_config.${key}`;
+  throw new InvalidRequestError(`${field}: ${reason}`, { field, layer });
 }
 
 function parseEnvLayer(env: Record<string, string | undefined>): StrategyConfigLayer {

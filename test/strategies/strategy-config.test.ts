@@ -77,13 +77,13 @@ describe('strategy config', () => {
   });
 
   it.each([
-    ['an unknown key', { request: { epoch_sise: 3 } }, 'epoch_sise'],
-    ['a wrong type', { session: { epoch_size: '20' } }, 'epoch_size'],
-    ['a fraction for an integer', { request: { max_tool_calls: 1.5 } }, 'max_tool_calls'],
-    ['a negative count', { request: { full_tool_outputs: -1 } }, 'full_tool_outputs'],
+    ['an unknown key', { request: { epoch_sise: 3 } }, 'strategy_config.epoch_sise'],
+    ['a wrong type', { session: { epoch_size: '20' } }, 'strategy_config.epoch_size'],
+    ['a fraction for an integer', { request: { max_tool_calls: 1.5 } }, 'strategy_config.max_tool_calls'],
+    ['a negative count', { request: { full_tool_outputs: -1 } }, 'strategy_config.full_tool_outputs'],
     ['a non-numeric env value', { env: { EPOCH_SIZE: 'twenty' } }, 'EPOCH_SIZE'],
     ['a fractional env value', { env: { MAX_TOOL_CALLS: '2.5' } }, 'MAX_TOOL_CALLS'],
-    ['an image epoch of 0', { request: { image_epoch_size: 0 } }, 'image_epoch_size'],
+    ['an image epoch of 0', { request: { image_epoch_size: 0 } }, 'strategy_config.image_epoch_size'],
     ['a negative env image count', { env: { FULL_IMAGES: '-1' } }, 'FULL_IMAGES'],
   ])('rejects %s, naming the key', (_label, layers, field) => {
     try {

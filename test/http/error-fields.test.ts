@@ -1,0 +1,74 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { headerLine } from '../support/export-lines.ts';
+import { createClient, freshId, TOKEN } from './http-suite.ts';
+
+// `details.field` of a 400 follows docs/API.md ("Conventions"): a field's path inside the body or
+// query, dotted, array positions as numbers, whichever check refuses it (a schema, a strategy
+// threshold, the open calls); the JSON check that runs before any schema starts it with `body.`;
+// an import's starts with `line <n>`.
+const api = createClient(
+  appHarness(new MemoryStore(), { API_TOKEN: TOKEN, ALLOW_ANONYMOUS: 'false', DEFAULT_MODEL: 'echo' }),
+);
+
+async function fieldOf(response: Promise<{ status: number; body: any }>): Promise<string> {
+  const { status, body } = await response;
+  expect(status, JSON.stringify(body)).toBe(400);
+  expect(body.error.code).toBe('invalid_request');
+  return body.error.details.field;
+}
+
+describe('details.field names the offending field one way', () => {
+  it('in a schema refusal, the path inside the body', async () => {
+    expect(await fieldOf(api.post('/v1/sessions', { colour: 'red' }))).toBe('colour');
+    const id = await api.session();
+    const input = [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 7 }] }];
+    expect(await fieldOf(api.post(`/v1/sessions/${id}/turns`, { input }))).toBe('input.0.content.0.text');
+  });
+
+  it('in a strategy threshold, the same path, whether a schema or the thresholds refuse it', async () => {
+    const id = await api.session();
+    const turns = `/v1/sessions/${id}/turns`;
+    // A value that is not a number fails the schema; a key that is not a threshold, the thresholds.
+    expect(await fieldOf(api.post(turns, { input: 'x', strategy_config: { epoch_size: 'ten' } }))).toBe(
+      'strategy_config.epoch_size',
+    );
+    expect(await fieldOf(api.post(turns, { input: 'x', strategy_config: { epoch_sise: 10 } }))).toBe(
+      'strategy_config.epoch_sise',
+    );
+    expect(await fieldOf(api.post(turns, { input: 'x', strategy_config: { max_tool_calls: 1.5 } }))).toBe(
+      'strategy_config.max_tool_calls',
+    );
+    expect(await fieldOf(api.patch(`/v1/sessions/${id}`, { strategy_config: { epoch_sise: 10 } }))).toBe(
+      'strategy_config.epoch_sise',
+    );
+    expect(await fieldOf(api.post('/v1/sessions', { strategy_config: { epoch_sise: 10 } }))).toBe(
+      'strategy_config.epoch_sise',
+    );
+    const query = new URLSearchParams({ strategy_config: JSON.stringify({ epoch_sise: 10 }) });
+    expect(await fieldOf(api.get(`/v1/sessions/${id}/prompt?${query}`))).toBe('strategy_config.epoch_sise');
+  });
+
+  it('in an output answering no open call, the path of its call_id', async () => {
+    const id = await api.session();
+    const input = [{ type: 'function_call_output', call_id: 'call_none', output: 'x' }];
+    expect(await fieldOf(api.post(`/v1/sessions/${id}/turns`, { input }))).toBe('input.0.call_id');
+  });
+
+  it('in the JSON check before any schema, the path with body. before it', async () => {
+    expect(await fieldOf(api.post('/v1/sessions', { metadata: { note: 'a\u0000b' } }))).toBe('body.metadata.note');
+  });
+
+  it("in an import, the line and then the field, the header's config included", async () => {
+    const header = (fields: Record<string, unknown>) =>
+      `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...fields })}\n`;
+    const send = (text: string) => api.post('/v1/sessions/import', text, { 'content-type': 'application/x-ndjson' });
+    expect(await fieldOf(send(header({ created_at: 'yesterday' })))).toBe('line 1.created_at');
+    expect(await fieldOf(send(header({ strategy_config: { epoch_sise: 10 } })))).toBe(
+      'line 1.strategy_config.epoch_sise',
+    );
+    expect(await fieldOf(send(header({ model: 'nosuch:model' })))).toBe('line 1.model');
+    expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
+  });
+});

@@ -68,73 +68,75 @@ export const INSPECTOR_PAGE = `<!doctype html>
       </section>
       <section id="session-view" hidden aria-labelledby="session-title">
         <h2 id="session-title">Session</h2>
-        <p id="session-counts" class="muted"></p>
-        <div id="session-lineage"></div>
-        <div id="session-forks"></div>
-        <div class="columns">
-          <div class="timeline-column">
-            <section aria-labelledby="chart-title">
-              <h3 id="chart-title">Prompt size and reused prefix by turn</h3>
-              <div id="strip-chart"></div>
-            </section>
-            <section aria-labelledby="cost-title">
-              <h3 id="cost-title">Cost (green) and cache-read share of the input (blue) by turn</h3>
-              <div id="cost-chart"></div>
-            </section>
-            <section aria-labelledby="timeline-title">
-              <h3 id="timeline-title">Turns, newest first</h3>
-              <ol id="timeline" class="timeline"></ol>
-              <p id="timeline-more" class="muted" aria-live="polite"></p>
-            </section>
-            <section aria-labelledby="queue-title">
-              <h3 id="queue-title">Queued inputs, next first</h3>
-              <ol id="queue-list"></ol>
-              <p id="queue-empty" class="muted" aria-live="polite"></p>
-            </section>
+        <div id="session-body">
+          <p id="session-counts" class="muted"></p>
+          <div id="session-lineage"></div>
+          <div id="session-forks"></div>
+          <div class="columns">
+            <div class="timeline-column">
+              <section aria-labelledby="chart-title">
+                <h3 id="chart-title">Prompt size and reused prefix by turn</h3>
+                <div id="strip-chart"></div>
+              </section>
+              <section aria-labelledby="cost-title">
+                <h3 id="cost-title">Cost (green) and cache-read share of the input (blue) by turn</h3>
+                <div id="cost-chart"></div>
+              </section>
+              <section aria-labelledby="timeline-title">
+                <h3 id="timeline-title">Turns, newest first</h3>
+                <ol id="timeline" class="timeline"></ol>
+                <p id="timeline-more" class="muted" aria-live="polite"></p>
+              </section>
+              <section aria-labelledby="queue-title">
+                <h3 id="queue-title">Queued inputs, next first</h3>
+                <ol id="queue-list"></ol>
+                <p id="queue-empty" class="muted" aria-live="polite"></p>
+              </section>
+            </div>
+            <aside class="side-column">
+              <section id="chat-section" aria-labelledby="chat-title">
+                <h3 id="chat-title">Take a turn</h3>
+                <form id="chat-form">
+                  <label for="chat-input">Input</label>
+                  <textarea id="chat-input" rows="3" required></textarea>
+                  <button type="submit">Send (streamed)</button>
+                </form>
+                <pre id="chat-output" aria-live="polite"></pre>
+              </section>
+              <section aria-labelledby="inbox-title">
+                <h3 id="inbox-title">Inbox</h3>
+                <form id="notice-form">
+                  <label for="notice-name">Name</label>
+                  <input id="notice-name" autocomplete="off" placeholder="0001-note.md" />
+                  <label for="notice-content">Notice</label>
+                  <textarea id="notice-content" rows="2" required></textarea>
+                  <button type="submit">Post notice</button>
+                </form>
+                <form id="abort-form" class="row">
+                  <label for="abort-reason">Abort reason</label>
+                  <input id="abort-reason" autocomplete="off" value="stopped from the inspector" />
+                  <button type="submit" class="danger">
+                    Abort next turn
+                  </button>
+                </form>
+                <h4>Pending</h4>
+                <ul id="inbox-pending"></ul>
+                <h4>Delivered</h4>
+                <ul id="inbox-delivered"></ul>
+              </section>
+              <section aria-labelledby="config-title">
+                <h3 id="config-title">Strategies and thresholds</h3>
+                <form id="config-form">
+                  <label for="config-strategies">Strategies (comma-separated)</label>
+                  <input id="config-strategies" autocomplete="off" />
+                  <div id="config-thresholds"></div>
+                  <button type="submit" id="config-save">Save (PATCH)</button>
+                </form>
+                <p id="config-status" aria-live="polite"></p>
+                <dl id="preview-counts" class="counts"></dl>
+              </section>
+            </aside>
           </div>
-          <aside class="side-column">
-            <section aria-labelledby="chat-title">
-              <h3 id="chat-title">Take a turn</h3>
-              <form id="chat-form">
-                <label for="chat-input">Input</label>
-                <textarea id="chat-input" rows="3" required></textarea>
-                <button type="submit">Send (streamed)</button>
-              </form>
-              <pre id="chat-output" aria-live="polite"></pre>
-            </section>
-            <section aria-labelledby="inbox-title">
-              <h3 id="inbox-title">Inbox</h3>
-              <form id="notice-form">
-                <label for="notice-name">Name</label>
-                <input id="notice-name" autocomplete="off" placeholder="0001-note.md" />
-                <label for="notice-content">Notice</label>
-                <textarea id="notice-content" rows="2" required></textarea>
-                <button type="submit">Post notice</button>
-              </form>
-              <form id="abort-form" class="row">
-                <label for="abort-reason">Abort reason</label>
-                <input id="abort-reason" autocomplete="off" value="stopped from the inspector" />
-                <button type="submit" class="danger">
-                  Abort next turn
-                </button>
-              </form>
-              <h4>Pending</h4>
-              <ul id="inbox-pending"></ul>
-              <h4>Delivered</h4>
-              <ul id="inbox-delivered"></ul>
-            </section>
-            <section aria-labelledby="config-title">
-              <h3 id="config-title">Strategies and thresholds</h3>
-              <form id="config-form">
-                <label for="config-strategies">Strategies (comma-separated)</label>
-                <input id="config-strategies" autocomplete="off" />
-                <div id="config-thresholds"></div>
-                <button type="submit">Save (PATCH)</button>
-              </form>
-              <p id="config-status" aria-live="polite"></p>
-              <dl id="preview-counts" class="counts"></dl>
-            </section>
-          </aside>
         </div>
       </section>
       <p id="status" role="status" aria-live="polite"></p>

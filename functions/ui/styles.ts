@@ -34,6 +34,8 @@ table { border-collapse: collapse; width: 100%; margin-top: 0.5rem; }
 th, td { text-align: left; padding: 0.3rem 0.5rem; border-bottom: 1px solid #d0d0d0; }
 .muted { color: #555555; }
 .error { color: #a4161a; }
+/* A part the token may not use stays hidden whatever display its class gives it. */
+[hidden] { display: none !important; }
 .visually-hidden {
   position: absolute;
   width: 1px;

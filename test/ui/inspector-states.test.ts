@@ -9,7 +9,8 @@ import { onFreePort, startServer, type RunningServer } from '../support/server-p
  * The inspector on session states the scenario of inspector.test.ts does not reach, in Debian's
  * Chromium against the Node server (functions/node.ts, files in a temporary DATA_DIR): a turn of
  * more than one page of input, a chat turn on a long timeline, a session whose newest turn was
- * deleted, and a token bound to one session with `session:read` alone.
+ * deleted, and scoped tokens: bound to one session with `session:read` alone, with `session:turn`
+ * and `inbox:write`, unbound without `admin`, and a token changed in the tab.
  */
 const TOKEN = 'ui-states-token';
 let server: RunningServer;
@@ -47,6 +48,12 @@ async function call(method: string, path: string, body?: unknown): Promise<any> 
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** Session `id`, created with one turn of `input`. */
+async function sessionWithTurn(id: string, input: string): Promise<void> {
+  await call('POST', '/v1/sessions', { id });
+  await call('POST', `/v1/sessions/${id}/turns`, { input });
 }
 
 /** The inspector at `hash`, in a tab of its own holding `token`. */
@@ -117,13 +124,76 @@ describe('the inspector on session states', () => {
   it('a token bound to the session with session:read alone opens its view without an error', {
     timeout: 60_000,
   }, async () => {
-    await call('POST', '/v1/sessions', { id: 'scoped-read' });
-    await call('POST', '/v1/sessions/scoped-read/turns', { input: 'one' });
+    await sessionWithTurn('scoped-read', 'one');
     const minted = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'scoped-read' });
     const page = await open('#/s/scoped-read', minted.token);
     await page.locator('details.turn[data-turn="1"]').waitFor();
     await expect.poll(() => page.locator('#inbox-pending').textContent()).toContain('cannot read the inbox');
     expect(await page.locator('#status').textContent()).toBe('');
+    await page.context().close();
+  });
+
+  /**
+   * The actions `page`'s session view shows once turn 1 is expanded: the chat box, the notice and
+   * abort forms, Save, "Fork here"; with the status line. The tab is closed after.
+   */
+  async function offered(page: Page): Promise<Record<string, boolean | string | null>> {
+    await page.locator('details.turn[data-turn="1"] summary').click();
+    await page.locator('.turn-seen li.item').first().waitFor();
+    const shown: Record<string, boolean | string | null> = {};
+    for (const id of ['chat-section', 'notice-form', 'abort-form', 'config-save'])
+      shown[id] = await page.locator(`#${id}`).isVisible();
+    shown['fork-here'] = (await page.locator('.fork-here').count()) > 0;
+    shown.status = await page.locator('#status').textContent();
+    await page.context().close();
+    return shown;
+  }
+
+  it('a token bound to a session starts at it and is offered only the actions its scopes allow', {
+    timeout: 90_000,
+  }, async () => {
+    await sessionWithTurn('scoped-actions', 'one');
+    const reader = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'scoped-actions' });
+    const page = await open('#/', reader.token);
+    // It could list no other session: the list is not shown, its session is.
+    await page.waitForURL(/#\/s\/scoped-actions$/);
+    const none = { 'chat-section': false, 'notice-form': false, 'abort-form': false, 'config-save': false };
+    expect(await offered(page)).toEqual({ ...none, 'fork-here': false, status: '' });
+    const scopes = ['session:turn', 'inbox:write'];
+    const turner = await call('POST', '/v1/tokens', { scopes, session_id: 'scoped-actions' });
+    expect(await offered(await open('#/s/scoped-actions', turner.token))).toEqual({
+      ...none,
+      'chat-section': true,
+      'notice-form': true,
+      'abort-form': true,
+      'fork-here': false,
+      status: '',
+    });
+
+    // Unbound without admin: no list, and no "New session", but a session opens by its id.
+    const unbound = await call('POST', '/v1/tokens', { scopes: ['session:read'] });
+    const third = await open('#/', unbound.token);
+    await expect.poll(() => third.locator('#list-more').textContent()).toContain('cannot list sessions');
+    expect(await third.locator('#new-session').isVisible()).toBe(false);
+    expect(await third.locator('#status').textContent()).toBe('');
+    await third.context().close();
+  });
+
+  it('a session the new token of the tab may not read shows why, and nothing the previous token read', {
+    timeout: 60_000,
+  }, async () => {
+    await sessionWithTurn('admin-only', 'for admin eyes');
+    await call('POST', '/v1/sessions', { id: 'elsewhere' });
+    const bound = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'elsewhere' });
+    const page = await open('#/s/admin-only');
+    await page.locator('details.turn[data-turn="1"]').waitFor();
+    await page.locator('#sign-out').click();
+    await page.getByLabel('Bearer token').fill(bound.token);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await expect.poll(() => page.locator('#status').textContent()).toContain('bound to session elsewhere');
+    expect(await page.locator('#session-view').isVisible()).toBe(true);
+    expect(await page.locator('#timeline details.turn').count()).toBe(0);
+    expect(await page.locator('#session-body').isVisible()).toBe(false);
     await page.context().close();
   });
 });

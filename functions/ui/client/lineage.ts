@@ -4,9 +4,14 @@
  */
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
+import { boundSession, may } from './token.ts';
 import { report, Unauthorized } from './view.ts';
 
-const sessionLink = (id: string) => el('a', { href: `#/s/${encodeURIComponent(id)}` }, id);
+/** A link to session `id`; its id alone for a token bound to another session, which could not open it. */
+function sessionLink(id: string): HTMLElement {
+  const bound = boundSession();
+  return bound !== null && bound !== id ? el('span', {}, id) : el('a', { href: `#/s/${encodeURIComponent(id)}` }, id);
+}
 
 /** The session's parent, when it is a fork of another session. */
 export function renderLineage(session: any): void {
@@ -32,8 +37,12 @@ export async function renderForks(id: string, after: string | null = null): Prom
   box.appendChild(more);
 }
 
-/** A "Fork here" button forking session `id` after `turn`, then opening the fork; a refusal shows beside it. */
-export function forkButton(id: string, turn: number): HTMLElement {
+/**
+ * A "Fork here" button forking session `id` after `turn`, then opening the fork; a refusal shows
+ * beside it. None for a token that may not fork (`admin`).
+ */
+export function forkButton(id: string, turn: number): HTMLElement | null {
+  if (!may('admin')) return null;
   const button = el('button', { type: 'button', class: 'fork-here' }, 'Fork here');
   const message = el('span', { class: 'error fork-error', role: 'alert' });
   button.addEventListener('click', async () => {

@@ -6,6 +6,7 @@
 import { api, authorization, sessionPath } from './api.ts';
 import { add, el } from './dom.ts';
 import { readEvents } from './sse.ts';
+import { offerIf } from './token.ts';
 import { keepLoader, report, Unauthorized } from './view.ts';
 
 /** Whether a turn is still to end: queued (no runner yet) or in progress. */
@@ -14,6 +15,7 @@ export const isOpen = (turn: any) => turn.status === 'queued' || turn.status ===
 export function followTurn(id: string, turn: any, box: HTMLElement, ended: (turn: any) => void): void {
   const text = el('pre', { class: 'live-text', 'aria-live': 'polite' });
   const cancel = el('button', { type: 'button', class: 'danger' }, 'Cancel');
+  offerIf(cancel, 'session:turn');
   const message = el('span', { class: 'error', role: 'alert' });
   const label = el('span', {}, '');
   const showStatus = (status: string) => {

@@ -8,13 +8,17 @@ import { $ } from './dom.ts';
 import { wireInbox } from './inbox.ts';
 import { currentSession, openSession, wireChat } from './session.ts';
 import { listSessions, wireSessions } from './sessions.ts';
+import { boundSession } from './token.ts';
 import { report, status, stopLoaders, TOKEN_KEY } from './view.ts';
 
 function route(): void {
   stopLoaders();
   status('');
   const id = currentSession();
-  if (id) void openSession(id).catch(report);
+  // A token bound to a session opens that session: it could list no other.
+  const bound = boundSession();
+  if (!id && bound !== null) location.replace(`#/s/${encodeURIComponent(bound)}`);
+  else if (id) void openSession(id).catch(report);
   else listSessions();
 }
 

@@ -8,7 +8,29 @@ import { refreshInbox } from './inbox.ts';
 import { renderForks, renderLineage } from './lineage.ts';
 import { refreshQueue } from './queue.ts';
 import { loadTimeline } from './timeline.ts';
-import { report, show, stopLoaders } from './view.ts';
+import { offerIf } from './token.ts';
+import { report, show, stopLoaders, TOKEN_KEY } from './view.ts';
+
+/** What a session's view fills in: emptied when another opens, before anything is fetched. */
+const FILLED = [
+  'session-counts',
+  'session-lineage',
+  'session-forks',
+  'timeline',
+  'timeline-more',
+  'queue-list',
+  'queue-empty',
+  'inbox-pending',
+  'inbox-delivered',
+  'config-status',
+  'preview-counts',
+];
+
+/**
+ * The session the view last opened, and with which token: while both stay, the view stays shown
+ * as it loads again (after a chat turn), with the chat box's answer.
+ */
+let opened = '';
 
 /** The session id of `#/s/{id}`, or null on the sessions list. */
 export function currentSession(): string | null {
@@ -16,12 +38,29 @@ export function currentSession(): string | null {
   return match ? decodeURIComponent(match[1]!) : null;
 }
 
-/** Opens (or opens again, after a chat turn) the view: whatever the view before left loading stops first. */
+/**
+ * Opens (or opens again, after a chat turn) the view: whatever the view before left loading
+ * stops first, and what it showed goes, so a session the token may not read (or that does not
+ * exist) shows its title and the API's answer only, never another session's contents. The
+ * actions the token may not take are not offered.
+ */
 export async function openSession(id: string): Promise<void> {
   stopLoaders();
   show('session-view');
   $('session-title').textContent = `Session ${id}`;
+  for (const part of FILLED) $(part).replaceChildren();
+  const now = JSON.stringify([sessionStorage.getItem(TOKEN_KEY), id]);
+  if (now !== opened) {
+    $('session-body').hidden = true;
+    $('chat-output').replaceChildren();
+  }
+  opened = now;
   const session = await api(sessionPath(id));
+  $('session-body').hidden = false;
+  offerIf($('chat-section'), 'session:turn');
+  offerIf($('notice-form'), 'inbox:write');
+  offerIf($('abort-form'), 'inbox:write');
+  offerIf($('config-save'), 'admin');
   $('session-counts').textContent = countsText(session);
   renderLineage(session);
   renderConfig(id, session);

@@ -2,10 +2,18 @@
 import { api, PAGE } from './api.ts';
 import { $, el, timeAgo } from './dom.ts';
 import { paged } from './paging.ts';
+import { may, offerIf } from './token.ts';
 import { report, show } from './view.ts';
 
+/** The list, for a token that may list sessions (`admin`); another one is told so, and may open a session by id. */
 export function listSessions(): void {
   show('list-view');
+  offerIf($('new-session'), 'admin');
+  if (!may('admin')) {
+    $('session-table').querySelector('tbody')!.replaceChildren();
+    $('list-more').textContent = 'This token cannot list sessions (that needs admin): open a session by its id.';
+    return;
+  }
   paged($('session-table').querySelector('tbody')!, $('list-more'), 'sessions', async (after) => {
     const page = await api(`/v1/sessions?limit=${PAGE}${after ? `&after=${encodeURIComponent(after)}` : ''}`);
     const rows = page.sessions.map((session: any) => {

@@ -6,6 +6,8 @@ import { compactedResponse, compactionItem, compactItems } from './compaction.ts
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { compactionId, randomId } from './ids.ts';
+import { indexCompaction } from './history-index.ts';
+import { holderOf } from '../session/log/rewind.ts';
 import { inputToItems } from './responses.ts';
 import type { ResponseCompactBody } from './schemas.ts';
 import { continuedSession } from './sessions.ts';
@@ -43,10 +45,17 @@ async function compactStored(
   facade.checkItems(items);
   // The input is appended once the budgets allowed the compaction (a 402 stores nothing).
   const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) }, items);
-  const output = result.context
-    ? [compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary)]
-    : [];
-  return { output, usage: result.usage };
+  if (!result.context) return { output: [], usage: result.usage };
+  const item = compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary);
+  // The conversation as it stands now, for a client that goes on from the compaction item alone.
+  const [session, scope] = await Promise.all([services.sessions.get(sessionId), services.sessions.scope(sessionId)]);
+  if (session.counts.turns > 0) {
+    const { turns: turn, items: last } = session.counts;
+    // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
+    const state = { generation: holderOf(scope, last), turn, items: last };
+    await indexCompaction(facade, session, state, { id: item.id, summary: item.encrypted_content });
+  }
+  return { output: [item], usage: result.usage };
 }
 
 async function compactInline(

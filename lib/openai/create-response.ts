@@ -6,7 +6,7 @@ import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnRespo
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
-import { findHistory, indexHistory, loopScope } from './history-index.ts';
+import { compactionScope, findHistory, indexCompaction, indexHistory, loopScope } from './history-index.ts';
 import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
@@ -56,16 +56,21 @@ async function ended(
   scope: LogScope,
 ): Promise<TailgateResponse> {
   const kept = await saveResponse(facade, context.session, turn.turn, answer);
-  if (context.history) {
-    const history = [...context.history.before, ...(turn.output as ClientItem[])];
-    const entry = {
-      generation: scope.generation,
-      turn: turn.turn,
-      items: turn.output.at(-1)?.seq,
-      scope: context.history.scope,
-    };
-    await indexHistory(facade, context.session, entry, history, context.history.replaced);
-  }
+  const state = { generation: scope.generation, turn: turn.turn, items: turn.output.at(-1)?.seq };
+  const compaction = answer.output.find((item) => item.type === 'compaction');
+  await Promise.all([
+    context.history &&
+      indexHistory(
+        facade,
+        context.session,
+        { ...state, scope: context.history.scope },
+        [...context.history.before, ...(turn.output as ClientItem[])],
+        context.history.replaced,
+      ),
+    // A client may go on from the compaction item alone (OpenAI's advice), its own or a later step.
+    compaction &&
+      indexCompaction(facade, context.session, state, { id: compaction.id, summary: compaction.encrypted_content }),
+  ]);
   return kept;
 }
 
@@ -113,8 +118,9 @@ async function createStoredResponse(
   const whole = !body.previous_response_id && !body.conversation;
   const loop = whole ? loopScope(facade, prepared) : '';
   const keyed = idempotencyKey !== undefined;
+  const start = prepared.anchor && compactionScope(facade, prepared.anchor);
   const match =
-    whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt) : undefined;
+    whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt, start) : undefined;
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match

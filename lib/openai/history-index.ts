@@ -6,6 +6,7 @@ import type { ClientItem } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
+import type { InputAnchor } from './responses.ts';
 import { itemsBetween } from './sessions.ts';
 
 /**
@@ -20,7 +21,10 @@ import { itemsBetween } from './sessions.ts';
  * is still there (same incarnation, and the history's last item still of the generation that
  * wrote it: no delete of that turn since) and that turn is still its newest, and the caller may
  * use it. An input that edits the
- * history hashes differently and starts a new conversation.
+ * history hashes differently and starts a new conversation. A client that drops everything
+ * before a compaction item (OpenAI's advice) sends that item first: its history is what follows
+ * it, and right after the compaction the empty history, indexed when the compaction ended
+ * (indexCompaction) in the compaction's own scope (compactionScope).
  *
  * The hash covers the request fields a loop sends the same on every step, which tell callers
  * apart (the loop's scope: see loopScope), besides the history. Two conversations that reach
@@ -87,13 +91,27 @@ function canonical(item: ClientItem): unknown[] {
 export function loopScope(facade: Facade, prepared: PreparedRequest): string {
   const { body } = prepared;
   const metadata = Object.entries(body.metadata ?? {}).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return JSON.stringify([
+  const fields = [
     facade.caller ?? '',
     metadata,
     body.user ?? null,
     body.safety_identifier ?? null,
     body.prompt_cache_key ?? null,
-  ]);
+  ];
+  // A loop that dropped what came before a compaction item: its history is what follows that item.
+  const { anchor } = prepared;
+  return JSON.stringify(anchor ? [...fields, [anchor.id, anchor.summary]] : fields);
+}
+
+/**
+ * Where the history index keeps a compaction's conversation as it stood when the compaction was
+ * made (an empty history after the compaction item): a request that sends that compaction item
+ * (its id and summary) first, and only new items after it, continues the conversation. The
+ * caller only, of the loop's fields: the compaction was made by a response or by
+ * `responses.compact`, which sends none of them.
+ */
+export function compactionScope(facade: Facade, anchor: InputAnchor): string {
+  return JSON.stringify([facade.caller ?? '', 'compaction', anchor.id, anchor.summary]);
 }
 
 async function historyKey(facade: Facade, scope: string, items: readonly ClientItem[]): Promise<string> {
@@ -119,7 +137,9 @@ function isOutput(item: ClientItem): boolean {
  * to the last compaction item sent back (`compactedAt` items before it: a compaction item is
  * the end of a response's output), with at least one item after them, are looked up in the
  * loop's `scope` (one get, and the
- * session's config, which the turn reads anyway). Undefined when nothing matches, the key is
+ * session's config, which the turn reads anyway). An input that starts from a compaction item
+ * and holds no output after it is looked up as the empty history in `start`, the scope of
+ * that compaction (compactionScope). Undefined when nothing matches, the key is
  * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
  * must follow the matched one, which the claim judges after replaying a repeated key, so a
@@ -131,10 +151,11 @@ export async function findHistory(
   items: readonly ClientItem[],
   keyed: boolean,
   compactedAt = 0,
+  start?: string,
 ): Promise<HistoryMatch | undefined> {
   const known = Math.max(items.findLastIndex(isOutput) + 1, compactedAt);
-  if (known === 0 || known === items.length) return undefined;
-  const key = await historyKey(facade, scope, items.slice(0, known));
+  if ((known === 0 && start === undefined) || known === items.length) return undefined;
+  const key = await historyKey(facade, known === 0 ? start! : scope, items.slice(0, known));
   const stored = await facade.services.store.get(key);
   const entry = stored ? parsedEntry(stored.body) : undefined;
   if (!entry || 'shared' in entry) return undefined;
@@ -257,6 +278,20 @@ export async function indexHistory(
   } catch (error) {
     log('tailgate: could not index a conversation history', error);
   }
+}
+
+/**
+ * Indexes the conversation a compaction item belongs to, as it stood when the compaction was
+ * made (`ended`: its turn and items then), for a client that sends that item first and drops
+ * what came before it (compactionScope).
+ */
+export function indexCompaction(
+  facade: Facade,
+  session: { id: string; created_at: string },
+  ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
+  compaction: InputAnchor,
+): Promise<void> {
+  return indexHistory(facade, session, { ...ended, scope: compactionScope(facade, compaction) }, [], undefined);
 }
 
 const JSON_TYPE = { contentType: 'application/json' };

@@ -68,7 +68,7 @@ export async function resolveItemReferences(
     if (compaction) {
       const context = compactions.get(compaction.sessionId);
       if (context?.start_seq === compaction.startSeq)
-        return [{ type: 'compaction', encrypted_content: context.summary }];
+        return [{ type: 'compaction', id: entry.id, encrypted_content: context.summary }];
       if (context && context.start_seq > compaction.startSeq && compactionAfter(index)) return [];
       throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
     }

@@ -6,6 +6,7 @@ import { modelOf, type Facade } from './facade.ts';
 import {
   DEFAULT_SETTINGS,
   inputToItems,
+  type InputAnchor,
   type InputItemBody,
   type ResponseFields,
   type ResponseSettings,
@@ -29,6 +30,8 @@ export interface PreparedRequest {
    */
   history: ClientItem[];
   compactedAt: number;
+  /** The compaction item the input starts from, when it keeps nothing before it (responses.ts, inputToItems). */
+  anchor?: InputAnchor;
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;
@@ -53,7 +56,7 @@ export function prepareResponseRequest(
   body: Omit<ResponseCreateBody, 'input'> & { input: string | InputItemBody[] },
 ): PreparedRequest {
   const model = modelOf(facade, body.model);
-  const { instructions: inputInstructions, items, history, compactedAt } = inputToItems(body.input);
+  const { instructions: inputInstructions, items, history, compactedAt, anchor } = inputToItems(body.input);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
   facade.checkItems(items);
@@ -71,6 +74,7 @@ export function prepareResponseRequest(
     items,
     history,
     compactedAt,
+    ...(anchor ? { anchor } : {}),
     tools,
     turnTools: choice === 'none' ? [] : tools,
     modelSettings: modelSettingsOf(body),

@@ -27,7 +27,13 @@ export type InputItemBody =
     }
   | { type: 'function_call'; call_id: string; name: string; arguments: string }
   | { type: 'function_call_output'; call_id: string; output: string | InputPartBody[] }
-  | { type: 'compaction'; encrypted_content: string };
+  | { type: 'compaction'; encrypted_content: string; id?: string | null | undefined };
+
+/** A compaction item the input starts from (nothing before it kept): its id and summary. */
+export interface InputAnchor {
+  id: string;
+  summary: string;
+}
 
 /**
  * The request input as tailgate items, with the leading system and developer messages taken
@@ -37,13 +43,16 @@ export type InputItemBody =
  * context's prompt does). `history` is every item as the client holds it, compaction items left
  * out, and `compactedAt` how many of them come before the last compaction item (0: none): a
  * client that appends each response's output, its compaction item included, resends the whole
- * history so (lib/openai/history-index.ts).
+ * history so (lib/openai/history-index.ts). `anchor` is the compaction item (with an id) the
+ * input starts from when it keeps no item before it: a client that drops everything before a
+ * compaction item, as OpenAI recommends, resends its history so.
  */
 export function inputToItems(input: string | InputItemBody[]): {
   instructions: string[];
   items: ClientItem[];
   history: ClientItem[];
   compactedAt: number;
+  anchor?: InputAnchor;
 } {
   if (typeof input === 'string') {
     const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
@@ -53,6 +62,7 @@ export function inputToItems(input: string | InputItemBody[]): {
   let items: ClientItem[] = [];
   const history: ClientItem[] = [];
   let compactedAt = 0;
+  let anchor: InputAnchor | undefined;
   const push = (item: ClientItem) => {
     items.push(item);
     history.push(item);
@@ -61,6 +71,7 @@ export function inputToItems(input: string | InputItemBody[]): {
     if (entry.type === 'compaction') {
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
       compactedAt = history.length;
+      if (history.length === 0) anchor = entry.id ? { id: entry.id, summary: entry.encrypted_content } : undefined;
     } else if (entry.type === 'function_call')
       push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
     else if (entry.type === 'function_call_output')
@@ -75,7 +86,7 @@ export function inputToItems(input: string | InputItemBody[]): {
       instructions.push(contentText(contentOf(entry.content)));
     } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
   });
-  return { instructions, items, history, compactedAt };
+  return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}) };
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */

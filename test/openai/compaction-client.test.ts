@@ -29,9 +29,26 @@ function compactionOf(output: readonly { type: string }[]): ResponseCompactionIt
   return output.find((item): item is ResponseCompactionItem => item.type === 'compaction');
 }
 
+/** The texts of a conversation's messages, oldest first, compaction items left out. */
+async function loopTexts(sessionId: string): Promise<string[]> {
+  const items = await client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
+  return items.data.flatMap((item) => (item.type === 'message' ? [(item.content[0] as { text: string }).text] : []));
+}
+
 // 30 words of about 5 characters: about 40 tokens a message with the chars/4 approximation.
 const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
 const threshold = [{ type: 'compaction', compact_threshold: 100 }];
+/** What the loops below store: each item once. */
+const LOOP_TEXTS = [
+  long('alpha'),
+  `echo: ${long('alpha')}`,
+  long('bravo'),
+  `echo: ${long('bravo')}`,
+  'short',
+  'echo: short',
+  'last',
+  'echo: last',
+];
 
 describe('the official openai client: context_management compaction', () => {
   it(
@@ -246,20 +263,104 @@ describe('the official openai client: context_management compaction', () => {
     const fourth = await client.responses.create({ model: 'echo', input, context_management: cm });
     expect(fourth.conversation!.id).toBe(first.conversation!.id);
     // Each item once: the compaction item sent back is the conversation's own, not a new message.
-    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc', limit: 100 });
-    const texts = items.data.map((item) =>
-      item.type === 'message' ? (item.content[0] as { text: string }).text : item.type,
-    );
-    expect(texts.filter((text) => text !== 'compaction')).toEqual([
-      long('alpha'),
-      `echo: ${long('alpha')}`,
-      long('bravo'),
-      `echo: ${long('bravo')}`,
+    expect(await loopTexts(first.conversation!.id)).toEqual(LOOP_TEXTS);
+  });
+
+  it('a loop that drops everything before the compaction item goes on in its conversation', async () => {
+    const cm = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: cm });
+    const sessionId = first.conversation!.id;
+    const second = await client.responses.create({
+      model: 'echo',
+      input: [
+        { role: 'user', content: long('alpha') },
+        ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+        { role: 'user', content: long('bravo') },
+      ],
+      context_management: cm,
+    });
+    const compaction = compactionOf(second.output)!;
+    expect(compaction.id).toBe(`cmp_${sessionId}_3`);
+    // OpenAI's advice: keep the compaction item, drop what came before it.
+    const input: OpenAI.Responses.ResponseInputItem[] = [compaction, { role: 'user', content: 'short' }];
+    const third = await client.responses.create({ model: 'echo', input, context_management: cm });
+    expect(third.conversation!.id).toBe(sessionId);
+    // It compacted again: the next step holds both compaction items, the second after the items it follows.
+    expect(third.output.at(-1)!.type).toBe('compaction');
+    input.push(...(third.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'last' });
+    const fourth = await client.responses.create({ model: 'echo', input, context_management: cm });
+    expect(fourth.conversation!.id).toBe(sessionId);
+    // Each item once; the prompt is the conversation's: the summary, the items it kept, then the loop's.
+    expect(await loopTexts(sessionId)).toEqual(LOOP_TEXTS);
+    expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
+      'summary',
       'short',
       'echo: short',
       'last',
       'echo: last',
     ]);
+
+    // The conversation has moved past the compaction: sent again with another step, it starts a new one.
+    const stale = await client.responses.create({
+      model: 'echo',
+      input: [compaction, { role: 'user', content: 'again' }],
+    });
+    expect(stale.conversation!.id).not.toBe(sessionId);
+    expect((await nextPrompt(stale.conversation!.id)).map((item) => item.content)).toEqual([
+      SUMMARY_HEADER + compaction.encrypted_content,
+      'again',
+      'echo: again',
+    ]);
+  });
+
+  it('after responses.compact, its item (or a reference to it) then new input continue the conversation', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const sessionId = first.conversation!.id;
+    const compacted = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
+    const compaction = compactionOf(compacted.output)!;
+    // An edited summary is the client's own: a new conversation starts from it.
+    const edited = await client.responses.create({
+      model: 'echo',
+      input: [
+        { ...compaction, encrypted_content: 'something else' },
+        { role: 'user', content: 'go on' },
+      ],
+    });
+    expect(edited.conversation!.id).not.toBe(sessionId);
+
+    const next = await client.responses.create({
+      model: 'echo',
+      input: [...compacted.output, { role: 'user', content: 'go on' }] as OpenAI.Responses.ResponseInputItem[],
+    });
+    expect(next.conversation!.id).toBe(sessionId);
+    const after = await client.responses.create({
+      model: 'echo',
+      input: [
+        { type: 'item_reference', id: compaction.id },
+        { role: 'user', content: 'go on' },
+        ...(next.output as OpenAI.Responses.ResponseInputItem[]),
+        { role: 'user', content: 'and then' },
+      ],
+    });
+    expect(after.conversation!.id).toBe(sessionId);
+    expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
+      'summary',
+      'go on',
+      'echo: go on',
+      'and then',
+      'echo: and then',
+    ]);
+
+    // A reference alone, right after a compaction, continues it as well.
+    const again = await client.responses.compact({ model: 'echo', previous_response_id: after.id });
+    const referenced = await client.responses.create({
+      model: 'echo',
+      input: [
+        { type: 'item_reference', id: compactionOf(again.output)!.id },
+        { role: 'user', content: 'still here?' },
+      ],
+    });
+    expect(referenced.conversation!.id).toBe(sessionId);
   });
 
   it('refuses a bad context_management or compact request with a typed 400 naming the field', async () => {

@@ -17,7 +17,9 @@ import { itemsBetween } from './sessions.ts';
  * the item itself: a model writes neither, so the SDK never references one). A compaction item's
  * id (`cmp_<conversation>_<start seq>`) stands for the conversation's current compaction item
  * (one read of its context per conversation); one a later compaction folded in is left out when
- * a compaction item follows it in the input (which replaces everything before it), else 404.
+ * a compaction item follows it in the input (which replaces everything before it), else it
+ * stands for that compaction's summary as it was stored (SessionLog.contextAt), and a cmp_ id
+ * that names no compaction of the conversation is a 404.
  */
 export async function resolveItemReferences(
   facade: Facade,
@@ -62,6 +64,18 @@ export async function resolveItemReferences(
     input
       .slice(index + 1)
       .some((entry) => entry.type === 'compaction' || (entry.type === 'item_reference' && parseCompactionId(entry.id)));
+  // A compaction a later one superseded, which the input goes on from: its summary as it was stored.
+  const superseded = new Map<string, { summary: string } | null>();
+  await Promise.all(
+    input.map(async (entry, index) => {
+      if (entry.type !== 'item_reference' || superseded.has(entry.id)) return;
+      const ref = parseCompactionId(entry.id);
+      const current = ref && compactions.get(ref.sessionId);
+      if (!ref || !current || current.start_seq <= ref.startSeq || compactionAfter(index)) return;
+      superseded.set(entry.id, null);
+      superseded.set(entry.id, await facade.services.sessions.contextAt(ref.sessionId, ref.startSeq));
+    }),
+  );
   return input.flatMap((entry, index): InputItemBody[] => {
     if (entry.type !== 'item_reference') return [entry];
     const compaction = parseCompactionId(entry.id);
@@ -70,6 +84,8 @@ export async function resolveItemReferences(
       if (context?.start_seq === compaction.startSeq)
         return [{ type: 'compaction', id: entry.id, encrypted_content: context.summary }];
       if (context && context.start_seq > compaction.startSeq && compactionAfter(index)) return [];
+      const older = superseded.get(entry.id);
+      if (older) return [{ type: 'compaction', id: entry.id, encrypted_content: older.summary }];
       throw new OpenAIApiError(404, 'not_found', `Item with id '${entry.id}' not found.`, `input[${index}].id`);
     }
     const ref = parseItemId(entry.id);

@@ -295,5 +295,10 @@ export function journalKey(scope: LogScope, turn: number, index: number): string
 
 /** The summary of a compaction computed at record `baseRecord` (create-only). */
 export function contextKey(scope: LogScope, baseRecord: number): string {
-  return `${scoped(scope, 'context')}${pad(RECORD_BOUND - checkRecordNumber(baseRecord))}`;
+  return `${contextPrefix(scope)}${pad(RECORD_BOUND - checkRecordNumber(baseRecord))}`;
+}
+
+/** Where one incarnation's compactions list, newest base record first. */
+export function contextPrefix(scope: LogScope): string {
+  return scoped(scope, 'context');
 }

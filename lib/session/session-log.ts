@@ -7,6 +7,7 @@ import { beginTurn, completeTurn, TurnClaim, type ClaimOptions } from './log/cla
 import {
   commitTurnContext,
   compact,
+  contextAt,
   currentContext,
   turnContext,
   type Compacted,
@@ -275,6 +276,15 @@ export class SessionLog extends SessionLogBase {
   /** The current context start of a session (null: never compacted). */
   async currentContext(id: string): Promise<ContextStart | null> {
     return readAgainIfGone(() => currentContext(this.log, id));
+  }
+
+  /**
+   * The compaction of the session whose context starts at `startSeq`, the current one or one a
+   * later compaction superseded (its summary stays stored): one list per incarnation of its
+   * history, and a read per compaction from the newest back to it. Null: none starts there.
+   */
+  async contextAt(id: string, startSeq: number): Promise<ContextStart | null> {
+    return contextAt(this.log, await this.scope(id), startSeq);
   }
 
   /**

@@ -363,6 +363,53 @@ describe('the official openai client: context_management compaction', () => {
     expect(referenced.conversation!.id).toBe(sessionId);
   });
 
+  it('a reference to a compaction a later one superseded stands for its summary as it was', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const sessionId = first.conversation!.id;
+    const older = compactionOf(
+      (await client.responses.compact({ model: 'echo', previous_response_id: first.id })).output,
+    )!;
+    // A response deleted after it: the conversation goes on in a new generation, forked from the one that compacted.
+    const dropped = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'oops' });
+    await client.responses.delete(dropped.id);
+    const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
+    const newer = compactionOf(
+      (await client.responses.compact({ model: 'echo', previous_response_id: next.id })).output,
+    )!;
+    expect(newer.id).not.toBe(older.id);
+    expect(newer.encrypted_content).toContain(older.encrypted_content);
+
+    // Sent with nothing before it: a new conversation from that summary (its own has moved on since).
+    const answer = await client.responses.create({
+      model: 'echo',
+      input: [
+        { type: 'item_reference', id: older.id },
+        { role: 'user', content: 'what was my name?' },
+      ],
+    });
+    expect(answer.conversation!.id).not.toBe(sessionId);
+    expect((await nextPrompt(answer.conversation!.id)).map((item) => item.content)).toEqual([
+      SUMMARY_HEADER + older.encrypted_content,
+      'what was my name?',
+      'echo: what was my name?',
+    ]);
+    // A start seq at which no compaction began still names none.
+    const startOf = (id: string) => Number(/_(\d+)$/.exec(id)![1]);
+    const between = `cmp_${sessionId}_${startOf(older.id) + 1}`;
+    expect(startOf(between)).toBeLessThan(startOf(newer.id));
+    const missing = await client.responses
+      .create({
+        model: 'echo',
+        input: [
+          { type: 'item_reference', id: between },
+          { role: 'user', content: 'hi' },
+        ],
+      })
+      .catch((error: unknown) => error);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(missing).toMatchObject({ param: 'input[0].id' });
+  });
+
   it('refuses a bad context_management or compact request with a typed 400 naming the field', async () => {
     const refused = async (body: Record<string, unknown>, compact = false) => {
       const call = compact

@@ -1,6 +1,6 @@
 import { StorageError, TurnInProgressError } from '../../errors.ts';
 import type { TurnUsage } from '../../ledger/usage.ts';
-import { contextKey, type LogScope } from '../keys.ts';
+import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
 import { commit } from './commit.ts';
 import type { LogContext } from './context.ts';
@@ -104,6 +104,34 @@ export async function turnContext(log: LogContext, scope: LogScope, record: numb
   if (!stored) return null;
   const { format: _format, ...context } = parseStored(key, stored.body, contextObjectSchema);
   return context;
+}
+
+/**
+ * See SessionLog.contextAt: the session's compactions are listed newest first (its own, then each
+ * ancestor's up to the fork point) and read until one starts at `startSeq`, or one starts before
+ * it (a later compaction never starts before an earlier one).
+ */
+export async function contextAt(log: LogContext, scope: LogScope, startSeq: number): Promise<ContextStart | null> {
+  const lineage = [
+    { held: scope, upTo: Number.POSITIVE_INFINITY },
+    ...(scope.ancestors ?? []).map((point) => ({ held: ancestorScope(log.keyPrefix, point), upTo: point.record })),
+  ];
+  for (const { held, upTo } of lineage) {
+    const prefix = contextPrefix(held);
+    let cursor: string | undefined;
+    do {
+      const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
+      for (const object of page.objects) {
+        const record = RECORD_BOUND - Number(object.key.slice(prefix.length));
+        if (!Number.isSafeInteger(record) || record < 1 || record > upTo) continue;
+        const context = await turnContext(log, held, record);
+        if (context && context.start_seq < startSeq) return null;
+        if (context?.start_seq === startSeq) return context;
+      }
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor);
+  }
+  return null;
 }
 
 async function storeContext(

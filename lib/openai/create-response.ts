@@ -7,13 +7,20 @@ import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope, findHistory, indexCompaction, indexHistory, loopScope } from './history-index.ts';
-import { itemId, responseId, type ResponseRef } from './ids.ts';
+import { itemId, parseCompactionId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import { resolveItemReferences } from './item-references.ts';
 import type { LogScope } from '../session/keys.ts';
 import { checkToolChoice, prepareResponseRequest, type PreparedRequest } from './request.ts';
-import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
+import {
+  buildResponse,
+  outputItem,
+  usageOf,
+  type ResentHistory,
+  type StoredContext,
+  type TailgateResponse,
+} from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
 import { responseEventStream } from './sse.ts';
@@ -99,8 +106,30 @@ function storedResponse(
       ...compacted,
     ],
     usage: usageOf(response.usage),
-    tailgate: { session_id: response.session_id, turn: response.turn, context: response.context },
+    tailgate: {
+      session_id: response.session_id,
+      turn: response.turn,
+      context: response.context,
+      ...(context.resent ? { resent: context.resent } : {}),
+    },
   });
+}
+
+/**
+ * What a request that continued conversation `sessionId` resent of it: the `known` items of the
+ * matched history, which ends at seq `lastSeq`, and the compaction items it sent among them.
+ */
+function resentHistory(prepared: PreparedRequest, sessionId: string, known: number, lastSeq: number): ResentHistory {
+  return {
+    first_seq: lastSeq - known + 1,
+    last_seq: lastSeq,
+    // One without an id is not listed (an item list's items are named).
+    compactions: prepared.compactions.flatMap(({ at, id, summary }) =>
+      id === null
+        ? []
+        : [parseCompactionId(id)?.sessionId === sessionId ? { at, id } : { at, id, encrypted_content: summary }],
+    ),
+  };
 }
 
 async function createStoredResponse(
@@ -164,6 +193,7 @@ async function createStoredResponse(
       conversationId: sessionId,
       store: true,
     },
+    ...(match?.lastSeq !== undefined ? { resent: resentHistory(prepared, sessionId, match.known, match.lastSeq) } : {}),
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
       ? {

@@ -69,6 +69,8 @@ export interface HistoryMatch {
   turn: number;
   /** Input items that are the stored history; the rest are new. */
   known: number;
+  /** The seq of the history's last item (undefined for entries written before they named it). */
+  lastSeq?: number;
   key: string;
 }
 
@@ -165,7 +167,7 @@ export async function findHistory(
     return undefined;
   }
   const found = await continued(facade, entry, keyed, items.slice(known));
-  return found ? { ...found, known, key } : undefined;
+  return found ? { ...found, known, key, ...(entry.items !== undefined ? { lastSeq: entry.items } : {}) } : undefined;
 }
 
 /**

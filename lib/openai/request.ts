@@ -10,6 +10,7 @@ import {
   type InputItemBody,
   type ResponseFields,
   type ResponseSettings,
+  type SentCompaction,
 } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 
@@ -32,6 +33,8 @@ export interface PreparedRequest {
   compactedAt: number;
   /** The compaction item the input starts from, when it keeps nothing before it (responses.ts, inputToItems). */
   anchor?: InputAnchor;
+  /** The compaction items sent, each after `at` items of `history`. */
+  compactions: SentCompaction[];
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;
@@ -56,7 +59,14 @@ export function prepareResponseRequest(
   body: Omit<ResponseCreateBody, 'input'> & { input: string | InputItemBody[] },
 ): PreparedRequest {
   const model = modelOf(facade, body.model);
-  const { instructions: inputInstructions, items, history, compactedAt, anchor } = inputToItems(body.input);
+  const {
+    instructions: inputInstructions,
+    items,
+    history,
+    compactedAt,
+    anchor,
+    compactions,
+  } = inputToItems(body.input);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
   facade.checkItems(items);
@@ -75,6 +85,7 @@ export function prepareResponseRequest(
     history,
     compactedAt,
     ...(anchor ? { anchor } : {}),
+    compactions,
     tools,
     turnTools: choice === 'none' ? [] : tools,
     modelSettings: modelSettingsOf(body),

@@ -35,6 +35,13 @@ export interface InputAnchor {
   summary: string;
 }
 
+/** A compaction item of a request's input: `at` items of its history came before it. */
+export interface SentCompaction {
+  at: number;
+  id: string | null;
+  summary: string;
+}
+
 /**
  * The request input as tailgate items, with the leading system and developer messages taken
  * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
@@ -53,11 +60,14 @@ export function inputToItems(input: string | InputItemBody[]): {
   history: ClientItem[];
   compactedAt: number;
   anchor?: InputAnchor;
+  /** Each compaction item sent, and how many items of `history` come before it. */
+  compactions: SentCompaction[];
 } {
   if (typeof input === 'string') {
     const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
-    return { instructions: [], items, history: items, compactedAt: 0 };
+    return { instructions: [], items, history: items, compactedAt: 0, compactions: [] };
   }
+  const compactions: SentCompaction[] = [];
   const instructions: string[] = [];
   let items: ClientItem[] = [];
   const history: ClientItem[] = [];
@@ -71,6 +81,7 @@ export function inputToItems(input: string | InputItemBody[]): {
     if (entry.type === 'compaction') {
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
       compactedAt = history.length;
+      compactions.push({ at: history.length, id: entry.id ?? null, summary: entry.encrypted_content });
       if (history.length === 0) anchor = entry.id ? { id: entry.id, summary: entry.encrypted_content } : undefined;
     } else if (entry.type === 'function_call')
       push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
@@ -86,7 +97,7 @@ export function inputToItems(input: string | InputItemBody[]): {
       instructions.push(contentText(contentOf(entry.content)));
     } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
   });
-  return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}) };
+  return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions };
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */
@@ -239,6 +250,19 @@ export interface StoredContext {
    * replacing the entry the request matched.
    */
   history?: { before: readonly ClientItem[]; replaced: string | undefined; scope: string };
+  /** What of the conversation the input resent (answered as `tailgate.resent`): input_items lists it. */
+  resent?: ResentHistory;
+}
+
+/**
+ * The stored items a whole-history request resent (seqs `first_seq` to `last_seq`; none when
+ * `last_seq` is below `first_seq`) and the compaction items among them, each after `at` of
+ * them: by id when it is the conversation's own, else with its summary.
+ */
+export interface ResentHistory {
+  first_seq: number;
+  last_seq: number;
+  compactions: { at: number; id: string; encrypted_content?: string }[];
 }
 
 export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };

@@ -35,6 +35,19 @@ async function loopTexts(sessionId: string): Promise<string[]> {
   return items.data.flatMap((item) => (item.type === 'message' ? [(item.content[0] as { text: string }).text] : []));
 }
 
+/** What an input item, or a listed one, says: a message's role and text, a compaction item's id and summary. */
+function shapeOf(item: any): string[] {
+  if (item.type === 'compaction') return ['compaction', item.id, item.encrypted_content];
+  return [item.role, typeof item.content === 'string' ? item.content : item.content[0].text];
+}
+
+/** The input items of a response, oldest first, shaped by shapeOf. */
+async function inputItemsOf(responseId: string): Promise<string[][]> {
+  const items: OpenAI.Responses.ResponseItem[] = [];
+  for await (const item of client.responses.inputItems.list(responseId, { order: 'asc', limit: 3 })) items.push(item);
+  return items.map(shapeOf);
+}
+
 // 30 words of about 5 characters: about 40 tokens a message with the chars/4 approximation.
 const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
 const threshold = [{ type: 'compaction', compact_threshold: 100 }];
@@ -264,6 +277,8 @@ describe('the official openai client: context_management compaction', () => {
     expect(fourth.conversation!.id).toBe(first.conversation!.id);
     // Each item once: the compaction item sent back is the conversation's own, not a new message.
     expect(await loopTexts(first.conversation!.id)).toEqual(LOOP_TEXTS);
+    // The last step's input_items are its input as sent, the compaction items where it had them.
+    expect(await inputItemsOf(fourth.id)).toEqual(input.map(shapeOf));
   });
 
   it('a loop that drops everything before the compaction item goes on in its conversation', async () => {
@@ -292,6 +307,7 @@ describe('the official openai client: context_management compaction', () => {
     expect(fourth.conversation!.id).toBe(sessionId);
     // Each item once; the prompt is the conversation's: the summary, the items it kept, then the loop's.
     expect(await loopTexts(sessionId)).toEqual(LOOP_TEXTS);
+    expect(await inputItemsOf(fourth.id)).toEqual(input.map(shapeOf));
     expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
       'summary',
       'short',

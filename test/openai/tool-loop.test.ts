@@ -87,6 +87,43 @@ describe('a client tool loop is one conversation', () => {
     expect(indexReads).toBe(1);
   });
 
+  it("a step's input_items are its whole input as the loop sent it, not only the items it added", async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const result = await generateText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'call get_weather {"city":"Lima"}',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '20C' }) },
+      stopWhen: stepCountIs(4),
+    });
+    const second = result.steps[1]!.response.id;
+    const sessionId = /^resp_(conv_[0-9a-f]{24})_/.exec(second)![1]!;
+    const listed = await client.responses.inputItems.list(second, { order: 'asc' });
+    expect(listed.data.map((item) => item.id)).toEqual(
+      [1, 2, 3].map((seq) => expect.stringMatching(`_${sessionId}_${seq}$`)),
+    );
+    expect(listed.data.map((item) => item.type)).toEqual(['message', 'function_call', 'function_call_output']);
+
+    // A loop of the official client: every step's input, paged by any limit, both ways.
+    const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: 'one' }];
+    let response = await client.responses.create({ model: 'echo', input });
+    for (const next of ['two', 'three']) {
+      input.push(...(response.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: next });
+      response = await client.responses.create({ model: 'echo', input });
+    }
+    const texts = ['one', 'echo: one', 'two', 'echo: two', 'three'];
+    const textOf = (item: OpenAI.Responses.ResponseItem) =>
+      item.type === 'message' ? (item.content[0] as { text: string }).text : item.type;
+    for (const limit of [1, 2, 20]) {
+      const ascending: OpenAI.Responses.ResponseItem[] = [];
+      for await (const item of client.responses.inputItems.list(response.id, { order: 'asc', limit }))
+        ascending.push(item);
+      expect(ascending.map(textOf), `limit ${limit}`).toEqual(texts);
+      const descending: OpenAI.Responses.ResponseItem[] = [];
+      for await (const item of client.responses.inputItems.list(response.id, { limit })) descending.push(item);
+      expect(descending.map(textOf), `limit ${limit}`).toEqual([...texts].reverse());
+    }
+  });
+
   it('@openai/agents run() with a tool: one session', async () => {
     const before = await sessionIds();
     const runner = new Runner({

@@ -1,10 +1,8 @@
 import { createRoute } from '@hono/zod-openapi';
-import type { ResponseItem } from 'openai/resources/responses/responses';
 import { z } from 'zod';
 import { cancelResponse, currentResponse, streamResponse } from '../../../lib/openai/background-response.ts';
 import { createResponse } from '../../../lib/openai/create-response.ts';
 import { OpenAIApiError } from '../../../lib/openai/errors.ts';
-import { storedItem } from '../../../lib/openai/responses.ts';
 import {
   inputItemsQuerySchema,
   openaiObject,
@@ -13,12 +11,12 @@ import {
   responseIdParamsSchema,
   retrieveQuerySchema,
 } from '../../../lib/openai/schemas.ts';
-import { deleteResponse, itemKindId, readResponse } from '../../../lib/openai/stored-responses.ts';
+import { deleteResponse } from '../../../lib/openai/stored-responses.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
 import { facadeOf, openaiErrors } from './facade-context.ts';
-import { withinPageBytes } from '../../../lib/openai/item-pages.ts';
+import { inputItemsPage } from '../../../lib/openai/input-items.ts';
 
 /**
  * The Responses API (POST/GET/DELETE /v1/responses...) over sessions: a conversation is a
@@ -132,32 +130,9 @@ export function responseRoutes() {
     .openapi(cancelResponseRoute, async (c) =>
       c.json(openaiObject(await cancelResponse(facadeOf(c), c.req.valid('param').id)), 200),
     )
-    .openapi(inputItemsRoute, async (c) => {
-      const id = c.req.valid('param').id;
-      const { ref, input } = await readResponse(facadeOf(c), id);
-      const query = c.req.valid('query');
-      const ordered: ResponseItem[] = input.map((item) => storedItem(item, itemKindId(ref, item)));
-      if ((query.order ?? 'desc') === 'desc') ordered.reverse();
-      const start = query.after === undefined ? 0 : ordered.findIndex((item) => item.id === query.after) + 1;
-      if (start === 0 && query.after !== undefined)
-        throw new OpenAIApiError(
-          400,
-          'invalid_request',
-          `'${query.after}' is not an input item of response '${id}'`,
-          'after',
-        );
-      const data = withinPageBytes(ordered.slice(start, start + (query.limit ?? 20)));
-      return c.json(
-        {
-          object: 'list',
-          data,
-          first_id: data[0]?.id ?? null,
-          last_id: data.at(-1)?.id ?? null,
-          has_more: start + data.length < ordered.length,
-        },
-        200,
-      );
-    })
+    .openapi(inputItemsRoute, async (c) =>
+      c.json(await inputItemsPage(facadeOf(c), c.req.valid('param').id, c.req.valid('query')), 200),
+    )
     .openapi(deleteResponseRoute, async (c) => {
       const id = c.req.valid('param').id;
       await deleteResponse(facadeOf(c), id);

@@ -1,0 +1,112 @@
+import type { ResponseItem } from 'openai/resources/responses/responses';
+import { z } from 'zod';
+import type { StoredItem } from '../items.ts';
+import { compactionItem } from './compaction.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { parseCompactionId, parseItemId } from './ids.ts';
+import { withinPageBytes } from './item-pages.ts';
+import { storedItem } from './responses.ts';
+import { itemsBetween } from './sessions.ts';
+import { getResponse, itemKindId, readResponse } from './stored-responses.ts';
+
+/**
+ * GET /v1/responses/{id}/input_items: the items of the response's input, as the request sent
+ * them. A request with `previous_response_id` or `conversation` sent the items the response
+ * stored; one that resent its conversation's whole history (lib/openai/history-index.ts) sent
+ * that history too, which its response names (`tailgate.resent`, lib/openai/create-response.ts):
+ * the stored items it resent, with the compaction items it sent among them, then the items it
+ * stored. A page reads the items it lists (one read of their seqs), and a compaction of the
+ * conversation's its summary (SessionLog.contextAt).
+ */
+
+const resentSchema = z.object({
+  first_seq: z.number().int().positive(),
+  last_seq: z.number().int().nonnegative(),
+  compactions: z.array(
+    z.object({ at: z.number().int().nonnegative(), id: z.string(), encrypted_content: z.string().optional() }),
+  ),
+});
+
+/** One place of a response's input: a stored item, or a compaction item sent. */
+type Slot = { seq: number } | { compaction: { id: string; encrypted_content?: string | undefined } };
+
+export interface InputItemsQuery {
+  after?: string | undefined;
+  limit?: number | undefined;
+  order?: 'asc' | 'desc' | undefined;
+}
+
+/** One page of a stored response's input items (`desc` by default, as OpenAI's). */
+export async function inputItemsPage(facade: Facade, id: string, query: InputItemsQuery) {
+  const [{ ref, input }, kept] = await Promise.all([readResponse(facade, id), getResponse(facade, id)]);
+  const resent = resentSchema.safeParse(kept.tailgate?.resent);
+  const slots: Slot[] = resent.success ? resentSlots(resent.data) : [];
+  slots.push(...input.map((item) => ({ seq: item.seq })));
+  if ((query.order ?? 'desc') === 'desc') slots.reverse();
+  const start = query.after === undefined ? 0 : slots.findIndex(named(query.after, ref.sessionId)) + 1;
+  if (start === 0 && query.after !== undefined)
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      `'${query.after}' is not an input item of response '${id}'`,
+      'after',
+    );
+  const page = slots.slice(start, start + (query.limit ?? 20));
+  const items = await pageItems(facade, ref.sessionId, page, input);
+  const data = withinPageBytes(items);
+  return {
+    object: 'list' as const,
+    data,
+    first_id: data[0]?.id ?? null,
+    last_id: data.at(-1)?.id ?? null,
+    has_more: start + data.length < slots.length,
+  };
+}
+
+/** The resent history's places, oldest first: its stored items, each compaction item before the item it preceded. */
+function resentSlots(resent: z.infer<typeof resentSchema>): Slot[] {
+  const slots: Slot[] = [];
+  const count = Math.max(0, resent.last_seq - resent.first_seq + 1);
+  for (let at = 0; at <= count; at++) {
+    for (const compaction of resent.compactions) if (compaction.at === at) slots.push({ compaction });
+    if (at < count) slots.push({ seq: resent.first_seq + at });
+  }
+  return slots;
+}
+
+/** Whether a place is the one item id `after` names (an item of the session by its seq, or a compaction by id). */
+function named(after: string, sessionId: string): (slot: Slot) => boolean {
+  const item = parseItemId(after);
+  return (slot) =>
+    'seq' in slot ? item?.sessionId === sessionId && item.seq === slot.seq : slot.compaction.id === after;
+}
+
+/** The items of a page: stored ones read by seq (those of the stored input are read already). */
+async function pageItems(
+  facade: Facade,
+  sessionId: string,
+  page: readonly Slot[],
+  input: readonly StoredItem[],
+): Promise<ResponseItem[]> {
+  const known = new Map(input.map((item) => [item.seq, item]));
+  const wanted = page.flatMap((slot) => ('seq' in slot && !known.has(slot.seq) ? [slot.seq] : []));
+  if (wanted.length > 0) {
+    const read = await itemsBetween(facade, sessionId, Math.min(...wanted), Math.max(...wanted) + 1);
+    for (const item of read) known.set(item.seq, item);
+  }
+  return Promise.all(
+    page.map(async (slot): Promise<ResponseItem> => {
+      if ('seq' in slot) {
+        const item = known.get(slot.seq);
+        if (!item) throw new Error(`input item ${slot.seq} of session ${sessionId} is missing`);
+        return storedItem(item, itemKindId({ sessionId }, item));
+      }
+      const { id, encrypted_content: summary } = slot.compaction;
+      if (summary !== undefined) return compactionItem(id, summary);
+      const startSeq = parseCompactionId(id)?.startSeq ?? 0;
+      const stored = await facade.services.sessions.contextAt(sessionId, startSeq);
+      return compactionItem(id, stored?.summary ?? '');
+    }),
+  );
+}

@@ -52,7 +52,8 @@ export async function createResponse(
 }
 
 /**
- * Keeps the response for GET, and indexes the conversation's history for the client's next step.
+ * Keeps the response for GET, and indexes the conversation's history for the client's next step
+ * (and, when the response compacted, the conversation under its compaction item).
  * Answers the response kept: a replayed turn's is its first response.
  */
 async function ended(
@@ -74,7 +75,7 @@ async function ended(
         [...context.history.before, ...(turn.output as ClientItem[])],
         context.history.replaced,
       ),
-    // A client may go on from the compaction item alone (OpenAI's advice), its own or a later step.
+    // A client may go on from the compaction item, dropping what came before it (OpenAI's advice).
     compaction &&
       indexCompaction(facade, context.session, state, { id: compaction.id, summary: compaction.encrypted_content }),
   ]);

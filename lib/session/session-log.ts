@@ -27,7 +27,8 @@ import {
 } from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { holderScope } from './log/rewind.ts';
-import { packScheduleOf, type PackSchedule } from './log/pack-schedule.ts';
+import { packScheduleOf, type OverdueAppend, type PackSchedule } from './log/pack-schedule.ts';
+import { putStateAfter } from './log/state-record.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
 import { previewContext, readContext } from './log/tail-reader.ts';
@@ -96,6 +97,16 @@ export class SessionLog extends SessionLogBase {
    */
   async append(id: string, items: Item[], packsOverdue = false, onlyFirst = false): ReturnType<typeof appendItems> {
     return appendItems(this.log, id, items, packsOverdue, onlyFirst);
+  }
+
+  /**
+   * After an overdue append packed (lib/turn/append.ts): when that pack wrote the view of its
+   * record and the record's items are more than afterViewBytes of that view, a record of no items
+   * carrying the state after it, so the newest record a cold turn or the next append reads is
+   * small (log/state-record.ts). Never throws; true when it landed.
+   */
+  async putStateAfter(overdue: OverdueAppend): Promise<boolean> {
+    return putStateAfter(this.log, this.packSchedule.writtenView(overdue.scope.id), overdue);
   }
 
   /**

@@ -13,11 +13,16 @@ export const PACK_EVERY_RECORDS = 4;
  * more than MAX_PACK_DEBT_RECORDS records outside segments, or more records after the newest
  * view than MAX_RECORDS_AFTER_VIEW or than its record carries, or more bytes of their items
  * than afterViewBytes of that view, packs before it answers instead
- * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts).
+ * (with a view), so packing keeps up with any append rate (lib/session/log/pack-schedule.ts);
+ * when its own items are more than that, a record of no items follows it, so the newest record
+ * stays small (lib/session/log/state-record.ts).
  */
 export async function appendItems(
   services: Pick<TurnServices, 'env' | 'background' | 'log'> & {
-    sessions: Pick<SessionLog, 'append' | 'config' | 'pack' | 'packSchedule' | 'refreshIndex' | 'storeAttachments'>;
+    sessions: Pick<
+      SessionLog,
+      'append' | 'config' | 'pack' | 'packSchedule' | 'putStateAfter' | 'refreshIndex' | 'storeAttachments'
+    >;
   },
   sessionId: string,
   items: Item[],
@@ -54,9 +59,11 @@ export async function appendItems(
       services.log,
       generation,
     );
-  if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS)
+  if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS) {
     await packing(overdue !== undefined, overdue);
-  else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
+    // Its view written, a large record gives way to a small one as the newest (log/state-record.ts).
+    if (overdue) await sessions.putStateAfter(overdue);
+  } else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }
 

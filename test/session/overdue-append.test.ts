@@ -22,6 +22,14 @@ const large = (record: number): Item[] =>
       { type: 'function_call_output', call_id, output: 'x'.repeat(8_000) },
     ];
   }).flat();
+/** The same with outputs of 40,000 characters: about 200 KB, more than afterViewBytes of a view of 14 of the above. */
+const huge = (record: number): Item[] =>
+  large(record).map((item) => (item.type === 'function_call_output' ? { ...item, output: 'x'.repeat(40_000) } : item));
+/**
+ * An append overdue for the records after the view (`large`), or for its own items (`huge`: a
+ * record of no items follows it).
+ */
+const appends = { large, huge };
 const user = (text: string): Item => ({ type: 'message', role: 'user', content: text });
 const services = (sessions: SessionLog) => ({ env: {}, background: () => undefined, log: () => undefined, sessions });
 const upTo = (last: number, first = 1) => Array.from({ length: last - first + 1 }, (_, index) => first + index);
@@ -82,10 +90,11 @@ describe('an overdue append in a session with a compacted context', () => {
   });
 });
 
-describe('an overdue append failing at each storage call', () => {
+describe.each(['large', 'huge'] as const)('an overdue append (%s) failing at each storage call', (size) => {
   it.each(['crash', 'once', 'lost'] as const)('leaves a log every reader reads exactly (%s)', async (mode) => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     let calls = 0;
+    let newest: LogRecord | undefined;
     for (let failAt = 1; ; failAt++) {
       const stored = new MemoryStore();
       const process = new ProcessStore(stored);
@@ -96,13 +105,14 @@ describe('an overdue append failing at each storage call', () => {
       let seen = 0;
       if (mode === 'crash') faulty.failWhen(() => ++seen >= failAt);
       else faulty.failWhen(() => ++seen === failAt, { times: 1, after: mode === 'lost' });
-      const landed = await appendItems(services(sessions), 's', large(15)).then(
+      const landed = await appendItems(services(sessions), 's', appends[size](15)).then(
         () => true,
         () => false,
       );
       if (mode === 'crash') process.end();
       if (seen < failAt) {
         calls = failAt - 1;
+        newest = await newestRecord(stored);
         break;
       }
       const records = (await new SessionLog(new ProcessStore(stored), {}).get('s')).counts.items / 10;
@@ -115,8 +125,17 @@ describe('an overdue append failing at each storage call', () => {
       await expectExact(stored, (records + 2) * 10, (records + 2) * 5);
     }
     expect(calls).toBeGreaterThan(5);
+    // Without a failure, a huge append is followed by its record of no items.
+    expect(newest).toMatchObject(size === 'huge' ? { record: 16, items: [] } : { record: 15 });
   });
 });
+
+/** The newest record of `s` stored. */
+async function newestRecord(store: MemoryStore): Promise<LogRecord> {
+  const { objects } = await store.list('sessions/s/turn/');
+  const newest = objects.find((object) => /\/\d{12}$/.test(object.key) && object.size > 0)!;
+  return JSON.parse(new TextDecoder().decode((await store.get(newest.key))!.body)) as LogRecord;
+}
 
 /** Holds call number `at` (of every operation) until released. */
 class GatedStore extends ProcessStore {
@@ -156,7 +175,7 @@ class GatedStore extends ProcessStore {
   }
 }
 
-describe('an overdue append racing another process', () => {
+describe.each(['large', 'huge'] as const)('an overdue append (%s) racing another process', (size) => {
   it.each(['append', 'turn'] as const)(
     'at each of its storage calls: %s',
     async (other) => {
@@ -169,7 +188,7 @@ describe('an overdue append racing another process', () => {
         for (let record = 1; record <= 14; record++) await appendItems(services(sessions), 's', large(record));
         gated.calls = 0;
         gated.at = at;
-        const appended = appendItems(services(sessions), 's', large(15));
+        const appended = appendItems(services(sessions), 's', appends[size](15));
         if (await Promise.race([gated.hit.then(() => false), appended.then(() => true)])) break;
         const rival = new SessionLog(new ProcessStore(stored), {});
         let items = 140;

@@ -37,7 +37,7 @@ import type { StoredObject } from '../../store/object-store.ts';
 import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
 import { flaggedCarry, repeatsOf } from './repeat-flags.ts';
-import { overdueView, packScheduleOf, type OverdueView } from './pack-schedule.ts';
+import { overdueView, packScheduleOf, type OverdueAppend, type OverdueView } from './pack-schedule.ts';
 
 /**
  * Commits and claims: the next record written create-only (an append, a model turn's input, a
@@ -78,7 +78,7 @@ export async function appendItems(
   last_seq: number;
   record: number;
   generation: string;
-  overdue?: OverdueView;
+  overdue?: OverdueAppend;
   indexed: IndexState;
 }> {
   const input = checkInvariant(itemsSchema, items);
@@ -94,7 +94,7 @@ export async function appendItems(
     last_seq,
     record: record.record,
     generation,
-    ...(overdue && { overdue }),
+    ...(overdue && { overdue: { ...overdue, record, scope } }),
     indexed,
   };
 }

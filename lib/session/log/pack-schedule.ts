@@ -1,4 +1,5 @@
 import { backendOf, type ObjectStore } from '../../store/object-store.ts';
+import type { LogScope } from '../keys.ts';
 import type { LogItem, LogRecord } from '../records.ts';
 import { carried } from './record-cache.ts';
 import type { PackOptions, PackResult } from './types.ts';
@@ -76,6 +77,12 @@ export interface OverdueView {
   generation: string;
 }
 
+/** An overdue append as its commit returns it: with its record and the incarnation it went to. */
+export interface OverdueAppend extends OverdueView {
+  record: LogRecord;
+  scope: LogScope;
+}
+
 /**
  * For the append of record `number` (holding `items`, `recent` the records it would carry,
  * `listed` the newest view listed before it) to session `id`, incarnation `generation`: the
@@ -144,6 +151,11 @@ export class PackSchedule {
   viewBytes(id: string, listed: { key: string; size: number }): number {
     const view = this.#sessions.get(id)?.view;
     return view?.key === listed.key ? view.bytes : listed.size;
+  }
+
+  /** The view of `id` this process wrote last (its key, and its stored bytes with its chunk's), if any. */
+  writtenView(id: string): { key: string; bytes: number } | undefined {
+    return this.#sessions.get(id)?.view;
   }
 
   /**

@@ -7,20 +7,10 @@ import { forkMarkers } from './fork-refs.ts';
 import { MAX_FORK_DEPTH } from '../fork-point.ts';
 import { forkChain, forkRecord, giveUp, putForkStart, type Point } from './fork.ts';
 import { stateOf, type RecordState } from '../segment-states.ts';
-import {
-  countsOf,
-  isEmpty,
-  ledgerOf,
-  readConfig,
-  readHead,
-  readRecord,
-  scopeOf,
-  undeliveredOf,
-  type Head,
-} from './head.ts';
+import { countsOf, ledgerOf, readConfig, readHead, readRecord, scopeOf, undeliveredOf, type Head } from './head.ts';
 import { refreshIndex } from './session-index.ts';
 import type { SessionRecord } from './types.ts';
-import { hasUsage } from '../../ledger/usage.ts';
+import { withTotals } from './state-record.ts';
 
 /**
  * Deleting a session's newest turn (docs/STORAGE.md, "Deleting the newest turn"). The history
@@ -98,7 +88,7 @@ export async function deleteNewestTurn(
     const previous = await pointBefore(log, head, turn, options);
     const started = log.clock().getTime();
     const fence: LogRecord = {
-      ...carried(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head),
+      ...withTotals(forkRecord(stateAt(head.newest), new Date(started).toISOString()), head.newest),
       lease_expires_at: new Date(started + log.leaseMs).toISOString(),
     };
     const landed = await log.store.put(recordKey(head.scope, fence.record), JSON.stringify(fence), {
@@ -194,7 +184,7 @@ async function moveBack(
   const generation = newGeneration(log.clock());
   const scope = scopeOf(log.keyPrefix, { ...head.config, generation, fork_of: chain });
   const markers = forkMarkers(log, chain, head.config.id, generation);
-  const first = carried(forkRecord(point, new Date(started).toISOString()), head);
+  const first = withTotals(forkRecord(point, new Date(started).toISOString()), head.newest);
   let config: SessionConfig = head.config;
   let written = false;
   try {
@@ -234,20 +224,6 @@ async function moveBack(
     // Listed again from its next turn, append or PATCH.
   }
   return toSessionRecord(config, countsOf(previous), ledgerOf(head.newest));
-}
-
-/**
- * `record` with what the session's newest record carries on whatever is taken out: the usage
- * totals (spent is spent) and the notices no model has seen yet.
- */
-function carried(record: LogRecord, head: Head): LogRecord {
-  const ledger = ledgerOf(head.newest);
-  const undelivered = undeliveredOf(head.newest);
-  return {
-    ...record,
-    ...(hasUsage(ledger) ? { ledger } : {}),
-    ...(isEmpty(undelivered) ? {} : { undelivered }),
-  };
 }
 
 /** The state a record closes with, for the fork record that continues from it. */

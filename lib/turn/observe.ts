@@ -1,4 +1,4 @@
-import { TailgateError } from '../errors.ts';
+import { NotNewestTurnError, TailgateError } from '../errors.ts';
 import { TurnTrace } from './trace.ts';
 import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
@@ -35,7 +35,7 @@ export async function observed(
 ): Promise<TurnResponse> {
   const started = Date.now();
   const seen: Seen = { trace: new TurnTrace(services.tracer, sessionId) };
-  const told = (ended: TurnObservation) => tell(services, seen, ended);
+  const told = (ended: TurnObservation, error?: unknown) => tell(services, seen, ended, error);
   const timed =
     emit &&
     ((event: TurnEvent) => {
@@ -49,7 +49,7 @@ export async function observed(
   try {
     response = await run(timed, seen);
   } catch (error) {
-    told(outcome(seen.replayed ? 'replayed' : 'failed', undefined, error));
+    told(outcome(seen.replayed ? 'replayed' : 'failed', undefined, error), error);
     throw error;
   }
   told(outcome(seen.replayed ? 'replayed' : 'completed', response));
@@ -78,7 +78,7 @@ export async function observedClaim<T>(
     value = await claim();
   } catch (error) {
     const refused = seen();
-    tell(services, refused, observation(sessionId, request, refused, started, 'failed', undefined, error));
+    tell(services, refused, observation(sessionId, request, refused, started, 'failed', undefined, error), error);
     throw error;
   }
   if (queued) {
@@ -92,8 +92,16 @@ export async function observedClaim<T>(
   return value;
 }
 
-/** Ends the turn's span with how it ended, and tells `services.observeTurn`. */
-function tell(services: TurnServices, seen: Seen, ended: TurnObservation): void {
+/**
+ * Ends the turn's span with how it ended, and tells `services.observeTurn`. A claim refused for
+ * not following `afterTurn` (NotNewestTurnError) took no turn and failed nothing: the facade
+ * takes the request in a branch, whose turn is told. Its span ends without an error, untold.
+ */
+function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?: unknown): void {
+  if (error instanceof NotNewestTurnError) {
+    seen.trace.end({ ...ended, error_code: null });
+    return;
+  }
   seen.trace.end(ended);
   services.observeTurn?.(ended);
 }

@@ -104,3 +104,29 @@ describe("a turn's log line and metrics", () => {
     },
   );
 });
+
+describe('a response that branches', () => {
+  // docs/OPENAI.md: previous_response_id naming an older response takes the turn in a fork. The
+  // claim the older response's conversation refused took no turn: only the branch's is told.
+  it.each(['json', 'stream', 'background'] as const)('logs and counts the branch turn only (%s)', async (mode) => {
+    const first = (await (await call('POST', '/v1/responses', { model: 'echo', input: 'one' })).json()) as {
+      id: string;
+      conversation: { id: string };
+    };
+    const previous = { model: 'echo', previous_response_id: first.id };
+    expect((await call('POST', '/v1/responses', { ...previous, input: 'two' })).status).toBe(200);
+    const errors = 'tailgate_turn_errors_total{code="internal_error"}';
+    const before = (await sample(errors)) ?? 0;
+    lines.length = 0;
+    const settings = { json: {}, stream: { stream: true }, background: { background: true } }[mode];
+    const branch = await call('POST', '/v1/responses', { ...previous, input: 'branch', ...settings });
+    expect(branch.status).toBe(200);
+    await branch.text();
+    while (tasks.length > 0) await Promise.all(tasks.splice(0));
+    await expect.poll(() => lines.some((line) => JSON.parse(line).status === 'completed')).toBe(true);
+    const told = lines.map((line) => JSON.parse(line));
+    expect(told).toMatchObject([{ status: 'completed', turn: 2, error_code: null }]);
+    expect(told[0].session_id).not.toBe(first.conversation.id);
+    expect((await sample(errors)) ?? 0).toBe(before);
+  });
+});

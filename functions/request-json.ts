@@ -76,7 +76,10 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Every JSON request body passes `checkJsonValue` before its route's validator: one that is not
  * UTF-8 is a 400 (decoded leniently, its bad bytes would be stored as U+FFFD). A body that does
- * not parse is left to the validator, which answers 400 as before.
+ * not parse is left to the validator, which answers 400 as before. An empty one (or only
+ * whitespace) is no body, as without a JSON content type: the validator reads `{}`, so a route
+ * whose fields are optional takes its defaults (a compaction, a conversation) and another names
+ * the field it misses, where the validator would answer "Malformed JSON".
  */
 export const checkJsonBody: MiddlewareHandler = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
@@ -86,6 +89,11 @@ export const checkJsonBody: MiddlewareHandler = async (c, next) => {
     text = strictUtf8.decode(await c.req.arrayBuffer());
   } catch {
     throw new InvalidRequestError('body: not UTF-8', { field: 'body' });
+  }
+  if (/^[ \t\r\n]*$/.test(text)) {
+    // Hono keeps each read of the body as a promise (typed as its value): json() parses the text's.
+    (c.req.bodyCache as unknown as { text?: Promise<string> }).text = Promise.resolve('{}');
+    return next();
   }
   let parsed: unknown;
   try {

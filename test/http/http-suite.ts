@@ -327,6 +327,24 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(((await withBody.json()) as any).error.details.field).toBe('content-type');
     });
 
+    // Clients that send Content-Type: application/json on every request (and curl -H "$J") send it
+    // with an empty body too: read as no body, as without the header.
+    it('an empty body with a JSON content type is no body: defaults, or 400 naming the missing field', async () => {
+      const id = await api.session();
+      const empty = (path: string) =>
+        harness.fetch(path, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: new Uint8Array(0),
+        });
+      expect((await empty(`/v1/sessions/${id}/compact`)).status).toBe(200);
+      expect((await empty('/v1/conversations')).status).toBe(200);
+      expect((await empty('/v1/sessions')).status).toBe(201);
+      const turn = await empty(`/v1/sessions/${id}/turns`);
+      expect(turn.status).toBe(400);
+      expect(((await turn.json()) as any).error.details.field).toBe('input');
+    });
+
     it.each([
       ['missing input', {}, 'input'],
       ['empty input string', { input: '' }, 'input'],

@@ -200,15 +200,24 @@ export const toolSchema = z
   .strict();
 export type Tool = z.infer<typeof toolSchema>;
 
+/**
+ * A refinement of a tool list refusing a name given twice (a provider refuses such a request),
+ * the issue at `[index, ...namePath]`. `nameOf` reads a tool's name (OpenAI's shapes nest it).
+ */
+export function toolNamesOnce<T>(nameOf: (tool: T) => string, namePath: readonly string[] = ['name']) {
+  return (tools: readonly T[], context: z.RefinementCtx): void => {
+    const seen = new Set<string>();
+    for (const [index, tool] of tools.entries()) {
+      const name = nameOf(tool);
+      if (seen.has(name))
+        context.addIssue({ code: 'custom', path: [index, ...namePath], message: `${name} is offered twice` });
+      seen.add(name);
+    }
+  };
+}
+
 /** The tools a session or a turn offers: at most 512, each name once (a provider refuses a name given twice). */
 export const toolListSchema = z
   .array(toolSchema)
   .max(512)
-  .superRefine((tools, context) => {
-    const seen = new Set<string>();
-    for (const [index, tool] of tools.entries()) {
-      if (seen.has(tool.name))
-        context.addIssue({ code: 'custom', path: [index, 'name'], message: `${tool.name} is offered twice` });
-      seen.add(tool.name);
-    }
-  });
+  .superRefine(toolNamesOnce((tool) => tool.name));

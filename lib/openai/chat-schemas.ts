@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { toolNamesOnce } from '../items.ts';
 import {
   effortSchema,
   endUserSchema,
@@ -88,7 +89,11 @@ export const chatCompletionCreateSchema = z
   .object({
     model: modelSchema,
     messages: z.array(chatMessageSchema).min(1).max(10_000),
-    tools: z.array(chatToolSchema).max(512).optional(),
+    tools: z
+      .array(chatToolSchema)
+      .max(512)
+      .superRefine(toolNamesOnce((tool) => tool.function.name, ['function', 'name']))
+      .optional(),
     tool_choice: z
       .union(
         [

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { toolNamesOnce } from '../items.ts';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
@@ -143,7 +144,11 @@ export const responseCreateSchema = z
         .max(10_000),
     ]),
     instructions: z.string().nullable().optional(),
-    tools: z.array(functionToolSchema).max(512).optional(),
+    tools: z
+      .array(functionToolSchema)
+      .max(512)
+      .superRefine(toolNamesOnce((tool) => tool.name))
+      .optional(),
     tool_choice: z
       .union(
         [

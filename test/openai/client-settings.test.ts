@@ -225,6 +225,24 @@ describe('Responses settings: honoured on the wire, echoed in the response', () 
       expect(error, param).toMatchObject({ status: 400, param });
     }
   });
+
+  // Providers refuse a request offering one tool name twice (a 502 after the fact): refused first,
+  // as a session's or a native turn's tools are.
+  it('refuses a tool name offered twice, in a response and a chat completion', async () => {
+    const twice = (name: string) => [name, name].map((same) => ({ type: 'function' as const, name: same }));
+    const response = await client.responses
+      .create({ model: 'echo', input: 'hi', tools: twice('lookup') } as never)
+      .catch((caught: unknown) => caught);
+    expect(response).toMatchObject({ status: 400, param: 'tools[1].name' });
+    const chat = await client.chat.completions
+      .create({
+        model: 'echo',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: twice('lookup').map(({ type, name }) => ({ type, function: { name } })),
+      })
+      .catch((caught: unknown) => caught);
+    expect(chat).toMatchObject({ status: 400, param: 'tools[1].function.name' });
+  });
 });
 
 describe('Chat Completions settings on the wire', () => {

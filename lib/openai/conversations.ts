@@ -49,7 +49,7 @@ function conversationItems(
   input: InputItemBody[],
   allowInstructions: boolean,
 ): { instructions: string | null; items: Item[] } {
-  const { instructions, items } = inputToItems(input);
+  const { instructions, items } = inputToItems(input, 'items');
   if (instructions.length > 0 && !allowInstructions) {
     throw new OpenAIApiError(
       400,

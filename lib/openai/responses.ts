@@ -52,9 +52,13 @@ export interface SentCompaction {
  * client that appends each response's output, its compaction item included, resends the whole
  * history so (lib/openai/history-index.ts). `anchor` is the compaction item (with an id) the
  * input starts from when it keeps no item before it: a client that drops everything before a
- * compaction item, as OpenAI recommends, resends its history so.
+ * compaction item, as OpenAI recommends, resends its history so. `field` is the request's name
+ * for the list, which an error names (`items` of a conversation).
  */
-export function inputToItems(input: string | InputItemBody[]): {
+export function inputToItems(
+  input: string | InputItemBody[],
+  field = 'input',
+): {
   instructions: string[];
   items: ClientItem[];
   history: ClientItem[];
@@ -90,8 +94,8 @@ export function inputToItems(input: string | InputItemBody[]): {
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
-          `input[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`,
-          { field: `input.${index}.role` },
+          `${field}[${index}]: a ${entry.role} message must come before every other item (it becomes the instructions)`,
+          { field: `${field}.${index}.role` },
         );
       }
       instructions.push(contentText(contentOf(entry.content)));

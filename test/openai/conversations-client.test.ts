@@ -144,6 +144,19 @@ describe('the official openai client: conversations', () => {
       .catch((error: unknown) => error);
     expect(system).toBeInstanceOf(OpenAI.BadRequestError);
     expect(system).toMatchObject({ param: 'items[0].role' });
+    // A system message after another item is named in `items`, the field the request sent.
+    const late = [
+      { type: 'message' as const, role: 'user' as const, content: 'hi' },
+      { type: 'message' as const, role: 'system' as const, content: 'x' },
+    ];
+    for (const refused of [
+      client.conversations.create({ items: late }),
+      client.conversations.items.create(id, { items: late }),
+    ]) {
+      const error = await refused.catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ status: 400, param: 'items[1].role' });
+      expect((error as Error).message).toMatch(/^400 items\[1\]: /);
+    }
     const include = await client.conversations.items
       .list(id, { include: ['message.output_text.logprobs'] })
       .catch((error: unknown) => error);

@@ -99,12 +99,7 @@ export class SessionLog extends SessionLogBase {
     return appendItems(this.log, id, items, packsOverdue, onlyFirst);
   }
 
-  /**
-   * After an overdue append packed (lib/turn/append.ts): when that pack wrote the view of its
-   * record and the record's items are more than afterViewBytes of that view, a record of no items
-   * carrying the state after it, so the newest record a cold turn or the next append reads is
-   * small (log/state-record.ts). Never throws; true when it landed.
-   */
+  /** After an overdue append packed, its record of no items when it was large (log/state-record.ts). */
   async putStateAfter(overdue: OverdueAppend): Promise<boolean> {
     return putStateAfter(this.log, this.packSchedule.writtenView(overdue.scope.id), overdue);
   }
@@ -147,11 +142,8 @@ export class SessionLog extends SessionLogBase {
   }
 
   /**
-   * Takes the lease of a background turn for the runner that took it over (its first
-   * `.lease`, create-only). When another runner's is there and live, waits a renewal (a third
-   * of the lease and a tenth more) and reads it again: renewed, its runner is alive and this
-   * is TurnInProgressError; not renewed (or run out), it is taken over if-match, so of two
-   * late runners one has it (the other: TurnInProgressError).
+   * Takes a background turn's lease for its runner (create-only; a live one of another runner is
+   * taken over if-match once it missed a renewal, else TurnInProgressError: log/lease.ts).
    */
   async takeLease(turn: OpenTurn): Promise<void> {
     return takeLease(this.log, turn);

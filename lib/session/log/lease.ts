@@ -52,7 +52,13 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
   return expires;
 }
 
-/** See SessionLog.takeLease. */
+/**
+ * Takes the lease of a background turn for the runner that took it over (its first `.lease`,
+ * create-only). When another runner's is there and live, waits a renewal (a third of the lease
+ * and a tenth more) and reads it again: renewed, its runner is alive and this is
+ * TurnInProgressError; not renewed (or run out), it is taken over if-match, so of two late
+ * runners one has it (the other: TurnInProgressError).
+ */
 export async function takeLease(log: LogContext, turn: OpenTurn): Promise<void> {
   const key = leaseKey(turn.scope, turn.record);
   const first = leaseWrite(log, turn);

@@ -76,10 +76,11 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Every JSON request body passes `checkJsonValue` before its route's validator: one that is not
  * UTF-8 is a 400 (decoded leniently, its bad bytes would be stored as U+FFFD). A body that does
- * not parse is left to the validator, which answers 400 as before. An empty one (or only
- * whitespace) is no body, as without a JSON content type: the validator reads `{}`, so a route
- * whose fields are optional takes its defaults (a compaction, a conversation) and another names
- * the field it misses, where the validator would answer "Malformed JSON".
+ * not parse is left to the validator, which answers 400 as before; one that does is what
+ * `c.req.json()` answers from then on. An empty one (or only whitespace) is no body, as without
+ * a JSON content type: the validator reads `{}`, so a route whose fields are optional takes its
+ * defaults (a compaction, a conversation) and another names the field it misses, where the
+ * validator would answer "Malformed JSON".
  */
 export const checkJsonBody: MiddlewareHandler = async (c, next) => {
   if (c.req.method === 'GET' || c.req.method === 'HEAD' || c.req.method === 'DELETE') return next();
@@ -103,5 +104,9 @@ export const checkJsonBody: MiddlewareHandler = async (c, next) => {
     throw error;
   }
   checkJsonValue(parsed, 'body');
+  // The validator (and the rate limiter, for a turn) read this parse: the body is decoded and
+  // parsed once, not again from its bytes. Nothing changes a parsed body (schemas build new values).
+  const json = Promise.resolve(parsed);
+  c.req.json = <T>() => json as Promise<T>;
   return next();
 };

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { utf8Bytes } from '../../functions/item-size.ts';
+import { jsonBytesBound, utf8Bytes } from '../../functions/item-size.ts';
 
 describe('utf8Bytes', () => {
   const encoded = (text: string) => new TextEncoder().encode(text).length;
@@ -23,5 +23,31 @@ describe('utf8Bytes', () => {
       ),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('jsonBytesBound', () => {
+  const stored = (value: unknown) => new TextEncoder().encode(JSON.stringify(value)).length;
+
+  it('is at least the UTF-8 bytes of the JSON of any item-like value, escapes and lone surrogates included', () => {
+    const text = fc.string({ unit: 'binary' });
+    const items = fc.oneof(
+      fc.record({ type: fc.constant('message'), role: fc.constant('user'), content: text }),
+      fc.record({ type: fc.constant('function_call'), call_id: text, name: text, arguments: text }),
+      fc.record({
+        type: fc.constant('function_call_output'),
+        call_id: text,
+        output: fc.array(fc.record({ type: fc.constant('input_text'), text })),
+      }),
+      fc.jsonValue(),
+    );
+    fc.assert(
+      fc.property(items, (item) => {
+        expect(jsonBytesBound(item)).toBeGreaterThanOrEqual(stored(item));
+      }),
+      { numRuns: 500 },
+    );
+    for (const worst of ['\u0000\u001f', '\ud800', '\u2028"\\', '😀', -1.2345678901234567e-308, [[]], { '\n': null }])
+      expect(jsonBytesBound(worst)).toBeGreaterThanOrEqual(stored(worst));
   });
 });

@@ -82,6 +82,26 @@ describe('reading back the records a process wrote', () => {
     const stored = await store.get(recordKey((await readHead(log, 's1')).scope, 4));
     expect(JSON.parse(new TextDecoder().decode(stored!.body))).toEqual(JSON.parse(JSON.stringify(last)));
   });
+
+  it("stores a record's fields in their order, its items in their place, what it carries last", async () => {
+    const store = new MemoryStore();
+    await new SessionLog(store).create({ id: 's1' });
+    const log = logContext(store, { viewPolicy });
+    const call = { type: 'function_call', call_id: 'c1', name: 'read', arguments: '{"path":"a"}' } as const;
+    const output = { type: 'function_call_output', call_id: 'c1', output: 'é \u2028 "x"' } as const;
+    for (const [number, items] of [
+      [1, [call]],
+      [2, [output, call]],
+      [3, [output]],
+    ] as const) {
+      const written = await commit(log, 's1', [...items], { kind: 'append' });
+      const { recent, ...rest } = 'record' in written ? written.record : ({} as LogRecord);
+      expect(number === 1 ? recent : recent?.length).toBe(number === 1 ? undefined : number - 1);
+      const stored = await store.get(recordKey((await readHead(log, 's1')).scope, number));
+      // Byte for byte JSON.stringify of the record with `recent` moved last.
+      expect(new TextDecoder().decode(stored!.body)).toBe(JSON.stringify(recent ? { ...rest, recent } : rest));
+    }
+  });
 });
 
 describe('the record cache of a store', () => {

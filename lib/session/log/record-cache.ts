@@ -79,17 +79,45 @@ export function carried(items: readonly LogItem[]): { length: number; bytes: Uin
   return entry;
 }
 
-/** The UTF-8 bytes of JSON.stringify(record), its `recent` (last) from the carried groups' kept bytes. */
+/**
+ * The UTF-8 bytes of JSON.stringify(record), its `recent` (last) from the carried groups' kept
+ * bytes, and its `items` (in their place) from theirs (`carried`: an append's were serialized
+ * already, for its view's schedule, and the next record carrying them takes them from there).
+ */
 export function recordBody(record: LogRecord): Uint8Array {
   const { recent, ...rest } = record;
-  if (!recent) return toBytes(JSON.stringify(rest));
-  const parts = [toBytes(`${JSON.stringify(rest).slice(0, -1)},"recent":[`)];
+  const parts = fieldsAround(rest, 'items', carried(record.items).bytes);
+  if (!recent) return concatBytes(parts);
+  parts[parts.length - 1] = toBytes(',"recent":[');
   recent.forEach((group, index) => {
     parts.push(toBytes(`${index > 0 ? ',' : ''}{"record":${group.record},"items":`), carried(group.items).bytes);
     parts.push(toBytes(group.repeats ? `,"repeats":${JSON.stringify(group.repeats)}}` : '}'));
   });
   parts.push(toBytes(']}'));
   return concatBytes(parts);
+}
+
+/**
+ * JSON.stringify(object) as parts, the value of its field `key` (present) given as `value`, its
+ * JSON's bytes: the object's JSON up to that value, the value, then the rest, the closing `}`
+ * alone in the last part.
+ */
+function fieldsAround(object: object, key: string, value: Uint8Array): Uint8Array[] {
+  const before: Record<string, unknown> = {};
+  const after: Record<string, unknown> = {};
+  let side = before;
+  for (const [name, field] of Object.entries(object)) {
+    if (name === key) side = after;
+    else side[name] = field;
+  }
+  const head = JSON.stringify(before).slice(0, -1);
+  const tail = JSON.stringify(after).slice(1, -1);
+  return [
+    toBytes(`${head}${head.length > 1 ? ',' : ''}${JSON.stringify(key)}:`),
+    value,
+    toBytes(tail.length > 0 ? `,${tail}` : ''),
+    toBytes('}'),
+  ];
 }
 
 /**

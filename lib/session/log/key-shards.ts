@@ -5,7 +5,8 @@ import { mapLimit } from '../../store/object-store.ts';
 import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView, type ShardPlace } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { INDEX_KEY_CHARS, rangeReader, readShard, wholeReader, type SetReader } from './shard-read.ts';
-import { shardCacheOf } from './shard-cache.ts';
+import { shardCacheOf, type ShardCache } from './shard-cache.ts';
+import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
 import type { KnownKeys } from './types.ts';
 
 /**
@@ -103,12 +104,18 @@ export function rememberIndex(log: LogContext, scope: LogScope, key: string, ind
   const { filters, ...rest } = index;
   const json = JSON.stringify(rest);
   const cache = shardCacheOf(log.store);
-  cache.set(indexKey(log, key), json, json.length);
-  if (!filters) return;
-  for (const [prefix, record] of shardVersions(index)) {
+  const cacheKey = indexKey(log, key);
+  cache.set(cacheKey, json, json.length);
+  const kept: Record<string, string> = {};
+  for (const [prefix, record] of filters ? shardVersions(index) : []) {
     const filter = filterOf(filters, prefix);
-    if (filter !== undefined) cache.set(filterKey(scope, record, prefix), filter, filter.length);
+    if (filter === undefined) continue;
+    cache.set(filterKey(scope, record, prefix), filter, filter.length);
+    kept[prefix] = filter;
   }
+  // The appends after the view ask for this index (rememberedIndex): a frozen view's (the view
+  // cache keeps it) is the answer already, without its JSON parsed back.
+  if (Object.isFrozen(index)) remembered(cache, cacheKey, json, rest, kept);
 }
 
 /**
@@ -118,18 +125,42 @@ export function rememberIndex(log: LogContext, scope: LogScope, key: string, ind
  */
 export function rememberedIndex(log: LogContext, scope: LogScope, key: string): KeyIndex | undefined {
   const cache = shardCacheOf(log.store);
-  const json = cache.get(indexKey(log, key));
+  const cacheKey = indexKey(log, key);
+  const json = cache.get(cacheKey);
   if (json === undefined) {
     const view = log.viewCache?.get(key);
     return view?.policy === log.viewPolicy.version ? view.keys : undefined;
   }
-  const index = JSON.parse(json) as KeyIndex;
+  const last = lastRemembered.get(cache);
+  if (last?.key === cacheKey && last.json === json) return last.index;
+  const parsed = JSON.parse(json) as KeyIndex;
   const filters: Record<string, string> = {};
-  for (const [prefix, record] of shardVersions(index)) {
+  for (const [prefix, record] of shardVersions(parsed)) {
     const filter = cache.get(filterKey(scope, record, prefix));
     if (filter !== undefined) filters[prefix] = filter;
   }
-  return Object.keys(filters).length > 0 ? { ...index, filters } : index;
+  return remembered(cache, cacheKey, json, parsed, filters);
+}
+
+/**
+ * The index rememberedIndex answers last, by cache, with the JSON it was parsed from (or that
+ * rememberIndex kept): the appends after one view ask for its index each (every shard's filter
+ * looked up, the delta parsed), and get this one while the cache holds the same JSON under the
+ * same key (frozen: shared by them). It holds at most one index's filters beyond the cache's bound.
+ */
+const lastRemembered = new WeakMap<ShardCache, { key: string; json: string; index: DeepReadonly<KeyIndex> }>();
+
+/** `index` (without filters) with `filters`, frozen, kept as the answer for `key` while `json` is cached there. */
+function remembered(
+  cache: ShardCache,
+  key: string,
+  json: string,
+  index: Omit<KeyIndex, 'filters'>,
+  filters: Record<string, string>,
+): DeepReadonly<KeyIndex> {
+  const answer = deepFreeze(Object.keys(filters).length > 0 ? { ...index, filters } : index);
+  lastRemembered.set(cache, { key, json, index: answer });
+  return answer;
 }
 
 /** The cache key of the filter of a shard (a function of the shard, as its keys are). */

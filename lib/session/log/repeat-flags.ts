@@ -27,10 +27,30 @@ type Group = NonNullable<LogRecord['recent']>[number];
  */
 const groupKeys = new WeakMap<ViewPolicy, WeakMap<readonly LogItem[], string[]>>();
 
+/**
+ * The call key of each function_call told here that cannot change (a log item: frozen, or in a
+ * carried group), by view policy and item: the view a pack writes holds the items its appends'
+ * records did, and its repeat index takes their keys from here rather than hashing them again.
+ */
+const itemKeys = new WeakMap<ViewPolicy, WeakMap<PromptItem, string>>();
+
 /** The call keys of the function_calls among `items`. */
-export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[]): string[] {
+export function callKeysOf(policy: ViewPolicy, items: readonly PromptItem[], logged = false): string[] {
+  let byItem = itemKeys.get(policy);
+  if (byItem === undefined) {
+    byItem = new WeakMap();
+    itemKeys.set(policy, byItem);
+  }
   const keys: string[] = [];
-  for (const item of items) if (item.type === 'function_call') keys.push(policy.callKey(item.name, item.arguments));
+  for (const item of items) {
+    if (item.type !== 'function_call') continue;
+    let key = byItem.get(item);
+    if (key === undefined) {
+      key = policy.callKey(item.name, item.arguments);
+      if (logged || Object.isFrozen(item)) byItem.set(item, key);
+    }
+    keys.push(key);
+  }
   return keys;
 }
 
@@ -42,7 +62,7 @@ function groupKeysOf(policy: ViewPolicy, items: readonly LogItem[]): string[] {
   }
   let keys = byItems.get(items);
   if (keys === undefined) {
-    keys = callKeysOf(policy, items);
+    keys = callKeysOf(policy, items, true);
     byItems.set(items, keys);
   }
   return keys;

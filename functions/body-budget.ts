@@ -89,6 +89,10 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     }
     chunks.length = 0;
     c.req.raw = new Request(c.req.raw, { body: whole });
+    // What c.req.arrayBuffer() answers (the JSON check reads it): the bytes in hand, not read
+    // again through the new request's stream.
+    const bytes = Promise.resolve(whole.buffer);
+    c.req.arrayBuffer = () => bytes;
     return await next();
   } finally {
     held -= counted;

@@ -83,6 +83,7 @@ export class MemoryTurnDriver implements TurnDriver {
       commitTurnContext: (turn, next) => log.commitTurnContext(turn, next),
       renewLease: (turn) => log.renewLease(turn),
       takeLease: (turn) => log.takeLease(turn),
+      renewHeldLease: (turn, etag) => log.renewHeldLease(turn, etag),
       closedBy: (turn) => log.closedBy(turn),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),

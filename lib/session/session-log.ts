@@ -14,7 +14,7 @@ import {
   type Summarized,
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
-import { cancelTurn, closedBy, closeIfOpenExpired, renewLease, takeLease } from './log/lease.ts';
+import { cancelTurn, closedBy, closeIfOpenExpired, renewHeldLease, renewLease, takeLease } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
 import {
   enqueueInput,
@@ -131,22 +131,19 @@ export class SessionLog extends SessionLogBase {
     return new TurnClaim(this.log, id, options);
   }
 
-  /**
-   * Writes the turn's lease again, `leaseMs` from now (`.lease` beside its record), so a
-   * newcomer does not close it while the model is still answering. Call it every third of the
-   * lease while the turn runs. A turn closed meanwhile keeps its completion: the lease object
-   * is then a leftover the packer deletes.
-   */
+  /** Writes the turn's lease again, `leaseMs` from now: its expiry (log/lease.ts). */
   async renewLease(turn: OpenTurn): Promise<string> {
     return renewLease(this.log, turn);
   }
 
-  /**
-   * Takes a background turn's lease for its runner (create-only; a live one of another runner is
-   * taken over if-match once it missed a renewal, else TurnInProgressError: log/lease.ts).
-   */
-  async takeLease(turn: OpenTurn): Promise<void> {
+  /** Takes a background turn's lease for its runner: the etag its renewals match (log/lease.ts). */
+  async takeLease(turn: OpenTurn): Promise<string> {
     return takeLease(this.log, turn);
+  }
+
+  /** Renews a lease takeLease took: the new etag, or null when another runner has it (log/lease.ts). */
+  async renewHeldLease(turn: OpenTurn, etag: string): Promise<string | null> {
+    return renewHeldLease(this.log, turn, etag);
   }
 
   /**

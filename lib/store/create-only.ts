@@ -1,4 +1,11 @@
-import { decodeUtf8, type Body, type ObjectStore, type PutOptions, type StoredObject } from './object-store.ts';
+import {
+  decodeUtf8,
+  type Body,
+  type ObjectInfo,
+  type ObjectStore,
+  type PutOptions,
+  type StoredObject,
+} from './object-store.ts';
 
 /**
  * A create-only put that counts a write whose answer was lost. A put refused, or failed, may
@@ -7,23 +14,29 @@ import { decodeUtf8, type Body, type ObjectStore, type PutOptions, type StoredOb
  * this write carries (a random id in its body or metadata). True when the object is ours.
  * A failure that did not land is rethrown.
  */
-export async function putCreateOnly(
+export async function putCreateOnly(...put: Parameters<typeof putCreateOnlyInfo>): Promise<boolean> {
+  return (await putCreateOnlyInfo(...put)) !== null;
+}
+
+/** {@link putCreateOnly} that answers with the object written (its etag), or null when it is not ours. */
+export async function putCreateOnlyInfo(
   store: ObjectStore,
   key: string,
   body: Body,
   options: Omit<PutOptions, 'onlyIfAbsent' | 'ifMatch'>,
   ours: (object: StoredObject) => boolean,
-): Promise<boolean> {
+): Promise<ObjectInfo | null> {
   let failure: { error: unknown } | null = null;
   try {
-    if (await store.put(key, body, { ...options, onlyIfAbsent: true })) return true;
+    const written = await store.put(key, body, { ...options, onlyIfAbsent: true });
+    if (written) return written;
   } catch (error) {
     failure = { error };
   }
   const object = await store.get(key);
-  if (object && ours(object)) return true;
+  if (object && ours(object)) return object;
   if (failure) throw failure.error;
-  return false;
+  return null;
 }
 
 /**

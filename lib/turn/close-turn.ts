@@ -9,6 +9,7 @@ import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
+import { LeaseTakenError } from './renewal.ts';
 import type { TurnTrace } from './trace.ts';
 import type { TurnServices } from './types.ts';
 
@@ -94,9 +95,12 @@ export async function closeFailed(
   // Moves in flight finish first, so the completion carries every notice taken.
   await attempt.notices?.settle().catch(() => undefined);
   const undelivered: Undelivered = attempt.notices?.undelivered ?? turn.undelivered;
-  // Closed by someone else (lease, cancel, a delete): the notices this turn took from the
-  // inbox or took over go back (the closer's completion carries the older ones on).
-  if (error instanceof TurnClosedError || error instanceof NotFoundError) {
+  // Closed by someone else (lease, cancel, a delete), or run by another runner that took its
+  // lease over: the notices this turn took from the inbox or took over go back (the closer's
+  // completion carries the older ones on; the other runner's prompt could not show them).
+  const byOther =
+    error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseTakenError;
+  if (byOther) {
     const taken = undelivered.notices.filter(
       (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
     );
@@ -106,8 +110,8 @@ export async function closeFailed(
   // close by the turn's own completion.
   if (error instanceof AbortedError)
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-  // Closed by someone else, by the abort itself, or deleted: nothing more to store.
-  if (error instanceof AbortedError || error instanceof TurnClosedError || error instanceof NotFoundError) throw error;
+  // Closed by someone else, by the abort itself, deleted, or run elsewhere: nothing more to store.
+  if (error instanceof AbortedError || byOther) throw error;
   try {
     await closeTurn(services, turn, {
       status: 'failed',

@@ -169,8 +169,8 @@ async function attemptTurn(
   // A background turn's runner takes its lease (while it reads the history) before it moves a
   // notice or calls a model: a second runner of the turn stops while the first renews it.
   const leased = options.background ? services.sessions.takeLease(claimed.turn) : undefined;
-  const landed = Promise.all([claimed.landed, leased]).then(([ok]) => {
-    if (ok) renewal = renewLease(services, claimed.turn, attempt.stop);
+  const landed = Promise.all([claimed.landed, leased]).then(([ok, held]) => {
+    if (ok) renewal = renewLease(services, claimed.turn, attempt.stop, held);
     return ok;
   });
   landed.catch(() => undefined);

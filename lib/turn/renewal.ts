@@ -1,4 +1,11 @@
-import { LEASE_EXPIRED, NotFoundError, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../errors.ts';
+import {
+  LEASE_EXPIRED,
+  NotFoundError,
+  SESSION_DELETED,
+  TURN_CANCELLED,
+  TurnClosedError,
+  TurnInProgressError,
+} from '../errors.ts';
 import { renewalMs } from '../session/log/lease.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { TurnServices } from './types.ts';
@@ -10,28 +17,54 @@ import type { TurnServices } from './types.ts';
  */
 
 /**
+ * Another runner of a background turn took its lease over (this one missed its renewals):
+ * the turn runs there, so this one stops and stores nothing of it.
+ */
+export class LeaseTakenError extends TurnInProgressError {
+  constructor(turn: OpenTurn) {
+    super(turn.scope.id, turn.turn);
+    this.name = 'LeaseTakenError';
+  }
+}
+
+/**
  * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
  * as a working turn can take (a summary and an answer, each within the model timeout): a turn
  * hung on a call that never returns lets its session go. A background turn (`stop`, whose
  * runner took the lease already: its receipt says in_progress) asks at once and after each
  * renewal whether someone else closed it (a cancel): then it stops, as its completion would
- * have been refused.
+ * have been refused. Its renewals match the lease it holds (`held`, its etag): one refused
+ * because another runner took the lease over stops it too (LeaseTakenError).
  */
 export function renewLease(
   services: TurnServices,
   turn: OpenTurn,
   stop?: AbortController,
+  held?: string,
 ): ReturnType<typeof setInterval> {
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
-  const closed = async () => {
+  let etag = held;
+  const closed = async (kept = true) => {
     if (!stop || stop.signal.aborted) return;
     const code = await services.sessions.closedBy(turn);
     if (code !== null) stop.abort(closedError(turn, code));
+    else if (!kept) stop.abort(new LeaseTakenError(turn));
+  };
+  // Whether the lease is still this runner's.
+  const renewed = async () => {
+    if (etag === undefined) {
+      await services.sessions.renewLease(turn);
+      return true;
+    }
+    const next = await services.sessions.renewHeldLease(turn, etag);
+    if (next === null) clearInterval(renewal);
+    else etag = next;
+    return next !== null;
   };
   const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);
   const renew = () => {
     if (Date.now() > renewUntil) return clearInterval(renewal);
-    services.sessions.renewLease(turn).then(closed).catch(failed);
+    renewed().then(closed).catch(failed);
   };
   const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
   if (stop) closed().catch(failed);

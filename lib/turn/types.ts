@@ -71,6 +71,7 @@ export type TurnSessionLog = Pick<
   | 'pack'
   | 'renewLease'
   | 'takeLease'
+  | 'renewHeldLease'
   | 'closedBy'
   | 'queued'
   | 'journal'

@@ -3,6 +3,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { sessionExistsIn } from '../../lib/session/log/config-object.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import {
   claimBackgroundTurn,
   runBackgroundTurn,
@@ -30,10 +31,13 @@ async function world() {
   const clock = () => new Date();
   const store = new MemoryStore({ clock });
   let calls = 0;
+  // What each model call was asked to heed (the model below does not: it answers once released).
+  const signals: (AbortSignal | undefined)[] = [];
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
-  const model = hookedEcho('echo', async () => {
+  const model = hookedEcho('echo', async (request) => {
     calls++;
+    signals.push(request.signal);
     await released;
   });
   const tasks: Promise<unknown>[] = [];
@@ -59,6 +63,7 @@ async function world() {
     services,
     run: run!,
     calls: () => calls,
+    signals,
     release,
     /** Runs the runners' timers until `done` holds (or gives up). */
     until,
@@ -136,6 +141,46 @@ describe('a background turn delivered twice', () => {
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+  });
+});
+
+describe('a background runner alive but late on its renewals', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('stops once a second runner took its lease over, storing nothing, and leaves that lease alone', async () => {
+    const { store, services, sessions, run, calls, signals, release, until, outcome, advance } = await world();
+    // The first runner's process: its lease puts fail for a while (its store is slow to answer).
+    let late = false;
+    const its = new FaultyStore(store).failWhen(
+      ({ operation, key }) => late && operation === 'put' && key.endsWith('.lease'),
+    );
+    const first = runBackgroundTurn({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run);
+    await until(() => calls() === 1);
+    late = true;
+    // Not renewed within a renewal and a tenth: the second takes the lease over and runs the turn.
+    const second = runBackgroundTurn(services, run);
+    await until(() => calls() === 2);
+    /** The `writer` an object of the turn carries (a lease's in its metadata, a completion's in its body). */
+    const writerOf = async (suffix: string) => {
+      const key = (await store.list('')).objects.find((object) => object.key.endsWith(suffix))!.key;
+      const object = (await store.get(key))!;
+      return suffix === '.lease' ? object.metadata.writer : JSON.parse(new TextDecoder().decode(object.body)).writer;
+    };
+    const holder = await writerOf('.lease');
+    // The first's next renewal lands: refused, it learns the lease is another's and stops its model call.
+    late = false;
+    await until(() => signals[0]?.aborted === true);
+    expect(signals.map((signal) => signal?.aborted)).toEqual([true, false]);
+    expect(await writerOf('.lease')).toBe(holder);
+    // Its model answers after all (it did not heed the abort): it stores nothing, the second completes the turn.
+    release();
+    expect(await outcome(first)).toBe('done');
+    expect(await outcome(second)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(await writerOf('.done')).toBe(holder);
   });
 });
 

@@ -303,6 +303,7 @@ describe('storage operations per turn', () => {
         commitTurnContext: log.commitTurnContext.bind(log),
         renewLease: log.renewLease.bind(log),
         takeLease: log.takeLease.bind(log),
+        renewHeldLease: log.renewHeldLease.bind(log),
         closedBy: log.closedBy.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),

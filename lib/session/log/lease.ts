@@ -6,7 +6,7 @@ import {
   TurnNotOpenError,
   TurnInProgressError,
 } from '../../errors.ts';
-import { putCreateOnly, putJsonCreateOnly } from '../../store/create-only.ts';
+import { putCreateOnlyInfo, putJsonCreateOnly } from '../../store/create-only.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { doneKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
@@ -45,7 +45,12 @@ function leaseWrite(log: LogContext, turn: OpenTurn) {
   };
 }
 
-/** See SessionLog.renewLease. */
+/**
+ * Writes the turn's lease again, `leaseMs` from now (`.lease` beside its record), so a newcomer
+ * does not close it while the model is still answering. Call it every third of the lease while
+ * the turn runs. A turn closed meanwhile keeps its completion: the lease object is then a
+ * leftover the packer deletes.
+ */
 export async function renewLease(log: LogContext, turn: OpenTurn): Promise<string> {
   const { expires, body, options } = leaseWrite(log, turn);
   await log.store.put(leaseKey(turn.scope, turn.record), body, options);
@@ -57,17 +62,18 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
  * create-only). When another runner's is there and live, waits a renewal (a third of the lease
  * and a tenth more) and reads it again: renewed, its runner is alive and this is
  * TurnInProgressError; not renewed (or run out), it is taken over if-match, so of two late
- * runners one has it (the other: TurnInProgressError).
+ * runners one has it (the other: TurnInProgressError). Answers the etag of the lease taken,
+ * which its renewals match (renewHeldLease).
  */
-export async function takeLease(log: LogContext, turn: OpenTurn): Promise<void> {
+export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string> {
   const key = leaseKey(turn.scope, turn.record);
   const first = leaseWrite(log, turn);
   let found: StoredObject | null = null;
-  const taken = await putCreateOnly(log.store, key, first.body, first.options, (object) => {
+  const taken = await putCreateOnlyInfo(log.store, key, first.body, first.options, (object) => {
     found = object;
     return object.metadata.writer === turn.writer;
   });
-  if (taken) return;
+  if (taken) return taken.etag;
   const held = found as StoredObject | null;
   // Gone since the refusal: deleted with the closed turn (the packer) or the session.
   if (!held) throw new TurnInProgressError(turn.scope.id, turn.turn);
@@ -82,8 +88,34 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<void> 
   }
   // Run out, or not renewed: this runner's, unless another late runner took it first.
   const next = leaseWrite(log, turn);
-  if (!(await log.store.put(key, next.body, { ...next.options, ifMatch: held.etag })))
-    throw new TurnInProgressError(turn.scope.id, turn.turn, until);
+  const written = await log.store.put(key, next.body, { ...next.options, ifMatch: held.etag });
+  if (!written) throw new TurnInProgressError(turn.scope.id, turn.turn, until);
+  return written.etag;
+}
+
+/**
+ * Renews a lease taken with takeLease, if-match on `etag` (the lease as this runner last wrote
+ * it): the new etag, or null when another runner took the lease over (or it is gone with the
+ * closed turn). A refused or failed renewal reads the lease back: one still carrying the
+ * runner's `writer` is its own (an answer lost).
+ */
+export async function renewHeldLease(log: LogContext, turn: OpenTurn, etag: string): Promise<string | null> {
+  const key = leaseKey(turn.scope, turn.record);
+  const { body, options } = leaseWrite(log, turn);
+  const put = (ifMatch: string) => log.store.put(key, body, { ...options, ifMatch });
+  let failed = false;
+  try {
+    const written = await put(etag);
+    if (written) return written.etag;
+  } catch {
+    failed = true;
+  }
+  // Refused or failed: the lease is this runner's still when it carries its writer (this put,
+  // its answer lost; or an earlier renewal whose answer was lost changed the etag).
+  const found = await log.store.head(key);
+  if (found?.metadata.writer !== turn.writer) return null;
+  if (failed) return found.etag;
+  return (await put(found.etag))?.etag ?? null;
 }
 
 /** See SessionLog.closedBy. */

@@ -253,6 +253,14 @@ export class TurnInProgressError extends TailgateError {
   }
 }
 
+/** A background turn's lease is another runner's (it renews it, or took it over): the turn runs there. */
+export class LeaseHeldError extends TurnInProgressError {
+  constructor(sessionId: string, turn: number, leaseExpiresAt?: string) {
+    super(sessionId, turn, leaseExpiresAt);
+    this.name = 'LeaseHeldError';
+  }
+}
+
 /**
  * A session's or a scoped token's budget is spent: its turns are refused before anything is
  * stored (lib/ledger/budget.ts). `details.budget` says whose.

@@ -1,4 +1,4 @@
-import { AbortedError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
+import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
@@ -9,7 +9,6 @@ import type { TurnNotices } from './notices.ts';
 import type { TurnPlan } from './plan.ts';
 import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
-import { LeaseTakenError } from './renewal.ts';
 import type { TurnTrace } from './trace.ts';
 import type { TurnServices } from './types.ts';
 
@@ -98,8 +97,7 @@ export async function closeFailed(
   // Closed by someone else (lease, cancel, a delete), or run by another runner that took its
   // lease over: the notices this turn took from the inbox or took over go back (the closer's
   // completion carries the older ones on; the other runner's prompt could not show them).
-  const byOther =
-    error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseTakenError;
+  const byOther = error instanceof TurnClosedError || error instanceof NotFoundError || error instanceof LeaseHeldError;
   if (byOther) {
     const taken = undelivered.notices.filter(
       (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),

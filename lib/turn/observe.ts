@@ -1,4 +1,4 @@
-import { NotNewestTurnError, TailgateError } from '../errors.ts';
+import { LeaseHeldError, NotNewestTurnError, TailgateError } from '../errors.ts';
 import { TurnTrace } from './trace.ts';
 import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
@@ -93,9 +93,11 @@ export async function observedClaim<T>(
 }
 
 /**
- * Ends the turn's span with how it ended, and tells `services.observeTurn`. A claim refused for
- * not following `afterTurn` (NotNewestTurnError) took no turn and failed nothing: the facade
- * takes the request in a branch, whose turn is told. Its span ends without an error, untold.
+ * Ends the turn's span with how it ended, and tells `services.observeTurn`. Two errors are of
+ * attempts that ran no turn, whose span ends untold: a claim refused for not following
+ * `afterTurn` (NotNewestTurnError: the facade takes the request in a branch, whose turn is told;
+ * its span ends without an error), and a background turn's runner that found its lease another
+ * runner's (LeaseHeldError: the runner that runs the turn tells it).
  */
 function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?: unknown): void {
   if (error instanceof NotNewestTurnError) {
@@ -103,6 +105,7 @@ function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?
     return;
   }
   seen.trace.end(ended);
+  if (error instanceof LeaseHeldError) return;
   services.observeTurn?.(ended);
 }
 

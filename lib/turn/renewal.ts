@@ -4,7 +4,7 @@ import {
   SESSION_DELETED,
   TURN_CANCELLED,
   TurnClosedError,
-  TurnInProgressError,
+  LeaseHeldError,
 } from '../errors.ts';
 import { renewalMs } from '../session/log/lease.ts';
 import type { OpenTurn } from '../session/log/types.ts';
@@ -17,24 +17,13 @@ import type { TurnServices } from './types.ts';
  */
 
 /**
- * Another runner of a background turn took its lease over (this one missed its renewals):
- * the turn runs there, so this one stops and stores nothing of it.
- */
-export class LeaseTakenError extends TurnInProgressError {
-  constructor(turn: OpenTurn) {
-    super(turn.scope.id, turn.turn);
-    this.name = 'LeaseTakenError';
-  }
-}
-
-/**
  * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
  * as a working turn can take (a summary and an answer, each within the model timeout): a turn
  * hung on a call that never returns lets its session go. A background turn (`stop`, whose
  * runner took the lease already: its receipt says in_progress) asks at once and after each
  * renewal whether someone else closed it (a cancel): then it stops, as its completion would
  * have been refused. Its renewals match the lease it holds (`held`, its etag): one refused
- * because another runner took the lease over stops it too (LeaseTakenError).
+ * because another runner took the lease over stops it too (LeaseHeldError).
  */
 export function renewLease(
   services: TurnServices,
@@ -48,7 +37,7 @@ export function renewLease(
     if (!stop || stop.signal.aborted) return;
     const code = await services.sessions.closedBy(turn);
     if (code !== null) stop.abort(closedError(turn, code));
-    else if (!kept) stop.abort(new LeaseTakenError(turn));
+    else if (!kept) stop.abort(new LeaseHeldError(turn.scope.id, turn.turn));
   };
   // Whether the lease is still this runner's.
   const renewed = async () => {

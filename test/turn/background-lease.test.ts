@@ -9,6 +9,7 @@ import {
   runBackgroundTurn,
   runInProcess,
   type BackgroundTurn,
+  type TurnObservation,
   type TurnServices,
 } from '../../lib/turn/index.ts';
 import { journalEvents, type NumberedEvent } from '../../lib/turn/journal.ts';
@@ -41,6 +42,7 @@ async function world() {
     await released;
   });
   const tasks: Promise<unknown>[] = [];
+  const observations: TurnObservation[] = [];
   const sessions = new SessionLog(store, { clock, leaseMs: LEASE_MS });
   const services: TurnServices = {
     sessions,
@@ -51,6 +53,7 @@ async function world() {
     background: (task) => void tasks.push(task),
     startBackground: (run) => runInProcess(services, run),
     log: () => {},
+    observeTurn: (observation) => void observations.push(observation),
   };
   await sessions.create({ id: 's' });
   const { run } = await claimBackgroundTurn(services, 's', { input: 'hello' });
@@ -64,6 +67,8 @@ async function world() {
     run: run!,
     calls: () => calls,
     signals,
+    /** How each run was told (the log line, the metrics). */
+    told: () => observations.map(({ turn, status, error_code }) => ({ turn, status, error_code })),
     release,
     /** Runs the runners' timers until `done` holds (or gives up). */
     until,
@@ -101,7 +106,7 @@ describe('a background turn delivered twice', () => {
   });
 
   it('is run once while its first runner renews its lease: the second calls no model and writes nothing', async () => {
-    const { sessions, services, run, calls, release, until, outcome, advance } = await world();
+    const { sessions, services, run, calls, told, release, until, outcome, advance } = await world();
     const first = runBackgroundTurn(services, run);
     await until(() => calls() === 1);
     // The first renews its lease within a third of it; the second looks again a little later.
@@ -112,6 +117,8 @@ describe('a background turn delivered twice', () => {
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+    // Told once, as the turn it was: the runner that found it running ran no turn.
+    expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
   });
 
   it('is taken over once the lease a dead runner left misses its renewal, long before it runs out', async () => {
@@ -150,7 +157,7 @@ describe('a background runner alive but late on its renewals', () => {
   });
 
   it('stops once a second runner took its lease over, storing nothing, and leaves that lease alone', async () => {
-    const { store, services, sessions, run, calls, signals, release, until, outcome, advance } = await world();
+    const { store, services, sessions, run, calls, signals, told, release, until, outcome, advance } = await world();
     // The first runner's process: its lease puts fail for a while (its store is slow to answer).
     let late = false;
     const its = new FaultyStore(store).failWhen(
@@ -181,6 +188,7 @@ describe('a background runner alive but late on its renewals', () => {
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
     expect(await writerOf('.done')).toBe(holder);
+    expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
   });
 });
 

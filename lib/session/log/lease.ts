@@ -5,6 +5,7 @@ import {
   TURN_CANCELLED,
   TurnNotOpenError,
   TurnInProgressError,
+  LeaseHeldError,
 } from '../../errors.ts';
 import { putCreateOnlyInfo, putJsonCreateOnly } from '../../store/create-only.ts';
 import type { StoredObject } from '../../store/object-store.ts';
@@ -76,7 +77,7 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   if (taken) return taken.etag;
   const held = found as StoredObject | null;
   // Gone since the refusal: deleted with the closed turn (the packer) or the session.
-  if (!held) throw new TurnInProgressError(turn.scope.id, turn.turn);
+  if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
   const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
   const until = new Date(expires).toISOString();
   if (expires > log.clock().getTime()) {
@@ -84,12 +85,12 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
     // the etag (on S3 a hash of the body): its expiry is a later one.
     await new Promise((resolve) => setTimeout(resolve, renewalMs(log.leaseMs) + Math.ceil(log.leaseMs / 10)));
     const now = await log.store.head(key);
-    if (now?.etag !== held.etag) throw new TurnInProgressError(turn.scope.id, turn.turn, until);
+    if (now?.etag !== held.etag) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
   }
   // Run out, or not renewed: this runner's, unless another late runner took it first.
   const next = leaseWrite(log, turn);
   const written = await log.store.put(key, next.body, { ...next.options, ifMatch: held.etag });
-  if (!written) throw new TurnInProgressError(turn.scope.id, turn.turn, until);
+  if (!written) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
   return written.etag;
 }
 

@@ -192,6 +192,34 @@ describe('a background runner alive but late on its renewals', () => {
   });
 });
 
+describe('a background runner whose renewal answers were lost', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('finds its own lease when it reads it back, and runs on', async () => {
+    const { store, services, sessions, run, calls, signals, release, until, outcome, advance } = await world();
+    // A renewal lands, its answer lost, and the read back fails too: the next renewal, on the etag
+    // before it, is refused; the lease read back carries the runner's writer, so it renews on from there.
+    let lost = false;
+    const lease = (operation: string) => (call: { operation: string; key: string }) =>
+      lost && call.operation === operation && call.key.endsWith('.lease');
+    const its = new FaultyStore(store)
+      .failWhen(lease('put'), { after: true, times: 1 })
+      .failWhen(lease('head'), { times: 1 });
+    const runner = runBackgroundTurn({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run);
+    await until(() => calls() === 1);
+    lost = true;
+    await vi.advanceTimersByTimeAsync(3 * LEASE_MS);
+    expect(its.injected).toBe(2);
+    expect(signals[0]?.aborted).toBe(false);
+    release();
+    expect(await outcome(runner)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
+});
+
 describe('a reader closing a background turn whose lease ran out while its owner is late', () => {
   afterEach(() => {
     vi.useRealTimers();

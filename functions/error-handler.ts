@@ -74,11 +74,19 @@ function logError(message: string, error: unknown): void {
   console.error(message, error);
 }
 
+/**
+ * The headers of an error answer: an `aborted` one says `x-should-retry: false` (the header
+ * the official OpenAI clients obey), so a client does not retry the turn an `abort` notice stopped.
+ */
+export function errorHeaders(code: string | null): Record<string, string> {
+  return code === 'aborted' ? { 'x-should-retry': 'false' } : {};
+}
+
 /** Hono's onError: the single error JSON shape from the HTTP API; server-side failures go to `log`. */
 export function createErrorHandler(log: (message: string, error: unknown) => void = logError): ErrorHandler {
   return (error, c) => {
     const { status, body } = errorBody(error, log);
-    return c.json(body, status);
+    return c.json(body, status, errorHeaders(body.error.code));
   };
 }
 

@@ -1122,6 +1122,8 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'do more' });
       expect(turn.status).toBe(409);
       expect(turn.body.error.code).toBe('aborted');
+      // A client that honours the header (the official OpenAI ones) does not send the turn again.
+      expect(turn.headers.get('x-should-retry')).toBe('false');
       expect(turn.body.error.details.reason).toBe('budget exhausted');
       const items = await api.get(`/v1/sessions/${id}/items`);
       expect(items.body.items.map((item: any) => item.content)).toEqual(['do more']);

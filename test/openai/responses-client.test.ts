@@ -345,6 +345,8 @@ describe('the official openai client: responses', () => {
         .catch((error: unknown) => error);
       expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
       expect(aborted).toMatchObject({ code: 'aborted' });
+      // The answer tells the client not to retry (the official ones obey x-should-retry).
+      expect((aborted as { headers?: Headers }).headers?.get('x-should-retry')).toBe('false');
     },
   );
 

@@ -1,7 +1,7 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { OpenAIApiError } from '../../../lib/openai/errors.ts';
-import { errorBody } from '../../error-handler.ts';
+import { errorBody, errorHeaders } from '../../error-handler.ts';
 
 /**
  * Errors of the OpenAI-compatible API in OpenAI's shape, `{error: {message, type, param,
@@ -90,7 +90,7 @@ export function withOpenAIErrors(fallback: ErrorHandler, log: (message: string, 
   return (error, c: Context) => {
     if (!OPENAI_PATH.test(c.req.path)) return fallback(error, c);
     const { status, body } = openaiErrorBody(error, log);
-    return c.json(body, status);
+    return c.json(body, status, errorHeaders(body.error.code));
   };
 }
 

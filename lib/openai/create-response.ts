@@ -3,6 +3,7 @@ import { clientError, NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { ClientItem, Tool } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
+import { abortedRetry, refusedAgain } from './aborted-retry.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import { compactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
@@ -151,6 +152,8 @@ async function createStoredResponse(
   const start = prepared.anchor && compactionScope(facade, prepared.anchor);
   const match =
     whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt, start) : undefined;
+  // A resend of the request an `abort` notice refused is refused again (./aborted-retry.ts).
+  if (match?.aborted) throw await refusedAgain(facade, match.session.id, match.turn);
   // Without tools the turn offers its conversation's: a new one has none (refused before it is created).
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
@@ -177,6 +180,9 @@ async function createStoredResponse(
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   const items = match ? prepared.history.slice(match.known) : prepared.items;
+  const retried =
+    body.conversation && !keyed ? await abortedRetry(facade, sessionId, undefined, items, session) : undefined;
+  if (retried) throw retried;
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
   // not so for one continuing an older turn: a retry (they are set already) or a branch (refused),
   // nor for one whose tool_choice the claim will refuse unless it is a retry.
@@ -237,6 +243,9 @@ async function createStoredResponse(
       return createStoredResponse(facade, prepared, idempotencyKey, undefined, true);
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
     if (branch) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
+    // A retry of the request an `abort` notice refused does not branch: it is refused again.
+    const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, afterTurn, prepared.items);
+    if (refusal) throw refusal;
     const fork = await branchedSession(
       facade,
       body.previous_response_id,

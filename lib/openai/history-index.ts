@@ -72,6 +72,8 @@ export interface HistoryMatch {
   /** The seq of the history's last item (undefined for entries written before they named it). */
   lastSeq?: number;
   key: string;
+  /** `turn` is the one an `abort` notice refused, with this very input: the resend is its retry. */
+  aborted?: true;
 }
 
 const encoder = new TextEncoder();
@@ -173,8 +175,9 @@ export async function findHistory(
 /**
  * The session `entry` names when a resend of its history continues it: the same incarnation,
  * the history's last item still of the generation that wrote it, and (unless `keyed`) the
- * entry's turn and items still its newest, but for failed turns after it (see failedSince).
- * The turn to continue after: the entry's, or the newest failed one.
+ * entry's turn and items still its newest, but for failed turns after it (see retriedSince).
+ * The turn to continue after: the entry's, or the newest failed one; `aborted` when the newest
+ * is the turn an `abort` notice refused this very request (the resend is refused again).
  */
 async function continued(
   facade: Facade,
@@ -182,7 +185,7 @@ async function continued(
   keyed: boolean,
   /** The resend's items after the history (undefined: any). */
   added: readonly ClientItem[] | undefined,
-): Promise<{ session: SessionRecord; turn: number } | undefined> {
+): Promise<{ session: SessionRecord; turn: number; aborted?: true } | undefined> {
   const { sessions } = facade.services;
   const found = await Promise.all([
     sessions.get(entry.session_id),
@@ -197,8 +200,10 @@ async function continued(
   // response is taken out so), one of its own turn did not.
   if (scope && (entry.items === undefined ? scope.generation : holderOf(scope, entry.items)) !== entry.generation)
     return undefined;
-  if (session.counts.turns > entry.turn && (await failedSince(facade, session, entry, added)))
-    return { session, turn: session.counts.turns };
+  if (session.counts.turns > entry.turn && entry.items !== undefined) {
+    const since = await retriedSince(facade, session, entry, added, keyed);
+    if (since) return { session, turn: session.counts.turns, ...since };
+  }
   if (session.counts.turns !== entry.turn && !(keyed && session.counts.turns > entry.turn)) return undefined;
   if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
     return undefined;
@@ -209,40 +214,51 @@ async function continued(
 const MAX_FAILED_TURNS = 8;
 
 /**
- * Whether every turn of `session` after the entry's failed (a streamed response that failed
- * stays, its input stored and no output) and each stored as its input the first items the
- * resend adds (`added`; undefined: not compared), the session holding nothing else since: the
- * resend retries that step, so it continues after them (its items stored again, as a retry
- * under `conversation` stores them).
+ * Whether the request that adds `added` after turn `since.turn` of `session` (whose last item
+ * was seq `since.items`; undefined: not compared) retries the turns after it: every one failed
+ * (a streamed response that failed stays, its input stored and no output) and each stored as
+ * its input the first items the resend adds (`added`; undefined: not compared), the session
+ * holding nothing else since: the resend retries that step, so it continues after them (its
+ * items stored again, as a retry under `conversation` stores them). Unless `keyed` (whose key
+ * tells a retry apart), the newest may be a turn an `abort` notice refused, which stored
+ * exactly `added`: `{aborted: true}`, the request being a retry of the aborted one (its
+ * client's own, of a 409), which is refused again (lib/openai/aborted-retry.ts).
  */
-async function failedSince(
+export async function retriedSince(
   facade: Facade,
   session: SessionRecord,
-  entry: HistoryEntry,
+  since: { turn: number; items?: number | undefined },
   added: readonly ClientItem[] | undefined,
-): Promise<boolean> {
+  keyed = false,
+): Promise<{ aborted?: true } | undefined> {
   const { sessions } = facade.services;
-  const count = session.counts.turns - entry.turn;
-  if (entry.items === undefined || count > MAX_FAILED_TURNS) return false;
+  const count = session.counts.turns - since.turn;
+  if (count < 1 || count > MAX_FAILED_TURNS) return undefined;
   const turns = await Promise.all(
-    Array.from({ length: count }, (_, index) => sessions.getTurn(session.id, entry.turn + index + 1)),
+    Array.from({ length: count }, (_, index) => sessions.getTurn(session.id, since.turn + index + 1)),
   );
-  let next = entry.items + 1;
-  for (const turn of turns) {
-    if (turn.status !== 'failed' || turn.output !== null || turn.input?.first_seq !== next) return false;
+  const aborted = !keyed && added !== undefined && turns.at(-1)!.status === 'aborted';
+  let next = since.items === undefined ? turns[0]!.input?.first_seq : since.items + 1;
+  if (next === undefined) return undefined;
+  for (const [index, turn] of turns.entries()) {
+    const status = aborted && index === count - 1 ? 'aborted' : 'failed';
+    if (turn.status !== status || turn.output !== null || turn.input?.first_seq !== next) return undefined;
     next = turn.input.last_seq + 1;
   }
-  if (next !== session.counts.items + 1) return false;
-  if (added === undefined) return true;
-  const stored = await itemsBetween(facade, session.id, entry.items + 1, next);
+  if (next !== session.counts.items + 1 || (since.items === undefined && !aborted)) return undefined;
+  if (added === undefined) return {};
+  const stored = await itemsBetween(facade, session.id, turns[0]!.input!.first_seq, next);
   const wanted = (length: number) => JSON.stringify(added.slice(0, length).map(canonical));
-  return turns.every((turn) => {
+  const holds = turns.every((turn, index) => {
     const input = stored.filter((item) => item.seq >= turn.input!.first_seq && item.seq <= turn.input!.last_seq);
+    const exact = aborted && index === count - 1;
     return (
-      input.length <= added.length &&
+      (exact ? input.length === added.length : input.length <= added.length) &&
       JSON.stringify(input.map((item) => canonical(item as ClientItem))) === wanted(input.length)
     );
   });
+  if (!holds) return undefined;
+  return aborted ? { aborted: true } : {};
 }
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */

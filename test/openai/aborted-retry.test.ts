@@ -1,0 +1,116 @@
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText } from 'ai';
+import OpenAI from 'openai';
+import { describe, expect, it } from 'vitest';
+import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { clientOnFakeOpenAI, TOKEN } from './server.ts';
+
+// An `abort` notice must stop the agent even when its client retries the 409 by itself: the
+// official client (default maxRetries: 2, no Idempotency-Key) and the AI SDK (which retries a
+// 409 whatever the headers say) send the aborted request again.
+const world = clientOnFakeOpenAI((request) =>
+  request.body.stream ? { sse: fixture('openai-chat-text.sse') } : { text: fixture('openai-chat-text.json') },
+);
+
+const api = (path: string, init: { method?: string; body?: unknown } = {}) =>
+  fetch(`${world.tailgate.baseURL}${path}`, {
+    method: init.method ?? 'GET',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+  });
+
+const sessionIds = async (): Promise<string[]> =>
+  ((await (await api('/sessions?limit=100')).json()) as { sessions: { id: string }[] }).sessions
+    .map((s) => s.id)
+    .sort();
+
+/** A conversation with one response, then an `abort` notice posted to it; what exists then. */
+async function abortedConversation(client: OpenAI) {
+  const first = await client.responses.create({ model: 'gpt-4o-mini', input: 'first' });
+  const conversation = first.conversation!.id;
+  const posted = await api(`/sessions/${conversation}/inbox`, {
+    method: 'POST',
+    body: { name: 'abort', content: 'runaway agent' },
+  });
+  expect(posted.status).toBe(201);
+  return { first, conversation, calls: world.provider.requests.length, sessions: await sessionIds() };
+}
+
+/** The aborted request went no further: no model call, no branch, no new conversation, one aborted turn. */
+async function stopped(before: Awaited<ReturnType<typeof abortedConversation>>) {
+  expect(world.provider.requests.length).toBe(before.calls);
+  expect(await sessionIds()).toEqual(before.sessions);
+  const turns = (await (await api(`/sessions/${before.conversation}/turns`)).json()) as {
+    turns: { status: string }[];
+  };
+  expect(turns.turns.map((turn) => turn.status)).toEqual(['aborted', 'completed']);
+}
+
+const defaultClient = () => new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+
+describe('an abort notice stops the agent whatever its client retries', () => {
+  it('previous_response_id with the official client at its default retries: 409 aborted, nothing runs', async () => {
+    const client = defaultClient();
+    const before = await abortedConversation(client);
+    const refused = await client.responses
+      .create({ model: 'gpt-4o-mini', input: 'second', previous_response_id: before.first.id })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.APIError);
+    expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    expect((refused as { headers?: Headers }).headers?.get('x-should-retry')).toBe('false');
+    await stopped(before);
+  });
+
+  it('previous_response_id sent again by hand (or by a client ignoring the header) is refused again', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
+    const before = await abortedConversation(client);
+    const asked = { model: 'gpt-4o-mini', input: 'second', previous_response_id: before.first.id };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const refused = await client.responses.create(asked).catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    }
+    await stopped(before);
+    // A new request (another input) after the abort goes on as the branching rules say: a branch.
+    const other = await client.responses.create({ ...asked, input: 'something else' });
+    expect(other.conversation!.id).not.toBe(before.conversation);
+  });
+
+  it('conversation with the official client at its default retries: 409 aborted, nothing runs', async () => {
+    const client = defaultClient();
+    const before = await abortedConversation(client);
+    const refused = await client.responses
+      .create({ model: 'gpt-4o-mini', input: 'second', conversation: before.conversation })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    await stopped(before);
+  });
+
+  it('a resent whole history with the official client at its default retries: 409 aborted, nothing runs', async () => {
+    const client = defaultClient();
+    const before = await abortedConversation(client);
+    const input = [
+      { role: 'user' as const, content: 'first' },
+      ...(before.first.output as OpenAI.Responses.ResponseInputItem[]),
+      { role: 'user' as const, content: 'second' },
+    ];
+    const refused = await client.responses.create({ model: 'gpt-4o-mini', input }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    await stopped(before);
+  });
+
+  it('the AI SDK with previousResponseId at its default retries: 409 aborted, nothing runs', async () => {
+    const before = await abortedConversation(defaultClient());
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const failed = await generateText({
+      model: openai('gpt-4o-mini'),
+      prompt: 'second',
+      providerOptions: { openai: { previousResponseId: before.first.id } },
+    }).catch((error: unknown) => error);
+    // Retried twice, each answered as the first: a RetryError holding three 409 aborted.
+    const errors = (failed as { errors?: unknown[] }).errors ?? [failed];
+    expect(errors.length).toBe(3);
+    for (const error of errors)
+      expect(error).toMatchObject({ statusCode: 409, responseBody: expect.stringContaining('"aborted"') });
+    await stopped(before);
+  });
+});

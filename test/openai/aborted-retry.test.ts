@@ -47,6 +47,7 @@ async function stopped(before: Awaited<ReturnType<typeof abortedConversation>>) 
 }
 
 const defaultClient = () => new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+const noRetries = () => new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
 
 describe('an abort notice stops the agent whatever its client retries', () => {
   it('previous_response_id with the official client at its default retries: 409 aborted, nothing runs', async () => {
@@ -62,7 +63,7 @@ describe('an abort notice stops the agent whatever its client retries', () => {
   });
 
   it('previous_response_id sent again by hand (or by a client ignoring the header) is refused again', async () => {
-    const client = new OpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, maxRetries: 0 });
+    const client = noRetries();
     const before = await abortedConversation(client);
     const asked = { model: 'gpt-4o-mini', input: 'second', previous_response_id: before.first.id };
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -75,6 +76,16 @@ describe('an abort notice stops the agent whatever its client retries', () => {
     expect(other.conversation!.id).not.toBe(before.conversation);
   });
 
+  it('a streamed request under previous_response_id at the default retries: 409 aborted, nothing runs', async () => {
+    const client = defaultClient();
+    const before = await abortedConversation(client);
+    const refused = await client.responses
+      .create({ model: 'gpt-4o-mini', input: 'second', previous_response_id: before.first.id, stream: true })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    await stopped(before);
+  });
+
   it('conversation with the official client at its default retries: 409 aborted, nothing runs', async () => {
     const client = defaultClient();
     const before = await abortedConversation(client);
@@ -82,6 +93,11 @@ describe('an abort notice stops the agent whatever its client retries', () => {
       .create({ model: 'gpt-4o-mini', input: 'second', conversation: before.conversation })
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    // Sent again by hand: refused again.
+    const again = await noRetries()
+      .responses.create({ model: 'gpt-4o-mini', input: 'second', conversation: before.conversation })
+      .catch((error: unknown) => error);
+    expect(again).toMatchObject({ status: 409, code: 'aborted' });
     await stopped(before);
   });
 
@@ -95,6 +111,10 @@ describe('an abort notice stops the agent whatever its client retries', () => {
     ];
     const refused = await client.responses.create({ model: 'gpt-4o-mini', input }).catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    const again = await noRetries()
+      .responses.create({ model: 'gpt-4o-mini', input })
+      .catch((error: unknown) => error);
+    expect(again).toMatchObject({ status: 409, code: 'aborted' });
     await stopped(before);
   });
 

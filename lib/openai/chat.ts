@@ -55,15 +55,60 @@ function userContent(content: string | UserPart[]): Content {
 }
 
 /**
+ * Refuses what OpenAI refuses of tool messages (a provider would answer such a prompt 400): a
+ * tool message must answer a call of the assistant message right before it (or before the tool
+ * messages that follow that one), at most once, and every call of an assistant message must be
+ * answered before the next message that is not a tool message (or the end of the messages).
+ */
+function checkToolMessages(messages: readonly ChatMessageBody[]): void {
+  // The calls of the latest assistant message not answered yet, and where that message is.
+  let open = new Set<string>();
+  let caller = -1;
+  const closeCalls = () => {
+    if (open.size === 0) return;
+    throw new InvalidRequestError(
+      `messages[${caller}]: an assistant message with tool_calls must be followed by tool messages answering ` +
+        `each of them; no tool message answers ${[...open].join(', ')}`,
+      { field: `messages.${caller}.tool_calls` },
+    );
+  };
+  messages.forEach((message, index) => {
+    if (message.role === 'tool') {
+      if (open.delete(message.tool_call_id)) return;
+      throw new InvalidRequestError(
+        `messages[${index}].tool_call_id: a tool message must answer a tool call of the assistant message before ` +
+          `it, and no open call there has id ${message.tool_call_id} (unknown, or answered already)`,
+        { field: `messages.${index}.tool_call_id` },
+      );
+    }
+    closeCalls();
+    if (message.role === 'assistant') {
+      caller = index;
+      open = new Set();
+      for (const [position, call] of (message.tool_calls ?? []).entries()) {
+        if (open.has(call.id))
+          throw new InvalidRequestError(`messages[${index}].tool_calls[${position}].id: ${call.id} is already used`, {
+            field: `messages.${index}.tool_calls.${position}.id`,
+          });
+        open.add(call.id);
+      }
+    }
+  });
+  closeCalls();
+}
+
+/**
  * The messages as tailgate items: leading system and developer messages are the
  * instructions (tailgate keeps one system prompt); an assistant message becomes its text (when
  * not empty) followed by one function_call per tool call; a tool message becomes a
- * function_call_output. A system message after the first other message is refused.
+ * function_call_output. A system message after the first other message is refused, and so is
+ * a tool message without its call or a call without its tool message (checkToolMessages).
  */
 export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
   instructions: string | null;
   items: Item[];
 } {
+  checkToolMessages(messages);
   const instructions: string[] = [];
   const items: Item[] = [];
   messages.forEach((message, index) => {

@@ -1,5 +1,6 @@
 import { clientError } from '../errors.ts';
 import type { Item } from '../items.ts';
+import { trackCall } from '../session/log/open-calls.ts';
 import { errorRecord } from '../turn/index.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
@@ -9,6 +10,21 @@ import { buildResponse, outputItem, usageOf, type TailgateResponse } from './res
 import { responseEventStream } from './sse.ts';
 import { callStateless, prepareStateless, runStateless } from './stateless.ts';
 import { openaiTools } from './stored-responses.ts';
+
+/**
+ * As a stored response's input (lib/session/log/commit.ts), with no call open before it: a
+ * function_call_output must answer a function_call sent before it, once (else a 400 naming
+ * `input[i].call_id`). A call may go unanswered (the prompt gives it a placeholder output, as
+ * to a stored call still open).
+ */
+function checkInputCalls(input: PreparedRequest['body']['input']): void {
+  if (typeof input === 'string') return;
+  const pending = new Set<string>();
+  input.forEach((entry, index) => {
+    if (entry.type === 'function_call' || entry.type === 'function_call_output')
+      trackCall(pending, entry as Item, `input.${index}`);
+  });
+}
 
 /**
  * A `store: false` response: the strategies and the model run on the input alone and nothing
@@ -38,6 +54,7 @@ export async function createStatelessResponse(
     );
   }
   facade.authorize(null);
+  checkInputCalls(body.input);
   const request = {
     items,
     instructions,

@@ -1,0 +1,133 @@
+import OpenAI from 'openai';
+import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
+import type { ResponseInputItem } from 'openai/resources/responses/responses';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTailgate, TOKEN } from './server.ts';
+
+// A tool output without its call, or a call without its output, is refused before any model
+// call (OpenAI answers such a prompt 400), in OpenAI's error shape naming the item.
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+
+beforeAll(async () => {
+  tailgate = await startTailgate();
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+afterAll(() => tailgate.close());
+
+const call = (id: string) => ({ id, type: 'function' as const, function: { name: 'f', arguments: '{}' } });
+
+async function chatError(messages: ChatCompletionMessageParam[]): Promise<unknown> {
+  return client.chat.completions.create({ model: 'echo', messages }).then(
+    () => 'answered',
+    (error: unknown) => error,
+  );
+}
+
+describe('chat completions: tool messages and their calls', () => {
+  it('refuses a tool message whose tool_call_id no call before it has', async () => {
+    const error = await chatError([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'hello' },
+      { role: 'tool', tool_call_id: 'call_nowhere', content: 'done' },
+    ]);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(error).toMatchObject({
+      status: 400,
+      type: 'invalid_request_error',
+      param: 'messages[3].tool_call_id',
+      message: expect.stringContaining('call_nowhere'),
+    });
+  });
+
+  it('refuses a tool message answering a call of an earlier turn, or answering a call twice', async () => {
+    const late = await chatError([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [call('c1')] },
+      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      { role: 'user', content: 'again' },
+      { role: 'tool', tool_call_id: 'c1', content: 'done again' },
+    ]);
+    expect(late).toMatchObject({ status: 400, param: 'messages[4].tool_call_id' });
+    const twice = await chatError([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [call('c1')] },
+      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      { role: 'tool', tool_call_id: 'c1', content: 'done again' },
+    ]);
+    expect(twice).toMatchObject({ status: 400, param: 'messages[3].tool_call_id' });
+  });
+
+  it('refuses an assistant tool call no tool message answers before the next message, or at the end', async () => {
+    const skipped = await chatError([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [call('c1'), call('c2')] },
+      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      { role: 'user', content: 'go on' },
+    ]);
+    expect(skipped).toMatchObject({
+      status: 400,
+      param: 'messages[1].tool_calls',
+      message: expect.stringContaining('c2'),
+    });
+    const trailing = await chatError([
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: null, tool_calls: [call('c1')] },
+    ]);
+    expect(trailing).toMatchObject({ status: 400, param: 'messages[1].tool_calls' });
+  });
+
+  it('answers calls and their tool messages in order', async () => {
+    const answer = await client.chat.completions.create({
+      model: 'echo',
+      messages: [
+        { role: 'user', content: 'hi' },
+        { role: 'assistant', content: 'checking', tool_calls: [call('c1'), call('c2')] },
+        { role: 'tool', tool_call_id: 'c2', content: 'two' },
+        { role: 'tool', tool_call_id: 'c1', content: 'one' },
+        { role: 'user', content: 'thanks' },
+      ],
+    });
+    expect(answer.choices[0]!.finish_reason).toBe('stop');
+  });
+});
+
+describe('stateless responses (store: false): outputs and their calls', () => {
+  const respond = (input: ResponseInputItem[]) =>
+    client.responses.create({ model: 'echo', store: false, input }).then(
+      (response) => response,
+      (error: unknown) => error,
+    );
+
+  it('refuses a function_call_output with no function_call before it, naming the item', async () => {
+    const error = await respond([
+      { role: 'developer', content: 'Be brief.' },
+      { role: 'user', content: 'hi' },
+      { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
+    ]);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(error).toMatchObject({
+      status: 400,
+      type: 'invalid_request_error',
+      param: 'input[2].call_id',
+      message: expect.stringContaining('call_nowhere'),
+    });
+    const twice = await respond([
+      { role: 'user', content: 'hi' },
+      { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c1', output: 'done' },
+      { type: 'function_call_output', call_id: 'c1', output: 'done again' },
+    ]);
+    expect(twice).toMatchObject({ status: 400, param: 'input[3].call_id' });
+  });
+
+  it('answers a call left without output as a stored response does (its output a placeholder)', async () => {
+    const response = await respond([
+      { role: 'user', content: 'hi' },
+      { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+      { role: 'user', content: 'never mind' },
+    ]);
+    expect(response).toMatchObject({ status: 'completed', store: false });
+  });
+});

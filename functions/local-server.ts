@@ -208,20 +208,36 @@ export function describeStore(config: ServiceConfig): string {
   return `files in ${resolve(config.dataDir)}`;
 }
 
-const docsScriptPath = fileURLToPath(new URL(`../${DOCS_SCRIPT_SOURCE}`, import.meta.url));
-let docsScriptBytes: Promise<Uint8Array<ArrayBuffer>> | undefined;
-
-/** The docs page's script from node_modules, read once. */
-export function docsScript(): Promise<Uint8Array<ArrayBuffer>> {
-  docsScriptBytes ??= readFile(docsScriptPath).then((buffer) => new Uint8Array(buffer));
-  return docsScriptBytes;
+/**
+ * A file's bytes, read on the first call that finds it and kept. A missing file is a 503
+ * `not_configured` saying how to make it (`build`), not a 500, and is looked for again on the
+ * next call, so a server started before the file was built serves it once it is.
+ */
+export function builtFile(path: string, name: string, build: string): () => Promise<Uint8Array<ArrayBuffer>> {
+  let bytes: Promise<Uint8Array<ArrayBuffer>> | undefined;
+  return () => {
+    bytes ??= readFile(path).then(
+      (buffer) => new Uint8Array(buffer),
+      (error: unknown) => {
+        bytes = undefined;
+        if ((error as { code?: unknown }).code !== 'ENOENT') throw error;
+        throw new NotConfiguredError(`${name} is not built: run \`${build}\` and reload`, { file: name, build });
+      },
+    );
+    return bytes;
+  };
 }
 
-const inspectorScriptPath = fileURLToPath(new URL('../.assets/ui/app.js', import.meta.url));
-let inspectorScriptBytes: Promise<Uint8Array<ArrayBuffer>> | undefined;
+/** The docs page's script from node_modules. */
+export const docsScript = builtFile(
+  fileURLToPath(new URL(`../${DOCS_SCRIPT_SOURCE}`, import.meta.url)),
+  DOCS_SCRIPT_SOURCE,
+  'npm install',
+);
 
-/** The inspector's script, bundled into .assets/ by `npm run assets` (scripts/assets.mjs), read once. */
-export function inspectorScript(): Promise<Uint8Array<ArrayBuffer>> {
-  inspectorScriptBytes ??= readFile(inspectorScriptPath).then((buffer) => new Uint8Array(buffer));
-  return inspectorScriptBytes;
-}
+/** The inspector's script, bundled into .assets/ by `npm run assets` (scripts/assets.mjs). */
+export const inspectorScript = builtFile(
+  fileURLToPath(new URL('../.assets/ui/app.js', import.meta.url)),
+  '.assets/ui/app.js',
+  'npm run assets',
+);

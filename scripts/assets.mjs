@@ -1,7 +1,7 @@
 // Fills .assets/, the files the Worker serves as static assets (wrangler.toml `[assets]`; Node
 // and Deno read them through functions/local-server.ts): a copy of the /docs page's script, and
 // the /ui inspector's script bundled from its modules (functions/ui/client/, entry main.ts). Run
-// by npm install, before start and build, and by the node tests' global setup
+// by npm install, before start, start:node, start:deno and build, and by the node tests' global setup
 // (test/support/global-setup.ts), so no test loads a stale bundle. A file already there with
 // the same bytes is left alone: `wrangler dev` watches .assets/ and restarts its worker on any
 // write, so a second `npm start` would restart the first one's worker mid-request.

@@ -10,7 +10,8 @@ import { INSPECTOR_CSS } from './styles.ts';
  *
  * The script is bundled from functions/ui/client/ into .assets/ui/app.js by `npm run assets`
  * (scripts/assets.mjs): on Workers the static assets serve it (wrangler.toml
- * `[assets]`), on Node and Deno `script` reads it (functions/local-server.ts).
+ * `[assets]`), on Node and Deno `script` reads it (functions/local-server.ts: 503 `not_configured`
+ * while it is not built).
  */
 export function inspectorRoutes(script?: () => Promise<Uint8Array<ArrayBuffer>>): Hono {
   const headers = { 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' };

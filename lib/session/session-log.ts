@@ -99,9 +99,12 @@ export class SessionLog extends SessionLogBase {
     return appendItems(this.log, id, items, packsOverdue, onlyFirst);
   }
 
-  /** After an overdue append packed, its record of no items when it was large (log/state-record.ts). */
-  async putStateAfter(overdue: OverdueAppend): Promise<boolean> {
-    return putStateAfter(this.log, this.packSchedule.writtenView(overdue.scope.id), overdue);
+  /**
+   * After an overdue append packed, its record of no items when it was large (log/state-record.ts):
+   * never throws, a failed put is told to `failed`.
+   */
+  async putStateAfter(overdue: OverdueAppend, failed?: (error: unknown) => void): Promise<boolean> {
+    return putStateAfter(this.log, this.packSchedule.writtenView(overdue.scope.id), overdue, failed);
   }
 
   /**

@@ -62,7 +62,11 @@ export async function appendItems(
   if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS) {
     await packing(overdue !== undefined, overdue);
     // Its view written, a large record gives way to a small one as the newest (log/state-record.ts).
-    if (overdue) await sessions.putStateAfter(overdue);
+    // A failed put is logged: the append stands, the next readers read its record whole.
+    if (overdue)
+      await sessions.putStateAfter(overdue, (error) =>
+        services.log(`tailgate: the record of no items after an append to session ${sessionId} failed`, error),
+      );
   } else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }

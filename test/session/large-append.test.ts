@@ -7,6 +7,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { appendItems } from '../../lib/turn/append.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog, summarized } from '../support/session-log.ts';
 import { turnOf } from './rewind-simulation-suite.ts';
 
@@ -160,5 +161,25 @@ describe('a large append', () => {
     await expect(new SessionLog(memory, {}).get('s')).resolves.toMatchObject({
       counts: { items: items + 2, turns: 2 },
     });
+  });
+
+  it('whose record of no items failed to land is logged, and the append stands', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const memory = new MemoryStore();
+    // Every put of record 13 fails: the record of no items after the large append (record 12).
+    const faulty = new FaultyStore(memory).failWhen(
+      ({ operation, key }) => operation === 'put' && /\/turn\/[^/]+\/\d{12}$/.test(key) && key.endsWith('999999999987'),
+    );
+    const sessions = new SessionLog(new ProcessStore(faulty), {});
+    await sessions.create({ id: 's' });
+    for (let record = 1; record <= 10; record++) await appendItems(services(sessions), 's', calls(record, 5, 2_000));
+    await turnOf(sessions, 's', 'hello');
+    const logged: string[] = [];
+    const logging = { ...services(sessions), log: (message: string) => void logged.push(message) };
+    await expect(appendItems(logging, 's', calls(12, 60, 8_000))).resolves.toMatchObject({ last_seq: 222 });
+    vi.useRealTimers();
+    expect(faulty.injected).toBe(1);
+    expect(logged).toEqual([expect.stringMatching(/record of no items.*session s\b/)]);
+    expect((await stored(memory)).records[0]).toMatchObject({ record: 12, first_seq: 103 });
   });
 });

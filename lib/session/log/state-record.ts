@@ -25,12 +25,14 @@ import { carried, recordBody } from './record-cache.ts';
 /**
  * Puts the record after the overdue append `record` (of `scope`) when `written`, the view this
  * process wrote last of the session, is that record's and its items are more than
- * afterViewBytes of it. True when it landed.
+ * afterViewBytes of it. True when it landed; a put that failed is told to `failed` (and
+ * not retried: the append stands without it).
  */
 export async function putStateAfter(
   log: LogContext,
   written: { key: string; bytes: number } | undefined,
   { record, scope }: Pick<OverdueAppend, 'record' | 'scope'>,
+  failed?: (error: unknown) => void,
 ): Promise<boolean> {
   if (written?.key !== viewKey(scope, record.record)) return false;
   if (carried(record.items).length <= afterViewBytes(written.bytes)) return false;
@@ -40,7 +42,8 @@ export async function putStateAfter(
   try {
     if ((await log.store.put(key, body, { onlyIfAbsent: true, contentType: 'application/json' })) === null)
       return false;
-  } catch {
+  } catch (error) {
+    failed?.(error);
     return false;
   }
   log.recordCache?.remember(key, body, next);

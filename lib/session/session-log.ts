@@ -282,9 +282,9 @@ export class SessionLog extends SessionLogBase {
   }
 
   /**
-   * The compaction of the session whose context starts at `startSeq`, the current one or one a
-   * later compaction superseded (its summary stays stored): one list per incarnation of its
-   * history, and a read per compaction from the newest back to it. Null: none starts there.
+   * The compaction of the session whose context starts at `startSeq`, the current one or one a later
+   * compaction superseded (its summary stays stored): one list per incarnation of its history, and a
+   * read per compaction from the newest back to it, a few at once. Null: none starts there.
    */
   async contextAt(id: string, startSeq: number): Promise<ContextStart | null> {
     return contextAt(this.log, await this.scope(id), startSeq);

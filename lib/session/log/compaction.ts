@@ -3,7 +3,7 @@ import type { TurnUsage } from '../../ledger/usage.ts';
 import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope } from '../keys.ts';
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
 import { commit } from './commit.ts';
-import type { LogContext } from './context.ts';
+import { PARALLEL_GETS, type LogContext } from './context.ts';
 import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';
 import { leaseOf } from './lease.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
@@ -108,8 +108,8 @@ export async function turnContext(log: LogContext, scope: LogScope, record: numb
 
 /**
  * See SessionLog.contextAt: the session's compactions are listed newest first (its own, then each
- * ancestor's up to the fork point) and read until one starts at `startSeq`, or one starts before
- * it (a later compaction never starts before an earlier one).
+ * ancestor's up to the fork point) and read, PARALLEL_GETS at a time, until one starts at
+ * `startSeq`, or one starts before it (a later compaction never starts before an earlier one).
  */
 export async function contextAt(log: LogContext, scope: LogScope, startSeq: number): Promise<ContextStart | null> {
   const lineage = [
@@ -121,12 +121,16 @@ export async function contextAt(log: LogContext, scope: LogScope, startSeq: numb
     let cursor: string | undefined;
     do {
       const page = await log.store.list(prefix, { limit: 1000, ...(cursor ? { cursor } : {}) });
-      for (const object of page.objects) {
-        const record = RECORD_BOUND - Number(object.key.slice(prefix.length));
-        if (!Number.isSafeInteger(record) || record < 1 || record > upTo) continue;
-        const context = await turnContext(log, held, record);
-        if (context && context.start_seq < startSeq) return null;
-        if (context?.start_seq === startSeq) return context;
+      const records = page.objects
+        .map((object) => RECORD_BOUND - Number(object.key.slice(prefix.length)))
+        .filter((record) => Number.isSafeInteger(record) && record >= 1 && record <= upTo);
+      // PARALLEL_GETS at a time, looked at in order: a few round trips for many compactions.
+      for (let at = 0; at < records.length; at += PARALLEL_GETS) {
+        const batch = records.slice(at, at + PARALLEL_GETS);
+        for (const context of await Promise.all(batch.map((record) => turnContext(log, held, record)))) {
+          if (context && context.start_seq < startSeq) return null;
+          if (context?.start_seq === startSeq) return context;
+        }
       }
       cursor = page.truncated ? page.cursor : undefined;
     } while (cursor);

@@ -1,7 +1,7 @@
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import { afterResponse } from '../turn/append.ts';
-import { compactSession } from '../turn/compact-session.ts';
+import { compactSessionFrom } from '../turn/compact-session.ts';
 import { compactedResponse, compactionItem, compactItems } from './compaction.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
@@ -44,15 +44,16 @@ async function compactStored(
   const items = body.input ? inputToItems(body.input).items : [];
   facade.checkItems(items);
   // The input is appended once the budgets allowed the compaction (a 402 stores nothing).
-  const result = await compactSession(services, sessionId, { keep_tokens: 0, ...(model ? { model } : {}) }, items);
+  const request = { keep_tokens: 0, ...(model ? { model } : {}) };
+  const { answer: result, madeOf } = await compactSessionFrom(services, sessionId, request, items);
   if (!result.context) return { output: [], usage: result.usage };
   const item = compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary);
-  // The conversation as it stands now, for a client that goes on from the compaction item alone.
-  const [session, scope] = await Promise.all([services.sessions.get(sessionId), services.sessions.scope(sessionId)]);
-  if (session.counts.turns > 0) {
-    const { turns: turn, items: last } = session.counts;
+  // The conversation as the compaction found it, for a client that goes on from the compaction
+  // item alone: a turn taken since is none it has seen, and such a resend starts a new one.
+  if (madeOf && madeOf.turns > 0) {
+    const session = await services.sessions.get(sessionId);
     // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
-    const state = { generation: holderOf(scope, last), turn, items: last };
+    const state = { generation: holderOf(madeOf.scope, madeOf.items), turn: madeOf.turns, items: madeOf.items };
     await indexCompaction(facade, session, state, { id: item.id, summary: item.encrypted_content });
   }
   return { output: [item], usage: result.usage };

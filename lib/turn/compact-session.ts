@@ -4,6 +4,7 @@ import { turnUsage, type TurnUsage } from '../ledger/usage.ts';
 import type { TokenSpend } from '../ledger/token-spend.ts';
 import type { Model } from '../models/model.ts';
 import type { ContextStart } from '../session/records.ts';
+import type { Compacted } from '../session/log/compaction.ts';
 import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import { resolveStrategyConfig } from '../strategies/strategy-config.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
@@ -78,6 +79,19 @@ export async function compactSession(
   request: CompactRequest = {},
   input: Item[] = [],
 ): Promise<CompactResult> {
+  return (await compactSessionFrom(services, sessionId, request, input)).answer;
+}
+
+/**
+ * compactSession's answer, and the session as the compaction found it (Compacted's `made_of`):
+ * what a compaction item's conversation holds, whatever the session took since.
+ */
+export async function compactSessionFrom(
+  services: CompactServices,
+  sessionId: string,
+  request: CompactRequest = {},
+  input: Item[] = [],
+): Promise<{ answer: CompactResult; madeOf: Compacted['made_of'] }> {
   const spend = services.tokenSpend;
   const spent = spend?.read();
   spent?.catch(() => undefined);
@@ -99,7 +113,7 @@ export async function compactSession(
   );
   const sizes = compactionSizes(budget, config);
   const prompt = request.prompt ?? services.config.summaryPrompt;
-  let result: Awaited<ReturnType<CompactServices['sessions']['compact']>> | undefined;
+  let result: Compacted | undefined;
   try {
     // The listing row is written once, below, for the input and the compaction together.
     if (input.length > 0) await appendItems(services, sessionId, input, { refreshIndex: false });
@@ -127,12 +141,13 @@ export async function compactSession(
   const { usage } = result;
   if (usage) services.observeCompaction?.({ model: model.id, usage });
   if (usage && spend) afterResponse(services, () => spend.charge(usage, 0));
-  return {
+  const answer: CompactResult = {
     session_id: sessionId,
     compacted: result.compacted,
     context: result.context ? contextView(result.context) : null,
     usage: result.usage ?? null,
   };
+  return { answer, madeOf: result.made_of };
 }
 
 function contextView(context: ContextStart): NonNullable<CompactResult['context']> {

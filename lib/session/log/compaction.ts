@@ -4,7 +4,7 @@ import { ancestorScope, contextKey, contextPrefix, RECORD_BOUND, type LogScope }
 import { contextObjectSchema, parseStored, type ContextStart, type SessionConfig } from '../records.ts';
 import { commit } from './commit.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
-import { carriedItems, contextOf, readHead, withFreshListing } from './head.ts';
+import { carriedItems, contextOf, countsOf, readHead, withFreshListing } from './head.ts';
 import { leaseOf } from './lease.ts';
 import { cursorBelow, readTail } from './tail-reader.ts';
 import type { ContextView, NewContext, OpenTurn } from './types.ts';
@@ -38,11 +38,16 @@ export interface Summarized {
   usage: TurnUsage;
 }
 
-/** A manual compaction's end: the context start after it, and the summary's usage when one was stored. */
+/**
+ * A manual compaction's end: the context start after it, the summary's usage when one was
+ * stored, and the session as the compaction found it (`made_of`: its incarnation, turns and
+ * items then; none for an empty session), whatever it took after.
+ */
 export interface Compacted {
   compacted: boolean;
   context: ContextStart | null;
   usage?: TurnUsage;
+  made_of?: { scope: LogScope; turns: number; items: number };
 }
 
 /** The incarnation the summary was made of is not the session's any more (see compactOnce). */
@@ -66,6 +71,8 @@ async function compactOnce(
       throw new TurnInProgressError(id, newest.record.turn ?? 0, new Date(expires).toISOString());
   }
   const current = contextOf(newest);
+  const { turns, items: itemCount } = countsOf(newest);
+  const madeOf = { scope, turns, items: itemCount };
   cursor.skipTo(newest.record.recent?.[0]?.record ?? newest.record.record);
   const newestItems = carriedItems(newest);
   // The head's listing first; a packer that removed a listed record meanwhile means a new one.
@@ -76,7 +83,7 @@ async function compactOnce(
     return readTail(log, scope, newestItems, walk, { toolCalls: 'all', seqs: [] }, current?.start_seq ?? 0);
   });
   const summary = await summarize({ items, context: current, carriedFromSeq: newestItems[0]?.seq ?? null });
-  if (!summary) return { compacted: false, context: current };
+  if (!summary) return { compacted: false, context: current, made_of: madeOf };
   const stored = await storeContext(log, scope, newest.record.record, summary.context);
   const check = (now: SessionConfig) => {
     if (now.created_at !== config.created_at || (now.generation ?? '') !== scope.generation) throw new Moved();
@@ -89,7 +96,7 @@ async function compactOnce(
     if (error instanceof Moved) return null;
     throw error;
   }
-  return { compacted: true, context: stored, usage: summary.usage };
+  return { compacted: true, context: stored, usage: summary.usage, made_of: madeOf };
 }
 
 /** See SessionLog.currentContext. */

@@ -13,7 +13,7 @@ import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import { resolveItemReferences } from './item-references.ts';
 import type { LogScope } from '../session/keys.ts';
-import { checkToolChoice, prepareResponseRequest, type PreparedRequest } from './request.ts';
+import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import {
   buildResponse,
   outputItem,
@@ -40,7 +40,8 @@ export async function createResponse(
   body: ResponseCreateBody,
   idempotencyKey: string | undefined,
 ): Promise<TailgateResponse | Response> {
-  const prepared = prepareResponseRequest(facade, { ...body, input: await resolveItemReferences(facade, body.input) });
+  const { input, origins } = await resolveItemReferences(facade, body.input);
+  const prepared = prepareResponseRequest(facade, { ...body, input }, origins);
   if (body.store === false && body.background)
     throw new OpenAIApiError(
       400,
@@ -180,6 +181,7 @@ async function createStoredResponse(
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   const items = match ? prepared.history.slice(match.known) : prepared.items;
+  const positions = match ? prepared.positions.history.slice(match.known) : prepared.positions.items;
   const retried =
     body.conversation && !keyed ? await abortedRetry(facade, sessionId, undefined, items, session) : undefined;
   if (retried) throw retried;
@@ -234,7 +236,8 @@ async function createStoredResponse(
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.
-  const branched = async (error: unknown): Promise<TailgateResponse | Response> => {
+  const branched = async (thrown: unknown): Promise<TailgateResponse | Response> => {
+    const error = namedInRequest(thrown, positions);
     // A conversation this request started under a random id, which its failure left empty, goes.
     if (created && idempotencyKey === undefined) await dropStartedConversation(facade, sessionId);
     // A history whose conversation moved past it (a keyed request whose key took no turn there,

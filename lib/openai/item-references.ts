@@ -9,23 +9,24 @@ import type { ResponseCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
 
 /**
- * A create's input with each `item_reference` replaced by the stored item it names: the AI
- * SDK sends a stored response's output back so (`store: true`, its default), in a tool loop
- * and in a chat that resends its messages. One read per conversation referenced, of the seqs
- * between its first and last reference. A reference that names no stored item is a 404 naming
- * it (`input[<i>].id`), as OpenAI answers; one to an item with images or files is a 400 (send
- * the item itself: a model writes neither, so the SDK never references one). A compaction item's
- * id (`cmp_<conversation>_<start seq>`) stands for the conversation's current compaction item
- * (one read of its context per conversation); one a later compaction folded in is left out when
- * a compaction item follows it in the input (which replaces everything before it), else it
- * stands for that compaction's summary as it was stored (SessionLog.contextAt), and a cmp_ id
- * that names no compaction of the conversation is a 404.
+ * A create's input with each `item_reference` replaced by the stored item it names, and where
+ * each entry was in `input` (`origins`): the AI SDK sends a stored response's output back so
+ * (`store: true`, its default), in a tool loop and in a chat that resends its messages. One
+ * read per conversation referenced, of the seqs between its first and last reference. A
+ * reference that names no stored item is a 404 naming it (`input[<i>].id`), as OpenAI
+ * answers; one to an item with images or files is a 400 (send the item itself: a model writes
+ * neither, so the SDK never references one). A compaction item's id
+ * (`cmp_<conversation>_<start seq>`) stands for the conversation's current compaction item (one
+ * read of its context per conversation); one a later compaction folded in is left out when a
+ * compaction item follows it in the input (which replaces everything before it), else it stands
+ * for that compaction's summary as it was stored (SessionLog.contextAt), and a cmp_ id that
+ * names no compaction of the conversation is a 404.
  */
 export async function resolveItemReferences(
   facade: Facade,
   input: ResponseCreateBody['input'],
-): Promise<string | InputItemBody[]> {
-  if (typeof input === 'string') return input;
+): Promise<{ input: string | InputItemBody[]; origins: number[] }> {
+  if (typeof input === 'string') return { input, origins: [0] };
   const wanted = new Map<string, { from: number; to: number }>();
   for (const entry of input) {
     const ref = entry.type === 'item_reference' ? parseItemId(entry.id) : undefined;
@@ -76,7 +77,7 @@ export async function resolveItemReferences(
       superseded.set(entry.id, await facade.services.sessions.contextAt(ref.sessionId, ref.startSeq));
     }),
   );
-  return input.flatMap((entry, index): InputItemBody[] => {
+  const resolved = input.map((entry, index): InputItemBody[] => {
     if (entry.type !== 'item_reference') return [entry];
     const compaction = parseCompactionId(entry.id);
     if (compaction) {
@@ -109,4 +110,6 @@ export async function resolveItemReferences(
         : { type: 'function_call_output', call_id: item.call_id, output: text },
     ];
   });
+  // Where each entry was in the request's input (a superseded compaction's reference may be left out).
+  return { input: resolved.flat(), origins: resolved.flatMap((entries, index) => entries.map(() => index)) };
 }

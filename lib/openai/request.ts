@@ -35,6 +35,8 @@ export interface PreparedRequest {
   anchor?: InputAnchor;
   /** The compaction items sent, each after `at` items of `history`. */
   compactions: SentCompaction[];
+  /** The position in the request's `input` of each item of `items` and of `history` (responses.ts, inputToItems). */
+  positions: { items: number[]; history: number[] };
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;
@@ -57,7 +59,10 @@ function toTools(tools: ResponseCreateBody['tools']): Tool[] | undefined {
 export function prepareResponseRequest(
   facade: Facade,
   body: Omit<ResponseCreateBody, 'input'> & { input: string | InputItemBody[] },
+  /** The position in the request's own input of each entry of `body.input` (references resolved); default the same. */
+  origins?: readonly number[],
 ): PreparedRequest {
+  const origin = (index: number) => origins?.[index] ?? index;
   const model = modelOf(facade, body.model);
   const {
     instructions: inputInstructions,
@@ -66,6 +71,7 @@ export function prepareResponseRequest(
     compactedAt,
     anchor,
     compactions,
+    positions,
   } = inputToItems(body.input);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
@@ -86,6 +92,7 @@ export function prepareResponseRequest(
     compactedAt,
     ...(anchor ? { anchor } : {}),
     compactions,
+    positions: { items: positions.items.map(origin), history: positions.history.map(origin) },
     tools,
     turnTools: choice === 'none' ? [] : tools,
     modelSettings: modelSettingsOf(body),
@@ -183,4 +190,19 @@ function echoedFormat(
   return { ...format, description: format.description ?? null, strict: format.strict ?? false } as NonNullable<
     ResponseSettings['text']['format']
   >;
+}
+
+/**
+ * A refusal naming an item of a turn's input by its position among the items stored
+ * (`input.<i>.call_id`, lib/session/log/open-calls.ts) names it again by its position in the
+ * request's `input` (`positions`, one per item stored); any other error is answered as it is.
+ */
+export function namedInRequest(error: unknown, positions: readonly number[]): unknown {
+  if (!(error instanceof InvalidRequestError)) return error;
+  const details = (error.details ?? {}) as { field?: unknown };
+  const named = typeof details.field === 'string' ? /^input\.(\d+)(\..*)$/.exec(details.field) : null;
+  const position = named ? positions[Number(named[1])] : undefined;
+  if (!named || position === undefined) return error;
+  const field = `input.${position}${named[2]}`;
+  return new InvalidRequestError(error.message.replace(named[0], field), { ...details, field });
 }

@@ -66,10 +66,19 @@ export function inputToItems(
   anchor?: InputAnchor;
   /** Each compaction item sent, and how many items of `history` come before it. */
   compactions: SentCompaction[];
+  /** The position in `input` of each item of `items` (a summary: its compaction item's), and of `history`. */
+  positions: { items: number[]; history: number[] };
 } {
   if (typeof input === 'string') {
     const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
-    return { instructions: [], items, history: items, compactedAt: 0, compactions: [] };
+    return {
+      instructions: [],
+      items,
+      history: items,
+      compactedAt: 0,
+      compactions: [],
+      positions: { items: [0], history: [0] },
+    };
   }
   const compactions: SentCompaction[] = [];
   const instructions: string[] = [];
@@ -77,20 +86,24 @@ export function inputToItems(
   const history: ClientItem[] = [];
   let compactedAt = 0;
   let anchor: InputAnchor | undefined;
-  const push = (item: ClientItem) => {
+  const positions: { items: number[]; history: number[] } = { items: [], history: [] };
+  const push = (item: ClientItem, index: number) => {
     items.push(item);
     history.push(item);
+    positions.items.push(index);
+    positions.history.push(index);
   };
   input.forEach((entry, index) => {
     if (entry.type === 'compaction') {
       items = [{ type: 'message', role: 'user', content: SUMMARY_HEADER + entry.encrypted_content }];
+      positions.items = [index];
       compactedAt = history.length;
       compactions.push({ at: history.length, id: entry.id ?? null, summary: entry.encrypted_content });
       if (history.length === 0) anchor = entry.id ? { id: entry.id, summary: entry.encrypted_content } : undefined;
     } else if (entry.type === 'function_call')
-      push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments });
+      push({ type: 'function_call', call_id: entry.call_id, name: entry.name, arguments: entry.arguments }, index);
     else if (entry.type === 'function_call_output')
-      push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) });
+      push({ type: 'function_call_output', call_id: entry.call_id, output: contentOf(entry.output) }, index);
     else if (entry.role === 'system' || entry.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
@@ -99,9 +112,9 @@ export function inputToItems(
         );
       }
       instructions.push(contentText(contentOf(entry.content)));
-    } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) });
+    } else push({ type: 'message', role: entry.role, content: contentOf(entry.content) }, index);
   });
-  return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions };
+  return { instructions, items, history, compactedAt, ...(anchor ? { anchor } : {}), compactions, positions };
 }
 
 /** A model's output item in OpenAI's shape, under the given id. */

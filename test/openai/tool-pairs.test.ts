@@ -93,26 +93,34 @@ describe('chat completions: tool messages and their calls', () => {
   });
 });
 
-describe('stateless responses (store: false): outputs and their calls', () => {
-  const respond = (input: ResponseInputItem[]) =>
-    client.responses.create({ model: 'echo', store: false, input }).then(
-      (response) => response,
-      (error: unknown) => error,
-    );
+const respond = (input: ResponseInputItem[], store = false) =>
+  client.responses.create({ model: 'echo', store, input }).then(
+    (response) => response,
+    (error: unknown) => error,
+  );
 
-  it('refuses a function_call_output with no function_call before it, naming the item', async () => {
-    const error = await respond([
+/** A function_call_output of no call after a developer and a user message: refused naming `input[2].call_id`. */
+async function expectOutputWithoutCall(store: boolean): Promise<void> {
+  const error = await respond(
+    [
       { role: 'developer', content: 'Be brief.' },
       { role: 'user', content: 'hi' },
       { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
-    ]);
-    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(error).toMatchObject({
-      status: 400,
-      type: 'invalid_request_error',
-      param: 'input[2].call_id',
-      message: expect.stringContaining('call_nowhere'),
-    });
+    ],
+    store,
+  );
+  expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+  expect(error).toMatchObject({
+    status: 400,
+    type: 'invalid_request_error',
+    param: 'input[2].call_id',
+    message: expect.stringMatching(/ input\.2\.call_id: .*call_nowhere/),
+  });
+}
+
+describe('stateless responses (store: false): outputs and their calls', () => {
+  it('refuses a function_call_output with no function_call before it, naming the item', async () => {
+    await expectOutputWithoutCall(false);
     const twice = await respond([
       { role: 'user', content: 'hi' },
       { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
@@ -129,5 +137,39 @@ describe('stateless responses (store: false): outputs and their calls', () => {
       { role: 'user', content: 'never mind' },
     ]);
     expect(response).toMatchObject({ status: 'completed', store: false });
+  });
+});
+
+describe('stored responses: outputs and their calls', () => {
+  it("refuses a function_call_output with no open call, naming the request's input item", async () => {
+    await expectOutputWithoutCall(true);
+    // A resent history: the item is named where the request has it, not among the items it adds.
+    const first = await client.responses.create({ model: 'echo', input: 'hello' });
+    const resent = await respond(
+      [
+        { role: 'developer', content: 'Be brief.' },
+        { role: 'user', content: 'hello' },
+        ...(first.output as ResponseInputItem[]),
+        { role: 'user', content: 'and then' },
+        { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
+      ],
+      true,
+    );
+    expect(resent).toMatchObject({ status: 400, param: 'input[4].call_id' });
+
+    // A reference to a compaction the next one superseded is left out, and still counts in the positions.
+    const older = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
+    const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'more' });
+    const newer = await client.responses.compact({ model: 'echo', previous_response_id: next.id });
+    const compacted = await respond(
+      [
+        { type: 'item_reference', id: older.output[0]!.id! },
+        ...(newer.output as ResponseInputItem[]),
+        { role: 'user', content: 'and then' },
+        { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
+      ],
+      true,
+    );
+    expect(compacted).toMatchObject({ status: 400, param: 'input[3].call_id' });
   });
 });

@@ -64,12 +64,22 @@ export async function inputItemsPage(facade: Facade, id: string, query: InputIte
   };
 }
 
-/** The resent history's places, oldest first: its stored items, each compaction item before the item it preceded. */
-function resentSlots(resent: z.infer<typeof resentSchema>): Slot[] {
-  const slots: Slot[] = [];
+/**
+ * The resent history's places, oldest first: its stored items, each compaction item before the
+ * item it preceded (in the order sent; one after the last item ends them, one past it is left
+ * out). Linear in the items and the compaction items.
+ */
+export function resentSlots(resent: z.infer<typeof resentSchema>): Slot[] {
   const count = Math.max(0, resent.last_seq - resent.first_seq + 1);
+  const before = new Map<number, Slot[]>();
+  for (const compaction of resent.compactions) {
+    const sent = before.get(compaction.at);
+    if (sent) sent.push({ compaction });
+    else before.set(compaction.at, [{ compaction }]);
+  }
+  const slots: Slot[] = [];
   for (let at = 0; at <= count; at++) {
-    for (const compaction of resent.compactions) if (compaction.at === at) slots.push({ compaction });
+    for (const slot of before.get(at) ?? []) slots.push(slot);
     if (at < count) slots.push({ seq: resent.first_seq + at });
   }
   return slots;

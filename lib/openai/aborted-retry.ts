@@ -25,7 +25,9 @@ export async function refusedAgain(facade: Facade, sessionId: string, turn: numb
  * The refusal to answer again when a request adding `items` after turn `afterTurn` of
  * `sessionId` (previous_response_id's; undefined: after the conversation's newest turn but one,
  * a request naming the conversation) retries the turn an `abort` notice refused: the newest
- * turn, aborted, stored exactly `items` (after failed attempts of them), nothing else since.
+ * turn, aborted, stored exactly `items` (after failed attempts of them), nothing else since. A
+ * request naming the conversation calls it only when the session, read with its newest turn
+ * (SessionLog.getWithNewestTurn), says that turn was aborted: the usual next turn reads nothing more.
  */
 export async function abortedRetry(
   facade: Facade,

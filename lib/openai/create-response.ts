@@ -162,7 +162,9 @@ async function createStoredResponse(
     : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
         branch ? { ...found, sessionId: branch } : found,
       );
-  const session = match?.session ?? (await services.sessions.get(sessionId));
+  // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
+  const read = match ? undefined : await services.sessions.getWithNewestTurn(sessionId);
+  const session = match?.session ?? read!.session;
   // Without tools a tool_choice must name one of the conversation's. An unkeyed request is refused
   // now; a keyed one by the claim (`checkConfig`), after a retry's replay, so that a retry is answered
   // as its first request was whatever tools the conversation has since, and a refusal stores nothing.
@@ -183,7 +185,9 @@ async function createStoredResponse(
   const items = match ? prepared.history.slice(match.known) : prepared.items;
   const positions = match ? prepared.positions.history.slice(match.known) : prepared.positions.items;
   const retried =
-    body.conversation && !keyed ? await abortedRetry(facade, sessionId, undefined, items, session) : undefined;
+    body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
+      ? await abortedRetry(facade, sessionId, undefined, items, session)
+      : undefined;
   if (retried) throw retried;
   // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
   // not so for one continuing an older turn: a retry (they are set already) or a branch (refused),

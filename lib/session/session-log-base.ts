@@ -11,6 +11,7 @@ import {
   createSession,
   deleteSession,
   getSession,
+  getSessionWithNewestTurn,
   revokeTokens,
   sessionConfig,
   sessionExists,
@@ -137,6 +138,14 @@ export class SessionLogBase {
   /** The session with its counts. A missing session: NotFoundError. */
   async get(id: string): Promise<SessionRecord> {
     return readAgainIfGone(() => getSession(this.log, id));
+  }
+
+  /**
+   * The session as `get` reads it (the same reads), and its newest record's model turn when that
+   * record is one: its number and status (null: still open).
+   */
+  async getWithNewestTurn(id: string): ReturnType<typeof getSessionWithNewestTurn> {
+    return readAgainIfGone(() => getSessionWithNewestTurn(this.log, id));
   }
 
   /** The session's config object alone (one get): its settings, without the log's counts. */

@@ -11,7 +11,13 @@ import {
   validateId,
   type LogScope,
 } from '../keys.ts';
-import { parseStored, sessionConfigSchema, type SessionConfig, type SessionCounts } from '../records.ts';
+import {
+  parseStored,
+  sessionConfigSchema,
+  type SessionConfig,
+  type SessionCounts,
+  type TurnStatus,
+} from '../records.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, type LogContext } from './context.ts';
 import { countsOf, ledgerOf, readConfig, readHead, readNewest, scopeOf } from './head.ts';
 import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
@@ -74,6 +80,17 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
 export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
   const head = await readHead(log, id);
   return toSessionRecord(head.config, countsOf(head.newest), ledgerOf(head.newest));
+}
+
+/** See SessionLog.getWithNewestTurn. */
+export async function getSessionWithNewestTurn(
+  log: LogContext,
+  id: string,
+): Promise<{ session: SessionRecord; newestTurn: { turn: number; status: TurnStatus | null } | null }> {
+  const { config, newest } = await readHead(log, id);
+  const session = toSessionRecord(config, countsOf(newest), ledgerOf(newest));
+  const turn = newest?.record.kind === 'turn' ? newest.record.turn : undefined;
+  return { session, newestTurn: turn === undefined ? null : { turn, status: newest!.done?.status ?? null } };
 }
 
 /** See SessionLog.config. */

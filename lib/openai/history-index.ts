@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { parseStoredOrUndefined } from '../session/records.ts';
 import { holderOf } from '../session/log/rewind.ts';
 import { NotFoundError } from '../errors.ts';
-import type { ClientItem } from '../items.ts';
+import type { ClientItem, Item } from '../items.ts';
+import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
@@ -248,7 +249,9 @@ export async function retriedSince(
   if (next !== session.counts.items + 1 || (since.items === undefined && !aborted)) return undefined;
   if (added === undefined) return {};
   const stored = await itemsBetween(facade, session.id, turns[0]!.input!.first_seq, next);
-  const wanted = (length: number) => JSON.stringify(added.slice(0, length).map(canonical));
+  const sent = asStored(facade, added);
+  if (!sent) return undefined;
+  const wanted = (length: number) => JSON.stringify(sent.slice(0, length).map(canonical));
   const holds = turns.every((turn, index) => {
     const input = stored.filter((item) => item.seq >= turn.input!.first_seq && item.seq <= turn.input!.last_seq);
     const exact = aborted && index === count - 1;
@@ -259,6 +262,20 @@ export async function retriedSince(
   });
   if (!holds) return undefined;
   return aborted ? { aborted: true } : {};
+}
+
+/**
+ * The items as stored: an image or file sent inline is stored as a reference to its blob
+ * (lib/session/attachments.ts), so a resend is compared with its stored items so. Undefined
+ * when a part is not one the service stores (the request is refused later, matching nothing).
+ */
+function asStored(facade: Facade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
+  if (!hasInlineMedia(items as Item[])) return items;
+  try {
+    return checkAttachments(items as Item[], facade.services.config).items as ClientItem[];
+  } catch {
+    return undefined;
+  }
 }
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */

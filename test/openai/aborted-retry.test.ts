@@ -3,6 +3,7 @@ import { generateText } from 'ai';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { fixture } from '../support/fake-providers/fake-provider-server.ts';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { clientOnFakeOpenAI, TOKEN } from './server.ts';
 
 // An `abort` notice must stop the agent even when its client retries the 409 by itself: the
@@ -115,6 +116,33 @@ describe('an abort notice stops the agent whatever its client retries', () => {
       .responses.create({ model: 'gpt-4o-mini', input })
       .catch((error: unknown) => error);
     expect(again).toMatchObject({ status: 409, code: 'aborted' });
+    await stopped(before);
+  });
+
+  it('an input with an image, stored as a blob reference, is recognised: its retry is refused again', async () => {
+    const before = await abortedConversation(defaultClient());
+    const image = dataUrl('image/png', pngBytes(8, 8));
+    const input = [
+      {
+        role: 'user' as const,
+        content: [
+          { type: 'input_text' as const, text: 'look' },
+          { type: 'input_image' as const, image_url: image, detail: 'auto' as const },
+        ],
+      },
+    ];
+    const byConversation = { model: 'gpt-4o-mini', input, conversation: before.conversation };
+    // The notice refuses the first; the others retry it, under the conversation and after its response.
+    for (const asked of [
+      byConversation,
+      byConversation,
+      { model: 'gpt-4o-mini', input, previous_response_id: before.first.id },
+    ]) {
+      const refused = await noRetries()
+        .responses.create(asked)
+        .catch((error: unknown) => error);
+      expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    }
     await stopped(before);
   });
 

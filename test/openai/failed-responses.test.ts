@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { clientOnTailgate, sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A response whose model call fails (502 model_error: "unreachable" points at a port nothing
@@ -68,6 +69,25 @@ describe('a failed response leaves nothing in its conversation', () => {
     // The failed turns stay (their ids were given out), each with its input.
     const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
     expect(texts(items.data)).toEqual(['hi stream', 'echo: hi stream', 'next', 'next', 'next', 'echo: next']);
+  });
+
+  it('a resent whole history whose failed streamed step sent an image continues its conversation', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const first = await client.responses.create({ model: 'echo', input: 'hi image' });
+    const look = [
+      { type: 'input_text' as const, text: 'look' },
+      { type: 'input_image' as const, image_url: dataUrl('image/png', pngBytes(8, 8)), detail: 'auto' as const },
+    ];
+    const input = [
+      { role: 'user' as const, content: 'hi image' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      { role: 'user' as const, content: look },
+    ];
+    const failed = await client.responses.create({ model: 'unreachable', input, stream: true });
+    for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    // Its input is stored with the image as a blob reference: the resend still holds that step.
+    const retried = await client.responses.create({ model: 'echo', input });
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
   });
 
   it('previous_response_id: a retry after a failed step continues the conversation, not a fork of it', async () => {

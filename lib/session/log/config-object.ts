@@ -78,8 +78,7 @@ export function newConfig(log: LogContext, fields: NewSession): SessionConfig {
 
 /** See SessionLog.get. */
 export async function getSession(log: LogContext, id: string): Promise<SessionRecord> {
-  const head = await readHead(log, id);
-  return toSessionRecord(head.config, countsOf(head.newest), ledgerOf(head.newest));
+  return (await getSessionWithNewestTurn(log, id)).session;
 }
 
 /** See SessionLog.getWithNewestTurn. */

@@ -1,4 +1,4 @@
-import type { ClientItem, Tool } from '../items.ts';
+import type { Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
 import { InvalidRequestError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
@@ -6,11 +6,10 @@ import { modelOf, type Facade } from './facade.ts';
 import {
   DEFAULT_SETTINGS,
   inputToItems,
-  type InputAnchor,
   type InputItemBody,
   type ResponseFields,
   type ResponseSettings,
-  type SentCompaction,
+  type RequestInput,
 } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 
@@ -20,23 +19,10 @@ import type { ResponseCreateBody } from './schemas.ts';
  */
 
 /** What a request asks, mapped to tailgate: its model, items, tools and the fields every answer echoes. */
-export interface PreparedRequest {
+export interface PreparedRequest extends Omit<RequestInput, 'instructions'> {
   body: ResponseCreateBody;
   model: string;
   instructions: string | null;
-  items: ClientItem[];
-  /**
-   * The items as the client holds them, compaction items left out, and how many come before the
-   * last compaction item (responses.ts, inputToItems): what a resent history is matched by.
-   */
-  history: ClientItem[];
-  compactedAt: number;
-  /** The compaction item the input starts from, when it keeps nothing before it (responses.ts, inputToItems). */
-  anchor?: InputAnchor;
-  /** The compaction items sent, each after `at` items of `history`. */
-  compactions: SentCompaction[];
-  /** The position in the request's `input` of each item of `items` and of `history` (responses.ts, inputToItems). */
-  positions: { items: number[]; history: number[] };
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;

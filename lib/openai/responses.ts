@@ -42,6 +42,24 @@ export interface SentCompaction {
   summary: string;
 }
 
+/** A request's input as inputToItems reads it (what PreparedRequest, lib/openai/request.ts, carries of it). */
+export interface RequestInput {
+  instructions: string[];
+  items: ClientItem[];
+  /**
+   * The items as the client holds them, compaction items left out, and how many come before the
+   * last compaction item: what a resent history is matched by (lib/openai/history-index.ts).
+   */
+  history: ClientItem[];
+  compactedAt: number;
+  /** The compaction item the input starts from, when it keeps nothing before it. */
+  anchor?: InputAnchor;
+  /** Each compaction item sent, and how many items of `history` come before it. */
+  compactions: SentCompaction[];
+  /** The position in `input` of each item of `items` (a summary: its compaction item's), and of `history`. */
+  positions: { items: number[]; history: number[] };
+}
+
 /**
  * The request input as tailgate items, with the leading system and developer messages taken
  * out as instructions (tailgate keeps one system prompt: the session's `instructions`).
@@ -55,20 +73,7 @@ export interface SentCompaction {
  * compaction item, as OpenAI recommends, resends its history so. `field` is the request's name
  * for the list, which an error names (`items` of a conversation).
  */
-export function inputToItems(
-  input: string | InputItemBody[],
-  field = 'input',
-): {
-  instructions: string[];
-  items: ClientItem[];
-  history: ClientItem[];
-  compactedAt: number;
-  anchor?: InputAnchor;
-  /** Each compaction item sent, and how many items of `history` come before it. */
-  compactions: SentCompaction[];
-  /** The position in `input` of each item of `items` (a summary: its compaction item's), and of `history`. */
-  positions: { items: number[]; history: number[] };
-} {
+export function inputToItems(input: string | InputItemBody[], field = 'input'): RequestInput {
   if (typeof input === 'string') {
     const items: ClientItem[] = [{ type: 'message', role: 'user', content: input }];
     return {

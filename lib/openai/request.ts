@@ -21,6 +21,8 @@ import type { ResponseCreateBody } from './schemas.ts';
 /** What a request asks, mapped to tailgate: its model, items, tools and the fields every answer echoes. */
 export interface PreparedRequest extends Omit<RequestInput, 'instructions'> {
   body: ResponseCreateBody;
+  /** The position in the request's own input of each entry of `body.input` (item references resolved). */
+  origins: readonly number[];
   model: string;
   instructions: string | null;
   tools: Tool[] | undefined;
@@ -48,7 +50,8 @@ export function prepareResponseRequest(
   /** The position in the request's own input of each entry of `body.input` (references resolved); default the same. */
   origins?: readonly number[],
 ): PreparedRequest {
-  const origin = (index: number) => origins?.[index] ?? index;
+  const inputOrigins = origins ?? (typeof body.input === 'string' ? [0] : body.input.map((_, index) => index));
+  const origin = (index: number) => inputOrigins[index] ?? index;
   const model = modelOf(facade, body.model);
   const {
     instructions: inputInstructions,
@@ -58,7 +61,7 @@ export function prepareResponseRequest(
     anchor,
     compactions,
     positions,
-  } = inputToItems(body.input);
+  } = inputInRequest(() => inputToItems(body.input), inputOrigins);
   const instructions =
     [body.instructions ?? '', ...inputInstructions].filter((text) => text !== '').join('\n\n') || null;
   facade.checkItems(items);
@@ -71,6 +74,7 @@ export function prepareResponseRequest(
   else if (body.store === false) checkToolChoice(choice, [], 'tools (none was sent)');
   return {
     body,
+    origins: inputOrigins,
     model,
     instructions,
     items,
@@ -182,6 +186,9 @@ function echoedFormat(
  * A refusal naming an item of a turn's input by its position among the items stored
  * (`input.<i>.call_id`, lib/session/log/open-calls.ts) names it again by its position in the
  * request's `input` (`positions`, one per item stored); any other error is answered as it is.
+ * So does one naming an entry of the input with its item references resolved (`positions`: the
+ * request's position of each entry, PreparedRequest.origins), which a superseded compaction's
+ * reference left out may have shifted.
  */
 export function namedInRequest(error: unknown, positions: readonly number[]): unknown {
   if (!(error instanceof InvalidRequestError)) return error;
@@ -190,5 +197,15 @@ export function namedInRequest(error: unknown, positions: readonly number[]): un
   const position = named ? positions[Number(named[1])] : undefined;
   if (!named || position === undefined) return error;
   const field = `input.${position}${named[2]}`;
-  return new InvalidRequestError(error.message.replace(named[0], field), { ...details, field });
+  const message = error.message.replace(named[0], field).replace(`input[${named[1]}]`, `input[${position}]`);
+  return new InvalidRequestError(message, { ...details, field });
+}
+
+/** `read()`, its refusal naming an input entry by its position in the request (see namedInRequest). */
+function inputInRequest<T>(read: () => T, origins: readonly number[]): T {
+  try {
+    return read();
+  } catch (error) {
+    throw namedInRequest(error, origins);
+  }
 }

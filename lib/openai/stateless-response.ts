@@ -14,15 +14,15 @@ import { openaiTools } from './stored-responses.ts';
 /**
  * As a stored response's input (lib/session/log/commit.ts), with no call open before it: a
  * function_call_output must answer a function_call sent before it, once (else a 400 naming
- * `input[i].call_id`). A call may go unanswered (the prompt gives it a placeholder output, as
- * to a stored call still open).
+ * `input[i].call_id`, `i` its position in the request's input). A call may go unanswered (the
+ * prompt gives it a placeholder output, as to a stored call still open).
  */
-function checkInputCalls(input: PreparedRequest['body']['input']): void {
+function checkInputCalls({ body: { input }, origins }: PreparedRequest): void {
   if (typeof input === 'string') return;
   const pending = new Set<string>();
   input.forEach((entry, index) => {
     if (entry.type === 'function_call' || entry.type === 'function_call_output')
-      trackCall(pending, entry as Item, `input.${index}`);
+      trackCall(pending, entry as Item, `input.${origins[index] ?? index}`);
   });
 }
 
@@ -54,7 +54,7 @@ export async function createStatelessResponse(
     );
   }
   facade.authorize(null);
-  checkInputCalls(body.input);
+  checkInputCalls(prepared);
   const request = {
     items,
     instructions,

@@ -1,24 +1,17 @@
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam } from 'openai/resources/chat/completions';
 import type { ResponseInputItem } from 'openai/resources/responses/responses';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { clientOnTailgate } from './server.ts';
 
 // A tool output without its call, or a call without its output, is refused before any model
 // call (OpenAI answers such a prompt 400), in OpenAI's error shape naming the item.
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate();
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate();
 
 const call = (id: string) => ({ id, type: 'function' as const, function: { name: 'f', arguments: '{}' } });
 
 async function chatError(messages: ChatCompletionMessageParam[]): Promise<unknown> {
-  return client.chat.completions.create({ model: 'echo', messages }).then(
+  return world.client.chat.completions.create({ model: 'echo', messages }).then(
     () => 'answered',
     (error: unknown) => error,
   );
@@ -79,7 +72,7 @@ describe('chat completions: tool messages and their calls', () => {
   });
 
   it('answers calls and their tool messages in order', async () => {
-    const answer = await client.chat.completions.create({
+    const answer = await world.client.chat.completions.create({
       model: 'echo',
       messages: [
         { role: 'user', content: 'hi' },
@@ -94,7 +87,7 @@ describe('chat completions: tool messages and their calls', () => {
 });
 
 const respond = (input: ResponseInputItem[], store = false) =>
-  client.responses.create({ model: 'echo', store, input }).then(
+  world.client.responses.create({ model: 'echo', store, input }).then(
     (response) => response,
     (error: unknown) => error,
   );
@@ -140,11 +133,31 @@ describe('stateless responses (store: false): outputs and their calls', () => {
   });
 });
 
+/**
+ * A conversation compacted twice: a reference to its first compaction item (which the second
+ * superseded), then the second's output, then `tail`. The reference is left out of the input
+ * when resolved, and still counts in the positions an error names.
+ */
+async function afterSupersededReference(tail: ResponseInputItem[]): Promise<ResponseInputItem[]> {
+  const { client } = world;
+  const first = await client.responses.create({ model: 'echo', input: 'hello' });
+  const older = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
+  const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'more' });
+  const newer = await client.responses.compact({ model: 'echo', previous_response_id: next.id });
+  return [{ type: 'item_reference', id: older.output[0]!.id! }, ...(newer.output as ResponseInputItem[]), ...tail];
+}
+
+const lateSystem: ResponseInputItem[] = [{ role: 'system', content: 'late' }];
+const outputWithoutCall: ResponseInputItem[] = [
+  { role: 'user', content: 'and then' },
+  { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
+];
+
 describe('stored responses: outputs and their calls', () => {
   it("refuses a function_call_output with no open call, naming the request's input item", async () => {
     await expectOutputWithoutCall(true);
     // A resent history: the item is named where the request has it, not among the items it adds.
-    const first = await client.responses.create({ model: 'echo', input: 'hello' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'hello' });
     const resent = await respond(
       [
         { role: 'developer', content: 'Be brief.' },
@@ -156,20 +169,24 @@ describe('stored responses: outputs and their calls', () => {
       true,
     );
     expect(resent).toMatchObject({ status: 400, param: 'input[4].call_id' });
-
-    // A reference to a compaction the next one superseded is left out, and still counts in the positions.
-    const older = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
-    const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'more' });
-    const newer = await client.responses.compact({ model: 'echo', previous_response_id: next.id });
-    const compacted = await respond(
-      [
-        { type: 'item_reference', id: older.output[0]!.id! },
-        ...(newer.output as ResponseInputItem[]),
-        { role: 'user', content: 'and then' },
-        { type: 'function_call_output', call_id: 'call_nowhere', output: 'done' },
-      ],
-      true,
-    );
-    expect(compacted).toMatchObject({ status: 400, param: 'input[3].call_id' });
   });
+});
+
+describe('positions after a superseded compaction reference left out of the input', () => {
+  for (const store of [true, false]) {
+    it(`name the request's own input item (store: ${store})`, async () => {
+      const compacted = await respond(await afterSupersededReference(outputWithoutCall), store);
+      expect(compacted).toMatchObject({
+        status: 400,
+        param: 'input[3].call_id',
+        message: expect.stringContaining('input.3.call_id: '),
+      });
+      const system = await respond(await afterSupersededReference(lateSystem), store);
+      expect(system).toMatchObject({
+        status: 400,
+        param: 'input[2].role',
+        message: expect.stringContaining('input[2]: a system message'),
+      });
+    });
+  }
 });

@@ -1,9 +1,11 @@
 import { createRoute } from '@hono/zod-openapi';
-import { compactSession } from '../../lib/turn/compact-session.ts';
+import { indexedCompaction } from '../../lib/openai/compact-response.ts';
+import { compactSessionFrom } from '../../lib/turn/compact-session.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { compactRequestSchema, compactResultSchema, sessionIdParamsSchema } from '../schemas.ts';
+import { facadeOf } from './openai/facade-context.ts';
 
 const compactRoute = createRoute({
   method: 'post',
@@ -21,13 +23,19 @@ const compactRoute = createRoute({
   },
 });
 
-/** POST /v1/sessions/:id/compact. */
+/**
+ * POST /v1/sessions/:id/compact. Its compaction is indexed as a response's is
+ * (lib/openai/history-index.ts): a Responses client that sends the conversation's compaction
+ * item first, then new items, continues the session.
+ */
 export function compactRoutes() {
   return createRouter().openapi(compactRoute, async (c) => {
     const { id } = c.req.valid('param');
     const body = c.req.valid('json') ?? {};
     const services = c.var.services;
     if (body.model !== undefined) services.model(body.model);
-    return c.json(await compactSession(services, id, body), 200);
+    const { answer, madeOf } = await compactSessionFrom(services, id, body);
+    if (answer.compacted && answer.context) await indexedCompaction(facadeOf(c), id, answer.context, madeOf);
+    return c.json(answer, 200);
   });
 }

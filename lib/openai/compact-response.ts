@@ -47,16 +47,29 @@ async function compactStored(
   const request = { keep_tokens: 0, ...(model ? { model } : {}) };
   const { answer: result, madeOf } = await compactSessionFrom(services, sessionId, request, items);
   if (!result.context) return { output: [], usage: result.usage };
-  const item = compactionItem(compactionId(sessionId, result.context.start_seq), result.context.summary);
-  // The conversation as the compaction found it, for a client that goes on from the compaction
-  // item alone: a turn taken since is none it has seen, and such a resend starts a new one.
+  return { output: [await indexedCompaction(facade, sessionId, result.context, madeOf)], usage: result.usage };
+}
+
+/**
+ * The compaction item of a compaction of `sessionId` (responses.compact, or the native POST
+ * /v1/sessions/:id/compact), once the conversation as the compaction found it (`madeOf`) is
+ * indexed under it, for a client that goes on from the compaction item alone: a turn taken
+ * since is none it has seen, and such a resend starts a new one.
+ */
+export async function indexedCompaction(
+  facade: Facade,
+  sessionId: string,
+  context: { start_seq: number; summary: string },
+  madeOf: Awaited<ReturnType<typeof compactSessionFrom>>['madeOf'],
+): Promise<ResponseCompactionItem> {
+  const item = compactionItem(compactionId(sessionId, context.start_seq), context.summary);
   if (madeOf && madeOf.turns > 0) {
-    const session = await services.sessions.get(sessionId);
+    const session = await facade.services.sessions.get(sessionId);
     // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
     const state = { generation: holderOf(madeOf.scope, madeOf.items), turn: madeOf.turns, items: madeOf.items };
     await indexCompaction(facade, session, state, { id: item.id, summary: item.encrypted_content });
   }
-  return { output: [item], usage: result.usage };
+  return item;
 }
 
 async function compactInline(

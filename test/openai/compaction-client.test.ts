@@ -3,7 +3,7 @@ import type { ResponseCompactionItem } from 'openai/resources/responses/response
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUMMARY_HEADER } from '../../lib/compaction/summary-transcript.ts';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
+import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, tailgatePost, TOKEN } from './server.ts';
 
 // Compaction through the official `openai` client against the real app (echo model: its
 // summary is "echo: " + the transcript of the summarized items, so it is readable and exact).
@@ -377,6 +377,37 @@ describe('the official openai client: context_management compaction', () => {
       ],
     });
     expect(referenced.conversation!.id).toBe(sessionId);
+  });
+
+  it('after a native POST /v1/sessions/:id/compact, its item (or a reference) continues the conversation', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const sessionId = first.conversation!.id;
+    const compacted = await tailgatePost(tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
+    expect(await compacted.json()).toMatchObject({ compacted: true });
+    const listed = await client.conversations.items.list(sessionId, { order: 'asc' });
+    const compaction = compactionOf(listed.data)!;
+    expect(compaction.id).toBe(`cmp_${sessionId}_3`);
+    // The compaction is indexed as a response's: the item, then new input, go on in its conversation.
+    const next = await client.responses.create({
+      model: 'echo',
+      input: [compaction, { role: 'user', content: 'go on' }] as OpenAI.Responses.ResponseInputItem[],
+    });
+    expect(next.conversation!.id).toBe(sessionId);
+    const again = await tailgatePost(tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
+    const { context } = (await again.json()) as { context: { start_seq: number } };
+    const referenced = await client.responses.create({
+      model: 'echo',
+      input: [
+        { type: 'item_reference', id: `cmp_${sessionId}_${context.start_seq}` },
+        { role: 'user', content: 'still here?' },
+      ],
+    });
+    expect(referenced.conversation!.id).toBe(sessionId);
+    expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
+      'summary',
+      'still here?',
+      'echo: still here?',
+    ]);
   });
 
   it('a reference to a compaction a later one superseded stands for its summary as it was', async () => {

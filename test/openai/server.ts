@@ -66,6 +66,15 @@ export async function tailgateGet(baseURL: string, path: string): Promise<any> {
   return response.json();
 }
 
+/** POST `body` as JSON to `path` under the app's `/v1` with the admin token (tailgate's own routes, as tailgateGet). */
+export function tailgatePost(baseURL: string, path: string, body: unknown): Promise<Response> {
+  return fetch(`${baseURL}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+}
+
 /**
  * Every key stored under `sessions/`, to show that a call stored nothing: once no background
  * work of earlier calls (packing, listing rows) changes them any more.

@@ -1,8 +1,11 @@
+import { z } from 'zod';
 import { ReplayedError } from '../errors.ts';
-import type { ClientItem } from '../items.ts';
+import type { ClientItem, Item } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
+import { parseStoredOrUndefined } from '../session/records.ts';
+import { errorRecord } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
-import { retriedSince } from './history-index.ts';
+import { historyKey, retriedSince } from './history-index.ts';
 
 /**
  * An `abort` notice stops an agent: the turn it meets is refused (409 `aborted`) and stays in
@@ -51,4 +54,71 @@ export async function abortedRetry(
 
 function lastSeq(turn: { input: { last_seq: number } | null; output: { last_seq: number } | null }) {
   return turn.output?.last_seq ?? turn.input?.last_seq;
+}
+
+/**
+ * A chat completion stores no turn: the refusal of one an `abort` notice of its session
+ * (`x-tailgate-session`) refused is kept apart, under the keyed hash of its messages (as the
+ * history index keys a history: lib/openai/history-index.ts), with the session as it stood. A
+ * request with the same messages while the session stands so (no turn or item since) is its
+ * retry, and is refused again with that error, nothing run.
+ */
+const chatAbortSchema = z
+  .object({
+    session_id: z.string(),
+    created_at: z.string(),
+    turns: z.number().int(),
+    items: z.number().int(),
+    error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
+  })
+  .strict();
+
+/** The request of a chat completion under a session: its messages as instructions and items. */
+interface ChatRequest {
+  sessionId: string;
+  instructions: string | null;
+  items: readonly Item[];
+}
+
+function chatAbortKey(facade: Facade, request: ChatRequest): Promise<string> {
+  const scope = JSON.stringify([facade.caller ?? '', 'chat', request.sessionId, request.instructions]);
+  return historyKey(facade, scope, request.items, 'chat-aborted');
+}
+
+/** Keeps `refusal`, an abort of the chat completion `request` with `session` as read for it (a failure is logged). */
+export async function keepChatAbort(
+  facade: Facade,
+  request: ChatRequest,
+  session: SessionRecord,
+  refusal: unknown,
+): Promise<void> {
+  const { counts } = session;
+  const kept = { session_id: session.id, created_at: session.created_at, turns: counts.turns, items: counts.items };
+  try {
+    const key = await chatAbortKey(facade, request);
+    const body = JSON.stringify({ ...kept, error: errorRecord(refusal) });
+    await facade.services.store.put(key, body, { contentType: 'application/json' });
+  } catch (error) {
+    facade.services.log('tailgate: could not keep the abort of a chat completion', error);
+  }
+}
+
+/**
+ * The refusal to answer again when the chat completion `request` retries one an abort refused
+ * (keepChatAbort), once its session is read (`session`): one get, alongside that read.
+ */
+export async function chatAbortRetry(
+  facade: Facade,
+  request: ChatRequest,
+): Promise<(session: SessionRecord) => ReplayedError | undefined> {
+  const stored = await facade.services.store.get(await chatAbortKey(facade, request));
+  const kept = stored ? parseStoredOrUndefined(stored.body, chatAbortSchema) : undefined;
+  return (session) =>
+    kept &&
+    kept.session_id === session.id &&
+    kept.created_at === session.created_at &&
+    kept.turns === session.counts.turns &&
+    kept.items === session.counts.items
+      ? new ReplayedError(kept.error)
+      : undefined;
 }

@@ -10,6 +10,7 @@ import {
   type ChatMessageBody,
   type TailgateChatCompletion,
 } from './chat.ts';
+import { chatAbortRetry, keepChatAbort } from './aborted-retry.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { randomId } from './ids.ts';
@@ -37,31 +38,47 @@ function toTools(tools: ChatCompletionCreateBody['tools']): Tool[] {
 
 /**
  * Consumes the inbox of the named session for this call (turn 0 in the delivery records: no
- * session turn). An `abort` notice gives the others back and is answered 409 `aborted`.
+ * session turn). An `abort` notice gives the others back and is answered 409 `aborted`; a
+ * retry of the request it refused (the same messages, the session as it stood) is refused
+ * again with that error, nothing consumed (lib/openai/aborted-retry.ts).
  */
-async function consumeNotices(facade: Facade, sessionId: string, strategies: string[]): Promise<DeliveredNotice[]> {
+async function consumeNotices(
+  facade: Facade,
+  request: Parameters<typeof chatAbortRetry>[1],
+  strategies: string[],
+): Promise<DeliveredNotice[]> {
   const { sessions, inbox } = facade.services;
-  const session = await sessions.get(sessionId).catch((error: unknown) => {
-    throw error instanceof NotFoundError
-      ? new OpenAIApiError(
-          404,
-          'not_found',
-          `Session '${sessionId}' (x-tailgate-session) not found.`,
-          'x-tailgate-session',
-        )
-      : error;
-  });
-  if (!strategies.includes('inbox')) return [];
+  const { sessionId } = request;
+  // Only a call that consumes the inbox meets an abort (and so may retry one).
+  const consumes = strategies.includes('inbox');
+  const [session, retried] = await Promise.all([
+    sessions.get(sessionId).catch((error: unknown) => {
+      throw error instanceof NotFoundError
+        ? new OpenAIApiError(
+            404,
+            'not_found',
+            `Session '${sessionId}' (x-tailgate-session) not found.`,
+            'x-tailgate-session',
+          )
+        : error;
+    }),
+    consumes ? chatAbortRetry(facade, request) : undefined,
+  ]);
+  if (!consumes) return [];
+  const refusal = retried?.(session);
+  if (refusal) throw refusal;
   const consumed = await consumeForModelCall(inbox, sessionId, session, 0);
   if (consumed.abort) {
     const { abort } = consumed;
     if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);
-    throw new AbortedError(abort.reason, {
+    const aborted = new AbortedError(abort.reason, {
       reason: abort.reason,
       notice: abort.name,
       stored_as: abort.stored_as,
       turn: 0,
     });
+    await keepChatAbort(facade, request, session, aborted);
+    throw aborted;
   }
   return consumed.delivered;
 }
@@ -93,7 +110,8 @@ export async function createChatCompletion(
     );
   const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
-  const notices = sessionId !== null ? await consumeNotices(facade, sessionId, strategies) : [];
+  const notices =
+    sessionId !== null ? await consumeNotices(facade, { sessionId, instructions, items }, strategies) : [];
   const request: StatelessRequest = {
     items,
     instructions,

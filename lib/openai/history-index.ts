@@ -80,7 +80,7 @@ export interface HistoryMatch {
 const encoder = new TextEncoder();
 
 /** The fields an item is compared by (what a client resends of it). */
-function canonical(item: ClientItem): unknown[] {
+function canonical(item: Item): unknown[] {
   if (item.type === 'message') return ['message', item.role, item.content];
   if (item.type === 'function_call') return ['function_call', item.call_id, item.name, item.arguments];
   return ['function_call_output', item.call_id, item.output];
@@ -119,7 +119,16 @@ export function compactionScope(facade: Facade, anchor: InputAnchor): string {
   return JSON.stringify([facade.caller ?? '', 'compaction', anchor.id, anchor.summary]);
 }
 
-async function historyKey(facade: Facade, scope: string, items: readonly ClientItem[]): Promise<string> {
+/**
+ * The keyed hash of `items` in `scope`, as the key of an entry of `family` (`history`: this
+ * index; `chat-aborted`: lib/openai/aborted-retry.ts).
+ */
+export async function historyKey(
+  facade: Facade,
+  scope: string,
+  items: readonly Item[],
+  family = 'history',
+): Promise<string> {
   // Never API_TOKEN: a bucket reader knows the histories an entry may stand for, so an entry
   // keyed with it would let them test guesses of it offline. Without TOKEN_SIGNING_KEY a fixed
   // key stands in (Web Crypto refuses an empty HMAC key on Workers).
@@ -130,7 +139,7 @@ async function historyKey(facade: Facade, scope: string, items: readonly ClientI
   const message = `tailgate openai history\n${scope}\n${JSON.stringify(items.map(canonical))}`;
   const digest = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
   const hex = Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
-  return `${facade.config.keyPrefix}openai/history/${hex}`;
+  return `${facade.config.keyPrefix}openai/${family}/${hex}`;
 }
 
 function isOutput(item: ClientItem): boolean {

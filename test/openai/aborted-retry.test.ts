@@ -162,3 +162,66 @@ describe('an abort notice stops the agent whatever its client retries', () => {
     await stopped(before);
   });
 });
+
+describe('chat completions under x-tailgate-session: the retry of a request an abort refused', () => {
+  /** A session with an `abort` notice posted to it, and how many model calls were made then. */
+  async function abortedSession(): Promise<{ id: string; calls: number; headers: Record<string, string> }> {
+    const id = `chat-abort-${crypto.randomUUID()}`;
+    expect((await api('/sessions', { method: 'POST', body: { id } })).status).toBe(201);
+    const posted = await api(`/sessions/${id}/inbox`, { method: 'POST', body: { name: 'abort', content: 'stop now' } });
+    expect(posted.status).toBe(201);
+    return { id, calls: world.provider.requests.length, headers: { 'x-tailgate-session': id } };
+  }
+  const messages: OpenAI.Chat.ChatCompletionMessageParam[] = [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'go on' },
+  ];
+
+  it('sent again by hand is refused again with the same error, nothing run, until the session moves on', async () => {
+    const before = await abortedSession();
+    const asked = { model: 'gpt-4o-mini', messages };
+    const refusals: unknown[] = [];
+    for (let attempt = 0; attempt < 3; attempt++)
+      refusals.push(
+        await noRetries()
+          .chat.completions.create(asked, { headers: before.headers })
+          .catch((error: unknown) => error),
+      );
+    for (const refused of refusals) {
+      expect(refused).toBeInstanceOf(OpenAI.ConflictError);
+      expect(refused).toMatchObject({ status: 409, code: 'aborted', message: '409 the turn was aborted: stop now' });
+      expect((refused as { error: unknown }).error).toEqual((refusals[0] as { error: unknown }).error);
+      expect((refused as { headers: Headers }).headers.get('x-should-retry')).toBe('false');
+    }
+    expect(world.provider.requests.length).toBe(before.calls);
+    // Other messages are another request: answered.
+    const other = await noRetries().chat.completions.create(
+      { model: 'gpt-4o-mini', messages: [...messages, { role: 'user', content: 'something else' }] },
+      { headers: before.headers },
+    );
+    expect(other.choices[0]!.finish_reason).toBe('stop');
+    // Once the session took an item, the same messages are no retry any more.
+    const appended = await api(`/sessions/${before.id}/items`, {
+      method: 'POST',
+      body: { items: [{ type: 'message', role: 'user', content: 'noted' }] },
+    });
+    expect(appended.status).toBe(201);
+    const later = await noRetries().chat.completions.create(asked, { headers: before.headers });
+    expect(later.choices[0]!.finish_reason).toBe('stop');
+  });
+
+  it('the AI SDK in chat mode at its default retries: 409 aborted each time, nothing runs', async () => {
+    const before = await abortedSession();
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, headers: before.headers });
+    const failed = await generateText({
+      model: openai.chat('gpt-4o-mini'),
+      system: 'Be brief.',
+      prompt: 'go on',
+    }).catch((error: unknown) => error);
+    const errors = (failed as { errors?: unknown[] }).errors ?? [failed];
+    expect(errors.length).toBe(3);
+    for (const error of errors)
+      expect(error).toMatchObject({ statusCode: 409, responseBody: expect.stringContaining('"aborted"') });
+    expect(world.provider.requests.length).toBe(before.calls);
+  });
+});

@@ -2,21 +2,14 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 import type { ChatCompletionChunk, ChatCompletionMessageParam } from 'openai/resources/chat/completions';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { chatMessagesToItems, itemsToChatMessages } from '../../lib/openai/chat.ts';
-import { startTailgate, TOKEN } from './server.ts';
+import { clientOnTailgate, tailgatePost, TOKEN } from './server.ts';
 
 // Chat Completions against the real app on a loopback Node server (echo model): the official
 // client and the AI SDK's OpenAI provider in chat mode.
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate({ MODEL_ALIASES: 'gpt-4o-mini=echo' });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate({ MODEL_ALIASES: 'gpt-4o-mini=echo' });
 
 const weather = {
   type: 'function' as const,
@@ -24,18 +17,12 @@ const weather = {
 };
 
 async function storedKeys(): Promise<string[]> {
-  return (await tailgate.store.list('', { limit: 1000 })).objects
+  return (await world.tailgate.store.list('', { limit: 1000 })).objects
     .map((object) => object.key)
     .filter((key) => !key.includes('write-probe'));
 }
 
-async function post(path: string, body: unknown): Promise<Response> {
-  return fetch(`${tailgate.baseURL}${path}`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-}
+const post = (path: string, body: unknown): Promise<Response> => tailgatePost(world.tailgate.baseURL, path, body);
 
 describe('the official openai client: chat completions', () => {
   it('answers a tool call, then the tool result, statelessly', async () => {
@@ -44,7 +31,7 @@ describe('the official openai client: chat completions', () => {
       { role: 'system', content: 'Be brief.' },
       { role: 'user', content: 'call get_weather {"city":"Paris"}' },
     ];
-    const first = await client.chat.completions.create({
+    const first = await world.client.chat.completions.create({
       model: 'gpt-4o-mini',
       messages,
       tools: [weather],
@@ -75,7 +62,12 @@ describe('the official openai client: chat completions', () => {
       tool_call_id: choice.message.tool_calls![0]!.id,
       content: '18C, clear',
     });
-    const second = await client.chat.completions.create({ model: 'echo', messages, tools: [weather], max_tokens: 50 });
+    const second = await world.client.chat.completions.create({
+      model: 'echo',
+      messages,
+      tools: [weather],
+      max_tokens: 50,
+    });
     expect(second.choices[0]).toMatchObject({
       finish_reason: 'stop',
       message: { role: 'assistant', content: 'echo: call get_weather {"city":"Paris"}' },
@@ -83,7 +75,7 @@ describe('the official openai client: chat completions', () => {
     // Nothing is stored.
     expect(await storedKeys()).toEqual(before);
 
-    const none = await client.chat.completions.create({
+    const none = await world.client.chat.completions.create({
       model: 'echo',
       messages: [{ role: 'user', content: 'call get_weather {}' }],
       tools: [weather],
@@ -93,7 +85,7 @@ describe('the official openai client: chat completions', () => {
   });
 
   it('streams chunks in the official format, ending with the usage chunk and [DONE]', async () => {
-    const stream = await client.chat.completions.create({
+    const stream = await world.client.chat.completions.create({
       model: 'echo',
       messages: [{ role: 'user', content: 'stream these words please' }],
       stream: true,
@@ -114,7 +106,7 @@ describe('the official openai client: chat completions', () => {
     expect(usage.choices).toEqual([]);
     expect(usage.usage).toMatchObject({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number) });
 
-    const calls = await client.chat.completions.create({
+    const calls = await world.client.chat.completions.create({
       model: 'echo',
       messages: [{ role: 'user', content: 'call get_weather {"city":"Oslo"}' }],
       tools: [weather],
@@ -136,14 +128,14 @@ describe('the official openai client: chat completions', () => {
 
   it('applies the strategies of x-tailgate-strategies to the messages sent (unknown names are a 400)', async () => {
     const messages: ChatCompletionMessageParam[] = [{ role: 'user', content: 'hello' }];
-    const chosen = await client.chat.completions.create(
+    const chosen = await world.client.chat.completions.create(
       { model: 'echo', messages },
       { headers: { 'x-tailgate-strategies': 'none' } },
     );
     expect(
       (chosen as unknown as { tailgate: { context: { strategies: string[] } } }).tailgate.context.strategies,
     ).toEqual(['none']);
-    const unknown = await client.chat.completions
+    const unknown = await world.client.chat.completions
       .create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'no_such_strategy' } })
       .catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
@@ -156,7 +148,7 @@ describe('the official openai client: chat completions', () => {
     expect(
       (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
     ).toBe(201);
-    const delivered = await client.chat.completions.create(
+    const delivered = await world.client.chat.completions.create(
       { model: 'echo', messages: [{ role: 'user', content: 'What next?' }] },
       { headers: { 'x-tailgate-session': id } },
     );
@@ -166,14 +158,14 @@ describe('the official openai client: chat completions', () => {
         .notices_delivered,
     ).toEqual(['0001-budget.md']);
     // Consumed: the next call does not see it.
-    const again = await client.chat.completions.create(
+    const again = await world.client.chat.completions.create(
       { model: 'echo', messages: [{ role: 'user', content: 'What next?' }] },
       { headers: { 'x-tailgate-session': id } },
     );
     expect(again.choices[0]!.message.content).toBe('echo: What next?');
 
     expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
-    const aborted = await client.chat.completions
+    const aborted = await world.client.chat.completions
       .create(
         { model: 'echo', messages: [{ role: 'user', content: 'go on' }] },
         { headers: { 'x-tailgate-session': id } },
@@ -181,7 +173,7 @@ describe('the official openai client: chat completions', () => {
       .catch((error: unknown) => error);
     expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
     expect(aborted).toMatchObject({ code: 'aborted', type: 'invalid_request_error' });
-    const missing = await client.chat.completions
+    const missing = await world.client.chat.completions
       .create(
         { model: 'echo', messages: [{ role: 'user', content: 'x' }] },
         { headers: { 'x-tailgate-session': 'no-such-session' } },
@@ -191,7 +183,7 @@ describe('the official openai client: chat completions', () => {
   });
 
   it('refuses what it does not support, naming the field', async () => {
-    const image = await client.chat.completions
+    const image = await world.client.chat.completions
       .create({
         model: 'echo',
         messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://example.com/a.png' } }] }],
@@ -199,19 +191,19 @@ describe('the official openai client: chat completions', () => {
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
     expect((image as Error).message).toContain('items[0].content[0]: image_url must be an https:// or data: URL');
-    const uploaded = await client.chat.completions
+    const uploaded = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file_1' } }] }] })
       .catch((error: unknown) => error);
     expect(uploaded).toMatchObject({ status: 400, param: 'messages[0].content[0].file.file_data' });
-    const n = await client.chat.completions
+    const n = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);
     expect(n).toMatchObject({ status: 400, param: 'n' });
-    const logprobs = await client.chat.completions
+    const logprobs = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], logprobs: true })
       .catch((error: unknown) => error);
     expect(logprobs).toMatchObject({ status: 400, param: 'logprobs' });
-    const late = await client.chat.completions
+    const late = await world.client.chat.completions
       .create({
         model: 'echo',
         messages: [
@@ -221,14 +213,14 @@ describe('the official openai client: chat completions', () => {
       })
       .catch((error: unknown) => error);
     expect(late).toMatchObject({ status: 400, param: 'messages[1].role' });
-    const model = await client.chat.completions
+    const model = await world.client.chat.completions
       .create({ model: 'gpt-unknown', messages: [{ role: 'user', content: 'x' }] })
       .catch((error: unknown) => error);
     expect(model).toMatchObject({ status: 404, code: 'model_not_found' });
     const lookup = { type: 'function' as const, function: { name: 'lookup', parameters: { type: 'object' } } };
     const choice = { type: 'function' as const, function: { name: 'search' } };
     for (const tools of [[lookup], undefined]) {
-      const unknown = await client.chat.completions
+      const unknown = await world.client.chat.completions
         .create({
           model: 'echo',
           messages: [{ role: 'user', content: 'x' }],
@@ -284,7 +276,7 @@ describe('chat messages and tailgate items', () => {
 
 describe('@ai-sdk/openai in chat mode against tailgate', () => {
   it('generateText runs a tool through chat completions and answers in a second step', async () => {
-    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
     const calls: unknown[] = [];
     const result = await generateText({
       model: openai.chat('gpt-4o-mini'),
@@ -307,7 +299,7 @@ describe('@ai-sdk/openai in chat mode against tailgate', () => {
   });
 
   it('streamText streams the answer with usage', async () => {
-    const openai = createOpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
     const result = streamText({ model: openai.chat('echo'), system: 'Be brief.', prompt: 'stream me please' });
     const chunks: string[] = [];
     for await (const chunk of result.textStream) chunks.push(chunk);

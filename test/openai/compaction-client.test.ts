@@ -1,23 +1,24 @@
 import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { SUMMARY_HEADER } from '../../lib/compaction/summary-transcript.ts';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
-import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, tailgatePost, TOKEN } from './server.ts';
+import {
+  clientOnTailgate,
+  MESSAGE_EVENTS,
+  sessionKeys,
+  startTailgate,
+  tailgateGet as getJson,
+  tailgatePost,
+  TOKEN,
+} from './server.ts';
 
 // Compaction through the official `openai` client against the real app (echo model: its
 // summary is "echo: " + the transcript of the summarized items, so it is readable and exact).
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
 
 function tailgateGet(path: string): Promise<any> {
-  return getJson(tailgate.baseURL, path);
+  return getJson(world.tailgate.baseURL, path);
 }
 
 /** The prompt the session's next turn would send (its first items). */
@@ -31,7 +32,7 @@ function compactionOf(output: readonly { type: string }[]): ResponseCompactionIt
 
 /** The texts of a conversation's messages, oldest first, compaction items left out. */
 async function loopTexts(sessionId: string): Promise<string[]> {
-  const items = await client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
+  const items = await world.client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
   return items.data.flatMap((item) => (item.type === 'message' ? [(item.content[0] as { text: string }).text] : []));
 }
 
@@ -44,7 +45,8 @@ function shapeOf(item: any): string[] {
 /** The input items of a response, oldest first, shaped by shapeOf. */
 async function inputItemsOf(responseId: string): Promise<string[][]> {
   const items: OpenAI.Responses.ResponseItem[] = [];
-  for await (const item of client.responses.inputItems.list(responseId, { order: 'asc', limit: 3 })) items.push(item);
+  for await (const item of world.client.responses.inputItems.list(responseId, { order: 'asc', limit: 3 }))
+    items.push(item);
   return items.map(shapeOf);
 }
 
@@ -67,7 +69,7 @@ describe('the official openai client: context_management compaction', () => {
   it(
     'compacts once the prompt reaches compact_threshold: ' + 'a readable compaction item, then prompts open with it',
     async () => {
-      const first = await client.responses.create({
+      const first = await world.client.responses.create({
         model: 'echo',
         input: long('alpha'),
         context_management: threshold,
@@ -76,7 +78,7 @@ describe('the official openai client: context_management compaction', () => {
       expect(compactionOf(first.output)).toBeUndefined();
       const sessionId = first.conversation!.id;
 
-      const second = await client.responses.create({
+      const second = await world.client.responses.create({
         model: 'gpt-4.1-mini',
         previous_response_id: first.id,
         input: long('bravo'),
@@ -106,7 +108,11 @@ describe('the official openai client: context_management compaction', () => {
       expect(prompt.slice(1).map((item) => item.content)).toEqual([long('bravo'), `echo: ${long('bravo')}`]);
 
       // The history keeps everything; a turn without context_management does not compact again.
-      const third = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'short' });
+      const third = await world.client.responses.create({
+        model: 'echo',
+        previous_response_id: second.id,
+        input: 'short',
+      });
       expect(compactionOf(third.output)).toBeUndefined();
       expect(third.output_text).toBe('echo: short');
       expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
@@ -119,20 +125,20 @@ describe('the official openai client: context_management compaction', () => {
       // The conversation's items hold the compaction item before the first item it kept, and page through it.
       const ids = (items: { id?: string }[]) => items.map((item) => item.id!.replace(`${sessionId}_`, ''));
       const expected = ['msg_1', 'msg_2', 'cmp_3', 'msg_3', 'msg_4', 'msg_5', 'msg_6'];
-      expect(ids((await client.conversations.items.list(sessionId, { order: 'asc' })).data)).toEqual(expected);
+      expect(ids((await world.client.conversations.items.list(sessionId, { order: 'asc' })).data)).toEqual(expected);
       for (const limit of [1, 2, 3]) {
         const ascending: { id?: string }[] = [];
-        for await (const item of client.conversations.items.list(sessionId, { order: 'asc', limit }))
+        for await (const item of world.client.conversations.items.list(sessionId, { order: 'asc', limit }))
           ascending.push(item);
         expect(ids(ascending), `limit ${limit}`).toEqual(expected);
         const descending: { id?: string }[] = [];
-        for await (const item of client.conversations.items.list(sessionId, { limit })) descending.push(item);
+        for await (const item of world.client.conversations.items.list(sessionId, { limit })) descending.push(item);
         expect(ids(descending), `limit ${limit}`).toEqual([...expected].reverse());
       }
-      expect(await client.conversations.items.retrieve(compaction.id, { conversation_id: sessionId })).toEqual(
+      expect(await world.client.conversations.items.retrieve(compaction.id, { conversation_id: sessionId })).toEqual(
         compaction,
       );
-      const stale = await client.conversations.items
+      const stale = await world.client.conversations.items
         .retrieve(`cmp_${sessionId}_2`, { conversation_id: sessionId })
         .catch((error: unknown) => error);
       expect(stale).toBeInstanceOf(OpenAI.NotFoundError);
@@ -140,8 +146,8 @@ describe('the official openai client: context_management compaction', () => {
   );
 
   it('streams the compaction item as an output item before response.completed', async () => {
-    const first = await client.responses.create({ model: 'echo', input: long('delta') });
-    const stream = await client.responses.create({
+    const first = await world.client.responses.create({ model: 'echo', input: long('delta') });
+    const stream = await world.client.responses.create({
       model: 'echo',
       previous_response_id: first.id,
       input: long('gamma'),
@@ -167,8 +173,8 @@ describe('the official openai client: context_management compaction', () => {
   it(
     'without compact_threshold compacts at the window trigger of the model ' + '(none for echo: no compaction)',
     async () => {
-      const first = await client.responses.create({ model: 'echo', input: long('alpha') });
-      const second = await client.responses.create({
+      const first = await world.client.responses.create({ model: 'echo', input: long('alpha') });
+      const second = await world.client.responses.create({
         model: 'echo',
         previous_response_id: first.id,
         input: long('bravo'),
@@ -182,9 +188,9 @@ describe('the official openai client: context_management compaction', () => {
   it(
     'responses.compact compacts a stored conversation on demand; ' + 'the conversation goes on from the summary',
     async () => {
-      const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+      const first = await world.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
       const sessionId = first.conversation!.id;
-      const compacted = await client.responses.compact({
+      const compacted = await world.client.responses.compact({
         model: 'gpt-4.1-mini',
         previous_response_id: first.id,
         input: [{ role: 'user', content: 'remember the whale' }],
@@ -205,7 +211,7 @@ describe('the official openai client: context_management compaction', () => {
       ]);
       // Everything was summarized: the compaction item comes last in the item list.
       const listed: { id?: string }[] = [];
-      for await (const item of client.conversations.items.list(sessionId, { limit: 1 })) listed.push(item);
+      for await (const item of world.client.conversations.items.list(sessionId, { limit: 1 })) listed.push(item);
       expect(listed.map((item) => item.id)).toEqual(
         [4, 3, 2, 1].map((n) => `${n === 4 ? 'cmp' : 'msg'}_${sessionId}_${n}`),
       );
@@ -215,7 +221,11 @@ describe('the official openai client: context_management compaction', () => {
       ]);
 
       // The compaction is no turn: the response it named is still the newest.
-      const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
+      const next = await world.client.responses.create({
+        model: 'echo',
+        previous_response_id: first.id,
+        input: 'go on',
+      });
       expect(next.output_text).toBe('echo: go on');
       expect((await nextPrompt(sessionId)).map((item) => item.synthetic ?? item.content)).toEqual([
         'summary',
@@ -224,7 +234,7 @@ describe('the official openai client: context_management compaction', () => {
       ]);
 
       // Compacting again with nothing new answers the current compaction.
-      const again = await client.responses.compact({ model: null, previous_response_id: next.id });
+      const again = await world.client.responses.compact({ model: null, previous_response_id: next.id });
       expect(compactionOf(again.output)!.encrypted_content).toMatch(/^echo: Earlier summary: echo: #1 user: call me/);
     },
   );
@@ -232,9 +242,9 @@ describe('the official openai client: context_management compaction', () => {
   it(
     'responses.compact on inline input stores nothing, ' + 'and its output continues a store: false conversation',
     async () => {
-      const keys = () => sessionKeys(tailgate.store);
+      const keys = () => sessionKeys(world.tailgate.store);
       const before = await keys();
-      const compacted = await client.responses.compact({
+      const compacted = await world.client.responses.compact({
         model: 'echo',
         input: [
           { role: 'user', content: 'the code word is heron' },
@@ -247,7 +257,7 @@ describe('the official openai client: context_management compaction', () => {
       expect(await keys()).toEqual(before);
 
       // Sent back as input, everything before the compaction item is replaced by its summary.
-      const next = await client.responses.create({
+      const next = await world.client.responses.create({
         model: 'echo',
         store: false,
         input: [
@@ -264,16 +274,16 @@ describe('the official openai client: context_management compaction', () => {
   it('a loop resending its history, each output appended (compaction item too), is one conversation', async () => {
     const cm = [{ type: 'compaction' as const, compact_threshold: 100 }];
     const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: long('alpha') }];
-    const first = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const first = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     input.push(...(first.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: long('bravo') });
-    const second = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const second = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     expect(second.conversation!.id).toBe(first.conversation!.id);
     expect(second.output.at(-1)!.type).toBe('compaction');
     input.push(...(second.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'short' });
-    const third = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const third = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     expect(third.conversation!.id).toBe(first.conversation!.id);
     input.push(...(third.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'last' });
-    const fourth = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const fourth = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     expect(fourth.conversation!.id).toBe(first.conversation!.id);
     // Each item once: the compaction item sent back is the conversation's own, not a new message.
     expect(await loopTexts(first.conversation!.id)).toEqual(LOOP_TEXTS);
@@ -283,9 +293,9 @@ describe('the official openai client: context_management compaction', () => {
 
   it('a loop that drops everything before the compaction item goes on in its conversation', async () => {
     const cm = [{ type: 'compaction' as const, compact_threshold: 100 }];
-    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management: cm });
+    const first = await world.client.responses.create({ model: 'echo', input: long('alpha'), context_management: cm });
     const sessionId = first.conversation!.id;
-    const second = await client.responses.create({
+    const second = await world.client.responses.create({
       model: 'echo',
       input: [
         { role: 'user', content: long('alpha') },
@@ -298,12 +308,12 @@ describe('the official openai client: context_management compaction', () => {
     expect(compaction.id).toBe(`cmp_${sessionId}_3`);
     // OpenAI's advice: keep the compaction item, drop what came before it.
     const input: OpenAI.Responses.ResponseInputItem[] = [compaction, { role: 'user', content: 'short' }];
-    const third = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const third = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     expect(third.conversation!.id).toBe(sessionId);
     // It compacted again: the next step holds both compaction items, the second after the items it follows.
     expect(third.output.at(-1)!.type).toBe('compaction');
     input.push(...(third.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'last' });
-    const fourth = await client.responses.create({ model: 'echo', input, context_management: cm });
+    const fourth = await world.client.responses.create({ model: 'echo', input, context_management: cm });
     expect(fourth.conversation!.id).toBe(sessionId);
     // Each item once; the prompt is the conversation's: the summary, the items it kept, then the loop's.
     expect(await loopTexts(sessionId)).toEqual(LOOP_TEXTS);
@@ -317,7 +327,7 @@ describe('the official openai client: context_management compaction', () => {
     ]);
 
     // The conversation has moved past the compaction: sent again with another step, it starts a new one.
-    const stale = await client.responses.create({
+    const stale = await world.client.responses.create({
       model: 'echo',
       input: [compaction, { role: 'user', content: 'again' }],
     });
@@ -330,12 +340,12 @@ describe('the official openai client: context_management compaction', () => {
   });
 
   it('after responses.compact, its item (or a reference to it) then new input continue the conversation', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
-    const compacted = await client.responses.compact({ model: 'echo', previous_response_id: first.id });
+    const compacted = await world.client.responses.compact({ model: 'echo', previous_response_id: first.id });
     const compaction = compactionOf(compacted.output)!;
     // An edited summary is the client's own: a new conversation starts from it.
-    const edited = await client.responses.create({
+    const edited = await world.client.responses.create({
       model: 'echo',
       input: [
         { ...compaction, encrypted_content: 'something else' },
@@ -344,12 +354,12 @@ describe('the official openai client: context_management compaction', () => {
     });
     expect(edited.conversation!.id).not.toBe(sessionId);
 
-    const next = await client.responses.create({
+    const next = await world.client.responses.create({
       model: 'echo',
       input: [...compacted.output, { role: 'user', content: 'go on' }] as OpenAI.Responses.ResponseInputItem[],
     });
     expect(next.conversation!.id).toBe(sessionId);
-    const after = await client.responses.create({
+    const after = await world.client.responses.create({
       model: 'echo',
       input: [
         { type: 'item_reference', id: compaction.id },
@@ -368,8 +378,8 @@ describe('the official openai client: context_management compaction', () => {
     ]);
 
     // A reference alone, right after a compaction, continues it as well.
-    const again = await client.responses.compact({ model: 'echo', previous_response_id: after.id });
-    const referenced = await client.responses.create({
+    const again = await world.client.responses.compact({ model: 'echo', previous_response_id: after.id });
+    const referenced = await world.client.responses.create({
       model: 'echo',
       input: [
         { type: 'item_reference', id: compactionOf(again.output)!.id },
@@ -380,22 +390,22 @@ describe('the official openai client: context_management compaction', () => {
   });
 
   it('after a native POST /v1/sessions/:id/compact, its item (or a reference) continues the conversation', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
-    const compacted = await tailgatePost(tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
+    const compacted = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
     expect(await compacted.json()).toMatchObject({ compacted: true });
-    const listed = await client.conversations.items.list(sessionId, { order: 'asc' });
+    const listed = await world.client.conversations.items.list(sessionId, { order: 'asc' });
     const compaction = compactionOf(listed.data)!;
     expect(compaction.id).toBe(`cmp_${sessionId}_3`);
     // The compaction is indexed as a response's: the item, then new input, go on in its conversation.
-    const next = await client.responses.create({
+    const next = await world.client.responses.create({
       model: 'echo',
       input: [compaction, { role: 'user', content: 'go on' }] as OpenAI.Responses.ResponseInputItem[],
     });
     expect(next.conversation!.id).toBe(sessionId);
-    const again = await tailgatePost(tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
+    const again = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
     const { context } = (await again.json()) as { context: { start_seq: number } };
-    const referenced = await client.responses.create({
+    const referenced = await world.client.responses.create({
       model: 'echo',
       input: [
         { type: 'item_reference', id: `cmp_${sessionId}_${context.start_seq}` },
@@ -411,23 +421,27 @@ describe('the official openai client: context_management compaction', () => {
   });
 
   it('a reference to a compaction a later one superseded stands for its summary as it was', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
     const older = compactionOf(
-      (await client.responses.compact({ model: 'echo', previous_response_id: first.id })).output,
+      (await world.client.responses.compact({ model: 'echo', previous_response_id: first.id })).output,
     )!;
     // A response deleted after it: the conversation goes on in a new generation, forked from the one that compacted.
-    const dropped = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'oops' });
-    await client.responses.delete(dropped.id);
-    const next = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
+    const dropped = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'oops',
+    });
+    await world.client.responses.delete(dropped.id);
+    const next = await world.client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'go on' });
     const newer = compactionOf(
-      (await client.responses.compact({ model: 'echo', previous_response_id: next.id })).output,
+      (await world.client.responses.compact({ model: 'echo', previous_response_id: next.id })).output,
     )!;
     expect(newer.id).not.toBe(older.id);
     expect(newer.encrypted_content).toContain(older.encrypted_content);
 
     // Sent with nothing before it: a new conversation from that summary (its own has moved on since).
-    const answer = await client.responses.create({
+    const answer = await world.client.responses.create({
       model: 'echo',
       input: [
         { type: 'item_reference', id: older.id },
@@ -444,7 +458,7 @@ describe('the official openai client: context_management compaction', () => {
     const startOf = (id: string) => Number(/_(\d+)$/.exec(id)![1]);
     const between = `cmp_${sessionId}_${startOf(older.id) + 1}`;
     expect(startOf(between)).toBeLessThan(startOf(newer.id));
-    const missing = await client.responses
+    const missing = await world.client.responses
       .create({
         model: 'echo',
         input: [
@@ -460,8 +474,8 @@ describe('the official openai client: context_management compaction', () => {
   it('refuses a bad context_management or compact request with a typed 400 naming the field', async () => {
     const refused = async (body: Record<string, unknown>, compact = false) => {
       const call = compact
-        ? client.responses.compact(body as never)
-        : client.responses.create({ model: 'echo', input: 'hi', ...body } as never);
+        ? world.client.responses.compact(body as never)
+        : world.client.responses.create({ model: 'echo', input: 'hi', ...body } as never);
       return call.catch((error: unknown) => error);
     };
     const cases: [Record<string, unknown>, string][] = [

@@ -1,19 +1,12 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { clientOnTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // The official `openai` client's Conversations API against the real app (echo model).
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate();
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate();
 
 function tailgateGet(path: string): Promise<any> {
-  return getJson(tailgate.baseURL, path);
+  return getJson(world.tailgate.baseURL, path);
 }
 
 describe('the official openai client: conversations', () => {
@@ -21,7 +14,7 @@ describe('the official openai client: conversations', () => {
     'creates a conversation with items, appends, lists in both orders and pages, and continues it with ' +
       'responses.create',
     async () => {
-      const conversation = await client.conversations.create({
+      const conversation = await world.client.conversations.create({
         metadata: { topic: 'weather' },
         items: [
           { type: 'message', role: 'system', content: 'Be brief.' },
@@ -40,7 +33,7 @@ describe('the official openai client: conversations', () => {
         counts: { items: 1, turns: 0 },
       });
 
-      const added = await client.conversations.items.create(id, {
+      const added = await world.client.conversations.items.create(id, {
         items: [
           { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{"city":"Paris"}' },
           { type: 'function_call_output', call_id: 'call_1', output: '18C, clear' },
@@ -49,13 +42,13 @@ describe('the official openai client: conversations', () => {
       expect(added.data.map((item) => item.id)).toEqual([`fc_${id}_2`, `fco_${id}_3`]);
       expect(added.data[1]).toMatchObject({ type: 'function_call_output', call_id: 'call_1', output: '18C, clear' });
 
-      const response = await client.responses.create({ model: 'echo', conversation: id, input: 'And tomorrow?' });
+      const response = await world.client.responses.create({ model: 'echo', conversation: id, input: 'And tomorrow?' });
       expect(response.output_text).toBe('echo: And tomorrow?');
       expect(response.conversation).toEqual({ id });
       // Its turn, input and output seqs, and the session's generation.
       expect(response.id).toMatch(new RegExp(`^resp_${id}_1_4_5_g[0-9a-f]{21}$`));
 
-      const newest = await client.conversations.items.list(id);
+      const newest = await world.client.conversations.items.list(id);
       expect(newest.data.map((item) => item.id)).toEqual([
         `msg_${id}_5`,
         `msg_${id}_4`,
@@ -74,25 +67,26 @@ describe('the official openai client: conversations', () => {
         content: [{ type: 'input_text', text: 'Hello there' }],
       });
 
-      const ascending = await client.conversations.items.list(id, { order: 'asc', limit: 2 });
+      const ascending = await world.client.conversations.items.list(id, { order: 'asc', limit: 2 });
       expect(ascending.data.map((item) => item.id)).toEqual([`msg_${id}_1`, `fc_${id}_2`]);
       expect(ascending.has_more).toBe(true);
-      const next = await client.conversations.items.list(id, { order: 'asc', limit: 2, after: `fc_${id}_2` });
+      const next = await world.client.conversations.items.list(id, { order: 'asc', limit: 2, after: `fc_${id}_2` });
       expect(next.data.map((item) => item.id)).toEqual([`fco_${id}_3`, `msg_${id}_4`]);
       // The client's auto-pagination follows last_id with `after` to the end.
       const all: string[] = [];
-      for await (const item of client.conversations.items.list(id, { order: 'desc', limit: 2 })) all.push(item.id!);
+      for await (const item of world.client.conversations.items.list(id, { order: 'desc', limit: 2 }))
+        all.push(item.id!);
       expect(all).toEqual(newest.data.map((item) => item.id));
 
-      const one = await client.conversations.items.retrieve(`fco_${id}_3`, { conversation_id: id });
+      const one = await world.client.conversations.items.retrieve(`fco_${id}_3`, { conversation_id: id });
       expect(one).toMatchObject({ type: 'function_call_output', id: `fco_${id}_3`, output: '18C, clear' });
-      await expect(client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id })).rejects.toBeInstanceOf(
-        OpenAI.NotFoundError,
-      );
-      await expect(client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id })).rejects.toBeInstanceOf(
-        OpenAI.NotFoundError,
-      );
-      const foreignAfter = await client.conversations.items
+      await expect(
+        world.client.conversations.items.retrieve(`msg_${id}_3`, { conversation_id: id }),
+      ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      await expect(
+        world.client.conversations.items.retrieve(`msg_${id}_99`, { conversation_id: id }),
+      ).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+      const foreignAfter = await world.client.conversations.items
         .list(id, { after: 'msg_other_1' })
         .catch((error: unknown) => error);
       expect(foreignAfter).toBeInstanceOf(OpenAI.BadRequestError);
@@ -101,25 +95,25 @@ describe('the official openai client: conversations', () => {
   );
 
   it('retrieves, updates metadata and deletes a conversation', async () => {
-    const conversation = await client.conversations.create();
+    const conversation = await world.client.conversations.create();
     expect(conversation.metadata).toEqual({});
-    const updated = await client.conversations.update(conversation.id, { metadata: { owner: 'ci' } });
+    const updated = await world.client.conversations.update(conversation.id, { metadata: { owner: 'ci' } });
     expect(updated).toMatchObject({ id: conversation.id, metadata: { owner: 'ci' } });
-    expect((await client.conversations.retrieve(conversation.id)).metadata).toEqual({ owner: 'ci' });
-    expect(await client.conversations.delete(conversation.id)).toEqual({
+    expect((await world.client.conversations.retrieve(conversation.id)).metadata).toEqual({ owner: 'ci' });
+    expect(await world.client.conversations.delete(conversation.id)).toEqual({
       id: conversation.id,
       object: 'conversation.deleted',
       deleted: true,
     });
-    const gone = await client.conversations.retrieve(conversation.id).catch((error: unknown) => error);
+    const gone = await world.client.conversations.retrieve(conversation.id).catch((error: unknown) => error);
     expect(gone).toBeInstanceOf(OpenAI.NotFoundError);
     expect(gone).toMatchObject({ type: 'invalid_request_error', param: 'conversation_id' });
-    await expect(client.conversations.items.list(conversation.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(world.client.conversations.items.list(conversation.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   it('replays a retried create with the same Idempotency-Key instead of making a second conversation', async () => {
     const create = async () => {
-      const response = await fetch(`${tailgate.baseURL}/conversations`, {
+      const response = await fetch(`${world.tailgate.baseURL}/conversations`, {
         method: 'POST',
         headers: {
           authorization: `Bearer ${TOKEN}`,
@@ -138,8 +132,8 @@ describe('the official openai client: conversations', () => {
   });
 
   it('refuses system messages among appended items, unknown fields and include values, naming them', async () => {
-    const { id } = await client.conversations.create();
-    const system = await client.conversations.items
+    const { id } = await world.client.conversations.create();
+    const system = await world.client.conversations.items
       .create(id, { items: [{ type: 'message', role: 'system', content: 'x' }] })
       .catch((error: unknown) => error);
     expect(system).toBeInstanceOf(OpenAI.BadRequestError);
@@ -150,18 +144,18 @@ describe('the official openai client: conversations', () => {
       { type: 'message' as const, role: 'system' as const, content: 'x' },
     ];
     for (const refused of [
-      client.conversations.create({ items: late }),
-      client.conversations.items.create(id, { items: late }),
+      world.client.conversations.create({ items: late }),
+      world.client.conversations.items.create(id, { items: late }),
     ]) {
       const error = await refused.catch((caught: unknown) => caught);
       expect(error).toMatchObject({ status: 400, param: 'items[1].role' });
       expect((error as Error).message).toMatch(/^400 items\[1\]: /);
     }
-    const include = await client.conversations.items
+    const include = await world.client.conversations.items
       .list(id, { include: ['message.output_text.logprobs'] })
       .catch((error: unknown) => error);
     expect(include).toMatchObject({ status: 400, param: 'include[]' });
-    const unknown = await client.conversations
+    const unknown = await world.client.conversations
       .create({ items: [], extra: 1 } as never)
       .catch((error: unknown) => error);
     expect(unknown).toMatchObject({ status: 400, param: 'extra' });
@@ -169,7 +163,9 @@ describe('the official openai client: conversations', () => {
 
   it("answers an unknown path under the OpenAI-compatible API in OpenAI's error shape", async () => {
     for (const path of ['/conversations/x/items/y/z', '/responses/a/b/c', '/chat/nothing']) {
-      const response = await fetch(`${tailgate.baseURL}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const response = await fetch(`${world.tailgate.baseURL}${path}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
       expect(response.status).toBe(404);
       expect(await response.json()).toEqual({
         error: {
@@ -180,7 +176,7 @@ describe('the official openai client: conversations', () => {
         },
       });
     }
-    const unauthenticated = await fetch(`${tailgate.baseURL}/chat/nothing`);
+    const unauthenticated = await fetch(`${world.tailgate.baseURL}/chat/nothing`);
     expect(unauthenticated.status).toBe(401);
     expect(((await unauthenticated.json()) as { error: unknown }).error).toMatchObject({
       type: 'authentication_error',

@@ -1,32 +1,25 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../lib/hash.ts';
 import { dataUrl, pdfBytes, pngBytes } from '../support/media-fixtures.ts';
-import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { clientOnTailgate, tailgateGet } from './server.ts';
 
 // Images and files through the OpenAI-compatible facade, with the official client, against the
 // real app on a loopback Node server (echo model, which describes each image it receives).
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate({ MAX_FILE_BYTES: '100' });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate({ MAX_FILE_BYTES: '100' });
 
 const screen = pngBytes(1280, 800, 3000, 5);
 const screenUrl = dataUrl('image/png', screen);
 
 async function blobKeys(): Promise<string[]> {
-  return (await tailgate.store.list('', { limit: 1000 })).objects
+  return (await world.tailgate.store.list('', { limit: 1000 })).objects
     .map((object) => object.key)
     .filter((key) => key.includes('/blob/'));
 }
 
 describe('images through the Responses API', () => {
   it('takes input_image in messages and outputs, stores a screenshot once, and the model sees it', async () => {
-    const first = await client.responses.create({
+    const first = await world.client.responses.create({
       model: 'echo',
       input: [
         {
@@ -39,7 +32,7 @@ describe('images through the Responses API', () => {
       ],
     });
     expect(first.output_text).toBe('echo: look [image/png 1280x800, 3 KB]');
-    const second = await client.responses.create({
+    const second = await world.client.responses.create({
       model: 'echo',
       previous_response_id: first.id,
       input: [
@@ -58,8 +51,9 @@ describe('images through the Responses API', () => {
     expect(second.output_text).toBe('echo: and now? [image/png 1280x800, 3 KB] [image/png 1280x800, 3 KB]');
     expect(await blobKeys()).toHaveLength(1);
 
-    const sessionId = second.conversation?.id ?? (await tailgateGet(tailgate.baseURL, '/sessions')).sessions[0].id;
-    const items = await tailgateGet(tailgate.baseURL, `/sessions/${sessionId}/items`);
+    const sessionId =
+      second.conversation?.id ?? (await tailgateGet(world.tailgate.baseURL, '/sessions')).sessions[0].id;
+    const items = await tailgateGet(world.tailgate.baseURL, `/sessions/${sessionId}/items`);
     const output = items.items.find((item: any) => item.type === 'function_call_output');
     expect(output.output[1]).toEqual({
       type: 'input_image',
@@ -74,7 +68,7 @@ describe('images through the Responses API', () => {
 
   it('with store: false describes the image without storing it', async () => {
     const before = await blobKeys();
-    const response = await client.responses.create({
+    const response = await world.client.responses.create({
       model: 'echo',
       store: false,
       input: [{ role: 'user', content: [{ type: 'input_image', image_url: screenUrl, detail: 'auto' }] }],
@@ -85,13 +79,13 @@ describe('images through the Responses API', () => {
 
   it('takes an input_file, and refuses one over MAX_FILE_BYTES naming the part', async () => {
     const pdf = Buffer.from(pdfBytes()).toString('base64');
-    const file = await client.responses.create({
+    const file = await world.client.responses.create({
       model: 'echo',
       input: [{ role: 'user', content: [{ type: 'input_file', filename: 'a.pdf', file_data: pdf }] }],
     });
     expect(file.output_text).toBe('echo:  [application/pdf a.pdf, 1 KB]');
     const large = Buffer.concat([Buffer.from(pdfBytes()), Buffer.alloc(200)]).toString('base64');
-    const refused = await client.responses
+    const refused = await world.client.responses
       .create({
         model: 'echo',
         input: [{ role: 'user', content: [{ type: 'input_file', filename: 'b.pdf', file_data: large }] }],
@@ -104,7 +98,7 @@ describe('images through the Responses API', () => {
 
 describe('images through Chat Completions', () => {
   it('takes image_url parts in a user message', async () => {
-    const completion = await client.chat.completions.create({
+    const completion = await world.client.chat.completions.create({
       model: 'echo',
       messages: [
         {
@@ -120,7 +114,7 @@ describe('images through Chat Completions', () => {
   });
 
   it('refuses an image whose bytes are not the declared type', async () => {
-    const refused = await client.chat.completions
+    const refused = await world.client.chat.completions
       .create({
         model: 'echo',
         messages: [

@@ -1,16 +1,9 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MESSAGE_EVENTS, sessionKeys, startTailgate, tailgateGet as getJson, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { clientOnTailgate, MESSAGE_EVENTS, sessionKeys, tailgateGet as getJson, TOKEN } from './server.ts';
 
 // The official `openai` client against the real app on a loopback Node server (echo model).
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
 
 const weather = {
   type: 'function' as const,
@@ -25,12 +18,12 @@ function keyed(key: string) {
 }
 
 function tailgateGet(path: string): Promise<any> {
-  return getJson(tailgate.baseURL, path);
+  return getJson(world.tailgate.baseURL, path);
 }
 
 describe('the official openai client: responses', () => {
   it('chains three turns with previous_response_id, answering a tool call with function_call_output', async () => {
-    const first = await client.responses.create({
+    const first = await world.client.responses.create({
       model: 'echo',
       input: 'call get_weather {"city":"Paris"}',
       tools: [weather],
@@ -61,7 +54,7 @@ describe('the official openai client: responses', () => {
     });
     const sessionId = first.conversation!.id;
 
-    const second = await client.responses.create({
+    const second = await world.client.responses.create({
       model: 'gpt-4.1-mini',
       previous_response_id: first.id,
       tools: [weather],
@@ -72,7 +65,7 @@ describe('the official openai client: responses', () => {
     expect(second.output_text).toBe('echo: call get_weather {"city":"Paris"}');
     expect(second.output[0]).toMatchObject({ type: 'message', role: 'assistant', id: `msg_${sessionId}_4` });
 
-    const third = await client.responses.create({
+    const third = await world.client.responses.create({
       model: 'echo',
       previous_response_id: second.id,
       input: 'and tomorrow?',
@@ -89,14 +82,14 @@ describe('the official openai client: responses', () => {
     expect(session.instructions).toBe('Be brief.');
 
     // Read back: the response and its input items.
-    const read = await client.responses.retrieve(second.id);
+    const read = await world.client.responses.retrieve(second.id);
     expect(read).toMatchObject({
       id: second.id,
       status: 'completed',
       output_text: 'echo: call get_weather {"city":"Paris"}',
     });
     expect(read.output).toEqual(second.output);
-    const items = await client.responses.inputItems.list(second.id);
+    const items = await world.client.responses.inputItems.list(second.id);
     expect(items.data).toEqual([
       {
         type: 'function_call_output',
@@ -109,12 +102,20 @@ describe('the official openai client: responses', () => {
 
     // Two responses off an older one branch the conversation: each goes to a new conversation,
     // a fork sharing the history up to that response, and each chain goes on by itself.
-    const left = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'left' });
-    const right = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'right' });
+    const left = await world.client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'left' });
+    const right = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: second.id,
+      input: 'right',
+    });
     const branches = [left.conversation!.id, right.conversation!.id];
     expect(new Set([sessionId, ...branches]).size).toBe(3);
-    const leftNext = await client.responses.create({ model: 'echo', previous_response_id: left.id, input: 'l2' });
-    const rightNext = await client.responses.create({ model: 'echo', previous_response_id: right.id, input: 'r2' });
+    const leftNext = await world.client.responses.create({ model: 'echo', previous_response_id: left.id, input: 'l2' });
+    const rightNext = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: right.id,
+      input: 'r2',
+    });
     expect([leftNext.output_text, rightNext.output_text]).toEqual(['echo: l2', 'echo: r2']);
     expect([leftNext.conversation!.id, rightNext.conversation!.id]).toEqual(branches);
     for (const [branch, word] of [
@@ -123,7 +124,7 @@ describe('the official openai client: responses', () => {
     ] as const) {
       const forked = await tailgateGet(`/sessions/${branch}`);
       expect(forked).toMatchObject({ instructions: 'Be brief.', counts: { turns: 4 }, forked_from: { id: sessionId } });
-      const contents = (await client.conversations.items.list(branch, { order: 'asc' })).data.map((item) =>
+      const contents = (await world.client.conversations.items.list(branch, { order: 'asc' })).data.map((item) =>
         item.type === 'message' ? (item.content[0] as { text: string }).text : item.type,
       );
       expect(contents.slice(-4)).toEqual([word, `echo: ${word}`, `${word[0]}2`, `echo: ${word[0]}2`]);
@@ -136,36 +137,39 @@ describe('the official openai client: responses', () => {
     }
     // The older chain is as it was.
     expect((await tailgateGet(`/sessions/${sessionId}`)).counts.turns).toBe(3);
-    expect((await client.responses.retrieve(third.id)).output).toEqual(third.output);
+    expect((await world.client.responses.retrieve(third.id)).output).toEqual(third.output);
   });
 
   it('answers a keyed retry of a chained response with the stored one, before judging branching', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'start' });
+    const first = await world.client.responses.create({ model: 'echo', input: 'start' });
     const body = { model: 'echo', previous_response_id: first.id, input: 'go on', instructions: 'be brief' };
-    const second = await client.responses.create(body, keyed('chained-retry'));
+    const second = await world.client.responses.create(body, keyed('chained-retry'));
     const sessionId = first.conversation!.id;
     // The retry continues what is now an older response: it gets the stored answer, not a 409.
-    const retried = await client.responses.create(body, keyed('chained-retry'));
+    const retried = await world.client.responses.create(body, keyed('chained-retry'));
     expect(retried.id).toBe(second.id);
     expect(retried.output_text).toBe('echo: go on');
     // So does a streamed one.
     const streamedBody = { ...body, previous_response_id: second.id, input: 'more', stream: true as const };
     const completed = async () => {
-      const events = await client.responses.create(streamedBody, keyed('chained-stream'));
+      const events = await world.client.responses.create(streamedBody, keyed('chained-stream'));
       for await (const event of events) if (event.type === 'response.completed') return event.response;
       throw new Error('no response.completed');
     };
     const third = await completed();
     expect((await completed()).id).toBe(third.id);
     // Another request under the key is 422; a new key on the older response is still a branch.
-    const reused = await client.responses
+    const reused = await world.client.responses
       .create({ ...body, input: 'something else' }, keyed('chained-retry'))
       .catch((error: unknown) => error);
     expect(reused).toMatchObject({ status: 422, code: 'idempotency_key_reused' });
-    const branch = await client.responses.create({ ...body, instructions: 'be long' }, keyed('chained-new'));
+    const branch = await world.client.responses.create({ ...body, instructions: 'be long' }, keyed('chained-new'));
     expect(branch.conversation!.id).not.toBe(sessionId);
     // Its retry finds the branch its first attempt made, and is replayed there.
-    const branchRetried = await client.responses.create({ ...body, instructions: 'be long' }, keyed('chained-new'));
+    const branchRetried = await world.client.responses.create(
+      { ...body, instructions: 'be long' },
+      keyed('chained-new'),
+    );
     expect(branchRetried.id).toBe(branch.id);
     const forked = await tailgateGet(`/sessions/${branch.conversation!.id}`);
     expect(forked).toMatchObject({ instructions: 'be long', counts: { turns: 2 } });
@@ -175,7 +179,7 @@ describe('the official openai client: responses', () => {
   });
 
   it('streams a response with responses.stream and create({stream: true}), in the official event order', async () => {
-    const stream = client.responses.stream({ model: 'echo', input: 'stream this please' });
+    const stream = world.client.responses.stream({ model: 'echo', input: 'stream this please' });
     const types: string[] = [];
     const deltas: string[] = [];
     for await (const event of stream) {
@@ -193,7 +197,7 @@ describe('the official openai client: responses', () => {
       'response.completed',
     ]);
 
-    const raw = await client.responses.create({
+    const raw = await world.client.responses.create({
       model: 'echo',
       previous_response_id: final.id,
       input: 'call get_weather {"city":"Oslo"}',
@@ -219,9 +223,9 @@ describe('the official openai client: responses', () => {
   });
 
   it('with store: false runs on the input alone and stores nothing', async () => {
-    const keys = () => sessionKeys(tailgate.store);
+    const keys = () => sessionKeys(world.tailgate.store);
     const before = await keys();
-    const response = await client.responses.create({
+    const response = await world.client.responses.create({
       model: 'echo',
       store: false,
       input: [
@@ -237,7 +241,7 @@ describe('the official openai client: responses', () => {
     });
     expect(response.id).toMatch(/^resp_[0-9a-f]{24}$/);
     expect(await keys()).toEqual(before);
-    const missing = await client.responses.retrieve(response.id).catch((error: unknown) => error);
+    const missing = await world.client.responses.retrieve(response.id).catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
@@ -245,7 +249,7 @@ describe('the official openai client: responses', () => {
     'raises the typed errors: unknown model (404 model_not_found), unsupported fields (400 naming them), ' +
       'unknown ids',
     async () => {
-      const unknown = await client.responses
+      const unknown = await world.client.responses
         .create({ model: 'gpt-unknown', input: 'hi' })
         .catch((error: unknown) => error);
       expect(unknown).toBeInstanceOf(OpenAI.NotFoundError);
@@ -257,38 +261,40 @@ describe('the official openai client: responses', () => {
       });
       // A name that is a property of every object is no alias either.
       for (const model of ['toString', 'constructor', '__proto__'])
-        expect(await client.responses.create({ model, input: 'hi' }).catch((error: unknown) => error)).toMatchObject({
+        expect(
+          await world.client.responses.create({ model, input: 'hi' }).catch((error: unknown) => error),
+        ).toMatchObject({
           status: 404,
           code: 'model_not_found',
         });
-      expect(await client.models.retrieve('toString').catch((error: unknown) => error)).toMatchObject({
+      expect(await world.client.models.retrieve('toString').catch((error: unknown) => error)).toMatchObject({
         status: 404,
         code: 'model_not_found',
       });
 
-      const background = await client.responses
+      const background = await world.client.responses
         .create({ model: 'echo', input: 'hi', background: true, store: false })
         .catch((error: unknown) => error);
       expect(background).toBeInstanceOf(OpenAI.BadRequestError);
       expect(background).toMatchObject({ status: 400, param: 'background' });
 
-      const include = await client.responses
+      const include = await world.client.responses
         .create({ model: 'echo', input: 'hi', include: ['message.output_text.logprobs'] })
         .catch((error: unknown) => error);
       expect(include).toMatchObject({ status: 400, param: 'include[0]' });
 
-      const builtIn = await client.responses
+      const builtIn = await world.client.responses
         .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
         .catch((error: unknown) => error);
       expect(builtIn).toBeInstanceOf(OpenAI.BadRequestError);
       expect(builtIn).toMatchObject({ param: 'tools[0].type' });
 
-      const choice = await client.responses
+      const choice = await world.client.responses
         .create({ model: 'echo', input: 'hi', tools: [weather], tool_choice: { type: 'function', name: 'other' } })
         .catch((error: unknown) => error);
       expect(choice).toMatchObject({ status: 400, param: 'tool_choice' });
 
-      const badInput = await client.responses
+      const badInput = await world.client.responses
         .create({
           model: 'echo',
           input: [{ role: 'user', content: [{ type: 'input_image', detail: 'auto', file_id: 'file_1' }] }],
@@ -298,18 +304,18 @@ describe('the official openai client: responses', () => {
       // Files API uploads are not supported: the refusal names the part.
       expect(badInput).toMatchObject({ param: 'input[0].content[0].image_url' });
 
-      const previous = await client.responses
+      const previous = await world.client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })
         .catch((error: unknown) => error);
       expect(previous).toBeInstanceOf(OpenAI.NotFoundError);
       expect(previous).toMatchObject({ param: 'previous_response_id' });
 
-      const conversation = await client.responses
+      const conversation = await world.client.responses
         .create({ model: 'echo', input: 'hi', conversation: 'no-such-session' })
         .catch((error: unknown) => error);
       expect(conversation).toBeInstanceOf(OpenAI.NotFoundError);
 
-      const auth = await new OpenAI({ apiKey: 'wrong', baseURL: tailgate.baseURL, maxRetries: 0 }).responses
+      const auth = await new OpenAI({ apiKey: 'wrong', baseURL: world.tailgate.baseURL, maxRetries: 0 }).responses
         .create({ model: 'echo', input: 'hi' })
         .catch((error: unknown) => error);
       expect(auth).toBeInstanceOf(OpenAI.AuthenticationError);
@@ -322,7 +328,7 @@ describe('the official openai client: responses', () => {
     async () => {
       const id = `conv-inbox-${Date.now()}`;
       const post = (path: string, body: unknown) =>
-        fetch(`${tailgate.baseURL}${path}`, {
+        fetch(`${world.tailgate.baseURL}${path}`, {
           method: 'POST',
           headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
           body: JSON.stringify(body),
@@ -331,7 +337,11 @@ describe('the official openai client: responses', () => {
       expect(
         (await post(`/sessions/${id}/inbox`, { name: '0001-budget.md', content: 'Budget left: 2 USD' })).status,
       ).toBe(201);
-      const response = await client.responses.create({ model: 'echo', conversation: { id }, input: 'What next?' });
+      const response = await world.client.responses.create({
+        model: 'echo',
+        conversation: { id },
+        input: 'What next?',
+      });
       expect(response.output_text).toBe('echo: Budget left: 2 USD');
       expect(
         (response as unknown as { tailgate: { context: { notices_delivered: string[] } } }).tailgate.context
@@ -340,7 +350,7 @@ describe('the official openai client: responses', () => {
       expect(response.conversation).toEqual({ id });
 
       expect((await post(`/sessions/${id}/inbox`, { name: 'abort', content: 'budget exhausted' })).status).toBe(201);
-      const aborted = await client.responses
+      const aborted = await world.client.responses
         .create({ model: 'echo', previous_response_id: response.id, input: 'go on' })
         .catch((error: unknown) => error);
       expect(aborted).toBeInstanceOf(OpenAI.ConflictError);
@@ -351,11 +361,11 @@ describe('the official openai client: responses', () => {
   );
 
   it("refuses a tool_choice naming a function the turn does not offer: without tools, the conversation's", async () => {
-    const keys = () => sessionKeys(tailgate.store);
+    const keys = () => sessionKeys(world.tailgate.store);
     const before = await keys();
     const forced = (name: string) => ({ type: 'function' as const, name });
     for (const store of [true, false]) {
-      const refused = await client.responses
+      const refused = await world.client.responses
         .create({ model: 'echo', input: 'hi', store, tool_choice: forced('no_such_tool') })
         .catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
@@ -365,13 +375,13 @@ describe('the official openai client: responses', () => {
     expect(await keys()).toEqual(before);
 
     const id = `conv-tools-${Date.now()}`;
-    const created = await fetch(`${tailgate.baseURL}/sessions`, {
+    const created = await fetch(`${world.tailgate.baseURL}/sessions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ id, tools: [{ type: 'function', name: 'get_weather' }] }),
     });
     expect(created.status).toBe(201);
-    const first = await client.responses.create({
+    const first = await world.client.responses.create({
       model: 'echo',
       conversation: id,
       input: 'hi',
@@ -379,7 +389,7 @@ describe('the official openai client: responses', () => {
     });
     expect(first.tool_choice).toEqual(forced('get_weather'));
     for (const after of [{ conversation: id }, { previous_response_id: first.id }]) {
-      const refused = await client.responses
+      const refused = await world.client.responses
         .create({ model: 'echo', input: 'again', ...after, tool_choice: forced('no_such_tool') })
         .catch((error: unknown) => error);
       expect(refused).toMatchObject({ status: 400, param: 'tool_choice' });
@@ -390,7 +400,7 @@ describe('the official openai client: responses', () => {
   it("replays a keyed retry whose tool_choice the conversation's tools lost since; a new key is refused", async () => {
     const id = `conv-tools-retry-${Date.now()}`;
     const admin = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-    const created = await fetch(`${tailgate.baseURL}/sessions`, {
+    const created = await fetch(`${world.tailgate.baseURL}/sessions`, {
       method: 'POST',
       headers: admin,
       body: JSON.stringify({ id, tools: [{ type: 'function', name: 'get_weather' }] }),
@@ -398,22 +408,27 @@ describe('the official openai client: responses', () => {
     expect(created.status).toBe(201);
     const tool_choice = { type: 'function' as const, name: 'get_weather' };
     const body = { model: 'echo', conversation: id, input: 'hi', tool_choice, instructions: 'Be brief.' };
-    const first = await client.responses.create(body, keyed(`tools-retry-${id}`));
-    const background = await client.responses.create({ ...body, background: true }, keyed(`tools-bg-${id}`));
+    const first = await world.client.responses.create(body, keyed(`tools-retry-${id}`));
+    const background = await world.client.responses.create({ ...body, background: true }, keyed(`tools-bg-${id}`));
     // The conversation's tools change: a retry of either request is answered as it was first.
-    const patched = await fetch(`${tailgate.baseURL}/sessions/${id}`, {
+    const patched = await fetch(`${world.tailgate.baseURL}/sessions/${id}`, {
       method: 'PATCH',
       headers: admin,
       body: JSON.stringify({ tools: [], instructions: 'Be long.' }),
     });
     expect(patched.status).toBe(200);
-    const retried = await client.responses.create(body, keyed(`tools-retry-${id}`));
+    const retried = await world.client.responses.create(body, keyed(`tools-retry-${id}`));
     expect(retried.id).toBe(first.id);
     expect(retried.output_text).toBe(first.output_text);
-    const retriedBackground = await client.responses.create({ ...body, background: true }, keyed(`tools-bg-${id}`));
+    const retriedBackground = await world.client.responses.create(
+      { ...body, background: true },
+      keyed(`tools-bg-${id}`),
+    );
     expect(retriedBackground.id).toBe(background.id);
     // A new key runs a new turn, which the conversation's tools refuse; it stores nothing.
-    const refused = await client.responses.create(body, keyed(`tools-new-${id}`)).catch((error: unknown) => error);
+    const refused = await world.client.responses
+      .create(body, keyed(`tools-new-${id}`))
+      .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 400, param: 'tool_choice' });
     const session = await tailgateGet(`/sessions/${id}`);
     expect(session.counts.turns).toBe(2);
@@ -421,16 +436,16 @@ describe('the official openai client: responses', () => {
   });
 
   it('deletes a response: GET is then 404', async () => {
-    const response = await client.responses.create({ model: 'echo', input: 'to be deleted' });
-    await client.responses.delete(response.id);
-    const gone = await client.responses.retrieve(response.id).catch((error: unknown) => error);
+    const response = await world.client.responses.create({ model: 'echo', input: 'to be deleted' });
+    await world.client.responses.delete(response.id);
+    const gone = await world.client.responses.retrieve(response.id).catch((error: unknown) => error);
     expect(gone).toBeInstanceOf(OpenAI.NotFoundError);
   });
 });
 
 describe('scoped tokens on the Responses API', () => {
   async function mint(body: unknown): Promise<string> {
-    const response = await fetch(`${tailgate.baseURL}/tokens`, {
+    const response = await fetch(`${world.tailgate.baseURL}/tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -443,11 +458,11 @@ describe('scoped tokens on the Responses API', () => {
     'a session:turn token bound to a conversation continues it, and may neither start another nor touch one it ' +
       'is not bound to',
     async () => {
-      const admin = await client.responses.create({ model: 'echo', input: 'hello' });
-      const other = await client.responses.create({ model: 'echo', input: 'elsewhere' });
+      const admin = await world.client.responses.create({ model: 'echo', input: 'hello' });
+      const other = await world.client.responses.create({ model: 'echo', input: 'elsewhere' });
       const bound = new OpenAI({
         apiKey: await mint({ scopes: ['session:turn'], session_id: admin.conversation!.id }),
-        baseURL: tailgate.baseURL,
+        baseURL: world.tailgate.baseURL,
         maxRetries: 0,
       });
       const next = await bound.responses.create({ model: 'echo', previous_response_id: admin.id, input: 'more' });
@@ -465,13 +480,13 @@ describe('scoped tokens on the Responses API', () => {
       // A session:turn token bound to no session may start conversations.
       const unbound = new OpenAI({
         apiKey: await mint({ scopes: ['session:turn'] }),
-        baseURL: tailgate.baseURL,
+        baseURL: world.tailgate.baseURL,
         maxRetries: 0,
       });
       expect((await unbound.responses.create({ model: 'echo', input: 'fresh' })).output_text).toBe('echo: fresh');
       const reader = new OpenAI({
         apiKey: await mint({ scopes: ['session:read'] }),
-        baseURL: tailgate.baseURL,
+        baseURL: world.tailgate.baseURL,
         maxRetries: 0,
       });
       await expect(reader.responses.create({ model: 'echo', input: 'no' })).rejects.toBeInstanceOf(

@@ -1,17 +1,10 @@
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTailgate, TOKEN } from './server.ts';
+import { describe, expect, it } from 'vitest';
+import { clientOnTailgate, TOKEN } from './server.ts';
 
 // truncation on the Responses API against the real app, with the echo model given a small
 // window (CONTEXT_LIMIT 120, RESPONSE_RESERVE 20: prompts of at most 100 tokens).
-let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-let client: OpenAI;
-
-beforeAll(async () => {
-  tailgate = await startTailgate({ CONTEXT_LIMIT: '120', RESPONSE_RESERVE: '20' });
-  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-});
-afterAll(() => tailgate.close());
+const world = clientOnTailgate({ CONTEXT_LIMIT: '120', RESPONSE_RESERVE: '20' });
 
 const long = (letter: string) => letter.repeat(160);
 const history = [
@@ -42,14 +35,14 @@ describe('truncation', () => {
     async () => {
       // A longer answer: once the pair is gone, the oldest message must go too.
       const answer = { ...history[3]!, content: long('c').repeat(2) };
-      const { id } = await client.conversations.create({ items: [...history.slice(0, 3), answer] });
-      const refused = await client.responses
+      const { id } = await world.client.conversations.create({ items: [...history.slice(0, 3), answer] });
+      const refused = await world.client.responses
         .create({ model: 'echo', conversation: id, input: 'short question' })
         .catch((error: unknown) => error);
       expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
       expect(refused).toMatchObject({ code: 'context_length_exceeded', param: 'input' });
 
-      const response = await client.responses.create({
+      const response = await world.client.responses.create({
         model: 'echo',
         conversation: id,
         input: 'short question',
@@ -67,14 +60,14 @@ describe('truncation', () => {
       expect(truncation.prompt_tokens).toBeLessThanOrEqual(100);
       expect(truncation.prompt_tokens_before).toBeGreaterThan(100);
       // The history keeps everything: truncation only shapes the prompt.
-      expect((await client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(6);
+      expect((await world.client.conversations.items.list(id, { limit: 100 })).data).toHaveLength(6);
     },
   );
 
   it('leaves a prompt that fits alone, and still refuses one whose newest turn alone is too large', async () => {
-    const fits = await client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
+    const fits = await world.client.responses.create({ model: 'echo', input: 'hello', truncation: 'auto' });
     expect((fits as unknown as Truncated).tailgate.context.truncation).toBeUndefined();
-    const huge = await client.responses
+    const huge = await world.client.responses
       .create({ model: 'echo', input: long('z').repeat(5), truncation: 'auto' })
       .catch((error: unknown) => error);
     expect(huge).toMatchObject({ status: 400, code: 'context_length_exceeded' });
@@ -82,11 +75,11 @@ describe('truncation', () => {
 
   it('applies to store: false responses, where dropped_seqs are positions in the input', async () => {
     const input = [...history, { type: 'message' as const, role: 'user' as const, content: 'short question' }];
-    const refused = await client.responses
+    const refused = await world.client.responses
       .create({ model: 'echo', store: false, input })
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 400, code: 'context_length_exceeded' });
-    const response = await client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
+    const response = await world.client.responses.create({ model: 'echo', store: false, input, truncation: 'auto' });
     expect(response.output_text).toBe('echo: short question');
     const truncation = (response as unknown as Truncated).tailgate.context.truncation!;
     // Dropping the tool pair (input positions 2 and 3) is enough here.
@@ -99,7 +92,7 @@ describe('truncation', () => {
       'the oldest items go behind a boundary the next turn keeps; "disabled" refuses with 413',
     async () => {
       const api = (path: string, body: unknown) =>
-        fetch(`${tailgate.baseURL}${path}`, {
+        fetch(`${world.tailgate.baseURL}${path}`, {
           method: 'POST',
           headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
           body: JSON.stringify(body),

@@ -144,9 +144,9 @@ export class SessionLog extends SessionLogBase {
     return takeLease(this.log, turn);
   }
 
-  /** Renews a lease takeLease took: the new etag, or null when another runner has it (log/lease.ts). */
-  async renewHeldLease(turn: OpenTurn, etag: string): Promise<string | null> {
-    return renewHeldLease(this.log, turn, etag);
+  /** Renews a lease takeLease took (`release`: gives it up): its etag, null once another's (log/lease.ts). */
+  async renewHeldLease(turn: OpenTurn, etag: string, release = false): Promise<string | null> {
+    return renewHeldLease(this.log, turn, etag, release);
   }
 
   /**

@@ -2,7 +2,8 @@ import { TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
-import type { BackgroundTurn, TurnServices } from './types.ts';
+import { releaseLease } from './renewal.ts';
+import type { BackgroundTurn, HeldLease, TurnServices } from './types.ts';
 
 /**
  * The runner of background turns (lib/turn/background.ts claims them): it takes a claimed
@@ -19,12 +20,14 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
  * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
  * itself or by someone else (its outcome is in its completion), or when another runner of it
  * is alive (it renews the turn's lease), and 'retry' when a storage failure left it open, so
- * a queue delivers it again and the next runner takes it over.
+ * a queue delivers it again and the next runner takes it over: this one gives its lease up
+ * first, so that runner need not wait a renewal for it.
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
   const journal = journalTurn(services, run.session_id, run.turn);
-  const background = { background: { turn: run.turn, writer: run.writer } };
+  const lease: HeldLease = {};
+  const background = { background: { turn: run.turn, writer: run.writer, lease } };
   let outcome: 'done' | 'retry' = 'done';
   let ends = true;
   try {
@@ -57,6 +60,7 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     // Left open: the next run's events follow in its journal, and its end ends it.
     services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
     outcome = 'retry';
+    await releaseLease(services, lease);
     return outcome;
   } finally {
     journal.close(outcome === 'done' && ends);

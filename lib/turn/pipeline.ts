@@ -168,7 +168,12 @@ async function attemptTurn(
   let renewal: ReturnType<typeof setInterval> | undefined;
   // A background turn's runner takes its lease (while it reads the history) before it moves a
   // notice or calls a model: a second runner of the turn stops while the first renews it.
-  const leased = options.background ? services.sessions.takeLease(claimed.turn) : undefined;
+  const { background } = options;
+  const leased = background
+    ? services.sessions
+        .takeLease(claimed.turn)
+        .then((etag) => Object.assign(background.lease ?? {}, { turn: claimed.turn, etag }))
+    : undefined;
   const landed = Promise.all([claimed.landed, leased]).then(([ok, held]) => {
     if (ok) renewal = renewLease(services, claimed.turn, attempt.stop, held);
     return ok;

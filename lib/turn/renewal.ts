@@ -8,7 +8,7 @@ import {
 } from '../errors.ts';
 import { renewalMs } from '../session/log/lease.ts';
 import type { OpenTurn } from '../session/log/types.ts';
-import type { TurnServices } from './types.ts';
+import type { HeldLease, TurnServices } from './types.ts';
 
 /**
  * A running turn's lease (docs/STORAGE.md, "Turn" and "Background turn"): its renewals, and
@@ -17,22 +17,35 @@ import type { TurnServices } from './types.ts';
  */
 
 /**
+ * Gives a held lease up (`SessionLog.renewHeldLease` with `release`): the next runner of the
+ * turn takes it over at once instead of waiting a renewal for it. A failure is logged: the
+ * lease then runs out as it would have.
+ */
+export async function releaseLease(services: TurnServices, held: HeldLease): Promise<void> {
+  const { turn, etag } = held;
+  if (!turn || etag === undefined) return;
+  held.etag = undefined;
+  await services.sessions
+    .renewHeldLease(turn, etag, true)
+    .catch((error: unknown) => services.log('tailgate: could not release a turn lease', error));
+}
+
+/**
  * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
  * as a working turn can take (a summary and an answer, each within the model timeout): a turn
  * hung on a call that never returns lets its session go. A background turn (`stop`, whose
  * runner took the lease already: its receipt says in_progress) asks at once and after each
  * renewal whether someone else closed it (a cancel): then it stops, as its completion would
- * have been refused. Its renewals match the lease it holds (`held`, its etag): one refused
- * because another runner took the lease over stops it too (LeaseHeldError).
+ * have been refused. Its renewals match the lease it holds (`held`, whose etag each renewal
+ * moves on): one refused because another runner took the lease over stops it too (LeaseHeldError).
  */
 export function renewLease(
   services: TurnServices,
   turn: OpenTurn,
   stop?: AbortController,
-  held?: string,
+  held?: HeldLease,
 ): ReturnType<typeof setInterval> {
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
-  let etag = held;
   const closed = async (kept = true) => {
     if (!stop || stop.signal.aborted) return;
     const code = await services.sessions.closedBy(turn);
@@ -41,13 +54,13 @@ export function renewLease(
   };
   // Whether the lease is still this runner's.
   const renewed = async () => {
-    if (etag === undefined) {
+    if (!held) {
       await services.sessions.renewLease(turn);
       return true;
     }
-    const next = await services.sessions.renewHeldLease(turn, etag);
+    const next = held.etag === undefined ? null : await services.sessions.renewHeldLease(turn, held.etag);
     if (next === null) clearInterval(renewal);
-    else etag = next;
+    held.etag = next ?? undefined;
     return next !== null;
   };
   const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);

@@ -3,7 +3,7 @@ import type { ServiceConfig } from '../config.ts';
 import type { SessionConfig } from '../session/records.ts';
 import type { Model } from '../models/model.ts';
 import type { Inbox } from '../inbox/index.ts';
-import type { SessionLog } from '../session/session-log.ts';
+import type { OpenTurn, SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenBudget, TokenSpend } from '../ledger/token-spend.ts';
@@ -28,15 +28,26 @@ export interface TurnOptions {
   /**
    * Run a background turn claimed already (lib/turn/background.ts): its record carries
    * `writer`, and its settings and input come from the record. The turn stops when someone
-   * else closes it (a cancel), checked at each renewal of its lease.
+   * else closes it (a cancel), checked at each renewal of its lease, which `lease` holds (its
+   * runner gives it up when it stops with the turn left open).
    */
-  background?: { turn: number; writer: string };
+  background?: { turn: number; writer: string; lease?: HeldLease };
   /**
    * Told the turn, the seq of its first input item and the generation its ids name there
    * (idGeneration: undefined in a session stored before they named one) once its failed
    * completion landed (the facade takes such a turn out again: lib/openai/create-response.ts).
    */
   onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
+}
+
+/**
+ * The lease a background turn's runner holds: the turn, and the etag of the runner's last write
+ * of `.lease` (none once another runner has it, or given up). Its runner gives it up when it
+ * stops with the turn left open (lib/turn/background-runner.ts), so the next runs at once.
+ */
+export interface HeldLease {
+  turn?: OpenTurn;
+  etag?: string | undefined;
 }
 
 /** What a runner needs to take a claimed background turn over (the queue message). */

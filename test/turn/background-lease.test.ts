@@ -265,3 +265,58 @@ describe('a reader closing a background turn whose lease ran out while its owner
     expect(await sessions.journal().read(await sessions.scope('s'), 1, 0)).toHaveLength(2);
   });
 });
+
+describe('a background runner that stops with its turn left open (the queue delivers it again)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /**
+   * Runs turn 1 to a retry in a process whose `.done` puts fail (its completion, then its close as
+   * failed), and whose `.lease` puts fail from then on when `releaseFails` (its release with them).
+   */
+  async function leftOpen(opened: Awaited<ReturnType<typeof world>>, releaseFails = false) {
+    const { store, services, run, release, outcome } = opened;
+    let closing = false;
+    const its = new FaultyStore(store).failWhen(({ operation, key }) => {
+      if (operation === 'put' && key.endsWith('.done')) closing = true;
+      return operation === 'put' && (key.endsWith('.done') || (releaseFails && closing && key.endsWith('.lease')));
+    });
+    release();
+    return outcome(runBackgroundTurn({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run));
+  }
+
+  /**
+   * The next delivery's runner, given less time than the renewal it waits for a live lease (a
+   * third of it and a tenth more): whether it called the model in that time.
+   */
+  async function redelivered(opened: Awaited<ReturnType<typeof world>>) {
+    const { services, run, calls } = opened;
+    const next = runBackgroundTurn(services, run);
+    for (let step = 0; step < 10 && calls() < 2; step++) await vi.advanceTimersByTimeAsync(100);
+    return { next, calledAtOnce: calls() === 2 };
+  }
+
+  it('gives its lease up: the next delivery takes the turn over at once, not a renewal later', async () => {
+    const opened = await world();
+    const { sessions, outcome, advance } = opened;
+    expect(await leftOpen(opened)).toBe('retry');
+    const { next, calledAtOnce } = await redelivered(opened);
+    expect(calledAtOnce).toBe(true);
+    expect(await outcome(next)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
+
+  it('whose release fails leaves its lease live: the next delivery takes it over a renewal later', async () => {
+    const opened = await world();
+    const { sessions, calls, outcome, advance } = opened;
+    expect(await leftOpen(opened, true)).toBe('retry');
+    const { next, calledAtOnce } = await redelivered(opened);
+    expect(calledAtOnce).toBe(false);
+    expect(await outcome(next)).toBe('done');
+    expect(calls()).toBe(2);
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
+});

@@ -62,8 +62,8 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
  * Takes the lease of a background turn for the runner that took it over (its first `.lease`,
  * create-only). When another runner's is there and live, waits a renewal (a third of the lease
  * and a tenth more) and reads it again: renewed, its runner is alive and this is
- * TurnInProgressError; not renewed (or run out), it is taken over if-match, so of two late
- * runners one has it (the other: TurnInProgressError). Answers the etag of the lease taken,
+ * TurnInProgressError; not renewed (or run out, or released by its runner), it is taken over
+ * if-match, so of two late runners one has it (the other: TurnInProgressError). Answers the etag of the lease taken,
  * which its renewals match (renewHeldLease).
  */
 export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string> {
@@ -80,7 +80,8 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
   const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
   const until = new Date(expires).toISOString();
-  if (expires > log.clock().getTime()) {
+  // Given up by its runner (released, see renewHeldLease) it is taken at once, live or not.
+  if (expires > log.clock().getTime() && held.metadata.released === undefined) {
     // Live: its holder renews it within a third of the lease, if it is alive. A renewal changes
     // the etag (on S3 a hash of the body): its expiry is a later one.
     await new Promise((resolve) => setTimeout(resolve, renewalMs(log.leaseMs) + Math.ceil(log.leaseMs / 10)));
@@ -98,11 +99,23 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
  * Renews a lease taken with takeLease, if-match on `etag` (the lease as this runner last wrote
  * it): the new etag, or null when another runner took the lease over (or it is gone with the
  * closed turn). A refused or failed renewal reads the lease back: one still carrying the
- * runner's `writer` is its own (an answer lost).
+ * runner's `writer` is its own (an answer lost). With `release`, the runner gives the lease up
+ * (it stopped with the turn left open, for a queue to deliver again): the put if-match carries
+ * `released` in place of `writer`, so the next runner takes it over at once (takeLease) while
+ * anyone else finds it live as a renewal leaves it; refused or failed, it runs out as it would.
  */
-export async function renewHeldLease(log: LogContext, turn: OpenTurn, etag: string): Promise<string | null> {
+export async function renewHeldLease(
+  log: LogContext,
+  turn: OpenTurn,
+  etag: string,
+  release = false,
+): Promise<string | null> {
   const key = leaseKey(turn.scope, turn.record);
   const { body, options } = leaseWrite(log, turn);
+  if (release) {
+    const released = { ...options, metadata: { released: turn.writer }, ifMatch: etag };
+    return (await log.store.put(key, body, released))?.etag ?? null;
+  }
   const put = (ifMatch: string) => log.store.put(key, body, { ...options, ifMatch });
   let failed = false;
   try {

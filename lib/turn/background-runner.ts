@@ -21,7 +21,8 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
  * itself or by someone else (its outcome is in its completion), or when another runner of it
  * is alive (it renews the turn's lease), and 'retry' when a storage failure left it open, so
  * a queue delivers it again and the next runner takes it over: this one gives its lease up
- * first, so that runner need not wait a renewal for it.
+ * first, so that runner need not wait a renewal for it. A run of a turn closed already (a
+ * message delivered again after its turn ended) is logged, not told as a turn (lib/turn/observe.ts).
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
@@ -41,6 +42,7 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     // now (after a delete of the newest turn).
     if (error instanceof TurnNotOpenError) {
       ends = false;
+      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`, error);
       return outcome;
     }
     // Another runner of the turn holds its lease and renews it (a message delivered twice): this

@@ -1,4 +1,4 @@
-import { LeaseHeldError, NotNewestTurnError, TailgateError } from '../errors.ts';
+import { LeaseHeldError, NotNewestTurnError, TailgateError, TurnNotOpenError } from '../errors.ts';
 import { TurnTrace } from './trace.ts';
 import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
@@ -97,7 +97,9 @@ export async function observedClaim<T>(
  * attempts that ran no turn, whose span ends untold: a claim refused for not following
  * `afterTurn` (NotNewestTurnError: the facade takes the request in a branch, whose turn is told;
  * its span ends without an error), and a background turn's runner that found its lease another
- * runner's (LeaseHeldError: the runner that runs the turn tells it).
+ * runner's (LeaseHeldError: the runner that runs the turn tells it) or its turn closed already
+ * (TurnNotOpenError, which only such a runner meets here: a message delivered again after the
+ * turn ended, whose run told it, or a turn closed before any runner came).
  */
 function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?: unknown): void {
   if (error instanceof NotNewestTurnError) {
@@ -105,7 +107,7 @@ function tell(services: TurnServices, seen: Seen, ended: TurnObservation, error?
     return;
   }
   seen.trace.end(ended);
-  if (error instanceof LeaseHeldError) return;
+  if (error instanceof LeaseHeldError || error instanceof TurnNotOpenError) return;
   services.observeTurn?.(ended);
 }
 

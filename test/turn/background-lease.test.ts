@@ -43,6 +43,7 @@ async function world() {
   });
   const tasks: Promise<unknown>[] = [];
   const observations: TurnObservation[] = [];
+  const logged: string[] = [];
   const sessions = new SessionLog(store, { clock, leaseMs: LEASE_MS });
   const services: TurnServices = {
     sessions,
@@ -52,7 +53,7 @@ async function world() {
     model: () => model,
     background: (task) => void tasks.push(task),
     startBackground: (run) => runInProcess(services, run),
-    log: () => {},
+    log: (message) => void logged.push(message),
     observeTurn: (observation) => void observations.push(observation),
   };
   await sessions.create({ id: 's' });
@@ -67,6 +68,8 @@ async function world() {
     run: run!,
     calls: () => calls,
     signals,
+    /** What the runners logged. */
+    logged,
     /** How each run was told (the log line, the metrics). */
     told: () => observations.map(({ turn, status, error_code }) => ({ turn, status, error_code })),
     release,
@@ -318,5 +321,25 @@ describe('a background runner that stops with its turn left open (the queue deli
     expect(calls()).toBe(2);
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
+});
+
+describe('a background turn delivered again after it ended', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('is a duplicate: the late runner calls no model, writes nothing, and is not told as a turn', async () => {
+    const { sessions, services, run, calls, told, logged, release, outcome, advance } = await world();
+    release();
+    expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
+    await advance(0);
+    const journal = await journaled(sessions, 's');
+    expect(await outcome(runBackgroundTurn(services, run))).toBe('done');
+    await advance(0);
+    expect(calls()).toBe(1);
+    expect(await journaled(sessions, 's')).toEqual(journal);
+    expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
+    expect(logged).toContain('tailgate: background turn 1 of session s is closed already');
   });
 });

@@ -220,8 +220,8 @@ export async function pickUp(
 
 /**
  * The session log's `onLeaseClosed`: after any close of a turn whose lease ran out (a
- * newcomer's claim, a replay of its key, a reader of its events, the webhook outbox's
- * drainer), the inputs queued behind it are taken up after the response, as after a turn's
+ * newcomer's claim that then stored nothing, a replay of its key, a reader of its events, the
+ * webhook outbox's drainer), the inputs queued behind it are taken up after the response, as after a turn's
  * own close. `services` is read when a close happens (the log is built before them).
  */
 export function pickUpAfterLeaseClose(services: () => TurnServices): (closed: ClosedTurn) => void {

@@ -243,6 +243,30 @@ describe('two turns racing for an idle session', () => {
   });
 });
 
+/**
+ * A session whose turn 1's runner never comes (its process died), holding the session for its
+ * lease, with an input queued behind it; `expire` runs that lease out by the service clock.
+ */
+async function queuedBehindDeadTurn(
+  store: MemoryStore | FaultyStore = new MemoryStore(),
+  first: { body: Record<string, unknown>; headers?: Record<string, string> } = {
+    body: { input: 'first', background: true },
+  },
+) {
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const sent: BackgroundTurn[] = [];
+  const built = harnessFor(store, { clock: () => new Date(now), queueTurn: () => async (run) => void sent.push(run) });
+  const { api } = built;
+  const id = await api.session({ on_busy: 'enqueue' });
+  expect((await api.post(`/v1/sessions/${id}/turns`, first.body, first.headers)).status).toBe(202);
+  expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
+  expect(sent).toHaveLength(1);
+  const expire = () => {
+    now += 4000;
+  };
+  return { ...built, id, sent, expire };
+}
+
 describe('the event journal of a background turn that failed', () => {
   async function events(harness: HttpHarness, id: string) {
     const response = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {
@@ -264,18 +288,8 @@ describe('the event journal of a background turn that failed', () => {
   });
 
   it("takes up an input queued behind a dead turn once a reader of the turn's events closes it", async () => {
-    let now = Date.parse('2030-01-01T00:00:00Z');
-    const sent: BackgroundTurn[] = [];
-    const { harness, api } = harnessFor(new MemoryStore(), {
-      clock: () => new Date(now),
-      queueTurn: () => async (run) => void sent.push(run),
-    });
-    const id = await api.session({ on_busy: 'enqueue' });
-    // Turn 1's runner never comes (its process died): the turn holds the session for its lease.
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
-    expect(sent).toHaveLength(1);
-    now += 4000;
+    const { harness, api, id, sent, expire } = await queuedBehindDeadTurn();
+    expire();
     const followed = await events(harness, id);
     expect(followed.events.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('failed');
@@ -316,18 +330,8 @@ describe('the inputs queued behind a dead turn', () => {
       (id: string) => ({ path: `/v1/sessions/${id}/turns`, body: first, headers: key }),
     ],
   ])('are taken up once %s closes the dead turn', async (_name, closer) => {
-    let now = Date.parse('2030-01-01T00:00:00Z');
-    const sent: BackgroundTurn[] = [];
-    const { api } = harnessFor(new MemoryStore(), {
-      clock: () => new Date(now),
-      queueTurn: () => async (run) => void sent.push(run),
-    });
-    const id = await api.session({ on_busy: 'enqueue' });
-    // Turn 1's runner never comes (its process died): the turn holds the session for its lease.
-    expect((await api.post(`/v1/sessions/${id}/turns`, first, key)).status).toBe(202);
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
-    expect(sent).toHaveLength(1);
-    now += 4000;
+    const { api, id, sent, expire } = await queuedBehindDeadTurn(new MemoryStore(), { body: first, headers: key });
+    expire();
     const { path, body, headers } = closer(id);
     const closed = await api.post(path, body, headers);
     expect(closed.status, JSON.stringify(closed.body)).toBeLessThan(300);
@@ -335,5 +339,22 @@ describe('the inputs queued behind a dead turn', () => {
     // The session is idle: its queued input goes on, handed to a runner as turn 2.
     await expect.poll(() => sent.length).toBe(2);
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+  });
+});
+
+describe('the inputs queued behind a dead turn closed by a model turn that then stored nothing', () => {
+  it('are taken up all the same: the pickup does not wait for a turn that never came', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, id, sent, expire } = await queuedBehindDeadTurn(store);
+    expire();
+    // A model turn's claim closes turn 1, then its own record's put fails: it stores nothing.
+    store.failWhen(({ operation, key }) => operation === 'put' && /\/turn\/[^/]+\/\d+$/.test(key), { times: 1 });
+    const failed = await api.post(`/v1/sessions/${id}/turns`, { input: 'newcomer' });
+    expect(failed.status, JSON.stringify(failed.body)).toBeGreaterThanOrEqual(500);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'lease_expired' } });
+    // The session is idle: its queued input goes on, handed to a runner as turn 2.
+    await expect.poll(() => sent.length).toBe(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+    expect(await userInputs(api, id)).toEqual(['first', 'queued']);
   });
 });

@@ -81,8 +81,38 @@ export class TurnClaim {
         : sha256Hex(checkInvariant(idempotencyKeySchema, options.idempotencyKey)));
   }
 
-  /** Reads the head and starts the put of the next record (see ClaimAttempt). */
+  /**
+   * Reads the head and starts the put of the next record (see ClaimAttempt). A claim that closed
+   * a dead turn on its way (its lease ran out) and then stores nothing (refused, failed, or a
+   * replay) tells `onLeaseClosed`, so the inputs queued behind that turn do not wait for it.
+   */
   async next(): Promise<ClaimAttempt> {
+    let attempt: ClaimAttempt;
+    try {
+      attempt = await this.#next();
+    } catch (error) {
+      this.#storedNothing();
+      throw error;
+    }
+    if (attempt.kind === 'replay') this.#storedNothing();
+    else
+      attempt.landed.then(
+        (ok) => {
+          if (ok) this.#state.lapsed = undefined;
+        },
+        () => this.#storedNothing(),
+      );
+    return attempt;
+  }
+
+  /** Hands the close of a dead turn this claim made to `onLeaseClosed` (once). */
+  #storedNothing(): void {
+    const { lapsed } = this.#state;
+    this.#state.lapsed = undefined;
+    if (lapsed) this.#log.onLeaseClosed?.(lapsed);
+  }
+
+  async #next(): Promise<ClaimAttempt> {
     const { requestHash, request, afterTurn, check, beforeRecord, adopt } = this.#options;
     const options = {
       kind: 'turn' as const,

@@ -30,7 +30,7 @@ import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
-import type { Base, BeginTurnResult } from './types.ts';
+import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import type { IndexState } from './session-index.ts';
 import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
@@ -106,6 +106,11 @@ export interface CommitState {
   /** A put that failed with its outcome unknown: the next head read tells. */
   failure: { error: unknown } | null;
   attempt: number;
+  /**
+   * A dead turn a model turn's claim closed (its lease ran out) before its own record landed:
+   * told to `onLeaseClosed` if the claim stores nothing after all (lib/session/log/claim.ts).
+   */
+  lapsed?: ClosedTurn | undefined;
 }
 
 export function commitState(writer: string = crypto.randomUUID()): CommitState {
@@ -246,7 +251,13 @@ export async function prepareCommit(
     if (expires > log.clock().getTime())
       throw new TurnInProgressError(id, open.turn ?? 0, new Date(expires).toISOString());
     // A model turn claims the session next: its own close takes up the queue.
-    const done = await closeLapsed(log, scope, open, head.config.webhook_url, options.kind === 'turn');
+    const successor =
+      options.kind === 'turn'
+        ? (closed: ClosedTurn) => {
+            state.lapsed = closed;
+          }
+        : undefined;
+    const done = await closeLapsed(log, scope, open, head.config.webhook_url, successor);
     if (!done) return null;
     newest = { record: open, done };
   }

@@ -187,8 +187,8 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
  * The turn may have consumed notices before it died: the completion names it in
  * `undelivered.lost_turns`, so the next turn looks for them. `webhookUrl` is the session's
  * (undefined: not read yet, read only when `onClosed` is set). A close of an expired lease is
- * told to `onLeaseClosed` (the inputs queued behind the turn are taken up), unless its closer
- * is a `successor`.
+ * told to `onLeaseClosed` (the inputs queued behind the turn are taken up), or handed to the
+ * closer's `successor` instead.
  */
 export async function closeTurn(
   log: LogContext,
@@ -196,8 +196,11 @@ export async function closeTurn(
   record: LogRecord,
   outcome: StoredOutcome,
   webhookUrl?: string | null,
-  /** The closer claims the session as a model turn next, whose own close takes up the queue. */
-  successor = false,
+  /**
+   * The closer claims the session as a model turn next, whose own close takes up the queue: it
+   * tells `onLeaseClosed` itself if its claim stores nothing (lib/session/log/claim.ts).
+   */
+  successor?: (closed: ClosedTurn) => void,
 ): Promise<DoneRecord | null> {
   if (record.idempotency_key_sha256)
     await indexKey(log, scope, record.idempotency_key_sha256, record.record, record.request_sha256);
@@ -237,7 +240,7 @@ export async function closeTurn(
     closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
     await log.onClosed(closed);
   }
-  if (done.error?.code === LEASE_EXPIRED && !successor) log.onLeaseClosed?.(closed);
+  if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
 }
 
@@ -247,7 +250,7 @@ export function closeLapsed(
   scope: LogScope,
   record: LogRecord,
   webhookUrl?: string | null,
-  successor = false,
+  successor?: (closed: ClosedTurn) => void,
 ): Promise<DoneRecord | null> {
   const message = `turn ${record.turn ?? 0} did not complete before its lease expired`;
   const outcome: StoredOutcome = { status: 'failed', error: { code: LEASE_EXPIRED, message } };

@@ -310,7 +310,8 @@ export interface SessionLogOptions {
    * Runs once a completion written because a turn's lease ran out landed (failed
    * `lease_expired`: a newcomer's claim, a replay of its key, `closeIfExpired`), after
    * `onClosed`: whoever closes a dead turn takes up the inputs queued behind it
-   * (lib/turn/busy.ts, pickUpAfterLeaseClose). It must not throw: it schedules that work.
+   * (lib/turn/busy.ts, pickUpAfterLeaseClose); a model turn's claim only once it stored nothing
+   * after all (its record landed, its own close does). It must not throw: it schedules that work.
    */
   onLeaseClosed?: ((closed: ClosedTurn) => void) | undefined;
 }

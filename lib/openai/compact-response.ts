@@ -63,12 +63,15 @@ export async function indexedCompaction(
   madeOf: Awaited<ReturnType<typeof compactSessionFrom>>['madeOf'],
 ): Promise<ResponseCompactionItem> {
   const item = compactionItem(compactionId(sessionId, context.start_seq), context.summary);
-  if (madeOf && madeOf.turns > 0) {
-    const session = await facade.services.sessions.get(sessionId);
-    // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
-    const state = { generation: holderOf(madeOf.scope, madeOf.items), turn: madeOf.turns, items: madeOf.items };
-    await indexCompaction(facade, session, state, { id: item.id, summary: item.encrypted_content });
-  }
+  if (!madeOf || madeOf.turns === 0) return item;
+  // The compaction landed (and was charged): a failure to index it is logged, and the client's
+  // next step from the item alone starts a new conversation, as after any failed index write.
+  const session = await facade.services.sessions.get(sessionId).catch((error: unknown) => {
+    facade.services.log('tailgate: could not index a compaction', error);
+  });
+  // The generation that wrote its newest item (an ancestor's, after a delete of the newest turn).
+  const state = { generation: holderOf(madeOf.scope, madeOf.items), turn: madeOf.turns, items: madeOf.items };
+  if (session) await indexCompaction(facade, session, state, { id: item.id, summary: item.encrypted_content });
   return item;
 }
 

@@ -60,13 +60,16 @@ function lastSeq(turn: { input: { last_seq: number } | null; output: { last_seq:
  * A chat completion stores no turn: the refusal of one an `abort` notice of its session
  * (`x-tailgate-session`) refused is kept apart, under the keyed hash of its messages (as the
  * history index keys a history: lib/openai/history-index.ts), with the session as it stood. A
- * request with the same messages while the session stands so (no turn or item since) is its
- * retry, and is refused again with that error, nothing run.
+ * request with the same messages while the session stands so (no turn or item since, nor a turn
+ * taken and deleted: the same generation) is its retry, and is refused again with that error,
+ * nothing run.
  */
 const chatAbortSchema = z
   .object({
     session_id: z.string(),
     created_at: z.string(),
+    /** The session's generation: a delete of its newest turn moves it on, though the counts go back. */
+    generation: z.string(),
     turns: z.number().int(),
     items: z.number().int(),
     error: z.object({ code: z.string(), message: z.string(), details: z.unknown().optional() }),
@@ -95,8 +98,11 @@ export async function keepChatAbort(
   const { counts } = session;
   const kept = { session_id: session.id, created_at: session.created_at, turns: counts.turns, items: counts.items };
   try {
-    const key = await chatAbortKey(facade, request);
-    const body = JSON.stringify({ ...kept, error: errorRecord(refusal) });
+    const [key, { generation }] = await Promise.all([
+      chatAbortKey(facade, request),
+      facade.services.sessions.scope(session.id),
+    ]);
+    const body = JSON.stringify({ ...kept, generation, error: errorRecord(refusal) });
     await facade.services.store.put(key, body, { contentType: 'application/json' });
   } catch (error) {
     facade.services.log('tailgate: could not keep the abort of a chat completion', error);
@@ -105,20 +111,24 @@ export async function keepChatAbort(
 
 /**
  * The refusal to answer again when the chat completion `request` retries one an abort refused
- * (keepChatAbort), once its session is read (`session`): one get, alongside that read.
+ * (keepChatAbort), once its session is read (`session`): one get, alongside that read (and
+ * one of the session's config, for its generation, when the kept refusal's counts still hold).
  */
 export async function chatAbortRetry(
   facade: Facade,
   request: ChatRequest,
-): Promise<(session: SessionRecord) => ReplayedError | undefined> {
+): Promise<(session: SessionRecord) => Promise<ReplayedError | undefined>> {
   const stored = await facade.services.store.get(await chatAbortKey(facade, request));
   const kept = stored ? parseStoredOrUndefined(stored.body, chatAbortSchema) : undefined;
-  return (session) =>
-    kept &&
-    kept.session_id === session.id &&
-    kept.created_at === session.created_at &&
-    kept.turns === session.counts.turns &&
-    kept.items === session.counts.items
-      ? new ReplayedError(kept.error)
-      : undefined;
+  return async (session) => {
+    const holds =
+      kept &&
+      kept.session_id === session.id &&
+      kept.created_at === session.created_at &&
+      kept.turns === session.counts.turns &&
+      kept.items === session.counts.items;
+    if (!holds) return undefined;
+    const { generation } = await facade.services.sessions.scope(session.id);
+    return generation === kept.generation ? new ReplayedError(kept.error) : undefined;
+  };
 }

@@ -65,7 +65,7 @@ async function consumeNotices(
     consumes ? chatAbortRetry(facade, request) : undefined,
   ]);
   if (!consumes) return [];
-  const refusal = retried?.(session);
+  const refusal = await retried?.(session);
   if (refusal) throw refusal;
   const consumed = await consumeForModelCall(inbox, sessionId, session, 0);
   if (consumed.abort) {

@@ -210,6 +210,19 @@ describe('chat completions under x-tailgate-session: the retry of a request an a
     expect(later.choices[0]!.finish_reason).toBe('stop');
   });
 
+  it('is no retry once the session took a turn, even one deleted since (its counts as they were)', async () => {
+    const before = await abortedSession();
+    const asked = { model: 'gpt-4o-mini', messages };
+    const refused = await noRetries()
+      .chat.completions.create(asked, { headers: before.headers })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 409, code: 'aborted' });
+    await noRetries().responses.create({ model: 'gpt-4o-mini', input: 'resume', conversation: before.id });
+    expect((await api(`/sessions/${before.id}/turns/1`, { method: 'DELETE' })).status).toBe(200);
+    const later = await noRetries().chat.completions.create(asked, { headers: before.headers });
+    expect(later.choices[0]!.finish_reason).toBe('stop');
+  });
+
   it('the AI SDK in chat mode at its default retries: 409 aborted each time, nothing runs', async () => {
     const before = await abortedSession();
     const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, headers: before.headers });

@@ -185,6 +185,44 @@ function giveWay(): Promise<void> {
 
 /** Which seqs of `history` went into `items` whole, compacted, or not at all. */
 export function receiptRanges(history: readonly PromptItem[], items: readonly PromptItem[]): ReceiptRanges {
+  return rangesInOrder(history, items) ?? rangesSorted(history, items);
+}
+
+/**
+ * receiptRanges in one walk of each list, for a history and prompt whose seqs go up (as they
+ * do but for synthetic items, which have none): no arrays of seqs, no copies sorted. Null when
+ * either list's seqs go down.
+ */
+function rangesInOrder(history: readonly PromptItem[], items: readonly PromptItem[]): ReceiptRanges | null {
+  const whole = new RangeText();
+  const compacted = new RangeText();
+  let previous = Number.NEGATIVE_INFINITY;
+  for (const item of items) {
+    const seq = item.seq;
+    if (seq === undefined) continue;
+    if (seq < previous) return null;
+    previous = seq;
+    (item.compacted ? compacted : whole).add(seq);
+  }
+  const dropped = new RangeText();
+  let first: number | null = null;
+  previous = Number.NEGATIVE_INFINITY;
+  // The prompt's next seq not below the one read (items without a seq passed over).
+  let at = 0;
+  for (const item of history) {
+    const seq = item.seq;
+    if (seq === undefined) continue;
+    if (seq < previous) return null;
+    previous = seq;
+    first ??= seq;
+    let sent = items[at]?.seq;
+    while (at < items.length && (sent === undefined || sent < seq)) sent = items[++at]?.seq;
+    if (sent !== seq) dropped.add(seq);
+  }
+  return { whole: whole.text(), compacted: compacted.text(), dropped: dropped.text(), unread_before: first };
+}
+
+function rangesSorted(history: readonly PromptItem[], items: readonly PromptItem[]): ReceiptRanges {
   const whole: number[] = [];
   const compacted: number[] = [];
   const sent: number[] = [];
@@ -217,21 +255,38 @@ export function noticeRecord(notice: DeliveredNotice): { name: string; stored_as
 
 /** `[1,2,3,5,7,8]` -> `"1-3,5,7-8"`. */
 export function seqRanges(seqs: number[]): string {
-  const sorted = ascending(seqs);
-  const parts: string[] = [];
-  let start: number | undefined;
-  let previous: number | undefined;
-  for (const seq of sorted) {
-    if (start !== undefined && previous !== undefined && seq === previous + 1) {
-      previous = seq;
-      continue;
+  const ranges = new RangeText();
+  for (const seq of ascending(seqs)) ranges.add(seq);
+  return ranges.text();
+}
+
+/** Seqs given in ascending order, written as ranges (`1-3,5,7-8`) as they come. */
+class RangeText {
+  #text = '';
+  #start: number | undefined;
+  #previous = 0;
+
+  add(seq: number): void {
+    if (this.#start !== undefined && seq === this.#previous + 1) {
+      this.#previous = seq;
+      return;
     }
-    if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
-    start = seq;
-    previous = seq;
+    this.#flush();
+    this.#start = seq;
+    this.#previous = seq;
   }
-  if (start !== undefined) parts.push(start === previous ? `${start}` : `${start}-${previous}`);
-  return parts.join(',');
+
+  text(): string {
+    this.#flush();
+    this.#start = undefined;
+    return this.#text;
+  }
+
+  #flush(): void {
+    if (this.#start === undefined) return;
+    const range = this.#start === this.#previous ? `${this.#start}` : `${this.#start}-${this.#previous}`;
+    this.#text = this.#text === '' ? range : `${this.#text},${range}`;
+  }
 }
 
 /**

@@ -101,6 +101,14 @@ describe('seqRanges', () => {
 });
 
 describe('receiptRanges', () => {
+  const item = (seq: number | undefined, compacted = false): PromptItem => ({
+    type: 'message',
+    role: 'user',
+    content: 'x',
+    ...(seq === undefined ? {} : { seq }),
+    ...(compacted ? { compacted } : {}),
+  });
+
   it('names each seq read as sent whole, compacted or dropped, in whatever order the prompt holds them', () => {
     fc.assert(
       fc.property(
@@ -108,13 +116,6 @@ describe('receiptRanges', () => {
         fc.array(fc.constantFrom('whole', 'compacted', 'dropped'), { minLength: 60, maxLength: 60 }),
         fc.integer({ min: 0, max: 60 }),
         (seqs, fates, synthetic) => {
-          const item = (seq: number | undefined, compacted = false): PromptItem => ({
-            type: 'message',
-            role: 'user',
-            content: 'x',
-            ...(seq === undefined ? {} : { seq }),
-            ...(compacted ? { compacted } : {}),
-          });
           const history = [...seqs].sort((a, b) => a - b).map((seq) => item(seq));
           const sent = seqs.flatMap((seq, index) =>
             fates[index] === 'dropped' ? [] : [item(seq, fates[index] === 'compacted')],
@@ -130,6 +131,35 @@ describe('receiptRanges', () => {
         },
       ),
       { numRuns: 150 },
+    );
+  });
+
+  it('gives the same ranges for a prompt in seq order, with items without a seq anywhere in either list', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 1, max: 300 }), { size: 'max', maxLength: 60 }),
+        fc.array(fc.constantFrom('whole', 'compacted', 'dropped'), { minLength: 60, maxLength: 60 }),
+        fc.array(fc.integer({ min: 0, max: 60 }), { maxLength: 3 }),
+        (unordered, fates, synthetic) => {
+          const seqs = [...unordered].sort((a, b) => a - b);
+          const history = seqs.map((seq) => item(seq));
+          const sent = seqs.flatMap((seq, index) =>
+            fates[index] === 'dropped' ? [] : [item(seq, fates[index] === 'compacted')],
+          );
+          for (const at of synthetic) {
+            sent.splice(Math.min(at, sent.length), 0, item(undefined));
+            history.splice(Math.min(at, history.length), 0, item(undefined));
+          }
+          const of = (fate: string) => seqRanges(seqs.filter((_, index) => fates[index] === fate));
+          expect(receiptRanges(history, sent)).toEqual({
+            whole: of('whole'),
+            compacted: of('compacted'),
+            dropped: of('dropped'),
+            unread_before: seqs[0] ?? null,
+          });
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });

@@ -69,22 +69,27 @@ export function indexHistory(
   const info = new Map<PromptItem, ToolInfo>();
   const calls: PromptFunctionCallItem[] = [];
   const pending = new Map<string, PromptFunctionCallItem>();
-  const paired = new Set<PromptItem>();
-  const outputCall: [PromptItem, PromptFunctionCallItem][] = [];
+  // Outputs each with its call, in pairs: [output, call, output, call, ...].
+  const outputCall: PromptItem[] = [];
+  // Items with images, each with its count, in history order: [item, images, ...].
+  const withImages: (PromptItem | number)[] = [];
   let toolItems = 0;
   for (const item of items) {
-    if (item.type !== 'message') toolItems += 1;
+    if (item.type === 'message') {
+      if (typeof item.content !== 'string') addImages(withImages, item);
+      continue;
+    }
+    toolItems += 1;
     if (item.type === 'function_call') {
       calls.push(item);
       pending.set(item.call_id, item);
-    } else if (item.type === 'function_call_output') {
-      const call = pending.get(item.call_id);
-      if (call === undefined) continue;
-      pending.delete(item.call_id);
-      paired.add(call);
-      paired.add(item);
-      outputCall.push([item, call]);
+      continue;
     }
+    if (typeof item.output !== 'string') addImages(withImages, item);
+    const call = pending.get(item.call_id);
+    if (call === undefined) continue;
+    pending.delete(item.call_id);
+    outputCall.push(item, call);
   }
 
   let isRepeat: (index: number) => boolean;
@@ -149,15 +154,14 @@ export function indexHistory(
       info.set(calls[index]!, { position: calls.length - index, protected: protectedIndexes.has(index) });
     }
   }
-  for (const [output, call] of outputCall) info.set(output, info.get(call)!);
+  for (let index = 0; index < outputCall.length; index += 2)
+    info.set(outputCall[index]!, info.get(outputCall[index + 1]!)!);
   // Counted over every item handed in, unpaired ones too, as the aggregates count them.
   const imagePositions = new Map<PromptItem, number>();
   let imagesSeen = 0;
-  for (let index = items.length - 1; index >= 0; index -= 1) {
-    const images = imagesOf(items[index]!);
-    if (images === 0) continue;
-    imagePositions.set(items[index]!, imagesSeen + 1);
-    imagesSeen += images;
+  for (let index = withImages.length - 2; index >= 0; index -= 2) {
+    imagePositions.set(withImages[index] as PromptItem, imagesSeen + 1);
+    imagesSeen += withImages[index + 1] as number;
   }
 
   const history: HistoryIndex = {
@@ -174,9 +178,16 @@ export function indexHistory(
     images: aggregates ? aggregates.images : imagesSeen,
     imagePosition: (item) => imagePositions.get(item),
   };
-  const sanitized =
-    paired.size === toolItems ? [...items] : items.filter((item) => item.type === 'message' || paired.has(item));
-  return { history, items: sanitized };
+  // Each pair is two items (an output pairs with one call, which leaves `pending` then).
+  if (outputCall.length === toolItems) return { history, items: [...items] };
+  const paired = new Set(outputCall);
+  return { history, items: items.filter((item) => item.type === 'message' || paired.has(item)) };
+}
+
+/** Notes `item` with its images (`input_image` parts), if it has any: content in parts only. */
+function addImages(withImages: (PromptItem | number)[], item: PromptItem): void {
+  const images = imagesOf(item);
+  if (images > 0) withImages.push(item, images);
 }
 
 /**

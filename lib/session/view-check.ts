@@ -234,7 +234,7 @@ function plainKeyIndex(value: unknown): value is KeyIndex {
     !delta || (typeof index.delta === 'string' && SORTED_KEYS_PATTERN.test(index.delta) && keysAscending(index.delta));
   if (!keysOk) return false;
   const isFilter = (prefix: string, filter: string) =>
-    SHARD_PREFIX_PATTERN.test(prefix) && FILTER_PATTERN.test(filter) && (filterKeys(filter.length) ?? 0) > 0;
+    SHARD_PREFIX_PATTERN.test(prefix) && FILTER_PATTERN.test(filter) && (filterKeys(filter) ?? 0) > 0;
   if (filters && !plainRecord(index.filters, isFilter)) return false;
   return filtersFit(index as KeyIndex);
 }

@@ -30,7 +30,7 @@ export const viewItemSchema = z.discriminatedUnion('type', [
 ]);
 
 /** The version of the view format this code writes and reads; a view of any other is ignored. */
-export const VIEW_VERSION = 7;
+export const VIEW_VERSION = 8;
 
 /** `keyIndexSchema`'s `versions`: a view record by each name, its shards' prefixes concatenated. */
 export const RECORD_NAME_PATTERN = /^[1-9]\d*$/;
@@ -70,7 +70,8 @@ export function keysAscending(keys: string): boolean {
  * shards, in that order (so where each shard starts in the object); `count` is the number of
  * keys. `delta` (absent when empty): the keys no shard holds, fewer than the delta bound.
  * `filters` (absent without shards, and past FILTER_MAX_KEYS keys in shards): by prefix, the
- * Bloom filter of each shard `versions` names, and of no other (lib/session/key-filter.ts).
+ * Bloom filter of each shard `versions` names, and of no other, its first character its bits per
+ * key (lib/session/key-filter.ts).
  */
 export const keyIndexSchema = z
   .object({
@@ -86,7 +87,7 @@ export const keyIndexSchema = z
           .string()
           .regex(FILTER_PATTERN)
           // A shard holds a key at least: the filter of none would reject every key unseen.
-          .refine((filter) => (filterKeys(filter.length) ?? 0) > 0, 'not the length of a filter'),
+          .refine((filter) => (filterKeys(filter) ?? 0) > 0, 'not the length of a filter'),
       )
       .optional(),
   })

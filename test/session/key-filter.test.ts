@@ -3,7 +3,17 @@ import { describe, expect, it } from 'vitest';
 import { ProcessStore } from '../../bench/process-store.ts';
 import { CorruptObjectError } from '../../lib/errors.ts';
 import type { Item } from '../../lib/items.ts';
-import { FILTER_MAX_KEYS, filterChars, filterKeys, filterMayHold, shardFilter } from '../../lib/session/key-filter.ts';
+import {
+  FILTER_BITS_PER_KEY,
+  FILTER_MAX_BITS_PER_KEY,
+  FILTER_MAX_KEYS,
+  filterBits,
+  filterBitsFor,
+  filterChars,
+  filterKeys,
+  filterMayHold,
+  shardFilter,
+} from '../../lib/session/key-filter.ts';
 import { viewKey, type LogScope } from '../../lib/session/keys.ts';
 import { INDEX_KEY_CHARS } from '../../lib/session/log/key-shards.ts';
 import { doneSchema, parseStored } from '../../lib/session/records.ts';
@@ -35,31 +45,71 @@ const viewsPrefix = (scope: LogScope) => viewKey(scope, 1).replace(/\d{12}\.view
 const keyOf = (path: string) => callKey('read', JSON.stringify({ path })).slice(0, INDEX_KEY_CHARS);
 
 describe('shardFilter', () => {
-  it('accepts every key of its shard, whatever the keys and their common prefix (property)', () => {
+  it('accepts every key of its shard, whatever the keys, their common prefix and its bits per key (property)', () => {
     fc.assert(
-      fc.property(fc.constantFrom('', '7', 'c3'), fc.uniqueArray(hex(12), { maxLength: 300 }), (prefix, tails) => {
-        const keys = tails.map((tail) => (prefix + tail).slice(0, INDEX_KEY_CHARS));
-        const sorted = [...new Set(keys)].sort();
-        const filter = shardFilter(sorted.join(''));
-        expect(filter).toMatch(/^[A-Za-z0-9+/]*$/);
-        expect(filter).toHaveLength(filterChars(sorted.length));
-        expect(filterKeys(filter.length)).toBe(sorted.length);
-        for (const key of sorted) expect(filterMayHold(filter, key)).toBe(true);
-      }),
+      fc.property(
+        fc.constantFrom('', '7', 'c3'),
+        fc.uniqueArray(hex(12), { maxLength: 300 }),
+        fc.integer({ min: FILTER_BITS_PER_KEY, max: FILTER_MAX_BITS_PER_KEY }),
+        (prefix, tails, bits) => {
+          const keys = tails.map((tail) => (prefix + tail).slice(0, INDEX_KEY_CHARS));
+          const sorted = [...new Set(keys)].sort();
+          const filter = shardFilter(sorted.join(''), bits);
+          expect(filter).toMatch(/^[A-Za-z0-9+/]*$/);
+          expect(filter).toHaveLength(filterChars(sorted.length, bits));
+          expect(filterBits(filter)).toBe(bits);
+          expect(filterKeys(filter)).toBe(sorted.length);
+          for (const key of sorted) expect(filterMayHold(filter, key)).toBe(true);
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
-  it('accepts about 1% of the keys its shard does not hold', () => {
+  it('accepts about 1% of the keys its shard does not hold at 10 bits a key, about 0.05% at 16', () => {
     const keys = Array.from({ length: 2000 }, (_, index) => keyOf(`in-${index}`));
-    const filter = shardFilter([...new Set(keys)].sort().join(''));
+    const sorted = [...new Set(keys)].sort().join('');
     const held = new Set(keys);
-    const others = Array.from({ length: 20_000 }, (_, index) => keyOf(`out-${index}`)).filter((key) => !held.has(key));
-    const accepted = others.filter((key) => filterMayHold(filter, key)).length;
-    expect(accepted / others.length).toBeLessThan(0.015);
-    // An empty shard holds nothing; a length no shard gives is told.
+    const others = Array.from({ length: 100_000 }, (_, index) => keyOf(`out-${index}`)).filter((key) => !held.has(key));
+    const rate = (filter: string) => others.filter((key) => filterMayHold(filter, key)).length / others.length;
+    expect(rate(shardFilter(sorted))).toBeLessThan(0.015);
+    expect(rate(shardFilter(sorted, 14))).toBeLessThan(0.003);
+    expect(rate(shardFilter(sorted, FILTER_MAX_BITS_PER_KEY))).toBeLessThan(0.001);
+    // An empty shard holds nothing; a length no shard gives, or bits per key none has, is told.
     expect(filterMayHold('', keys[0]!)).toBe(false);
-    expect([0, 2, 3, 4, 5, 6].map(filterKeys)).toEqual([0, 1, undefined, 2, 3, undefined]);
+    expect(['K', 'KA', 'KAA', 'KAAA', 'KAAAA', 'KAAAAA', 'KAAAAAA'].map(filterKeys)).toEqual([
+      0,
+      undefined,
+      1,
+      undefined,
+      2,
+      3,
+      undefined,
+    ]);
+    expect(['JAA', 'RAAA', 'QAAA', '/AA'].map(filterKeys)).toEqual([undefined, undefined, 1, undefined]);
+  });
+});
+
+describe('filterBitsFor', () => {
+  it("takes more bits a key where the view's tail allows, between 10 and 16, and the same bits in all at most", () => {
+    // A tail too small for more: the fewest, whatever the keys.
+    expect(filterBitsFor(4096, 0)).toBe(FILTER_BITS_PER_KEY);
+    expect(filterBitsFor(45_056, 700 * 1024)).toBe(FILTER_BITS_PER_KEY);
+    // A large tail: as many as the bits in all allow (those of FILTER_MAX_KEYS at 10), up to 16.
+    expect(filterBitsFor(4096, 450 * 1024)).toBe(FILTER_MAX_BITS_PER_KEY);
+    expect(filterBitsFor(45_056, 3_300 * 1024)).toBe(14);
+    expect(filterBitsFor(FILTER_MAX_KEYS, 100 * 1024 * 1024)).toBe(FILTER_BITS_PER_KEY);
+    // Within a sixteenth of the tail's bytes (a character per 6 bits).
+    for (const [sharded, tail] of [
+      [4096, 150_000],
+      [8192, 400_000],
+      [40_960, 1_500_000],
+    ] as const) {
+      const bits = filterBitsFor(sharded, tail);
+      expect(bits).toBeGreaterThan(FILTER_BITS_PER_KEY);
+      expect((sharded * bits) / 6).toBeLessThanOrEqual(tail / 16);
+      expect((sharded * (bits + 1)) / 6 > tail / 16 || bits === FILTER_MAX_BITS_PER_KEY).toBe(true);
+    }
   });
 });
 
@@ -82,7 +132,8 @@ async function expectFiltersOfShards(store: ObjectStore, log: SessionLog, view: 
   const shards = await shardsOf(store, log, view);
   expect(Object.keys(view.keys.filters ?? {}).sort()).toEqual([...shards.keys()].sort());
   for (const [prefix, keys] of shards) {
-    expect(view.keys.filters![prefix], `shard ${prefix} of the view of record ${view.record}`).toBe(shardFilter(keys));
+    const filter = view.keys.filters![prefix]!;
+    expect(filter, `shard ${prefix} of the view of record ${view.record}`).toBe(shardFilter(keys, filterBits(filter)));
     for (let at = 0; at < keys.length; at += INDEX_KEY_CHARS)
       expect(filterMayHold(view.keys.filters![prefix]!, keys.slice(at, at + INDEX_KEY_CHARS))).toBe(true);
   }
@@ -234,7 +285,8 @@ describe('repeat index filters', () => {
     const turn = () => coldTurn(store, [call(9100, 'd-3-5'), output(9100)]);
     // Every bit set, sized for one key more than its shard holds: the shard read tells.
     await rewrite((filters, prefix) => {
-      filters[prefix] = '/'.repeat(filterChars(filterKeys(filters[prefix]!.length)! + 1));
+      const filter = filters[prefix]!;
+      filters[prefix] = filter[0] + '/'.repeat(filterChars(filterKeys(filter)! + 1, filterBits(filter)) - 1);
     });
     await expect(turn()).rejects.toThrow(CorruptObjectError);
     await rewrite((filters, prefix) => {
@@ -244,5 +296,97 @@ describe('repeat index filters', () => {
     // As written, the turn goes on.
     await store.put(key, body);
     expect((await turn()).shardGets).toBe(1);
+  });
+});
+
+describe('filters of more bits a key', () => {
+  it("are a flush's where its view's tail allows, and spare a cold turn a key 10 bits would accept", async () => {
+    // 300 distinct calls whose outputs are 2 KB each: 256 keys in shards, a view's tail of hundreds of KiB.
+    const store = new ShardCountingStore(new MemoryStore());
+    const log = new SessionLog(store, options);
+    await log.create({ id: 's' });
+    let calls = 0;
+    for (let round = 0; round < 3; round++) {
+      const items = Array.from({ length: 100 }, (_, index) => {
+        calls += 1;
+        return [call(calls, `big-${round}-${index}`), { ...output(calls), output: 'x'.repeat(2000) }];
+      });
+      await log.append('s', items.flat());
+      await log.pack('s');
+    }
+    const view = await newestView(store, log);
+    expect(view.keys.depth).toBe(1);
+    const filters = view.keys.filters!;
+    const bits = new Set(Object.values(filters).map(filterBits));
+    // One flush wrote every shard: one bits per key, the most a sixteenth of the tail allows.
+    expect([...bits]).toEqual([FILTER_MAX_BITS_PER_KEY]);
+    // A new call whose key the filter of 10 bits a key accepts (a false positive there) and
+    // this view's filter rejects: a cold turn reads no shard for it, and counts it new.
+    const shards = await shardsOf(store, log, view);
+    const fresh = (index: number) => keyOf(`sparse-${index}`);
+    let index = 0;
+    for (; ; index++) {
+      const key = fresh(index);
+      const prefix = key.slice(0, view.keys.depth);
+      const shard = shards.get(prefix);
+      if (shard === undefined) continue;
+      if (filterMayHold(shardFilter(shard), key) && !filterMayHold(filters[prefix]!, key)) break;
+    }
+    const before = await allItems(log);
+    const input = [call(9400, `sparse-${index}`), output(9400)];
+    const cold = await coldTurn(store, input);
+    expect(cold.shardGets).toBe(0);
+    const numbered = input.map((item, at) => ({ ...item, seq: before.length + 1 + at }));
+    expect(cold.aggregates).toEqual(computeAggregates([...before, ...numbered]));
+  });
+
+  it('are made again at fewer bits by a view whose tail shrank past twice their share, then carried', async () => {
+    const store = new ShardCountingStore(new MemoryStore());
+    const log = new SessionLog(store, options);
+    await log.create({ id: 's' });
+    let calls = 0;
+    const items = (count: number, bytes: number) =>
+      Array.from({ length: count }, () => {
+        calls += 1;
+        return [call(calls, `shrink-${calls}`), { ...output(calls), output: 'x'.repeat(bytes) }];
+      }).flat();
+    // 300 calls with outputs of 200 bytes, in the tail of the views: 256 keys in shards, 16 bits a key.
+    for (let round = 0; round < 3; round++) {
+      await log.append('s', items(100, 200));
+      await log.pack('s', { requirement: () => ({ toolCalls: 300, seqs: [] }) });
+    }
+    const large = await newestView(store, log);
+    expect(new Set(Object.values(large.keys.filters!).map(filterBits))).toEqual(new Set([FILTER_MAX_BITS_PER_KEY]));
+    // 12 small calls more (no flush: 312 keys), a view of the newest call and its margin alone.
+    const small = () => ({ requirement: () => ({ toolCalls: 1, seqs: [] }) });
+    await log.append('s', items(12, 10));
+    const reads = store.shardGets;
+    await log.pack('s', small());
+    const shrunk = await newestView(store, log);
+    expect(shrunk.keys.versions).toEqual(large.keys.versions);
+    expect(new Set(Object.values(shrunk.keys.filters!).map(filterBits))).toEqual(new Set([FILTER_BITS_PER_KEY]));
+    await expectFiltersOfShards(store, log, shrunk);
+    // The next view carries them, without reading a shard.
+    await log.append('s', items(2, 10));
+    const before = store.shardGets;
+    expect(before).toBeGreaterThan(reads);
+    await log.pack('s', small());
+    const next = await newestView(store, log);
+    expect(next.record).toBeGreaterThan(shrunk.record);
+    expect(next.keys.filters).toEqual(shrunk.keys.filters);
+    expect(store.shardGets).toBe(before);
+    // A cold turn tells the repeats as before.
+    const history = await allItems(log);
+    const input = [call(9500, 'shrink-7'), output(9500)];
+    const cold = await coldTurn(store, input);
+    const numbered = input.map((item, at) => ({ ...item, seq: history.length + 1 + at }));
+    expect(cold.aggregates).toEqual(computeAggregates([...history, ...numbered]));
+  });
+
+  it('are not taken where the tail is small beside the keys in shards: 10 bits a key', async () => {
+    // 2,048 keys in shards, a tail of about 200 small items.
+    const { store, log } = await deepSession();
+    const view = await newestView(store, log);
+    expect(new Set(Object.values(view.keys.filters!).map(filterBits))).toEqual(new Set([FILTER_BITS_PER_KEY]));
   });
 });

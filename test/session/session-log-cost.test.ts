@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Item } from '../../lib/items.ts';
-import { FILTER_BITS_PER_KEY } from '../../lib/session/key-filter.ts';
+import { FILTER_MAX_BITS_PER_KEY } from '../../lib/session/key-filter.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -131,13 +131,13 @@ describe('SessionLog cost does not grow with the session', () => {
       expect(steady(large.turns).map(own)).toEqual(steady(small.turns).map(own));
       for (const cost of [...small.turns, ...large.turns]) expect(cost.viewItems).toBeGreaterThanOrEqual(120);
       // Bytes grow only by the repeat flags (a bit per call, in base64) and the filters of the
-      // repeat index's shards (FILTER_BITS_PER_KEY bits per key in shards, in base64, and a
-      // prefix per shard, at most 256): the index itself is read by shard, and a shard holds at
-      // most about 128 keys whatever the history's length.
+      // repeat index's shards (at most FILTER_MAX_BITS_PER_KEY bits per key in shards, in base64,
+      // and a prefix and a character of bits per key per shard, at most 256): the index itself is
+      // read by shard, and a shard holds at most about 128 keys whatever the history's length.
       const grown =
         Math.max(...steady(large.turns).map((cost) => cost.bytesRead)) -
         Math.min(...steady(small.turns).map((cost) => cost.bytesRead));
-      const filters = ((large.calls - small.calls) * FILTER_BITS_PER_KEY) / 6 + 256 * 9;
+      const filters = ((large.calls - small.calls) * FILTER_MAX_BITS_PER_KEY) / 6 + 256 * 10;
       expect(grown).toBeLessThan((large.calls - small.calls) / 6 + filters + 8 * 1024);
     },
   );

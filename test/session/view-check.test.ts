@@ -133,10 +133,13 @@ const aggregates = near([
     ]),
   ],
 ]);
-/** A shard filter: mostly of a length a shard gives (2, 4, 5, 7 characters), or not (none: 0), or not base64. */
+/**
+ * A shard filter: mostly of bits per key and a length a shard gives (10 bits: 3, 5, 6, 8
+ * characters; 16 bits: 4), or not (none: 1 character, no bits per key allowed), or not base64.
+ */
 const filter = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom('AB', 'A/+9', 'zzzzz', 'AAAAAAA') },
-  fc.constantFrom('', 'ABC', 'AAAAAA', 'A=', 'A-_B', 'é!', 7),
+  { weight: 6, arbitrary: fc.constantFrom('KAB', 'K/+9z', 'Kzzzzz', 'KAAAAAAA', 'QAAA') },
+  fc.constantFrom('', 'K', 'KABC', 'AAB', 'RAAA', 'K=A', 'KA-_B', 'é!', 7),
 );
 /** Filters by prefix: mostly those of the shard of `versions` below (`ab` at depth 2), or not. */
 const filters = fc.oneof(
@@ -305,7 +308,10 @@ describe('viewOf', () => {
       counts,
       filters,
     });
-    expect(storedView('k', bytes(index({ a: 'AB', b: 'zzzzz' })), 'p')!.keys.filters).toEqual({ a: 'AB', b: 'zzzzz' });
+    expect(storedView('k', bytes(index({ a: 'KAB', b: 'Qzzzzzz' })), 'p')!.keys.filters).toEqual({
+      a: 'KAB',
+      b: 'Qzzzzzz',
+    });
     // None at all: an index past FILTER_MAX_KEYS keys in shards.
     expect(storedView('k', bytes(index()), 'p')!.keys).toEqual({
       count: 3,
@@ -319,13 +325,17 @@ describe('viewOf', () => {
         CorruptObjectError,
       );
     for (const filters of [
-      { a: 'A=', b: 'AB' },
-      { a: 'A-', b: 'AB' },
+      { a: 'K=A', b: 'KAB' },
+      { a: 'K-A', b: 'KAB' },
       // The filter of no keys (it rejects every key, so no shard read would tell): no shard is empty.
-      { a: '', b: 'AB' },
-      { a: 'ABC', b: 'AB' },
-      { a: 'AB' },
-      { a: 'AB', b: 'AB', c: 'AB' },
+      { a: '', b: 'KAB' },
+      { a: 'K', b: 'KAB' },
+      { a: 'KABC', b: 'KAB' },
+      // Bits per key below 10 or above 16.
+      { a: 'JAB', b: 'KAB' },
+      { a: 'RAAA', b: 'KAB' },
+      { a: 'KAB' },
+      { a: 'KAB', b: 'KAB', c: 'KAB' },
       {},
     ])
       expect(() => storedView('k', bytes(index(filters)), 'p'), JSON.stringify(filters)).toThrow(CorruptObjectError);

@@ -1,10 +1,8 @@
-import { CorruptObjectError } from '../../errors.ts';
-import { FILTER_MAX_KEYS, filterChars, filterMayHold, shardFilter } from '../key-filter.ts';
+import { FILTER_MAX_KEYS, filterBits, filterBitsFor, filterMayHold, shardFilter } from '../key-filter.ts';
 import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
-import { mapLimit } from '../../store/object-store.ts';
-import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView, type ShardPlace } from '../view-records.ts';
+import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView } from '../view-records.ts';
 import type { LogContext } from './context.ts';
-import { INDEX_KEY_CHARS, rangeReader, readShard, wholeReader, type SetReader } from './shard-read.ts';
+import { allShards, filterOf, INDEX_KEY_CHARS, loadShards } from './shard-read.ts';
 import { shardCacheOf, type ShardCache } from './shard-cache.ts';
 import { deepFreeze, type DeepReadonly } from '../../deep-readonly.ts';
 import type { KnownKeys } from './types.ts';
@@ -31,8 +29,6 @@ export const INDEX_DELTA_KEYS = 4096;
 const SHARD_KEYS = 128;
 /** The deepest split: 256 shards, so a flush writes at most 1 shard per 16 keys it adds. */
 const MAX_DEPTH = 2;
-/** Shards read or written at a time. */
-const PARALLEL_SHARDS = 16;
 
 /** The index of an empty history. */
 export const EMPTY_INDEX: KeyIndex = Object.freeze({ count: 0, depth: 0, versions: {}, counts: {} }) as KeyIndex;
@@ -88,11 +84,6 @@ export async function knownKeysOf(
 function rejects(filters: KnownKeys['filters'], prefix: string, key: string): boolean {
   const filter = filterOf(filters, prefix);
   return filter !== undefined && !filterMayHold(filter, key);
-}
-
-/** The filter of the shard of `prefix` among `filters` (a prefix is data: not an inherited property). */
-function filterOf(filters: KnownKeys['filters'], prefix: string): string | undefined {
-  return filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
 }
 
 /**
@@ -170,34 +161,6 @@ function filterKey(scope: LogScope, record: number, prefix: string): string {
 
 function indexKey(log: LogContext, key: string): string {
   return `${key} ${log.viewPolicy.version}`;
-}
-
-/**
- * The shards of `prefixes` at `places` (empty where none is named), from the cache or the store
- * (`read`: a range each, or each set whole). A shard whose filter among `filters` is not sized
- * for its keys: the view naming both is corrupt (a CorruptObjectError).
- */
-async function loadShards(
-  log: LogContext,
-  scope: LogScope,
-  places: Map<string, ShardPlace>,
-  prefixes: Iterable<string>,
-  filters?: KnownKeys['filters'],
-  read: SetReader = rangeReader(log),
-): Promise<Map<string, string>> {
-  const shards = new Map<string, string>();
-  await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
-    const place = places.get(prefix);
-    const keys = place === undefined ? '' : await readShard(log, scope, prefix, place, read);
-    const filter = place === undefined ? undefined : filterOf(filters, prefix);
-    if (filter !== undefined && filter.length !== filterChars(keys.length / INDEX_KEY_CHARS))
-      throw new CorruptObjectError(
-        keySetKey(scope, place!.record),
-        `holds ${keys.length / INDEX_KEY_CHARS} keys of ${prefix}, the filter its view names is sized for others`,
-      );
-    shards.set(prefix, keys);
-  });
-  return shards;
 }
 
 /**
@@ -295,7 +258,9 @@ function split(sorted: string): string[] {
  * bound: then every shard is written again, to hold every key of its prefix up to that multiple,
  * all in one object (create-only; one already there holds the same keys, since its content is a
  * function of the history), the rest staying in the delta, and `replaced` names the base's set,
- * to delete once the view is written. A base shard gone is a ShardMissingError.
+ * to delete once the view is written. A base shard gone is a ShardMissingError. `tailBytes`:
+ * the stored bytes of the view's tail, which its shards' filters may take a share of
+ * (key-filter.ts `filterBitsFor`; none given: the fewest bits).
  */
 export async function writeKeyShards(
   log: LogContext,
@@ -303,6 +268,7 @@ export async function writeKeyShards(
   base: LogView | null,
   newKeys: readonly string[],
   record: number,
+  tailBytes?: () => number,
 ): Promise<{ index: KeyIndex; replaced: string[] }> {
   const previous = base?.keys ?? EMPTY_INDEX;
   const pending = split(previous.delta ?? '');
@@ -313,7 +279,8 @@ export async function writeKeyShards(
   const sharded = Math.floor(count / bound) * bound;
   if (sharded <= previous.count - pending.length) {
     const delta = [...new Set([...pending, ...fresh])].sort().join('');
-    const { depth, versions, counts, filters } = previous;
+    const { depth, versions, counts } = previous;
+    const filters = await carriedFilters(log, scope, previous, tailBytes);
     return { index: indexOf(count, depth, { versions, counts }, delta, filters), replaced: [] };
   }
   const cut = Math.max(0, sharded - previous.count);
@@ -321,11 +288,8 @@ export async function writeKeyShards(
   const delta = fresh.slice(cut).sort().join('');
   const depth = depthFor(sharded);
   const oldPlaces = shardPlacesOf(previous);
-  // Every shard of the base is read: its set whole, once, when this process keeps few of them.
+  const old = await allShards(log, scope, oldPlaces);
   const cache = shardCacheOf(log.store);
-  const kept = [...oldPlaces].filter(([prefix, { record }]) => cache.has(keyShardKey(scope, record, prefix)));
-  const read = kept.length * 2 < oldPlaces.size ? wholeReader(log) : rangeReader(log);
-  const old = await loadShards(log, scope, oldPlaces, oldPlaces.keys(), undefined, read);
   // A new depth: the old shards' keys split again; the same depth: each old shard with its new keys put in.
   const regrouped = depth !== previous.depth;
   const grouped = new Map<string, string[]>();
@@ -354,10 +318,35 @@ export async function writeKeyShards(
     .map((version) => keySetKey(scope, version));
   // Filters while the shards hold at most FILTER_MAX_KEYS keys.
   const filtering = sharded <= (log.indexFilterKeys ?? FILTER_MAX_KEYS);
+  const bits = filtering ? filterBitsFor(sharded, tailBytes?.() ?? 0) : 0;
   const filters: Record<string, string> = {};
-  for (const prefix of filtering ? prefixes : []) filters[prefix] = shardFilter(shards.get(prefix)!);
+  for (const prefix of filtering ? prefixes : []) filters[prefix] = shardFilter(shards.get(prefix)!, bits);
   const named = prefixes.length > 0 ? { versions: { [record]: names }, counts: { [record]: counts } } : EMPTY_NAMES;
   return { index: indexOf(count, depth, named, delta, filters), replaced };
+}
+
+/**
+ * The filters a view between flushes carries: its base's, unless they take more than twice the
+ * share of its own tail that filterBitsFor allows (a view whose window shrank, as after an
+ * import or a compaction): then those of the same shards at the bits its tail allows, the
+ * shards read for them (once: the views after it carry these).
+ */
+async function carriedFilters(
+  log: LogContext,
+  scope: LogScope,
+  index: KeyIndex,
+  tailBytes: (() => number) | undefined,
+): Promise<KeyIndex['filters']> {
+  const first = index.filters ? Object.values(index.filters)[0] : undefined;
+  if (first === undefined || tailBytes === undefined) return index.filters;
+  const sharded = index.count - (index.delta ?? '').length / INDEX_KEY_CHARS;
+  const bytes = tailBytes();
+  if ((filterBits(first) ?? 0) <= filterBitsFor(sharded, 2 * bytes)) return index.filters;
+  const bits = filterBitsFor(sharded, bytes);
+  const shards = await allShards(log, scope, shardPlacesOf(index), index.filters);
+  const filters: Record<string, string> = {};
+  for (const [prefix, keys] of shards) filters[prefix] = shardFilter(keys, bits);
+  return filters;
 }
 
 /** The shards of an index without any. */

@@ -1,8 +1,10 @@
 import { CorruptObjectError } from '../../errors.ts';
-import { INDEX_KEY_CHARS } from '../key-filter.ts';
+import { filterKeys, INDEX_KEY_CHARS } from '../key-filter.ts';
+import { mapLimit } from '../../store/object-store.ts';
 import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
 import { keysAscending, SORTED_KEYS_PATTERN, type ShardPlace } from '../view-records.ts';
 import type { LogContext } from './context.ts';
+import type { KnownKeys } from './types.ts';
 import { RecordMissingError } from './head.ts';
 import { shardCacheOf } from './shard-cache.ts';
 
@@ -87,4 +89,53 @@ const shardDecoder = new TextDecoder();
 /** Whether every key of the sorted concatenation `sorted` starts with `prefix` (its first and last do). */
 function within(sorted: string, prefix: string): boolean {
   return sorted.startsWith(prefix) && sorted.slice(-INDEX_KEY_CHARS).startsWith(prefix);
+}
+
+/** Shards read at a time. */
+const PARALLEL_SHARDS = 16;
+
+/** The filter of the shard of `prefix` among `filters` (a prefix is data: not an inherited property). */
+export function filterOf(filters: KnownKeys['filters'], prefix: string): string | undefined {
+  return filters && Object.hasOwn(filters, prefix) ? filters[prefix] : undefined;
+}
+
+/**
+ * The shards of `prefixes` at `places` (empty where none is named), from the cache or the store
+ * (`read`: a range each, or each set whole). A shard whose filter among `filters` is not sized
+ * for its keys: the view naming both is corrupt (a CorruptObjectError).
+ */
+export async function loadShards(
+  log: LogContext,
+  scope: LogScope,
+  places: Map<string, ShardPlace>,
+  prefixes: Iterable<string>,
+  filters?: KnownKeys['filters'],
+  read: SetReader = rangeReader(log),
+): Promise<Map<string, string>> {
+  const shards = new Map<string, string>();
+  await mapLimit([...prefixes], PARALLEL_SHARDS, async (prefix) => {
+    const place = places.get(prefix);
+    const keys = place === undefined ? '' : await readShard(log, scope, prefix, place, read);
+    const filter = place === undefined ? undefined : filterOf(filters, prefix);
+    if (filter !== undefined && filterKeys(filter) !== keys.length / INDEX_KEY_CHARS)
+      throw new CorruptObjectError(
+        keySetKey(scope, place!.record),
+        `holds ${keys.length / INDEX_KEY_CHARS} keys of ${prefix}, the filter its view names is sized for others`,
+      );
+    shards.set(prefix, keys);
+  });
+  return shards;
+}
+
+/** Every shard at `places`: their set whole, once, when this process keeps few of them; else a range each. */
+export function allShards(
+  log: LogContext,
+  scope: LogScope,
+  places: Map<string, ShardPlace>,
+  filters?: KnownKeys['filters'],
+): Promise<Map<string, string>> {
+  const cache = shardCacheOf(log.store);
+  const kept = [...places].filter(([prefix, { record }]) => cache.has(keyShardKey(scope, record, prefix)));
+  const read = kept.length * 2 < places.size ? wholeReader(log) : rangeReader(log);
+  return loadShards(log, scope, places, places.keys(), filters, read);
 }

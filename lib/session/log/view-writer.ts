@@ -10,7 +10,7 @@ import type { LogContext } from './context.ts';
 import { MAX_RECORDS_AFTER_VIEW } from './pack-schedule.ts';
 import { sortedUnion } from '../../sorted.ts';
 import { carried } from './record-cache.ts';
-import { heldBytes } from './item-bytes.ts';
+import { heldBytes, listBytes, slotBytes } from './item-bytes.ts';
 import { bodyLength } from '../../store/object-store.ts';
 import {
   carriedItems,
@@ -170,7 +170,7 @@ export async function heldView(
   requirement: PackOptions['requirement'],
 ): Promise<LogView> {
   const { base, keys } = await heldBase(log, scope, prior, held);
-  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys);
+  const { view, replaced } = await composeView(log, scope, newest, base, requirement, keys, true);
   // No stored view names the shards it replaced.
   if (replaced.length > 0) await log.store.delete(replaced);
   await dropOlderRepeated(log, scope, prior, view);
@@ -208,7 +208,8 @@ async function heldBase(
 
 /**
  * The view of `newest` from its base (its repeat index's new shards written; `replaced`: the
- * shards it replaces). `keys`: the call keys of `base.since`, when the caller has them.
+ * shards it replaces). `keys`: the call keys of `base.since`, when the caller has them. `held`: a
+ * view kept in memory only (heldView), whose tail's bytes are not built: its filters take the fewest bits.
  */
 async function composeView(
   log: LogContext,
@@ -217,12 +218,15 @@ async function composeView(
   base: Base,
   requirement: PackOptions['requirement'],
   keys?: readonly string[],
+  held = false,
 ): Promise<{ view: LogView; replaced: string[] }> {
   const { aggregates: claimed, newKeys } = aggregatesOf(log.viewPolicy, base, true, keys);
   const whole = () => wholeAggregatesOf(log, scope, base);
   const tailOf = (aggregates: HistoryAggregates) => viewTail(log, scope, newest, base, requirement, aggregates);
   const { tail, aggregates } = await viewAggregates(log, scope, newest, claimed, whole, tailOf);
-  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, newest.record.record);
+  // A stored view's tail bytes, built here once (its layout takes them as built).
+  const tailBytes = !held && tail ? () => slotBytes(listBytes(tail.items, base.view?.tail?.items)) : undefined;
+  const { index, replaced } = await writeKeyShards(log, scope, base.view, newKeys, newest.record.record, tailBytes);
   const view: LogView = {
     format: 'tailgate.view.v1',
     v: VIEW_VERSION,

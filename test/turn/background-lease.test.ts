@@ -322,6 +322,23 @@ describe('a background runner that stops with its turn left open (the queue deli
     await advance(0);
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
   });
+
+  it('that gives its lease up while a second delivery waits a renewal for it lets that one take it over', async () => {
+    const { store, sessions, services, run, calls, release, until, outcome, advance } = await world();
+    const its = new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));
+    const first = runBackgroundTurn({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run);
+    await until(() => calls() === 1);
+    // The second finds the first's lease live and waits a renewal (a third of the lease and a tenth).
+    const second = runBackgroundTurn(services, run);
+    await vi.advanceTimersByTimeAsync(1_000);
+    release();
+    expect(await outcome(first)).toBe('retry');
+    // Given up, not renewed: the second runs the turn instead of leaving it to a third delivery.
+    expect(await outcome(second)).toBe('done');
+    expect(calls()).toBe(2);
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
 });
 
 describe('a background turn delivered again after it ended', () => {

@@ -80,17 +80,21 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   if (!held) throw new LeaseHeldError(turn.scope.id, turn.turn);
   const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
   const until = new Date(expires).toISOString();
+  let { etag } = held;
   // Given up by its runner (released, see renewHeldLease) it is taken at once, live or not.
   if (expires > log.clock().getTime() && held.metadata.released === undefined) {
     // Live: its holder renews it within a third of the lease, if it is alive. A renewal changes
-    // the etag (on S3 a hash of the body): its expiry is a later one.
+    // the etag (on S3 a hash of the body): its expiry is a later one. A release changes it too:
+    // that lease, given up meanwhile, is taken over as one not renewed.
     await new Promise((resolve) => setTimeout(resolve, renewalMs(log.leaseMs) + Math.ceil(log.leaseMs / 10)));
     const now = await log.store.head(key);
-    if (now?.etag !== held.etag) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
+    if (now?.etag !== etag && now?.metadata.released === undefined)
+      throw new LeaseHeldError(turn.scope.id, turn.turn, until);
+    if (now) etag = now.etag;
   }
-  // Run out, or not renewed: this runner's, unless another late runner took it first.
+  // Run out, not renewed, or given up: this runner's, unless another late runner took it first.
   const next = leaseWrite(log, turn);
-  const written = await log.store.put(key, next.body, { ...next.options, ifMatch: held.etag });
+  const written = await log.store.put(key, next.body, { ...next.options, ifMatch: etag });
   if (!written) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
   return written.etag;
 }

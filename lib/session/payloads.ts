@@ -23,7 +23,8 @@ export function payloadRef(text: string): PayloadRef {
 /**
  * Moves large outputs of `items` out of line: writes each blob create-only (a taken key holds
  * the same bytes: the key is their hash) and returns the items with `output_ref` in place of
- * the output. `blobKeyOf` maps a SHA-256 to its key.
+ * the output. `blobKeyOf` maps a SHA-256 to its key. `lines`: each item's JSON line where the
+ * caller has it (UTF-8): an output takes no more bytes than the JSON of the item holding it.
  */
 export async function externalizePayloads<Item extends PromptItem>(
   store: ObjectStore,
@@ -31,16 +32,19 @@ export async function externalizePayloads<Item extends PromptItem>(
   threshold: number,
   blobKeyOf: (sha256: string) => string,
   written: Set<string> = new Set(),
+  lines?: readonly (Uint8Array | undefined)[],
 ): Promise<Item[]> {
   const result: Item[] = [];
   const puts: Promise<unknown>[] = [];
-  for (const item of items) {
+  for (let index = 0; index < items.length; index++) {
+    const item = items[index]!;
     if (
       item.type !== 'function_call_output' ||
       item.output_ref ||
       typeof item.output !== 'string' ||
       // At most 3 UTF-8 bytes a UTF-16 unit: a short output is not encoded to be measured.
       item.output.length * 3 <= threshold ||
+      (lines?.[index]?.length ?? Infinity) <= threshold ||
       toBytes(item.output).length <= threshold
     ) {
       result.push(item);

@@ -73,13 +73,23 @@ export function segmentSeqs(content: SegmentContent, firstSeq: number): { firstS
 
 /** Serializes a segment (`firstSeq`: see seqRange). Deterministic: the same content gives the same bytes. */
 export function buildSegment(content: SegmentContent, firstSeq: number): Uint8Array {
+  return segmentBody(content, firstSeq).bytes();
+}
+
+/**
+ * The bytes of buildSegment in parts, as a put takes them: the base's bytes and the lines given
+ * as bytes are views of their arrays, not copies (they must not change until the put settles).
+ */
+export function segmentParts(content: SegmentContent, firstSeq: number): Uint8Array[] {
+  return segmentBody(content, firstSeq).parts();
+}
+
+function segmentBody(content: SegmentContent, firstSeq: number): LineBuffer {
   const base = content.base;
   // A base has a states section (SegmentReader.base): what extends it brings its records' states.
   if (base && !content.states) throw new Error('a segment with states is extended without them');
   const at = base?.index;
-  // The lines given as bytes are room made up front.
-  const given = content.lines?.reduce((sum, line) => sum + (line ? line.length + 1 : 0), 0) ?? 0;
-  const body = new LineBuffer(64 * 1024 + given + (base?.bytes.length ?? 0));
+  const body = new LineBuffer();
   /** Copies the base's bytes [from, to) and returns how far its offsets move. */
   const copy = (from: number, to: number) => {
     const shift = body.length - from;
@@ -148,5 +158,5 @@ export function buildSegment(content: SegmentContent, firstSeq: number): Uint8Ar
   const indexOffset = body.length;
   const indexLength = body.append(JSON.stringify(index), false) - indexOffset;
   body.append(`${String(indexOffset).padStart(12, '0')} ${String(indexLength).padStart(12, '0')} TGSEG1`);
-  return body.bytes();
+  return body;
 }

@@ -13,7 +13,14 @@ import {
 import { resolveStates, type RecordState } from './segment-states.ts';
 import { FOOTER_LENGTH, TOOL_BLOCK, type SegmentBase, type SegmentContent } from './segment-build.ts';
 
-export { buildSegment, segmentSeqs, TOOL_BLOCK, type SegmentBase, type SegmentContent } from './segment-build.ts';
+export {
+  buildSegment,
+  segmentParts,
+  segmentSeqs,
+  TOOL_BLOCK,
+  type SegmentBase,
+  type SegmentContent,
+} from './segment-build.ts';
 
 /**
  * Segments: immutable objects packing many old records. Layout, one JSON value per line:

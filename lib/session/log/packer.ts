@@ -3,7 +3,7 @@ import { mapLimit } from '../../store/object-store.ts';
 import { externalizePayloads } from '../payloads.ts';
 import type { DoneRecord, LogItem, LogRecord } from '../records.ts';
 import type { SegmentTurn } from '../segment-records.ts';
-import { buildSegment, SegmentMissingError, SegmentReader, segmentSeqs, type SegmentContent } from '../segment.ts';
+import { SegmentMissingError, SegmentReader, segmentParts, segmentSeqs, type SegmentContent } from '../segment.ts';
 import { stateOf } from '../segment-states.ts';
 import { UnitCursor, type LogUnit } from '../unit-cursor.ts';
 import { PARALLEL_GETS, type LogContext } from './context.ts';
@@ -207,7 +207,14 @@ export async function writeSegment(
   content: SegmentContent,
   firstSeq: number,
 ): Promise<string> {
-  const items = await externalizePayloads(log.store, content.items, log.blobThreshold, (sha) => blobKey(scope, sha));
+  const items = await externalizePayloads(
+    log.store,
+    content.items,
+    log.blobThreshold,
+    (sha) => blobKey(scope, sha),
+    new Set(),
+    content.lines,
+  );
   const key = segmentKey(scope, {
     firstRecord: content.firstRecord,
     lastRecord: content.lastRecord,
@@ -215,7 +222,7 @@ export async function writeSegment(
   });
   // An item moved out of line is not the one its line (if any) was of.
   const lines = content.lines?.map((line, index) => (items[index] === content.items[index] ? line : undefined));
-  await log.store.put(key, buildSegment({ ...content, items, ...(lines ? { lines } : {}) }, firstSeq), {
+  await log.store.put(key, segmentParts({ ...content, items, ...(lines ? { lines } : {}) }, firstSeq), {
     onlyIfAbsent: true,
     contentType: 'application/x-ndjson',
   });

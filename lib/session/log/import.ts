@@ -328,7 +328,7 @@ async function writeChunks(
       // A model's call may take the call_id of a call still open (the turn keeps it open once,
       // log/claim.ts), so an export may hold one: taken as the turn took it. Outputs are checked.
       if (item.type === 'function_call') pending.add(item.call_id);
-      else trackCall(pending, item, `line ${line}`);
+      else trackCall(pending, item, () => `line ${line}`);
       if (pending.size > MAX_OPEN_CALLS) pending.delete(pending.values().next().value!);
       seq += 1;
       if (item.type === 'function_call') toolCalls += 1;

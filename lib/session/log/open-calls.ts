@@ -29,19 +29,23 @@ export function checkCalls(input: readonly Item[], open: readonly string[]): str
 /**
  * Checks one item against the open calls `pending` and updates them: a call must not reuse
  * the call_id of an open call, and an output must answer an open call (so a second output
- * for the same call is refused). `field` names the item in the 400.
+ * for the same call is refused). `named` names the item in the 400 (or makes its name, only for one).
  */
-export function trackCall(pending: Set<string>, item: Item, field: string): void {
+export function trackCall(pending: Set<string>, item: Item, named: string | (() => string)): void {
   if (item.type === 'function_call') {
     if (pending.has(item.call_id))
-      throw new InvalidRequestError(`${field}.call_id: a call with call_id ${item.call_id} is already open`, {
-        field: `${field}.call_id`,
+      throw new InvalidRequestError(`${nameOf(named)}.call_id: a call with call_id ${item.call_id} is already open`, {
+        field: `${nameOf(named)}.call_id`,
       });
     pending.add(item.call_id);
   } else if (item.type === 'function_call_output' && !pending.delete(item.call_id)) {
     throw new InvalidRequestError(
-      `${field}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
-      { field: `${field}.call_id` },
+      `${nameOf(named)}.call_id: no open function_call with call_id ${item.call_id} (unknown, or answered already)`,
+      { field: `${nameOf(named)}.call_id` },
     );
   }
+}
+
+function nameOf(named: string | (() => string)): string {
+  return typeof named === 'string' ? named : named();
 }

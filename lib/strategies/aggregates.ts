@@ -1,4 +1,5 @@
 import { sha256Hex } from '../hash.ts';
+import { isCanonicalJson } from './canonical-json.ts';
 import { RepeatedCalls, REPEATED_KEY_CHARS, type HistoryAggregates } from '../history.ts';
 import type { PromptItem } from '../items.ts';
 import { encodeBase64 } from '../media.ts';
@@ -24,8 +25,12 @@ export function canonicalCall(name: string, argumentsText: string): string {
   return `${name}\n${canonicalArguments(argumentsText)}`;
 }
 
-/** The canonical arguments text of {@link canonicalCall}: sorted-key JSON, or `raw:` + text. */
+/**
+ * The canonical arguments text of {@link canonicalCall}: sorted-key JSON, or `raw:` + text. A
+ * text already so (as a model's arguments of one key mostly are) is its own, unparsed.
+ */
 export function canonicalArguments(argumentsText: string): string {
+  if (isCanonicalJson(argumentsText)) return argumentsText;
   try {
     return JSON.stringify(sortKeys(JSON.parse(argumentsText)));
   } catch {

@@ -13,7 +13,7 @@ import type { BackgroundTurn, HeldLease, TurnServices } from './types.ts';
 
 /** Runs a claimed background turn in this process, after the response: `startBackground` off Workers. */
 export async function runInProcess(services: TurnServices, run: BackgroundTurn): Promise<void> {
-  services.background(runBackgroundTurn(services, run));
+  services.background(runBackgroundTurn(services, run, false));
 }
 
 /**
@@ -21,10 +21,16 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
  * itself or by someone else (its outcome is in its completion), or when another runner of it
  * is alive (it renews the turn's lease), and 'retry' when a storage failure left it open, so
  * a queue delivers it again and the next runner takes it over: this one gives its lease up
- * first, so that runner need not wait a renewal for it. A run of a turn closed already (a
- * message delivered again after its turn ended) is logged, not told as a turn (lib/turn/observe.ts).
+ * first, so that runner need not wait a renewal for it (`redelivered`; in this process, where
+ * nothing delivers it again, the lease is left to run out as its last renewal set it). A run of
+ * a turn closed already (a message delivered again after its turn ended) is logged, not told as
+ * a turn (lib/turn/observe.ts).
  */
-export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
+export async function runBackgroundTurn(
+  services: TurnServices,
+  run: BackgroundTurn,
+  redelivered = true,
+): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
   const journal = journalTurn(services, run.session_id, run.turn);
   const lease: HeldLease = {};
@@ -62,7 +68,7 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
     // Left open: the next run's events follow in its journal, and its end ends it.
     services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
     outcome = 'retry';
-    await releaseLease(services, lease);
+    if (redelivered) await releaseLease(services, lease);
     return outcome;
   } finally {
     journal.close(outcome === 'done' && ends);

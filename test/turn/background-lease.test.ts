@@ -323,6 +323,26 @@ describe('a background runner that stops with its turn left open (the queue deli
     expect((await sessions.getTurn('s', 1)).status).toBe('completed');
   });
 
+  it('in this process (nothing delivers it again) keeps its lease as its last renewal left it', async () => {
+    const { store, services, run, release, advance } = await world();
+    const leases = async () => {
+      const { objects } = await store.list('');
+      const lease = objects.find(({ key }) => key.endsWith('.lease'));
+      return lease && (await store.get(lease.key));
+    };
+    const its = new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));
+    await runInProcess({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run);
+    await vi.advanceTimersByTimeAsync(1_000);
+    const held = await leases();
+    expect(held?.metadata.writer).toBeDefined();
+    release();
+    await advance(0);
+    const left = await leases();
+    // Not given up: a release would push its expiry a whole lease on, for no runner to take.
+    expect(left?.etag).toBe(held?.etag);
+    expect(left?.metadata.released).toBeUndefined();
+  });
+
   it('that gives its lease up while a second delivery waits a renewal for it lets that one take it over', async () => {
     const { store, sessions, services, run, calls, release, until, outcome, advance } = await world();
     const its = new FaultyStore(store).failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));

@@ -1,8 +1,15 @@
 import type { PromptItem } from '../items.ts';
-import { compactCallItem, compactOutputItem } from './compact-text.ts';
-import { insertContextNotice, isContextNotice } from './context-notice.ts';
+import { compactToolItem } from './compact-text.ts';
+import { contextNoticeItem, insertContextNotice, isContextNotice, PairGaps } from './context-notice.ts';
 import type { EpochPlan } from './epoch-plan.ts';
-import { indexHistory, type HistoryIndex } from './history-index.ts';
+import {
+  indexHistory,
+  LAYOUT_CALL,
+  LAYOUT_MESSAGE,
+  LAYOUT_NOTICE,
+  LAYOUT_OUTPUT,
+  type HistoryIndex,
+} from './history-index.ts';
 import type { StrategyContext } from './strategy.ts';
 
 /**
@@ -37,27 +44,40 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
   let changed = false;
   let hadNotice = false;
   let anchor: number | undefined;
+  // Where the notice goes when `anchor` is found: followed item by item until then.
+  const gaps = new PairGaps();
+  let gap = 0;
   const compactedEnd = plan.keepFull + plan.compacted;
-  for (const item of items) {
-    if (isContextNotice(item)) {
+  // With the layout, an item is read only when it is kept (or compacted) and needed.
+  const layout = history.layoutOf(items);
+  for (let index = 0; index < items.length; index += 1) {
+    const item = items[index]!;
+    const kind = layout ? layout.kinds[index]! : kindOf(item);
+    if (kind === LAYOUT_NOTICE) {
       hadNotice = true;
       continue;
     }
-    if (item.type === 'message') {
+    if (kind === LAYOUT_MESSAGE) {
+      if (anchor === undefined) gaps.skip();
       out.push(item);
       continue;
     }
-    const info = history.infoOf(item);
+    const info = layout ? layout.infoAt(index) : history.infoOf(item);
     if (info === undefined || info.protected || info.position <= plan.keepFull) {
-      if (info !== undefined && info.position <= plan.keepFull && anchor === undefined) anchor = out.length;
+      if (info !== undefined && info.position <= plan.keepFull && anchor === undefined) {
+        anchor = out.length;
+        gap = gaps.latest();
+      }
+      if (anchor === undefined) gaps.next(item);
       out.push(item);
       continue;
     }
     if (info.position <= compactedEnd) {
-      const compacted = item.type === 'function_call' ? compactCallItem(item) : compactOutputItem(item);
+      const compacted = compactToolItem(item);
       if (compacted !== item) history.derive(item, compacted);
       // An item may come compacted already (a stored view holds it so): it counts the same.
       if (compacted.compacted) changed = true;
+      if (anchor === undefined) gaps.next(compacted);
       out.push(compacted);
     }
   }
@@ -65,5 +85,15 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
   // from the plan: some call of the history lies beyond the compacted region.
   const dropsSome = history.toolCalls > compactedEnd;
   if (!changed && !dropsSome && !hadNotice) return out;
-  return insertContextNotice(out, anchor);
+  if (anchor === undefined) return insertContextNotice(out, undefined);
+  // As insertContextNotice(out, anchor) places it, without a second walk and copy.
+  out.splice(gap, 0, contextNoticeItem());
+  return out;
+}
+
+/** The layout kind of an item, read from it. */
+function kindOf(item: PromptItem): number {
+  if (isContextNotice(item)) return LAYOUT_NOTICE;
+  if (item.type === 'message') return LAYOUT_MESSAGE;
+  return item.type === 'function_call' ? LAYOUT_CALL : LAYOUT_OUTPUT;
 }

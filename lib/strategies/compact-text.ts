@@ -4,6 +4,7 @@ import {
   PREVIEW_CHARS,
   outputLength,
   type PayloadRef,
+  type PromptItem,
   type PromptFunctionCallItem,
   type PromptFunctionCallOutputItem,
 } from '../items.ts';
@@ -119,6 +120,12 @@ export function compactCallItem(item: PromptFunctionCallItem): PromptFunctionCal
   }
   const { arguments: _arguments, compacted: _compacted, ...rest } = item;
   return { ...rest, arguments: compactedArguments, compacted: true };
+}
+
+/** A call or output compacted as compactCallItem or compactOutputItem does; a message as it is. */
+export function compactToolItem(item: PromptItem): PromptItem {
+  if (item.type === 'function_call') return compactCallItem(item);
+  return item.type === 'function_call_output' ? compactOutputItem(item) : item;
 }
 
 function compactValue(value: unknown, state: { changed: boolean }): unknown {

@@ -40,14 +40,38 @@ export function insertContextNotice(items: readonly PromptItem[], anchor: number
     limit = items.length;
     while (limit > 0 && items[limit - 1]!.synthetic !== undefined) limit -= 1;
   }
-  const open = new Set<string>();
-  let gap = 0;
-  for (let index = 0; index <= limit; index += 1) {
-    if (open.size === 0) gap = index;
-    const item = items[index];
-    if (item === undefined) break;
-    if (item.type === 'function_call') open.add(item.call_id);
-    else if (item.type === 'function_call_output') open.delete(item.call_id);
-  }
+  const gaps = new PairGaps();
+  for (let index = 0; index < limit && index < items.length; index += 1) gaps.next(items[index]!);
+  const gap = gaps.latest();
   return [...items.slice(0, gap), contextNoticeItem(), ...items.slice(gap)];
+}
+
+/**
+ * Follows items in order, from the first, and knows the latest position so far that splits
+ * no call/output pair (where the notice may go): a position at which every call before it has
+ * had its output (by call_id).
+ */
+export class PairGaps {
+  private readonly open = new Set<string>();
+  private gap = 0;
+  private position = 0;
+
+  /** Takes the next item. */
+  next(item: PromptItem): void {
+    if (this.open.size === 0) this.gap = this.position;
+    this.position += 1;
+    if (item.type === 'function_call') this.open.add(item.call_id);
+    else if (item.type === 'function_call_output') this.open.delete(item.call_id);
+  }
+
+  /** Takes the next item, known to be a message (which opens and closes no call). */
+  skip(): void {
+    if (this.open.size === 0) this.gap = this.position;
+    this.position += 1;
+  }
+
+  /** The latest such position up to the one after the last item taken (0 before any). */
+  latest(): number {
+    return this.open.size === 0 ? this.position : this.gap;
+  }
 }

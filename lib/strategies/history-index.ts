@@ -40,6 +40,25 @@ export interface HistoryIndex {
    * Undefined for an item without images.
    */
   imagePosition(item: PromptItem): number | undefined;
+  /**
+   * What the index knows of each item of `items` by its index, without reading the item: for
+   * the very array indexHistory returned (a strategy first in its list is handed it) when no
+   * unpaired item was dropped from it; undefined for any other array.
+   */
+  layoutOf(items: readonly PromptItem[]): HistoryLayout | undefined;
+}
+
+/** The kind of an item of a {@link HistoryLayout}: a context notice, whatever its type, is a notice. */
+export const LAYOUT_MESSAGE = 0;
+export const LAYOUT_NOTICE = 1;
+export const LAYOUT_CALL = 2;
+export const LAYOUT_OUTPUT = 3;
+
+export interface HistoryLayout {
+  /** Per item, its kind: LAYOUT_MESSAGE, LAYOUT_NOTICE, LAYOUT_CALL or LAYOUT_OUTPUT. */
+  kinds: Uint8Array;
+  /** The info of the item at `index`, as infoOf gives it. */
+  infoAt(index: number): ToolInfo | undefined;
 }
 
 /**
@@ -66,104 +85,116 @@ export function indexHistory(
   items: readonly PromptItem[],
   aggregates?: HistoryAggregates,
 ): { history: HistoryIndex; items: PromptItem[] } {
-  const info = new Map<PromptItem, ToolInfo>();
+  // Everything is read from the items in this one walk (a long history's items are spread
+  // over memory, so each walk over them costs about as much as the work it does).
   const calls: PromptFunctionCallItem[] = [];
-  const pending = new Map<string, PromptFunctionCallItem>();
-  // Outputs each with its call, in pairs: [output, call, output, call, ...].
-  const outputCall: PromptItem[] = [];
-  // Items with images, each with its count, in history order: [item, images, ...].
-  const withImages: (PromptItem | number)[] = [];
+  // Per call, for finding repeats (full history) or protected calls (tail view).
+  const names: string[] = [];
+  const argumentTexts: string[] = [];
+  const fingerprints: number[] = [];
+  const seqs: (number | undefined)[] = [];
+  const info = new Map<PromptItem, ToolInfo>();
+  // Per call, its info: positions and protection are filled in once the calls are counted.
+  const callInfo: ToolInfo[] = [];
+  // The pending call of each call_id, by its index in `calls`.
+  const pending = new Map<string, number>();
+  // Each paired output, and the index in `calls` of the call it answers.
+  const outputs: PromptItem[] = [];
+  const answered: number[] = [];
+  const kinds = new Uint8Array(items.length);
+  // Per item, the index in `calls` of its call (its own for a call), -1 for none.
+  const callAt = new Int32Array(items.length).fill(-1);
   let toolItems = 0;
-  for (const item of items) {
+  for (let index = 0; index < items.length; index += 1) {
+    const item = items[index]!;
+    // isContextNotice, read here so that this read sees only the few shapes of history items
+    // (through the shared function it sees every item shape of the process, and reading a
+    // property an item does not have is then several times slower).
+    const notice = item.synthetic === 'context_notice';
     if (item.type === 'message') {
-      if (typeof item.content !== 'string') addImages(withImages, item);
+      kinds[index] = notice ? LAYOUT_NOTICE : LAYOUT_MESSAGE;
       continue;
     }
     toolItems += 1;
     if (item.type === 'function_call') {
+      kinds[index] = notice ? LAYOUT_NOTICE : LAYOUT_CALL;
+      const known: ToolInfo = { position: 0, protected: false };
+      callAt[index] = calls.length;
+      info.set(item, known);
+      pending.set(item.call_id, calls.length);
       calls.push(item);
-      pending.set(item.call_id, item);
-      continue;
+      callInfo.push(known);
+      if (aggregates) seqs.push(item.seq);
+      else {
+        names.push(item.name);
+        argumentTexts.push(item.arguments);
+        fingerprints.push(argumentsFingerprint(item.arguments));
+      }
+    } else {
+      kinds[index] = notice ? LAYOUT_NOTICE : LAYOUT_OUTPUT;
+      const call = pending.get(item.call_id);
+      if (call === undefined) continue;
+      pending.delete(item.call_id);
+      callAt[index] = call;
+      info.set(item, callInfo[call]!);
+      outputs.push(item);
+      answered.push(call);
     }
-    if (typeof item.output !== 'string') addImages(withImages, item);
-    const call = pending.get(item.call_id);
-    if (call === undefined) continue;
-    pending.delete(item.call_id);
-    outputCall.push(item, call);
   }
 
   let isRepeat: (index: number) => boolean;
   let repeatsIn: RepeatsIn;
   let toolCalls: number;
+  let protectedAt: (index: number) => boolean;
   if (aggregates) {
     toolCalls = aggregates.tool_calls;
     isRepeat = repeatFlagReader(aggregates);
     repeatsIn = repeatsAmong(repeatIndices(aggregates));
     const protectedSeqs = repeatedSeqs(aggregates);
-    for (let index = 0; index < calls.length; index += 1) {
-      const call = calls[index]!;
-      // A seq in `repeated` is by definition the newest instance of a repeated key.
-      const isProtected = call.seq !== undefined && protectedSeqs[lowerBound(protectedSeqs, call.seq)] === call.seq;
-      info.set(call, { position: calls.length - index, protected: isProtected });
-    }
+    // A seq in `repeated` is by definition the newest instance of a repeated key.
+    protectedAt = (index) => {
+      const seq = seqs[index];
+      return seq !== undefined && protectedSeqs[lowerBound(protectedSeqs, seq)] === seq;
+    };
   } else {
     toolCalls = calls.length;
-    const flags = new Uint8Array(calls.length);
-    // Calls are grouped by a cheap fingerprint of name and parsed arguments that equal
-    // canonical calls always share (see argumentsFingerprint); canonical texts are built and
-    // compared only inside a group of two or more. Same result as comparing canonicalCall
-    // for every pair, without serializing and hashing every long argument text.
-    const groups = new Map<string, { argumentsText: string; canonical?: string; newest: number }[]>();
-    const newestIndexes: { newest: number }[] = [];
-    for (let index = 0; index < calls.length; index += 1) {
-      const call = calls[index]!;
-      const groupKey = `${argumentsFingerprint(call.arguments)}\n${call.name}`;
-      const group = groups.get(groupKey);
-      if (group === undefined) {
-        const entry = { argumentsText: call.arguments, newest: index };
-        groups.set(groupKey, [entry]);
-        newestIndexes.push(entry);
-        continue;
-      }
-      const canonical = canonicalArguments(call.arguments);
-      let match: { newest: number } | undefined;
-      for (const entry of group) {
-        entry.canonical ??= canonicalArguments(entry.argumentsText);
-        if (entry.canonical === canonical) {
-          match = entry;
-          break;
-        }
-      }
-      if (match === undefined) {
-        const entry = { argumentsText: call.arguments, canonical, newest: index };
-        group.push(entry);
-        newestIndexes.push(entry);
-      } else {
-        flags[index] = 1;
-        match.newest = index;
-      }
-    }
-    const protectedIndexes = new Set<number>();
-    // The newest instance of a key is flagged exactly when the key occurred before it.
-    for (const { newest } of newestIndexes) if (flags[newest] === 1) protectedIndexes.add(newest);
+    const { flags, newest } = repeatFlags(argumentTexts, names, fingerprints);
     isRepeat = (index) => flags[index] === 1;
     const repeating: number[] = [];
     for (let index = 0; index < flags.length; index += 1) if (flags[index] === 1) repeating.push(index);
     repeatsIn = repeatsAmong(repeating);
-    for (let index = 0; index < calls.length; index += 1) {
-      info.set(calls[index]!, { position: calls.length - index, protected: protectedIndexes.has(index) });
-    }
+    protectedAt = (index) => newest[index] === 1;
   }
-  for (let index = 0; index < outputCall.length; index += 2)
-    info.set(outputCall[index]!, info.get(outputCall[index + 1]!)!);
-  // Counted over every item handed in, unpaired ones too, as the aggregates count them.
-  const imagePositions = new Map<PromptItem, number>();
-  let imagesSeen = 0;
-  for (let index = withImages.length - 2; index >= 0; index -= 2) {
-    imagePositions.set(withImages[index] as PromptItem, imagesSeen + 1);
-    imagesSeen += withImages[index + 1] as number;
+  for (let index = 0; index < callInfo.length; index += 1) {
+    const known = callInfo[index]!;
+    known.position = calls.length - index;
+    known.protected = protectedAt(index);
   }
+  // Image positions are found when first asked for (only shorten_images asks): reading each
+  // item's content costs as much again as the walk above. Copies derived before then are
+  // recorded, and given their original's position when the positions are found.
+  let found: ImagePositions | undefined;
+  const derived: [PromptItem, PromptItem][] = [];
+  const imagePositions = (): ImagePositions => {
+    if (found !== undefined) return found;
+    found = imagePositionsOf(items);
+    for (const [original, copy] of derived) found.derive(original, copy);
+    derived.length = 0;
+    return found;
+  };
 
+  // Each pairing takes a tool item of its own (an output, and the call that set its pending
+  // entry), so when they account for every tool item nothing is unpaired.
+  let sanitized: PromptItem[];
+  let layout: HistoryLayout | undefined;
+  if (outputs.length * 2 === toolItems) {
+    sanitized = [...items];
+    layout = { kinds, infoAt: (index) => (callAt[index]! < 0 ? undefined : callInfo[callAt[index]!]) };
+  } else {
+    const paired = new Set<PromptItem>(outputs);
+    for (const call of answered) paired.add(calls[call]!);
+    sanitized = items.filter((item) => item.type === 'message' || paired.has(item));
+  }
   const history: HistoryIndex = {
     toolCalls,
     isRepeat,
@@ -172,38 +203,125 @@ export function indexHistory(
     derive: (original, copy) => {
       const known = info.get(original);
       if (known !== undefined) info.set(copy, known);
-      const imagePosition = imagePositions.get(original);
-      if (imagePosition !== undefined) imagePositions.set(copy, imagePosition);
+      if (found === undefined) derived.push([original, copy]);
+      else found.derive(original, copy);
     },
-    images: aggregates ? aggregates.images : imagesSeen,
-    imagePosition: (item) => imagePositions.get(item),
+    get images() {
+      return aggregates ? aggregates.images : imagePositions().count;
+    },
+    imagePosition: (item) => imagePositions().positions.get(item),
+    layoutOf: (candidate) => (candidate === sanitized ? layout : undefined),
   };
-  // Each pair is two items (an output pairs with one call, which leaves `pending` then).
-  if (outputCall.length === toolItems) return { history, items: [...items] };
-  const paired = new Set(outputCall);
-  return { history, items: items.filter((item) => item.type === 'message' || paired.has(item)) };
+  return { history, items: sanitized };
 }
 
-/** Notes `item` with its images (`input_image` parts), if it has any: content in parts only. */
-function addImages(withImages: (PromptItem | number)[], item: PromptItem): void {
-  const images = imagesOf(item);
-  if (images > 0) withImages.push(item, images);
+interface ImagePositions {
+  /** Image parts in the items. */
+  count: number;
+  /** Per item with images, the position of its last image part (newest = 1). */
+  positions: Map<PromptItem, number>;
+  derive(original: PromptItem, copy: PromptItem): void;
+}
+
+/** Image positions counted over every item handed in, unpaired ones too, as the aggregates count them. */
+function imagePositionsOf(items: readonly PromptItem[]): ImagePositions {
+  const positions = new Map<PromptItem, number>();
+  let count = 0;
+  for (let index = items.length - 1; index >= 0; index -= 1) {
+    const images = imagesOf(items[index]!);
+    if (images === 0) continue;
+    positions.set(items[index]!, count + 1);
+    count += images;
+  }
+  return {
+    count,
+    positions,
+    derive: (original, copy) => {
+      const position = positions.get(original);
+      if (position !== undefined) positions.set(copy, position);
+    },
+  };
 }
 
 /**
- * A 32-bit fingerprint of arguments that is equal for any two texts with the same
+ * Per call (history order): `flags` 1 when it repeats an earlier call (same name and canonical
+ * arguments), `newest` 1 when it is the newest instance of a repeated call. Calls are grouped by
+ * name and a cheap fingerprint of the parsed arguments that equal canonical calls always share
+ * (see argumentsFingerprint); canonical texts are built and compared only inside a group of two
+ * or more. Same result as comparing canonicalCall for every pair, without serializing and
+ * hashing every long argument text.
+ */
+function repeatFlags(
+  argumentTexts: readonly string[],
+  names: readonly string[],
+  fingerprints: readonly number[],
+): { flags: Uint8Array; newest: Uint8Array } {
+  const flags = new Uint8Array(names.length);
+  const byName = new Map<string, Map<number, ArgumentsEntry[]>>();
+  const entries: ArgumentsEntry[] = [];
+  for (let index = 0; index < names.length; index += 1) {
+    const name = names[index]!;
+    let groups = byName.get(name);
+    if (groups === undefined) {
+      groups = new Map();
+      byName.set(name, groups);
+    }
+    const fingerprint = fingerprints[index]!;
+    const group = groups.get(fingerprint);
+    if (group === undefined) {
+      const entry = { argumentsText: argumentTexts[index]!, canonical: undefined, newest: index };
+      groups.set(fingerprint, [entry]);
+      entries.push(entry);
+      continue;
+    }
+    const argumentsText = argumentTexts[index]!;
+    const canonical = canonicalArguments(argumentsText);
+    let match: ArgumentsEntry | undefined;
+    for (const entry of group) {
+      entry.canonical ??= canonicalArguments(entry.argumentsText);
+      if (entry.canonical === canonical) {
+        match = entry;
+        break;
+      }
+    }
+    if (match === undefined) {
+      const entry = { argumentsText, canonical, newest: index };
+      group.push(entry);
+      entries.push(entry);
+    } else {
+      flags[index] = 1;
+      match.newest = index;
+    }
+  }
+  const newest = new Uint8Array(names.length);
+  // The newest instance of a key is flagged exactly when the key occurred before it.
+  for (const entry of entries) if (flags[entry.newest] === 1) newest[entry.newest] = 1;
+  return { flags, newest };
+}
+
+interface ArgumentsEntry {
+  argumentsText: string;
+  canonical: string | undefined;
+  /** The index of the newest call with these arguments. */
+  newest: number;
+}
+
+/**
+ * A 30-bit fingerprint of arguments that is equal for any two texts with the same
  * `canonicalArguments` (it is computed from the parsed value, ignoring key order, `__proto__`
  * keys and the sign of zero, exactly what canonicalization ignores), and costs O(nodes): a
- * string contributes its length and three of its characters, not a scan.
+ * string contributes its length and at most 33 of its characters, not a scan. Unparseable texts
+ * are hashed as text; two texts may share a fingerprint whatever they hold.
  */
-export function argumentsFingerprint(argumentsText: string): string {
+export function argumentsFingerprint(argumentsText: string): number {
   let value: unknown;
   try {
     value = JSON.parse(argumentsText);
   } catch {
-    return `r${argumentsText.length}:${stringHash(argumentsText)}`;
+    return (stringHash(argumentsText) ^ 0x5f3759df) & 0x3fffffff;
   }
-  return `j${valueHash(value)}`;
+  // Small integers are Map keys without an allocation.
+  return valueHash(value) & 0x3fffffff;
 }
 
 // All characters of a short string, 32 evenly spread ones of a long string: O(1) per string.

@@ -265,6 +265,27 @@ export const longHistoryArbitrary = fc
   .tuple(fc.array(blockArbitrary, { size: 'max', minLength: 10, maxLength: 60 }), fc.boolean())
   .map(([blocks, reuseIds]) => materialize(blocks, reuseIds));
 
+/**
+ * Histories of thousands of items, as a long session holds: about 7 in 10 call/output pairs
+ * have arguments of their own (naming their block), the rest draw from the small pool above,
+ * so calls repeat, some often, with their keys in either order.
+ */
+export const largeHistoryArbitrary = fc
+  .tuple(
+    fc.array(fc.tuple(blockArbitrary, fc.integer({ min: 0, max: 9 })), { minLength: 1500, maxLength: 2500 }),
+    fc.boolean(),
+  )
+  .map(([blocks, reuseIds]) =>
+    materialize(
+      blocks.map(([block, roll], index) =>
+        block.kind === 'pair' && roll < 7
+          ? { ...block, arguments: JSON.stringify({ path: `src/${index}.ts`, line: index % 97 }) }
+          : block,
+      ),
+      reuseIds,
+    ),
+  );
+
 /** Small thresholds, so short generated histories cross them. */
 export const configArbitrary: fc.Arbitrary<StrategyConfig> = fc
   .record({

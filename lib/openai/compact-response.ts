@@ -6,7 +6,7 @@ import { compactedResponse, compactionItem, compactItems } from './compaction.ts
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { compactionId, randomId } from './ids.ts';
-import { indexCompaction } from './history-index.ts';
+import { indexCompaction } from './compaction-index.ts';
 import { holderOf } from '../session/log/rewind.ts';
 import { inputToItems } from './responses.ts';
 import type { ResponseCompactBody } from './schemas.ts';

@@ -7,7 +7,6 @@ import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
-import type { InputAnchor } from './responses.ts';
 import { itemsBetween } from './sessions.ts';
 
 /**
@@ -25,7 +24,7 @@ import { itemsBetween } from './sessions.ts';
  * history hashes differently and starts a new conversation. A client that drops everything
  * before a compaction item (OpenAI's advice) sends that item first: its history is what follows
  * it, and right after the compaction the empty history, indexed when the compaction ended
- * (indexCompaction) in the compaction's own scope (compactionScope).
+ * (lib/openai/compaction-index.ts) in the compaction's own scope.
  *
  * The hash covers the request fields a loop sends the same on every step, which tell callers
  * apart (the loop's scope: see loopScope), besides the history. Two conversations that reach
@@ -58,7 +57,7 @@ const historyEntrySchema = z
     items: z.number().int().positive().optional(),
   })
   .strict();
-type HistoryEntry = z.infer<typeof historyEntrySchema>;
+export type HistoryEntry = z.infer<typeof historyEntrySchema>;
 
 /** A key two live conversations reached: it matches neither (nor any later one). */
 const sharedEntrySchema = z.object({ shared: z.literal(true) }).strict();
@@ -109,17 +108,6 @@ export function loopScope(facade: Facade, prepared: PreparedRequest): string {
 }
 
 /**
- * Where the history index keeps a compaction's conversation as it stood when the compaction was
- * made (an empty history after the compaction item): a request that sends that compaction item
- * (its id and summary) first, and only new items after it, continues the conversation. The
- * caller only, of the loop's fields: the compaction was made by a response or by
- * `responses.compact`, which sends none of them.
- */
-export function compactionScope(facade: Facade, anchor: InputAnchor): string {
-  return JSON.stringify([facade.caller ?? '', 'compaction', anchor.id, anchor.summary]);
-}
-
-/**
  * The keyed hash of `items` in `scope`, as the key of an entry of `family` (`history`: this
  * index; `chat-aborted`: lib/openai/aborted-retry.ts).
  */
@@ -153,7 +141,7 @@ function isOutput(item: ClientItem): boolean {
  * loop's `scope` (one get, and the
  * session's config, which the turn reads anyway). An input that starts from a compaction item
  * and holds no output after it is looked up as the empty history in `start`, the scope of
- * that compaction (compactionScope). Undefined when nothing matches, the key is
+ * that compaction (lib/openai/compaction-index.ts). Undefined when nothing matches, the key is
  * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
  * must follow the matched one, which the claim judges after replaying a repeated key, so a
@@ -322,20 +310,6 @@ export async function indexHistory(
   } catch (error) {
     log('tailgate: could not index a conversation history', error);
   }
-}
-
-/**
- * Indexes the conversation a compaction item belongs to, as it stood when the compaction was
- * made (`ended`: its turn and items then), for a client that sends that item first and drops
- * what came before it (compactionScope).
- */
-export function indexCompaction(
-  facade: Facade,
-  session: { id: string; created_at: string },
-  ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
-  compaction: InputAnchor,
-): Promise<void> {
-  return indexHistory(facade, session, { ...ended, scope: compactionScope(facade, compaction) }, [], undefined);
 }
 
 const JSON_TYPE = { contentType: 'application/json' };

@@ -26,7 +26,8 @@ const compactRoute = createRoute({
 /**
  * POST /v1/sessions/:id/compact. Its compaction is indexed as a response's is
  * (lib/openai/history-index.ts): a Responses client that sends the conversation's compaction
- * item first, then new items, continues the session.
+ * item first (and the items it kept, as the conversation lists them after it), then new items,
+ * continues the session.
  */
 export function compactRoutes() {
   return createRouter().openapi(compactRoute, async (c) => {

@@ -53,8 +53,9 @@ async function compactStored(
 /**
  * The compaction item of a compaction of `sessionId` (responses.compact, or the native POST
  * /v1/sessions/:id/compact), once the conversation as the compaction found it (`madeOf`) is
- * indexed under it, for a client that goes on from the compaction item alone: a turn taken
- * since is none it has seen, and such a resend starts a new one.
+ * indexed under it, for a client that goes on from the compaction item alone, or from it and
+ * the items the compaction kept (indexCompaction): a turn taken since is none it has seen, and
+ * such a resend starts a new one.
  */
 export async function indexedCompaction(
   facade: Facade,

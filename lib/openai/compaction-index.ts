@@ -1,6 +1,9 @@
+import type { ClientItem, Item } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { indexHistory, type HistoryEntry } from './history-index.ts';
+import { parseCompactionId } from './ids.ts';
 import type { InputAnchor } from './responses.ts';
+import { isOutput, itemsBetween } from './sessions.ts';
 
 /**
  * A compaction's entries in the history index (lib/openai/history-index.ts), for a client that
@@ -9,10 +12,10 @@ import type { InputAnchor } from './responses.ts';
 
 /**
  * Where the history index keeps a compaction's conversation as it stood when the compaction was
- * made (an empty history after the compaction item): a request that sends that compaction item
- * (its id and summary) first, and only new items after it, continues the conversation. The
- * caller only, of the loop's fields: the compaction was made by a response or by
- * `responses.compact`, which sends none of them.
+ * made (the empty history after the compaction item, or the items it kept): a request that
+ * sends that compaction item (its id and summary) first, then those, continues the
+ * conversation. The caller only, of the loop's fields: the compaction was made by a response or
+ * by `responses.compact`, which sends none of them.
  */
 export function compactionScope(facade: Facade, anchor: InputAnchor): string {
   return JSON.stringify([facade.caller ?? '', 'compaction', anchor.id, anchor.summary]);
@@ -21,13 +24,42 @@ export function compactionScope(facade: Facade, anchor: InputAnchor): string {
 /**
  * Indexes the conversation a compaction item belongs to, as it stood when the compaction was
  * made (`ended`: its turn and items then), for a client that sends that item first and drops
- * what came before it (compactionScope).
+ * what came before it (compactionScope): under the empty history, and when the compaction kept
+ * items (its conversation lists them after its item) ending with a model output, under those
+ * too (one read of them, and one more write), for a client that resends them after the item.
  */
-export function indexCompaction(
+export async function indexCompaction(
   facade: Facade,
   session: { id: string; created_at: string },
   ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
   compaction: InputAnchor,
 ): Promise<void> {
-  return indexHistory(facade, session, { ...ended, scope: compactionScope(facade, compaction) }, [], undefined);
+  const at = { ...ended, scope: compactionScope(facade, compaction) };
+  const kept = keptItems(facade, session.id, ended.items, compaction.id).catch((error: unknown) => {
+    facade.services.log('tailgate: could not index the items a compaction kept', error);
+    return [];
+  });
+  await Promise.all([
+    indexHistory(facade, session, at, [], undefined),
+    kept.then(async (items) => {
+      if (items.length > 0) await indexHistory(facade, session, at, items, undefined);
+    }),
+  ]);
+}
+
+/**
+ * The items compaction `id` of the session kept, up to its item `last` (what its conversation
+ * lists after the compaction item then), when they end with a model output (a resend is matched
+ * up to its last one); else none.
+ */
+async function keptItems(
+  facade: Facade,
+  sessionId: string,
+  last: number | undefined,
+  id: string,
+): Promise<ClientItem[]> {
+  const start = parseCompactionId(id);
+  if (last === undefined || start?.sessionId !== sessionId || start.startSeq > last) return [];
+  const items = await itemsBetween(facade, sessionId, start.startSeq, last + 1);
+  return items.length > 0 && isOutput(items.at(-1)!) ? (items as Item[] as ClientItem[]) : [];
 }

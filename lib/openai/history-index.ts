@@ -23,7 +23,8 @@ import { itemsBetween } from './sessions.ts';
  * use it. An input that edits the
  * history hashes differently and starts a new conversation. A client that drops everything
  * before a compaction item (OpenAI's advice) sends that item first: its history is what follows
- * it, and right after the compaction the empty history, indexed when the compaction ended
+ * it, and right after the compaction the empty history, or the items the compaction kept (what
+ * its conversation lists after the compaction item), both indexed when the compaction ended
  * (lib/openai/compaction-index.ts) in the compaction's own scope.
  *
  * The hash covers the request fields a loop sends the same on every step, which tell callers
@@ -141,7 +142,9 @@ function isOutput(item: ClientItem): boolean {
  * loop's `scope` (one get, and the
  * session's config, which the turn reads anyway). An input that starts from a compaction item
  * and holds no output after it is looked up as the empty history in `start`, the scope of
- * that compaction (lib/openai/compaction-index.ts). Undefined when nothing matches, the key is
+ * that compaction (lib/openai/compaction-index.ts); one that holds an output after it, and
+ * no other compaction item, is looked up in `start` too when the loop's scope has no entry for
+ * it (a second get): the items the compaction kept. Undefined when nothing matches, the key is
  * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
  * must follow the matched one, which the claim judges after replaying a repeated key, so a
@@ -157,8 +160,15 @@ export async function findHistory(
 ): Promise<HistoryMatch | undefined> {
   const known = Math.max(items.findLastIndex(isOutput) + 1, compactedAt);
   if ((known === 0 && start === undefined) || known === items.length) return undefined;
-  const key = await historyKey(facade, known === 0 ? start! : scope, items.slice(0, known));
-  const stored = await facade.services.store.get(key);
+  const history = items.slice(0, known);
+  const { store } = facade.services;
+  let key = await historyKey(facade, known === 0 ? start! : scope, history);
+  let stored = await store.get(key);
+  // No step went on from the compaction item yet: the items after it may be those the compaction kept.
+  if (!stored && known > 0 && start !== undefined && compactedAt === 0) {
+    key = await historyKey(facade, start, history);
+    stored = await store.get(key);
+  }
   const entry = stored ? parsedEntry(stored.body) : undefined;
   if (!entry || 'shared' in entry) return undefined;
   try {

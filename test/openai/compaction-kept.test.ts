@@ -1,0 +1,137 @@
+import type OpenAI from 'openai';
+import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { describe, expect, it } from 'vitest';
+import { clientOnTailgate, tailgateGet, tailgatePost } from './server.ts';
+
+// A compaction that keeps the newest items whole (POST /v1/sessions/:id/compact by default, and a
+// response's context_management compaction) leaves its conversation listing the compaction item,
+// then the items it kept. A client that drops what came before the compaction item, and resends
+// the rest with its new items, continues that conversation: the kept items are not stored again.
+const world = clientOnTailgate();
+
+// 30 words of about 5 characters: about 40 tokens a message with the chars/4 approximation.
+const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+
+/** The conversation's items from its compaction item on, as a client holding its listing resends them. */
+async function fromCompaction(sessionId: string): Promise<OpenAI.Responses.ResponseInputItem[]> {
+  const listed = await world.client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
+  const at = listed.data.findIndex((item) => item.type === 'compaction');
+  expect(at).toBeGreaterThan(0);
+  return listed.data.slice(at) as OpenAI.Responses.ResponseInputItem[];
+}
+
+/** The texts of a conversation's messages, oldest first, compaction items left out. */
+async function texts(sessionId: string): Promise<string[]> {
+  const items = await world.client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
+  return items.data.flatMap((item) => (item.type === 'message' ? [(item.content[0] as { text: string }).text] : []));
+}
+
+/** The next prompt's items: a summary as such, the others by their text. */
+async function nextPrompt(sessionId: string): Promise<string[]> {
+  const { items } = await tailgateGet(world.tailgate.baseURL, `/sessions/${sessionId}/prompt?full=true`);
+  return items.map((item: { content: string; synthetic?: string }) => item.synthetic ?? item.content);
+}
+
+/** A conversation of two responses: `long('alpha')`, then `input` (with `settings` on both). */
+async function twoResponses(input: string, settings: Partial<OpenAI.Responses.ResponseCreateParamsNonStreaming> = {}) {
+  const first = await world.client.responses.create({ model: 'echo', input: long('alpha'), ...settings });
+  const second = await world.client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input,
+    ...settings,
+  });
+  return { sessionId: first.conversation!.id, second };
+}
+
+/** POST /v1/sessions/:id/compact keeping about 20 tokens: the newest pair stays whole, the first is summarized. */
+async function compactKeeping(sessionId: string): Promise<unknown> {
+  return (await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 20 })).json();
+}
+
+describe('the official openai client: a compaction item, the items it kept, then new ones', () => {
+  it('continue the conversation after a native POST /v1/sessions/:id/compact that kept items', async () => {
+    const { sessionId } = await twoResponses('short');
+    expect(await compactKeeping(sessionId)).toMatchObject({ compacted: true, context: { start_seq: 3 } });
+    const input = await fromCompaction(sessionId);
+    expect(input.map((item) => item.type)).toEqual(['compaction', 'message', 'message']);
+    expect((input[0] as ResponseCompactionItem).id).toBe(`cmp_${sessionId}_3`);
+
+    input.push({ role: 'user', content: 'go on' });
+    const next = await world.client.responses.create({ model: 'echo', input });
+    expect(next.conversation!.id).toBe(sessionId);
+    expect((next as any).tailgate.resent).toMatchObject({ first_seq: 3, last_seq: 4 });
+    // The loop's next step, its output appended, goes on there too; each item is stored once.
+    input.push(...(next.output as OpenAI.Responses.ResponseInputItem[]), { role: 'user', content: 'last' });
+    const last = await world.client.responses.create({ model: 'echo', input });
+    expect(last.conversation!.id).toBe(sessionId);
+    const kept = ['short', 'echo: short', 'go on', 'echo: go on', 'last', 'echo: last'];
+    expect(await texts(sessionId)).toEqual([long('alpha'), `echo: ${long('alpha')}`, ...kept]);
+    expect(await nextPrompt(sessionId)).toEqual(['summary', ...kept]);
+
+    // The conversation has moved on since the compaction: the same resend starts a new one.
+    const stale = await world.client.responses.create({ model: 'echo', input: input.slice(0, 4) });
+    expect(stale.conversation!.id).not.toBe(sessionId);
+  });
+
+  it('continue the conversation after a response that compacted (context_management)', async () => {
+    const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const { sessionId, second } = await twoResponses(long('bravo'), { context_management });
+    // The compaction kept the turn's input and output: its item ends the output, and the listing has it before them.
+    expect(second.output.at(-1)!.type).toBe('compaction');
+    const input = await fromCompaction(sessionId);
+    expect((input[0] as ResponseCompactionItem).id).toBe(`cmp_${sessionId}_3`);
+    expect(input).toHaveLength(3);
+
+    input.push({ role: 'user', content: 'short' });
+    const next = await world.client.responses.create({ model: 'echo', input });
+    expect(next.conversation!.id).toBe(sessionId);
+    const kept = [long('bravo'), `echo: ${long('bravo')}`, 'short', 'echo: short'];
+    expect(await texts(sessionId)).toEqual([long('alpha'), `echo: ${long('alpha')}`, ...kept]);
+    expect(await nextPrompt(sessionId)).toEqual(['summary', ...kept]);
+  });
+
+  it('the kept items as the client sent and got them, a tool call among them, continue it too', async () => {
+    const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
+    const { sessionId, second } = await twoResponses('call lookup {}', { tools });
+    const call = second.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    expect(call.type).toBe('function_call');
+    await compactKeeping(sessionId);
+    const [compaction] = await fromCompaction(sessionId);
+    expect((compaction as ResponseCompactionItem).id).toBe(`cmp_${sessionId}_3`);
+    // The client's own items: its input as it sent it, the call as the response gave it, then the call's output.
+    const next = await world.client.responses.create({
+      model: 'echo',
+      tools,
+      input: [
+        compaction!,
+        { role: 'user', content: 'call lookup {}' },
+        call,
+        { type: 'function_call_output', call_id: call.call_id, output: 'found' },
+      ],
+    });
+    expect(next.conversation!.id).toBe(sessionId);
+    const listed = await world.client.conversations.items.list(sessionId, { order: 'asc', limit: 100 });
+    expect(listed.data.map((item) => item.type)).toEqual([
+      'message',
+      'message',
+      'compaction',
+      'message',
+      'function_call',
+      'function_call_output',
+      'message',
+    ]);
+  });
+
+  it('a compaction item then new items alone still continue a compaction that kept items', async () => {
+    const { sessionId } = await twoResponses('short');
+    await compactKeeping(sessionId);
+    const [compaction] = await fromCompaction(sessionId);
+    const next = await world.client.responses.create({
+      model: 'echo',
+      input: [compaction!, { role: 'user', content: 'go on' }],
+    });
+    expect(next.conversation!.id).toBe(sessionId);
+    expect(await nextPrompt(sessionId)).toEqual(['summary', 'short', 'echo: short', 'go on', 'echo: go on']);
+  });
+});

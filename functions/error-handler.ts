@@ -123,8 +123,23 @@ function innermostIssue(issue: Issue): Issue {
     const first = branch[0];
     if (first && (!best || first.path.length > best.path.length)) best = first;
   }
-  if (!best || best.path.length === 0) return issue;
+  if (!best || best.path.length === 0) return { ...issue, message: rootTypeMessage(issue.errors) ?? issue.message };
   return innermostIssue({ ...best, path: [...issue.path, ...best.path] } as Issue);
+}
+
+/**
+ * When every branch of a union refused the value's type itself, what the union takes:
+ * `Invalid input: expected string or array, received undefined` (no field sent, or a number).
+ */
+function rootTypeMessage(branches: Issue[][]): string | undefined {
+  const firsts = branches.map((branch) => branch[0]);
+  const expected: string[] = [];
+  for (const first of firsts) {
+    if (first?.code !== 'invalid_type' || first.path.length > 0) return undefined;
+    expected.push(String(first.expected));
+  }
+  const received = /, received (\w+)$/.exec(firsts[0]?.message ?? '')?.[1];
+  return `Invalid input: expected ${expected.join(' or ')}${received ? `, received ${received}` : ''}`;
 }
 
 /** The defaultHook of every OpenAPIHono router: a failed validation throws to onError. */

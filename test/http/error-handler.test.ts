@@ -182,6 +182,16 @@ describe('validationError', () => {
     expect(parsed.success).toBe(false);
     if (!parsed.success) expect(validationError(parsed.error, 'json').message).toContain(expected);
   });
+
+  it.each([
+    [{}, 'body.input: Invalid input: expected string or array, received undefined'],
+    [{ input: 5 }, 'body.input: Invalid input: expected string or array, received number'],
+  ])('says what a union takes when no branch got past its root: %j', (value, expected) => {
+    const union = z.object({ input: z.union([z.string(), z.array(z.string())]) }).strict();
+    const parsed = union.safeParse(value);
+    expect(parsed.success).toBe(false);
+    if (!parsed.success) expect(validationError(parsed.error, 'json').message).toBe(expected);
+  });
 });
 
 describe('constantTimeEqual', () => {

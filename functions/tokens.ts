@@ -233,6 +233,8 @@ function isoTime(seconds: number): string {
 
 /** The payload of a token whose signature verifies under one of `keys`. */
 async function verifiedPayload(keys: readonly CryptoKey[], token: string): Promise<unknown> {
+  // A JWT has three dotted parts; a string without a dot is most likely a mistyped API_TOKEN.
+  if (!token.includes('.')) throw new TokenRejection('the token is not API_TOKEN, nor a scoped token (a signed JWT)');
   for (const key of keys) {
     try {
       // Time claims are checked by verifyToken against the service clock, after the signature.

@@ -400,7 +400,11 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
         /signature/,
       );
       expectInvalidToken(await call('not.a-jwt', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
-      expectInvalidToken(await call('nope', 'GET', `/v1/sessions/${id}`, undefined, env), /malformed/);
+      // A string that is no JWT at all is most likely a mistyped API_TOKEN: the reason says so.
+      expectInvalidToken(
+        await call('nope', 'GET', `/v1/sessions/${id}`, undefined, env),
+        /the token is not API_TOKEN, nor a scoped token \(a signed JWT\)/,
+      );
       const now = Math.floor(Date.now() / 1000);
       const expired = await sign(
         { scope: 'session:read', session_id: id, gen: 0, iat: now - 120, exp: now - 60 },

@@ -1,5 +1,5 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -64,6 +64,28 @@ function exports(source: string, symbol: string): boolean {
   return declared.test(source) || listed.test(source);
 }
 
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
+const anchorOf = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
+
+/** The relative Markdown links (`[text](target)`, images too) of `page` whose file or heading is not there. */
+function brokenLinks(page: string, text: string): string[] {
+  const broken: string[] = [];
+  for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+    if (/^[a-z]+:/.test(target!)) continue;
+    const [file, anchor] = target!.split('#') as [string, string | undefined];
+    const path = file ? join(dirname(page), file) : page;
+    if (!existsSync(join(root, path))) broken.push(target!);
+    else if (anchor && ![...read(path).matchAll(/^#+ (.*)$/gm)].some((h) => anchorOf(h[1]!) === anchor))
+      broken.push(target!);
+  }
+  return broken;
+}
+
 const missingPaths = (text: string) => namedPaths(text).filter((path) => !existsSync(join(root, path)));
 const unexported = (text: string) =>
   namedSymbols(text)
@@ -79,6 +101,18 @@ describe('the architecture map', () => {
       expect(missingPaths(read(page))).toEqual([]);
     },
   );
+
+  it.for(['README.md', ...readdirSync(join(root, 'docs')).flatMap((f) => (f.endsWith('.md') ? [`docs/${f}`] : []))])(
+    "%s links only to files and headings that exist (a link is relative to the page's folder)",
+    (page) => {
+      expect(brokenLinks(page, read(page))).toEqual([]);
+    },
+  );
+
+  it('fails on a link to a missing file or heading', () => {
+    const page = '![shot](../inspector.png) [api](API.md#conventions) [no](API.md#nothing) [x](https://e.com/y)';
+    expect(brokenLinks('docs/DEVELOPING.md', page)).toEqual(['../inspector.png', 'API.md#nothing']);
+  });
 
   it('names symbols as `Symbol` (file.ts), each exported by its file', () => {
     const map = read('docs/ARCHITECTURE.md');

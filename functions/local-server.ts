@@ -36,12 +36,7 @@ export interface LocalServerOptions {
 }
 
 export function localServerOptions(args: string[], env: Record<string, string | undefined>): LocalServerOptions {
-  const { values } = parseArgs({
-    args,
-    options: { port: { type: 'string' }, host: { type: 'string' }, 'allow-anonymous': { type: 'boolean' } },
-    strict: true,
-    allowPositionals: false,
-  });
+  const { values } = parsedArgs(args);
   // A blank PORT or HOST is unset, as every blank setting is (a blank host would listen everywhere).
   const portText = values.port ?? (env.PORT?.trim() || '8787');
   const port = Number(portText);
@@ -61,6 +56,21 @@ export function localServerOptions(args: string[], env: Record<string, string | 
     requestTimeoutMs,
     shutdownGraceMs: milliseconds(env, 'SHUTDOWN_GRACE_MS', 30_000),
   };
+}
+
+/** The command line's options; one it does not take is refused with the ones it does. */
+function parsedArgs(args: string[]) {
+  try {
+    return parseArgs({
+      args,
+      options: { port: { type: 'string' }, host: { type: 'string' }, 'allow-anonymous': { type: 'boolean' } },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (error) {
+    const why = error instanceof Error ? error.message.split('. ')[0] : String(error);
+    throw new Error(`${why}; the options are --port <number>, --host <address> and --allow-anonymous`);
+  }
 }
 
 /** The longest delay a timer takes (2^31 - 1 ms, about 24.8 days): a longer one fires at once. */

@@ -197,6 +197,18 @@ it('reads HEADERS_TIMEOUT_MS and REQUEST_TIMEOUT_MS (default 10 s and 60 s), ref
   );
 });
 
+it('refuses an unknown option (a typo, --help) with the options it takes', () => {
+  const options = 'the options are --port <number>, --host <address> and --allow-anonymous';
+  expect(() => localServerOptions(['--prot', '9000'], {})).toThrow(`Unknown option '--prot'; ${options}`);
+  expect(() => localServerOptions(['--help'], {})).toThrow(`Unknown option '--help'; ${options}`);
+  expect(() => localServerOptions(['9000'], {})).toThrow(options);
+  expect(localServerOptions(['--port', '9000', '--host', '0.0.0.0', '--allow-anonymous'], {})).toMatchObject({
+    port: 9000,
+    hostname: '0.0.0.0',
+    allowAnonymous: true,
+  });
+});
+
 it('refuses a SHUTDOWN_GRACE_MS over 2^31 - 1 ms (a timer fires at once); a blank HOST or PORT is unset', () => {
   expect(() => localServerOptions([], { SHUTDOWN_GRACE_MS: '3000000000' })).toThrow('invalid SHUTDOWN_GRACE_MS');
   expect(localServerOptions([], { SHUTDOWN_GRACE_MS: '2147483647' }).shutdownGraceMs).toBe(2_147_483_647);

@@ -17,10 +17,11 @@ import { drainWebhooks, scheduleWebhooks } from './webhooks.ts';
 import { bpeTokenEncoders } from './token-encoders.ts';
 
 /**
- * Node entry: `npm run start:node` (tsx functions/node.ts --allow-anonymous), or `node
- * functions/node.ts` on Node >= 22.18. Options: `--port`, `--host` (else PORT, HOST; default
- * 8787 on 127.0.0.1), `--allow-anonymous`. Storage is S3 when S3_ENDPOINT or S3_BUCKET is
- * set, otherwise files under DATA_DIR (default .tailgate/data); settings come from process.env.
+ * Node entry: `npm run start:node` (functions/node.ts --allow-anonymous on the Node pinned in
+ * devDependencies), or `node functions/node.ts` on Node >= 22.18. Options: `--port`, `--host`
+ * (else PORT, HOST; default 8787 on 127.0.0.1), `--allow-anonymous`. Storage is S3 when
+ * S3_ENDPOINT or S3_BUCKET is set, otherwise files under DATA_DIR (default .tailgate/data);
+ * settings come from process.env.
  */
 const storeFor = storeFromConfig();
 let options: ReturnType<typeof localServerOptions>;

@@ -6,7 +6,8 @@
  * objects' keys strictly ascend (UTF-16 order, as a sort orders them), none of them an array
  * index (JSON.stringify writes those first) nor `__proto__`, nor holding an escape; whose strings
  * hold no escape but `\"`, `\\`, `\b`, `\f`, `\n`, `\r` and `\t` (as JSON.stringify writes them)
- * and no unpaired surrogate; and whose numbers are integers of at most 15 digits, not `-0`.
+ * and no unpaired surrogate; whose numbers are integers of at most 15 digits, not `-0`; and whose
+ * containers nest at most 64 deep.
  * Anything else gives false, and the caller takes the whole way.
  */
 export function isCanonicalJson(text: string): boolean {
@@ -19,6 +20,7 @@ export function isCanonicalJson(text: string): boolean {
     if (code === OPEN_OBJECT) {
       if (text.charCodeAt(at + 1) === CLOSE_OBJECT) at += 2;
       else {
+        if (keys.length === MAX_DEPTH) return false;
         keys.push(undefined);
         at = memberKey(text, at + 1, keys);
         if (at < 0) return false;
@@ -27,6 +29,7 @@ export function isCanonicalJson(text: string): boolean {
     } else if (code === OPEN_ARRAY) {
       if (text.charCodeAt(at + 1) === CLOSE_ARRAY) at += 2;
       else {
+        if (keys.length === MAX_DEPTH) return false;
         keys.push(null);
         at += 1;
         continue;
@@ -64,6 +67,11 @@ const [QUOTE, BACKSLASH, COMMA, COLON, MINUS, ZERO, ONE, NINE] = [0x22, 0x5c, 0x
 const [T, F, N] = [0x74, 0x66, 0x6e];
 /** The escapes JSON.stringify writes as two characters: `"`, `\`, b, f, n, r, t. */
 const SHORT_ESCAPES = new Set([0x22, 0x5c, 0x62, 0x66, 0x6e, 0x72, 0x74]);
+/**
+ * Open containers a text may nest (the empty ones aside): deeper ones take the whole way, where
+ * sorting the keys may run out of stack and make the text `raw:` as it always did.
+ */
+const MAX_DEPTH = 64;
 /** Digits an integer may have for JSON.stringify to write it as it is (below 2^53). */
 const MAX_DIGITS = 15;
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { canonicalArguments } from '../../lib/strategies/aggregates.ts';
 import { isCanonicalJson } from '../../lib/strategies/canonical-json.ts';
 
 /** The canonical form as canonicalArguments computes it the whole way: parsed, keys sorted, stringified. */
@@ -76,3 +77,73 @@ describe('isCanonicalJson', () => {
       expect(isCanonicalJson(text)).toBe(false);
   });
 });
+
+describe('canonicalArguments', () => {
+  it('is what it was before the unparsed check, for any text (property)', () => {
+    fc.assert(
+      fc.property(texts, (text) => {
+        expect(canonicalArguments(text)).toBe(canonicalArgumentsBefore(text));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it('is what it was before the unparsed check: raw text where sorting the keys runs out of stack', () => {
+    for (const depth of [10, 100, 1000, 5000, 20000]) {
+      for (const text of [
+        `${'['.repeat(depth)}1${']'.repeat(depth)}`,
+        `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`,
+      ]) {
+        expect(canonicalArguments(text) === canonicalArgumentsBefore(text), `depth ${depth}`).toBe(true);
+      }
+    }
+  });
+});
+
+/** canonicalArguments as it was before texts already canonical were taken unparsed (the reference). */
+function canonicalArgumentsBefore(argumentsText: string): string {
+  try {
+    return JSON.stringify(sortKeysBefore(JSON.parse(argumentsText)));
+  } catch {
+    return `raw:${argumentsText}`;
+  }
+}
+
+function sortKeysBefore(value: unknown): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let index = 0; index < value.length; index += 1) {
+      const sorted = sortKeysBefore(value[index]);
+      if (sorted !== value[index]) {
+        copy ??= value.slice();
+        copy[index] = sorted;
+      }
+    }
+    return copy ?? value;
+  }
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let inOrder = true;
+  for (let index = 0; index < keys.length; index += 1) {
+    const key = keys[index]!;
+    if (key === '__proto__' || (index > 0 && keys[index - 1]! > key)) {
+      inOrder = false;
+      break;
+    }
+  }
+  if (inOrder) {
+    let copy: Record<string, unknown> | undefined;
+    for (const key of keys) {
+      const sorted = sortKeysBefore(record[key]);
+      if (sorted !== record[key]) {
+        copy ??= { ...record };
+        copy[key] = sorted;
+      }
+    }
+    return copy ?? record;
+  }
+  const sorted: Record<string, unknown> = {};
+  for (const key of keys.sort()) sorted[key] = sortKeysBefore(record[key]);
+  return sorted;
+}

@@ -309,8 +309,9 @@ interface ArgumentsEntry {
 /**
  * A 30-bit fingerprint of arguments that is equal for any two texts with the same
  * `canonicalArguments` (it is computed from the parsed value, ignoring key order, `__proto__`
- * keys and the sign of zero, exactly what canonicalization ignores), and costs O(nodes): a
- * string contributes its length and at most 33 of its characters, not a scan. Unparseable texts
+ * keys and the sign of zero, and taking a number too large for a double as null, exactly as
+ * canonicalization does), and costs O(nodes): a string contributes its length and at most 33 of
+ * its characters, not a scan; what is nested more than 64 deep is not read. Unparseable texts
  * are hashed as text; two texts may share a fingerprint whatever they hold.
  */
 export function argumentsFingerprint(argumentsText: string): number {
@@ -334,15 +335,23 @@ function stringHash(text: string): number {
   return hash ^ (hash >>> 15);
 }
 
-function valueHash(value: unknown): number {
-  if (value === null) return 1;
+/**
+ * Values nested deeper than this are hashed as one constant, whatever they hold: the hash takes
+ * no more stack than that, and values of the same canonical text still hash alike.
+ */
+const HASHED_DEPTH = 64;
+
+function valueHash(value: unknown, depth = 0): number {
+  // A number too large for a double (1e400) parses to Infinity, which JSON.stringify writes as null.
+  if (value === null || (typeof value === 'number' && !Number.isFinite(value))) return 1;
   if (value === true) return 2;
   if (value === false) return 3;
   if (typeof value === 'number') return Math.imul(stringHash(String(value === 0 ? 0 : value)), 5) + 4;
   if (typeof value === 'string') return stringHash(value) + 5;
+  if (depth === HASHED_DEPTH) return 7;
   if (Array.isArray(value)) {
     let hash = 6 + value.length;
-    for (const entry of value) hash = (Math.imul(hash, 31) + valueHash(entry)) | 0;
+    for (const entry of value) hash = (Math.imul(hash, 31) + valueHash(entry, depth + 1)) | 0;
     return hash;
   }
   const record = value as Record<string, unknown>;
@@ -350,7 +359,7 @@ function valueHash(value: unknown): number {
   for (const key of Object.keys(record)) {
     if (key === '__proto__') continue;
     // A sum is independent of key order.
-    hash = (hash + Math.imul(stringHash(key) ^ 0x5bd1e995, valueHash(record[key]) | 1)) | 0;
+    hash = (hash + Math.imul(stringHash(key) ^ 0x5bd1e995, valueHash(record[key], depth + 1) | 1)) | 0;
   }
   return hash;
 }

@@ -150,16 +150,19 @@ export function countsFit(index: ShardNames): boolean {
   });
 }
 
-/** Whether an index's `filters`, if any, name exactly the shards its `versions` name. */
-export function filtersFit(index: {
-  depth: number;
-  versions: Readonly<Record<string, string>>;
-  filters?: Readonly<Record<string, string>> | undefined;
-}): boolean {
+/**
+ * Whether an index's `filters`, if any, name exactly the shards its `versions` name, each sized
+ * for the keys its `counts` give that shard (a filter whose first character was changed to say
+ * other bits a key is refused so, rather than read as rejecting keys its shard holds).
+ */
+export function filtersFit(index: ShardNames & { filters?: Readonly<Record<string, string>> | undefined }): boolean {
   if (index.filters === undefined) return true;
-  const shards = shardVersionsOf(index.depth, index.versions);
-  const filters = Object.keys(index.filters);
-  return filters.length === shards.size && filters.every((prefix) => shards.has(prefix));
+  const places = shardPlacesOf(index);
+  const filters = Object.entries(index.filters);
+  return (
+    filters.length === places.size &&
+    filters.every(([prefix, filter]) => filterKeys(filter) === (places.get(prefix)?.length ?? 0) / INDEX_KEY_CHARS)
+  );
 }
 
 /**

@@ -134,11 +134,13 @@ const aggregates = near([
   ],
 ]);
 /**
- * A shard filter: mostly of bits per key and a length a shard gives (10 bits: 3, 5, 6, 8
- * characters; 16 bits: 4), or not (none: 1 character, no bits per key allowed), or not base64.
+ * A shard filter: mostly of bits per key and a length the shard below (5 keys) gives (10 bits:
+ * 10 characters; 16 bits: 15), or sized for other keys (10 bits: 3, 5, 6, 8 characters; 16
+ * bits: 4), or for none (1 character, no bits per key allowed), or not base64.
  */
 const filter = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom('KAB', 'K/+9z', 'Kzzzzz', 'KAAAAAAA', 'QAAA') },
+  { weight: 6, arbitrary: fc.constantFrom('KAB/+9zAAA', 'Kzzzzzzzzz', `Q${'A'.repeat(14)}`, `Q${'z'.repeat(14)}`) },
+  fc.constantFrom('KAB', 'K/+9z', 'Kzzzzz', 'KAAAAAAA', 'QAAA', `L${'A'.repeat(14)}`),
   fc.constantFrom('', 'K', 'KABC', 'AAB', 'RAAA', 'K=A', 'KA-_B', 'é!', 7),
 );
 /** Filters by prefix: mostly those of the shard of `versions` below (`ab` at depth 2), or not. */
@@ -308,9 +310,9 @@ describe('viewOf', () => {
       counts,
       filters,
     });
-    expect(storedView('k', bytes(index({ a: 'KAB', b: 'Qzzzzzz' })), 'p')!.keys.filters).toEqual({
+    expect(storedView('k', bytes(index({ a: 'KAB', b: 'Qzzzzzzzz' })), 'p')!.keys.filters).toEqual({
       a: 'KAB',
-      b: 'Qzzzzzz',
+      b: 'Qzzzzzzzz',
     });
     // None at all: an index past FILTER_MAX_KEYS keys in shards.
     expect(storedView('k', bytes(index()), 'p')!.keys).toEqual({
@@ -334,6 +336,10 @@ describe('viewOf', () => {
       // Bits per key below 10 or above 16.
       { a: 'JAB', b: 'KAB' },
       { a: 'RAAA', b: 'KAB' },
+      // Sized for other keys than its shard's (3): its first character says other bits, or its length other keys.
+      { a: 'KAB', b: 'Qzzzzzzzz'.replace('Q', 'K') },
+      { a: 'KAB', b: 'Qzzzzzz' },
+      { a: 'KAB', b: 'KABCDEFG' },
       { a: 'KAB' },
       { a: 'KAB', b: 'KAB', c: 'KAB' },
       {},

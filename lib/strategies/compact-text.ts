@@ -97,8 +97,9 @@ export function compactOutputItem(item: PromptFunctionCallOutputItem): PromptFun
 /**
  * A function_call with every string value of its JSON arguments longer than
  * {@link ARGUMENT_LIMIT} compacted (recursively, in objects and arrays; keys untouched), or
- * the same item when nothing is that long. Unparseable arguments count as one string value.
- * When something was compacted the arguments are re-serialized with JSON.stringify.
+ * the same item when nothing is that long. Unparseable arguments count as one string value, as
+ * do arguments nested more than COMPACTED_DEPTH deep (walking and writing them again would run
+ * out of stack). When something was compacted the arguments are re-serialized with JSON.stringify.
  */
 export function compactCallItem(item: PromptFunctionCallItem): PromptFunctionCallItem {
   if (item.compacted || item.arguments.length <= ARGUMENT_LIMIT) return item;
@@ -110,7 +111,7 @@ export function compactCallItem(item: PromptFunctionCallItem): PromptFunctionCal
   } catch {
     parseable = false;
   }
-  if (parseable) {
+  if (parseable && !nestedBeyond(parsed, COMPACTED_DEPTH)) {
     const state = { changed: false };
     const value = compactValue(parsed, state);
     if (!state.changed) return item;
@@ -126,6 +127,17 @@ export function compactCallItem(item: PromptFunctionCallItem): PromptFunctionCal
 export function compactToolItem(item: PromptItem): PromptItem {
   if (item.type === 'function_call') return compactCallItem(item);
   return item.type === 'function_call_output' ? compactOutputItem(item) : item;
+}
+
+/** Levels of arrays and objects compactCallItem walks in arguments. */
+const COMPACTED_DEPTH = 256;
+
+/** Whether `value` holds arrays or objects nested more than `depth` deep (not reading past that). */
+function nestedBeyond(value: unknown, depth: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (depth === 0) return true;
+  for (const entry of Object.values(value)) if (nestedBeyond(entry, depth - 1)) return true;
+  return false;
 }
 
 function compactValue(value: unknown, state: { changed: boolean }): unknown {

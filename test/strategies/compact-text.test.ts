@@ -167,3 +167,20 @@ describe('compactCallItem', () => {
     expect(Object.keys(JSON.parse(compacted.arguments))).toEqual(['__proto__']);
   });
 });
+
+describe('compactCallItem of deeply nested arguments', () => {
+  it('compacts arguments nested deeper than the stack goes as one text, and those 256 deep value by value', () => {
+    const call = (text: string): PromptFunctionCallItem => ({
+      type: 'function_call',
+      call_id: 'c',
+      name: 'f',
+      arguments: text,
+    });
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    expect(compactCallItem(call(deep)).arguments).toBe(compactText(deep, ARGUMENT_LIMIT));
+    const long = 'x'.repeat(ARGUMENT_LIMIT + 1);
+    const nested = `${'['.repeat(255)}[${JSON.stringify(long)}]${']'.repeat(255)}`;
+    const compacted = `${'['.repeat(255)}[${JSON.stringify(compactText(long, ARGUMENT_LIMIT))}]${']'.repeat(255)}`;
+    expect(compactCallItem(call(nested)).arguments).toBe(compacted);
+  });
+});

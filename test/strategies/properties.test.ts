@@ -229,8 +229,9 @@ describe('tail view', () => {
       // A counterexample of thousands of items takes minutes to shrink: reported as found.
       { numRuns: 12, endOnFailure: true },
     );
-    // Most runs compact and drop calls, and prepare a view shorter than the history.
-    expect(cut).toBeGreaterThan(6);
+    // About three runs in four compact and drop calls, and prepare a view shorter than the history:
+    // more than 3 of 12 fails about once in 10,000 (more than 6 failed about once in 16).
+    expect(cut).toBeGreaterThan(3);
   });
 
   it.each([

@@ -144,7 +144,7 @@ function isOutput(item: ClientItem): boolean {
  * and holds no output after it is looked up as the empty history in `start`, the scope of
  * that compaction (lib/openai/compaction-index.ts); one that holds an output after it, and
  * no other compaction item, is looked up in `start` too when the loop's scope has no entry for
- * it (a second get): the items the compaction kept. Undefined when nothing matches, the key is
+ * it (a second get): the items the compaction kept, as stored. Undefined when nothing matches, the key is
  * shared, or the caller may not use the match.
  * A `keyed` request (Idempotency-Key) matches a conversation that has moved on too: its turn
  * must follow the matched one, which the claim judges after replaying a repeated key, so a
@@ -164,9 +164,11 @@ export async function findHistory(
   const { store } = facade.services;
   let key = await historyKey(facade, known === 0 ? start! : scope, history);
   let stored = await store.get(key);
-  // No step went on from the compaction item yet: the items after it may be those the compaction kept.
-  if (!stored && known > 0 && start !== undefined && compactedAt === 0) {
-    key = await historyKey(facade, start, history);
+  // No step went on from the compaction item yet: the items after it may be those the compaction
+  // kept, indexed as stored (an image or file sent inline is a blob reference there).
+  const kept = !stored && known > 0 && start !== undefined && compactedAt === 0 ? asStored(facade, history) : undefined;
+  if (kept) {
+    key = await historyKey(facade, start!, kept);
     stored = await store.get(key);
   }
   const entry = stored ? parsedEntry(stored.body) : undefined;

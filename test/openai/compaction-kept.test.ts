@@ -1,6 +1,7 @@
 import type OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
+import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { clientOnTailgate, tailgateGet, tailgatePost } from './server.ts';
 
 // A compaction that keeps the newest items whole (POST /v1/sessions/:id/compact by default, and a
@@ -133,5 +134,42 @@ describe('the official openai client: a compaction item, the items it kept, then
     });
     expect(next.conversation!.id).toBe(sessionId);
     expect(await nextPrompt(sessionId)).toEqual(['summary', 'short', 'echo: short', 'go on', 'echo: go on']);
+  });
+
+  it('kept items with an image as the client sent it (stored as a blob reference) continue it too', async () => {
+    // A first message long enough for the compaction to summarize it and keep the image's pair whole.
+    const first = await world.client.responses.create({
+      model: 'echo',
+      input: Array(20).fill(long('alpha')).join(' '),
+    });
+    const sessionId = first.conversation!.id;
+    const look: OpenAI.Responses.ResponseInputItem = {
+      role: 'user',
+      content: [
+        { type: 'input_text', text: 'look' },
+        { type: 'input_image', image_url: dataUrl('image/png', pngBytes(8, 8)), detail: 'auto' },
+      ],
+    };
+    const second = await world.client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [look],
+    });
+    const compacted = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, {
+      keep_tokens: 300,
+    });
+    expect(await compacted.json()).toMatchObject({ compacted: true, context: { start_seq: 3 } });
+    const [compaction] = await fromCompaction(sessionId);
+    const next = await world.client.responses.create({
+      model: 'echo',
+      input: [
+        compaction!,
+        look,
+        ...(second.output as OpenAI.Responses.ResponseInputItem[]),
+        { role: 'user', content: 'go on' },
+      ],
+    });
+    expect(next.conversation!.id).toBe(sessionId);
+    expect((next as any).tailgate.resent).toMatchObject({ first_seq: 3, last_seq: 4 });
   });
 });

@@ -151,7 +151,9 @@ async function createStoredResponse(
   const whole = !body.previous_response_id && !body.conversation;
   const loop = whole ? loopScope(facade, prepared) : '';
   const keyed = idempotencyKey !== undefined;
-  const start = prepared.anchor && compactionScope(facade, prepared.anchor);
+  // Only a stored conversation's compaction item (compactionId) is indexed under its own scope.
+  const { anchor } = prepared;
+  const start = anchor && parseCompactionId(anchor.id) ? compactionScope(facade, anchor) : undefined;
   const match =
     whole && !fresh ? await findHistory(facade, loop, prepared.history, keyed, prepared.compactedAt, start) : undefined;
   // A resend of the request an `abort` notice refused is refused again (./aborted-retry.ts).

@@ -172,4 +172,34 @@ describe('the official openai client: a compaction item, the items it kept, then
     expect(next.conversation!.id).toBe(sessionId);
     expect((next as any).tailgate.resent).toMatchObject({ first_seq: 3, last_seq: 4 });
   });
+
+  it('a compaction item no stored conversation has (compacted input alone) reads no compaction entry', async () => {
+    const compacted = await world.client.responses.compact({ model: 'echo', input: long('alpha') });
+    const compaction = compacted.output[0] as ResponseCompactionItem;
+    expect(compaction.type).toBe('compaction');
+    const { store } = world.tailgate;
+    const get = store.get;
+    let reads = 0;
+    store.get = (key, options) => {
+      if (key.startsWith('openai/history/')) reads += 1;
+      return get.call(store, key, options);
+    };
+    try {
+      const resent: OpenAI.Responses.ResponseInputItem[] = [
+        { role: 'user', content: 'short' },
+        { role: 'assistant', content: 'echo: short' },
+      ];
+      // Nothing sent after it but new items: no entry read; with a history, its loop's entry alone.
+      for (const [input, expected] of [
+        [[compaction, { role: 'user', content: 'go on' }], 0],
+        [[compaction, ...resent, { role: 'user', content: 'go on' }], 1],
+      ] as const) {
+        reads = 0;
+        await world.client.responses.create({ model: 'echo', input: [...input] });
+        expect(reads).toBe(expected);
+      }
+    } finally {
+      store.get = get;
+    }
+  });
 });

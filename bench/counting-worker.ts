@@ -11,9 +11,13 @@ import type {
   StoredObject,
 } from '../lib/store/object-store.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
+import type { Model } from '../lib/models/model.ts';
+import { promptByteLength } from './turn-driver.ts';
 
 /** The response header holding the JSON of the request's storage counts (read by bench/workerd-driver.ts). */
 const STORAGE_HEADER = 'x-bench-storage';
+/** The response header holding the UTF-8 bytes of the JSON of the request's last prompt handed to a model. */
+const PROMPT_HEADER = 'x-bench-prompt-bytes';
 
 const NO_STORAGE: StoreCounts = { get: 0, head: 0, put: 0, list: 0, delete: 0, bytesRead: 0, bytesWritten: 0 };
 
@@ -78,11 +82,30 @@ function takeStore(): RunAwareCountingStore | undefined {
 // the write probe's verdict is the R2Store's, shared by the wrappers, so only the first
 // request pays for the probe. The app may ask for the store more than once a request (its
 // services, the facade's history index): each gets the request's one counting store.
+// The prompt of the request being served, measured as the memory store's driver measures it.
+let promptBytes: number | undefined;
+
+/** `model`, measuring each prompt handed to it. */
+function measured(model: Model): Model {
+  return {
+    ...model,
+    generate: (request) => {
+      promptBytes = promptByteLength(request.prompt);
+      return model.generate(request);
+    },
+    stream: (request) => {
+      promptBytes = promptByteLength(request.prompt);
+      return model.stream(request);
+    },
+  };
+}
+
 const app = createApp({
   store: (environment) => {
     current ??= new RunAwareCountingStore(r2StoreFor((environment as unknown as Env).BUCKET));
     return current;
   },
+  wrapModel: measured,
 });
 
 /**
@@ -100,6 +123,7 @@ const app = createApp({
 export default {
   fetch: async (request, environment, context) => {
     takeStore();
+    promptBytes = undefined;
     let handovers = 0;
     let beforeBackground: StoreCounts | undefined;
     const observed = new Proxy(context, {
@@ -119,6 +143,7 @@ export default {
     const counts = beforeBackground ?? store?.counts ?? NO_STORAGE;
     const counted = new Response(response.body, response);
     counted.headers.set(STORAGE_HEADER, JSON.stringify(counts));
+    if (promptBytes !== undefined) counted.headers.set(PROMPT_HEADER, String(promptBytes));
     return counted;
   },
 } satisfies ExportedHandler<Env>;

@@ -16,7 +16,7 @@ import {
   type TurnServices,
 } from '../lib/turn/index.ts';
 import { RecordingStore, summarize } from './recording-store.ts';
-import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
+import { promptByteLength, type DrivenTurn, type TurnDriver } from './turn-driver.ts';
 
 /**
  * Turns through lib/turn/ `runTurn` with the services the HTTP app builds per request
@@ -213,15 +213,4 @@ export class MemoryTurnDriver implements TurnDriver {
   async close(): Promise<void> {
     await Promise.all(this.#background);
   }
-}
-
-/** UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size. */
-function promptByteLength(prompt: unknown): number {
-  let mediaBytes = 0;
-  const json = JSON.stringify(prompt, (_key, value) => {
-    if (!(value instanceof Uint8Array)) return value;
-    mediaBytes += value.length;
-    return undefined;
-  });
-  return Buffer.byteLength(json) + mediaBytes;
 }

@@ -22,7 +22,7 @@ export function quickCheckFailures(results: BenchResults): string[] {
   if (results.workerdError) failures.push(`workerd: ${results.workerdError}`);
 
   const ran = (section: string) => !results.notMeasured?.[section]?.startsWith('not run:');
-  const overhead = (runtime: string, rows: TurnOverheadRow[] | undefined, countsPrompt: boolean) => {
+  const overhead = (runtime: string, rows: TurnOverheadRow[] | undefined, recordsCalls: boolean) => {
     check((rows?.length ?? 0) > 0, `${runtime}: no rows`);
     for (const row of rows ?? []) {
       const name = `${runtime} ${row.size}`;
@@ -36,7 +36,7 @@ export function quickCheckFailures(results: BenchResults): string[] {
         (row.storage?.operationsMax ?? Infinity) <= 8,
         `${name}: a turn took ${row.storage?.operationsMax} operations`,
       );
-      check(!countsPrompt || (row.storage?.promptBytesMedian ?? 0) > 0, `${name}: no prompt bytes`);
+      check((row.storage?.promptBytesMedian ?? 0) > 0, `${name}: no prompt bytes`);
       const notice = row.notice;
       check(notice !== undefined && notice.delivered > 0, `${name}: no notice delivered`);
       if (notice?.operations !== undefined)
@@ -44,7 +44,7 @@ export function quickCheckFailures(results: BenchResults): string[] {
           notice.operations <= notice.operationsLimit,
           `${name}: a notice turn took ${notice.operations} operations`,
         );
-      if (countsPrompt)
+      if (recordsCalls)
         check(
           row.append?.byKind.find((entry) => entry.label === 'put turn record')?.count === 1,
           `${name}: an append did not put one turn record`,

@@ -546,9 +546,9 @@ function overheadSection(results: BenchResults): string[] {
         'here. R2Store makes one ' +
         'R2 call per port call (deletes in batches of up to 1,000 keys), so these are requests to the local R2 ' +
         'bucket. ' +
-        'The worker does not expose the prompt, ' +
-        'so there are no prompt bytes; ' +
-        'the read budget is taken against the prompt characters (`context.prompt_chars`), a stricter one.' +
+        'The prompt bytes are those of the prompt the worker handed its echo model (UTF-8 of its JSON, as ' +
+        "the memory store's rows measure them: bench/counting-worker.ts wraps the app's models), and the read " +
+        'budget is taken against them.' +
         sameAsMemory(workerd, results.overheadMemory);
     }
     lines.push('');
@@ -623,7 +623,7 @@ const NOTICE_OPERATIONS_COLUMN: OverheadColumn = {
 
 /**
  * The per-size table of one runtime. `memory`: prompt bytes and the full storage figures;
- * `workerd`: prompt characters, load and notice-turn times, and the storage columns the
+ * `workerd`: prompt characters and bytes, load and notice-turn times, and the storage columns the
  * worker reports when any row was counted.
  */
 function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): string[] {
@@ -657,12 +657,10 @@ function overheadTable(rows: TurnOverheadRow[], layout: 'memory' | 'workerd'): s
           { header: 'prompt chars', cell: (row) => formatBytes(row.promptCharactersMedian) },
           ...(rows.some((row) => row.storage)
             ? [
+                { header: 'prompt bytes', cell: (row: TurnOverheadRow) => bytesOrDash(row.storage?.promptBytesMedian) },
                 OPERATIONS_COLUMN,
                 BYTES_READ_COLUMN,
-                {
-                  header: 'read budget (chars)',
-                  cell: (row: TurnOverheadRow) => fixed(row.storage?.readBudgetWorst, 2),
-                },
+                { header: 'read budget', cell: (row: TurnOverheadRow) => fixed(row.storage?.readBudgetWorst, 2) },
               ]
             : []),
           { header: 'load s', cell: (row) => (row.loadMs / 1000).toFixed(1) },

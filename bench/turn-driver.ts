@@ -17,6 +17,17 @@ export interface DrivenTurn {
   promptBytes?: number;
 }
 
+/** UTF-8 bytes of the prompt's JSON, each image or file read into it counted at its size. */
+export function promptByteLength(prompt: unknown): number {
+  let mediaBytes = 0;
+  const json = JSON.stringify(prompt, (_key, value) => {
+    if (!(value instanceof Uint8Array)) return value;
+    mediaBytes += value.length;
+    return undefined;
+  });
+  return new TextEncoder().encode(json).length + mediaBytes;
+}
+
 /**
  * The same turn-overhead procedure runs on every runtime through this: the memory store in
  * this process (lib/turn/ runTurn, counted and recorded by kind of key), or the worker in

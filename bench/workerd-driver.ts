@@ -11,6 +11,7 @@ import type { DrivenTurn, TurnDriver } from './turn-driver.ts';
 const TOKEN = 'bench';
 /** Set by bench/counting-worker.ts on every response. */
 const STORAGE_HEADER = 'x-bench-storage';
+const PROMPT_HEADER = 'x-bench-prompt-bytes';
 
 /**
  * The worker in workerd with a local R2 bucket (miniflare, persisted to a temporary
@@ -19,7 +20,8 @@ const STORAGE_HEADER = 'x-bench-storage';
  * snapshot of the sources taken at start. Times are the client's: request sent to response
  * body read. Storage counts are the worker's, from the `x-bench-storage` header: the
  * request's own operations until the app returned the response (packing, run in waitUntil
- * after it, is not in them).
+ * after it, is not in them); the prompt's bytes, from `x-bench-prompt-bytes`: what the worker
+ * handed its model, measured as the memory store's driver measures it.
  */
 export class WorkerdTurnDriver implements TurnDriver {
   readonly runtime = 'workerd';
@@ -41,12 +43,14 @@ export class WorkerdTurnDriver implements TurnDriver {
     // it bundled change, which would restart it mid-request while the sources are edited.
     const root = fileURLToPath(new URL('..', import.meta.url));
     const snapshot = mkdtempSync(join(tmpdir(), 'tailgate-bench-src-'));
-    // bench/counting-worker.ts imports only from lib/, functions/ and the counting store.
+    // bench/counting-worker.ts imports only from lib/, functions/, the counting store and
+    // bench/turn-driver.ts (its prompt measure; the rest of that file is types).
     // `.assets` is wrangler.toml's static assets directory (the /docs script, npm run assets).
     for (const entry of [
       'lib',
       'functions',
       'bench/counting-worker.ts',
+      'bench/turn-driver.ts',
       'test/support/counting-store.ts',
       'wrangler.toml',
       'package.json',
@@ -77,7 +81,7 @@ export class WorkerdTurnDriver implements TurnDriver {
     method: string,
     path: string,
     body?: unknown,
-  ): Promise<{ result: Result; storage?: StoreCounts }> {
+  ): Promise<{ result: Result; storage?: StoreCounts; promptBytes?: number }> {
     const response = await fetch(`${this.#base}${path}`, {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
@@ -86,7 +90,12 @@ export class WorkerdTurnDriver implements TurnDriver {
     const text = await response.text();
     if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 300)}`);
     const header = response.headers.get(STORAGE_HEADER);
-    return { result: JSON.parse(text) as Result, ...(header ? { storage: JSON.parse(header) as StoreCounts } : {}) };
+    const prompt = response.headers.get(PROMPT_HEADER);
+    return {
+      result: JSON.parse(text) as Result,
+      ...(header ? { storage: JSON.parse(header) as StoreCounts } : {}),
+      ...(prompt ? { promptBytes: Number(prompt) } : {}),
+    };
   }
 
   async createSession(id: string, instructions: string): Promise<void> {
@@ -99,13 +108,13 @@ export class WorkerdTurnDriver implements TurnDriver {
 
   async turn(id: string, request: TurnRequest): Promise<DrivenTurn> {
     const start = performance.now();
-    const { result: response, storage } = await this.#exchange<TurnResponse>(
-      'POST',
-      `/v1/sessions/${id}/turns`,
-      request,
-    );
+    const {
+      result: response,
+      storage,
+      promptBytes,
+    } = await this.#exchange<TurnResponse>('POST', `/v1/sessions/${id}/turns`, request);
     const ms = performance.now() - start;
-    return { ms, response, ...(storage ? { storage } : {}) };
+    return { ms, response, ...(storage ? { storage } : {}), ...(promptBytes !== undefined ? { promptBytes } : {}) };
   }
 
   async postNotice(id: string, content: string): Promise<void> {

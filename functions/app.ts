@@ -9,6 +9,7 @@ import type { ObjectStore } from '../lib/store/object-store.ts';
 import { requireConditionalWrites } from '../lib/store/write-probe.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
 import { resolveModel, type ModelEnvironment } from '../lib/models/resolve-model.ts';
+import type { Model } from '../lib/models/model.ts';
 import { bodyBudget } from './body-budget.ts';
 import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type ScopeTable } from './auth.ts';
 import { createServices, type AppServices, type ServiceInputs } from './services.ts';
@@ -47,6 +48,8 @@ export interface AppOptions {
   readEnvironment?: (c: Context) => RuntimeEnvironment;
   /** Extra model settings, e.g. a `fetch` for tests; merged over the environment. */
   modelEnvironment?: Partial<ModelEnvironment>;
+  /** Wraps each model a request resolves (the benchmark's worker measures the prompt handed to it). */
+  wrapModel?: (model: Model) => Model;
   clock?: () => Date;
   log?: (message: string, details?: unknown) => void;
   /** Real tokenizers (Node and Deno entries); the Workers entry leaves them out (bundle size). */
@@ -183,7 +186,7 @@ function serviceInputs(
     tracing: tracingFor(config.tracing),
     config,
     env: strings,
-    model: (id) => resolveModel(id, modelEnvironment),
+    model: (id) => (options.wrapModel ?? ((model: Model) => model))(resolveModel(id, modelEnvironment)),
     log,
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),

@@ -7,7 +7,7 @@ import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
-import { itemsBetween } from './sessions.ts';
+import { isOutput, itemsBetween } from './sessions.ts';
 
 /**
  * A client's tool loop is one conversation. Clients that resend the whole history on every
@@ -129,10 +129,6 @@ export async function historyKey(
   const digest = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
   const hex = Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
   return `${facade.config.keyPrefix}openai/${family}/${hex}`;
-}
-
-function isOutput(item: ClientItem): boolean {
-  return item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant');
 }
 
 /**

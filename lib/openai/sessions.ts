@@ -2,7 +2,7 @@ import { ForkRefusedError, NotFoundError, SessionExistsError } from '../errors.t
 import { forkSession } from '../turn/fork.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { sha256Hex } from '../hash.ts';
-import type { StoredItem } from '../items.ts';
+import type { ClientItem, StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { parseResponseId, randomId, responseId } from './ids.ts';
@@ -225,7 +225,7 @@ export async function generationAt(facade: Facade, sessionId: string, seq: numbe
 }
 
 /** A model's output item: an assistant message or a function call. */
-export function isOutput(item: StoredItem): boolean {
+export function isOutput(item: StoredItem | ClientItem): boolean {
   return item.type === 'function_call' || (item.type === 'message' && item.role === 'assistant');
 }
 

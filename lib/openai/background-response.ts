@@ -55,7 +55,8 @@ export async function createBackgroundResponse(
 ): Promise<TailgateResponse | Response> {
   const { services } = facade;
   const sessionId = context.session.id;
-  const claimed = await claimBackgroundTurn(services, sessionId, request, options);
+  // A retry under the key of a response still running is answered as it stands, as a later one.
+  const claimed = await claimBackgroundTurn(services, sessionId, request, { ...options, answerRunning: true });
   const [{ input }, scope] = await Promise.all([
     services.sessions.getTurn(sessionId, claimed.turn),
     services.sessions.scope(sessionId),

@@ -1,3 +1,4 @@
+import { TurnInProgressError } from '../errors.ts';
 import type { ClaimOptions } from '../session/log/claim.ts';
 import { closedState, type TurnState } from '../session/log/turns.ts';
 import { checkRequest, inputItems, requestHash } from './plan.ts';
@@ -17,13 +18,15 @@ import type { BackgroundTurn, TurnOptions, TurnRequest, TurnServices } from './t
 /**
  * Claims a background turn: everything a bad request could fail on first (a 400 stores
  * nothing), then its record, marked `background` in its stored settings. Returns the turn to
- * hand to a runner, or (a repeated Idempotency-Key whose turn is closed) that turn's state.
+ * hand to a runner, or (a repeated Idempotency-Key whose turn is closed) that turn's state. A
+ * repeated key whose turn still runs is TurnInProgressError, or with `answerRunning` that turn,
+ * `in_progress` (the OpenAI facade answers such a retry with the response as it stands).
  */
 export async function claimBackgroundTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> = {},
+  options: Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> & { answerRunning?: boolean } = {},
 ): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
   // A refusal is logged and counted as a failed turn, as a turn in the request's is.
   return observedClaim(services, sessionId, request, async () => {
@@ -52,6 +55,9 @@ export async function claimBackgroundTurn(
       ...(options.idempotencyKey !== undefined
         ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
         : {}),
+    }).catch((error: unknown) => {
+      if (!options.answerRunning || !(error instanceof TurnInProgressError) || !error.ownKey) throw error;
+      return { turn: (error.details as { turn: number }).turn, status: 'in_progress' as const };
     });
   });
 }

@@ -216,6 +216,28 @@ describe('the official openai client: background responses', () => {
     expect(items.data).toHaveLength(2);
   });
 
+  it('answers a retry under its Idempotency-Key while the response runs as it stands, streamed or not', async () => {
+    const key = { headers: { 'Idempotency-Key': `bg-running-${Math.random()}` } };
+    const body = { model: 'slow', input: 'hang on', background: true } as const;
+    const calls = provider.requests.length;
+    const created = await client.responses.create(body, key);
+    for (let polls = 0; polls < 600 && provider.requests.length === calls; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const again = await client.responses.create(body, key);
+    expect(again).toMatchObject({ id: created.id, status: 'in_progress', background: true, output: [] });
+    expect(again.created_at).toBe(created.created_at);
+    const stream = await client.responses.create({ ...body, stream: true }, key);
+    for await (const event of stream) {
+      expect(event).toMatchObject({ type: 'response.created', sequence_number: 0, response: { id: created.id } });
+      break;
+    }
+    await client.responses.cancel(created.id);
+    // One turn ran: the retries stored nothing.
+    const items = await client.conversations.items.list(created.conversation!.id);
+    expect(items.data).toHaveLength(1);
+    expect(provider.requests.length).toBe(calls + 1);
+  });
+
   it('a background response whose model fails ends failed, in retrieve and in its stream', async () => {
     const created = await client.responses.create({ model: 'slow', input: 'fail now', background: true });
     const ended = await settledResponse(created.id);

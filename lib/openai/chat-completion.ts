@@ -14,6 +14,7 @@ import { chatAbortRetry, keepChatAbort } from './aborted-retry.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { randomId } from './ids.ts';
+import { partInRequest } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
 import { callStateless, prepareStateless, runStateless, type StatelessRequest } from './stateless.ts';
@@ -95,7 +96,7 @@ export async function createChatCompletion(
   const sessionId = headers['x-tailgate-session'] ?? null;
   facade.authorize(sessionId);
   const model = modelOf(facade, body.model);
-  const { instructions, items } = chatMessagesToItems(body.messages as ChatMessageBody[]);
+  const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);
   facade.checkItems(items);
   if (items.length === 0)
     throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
@@ -124,10 +125,11 @@ export async function createChatCompletion(
     ...(body.prompt_cache_key ? { promptCacheKey: body.prompt_cache_key } : {}),
     settings: chatModelSettings(body),
   };
-  // Notices go back to the inbox when no model answered them.
+  // Notices go back to the inbox when no model answered them; a refused image or file is named
+  // by its message's position.
   const giveBack = async (error: unknown): Promise<never> => {
     if (sessionId !== null && notices.length > 0) await services.inbox.giveBack(sessionId, notices, 0);
-    throw error;
+    throw partInRequest(error, origins, 'messages') ?? error;
   };
   const id = randomId('chatcmpl');
   const created = services.clock();

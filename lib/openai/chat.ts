@@ -107,11 +107,15 @@ function checkToolMessages(messages: readonly ChatMessageBody[]): void {
 export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
   instructions: string | null;
   items: Item[];
+  /** The position in `messages` of each item's message. */
+  origins: number[];
 } {
   checkToolMessages(messages);
   const instructions: string[] = [];
   const items: Item[] = [];
+  const origins: number[] = [];
   messages.forEach((message, index) => {
+    const before = items.length;
     if (message.role === 'system' || message.role === 'developer') {
       if (items.length > 0) {
         throw new InvalidRequestError(
@@ -136,8 +140,9 @@ export function chatMessagesToItems(messages: readonly ChatMessageBody[]): {
           arguments: call.function.arguments,
         });
     }
+    for (let added = before; added < items.length; added++) origins.push(index);
   });
-  return { instructions: instructions.filter((text) => text !== '').join('\n\n') || null, items };
+  return { instructions: instructions.filter((text) => text !== '').join('\n\n') || null, items, origins };
 }
 
 /**

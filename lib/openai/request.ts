@@ -1,6 +1,6 @@
 import type { Tool } from '../items.ts';
 import type { ModelSettings } from '../models/model.ts';
-import { InvalidRequestError } from '../errors.ts';
+import { InvalidRequestError, TailgateError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import {
@@ -191,6 +191,8 @@ function echoedFormat(
  * reference left out may have shifted.
  */
 export function namedInRequest(error: unknown, positions: readonly number[]): unknown {
+  const part = partInRequest(error, positions);
+  if (part) return part;
   if (!(error instanceof InvalidRequestError)) return error;
   const details = (error.details ?? {}) as { field?: unknown };
   const named = typeof details.field === 'string' ? /^input\.(\d+)(\..*)$/.exec(details.field) : null;
@@ -199,6 +201,28 @@ export function namedInRequest(error: unknown, positions: readonly number[]): un
   const field = `input.${position}${named[2]}`;
   const message = error.message.replace(named[0], field).replace(`input[${named[1]}]`, `input[${position}]`);
   return new InvalidRequestError(message, { ...details, field });
+}
+
+/**
+ * A refused image or file part, which lib/session/attachments.ts names by its item's position
+ * among the items stored (`details.part`: `items[1].content[0]`), named by its position in the
+ * request's `input` (`input[2].content[0]`; a chat completion's: `messages`), in the message,
+ * `details.part` and `details.field` (so `param`); the same code and status (400 or 413). Null
+ * for any other error.
+ */
+export function partInRequest(
+  error: unknown,
+  positions: readonly number[],
+  name: 'input' | 'messages' = 'input',
+): TailgateError | null {
+  if (!(error instanceof TailgateError)) return null;
+  const details = (error.details ?? {}) as { part?: unknown };
+  const named = typeof details.part === 'string' ? /^items\[(\d+)\]((?:\.\w+\[\d+\])*)$/.exec(details.part) : null;
+  const position = named ? positions[Number(named[1])] : undefined;
+  if (!named || position === undefined) return null;
+  const part = `${name}[${position}]${named[2]}`;
+  const field = `${name}.${position}${named[2]!.replaceAll(/\[(\d+)\]/g, '.$1')}`;
+  return new TailgateError(error.code, error.message.replace(named[0], part), { ...details, part, field });
 }
 
 /** `read()`, its refusal naming an input entry by its position in the request (see namedInRequest). */

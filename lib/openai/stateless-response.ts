@@ -5,7 +5,7 @@ import { errorRecord } from '../turn/index.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { randomId } from './ids.ts';
-import type { PreparedRequest } from './request.ts';
+import { partInRequest, type PreparedRequest } from './request.ts';
 import { buildResponse, outputItem, usageOf, type TailgateResponse } from './responses.ts';
 import { responseEventStream } from './sse.ts';
 import { callStateless, prepareStateless, runStateless } from './stateless.ts';
@@ -87,8 +87,12 @@ export async function createStatelessResponse(
       usage: usageOf(result.usage),
       tailgate: { context: result.context },
     });
-  if (!body.stream) return finish(await runStateless(services, request));
-  const ready = await prepareStateless(services, request);
+  // A refused image or file is named by its position in the request's input.
+  const named = (error: unknown): never => {
+    throw partInRequest(error, prepared.positions.items) ?? error;
+  };
+  if (!body.stream) return finish(await runStateless(services, request).catch(named));
+  const ready = await prepareStateless(services, request).catch(named);
   const stream = responseEventStream(idAt);
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));

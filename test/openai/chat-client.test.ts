@@ -22,6 +22,16 @@ async function storedKeys(): Promise<string[]> {
     .filter((key) => !key.includes('write-probe'));
 }
 
+/** An assistant message calling `f`, and its answer. */
+const answeredCall: ChatCompletionMessageParam[] = [
+  {
+    role: 'assistant',
+    content: 'checking',
+    tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+  },
+  { role: 'tool', tool_call_id: 'c1', content: 'done' },
+];
+
 const post = (path: string, body: unknown): Promise<Response> => tailgatePost(world.tailgate.baseURL, path, body);
 
 describe('the official openai client: chat completions', () => {
@@ -190,7 +200,18 @@ describe('the official openai client: chat completions', () => {
       })
       .catch((error: unknown) => error);
     expect(image).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((image as Error).message).toContain('items[0].content[0]: image_url must be an https:// or data: URL');
+    expect(image).toMatchObject({ param: 'messages[0].content[0]' });
+    expect((image as Error).message).toContain('messages[0].content[0]: image_url must be an https:// or data: URL');
+    // Named by its message's position, whatever the system messages and tool calls before it.
+    const parts = [
+      { type: 'text' as const, text: 'and' },
+      { type: 'image_url' as const, image_url: { url: 'http://example.com/a.png' } },
+    ];
+    const messages: ChatCompletionMessageParam[] = [{ role: 'system', content: 'be brief' }, ...answeredCall];
+    messages.splice(1, 0, { role: 'user', content: 'look' });
+    messages.push({ role: 'user', content: parts });
+    const later = await world.client.chat.completions.create({ model: 'echo', messages }).catch((error) => error);
+    expect(later).toMatchObject({ status: 400, param: 'messages[4].content[1]' });
     const uploaded = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file_1' } }] }] })
       .catch((error: unknown) => error);
@@ -244,12 +265,7 @@ describe('chat messages and tailgate items', () => {
           { type: 'text', text: 'b' },
         ],
       },
-      {
-        role: 'assistant',
-        content: 'checking',
-        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
-      },
-      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      ...answeredCall,
       { role: 'assistant', content: 'ok' },
     ];
     const { instructions, items } = chatMessagesToItems(messages as never);
@@ -263,12 +279,7 @@ describe('chat messages and tailgate items', () => {
     ]);
     expect(itemsToChatMessages(items)).toEqual([
       { role: 'user', content: 'a\nb' },
-      {
-        role: 'assistant',
-        content: 'checking',
-        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
-      },
-      { role: 'tool', tool_call_id: 'c1', content: 'done' },
+      ...answeredCall,
       { role: 'assistant', content: 'ok' },
     ]);
   });

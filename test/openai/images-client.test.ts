@@ -92,7 +92,30 @@ describe('images through the Responses API', () => {
       })
       .catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 413 });
-    expect((refused as Error).message).toContain('items[0].content[0] is 215 bytes; at most 100 are accepted');
+    expect(refused).toMatchObject({ param: 'input[0].content[0]' });
+    expect((refused as Error).message).toContain('input[0].content[0] is 215 bytes; at most 100 are accepted');
+  });
+
+  it("names a refused image by its position in the request's input, stored or not", async () => {
+    const gif = dataUrl('image/gif', screen);
+    const input = [
+      { role: 'developer' as const, content: 'be brief' },
+      { role: 'user' as const, content: 'look' },
+      { type: 'function_call' as const, call_id: 'c1', name: 'screenshot', arguments: '{}' },
+      {
+        type: 'function_call_output' as const,
+        call_id: 'c1',
+        output: [{ type: 'input_image' as const, image_url: gif }],
+      },
+    ];
+    for (const store of [true, false]) {
+      const refused = await world.client.responses
+        .create({ model: 'echo', store, input })
+        .catch((error: unknown) => error);
+      expect(refused, `store: ${store}`).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(refused, `store: ${store}`).toMatchObject({ param: 'input[3].output[0]' });
+      expect((refused as Error).message).toBe('400 input[3].output[0]: declared image/gif but the bytes are image/png');
+    }
   });
 });
 
@@ -123,6 +146,9 @@ describe('images through Chat Completions', () => {
       })
       .catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((refused as Error).message).toContain('items[0].content[0]: declared image/gif but the bytes are image/png');
+    expect(refused).toMatchObject({ param: 'messages[0].content[0]' });
+    expect((refused as Error).message).toContain(
+      'messages[0].content[0]: declared image/gif but the bytes are image/png',
+    );
   });
 });

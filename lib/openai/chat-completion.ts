@@ -1,6 +1,6 @@
 import { AbortedError, NotFoundError } from '../errors.ts';
 import { consumeForModelCall, type DeliveredNotice } from '../inbox/index.ts';
-import type { Tool } from '../items.ts';
+import { idSchema, type Tool } from '../items.ts';
 import { resolveStrategyNames } from '../turn/index.ts';
 import {
   buildChatCompletion,
@@ -94,6 +94,13 @@ export async function createChatCompletion(
 ): Promise<TailgateChatCompletion | Response> {
   const services = facade.services;
   const sessionId = headers['x-tailgate-session'] ?? null;
+  if (sessionId !== null && !idSchema.safeParse(sessionId).success)
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'x-tailgate-session: a session id must match ^[A-Za-z0-9_-]{1,64}$',
+      'x-tailgate-session',
+    );
   facade.authorize(sessionId);
   const model = modelOf(facade, body.model);
   const { instructions, items, origins } = chatMessagesToItems(body.messages as ChatMessageBody[]);

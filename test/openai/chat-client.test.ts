@@ -190,6 +190,13 @@ describe('the official openai client: chat completions', () => {
       )
       .catch((error: unknown) => error);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    const malformed = await world.client.chat.completions
+      .create(
+        { model: 'echo', messages: [{ role: 'user', content: 'x' }] },
+        { headers: { 'x-tailgate-session': 'a b' } },
+      )
+      .catch((error: unknown) => error);
+    expect(malformed).toMatchObject({ status: 400, param: 'x-tailgate-session' });
   });
 
   it('refuses what it does not support, naming the field', async () => {

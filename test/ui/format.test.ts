@@ -49,6 +49,16 @@ describe("the inspector's formatting", () => {
       usage: null,
     };
     expect(turnSummary(completed)).toBe('Turn 8 · completed · echo · 200 chars · 75% reused');
+    // A turn cancelled before its prompt was built has no model nor prompt: the row leaves them out.
+    const cancelled = {
+      turn: 9,
+      status: 'cancelled',
+      model: null,
+      context: null,
+      prefix_reused_chars: null,
+      usage: null,
+    };
+    expect(turnSummary(cancelled)).toBe('Turn 9 · cancelled');
   });
 
   it('reads parts as their text (images and files show beside it), and sizes in B, KB, MB', () => {

@@ -22,10 +22,10 @@ export function turnSummary(turn: any): string {
     const reason = details.reason ?? turn.error?.message ?? 'no reason given';
     return `Turn ${turn.turn} · aborted by notice ${details.notice ?? 'abort'}: “${reason}”`;
   }
-  return (
-    `Turn ${turn.turn} · ${turn.status} · ${turn.model ?? ''} · ${turn.context?.prompt_chars ?? '?'} ` +
-    `chars${reusedText(turn)}${usageText(turn.usage)}`
-  );
+  // A turn closed before its receipt was written (cancelled, or refused at its claim) has neither.
+  const model = turn.model ? ` · ${turn.model}` : '';
+  const size = typeof turn.context?.prompt_chars === 'number' ? ` · ${turn.context.prompt_chars} chars` : '';
+  return `Turn ${turn.turn} · ${turn.status}${model}${size}${reusedText(turn)}${usageText(turn.usage)}`;
 }
 
 /** A content's text: a string as is; of parts, the text parts (images and files show as media, items.ts). */

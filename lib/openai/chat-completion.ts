@@ -1,4 +1,4 @@
-import { AbortedError, NotFoundError } from '../errors.ts';
+import { AbortedError, NotFoundError, UnknownStrategyError } from '../errors.ts';
 import { consumeForModelCall, type DeliveredNotice } from '../inbox/index.ts';
 import { idSchema, type Tool } from '../items.ts';
 import { resolveStrategyNames } from '../turn/index.ts';
@@ -84,6 +84,16 @@ async function consumeNotices(
   return consumed.delivered;
 }
 
+/** The strategies a call runs: the header's (an unknown name is a 400 naming it), else the deployment's. */
+function strategiesOf(header: string | undefined, env: Parameters<typeof resolveStrategyNames>[1]): string[] {
+  try {
+    return resolveStrategyNames(header, env);
+  } catch (error) {
+    if (header === undefined || !(error instanceof UnknownStrategyError)) throw error;
+    throw new OpenAIApiError(400, error.code, error.message, 'x-tailgate-strategies', error.details);
+  }
+}
+
 /**
  * POST /v1/chat/completions: the completion object, or the chunk stream as server-sent events.
  */
@@ -116,7 +126,7 @@ export async function createChatCompletion(
       `tool_choice names ${choice.function.name}, which is not in tools`,
       'tool_choice',
     );
-  const strategies = resolveStrategyNames(headers['x-tailgate-strategies'], services.env);
+  const strategies = strategiesOf(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
   const notices =
     sessionId !== null ? await consumeNotices(facade, { sessionId, instructions, items }, strategies) : [];

@@ -149,7 +149,7 @@ describe('the official openai client: chat completions', () => {
       .create({ model: 'echo', messages }, { headers: { 'x-tailgate-strategies': 'no_such_strategy' } })
       .catch((error: unknown) => error);
     expect(unknown).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(unknown).toMatchObject({ code: 'unknown_strategy' });
+    expect(unknown).toMatchObject({ code: 'unknown_strategy', param: 'x-tailgate-strategies' });
   });
 
   it('delivers the inbox of x-tailgate-session and answers its abort notice with 409', async () => {

@@ -173,8 +173,27 @@ function parseElements(
 
 function parseRun(bytes: Uint8Array, start: number, end: number): unknown[] | null {
   try {
-    return JSON.parse(`[${decodePiece(bytes.subarray(start, end))}]`) as unknown[];
+    return JSON.parse(decodePiece(bracketed(bytes, start, end))) as unknown[];
   } catch {
     return null;
   }
+}
+
+/**
+ * Where runs are copied between `[` and `]`, so each decodes into one flat string: a run
+ * decoded and then bracketed (`[${run}]`) is a joined string the parse copies whole first,
+ * a second allocation of the run's size. Runs are parsed one at a time, synchronously; a run
+ * longer than the buffer (an element larger than a run) is copied into bytes of its own.
+ */
+let runBuffer: Uint8Array | undefined;
+
+/** `bytes` from `start` to `end` between `[` and `]`. */
+function bracketed(bytes: Uint8Array, start: number, end: number): Uint8Array {
+  const length = end - start + 2;
+  runBuffer ??= new Uint8Array(2 * RUN_BYTES);
+  const target = length <= runBuffer.length ? runBuffer.subarray(0, length) : new Uint8Array(length);
+  target[0] = OPEN;
+  target.set(bytes.subarray(start, end), 1);
+  target[length - 1] = CLOSE;
+  return target;
 }

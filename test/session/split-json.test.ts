@@ -121,6 +121,21 @@ describe('parseJsonBytes', () => {
     expect(parseInRuns(chunk, ['items'], 48 * 1024)).toStrictEqual({ format: 'chunk', record: 3, items });
   });
 
+  it('parses runs longer than its run buffer (an element larger than two runs) and runs after them', () => {
+    const items = Array.from({ length: 40 }, (_, index) => ({
+      type: 'function_call_output',
+      call_id: `c${index}`,
+      output: index % 10 === 3 ? `big},{"${index}é`.repeat(20_000) : `small ${index}`.repeat(100),
+    }));
+    const view = { format: 'view', tail: { from_seq: 1, items }, created_at: 'now' };
+    const bytes = encoder.encode(JSON.stringify(view));
+    expect(bytes.length).toBeGreaterThan(4 * 2 * 48 * 1024);
+    for (let round = 0; round < 2; round++) {
+      expect(parseInRuns(bytes, ['tail', 'items'], 48 * 1024)).toStrictEqual(view);
+      expect(parseInRuns(bytes, ['tail', 'items'], 1024)).toStrictEqual(view);
+    }
+  });
+
   it('leaves to the whole parse a body with no array of objects at its path, or the array elsewhere', () => {
     const items = Array.from({ length: 50 }, (_, index) => ({ n: index }));
     const elsewhere = encoder.encode(JSON.stringify({ other: { items }, tail: { items: 'x' } }));

@@ -1,6 +1,6 @@
 import { FILTER_MAX_KEYS, filterBits, filterBitsFor, filterMayHold, shardFilter } from '../key-filter.ts';
 import { keySetKey, keyShardKey, type LogScope } from '../keys.ts';
-import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView } from '../view-records.ts';
+import { shardPlacesOf, shardVersionsOf, type KeyIndex, type LogView, type ShardPlace } from '../view-records.ts';
 import type { LogContext } from './context.ts';
 import { allShards, filterOf, INDEX_KEY_CHARS, loadShards } from './shard-read.ts';
 import { shardCacheOf, type ShardCache } from './shard-cache.ts';
@@ -76,7 +76,10 @@ export async function knownKeysOf(
     const short = key.slice(0, INDEX_KEY_CHARS);
     if (!holds(delta, short) && !rejects(filters, key.slice(0, depth), short)) prefixes.add(key.slice(0, depth));
   }
-  const shards = await loadShards(log, scope, shardPlacesOf(index), prefixes, filters);
+  // Where the shards are matters only for those read (most turns read none: a view's delta or
+  // filters answer for every key), so the index's places are worked out only then.
+  const places = prefixes.size > 0 ? shardPlacesOf(index) : new Map<string, ShardPlace>();
+  const shards = await loadShards(log, scope, places, prefixes, filters);
   return { depth, delta, shards, ...(filters ? { filters } : {}) };
 }
 

@@ -13,6 +13,7 @@ import { pickUpAfterLeaseClose, runInProcess, type BackgroundTurn, type TurnServ
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 import { turnIntents } from '../lib/webhooks/intent.ts';
+import { indexTurnCompaction } from '../lib/openai/compaction-index.ts';
 
 /** What the routes work with: the turn pipeline's services, with the full log and inbox. */
 export interface AppServices extends TurnServices {
@@ -119,6 +120,9 @@ export function createServices(inputs: ServiceInputs): AppServices {
       : {}),
     ...(inputs.tokenBudget ? { tokenSpend: new TokenSpend(store, config.keyPrefix, inputs.tokenBudget) } : {}),
     spendOf: (budget) => new TokenSpend(store, config.keyPrefix, budget),
+    // Indexed under its item as a foreground response's compaction is, for the caller that claimed it.
+    onBackgroundCompaction: (compacted) =>
+      indexTurnCompaction({ services, config, caller: compacted.caller }, compacted),
     ...(onClosed && webhookSink ? { webhookSink } : {}),
   };
   return services;

@@ -1,5 +1,7 @@
 import type { ClientItem, Item } from '../items.ts';
-import type { Facade } from './facade.ts';
+import type { CompactedTurn } from '../turn/index.ts';
+import { turnCompactionOutput } from './compaction.ts';
+import type { IndexFacade } from './facade.ts';
 import { indexHistory, type HistoryEntry } from './history-index.ts';
 import { parseCompactionId } from './ids.ts';
 import type { InputAnchor } from './responses.ts';
@@ -17,7 +19,7 @@ import { isOutput, itemsBetween } from './sessions.ts';
  * conversation. The caller only, of the loop's fields: the compaction was made by a response or
  * by `responses.compact`, which sends none of them.
  */
-export function compactionScope(facade: Facade, anchor: InputAnchor): string {
+export function compactionScope(facade: IndexFacade, anchor: InputAnchor): string {
   return JSON.stringify([facade.caller ?? '', 'compaction', anchor.id, anchor.summary]);
 }
 
@@ -29,7 +31,7 @@ export function compactionScope(facade: Facade, anchor: InputAnchor): string {
  * too (one read of them, and one more write), for a client that resends them after the item.
  */
 export async function indexCompaction(
-  facade: Facade,
+  facade: IndexFacade,
   session: { id: string; created_at: string },
   ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'>,
   compaction: InputAnchor,
@@ -53,7 +55,7 @@ export async function indexCompaction(
  * up to its last one); else none.
  */
 async function keptItems(
-  facade: Facade,
+  facade: IndexFacade,
   sessionId: string,
   last: number | undefined,
   id: string,
@@ -62,4 +64,17 @@ async function keptItems(
   if (last === undefined || start?.sessionId !== sessionId || start.startSeq > last) return [];
   const items = await itemsBetween(facade, sessionId, start.startSeq, last + 1);
   return items.length > 0 && isOutput(items.at(-1)!) ? (items as Item[] as ClientItem[]) : [];
+}
+
+/**
+ * Indexes the compaction a background turn made (TurnServices.onBackgroundCompaction: its runner
+ * tells it once the turn completed, as a foreground response's create indexes its own): its
+ * item is the one the response's output ends with, the summary as the turn stored it (one get).
+ */
+export async function indexTurnCompaction(facade: IndexFacade, compacted: CompactedTurn): Promise<void> {
+  const { session, response } = compacted;
+  const [item] = await turnCompactionOutput(facade, session.id, response.turn, response.context);
+  if (item?.type !== 'compaction') return;
+  const ended = { generation: compacted.generation, turn: response.turn, items: response.output.at(-1)?.seq };
+  await indexCompaction(facade, session, ended, { id: item.id, summary: item.encrypted_content });
 }

@@ -11,7 +11,7 @@ import { resolveStrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnResponse } from '../turn/index.ts';
-import type { Facade } from './facade.ts';
+import type { Facade, IndexFacade } from './facade.ts';
 import { compactionId } from './ids.ts';
 import { usageOf } from './responses.ts';
 
@@ -44,7 +44,7 @@ export async function compactionOutput(facade: Facade, response: TurnResponse): 
  * compaction moved the session's context on. None for other turns.
  */
 export async function turnCompactionOutput(
-  facade: Facade,
+  facade: IndexFacade,
   sessionId: string,
   turn: number,
   context: Record<string, unknown> | null,

@@ -27,6 +27,12 @@ export interface Facade {
   errorBody(error: unknown): unknown;
 }
 
+/**
+ * What the history index's writes use of a facade (lib/openai/history-index.ts): no request's
+ * access, so a background turn's runner, which has none, writes them too.
+ */
+export type IndexFacade = Pick<Facade, 'services' | 'config' | 'caller'>;
+
 /** The tailgate model id a request's `model` names (404 model_not_found otherwise). */
 export function modelOf(facade: Facade, name: string): string {
   return facadeModelId(facade.config, facade.services.model, name);

@@ -5,7 +5,7 @@ import { NotFoundError } from '../errors.ts';
 import type { ClientItem, Item } from '../items.ts';
 import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
-import type { Facade } from './facade.ts';
+import type { Facade, IndexFacade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
 import { isOutput, itemsBetween } from './sessions.ts';
 
@@ -113,7 +113,7 @@ export function loopScope(facade: Facade, prepared: PreparedRequest): string {
  * index; `chat-aborted`: lib/openai/aborted-retry.ts).
  */
 export async function historyKey(
-  facade: Facade,
+  facade: IndexFacade,
   scope: string,
   items: readonly Item[],
   family = 'history',
@@ -186,7 +186,7 @@ export async function findHistory(
  * is the turn an `abort` notice refused this very request (the resend is refused again).
  */
 async function continued(
-  facade: Facade,
+  facade: IndexFacade,
   entry: HistoryEntry,
   keyed: boolean,
   /** The resend's items after the history (undefined: any). */
@@ -231,7 +231,7 @@ const MAX_FAILED_TURNS = 8;
  * client's own, of a 409), which is refused again (lib/openai/aborted-retry.ts).
  */
 export async function retriedSince(
-  facade: Facade,
+  facade: IndexFacade,
   session: SessionRecord,
   since: { turn: number; items?: number | undefined },
   added: readonly ClientItem[] | undefined,
@@ -274,7 +274,7 @@ export async function retriedSince(
  * (lib/session/attachments.ts), so a resend is compared with its stored items so. Undefined
  * when a part is not one the service stores (the request is refused later, matching nothing).
  */
-function asStored(facade: Facade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
+function asStored(facade: IndexFacade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
   if (!hasInlineMedia(items as Item[])) return items;
   try {
     return checkAttachments(items as Item[], facade.services.config).items as ClientItem[];
@@ -296,7 +296,7 @@ function parsedEntry(body: Uint8Array): HistoryEntry | { shared: true } | undefi
  * client's next step then starts a new conversation.
  */
 export async function indexHistory(
-  facade: Facade,
+  facade: IndexFacade,
   session: { id: string; created_at: string },
   ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'> & { scope: string },
   history: readonly ClientItem[],
@@ -327,7 +327,7 @@ const JSON_TYPE = { contentType: 'application/json' };
  * session's, another's that no resend continues any more, or not an entry; over another live
  * conversation's, the key is marked shared. Racing writers read again, a few times.
  */
-async function writeEntry(facade: Facade, key: string, entry: HistoryEntry): Promise<void> {
+async function writeEntry(facade: IndexFacade, key: string, entry: HistoryEntry): Promise<void> {
   const { store } = facade.services;
   if (await store.put(key, JSON.stringify(entry), { ...JSON_TYPE, onlyIfAbsent: true })) return;
   for (let attempt = 0; attempt < 4; attempt++) {

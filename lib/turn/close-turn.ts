@@ -10,7 +10,7 @@ import type { TurnPlan } from './plan.ts';
 import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
 import type { TurnTrace } from './trace.ts';
-import type { TurnServices } from './types.ts';
+import type { TurnResponse, TurnServices } from './types.ts';
 
 /**
  * Closing a claimed turn, the one place that does it: completed (lib/turn/pipeline.ts hands
@@ -152,6 +152,24 @@ export function backgroundSpend(services: TurnServices, turn: OpenTurn): TokenSp
     turn: turn.turn,
   });
   return undefined;
+}
+
+/**
+ * Tells `onBackgroundCompaction` of a background turn that completed having compacted its
+ * session, with the token it is charged to (`spend`, backgroundSpend's); a failure is logged.
+ */
+export async function tellCompaction(
+  services: TurnServices,
+  turn: OpenTurn,
+  response: TurnResponse,
+  spend: TokenSpend | undefined,
+): Promise<void> {
+  const told = services.onBackgroundCompaction;
+  if (!told || !response.context.compaction) return;
+  const session = { id: turn.scope.id, created_at: turn.session.created_at };
+  await told({ session, generation: turn.scope.generation, response, caller: spend?.budget.id ?? '' }).catch(
+    (error: unknown) => services.log('tailgate: could not index the compaction of a background turn', error),
+  );
 }
 
 /** The spend a turn is charged to: a background turn's, the token its record names; else the request's token's. */

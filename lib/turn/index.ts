@@ -20,6 +20,7 @@ export type {
   TurnOptions,
   TurnObservation,
   CompactionSpend,
+  CompactedTurn,
 } from './types.ts';
 export { resolveStrategyNames, packOptions, sessionStrategyPlan } from './plan.ts';
 export { promptCharacters } from './assemble-prompt.ts';

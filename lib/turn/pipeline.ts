@@ -29,6 +29,7 @@ import {
   closeFailed,
   closeTurn,
   promptMoves,
+  tellCompaction,
   type Attempt,
 } from './close-turn.ts';
 import { requestRecord } from './receipt.ts';
@@ -134,6 +135,8 @@ async function takeTurn(
     if (!response) continue;
     const charged = background ? backgroundSpend(services, attempt.turn) : spend;
     if (charged) afterResponse(services, () => charged.charge(response.usage, 1, response.compaction_usage));
+    // Before its runner journals the end: a client that saw it may go on from the compaction.
+    if (background) await tellCompaction(services, attempt.turn, response, charged);
     return response;
   }
 }

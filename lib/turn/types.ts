@@ -142,6 +142,13 @@ export interface TurnServices {
    * token that claimed it), which its runner charges; none: background turns charge no token.
    */
   spendOf?: (budget: TokenBudget) => TokenSpend;
+  /**
+   * Told a background turn that completed having compacted its session, before its runner
+   * ends it (functions/services.ts: the OpenAI facade's compaction index,
+   * lib/openai/compaction-index.ts, as a foreground response's create writes it). A failure is
+   * logged: the turn stays completed.
+   */
+  onBackgroundCompaction?: (compacted: CompactedTurn) => Promise<void>;
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
   tracer?: Tracer;
   /** Where webhook events go, durably (present when WEBHOOK_SECRET is set; lib/webhooks/). */
@@ -171,6 +178,17 @@ export interface TurnObservation {
   first_output_ms: number | null;
   request: TurnRequest;
   output: OutputItem[];
+}
+
+/** A completed background turn that compacted its session (`onBackgroundCompaction`). */
+export interface CompactedTurn {
+  /** The session's id and creation time (its incarnation). */
+  session: { id: string; created_at: string };
+  /** The session's generation the turn was taken in. */
+  generation: string;
+  response: TurnResponse;
+  /** The budgeted token the turn is charged to (its record names it), '' for none. */
+  caller: string;
 }
 
 /** What one compaction's summary used, and the model that wrote it. */

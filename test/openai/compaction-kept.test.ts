@@ -92,6 +92,54 @@ describe('the official openai client: a compaction item, the items it kept, then
     expect(await nextPrompt(sessionId)).toEqual(['summary', ...kept]);
   });
 
+  it('continue the conversation after a background response that compacted, as after a foreground one', async () => {
+    const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    /** A conversation whose second response ran in the background and compacted: its output's last item. */
+    const compactedInBackground = async () => {
+      const first = await world.client.responses.create({ model: 'echo', input: long('alpha'), context_management });
+      const created = await world.client.responses.create({
+        model: 'echo',
+        previous_response_id: first.id,
+        input: long('bravo'),
+        context_management,
+        background: true,
+      });
+      let ended: OpenAI.Responses.Response | undefined;
+      for await (const event of await world.client.responses.retrieve(created.id, { stream: true }))
+        if (event.type === 'response.completed') ended = event.response;
+      const sessionId = first.conversation!.id;
+      const compaction = ended!.output.at(-1) as ResponseCompactionItem;
+      expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
+      return { sessionId, compaction };
+    };
+    const kept = [long('bravo'), `echo: ${long('bravo')}`];
+
+    // The compaction item alone, then new items.
+    const alone = await compactedInBackground();
+    const next = await world.client.responses.create({
+      model: 'echo',
+      input: [alone.compaction, { role: 'user', content: 'short' }],
+    });
+    expect(next.conversation!.id).toBe(alone.sessionId);
+    expect(await nextPrompt(alone.sessionId)).toEqual(['summary', ...kept, 'short', 'echo: short']);
+
+    // The compaction item, the items it kept as the listing has them, then new items.
+    const withKept = await compactedInBackground();
+    const input = await fromCompaction(withKept.sessionId);
+    expect(input).toHaveLength(3);
+    input.push({ role: 'user', content: 'short' });
+    const after = await world.client.responses.create({ model: 'echo', input });
+    expect(after.conversation!.id).toBe(withKept.sessionId);
+    expect((after as any).tailgate.resent).toMatchObject({ first_seq: 3, last_seq: 4 });
+    expect(await texts(withKept.sessionId)).toEqual([
+      long('alpha'),
+      `echo: ${long('alpha')}`,
+      ...kept,
+      'short',
+      'echo: short',
+    ]);
+  });
+
   it('the kept items as the client sent and got them, a tool call among them, continue it too', async () => {
     const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
     const { sessionId, second } = await twoResponses('call lookup {}', { tools });

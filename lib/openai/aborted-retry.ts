@@ -5,7 +5,8 @@ import type { SessionRecord } from '../session/fields.ts';
 import { parseStoredOrUndefined } from '../session/records.ts';
 import { errorRecord } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
-import { historyKey, retriedSince } from './history-index.ts';
+import { chatAbortKey } from '../session/keys.ts';
+import { historyDigest, retriedSince } from './history-index.ts';
 
 /**
  * An `abort` notice stops an agent: the turn it meets is refused (409 `aborted`) and stays in
@@ -58,14 +59,17 @@ function lastSeq(turn: { input: { last_seq: number } | null; output: { last_seq:
 
 /**
  * A chat completion stores no turn: the refusal of one an `abort` notice of its session
- * (`x-tailgate-session`) refused is kept apart, under the keyed hash of its messages (as the
- * history index keys a history: lib/openai/history-index.ts), with the session as it stood. A
- * request with the same messages while the session stands so (no turn or item since, nor a turn
- * taken and deleted: the same generation) is its retry, and is refused again with that error,
- * nothing run.
+ * (`x-tailgate-session`) refused is kept beside the session (keys.ts chatAbortKey: one object
+ * per session, the latest abort's, deleted with the session), with the keyed hash of its
+ * messages (as the history index keys a history: lib/openai/history-index.ts) and the session
+ * as it stood. A request with the same messages while the session stands so (no turn or item
+ * since, nor a turn taken and deleted: the same generation) is its retry, and is refused again
+ * with that error, nothing run. A later abort of the session's chat completions takes its place.
  */
 const chatAbortSchema = z
   .object({
+    /** The keyed hash of the caller, the instructions and the messages. */
+    messages: z.string(),
     session_id: z.string(),
     created_at: z.string(),
     /** The session's generation: a delete of its newest turn moves it on, though the counts go back. */
@@ -83,9 +87,9 @@ interface ChatRequest {
   items: readonly Item[];
 }
 
-function chatAbortKey(facade: Facade, request: ChatRequest): Promise<string> {
+function messagesDigest(facade: Facade, request: ChatRequest): Promise<string> {
   const scope = JSON.stringify([facade.caller ?? '', 'chat', request.sessionId, request.instructions]);
-  return historyKey(facade, scope, request.items, 'chat-aborted');
+  return historyDigest(facade, scope, request.items);
 }
 
 /** Keeps `refusal`, an abort of the chat completion `request` with `session` as read for it (a failure is logged). */
@@ -98,11 +102,12 @@ export async function keepChatAbort(
   const { counts } = session;
   const kept = { session_id: session.id, created_at: session.created_at, turns: counts.turns, items: counts.items };
   try {
-    const [key, { generation }] = await Promise.all([
-      chatAbortKey(facade, request),
+    const [messages, { generation }] = await Promise.all([
+      messagesDigest(facade, request),
       facade.services.sessions.scope(session.id),
     ]);
-    const body = JSON.stringify({ ...kept, generation, error: errorRecord(refusal) });
+    const body = JSON.stringify({ messages, ...kept, generation, error: errorRecord(refusal) });
+    const key = chatAbortKey(facade.config.keyPrefix, session.id);
     await facade.services.store.put(key, body, { contentType: 'application/json' });
   } catch (error) {
     facade.services.log('tailgate: could not keep the abort of a chat completion', error);
@@ -118,11 +123,15 @@ export async function chatAbortRetry(
   facade: Facade,
   request: ChatRequest,
 ): Promise<(session: SessionRecord) => Promise<ReplayedError | undefined>> {
-  const stored = await facade.services.store.get(await chatAbortKey(facade, request));
+  const [stored, messages] = await Promise.all([
+    facade.services.store.get(chatAbortKey(facade.config.keyPrefix, request.sessionId)),
+    messagesDigest(facade, request),
+  ]);
   const kept = stored ? parseStoredOrUndefined(stored.body, chatAbortSchema) : undefined;
   return async (session) => {
     const holds =
       kept &&
+      kept.messages === messages &&
       kept.session_id === session.id &&
       kept.created_at === session.created_at &&
       kept.turns === session.counts.turns &&

@@ -108,16 +108,16 @@ export function loopScope(facade: Facade, prepared: PreparedRequest): string {
   return JSON.stringify(anchor ? [...fields, [anchor.id, anchor.summary]] : fields);
 }
 
+/** The key of the entry of `items` in `scope`: their keyed hash (historyDigest) under `openai/history/`. */
+export async function historyKey(facade: IndexFacade, scope: string, items: readonly Item[]): Promise<string> {
+  return `${facade.config.keyPrefix}openai/history/${await historyDigest(facade, scope, items)}`;
+}
+
 /**
- * The keyed hash of `items` in `scope`, as the key of an entry of `family` (`history`: this
- * index; `chat-aborted`: lib/openai/aborted-retry.ts).
+ * The keyed hash of `items` in `scope` (hex): this index's keys, and the messages of a chat
+ * completion an abort refused (lib/openai/aborted-retry.ts).
  */
-export async function historyKey(
-  facade: IndexFacade,
-  scope: string,
-  items: readonly Item[],
-  family = 'history',
-): Promise<string> {
+export async function historyDigest(facade: IndexFacade, scope: string, items: readonly Item[]): Promise<string> {
   // Never API_TOKEN: a bucket reader knows the histories an entry may stand for, so an entry
   // keyed with it would let them test guesses of it offline. Without TOKEN_SIGNING_KEY a fixed
   // key stands in (Web Crypto refuses an empty HMAC key on Workers).
@@ -127,8 +127,7 @@ export async function historyKey(
   ]);
   const message = `tailgate openai history\n${scope}\n${JSON.stringify(items.map(canonical))}`;
   const digest = new Uint8Array(await crypto.subtle.sign('HMAC', key, encoder.encode(message)));
-  const hex = Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
-  return `${facade.config.keyPrefix}openai/${family}/${hex}`;
+  return Array.from(digest, (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 
 /**

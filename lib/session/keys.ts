@@ -110,6 +110,15 @@ export function responseObjectKey(
   return `${sessionPrefix(keyPrefix, session.id)}openai/${Date.parse(session.created_at)}/${turn}.json`;
 }
 
+/**
+ * `<keyPrefix>sessions/<id>/openai/chat-aborted.json`: the latest chat completion under the
+ * session that an `abort` notice refused (lib/openai/aborted-retry.ts), one object per session
+ * id, its incarnation's creation time in its body; deleted with the session.
+ */
+export function chatAbortKey(keyPrefix: string, id: string): string {
+  return `${sessionPrefix(keyPrefix, id)}openai/chat-aborted.json`;
+}
+
 /** `<keyPrefix>sessions/<id>/inbox/`: the pending notices (lib/inbox/), addressed by id. */
 export function inboxPrefix(keyPrefix: string, id: string): string {
   return `${sessionPrefix(keyPrefix, id)}inbox/`;

@@ -223,6 +223,72 @@ describe('chat completions under x-tailgate-session: the retry of a request an a
     expect(later.choices[0]!.finish_reason).toBe('stop');
   });
 
+  /** The keys of the objects kept for the chat completions an abort refused (`id`'s, or any session's). */
+  async function chatAbortKeys(id?: string): Promise<string[]> {
+    const keys: string[] = [];
+    for (const prefix of ['openai/chat-aborted/', 'sessions/']) {
+      const listed = await world.tailgate.store.list(prefix);
+      keys.push(...listed.objects.map((object) => object.key).filter((key) => key.includes('chat-aborted')));
+    }
+    return id === undefined ? keys : keys.filter((key) => key.startsWith(`sessions/${id}/`));
+  }
+
+  /** A chat completion under session `id` (no retries): its answer, or what it threw. */
+  const chatUnder = (id: string, asked: OpenAI.Chat.ChatCompletionCreateParamsNonStreaming) =>
+    noRetries()
+      .chat.completions.create(asked, { headers: { 'x-tailgate-session': id } })
+      .catch((error: unknown) => error);
+
+  it("keeps one object per session, its latest abort's, deleted with the session", async () => {
+    const before = await abortedSession();
+    const first = { model: 'gpt-4o-mini', messages };
+    expect(await chatUnder(before.id, first)).toMatchObject({ status: 409, code: 'aborted' });
+    expect(await chatAbortKeys(before.id)).toHaveLength(1);
+    // A second abort, of other messages, with the session as it stood: it takes the first's place.
+    const posted = await api(`/sessions/${before.id}/inbox`, {
+      method: 'POST',
+      body: { name: 'abort', content: 'again' },
+    });
+    expect(posted.status).toBe(201);
+    const second = { model: 'gpt-4o-mini', messages: [...messages, { role: 'user' as const, content: 'more' }] };
+    expect(await chatUnder(before.id, second)).toMatchObject({
+      status: 409,
+      message: '409 the turn was aborted: again',
+    });
+    expect(await chatAbortKeys(before.id)).toHaveLength(1);
+    // The latest abort's retry is refused again; the one before is no retry of it any more.
+    expect(await chatUnder(before.id, second)).toMatchObject({
+      status: 409,
+      message: '409 the turn was aborted: again',
+    });
+    const answered = await noRetries().chat.completions.create(first, { headers: before.headers });
+    expect(answered.choices[0]!.finish_reason).toBe('stop');
+
+    expect((await api(`/sessions/${before.id}`, { method: 'DELETE' })).status).toBe(204);
+    expect(await chatAbortKeys(before.id)).toEqual([]);
+    // Nothing kept outside the sessions' own objects.
+    expect((await chatAbortKeys()).filter((key) => !key.startsWith('sessions/'))).toEqual([]);
+  });
+
+  it("is kept by the sweep of the session's older generation a deleted fork read", async () => {
+    const id = `chat-abort-${crypto.randomUUID()}`;
+    expect((await api('/sessions', { method: 'POST', body: { id } })).status).toBe(201);
+    await noRetries().responses.create({ model: 'gpt-4o-mini', input: 'first', conversation: id });
+    // A fork reads the session's generation; the delete of its turn moves the session to the next.
+    const forked = await api(`/sessions/${id}/fork`, { method: 'POST', body: { at_turn: 1 } });
+    expect(forked.status).toBe(201);
+    const fork = ((await forked.json()) as { id: string }).id;
+    expect((await api(`/sessions/${id}/turns/1`, { method: 'DELETE' })).status).toBe(200);
+    const posted = await api(`/sessions/${id}/inbox`, { method: 'POST', body: { name: 'abort', content: 'stop now' } });
+    expect(posted.status).toBe(201);
+    const refused = () => chatUnder(id, { model: 'gpt-4o-mini', messages });
+    expect(await refused()).toMatchObject({ status: 409, code: 'aborted' });
+    // The fork gone, the generation it read is swept from the session's objects: its abort stays.
+    expect((await api(`/sessions/${fork}`, { method: 'DELETE' })).status).toBe(204);
+    expect(await chatAbortKeys(id)).toHaveLength(1);
+    expect(await refused()).toMatchObject({ status: 409, code: 'aborted' });
+  });
+
   it('the AI SDK in chat mode at its default retries: 409 aborted each time, nothing runs', async () => {
     const before = await abortedSession();
     const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL, headers: before.headers });

@@ -290,8 +290,9 @@ function isOtherGeneration(rest: string, generation: string, createdAt: string):
   const [kind, level = ''] = rest.split('/');
   if (kind === 'inbox' || kind === 'inbox_removed') return false;
   // Response objects (lib/openai/stored-responses.ts) are named by the incarnation's creation
-  // time, which a delete of its newest turn keeps (log/rewind.ts).
-  if (kind === 'openai') return level !== String(Date.parse(createdAt));
+  // time, which a delete of its newest turn keeps (log/rewind.ts); a chat completion's abort is
+  // the id's (keys.ts chatAbortKey), its body naming the incarnation.
+  if (kind === 'openai') return level !== 'chat-aborted.json' && level !== String(Date.parse(createdAt));
   // A config written before generations keeps its objects without the level.
   if (generation === '') return generationSchemaPattern.test(level);
   return level !== generation;

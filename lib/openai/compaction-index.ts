@@ -2,7 +2,7 @@ import type { ClientItem, Item } from '../items.ts';
 import type { CompactedTurn } from '../turn/index.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { IndexFacade } from './facade.ts';
-import { indexHistory, type HistoryEntry } from './history-index.ts';
+import { indexHistory, keptHash, type HistoryEntry } from './history-index.ts';
 import { parseCompactionId } from './ids.ts';
 import type { InputAnchor } from './responses.ts';
 import { isOutput, itemsBetween } from './sessions.ts';
@@ -27,8 +27,11 @@ export function compactionScope(facade: IndexFacade, anchor: InputAnchor): strin
  * Indexes the conversation a compaction item belongs to, as it stood when the compaction was
  * made (`ended`: its turn and items then), for a client that sends that item first and drops
  * what came before it (compactionScope): under the empty history, and when the compaction kept
- * items (its conversation lists them after its item) ending with a model output, under those
- * too (one read of them, and one more write), for a client that resends them after the item.
+ * items (its conversation lists them after its item) with a model output among them, under
+ * those up to their last one too (one read of them first, and one more write), for a client
+ * that resends them after the item. A resend is matched up to its last model output: kept items
+ * after the last one (appended after the last response) are named by the entry of the history
+ * before them (HistoryEntry.kept_after), so a resend that holds them next continues too.
  */
 export async function indexCompaction(
   facade: IndexFacade,
@@ -37,22 +40,23 @@ export async function indexCompaction(
   compaction: InputAnchor,
 ): Promise<void> {
   const at = { ...ended, scope: compactionScope(facade, compaction) };
-  const kept = keptItems(facade, session.id, ended.items, compaction.id).catch((error: unknown) => {
+  const kept = await keptItems(facade, session.id, ended.items, compaction.id).catch((error: unknown) => {
     facade.services.log('tailgate: could not index the items a compaction kept', error);
     return [];
   });
+  const outputs = kept.findLastIndex(isOutput) + 1;
+  const after = kept.slice(outputs);
+  const keptAfter =
+    after.length > 0 ? { items: after.length, hash: await keptHash(facade, at.scope, after) } : undefined;
   await Promise.all([
-    indexHistory(facade, session, at, [], undefined),
-    kept.then(async (items) => {
-      if (items.length > 0) await indexHistory(facade, session, at, items, undefined);
-    }),
+    indexHistory(facade, session, at, [], undefined, outputs === 0 ? keptAfter : undefined),
+    outputs > 0 && indexHistory(facade, session, at, kept.slice(0, outputs), undefined, keptAfter),
   ]);
 }
 
 /**
  * The items compaction `id` of the session kept, up to its item `last` (what its conversation
- * lists after the compaction item then), when they end with a model output (a resend is matched
- * up to its last one); else none.
+ * lists after the compaction item then).
  */
 async function keptItems(
   facade: IndexFacade,
@@ -62,8 +66,7 @@ async function keptItems(
 ): Promise<ClientItem[]> {
   const start = parseCompactionId(id);
   if (last === undefined || start?.sessionId !== sessionId || start.startSeq > last) return [];
-  const items = await itemsBetween(facade, sessionId, start.startSeq, last + 1);
-  return items.length > 0 && isOutput(items.at(-1)!) ? (items as Item[] as ClientItem[]) : [];
+  return (await itemsBetween(facade, sessionId, start.startSeq, last + 1)) as Item[] as ClientItem[];
 }
 
 /**

@@ -25,7 +25,8 @@ import { isOutput, itemsBetween } from './sessions.ts';
  * before a compaction item (OpenAI's advice) sends that item first: its history is what follows
  * it, and right after the compaction the empty history, or the items the compaction kept (what
  * its conversation lists after the compaction item), both indexed when the compaction ended
- * (lib/openai/compaction-index.ts) in the compaction's own scope.
+ * (lib/openai/compaction-index.ts) in the compaction's own scope; kept items after the last
+ * model output are named by the entry before them (`kept_after`), and the resend holds them next.
  *
  * The hash covers the request fields a loop sends the same on every step, which tell callers
  * apart (the loop's scope: see loopScope), besides the history. Two conversations that reach
@@ -56,6 +57,12 @@ const historyEntrySchema = z
      * (absent in entries written before).
      */
     items: z.number().int().positive().optional(),
+    /**
+     * A compaction's entry (lib/openai/compaction-index.ts) whose kept items go on after this
+     * history with items that are no model output (appended after its last response): how many,
+     * and their keyed hash. A resend continues only with them next (its history then ends there).
+     */
+    kept_after: z.object({ items: z.number().int().positive(), hash: z.string() }).strict().optional(),
   })
   .strict();
 export type HistoryEntry = z.infer<typeof historyEntrySchema>;
@@ -108,6 +115,15 @@ export function loopScope(facade: Facade, prepared: PreparedRequest): string {
   return JSON.stringify(anchor ? [...fields, [anchor.id, anchor.summary]] : fields);
 }
 
+/**
+ * The keyed hash of the items a compaction kept after the history an entry of its scope `start`
+ * names (HistoryEntry.kept_after), as stored; '' when a part is not one the service stores.
+ */
+export async function keptHash(facade: IndexFacade, start: string, items: readonly ClientItem[]): Promise<string> {
+  const stored = asStored(facade, items);
+  return stored ? historyDigest(facade, JSON.stringify([start, 'kept after']), stored) : '';
+}
+
 /** The key of the entry of `items` in `scope`: their keyed hash (historyDigest) under `openai/history/`. */
 export async function historyKey(facade: IndexFacade, scope: string, items: readonly Item[]): Promise<string> {
   return `${facade.config.keyPrefix}openai/history/${await historyDigest(facade, scope, items)}`;
@@ -153,7 +169,7 @@ export async function findHistory(
   compactedAt = 0,
   start?: string,
 ): Promise<HistoryMatch | undefined> {
-  const known = Math.max(items.findLastIndex(isOutput) + 1, compactedAt);
+  let known = Math.max(items.findLastIndex(isOutput) + 1, compactedAt);
   if ((known === 0 && start === undefined) || known === items.length) return undefined;
   const history = items.slice(0, known);
   const { store } = facade.services;
@@ -168,6 +184,13 @@ export async function findHistory(
   }
   const entry = stored ? parsedEntry(stored.body) : undefined;
   if (!entry || 'shared' in entry) return undefined;
+  if (entry.kept_after) {
+    const next = items.slice(known, known + entry.kept_after.items);
+    const same = next.length < items.length - known && (await keptHash(facade, start!, next)) === entry.kept_after.hash;
+    // Without them, only the compaction item alone continues (the new items go after them).
+    if (same) known += next.length;
+    else if (known > 0) return undefined;
+  }
   try {
     facade.authorize(entry.session_id);
   } catch {
@@ -300,6 +323,8 @@ export async function indexHistory(
   ended: Pick<HistoryEntry, 'generation' | 'turn' | 'items'> & { scope: string },
   history: readonly ClientItem[],
   replaced: string | undefined,
+  /** A compaction's kept items after `history` that are no model output (HistoryEntry.kept_after). */
+  keptAfter?: HistoryEntry['kept_after'],
 ): Promise<void> {
   const { log } = facade.services;
   try {
@@ -311,6 +336,7 @@ export async function indexHistory(
       generation,
       turn,
       ...(items !== undefined ? { items } : {}),
+      ...(keptAfter ? { kept_after: keptAfter } : {}),
     };
     await writeEntry(facade, key, entry);
     if (replaced !== undefined && replaced !== key) await facade.services.store.delete(replaced);

@@ -140,6 +140,60 @@ describe('the official openai client: a compaction item, the items it kept, then
     ]);
   });
 
+  it('kept items ending with an item appended after the last response continue it, none stored again', async () => {
+    const { sessionId } = await twoResponses('short');
+    const appended = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/items`, {
+      items: [{ type: 'message', role: 'user', content: 'noted' }],
+    });
+    expect(appended.status).toBe(201);
+    await compactKeeping(sessionId);
+    const input = await fromCompaction(sessionId);
+    expect(input.map((item) => item.type)).toEqual(['compaction', 'message', 'message', 'message']);
+    input.push({ role: 'user', content: 'go on' });
+    const next = await world.client.responses.create({ model: 'echo', input });
+    expect(next.conversation!.id).toBe(sessionId);
+    expect((next as any).tailgate.resent).toMatchObject({ first_seq: 3, last_seq: 5 });
+    const kept = ['short', 'echo: short', 'noted', 'go on', 'echo: go on'];
+    expect(await texts(sessionId)).toEqual([long('alpha'), `echo: ${long('alpha')}`, ...kept]);
+    // The kept items edited (the appended one left out): a new conversation, as for any edited history.
+    const edited = await world.client.responses.create({
+      model: 'echo',
+      input: [...input.slice(0, 3), { role: 'user', content: 'go on' }],
+    });
+    expect(edited.conversation!.id).not.toBe(sessionId);
+  });
+
+  it('kept items with no model output continue it too, and the compaction item alone still does', async () => {
+    /** A conversation whose compaction kept only the item appended after its last response. */
+    const keptAppended = async () => {
+      const { sessionId } = await twoResponses('short');
+      const appended = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/items`, {
+        items: [{ type: 'message', role: 'user', content: long('noted') }],
+      });
+      expect(appended.status).toBe(201);
+      await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 50 });
+      const input = await fromCompaction(sessionId);
+      expect(input.map((item) => item.type)).toEqual(['compaction', 'message']);
+      return { sessionId, input };
+    };
+    const whole = await keptAppended();
+    const next = await world.client.responses.create({
+      model: 'echo',
+      input: [...whole.input, { role: 'user', content: 'go on' }],
+    });
+    expect(next.conversation!.id).toBe(whole.sessionId);
+    expect((next as any).tailgate.resent).toMatchObject({ first_seq: 5, last_seq: 5 });
+    expect((await texts(whole.sessionId)).slice(4)).toEqual([long('noted'), 'go on', 'echo: go on']);
+
+    const alone = await keptAppended();
+    const after = await world.client.responses.create({
+      model: 'echo',
+      input: [alone.input[0]!, { role: 'user', content: 'go on' }],
+    });
+    expect(after.conversation!.id).toBe(alone.sessionId);
+    expect((await texts(alone.sessionId)).slice(4)).toEqual([long('noted'), 'go on', 'echo: go on']);
+  });
+
   it('the kept items as the client sent and got them, a tool call among them, continue it too', async () => {
     const tools = [{ type: 'function' as const, name: 'lookup', strict: false, parameters: { type: 'object' } }];
     const { sessionId, second } = await twoResponses('call lookup {}', { tools });

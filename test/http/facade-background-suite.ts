@@ -53,5 +53,28 @@ export function defineFacadeBackgroundSuite(label: string, harness: HttpHarness)
       // Ended: a cancel answers it as it stands.
       expect((await client.responses.cancel(created.id)).status).toBe('completed');
     });
+
+    it('a background response that compacted is continued from its compaction item, as a foreground one', async () => {
+      const context_management = [{ type: 'compaction' as const, compact_threshold: 60 }];
+      const first = await client.responses.create({ model: 'echo', input, context_management });
+      const created = await client.responses.create({
+        model: 'echo',
+        previous_response_id: first.id,
+        input,
+        context_management,
+        background: true,
+      });
+      // Its runner indexed the compaction before its end was journaled.
+      const ended = (await readEvents(created.id)).at(-1);
+      expect(ended?.type).toBe('response.completed');
+      const output = ended?.type === 'response.completed' ? ended.response.output : [];
+      const compaction = output.at(-1)!;
+      expect(compaction.type).toBe('compaction');
+      const next = await client.responses.create({
+        model: 'echo',
+        input: [compaction as OpenAI.Responses.ResponseInputItem, { role: 'user', content: 'go on' }],
+      });
+      expect(next.conversation!.id).toBe(first.conversation!.id);
+    });
   });
 }

@@ -1,4 +1,4 @@
-import type OpenAI from 'openai';
+import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
@@ -50,6 +50,29 @@ async function compactKeeping(sessionId: string): Promise<unknown> {
   return (await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 20 })).json();
 }
 
+/**
+ * A conversation of `client`'s whose second response ran in the background and compacted (at
+ * 100 prompt tokens): its id and the compaction item its output ends with.
+ */
+async function compactedInBackground(client: OpenAI) {
+  const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
+  const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management });
+  const created = await client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input: long('bravo'),
+    context_management,
+    background: true,
+  });
+  let ended: OpenAI.Responses.Response | undefined;
+  for await (const event of await client.responses.retrieve(created.id, { stream: true }))
+    if (event.type === 'response.completed') ended = event.response;
+  const sessionId = first.conversation!.id;
+  const compaction = ended!.output.at(-1) as ResponseCompactionItem;
+  expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
+  return { sessionId, compaction };
+}
+
 describe('the official openai client: a compaction item, the items it kept, then new ones', () => {
   it('continue the conversation after a native POST /v1/sessions/:id/compact that kept items', async () => {
     const { sessionId } = await twoResponses('short');
@@ -93,29 +116,10 @@ describe('the official openai client: a compaction item, the items it kept, then
   });
 
   it('continue the conversation after a background response that compacted, as after a foreground one', async () => {
-    const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
-    /** A conversation whose second response ran in the background and compacted: its output's last item. */
-    const compactedInBackground = async () => {
-      const first = await world.client.responses.create({ model: 'echo', input: long('alpha'), context_management });
-      const created = await world.client.responses.create({
-        model: 'echo',
-        previous_response_id: first.id,
-        input: long('bravo'),
-        context_management,
-        background: true,
-      });
-      let ended: OpenAI.Responses.Response | undefined;
-      for await (const event of await world.client.responses.retrieve(created.id, { stream: true }))
-        if (event.type === 'response.completed') ended = event.response;
-      const sessionId = first.conversation!.id;
-      const compaction = ended!.output.at(-1) as ResponseCompactionItem;
-      expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
-      return { sessionId, compaction };
-    };
     const kept = [long('bravo'), `echo: ${long('bravo')}`];
 
     // The compaction item alone, then new items.
-    const alone = await compactedInBackground();
+    const alone = await compactedInBackground(world.client);
     const next = await world.client.responses.create({
       model: 'echo',
       input: [alone.compaction, { role: 'user', content: 'short' }],
@@ -124,7 +128,7 @@ describe('the official openai client: a compaction item, the items it kept, then
     expect(await nextPrompt(alone.sessionId)).toEqual(['summary', ...kept, 'short', 'echo: short']);
 
     // The compaction item, the items it kept as the listing has them, then new items.
-    const withKept = await compactedInBackground();
+    const withKept = await compactedInBackground(world.client);
     const input = await fromCompaction(withKept.sessionId);
     expect(input).toHaveLength(3);
     input.push({ role: 'user', content: 'short' });
@@ -138,6 +142,23 @@ describe('the official openai client: a compaction item, the items it kept, then
       'short',
       'echo: short',
     ]);
+  });
+
+  it("a budgeted token's background compaction is continued by that token, not by another caller", async () => {
+    const minted = await tailgatePost(world.tailgate.baseURL, '/tokens', {
+      scopes: ['session:turn', 'session:read'],
+      budget: { max_turns: 100 },
+    });
+    expect(minted.status).toBe(201);
+    const { token } = (await minted.json()) as { token: string };
+    const budgeted = new OpenAI({ apiKey: token, baseURL: world.tailgate.baseURL, maxRetries: 0 });
+    const { sessionId, compaction } = await compactedInBackground(budgeted);
+    const input: OpenAI.Responses.ResponseInputItem[] = [compaction, { role: 'user', content: 'go on' }];
+    // Another caller's resend of the item starts its own conversation (the index tells callers apart).
+    const other = await world.client.responses.create({ model: 'echo', input });
+    expect(other.conversation!.id).not.toBe(sessionId);
+    const next = await budgeted.responses.create({ model: 'echo', input });
+    expect(next.conversation!.id).toBe(sessionId);
   });
 
   it('kept items ending with an item appended after the last response continue it, none stored again', async () => {

@@ -27,11 +27,12 @@ export function compactionScope(facade: IndexFacade, anchor: InputAnchor): strin
  * Indexes the conversation a compaction item belongs to, as it stood when the compaction was
  * made (`ended`: its turn and items then), for a client that sends that item first and drops
  * what came before it (compactionScope): under the empty history, and when the compaction kept
- * items (its conversation lists them after its item) with a model output among them, under
- * those up to their last one too (one read of them first, and one more write), for a client
- * that resends them after the item. A resend is matched up to its last model output: kept items
- * after the last one (appended after the last response) are named by the entry of the history
- * before them (HistoryEntry.kept_after), so a resend that holds them next continues too.
+ * items (its conversation lists them after its item: one read of them, beside that write), for
+ * a client that resends them after the item, in one more write. A resend is matched up to its
+ * last model output: the kept items up to their last one are a history of their own, and those
+ * after it (appended after the last response; all of them when none is one) are named by the
+ * entry of the history before them (HistoryEntry.kept_after), so a resend holding them next
+ * continues too (when none is one, the empty history's entry is written again, naming them).
  */
 export async function indexCompaction(
   facade: IndexFacade,
@@ -40,6 +41,7 @@ export async function indexCompaction(
   compaction: InputAnchor,
 ): Promise<void> {
   const at = { ...ended, scope: compactionScope(facade, compaction) };
+  const empty = indexHistory(facade, session, at, [], undefined);
   const kept = await keptItems(facade, session.id, ended.items, compaction.id).catch((error: unknown) => {
     facade.services.log('tailgate: could not index the items a compaction kept', error);
     return [];
@@ -49,7 +51,7 @@ export async function indexCompaction(
   const keptAfter =
     after.length > 0 ? { items: after.length, hash: await keptHash(facade, at.scope, after) } : undefined;
   await Promise.all([
-    indexHistory(facade, session, at, [], undefined, outputs === 0 ? keptAfter : undefined),
+    outputs > 0 || !keptAfter ? empty : empty.then(() => indexHistory(facade, session, at, [], undefined, keptAfter)),
     outputs > 0 && indexHistory(facade, session, at, kept.slice(0, outputs), undefined, keptAfter),
   ]);
 }

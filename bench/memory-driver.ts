@@ -84,6 +84,7 @@ export class MemoryTurnDriver implements TurnDriver {
       renewLease: (turn) => log.renewLease(turn),
       takeLease: (turn) => log.takeLease(turn),
       renewHeldLease: (turn, etag) => log.renewHeldLease(turn, etag),
+      releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
       closedBy: (turn) => log.closedBy(turn),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),

@@ -14,22 +14,10 @@ import {
   type Summarized,
 } from './log/compaction.ts';
 import { PARALLEL_GETS } from './log/context.ts';
-import { cancelTurn, closedBy, closeIfOpenExpired, renewHeldLease, renewLease, takeLease } from './log/lease.ts';
-import { EventJournal } from './log/journal.ts';
-import {
-  enqueueInput,
-  listQueued,
-  readQueued,
-  removeQueued,
-  takenBefore,
-  type NewQueuedInput,
-  type QueuedEntry,
-} from './log/queue.ts';
 import { pack } from './log/packer.ts';
 import { holderScope } from './log/rewind.ts';
 import { packScheduleOf, type OverdueAppend, type PackSchedule } from './log/pack-schedule.ts';
 import { putStateAfter } from './log/state-record.ts';
-import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { hydrate, listItems, payloadKey } from './log/item-pages.ts';
 import { previewContext, readContext } from './log/tail-reader.ts';
 import type {
@@ -40,7 +28,6 @@ import type {
   PackOptions,
   PackResult,
   PreviewContext,
-  StoredOutcome,
   TurnHistory,
   TurnOutcome,
 } from './log/types.ts';
@@ -55,8 +42,9 @@ import {
   type TurnSight,
   type TurnSummary,
 } from './log/turns.ts';
-import type { ContextStart, OverflowBoundary, QueuedInput, TurnStatus } from './records.ts';
-import { readAgainIfGone, SessionLogBase } from './session-log-base.ts';
+import type { ContextStart, OverflowBoundary } from './records.ts';
+import { readAgainIfGone } from './session-log-base.ts';
+import { SessionLogRunning } from './session-log-running.ts';
 export { MAX_PAGE_BYTES } from './log/item-pages.ts';
 
 export type * from './log/types.ts';
@@ -82,7 +70,7 @@ export type { TailRequirement };
  *   await log.create({ id: 's1' });
  *   const begun = await log.beginTurn('s1', { input: [{ type: 'message', role: 'user', content: 'hi' }] });
  */
-export class SessionLog extends SessionLogBase {
+export class SessionLog extends SessionLogRunning {
   /** When this process packs sessions of this store: one pack at a time, debt bound, backoff (log/pack-schedule.ts). */
   readonly packSchedule: PackSchedule = packScheduleOf(this.log.store);
 
@@ -132,86 +120,6 @@ export class SessionLog extends SessionLogBase {
    */
   claimTurn(id: string, options: ClaimOptions): TurnClaim {
     return new TurnClaim(this.log, id, options);
-  }
-
-  /** Writes the turn's lease again, `leaseMs` from now: its expiry (log/lease.ts). */
-  async renewLease(turn: OpenTurn): Promise<string> {
-    return renewLease(this.log, turn);
-  }
-
-  /** Takes a background turn's lease for its runner: the etag its renewals match (log/lease.ts). */
-  async takeLease(turn: OpenTurn): Promise<string> {
-    return takeLease(this.log, turn);
-  }
-
-  /** Renews a lease takeLease took (`release`: gives it up): its etag, null once another's (log/lease.ts). */
-  async renewHeldLease(turn: OpenTurn, etag: string, release = false): Promise<string | null> {
-    return renewHeldLease(this.log, turn, etag, release);
-  }
-
-  /**
-   * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
-   * name and place among the queued (1: next; 0: taken up already), `replayed` when its key
-   * had queued it already. `beforeEntry` writes what the entry references (its images and
-   * files) under the session's scope, before the entry.
-   */
-  async enqueue(
-    id: string,
-    input: NewQueuedInput,
-    beforeEntry?: (scope: LogScope) => Promise<void>,
-  ): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
-    return enqueueInput(this.log, id, input, beforeEntry);
-  }
-
-  /** The event journals of streamed and background turns (lib/session/log/journal.ts). */
-  journal(): EventJournal {
-    return new EventJournal(this.log);
-  }
-
-  /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
-  async queued(scope: LogScope): Promise<QueuedEntry[]> {
-    return listQueued(this.log, scope);
-  }
-
-  /** GET /v1/sessions/{id}/queue: the first `limit` queued inputs, previewed (log/queue-listing.ts). */
-  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number }> {
-    return queuedInputs(this.log, id, limit);
-  }
-
-  async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
-    return readQueued(this.log, scope, keyHash);
-  }
-
-  /** Whether an input queued under an older generation (`queued_in`) was taken up there. */
-  async queuedTakenBefore(scope: LogScope, keyHash: string): Promise<boolean> {
-    return takenBefore(this.log, scope, keyHash);
-  }
-
-  async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
-    return removeQueued(this.log, scope, keyHash);
-  }
-
-  /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
-  async closedBy(turn: OpenTurn): Promise<string | null> {
-    return closedBy(this.log, turn);
-  }
-
-  /**
-   * Ends an open turn as failed (`turn_cancelled`), for a turn whose server died or that is
-   * no longer wanted: its input stays, its owner's completion will be refused. A turn that is
-   * not the open one: TurnNotOpenError (NotFoundError when it never existed).
-   */
-  async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
-    return cancelTurn(this.log, id, turnNumber);
-  }
-
-  /**
-   * Closes turn `turnNumber` as a newcomer would (failed, `lease_expired`) when it is the
-   * session's open turn and its lease ran out: its stored outcome, or null when it is not the
-   * open turn (read it again). TurnInProgressError while the lease runs.
-   */
-  async closeIfExpired(id: string, turnNumber: number): Promise<StoredOutcome | null> {
-    return closeIfOpenExpired(this.log, id, turnNumber);
   }
 
   /**

@@ -17,16 +17,16 @@ import type { HeldLease, TurnServices } from './types.ts';
  */
 
 /**
- * Gives a held lease up (`SessionLog.renewHeldLease` with `release`): the next runner of the
- * turn takes it over at once instead of waiting a renewal for it. A failure is logged: the
- * lease then runs out as it would have.
+ * Gives a held lease up (`SessionLog.releaseHeldLease`): the next runner of the turn takes it
+ * over at once instead of waiting a renewal for it. A failure is logged: the lease then runs out
+ * as it would have.
  */
 export async function releaseLease(services: TurnServices, held: HeldLease): Promise<void> {
   const { turn, etag } = held;
   if (!turn || etag === undefined) return;
   held.etag = undefined;
   await services.sessions
-    .renewHeldLease(turn, etag, true)
+    .releaseHeldLease(turn, etag)
     .catch((error: unknown) => services.log('tailgate: could not release a turn lease', error));
 }
 

@@ -83,6 +83,7 @@ export type TurnSessionLog = Pick<
   | 'renewLease'
   | 'takeLease'
   | 'renewHeldLease'
+  | 'releaseHeldLease'
   | 'closedBy'
   | 'queued'
   | 'journal'

@@ -334,6 +334,7 @@ describe('storage operations per turn', () => {
         renewLease: log.renewLease.bind(log),
         takeLease: log.takeLease.bind(log),
         renewHeldLease: log.renewHeldLease.bind(log),
+        releaseHeldLease: log.releaseHeldLease.bind(log),
         closedBy: log.closedBy.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),

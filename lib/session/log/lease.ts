@@ -81,7 +81,7 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   const expires = Date.parse(parseStored(key, held.body, leaseSchema).lease_expires_at);
   const until = new Date(expires).toISOString();
   let { etag } = held;
-  // Given up by its runner (released, see renewHeldLease) it is taken at once, live or not.
+  // Given up by its runner (released, see releaseHeldLease) it is taken at once, live or not.
   if (expires > log.clock().getTime() && held.metadata.released === undefined) {
     // Live: its holder renews it within a third of the lease, if it is alive. A renewal changes
     // the etag (on S3 a hash of the body): its expiry is a later one. A release changes it too:
@@ -103,23 +103,11 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
  * Renews a lease taken with takeLease, if-match on `etag` (the lease as this runner last wrote
  * it): the new etag, or null when another runner took the lease over (or it is gone with the
  * closed turn). A refused or failed renewal reads the lease back: one still carrying the
- * runner's `writer` is its own (an answer lost). With `release`, the runner gives the lease up
- * (it stopped with the turn left open, for a queue to deliver again): the put if-match carries
- * `released` in place of `writer`, so the next runner takes it over at once (takeLease) while
- * anyone else finds it live as a renewal leaves it; refused or failed, it runs out as it would.
+ * runner's `writer` is its own (an answer lost).
  */
-export async function renewHeldLease(
-  log: LogContext,
-  turn: OpenTurn,
-  etag: string,
-  release = false,
-): Promise<string | null> {
+export async function renewHeldLease(log: LogContext, turn: OpenTurn, etag: string): Promise<string | null> {
   const key = leaseKey(turn.scope, turn.record);
   const { body, options } = leaseWrite(log, turn);
-  if (release) {
-    const released = { ...options, metadata: { released: turn.writer }, ifMatch: etag };
-    return (await log.store.put(key, body, released))?.etag ?? null;
-  }
   const put = (ifMatch: string) => log.store.put(key, body, { ...options, ifMatch });
   let failed = false;
   try {
@@ -134,6 +122,19 @@ export async function renewHeldLease(
   if (found?.metadata.writer !== turn.writer) return null;
   if (failed) return found.etag;
   return (await put(found.etag))?.etag ?? null;
+}
+
+/**
+ * Gives up a lease taken with takeLease, its runner having stopped with the turn left open (for
+ * a queue to deliver it again): a put if-match on `etag` of the lease a renewal would write, but
+ * carrying `released` in place of `writer`, so the next runner takes it over at once (takeLease)
+ * while anyone else finds it live as a renewal leaves it. Whether it landed; refused (a renewal
+ * in flight landed first, or another runner has it), it runs out as it would.
+ */
+export async function releaseHeldLease(log: LogContext, turn: OpenTurn, etag: string): Promise<boolean> {
+  const { body, options } = leaseWrite(log, turn);
+  const released = { ...options, metadata: { released: turn.writer }, ifMatch: etag };
+  return (await log.store.put(leaseKey(turn.scope, turn.record), body, released)) !== null;
 }
 
 /** See SessionLog.closedBy. */

@@ -1,0 +1,117 @@
+import type { LogScope } from './keys.ts';
+import {
+  cancelTurn,
+  closedBy,
+  closeIfOpenExpired,
+  releaseHeldLease,
+  renewHeldLease,
+  renewLease,
+  takeLease,
+} from './log/lease.ts';
+import { EventJournal } from './log/journal.ts';
+import {
+  enqueueInput,
+  listQueued,
+  readQueued,
+  removeQueued,
+  takenBefore,
+  type NewQueuedInput,
+  type QueuedEntry,
+} from './log/queue.ts';
+import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
+import type { OpenTurn, StoredOutcome } from './log/types.ts';
+import type { QueuedInput, TurnStatus } from './records.ts';
+import { SessionLogBase } from './session-log-base.ts';
+
+/**
+ * What a session log does around running turns (lib/session/session-log.ts extends it with the
+ * turn path itself): their leases (renewed by their owner, taken, renewed and released by a
+ * background turn's runner), the closes by someone else (a cancel, an expired lease), the inputs
+ * queued behind them, and the event journals of streamed and background turns.
+ */
+export class SessionLogRunning extends SessionLogBase {
+  /** Writes the turn's lease again, `leaseMs` from now: its expiry (log/lease.ts). */
+  async renewLease(turn: OpenTurn): Promise<string> {
+    return renewLease(this.log, turn);
+  }
+
+  /** Takes a background turn's lease for its runner: the etag its renewals match (log/lease.ts). */
+  async takeLease(turn: OpenTurn): Promise<string> {
+    return takeLease(this.log, turn);
+  }
+
+  /** Renews a lease takeLease took: its etag, null once another's (log/lease.ts). */
+  async renewHeldLease(turn: OpenTurn, etag: string): Promise<string | null> {
+    return renewHeldLease(this.log, turn, etag);
+  }
+
+  /** Gives a lease takeLease took up, for the turn's next runner to take at once: whether it was (log/lease.ts). */
+  async releaseHeldLease(turn: OpenTurn, etag: string): Promise<boolean> {
+    return releaseHeldLease(this.log, turn, etag);
+  }
+
+  /**
+   * Queues an input while a turn runs (busy policy `enqueue`; lib/session/log/queue.ts): its
+   * name and place among the queued (1: next; 0: taken up already), `replayed` when its key
+   * had queued it already. `beforeEntry` writes what the entry references (its images and
+   * files) under the session's scope, before the entry.
+   */
+  async enqueue(
+    id: string,
+    input: NewQueuedInput,
+    beforeEntry?: (scope: LogScope) => Promise<void>,
+  ): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
+    return enqueueInput(this.log, id, input, beforeEntry);
+  }
+
+  /** The event journals of streamed and background turns (lib/session/log/journal.ts). */
+  journal(): EventJournal {
+    return new EventJournal(this.log);
+  }
+
+  /** The session's queued inputs, oldest first (one listing); one of them (null once taken up); its removal. */
+  async queued(scope: LogScope): Promise<QueuedEntry[]> {
+    return listQueued(this.log, scope);
+  }
+
+  /** GET /v1/sessions/{id}/queue: the first `limit` queued inputs, previewed (log/queue-listing.ts). */
+  async listQueuedInputs(id: string, limit: number): Promise<{ queued: QueuedRow[]; total: number }> {
+    return queuedInputs(this.log, id, limit);
+  }
+
+  async readQueued(scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
+    return readQueued(this.log, scope, keyHash);
+  }
+
+  /** Whether an input queued under an older generation (`queued_in`) was taken up there. */
+  async queuedTakenBefore(scope: LogScope, keyHash: string): Promise<boolean> {
+    return takenBefore(this.log, scope, keyHash);
+  }
+
+  async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
+    return removeQueued(this.log, scope, keyHash);
+  }
+
+  /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
+  async closedBy(turn: OpenTurn): Promise<string | null> {
+    return closedBy(this.log, turn);
+  }
+
+  /**
+   * Ends an open turn as failed (`turn_cancelled`), for a turn whose server died or that is
+   * no longer wanted: its input stays, its owner's completion will be refused. A turn that is
+   * not the open one: TurnNotOpenError (NotFoundError when it never existed).
+   */
+  async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
+    return cancelTurn(this.log, id, turnNumber);
+  }
+
+  /**
+   * Closes turn `turnNumber` as a newcomer would (failed, `lease_expired`) when it is the
+   * session's open turn and its lease ran out: its stored outcome, or null when it is not the
+   * open turn (read it again). TurnInProgressError while the lease runs.
+   */
+  async closeIfExpired(id: string, turnNumber: number): Promise<StoredOutcome | null> {
+    return closeIfOpenExpired(this.log, id, turnNumber);
+  }
+}

@@ -11,29 +11,42 @@ import type { BackgroundTurn, HeldLease, TurnServices } from './types.ts';
  * connected, in a Cloudflare Queues consumer (functions/worker.ts) or in this process.
  */
 
-/** Runs a claimed background turn in this process, after the response: `startBackground` off Workers. */
+/**
+ * Runs a claimed background turn in this process, after the response: `startBackground` off
+ * Workers. A turn a storage failure left open keeps its lease as its last renewal set it:
+ * nothing here runs it again, so the lease runs out and the next writer closes the turn.
+ */
 export async function runInProcess(services: TurnServices, run: BackgroundTurn): Promise<void> {
-  services.background(runBackgroundTurn(services, run, false));
+  services.background(runClaimedTurn(services, run, {}));
 }
 
 /**
- * Runs a claimed background turn to its end. Settles 'done' once the turn is closed, by
- * itself or by someone else (its outcome is in its completion), or when another runner of it
- * is alive (it renews the turn's lease), and 'retry' when a storage failure left it open, so
- * a queue delivers it again and the next runner takes it over: this one gives its lease up
- * first, so that runner need not wait a renewal for it (`redelivered`; in this process, where
- * nothing delivers it again, the lease is left to run out as its last renewal set it). A run of
- * a turn closed already (a message delivered again after its turn ended) is logged, not told as
- * a turn (lib/turn/observe.ts).
+ * Runs a claimed background turn delivered by a queue (functions/worker.ts), which delivers it
+ * again on 'retry': see runClaimedTurn. A run that stops with the turn left open gives its lease
+ * up first, so the next delivery's runner takes the turn over at once instead of waiting a
+ * renewal for it.
  */
-export async function runBackgroundTurn(
+export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
+  const lease: HeldLease = {};
+  const outcome = await runClaimedTurn(services, run, lease);
+  if (outcome === 'retry') await releaseLease(services, lease);
+  return outcome;
+}
+
+/**
+ * Runs a claimed background turn to its end, holding its lease in `lease`. Settles 'done' once
+ * the turn is closed, by itself or by someone else (its outcome is in its completion), or when
+ * another runner of it is alive (it renews the turn's lease), and 'retry' when a storage failure
+ * left it open, for another runner to take over. A run of a turn closed already (a message
+ * delivered again after its turn ended) is logged, not told as a turn (lib/turn/observe.ts).
+ */
+async function runClaimedTurn(
   services: TurnServices,
   run: BackgroundTurn,
-  redelivered = true,
+  lease: HeldLease,
 ): Promise<'done' | 'retry'> {
   // Its events are journaled, so a client follows it (GET .../turns/{turn}/events).
   const journal = journalTurn(services, run.session_id, run.turn);
-  const lease: HeldLease = {};
   const background = { background: { turn: run.turn, writer: run.writer, lease } };
   let outcome: 'done' | 'retry' = 'done';
   let ends = true;
@@ -68,7 +81,6 @@ export async function runBackgroundTurn(
     // Left open: the next run's events follow in its journal, and its end ends it.
     services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} stopped`, error);
     outcome = 'retry';
-    if (redelivered) await releaseLease(services, lease);
     return outcome;
   } finally {
     journal.close(outcome === 'done' && ends);

@@ -85,6 +85,7 @@ export class MemoryTurnDriver implements TurnDriver {
       takeLease: (turn) => log.takeLease(turn),
       renewHeldLease: (turn, etag) => log.renewHeldLease(turn, etag),
       releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
+      listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),

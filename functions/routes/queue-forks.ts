@@ -1,5 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { QUEUE_PREVIEW_CHARS } from '../../lib/session/log/queue-listing.ts';
+import { listQueue } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -97,7 +98,7 @@ export function queueAndForkRoutes() {
     .openapi(listQueueRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { limit } = c.req.valid('query');
-      return c.json(await c.var.services.sessions.listQueuedInputs(id, limit ?? 100), 200);
+      return c.json(await listQueue(c.var.services, id, limit ?? 100), 200);
     })
     .openapi(listForksRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -219,6 +219,23 @@ export async function pickUp(
 }
 
 /**
+ * GET .../queue: the session's queued inputs (log/queue-listing.ts), then, when it lists any, a
+ * pickup after the response. So inputs that no closer takes up (their turn's process died and
+ * no writer came to close it once its lease ran out, or its closer died before its pickup) go on
+ * once their client looks at the queue, as after a close. While a turn runs, the pickup's claim
+ * is refused (busy) before it writes anything.
+ */
+export async function listQueue(
+  services: TurnServices,
+  sessionId: string,
+  limit: number,
+): ReturnType<TurnServices['sessions']['listQueuedInputs']> {
+  const listed = await services.sessions.listQueuedInputs(sessionId, limit);
+  if (listed.total > 0) afterResponse(services, () => pickUp(services, sessionId));
+  return listed;
+}
+
+/**
  * The session log's `onLeaseClosed`: after any close of a turn whose lease ran out (a
  * newcomer's claim that then stored nothing, a replay of its key, a reader of its events, the
  * webhook outbox's drainer), the inputs queued behind it are taken up after the response, as after a turn's

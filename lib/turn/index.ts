@@ -7,7 +7,7 @@ export { streamTurn } from './stream-turn.ts';
 export { appendItems } from './append.ts';
 export { claimBackgroundTurn } from './background.ts';
 export { runBackgroundTurn, runInProcess } from './background-runner.ts';
-export { pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
+export { listQueue, pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
 export { journalEvents } from './journal.ts';
 export type {
   BackgroundTurn,

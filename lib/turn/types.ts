@@ -95,6 +95,7 @@ export type TurnSessionLog = Pick<
   | 'removeQueued'
   | 'cancelTurn'
   | 'closeIfExpired'
+  | 'listQueuedInputs'
   | 'scope'
   | 'exists'
   | 'refreshIndex'

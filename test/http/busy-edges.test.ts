@@ -6,6 +6,7 @@ import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { listAll } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
+import { SessionLog } from '../support/session-log.ts';
 import { settled } from './background-suite.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
@@ -103,7 +104,7 @@ describe('the busy policies at their edges', () => {
   it("keeps a queued input's Idempotency-Key to it: another body under the key is 422, the input stays", {
     timeout: 20_000,
   }, async () => {
-    const { api } = queuedRunner();
+    const { api, harness } = queuedRunner();
     const id = await api.session({ on_busy: 'enqueue' });
     // Turn 1's runner never comes (a backlog, a process that died): it holds the session for its lease.
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
@@ -114,7 +115,9 @@ describe('the busy policies at their edges', () => {
     const other = await api.post(`/v1/sessions/${id}/turns`, { input: 'another body', on_busy: 'reject' }, key);
     expect(other.status, JSON.stringify(other.body)).toBe(422);
     expect(other.body.error.code).toBe('idempotency_key_reused');
-    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    // Read from the store: a listing of the queue would take the input up (the lease ran out).
+    const queued = (await harness.store.list('')).objects.filter(({ key }) => key.includes('/queue/'));
+    expect(queued).toHaveLength(1);
     // The same request under the key is the input itself: taken now, and its queued copy replays it.
     const same = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued first', on_busy: 'reject' }, key);
     expect(same.status, JSON.stringify(same.body)).toBe(200);
@@ -356,5 +359,41 @@ describe('the inputs queued behind a dead turn closed by a model turn that then 
     await expect.poll(() => sent.length).toBe(2);
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
     expect(await userInputs(api, id)).toEqual(['first', 'queued']);
+  });
+});
+
+describe('the inputs queued behind a dead turn that no writer comes to', () => {
+  it.each([
+    ['its lease ran out', async () => undefined],
+    [
+      'a closer of the dead turn died before its pickup',
+      async (store: MemoryStore, id: string) => {
+        // A process of its own that closes turn 1 as lease_expired, then dies: no pickup follows.
+        const dying = new SessionLog(store, { leaseMs: 3000, clock: () => new Date(Date.parse('2031-01-01')) });
+        expect(await dying.closeIfExpired(id, 1)).toMatchObject({ error: { code: 'lease_expired' } });
+      },
+    ],
+  ])('are taken up once their client lists the queue (%s)', async (_name, close) => {
+    const store = new MemoryStore();
+    const { api, id, sent, expire } = await queuedBehindDeadTurn(store);
+    expire();
+    await close(store, id);
+    const listed = await api.get(`/v1/sessions/${id}/queue`);
+    expect(listed.body).toMatchObject({ total: 1, queued: [{ position: 1 }] });
+    // The listing's pickup, after its answer: the session is idle by the clock, its input goes on as turn 2.
+    await expect.poll(() => sent.length).toBe(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'lease_expired' } });
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ total: 0, queued: [] });
+  });
+
+  it('are left alone while the turn holding the session runs: the listing stores nothing', async () => {
+    const store = new MemoryStore();
+    const { api, id, sent } = await queuedBehindDeadTurn(store);
+    const before = (await store.list('')).objects.map((object) => object.key);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ total: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(sent).toHaveLength(1);
+    expect((await store.list('')).objects.map((object) => object.key)).toEqual(before);
   });
 });

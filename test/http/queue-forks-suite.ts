@@ -4,8 +4,9 @@ import { freshId, createClient, type HttpHarness } from './http-suite.ts';
 /**
  * GET /v1/sessions/{id}/queue and GET /v1/sessions/{id}/forks through the real app. Queued
  * inputs are put into the bucket as an enqueue stores them (docs/STORAGE.md, "Queued inputs"),
- * since no turn can be held open here; test/ui/inspector.test.ts queues them behind a running
- * turn. Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
+ * since no turn can be held open here, in a session whose budget is spent, so that the pickup a
+ * listing runs leaves them waiting; test/ui/inspector.test.ts queues them behind a running turn.
+ * Runs in Node (test/http/http.test.ts) and inside workerd with R2 (test/workers/http.test.ts).
  */
 export function defineQueueForksSuite(label: string, harness: HttpHarness): void {
   const api = createClient(harness);
@@ -33,7 +34,8 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
 
   describe(`${label}: queued inputs and forks`, () => {
     it('lists the queued inputs oldest first with a bounded preview', async () => {
-      const id = await api.session({ on_busy: 'enqueue' });
+      const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
       expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
       // Upload order decides: the second key sorts first but was stored later.
       await queue(id, 'b'.repeat(64), 'first input', '2026-01-01T00:00:00.000Z');

@@ -335,6 +335,7 @@ describe('storage operations per turn', () => {
         takeLease: log.takeLease.bind(log),
         renewHeldLease: log.renewHeldLease.bind(log),
         releaseHeldLease: log.releaseHeldLease.bind(log),
+        listQueuedInputs: log.listQueuedInputs.bind(log),
         closedBy: log.closedBy.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),

@@ -213,8 +213,11 @@ export async function pickUp(
       } else if (!(error instanceof IdempotencyKeyReusedError)) throw error;
       claimed = { turn: 0, status: 'failed' };
     }
+    // Its turn goes to a runner before the entry goes: a removal that fails leaves the entry to
+    // the next pickup (whose claim replays it), not the turn without a runner until its lease ends.
+    if (claimed.run) await services.startBackground(claimed.run);
     await sessions.removeQueued(queue, entry.key_sha256);
-    if (claimed.run) return services.startBackground(claimed.run);
+    if (claimed.run) return;
   }
 }
 

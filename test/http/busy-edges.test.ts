@@ -397,3 +397,20 @@ describe('the inputs queued behind a dead turn that no writer comes to', () => {
     expect((await store.list('')).objects.map((object) => object.key)).toEqual(before);
   });
 });
+
+describe('a pickup whose removal of the queued entry fails', () => {
+  it('hands the turn it claimed to a runner all the same: the entry goes at the next pickup', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, sent, runAll } = queuedRunner(store);
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' })).status).toBe(202);
+    store.failWhen(({ operation, key }) => operation === 'delete' && key.includes('/queue/'), { times: 1 });
+    await runAll();
+    expect(store.injected).toBe(1);
+    expect(sent).toHaveLength(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('completed');
+    expect(await userInputs(api, id)).toEqual(['first', 'queued']);
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+});

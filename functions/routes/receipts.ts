@@ -2,6 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { contentSchema } from '../../lib/content.ts';
 import { sessionUsageSchema, turnUsageSchema } from '../../lib/ledger/usage.ts';
 import { z } from 'zod';
+import { turnAsItStands } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -244,7 +245,7 @@ export function receiptRoutes() {
     })
     .openapi(getTurnRoute, async (c) => {
       const { id, turn } = c.req.valid('param');
-      return c.json(await c.var.services.sessions.getTurn(id, turn), 200);
+      return c.json(await turnAsItStands(c.var.services, id, turn), 200);
     })
     .openapi(turnItemsRoute, async (c) => {
       const { id, turn } = c.req.valid('param');

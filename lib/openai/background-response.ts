@@ -6,6 +6,7 @@ import {
   claimBackgroundTurn,
   journalEvents,
   pickUp,
+  turnAsItStands,
   type TurnEvent,
   type TurnOptions,
   type TurnRequest,
@@ -125,7 +126,8 @@ function failedResponse(kept: TailgateResponse, summary: TurnSummary): TailgateR
 
 /** The background response `kept` as its turn's receipt says it stands. */
 async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef): Promise<TailgateResponse> {
-  const summary = await facade.services.sessions.getTurn(ref.sessionId, ref.turn);
+  // A turn whose runner died is failed once its lease ran out, as GET .../turns/{turn} answers it.
+  const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn);
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
   if (summary.status !== 'completed') return failedResponse(kept, summary);
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.

@@ -8,7 +8,7 @@ export { appendItems } from './append.ts';
 export { claimBackgroundTurn } from './background.ts';
 export { runBackgroundTurn, runInProcess } from './background-runner.ts';
 export { listQueue, pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
-export { journalEvents } from './journal.ts';
+export { journalEvents, turnAsItStands } from './journal.ts';
 export type {
   BackgroundTurn,
   TurnSessionLog,

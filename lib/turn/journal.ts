@@ -132,6 +132,20 @@ async function closedByLease(
 }
 
 /**
+ * A turn's receipt as `GET .../turns/{turn}` answers it: an open turn whose lease ran out by the
+ * log's clock (its owner died) is closed first, as a reader of its events closes it (failed,
+ * `lease_expired`, the inputs queued behind it then taken up), so a client that polls a turn
+ * whose runner died sees it end instead of `in_progress` until the session's next writer.
+ */
+export async function turnAsItStands(services: TurnServices, sessionId: string, turn: number) {
+  const found = await services.sessions.getTurn(sessionId, turn);
+  if (found.status !== 'queued' && found.status !== 'in_progress') return found;
+  return (await closedByLease(services, sessionId, turn)) === 'open'
+    ? found
+    : services.sessions.getTurn(sessionId, turn);
+}
+
+/**
  * Ends the journal of a turn whose owner wrote no end, for the reader that found it so: an
  * `error` event with how the turn failed (if it did), numbered after every event journaled
  * (`last`), in an `end` batch put create-only after the last batch read (`read`), so its number

@@ -414,3 +414,17 @@ describe('a pickup whose removal of the queued entry fails', () => {
     await expect.poll(async () => (await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
   });
 });
+
+describe('a background turn whose runner never comes, followed by its receipt', () => {
+  it('ends failed (lease_expired) once its lease ran out, and the input queued behind it goes on', async () => {
+    const { api, id, sent, expire } = await queuedBehindDeadTurn();
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('queued');
+    expire();
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({
+      status: 'failed',
+      error: { code: 'lease_expired' },
+    });
+    await expect.poll(() => sent.length).toBe(2);
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
+  });
+});

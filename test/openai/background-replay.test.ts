@@ -168,6 +168,16 @@ describe('a background response streamed again', () => {
     expect(native.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'lease_expired' } } });
   });
 
+  it('whose runner never came is retrieved failed once its lease ran out, not queued', async () => {
+    const { client, advance } = world();
+    const created = await client.responses.create({ model: 'echo', input: 'alpha', background: true });
+    expect(await client.responses.retrieve(created.id)).toMatchObject({ status: 'queued' });
+    advance(4);
+    const retrieved = await client.responses.retrieve(created.id);
+    expect(retrieved).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(await client.responses.retrieve(created.id)).toEqual(retrieved);
+  });
+
   it('does not end with response.failed when one read of its journal fails', async () => {
     const store = new FaultyStore(new MemoryStore());
     const { client, consume, replay } = world(store);

@@ -48,7 +48,13 @@ export function renewLease(
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
   const closed = async (kept = true) => {
     if (!stop || stop.signal.aborted) return;
-    const code = await services.sessions.closedBy(turn);
+    // A lease lost stops the turn even when its completion cannot be read: no renewal follows
+    // to ask again, and the turn is another runner's either way.
+    const code = await services.sessions.closedBy(turn).catch((error: unknown) => {
+      if (kept) throw error;
+      failed(error);
+      return null;
+    });
     if (code !== null) stop.abort(closedError(turn, code));
     else if (!kept) stop.abort(new LeaseHeldError(turn.scope.id, turn.turn));
   };

@@ -193,6 +193,31 @@ describe('a background runner alive but late on its renewals', () => {
     expect(await writerOf('.done')).toBe(holder);
     expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
   });
+
+  it("stops as well when it cannot read the turn's completion then: the turn is the other runner's", async () => {
+    const { store, services, sessions, run, calls, signals, release, until, outcome, advance } = await world();
+    let late = false;
+    let unreadable = false;
+    const its = new FaultyStore(store)
+      .failWhen(({ operation, key }) => late && operation === 'put' && key.endsWith('.lease'))
+      .failWhen(({ operation, key }) => unreadable && operation === 'get' && key.endsWith('.done'));
+    const first = runBackgroundTurn({ ...services, sessions: new SessionLog(its, { leaseMs: LEASE_MS }) }, run);
+    await until(() => calls() === 1);
+    late = true;
+    const second = runBackgroundTurn(services, run);
+    await until(() => calls() === 2);
+    // Its next renewal is refused (the lease is the second's); its read of the turn's completion fails.
+    late = false;
+    unreadable = true;
+    await until(() => signals[0]?.aborted === true);
+    expect(signals.map((signal) => signal?.aborted)).toEqual([true, false]);
+    unreadable = false;
+    release();
+    expect(await outcome(first)).toBe('done');
+    expect(await outcome(second)).toBe('done');
+    await advance(0);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+  });
 });
 
 describe('a background runner whose renewal answers were lost', () => {

@@ -129,7 +129,10 @@ async function enqueueTurn(
     },
     attachments.store,
   );
-  await pickUp(services, sessionId);
+  // After the answer: stored, the input is answered 202 whatever its pickup meets (a 5xx would
+  // have an unkeyed retry queue it twice); a pickup that fails leaves it to the running turn's
+  // close, or the next one.
+  afterResponse(services, () => pickUp(services, sessionId));
   return queued;
 }
 

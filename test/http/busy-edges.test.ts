@@ -428,3 +428,26 @@ describe('a background turn whose runner never comes, followed by its receipt', 
     expect((await api.get(`/v1/sessions/${id}/turns/2`)).body.status).toBe('queued');
   });
 });
+
+describe('an enqueue whose own pickup fails after its input was stored', () => {
+  it('answers 202 all the same: the input is queued once, and runs once the turn before it closes', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, runAll } = queuedRunner(store);
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    // The entry lands, its position is listed, then the pickup's listing of the queue fails.
+    let stored = false;
+    let lists = 0;
+    store.failWhen(({ operation, key }) => {
+      if (operation === 'put' && key.includes('/queue/')) stored = true;
+      return stored && operation === 'list' && key.includes('/queue/') && ++lists === 2;
+    });
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'queued' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect(queued.body).toMatchObject({ position: 1 });
+    // Its pickup, after the answer.
+    await expect.poll(() => store.injected).toBe(1);
+    await runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'queued']);
+  });
+});

@@ -241,11 +241,15 @@ export async function closeTurn(
     completedAt: done.completed_at,
     webhookUrl,
   };
-  if (log.onClosed) {
-    closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
-    await log.onClosed(closed);
+  try {
+    if (log.onClosed) {
+      closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
+      await log.onClosed(closed);
+    }
+  } finally {
+    // Closed, whatever its event met (its intent stays for the outbox's drainer): the queue goes on.
+    if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   }
-  if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
 }
 

@@ -242,6 +242,8 @@ export class NameTakenError extends TailgateError {
 export class TurnInProgressError extends TailgateError {
   /** The running turn is the one this request's Idempotency-Key was used for (its retry). */
   ownKey = false;
+  /** With `ownKey`: that turn runs in the background (its record says `background`). */
+  ownBackground = false;
 
   constructor(sessionId: string, turn: number, leaseExpiresAt?: string) {
     super('turn_in_progress', `turn ${turn} of session ${sessionId} is in progress`, {

@@ -19,8 +19,10 @@ import type { BackgroundTurn, TurnOptions, TurnRequest, TurnServices } from './t
  * Claims a background turn: everything a bad request could fail on first (a 400 stores
  * nothing), then its record, marked `background` in its stored settings. Returns the turn to
  * hand to a runner, or (a repeated Idempotency-Key whose turn is closed) that turn's state. A
- * repeated key whose turn still runs is TurnInProgressError, or with `answerRunning` that turn,
- * `in_progress` (the OpenAI facade answers such a retry with the response as it stands).
+ * repeated key whose turn still runs is TurnInProgressError, or with `answerRunning`, when that
+ * turn runs in the background, that turn, `in_progress` (the OpenAI facade answers such a retry
+ * with the response as it stands; a foreground turn's retry stays a 409: its own request
+ * answers it).
  */
 export async function claimBackgroundTurn(
   services: TurnServices,
@@ -56,7 +58,7 @@ export async function claimBackgroundTurn(
         ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
         : {}),
     }).catch((error: unknown) => {
-      if (!options.answerRunning || !(error instanceof TurnInProgressError) || !error.ownKey) throw error;
+      if (!options.answerRunning || !(error instanceof TurnInProgressError) || !error.ownBackground) throw error;
       return { turn: (error.details as { turn: number }).turn, status: 'in_progress' as const };
     });
   });

@@ -238,6 +238,28 @@ describe('the official openai client: background responses', () => {
     expect(provider.requests.length).toBe(calls + 1);
   });
 
+  it('refuses a retry with background: true under the key of a foreground response still running', async () => {
+    const key = { headers: { 'Idempotency-Key': `fg-running-${Math.random()}` } };
+    const body = { model: 'slow', input: 'in the foreground' } as const;
+    const calls = provider.requests.length;
+    const first = (async () => {
+      let completed: Response | undefined;
+      for await (const event of await client.responses.create({ ...body, stream: true }, key))
+        if (event.type === 'response.completed') completed = event.response;
+      return completed!;
+    })();
+    for (let polls = 0; polls < 600 && provider.requests.length === calls; polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const again = await client.responses
+      .create({ ...body, stream: true, background: true }, key)
+      .catch((error: unknown) => error);
+    expect(again).toMatchObject({ status: 409, code: 'turn_in_progress' });
+    // The first request is answered its own response, kept as such.
+    const answered = await first;
+    expect(answered).toMatchObject({ status: 'completed', background: false, output_text: expectedText });
+    expect(await client.responses.retrieve(answered.id)).toMatchObject({ status: 'completed', background: false });
+  });
+
   it('a background response whose model fails ends failed, in retrieve and in its stream', async () => {
     const created = await client.responses.create({ model: 'slow', input: 'fail now', background: true });
     const ended = await settledResponse(created.id);

@@ -16,6 +16,7 @@ import { UnitCursor } from '../unit-cursor.ts';
 import type { LogContext } from './context.ts';
 import { withFreshListing, type Head } from './head.ts';
 import { closeIfExpired } from './lease.ts';
+import { isBackgroundRecord } from './turns.ts';
 import type { BeginTurnResult, StoredOutcome } from './types.ts';
 
 /** Idempotency keys: the `idem/` index of keyed turns, and the stored outcome a used key replays. */
@@ -44,7 +45,10 @@ export async function findKey(
     outcome =
       newest.done ??
       (await closeIfExpired(log, scope, newest.record).catch((error: unknown) => {
-        if (error instanceof TurnInProgressError) error.ownKey = true;
+        if (error instanceof TurnInProgressError) {
+          error.ownKey = true;
+          error.ownBackground = isBackgroundRecord(newest.record);
+        }
         throw error;
       }));
   } else {

@@ -138,6 +138,11 @@ type Receipt = z.infer<typeof receiptSchema>;
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
 const backgroundSchema = z.object({ background: z.boolean() }).catch({ background: false });
 
+/** Whether a turn's record is a background turn's (its stored settings say `background`). */
+export function isBackgroundRecord(record: Pick<LogRecord, 'request'>): boolean {
+  return backgroundSchema.parse(record.request ?? {}).background;
+}
+
 /** A page of turns newest first: turns numbered below `before` (all when absent), at most `limit` (1..100). */
 export async function listTurns(
   log: LogContext,
@@ -263,7 +268,7 @@ function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
   const receipt = receiptSchema.parse(done?.receipt ?? {});
   const inputs = record.items.length;
   const outputs = done?.items.length ?? 0;
-  const background = !done && backgroundSchema.parse(record.request ?? {}).background;
+  const background = !done && isBackgroundRecord(record);
   return {
     record: record.record,
     receipt,

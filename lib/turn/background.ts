@@ -16,6 +16,21 @@ import type { BackgroundTurn, TurnOptions, TurnRequest, TurnServices } from './t
  */
 
 /**
+ * A claimed background turn: with `run`, the turn to hand to a runner; without, the turn its
+ * Idempotency-Key claimed already, as it stands (`errorCode`: the failure it ended with).
+ */
+export interface Claimed {
+  turn: number;
+  status: TurnState;
+  run?: BackgroundTurn;
+  errorCode?: string;
+}
+
+type BackgroundClaimOptions = Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> & {
+  answerRunning?: boolean;
+};
+
+/**
  * Claims a background turn: everything a bad request could fail on first (a 400 stores
  * nothing), then its record, marked `background` in its stored settings. Returns the turn to
  * hand to a runner, or (a repeated Idempotency-Key whose turn is closed) that turn's state. A
@@ -28,39 +43,51 @@ export async function claimBackgroundTurn(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
-  options: Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> & { answerRunning?: boolean } = {},
-): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
-  // A refusal is logged and counted as a failed turn, as a turn in the request's is.
-  return observedClaim(services, sessionId, request, async () => {
-    checkRequest(services, request);
-    // Its images and files are checked now and stored once nothing refuses the claim, as a
-    // foreground turn's (lib/turn/pipeline.ts).
-    const attachments = services.sessions.checkAttachments(inputItems(request));
-    const { items: input } = attachments;
-    // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
-    // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
-    const spend = services.tokenSpend;
-    const spent = spend?.read();
-    spent?.catch(() => undefined);
-    return claimInput(services, sessionId, {
-      input,
-      request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
-      // A model that cannot be run here (its provider's key is missing) stores nothing, as in
-      // the foreground (lib/turn/pipeline.ts).
-      check: async (config) => {
-        services.model(request.model ?? config.model ?? services.config.defaultModel);
-        options.checkConfig?.(config);
-        if (spend && spent) spend.check(await spent);
-      },
-      beforeRecord: attachments.store,
-      ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
-      ...(options.idempotencyKey !== undefined
-        ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
-        : {}),
-    }).catch((error: unknown) => {
-      if (!options.answerRunning || !(error instanceof TurnInProgressError) || !error.ownBackground) throw error;
-      return { turn: (error.details as { turn: number }).turn, status: 'in_progress' as const };
-    });
+  options: BackgroundClaimOptions = {},
+): Promise<Claimed> {
+  // A refusal is logged and counted as a failed turn, as a turn in the request's is; a keyed retry
+  // (no turn to run) as `replayed`, as a foreground turn's, with the failure it answers again.
+  const replayed = ({ run, turn, errorCode }: Claimed) =>
+    run ? undefined : { status: 'replayed' as const, turn, ...(errorCode ? { error_code: errorCode } : {}) };
+  return observedClaim(services, sessionId, request, () => checkedClaim(services, sessionId, request, options), {
+    status: replayed,
+  });
+}
+
+async function checkedClaim(
+  services: TurnServices,
+  sessionId: string,
+  request: TurnRequest,
+  options: BackgroundClaimOptions,
+): Promise<Claimed> {
+  checkRequest(services, request);
+  // Its images and files are checked now and stored once nothing refuses the claim, as a
+  // foreground turn's (lib/turn/pipeline.ts).
+  const attachments = services.sessions.checkAttachments(inputItems(request));
+  const { items: input } = attachments;
+  // A budgeted token's turn is checked against its spend at the claim, as any turn of it, and
+  // names the budget in its record: its runner charges it (lib/turn/pipeline.ts).
+  const spend = services.tokenSpend;
+  const spent = spend?.read();
+  spent?.catch(() => undefined);
+  return claimInput(services, sessionId, {
+    input,
+    request: { ...requestRecord(request), ...(spend ? { token_budget: spend.budget } : {}) },
+    // A model that cannot be run here (its provider's key is missing) stores nothing, as in
+    // the foreground (lib/turn/pipeline.ts).
+    check: async (config) => {
+      services.model(request.model ?? config.model ?? services.config.defaultModel);
+      options.checkConfig?.(config);
+      if (spend && spent) spend.check(await spent);
+    },
+    beforeRecord: attachments.store,
+    ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
+    ...(options.idempotencyKey !== undefined
+      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+      : {}),
+  }).catch((error: unknown) => {
+    if (!options.answerRunning || !(error instanceof TurnInProgressError) || !error.ownBackground) throw error;
+    return { turn: (error.details as { turn: number }).turn, status: 'in_progress' as const };
   });
 }
 
@@ -77,14 +104,17 @@ export async function claimInput(
   > & {
     request: Record<string, unknown>;
   },
-): Promise<{ turn: number; status: TurnState; run?: BackgroundTurn }> {
+): Promise<Claimed> {
   const writer = crypto.randomUUID();
   const begun = await services.sessions.beginTurn(sessionId, {
     ...claimed,
     request: { ...claimed.request, background: true },
     writer,
   });
-  if (begun.kind === 'replay') return { turn: begun.turn, status: closedState(begun.status, begun.error?.code) };
+  if (begun.kind === 'replay') {
+    const errorCode = begun.error?.code;
+    return { turn: begun.turn, status: closedState(begun.status, errorCode), ...(errorCode ? { errorCode } : {}) };
+  }
   const { turn } = begun.turn;
   return { turn, status: 'queued', run: { session_id: sessionId, turn, writer } };
 }

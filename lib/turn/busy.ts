@@ -60,7 +60,12 @@ export async function takeUnderPolicy<T>(
           // Told as queued, or as failed with the error that kept it from the queue.
           refusals.drop();
           const enqueue = () => enqueueTurn(services, sessionId, request, options);
-          const queued = { since: started, replayed: (entry: { replayed: boolean }) => entry.replayed };
+          const queued = {
+            since: started,
+            status: (entry: { replayed: boolean }) => ({
+              status: entry.replayed ? ('replayed' as const) : ('queued' as const),
+            }),
+          };
           const { queued_turn, position } = await observedClaim(services, sessionId, request, enqueue, queued);
           return { kind: 'queued', queued_turn, position };
         }

@@ -57,21 +57,26 @@ export async function observed(
 }
 
 /**
- * A background turn's claim, which runs no turn here (lib/turn/background.ts): told only when
- * it is refused (a spent budget, a busy session), as the failed turn it would have been; its
- * runner tells how the turn it claimed ended. With `queued` (`since`: when its request
- * started), an input queued behind a busy session (lib/turn/busy.ts), told as `queued` once it
- * is, with no turn yet (its turn is told when it runs), as `replayed` when its key had queued
- * it already (told once, as other replays), or as failed with the error that kept it out.
+ * A background turn's claim, which runs no turn here (lib/turn/background.ts): told when it is
+ * refused (a spent budget, a busy session), as the failed turn it would have been, and as
+ * `replayed` when `told` says so (a keyed retry of a turn its key claimed already, told once, as
+ * other replays, with its turn and the error of the failure it answers again); its runner tells
+ * how the turn it claimed ended. An input queued behind a busy session (lib/turn/busy.ts, `since`
+ * when its request started) is told as `queued` once it is, with no turn yet (its turn is told
+ * when it runs), as `replayed` when its key had queued it already, or as failed with the error
+ * that kept it out.
  */
 export async function observedClaim<T>(
   services: TurnServices,
   sessionId: string,
   request: TurnRequest,
   claim: () => Promise<T>,
-  queued?: { since: number; replayed: (value: T) => boolean },
+  told?: {
+    since?: number;
+    status: (value: T) => { status: 'queued' | 'replayed'; turn?: number; error_code?: string } | undefined;
+  },
 ): Promise<T> {
-  const started = queued?.since ?? Date.now();
+  const started = told?.since ?? Date.now();
   const seen = (): Seen => ({ trace: new TurnTrace(services.tracer, sessionId) });
   let value: T;
   try {
@@ -81,13 +86,11 @@ export async function observedClaim<T>(
     tell(services, refused, observation(sessionId, request, refused, started, 'failed', undefined, error), error);
     throw error;
   }
-  if (queued) {
-    const told = seen();
-    tell(
-      services,
-      told,
-      observation(sessionId, request, told, started, queued.replayed(value) ? 'replayed' : 'queued'),
-    );
+  const outcome = told?.status(value);
+  if (outcome) {
+    const accepted: Seen = { ...seen(), ...(outcome.turn !== undefined ? { turn: outcome.turn } : {}) };
+    const ended = observation(sessionId, request, accepted, started, outcome.status);
+    tell(services, accepted, { ...ended, error_code: outcome.error_code ?? null });
   }
   return value;
 }

@@ -105,6 +105,61 @@ describe("a turn's log line and metrics", () => {
   );
 });
 
+describe('a keyed retry of a background turn', () => {
+  const replays = 'tailgate_turns_total{status="replayed",model="unknown"}';
+
+  it.each(['native', 'response'] as const)(
+    'is logged and counted as replayed once its turn ended (%s)',
+    async (route) => {
+      const key = { 'idempotency-key': freshId('key') };
+      const take =
+        route === 'native'
+          ? async (id: string) => call('POST', `/v1/sessions/${id}/turns`, { input: 'later', background: true }, key)
+          : async (id: string) =>
+              call('POST', '/v1/responses', { model: 'echo', input: 'later', background: true, conversation: id }, key);
+      const id = await session();
+      lines.length = 0;
+      expect((await take(id)).status).toBe(route === 'native' ? 202 : 200);
+      await expect.poll(() => lines.length).toBe(1);
+      while (tasks.length > 0) await Promise.all(tasks.splice(0));
+      const before = (await sample(replays)) ?? 0;
+      const retry = await take(id);
+      expect(retry.status).toBe(route === 'native' ? 202 : 200);
+      expect(await retry.json()).toMatchObject({ status: 'completed' });
+      expect(lines.slice(1).map((line) => JSON.parse(line))).toMatchObject([
+        { session_id: id, status: 'replayed', turn: 1, error_code: null },
+      ]);
+      expect(await sample(replays)).toBe(before + 1);
+    },
+  );
+
+  it('is logged and counted as replayed while its turn runs (a response answered as it stands)', async () => {
+    // Background turns handed to no runner: each stays queued, its claim's lease running.
+    const held = createApp({
+      store: () => store,
+      readEnvironment: (c) => c.env ?? {},
+      log: () => undefined,
+      logLine: (line) => lines.push(line),
+      queueTurn: () => async () => undefined,
+    });
+    const key = {
+      authorization: `Bearer ${TOKEN}`,
+      'content-type': 'application/json',
+      'idempotency-key': freshId('k'),
+    };
+    const body = JSON.stringify({ model: 'echo', input: 'waiting', background: true });
+    const create = () => held.request('/v1/responses', { method: 'POST', headers: key, body }, environment);
+    const created = (await (await create()).json()) as { id: string; conversation: { id: string } };
+    lines.length = 0;
+    const retry = await create();
+    expect(retry.status).toBe(200);
+    expect(await retry.json()).toMatchObject({ id: created.id, status: 'queued' });
+    expect(lines.map((line) => JSON.parse(line))).toMatchObject([
+      { session_id: created.conversation.id, status: 'replayed', turn: 1, error_code: null },
+    ]);
+  });
+});
+
 describe('a response that branches', () => {
   // docs/OPENAI.md: previous_response_id naming an older response takes the turn in a fork. The
   // claim the older response's conversation refused took no turn: only the branch's is told.

@@ -99,6 +99,22 @@ export function trackAfterResponse(task: Promise<unknown>): void {
 }
 
 /**
+ * What a first SIGINT or SIGTERM says it waits for: the `connections` still open (running
+ * requests) and the work requests left running (trackAfterResponse: a background turn, a charge).
+ */
+export function shutdownNotice(signal: string, graceMs: number, connections: number): string {
+  const waits = [
+    ...(connections > 0 ? [`${connections} open connection(s)`] : []),
+    ...(running.size > 0 ? [`${running.size} background task(s) (a turn, a charge)`] : []),
+  ];
+  if (waits.length === 0) return `tailgate: ${signal}: no new requests; nothing left running, stopping`;
+  return (
+    `tailgate: ${signal}: no new requests; waiting up to ${graceMs / 1000} s for ${waits.join(' and ')} ` +
+    `to finish (${signal} again stops at once)`
+  );
+}
+
+/**
  * Serves `fetch` with node:http (@hono/node-server), on Node and on Deno alike: Deno.serve has
  * no header timeout, and Deno's node:http enforces these as Node does. A client whose headers,
  * or whole request, have not arrived in time gets `408 Request Timeout` and its connection is
@@ -151,12 +167,7 @@ export function serveLocal(
       process.exit(0);
     });
     server.closeIdleConnections();
-    server.getConnections((_error, open) => {
-      console.error(
-        `tailgate: ${signal}: no new requests; waiting up to ${options.shutdownGraceMs / 1000} s for ${open} ` +
-          `open connection(s) to finish (${signal} again stops at once)`,
-      );
-    });
+    server.getConnections((_error, open) => console.error(shutdownNotice(signal, options.shutdownGraceMs, open)));
     setTimeout(() => {
       console.error('tailgate: grace period over, closing the connections left');
       server.closeAllConnections();

@@ -226,6 +226,9 @@ describe('the official openai client: background responses', () => {
     const again = await client.responses.create(body, key);
     expect(again).toMatchObject({ id: created.id, status: 'in_progress', background: true, output: [] });
     expect(again.created_at).toBe(created.created_at);
+    // Another request under the key is refused as a reuse, running or not.
+    const reused = await client.responses.create({ ...body, input: 'hang on, other' }, key).catch((error) => error);
+    expect(reused).toMatchObject({ status: 422, code: 'idempotency_key_reused' });
     const stream = await client.responses.create({ ...body, stream: true }, key);
     for await (const event of stream) {
       expect(event).toMatchObject({ type: 'response.created', sequence_number: 0, response: { id: created.id } });

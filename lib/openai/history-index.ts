@@ -186,8 +186,11 @@ export async function findHistory(
   if (!entry || 'shared' in entry) return undefined;
   if (entry.kept_after) {
     const next = items.slice(known, known + entry.kept_after.items);
-    const same = next.length < items.length - known && (await keptHash(facade, start!, next)) === entry.kept_after.hash;
-    // Without them, only the compaction item alone continues (the new items go after them).
+    const same =
+      next.length === entry.kept_after.items && (await keptHash(facade, start!, next)) === entry.kept_after.hash;
+    // Held with nothing new after them: no step, as a resend of a whole history. Not held: only the
+    // compaction item alone continues (the new items go after them).
+    if (same && known + next.length === items.length) return undefined;
     if (same) known += next.length;
     else if (known > 0) return undefined;
   }

@@ -51,6 +51,20 @@ async function compactKeeping(sessionId: string): Promise<unknown> {
 }
 
 /**
+ * A conversation of two responses, then an item appended after the last one, compacted keeping
+ * about `keep_tokens`: its id, and its items from the compaction item on.
+ */
+async function appendedThenCompacted(keep_tokens: number) {
+  const { sessionId } = await twoResponses('short');
+  const appended = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/items`, {
+    items: [{ type: 'message', role: 'user', content: long('noted') }],
+  });
+  expect(appended.status).toBe(201);
+  await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens });
+  return { sessionId, input: await fromCompaction(sessionId) };
+}
+
+/**
  * A conversation of `client`'s whose second response ran in the background and compacted (at
  * 100 prompt tokens): its id and the compaction item its output ends with.
  */
@@ -187,15 +201,9 @@ describe('the official openai client: a compaction item, the items it kept, then
   it('kept items with no model output continue it too, and the compaction item alone still does', async () => {
     /** A conversation whose compaction kept only the item appended after its last response. */
     const keptAppended = async () => {
-      const { sessionId } = await twoResponses('short');
-      const appended = await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/items`, {
-        items: [{ type: 'message', role: 'user', content: long('noted') }],
-      });
-      expect(appended.status).toBe(201);
-      await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 50 });
-      const input = await fromCompaction(sessionId);
-      expect(input.map((item) => item.type)).toEqual(['compaction', 'message']);
-      return { sessionId, input };
+      const kept = await appendedThenCompacted(50);
+      expect(kept.input.map((item) => item.type)).toEqual(['compaction', 'message']);
+      return kept;
     };
     const whole = await keptAppended();
     const next = await world.client.responses.create({
@@ -213,6 +221,21 @@ describe('the official openai client: a compaction item, the items it kept, then
     });
     expect(after.conversation!.id).toBe(alone.sessionId);
     expect((await texts(alone.sessionId)).slice(4)).toEqual([long('noted'), 'go on', 'echo: go on']);
+  });
+
+  it('kept items resent with nothing new start a new conversation, a model output among them or none', async () => {
+    // Kept with the response before it, and alone: neither resend adds an item, and none is stored twice.
+    for (const [keep, types] of [
+      [70, ['compaction', 'message', 'message', 'message']],
+      [50, ['compaction', 'message']],
+    ] as const) {
+      const { sessionId, input } = await appendedThenCompacted(keep);
+      expect(input.map((item) => item.type)).toEqual(types);
+      const before = await texts(sessionId);
+      const resent = await world.client.responses.create({ model: 'echo', input });
+      expect(resent.conversation!.id, `keep_tokens ${keep}`).not.toBe(sessionId);
+      expect(await texts(sessionId)).toEqual(before);
+    }
   });
 
   it('the kept items as the client sent and got them, a tool call among them, continue it too', async () => {

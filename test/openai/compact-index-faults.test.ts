@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { StorageError } from '../../lib/errors.ts';
 import type { Body, GetOptions, ObjectInfo, PutOptions, StoredObject } from '../../lib/store/object-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
-import { startTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
+import { compactedInBackground, startTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A compaction's index entry is written after the compaction landed (lib/openai/compact-response.ts):
 // a storage failure while writing it leaves the client's next step a new conversation, but never
@@ -24,18 +24,26 @@ class AfterCompactFaults extends MemoryStore {
   }
 }
 
+/** The app on `store` for a describe block: its base URL and a client without retries, once started. */
+function onTailgate(store: MemoryStore) {
+  const world = { baseURL: '', client: undefined as unknown as OpenAI };
+  let close: () => Promise<void> = async () => {};
+  beforeAll(async () => {
+    const started = await startTailgate({}, store);
+    close = started.close;
+    world.baseURL = started.baseURL;
+    world.client = new OpenAI({ apiKey: TOKEN, baseURL: started.baseURL, maxRetries: 0 });
+  });
+  afterAll(() => close());
+  return world;
+}
+
 describe('a storage failure after a compaction landed', () => {
   const store = new AfterCompactFaults();
-  let tailgate: Awaited<ReturnType<typeof startTailgate>>;
-  let client: OpenAI;
-  beforeAll(async () => {
-    tailgate = await startTailgate({}, store);
-    client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
-  });
-  afterAll(() => tailgate.close());
+  const tailgate = onTailgate(store);
 
   it('POST /v1/sessions/:id/compact answers the compaction', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const first = await tailgate.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
     store.armed = true;
     const compacted = await tailgatePost(tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens: 0 });
@@ -52,10 +60,10 @@ describe('a storage failure after a compaction landed', () => {
   });
 
   it('responses.compact answers its compaction item', async () => {
-    const first = await client.responses.create({ model: 'echo', input: 'call me Ishmael' });
+    const first = await tailgate.client.responses.create({ model: 'echo', input: 'call me Ishmael' });
     const sessionId = first.conversation!.id;
     store.armed = true;
-    const compacted = await client.responses.compact({ model: 'echo', previous_response_id: first.id }).then(
+    const compacted = await tailgate.client.responses.compact({ model: 'echo', previous_response_id: first.id }).then(
       (response) => response,
       (error: unknown) => error,
     );
@@ -64,5 +72,33 @@ describe('a storage failure after a compaction landed', () => {
     store.landed = false;
     expect(landed).toBe(true);
     expect(compacted).toMatchObject({ output: [{ type: 'compaction', id: `cmp_${sessionId}_3` }] });
+  });
+});
+
+/** Fails every write of the history index (lib/openai/history-index.ts) while armed. */
+class HistoryIndexFaults extends MemoryStore {
+  armed = false;
+  failed = 0;
+  override async put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
+    if (!this.armed || !key.includes('openai/history/')) return super.put(key, body, options);
+    this.failed++;
+    throw new StorageError('injected: index write failed');
+  }
+}
+
+describe("a storage failure writing a background turn's compaction index", () => {
+  const store = new HistoryIndexFaults();
+  const tailgate = onTailgate(store);
+
+  it('leaves the response completed, its stream ended, and the next resend a new conversation', async () => {
+    store.armed = true;
+    // Its stream ends with response.completed, the compaction item last.
+    const { sessionId, id, compaction } = await compactedInBackground(tailgate.client);
+    store.armed = false;
+    expect(store.failed).toBeGreaterThan(0);
+    expect(await tailgate.client.responses.retrieve(id)).toMatchObject({ status: 'completed' });
+    const input: OpenAI.Responses.ResponseInputItem[] = [compaction, { role: 'user', content: 'go on' }];
+    const next = await tailgate.client.responses.create({ model: 'echo', input });
+    expect(next.conversation!.id).not.toBe(sessionId);
   });
 });

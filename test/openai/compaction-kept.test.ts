@@ -2,16 +2,13 @@ import OpenAI from 'openai';
 import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
 import { describe, expect, it } from 'vitest';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
-import { clientOnTailgate, tailgateGet, tailgatePost } from './server.ts';
+import { clientOnTailgate, compactedInBackground, long, tailgateGet, tailgatePost } from './server.ts';
 
 // A compaction that keeps the newest items whole (POST /v1/sessions/:id/compact by default, and a
 // response's context_management compaction) leaves its conversation listing the compaction item,
 // then the items it kept. A client that drops what came before the compaction item, and resends
 // the rest with its new items, continues that conversation: the kept items are not stored again.
 const world = clientOnTailgate();
-
-// 30 words of about 5 characters: about 40 tokens a message with the chars/4 approximation.
-const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
 
 /** The conversation's items from its compaction item on, as a client holding its listing resends them. */
 async function fromCompaction(sessionId: string): Promise<OpenAI.Responses.ResponseInputItem[]> {
@@ -62,29 +59,6 @@ async function appendedThenCompacted(keep_tokens: number) {
   expect(appended.status).toBe(201);
   await tailgatePost(world.tailgate.baseURL, `/sessions/${sessionId}/compact`, { keep_tokens });
   return { sessionId, input: await fromCompaction(sessionId) };
-}
-
-/**
- * A conversation of `client`'s whose second response ran in the background and compacted (at
- * 100 prompt tokens): its id and the compaction item its output ends with.
- */
-async function compactedInBackground(client: OpenAI) {
-  const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
-  const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management });
-  const created = await client.responses.create({
-    model: 'echo',
-    previous_response_id: first.id,
-    input: long('bravo'),
-    context_management,
-    background: true,
-  });
-  let ended: OpenAI.Responses.Response | undefined;
-  for await (const event of await client.responses.retrieve(created.id, { stream: true }))
-    if (event.type === 'response.completed') ended = event.response;
-  const sessionId = first.conversation!.id;
-  const compaction = ended!.output.at(-1) as ResponseCompactionItem;
-  expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
-  return { sessionId, compaction };
 }
 
 describe('the official openai client: a compaction item, the items it kept, then new ones', () => {

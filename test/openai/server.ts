@@ -1,7 +1,8 @@
 import { serve } from '@hono/node-server';
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
-import { afterAll, beforeAll } from 'vitest';
+import type { ResponseCompactionItem } from 'openai/resources/responses/responses';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { SIGNING_KEY } from '../http/http-suite.ts';
@@ -128,4 +129,31 @@ export function compactingResponse(
     ...(options.after !== undefined ? { previous_response_id: options.after } : {}),
     ...(options.background ? { background: true } : {}),
   });
+}
+
+// 30 words of about 5 characters: about 40 tokens a message with the chars/4 approximation.
+export const long = (word: string) => Array.from({ length: 30 }, () => word).join(' ');
+
+/**
+ * A conversation of `client`'s whose second response ran in the background and compacted (at
+ * 100 prompt tokens): its id, the response's, and the compaction item its output ends with
+ * (from its stream's `response.completed`).
+ */
+export async function compactedInBackground(client: OpenAI) {
+  const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
+  const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management });
+  const created = await client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input: long('bravo'),
+    context_management,
+    background: true,
+  });
+  let ended: OpenAI.Responses.Response | undefined;
+  for await (const event of await client.responses.retrieve(created.id, { stream: true }))
+    if (event.type === 'response.completed') ended = event.response;
+  const sessionId = first.conversation!.id;
+  const compaction = ended!.output.at(-1) as ResponseCompactionItem;
+  expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
+  return { sessionId, id: created.id, compaction };
 }

@@ -145,10 +145,11 @@ export interface TurnServices {
    */
   spendOf?: (budget: TokenBudget) => TokenSpend;
   /**
-   * Told a background turn that completed having compacted its session, before its runner
-   * ends it (functions/services.ts: the OpenAI facade's compaction index,
-   * lib/openai/compaction-index.ts, as a foreground response's create writes it). A failure is
-   * logged: the turn stays completed.
+   * Told a background turn that completed having compacted its session, its completion landed,
+   * before its runner journals its end (functions/services.ts: the OpenAI facade's compaction
+   * index, lib/openai/compaction-index.ts, as a foreground response's create writes it): a
+   * reader of the turn's receipt sees it completed meanwhile. A failure is logged: the turn
+   * stays completed.
    */
   onBackgroundCompaction?: (compacted: CompactedTurn) => Promise<void>;
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */

@@ -242,9 +242,12 @@ export async function prepareCommit(
   await options.check?.(head.config);
   // The input is checked against the open calls before a busy session refuses it: a bad input
   // is a 400 whatever runs (so neither queued nor interrupting anything). Closing an expired
-  // turn below adds no item, so the calls it leaves open are these.
+  // turn below adds no item, so the calls it leaves open are these. An input that must follow
+  // an older turn is not judged by the newest one's calls: its caller branches (a fork at that
+  // turn, where they are judged).
   const openCalls = openCallsOf(newest);
-  const openAfter = openCalls === null ? null : checkCalls(input, openCalls);
+  const behind = options.afterTurn !== undefined && countsOf(newest).turns !== options.afterTurn;
+  const openAfter = openCalls === null || behind ? null : checkCalls(input, openCalls);
   if (newest && newest.record.kind === 'turn' && !newest.done) {
     const open = newest.record;
     const expires = await leaseOf(log, scope, open);

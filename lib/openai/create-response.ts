@@ -25,6 +25,7 @@ import {
 } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
+import { resentAfter } from './resent-after.ts';
 import { responseEventStream } from './sse.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { getResponse, openaiTools, saveResponse } from './stored-responses.ts';
@@ -140,11 +141,16 @@ async function createStoredResponse(
   facade: Facade,
   prepared: PreparedRequest,
   idempotencyKey: string | undefined,
-  /** A branch: the fork of previous_response_id's conversation this request goes to. */
-  branch?: string,
-  /** A new conversation whatever stored one the input's history matches (see `branched`). */
-  fresh = false,
+  onto: {
+    /** A branch: the fork of previous_response_id's conversation this request goes to. */
+    branch?: string;
+    /** A new conversation whatever stored one the input's history matches (see `branched`). */
+    fresh?: true;
+    /** previous_response_id's conversation's newest turn, whose items since it the input resent. */
+    after?: { turn: number; known: number };
+  } = {},
 ): Promise<TailgateResponse | Response> {
+  const { branch, fresh, after } = onto;
   const { services } = facade;
   const { body, model, instructions, tools, turnTools } = prepared;
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
@@ -163,7 +169,7 @@ async function createStoredResponse(
   const { sessionId, afterTurn, created } = match
     ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
     : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
-        branch ? { ...found, sessionId: branch } : found,
+        branch ? { ...found, sessionId: branch } : after ? { ...found, afterTurn: after.turn } : found,
       );
   // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
   const read = match ? undefined : await services.sessions.getWithNewestTurn(sessionId);
@@ -185,8 +191,10 @@ async function createStoredResponse(
   }
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
-  const items = match ? prepared.history.slice(match.known) : prepared.items;
-  const positions = match ? prepared.positions.history.slice(match.known) : prepared.positions.items;
+  const items = match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known);
+  const positions = match
+    ? prepared.positions.history.slice(match.known)
+    : prepared.positions.items.slice(after?.known);
   const retried =
     body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
       ? await abortedRetry(facade, sessionId, undefined, items, session)
@@ -250,19 +258,22 @@ async function createStoredResponse(
     // A history whose conversation moved past it (a keyed request whose key took no turn there,
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
     if (error instanceof NotNewestTurnError && match)
-      return createStoredResponse(facade, prepared, idempotencyKey, undefined, true);
+      return createStoredResponse(facade, prepared, idempotencyKey, { fresh: true });
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
-    if (branch) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
+    if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
     // A retry of the request an `abort` notice refused does not branch: it is refused again.
     const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, afterTurn, prepared.items);
     if (refusal) throw refusal;
+    // A resend of every item since that response continues the newest (./resent-after.ts).
+    const resent = await resentAfter(facade, sessionId, afterTurn, prepared.items);
+    if (resent) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
     const fork = await branchedSession(
       facade,
       body.previous_response_id,
       { sessionId, turn: afterTurn },
       idempotencyKey,
     );
-    return createStoredResponse(facade, prepared, idempotencyKey, fork);
+    return createStoredResponse(facade, prepared, idempotencyKey, { branch: fork });
   };
   if (body.background)
     return createBackgroundResponse(facade, context, request, options, body.stream === true).catch(branched);

@@ -87,7 +87,7 @@ export interface HistoryMatch {
 const encoder = new TextEncoder();
 
 /** The fields an item is compared by (what a client resends of it). */
-function canonical(item: Item): unknown[] {
+export function canonical(item: Item): unknown[] {
   if (item.type === 'message') return ['message', item.role, item.content];
   if (item.type === 'function_call') return ['function_call', item.call_id, item.name, item.arguments];
   return ['function_call_output', item.call_id, item.output];
@@ -299,7 +299,7 @@ export async function retriedSince(
  * (lib/session/attachments.ts), so a resend is compared with its stored items so. Undefined
  * when a part is not one the service stores (the request is refused later, matching nothing).
  */
-function asStored(facade: IndexFacade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
+export function asStored(facade: IndexFacade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
   if (!hasInlineMedia(items as Item[])) return items;
   try {
     return checkAttachments(items as Item[], facade.services.config).items as ClientItem[];

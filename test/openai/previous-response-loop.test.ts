@@ -1,0 +1,71 @@
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, stepCountIs, tool } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { clientOnTailgate, tailgateGet, TOKEN } from './server.ts';
+
+// A tool loop under a fixed previous_response_id (the AI SDK's previousResponseId with tools):
+// every step names the same response and resends every item since it (lib/openai/resent-after.ts).
+const world = clientOnTailgate({ MODEL_ALIASES: 'gpt-4.1-mini=echo' });
+
+async function shapesOf(sessionId: string): Promise<unknown[]> {
+  const listed = await tailgateGet(world.tailgate.baseURL, `/sessions/${sessionId}/items?limit=100`);
+  return listed.items.reverse().map((item: any) => [item.type, item.content ?? item.output ?? item.arguments]);
+}
+
+const sessionOf = (responseId: string) => /^resp_(conv_[0-9a-f]{24})_/.exec(responseId)![1];
+
+describe('a tool loop under a fixed previous_response_id', () => {
+  it("the AI SDK's generateText: every step in the conversation of that response, each item once", async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const first = await generateText({ model: openai('gpt-4.1-mini'), prompt: 'hello' });
+    const result = await generateText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'call get_weather {"city":"Paris"}',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '18C' }) },
+      stopWhen: stepCountIs(4),
+      providerOptions: { openai: { previousResponseId: first.response.id } },
+    });
+    expect(result.steps).toHaveLength(2);
+    expect(result.text).toBe('echo: call get_weather {"city":"Paris"}');
+    const conversation = sessionOf(first.response.id);
+    expect(result.steps.map((step) => sessionOf(step.response.id))).toEqual([conversation, conversation]);
+    expect(await shapesOf(conversation!)).toEqual([
+      ['message', 'hello'],
+      ['message', 'echo: hello'],
+      ['message', 'call get_weather {"city":"Paris"}'],
+      ['function_call', '{"city":"Paris"}'],
+      ['function_call_output', '18C'],
+      ['message', 'echo: call get_weather {"city":"Paris"}'],
+    ]);
+  });
+
+  it('an input that edits what followed the response still branches', async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'one' });
+    const second = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    // The items since the first response, the user's message given, then a new one.
+    const since = (text: string) => ({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [
+        { role: 'user' as const, content: text },
+        { role: 'assistant' as const, content: 'echo: two' },
+        { role: 'user' as const, content: 'three' },
+      ],
+    });
+    const edited = await client.responses.create(since('two, edited'));
+    expect(edited.conversation!.id).not.toBe(second.conversation!.id);
+    const resent = await client.responses.create(since('two'));
+    expect(resent.conversation!.id).toBe(second.conversation!.id);
+    expect(resent.previous_response_id).toBe(first.id);
+    expect(await shapesOf(second.conversation!.id)).toEqual([
+      ['message', 'one'],
+      ['message', 'echo: one'],
+      ['message', 'two'],
+      ['message', 'echo: two'],
+      ['message', 'three'],
+      ['message', 'echo: three'],
+    ]);
+  });
+});

@@ -1,5 +1,5 @@
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, stepCountIs, tool } from 'ai';
+import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { clientOnTailgate, tailgateGet, TOKEN } from './server.ts';
@@ -38,6 +38,22 @@ describe('a tool loop under a fixed previous_response_id', () => {
       ['function_call_output', '18C'],
       ['message', 'echo: call get_weather {"city":"Paris"}'],
     ]);
+  });
+
+  it("the AI SDK's streamText: every step streamed in the conversation of that response", async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const first = await generateText({ model: openai('gpt-4.1-mini'), prompt: 'hi' });
+    const result = streamText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'call get_weather {"city":"Rome"}',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '21C' }) },
+      stopWhen: stepCountIs(4),
+      providerOptions: { openai: { previousResponseId: first.response.id } },
+    });
+    expect(await result.text).toBe('echo: call get_weather {"city":"Rome"}');
+    const conversation = sessionOf(first.response.id);
+    expect((await result.steps).map((step) => sessionOf(step.response.id))).toEqual([conversation, conversation]);
+    expect(await shapesOf(conversation!)).toHaveLength(6);
   });
 
   it('an input that edits what followed the response still branches', async () => {

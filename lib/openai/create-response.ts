@@ -261,12 +261,13 @@ async function createStoredResponse(
       return createStoredResponse(facade, prepared, idempotencyKey, { fresh: true });
     if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
-    // A retry of the request an `abort` notice refused does not branch: it is refused again.
-    const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, afterTurn, prepared.items);
-    if (refusal) throw refusal;
-    // A resend of every item since that response continues the newest (./resent-after.ts).
+    // A resend of every item since that response continues the newest (./resent-after.ts), and a
+    // retry of the request an `abort` notice refused does not branch: it is refused again.
     const resent = await resentAfter(facade, sessionId, afterTurn, prepared.items);
-    if (resent) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
+    const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
+    const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, since, added);
+    if (refusal) throw refusal;
+    if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
     const fork = await branchedSession(
       facade,
       body.previous_response_id,

@@ -14,27 +14,38 @@ import { itemsBetween } from './sessions.ts';
  * instead, storing only the items after them, as a resent whole history does (./history-index.ts).
  */
 
-/** The newest turn to continue and how many of `items` it already holds, or undefined (a branch). */
+/**
+ * The turn to continue after and how many of `items` the conversation already holds, or
+ * undefined (a branch). `newest` says that turn is the conversation's newest; when not, the
+ * one after it is an `abort` notice's refusal, which the rest of the items may retry
+ * (./aborted-retry.ts: refused again).
+ */
 export async function resentAfter(
   facade: Facade,
   sessionId: string,
   afterTurn: number,
   items: readonly ClientItem[],
-): Promise<{ turn: number; known: number } | undefined> {
+): Promise<{ turn: number; known: number; newest: boolean } | undefined> {
   const { sessions } = facade.services;
   const session = await sessions.get(sessionId);
-  const turn = session.counts.turns;
-  if (turn <= afterTurn) return undefined;
-  const [older, newest] = await Promise.all([
+  const { turns, items: stored } = session.counts;
+  if (turns <= afterTurn) return undefined;
+  const newestTurn = await sessions.getTurn(sessionId, turns);
+  const aborted = newestTurn.status === 'aborted' && turns - 1 > afterTurn;
+  const turn = aborted ? turns - 1 : turns;
+  const [older, ended] = await Promise.all([
     sessions.getTurn(sessionId, afterTurn),
-    sessions.getTurn(sessionId, turn),
+    aborted ? sessions.getTurn(sessionId, turn) : newestTurn,
   ]);
   const from = (older.output?.last_seq ?? older.input?.last_seq ?? 0) + 1;
-  if (newest.status !== 'completed' || newest.output?.last_seq !== session.counts.items) return undefined;
-  const known = session.counts.items - from + 1;
+  const end = ended.output?.last_seq;
+  if (ended.status !== 'completed' || end === undefined || (!aborted && end !== stored)) return undefined;
+  const known = end - from + 1;
   const sent = known > 0 && known < items.length ? asStored(facade, items.slice(0, known)) : undefined;
   if (!sent) return undefined;
-  const stored = await itemsBetween(facade, sessionId, from, session.counts.items + 1);
+  const held = await itemsBetween(facade, sessionId, from, end + 1);
   const same = (list: readonly ClientItem[]) => JSON.stringify(list.map((item) => canonical(item)));
-  return stored.length === known && same(stored as ClientItem[]) === same(sent) ? { turn, known } : undefined;
+  return held.length === known && same(held as ClientItem[]) === same(sent)
+    ? { turn, known, newest: !aborted }
+    : undefined;
 }

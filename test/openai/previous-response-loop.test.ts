@@ -2,7 +2,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientOnTailgate, tailgateGet, TOKEN } from './server.ts';
+import { clientOnTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A tool loop under a fixed previous_response_id (the AI SDK's previousResponseId with tools):
 // every step names the same response and resends every item since it (lib/openai/resent-after.ts).
@@ -54,6 +54,37 @@ describe('a tool loop under a fixed previous_response_id', () => {
     const conversation = sessionOf(first.response.id);
     expect((await result.steps).map((step) => sessionOf(step.response.id))).toEqual([conversation, conversation]);
     expect(await shapesOf(conversation!)).toHaveLength(6);
+  });
+
+  it('a step an abort notice refused, retried by the AI SDK (a 409 is retried), is refused again', async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const first = await generateText({ model: openai('gpt-4.1-mini'), prompt: 'start' });
+    const conversation = sessionOf(first.response.id)!;
+    const before = (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    const failed = await generateText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'call get_weather {"city":"Oslo"}',
+      tools: {
+        get_weather: tool({
+          inputSchema: z.object({ city: z.string() }),
+          // The notice arrives while the tool runs: the next step meets it.
+          execute: async () => {
+            await tailgatePost(world.tailgate.baseURL, `/sessions/${conversation}/inbox`, {
+              name: 'abort',
+              content: 'stop',
+            });
+            return '-2C';
+          },
+        }),
+      },
+      stopWhen: stepCountIs(4),
+      maxRetries: 1,
+      providerOptions: { openai: { previousResponseId: first.response.id } },
+    }).catch((error: unknown) => error);
+    expect(String(failed)).toContain('aborted');
+    // Nothing ran after the abort, in this conversation or in a branch of it.
+    expect((await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions).toHaveLength(before);
+    expect((await shapesOf(conversation)).at(-1)).toEqual(['function_call_output', '-2C']);
   });
 
   it('an input that edits what followed the response still branches', async () => {

@@ -135,14 +135,18 @@ async function closedByLease(
  * A turn's receipt as `GET .../turns/{turn}` answers it: an open turn whose lease ran out by the
  * log's clock (its owner died) is closed first, as a reader of its events closes it (failed,
  * `lease_expired`, the inputs queued behind it then taken up), so a client that polls a turn
- * whose runner died sees it end instead of `in_progress` until the session's next writer.
+ * whose runner died sees it end instead of `in_progress` until the session's next writer. A
+ * close that fails is logged, not the read's answer: the receipt is read again (failed when its
+ * completion landed and only its webhook event failed; else as it stood, for the next read).
  */
 export async function turnAsItStands(services: TurnServices, sessionId: string, turn: number) {
   const found = await services.sessions.getTurn(sessionId, turn);
   if (found.status !== 'queued' && found.status !== 'in_progress') return found;
-  return (await closedByLease(services, sessionId, turn)) === 'open'
-    ? found
-    : services.sessions.getTurn(sessionId, turn);
+  const closed = await closedByLease(services, sessionId, turn).catch((error: unknown) => {
+    services.log(`tailgate: a read could not close turn ${turn} of session ${sessionId}`, error);
+    return null;
+  });
+  return closed === 'open' ? found : services.sessions.getTurn(sessionId, turn);
 }
 
 /**

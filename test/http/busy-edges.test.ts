@@ -7,6 +7,7 @@ import { listAll } from '../../lib/store/object-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
+import { WEBHOOK_SECRET } from '../support/webhook-receiver.ts';
 import { settled } from './background-suite.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
@@ -20,12 +21,17 @@ const environment = () => ({ API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE
 const imageUrl = (fill: number) => dataUrl('image/png', pngBytes(8, 8, 64, fill));
 const noCall = [{ type: 'function_call_output', call_id: 'call_nope', output: 'x' }];
 
-function harnessFor(store: MemoryStore | FaultyStore, options: Partial<AppOptions> = {}) {
+function harnessFor(
+  store: MemoryStore | FaultyStore,
+  options: Partial<AppOptions> = {},
+  settings: Record<string, string> = {},
+) {
   const full: AppOptions = { readEnvironment: (c) => c.env ?? {}, ...options, store: () => store };
   const app = createApp(full);
   const harness: HttpHarness = {
-    fetch: async (path, init) => app.request(path, init, environment()),
-    fetchWithEnv: async (overrides, path, init) => app.request(path, init, { ...environment(), ...overrides }),
+    fetch: async (path, init) => app.request(path, init, { ...environment(), ...settings }),
+    fetchWithEnv: async (overrides, path, init) =>
+      app.request(path, init, { ...environment(), ...settings, ...overrides }),
     store,
     keyPrefix: '',
     logged: [],
@@ -255,10 +261,12 @@ async function queuedBehindDeadTurn(
   first: { body: Record<string, unknown>; headers?: Record<string, string> } = {
     body: { input: 'first', background: true },
   },
+  settings: Record<string, string> = {},
 ) {
   let now = Date.parse('2030-01-01T00:00:00Z');
   const sent: BackgroundTurn[] = [];
-  const built = harnessFor(store, { clock: () => new Date(now), queueTurn: () => async (run) => void sent.push(run) });
+  const queueTurn = () => async (run: BackgroundTurn) => void sent.push(run);
+  const built = harnessFor(store, { clock: () => new Date(now), queueTurn }, settings);
   const { api } = built;
   const id = await api.session({ on_busy: 'enqueue' });
   expect((await api.post(`/v1/sessions/${id}/turns`, first.body, first.headers)).status).toBe(202);
@@ -449,5 +457,36 @@ describe('an enqueue whose own pickup fails after its input was stored', () => {
     await expect.poll(() => store.injected).toBe(1);
     await runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'queued']);
+  });
+});
+
+describe('a background turn whose runner never comes, read while its close cannot be written', () => {
+  it('answers its receipt as read when the completion put fails, and fails it at the next read', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, id, sent, expire } = await queuedBehindDeadTurn(store);
+    expire();
+    store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 1 });
+    // A GET reads: a close it could not write leaves the turn as it stood, not the GET a 503.
+    const read = await api.get(`/v1/sessions/${id}/turns/1`);
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body.status).toBe('queued');
+    expect(store.injected).toBe(1);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ error: { code: 'lease_expired' } });
+    await expect.poll(() => sent.length).toBe(2);
+  });
+
+  it("answers it failed when the close landed and only the turn's webhook event could not be written", async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, id, sent, expire } = await queuedBehindDeadTurn(store, undefined, {
+      WEBHOOK_SECRET,
+      WEBHOOK_URL: 'https://hooks.example.com/tailgate',
+    });
+    expire();
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('webhooks/outbox/'));
+    const read = await api.get(`/v1/sessions/${id}/turns/1`);
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+    expect(store.injected).toBeGreaterThan(0);
+    await expect.poll(() => sent.length).toBe(2);
   });
 });

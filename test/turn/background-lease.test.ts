@@ -124,6 +124,23 @@ describe('a background turn delivered twice', () => {
     expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
   });
 
+  it('is run once when its first runner completes it while the second waits a renewal for it', async () => {
+    const { sessions, services, run, calls, told, release, until, outcome, advance, logged } = await world();
+    const first = runBackgroundTurn(services, run);
+    await until(() => calls() === 1);
+    const second = runBackgroundTurn(services, run);
+    // The first completes before its next renewal: the lease the second waits on is not renewed.
+    release();
+    expect(await outcome(first)).toBe('done');
+    expect(await outcome(second)).toBe('done');
+    expect(calls()).toBe(1);
+    expect(logged).toEqual(['tailgate: background turn 1 of session s is closed already']);
+    await advance(100);
+    expect((await sessions.getTurn('s', 1)).status).toBe('completed');
+    expect(await journaled(sessions, 's')).toEqual(['turn.started', 'output_item.done', 'turn.completed']);
+    expect(told()).toEqual([{ turn: 1, status: 'completed', error_code: null }]);
+  });
+
   it('is taken over once the lease a dead runner left misses its renewal, long before it runs out', async () => {
     const { sessions, services, run, calls, release, until, outcome, advance } = await world();
     await diedHoldingLease(sessions, run);

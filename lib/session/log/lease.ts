@@ -64,7 +64,8 @@ export async function renewLease(log: LogContext, turn: OpenTurn): Promise<strin
  * and a tenth more) and reads it again: renewed, its runner is alive and this is
  * TurnInProgressError; not renewed (or run out, or released by its runner), it is taken over
  * if-match, so of two late runners one has it (the other: TurnInProgressError). Answers the etag of the lease taken,
- * which its renewals match (renewHeldLease).
+ * which its renewals match (renewHeldLease); TurnNotOpenError when the turn taken over was
+ * closed by then (its runner completed it as its lease went unrenewed).
  */
 export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string> {
   const key = leaseKey(turn.scope, turn.record);
@@ -96,6 +97,9 @@ export async function takeLease(log: LogContext, turn: OpenTurn): Promise<string
   const next = leaseWrite(log, turn);
   const written = await log.store.put(key, next.body, { ...next.options, ifMatch: etag });
   if (!written) throw new LeaseHeldError(turn.scope.id, turn.turn, until);
+  // Not renewed because its runner completed the turn meanwhile (a turn shorter than a renewal),
+  // or closed by someone else: nothing is left to run, and no model is called for it.
+  if ((await closedBy(log, turn)) !== null) throw new TurnNotOpenError(turn.scope.id, turn.turn);
   return written.etag;
 }
 

@@ -123,7 +123,8 @@ export function shutdownNotice(signal: string, graceMs: number, connections: num
  * A port in use is one line and exit 1. The first SIGINT or SIGTERM stops accepting
  * connections, closes the idle ones, and lets running requests (a streamed turn) and the work
  * they left running (trackAfterResponse: a background turn, a charge) finish for up to
- * SHUTDOWN_GRACE_MS, then closes what is left and exits; a second signal stops at once. Turns
+ * SHUTDOWN_GRACE_MS (with the turns they take up from a session's queue as they close), then
+ * closes what is left and exits; a second signal stops at once. Turns
  * cut off are left to their lease, as after a crash.
  */
 export function serveLocal(
@@ -160,9 +161,14 @@ export function serveLocal(
     const grace = new Promise<void>((resolve) => {
       graceOver = resolve;
     });
+    let graceIsOver = false;
+    void grace.then(() => {
+      graceIsOver = true;
+    });
     server.close(async () => {
-      // Work the requests left running (background turns) finishes too, within the grace period.
-      await Promise.race([Promise.allSettled([...running]), grace]);
+      // Work the requests left running (background turns) finishes too, within the grace period,
+      // and so does the work it starts: the input a closing turn takes up from its session's queue.
+      while (running.size > 0 && !graceIsOver) await Promise.race([Promise.allSettled([...running]), grace]);
       console.error('tailgate: stopped');
       process.exit(0);
     });

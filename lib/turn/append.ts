@@ -43,10 +43,10 @@ export async function appendItems(
   // The config is read when the pack starts (it may wait behind another): one get for the
   // strategies and the incarnation, where the session's head (config, listing, record) was two
   // more and the pack read the config again.
-  const packing = (refresh = false, overdue?: OverdueView) =>
+  const packing = (refresh = false, overdue?: OverdueView & { viewOnly: boolean }) =>
     sessions.packSchedule.run(
       sessionId,
-      async (lastView) => {
+      async (lastView, sweep) => {
         const config = await sessions.config(sessionId);
         return sessions.pack(sessionId, {
           ...packOptions(sessionStrategyPlan(services.env, config)),
@@ -54,20 +54,26 @@ export async function appendItems(
           ...(lastView ? { lastView } : {}),
           ...(refresh ? { refresh } : {}),
           ...(overdue ? { overdue } : {}),
+          ...(sweep ? { sweep } : {}),
         });
       },
       services.log,
       generation,
     );
-  if (overdue || sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS) {
-    await packing(overdue !== undefined, overdue);
+  const indebted = sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS;
+  if (overdue || indebted) {
+    // Within the debt bound, an overdue append waits for its view only: the records' listing,
+    // their segments and the stale view's delete are left to the next pack (PackOptions.sweep),
+    // which the background packs every PACK_EVERY_RECORDS records run.
+    await packing(overdue !== undefined, overdue && { ...overdue, viewOnly: !indebted });
     // Its view written, a large record gives way to a small one as the newest (log/state-record.ts).
     // A failed put is logged: the append stands, the next readers read its record whole.
     if (overdue)
       await sessions.putStateAfter(overdue, (error) =>
         services.log(`tailgate: the record of no items after an append to session ${sessionId} failed`, error),
       );
-  } else if (record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
+  }
+  if (!indebted && record % PACK_EVERY_RECORDS === 0) afterResponse(services, () => packing());
   return { first_seq, last_seq };
 }
 

@@ -4,7 +4,7 @@ import type { Item } from '../../lib/items.ts';
 import type { LogRecord } from '../../lib/session/records.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
-import { appendItems } from '../../lib/turn/append.ts';
+import { appendItems, PACK_EVERY_RECORDS } from '../../lib/turn/append.ts';
 import { copyObjects } from '../support/copy-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { SessionLog, summarized } from '../support/session-log.ts';
@@ -219,4 +219,76 @@ describe.each(['large', 'huge'] as const)('an overdue append (%s) racing another
     },
     120_000,
   );
+});
+
+/** Holds every delete, once `hold` is set, until released. */
+class HeldDeletes extends ProcessStore {
+  hold = false;
+  #release: () => void = () => undefined;
+  readonly #gate = new Promise<void>((resolve) => (this.#release = resolve));
+  #reached: () => void = () => undefined;
+  /** Resolves when a held delete is reached. */
+  readonly reached = new Promise<'delete reached'>((resolve) => (this.#reached = () => resolve('delete reached')));
+  release(): void {
+    this.#release();
+  }
+  override async delete(...args: Parameters<ObjectStore['delete']>) {
+    if (this.hold) {
+      this.#reached();
+      await this.#gate;
+    }
+    return super.delete(...args);
+  }
+}
+
+/** The views of `s` listed, newest first. */
+async function viewKeys(store: ObjectStore): Promise<string[]> {
+  const { objects } = await store.list('sessions/s/turn/');
+  return objects.map((object) => object.key).filter((key) => key.endsWith('.view'));
+}
+
+/** The segments of `s` listed. */
+async function segmentKeys(store: ObjectStore): Promise<string[]> {
+  const { objects } = await store.list('sessions/s/turn/');
+  return objects.map((object) => object.key).filter((key) => key.endsWith('.seg'));
+}
+
+describe('an overdue append within the debt bound', () => {
+  it('answers once its view is stored: the stale view and the records to pack wait for the next pack', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout'] });
+    const stored = new MemoryStore();
+    const held = new HeldDeletes(stored);
+    const sessions = new SessionLog(held, {});
+    const background: Promise<unknown>[] = [];
+    const deferred = { ...services(sessions), background: (task: Promise<unknown>) => void background.push(task) };
+    await sessions.create({ id: 's' });
+    // Overdue appends write views until there are two; background packs never run meanwhile.
+    let record = 0;
+    while ((await viewKeys(stored)).length < 2) await appendItems(deferred, 's', large(++record));
+    background.length = 0;
+    // Large appends until one writes a view: it makes the oldest of three stale.
+    held.hold = true;
+    for (let before = await viewKeys(stored); (await viewKeys(stored)).length === before.length; ) {
+      const appended = appendItems(deferred, 's', large(++record)).then(() => 'answered' as const);
+      expect(await Promise.race([appended, held.reached])).toBe('answered');
+    }
+    expect(await viewKeys(stored)).toHaveLength(3);
+    expect(await segmentKeys(stored)).toEqual([]);
+    // A process ending here (the background's pack never run) leaves a log read exactly, and
+    // appended to by another.
+    await expectExact(stored, record * 10, record * 5);
+    const copy = new MemoryStore();
+    await copyObjects(stored, copy);
+    await appendItems(services(new SessionLog(new ProcessStore(copy), {})), 's', large(record + 1));
+    await expectExact(copy, (record + 1) * 10, (record + 1) * 5);
+    // The next pack in this process deletes the stale view (the next append's, every 4 records).
+    do await appendItems(deferred, 's', large(++record));
+    while (record % PACK_EVERY_RECORDS !== 0);
+    vi.runAllTimers();
+    held.release();
+    await Promise.all(background);
+    expect(await viewKeys(stored)).toHaveLength(2);
+    expect(await segmentKeys(stored)).not.toEqual([]);
+    await expectExact(stored, record * 10, record * 5);
+  });
 });

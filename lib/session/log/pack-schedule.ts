@@ -127,12 +127,17 @@ interface SessionPacking {
   nextGeneration?: string | undefined;
   /** The view of the session this process wrote last, and its stored bytes (its chunk's included). */
   view?: { key: string; bytes: number };
+  /** A pack wrote its view only (PackResult.unswept): the next one is given `sweep`. */
+  sweep: boolean;
 }
 
 export type PackLog = (message: string, details?: unknown) => void;
 
-/** A pack of one session, given the view the pack of it before wrote (see run), to take instead of reading it again. */
-export type Pack = (lastView: PackOptions['lastView']) => Promise<PackResult>;
+/**
+ * A pack of one session, given the view the pack of it before wrote (see run), to take instead of
+ * reading it again, and whether a pack before it left its sweep (PackOptions.sweep).
+ */
+export type Pack = (lastView: PackOptions['lastView'], sweep: boolean) => Promise<PackResult>;
 
 export class PackSchedule {
   readonly #sessions = new Map<string, SessionPacking>();
@@ -225,7 +230,11 @@ export class PackSchedule {
   /** Runs one pack of `id`, and keeps what it learned (or its failure's backoff). */
   async #pack(id: string, state: SessionPacking, pack: Pack, generation: string | undefined, log: PackLog) {
     try {
-      const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined);
+      const sweep = state.sweep;
+      const result = await pack(this.#lastView?.id === id ? this.#lastView.view : undefined, sweep);
+      // Owed until a pack given it succeeds; a pack that writes its view only owes it again.
+      if (result.unswept) state.sweep = true;
+      else if (sweep) state.sweep = false;
       if (result.written) {
         this.#lastView = { id, view: { key: result.view!, view: result.written } };
         state.view = { key: result.view!, bytes: result.writtenBytes! };
@@ -260,7 +269,7 @@ export class PackSchedule {
       // Most recently used last, so the oldest goes first when the map is full.
       this.#sessions.delete(id);
     } else {
-      state = { running: null, next: null, waiting: [], through: 0, failures: 0, retryAt: 0 };
+      state = { running: null, next: null, waiting: [], through: 0, failures: 0, retryAt: 0, sweep: false };
       if (this.#sessions.size >= MAX_SESSIONS) this.#evictIdle();
     }
     this.#sessions.set(id, state);

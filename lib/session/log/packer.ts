@@ -40,6 +40,10 @@ export async function packScope(
   held: readonly LogItem[] = [],
 ): Promise<PackResult> {
   const view = await withFreshListing(() => writeViewIfDue(log, scope, options, held));
+  // An append waits for this pack: its view is all it needs (the read budget of a cold turn); the
+  // listing of the records, their segments and the deletes are the next pack's (`sweep`).
+  if (options.overdue?.viewOnly)
+    return withView({ packed: false, deleted: 0, generation: scope.generation, unswept: true }, view);
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose. (Not
   // for an append waiting on its overdue view: the background packs and the debt bound do.)
@@ -60,7 +64,8 @@ export async function packScope(
   }
   // A new view makes the third newest stale, and a page of 100 may end before it (many records
   // between views): the listing goes on to it, so that no view is left behind for good.
-  if (view) while (cursor.views.length < 3 && (await cursor.next()));
+  // (So does a pack after one that wrote its view only.)
+  if (view || options.sweep) while (cursor.views.length < 3 && (await cursor.next()));
   // The newest view stays until a newer one is written, even once a segment covers its
   // record, and so does the one before it, for a reader whose listing came before the newest.
   // Older ones serve no reader: they go, whether a segment covers their record or not (a view
@@ -88,7 +93,11 @@ export async function packScope(
     await bury(log, buried);
     result = { ...result, deleted: result.deleted + buried.length };
   }
-  result = { ...result, generation: scope.generation };
+  return withView({ ...result, generation: scope.generation }, view);
+}
+
+/** `result` with the view the pack wrote (or found written), if any. */
+function withView(result: PackResult, view: Awaited<ReturnType<typeof writeViewIfDue>>): PackResult {
   if (!view) return result;
   return view.view
     ? { ...result, view: view.key, written: view.view, writtenBytes: view.bytes! }

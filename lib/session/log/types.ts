@@ -352,8 +352,16 @@ export interface PackOptions {
    * overdueView): it takes the items its record does not carry from `held`, and, since the
    * append waits for it, packs records into segments only as a pack without a new view would.
    * `generation`: the incarnation the append wrote to (a pack of another one leaves `held` out).
+   * `viewOnly`: the pack writes the view and returns (the append's pack debt within its bound):
+   * what follows it, listing the records to pack, packing them and deleting the view it made
+   * stale, is left to the session's next pack, which is given `sweep`.
    */
-  overdue?: { held: readonly LogItem[]; generation: string };
+  overdue?: { held: readonly LogItem[]; generation: string; viewOnly?: boolean };
+  /**
+   * A pack after one that wrote a view and left the rest (`overdue.viewOnly`): the listing goes
+   * on to the third newest view, as after a view of its own, so that the view made stale goes.
+   */
+  sweep?: boolean;
   /**
    * The session's config as the caller read it for this pack: the pack takes the incarnation
    * to pack from it and reads none (lib/turn/append.ts reads it once for its strategies).
@@ -378,4 +386,6 @@ export interface PackResult {
   generation?: string;
   /** Objects deleted: packed records, merged segments, leftovers of earlier crashes. */
   deleted: number;
+  /** The pack wrote its view only (`overdue.viewOnly`): the next pack sweeps (PackOptions.sweep). */
+  unswept?: true;
 }

@@ -225,6 +225,30 @@ describe('PackSchedule', () => {
     expect(schedule.backingOff('s', 'g1')).toBe(false);
   });
 
+  it("gives a session's packs the sweep a view-only pack left until one given it succeeds", async () => {
+    const schedule = new PackSchedule(() => 0);
+    const given: boolean[] = [];
+    const pack = (result: Partial<PackResult> | Error) => async (_lastView: unknown, sweep: boolean) => {
+      given.push(sweep);
+      if (result instanceof Error) throw result;
+      return { ...done, ...result };
+    };
+    const run = (result: Partial<PackResult> | Error) => schedule.run('s', pack(result), () => undefined, 'g1');
+    await run({});
+    await run({ unswept: true });
+    // Another view-only pack owes it still; a failure keeps it; another session's owes nothing.
+    await run({ unswept: true });
+    await run(new Error('refused'));
+    await schedule.run('t', pack({}), () => undefined);
+    expect(given).toEqual([false, false, true, true, false]);
+    // (Past the failure's backoff.)
+    const later = new PackSchedule(() => 0);
+    await later.run('s', pack({ unswept: true }), () => undefined);
+    await later.run('s', pack({}), () => undefined);
+    await later.run('s', pack({}), () => undefined);
+    expect(given.slice(5)).toEqual([false, true, false]);
+  });
+
   it('runs one pack of a session at a time, and once more after it however often it was asked meanwhile', async () => {
     const schedule = new PackSchedule();
     let running = 0;

@@ -35,7 +35,7 @@ export interface TurnOptions {
   /**
    * Told the turn, the seq of its first input item and the generation its ids name there
    * (idGeneration: undefined in a session stored before they named one) once its failed
-   * completion landed (the facade takes such a turn out again: lib/openai/create-response.ts).
+   * completion landed (the facade takes such a turn out again: lib/openai/stored-turn.ts).
    */
   onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
 }

@@ -70,8 +70,8 @@ async function createStoredResponse(
     branch?: string;
     /** A new conversation whatever stored one the input's history matches (see `branched`). */
     fresh?: true;
-    /** previous_response_id's conversation's newest turn, whose items since it the input resent. */
-    after?: { turn: number; known: number };
+    /** previous_response_id's conversation's newest turn: the input resent the `known` items up to `lastSeq`. */
+    after?: { turn: number; known: number; lastSeq: number };
   } = {},
 ): Promise<TailgateResponse | Response> {
   const { branch, fresh, after } = onto;
@@ -142,6 +142,7 @@ async function createStoredResponse(
       store: true,
     },
     ...(match?.lastSeq !== undefined ? { resent: resentHistory(prepared, sessionId, match.known, match.lastSeq) } : {}),
+    ...(after ? { resent: resentHistory(prepared, sessionId, after.known, after.lastSeq) } : {}),
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
       ? {
@@ -187,7 +188,9 @@ async function createStoredResponse(
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
     // A resend of every item since that response continues the newest (./resent-after.ts), and a
     // retry of the request an `abort` notice refused does not branch: it is refused again.
-    const resent = await resentAfter(facade, sessionId, afterTurn, prepared.items);
+    // (An input with a compaction item starts with its summary: it resends none of them.)
+    const resent =
+      prepared.compactions.length === 0 ? await resentAfter(facade, sessionId, afterTurn, prepared.items) : undefined;
     const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
     const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, since, added);
     if (refusal) throw refusal;

@@ -13,9 +13,10 @@ import { getResponse, itemKindId, readResponse } from './stored-responses.ts';
 /**
  * GET /v1/responses/{id}/input_items: the items of the response's input, as the request sent
  * them. A request with `previous_response_id` or `conversation` sent the items the response
- * stored; one that resent its conversation's whole history (lib/openai/history-index.ts) sent
- * that history too, which its response names (`tailgate.resent`, lib/openai/create-response.ts):
- * the stored items it resent, with the compaction items it sent among them, then the items it
+ * stored; one that resent its conversation's whole history (lib/openai/history-index.ts), or
+ * the items since previous_response_id's response (lib/openai/resent-after.ts), sent those
+ * too, which its response names (`tailgate.resent`, lib/openai/create-response.ts): the stored
+ * items it resent, with the compaction items it sent among them, then the items it
  * stored. A page reads the items it lists (one read of their seqs), and a compaction of the
  * conversation's its summary (SessionLog.contextAt).
  */

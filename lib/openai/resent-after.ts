@@ -11,12 +11,13 @@ import { itemsBetween } from './sessions.ts';
  * each step into a conversation of its own. A request whose input begins with exactly the items
  * its conversation stored after that response, up to and including the newest response's
  * output (a completed response: nothing appended after it), continues the newest response
- * instead, storing only the items after them, as a resent whole history does (./history-index.ts).
+ * instead, storing only the items after them, as a resent whole history does (./history-index.ts),
+ * and its response names the items resent (`tailgate.resent`: its input_items list them, ./input-items.ts).
  */
 
 /**
- * The turn to continue after and how many of `items` the conversation already holds, or
- * undefined (a branch). `newest` says that turn is the conversation's newest; when not, the
+ * The turn to continue after, how many of `items` the conversation already holds and the seq
+ * of the last of them, or undefined (a branch). `newest` says that turn is the conversation's newest; when not, the
  * one after it is an `abort` notice's refusal, which the rest of the items may retry
  * (./aborted-retry.ts: refused again).
  */
@@ -25,7 +26,7 @@ export async function resentAfter(
   sessionId: string,
   afterTurn: number,
   items: readonly ClientItem[],
-): Promise<{ turn: number; known: number; newest: boolean } | undefined> {
+): Promise<{ turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
   const { sessions } = facade.services;
   const session = await sessions.get(sessionId);
   const { turns, items: stored } = session.counts;
@@ -46,6 +47,6 @@ export async function resentAfter(
   const held = await itemsBetween(facade, sessionId, from, end + 1);
   const same = (list: readonly ClientItem[]) => JSON.stringify(list.map((item) => canonical(item)));
   return held.length === known && same(held as ClientItem[]) === same(sent)
-    ? { turn, known, newest: !aborted }
+    ? { turn, known, lastSeq: end, newest: !aborted }
     : undefined;
 }

@@ -115,4 +115,27 @@ describe('a tool loop under a fixed previous_response_id', () => {
       ['message', 'echo: three'],
     ]);
   });
+
+  it("a step's input_items list every item it sent, the resent ones included, as OpenAI lists them", async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'one' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    const step = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: [
+        { role: 'user', content: 'two' },
+        { role: 'assistant', content: 'echo: two' },
+        { role: 'user', content: 'three' },
+      ],
+    });
+    expect((step as any).tailgate).toMatchObject({ resent: { compactions: [] } });
+    const listed = await client.responses.inputItems.list(step.id, { order: 'asc' });
+    const texts = listed.data.map((item: any) => [item.role, item.content[0].text]);
+    expect(texts).toEqual([
+      ['user', 'two'],
+      ['assistant', 'echo: two'],
+      ['user', 'three'],
+    ]);
+  });
 });

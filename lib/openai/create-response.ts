@@ -178,8 +178,10 @@ async function createStoredResponse(
   // replayed first): the request then branches, into a fork of the conversation at that turn.
   const branched = async (thrown: unknown): Promise<TailgateResponse | Response> => {
     const error = namedInRequest(thrown, positions);
-    // A conversation this request started under a random id, which its failure left empty, goes.
-    if (created && idempotencyKey === undefined) await dropStartedConversation(facade, sessionId);
+    // A conversation this request started under a random id (a new one, or a branch's fork),
+    // which its failure left without a turn of its own, goes.
+    if ((created || branch) && idempotencyKey === undefined)
+      await dropStartedConversation(facade, sessionId, branch ? afterTurn : undefined);
     // A history whose conversation moved past it (a keyed request whose key took no turn there,
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
     if (error instanceof NotNewestTurnError && match)

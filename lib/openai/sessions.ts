@@ -84,13 +84,14 @@ export async function sessionOf(
 /**
  * Deletes a conversation that an unkeyed request started and its failure left empty (its turn
  * taken out, or refused before it was stored): nobody was told its random id, so nothing else
- * goes to it, and a resend of the request starts a conversation of its own. One that holds a
- * turn (a failed turn that stays) is kept; a failed delete is logged.
+ * goes to it, and a resend of the request starts a conversation of its own. A branch's fork
+ * (forked at turn `forkedAt`) is empty when it holds no turn after it. One that holds a turn
+ * of its own (a failed turn that stays) is kept; a failed delete is logged.
  */
-export async function dropStartedConversation(facade: Facade, sessionId: string): Promise<void> {
+export async function dropStartedConversation(facade: Facade, sessionId: string, forkedAt = 0): Promise<void> {
   const { sessions, log } = facade.services;
   try {
-    if ((await sessions.get(sessionId)).counts.turns === 0) await sessions.delete(sessionId);
+    if ((await sessions.get(sessionId)).counts.turns === forkedAt) await sessions.delete(sessionId);
   } catch (error) {
     log(`tailgate: the conversation ${sessionId} a failed response started stays`, error);
   }

@@ -18,6 +18,21 @@ async function contentsOf(sessionId: string): Promise<unknown[]> {
   return listed.items.reverse().map((item: any) => [item.type, item.content ?? item.output ?? item.arguments]);
 }
 
+/** A conversation whose second response made a call (the first made none). */
+async function callInSecond() {
+  const { client } = world;
+  const first = await client.responses.create({ model: 'echo', input: 'hello', tools: [weather] });
+  const second = await client.responses.create({
+    model: 'echo',
+    previous_response_id: first.id,
+    input: 'call get_weather {"city":"Rome"}',
+    tools: [weather],
+  });
+  const call = second.output[0]!;
+  if (call.type !== 'function_call') throw new Error('expected a function call');
+  return { first, call };
+}
+
 describe('a branch answering the older response it continues', () => {
   it("answers its previous response's call again, in a new conversation, once the call was answered", async () => {
     const { client } = world;
@@ -50,15 +65,7 @@ describe('a branch answering the older response it continues', () => {
 
   it("makes a call whose call_id is open in the conversation's newest turn", async () => {
     const { client } = world;
-    const first = await client.responses.create({ model: 'echo', input: 'hello', tools: [weather] });
-    const second = await client.responses.create({
-      model: 'echo',
-      previous_response_id: first.id,
-      input: 'call get_weather {"city":"Rome"}',
-      tools: [weather],
-    });
-    const call = second.output[0]!;
-    if (call.type !== 'function_call') throw new Error('expected a function call');
+    const { first, call } = await callInSecond();
     // The second step resent from the first response with the call and its output (what the
     // AI SDK sends on a tool loop's next step with a fixed previousResponseId).
     const branched = await client.responses.create({
@@ -73,5 +80,24 @@ describe('a branch answering the older response it continues', () => {
     });
     expect(branched.output_text).toBe('echo: call get_weather {"city":"Rome"}');
     expect(branched.previous_response_id).toBe(first.id);
+  });
+
+  it('an input invalid where it branches is a 400 that stores nothing, no conversation either', async () => {
+    const { client } = world;
+    const { first, call } = await callInSecond();
+    const sessions = async () => (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    const before = await sessions();
+    // The newest response's call answered from the first response, where it was never made.
+    const refused = await client.responses
+      .create({
+        model: 'echo',
+        previous_response_id: first.id,
+        tools: [weather],
+        input: [{ type: 'function_call_output', call_id: call.call_id, output: '21C' }],
+      })
+      .catch((error: unknown) => error);
+    expect((refused as { status?: number }).status).toBe(400);
+    expect(await sessions()).toBe(before);
+    expect(await contentsOf(first.conversation!.id)).toHaveLength(4);
   });
 });

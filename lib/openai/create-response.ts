@@ -194,7 +194,8 @@ async function createStoredResponse(
     const resent =
       prepared.compactions.length === 0 ? await resentAfter(facade, sessionId, afterTurn, prepared.items) : undefined;
     const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
-    const refusal = keyed ? undefined : await abortedRetry(facade, sessionId, since, added);
+    // Continuing the newest turn, completed, retries no aborted one.
+    const refusal = keyed || resent?.newest ? undefined : await abortedRetry(facade, sessionId, since, added);
     if (refusal) throw refusal;
     if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
     const fork = await branchedSession(

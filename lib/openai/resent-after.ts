@@ -27,6 +27,8 @@ export async function resentAfter(
   afterTurn: number,
   items: readonly ClientItem[],
 ): Promise<{ turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
+  // At least one item resent and one added: a single item is a branch, nothing read for it.
+  if (items.length < 2) return undefined;
   const { sessions } = facade.services;
   const session = await sessions.get(sessionId);
   const { turns, items: stored } = session.counts;

@@ -5,7 +5,8 @@ import { CountingStore } from '../support/counting-store.ts';
 
 // Telling a retry of an aborted response from a new request (lib/openai/aborted-retry.ts) reads
 // the aborted turn only when the newest turn is one: a conversation's next response reads no
-// turn more than it did before that check existed.
+// turn more than it did before that check existed. So for a branch under previous_response_id,
+// and a resend of the items since it (lib/openai/resent-after.ts) reads only what tells it.
 const TOKEN = 'cost-token';
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
 
@@ -46,5 +47,36 @@ describe('a conversation response after a completed turn', () => {
     // The same state each time: one completed turn more, nothing aborted.
     for (const input of ['third', 'fourth'])
       expect(await measured({ model: 'echo', input, conversation })).toEqual({ get: 10, list: 4 });
+  });
+});
+
+describe('a branch under previous_response_id', () => {
+  it('with a single item, which resends nothing, reads no more than telling an aborted retry apart needs', async () => {
+    const { respond, measured } = setup();
+    const first = await respond({ model: 'echo', input: 'first' });
+    await respond({ model: 'echo', input: 'second', previous_response_id: first.body.id });
+    const costs = [];
+    for (const input of ['branch one', 'branch two'])
+      costs.push(await measured({ model: 'echo', input, previous_response_id: first.body.id }));
+    // What it read before resends were recognised (lib/openai/resent-after.ts): an input of one item resends none.
+    expect(costs).toEqual([
+      { get: 43, list: 15 },
+      { get: 43, list: 15 },
+    ]);
+  });
+
+  it('resending the items since it, continuing the newest response (completed), reads no aborted turn', async () => {
+    const { respond, measured } = setup();
+    const first = await respond({ model: 'echo', input: 'first' });
+    await respond({ model: 'echo', input: 'second', previous_response_id: first.body.id });
+    const resent = [
+      { role: 'user', content: 'second' },
+      { role: 'assistant', content: 'echo: second' },
+    ];
+    const step = { model: 'echo', previous_response_id: first.body.id };
+    expect(await measured({ ...step, input: [...resent, { role: 'user', content: 'third' }] })).toEqual({
+      get: 37,
+      list: 12,
+    });
   });
 });

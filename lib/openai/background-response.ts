@@ -21,6 +21,7 @@ import {
   buildResponse,
   outputItem,
   outputText,
+  turnCost,
   usageOf,
   type StoredContext,
   type TailgateResponse,
@@ -147,7 +148,7 @@ async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef)
       ],
       ...(summary.usage ? { usage: usageOf(summary.usage) } : {}),
     },
-    { context: summary.context },
+    { context: summary.context, ...turnCost(summary) },
   );
 }
 
@@ -292,6 +293,6 @@ function completedResponse(
       usage: usageOf(turn.usage),
       incomplete: turn.incomplete,
     },
-    { context: turn.context },
+    { context: turn.context, ...turnCost(turn) },
   );
 }

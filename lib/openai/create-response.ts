@@ -10,7 +10,7 @@ import { findHistory, loopScope } from './history-index.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
-import type { ResentHistory, StoredContext, TailgateResponse } from './responses.ts';
+import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
 import { resentAfter } from './resent-after.ts';
@@ -42,23 +42,6 @@ export async function createResponse(
     );
   if (body.store === false) return createStatelessResponse(facade, prepared);
   return createStoredResponse(facade, prepared, idempotencyKey);
-}
-
-/**
- * What a request that continued conversation `sessionId` resent of it: the `known` items of the
- * matched history, which ends at seq `lastSeq`, and the compaction items it sent among them.
- */
-function resentHistory(prepared: PreparedRequest, sessionId: string, known: number, lastSeq: number): ResentHistory {
-  return {
-    first_seq: lastSeq - known + 1,
-    last_seq: lastSeq,
-    // One without an id is not listed (an item list's items are named).
-    compactions: prepared.compactions.flatMap(({ at, id, summary }) =>
-      id === null
-        ? []
-        : [parseCompactionId(id)?.sessionId === sessionId ? { at, id } : { at, id, encrypted_content: summary }],
-    ),
-  };
 }
 
 async function createStoredResponse(

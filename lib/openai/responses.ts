@@ -10,8 +10,10 @@ import type {
 } from 'openai/resources/responses/responses';
 import { SUMMARY_HEADER } from '../compaction/summary-transcript.ts';
 import { InvalidRequestError } from '../errors.ts';
+import { parseCompactionId } from './ids.ts';
 import type { ClientItem, StoredItem } from '../items.ts';
 import type { IncompleteReason, ModelOutputItem, ModelUsage } from '../models/model.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
 
 /**
  * Pure mapping between OpenAI's Responses API shapes (the `openai` package's types) and
@@ -188,6 +190,21 @@ export function usageOf(usage: ModelUsage): ResponseUsage {
 }
 
 /**
+ * What a turn cost, as a response's `tailgate` carries it: `cost_usd`, its receipt's
+ * `usage.cost_usd` (null: the model has no known price), and `compaction_cost_usd`, its
+ * compaction summary's, when the turn compacted (counted in the session's totals beside it).
+ */
+export function turnCost(turn: { usage: TurnUsage | null; compaction_usage?: TurnUsage | undefined }): {
+  cost_usd: number | null;
+  compaction_cost_usd?: number | null;
+} {
+  return {
+    cost_usd: turn.usage?.cost_usd ?? null,
+    ...(turn.compaction_usage ? { compaction_cost_usd: turn.compaction_usage.cost_usd } : {}),
+  };
+}
+
+/**
  * The settings a response echoes: what the request asked (lib/openai/request.ts), else these
  * defaults, the values a model call uses when none is sent.
  */
@@ -285,6 +302,28 @@ export interface ResentHistory {
   first_seq: number;
   last_seq: number;
   compactions: { at: number; id: string; encrypted_content?: string }[];
+}
+
+/**
+ * What a request that continued conversation `sessionId` resent of it: the `known` items of the
+ * matched history, which ends at seq `lastSeq`, and the compaction items it sent among them.
+ */
+export function resentHistory(
+  prepared: { compactions: readonly SentCompaction[] },
+  sessionId: string,
+  known: number,
+  lastSeq: number,
+): ResentHistory {
+  return {
+    first_seq: lastSeq - known + 1,
+    last_seq: lastSeq,
+    // One without an id is not listed (an item list's items are named).
+    compactions: prepared.compactions.flatMap(({ at, id, summary }) =>
+      id === null
+        ? []
+        : [parseCompactionId(id)?.sessionId === sessionId ? { at, id } : { at, id, encrypted_content: summary }],
+    ),
+  };
 }
 
 export type TailgateResponse = Response & { tailgate?: Record<string, unknown> };

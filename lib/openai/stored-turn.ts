@@ -10,7 +10,14 @@ import { itemId, responseId, type ResponseRef } from './ids.ts';
 import { idGeneration } from '../session/log/rewind.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
 import type { LogScope } from '../session/keys.ts';
-import { buildResponse, outputItem, usageOf, type StoredContext, type TailgateResponse } from './responses.ts';
+import {
+  buildResponse,
+  outputItem,
+  turnCost,
+  usageOf,
+  type StoredContext,
+  type TailgateResponse,
+} from './responses.ts';
 import { responseEventStream } from './sse.ts';
 import { getResponse, saveResponse } from './stored-responses.ts';
 
@@ -80,6 +87,7 @@ function storedResponse(
       session_id: response.session_id,
       turn: response.turn,
       context: response.context,
+      ...turnCost(response),
       ...(context.resent ? { resent: context.resent } : {}),
     },
   });

@@ -3,7 +3,7 @@ import type { Response, ResponseStreamEvent } from 'openai/resources/responses/r
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { SlowJournalStore } from '../support/slow-journal-store.ts';
-import { compactingResponse, startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { compactingResponse, settledResponse, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // Background responses and resumable streams through the official `openai` client against the
 // real app on a loopback Node server: the turn runs in the process, its events are journaled,
@@ -53,15 +53,6 @@ afterAll(async () => {
   await provider.close();
 });
 
-async function settledResponse(id: string): Promise<Response> {
-  for (let polls = 0; polls < 600; polls++) {
-    const response = await client.responses.retrieve(id);
-    if (response.status !== 'queued' && response.status !== 'in_progress') return response;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`response ${id} did not end`);
-}
-
 /** Reads a response's events after `after`, at most `limit` of them (then disconnects). */
 async function readEvents(id: string, after: number | undefined, limit = Infinity): Promise<ResponseStreamEvent[]> {
   const query = after === undefined ? { stream: true as const } : { stream: true as const, starting_after: after };
@@ -82,7 +73,7 @@ describe('the official openai client: background responses', () => {
     const created = await client.responses.create({ model: 'slow', input: 'later', background: true });
     expect(created).toMatchObject({ object: 'response', background: true, output: [], usage: null });
     expect(['queued', 'in_progress']).toContain(created.status);
-    const ended = await settledResponse(created.id);
+    const ended = await settledResponse(client, created.id);
     expect(ended).toMatchObject({ id: created.id, status: 'completed', background: true, error: null });
     expect(ended.output_text).toBe(expectedText);
     expect(ended.usage).toMatchObject({ output_tokens: expect.any(Number) });
@@ -150,7 +141,7 @@ describe('the official openai client: background responses', () => {
     });
     expect(first[1]).toMatchObject({ type: 'response.in_progress', response: { status: 'in_progress' } });
     const id = first[0]!.type === 'response.created' ? first[0]!.response.id : '';
-    const ended = await settledResponse(id);
+    const ended = await settledResponse(client, id);
     expect(ended.status).toBe('completed');
     expect(ended.output_text).toBe(expectedText);
   });
@@ -197,7 +188,7 @@ describe('the official openai client: background responses', () => {
   it('a background response that compacted ends with its compaction item, in retrieve and in its stream', async () => {
     const first = await compactingResponse(client, 'alpha');
     const created = await compactingResponse(client, 'bravo', { after: first.id, background: true });
-    const ended = await settledResponse(created.id);
+    const ended = await settledResponse(client, created.id);
     const sessionId = first.conversation!.id;
     expect(ended.output.map((item) => item.type)).toEqual(['message', 'compaction']);
     expect(ended.output.at(-1)).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
@@ -209,7 +200,7 @@ describe('the official openai client: background responses', () => {
     const key = { headers: { 'Idempotency-Key': `bg-${Math.random()}` } };
     const body = { model: 'echo', input: 'once', background: true };
     const created = await client.responses.create(body, key);
-    await settledResponse(created.id);
+    await settledResponse(client, created.id);
     const again = await client.responses.create(body, key);
     expect(again).toMatchObject({ id: created.id, status: 'completed', output_text: 'echo: once' });
     const items = await client.conversations.items.list(created.conversation!.id);
@@ -265,7 +256,7 @@ describe('the official openai client: background responses', () => {
 
   it('a background response whose model fails ends failed, in retrieve and in its stream', async () => {
     const created = await client.responses.create({ model: 'slow', input: 'fail now', background: true });
-    const ended = await settledResponse(created.id);
+    const ended = await settledResponse(client, created.id);
     expect(ended).toMatchObject({ status: 'failed', output: [], error: { code: 'model_error' } });
     const events = await readEvents(created.id, undefined);
     expect(events.at(-1)).toMatchObject({ type: 'response.failed', response: { status: 'failed' } });

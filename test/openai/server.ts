@@ -157,3 +157,13 @@ export async function compactedInBackground(client: OpenAI) {
   expect(compaction).toMatchObject({ type: 'compaction', id: `cmp_${sessionId}_3` });
   return { sessionId, id: created.id, compaction };
 }
+
+/** A background response of `client`'s once it ended (retrieve polled until it is neither queued nor in progress). */
+export async function settledResponse(client: OpenAI, id: string): Promise<OpenAI.Responses.Response> {
+  for (let polls = 0; polls < 600; polls++) {
+    const response = await client.responses.retrieve(id);
+    if (response.status !== 'queued' && response.status !== 'in_progress') return response;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`response ${id} did not end`);
+}

@@ -15,7 +15,7 @@ import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type Scop
 import { createServices, type AppServices, type ServiceInputs } from './services.ts';
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
-import { runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
+import { retryDelaySeconds, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
@@ -212,8 +212,8 @@ export function createOutsideServices(
 
 /**
  * Runs a background turn outside a request (the Workers queue consumer), with the services
- * of createOutsideServices. 'retry' asks the queue to deliver the turn again (see
- * runBackgroundTurn).
+ * of createOutsideServices, on its `attempts`-th delivery: `retryAfterSeconds` asks the queue
+ * to deliver the turn again after that delay (see runBackgroundTurn and retryDelaySeconds).
  */
 export function createTurnRunner(
   options: AppOptions,
@@ -221,9 +221,15 @@ export function createTurnRunner(
   run: BackgroundTurn,
   environment: RuntimeEnvironment,
   background: (task: Promise<unknown>) => void,
-) => Promise<'done' | 'retry'> {
+  attempts?: number,
+) => Promise<'done' | { retryAfterSeconds: number }> {
   const servicesFor = createOutsideServices(options);
-  return async (run, environment, background) => runBackgroundTurn(servicesFor(environment, background), run);
+  return async (run, environment, background, attempts = 1) => {
+    const services = servicesFor(environment, background);
+    const outcome = await runBackgroundTurn(services, run);
+    if (outcome === 'done') return outcome;
+    return { retryAfterSeconds: retryDelaySeconds(attempts, services.config.turnLeaseMs) };
+  };
 }
 
 /**

@@ -1,11 +1,12 @@
 import { DEFAULTS } from '../lib/defaults.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
-import type { BackgroundTurn } from '../lib/turn/index.ts';
+import { retryDelaySeconds, type BackgroundTurn } from '../lib/turn/index.ts';
 import { webhookEntrySchema, type WebhookEntry } from '../lib/webhooks/events.ts';
 import { z } from 'zod';
 import { createApp, createOutsideServices, createTurnRunner, type AppOptions } from './app.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
 import { deliverQueued, drainWebhooks } from './webhooks.ts';
+import { retryDelaySeconds as webhookDelaySeconds } from '../lib/webhooks/deliver.ts';
 
 /**
  * The Workers bindings: the R2 bucket, the queues of background turns and of webhook events
@@ -69,13 +70,14 @@ export default {
       .catch((error: unknown) => console.error('tailgate: webhook delivery failed', error));
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
-  // turn left open by a storage failure is delivered again).
+  // turn left open by a storage failure is delivered again, after a delay growing with its
+  // deliveries: lib/turn/background-runner.ts). A message whose handling threw is retried so too.
   queue: async (batch, bindings, context) => {
     const environment = withDefaults(bindings);
     await Promise.all(
       batch.messages.map(async (message) => {
+        const event = webhookEntrySchema.safeParse(message.body);
         try {
-          const event = webhookEntrySchema.safeParse(message.body);
           if (event.success)
             return await deliverQueued(message, event.data, environment, r2StoreFor(environment.BUCKET));
           const run = backgroundTurnSchema.safeParse(message.body);
@@ -86,12 +88,18 @@ export default {
             );
             return message.ack();
           }
-          const outcome = await runTurn(run.data, environment, (task) => context.waitUntil(task));
-          if (outcome === 'retry') message.retry();
-          else message.ack();
+          const background = (task: Promise<unknown>) => context.waitUntil(task);
+          const outcome = await runTurn(run.data, environment, background, message.attempts);
+          if (outcome === 'done') message.ack();
+          else message.retry({ delaySeconds: outcome.retryAfterSeconds });
         } catch (error) {
           console.error(`tailgate: queue message ${message.id} failed`, error);
-          message.retry();
+          const { attempts } = message;
+          message.retry({
+            delaySeconds: event.success
+              ? webhookDelaySeconds(attempts)
+              : retryDelaySeconds(attempts, DEFAULTS.turnLeaseMs),
+          });
         }
       }),
     );

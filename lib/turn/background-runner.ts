@@ -22,15 +22,25 @@ export async function runInProcess(services: TurnServices, run: BackgroundTurn):
 
 /**
  * Runs a claimed background turn delivered by a queue (functions/worker.ts), which delivers it
- * again on 'retry': see runClaimedTurn. A run that stops with the turn left open gives its lease
- * up first, so the next delivery's runner takes the turn over at once instead of waiting a
- * renewal for it.
+ * again on 'retry' (after retryDelaySeconds): see runClaimedTurn. A run that stops with the turn
+ * left open gives its lease up first, so the next delivery's runner takes the turn over at once
+ * instead of waiting a renewal for it.
  */
 export async function runBackgroundTurn(services: TurnServices, run: BackgroundTurn): Promise<'done' | 'retry'> {
   const lease: HeldLease = {};
   const outcome = await runClaimedTurn(services, run, lease);
   if (outcome === 'retry') await releaseLease(services, lease);
   return outcome;
+}
+
+/**
+ * Seconds before a turn left open after its `attempts`-th delivery (1 the first) is delivered
+ * again: 2, 4, 8 ..., so a storage outage of some seconds does not use every delivery up at
+ * once, but at most half the lease (and at least 1): the lease its runner gave up stays live
+ * that long, so no reader closes the turn as `lease_expired` before the next delivery comes.
+ */
+export function retryDelaySeconds(attempts: number, leaseMs: number): number {
+  return Math.max(1, Math.min(2 ** Math.max(1, Math.min(attempts, 16)), Math.floor(leaseMs / 2000)));
 }
 
 /**

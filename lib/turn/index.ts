@@ -6,7 +6,7 @@ export { runTurn } from './pipeline.ts';
 export { streamTurn } from './stream-turn.ts';
 export { appendItems } from './append.ts';
 export { claimBackgroundTurn } from './background.ts';
-export { runBackgroundTurn, runInProcess } from './background-runner.ts';
+export { retryDelaySeconds, runBackgroundTurn, runInProcess } from './background-runner.ts';
 export { listQueue, pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
 export type {

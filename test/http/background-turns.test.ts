@@ -193,7 +193,8 @@ describe('background turns on Node', () => {
       while (background.length > 0) await Promise.all(background.splice(0));
       return outcome;
     };
-    expect(await consume()).toBe('retry');
+    // Delivered again after a delay: at most half the lease of 3 s.
+    expect(await consume()).toEqual({ retryAfterSeconds: 1 });
     expect(await consume()).toBe('done');
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('completed');
     const followed = await harness.fetch(`/v1/sessions/${id}/turns/1/events`, {

@@ -2,7 +2,7 @@ import { createRoute } from '@hono/zod-openapi';
 import { z } from 'zod';
 import {
   claimBackgroundTurn,
-  pickUp,
+  cancelOpenTurn,
   runTurn,
   streamTurn,
   takeUnderPolicy,
@@ -102,10 +102,9 @@ export function turnRoutes() {
     .openapi(cancelTurnRoute, async (c) => {
       const { id, turn } = c.req.valid('param');
       const services = c.var.services;
-      const cancelled = await services.sessions.cancelTurn(id, turn);
       // The session is free: its queued inputs go on.
-      services.background(pickUp(services, id, undefined, { turn }));
-      return c.json({ session_id: id, ...cancelled, status: 'failed' as const }, 200);
+      await cancelOpenTurn(services, id, turn);
+      return c.json({ session_id: id, turn, status: 'failed' as const }, 200);
     })
     .openapi(takeTurnRoute, async (c) => {
       const { id } = c.req.valid('param');

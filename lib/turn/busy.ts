@@ -2,6 +2,7 @@ import {
   BudgetExhaustedError,
   IdempotencyKeyReusedError,
   InvalidRequestError,
+  NotFoundError,
   TurnInProgressError,
   TurnNotOpenError,
 } from '../errors.ts';
@@ -146,6 +147,24 @@ export interface ClosedBefore {
   turn: number;
   /** The session's own `webhook_url` (undefined: not known, read when webhooks are on). */
   webhookUrl?: string | null | undefined;
+}
+
+/**
+ * POST .../turns/{turn}/cancel: ends the open turn `turn` as cancelled (SessionLog.cancelTurn)
+ * and takes up the inputs queued behind it after the response. A cancel that failed once its
+ * completion landed (the turn reads cancelled: its webhook event's write failed, whose intent
+ * stays for the outbox's drainer) is logged and stands, the queue taken up all the same.
+ */
+export async function cancelOpenTurn(services: TurnServices, sessionId: string, turn: number): Promise<void> {
+  try {
+    await services.sessions.cancelTurn(sessionId, turn);
+  } catch (error) {
+    if (error instanceof TurnNotOpenError || error instanceof NotFoundError) throw error;
+    const found = await services.sessions.getTurn(sessionId, turn).catch(() => null);
+    if (found?.status !== 'cancelled') throw error;
+    services.log(`tailgate: turn ${turn} of session ${sessionId} is cancelled, but its cancel failed after`, error);
+  }
+  services.background(pickUp(services, sessionId, undefined, { turn }));
 }
 
 /**

@@ -489,4 +489,20 @@ describe('a background turn whose runner never comes, read while its close canno
     expect(store.injected).toBeGreaterThan(0);
     await expect.poll(() => sent.length).toBe(2);
   });
+
+  it('answers a cancel that landed though its webhook event could not be written, and takes up the queue', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, id, sent } = await queuedBehindDeadTurn(store, undefined, {
+      WEBHOOK_SECRET,
+      WEBHOOK_URL: 'https://hooks.example.com/tailgate',
+    });
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('webhooks/outbox/'));
+    const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`, {});
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    expect(cancelled.body).toEqual({ session_id: id, turn: 1, status: 'failed' });
+    expect(store.injected).toBeGreaterThan(0);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
+    // The queued input is taken up as after any cancel.
+    await expect.poll(() => sent.length).toBe(2);
+  });
 });

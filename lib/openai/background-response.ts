@@ -3,9 +3,9 @@ import type { ResponseOutputItem } from 'openai/resources/responses/responses';
 import { clientError, NotFoundError, TurnNotOpenError } from '../errors.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
 import {
+  cancelOpenTurn,
   claimBackgroundTurn,
   journalEvents,
-  pickUp,
   turnAsItStands,
   type TurnEvent,
   type TurnOptions,
@@ -162,7 +162,8 @@ export async function currentResponse(facade: Facade, id: string): Promise<Tailg
 
 /**
  * POST /v1/responses/{id}/cancel: the native cancel of a background response's turn (its runner
- * stops within a third of the lease, gives its notices back and stores nothing of its answer).
+ * stops within a third of the lease, gives its notices back and stores nothing of its answer;
+ * lib/turn/busy.ts, cancelOpenTurn: one whose webhook event failed once it landed stands).
  * A response that already ended is answered as it stands; a foreground one is OpenAI's 400.
  */
 export async function cancelResponse(facade: Facade, id: string): Promise<TailgateResponse> {
@@ -173,8 +174,7 @@ export async function cancelResponse(facade: Facade, id: string): Promise<Tailga
   const { services } = facade;
   const ref = parseResponseId(id)!;
   try {
-    await services.sessions.cancelTurn(ref.sessionId, ref.turn);
-    services.background(pickUp(services, ref.sessionId));
+    await cancelOpenTurn(services, ref.sessionId, ref.turn);
   } catch (error) {
     if (!(error instanceof TurnNotOpenError)) throw error;
   }

@@ -505,4 +505,20 @@ describe('a background turn whose runner never comes, read while its close canno
     // The queued input is taken up as after any cancel.
     await expect.poll(() => sent.length).toBe(2);
   });
+
+  it("answers a background response's cancel that landed though its webhook event could not be written", async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api } = harnessFor(
+      store,
+      { queueTurn: () => async () => undefined },
+      { WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' },
+    );
+    const created = await api.post('/v1/responses', { model: 'echo', input: 'later', background: true });
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('webhooks/outbox/'));
+    const cancelled = await api.post(`/v1/responses/${created.body.id}/cancel`, {});
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    expect(cancelled.body).toMatchObject({ id: created.body.id, status: 'cancelled' });
+    expect(store.injected).toBeGreaterThan(0);
+  });
 });

@@ -31,7 +31,9 @@ const turnEventsRoute = createRoute({
   },
   responses: {
     200: {
-      description: 'Server-sent events: turn.started, output_text.delta, output_item.done, turn.completed or error',
+      description:
+        'Server-sent events: turn.started, output_text.delta, function_call.started, ' +
+        'function_call_arguments.delta, output_item.done, turn.completed or error',
       content: { 'text/event-stream': { schema: z.string() } },
     },
     ...errorResponses(400, 401, 403, 404, 503),

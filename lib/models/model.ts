@@ -81,6 +81,10 @@ export type IncompleteReason = 'max_output_tokens' | 'content_filter';
 
 export type ModelStreamEvent =
   | { type: 'text_delta'; delta: string }
+  /** A function call began: its `arguments_delta`s follow, then its `item_done`. */
+  | { type: 'call_start'; call_id: string; name: string }
+  /** A piece of an open call's arguments: their concatenation is the finished call's `arguments`. */
+  | { type: 'arguments_delta'; call_id: string; delta: string }
   | { type: 'item_done'; item: ModelOutputItem }
   | { type: 'done'; result: ModelResult };
 
@@ -111,6 +115,11 @@ export interface Model {
    */
   readonly assistantMedia?: boolean;
   generate(request: ModelRequest): Promise<ModelResult>;
-  /** Yields deltas and finished items, and ends with exactly one `done` event. */
+  /**
+   * Yields deltas and finished items, and ends with exactly one `done` event. Items open and end
+   * one at a time, in the order of the output: a message's `text_delta`s, or a call's
+   * `call_start` and `arguments_delta`s (an adapter whose provider streams the arguments), then
+   * its `item_done`; a call may also come as its `item_done` alone.
+   */
   stream(request: ModelRequest): AsyncIterable<ModelStreamEvent>;
 }

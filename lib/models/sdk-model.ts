@@ -10,10 +10,11 @@ import {
 } from 'ai';
 import { TailgateError } from '../errors.ts';
 import { ModelError, ModelTimeoutError } from './errors.ts';
-import { functionCallItemSchema } from '../items.ts';
+import { functionCallItemSchema, type FunctionCallItem } from '../items.ts';
 import { convertToModelMessages, type ProviderOptions } from './convert-to-model-messages.ts';
 import { convertToToolSet } from './convert-to-tool-set.ts';
 import type { CacheBreakpoints } from './cache-breakpoints.ts';
+import { StreamOrder } from './stream-order.ts';
 import type {
   Model,
   ModelOutputItem,
@@ -60,7 +61,9 @@ export interface SdkModelOptions {
  * - the prompt goes through `convertToModelMessages`, the tools through `convertToToolSet`
  *   (no `execute`: the model's calls come back as function_call items);
  * - the output is the assistant text (when non-empty) followed by the function calls; a call
- *   the SDK could not parse keeps the model's raw argument text;
+ *   the SDK could not parse keeps the model's raw argument text. A stream passes the calls'
+ *   argument pieces on as they come and has its items in the order they began (text after a
+ *   call is a message of its own; lib/models/stream-order.ts);
  * - any provider failure (HTTP error after retries, a malformed body or stream, a stream cut off
  *   before its final event, an invalid tool call id) becomes `ModelError`; the deadline or the
  *   caller's abort signal gives `ModelTimeoutError`.
@@ -123,14 +126,12 @@ export function createSdkModel(options: SdkModelOptions): Model {
 
     async *stream(request: ModelRequest): AsyncIterable<ModelStreamEvent> {
       const deadline = startDeadline(request.signal, timeoutMs);
-      let result: ModelResult;
       let stopParts = () => {};
+      const order = new StreamOrder();
+      let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
+      let finish: FinishReason = 'stop';
       try {
         const streamed = streamText({ ...callSettings(request, deadline.signal), onError: () => {} });
-        let text = '';
-        const calls: ModelOutputItem[] = [];
-        let usage: ModelUsage = { input_tokens: 0, output_tokens: 0 };
-        let finish: FinishReason = 'stop';
         const parts = streamed.fullStream[Symbol.asyncIterator]();
         stopParts = () => void parts.return?.().catch(() => {});
         while (true) {
@@ -138,11 +139,13 @@ export function createSdkModel(options: SdkModelOptions): Model {
           if (next.done) break;
           const part = next.value;
           if (part.type === 'text-delta') {
-            if (part.text === '') continue;
-            text += part.text;
-            yield { type: 'text_delta', delta: part.text };
+            if (part.text !== '') yield* order.text(part.text);
+          } else if (part.type === 'tool-input-start') {
+            if (!part.providerExecuted) yield* order.callStart(part.id, part.toolName);
+          } else if (part.type === 'tool-input-delta') {
+            yield* order.argumentsDelta(part.id, part.delta);
           } else if (part.type === 'tool-call') {
-            calls.push(toFunctionCall(part));
+            yield* order.call(toFunctionCall(part));
           } else if (part.type === 'error') {
             throw part.error;
           } else if (part.type === 'abort') {
@@ -154,7 +157,6 @@ export function createSdkModel(options: SdkModelOptions): Model {
           }
         }
         if (deadline.signal.aborted) throw new ModelTimeoutError(`model ${id} call was aborted`, { model: id });
-        result = { output: toOutput(text, calls), usage, ...incompleteOf(finish) };
       } catch (error) {
         throw toModelFailure(error, deadline, id, timeoutMs);
       } finally {
@@ -162,7 +164,8 @@ export function createSdkModel(options: SdkModelOptions): Model {
         deadline.dispose();
         stopParts();
       }
-      for (const item of result.output) yield { type: 'item_done', item };
+      yield* order.end();
+      const result: ModelResult = { output: order.output, usage, ...incompleteOf(finish) };
       yield { type: 'done', result };
     },
   };
@@ -235,7 +238,7 @@ interface SdkToolCall {
   invalid?: boolean | undefined;
 }
 
-function toFunctionCall(call: SdkToolCall): ModelOutputItem {
+function toFunctionCall(call: SdkToolCall): FunctionCallItem {
   // An unparseable call keeps the model's raw text as its input; a valid one is the parsed object.
   const argumentsText = call.invalid && typeof call.input === 'string' ? call.input : JSON.stringify(call.input ?? {});
   const parsed = functionCallItemSchema.safeParse({

@@ -226,8 +226,7 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
     last = { event, data } as TurnEvent;
     stream.mute(n < lastRun!);
     if (last.event === 'turn.started' && !first) writer.restart();
-    else if (last.event === 'output_text.delta') writer.delta(last.data.delta);
-    else if (last.event === 'output_item.done') writer.itemDone(last.data.item);
+    else writer.turnOutput(last);
   };
   const readJournal = async () => {
     const { services } = facade;

@@ -172,9 +172,7 @@ export async function createChatCompletion(
     { id, created, model: body.model, includeUsage: body.stream_options?.include_usage === true },
     (chunk) => queue.push({ data: JSON.stringify(chunk) }),
   );
-  void callStateless(services, prepared, (event) =>
-    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
-  )
+  void callStateless(services, prepared, (event) => writer.modelEvent(event))
     .catch(giveBack)
     .then(
       (result) => {

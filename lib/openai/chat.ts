@@ -9,6 +9,7 @@ import type { CompletionUsage } from 'openai/resources/completions';
 import { InvalidRequestError } from '../errors.ts';
 import type { Item } from '../items.ts';
 import type { IncompleteReason, ModelOutputItem, ModelSettings, ModelUsage } from '../models/model.ts';
+import type { ModelOutputEvent } from '../turn/model-call.ts';
 import { withoutUnset } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 
@@ -268,6 +269,8 @@ export function chatModelSettings(body: ChatCompletionCreateBody): ModelSettings
 export class ChatChunkWriter {
   #started = false;
   #calls = 0;
+  /** The call_id of the call whose arguments are streaming, and its index. */
+  #call: { callId: string; index: number } | undefined;
   readonly #base: Pick<ChatCompletionChunk, 'id' | 'created' | 'model'>;
   readonly #includeUsage: boolean;
   readonly #send: (chunk: ChatCompletionChunk & { tailgate?: Record<string, unknown> }) => void;
@@ -306,8 +309,26 @@ export class ChatChunkWriter {
     this.#chunk({ content: text });
   }
 
+  /** A model's streamed output event: a call's pieces go as `tool_calls` deltas as they come. */
+  modelEvent(event: ModelOutputEvent): void {
+    if (event.type === 'text_delta') this.delta(event.delta);
+    else if (event.type === 'call_start') {
+      this.#call = { callId: event.call_id, index: this.#calls++ };
+      const call = { id: event.call_id, type: 'function' as const, function: { name: event.name, arguments: '' } };
+      this.#chunk({ tool_calls: [{ index: this.#call.index, ...call }] });
+    } else if (event.type === 'arguments_delta') {
+      if (this.#call?.callId !== event.call_id) return;
+      this.#chunk({ tool_calls: [{ index: this.#call.index, function: { arguments: event.delta } }] });
+    } else this.itemDone(event.item);
+  }
+
   itemDone(item: ModelOutputItem): void {
     if (item.type !== 'function_call') return;
+    // A call whose pieces streamed is complete already; one that did not goes whole.
+    if (this.#call?.callId === item.call_id) {
+      this.#call = undefined;
+      return;
+    }
     const call = toolCallOf(item);
     this.#chunk({ tool_calls: [{ index: this.#calls++, ...call }] });
   }

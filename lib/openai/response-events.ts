@@ -1,6 +1,8 @@
 import type { ResponseOutputItem, ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { contentText } from '../content.ts';
 import type { ModelOutputItem } from '../models/model.ts';
+import type { ModelOutputEvent } from '../turn/model-call.ts';
+import type { TurnEvent } from '../turn/types.ts';
 import { functionCall, message, type TailgateResponse } from './responses.ts';
 
 /** A stream event without its sequence number (the writer numbers them). */
@@ -14,15 +16,17 @@ type UnnumberedEvent = ResponseStreamEvent extends infer Event
  * Turns a turn's events into the official Responses event sequence: response.created and
  * response.in_progress, then per output item output_item.added, content_part.added,
  * output_text.delta..., output_text.done, content_part.done, output_item.done (a message) or
- * output_item.added, function_call_arguments.delta, function_call_arguments.done,
- * output_item.done (a call), then response.completed or response.failed (after the done events,
- * status `incomplete`, of a message it cut short). Every event carries
- * `sequence_number`, from 0.
+ * output_item.added, function_call_arguments.delta (one per piece the model streamed, or one
+ * with the whole arguments), function_call_arguments.done, output_item.done (a call), then
+ * response.completed or response.failed (after the done events, status `incomplete`, of a
+ * message or call it cut short). Every event carries `sequence_number`, from 0.
  */
 export class ResponseEventWriter {
   #sequence = 0;
   #index = 0;
   #open: { id: string; text: string } | undefined;
+  /** The call whose arguments are streaming: its call_id, item id, name and arguments so far. */
+  #call: { callId: string; id: string; name: string; arguments: string } | undefined;
   readonly #itemId: (index: number, item: Pick<ModelOutputItem, 'type'>) => string;
   readonly #send: (event: ResponseStreamEvent) => void;
 
@@ -46,6 +50,7 @@ export class ResponseEventWriter {
 
   #openMessage(): { id: string; text: string } {
     if (this.#open) return this.#open;
+    this.#closeCall();
     const id = this.#itemId(this.#index, { type: 'message' });
     this.#open = { id, text: '' };
     this.#emit({
@@ -70,6 +75,27 @@ export class ResponseEventWriter {
   restart(): void {
     this.#index = 0;
     this.#open = undefined;
+    this.#call = undefined;
+  }
+
+  /** output_item.added of a function call whose arguments stream (`argumentsDelta`, then its `itemDone`). */
+  callStarted(callId: string, name: string): void {
+    this.#closeCall();
+    const id = this.#itemId(this.#index, { type: 'function_call' });
+    this.#call = { callId, id, name, arguments: '' };
+    this.#emit({
+      type: 'response.output_item.added',
+      output_index: this.#index,
+      item: functionCall({ call_id: callId, name, arguments: '' }, id, 'in_progress'),
+    });
+  }
+
+  /** function_call_arguments.delta of the streaming call `callId`. */
+  argumentsDelta(callId: string, delta: string): void {
+    const call = this.#call;
+    if (call?.callId !== callId) return;
+    call.arguments += delta;
+    this.#emit({ type: 'response.function_call_arguments.delta', output_index: this.#index, item_id: call.id, delta });
   }
 
   delta(delta: string): void {
@@ -112,22 +138,38 @@ export class ResponseEventWriter {
     this.#open = undefined;
   }
 
+  /**
+   * A turn's output event (output_text.delta, function_call.started,
+   * function_call_arguments.delta, output_item.done) as its events; false for any other.
+   */
+  turnOutput(event: TurnEvent): boolean {
+    if (event.event === 'output_text.delta') this.delta(event.data.delta);
+    else if (event.event === 'function_call.started') this.callStarted(event.data.call_id, event.data.name);
+    else if (event.event === 'function_call_arguments.delta') this.argumentsDelta(event.data.call_id, event.data.delta);
+    else if (event.event === 'output_item.done') this.itemDone(event.data.item);
+    else return false;
+    return true;
+  }
+
+  /** A model's streamed output event (the routes without a session turn). */
+  modelEvent(event: ModelOutputEvent): void {
+    if (event.type === 'text_delta') this.delta(event.delta);
+    else if (event.type === 'call_start') this.callStarted(event.call_id, event.name);
+    else if (event.type === 'arguments_delta') this.argumentsDelta(event.call_id, event.delta);
+    else this.itemDone(event.item);
+  }
+
   itemDone(item: ModelOutputItem): void {
     if (item.type === 'message') {
       this.#closeMessage(contentText(item.content), 'completed');
     } else {
-      const id = this.#itemId(this.#index, item);
-      this.#emit({
-        type: 'response.output_item.added',
-        output_index: this.#index,
-        item: functionCall({ ...item, arguments: '' }, id, 'in_progress'),
-      });
-      this.#emit({
-        type: 'response.function_call_arguments.delta',
-        output_index: this.#index,
-        item_id: id,
-        delta: item.arguments,
-      });
+      // A call whose arguments did not stream comes whole: its added event and one delta first.
+      if (this.#call?.callId !== item.call_id) {
+        this.callStarted(item.call_id, item.name);
+        this.argumentsDelta(item.call_id, item.arguments);
+      }
+      const id = this.#call!.id;
+      this.#call = undefined;
       this.#emit({
         type: 'response.function_call_arguments.done',
         output_index: this.#index,
@@ -141,26 +183,43 @@ export class ResponseEventWriter {
 
   /** An output item that arrives whole (a compaction item): output_item.added, then output_item.done. */
   wholeItem(item: ResponseOutputItem): void {
+    this.#closeCall();
     this.#emit({ type: 'response.output_item.added', output_index: this.#index, item });
     this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
     this.#index += 1;
   }
 
-  /** response.completed, or response.incomplete for an answer that stopped short. */
+  /** output_item.done (status `incomplete`, its arguments so far) of a call that began and never ended. */
+  #closeCall(): void {
+    if (!this.#call) return;
+    const { callId, id, name } = this.#call;
+    const item = functionCall({ call_id: callId, name, arguments: this.#call.arguments }, id, 'incomplete');
+    this.#emit({ type: 'response.output_item.done', output_index: this.#index, item });
+    this.#call = undefined;
+    this.#index += 1;
+  }
+
+  /**
+   * response.completed, or response.incomplete for an answer that stopped short (a call that
+   * began and never ended, left out of the output, is closed first as `failed` closes it).
+   */
   completed(response: TailgateResponse): void {
+    this.#closeCall();
     if (response.status === 'incomplete') this.#emit({ type: 'response.incomplete', response });
     else this.#emit({ type: 'response.completed', response });
   }
 
   /**
    * response.failed. A message the failure cut short is closed first (its text so far, status
-   * `incomplete`), so every item the stream added is done before the stream ends.
+   * `incomplete`), as is a call whose arguments were streaming (output_item.done, its arguments
+   * so far, status `incomplete`), so every item the stream added is done before the stream ends.
    */
   failed(response: TailgateResponse): void {
     if (this.#open) {
       this.#closeMessage(this.#open.text, 'incomplete');
       this.#index += 1;
     }
+    this.#closeCall();
     this.#emit({ type: 'response.failed', response });
   }
 }

@@ -96,9 +96,7 @@ export async function createStatelessResponse(
   const stream = responseEventStream(idAt);
   const { writer } = stream;
   writer.started(buildResponse({ ...fields, id, createdAt, status: 'in_progress', output: [] }));
-  void callStateless(services, ready, (event) =>
-    event.type === 'text_delta' ? writer.delta(event.delta) : writer.itemDone(event.item),
-  )
+  void callStateless(services, ready, (event) => writer.modelEvent(event))
     .then(
       (result) => writer.completed(finish(result)),
       (error: unknown) => {

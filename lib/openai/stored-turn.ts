@@ -182,9 +182,8 @@ export async function streamStoredTurn(
       const next = await iterator.next();
       if (next.done) break;
       const event = next.value;
-      if (event.event === 'output_text.delta') writer.delta(event.data.delta);
-      else if (event.event === 'output_item.done') writer.itemDone(event.data.item);
-      else if (event.event === 'turn.completed') {
+      if (writer.turnOutput(event)) continue;
+      if (event.event === 'turn.completed') {
         const compacted = await compactionOutput(facade, event.data).catch((error: unknown) => {
           services.log('tailgate: could not read the summary of a compacted response', error);
           return [];

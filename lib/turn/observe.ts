@@ -39,7 +39,7 @@ export async function observed(
   const timed =
     emit &&
     ((event: TurnEvent) => {
-      if (streamed && (event.event === 'output_text.delta' || event.event === 'output_item.done'))
+      if (streamed && event.event !== 'turn.started' && event.event !== 'turn.completed' && event.event !== 'error')
         seen.firstOutput ??= Date.now();
       emit(event);
     });

@@ -12,8 +12,9 @@ import type { TurnEvent, TurnOptions, TurnRequest, TurnServices } from './types.
  *
  * Events: turn.started {turn} (once the turn's claim has landed, right before the first of the
  * model's output, so every client error and an abort come earlier, as an `error` first
- * event), output_text.delta {delta}, output_item.done {item}, then turn.completed {the 200
- * body} or error {error}.
+ * event), output_text.delta {delta}, function_call.started {call_id, name} and
+ * function_call_arguments.delta {call_id, delta} (a call whose arguments the provider streams),
+ * output_item.done {item}, then turn.completed {the 200 body} or error {error}.
  */
 export function streamTurn(
   services: TurnServices,

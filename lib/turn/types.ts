@@ -207,6 +207,9 @@ export type TurnEvent =
    */
   | { event: 'turn.started'; data: { turn: number; first_seq: number }; replay?: true }
   | { event: 'output_text.delta'; data: { delta: string } }
+  /** A function call began; its argument pieces follow, then its output_item.done (the whole call). */
+  | { event: 'function_call.started'; data: { call_id: string; name: string } }
+  | { event: 'function_call_arguments.delta'; data: { call_id: string; delta: string } }
   | { event: 'output_item.done'; data: { item: OutputItem } }
   | { event: 'turn.completed'; data: TurnResponse }
   | { event: 'error'; data: { error: StoredError }; cause: unknown };

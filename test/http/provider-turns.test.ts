@@ -99,7 +99,7 @@ describe('openai-compatible through the app', () => {
     expect(stored.body.items[0]).toMatchObject({ type: 'function_call', call_id: 'call_abc123', seq: 2 });
   });
 
-  it('streams the call as output_item.done, and request tools replace session tools', async () => {
+  it("streams the call's argument pieces, then the call as output_item.done; its journal resumes", async () => {
     const id = await api.session({ model: 'openai-compatible:fake-model' });
     const response = await api.post(`/v1/sessions/${id}/turns`, {
       input: 'Weather?',
@@ -116,6 +116,27 @@ describe('openai-compatible through the app', () => {
     expect(events.at(-1)!.data.output).toEqual([done[0]!.data.item]);
     expect(openai.requests.at(-1)!.body.stream).toBe(true);
     expect(openai.requests.at(-1)!.body.tools).toHaveLength(1);
+    const call = done[0]!.data.item;
+    // Between the call's start and its whole item, one event per piece the provider sent.
+    expect(events.map((event) => event.event)).toEqual([
+      'turn.started',
+      'function_call.started',
+      ...Array.from({ length: 7 }, () => 'function_call_arguments.delta'),
+      'output_item.done',
+      'turn.completed',
+    ]);
+    expect(events[1]!.data).toEqual({ call_id: call.call_id, name: call.name });
+    const pieces = events.filter((event) => event.event === 'function_call_arguments.delta');
+    expect(pieces.every((event) => event.data.call_id === call.call_id)).toBe(true);
+    expect(pieces.map((event) => event.data.delta).join('')).toBe(call.arguments);
+    expect(JSON.parse(call.arguments)).toEqual({ location: 'Paris, France' });
+    // The journal holds every piece, numbered as the live stream: a reader after N gets the rest exactly.
+    for (const after of [0, 4, 9]) {
+      const replayed = await harness.fetch(`/v1/sessions/${id}/turns/1/events?after=${after}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      });
+      expect(parseSse(await replayed.text())).toEqual(events.slice(after));
+    }
   });
 });
 

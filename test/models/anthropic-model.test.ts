@@ -127,24 +127,30 @@ describe('anthropic adapter against a fake Messages server', () => {
     ]);
   });
 
-  it('assembles a streamed tool_use from input_json_delta events', async () => {
+  it('ends the text, then passes the tool_use input_json_delta pieces on as they come', async () => {
     const { model } = await start(byStream('anthropic-message-tool-use.json', 'anthropic-message-tool-use.sse'));
     const events = await collectStream(
       model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])),
     );
     const text = "Okay,  let's check the weather for San Francisco, CA:";
     expect(streamedText(events)).toBe(text);
+    const call_id = 'toolu_01T1x1fJ34qAmk2tNTrN7Up6';
+    const pieces = events.flatMap((event) => (event.type === 'arguments_delta' ? [event.delta] : []));
+    expect(pieces.length).toBeGreaterThan(3);
+    // The model's own text of the input (its spacing kept), which the pieces make up.
+    const args = pieces.join('');
+    expect(JSON.parse(args)).toEqual({ location: 'San Francisco, CA', unit: 'fahrenheit' });
     const output = [
       { type: 'message', role: 'assistant', content: text },
-      {
-        type: 'function_call',
-        call_id: 'toolu_01T1x1fJ34qAmk2tNTrN7Up6',
-        name: 'get_weather',
-        arguments: JSON.stringify({ location: 'San Francisco, CA', unit: 'fahrenheit' }),
-      },
+      { type: 'function_call', call_id, name: 'get_weather', arguments: args },
     ];
-    expect(events.slice(-3)).toEqual([
+    const started = events.findIndex((event) => event.type === 'call_start');
+    expect(events.slice(started - 1, started + 1)).toEqual([
       { type: 'item_done', item: output[0] },
+      { type: 'call_start', call_id, name: 'get_weather' },
+    ]);
+    expect(events.slice(started + 1, -2).every((event) => event.type === 'arguments_delta')).toBe(true);
+    expect(events.slice(-2)).toEqual([
       { type: 'item_done', item: output[1] },
       { type: 'done', result: { output, usage: { input_tokens: 472, output_tokens: 89 } } },
     ]);

@@ -95,18 +95,23 @@ describe('openai-compatible adapter against a fake chat completions server', () 
     ]);
   });
 
-  it('assembles a streamed tool call from its argument deltas', async () => {
+  it("passes a streamed tool call's argument pieces on as they come, then the whole call", async () => {
     const { model } = await start(byStream('openai-chat-tool-call.json', 'openai-chat-tool-call.sse'));
     const events = await collectStream(
       model.stream(request([{ type: 'message', role: 'user', content: 'Weather?' }], [weatherTool])),
     );
+    const call_id = 'call_DdmO9pD3xa9XTPNJ32zg2hcA';
     const call = {
       type: 'function_call',
-      call_id: 'call_DdmO9pD3xa9XTPNJ32zg2hcA',
+      call_id,
       name: 'get_weather',
       arguments: JSON.stringify({ location: 'Paris, France' }),
     };
+    // The recorded chunks split the arguments in seven.
+    const pieces = ['{"', 'location', '":"', 'Paris', ',', ' France', '"}'];
     expect(events).toEqual([
+      { type: 'call_start', call_id, name: 'get_weather' },
+      ...pieces.map((delta) => ({ type: 'arguments_delta', call_id, delta })),
       { type: 'item_done', item: call },
       { type: 'done', result: { output: [call], usage: { input_tokens: 62, output_tokens: 16 } } },
     ]);

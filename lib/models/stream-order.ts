@@ -1,0 +1,136 @@
+import type { FunctionCallItem } from '../items.ts';
+import type { ModelOutputItem, ModelStreamEvent } from './model.ts';
+
+/** An output item of a streamed answer, from its first event to its end. */
+type Entry =
+  | { kind: 'message'; text: string; closed: boolean; held: ModelStreamEvent[] }
+  | { kind: 'call'; callId: string; raw: string; item?: ModelOutputItem; held: ModelStreamEvent[] };
+
+/**
+ * Orders a streamed answer's events so that its items open and end one at a time, in the
+ * order they started: the text between calls is a message of its own, a call streams its
+ * argument pieces (`call_start`, then `arguments_delta`s) and ends with its `item_done`. The
+ * events of an item that starts while an earlier one is still open (a second call whose pieces
+ * interleave with the first's, text during a call) wait until that one ended. A consumer thus
+ * has at most one open item, and the items' `item_done`s come in the order of the output.
+ * Each method returns the events to yield now.
+ */
+export class StreamOrder {
+  readonly #entries: Entry[] = [];
+  readonly #output: ModelOutputItem[] = [];
+
+  /** The finished items, in order. */
+  get output(): ModelOutputItem[] {
+    return this.#output;
+  }
+
+  text(delta: string): ModelStreamEvent[] {
+    const last = this.#entries.at(-1);
+    const entry =
+      last?.kind === 'message' && !last.closed
+        ? last
+        : this.#open<Entry & { kind: 'message' }>({ kind: 'message', text: '', closed: false, held: [] });
+    entry.text += delta;
+    return this.#route(entry, { type: 'text_delta', delta });
+  }
+
+  callStart(callId: string, name: string): ModelStreamEvent[] {
+    const entry = this.#open<Entry & { kind: 'call' }>({ kind: 'call', callId, raw: '', held: [] });
+    return this.#route(entry, { type: 'call_start', call_id: callId, name });
+  }
+
+  argumentsDelta(callId: string, delta: string): ModelStreamEvent[] {
+    const entry = this.#call(callId);
+    if (!entry || delta === '') return [];
+    entry.raw += delta;
+    return this.#route(entry, { type: 'arguments_delta', call_id: callId, delta });
+  }
+
+  /**
+   * A finished call. One streamed in pieces keeps the text they make up as its arguments when
+   * that parses (the model's own text, which may differ from the SDK's JSON of it in spacing),
+   * so their concatenation is its arguments.
+   */
+  call(item: FunctionCallItem): ModelStreamEvent[] {
+    const started = this.#call(item.call_id);
+    if (!started) {
+      this.#open<Entry & { kind: 'call' }>({ kind: 'call', callId: item.call_id, raw: '', item, held: [] });
+      return this.#drain();
+    }
+    if (started.raw !== '' && parses(started.raw)) {
+      started.item = { ...item, arguments: started.raw };
+      return this.#drain();
+    }
+    // Pieces that make up less than the call (none, for a call without arguments): the rest as one more.
+    const { raw } = started;
+    const rest = item.arguments.startsWith(raw)
+      ? this.argumentsDelta(item.call_id, item.arguments.slice(raw.length))
+      : [];
+    started.item = item;
+    return [...rest, ...this.#drain()];
+  }
+
+  /** The end of the answer: its last message ends; a call that never finished is left out. */
+  end(): ModelStreamEvent[] {
+    this.#closeMessage();
+    for (let index = this.#entries.length - 1; index >= 0; index--) {
+      const entry = this.#entries[index]!;
+      if (entry.kind === 'call' && !entry.item) this.#entries.splice(index, 1);
+    }
+    return this.#drain();
+  }
+
+  #call(callId: string) {
+    return this.#entries.find(
+      (entry): entry is Extract<Entry, { kind: 'call' }> =>
+        entry.kind === 'call' && entry.callId === callId && !entry.item,
+    );
+  }
+
+  #closeMessage(): void {
+    const last = this.#entries.at(-1);
+    if (last?.kind === 'message') last.closed = true;
+  }
+
+  #open<Opened extends Entry>(entry: Opened): Opened {
+    this.#closeMessage();
+    this.#entries.push(entry);
+    return entry;
+  }
+
+  /** The event now when its item is the open one (after the end of a message it follows), else held. */
+  #route(entry: Entry, event: ModelStreamEvent): ModelStreamEvent[] {
+    const ended = this.#drain();
+    if (this.#entries[0] === entry) return [...ended, event];
+    entry.held.push(event);
+    return ended;
+  }
+
+  /** The `item_done`s of the items that ended, and the held events of the next one, in order. */
+  #drain(): ModelStreamEvent[] {
+    const events: ModelStreamEvent[] = [];
+    for (;;) {
+      const head = this.#entries[0];
+      if (!head) return events;
+      events.push(...head.held.splice(0));
+      const item = head.kind === 'call' ? head.item : head.closed ? message(head.text) : undefined;
+      if (!item) return events;
+      this.#entries.shift();
+      this.#output.push(item);
+      events.push({ type: 'item_done', item });
+    }
+  }
+}
+
+function message(text: string): ModelOutputItem {
+  return { type: 'message', role: 'assistant', content: text };
+}
+
+function parses(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import type { ModelStreamEvent } from '../../lib/models/model.ts';
+import { StreamOrder } from '../../lib/models/stream-order.ts';
+
+const call = (call_id: string, args: string) => ({
+  type: 'function_call' as const,
+  call_id,
+  name: 'write',
+  arguments: args,
+});
+
+describe('StreamOrder: a streamed answer has one open item at a time, in the order of the output', () => {
+  it('text, then a call in pieces: the message ends as the call starts', () => {
+    const order = new StreamOrder();
+    const events: ModelStreamEvent[] = [
+      ...order.text('Writing '),
+      ...order.text('it.'),
+      ...order.callStart('a', 'write'),
+      ...order.argumentsDelta('a', '{"path":'),
+      ...order.argumentsDelta('a', ' "x"}'),
+      ...order.call(call('a', '{"path":"x"}')),
+      ...order.end(),
+    ];
+    const message = { type: 'message', role: 'assistant', content: 'Writing it.' };
+    // The call keeps the model's own text of its arguments, which the pieces make up.
+    const written = call('a', '{"path": "x"}');
+    expect(events).toEqual([
+      { type: 'text_delta', delta: 'Writing ' },
+      { type: 'text_delta', delta: 'it.' },
+      { type: 'item_done', item: message },
+      { type: 'call_start', call_id: 'a', name: 'write' },
+      { type: 'arguments_delta', call_id: 'a', delta: '{"path":' },
+      { type: 'arguments_delta', call_id: 'a', delta: ' "x"}' },
+      { type: 'item_done', item: written },
+    ]);
+    expect(order.output).toEqual([message, written]);
+  });
+
+  it("holds a second call's pieces and text during a call until the call ends", () => {
+    const order = new StreamOrder();
+    const live = [
+      ...order.callStart('a', 'write'),
+      ...order.callStart('b', 'write'),
+      ...order.argumentsDelta('b', '{"b":1}'),
+      ...order.argumentsDelta('a', '{"a":'),
+    ];
+    expect(live).toEqual([
+      { type: 'call_start', call_id: 'a', name: 'write' },
+      { type: 'arguments_delta', call_id: 'a', delta: '{"a":' },
+    ]);
+    expect(order.call(call('b', '{"b":1}'))).toEqual([]);
+    const rest = [...order.argumentsDelta('a', '1}'), ...order.call(call('a', '{"a":1}')), ...order.end()];
+    expect(rest).toEqual([
+      { type: 'arguments_delta', call_id: 'a', delta: '1}' },
+      { type: 'item_done', item: call('a', '{"a":1}') },
+      { type: 'call_start', call_id: 'b', name: 'write' },
+      { type: 'arguments_delta', call_id: 'b', delta: '{"b":1}' },
+      { type: 'item_done', item: call('b', '{"b":1}') },
+    ]);
+    expect(order.output).toEqual([call('a', '{"a":1}'), call('b', '{"b":1}')]);
+  });
+
+  it('a call without pieces comes whole, pieces that fall short get the rest, an unfinished call is left out', () => {
+    const order = new StreamOrder();
+    const events = [
+      ...order.callStart('empty', 'write'),
+      ...order.call(call('empty', '{}')),
+      ...order.call(call('whole', '{"w":1}')),
+      ...order.text('done'),
+      ...order.callStart('cut', 'write'),
+      ...order.argumentsDelta('cut', '{"c'),
+      ...order.end(),
+    ];
+    expect(events.filter((event) => event.type !== 'text_delta')).toEqual([
+      { type: 'call_start', call_id: 'empty', name: 'write' },
+      { type: 'arguments_delta', call_id: 'empty', delta: '{}' },
+      { type: 'item_done', item: call('empty', '{}') },
+      { type: 'item_done', item: call('whole', '{"w":1}') },
+      { type: 'item_done', item: { type: 'message', role: 'assistant', content: 'done' } },
+      { type: 'call_start', call_id: 'cut', name: 'write' },
+      { type: 'arguments_delta', call_id: 'cut', delta: '{"c' },
+    ]);
+    expect(order.output.map((item) => (item.type === 'function_call' ? item.call_id : 'message'))).toEqual([
+      'empty',
+      'whole',
+      'message',
+    ]);
+  });
+});

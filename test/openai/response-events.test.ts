@@ -1,0 +1,60 @@
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { describe, expect, it } from 'vitest';
+import { ResponseEventWriter } from '../../lib/openai/response-events.ts';
+import type { TailgateResponse } from '../../lib/openai/responses.ts';
+import { specProblems, streamingEventSchema } from '../support/open-responses-spec.ts';
+
+const response = (status: 'completed' | 'failed') => ({ id: 'resp_1', status }) as TailgateResponse;
+
+/** A writer whose item ids are `<type>_<index>`, and the events it sent. */
+function writer() {
+  const events: ResponseStreamEvent[] = [];
+  return {
+    events,
+    writer: new ResponseEventWriter(
+      (index, item) => `${item.type}_${index}`,
+      (e) => events.push(e),
+    ),
+  };
+}
+
+describe('ResponseEventWriter: a call whose arguments stream', () => {
+  it('a call the stream began and never ended is done, incomplete with its arguments so far, before the end', () => {
+    for (const end of ['failed', 'completed'] as const) {
+      const { events, writer: written } = writer();
+      written.callStarted('call_1', 'write');
+      written.argumentsDelta('call_1', '{"path":');
+      // A piece of a call that is not the open one is no piece of it.
+      written.argumentsDelta('call_2', '"x"');
+      if (end === 'failed') written.failed(response('failed'));
+      else written.completed(response('completed'));
+      expect(events.map((event) => event.type)).toEqual([
+        'response.output_item.added',
+        'response.function_call_arguments.delta',
+        'response.output_item.done',
+        `response.${end}`,
+      ]);
+      const item = { type: 'function_call', id: 'function_call_0', call_id: 'call_1', name: 'write' };
+      expect(events[0]).toMatchObject({ output_index: 0, item: { ...item, arguments: '', status: 'in_progress' } });
+      expect(events[2]).toMatchObject({
+        output_index: 0,
+        item: { ...item, arguments: '{"path":', status: 'incomplete' },
+      });
+      for (const event of events.slice(0, 3)) expect(specProblems(streamingEventSchema, event)).toEqual([]);
+    }
+  });
+
+  it('text after a call is the next output item', () => {
+    const { events, writer: written } = writer();
+    written.callStarted('call_1', 'write');
+    written.argumentsDelta('call_1', '{}');
+    written.itemDone({ type: 'function_call', call_id: 'call_1', name: 'write', arguments: '{}' });
+    written.delta('done');
+    written.itemDone({ type: 'message', role: 'assistant', content: 'done' });
+    const added = events.filter((event) => event.type === 'response.output_item.added');
+    expect(added.map((event) => [event.output_index, event.item.id])).toEqual([
+      [0, 'function_call_0'],
+      [1, 'message_1'],
+    ]);
+  });
+});

@@ -67,7 +67,7 @@ describe('a background response streamed again', () => {
     // Its completion is not stored: the turn stays open, and the queue delivers it again.
     store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'), { times: 2 });
     const run = sent[0]!;
-    expect(await consume(run)).toBe('retry');
+    expect(await consume(run)).toEqual({ retryAfterSeconds: expect.any(Number) });
     expect(await consume(run)).toBe('done');
     const events = await replay(created.id);
     const completed = events.at(-1) as Completed;
@@ -151,8 +151,8 @@ describe('a background response streamed again', () => {
     store.failWhen(({ operation, key }) => operation === 'put' && key.endsWith('.done'));
     const first = await client.responses.create({ model: 'echo', input: 'alpha', background: true });
     const second = await client.responses.create({ model: 'echo', input: 'bravo', background: true });
-    expect(await consume()).toBe('retry');
-    expect(await consume()).toBe('retry');
+    expect(await consume()).toEqual({ retryAfterSeconds: expect.any(Number) });
+    expect(await consume()).toEqual({ retryAfterSeconds: expect.any(Number) });
     store.heal();
     advance(4);
     const events = await replay(first.id);

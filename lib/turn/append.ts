@@ -62,8 +62,8 @@ export async function appendItems(
     );
   const indebted = sessions.packSchedule.debt({ id: sessionId, generation }, record) > MAX_PACK_DEBT_RECORDS;
   if (overdue || indebted) {
-    // Within the debt bound, an overdue append waits for its view only: the records' listing,
-    // their segments and the stale view's delete are left to the next pack (PackOptions.sweep),
+    // Within the debt bound, an overdue append waits for its view (and the stale view's delete)
+    // only: the records' listing and their segments are left to the next pack (PackOptions.sweep),
     // which the background packs every PACK_EVERY_RECORDS records run.
     await packing(overdue !== undefined, overdue && { ...overdue, viewOnly: !indebted });
     // Its view written, a large record gives way to a small one as the newest (log/state-record.ts).

@@ -221,26 +221,6 @@ describe.each(['large', 'huge'] as const)('an overdue append (%s) racing another
   );
 });
 
-/** Holds every delete, once `hold` is set, until released. */
-class HeldDeletes extends ProcessStore {
-  hold = false;
-  #release: () => void = () => undefined;
-  readonly #gate = new Promise<void>((resolve) => (this.#release = resolve));
-  #reached: () => void = () => undefined;
-  /** Resolves when a held delete is reached. */
-  readonly reached = new Promise<'delete reached'>((resolve) => (this.#reached = () => resolve('delete reached')));
-  release(): void {
-    this.#release();
-  }
-  override async delete(...args: Parameters<ObjectStore['delete']>) {
-    if (this.hold) {
-      this.#reached();
-      await this.#gate;
-    }
-    return super.delete(...args);
-  }
-}
-
 /** The views of `s` listed, newest first. */
 async function viewKeys(store: ObjectStore): Promise<string[]> {
   const { objects } = await store.list('sessions/s/turn/');
@@ -254,11 +234,10 @@ async function segmentKeys(store: ObjectStore): Promise<string[]> {
 }
 
 describe('an overdue append within the debt bound', () => {
-  it('answers once its view is stored: the stale view and the records to pack wait for the next pack', async () => {
+  it('answers once its view is stored and the stale view deleted: the records wait for the next pack', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout'] });
     const stored = new MemoryStore();
-    const held = new HeldDeletes(stored);
-    const sessions = new SessionLog(held, {});
+    const sessions = new SessionLog(new ProcessStore(stored), {});
     const background: Promise<unknown>[] = [];
     const deferred = { ...services(sessions), background: (task: Promise<unknown>) => void background.push(task) };
     await sessions.create({ id: 's' });
@@ -266,13 +245,10 @@ describe('an overdue append within the debt bound', () => {
     let record = 0;
     while ((await viewKeys(stored)).length < 2) await appendItems(deferred, 's', large(++record));
     background.length = 0;
-    // Large appends until one writes a view: it makes the oldest of three stale.
-    held.hold = true;
-    for (let before = await viewKeys(stored); (await viewKeys(stored)).length === before.length; ) {
-      const appended = appendItems(deferred, 's', large(++record)).then(() => 'answered' as const);
-      expect(await Promise.race([appended, held.reached])).toBe('answered');
-    }
-    expect(await viewKeys(stored)).toHaveLength(3);
+    // Large appends until one writes a view: the oldest of three goes before it answers.
+    const [newest] = await viewKeys(stored);
+    while ((await viewKeys(stored))[0] === newest) await appendItems(deferred, 's', large(++record));
+    expect(await viewKeys(stored)).toHaveLength(2);
     expect(await segmentKeys(stored)).toEqual([]);
     // A process ending here (the background's pack never run) leaves a log read exactly, and
     // appended to by another.
@@ -281,14 +257,55 @@ describe('an overdue append within the debt bound', () => {
     await copyObjects(stored, copy);
     await appendItems(services(new SessionLog(new ProcessStore(copy), {})), 's', large(record + 1));
     await expectExact(copy, (record + 1) * 10, (record + 1) * 5);
-    // The next pack in this process deletes the stale view (the next append's, every 4 records).
+    // The next pack in this process packs the records (the next append's, every 4 records).
     do await appendItems(deferred, 's', large(++record));
     while (record % PACK_EVERY_RECORDS !== 0);
     vi.runAllTimers();
-    held.release();
     await Promise.all(background);
     expect(await viewKeys(stored)).toHaveLength(2);
     expect(await segmentKeys(stored)).not.toEqual([]);
+    await expectExact(stored, record * 10, record * 5);
+  });
+});
+
+/** A process whose store lists at most 4 keys a page (a store may list fewer than asked). */
+class SmallPages extends ProcessStore {
+  override list(...[prefix, options]: Parameters<ObjectStore['list']>) {
+    return super.list(prefix, { ...options, limit: Math.min(options?.limit ?? 4, 4) });
+  }
+}
+
+describe('a view an overdue append made stale in a process that ended before its next pack', () => {
+  it('is deleted before the append answers, wherever the listing finds it', async () => {
+    const stored = new MemoryStore();
+    /** A process whose background packs run, each awaited after its append. */
+    const running = (sessions: SessionLog) => {
+      const background: Promise<unknown>[] = [];
+      return async (items: Item[]) => {
+        await appendItems({ ...services(sessions), background: (task) => void background.push(task) }, 's', items);
+        await Promise.all(background.splice(0));
+      };
+    };
+    const first = running(new SessionLog(new SmallPages(stored), {}));
+    await new SessionLog(stored, {}).create({ id: 's' });
+    // Until a pack that wrote a view has packed the records of the view before it.
+    const numbered = (key: string) => 999_999_999_999 - Number(key.split('/').at(-1)!.slice(0, 12));
+    const olderViewPacked = async () => {
+      const [view] = (await viewKeys(stored)).slice(1);
+      const [segment] = await segmentKeys(stored);
+      return view !== undefined && segment !== undefined && numbered(view) <= numbered(segment);
+    };
+    let record = 0;
+    while (!(await olderViewPacked())) await first(large(++record));
+    // Processes that each append once and end before a background pack runs: one writes a view.
+    const [newest] = await viewKeys(stored);
+    for (let ended = 0; (await viewKeys(stored))[0] === newest && ended < 8; ended++)
+      await appendItems(services(new SessionLog(new SmallPages(stored), {})), 's', large(++record));
+    expect((await viewKeys(stored))[0]).not.toBe(newest);
+    // Another process's packs, and what it appends, leave two views, not one more for good.
+    const last = running(new SessionLog(new SmallPages(stored), {}));
+    for (let more = 0; more < 12; more++) await last(large(++record));
+    expect(await viewKeys(stored)).toHaveLength(2);
     await expectExact(stored, record * 10, record * 5);
   });
 });

@@ -40,10 +40,15 @@ export async function packScope(
   held: readonly LogItem[] = [],
 ): Promise<PackResult> {
   const view = await withFreshListing(() => writeViewIfDue(log, scope, options, held));
-  // An append waits for this pack: its view is all it needs (the read budget of a cold turn); the
-  // listing of the records, their segments and the deletes are the next pack's (`sweep`).
-  if (options.overdue?.viewOnly)
-    return withView({ packed: false, deleted: 0, generation: scope.generation, unswept: true }, view);
+  // An append waits for this pack: its view is all it needs (the read budget of a cold turn), and
+  // the view it made stale goes now, found by the listing the view was written from (read on to
+  // it when needed): the next pack may never run (the process ended), and one of another process
+  // lists only down to the newest segment. Packing the records and the other deletes are the
+  // next pack's (`sweep`).
+  if (options.overdue?.viewOnly) {
+    const deleted = view ? await deleteStaleViews(log, view.key, view.listing) : 0;
+    return withView({ packed: false, deleted, generation: scope.generation, unswept: true }, view);
+  }
   // With a new view, what it covers is packed now, however little: only the records after
   // the view are carried by the next ones, so the older ones should not stay loose. (Not
   // for an append waiting on its overdue view: the background packs and the debt bound do.)
@@ -94,6 +99,17 @@ export async function packScope(
     result = { ...result, deleted: result.deleted + buried.length };
   }
   return withView({ ...result, generation: scope.generation }, view);
+}
+
+/**
+ * Deletes the views older than the newest two once `written` is stored, as `listing` (of the
+ * log before it) finds them: every view it lists but its newest, read on to the second.
+ */
+async function deleteStaleViews(log: LogContext, written: string, listing: UnitCursor): Promise<number> {
+  while (listing.views.length < 2 && (await listing.next()));
+  const stale = listing.views.slice(1).flatMap(({ key }) => (key === written ? [] : [key]));
+  if (stale.length > 0) await log.store.delete(stale);
+  return stale.length;
 }
 
 /** `result` with the view the pack wrote (or found written), if any. */

@@ -352,9 +352,9 @@ export interface PackOptions {
    * overdueView): it takes the items its record does not carry from `held`, and, since the
    * append waits for it, packs records into segments only as a pack without a new view would.
    * `generation`: the incarnation the append wrote to (a pack of another one leaves `held` out).
-   * `viewOnly`: the pack writes the view and returns (the append's pack debt within its bound):
-   * what follows it, listing the records to pack, packing them and deleting the view it made
-   * stale, is left to the session's next pack, which is given `sweep`.
+   * `viewOnly`: the pack writes the view, deletes the views it made stale and returns (the
+   * append's pack debt within its bound): listing the records to pack, packing them and the
+   * other deletes are left to the session's next pack, which is given `sweep`.
    */
   overdue?: { held: readonly LogItem[]; generation: string; viewOnly?: boolean };
   /**

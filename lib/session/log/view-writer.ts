@@ -68,7 +68,7 @@ export async function writeViewIfDue(
   { requirement, refresh = false, lastView }: PackOptions,
   held: readonly LogItem[] = [],
   prior?: LogView | null,
-): Promise<{ key: string; view?: LogView; bytes?: number } | null> {
+): Promise<{ key: string; view?: LogView; bytes?: number; listing: UnitCursor } | null> {
   const { newest, cursor } = await readNewest(log, scope, 100);
   if (!newest || (newest.record.kind === 'turn' && !newest.done)) return null;
   const listed = cursor.views[0]?.record ?? 0;
@@ -127,7 +127,7 @@ export async function writeViewIfDue(
       : [];
   if (replaced.length > 0 || gone.length > 0) await log.store.delete([...replaced, ...gone]);
   if (written) await dropOlderRepeated(log, scope, base.view, view);
-  return written ? { key, view, bytes } : { key };
+  return written ? { key, view, bytes, listing: cursor } : { key, listing: cursor };
 }
 
 /**

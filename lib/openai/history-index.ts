@@ -3,6 +3,7 @@ import { parseStoredOrUndefined } from '../session/records.ts';
 import { holderOf } from '../session/log/rewind.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem, Item } from '../items.ts';
+import { isCanonicalJson } from '../strategies/canonical-json.ts';
 import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade, IndexFacade } from './facade.ts';
@@ -86,11 +87,27 @@ export interface HistoryMatch {
 
 const encoder = new TextEncoder();
 
-/** The fields an item is compared by (what a client resends of it). */
+/**
+ * The fields an item is compared by (what a client resends of it). A call's arguments are
+ * compared as JSON.stringify writes their value: a call keeps the model's text of them (spacing
+ * and escapes as streamed), which a client may resend as its own JSON of the parsed value (the
+ * AI SDK does).
+ */
 export function canonical(item: Item): unknown[] {
   if (item.type === 'message') return ['message', item.role, item.content];
-  if (item.type === 'function_call') return ['function_call', item.call_id, item.name, item.arguments];
+  if (item.type === 'function_call') return ['function_call', item.call_id, item.name, argumentsValue(item.arguments)];
   return ['function_call_output', item.call_id, item.output];
+}
+
+/** JSON.stringify of the arguments' value (text that does not parse as is: none written so parses). */
+function argumentsValue(text: string): string {
+  // The common case: text already so (sorted keys aside, which JSON.stringify keeps as parsed).
+  if (isCanonicalJson(text)) return text;
+  try {
+    return JSON.stringify(JSON.parse(text));
+  } catch {
+    return text;
+  }
 }
 
 /**

@@ -2,13 +2,13 @@ import {
   BudgetExhaustedError,
   IdempotencyKeyReusedError,
   InvalidRequestError,
-  NotFoundError,
   TurnInProgressError,
   TurnNotOpenError,
 } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
+import { failedAfterClose } from '../session/log/lease.ts';
 import type { OnBusy } from '../session/fields.ts';
 import { afterResponse } from './append.ts';
 import { claimInput } from './background.ts';
@@ -151,17 +151,17 @@ export interface ClosedBefore {
 
 /**
  * POST .../turns/{turn}/cancel: ends the open turn `turn` as cancelled (SessionLog.cancelTurn)
- * and takes up the inputs queued behind it after the response. A cancel that failed once its
- * completion landed (the turn reads cancelled: its webhook event's write failed, whose intent
- * stays for the outbox's drainer) is logged and stands, the queue taken up all the same.
+ * and takes up the inputs queued behind it after the response. A cancel that failed once its own
+ * completion landed (its webhook event's write failed, whose intent stays for the outbox's
+ * drainer: failedAfterClose) is logged and stands, the queue taken up all the same.
  */
 export async function cancelOpenTurn(services: TurnServices, sessionId: string, turn: number): Promise<void> {
   try {
     await services.sessions.cancelTurn(sessionId, turn);
   } catch (error) {
-    if (error instanceof TurnNotOpenError || error instanceof NotFoundError) throw error;
-    const found = await services.sessions.getTurn(sessionId, turn).catch(() => null);
-    if (found?.status !== 'cancelled') throw error;
+    // Only this cancel's own completion stands: a turn another closer cancelled meanwhile reads
+    // the same, and this request failed (a retry is told turn_not_open).
+    if (!failedAfterClose(error)) throw error;
     services.log(`tailgate: turn ${turn} of session ${sessionId} is cancelled, but its cancel failed after`, error);
   }
   services.background(pickUp(services, sessionId, undefined, { turn }));

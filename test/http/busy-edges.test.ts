@@ -522,3 +522,26 @@ describe('a background turn whose runner never comes, read while its close canno
     expect(store.injected).toBeGreaterThan(0);
   });
 });
+
+describe('a cancel whose own close did not land', () => {
+  it('is answered its storage error though another cancel closed the turn, and says nothing of a cancel', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, id, sent } = await queuedBehindDeadTurn(store);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(200);
+    await expect.poll(() => sent.length).toBe(2);
+    // This request's first read fails: its cancel never reached the turn, cancelled by the other.
+    store.failWhen(() => true, { times: 1 });
+    const logged: unknown[][] = [];
+    const error = console.error;
+    console.error = (...args: unknown[]) => void logged.push(args);
+    try {
+      const again = await api.post(`/v1/sessions/${id}/turns/1/cancel`, {});
+      expect(again.status, JSON.stringify(again.body)).toBe(503);
+    } finally {
+      console.error = error;
+    }
+    expect(store.injected).toBe(1);
+    expect(logged.flat().join(' ')).not.toContain('is cancelled, but its cancel failed');
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(409);
+  });
+});

@@ -190,6 +190,18 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
   return Math.max(claimed, Date.parse(lease.lease_expires_at));
 }
 
+/** Errors thrown by a closeTurn whose completion had landed (its event's write failed). */
+const failedAfterClosing = new WeakSet<object>();
+
+/**
+ * Whether `error` was thrown by a close (closeTurn: a cancel, an expired lease's close) after
+ * its own completion landed: the turn is closed by this caller, only its webhook event failed.
+ * Reading the turn back cannot tell this: another closer's completion reads the same.
+ */
+export function failedAfterClose(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && failedAfterClosing.has(error);
+}
+
 /**
  * Writes the completion of `record` for someone other than its owner (an expired lease, a
  * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
@@ -250,6 +262,9 @@ export async function closeTurn(
       closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
       await log.onClosed(closed);
     }
+  } catch (error) {
+    if (typeof error === 'object' && error !== null) failedAfterClosing.add(error);
+    throw error;
   } finally {
     // Closed, whatever its event met (its intent stays for the outbox's drainer): the queue goes on.
     if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);

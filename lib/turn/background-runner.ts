@@ -37,11 +37,16 @@ export async function runBackgroundTurn(services: TurnServices, run: BackgroundT
  * Seconds before a turn left open after its `attempts`-th delivery (1 the first) is delivered
  * again: 2, 4, 8 ..., so a storage outage of some seconds does not use every delivery up at
  * once, but at most half the lease (and at least 1): the lease its runner gave up stays live
- * that long, so no reader closes the turn as `lease_expired` before the next delivery comes.
+ * that long, so no reader closes the turn as `lease_expired` before the next delivery comes;
+ * and at most 12 hours, the longest delay a queue accepts (a TURN_LEASE_MS above a day).
  */
 export function retryDelaySeconds(attempts: number, leaseMs: number): number {
-  return Math.max(1, Math.min(2 ** Math.max(1, Math.min(attempts, 16)), Math.floor(leaseMs / 2000)));
+  const delay = Math.min(2 ** Math.max(1, Math.min(attempts, 16)), Math.floor(leaseMs / 2000));
+  return Math.max(1, Math.min(delay, MAX_QUEUE_DELAY_SECONDS));
 }
+
+/** The longest delay a Cloudflare queue message's retry takes (12 hours). */
+const MAX_QUEUE_DELAY_SECONDS = 43_200;
 
 /**
  * Runs a claimed background turn to its end, holding its lease in `lease`. Settles 'done' once

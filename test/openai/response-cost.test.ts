@@ -77,6 +77,8 @@ describe("a response's tailgate.cost_usd", () => {
 
   it('is in a background response once it ended, retrieved or streamed', async () => {
     const created = await client.responses.create({ model: 'echo', input: 'later', background: true });
+    // Not yet: a response still running has no cost.
+    expect((created as Partial<Extended>).tailgate?.cost_usd).toBeUndefined();
     const ended = await settledResponse(client, created.id);
     const cost = (ended as Extended).tailgate.cost_usd;
     expect(cost).toBeGreaterThan(0);
@@ -85,6 +87,20 @@ describe("a response's tailgate.cost_usd", () => {
     for await (const event of await client.responses.retrieve(created.id, { stream: true }))
       if (event.type === 'response.completed') completed = event.response;
     expect((completed as Extended).tailgate.cost_usd).toBe(cost);
+  });
+
+  it('is the same in a keyed retry replayed, and in a streamed response retrieved', async () => {
+    const headers = { 'Idempotency-Key': `cost-${crypto.randomUUID()}` };
+    const first = (await client.responses.create({ model: 'echo', input: 'once' }, { headers })) as Extended;
+    const again = (await client.responses.create({ model: 'echo', input: 'once' }, { headers })) as Extended;
+    expect(again.id).toBe(first.id);
+    expect(again.tailgate.cost_usd).toBe(first.tailgate.cost_usd);
+    expect(first.tailgate.cost_usd).toBeGreaterThan(0);
+    const stream = await client.responses.create({ model: 'echo', input: 'streamed', stream: true });
+    let completed: Response | undefined;
+    for await (const event of stream) if (event.type === 'response.completed') completed = event.response;
+    const retrieved = (await client.responses.retrieve(completed!.id)) as Extended;
+    expect((completed as Extended).tailgate).toEqual(retrieved.tailgate);
   });
 
   it('is null for a model without a known price, as its receipt says', async () => {

@@ -54,7 +54,7 @@ export interface ServiceInputs {
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed'> = {},
+  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'log'> = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -86,6 +86,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
+      log,
     }),
     inbox: new Inbox(store, {
       keyPrefix: config.keyPrefix,

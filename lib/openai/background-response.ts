@@ -163,7 +163,7 @@ export async function currentResponse(facade: Facade, id: string): Promise<Tailg
 /**
  * POST /v1/responses/{id}/cancel: the native cancel of a background response's turn (its runner
  * stops within a third of the lease, gives its notices back and stores nothing of its answer;
- * lib/turn/busy.ts, cancelOpenTurn: one whose webhook event failed once it landed stands).
+ * lib/turn/busy.ts, cancelOpenTurn).
  * A response that already ended is answered as it stands; a foreground one is OpenAI's 400.
  */
 export async function cancelResponse(facade: Facade, id: string): Promise<TailgateResponse> {

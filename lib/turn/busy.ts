@@ -8,7 +8,6 @@ import {
 import { sha256Hex } from '../hash.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
-import { failedAfterClose } from '../session/log/lease.ts';
 import type { OnBusy } from '../session/fields.ts';
 import { afterResponse } from './append.ts';
 import { claimInput } from './background.ts';
@@ -151,19 +150,12 @@ export interface ClosedBefore {
 
 /**
  * POST .../turns/{turn}/cancel: ends the open turn `turn` as cancelled (SessionLog.cancelTurn)
- * and takes up the inputs queued behind it after the response. A cancel that failed once its own
- * completion landed (its webhook event's write failed, whose intent stays for the outbox's
- * drainer: failedAfterClose) is logged and stands, the queue taken up all the same.
+ * and takes up the inputs queued behind it after the response. A cancel whose completion landed
+ * stands even when its webhook event could not be written (logged by the session log: the
+ * outbox's drainer delivers it from the turn's intent).
  */
 export async function cancelOpenTurn(services: TurnServices, sessionId: string, turn: number): Promise<void> {
-  try {
-    await services.sessions.cancelTurn(sessionId, turn);
-  } catch (error) {
-    // Only this cancel's own completion stands: a turn another closer cancelled meanwhile reads
-    // the same, and this request failed (a retry is told turn_not_open).
-    if (!failedAfterClose(error)) throw error;
-    services.log(`tailgate: turn ${turn} of session ${sessionId} is cancelled, but its cancel failed after`, error);
-  }
+  await services.sessions.cancelTurn(sessionId, turn);
   services.background(pickUp(services, sessionId, undefined, { turn }));
 }
 

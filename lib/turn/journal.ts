@@ -136,8 +136,8 @@ async function closedByLease(
  * log's clock (its owner died) is closed first, as a reader of its events closes it (failed,
  * `lease_expired`, the inputs queued behind it then taken up), so a client that polls a turn
  * whose runner died sees it end instead of `in_progress` until the session's next writer. A
- * close that fails is logged, not the read's answer: the receipt is read again (failed when its
- * completion landed and only its webhook event failed; else as it stood, for the next read).
+ * close that fails is logged, not the read's answer: the receipt is read again (as it stood,
+ * for the next read).
  */
 export async function turnAsItStands(services: TurnServices, sessionId: string, turn: number) {
   const found = await services.sessions.getTurn(sessionId, turn);

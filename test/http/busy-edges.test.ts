@@ -4,6 +4,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { listAll } from '../../lib/store/object-store.ts';
+import { parseResponseId } from '../../lib/openai/ids.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
@@ -26,7 +27,13 @@ function harnessFor(
   options: Partial<AppOptions> = {},
   settings: Record<string, string> = {},
 ) {
-  const full: AppOptions = { readEnvironment: (c) => c.env ?? {}, ...options, store: () => store };
+  const logged: string[] = [];
+  const full: AppOptions = {
+    readEnvironment: (c) => c.env ?? {},
+    log: (message) => void logged.push(message),
+    ...options,
+    store: () => store,
+  };
   const app = createApp(full);
   const harness: HttpHarness = {
     fetch: async (path, init) => app.request(path, init, { ...environment(), ...settings }),
@@ -34,7 +41,7 @@ function harnessFor(
       app.request(path, init, { ...environment(), ...settings, ...overrides }),
     store,
     keyPrefix: '',
-    logged: [],
+    logged,
   };
   return { harness, api: createClient(harness), options: full };
 }
@@ -492,7 +499,7 @@ describe('a background turn whose runner never comes, read while its close canno
 
   it('answers a cancel that landed though its webhook event could not be written, and takes up the queue', async () => {
     const store = new FaultyStore(new MemoryStore());
-    const { api, id, sent } = await queuedBehindDeadTurn(store, undefined, {
+    const { api, harness, id, sent } = await queuedBehindDeadTurn(store, undefined, {
       WEBHOOK_SECRET,
       WEBHOOK_URL: 'https://hooks.example.com/tailgate',
     });
@@ -501,6 +508,9 @@ describe('a background turn whose runner never comes, read while its close canno
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     expect(cancelled.body).toEqual({ session_id: id, turn: 1, status: 'failed' });
     expect(store.injected).toBeGreaterThan(0);
+    expect(harness.logged).toContainEqual(
+      expect.stringContaining(`turn 1 of session ${id} is closed (turn_cancelled)`),
+    );
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
     // The queued input is taken up as after any cancel.
     await expect.poll(() => sent.length).toBe(2);
@@ -508,40 +518,65 @@ describe('a background turn whose runner never comes, read while its close canno
 
   it("answers a background response's cancel that landed though its webhook event could not be written", async () => {
     const store = new FaultyStore(new MemoryStore());
-    const { api } = harnessFor(
+    const sent: BackgroundTurn[] = [];
+    const { api, harness } = harnessFor(
       store,
-      { queueTurn: () => async () => undefined },
+      { queueTurn: () => async (run) => void sent.push(run) },
       { WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' },
     );
     const created = await api.post('/v1/responses', { model: 'echo', input: 'later', background: true });
     expect(created.status, JSON.stringify(created.body)).toBe(200);
+    // An input queued behind the response's turn, on its session.
+    const { sessionId } = parseResponseId(created.body.id)!;
+    const queued = await api.post(`/v1/sessions/${sessionId}/turns`, { input: 'queued', on_busy: 'enqueue' });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect(sent).toHaveLength(1);
     store.failWhen(({ operation, key }) => operation === 'put' && key.includes('webhooks/outbox/'));
     const cancelled = await api.post(`/v1/responses/${created.body.id}/cancel`, {});
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     expect(cancelled.body).toMatchObject({ id: created.body.id, status: 'cancelled' });
     expect(store.injected).toBeGreaterThan(0);
+    expect(harness.logged).toContainEqual(expect.stringContaining(`session ${sessionId} is closed (turn_cancelled)`));
+    await expect.poll(() => sent.length).toBe(2);
+  });
+
+  it('interrupts a running turn whose cancel landed though its webhook event could not be written', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const { api, harness } = harnessFor(
+      store,
+      { queueTurn: () => async () => undefined },
+      { WEBHOOK_SECRET, WEBHOOK_URL: 'https://hooks.example.com/tailgate' },
+    );
+    const id = await api.session();
+    // Turn 1's runner never comes: it holds the session for its lease.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+    // The cancel's event, the first outbox write after this.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('webhooks/outbox/'), { times: 1 });
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next', on_busy: 'interrupt' });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect(next.body).toMatchObject({ turn: 2 });
+    expect(store.injected).toBe(1);
+    expect(harness.logged).toContainEqual(
+      expect.stringContaining(`turn 1 of session ${id} is closed (turn_cancelled)`),
+    );
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
+    expect((await api.get(`/v1/sessions/${id}/turns/2`)).body).toMatchObject({ status: 'completed' });
   });
 });
 
 describe('a cancel whose own close did not land', () => {
   it('is answered its storage error though another cancel closed the turn, and says nothing of a cancel', async () => {
     const store = new FaultyStore(new MemoryStore());
-    const { api, id, sent } = await queuedBehindDeadTurn(store);
+    const { api, harness, id, sent } = await queuedBehindDeadTurn(store);
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(200);
     await expect.poll(() => sent.length).toBe(2);
     // This request's first read fails: its cancel never reached the turn, cancelled by the other.
     store.failWhen(() => true, { times: 1 });
-    const logged: unknown[][] = [];
-    const error = console.error;
-    console.error = (...args: unknown[]) => void logged.push(args);
-    try {
-      const again = await api.post(`/v1/sessions/${id}/turns/1/cancel`, {});
-      expect(again.status, JSON.stringify(again.body)).toBe(503);
-    } finally {
-      console.error = error;
-    }
+    const logs = harness.logged.length;
+    const again = await api.post(`/v1/sessions/${id}/turns/1/cancel`, {});
+    expect(again.status, JSON.stringify(again.body)).toBe(503);
     expect(store.injected).toBe(1);
-    expect(logged.flat().join(' ')).not.toContain('is cancelled, but its cancel failed');
+    expect(harness.logged.slice(logs).join(' ')).not.toContain('is closed');
     expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`, {})).status).toBe(409);
   });
 });

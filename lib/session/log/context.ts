@@ -41,6 +41,7 @@ export interface LogContext {
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
   readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
+  readonly log: (message: string, details?: unknown) => void;
 }
 
 /**
@@ -90,6 +91,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,
     onLeaseClosed: options.onLeaseClosed,
+    log: options.log ?? ((message, details) => console.error(message, details)),
   };
 }
 

@@ -190,21 +190,11 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
   return Math.max(claimed, Date.parse(lease.lease_expires_at));
 }
 
-/** Errors thrown by a closeTurn whose completion had landed (its event's write failed). */
-const failedAfterClosing = new WeakSet<object>();
-
-/**
- * Whether `error` was thrown by a close (closeTurn: a cancel, an expired lease's close) after
- * its own completion landed: the turn is closed by this caller, only its webhook event failed.
- * Reading the turn back cannot tell this: another closer's completion reads the same.
- */
-export function failedAfterClose(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && failedAfterClosing.has(error);
-}
-
 /**
  * Writes the completion of `record` for someone other than its owner (an expired lease, a
  * cancel), create-only; null when it was closed already. A keyed turn is indexed first.
+ * Once the completion landed the close stands: its webhook event (`onClosed`) failing is logged,
+ * the event left to the turn's intent in the outbox (lib/webhooks/intent.ts).
  * The turn may have consumed notices before it died: the completion names it in
  * `undelivered.lost_turns`, so the next turn looks for them. `webhookUrl` is the session's
  * (undefined: not read yet, read only when `onClosed` is set). A close of an expired lease is
@@ -257,18 +247,17 @@ export async function closeTurn(
     completedAt: done.completed_at,
     webhookUrl,
   };
-  try {
-    if (log.onClosed) {
+  if (log.onClosed) {
+    try {
       closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
       await log.onClosed(closed);
+    } catch (error) {
+      // Closed all the same: the turn's intent stays in the outbox, whose drainer delivers its event.
+      const turn = `turn ${closed.turn} of session ${scope.id} is closed (${done.error?.code ?? done.status})`;
+      log.log(`tailgate: ${turn}, its webhook event left to the outbox's drainer`, error);
     }
-  } catch (error) {
-    if (typeof error === 'object' && error !== null) failedAfterClosing.add(error);
-    throw error;
-  } finally {
-    // Closed, whatever its event met (its intent stays for the outbox's drainer): the queue goes on.
-    if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   }
+  if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
 }
 

@@ -298,9 +298,13 @@ export interface SessionLogOptions {
   sessionTtlDays?: number | null;
   /**
    * Runs once a turn's completion landed, whoever wrote it, before the close is answered (the
-   * webhooks' outbox, lib/webhooks/events.ts); a failure fails the close's caller.
+   * webhooks' outbox, lib/webhooks/events.ts). A failure fails the owner's completion; a close
+   * by someone else (a cancel, an expired lease's) stands, the failure logged: the turn's
+   * intent stays in the outbox, whose drainer delivers its event (lib/webhooks/intent.ts).
    */
   onClosed?: ((closed: ClosedTurn) => Promise<void>) | undefined;
+  /** Where the log tells what it let stand after a failure (default: console.error). */
+  log?: ((message: string, details?: unknown) => void) | undefined;
   /**
    * Runs with a model turn's claim put, before its completion can exist (the webhooks' outbox
    * intent, lib/webhooks/intent.ts); a failure fails the claim as its put's would.

@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { onFreePort, type RunningServer, startServer } from '../support/server-process.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
+import { type FakeProvider, fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 
 // The Worker as `npm run build` bundled it into dist/ (wrangler.toml's [alias] applied, with
 // esbuild's metafile), served unbundled again by wrangler dev in workerd. .ci/run builds, then
@@ -17,19 +18,35 @@ let state: string;
 let worker: RunningServer;
 /** Where the served Worker exports its turns' spans (OTEL_EXPORTER_OTLP_ENDPOINT). */
 let receiver: OtlpReceiver;
+/** The Anthropic Messages API the served Worker's `anthropic:` models call (ANTHROPIC_BASE_URL). */
+let anthropic: FakeProvider;
+
+/** The built Worker's esbuild metafile: each module bundled, with what it imports. */
+async function bundledModules(): Promise<Record<string, { imports: { path: string }[] }>> {
+  const meta = JSON.parse(await readFile(join(directory, 'meta.json'), 'utf8')) as {
+    inputs: Record<string, { imports: { path: string }[] }>;
+  };
+  return meta.inputs;
+}
 
 beforeAll(async () => {
   if (!existsSync(join(directory, 'worker.js')) || !existsSync(join(directory, 'meta.json')))
     throw new Error('dist/ holds no build: run npm run build first');
   state = await mkdtemp(join(tmpdir(), 'tailgate-worker-state-'));
   receiver = await startOtlpReceiver();
+  anthropic = await startFakeProvider((request) =>
+    request.body?.stream
+      ? { sse: fixture('anthropic-message-text.sse') }
+      : { json: JSON.parse(fixture('anthropic-message-text.json')) },
+  );
   const wrangler = join(root, 'node_modules/.bin/wrangler');
   worker = await onFreePort((port) =>
     startServer(
       wrangler,
       ['dev', join(directory, 'worker.js'), '--no-bundle', '--config', join(root, 'wrangler.toml'), '--env', 'local']
         .concat(['--local', '--ip', '127.0.0.1', '--port', String(port), '--persist-to', state])
-        .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`]),
+        .concat(['--var', 'API_TOKEN:bundle-token', '--var', `OTEL_EXPORTER_OTLP_ENDPOINT:${receiver.endpoint}`])
+        .concat(['--var', 'ANTHROPIC_API_KEY:bundle-key', '--var', `ANTHROPIC_BASE_URL:${anthropic.baseURL}`]),
       { cwd: root, port, env: { WRANGLER_SEND_METRICS: 'false', CI: '1' }, timeoutMs: 90_000 },
     ),
   );
@@ -37,6 +54,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await worker?.stop();
   await receiver?.close();
+  await anthropic?.close();
   await rm(state, { recursive: true, force: true });
 });
 
@@ -96,5 +114,32 @@ describe('the built Worker', () => {
         interval: 100,
       })
       .toBe(1);
+  });
+
+  it('answers a turn of an anthropic: model without the modules wrangler.toml [alias] leaves out', async () => {
+    const modules = await bundledModules();
+    const paths = Object.keys(modules);
+    expect(paths.filter((path) => /provider-utils\/dist\/experimental-/.test(path))).toEqual([]);
+    // A stand-in is reached only through the import it was put in place of.
+    const importers = (standIn: string) =>
+      Object.entries(modules)
+        .filter(([, module]) => module.imports.some((imported) => imported.path === standIn))
+        .map(([path]) => path.replace(/.*node_modules\//, ''));
+    expect(importers('functions/no-experimental-models.ts')).toEqual(['@ai-sdk/anthropic/dist/index.js']);
+
+    const headers = { 'content-type': 'application/json', authorization: 'Bearer bundle-token' };
+    const post = (path: string, body: unknown) =>
+      fetch(`${worker.origin}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    const id = `bundle-anthropic-${Date.now()}`;
+    expect((await post('/v1/sessions', { id, model: 'anthropic:claude-sonnet-4-5' })).status, worker.output()).toBe(
+      201,
+    );
+    const turn = await post(`/v1/sessions/${id}/turns`, { input: 'Who are you?' });
+    const answered = (await turn.json()) as { output: unknown[] };
+    expect(turn.status, JSON.stringify(answered)).toBe(200);
+    expect(answered.output).toEqual([
+      { type: 'message', role: 'assistant', content: 'Hi! My name is Claude.', seq: expect.any(Number) },
+    ]);
+    expect(anthropic.requests.at(-1)!.headers['x-api-key']).toBe('bundle-key');
   });
 });

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { createHmac, hash } from 'node:crypto';
 
 /**
  * Hashes through `node:crypto`, which all three runtimes provide natively (Workers with
@@ -24,4 +24,9 @@ export function randomHex(bytes: number): string {
 /** Hex SHA-256 of a string (UTF-8) or bytes. */
 export function sha256Hex(data: string | Uint8Array): string {
   return hash('sha256', data, 'hex');
+}
+
+/** Base64 HMAC-SHA256 of a string (UTF-8) under `key`. */
+export function hmacSha256Base64(key: Uint8Array, text: string): string {
+  return createHmac('sha256', key).update(text).digest('base64');
 }

@@ -3,7 +3,7 @@ import { md5 } from '@noble/hashes/legacy.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
 import { describe, expect, it } from 'vitest';
-import { md5Hex, sha256Hex } from '../lib/hash.ts';
+import { hmacSha256Base64, md5Hex, sha256Hex } from '../lib/hash.ts';
 
 describe('md5Hex', () => {
   it.each([
@@ -44,5 +44,14 @@ describe('sha256Hex', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('hmacSha256Base64', () => {
+  it.each([
+    ['Jefe', 'what do ya want for nothing?', 'W9zBRr9gdU5qBCQmCJV1x1oAPwidJzmDnexYuWTsOEM='],
+    ['\u000b'.repeat(20), 'Hi There', 'sDRMYdjbOFNcqK/OrwvxK4gdwgDJgz2nJuk3bC4yz/c='],
+  ])('gives the RFC 4231 HMAC-SHA256 under key %j of %j, in base64', (key, text, mac) => {
+    expect(hmacSha256Base64(new TextEncoder().encode(key), text)).toBe(mac);
   });
 });

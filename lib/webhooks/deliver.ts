@@ -1,14 +1,15 @@
-import { Webhook } from 'standardwebhooks';
+import { hmacSha256Base64 } from '../hash.ts';
+import { decodeBase64 } from '../media.ts';
 import { webhookUrlProblem } from './url.ts';
 import type { WebhookEntry } from './events.ts';
 
 /**
- * One delivery attempt of an event, signed as Standard Webhooks sign (the `standardwebhooks`
- * library, pure JavaScript, so the same on Workers, Node and Deno): `webhook-id` (the entry's
- * id, the same on every attempt), `webhook-timestamp` (this attempt's, in seconds) and
- * `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under
- * WEBHOOK_SECRET). A 2xx answer delivers it; anything else, a redirect included (it is not
- * followed), is a failure to retry.
+ * One delivery attempt of an event, signed as the Standard Webhooks specification says (and its
+ * `standardwebhooks` library verifies, test/support/webhook-receiver.ts): `webhook-id` (the
+ * entry's id, the same on every attempt), `webhook-timestamp` (this attempt's, in seconds) and
+ * `webhook-signature` (`v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the bytes
+ * of WEBHOOK_SECRET, the base64 after `whsec_`). A 2xx answer delivers it; anything else, a
+ * redirect included (it is not followed), is a failure to retry.
  */
 
 /** Attempts before an event is given up (dead-lettered and logged): about four hours of backoff. */
@@ -33,7 +34,8 @@ export interface DeliveryOptions {
 export async function deliverWebhook(entry: WebhookEntry, options: DeliveryOptions): Promise<string | null> {
   const problem = webhookUrlProblem(entry.url, options.allowPrivate);
   if (problem !== null) return `the URL ${problem}`;
-  const signature = new Webhook(options.secret).sign(entry.id, options.now, entry.body);
+  const timestamp = String(Math.floor(options.now.getTime() / 1000));
+  const signature = `v1,${hmacSha256Base64(webhookKey(options.secret), `${entry.id}.${timestamp}.${entry.body}`)}`;
   try {
     const response = await (options.fetch ?? fetch)(entry.url, {
       method: 'POST',
@@ -43,7 +45,7 @@ export async function deliverWebhook(entry: WebhookEntry, options: DeliveryOptio
         'content-type': 'application/json',
         'user-agent': 'tailgate-webhooks',
         'webhook-id': entry.id,
-        'webhook-timestamp': String(Math.floor(options.now.getTime() / 1000)),
+        'webhook-timestamp': timestamp,
         'webhook-signature': signature,
       },
       body: entry.body,
@@ -53,4 +55,11 @@ export async function deliverWebhook(entry: WebhookEntry, options: DeliveryOptio
   } catch (error) {
     return error instanceof Error ? error.message : String(error);
   }
+}
+
+/** The key a Standard Webhooks secret (`whsec_` and base64, the prefix optional) stands for. */
+function webhookKey(secret: string): Uint8Array {
+  const key = decodeBase64(secret.startsWith('whsec_') ? secret.slice('whsec_'.length) : secret);
+  if (key === undefined || key.length === 0) throw new Error('the webhook secret is not base64 of at least one byte');
+  return key;
 }

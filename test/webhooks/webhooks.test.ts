@@ -7,7 +7,7 @@ import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
 import { runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
-import { MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
+import { deliverWebhook, MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { intentEntry } from '../../lib/webhooks/events.ts';
 import { resolveIntent } from '../../lib/webhooks/intent.ts';
 import { outboxSink } from '../../lib/webhooks/outbox.ts';
@@ -133,6 +133,30 @@ describe('webhook outbox', () => {
     // Never the prompt's or the answer's content.
     expect(JSON.stringify(events)).not.toContain('hello');
     expect(await w.outbox()).toEqual([]);
+  });
+
+  it('signs as the standardwebhooks library verifies: the UTF-8 body, the secret with or without whsec_', async () => {
+    const entry = (id: string) => ({
+      format: 'tailgate.webhook.v1' as const,
+      id,
+      url: receiver.url,
+      body: JSON.stringify({ type: 'session.idle', timestamp: '2026-01-01T00:00:00Z', data: { note: 'héllo ✓ 🎉' } }),
+      created_at: '2026-01-01T00:00:00Z',
+      attempts: 0,
+      next_attempt_at: '2026-01-01T00:00:00Z',
+    });
+    const options = { allowPrivate: true, now: new Date() };
+    expect(await deliverWebhook(entry('msg_prefixed'), { ...options, secret: WEBHOOK_SECRET })).toBeNull();
+    const bare = WEBHOOK_SECRET.slice('whsec_'.length);
+    expect(await deliverWebhook(entry('msg_bare'), { ...options, secret: bare })).toBeNull();
+    const other = 'whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=';
+    expect(await deliverWebhook(entry('msg_other'), { ...options, secret: other })).toBeNull();
+    expect(receiver.deliveries.map(({ id, verified }) => [id, verified])).toEqual([
+      ['msg_prefixed', true],
+      ['msg_bare', true],
+      ['msg_other', false],
+    ]);
+    expect(receiver.deliveries[0]!.event!.data).toEqual({ note: 'héllo ✓ 🎉' });
   });
 
   it('retries with backoff after a 500, with the same webhook-id, until a 200', async () => {

@@ -12,6 +12,7 @@ import {
   storeFromConfig,
   trackAfterResponse,
 } from './local-server.ts';
+import { scheduleQueueSweep, sweepQueuedSessions } from './queue-sweep.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { drainWebhooks, scheduleWebhooks } from './webhooks.ts';
@@ -64,6 +65,8 @@ const appOptions: AppOptions = {
 const outside = createOutsideServices(appOptions);
 const webhooks = scheduleWebhooks(() => drainWebhooks(outside(Deno.env.toObject(), trackAfterResponse)));
 const app = createApp(appOptions);
+// The queues no closer took up (functions/queue-sweep.ts): every minute, with those services too.
+scheduleQueueSweep(() => sweepQueuedSessions(() => outside(Deno.env.toObject(), trackAfterResponse)));
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, Deno.env.toObject()));

@@ -11,6 +11,7 @@ import {
   storeFromConfig,
   trackAfterResponse,
 } from './local-server.ts';
+import { scheduleQueueSweep, sweepQueuedSessions } from './queue-sweep.ts';
 import { scheduleRetention, sweepExpiredSessions } from './retention.ts';
 import { startupBanner } from './startup-banner.ts';
 import { drainWebhooks, scheduleWebhooks } from './webhooks.ts';
@@ -50,6 +51,8 @@ const appOptions: AppOptions = {
 const outside = createOutsideServices(appOptions);
 const webhooks = scheduleWebhooks(() => drainWebhooks(outside(process.env, trackAfterResponse)));
 const app = createApp(appOptions);
+// The queues no closer took up (functions/queue-sweep.ts): every minute, with those services too.
+scheduleQueueSweep(() => sweepQueuedSessions(() => outside(process.env, trackAfterResponse)));
 
 // The retention sweep (functions/retention.ts): SESSION_TTL_DAYS and each session's expires_after_days.
 scheduleRetention(() => sweepExpiredSessions(storeFor, process.env));

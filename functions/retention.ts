@@ -45,10 +45,26 @@ export async function reportSweep(sweep: Promise<SweepResult>): Promise<void> {
 
 /** Node and Deno: a sweep a minute after start, then every RETENTION_SWEEP_MS. Returns a stop. */
 export function scheduleRetention(sweep: () => Promise<SweepResult>): () => void {
-  const run = () => void reportSweep(sweep());
-  const first = setTimeout(run, FIRST_SWEEP_MS);
-  const every = setInterval(run, RETENTION_SWEEP_MS);
-  // Neither keeps the process alive on its own.
+  return schedulePeriodic(() => reportSweep(sweep()), FIRST_SWEEP_MS, RETENTION_SWEEP_MS);
+}
+
+/**
+ * Node and Deno: `run` `firstMs` after start, then every `everyMs`, one run at a time (a run
+ * due while the last one goes on is skipped); `run` logs its own failures. Neither timer keeps
+ * the process alive. Returns a stop.
+ */
+export function schedulePeriodic(run: () => Promise<void>, firstMs: number, everyMs: number): () => void {
+  let running = false;
+  const tick = () => {
+    if (running) return;
+    running = true;
+    const done = () => {
+      running = false;
+    };
+    void run().then(done, done);
+  };
+  const first = setTimeout(tick, firstMs);
+  const every = setInterval(tick, everyMs);
   (first as { unref?: () => void }).unref?.();
   (every as { unref?: () => void }).unref?.();
   return () => {

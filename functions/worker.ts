@@ -4,6 +4,7 @@ import { retryDelaySeconds, type BackgroundTurn } from '../lib/turn/index.ts';
 import { webhookEntrySchema, type WebhookEntry } from '../lib/webhooks/events.ts';
 import { z } from 'zod';
 import { createApp, createOutsideServices, createTurnRunner, type AppOptions } from './app.ts';
+import { sweepQueuedSessions } from './queue-sweep.ts';
 import { reportSweep, sweepExpiredSessions } from './retention.ts';
 import { deliverQueued, drainWebhooks } from './webhooks.ts';
 import { retryDelaySeconds as webhookDelaySeconds } from '../lib/webhooks/deliver.ts';
@@ -58,16 +59,19 @@ function withDefaults(environment: Env): Env {
 
 export default {
   fetch: (request, environment, context) => app.fetch(request, withDefaults(environment), context),
-  // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), and the
-  // webhook outbox: the turns' intents, and the events of a deployment without the WEBHOOKS queue.
-  // A pickup after a turn the drainer closed runs its turn on the TURNS queue, else in the isolate.
+  // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), the
+  // webhook outbox (the turns' intents, and the events of a deployment without the WEBHOOKS
+  // queue), then the queues no closer took up (functions/queue-sweep.ts). A pickup, after a turn
+  // the drainer closed or the sweep's, runs its turn on the TURNS queue, else in the isolate.
   scheduled: async (_controller, bindings, context) => {
     const environment = withDefaults(bindings);
     await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
     const background = (task: Promise<unknown>) => context.waitUntil(task);
+    const services = () => outsideServices(environment, background);
     await Promise.resolve()
-      .then(() => drainWebhooks(outsideServices(environment, background)))
+      .then(() => drainWebhooks(services()))
       .catch((error: unknown) => console.error('tailgate: webhook delivery failed', error));
+    await sweepQueuedSessions(services);
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
   // turn left open by a storage failure is delivered again, after a delay growing with its

@@ -36,6 +36,8 @@ import { idSchema } from '../items.ts';
  * - `inbox/`, `inbox_removed/`: owned by lib/inbox/, addressed by id (any client may write
  *   a notice straight into the bucket).
  *
+ * Outside it, `<keyPrefix>queues/<id>` marks a session an input was queued in (queueMarkerKey).
+ *
  * A config without a generation (written before generations existed) keeps the older layout:
  * the same keys without the `<generation>/` level.
  */
@@ -290,6 +292,19 @@ export function queuedPrefix(scope: LogScope): string {
 export function queuedKey(scope: LogScope, keyHash: string): string {
   if (!/^[0-9a-f]{64}$/.test(keyHash)) throw new RangeError('queued inputs are stored by SHA-256 hex digest');
   return `${queuedPrefix(scope)}${keyHash}`;
+}
+
+/**
+ * `<keyPrefix>queues/<id>`: the marker of a session an input was queued in (outside its prefix,
+ * so one listing finds every such session): put before each queued input, removed by the
+ * periodic sweep once the queue is empty (log/queue-markers.ts).
+ */
+export function queueMarkersPrefix(keyPrefix: string): string {
+  return `${keyPrefix}queues/`;
+}
+
+export function queueMarkerKey(keyPrefix: string, id: string): string {
+  return `${queueMarkersPrefix(keyPrefix)}${validateId(id)}`;
 }
 
 /** The event journal of turn `turn` (a streamed or background turn's batches, in order). */

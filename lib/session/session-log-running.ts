@@ -19,6 +19,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
+import { markedQueues, unmarkIfEmpty } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
 import type { QueuedInput, TurnStatus } from './records.ts';
 import { SessionLogBase } from './session-log-base.ts';
@@ -90,6 +91,16 @@ export class SessionLogRunning extends SessionLogBase {
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
     return removeQueued(this.log, scope, keyHash);
+  }
+
+  /** The sessions an input was queued in, by their markers, some stale (log/queue-markers.ts). */
+  async markedQueues(): Promise<string[]> {
+    return markedQueues(this.log);
+  }
+
+  /** Removes session `id`'s marker when nothing is queued in it: whether it did (log/queue-markers.ts). */
+  async unmarkQueue(id: string): Promise<boolean> {
+    return unmarkIfEmpty(this.log, id);
   }
 
   /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */

@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { QUEUE_SWEEP_MS, scheduleQueueSweep } from '../../functions/queue-sweep.ts';
 import { RETENTION_SWEEP_MS, scheduleRetention, sweepExpiredSessions } from '../../functions/retention.ts';
 import { createApp } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
@@ -66,5 +67,33 @@ describe('the retention sweep of Node and Deno', () => {
     expect((await sweepExpiredSessions(() => store, environment)).deleted).toEqual([]);
     const log = new SessionLog(store);
     expect((await log.get('migrated')).id).toBe('migrated');
+  });
+});
+
+describe('the queue sweep of Node and Deno', () => {
+  it('runs every QUEUE_SWEEP_MS, one at a time, until stopped', async () => {
+    vi.useFakeTimers();
+    let finish: () => void = () => undefined;
+    const sweep = vi.fn(
+      () =>
+        new Promise<void>((resolve) => {
+          finish = resolve;
+        }),
+    );
+    const stop = scheduleQueueSweep(sweep);
+    await vi.advanceTimersByTimeAsync(QUEUE_SWEEP_MS - 1);
+    expect(sweep).toHaveBeenCalledTimes(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(sweep).toHaveBeenCalledTimes(1);
+    // Still running when the next one is due: that one is skipped.
+    await vi.advanceTimersByTimeAsync(QUEUE_SWEEP_MS);
+    expect(sweep).toHaveBeenCalledTimes(1);
+    finish();
+    await vi.advanceTimersByTimeAsync(QUEUE_SWEEP_MS);
+    expect(sweep).toHaveBeenCalledTimes(2);
+    finish();
+    stop();
+    await vi.advanceTimersByTimeAsync(3 * QUEUE_SWEEP_MS);
+    expect(sweep).toHaveBeenCalledTimes(2);
   });
 });

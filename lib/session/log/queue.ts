@@ -4,6 +4,7 @@ import { idempotencyKey, queuedKey, queuedPrefix, type LogScope } from '../keys.
 import { parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
+import { markQueue } from './queue-markers.ts';
 
 /**
  * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
@@ -13,7 +14,8 @@ import type { LogContext } from './context.ts';
  * each claimed as a turn under its `key_sha256`, so one queued input is stored at most once
  * however many pickups race or die: a second claim under the key replays the first. A delete
  * of the newest turn names the generation it leaves in the config's `queued_in`, whose queue
- * is read with the session's own from then on (log/rewind.ts).
+ * is read with the session's own from then on (log/rewind.ts). Every enqueue marks the session
+ * first (`queues/<id>`, log/queue-markers.ts), for the sweep that takes up queues nobody closed.
  */
 
 /** A queued input as listed: its key hash, when the store received it, and the generation it is under. */
@@ -34,7 +36,8 @@ export async function enqueueInput(
   beforeEntry?: (scope: LogScope) => Promise<void>,
 ): Promise<{ queued_turn: string; position: number; replayed: boolean }> {
   const scope = await sessionScope(log, id);
-  await beforeEntry?.(scope);
+  // The session's marker (log/queue-markers.ts) lands before the entry, with what it references.
+  await Promise.all([beforeEntry?.(scope), markQueue(log, id)]);
   const writer = crypto.randomUUID();
   const entry: QueuedInput = {
     format: 'tailgate.queued.v1',

@@ -1,0 +1,36 @@
+import { sweepQueues } from '../lib/turn/index.ts';
+import { schedulePeriodic } from './retention.ts';
+import type { AppServices } from './services.ts';
+
+/**
+ * The sweep of the queues no closer took up (lib/turn/queue-sweep.ts) with a deployment's
+ * services, those a request would have (functions/app.ts `createOutsideServices`), so a turn
+ * it takes up goes to a runner as any background turn: on Workers from the Cron Trigger
+ * (`scheduled` in functions/worker.ts), on Node and Deno from `scheduleQueueSweep`'s timer.
+ */
+
+/**
+ * How often Node and Deno sweep the queues: an input queued behind a turn whose process died
+ * runs at most about a minute after that turn's lease ran out (TURN_LEASE_MS, 30 s by default).
+ * A fixed minute, not a lease: a sweep with nothing marked costs one listing, and a lease may
+ * be set to hours.
+ */
+export const QUEUE_SWEEP_MS = 60_000;
+
+/**
+ * One sweep with `services` (built when it starts); a session it failed on is logged, and the
+ * next sweep tries it again.
+ */
+export async function sweepQueuedSessions(services: () => AppServices): Promise<void> {
+  try {
+    const sweep = await sweepQueues(services());
+    for (const { id, error } of sweep.failed) console.error(`tailgate: the queue sweep of session ${id} failed`, error);
+  } catch (error) {
+    console.error('tailgate: queue sweep failed', error);
+  }
+}
+
+/** Node and Deno: `sweep` every QUEUE_SWEEP_MS, one at a time. Returns a stop. */
+export function scheduleQueueSweep(sweep: () => Promise<void>): () => void {
+  return schedulePeriodic(sweep, QUEUE_SWEEP_MS, QUEUE_SWEEP_MS);
+}

@@ -1,0 +1,58 @@
+import { NotFoundError } from '../../errors.ts';
+import { listAll } from '../../store/object-store.ts';
+import { queueMarkerKey, queueMarkersPrefix, queuedPrefix, type LogScope } from '../keys.ts';
+import { sessionScope } from './config-object.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * The index of the sessions inputs were queued in (docs/STORAGE.md, "Queued inputs"), for the
+ * periodic sweep that takes up the queues no closer took up (lib/turn/queue-sweep.ts):
+ * `queues/<id>`, empty, put unconditionally by every enqueue before its entry, so no entry is
+ * stored without its session's marker, whichever process dies between the two. A marker with
+ * nothing queued (its enqueue died before its entry, or the queue was taken up since) is stale:
+ * the sweep removes it. A turn, and the pickup after it, touch no marker.
+ */
+
+/** Marks session `id` as one an input is queued in (log/queue.ts, before the entry). */
+export async function markQueue(log: LogContext, id: string): Promise<void> {
+  await log.store.put(queueMarkerKey(log.keyPrefix, id), '');
+}
+
+/** The ids of the marked sessions, in key order. */
+export async function markedQueues(log: LogContext): Promise<string[]> {
+  const prefix = queueMarkersPrefix(log.keyPrefix);
+  return (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));
+}
+
+/**
+ * Removes session `id`'s marker when nothing is queued in it, or it no longer exists: whether
+ * it did. No store deletes conditionally, so an enqueue may put the marker again, and then its
+ * entry, between the look and the delete: a second look after the delete puts the marker back
+ * when an entry is there. (An enqueue whose entry lands after that second look has its own
+ * pickup, or the running turn's close, as before the marker.)
+ */
+export async function unmarkIfEmpty(log: LogContext, id: string): Promise<boolean> {
+  if (await anyQueued(log, id)) return false;
+  const key = queueMarkerKey(log.keyPrefix, id);
+  await log.store.delete(key);
+  if (!(await anyQueued(log, id))) return true;
+  await log.store.put(key, '');
+  return false;
+}
+
+/** Whether an input is queued in session `id`: under its generation or one in its `queued_in` (log/queue.ts). */
+async function anyQueued(log: LogContext, id: string): Promise<boolean> {
+  let scope: LogScope;
+  try {
+    scope = await sessionScope(log, id);
+  } catch (error) {
+    if (error instanceof NotFoundError) return false;
+    throw error;
+  }
+  const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+  const pages = await Promise.all(
+    generations.map((generation) => log.store.list(queuedPrefix({ ...scope, generation }), { limit: 1 })),
+  );
+  // A page may be empty while truncated (R2): something may be under the prefix.
+  return pages.some((page) => page.objects.length > 0 || page.truncated);
+}

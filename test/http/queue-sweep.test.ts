@@ -1,0 +1,237 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { createOutsideServices, type AppOptions } from '../../functions/app.ts';
+import { sweepQueuedSessions } from '../../functions/queue-sweep.ts';
+import { sessionConfigKey } from '../../lib/session/keys.ts';
+import { FileStore } from '../../lib/store/file.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
+import { sweepQueues } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { createClient, TOKEN } from './http-suite.ts';
+
+// Inputs queued behind a turn whose process died, with no webhooks and no client coming back:
+// the periodic sweep of the sessions marked as having queued inputs (`queues/<id>`) closes the
+// dead turn once its lease ran out and takes the queue up, as a reader of the queue would.
+
+const directory = await mkdtemp(join(tmpdir(), 'tailgate-queue-sweep-'));
+afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+const stores: [string, () => ObjectStore][] = [
+  ['memory', () => new MemoryStore()],
+  ['file store', () => new FileStore(join(directory, crypto.randomUUID()))],
+];
+
+/** A process on `store` and `clock`: its HTTP client, and the services of its timers (the sweep's). */
+function process(store: ObjectStore, clock: () => Date, runner: 'none' | 'in process') {
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    clock,
+    log: () => undefined,
+    logLine: () => undefined,
+    afterResponse: (task) => void tasks.push(task),
+  };
+  // Its background turns never run: it dies before it runs them.
+  if (runner === 'none') options.queueTurn = () => async () => undefined;
+  const outside = createOutsideServices(options);
+  return {
+    api: createClient(appHarness(store, environment, options)),
+    services: () => outside(environment, (task) => void tasks.push(task)),
+    settle: async () => {
+      while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+    },
+  };
+}
+
+const markers = async (store: ObjectStore) => (await listAll(store, 'queues/')).map((object) => object.key);
+const queueEntries = async (store: ObjectStore) =>
+  (await listAll(store, 'sessions/')).filter((object) => /\/queue\//.test(object.key));
+
+/** Session `id`'s turns, oldest first: [turn, status, error code]. */
+async function turnsOf(api: ReturnType<typeof createClient>, id: string) {
+  const { body } = await api.get(`/v1/sessions/${id}/turns`);
+  return body.turns.reverse().map((turn: any) => [turn.turn, turn.status, turn.error?.code ?? null]);
+}
+
+/** A session whose turn 1 was claimed by a process that died, with `inputs` queued behind it. */
+async function deadTurnWithQueue(store: ObjectStore, clock: () => Date, inputs: string[]) {
+  const dead = process(store, clock, 'none');
+  const id = await dead.api.session({ on_busy: 'enqueue' });
+  expect((await dead.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+  for (const input of inputs) expect((await dead.api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
+  // Its enqueues' pickups, refused while turn 1's lease runs, end before it dies.
+  await dead.settle();
+  return id;
+}
+
+/** A session whose enqueue died before its entry: its marker, nothing queued, turn 1 running its lease. */
+async function markedWithoutEntry(store: ObjectStore, clock: () => Date): Promise<string> {
+  const faulty = new FaultyStore(store).failWhen(
+    ({ operation, key }) => operation === 'put' && key.includes('/queue/'),
+  );
+  const dying = process(faulty, clock, 'none');
+  const id = await dying.api.session({ on_busy: 'enqueue' });
+  expect((await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+  expect((await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'lost' })).status).toBe(503);
+  await dying.settle();
+  return id;
+}
+
+describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
+  it('takes up the inputs queued behind a turn whose lease ran out, with no webhooks and no client', async () => {
+    const store = storeOf();
+    let now = Date.parse('2030-01-01T00:00:00Z');
+    const clock = () => new Date(now);
+    const id = await deadTurnWithQueue(store, clock, ['q1', 'q2']);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    const live = process(store, clock, 'in process');
+    // While turn 1's lease runs, the sweep leaves the session to it.
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+    await live.settle();
+    expect(await queueEntries(store)).toHaveLength(2);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    // The lease runs out: the next sweep closes turn 1 and runs the queue, oldest first.
+    now += 4000;
+    await sweepQueuedSessions(live.services);
+    await live.settle();
+    expect(await turnsOf(live.api, id)).toEqual([
+      [1, 'failed', 'lease_expired'],
+      [2, 'completed', null],
+      [3, 'completed', null],
+    ]);
+    const items = (await live.api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();
+    expect(items.filter((item: any) => item.role === 'user').map((item: any) => item.content)).toEqual([
+      'first',
+      'q1',
+      'q2',
+    ]);
+    // Nothing is queued any more: a sweep removes the marker (the one that ran the queue, or the next).
+    await sweepQueuedSessions(live.services);
+    expect(await markers(store)).toEqual([]);
+    expect(await sweepQueues(live.services())).toEqual({ checked: 0, unmarked: 0, failed: [] });
+  });
+
+  it('removes stale markers: an enqueue that died before its entry, a session deleted since', async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const id = await markedWithoutEntry(store, clock);
+    const gone = await deadTurnWithQueue(store, clock, ['q']);
+    expect((await process(store, clock, 'none').api.delete(`/v1/sessions/${gone}`)).status).toBe(204);
+    expect((await markers(store)).sort()).toEqual([`queues/${id}`, `queues/${gone}`].sort());
+    const live = process(store, clock, 'in process');
+    expect(await sweepQueues(live.services())).toEqual({ checked: 2, unmarked: 2, failed: [] });
+    await live.settle();
+    expect(await markers(store)).toEqual([]);
+    // Turn 1 of the first session still runs its lease: nothing else happened to it.
+    expect(await turnsOf(live.api, id)).toEqual([[1, 'queued', null]]);
+  });
+
+  it('logs a session it cannot sweep and sweeps the others', async () => {
+    const store = storeOf();
+    let now = START;
+    const clock = () => new Date(now);
+    const id = await deadTurnWithQueue(store, clock, ['q']);
+    const broken = await deadTurnWithQueue(store, clock, ['q']);
+    // The session's config no longer parses.
+    await store.put(sessionConfigKey('', broken), 'not json', { contentType: 'application/json' });
+    now += 4000;
+    const live = process(store, clock, 'in process');
+    const error = vi.spyOn(console, 'error').mockImplementation(() => undefined);
+    let logged: unknown[][];
+    try {
+      await sweepQueuedSessions(live.services);
+      await live.settle();
+    } finally {
+      logged = [...error.mock.calls];
+      error.mockRestore();
+    }
+    expect(logged).toEqual([[`tailgate: the queue sweep of session ${broken} failed`, expect.any(Error)]]);
+    expect((await turnsOf(live.api, id)).map(([turn, status]: [number, string]) => [turn, status])).toEqual([
+      [1, 'failed'],
+      [2, 'completed'],
+    ]);
+    expect(await markers(store)).toEqual([`queues/${broken}`]);
+  });
+
+  it('keeps the marker of an input queued between its look at the queue and its delete', async () => {
+    const store = storeOf();
+    let now = START;
+    const clock = () => new Date(now);
+    const id = await markedWithoutEntry(store, clock);
+    // Another process queues an input after the sweep found the queue empty, before its delete.
+    const other = process(store, clock, 'none');
+    let raced = false;
+    const racing: ObjectStore = {
+      get: (key, options) => store.get(key, options),
+      head: (key) => store.head(key),
+      put: (key, body, options) => store.put(key, body, options),
+      list: (prefix, options) => store.list(prefix, options),
+      delete: async (keys) => {
+        if (!raced && keys === `queues/${id}`) {
+          raced = true;
+          expect((await other.api.post(`/v1/sessions/${id}/turns`, { input: 'raced' })).status).toBe(202);
+          await other.settle();
+        }
+        return store.delete(keys);
+      },
+    };
+    const sweeper = process(racing, clock, 'in process');
+    expect(await sweepQueues(sweeper.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+    expect(raced).toBe(true);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    // Both processes are gone: once turn 1's lease ran out, the next sweep runs the input.
+    now += 4000;
+    const live = process(store, clock, 'in process');
+    await sweepQueuedSessions(live.services);
+    await live.settle();
+    expect(await turnsOf(live.api, id)).toEqual([
+      [1, 'failed', 'lease_expired'],
+      [2, 'completed', null],
+    ]);
+  });
+});
+
+const START = Date.parse('2030-01-01T00:00:00Z');
+
+describe('an enqueue whose process died at any of its storage calls', () => {
+  it('leaves no queued input without its marker, and the sweep runs every input stored', async () => {
+    const enqueue = async (crashAt: number, after: boolean) => {
+      const store = new MemoryStore();
+      const clock = () => new Date(START);
+      const id = await deadTurnWithQueue(store, clock, []);
+      let calls = 0;
+      const faulty = new FaultyStore(store)
+        .failWhen(() => ++calls === crashAt, { after })
+        .failWhen(() => calls > crashAt);
+      const dying = process(faulty, clock, 'none');
+      await dying.api.post(`/v1/sessions/${id}/turns`, { input: 'queued' });
+      await dying.settle();
+      return { store, id, calls };
+    };
+    const { calls: total } = await enqueue(Number.POSITIVE_INFINITY, false);
+    expect(total).toBeGreaterThan(3);
+    for (let crashAt = 1; crashAt <= total; crashAt++) {
+      for (const after of [false, true]) {
+        const label = `crash at call ${crashAt}${after ? ' after it landed' : ''}`;
+        const { store, id } = await enqueue(crashAt, after);
+        const stored = (await queueEntries(store)).length;
+        if (stored > 0) expect(await markers(store), label).toEqual([`queues/${id}`]);
+        // Turn 1's lease (3 s) has run out.
+        const live = process(store, () => new Date(START + 4000), 'in process');
+        await sweepQueuedSessions(live.services);
+        await live.settle();
+        await sweepQueuedSessions(live.services);
+        expect(await queueEntries(store), label).toEqual([]);
+        expect(await markers(store), label).toEqual([]);
+        const turns = await turnsOf(live.api, id);
+        expect(turns.slice(1), label).toEqual(stored > 0 ? [[2, 'completed', null]] : []);
+      }
+    }
+  });
+});

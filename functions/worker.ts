@@ -1,3 +1,4 @@
+import { parseServiceConfig } from '../lib/config.ts';
 import { DEFAULTS } from '../lib/defaults.ts';
 import { r2StoreFor } from '../lib/store/r2.ts';
 import { retryDelaySeconds, type BackgroundTurn } from '../lib/turn/index.ts';
@@ -57,6 +58,15 @@ function withDefaults(environment: Env): Env {
   return unset.length === 0 ? environment : { ...environment, ...Object.fromEntries(unset) };
 }
 
+/** The deployment's TURN_LEASE_MS, or the default when its settings do not parse. */
+function turnLeaseMs(environment: Env): number {
+  try {
+    return parseServiceConfig(environment).turnLeaseMs;
+  } catch {
+    return DEFAULTS.turnLeaseMs;
+  }
+}
+
 export default {
   fetch: (request, environment, context) => app.fetch(request, withDefaults(environment), context),
   // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), the
@@ -75,7 +85,8 @@ export default {
   },
   // A webhook event (its delivery, retried by the queue with backoff), or a background turn (a
   // turn left open by a storage failure is delivered again, after a delay growing with its
-  // deliveries: lib/turn/background-runner.ts). A message whose handling threw is retried so too.
+  // deliveries: lib/turn/background-runner.ts). A message whose handling threw is retried so too,
+  // by the deployment's TURN_LEASE_MS (the default's when its settings do not parse).
   queue: async (batch, bindings, context) => {
     const environment = withDefaults(bindings);
     await Promise.all(
@@ -102,7 +113,7 @@ export default {
           message.retry({
             delaySeconds: event.success
               ? webhookDelaySeconds(attempts)
-              : retryDelaySeconds(attempts, DEFAULTS.turnLeaseMs),
+              : retryDelaySeconds(attempts, turnLeaseMs(environment)),
           });
         }
       }),

@@ -20,7 +20,7 @@ const downBucket = new Proxy(bindings.BUCKET, {
  * The delays the consumer asks for the same turn's message on deliveries `attempts` (the pool's
  * createMessageBatch keeps no retry's options: these messages record them).
  */
-async function retryDelays(attempts: number[], vars: Record<string, string> = {}): Promise<(number | undefined)[]> {
+async function retryDelays(attempts: number[], vars: Record<string, unknown> = {}): Promise<(number | undefined)[]> {
   const body = { session_id: `down-${crypto.randomUUID()}`, turn: 1, writer: 'w' };
   const settled: (number | undefined | 'acked')[] = attempts.map(() => 'acked');
   const messages = attempts.map((attempt, index) => ({
@@ -40,7 +40,7 @@ async function retryDelays(attempts: number[], vars: Record<string, string> = {}
   const [error, log] = [console.error, console.log];
   console.error = console.log = () => undefined;
   try {
-    await worker.queue(batch as never, { ...bindings, ...vars, BUCKET: downBucket } as never, ctx);
+    await worker.queue(batch as never, { ...bindings, BUCKET: downBucket, ...vars } as never, ctx);
     await waitOnExecutionContext(ctx);
   } finally {
     [console.error, console.log] = [error, log];
@@ -57,5 +57,11 @@ describe('a background turn left open by a storage failure', () => {
   it('waits at most half of TURN_LEASE_MS, and at least a second', async () => {
     expect(await retryDelays([1, 2, 3], { TURN_LEASE_MS: '9000' })).toEqual([2, 4, 4]);
     expect(await retryDelays([1, 2], { TURN_LEASE_MS: '3000' })).toEqual([1, 1]);
+  });
+
+  it("a message whose handling threw waits by the deployment's TURN_LEASE_MS, else the default's", async () => {
+    // No bucket bound: the consumer throws before it reads the turn.
+    expect(await retryDelays([3, 4], { BUCKET: undefined, TURN_LEASE_MS: '9000' })).toEqual([4, 4]);
+    expect(await retryDelays([3, 4], { BUCKET: undefined, TURN_LEASE_MS: 'soon' })).toEqual([8, 15]);
   });
 });

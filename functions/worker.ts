@@ -58,6 +58,10 @@ function withDefaults(environment: Env): Env {
   return unset.length === 0 ? environment : { ...environment, ...Object.fromEntries(unset) };
 }
 
+/** wrangler.toml's Cron Trigger, and the minute of the hour its run sweeps retention too. */
+const EVERY_MINUTE = '* * * * *';
+const RETENTION_MINUTE = 17;
+
 /** The deployment's TURN_LEASE_MS, or the default when its settings do not parse. */
 function turnLeaseMs(environment: Env): number {
   try {
@@ -69,13 +73,16 @@ function turnLeaseMs(environment: Env): number {
 
 export default {
   fetch: (request, environment, context) => app.fetch(request, withDefaults(environment), context),
-  // The Cron Trigger of wrangler.toml: the retention sweep (functions/retention.ts), the
-  // webhook outbox (the turns' intents, and the events of a deployment without the WEBHOOKS
-  // queue), then the queues no closer took up (functions/queue-sweep.ts). A pickup, after a turn
-  // the drainer closed or the sweep's, runs its turn on the TURNS queue, else in the isolate.
-  scheduled: async (_controller, bindings, context) => {
+  // The Cron Trigger of wrangler.toml, every minute: the webhook outbox (the turns' intents, and
+  // the events of a deployment without the WEBHOOKS queue), then the queues no closer took up
+  // (functions/queue-sweep.ts); once an hour (RETENTION_MINUTE, or a run by any other schedule,
+  // such as wrangler dev's /cdn-cgi/local/scheduled) the retention sweep (functions/retention.ts)
+  // first. A pickup, after a turn the drainer closed or the sweep's, runs its turn on the TURNS
+  // queue, else in the isolate.
+  scheduled: async (controller, bindings, context) => {
     const environment = withDefaults(bindings);
-    await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
+    if (controller.cron !== EVERY_MINUTE || new Date(controller.scheduledTime).getUTCMinutes() === RETENTION_MINUTE)
+      await reportSweep(sweepExpiredSessions(() => r2StoreFor(environment.BUCKET), environment));
     const background = (task: Promise<unknown>) => context.waitUntil(task);
     const services = () => outsideServices(environment, background);
     await Promise.resolve()

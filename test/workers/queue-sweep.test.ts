@@ -34,12 +34,13 @@ async function deadTurnWithQueue(keyPrefix: string): Promise<SessionLog> {
   return new SessionLog(store, { keyPrefix });
 }
 
-/** Runs the Cron Trigger with `vars` over the bindings, to its end (its waitUntil work too). */
+/** Runs the Cron Trigger (wrangler.toml's, at 12:05) with `vars` over the bindings, to its end (its waitUntil work too). */
 async function cronRun(vars: Record<string, unknown>): Promise<void> {
   const context = createExecutionContext();
   // No webhooks: nothing but the sweep finds the dead turn.
   const environment = { ...bindings, WEBHOOK_SECRET: '', ...vars };
-  await worker.scheduled(createScheduledController({ cron: '17 * * * *' }), environment as never, context);
+  const controller = createScheduledController({ cron: '* * * * *', scheduledTime: Date.UTC(2026, 0, 1, 12, 5) });
+  await worker.scheduled(controller, environment as never, context);
   await waitOnExecutionContext(context);
 }
 

@@ -28,4 +28,27 @@ describe('the Cron Trigger (scheduled) on the R2 binding', () => {
     expect((await log.get('kept')).expires_after_days).toBe(10);
     expect((await log.listSessions({ limit: 10 })).sessions.map((row) => row.id)).toEqual(['kept']);
   });
+
+  it("sweeps retention at wrangler.toml's run at :17 only, not at the other minutes", async () => {
+    const keyPrefix = `${crypto.randomUUID()}/`;
+    const old = new SessionLog(new R2Store(bindings.BUCKET), {
+      keyPrefix,
+      clock: () => new Date(Date.now() - 3 * DAY),
+    });
+    await old.create({ id: 'idle', expires_after_days: 1 });
+    const log = new SessionLog(new R2Store(bindings.BUCKET), { keyPrefix });
+    const runAt = async (minute: number) => {
+      const context = createExecutionContext();
+      const controller = createScheduledController({
+        cron: '* * * * *',
+        scheduledTime: Date.UTC(2026, 0, 1, 9, minute),
+      });
+      await worker.scheduled(controller, { ...bindings, KEY_PREFIX: keyPrefix } as never, context);
+      await waitOnExecutionContext(context);
+    };
+    await runAt(16);
+    expect((await log.get('idle')).expires_after_days).toBe(1);
+    await runAt(17);
+    await expect(log.get('idle')).rejects.toMatchObject({ code: 'not_found' });
+  });
 });

@@ -34,7 +34,7 @@ async function deadTurnWithQueue(keyPrefix: string): Promise<SessionLog> {
   return new SessionLog(store, { keyPrefix });
 }
 
-/** Runs the Cron Trigger (wrangler.toml's, at 12:05) with `vars` over the bindings, to its end (its waitUntil work too). */
+/** Runs the Cron Trigger (wrangler.toml's, at 12:05) with `vars` over the bindings, to its end (waitUntil too). */
 async function cronRun(vars: Record<string, unknown>): Promise<void> {
   const context = createExecutionContext();
   // No webhooks: nothing but the sweep finds the dead turn.

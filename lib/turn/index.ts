@@ -9,7 +9,7 @@ export { claimBackgroundTurn } from './background.ts';
 export { retryDelaySeconds, runBackgroundTurn, runInProcess } from './background-runner.ts';
 export { cancelOpenTurn, listQueue, pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
-export { sweepQueues, type QueueSweep } from './queue-sweep.ts';
+export { sweepQueues } from './queue-sweep.ts';
 export type {
   BackgroundTurn,
   TurnSessionLog,

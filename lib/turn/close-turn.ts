@@ -1,5 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
+import { closedByItsCompletion } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { StoredItem } from '../items.ts';
@@ -104,12 +105,13 @@ export async function closeFailed(
     );
     if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
   }
-  // Closed by the abort itself (its completion landed): the queue is taken up, as after any
-  // close by the turn's own completion.
-  if (error instanceof AbortedError)
-    afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-  // Closed by someone else, by the abort itself, deleted, or run elsewhere: nothing more to store.
-  if (error instanceof AbortedError || byOther) throw error;
+  // Closed by the abort itself, or by the turn's own completion whose webhook event then failed
+  // (its intent not known stored: the error stands): the queue is taken up, as after any close
+  // by the turn's own completion.
+  const closedItself = error instanceof AbortedError || closedByItsCompletion(error);
+  if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
+  // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
+  if (closedItself || byOther) throw error;
   try {
     await closeTurn(services, turn, {
       status: 'failed',

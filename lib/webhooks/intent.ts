@@ -1,7 +1,7 @@
 import { NotFoundError, TurnInProgressError } from '../errors.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { SessionLog } from '../session/session-log.ts';
-import { putJsonCreateOnly } from '../store/create-only.ts';
+import { putCreateOnly } from '../store/create-only.ts';
 import type { ObjectStore } from '../store/object-store.ts';
 import { intentEntry, turnEntry, type WebhookEntry, type WebhookSettings } from './events.ts';
 
@@ -12,6 +12,8 @@ import { intentEntry, turnEntry, type WebhookEntry, type WebhookSettings } from 
  * the intent once the turn's lease ran out, reads the turn's outcome (closing the turn as a
  * newcomer would, failed `lease_expired`, if it is still open) and delivers that.
  */
+
+const JSON_TYPE = { contentType: 'application/json' };
 
 export const outboxPrefix = (keyPrefix: string) => `${keyPrefix}webhooks/outbox/`;
 
@@ -26,13 +28,9 @@ export function turnIntents(
     const url = turn.session.webhook_url ?? settings.url;
     if (url === undefined) return;
     const entry = intentEntry(turn.scope, turn.turn, url, turn.leaseExpiresAt, clock());
-    // Refused: the turn's intent or event is there already (an earlier claim attempt's).
-    await putJsonCreateOnly(
-      store,
-      `${outboxPrefix(keyPrefix)}${entry.id}`,
-      entry,
-      `"created_at":"${entry.created_at}"`,
-    );
+    // Refused: the turn's intent or event is there already (an earlier claim attempt's, or the
+    // claim's of an adopted record): what the drainer needs, so even a failed put found it there.
+    await putCreateOnly(store, `${outboxPrefix(keyPrefix)}${entry.id}`, JSON.stringify(entry), JSON_TYPE, () => true);
   };
 }
 

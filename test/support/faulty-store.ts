@@ -18,6 +18,8 @@ export interface StoreCall {
   key: string;
   /** 1-based number of this call among calls of the same operation. */
   index: number;
+  /** A put's options (`onlyIfAbsent`: a create-only put). */
+  options?: PutOptions;
 }
 
 export interface FaultOptions {
@@ -76,7 +78,7 @@ export class FaultyStore implements ObjectStore {
   }
 
   put(key: string, body: Body, options?: PutOptions): Promise<ObjectInfo | null> {
-    return this.#run('put', [key], () => this.inner.put(key, body, options));
+    return this.#run('put', [key], () => this.inner.put(key, body, options), options);
   }
 
   list(prefix: string, options?: ListOptions): Promise<ListResult> {
@@ -87,12 +89,12 @@ export class FaultyStore implements ObjectStore {
     return this.#run('delete', Array.isArray(keys) ? keys : [keys], () => this.inner.delete(keys));
   }
 
-  async #run<T>(operation: StoreOperation, keys: string[], work: () => Promise<T>): Promise<T> {
+  async #run<T>(operation: StoreOperation, keys: string[], work: () => Promise<T>, options?: PutOptions): Promise<T> {
     this.#calls[operation] += 1;
     const index = this.#calls[operation];
     let fault: { rule: FaultRule; call: StoreCall } | undefined;
     for (const key of keys) {
-      const call = { operation, key, index };
+      const call: StoreCall = { operation, key, index, ...(options ? { options } : {}) };
       const rule = this.#rules.find((candidate) => candidate.remaining > 0 && candidate.when(call));
       if (rule) {
         fault = { rule, call };

@@ -9,6 +9,7 @@ import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions
 import { toSessionRecord } from './config-object.ts';
 import { MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import { isEmpty, NOTHING_UNDELIVERED } from './head.ts';
+import { ownerClosed } from './owner-closed.ts';
 import { callKeysOf, turnRepeats } from './repeat-flags.ts';
 import { indexKey } from './idempotency-index.ts';
 import { packedTurn } from './idempotency.ts';
@@ -136,9 +137,9 @@ export class TurnClaim {
       const turn = this.#openTurn(prepared, landing);
       const { onClaimed } = this.#log;
       const claim = 'key' in prepared ? landCommit(this.#log, prepared, this.#state) : Promise.resolve(true);
-      // The webhook intent goes with a new claim's put, in its round (an adopted record has one);
-      // when it fails, the completion writes it before its `.done`.
-      const hooked = 'key' in prepared && onClaimed ? succeeded(onClaimed(turn)) : true;
+      // The webhook intent goes with a new claim's put, in its round (an adopted record's claim
+      // put it); when it fails, the completion writes it before its `.done`.
+      const hooked = 'key' in prepared && onClaimed ? succeeded(onClaimed(turn)) : undefined;
       this.#state.attempt++;
       // Once the record is there the key is indexed, so the completion does not wait for it
       // (it writes `idem/` itself when this failed).
@@ -147,11 +148,11 @@ export class TurnClaim {
           ok &&
           turn.keyHash !== undefined &&
           (await succeeded(indexKey(this.#log, turn.scope, turn.keyHash, turn.record, turn.requestHash)));
-        land({ keyIndexed, hookFailed: !hookRan });
+        land({ keyIndexed, intent: hookRan === undefined ? 'unknown' : hookRan ? 'stored' : 'failed' });
         return ok;
       });
       // A put that failed may still have landed: the completion then does both again.
-      landed.catch(() => land({ keyIndexed: false, hookFailed: hooked !== true }));
+      landed.catch(() => land({ keyIndexed: false, intent: hooked ? 'failed' : 'unknown' }));
       return { kind: 'claimed', turn, landed };
     }
     throw new StorageError(`session ${this.#id}: too many concurrent writers`);
@@ -257,28 +258,35 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
   const landing = await turn.landing;
   // Indexed at the claim, unless that write failed: then here, still before the completion.
   if (turn.keyHash && !landing.keyIndexed) await indexKey(log, turn.scope, turn.keyHash, turn.record, turn.requestHash);
-  // Failing again, it is left to the hook that follows the `.done` (the session stays usable).
-  if (landing.hookFailed && log.onClaimed) await log.onClaimed(turn).catch(() => undefined);
+  // Failing again, it is left to the event that follows the `.done` (the session stays usable).
+  const intentStored =
+    landing.intent === 'failed' && log.onClaimed ? await succeeded(log.onClaimed(turn)) : landing.intent === 'stored';
+  const closedWith = (closed: DoneRecord, spent: Parameters<typeof ownerClosed>[3]) =>
+    ownerClosed(log, turn, closed, spent, stored, intentStored);
   const key = doneKey(turn.scope, turn.record);
   let failure: { error: unknown } | null = null;
+  let landed = false;
   try {
-    if (await log.store.put(key, JSON.stringify(done), { onlyIfAbsent: true, contentType: 'application/json' }))
-      return await ownerClosed(log, turn, done, result, stored);
+    landed = !!(await log.store.put(key, JSON.stringify(done), {
+      onlyIfAbsent: true,
+      contentType: 'application/json',
+    }));
   } catch (error) {
     failure = { error };
   }
+  // Its event's failure is not the put's: the completion is not read back and told again.
+  if (landed) return await closedWith(done, result);
   // Refused or failed: it may be our own write whose answer was lost.
   const existing = await log.store.get(key);
   // Buried: packed since, closed by us (a lost answer: the segment keeps this completion) or by someone else.
   if (existing && existing.body.length === 0) {
-    if (await packedAsWritten(log, turn, done)) return await ownerClosed(log, turn, done, result, stored);
+    if (await packedAsWritten(log, turn, done)) return await closedWith(done, result);
     throw new TurnClosedError(turn.scope.id, turn.turn, LEASE_EXPIRED);
   }
   if (existing) {
     const closed = parseStored(key, existing.body, doneSchema);
     // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
-    if (closed.writer === writer)
-      return await ownerClosed(log, turn, closed, closed.status === result.status ? result : undefined, stored);
+    if (closed.writer === writer) return await closedWith(closed, closed.status === result.status ? result : undefined);
     if (closed.error?.code === SESSION_DELETED) {
       await liftFence(log, turn);
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
@@ -304,28 +312,6 @@ async function packedAsWritten(log: LogContext, turn: OpenTurn, done: DoneRecord
     packed.completed_at === done.completed_at &&
     JSON.stringify(packed.response) === JSON.stringify(done.response)
   );
-}
-
-/** Tells `onClosed` that the owner's completion landed, then answers with the stored output. */
-async function ownerClosed(
-  log: LogContext,
-  turn: OpenTurn,
-  done: DoneRecord,
-  spent: Pick<TurnOutcome, 'usage' | 'summaryUsage'> | undefined,
-  stored: StoredItem[],
-): Promise<StoredItem[]> {
-  const completed = done.status === 'completed';
-  await log.onClosed?.({
-    scope: turn.scope,
-    turn: turn.turn,
-    status: done.status,
-    error: done.error,
-    usage: completed ? spent?.usage : undefined,
-    compactionUsage: completed ? spent?.summaryUsage : undefined,
-    completedAt: done.completed_at,
-    webhookUrl: turn.session.webhook_url,
-  });
-  return stored;
 }
 
 /**

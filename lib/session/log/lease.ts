@@ -253,12 +253,17 @@ export async function closeTurn(
       await log.onClosed(closed);
     } catch (error) {
       // Closed all the same: the turn's intent stays in the outbox, whose drainer delivers its event.
-      const turn = `turn ${closed.turn} of session ${scope.id} is closed (${done.error?.code ?? done.status})`;
-      log.log(`tailgate: ${turn}, its webhook event left to the outbox's drainer`, error);
+      eventLeftToOutbox(log, closed, error);
     }
   }
   if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
+}
+
+/** Logs that a turn stands closed though its webhook event (`onClosed`) failed: its intent's drainer delivers it. */
+export function eventLeftToOutbox(log: LogContext, closed: ClosedTurn, error: unknown): void {
+  const turn = `turn ${closed.turn} of session ${closed.scope.id} is closed (${closed.error?.code ?? closed.status})`;
+  log.log(`tailgate: ${turn}, its webhook event left to the outbox's drainer`, error);
 }
 
 /** Closes `record`, whose lease ran out, as failed `lease_expired` (see closeTurn). */

@@ -124,8 +124,12 @@ export interface TurnHistory {
 export interface ClaimLanding {
   /** `idem/` names this turn (always false for a turn without a key). */
   readonly keyIndexed: boolean;
-  /** `onClaimed` failed at the claim: the completion runs it again before its `.done`. */
-  readonly hookFailed: boolean;
+  /**
+   * The turn's webhook intent (`onClaimed`): `stored` once it answered at the claim; `failed`
+   * there, the completion runs it again before its `.done`; `unknown` without `onClaimed`, or
+   * for an adopted record (its own claim ran it, which this handle did not see).
+   */
+  readonly intent: 'stored' | 'failed' | 'unknown';
 }
 
 /**
@@ -298,16 +302,18 @@ export interface SessionLogOptions {
   sessionTtlDays?: number | null;
   /**
    * Runs once a turn's completion landed, whoever wrote it, before the close is answered (the
-   * webhooks' outbox, lib/webhooks/events.ts). A failure fails the owner's completion; a close
-   * by someone else (a cancel, an expired lease's) stands, the failure logged: the turn's
-   * intent stays in the outbox, whose drainer delivers its event (lib/webhooks/intent.ts).
+   * webhooks' outbox, lib/webhooks/events.ts). A failure is logged and the close stands, the
+   * event left to the turn's intent, which the outbox's drainer delivers (lib/webhooks/intent.ts):
+   * for a close by someone else (a cancel, an expired lease's) always, for the owner's
+   * completion once its intent is known stored (`onClaimed` answered, else it fails).
    */
   onClosed?: ((closed: ClosedTurn) => Promise<void>) | undefined;
   /** Where the log tells what it let stand after a failure (default: console.error). */
   log?: ((message: string, details?: unknown) => void) | undefined;
   /**
    * Runs with a model turn's claim put, before its completion can exist (the webhooks' outbox
-   * intent, lib/webhooks/intent.ts); a failure fails the claim as its put's would.
+   * intent, lib/webhooks/intent.ts). A failure does not fail the claim: the owner's completion
+   * runs it again before its `.done` (see ClaimLanding.intent).
    */
   onClaimed?: ((turn: OpenTurn) => Promise<void>) | undefined;
   /**

@@ -65,6 +65,7 @@ export function sessionLogFor(
     viewCacheBytes: config.viewCacheBytes,
     recordCacheBytes: config.recordCacheBytes,
     sessionTtlDays: config.sessionTtlDays,
+    defaultBudget: config.defaultSessionBudget,
     ...extra,
   });
 }

@@ -4,9 +4,11 @@ import { InvalidRequestError, NotConfiguredError, UnknownStrategyError } from '.
 import { resolveStrategies } from './strategies/prepare-prompt.ts';
 import { builtInRegistry } from './strategies/registry.ts';
 import type { ModelPrices } from './ledger/prices.ts';
+import type { Budget } from './ledger/usage.ts';
 import { resolveStrategyConfig } from './strategies/strategy-config.ts';
 import {
   booleanText,
+  budgetText,
   headerListText,
   httpUrlText,
   nonNegativeInteger,
@@ -120,6 +122,8 @@ export const serviceEnvSchema = z.object({
   WEBHOOK_URL: optionalText(),
   WEBHOOK_SECRET: webhookSecretText(),
   WEBHOOK_ALLOW_PRIVATE: booleanText,
+  // JSON: the budget of sessions created without one (lib/ledger/usage.ts budgetSchema).
+  DEFAULT_SESSION_BUDGET: budgetText(),
 });
 
 /** Where turns' spans are exported with OTLP over HTTP (JSON), from the OTEL_* settings. */
@@ -162,6 +166,11 @@ export interface ServiceConfig {
    * `expires_after_days` says otherwise (null: never).
    */
   sessionTtlDays: number | null;
+  /**
+   * DEFAULT_SESSION_BUDGET: the `budget` of a session created or imported without one of its
+   * own (null: none; a fork keeps its parent's).
+   */
+  defaultSessionBudget: Budget | null;
   /** Bytes of parsed views kept per store (0: none). */
   viewCacheBytes: number;
   /** Bytes of parsed records kept per store (0: none). */
@@ -276,6 +285,7 @@ export function parseServiceConfig(env: Record<string, unknown>): ServiceConfig 
     maxImageBytes: value.MAX_IMAGE_BYTES,
     maxFileBytes: value.MAX_FILE_BYTES,
     sessionTtlDays: value.SESSION_TTL_DAYS ?? null,
+    defaultSessionBudget: value.DEFAULT_SESSION_BUDGET ?? null,
     viewCacheBytes: value.VIEW_CACHE_BYTES,
     recordCacheBytes: value.RECORD_CACHE_BYTES,
     modelTimeoutMs: value.MODEL_TIMEOUT_MS,

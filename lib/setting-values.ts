@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { budgetSchema, type Budget } from './ledger/usage.ts';
 
 /**
  * How lib/config.ts reads a variable's text: blank is unset, secrets are trimmed, numbers and
@@ -133,5 +134,35 @@ export function headerListText() {
       headers[name] = value;
     }
     return headers;
+  });
+}
+
+const BUDGET_EXAMPLE = 'JSON like {"max_cost_usd": 5, "max_turns": 100, "max_total_tokens": 2000000}';
+
+/**
+ * A session budget as JSON (DEFAULT_SESSION_BUDGET): the create field's shape, at least one
+ * limit. Unset or blank: none. The problem named says which key is wrong and why.
+ */
+export function budgetText() {
+  return optionalText().transform((text, context): Budget | undefined => {
+    if (text === undefined) return undefined;
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      context.addIssue({ code: 'custom', message: `must be ${BUDGET_EXAMPLE}; this is not JSON` });
+      return z.NEVER;
+    }
+    const parsed = budgetSchema.safeParse(json);
+    const problem = parsed.success
+      ? Object.keys(parsed.data).length === 0
+        ? 'it names no limit'
+        : null
+      : parsed.error.issues
+          .map((issue) => (issue.path.length > 0 ? `${issue.path.join('.')}: ${issue.message}` : issue.message))
+          .join('; ');
+    if (problem === null) return parsed.data;
+    context.addIssue({ code: 'custom', message: `must be ${BUDGET_EXAMPLE}; ${problem}` });
+    return z.NEVER;
   });
 }

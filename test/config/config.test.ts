@@ -208,6 +208,35 @@ describe('parseServiceConfig', () => {
     ).toThrow(/TOKEN_SIGNING_KEY_PREVIOUS: it only verifies tokens during a key rotation; set TOKEN_SIGNING_KEY too/);
   });
 
+  it('reads DEFAULT_SESSION_BUDGET as JSON, and refuses a bad one naming the variable and what is wrong', () => {
+    expect(parseServiceConfig({}).defaultSessionBudget).toBeNull();
+    expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: ' ' }).defaultSessionBudget).toBeNull();
+    expect(parseServiceConfig({ DEFAULT_SESSION_BUDGET: '{"max_cost_usd": 5, "max_turns": 3}' })).toMatchObject({
+      defaultSessionBudget: { max_cost_usd: 5, max_turns: 3 },
+    });
+    const shape = 'must be JSON like {"max_cost_usd": 5, "max_turns": 100, "max_total_tokens": 2000000}';
+    for (const [text, problem] of [
+      ['max_cost_usd=5', 'this is not JSON'],
+      ['{"max_cost": 5}', 'Unrecognized key: "max_cost"'],
+      ['{"max_turns": 0}', 'max_turns: Too small'],
+      ['{"max_total_tokens": 1.5}', 'max_total_tokens: Invalid input: expected int'],
+      ['{}', 'it names no limit'],
+    ] as const) {
+      const error = (() => {
+        try {
+          parseServiceConfig({ DEFAULT_SESSION_BUDGET: text });
+        } catch (caught) {
+          return caught;
+        }
+      })();
+      expect(error, text).toBeInstanceOf(NotConfiguredError);
+      expect((error as NotConfiguredError).message).toContain(
+        `invalid setting DEFAULT_SESSION_BUDGET: ${shape}; ${problem}`,
+      );
+      expect((error as NotConfiguredError).details).toEqual({ variable: 'DEFAULT_SESSION_BUDGET' });
+    }
+  });
+
   it('turns the view and record caches off with VIEW_CACHE_BYTES=0 and RECORD_CACHE_BYTES=0', () => {
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '0' }).viewCacheBytes).toBe(0);
     expect(parseServiceConfig({ VIEW_CACHE_BYTES: '1048576' }).viewCacheBytes).toBe(1024 * 1024);

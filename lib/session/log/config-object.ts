@@ -30,7 +30,8 @@ import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
 
 /** See SessionLog.create. */
 export async function createSession(log: LogContext, input: NewSession, requestHash?: string): Promise<SessionRecord> {
-  const config = { ...newConfig(log, input), ...(requestHash !== undefined ? { request_sha256: requestHash } : {}) };
+  const fields = input.budget || !log.defaultBudget ? input : { ...input, budget: log.defaultBudget };
+  const config = { ...newConfig(log, fields), ...(requestHash !== undefined ? { request_sha256: requestHash } : {}) };
   const key = sessionConfigKey(log.keyPrefix, config.id);
   // The generation is random: a config carrying ours is our write, whatever its put answered.
   const written = await putJsonCreateOnly(log.store, key, config, `"generation":"${config.generation}"`);

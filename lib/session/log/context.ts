@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import { DEFAULTS } from '../../defaults.ts';
 import type { ObjectStore } from '../../store/object-store.ts';
 import type { SessionConfig } from '../records.ts';
+import type { Budget } from '../../ledger/usage.ts';
 import type { SessionLogOptions, ViewPolicy } from './types.ts';
 import { recordCacheOf, type RecordCache } from './record-cache.ts';
 import { viewCacheOf, type ViewCache } from './view-cache.ts';
@@ -38,6 +39,8 @@ export interface LogContext {
   /** Records parsed before, by key (null: every record is parsed). */
   readonly recordCache: RecordCache | null;
   readonly sessionTtlDays: number | null;
+  /** See SessionLogOptions.defaultBudget. */
+  readonly defaultBudget: Budget | null;
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
   readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
@@ -88,6 +91,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     viewCache: viewCacheOf(store, options.viewCacheBytes ?? 0),
     recordCache: recordCacheOf(store, options.recordCacheBytes ?? DEFAULTS.recordCacheBytes),
     sessionTtlDays: options.sessionTtlDays ?? null,
+    defaultBudget: options.defaultBudget ?? null,
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,
     onLeaseClosed: options.onLeaseClosed,

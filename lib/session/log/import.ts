@@ -115,7 +115,12 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     metadata: header.metadata,
     ...(header.expires_after_days !== undefined ? { expires_after_days: header.expires_after_days } : {}),
     ...(header.on_busy !== undefined ? { on_busy: header.on_busy } : {}),
-    ...(header.budget !== undefined ? { budget: header.budget } : {}),
+    // An export without a budget takes the deployment's default, as a session created here does.
+    ...(header.budget !== undefined
+      ? { budget: header.budget }
+      : log.defaultBudget
+        ? { budget: log.defaultBudget }
+        : {}),
   };
   const scope = scopeOf(log.keyPrefix, config);
   let notices: ExportNotice[];

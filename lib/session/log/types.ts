@@ -12,7 +12,7 @@ import type {
   Undelivered,
 } from '../records.ts';
 import type { LogView } from '../view-records.ts';
-import type { Ledger, TurnUsage } from '../../ledger/usage.ts';
+import type { Budget, Ledger, TurnUsage } from '../../ledger/usage.ts';
 
 import type { SessionRecord } from '../fields.ts';
 
@@ -300,6 +300,11 @@ export interface SessionLogOptions {
   checkConfig?: ((config: SessionConfig) => void) | undefined;
   /** SESSION_TTL_DAYS: idle days after which a session without its own `expires_after_days` expires (null: never). */
   sessionTtlDays?: number | null;
+  /**
+   * DEFAULT_SESSION_BUDGET: the budget a session created or imported without one of its own
+   * gets (null: none). A fork keeps its parent's; a PATCH with `budget: null` removes it.
+   */
+  defaultBudget?: Budget | null;
   /**
    * Runs once a turn's completion landed, whoever wrote it, before the close is answered (the
    * webhooks' outbox, lib/webhooks/events.ts). A failure is logged and the close stands, the

@@ -63,20 +63,22 @@ export function constantTimeEqual(left: string, right: string): boolean {
   return difference === 0;
 }
 
-/** `METHOD /path/:param` -> the scope its createRoute `security` declares. */
-export type ScopeTable = ReadonlyMap<string, Scope>;
+/** `METHOD /path/:param` -> the scope its createRoute `security` declares (null: any token). */
+export type ScopeTable = ReadonlyMap<string, Scope | null>;
 
-/** The scope table of every route registered with a `security` that names a scope. */
+/**
+ * The scope table of every route registered with a `security` that names a scope, or a bearer
+ * with none (anyToken: any valid token).
+ */
 export function declaredScopes(app: OpenAPIHono<AppEnv>): ScopeTable {
-  const table = new Map<string, Scope>();
+  const table = new Map<string, Scope | null>();
   for (const definition of app.openAPIRegistry.definitions) {
     if (definition.type !== 'route') continue;
-    const scope = scopeSchema.safeParse(definition.route.security?.[0]?.bearer?.[0]);
-    if (scope.success)
-      table.set(
-        `${definition.route.method.toUpperCase()} ${definition.route.path.replaceAll(/\{(.+?)\}/g, ':$1')}`,
-        scope.data,
-      );
+    const bearer = definition.route.security?.[0]?.bearer;
+    const scope = scopeSchema.safeParse(bearer?.[0]);
+    const key = `${definition.route.method.toUpperCase()} ${definition.route.path.replaceAll(/\{(.+?)\}/g, ':$1')}`;
+    if (scope.success) table.set(key, scope.data);
+    else if (bearer?.length === 0) table.set(key, null);
   }
   return table;
 }
@@ -94,6 +96,8 @@ const DEFERRED_ROUTES: ReadonlySet<string> = new Set([
   // The model list names no session: any token with session:read may read it.
   'GET /v1/models',
   'GET /v1/models/:id',
+  // Names no session: any token reads what applies to itself, bound or not.
+  'GET /v1/tokens/current',
 ]);
 
 /** The matched route's access; a route without a declared scope needs `admin`. */
@@ -114,7 +118,8 @@ function routeAccess(c: Context, table: ScopeTable): RouteAccess {
     // A response id names its session; one that is not a response id names none of them.
     if (RESPONSE_ROUTE.test(matched.path)) sessionId = parseResponseId(sessionId)?.sessionId ?? '';
   }
-  const scope = table.get(route) ?? 'admin';
+  const declared = table.get(route);
+  const scope = declared === undefined ? 'admin' : declared;
   return DEFERRED_ROUTES.has(route) ? { route, scope, sessionId, deferred: true } : { route, scope, sessionId };
 }
 

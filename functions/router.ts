@@ -11,7 +11,8 @@ export type RuntimeEnvironment = Record<string, unknown>;
 export interface RouteAccess {
   /** `METHOD /path/:param`, as the route was registered. */
   route: string;
-  scope: Scope;
+  /** Null: any valid token, whatever its scopes (functions/tokens.ts anyToken). */
+  scope: Scope | null;
   /** The `:id` of a `/v1/sessions/:id[/...]` route, the session of a conversation or response id (null elsewhere). */
   sessionId: string | null;
   /**

@@ -26,9 +26,14 @@ export function requires(scope: Scope): [{ bearer: [Scope] }] {
   return [{ bearer: [scope] }];
 }
 
-/** Whether tokens holding `held` may use a route that requires `required`. */
-export function grants(held: readonly Scope[], required: Scope): boolean {
-  if (held.includes('admin') || held.includes(required)) return true;
+/** The `security` of a route any valid token may use, whatever its scopes (no scope named). */
+export function anyToken(): [{ bearer: [] }] {
+  return [{ bearer: [] }];
+}
+
+/** Whether tokens holding `held` may use a route that requires `required` (null: any token). */
+export function grants(held: readonly Scope[], required: Scope | null): boolean {
+  if (required === null || held.includes('admin') || held.includes(required)) return true;
   return required === 'session:read' && held.includes('session:turn');
 }
 

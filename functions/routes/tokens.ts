@@ -2,11 +2,20 @@ import { createRoute } from '@hono/zod-openapi';
 import { NotConfiguredError } from '../../lib/errors.ts';
 import { z } from 'zod';
 import { idSchema } from '../../lib/items.ts';
-import { budgetSchema } from '../../lib/ledger/usage.ts';
+import { budgetRemaining } from '../../lib/ledger/budget.ts';
+import { budgetSchema, sessionUsage, sessionUsageSchema } from '../../lib/ledger/usage.ts';
 import { createRouter } from '../router.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
 import { sessionIdParamsSchema } from '../schemas.ts';
-import { DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS, mintToken, requires, scopeSchema, signingKey } from '../tokens.ts';
+import {
+  anyToken,
+  DEFAULT_TTL_SECONDS,
+  MAX_TTL_SECONDS,
+  mintToken,
+  requires,
+  scopeSchema,
+  signingKey,
+} from '../tokens.ts';
 
 const mintRequestSchema = z
   .object({
@@ -43,6 +52,35 @@ const mintedSchema = z.object({
   expires_at: z.string().meta({ description: 'ISO 8601' }),
 });
 
+const currentSchema = z.object({
+  scopes: z.array(scopeSchema),
+  session_id: z.string().nullable().meta({ description: 'The session the token is bound to; null: any session.' }),
+  expires_at: z.string().nullable().meta({ description: 'ISO 8601; null for API_TOKEN and anonymous access.' }),
+  budget: budgetSchema.nullable().meta({ description: "The token's budget; null: none (its turns are not counted)." }),
+  usage: sessionUsageSchema.nullable().meta({
+    description:
+      "What the token's completed turns spent across its sessions and stateless calls, as a session's usage " +
+      'shows it (charged after each response); null without a budget.',
+  }),
+  remaining: budgetSchema.nullable().meta({
+    description:
+      'Each limit of the budget less what was spent (max_cost_usd against priced_cost_usd), 0 once reached: ' +
+      'its next turn is refused with 402 budget_exhausted. Null without a budget.',
+  }),
+});
+
+const currentRoute = createRoute({
+  method: 'get',
+  path: '/v1/tokens/current',
+  tags: ['tokens'],
+  summary: "The bearer token's scopes, binding, expiry, budget and what its turns spent",
+  security: anyToken(),
+  responses: {
+    200: jsonResponse(currentSchema, 'What applies to the token that sends the request'),
+    ...errorResponses(401, 404, 503),
+  },
+});
+
 const revokedSchema = z.object({
   session_id: z.string(),
   token_generation: z
@@ -77,9 +115,30 @@ const revokeRoute = createRoute({
   },
 });
 
-/** POST /v1/tokens and POST /v1/sessions/:id/tokens/revoke. */
+/** POST /v1/tokens, GET /v1/tokens/current and POST /v1/sessions/:id/tokens/revoke. */
 export function tokenRoutes(clock: () => Date) {
   return createRouter()
+    .openapi(currentRoute, async (c) => {
+      const { principal } = c.var;
+      const { sessions, tokenSpend } = c.var.services;
+      // A bound token is checked against its session's config (revoked: 401), beside the spend's one get.
+      const [spent] = await Promise.all([
+        tokenSpend?.read() ?? null,
+        principal.sessionId !== null ? sessions.tokenBinding(principal.sessionId) : null,
+      ]);
+      const budget = principal.budget?.limits ?? null;
+      return c.json(
+        {
+          scopes: principal.scopes,
+          session_id: principal.sessionId,
+          expires_at: principal.expires === null ? null : new Date(principal.expires * 1000).toISOString(),
+          budget,
+          usage: spent ? sessionUsage(spent) : null,
+          remaining: budget && spent ? budgetRemaining(budget, spent) : null,
+        },
+        200,
+      );
+    })
     .openapi(mintRoute, async (c) => {
       const body = c.req.valid('json');
       const key = await signingKey(c.var.config);

@@ -1,5 +1,30 @@
 import { BudgetExhaustedError } from '../errors.ts';
+import { roundUsd } from './prices.ts';
 import { totalTokens, type Budget, type Ledger } from './usage.ts';
+
+const LIMITS = ['max_cost_usd', 'max_turns', 'max_total_tokens'] as const;
+
+/** What `ledger` spent, by the budget limit that bounds it. */
+function spentBy(ledger: Ledger): Record<(typeof LIMITS)[number], number> {
+  return { max_cost_usd: ledger.cost_usd, max_turns: ledger.turns, max_total_tokens: totalTokens(ledger) };
+}
+
+/**
+ * What each limit of `budget` leaves after `ledger`: the limit less what was spent, 0 once it
+ * is reached (the next turn is refused). Only the limits the budget sets.
+ */
+export function budgetRemaining(budget: Budget, ledger: Ledger): Budget {
+  const spent = spentBy(ledger);
+  const remaining: Budget = {};
+  for (const limit of LIMITS) {
+    const value = budget[limit];
+    if (value === undefined) continue;
+    // A cost is rounded as stored costs are (no float residue); counts are whole already.
+    const left = limit === 'max_cost_usd' ? roundUsd(value - spent[limit]) : value - spent[limit];
+    remaining[limit] = Math.max(0, left);
+  }
+  return remaining;
+}
 
 /**
  * Checked when a turn is claimed, from the head the claim reads anyway, before anything is
@@ -17,12 +42,8 @@ export function checkBudget(
   holder: 'session' | 'token' = 'session',
 ): void {
   if (!budget) return;
-  const spent = {
-    max_cost_usd: ledger.cost_usd,
-    max_turns: ledger.turns,
-    max_total_tokens: totalTokens(ledger),
-  };
-  for (const limit of ['max_cost_usd', 'max_turns', 'max_total_tokens'] as const) {
+  const spent = spentBy(ledger);
+  for (const limit of LIMITS) {
     const value = budget[limit];
     if (value !== undefined && spent[limit] >= value)
       throw new BudgetExhaustedError(limit, spent[limit], value, holder);

@@ -179,6 +179,47 @@ export function defineTokenBudgetSuite(label: string, harness: HttpHarness): voi
       for (const id of sessions) expect((await turn(token, id, 'after')).status).toBe(402);
     });
 
+    it('tells the token what its turns spent and what its budget leaves (GET /v1/tokens/current)', async () => {
+      const budget = { max_turns: 2, max_total_tokens: 100_000, max_cost_usd: 0.5 };
+      const token = await mint(budget);
+      const bearer = { authorization: `Bearer ${token}` };
+      const current = async () => {
+        const answered = await api.get('/v1/tokens/current', bearer);
+        expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+        return answered.body;
+      };
+      expect(await current()).toMatchObject({
+        scopes: ['session:turn'],
+        session_id: null,
+        budget,
+        usage: { turns: 0, total_tokens: 0, cost_usd: 0 },
+        remaining: budget,
+      });
+      // Two turns in two sessions: the spend is the sum of their usage.
+      const usages: Record<string, number>[] = [];
+      for (const input of ['one', 'two']) {
+        const answered = await turn(token, await api.session(), input);
+        expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+        usages.push(answered.body.usage);
+      }
+      const sum = (field: string) => usages.reduce((total, usage) => total + (usage[field] ?? 0), 0);
+      const total = sum('input_tokens') + sum('output_tokens');
+      expect(total).toBeGreaterThan(0);
+      await vi.waitFor(async () => expect((await current()).usage.turns).toBe(2), { timeout: 10_000 });
+      const spent = await current();
+      expect(spent.usage).toMatchObject({
+        turns: 2,
+        input_tokens: sum('input_tokens'),
+        output_tokens: sum('output_tokens'),
+        cached_input_tokens: sum('cached_input_tokens'),
+        total_tokens: total,
+        cost_usd: 0,
+      });
+      // max_turns is reached: 0 left, and the next turn is refused.
+      expect(spent.remaining).toEqual({ max_turns: 0, max_total_tokens: 100_000 - total, max_cost_usd: 0.5 });
+      expect((await turn(token, await api.session(), 'three')).status).toBe(402);
+    });
+
     it('a token without a budget writes no spend record and is never refused for one', async () => {
       const prefix = `${harness.keyPrefix}token-spend/`;
       const before = (await harness.store.list(prefix)).objects.length;

@@ -22,8 +22,8 @@ const ALLOWS: Record<Scope, Scope[]> = {
   admin: [...SCOPES],
 };
 
-/** The scope each route needs (docs/API.md), written out independently of the routes. */
-const EXPECTED_SCOPES: Record<string, Scope> = {
+/** The scope each route needs (docs/API.md), written out independently of the routes; `any`: any token. */
+const EXPECTED_SCOPES: Record<string, Scope | 'any'> = {
   'POST /v1/sessions': 'admin',
   'POST /v1/sessions/import': 'admin',
   'POST /v1/sessions/{id}/fork': 'admin',
@@ -45,6 +45,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
   'GET /v1/sessions/{id}/inbox/delivered': 'inbox:read',
   'DELETE /v1/sessions/{id}/inbox/{name}': 'inbox:write',
   'POST /v1/tokens': 'admin',
+  'GET /v1/tokens/current': 'any',
   'POST /v1/sessions/{id}/tokens/revoke': 'admin',
   'POST /v1/sessions/{id}/turns/{turn}/cancel': 'session:turn',
   'GET /v1/sessions/{id}/turns/{turn}/events': 'session:read',
@@ -72,7 +73,7 @@ const EXPECTED_SCOPES: Record<string, Scope> = {
 };
 
 /** Routes that name no session and that a token bound to any session may use. */
-const ANY_BINDING = new Set(['GET /v1/models', 'GET /v1/models/{id}']);
+const ANY_BINDING = new Set(['GET /v1/models', 'GET /v1/models/{id}', 'GET /v1/tokens/current']);
 
 /** Bodies that make an allowed request succeed (2xx, or 404 for a notice that is not there). */
 const SAMPLE_BODIES: Record<string, () => unknown> = {
@@ -494,6 +495,48 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
     });
   });
 
+  describe(`${label}: GET /v1/tokens/current`, () => {
+    const nothing = { budget: null, usage: null, remaining: null };
+
+    it('answers any token what applies to it, whatever its scopes or binding; no budget: nothing counted', async () => {
+      const id = await createSession();
+      const poster = await mint({ scopes: ['inbox:write'], session_id: id, ttl_seconds: 600 });
+      const answered = await call(poster, 'GET', '/v1/tokens/current');
+      expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+      const { exp } = JSON.parse(atob(poster.split('.')[1]!.replaceAll('-', '+').replaceAll('_', '/')));
+      expect(answered.body).toEqual({
+        scopes: ['inbox:write'],
+        session_id: id,
+        expires_at: new Date(exp * 1000).toISOString(),
+        ...nothing,
+      });
+      const reader = await mint({ scopes: ['session:read'] });
+      expect((await call(reader, 'GET', '/v1/tokens/current')).body).toMatchObject({ session_id: null, ...nothing });
+      // API_TOKEN and anonymous access are the admin: no binding, expiry nor budget.
+      const admin = { scopes: ['admin'], session_id: null, expires_at: null, ...nothing };
+      expect((await call(TOKEN, 'GET', '/v1/tokens/current')).body).toEqual(admin);
+      const anonymous = await call(null, 'GET', '/v1/tokens/current', undefined, {
+        API_TOKEN: undefined,
+        TOKEN_SIGNING_KEY: undefined,
+        ALLOW_ANONYMOUS: 'true',
+      });
+      expect(anonymous.status).toBe(200);
+      expect(anonymous.body).toEqual(admin);
+      // POST /v1/tokens keeps its admin scope.
+      expect((await call(reader, 'POST', '/v1/tokens', { scopes: ['session:read'] })).status).toBe(403);
+    });
+
+    it('refuses a missing or invalid token (401), and a bound token once revoked', async () => {
+      expect((await call(null, 'GET', '/v1/tokens/current')).status).toBe(401);
+      expectInvalidToken(await call('not-a-token', 'GET', '/v1/tokens/current'), /not API_TOKEN/);
+      const id = await createSession();
+      const bound = await mint({ scopes: ['session:read'], session_id: id });
+      expect((await call(bound, 'GET', '/v1/tokens/current')).status).toBe(200);
+      await call(TOKEN, 'POST', `/v1/sessions/${id}/tokens/revoke`);
+      expectInvalidToken(await call(bound, 'GET', '/v1/tokens/current'), /revoked/);
+    });
+  });
+
   describe(`${label}: revocation`, () => {
     it('refuses the tokens of a session minted before a revoke with 401, and only those', async () => {
       const id = await createSession();
@@ -603,10 +646,14 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
       return found;
     }
 
-    /** The one scope a route declares; a route without one fails the matrix here. */
-    function declaredScope(operation: Operation): Scope | null {
+    /**
+     * The one scope a route declares (`any`: a bearer with no scope, any token; null: public); a
+     * route without one fails the matrix here.
+     */
+    function declaredScope(operation: Operation): Scope | 'any' | null {
       expect(operation.security, `${operation.key} declares no security`).toBeDefined();
       if (operation.security!.length === 0) return null;
+      if (operation.security!.length === 1 && operation.security![0]!.bearer?.length === 0) return 'any';
       const scopes = operation.security!.flatMap((requirement) => requirement.bearer ?? []);
       expect(scopes, `${operation.key} must declare one bearer scope`).toHaveLength(1);
       expect(SCOPES, `${operation.key} declares an unknown scope`).toContain(scopes[0]);
@@ -614,7 +661,7 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
     }
 
     it('declares on every route the scope of the table above', async () => {
-      const declared: Record<string, Scope | null> = {};
+      const declared: Record<string, Scope | 'any' | null> = {};
       for (const operation of await operations()) declared[operation.key] = declaredScope(operation);
       expect(declared['GET /healthz']).toBeNull();
       for (const [key, scope] of Object.entries(declared)) {
@@ -657,7 +704,7 @@ export function defineTokenSuite(label: string, harness: HttpHarness): void {
         await Promise.all(
           cases.map(async ({ scope, binding }) => {
             const allowed =
-              ALLOWS[scope].includes(required) &&
+              (required === 'any' || ALLOWS[scope].includes(required)) &&
               (binding === 'none' || (binding === 'own' && sessionRoute) || ANY_BINDING.has(operation.key));
             const id = allowed ? await createSession() : routeSession;
             const token =

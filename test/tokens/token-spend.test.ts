@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { TurnInProgressError } from '../../lib/errors.ts';
 import { spendKey, sweepTokenSpend, TokenSpend, type TokenBudget } from '../../lib/ledger/token-spend.ts';
-import type { TurnUsage } from '../../lib/ledger/usage.ts';
+import { addToLedger, EMPTY_LEDGER, type TurnUsage } from '../../lib/ledger/usage.ts';
+import { budgetRemaining } from '../../lib/ledger/budget.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { runTurn } from '../../lib/turn/index.ts';
 import { takeUnderPolicy } from '../../lib/turn/busy.ts';
@@ -117,5 +118,17 @@ describe('token spend', () => {
     expect(await store.head(spendKey('p/', expired))).toBeNull();
     expect(await store.head(spendKey('p/', valid))).not.toBeNull();
     expect(await store.head('other/token-spend/0000000000-x')).not.toBeNull();
+  });
+});
+
+describe('budgetRemaining (GET /v1/tokens/current)', () => {
+  it('is each limit the budget sets less what was spent, costs rounded as stored, 0 once reached', () => {
+    const ledger = addToLedger(addToLedger(EMPTY_LEDGER, { ...USAGE, cost_usd: 0.1 }), { ...USAGE, cost_usd: 0.2 });
+    expect(budgetRemaining({ max_cost_usd: 0.5, max_total_tokens: 1000 }, ledger)).toEqual({
+      max_cost_usd: 0.2,
+      max_total_tokens: 1000 - 2 * 107,
+    });
+    expect(budgetRemaining({ max_turns: 2, max_cost_usd: 0.3 }, ledger)).toEqual({ max_turns: 0, max_cost_usd: 0 });
+    expect(budgetRemaining({ max_total_tokens: 100 }, ledger)).toEqual({ max_total_tokens: 0 });
   });
 });

@@ -1,6 +1,5 @@
-import type { IncompleteReason } from '../models/model.ts';
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { clientError, NotFoundError, TurnNotOpenError } from '../errors.ts';
+import { NotFoundError, TurnNotOpenError } from '../errors.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
 import {
   cancelOpenTurn,
@@ -20,14 +19,14 @@ import { idGeneration } from '../session/log/rewind.ts';
 import {
   buildResponse,
   outputItem,
-  outputText,
   turnCost,
   usageOf,
   type StoredContext,
   type TailgateResponse,
 } from './responses.ts';
 import { responseEventStream } from './sse.ts';
-import { getResponse, itemKindId, readResponse, saveResponse } from './stored-responses.ts';
+import { endedResponse, settledAs } from './settled-response.ts';
+import { getResponse, readResponse, saveResponse } from './stored-responses.ts';
 
 /**
  * Background responses (`background: true`): the native background turn (lib/turn/background.ts)
@@ -37,15 +36,6 @@ import { getResponse, itemKindId, readResponse, saveResponse } from './stored-re
  * is the native cancel; `GET ...?stream=true` maps the turn's event journal onto the Responses
  * events, numbered the same on every replay, so `starting_after` resumes from any process.
  */
-
-type TurnStatus = TurnSummary['status'];
-
-/** A turn's receipt status as a response's. */
-function responseStatus(status: TurnStatus): TailgateResponse['status'] {
-  if (status === 'queued' || status === 'in_progress' || status === 'completed' || status === 'cancelled')
-    return status;
-  return 'failed';
-}
 
 /** POST /v1/responses with `background: true`: the queued response, or with `stream` its events. */
 export async function createBackgroundResponse(
@@ -88,68 +78,11 @@ export async function createBackgroundResponse(
   return claimed.run ? queued : currentResponse(facade, queued.id);
 }
 
-/**
- * A background response's object once it ended, from the object kept when it was created:
- * `completed_at` is when its turn ended (its completion's), the same on every read.
- */
-function endedResponse(
-  kept: TailgateResponse,
-  status: TailgateResponse['status'],
-  ended: {
-    completedAt: string | null;
-    output?: ResponseOutputItem[];
-    usage?: TailgateResponse['usage'];
-    error?: TailgateResponse['error'];
-    incomplete?: IncompleteReason | undefined;
-  },
-  tailgate: Record<string, unknown>,
-): TailgateResponse {
-  const output = ended.output ?? [];
-  // `usage` is null until a response ended (the specification's; the SDK types it optional).
-  return {
-    ...kept,
-    status,
-    // A completion without its time (an older packed one): the response's own created_at, as stable.
-    completed_at: ended.completedAt ? Math.floor(Date.parse(ended.completedAt) / 1000) : kept.created_at,
-    output,
-    output_text: outputText(output),
-    usage: ended.usage ?? null,
-    error: ended.error ?? null,
-    incomplete_details: ended.incomplete ? { reason: ended.incomplete } : null,
-    tailgate: { ...kept.tailgate, ...tailgate },
-  } as TailgateResponse;
-}
-
-function failedResponse(kept: TailgateResponse, summary: TurnSummary): TailgateResponse {
-  const shown = summary.error ? (clientError(summary.error) as TailgateResponse['error']) : null;
-  return endedResponse(kept, responseStatus(summary.status), { completedAt: summary.completed_at, error: shown }, {});
-}
-
 /** The background response `kept` as its turn's receipt says it stands. */
 async function settled(facade: Facade, kept: TailgateResponse, ref: ResponseRef): Promise<TailgateResponse> {
   // A turn whose runner died is failed once its lease ran out, as GET .../turns/{turn} answers it.
   const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn);
-  if (summary.status === 'queued' || summary.status === 'in_progress') return { ...kept, status: summary.status };
-  if (summary.status !== 'completed') return failedResponse(kept, summary);
-  // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.
-  const [{ output }, compacted] = await Promise.all([
-    readResponse(facade, kept.id),
-    turnCompactionOutput(facade, ref.sessionId, ref.turn, summary.context),
-  ]);
-  return endedResponse(
-    kept,
-    summary.incomplete ? 'incomplete' : 'completed',
-    {
-      completedAt: summary.completed_at,
-      incomplete: summary.incomplete,
-      output: [
-        ...output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
-        ...compacted,
-      ],
-      ...(summary.usage ? { usage: usageOf(summary.usage) } : {}),
-    },
-    { context: summary.context, ...turnCost(summary) },
-  );
+  return settledAs(facade, kept, ref, summary, async () => (await readResponse(facade, kept.id)).output);
 }
 
 /** GET /v1/responses/{id}: the kept object; a background one that was running, as it stands now. */

@@ -66,6 +66,16 @@ export function modelById(config: ModelConfig, resolve: (id: string) => Model, n
   return modelObject(config, name);
 }
 
+/**
+ * The name a response answers for tailgate model `id` where the name its request used is not
+ * kept (a foreground response still running, lib/openai/stored-responses.ts): the MODEL_ALIASES
+ * name that maps to it when exactly one does, else the id.
+ */
+export function modelName(config: ModelConfig, id: string): string {
+  const names = Object.keys(config.modelAliases).filter((name) => config.modelAliases[name] === id);
+  return names.length === 1 ? names[0]! : id;
+}
+
 /** What MODEL_ALIASES maps `name` to, or `name` (an alias is the map's own key, not `toString`). */
 function aliasTarget(config: ModelConfig, name: string): string {
   return Object.hasOwn(config.modelAliases, name) ? config.modelAliases[name]! : name;

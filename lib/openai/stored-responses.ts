@@ -9,9 +9,12 @@ import { idGeneration } from '../session/log/rewind.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { itemId, parseResponseId, responseId, type ResponseRef } from './ids.ts';
-import { buildResponse, DEFAULT_SETTINGS, outputItem, type TailgateResponse } from './responses.ts';
+import { modelName } from './models.ts';
+import { buildResponse, DEFAULT_SETTINGS, type TailgateResponse } from './responses.ts';
+import { settledAs } from './settled-response.ts';
 import { generationAt, isOutput, itemsBetween } from './sessions.ts';
 import { deleteNewestTurn } from '../turn/fork.ts';
+import { turnAsItStands } from '../turn/journal.ts';
 
 /**
  * Stored responses. A response's items are its session's (read back by seq, lib/openai/ids.ts);
@@ -142,14 +145,23 @@ export async function getResponse(facade: Facade, id: string): Promise<TailgateR
   return rebuiltResponse(facade, id);
 }
 
+/**
+ * A response without a kept object (a foreground one still running, or one whose object could
+ * not be kept), from its conversation and its turn's receipt: running while its turn is open
+ * (a turn whose lease ran out is closed first, as GET .../turns/{turn} closes it), else as its
+ * turn ended. Its model is the name the turn's model answers to (lib/openai/models.ts).
+ */
 async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResponse> {
   const { ref, session, input, output } = await readResponse(facade, id);
-  return buildResponse({
+  const summary = await turnAsItStands(facade.services, ref.sessionId, ref.turn).catch((error: unknown) => {
+    throw error instanceof NotFoundError ? responseNotFound(id) : error;
+  });
+  const running = buildResponse({
     id: responseId(ref),
     createdAt: new Date((output[0] ?? input[0])!.created_at),
-    status: output.length > 0 ? 'completed' : 'failed',
-    model: session.model ?? facade.config.defaultModel,
-    output: output.map((item) => outputItem(item as Parameters<typeof outputItem>[0], itemKindId(ref, item))),
+    status: 'in_progress',
+    model: modelName(facade.config, summary.model ?? session.model ?? facade.config.defaultModel),
+    output: [],
     instructions: session.instructions,
     tools: openaiTools(session.tools),
     settings: DEFAULT_SETTINGS,
@@ -158,6 +170,7 @@ async function rebuiltResponse(facade: Facade, id: string): Promise<TailgateResp
     store: true,
     tailgate: { session_id: ref.sessionId, turn: ref.turn },
   });
+  return settledAs(facade, running, ref, summary, async () => output);
 }
 
 /**

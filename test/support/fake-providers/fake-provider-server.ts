@@ -12,13 +12,17 @@ export interface RecordedRequest {
   closed: Promise<void>;
 }
 
-/** What the fake provider answers: a JSON/text body, an SSE body sent event by event, or nothing. */
-export type FakeReply =
+/**
+ * What the fake provider answers: a JSON/text body, an SSE body sent event by event, or nothing;
+ * with `gate`, once the gate settles (the model runs until then).
+ */
+export type FakeReply = (
   | { status?: number; headers?: Record<string, string>; json: unknown }
   | { status?: number; headers?: Record<string, string>; text: string; contentType?: string }
   /** An SSE body; with `hang`, the connection stays open after the last event; `gapMs` between events. */
   | { sse: string; hang?: true; gapMs?: number }
-  | { hang: true };
+  | { hang: true }
+) & { gate?: Promise<unknown> };
 
 export interface FakeProvider {
   /** `http://127.0.0.1:<port>/v1` */
@@ -75,6 +79,7 @@ export async function startFakeProvider(reply: (request: RecordedRequest) => Fak
 }
 
 async function answer(response: ServerResponse, reply: FakeReply): Promise<void> {
+  await reply.gate;
   if ('hang' in reply && !('sse' in reply)) return;
   if ('json' in reply) {
     response.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...reply.headers });

@@ -33,8 +33,11 @@ export class UnknownModelError extends TailgateError {
  * stores anything, never a crash.
  */
 export class ModelConfigurationError extends TailgateError {
+  /** The setting the model needs (missing or malformed). */
+  readonly setting: string;
   constructor(message: string, details: { model: string; setting: string }) {
     super('not_configured', message, { field: 'model', ...details });
+    this.setting = details.setting;
     this.name = 'ModelConfigurationError';
   }
 }

@@ -1,6 +1,6 @@
 import type { Model as OpenAIModel } from 'openai/resources/models';
 import type { ServiceConfig } from '../config.ts';
-import { UnknownModelError } from '../models/errors.ts';
+import { ModelConfigurationError, UnknownModelError } from '../models/errors.ts';
 import type { Model } from '../models/model.ts';
 import { OpenAIApiError } from './errors.ts';
 
@@ -39,31 +39,50 @@ export function facadeModelId(
   return id;
 }
 
-/** A model in OpenAI's shape; `owned_by` is the provider of the tailgate id it names. */
-function modelObject(config: ModelConfig, name: string): OpenAIModel & { tailgate: { model: string } } {
+/**
+ * A model in OpenAI's shape; `owned_by` is the provider of the tailgate id it names, and
+ * `tailgate.configured` whether a request may use it as the deployment is configured (false:
+ * `tailgate.setting` names the setting it needs, missing or malformed, which a turn would
+ * answer 503 `not_configured` for; absent for a model no provider has).
+ */
+function modelObject(config: ModelConfig, resolve: (id: string) => Model, name: string) {
   const id = aliasTarget(config, name);
   const colon = id.indexOf(':');
-  return {
+  const model: OpenAIModel & { tailgate: { model: string; configured: boolean; setting?: string } } = {
     id: name,
     object: 'model',
     // tailgate has no creation time for a model: the epoch, as the type requires a number.
     created: 0,
     owned_by: colon > 0 ? id.slice(0, colon) : id,
-    tailgate: { model: id },
+    tailgate: { model: id, configured: true },
   };
+  try {
+    resolve(id);
+  } catch (error) {
+    if (error instanceof ModelConfigurationError)
+      model.tailgate = { model: id, configured: false, setting: error.setting };
+    else if (error instanceof UnknownModelError) model.tailgate = { model: id, configured: false };
+    else throw error;
+  }
+  return model;
 }
 
 /** `GET /v1/models`: the configured models and the aliases, each once, in that order. */
-export function modelList(config: ModelConfig) {
+export function modelList(config: ModelConfig, resolve: (id: string) => Model) {
   const names = [config.defaultModel, config.summaryModel, 'echo', ...Object.keys(config.modelAliases)];
   const unique = [...new Set(names.filter((name): name is string => name !== undefined))];
-  return { object: 'list' as const, data: unique.map((name) => modelObject(config, name)) };
+  return { object: 'list' as const, data: unique.map((name) => modelObject(config, resolve, name)) };
 }
 
-/** `GET /v1/models/{id}`: any model a request may name (listed or not); 404 model_not_found else. */
+/**
+ * `GET /v1/models/{id}`: any model a request may name (listed or not), whether or not its
+ * provider's settings are configured (reading it needs no key); 404 model_not_found else.
+ */
 export function modelById(config: ModelConfig, resolve: (id: string) => Model, name: string) {
-  facadeModelId(config, resolve, name, 'model');
-  return modelObject(config, name);
+  const model = modelObject(config, resolve, name);
+  // A model no provider has (a name that is no alias, nor a tailgate id): 404.
+  if (!model.tailgate.configured && model.tailgate.setting === undefined) facadeModelId(config, resolve, name);
+  return model;
 }
 
 /**

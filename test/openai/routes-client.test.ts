@@ -38,13 +38,24 @@ describe('the official openai client: models', () => {
       object: 'model',
       created: 0,
       owned_by: 'anthropic',
-      tailgate: { model: 'anthropic:claude-sonnet-4-5' },
+      // No ANTHROPIC_API_KEY: listed, with the setting a turn on it would need.
+      tailgate: { model: 'anthropic:claude-sonnet-4-5', configured: false, setting: 'ANTHROPIC_API_KEY' },
     });
+    expect(models[0]).toMatchObject({ id: 'echo', tailgate: { model: 'echo', configured: true } });
   });
 
   it('retrieves an alias, a tailgate id that is not listed, and answers 404 model_not_found for others', async () => {
     expect(await client.models.retrieve('gpt-4.1-mini')).toMatchObject({ id: 'gpt-4.1-mini', owned_by: 'echo' });
     expect(await client.models.retrieve('openai:gpt-4.1')).toMatchObject({ id: 'openai:gpt-4.1', owned_by: 'openai' });
+    // A provider's id whose key is not configured is described all the same (a turn on it is a 503).
+    for (const id of ['anthropic:claude-haiku-4-5', 'claude'])
+      expect(await client.models.retrieve(id)).toMatchObject({
+        id,
+        object: 'model',
+        owned_by: 'anthropic',
+        tailgate: { configured: false, setting: 'ANTHROPIC_API_KEY' },
+      });
+    expect(await client.models.retrieve('openai:gpt-4.1')).toMatchObject({ tailgate: { configured: true } });
     const missing = await raised(client.models.retrieve('gpt-nothing'));
     expect(missing).toMatchObject({
       status: 404,

@@ -26,6 +26,8 @@ const getModelRoute = createRoute({
   path: '/v1/models/{id}',
   tags: ['openai'],
   summary: 'A model by name: a listed one, or any tailgate model id (404 model_not_found otherwise)',
+  description:
+    'Answered whether or not its provider is configured: tailgate.configured says (tailgate.setting: what it needs).',
   security: requires('session:read'),
   request: {
     params: z.object({
@@ -44,7 +46,7 @@ const getModelRoute = createRoute({
 
 export function modelRoutes() {
   return createRouter()
-    .openapi(listModelsRoute, (c) => c.json(openaiObject(modelList(c.var.config)), 200))
+    .openapi(listModelsRoute, (c) => c.json(openaiObject(modelList(c.var.config, c.var.services.model)), 200))
     .openapi(getModelRoute, (c) =>
       c.json(openaiObject(modelById(c.var.config, c.var.services.model, c.req.valid('param').id)), 200),
     );

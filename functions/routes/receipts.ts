@@ -166,7 +166,7 @@ const listSessionsQuerySchema = z.object({
       param: { name: 'after', in: 'query' },
       description:
         'The `next_after` of the previous page (opaque). A session id, as earlier versions returned, ' +
-        'continues after that session.',
+        'continues after that session; any other value (a session id naming no session too) is a 400.',
     }),
   limit: integerText('limit', 100)
     .optional()

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { sessionUsage, type SessionUsage } from '../../ledger/usage.ts';
-import { NotFoundError } from '../../errors.ts';
+import { InvalidRequestError, NotFoundError } from '../../errors.ts';
 import type { ObjectInfo } from '../../store/object-store.ts';
 import type { SessionCounts } from '../records.ts';
 import { checkInvariant, type LogContext } from './context.ts';
@@ -21,7 +21,8 @@ import {
  *
  * A session created before the index existed has no entry until its next turn, append or
  * PATCH. A cursor that is a session id (as cursors were before the index) continues after that
- * session's position, for one config read (from the start when the session is gone).
+ * session's position, for one config read (a 400 when the session is gone, as for any cursor no
+ * listing issued).
  */
 
 /** A page holds about this many bytes of rows at most (at least one row). */
@@ -115,14 +116,22 @@ export function expiryOf(lastActivityMs: number, days: number | null): number | 
   return days === null ? null : lastActivityMs + days * DAY_MS;
 }
 
-/** The index position a cursor names: itself, or the position of the session a legacy id cursor names. */
-async function positionOf(log: LogContext, cursor: string): Promise<string | undefined> {
+/**
+ * The index position a cursor names: itself, or the position of the session a legacy id cursor
+ * names. Neither (a cursor no listing issued, or a legacy one whose session is gone): 400
+ * `invalid_request` naming `after`, so a client that mangled it does not get the first page again.
+ */
+async function positionOf(log: LogContext, cursor: string): Promise<string> {
   if (isIndexPosition(cursor)) return cursor;
   try {
     const { config } = await readConfig(log, cursor);
     return indexPosition(config.id, Date.parse(config.created_at));
   } catch (error) {
-    if (error instanceof NotFoundError) return undefined;
+    if (error instanceof NotFoundError)
+      throw new InvalidRequestError(
+        `after must be the next_after of a previous page (or the id of a session): '${cursor}' is neither`,
+        { field: 'after' },
+      );
     throw error;
   }
 }

@@ -90,6 +90,8 @@ async function runClaimedTurn(
     // A storage failure may still have closed the turn (its failed completion landed): then
     // its journal ends with the error too, and no other run comes.
     if ((stored.code !== 'storage_error' && stored.code !== 'internal_error') || (await closed(services, run))) {
+      // Stored and journaled as a client sees it (errorRecord): a provider's text is the log's.
+      services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} failed`, error);
       journal.emit({ event: 'error', data: { error: stored }, cause: error });
       return outcome;
     }

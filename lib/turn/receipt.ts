@@ -1,7 +1,7 @@
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
-import { TailgateError } from '../errors.ts';
+import { clientError, TailgateError } from '../errors.ts';
 import { contentOf } from '../session/attachments.ts';
 import type { PromptItem, Tool } from '../items.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
@@ -12,13 +12,13 @@ import type { TurnPlan } from './plan.ts';
 
 /** The compact record of what a model saw, stored with a turn. */
 
-/** The error JSON body's inner object, for any thrown value (unknown errors stay generic). */
+/**
+ * The error JSON body's inner object, for any thrown value, as a client may see it (`clientError`):
+ * what a turn stores and journals of its failure. A model provider's text, a storage backend's
+ * and an unknown error's stay generic here; they go to the log only.
+ */
 export function errorRecord(error: unknown): StoredError {
-  if (error instanceof TailgateError) {
-    return error.details === undefined
-      ? { code: error.code, message: error.message }
-      : { code: error.code, message: error.message, details: error.details };
-  }
+  if (error instanceof TailgateError) return clientError(error);
   return { code: 'internal_error', message: 'internal error' };
 }
 

@@ -36,11 +36,26 @@ afterAll(async () => {
 
 const store = new MemoryStore();
 const logged: string[] = [];
+// What each log line carried (the error), for the provider's text that only the log gets.
+const loggedDetails: unknown[] = [];
 const app = createApp({
   store: () => store,
   readEnvironment: (c) => c.env ?? {},
-  log: (message) => logged.push(message),
+  log: (message, details) => {
+    logged.push(message);
+    loggedDetails.push(details);
+  },
 });
+const GENERIC = {
+  code: 'model_error',
+  message: 'the model call failed',
+  details: { model: 'openai-compatible:fake', status: 500 },
+};
+
+/** Whether the log got the provider's text (and nothing stored or answered did). */
+function providerTextLogged(): boolean {
+  return loggedDetails.some((details) => details instanceof Error && details.message.includes('upstream exploded'));
+}
 const environment = () => ({
   API_TOKEN: TOKEN,
   OPENAI_COMPATIBLE_BASE_URL: baseUrl,
@@ -79,11 +94,14 @@ describe('model failures', () => {
     const items = await api.get(`/v1/sessions/${id}/items`);
     expect(items.body.items.map((item: any) => item.content)).toEqual(['will fail']);
     const [done] = await doneRecords(id);
-    // The provider's text is kept for the operator, not sent to the client.
-    expect(done).toMatchObject({
-      status: 'failed',
-      error: { code: 'model_error', message: expect.stringContaining('upstream exploded') },
-    });
+    // The provider's text (it may carry account details) goes to the log only: the completion and
+    // the receipt a session:read token reads store the error as the client was answered it.
+    expect(done).toMatchObject({ status: 'failed', error: GENERIC });
+    expect(JSON.stringify(done)).not.toContain('upstream exploded');
+    const receipt = await api.get(`/v1/sessions/${id}/turns/1`);
+    expect(receipt.body.error).toEqual(GENERIC);
+    expect(JSON.stringify((await api.get(`/v1/sessions/${id}/turns`)).body)).not.toContain('upstream exploded');
+    expect(providerTextLogged()).toBe(true);
 
     // The replay of the same key answers the stored error, without calling the provider.
     const replayed = await api.post(`/v1/sessions/${id}/turns`, { input: 'will fail' }, key);
@@ -136,6 +154,32 @@ describe('model failures', () => {
     expect(JSON.stringify(events[1]!.data)).not.toContain('upstream exploded');
     const [done] = await doneRecords(id);
     expect(done.status).toBe('failed');
+    expect(done.error).toEqual(GENERIC);
+    // The journal stores the event as it was sent: its replay holds no provider text either.
+    const replayed = await api.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(replayed.status).toBe(200);
+    expect(JSON.stringify(replayed.body)).toContain('the model call failed');
+    expect(JSON.stringify(replayed.body)).not.toContain('upstream exploded');
+    const stored = await store.list(`sessions/${id}/`);
+    for (const object of stored.objects)
+      expect(decodeUtf8((await store.get(object.key))!.body)).not.toContain('upstream exploded');
+  });
+
+  it('a background turn whose model fails stores the generic error; the provider text is logged', async () => {
+    mode = 'fail';
+    loggedDetails.length = 0;
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const accepted = await api.post(`/v1/sessions/${id}/turns`, { input: 'background fail', background: true });
+    expect(accepted.status).toBe(202);
+    const events = await api.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(parseSse(events.body).at(-1)).toMatchObject({ event: 'error', data: { error: GENERIC } });
+    const receipt = await api.get(`/v1/sessions/${id}/turns/1`);
+    expect(receipt.body).toMatchObject({ status: 'failed', error: GENERIC });
+    const stored = await store.list(`sessions/${id}/`);
+    for (const object of stored.objects)
+      expect(decodeUtf8((await store.get(object.key))!.body)).not.toContain('upstream exploded');
+    expect(logged).toContain(`tailgate: background turn 1 of session ${id} failed`);
+    expect(providerTextLogged()).toBe(true);
   });
 });
 

@@ -1,4 +1,4 @@
-import { TurnInProgressError, TurnNotOpenError } from '../errors.ts';
+import { NotFoundError, TurnInProgressError, TurnNotOpenError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { journalTurn } from './journal.ts';
 import { errorRecord } from './receipt.ts';
@@ -84,6 +84,16 @@ async function runClaimedTurn(
     if (error instanceof TurnInProgressError) {
       ends = false;
       services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} runs elsewhere`, error);
+      return outcome;
+    }
+    // Its session was deleted (the renewal found it closed so, or a step found it gone): the
+    // model call is aborted, and nothing is journaled into the swept session.
+    if (error instanceof NotFoundError) {
+      ends = false;
+      journal.drop();
+      services.log(
+        `tailgate: background turn ${run.turn} of session ${run.session_id} stopped: the session was deleted`,
+      );
       return outcome;
     }
     const stored = errorRecord(error);

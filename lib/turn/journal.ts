@@ -28,14 +28,11 @@ export type NumberedEvent = JournalEvent;
  * Journals a turn's events: `emit` takes each event as the turn emits it; `close` has what is
  * left written after the response, marked as the end unless `ended` is false (a background
  * turn left open, which another run goes on with). Storage failures are logged, never the
- * turn's. Events before `turn.started` are journaled only when the turn's number is `known`
- * (a background turn's runner knows it: a failure before its model call ends its journal).
+ * turn's; a session found deleted ends the journal unlogged (the turn says so: `drop`).
+ * Events before `turn.started` are journaled only when the turn's number is `known` (a
+ * background turn's runner knows it: a failure before its model call ends its journal).
  */
-export function journalTurn(
-  services: TurnServices,
-  sessionId: string,
-  known?: number,
-): { emit: (event: TurnEvent) => void; close: (ended?: boolean) => void } {
+export function journalTurn(services: TurnServices, sessionId: string, known?: number): TurnJournal {
   const writer = crypto.randomUUID();
   let turn: number | undefined = known;
   let scope: Promise<LogScope> | undefined;
@@ -77,20 +74,39 @@ export function journalTurn(
         if (!(await journal.write(await scope!, number, ++batches, batch())))
           throw new Error(`batch ${batches} of the journal of turn ${number} is another writer's`);
       })
-      .catch((error: unknown) => services.log('tailgate: could not write a turn event journal', error));
+      .catch((error: unknown) => {
+        // The session was deleted (its scope is not found): there is nothing left to journal to.
+        if (error instanceof NotFoundError) ended = true;
+        else services.log('tailgate: could not write a turn event journal', error);
+      });
     return written;
   };
   return {
     emit: (event) => {
       if (event.event === 'turn.started') turn = event.data.turn;
-      if (turn === undefined) return;
+      if (turn === undefined || ended) return;
       pending.push({ n: ++count, event: event.event, data: event.data });
       timer ??= setTimeout(() => void flush(false), JOURNAL_BATCH_MS);
     },
     // The last batch is written after the response (work a turn hands to `background`), so it
     // adds no round trip to the turn's own.
-    close: (ended = true) => afterResponse(services, () => flush(ended)),
+    close: (end = true) => afterResponse(services, () => flush(end)),
+    drop: () => {
+      clearTimeout(timer);
+      pending = [];
+      ended = true;
+    },
   };
+}
+
+/**
+ * A turn's journal as journalTurn writes it. `drop` is for a turn whose session was deleted:
+ * the events not written yet go, and nothing more is written (the delete swept the journal).
+ */
+export interface TurnJournal {
+  emit: (event: TurnEvent) => void;
+  close: (ended?: boolean) => void;
+  drop: () => void;
 }
 
 /**

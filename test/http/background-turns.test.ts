@@ -95,6 +95,31 @@ describe('background turns on Node', () => {
     expect(items[2].content).toBe(`hang ${id}`);
   });
 
+  it('a delete of its session stops its running turn at the next renewal: one line logged', async () => {
+    const logs: { message: string; details: unknown }[] = [];
+    const harness = harnessFor({ log: (message, details) => logs.push({ message, details }) });
+    const api = createClient(harness);
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: `delete ${id}`, background: true });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    // Running: it has called the model (its journal has turn.started written).
+    for (let polls = 0; polls < 600 && !hanging.size; polls++) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    // The runner learns it at its next renewal and aborts the model call.
+    for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`delete ${id}`)); polls++)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(closedEarly.some((body) => body.includes(`delete ${id}`))).toBe(true);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const lines = logs.map((log) => log.message);
+    expect(lines.filter((line) => line.includes('journal'))).toEqual([]);
+    expect(lines).toEqual([`tailgate: background turn 1 of session ${id} stopped: the session was deleted`]);
+    expect(logs[0]!.details).toBeUndefined();
+    // Nothing of its journal was written into the swept session.
+    const left = await harness.store.list(`sessions/${id}/`);
+    expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);
+  });
+
   it('is queued until a consumer takes it over; a second delivery of the same turn changes nothing', async () => {
     const sent: BackgroundTurn[] = [];
     const harness = harnessFor({ queueTurn: () => async (run) => void sent.push(run) });

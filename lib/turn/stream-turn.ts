@@ -1,3 +1,4 @@
+import { NotFoundError } from '../errors.ts';
 import { runTurn } from './pipeline.ts';
 import { errorRecord } from './receipt.ts';
 import { journalTurn } from './journal.ts';
@@ -49,7 +50,11 @@ export function streamTurn(
       (error: unknown) => {
         // Before turn.started the route answers with the error's status (and onError logs
         // what needs logging); after it, the error only travels as an event, so log it here.
-        if (started) services.log('tailgate: streamed turn failed', error);
+        // A session deleted meanwhile is one line, and nothing more is journaled into it.
+        if (started && error instanceof NotFoundError) {
+          journal.drop();
+          services.log(`tailgate: a streamed turn of session ${sessionId} stopped: the session was deleted`);
+        } else if (started) services.log('tailgate: streamed turn failed', error);
         push({ event: 'error', data: { error: errorRecord(error) }, cause: error });
       },
     )

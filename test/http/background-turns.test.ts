@@ -6,6 +6,7 @@ import { MemoryStore } from '../../lib/store/memory.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { settled } from './background-suite.ts';
+import { sseReader } from '../support/sse-reader.ts';
 import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 import { fixture, startFakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 
@@ -371,19 +372,12 @@ describe('following a running turn', () => {
         headers: { authorization: `Bearer ${TOKEN}` },
       });
       expect(following.status).toBe(200);
-      const reader = following.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = '';
+      const reader = sseReader(following);
       // The partial answer arrives while the turn still runs.
-      while (!text.includes('event: output_text.delta')) {
-        const chunk = await reader.read();
-        expect(chunk.done).toBe(false);
-        text += decoder.decode(chunk.value, { stream: true });
-      }
+      await reader.until('event: output_text.delta');
       expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
       expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
-      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read())
-        text += decoder.decode(chunk.value, { stream: true });
+      const text = await reader.rest();
       const events = parseSse(text);
       expect(events[0]).toMatchObject({ event: 'turn.started', data: { turn: 1 } });
       expect(events.at(-1)).toEqual({

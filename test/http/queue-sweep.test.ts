@@ -132,6 +132,28 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     expect(await turnsOf(live.api, id)).toEqual([[1, 'queued', null]]);
   });
 
+  it("reads only markers: another deployment's keys under queues/ (its KEY_PREFIX) are left alone", async () => {
+    const store = storeOf();
+    let now = START;
+    const clock = () => new Date(now);
+    const id = await deadTurnWithQueue(store, clock, ['q']);
+    // A deployment with KEY_PREFIX `queues/` in the same bucket: a session and a marker of its own.
+    const foreign = ['queues/sessions/other/session.json', 'queues/queues/other'];
+    for (const key of foreign) await store.put(key, '{}', { contentType: 'application/json' });
+    now += 4000;
+    const live = process(store, clock, 'in process');
+    const sweep = await sweepQueues(live.services());
+    await live.settle();
+    expect(sweep.checked).toBe(1);
+    expect(sweep.failed).toEqual([]);
+    expect((await turnsOf(live.api, id)).map(([turn, status]: [number, string]) => [turn, status])).toEqual([
+      [1, 'failed'],
+      [2, 'completed'],
+    ]);
+    await sweepQueues(live.services());
+    expect((await markers(store)).sort()).toEqual(foreign.sort());
+  });
+
   it('logs a session it cannot sweep and sweeps the others', async () => {
     const store = storeOf();
     let now = START;

@@ -1,5 +1,5 @@
 import { NotFoundError } from '../../errors.ts';
-import { listAll } from '../../store/object-store.ts';
+import { idSchema } from '../../items.ts';
 import { queueMarkerKey, queueMarkersPrefix, queuedPrefix, type LogScope } from '../keys.ts';
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
@@ -18,10 +18,24 @@ export async function markQueue(log: LogContext, id: string): Promise<void> {
   await log.store.put(queueMarkerKey(log.keyPrefix, id), '');
 }
 
-/** The ids of the marked sessions, in key order. */
+/**
+ * The ids of the marked sessions, in key order. Listed by `/`: a key deeper under `queues/` is
+ * no marker (another deployment's, whose KEY_PREFIX is this one's and `queues/`), nor is one
+ * whose name is no session id; neither is swept, nor listed object by object.
+ */
 export async function markedQueues(log: LogContext): Promise<string[]> {
   const prefix = queueMarkersPrefix(log.keyPrefix);
-  return (await listAll(log.store, prefix)).map((object) => object.key.slice(prefix.length));
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await log.store.list(prefix, { delimiter: '/', ...(cursor === undefined ? {} : { cursor }) });
+    for (const { key } of page.objects) {
+      const id = key.slice(prefix.length);
+      if (idSchema.safeParse(id).success) ids.push(id);
+    }
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor !== undefined);
+  return ids;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { NotFoundError, TurnInProgressError } from '../errors.ts';
-import type { OpenTurn } from '../session/log/types.ts';
+import type { IntentTurn } from '../session/log/types.ts';
 import type { SessionLog } from '../session/session-log.ts';
 import { putCreateOnly } from '../store/create-only.ts';
 import type { ObjectStore } from '../store/object-store.ts';
@@ -23,7 +23,7 @@ export function turnIntents(
   store: ObjectStore,
   keyPrefix: string,
   clock: () => Date,
-): (turn: OpenTurn) => Promise<void> {
+): (turn: IntentTurn) => Promise<void> {
   return async (turn) => {
     const url = turn.session.webhook_url ?? settings.url;
     if (url === undefined) return;

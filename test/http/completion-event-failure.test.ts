@@ -149,3 +149,26 @@ describe('a turn whose completion landed while no intent of its event could be s
     expect(new Set(failedEvents).size).toBe(failedEvents.length);
   });
 });
+
+describe('a close by someone else whose webhook event failed, of a turn whose claim stored no intent', () => {
+  it('stores the intent then: a cancel of a turn whose runner never ran has its event delivered', async () => {
+    const setup = harness();
+    const { api, store, logged, drain } = setup;
+    const id = await api.session();
+    // The claim's intent fails; its runner is gone (never run).
+    store.failWhen((call) => outboxPut(call) && !eventPut(call));
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'later', background: true })).status).toBe(202);
+    store.heal();
+    store.failWhen(eventPut);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect(logged.filter((message) => message.includes(`turn 1 of session ${id}`))).toEqual([
+      expect.stringContaining('its webhook event left to the outbox'),
+    ]);
+    store.heal();
+    await drain();
+    const events = receiver.deliveries.filter(({ event }) => event?.data.session_id === id && event.data.turn === 1);
+    expect(events.map(({ event }) => event)).toEqual([
+      expect.objectContaining({ type: 'turn.cancelled', data: expect.objectContaining({ turn: 1 }) }),
+    ]);
+  });
+});

@@ -23,7 +23,7 @@ import {
 import type { LogContext } from './context.ts';
 import { countsOf, isEmpty, NOTHING_UNDELIVERED, readHead, RecordMissingError } from './head.ts';
 import { indexKey } from './idempotency-index.ts';
-import type { ClosedTurn, OpenTurn, StoredOutcome } from './types.ts';
+import type { ClosedTurn, IntentTurn, OpenTurn, StoredOutcome } from './types.ts';
 
 /**
  * A model turn's lease: when it runs out, its renewal, and the closes by someone other than
@@ -252,18 +252,44 @@ export async function closeTurn(
       closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);
       await log.onClosed(closed);
     } catch (error) {
-      // Closed all the same: the turn's intent stays in the outbox, whose drainer delivers its event.
-      eventLeftToOutbox(log, closed, error);
+      // Closed all the same: the turn's intent, its claim's or put now (when that one failed and
+      // its owner is gone), is the outbox drainer's to deliver.
+      const intent =
+        closed.webhookUrl !== undefined &&
+        (await intentStored(log, {
+          scope,
+          turn: closed.turn,
+          leaseExpiresAt: done.completed_at,
+          session: closed.webhookUrl === null ? {} : { webhook_url: closed.webhookUrl },
+        }));
+      eventLeftToOutbox(log, closed, error, intent);
     }
   }
   if (done.error?.code === LEASE_EXPIRED) (successor ?? log.onLeaseClosed)?.(closed);
   return done;
 }
 
-/** Logs that a turn stands closed though its webhook event (`onClosed`) failed: its intent's drainer delivers it. */
-export function eventLeftToOutbox(log: LogContext, closed: ClosedTurn, error: unknown): void {
+/**
+ * Whether the turn's webhook intent is in the outbox once `onClaimed` puts it (create-only: one
+ * found there counts), false when that put failed.
+ */
+export async function intentStored(log: LogContext, turn: IntentTurn): Promise<boolean> {
+  if (!log.onClaimed) return false;
+  return log.onClaimed(turn).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * Logs that a turn stands closed though its webhook event (`onClosed`) failed: its intent's
+ * drainer delivers it, unless no intent could be stored (`intent` false: lost, unless its
+ * claim's put of it landed).
+ */
+export function eventLeftToOutbox(log: LogContext, closed: ClosedTurn, error: unknown, intent = true): void {
   const turn = `turn ${closed.turn} of session ${closed.scope.id} is closed (${closed.error?.code ?? closed.status})`;
-  log.log(`tailgate: ${turn}, its webhook event left to the outbox's drainer`, error);
+  const left = intent ? "left to the outbox's drainer" : 'lost unless its claim stored its intent';
+  log.log(`tailgate: ${turn}, its webhook event ${left}`, error);
 }
 
 /** Closes `record`, whose lease ran out, as failed `lease_expired` (see closeTurn). */

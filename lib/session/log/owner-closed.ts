@@ -1,7 +1,7 @@
 import type { StoredItem } from '../../items.ts';
 import type { DoneRecord } from '../records.ts';
 import type { LogContext } from './context.ts';
-import { eventLeftToOutbox } from './lease.ts';
+import { eventLeftToOutbox, intentStored as intentPut } from './lease.ts';
 import type { ClosedTurn, OpenTurn, TurnOutcome } from './types.ts';
 
 /**
@@ -49,13 +49,7 @@ export async function ownerClosed(
   try {
     await log.onClosed?.(closed);
   } catch (error) {
-    const intent =
-      intentStored ||
-      (log.onClaimed !== undefined &&
-        (await log.onClaimed(turn).then(
-          () => true,
-          () => false,
-        )));
+    const intent = intentStored || (await intentPut(log, turn));
     if (!intent) {
       if (typeof error === 'object' && error !== null) thrownOnceClosed.add(error);
       throw error;

@@ -120,6 +120,14 @@ export interface TurnHistory {
   aggregates?: HistoryAggregates;
 }
 
+/**
+ * What a turn's webhook intent is written from (`onClaimed`): an open turn, or a turn another
+ * closer closed, whose intent is put again when its event failed (log/lease.ts closeTurn).
+ */
+export type IntentTurn = Pick<OpenTurn, 'scope' | 'turn' | 'leaseExpiresAt'> & {
+  readonly session: Pick<OpenTurn['session'], 'webhook_url'>;
+};
+
 /** What a claim's put learned besides landing: whether it indexed the key and ran `onClaimed`. */
 export interface ClaimLanding {
   /** `idem/` names this turn (always false for a turn without a key). */
@@ -320,7 +328,7 @@ export interface SessionLogOptions {
    * intent, lib/webhooks/intent.ts). A failure does not fail the claim: the owner's completion
    * runs it again before its `.done` (see ClaimLanding.intent).
    */
-  onClaimed?: ((turn: OpenTurn) => Promise<void>) | undefined;
+  onClaimed?: ((turn: IntentTurn) => Promise<void>) | undefined;
   /**
    * Runs once a completion written because a turn's lease ran out landed (failed
    * `lease_expired`: a newcomer's claim, a replay of its key, `closeIfExpired`), after

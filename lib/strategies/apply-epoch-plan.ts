@@ -14,7 +14,7 @@ import type { StrategyContext } from './strategy.ts';
 
 /**
  * The history index a strategy should use: the dispatcher's, or (when a strategy is
- * applied on its own) one built here, with unpaired tool items dropped.
+ * applied on its own) one built here, with the outputs that answer no call dropped.
  */
 export function historyFor(
   items: readonly PromptItem[],
@@ -35,7 +35,7 @@ export function historyFor(
  * beyond keepFull + compacted; this counts even if those calls are all protected or
  * unpaired, so a tail view decides as the full history does), or when a notice was already
  * there. It goes right before the first item of the kept-whole region, moved back to the
- * nearest point that splits no call/output pair.
+ * nearest point that splits no call from an output answering it right after it (PairGaps).
  * Within an epoch everything before it is byte-identical from one call count to the next
  * (as long as the new calls repeat no older call).
  */
@@ -58,7 +58,7 @@ export function applyEpochPlan(items: readonly PromptItem[], plan: EpochPlan, hi
       continue;
     }
     if (kind === LAYOUT_MESSAGE) {
-      if (anchor === undefined) gaps.skip();
+      if (anchor === undefined) gaps.skip(item);
       out.push(item);
       continue;
     }

@@ -30,9 +30,9 @@ export function isContextNotice(item: PromptItem): boolean {
 
 /**
  * Inserts the notice into `items` (a new array) at the latest position at or before
- * `anchor` that splits no call/output pair. `anchor` is the index of the first item of the
- * kept-whole region, or undefined to mean the end, before any trailing synthetic items
- * (delivered inbox notices stay last).
+ * `anchor` that splits no call from an output answering it right after it (PairGaps).
+ * `anchor` is the index of the first item of the kept-whole region, or undefined to mean the
+ * end, before any trailing synthetic items (delivered inbox notices stay last).
  */
 export function insertContextNotice(items: readonly PromptItem[], anchor: number | undefined): PromptItem[] {
   let limit = anchor;
@@ -47,31 +47,58 @@ export function insertContextNotice(items: readonly PromptItem[], anchor: number
 }
 
 /**
- * Follows items in order, from the first, and knows the latest position so far that splits
- * no call/output pair (where the notice may go): a position at which every call before it has
- * had its output (by call_id).
+ * Follows items in order, from the first, and knows the latest position so far where the
+ * notice may go: one that splits no call from an output that answers it as a tool result.
+ * A provider takes a result only among the outputs right after its call's assistant message
+ * (its calls and assistant text; lib/models/convert-to-model-messages.ts, adjacentAnswers), so
+ * a call is open from it until its output, or until an item that is neither an output of that
+ * run nor, before the run's outputs, another call or assistant text. A call answered later,
+ * or never, is sent with a placeholder result wherever the notice stands: the notice's place
+ * does not wait for its output, and stays where it was when the output comes.
  */
 export class PairGaps {
+  /** The calls of the current run with no output yet, by call_id. */
   private readonly open = new Set<string>();
+  /** Whether the current run's outputs have begun. */
+  private outputs = false;
   private gap = 0;
   private position = 0;
 
   /** Takes the next item. */
   next(item: PromptItem): void {
-    if (this.open.size === 0) this.gap = this.position;
-    this.position += 1;
+    if (item.type === 'message') {
+      this.skip(item);
+      return;
+    }
+    const continues = item.type === 'function_call' ? !this.outputs : this.open.has(item.call_id);
+    if (!continues) this.endRun();
+    this.take();
     if (item.type === 'function_call') this.open.add(item.call_id);
-    else if (item.type === 'function_call_output') this.open.delete(item.call_id);
+    else {
+      this.open.delete(item.call_id);
+      this.outputs = true;
+    }
   }
 
-  /** Takes the next item, known to be a message (which opens and closes no call). */
-  skip(): void {
-    if (this.open.size === 0) this.gap = this.position;
-    this.position += 1;
+  /** Takes the next item, known to be a message (read only while a call is open). */
+  skip(item: PromptItem): void {
+    // Assistant text before the run's outputs goes in the assistant message of its calls.
+    if (this.open.size > 0 && (this.outputs || item.type !== 'message' || item.role !== 'assistant')) this.endRun();
+    this.take();
   }
 
   /** The latest such position up to the one after the last item taken (0 before any). */
   latest(): number {
     return this.open.size === 0 ? this.position : this.gap;
+  }
+
+  private take(): void {
+    if (this.open.size === 0) this.gap = this.position;
+    this.position += 1;
+  }
+
+  private endRun(): void {
+    this.open.clear();
+    this.outputs = false;
   }
 }

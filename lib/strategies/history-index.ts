@@ -43,7 +43,7 @@ export interface HistoryIndex {
   /**
    * What the index knows of each item of `items` by its index, without reading the item: for
    * the very array indexHistory returned (a strategy first in its list is handed it) when no
-   * unpaired item was dropped from it; undefined for any other array.
+   * output was dropped from it; undefined for any other array.
    */
   layoutOf(items: readonly PromptItem[]): HistoryLayout | undefined;
 }
@@ -62,8 +62,11 @@ export interface HistoryLayout {
 }
 
 /**
- * Indexes a history (full, or a tail view when `aggregates` is given) and drops unpaired
- * tool items, which no provider accepts.
+ * Indexes a history (full, or a tail view when `aggregates` is given) and drops the outputs
+ * that answer no call before them. A call without an output stays, as any call, where it
+ * stands: the prompt sends it with a placeholder result (lib/models/convert-to-model-messages.ts),
+ * as every later prompt does, whether its output comes later or never, so a prompt begins
+ * with the one the turn before sent (a call dropped while open would come back once answered).
  *
  * Pairing: walking forward, an output pairs with the pending call of its call_id; a call
  * with no later output, a call superseded by a later call with the same call_id before its
@@ -98,9 +101,8 @@ export function indexHistory(
   const callInfo: ToolInfo[] = [];
   // The pending call of each call_id, by its index in `calls`.
   const pending = new Map<string, number>();
-  // Each paired output, and the index in `calls` of the call it answers.
+  // Each paired output.
   const outputs: PromptItem[] = [];
-  const answered: number[] = [];
   const kinds = new Uint8Array(items.length);
   // Per item, the index in `calls` of its call (its own for a call), -1 for none.
   const callAt = new Int32Array(items.length).fill(-1);
@@ -138,7 +140,6 @@ export function indexHistory(
       callAt[index] = call;
       info.set(item, callInfo[call]!);
       outputs.push(item);
-      answered.push(call);
     }
   }
 
@@ -183,17 +184,15 @@ export function indexHistory(
     return found;
   };
 
-  // Each pairing takes a tool item of its own (an output, and the call that set its pending
-  // entry), so when they account for every tool item nothing is unpaired.
+  // Every output that is not a call is paired with one when the pairings account for them all.
   let sanitized: PromptItem[];
   let layout: HistoryLayout | undefined;
-  if (outputs.length * 2 === toolItems) {
+  if (outputs.length === toolItems - calls.length) {
     sanitized = [...items];
     layout = { kinds, infoAt: (index) => (callAt[index]! < 0 ? undefined : callInfo[callAt[index]!]) };
   } else {
     const paired = new Set<PromptItem>(outputs);
-    for (const call of answered) paired.add(calls[call]!);
-    sanitized = items.filter((item) => item.type === 'message' || paired.has(item));
+    sanitized = items.filter((item) => item.type !== 'function_call_output' || paired.has(item));
   }
   const history: HistoryIndex = {
     toolCalls,

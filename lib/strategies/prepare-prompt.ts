@@ -54,15 +54,17 @@ export function resolveStrategies(
  * Builds the prompt a model will see from the history, without changing the history.
  *
  * Steps: index the history (positions of tool calls, repeats; from `context.aggregates`
- * when `items` is only a tail view, see `selectTail`), drop tool items that have no partner
- * (a function_call_output without its function_call or the reverse; no provider accepts
- * them), then apply the strategies in order, each to the previous output. The input is
- * never mutated; items kept whole are the input's own objects.
+ * when `items` is only a tail view, see `selectTail`), drop the function_call_output items
+ * that answer no function_call before them, then apply the strategies in order, each to the
+ * previous output. A call without an output stays where it stands, as any call: the provider
+ * is sent a placeholder result for it (lib/models/convert-to-model-messages.ts), in this
+ * prompt and every later one, so that its output, once it comes, changes nothing before it.
+ * The input is never mutated; items kept whole are the input's own objects.
  *
  * `stats` counts tool calls by what happened to their output: `tool_calls_total` is every
  * function_call of the history (from the aggregates for a tail view), `kept_full` and
- * `compacted` count the outputs in the prompt, `dropped` the rest (so a call whose output
- * never arrived counts as dropped, and an output without a call counts nowhere).
+ * `compacted` count the outputs in the prompt and the calls in it without one (as the call
+ * went), `dropped` the rest (an output without a call counts nowhere).
  *
  * Example: `preparePrompt(history, 'shorten_tools_epoch_increment,inbox', { config, inbox })`.
  */
@@ -92,15 +94,27 @@ export function preparePrompt(
   let keptFull = 0;
   let compacted = 0;
   let stablePrefixLength = 0;
+  // The calls not answered yet, by call_id, each with whether it went compacted; one a later
+  // call of its call_id supersedes before it is answered counts on its own.
+  const open = new Map<string, boolean>();
+  const count = (wasCompacted: boolean | undefined) => {
+    if (wasCompacted) compacted += 1;
+    else keptFull += 1;
+  };
   for (let index = 0; index < output.length; index += 1) {
     const item = output[index]!;
     if (item.type === 'function_call_output') {
-      if (item.compacted) compacted += 1;
-      else keptFull += 1;
+      open.delete(item.call_id);
+      count(item.compacted);
+    } else if (item.type === 'function_call') {
+      if (open.has(item.call_id)) count(open.get(item.call_id));
+      open.set(item.call_id, item.compacted === true);
     } else if (isContextNotice(item)) {
       stablePrefixLength = index + 1;
     }
   }
+  // A call sent without an output (its placeholder result) counts as the call went.
+  for (const wasCompacted of open.values()) count(wasCompacted);
   const total = history.toolCalls;
   return {
     items: output,

@@ -2,7 +2,7 @@ import { outputLength, type PromptItem } from '../items.ts';
 import { historyFor } from './apply-epoch-plan.ts';
 import { compactCallItem, compactOutputItem } from './compact-text.ts';
 import type { Strategy } from './strategy.ts';
-import { strategyConfigFieldsSchema } from './strategy-config.ts';
+import { strategyConfigFieldsSchema, type StrategyConfig } from './strategy-config.ts';
 
 type Fate = 'whole' | 'compact' | 'drop';
 
@@ -19,8 +19,9 @@ type Fate = 'whole' | 'compact' | 'drop';
  * compacted item its compacted length, a dropped one nothing.
  *
  * Pairs stay whole for providers: a call is dropped exactly when its output is dropped; a
- * call whose own rule says "drop" while its output is kept is compacted instead. Items
- * already compacted by an earlier strategy are left as they are.
+ * call whose own rule says "drop" while its output is kept is compacted instead. A call
+ * without an output (the provider is sent a placeholder result for it) takes a position as
+ * its output would. Items already compacted by an earlier strategy are left as they are.
  *
  * Example (defaults 0/10/40/40, budget exhausted, no user message after the tools): the
  * newest 10 outputs whole with compacted calls, outputs and calls 11..40 compacted, older
@@ -53,13 +54,7 @@ export const shortenTools: Strategy = {
       if (item.type === 'function_call_output') {
         outputsSeen += 1;
         const position = outputsSeen;
-        const fate: Fate = budgetLeft
-          ? 'whole'
-          : position <= config.full_tool_outputs
-            ? 'whole'
-            : position <= config.max_tool_outputs
-              ? 'compact'
-              : 'drop';
+        const fate = outputFate(position, budgetLeft, config);
         outputFates.set(item.call_id, { position, fate });
         if (fate === 'drop') continue;
         const kept = fate === 'compact' ? compactOutputItem(item) : item;
@@ -68,9 +63,14 @@ export const shortenTools: Strategy = {
         reversed.push(kept);
         continue;
       }
-      const output = outputFates.get(item.call_id);
+      let output = outputFates.get(item.call_id);
       outputFates.delete(item.call_id);
-      if (output === undefined || output.fate === 'drop') continue;
+      if (output === undefined) {
+        // A call without an output is answered by a placeholder, which counts as an output here.
+        outputsSeen += 1;
+        output = { position: outputsSeen, fate: outputFate(outputsSeen, budgetLeft, config) };
+      }
+      if (output.fate === 'drop') continue;
       let fate: Fate = budgetLeft
         ? 'whole'
         : output.position <= config.full_tool_calls
@@ -87,3 +87,9 @@ export const shortenTools: Strategy = {
     return reversed.reverse();
   },
 };
+
+/** The fate of the output (or placeholder) at `position`, newest-first. */
+function outputFate(position: number, budgetLeft: boolean, config: StrategyConfig): Fate {
+  if (budgetLeft || position <= config.full_tool_outputs) return 'whole';
+  return position <= config.max_tool_outputs ? 'compact' : 'drop';
+}

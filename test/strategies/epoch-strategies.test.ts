@@ -318,6 +318,16 @@ describe('repeated-call protection', () => {
 });
 
 describe('context notice', () => {
+  /** Every call but the newest compacted, from the first call on. */
+  const config = resolveStrategyConfig({
+    request: {
+      epoch_tool_call_threshold: 0,
+      epoch_full_tool_calls: 0,
+      epoch_compacted_tool_calls: 10,
+      epoch_size: 1,
+    },
+  });
+
   it('is one synthetic user message, after the compacted region, counted in the stable prefix', () => {
     const prompt = preparePrompt(toolHistory(111), 'shorten_tools_epoch', { config: workedExample });
     const notices = prompt.items.filter((item) => item.synthetic === 'context_notice');
@@ -359,18 +369,25 @@ describe('context notice', () => {
       output('4', 'o'.repeat(500)),
       output('5', 'o'.repeat(500)),
     );
-    const config = resolveStrategyConfig({
-      request: {
-        epoch_tool_call_threshold: 0,
-        epoch_full_tool_calls: 0,
-        epoch_compacted_tool_calls: 10,
-        epoch_size: 1,
-      },
-    });
     const prompt = preparePrompt(sequenced(items), 'shorten_tools_epoch', { config });
     // Call 5 alone is kept whole; the notice cannot go between call 4 and 5, so it goes before call 4.
     const index = prompt.items.findIndex((item) => item.synthetic === 'context_notice');
     expect(prompt.items[index + 1]).toMatchObject({ type: 'function_call', call_id: '4' });
+  });
+
+  it('is not held back by a call left open, and stays where it was once the call is answered', () => {
+    // Call 2 stays open while the user moves on; calls 3 and 4 follow, and call 2's output
+    // comes last. Only call 4 is kept whole.
+    const items: PromptItem[] = [user('go'), call('1', 't', '{"n":1}'), output('1', 'o'.repeat(500))];
+    items.push(call('2', 't', '{"n":2}'), user('never mind'));
+    for (const id of ['3', '4']) items.push(call(id, 't', `{"n":${id}}`), output(id, 'o'.repeat(500)));
+    const before = preparePrompt(sequenced(items), 'shorten_tools_epoch', { config }).items;
+    const after = preparePrompt(sequenced([...items, output('2', 'late')]), 'shorten_tools_epoch', { config }).items;
+    const index = before.findIndex((item) => item.synthetic === 'context_notice');
+    // Call 2 is sent (with a placeholder result): the notice goes right before call 4, not before call 2.
+    expect(before.filter((item) => item.type === 'function_call').map((item) => item.seq)).toEqual([2, 4, 6, 8]);
+    expect(before[index + 1]).toMatchObject({ type: 'function_call', call_id: '4' });
+    expect(after.slice(0, before.length)).toEqual(before);
   });
 
   it.each([

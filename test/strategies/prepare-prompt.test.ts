@@ -4,7 +4,7 @@ import type { PromptItem } from '../../lib/items.ts';
 import { preparePrompt } from '../../lib/strategies/prepare-prompt.ts';
 import { builtInRegistry, createRegistry } from '../../lib/strategies/registry.ts';
 import type { Strategy } from '../../lib/strategies/strategy.ts';
-import { resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
+import { defaultStrategyConfig, resolveStrategyConfig } from '../../lib/strategies/strategy-config.ts';
 import {
   assistant,
   builtInNames,
@@ -137,17 +137,32 @@ describe('preparePrompt dispatcher', () => {
     expect(JSON.stringify(history)).toBe(before);
   });
 
-  it('drops tool items without a partner (providers reject them) and counts an unanswered call as dropped', () => {
+  it('drops an output without a call, and keeps a call without an output where it stands, counted as sent', () => {
     const items = sequenced([
       user('go'),
       output('ghost', 'no call'),
       call('a', 't', '{}'),
-      output('a', 'ok'),
       call('b', 't', '{"x":1}'),
+      output('a', 'x'.repeat(500)),
+      user('next'),
+      call('c', 't', '{}'),
     ]);
     const prompt = preparePrompt(items, 'none');
-    expect(prompt.items.map((item) => item.seq)).toEqual([1, 3, 4]);
-    expect(prompt.stats).toEqual({ tool_calls_total: 2, kept_full: 1, compacted: 0, dropped: 1 });
+    expect(prompt.items.map((item) => item.seq)).toEqual([1, 3, 4, 5, 6, 7]);
+    expect(prompt.stats).toEqual({ tool_calls_total: 3, kept_full: 3, compacted: 0, dropped: 0 });
+    // shorten_tools counts the placeholder answering a call as an output: c's is the newest (kept
+    // whole), a's output the second (compacted), b's the third (dropped with b).
+    const shortened = preparePrompt(items, 'shorten_tools', {
+      config: { ...defaultStrategyConfig(), max_tool_chars: 0, full_tool_outputs: 1, max_tool_outputs: 2 },
+    });
+    expect(shortened.items.map((item) => [item.seq, item.compacted === true])).toEqual([
+      [1, false],
+      [3, false],
+      [5, true],
+      [6, false],
+      [7, false],
+    ]);
+    expect(shortened.stats).toEqual({ tool_calls_total: 3, kept_full: 1, compacted: 1, dropped: 1 });
   });
 
   it('returns the stable prefix length and stats that add up', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { PromptItem } from '../../lib/items.ts';
+import { answeredCalls, type PromptItem } from '../../lib/items.ts';
 import { computeAggregates, repeatIndices } from '../../lib/strategies/aggregates.ts';
 import { compactCallItem, compactOutputItem, compactToolItem } from '../../lib/strategies/compact-text.ts';
 import { epochPlan, incrementEpochPlan, repeatsAmong } from '../../lib/strategies/epoch-plan.ts';
@@ -71,13 +71,17 @@ function withImagesPruned(candidate: PromptItem, result: PromptItem): PromptItem
   return candidate;
 }
 
-/** Every output follows its call, every call has its output, and nothing synthetic stands between. */
+/**
+ * Every output follows its call, and nothing synthetic stands between a call and the output
+ * that answers it; a call without an output (sent with a placeholder result) may stand anywhere.
+ */
 function expectProviderValid(result: readonly PromptItem[]): void {
+  const answered = new Set(answeredCalls(result).values());
   const open = new Map<string, number>();
-  for (const item of result) {
+  for (const [index, item] of result.entries()) {
     if (item.type === 'function_call') {
       expect(open.has(item.call_id)).toBe(false);
-      open.set(item.call_id, 0);
+      if (answered.has(index)) open.set(item.call_id, 0);
     } else if (item.type === 'function_call_output') {
       expect(open.has(item.call_id)).toBe(true);
       open.delete(item.call_id);
@@ -100,7 +104,10 @@ describe('strategy properties, for every strategy and combination', () => {
         expectProviderValid(prompt.items);
         const { stats } = prompt;
         expect(stats.kept_full + stats.compacted + stats.dropped).toBe(stats.tool_calls_total);
-        expect(stats.tool_calls_total).toBe(history.filter((item) => item.type === 'function_call').length);
+        const calls = (items: readonly PromptItem[]) => items.filter((item) => item.type === 'function_call').length;
+        expect(stats.tool_calls_total).toBe(calls(history));
+        // Without a strategy that shortens tool items, every call is sent, answered or not.
+        if (!list.some((name) => name.startsWith('shorten_tools'))) expect(calls(prompt.items)).toBe(calls(history));
         if (list.includes('inbox')) expect(prompt.items.at(-1)).toMatchObject({ synthetic: 'inbox' });
         if (prompt.stablePrefixLength > 0)
           expect(prompt.items[prompt.stablePrefixLength - 1]).toMatchObject({ synthetic: 'context_notice' });
@@ -154,18 +161,20 @@ describe('strategy properties, for every strategy and combination', () => {
           'shorten_tools_epoch_increment,inbox',
           'inbox,shorten_tools_epoch',
         ),
-        fc.integer({ min: 1, max: 12 }),
-        (base, config, list, appended) => {
+        fc.array(fc.boolean(), { minLength: 1, maxLength: 12 }),
+        (base, config, list, steps) => {
           let items: SequencedPromptItem[] = base;
           let previous: { epoch: number; prefix: string } | undefined;
-          for (let index = 0; index < appended; index += 1) {
-            // New calls repeat no earlier call (a fresh name), so nothing older changes.
+          for (const [index, late] of steps.entries()) {
+            // A late output answers a call left open (no call is added), else a new call
+            // repeating no earlier call (a fresh name) comes with its output: nothing older changes.
+            const open = late ? openCalls(items)[0] : undefined;
             const callId = `fresh_${index}`;
-            items = sequenced([
-              ...items,
-              call(callId, `fresh_${index}`, '{}'),
-              output(callId, `${index}`.padEnd(450, 'f')),
-            ]);
+            items = sequenced(
+              open === undefined
+                ? [...items, call(callId, `fresh_${index}`, '{}'), output(callId, `${index}`.padEnd(450, 'f'))]
+                : [...items, output(open, `late ${index}`.padEnd(450, 'l'))],
+            );
             const epoch = epochOf(list, items, config);
             const prompt = preparePrompt(items, list, { config, inbox: inboxHook });
             const prefix = JSON.stringify(prompt.items.slice(0, prompt.stablePrefixLength));
@@ -181,7 +190,47 @@ describe('strategy properties, for every strategy and combination', () => {
     );
     expect(comparedNonEmpty).toBeGreaterThan(50);
   });
+
+  it('keep the whole prompt as the start of the next without strategies that shorten tool items', () => {
+    fc.assert(
+      fc.property(
+        historyArbitrary,
+        fc.constantFrom('none', 'none,inbox', 'inbox'),
+        fc.array(fc.constantFrom('late', 'pair', 'message', 'call'), { minLength: 1, maxLength: 8 }),
+        (base, list, steps) => {
+          let items: SequencedPromptItem[] = base;
+          // The prompt less the notices the inbox hook adds at its end.
+          const promptOf = () =>
+            preparePrompt(items, list, { inbox: inboxHook }).items.filter((item) => item.synthetic !== 'inbox');
+          let previous = promptOf();
+          for (const [index, step] of steps.entries()) {
+            const open = openCalls(items).at(-1);
+            const callId = `next_${index}`;
+            const added: PromptItem[] =
+              step === 'late' && open !== undefined
+                ? [output(open, `late ${index}`)]
+                : step === 'message'
+                  ? [{ type: 'message', role: 'user', content: `${index}` }]
+                  : step === 'call'
+                    ? [call(callId, 'read', '{}')]
+                    : [call(callId, 'read', '{}'), output(callId, `${index}`)];
+            items = sequenced([...items, ...added]);
+            const prompt = promptOf();
+            expect(prompt.slice(0, previous.length)).toEqual(previous);
+            previous = prompt;
+          }
+        },
+      ),
+      runs,
+    );
+  });
 });
+
+/** The call_ids of the calls no output answers, oldest first. */
+function openCalls(items: readonly PromptItem[]): string[] {
+  const answered = new Set(answeredCalls(items).values());
+  return items.flatMap((item, index) => (item.type === 'function_call' && !answered.has(index) ? [item.call_id] : []));
+}
 
 function epochOf(list: string, items: readonly PromptItem[], config: StrategyConfig): number | null {
   const aggregates = computeAggregates(items as SequencedPromptItem[]);

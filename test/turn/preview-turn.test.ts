@@ -9,7 +9,8 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 
 /**
  * GET /prompt (`previewPrompt`, lib/turn/preview.ts) shows the prompt the next turn sends:
- * over random sessions (messages, tool calls and outputs, earlier turns, notices), strategy
+ * over random sessions (messages, tool calls and outputs, calls left open and outputs answering
+ * them after other items, earlier turns, notices), strategy
  * lists (the default, with and without `compact`) and windows small enough to overflow, the
  * preview and then a turn (without input) send the model the same items, the preview's
  * `pending` marks aside. A compaction the turn makes shows in the preview as made, with its
@@ -19,6 +20,10 @@ import { recordingEcho, turnWorld } from '../support/turn-world.ts';
 type Step =
   | { kind: 'message'; role: 'user' | 'assistant'; text: string }
   | { kind: 'tool'; output: string }
+  /** A call left open (answered by a later `late` step, or never). */
+  | { kind: 'open' }
+  /** The output of the newest call left open, after other items. */
+  | { kind: 'late'; output: string }
   | { kind: 'turn' }
   | { kind: 'notice'; text: string };
 
@@ -38,6 +43,8 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
     }),
   },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('tool' as const), output: text(2500) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'open' as const }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('late' as const), output: text(2500) }) },
   { weight: 3, arbitrary: fc.constant({ kind: 'turn' as const }) },
   {
     weight: 1,
@@ -99,10 +106,20 @@ describe('previewPrompt', () => {
           let posted = 0;
           const post = (content: string) => inbox.post('s', { name: `${posted++}.md`, content });
           // Earlier turns move the overflow boundary, compact, and deliver (or, failing, carry) notices.
+          const open: Item[] = [];
           for (const [index, step] of steps.entries()) {
             if (step.kind === 'message')
               await sessions.append('s', [{ type: 'message', role: step.role, content: step.text }]);
             if (step.kind === 'tool') await sessions.append('s', toolPair(index, step.output));
+            if (step.kind === 'open') {
+              open.push(toolPair(index, '')[0]!);
+              await sessions.append('s', [open.at(-1)!]);
+            }
+            const answered = step.kind === 'late' ? open.pop() : undefined;
+            if (step.kind === 'late' && answered?.type === 'function_call')
+              await sessions.append('s', [
+                { type: 'function_call_output', call_id: answered.call_id, output: step.output },
+              ]);
             if (step.kind === 'notice') await post(step.text);
             if (step.kind === 'turn') await outcome(runTurn(services, 's', { input: [] }));
           }

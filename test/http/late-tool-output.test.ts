@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { MISSING_OUTPUT_TEXT } from '../../lib/models/convert-to-model-messages.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import {
   startFakeProvider,
@@ -62,8 +63,13 @@ function answer(body: any): FakeReply {
 }
 
 let provider: FakeProvider;
+/** The messages of each request the provider got. */
+const received: unknown[][] = [];
 beforeAll(async () => {
-  provider = await startFakeProvider((request) => answer(request.body));
+  provider = await startFakeProvider((request) => {
+    received.push((request.body as { messages: unknown[] }).messages);
+    return answer(request.body);
+  });
 });
 afterAll(async () => {
   await provider?.close();
@@ -109,5 +115,41 @@ describe('an open call answered in a later turn', () => {
     // Every later turn sends the same history.
     const fourth = await api.post(`/v1/sessions/${id}/turns`, { input: 'Thanks' });
     expect(fourth.status, JSON.stringify(fourth.body)).toBe(200);
+  });
+
+  it('sends calls left open where they stand, each request beginning with the one before', async () => {
+    const id = await api.session({
+      model: 'openai-compatible:fake',
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }],
+    });
+    const from = received.length;
+    const inputs = [
+      'Weather in Paris and Rome?',
+      'never mind',
+      'and again',
+      [
+        { type: 'function_call_output', call_id: 'call_a', output: '18C' },
+        { type: 'function_call_output', call_id: 'call_b', output: '25C' },
+      ],
+      'Thanks',
+    ];
+    for (const input of inputs) {
+      const response = await api.post(`/v1/sessions/${id}/turns`, { input });
+      expect(response.status, JSON.stringify(response.body)).toBe(200);
+    }
+    const requests = received.slice(from);
+    expect(requests).toHaveLength(inputs.length);
+    for (let turn = 1; turn < requests.length; turn++)
+      expect(requests[turn]!.slice(0, requests[turn - 1]!.length)).toEqual(requests[turn - 1]);
+    // The calls, answered by placeholders where they stand; the outputs, after other items, as user text.
+    expect(requests[1]!.slice(1, 4)).toMatchObject([
+      { role: 'assistant', tool_calls: [{ id: 'call_a' }, { id: 'call_b' }] },
+      { role: 'tool', tool_call_id: 'call_a', content: MISSING_OUTPUT_TEXT },
+      { role: 'tool', tool_call_id: 'call_b', content: MISSING_OUTPUT_TEXT },
+    ]);
+    expect(requests[3]!.slice(-2)).toMatchObject([
+      { role: 'user', content: 'Output of tool call call_a:\n18C' },
+      { role: 'user', content: 'Output of tool call call_b:\n25C' },
+    ]);
   });
 });

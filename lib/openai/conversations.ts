@@ -11,6 +11,7 @@ import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
 import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from './ids.ts';
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
+import { namedInRequest } from './request.ts';
 import { inputToItems, storedItem, type InputItemBody } from './responses.ts';
 import type { ConversationCreateBody, ConversationItemsQuery } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
@@ -48,8 +49,8 @@ export async function readConversation(facade: Facade, id: string): Promise<Sess
 function conversationItems(
   input: InputItemBody[],
   allowInstructions: boolean,
-): { instructions: string | null; items: Item[] } {
-  const { instructions, items } = inputToItems(input, 'items');
+): { instructions: string | null; items: Item[]; positions: readonly number[] } {
+  const { instructions, items, positions } = inputToItems(input, 'items');
   if (instructions.length > 0 && !allowInstructions) {
     throw new OpenAIApiError(
       400,
@@ -59,7 +60,22 @@ function conversationItems(
       'items[0].role',
     );
   }
-  return { instructions: instructions.join('\n\n') || null, items };
+  return { instructions: instructions.join('\n\n') || null, items, positions: positions.items };
+}
+
+/** `items` appended to the conversation, a refusal naming an item by its place in the request's `items`. */
+async function appendNamed(
+  facade: Facade,
+  id: string,
+  items: Item[],
+  positions: readonly number[],
+  options?: { onlyFirst: true },
+): Promise<{ first_seq: number }> {
+  try {
+    return await appendItems(facade.services, id, items, options);
+  } catch (error) {
+    throw namedInRequest(error, positions, 'items');
+  }
 }
 
 function listOf(data: ResponseItem[], hasMore: boolean): ConversationItemList {
@@ -93,7 +109,7 @@ export async function createConversation(
 ): Promise<Conversation> {
   const { sessions } = facade.services;
   facade.authorize(null);
-  const { instructions, items } = conversationItems((body.items ?? []) as InputItemBody[], true);
+  const { instructions, items, positions } = conversationItems((body.items ?? []) as InputItemBody[], true);
   facade.checkItems(items);
   // A retried create (the official clients send an Idempotency-Key) finds the session its first attempt made.
   const id = key !== undefined ? `conv_${sha256Hex(`openai-conversation:${key}`).slice(0, 24)}` : randomId('conv');
@@ -122,7 +138,7 @@ export async function createConversation(
     session = config;
   }
   // Only as the first record: of retries racing (or one after a create that stopped before its items), one lands.
-  if (items.length > 0) await appendItems(facade.services, id, items, { onlyFirst: true });
+  if (items.length > 0) await appendNamed(facade, id, items, positions, { onlyFirst: true });
   return conversationObject(session);
 }
 
@@ -132,10 +148,10 @@ export async function addConversationItems(
   id: string,
   input: InputItemBody[],
 ): Promise<ConversationItemList> {
-  const { items } = conversationItems(input, false);
+  const { items, positions } = conversationItems(input, false);
   facade.checkItems(items);
   await readConversation(facade, id);
-  const { first_seq } = await appendItems(facade.services, id, items);
+  const { first_seq } = await appendNamed(facade, id, items, positions);
   const data = items.map((item, index) =>
     storedItem({ ...item, seq: first_seq + index } as StoredItem, itemId(item.type, id, first_seq + index)),
   );

@@ -185,21 +185,27 @@ function echoedFormat(
 /**
  * A refusal naming an item of a turn's input by its position among the items stored
  * (`input.<i>.call_id`, lib/session/log/open-calls.ts) names it again by its position in the
- * request's `input` (`positions`, one per item stored); any other error is answered as it is.
+ * request's `input` (a conversation's `items`; `positions`, one per item stored); any other
+ * error is answered as it is.
  * So does one naming an entry of the input with its item references resolved (`positions`: the
  * request's position of each entry, PreparedRequest.origins), which a superseded compaction's
  * reference left out may have shifted.
  */
-export function namedInRequest(error: unknown, positions: readonly number[]): unknown {
-  const part = partInRequest(error, positions);
+export function namedInRequest(
+  error: unknown,
+  positions: readonly number[],
+  /** The request's field that holds the items: `input`, or a conversation's `items`. */
+  name: 'input' | 'items' = 'input',
+): unknown {
+  const part = partInRequest(error, positions, name);
   if (part) return part;
   if (!(error instanceof InvalidRequestError)) return error;
   const details = (error.details ?? {}) as { field?: unknown };
   const named = typeof details.field === 'string' ? /^input\.(\d+)(\..*)$/.exec(details.field) : null;
   const position = named ? positions[Number(named[1])] : undefined;
   if (!named || position === undefined) return error;
-  const field = `input.${position}${named[2]}`;
-  const message = error.message.replace(named[0], field).replace(`input[${named[1]}]`, `input[${position}]`);
+  const field = `${name}.${position}${named[2]}`;
+  const message = error.message.replace(named[0], field).replace(`input[${named[1]}]`, `${name}[${position}]`);
   return new InvalidRequestError(message, { ...details, field });
 }
 
@@ -213,7 +219,7 @@ export function namedInRequest(error: unknown, positions: readonly number[]): un
 export function partInRequest(
   error: unknown,
   positions: readonly number[],
-  name: 'input' | 'messages' = 'input',
+  name: 'input' | 'items' | 'messages' = 'input',
 ): TailgateError | null {
   if (!(error instanceof TailgateError)) return null;
   const details = (error.details ?? {}) as { part?: unknown };

@@ -161,6 +161,22 @@ describe('the official openai client: conversations', () => {
     expect(unknown).toMatchObject({ status: 400, param: 'extra' });
   });
 
+  it('names an output answering no open call by its place in `items`, a leading system message counted', async () => {
+    const { id } = await world.client.conversations.create();
+    const orphan = { type: 'function_call_output' as const, call_id: 'call_none', output: 'o' };
+    const user = { type: 'message' as const, role: 'user' as const, content: 'hi' };
+    const system = { type: 'message' as const, role: 'system' as const, content: 'Be brief.' };
+    for (const [refused, param] of [
+      [world.client.conversations.create({ items: [orphan] }), 'items[0].call_id'],
+      [world.client.conversations.create({ items: [system, user, orphan] }), 'items[2].call_id'],
+      [world.client.conversations.items.create(id, { items: [user, orphan] }), 'items[1].call_id'],
+    ] as const) {
+      const error = await refused.catch((caught: unknown) => caught);
+      expect(error).toMatchObject({ status: 400, param });
+      expect((error as Error).message).toContain(`${param.replace(/\[(\d+)\]/g, '.$1')}: no open function_call`);
+    }
+  });
+
   it("answers an unknown path under the OpenAI-compatible API in OpenAI's error shape", async () => {
     for (const path of ['/conversations/x/items/y/z', '/responses/a/b/c', '/chat/nothing']) {
       const response = await fetch(`${world.tailgate.baseURL}${path}`, {

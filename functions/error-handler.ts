@@ -92,39 +92,77 @@ export function createErrorHandler(log: (message: string, error: unknown) => voi
 
 /**
  * Turns a zod failure into `invalid_request` naming the failing field, e.g.
- * `body.input: Invalid input` or `body.colour: unknown field`.
+ * `body.input: Invalid input` or `body.colour: unknown field`. `details.issues` holds each
+ * issue as the message reads it: a union's as its most relevant branch's, not every branch's.
  */
 export function validationError(error: ZodError, target: string): InvalidRequestError {
-  const issue = error.issues[0] ? innermostIssue(error.issues[0]) : undefined;
+  const issues = error.issues.map(innermostIssue);
+  const issue = relevantIssue(issues);
   const base = target === 'json' ? 'body' : target;
   if (!issue) return new InvalidRequestError(`invalid ${base}`, { field: base });
   if (issue.code === 'unrecognized_keys') {
     const path = [...issue.path, issue.keys[0] ?? ''].join('.');
     const field = path;
-    return new InvalidRequestError(`${base}.${field}: unknown field`, { field, issues: error.issues });
+    return new InvalidRequestError(`${base}.${field}: unknown field`, { field, issues });
   }
   const field = issue.path.map(String).join('.');
   return new InvalidRequestError(`${field ? `${base}.${field}` : base}: ${issue.message}`, {
     field: field || base,
-    issues: error.issues,
+    issues,
   });
 }
 
 type Issue = ZodError['issues'][number];
 
 /**
+ * The issue an answer names of an object's: a field the object does not take first (an
+ * unsupported `file_id` says more than the `image_url` missing beside it), else the first.
+ */
+function relevantIssue(issues: readonly Issue[]): Issue | undefined {
+  return issues.find((issue) => issue.code === 'unrecognized_keys') ?? issues[0];
+}
+
+/**
  * For a union (`input` is a string or items), the issue of the branch that got furthest,
- * with its full path: `body.input.0.role` says more than `body.input: Invalid input`.
+ * with its full path: `body.input.0.role` says more than `body.input: Invalid input`. Branches
+ * that all refused the same field's value (an item's `type`) are answered with the values they
+ * take, or the union's own message where it has one. No branch's issues are kept beside it.
  */
 function innermostIssue(issue: Issue): Issue {
   if (issue.code !== 'invalid_union' || !Array.isArray(issue.errors) || issue.errors.length === 0) return issue;
-  let best: Issue | undefined;
-  for (const branch of issue.errors) {
+  const { errors, ...union } = issue;
+  let best: Issue[] | undefined;
+  for (const branch of errors) {
     const first = branch[0];
-    if (first && (!best || first.path.length > best.path.length)) best = first;
+    if (first && (!best || first.path.length > best[0]!.path.length)) best = branch;
   }
-  if (!best || best.path.length === 0) return { ...issue, message: rootTypeMessage(issue.errors) ?? issue.message };
-  return innermostIssue({ ...best, path: [...issue.path, ...best.path] } as Issue);
+  const first = best?.[0];
+  if (!best || !first || first.path.length === 0)
+    return { ...union, errors: [], message: rootTypeMessage(errors) ?? issue.message } as Issue;
+  const values = sameFieldValues(errors, first.path);
+  if (values)
+    return {
+      code: 'invalid_value',
+      values,
+      path: [...issue.path, ...first.path],
+      message:
+        issue.message === 'Invalid input'
+          ? `Invalid input: expected one of ${values.map((value) => JSON.stringify(value)).join(', ')}`
+          : issue.message,
+    } as Issue;
+  const chosen = relevantIssue(best)!;
+  return innermostIssue({ ...chosen, path: [...issue.path, ...chosen.path] } as Issue);
+}
+
+/** When every branch of a union refused the value at `path` (its own value list), those values together. */
+function sameFieldValues(branches: Issue[][], path: readonly PropertyKey[]): unknown[] | undefined {
+  const values: unknown[] = [];
+  for (const branch of branches) {
+    const first = branch[0];
+    if (first?.code !== 'invalid_value' || first.path.join('.') !== path.join('.')) return undefined;
+    values.push(...first.values);
+  }
+  return branches.length > 1 ? values : undefined;
 }
 
 /**

@@ -105,12 +105,25 @@ const compactionInput = z
   })
   .strict();
 
-export const responseInputItemSchema = z.union([
-  messageInput,
-  functionCallInput,
-  functionCallOutputInput,
-  compactionInput,
-]);
+const inputItems = [messageInput, functionCallInput, functionCallOutputInput, compactionInput] as const;
+
+/**
+ * An input item of the given kinds. An item of another type (`reasoning`, a built-in tool's
+ * call) is refused naming its type, rather than with what each kind expected.
+ */
+function inputItemSchema<const Options extends readonly [z.ZodType, ...z.ZodType[]]>(options: Options) {
+  const types = ['message', 'function_call', 'function_call_output', 'compaction'];
+  if (options.length > inputItems.length) types.push('item_reference');
+  return z.union(options, {
+    error: (issue) => {
+      const type = (issue.input as { type?: unknown } | null | undefined)?.type;
+      if (typeof type !== 'string' || types.includes(type)) return undefined;
+      return `input items of type ${JSON.stringify(type)} are not supported (tailgate takes ${types.join(', ')})`;
+    },
+  });
+}
+
+export const responseInputItemSchema = inputItemSchema(inputItems);
 
 /**
  * A reference to a stored item (`msg_|fc_|fco_<conversation>_<seq>`), as the AI SDK sends a
@@ -139,7 +152,7 @@ export const responseCreateSchema = z
     input: z.union([
       z.string().min(1),
       z
-        .array(z.union([...responseInputItemSchema.options, itemReferenceInput]))
+        .array(inputItemSchema([...inputItems, itemReferenceInput]))
         .min(1)
         .max(10_000),
     ]),

@@ -192,6 +192,29 @@ describe('validationError', () => {
     expect(parsed.success).toBe(false);
     if (!parsed.success) expect(validationError(parsed.error, 'json').message).toBe(expected);
   });
+
+  it('names the values when every branch refused the same field, and keeps no branch beside the answer', () => {
+    const item = (type: string) => z.object({ type: z.literal(type), id: z.string() }).strict();
+    const union = z.object({ items: z.array(z.union([item('a'), item('b')])) }).strict();
+    const parsed = union.safeParse({ items: [{ type: 'c', id: 'x' }] });
+    expect(parsed.success).toBe(false);
+    if (parsed.success) return;
+    const error = validationError(parsed.error, 'json');
+    expect(error.message).toBe('body.items.0.type: Invalid input: expected one of "a", "b"');
+    expect(error.details).toEqual({
+      field: 'items.0.type',
+      issues: [{ code: 'invalid_value', values: ['a', 'b'], path: ['items', 0, 'type'], message: expect.any(String) }],
+    });
+  });
+
+  it("names a field the branch's object does not take before a field missing beside it", () => {
+    const part = z.object({ type: z.literal('image'), url: z.string() }).strict();
+    const union = z.object({ content: z.union([z.string(), z.array(part)]) }).strict();
+    const parsed = union.safeParse({ content: [{ type: 'image', file_id: 'f' }] });
+    expect(parsed.success).toBe(false);
+    if (!parsed.success)
+      expect(validationError(parsed.error, 'json').message).toBe('body.content.0.file_id: unknown field');
+  });
 });
 
 describe('constantTimeEqual', () => {

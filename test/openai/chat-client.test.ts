@@ -222,7 +222,11 @@ describe('the official openai client: chat completions', () => {
     const uploaded = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: 'file_1' } }] }] })
       .catch((error: unknown) => error);
-    expect(uploaded).toMatchObject({ status: 400, param: 'messages[0].content[0].file.file_data' });
+    expect(uploaded).toMatchObject({
+      status: 400,
+      param: 'messages[0].content[0].file.file_id',
+      message: '400 messages[0].content[0].file.file_id: this field is not supported by tailgate',
+    });
     const n = await world.client.chat.completions
       .create({ model: 'echo', messages: [{ role: 'user', content: 'x' }], n: 2 })
       .catch((error: unknown) => error);

@@ -301,8 +301,32 @@ describe('the official openai client: responses', () => {
         })
         .catch((error: unknown) => error);
       expect(badInput).toBeInstanceOf(OpenAI.BadRequestError);
-      // Files API uploads are not supported: the refusal names the part.
-      expect(badInput).toMatchObject({ param: 'input[0].content[0].image_url' });
+      // Files API uploads are not supported: the refusal names the field, as an input_file's does.
+      expect(badInput).toMatchObject({
+        param: 'input[0].content[0].file_id',
+        message: '400 input[0].content[0].file_id: this field is not supported by tailgate',
+      });
+      // No union's branches are listed beside the issue answered.
+      expect(JSON.stringify((badInput as { error: unknown }).error)).not.toContain('invalid_union');
+
+      // An item of a type tailgate does not take is refused by its type, in a short message.
+      const reasoning = await world.client.responses
+        .create({
+          model: 'echo',
+          input: [
+            { type: 'reasoning', id: 'rs_1', summary: [] },
+            { role: 'user', content: 'hi' },
+          ],
+        })
+        .catch((error: unknown) => error);
+      expect(reasoning).toMatchObject({
+        status: 400,
+        param: 'input[0].type',
+        message:
+          '400 body.input.0.type: input items of type "reasoning" are not supported (tailgate takes message, ' +
+          'function_call, function_call_output, compaction, item_reference)',
+      });
+      expect(JSON.stringify((reasoning as { error: unknown }).error)).not.toContain('invalid_union');
 
       const previous = await world.client.responses
         .create({ model: 'echo', input: 'hi', previous_response_id: 'resp_nope_9_1_2' })

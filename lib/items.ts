@@ -216,8 +216,24 @@ export function toolNamesOnce<T>(nameOf: (tool: T) => string, namePath: readonly
   };
 }
 
-/** The tools a session or a turn offers: at most 512, each name once (a provider refuses a name given twice). */
+/**
+ * A tool's `parameters` as a request sends them: a JSON Schema of type "object", the only kind
+ * OpenAI and Anthropic take (either refuses the turn's request otherwise).
+ */
+export const toolParametersSchema = z.record(z.string(), z.unknown()).superRefine((schema, context) => {
+  if (schema.type === 'object') return;
+  const got = JSON.stringify(schema.type ?? null);
+  context.addIssue({
+    code: 'custom',
+    message: `must be a JSON Schema of type "object" (got type ${got}), as providers require`,
+  });
+});
+
+/**
+ * The tools a session or a turn offers: at most 512, each name once (a provider refuses a name
+ * given twice), parameters an object schema. Stored tools are read with toolSchema alone.
+ */
 export const toolListSchema = z
-  .array(toolSchema)
+  .array(toolSchema.extend({ parameters: toolParametersSchema.optional() }))
   .max(512)
   .superRefine(toolNamesOnce((tool) => tool.name));

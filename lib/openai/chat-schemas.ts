@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolNamesOnce } from '../items.ts';
+import { toolNamesOnce, toolParametersSchema } from '../items.ts';
 import {
   effortSchema,
   endUserSchema,
@@ -78,7 +78,7 @@ const chatToolSchema = z
       .object({
         name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
         description: z.string().max(4096).optional(),
-        parameters: z.record(z.string(), z.unknown()).optional(),
+        parameters: toolParametersSchema.optional(),
         strict: z.boolean().nullable().optional(),
       })
       .strict(),

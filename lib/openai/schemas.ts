@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { toolNamesOnce } from '../items.ts';
+import { toolNamesOnce, toolParametersSchema } from '../items.ts';
 
 /**
  * Request schemas of the OpenAI-compatible API: the official request shapes, restricted to
@@ -136,7 +136,7 @@ export const functionToolSchema = z
     type: z.literal('function', { error: 'only function tools are supported (no built-in tools)' }),
     name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
     description: z.string().max(4096).nullable().optional(),
-    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    parameters: toolParametersSchema.nullable().optional(),
     strict: z.boolean().nullable().optional(),
   })
   .strict();

@@ -14,7 +14,7 @@ import { chatAbortRetry, keepChatAbort } from './aborted-retry.ts';
 import { OpenAIApiError } from './errors.ts';
 import { modelOf, type Facade } from './facade.ts';
 import { randomId } from './ids.ts';
-import { partInRequest } from './request.ts';
+import { checkToolChoice, partInRequest } from './request.ts';
 import type { ChatCompletionCreateBody } from './chat-schemas.ts';
 import { eventQueue, sseResponse, type SseMessage } from './sse.ts';
 import { callStateless, prepareStateless, runStateless, type StatelessRequest } from './stateless.ts';
@@ -118,14 +118,12 @@ export async function createChatCompletion(
   if (items.length === 0)
     throw new OpenAIApiError(400, 'invalid_request', 'messages hold no user, assistant or tool message', 'messages');
   const choice = body.tool_choice;
-  // A stateless call offers only the request's tools: a named choice must be one of them (as a response's).
-  if (typeof choice === 'object' && !body.tools?.some((tool) => tool.function.name === choice.function.name))
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      `tool_choice names ${choice.function.name}, which is not in tools`,
-      'tool_choice',
-    );
+  // A stateless call offers only the request's tools: a named or required choice needs them (as a response's).
+  checkToolChoice(
+    typeof choice === 'object' ? { type: 'function', name: choice.function.name } : choice,
+    toTools(body.tools),
+    'tools',
+  );
   const strategies = strategiesOf(headers['x-tailgate-strategies'], services.env);
   const maxOutputTokens = body.max_completion_tokens ?? body.max_tokens ?? undefined;
   const notices =

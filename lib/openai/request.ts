@@ -97,14 +97,19 @@ export function prepareResponseRequest(
 
 /**
  * A tool_choice naming a function must name one of the tools the turn offers (`offered`, which
- * the message calls `whose`): else 400 with param tool_choice. A TailgateError, so that a turn
- * its claim refuses for it (lib/openai/create-response.ts) is logged with its code.
+ * the message calls `whose`), and `required` needs one offered (as OpenAI answers): else 400
+ * with param tool_choice. A TailgateError, so that a turn its claim refuses for it
+ * (lib/openai/create-response.ts) is logged with its code.
  */
 export function checkToolChoice(
   choice: ResponseCreateBody['tool_choice'],
   offered: readonly Tool[],
   whose: string,
 ): void {
+  if (choice === 'required' && offered.length === 0)
+    throw new InvalidRequestError(`tool_choice "required" needs a tool to call, and ${whose} holds none`, {
+      field: 'tool_choice',
+    });
   if (typeof choice === 'object' && !offered.some((tool) => tool.name === choice.name))
     throw new InvalidRequestError(`tool_choice names ${choice.name}, which is not in ${whose}`, {
       field: 'tool_choice',

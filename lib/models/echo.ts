@@ -27,7 +27,9 @@ const CALL_PATTERN = /^call ([A-Za-z0-9_-]{1,64})(?:\s+([\s\S]*))?$/;
  *   output_tokens = ceil(characters of the reply / 4) (name plus arguments for a call).
  * - Settings: `toolChoice: "none"` makes no call; a `json_object` response format makes the
  *   reply `{"echo": <the text reply>}`, a `json_schema` one a value that validates against the
- *   schema (./json-example.ts), so structured output is testable offline.
+ *   schema (./json-example.ts), so structured output is testable offline. A text reply longer
+ *   than `maxOutputTokens` (4 characters a token) is cut to it and reported `incomplete:
+ *   "max_output_tokens"`, as a provider's stopped at its limit (a call is not cut).
  * - stream() yields the reply word by word as text_delta events, then item_done, then done.
  *
  * @example
@@ -78,12 +80,21 @@ function echo(request: ModelRequest): { result: ModelResult; deltas: string[] } 
   }
 
   const seen = receivedMedia(prompt);
-  const reply = formatted(`echo: ${lastUser}${seen ? ` ${seen}` : ''}`, request.settings?.responseFormat);
+  const full = formatted(`echo: ${lastUser}${seen ? ` ${seen}` : ''}`, request.settings?.responseFormat);
+  const reply = withinTokens(full, request.maxOutputTokens);
   const item: ModelOutputItem = { type: 'message', role: 'assistant', content: reply };
+  const usage = { input_tokens, output_tokens: Math.ceil(reply.length / 4) };
   return {
-    result: { output: [item], usage: { input_tokens, output_tokens: Math.ceil(reply.length / 4) } },
+    result: { output: [item], usage, ...(reply.length < full.length ? { incomplete: 'max_output_tokens' } : {}) },
     deltas: reply.match(/\s*\S+\s*|\s+/g) ?? [],
   };
+}
+
+/** `text` cut to `maxTokens` tokens of 4 characters (a surrogate pair kept whole), as a provider stops at its limit. */
+function withinTokens(text: string, maxTokens: number | undefined): string {
+  if (maxTokens === undefined || text.length <= maxTokens * 4) return text;
+  const cut = text.slice(0, maxTokens * 4);
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
 }
 
 /** The reply in the asked response format: JSON for structured output, else the text. */

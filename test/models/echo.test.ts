@@ -75,6 +75,24 @@ describe('echo model', () => {
     ]);
   });
 
+  it('cuts a reply over maxOutputTokens to it and says it is incomplete, streamed or not', async () => {
+    // "echo: tell me three things" is 26 characters, 7 tokens of 4 characters: 3 tokens keep 12.
+    const request: ModelRequest = { prompt: [user('tell me three things')], tools: [], maxOutputTokens: 3 };
+    const result = await echoModel.generate(request);
+    expect(result).toEqual({
+      output: [{ type: 'message', role: 'assistant', content: 'echo: tell m' }],
+      usage: { input_tokens: 5, output_tokens: 3 },
+      incomplete: 'max_output_tokens',
+    });
+    expect(streamedText(await collectStream(echoModel.stream(request)))).toBe('echo: tell m');
+    // A surrogate pair is not split; a reply within the limit is complete.
+    const emoji = await echoModel.generate({ prompt: [user('\u{1F600}\u{1F600}')], tools: [], maxOutputTokens: 2 });
+    expect(emoji.output[0]).toMatchObject({ content: 'echo: \u{1F600}' });
+    const within = await echoModel.generate({ prompt: [user('hi')], tools: [], maxOutputTokens: 2 });
+    expect(within).not.toHaveProperty('incomplete');
+    expect(within.output[0]).toMatchObject({ content: 'echo: hi' });
+  });
+
   it('calls an offered tool when the last user message is `call <tool> <json>`', async () => {
     const prompt = [system('s'), user('call ls {"path": "src"}')];
     const result = await echoModel.generate({ prompt, tools: [lsTool] });

@@ -115,7 +115,9 @@ export function turnRoutes() {
         typeof request.input === 'string' ? [{ type: 'message', role: 'user', content: request.input }] : request.input,
         c.var.config.maxItemBytes,
       );
-      const options = idempotencyKey !== undefined ? { idempotencyKey } : {};
+      // An empty input takes the newest turn again, which must have failed (lib/turn/types.ts, `retake`).
+      const retake = Array.isArray(request.input) && request.input.length === 0;
+      const options = { ...(idempotencyKey !== undefined ? { idempotencyKey } : {}), ...(retake ? { retake } : {}) };
       const services = c.var.services;
       if (background && stream) throw new InvalidRequestError('background turns are not streamed', { field: 'stream' });
       const wantsStream = stream ?? (c.req.header('accept') ?? '').includes('text/event-stream');

@@ -26,7 +26,7 @@ export interface Claimed {
   errorCode?: string;
 }
 
-type BackgroundClaimOptions = Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig'> & {
+type BackgroundClaimOptions = Pick<TurnOptions, 'idempotencyKey' | 'afterTurn' | 'checkConfig' | 'retake'> & {
   answerRunning?: boolean;
 };
 
@@ -82,6 +82,7 @@ async function checkedClaim(
     },
     beforeRecord: attachments.store,
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
+    ...(options.retake ? { retake: true } : {}),
     ...(options.idempotencyKey !== undefined
       ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
       : {}),
@@ -100,7 +101,7 @@ export async function claimInput(
   sessionId: string,
   claimed: Pick<
     ClaimOptions,
-    'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check' | 'beforeRecord'
+    'input' | 'idempotencyKey' | 'keyHash' | 'requestHash' | 'afterTurn' | 'check' | 'beforeRecord' | 'retake'
   > & {
     request: Record<string, unknown>;
   },

@@ -56,7 +56,8 @@ export async function takeUnderPolicy<T>(
         if (!(error instanceof TurnInProgressError) || error.ownKey) throw error;
         const policy = options.onBusy ?? (await services.sessions.get(sessionId)).on_busy;
         // A queued input runs in the background, charged to no token: a budgeted token's is refused.
-        if (policy === 'enqueue' && !services.tokenSpend) {
+        // An empty one is not queued: the turn it would take again is running, not failed.
+        if (policy === 'enqueue' && !services.tokenSpend && inputItems(request).length > 0) {
           // Told as queued, or as failed with the error that kept it from the queue.
           refusals.drop();
           const enqueue = () => enqueueTurn(services, sessionId, request, options);

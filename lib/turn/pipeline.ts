@@ -110,6 +110,7 @@ async function takeTurn(
       : {}),
     request: requestRecord(request),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),
+    ...(options.retake ? { retake: true } : {}),
     // A model that cannot be run here (its provider's key is missing) or a spent budget (the
     // session's, checked before this, or the token's) stores nothing, the input's blobs neither.
     check: async (config) => {

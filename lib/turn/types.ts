@@ -38,6 +38,12 @@ export interface TurnOptions {
    * completion landed (the facade takes such a turn out again: lib/openai/stored-turn.ts).
    */
   onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
+  /**
+   * The input is empty and takes the session's newest turn again: that turn must have failed
+   * or been cancelled (its input stands unanswered in the history), else 400 invalid_request
+   * naming `input`. The model answers the history as it stands; the turn stores only its output.
+   */
+  retake?: boolean;
 }
 
 /**

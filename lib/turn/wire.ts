@@ -13,9 +13,12 @@ import { turnUsageSchema } from '../ledger/usage.ts';
 
 export const turnRequestSchema = z
   .object({
-    input: z
-      .union([z.string().min(1), z.array(clientItemSchema).min(1).max(10_000)])
-      .meta({ description: 'One user message, or an array of items.' }),
+    input: z.union([z.string().min(1), z.array(clientItemSchema).max(10_000)]).meta({
+      description:
+        'One user message, or an array of items. An empty array takes the newest turn again when it failed or ' +
+        'was cancelled (its input stands unanswered in the history): the model answers the history as it ' +
+        'stands and the turn stores only its output; otherwise 400 invalid_request naming `input`.',
+    }),
     model: z.string().min(1).max(200).optional(),
     strategies: strategiesFieldSchema.optional(),
     strategy_config: strategyConfigFieldSchema.optional(),

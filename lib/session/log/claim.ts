@@ -50,6 +50,8 @@ export interface ClaimOptions {
   writer?: string;
   /** Take over this claimed turn instead of claiming one (see CommitOptions.adopt). */
   adopt?: number;
+  /** An empty input taking the newest turn again, which must have failed (see CommitOptions.retake). */
+  retake?: boolean;
 }
 
 /**
@@ -114,7 +116,7 @@ export class TurnClaim {
   }
 
   async #next(): Promise<ClaimAttempt> {
-    const { requestHash, request, afterTurn, check, beforeRecord, adopt } = this.#options;
+    const { requestHash, request, afterTurn, check, beforeRecord, adopt, retake } = this.#options;
     const options = {
       kind: 'turn' as const,
       ...(adopt !== undefined ? { adopt } : {}),
@@ -125,6 +127,7 @@ export class TurnClaim {
       ...(afterTurn !== undefined ? { afterTurn } : {}),
       ...(check !== undefined ? { check } : {}),
       ...(beforeRecord !== undefined ? { beforeRecord } : {}),
+      ...(retake ? { retake } : {}),
     };
     for (; this.#state.attempt < MAX_CLAIM_ATTEMPTS; this.#state.attempt++) {
       const prepared = await prepareCommit(this.#log, this.#id, this.#input, options, this.#state);

@@ -8,11 +8,13 @@ import {
   type ContextStart,
   type LogItem,
   type LogRecord,
+  type QueuedInput,
   type SessionConfig,
 } from '../records.ts';
 import { SegmentMissingError } from '../segment.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import {
+  checkRetake,
   contextOf,
   countsOf,
   isEmpty,
@@ -25,7 +27,6 @@ import {
 } from './head.ts';
 import { findKey } from './idempotency.ts';
 import { checkQueuedKey, queuedUnder } from './queue.ts';
-import type { QueuedInput } from '../records.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
@@ -106,10 +107,7 @@ export interface CommitState {
   /** A put that failed with its outcome unknown: the next head read tells. */
   failure: { error: unknown } | null;
   attempt: number;
-  /**
-   * A dead turn a model turn's claim closed (its lease ran out) before its own record landed:
-   * told to `onLeaseClosed` if the claim stores nothing after all (lib/session/log/claim.ts).
-   */
+  /** A dead turn (its lease ran out) a turn's claim closed: told to `onLeaseClosed` if it stores nothing (claim.ts). */
   lapsed?: ClosedTurn | undefined;
 }
 
@@ -146,6 +144,8 @@ export interface CommitOptions {
   packsOverdue?: boolean;
   /** An append as the session's first record or not at all: with a record there, the commit answers that one. */
   onlyFirst?: boolean;
+  /** A turn without input that takes the newest turn again (head.ts checkRetake), judged after a key's replay. */
+  retake?: boolean;
 }
 
 /** A record ready to be put create-only: what `prepareCommit` read and decided. */
@@ -205,8 +205,7 @@ export async function prepareCommit(
   let newest = head.newest;
   if (options.adopt !== undefined && !(newest?.record.writer === writer && !newest.done))
     throw new TurnNotOpenError(id, options.adopt);
-  // A put that failed or lost a race may still have landed (a lost answer, an adapter's
-  // retry meeting its own write): then the newest record is ours, and nothing is repeated.
+  // A put that failed or lost a race may have landed (a lost answer): the newest record is ours, nothing is repeated.
   if (newest && newest.record.writer === writer) {
     const own = newest.record;
     const base =
@@ -268,6 +267,7 @@ export async function prepareCommit(
   const fenced = newest?.record.kind === 'append' ? Date.parse(newest.record.lease_expires_at ?? '') : Number.NaN;
   if (fenced > log.clock().getTime())
     throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
+  if (options.retake) checkRetake(id, newest);
   const current = contextOf(newest);
   // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
   if (

@@ -1,12 +1,10 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { NotFoundError, TurnNotOpenError } from '../errors.ts';
+import { TurnNotOpenError } from '../errors.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
 import {
   cancelOpenTurn,
   claimBackgroundTurn,
-  journalEvents,
   turnAsItStands,
-  type TurnEvent,
   type TurnOptions,
   type TurnRequest,
   type TurnResponse,
@@ -24,7 +22,8 @@ import {
   type StoredContext,
   type TailgateResponse,
 } from './responses.ts';
-import { responseEventStream } from './sse.ts';
+import { journaledResponseEvents } from './journaled-response.ts';
+import { streamedForeground } from './resumed-response.ts';
 import { endedResponse, settledAs } from './settled-response.ts';
 import { getResponse, readResponse, saveResponse } from './stored-responses.ts';
 
@@ -114,78 +113,23 @@ export async function cancelResponse(facade: Facade, id: string): Promise<Tailga
   return currentResponse(facade, id);
 }
 
-/** GET /v1/responses/{id}?stream=true: the events of a background response after `after`. */
+/**
+ * GET /v1/responses/{id}?stream=true: the events of a background response, or of a streamed
+ * foreground one (./resumed-response.ts), after `after`.
+ */
 export async function streamResponse(facade: Facade, id: string, after: number): Promise<Response> {
   const kept = await getResponse(facade, id);
-  if (!kept.background)
-    throw new OpenAIApiError(
-      400,
-      'invalid_request',
-      'This response was not created with background: true; only background responses can be streamed again.',
-      'stream',
-    );
-  return responseEvents(facade, kept, after);
+  return kept.background ? responseEvents(facade, kept, after) : streamedForeground(facade, kept, after);
 }
 
 /**
- * The Responses events of a background response: its journal replayed from the start through
- * the one event writer, so each event has the same sequence_number on every replay, and only
- * those after `after` are sent. Followed live to the end; a client that goes away stops it.
- * A turn the queue delivered again has a run after another in its journal (each from its
- * `turn.started`): the output of a run that a later one the journal holds did again is numbered
- * but not sent, and a later run's items start from the response's first again, so the stream
- * carries each item once, as response.completed does (a reader that followed the earlier run
- * live has seen it, and gets the item again from the later run).
- * A storage error while reading it is read past once (from the last event read); a second, or
- * one reading how the turn ended, ends the stream without a terminal event (the client resumes
- * with `starting_after`): the response did not fail.
+ * The Responses events of a background response after `after` (./journaled-response.ts), ending
+ * as its turn ended: response.completed built from the journal's turn.completed, else as its
+ * receipt says it stands.
  */
 function responseEvents(facade: Facade, kept: TailgateResponse, after: number): Response {
   const ref = parseResponseId(kept.id)!;
-  const stop = new AbortController();
-  const stream = responseEventStream((index, item) => itemId(item.type, ref.sessionId, ref.outputSeq + index), {
-    after,
-    onCancel: () => stop.abort(),
-  });
-  const { writer } = stream;
-  writer.started(kept);
-  let read = 0;
-  let last: TurnEvent | undefined;
-  // The number of the last run's turn.started the journal held when the stream began.
-  let lastRun: number | undefined;
-  const write = ({ n, event, data }: { n: number; event: string; data: unknown }) => {
-    const first = read === 0;
-    read = n;
-    last = { event, data } as TurnEvent;
-    stream.mute(n < lastRun!);
-    if (last.event === 'turn.started' && !first) writer.restart();
-    else writer.turnOutput(last);
-  };
-  const readJournal = async () => {
-    const { services } = facade;
-    if (lastRun === undefined) {
-      // What the journal holds now (an aborted reader reads it once), to know its last run.
-      const held: { n: number; event: string; data: unknown }[] = [];
-      for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, AbortSignal.abort()))
-        held.push(event);
-      lastRun = held.findLast((event) => event.event === 'turn.started')?.n ?? 0;
-      for (const event of held) write(event);
-      if (last?.event === 'turn.completed') return;
-    }
-    for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, stop.signal)) write(event);
-  };
-  const follow = async () => {
-    try {
-      await readJournal().catch((error: unknown) => {
-        if (error instanceof NotFoundError) throw error;
-        facade.services.log("tailgate: could not read a background response's journal; reading on", error);
-        return readJournal();
-      });
-    } catch (error) {
-      // A turn closed before it started (cancelled while queued) has no journal.
-      if (!(error instanceof NotFoundError)) throw error;
-    }
-    if (stop.signal.aborted) return;
+  return journaledResponseEvents(facade, kept, after, async (writer, last) => {
     if (last?.event === 'turn.completed') {
       const [compacted, { completed_at }] = await Promise.all([
         turnCompactionOutput(facade, ref.sessionId, ref.turn, last.data.context),
@@ -198,15 +142,7 @@ function responseEvents(facade: Facade, kept: TailgateResponse, after: number): 
       if (ended.status === 'completed' || ended.status === 'incomplete') writer.completed(ended);
       else writer.failed(ended);
     }
-  };
-  facade.services.background(
-    follow()
-      .catch((error: unknown) =>
-        facade.services.log('tailgate: could not stream a background response; its stream ends unfinished', error),
-      )
-      .finally(stream.close),
-  );
-  return stream.response();
+  });
 }
 
 function completedResponse(

@@ -374,7 +374,7 @@ export const includeQuerySchema = z.object({ include: noInclude, 'include[]': no
 
 const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
 
-/** `responses.retrieve(id, {stream, starting_after})`: a background response's events, replayed then followed. */
+/** `responses.retrieve(id, {stream, starting_after})`: a background or streamed response's events, replayed. */
 export const retrieveQuerySchema = z.object({
   stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
   starting_after: z.coerce

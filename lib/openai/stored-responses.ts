@@ -128,21 +128,25 @@ export async function readResponse(facade: Facade, id: string) {
  * config and the response object), or, for a response without one, rebuilt from the session.
  */
 export async function getResponse(facade: Facade, id: string): Promise<TailgateResponse> {
+  return (await keptObject(facade, id)) ?? rebuiltResponse(facade, id);
+}
+
+/** The object kept for response `id` (a foreground one's is written once it ended), or undefined. */
+export async function keptObject(facade: Facade, id: string): Promise<TailgateResponse | undefined> {
   const ref = parseResponseId(id);
-  if (ref) {
-    const config = await facade.services.sessions.config(ref.sessionId).catch(() => undefined);
-    const kept =
-      config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, ref.turn)));
-    const response = kept && keptResponse(kept.body);
-    // Its turn still holds the seqs the id names: not a deleted turn's object a delete left.
-    if (
-      config &&
-      response?.id === id &&
-      idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) === ref.generation
-    )
-      return response;
-  }
-  return rebuiltResponse(facade, id);
+  if (!ref) return undefined;
+  const config = await facade.services.sessions.config(ref.sessionId).catch(() => undefined);
+  const kept =
+    config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, ref.turn)));
+  const response = kept && keptResponse(kept.body);
+  // Its turn still holds the seqs the id names: not a deleted turn's object a delete left.
+  if (
+    config &&
+    response?.id === id &&
+    idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) === ref.generation
+  )
+    return response;
+  return undefined;
 }
 
 /**

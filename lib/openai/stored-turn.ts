@@ -137,7 +137,8 @@ export async function runStoredTurn(
  * A streamed turn as Responses events. An error before the first event (404, 409, an abort,
  * a prompt over the context window) is thrown, so it is answered with its status, its failed
  * turn taken out as a response that is not streamed has it; after that it ends the stream as
- * response.failed, and the failed turn stays (its id was given out).
+ * response.failed, and the failed turn stays (its id was given out). Its turn journals the
+ * events, so a client that lost the stream resumes it (./resumed-response.ts).
  */
 export async function streamStoredTurn(
   facade: Facade,

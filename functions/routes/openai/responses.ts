@@ -55,8 +55,9 @@ const getResponseRoute = createRoute({
   tags: ['openai'],
   summary: 'Read a stored response: the object its create answered; a background one as it stands',
   description:
-    "With `stream=true`, a background response's Responses events (server-sent), replayed from its journal after " +
-    '`starting_after` (a sequence_number) and followed live to its end, from any process.',
+    "With `stream=true`, a background or streamed response's Responses events (server-sent), replayed from its " +
+    'journal after `starting_after` (a sequence_number, as its stream numbered them) and followed live to its end, ' +
+    'from any process; 400 for a response that was neither streamed nor in the background.',
   security: requires('session:read'),
   request: { params: responseIdParamsSchema, query: retrieveQuerySchema },
   responses: {

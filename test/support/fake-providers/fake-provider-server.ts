@@ -19,8 +19,11 @@ export interface RecordedRequest {
 export type FakeReply = (
   | { status?: number; headers?: Record<string, string>; json: unknown }
   | { status?: number; headers?: Record<string, string>; text: string; contentType?: string }
-  /** An SSE body; with `hang`, the connection stays open after the last event; `gapMs` between events. */
-  | { sse: string; hang?: true; gapMs?: number }
+  /**
+   * An SSE body; with `hang`, the connection stays open after the last event; `gapMs` between
+   * events; with `pause`, the events after the first `after` wait until `until` settles.
+   */
+  | { sse: string; hang?: true; gapMs?: number; pause?: { after: number; until: Promise<unknown> } }
   | { hang: true }
 ) & { gate?: Promise<unknown> };
 
@@ -95,8 +98,10 @@ async function answer(response: ServerResponse, reply: FakeReply): Promise<void>
     return;
   }
   response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  let written = 0;
   for (const event of reply.sse.split(/(?<=\n\n)/)) {
     if (event.trim() === '') continue;
+    if (written++ === reply.pause?.after) await reply.pause.until;
     response.write(event);
     await new Promise((resolve) => (reply.gapMs ? setTimeout(resolve, reply.gapMs) : setImmediate(resolve)));
   }

@@ -1,0 +1,101 @@
+import { NotFoundError } from '../errors.ts';
+import { journalEvents, type TurnEvent } from '../turn/index.ts';
+import type { Facade } from './facade.ts';
+import { itemId, parseResponseId } from './ids.ts';
+import type { ResponseEventWriter } from './response-events.ts';
+import type { TailgateResponse } from './responses.ts';
+import { responseEventStream } from './sse.ts';
+
+/**
+ * A stored response's Responses events from its turn's event journal (lib/turn/journal.ts):
+ * the journal replayed from the start through the one event writer, so each event has the
+ * same sequence_number on every replay, and only those after `after` are sent. A background
+ * response's (./background-response.ts) and a streamed foreground one's (./resumed-response.ts)
+ * are mapped so; `end` writes the stream's terminal event once the journal ended.
+ */
+
+/** A journaled turn event as `journalEvents` reads it. */
+interface Journaled {
+  n: number;
+  event: string;
+  data: unknown;
+}
+
+/**
+ * The events of the response `opening` (its response.created and response.in_progress carry
+ * it), after `after`, followed live to the end; a client that goes away stops it. `end` gets
+ * the writer and the journal's last event (undefined: a turn closed before it started, which
+ * has no journal).
+ * A turn the queue delivered again has a run after another in its journal (each from its
+ * `turn.started`): the output of a run that a later one the journal holds did again is numbered
+ * but not sent, and a later run's items start from the response's first again, so the stream
+ * carries each item once, as response.completed does (a reader that followed the earlier run
+ * live has seen it, and gets the item again from the later run).
+ * A storage error while reading it is read past once (from the last event read); a second, or
+ * one in `end`, ends the stream without a terminal event (the client resumes with
+ * `starting_after`): the response did not fail.
+ */
+export function journaledResponseEvents(
+  facade: Facade,
+  opening: TailgateResponse,
+  after: number,
+  end: (writer: ResponseEventWriter, last: TurnEvent | undefined) => Promise<void>,
+): Response {
+  const ref = parseResponseId(opening.id)!;
+  const stop = new AbortController();
+  const stream = responseEventStream((index, item) => itemId(item.type, ref.sessionId, ref.outputSeq + index), {
+    after,
+    onCancel: () => stop.abort(),
+  });
+  const { writer } = stream;
+  writer.started(opening);
+  let read = 0;
+  let last: TurnEvent | undefined;
+  // The number of the last run's turn.started the journal held when the stream began.
+  let lastRun: number | undefined;
+  const write = ({ n, event, data }: Journaled) => {
+    const first = read === 0;
+    read = n;
+    last = { event, data } as TurnEvent;
+    stream.mute(n < lastRun!);
+    if (last.event === 'turn.started' && !first) writer.restart();
+    else writer.turnOutput(last);
+  };
+  const readJournal = async () => {
+    const { services } = facade;
+    if (lastRun === undefined) {
+      // What the journal holds now (an aborted reader reads it once), to know its last run.
+      const held: Journaled[] = [];
+      for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, AbortSignal.abort()))
+        held.push(event);
+      lastRun = held.findLast((event) => event.event === 'turn.started')?.n ?? 0;
+      for (const event of held) write(event);
+      if (last?.event === 'turn.completed') return;
+    }
+    for await (const event of journalEvents(services, ref.sessionId, ref.turn, read, stop.signal)) write(event);
+  };
+  const follow = async () => {
+    try {
+      await readJournal().catch((error: unknown) => {
+        if (error instanceof NotFoundError) throw error;
+        facade.services.log("tailgate: could not read a response's journal; reading on", error);
+        return readJournal();
+      });
+    } catch (error) {
+      // A turn closed before it started (cancelled while queued) has no journal.
+      if (!(error instanceof NotFoundError)) throw error;
+    }
+    if (!stop.signal.aborted) await end(writer, last);
+  };
+  facade.services.background(
+    follow()
+      .catch((error: unknown) =>
+        facade.services.log(
+          'tailgate: could not stream a response from its journal; its stream ends unfinished',
+          error,
+        ),
+      )
+      .finally(stream.close),
+  );
+  return stream.response();
+}

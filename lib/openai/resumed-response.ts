@@ -1,0 +1,104 @@
+import { LEASE_EXPIRED, NotFoundError } from '../errors.ts';
+import { journalEvents, type TurnEvent } from '../turn/index.ts';
+import { OpenAIApiError } from './errors.ts';
+import type { Facade } from './facade.ts';
+import { parseResponseId } from './ids.ts';
+import { journaledResponseEvents } from './journaled-response.ts';
+import type { ResponseEventWriter } from './response-events.ts';
+import type { TailgateResponse } from './responses.ts';
+import { getResponse, keptObject } from './stored-responses.ts';
+
+/**
+ * `GET /v1/responses/{id}?stream=true` of a foreground response that was streamed: every
+ * streamed turn journals its events (lib/turn/stream-turn.ts), so a client that lost its stream
+ * follows the rest from any process, as a background response's (./background-response.ts).
+ * The journal goes through the writer its stream had (./stored-turn.ts, streamStoredTurn), so the
+ * events and their sequence numbers are that stream's, and it ends as that stream ended: with
+ * the object the response's create kept once its turn ended.
+ */
+
+/** How often a resumed stream looks for the object its response's owner keeps once its turn ended. */
+const KEPT_POLL_MS = 250;
+
+/** The events after `after` of the streamed foreground response `response` (as GET answers it). */
+export async function streamedForeground(facade: Facade, response: TailgateResponse, after: number): Promise<Response> {
+  if (!(await journaled(facade, response.id)))
+    throw new OpenAIApiError(
+      400,
+      'invalid_request',
+      'This response was neither streamed nor created with background: true; only those can be streamed again.',
+      'stream',
+    );
+  return journaledResponseEvents(facade, runningForm(response), after, (writer, last) =>
+    ended(facade, response.id, writer, last),
+  );
+}
+
+/**
+ * Whether the response's turn has an event journal: its first event is awaited, as
+ * `GET .../turns/{turn}/events` awaits it (a streamed turn's first batch lands within a second of
+ * its `turn.started`, which came before its stream's first event; a turn that was not streamed
+ * is known once it has ended).
+ */
+async function journaled(facade: Facade, id: string): Promise<boolean> {
+  const ref = parseResponseId(id)!;
+  const events = journalEvents(facade.services, ref.sessionId, ref.turn, 0);
+  try {
+    await events.next();
+    return true;
+  } catch (error) {
+    if (error instanceof NotFoundError) return false;
+    throw error;
+  } finally {
+    await events.return(undefined);
+  }
+}
+
+/**
+ * The object a foreground stream opened with (response.created, response.in_progress): the
+ * response as its create answered it, running. Until the response ended nothing of its request
+ * is kept but its turn: it is then the response rebuilt from its conversation (as GET answers it).
+ */
+function runningForm(response: TailgateResponse): TailgateResponse {
+  // `usage` is null while a response runs (the specification's; the SDK types it optional).
+  const running = {
+    ...response,
+    status: 'in_progress',
+    completed_at: null,
+    output: [],
+    output_text: '',
+    usage: null,
+    error: null,
+    incomplete_details: null,
+  } as unknown as TailgateResponse;
+  delete running.tailgate;
+  return running;
+}
+
+/**
+ * The stream's terminal event, once the journal ended: the compaction item and
+ * response.completed (or response.incomplete), or response.failed, with the object the
+ * response's owner kept. An owner keeps it right after the turn ended, about when it writes the
+ * journal's last batch, so it is looked for until a lease after that; one that died never keeps
+ * it (nor does one whose write failed), and a turn its lease ended has none: the response is
+ * then answered as GET answers it.
+ */
+async function ended(
+  facade: Facade,
+  id: string,
+  writer: ResponseEventWriter,
+  last: TurnEvent | undefined,
+): Promise<void> {
+  const expired = last === undefined || (last.event === 'error' && last.data.error.code === LEASE_EXPIRED);
+  const until = Date.now() + (expired ? 0 : facade.services.config.turnLeaseMs);
+  let response = await keptObject(facade, id);
+  while (!response && Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, KEPT_POLL_MS));
+    response = await keptObject(facade, id);
+  }
+  response ??= await getResponse(facade, id);
+  if (response.status === 'completed' || response.status === 'incomplete') {
+    for (const item of response.output) if (item.type === 'compaction') writer.wholeItem(item);
+    writer.completed(response);
+  } else if (response.status !== 'queued' && response.status !== 'in_progress') writer.failed(response);
+}

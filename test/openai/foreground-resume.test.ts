@@ -1,0 +1,211 @@
+import OpenAI from 'openai';
+import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createApp } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
+import { FaultyStore } from '../support/faulty-store.ts';
+import { long, startTailgate, TOKEN } from './server.ts';
+
+// A streamed foreground response (`stream: true`, no `background`) whose client lost its stream
+// resumes with the official client's `responses.retrieve(id, {stream: true, starting_after})`:
+// its turn journaled its events, and the rest come numbered as its own stream numbered them,
+// ending with the same terminal event. The model is a loopback OpenAI-compatible provider that
+// streams a few words, then waits for the test's gate (so the turn runs while the client resumes).
+let provider: FakeProvider;
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+const WORDS = 12;
+/** Provider chunks sent before the gate: the role chunk and the first words. */
+const BEFORE_GATE = 8;
+const gates = new Map<string, { promise: Promise<void>; open: () => void }>();
+
+function gate(name: string) {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  gates.set(name, { promise, open });
+  return gates.get(name)!;
+}
+
+/** A chat completion stream of `WORDS` words, one chunk each; `broken` stops before its end. */
+function answer(broken = false): string {
+  const chunk = (delta: object, finish: string | null = null) => {
+    const choices = [{ index: 0, delta, finish_reason: finish }];
+    return `data: ${JSON.stringify({ id: 'c', object: 'chat.completion.chunk', created: 1, model: 'm', choices })}\n\n`;
+  };
+  const words = Array.from({ length: WORDS }, (_, index) => chunk({ content: `w${index} ` }));
+  if (broken) return `${chunk({ role: 'assistant', content: '' })}${words.join('')}data: {"broken\n\n`;
+  return `${chunk({ role: 'assistant', content: '' })}${words.join('')}${chunk({}, 'stop')}data: [DONE]\n\n`;
+}
+const expectedText = Array.from({ length: WORDS }, (_, index) => `w${index} `).join('');
+
+beforeAll(async () => {
+  provider = await startFakeProvider((request) => {
+    const input = JSON.stringify(request.body);
+    const name = [...gates.keys()].find((key) => input.includes(key));
+    const until = name ? gates.get(name)!.promise : Promise.resolve();
+    return { sse: answer(input.includes('break')), pause: { after: BEFORE_GATE, until } };
+  });
+  tailgate = await startTailgate({
+    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    MODEL_ALIASES: 'slow=openai-compatible:fake',
+    MODEL_MAX_RETRIES: '0',
+    TURN_LEASE_MS: '3000',
+  });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+afterAll(async () => {
+  await tailgate.close();
+  await provider.close();
+});
+
+/** Reads `stream` until `stop` says so after an event (then disconnects), or to its end. */
+async function readUntil(
+  stream: AsyncIterable<ResponseStreamEvent>,
+  stop: (events: ResponseStreamEvent[]) => boolean = () => false,
+): Promise<ResponseStreamEvent[]> {
+  const events: ResponseStreamEvent[] = [];
+  for await (const event of stream) {
+    events.push(event);
+    if (stop(events)) break;
+  }
+  return events;
+}
+
+const deltas = (events: ResponseStreamEvent[]) => events.filter((event) => event.type === 'response.output_text.delta');
+const textOf = (events: ResponseStreamEvent[]) =>
+  deltas(events)
+    .map((event) => (event.type === 'response.output_text.delta' ? event.delta : ''))
+    .join('');
+
+/**
+ * A streamed foreground response whose stream the client cuts after its `cut`th text delta, while
+ * the provider waits at its gate: the events the client got, and the response's id.
+ */
+async function cutStream(name: string, input: string, cut: number) {
+  const opened = gate(name);
+  const stream = await client.responses.create({
+    model: 'slow',
+    input: `${name} ${input}`,
+    instructions: 'answer in words',
+    temperature: 0.5,
+    metadata: { case: name },
+    stream: true,
+  });
+  const first = await readUntil(stream, (events) => deltas(events).length === cut);
+  const id = first[0]?.type === 'response.created' ? first[0].response.id : '';
+  return { first, id, open: opened.open };
+}
+
+describe('the official openai client: resuming a streamed foreground response', () => {
+  it('follows the rest of a cut stream after starting_after, numbered as its stream numbered them', async () => {
+    const { first, id, open } = await cutStream('gate-a', 'resume me', 4);
+    expect(first.map((event) => event.sequence_number)).toEqual(first.map((_, index) => index));
+    // Running (the provider waits at its gate): retrieve answers it in progress.
+    expect(await client.responses.retrieve(id)).toMatchObject({
+      id,
+      status: 'in_progress',
+      background: false,
+      output: [],
+      completed_at: null,
+      usage: null,
+    });
+    const resumed = await client.responses.retrieve(id, {
+      stream: true,
+      starting_after: first.at(-1)!.sequence_number,
+    });
+    const rest: ResponseStreamEvent[] = [];
+    for await (const event of resumed) {
+      // The first event came while the turn ran: the rest of it comes live.
+      if (rest.length === 0) open();
+      rest.push(event);
+    }
+    const whole = [...first, ...rest];
+    expect(whole.map((event) => event.sequence_number)).toEqual(whole.map((_, index) => index));
+    expect(textOf(whole)).toBe(expectedText);
+    // It ends as the stream would have: response.completed with the object retrieve answers.
+    const ended = await client.responses.retrieve(id);
+    expect(ended).toMatchObject({ status: 'completed', temperature: 0.5, metadata: { case: 'gate-a' } });
+    expect(whole.at(-1)).toEqual({ type: 'response.completed', sequence_number: whole.length - 1, response: ended });
+    // A replay from the start is the whole stream, its response.created included; from any point, the rest.
+    expect(await readUntil(await client.responses.retrieve(id, { stream: true }))).toEqual(whole);
+    for (const after of [0, 1, 5, whole.length - 2]) {
+      const replayed = await readUntil(await client.responses.retrieve(id, { stream: true, starting_after: after }));
+      expect(replayed).toEqual(whole.slice(after + 1));
+    }
+  });
+
+  it('gives an uninterrupted stream again whole, to its response.completed', async () => {
+    gate('gate-b').open();
+    const stream = await client.responses.create({ model: 'slow', input: 'gate-b whole', stream: true });
+    const whole = await readUntil(stream);
+    expect(whole.at(-1)?.type).toBe('response.completed');
+    const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+    expect(await readUntil(await client.responses.retrieve(id, { stream: true }))).toEqual(whole);
+  });
+
+  it('replays a streamed response that compacted with its compaction item, before its response.completed', async () => {
+    const context_management = [{ type: 'compaction' as const, compact_threshold: 100 }];
+    const first = await client.responses.create({ model: 'echo', input: long('alpha'), context_management });
+    const stream = await client.responses.create({
+      model: 'echo',
+      input: long('bravo'),
+      previous_response_id: first.id,
+      context_management,
+      stream: true,
+    });
+    const whole = await readUntil(stream);
+    expect(whole.at(-2)).toMatchObject({ type: 'response.output_item.done', item: { type: 'compaction' } });
+    const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+    expect(await readUntil(await client.responses.retrieve(id, { stream: true, starting_after: 1 }))).toEqual(
+      whole.slice(2),
+    );
+  });
+
+  it('resumes a stream that failed after its first events to the same response.failed', async () => {
+    const { first, id, open } = await cutStream('gate-c', 'break', 2);
+    open();
+    const rest = await readUntil(
+      await client.responses.retrieve(id, { stream: true, starting_after: first.at(-1)!.sequence_number }),
+    );
+    const whole = [...first, ...rest];
+    expect(whole.map((event) => event.sequence_number)).toEqual(whole.map((_, index) => index));
+    const ended = await client.responses.retrieve(id);
+    expect(ended).toMatchObject({ status: 'failed', error: { code: expect.any(String) } });
+    expect(whole.at(-1)).toEqual({ type: 'response.failed', sequence_number: whole.length - 1, response: ended });
+    expect(await readUntil(await client.responses.retrieve(id, { stream: true }))).toEqual(whole);
+  });
+
+  it('still refuses stream=true for a foreground response that was not streamed', async () => {
+    const plain = await client.responses.create({ model: 'echo', input: 'not streamed' });
+    const refused = await client.responses.retrieve(plain.id, { stream: true }).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(refused).toMatchObject({ status: 400, param: 'stream' });
+  });
+});
+
+describe('a resumed foreground stream whose response object was not kept', () => {
+  it('ends, a lease after its turn ended, with the response as retrieve answers it', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+    const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
+    const local = new OpenAI({
+      apiKey: TOKEN,
+      baseURL: 'http://tailgate.test/v1',
+      maxRetries: 0,
+      fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+    });
+    // Its process could not write the object: GET rebuilds it from the conversation.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/openai/'));
+    const whole = await readUntil(await local.responses.create({ model: 'echo', input: 'unkept', stream: true }));
+    const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+    const replayed = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: 1 }));
+    expect(replayed.slice(0, -1)).toEqual(whole.slice(2, -1));
+    expect(replayed.at(-1)).toEqual({
+      type: 'response.completed',
+      sequence_number: whole.length - 1,
+      response: await local.responses.retrieve(id),
+    });
+    expect(textOf(replayed)).toBe('echo: unkept');
+  });
+});

@@ -218,10 +218,11 @@ export function toolNamesOnce<T>(nameOf: (tool: T) => string, namePath: readonly
 
 /**
  * A tool's `parameters` as a request sends them: a JSON Schema of type "object", the only kind
- * OpenAI and Anthropic take (either refuses the turn's request otherwise).
+ * OpenAI and Anthropic take (either refuses the turn's request otherwise), or `{}`, a tool that
+ * takes no arguments, offered as EMPTY_PARAMETERS (lib/models/convert-to-tool-set.ts).
  */
 export const toolParametersSchema = z.record(z.string(), z.unknown()).superRefine((schema, context) => {
-  if (schema.type === 'object') return;
+  if (schema.type === 'object' || Object.keys(schema).length === 0) return;
   const got = JSON.stringify(schema.type ?? null);
   context.addIssue({
     code: 'custom',

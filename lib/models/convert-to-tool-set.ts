@@ -2,7 +2,7 @@ import { jsonSchema, tool, type ToolSet } from 'ai';
 import type { Tool } from '../items.ts';
 import type { ProviderOptions } from './convert-to-model-messages.ts';
 
-/** The schema offered for a tool that declares no `parameters`. */
+/** The schema offered for a tool that declares no `parameters`, or `{}`. */
 export const EMPTY_PARAMETERS = { type: 'object', properties: {} } as const;
 
 /**
@@ -21,7 +21,9 @@ export function convertToToolSet(tools: Tool[], lastToolOptions?: ProviderOption
   for (const offered of tools) {
     toolSet[offered.name] = tool({
       ...(offered.description !== undefined ? { description: offered.description } : {}),
-      inputSchema: jsonSchema(offered.parameters ?? EMPTY_PARAMETERS),
+      inputSchema: jsonSchema(
+        offered.parameters && Object.keys(offered.parameters).length > 0 ? offered.parameters : EMPTY_PARAMETERS,
+      ),
       ...(offered.strict !== undefined ? { strict: offered.strict } : {}),
     });
   }

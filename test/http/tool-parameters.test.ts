@@ -20,10 +20,13 @@ describe('tool parameters that are not an object schema', () => {
     expect(created.body.error.message).toContain('must be a JSON Schema of type "object" (got type "string")');
     const id = (await api.post('/v1/sessions', {})).body.id as string;
     const turns = `/v1/sessions/${id}/turns`;
-    const turn = await api.post(turns, { input: 'x', tools: [tool(objectSchema), { ...tool({}), name: 'b' }] });
+    const untyped = { properties: { city: { type: 'string' } } };
+    const turn = await api.post(turns, { input: 'x', tools: [tool(objectSchema), { ...tool(untyped), name: 'b' }] });
     expect(turn.status).toBe(400);
     expect(turn.body.error).toMatchObject({ details: { field: 'tools.1.parameters' } });
     expect(turn.body.error.message).toContain('(got type null)');
+    // `{}`: a tool that takes no arguments, as OpenAI takes it.
+    expect((await api.post(turns, { input: 'x', tools: [{ ...tool({}), name: 'none' }] })).status).toBe(200);
     const patched = await api.patch(`/v1/sessions/${id}`, { tools: [tool(stringSchema)] });
     expect(patched.body.error).toMatchObject({ details: { field: 'tools.0.parameters' } });
     expect((await api.post(turns, { input: 'x', tools: [tool(objectSchema)] })).status).toBe(200);

@@ -131,15 +131,18 @@ function relevantIssue(issues: readonly Issue[]): Issue | undefined {
 function innermostIssue(issue: Issue): Issue {
   if (issue.code !== 'invalid_union' || !Array.isArray(issue.errors) || issue.errors.length === 0) return issue;
   const { errors, ...union } = issue;
+  // A branch whose literal (an item's `type`) the value does not carry is not the kind it meant.
+  const meant = errors.filter((branch) => !branch.some(literalRefused));
+  const candidates = meant.length > 0 && meant.length < errors.length ? meant : errors;
   let best: Issue[] | undefined;
-  for (const branch of errors) {
+  for (const branch of candidates) {
     const first = branch[0];
     if (first && (!best || first.path.length > best[0]!.path.length)) best = branch;
   }
   const first = best?.[0];
   if (!best || !first || first.path.length === 0)
     return { ...union, errors: [], message: rootTypeMessage(errors) ?? issue.message } as Issue;
-  const values = sameFieldValues(errors, first.path);
+  const values = candidates === errors ? sameFieldValues(errors, first.path) : undefined;
   if (values)
     return {
       code: 'invalid_value',
@@ -152,6 +155,11 @@ function innermostIssue(issue: Issue): Issue {
     } as Issue;
   const chosen = relevantIssue(best)!;
   return innermostIssue({ ...chosen, path: [...issue.path, ...chosen.path] } as Issue);
+}
+
+/** An object's own field refused for not being its one literal value (`type: "function_call"`). */
+function literalRefused(issue: Issue): boolean {
+  return issue.code === 'invalid_value' && issue.path.length === 1 && issue.values.length === 1;
 }
 
 /** When every branch of a union refused the value at `path` (its own value list), those values together. */

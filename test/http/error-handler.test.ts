@@ -9,6 +9,7 @@ import { createApp } from '../../functions/app.ts';
 import { sessionConfigKey } from '../../lib/session/keys.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { responseCreateSchema } from '../../lib/openai/schemas.ts';
 
 describe('errorBody', () => {
   const generic = new Set(['corrupt_object', 'storage_error', 'internal_error', 'model_error']);
@@ -214,6 +215,27 @@ describe('validationError', () => {
     expect(parsed.success).toBe(false);
     if (!parsed.success)
       expect(validationError(parsed.error, 'json').message).toBe('body.content.0.file_id: unknown field');
+  });
+});
+
+describe('validationError of an input item', () => {
+  // The kind an item's type (or, without one, its role) names is the one answered, not another kind's fields.
+  it.each([
+    [
+      [
+        { role: 'user', content: 'x' },
+        { type: 'function_call_output', call_id: 'c1' },
+      ],
+      'body.input.1.output: Invalid input: expected string or array, received undefined',
+    ],
+    [[{ type: 'function_call', call_id: 'c1', name: 'f' }], 'body.input.0.arguments: Invalid input'],
+    [[{ type: 'function_call_output', call_id: 'c1', output: 'x', extra: 1 }], 'body.input.0.extra: unknown field'],
+    [[{ role: 'bot', content: 'hi' }], 'body.input.0.role: Invalid option'],
+    [[{ type: 'message', role: 'user', content: 'x', status: 'done' }], 'body.input.0.status: Invalid option'],
+  ])('names the field the item of %j lacks', (input, expected) => {
+    const parsed = responseCreateSchema.safeParse({ model: 'echo', input });
+    expect(parsed.success).toBe(false);
+    if (!parsed.success) expect(validationError(parsed.error, 'json').message).toContain(expected);
   });
 });
 

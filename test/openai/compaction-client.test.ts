@@ -506,7 +506,7 @@ describe('the official openai client: context_management compaction', () => {
       [{ model: 'echo' }, 'input'],
       [{ model: 'echo', input: 'hi', reasoning: { effort: 'low' } }, 'reasoning'],
       [{ model: 'echo', input: 'hi', service_tier: 'flex' }, 'service_tier'],
-      [{ model: 'echo', input: [{ type: 'compaction' }] }, 'input[0].type'],
+      [{ model: 'echo', input: [{ type: 'compaction' }] }, 'input[0].encrypted_content'],
     ];
     for (const [body, param] of compactCases) {
       const error = await refused(body, true);

@@ -35,7 +35,10 @@ import type { TurnContext, TurnRequest, TurnServices } from './types.ts';
  */
 
 /** What a prompt is built for: the claimed turn, or for the preview the turn the session would claim next. */
-export type PromptTurn = Pick<OpenTurn, 'scope' | 'session' | 'turn' | 'input' | 'carried' | 'context' | 'overflow'>;
+export type PromptTurn = Pick<
+  OpenTurn,
+  'scope' | 'session' | 'turn' | 'input' | 'retaken' | 'carried' | 'context' | 'overflow'
+>;
 
 /** What the prompt of a turn is built from, up to its model request (a turn's, or the preview's). */
 export interface PromptSource {
@@ -185,6 +188,8 @@ export async function fitTurnPrompt(
   summarize: Summarize,
 ): Promise<FittedPrompt> {
   const { turn, plan, budget, request } = inputs;
+  // The newest turn's input, kept whole: the turn's own, or the failed input a retake takes again.
+  const keepFromSeq = turn.input[0]?.seq ?? turn.retaken;
   let built = await build(services, inputs, inputs.compacted ?? turn.context);
   const compacting = isCompacting(plan, request);
   const threshold = request.compaction?.threshold;
@@ -194,7 +199,7 @@ export async function fitTurnPrompt(
       const cut = planCompaction(inputs.history, {
         keepTokens: sizes.keepTokens,
         counter: budget.counter,
-        ...(turn.input[0] ? { keepFromSeq: turn.input[0].seq } : {}),
+        ...(keepFromSeq !== undefined ? { keepFromSeq } : {}),
         // Start no older than what the newest records carry, so later turns read the context from them.
         ...(turn.carried[0] ? { earliestStartSeq: turn.carried[0].seq } : {}),
       });
@@ -218,7 +223,7 @@ export async function fitTurnPrompt(
     compacting,
     boundary: inputs.moved ?? turn.overflow,
     turn: turn.turn,
-    keepFromSeq: turn.input[0]?.seq,
+    keepFromSeq,
   });
   built = fit.built;
   if (fit.moved) inputs.moved = fit.moved;

@@ -174,6 +174,10 @@ export class TurnClaim {
       true,
       keys,
     );
+    // A turn record without items takes the failed turn before it again (and a chain of such
+    // turns, the one before them): its input is the newest group of items the claim read.
+    const retaken =
+      record.items.length === 0 ? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq : undefined;
     // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
     return Object.freeze({
       scope,
@@ -196,6 +200,7 @@ export class TurnClaim {
       ...(requestHash ? { requestHash } : {}),
       ...(record.request !== undefined ? { request: record.request } : {}),
       landing,
+      ...(retaken !== undefined ? { retaken } : {}),
       openCalls: record.open_calls ?? null,
       undelivered: record.undelivered ?? NOTHING_UNDELIVERED,
       ledger: record.ledger ?? EMPTY_LEDGER,

@@ -99,6 +99,8 @@ export interface OpenTurn {
    * writes `idem/` and runs `onClaimed` again when the claim could not.
    */
   readonly landing: Promise<ClaimLanding>;
+  /** A turn without input (a retake): the first seq of the failed input it takes again, when its claim read it. */
+  readonly retaken?: number;
   /** Calls without an output after the input (null: not tracked in this log yet). */
   readonly openCalls: readonly string[] | null;
   /** Notices consumed by earlier turns that no model has seen yet (see records.ts). */

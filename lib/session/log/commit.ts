@@ -14,7 +14,6 @@ import {
 import { SegmentMissingError } from '../segment.ts';
 import { backoff, MAX_CLAIM_ATTEMPTS, checkInvariant, type LogContext } from './context.ts';
 import {
-  checkRetake,
   contextOf,
   countsOf,
   isEmpty,
@@ -28,6 +27,7 @@ import {
 import { findKey } from './idempotency.ts';
 import { checkQueuedKey, queuedUnder } from './queue.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
+import { checkRetake } from './retake.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
@@ -144,7 +144,7 @@ export interface CommitOptions {
   packsOverdue?: boolean;
   /** An append as the session's first record or not at all: with a record there, the commit answers that one. */
   onlyFirst?: boolean;
-  /** A turn without input that takes the newest turn again (head.ts checkRetake), judged after a key's replay. */
+  /** A turn without input that takes the newest turn again (retake.ts checkRetake), judged after a key's replay. */
   retake?: boolean;
 }
 
@@ -267,7 +267,7 @@ export async function prepareCommit(
   const fenced = newest?.record.kind === 'append' ? Date.parse(newest.record.lease_expires_at ?? '') : Number.NaN;
   if (fenced > log.clock().getTime())
     throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
-  if (options.retake) checkRetake(id, newest);
+  if (options.retake) await checkRetake(log, id, newest);
   const current = contextOf(newest);
   // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
   if (

@@ -1,5 +1,5 @@
 import { lowerBound } from '../../sorted.ts';
-import { CorruptObjectError, InvalidRequestError, NotFoundError } from '../../errors.ts';
+import { CorruptObjectError, NotFoundError } from '../../errors.ts';
 import type { ListResult, ObjectInfo } from '../../store/object-store.ts';
 import { recordsListPrefix, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
@@ -214,28 +214,6 @@ export function ledgerOf(newest: Head['newest']): Ledger {
 export function countsOf(newest: Head['newest']): SessionCounts {
   if (!newest) return { items: 0, turns: 0, tool_calls: 0 };
   return newest.done?.counts ?? newest.record.counts;
-}
-
-/**
- * A turn with an empty input takes the newest turn again: the newest record must be a turn
- * that failed (a model error, its lease run out, a cancel), whose input stands unanswered in
- * the history. Anything else is InvalidRequestError naming `input`: nothing to answer.
- */
-export function checkRetake(id: string, newest: Head['newest']): void {
-  const done = newest?.done;
-  if (newest?.record.kind === 'turn' && done?.status === 'failed') return;
-  const turns = countsOf(newest).turns;
-  const found =
-    turns === 0
-      ? 'has no turn yet'
-      : newest?.record.kind !== 'turn'
-        ? `has items stored after its turn ${turns}`
-        : `turn ${turns} ${done?.status === 'aborted' ? 'was aborted' : 'completed'}`;
-  throw new InvalidRequestError(
-    `input is empty, which takes the newest turn again once it failed or was cancelled; session ${id} ${found}: ` +
-      'nothing to answer',
-    { field: 'input' },
-  );
 }
 
 /** The notices no model has seen yet, as of the newest record (its completion decides). */

@@ -214,7 +214,7 @@ export async function turnItems(
 }
 
 /** Turns below `before`, newest first, at most `wanted`. */
-async function walkTurns(log: LogContext, id: string, before: number | undefined, wanted: number): Promise<RawTurn[]> {
+export async function walkTurns(log: LogContext, id: string, before: number | undefined, wanted: number) {
   return withFreshListing(async () => {
     const below = (turn: number) => before === undefined || turn < before;
     const found: RawTurn[] = [];

@@ -116,11 +116,7 @@ export async function importSession(log: LogContext, options: ImportOptions): Pr
     ...(header.expires_after_days !== undefined ? { expires_after_days: header.expires_after_days } : {}),
     ...(header.on_busy !== undefined ? { on_busy: header.on_busy } : {}),
     // An export without a budget takes the deployment's default, as a session created here does.
-    ...(header.budget !== undefined
-      ? { budget: header.budget }
-      : log.defaultBudget
-        ? { budget: log.defaultBudget }
-        : {}),
+    ...(header.budget !== undefined || log.defaultBudget ? { budget: header.budget ?? log.defaultBudget! } : {}),
   };
   const scope = scopeOf(log.keyPrefix, config);
   let notices: ExportNotice[];

@@ -76,13 +76,19 @@ export interface AppOptions {
   afterResponse?: (task: Promise<unknown>) => void;
 }
 
+/** The log when none is given: a message alone is one line (no "undefined" after it). */
+function logToConsole(message: string, details?: unknown): void {
+  if (details === undefined) console.error(message);
+  else console.error(message, details);
+}
+
 /**
  * Assembles the HTTP API: one router per resource, one error handler, auth, body limits,
  * and the per-request services (config is parsed on every request, never memoized).
  */
 export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   const readEnvironment = options.readEnvironment ?? ((c: Context) => runtimeEnv(c) as RuntimeEnvironment);
-  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
+  const log = options.log ?? logToConsole;
   const app = createRouter();
   app.onError(withOpenAIErrors(createErrorHandler(log), log));
   app.notFound((c) =>
@@ -202,7 +208,7 @@ function serviceInputs(
 export function createOutsideServices(
   options: AppOptions,
 ): (environment: RuntimeEnvironment, background: (task: Promise<unknown>) => void) => AppServices {
-  const log = options.log ?? ((message: string, details?: unknown) => console.error(message, details));
+  const log = options.log ?? logToConsole;
   return (environment, background) =>
     createServices({
       ...serviceInputs(options, environment, parseServiceConfig(environment), log),

@@ -6,6 +6,7 @@ import {
   TurnNotOpenError,
 } from '../errors.ts';
 import { sha256Hex } from '../hash.ts';
+import { BoundedCache } from '../session/log/bounded-cache.ts';
 import type { LogScope } from '../session/keys.ts';
 import type { ClosedTurn } from '../session/log/types.ts';
 import type { OnBusy } from '../session/fields.ts';
@@ -211,10 +212,7 @@ export async function pickUp(
       // The session's budget is spent: the input waits, listed, until a PATCH raises it (whose
       // pickup takes it up), or is withdrawn.
       if (error instanceof BudgetExhaustedError) {
-        services.log("tailgate: a queued input waits: the session's budget is spent", {
-          session_id: sessionId,
-          key_sha256: entry.key_sha256,
-        });
+        tellWaiting(services, sessionId, entry.key_sha256);
         return;
       }
       if (error instanceof TakenBefore) {
@@ -239,6 +237,24 @@ export async function pickUp(
     await sessions.removeQueued(queue, entry.key_sha256);
     if (claimed.run) return;
   }
+}
+
+/**
+ * The queued inputs this process has told as waiting for budget (session id, then key hash):
+ * every pickup meets such an input again (each listing of the queue, each close, each periodic
+ * sweep) until a PATCH raises the budget, and one line for it is enough. Bounded: once full,
+ * the oldest go first (and are told again should a pickup meet them again).
+ */
+const toldWaiting = new BoundedCache<true>(4096);
+
+/** Logs, once in this process, that session `sessionId`'s input `keyHash` waits for budget. */
+function tellWaiting(services: TurnServices, sessionId: string, keyHash: string): void {
+  const key = `${sessionId} ${keyHash}`;
+  if (toldWaiting.has(key)) return;
+  toldWaiting.set(key, true, 1);
+  services.log(
+    `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash}) waits: the session's budget is spent`,
+  );
 }
 
 /**

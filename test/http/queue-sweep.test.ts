@@ -27,13 +27,18 @@ const stores: [string, () => ObjectStore][] = [
 ];
 
 /** A process on `store` and `clock`: its HTTP client, and the services of its timers (the sweep's). */
-function process(store: ObjectStore, clock: () => Date, runner: 'none' | 'in process') {
+function process(
+  store: ObjectStore,
+  clock: () => Date,
+  runner: 'none' | 'in process',
+  log: AppOptions['log'] = () => undefined,
+) {
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
     store: () => store,
     readEnvironment: (c) => c.env ?? environment,
     clock,
-    log: () => undefined,
+    log,
     logLine: () => undefined,
     afterResponse: (task) => void tasks.push(task),
   };
@@ -179,6 +184,38 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
       [2, 'completed'],
     ]);
     expect(await markers(store)).toEqual([`queues/${broken}`]);
+  });
+
+  it("logs an input waiting for the session's budget once, however often it is picked up", async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const logged: unknown[][] = [];
+    const live = process(store, clock, 'in process', (...line) => void logged.push(line));
+    const id = await live.api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+    expect((await live.api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
+    // An input queued as an enqueue stores it (its marker, then its entry), as if behind a turn.
+    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body));
+    const keyHash = 'c'.repeat(64);
+    await store.put(`queues/${id}`, '');
+    const entry = { format: 'tailgate.queued.v1', key_sha256: keyHash, enqueued_at: new Date().toISOString() };
+    await store.put(
+      `sessions/${id}/queue/${config.generation}/${keyHash}`,
+      JSON.stringify({
+        ...entry,
+        writer: crypto.randomUUID(),
+        input: [{ type: 'message', role: 'user', content: 'q' }],
+        request: {},
+      }),
+    );
+    for (let round = 0; round < 3; round++) {
+      expect((await live.api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+      await live.settle();
+      expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+      await live.settle();
+    }
+    expect(logged).toEqual([
+      [`tailgate: a queued input of session ${id} (key sha256 ${keyHash}) waits: the session's budget is spent`],
+    ]);
   });
 
   it('keeps the marker of an input queued between its look at the queue and its delete', async () => {

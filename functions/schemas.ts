@@ -72,11 +72,27 @@ export const appendItemsSchema = z
 
 export const appendResultSchema = z.object({ first_seq: z.number().int(), last_seq: z.number().int() });
 
-const positiveIntegerText = (name: string) =>
+/**
+ * A number in a path or a query: decimal digits only (no sign, space, point, exponent or hex),
+ * at most `digits` of them.
+ */
+const positiveIntegerText = (name: string, digits = 15) =>
   z
     .string()
-    .regex(/^[0-9]{1,15}$/, `${name} must be a positive integer`)
+    .regex(new RegExp(`^[0-9]{1,${digits}}$`), `${name} must be a positive integer`)
     .transform(Number);
+
+/** `positiveIntegerText` of 1..`max` (up to Number.MAX_SAFE_INTEGER, 16 digits). */
+export const integerText = (name: string, max: number) =>
+  positiveIntegerText(name, 16).refine((value) => value >= 1 && value <= max, `${name} must be 1..${max}`);
+
+/**
+ * A session id and a turn number in the path: every route with a `{turn}` reads it so (400
+ * "turn must be a positive integer" for anything but decimal digits).
+ */
+export const turnParamsSchema = sessionIdParamsSchema.extend({
+  turn: integerText('turn', Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: '3' }),
+});
 
 export const listItemsQuerySchema = z.object({
   before: positiveIntegerText('before')

@@ -6,7 +6,7 @@ import { journalEvents } from '../../lib/turn/index.ts';
 import { errorResponses } from '../openapi-helpers.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
-import { turnNumberParamsSchema } from './turns.ts';
+import { turnParamsSchema } from '../schemas.ts';
 
 /** GET /v1/sessions/:id/turns/:turn/events: a turn's journaled events, replayed, then followed live. */
 
@@ -25,7 +25,7 @@ const turnEventsRoute = createRoute({
     'reconnecting client gets every event once, in order). 404 for a turn without a journal (a plain JSON turn).',
   security: requires('session:read'),
   request: {
-    params: turnNumberParamsSchema,
+    params: turnParamsSchema,
     query: z.object({ after: afterText.optional().meta({ param: { name: 'after', in: 'query' } }) }),
     headers: z.object({ 'last-event-id': afterText.optional() }),
   },

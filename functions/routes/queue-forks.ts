@@ -4,15 +4,11 @@ import { listQueue } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
-import { sessionIdParamsSchema } from '../schemas.ts';
+import { integerText, sessionIdParamsSchema } from '../schemas.ts';
 
 /** `limit` of a listing: 1..100. */
 const limitText = (description: string) =>
-  z
-    .string()
-    .regex(/^[0-9]{1,15}$/, 'limit must be a positive integer')
-    .transform(Number)
-    .refine((value) => value >= 1 && value <= 100, 'limit must be 1..100')
+  integerText('limit', 100)
     .optional()
     .meta({ param: { name: 'limit', in: 'query' }, description });
 

@@ -6,7 +6,7 @@ import { turnAsItStands } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
-import { sessionIdParamsSchema, storedItemOutSchema } from '../schemas.ts';
+import { integerText, sessionIdParamsSchema, storedItemOutSchema, turnParamsSchema } from '../schemas.ts';
 import { syntheticEntrySchema } from '../../lib/session/log/turns.ts';
 
 /**
@@ -14,17 +14,6 @@ import { syntheticEntrySchema } from '../../lib/session/log/turns.ts';
  * settings, counts and what its model saw), and the items of a turn with their treatment.
  * The data behind the /ui inspector, useful on its own.
  */
-
-const integerText = (name: string, max: number) =>
-  z
-    .string()
-    .regex(/^[0-9]{1,15}$/, `${name} must be a positive integer`)
-    .transform(Number)
-    .refine((value) => value >= 1 && value <= max, `${name} must be 1..${max}`);
-
-export const turnParamsSchema = sessionIdParamsSchema.extend({
-  turn: integerText('turn', Number.MAX_SAFE_INTEGER).meta({ param: { name: 'turn', in: 'path' }, example: '3' }),
-});
 
 const seqRangeSchema = z.object({ first_seq: z.number().int(), last_seq: z.number().int() });
 

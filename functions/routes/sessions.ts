@@ -8,8 +8,8 @@ import {
   sessionIdParamsSchema,
   sessionPatchSchema,
   sessionSchema,
+  turnParamsSchema,
 } from '../schemas.ts';
-import { turnParamsSchema } from './receipts.ts';
 import { normalizeSessionFields } from '../session-fields.ts';
 import { deleteNewestTurn, forkSession } from '../../lib/turn/fork.ts';
 import { afterResponse } from '../../lib/turn/append.ts';

@@ -12,7 +12,7 @@ import { InvalidRequestError } from '../../lib/errors.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonBody, jsonResponse } from '../openapi-helpers.ts';
-import { sessionIdParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
+import { sessionIdParamsSchema, turnParamsSchema, turnRequestSchema, turnResponseSchema } from '../schemas.ts';
 import { checkItemSizes } from '../item-size.ts';
 import { turnEventStream } from '../turn-event-stream.ts';
 
@@ -67,16 +67,6 @@ const takeTurnRoute = createRoute({
   },
 });
 
-/** A session id and a turn number in the path. */
-export const turnNumberParamsSchema = sessionIdParamsSchema.extend({
-  turn: z.coerce
-    .number()
-    .int()
-    .positive()
-    .max(Number.MAX_SAFE_INTEGER)
-    .meta({ param: { name: 'turn', in: 'path' }, example: 3 }),
-});
-
 const cancelledSchema = z
   .object({ session_id: z.string(), turn: z.number().int(), status: z.literal('failed') })
   .meta({ id: 'CancelledTurn' });
@@ -90,7 +80,7 @@ const cancelTurnRoute = createRoute({
     'For a turn whose server died, or that is no longer wanted. The session takes turns again at once. The ' +
     'running turn, if any, is answered 409 turn_cancelled.',
   security: requires('session:turn'),
-  request: { params: turnNumberParamsSchema },
+  request: { params: turnParamsSchema },
   responses: {
     200: jsonResponse(cancelledSchema, 'The turn is closed as failed'),
     ...errorResponses(400, 401, 403, 404, 409, 503),

@@ -22,8 +22,10 @@
 
 import { randomHex } from '../hash.ts';
 
-const RESPONSE = /^resp_([A-Za-z0-9_-]{1,64})_(\d{1,15})_(\d{1,15})_(\d{1,15})(?:_(g\d{13}[0-9a-f]{8}))?$/;
-const ITEM = /^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
+// Numbers as the ids write them (every one is at least 1): no leading zero, so no two ids name one thing.
+const NUMBER = '([1-9]\\d{0,14})';
+const RESPONSE = new RegExp(`^resp_([A-Za-z0-9_-]{1,64})_${NUMBER}_${NUMBER}_${NUMBER}(?:_(g\\d{13}[0-9a-f]{8}))?$`);
+const ITEM = new RegExp(`^(msg|fc|fco)_([A-Za-z0-9_-]{1,64})_${NUMBER}$`);
 
 export interface ResponseRef {
   sessionId: string;
@@ -63,7 +65,7 @@ export function compactionId(sessionId: string, startSeq: number): string {
   return `cmp_${sessionId}_${startSeq}`;
 }
 
-const COMPACTION = /^cmp_([A-Za-z0-9_-]{1,64})_(\d{1,15})$/;
+const COMPACTION = new RegExp(`^cmp_([A-Za-z0-9_-]{1,64})_${NUMBER}$`);
 
 /** The session and start seq of a compaction item id, or undefined. */
 export function parseCompactionId(id: string): { sessionId: string; startSeq: number } | undefined {

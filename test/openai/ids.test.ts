@@ -25,9 +25,18 @@ describe('OpenAI-compatible ids', () => {
   });
 
   it('refuses ids that name no turn or no items', () => {
-    for (const id of ['resp_s_0_1_2', 'resp_s_1_2_2', 'resp_s_1_2', 'resp__1_1_2', 'resp_s/x_1_1_2', 'msg_s_1'])
+    for (const id of [
+      'resp_s_0_1_2',
+      'resp_s_1_2_2',
+      'resp_s_1_2',
+      'resp__1_1_2',
+      'resp_s/x_1_1_2',
+      'msg_s_1',
+      'resp_s_01_1_2',
+    ])
       expect(parseResponseId(id), id).toBeUndefined();
     expect(parseItemId('msg_s_0')).toBeUndefined();
+    expect(parseItemId('msg_s_01')).toBeUndefined();
     expect(parseItemId('resp_s_1')).toBeUndefined();
   });
 });

@@ -100,12 +100,13 @@ export function trackAfterResponse(task: Promise<unknown>): void {
 
 /**
  * What a first SIGINT or SIGTERM says it waits for: the `connections` still open (running
- * requests) and the work requests left running (trackAfterResponse: a background turn, a charge).
+ * requests) and how many tasks requests and timers left running (trackAfterResponse: a
+ * background turn, a charge, a queue's pickup, a webhook delivery; counted, not told apart).
  */
 export function shutdownNotice(signal: string, graceMs: number, connections: number): string {
   const waits = [
     ...(connections > 0 ? [`${connections} open connection(s)`] : []),
-    ...(running.size > 0 ? [`${running.size} background task(s) (a turn, a charge)`] : []),
+    ...(running.size > 0 ? [`${running.size} background task(s)`] : []),
   ];
   if (waits.length === 0) return `tailgate: ${signal}: no new requests; nothing left running, stopping`;
   return (
@@ -165,15 +166,24 @@ export function serveLocal(
     void grace.then(() => {
       graceIsOver = true;
     });
+    // The notice comes before the stop: with nothing open, the close's callback runs first.
+    let told: () => void = () => undefined;
+    const notice = new Promise<void>((resolve) => {
+      told = resolve;
+    });
     server.close(async () => {
       // Work the requests left running (background turns) finishes too, within the grace period,
       // and so does the work it starts: the input a closing turn takes up from its session's queue.
       while (running.size > 0 && !graceIsOver) await Promise.race([Promise.allSettled([...running]), grace]);
+      await notice;
       console.error('tailgate: stopped');
       process.exit(0);
     });
     server.closeIdleConnections();
-    server.getConnections((_error, open) => console.error(shutdownNotice(signal, options.shutdownGraceMs, open)));
+    server.getConnections((_error, open) => {
+      console.error(shutdownNotice(signal, options.shutdownGraceMs, open));
+      told();
+    });
     setTimeout(() => {
       console.error('tailgate: grace period over, closing the connections left');
       server.closeAllConnections();

@@ -114,6 +114,20 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     }
   }, 120_000);
 
+  it('SIGTERM with nothing running says so, then stops (exit 0)', async () => {
+    const server = await start(runtime);
+    try {
+      server.signal('SIGTERM');
+      expect(await server.exited).toBe(0);
+      const lines = server.output().split('\n');
+      const notice = lines.indexOf('tailgate: SIGTERM: no new requests; nothing left running, stopping');
+      expect(notice, server.output()).toBeGreaterThanOrEqual(0);
+      expect(lines.indexOf('tailgate: stopped'), server.output()).toBeGreaterThan(notice);
+    } finally {
+      await server.stop();
+    }
+  }, 120_000);
+
   it('a second SIGTERM stops at once', async () => {
     const server = await start(runtime, { SHUTDOWN_GRACE_MS: '600000' });
     try {

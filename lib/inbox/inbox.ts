@@ -377,7 +377,7 @@ export class Inbox {
   /** The session's creation time when the check tells it, else true; NotFoundError when there is none. */
   async #requireSession(sessionId: string): Promise<true | string> {
     const found = await this.#sessionExists(sessionId);
-    if (!found) throw new NotFoundError(`session ${sessionId} does not exist`, { session_id: sessionId });
+    if (!found) throw new NotFoundError(`session ${sessionId} not found`, { id: sessionId });
     return found;
   }
 

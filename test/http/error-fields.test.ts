@@ -72,3 +72,44 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(send(header({ colour: 'red' })))).toBe('line 1.colour');
   });
 });
+
+// A 404 of a missing session, or of a turn the session does not have, is told one way whichever
+// route meets it (docs/API.md, "Errors"): `details.id` names the session, `details.turn` the turn.
+describe('a 404 names what is missing one way', () => {
+  it('a session that does not exist: "session <id> not found", details.id', async () => {
+    const missing = freshId('missing');
+    const routes: [string, string, unknown?][] = [
+      ['GET', `/v1/sessions/${missing}`],
+      ['POST', `/v1/sessions/${missing}/turns`, { input: 'x' }],
+      ['GET', `/v1/sessions/${missing}/items`],
+      ['POST', `/v1/sessions/${missing}/inbox`, { content: 'x', name: 'n' }],
+      ['GET', `/v1/sessions/${missing}/inbox`],
+      ['GET', `/v1/sessions/${missing}/queue`],
+      ['POST', `/v1/sessions/${missing}/fork`, { at_turn: 1 }],
+    ];
+    for (const [method, path, body] of routes) {
+      const answer = await api.call(method, path, body);
+      expect(answer.status, `${method} ${path}`).toBe(404);
+      expect(answer.body.error, `${method} ${path}`).toEqual({
+        code: 'not_found',
+        message: `session ${missing} not found`,
+        details: { id: missing },
+      });
+    }
+  });
+
+  it('a turn the session does not have: details.turn, on the delete as on the cancel and the receipt', async () => {
+    const id = await api.session();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'x' })).status).toBe(200);
+    for (const [method, path] of [
+      ['DELETE', `/v1/sessions/${id}/turns/99`],
+      ['POST', `/v1/sessions/${id}/turns/99/cancel`],
+      ['GET', `/v1/sessions/${id}/turns/99`],
+    ] as const) {
+      const answer = await api.call(method, path);
+      expect(answer.status, `${method} ${path}`).toBe(404);
+      expect(answer.body.error.code).toBe('not_found');
+      expect(answer.body.error.details, `${method} ${path}`).toEqual({ id, turn: 99 });
+    }
+  });
+});

@@ -69,7 +69,8 @@ export async function forkSession(log: LogContext, parentId: string, options: Fo
     // After the references: the forked incarnation still exists, so a delete of it from now
     // on lists them and keeps what the fork reads.
     const { config: current } = await readConfig(log, parentId);
-    if (current.generation !== head.config.generation) throw new NotFoundError(`session ${parentId} not found`);
+    if (current.generation !== head.config.generation)
+      throw new NotFoundError(`session ${parentId} not found`, { id: parentId });
     if (log.clock().getTime() - started > log.leaseMs / 2)
       throw new StorageError('the fork took too long to write its references; try again');
   } catch (error) {

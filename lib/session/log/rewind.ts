@@ -84,7 +84,7 @@ export async function deleteNewestTurn(
     const head = await readHead(log, id, 100);
     const named = options.names;
     if (named && idGeneration(head.scope, named.seq) !== named.generation)
-      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id });
+      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
     const previous = await pointBefore(log, head, turn, options);
     const started = log.clock().getTime();
     const fence: LogRecord = {
@@ -125,7 +125,8 @@ async function pointBefore(log: LogContext, head: Head, turn: number, options: R
   }
   const found = candidate?.record.kind === 'turn' && candidate.record.turn === turn;
   if (!found) {
-    if (turn > countsOf(head.newest).turns) throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id });
+    if (turn > countsOf(head.newest).turns)
+      throw new NotFoundError(`turn ${turn} of session ${id} not found`, { id, turn });
     const after = candidate?.record.kind === 'turn' ? `turn ${candidate.record.turn}` : 'an append';
     throw new DeleteRefusedError(
       `turn ${turn} is not the newest of session ${id}: ${after} came after it; only the newest turn can be deleted`,

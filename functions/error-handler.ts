@@ -24,6 +24,7 @@ export const STATUS_BY_CODE: Record<ErrorCode, ContentfulStatusCode> = {
   lease_expired: 409,
   turn_cancelled: 409,
   turn_not_open: 409,
+  queued_input_taken: 409,
   budget_exhausted: 402,
   idempotency_key_reused: 422,
   payload_too_large: 413,

@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'lease_expired',
   'turn_cancelled',
   'turn_not_open',
+  'queued_input_taken',
   'budget_exhausted',
   'idempotency_key_reused',
   'payload_too_large',

@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { QUEUE_PREVIEW_CHARS } from '../../lib/session/log/queue-listing.ts';
-import { listQueue } from '../../lib/turn/index.ts';
+import { listQueue, withdrawQueued } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -49,6 +49,31 @@ const listQueueRoute = createRoute({
   },
 });
 
+const queuedTurnParamsSchema = sessionIdParamsSchema.extend({
+  queued_turn: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, 'queued_turn must be the queued_turn an enqueue answered')
+    .meta({ param: { name: 'queued_turn', in: 'path' }, description: "The `queued_turn` of the enqueue's 202." }),
+});
+
+const withdrawQueuedRoute = createRoute({
+  method: 'delete',
+  path: '/v1/sessions/{id}/queue/{queued_turn}',
+  tags: ['turns'],
+  summary:
+    'Withdraw a queued input no pickup began claiming as a turn (409 queued_input_taken once one did: ' +
+    'it runs; 404 when none is queued under the name)',
+  security: requires('session:turn'),
+  request: { params: queuedTurnParamsSchema },
+  responses: {
+    200: jsonResponse(
+      z.object({ session_id: z.string(), queued_turn: z.string(), deleted: z.literal(true) }),
+      'Withdrawn: its turn never runs',
+    ),
+    ...errorResponses(400, 401, 403, 404, 409, 503),
+  },
+});
+
 const forksQuerySchema = z.object({
   after: z
     .string()
@@ -88,13 +113,21 @@ const listForksRoute = createRoute({
   },
 });
 
-/** GET /v1/sessions/:id/queue (docs/API.md, "Busy sessions") and GET /v1/sessions/:id/forks ("Forks"). */
+/**
+ * GET /v1/sessions/:id/queue and DELETE .../queue/:queued_turn (docs/API.md, "Busy sessions"),
+ * GET /v1/sessions/:id/forks ("Forks").
+ */
 export function queueAndForkRoutes() {
   return createRouter()
     .openapi(listQueueRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { limit } = c.req.valid('query');
       return c.json(await listQueue(c.var.services, id, limit ?? 100), 200);
+    })
+    .openapi(withdrawQueuedRoute, async (c) => {
+      const { id, queued_turn } = c.req.valid('param');
+      await withdrawQueued(c.var.services, id, queued_turn);
+      return c.json({ session_id: id, queued_turn, deleted: true as const }, 200);
     })
     .openapi(listForksRoute, async (c) => {
       const { id } = c.req.valid('param');

@@ -277,6 +277,8 @@ export const queuedInputSchema = z
     enqueued_at: z.string(),
     /** A random id: a put whose answer was lost is recognised by it. */
     writer: z.string(),
+    /** When a pickup began claiming it (log/queue-withdraw.ts): a withdraw then refuses. */
+    taking_at: z.string().optional(),
     input: z.array(itemSchema).min(1),
     /** The turn's settings (everything of the request but its input). */
     request: z.record(z.string(), z.unknown()),

@@ -19,6 +19,7 @@ import {
   type QueuedEntry,
 } from './log/queue.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
+import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
 import { markedQueues, unmarkIfEmpty } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
 import type { QueuedInput, TurnStatus } from './records.ts';
@@ -91,6 +92,21 @@ export class SessionLogRunning extends SessionLogBase {
 
   async removeQueued(scope: LogScope, keyHash: string): Promise<void> {
     return removeQueued(this.log, scope, keyHash);
+  }
+
+  /** Marks a queued input as being claimed, before its turn's record (log/queue-withdraw.ts). */
+  async markQueued(scope: LogScope, keyHash: string): Promise<void> {
+    return markTaking(this.log, scope, keyHash);
+  }
+
+  /** Whether a withdraw's tombstone stands under a listed entry; a stale one is deleted (log/queue-withdraw.ts). */
+  async queuedWithdrawing(scope: LogScope, keyHash: string): Promise<boolean> {
+    return withdrawing(this.log, scope, keyHash);
+  }
+
+  /** DELETE /v1/sessions/{id}/queue/{queued_turn}: withdraws a queued input (log/queue-withdraw.ts). */
+  async withdrawQueued(id: string, keyHash: string): Promise<void> {
+    return withdrawQueued(this.log, id, keyHash);
   }
 
   /** The sessions an input was queued in, by their markers, some stale (log/queue-markers.ts). */

@@ -17,6 +17,7 @@ import { requestRecord } from './receipt.ts';
 import type { TurnObservation, TurnRequest, TurnServices } from './types.ts';
 import { observedClaim } from './observe.ts';
 import { idleEntry } from '../webhooks/events.ts';
+import { QueuedWithdrawnError } from '../session/log/queue-withdraw.ts';
 
 /**
  * The busy policy (docs/API.md, "Busy sessions"): what a turn does when another holds the
@@ -185,8 +186,11 @@ export async function pickUp(
     // An input queued under a generation a delete of the newest turn left (log/queue.ts).
     const queue = next.generation === scope.generation ? scope : { ...scope, generation: next.generation };
     const entry = await sessions.readQueued(queue, next.keyHash);
-    // Taken up by another pickup meanwhile.
-    if (!entry) continue;
+    // Taken up by another pickup meanwhile, or withdrawn: its withdraw takes up the queue next.
+    if (!entry) {
+      if (await sessions.queuedWithdrawing(queue, next.keyHash)) return;
+      continue;
+    }
     // Its images and files are where it was queued: the turn reads them in its own generation.
     await sessions.copyBlobs(sessionId, next.generation, entry.input);
     let claimed: Awaited<ReturnType<typeof claimInput>>;
@@ -196,6 +200,8 @@ export async function pickUp(
         request: entry.request,
         keyHash: entry.key_sha256,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
+        // Once nothing else refuses the claim: a withdraw that lands first refuses it.
+        beforeRecord: () => sessions.markQueued(queue, entry.key_sha256),
         // Under a generation the session left (whatever `scope` says): its key may name a turn
         // taken up there, perhaps the one a delete took out, which its replay would not find.
         check: async (config) => {
@@ -210,12 +216,12 @@ export async function pickUp(
     } catch (error) {
       if (error instanceof TurnInProgressError) return;
       // The session's budget is spent: the input waits, listed, until a PATCH raises it (whose
-      // pickup takes it up), or is withdrawn.
+      // pickup takes it up), or its client withdraws it (DELETE .../queue/{queued_turn}).
       if (error instanceof BudgetExhaustedError) {
         tellWaiting(services, sessionId, entry.key_sha256);
         return;
       }
-      if (error instanceof TakenBefore) {
+      if (error instanceof TakenBefore || error instanceof QueuedWithdrawnError) {
         await sessions.removeQueued(queue, entry.key_sha256);
         continue;
       }
@@ -255,6 +261,16 @@ function tellWaiting(services: TurnServices, sessionId: string, keyHash: string)
   services.log(
     `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash}) waits: the session's budget is spent`,
   );
+}
+
+/**
+ * DELETE .../queue/{queued_turn}: withdraws a queued input that no pickup began claiming
+ * (log/queue-withdraw.ts), then takes up the queue after the response: a pickup that met it
+ * being withdrawn left the inputs behind it to this one.
+ */
+export async function withdrawQueued(services: TurnServices, sessionId: string, queuedTurn: string): Promise<void> {
+  await services.sessions.withdrawQueued(sessionId, queuedTurn);
+  afterResponse(services, () => pickUp(services, sessionId));
 }
 
 /**

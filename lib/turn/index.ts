@@ -7,7 +7,14 @@ export { streamTurn } from './stream-turn.ts';
 export { appendItems } from './append.ts';
 export { claimBackgroundTurn } from './background.ts';
 export { retryDelaySeconds, runBackgroundTurn, runInProcess } from './background-runner.ts';
-export { cancelOpenTurn, listQueue, pickUp, pickUpAfterLeaseClose, takeUnderPolicy } from './busy.ts';
+export {
+  cancelOpenTurn,
+  listQueue,
+  pickUp,
+  pickUpAfterLeaseClose,
+  takeUnderPolicy,
+  withdrawQueued,
+} from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
 export { sweepQueues } from './queue-sweep.ts';
 export type {

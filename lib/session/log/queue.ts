@@ -131,14 +131,14 @@ export async function takenBefore(log: LogContext, scope: LogScope, keyHash: str
   return claims.some((claim) => claim !== null);
 }
 
-/** One queued input; null once it was taken up. */
+/** One queued input; null once it was taken up or withdrawn (an empty entry: log/queue-withdraw.ts). */
 export async function readQueued(log: LogContext, scope: LogScope, keyHash: string): Promise<QueuedInput | null> {
   const key = queuedKey(scope, keyHash);
   const object = await log.store.get(key);
-  return object ? parseStored(key, object.body, queuedInputSchema) : null;
+  return object && object.body.length > 0 ? parseStored(key, object.body, queuedInputSchema) : null;
 }
 
-/** Removes a queued input once its turn is stored. */
+/** Removes a queued input once its turn is stored (or what a withdraw left of it). */
 export async function removeQueued(log: LogContext, scope: LogScope, keyHash: string): Promise<void> {
   await log.store.delete(queuedKey(scope, keyHash));
 }

@@ -1,0 +1,98 @@
+import { NotFoundError, TailgateError } from '../../errors.ts';
+import { idempotencyKey, queuedKey, type LogScope } from '../keys.ts';
+import { parseStored, queuedInputSchema } from '../records.ts';
+import { sessionScope } from './config-object.ts';
+import type { LogContext } from './context.ts';
+
+/**
+ * Withdrawing a queued input (DELETE /v1/sessions/{id}/queue/{queued_turn}; docs/STORAGE.md,
+ * "Queued inputs") against a pickup claiming it. No store deletes conditionally, so both rewrite
+ * the entry if-match on the etag they read: a pickup marks it (`taking_at`) right before its
+ * turn's record is put, once nothing else can refuse the claim; a withdraw empties it (a
+ * tombstone, which readers take as gone) and then deletes it. One rewrite lands first and the
+ * other is refused: a pickup refused stores nothing (QueuedWithdrawnError) and removes the
+ * entry; a withdraw that meets the mark answers 409 queued_input_taken: the input runs, or ran.
+ */
+
+/** Rewrites of one entry tried before giving up (each lost to another pickup's mark). */
+const MAX_REWRITES = 8;
+
+/**
+ * How long a withdraw's tombstone stands before a pickup deletes it: its withdraw deletes it
+ * right after writing it, so one this old was left by a withdraw that stopped in between.
+ */
+export const TOMBSTONE_STALE_MS = 60_000;
+
+/** A withdraw of a queued input a pickup claimed as a turn already: that turn runs (409). */
+export class QueuedInputTakenError extends TailgateError {
+  constructor(sessionId: string, queuedTurn: string) {
+    super('queued_input_taken', `queued input ${queuedTurn} of session ${sessionId} was taken up as a turn`, {
+      session_id: sessionId,
+      queued_turn: queuedTurn,
+    });
+    this.name = 'QueuedInputTakenError';
+  }
+}
+
+/** The entry was withdrawn: the pickup claiming it stores nothing. */
+export class QueuedWithdrawnError extends Error {}
+
+/** Marks the input queued under `keyHash` as being claimed, right before its turn's record. */
+export async function markTaking(log: LogContext, scope: LogScope, keyHash: string): Promise<void> {
+  const key = queuedKey(scope, keyHash);
+  for (let tries = 0; tries < MAX_REWRITES; tries++) {
+    const object = await log.store.get(key);
+    if (!object || object.body.length === 0) throw new QueuedWithdrawnError();
+    const marked = { ...parseStored(key, object.body, queuedInputSchema), taking_at: log.clock().toISOString() };
+    const options = { ifMatch: object.etag, contentType: 'application/json' };
+    if (await log.store.put(key, JSON.stringify(marked), options)) return;
+  }
+  throw new Error(`queued input ${keyHash} kept changing while it was marked`);
+}
+
+/**
+ * For a pickup that found no input under a listed entry: true while a withdraw's tombstone stands
+ * there (its withdraw deletes it, then takes up the queue). A stale tombstone is deleted: false,
+ * as for an entry gone. Only a tombstone is deleted, so no entry queued since under the key is.
+ */
+export async function withdrawing(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
+  const key = queuedKey(scope, keyHash);
+  const object = await log.store.get(key);
+  if (!object || object.body.length > 0) return false;
+  if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return true;
+  await log.store.delete(key);
+  return false;
+}
+
+/**
+ * Withdraws the input queued in session `id` under `keyHash` (its own generation or one in
+ * `queued_in`). None queued: QueuedInputTakenError when a turn holds its key (`idem/`, written
+ * once a claim's record landed), else NotFoundError.
+ */
+export async function withdrawQueued(log: LogContext, id: string, keyHash: string): Promise<void> {
+  const scope = await sessionScope(log, id);
+  const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+  for (const generation of generations) {
+    const key = queuedKey({ ...scope, generation }, keyHash);
+    for (let tries = 0; tries < MAX_REWRITES; tries++) {
+      const object = await log.store.get(key);
+      if (!object) break;
+      // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
+      if (object.body.length === 0) break;
+      if (parseStored(key, object.body, queuedInputSchema).taking_at !== undefined)
+        throw new QueuedInputTakenError(id, keyHash);
+      if (await log.store.put(key, '', { ifMatch: object.etag })) {
+        await log.store.delete(key);
+        return;
+      }
+    }
+  }
+  const claims = await Promise.all(
+    generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
+  );
+  if (claims.some((claim) => claim !== null)) throw new QueuedInputTakenError(id, keyHash);
+  throw new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
+    session_id: id,
+    queued_turn: keyHash,
+  });
+}

@@ -1,0 +1,215 @@
+import { describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { Body, PutOptions } from '../../lib/store/object-store.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// Withdrawing a queued input (docs/API.md, "Busy sessions"): DELETE /v1/sessions/{id}/queue/{queued_turn}
+// removes an input no pickup began claiming, and its turn never runs; one a pickup claimed runs,
+// and the withdraw is 409, whichever of the two reaches the entry first.
+
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  DEFAULT_MODEL: 'echo',
+  TURN_LEASE_MS: '3000',
+};
+
+/** Runs `hook` once, before the first put that `matches`, and waits for it. */
+class HookedStore extends MemoryStore {
+  hook: { matches: (key: string, body: Body, options?: PutOptions) => boolean; run: () => Promise<unknown> } | null =
+    null;
+  override async put(key: string, body: Body, options?: PutOptions) {
+    const hook = this.hook;
+    if (hook?.matches(key, body, options)) {
+      this.hook = null;
+      await hook.run();
+    }
+    return super.put(key, body, options);
+  }
+}
+
+/** A process whose background turns wait in `sent` until `runAll`; `drain` awaits its work after its responses. */
+function setup() {
+  const store = new HookedStore();
+  const sent: BackgroundTurn[] = [];
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    afterResponse: (task) => void tasks.push(task),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const api = createClient(appHarness(store, environment, options));
+  const runner = createTurnRunner(options);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  const runAll = async () => {
+    for (let index = 0; index < sent.length; index++) {
+      expect(await runner(sent[index]!, environment, (task) => void tasks.push(task))).toBe('done');
+      await drain();
+    }
+  };
+  return { store, api, sent, drain, runner, runAll };
+}
+
+/** A session whose turn 1 (`first`) waits for its runner, with `queued` queued behind it. */
+async function busySession(world: ReturnType<typeof setup>, queued: string[], fields: Record<string, unknown> = {}) {
+  const { api, drain } = world;
+  const id = await api.session({ on_busy: 'enqueue', ...fields });
+  expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
+  const names: string[] = [];
+  for (const input of queued) {
+    const answer = await api.post(`/v1/sessions/${id}/turns`, { input });
+    expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+    names.push(answer.body.queued_turn);
+  }
+  // The enqueues' own pickups, refused while turn 1 runs.
+  await drain();
+  return { id, names };
+}
+
+async function userInputs(api: ReturnType<typeof createClient>, id: string): Promise<unknown[]> {
+  const items = (await api.get(`/v1/sessions/${id}/items?limit=100`)).body.items.reverse();
+  return items.filter((item: any) => item.role === 'user').map((item: any) => item.content);
+}
+
+describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
+  it('withdraws a queued input: the listing no longer has it and its turn never runs', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, names } = await busySession(world, ['q1', 'q2']);
+    const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(200);
+    expect(withdrawn.body).toEqual({ session_id: id, queued_turn: names[0], deleted: true });
+    const listed = (await api.get(`/v1/sessions/${id}/queue`)).body;
+    expect(listed.queued.map((row: any) => row.queued_turn)).toEqual([names[1]]);
+    expect(listed.total).toBe(1);
+    await world.drain();
+    // Turn 1 runs; its close takes up q2, whose turn runs; q1 never does.
+    await world.runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns.reverse();
+    expect(turns.map((turn: any) => [turn.turn, turn.status])).toEqual([
+      [1, 'completed'],
+      [2, 'completed'],
+    ]);
+    expect(await userInputs(api, id)).toEqual(['first', 'q2']);
+    // Withdrawn once: a second withdraw finds nothing queued under the name.
+    const again = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(again.status).toBe(404);
+    expect(again.body.error.code).toBe('not_found');
+  });
+
+  it('answers 404 for a name nothing is queued under or an unknown session, 400 for a malformed one', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id } = await busySession(world, ['q1']);
+    const unknown = await api.delete(`/v1/sessions/${id}/queue/${'0'.repeat(64)}`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe('not_found');
+    expect((await api.delete(`/v1/sessions/${id}/queue/nope`)).status).toBe(400);
+    expect((await api.delete(`/v1/sessions/s-none/queue/${'0'.repeat(64)}`)).status).toBe(404);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+  });
+
+  it('needs session:turn: a session:read token is refused with 403 and the input stays queued', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    const reader = await api.post('/v1/tokens', { scopes: ['session:read'], session_id: id });
+    expect(reader.status, JSON.stringify(reader.body)).toBe(201);
+    const path = `/v1/sessions/${id}/queue/${names[0]}`;
+    const refused = await api.call('DELETE', path, undefined, { authorization: `Bearer ${reader.body.token}` });
+    expect(refused.status).toBe(403);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    const turner = await api.post('/v1/tokens', { scopes: ['session:turn'], session_id: id });
+    const allowed = await api.call('DELETE', path, undefined, { authorization: `Bearer ${turner.body.token}` });
+    expect(allowed.status, JSON.stringify(allowed.body)).toBe(200);
+  });
+
+  it('withdraws an input the spent budget holds in the queue: raising the budget runs nothing', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, names } = await busySession(world, ['q1'], { budget: { max_turns: 1 } });
+    // Turn 1 spends the budget: its close's pickup is refused and leaves q1 waiting.
+    await world.runAll();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(200);
+    expect((await api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
+    // The PATCH's pickup finds nothing to claim.
+    await world.drain();
+    expect(world.sent).toHaveLength(1);
+    expect(await userInputs(api, id)).toEqual(['first']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+
+  it('answers 409 queued_input_taken for an input a pickup took up already: its turn runs', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    // Turn 1 runs; its close claims q1 as turn 2 (handed to the runner, not run yet) and removes the entry.
+    const closing: Promise<unknown>[] = [];
+    expect(await world.runner(world.sent[0]!, environment, (task) => void closing.push(task))).toBe('done');
+    await Promise.all(closing);
+    await world.drain();
+    expect(world.sent).toHaveLength(2);
+    const taken = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(409);
+    expect(taken.body.error.code).toBe('queued_input_taken');
+    world.sent.splice(0, 1);
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1']);
+  });
+
+  it('a withdraw that reaches the entry before the pickup marks it: the pickup stores nothing', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    let withdrawn: { status: number; body: any } | undefined;
+    // The pickup after turn 1 read the entry and passed every check: the withdraw runs before its mark.
+    store.hook = {
+      matches: (key, body, options) => key.includes('/queue/') && options?.ifMatch !== undefined && body !== '',
+      run: async () => {
+        withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+      },
+    };
+    await world.runAll();
+    expect(store.hook).toBeNull();
+    expect(withdrawn?.status, JSON.stringify(withdrawn?.body)).toBe(200);
+    expect(world.sent).toHaveLength(1);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(turns.map((turn: any) => turn.turn)).toEqual([1]);
+    expect(await userInputs(api, id)).toEqual(['first']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+
+  it('a withdraw that reaches the entry while the pickup puts its turn: 409, and the turn runs', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    let withdrawn: { status: number; body: any } | undefined;
+    // The pickup after turn 1 is about to put turn 2's record (create-only): the withdraw runs first.
+    store.hook = {
+      matches: (key, _body, options) => options?.onlyIfAbsent === true && /\/turn\/[^/]+\/[0-9]+$/.test(key),
+      run: async () => {
+        withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
+      },
+    };
+    // Turn 1's own record is put already: the hook meets the pickup's.
+    await world.runAll();
+    expect(store.hook).toBeNull();
+    expect(withdrawn?.status, JSON.stringify(withdrawn?.body)).toBe(409);
+    expect(withdrawn?.body.error.code).toBe('queued_input_taken');
+    expect(await userInputs(api, id)).toEqual(['first', 'q1']);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns.reverse();
+    expect(turns.map((turn: any) => [turn.turn, turn.status])).toEqual([
+      [1, 'completed'],
+      [2, 'completed'],
+    ]);
+  });
+});

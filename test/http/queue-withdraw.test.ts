@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll } from '../../lib/store/object-store.ts';
 import type { Body, PutOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
@@ -31,14 +32,16 @@ class HookedStore extends MemoryStore {
   }
 }
 
-/** A process whose background turns wait in `sent` until `runAll`; `drain` awaits its work after its responses. */
+/** A process whose background turns wait in `sent` until run; `drain` awaits its work after its responses. */
 function setup() {
   const store = new HookedStore();
+  const time = { offset: 0 };
   const sent: BackgroundTurn[] = [];
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
     store: () => store,
     readEnvironment: (c) => c.env ?? environment,
+    clock: () => new Date(Date.now() + time.offset),
     afterResponse: (task) => void tasks.push(task),
     queueTurn: () => async (run) => void sent.push(run),
   };
@@ -47,13 +50,16 @@ function setup() {
   const drain = async () => {
     while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
   };
-  const runAll = async () => {
-    for (let index = 0; index < sent.length; index++) {
-      expect(await runner(sent[index]!, environment, (task) => void tasks.push(task))).toBe('done');
-      await drain();
-    }
+  // Each turn sent runs once, in the order sent, with the work after it (its close's pickup).
+  let ran = 0;
+  const runNext = async () => {
+    expect(await runner(sent[ran++]!, environment, (task) => void tasks.push(task))).toBe('done');
+    await drain();
   };
-  return { store, api, sent, drain, runner, runAll };
+  const runAll = async () => {
+    while (ran < sent.length) await runNext();
+  };
+  return { store, api, sent, drain, runNext, runAll, time };
 }
 
 /** A session whose turn 1 (`first`) waits for its runner, with `queued` queued behind it. */
@@ -153,15 +159,11 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     const { api } = world;
     const { id, names } = await busySession(world, ['q1']);
     // Turn 1 runs; its close claims q1 as turn 2 (handed to the runner, not run yet) and removes the entry.
-    const closing: Promise<unknown>[] = [];
-    expect(await world.runner(world.sent[0]!, environment, (task) => void closing.push(task))).toBe('done');
-    await Promise.all(closing);
-    await world.drain();
+    await world.runNext();
     expect(world.sent).toHaveLength(2);
     const taken = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
     expect(taken.status, JSON.stringify(taken.body)).toBe(409);
     expect(taken.body.error.code).toBe('queued_input_taken');
-    world.sent.splice(0, 1);
     await world.runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'q1']);
   });
@@ -211,5 +213,45 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
       [1, 'completed'],
       [2, 'completed'],
     ]);
+  });
+
+  it('frees the Idempotency-Key: a retry under it after the withdraw queues the input again', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id } = await busySession(world, []);
+    const key = { 'idempotency-key': 'withdrawn-once' };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
+    expect(queued.status).toBe(202);
+    expect((await api.delete(`/v1/sessions/${id}/queue/${queued.body.queued_turn}`)).status).toBe(200);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toMatchObject({ queued_turn: queued.body.queued_turn, position: 1 });
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1']);
+  });
+
+  it('a tombstone its withdraw left holds the pickup a minute, then goes and the queue runs on', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    // A withdraw of q1 emptied it and stopped before its delete; q2 is queued after it.
+    const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${names[0]}`));
+    expect(await store.put(entry!.key, '', { ifMatch: entry!.etag })).not.toBeNull();
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    const q2 = (await api.post(`/v1/sessions/${id}/turns`, { input: 'q2' })).body.queued_turn;
+    await world.drain();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ queued: [{ queued_turn: q2 }], total: 2 });
+    await world.drain();
+    // Turn 1's close meets it first: the pickup stops, as for a withdraw whose delete and pickup are on their way.
+    await world.runAll();
+    expect(world.sent).toHaveLength(1);
+    world.time.offset = 61_000;
+    // A listing's pickup deletes the stale tombstone and takes q2 up.
+    await api.get(`/v1/sessions/${id}/queue`);
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q2']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
   });
 });

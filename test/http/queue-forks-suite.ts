@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { freshId, createClient, type HttpHarness } from './http-suite.ts';
 
 /**
- * GET /v1/sessions/{id}/queue and GET /v1/sessions/{id}/forks through the real app. Queued
+ * GET /v1/sessions/{id}/queue, DELETE .../queue/{queued_turn} and GET /v1/sessions/{id}/forks
+ * through the real app. Queued
  * inputs are put into the bucket as an enqueue stores them (docs/STORAGE.md, "Queued inputs"),
  * since no turn can be held open here, in a session whose budget is spent, so that the pickup a
  * listing runs leaves them waiting; test/ui/inspector.test.ts queues them behind a running turn.
@@ -67,6 +68,21 @@ export function defineQueueForksSuite(label: string, harness: HttpHarness): void
       const first = await api.get(`/v1/sessions/${id}/queue?limit=1`);
       expect(first.body.total).toBe(2);
       expect(first.body.queued.map((row: { position: number }) => row.position)).toEqual([1]);
+    });
+
+    it('withdraws a queued input: the listing goes on without it, and a second withdraw is 404', async () => {
+      const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
+      await queue(id, 'c'.repeat(64), 'withdrawn', '2026-01-01T00:00:00.000Z');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await queue(id, 'd'.repeat(64), 'kept', '2026-01-01T00:00:01.000Z');
+      const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${'c'.repeat(64)}`);
+      expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(200);
+      expect(withdrawn.body).toEqual({ session_id: id, queued_turn: 'c'.repeat(64), deleted: true });
+      const listed = await api.get(`/v1/sessions/${id}/queue`);
+      expect(listed.body.total).toBe(1);
+      expect(listed.body.queued.map((row: { queued_turn: string }) => row.queued_turn)).toEqual(['d'.repeat(64)]);
+      expect((await api.delete(`/v1/sessions/${id}/queue/${'c'.repeat(64)}`)).status).toBe(404);
     });
 
     it('answers bad queries and missing sessions with 4xx', async () => {

@@ -1,6 +1,6 @@
 import { createRoute, z } from '@hono/zod-openapi';
 import { QUEUE_PREVIEW_CHARS } from '../../lib/session/log/queue-listing.ts';
-import { listQueue, withdrawQueued } from '../../lib/turn/index.ts';
+import { listQueue } from '../../lib/turn/index.ts';
 import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
@@ -126,7 +126,7 @@ export function queueAndForkRoutes() {
     })
     .openapi(withdrawQueuedRoute, async (c) => {
       const { id, queued_turn } = c.req.valid('param');
-      await withdrawQueued(c.var.services, id, queued_turn);
+      await c.var.services.sessions.withdrawQueued(id, queued_turn);
       return c.json({ session_id: id, queued_turn, deleted: true as const }, 200);
     })
     .openapi(listForksRoute, async (c) => {

@@ -177,8 +177,10 @@ export async function pickUp(
 ): Promise<void> {
   const { sessions } = services;
   const scope = known ?? (await sessions.scope(sessionId));
+  // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws.
+  const withdrawn = new Set<string>();
   for (let tries = 0; tries < 8; tries++) {
-    const [next] = await sessions.queued(scope);
+    const next = (await sessions.queued(scope)).find((queued) => !withdrawn.has(queued.keyHash));
     if (!next) {
       if (closed) await sendIdle(services, scope, closed);
       return;
@@ -186,9 +188,9 @@ export async function pickUp(
     // An input queued under a generation a delete of the newest turn left (log/queue.ts).
     const queue = next.generation === scope.generation ? scope : { ...scope, generation: next.generation };
     const entry = await sessions.readQueued(queue, next.keyHash);
-    // Taken up by another pickup meanwhile, or withdrawn: its withdraw takes up the queue next.
+    // Taken up by another pickup meanwhile, or withdrawn.
     if (!entry) {
-      if (await sessions.queuedWithdrawing(queue, next.keyHash)) return;
+      if (await sessions.queuedWithdrawing(queue, next.keyHash)) withdrawn.add(next.keyHash);
       continue;
     }
     // Its images and files are where it was queued: the turn reads them in its own generation.
@@ -221,7 +223,11 @@ export async function pickUp(
         tellWaiting(services, sessionId, entry.key_sha256);
         return;
       }
-      if (error instanceof TakenBefore || error instanceof QueuedWithdrawnError) {
+      if (error instanceof QueuedWithdrawnError) {
+        withdrawn.add(entry.key_sha256);
+        continue;
+      }
+      if (error instanceof TakenBefore) {
         await sessions.removeQueued(queue, entry.key_sha256);
         continue;
       }
@@ -261,16 +267,6 @@ function tellWaiting(services: TurnServices, sessionId: string, keyHash: string)
   services.log(
     `tailgate: a queued input of session ${sessionId} (key sha256 ${keyHash}) waits: the session's budget is spent`,
   );
-}
-
-/**
- * DELETE .../queue/{queued_turn}: withdraws a queued input that no pickup began claiming
- * (log/queue-withdraw.ts), then takes up the queue after the response: a pickup that met it
- * being withdrawn left the inputs behind it to this one.
- */
-export async function withdrawQueued(services: TurnServices, sessionId: string, queuedTurn: string): Promise<void> {
-  await services.sessions.withdrawQueued(sessionId, queuedTurn);
-  afterResponse(services, () => pickUp(services, sessionId));
 }
 
 /**

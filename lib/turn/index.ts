@@ -13,7 +13,6 @@ export {
   pickUp,
   pickUpAfterLeaseClose,
   takeUnderPolicy,
-  withdrawQueued,
 } from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
 export { sweepQueues } from './queue-sweep.ts';

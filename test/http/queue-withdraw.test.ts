@@ -231,7 +231,7 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect(await userInputs(api, id)).toEqual(['first', 'q1']);
   });
 
-  it('a tombstone its withdraw left holds the pickup a minute, then goes and the queue runs on', async () => {
+  it('a tombstone its withdraw left is passed over by the pickup, which deletes it once a minute old', async () => {
     const world = setup();
     const { api, store } = world;
     const { id, names } = await busySession(world, ['q1']);
@@ -243,15 +243,18 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     await world.drain();
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ queued: [{ queued_turn: q2 }], total: 2 });
     await world.drain();
-    // Turn 1's close meets it first: the pickup stops, as for a withdraw whose delete and pickup are on their way.
-    await world.runAll();
-    expect(world.sent).toHaveLength(1);
-    world.time.offset = 61_000;
-    // A listing's pickup deletes the stale tombstone and takes q2 up.
-    await api.get(`/v1/sessions/${id}/queue`);
-    await world.drain();
+    // Turn 1's close meets it first and takes q2 up.
     await world.runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'q2']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 1 });
+    await world.drain();
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    await world.drain();
+    // A minute on, a listing's pickup deletes it.
+    world.time.offset = 61_000;
+    await api.get(`/v1/sessions/${id}/queue`);
+    await world.drain();
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+    expect(world.sent).toHaveLength(2);
   });
 });

@@ -10,8 +10,8 @@ import type { LogContext } from './context.ts';
  * the entry if-match on the etag they read: a pickup marks it (`taking_at`) right before its
  * turn's record is put, once nothing else can refuse the claim; a withdraw empties it (a
  * tombstone, which readers take as gone) and then deletes it. One rewrite lands first and the
- * other is refused: a pickup refused stores nothing (QueuedWithdrawnError) and removes the
- * entry; a withdraw that meets the mark answers 409 queued_input_taken: the input runs, or ran.
+ * other is refused: a pickup refused stores nothing (QueuedWithdrawnError) and passes the
+ * entry over; a withdraw that meets the mark answers 409 queued_input_taken: the input runs, or ran.
  */
 
 /** Rewrites of one entry tried before giving up (each lost to another pickup's mark). */
@@ -51,17 +51,16 @@ export async function markTaking(log: LogContext, scope: LogScope, keyHash: stri
 }
 
 /**
- * For a pickup that found no input under a listed entry: true while a withdraw's tombstone stands
- * there (its withdraw deletes it, then takes up the queue). A stale tombstone is deleted: false,
- * as for an entry gone. Only a tombstone is deleted, so no entry queued since under the key is.
+ * For a pickup that found no input under a listed entry: whether a withdraw's tombstone stands
+ * there, which the pickup passes over (its withdraw deletes it). A stale one is deleted here.
+ * Only a tombstone is deleted, never an entry queued since under the key.
  */
 export async function withdrawing(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
   const key = queuedKey(scope, keyHash);
   const object = await log.store.get(key);
   if (!object || object.body.length > 0) return false;
-  if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return true;
-  await log.store.delete(key);
-  return false;
+  if (log.clock().getTime() - object.uploaded.getTime() >= TOMBSTONE_STALE_MS) await log.store.delete(key);
+  return true;
 }
 
 /**

@@ -27,7 +27,8 @@ import {
  * interleavings of 2 to 4 concurrent actors, one of which may crash. After a restart (the
  * clock past the lease) the invariants must hold:
  * - seqs are dense, and every acknowledged input is stored exactly once (an unacknowledged one
- *   at most once, and one Idempotency-Key stores at most one input);
+ *   at most once, and one Idempotency-Key stores at most one input), and a queued input whose
+ *   withdraw was answered 200 is not stored at all;
  * - every acknowledged notice is delivered by exactly one stored turn once a turn succeeds;
  * - no request gets a 5xx (a crashed process's own requests aside);
  * - the session takes a turn again within the lease.
@@ -255,7 +256,8 @@ type Step =
         | 'enqueue'
         | 'interrupt'
         | 'behind'
-        | 'rewind';
+        | 'rewind'
+        | 'withdraw';
     }
   | { kind: 'keyed'; key: number }
   | { kind: 'post' };
@@ -273,12 +275,24 @@ const stepArbitrary: fc.Arbitrary<Step> = fc.oneof(
     { kind: 'interrupt' },
     { kind: 'behind' },
     { kind: 'rewind' },
+    { kind: 'withdraw' },
   ),
   fc.record({ kind: fc.constant('keyed' as const), key: fc.nat(1) }),
 );
 
+/** An actor's steps; one in five queues an input behind its own turn and withdraws it while that turn runs. */
+const programArbitrary: fc.Arbitrary<Step[]> = fc.oneof(
+  { weight: 4, arbitrary: fc.array(stepArbitrary, { minLength: 1, maxLength: 3 }) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .array(stepArbitrary, { maxLength: 1 })
+      .map((steps): Step[] => [{ kind: 'behind' }, { kind: 'withdraw' }, ...steps]),
+  },
+);
+
 const scenarioArbitrary = fc.record({
-  actors: fc.array(fc.array(stepArbitrary, { minLength: 1, maxLength: 3 }), { minLength: 2, maxLength: 4 }),
+  actors: fc.array(programArbitrary, { minLength: 2, maxLength: 4 }),
   crash: fc.option(fc.record({ actor: fc.nat(3), at: fc.integer({ min: 1, max: 40 }), after: fc.boolean() }), {
     nil: undefined,
     freq: 2,
@@ -414,6 +428,22 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
           let unique = 0;
           // The labels of the turns a delete of the newest turn went for, and those it took out.
           const targeted = new Set<string>();
+          // The queued inputs a withdraw went for (the newest acknowledged one not gone for yet), by label.
+          const withdrawals = new Map<string, { by: number; outcome: Outcome<unknown> | null }>();
+          const withdrawNewest = async (actor: Actor, by: number): Promise<Outcome<unknown>> => {
+            const target = requests.findLast(
+              (request) =>
+                request.outcome.ok &&
+                (request.outcome.value as { kind?: string } | null)?.kind === 'queued' &&
+                !withdrawals.has(request.label),
+            );
+            if (!target?.outcome.ok) return { ok: true, value: null };
+            const name = (target.outcome.value as { queued_turn: string }).queued_turn;
+            withdrawals.set(target.label, { by, outcome: null });
+            const outcome = await attempt(() => actor.services.sessions.withdrawQueued(S, name));
+            withdrawals.set(target.label, { by, outcome });
+            return outcome;
+          };
           const program = async (index: number) => {
             for (const step of plans[index]!) {
               const actor = actors[index]!;
@@ -439,7 +469,9 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                                   ? await ops.enqueueBehind(actor, S, label)
                                   : step.kind === 'rewind'
                                     ? await deleteNewest(actor, S, targeted)
-                                    : await ops.cancelNewest(actor, S);
+                                    : step.kind === 'withdraw'
+                                      ? await withdrawNewest(actor, index)
+                                      : await ops.cancelNewest(actor, S);
               requests.push({ actor: index, step, label, outcome });
             }
           };
@@ -478,7 +510,12 @@ export function defineProtocolSimulation(options: SimulationOptions): void {
                 other.step.kind === 'rewind' &&
                 (other.outcome.ok ? other.outcome.value === request.label : other.actor === crashedActor),
             );
-            if (deleted && targeted.has(request.label)) expect(count, request.label).toBeLessThanOrEqual(1);
+            // Withdrawn: never run; a withdraw that crashed may have withdrawn it. One refused (409, 404) ran, or runs.
+            const withdrawal = withdrawals.get(request.label);
+            if (withdrawal?.outcome?.ok) expect(count, `${request.label} withdrawn`).toBe(0);
+            else if (withdrawal && (withdrawal.by === crashedActor || !withdrawal.outcome))
+              expect(count, request.label).toBeLessThanOrEqual(1);
+            else if (deleted && targeted.has(request.label)) expect(count, request.label).toBeLessThanOrEqual(1);
             else if (acknowledged) expect(count, request.label).toBe(1);
             else expect(count, request.label).toBeLessThanOrEqual(1);
           }

@@ -38,6 +38,7 @@ const EXPECTED_SCOPES: Record<string, Scope | 'any'> = {
   'GET /v1/sessions/{id}/blobs/{sha256}': 'session:read',
   'GET /v1/sessions/{id}/prompt': 'session:read',
   'GET /v1/sessions/{id}/queue': 'session:read',
+  'DELETE /v1/sessions/{id}/queue/{queued_turn}': 'session:turn',
   'GET /v1/sessions/{id}/forks': 'session:read',
   'POST /v1/sessions/{id}/compact': 'session:turn',
   'POST /v1/sessions/{id}/inbox': 'inbox:write',
@@ -106,7 +107,8 @@ function concretePath(path: string, id: string): string {
     .replace('{name}', '0001-budget.md')
     .replace('{turn}', '1')
     .replace('{item_id}', `msg_${id}_1`)
-    .replace('{sha256}', '0'.repeat(64));
+    .replace('{sha256}', '0'.repeat(64))
+    .replace('{queued_turn}', '0'.repeat(64));
 }
 
 interface Operation {

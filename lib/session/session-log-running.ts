@@ -95,8 +95,8 @@ export class SessionLogRunning extends SessionLogBase {
   }
 
   /** Marks a queued input as being claimed, before its turn's record (log/queue-withdraw.ts). */
-  async markQueued(scope: LogScope, keyHash: string): Promise<void> {
-    return markTaking(this.log, scope, keyHash);
+  async markQueued(scope: LogScope, keyHash: string, writer: string): Promise<void> {
+    return markTaking(this.log, scope, keyHash, writer);
   }
 
   /** Whether a withdraw's tombstone stands under a listed entry; a stale one is deleted (log/queue-withdraw.ts). */

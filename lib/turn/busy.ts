@@ -203,7 +203,7 @@ export async function pickUp(
         keyHash: entry.key_sha256,
         ...(entry.request_sha256 ? { requestHash: entry.request_sha256 } : {}),
         // Once nothing else refuses the claim: a withdraw that lands first refuses it.
-        beforeRecord: () => sessions.markQueued(queue, entry.key_sha256),
+        beforeRecord: () => sessions.markQueued(queue, entry.key_sha256, entry.writer),
         // Under a generation the session left (whatever `scope` says): its key may name a turn
         // taken up there, perhaps the one a delete took out, which its replay would not find.
         check: async (config) => {
@@ -223,8 +223,9 @@ export async function pickUp(
         tellWaiting(services, sessionId, entry.key_sha256);
         return;
       }
+      // One queued again under its key since is read again: it is an input of its own.
       if (error instanceof QueuedWithdrawnError) {
-        withdrawn.add(entry.key_sha256);
+        if (!error.requeued) withdrawn.add(entry.key_sha256);
         continue;
       }
       if (error instanceof TakenBefore) {

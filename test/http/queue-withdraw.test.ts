@@ -83,6 +83,29 @@ async function userInputs(api: ReturnType<typeof createClient>, id: string): Pro
   return items.filter((item: any) => item.role === 'user').map((item: any) => item.content);
 }
 
+/**
+ * Runs every turn, the pickup after turn 1 withdrawing `name` (200) right before it marks the
+ * entry it read, then running `after`.
+ */
+async function withdrawBeforeMark(
+  world: ReturnType<typeof setup>,
+  id: string,
+  name: string,
+  after: () => Promise<void> = async () => {},
+) {
+  let withdrawn: { status: number; body: any } | undefined;
+  world.store.hook = {
+    matches: (key, body, options) => key.includes('/queue/') && options?.ifMatch !== undefined && body !== '',
+    run: async () => {
+      withdrawn = await world.api.delete(`/v1/sessions/${id}/queue/${name}`);
+      await after();
+    },
+  };
+  await world.runAll();
+  expect(world.store.hook).toBeNull();
+  expect(withdrawn?.status, JSON.stringify(withdrawn?.body)).toBe(200);
+}
+
 describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
   it('withdraws a queued input: the listing no longer has it and its turn never runs', async () => {
     const world = setup();
@@ -170,23 +193,31 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
 
   it('a withdraw that reaches the entry before the pickup marks it: the pickup stores nothing', async () => {
     const world = setup();
-    const { api, store } = world;
+    const { api } = world;
     const { id, names } = await busySession(world, ['q1']);
-    let withdrawn: { status: number; body: any } | undefined;
     // The pickup after turn 1 read the entry and passed every check: the withdraw runs before its mark.
-    store.hook = {
-      matches: (key, body, options) => key.includes('/queue/') && options?.ifMatch !== undefined && body !== '',
-      run: async () => {
-        withdrawn = await api.delete(`/v1/sessions/${id}/queue/${names[0]}`);
-      },
-    };
-    await world.runAll();
-    expect(store.hook).toBeNull();
-    expect(withdrawn?.status, JSON.stringify(withdrawn?.body)).toBe(200);
+    await withdrawBeforeMark(world, id, names[0]!);
     expect(world.sent).toHaveLength(1);
     const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
     expect(turns.map((turn: any) => turn.turn)).toEqual([1]);
     expect(await userInputs(api, id)).toEqual(['first']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+
+  it('a pickup whose input was withdrawn and its key queued again before its mark runs the new input', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const { id, names } = await busySession(world, ['q1']);
+    const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${names[0]}`));
+    const old = JSON.parse(new TextDecoder().decode((await store.get(entry!.key))!.body));
+    // The pickup after turn 1 read q1: before its mark, q1 is withdrawn and another input is
+    // queued under the same key (as another process's enqueue writes it).
+    await withdrawBeforeMark(world, id, names[0]!, async () => {
+      const again = { ...old, writer: crypto.randomUUID(), input: [{ ...old.input[0], content: 'q1 again' }] };
+      expect(await store.put(entry!.key, JSON.stringify(again), { onlyIfAbsent: true })).not.toBeNull();
+    });
+    // The withdrawn input never runs; the one queued again under its key does, as itself.
+    expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
   });
 

@@ -34,16 +34,31 @@ export class QueuedInputTakenError extends TailgateError {
   }
 }
 
-/** The entry was withdrawn: the pickup claiming it stores nothing. */
-export class QueuedWithdrawnError extends Error {}
+/**
+ * The entry was withdrawn: the pickup claiming it stores nothing. `requeued`: another input was
+ * queued under its key since (after the withdraw's delete), which the pickup reads again.
+ */
+export class QueuedWithdrawnError extends Error {
+  readonly requeued: boolean;
+  constructor(requeued = false) {
+    super(requeued ? 'queued input withdrawn and queued again' : 'queued input withdrawn');
+    this.requeued = requeued;
+  }
+}
 
-/** Marks the input queued under `keyHash` as being claimed, right before its turn's record. */
-export async function markTaking(log: LogContext, scope: LogScope, keyHash: string): Promise<void> {
+/**
+ * Marks the input queued under `keyHash` by `writer` (the entry the pickup read) as being
+ * claimed, right before its turn's record. An entry another enqueue wrote under the key since
+ * is not marked: the input read was withdrawn, and the claim would run it in the new one's place.
+ */
+export async function markTaking(log: LogContext, scope: LogScope, keyHash: string, writer: string): Promise<void> {
   const key = queuedKey(scope, keyHash);
   for (let tries = 0; tries < MAX_REWRITES; tries++) {
     const object = await log.store.get(key);
     if (!object || object.body.length === 0) throw new QueuedWithdrawnError();
-    const marked = { ...parseStored(key, object.body, queuedInputSchema), taking_at: log.clock().toISOString() };
+    const entry = parseStored(key, object.body, queuedInputSchema);
+    if (entry.writer !== writer) throw new QueuedWithdrawnError(true);
+    const marked = { ...entry, taking_at: log.clock().toISOString() };
     const options = { ifMatch: object.etag, contentType: 'application/json' };
     if (await log.store.put(key, JSON.stringify(marked), options)) return;
   }

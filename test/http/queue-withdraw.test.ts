@@ -34,8 +34,9 @@ class HookedStore extends MemoryStore {
 
 /** A process whose background turns wait in `sent` until run; `drain` awaits its work after its responses. */
 function setup() {
-  const store = new HookedStore();
-  const time = { offset: 0 };
+  // `store`: the store's own clock, apart from the service's (`offset`).
+  const time = { offset: 0, store: 0 };
+  const store = new HookedStore({ clock: () => new Date(Date.now() + time.store) });
   const sent: BackgroundTurn[] = [];
   const tasks: Promise<unknown>[] = [];
   const options: AppOptions = {
@@ -288,4 +289,36 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
     expect(world.sent).toHaveLength(2);
   });
+
+  it("an enqueue under a stale tombstone's key deletes it and queues the input", async () => {
+    const world = setup();
+    const { api, id, key, queued } = await tombstoneUnderKey(world, -61_000);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1 again' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toMatchObject({ queued_turn: queued, position: 1 });
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);
+  });
+
+  it('an enqueue under the key of a young tombstone that stays is 503, never 202 with nothing stored', async () => {
+    const world = setup();
+    const { api, id, key } = await tombstoneUnderKey(world, 0);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1 again' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(503);
+    expect(again.body.error.code).toBe('storage_error');
+  });
 });
+
+/** A busy session whose input q1, queued under an Idempotency-Key, a withdraw emptied `age` ms ago and left. */
+async function tombstoneUnderKey(world: ReturnType<typeof setup>, age: number) {
+  const { api, store } = world;
+  const { id } = await busySession(world, []);
+  const key = { 'idempotency-key': 'withdrawn-then-retried' };
+  const queued = (await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key)).body.queued_turn;
+  const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${queued}`));
+  world.time.store = age;
+  expect(await store.put(entry!.key, '', { ifMatch: entry!.etag })).not.toBeNull();
+  world.time.store = 0;
+  return { api, id, key, queued };
+}

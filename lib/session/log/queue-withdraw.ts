@@ -1,8 +1,8 @@
-import { NotFoundError, TailgateError } from '../../errors.ts';
+import { NotFoundError, StorageError, TailgateError } from '../../errors.ts';
 import { idempotencyKey, queuedKey, type LogScope } from '../keys.ts';
 import { parseStored, queuedInputSchema } from '../records.ts';
 import { sessionScope } from './config-object.ts';
-import type { LogContext } from './context.ts';
+import { backoff, type LogContext } from './context.ts';
 
 /**
  * Withdrawing a queued input (DELETE /v1/sessions/{id}/queue/{queued_turn}; docs/STORAGE.md,
@@ -75,6 +75,24 @@ export async function withdrawing(log: LogContext, scope: LogScope, keyHash: str
   const object = await log.store.get(key);
   if (!object || object.body.length > 0) return false;
   if (log.clock().getTime() - object.uploaded.getTime() >= TOMBSTONE_STALE_MS) await log.store.delete(key);
+  return true;
+}
+
+/** Waits of an enqueue for a young tombstone under its key to be deleted by its withdraw. */
+const TOMBSTONE_WAITS = 8;
+
+/**
+ * For an enqueue whose create-only put under `key` was refused: whether a withdraw's tombstone
+ * stood there and is gone now, so the enqueue puts again (else the input would be answered 202
+ * and stored nowhere). A stale one is deleted here; a young one is waited for (its withdraw
+ * deletes it right after writing it), `waits` times at most, then a StorageError (503: retry).
+ */
+export async function tombstoneCleared(log: LogContext, key: string, waits: number): Promise<boolean> {
+  const object = await log.store.get(key);
+  if (!object || object.body.length > 0) return false;
+  if (log.clock().getTime() - object.uploaded.getTime() >= TOMBSTONE_STALE_MS) await log.store.delete(key);
+  else if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
+  else await backoff(waits + 3);
   return true;
 }
 

@@ -5,6 +5,7 @@ import { parseStored, queuedInputSchema, type QueuedInput } from '../records.ts'
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
+import { tombstoneCleared } from './queue-withdraw.ts';
 
 /**
  * Inputs queued while a turn ran (the busy policy `enqueue`, docs/STORAGE.md "Queued
@@ -46,7 +47,12 @@ export async function enqueueInput(
     writer,
   };
   const key = queuedKey(scope, input.key_sha256);
-  const written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
+  // A withdraw's tombstone under the key (its Idempotency-Key's input withdrawn) is waited out.
+  let written = false;
+  for (let waits = 0; !written; waits++) {
+    written = await putJsonCreateOnly(log.store, key, entry, `"writer":"${writer}"`);
+    if (!written && !(await tombstoneCleared(log, key, waits))) break;
+  }
   if (!written) {
     // The same Idempotency-Key queued an input already: its own request is answered again.
     const existing = await readQueued(log, scope, input.key_sha256);

@@ -177,9 +177,10 @@ export async function pickUp(
 ): Promise<void> {
   const { sessions } = services;
   const scope = known ?? (await sessions.scope(sessionId));
-  // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws.
+  // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws. Each
+  // is met once and counts as no try, so no number of them keeps the inputs behind from a pickup.
   const withdrawn = new Set<string>();
-  for (let tries = 0; tries < 8; tries++) {
+  for (let tries = 0; tries < 8 + withdrawn.size; tries++) {
     const next = (await sessions.queued(scope)).find((queued) => !withdrawn.has(queued.keyHash));
     if (!next) {
       if (closed) await sendIdle(services, scope, closed);

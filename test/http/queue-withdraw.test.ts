@@ -290,6 +290,26 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect(world.sent).toHaveLength(2);
   });
 
+  it('a pickup passes over any number of tombstones and takes the input behind them', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const { id, names } = await busySession(
+      world,
+      Array.from({ length: 9 }, (_, index) => `q${index + 1}`),
+    );
+    // Withdraws of q1..q9 emptied them and have not deleted them yet; q10 is queued after them.
+    for (const name of names) {
+      const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${name}`));
+      expect(await store.put(entry!.key, '', { ifMatch: entry!.etag })).not.toBeNull();
+      // Each at a time of its own (tombstones stamped alike are left out of the listing).
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'q10' })).status).toBe(202);
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q10']);
+  });
+
   it("an enqueue under a stale tombstone's key deletes it and queues the input", async () => {
     const world = setup();
     const { api, id, key, queued } = await tombstoneUnderKey(world, -61_000);

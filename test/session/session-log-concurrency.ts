@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TurnInProgressError } from '../../lib/errors.ts';
+import { QueuedInputTakenError, QueuedWithdrawnError } from '../../lib/session/log/queue-withdraw.ts';
 import type { Item } from '../../lib/items.ts';
 import { SessionLog } from '../support/session-log.ts';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
@@ -7,7 +8,8 @@ import type { ObjectStore } from '../../lib/store/object-store.ts';
 /**
  * Concurrency on one session, run against every ObjectStore adapter (memory here, S3 on
  * fauxqs in the node project, the R2 binding in workerd): racing claims leave exactly one
- * open turn, racing appends lose and duplicate nothing and keep seq dense.
+ * open turn, racing appends lose and duplicate nothing and keep seq dense, a queued input raced
+ * by its withdraw and its pickup's mark (both if-match rewrites) is withdrawn or marked.
  */
 export function defineSessionLogConcurrency(
   name: string,
@@ -133,6 +135,33 @@ export function defineSessionLogConcurrency(
       await Promise.all([log.pack(id), log.pack(id)]);
       const page = await log.listItems(id, { limit: 1000 });
       expect(page.items.map((item) => item.seq)).toEqual(Array.from({ length: writers }, (_, i) => writers - i));
+    });
+
+    it('withdraws a queued input or marks it for its pickup, never both, when the two race', async () => {
+      const store = makeStore();
+      const log = new SessionLog(store, { keyPrefix: `${fresh()}/` });
+      const id = fresh();
+      await log.create({ id });
+      const scope = await log.scope(id);
+      for (const digit of ['1', '2', '3', '4']) {
+        const keyHash = digit.repeat(64);
+        const input: Item[] = [{ type: 'message', role: 'user', content: `queued ${digit}` }];
+        await log.enqueue(id, { input, request: {}, key_sha256: keyHash });
+        const { writer } = (await log.readQueued(scope, keyHash))!;
+        const [withdraw, mark] = await Promise.allSettled([
+          log.withdrawQueued(id, keyHash),
+          log.markQueued(scope, keyHash, writer),
+        ]);
+        const left = await log.readQueued(scope, keyHash);
+        if (withdraw.status === 'fulfilled') {
+          expect(mark.status === 'rejected' && mark.reason).toBeInstanceOf(QueuedWithdrawnError);
+          expect(left).toBeNull();
+        } else {
+          expect(withdraw.reason).toBeInstanceOf(QueuedInputTakenError);
+          expect(mark.status).toBe('fulfilled');
+          expect(left?.taking_at).toBeDefined();
+        }
+      }
     });
   });
 }

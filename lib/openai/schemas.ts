@@ -297,8 +297,18 @@ export const responseIdParamsSchema = z.object({
     .meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
 });
 
+/** A whole number in a query, in decimal digits (a `-` first where `negative`): no hex, exponent, point or space. */
+const integerText = (name: string, negative = false) =>
+  z
+    .string()
+    .regex(
+      negative ? /^-?[0-9]{1,16}$/ : /^[0-9]{1,16}$/,
+      `${name} must be ${negative ? 'an' : 'a non-negative'} integer`,
+    )
+    .transform(Number);
+
 export const inputItemsQuerySchema = z.object({
-  limit: z.coerce.number().int().min(1).max(100).optional(),
+  limit: integerText('limit').pipe(z.number().int().min(1).max(100)).optional(),
   order: z.enum(['asc', 'desc']).optional(),
   after: z.string().max(200).optional(),
 });
@@ -377,11 +387,8 @@ const booleanText = z.enum(['true', 'false']).transform((value) => value === 'tr
 /** `responses.retrieve(id, {stream, starting_after})`: a background or streamed response's events, replayed. */
 export const retrieveQuerySchema = z.object({
   stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
-  starting_after: z.coerce
-    .number()
-    .int()
-    .min(-1)
-    .max(Number.MAX_SAFE_INTEGER)
+  starting_after: integerText('starting_after', true)
+    .pipe(z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER))
     .optional()
     .meta({
       param: { name: 'starting_after', in: 'query' },

@@ -13,7 +13,8 @@ import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from '
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { namedInRequest } from './request.ts';
 import { inputToItems, storedItem, type InputItemBody } from './responses.ts';
-import type { ConversationCreateBody, ConversationItemsQuery } from './schemas.ts';
+import type { ConversationItemsQuery } from './query-schemas.ts';
+import type { ConversationCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
 
 /**

@@ -297,22 +297,6 @@ export const responseIdParamsSchema = z.object({
     .meta({ param: { name: 'id', in: 'path' }, example: 'resp_conv_0123456789abcdef01234567_1_1_2' }),
 });
 
-/** A whole number in a query, in decimal digits (a `-` first where `negative`): no hex, exponent, point or space. */
-const integerText = (name: string, negative = false) =>
-  z
-    .string()
-    .regex(
-      negative ? /^-?[0-9]{1,16}$/ : /^[0-9]{1,16}$/,
-      `${name} must be ${negative ? 'an' : 'a non-negative'} integer`,
-    )
-    .transform(Number);
-
-export const inputItemsQuerySchema = z.object({
-  limit: integerText('limit').pipe(z.number().int().min(1).max(100)).optional(),
-  order: z.enum(['asc', 'desc']).optional(),
-  after: z.string().max(200).optional(),
-});
-
 /** Answers of the OpenAI-compatible API are OpenAI's objects (see the `openai` package's types). */
 export const openaiObjectSchema = z.record(z.string(), z.unknown()).meta({ id: 'OpenAIObject' });
 /**
@@ -374,31 +358,3 @@ export const conversationItemParamsSchema = conversationIdParamsSchema.extend({
     .max(200)
     .meta({ param: { name: 'item_id', in: 'path' }, example: 'msg_conv_0123456789abcdef01234567_1' }),
 });
-
-/** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
-const noInclude = z
-  .union([z.string(), z.array(z.string())])
-  .optional()
-  .refine((value) => value === undefined, { error: 'no include values are supported' });
-export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
-
-const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
-
-/** `responses.retrieve(id, {stream, starting_after})`: a background or streamed response's events, replayed. */
-export const retrieveQuerySchema = z.object({
-  stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
-  starting_after: integerText('starting_after', true)
-    .pipe(z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER))
-    .optional()
-    .meta({
-      param: { name: 'starting_after', in: 'query' },
-      description: 'Send the events after this sequence_number.',
-    }),
-  include_obfuscation: booleanText
-    .optional()
-    .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
-  ...includeQuerySchema.shape,
-});
-
-export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
-export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

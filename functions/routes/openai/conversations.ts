@@ -16,12 +16,11 @@ import {
   conversationIdParamsSchema,
   conversationItemParamsSchema,
   conversationItemsCreateSchema,
-  conversationItemsQuerySchema,
   conversationUpdateSchema,
-  includeQuerySchema,
   openaiObject,
   openaiObjectSchema,
 } from '../../../lib/openai/schemas.ts';
+import { conversationItemsQuerySchema, includeQuerySchema } from '../../../lib/openai/query-schemas.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';

@@ -4,13 +4,12 @@ import { cancelResponse, currentResponse, streamResponse } from '../../../lib/op
 import { createResponse } from '../../../lib/openai/create-response.ts';
 import { OpenAIApiError } from '../../../lib/openai/errors.ts';
 import {
-  inputItemsQuerySchema,
   openaiObject,
   openaiObjectSchema,
   responseCreateSchema,
   responseIdParamsSchema,
-  retrieveQuerySchema,
 } from '../../../lib/openai/schemas.ts';
+import { inputItemsQuerySchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
 import { deleteResponse } from '../../../lib/openai/stored-responses.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';

@@ -1,0 +1,47 @@
+import { z } from 'zod';
+
+/** The query strings of the OpenAI-compatible routes: listings, a retrieve's replay, `include`. */
+
+/** A whole number in a query, in decimal digits (a `-` first where `negative`): no hex, exponent, point or space. */
+const integerText = (name: string, negative = false) =>
+  z
+    .string()
+    .regex(
+      negative ? /^-?[0-9]{1,16}$/ : /^[0-9]{1,16}$/,
+      `${name} must be ${negative ? 'an' : 'a non-negative'} integer`,
+    )
+    .transform(Number);
+
+export const inputItemsQuerySchema = z.object({
+  limit: integerText('limit').pipe(z.number().int().min(1).max(100)).optional(),
+  order: z.enum(['asc', 'desc']).optional(),
+  after: z.string().max(200).optional(),
+});
+
+/** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
+const noInclude = z
+  .union([z.string(), z.array(z.string())])
+  .optional()
+  .refine((value) => value === undefined, { error: 'no include values are supported' });
+export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
+
+/** `responses.retrieve(id, {stream, starting_after})`: a background or streamed response's events, replayed. */
+export const retrieveQuerySchema = z.object({
+  stream: booleanText.optional().meta({ param: { name: 'stream', in: 'query' } }),
+  starting_after: integerText('starting_after', true)
+    .pipe(z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER))
+    .optional()
+    .meta({
+      param: { name: 'starting_after', in: 'query' },
+      description: 'Send the events after this sequence_number.',
+    }),
+  include_obfuscation: booleanText
+    .optional()
+    .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
+  ...includeQuerySchema.shape,
+});
+
+export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
+export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

@@ -71,11 +71,20 @@ export async function markTaking(log: LogContext, scope: LogScope, keyHash: stri
  * Only a tombstone is deleted, never an entry queued since under the key.
  */
 export async function withdrawing(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
-  const key = queuedKey(scope, keyHash);
+  return (await tombstoneAt(log, queuedKey(scope, keyHash))) !== 'none';
+}
+
+/**
+ * What stands under a queued entry's `key`: no tombstone (nothing, or an entry), a young
+ * tombstone (its withdraw deletes it), or a stale one, which is deleted here (its withdraw
+ * stopped before its delete).
+ */
+async function tombstoneAt(log: LogContext, key: string): Promise<'none' | 'young' | 'deleted'> {
   const object = await log.store.get(key);
-  if (!object || object.body.length > 0) return false;
-  if (log.clock().getTime() - object.uploaded.getTime() >= TOMBSTONE_STALE_MS) await log.store.delete(key);
-  return true;
+  if (!object || object.body.length > 0) return 'none';
+  if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return 'young';
+  await log.store.delete(key);
+  return 'deleted';
 }
 
 /** Waits of an enqueue for a young tombstone under its key to be deleted by its withdraw. */
@@ -88,11 +97,12 @@ const TOMBSTONE_WAITS = 8;
  * deletes it right after writing it), `waits` times at most, then a StorageError (503: retry).
  */
 export async function tombstoneCleared(log: LogContext, key: string, waits: number): Promise<boolean> {
-  const object = await log.store.get(key);
-  if (!object || object.body.length > 0) return false;
-  if (log.clock().getTime() - object.uploaded.getTime() >= TOMBSTONE_STALE_MS) await log.store.delete(key);
-  else if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
-  else await backoff(waits + 3);
+  const found = await tombstoneAt(log, key);
+  if (found === 'none') return false;
+  if (found === 'young') {
+    if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
+    await backoff(waits + 3);
+  }
   return true;
 }
 

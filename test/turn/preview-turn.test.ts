@@ -175,6 +175,19 @@ describe('previewPrompt', () => {
               notices: [],
             },
           ],
+          // Found by a run: a turn without input (not a retake) kept the newest items whole
+          // through its compaction, where the preview did not.
+          [
+            {
+              steps: [{ kind: 'message', role: 'user', text: ' ' }],
+              strategies: ['shorten_tools_epoch_increment', 'compact', 'inbox'],
+              windowShare: 0.2,
+              last: ' '.repeat(253),
+              turnBeforeLast: false,
+              instructions: ' ',
+              notices: [' '.repeat(205), ' '.repeat(169)],
+            },
+          ],
         ],
       },
     );

@@ -174,10 +174,12 @@ export class TurnClaim {
       true,
       keys,
     );
-    // A turn record without items takes the failed turn before it again (and a chain of such
-    // turns, the one before them): its input is the newest group of items the claim read.
-    const retaken =
-      record.items.length === 0 ? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq : undefined;
+    // A retake (a record without items claimed as one, or adopted: only a retake stores a
+    // background turn without input) takes the failed turn before it again (and a chain of such
+    // turns, the one before them): its input is the newest group of items the claim read. Any
+    // other turn without input (a library caller's) keeps nothing whole, as the preview does.
+    const retakes = record.items.length === 0 && (this.#options.retake || this.#options.adopt !== undefined);
+    const retaken = retakes ? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq : undefined;
     // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
     return Object.freeze({
       scope,

@@ -17,6 +17,11 @@ export const serviceTierSchema = z
   .nullable()
   .optional()
   .meta({ description: 'Advisory: echoed, the provider picks its tier.' });
+/** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
+const metadataSchema = z
+  .record(z.string().max(64), z.string().max(512))
+  .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
+
 export const jsonSchemaFormat = {
   name: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'must match ^[A-Za-z0-9_-]{1,64}$'),
   description: z.string().max(4096).optional(),
@@ -181,7 +186,7 @@ export const responseCreateSchema = z
     stream_options: z.object({ include_obfuscation: z.boolean().optional() }).strict().nullable().optional(),
     max_output_tokens: z.number().int().positive().max(1_000_000).nullable().optional(),
     temperature: z.number().min(0).max(2).nullable().optional(),
-    metadata: z.record(z.string().max(64), z.string().max(512)).nullable().optional(),
+    metadata: metadataSchema.nullable().optional(),
     parallel_tool_calls: z.boolean().nullable().optional(),
     max_tool_calls: z
       .number()
@@ -318,11 +323,6 @@ export const openaiErrorSchema = z
     }),
   })
   .meta({ id: 'OpenAIError' });
-
-/** OpenAI's metadata: at most 16 pairs, keys up to 64 characters, values up to 512. */
-const metadataSchema = z
-  .record(z.string().max(64), z.string().max(512))
-  .refine((value) => Object.keys(value).length <= 16, { error: 'at most 16 metadata pairs' });
 
 export const conversationCreateSchema = z
   .object({

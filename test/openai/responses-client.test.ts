@@ -283,6 +283,15 @@ describe('the official openai client: responses', () => {
         .catch((error: unknown) => error);
       expect(include).toMatchObject({ status: 400, param: 'include[0]' });
 
+      // OpenAI's metadata is at most 16 pairs, on a response as on a conversation (which the
+      // response's new conversation takes it as).
+      const metadata = Object.fromEntries(Array.from({ length: 17 }, (_, index) => [`key${index}`, 'value']));
+      const tooMuch = await world.client.responses
+        .create({ model: 'echo', input: 'hi', metadata })
+        .catch((error: unknown) => error);
+      expect(tooMuch).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(tooMuch).toMatchObject({ status: 400, param: 'metadata' });
+
       const builtIn = await world.client.responses
         .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
         .catch((error: unknown) => error);

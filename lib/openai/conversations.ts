@@ -13,7 +13,7 @@ import { compactionId, itemId, parseCompactionId, parseItemId, randomId } from '
 import { itemsWithinPage, withinPageBytes } from './item-pages.ts';
 import { namedInRequest } from './request.ts';
 import { inputToItems, storedItem, type InputItemBody } from './responses.ts';
-import type { ConversationItemsQuery } from './query-schemas.ts';
+import type { ItemListQuery } from './query-schemas.ts';
 import type { ConversationCreateBody } from './schemas.ts';
 import { itemsBetween } from './sessions.ts';
 
@@ -163,7 +163,7 @@ export async function addConversationItems(
 export async function listConversationItems(
   facade: Facade,
   id: string,
-  query: ConversationItemsQuery,
+  query: ItemListQuery,
 ): Promise<ConversationItemList> {
   const session = await readConversation(facade, id);
   const total = session.counts.items;

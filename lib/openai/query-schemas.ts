@@ -12,18 +12,21 @@ const integerText = (name: string, negative = false) =>
     )
     .transform(Number);
 
-export const inputItemsQuerySchema = z.object({
-  limit: integerText('limit').pipe(z.number().int().min(1).max(100)).optional(),
-  order: z.enum(['asc', 'desc']).optional(),
-  after: z.string().max(200).optional(),
-});
-
 /** `include` (extra item fields such as logprobs or image URLs): tailgate has none to add. */
 const noInclude = z
   .union([z.string(), z.array(z.string())])
   .optional()
   .refine((value) => value === undefined, { error: 'no include values are supported' });
 export const includeQuerySchema = z.object({ include: noInclude, 'include[]': noInclude });
+
+/** A page of items: a response's `input_items` and a conversation's item list (neither adds any `include` field). */
+export const itemListQuerySchema = z.object({
+  limit: integerText('limit').pipe(z.number().int().min(1).max(100)).optional(),
+  order: z.enum(['asc', 'desc']).optional(),
+  after: z.string().max(200).optional(),
+  ...includeQuerySchema.shape,
+});
+export type ItemListQuery = z.infer<typeof itemListQuerySchema>;
 
 const booleanText = z.enum(['true', 'false']).transform((value) => value === 'true');
 
@@ -42,6 +45,3 @@ export const retrieveQuerySchema = z.object({
     .meta({ param: { name: 'include_obfuscation', in: 'query' }, description: 'Advisory: no event is obfuscated.' }),
   ...includeQuerySchema.shape,
 });
-
-export const conversationItemsQuerySchema = inputItemsQuerySchema.extend(includeQuerySchema.shape);
-export type ConversationItemsQuery = z.infer<typeof conversationItemsQuerySchema>;

@@ -292,6 +292,15 @@ describe('the official openai client: responses', () => {
       expect(tooMuch).toBeInstanceOf(OpenAI.BadRequestError);
       expect(tooMuch).toMatchObject({ status: 400, param: 'metadata' });
 
+      // input_items adds no include field (an input image's URL: tailgate lists its blob), as a
+      // conversation's item list does not: a 400 naming it, not the items without it.
+      const listed = await world.client.responses.create({ model: 'echo', input: 'hi' });
+      const itemsInclude = await world.client.responses.inputItems
+        .list(listed.id, { include: ['message.input_image.image_url'] })
+        .catch((error: unknown) => error);
+      expect(itemsInclude).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(itemsInclude).toMatchObject({ status: 400, param: 'include[]' });
+
       const builtIn = await world.client.responses
         .create({ model: 'echo', input: 'hi', tools: [{ type: 'web_search' }] })
         .catch((error: unknown) => error);

@@ -20,7 +20,7 @@ import {
   openaiObject,
   openaiObjectSchema,
 } from '../../../lib/openai/schemas.ts';
-import { conversationItemsQuerySchema, includeQuerySchema } from '../../../lib/openai/query-schemas.ts';
+import { itemListQuerySchema, includeQuerySchema } from '../../../lib/openai/query-schemas.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
 import { requires } from '../../tokens.ts';
@@ -96,7 +96,7 @@ const listItemsRoute = createRoute({
   tags: ['openai'],
   summary: "List a conversation's items (`after` an item id, `limit` 1..100, `order` asc or desc, default desc)",
   security: requires('session:read'),
-  request: { params: conversationIdParamsSchema, query: conversationItemsQuerySchema },
+  request: { params: conversationIdParamsSchema, query: itemListQuerySchema },
   responses: { ...objectResponse('A list of items'), ...openaiErrors(400, 401, 403, 404) },
 });
 

@@ -9,7 +9,7 @@ import {
   responseCreateSchema,
   responseIdParamsSchema,
 } from '../../../lib/openai/schemas.ts';
-import { inputItemsQuerySchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
+import { itemListQuerySchema, retrieveQuerySchema } from '../../../lib/openai/query-schemas.ts';
 import { deleteResponse } from '../../../lib/openai/stored-responses.ts';
 import { jsonBody } from '../../openapi-helpers.ts';
 import { createRouter } from '../../router.ts';
@@ -91,7 +91,7 @@ const inputItemsRoute = createRoute({
   tags: ['openai'],
   summary: 'The input items of a stored response',
   security: requires('session:read'),
-  request: { params: responseIdParamsSchema, query: inputItemsQuerySchema },
+  request: { params: responseIdParamsSchema, query: itemListQuerySchema },
   responses: {
     200: { description: 'A list of items', content: { 'application/json': { schema: openaiObjectSchema } } },
     ...openaiErrors(400, 401, 403, 404),

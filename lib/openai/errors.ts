@@ -24,3 +24,12 @@ export class OpenAIApiError extends Error {
     this.details = details;
   }
 }
+
+/**
+ * OpenAI's code for a tailgate error code that names what one of OpenAI's does: a prompt over
+ * the model's window is OpenAI's `context_length_exceeded`, whether answered as a 400 or as the
+ * `error` of a failed (background) response.
+ */
+export function openaiErrorCode<Code extends string>(code: Code): Code | 'context_length_exceeded' {
+  return code === 'context_too_large' ? 'context_length_exceeded' : code;
+}

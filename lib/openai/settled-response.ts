@@ -5,6 +5,7 @@ import type { IncompleteReason } from '../models/model.ts';
 import type { TurnSummary } from '../session/log/turns.ts';
 import { turnCompactionOutput } from './compaction.ts';
 import type { Facade } from './facade.ts';
+import { openaiErrorCode } from './errors.ts';
 import { itemId, type ResponseRef } from './ids.ts';
 import { outputItem, outputText, turnCost, usageOf, type TailgateResponse } from './responses.ts';
 
@@ -69,7 +70,8 @@ export async function settledAs(
 ): Promise<TailgateResponse> {
   if (summary.status === 'queued' || summary.status === 'in_progress') return { ...running, status: summary.status };
   if (summary.status !== 'completed') {
-    const error = summary.error ? (clientError(summary.error) as TailgateResponse['error']) : null;
+    const told = summary.error ? clientError(summary.error) : undefined;
+    const error = told ? ({ ...told, code: openaiErrorCode(told.code) } as TailgateResponse['error']) : null;
     return endedResponse(running, responseStatus(summary.status), { completedAt: summary.completed_at, error }, {});
   }
   // The receipt's context is the turn's: a compaction there adds its item, as the turn's answer does.

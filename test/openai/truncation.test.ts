@@ -73,6 +73,30 @@ describe('truncation', () => {
     expect(huge).toMatchObject({ status: 400, code: 'context_length_exceeded' });
   });
 
+  it("fails a background response over the window with OpenAI's code, as a foreground one is refused", async () => {
+    const { id } = await world.client.conversations.create({ items: history });
+    const queued = await world.client.responses.create({
+      model: 'echo',
+      conversation: id,
+      input: 'short question',
+      background: true,
+    });
+    let failed = await world.client.responses.retrieve(queued.id);
+    for (let polls = 0; failed.status === 'queued' || failed.status === 'in_progress'; polls++) {
+      expect(polls).toBeLessThan(100);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      failed = await world.client.responses.retrieve(queued.id);
+    }
+    expect(failed).toMatchObject({ status: 'failed', error: { code: 'context_length_exceeded' } });
+    // Its stream ends the same way.
+    const events = [];
+    for await (const event of await world.client.responses.retrieve(queued.id, { stream: true })) events.push(event);
+    expect(events.at(-1)).toMatchObject({
+      type: 'response.failed',
+      response: { status: 'failed', error: { code: 'context_length_exceeded' } },
+    });
+  });
+
   it('applies to store: false responses, where dropped_seqs are positions in the input', async () => {
     const input = [...history, { type: 'message' as const, role: 'user' as const, content: 'short question' }];
     const refused = await world.client.responses

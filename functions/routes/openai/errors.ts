@@ -1,6 +1,6 @@
 import type { Context, ErrorHandler } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { OpenAIApiError } from '../../../lib/openai/errors.ts';
+import { OpenAIApiError, openaiErrorCode } from '../../../lib/openai/errors.ts';
 import { errorBody, errorHeaders } from '../../error-handler.ts';
 
 /**
@@ -58,11 +58,11 @@ export function openaiErrorBody(
   const { status, body } = errorBody(error, log);
   const { code, message, details } = body.error;
   // OpenAI's answer to a prompt that does not fit the model's window.
-  if (code === 'context_too_large') {
+  if (openaiErrorCode(code) === 'context_length_exceeded') {
     return {
       status: 400,
       body: {
-        error: { message, type: 'invalid_request_error', param: 'input', code: 'context_length_exceeded', details },
+        error: { message, type: 'invalid_request_error', param: 'input', code: openaiErrorCode(code), details },
       },
     };
   }

@@ -21,7 +21,7 @@ export function historyFor(
   context: StrategyContext,
 ): { history: HistoryIndex; items: readonly PromptItem[] } {
   if (context.history) return { history: context.history, items };
-  return indexHistory(items, context.aggregates);
+  return indexHistory(items, context.aggregates, context.compactedContext);
 }
 
 /**

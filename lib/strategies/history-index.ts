@@ -30,6 +30,12 @@ export interface HistoryIndex {
   repeatsIn: RepeatsIn;
   /** The info of a tool item of the history, or of a compacted copy of one. */
   infoOf(item: PromptItem): ToolInfo | undefined;
+  /**
+   * Whether `item` (or a copy derived from it) is an output kept without its call: in a compacted
+   * context, one answering a call before the context start (see indexHistory). It has no
+   * position; strategies keep it as they keep a message, and the prompt's counts leave it out.
+   */
+  isLateOutput(item: PromptItem): boolean;
   /** Records that `copy` stands for `original` (a compacted copy keeps its position). */
   derive(original: PromptItem, copy: PromptItem): void;
   /** `input_image` parts in the whole history. */
@@ -63,7 +69,12 @@ export interface HistoryLayout {
 
 /**
  * Indexes a history (full, or a tail view when `aggregates` is given) and drops the outputs
- * that answer no call before them. A call without an output stays, as any call, where it
+ * that answer no call before them, except, with `compactedContext` and without `aggregates`,
+ * in a compacted context read whole from its start (the summary first): there such an output
+ * answers a call before the context start, which the summary stands for (left open at the cut,
+ * noted as interrupted, answered late). It stays where it stands, sent as user text
+ * (lib/models/convert-to-model-messages.ts), in this prompt and every later one of the context
+ * (`isLateOutput`). A call without an output stays, as any call, where it
  * stands: the prompt sends it with a placeholder result (lib/models/convert-to-model-messages.ts),
  * as every later prompt does, whether its output comes later or never, so a prompt begins
  * with the one the turn before sent (a call dropped while open would come back once answered).
@@ -87,6 +98,7 @@ export interface HistoryLayout {
 export function indexHistory(
   items: readonly PromptItem[],
   aggregates?: HistoryAggregates,
+  compactedContext = false,
 ): { history: HistoryIndex; items: PromptItem[] } {
   // Everything is read from the items in this one walk (a long history's items are spread
   // over memory, so each walk over them costs about as much as the work it does).
@@ -101,8 +113,10 @@ export function indexHistory(
   const callInfo: ToolInfo[] = [];
   // The pending call of each call_id, by its index in `calls`.
   const pending = new Map<string, number>();
-  // Each paired output.
+  // Each paired output, and each output kept without its call (compactedContext).
   const outputs: PromptItem[] = [];
+  const late = new Set<PromptItem>();
+  const keepLate = compactedContext && aggregates === undefined;
   const kinds = new Uint8Array(items.length);
   // Per item, the index in `calls` of its call (its own for a call), -1 for none.
   const callAt = new Int32Array(items.length).fill(-1);
@@ -135,7 +149,10 @@ export function indexHistory(
     } else {
       kinds[index] = notice ? LAYOUT_NOTICE : LAYOUT_OUTPUT;
       const call = pending.get(item.call_id);
-      if (call === undefined) continue;
+      if (call === undefined) {
+        if (keepLate) late.add(item);
+        continue;
+      }
       pending.delete(item.call_id);
       callAt[index] = call;
       info.set(item, callInfo[call]!);
@@ -187,21 +204,23 @@ export function indexHistory(
   // Every output that is not a call is paired with one when the pairings account for them all.
   let sanitized: PromptItem[];
   let layout: HistoryLayout | undefined;
-  if (outputs.length === toolItems - calls.length) {
+  if (outputs.length + late.size === toolItems - calls.length) {
     sanitized = [...items];
     layout = { kinds, infoAt: (index) => (callAt[index]! < 0 ? undefined : callInfo[callAt[index]!]) };
   } else {
     const paired = new Set<PromptItem>(outputs);
-    sanitized = items.filter((item) => item.type !== 'function_call_output' || paired.has(item));
+    sanitized = items.filter((item) => item.type !== 'function_call_output' || paired.has(item) || late.has(item));
   }
   const history: HistoryIndex = {
     toolCalls,
     isRepeat,
     repeatsIn,
     infoOf: (item) => info.get(item),
+    isLateOutput: (item) => late.size > 0 && late.has(item),
     derive: (original, copy) => {
       const known = info.get(original);
       if (known !== undefined) info.set(copy, known);
+      else if (late.has(original)) late.add(copy);
       if (found === undefined) derived.push([original, copy]);
       else found.derive(original, copy);
     },

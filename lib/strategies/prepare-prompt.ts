@@ -55,8 +55,10 @@ export function resolveStrategies(
  *
  * Steps: index the history (positions of tool calls, repeats; from `context.aggregates`
  * when `items` is only a tail view, see `selectTail`), drop the function_call_output items
- * that answer no function_call before them, then apply the strategies in order, each to the
- * previous output. A call without an output stays where it stands, as any call: the provider
+ * that answer no function_call before them (but in a compacted context,
+ * `context.compactedContext`, not those answering a call before its start:
+ * lib/strategies/history-index.ts), then apply the strategies in order, each to the previous
+ * output. A call without an output stays where it stands, as any call: the provider
  * is sent a placeholder result for it (lib/models/convert-to-model-messages.ts), in this
  * prompt and every later one, so that its output, once it comes, changes nothing before it.
  * The input is never mutated; items kept whole are the input's own objects.
@@ -64,7 +66,8 @@ export function resolveStrategies(
  * `stats` counts tool calls by what happened to their output: `tool_calls_total` is every
  * function_call of the history (from the aggregates for a tail view), `kept_full` and
  * `compacted` count the outputs in the prompt and the calls in it without one (as the call
- * went), `dropped` the rest (an output without a call counts nowhere).
+ * went), `dropped` the rest (an output without a call counts nowhere, one a compacted context
+ * keeps, `context.compactedContext`, included).
  *
  * Example: `preparePrompt(history, 'shorten_tools_epoch_increment,inbox', { config, inbox })`.
  */
@@ -88,7 +91,7 @@ export function preparePrompt(
       return result;
     };
   }
-  const { history, items: paired } = indexHistory(items, context.aggregates);
+  const { history, items: paired } = indexHistory(items, context.aggregates, context.compactedContext);
   const output = apply(paired, { ...context, config, history });
 
   let keptFull = 0;
@@ -104,6 +107,8 @@ export function preparePrompt(
   for (let index = 0; index < output.length; index += 1) {
     const item = output[index]!;
     if (item.type === 'function_call_output') {
+      // An output kept without its call (a compacted context's, answering a call before its start).
+      if (history.isLateOutput(item)) continue;
       open.delete(item.call_id);
       count(item.compacted);
     } else if (item.type === 'function_call') {

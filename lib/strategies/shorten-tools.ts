@@ -50,6 +50,12 @@ export const shortenTools: Strategy = {
         if (item.role === 'user' && item.synthetic === undefined) userSeen = true;
         continue;
       }
+      // An output without its call (a compacted context's, answering a call before its start):
+      // kept as a message is, it has no position.
+      if (history.isLateOutput(item)) {
+        reversed.push(item);
+        continue;
+      }
       const budgetLeft = !userSeen || retained < config.max_tool_chars;
       if (item.type === 'function_call_output') {
         outputsSeen += 1;

@@ -15,6 +15,11 @@ export interface StrategyContext {
   env?: Record<string, string | undefined>;
   /** Present when the items are only a tail view of the history (see `selectTail`). */
   aggregates?: HistoryAggregates;
+  /**
+   * The items are a compacted context read whole from its start (its summary first): an
+   * output answering a call before the start is kept (lib/strategies/history-index.ts).
+   */
+  compactedContext?: boolean;
   /** Called where `inbox` stands in the list; appends the delivered notices. */
   inbox?: (items: PromptItem[]) => PromptItem[];
   /** Named strategies to resolve from; the built-ins when absent. */

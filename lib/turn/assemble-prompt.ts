@@ -45,6 +45,8 @@ export function assemblePrompt(sources: PromptSources): AssembledPrompt {
     config: sources.strategyConfig,
     env: sources.env,
     ...(aggregates ? { aggregates } : {}),
+    // A compacted context is read whole from its start, where an output may answer a call before it.
+    ...(contextStart ? { compactedContext: true } : {}),
     inbox: (items) => [...items, ...notices],
   });
   return { ...withInstructions(sources.instructions, prepared.items, prepared.stablePrefixLength), prepared };

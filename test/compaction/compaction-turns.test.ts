@@ -5,6 +5,7 @@ import { parseServiceConfig } from '../../lib/config.ts';
 import { TailgateError } from '../../lib/errors.ts';
 import { Inbox } from '../../lib/inbox/inbox.ts';
 import { echoModel } from '../../lib/models/echo.ts';
+import { convertToModelMessages } from '../../lib/models/convert-to-model-messages.ts';
 import type { Model, ModelRequest } from '../../lib/models/model.ts';
 import type { Item, PromptItem } from '../../lib/items.ts';
 import { ModelError } from '../../lib/models/errors.ts';
@@ -189,6 +190,58 @@ describe('compaction in a turn', () => {
     const summary = preview.items[0]!;
     expect(summary.type === 'message' && summary.content).toContain('tool call lookup({}) was interrupted');
   });
+
+  it(
+    'the output of a call compaction summarized as interrupted, sent late, reaches the model as user text where it ' +
+      'stands, in that turn and every later one, as the preview shows it',
+    async () => {
+      const prompts: ModelRequest[] = [];
+      const recording: Model = {
+        ...echoModel,
+        id: 'recording',
+        generate: (request) => {
+          prompts.push(request);
+          return echoModel.generate(request);
+        },
+      };
+      const service = services(new MemoryStore(), { model: recording });
+      await createSession(service);
+      await service.sessions.update('s1', { model: 'recording' });
+      await service.sessions.append('s1', [
+        { type: 'message', role: 'user', content: 'look it up' },
+        { type: 'function_call', call_id: 'lost', name: 'lookup', arguments: '{}' },
+      ]);
+      const { response } = await turnsUntilCompaction(service);
+      expect(response.context.compaction!.interrupted).toEqual(['lost']);
+      // Packed: the turns after it read the context from segments and a view, not the records.
+      await service.settled();
+      await service.sessions.pack('s1', { refresh: true });
+      const late = await runTurn(service, 's1', {
+        input: [{ type: 'function_call_output', call_id: 'lost', output: 'LATE RESULT' }],
+      });
+      const sent = (items: readonly PromptItem[]) =>
+        convertToModelMessages([...items]).filter((message) => JSON.stringify(message).includes('LATE RESULT'));
+      const asText = [{ role: 'user', content: [{ type: 'text', text: 'Output of tool call lost:\nLATE RESULT' }] }];
+      // The turn's own prompt (its last model call: a compaction summary may come before it).
+      expect(sent(prompts.at(-1)!.prompt)).toEqual(asText);
+      expect(late.context.tool_calls_total).toBe(
+        late.context.kept_full + late.context.compacted + late.context.dropped,
+      );
+      const preview = await previewPrompt(service, 's1', {});
+      expect(sent(preview.items)).toEqual(asText);
+      // Where it stands: right after the items before it, the next prompt begins as this one did.
+      const seqOf = (items: readonly PromptItem[]) =>
+        items.find((item) => item.type === 'function_call_output' && item.call_id === 'lost')?.seq;
+      expect(seqOf(preview.items)).toBe(seqOf(prompts.at(-1)!.prompt));
+      await service.settled();
+      await service.sessions.pack('s1', { refresh: true });
+      await runTurn(service, 's1', { input: 'and then' });
+      expect(sent(prompts.at(-1)!.prompt)).toEqual(asText);
+      // The summarized call is never read back into a prompt.
+      for (const request of prompts.slice(-2))
+        expect(request.prompt.some((item) => item.type === 'function_call' && item.call_id === 'lost')).toBe(false);
+    },
+  );
 
   it(
     'refuses a prompt that still does not fit with context_too_large, naming the item; the turn is closed as ' +

@@ -153,3 +153,44 @@ describe('an open call answered in a later turn', () => {
     ]);
   });
 });
+
+describe('an open call a compaction summarized, answered after it', () => {
+  it('is sent as user text where its output stands, in the turn and after, as GET /prompt shows it', async () => {
+    const id = await api.session({
+      model: 'openai-compatible:fake',
+      tools: [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }],
+    });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'Weather in Paris and Rome?' })).status).toBe(200);
+    const answered = await api.post(`/v1/sessions/${id}/turns`, {
+      input: [{ type: 'function_call_output', call_id: 'call_a', output: '18C' }],
+    });
+    expect(answered.status, JSON.stringify(answered.body)).toBe(200);
+    // call_b, still open, is summarized as interrupted.
+    const compacted = await api.post(`/v1/sessions/${id}/compact`, { model: 'echo', keep_tokens: 0 });
+    expect(compacted.status, JSON.stringify(compacted.body)).toBe(200);
+    expect(compacted.body.context).toMatchObject({ start_seq: 6, interrupted: ['call_b'] });
+
+    const from = received.length;
+    const late = await api.post(`/v1/sessions/${id}/turns`, {
+      input: [{ type: 'function_call_output', call_id: 'call_b', output: '25C' }],
+    });
+    expect(late.status, JSON.stringify(late.body)).toBe(200);
+    const asText = { role: 'user', content: 'Output of tool call call_b:\n25C' };
+    // The summary, then the late output as user text (the request's first message is the summary).
+    expect(received[from]!.slice(0, 2)).toMatchObject([
+      { role: 'user', content: expect.stringContaining('tool call get_weather') },
+      asText,
+    ]);
+    const items = await api.get(`/v1/sessions/${id}/turns/${late.body.turn}/items`);
+    expect(items.body.items.find((item: { seq: number }) => item.seq === 6)).toMatchObject({
+      type: 'function_call_output',
+      treatment: 'whole',
+    });
+    const preview = await api.get(`/v1/sessions/${id}/prompt`);
+    expect(preview.status).toBe(200);
+    expect(preview.body.items[1]).toMatchObject({ type: 'function_call_output', call_id: 'call_b', seq: 6 });
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'Thanks' });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    expect(received.at(-1)!.slice(0, received[from]!.length)).toEqual(received[from]);
+  });
+});

@@ -90,6 +90,8 @@ async function outcome<T>(call: Promise<T>): Promise<T | { code: string }> {
 
 describe('previewPrompt', () => {
   it('shows exactly the prompt the next turn sends: overflow drop, compaction and notices', async () => {
+    // Outputs sent whose call a compaction summarized: some runs have them.
+    let lateSent = 0;
     await fc.assert(
       fc.asyncProperty(
         caseArbitrary,
@@ -153,6 +155,18 @@ describe('previewPrompt', () => {
           );
           const { pending: _pending, ...compaction } = preview.context.compaction ?? {};
           expect(preview.context.compaction ? compaction : undefined).toEqual(context.compaction);
+          // An output whose call a compaction summarized (left open at the cut, answered late) is sent.
+          const start = preview.context.context_start_seq;
+          if (start !== undefined) {
+            const { items } = await sessions.listItems('s', { limit: 1000 });
+            const before = new Set(items.filter((item) => item.seq < start && item.type === 'function_call'));
+            const summarized = new Set([...before].map((item) => item.type === 'function_call' && item.call_id));
+            const late = items.filter(
+              (item) => item.seq >= start && item.type === 'function_call_output' && summarized.has(item.call_id),
+            );
+            for (const item of late) expect(preview.items.map((sent) => sent.seq)).toContain(item.seq);
+            lateSent += late.length;
+          }
         },
       ),
       {
@@ -188,9 +202,29 @@ describe('previewPrompt', () => {
               notices: [' '.repeat(205), ' '.repeat(169)],
             },
           ],
+          // A call left open, summarized by the compaction of a turn, then answered.
+          [
+            {
+              steps: [
+                { kind: 'message', role: 'user', text: 'a' },
+                { kind: 'open' },
+                { kind: 'message', role: 'user', text: 'b'.repeat(2000) },
+                { kind: 'message', role: 'assistant', text: 'c'.repeat(2000) },
+                { kind: 'turn' },
+                { kind: 'late', output: 'the late result' },
+              ],
+              strategies: ['shorten_tools_epoch_increment', 'compact', 'inbox'],
+              windowShare: 0.2,
+              last: 'd',
+              turnBeforeLast: false,
+              instructions: null,
+              notices: [],
+            },
+          ],
         ],
       },
     );
+    expect(lateSent).toBeGreaterThan(0);
   });
 });
 

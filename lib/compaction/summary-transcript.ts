@@ -6,7 +6,8 @@ export const DEFAULT_SUMMARY_PROMPT =
   'You maintain the memory of a long conversation between a user and an assistant that uses tools. ' +
   'Summarize the transcript in the last message: the goals, decisions, facts learned from tool results, ' +
   'open questions and the current state of the work. Keep names, numbers and identifiers exactly. ' +
-  'Tool calls marked as interrupted got no result and must not be assumed to have run. ' +
+  'Tool calls marked as interrupted got no result and must not be assumed to have run; keep their call_id ' +
+  '(a result may still come later, as "Output of tool call <call_id>"). ' +
   'Answer with the summary only.';
 
 /** Opens the summary message in the prompt, so the model knows what it is reading. */
@@ -26,7 +27,8 @@ export function clipText(text: string, limit: number): string {
  * The text the summary model summarizes (sent as the last user message, so the echo model's
  * summary is `"echo: " + transcript`, deterministic). One line per item, clipped to
  * {@link TRANSCRIPT_ITEM_CHARS}; the previous summary first; a call of `interrupted` (the
- * plan's calls without an output) is written as interrupted (a note, never a replay).
+ * plan's calls without an output) is written as interrupted (a note, never a replay), with its
+ * call_id, which names its output if it comes later (docs/API.md, "Turns").
  *
  * @example renderTranscript(null, [{ type: 'message', role: 'user', content: 'hi', seq: 1 }], new Set())
  * // '#1 user: hi'
@@ -48,7 +50,8 @@ export function renderTranscript(
       const call = `${item.name}(${clipText(item.arguments, TRANSCRIPT_ITEM_CHARS)})`;
       lines.push(
         interrupted.has(item)
-          ? `${at}tool call ${call} was interrupted: no result was recorded, and it was not run again`
+          ? `${at}tool call ${call} was interrupted: no result was recorded, and it was not run again ` +
+              `(call_id ${item.call_id})`
           : `${at}tool call ${call}`,
       );
     } else {

@@ -178,6 +178,8 @@ describe('the summary', () => {
     const transcript = renderTranscript(null, plan.summarized, new Set(plan.interrupted));
     expect(transcript.match(/was interrupted/g)).toHaveLength(1);
     expect(transcript).toContain('#1 tool call lookup({"id":"c"}) was interrupted');
+    // Its call_id names its output, should one come later (as user text, "Output of tool call c").
+    expect(transcript).toContain('it was not run again (call_id c)\n');
     expect(transcript).toContain('#3 tool call lookup({"id":"c"})\n#4 tool result of lookup: done');
   });
 

@@ -141,8 +141,12 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     const unknown = await api.delete(`/v1/sessions/${id}/queue/${'0'.repeat(64)}`);
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe('not_found');
+    // details.id names the session as every 404 does (session_id kept for earlier clients).
+    expect(unknown.body.error.details).toEqual({ id, session_id: id, queued_turn: '0'.repeat(64) });
     expect((await api.delete(`/v1/sessions/${id}/queue/nope`)).status).toBe(400);
-    expect((await api.delete(`/v1/sessions/s-none/queue/${'0'.repeat(64)}`)).status).toBe(404);
+    const none = await api.delete(`/v1/sessions/s-none/queue/${'0'.repeat(64)}`);
+    expect(none.status).toBe(404);
+    expect(none.body.error.details.id).toBe('s-none');
     expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
   });
 

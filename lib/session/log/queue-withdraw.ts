@@ -134,6 +134,7 @@ export async function withdrawQueued(log: LogContext, id: string, keyHash: strin
   );
   if (claims.some((claim) => claim !== null)) throw new QueuedInputTakenError(id, keyHash);
   throw new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
+    id,
     session_id: id,
     queued_turn: keyHash,
   });

@@ -1,6 +1,6 @@
 import { AbortedError, LeaseHeldError, NotFoundError, TailgateError, TurnClosedError } from '../errors.ts';
 import { tokenBudgetSchema, type TokenSpend } from '../ledger/token-spend.ts';
-import { closedByItsCompletion } from '../session/log/owner-closed.ts';
+import { ClosedByItsCompletionError } from '../session/log/owner-closed.ts';
 import type { OpenTurn, TurnOutcome } from '../session/log/types.ts';
 import type { Undelivered } from '../session/records.ts';
 import type { StoredItem } from '../items.ts';
@@ -88,8 +88,12 @@ export async function closeFailed(
   services: TurnServices,
   sessionId: string,
   attempt: Attempt,
-  error: unknown,
+  failure: unknown,
 ): Promise<never> {
+  // Closed by the turn's own completion whose webhook event then failed (its intent not known
+  // stored): the turn is answered the event's error.
+  const closedByCompletion = failure instanceof ClosedByItsCompletionError;
+  const error = closedByCompletion ? failure.cause : failure;
   const { sessions } = services;
   const { turn } = attempt;
   // Moves in flight finish first, so the completion carries every notice taken.
@@ -105,10 +109,9 @@ export async function closeFailed(
     );
     if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
   }
-  // Closed by the abort itself, or by the turn's own completion whose webhook event then failed
-  // (its intent not known stored: the error stands): the queue is taken up, as after any close
-  // by the turn's own completion.
-  const closedItself = error instanceof AbortedError || closedByItsCompletion(error);
+  // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
+  // as after any close by the turn's own completion.
+  const closedItself = error instanceof AbortedError || closedByCompletion;
   if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;

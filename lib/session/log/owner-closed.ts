@@ -9,23 +9,27 @@ import type { ClosedTurn, OpenTurn, TurnOutcome } from './types.ts';
  * once its `.done` landed: the webhook event, and what its failure leaves standing.
  */
 
-/** Errors completeTurn threw after the turn's own completion landed (see ownerClosed). */
-const thrownOnceClosed = new WeakSet<object>();
-
 /**
- * Whether `error` was thrown by SessionLog.completeTurn after the turn's own completion landed:
- * only its webhook event failed, with no intent known stored. The turn is closed, as it reads.
+ * What SessionLog.completeTurn throws once the turn's own completion landed and only its
+ * webhook event failed, with no intent known stored: the turn is closed, as it reads, and is
+ * answered the event's error (`cause`), which lib/turn/close-turn.ts (closeFailed) rethrows.
  */
-export function closedByItsCompletion(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && thrownOnceClosed.has(error);
+export class ClosedByItsCompletionError extends Error {
+  override readonly cause: unknown;
+  constructor(cause: unknown) {
+    const told = cause instanceof Error ? cause.message : String(cause);
+    super(`the turn's completion stands; its webhook event failed: ${told}`);
+    this.name = 'ClosedByItsCompletionError';
+    this.cause = cause;
+  }
 }
 
 /**
  * Tells `onClosed` that the owner's completion landed, then answers with the stored output.
  * Its failure is logged and the completion stands once the turn's webhook intent is stored
  * (`intentStored`, or put now: an adopted record's claim put it unseen): the outbox's drainer
- * delivers the event from it. Else it is thrown (closedByItsCompletion): the turn is answered its
- * error rather than an event lost unsaid.
+ * delivers the event from it. Else it is thrown, as the cause of a ClosedByItsCompletionError: the
+ * turn is answered its error rather than an event lost unsaid.
  */
 export async function ownerClosed(
   log: LogContext,
@@ -50,10 +54,7 @@ export async function ownerClosed(
     await log.onClosed?.(closed);
   } catch (error) {
     const intent = intentStored || (await intentPut(log, turn));
-    if (!intent) {
-      if (typeof error === 'object' && error !== null) thrownOnceClosed.add(error);
-      throw error;
-    }
+    if (!intent) throw new ClosedByItsCompletionError(error);
     eventLeftToOutbox(log, closed, error);
   }
   return stored;

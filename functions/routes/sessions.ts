@@ -114,8 +114,11 @@ export function sessionRoutes() {
       const { id } = c.req.valid('param');
       const body = c.req.valid('json');
       const { services } = c.var;
+      // A raised budget lets queued inputs that waited for it run: the session is marked for the
+      // sweep of queues first (the sweep unmarks a queue its spent budget holds), so they run
+      // though this process dies before its pickup.
+      if (body.budget !== undefined) await services.sessions.markQueueIfQueued(id);
       const updated = await services.sessions.update(id, normalizeSessionFields(body, services));
-      // A raised budget lets queued inputs that waited for it run.
       if (body.budget !== undefined) afterResponse(services, () => pickUp(services, id));
       return c.json(updated, 200);
     })

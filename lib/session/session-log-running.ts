@@ -20,7 +20,7 @@ import {
 } from './log/queue.ts';
 import { queuedInputs, type QueuedRow } from './log/queue-listing.ts';
 import { markTaking, withdrawing, withdrawQueued } from './log/queue-withdraw.ts';
-import { markedQueues, unmarkIfEmpty } from './log/queue-markers.ts';
+import { markedQueues, markIfQueued, unmarkIfEmpty, unmarkWhileSpent } from './log/queue-markers.ts';
 import type { OpenTurn, StoredOutcome } from './log/types.ts';
 import type { QueuedInput, TurnStatus } from './records.ts';
 import { SessionLogBase } from './session-log-base.ts';
@@ -117,6 +117,19 @@ export class SessionLogRunning extends SessionLogBase {
   /** Removes session `id`'s marker when nothing is queued in it: whether it did (log/queue-markers.ts). */
   async unmarkQueue(id: string): Promise<boolean> {
     return unmarkIfEmpty(this.log, id);
+  }
+
+  /**
+   * Removes session `id`'s marker while its queue waits for its budget, unless `spent` finds the
+   * budget no longer spent after the delete: whether it did (log/queue-markers.ts).
+   */
+  async unmarkSpentQueue(id: string, spent: () => Promise<boolean>): Promise<boolean> {
+    return unmarkWhileSpent(this.log, id, spent);
+  }
+
+  /** Marks session `id` as one an input is queued in, when one is: whether it did (log/queue-markers.ts). */
+  async markQueueIfQueued(id: string): Promise<boolean> {
+    return markIfQueued(this.log, id);
   }
 
   /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */

@@ -162,6 +162,9 @@ export async function cancelOpenTurn(services: TurnServices, sessionId: string, 
   services.background(pickUp(services, sessionId, undefined, { turn }));
 }
 
+/** What a pickup met: `budget_spent` when the session's budget refused the oldest input (it waits). */
+export type PickedUp = 'budget_spent' | undefined;
+
 /**
  * Takes up the oldest queued input while the session is idle: claims it as a background turn
  * under its key hash and hands it to a runner, whose completion takes up the next. A claim
@@ -174,7 +177,7 @@ export async function pickUp(
   sessionId: string,
   known?: LogScope,
   closed?: ClosedBefore,
-): Promise<void> {
+): Promise<PickedUp> {
   const { sessions } = services;
   const scope = known ?? (await sessions.scope(sessionId));
   // Withdrawn inputs met on the way: passed over, their tombstones left to their withdraws. Each
@@ -222,7 +225,7 @@ export async function pickUp(
       // pickup takes it up), or its client withdraws it (DELETE .../queue/{queued_turn}).
       if (error instanceof BudgetExhaustedError) {
         tellWaiting(services, sessionId, entry.key_sha256);
-        return;
+        return 'budget_spent';
       }
       // One queued again under its key since is read again: it is an input of its own.
       if (error instanceof QueuedWithdrawnError) {

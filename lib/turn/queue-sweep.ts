@@ -1,7 +1,8 @@
-import { NotFoundError } from '../errors.ts';
+import { BudgetExhaustedError, NotFoundError } from '../errors.ts';
+import { checkBudget } from '../ledger/budget.ts';
 import { mapLimit } from '../store/object-store.ts';
 import { pickUp } from './busy.ts';
-import type { SessionLog } from '../session/session-log.ts';
+import type { SessionLog, SessionRecord } from '../session/session-log.ts';
 import type { TurnServices } from './types.ts';
 
 /** What a sweep of the queues did: the sessions it looked at, the markers it removed, the sessions it failed on. */
@@ -9,6 +10,17 @@ export interface QueueSweep {
   checked: number;
   unmarked: number;
   failed: { id: string; error: unknown }[];
+}
+
+/** Whether the session's budget refuses a turn, by the totals it shows (as its claim checks them). */
+function budgetSpent(session: SessionRecord): boolean {
+  try {
+    checkBudget(session.budget, { ...session.usage, cost_usd: session.usage.priced_cost_usd });
+    return false;
+  } catch (error) {
+    if (error instanceof BudgetExhaustedError) return true;
+    throw error;
+  }
 }
 
 /** Sessions a sweep takes at once. */
@@ -20,20 +32,30 @@ const SWEEP_CONCURRENCY = 4;
  * whose claim closes a turn whose lease ran out and takes the oldest input up (a session whose
  * turn runs is left to that turn's close), then the marker's removal once nothing is queued.
  * So an input queued behind a turn whose process died, and that no client came to close, runs
- * all the same. A session that fails is told in `failed`, and the others go on.
+ * all the same. A session whose spent budget refused the pickup is unmarked too (while its
+ * budget stays spent): its inputs wait, listed, for a PATCH of the budget, which marks the
+ * session again before it is stored. A session that fails is told in `failed`, and the others go on.
  */
 export async function sweepQueues(
-  services: TurnServices & { sessions: Pick<SessionLog, 'markedQueues' | 'unmarkQueue'> },
+  services: TurnServices & {
+    sessions: Pick<SessionLog, 'markedQueues' | 'unmarkQueue' | 'unmarkSpentQueue' | 'get'>;
+  },
 ): Promise<QueueSweep> {
   const sweep: QueueSweep = { checked: 0, unmarked: 0, failed: [] };
-  await mapLimit(await services.sessions.markedQueues(), SWEEP_CONCURRENCY, async (id) => {
+  const { sessions } = services;
+  await mapLimit(await sessions.markedQueues(), SWEEP_CONCURRENCY, async (id) => {
     sweep.checked++;
     try {
       // A session deleted since: its marker goes below.
-      await pickUp(services, id).catch((error: unknown) => {
+      const picked = await pickUp(services, id).catch((error: unknown) => {
         if (!(error instanceof NotFoundError)) throw error;
       });
-      if (await services.sessions.unmarkQueue(id)) sweep.unmarked++;
+      // A queue the spent budget holds is no longer swept: a budget raise, or an enqueue, marks it again.
+      const unmarked =
+        picked === 'budget_spent'
+          ? await sessions.unmarkSpentQueue(id, async () => budgetSpent(await sessions.get(id)))
+          : await sessions.unmarkQueue(id);
+      if (unmarked) sweep.unmarked++;
     } catch (error) {
       sweep.failed.push({ id, error });
     }

@@ -88,6 +88,70 @@ async function markedWithoutEntry(store: ObjectStore, clock: () => Date): Promis
   return id;
 }
 
+/**
+ * A session whose budget (one turn) its turn 1 spent, with an input queued as an enqueue stores
+ * it (its marker, then its entry), as if behind a turn.
+ */
+async function queuedBehindSpentBudget(store: ObjectStore, { api, settle }: ReturnType<typeof process>) {
+  const id = await api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
+  expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
+  // Its close's pickup found nothing queued.
+  await settle();
+  const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body));
+  const keyHash = 'c'.repeat(64);
+  await store.put(`queues/${id}`, '');
+  const entry = { format: 'tailgate.queued.v1', key_sha256: keyHash, enqueued_at: new Date().toISOString() };
+  await store.put(
+    `sessions/${id}/queue/${config.generation}/${keyHash}`,
+    JSON.stringify({
+      ...entry,
+      writer: crypto.randomUUID(),
+      input: [{ type: 'message', role: 'user', content: 'q' }],
+      request: {},
+    }),
+  );
+  return { id, keyHash };
+}
+
+/**
+ * A process on `store` that dies at the pickup after its response: its read of a queued entry
+ * (which only a pickup makes) fails, and nothing else of it runs. A store of its own (no `inner`),
+ * so it shares no cache with the other processes on `store`.
+ */
+function diesAtItsPickup(store: ObjectStore, clock: () => Date) {
+  const faulty = new FaultyStore(store).failWhen(
+    ({ operation, key }) => operation === 'get' && key.includes('/queue/'),
+  );
+  return { ...process(ownStore(faulty), clock, 'none'), faulty };
+}
+
+/** `inner`'s objects through a store of its own (no `inner`, so it shares no cache with `inner`'s users). */
+function ownStore(inner: ObjectStore, overrides: Partial<ObjectStore> = {}): ObjectStore {
+  return {
+    get: (key, options) => inner.get(key, options),
+    head: (key) => inner.head(key),
+    put: (key, body, options) => inner.put(key, body, options),
+    list: (prefix, options) => inner.list(prefix, options),
+    delete: (keys) => inner.delete(keys),
+    ...overrides,
+  };
+}
+
+/** A sweeper's store on `store` that runs `race` right before its first delete of session `id`'s marker. */
+function raceMarkerDelete(store: ObjectStore, id: string, race: () => Promise<void>) {
+  let raced = false;
+  const racing = ownStore(store, {
+    delete: async (keys) => {
+      if (!raced && keys === `queues/${id}`) {
+        raced = true;
+        await race();
+      }
+      return store.delete(keys);
+    },
+  });
+  return { racing, raced: () => raced };
+}
+
 describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
   it('takes up the inputs queued behind a turn whose lease ran out, with no webhooks and no client', async () => {
     const store = storeOf();
@@ -191,31 +255,67 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     const clock = () => new Date();
     const logged: unknown[][] = [];
     const live = process(store, clock, 'in process', (...line) => void logged.push(line));
-    const id = await live.api.session({ on_busy: 'enqueue', budget: { max_turns: 1 } });
-    expect((await live.api.post(`/v1/sessions/${id}/turns`, { input: 'spends the budget' })).status).toBe(200);
-    // An input queued as an enqueue stores it (its marker, then its entry), as if behind a turn.
-    const config = JSON.parse(new TextDecoder().decode((await store.get(sessionConfigKey('', id)))!.body));
-    const keyHash = 'c'.repeat(64);
-    await store.put(`queues/${id}`, '');
-    const entry = { format: 'tailgate.queued.v1', key_sha256: keyHash, enqueued_at: new Date().toISOString() };
-    await store.put(
-      `sessions/${id}/queue/${config.generation}/${keyHash}`,
-      JSON.stringify({
-        ...entry,
-        writer: crypto.randomUUID(),
-        input: [{ type: 'message', role: 'user', content: 'q' }],
-        request: {},
-      }),
-    );
+    const { id, keyHash } = await queuedBehindSpentBudget(store, live);
     for (let round = 0; round < 3; round++) {
       expect((await live.api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
       await live.settle();
-      expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
+      // The first sweep unmarks the queue its spent budget holds: the next ones no longer see it.
+      const swept = round === 0 ? { checked: 1, unmarked: 1 } : { checked: 0, unmarked: 0 };
+      expect(await sweepQueues(live.services())).toEqual({ ...swept, failed: [] });
       await live.settle();
     }
     expect(logged).toEqual([
       [`tailgate: a queued input of session ${id} (key sha256 ${keyHash}) waits: the session's budget is spent`],
     ]);
+  });
+
+  it('unmarks a queue its spent budget holds; a budget raise marks it again, before its own pickup', async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const live = process(store, clock, 'in process');
+    const { id } = await queuedBehindSpentBudget(store, live);
+    expect(await sweepQueues(live.services())).toEqual({ checked: 1, unmarked: 1, failed: [] });
+    expect(await markers(store)).toEqual([]);
+    expect(await queueEntries(store)).toHaveLength(1);
+    // Sweeps no longer take the session up while nothing changes.
+    expect(await sweepQueues(live.services())).toEqual({ checked: 0, unmarked: 0, failed: [] });
+    // The budget is raised by a process that dies before its pickup (after its response).
+    const dying = diesAtItsPickup(store, clock);
+    expect((await dying.api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
+    await dying.settle();
+    expect(dying.faulty.injected).toBe(1);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    await sweepQueuedSessions(live.services);
+    await live.settle();
+    expect(await turnsOf(live.api, id)).toEqual([
+      [1, 'completed', null],
+      [2, 'completed', null],
+    ]);
+    expect(await queueEntries(store)).toEqual([]);
+  });
+
+  it('keeps the marker of a queue whose budget was raised between its pickup and its delete', async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const { id } = await queuedBehindSpentBudget(store, process(store, clock, 'in process'));
+    // The raise's process dies before its pickup, right before the sweep's delete of the marker.
+    const dying = diesAtItsPickup(store, clock);
+    const { racing, raced } = raceMarkerDelete(store, id, async () => {
+      expect((await dying.api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } })).status).toBe(200);
+    });
+    expect(await sweepQueues(process(racing, clock, 'none').services())).toEqual({
+      checked: 1,
+      unmarked: 0,
+      failed: [],
+    });
+    expect(raced()).toBe(true);
+    await dying.settle();
+    expect(dying.faulty.injected).toBe(1);
+    expect(await markers(store)).toEqual([`queues/${id}`]);
+    const live = process(store, clock, 'in process');
+    await sweepQueuedSessions(live.services);
+    await live.settle();
+    expect((await turnsOf(live.api, id)).at(-1)).toEqual([2, 'completed', null]);
   });
 
   it('keeps the marker of an input queued between its look at the queue and its delete', async () => {
@@ -225,24 +325,13 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
     const id = await markedWithoutEntry(store, clock);
     // Another process queues an input after the sweep found the queue empty, before its delete.
     const other = process(store, clock, 'none');
-    let raced = false;
-    const racing: ObjectStore = {
-      get: (key, options) => store.get(key, options),
-      head: (key) => store.head(key),
-      put: (key, body, options) => store.put(key, body, options),
-      list: (prefix, options) => store.list(prefix, options),
-      delete: async (keys) => {
-        if (!raced && keys === `queues/${id}`) {
-          raced = true;
-          expect((await other.api.post(`/v1/sessions/${id}/turns`, { input: 'raced' })).status).toBe(202);
-          await other.settle();
-        }
-        return store.delete(keys);
-      },
-    };
+    const { racing, raced } = raceMarkerDelete(store, id, async () => {
+      expect((await other.api.post(`/v1/sessions/${id}/turns`, { input: 'raced' })).status).toBe(202);
+      await other.settle();
+    });
     const sweeper = process(racing, clock, 'in process');
     expect(await sweepQueues(sweeper.services())).toEqual({ checked: 1, unmarked: 0, failed: [] });
-    expect(raced).toBe(true);
+    expect(raced()).toBe(true);
     expect(await markers(store)).toEqual([`queues/${id}`]);
     // Both processes are gone: once turn 1's lease ran out, the next sweep runs the input.
     now += 4000;

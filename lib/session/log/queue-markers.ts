@@ -10,7 +10,9 @@ import type { LogContext } from './context.ts';
  * `queues/<id>`, empty, put unconditionally by every enqueue before its entry, so no entry is
  * stored without its session's marker, whichever process dies between the two. A marker with
  * nothing queued (its enqueue died before its entry, or the queue was taken up since) is stale:
- * the sweep removes it. A turn, and the pickup after it, touch no marker.
+ * the sweep removes it. So is one whose queue waits for the session's budget (unmarkWhileSpent):
+ * a budget raise marks the session again (markIfQueued, before the budget is stored), and so
+ * does every enqueue. A turn, and the pickup after it, touch no marker.
  */
 
 /** Marks session `id` as one an input is queued in (log/queue.ts, before the entry). */
@@ -52,6 +54,31 @@ export async function unmarkIfEmpty(log: LogContext, id: string): Promise<boolea
   if (!(await anyQueued(log, id))) return true;
   await log.store.put(key, '');
   return false;
+}
+
+/**
+ * Removes session `id`'s marker while its queue waits for the session's budget (the sweep's
+ * pickup was refused for it): whether it did. `spent` looks at the budget once more after the
+ * delete, and the marker is put back unless it is still spent (or the look failed): a PATCH
+ * raising it may have marked the session between the pickup and the delete, and its own pickup
+ * may die. An enqueue meanwhile needs no marker: its input waits for the budget as the others do.
+ */
+export async function unmarkWhileSpent(log: LogContext, id: string, spent: () => Promise<boolean>): Promise<boolean> {
+  const key = queueMarkerKey(log.keyPrefix, id);
+  await log.store.delete(key);
+  if (await spent().catch(() => false)) return true;
+  await log.store.put(key, '');
+  return false;
+}
+
+/**
+ * Marks session `id` when an input is queued in it, before a change that may let its queue go
+ * on (a PATCH of its budget, whose pickup follows the response): whether it did.
+ */
+export async function markIfQueued(log: LogContext, id: string): Promise<boolean> {
+  if (!(await anyQueued(log, id))) return false;
+  await markQueue(log, id);
+  return true;
 }
 
 /** Whether an input is queued in session `id`: under its generation or one in its `queued_in` (log/queue.ts). */

@@ -115,11 +115,16 @@ export async function cancelResponse(facade: Facade, id: string): Promise<Tailga
 
 /**
  * GET /v1/responses/{id}?stream=true: the events of a background response, or of a streamed
- * foreground one (./resumed-response.ts), after `after`.
+ * foreground one (./resumed-response.ts), after `after`; `signal` is the request's.
  */
-export async function streamResponse(facade: Facade, id: string, after: number): Promise<Response> {
+export async function streamResponse(
+  facade: Facade,
+  id: string,
+  after: number,
+  signal?: AbortSignal,
+): Promise<Response> {
   const kept = await getResponse(facade, id);
-  return kept.background ? responseEvents(facade, kept, after) : streamedForeground(facade, kept, after);
+  return kept.background ? responseEvents(facade, kept, after) : streamedForeground(facade, kept, after, signal);
 }
 
 /**

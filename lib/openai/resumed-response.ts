@@ -20,9 +20,20 @@ import { getResponse, keptObject } from './stored-responses.ts';
 /** How often a resumed stream looks for the object its response's owner keeps once its turn ended. */
 const KEPT_POLL_MS = 250;
 
-/** The events after `after` of the streamed foreground response `response` (as GET answers it). */
-export async function streamedForeground(facade: Facade, response: TailgateResponse, after: number): Promise<Response> {
-  if (!(await journaled(facade, response.id)))
+/**
+ * The events after `after` of the streamed foreground response `response` (as GET answers it).
+ * `signal`: the request's; once it aborted (the client went away) while the turn runs without a
+ * journal yet, the wait for it stops and the answer is a 499 that nobody reads.
+ */
+export async function streamedForeground(
+  facade: Facade,
+  response: TailgateResponse,
+  after: number,
+  signal?: AbortSignal,
+): Promise<Response> {
+  const found = await journaled(facade, response.id, signal);
+  if (found === 'gone') return new Response(null, { status: 499 });
+  if (!found)
     throw new OpenAIApiError(
       400,
       'invalid_request',
@@ -38,14 +49,14 @@ export async function streamedForeground(facade: Facade, response: TailgateRespo
  * Whether the response's turn has an event journal: its first event is awaited, as
  * `GET .../turns/{turn}/events` awaits it (a streamed turn's first batch lands within a second of
  * its `turn.started`, which came before its stream's first event; a turn that was not streamed
- * is known once it has ended).
+ * is known once it has ended), or until `signal` aborts: `gone`.
  */
-async function journaled(facade: Facade, id: string): Promise<boolean> {
+async function journaled(facade: Facade, id: string, signal: AbortSignal | undefined): Promise<boolean | 'gone'> {
   const ref = parseResponseId(id)!;
-  const events = journalEvents(facade.services, ref.sessionId, ref.turn, 0);
+  const events = journalEvents(facade.services, ref.sessionId, ref.turn, 0, signal);
   try {
-    await events.next();
-    return true;
+    const first = await events.next();
+    return first.done && signal?.aborted ? 'gone' : true;
   } catch (error) {
     if (error instanceof NotFoundError) return false;
     throw error;

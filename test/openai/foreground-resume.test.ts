@@ -2,7 +2,12 @@ import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createApp } from '../../functions/app.ts';
+import { sessionLogFor } from '../../functions/services.ts';
+import { parseServiceConfig } from '../../lib/config.ts';
+import { responseId } from '../../lib/openai/ids.ts';
+import { idGeneration } from '../../lib/session/log/rewind.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { startFakeProvider, type FakeProvider } from '../support/fake-providers/fake-provider-server.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { long, startTailgate, TOKEN } from './server.ts';
@@ -37,6 +42,18 @@ function answer(broken = false): string {
   if (broken) return `${chunk({ role: 'assistant', content: '' })}${words.join('')}data: {"broken\n\n`;
   return `${chunk({ role: 'assistant', content: '' })}${words.join('')}${chunk({}, 'stop')}data: [DONE]\n\n`;
 }
+/** The chat completion of a call not streamed: the same words at once. */
+function whole() {
+  const message = { role: 'assistant', refusal: null, content: expectedText };
+  return {
+    id: 'c',
+    object: 'chat.completion',
+    created: 1,
+    model: 'm',
+    choices: [{ index: 0, message, logprobs: null, finish_reason: 'stop' }],
+    usage: { prompt_tokens: 10, completion_tokens: WORDS, total_tokens: 10 + WORDS },
+  };
+}
 const expectedText = Array.from({ length: WORDS }, (_, index) => `w${index} `).join('');
 
 beforeAll(async () => {
@@ -44,6 +61,8 @@ beforeAll(async () => {
     const input = JSON.stringify(request.body);
     const name = [...gates.keys()].find((key) => input.includes(key));
     const until = name ? gates.get(name)!.promise : Promise.resolve();
+    // A call not streamed (a response created without `stream`) is answered whole at the gate.
+    if (!(request.body as { stream?: boolean }).stream) return { json: whole(), gate: until };
     return { sse: answer(input.includes('break')), pause: { after: BEFORE_GATE, until } };
   });
   tailgate = await startTailgate({
@@ -207,5 +226,65 @@ describe('a resumed foreground stream whose response object was not kept', () =>
       response: await local.responses.retrieve(id),
     });
     expect(textOf(replayed)).toBe('echo: unkept');
+  });
+});
+
+/** An app in this process on `store`, with the gated provider, and an official client on it. */
+function localApp(store: ObjectStore, env: Record<string, string> = {}, clock?: () => Date) {
+  const environment = {
+    API_TOKEN: TOKEN,
+    DEFAULT_MODEL: 'echo',
+    OPENAI_COMPATIBLE_BASE_URL: provider.baseURL,
+    MODEL_ALIASES: 'slow=openai-compatible:fake',
+    MODEL_MAX_RETRIES: '0',
+    TURN_LEASE_MS: '3000',
+    ...env,
+  };
+  const app = createApp({
+    store: () => store,
+    readEnvironment: () => environment,
+    log: () => {},
+    ...(clock ? { clock } : {}),
+  });
+  const local = new OpenAI({
+    apiKey: TOKEN,
+    baseURL: 'http://tailgate.test/v1',
+    maxRetries: 0,
+    fetch: async (url: string | URL | Request, init?: RequestInit) => app.request(String(url), init),
+  });
+  return { app, local };
+}
+
+describe('stream=true for a foreground response that was not streamed, while its turn runs', () => {
+  it('stops waiting for its journal once its client went away', async () => {
+    const store = new MemoryStore();
+    const { app, local } = localApp(store);
+    const conversation = await local.conversations.create({});
+    const opened = gate('unjournaled');
+    const created = local.responses.create({ model: 'slow', input: 'unjournaled', conversation: conversation.id });
+    // Its first response in the conversation: turn 1, its input seq 1, its output from seq 2.
+    const scope = await sessionLogFor(store, parseServiceConfig({ API_TOKEN: TOKEN })).scope(conversation.id);
+    const generation = idGeneration(scope, 1);
+    const id = responseId({
+      sessionId: conversation.id,
+      turn: 1,
+      inputSeq: 1,
+      outputSeq: 2,
+      ...(generation ? { generation } : {}),
+    });
+    while ((await local.responses.retrieve(id).catch(() => null))?.status !== 'in_progress')
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const leaving = new AbortController();
+    const resumed = app.request(`/v1/responses/${id}?stream=true`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+      signal: leaving.signal,
+    });
+    leaving.abort();
+    // Answered while the turn still runs (its provider waits at the gate): nobody reads it.
+    expect((await resumed).status).toBe(499);
+    opened.open();
+    expect(await created).toMatchObject({ id, status: 'completed' });
+    const refused = await local.responses.retrieve(id, { stream: true }).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ status: 400, param: 'stream' });
   });
 });

@@ -122,7 +122,7 @@ export function responseRoutes() {
     .openapi(getResponseRoute, async (c) => {
       const { id } = c.req.valid('param');
       const { stream, starting_after: after } = c.req.valid('query');
-      if (stream) return streamResponse(facadeOf(c), id, after ?? -1);
+      if (stream) return streamResponse(facadeOf(c), id, after ?? -1, c.req.raw.signal);
       if (after !== undefined)
         throw new OpenAIApiError(400, 'invalid_request', 'starting_after is for stream=true', 'starting_after');
       return c.json(openaiObject(await currentResponse(facadeOf(c), id)), 200);

@@ -21,6 +21,14 @@ import { getResponse, keptObject } from './stored-responses.ts';
 const KEPT_POLL_MS = 250;
 
 /**
+ * How long after its turn ended a resumed stream looks for that object (at most a lease): its
+ * owner puts it a few storage calls after the turn's completion (the read of a compaction's
+ * summary, then the put), so one not there by then is not coming (its process died, or its
+ * write failed), and a stream resumed later does not wait for it at all.
+ */
+const KEPT_WAIT_MS = 5_000;
+
+/**
  * The events after `after` of the streamed foreground response `response` (as GET answers it).
  * `signal`: the request's; once it aborted (the client went away) while the turn runs without a
  * journal yet, the wait for it stops and the answer is a 499 that nobody reads.
@@ -90,9 +98,9 @@ function runningForm(response: TailgateResponse): TailgateResponse {
  * The stream's terminal event, once the journal ended: the compaction item and
  * response.completed (or response.incomplete), or response.failed, with the object the
  * response's owner kept. An owner keeps it right after the turn ended, about when it writes the
- * journal's last batch, so it is looked for until a lease after that; one that died never keeps
- * it (nor does one whose write failed), and a turn its lease ended has none: the response is
- * then answered as GET answers it.
+ * journal's last batch, so it is looked for until KEPT_WAIT_MS (at most a lease) after the turn
+ * ended by its completion's time; one that died never keeps it (nor does one whose write
+ * failed), and a turn its lease ended has none: the response is then answered as GET answers it.
  */
 async function ended(
   facade: Facade,
@@ -101,15 +109,31 @@ async function ended(
   last: TurnEvent | undefined,
 ): Promise<void> {
   const expired = last === undefined || (last.event === 'error' && last.data.error.code === LEASE_EXPIRED);
-  const until = Date.now() + (expired ? 0 : facade.services.config.turnLeaseMs);
   let response = await keptObject(facade, id);
-  while (!response && Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, KEPT_POLL_MS));
-    response = await keptObject(facade, id);
+  if (!response) {
+    const rebuilt = await getResponse(facade, id);
+    const until = Date.now() + (expired ? 0 : keptWait(facade, rebuilt));
+    while (!response && Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, KEPT_POLL_MS));
+      response = await keptObject(facade, id);
+    }
+    response ??= rebuilt;
   }
-  response ??= await getResponse(facade, id);
   if (response.status === 'completed' || response.status === 'incomplete') {
     for (const item of response.output) if (item.type === 'compaction') writer.wholeItem(item);
     writer.completed(response);
   } else if (response.status !== 'queued' && response.status !== 'in_progress') writer.failed(response);
+}
+
+/**
+ * How much longer the owner's object of `rebuilt` (the response as GET answers it without it) is
+ * looked for: what is left of KEPT_WAIT_MS (at most a lease) since its turn ended, by the
+ * completion's time and this process's clock; all of it when the turn reads as still running.
+ */
+function keptWait(facade: Facade, rebuilt: TailgateResponse): number {
+  const { services } = facade;
+  const wait = Math.min(KEPT_WAIT_MS, services.config.turnLeaseMs);
+  const completedAt = rebuilt.completed_at;
+  if (completedAt === null || completedAt === undefined) return wait;
+  return Math.max(0, Math.min(wait, wait - (services.clock().getTime() - completedAt * 1000)));
 }

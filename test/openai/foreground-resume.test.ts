@@ -204,7 +204,7 @@ describe('the official openai client: resuming a streamed foreground response', 
 });
 
 describe('a resumed foreground stream whose response object was not kept', () => {
-  it('ends, a lease after its turn ended, with the response as retrieve answers it', async () => {
+  it('ends, a few seconds after its turn ended, with the response as retrieve answers it', async () => {
     const store = new FaultyStore(new MemoryStore());
     const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
     const app = createApp({ store: () => store, readEnvironment: () => environment, log: () => {} });
@@ -286,5 +286,24 @@ describe('stream=true for a foreground response that was not streamed, while its
     expect(await created).toMatchObject({ id, status: 'completed' });
     const refused = await local.responses.retrieve(id, { stream: true }).catch((error: unknown) => error);
     expect(refused).toMatchObject({ status: 400, param: 'stream' });
+  });
+});
+
+describe('a resumed foreground stream whose response object was not kept, resumed later', () => {
+  it('ends at once with the response as retrieve answers it, whatever the lease', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    let later = 0;
+    const { local } = localApp(store, { TURN_LEASE_MS: '600000' }, () => new Date(Date.now() + later));
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/openai/'));
+    const whole = await readUntil(await local.responses.create({ model: 'echo', input: 'unkept later', stream: true }));
+    const id = whole[0]?.type === 'response.created' ? whole[0].response.id : '';
+    // Resumed an hour after its turn ended: its object is not coming.
+    later = 3_600_000;
+    const replayed = await readUntil(await local.responses.retrieve(id, { stream: true, starting_after: 1 }));
+    expect(replayed.at(-1)).toEqual({
+      type: 'response.completed',
+      sequence_number: whole.length - 1,
+      response: await local.responses.retrieve(id),
+    });
   });
 });

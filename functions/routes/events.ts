@@ -49,9 +49,15 @@ export function eventRoutes() {
     // saw, the later of the two.
     const after = Math.max(fromQuery ?? 0, fromHeader ?? 0);
     const stop = new AbortController();
+    // The client going away stops the wait for the first event too (a turn without a journal
+    // is known only once it ended): the answer is then a 499 nobody reads.
+    const request = c.req.raw.signal;
+    if (request.aborted) stop.abort();
+    else request.addEventListener('abort', () => stop.abort(), { once: true });
     const events = journalEvents(c.var.services, id, turn, after, stop.signal);
     // The first event is awaited before the response starts: a missing turn or journal is a 404.
     const first = await events.next();
+    if (first.done && stop.signal.aborted) return new Response(null, { status: 499 });
     return streamSSE(c, async (stream) => {
       stream.onAbort(() => stop.abort());
       for (let next = first; !next.done && !stop.signal.aborted; next = await events.next()) {

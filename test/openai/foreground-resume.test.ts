@@ -289,6 +289,31 @@ describe('stream=true for a foreground response that was not streamed, while its
   });
 });
 
+describe('GET .../turns/{turn}/events of a turn not streamed, while it runs', () => {
+  it('stops waiting for its journal once its client went away', async () => {
+    const store = new MemoryStore();
+    const { app, local } = localApp(store);
+    const conversation = await local.conversations.create({});
+    const opened = gate('unjournaled');
+    const created = local.responses.create({ model: 'slow', input: 'unjournaled', conversation: conversation.id });
+    const turns = `/v1/sessions/${conversation.id}/turns`;
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    while (
+      ((await (await app.request(`${turns}/1`, { headers })).json()) as { status?: string }).status !== 'in_progress'
+    )
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    const leaving = new AbortController();
+    const events = app.request(`${turns}/1/events`, { headers, signal: leaving.signal });
+    leaving.abort();
+    // Answered while the turn still runs (its provider waits at the gate): nobody reads it.
+    expect((await events).status).toBe(499);
+    opened.open();
+    expect(await created).toMatchObject({ status: 'completed' });
+    // Once it ended it reads as a turn without a journal.
+    expect((await app.request(`${turns}/1/events`, { headers })).status).toBe(404);
+  });
+});
+
 describe('a resumed foreground stream whose response object was not kept, resumed later', () => {
   it('ends at once with the response as retrieve answers it, whatever the lease', async () => {
     const store = new FaultyStore(new MemoryStore());

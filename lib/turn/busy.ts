@@ -238,8 +238,19 @@ export async function pickUp(
       }
       // Its key stored another request first (as a turn): that one stands, this input goes. An
       // input no longer valid (an output whose call an input before it answered) goes too,
-      // logged: left at the head of the queue, it would hold every input behind it.
+      // logged: left at the head of the queue, it would hold every input behind it. Marked first
+      // (as the entry read), so its removal deletes no input queued under its key since its
+      // withdraw, and no withdraw lands between the two.
       if (error instanceof InvalidRequestError) {
+        const marked = await sessions.markQueued(queue, entry.key_sha256, entry.writer).then(
+          () => true,
+          (markError: unknown) => {
+            if (!(markError instanceof QueuedWithdrawnError)) throw markError;
+            if (!markError.requeued) withdrawn.add(entry.key_sha256);
+            return false;
+          },
+        );
+        if (!marked) continue;
         services.log('tailgate: a queued input was dropped: its turn refused it', {
           session_id: sessionId,
           key_sha256: entry.key_sha256,

@@ -10,7 +10,7 @@ import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
 import { SessionLog } from '../support/session-log.ts';
 import { WEBHOOK_SECRET } from '../support/webhook-receiver.ts';
 import { settled } from './background-suite.ts';
-import { createClient, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
+import { createClient, openCallBehindTurn, parseSse, TOKEN, type HttpHarness } from './http-suite.ts';
 
 // Background turns and the busy policies at their edges (docs/API.md, "Busy sessions", "Coming
 // back to a stream"): a bad input is a 400 whatever runs, a queued input its turn refuses does
@@ -100,13 +100,8 @@ describe('the busy policies at their edges', () => {
   it('drops a queued input its turn refuses (its call answered before it): the ones after it run', async () => {
     const { api, runAll } = queuedRunner();
     const id = await api.session({ on_busy: 'enqueue' });
-    // The echo model answers `call ...` with a tool call: it stays open.
-    const tools = [{ type: 'function', name: 'read_file', parameters: { type: 'object', properties: {} } }];
-    const called = await api.post(`/v1/sessions/${id}/turns`, { input: 'call read_file {"path":"a"}', tools });
-    const call = called.body.output.find((item: any) => item.type === 'function_call');
-    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true })).status).toBe(202);
     // Valid when sent (the call is open), both: the first will have answered it when the second's turn comes.
-    const answer = [{ type: 'function_call_output', call_id: call.call_id, output: 'A' }];
+    const answer = await openCallBehindTurn(api, id);
     for (const input of [answer, answer, 'good'])
       expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(202);
     await runAll();

@@ -72,6 +72,19 @@ export function createClient(harness: HttpHarness) {
   };
 }
 
+/**
+ * Takes a turn of session `id` whose echo answer is a call left open (`call ...`), then, in the
+ * background, turn `first`, which holds the session: the input answering the call.
+ */
+export async function openCallBehindTurn(api: ReturnType<typeof createClient>, id: string): Promise<unknown[]> {
+  const tools = [{ type: 'function', name: 'read_file', parameters: { type: 'object', properties: {} } }];
+  const called = await api.post(`/v1/sessions/${id}/turns`, { input: 'call read_file {"path":"a"}', tools });
+  const call = called.body.output.find((item: any) => item.type === 'function_call');
+  const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'first', background: true });
+  if (first.status !== 202) throw new Error(`turn first: ${first.status} ${JSON.stringify(first.body)}`);
+  return [{ type: 'function_call_output', call_id: call.call_id, output: 'A' }];
+}
+
 /** Parses a server-sent events body into `{event, data}` frames. */
 export function parseSse(text: string): { event: string; data: any }[] {
   return text

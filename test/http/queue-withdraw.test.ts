@@ -2,10 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
-import type { Body, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, PutOptions } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
-import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+import { createClient, openCallBehindTurn, SIGNING_KEY, TOKEN } from './http-suite.ts';
 
 // Withdrawing a queued input (docs/API.md, "Busy sessions"): DELETE /v1/sessions/{id}/queue/{queued_turn}
 // removes an input no pickup began claiming, and its turn never runs; one a pickup claimed runs,
@@ -18,10 +18,19 @@ const environment = {
   TURN_LEASE_MS: '3000',
 };
 
-/** Runs `hook` once, before the first put that `matches`, and waits for it. */
+/** Runs `hook` once, before the first put that `matches` (`getHook`: get), and waits for it. */
 class HookedStore extends MemoryStore {
   hook: { matches: (key: string, body: Body, options?: PutOptions) => boolean; run: () => Promise<unknown> } | null =
     null;
+  getHook: { matches: (key: string) => boolean; run: () => Promise<unknown> } | null = null;
+  override async get(key: string, options?: GetOptions) {
+    const hook = this.getHook;
+    if (hook?.matches(key)) {
+      this.getHook = null;
+      await hook.run();
+    }
+    return super.get(key, options);
+  }
   override async put(key: string, body: Body, options?: PutOptions) {
     const hook = this.hook;
     if (hook?.matches(key, body, options)) {
@@ -249,6 +258,36 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
       [1, 'completed'],
       [2, 'completed'],
     ]);
+  });
+
+  it('a pickup dropping an input its turn refuses keeps one queued under its key since its withdraw', async () => {
+    const world = setup();
+    const { api, store } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    // Both answer the call: the second's turn, when it comes, is refused (the first answered it).
+    const answer = await openCallBehindTurn(api, id);
+    const key = { 'idempotency-key': 'refused-then-sent-again' };
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: answer })).status).toBe(202);
+    const refused = (await api.post(`/v1/sessions/${id}/turns`, { input: answer }, key)).body.queued_turn;
+    await world.drain();
+    // The pickup claiming it reads its key's `idem/`: meanwhile another turn takes the session, the
+    // input is withdrawn and its key sends another, queued behind that turn.
+    let again: { status: number; body: any } | undefined;
+    store.getHook = {
+      matches: (key) => key.includes('/idem/') && key.endsWith(`/${refused}`),
+      run: async () => {
+        expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'busy', background: true })).status).toBe(202);
+        expect((await api.delete(`/v1/sessions/${id}/queue/${refused}`)).status).toBe(200);
+        again = await api.post(`/v1/sessions/${id}/turns`, { input: 'sent again' }, key);
+      },
+    };
+    await world.runAll();
+    expect(store.getHook).toBeNull();
+    expect(again?.status, JSON.stringify(again?.body)).toBe(202);
+    expect(again?.body.queued_turn).toBe(refused);
+    // The input answered 202 runs, after the turn it was queued behind.
+    expect((await userInputs(api, id)).slice(-2)).toEqual(['busy', 'sent again']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
   });
 
   it('frees the Idempotency-Key: a retry under it after the withdraw queues the input again', async () => {

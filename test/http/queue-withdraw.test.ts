@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll } from '../../lib/store/object-store.ts';
-import type { Body, GetOptions, PutOptions } from '../../lib/store/object-store.ts';
+import type { Body, GetOptions, PutOptions, StoredObject } from '../../lib/store/object-store.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { createClient, openCallBehindTurn, SIGNING_KEY, TOKEN } from './http-suite.ts';
@@ -18,18 +18,19 @@ const environment = {
   TURN_LEASE_MS: '3000',
 };
 
-/** Runs `hook` once, before the first put that `matches` (`getHook`: get), and waits for it. */
+/** Runs `hook` once, before the first put that `matches` (`getHook`: after a get), and waits for it. */
 class HookedStore extends MemoryStore {
   hook: { matches: (key: string, body: Body, options?: PutOptions) => boolean; run: () => Promise<unknown> } | null =
     null;
-  getHook: { matches: (key: string) => boolean; run: () => Promise<unknown> } | null = null;
+  getHook: { matches: (key: string, found: StoredObject | null) => boolean; run: () => Promise<unknown> } | null = null;
   override async get(key: string, options?: GetOptions) {
+    const found = await super.get(key, options);
     const hook = this.getHook;
-    if (hook?.matches(key)) {
+    if (hook?.matches(key, found)) {
       this.getHook = null;
       await hook.run();
     }
-    return super.get(key, options);
+    return found;
   }
   override async put(key: string, body: Body, options?: PutOptions) {
     const hook = this.hook;
@@ -359,6 +360,30 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1 again' }, key);
     expect(again.status, JSON.stringify(again.body)).toBe(202);
     expect(again.body).toMatchObject({ queued_turn: queued, position: 1 });
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);
+  });
+
+  it('a pickup deleting a stale tombstone leaves the input an enqueue under its key put meanwhile', async () => {
+    const world = setup();
+    const { api, id, key, queued } = await tombstoneUnderKey(world, -61_000);
+    // The listing reads the stale tombstone, then its pickup (as an input, then as a tombstone):
+    // before that pickup deletes it, a retry under its key deletes it itself and queues its input.
+    let again: { status: number; body: any } | undefined;
+    let reads = 0;
+    world.store.getHook = {
+      matches: (key, found) =>
+        key.includes('/queue/') && key.endsWith(`/${queued}`) && found?.body.length === 0 && ++reads === 3,
+      run: async () => {
+        again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1 again' }, key);
+      },
+    };
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(1);
+    await world.drain();
+    expect(world.store.getHook).toBeNull();
+    expect(again?.status, JSON.stringify(again?.body)).toBe(202);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ queued: [{ queued_turn: queued }] });
     await world.drain();
     await world.runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);

@@ -77,12 +77,16 @@ export async function withdrawing(log: LogContext, scope: LogScope, keyHash: str
 /**
  * What stands under a queued entry's `key`: no tombstone (nothing, or an entry), a young
  * tombstone (its withdraw deletes it), or a stale one, which is deleted here (its withdraw
- * stopped before its delete).
+ * stopped before its delete). A stale one is first put again if-match, young, as a withdraw
+ * puts it: of a pickup and an enqueue that read it at once, only the one whose rewrite landed
+ * deletes it (the other waits, as for a young one), so no enqueue's entry put after its own
+ * delete of it is deleted by the other.
  */
 async function tombstoneAt(log: LogContext, key: string): Promise<'none' | 'young' | 'deleted'> {
   const object = await log.store.get(key);
   if (!object || object.body.length > 0) return 'none';
   if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return 'young';
+  if (!(await log.store.put(key, '', { ifMatch: object.etag }))) return 'young';
   await log.store.delete(key);
   return 'deleted';
 }

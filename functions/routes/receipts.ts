@@ -7,7 +7,7 @@ import { createRouter } from '../router.ts';
 import { requires } from '../tokens.ts';
 import { errorResponses, jsonResponse } from '../openapi-helpers.ts';
 import { integerText, sessionIdParamsSchema, storedItemOutSchema, turnParamsSchema } from '../schemas.ts';
-import { syntheticEntrySchema } from '../../lib/session/log/turns.ts';
+import { syntheticEntrySchema } from '../../lib/session/log/receipt-schema.ts';
 
 /**
  * Reading back what happened: the session listing, turn receipts (each turn's outcome,

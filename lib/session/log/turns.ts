@@ -1,6 +1,6 @@
 import type { Content } from '../../content.ts';
 import { z } from 'zod';
-import { storedTurnUsageSchema, type TurnUsage } from '../../ledger/usage.ts';
+import type { TurnUsage } from '../../ledger/usage.ts';
 import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
 import { leaseKey } from '../keys.ts';
 import type { StoredItem } from '../../items.ts';
@@ -11,6 +11,7 @@ import { SegmentReader } from '../segment.ts';
 import type { LogContext } from './context.ts';
 import { readHead, readRecord, withFreshListing } from './head.ts';
 import { listItems } from './item-pages.ts';
+import { receiptSchema, type Receipt } from './receipt-schema.ts';
 
 /**
  * Reading model turns back (the turn receipts API): their outcome, timing, settings, the
@@ -88,52 +89,6 @@ interface RawTurn {
   /** An open background turn's record: queued until its runner writes `.lease`. */
   background?: number;
 }
-
-const rangesSchema = z.string().regex(/^(?:\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)?$/);
-const hashesSchema = z.string().regex(/^[0-9a-f]*$/);
-/** A synthetic item of a prompt (lib/prompt-shape.ts SyntheticEntry), as receipts store it and the API shows it. */
-export const syntheticEntrySchema = z.object({
-  index: z.number().int(),
-  synthetic: z.string(),
-  chars: z.number().int(),
-  content: z.string().optional(),
-  name: z.string().optional(),
-});
-const syntheticSchema = z.array(syntheticEntrySchema);
-/** The receipt lib/turn/receipt.ts builds, read leniently: older turns lack fields, failed ones most of them. */
-const receiptSchema = z
-  .object({
-    model: z.string().optional(),
-    strategies: z.array(z.string()).optional(),
-    whole: rangesSchema.optional(),
-    compacted: rangesSchema.optional(),
-    dropped: rangesSchema.optional(),
-    notices: z.array(z.object({ name: z.string(), stored_as: z.string(), posted_at: z.string() })).optional(),
-    context: z.record(z.string(), z.unknown()).optional(),
-    usage: storedTurnUsageSchema.optional(),
-    compaction_usage: storedTurnUsageSchema.optional(),
-    abort: z.object({ name: z.string(), stored_as: z.string(), reason: z.string() }).optional(),
-    media_as_text: z.number().int().nonnegative().optional(),
-    incomplete: z.enum(['max_output_tokens', 'content_filter']).optional(),
-    prompt: z
-      .union([
-        z.object({
-          v: z.literal(2),
-          items: z.number().int().nonnegative(),
-          tools: hashesSchema,
-          blocks: hashesSchema,
-          block_chars: z.array(z.number().int().nonnegative()),
-          tail_start: z.number().int().nonnegative(),
-          tail: hashesSchema,
-          tail_chars: z.array(z.number().int().nonnegative()),
-          synthetic: syntheticSchema,
-        }),
-        z.object({ hashes: hashesSchema, chars: z.array(z.number().int().nonnegative()), synthetic: syntheticSchema }),
-      ])
-      .optional(),
-  })
-  .catch({});
-type Receipt = z.infer<typeof receiptSchema>;
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
 const backgroundSchema = z.object({ background: z.boolean() }).catch({ background: false });

@@ -10,21 +10,21 @@ import { hookedEcho, turnWorld } from '../support/turn-world.ts';
 // way back, and the retake answers the history as the compaction left it.
 
 async function failedThenCompacted() {
-  let failing = false;
+  const failing = { next: false };
   const model = hookedEcho('echo', async () => {
-    if (failing) {
-      failing = false;
+    if (failing.next) {
+      failing.next = false;
       throw new ModelError('provider down');
     }
   });
   const world = turnWorld(new MemoryStore(), model);
   await world.sessions.create({ id: 's', model: 'echo' });
   for (const text of ['one', 'two', 'three']) await runTurn(world.services, 's', { input: text });
-  failing = true;
+  failing.next = true;
   await expect(runTurn(world.services, 's', { input: 'four' })).rejects.toMatchObject({ code: 'model_error' });
   const compacted = await compactSession({ ...world.services, sessions: world.sessions }, 's', { keep_tokens: 5 });
   expect(compacted.compacted).toBe(true);
-  return world;
+  return { ...world, failing };
 }
 
 describe('a retake after a compaction', () => {
@@ -33,6 +33,19 @@ describe('a retake after a compaction', () => {
     const retaken = await runTurn(services, 's', { input: [] }, { retake: true });
     expect(retaken.turn).toBe(5);
     expect((await sessions.getTurn('s', 5)).status).toBe('completed');
+  });
+
+  it('takes a retake that failed in its turn again after another compaction', async () => {
+    const { services, sessions, failing } = await failedThenCompacted();
+    failing.next = true;
+    await expect(runTurn(services, 's', { input: [] }, { retake: true })).rejects.toMatchObject({
+      code: 'model_error',
+    });
+    const again = await compactSession({ ...services, sessions }, 's', { keep_tokens: 1 });
+    expect(again.compacted).toBe(true);
+    const retaken = await runTurn(services, 's', { input: [] }, { retake: true });
+    expect(retaken.turn).toBe(6);
+    expect((await sessions.getTurn('s', 6)).status).toBe('completed');
   });
 
   it('is refused once the retake completed, compaction or not', async () => {

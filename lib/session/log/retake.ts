@@ -21,9 +21,10 @@ export async function checkRetake(log: LogContext, id: string, newest: Head['new
         ? `has items stored after its turn ${turns}`
         : `turn ${turns} ${newest.done?.status === 'aborted' ? 'was aborted' : 'completed'}`;
   if (turns > 0 && newest?.record.kind === 'compact' && newest.record.items.length === 0) {
-    const summary = (await walkTurns(log, id, undefined, 1))[0]?.summary;
-    // A failed turn has no output; one without input (a retake) cannot tell whether items came after it.
-    const after = summary?.input?.last_seq !== countsOf(newest).items;
+    const [turn] = await walkTurns(log, id, undefined, 1);
+    const summary = turn?.summary;
+    // Where its own items end (a retake has none: where its record stands), else where its input does.
+    const after = (turn?.lastSeq ?? summary?.input?.last_seq) !== countsOf(newest).items;
     const failed = summary?.status === 'failed' || summary?.status === 'cancelled';
     if (summary && failed && !after) return;
     if (summary && !after) found = `turn ${turns} ${summary.status === 'aborted' ? 'was aborted' : 'completed'}`;

@@ -23,7 +23,14 @@ class HookedStore extends MemoryStore {
   hook: { matches: (key: string, body: Body, options?: PutOptions) => boolean; run: () => Promise<unknown> } | null =
     null;
   getHook: { matches: (key: string, found: StoredObject | null) => boolean; run: () => Promise<unknown> } | null = null;
+  /** Runs once before the first get whose key `matches`. */
+  beforeGet: { matches: (key: string) => boolean; run: () => Promise<unknown> } | null = null;
   override async get(key: string, options?: GetOptions) {
+    const before = this.beforeGet;
+    if (before?.matches(key)) {
+      this.beforeGet = null;
+      await before.run();
+    }
     const found = await super.get(key, options);
     const hook = this.getHook;
     if (hook?.matches(key, found)) {
@@ -32,10 +39,13 @@ class HookedStore extends MemoryStore {
     }
     return found;
   }
+  /** The key of the put `hook` ran before. */
+  hookedKey: string | undefined;
   override async put(key: string, body: Body, options?: PutOptions) {
     const hook = this.hook;
     if (hook?.matches(key, body, options)) {
       this.hook = null;
+      this.hookedKey = key;
       await hook.run();
     }
     return super.put(key, body, options);
@@ -384,6 +394,27 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect(world.store.getHook).toBeNull();
     expect(again?.status, JSON.stringify(again?.body)).toBe(202);
     expect((await api.get(`/v1/sessions/${id}/queue`)).body).toMatchObject({ queued: [{ queued_turn: queued }] });
+    await world.drain();
+    await world.runAll();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);
+  });
+
+  it('an enqueue refused by a tombstone its withdraw deletes right after queues its input', async () => {
+    const world = setup();
+    const { api, id, key, queued } = await tombstoneUnderKey(world, 0);
+    // The enqueue's create-only put meets the tombstone; its withdraw deletes it before the enqueue looks.
+    const entry = (key: string) => key.includes('/queue/') && key.endsWith(`/${queued}`);
+    world.store.hook = {
+      matches: (key, _body, options) => entry(key) && options?.onlyIfAbsent === true,
+      run: async () => {
+        world.store.beforeGet = { matches: entry, run: () => world.store.delete(world.store.hookedKey!) };
+      },
+    };
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1 again' }, key);
+    expect(world.store.hook).toBeNull();
+    expect(world.store.beforeGet).toBeNull();
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toMatchObject({ queued_turn: queued, position: 1 });
     await world.drain();
     await world.runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'q1 again']);

@@ -71,20 +71,22 @@ export async function markTaking(log: LogContext, scope: LogScope, keyHash: stri
  * Only a tombstone is deleted, never an entry queued since under the key.
  */
 export async function withdrawing(log: LogContext, scope: LogScope, keyHash: string): Promise<boolean> {
-  return (await tombstoneAt(log, queuedKey(scope, keyHash))) !== 'none';
+  const found = await tombstoneAt(log, queuedKey(scope, keyHash));
+  return found === 'young' || found === 'deleted';
 }
 
 /**
- * What stands under a queued entry's `key`: no tombstone (nothing, or an entry), a young
- * tombstone (its withdraw deletes it), or a stale one, which is deleted here (its withdraw
+ * What stands under a queued entry's `key`: an entry, nothing, a young tombstone (its withdraw
+ * deletes it), or a stale one, which is deleted here (its withdraw
  * stopped before its delete). A stale one is first put again if-match, young, as a withdraw
  * puts it: of a pickup and an enqueue that read it at once, only the one whose rewrite landed
  * deletes it (the other waits, as for a young one), so no enqueue's entry put after its own
  * delete of it is deleted by the other.
  */
-async function tombstoneAt(log: LogContext, key: string): Promise<'none' | 'young' | 'deleted'> {
+async function tombstoneAt(log: LogContext, key: string): Promise<'entry' | 'gone' | 'young' | 'deleted'> {
   const object = await log.store.get(key);
-  if (!object || object.body.length > 0) return 'none';
+  if (!object) return 'gone';
+  if (object.body.length > 0) return 'entry';
   if (log.clock().getTime() - object.uploaded.getTime() < TOMBSTONE_STALE_MS) return 'young';
   if (!(await log.store.put(key, '', { ifMatch: object.etag }))) return 'young';
   await log.store.delete(key);
@@ -95,18 +97,17 @@ async function tombstoneAt(log: LogContext, key: string): Promise<'none' | 'youn
 const TOMBSTONE_WAITS = 8;
 
 /**
- * For an enqueue whose create-only put under `key` was refused: whether a withdraw's tombstone
- * stood there and is gone now, so the enqueue puts again (else the input would be answered 202
- * and stored nowhere). A stale one is deleted here; a young one is waited for (its withdraw
- * deletes it right after writing it), `waits` times at most, then a StorageError (503: retry).
+ * For an enqueue whose create-only put under `key` was refused: whether no entry stands there
+ * now (a withdraw's tombstone stood there, or nothing is there by now: its withdraw deleted it
+ * since), so the enqueue puts again (else the input would be answered 202 and stored nowhere).
+ * A stale tombstone is deleted here; a young one is waited for (its withdraw deletes it right
+ * after writing it); `waits` times at most, then a StorageError (503: retry).
  */
 export async function tombstoneCleared(log: LogContext, key: string, waits: number): Promise<boolean> {
   const found = await tombstoneAt(log, key);
-  if (found === 'none') return false;
-  if (found === 'young') {
-    if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
-    await backoff(waits + 3);
-  }
+  if (found === 'entry') return false;
+  if (waits >= TOMBSTONE_WAITS) throw new StorageError(`queued input ${key} is being withdrawn`, { key });
+  if (found === 'young') await backoff(waits + 3);
   return true;
 }
 

@@ -216,6 +216,24 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
     expect(await userInputs(api, id)).toEqual(['first', 'q1']);
   });
 
+  it('answers 409 for an input its Idempotency-Key ran as a turn already, before a pickup removed it', async () => {
+    const world = setup();
+    const { api } = world;
+    const { id, key, queued } = await keyedBehindTurn(world, 'queued-then-retried');
+    await world.drain();
+    // Turn 1's runner never came: once its lease ran out, a retry under the key runs the input itself.
+    world.time.offset = 4000;
+    const retried = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(200);
+    // Before the pickup after it replays the entry and removes it, the input is withdrawn: it ran.
+    const withdrawn = await api.delete(`/v1/sessions/${id}/queue/${queued}`);
+    expect(withdrawn.status, JSON.stringify(withdrawn.body)).toBe(409);
+    expect(withdrawn.body.error.code).toBe('queued_input_taken');
+    await world.drain();
+    expect(await userInputs(api, id)).toEqual(['first', 'q1']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body).toEqual({ queued: [], total: 0 });
+  });
+
   it('a withdraw that reaches the entry before the pickup marks it: the pickup stores nothing', async () => {
     const world = setup();
     const { api } = world;
@@ -304,14 +322,11 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
   it('frees the Idempotency-Key: a retry under it after the withdraw queues the input again', async () => {
     const world = setup();
     const { api } = world;
-    const { id } = await busySession(world, []);
-    const key = { 'idempotency-key': 'withdrawn-once' };
-    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
-    expect(queued.status).toBe(202);
-    expect((await api.delete(`/v1/sessions/${id}/queue/${queued.body.queued_turn}`)).status).toBe(200);
+    const { id, key, queued } = await keyedBehindTurn(world, 'withdrawn-once');
+    expect((await api.delete(`/v1/sessions/${id}/queue/${queued}`)).status).toBe(200);
     const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
     expect(again.status, JSON.stringify(again.body)).toBe(202);
-    expect(again.body).toMatchObject({ queued_turn: queued.body.queued_turn, position: 1 });
+    expect(again.body).toMatchObject({ queued_turn: queued, position: 1 });
     await world.drain();
     await world.runAll();
     expect(await userInputs(api, id)).toEqual(['first', 'q1']);
@@ -432,12 +447,19 @@ describe('DELETE /v1/sessions/{id}/queue/{queued_turn}', () => {
 /** A busy session whose input q1, queued under an Idempotency-Key, a withdraw emptied `age` ms ago and left. */
 async function tombstoneUnderKey(world: ReturnType<typeof setup>, age: number) {
   const { api, store } = world;
-  const { id } = await busySession(world, []);
-  const key = { 'idempotency-key': 'withdrawn-then-retried' };
-  const queued = (await api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key)).body.queued_turn;
+  const { id, key, queued } = await keyedBehindTurn(world, 'withdrawn-then-retried');
   const [entry] = (await listAll(store, '')).filter((object) => object.key.endsWith(`/${queued}`));
   world.time.store = age;
   expect(await store.put(entry!.key, '', { ifMatch: entry!.etag })).not.toBeNull();
   world.time.store = 0;
   return { api, id, key, queued };
+}
+
+/** A busy session with input q1 queued behind its turn 1 under the Idempotency-Key `name`. */
+async function keyedBehindTurn(world: ReturnType<typeof setup>, name: string) {
+  const { id } = await busySession(world, []);
+  const key = { 'idempotency-key': name };
+  const answer = await world.api.post(`/v1/sessions/${id}/turns`, { input: 'q1' }, key);
+  expect(answer.status, JSON.stringify(answer.body)).toBe(202);
+  return { id, key, queued: answer.body.queued_turn as string };
 }

@@ -113,12 +113,22 @@ export async function tombstoneCleared(log: LogContext, key: string, waits: numb
 
 /**
  * Withdraws the input queued in session `id` under `keyHash` (its own generation or one in
- * `queued_in`). None queued: QueuedInputTakenError when a turn holds its key (`idem/`, written
- * once a claim's record landed), else NotFoundError.
+ * `queued_in`). QueuedInputTakenError when a turn holds its key (`idem/`, written once a claim's
+ * record landed): a pickup's, or a retry's under its Idempotency-Key that ran it itself (its
+ * entry then waits for a pickup to replay and remove it). None queued: else NotFoundError.
  */
 export async function withdrawQueued(log: LogContext, id: string, keyHash: string): Promise<void> {
   const scope = await sessionScope(log, id);
   const generations = [scope.generation, ...(scope.queuedIn ?? [])];
+  // Read with the entry: a turn under the key ran the input, entry or not. An entry of the
+  // session's own generation is taken only by one there (a key of a turn a delete took out is
+  // free again); one a delete left in `queued_in` by one in any (its pickup's replay, or
+  // log/queue.ts takenBefore).
+  const claims = Promise.all(
+    generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
+  );
+  claims.catch(() => undefined);
+  const taken = async (own?: boolean) => (await claims).some((claim, index) => claim !== null && (!own || index === 0));
   for (const generation of generations) {
     const key = queuedKey({ ...scope, generation }, keyHash);
     for (let tries = 0; tries < MAX_REWRITES; tries++) {
@@ -126,18 +136,15 @@ export async function withdrawQueued(log: LogContext, id: string, keyHash: strin
       if (!object) break;
       // Withdrawn already (its withdraw deletes it, or a pickup once it is stale).
       if (object.body.length === 0) break;
-      if (parseStored(key, object.body, queuedInputSchema).taking_at !== undefined)
-        throw new QueuedInputTakenError(id, keyHash);
+      const marked = parseStored(key, object.body, queuedInputSchema).taking_at !== undefined;
+      if (marked || (await taken(generation === scope.generation))) throw new QueuedInputTakenError(id, keyHash);
       if (await log.store.put(key, '', { ifMatch: object.etag })) {
         await log.store.delete(key);
         return;
       }
     }
   }
-  const claims = await Promise.all(
-    generations.map((generation) => log.store.head(idempotencyKey({ ...scope, generation }, keyHash))),
-  );
-  if (claims.some((claim) => claim !== null)) throw new QueuedInputTakenError(id, keyHash);
+  if (await taken()) throw new QueuedInputTakenError(id, keyHash);
   throw new NotFoundError(`no input is queued as ${keyHash} in session ${id}`, {
     id,
     session_id: id,

@@ -127,9 +127,18 @@ describe('the inspector on session states', () => {
     await sessionWithTurn('scoped-read', 'one');
     const minted = await call('POST', '/v1/tokens', { scopes: ['session:read'], session_id: 'scoped-read' });
     const page = await open('#/s/scoped-read', minted.token);
+    // Chromium logs every 4xx fetch as a console error: the view asks only for what the token may read.
+    const consoleErrors: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
+    page.on('pageerror', (error) => consoleErrors.push(error.message));
     await page.locator('details.turn[data-turn="1"]').waitFor();
     await expect.poll(() => page.locator('#inbox-pending').textContent()).toContain('cannot read the inbox');
     expect(await page.locator('#status').textContent()).toBe('');
+    await page.locator('details.turn[data-turn="1"] summary').click();
+    await page.locator('.turn-seen li.item').first().waitFor();
+    expect(consoleErrors).toEqual([]);
     await page.context().close();
   });
 

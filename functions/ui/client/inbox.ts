@@ -2,10 +2,23 @@
 import { api, sessionPath } from './api.ts';
 import { $, el } from './dom.ts';
 import { preview } from './config.ts';
+import { may } from './token.ts';
 import { ApiError, report, status } from './view.ts';
 
-/** The inbox's notices; a token without `inbox:read` (403) sees the inbox say so, not an error. */
+/** The inbox says the token cannot read it. */
+function showUnreadable(): void {
+  const unreadable = el('li', { class: 'muted' }, 'this token cannot read the inbox (inbox:read)');
+  $('inbox-pending').replaceChildren(unreadable);
+  $('inbox-delivered').replaceChildren();
+}
+
+/**
+ * The inbox's notices; a token without `inbox:read` sees the inbox say so, not an error: one
+ * whose claims lack the scope without asking (a refused fetch is a console error in the
+ * browser), one the API refuses all the same (403) once refused.
+ */
 export async function refreshInbox(id: string): Promise<void> {
+  if (!may('inbox:read')) return showUnreadable();
   const base = sessionPath(id, '/inbox');
   let pending: any;
   let delivered: any;
@@ -13,10 +26,7 @@ export async function refreshInbox(id: string): Promise<void> {
     [pending, delivered] = await Promise.all([api(base), api(`${base}/delivered`)]);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 403)) throw error;
-    const unreadable = el('li', { class: 'muted' }, 'this token cannot read the inbox (inbox:read)');
-    $('inbox-pending').replaceChildren(unreadable);
-    $('inbox-delivered').replaceChildren();
-    return;
+    return showUnreadable();
   }
   $('inbox-pending').replaceChildren(
     ...pending.pending.map((notice: any) => el('li', {}, `${notice.name} (${notice.size} bytes)`)),

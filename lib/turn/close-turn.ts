@@ -30,8 +30,10 @@ export interface Attempt {
   /** The prompt's inputs, with the context start and the overflow boundary the prompt moved. */
   prompt?: PromptInputs;
   notices?: TurnNotices;
-  /** A background turn's: aborted (with the error to answer) once someone else closed it. */
-  stop?: AbortController;
+  /** Aborted (with the error to answer) once its lease renewals find someone else closed it. */
+  stop: AbortController;
+  /** A background turn's: its runner holds the lease before it moves a notice or calls a model. */
+  background?: true;
   /** Set once this attempt's own failed completion landed (closeFailed). */
   closedFailed?: true;
 }

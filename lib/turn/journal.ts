@@ -48,7 +48,8 @@ export function journalTurn(services: TurnServices, sessionId: string, known?: n
   const flush = (end: boolean) => {
     clearTimeout(timer);
     timer = undefined;
-    if (turn === undefined || (pending.length === 0 && !end)) return written;
+    // Ended (a session found deleted, or a reader's end): nothing more is written, its scope not even read.
+    if (turn === undefined || ended || (pending.length === 0 && !end)) return written;
     const events = pending;
     pending = [];
     const number = turn;

@@ -111,7 +111,7 @@ export async function gatedModelCall(
   gate: Promise<GateOutcome>,
   started: TurnEvent & { event: 'turn.started' },
   emit: ((event: TurnEvent) => void) | undefined,
-  /** Aborts the call from outside (a background turn closed by someone else). */
+  /** Aborts the call from outside (a turn its lease renewal found closed by someone else). */
   stop?: AbortSignal,
 ): Promise<ModelResult | null> {
   const controller = new AbortController();

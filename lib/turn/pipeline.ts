@@ -167,7 +167,8 @@ async function attemptTurn(
   const attempt: Attempt = {
     turn: claimed.turn,
     trace: seen.trace,
-    ...(options.background ? { stop: new AbortController() } : {}),
+    stop: new AbortController(),
+    ...(options.background ? { background: true as const } : {}),
   };
   let renewal: ReturnType<typeof setInterval> | undefined;
   // A background turn's runner takes its lease (while it reads the history) before it moves a
@@ -192,8 +193,8 @@ async function attemptTurn(
     // Nothing of an attempt whose record did not land was stored: start again (a failed
     // put throws its own error).
     if (error instanceof ClaimLost || !(await landed)) return null;
-    // A background turn stopped because someone closed it: answered as its completion would be.
-    const cause: unknown = attempt.stop?.signal.aborted ? attempt.stop.signal.reason : error;
+    // Stopped because someone else closed it: answered as its completion would have been.
+    const cause: unknown = attempt.stop.signal.aborted ? attempt.stop.signal.reason : error;
     return await closeFailed(services, sessionId, attempt, cause).finally(() => {
       const { turn, input, scope } = attempt.turn;
       if (attempt.closedFailed && input[0])
@@ -259,9 +260,9 @@ async function turnSteps(
     prompt = built;
     attempt.receipt = () => built.receipt(notices.delivered);
     // Not before a background turn holds its lease (see attemptTurn).
-    if (attempt.stop) await notices.claimed();
+    if (attempt.background) await notices.claimed();
     const call = trace.step(TURN_STEPS.model, () =>
-      gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop?.signal),
+      gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop.signal),
     );
     built.startReceipt();
     result = await call;

@@ -12,7 +12,7 @@ import type { HeldLease, TurnServices } from './types.ts';
 
 /**
  * A running turn's lease (docs/STORAGE.md, "Turn" and "Background turn"): its renewals, and
- * what a background turn learns from them. A background turn's runner takes the lease first
+ * what a turn learns from them (that someone else closed it). A background turn's runner takes the lease first
  * (`SessionLog.takeLease`, from lib/turn/pipeline.ts).
  */
 
@@ -33,11 +33,15 @@ export async function releaseLease(services: TurnServices, held: HeldLease): Pro
 /**
  * Renews the lease of a claimed turn while it runs, every third of the lease, but only as long
  * as a working turn can take (a summary and an answer, each within the model timeout): a turn
- * hung on a call that never returns lets its session go. A background turn (`stop`, whose
- * runner took the lease already: its receipt says in_progress) asks at once and after each
- * renewal whether someone else closed it (a cancel): then it stops, as its completion would
- * have been refused. Its renewals match the lease it holds (`held`, whose etag each renewal
- * moves on): one refused because another runner took the lease over stops it too (LeaseHeldError).
+ * hung on a call that never returns lets its session go. With `stop`, each renewal also asks
+ * whether someone else closed the turn (a cancel, an `interrupt`, a delete of its session):
+ * then `stop` is aborted with what its completion would have been refused with, and the model
+ * call with it. A foreground turn asks before each renewal's put, so a turn whose session was
+ * deleted writes no lease into it (a turn shorter than a renewal asks nothing). A background
+ * turn (`held`, whose runner took the lease already: its receipt says in_progress) asks at once
+ * and after each renewal. Its renewals match the lease it holds (`held`, whose etag each
+ * renewal moves on): one refused because another runner took the lease over stops it too
+ * (LeaseHeldError).
  */
 export function renewLease(
   services: TurnServices,
@@ -72,10 +76,13 @@ export function renewLease(
   const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);
   const renew = () => {
     if (Date.now() > renewUntil) return clearInterval(renewal);
-    renewed().then(closed).catch(failed);
+    if (held) return void renewed().then(closed).catch(failed);
+    // A read that failed leaves the lease to be renewed all the same: the next renewal asks again.
+    const asked = closed().catch(failed);
+    asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed);
   };
   const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
-  if (stop) closed().catch(failed);
+  if (held) closed().catch(failed);
   return renewal;
 }
 

@@ -63,14 +63,21 @@ export function recordingEcho(): Model & { prompts: PromptItem[][] } {
 /**
  * A turn's services on `store` with `model` as the default model, background work dropped
  * (nothing packs) and logs discarded: the setup of tests that watch one turn's storage calls.
+ * With `clock` and `leaseMs`, the session log and the inbox read that clock and turns hold
+ * leases of that length (TURN_LEASE_MS).
  */
-export function turnWorld(store: ObjectStore, model: Model) {
-  const sessions = new SessionLog(store);
-  const inbox = new Inbox(store, { log: () => {}, sessionExists: sessionExistsIn(store, '') });
+export function turnWorld(store: ObjectStore, model: Model, timing: { clock?: () => Date; leaseMs?: number } = {}) {
+  const { clock, leaseMs } = timing;
+  const sessions = new SessionLog(store, { ...(clock ? { clock } : {}), ...(leaseMs ? { leaseMs } : {}) });
+  const inbox = new Inbox(store, {
+    ...(clock ? { clock } : {}),
+    log: () => {},
+    sessionExists: sessionExistsIn(store, ''),
+  });
   const services: TurnServices = {
     sessions,
     inbox,
-    config: parseServiceConfig({}),
+    config: parseServiceConfig(leaseMs ? { TURN_LEASE_MS: String(leaseMs) } : {}),
     env: { DEFAULT_MODEL: model.id },
     model: () => model,
     background: () => undefined,

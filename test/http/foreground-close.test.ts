@@ -1,0 +1,236 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { echoModel } from '../../lib/models/echo.ts';
+import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
+import { FileStore } from '../../lib/store/file.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { CountingStore } from '../support/counting-store.ts';
+import { sseReader } from '../support/sse-reader.ts';
+import { createClient, parseSse, TOKEN } from './http-suite.ts';
+
+// A foreground turn (a POST .../turns answered when it ends, streamed or not, and a foreground
+// response of the OpenAI facade) closed by someone else while its model answers: a cancel, an
+// `interrupt`, a delete of its session. Its next lease renewal (a third of TURN_LEASE_MS) finds
+// the close, aborts the model call, and the client is answered as a cancelled turn is; a turn
+// whose session was deleted writes nothing more into it. On the memory store and the file store.
+
+const directory = await mkdtemp(join(tmpdir(), 'tailgate-foreground-close-'));
+afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
+const stores: [string, () => ObjectStore][] = [
+  ['memory', () => new MemoryStore()],
+  ['file store', () => new FileStore(join(directory, crypto.randomUUID()))],
+];
+
+/**
+ * The echo model, but a prompt whose last message says `slow` is answered only once the test
+ * releases it, or not at all when its call is aborted (the signals of those calls are kept).
+ * Streamed, it sends a first piece of text at once.
+ */
+function slowEcho() {
+  const signals: AbortSignal[] = [];
+  let release = () => {};
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const slow = (request: ModelRequest) => JSON.stringify(request.prompt.at(-1)).includes('slow');
+  const hold = async (request: ModelRequest) => {
+    const signal = request.signal!;
+    signals.push(signal);
+    const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    await Promise.race([released, aborted]);
+    signal.throwIfAborted();
+  };
+  const model: Model = {
+    ...echoModel,
+    async generate(request) {
+      if (slow(request)) await hold(request);
+      return echoModel.generate(request);
+    },
+    async *stream(request): AsyncIterable<ModelStreamEvent> {
+      if (slow(request)) {
+        yield { type: 'text_delta', delta: 'thinking ' };
+        await hold(request);
+      }
+      yield* echoModel.stream(request);
+    },
+  };
+  return { model, signals, release: () => release() };
+}
+
+const released: (() => void)[] = [];
+afterEach(() => {
+  for (const release of released.splice(0)) release();
+});
+
+/** A process on `store` (its writes counted) whose work after its responses is held in `tasks`. */
+function world(storeOf: () => ObjectStore) {
+  const store = new CountingStore(storeOf());
+  const slow = slowEcho();
+  released.push(slow.release);
+  const tasks: Promise<unknown>[] = [];
+  const logs: string[] = [];
+  const harness = appHarness(store, environment, {
+    wrapModel: () => slow.model,
+    afterResponse: (task) => void tasks.push(task),
+    log: (message) => void logs.push(message),
+  });
+  const api = createClient(harness);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  /** The model call is running (the turn's claim landed before it is answered). */
+  const calling = () => expect.poll(() => slow.signals.length).toBe(1);
+  /** The model call was aborted (its turn's next renewal found the close). */
+  const aborted = () => expect.poll(() => slow.signals[0]?.aborted, { timeout: 10_000 }).toBe(true);
+  const post = (path: string, body: unknown) =>
+    harness.fetch(path, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+  /** The keys written (put or deleted) from here on: `written()` lists them. */
+  const watch = () => {
+    const from = store.putKeys.length;
+    const deletes = store.counts.delete;
+    return { written: () => store.putKeys.slice(from), deletes: () => store.counts.delete - deletes };
+  };
+  /** Waits a renewal and more (TURN_LEASE_MS 3000: every second), then the work after responses. */
+  const renewalLater = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await drain();
+  };
+  return { store, api, post, drain, calling, aborted, watch, renewalLater, logs };
+}
+
+/** The completions stored under the session (`.done` objects), one a closed turn. */
+async function completions(store: ObjectStore, id: string) {
+  const listed = await store.list(`sessions/${id}/`);
+  return listed.objects.filter((object) => object.key.endsWith('.done')).length;
+}
+
+describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeOf) => {
+  it('a cancel aborts its model call and answers it 409 turn_cancelled; nothing more is written', async () => {
+    const { store, api, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling();
+    const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    await aborted();
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(409);
+    expect(answered.body.error).toMatchObject({ code: 'turn_cancelled' });
+    await drain();
+    const after = watch();
+    await renewalLater();
+    expect(after.written()).toEqual([]);
+    expect(after.deletes()).toBe(0);
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(turns).toMatchObject([{ turn: 1, status: 'cancelled', error: { code: 'turn_cancelled' }, output: null }]);
+    expect(await completions(store, id)).toBe(1);
+    // Its input stays, with no answer; the session goes on at once.
+    const next = await api.post(`/v1/sessions/${id}/turns`, { input: 'next' });
+    expect(next.status, JSON.stringify(next.body)).toBe(200);
+    const items = (await api.get(`/v1/sessions/${id}/items`)).body.items;
+    expect(items.map((item: any) => item.content).reverse()).toEqual(['slow one', 'next', 'echo: next']);
+  });
+
+  it('a streamed turn cancelled ends with an error event turn_cancelled, journaled once', async () => {
+    const { api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const id = await api.session();
+    const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
+    expect(response.status).toBe(200);
+    const reader = sseReader(response);
+    await reader.until('event: output_text.delta');
+    await calling();
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await aborted();
+    const events = parseSse(await reader.rest());
+    expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'error']);
+    expect(events.at(-1)!.data.error).toMatchObject({ code: 'turn_cancelled' });
+    await drain();
+    const after = watch();
+    await renewalLater();
+    expect(after.written()).toEqual([]);
+    // Its journal holds the same events, ended.
+    const journaled = parseSse(await (await api.call('GET', `/v1/sessions/${id}/turns/1/events`)).body);
+    expect(journaled.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'error']);
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled', output: null });
+  });
+
+  it('an interrupt aborts its model call and answers it 409 turn_cancelled; the new turn runs', async () => {
+    const { store, api, calling, aborted } = world(storeOf);
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling();
+    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });
+    await aborted();
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(409);
+    expect(answered.body.error).toMatchObject({ code: 'turn_cancelled' });
+    const turns = (await api.get(`/v1/sessions/${id}/turns`)).body.turns;
+    expect(turns.map((turn: any) => [turn.turn, turn.status])).toEqual([
+      [2, 'completed'],
+      [1, 'cancelled'],
+    ]);
+    expect(await completions(store, id)).toBe(2);
+    const items = (await api.get(`/v1/sessions/${id}/items`)).body.items;
+    expect(items.map((item: any) => item.content).reverse()).toEqual(['slow one', 'now', 'echo: now']);
+  });
+
+  it('a delete of its session aborts its model call, answers it 404 and writes nothing into the session', async () => {
+    const { api, drain, calling, aborted, watch, renewalLater, logs } = world(storeOf);
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
+    await calling();
+    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    const after = watch();
+    await aborted();
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(404);
+    expect(answered.body.error).toMatchObject({ code: 'not_found' });
+    await drain();
+    await renewalLater();
+    expect(after.written().filter((key) => key.includes(id))).toEqual([]);
+    expect(logs.filter((line) => line.includes('lease'))).toEqual([]);
+  });
+
+  it('a streamed turn whose session is deleted ends with an error event not_found, journaling no more', async () => {
+    const { store, api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const id = await api.session();
+    const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
+    const reader = sseReader(response);
+    await reader.until('event: output_text.delta');
+    await calling();
+    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    const after = watch();
+    await aborted();
+    const events = parseSse(await reader.rest());
+    expect(events.at(-1)).toMatchObject({ event: 'error', data: { error: { code: 'not_found' } } });
+    await drain();
+    await renewalLater();
+    expect(after.written().filter((key) => key.includes(id))).toEqual([]);
+    const left = await store.list(`sessions/${id}/`);
+    expect(left.objects.filter((object) => object.key.includes('/events/'))).toEqual([]);
+  });
+
+  it('a foreground response of the facade cancelled natively is answered 409 turn_cancelled', async () => {
+    const { store, api, post, calling, aborted } = world(storeOf);
+    const id = await api.session();
+    const pending = post('/v1/responses', { model: 'echo', conversation: id, input: 'slow one' });
+    await calling();
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await aborted();
+    const answered = await pending;
+    expect(answered.status).toBe(409);
+    expect(((await answered.json()) as any).error).toMatchObject({ code: 'turn_cancelled' });
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
+    expect(await completions(store, id)).toBe(1);
+  });
+});

@@ -335,7 +335,7 @@ export type TailgateResponse = Response & { tailgate?: Record<string, unknown> }
  */
 export function buildResponse(fields: ResponseFields): TailgateResponse {
   const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
-  const ended = fields.status === 'completed' || fields.status === 'failed' || fields.status === 'incomplete';
+  const ended = fields.status !== 'queued' && fields.status !== 'in_progress';
   const response = {
     id: fields.id,
     object: 'response',

@@ -1,5 +1,5 @@
 import type { ResponseOutputItem } from 'openai/resources/responses/responses';
-import { clientError } from '../errors.ts';
+import { clientError, TURN_CANCELLED } from '../errors.ts';
 import type { ClientItem } from '../items.ts';
 import { runTurn, streamTurn, type TurnOptions, type TurnRequest, type TurnResponse } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
@@ -194,7 +194,9 @@ export async function streamStoredTurn(
         writer.completed(await ended(facade, context, event.data, answer, scope));
       } else if (event.event === 'error') {
         const error = clientError(event.data.error);
-        const failed = buildResponse({ ...base, completedAt: services.clock(), status: 'failed', error });
+        // A turn someone else cancelled (a native cancel, an `interrupt`) is `cancelled`, as its receipt reads.
+        const status = error.code === TURN_CANCELLED ? 'cancelled' : 'failed';
+        const failed = buildResponse({ ...base, completedAt: services.clock(), status, error });
         await saveResponse(facade, context.session, number, failed);
         writer.failed(failed);
       }

@@ -233,4 +233,31 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
     expect(await completions(store, id)).toBe(1);
   });
+
+  it('a streamed foreground response cancelled natively ends with response.failed, its status cancelled', async () => {
+    const { api, post, drain, calling, aborted } = world(storeOf);
+    const id = await api.session();
+    const response = await post('/v1/responses', { model: 'echo', conversation: id, input: 'slow one', stream: true });
+    expect(response.status).toBe(200);
+    const reader = sseReader(response);
+    await reader.until('response.output_text.delta');
+    await calling();
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await aborted();
+    const events = parseSse(await reader.rest());
+    const last = events.at(-1)!;
+    expect(last.event).toBe('response.failed');
+    expect(last.data.response).toMatchObject({
+      status: 'cancelled',
+      error: { code: 'turn_cancelled' },
+      completed_at: expect.any(Number),
+    });
+    await drain();
+    const retrieved = await api.get(`/v1/responses/${last.data.response.id}`);
+    expect(retrieved.body).toMatchObject({
+      status: 'cancelled',
+      error: { code: 'turn_cancelled' },
+      completed_at: last.data.response.completed_at,
+    });
+  });
 });

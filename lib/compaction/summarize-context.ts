@@ -12,6 +12,8 @@ export interface SummarizeOptions {
   prompt?: string;
   /** The summary is cut to about this many tokens (and the model asked for no more). */
   maxSummaryTokens: number;
+  /** Aborts the summary's model call (a turn its lease renewal found closed by someone else). */
+  signal?: AbortSignal;
 }
 
 /** A summary made: the context start it gives, and what its model call used (charged to the session). */
@@ -38,7 +40,8 @@ export async function summarizeContext(
     { type: 'message', role: 'user', content: transcript },
   ];
   const maxOutputTokens = Math.max(1, Math.floor(options.maxSummaryTokens));
-  const result = await model.generate({ prompt, tools: [], maxOutputTokens });
+  const { signal } = options;
+  const result = await model.generate({ prompt, tools: [], maxOutputTokens, ...(signal ? { signal } : {}) });
   const text = result.output
     .flatMap((item) => (item.type === 'message' ? [item.content] : []))
     .join('\n')

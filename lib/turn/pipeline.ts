@@ -250,6 +250,7 @@ async function turnSteps(
     aggregates,
     readFrom: async (startSeq) => (await sessions.readContext(turn, CONTEXT_REQUIREMENT, null, startSeq)).items,
     notices,
+    stop: attempt.stop.signal,
   };
   attempt.prompt = inputs;
   let result: ModelResult | null = null;

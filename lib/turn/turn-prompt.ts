@@ -81,6 +81,8 @@ export interface PromptInputs extends PromptSource {
   summaryModel?: string;
   request: TurnRequest;
   notices: TurnNotices;
+  /** Aborts the summary's model call of the compaction this turn makes (the turn's `stop`). */
+  stop?: AbortSignal;
 }
 
 /**
@@ -146,6 +148,7 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     const summary = await summarizeContext(summaryModel, turn.context, cut, {
       maxSummaryTokens,
       ...(services.config.summaryPrompt ? { prompt: services.config.summaryPrompt } : {}),
+      ...(inputs.stop ? { signal: inputs.stop } : {}),
     });
     inputs.summaryUsage = turnUsage(summary.usage, services.config.modelPrices[summaryModel.id]);
     inputs.summaryModel = summaryModel.id;

@@ -28,7 +28,8 @@ const stores: [string, () => ObjectStore][] = [
 ];
 
 /**
- * The echo model, but a prompt whose last message says `slow` is answered only once the test
+ * The echo model, but a prompt whose last message says `slow`, and a compaction's summary (its
+ * prompt opens with the summary instructions, a system message), is answered only once the test
  * releases it, or not at all when its call is aborted (the signals of those calls are kept).
  * Streamed, it sends a first piece of text at once.
  */
@@ -36,9 +37,12 @@ function slowEcho() {
   const signals: AbortSignal[] = [];
   let release = () => {};
   const released = new Promise<void>((resolve) => (release = resolve));
-  const slow = (request: ModelRequest) => JSON.stringify(request.prompt.at(-1)).includes('slow');
+  const slow = (request: ModelRequest) =>
+    JSON.stringify(request.prompt.at(-1)).includes('slow') ||
+    (request.prompt[0] as { role?: string } | undefined)?.role === 'system';
   const hold = async (request: ModelRequest) => {
-    const signal = request.signal!;
+    // A call with no signal is never aborted.
+    const signal = request.signal ?? new AbortController().signal;
     signals.push(signal);
     const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     await Promise.race([released, aborted]);
@@ -103,7 +107,7 @@ function world(storeOf: () => ObjectStore) {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await drain();
   };
-  return { store, api, post, drain, calling, aborted, watch, renewalLater, logs };
+  return { store, api, post, drain, calling, aborted, watch, renewalLater, logs, signals: slow.signals };
 }
 
 /** The completions stored under the session (`.done` objects), one a closed turn. */
@@ -137,6 +141,31 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     expect(next.status, JSON.stringify(next.body)).toBe(200);
     const items = (await api.get(`/v1/sessions/${id}/items`)).body.items;
     expect(items.map((item: any) => item.content).reverse()).toEqual(['slow one', 'next', 'echo: next']);
+  });
+
+  it('a cancel while it compacts aborts the summary call: 409 turn_cancelled, nothing compacted', async () => {
+    const { store, api, calling, aborted, signals } = world(storeOf);
+    const id = await api.session();
+    for (const input of ['one', 'two', 'three'])
+      expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
+    // Its window's trigger and kept share are a few tokens: it summarizes all but its input.
+    const pending = api.post(`/v1/sessions/${id}/turns`, {
+      input: 'four',
+      strategies: ['compact'],
+      strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+    });
+    await calling();
+    expect((await api.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
+    await aborted();
+    const answered = await pending;
+    expect(answered.status, JSON.stringify(answered.body)).toBe(409);
+    expect(answered.body.error).toMatchObject({ code: 'turn_cancelled' });
+    expect((await api.get(`/v1/sessions/${id}/turns/4`)).body).toMatchObject({ status: 'cancelled', output: null });
+    expect(await completions(store, id)).toBe(4);
+    // No summary was stored, and the turn's own model call was never made.
+    const listed = await store.list(`sessions/${id}/`);
+    expect(listed.objects.filter((object) => object.key.includes('/context/'))).toEqual([]);
+    expect(signals).toHaveLength(1);
   });
 
   it('a streamed turn cancelled ends with an error event turn_cancelled, journaled once', async () => {

@@ -13,7 +13,7 @@ import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedR
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
 import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
-import { resentAfter } from './resent-after.ts';
+import { branchResentAfter, resentAfter } from './resent-after.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
 import { openaiTools } from './stored-responses.ts';
@@ -75,9 +75,11 @@ async function createStoredResponse(
   if (tools === undefined && whole && !match) checkToolChoice(body.tool_choice, [], 'tools (none was sent)');
   const { sessionId, afterTurn, created } = match
     ? { sessionId: match.session.id, afterTurn: match.turn, created: undefined }
-    : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) =>
-        branch ? { ...found, sessionId: branch } : after ? { ...found, afterTurn: after.turn } : found,
-      );
+    : await sessionOf(facade, body, { instructions, model, idempotencyKey }).then((found) => ({
+        ...found,
+        ...(branch ? { sessionId: branch } : {}),
+        ...(after ? { afterTurn: after.turn } : {}),
+      }));
   // Read with its newest turn: a conversation's newest turn aborted may be what this request retries.
   const read = match ? undefined : await services.sessions.getWithNewestTurn(sessionId);
   const session = match?.session ?? read!.session;
@@ -163,7 +165,8 @@ async function createStoredResponse(
     const error = namedInRequest(thrown, positions);
     // A conversation this request started under a random id (a new one, or a branch's fork),
     // which its failure left without a turn of its own, goes.
-    if ((created || branch) && idempotencyKey === undefined)
+    // (A branch a loop went on in, `after` its newest turn, stays.)
+    if ((created || (branch && !after)) && idempotencyKey === undefined)
       await dropStartedConversation(facade, sessionId, branch ? afterTurn : undefined);
     // A history whose conversation moved past it (a keyed request whose key took no turn there,
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
@@ -181,6 +184,15 @@ async function createStoredResponse(
     const refusal = keyed || resent?.newest ? undefined : await abortedRetry(facade, sessionId, since, added);
     if (refusal) throw refusal;
     if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
+    // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
+    // request's retry finds the branch its key names).
+    facade.authorize(null);
+    const ongoing =
+      resent || keyed || prepared.compactions.length > 0
+        ? undefined
+        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items);
+    if (ongoing)
+      return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: ongoing });
     const fork = await branchedSession(
       facade,
       body.previous_response_id,

@@ -52,3 +52,39 @@ export async function resentAfter(
     ? { turn, known, lastSeq: end, newest: !aborted }
     : undefined;
 }
+
+/**
+ * A loop under a fixed `previous_response_id` that names an older response than its
+ * conversation's newest branches on its first step, into a fork of the conversation at that
+ * response, and its next steps send that id again with every item since: the items the fork
+ * stored. Such a step goes on in that fork, as resentAfter continues a conversation: the one
+ * live fork made at that response (listed with the session's forks, one read of each) whose items
+ * since it are the input's head, up to its newest response's output. Undefined when none or
+ * several are (a new branch).
+ */
+export async function branchResentAfter(
+  facade: Facade,
+  sessionId: string,
+  afterTurn: number,
+  items: readonly ClientItem[],
+): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number } | undefined> {
+  if (items.length < 2) return undefined;
+  const { sessions } = facade.services;
+  const older = await sessions.getTurn(sessionId, afterTurn);
+  const point = older.output?.last_seq ?? older.input?.last_seq ?? 0;
+  const candidates: string[] = [];
+  for (let after: string | undefined; ; ) {
+    const page = await sessions.listForks(sessionId, { limit: 100, ...(after !== undefined ? { after } : {}) });
+    for (const fork of page.forks) if (fork.seq === point) candidates.push(fork.id);
+    if (!page.has_more || page.next_after === null) break;
+    after = page.next_after;
+  }
+  const found = await Promise.all(
+    candidates.map(async (id) => {
+      const resent = await resentAfter(facade, id, afterTurn, items).catch(() => undefined);
+      return resent?.newest ? { sessionId: id, turn: resent.turn, known: resent.known, lastSeq: resent.lastSeq } : [];
+    }),
+  );
+  const matches = found.flat();
+  return matches.length === 1 ? matches[0] : undefined;
+}

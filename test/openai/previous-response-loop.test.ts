@@ -87,6 +87,45 @@ describe('a tool loop under a fixed previous_response_id', () => {
     expect((await shapesOf(conversation)).at(-1)).toEqual(['function_call_output', '-2C']);
   });
 
+  it('a loop under an older response branches once: its later steps go on in that branch', async () => {
+    const openai = createOpenAI({ apiKey: TOKEN, baseURL: world.tailgate.baseURL });
+    const first = await generateText({ model: openai('gpt-4.1-mini'), prompt: 'hello' });
+    const conversation = sessionOf(first.response.id)!;
+    // The conversation moves on: the loop below names a response that is no longer its newest.
+    await generateText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'more',
+      providerOptions: { openai: { previousResponseId: first.response.id } },
+    });
+    const before = (await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions.length;
+    const result = await generateText({
+      model: openai('gpt-4.1-mini'),
+      prompt: 'call get_weather {"city":"Lima"}',
+      tools: { get_weather: tool({ inputSchema: z.object({ city: z.string() }), execute: async () => '15C' }) },
+      stopWhen: stepCountIs(4),
+      providerOptions: { openai: { previousResponseId: first.response.id } },
+    });
+    expect(result.text).toBe('echo: call get_weather {"city":"Lima"}');
+    const [branch, again] = result.steps.map((step) => sessionOf(step.response.id));
+    expect(branch).not.toBe(conversation);
+    expect(again).toBe(branch);
+    expect((await tailgateGet(world.tailgate.baseURL, '/sessions?limit=100')).sessions).toHaveLength(before + 1);
+    expect(await shapesOf(branch!)).toEqual([
+      ['message', 'hello'],
+      ['message', 'echo: hello'],
+      ['message', 'call get_weather {"city":"Lima"}'],
+      ['function_call', '{"city":"Lima"}'],
+      ['function_call_output', '15C'],
+      ['message', 'echo: call get_weather {"city":"Lima"}'],
+    ]);
+    expect(await shapesOf(conversation)).toEqual([
+      ['message', 'hello'],
+      ['message', 'echo: hello'],
+      ['message', 'more'],
+      ['message', 'echo: more'],
+    ]);
+  });
+
   it('an input that edits what followed the response still branches', async () => {
     const { client } = world;
     const first = await client.responses.create({ model: 'echo', input: 'one' });

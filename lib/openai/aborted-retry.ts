@@ -6,7 +6,8 @@ import { parseStoredOrUndefined } from '../session/records.ts';
 import { errorRecord } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
 import { chatAbortKey } from '../session/keys.ts';
-import { historyDigest, retriedSince } from './history-index.ts';
+import { retriedSince } from './failed-steps.ts';
+import { historyDigest } from './history-index.ts';
 
 /**
  * An `abort` notice stops an agent: the turn it meets is refused (409 `aborted`) and stays in

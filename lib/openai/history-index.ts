@@ -3,12 +3,12 @@ import { parseStoredOrUndefined } from '../session/records.ts';
 import { holderOf } from '../session/log/rewind.ts';
 import { NotFoundError } from '../errors.ts';
 import type { ClientItem, Item } from '../items.ts';
-import { isCanonicalJson } from '../strategies/canonical-json.ts';
-import { checkAttachments, hasInlineMedia } from '../session/attachments.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade, IndexFacade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
-import { isOutput, itemsBetween } from './sessions.ts';
+import { retriedSince } from './failed-steps.ts';
+import { asStored, canonical } from './history-items.ts';
+import { isOutput } from './sessions.ts';
 
 /**
  * A client's tool loop is one conversation. Clients that resend the whole history on every
@@ -86,29 +86,6 @@ export interface HistoryMatch {
 }
 
 const encoder = new TextEncoder();
-
-/**
- * The fields an item is compared by (what a client resends of it). A call's arguments are
- * compared as JSON.stringify writes their value: a call keeps the model's text of them (spacing
- * and escapes as streamed), which a client may resend as its own JSON of the parsed value (the
- * AI SDK does).
- */
-export function canonical(item: Item): unknown[] {
-  if (item.type === 'message') return ['message', item.role, item.content];
-  if (item.type === 'function_call') return ['function_call', item.call_id, item.name, argumentsValue(item.arguments)];
-  return ['function_call_output', item.call_id, item.output];
-}
-
-/** JSON.stringify of the arguments' value (text that does not parse as is: none written so parses). */
-function argumentsValue(text: string): string {
-  // The common case: text already so (sorted keys aside, which JSON.stringify keeps as parsed).
-  if (isCanonicalJson(text)) return text;
-  try {
-    return JSON.stringify(JSON.parse(text));
-  } catch {
-    return text;
-  }
-}
 
 /**
  * What a client's loop sends the same on every step and tells callers apart, as part of the
@@ -256,73 +233,6 @@ async function continued(
   if (session.counts.turns === entry.turn && entry.items !== undefined && session.counts.items !== entry.items)
     return undefined;
   return { session, turn: entry.turn };
-}
-
-/** Failed turns after an entry that a resend still continues after (more: a new conversation). */
-const MAX_FAILED_TURNS = 8;
-
-/**
- * Whether the request that adds `added` after turn `since.turn` of `session` (whose last item
- * was seq `since.items`; undefined: not compared) retries the turns after it: every one failed
- * (a streamed response that failed stays, its input stored and no output) and each stored as
- * its input the first items the resend adds (`added`; undefined: not compared), the session
- * holding nothing else since: the resend retries that step, so it continues after them (its
- * items stored again, as a retry under `conversation` stores them). Unless `keyed` (whose key
- * tells a retry apart), the newest may be a turn an `abort` notice refused, which stored
- * exactly `added`: `{aborted: true}`, the request being a retry of the aborted one (its
- * client's own, of a 409), which is refused again (lib/openai/aborted-retry.ts).
- */
-export async function retriedSince(
-  facade: IndexFacade,
-  session: SessionRecord,
-  since: { turn: number; items?: number | undefined },
-  added: readonly ClientItem[] | undefined,
-  keyed = false,
-): Promise<{ aborted?: true } | undefined> {
-  const { sessions } = facade.services;
-  const count = session.counts.turns - since.turn;
-  if (count < 1 || count > MAX_FAILED_TURNS) return undefined;
-  const turns = await Promise.all(
-    Array.from({ length: count }, (_, index) => sessions.getTurn(session.id, since.turn + index + 1)),
-  );
-  const aborted = !keyed && added !== undefined && turns.at(-1)!.status === 'aborted';
-  let next = since.items === undefined ? turns[0]!.input?.first_seq : since.items + 1;
-  if (next === undefined) return undefined;
-  for (const [index, turn] of turns.entries()) {
-    const status = aborted && index === count - 1 ? 'aborted' : 'failed';
-    if (turn.status !== status || turn.output !== null || turn.input?.first_seq !== next) return undefined;
-    next = turn.input.last_seq + 1;
-  }
-  if (next !== session.counts.items + 1 || (since.items === undefined && !aborted)) return undefined;
-  if (added === undefined) return {};
-  const stored = await itemsBetween(facade, session.id, turns[0]!.input!.first_seq, next);
-  const sent = asStored(facade, added);
-  if (!sent) return undefined;
-  const wanted = (length: number) => JSON.stringify(sent.slice(0, length).map(canonical));
-  const holds = turns.every((turn, index) => {
-    const input = stored.filter((item) => item.seq >= turn.input!.first_seq && item.seq <= turn.input!.last_seq);
-    const exact = aborted && index === count - 1;
-    return (
-      (exact ? input.length === added.length : input.length <= added.length) &&
-      JSON.stringify(input.map((item) => canonical(item as ClientItem))) === wanted(input.length)
-    );
-  });
-  if (!holds) return undefined;
-  return aborted ? { aborted: true } : {};
-}
-
-/**
- * The items as stored: an image or file sent inline is stored as a reference to its blob
- * (lib/session/attachments.ts), so a resend is compared with its stored items so. Undefined
- * when a part is not one the service stores (the request is refused later, matching nothing).
- */
-export function asStored(facade: IndexFacade, items: readonly ClientItem[]): readonly ClientItem[] | undefined {
-  if (!hasInlineMedia(items as Item[])) return items;
-  try {
-    return checkAttachments(items as Item[], facade.services.config).items as ClientItem[];
-  } catch {
-    return undefined;
-  }
 }
 
 /** An index entry as stored, or undefined when it is not one (it then matches nothing). */

@@ -1,6 +1,6 @@
 import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
-import { asStored, canonical } from './history-index.ts';
+import { asStored, canonical } from './history-items.ts';
 import { itemsBetween } from './sessions.ts';
 
 /**

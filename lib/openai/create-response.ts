@@ -100,9 +100,11 @@ async function createStoredResponse(
   }
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
-  const items = match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known);
+  // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
+  const taken = match?.taken ?? 0;
+  const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice(after?.known);
   const positions = match
-    ? prepared.positions.history.slice(match.known)
+    ? prepared.positions.history.slice(match.known + taken)
     : prepared.positions.items.slice(after?.known);
   const retried =
     body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
@@ -117,7 +119,8 @@ async function createStoredResponse(
     await services.sessions.update(sessionId, { instructions });
   const context: StoredContext = {
     session: { id: sessionId, created_at: session.created_at },
-    inputCount: items.length,
+    // The response names the taken items as its input too: its input_items list them once.
+    inputCount: taken + items.length,
     fields: {
       ...prepared.echo,
       createdAt: services.clock(),
@@ -158,6 +161,8 @@ async function createStoredResponse(
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(afterTurn !== undefined ? { afterTurn } : {}),
     ...(checkTools ? { checkConfig: checkTools } : {}),
+    // A resend that retries a failed step whose outputs its first attempt stored takes it again.
+    ...(taken > 0 && items.length === 0 ? { retake: true } : {}),
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.

@@ -6,7 +6,7 @@ import type { ClientItem, Item } from '../items.ts';
 import type { SessionRecord } from '../session/fields.ts';
 import type { Facade, IndexFacade } from './facade.ts';
 import type { PreparedRequest } from './request.ts';
-import { retriedSince } from './failed-steps.ts';
+import { retriedSince, type RetriedSteps } from './failed-steps.ts';
 import { asStored, canonical } from './history-items.ts';
 import { isOutput } from './sessions.ts';
 
@@ -80,6 +80,11 @@ export interface HistoryMatch {
   known: number;
   /** The seq of the history's last item (undefined for entries written before they named it). */
   lastSeq?: number;
+  /**
+   * Input items after the history that a failed attempt of this step stored, answering calls:
+   * not stored again (lib/openai/failed-steps.ts, RetriedSteps.taken).
+   */
+  taken?: number;
   key: string;
   /** `turn` is the one an `abort` notice refused, with this very input: the resend is its retry. */
   aborted?: true;
@@ -210,7 +215,7 @@ async function continued(
   keyed: boolean,
   /** The resend's items after the history (undefined: any). */
   added: readonly ClientItem[] | undefined,
-): Promise<{ session: SessionRecord; turn: number; aborted?: true } | undefined> {
+): Promise<({ session: SessionRecord; turn: number } & RetriedSteps) | undefined> {
   const { sessions } = facade.services;
   const found = await Promise.all([
     sessions.get(entry.session_id),

@@ -71,6 +71,44 @@ describe('a failed response leaves nothing in its conversation', () => {
     expect(texts(items.data)).toEqual(['hi stream', 'echo: hi stream', 'next', 'next', 'next', 'echo: next']);
   });
 
+  it('a resent tool step after failed streamed attempts continues its conversation, outputs stored once', async () => {
+    // The AI SDK's streamText retries a step whose stream failed before any output: the same
+    // resent history, whose new items answer the calls the failed attempt stored as its input.
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'call get_weather {"city":"Oslo"}', tools });
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const input = [
+      { role: 'user' as const, content: 'call get_weather {"city":"Oslo"}' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      { type: 'function_call_output' as const, call_id: call.call_id, output: '-3C' },
+    ];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const failed = await client.responses.create({ model: 'unreachable', input, tools, stream: true });
+      const types: string[] = [];
+      for await (const event of failed) types.push(event.type);
+      expect(types.at(-1)).toBe('response.failed');
+    }
+    // One not streamed fails too: taken out, as any failed response.
+    await expect(client.responses.create({ model: 'unreachable', input, tools })).rejects.toThrow(/502/);
+    const retried = await client.responses.create({ model: 'echo', input, tools });
+    expect(retried.conversation!.id).toBe(first.conversation!.id);
+    expect(retried.output_text).toBe('echo: call get_weather {"city":"Oslo"}');
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
+    expect(items.data.map((item) => item.type)).toEqual([
+      'message',
+      'function_call',
+      'function_call_output',
+      'message',
+    ]);
+    // The response names what it was sent, each item once, and goes on as any other.
+    expect((await client.responses.retrieve(retried.id)).status).toBe('completed');
+    const listed = await client.responses.inputItems.list(retried.id, { order: 'asc' });
+    expect(listed.data.map((item) => item.type)).toEqual(['message', 'function_call', 'function_call_output']);
+    const next = await client.responses.create({ model: 'echo', previous_response_id: retried.id, input: 'thanks' });
+    expect(next.conversation!.id).toBe(first.conversation!.id);
+  });
+
   it('a resent whole history whose failed streamed step sent an image continues its conversation', async () => {
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
     const first = await client.responses.create({ model: 'echo', input: 'hi image' });

@@ -6,7 +6,7 @@ import { parseStoredOrUndefined } from '../session/records.ts';
 import { errorRecord } from '../turn/index.ts';
 import type { Facade } from './facade.ts';
 import { chatAbortKey } from '../session/keys.ts';
-import { retriedSince } from './failed-steps.ts';
+import { retriedSince, type RetriedSteps } from './failed-steps.ts';
 import { historyDigest } from './history-index.ts';
 
 /**
@@ -42,6 +42,21 @@ export async function abortedRetry(
   /** The session as just read (else read here). */
   read?: SessionRecord,
 ): Promise<ReplayedError | undefined> {
+  const retried = await retriedAfter(facade, sessionId, afterTurn, items, read);
+  return retried?.aborted ? refusedAgain(facade, sessionId, retried.newest) : undefined;
+}
+
+/**
+ * What retriedSince finds of the turns after `afterTurn` (as abortedRetry takes it) when the
+ * request adding `items` retries them, with the session's newest turn; undefined when it does not.
+ */
+export async function retriedAfter(
+  facade: Facade,
+  sessionId: string,
+  afterTurn: number | undefined,
+  items: readonly ClientItem[],
+  read?: SessionRecord,
+): Promise<(RetriedSteps & { newest: number }) | undefined> {
   const { sessions } = facade.services;
   const session = read ?? (await sessions.get(sessionId));
   const newest = session.counts.turns;
@@ -51,7 +66,7 @@ export async function abortedRetry(
       ? { turn: newest - 1 }
       : { turn: afterTurn, items: await sessions.getTurn(sessionId, afterTurn).then(lastSeq) };
   const retried = await retriedSince(facade, session, since, items);
-  return retried?.aborted ? refusedAgain(facade, sessionId, newest) : undefined;
+  return retried ? { ...retried, newest } : undefined;
 }
 
 function lastSeq(turn: { input: { last_seq: number } | null; output: { last_seq: number } | null }) {

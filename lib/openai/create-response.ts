@@ -2,7 +2,7 @@ import { NotNewestTurnError } from '../errors.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Tool } from '../items.ts';
 import type { TurnOptions, TurnRequest } from '../turn/index.ts';
-import { abortedRetry, refusedAgain } from './aborted-retry.ts';
+import { abortedRetry, refusedAgain, retriedAfter } from './aborted-retry.ts';
 import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
@@ -53,8 +53,12 @@ async function createStoredResponse(
     branch?: string;
     /** A new conversation whatever stored one the input's history matches (see `branched`). */
     fresh?: true;
-    /** previous_response_id's conversation's newest turn: the input resent the `known` items up to `lastSeq`. */
-    after?: { turn: number; known: number; lastSeq: number };
+    /**
+     * previous_response_id's conversation's newest turn: the input resent the `known` items up to
+     * `lastSeq` (none: it retries the failed attempts of its step, `taken` of its items stored
+     * by the first: lib/openai/failed-steps.ts).
+     */
+    after?: { turn: number; known: number; lastSeq: number; taken?: number | undefined };
   } = {},
 ): Promise<TailgateResponse | Response> {
   const { branch, fresh, after } = onto;
@@ -101,11 +105,11 @@ async function createStoredResponse(
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
-  const taken = match?.taken ?? 0;
-  const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice(after?.known);
+  const taken = match?.taken ?? after?.taken ?? 0;
+  const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice((after?.known ?? 0) + taken);
   const positions = match
     ? prepared.positions.history.slice(match.known + taken)
-    : prepared.positions.items.slice(after?.known);
+    : prepared.positions.items.slice((after?.known ?? 0) + taken);
   const retried =
     body.conversation && !keyed && read?.newestTurn?.status === 'aborted'
       ? await abortedRetry(facade, sessionId, undefined, items, session)
@@ -130,7 +134,7 @@ async function createStoredResponse(
       store: true,
     },
     ...(match?.lastSeq !== undefined ? { resent: resentHistory(prepared, sessionId, match.known, match.lastSeq) } : {}),
-    ...(after ? { resent: resentHistory(prepared, sessionId, after.known, after.lastSeq) } : {}),
+    ...(after?.known ? { resent: resentHistory(prepared, sessionId, after.known, after.lastSeq) } : {}),
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
       ? {
@@ -186,9 +190,15 @@ async function createStoredResponse(
       prepared.compactions.length === 0 ? await resentAfter(facade, sessionId, afterTurn, prepared.items) : undefined;
     const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
     // Continuing the newest turn, completed, retries no aborted one.
-    const refusal = keyed || resent?.newest ? undefined : await abortedRetry(facade, sessionId, since, added);
-    if (refusal) throw refusal;
+    const retried = keyed || resent?.newest ? undefined : await retriedAfter(facade, sessionId, since, added);
+    if (retried?.aborted) throw await refusedAgain(facade, sessionId, retried.newest);
     if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
+    // A retry of a step answering calls whose attempts failed after their stream began goes on
+    // after them (a message stored again would leave a history no fixed previous_response_id resends).
+    if (retried?.taken && !resent) {
+      const failed = { turn: retried.newest, known: 0, lastSeq: 0, taken: retried.taken };
+      return createStoredResponse(facade, prepared, idempotencyKey, { after: failed });
+    }
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);

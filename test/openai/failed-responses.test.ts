@@ -139,6 +139,34 @@ describe('a failed response leaves nothing in its conversation', () => {
     expect(texts(items.data)).toEqual(['hi', 'echo: hi', 'next', 'echo: next']);
   });
 
+  it('previous_response_id: a retry of failed streamed attempts answering calls continues it', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'call get_weather {"city":"Rome"}', tools });
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const answer = [{ type: 'function_call_output' as const, call_id: call.call_id, output: '21C' }];
+    const failedStep = async () => {
+      const asked = { previous_response_id: first.id, input: answer, tools, stream: true as const };
+      const failed = await client.responses.create({ model: 'unreachable', ...asked });
+      for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    };
+    for (let attempt = 0; attempt < 2; attempt++) await failedStep();
+    const second = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: answer,
+      tools,
+    });
+    expect(second.conversation!.id).toBe(first.conversation!.id);
+    const items = await client.conversations.items.list(first.conversation!.id, { order: 'asc' });
+    expect(texts(items.data)).toEqual([
+      'call get_weather {"city":"Rome"}',
+      'function_call',
+      'function_call_output',
+      'echo: call get_weather {"city":"Rome"}',
+    ]);
+  });
+
   it('a conversation survives more failed responses than a fork chain may be deep (8)', async () => {
     // The official client's defaults: 2 retries of a 5xx, so 3 failed requests are 9 failed turns.
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL });

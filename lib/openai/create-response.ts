@@ -105,7 +105,8 @@ async function createStoredResponse(
   // A match stores the items after the history it holds (a compaction item sent back among them
   // is the conversation's own); a new conversation, the input (a summary for the items compacted).
   // Items a failed attempt of the step stored that answer calls are not stored again (`taken`).
-  const taken = match?.taken ?? after?.taken ?? 0;
+  // (Not in the background: a response id names its first input seq, which a retake has not.)
+  const taken = body.background ? 0 : (match?.taken ?? after?.taken ?? 0);
   const items = match ? prepared.history.slice(match.known + taken) : prepared.items.slice((after?.known ?? 0) + taken);
   const positions = match
     ? prepared.positions.history.slice(match.known + taken)
@@ -195,7 +196,7 @@ async function createStoredResponse(
     if (resent?.newest) return createStoredResponse(facade, prepared, idempotencyKey, { after: resent });
     // A retry of a step answering calls whose attempts failed after their stream began goes on
     // after them (a message stored again would leave a history no fixed previous_response_id resends).
-    if (retried?.taken && !resent) {
+    if (retried?.taken && !resent && !body.background) {
       const failed = { turn: retried.newest, known: 0, lastSeq: 0, taken: retried.taken };
       return createStoredResponse(facade, prepared, idempotencyKey, { after: failed });
     }

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
-import { clientOnTailgate, sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { clientOnTailgate, sessionKeys, settledResponse, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A response whose model call fails (502 model_error: "unreachable" points at a port nothing
 // listens on), then the same request again once the model answers (here: echo).
@@ -165,6 +165,26 @@ describe('a failed response leaves nothing in its conversation', () => {
       'function_call_output',
       'echo: call get_weather {"city":"Rome"}',
     ]);
+  });
+
+  it('a background resend of a failed streamed tool step answers no response id it cannot read', async () => {
+    const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+    const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+    const first = await client.responses.create({ model: 'echo', input: 'call get_weather {"city":"Kyiv"}', tools });
+    const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+    const input = [
+      { role: 'user' as const, content: 'call get_weather {"city":"Kyiv"}' },
+      ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+      { type: 'function_call_output' as const, call_id: call.call_id, output: '4C' },
+    ];
+    const failed = await client.responses.create({ model: 'unreachable', input, tools, stream: true });
+    for await (const event of failed) expect(event.type).not.toBe('response.completed');
+    // Not taken again in the background (its id would name no input): refused as answering the call twice.
+    const queued = await client.responses
+      .create({ model: 'echo', input, tools, background: true })
+      .catch((error: unknown) => error);
+    if (queued instanceof Error) expect(queued).toBeInstanceOf(OpenAI.BadRequestError);
+    else expect((await settledResponse(client, queued.id)).id).toBe(queued.id);
   });
 
   it('a conversation survives more failed responses than a fork chain may be deep (8)', async () => {

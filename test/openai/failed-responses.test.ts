@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { dataUrl, pngBytes } from '../support/media-fixtures.ts';
-import { clientOnTailgate, sessionKeys, settledResponse, startTailgate, tailgateGet, TOKEN } from './server.ts';
+import { clientOnTailgate, sessionKeys, startTailgate, tailgateGet, TOKEN } from './server.ts';
 
 // A response whose model call fails (502 model_error: "unreachable" points at a port nothing
 // listens on), then the same request again once the model answers (here: echo).
@@ -183,8 +183,7 @@ describe('a failed response leaves nothing in its conversation', () => {
     const queued = await client.responses
       .create({ model: 'echo', input, tools, background: true })
       .catch((error: unknown) => error);
-    if (queued instanceof Error) expect(queued).toBeInstanceOf(OpenAI.BadRequestError);
-    else expect((await settledResponse(client, queued.id)).id).toBe(queued.id);
+    expect(queued).toBeInstanceOf(OpenAI.BadRequestError);
   });
 
   it('a conversation survives more failed responses than a fork chain may be deep (8)', async () => {

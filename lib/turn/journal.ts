@@ -239,12 +239,16 @@ export async function* journalEvents(
       const closed = open === 'open' ? null : (open ?? (await sessions.getTurn(sessionId, turn)));
       if (closed && closed.status !== 'queued' && closed.status !== 'in_progress') {
         // Closed. Its owner writes its last batch right after (one closed by someone else, a
-        // cancel, learns it within a third of the lease); one that died never does.
+        // cancel, learns it within a third of the lease); one that died never does: its end is
+        // written a lease after the close, however long before this reader came that was.
         closedAt ??= Date.now();
         const waited = Date.now() - closedAt;
         if (read === 0 && waited >= JOURNAL_BATCH_MS)
           throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
-        const ended = read > 0 && waited >= services.config.turnLeaseMs ? await end(closed.error ?? null) : null;
+        const completedAt = 'completed_at' in closed ? Date.parse(closed.completed_at ?? '') : Number.NaN;
+        const closeAt = Math.min(closedAt, completedAt || closedAt);
+        const ended =
+          read > 0 && Date.now() - closeAt >= services.config.turnLeaseMs ? await end(closed.error ?? null) : null;
         if (ended) return yield* ended.filter((event) => event.n > sent);
       }
     }

@@ -106,6 +106,31 @@ describe('turn event journal', () => {
     expect(await sessions.getTurn('j', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
   });
 
+  it('ends at once the journal of a dead turn someone else closed over a lease ago', async () => {
+    // The log keeps the faked time: the owner's claim, the close and the reader share one clock.
+    const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date());
+    const scope = await sessions.scope('j');
+    const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
+    await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started] });
+    // Its owner died; a minute later a writer (a Cron run's sweep, a retrieve) closed it.
+    vi.setSystemTime(Date.now() + 60_000);
+    expect(await sessions.closeIfExpired('j', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    // An hour later a client comes back to its events.
+    vi.setSystemTime(Date.now() + 60 * 60_000);
+    let events: unknown[] | undefined;
+    void (async () => {
+      const read = [];
+      for await (const event of journalEvents(services, 'j', 1, 0)) read.push(event);
+      events = read;
+    })();
+    // A few polls, far less than a lease (TURN_LEASE_MS, 30 s).
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(events).toEqual([
+      started,
+      { n: 2, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
+    ]);
+  });
+
   it('follows an owner completing late to its last batch when its close meets the reader closing it', async () => {
     vi.useRealTimers();
     let now = Date.parse('2030-01-01T00:00:00Z');

@@ -239,7 +239,8 @@ function providerText(item: PromptItem): string {
   return `o${item.call_id.length}:${item.call_id}${output.length}:${output}`;
 }
 
-function itemChars(item: PromptItem): number {
+/** An item's characters as a prompt's shape counts them: its content as contentKey writes it (parts as JSON). */
+export function itemChars(item: PromptItem): number {
   if (item.type === 'message') return contentKey(item.content).length;
   if (item.type === 'function_call') return item.name.length + item.arguments.length;
   return contentKey(item.output).length;

@@ -1,5 +1,6 @@
 import { summaryMessage } from '../compaction/index.ts';
 import type { HistoryAggregates } from '../history.ts';
+import { itemChars } from '../prompt-shape.ts';
 import { outputLength, type PromptItem } from '../items.ts';
 import type { ContextStart } from '../session/records.ts';
 import { preparePrompt, type PreparedPrompt, type StrategyConfig } from '../strategies/index.ts';
@@ -123,13 +124,18 @@ function inboxMessage(content: string): PromptItem {
   return { type: 'message', role: 'user', content, synthetic: 'inbox' };
 }
 
-/** Characters the model is sent: message content, call names and arguments, outputs. */
+/**
+ * Characters the model is sent: message content, call names and arguments, outputs (out of line
+ * by their length), as the prompt's shape counts them (lib/prompt-shape.ts): content of parts as
+ * their JSON, so the part of a prompt reused from the turn before (`prefix_reused_chars`) is
+ * never more than the prompt.
+ */
 export function promptCharacters(prompt: PromptItem[]): number {
   let total = 0;
-  for (const item of prompt) {
-    if (item.type === 'message') total += item.content.length;
-    else if (item.type === 'function_call') total += item.name.length + item.arguments.length;
-    else total += item.output_ref && item.output === '' ? outputLength(item) : item.output.length;
-  }
+  for (const item of prompt)
+    total +=
+      item.type === 'function_call_output' && item.output_ref && item.output === ''
+        ? outputLength(item)
+        : itemChars(item);
   return total;
 }

@@ -11,6 +11,7 @@ import { CountingStore } from '../support/counting-store.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { isContextNotice } from '../../lib/strategies/context-notice.ts';
 import { receiptRanges } from '../../lib/turn/receipt.ts';
+import { promptShape, reusedPrefixChars } from '../../lib/prompt-shape.ts';
 import {
   previewPrompt,
   promptCharacters,
@@ -179,6 +180,24 @@ describe('promptCharacters', () => {
         },
       ]),
     ).toBe(3 + 4 + 3 + 1000);
+  });
+
+  it("counts a content of parts by its characters, as the prompt's shape does, not by its number of parts", () => {
+    const image = { type: 'input_image' as const, blob: 'a'.repeat(64), media_type: 'image/png', bytes: 4986 };
+    const prompt: PromptItem[] = [
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'call click {"x":1}' }, image] },
+      { type: 'function_call', call_id: 'c', name: 'click', arguments: '{"x":1}' },
+      { type: 'function_call_output', call_id: 'c', output: [image, { type: 'input_text', text: 'clicked' }] },
+    ];
+    const shape = promptShape(prompt, [], []);
+    // A prompt of fewer items than a block: its tail is every item.
+    expect(shape.tail_start).toBe(0);
+    const chars = promptCharacters(prompt);
+    expect(chars).toBe(shape.tail_chars.reduce((sum, itemChars) => sum + itemChars, 0));
+    expect(chars).toBeGreaterThan('call click {"x":1}'.length + 'click{"x":1}'.length + 'clicked'.length);
+    // So the prefix a next turn reuses (this whole prompt) is at most that next prompt.
+    const next = [...prompt, { type: 'message' as const, role: 'user' as const, content: 'go on' }];
+    expect(reusedPrefixChars(promptShape(next, [], []), shape)).toBeLessThanOrEqual(promptCharacters(next));
   });
 });
 

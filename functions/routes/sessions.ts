@@ -116,9 +116,11 @@ export function sessionRoutes() {
       const { services } = c.var;
       // A raised budget lets queued inputs that waited for it run: the session is marked for the
       // sweep of queues first (the sweep unmarks a queue its spent budget holds), so they run
-      // though this process dies before its pickup.
-      if (body.budget !== undefined) await services.sessions.markQueueIfQueued(id);
+      // though this process dies before its pickup. Marked again once the budget is stored: a
+      // sweep that deleted the first mark may have looked at the budget before it was stored.
+      const queued = body.budget !== undefined && (await services.sessions.markQueueIfQueued(id));
       const updated = await services.sessions.update(id, normalizeSessionFields(body, services));
+      if (queued) await services.sessions.markQueueIfQueued(id);
       if (body.budget !== undefined) afterResponse(services, () => pickUp(services, id));
       return c.json(updated, 200);
     })

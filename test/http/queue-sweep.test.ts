@@ -125,6 +125,22 @@ function diesAtItsPickup(store: ObjectStore, clock: () => Date) {
   return { ...process(ownStore(faulty), clock, 'none'), faulty };
 }
 
+/** Once the raise's process died at its pickup: the marker stands, and a sweep runs the queued input as turn 2. */
+async function sweptAfterDeadRaise(
+  store: ObjectStore,
+  clock: () => Date,
+  dying: ReturnType<typeof diesAtItsPickup>,
+  id: string,
+) {
+  await dying.settle();
+  expect(dying.faulty.injected).toBe(1);
+  expect(await markers(store)).toEqual([`queues/${id}`]);
+  const live = process(store, clock, 'in process');
+  await sweepQueuedSessions(live.services);
+  await live.settle();
+  expect((await turnsOf(live.api, id)).at(-1)).toEqual([2, 'completed', null]);
+}
+
 /** `inner`'s objects through a store of its own (no `inner`, so it shares no cache with `inner`'s users). */
 function ownStore(inner: ObjectStore, overrides: Partial<ObjectStore> = {}): ObjectStore {
   return {
@@ -309,13 +325,52 @@ describe.each(stores)('the sweep of queues: %s', (_, storeOf) => {
       failed: [],
     });
     expect(raced()).toBe(true);
-    await dying.settle();
-    expect(dying.faulty.injected).toBe(1);
-    expect(await markers(store)).toEqual([`queues/${id}`]);
-    const live = process(store, clock, 'in process');
-    await sweepQueuedSessions(live.services);
-    await live.settle();
-    expect((await turnsOf(live.api, id)).at(-1)).toEqual([2, 'completed', null]);
+    await sweptAfterDeadRaise(store, clock, dying, id);
+  });
+
+  it('keeps the marker of a queue whose raise marked it before the delete, stored after the look', async () => {
+    const store = storeOf();
+    const clock = () => new Date();
+    const { id } = await queuedBehindSpentBudget(store, process(store, clock, 'in process'));
+    // The raise's process marks the session, then stores the budget only once the sweep looked
+    // at the old one (after its delete), and dies before its pickup.
+    let looked!: () => void;
+    const sweepLooked = new Promise<void>((resolve) => (looked = resolve));
+    let marked!: () => void;
+    const raiseMarked = new Promise<void>((resolve) => (marked = resolve));
+    const raising = ownStore(store, {
+      put: async (key, body, options) => {
+        if (key === sessionConfigKey('', id)) await sweepLooked;
+        const written = await store.put(key, body, options);
+        if (key === `queues/${id}`) marked();
+        return written;
+      },
+    });
+    const dying = diesAtItsPickup(raising, clock);
+    let patched: Promise<{ status: number }> | undefined;
+    let deleted = false;
+    const sweeping = ownStore(store, {
+      delete: async (keys) => {
+        if (keys === `queues/${id}`) {
+          patched = dying.api.patch(`/v1/sessions/${id}`, { budget: { max_turns: 5 } });
+          await raiseMarked;
+          deleted = true;
+        }
+        return store.delete(keys);
+      },
+      get: async (key, options) => {
+        const object = await store.get(key, options);
+        if (deleted && key === sessionConfigKey('', id)) looked();
+        return object;
+      },
+    });
+    expect(await sweepQueues(process(sweeping, clock, 'none').services())).toEqual({
+      checked: 1,
+      unmarked: 1,
+      failed: [],
+    });
+    expect((await patched!).status).toBe(200);
+    await sweptAfterDeadRaise(store, clock, dying, id);
   });
 
   it('keeps the marker of an input queued between its look at the queue and its delete', async () => {

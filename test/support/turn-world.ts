@@ -40,6 +40,18 @@ export function hookedEcho(
   };
 }
 
+/** Compaction with a trigger and a kept share of a few tokens: it summarizes all but the newest turn's input. */
+export const COMPACTING = {
+  strategies: ['compact'],
+  strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
+};
+
+/** The texts of a prompt's user messages but the synthetic ones (summaries, notices). */
+export const userTexts = (prompt: readonly PromptItem[]) =>
+  prompt.flatMap((item) =>
+    item.type === 'message' && item.role === 'user' && item.synthetic === undefined ? [item.content] : [],
+  );
+
 /** The echo model, keeping every prompt it was sent. */
 export function recordingEcho(): Model & { prompts: PromptItem[][] } {
   const prompts: PromptItem[][] = [];

@@ -3,7 +3,7 @@ import type { PromptItem } from '../../lib/items.ts';
 import { ModelError } from '../../lib/models/errors.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { claimBackgroundTurn, runBackgroundTurn, runTurn } from '../../lib/turn/index.ts';
-import { hookedEcho, turnWorld } from '../support/turn-world.ts';
+import { COMPACTING, hookedEcho, turnWorld, userTexts } from '../support/turn-world.ts';
 
 // An empty input takes a failed newest turn again: the model answers the history as it stands,
 // the failed turn's input being the newest turn's, kept whole by a compaction (and by the
@@ -31,17 +31,6 @@ async function failedFourth(input: string) {
   return { ...world, prompts, fail };
 }
 
-/** Compaction with a trigger and a kept share of a few tokens: it summarizes all but the newest turn's input. */
-const COMPACTING = {
-  strategies: ['compact'],
-  strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
-};
-
-const userTexts = (prompt: readonly PromptItem[]) =>
-  prompt.flatMap((item) =>
-    item.type === 'message' && item.role === 'user' && item.synthetic === undefined ? [item.content] : [],
-  );
-
 describe('a retake that compacts', () => {
   it('keeps the failed input whole, as the turn that failed would have', async () => {
     const text = `four ${'x'.repeat(400)}`;
@@ -68,6 +57,52 @@ describe('a retake that compacts', () => {
       code: 'model_error',
     });
     await runTurn(services, 's', { input: [], ...COMPACTING }, { retake: true });
+    expect(userTexts(prompts.at(-1)!)).toEqual([text]);
+  });
+});
+
+// A fork's first record, and the one a delete of the newest turn starts its generation with,
+// store no item: a failed turn before them is still the newest, with nothing stored after it,
+// so an empty input takes it again there as in the session it failed in, its input kept whole.
+describe('a retake after a fork', () => {
+  it('takes again the failed turn a fork was made at', async () => {
+    const { services, sessions } = await failedFourth('four');
+    await sessions.fork('s', { at_turn: 4, fields: { id: 'f' } });
+    const retaken = await runTurn(services, 'f', { input: [] }, { retake: true });
+    expect(retaken.turn).toBe(5);
+    expect(retaken.output).toMatchObject([{ role: 'assistant', content: 'echo: four' }]);
+    expect((await sessions.getTurn('f', 5)).status).toBe('completed');
+  });
+
+  it('takes again a failed turn a delete of the newest turn went back to', async () => {
+    const { services, sessions } = await failedFourth('four');
+    await runTurn(services, 's', { input: 'five' });
+    await sessions.deleteTurn('s', 5);
+    const retaken = await runTurn(services, 's', { input: [] }, { retake: true });
+    expect(retaken.turn).toBe(5);
+    expect(retaken.output).toMatchObject([{ role: 'assistant', content: 'echo: four' }]);
+  });
+
+  it('is refused at a fork of a completed turn', async () => {
+    const { services, sessions } = await failedFourth('four');
+    await sessions.fork('s', { at_turn: 3, fields: { id: 'f' } });
+    await expect(runTurn(services, 'f', { input: [] }, { retake: true })).rejects.toThrow(/turn 3 completed/);
+  });
+
+  it('keeps the failed input whole when the retake compacts', async () => {
+    const text = `four ${'x'.repeat(400)}`;
+    const { services, sessions, prompts } = await failedFourth(text);
+    await sessions.fork('s', { at_turn: 4, fields: { id: 'f' } });
+    await runTurn(services, 'f', { input: [], ...COMPACTING }, { retake: true });
+    expect(userTexts(prompts.at(-1)!)).toEqual([text]);
+  });
+
+  it('keeps it in the background, where the runner takes the claimed turn over', async () => {
+    const text = `four ${'y'.repeat(400)}`;
+    const { services, sessions, prompts } = await failedFourth(text);
+    await sessions.fork('s', { at_turn: 4, fields: { id: 'f' } });
+    const claimed = await claimBackgroundTurn(services, 'f', { input: [], ...COMPACTING }, { retake: true });
+    expect(await runBackgroundTurn(services, claimed.run!)).toBe('done');
     expect(userTexts(prompts.at(-1)!)).toEqual([text]);
   });
 });

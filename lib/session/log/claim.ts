@@ -179,7 +179,9 @@ export class TurnClaim {
     // turns, the one before them): its input is the newest group of items the claim read. Any
     // other turn without input (a library caller's) keeps nothing whole, as the preview does.
     const retakes = record.items.length === 0 && (this.#options.retake || this.#options.adopt !== undefined);
-    const retaken = retakes ? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq : undefined;
+    const retaken = retakes
+      ? (committed.retaken ?? previous.findLast((group) => group.items.length > 0)?.items[0]?.seq)
+      : undefined;
     // Frozen: nothing writes the claim after it is made (what a turn changes is in its outcome).
     return Object.freeze({
       scope,

@@ -27,13 +27,13 @@ import {
 import { findKey } from './idempotency.ts';
 import { checkQueuedKey, queuedUnder } from './queue.ts';
 import { checkCalls, openCallsOf } from './open-calls.ts';
-import { checkRetake } from './retake.ts';
+import { checkRetake, retakenBefore } from './retake.ts';
 import { checkBudget } from '../../ledger/budget.ts';
 import { addToLedger, hasUsage, type TurnUsage } from '../../ledger/usage.ts';
 import { closeLapsed, leaseOf } from './lease.ts';
 import type { Base, BeginTurnResult, ClosedTurn } from './types.ts';
 import type { IndexState } from './session-index.ts';
-import { EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
+import { baseBefore, EMPTY_BASE, prefetchView, readBase, type PrefetchedView } from './views.ts';
 import type { StoredObject } from '../../store/object-store.ts';
 import { recordBody } from './record-cache.ts';
 import { carry } from './record-carry.ts';
@@ -60,6 +60,8 @@ export interface Commit {
   overdue?: OverdueView | undefined;
   /** Model turns: the call keys of `base.since`, in order (repeat-flags.ts callKeysOf). */
   sinceKeys?: string[] | undefined;
+  /** A retake past records of no items: the first seq of the input it takes again (checkRetake). */
+  retaken?: number | undefined;
 }
 
 /** For a used idempotency key: the `replay` of its turn instead of a commit. */
@@ -210,9 +212,10 @@ export async function prepareCommit(
     const own = newest.record;
     const base =
       options.kind === 'turn'
-        ? before(await readBase(log, scope, { record: own, done: null }, head.cursor, own.items), own.first_seq)
+        ? baseBefore(await readBase(log, scope, { record: own, done: null }, head.cursor, own.items), own.first_seq)
         : null;
-    return { record: own, config: head.config, previous: own.recent ?? [], base, scope };
+    const retaken = options.kind === 'turn' ? await retakenBefore(log, id, own) : undefined;
+    return { record: own, config: head.config, previous: own.recent ?? [], base, scope, retaken };
   }
   if (state.failure) throw state.failure.error;
   if (options.onlyFirst && newest)
@@ -267,7 +270,7 @@ export async function prepareCommit(
   const fenced = newest?.record.kind === 'append' ? Date.parse(newest.record.lease_expires_at ?? '') : Number.NaN;
   if (fenced > log.clock().getTime())
     throw new TurnInProgressError(id, countsOf(newest).turns, new Date(fenced).toISOString());
-  if (options.retake) await checkRetake(log, id, newest);
+  const retaken = options.retake ? await checkRetake(log, id, newest) : undefined;
   const current = contextOf(newest);
   // A compaction committed already (by a concurrent caller), or overtaken by a newer one.
   if (
@@ -348,7 +351,8 @@ export async function prepareCommit(
   // The records the claim has read (carried, or at least the previous one): the tail read
   // continues below them with the claim's own listing.
   const previous = recent.length > 0 || !newest ? recent : recordGroups(newest).slice(-1);
-  return { key: recordKey(scope, number), record, config: head.config, previous, base, scope, overdue, sinceKeys };
+  const prepared = { key: recordKey(scope, number), record, config: head.config, previous, base, scope, overdue };
+  return { ...prepared, sinceKeys, retaken };
 }
 
 /**
@@ -386,11 +390,6 @@ export async function landCommit(log: LogContext, prepared: PreparedCommit, stat
   }
   await backoff(state.attempt);
   return false;
-}
-
-/** A base cut before `firstSeq` (the items of a record just claimed). */
-function before(base: Base, firstSeq: number): Base {
-  return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };
 }
 
 /** A commit without an idempotency key always writes (or throws). */

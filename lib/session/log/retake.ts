@@ -1,5 +1,6 @@
 import { InvalidRequestError } from '../../errors.ts';
 import type { LogContext } from './context.ts';
+import type { LogRecord } from '../records.ts';
 import { countsOf, type Head } from './head.ts';
 import { walkTurns } from './turns.ts';
 
@@ -8,11 +9,14 @@ import { walkTurns } from './turns.ts';
  * model error, its lease run out, a cancel), its input standing unanswered in the history, with
  * no item stored after it. Compactions after it (records of no items) store no item and answer
  * no call, so they leave it to be taken again (a turn that failed as its context was too large,
- * then a compaction): only then is the turn before them read, the newest record deciding
- * otherwise. Anything else is InvalidRequestError naming `input`: nothing to answer.
+ * then a compaction), as do the other records of no items (a fork's first record, the first of
+ * the generation a delete of the newest turn went on in): only then is the turn before them
+ * read, the newest record deciding otherwise. Anything else is InvalidRequestError naming
+ * `input`: nothing to answer. Returns the first seq of the input taken again when it read the
+ * turn before such records (the claim's own reads, from the newest record on, miss it there).
  */
-export async function checkRetake(log: LogContext, id: string, newest: Head['newest']): Promise<void> {
-  if (newest?.record.kind === 'turn' && newest.done?.status === 'failed') return;
+export async function checkRetake(log: LogContext, id: string, newest: Head['newest']): Promise<number | undefined> {
+  if (newest?.record.kind === 'turn' && newest.done?.status === 'failed') return undefined;
   const turns = countsOf(newest).turns;
   let found =
     turns === 0
@@ -20,13 +24,13 @@ export async function checkRetake(log: LogContext, id: string, newest: Head['new
       : newest?.record.kind !== 'turn'
         ? `has items stored after its turn ${turns}`
         : `turn ${turns} ${newest.done?.status === 'aborted' ? 'was aborted' : 'completed'}`;
-  if (turns > 0 && newest?.record.kind === 'compact' && newest.record.items.length === 0) {
-    const [turn] = await walkTurns(log, id, undefined, 1);
-    const summary = turn?.summary;
-    // Where its own items end (a retake has none: where its record stands), else where its input does.
-    const after = (turn?.lastSeq ?? summary?.input?.last_seq) !== countsOf(newest).items;
+  if (turns > 0 && newest && newest.record.kind !== 'turn' && newest.record.items.length === 0) {
+    const summary = (await walkTurns(log, id, undefined, 1))[0]?.summary;
+    // A failed turn has no output; one without input (a retake) cannot tell whether items came after it.
+    const last = summary?.output?.last_seq ?? summary?.input?.last_seq;
+    const after = last !== countsOf(newest).items;
     const failed = summary?.status === 'failed' || summary?.status === 'cancelled';
-    if (summary && failed && !after) return;
+    if (summary && failed && !after) return summary.input?.first_seq;
     if (summary && !after) found = `turn ${turns} ${summary.status === 'aborted' ? 'was aborted' : 'completed'}`;
   }
   throw new InvalidRequestError(
@@ -34,4 +38,15 @@ export async function checkRetake(log: LogContext, id: string, newest: Head['new
       'nothing to answer',
     { field: 'input' },
   );
+}
+
+/**
+ * The first seq of the input a claimed retake `own` (a turn record of no items, as only a retake
+ * stores one) takes again, when its carry does not hold it: past records of no items (a fork's
+ * first record), where checkRetake found it. Read again for a runner taking the claim over.
+ */
+export async function retakenBefore(log: LogContext, id: string, own: LogRecord): Promise<number | undefined> {
+  if (own.items.length > 0 || (own.recent ?? []).some((group) => group.items.length > 0)) return undefined;
+  const failed = (await walkTurns(log, id, own.turn, 1))[0]?.summary;
+  return failed?.input?.last_seq === own.first_seq - 1 ? failed.input.first_seq : undefined;
 }

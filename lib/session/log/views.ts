@@ -353,3 +353,8 @@ export function aggregatesOf(
     keys,
   );
 }
+
+/** A base cut before `firstSeq` (the items of a record just claimed). */
+export function baseBefore(base: Base, firstSeq: number): Base {
+  return { ...base, since: base.since.filter((item) => item.seq < firstSeq) };
+}

@@ -83,6 +83,19 @@ describe('a retake after a fork', () => {
     expect(retaken.output).toMatchObject([{ role: 'assistant', content: 'echo: four' }]);
   });
 
+  it('takes again, at a fork made at a failed retake, the input that retake took', async () => {
+    const text = `four ${'w'.repeat(400)}`;
+    const { services, sessions, prompts, fail } = await failedFourth(text);
+    fail();
+    await expect(runTurn(services, 's', { input: [] }, { retake: true })).rejects.toMatchObject({
+      code: 'model_error',
+    });
+    await sessions.fork('s', { at_turn: 5, fields: { id: 'f' } });
+    const retaken = await runTurn(services, 'f', { input: [], ...COMPACTING }, { retake: true });
+    expect(retaken.turn).toBe(6);
+    expect(userTexts(prompts.at(-1)!)).toEqual([text]);
+  });
+
   it('is refused at a fork of a completed turn', async () => {
     const { services, sessions } = await failedFourth('four');
     await sessions.fork('s', { at_turn: 3, fields: { id: 'f' } });

@@ -2,7 +2,7 @@ import { InvalidRequestError } from '../../errors.ts';
 import type { LogContext } from './context.ts';
 import type { LogRecord } from '../records.ts';
 import { countsOf, type Head } from './head.ts';
-import { walkTurns } from './turns.ts';
+import { walkTurns, type TurnSummary } from './turns.ts';
 
 /**
  * A turn with an empty input takes the newest turn again: the newest turn must have failed (a
@@ -25,12 +25,11 @@ export async function checkRetake(log: LogContext, id: string, newest: Head['new
         ? `has items stored after its turn ${turns}`
         : `turn ${turns} ${newest.done?.status === 'aborted' ? 'was aborted' : 'completed'}`;
   if (turns > 0 && newest && newest.record.kind !== 'turn' && newest.record.items.length === 0) {
-    const summary = (await walkTurns(log, id, undefined, 1))[0]?.summary;
-    // A failed turn has no output; one without input (a retake) cannot tell whether items came after it.
+    const summary = await pastFailedRetakes(log, id, undefined);
+    // A failed turn has no output; a completed one without input (a retake) cannot tell whether items came after it.
     const last = summary?.output?.last_seq ?? summary?.input?.last_seq;
     const after = last !== countsOf(newest).items;
-    const failed = summary?.status === 'failed' || summary?.status === 'cancelled';
-    if (summary && failed && !after) return summary.input?.first_seq;
+    if (summary && failedOrCancelled(summary) && !after) return summary.input?.first_seq;
     if (summary && !after) found = `turn ${turns} ${summary.status === 'aborted' ? 'was aborted' : 'completed'}`;
   }
   throw new InvalidRequestError(
@@ -47,6 +46,21 @@ export async function checkRetake(log: LogContext, id: string, newest: Head['new
  */
 export async function retakenBefore(log: LogContext, id: string, own: LogRecord): Promise<number | undefined> {
   if (own.items.length > 0 || (own.recent ?? []).some((group) => group.items.length > 0)) return undefined;
-  const failed = (await walkTurns(log, id, own.turn, 1))[0]?.summary;
+  const failed = await pastFailedRetakes(log, id, own.turn);
   return failed?.input?.last_seq === own.first_seq - 1 ? failed.input.first_seq : undefined;
+}
+
+const failedOrCancelled = (summary: Pick<TurnSummary, 'status'>) =>
+  summary.status === 'failed' || summary.status === 'cancelled';
+
+/**
+ * The newest turn below `before` (none: of all) but the failed retakes after it (turns of neither
+ * input nor output, failed or cancelled: a retake of them takes that turn's input again).
+ */
+async function pastFailedRetakes(log: LogContext, id: string, before: number | undefined) {
+  for (;;) {
+    const summary = (await walkTurns(log, id, before, 1))[0]?.summary;
+    if (!summary || summary.input || summary.output || !failedOrCancelled(summary)) return summary;
+    before = summary.turn;
+  }
 }

@@ -117,19 +117,20 @@ export async function closeFailed(
   if (closedItself) afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
   // Closed by someone else, by the turn itself, deleted, or run elsewhere: nothing more to store.
   if (closedItself || byOther) throw error;
+  // The summary its compaction made is charged as a completed turn's is (as no turn), and shown so.
+  const summary = attempt.prompt?.summaryUsage;
   try {
+    const receipt = (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] };
     await closeTurn(services, turn, {
       status: 'failed',
       output: [],
-      receipt: (await attempt.receipt?.()) ?? { strategies: attempt.plan?.strategies ?? [] },
+      receipt: summary ? { ...receipt, compaction_usage: summary } : receipt,
       error: errorRecord(error),
       undelivered,
       ...promptMoves(attempt.prompt),
     });
     attempt.closedFailed = true;
     afterResponse(services, () => pickUp(services, sessionId, turn.scope, closedBefore(turn)));
-    // The summary its compaction made is charged as a completed turn's is (as no turn).
-    const summary = attempt.prompt?.summaryUsage;
     const spend = summary ? turnSpend(services, turn) : undefined;
     if (summary && spend) afterResponse(services, () => spend.charge(summary, 0));
   } catch (closeError) {

@@ -54,6 +54,22 @@ describe('a compacting turn whose model call fails', () => {
     expect(after.output_tokens).toBeGreaterThan(before.output_tokens);
   });
 
+  it("shows it in the failed turn's receipt, as a completed turn's compaction_usage", async () => {
+    const { services, sessions, fail } = await compactingWorld();
+    for (const input of ['one', 'two', 'three']) await runTurn(services, 's', { input });
+    const before = (await sessions.get('s')).usage;
+    fail();
+    await expect(runTurn(services, 's', COMPACTING)).rejects.toMatchObject({ code: 'model_error' });
+    const after = (await sessions.get('s')).usage;
+    const receipt = await sessions.getTurn('s', 4);
+    expect(receipt.status).toBe('failed');
+    expect(receipt.usage).toBeNull();
+    expect(receipt.compaction_usage?.input_tokens).toBe(after.input_tokens - before.input_tokens);
+    expect(receipt.compaction_usage?.output_tokens).toBe(after.output_tokens - before.output_tokens);
+    const listed = (await sessions.listTurns('s', { limit: 1 })).turns[0];
+    expect(listed?.compaction_usage).toEqual(receipt.compaction_usage);
+  });
+
   it("charges it to the budgeted token a background turn's record names", async () => {
     const { services: base, sessions, store, calls, fail } = await compactingWorld();
     const tasks: Promise<unknown>[] = [];

@@ -88,8 +88,6 @@ interface RawTurn {
   receipt: Receipt;
   /** An open background turn's record: queued until its runner writes `.lease`. */
   background?: number;
-  /** The last seq of the turn's own items, input and output (one without any: the seq before it), where known. */
-  lastSeq?: number;
 }
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
@@ -230,7 +228,6 @@ function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
     record: record.record,
     receipt,
     ...(background ? { background: record.record } : {}),
-    lastSeq: record.first_seq + inputs + outputs - 1,
     summary: {
       ...common(
         record.turn!,
@@ -258,7 +255,6 @@ function fromSegment(turn: SegmentTurn): RawTurn {
   return {
     record: turn.record,
     receipt,
-    ...(first !== undefined ? { lastSeq: first + inputs + outputs - 1 } : {}),
     summary: {
       ...common(turn.turn, closedState(turn.status, turn.error?.code), receipt, turn.error ?? null, ''),
       started_at: turn.started_at ?? null,

@@ -1,0 +1,162 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
+import { FileStore } from '../../lib/store/file.ts';
+import { MemoryStore } from '../../lib/store/memory.ts';
+import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
+import type { BackgroundTurn } from '../../lib/turn/index.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { createClient, parseSse, TOKEN } from './http-suite.ts';
+
+// One Idempotency-Key, one input, on a session that queues behind a busy turn (docs/API.md,
+// "Busy sessions"): a different request under a key already used is 422 idempotency_key_reused
+// before anything is queued, whether the key's input ran already or still waits in the queue,
+// and whether the different request would run in the foreground, streamed or in the
+// background; the same request under the key is its replay (the answer it had, or the same 202).
+
+const directory = await mkdtemp(join(tmpdir(), 'tailgate-queue-idempotency-'));
+afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
+
+const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo' };
+const stores: [string, () => ObjectStore][] = [
+  ['memory', () => new MemoryStore()],
+  ['file store', () => new FileStore(directory)],
+];
+
+/**
+ * A process on `store` whose background turns wait until `runAll` runs them (so a background
+ * turn holds the session until then), and whose work after a response is awaited by `drain`.
+ */
+function process(store: ObjectStore) {
+  const sent: BackgroundTurn[] = [];
+  const tasks: Promise<unknown>[] = [];
+  const options: AppOptions = {
+    store: () => store,
+    readEnvironment: (c) => c.env ?? environment,
+    afterResponse: (task) => void tasks.push(task),
+    queueTurn: () => async (run) => void sent.push(run),
+  };
+  const runner = createTurnRunner(options);
+  const drain = async () => {
+    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
+  };
+  const runAll = async () => {
+    await drain();
+    for (let run = sent.shift(); run; run = sent.shift()) {
+      expect(await runner(run, environment, (task) => void tasks.push(task))).toBe('done');
+      await drain();
+    }
+  };
+  const harness = appHarness(store, environment, options);
+  return { api: createClient(harness), store, drain, runAll };
+}
+
+type World = ReturnType<typeof process>;
+
+/** The inputs stored in session `id`'s queue, read from the store (a listing of the queue would take them up). */
+async function queuedEntries(world: World, id: string): Promise<string[]> {
+  const keys = (await listAll(world.store, '')).map((object) => object.key);
+  return keys.filter((key) => key.includes(`${id}/`) && key.includes('/queue/'));
+}
+
+/** The user inputs of session `id`, oldest first. */
+async function userInputs(world: World, id: string): Promise<unknown[]> {
+  const items = (await world.api.get(`/v1/sessions/${id}/items?limit=100`)).body.items;
+  return items
+    .reverse()
+    .filter((item: any) => item.role === 'user')
+    .map((item: any) => item.content);
+}
+
+/** Another body under `key` while turn `holder` holds the session: each way of sending it is 422, nothing queued. */
+async function expectRefused(world: World, id: string, key: Record<string, string>, queuedBefore: string[]) {
+  const turns = `/v1/sessions/${id}/turns`;
+  const ways: [string, Record<string, unknown>][] = [
+    ['the session policy', { input: 'another body' }],
+    ['on_busy enqueue', { input: 'another body', on_busy: 'enqueue' }],
+    ['other settings', { input: 'first', on_busy: 'enqueue', max_output_tokens: 64 }],
+    ['background', { input: 'another body', background: true }],
+  ];
+  for (const [way, body] of ways) {
+    const refused = await world.api.post(turns, body, key);
+    expect(refused.status, `${way}: ${JSON.stringify(refused.body)}`).toBe(422);
+    expect(refused.body.error.code).toBe('idempotency_key_reused');
+  }
+  const streamed = await world.api.post(turns, { input: 'another body', stream: true }, key);
+  expect(streamed.status, String(streamed.body)).toBe(422);
+  expect(streamed.body.error.code).toBe('idempotency_key_reused');
+  await world.drain();
+  expect(await queuedEntries(world, id)).toEqual(queuedBefore);
+}
+
+describe.each(stores)('an Idempotency-Key on a session that queues behind a busy turn: %s', (_, storeOf) => {
+  it('refuses another request under the key of a turn that ran (422, nothing queued); replays the same', async () => {
+    const world = process(storeOf());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    const key = { 'idempotency-key': `ran-${id}` };
+    const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    // Turn 2's runner has not come yet: it holds the session.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    await expectRefused(world, id, key, []);
+    // The same request under the key is its answer again, though the session is busy.
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.turn).toBe(1);
+    expect(again.body.output).toEqual(first.body.output);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['first', 'holder']);
+    expect((await api.get(`/v1/sessions/${id}/queue`)).body.total).toBe(0);
+  });
+
+  it('refuses another request under the key of a queued input that ran since (422, nothing queued)', async () => {
+    const world = process(storeOf());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `queued-ran-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder', 'first']);
+    // Turn 3's runner has not come yet: it holds the session.
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder 2', background: true })).status).toBe(202);
+    await expectRefused(world, id, key, []);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(again.body.turn).toBe(2);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder', 'first', 'holder 2']);
+  });
+
+  it('refuses another request under the key of an input still queued (422); the same is the same 202', async () => {
+    const world = process(storeOf());
+    const { api } = world;
+    const id = await api.session({ on_busy: 'enqueue' });
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `queued-${id}` };
+    const queued = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect(queued.body.position).toBe(1);
+    await world.drain();
+    const entries = await queuedEntries(world, id);
+    expect(entries).toHaveLength(1);
+    await expectRefused(world, id, key, entries);
+    const again = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(again.body).toEqual(queued.body);
+    await world.drain();
+    expect(await queuedEntries(world, id)).toEqual(entries);
+    await world.runAll();
+    expect(await userInputs(world, id)).toEqual(['holder', 'first']);
+    // Run, the key answers the queued input's turn.
+    const ran = await api.post(`/v1/sessions/${id}/turns`, { input: 'first' }, key);
+    expect(ran.status, JSON.stringify(ran.body)).toBe(200);
+    expect(ran.body.turn).toBe(2);
+    const events = parseSse((await api.get(`/v1/sessions/${id}/turns/2/events`)).body);
+    expect(events.at(-1)?.event).toBe('turn.completed');
+  });
+});

@@ -6,6 +6,7 @@ import { createTurnRunner, type AppOptions } from '../../functions/app.ts';
 import { FileStore } from '../../lib/store/file.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, type ObjectStore } from '../../lib/store/object-store.ts';
+import { queueMarkerKey } from '../../lib/session/keys.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { createClient, parseSse, TOKEN } from './http-suite.ts';
@@ -15,6 +16,7 @@ import { createClient, parseSse, TOKEN } from './http-suite.ts';
 // before anything is queued, whether the key's input ran already or still waits in the queue,
 // and whether the different request would run in the foreground, streamed or in the
 // background; the same request under the key is its replay (the answer it had, or the same 202).
+// So too when the key's first request ran while the other was on its way to the queue.
 
 const directory = await mkdtemp(join(tmpdir(), 'tailgate-queue-idempotency-'));
 afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
@@ -24,6 +26,29 @@ const stores: [string, () => ObjectStore][] = [
   ['memory', () => new MemoryStore()],
   ['file store', () => new FileStore(directory)],
 ];
+
+/** `store` whose first put of a key `held` takes waits until `release()`; `reached` resolves when it arrives. */
+function gated(store: ObjectStore, held: (key: string) => boolean) {
+  let arrived!: () => void;
+  let release!: () => void;
+  const reached = new Promise<void>((resolve) => (arrived = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const put: ObjectStore['put'] = async (putKey, body, options) => {
+    if (held(putKey)) {
+      arrived();
+      await released;
+    }
+    return store.put(putKey, body, options);
+  };
+  const wrapped: ObjectStore = {
+    get: (getKey, options) => store.get(getKey, options),
+    head: (headKey) => store.head(headKey),
+    put,
+    list: (prefix, options) => store.list(prefix, options),
+    delete: (keys) => store.delete(keys),
+  };
+  return { store: wrapped, reached, release };
+}
 
 /**
  * A process on `store` whose background turns wait until `runAll` runs them (so a background
@@ -158,5 +183,30 @@ describe.each(stores)('an Idempotency-Key on a session that queues behind a busy
     expect(ran.body.turn).toBe(2);
     const events = parseSse((await api.get(`/v1/sessions/${id}/turns/2/events`)).body);
     expect(events.at(-1)?.event).toBe('turn.completed');
+  });
+
+  it('refuses a request queued behind a turn after another request under its key ran meanwhile (422)', async () => {
+    const id = `s-race-${Math.random().toString(36).slice(2, 10)}`;
+    // The second request's enqueue stops before its entry (at the session's queue marker).
+    const marker = queueMarkerKey('', id);
+    const gate = gated(storeOf(), (key) => key === marker);
+    const world = process(gate.store);
+    const { api } = world;
+    expect((await api.post('/v1/sessions', { id, on_busy: 'enqueue' })).status).toBe(201);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': `race-${id}` };
+    const second = api.post(`/v1/sessions/${id}/turns`, { input: 'second body' }, key);
+    await gate.reached;
+    // Meanwhile turn 1 ends and the first request under the key runs as turn 2.
+    await world.runAll();
+    const first = await api.post(`/v1/sessions/${id}/turns`, { input: 'first body' }, key);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    gate.release();
+    const refused = await second;
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.error.code).toBe('idempotency_key_reused');
+    await world.runAll();
+    expect(await queuedEntries(world, id)).toEqual([]);
+    expect(await userInputs(world, id)).toEqual(['holder', 'first body']);
   });
 });

@@ -1,7 +1,7 @@
 import { IdempotencyKeyReusedError } from '../../errors.ts';
 import { putJsonCreateOnly } from '../../store/create-only.ts';
 import { idempotencyKey, queuedKey, queuedPrefix, type LogScope } from '../keys.ts';
-import { parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
+import { idempotencyClaimSchema, parseStored, queuedInputSchema, type QueuedInput } from '../records.ts';
 import { sessionScope } from './config-object.ts';
 import type { LogContext } from './context.ts';
 import { markQueue } from './queue-markers.ts';
@@ -39,6 +39,9 @@ export async function enqueueInput(
   const scope = await sessionScope(log, id);
   // The session's marker (log/queue-markers.ts) lands before the entry, with what it references.
   await Promise.all([beforeEntry?.(scope), markQueue(log, id)]);
+  // A keyed input: its key may have run another request since the claim's reads found the session
+  // busy (the turn before ended, and that request ran): refused now, as its pickup would drop it.
+  if (input.request_sha256 !== undefined) await checkKeyClaim(log, scope, input.key_sha256, input.request_sha256);
   const writer = crypto.randomUUID();
   const entry: QueuedInput = {
     format: 'tailgate.queued.v1',
@@ -161,6 +164,19 @@ export function queuedUnder(log: LogContext, scope: LogScope, keyHash: string): 
   );
   found.catch(() => undefined);
   return found;
+}
+
+/**
+ * A request under a key whose turn (`idem/`, written once its record landed) holds another
+ * request: IdempotencyKeyReusedError (422). One get.
+ */
+async function checkKeyClaim(log: LogContext, scope: LogScope, keyHash: string, requestHash: string): Promise<void> {
+  const key = idempotencyKey(scope, keyHash);
+  const object = await log.store.get(key);
+  if (!object) return;
+  const claim = parseStored(key, object.body, idempotencyClaimSchema);
+  if (claim.request_sha256 !== undefined && claim.request_sha256 !== requestHash)
+    throw new IdempotencyKeyReusedError(0);
 }
 
 /** A request under the key of a queued input that holds another request: IdempotencyKeyReusedError (422). */

@@ -256,7 +256,14 @@ export async function pickUp(
           key_sha256: entry.key_sha256,
           error: error.message,
         });
-      } else if (!(error instanceof IdempotencyKeyReusedError)) throw error;
+      } else if (error instanceof IdempotencyKeyReusedError) {
+        // Its enqueue checked the key (log/queue.ts), but the other request's turn landed, or
+        // indexed its key, only after that check: its 202 answered an input that never runs.
+        services.log('tailgate: a queued input was dropped: its Idempotency-Key ran another request first', {
+          session_id: sessionId,
+          key_sha256: entry.key_sha256,
+        });
+      } else throw error;
       claimed = { turn: 0, status: 'failed' };
     }
     // Its turn goes to a runner before the entry goes: a removal that fails leaves the entry to

@@ -10,13 +10,15 @@ import { queueMarkerKey } from '../../lib/session/keys.ts';
 import type { BackgroundTurn } from '../../lib/turn/index.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { createClient, parseSse, TOKEN } from './http-suite.ts';
+import { sha256Hex } from '../../lib/hash.ts';
 
 // One Idempotency-Key, one input, on a session that queues behind a busy turn (docs/API.md,
 // "Busy sessions"): a different request under a key already used is 422 idempotency_key_reused
 // before anything is queued, whether the key's input ran already or still waits in the queue,
 // and whether the different request would run in the foreground, streamed or in the
 // background; the same request under the key is its replay (the answer it had, or the same 202).
-// So too when the key's first request ran while the other was on its way to the queue.
+// So too when the key's first request ran while the other was on its way to the queue; one
+// whose entry lands only after that turn began is answered 202 and dropped, logged, by its pickup.
 
 const directory = await mkdtemp(join(tmpdir(), 'tailgate-queue-idempotency-'));
 afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
@@ -75,7 +77,7 @@ function process(store: ObjectStore) {
     }
   };
   const harness = appHarness(store, environment, options);
-  return { api: createClient(harness), store, drain, runAll };
+  return { api: createClient(harness), store, drain, runAll, logged: harness.logged };
 }
 
 type World = ReturnType<typeof process>;
@@ -208,5 +210,30 @@ describe.each(stores)('an Idempotency-Key on a session that queues behind a busy
     await world.runAll();
     expect(await queuedEntries(world, id)).toEqual([]);
     expect(await userInputs(world, id)).toEqual(['holder', 'first body']);
+  });
+
+  it('logs a queued input whose key ran another request between its check and its entry: it never runs', async () => {
+    const id = `s-race-${Math.random().toString(36).slice(2, 10)}`;
+    const name = `race-${id}`;
+    // The second request's enqueue stops at its entry's put, after it checked the key.
+    const gate = gated(storeOf(), (key) => key.includes('/queue/') && key.endsWith(sha256Hex(name)));
+    const world = process(gate.store);
+    const { api } = world;
+    expect((await api.post('/v1/sessions', { id, on_busy: 'enqueue' })).status).toBe(201);
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'holder', background: true })).status).toBe(202);
+    const key = { 'idempotency-key': name };
+    const second = api.post(`/v1/sessions/${id}/turns`, { input: 'second body' }, key);
+    await gate.reached;
+    await world.runAll();
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: 'first body' }, key)).status).toBe(200);
+    gate.release();
+    // Answered 202: what its check read was before the other request's turn.
+    expect((await second).status).toBe(202);
+    await world.runAll();
+    expect(await queuedEntries(world, id)).toEqual([]);
+    expect(await userInputs(world, id)).toEqual(['holder', 'first body']);
+    expect(world.logged).toContain(
+      'tailgate: a queued input was dropped: its Idempotency-Key ran another request first',
+    );
   });
 });

@@ -16,6 +16,12 @@ export interface AnthropicModelSettings {
   maxRetries: number;
 }
 
+/**
+ * The longest image side the Messages API takes: it refuses a request holding a larger image
+ * ("At least one of the image dimensions exceed max allowed size: 8000 pixels").
+ */
+export const ANTHROPIC_MAX_IMAGE_SIDE = 8000;
+
 /** Anthropic's prompt-cache hint, placed on each breakpoint. */
 export const ANTHROPIC_CACHE_BREAKPOINT = { anthropic: { cacheControl: { type: 'ephemeral' } } } as const;
 
@@ -35,6 +41,7 @@ export function createAnthropicModel(settings: AnthropicModelSettings): Model {
   return createSdkModel({
     toolResultMedia: true,
     fileUrls: true,
+    maxImageSide: ANTHROPIC_MAX_IMAGE_SIDE,
     id: settings.id,
     languageModel: provider.messages(settings.modelName),
     timeoutMs: settings.timeoutMs,

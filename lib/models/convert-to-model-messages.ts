@@ -23,6 +23,8 @@ export interface ConvertToModelMessagesOptions {
   fileUrls?: boolean;
   /** Whether the provider takes images only as their bytes and no files in messages (Workers AI). */
   imageBytesOnly?: boolean;
+  /** The longest image side the provider takes (`Model.maxImageSide`); a larger image goes as a text placeholder. */
+  maxImageSide?: number;
 }
 
 /** The output shown to the model for a call that has no function_call_output in the prompt. */
@@ -84,7 +86,11 @@ export function convertToModelMessages(
     if (index !== undefined) marked.set(index, breakpoint.providerOptions);
   }
 
-  const media = { fileUrls: options.fileUrls ?? true, imageBytesOnly: options.imageBytesOnly ?? false };
+  const media = {
+    fileUrls: options.fileUrls ?? true,
+    imageBytesOnly: options.imageBytesOnly ?? false,
+    ...(options.maxImageSide !== undefined ? { maxImageSide: options.maxImageSide } : {}),
+  };
   const messages: ModelMessage[] = [];
   let assistant: AssistantModelMessage | undefined;
   let tool: ToolModelMessage | undefined;
@@ -171,7 +177,7 @@ export function convertToModelMessages(
       type: 'tool-result',
       toolCallId: wireIds.get(call)!,
       toolName: (items[call] as Extract<PromptItem, { type: 'function_call' }>).name,
-      output: toolResultOutput(item.output, options.toolResultMedia ?? true),
+      output: toolResultOutput(item.output, options.toolResultMedia ?? true, options.maxImageSide),
       ...withOptions,
     };
     if (!tool) {

@@ -18,6 +18,14 @@ export interface UserMedia {
   fileUrls: boolean;
   /** Images only as their bytes, and no files (Workers AI): the rest as descriptions. */
   imageBytesOnly: boolean;
+  /** The longest image side the provider takes (`Model.maxImageSide`): a larger image as its description. */
+  maxImageSide?: number;
+}
+
+/** Whether `part` is an image whose known width or height is over `maxImageSide` (`Model.maxImageSide`). */
+export function overMaxImageSide(part: ContentPart, maxImageSide: number | undefined): boolean {
+  if (part.type !== 'input_image' || maxImageSide === undefined) return false;
+  return (part.width ?? 0) > maxImageSide || (part.height ?? 0) > maxImageSide;
 }
 
 /**
@@ -50,6 +58,7 @@ function userPart(part: ContentPart, media: UserMedia): UserPart {
   const source = sourceOf(part);
   if (
     !source ||
+    overMaxImageSide(part, media.maxImageSide) ||
     (source instanceof URL && part.type === 'input_file' && !media.fileUrls) ||
     (media.imageBytesOnly && (part.type === 'input_file' || source instanceof URL))
   )
@@ -68,13 +77,13 @@ function userPart(part: ContentPart, media: UserMedia): UserPart {
 /**
  * A tool result's output: text as before; parts as `content` with media inline when `media`
  * (the provider takes images and files in tool results), else one text with each image and
- * file described.
+ * file described. An image over `maxImageSide` is described too.
  */
-export function toolResultOutput(content: Content, media: boolean): ToolResultPart['output'] {
+export function toolResultOutput(content: Content, media: boolean, maxImageSide?: number): ToolResultPart['output'] {
   if (typeof content === 'string') return { type: 'text', value: content };
   if (!media) return { type: 'text', value: contentText(content) };
   const value = content.map((part) => {
-    const source = part.type === 'input_text' ? undefined : sourceOf(part);
+    const source = part.type === 'input_text' || overMaxImageSide(part, maxImageSide) ? undefined : sourceOf(part);
     if (part.type === 'input_text' || !source) return { type: 'text' as const, text: textOf(part) };
     const data =
       source instanceof URL

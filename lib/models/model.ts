@@ -109,6 +109,13 @@ export interface Model {
    */
   readonly imageBytesOnly?: boolean;
   /**
+   * The longest side, in pixels, of an image the provider takes (Anthropic refuses a request
+   * holding a larger one). A larger image, its size read from its header when it was stored,
+   * goes as a text placeholder, counted in `media_as_text` (its blob is read only when its item
+   * sends another image or file).
+   */
+  readonly maxImageSide?: number;
+  /**
    * Whether images and files in an assistant or system message reach the model as such (the echo
    * model). Otherwise the message goes as its text, each image and file as a text placeholder
    * (lib/models/convert-to-model-messages.ts), counted in `media_as_text`; their bytes are not read.

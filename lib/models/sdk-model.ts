@@ -43,6 +43,8 @@ export interface SdkModelOptions {
   fileUrls?: boolean;
   /** Whether the provider takes images only as bytes and no files (Workers AI; `Model.imageBytesOnly`). */
   imageBytesOnly?: boolean;
+  /** The longest image side the provider takes (Anthropic; `Model.maxImageSide`). */
+  maxImageSide?: number;
   /** Explicit prompt-cache breakpoints (Anthropic): where they go, and the provider options each carries. */
   cacheControl?: { providerOptions: ProviderOptions; place: (request: ModelRequest) => CacheBreakpoints };
   /**
@@ -82,6 +84,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
         toolResultMedia: options.toolResultMedia ?? false,
         fileUrls: options.fileUrls ?? false,
         imageBytesOnly: options.imageBytesOnly ?? false,
+        ...optional('maxImageSide', options.maxImageSide),
       }),
       allowSystemInMessages: true,
       // https image and file URLs go to the provider as given: tailgate never fetches them.
@@ -103,6 +106,7 @@ export function createSdkModel(options: SdkModelOptions): Model {
     toolResultMedia: options.toolResultMedia ?? false,
     fileUrls: options.fileUrls ?? false,
     imageBytesOnly: options.imageBytesOnly ?? false,
+    ...optional('maxImageSide', options.maxImageSide),
 
     async generate(request: ModelRequest): Promise<ModelResult> {
       const deadline = startDeadline(request.signal, timeoutMs);

@@ -1,4 +1,5 @@
 import { adjacentAnswers } from '../models/convert-to-model-messages.ts';
+import { overMaxImageSide } from '../models/media-parts.ts';
 import type { IncompleteReason } from '../models/model.ts';
 import { mediaParts } from '../content.ts';
 import { clientError, TailgateError } from '../errors.ts';
@@ -61,8 +62,9 @@ export type ReceiptRanges = Pick<TurnReceipt, 'whole' | 'compacted' | 'dropped' 
  * The images and files of an item that the model gets as text placeholders: an assistant's or
  * system message's where it takes none there (`Model.assistantMedia`), a tool output's
  * sent as a tool result (`toolResult`) where it takes no media there, each file by URL where it
- * takes none, and each image by URL and file where it takes images only as bytes. A tool output
- * sent as user text (answered after other items: adjacentAnswers) counts as a user message.
+ * takes none, each image by URL and file where it takes images only as bytes, and each image
+ * larger than it takes (`Model.maxImageSide`). A tool output sent as user text (answered after
+ * other items: adjacentAnswers) counts as a user message.
  */
 function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult: () => boolean): number {
   if (item.type === 'function_call') return 0;
@@ -72,9 +74,11 @@ function mediaSentAsText(model: TurnPlan['model'], item: PromptItem, toolResult:
   if (parts.length === 0) return 0;
   if (item.type === 'message' && item.role !== 'user' && !model.assistantMedia) return parts.length;
   if (item.type === 'function_call_output' && !model.toolResultMedia && toolResult()) return parts.length;
+  const oversized = parts.filter((part) => overMaxImageSide(part, model.maxImageSide)).length;
   if (model.imageBytesOnly)
-    return parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;
-  return model.fileUrls ? 0 : parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
+    return oversized + parts.filter((part) => part.type === 'input_file' || part.image_url !== undefined).length;
+  if (model.fileUrls) return oversized;
+  return oversized + parts.filter((part) => part.type === 'input_file' && part.file_url !== undefined).length;
 }
 
 /** Whether the prompt's item at an index goes as a tool result, worked out only when first asked. */

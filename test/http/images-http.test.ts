@@ -302,6 +302,40 @@ describe('images over HTTP', () => {
     },
   );
 
+  it('anthropic: an image over 8000 pixels on a side goes as a counted text placeholder, its blob unread', async () => {
+    const store = new BlobReads(new MemoryStore());
+    const { json } = await withProvider('anthropic-message-text.json', store);
+    await json('POST', '/v1/sessions', { id: 'full-page', model: 'anthropic:claude-sonnet-4-5' });
+    const image = (width: number, height: number) => ({
+      type: 'input_image',
+      image_url: dataUrl('image/png', pngBytes(width, height)),
+    });
+    const turn = await json('POST', '/v1/sessions/full-page/turns', {
+      input: [
+        { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'full page' }, image(1280, 9000)] },
+        { type: 'function_call', call_id: 'toolu_1', name: 'screenshot', arguments: '{}' },
+        {
+          type: 'function_call_output',
+          call_id: 'toolu_1',
+          output: [{ type: 'input_text', text: 'wide' }, image(8001, 600)],
+        },
+        { type: 'function_call', call_id: 'toolu_2', name: 'screenshot', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'toolu_2', output: [image(1280, 8000)] },
+      ],
+    });
+    expect(turn.status, JSON.stringify(turn.body)).toBe(200);
+    const sent = JSON.stringify((provider!.requests[0]!.body as any).messages);
+    expect(sent).toMatch(/"text":"\[image\/png 1280x9000, [^\]]*\]"/);
+    expect(sent).toMatch(/"text":"\[image\/png 8001x600, [^\]]*\]"/);
+    expect(sent.match(/"type":"image"/g)).toHaveLength(1);
+    expect(store.blobReads).toBe(1);
+    const detail = await json('GET', '/v1/sessions/full-page/turns/1');
+    expect(detail.body.receipt.media_as_text).toBe(2);
+    // Stored as sent: the listing keeps every image's reference.
+    const items = await json('GET', '/v1/sessions/full-page/items');
+    expect(JSON.stringify(items.body.items).match(/"type":"input_image"/g)).toHaveLength(3);
+  });
+
   it('refuses an https image_url or file_url that is no URL with 400 on every route that takes input', async () => {
     const { json } = await withProvider('anthropic-message-text.json');
     await json('POST', '/v1/sessions', { id: 'bad-url', model: 'anthropic:claude-sonnet-4-5' });

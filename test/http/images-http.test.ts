@@ -336,6 +336,26 @@ describe('images over HTTP', () => {
     expect(JSON.stringify(items.body.items).match(/"type":"input_image"/g)).toHaveLength(3);
   });
 
+  it('prompt_chars counts a screenshot output by its characters, as prefix_reused_chars does', async () => {
+    const { json } = setup();
+    await json('POST', '/v1/sessions', { id: 'chars', instructions: 'Operate the computer.' });
+    const first = await json('POST', '/v1/sessions/chars/turns', {
+      input: [
+        { type: 'message', role: 'user', content: 'take a screenshot' },
+        { type: 'function_call', call_id: 'c1', name: 'screenshot', arguments: '{}' },
+        screenshotOutputOf('c1', pngBytes(64, 48)),
+      ],
+    });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    // More than the texts' characters: the output's parts count by their characters, not how many there are.
+    const text = 'Operate the computer.take a screenshotscreenshot{}page loaded'.length;
+    expect(first.body.context.prompt_chars).toBeGreaterThan(text);
+    expect((await json('POST', '/v1/sessions/chars/turns', { input: 'and now?' })).status).toBe(200);
+    // Turn 2 only appends to turn 1's prompt: all of it is reused.
+    const turns = await json('GET', '/v1/sessions/chars/turns');
+    expect(turns.body.turns[0].prefix_reused_chars).toBe(first.body.context.prompt_chars);
+  });
+
   it('refuses an https image_url or file_url that is no URL with 400 on every route that takes input', async () => {
     const { json } = await withProvider('anthropic-message-text.json');
     await json('POST', '/v1/sessions', { id: 'bad-url', model: 'anthropic:claude-sonnet-4-5' });

@@ -40,7 +40,7 @@ const blobRefFields = {
 
 export const inputTextPartSchema = z.object({ type: z.literal('input_text'), text: z.string() }).strict();
 
-const detailSchema = z.enum(['auto', 'low', 'high']).meta({
+const detailSchema = z.enum(['auto', 'low', 'high', 'original']).meta({
   description:
     'Passed to OpenAI-compatible providers as image_url.detail (low: 85 tokens for OpenAI models); ' +
     'Anthropic has no such setting and gets the image as is',

@@ -24,7 +24,9 @@ const userPart = z.discriminatedUnion('type', [
   z
     .object({
       type: z.literal('image_url'),
-      image_url: z.object({ url: z.string().min(1), detail: z.enum(['auto', 'low', 'high']).optional() }).strict(),
+      image_url: z
+        .object({ url: z.string().min(1), detail: z.enum(['auto', 'low', 'high', 'original']).optional() })
+        .strict(),
     })
     .strict(),
   z

@@ -22,7 +22,7 @@ type TextPart = { type: 'text'; text: string };
 /** A user message's part (lib/openai/chat-schemas.ts): text, an image or a file. */
 type UserPart =
   | TextPart
-  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' | undefined } }
+  | { type: 'image_url'; image_url: { url: string; detail?: 'auto' | 'low' | 'high' | 'original' | undefined } }
   | { type: 'file'; file: { file_data: string; filename: string } };
 
 /** A chat message as the request schema (functions/routes/openai/schemas.ts) validated it. */

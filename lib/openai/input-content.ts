@@ -5,7 +5,7 @@ import { type Content, type ContentPart, withoutData } from '../content.ts';
 /** A content part of a request's input (lib/openai/schemas.ts). */
 export type InputPartBody =
   | { type: 'input_text' | 'output_text'; text: string }
-  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' | undefined }
+  | { type: 'input_image'; image_url: string; detail?: 'auto' | 'low' | 'high' | 'original' | undefined }
   | {
       type: 'input_file';
       file_data?: string | undefined;

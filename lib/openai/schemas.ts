@@ -46,7 +46,7 @@ const imagePart = z
   .object({
     type: z.literal('input_image'),
     image_url: z.string().min(1, 'an input_image needs `image_url` (https or data: URL); `file_id` is not supported'),
-    detail: z.enum(['auto', 'low', 'high']).optional(),
+    detail: z.enum(['auto', 'low', 'high', 'original']).optional(),
   })
   .strict();
 

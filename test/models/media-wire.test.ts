@@ -23,7 +23,7 @@ const pdf = pdfBytes();
 const ref = (bytes: Uint8Array, media_type: string) => ({ blob: 'a'.repeat(64), media_type, bytes: bytes.length });
 
 /** A prompt as a turn sends it: blobs read into `data`; `detail` on the images when given. */
-function prompt(callId: string, detail?: 'low' | 'high' | 'auto'): PromptItem[] {
+function prompt(callId: string, detail?: 'low' | 'high' | 'auto' | 'original'): PromptItem[] {
   const asked = detail ? { detail } : {};
   const items: unknown[] = [
     {
@@ -152,6 +152,7 @@ describe("an image's detail on the OpenAI-compatible wire", () => {
     { id: 'openai-compatible:test-model', detail: 'low' as const },
     { id: 'openai-compatible:test-model', detail: 'auto' as const },
     { id: 'openai:gpt-4.1-mini', detail: 'high' as const },
+    { id: 'openai:gpt-4.1-mini', detail: 'original' as const },
   ])('$id sends detail $detail inside image_url, in messages and in an unmatched output', async ({ id, detail }) => {
     const { model, requests } = await start(id, 'openai-chat-text.json', (url) => ({
       OPENAI_COMPATIBLE_BASE_URL: url,

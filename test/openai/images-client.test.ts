@@ -42,7 +42,7 @@ describe('images through the Responses API', () => {
           call_id: 'c1',
           output: [
             { type: 'input_text', text: 'shot' },
-            { type: 'input_image', image_url: screenUrl, detail: 'auto' },
+            { type: 'input_image', image_url: screenUrl, detail: 'original' },
           ],
         },
         { role: 'user', content: 'and now?' },
@@ -57,7 +57,7 @@ describe('images through the Responses API', () => {
     const output = items.items.find((item: any) => item.type === 'function_call_output');
     expect(output.output[1]).toEqual({
       type: 'input_image',
-      detail: 'auto',
+      detail: 'original',
       blob: sha256Hex(screen),
       media_type: 'image/png',
       bytes: screen.length,

@@ -45,13 +45,20 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
     c.header('Retry-After', String(OVERLOADED_RETRY_SECONDS));
     return new OverloadedError(budget);
   };
+  // A body refused before it was read whole is left unread: the connection closes after the
+  // answer, which says so, so that a keep-alive client sends its next request on a new one
+  // (the Node server stops draining a body it did not read within a moment and ends the socket).
+  const unread = (error: TailgateError) => {
+    c.header('Connection', 'close');
+    return error;
+  };
   let counted = 0;
   try {
     const declared = c.req.raw.headers.has('transfer-encoding') ? undefined : c.req.header('content-length');
     if (declared !== undefined) {
       const length = Number.parseInt(declared, 10) || 0;
-      if (length > limit) throw tooLarge(limit);
-      if (!reserve(length, budget)) throw overloaded();
+      if (length > limit) throw unread(tooLarge(limit));
+      if (!reserve(length, budget)) throw unread(overloaded());
       counted = length;
     }
     // Read here, whole, so that a body cut short (the client went away, or the server's
@@ -75,7 +82,7 @@ export const bodyBudget: MiddlewareHandler<AppEnv> = async (c, next) => {
             : null;
       if (refused) {
         void reader.cancel().catch(() => undefined);
-        throw refused;
+        throw unread(refused);
       }
       if (declared === undefined) counted += value.length;
       received += value.length;

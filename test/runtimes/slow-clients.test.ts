@@ -134,6 +134,22 @@ describe.each(['Node', 'Deno'] as const)('%s', (runtime) => {
     expect(servers[runtime]!.output()).not.toContain('unexpected error');
   }, 60_000);
 
+  it('answers a body it refuses unread (over MAX_BODY_BYTES) saying the connection closes', async () => {
+    const origin = servers[runtime]!.origin;
+    const host = new URL(origin).host;
+    // A keep-alive client's next request would go on a socket the server ends once it gave up
+    // draining the body it did not read: the answer tells the client not to reuse it.
+    const refused = await slowSocket(
+      origin,
+      `POST /v1/sessions/unread/items HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${TOKEN}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${5 * 1024 * 1024}\r\n\r\n{"items":[`,
+      () => '',
+    );
+    expect(refused.answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(refused.answer.split('\r\n\r\n')[0]).toMatch(/\r\nconnection: close\r\n/i);
+    expect(refused.closed).toBe(true);
+  }, 60_000);
+
   it('keeps streaming a turn past REQUEST_TIMEOUT_MS', async () => {
     const origin = servers[runtime]!.origin;
     const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };

@@ -1,91 +1,37 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { echoModel } from '../../lib/models/echo.ts';
-import type { Model, ModelRequest, ModelStreamEvent } from '../../lib/models/model.ts';
-import { FileStore } from '../../lib/store/file.ts';
-import { MemoryStore } from '../../lib/store/memory.ts';
+import { describe, expect, it } from 'vitest';
 import type { ObjectStore } from '../../lib/store/object-store.ts';
 import { appHarness } from '../support/app-harness.ts';
 import { CountingStore } from '../support/counting-store.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
 import { sseReader } from '../support/sse-reader.ts';
 import { createClient, parseSse, TOKEN } from './http-suite.ts';
 
 // A foreground turn (a POST .../turns answered when it ends, streamed or not, and a foreground
-// response of the OpenAI facade) closed by someone else while its model answers: a cancel, an
-// `interrupt`, a delete of its session. Its next lease renewal (a third of TURN_LEASE_MS) finds
-// the close, aborts the model call, and the client is answered as a cancelled turn is; a turn
-// whose session was deleted writes nothing more into it. On the memory store and the file store.
-
-const directory = await mkdtemp(join(tmpdir(), 'tailgate-foreground-close-'));
-afterAll(() => rm(directory, { recursive: true, force: true, maxRetries: 5 }));
+// response of the OpenAI facade) closed by another process while its model answers: a cancel,
+// an `interrupt`, a delete of its session, each through a second app over the same store. Its
+// next lease renewal (a third of TURN_LEASE_MS) finds the close, aborts the model call, and the
+// client is answered as a cancelled turn is; a turn whose session was deleted writes nothing
+// more into it. On the memory store and the file store. A close in the turn's own process stops
+// it at once: test/http/local-close.test.ts.
 
 const environment = { API_TOKEN: TOKEN, DEFAULT_MODEL: 'echo', TURN_LEASE_MS: '3000' };
-const stores: [string, () => ObjectStore][] = [
-  ['memory', () => new MemoryStore()],
-  ['file store', () => new FileStore(join(directory, crypto.randomUUID()))],
-];
+const stores = await memoryAndFileStores('foreground-close');
+
+const heldEcho = releasedAfterEach();
 
 /**
- * The echo model, but a prompt whose last message says `slow`, and a compaction's summary (its
- * prompt opens with the summary instructions, a system message), is answered only once the test
- * releases it, or not at all when its call is aborted (the signals of those calls are kept).
- * Streamed, it sends a first piece of text at once.
+ * A process on `store` (its writes counted) whose work after its responses is held in `tasks`,
+ * and `closer`, a client of another process on the same store.
  */
-function slowEcho() {
-  const signals: AbortSignal[] = [];
-  let release = () => {};
-  const released = new Promise<void>((resolve) => (release = resolve));
-  const slow = (request: ModelRequest) =>
-    JSON.stringify(request.prompt.at(-1)).includes('slow') ||
-    (request.prompt[0] as { role?: string } | undefined)?.role === 'system';
-  const hold = async (request: ModelRequest) => {
-    // A call with no signal is never aborted.
-    const signal = request.signal ?? new AbortController().signal;
-    signals.push(signal);
-    const aborted = new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-    await Promise.race([released, aborted]);
-    signal.throwIfAborted();
-  };
-  const model: Model = {
-    ...echoModel,
-    async generate(request) {
-      if (slow(request)) await hold(request);
-      return echoModel.generate(request);
-    },
-    async *stream(request): AsyncIterable<ModelStreamEvent> {
-      if (slow(request)) {
-        yield { type: 'text_delta', delta: 'thinking ' };
-        await hold(request);
-      }
-      yield* echoModel.stream(request);
-    },
-  };
-  return { model, signals, release: () => release() };
-}
-
-const released: (() => void)[] = [];
-afterEach(() => {
-  for (const release of released.splice(0)) release();
-});
-
-/** A process on `store` (its writes counted) whose work after its responses is held in `tasks`. */
 function world(storeOf: () => ObjectStore) {
   const store = new CountingStore(storeOf());
-  const slow = slowEcho();
-  released.push(slow.release);
-  const tasks: Promise<unknown>[] = [];
-  const logs: string[] = [];
-  const harness = appHarness(store, environment, {
-    wrapModel: () => slow.model,
-    afterResponse: (task) => void tasks.push(task),
-    log: (message) => void logs.push(message),
-  });
+  const slow = heldEcho();
+  const { options, logs, drain } = heldOptions(slow.model);
+  const harness = appHarness(store, environment, options);
   const api = createClient(harness);
-  const drain = async () => {
-    while (tasks.length > 0) await Promise.allSettled(tasks.splice(0));
-  };
+  // Another process over the same store, which the turn's process learns of only from storage.
+  const closer = createClient(appHarness(store, environment, options));
   /** The model call is running (the turn's claim landed before it is answered). */
   const calling = () => expect.poll(() => slow.signals.length).toBe(1);
   /** The model call was aborted (its turn's next renewal found the close). */
@@ -107,7 +53,7 @@ function world(storeOf: () => ObjectStore) {
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await drain();
   };
-  return { store, api, post, drain, calling, aborted, watch, renewalLater, logs, signals: slow.signals };
+  return { store, api, closer, post, drain, calling, aborted, watch, renewalLater, logs, signals: slow.signals };
 }
 
 /** The completions stored under the session (`.done` objects), one a closed turn. */
@@ -118,11 +64,11 @@ async function completions(store: ObjectStore, id: string) {
 
 describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeOf) => {
   it('a cancel aborts its model call and answers it 409 turn_cancelled; nothing more is written', async () => {
-    const { store, api, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const { closer, store, api, drain, calling, aborted, watch, renewalLater } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
     await calling();
-    const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
+    const cancelled = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     await aborted();
     const answered = await pending;
@@ -144,7 +90,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a cancel while it compacts aborts the summary call: 409 turn_cancelled, nothing compacted', async () => {
-    const { store, api, calling, aborted, signals } = world(storeOf);
+    const { closer, store, api, calling, aborted, signals } = world(storeOf);
     const id = await api.session();
     for (const input of ['one', 'two', 'three'])
       expect((await api.post(`/v1/sessions/${id}/turns`, { input })).status).toBe(200);
@@ -155,7 +101,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
       strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
     });
     await calling();
-    expect((await api.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
+    expect((await closer.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
     await aborted();
     const answered = await pending;
     expect(answered.status, JSON.stringify(answered.body)).toBe(409);
@@ -169,14 +115,14 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a streamed turn cancelled ends with an error event turn_cancelled, journaled once', async () => {
-    const { api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const { closer, api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
     const id = await api.session();
     const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
     expect(response.status).toBe(200);
     const reader = sseReader(response);
     await reader.until('event: output_text.delta');
     await calling();
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const events = parseSse(await reader.rest());
     expect(events.map((event) => event.event)).toEqual(['turn.started', 'output_text.delta', 'error']);
@@ -192,11 +138,11 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('an interrupt aborts its model call and answers it 409 turn_cancelled; the new turn runs', async () => {
-    const { store, api, calling, aborted } = world(storeOf);
+    const { closer, store, api, calling, aborted } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
     await calling();
-    const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
     expect(taken.status, JSON.stringify(taken.body)).toBe(200);
     expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });
     await aborted();
@@ -214,11 +160,11 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a delete of its session aborts its model call, answers it 404 and writes nothing into the session', async () => {
-    const { api, drain, calling, aborted, watch, renewalLater, logs } = world(storeOf);
+    const { closer, api, drain, calling, aborted, watch, renewalLater, logs } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
     await calling();
-    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    expect((await closer.delete(`/v1/sessions/${id}`)).status).toBe(204);
     const after = watch();
     await aborted();
     const answered = await pending;
@@ -231,13 +177,13 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a streamed turn whose session is deleted ends with an error event not_found, journaling no more', async () => {
-    const { store, api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
+    const { closer, store, api, post, drain, calling, aborted, watch, renewalLater } = world(storeOf);
     const id = await api.session();
     const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
     const reader = sseReader(response);
     await reader.until('event: output_text.delta');
     await calling();
-    expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
+    expect((await closer.delete(`/v1/sessions/${id}`)).status).toBe(204);
     const after = watch();
     await aborted();
     const events = parseSse(await reader.rest());
@@ -250,11 +196,11 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a foreground response of the facade cancelled natively is answered 409 turn_cancelled', async () => {
-    const { store, api, post, calling, aborted } = world(storeOf);
+    const { closer, store, api, post, calling, aborted } = world(storeOf);
     const id = await api.session();
     const pending = post('/v1/responses', { model: 'echo', conversation: id, input: 'slow one' });
     await calling();
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const answered = await pending;
     expect(answered.status).toBe(409);
@@ -264,14 +210,14 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
   });
 
   it('a streamed foreground response cancelled natively ends with response.failed, its status cancelled', async () => {
-    const { api, post, drain, calling, aborted } = world(storeOf);
+    const { closer, api, post, drain, calling, aborted } = world(storeOf);
     const id = await api.session();
     const response = await post('/v1/responses', { model: 'echo', conversation: id, input: 'slow one', stream: true });
     expect(response.status).toBe(200);
     const reader = sseReader(response);
     await reader.until('response.output_text.delta');
     await calling();
-    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const events = parseSse(await reader.rest());
     const last = events.at(-1)!;

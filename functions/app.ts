@@ -15,7 +15,7 @@ import { bearerAuth, checkRevocation, declaredScopes, revocationCheck, type Scop
 import { createServices, type AppServices, type ServiceInputs } from './services.ts';
 import type { WebhookSink } from '../lib/webhooks/events.ts';
 import { outboxSink } from '../lib/webhooks/outbox.ts';
-import { retryDelaySeconds, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
+import { retryDelaySeconds, RunningTurns, runBackgroundTurn, type BackgroundTurn } from '../lib/turn/index.ts';
 import { createErrorHandler } from './error-handler.ts';
 import { checkJsonBody, JSON_CONTENT_TYPE } from './request-json.ts';
 import { rateLimit, turnLimits, WindowLimiter } from './rate-limit.ts';
@@ -163,6 +163,25 @@ export function createApp(options: AppOptions): OpenAPIHono<AppEnv> {
   return app;
 }
 
+/**
+ * The turn attempts running under an app's options (lib/turn/running.ts): one registry per
+ * options object, which a runtime entry builds once for its process (or isolate) and hands to
+ * createApp and createOutsideServices alike, so a close written by a request stops at once a
+ * turn that a request or a queue consumer of the same process runs. Apps built from distinct
+ * options (tests' simulated processes over one store) share none: there a close is found at
+ * the turn's next lease renewal, as across processes.
+ */
+const runningTurns = new WeakMap<AppOptions, RunningTurns>();
+
+function runningUnder(options: AppOptions): RunningTurns {
+  let running = runningTurns.get(options);
+  if (!running) {
+    running = new RunningTurns();
+    runningTurns.set(options, running);
+  }
+  return running;
+}
+
 /** What a request's services and a background runner's share, from the runtime environment. */
 function serviceInputs(
   options: AppOptions,
@@ -197,6 +216,7 @@ function serviceInputs(
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.tokenEncoders ? { tokenEncoders: options.tokenEncoders } : {}),
     startBackground: options.queueTurn?.(environment),
+    running: runningUnder(options),
   };
 }
 

@@ -4,12 +4,19 @@ import type { Model } from '../lib/models/model.ts';
 import type { SessionConfig } from '../lib/session/records.ts';
 import { sessionCreatedIn } from '../lib/session/log/config-object.ts';
 import { SessionLog, type SessionLogOptions } from '../lib/session/session-log.ts';
+import type { ClosedTurn } from '../lib/session/log/types.ts';
 import { viewPolicy } from '../lib/turn/view-policy.ts';
 import { afterResponse } from '../lib/turn/append.ts';
 import type { ObjectStore } from '../lib/store/object-store.ts';
 import { TokenSpend, type TokenBudget } from '../lib/ledger/token-spend.ts';
 import type { TokenEncoders } from '../lib/tokens/token-counter.ts';
-import { pickUpAfterLeaseClose, runInProcess, type BackgroundTurn, type TurnServices } from '../lib/turn/index.ts';
+import {
+  pickUpAfterLeaseClose,
+  runInProcess,
+  type BackgroundTurn,
+  type RunningTurns,
+  type TurnServices,
+} from '../lib/turn/index.ts';
 import type { Tracing } from './tracing.ts';
 import { turnWebhooks, type WebhookSink } from '../lib/webhooks/events.ts';
 import { turnIntents } from '../lib/webhooks/intent.ts';
@@ -48,13 +55,18 @@ export interface ServiceInputs {
   tokenBudget?: TokenBudget | null;
   /** Where webhook events go: the Workers queue, else the store's outbox (functions/app.ts). */
   webhookSink?: WebhookSink | undefined;
+  /** The app's running turn attempts (functions/app.ts), which a close written here stops at once. */
+  running?: RunningTurns | undefined;
 }
 
 /** The session log of a deployment's settings (the routes', and the retention sweep's). */
 export function sessionLogFor(
   store: ObjectStore,
   config: ServiceConfig,
-  extra: Pick<SessionLogOptions, 'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'log'> = {},
+  extra: Pick<
+    SessionLogOptions,
+    'clock' | 'checkConfig' | 'onClosed' | 'onClaimed' | 'onLeaseClosed' | 'onClosedByOther' | 'log'
+  > = {},
 ): SessionLog {
   return new SessionLog(store, {
     viewPolicy,
@@ -74,7 +86,7 @@ export function sessionLogFor(
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
   const clock = inputs.clock ? { clock: inputs.clock } : {};
-  const { tracing, observeTurn, webhookSink } = inputs;
+  const { tracing, observeTurn, webhookSink, running } = inputs;
   const now = inputs.clock ?? (() => new Date());
   const onClosed = config.webhooks && webhookSink ? turnWebhooks(config.webhooks, webhookSink, now) : undefined;
   // Always the store's outbox, also beside a Workers queue: its drainer resolves the intents.
@@ -87,6 +99,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
+      ...(running ? { onClosedByOther: (closed: ClosedTurn) => running.stop(closed) } : {}),
       log,
     }),
     inbox: new Inbox(store, {
@@ -126,6 +139,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
     onBackgroundCompaction: (compacted) =>
       indexTurnCompaction({ services, config, caller: compacted.caller }, compacted),
     ...(onClosed && webhookSink ? { webhookSink } : {}),
+    ...(running ? { running } : {}),
   };
   return services;
 }

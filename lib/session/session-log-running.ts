@@ -139,8 +139,9 @@ export class SessionLogRunning extends SessionLogBase {
 
   /**
    * Ends an open turn as failed (`turn_cancelled`), for a turn whose server died or that is
-   * no longer wanted: its input stays, its owner stops at its next lease renewal (closedBy; its
-   * completion, were it first, is refused). A turn that is
+   * no longer wanted: its input stays, its owner stops at once when it runs in this process
+   * (`onClosedByOther`), else at its next lease renewal (closedBy; its completion, were it
+   * first, is refused). A turn that is
    * not the open one: TurnNotOpenError (NotFoundError when it never existed).
    */
   async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {

@@ -16,6 +16,7 @@ export {
 } from './busy.ts';
 export { journalEvents, turnAsItStands } from './journal.ts';
 export { sweepQueues } from './queue-sweep.ts';
+export { RunningTurns } from './running.ts';
 export type {
   BackgroundTurn,
   TurnSessionLog,

@@ -184,6 +184,8 @@ async function attemptTurn(
     return ok;
   });
   landed.catch(() => undefined);
+  // A close written in this process stops it at once (lib/turn/running.ts); removed below.
+  const unregister = services.running?.add(claimed.turn, attempt.stop);
   try {
     const response = await turnSteps(services, sessionId, request, attempt, landed, fetched, emit);
     // Closed by its own completion: the next queued input, if any, goes next.
@@ -206,6 +208,7 @@ async function attemptTurn(
     const { summaryModel, summaryUsage } = attempt.prompt ?? {};
     if (summaryModel && summaryUsage) seen.compaction = { model: summaryModel, usage: summaryUsage };
     clearInterval(renewal);
+    unregister?.();
     // The session's listing row, after whatever the turn stored.
     afterResponse(services, async () => services.sessions.refreshIndex(sessionId));
   }

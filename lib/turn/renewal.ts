@@ -1,14 +1,8 @@
-import {
-  LEASE_EXPIRED,
-  NotFoundError,
-  SESSION_DELETED,
-  TURN_CANCELLED,
-  TurnClosedError,
-  LeaseHeldError,
-} from '../errors.ts';
+import { LeaseHeldError } from '../errors.ts';
 import { renewalMs } from '../session/log/lease.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 import type { HeldLease, TurnServices } from './types.ts';
+import { closedError } from './running.ts';
 
 /**
  * A running turn's lease (docs/STORAGE.md, "Turn" and "Background turn"): its renewals, and
@@ -36,8 +30,9 @@ export async function releaseLease(services: TurnServices, held: HeldLease): Pro
  * hung on a call that never returns lets its session go. With `stop`, each renewal also asks
  * whether someone else closed the turn (a cancel, an `interrupt`, a delete of its session):
  * then `stop` is aborted with what its completion would have been refused with, and the model
- * call with it. A foreground turn asks before each renewal's put, so a turn whose session was
- * deleted writes no lease into it (a turn shorter than a renewal asks nothing). A background
+ * call with it (a close written in this process has aborted it before: lib/turn/running.ts).
+ * A foreground turn asks before each renewal's put, so a turn whose session was deleted writes
+ * no lease into it (a turn shorter than a renewal asks nothing). A background
  * turn (`held`, whose runner took the lease already: its receipt says in_progress) asks at once
  * and after each renewal. Its renewals match the lease it holds (`held`, whose etag each
  * renewal moves on): one refused because another runner took the lease over stops it too
@@ -84,11 +79,4 @@ export function renewLease(
   const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
   if (held) closed().catch(failed);
   return renewal;
-}
-
-/** What the owner of a turn closed by someone else answers (as lib/session/log/claim.ts's completion). */
-function closedError(turn: OpenTurn, code: string): Error {
-  if (code === SESSION_DELETED)
-    return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
-  return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);
 }

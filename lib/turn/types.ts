@@ -9,6 +9,7 @@ import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenBudget, TokenSpend } from '../ledger/token-spend.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { WebhookSink } from '../webhooks/events.ts';
+import type { RunningTurns } from './running.ts';
 
 export type { OutputItem, TurnContext, TurnRequest, TurnResponse } from './wire.ts';
 
@@ -163,6 +164,12 @@ export interface TurnServices {
   onBackgroundCompaction?: (compacted: CompactedTurn) => Promise<void>;
   /** Where a turn's spans go (lib/turn/trace.ts; functions/tracing.ts); without it, nowhere. */
   tracer?: Tracer;
+  /**
+   * The turn attempts this process runs (one registry per app, functions/app.ts): each attempt
+   * is in it while it runs, and a close the session log writes here stops it at once
+   * (lib/turn/running.ts). Without it, only a lease renewal finds a close.
+   */
+  running?: RunningTurns;
   /** Where webhook events go, durably (present when WEBHOOK_SECRET is set; lib/webhooks/). */
   webhookSink?: WebhookSink;
 }

@@ -17,11 +17,20 @@ let server: Server;
 let baseUrl = '';
 const hanging = new Set<ServerResponse>();
 const closedEarly: string[] = [];
+// The bodies of the requests the provider has received whole.
+const received: string[] = [];
+
+/** Waits until the provider has received a model call whose body includes `text`. */
+async function calledWith(text: string): Promise<void> {
+  for (let polls = 0; polls < 600 && !received.some((body) => body.includes(text)); polls++)
+    await new Promise((resolve) => setTimeout(resolve, 20));
+}
 
 beforeAll(async () => {
   server = createServer((request, response) => {
     let body = '';
     request.on('data', (chunk) => (body += chunk));
+    request.on('end', () => received.push(body));
     hanging.add(response);
     // The client went away before any answer: the model call was aborted.
     response.on('close', () => {
@@ -72,9 +81,10 @@ describe('background turns on Node', () => {
     for (let polls = 0; polls < 600 && (await api.get(`/v1/sessions/${id}/inbox`)).body.pending.length > 0; polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect((await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
+    await calledWith(`hang ${id}`);
     const cancelled = await api.post(`/v1/sessions/${id}/turns/1/cancel`);
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
-    // The runner learns it at its next renewal and aborts the model call.
+    // The cancel, written in the runner's process, aborts the model call (lib/turn/running.ts).
     for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`hang ${id}`)); polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect(closedEarly.some((body) => body.includes(`hang ${id}`))).toBe(true);
@@ -96,7 +106,7 @@ describe('background turns on Node', () => {
     expect(items[2].content).toBe(`hang ${id}`);
   });
 
-  it('a delete of its session stops its running turn at the next renewal: one line logged', async () => {
+  it('a delete of its session stops its running turn: one line logged', async () => {
     const logs: { message: string; details: unknown }[] = [];
     const harness = harnessFor({ log: (message, details) => logs.push({ message, details }) });
     const api = createClient(harness);
@@ -107,7 +117,7 @@ describe('background turns on Node', () => {
     for (let polls = 0; polls < 600 && !hanging.size; polls++) await new Promise((resolve) => setTimeout(resolve, 20));
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect((await api.delete(`/v1/sessions/${id}`)).status).toBe(204);
-    // The runner learns it at its next renewal and aborts the model call.
+    // The delete, in the runner's process, aborts the model call once its fence landed.
     for (let polls = 0; polls < 600 && !closedEarly.some((body) => body.includes(`delete ${id}`)); polls++)
       await new Promise((resolve) => setTimeout(resolve, 20));
     expect(closedEarly.some((body) => body.includes(`delete ${id}`))).toBe(true);
@@ -339,6 +349,7 @@ describe('the busy policy', () => {
     const api = createClient(harnessFor({}));
     const id = await api.session({ model: 'openai-compatible:fake' });
     expect((await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id} 2`, background: true })).status).toBe(202);
+    await calledWith(`hang ${id} 2`);
     const taken = await api.post(`/v1/sessions/${id}/turns`, { input: 'now', model: 'echo', on_busy: 'interrupt' });
     expect(taken.status, JSON.stringify(taken.body)).toBe(200);
     expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });

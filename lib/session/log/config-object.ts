@@ -24,7 +24,7 @@ import { EMPTY_LEDGER, sessionUsage, type Ledger } from '../../ledger/usage.ts';
 import { closeTurn } from './lease.ts';
 import { forkMarkers, namesGeneration, sharedGenerations } from './fork-refs.ts';
 import { indexCreated, removeIndexEntries, writeIndexEntry } from './session-index.ts';
-import type { NewSession, SessionPatch, SessionRecord } from './types.ts';
+import type { ClosedTurn, NewSession, SessionPatch, SessionRecord } from './types.ts';
 
 /** The session's config object (`session.json`): create, read, update, delete, and the incarnation it names. */
 
@@ -179,12 +179,16 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
   }
   const { scope } = head;
   // The completion that closes an open turn stays as its fence: the turn's own completion
-  // is refused by it (and answered 404) instead of landing where the sweep has been.
+  // is refused by it (and answered 404) instead of landing where the sweep has been. Its owner
+  // in this process is told once the delete ended (`onClosedByOther`): stopped then, it finds
+  // the session gone and writes nothing (no notice given back, no listing row) into the sweep.
   const keep = new Set<string>();
+  const fenced: ClosedTurn[] = [];
+  const quiet: LogContext = { ...log, onClosedByOther: (closed) => void fenced.push(closed) };
   const fence = async (newest: Awaited<ReturnType<typeof readHead>>['newest']) => {
     if (newest?.record.kind !== 'turn' || newest.done) return;
     await closeTurn(
-      log,
+      quiet,
       scope,
       newest.record,
       {
@@ -195,15 +199,19 @@ export async function deleteSession(log: LogContext, id: string): Promise<void> 
     );
     keep.add(doneKey(scope, newest.record.record));
   };
-  await fence(head.newest);
-  // The index entries go before the config (so a delete stopped right after deleting it
-  // leaves none) and after it (an entry a background writer put meanwhile).
-  await removeIndexEntries(log, head.config);
-  await log.store.delete(configKey);
-  // A turn claimed between the first read and the config's deletion is fenced too.
-  await fence((await readNewest(log, scope)).newest);
-  await removeIndexEntries(log, head.config);
-  await sweepSession(log, id, keep);
+  try {
+    await fence(head.newest);
+    // The index entries go before the config (so a delete stopped right after deleting it
+    // leaves none) and after it (an entry a background writer put meanwhile).
+    await removeIndexEntries(log, head.config);
+    await log.store.delete(configKey);
+    // A turn claimed between the first read and the config's deletion is fenced too.
+    await fence((await readNewest(log, scope)).newest);
+    await removeIndexEntries(log, head.config);
+    await sweepSession(log, id, keep);
+  } finally {
+    for (const closed of fenced) log.onClosedByOther?.(closed);
+  }
   // A fork gone: its references go, and each ancestor is swept of what no live fork reads now.
   const chain = head.config.fork_of ?? [];
   if (chain.length === 0) return;

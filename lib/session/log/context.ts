@@ -44,6 +44,7 @@ export interface LogContext {
   readonly onClosed: SessionLogOptions['onClosed'];
   readonly onClaimed: SessionLogOptions['onClaimed'];
   readonly onLeaseClosed: SessionLogOptions['onLeaseClosed'];
+  readonly onClosedByOther: SessionLogOptions['onClosedByOther'];
   readonly log: (message: string, details?: unknown) => void;
 }
 
@@ -95,6 +96,7 @@ export function logContext(store: ObjectStore, options: SessionLogOptions): LogC
     onClosed: options.onClosed,
     onClaimed: options.onClaimed,
     onLeaseClosed: options.onLeaseClosed,
+    onClosedByOther: options.onClosedByOther,
     log: options.log ?? ((message, details) => console.error(message, details)),
   };
 }

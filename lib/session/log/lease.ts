@@ -197,9 +197,10 @@ export async function leaseOf(log: LogContext, scope: LogScope, record: LogRecor
  * the event left to the turn's intent in the outbox (lib/webhooks/intent.ts).
  * The turn may have consumed notices before it died: the completion names it in
  * `undelivered.lost_turns`, so the next turn looks for them. `webhookUrl` is the session's
- * (undefined: not read yet, read only when `onClosed` is set). A close of an expired lease is
- * told to `onLeaseClosed` (the inputs queued behind the turn are taken up), or handed to the
- * closer's `successor` instead.
+ * (undefined: not read yet, read only when `onClosed` is set). Every close is told to
+ * `onClosedByOther` first (the turn's attempts in this process stop). A close of an expired
+ * lease is told to `onLeaseClosed` (the inputs queued behind the turn are taken up), or handed
+ * to the closer's `successor` instead.
  */
 export async function closeTurn(
   log: LogContext,
@@ -247,6 +248,7 @@ export async function closeTurn(
     completedAt: done.completed_at,
     webhookUrl,
   };
+  log.onClosedByOther?.(closed);
   if (log.onClosed) {
     try {
       closed.webhookUrl = webhookUrl !== undefined ? webhookUrl : await sessionWebhookUrl(log, scope);

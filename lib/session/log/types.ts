@@ -339,6 +339,13 @@ export interface SessionLogOptions {
    * after all (its record landed, its own close does). It must not throw: it schedules that work.
    */
   onLeaseClosed?: ((closed: ClosedTurn) => void) | undefined;
+  /**
+   * Runs once a completion written for someone other than the turn's owner landed (a cancel,
+   * a close of a lapsed lease), before `onClosed`, and for the fence of a delete once the delete
+   * swept the session: the turn's attempts running in this process stop at once
+   * (lib/turn/running.ts). It must not throw.
+   */
+  onClosedByOther?: ((closed: ClosedTurn) => void) | undefined;
 }
 
 /** A model turn whose completion has just landed. */

@@ -203,18 +203,15 @@ async function createStoredResponse(
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);
+    const [previousResponseId, scope] = [body.previous_response_id, loopScope(facade, prepared)];
     const ongoing =
       resent || keyed || prepared.compactions.length > 0
         ? undefined
-        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items);
+        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, { previousResponseId, scope });
     if (ongoing)
       return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: ongoing });
-    const fork = await branchedSession(
-      facade,
-      body.previous_response_id,
-      { sessionId, turn: afterTurn },
-      idempotencyKey,
-    );
+    const at = { sessionId, turn: afterTurn };
+    const fork = await branchedSession(facade, previousResponseId, at, idempotencyKey, scope);
     return createStoredResponse(facade, prepared, idempotencyKey, { branch: fork });
   };
   if (body.background)

@@ -1,7 +1,7 @@
 import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { asStored, canonical } from './history-items.ts';
-import { itemsBetween } from './sessions.ts';
+import { branchIdPrefix, itemsBetween } from './sessions.ts';
 
 /**
  * A tool loop under a fixed `previous_response_id` (the AI SDK's `generateText` with
@@ -58,27 +58,28 @@ export async function resentAfter(
  * conversation's newest branches on its first step, into a fork of the conversation at that
  * response, and its next steps send that id again with every item since: the items the fork
  * stored. Such a step goes on in that fork, as resentAfter continues a conversation: the one
- * live fork made at that response (listed with the session's forks, one read of each) whose items
- * since it are the input's head, up to its newest response's output. Undefined when none or
- * several are (a new branch).
+ * live fork its own scope made at that response (`scope`, lib/openai/history-index.ts
+ * loopScope: the caller, metadata, user...; named by its id's head, ./sessions.ts
+ * branchIdPrefix) whose items since it are the input's head, up to its newest response's output.
+ * Another caller's or user's branch at that response is never continued, whatever it holds.
+ * Undefined when none or several are (a new branch), or when the scope made more than
+ * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, a get of each fork listed).
  */
 export async function branchResentAfter(
   facade: Facade,
   sessionId: string,
   afterTurn: number,
   items: readonly ClientItem[],
+  branch: { previousResponseId: string; scope: string },
 ): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number } | undefined> {
   if (items.length < 2) return undefined;
   const { sessions } = facade.services;
   const older = await sessions.getTurn(sessionId, afterTurn);
   const point = older.output?.last_seq ?? older.input?.last_seq ?? 0;
-  const candidates: string[] = [];
-  for (let after: string | undefined; ; ) {
-    const page = await sessions.listForks(sessionId, { limit: 100, ...(after !== undefined ? { after } : {}) });
-    for (const fork of page.forks) if (fork.seq === point) candidates.push(fork.id);
-    if (!page.has_more || page.next_after === null) break;
-    after = page.next_after;
-  }
+  const idPrefix = branchIdPrefix(branch.previousResponseId, branch.scope);
+  const page = await sessions.listForks(sessionId, { limit: MAX_LOOP_BRANCHES, idPrefix });
+  if (page.has_more) return undefined;
+  const candidates = page.forks.filter((fork) => fork.seq === point).map((fork) => fork.id);
   const found = await Promise.all(
     candidates.map(async (id) => {
       const resent = await resentAfter(facade, id, afterTurn, items).catch(() => undefined);
@@ -88,3 +89,6 @@ export async function branchResentAfter(
   const matches = found.flat();
   return matches.length === 1 ? matches[0] : undefined;
 }
+
+/** The branches one loop scope made at one response that a step of it looks among. */
+const MAX_LOOP_BRANCHES = 20;

@@ -1,7 +1,7 @@
 import { ForkRefusedError, NotFoundError, SessionExistsError } from '../errors.ts';
 import { forkSession } from '../turn/fork.ts';
 import { idGeneration } from '../session/log/rewind.ts';
-import { sha256Hex } from '../hash.ts';
+import { randomHex, sha256Hex } from '../hash.ts';
 import type { ClientItem, StoredItem } from '../items.ts';
 import { OpenAIApiError } from './errors.ts';
 import type { Facade } from './facade.ts';
@@ -149,12 +149,13 @@ export async function branchedSession(
   previousResponseId: string,
   at: { sessionId: string; turn: number },
   idempotencyKey: string | undefined,
+  scope: string,
 ): Promise<string> {
   facade.authorize(null);
   const id =
     idempotencyKey !== undefined
       ? `conv_${sha256Hex(`openai-branch:${previousResponseId}:${idempotencyKey}`).slice(0, 24)}`
-      : randomId('conv');
+      : `${branchIdPrefix(previousResponseId, scope)}${randomHex(6)}`;
   try {
     await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields: { id } });
   } catch (error) {
@@ -169,6 +170,16 @@ export async function branchedSession(
     throw error;
   }
   return id;
+}
+
+/**
+ * How the id of an unkeyed branch off `previousResponseId` begins (the rest random): 12 hex of
+ * a hash of the response and the loop's scope (lib/openai/history-index.ts loopScope: the
+ * caller, metadata, user...), so that a loop's later steps look for their branch among the
+ * forks its own scope made there alone (./resent-after.ts branchResentAfter).
+ */
+export function branchIdPrefix(previousResponseId: string, scope: string): string {
+  return `conv_${sha256Hex(`openai-loop-branch:${previousResponseId}:${scope}`).slice(0, 12)}`;
 }
 
 /** 409 conversation_branching_unsupported: `previousResponseId` is not the newest turn of its session. */

@@ -120,7 +120,7 @@ export class SessionLogBase {
   /** GET /v1/sessions/{id}/forks: a page of its live forks (log/children.ts). A missing session: NotFoundError. */
   async listForks(
     id: string,
-    options: { limit: number; after?: string },
+    options: { limit: number; after?: string; idPrefix?: string },
   ): Promise<{ forks: ForkRow[]; has_more: boolean; next_after: string | null }> {
     return listForks(this.log, id, options);
   }

@@ -2,7 +2,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, stepCountIs, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { clientOnTailgate, tailgateGet, tailgatePost, TOKEN } from './server.ts';
+import { clientOnTailgate, echoedThen, tailgateGet, tailgatePost, TOKEN } from './server.ts';
 
 // A tool loop under a fixed previous_response_id (the AI SDK's previousResponseId with tools):
 // every step names the same response and resends every item since it (lib/openai/resent-after.ts).
@@ -124,6 +124,27 @@ describe('a tool loop under a fixed previous_response_id', () => {
       ['message', 'more'],
       ['message', 'echo: more'],
     ]);
+  });
+
+  it("another loop's steps under the same older response never go on in this loop's branch", async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'template' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'moved on' });
+    const step = (input: string | ReturnType<typeof echoedThen>, user: string) =>
+      client.responses.create({ model: 'echo', previous_response_id: first.id, input, user });
+    // One end user's first step branches off the response.
+    const branch = sessionOf((await step('hi', 'alice')).id)!;
+    // Another's input happens to hold the same items since that response: a branch of its own.
+    const theirs = await step(echoedThen('hi', 'my account number is 42'), 'bob');
+    expect(sessionOf(theirs.id)).not.toBe(branch);
+    expect(await shapesOf(branch)).toEqual([
+      ['message', 'template'],
+      ['message', 'echo: template'],
+      ['message', 'hi'],
+      ['message', 'echo: hi'],
+    ]);
+    // The first user's own next step still goes on in its branch.
+    expect(sessionOf((await step(echoedThen('hi', 'and then'), 'alice')).id)).toBe(branch);
   });
 
   it('an input that edits what followed the response still branches', async () => {

@@ -167,3 +167,12 @@ export async function settledResponse(client: OpenAI, id: string): Promise<OpenA
   }
   throw new Error(`response ${id} did not end`);
 }
+
+/** A user message `said`, the echo model's answer to it, then `next`: an input resending an exchange. */
+export function echoedThen(said: string, next: string) {
+  return [
+    { role: 'user' as const, content: said },
+    { role: 'assistant' as const, content: `echo: ${said}` },
+    { role: 'user' as const, content: next },
+  ];
+}

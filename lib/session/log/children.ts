@@ -21,17 +21,20 @@ export interface ForkRow {
  * newest turn was deleted, to both of its incarnations: each shows once, under its parent's).
  * References of the session to itself (log/rewind.ts) and of a deleted incarnation of the id
  * are skipped. A page may so hold fewer forks than `limit`; `next_after` goes on after it.
+ * With `idPrefix`, only the forks of the current incarnation whose ids begin with it are listed.
  */
 export async function listForks(
   log: LogContext,
   id: string,
-  options: { limit: number; after?: string },
+  options: { limit: number; after?: string; idPrefix?: string },
 ): Promise<{ forks: ForkRow[]; has_more: boolean; next_after: string | null }> {
   const { config } = await readConfig(log, id);
   const incarnations = new Set([config.generation ?? '']);
   for (const point of config.fork_of ?? []) if (point.id === id) incarnations.add(point.generation);
   const prefix = `${sessionPrefix(log.keyPrefix, id)}forks/`;
-  const page = await log.store.list(prefix, {
+  const generation = config.generation ? `${config.generation}/` : '';
+  const listed = options.idPrefix === undefined ? prefix : `${prefix}${generation}${options.idPrefix}`;
+  const page = await log.store.list(listed, {
     limit: options.limit,
     ...(options.after !== undefined ? { startAfter: `${prefix}${options.after}` } : {}),
   });

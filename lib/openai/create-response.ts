@@ -7,6 +7,7 @@ import { createBackgroundResponse } from './background-response.ts';
 import type { Facade } from './facade.ts';
 import { compactionScope } from './compaction-index.ts';
 import { findHistory, loopScope } from './history-index.ts';
+import { canonical } from './history-items.ts';
 import { parseCompactionId } from './ids.ts';
 import { resolveItemReferences } from './item-references.ts';
 import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
@@ -203,7 +204,12 @@ async function createStoredResponse(
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);
-    const [previousResponseId, scope] = [body.previous_response_id, loopScope(facade, prepared)];
+    // The loop's scope and its first item, which every step of it sends first.
+    const first = prepared.items.slice(0, 1).map((item) => canonical(item));
+    const [previousResponseId, scope] = [
+      body.previous_response_id,
+      JSON.stringify([loopScope(facade, prepared), first]),
+    ];
     const ongoing =
       resent || keyed || prepared.compactions.length > 0
         ? undefined

@@ -58,9 +58,10 @@ export async function resentAfter(
  * conversation's newest branches on its first step, into a fork of the conversation at that
  * response, and its next steps send that id again with every item since: the items the fork
  * stored. Such a step goes on in that fork, as resentAfter continues a conversation: the one
- * live fork its own scope made at that response (`scope`, lib/openai/history-index.ts
- * loopScope: the caller, metadata, user...; named by its id's head, ./sessions.ts
- * branchIdPrefix) whose items since it are the input's head, up to its newest response's output.
+ * live fork its own scope made at that response with the same first item (`scope`,
+ * lib/openai/history-index.ts loopScope: the caller, metadata, user...; named by its id's head,
+ * ./sessions.ts branchIdPrefix) whose items since it are the input's head, up to its newest
+ * response's output.
  * Another caller's or user's branch at that response is never continued, whatever it holds.
  * Undefined when none or several are (a new branch), or when the scope made more than
  * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, a get of each fork listed).
@@ -90,5 +91,5 @@ export async function branchResentAfter(
   return matches.length === 1 ? matches[0] : undefined;
 }
 
-/** The branches one loop scope made at one response that a step of it looks among. */
+/** The branches one loop scope made at one response, starting with one item, that a step of it looks among. */
 const MAX_LOOP_BRANCHES = 20;

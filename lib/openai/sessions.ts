@@ -174,9 +174,10 @@ export async function branchedSession(
 
 /**
  * How the id of an unkeyed branch off `previousResponseId` begins (the rest random): 12 hex of
- * a hash of the response and the loop's scope (lib/openai/history-index.ts loopScope: the
- * caller, metadata, user...), so that a loop's later steps look for their branch among the
- * forks its own scope made there alone (./resent-after.ts branchResentAfter).
+ * a hash of the response and `scope`, the loop's (lib/openai/history-index.ts loopScope: the
+ * caller, metadata, user...) with the first item of its input, which each step of the loop sends
+ * first, so that a loop's later steps look for their branch among the forks made there by its
+ * own scope starting with that item alone (./resent-after.ts branchResentAfter).
  */
 export function branchIdPrefix(previousResponseId: string, scope: string): string {
   return `conv_${sha256Hex(`openai-loop-branch:${previousResponseId}:${scope}`).slice(0, 12)}`;

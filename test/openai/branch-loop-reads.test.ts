@@ -48,4 +48,19 @@ describe('a loop step under an older response of a session with many forks', () 
     // Fewer reads of session configs than the session has forks: the others are not listed.
     expect(store.configGets - before).toBeLessThan(60);
   });
+
+  it('a loop goes on in its branch whatever number of other loops of its scope branched there before', async () => {
+    const first = await client.responses.create({ model: 'echo', input: 'base' });
+    await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'moved on' });
+    // More conversations branched off that response under the same scope than a step looks among.
+    for (let index = 0; index < 25; index++)
+      await client.responses.create({ model: 'echo', previous_response_id: first.id, input: `chat ${index}` });
+    const mine = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'hi' });
+    const next = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: echoedThen('hi', 'and then'),
+    });
+    expect(sessionOf(next.id)).toBe(sessionOf(mine.id));
+  });
 });

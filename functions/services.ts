@@ -82,6 +82,15 @@ export function sessionLogFor(
   });
 }
 
+/**
+ * The session log option by which a close it writes for someone else (a cancel, a delete, a
+ * lapsed lease's close: a request's, or the webhook drainer's) stops at once the turn's
+ * attempts `running` holds (lib/turn/running.ts); none without it.
+ */
+export function stoppingRunning(running: RunningTurns | undefined): Pick<SessionLogOptions, 'onClosedByOther'> {
+  return running ? { onClosedByOther: (closed: ClosedTurn) => running.stop(closed) } : {};
+}
+
 /** Builds one request's services from its store and its freshly parsed config. */
 export function createServices(inputs: ServiceInputs): AppServices {
   const { store, config, log } = inputs;
@@ -99,7 +108,7 @@ export function createServices(inputs: ServiceInputs): AppServices {
       onClosed,
       onClaimed,
       onLeaseClosed: pickUpAfterLeaseClose(() => services),
-      ...(running ? { onClosedByOther: (closed: ClosedTurn) => running.stop(closed) } : {}),
+      ...stoppingRunning(running),
       log,
     }),
     inbox: new Inbox(store, {

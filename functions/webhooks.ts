@@ -5,7 +5,7 @@ import type { WebhookEntry } from '../lib/webhooks/events.ts';
 import { outboxPrefix } from '../lib/webhooks/intent.ts';
 import { drainOutbox } from '../lib/webhooks/outbox.ts';
 import { pickUpAfterLeaseClose } from '../lib/turn/index.ts';
-import { sessionLogFor, type AppServices } from './services.ts';
+import { sessionLogFor, stoppingRunning, type AppServices } from './services.ts';
 
 /**
  * Webhook delivery with a deployment's settings (lib/webhooks/): on Node and Deno a loop that
@@ -21,7 +21,8 @@ const POLL_MS = 30_000;
 /**
  * One drain of the outbox of `services`' store, with their settings. A turn whose intent it
  * closes (its lease ran out) is followed by a pickup of the inputs queued behind it, run with
- * `services` (lib/turn/busy.ts, pickUpAfterLeaseClose).
+ * `services` (lib/turn/busy.ts, pickUpAfterLeaseClose), and stopped at once when it runs among
+ * `services.running` (lib/turn/running.ts).
  */
 export async function drainWebhooks(services: AppServices): Promise<number | null> {
   const { config, store, clock } = services;
@@ -29,8 +30,13 @@ export async function drainWebhooks(services: AppServices): Promise<number | nul
   return drainOutbox({
     store,
     keyPrefix: config.keyPrefix,
-    // Without `onClosed`: the drainer delivers the event of a turn it closes itself.
-    sessions: sessionLogFor(store, config, { clock, onLeaseClosed: pickUpAfterLeaseClose(() => services) }),
+    // Without `onClosed`: the drainer delivers the event of a turn it closes itself. A turn it
+    // closes that this process runs stops at once.
+    sessions: sessionLogFor(store, config, {
+      clock,
+      onLeaseClosed: pickUpAfterLeaseClose(() => services),
+      ...stoppingRunning(services.running),
+    }),
     secret: config.webhooks.secret,
     allowPrivate: config.webhooks.allowPrivate,
     clock,

@@ -6,7 +6,7 @@ import { echoModel } from '../../lib/models/echo.ts';
 import type { Model } from '../../lib/models/model.ts';
 import { MemoryStore } from '../../lib/store/memory.ts';
 import { listAll, decodeUtf8, type ObjectStore } from '../../lib/store/object-store.ts';
-import { runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
+import { RunningTurns, runTurn, takeUnderPolicy } from '../../lib/turn/index.ts';
 import { deliverWebhook, MAX_ATTEMPTS } from '../../lib/webhooks/deliver.ts';
 import { intentEntry } from '../../lib/webhooks/events.ts';
 import { resolveIntent } from '../../lib/webhooks/intent.ts';
@@ -15,10 +15,12 @@ import { webhookUrlProblem } from '../../lib/webhooks/url.ts';
 import { DepthStore } from '../support/depth-store.ts';
 import { FaultyStore } from '../support/faulty-store.ts';
 import { GatedStore } from '../support/gated-store.ts';
+import { releasedAfterEach } from '../support/slow-echo.ts';
 import { hookedEcho } from '../support/turn-world.ts';
 import { startWebhookReceiver, WEBHOOK_SECRET, type WebhookReceiver } from '../support/webhook-receiver.ts';
 
 let receiver: WebhookReceiver;
+const heldEcho = releasedAfterEach();
 beforeAll(async () => {
   receiver = await startWebhookReceiver();
 });
@@ -29,7 +31,7 @@ beforeEach(() => {
 });
 
 /** The services of a deployment sending webhooks to the receiver, on `store`, with a movable clock. */
-function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel) {
+function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel, running?: RunningTurns) {
   // The real clock, moved on by the tests (a receiver refuses signatures more than 5 minutes off).
   const now = { ms: 0 };
   const clock = () => new Date(Date.now() + now.ms);
@@ -49,6 +51,7 @@ function world(store: ObjectStore = new MemoryStore(), model: Model = echoModel)
     log: (message) => void logged.push(message),
     clock,
     webhookSink: outboxSink(store, ''),
+    running,
   });
   const settle = async () => {
     while (tasks.length > 0) await Promise.all(tasks.splice(0));
@@ -461,6 +464,22 @@ describe('webhook intents', () => {
         ['session.idle', expect.objectContaining({ turn: 2 })],
       ]),
     );
+  });
+
+  it('a turn of this process whose lapsed lease the drainer closes stops at once: its model call aborted', async () => {
+    const slow = heldEcho();
+    const running = new RunningTurns();
+    const w = world(new MemoryStore(), slow.model, running);
+    await w.services.sessions.create({ id: 'lp' });
+    const answered = runTurn(w.services, 'lp', { input: 'slow one' }).catch((error: unknown) => error);
+    await expect.poll(() => slow.signals.length).toBe(1);
+    // Its lease ran out (no renewal came: the process stalled, say): the drainer closes it.
+    w.now.ms = 60_000;
+    await w.drain();
+    expect(await w.services.sessions.getTurn('lp', 1)).toMatchObject({ error: { code: 'lease_expired' } });
+    expect(slow.signals[0]!.aborted).toBe(true);
+    expect(await answered).toMatchObject({ code: 'lease_expired' });
+    expect(running.size).toBe(0);
   });
 
   it('an intent resolved after a compacting turn completed carries its compaction_usage', async () => {

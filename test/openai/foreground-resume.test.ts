@@ -255,13 +255,19 @@ function localApp(store: ObjectStore, env: Record<string, string> = {}, clock?: 
   return { app, local };
 }
 
+/** An app whose conversation's first response (not streamed) waits at the gate until `opened.open()`. */
+async function heldResponse() {
+  const store = new MemoryStore();
+  const { app, local } = localApp(store);
+  const conversation = await local.conversations.create({});
+  const opened = gate('unjournaled');
+  const created = local.responses.create({ model: 'slow', input: 'unjournaled', conversation: conversation.id });
+  return { store, app, local, conversation, opened, created };
+}
+
 describe('stream=true for a foreground response that was not streamed, while its turn runs', () => {
   it('stops waiting for its journal once its client went away', async () => {
-    const store = new MemoryStore();
-    const { app, local } = localApp(store);
-    const conversation = await local.conversations.create({});
-    const opened = gate('unjournaled');
-    const created = local.responses.create({ model: 'slow', input: 'unjournaled', conversation: conversation.id });
+    const { store, app, local, conversation, opened, created } = await heldResponse();
     // Its first response in the conversation: turn 1, its input seq 1, its output from seq 2.
     const scope = await sessionLogFor(store, parseServiceConfig({ API_TOKEN: TOKEN })).scope(conversation.id);
     const generation = idGeneration(scope, 1);
@@ -291,11 +297,7 @@ describe('stream=true for a foreground response that was not streamed, while its
 
 describe('GET .../turns/{turn}/events of a turn not streamed, while it runs', () => {
   it('stops waiting for its journal once its client went away', async () => {
-    const store = new MemoryStore();
-    const { app, local } = localApp(store);
-    const conversation = await local.conversations.create({});
-    const opened = gate('unjournaled');
-    const created = local.responses.create({ model: 'slow', input: 'unjournaled', conversation: conversation.id });
+    const { app, conversation, opened, created } = await heldResponse();
     const turns = `/v1/sessions/${conversation.id}/turns`;
     const headers = { authorization: `Bearer ${TOKEN}` };
     while (

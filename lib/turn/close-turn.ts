@@ -11,6 +11,7 @@ import type { TurnPlan } from './plan.ts';
 import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
 import type { TurnTrace } from './trace.ts';
+import type { CallMeter, StoppedSpend } from './stopped-spend.ts';
 import type { TurnResponse, TurnServices } from './types.ts';
 
 /**
@@ -32,6 +33,10 @@ export interface Attempt {
   notices?: TurnNotices;
   /** Aborted (with the error to answer) once its lease renewals find someone else closed it. */
   stop: AbortController;
+  /** What its model calls spent, charged by itself when someone else closed it (chargeStopped). */
+  meter: CallMeter;
+  /** Set once it charged what it spent, stopped by someone else. */
+  stopped?: StoppedSpend;
   /** A background turn's: its runner holds the lease before it moves a notice or calls a model. */
   background?: true;
   /** Set once this attempt's own failed completion landed (closeFailed). */
@@ -110,6 +115,7 @@ export async function closeFailed(
       (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
     );
     if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
+    chargeStopped(services, attempt);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,
   // as after any close by the turn's own completion.
@@ -143,6 +149,23 @@ export async function closeFailed(
       throw new NotFoundError(`session ${sessionId} was deleted during turn ${turn.turn}`, { id: sessionId });
   }
   throw error;
+}
+
+/**
+ * Charges the token the turn is charged to with what a turn stopped by someone else spent (its
+ * model call, the provider's usage when it answered, else estimated; and its compaction's
+ * summary), as no turn: the closer's completion counts nothing of it. Once per attempt, and
+ * only when its own completion did not land.
+ */
+function chargeStopped(services: TurnServices, attempt: Attempt): void {
+  const { turn, plan } = attempt;
+  const stopped = plan ? attempt.meter.spent(services.config.modelPrices[plan.model.id]) : null;
+  if (stopped) attempt.stopped = stopped;
+  const summary = attempt.prompt?.summaryUsage;
+  const spend = stopped || summary ? turnSpend(services, turn) : undefined;
+  if (!spend) return;
+  if (stopped) afterResponse(services, () => spend.charge(stopped.usage, 0, summary));
+  else if (summary) afterResponse(services, () => spend.charge(summary, 0));
 }
 
 /** What a pickup after this turn's own close needs to tell that the session went idle. */

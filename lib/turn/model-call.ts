@@ -4,6 +4,7 @@ import { ModelError } from '../models/errors.ts';
 import type { StrategyConfig } from '../strategies/index.ts';
 import { resolveTokenBudget, type TokenBudget } from '../tokens/model-limits.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
+import type { CallMeter } from './stopped-spend.ts';
 import type { TurnEvent, TurnRequest } from './types.ts';
 
 /**
@@ -83,9 +84,11 @@ function streamModel(
   request: ModelRequest,
   firstSeq: number,
   emit: (event: TurnEvent) => void,
+  meter: CallMeter | undefined,
 ): Promise<ModelResult> {
   let index = 0;
   return callModel(model, request, (event) => {
+    meter?.saw(event);
     if (event.type === 'text_delta') emit({ event: 'output_text.delta', data: { delta: event.delta } });
     else if (event.type === 'call_start')
       emit({ event: 'function_call.started', data: { call_id: event.call_id, name: event.name } });
@@ -113,6 +116,8 @@ export async function gatedModelCall(
   emit: ((event: TurnEvent) => void) | undefined,
   /** Aborts the call from outside (a turn its lease renewal found closed by someone else). */
   stop?: AbortSignal,
+  /** Counts what the call streamed, for a turn stopped before it answered. */
+  meter?: CallMeter,
 ): Promise<ModelResult | null> {
   const controller = new AbortController();
   if (stop?.aborted) controller.abort();
@@ -121,7 +126,7 @@ export async function gatedModelCall(
   let open = false;
   const forward = (event: TurnEvent) => (open ? emit!(event) : held.push(event));
   const call = emit
-    ? streamModel(model, { ...request, signal: controller.signal }, started.data.first_seq, forward)
+    ? streamModel(model, { ...request, signal: controller.signal }, started.data.first_seq, forward, meter)
     : callModel(model, { ...request, signal: controller.signal });
   // Settled either way: an aborted call's failure is nobody's.
   call.catch(() => undefined);

@@ -1,4 +1,5 @@
 import { LeaseHeldError, NotNewestTurnError, TailgateError, TurnNotOpenError } from '../errors.ts';
+import type { TurnUsage } from '../ledger/usage.ts';
 import { TurnTrace } from './trace.ts';
 import type { CompactionSpend, TurnEvent, TurnObservation, TurnRequest, TurnResponse, TurnServices } from './types.ts';
 
@@ -13,6 +14,8 @@ export interface Seen {
   replayed?: boolean;
   /** What the summary of a compaction the turn made used. */
   compaction?: CompactionSpend;
+  /** What the model call of a turn stopped by someone else spent (lib/turn/stopped-spend.ts). */
+  stopped?: TurnUsage;
   /** What the turn ran, when not the request observed: a background turn's stored request. */
   ran?: TurnRequest;
   trace: TurnTrace;
@@ -129,7 +132,7 @@ function observation(
     status,
     error_code: error === undefined ? null : error instanceof TailgateError ? error.code : 'internal_error',
     model: seen.model ?? null,
-    usage: status === 'completed' ? (response?.usage ?? null) : null,
+    usage: status === 'completed' ? (response?.usage ?? null) : (seen.stopped ?? null),
     compaction: seen.compaction ?? null,
     duration_ms: Date.now() - started,
     first_output_ms: seen.firstOutput === undefined ? null : seen.firstOutput - started,

@@ -39,6 +39,7 @@ import { buildTurnPrompt, promptStart, type PromptInputs, type TurnPrompt } from
 import { afterResponse, PACK_EVERY_RECORDS } from './append.ts';
 import { TURN_STEPS } from './trace.ts';
 import { renewLease } from './renewal.ts';
+import { CallMeter } from './stopped-spend.ts';
 
 /**
  * The turn pipeline: the one place that orders the steps of a turn (docs/ARCHITECTURE.md,
@@ -168,6 +169,7 @@ async function attemptTurn(
     turn: claimed.turn,
     trace: seen.trace,
     stop: new AbortController(),
+    meter: new CallMeter(),
     ...(options.background ? { background: true as const } : {}),
   };
   let renewal: ReturnType<typeof setInterval> | undefined;
@@ -207,6 +209,7 @@ async function attemptTurn(
     if (attempt.plan) seen.model = attempt.plan.model.id;
     const { summaryModel, summaryUsage } = attempt.prompt ?? {};
     if (summaryModel && summaryUsage) seen.compaction = { model: summaryModel, usage: summaryUsage };
+    if (attempt.stopped) seen.stopped = attempt.stopped.usage;
     clearInterval(renewal);
     unregister?.();
     // The session's listing row, after whatever the turn stored.
@@ -265,12 +268,22 @@ async function turnSteps(
     attempt.receipt = () => built.receipt(notices.delivered);
     // Not before a background turn holds its lease (see attemptTurn).
     if (attempt.background) await notices.claimed();
+    attempt.meter.calling(() => built.promptTokens(), budget.counter);
     const call = trace.step(TURN_STEPS.model, () =>
-      gatedModelCall(plan.model, prompt.modelRequest, notices.settle(), started, emit, attempt.stop.signal),
+      gatedModelCall(
+        plan.model,
+        prompt.modelRequest,
+        notices.settle(),
+        started,
+        emit,
+        attempt.stop.signal,
+        attempt.meter,
+      ),
     );
     built.startReceipt();
     result = await call;
   } while (!result);
+  attempt.meter.answered(result.usage);
   const context = { ...prompt.context, notices_delivered: notices.delivered.map((notice) => notice.name) };
   const output = result.output.map((item, index) => ({ ...item, seq: firstSeq + index }));
   const usage = turnUsage(result.usage, services.config.modelPrices[plan.model.id]);

@@ -110,6 +110,8 @@ export interface TurnPrompt {
   startReceipt: () => void;
   /** The receipt of what the model saw, given the notices finally delivered. */
   receipt: (delivered: DeliveredNotice[]) => Promise<TurnReceipt>;
+  /** The prompt's tokens as the turn counts them for its window (the tools included). */
+  promptTokens: () => number;
 }
 
 /**
@@ -176,7 +178,8 @@ export async function buildTurnPrompt(services: TurnServices, inputs: PromptInpu
     cacheBreakpoint,
     turnCallOptions(request),
   );
-  return { modelRequest, context, startReceipt, receipt };
+  const promptTokens = () => context.prompt_tokens ?? countPromptTokens(hydrated, plan.tools, inputs.budget.counter);
+  return { modelRequest, context, startReceipt, receipt, promptTokens };
 }
 
 /**

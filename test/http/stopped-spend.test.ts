@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import type { ObjectStore } from '../../lib/store/object-store.ts';
+import { approximateTokenCounter } from '../../lib/tokens/token-counter.ts';
+import { appHarness } from '../support/app-harness.ts';
+import { memoryAndFileStores } from '../support/local-stores.ts';
+import { heldOptions, releasedAfterEach } from '../support/slow-echo.ts';
+import { sseReader } from '../support/sse-reader.ts';
+import { createClient, SIGNING_KEY, TOKEN } from './http-suite.ts';
+
+// A turn closed by someone else while its model answers (a cancel, an `interrupt`, from another
+// process over the same store) spent what its provider bills for a call aborted midway: its
+// input, and the output generated until then. The closer's completion knows nothing of it, so
+// the stopped turn charges its token itself (lib/turn/close-turn.ts): the token's spend and
+// budget count it, estimated (the prompt's tokens as counted, the output streamed) since the
+// provider reported no usage. On the memory store and the file store.
+
+const environment = {
+  API_TOKEN: TOKEN,
+  TOKEN_SIGNING_KEY: SIGNING_KEY,
+  DEFAULT_MODEL: 'echo',
+  TURN_LEASE_MS: '3000',
+};
+const stores = await memoryAndFileStores('stopped-spend');
+const heldEcho = releasedAfterEach();
+
+function world(store: ObjectStore) {
+  const slow = heldEcho();
+  const { options, drain } = heldOptions(slow.model);
+  const harness = appHarness(store, environment, options);
+  const api = createClient(harness);
+  const closer = createClient(appHarness(store, environment, options));
+  const calling = () => expect.poll(() => slow.signals.length).toBe(1);
+  const aborted = () => expect.poll(() => slow.signals[0]?.aborted, { timeout: 10_000 }).toBe(true);
+  const mint = async (budget: Record<string, number>) => {
+    const minted = await api.post('/v1/tokens', { scopes: ['session:turn', 'session:read'], budget });
+    expect(minted.status, JSON.stringify(minted.body)).toBe(201);
+    return { authorization: `Bearer ${minted.body.token as string}` };
+  };
+  const spent = async (auth: Record<string, string>) => (await api.get('/v1/tokens/current', auth)).body.usage;
+  return { harness, api, closer, drain, calling, aborted, mint, spent };
+}
+
+describe.each(stores)('a turn stopped by someone else charges what it spent: %s', (_, storeOf) => {
+  it('a streamed turn cancelled: its prompt and the output streamed count in the token spend', async () => {
+    const { harness, api, closer, drain, calling, aborted, mint, spent } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 1_000_000 });
+    const id = await api.session();
+    const response = await harness.fetch(`/v1/sessions/${id}/turns`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'slow one', stream: true }),
+    });
+    const reader = sseReader(response);
+    await reader.until('event: output_text.delta');
+    await calling();
+    expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await aborted();
+    await reader.rest();
+    await drain();
+    const usage = await spent(auth);
+    // Counted as no turn (none completed); the echo model costs nothing.
+    expect(usage).toMatchObject({ turns: 0, output_tokens: approximateTokenCounter.count('thinking '), cost_usd: 0 });
+    // Its prompt: the input message (its text and a fixed overhead), no tools.
+    expect(usage.input_tokens).toBe(approximateTokenCounter.count('slow one') + 4);
+  });
+
+  it("interrupted turns count in the token's budget: the next turn is refused once it is spent", async () => {
+    const { api, closer, drain, calling, aborted, mint, spent } = world(storeOf());
+    const auth = await mint({ max_total_tokens: 5 });
+    const id = await api.session();
+    const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' }, auth);
+    await calling();
+    const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    await aborted();
+    expect((await pending).status).toBe(409);
+    await drain();
+    // Not streamed: nothing of its output was seen, its prompt is what it spent.
+    expect(await spent(auth)).toMatchObject({ turns: 0, input_tokens: 6, output_tokens: 0, total_tokens: 6 });
+    const refused = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' }, auth);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(402);
+    expect(refused.body.error).toMatchObject({
+      code: 'budget_exhausted',
+      details: { budget: 'token', limit: 'max_total_tokens' },
+    });
+  });
+});

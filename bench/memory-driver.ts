@@ -87,6 +87,7 @@ export class MemoryTurnDriver implements TurnDriver {
       releaseHeldLease: (turn, etag) => log.releaseHeldLease(turn, etag),
       listQueuedInputs: (id, limit) => log.listQueuedInputs(id, limit),
       closedBy: (turn) => log.closedBy(turn),
+      leaveDeleted: (turn) => log.leaveDeleted(turn),
       queued: (scope) => log.queued(scope),
       journal: () => log.journal(),
       getTurn: (id, turn) => log.getTurn(id, turn),

@@ -97,16 +97,23 @@ export async function tookNothing(ctx: InboxContext, sessionId: string, lost: re
  * (its lease expired, it was cancelled) before a model's answer was stored. Each delivery
  * record still naming `turn` is rewritten with If-Match (so a later turn that took it over
  * keeps it), the notice is posted again under its name (or a generated one when the name
- * is taken), and the record is deleted. Failures are logged.
+ * is taken), and the record is deleted. Given `incarnation` (the creation time of the session
+ * the turn ran in), a notice posted again names it as a post does, so a session created
+ * again under the id drops it (lib/inbox/move.ts `take`); and when, once they are posted, the
+ * id names another incarnation or none (a delete ran meanwhile, its sweep perhaps past the
+ * inbox already), they are removed again: nothing lands in a deleted session. Failures are
+ * logged.
  */
 export async function giveBack(
   ctx: InboxContext,
   sessionId: string,
   notices: readonly { name: string; stored_as: string }[],
   turn: number,
+  incarnation?: string,
 ): Promise<void> {
   const removedPrefix = ctx.removedPrefix(sessionId);
   const inboxPrefix = ctx.inboxPrefix(sessionId);
+  const given: { key: string; noticeId: string }[] = [];
   await mapLimit(notices, CONCURRENCY, async ({ name, stored_as: storedAs }) => {
     const key = removedPrefix + storedAs;
     try {
@@ -114,18 +121,63 @@ export async function giveBack(
       if (!object || object.metadata[META.turn] !== String(turn)) return;
       const metadata = { ...object.metadata, [META.turn]: 'returned' };
       if (!(await ctx.store.put(key, object.body, { ifMatch: object.etag, metadata }))) return;
-      const posted = { [META.postedAt]: postedAtOf(object), [META.noticeId]: randomId() };
-      if (!(await ctx.store.put(inboxPrefix + name, object.body, { onlyIfAbsent: true, metadata: posted }))) {
-        await ctx.store.put(inboxPrefix + generateName(ctx.clock()), object.body, {
-          onlyIfAbsent: true,
-          metadata: posted,
-        });
-      }
+      const noticeId = randomId();
+      const posted = {
+        [META.postedAt]: postedAtOf(object),
+        [META.noticeId]: noticeId,
+        ...(incarnation === undefined ? {} : { [META.sessionCreated]: incarnation }),
+      };
+      const post = async (at: string) => {
+        // Before the put: a removal after a delete must know it even when the put's answer is lost.
+        given.push({ key: at, noticeId });
+        return ctx.store.put(at, object.body, { onlyIfAbsent: true, metadata: posted });
+      };
+      if (!(await post(inboxPrefix + name))) await post(inboxPrefix + generateName(ctx.clock()));
       await ctx.store.delete(key);
     } catch (error) {
       ctx.log({ level: 'warn', message: `notice consumed by closed turn ${turn} not given back`, key, error });
     }
   });
+  if (incarnation === undefined || given.length === 0 || (await sameIncarnation(ctx, sessionId, incarnation))) return;
+  await mapLimit(given, CONCURRENCY, async ({ key, noticeId }) => {
+    try {
+      if ((await ctx.store.head(key))?.metadata[META.noticeId] === noticeId) await ctx.store.delete(key);
+    } catch (error) {
+      ctx.log({ level: 'warn', message: 'notice given back to a deleted session not removed', key, error });
+    }
+  });
+}
+
+/**
+ * Removes the delivery records of notices turn `turn` consumed before its session was deleted:
+ * they went with the session, but a move that landed after the delete's sweep passed
+ * `inbox_removed/` left its record there. Removed only while the id names no session (a session
+ * created again keeps the id's inbox, as the delete's sweep does). Failures are logged: the next
+ * delete of the id removes what is left.
+ */
+export async function forget(
+  ctx: InboxContext,
+  sessionId: string,
+  notices: readonly { stored_as: string }[],
+  turn: number,
+): Promise<void> {
+  const removedPrefix = ctx.removedPrefix(sessionId);
+  try {
+    const named = await mapLimit(notices, CONCURRENCY, async ({ stored_as: storedAs }) => {
+      const info = await ctx.store.head(removedPrefix + storedAs);
+      return info?.metadata[META.turn] === String(turn) ? info.key : null;
+    });
+    const keys = named.filter((key) => key !== null);
+    if (keys.length > 0 && !(await ctx.sessionExists(sessionId))) await ctx.store.delete(keys);
+  } catch (error) {
+    ctx.log({ level: 'warn', message: `notices consumed by turn ${turn} of a deleted session not removed`, error });
+  }
+}
+
+/** Whether the id still names the incarnation created at `incarnation` (a failed read says yes). */
+async function sameIncarnation(ctx: InboxContext, sessionId: string, incarnation: string): Promise<boolean> {
+  const found = await ctx.sessionExists(sessionId).catch(() => true);
+  return found === true || found === incarnation;
 }
 
 /**

@@ -33,9 +33,12 @@ import {
 } from './delivery-records.ts';
 import { deliverAll, readNotice, take, type InboxContext } from './move.ts';
 import type { FetchedNotice } from './delivery-records.ts';
-import { giveBack, recordCarrier, recover, tookNothing } from './carry.ts';
+import { forget, giveBack, recordCarrier, recover, tookNothing } from './carry.ts';
 
 const GENERATED_NAME_ATTEMPTS = 5;
+
+/** A notice a closed turn consumed, to give back. */
+type Given = { name: string; stored_as: string };
 
 /**
  * The session inbox: one-shot notices for the model (docs/ARCHITECTURE.md, "Inbox").
@@ -102,6 +105,7 @@ export class Inbox {
       maxNoticeBytes: this.#maxNoticeBytes,
       inboxPrefix: (sessionId) => this.#inboxPrefix(sessionId),
       removedPrefix: (sessionId) => this.#removedPrefix(sessionId),
+      sessionExists: this.#sessionExists,
     };
   }
 
@@ -329,12 +333,13 @@ export class Inbox {
   }
 
   /** Gives notices a closed turn consumed back to the inbox (lib/inbox/carry.ts `giveBack`). */
-  async giveBack(
-    sessionId: string,
-    notices: readonly { name: string; stored_as: string }[],
-    turn: number,
-  ): Promise<void> {
-    return giveBack(this.#context, sessionId, notices, turn);
+  async giveBack(sessionId: string, notices: readonly Given[], turn: number, incarnation?: string): Promise<void> {
+    return giveBack(this.#context, sessionId, notices, turn, incarnation);
+  }
+
+  /** Removes what a turn of a deleted session consumed (lib/inbox/carry.ts `forget`). */
+  async forget(sessionId: string, notices: readonly { stored_as: string }[], turn: number): Promise<void> {
+    return forget(this.#context, sessionId, notices, turn);
   }
 
   /** Names the turn that finally carried notices in their delivery records (lib/inbox/carry.ts). */

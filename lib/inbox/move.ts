@@ -34,6 +34,8 @@ export interface InboxContext {
   maxNoticeBytes: number;
   inboxPrefix: (sessionId: string) => string;
   removedPrefix: (sessionId: string) => string;
+  /** Whether the id names a session: its creation time when the check tells it (InboxOptions). */
+  sessionExists: (sessionId: string) => Promise<boolean | string>;
 }
 
 /** A claim older than this whose original still exists was left by a consumer that failed. */

@@ -71,7 +71,7 @@ async function consumeNotices(
   const consumed = await consumeForModelCall(inbox, sessionId, session, 0);
   if (consumed.abort) {
     const { abort } = consumed;
-    if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0);
+    if (consumed.delivered.length > 0) await inbox.giveBack(sessionId, consumed.delivered, 0, session.created_at);
     const aborted = new AbortedError(abort.reason, {
       reason: abort.reason,
       notice: abort.name,

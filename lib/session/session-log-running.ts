@@ -3,6 +3,7 @@ import {
   cancelTurn,
   closedBy,
   closeIfOpenExpired,
+  leaveDeleted,
   releaseHeldLease,
   renewHeldLease,
   renewLease,
@@ -135,6 +136,14 @@ export class SessionLogRunning extends SessionLogBase {
   /** The error code someone else closed the turn with (cancel, lease, delete); null while open. */
   async closedBy(turn: OpenTurn): Promise<string | null> {
     return closedBy(this.log, turn);
+  }
+
+  /**
+   * Removes what a turn whose session was deleted left beside the delete's fence once its attempt
+   * ended: its lease, and the fence with its `idem/` once the sweep removed its record (log/lease.ts).
+   */
+  async leaveDeleted(turn: OpenTurn): Promise<void> {
+    return leaveDeleted(this.log, turn);
   }
 
   /**

@@ -12,6 +12,7 @@ import type { PromptInputs } from './turn-prompt.ts';
 import { errorRecord, noticeRecord, type TurnReceipt } from './receipt.ts';
 import type { TurnTrace } from './trace.ts';
 import type { CallMeter, StoppedSpend } from './stopped-spend.ts';
+import type { LeaseRenewal } from './renewal.ts';
 import type { TurnResponse, TurnServices } from './types.ts';
 
 /**
@@ -41,6 +42,8 @@ export interface Attempt {
   background?: true;
   /** Set once this attempt's own failed completion landed (closeFailed). */
   closedFailed?: true;
+  /** Its lease's renewals, once its claim landed (closeFailed stops them first). */
+  renewal?: LeaseRenewal;
 }
 
 /**
@@ -90,8 +93,27 @@ export async function closeAborted(
   throw error;
 }
 
-/** Closes a claimed turn that failed (unless someone else closed it) and rethrows. */
+/**
+ * Closes a claimed turn that failed (unless someone else closed it) and rethrows. Its lease's
+ * renewals stop first (none lands after the close); a turn whose session was deleted (404)
+ * then removes what it left beside the delete's fence (`SessionLog.leaveDeleted`).
+ */
 export async function closeFailed(
+  services: TurnServices,
+  sessionId: string,
+  attempt: Attempt,
+  failure: unknown,
+): Promise<never> {
+  await attempt.renewal?.stop();
+  try {
+    return await closeFailedTurn(services, sessionId, attempt, failure);
+  } catch (error) {
+    if (error instanceof NotFoundError) await services.sessions.leaveDeleted(attempt.turn);
+    throw error;
+  }
+}
+
+async function closeFailedTurn(
   services: TurnServices,
   sessionId: string,
   attempt: Attempt,
@@ -114,7 +136,9 @@ export async function closeFailed(
     const taken = undelivered.notices.filter(
       (notice) => !turn.undelivered.notices.some((earlier) => earlier.stored_as === notice.stored_as),
     );
-    if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn);
+    // A delete's: they went with the session (whose sweep may have passed the inbox already).
+    if (taken.length > 0 && error instanceof NotFoundError) await services.inbox.forget(sessionId, taken, turn.turn);
+    else if (taken.length > 0) await services.inbox.giveBack(sessionId, taken, turn.turn, turn.session.created_at);
     chargeStopped(services, attempt);
   }
   // Closed by the abort itself, or by the turn's own completion (above): the queue is taken up,

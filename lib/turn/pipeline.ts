@@ -172,7 +172,6 @@ async function attemptTurn(
     meter: new CallMeter(),
     ...(options.background ? { background: true as const } : {}),
   };
-  let renewal: ReturnType<typeof setInterval> | undefined;
   // A background turn's runner takes its lease (while it reads the history) before it moves a
   // notice or calls a model: a second runner of the turn stops while the first renews it.
   const { background } = options;
@@ -182,7 +181,7 @@ async function attemptTurn(
         .then((etag) => Object.assign(background.lease ?? {}, { turn: claimed.turn, etag }))
     : undefined;
   const landed = Promise.all([claimed.landed, leased]).then(([ok, held]) => {
-    if (ok) renewal = renewLease(services, claimed.turn, attempt.stop, held);
+    if (ok) attempt.renewal = renewLease(services, claimed.turn, attempt.stop, held);
     return ok;
   });
   landed.catch(() => undefined);
@@ -210,7 +209,7 @@ async function attemptTurn(
     const { summaryModel, summaryUsage } = attempt.prompt ?? {};
     if (summaryModel && summaryUsage) seen.compaction = { model: summaryModel, usage: summaryUsage };
     if (attempt.stopped) seen.stopped = attempt.stopped.usage;
-    clearInterval(renewal);
+    void attempt.renewal?.stop();
     unregister?.();
     // The session's listing row, after whatever the turn stored.
     afterResponse(services, async () => services.sessions.refreshIndex(sessionId));

@@ -43,7 +43,7 @@ export function renewLease(
   turn: OpenTurn,
   stop?: AbortController,
   held?: HeldLease,
-): ReturnType<typeof setInterval> {
+): LeaseRenewal {
   const renewUntil = Date.now() + 2 * services.config.modelTimeoutMs + services.config.turnLeaseMs;
   const closed = async (kept = true) => {
     if (!stop || stop.signal.aborted) return;
@@ -69,14 +69,29 @@ export function renewLease(
     return next !== null;
   };
   const failed = (error: unknown) => services.log('tailgate: could not renew a turn lease', error);
+  // The renewal under way, which `stop` waits for.
+  let inFlight: Promise<unknown> = Promise.resolve();
   const renew = () => {
     if (Date.now() > renewUntil) return clearInterval(renewal);
-    if (held) return void renewed().then(closed).catch(failed);
+    if (held) {
+      inFlight = renewed().then(closed).catch(failed);
+      return;
+    }
     // A read that failed leaves the lease to be renewed all the same: the next renewal asks again.
     const asked = closed().catch(failed);
-    asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed);
+    inFlight = asked.then(() => (stop?.signal.aborted ? undefined : renewed())).catch(failed);
   };
   const renewal = setInterval(renew, renewalMs(services.config.turnLeaseMs));
-  if (held) closed().catch(failed);
-  return renewal;
+  if (held) inFlight = closed().catch(failed);
+  return {
+    stop: () => {
+      clearInterval(renewal);
+      return inFlight.then(() => undefined);
+    },
+  };
+}
+
+/** A running turn's renewals: `stop` ends them, once the one under way (if any) ended. */
+export interface LeaseRenewal {
+  stop(): Promise<void>;
 }

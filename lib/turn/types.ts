@@ -92,6 +92,7 @@ export type TurnSessionLog = Pick<
   | 'renewHeldLease'
   | 'releaseHeldLease'
   | 'closedBy'
+  | 'leaveDeleted'
   | 'queued'
   | 'journal'
   | 'getTurn'
@@ -114,7 +115,7 @@ export type TurnSessionLog = Pick<
 /** The part of the inbox the pipeline uses. */
 export type TurnInbox = Pick<
   Inbox,
-  'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack' | 'tookNothing'
+  'consume' | 'fetch' | 'peek' | 'recover' | 'recordCarrier' | 'giveBack' | 'forget' | 'tookNothing'
 >;
 
 /** Everything one request's pipeline works with, built per request by the runtime entry. */

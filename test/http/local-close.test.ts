@@ -92,9 +92,10 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
         expect(answered.status, JSON.stringify(answered.body)).toBe(404);
         expect(answered.body.error).toMatchObject({ code: 'not_found' });
         expect((await one.api.get(`/v1/sessions/${id}`)).status).toBe(404);
-        // Stopped once the delete ended: it wrote nothing into the swept session (its fence stays).
+        // Stopped once the delete ended: it wrote nothing into the swept session, and removed its fence.
         await one.drain();
         expect(await leftOf(store, id)).toEqual([]);
+        expect((await store.list(`sessions/${id}/`)).objects).toEqual([]);
         return;
       }
       expect(answered.status, JSON.stringify(answered.body)).toBe(409);

@@ -123,6 +123,7 @@ describe('inbox on a failing store', () => {
         maxNoticeBytes: 1000,
         inboxPrefix: () => '',
         removedPrefix: () => '',
+        sessionExists: async () => true,
       },
       `${prefix}inbox/a`,
       claim,

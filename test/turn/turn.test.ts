@@ -356,6 +356,7 @@ describe('storage operations per turn', () => {
         releaseHeldLease: log.releaseHeldLease.bind(log),
         listQueuedInputs: log.listQueuedInputs.bind(log),
         closedBy: log.closedBy.bind(log),
+        leaveDeleted: log.leaveDeleted.bind(log),
         queued: log.queued.bind(log),
         journal: log.journal.bind(log),
         getTurn: log.getTurn.bind(log),

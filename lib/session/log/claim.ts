@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { NotFoundError, StorageError } from '../../errors.ts';
 import { sha256Hex } from '../../hash.ts';
 import { itemSchema, type Item, type StoredItem } from '../../items.ts';
-import { doneKey, idempotencyKey, leaseKey, recordKey } from '../keys.ts';
+import { doneKey } from '../keys.ts';
 import { doneSchema, MAX_OPEN_CALLS, parseStored, type DoneRecord, type LogItem } from '../records.ts';
 import { LEASE_EXPIRED, SESSION_DELETED, TURN_CANCELLED, TurnClosedError } from '../../errors.ts';
 import { commitState, landCommit, prepareCommit, type Commit, type CommitOptions, type CommitState } from './commit.ts';
@@ -299,10 +299,9 @@ export async function completeTurn(log: LogContext, turn: OpenTurn, result: Turn
     const closed = parseStored(key, existing.body, doneSchema);
     // Ours (a lost answer): the stored completion is the outcome, whatever this call carried.
     if (closed.writer === writer) return await closedWith(closed, closed.status === result.status ? result : undefined);
-    if (closed.error?.code === SESSION_DELETED) {
-      await liftFence(log, turn);
+    // Its owner removes that fence once its attempt ended (leaveDeleted, log/lease.ts).
+    if (closed.error?.code === SESSION_DELETED)
       throw new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
-    }
     throw new TurnClosedError(
       turn.scope.id,
       turn.turn,
@@ -324,26 +323,6 @@ async function packedAsWritten(log: LogContext, turn: OpenTurn, done: DoneRecord
     packed.completed_at === done.completed_at &&
     JSON.stringify(packed.response) === JSON.stringify(done.response)
   );
-}
-
-/**
- * A delete that met this turn open closed it with a completion (failed, session_deleted) and
- * kept that completion as a fence: the turn's own completion, the only other writer of it,
- * has just been refused by it, so the fence has done its job. It goes, with what the turn
- * wrote beside it (its lease, its key's `idem/`), once the delete's sweep has removed the
- * turn's record: before that, the delete may still read the record and fence it again.
- * Failures leave them to the next delete of the same id, whose sweep removes every object of
- * other incarnations.
- */
-async function liftFence(log: LogContext, turn: OpenTurn): Promise<void> {
-  try {
-    if (await log.store.head(recordKey(turn.scope, turn.record))) return;
-    const keys = [doneKey(turn.scope, turn.record), leaseKey(turn.scope, turn.record)];
-    if (turn.keyHash) keys.push(idempotencyKey(turn.scope, turn.keyHash));
-    await log.store.delete(keys);
-  } catch {
-    // Left for the next delete of this id.
-  }
 }
 
 /** Whether `work` succeeded (a failure is left to the completion, which does it again). */

@@ -2,6 +2,7 @@ import {
   CorruptObjectError,
   NotFoundError,
   LEASE_EXPIRED,
+  SESSION_DELETED,
   TURN_CANCELLED,
   TurnNotOpenError,
   TurnInProgressError,
@@ -9,7 +10,7 @@ import {
 } from '../../errors.ts';
 import { putCreateOnlyInfo, putJsonCreateOnly } from '../../store/create-only.ts';
 import type { StoredObject } from '../../store/object-store.ts';
-import { doneKey, leaseKey, sessionConfigKey, type LogScope } from '../keys.ts';
+import { doneKey, idempotencyKey, leaseKey, recordKey, sessionConfigKey, type LogScope } from '../keys.ts';
 import {
   doneSchema,
   leaseSchema,
@@ -150,6 +151,31 @@ export async function closedBy(log: LogContext, turn: OpenTurn): Promise<string 
   if (object.body.length === 0) return LEASE_EXPIRED;
   const done = parseStored(key, object.body, doneSchema);
   return done.writer === turn.writer ? null : (done.error?.code ?? LEASE_EXPIRED);
+}
+
+/**
+ * See SessionLog.leaveDeleted. A delete that met the turn open closed it with a completion
+ * (failed, session_deleted) and kept that completion as a fence, which refuses the turn's own
+ * completion. Once the turn's attempt has ended (its renewals stopped: none is in flight), its
+ * lease goes at once: a renewal that read no fence just before the delete wrote it may have put
+ * it after the delete's sweep. The fence goes too, with the turn's `idem/`, once the sweep has
+ * removed the turn's record: before that, the delete may still read the record and fence it
+ * again. Nothing is removed unless the completion found is a delete's. Failures leave them to
+ * the next delete of the same id, whose sweep removes every object of other incarnations.
+ */
+export async function leaveDeleted(log: LogContext, turn: OpenTurn): Promise<void> {
+  try {
+    const key = doneKey(turn.scope, turn.record);
+    const [record, fence] = await Promise.all([log.store.head(recordKey(turn.scope, turn.record)), log.store.get(key)]);
+    if (!fence || fence.body.length === 0) return;
+    const closed = parseStored(key, fence.body, doneSchema);
+    if (closed.writer === turn.writer || closed.error?.code !== SESSION_DELETED) return;
+    const keys = [leaseKey(turn.scope, turn.record)];
+    if (!record) keys.push(key, ...(turn.keyHash ? [idempotencyKey(turn.scope, turn.keyHash)] : []));
+    await log.store.delete(keys);
+  } catch {
+    // Left for the next delete of this id.
+  }
 }
 
 /** See SessionLog.cancelTurn. */

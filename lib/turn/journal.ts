@@ -168,10 +168,11 @@ export async function turnAsItStands(services: TurnServices, sessionId: string, 
 
 /**
  * Ends the journal of a turn whose owner wrote no end, for the reader that found it so: an
- * `error` event with how the turn failed (if it did), numbered after every event journaled
- * (`last`), in an `end` batch put create-only after the last batch read (`read`), so its number
- * is no one else's and every reader ends the same way. Null when that batch index is taken: an
- * owner alive after all wrote it, and the reader reads on.
+ * `error` event with how the turn failed (if it did), numbered after `last` (every event
+ * journaled, and every event the reader's client saw), in an `end` batch put create-only after
+ * the last batch read (`read`), so its number is no one else's and every reader ends the same
+ * way. Null when that batch index is taken: an owner alive after all wrote it, and the reader
+ * reads on.
  */
 async function endJournal(
   services: TurnServices,
@@ -224,10 +225,18 @@ export async function* journalEvents(
           yield event;
         }
       }
-      if (batch.end) return;
+      // A reader past every event (its client saw, live, events a dead owner never journaled,
+      // and another reader ended the journal below them) still learns how the turn ended.
+      if (batch.end) {
+        if (sent > last && batch.events.length > 0) yield batch.events.at(-1)!;
+        return;
+      }
     }
-    // Its end, unless the owner's batch took its place (then read on).
-    const end = (error: StoredOutcome['error'] | null) => endJournal(services, scope, turn, read, last, error);
+    // Its end, unless the owner's batch took its place (then read on): numbered after every
+    // event journaled and every event this reader's client saw (a dead owner streamed events
+    // live that it never journaled), so the client resuming after them gets it.
+    const end = (error: StoredOutcome['error'] | null) =>
+      endJournal(services, scope, turn, read, Math.max(last, sent), error);
     const ending = batches.length === 0 && expired ? await end(expired.error ?? null) : null;
     if (ending) return yield* ending.filter((event) => event.n > sent);
     if (batches.length === 0 && !expired) {

@@ -27,6 +27,30 @@ async function setup() {
   return { store, sessions, services, close };
 }
 
+const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
+const delta = { n: 2, event: 'output_text.delta', data: { delta: 'par' } };
+const leaseExpired = (n: number) => ({
+  n,
+  event: 'error',
+  data: { error: expect.objectContaining({ code: 'lease_expired' }) },
+});
+
+/**
+ * Turn 1 of session `j`, whose owner journaled `events` and died; `passLease` moves the log's
+ * clock an hour on, `read` gives every event after `after`.
+ */
+async function ownerDied(events: { n: number; event: string; data: unknown }[]) {
+  let now = Date.parse('2030-01-01T00:00:00Z');
+  const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date(now));
+  await sessions.journal().write(await sessions.scope('j'), 1, 1, { writer: 'w', events });
+  const read = async (after: number) => {
+    const read = [];
+    for await (const event of journalEvents(services, 'j', 1, after)) read.push(event);
+    return read;
+  };
+  return { sessions, services, read, passLease: () => (now += 60 * 60 * 1000) };
+}
+
 describe('turn event journal', () => {
   beforeEach(() => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
@@ -86,24 +110,39 @@ describe('turn event journal', () => {
 
   it("ends a turn whose owner died once its lease ran out by the log's clock, failed as lease_expired", async () => {
     vi.useRealTimers();
-    let now = Date.parse('2030-01-01T00:00:00Z');
-    const { sessions, services } = await openTurnServices(new MemoryStore(), 'j', () => new Date(now));
-    const scope = await sessions.scope('j');
     // Its owner wrote its first events, then died: no last batch, no completion, no renewal.
-    const started = { n: 1, event: 'turn.started', data: { turn: 1, first_seq: 2 } };
-    const delta = { n: 2, event: 'output_text.delta', data: { delta: 'par' } };
-    await sessions.journal().write(scope, 1, 1, { writer: 'w', events: [started, delta] });
+    const { sessions, services, passLease } = await ownerDied([started, delta]);
     const follower = journalEvents(services, 'j', 1, 0);
     expect((await follower.next()).value).toEqual(started);
     expect((await follower.next()).value).toEqual(delta);
     expect((await sessions.getTurn('j', 1)).status).toBe('in_progress');
-    now += 60 * 60 * 1000;
+    passLease();
     const rest = [];
     for await (const event of follower) rest.push(event);
-    expect(rest).toEqual([
-      { n: 3, event: 'error', data: { error: expect.objectContaining({ code: 'lease_expired' }) } },
-    ]);
+    expect(rest).toEqual([leaseExpired(3)]);
     expect(await sessions.getTurn('j', 1)).toMatchObject({ status: 'failed', error: { code: 'lease_expired' } });
+  });
+
+  it('ends a dead turn for a client that saw events live its owner never journaled, after them', async () => {
+    vi.useRealTimers();
+    // The owner streamed events 1 to 4 to its client and journaled 1 and 2, then died.
+    const { read, passLease } = await ownerDied([started, delta]);
+    passLease();
+    // The client comes back with Last-Event-ID 4: it learns how the turn ended, numbered after 4.
+    expect(await read(4)).toEqual([leaseExpired(5)]);
+    // Every reader then gets the same events with the same ids.
+    expect(await read(0)).toEqual([started, delta, leaseExpired(5)]);
+  });
+
+  it('gives the last event of an ended journal to a reader past every event in it', async () => {
+    vi.useRealTimers();
+    const { read, passLease } = await ownerDied([started]);
+    passLease();
+    // Another reader ended the journal first, its error numbered 2; the owner's client saw 1 to 3.
+    expect(await read(0)).toEqual([started, leaseExpired(2)]);
+    expect(await read(3)).toEqual([leaseExpired(2)]);
+    // A reader that saw the error itself is given nothing again.
+    expect(await read(2)).toEqual([]);
   });
 
   it('ends at once the journal of a dead turn someone else closed over a lease ago', async () => {

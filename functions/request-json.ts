@@ -75,8 +75,8 @@ const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Every JSON request body passes `checkJsonValue` before its route's validator: one that is not
- * UTF-8 is a 400 (decoded leniently, its bad bytes would be stored as U+FFFD). A body that does
- * not parse is left to the validator, which answers 400 as before; one that does is what
+ * UTF-8 is a 400 (decoded leniently, its bad bytes would be stored as U+FFFD), and so is one that
+ * does not parse, naming `body` with the parser's reason; one that does is what
  * `c.req.json()` answers from then on. An empty one (or only whitespace) is no body, as without
  * a JSON content type: the validator reads `{}`, so a route whose fields are optional takes its
  * defaults (a compaction, a conversation) and another names the field it misses, where the
@@ -100,7 +100,9 @@ export const checkJsonBody: MiddlewareHandler = async (c, next) => {
   try {
     parsed = JSON.parse(text);
   } catch (error) {
-    if (error instanceof SyntaxError) return next();
+    // The parser's reason says where it stopped (`Unexpected end of JSON input`, `... at position 14`).
+    if (error instanceof SyntaxError)
+      throw new InvalidRequestError(`body: not JSON (${error.message})`, { field: 'body' });
     throw error;
   }
   checkJsonValue(parsed, 'body');

@@ -60,6 +60,16 @@ describe('details.field names the offending field one way', () => {
     expect(await fieldOf(api.post('/v1/sessions', { metadata: { note: 'a\u0000b' } }))).toBe('body.metadata.note');
   });
 
+  it("in a body that is not JSON, body, with the parser's reason", async () => {
+    const id = await api.session();
+    for (const raw of ['{"input": ', '{"input": "a",}', '{"input": "a"} x']) {
+      const response = api.post(`/v1/sessions/${id}/turns`, raw);
+      expect(await fieldOf(response)).toBe('body');
+      expect((await response).body.error.message).toMatch(/^body: not JSON \(.+\)$/);
+    }
+    expect((await api.get(`/v1/sessions/${id}`)).body.counts.items).toBe(0);
+  });
+
   it("in an import, the line and then the field, the header's config included", async () => {
     const header = (fields: Record<string, unknown>) =>
       `${JSON.stringify({ ...JSON.parse(headerLine(freshId('import'))), ...fields })}\n`;

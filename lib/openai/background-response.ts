@@ -71,7 +71,7 @@ export async function createBackgroundResponse(
     tailgate: { session_id: sessionId, turn: claimed.turn },
   });
   // Kept before the runner starts, so GET finds it; a keyed retry keeps the first, and streams it.
-  const kept = await saveResponse(facade, context.session, claimed.turn, queued);
+  const kept = await saveResponse(facade, context.session, claimed.turn, queued, context.loop);
   if (claimed.run) await services.startBackground(claimed.run);
   if (stream) return responseEvents(facade, kept, -1);
   return claimed.run ? queued : currentResponse(facade, queued.id);

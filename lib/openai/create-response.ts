@@ -13,7 +13,7 @@ import { resolveItemReferences } from './item-references.ts';
 import { checkToolChoice, namedInRequest, prepareResponseRequest, type PreparedRequest } from './request.ts';
 import { resentHistory, type StoredContext, type TailgateResponse } from './responses.ts';
 import type { ResponseCreateBody } from './schemas.ts';
-import { branchedSession, branchingError, dropStartedConversation, sessionOf } from './sessions.ts';
+import { branchedSession, branchingError, dropStartedConversation, loopTag, sessionOf } from './sessions.ts';
 import { branchResentAfter, resentAfter } from './resent-after.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
@@ -68,6 +68,12 @@ async function createStoredResponse(
   // Neither previous_response_id nor conversation: the input is the whole history, which may continue a stored one.
   const whole = !body.previous_response_id && !body.conversation;
   const loop = whole ? loopScope(facade, prepared) : '';
+  // A step naming previous_response_id: its loop's tag (the loop's scope and its first item, which
+  // every step of it sends first), kept with its response, which only a step of its loop goes on after.
+  const first = prepared.items.slice(0, 1).map((item) => canonical(item));
+  const tag = body.previous_response_id
+    ? loopTag(body.previous_response_id, JSON.stringify([loopScope(facade, prepared), first]))
+    : undefined;
   const keyed = idempotencyKey !== undefined;
   // Only a stored conversation's compaction item (compactionId) is indexed under its own scope.
   const { anchor } = prepared;
@@ -137,6 +143,7 @@ async function createStoredResponse(
     },
     ...(match?.lastSeq !== undefined ? { resent: resentHistory(prepared, sessionId, match.known, match.lastSeq) } : {}),
     ...(after?.known ? { resent: resentHistory(prepared, sessionId, after.known, after.lastSeq) } : {}),
+    ...(tag !== undefined ? { loop: tag } : {}),
     // A keyed request keeps the entry it matched: a retry of it matches again, and is replayed.
     ...(whole
       ? {
@@ -183,13 +190,16 @@ async function createStoredResponse(
     // or a step racing another): a new conversation, as an unkeyed resend of it starts.
     if (error instanceof NotNewestTurnError && match)
       return createStoredResponse(facade, prepared, idempotencyKey, { fresh: true });
-    if (!(error instanceof NotNewestTurnError && body.previous_response_id && afterTurn !== undefined)) throw error;
+    if (!(error instanceof NotNewestTurnError && body.previous_response_id && tag && afterTurn !== undefined))
+      throw error;
     if (branch || after) throw await branchingError(facade, body.previous_response_id, sessionId, error.newest);
     // A resend of every item since that response continues the newest (./resent-after.ts), and a
     // retry of the request an `abort` notice refused does not branch: it is refused again.
     // (An input with a compaction item starts with its summary: it resends none of them.)
     const resent =
-      prepared.compactions.length === 0 ? await resentAfter(facade, sessionId, afterTurn, prepared.items) : undefined;
+      prepared.compactions.length === 0
+        ? await resentAfter(facade, sessionId, afterTurn, prepared.items, tag)
+        : undefined;
     const [since, added] = resent ? [resent.turn, prepared.items.slice(resent.known)] : [afterTurn, prepared.items];
     // Continuing the newest turn, completed, retries no aborted one.
     const retried = keyed || resent?.newest ? undefined : await retriedAfter(facade, sessionId, since, added);
@@ -204,20 +214,14 @@ async function createStoredResponse(
     // The loop's later steps after it branched go on in its branch (an unkeyed one: a keyed
     // request's retry finds the branch its key names).
     facade.authorize(null);
-    // The loop's scope and its first item, which every step of it sends first.
-    const first = prepared.items.slice(0, 1).map((item) => canonical(item));
-    const [previousResponseId, scope] = [
-      body.previous_response_id,
-      JSON.stringify([loopScope(facade, prepared), first]),
-    ];
     const ongoing =
       resent || keyed || prepared.compactions.length > 0
         ? undefined
-        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, { previousResponseId, scope });
+        : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, tag);
     if (ongoing)
       return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: ongoing });
     const at = { sessionId, turn: afterTurn };
-    const fork = await branchedSession(facade, previousResponseId, at, idempotencyKey, scope);
+    const fork = await branchedSession(facade, body.previous_response_id, at, idempotencyKey, tag);
     return createStoredResponse(facade, prepared, idempotencyKey, { branch: fork });
   };
   if (body.background)

@@ -2,6 +2,7 @@ import type { ClientItem } from '../items.ts';
 import type { Facade } from './facade.ts';
 import { asStored, canonical } from './history-items.ts';
 import { branchIdPrefix, itemsBetween } from './sessions.ts';
+import { keptOfTurn } from './stored-responses.ts';
 
 /**
  * A tool loop under a fixed `previous_response_id` (the AI SDK's `generateText` with
@@ -13,19 +14,24 @@ import { branchIdPrefix, itemsBetween } from './sessions.ts';
  * output (a completed response: nothing appended after it), continues the newest response
  * instead, storing only the items after them, as a resent whole history does (./history-index.ts),
  * and its response names the items resent (`tailgate.resent`: its input_items list them, ./input-items.ts).
+ * Only after a response of the same loop: one whose request named that same response in the
+ * same scope (the caller, metadata, user...: its tag, ./sessions.ts loopTag, kept with its
+ * object). Another end user's request that resends the same items is not continued there.
  */
 
 /**
  * The turn to continue after, how many of `items` the conversation already holds and the seq
  * of the last of them, or undefined (a branch). `newest` says that turn is the conversation's newest; when not, the
  * one after it is an `abort` notice's refusal, which the rest of the items may retry
- * (./aborted-retry.ts: refused again).
+ * (./aborted-retry.ts: refused again). That turn's response must be kept with the loop's `tag`
+ * (a response without a kept object, or of another loop, is not continued: a branch).
  */
 export async function resentAfter(
   facade: Facade,
   sessionId: string,
   afterTurn: number,
   items: readonly ClientItem[],
+  tag: string,
 ): Promise<{ turn: number; known: number; lastSeq: number; newest: boolean } | undefined> {
   // At least one item resent and one added: a single item is a branch, nothing read for it.
   if (items.length < 2) return undefined;
@@ -46,9 +52,13 @@ export async function resentAfter(
   const known = end - from + 1;
   const sent = known > 0 && known < items.length ? asStored(facade, items.slice(0, known)) : undefined;
   if (!sent) return undefined;
-  const held = await itemsBetween(facade, sessionId, from, end + 1);
+  const [held, kept] = await Promise.all([
+    itemsBetween(facade, sessionId, from, end + 1),
+    keptOfTurn(facade, sessionId, turn),
+  ]);
   const same = (list: readonly ClientItem[]) => JSON.stringify(list.map((item) => canonical(item)));
-  return held.length === known && same(held as ClientItem[]) === same(sent)
+  const ours = kept?.loop === tag && kept.ref.outputSeq === ended.output?.first_seq;
+  return ours && held.length === known && same(held as ClientItem[]) === same(sent)
     ? { turn, known, lastSeq: end, newest: !aborted }
     : undefined;
 }
@@ -58,10 +68,10 @@ export async function resentAfter(
  * conversation's newest branches on its first step, into a fork of the conversation at that
  * response, and its next steps send that id again with every item since: the items the fork
  * stored. Such a step goes on in that fork, as resentAfter continues a conversation: the one
- * live fork its own scope made at that response with the same first item (`scope`,
- * lib/openai/history-index.ts loopScope: the caller, metadata, user...; named by its id's head,
- * ./sessions.ts branchIdPrefix) whose items since it are the input's head, up to its newest
- * response's output.
+ * live fork its own scope made at that response with the same first item (its loop's `tag`,
+ * ./sessions.ts loopTag: the caller, metadata, user...; named by its id's head, branchIdPrefix,
+ * and checked as resentAfter checks it) whose items since it are the input's head, up to its
+ * newest response's output.
  * Another caller's or user's branch at that response is never continued, whatever it holds.
  * Undefined when none or several are (a new branch), or when the scope made more than
  * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, a get of each fork listed).
@@ -71,19 +81,19 @@ export async function branchResentAfter(
   sessionId: string,
   afterTurn: number,
   items: readonly ClientItem[],
-  branch: { previousResponseId: string; scope: string },
+  tag: string,
 ): Promise<{ sessionId: string; turn: number; known: number; lastSeq: number } | undefined> {
   if (items.length < 2) return undefined;
   const { sessions } = facade.services;
   const older = await sessions.getTurn(sessionId, afterTurn);
   const point = older.output?.last_seq ?? older.input?.last_seq ?? 0;
-  const idPrefix = branchIdPrefix(branch.previousResponseId, branch.scope);
+  const idPrefix = branchIdPrefix(tag);
   const page = await sessions.listForks(sessionId, { limit: MAX_LOOP_BRANCHES, idPrefix });
   if (page.has_more) return undefined;
   const candidates = page.forks.filter((fork) => fork.seq === point).map((fork) => fork.id);
   const found = await Promise.all(
     candidates.map(async (id) => {
-      const resent = await resentAfter(facade, id, afterTurn, items).catch(() => undefined);
+      const resent = await resentAfter(facade, id, afterTurn, items, tag).catch(() => undefined);
       return resent?.newest ? { sessionId: id, turn: resent.turn, known: resent.known, lastSeq: resent.lastSeq } : [];
     }),
   );

@@ -149,13 +149,13 @@ export async function branchedSession(
   previousResponseId: string,
   at: { sessionId: string; turn: number },
   idempotencyKey: string | undefined,
-  scope: string,
+  tag: string,
 ): Promise<string> {
   facade.authorize(null);
   const id =
     idempotencyKey !== undefined
       ? `conv_${sha256Hex(`openai-branch:${previousResponseId}:${idempotencyKey}`).slice(0, 24)}`
-      : `${branchIdPrefix(previousResponseId, scope)}${randomHex(6)}`;
+      : `${branchIdPrefix(tag)}${randomHex(6)}`;
   try {
     await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields: { id } });
   } catch (error) {
@@ -173,14 +173,23 @@ export async function branchedSession(
 }
 
 /**
- * How the id of an unkeyed branch off `previousResponseId` begins (the rest random): 12 hex of
- * a hash of the response and `scope`, the loop's (lib/openai/history-index.ts loopScope: the
- * caller, metadata, user...) with the first item of its input, which each step of the loop sends
- * first, so that a loop's later steps look for their branch among the forks made there by its
- * own scope starting with that item alone (./resent-after.ts branchResentAfter).
+ * What tells one loop's steps under `previousResponseId` from another's: a hash of the response and
+ * `scope`, the loop's (lib/openai/history-index.ts loopScope: the caller, metadata, user...) with
+ * the first item of its input, which each step of the loop sends first. Kept with the object of
+ * every response that names `previousResponseId` (./stored-responses.ts), so that a later step
+ * goes on only after a response of its own loop (./resent-after.ts resentAfter).
  */
-export function branchIdPrefix(previousResponseId: string, scope: string): string {
-  return `conv_${sha256Hex(`openai-loop-branch:${previousResponseId}:${scope}`).slice(0, 12)}`;
+export function loopTag(previousResponseId: string, scope: string): string {
+  return sha256Hex(`openai-loop-branch:${previousResponseId}:${scope}`);
+}
+
+/**
+ * How the id of an unkeyed branch off a response begins (the rest random): 12 hex of its loop's
+ * tag (loopTag), so that a loop's later steps look for their branch among the forks made there
+ * by its own scope starting with the same item alone (./resent-after.ts branchResentAfter).
+ */
+export function branchIdPrefix(tag: string): string {
+  return `conv_${tag.slice(0, 12)}`;
 }
 
 /** 409 conversation_branching_unsupported: `previousResponseId` is not the newest turn of its session. */

@@ -30,22 +30,24 @@ import { turnAsItStands } from '../turn/journal.ts';
  * and answers the response kept: for a replayed turn the first one, its created_at and
  * completed_at included. An object of another response under its key is of a deleted turn
  * whose number this one took (a delete that stopped before removing it): it is replaced. A
- * failed write is logged: GET then rebuilds the response from the session.
+ * failed write is logged: GET then rebuilds the response from the session. `loop`, the tag of
+ * the loop its request was a step of (./sessions.ts loopTag), is kept with it, never answered.
  */
 export async function saveResponse(
   facade: Facade,
   session: { id: string; created_at: string },
   turn: number,
   response: TailgateResponse,
+  loop?: string,
 ): Promise<TailgateResponse> {
   const { store } = facade.services;
   const key = responseObjectKey(facade.config.keyPrefix, session, turn);
-  const body = JSON.stringify(response);
+  const body = JSON.stringify(loop !== undefined ? { ...response, [LOOP_FIELD]: loop } : response);
   const options = { contentType: 'application/json' };
   try {
     if (await store.put(key, body, { ...options, onlyIfAbsent: true })) return response;
     const kept = await store.get(key);
-    const first = kept && keptResponse(kept.body);
+    const first = kept && keptResponse(kept.body)?.response;
     if (first?.id === response.id) return first;
     if (kept) await store.put(key, body, { ...options, ifMatch: kept.etag });
   } catch (error) {
@@ -67,9 +69,15 @@ const keptResponseSchema = z.looseObject({
   output: z.array(z.looseObject({ type: z.string() })),
 });
 
-/** A kept response object, or null when it is not one (GET then rebuilds it). */
-function keptResponse(body: Uint8Array): TailgateResponse | null {
-  return (parseStoredOrUndefined(body, keptResponseSchema) as TailgateResponse | undefined) ?? null;
+/** The field of a kept object that holds its loop's tag (saveResponse), taken off what is answered. */
+const LOOP_FIELD = 'tailgate_loop';
+
+/** A kept response object and its loop's tag, or null when it is not one (GET then rebuilds it). */
+function keptResponse(body: Uint8Array): { response: TailgateResponse; loop: string | undefined } | null {
+  const parsed = parseStoredOrUndefined(body, keptResponseSchema);
+  if (!parsed) return null;
+  const { [LOOP_FIELD]: loop, ...response } = parsed;
+  return { response: response as unknown as TailgateResponse, loop: typeof loop === 'string' ? loop : undefined };
 }
 
 /** The function tools of a session in OpenAI's shape. */
@@ -134,19 +142,34 @@ export async function getResponse(facade: Facade, id: string): Promise<TailgateR
 /** The object kept for response `id` (a foreground one's is written once it ended), or undefined. */
 export async function keptObject(facade: Facade, id: string): Promise<TailgateResponse | undefined> {
   const ref = parseResponseId(id);
-  if (!ref) return undefined;
-  const config = await facade.services.sessions.config(ref.sessionId).catch(() => undefined);
-  const kept =
-    config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, ref.turn)));
-  const response = kept && keptResponse(kept.body);
-  // Its turn still holds the seqs the id names: not a deleted turn's object a delete left.
+  const kept = ref && (await keptOfTurn(facade, ref.sessionId, ref.turn));
+  return kept?.response.id === id ? kept.response : undefined;
+}
+
+/**
+ * The object kept for turn `turn` of `sessionId` (two reads: the session config and the object),
+ * with its id's parts and its loop's tag (saveResponse); undefined when there is none, or when
+ * the turn no longer holds the seqs its id names (a deleted turn's object a delete left).
+ */
+export async function keptOfTurn(
+  facade: Facade,
+  sessionId: string,
+  turn: number,
+): Promise<{ response: TailgateResponse; ref: ResponseRef; loop: string | undefined } | undefined> {
+  const config = await facade.services.sessions.config(sessionId).catch(() => undefined);
+  const object = config && (await facade.services.store.get(responseObjectKey(facade.config.keyPrefix, config, turn)));
+  const kept = object && keptResponse(object.body);
+  const ref = kept && parseResponseId(kept.response.id);
   if (
-    config &&
-    response?.id === id &&
-    idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) === ref.generation
+    !config ||
+    !kept ||
+    !ref ||
+    ref.sessionId !== sessionId ||
+    ref.turn !== turn ||
+    idGeneration(scopeOf(facade.config.keyPrefix, config), ref.inputSeq) !== ref.generation
   )
-    return response;
-  return undefined;
+    return undefined;
+  return { ...kept, ref };
 }
 
 /**

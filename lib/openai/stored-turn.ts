@@ -39,7 +39,7 @@ async function ended(
   answer: TailgateResponse,
   scope: LogScope,
 ): Promise<TailgateResponse> {
-  const kept = await saveResponse(facade, context.session, turn.turn, answer);
+  const kept = await saveResponse(facade, context.session, turn.turn, answer, context.loop);
   const state = { generation: scope.generation, turn: turn.turn, items: turn.output.at(-1)?.seq };
   const compaction = answer.output.find((item) => item.type === 'compaction');
   await Promise.all([
@@ -197,7 +197,7 @@ export async function streamStoredTurn(
         // A turn someone else cancelled (a native cancel, an `interrupt`) is `cancelled`, as its receipt reads.
         const status = error.code === TURN_CANCELLED ? 'cancelled' : 'failed';
         const failed = buildResponse({ ...base, completedAt: services.clock(), status, error });
-        await saveResponse(facade, context.session, number, failed);
+        await saveResponse(facade, context.session, number, failed, context.loop);
         writer.failed(failed);
       }
     }

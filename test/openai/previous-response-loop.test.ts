@@ -147,6 +147,34 @@ describe('a tool loop under a fixed previous_response_id', () => {
     expect(sessionOf((await step(echoedThen('hi', 'and then'), 'alice')).id)).toBe(branch);
   });
 
+  it('another end user resending the items after the newest response branches, never continuing it', async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'template' });
+    const conversation = sessionOf(first.id)!;
+    const step = (input: string | ReturnType<typeof echoedThen>, user: string) =>
+      client.responses.create({ model: 'echo', previous_response_id: first.id, input, user });
+    // One end user's first step continues the response, its conversation's newest.
+    expect(sessionOf((await step('hi', 'alice')).id)).toBe(conversation);
+    // Another's input holds exactly the items stored since that response: a branch of its own.
+    const theirs = await step(echoedThen('hi', 'my account number is 42'), 'bob');
+    expect(sessionOf(theirs.id)).not.toBe(conversation);
+    expect(await shapesOf(conversation)).toEqual([
+      ['message', 'template'],
+      ['message', 'echo: template'],
+      ['message', 'hi'],
+      ['message', 'echo: hi'],
+    ]);
+    // So do another caller's metadata and safety_identifier; the first user's own next step goes on.
+    const other = { model: 'echo', previous_response_id: first.id, user: 'alice', input: echoedThen('hi', 'x') };
+    for (const differs of [{ metadata: { tenant: 'b' } }, { safety_identifier: 'b' }, { prompt_cache_key: 'b' }])
+      expect(sessionOf((await client.responses.create({ ...other, ...differs })).id)).not.toBe(conversation);
+    expect(sessionOf((await step(echoedThen('hi', 'and then'), 'alice')).id)).toBe(conversation);
+    expect((await shapesOf(conversation)).slice(4)).toEqual([
+      ['message', 'and then'],
+      ['message', 'echo: and then'],
+    ]);
+  });
+
   it('an input that edits what followed the response still branches', async () => {
     const { client } = world;
     const first = await client.responses.create({ model: 'echo', input: 'one' });

@@ -123,12 +123,14 @@ async function createStoredResponse(
       ? await abortedRetry(facade, sessionId, undefined, items, session)
       : undefined;
   if (retried) throw retried;
-  // The instructions of a request are the session's from then on (tailgate keeps one system prompt);
-  // not so for one continuing an older turn: a retry (they are set already) or a branch (refused),
-  // nor for one whose tool_choice the claim will refuse unless it is a retry.
+  // The instructions of a request are the session's from then on (tailgate keeps one system prompt;
+  // "" clears them, none sent keeps them); not so for one continuing an older turn: a retry (they
+  // are set already) or a branch (refused), nor for one whose tool_choice the claim will refuse
+  // unless it is a retry.
   const behind = afterTurn !== undefined && afterTurn < session.counts.turns;
-  if (instructions !== null && instructions !== session.instructions && !behind && !refused)
-    await services.sessions.update(sessionId, { instructions });
+  const ranWith = prepared.sessionInstructions === undefined ? session.instructions : prepared.sessionInstructions;
+  if (ranWith !== session.instructions && !behind && !refused)
+    await services.sessions.update(sessionId, { instructions: ranWith });
   const context: StoredContext = {
     session: { id: sessionId, created_at: session.created_at },
     // The response names the taken items as its input too: its input_items list them once.
@@ -136,7 +138,7 @@ async function createStoredResponse(
     fields: {
       ...prepared.echo,
       createdAt: services.clock(),
-      instructions: instructions ?? session.instructions,
+      instructions: ranWith,
       tools: openaiTools(tools ?? session.tools),
       conversationId: sessionId,
       store: true,

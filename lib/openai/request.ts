@@ -25,6 +25,12 @@ export interface PreparedRequest extends Omit<RequestInput, 'instructions'> {
   origins: readonly number[];
   model: string;
   instructions: string | null;
+  /**
+   * What the request makes of its conversation's instructions (tailgate keeps one system prompt):
+   * its own, null to clear them (`instructions` sent as "" or null, and no system or developer
+   * message with text), or undefined to keep them (none sent).
+   */
+  sessionInstructions: string | null | undefined;
   tools: Tool[] | undefined;
   /** The tools the model gets (none with tool_choice `none`). */
   turnTools: Tool[] | undefined;
@@ -77,6 +83,7 @@ export function prepareResponseRequest(
     origins: inputOrigins,
     model,
     instructions,
+    sessionInstructions: instructions ?? (body.instructions === undefined ? undefined : null),
     items,
     history,
     compactedAt,

@@ -17,7 +17,7 @@ import { branchedSession, branchingError, dropStartedConversation, loopTag, sess
 import { branchResentAfter, resentAfter } from './resent-after.ts';
 import { runStoredTurn, streamStoredTurn } from './stored-turn.ts';
 import { createStatelessResponse } from './stateless-response.ts';
-import { openaiTools } from './stored-responses.ts';
+import { keptObject, openaiTools } from './stored-responses.ts';
 
 /**
  * POST /v1/responses: a turn of the conversation's session (lib/openai/sessions.ts says which),
@@ -222,7 +222,11 @@ async function createStoredResponse(
         : await branchResentAfter(facade, sessionId, afterTurn, prepared.items, tag);
     if (ongoing)
       return createStoredResponse(facade, prepared, idempotencyKey, { branch: ongoing.sessionId, after: ongoing });
-    const at = { sessionId, turn: afterTurn };
+    // The branch runs with the instructions that response ran with (its kept object's), not the ones
+    // its conversation took since; without a kept object, with the conversation's.
+    const kept = await keptObject(facade, body.previous_response_id);
+    const pointInstructions = typeof kept?.instructions === 'string' ? kept.instructions : null;
+    const at = { sessionId, turn: afterTurn, ...(kept ? { instructions: pointInstructions } : {}) };
     const fork = await branchedSession(facade, body.previous_response_id, at, idempotencyKey, tag);
     return createStoredResponse(facade, prepared, idempotencyKey, { branch: fork });
   };

@@ -138,7 +138,8 @@ async function previousResponse(
 
 /**
  * A new conversation branching off `previousResponseId` (turn `turn` of `sessionId`): a fork of
- * that session at that turn (lib/session/log/fork.ts), which shares its history. Its id comes
+ * that session at that turn (lib/session/log/fork.ts), which shares its history, with
+ * `instructions` when given (the ones that response ran with), else the session's. Its id comes
  * from the Idempotency-Key when there is one, so a retried request finds the fork its first
  * attempt made and its turn is replayed there. A turn that cannot be forked at (one in a
  * segment written before segments kept each record's state) is 409
@@ -147,7 +148,7 @@ async function previousResponse(
 export async function branchedSession(
   facade: Facade,
   previousResponseId: string,
-  at: { sessionId: string; turn: number },
+  at: { sessionId: string; turn: number; instructions?: string | null },
   idempotencyKey: string | undefined,
   tag: string,
 ): Promise<string> {
@@ -157,7 +158,8 @@ export async function branchedSession(
       ? `conv_${sha256Hex(`openai-branch:${previousResponseId}:${idempotencyKey}`).slice(0, 24)}`
       : `${branchIdPrefix(tag)}${randomHex(6)}`;
   try {
-    await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields: { id } });
+    const fields = { id, ...(at.instructions !== undefined ? { instructions: at.instructions } : {}) };
+    await forkSession(facade.services, at.sessionId, { at_turn: at.turn, fields });
   } catch (error) {
     if (error instanceof SessionExistsError && idempotencyKey !== undefined) return id;
     if (error instanceof ForkRefusedError)

@@ -59,9 +59,10 @@ describe('a branch under previous_response_id', () => {
     for (const input of ['branch one', 'branch two'])
       costs.push(await measured({ model: 'echo', input, previous_response_id: first.body.id }));
     // What it read before resends were recognised (lib/openai/resent-after.ts): an input of one item resends none.
+    // 2 more: the config and the kept object of the response branched from, whose instructions the branch takes.
     expect(costs).toEqual([
-      { get: 43, list: 15 },
-      { get: 43, list: 15 },
+      { get: 45, list: 15 },
+      { get: 45, list: 15 },
     ]);
   });
 

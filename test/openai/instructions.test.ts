@@ -39,4 +39,37 @@ describe('instructions of a conversation', () => {
     expect((await client.responses.create(nulled)).instructions).toBeNull();
     expect((await sessionOf(first.conversation)).instructions).toBeNull();
   });
+
+  it('a branch runs with the instructions in force at the response it continues, not those set after it', async () => {
+    const { client } = world;
+    const first = await client.responses.create({ model: 'echo', input: 'one', instructions: 'Be brief.' });
+    const second = await client.responses.create({ model: 'echo', previous_response_id: first.id, input: 'two' });
+    await client.responses.create({
+      model: 'echo',
+      previous_response_id: second.id,
+      input: 'three',
+      instructions: 'Answer in French.',
+    });
+    // Off the second response, which ran with the first's instructions (kept: none were sent).
+    const branch = await client.responses.create({ model: 'echo', previous_response_id: second.id, input: 'four' });
+    expect(branch.conversation!.id).not.toBe(first.conversation!.id);
+    expect(branch.instructions).toBe('Be brief.');
+    expect((await sessionOf(branch.conversation)).instructions).toBe('Be brief.');
+    expect((await sessionOf(first.conversation)).instructions).toBe('Answer in French.');
+    // A branch off a response that ran with none runs with none; one that sends its own takes them.
+    const cleared = await client.responses.create({
+      model: 'echo',
+      previous_response_id: first.id,
+      input: 'five',
+      instructions: '',
+    });
+    await client.responses.create({ model: 'echo', previous_response_id: cleared.id, input: 'six', instructions: 'x' });
+    const bare = await client.responses.create({ model: 'echo', previous_response_id: cleared.id, input: 'seven' });
+    expect(bare.instructions).toBeNull();
+    expect((await sessionOf(bare.conversation)).instructions).toBeNull();
+    const own = { model: 'echo', previous_response_id: second.id, input: 'eight', instructions: 'Be long.' };
+    const owned = await client.responses.create(own);
+    expect(owned.instructions).toBe('Be long.');
+    expect((await sessionOf(owned.conversation)).instructions).toBe('Be long.');
+  });
 });

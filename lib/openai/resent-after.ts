@@ -74,7 +74,7 @@ export async function resentAfter(
  * newest response's output.
  * Another caller's or user's branch at that response is never continued, whatever it holds.
  * Undefined when none or several are (a new branch), or when the scope made more than
- * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, a get of each fork listed).
+ * MAX_LOOP_BRANCHES there (what is read stays bounded: one listing, then resentAfter's reads of each fork listed).
  */
 export async function branchResentAfter(
   facade: Facade,

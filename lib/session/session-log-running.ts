@@ -10,6 +10,7 @@ import {
   takeLease,
 } from './log/lease.ts';
 import { EventJournal } from './log/journal.ts';
+import { backgroundRun } from './log/turns.ts';
 import {
   enqueueInput,
   listQueued,
@@ -155,6 +156,14 @@ export class SessionLogRunning extends SessionLogBase {
    */
   async cancelTurn(id: string, turnNumber: number): Promise<{ turn: number; status: TurnStatus }> {
     return cancelTurn(this.log, id, turnNumber);
+  }
+
+  /**
+   * Whether turn `turnNumber` is a background turn no runner took over (`never`), one a runner
+   * took (`taken`), or neither, or packed (null): log/turns.ts.
+   */
+  async backgroundRun(id: string, turnNumber: number): Promise<'never' | 'taken' | null> {
+    return backgroundRun(this.log, id, turnNumber);
   }
 
   /**

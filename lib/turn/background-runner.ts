@@ -72,8 +72,9 @@ async function runClaimedTurn(
   } catch (error) {
     // Closed before this run took it over (a cancel, a lease run out, an earlier run): this run
     // writes nothing. The journal is another run's (one still running may yet write its end), or
-    // none: a turn that never ran has no events (404), and its number may be another turn's by
-    // now (after a delete of the newest turn).
+    // a reader's: a turn that never ran gets its end from the first reader of its events
+    // (lib/turn/journal.ts). Its number may be another turn's by now (after a delete of the
+    // newest turn).
     if (error instanceof TurnNotOpenError) {
       ends = false;
       services.log(`tailgate: background turn ${run.turn} of session ${run.session_id} is closed already`, error);

@@ -192,6 +192,8 @@ async function endJournal(
  * writes, until its last. A turn whose owner died ends with what was written, then an `error`
  * event with how the turn failed: an open one once its lease ran out by the log's clock (this
  * reader closes it, `lease_expired`), one closed by someone else (a cancel) a lease after that.
+ * A background turn closed before any batch (a cancel of a queued one) ends the same way: at once
+ * when no runner took it over, else a lease after its close.
  * A closed turn without a journal (neither streamed nor in the background): NotFoundError.
  */
 export async function* journalEvents(
@@ -212,6 +214,8 @@ export async function* journalEvents(
   let last = 0;
   let sent = after;
   let closedAt: number | undefined;
+  // For a closed turn without a batch: whether it is a background turn a runner took over.
+  let run: 'never' | 'taken' | null | undefined;
   // Closed here, its lease having run out: what its owner wrote is read once more, then it ends.
   let expired: StoredOutcome | undefined;
   for (;;) {
@@ -252,12 +256,15 @@ export async function* journalEvents(
         // written a lease after the close, however long before this reader came that was.
         closedAt ??= Date.now();
         const waited = Date.now() - closedAt;
-        if (read === 0 && waited >= JOURNAL_BATCH_MS)
+        // A background turn has a journal however it ended: one closed before a runner took it
+        // over (a cancel of a queued turn) ends at once, as a cancelled running turn's does.
+        if (read === 0 && run === undefined) run = await sessions.backgroundRun(sessionId, turn);
+        if (read === 0 && !run && waited >= JOURNAL_BATCH_MS)
           throw new NotFoundError(`turn ${turn} of session ${sessionId} has no event journal`, { id: sessionId, turn });
         const completedAt = 'completed_at' in closed ? Date.parse(closed.completed_at ?? '') : Number.NaN;
         const closeAt = Math.min(closedAt, completedAt || closedAt);
-        const ended =
-          read > 0 && Date.now() - closeAt >= services.config.turnLeaseMs ? await end(closed.error ?? null) : null;
+        const due = run === 'never' || Date.now() - closeAt >= services.config.turnLeaseMs;
+        const ended = (read > 0 || run) && due ? await end(closed.error ?? null) : null;
         if (ended) return yield* ended.filter((event) => event.n > sent);
       }
     }

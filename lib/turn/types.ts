@@ -106,6 +106,7 @@ export type TurnSessionLog = Pick<
   | 'queuedWithdrawing'
   | 'cancelTurn'
   | 'closeIfExpired'
+  | 'backgroundRun'
   | 'listQueuedInputs'
   | 'scope'
   | 'exists'

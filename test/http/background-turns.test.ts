@@ -166,19 +166,40 @@ describe('background turns on Node', () => {
       expect(await run(sent[0]!, environment(), (task) => void background.push(task))).toBe('done');
       await Promise.all(background);
     };
-    const events = async () =>
-      (await harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: { authorization: `Bearer ${TOKEN}` } }))
-        .status;
-    return { api, id, deliver, events };
+    const read = () =>
+      harness.fetch(`/v1/sessions/${id}/turns/1/events`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const events = async () => (await read()).status;
+    return { api, id, deliver, events, read };
   }
 
-  it('a turn cancelled while queued has no events, also once its runner came (twice)', async () => {
-    const { deliver, events } = await cancelledWhileQueued();
-    expect(await events()).toBe(404);
+  it('a turn cancelled while queued ends its events as a cancelled running one does, runner or not', async () => {
+    const { api, id, deliver, read } = await cancelledWhileQueued();
+    const cancelled = { event: 'error', data: { error: { code: 'turn_cancelled' } } };
+    const first = await read();
+    expect(first.status).toBe(200);
+    const text = await first.text();
+    expect(parseSse(text)).toMatchObject([cancelled]);
+    expect(text).toContain('id: 1\n');
+    expect((await api.get(`/v1/sessions/${id}/turns/1`)).body).toMatchObject({ status: 'cancelled' });
     // The queue delivers the turn, twice: its runner finds it closed, and writes nothing.
     await deliver();
     await deliver();
-    expect(await events()).toBe(404);
+    // Every reader gets the same end, numbered the same.
+    expect(await (await read()).text()).toBe(text);
+  });
+
+  it('a response cancelled while queued: retrieve shows it cancelled, and its stream ends so', async () => {
+    const harness = harnessFor({ queueTurn: () => async () => undefined });
+    const api = createClient(harness);
+    const created = await api.post('/v1/responses', { model: 'echo', input: 'x', background: true });
+    expect(created.body).toMatchObject({ status: 'queued' });
+    expect((await api.post(`/v1/responses/${created.body.id}/cancel`)).body).toMatchObject({ status: 'cancelled' });
+    expect((await api.get(`/v1/responses/${created.body.id}`)).body).toMatchObject({ status: 'cancelled' });
+    const streamed = await harness.fetch(`/v1/responses/${created.body.id}?stream=true`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const events = parseSse(await streamed.text());
+    expect(events.at(-1)).toMatchObject({ event: 'response.failed', data: { response: { status: 'cancelled' } } });
   });
 
   it('a late runner writes nothing into the turn that took its number after a delete', async () => {

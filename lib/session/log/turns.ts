@@ -2,7 +2,7 @@ import type { Content } from '../../content.ts';
 import { z } from 'zod';
 import type { TurnUsage } from '../../ledger/usage.ts';
 import { NotFoundError, TURN_CANCELLED } from '../../errors.ts';
-import { leaseKey } from '../keys.ts';
+import { leaseKey, recordKey } from '../keys.ts';
 import type { StoredItem } from '../../items.ts';
 import { reusedPrefixChars } from '../../prompt-shape.ts';
 import type { DoneRecord, LogItem, LogRecord, TurnStatus } from '../records.ts';
@@ -88,6 +88,8 @@ interface RawTurn {
   receipt: Receipt;
   /** An open background turn's record: queued until its runner writes `.lease`. */
   background?: number;
+  /** A background turn's record key, open or closed, while its record is not packed. */
+  backgroundKey?: string;
 }
 
 const requestModelSchema = z.object({ model: z.string() }).catch({ model: '' });
@@ -139,6 +141,19 @@ export async function turnRecord(log: LogContext, id: string, turn: number): Pro
 }
 
 /**
+ * Whether turn `turn` is a background turn, and whether a runner took it over: `never` when its
+ * record says `background` and no `.lease` is beside it (read after its close was seen, it never
+ * will be: a runner whose lease lands after the close finds the close and stops, writing
+ * nothing), `taken` with one there, null for any other turn, and for a packed one (its segment
+ * line keeps neither).
+ */
+export async function backgroundRun(log: LogContext, id: string, turn: number): Promise<'never' | 'taken' | null> {
+  const [raw] = await walkTurns(log, id, turn + 1, 1);
+  if (raw?.summary.turn !== turn || raw.backgroundKey === undefined) return null;
+  return (await log.store.head(`${raw.backgroundKey}.lease`)) ? 'taken' : 'never';
+}
+
+/**
  * A page of the stored items up to a turn's input (newest first, as GET /items pages), each
  * with the treatment the model gave it and, when compacted, the compacted text it got.
  */
@@ -174,11 +189,11 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
     const below = (turn: number) => before === undefined || turn < before;
     const found: RawTurn[] = [];
     const { newest, cursor, scope } = await readHead(log, id, 100);
-    const consider = (record: LogRecord, done: DoneRecord | null) => {
+    const consider = (record: LogRecord, done: DoneRecord | null, key: string) => {
       if (record.kind === 'turn' && record.turn !== undefined && below(record.turn))
-        found.push(fromRecord(record, done));
+        found.push(fromRecord(record, done, key));
     };
-    if (newest) consider(newest.record, newest.done);
+    if (newest) consider(newest.record, newest.done, recordKey(scope, newest.record.record));
     for (
       let unit = newest && found.length < wanted ? await cursor.next() : null;
       unit;
@@ -186,7 +201,7 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
     ) {
       if (unit.kind === 'record') {
         const { record, done } = await readRecord(log, unit);
-        consider(record, done);
+        consider(record, done, unit.key);
         continue;
       }
       const reader = new SegmentReader(log.store, unit.key, unit, 8 * 1024);
@@ -219,15 +234,16 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
   });
 }
 
-function fromRecord(record: LogRecord, done: DoneRecord | null): RawTurn {
+function fromRecord(record: LogRecord, done: DoneRecord | null, key: string): RawTurn {
   const receipt = receiptSchema.parse(done?.receipt ?? {});
   const inputs = record.items.length;
   const outputs = done?.items.length ?? 0;
-  const background = !done && isBackgroundRecord(record);
+  const background = isBackgroundRecord(record);
   return {
     record: record.record,
     receipt,
-    ...(background ? { background: record.record } : {}),
+    ...(background && !done ? { background: record.record } : {}),
+    ...(background ? { backgroundKey: key } : {}),
     summary: {
       ...common(
         record.turn!,

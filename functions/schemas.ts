@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { contentSchema } from '../lib/content.ts';
 import { ERROR_CODES } from '../lib/errors.ts';
 import { clientItemSchema, idSchema, textProblem } from '../lib/items.ts';
+import { ABORT_NOTICE_NAME } from '../lib/inbox/index.ts';
 
 import { turnContextSchema } from '../lib/turn/wire.ts';
 
@@ -142,9 +143,18 @@ export const noticeNameSchema = z
   .max(200)
   .regex(/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/, 'must be 1-200 characters of [A-Za-z0-9._-], not starting with "."');
 
+/**
+ * A notice's content is its message: blank (empty, or whitespace only) it would say nothing, and a
+ * blank message is not sent to a model. Only `abort` may be blank: its intent is its name, and
+ * its reason then the default one (lib/inbox/inbox.ts, `consume`).
+ */
 export const noticeCreateSchema = z
   .object({ content: z.string(), name: noticeNameSchema.optional() })
   .strict()
+  .refine((body) => body.name === ABORT_NOTICE_NAME || body.content.trim() !== '', {
+    message: 'must not be empty (only the notice named abort may have no content)',
+    path: ['content'],
+  })
   .meta({ id: 'NoticeCreate' });
 
 export const noticePostedSchema = z.object({ name: z.string(), posted_at: z.string() });

@@ -1038,6 +1038,27 @@ export function defineHttpSuite(label: string, harness: HttpHarness, failingMode
       expect(response.status).toBe(status);
     });
 
+    it.each([
+      ['empty content', { name: 'empty.md', content: '' }],
+      ['empty content, no name', { content: '' }],
+      ['blank content', { name: 'blank.md', content: ' \n\t' }],
+    ])('refuses a notice with %s: 400 naming content, nothing posted', async (_name, body) => {
+      const id = await api.session();
+      const response = await api.post(`/v1/sessions/${id}/inbox`, body);
+      expect(response.status).toBe(400);
+      expect(response.body.error).toMatchObject({ code: 'invalid_request', details: { field: 'content' } });
+      expect(response.body.error.message).toMatch(/^body\.content: must not be empty/);
+      expect((await api.get(`/v1/sessions/${id}/inbox`)).body.pending).toEqual([]);
+    });
+
+    it('takes an abort notice without content: the next turn aborts with the default reason', async () => {
+      const id = await api.session({ strategies: ['inbox'] });
+      expect((await api.post(`/v1/sessions/${id}/inbox`, { name: 'abort', content: '' })).status).toBe(201);
+      const turn = await api.post(`/v1/sessions/${id}/turns`, { input: 'go on' });
+      expect(turn.status).toBe(409);
+      expect(turn.body.error).toMatchObject({ code: 'aborted', details: { reason: 'aborted by inbox notice abort' } });
+    });
+
     it('the inbox of a missing session is 404', async () => {
       expect((await api.post('/v1/sessions/nobody-inbox/inbox', { content: 'x' })).status).toBe(404);
       expect((await api.get('/v1/sessions/nobody-inbox/inbox')).status).toBe(404);

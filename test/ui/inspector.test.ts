@@ -51,6 +51,17 @@ function chunk(content: string): string {
   return `data: ${JSON.stringify(data)}\n\n`;
 }
 
+/** The end of an OpenAI-compatible stream: its finish, with the usage of the call. */
+function finish(): string {
+  const choices = [{ index: 0, delta: {}, finish_reason: 'stop' }];
+  const usage = { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 };
+  const data = { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'fake', choices, usage };
+  return `data: ${JSON.stringify(data)}\n\ndata: [DONE]\n\n`;
+}
+
+/** Lets the model of the turn that asks to `finish when told` end its answer. */
+let release: () => void = () => undefined;
+
 /** TURNS turns: half of them tool calls, each answered with an output long enough to be compacted later. */
 async function seed(): Promise<void> {
   await call('POST', '/v1/sessions', {
@@ -80,6 +91,20 @@ async function seed(): Promise<void> {
   }
 }
 
+/**
+ * A new session `id` on the fake provider whose background turn 1 takes `input`, opened in the
+ * page once the turn was queued; answers the turn's live box once the model's first text shows
+ * there (the provider holds its stream open, or pauses it).
+ */
+async function followedLive(id: string, input: string, fields: object = {}) {
+  await call('POST', '/v1/sessions', { id, model: 'openai-compatible:fake', ...fields });
+  expect((await call('POST', `/v1/sessions/${id}/turns`, { input, background: true })).status).toBe('queued');
+  await page.goto(`${server.origin}/ui#/s/${id}`);
+  const live = page.locator('#timeline li .live');
+  await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 60_000 }).toBe('Hello! How can I');
+  return live;
+}
+
 async function axeViolations(): Promise<unknown[]> {
   const source = await readFile(require.resolve('axe-core/axe.min.js'), 'utf8');
   await page.addScriptTag({ content: source });
@@ -98,7 +123,15 @@ describe('the inspector at /ui in Chromium', () => {
   beforeAll(async () => {
     state = await mkdtemp(join(tmpdir(), 'tailgate-ui-'));
     // The model of the live turn: two pieces of text, then it holds the stream open until cancelled.
-    provider = await startFakeProvider(() => ({ sse: chunk('Hello') + chunk('! How can I'), hang: true }));
+    // A turn that asks to `finish when told` ends its answer once the test releases it.
+    provider = await startFakeProvider((request) =>
+      JSON.stringify(request.body).includes('finish when told')
+        ? {
+            sse: chunk('Hello') + chunk('! How can I') + finish(),
+            pause: { after: 2, until: new Promise<void>((resolve) => (release = resolve)) },
+          }
+        : { sse: chunk('Hello') + chunk('! How can I'), hang: true },
+    );
     server = await onFreePort((port) =>
       startServer(
         'npm',
@@ -473,14 +506,7 @@ describe('the inspector at /ui in Chromium', () => {
 
   it('follows a running turn live, refuses a fork at it, and cancels it', { timeout: 90_000 }, async () => {
     const liveSession = `${sessionId}-live`;
-    await call('POST', '/v1/sessions', { id: liveSession, model: 'openai-compatible:fake', strategies: ['inbox'] });
-    expect(
-      (await call('POST', `/v1/sessions/${liveSession}/turns`, { input: 'hold on', background: true })).status,
-    ).toBe('queued');
-    await page.goto(`${server.origin}/ui#/s/${liveSession}`);
-    const live = page.locator('#timeline li .live');
-    // The model's text arrives while the turn runs: the provider holds its stream open.
-    await expect.poll(() => live.locator('.live-text').textContent(), { timeout: 60_000 }).toBe('Hello! How can I');
+    const live = await followedLive(liveSession, 'hold on', { strategies: ['inbox'] });
     expect((await call('GET', `/v1/sessions/${liveSession}/turns/1`)).status).toBe('in_progress');
     const row = page.locator('#timeline details.turn[data-turn="1"]');
     await row.locator('summary').click();
@@ -518,6 +544,25 @@ describe('the inspector at /ui in Chromium', () => {
     await expect
       .poll(() => next.locator('.turn-output li pre').first().textContent(), { timeout: 15_000 })
       .toBe('assistant: echo: next');
+  });
+
+  it('draws a followed turn into the charts once it ended, without a reload', { timeout: 90_000 }, async () => {
+    const liveSession = `${sessionId}-charted`;
+    await followedLive(liveSession, 'finish when told');
+    // Running: its bar has no prompt yet, and it has no cost bar (no usage).
+    const bar = page.locator('#strip-chart rect.bar-total title');
+    expect(await bar.allTextContents()).toEqual(['turn 1: 0 chars, 0 reused']);
+    expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(0);
+    release();
+    const row = page.locator('#timeline details.turn[data-turn="1"]');
+    await expect.poll(() => row.getAttribute('class'), { timeout: 30_000 }).toContain('status-completed');
+    const { context } = await call('GET', `/v1/sessions/${liveSession}/turns/1`);
+    expect(context.prompt_chars).toBeGreaterThan(0);
+    await expect
+      .poll(() => bar.allTextContents(), { timeout: 15_000 })
+      .toEqual([`turn 1: ${context.prompt_chars} chars, 0 reused`]);
+    expect(await page.locator('#cost-chart rect.bar-cost').count()).toBe(1);
+    expect(await page.locator('#cost-chart rect.bar-cost title').textContent()).toMatch(/^turn 1/);
   });
 
   it('has a favicon, served by the service', async () => {

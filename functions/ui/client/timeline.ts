@@ -1,4 +1,7 @@
-/** A session's turns, newest first, a page at a time, with the charts of the turns loaded. */
+/**
+ * A session's turns, newest first, a page at a time, with the charts of the turns loaded: drawn
+ * again with each page, and with a followed turn's receipt once it ended.
+ */
 import { api, PAGE, sessionPath } from './api.ts';
 import { renderCostChart, renderPromptChart } from './chart.ts';
 import { $, el } from './dom.ts';
@@ -11,25 +14,39 @@ import { report } from './view.ts';
 
 export function loadTimeline(id: string): void {
   const loaded: any[] = [];
+  const charts = () => {
+    renderPromptChart(loaded);
+    renderCostChart(loaded);
+  };
   renderPromptChart(loaded);
+  // A followed turn that ended: its receipt (its prompt size, usage and cost) in place of the one it was loaded with.
+  const ended = (turn: any) => {
+    const at = loaded.findIndex((known) => known.turn === turn.turn);
+    if (at < 0) return;
+    loaded[at] = turn;
+    charts();
+  };
   paged($('timeline'), $('timeline-more'), 'turns', async (before) => {
     const page = await api(sessionPath(id, `/turns?limit=${PAGE}${before ? `&before=${before}` : ''}`));
     loaded.push(...page.turns);
-    renderPromptChart(loaded);
-    renderCostChart(loaded);
+    charts();
     return {
-      rows: page.turns.map((turn: any) => turnEntry(id, turn)),
+      rows: page.turns.map((turn: any) => turnEntry(id, turn, ended)),
       next: page.has_more ? String(page.next_before) : null,
     };
   });
 }
 
-/** A turn's entry in the list; a queued or running one is followed live, and redrawn once it ended. */
-function turnEntry(id: string, turn: any): HTMLElement {
+/**
+ * A turn's entry in the list; a queued or running one is followed live, and redrawn once it
+ * ended (`ended` gets its receipt then).
+ */
+function turnEntry(id: string, turn: any, ended: (turn: any) => void): HTMLElement {
   const entry = el('li', {}, turnRow(id, turn));
   if (isOpen(turn))
-    followTurn(id, turn, entry, (ended) => {
-      entry.replaceChildren(turnRow(id, ended));
+    followTurn(id, turn, entry, (now) => {
+      entry.replaceChildren(turnRow(id, now));
+      ended(now);
       void refreshQueue(id).catch(report);
     });
   return entry;

@@ -106,6 +106,23 @@ describe('background turns on Node', () => {
     expect(items[2].content).toBe(`hang ${id}`);
   });
 
+  it('a running turn cancelled before any of its events was journaled ends them a lease after the cancel', async () => {
+    const store = new FaultyStore(new MemoryStore());
+    const api = createClient(harnessFor({ store: () => store, log: () => undefined }));
+    const id = await api.session({ model: 'openai-compatible:fake' });
+    // Its runner's journal writes fail: the turn runs, and writes no batch.
+    store.failWhen(({ operation, key }) => operation === 'put' && key.includes('/events/'));
+    expect((await api.post(`/v1/sessions/${id}/turns`, { input: `hang ${id}`, background: true })).status).toBe(202);
+    await calledWith(`hang ${id}`);
+    expect((await api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    store.heal();
+    // A runner took it over: its events wait for that runner's end, a lease (3 s), then end.
+    const events = await api.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(events.status).toBe(200);
+    expect(parseSse(events.body)).toMatchObject([{ event: 'error', data: { error: { code: 'turn_cancelled' } } }]);
+  });
+
   it('a delete of its session stops its running turn: one line logged', async () => {
     const logs: { message: string; details: unknown }[] = [];
     const harness = harnessFor({ log: (message, details) => logs.push({ message, details }) });
@@ -285,6 +302,10 @@ describe('background turns on Node', () => {
       status: 'failed',
       error: { code: 'lease_expired' },
     });
+    // Closed by the next writer before any runner took it: its events end at once with how.
+    const events = await api.get(`/v1/sessions/${id}/turns/1/events`);
+    expect(events.status).toBe(200);
+    expect(parseSse(events.body)).toMatchObject([{ event: 'error', data: { error: { code: 'lease_expired' } } }]);
   });
 });
 

@@ -37,8 +37,11 @@ export { NOTHING_UNDELIVERED };
 export interface Head {
   config: SessionConfig;
   scope: LogScope;
-  /** The newest record and its completion, or null for a log without records. */
-  newest: { record: LogRecord; done: DoneRecord | null } | null;
+  /**
+   * The newest record and its completion, or null for a log without records; `key`: the record's
+   * (it may be an earlier generation's: a session a delete of its newest turn took back).
+   */
+  newest: { record: LogRecord; done: DoneRecord | null; key?: string } | null;
   /** The listing the newest record was found with, positioned after it. */
   cursor: UnitCursor;
 }
@@ -81,7 +84,7 @@ export async function readNewest(
     if (!unit) return { newest: null, cursor };
     if (unit.kind === 'segment')
       throw new CorruptObjectError(unit.key, 'the newest record is packed; the log lost its head');
-    return { newest: await readRecord(log, unit), cursor };
+    return { newest: { ...(await readRecord(log, unit)), key: unit.key }, cursor };
   });
 }
 

@@ -193,7 +193,7 @@ export async function walkTurns(log: LogContext, id: string, before: number | un
       if (record.kind === 'turn' && record.turn !== undefined && below(record.turn))
         found.push(fromRecord(record, done, key));
     };
-    if (newest) consider(newest.record, newest.done, recordKey(scope, newest.record.record));
+    if (newest) consider(newest.record, newest.done, newest.key ?? recordKey(scope, newest.record.record));
     for (
       let unit = newest && found.length < wanted ? await cursor.next() : null;
       unit;

@@ -3,30 +3,53 @@ import type { LogScope } from '../session/keys.ts';
 import type { OpenTurn } from '../session/log/types.ts';
 
 /**
+ * How often a registered attempt looks whether a close written here stopped it (ms): the close
+ * only marks it, and the attempt's own timer aborts it. On Workers, what an abort sets off (the
+ * model call's rejection, the turn's answer, the storage calls of its close) runs in the I/O
+ * context of whoever calls `abort`: from the request that served the close, the stopped turn's
+ * answer would be an object of that request, which the turn's own request cannot send.
+ */
+export const STOP_CHECK_MS = 100;
+
+interface Registered {
+  turn: OpenTurn;
+  /** The error it is to be stopped with, once a close marked it. */
+  closed?: Error;
+}
+
+/**
  * The turn attempts this process runs (foreground and background), so that a close written here
  * (a cancel, an `interrupt`, a delete of the session once it ended, a close of a lapsed lease)
- * stops one at once instead of at its next lease renewal (lib/turn/renewal.ts, which stays the way another
- * process's close is found). One registry per app (functions/app.ts): what it holds is only
- * ever aborted, with the error the renewal's check would have aborted it with, never read from
- * storage.
+ * stops one within STOP_CHECK_MS instead of at its next lease renewal (lib/turn/renewal.ts,
+ * which stays the way another process's close is found). One registry per app
+ * (functions/app.ts): what it holds is only ever aborted, with the error the renewal's check
+ * would have aborted it with, never read from storage.
  */
 export class RunningTurns {
-  readonly #attempts = new Map<string, Set<{ turn: OpenTurn; stop: AbortController }>>();
+  readonly #attempts = new Map<string, Set<Registered>>();
 
   /**
-   * Registers an attempt of `turn` (its claim may not have landed yet), stopped through `stop`;
-   * returns what removes it, which its attempt calls once it ended, however it ended.
+   * Registers an attempt of `turn` (its claim may not have landed yet), stopped through `stop`
+   * by a timer of its own (STOP_CHECK_MS); returns what removes it, which its attempt calls once
+   * it ended, however it ended.
    */
   add(turn: OpenTurn, stop: AbortController): () => void {
     const key = turnKey(turn.scope, turn.turn);
-    const entry = { turn, stop };
+    const entry: Registered = { turn };
     let attempts = this.#attempts.get(key);
     if (!attempts) {
       attempts = new Set();
       this.#attempts.set(key, attempts);
     }
     attempts.add(entry);
+    // Set up by the attempt itself, so the abort runs in its own context (see STOP_CHECK_MS).
+    const check = setInterval(() => {
+      if (!entry.closed) return;
+      clearInterval(check);
+      if (!stop.signal.aborted) stop.abort(entry.closed);
+    }, STOP_CHECK_MS);
     return () => {
+      clearInterval(check);
       const left = this.#attempts.get(key);
       left?.delete(entry);
       if (left?.size === 0) this.#attempts.delete(key);
@@ -35,12 +58,12 @@ export class RunningTurns {
 
   /**
    * Someone else's completion of `turn` (under `scope`) landed with the error `code`: every
-   * attempt of it running here is aborted as its next renewal would abort it
-   * (closedError).
+   * attempt of it running here is marked to be aborted, as its next renewal would abort it
+   * (closedError), which its own timer does.
    */
   stop(closed: { scope: LogScope; turn: number; error?: { code: string } | undefined }): void {
-    for (const { turn, stop } of this.#attempts.get(turnKey(closed.scope, closed.turn)) ?? []) {
-      if (!stop.signal.aborted) stop.abort(closedError(turn, closed.error?.code ?? LEASE_EXPIRED));
+    for (const entry of this.#attempts.get(turnKey(closed.scope, closed.turn)) ?? []) {
+      entry.closed ??= closedError(entry.turn, closed.error?.code ?? LEASE_EXPIRED);
     }
   }
 

@@ -477,7 +477,7 @@ describe('webhook intents', () => {
     w.now.ms = 60_000;
     await w.drain();
     expect(await w.services.sessions.getTurn('lp', 1)).toMatchObject({ error: { code: 'lease_expired' } });
-    expect(slow.signals[0]!.aborted).toBe(true);
+    await expect.poll(() => slow.signals[0]!.aborted, { interval: 5 }).toBe(true);
     expect(await answered).toMatchObject({ code: 'lease_expired' });
     expect(running.size).toBe(0);
   });

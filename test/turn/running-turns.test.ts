@@ -34,11 +34,9 @@ function waitingModel() {
   return { model, signals, calling };
 }
 
-function world() {
-  const store = new MemoryStore();
+function world(store: MemoryStore = new MemoryStore(), leaseMs = 600_000) {
   const running = new RunningTurns();
   const waiting = waitingModel();
-  const leaseMs = 600_000;
   const sessions = new SessionLog(store, { leaseMs, onClosedByOther: (closed) => running.stop(closed) });
   const services: TurnServices = {
     sessions,
@@ -51,7 +49,31 @@ function world() {
     log: () => {},
     running,
   };
-  return { sessions, services, running, ...waiting };
+  return { store, sessions, services, running, ...waiting };
+}
+
+/** A memory store whose lease puts wait for `release()`: `reached` once one waits, `landed` once it landed. */
+class HeldLeaseStore extends MemoryStore {
+  readonly reached: Promise<void>;
+  readonly landed: Promise<void>;
+  release = () => {};
+  #reach = () => {};
+  #land = () => {};
+
+  constructor() {
+    super();
+    this.reached = new Promise((resolve) => (this.#reach = resolve));
+    this.landed = new Promise((resolve) => (this.#land = resolve));
+  }
+
+  override async put(...args: Parameters<MemoryStore['put']>) {
+    if (!args[0].endsWith('.lease')) return super.put(...args);
+    this.#reach();
+    await new Promise<void>((resolve) => (this.release = resolve));
+    const put = await super.put(...args);
+    this.#land();
+    return put;
+  }
 }
 
 describe('the running turns of a process', () => {
@@ -98,6 +120,26 @@ describe('the running turns of a process', () => {
     expect(signals[0]!.aborted).toBe(false);
     await sessions.cancelTurn('s', 1);
     expect(await turn).toMatchObject({ code: 'turn_cancelled' });
+    expect(running.size).toBe(0);
+  });
+
+  it("a delete met by a lease renewal's put under way leaves no lease in the deleted session", async () => {
+    // Renewals each second: the first one read no completion, and its put waits while the
+    // delete sweeps the session and the turn stops.
+    const store = new HeldLeaseStore();
+    const { sessions, services, running, calling } = world(store, 3_000);
+    await sessions.create({ id: 's' });
+    const turn = runTurn(services, 's', { input: 'stuck' }).catch((error: unknown) => error);
+    await calling;
+    await store.reached;
+    await sessions.delete('s');
+    store.release();
+    expect(await turn).toMatchObject({ code: 'not_found' });
+    await store.landed;
+    const left = await store.list('');
+    expect(
+      left.objects.map((object) => object.key).filter((key) => key.includes('/s/') && !key.endsWith('.done')),
+    ).toEqual([]);
     expect(running.size).toBe(0);
   });
 });

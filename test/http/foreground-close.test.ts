@@ -32,8 +32,14 @@ function world(storeOf: () => ObjectStore) {
   const api = createClient(harness);
   // Another process over the same store, which the turn's process learns of only from storage.
   const closer = createClient(appHarness(store, environment, options));
-  /** The model call is running (the turn's claim landed before it is answered). */
-  const calling = () => expect.poll(() => slow.signals.length).toBe(1);
+  /**
+   * The model call of turn `turn` of session `id` is running and its claim landed (the call
+   * starts before the claim's put is answered: a close sent before it lands finds no such turn).
+   */
+  const calling = async (id: string, turn = 1) => {
+    await expect.poll(() => slow.signals.length).toBe(1);
+    await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/${turn}`)).body.status).toBe('in_progress');
+  };
   /** The model call was aborted (its turn's next renewal found the close). */
   const aborted = () => expect.poll(() => slow.signals[0]?.aborted, { timeout: 10_000 }).toBe(true);
   const post = (path: string, body: unknown) =>
@@ -67,7 +73,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const { closer, store, api, drain, calling, aborted, watch, renewalLater } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
+    await calling(id);
     const cancelled = await closer.post(`/v1/sessions/${id}/turns/1/cancel`);
     expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
     await aborted();
@@ -100,7 +106,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
       strategies: ['compact'],
       strategy_config: { context_limit: 100_000, compact_trigger_ratio: 0.0001, compact_keep_ratio: 0.0001 },
     });
-    await calling();
+    await calling(id, 4);
     expect((await closer.post(`/v1/sessions/${id}/turns/4/cancel`)).status).toBe(200);
     await aborted();
     const answered = await pending;
@@ -121,7 +127,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     expect(response.status).toBe(200);
     const reader = sseReader(response);
     await reader.until('event: output_text.delta');
-    await calling();
+    await calling(id);
     expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const events = parseSse(await reader.rest());
@@ -141,7 +147,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const { closer, store, api, calling, aborted } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
+    await calling(id);
     const taken = await closer.post(`/v1/sessions/${id}/turns`, { input: 'now', on_busy: 'interrupt' });
     expect(taken.status, JSON.stringify(taken.body)).toBe(200);
     expect(taken.body).toMatchObject({ turn: 2, output: [{ content: 'echo: now' }] });
@@ -163,7 +169,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const { closer, api, drain, calling, aborted, watch, renewalLater, logs } = world(storeOf);
     const id = await api.session();
     const pending = api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    await calling();
+    await calling(id);
     expect((await closer.delete(`/v1/sessions/${id}`)).status).toBe(204);
     const after = watch();
     await aborted();
@@ -182,7 +188,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const response = await post(`/v1/sessions/${id}/turns`, { input: 'slow one', stream: true });
     const reader = sseReader(response);
     await reader.until('event: output_text.delta');
-    await calling();
+    await calling(id);
     expect((await closer.delete(`/v1/sessions/${id}`)).status).toBe(204);
     const after = watch();
     await aborted();
@@ -199,7 +205,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     const { closer, store, api, post, calling, aborted } = world(storeOf);
     const id = await api.session();
     const pending = post('/v1/responses', { model: 'echo', conversation: id, input: 'slow one' });
-    await calling();
+    await calling(id);
     expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const answered = await pending;
@@ -216,7 +222,7 @@ describe.each(stores)('a foreground turn closed by someone else: %s', (_, storeO
     expect(response.status).toBe(200);
     const reader = sseReader(response);
     await reader.until('response.output_text.delta');
-    await calling();
+    await calling(id);
     expect((await closer.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await aborted();
     const events = parseSse(await reader.rest());

@@ -37,9 +37,15 @@ function processOn(store: ObjectStore) {
     });
     return { status: response.status, body: (await response.json()) as any };
   };
-  /** The signal of the held model call, once it is running. */
-  const calling = async () => {
+  /**
+   * The signal of the held model call, once it is running, and with `id`, once the claim of turn 1
+   * of that session landed (the call starts before the claim's put is answered: a close sent
+   * before it lands finds no such turn; a background turn's was claimed before its answer).
+   */
+  const calling = async (id?: string) => {
     await expect.poll(() => slow.signals.length).toBe(1);
+    if (id !== undefined)
+      await expect.poll(async () => (await api.get(`/v1/sessions/${id}/turns/1`)).body.status).toBe('in_progress');
     return slow.signals[0]!;
   };
   return { api, post, drain, calling, logs, release: slow.release };
@@ -84,7 +90,7 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
       const note = { name: 'note.md', content: 'slow note' };
       if (close !== 'interrupt') expect((await one.api.post(`/v1/sessions/${id}/inbox`, note)).status).toBe(201);
       const pending = one.api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-      const signal = await one.calling();
+      const signal = await one.calling(id);
       expect(await closeTurn(one.api, id, close)).toBe(status);
       await abortOf(signal);
       const answered = await pending;
@@ -119,7 +125,7 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
       expect((await one.api.post(`/v1/sessions/${id}/turns`, { input: 'slow one', background: true })).status).toBe(
         202,
       );
-      const signal = await one.calling();
+      const signal = await one.calling(id);
       expect(await closeTurn(one.api, id, close)).toBe(status);
       await abortOf(signal);
       await one.drain();
@@ -152,7 +158,7 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
     const { one, two } = world(storeOf);
     const id = await one.api.session();
     const pending = one.api.post(`/v1/sessions/${id}/turns`, { input: 'slow one' });
-    const signal = await one.calling();
+    const signal = await one.calling(id);
     expect((await two.api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await two.drain();
     // Its own process knows nothing of the close: the call goes on (until a renewal would read it).
@@ -168,7 +174,7 @@ describe.each(stores)('a turn closed in the process that runs it: %s', (_, store
     const { one, two } = world(storeOf);
     const id = await one.api.session();
     expect((await one.api.post(`/v1/sessions/${id}/turns`, { input: 'slow one', background: true })).status).toBe(202);
-    const signal = await one.calling();
+    const signal = await one.calling(id);
     expect((await two.api.post(`/v1/sessions/${id}/turns/1/cancel`)).status).toBe(200);
     await two.drain();
     expect(signal.aborted).toBe(false);

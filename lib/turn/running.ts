@@ -11,8 +11,15 @@ import type { OpenTurn } from '../session/log/types.ts';
  */
 export const STOP_CHECK_MS = 100;
 
+/** Which turn a close names: all a registered attempt keeps of its claim. */
+type TurnName = { scope: Pick<LogScope, 'id'>; turn: number };
+
 interface Registered {
-  turn: OpenTurn;
+  /**
+   * Not the claim itself: on Workers an attempt the runtime cancelled (a client gone past
+   * `waitUntil`'s limit) never removes its entry, which keeps no more than this.
+   */
+  turn: TurnName;
   /** The error it is to be stopped with, once a close marked it. */
   closed?: Error;
 }
@@ -35,7 +42,7 @@ export class RunningTurns {
    */
   add(turn: OpenTurn, stop: AbortController): () => void {
     const key = turnKey(turn.scope, turn.turn);
-    const entry: Registered = { turn };
+    const entry: Registered = { turn: { scope: { id: turn.scope.id }, turn: turn.turn } };
     let attempts = this.#attempts.get(key);
     if (!attempts) {
       attempts = new Set();
@@ -84,7 +91,7 @@ function turnKey(scope: LogScope, turn: number): string {
  * lib/session/log/claim.ts's completion would: the renewal's check (lib/turn/renewal.ts) and
  * RunningTurns stop a turn with it.
  */
-export function closedError(turn: OpenTurn, code: string): Error {
+export function closedError(turn: TurnName, code: string): Error {
   if (code === SESSION_DELETED)
     return new NotFoundError(`session ${turn.scope.id} was deleted during turn ${turn.turn}`, { id: turn.scope.id });
   return new TurnClosedError(turn.scope.id, turn.turn, code === TURN_CANCELLED ? TURN_CANCELLED : LEASE_EXPIRED);

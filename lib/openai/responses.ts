@@ -270,7 +270,7 @@ export interface ResponseFields {
   store: boolean;
   /** Created with `background: true` (lib/openai/background-response.ts). */
   background?: boolean;
-  error?: { code: string; message: string };
+  error?: { code: string; message: string; details?: unknown };
   /** Why an `incomplete` response stopped short. */
   incomplete?: IncompleteReason;
   /** tailgate's own account of the turn (session, turn, notices, context counts). */
@@ -345,8 +345,14 @@ export function buildResponse(fields: ResponseFields): TailgateResponse {
     completed_at: ended ? seconds(fields.completedAt ?? fields.createdAt) : null,
     status: fields.status,
     background: fields.background ?? false,
+    // With the details the client is told (a failed model call's model and status), as a
+    // retrieve of a background response reads them from the turn's receipt.
     error: fields.error
-      ? { code: fields.error.code as NonNullable<Response['error']>['code'], message: fields.error.message }
+      ? ({
+          code: fields.error.code as NonNullable<Response['error']>['code'],
+          message: fields.error.message,
+          ...(fields.error.details !== undefined ? { details: fields.error.details } : {}),
+        } as NonNullable<Response['error']>)
       : null,
     incomplete_details: fields.incomplete ? { reason: fields.incomplete } : null,
     instructions: fields.instructions,

@@ -76,7 +76,8 @@ export function openaiErrorBody(
         type: errorType(status),
         param,
         code,
-        ...(details !== undefined && status < 500 ? { details } : {}),
+        // What clientError kept: a failed model call's model and provider status, a missing setting's name.
+        ...(details !== undefined ? { details } : {}),
       },
     },
   };

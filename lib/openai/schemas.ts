@@ -320,6 +320,10 @@ export const openaiErrorSchema = z
       type: z.string(),
       param: z.string().nullable(),
       code: z.string().nullable(),
+      details: z.unknown().optional().meta({
+        description:
+          "tailgate's details of the error (docs/API.md, error codes): a failed model call's model and status",
+      }),
     }),
   })
   .meta({ id: 'OpenAIError' });

@@ -54,3 +54,11 @@ describe('workerd: a failed model call through the OpenAI facade', () => {
     });
   });
 });
+
+describe('workerd: /openapi.json', () => {
+  it('lists the details an OpenAI-shaped error carries', async () => {
+    const response = await harness.fetch('/openapi.json', { headers: { authorization: `Bearer ${TOKEN}` } });
+    const document = (await response.json()) as any;
+    expect(Object.keys(document.components.schemas.OpenAIError.properties.error.properties)).toContain('details');
+  });
+});

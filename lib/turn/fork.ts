@@ -1,3 +1,4 @@
+import { NotFoundError } from '../errors.ts';
 import type { ForkOptions, RewindOptions, SessionLog, SessionRecord } from '../session/session-log.ts';
 import { afterResponse } from './append.ts';
 import { packOptions, sessionStrategyPlan } from './plan.ts';
@@ -38,7 +39,13 @@ export async function deleteNewestTurn(
 
 function withFirstView(services: ForkServices, session: SessionRecord): SessionRecord {
   afterResponse(services, async () =>
-    services.sessions.pack(session.id, { ...packOptions(sessionStrategyPlan(services.env, session)), refresh: true }),
+    services.sessions
+      .pack(session.id, { ...packOptions(sessionStrategyPlan(services.env, session)), refresh: true })
+      .catch((error: unknown) => {
+        // Deleted since (a conversation its failed first response started, lib/openai/sessions.ts
+        // dropStartedConversation): a session that no longer exists needs no view.
+        if (!(error instanceof NotFoundError)) throw error;
+      }),
   );
   return session;
 }

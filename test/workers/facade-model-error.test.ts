@@ -1,6 +1,8 @@
+import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { describe, expect, inject, it } from 'vitest';
+import worker from '../../functions/worker.ts';
 import { TOKEN } from '../http/http-suite.ts';
-import { workerHarness } from './worker-harness.ts';
+import { bindings, workerHarness } from './worker-harness.ts';
 
 // A response whose provider answers 500 (test/support/workers-global-setup.ts): the client of the
 // OpenAI facade is told which model failed and the provider's status, as a native turn's client
@@ -52,6 +54,32 @@ describe('workerd: a failed model call through the OpenAI facade', () => {
       message: 'the model call failed',
       details,
     });
+  });
+});
+
+describe('workerd: a conversation its failed first response started', () => {
+  it('is deleted with nothing logged as failed after the response (its first view is not written)', async () => {
+    const errors: string[] = [];
+    const error = console.error;
+    console.error = (message?: unknown) => errors.push(String(message));
+    try {
+      const context = createExecutionContext();
+      const response = await worker.fetch(
+        new Request('https://tailgate.test/v1/responses', {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'down', input: 'are you there?' }),
+        }) as never,
+        { ...bindings, ...failing } as never,
+        context,
+      );
+      expect(response.status).toBe(502);
+      await waitOnExecutionContext(context);
+    } finally {
+      console.error = error;
+    }
+    // The model call's failure is logged, and nothing else.
+    expect(errors).toEqual(['tailgate: model_error']);
   });
 });
 

@@ -2,6 +2,12 @@ import { readdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { cloudflareTest } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
+import { refuseDevVars } from './test/support/dev-vars.ts';
+
+// The Worker under test gets no developer's variables (test/support/dev-vars.ts): no `.env`
+// file is read for it, and a `.dev.vars` stops the run.
+process.env.CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV = 'false';
+refuseDevVars(import.meta.dirname);
 
 // Four projects:
 // - `unit` (`npm run test:unit`): lib/ on the memory store, models against in-process fake

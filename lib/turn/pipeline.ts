@@ -199,9 +199,10 @@ async function attemptTurn(
     // Stopped because someone else closed it: answered as its completion would have been.
     const cause: unknown = attempt.stop.signal.aborted ? attempt.stop.signal.reason : error;
     return await closeFailed(services, sessionId, attempt, cause).finally(() => {
-      const { turn, input, scope } = attempt.turn;
-      if (attempt.closedFailed && input[0])
-        options.onFailed?.({ turn, seq: input[0].seq, generation: idGeneration(scope, input[0].seq) });
+      // A retake has no input: its turn is named where its output would have begun.
+      const { turn, input, scope, counts } = attempt.turn;
+      const seq = input[0]?.seq ?? counts.items + 1;
+      if (attempt.closedFailed) options.onFailed?.({ turn, seq, generation: idGeneration(scope, seq) });
     });
   } finally {
     seen.turn = attempt.turn.turn;

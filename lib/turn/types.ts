@@ -34,9 +34,10 @@ export interface TurnOptions {
    */
   background?: { turn: number; writer: string; lease?: HeldLease };
   /**
-   * Told the turn, the seq of its first input item and the generation its ids name there
-   * (idGeneration: undefined in a session stored before they named one) once its failed
-   * completion landed (the facade takes such a turn out again: lib/openai/stored-turn.ts).
+   * Told the turn, the seq of its first input item (a retake, which has none: the seq its
+   * output would have begun at) and the generation its ids name there (idGeneration: undefined
+   * in a session stored before they named one) once its failed completion landed (the facade
+   * takes such a turn out again: lib/openai/stored-turn.ts).
    */
   onFailed?: (failed: { turn: number; seq: number; generation: string | undefined }) => void;
   /**

@@ -1,0 +1,66 @@
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTailgate, tailgateGet, TOKEN } from './server.ts';
+
+// A tool loop's step (function_call_outputs answering the calls of the response before) whose
+// streamed attempt failed after its first event: the attempt stays with its input, and a resend
+// of the step takes it again (lib/openai/failed-steps.ts). "unreachable" fails every model call.
+let tailgate: Awaited<ReturnType<typeof startTailgate>>;
+let client: OpenAI;
+beforeAll(async () => {
+  tailgate = await startTailgate({
+    OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+    MODEL_MAX_RETRIES: '0',
+    MODEL_ALIASES: 'unreachable=openai-compatible:nothing',
+  });
+  client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
+});
+afterAll(() => tailgate.close());
+
+const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
+
+/** A response calling get_weather for `city`, and the whole history of the step answering it. */
+async function toolStep(city: string) {
+  const ask = `call get_weather {"city":"${city}"}`;
+  const first = await client.responses.create({ model: 'echo', input: ask, tools });
+  const call = first.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+  const input = [
+    { role: 'user' as const, content: ask },
+    ...(first.output as OpenAI.Responses.ResponseInputItem[]),
+    { type: 'function_call_output' as const, call_id: call.call_id, output: '10C' },
+  ];
+  return { first, conversation: first.conversation!.id, input };
+}
+
+/** A streamed attempt of the step that fails after its first event (it stays, failed). */
+async function failedStreamed(input: OpenAI.Responses.ResponseInputItem[], headers?: Record<string, string>) {
+  const failed = await client.responses.create({ model: 'unreachable', input, tools, stream: true }, { headers });
+  const types: string[] = [];
+  for await (const event of failed) types.push(event.type);
+  expect(types.at(-1)).toBe('response.failed');
+}
+
+const turnsOf = async (conversation: string) =>
+  (await tailgateGet(tailgate.baseURL, `/sessions/${conversation}`)).counts.turns as number;
+
+describe('a resent tool step whose streamed attempt failed', () => {
+  it('taken again and failing not streamed leaves nothing: the step survives more such retries than 8', async () => {
+    const { conversation, input } = await toolStep('Lima');
+    await failedStreamed(input);
+    // The official client's retries of a 5xx (here sent one by one): each takes the step again.
+    for (let attempt = 0; attempt < 9; attempt++) {
+      const failed = await client.responses.create({ model: 'unreachable', input, tools }).catch((error) => error);
+      expect(failed).toBeInstanceOf(OpenAI.InternalServerError);
+    }
+    expect(await turnsOf(conversation)).toBe(2);
+    const retried = await client.responses.create({ model: 'echo', input, tools });
+    expect(retried.conversation!.id).toBe(conversation);
+    const items = await client.conversations.items.list(conversation, { order: 'asc' });
+    expect(items.data.map((item) => item.type)).toEqual([
+      'message',
+      'function_call',
+      'function_call_output',
+      'message',
+    ]);
+  });
+});

@@ -176,8 +176,11 @@ async function createStoredResponse(
     ...(idempotencyKey !== undefined ? { idempotencyKey } : {}),
     ...(afterTurn !== undefined ? { afterTurn } : {}),
     ...(checkTools ? { checkConfig: checkTools } : {}),
-    // A resend that retries a failed step whose outputs its first attempt stored takes it again.
-    ...(taken > 0 && items.length === 0 ? { retake: true } : {}),
+    // A resend that retries a failed step whose outputs its first attempt stored takes it again
+    // (under a key, compared as asking those outputs, as that attempt was: a retry is replayed).
+    ...(taken > 0 && items.length === 0
+      ? { retake: true, retaken: match ? prepared.history.slice(match.known) : prepared.items.slice(after?.known) }
+      : {}),
   };
   // The claim refuses a turn that would not follow previous_response_id's (a keyed retry is
   // replayed first): the request then branches, into a fork of the conversation at that turn.

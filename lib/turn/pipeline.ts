@@ -104,10 +104,12 @@ async function takeTurn(
   const spend = background ? undefined : services.tokenSpend;
   const spent = spend?.read();
   spent?.catch(() => undefined);
+  // A retake is compared under its key as asking the input it takes again (TurnOptions.retaken).
+  const asked = options.retaken ? () => services.sessions.checkAttachments([...options.retaken!]).items : () => input;
   const claim = services.sessions.claimTurn(sessionId, {
     input,
     ...(options.idempotencyKey !== undefined
-      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(input, request) }
+      ? { idempotencyKey: options.idempotencyKey, requestHash: requestHash(asked(), request) }
       : {}),
     request: requestRecord(request),
     ...(options.afterTurn !== undefined ? { afterTurn: options.afterTurn } : {}),

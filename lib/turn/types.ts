@@ -7,6 +7,7 @@ import type { OpenTurn, SessionLog } from '../session/session-log.ts';
 import type { TokenEncoders } from '../tokens/token-counter.ts';
 import type { TurnUsage } from '../ledger/usage.ts';
 import type { TokenBudget, TokenSpend } from '../ledger/token-spend.ts';
+import type { Item } from '../items.ts';
 import type { OutputItem, TurnRequest, TurnResponse } from './wire.ts';
 import type { WebhookSink } from '../webhooks/events.ts';
 import type { RunningTurns } from './running.ts';
@@ -46,6 +47,12 @@ export interface TurnOptions {
    * naming `input`. The model answers the history as it stands; the turn stores only its output.
    */
   retake?: boolean;
+  /**
+   * With `retake`, the items the failed turn it takes again stored as its input: under an
+   * Idempotency-Key the request is compared as one asking them (the retry of that turn under its
+   * key, or of this one, is replayed; lib/openai/failed-steps.ts).
+   */
+  retaken?: readonly Item[];
 }
 
 /**

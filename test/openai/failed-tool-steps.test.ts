@@ -43,6 +43,11 @@ async function failedStreamed(input: OpenAI.Responses.ResponseInputItem[], heade
 const turnsOf = async (conversation: string) =>
   (await tailgateGet(tailgate.baseURL, `/sessions/${conversation}`)).counts.turns as number;
 
+/** The conversation's items once the step was answered: its outputs stored once. */
+const ANSWERED = ['message', 'function_call', 'function_call_output', 'message'];
+const typesOf = async (conversation: string) =>
+  (await client.conversations.items.list(conversation, { order: 'asc' })).data.map((item) => item.type);
+
 describe('a resent tool step whose streamed attempt failed', () => {
   it('taken again and failing not streamed leaves nothing: the step survives more such retries than 8', async () => {
     const { conversation, input } = await toolStep('Lima');
@@ -55,12 +60,28 @@ describe('a resent tool step whose streamed attempt failed', () => {
     expect(await turnsOf(conversation)).toBe(2);
     const retried = await client.responses.create({ model: 'echo', input, tools });
     expect(retried.conversation!.id).toBe(conversation);
-    const items = await client.conversations.items.list(conversation, { order: 'asc' });
-    expect(items.data.map((item) => item.type)).toEqual([
-      'message',
-      'function_call',
-      'function_call_output',
-      'message',
-    ]);
+    expect(await typesOf(conversation)).toEqual(ANSWERED);
+  });
+
+  it('retried under the key of its failed attempt is answered as that attempt was', async () => {
+    const { conversation, input } = await toolStep('Quito');
+    const headers = { 'Idempotency-Key': 'failed-tool-step-key' };
+    await failedStreamed(input, headers);
+    // The same request under the same key: the key's answer again (its failure), nothing taken.
+    for (const stream of [false, true]) {
+      const again = await client.responses
+        .create({ model: 'unreachable', input, tools, stream }, { headers })
+        .catch((error: unknown) => error);
+      expect(again).toBeInstanceOf(OpenAI.InternalServerError);
+      expect((again as InstanceType<typeof OpenAI.APIError>).code).toBe('model_error');
+    }
+    expect(await turnsOf(conversation)).toBe(2);
+    // Under a key of its own, the step is taken again, then its retry under that key replayed.
+    const retakeKey = { 'Idempotency-Key': 'failed-tool-step-retake' };
+    const retried = await client.responses.create({ model: 'echo', input, tools }, { headers: retakeKey });
+    expect(retried.conversation!.id).toBe(conversation);
+    const replayed = await client.responses.create({ model: 'echo', input, tools }, { headers: retakeKey });
+    expect(replayed.id).toBe(retried.id);
+    expect(await typesOf(conversation)).toEqual(ANSWERED);
   });
 });

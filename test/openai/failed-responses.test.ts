@@ -72,7 +72,7 @@ describe('a failed response leaves nothing in its conversation', () => {
   });
 
   it('a resent tool step after failed streamed attempts continues its conversation, outputs stored once', async () => {
-    // The AI SDK's streamText retries a step whose stream failed before any output: the same
+    // The AI SDK's streamText with streamRetries sends a step whose stream failed again: the same
     // resent history, whose new items answer the calls the failed attempt stored as its input.
     const client = new OpenAI({ apiKey: TOKEN, baseURL: tailgate.baseURL, maxRetries: 0 });
     const tools = [{ type: 'function' as const, name: 'get_weather', strict: false, parameters: { type: 'object' } }];
